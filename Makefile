@@ -1,0 +1,122 @@
+# agentd. The two commands a newcomer needs:
+#   make run    build and start agentd with its embedded defaults (127.0.0.1:7070)
+#   make test   install what the tests need, then lint, check generated code and
+#               the API, run every Go test with -race, and the client examples
+#
+# Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
+# tools/go.mod (grpcurl), package.json + package-lock.json (buf, protoc-gen-es,
+# Connect-ES, typescript), Debian (protoc 3.21.12 and grpc_python_plugin for
+# Python, python3-grpcio and python3-protobuf to run the Python example).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+BUF      := node_modules/.bin/buf
+TSC      := node_modules/.bin/tsc
+GRPCURL  := go tool -modfile=tools/go.mod grpcurl
+PY       := /usr/bin/python3
+API_IMAGE := proto/accepted-api.binpb
+DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python3-grpcio
+# Addresses for the example run inside `make test`, away from `make run`'s.
+EXAMPLE_ADDR ?= 127.0.0.1:17070
+BRIDGE_ADDR  ?= 127.0.0.1:17071
+
+.PHONY: help run build test tools deb npm generate lint check-generated breaking accept-api go-test examples smoke clean
+
+help:
+	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
+	@echo "make test              install test dependencies, then run every check and test"
+	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript)"
+	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
+	@echo "make build             build bin/agentd and the TypeScript example"
+
+## Set-up ---------------------------------------------------------------------
+
+# Debian packages: installed only when missing (a fresh machine, as root).
+deb:
+	@if ! dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1; then \
+	  echo "installing Debian packages: $(DEB_PACKAGES)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES) >/dev/null; \
+	fi
+
+node_modules/.stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+npm: node_modules/.stamp
+
+tools: deb npm
+	go mod download
+	cd tools && go mod download
+
+## Code generation and API checks -------------------------------------------
+
+generate: tools
+	$(BUF) generate
+
+lint: tools
+	$(BUF) lint
+	$(BUF) format -d --exit-code
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/') 2>/dev/null); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+	go vet ./...
+
+# The committed gen/ must be exactly what buf generate writes.
+check-generated: tools
+	$(BUF) generate
+	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
+	  git status --porcelain -- gen; git diff --stat -- gen; \
+	  echo "gen/ is out of date: run make generate and commit the result"; exit 1; fi
+
+# The protos must not break the last accepted API (a committed image):
+# comparing main with itself could never fail. `make accept-api` is the
+# deliberate act that accepts a change.
+breaking: tools
+	$(BUF) breaking --against $(API_IMAGE)
+
+accept-api: tools
+	$(BUF) build -o $(API_IMAGE)
+
+## Build, run, test -----------------------------------------------------------
+
+build:
+	go build -o bin/agentd ./cmd/agentd
+
+build/ts/examples/ts/demo.js: npm examples/ts/demo.ts $(wildcard gen/ts/agentd/v1/*.ts)
+	$(TSC) -p examples/ts
+
+run: build
+	@echo
+	@echo "agentd starts on 127.0.0.1:7070 with its embedded bridge and the built-in demo MCP server."
+	@echo "In another terminal, try:"
+	@echo "  bin/agentd generate --request examples/demo-start.json      # the demo: a tool call through the bridge"
+	@echo "  bin/agentd generate --provider mock --prompt 'Hello'"
+	@echo "  $(GRPCURL) -plaintext 127.0.0.1:7070 list"
+	@echo "  go run ./examples/go"
+	@echo "  PYTHONPATH=gen/python $(PY) examples/python/demo.py"
+	@echo "  make build/ts/examples/ts/demo.js && node build/ts/examples/ts/demo.js"
+	@echo
+	bin/agentd serve
+
+test: tools lint check-generated breaking go-test examples smoke
+
+go-test:
+	go test -race -shuffle=on -count=1 ./...
+
+# The client examples against a live agentd that this target starts and stops.
+examples: build build/ts/examples/ts/demo.js
+	@AGENTD_LISTEN=$(EXAMPLE_ADDR) bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
+	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true" EXIT; \
+	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
+	  echo "--- Go example"; go run ./examples/go $(EXAMPLE_ADDR); \
+	  echo "--- Python example"; PYTHONPATH=gen/python $(PY) examples/python/demo.py $(EXAMPLE_ADDR); \
+	  echo "--- TypeScript example"; node build/ts/examples/ts/demo.js $(EXAMPLE_ADDR)
+
+# What a newcomer checks by hand after `make run`, with grpcurl: the services,
+# health and reflection of `agentd serve` and of `agentd bridge`.
+smoke: build
+	@scripts/smoke.sh "$(GRPCURL)" $(EXAMPLE_ADDR) $(BRIDGE_ADDR)
+
+clean:
+	rm -rf bin build

@@ -1,0 +1,252 @@
+// Package bridge is agentd's BridgeService: it owns every MCP connection
+// and every child process agentd starts.
+//
+// A session serves one generation and lives exactly as long as its
+// OpenSession stream: when the caller closes the session, cancels the
+// stream or vanishes, every connection of the session closes and every
+// process stops. Connections are made lazily, on the first ListTools or
+// CallTool that needs the server, and reused within the session.
+//
+// The bridge never imports the server or the providers: its contract is
+// agentd.bridge.v1, whether it runs embedded in `agentd serve` or alone as
+// `agentd bridge`.
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/agentd/agentd/bridge/internal/mcpconn"
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// Options configures a Service.
+type Options struct {
+	// Logger receives session events and the servers' stderr.
+	Logger *slog.Logger
+	// Config holds the registered servers, the allowed commands and the
+	// termination grace.
+	Config config.Bridge
+}
+
+// Service implements agentd.bridge.v1.BridgeService. Close stops every
+// session; the Service must not be used afterwards.
+type Service struct {
+	bridgev1.UnimplementedBridgeServiceServer
+
+	log *slog.Logger
+	cfg config.Bridge
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   bool
+}
+
+// New returns a Service.
+func New(opts Options) *Service {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{log: log, cfg: opts.Config, sessions: make(map[string]*session)}
+}
+
+// Register registers the service on srv.
+func (s *Service) Register(srv grpc.ServiceRegistrar) {
+	bridgev1.RegisterBridgeServiceServer(srv, s)
+}
+
+// Close closes every open session, stopping their processes, and refuses
+// new ones. Idempotent.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sess := range sessions {
+		wg.Go(sess.close)
+	}
+	wg.Wait()
+}
+
+// Sessions reports how many sessions are open.
+func (s *Service) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.ServerStreamingServer[bridgev1.OpenSessionResponse]) error {
+	targets, err := s.resolve(req.GetServers())
+	if err != nil {
+		return fault.GRPC(err)
+	}
+	sess := newSession(newID(), req.GetGenerationId(), targets, s.log)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fault.GRPC(fault.New(fault.Unavailable, "the bridge is shutting down"))
+	}
+	s.sessions[sess.id] = sess
+	s.mu.Unlock()
+	defer func() {
+		sess.close()
+		s.mu.Lock()
+		delete(s.sessions, sess.id)
+		s.mu.Unlock()
+	}()
+
+	if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{
+		Opened: &bridgev1.SessionOpened{SessionId: sess.id},
+	}}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			// The caller went away: the deferred close stops everything.
+			return nil
+		case <-sess.done:
+			return nil
+		case name := <-sess.changes:
+			if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_ToolsChanged{
+				ToolsChanged: &bridgev1.ToolsChanged{ServerName: name},
+			}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *Service) CloseSession(_ context.Context, req *bridgev1.CloseSessionRequest) (*bridgev1.CloseSessionResponse, error) {
+	s.mu.Lock()
+	sess := s.sessions[req.GetSessionId()]
+	s.mu.Unlock()
+	if sess != nil {
+		sess.close()
+	}
+	return &bridgev1.CloseSessionResponse{}, nil
+}
+
+func (s *Service) session(id string) (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[id]
+	if sess == nil {
+		return nil, fault.New(fault.NotFound, "no open bridge session %q", id)
+	}
+	return sess, nil
+}
+
+func (s *Service) ListTools(ctx context.Context, req *bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+	sess, err := s.session(req.GetSessionId())
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	servers, err := sess.listTools(ctx, req.GetServerNames())
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	return &bridgev1.ListToolsResponse{Servers: servers}, nil
+}
+
+func (s *Service) CallTool(ctx context.Context, req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+	sess, err := s.session(req.GetSessionId())
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	res, err := sess.callTool(ctx, req.GetServerName(), req.GetToolName(), req.GetArguments())
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	return res, nil
+}
+
+// target is a validated server of a session.
+type target struct {
+	name         string
+	readTimeout  time.Duration
+	allowedTools []string
+	stdio        *mcpconn.StdioSpec
+	http         *mcpconn.HTTPSpec
+}
+
+// resolve validates a session's servers, resolving refs against the
+// registered servers and checking commands against the allow list.
+func (s *Service) resolve(specs []*bridgev1.ServerSpec) ([]*target, error) {
+	var violations []fault.Violation
+	bad := func(i int, field, format string, args ...any) {
+		violations = append(violations, fault.Violation{Field: fmt.Sprintf("servers[%d]%s", i, field), Description: fmt.Sprintf(format, args...)})
+	}
+	var denied error
+	seen := make(map[string]bool)
+	targets := make([]*target, 0, len(specs))
+	for i, spec := range specs {
+		t := &target{name: spec.GetName(), readTimeout: spec.GetReadTimeout().AsDuration(), allowedTools: spec.GetAllowedTools()}
+		switch {
+		case t.name == "":
+			bad(i, ".name", "must not be empty")
+		case seen[t.name]:
+			bad(i, ".name", "%q is used twice", t.name)
+		}
+		seen[t.name] = true
+		if t.readTimeout <= 0 {
+			bad(i, ".read_timeout", "must be positive")
+		}
+		switch tr := spec.GetTransport().(type) {
+		case *bridgev1.ServerSpec_Http:
+			u, err := url.Parse(tr.Http.GetUrl())
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(i, ".http.url", "must be an http or https URL")
+			}
+			t.http = &mcpconn.HTTPSpec{Name: t.name, URL: tr.Http.GetUrl(), Authorization: tr.Http.GetAuthorization(), Headers: tr.Http.GetHeaders()}
+		case *bridgev1.ServerSpec_Stdio:
+			cmd := tr.Stdio.GetCommand()
+			if !slices.Contains(s.cfg.AllowedCommands, cmd) {
+				denied = fault.New(fault.Permission,
+					"MCP server %q: the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref",
+					t.name, filepath.Base(cmd))
+			}
+			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: tr.Stdio.GetArgs(), Env: tr.Stdio.GetEnv(), Unset: tr.Stdio.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
+		case *bridgev1.ServerSpec_Ref:
+			reg, ok := s.cfg.Servers[tr.Ref]
+			if !ok {
+				bad(i, ".ref", "no server named %q is registered under bridge.servers", tr.Ref)
+				break
+			}
+			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: s.cfg.TerminateGrace}
+		default:
+			bad(i, "", "needs http, stdio or ref")
+		}
+		targets = append(targets, t)
+	}
+	if len(violations) > 0 {
+		return nil, fault.InvalidRequest(violations)
+	}
+	if denied != nil {
+		return nil, denied
+	}
+	return targets, nil
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,83 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+)
+
+// emptyErrorMessage stands in for a JSON-RPC error without a message.
+const emptyErrorMessage = "The MCP server returned an empty error."
+
+// errorOutput renders a failure for the model: {"error": "<message>"}.
+func errorOutput(msg string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"error": msg})
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// flattenRPCError turns a tool's JSON-RPC error into data for the model.
+func flattenRPCError(err *jsonrpc.Error) *bridgev1.CallToolResponse {
+	msg := err.Message
+	if strings.TrimSpace(msg) == "" {
+		msg = emptyErrorMessage
+	}
+	return &bridgev1.CallToolResponse{Output: errorOutput(msg), IsError: true}
+}
+
+// flatten turns a tool result into what the model sees: structured content
+// as JSON if present, else the text blocks joined by newlines; an isError
+// result as {"error": "<its text>"}. Non-text blocks are kept as
+// attachments.
+func flatten(res *mcp.CallToolResult) *bridgev1.CallToolResponse {
+	var texts []string
+	var attachments []*bridgev1.Content
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			texts = append(texts, c.Text)
+		case *mcp.ImageContent:
+			attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_IMAGE, MimeType: c.MIMEType, Source: &bridgev1.Content_Data{Data: c.Data}})
+		case *mcp.AudioContent:
+			attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_AUDIO, MimeType: c.MIMEType, Source: &bridgev1.Content_Data{Data: c.Data}})
+		case *mcp.ResourceLink:
+			attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_RESOURCE_LINK, MimeType: c.MIMEType, Name: c.Name, Source: &bridgev1.Content_Uri{Uri: c.URI}})
+		case *mcp.EmbeddedResource:
+			if r := c.Resource; r != nil {
+				data := r.Blob
+				if data == nil {
+					data = []byte(r.Text)
+				}
+				attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_RESOURCE, MimeType: r.MIMEType, Name: r.URI, Source: &bridgev1.Content_Data{Data: data}})
+			}
+		}
+	}
+	out := &bridgev1.CallToolResponse{IsError: res.IsError, Attachments: attachments}
+	switch {
+	case res.IsError:
+		msg := strings.Join(texts, "\n")
+		if strings.TrimSpace(msg) == "" {
+			msg = emptyErrorMessage
+		}
+		out.Output = errorOutput(msg)
+	case res.StructuredContent != nil:
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(res.StructuredContent); err == nil {
+			out.Output = strings.TrimSuffix(b.String(), "\n")
+			break
+		}
+		out.Output = strings.Join(texts, "\n")
+	default:
+		out.Output = strings.Join(texts, "\n")
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package mcpconn
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// jsonLines passes through the lines of a stdio server's stdout that can be
+// JSON-RPC messages and drops the rest (banners, stray log lines), which
+// would otherwise end the session: the SDK's decoder fails on the first
+// byte that is not JSON. Lines are judged by their first non-blank byte.
+type jsonLines struct {
+	r       *bufio.Reader
+	onDrop  func(line []byte) // called with (the start of) each dropped line
+	pending []byte            // rest of the current kept line, not yet returned
+	midLine bool              // the last chunk read did not end its line
+	keeping bool              // the current line is being kept
+	err     error             // read error to return once pending is empty
+}
+
+func newJSONLines(r io.Reader, onDrop func([]byte)) *jsonLines {
+	return &jsonLines{r: bufio.NewReaderSize(r, 64<<10), onDrop: onDrop}
+}
+
+func (j *jsonLines) Read(p []byte) (int, error) {
+	for {
+		if len(j.pending) > 0 {
+			n := copy(p, j.pending)
+			j.pending = j.pending[n:]
+			return n, nil
+		}
+		if j.err != nil {
+			return 0, j.err
+		}
+		chunk, err := j.r.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if !j.midLine {
+				trimmed := bytes.TrimLeft(chunk, " \t\r\n")
+				j.keeping = len(trimmed) == 0 || trimmed[0] == '{' || trimmed[0] == '['
+				if !j.keeping && j.onDrop != nil {
+					j.onDrop(bytes.TrimRight(chunk, "\r\n"))
+				}
+			}
+			if j.keeping {
+				// ReadSlice's buffer is reused by the next read, which
+				// happens only after pending is consumed.
+				j.pending = chunk
+			}
+			j.midLine = chunk[len(chunk)-1] != '\n'
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			j.err = err
+		}
+	}
+}

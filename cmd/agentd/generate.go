@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/grpcserver"
+)
+
+const generateUsage = `usage: agentd generate [flags]
+
+Runs one generation against a running agentd and prints its events.
+Approval requests are asked on the terminal (y/n); function calls ask for
+their result.
+
+  agentd generate --request examples/demo-start.json
+  agentd generate --provider mock --prompt "Hello"
+`
+
+func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agentd generate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, generateUsage); fs.PrintDefaults() }
+	addr := fs.String("addr", "127.0.0.1:7070", "agentd address")
+	requestFile := fs.String("request", "", "StartGeneration as JSON (proto JSON mapping)")
+	provider := fs.String("provider", "mock", "provider, when --request is not given")
+	model := fs.String("model", "", "model, when --request is not given")
+	prompt := fs.String("prompt", "", "user message, when --request is not given")
+	asJSON := fs.Bool("json", false, "print each event as one line of JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	start, err := startRequest(*requestFile, *provider, *model, *prompt)
+	if err != nil {
+		return err
+	}
+	conn, err := grpcserver.Dial(*addr, grpcserver.Telemetry{})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
+		return err
+	}
+	answers := bufio.NewReader(stdin)
+	p := printer{w: stdout}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			b, _ := protojson.Marshal(ev)
+			fmt.Fprintln(stdout, string(b))
+		} else {
+			p.print(ev)
+		}
+		var answer *agentdv1.GenerateRequest
+		switch k := ev.GetEvent().(type) {
+		case *agentdv1.GenerateResponse_ApprovalRequest:
+			r := k.ApprovalRequest
+			line := ask(answers, stderr, fmt.Sprintf("%s %s [y/N] ", r.GetPrompt(), r.GetArguments()))
+			approved := strings.EqualFold(line, "y") || strings.EqualFold(line, "yes")
+			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+				RequestId: r.GetId(), Approved: approved, Digest: r.GetDigest(),
+			}}}
+		case *agentdv1.GenerateResponse_FunctionCall:
+			c := k.FunctionCall
+			line := ask(answers, stderr, fmt.Sprintf("result of %s(%s): ", c.GetName(), c.GetArguments()))
+			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_FunctionResult{FunctionResult: &agentdv1.FunctionResult{
+				CallId: c.GetCallId(), Output: line,
+			}}}
+		}
+		if answer != nil {
+			if err := stream.Send(answer); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func ask(r *bufio.Reader, w io.Writer, prompt string) string {
+	fmt.Fprint(w, prompt)
+	line, _ := r.ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+func startRequest(file, provider, model, prompt string) (*agentdv1.StartGeneration, error) {
+	start := &agentdv1.StartGeneration{}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		if err := protojson.Unmarshal(data, start); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		return start, nil
+	}
+	if prompt == "" {
+		return nil, errors.New("give --request FILE, or --prompt (with --provider and --model)")
+	}
+	start.Agent = &agentdv1.Agent{Provider: provider, Model: model}
+	start.Messages = []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: prompt}}}}}
+	return start, nil
+}
+
+// printer writes events for a person: text as it streams, everything else
+// on lines of its own.
+type printer struct {
+	w      io.Writer
+	inText bool
+}
+
+func (p *printer) line(format string, args ...any) {
+	if p.inText {
+		fmt.Fprintln(p.w)
+		p.inText = false
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func (p *printer) print(ev *agentdv1.GenerateResponse) {
+	switch k := ev.GetEvent().(type) {
+	case *agentdv1.GenerateResponse_Started:
+		s := k.Started
+		p.line("started %s", s.GetGenerationId())
+		for _, srv := range s.GetServers() {
+			p.line("  server %s: %s, %s", srv.GetName(), strings.ToLower(strings.TrimPrefix(srv.GetPlacement().String(), "PLACEMENT_")),
+				strings.ToLower(strings.TrimPrefix(srv.GetTransport().String(), "TRANSPORT_")))
+		}
+		var tools []string
+		for _, t := range s.GetTools() {
+			tools = append(tools, t.GetName())
+		}
+		if len(tools) > 0 {
+			p.line("  tools: %s", strings.Join(tools, ", "))
+		}
+	case *agentdv1.GenerateResponse_TextDelta:
+		fmt.Fprint(p.w, k.TextDelta.GetText())
+		p.inText = true
+	case *agentdv1.GenerateResponse_ToolCallStarted:
+		t := k.ToolCallStarted
+		p.line("tool call %s %s%s", t.GetToolName(), t.GetArguments(), onServer(t.GetServerName()))
+	case *agentdv1.GenerateResponse_ToolCallFinished:
+		t := k.ToolCallFinished
+		status := "ok"
+		if t.GetIsError() {
+			status = "error"
+		}
+		p.line("tool done %s (%s, %s): %s", t.GetToolName(), status, t.GetDuration().AsDuration().Round(1000), t.GetOutput())
+	case *agentdv1.GenerateResponse_ApprovalRequest:
+		p.line("approval requested: %s%s", k.ApprovalRequest.GetToolName(), onServer(k.ApprovalRequest.GetServerName()))
+	case *agentdv1.GenerateResponse_FunctionCall:
+		p.line("function call %s %s", k.FunctionCall.GetName(), k.FunctionCall.GetArguments())
+	case *agentdv1.GenerateResponse_ProviderToolCall:
+		c := k.ProviderToolCall
+		p.line("provider tool call %s%s: %s", c.GetToolName(), onServer(c.GetServerName()), c.GetOutput())
+	case *agentdv1.GenerateResponse_Usage:
+		u := k.Usage
+		p.line("usage turn %d: %d input, %d output tokens, %d bytes of tool schemas", u.GetTurn(), u.GetInputTokens(), u.GetOutputTokens(), u.GetToolSchemaBytes())
+	case *agentdv1.GenerateResponse_Paused:
+		p.line("paused %s: resume it with its generation id", k.Paused.GetGenerationId())
+	case *agentdv1.GenerateResponse_Completed:
+		c := k.Completed
+		p.line("completed (%s, %d tool turns)", strings.ToLower(strings.TrimPrefix(c.GetStopReason().String(), "STOP_REASON_")), c.GetToolTurns())
+	}
+}
+
+func onServer(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " on " + name
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"net"
+	"os"
+
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/mcpdemo"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// commonFlags are the flags of serve and bridge; flags win over the file
+// and the environment.
+type commonFlags struct {
+	config, listen, bridgeAddr, logLevel, logFormat string
+}
+
+func (f *commonFlags) register(fs *flag.FlagSet, withBridgeAddr bool) {
+	fs.StringVar(&f.config, "config", os.Getenv("AGENTD_CONFIG"), "YAML configuration file (env AGENTD_CONFIG); none: built-in defaults")
+	fs.StringVar(&f.listen, "listen", "", "address to serve on (default from config: 127.0.0.1:7070 for serve, 127.0.0.1:7071 for bridge)")
+	if withBridgeAddr {
+		fs.StringVar(&f.bridgeAddr, "bridge-addr", "", "address of a remote `agentd bridge` (default: embedded bridge)")
+	}
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
+}
+
+// load builds the configuration: defaults, file, environment, flags.
+func (f *commonFlags) load(bridge bool) (config.Config, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return config.Config{}, err
+	}
+	cfg, err := config.Load(f.config, os.Getenv, exe)
+	if err != nil {
+		return config.Config{}, err
+	}
+	switch {
+	case f.listen != "" && bridge:
+		cfg.Bridge.Listen = f.listen
+	case f.listen != "":
+		cfg.Listen = f.listen
+	}
+	if f.bridgeAddr != "" {
+		cfg.Bridge.Address = f.bridgeAddr
+	}
+	if f.logLevel != "" {
+		cfg.Log.Level = f.logLevel
+	}
+	if f.logFormat != "" {
+		cfg.Log.Format = f.logFormat
+	}
+	return cfg, cfg.Validate()
+}
+
+// setup loads the configuration and starts logging and tracing.
+func setup(ctx context.Context, name string, args []string, stderr io.Writer, bridge bool) (app.Options, func(context.Context) error, error) {
+	fs := flag.NewFlagSet("agentd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f commonFlags
+	f.register(fs, !bridge)
+	if err := fs.Parse(args); err != nil {
+		return app.Options{}, nil, err
+	}
+	cfg, err := f.load(bridge)
+	if err != nil {
+		return app.Options{}, nil, err
+	}
+	level, _ := cfg.Log.SlogLevel()
+	log := telemetry.NewLogger(stderr, level, cfg.Log.Format)
+	tp, shutdown, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return app.Options{}, nil, err
+	}
+	return app.Options{Config: cfg, Logger: log, Telemetry: grpcserver.Telemetry{TracerProvider: tp}}, shutdown, nil
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	o, shutdown, err := setup(ctx, "serve", args, stderr, false)
+	if err != nil {
+		return err
+	}
+	defer shutdown(context.Background())
+	lis, err := net.Listen("tcp", o.Config.Listen)
+	if err != nil {
+		return err
+	}
+	a, err := app.NewAgent(o)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	bridgeMode := "embedded"
+	if o.Config.Bridge.Address != "" {
+		bridgeMode = o.Config.Bridge.Address
+	}
+	o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", bridgeMode)
+	return a.Serve(ctx, lis, o)
+}
+
+func serveBridge(ctx context.Context, args []string, stderr io.Writer) error {
+	o, shutdown, err := setup(ctx, "bridge", args, stderr, true)
+	if err != nil {
+		return err
+	}
+	defer shutdown(context.Background())
+	lis, err := net.Listen("tcp", o.Config.Bridge.Listen)
+	if err != nil {
+		return err
+	}
+	b := app.NewBridge(o)
+	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String())
+	return b.Serve(ctx, lis, o)
+}
+
+func mcpDemo(ctx context.Context) error {
+	return mcpdemo.Run(ctx, os.Stdin, os.Stdout)
+}

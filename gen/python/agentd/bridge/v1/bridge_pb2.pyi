@@ -1,0 +1,309 @@
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+CONTENT_KIND_AUDIO: ContentKind
+CONTENT_KIND_IMAGE: ContentKind
+CONTENT_KIND_RESOURCE: ContentKind
+CONTENT_KIND_RESOURCE_LINK: ContentKind
+CONTENT_KIND_UNSPECIFIED: ContentKind
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CacheSettings(_message.Message):
+    __slots__ = ["enabled", "max_entries", "ttl"]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    max_entries: int
+    ttl: _duration_pb2.Duration
+    def __init__(self, enabled: bool = ..., ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_entries: _Optional[int] = ...) -> None: ...
+
+class CallToolRequest(_message.Message):
+    __slots__ = ["arguments", "server_name", "session_id", "tool_name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: str
+    server_name: str
+    session_id: str
+    tool_name: str
+    def __init__(self, session_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
+
+class CallToolResponse(_message.Message):
+    __slots__ = ["attachments", "is_error", "output"]
+    ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    attachments: _containers.RepeatedCompositeFieldContainer[Content]
+    is_error: bool
+    output: str
+    def __init__(self, output: _Optional[str] = ..., is_error: bool = ..., attachments: _Optional[_Iterable[_Union[Content, _Mapping]]] = ...) -> None: ...
+
+class ClearCacheRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ClearCacheResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class CloseSessionRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CloseSessionResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ConfigureCacheRequest(_message.Message):
+    __slots__ = ["enabled", "max_entries", "ttl"]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    max_entries: int
+    ttl: _duration_pb2.Duration
+    def __init__(self, enabled: bool = ..., ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_entries: _Optional[int] = ...) -> None: ...
+
+class ConfigureCacheResponse(_message.Message):
+    __slots__ = ["settings"]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: CacheSettings
+    def __init__(self, settings: _Optional[_Union[CacheSettings, _Mapping]] = ...) -> None: ...
+
+class Content(_message.Message):
+    __slots__ = ["data", "kind", "mime_type", "name", "uri"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    kind: ContentKind
+    mime_type: str
+    name: str
+    uri: str
+    def __init__(self, kind: _Optional[_Union[ContentKind, str]] = ..., mime_type: _Optional[str] = ..., data: _Optional[bytes] = ..., uri: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class GetCacheStatsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetCacheStatsResponse(_message.Message):
+    __slots__ = ["hits", "misses", "settings", "size"]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    MISSES_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    hits: int
+    misses: int
+    settings: CacheSettings
+    size: int
+    def __init__(self, size: _Optional[int] = ..., hits: _Optional[int] = ..., misses: _Optional[int] = ..., settings: _Optional[_Union[CacheSettings, _Mapping]] = ...) -> None: ...
+
+class GetPoolStatsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetPoolStatsResponse(_message.Message):
+    __slots__ = ["pools"]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[PoolStats]
+    def __init__(self, pools: _Optional[_Iterable[_Union[PoolStats, _Mapping]]] = ...) -> None: ...
+
+class HTTPTarget(_message.Message):
+    __slots__ = ["authorization", "headers", "max_reconnection_wait", "url"]
+    class HeadersEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECONNECTION_WAIT_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    authorization: str
+    headers: _containers.ScalarMap[str, str]
+    max_reconnection_wait: _duration_pb2.Duration
+    url: str
+    def __init__(self, url: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class InvalidateCacheRequest(_message.Message):
+    __slots__ = ["server", "tenant"]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    server: ServerSpec
+    tenant: str
+    def __init__(self, server: _Optional[_Union[ServerSpec, _Mapping]] = ..., tenant: _Optional[str] = ...) -> None: ...
+
+class InvalidateCacheResponse(_message.Message):
+    __slots__ = ["removed"]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: bool
+    def __init__(self, removed: bool = ...) -> None: ...
+
+class ListToolsRequest(_message.Message):
+    __slots__ = ["server_names", "session_id"]
+    SERVER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    server_names: _containers.RepeatedScalarFieldContainer[str]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., server_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListToolsResponse(_message.Message):
+    __slots__ = ["servers"]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    servers: _containers.RepeatedCompositeFieldContainer[ServerTools]
+    def __init__(self, servers: _Optional[_Iterable[_Union[ServerTools, _Mapping]]] = ...) -> None: ...
+
+class OpenSessionRequest(_message.Message):
+    __slots__ = ["cache", "generation_id", "servers", "tenant"]
+    CACHE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    cache: bool
+    generation_id: str
+    servers: _containers.RepeatedCompositeFieldContainer[ServerSpec]
+    tenant: str
+    def __init__(self, servers: _Optional[_Iterable[_Union[ServerSpec, _Mapping]]] = ..., cache: bool = ..., tenant: _Optional[str] = ..., generation_id: _Optional[str] = ...) -> None: ...
+
+class OpenSessionResponse(_message.Message):
+    __slots__ = ["opened", "tools_changed"]
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    opened: SessionOpened
+    tools_changed: ToolsChanged
+    def __init__(self, opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., tools_changed: _Optional[_Union[ToolsChanged, _Mapping]] = ...) -> None: ...
+
+class PoolStats(_message.Message):
+    __slots__ = ["busy", "crashed", "key", "max_processes", "retired", "server_name", "shared", "spawned", "starting", "waits", "warm"]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    CRASHED_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MAX_PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    SPAWNED_FIELD_NUMBER: _ClassVar[int]
+    STARTING_FIELD_NUMBER: _ClassVar[int]
+    WAITS_FIELD_NUMBER: _ClassVar[int]
+    WARM_FIELD_NUMBER: _ClassVar[int]
+    busy: int
+    crashed: int
+    key: str
+    max_processes: int
+    retired: int
+    server_name: str
+    shared: bool
+    spawned: int
+    starting: int
+    waits: int
+    warm: int
+    def __init__(self, server_name: _Optional[str] = ..., key: _Optional[str] = ..., warm: _Optional[int] = ..., busy: _Optional[int] = ..., starting: _Optional[int] = ..., max_processes: _Optional[int] = ..., spawned: _Optional[int] = ..., retired: _Optional[int] = ..., crashed: _Optional[int] = ..., waits: _Optional[int] = ..., shared: bool = ...) -> None: ...
+
+class ResetCacheRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ResetCacheResponse(_message.Message):
+    __slots__ = ["settings"]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: CacheSettings
+    def __init__(self, settings: _Optional[_Union[CacheSettings, _Mapping]] = ...) -> None: ...
+
+class ServerSpec(_message.Message):
+    __slots__ = ["allowed_tools", "http", "name", "read_timeout", "ref", "stdio"]
+    ALLOWED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    STDIO_FIELD_NUMBER: _ClassVar[int]
+    allowed_tools: _containers.RepeatedScalarFieldContainer[str]
+    http: HTTPTarget
+    name: str
+    read_timeout: _duration_pb2.Duration
+    ref: str
+    stdio: StdioTarget
+    def __init__(self, name: _Optional[str] = ..., http: _Optional[_Union[HTTPTarget, _Mapping]] = ..., stdio: _Optional[_Union[StdioTarget, _Mapping]] = ..., ref: _Optional[str] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ServerTools(_message.Message):
+    __slots__ = ["cache_hit", "server_name", "tools"]
+    CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    cache_hit: bool
+    server_name: str
+    tools: _containers.RepeatedCompositeFieldContainer[Tool]
+    def __init__(self, server_name: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., cache_hit: bool = ...) -> None: ...
+
+class SessionOpened(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class StdioTarget(_message.Message):
+    __slots__ = ["args", "command", "env", "unset_env"]
+    class EnvEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    UNSET_ENV_FIELD_NUMBER: _ClassVar[int]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    command: str
+    env: _containers.ScalarMap[str, str]
+    unset_env: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Tool(_message.Message):
+    __slots__ = ["annotations", "description", "input_schema", "name"]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    annotations: ToolAnnotations
+    description: str
+    input_schema: _struct_pb2.Struct
+    name: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[ToolAnnotations, _Mapping]] = ...) -> None: ...
+
+class ToolAnnotations(_message.Message):
+    __slots__ = ["destructive_hint", "idempotent_hint", "open_world_hint", "read_only_hint", "title"]
+    DESTRUCTIVE_HINT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENT_HINT_FIELD_NUMBER: _ClassVar[int]
+    OPEN_WORLD_HINT_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_HINT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    destructive_hint: bool
+    idempotent_hint: bool
+    open_world_hint: bool
+    read_only_hint: bool
+    title: str
+    def __init__(self, title: _Optional[str] = ..., read_only_hint: bool = ..., destructive_hint: bool = ..., idempotent_hint: bool = ..., open_world_hint: bool = ...) -> None: ...
+
+class ToolsChanged(_message.Message):
+    __slots__ = ["server_name"]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    server_name: str
+    def __init__(self, server_name: _Optional[str] = ...) -> None: ...
+
+class ContentKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

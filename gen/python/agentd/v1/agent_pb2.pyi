@@ -1,0 +1,124 @@
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+APPROVAL_MODE_ALWAYS: ApprovalMode
+APPROVAL_MODE_NEVER: ApprovalMode
+APPROVAL_MODE_UNSPECIFIED: ApprovalMode
+DESCRIPTOR: _descriptor.FileDescriptor
+MCP_STRATEGY_AUTO: MCPStrategy
+MCP_STRATEGY_CLIENT: MCPStrategy
+MCP_STRATEGY_SERVER: MCPStrategy
+MCP_STRATEGY_UNSPECIFIED: MCPStrategy
+TOOL_NAME_CONFLICT_PREFIX: ToolNameConflict
+TOOL_NAME_CONFLICT_REFUSE: ToolNameConflict
+TOOL_NAME_CONFLICT_UNSPECIFIED: ToolNameConflict
+
+class Agent(_message.Message):
+    __slots__ = ["instructions", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
+    MCPS_FIELD_NUMBER: _ClassVar[int]
+    MCP_CACHE_FIELD_NUMBER: _ClassVar[int]
+    MCP_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    instructions: str
+    max_tool_turns: int
+    mcp_cache: bool
+    mcp_strategy: MCPStrategy
+    mcps: _containers.RepeatedCompositeFieldContainer[MCPServer]
+    model: str
+    provider: str
+    provider_options: _struct_pb2.Struct
+    requires_approval: _containers.RepeatedScalarFieldContainer[str]
+    tool_name_conflict: ToolNameConflict
+    tools: _containers.RepeatedCompositeFieldContainer[FunctionTool]
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ...) -> None: ...
+
+class ApprovalPolicy(_message.Message):
+    __slots__ = ["always", "mode", "never"]
+    ALWAYS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    NEVER_FIELD_NUMBER: _ClassVar[int]
+    always: ToolNames
+    mode: ApprovalMode
+    never: ToolNames
+    def __init__(self, mode: _Optional[_Union[ApprovalMode, str]] = ..., always: _Optional[_Union[ToolNames, _Mapping]] = ..., never: _Optional[_Union[ToolNames, _Mapping]] = ...) -> None: ...
+
+class FunctionTool(_message.Message):
+    __slots__ = ["description", "name", "parameters"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    name: str
+    parameters: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class MCPServer(_message.Message):
+    __slots__ = ["allowed_tools", "args", "authorization", "command", "env", "headers", "max_reconnection_wait", "name", "read_timeout", "ref", "require_approval", "unset_env", "url"]
+    class EnvEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class HeadersEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ALLOWED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECONNECTION_WAIT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    UNSET_ENV_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    allowed_tools: _containers.RepeatedScalarFieldContainer[str]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    authorization: str
+    command: str
+    env: _containers.ScalarMap[str, str]
+    headers: _containers.ScalarMap[str, str]
+    max_reconnection_wait: _duration_pb2.Duration
+    name: str
+    read_timeout: _duration_pb2.Duration
+    ref: str
+    require_approval: ApprovalPolicy
+    unset_env: _containers.RepeatedScalarFieldContainer[str]
+    url: str
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., command: _Optional[str] = ..., ref: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., require_approval: _Optional[_Union[ApprovalPolicy, _Mapping]] = ...) -> None: ...
+
+class ToolNames(_message.Message):
+    __slots__ = ["tool_names"]
+    TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
+    tool_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tool_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MCPStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ToolNameConflict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ApprovalMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

@@ -1,0 +1,303 @@
+from agentd.v1 import agent_pb2 as _agent_pb2
+from agentd.v1 import message_pb2 as _message_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+PLACEMENT_BRIDGE: Placement
+PLACEMENT_PROVIDER: Placement
+PLACEMENT_UNSPECIFIED: Placement
+STOP_REASON_CONTENT_FILTER: StopReason
+STOP_REASON_END_TURN: StopReason
+STOP_REASON_MAX_TOKENS: StopReason
+STOP_REASON_STOP_SEQUENCE: StopReason
+STOP_REASON_UNSPECIFIED: StopReason
+TOOL_ORIGIN_FUNCTION: ToolOrigin
+TOOL_ORIGIN_MCP: ToolOrigin
+TOOL_ORIGIN_UNSPECIFIED: ToolOrigin
+TRANSPORT_CONNECTOR: Transport
+TRANSPORT_HTTP: Transport
+TRANSPORT_STDIO: Transport
+TRANSPORT_UNSPECIFIED: Transport
+
+class ApprovalDecision(_message.Message):
+    __slots__ = ["approved", "digest", "request_id"]
+    APPROVED_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    approved: bool
+    digest: str
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ..., approved: bool = ..., digest: _Optional[str] = ...) -> None: ...
+
+class ApprovalRequest(_message.Message):
+    __slots__ = ["arguments", "digest", "id", "prompt", "server_name", "tool_call_id", "tool_name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: str
+    digest: str
+    id: str
+    prompt: str
+    server_name: str
+    tool_call_id: str
+    tool_name: str
+    def __init__(self, id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., prompt: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
+
+class CancelGeneration(_message.Message):
+    __slots__ = ["reason"]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class FunctionCall(_message.Message):
+    __slots__ = ["arguments", "call_id", "name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: str
+    call_id: str
+    name: str
+    def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
+
+class FunctionResult(_message.Message):
+    __slots__ = ["call_id", "is_error", "output"]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    is_error: bool
+    output: str
+    def __init__(self, call_id: _Optional[str] = ..., output: _Optional[str] = ..., is_error: bool = ...) -> None: ...
+
+class GenerateRequest(_message.Message):
+    __slots__ = ["approval_decision", "cancel", "function_result", "resume", "start"]
+    APPROVAL_DECISION_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    approval_decision: ApprovalDecision
+    cancel: CancelGeneration
+    function_result: FunctionResult
+    resume: ResumeGeneration
+    start: StartGeneration
+    def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ...) -> None: ...
+
+class GenerateResponse(_message.Message):
+    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "started", "text_delta", "tool_call_finished", "tool_call_started", "usage"]
+    APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_STARTED_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    approval_request: ApprovalRequest
+    completed: GenerationCompleted
+    function_call: FunctionCall
+    paused: GenerationPaused
+    provider_tool_call: _message_pb2.ProviderToolCall
+    started: GenerationStarted
+    text_delta: TextDelta
+    tool_call_finished: ToolCallFinished
+    tool_call_started: ToolCallStarted
+    usage: Usage
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ...) -> None: ...
+
+class GenerationCompleted(_message.Message):
+    __slots__ = ["generation_id", "message", "messages", "stop_reason", "tool_turns", "usage"]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    generation_id: str
+    message: _message_pb2.Message
+    messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    stop_reason: StopReason
+    tool_turns: int
+    usage: Usage
+    def __init__(self, generation_id: _Optional[str] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., tool_turns: _Optional[int] = ...) -> None: ...
+
+class GenerationPaused(_message.Message):
+    __slots__ = ["approval_requests", "expires_at", "function_calls", "generation_id"]
+    APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_CALLS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    approval_requests: _containers.RepeatedCompositeFieldContainer[ApprovalRequest]
+    expires_at: _timestamp_pb2.Timestamp
+    function_calls: _containers.RepeatedCompositeFieldContainer[FunctionCall]
+    generation_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GenerationStarted(_message.Message):
+    __slots__ = ["generation_id", "resumed", "servers", "tools"]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    generation_id: str
+    resumed: bool
+    servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
+    tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
+    def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ...) -> None: ...
+
+class PreviewRequest(_message.Message):
+    __slots__ = ["agent", "messages"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    agent: _agent_pb2.Agent
+    messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
+
+class PreviewResponse(_message.Message):
+    __slots__ = ["instructions", "max_tool_turns", "messages", "model", "provider", "provider_options", "provider_servers", "tools"]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    instructions: str
+    max_tool_turns: int
+    messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    model: str
+    provider: str
+    provider_options: _struct_pb2.Struct
+    provider_servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
+    tools: _containers.RepeatedCompositeFieldContainer[_agent_pb2.FunctionTool]
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_agent_pb2.FunctionTool, _Mapping]]] = ..., provider_servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tool_turns: _Optional[int] = ...) -> None: ...
+
+class ResumeGeneration(_message.Message):
+    __slots__ = ["agent", "answer_timeout", "approval_decisions", "function_results", "generation_id"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    agent: _agent_pb2.Agent
+    answer_timeout: _duration_pb2.Duration
+    approval_decisions: _containers.RepeatedCompositeFieldContainer[ApprovalDecision]
+    function_results: _containers.RepeatedCompositeFieldContainer[FunctionResult]
+    generation_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., approval_decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[FunctionResult, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ServerPlacement(_message.Message):
+    __slots__ = ["name", "placement", "transport"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    placement: Placement
+    transport: Transport
+    def __init__(self, name: _Optional[str] = ..., placement: _Optional[_Union[Placement, str]] = ..., transport: _Optional[_Union[Transport, str]] = ...) -> None: ...
+
+class StartGeneration(_message.Message):
+    __slots__ = ["agent", "answer_timeout", "messages"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    agent: _agent_pb2.Agent
+    answer_timeout: _duration_pb2.Duration
+    messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class TextDelta(_message.Message):
+    __slots__ = ["text"]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ToolCallFinished(_message.Message):
+    __slots__ = ["call_id", "duration", "is_error", "origin", "output", "server_name", "tool_name", "turn"]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    duration: _duration_pb2.Duration
+    is_error: bool
+    origin: ToolOrigin
+    output: str
+    server_name: str
+    tool_name: str
+    turn: int
+    def __init__(self, call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., server_name: _Optional[str] = ..., origin: _Optional[_Union[ToolOrigin, str]] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., is_error: bool = ..., output: _Optional[str] = ..., turn: _Optional[int] = ...) -> None: ...
+
+class ToolCallStarted(_message.Message):
+    __slots__ = ["arguments", "call_id", "origin", "server_name", "tool_name", "turn"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    arguments: str
+    call_id: str
+    origin: ToolOrigin
+    server_name: str
+    tool_name: str
+    turn: int
+    def __init__(self, call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., server_name: _Optional[str] = ..., origin: _Optional[_Union[ToolOrigin, str]] = ..., arguments: _Optional[str] = ..., turn: _Optional[int] = ...) -> None: ...
+
+class ToolInfo(_message.Message):
+    __slots__ = ["name", "origin", "server_name", "server_tool_name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    origin: ToolOrigin
+    server_name: str
+    server_tool_name: str
+    def __init__(self, name: _Optional[str] = ..., origin: _Optional[_Union[ToolOrigin, str]] = ..., server_name: _Optional[str] = ..., server_tool_name: _Optional[str] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "input_tokens", "output_tokens", "tool_schema_bytes", "turn"]
+    CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_SCHEMA_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    cache_read_input_tokens: int
+    cache_write_input_tokens: int
+    input_tokens: int
+    output_tokens: int
+    tool_schema_bytes: int
+    turn: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ...) -> None: ...
+
+class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ToolOrigin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class StopReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

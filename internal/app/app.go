@@ -1,0 +1,138 @@
+// Package app wires agentd's services together: the public AgentService
+// with its bridge (embedded over an in-memory gRPC listener, or remote),
+// and the BridgeService on its own. cmd/agentd and the end-to-end tests
+// build the same stacks through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/agentd/agentd/bridge"
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/scripted"
+	"github.com/agentd/agentd/server"
+)
+
+// Options configures a stack.
+type Options struct {
+	Config    config.Config
+	Logger    *slog.Logger
+	Telemetry grpcserver.Telemetry
+}
+
+// Providers returns the provider registry agentd serves.
+func Providers() (*providers.Registry, error) {
+	return providers.NewRegistry(scripted.Mock(), scripted.Script())
+}
+
+// Bridge is a BridgeService on its own gRPC server.
+type Bridge struct {
+	Server  *grpc.Server
+	Health  *health.Server
+	Service *bridge.Service
+}
+
+// NewBridge builds a BridgeService server with health and reflection.
+func NewBridge(o Options) *Bridge {
+	log := o.Logger.With("component", "bridge")
+	srv, hs := grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry})
+	svc := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge})
+	svc.Register(srv)
+	hs.SetServingStatus(bridgev1.BridgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return &Bridge{Server: srv, Health: hs, Service: svc}
+}
+
+// Serve serves the bridge on lis until ctx ends, then stops gracefully and
+// stops every MCP server process.
+func (b *Bridge) Serve(ctx context.Context, lis net.Listener, o Options) error {
+	err := grpcserver.Serve(ctx, b.Server, b.Health, lis, o.Config.ShutdownGrace)
+	b.Service.Close()
+	return err
+}
+
+// Agent is the public AgentService and the bridge it uses.
+type Agent struct {
+	Server *grpc.Server
+	Health *health.Server
+
+	bridgeConn *grpc.ClientConn
+	embedded   *Bridge // nil with a remote bridge
+	bridgeLis  *bufconn.Listener
+	bridgeDone chan error
+	cancel     context.CancelFunc
+}
+
+// NewAgent builds the AgentService. With Config.Bridge.Address empty, it
+// starts an embedded BridgeService on an in-memory listener, so the
+// boundary is always a real gRPC hop; otherwise it dials that address.
+// Close releases what NewAgent started if Serve is never called.
+func NewAgent(o Options) (*Agent, error) {
+	registry, err := Providers()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{}
+	if addr := o.Config.Bridge.Address; addr != "" {
+		a.bridgeConn, err = grpcserver.Dial(addr, o.Telemetry)
+	} else {
+		a.embedded = NewBridge(o)
+		a.bridgeLis = bufconn.Listen(1 << 20)
+		ctx, cancel := context.WithCancel(context.Background())
+		a.cancel = cancel
+		a.bridgeDone = make(chan error, 1)
+		go func() { a.bridgeDone <- a.embedded.Serve(ctx, a.bridgeLis, o) }()
+		a.bridgeConn, err = grpcserver.Dial("passthrough:///agentd-bridge", o.Telemetry,
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.bridgeLis.DialContext(ctx) }))
+	}
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	log := o.Logger.With("component", "agent")
+	a.Server, a.Health = grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry})
+	svc := server.New(server.Options{
+		Logger:         log,
+		Providers:      registry,
+		Bridge:         server.NewBridgeClient(a.bridgeConn),
+		Config:         o.Config.Generation,
+		TracerProvider: o.Telemetry.TracerProvider,
+	})
+	svc.Register(a.Server)
+	a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return a, nil
+}
+
+// Serve serves the AgentService on lis until ctx ends, stops it gracefully,
+// then stops the bridge (and every MCP server process it runs).
+func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
+	err := grpcserver.Serve(ctx, a.Server, a.Health, lis, o.Config.ShutdownGrace)
+	return errors.Join(err, a.Close())
+}
+
+// Close stops the embedded bridge and closes the bridge connection.
+// Idempotent.
+func (a *Agent) Close() error {
+	var err error
+	if a.cancel != nil {
+		a.cancel()
+		err = <-a.bridgeDone
+		a.cancel = nil
+	}
+	if a.bridgeConn != nil {
+		err = errors.Join(err, a.bridgeConn.Close())
+		a.bridgeConn = nil
+	}
+	return err
+}

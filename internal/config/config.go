@@ -1,0 +1,275 @@
+// Package config holds agentd's configuration: one struct, loaded from
+// built-in defaults, then an optional YAML file, then AGENTD_* environment
+// variables; the command line applies its flags last. Every default is
+// stated where its field is declared.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Self, as a registered server's command, means the running agentd
+// executable. The default configuration registers the demo MCP server as
+// {command: "@self", args: ["mcp-demo"]}.
+const Self = "@self"
+
+// Config is the whole configuration of agentd.
+type Config struct {
+	// Listen is where `agentd serve` serves AgentService (plus health and
+	// reflection). Default "127.0.0.1:7070". Env AGENTD_LISTEN.
+	Listen string `yaml:"listen"`
+
+	// ShutdownGrace bounds a graceful shutdown on SIGINT/SIGTERM: running
+	// calls get this long to finish before they are cut. Default 10s.
+	// Env AGENTD_SHUTDOWN_GRACE.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+
+	// Log configures the structured log on stderr.
+	Log Log `yaml:"log"`
+
+	// Bridge configures the BridgeService, embedded or remote.
+	Bridge Bridge `yaml:"bridge"`
+
+	// Generation configures the tool loop.
+	Generation Generation `yaml:"generation"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default "info".
+	// Env AGENTD_LOG_LEVEL.
+	Level string `yaml:"level"`
+	// Format is text or json. Default "text". Env AGENTD_LOG_FORMAT.
+	Format string `yaml:"format"`
+}
+
+// Bridge configures the BridgeService.
+type Bridge struct {
+	// Address of a remote BridgeService (`agentd bridge`) for `agentd serve`
+	// to use. Empty (the default) runs the bridge embedded, over an
+	// in-memory gRPC listener. Env AGENTD_BRIDGE_ADDRESS; flag
+	// --bridge-addr.
+	Address string `yaml:"address"`
+
+	// Listen is where `agentd bridge` serves BridgeService and
+	// BridgeAdminService. Default "127.0.0.1:7071". Env
+	// AGENTD_BRIDGE_LISTEN.
+	Listen string `yaml:"listen"`
+
+	// AllowedCommands lists the executables that a request's `command:` may
+	// run, matched exactly against the declared command (so allowing "npx"
+	// does not allow "/tmp/npx"). Default: none; requests use `ref:` to the
+	// servers below. Env AGENTD_BRIDGE_ALLOWED_COMMANDS (comma-separated).
+	AllowedCommands []string `yaml:"allowed_commands"`
+
+	// Servers are the stdio MCP servers that requests may use by name with
+	// `ref:`. Default: {"demo": {command: "@self", args: ["mcp-demo"]}}, the
+	// small demo server built into agentd. Setting servers in a file
+	// replaces the default map.
+	Servers map[string]Server `yaml:"servers"`
+
+	// TerminateGrace is how long a stdio server gets to exit after its stdin
+	// closes, and again after SIGTERM, before its process group is killed.
+	// Default 2s.
+	TerminateGrace time.Duration `yaml:"terminate_grace"`
+}
+
+// Server is an MCP server registered in the configuration.
+type Server struct {
+	// Command is the executable ("@self" for agentd itself). Required.
+	Command string `yaml:"command"`
+	// Args are its arguments, in order.
+	Args []string `yaml:"args"`
+	// Env is added to its environment.
+	Env map[string]string `yaml:"env"`
+}
+
+// Generation configures the tool loop.
+type Generation struct {
+	// MaxToolTurns is the tool-turn budget of a generation whose agent sets
+	// none. Default 25.
+	MaxToolTurns int `yaml:"max_tool_turns"`
+	// AnswerTimeout is how long a generation waits on its stream for
+	// approval decisions and function results before pausing, when the
+	// request sets no answer_timeout. Default 2m.
+	AnswerTimeout time.Duration `yaml:"answer_timeout"`
+	// MaxAnswerTimeout caps a request's answer_timeout. Default 1h.
+	MaxAnswerTimeout time.Duration `yaml:"max_answer_timeout"`
+}
+
+// Default returns the configuration agentd runs with when nothing is set.
+func Default() Config {
+	return Config{
+		Listen:        "127.0.0.1:7070",
+		ShutdownGrace: 10 * time.Second,
+		Log:           Log{Level: "info", Format: "text"},
+		Bridge: Bridge{
+			Listen:         "127.0.0.1:7071",
+			Servers:        map[string]Server{"demo": {Command: Self, Args: []string{"mcp-demo"}}},
+			TerminateGrace: 2 * time.Second,
+		},
+		Generation: Generation{
+			MaxToolTurns:     25,
+			AnswerTimeout:    2 * time.Minute,
+			MaxAnswerTimeout: time.Hour,
+		},
+	}
+}
+
+// Load builds the configuration: defaults, then the YAML file at path (if
+// path is not empty), then environment variables read through getenv.
+// "@self" commands become executable. The result is validated.
+func Load(path string, getenv func(string) string, executable string) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if err := decodeYAML(data, &cfg); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := cfg.applyEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	for name, s := range cfg.Bridge.Servers {
+		if s.Command == Self {
+			s.Command = executable
+			cfg.Bridge.Servers[name] = s
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func decodeYAML(data []byte, cfg *Config) error {
+	// A file that sets bridge.servers replaces the default registrations
+	// rather than merging into them.
+	var probe struct {
+		Bridge struct {
+			Servers *yaml.Node `yaml:"servers"`
+		} `yaml:"bridge"`
+	}
+	if err := yaml.Unmarshal(data, &probe); err != nil {
+		return err
+	}
+	if probe.Bridge.Servers != nil {
+		cfg.Bridge.Servers = nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	// An empty file decodes to the defaults.
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	dur := func(name string, dst *time.Duration) error {
+		v := getenv(name)
+		if v == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", name, err)
+		}
+		*dst = d
+		return nil
+	}
+	str("AGENTD_LISTEN", &c.Listen)
+	str("AGENTD_LOG_LEVEL", &c.Log.Level)
+	str("AGENTD_LOG_FORMAT", &c.Log.Format)
+	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
+	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
+	if v := getenv("AGENTD_BRIDGE_ALLOWED_COMMANDS"); v != "" {
+		c.Bridge.AllowedCommands = nil
+		for _, cmd := range strings.Split(v, ",") {
+			if cmd = strings.TrimSpace(cmd); cmd != "" {
+				c.Bridge.AllowedCommands = append(c.Bridge.AllowedCommands, cmd)
+			}
+		}
+	}
+	return dur("AGENTD_SHUTDOWN_GRACE", &c.ShutdownGrace)
+}
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Listen == "" {
+		bad("listen: must not be empty")
+	}
+	if c.Bridge.Listen == "" {
+		bad("bridge.listen: must not be empty")
+	}
+	if c.ShutdownGrace <= 0 {
+		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)
+	}
+	if c.Bridge.TerminateGrace <= 0 {
+		bad("bridge.terminate_grace: must be positive, got %s", c.Bridge.TerminateGrace)
+	}
+	if _, err := c.Log.SlogLevel(); err != nil {
+		bad("log.level: %v", err)
+	}
+	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
+		bad("log.format: must be text or json, got %q", c.Log.Format)
+	}
+	for _, cmd := range c.Bridge.AllowedCommands {
+		if cmd == "" {
+			bad("bridge.allowed_commands: empty entry")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Bridge.Servers)) {
+		s := c.Bridge.Servers[name]
+		if name == "" {
+			bad("bridge.servers: empty name")
+		}
+		if s.Command == "" {
+			bad("bridge.servers.%s.command: must not be empty", name)
+		} else if s.Command != filepath.Base(s.Command) && !filepath.IsAbs(s.Command) {
+			bad("bridge.servers.%s.command: must be a bare executable name or an absolute path, got %q", name, s.Command)
+		}
+	}
+	g := c.Generation
+	if g.MaxToolTurns < 1 || g.MaxToolTurns > 1000 {
+		bad("generation.max_tool_turns: must be 1..1000, got %d", g.MaxToolTurns)
+	}
+	if g.AnswerTimeout < 0 {
+		bad("generation.answer_timeout: must not be negative, got %s", g.AnswerTimeout)
+	}
+	if g.MaxAnswerTimeout <= 0 {
+		bad("generation.max_answer_timeout: must be positive, got %s", g.MaxAnswerTimeout)
+	} else if g.AnswerTimeout > g.MaxAnswerTimeout {
+		bad("generation.answer_timeout: %s exceeds generation.max_answer_timeout %s", g.AnswerTimeout, g.MaxAnswerTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// SlogLevel parses Level.
+func (l Log) SlogLevel() (slog.Level, error) {
+	var lvl slog.Level
+	err := lvl.UnmarshalText([]byte(l.Level))
+	return lvl, err
+}

@@ -1,0 +1,136 @@
+// Package grpcserver builds agentd's gRPC servers and client connections
+// the same way on every hop: otelgrpc stats handlers (with the W3C
+// propagator, so traces cross from server to bridge), slog logging with
+// trace ids, panic recovery innermost, gRPC health and server reflection;
+// and serves them until their context ends, then stops gracefully.
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// Telemetry selects the tracer provider and propagator of a server or
+// connection. The zero value uses the global tracer provider and
+// telemetry.Propagator().
+type Telemetry struct {
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+}
+
+func (t Telemetry) options() []otelgrpc.Option {
+	p := t.Propagator
+	if p == nil {
+		p = telemetry.Propagator()
+	}
+	opts := []otelgrpc.Option{
+		otelgrpc.WithPropagators(p),
+		otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
+	}
+	if t.TracerProvider != nil {
+		opts = append(opts, otelgrpc.WithTracerProvider(t.TracerProvider))
+	}
+	return opts
+}
+
+// Options configures New.
+type Options struct {
+	// Logger receives one line per finished call and every recovered panic.
+	Logger *slog.Logger
+	// Telemetry selects tracing.
+	Telemetry Telemetry
+	// Unary and Stream are extra interceptors (auth), run after logging and
+	// before recovery.
+	Unary  []grpc.UnaryServerInterceptor
+	Stream []grpc.StreamServerInterceptor
+}
+
+// New returns a server with the standard interceptors, gRPC health (the
+// returned health server starts SERVING for "") and reflection registered.
+// The caller registers its services and marks them SERVING.
+func New(o Options) (*grpc.Server, *health.Server) {
+	log := o.Logger
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic recovered", "panic", p, "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+	unary := append([]grpc.UnaryServerInterceptor{logging.UnaryServerInterceptor(logger, logOpts...)}, o.Unary...)
+	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
+	stream := append([]grpc.StreamServerInterceptor{logging.StreamServerInterceptor(logger, logOpts...)}, o.Stream...)
+	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))
+
+	srv := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler(o.Telemetry.options()...)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	return srv, hs
+}
+
+// Serve serves srv on lis until ctx ends, then stops gracefully: health
+// turns NOT_SERVING, running calls get grace to finish, and whatever is
+// left is cut. It returns nil after a shutdown asked for by ctx.
+func Serve(ctx context.Context, srv *grpc.Server, hs *health.Server, lis net.Listener, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		srv.Stop()
+		<-stopped
+	}
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Dial opens a plaintext client connection with otelgrpc tracing. Extra
+// options come last (a bufconn dialer, for the embedded bridge).
+func Dial(target string, tel Telemetry, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(tel.options()...)),
+	}, extra...)
+	return grpc.NewClient(target, opts...)
+}

@@ -1,0 +1,116 @@
+// Package telemetry sets up OpenTelemetry tracing and the structured log.
+//
+// Tracing always runs (so trace ids reach the logs and cross the hop to the
+// bridge), but spans leave the process only when the standard OTEL_*
+// variables ask for an exporter: OTEL_TRACES_EXPORTER=otlp, or an
+// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT. The
+// protocol follows OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+// OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", or "http/protobuf" (the default).
+// The exporters read the remaining OTEL_EXPORTER_OTLP_* variables (headers,
+// TLS, timeouts) themselves. With none of these set, no exporter starts.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Propagator is the W3C trace-context and baggage propagator agentd uses on
+// every hop. Without it, otelgrpc's default (the global no-op) would start
+// a new trace at the bridge.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
+
+// Setup installs the global propagator and a tracer provider, with an OTLP
+// exporter when the environment (read through getenv) asks for one. The
+// returned shutdown flushes and stops the exporter.
+func Setup(ctx context.Context, getenv func(string) string) (trace.TracerProvider, func(context.Context) error, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "agentd")),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	exporter, err := newExporter(ctx, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	if exporter != nil {
+		opts = append(opts, sdktrace.WithBatcher(exporter))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(Propagator())
+	return tp, tp.Shutdown, nil
+}
+
+func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
+	switch getenv("OTEL_TRACES_EXPORTER") {
+	case "none":
+		return nil, nil
+	case "otlp":
+	case "":
+		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+			return nil, nil
+		}
+	default:
+		return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q is not supported (use otlp or none)", getenv("OTEL_TRACES_EXPORTER"))
+	}
+	protocol := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch protocol {
+	case "grpc":
+		return otlptracegrpc.New(ctx)
+	case "", "http/protobuf":
+		return otlptracehttp.New(ctx)
+	}
+	return nil, fmt.Errorf("telemetry: OTLP protocol %q is not supported (use grpc or http/protobuf)", protocol)
+}
+
+// NewLogger returns a slog logger writing text or JSON to w at level, whose
+// records carry trace_id and span_id when their context holds a span.
+func NewLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(traceHandler{h})
+}
+
+// traceHandler adds the trace and span ids of the record's context.
+type traceHandler struct{ slog.Handler }
+
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.Handler.WithGroup(name)}
+}

@@ -1,0 +1,148 @@
+// Package providers is the contract between agentd's tool loop and the LLM
+// provider adapters: a Provider streams one model turn for a neutral
+// Request and yields neutral Events. Each adapter lives in its own package
+// under providers/ and is registered explicitly (see Registry); importing an
+// adapter has no side effects.
+//
+// Messages, tools and provider-side MCP servers use the public agentd.v1
+// types, so the loop hands the conversation to an adapter without copying
+// it into yet another model.
+package providers
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// Provider is one LLM API.
+type Provider interface {
+	// Name is the name requests use in Agent.provider.
+	Name() string
+
+	// Capabilities says what the provider can do; constant for its life.
+	Capabilities() Capabilities
+
+	// Stream runs one model turn. It may be called concurrently, each call
+	// independent. The sequence yields events in order and ends after a
+	// Stop event, or with one non-nil error (classified with
+	// internal/fault). Stopping the iteration early, or cancelling ctx,
+	// abandons the request. Errors never contain credentials.
+	Stream(ctx context.Context, req *Request) iter.Seq2[Event, error]
+}
+
+// OptionsValidator is implemented by providers whose options can be checked
+// before a generation starts, so a bad option is an InvalidArgument up
+// front rather than a failure mid-loop.
+type OptionsValidator interface {
+	// ValidateOptions describes each problem of the agent's provider
+	// options; field paths are relative to provider_options. Safe for
+	// concurrent use.
+	ValidateOptions(options map[string]any) []Problem
+}
+
+// Problem is one invalid provider option.
+type Problem struct {
+	Field       string // path below provider_options, e.g. "script.turns[2]"
+	Description string
+}
+
+// Capabilities describes a provider.
+type Capabilities struct {
+	// ServesURLServers: the provider connects to url MCP servers itself
+	// (Anthropic, OpenAI Responses). No provider runs command servers.
+	ServesURLServers bool
+	// ServesConnectors: the provider resolves "mcp://NAME" URLs to its own
+	// connectors (OpenAI Responses).
+	ServesConnectors bool
+	// ModelOptional: requests may leave Agent.model empty (mock, script).
+	ModelOptional bool
+	// MaxProviderServers caps the provider-side servers of one request
+	// (0: no cap).
+	MaxProviderServers int
+	// ToolErrorFlag: tool results can be flagged as failed on the wire.
+	ToolErrorFlag bool
+	// MediaToolResults: tool results may carry images and other media.
+	MediaToolResults bool
+}
+
+// Request is one model turn.
+type Request struct {
+	// Model is Agent.model.
+	Model string
+	// Instructions is Agent.instructions.
+	Instructions string
+	// Messages is the conversation so far. Adapters must not modify it.
+	Messages []*agentdv1.Message
+	// Tools are the function tools offered: the agent's own and those of
+	// bridged MCP servers, in that order.
+	Tools []*agentdv1.FunctionTool
+	// MCPServers are the servers the provider runs itself, to render in its
+	// native format.
+	MCPServers []*agentdv1.MCPServer
+	// Options is Agent.provider_options, as a JSON object.
+	Options map[string]any
+}
+
+// Event is one item of a streamed model turn: *TextDelta, *ToolCall,
+// *ProviderToolCall, *Usage or *Stop.
+type Event interface{ isEvent() }
+
+// TextDelta is a piece of the model's text.
+type TextDelta struct{ Text string }
+
+// ToolCall is a complete call the model asks agentd to run.
+type ToolCall struct{ Call *agentdv1.ToolCall }
+
+// ProviderToolCall is a call the provider made itself to a provider-side
+// MCP server.
+type ProviderToolCall struct{ Call *agentdv1.ProviderToolCall }
+
+// Usage reports the turn's token counts.
+type Usage struct{ Usage *agentdv1.Usage }
+
+// Stop ends the turn.
+type Stop struct{ Reason agentdv1.StopReason }
+
+func (*TextDelta) isEvent()        {}
+func (*ToolCall) isEvent()         {}
+func (*ProviderToolCall) isEvent() {}
+func (*Usage) isEvent()            {}
+func (*Stop) isEvent()             {}
+
+// Registry maps provider names to providers. It is built once at start-up
+// and read-only afterwards, so it is safe for concurrent use.
+type Registry struct {
+	byName map[string]Provider
+}
+
+// NewRegistry registers the given providers; names must be unique.
+func NewRegistry(ps ...Provider) (*Registry, error) {
+	r := &Registry{byName: make(map[string]Provider, len(ps))}
+	for _, p := range ps {
+		if _, dup := r.byName[p.Name()]; dup {
+			return nil, fmt.Errorf("providers: %q registered twice", p.Name())
+		}
+		r.byName[p.Name()] = p
+	}
+	return r, nil
+}
+
+// Lookup returns the provider registered under name.
+func (r *Registry) Lookup(name string) (Provider, bool) {
+	p, ok := r.byName[name]
+	return p, ok
+}
+
+// Names lists the registered names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.byName))
+	for n := range r.byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,293 @@
+// Package scripted holds agentd's two in-process providers, which need no
+// network and answer deterministically:
+//
+//   - "script" replays a conversation written in the agent's provider
+//     options, one scripted turn per model turn. It drives the tool loop in
+//     tests and demos, and lets users test their own agents
+//     deterministically.
+//   - "mock" accepts any request, MCP declarations included, never calls a
+//     tool, and answers "Mock response to: <the last user text>".
+//
+// # Scripts
+//
+// provider_options.script.turns is a list of turns. Each turn has text,
+// tool_calls, or both (text first), or an error:
+//
+//	{"script": {"turns": [
+//	  {"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]},
+//	  {"text": "The server said: {{tool_outputs}}"}
+//	]}}
+//
+// The turn played is the number of assistant messages after the last user
+// message, so a script restarts with every new user message and resumes
+// correctly after a pause. In text, {{tool_outputs}} is replaced by the
+// outputs of the latest tool results, joined by newlines. A tool call's id
+// defaults to "call_<turn>_<index>". An error turn
+// {"error": {"kind": "unavailable", "message": "..."}} fails the model call
+// with that kind (invalid, unavailable, timeout, exhausted, internal). A
+// turn may set "usage": {"input_tokens": n, "output_tokens": m}; otherwise
+// one token is counted per four bytes of text.
+package scripted
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"strings"
+	"unicode"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+)
+
+// Script returns the "script" provider.
+func Script() providers.Provider { return scriptProvider{} }
+
+// Mock returns the "mock" provider.
+func Mock() providers.Provider { return mockProvider{} }
+
+type mockProvider struct{}
+
+func (mockProvider) Name() string { return "mock" }
+func (mockProvider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{ModelOptional: true}
+}
+
+func (mockProvider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
+	text := "Mock response to: " + lastUserText(req.Messages)
+	return play(ctx, req, &turn{Text: text})
+}
+
+type scriptProvider struct{}
+
+func (scriptProvider) Name() string { return "script" }
+
+func (scriptProvider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{ModelOptional: true, ToolErrorFlag: true, MediaToolResults: true}
+}
+
+// script is provider_options.script.
+type script struct {
+	Turns []turn `json:"turns"`
+}
+
+type turn struct {
+	Text      string       `json:"text,omitempty"`
+	ToolCalls []scriptCall `json:"tool_calls,omitempty"`
+	Error     *scriptError `json:"error,omitempty"`
+	Usage     *scriptUsage `json:"usage,omitempty"`
+}
+
+type scriptCall struct {
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+type scriptError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+type scriptUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+var errorKinds = map[string]fault.Kind{
+	"invalid":     fault.Invalid,
+	"unavailable": fault.Unavailable,
+	"timeout":     fault.Timeout,
+	"exhausted":   fault.Exhausted,
+	"internal":    fault.Internal,
+}
+
+func parseScript(options map[string]any) (*script, []providers.Problem) {
+	raw, ok := options["script"]
+	if !ok {
+		return nil, []providers.Problem{{Field: "script", Description: `the script provider needs provider_options.script: {"turns": [...]}`}}
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return nil, []providers.Problem{{Field: "script", Description: err.Error()}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s script
+	if err := dec.Decode(&s); err != nil {
+		return nil, []providers.Problem{{Field: "script", Description: "not a valid script: " + err.Error()}}
+	}
+	var problems []providers.Problem
+	if len(s.Turns) == 0 {
+		problems = append(problems, providers.Problem{Field: "script.turns", Description: "must have at least one turn"})
+	}
+	for i, t := range s.Turns {
+		field := fmt.Sprintf("script.turns[%d]", i)
+		switch {
+		case t.Error != nil && (t.Text != "" || len(t.ToolCalls) > 0):
+			problems = append(problems, providers.Problem{Field: field, Description: "an error turn has no text or tool_calls"})
+		case t.Error != nil:
+			if _, ok := errorKinds[t.Error.Kind]; !ok {
+				problems = append(problems, providers.Problem{Field: field + ".error.kind", Description: "must be one of invalid, unavailable, timeout, exhausted, internal"})
+			}
+		case t.Text == "" && len(t.ToolCalls) == 0:
+			problems = append(problems, providers.Problem{Field: field, Description: "needs text, tool_calls or error"})
+		}
+		for j, c := range t.ToolCalls {
+			if c.Name == "" {
+				problems = append(problems, providers.Problem{Field: fmt.Sprintf("%s.tool_calls[%d].name", field, j), Description: "must not be empty"})
+			}
+			if len(c.Arguments) > 0 && !bytes.HasPrefix(bytes.TrimSpace(c.Arguments), []byte("{")) {
+				problems = append(problems, providers.Problem{Field: fmt.Sprintf("%s.tool_calls[%d].arguments", field, j), Description: "must be a JSON object"})
+			}
+		}
+	}
+	return &s, problems
+}
+
+func (scriptProvider) ValidateOptions(options map[string]any) []providers.Problem {
+	_, problems := parseScript(options)
+	return problems
+}
+
+func (scriptProvider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
+	s, problems := parseScript(req.Options)
+	if len(problems) > 0 {
+		return fail(fault.New(fault.Invalid, "script provider: provider_options.%s: %s", problems[0].Field, problems[0].Description))
+	}
+	n := turnIndex(req.Messages)
+	if n >= len(s.Turns) {
+		return fail(fault.New(fault.FailedPrecondition,
+			"script provider: the script has %d turns and the conversation asks for turn %d", len(s.Turns), n+1))
+	}
+	t := s.Turns[n]
+	if t.Error != nil {
+		return fail(fault.New(errorKinds[t.Error.Kind], "script provider: %s", t.Error.Message))
+	}
+	t.Text = strings.ReplaceAll(t.Text, "{{tool_outputs}}", latestToolOutputs(req.Messages))
+	for i := range t.ToolCalls {
+		if t.ToolCalls[i].ID == "" {
+			t.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", n+1, i+1)
+		}
+	}
+	return play(ctx, req, &t)
+}
+
+func fail(err error) iter.Seq2[providers.Event, error] {
+	return func(yield func(providers.Event, error) bool) { yield(nil, err) }
+}
+
+// play streams a turn: its text word by word, its tool calls, usage, stop.
+func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[providers.Event, error] {
+	return func(yield func(providers.Event, error) bool) {
+		var events []providers.Event
+		for _, w := range words(t.Text) {
+			events = append(events, &providers.TextDelta{Text: w})
+		}
+		for _, c := range t.ToolCalls {
+			args := "{}"
+			if len(c.Arguments) > 0 {
+				var compact bytes.Buffer
+				if err := json.Compact(&compact, c.Arguments); err == nil {
+					args = compact.String()
+				}
+			}
+			events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{Id: c.ID, Name: c.Name, Arguments: args}})
+		}
+		usage := &agentdv1.Usage{InputTokens: estimateTokens(req), OutputTokens: tokens(len(t.Text))}
+		if t.Usage != nil {
+			usage = &agentdv1.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}
+		}
+		events = append(events, &providers.Usage{Usage: usage}, &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN})
+		for _, ev := range events {
+			if err := ctx.Err(); err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// turnIndex counts the assistant messages after the last user message.
+func turnIndex(msgs []*agentdv1.Message) int {
+	n := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch msgs[i].GetRole() {
+		case agentdv1.Role_ROLE_USER:
+			return n
+		case agentdv1.Role_ROLE_ASSISTANT:
+			n++
+		}
+	}
+	return n
+}
+
+func lastUserText(msgs []*agentdv1.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].GetRole() != agentdv1.Role_ROLE_USER {
+			continue
+		}
+		var texts []string
+		for _, p := range msgs[i].GetParts() {
+			if t := p.GetText(); t != "" {
+				texts = append(texts, t)
+			}
+		}
+		return strings.Join(texts, "\n")
+	}
+	return ""
+}
+
+// latestToolOutputs joins the outputs of the most recent tool message.
+func latestToolOutputs(msgs []*agentdv1.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].GetRole() != agentdv1.Role_ROLE_TOOL {
+			continue
+		}
+		var outs []string
+		for _, p := range msgs[i].GetParts() {
+			if r := p.GetToolResult(); r != nil {
+				outs = append(outs, r.GetOutput())
+			}
+		}
+		return strings.Join(outs, "\n")
+	}
+	return ""
+}
+
+// words splits text into pieces that concatenate back to it, each a word
+// with the spaces before it, so text streams the way models stream it.
+func words(text string) []string {
+	var out []string
+	start, prevSpace := 0, true
+	for i, r := range text {
+		space := unicode.IsSpace(r)
+		if i > start && space && !prevSpace {
+			out = append(out, text[start:i])
+			start = i
+		}
+		prevSpace = space
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
+}
+
+func estimateTokens(req *providers.Request) int64 {
+	n := len(req.Instructions)
+	for _, m := range req.Messages {
+		for _, p := range m.GetParts() {
+			n += len(p.GetText()) + len(p.GetToolCall().GetArguments()) + len(p.GetToolResult().GetOutput())
+		}
+	}
+	return tokens(n)
+}
+
+func tokens(bytes int) int64 { return int64((bytes + 3) / 4) }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# smoke.sh "GRPCURL" AGENT_ADDR BRIDGE_ADDR
+# Starts `agentd serve` and `agentd bridge`, and checks with grpcurl what a
+# newcomer would: each lists its service, health and reflection, and health
+# answers SERVING. Both processes are stopped by the PIDs recorded here.
+set -euo pipefail
+grpcurl=$1 agent=$2 bridge=$3
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
+
+AGENTD_LISTEN=$agent bin/agentd serve 2>/tmp/agentd-smoke.log & pids+=($!)
+AGENTD_BRIDGE_LISTEN=$bridge bin/agentd bridge 2>/tmp/agentd-bridge-smoke.log & pids+=($!)
+scripts/wait-port.sh "$agent"
+scripts/wait-port.sh "$bridge"
+
+check() { # check ADDR SERVICE
+  local list
+  list=$($grpcurl -plaintext "$1" list)
+  for want in "$2" grpc.health.v1.Health grpc.reflection.v1.ServerReflection; do
+    grep -qx "$want" <<<"$list" || { echo "$1 does not list $want:"; echo "$list"; exit 1; }
+  done
+  $grpcurl -plaintext -d "{\"service\":\"$2\"}" "$1" grpc.health.v1.Health/Check | grep -q '"SERVING"' ||
+    { echo "$1: health of $2 is not SERVING"; exit 1; }
+  echo "$1: lists $2, health, reflection; $2 is SERVING"
+}
+check "$agent" agentd.v1.AgentService
+check "$bridge" agentd.bridge.v1.BridgeService

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"regexp"
+	"strconv"
+	"sync"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// Bridge opens bridge sessions. NewBridgeClient implements it over gRPC;
+// tests may use any fake.
+type Bridge interface {
+	// OpenSession opens a session for one generation. The session lives
+	// until its Close, or until ctx ends, whichever comes first. Safe for
+	// concurrent use.
+	OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest) (BridgeSession, error)
+}
+
+// BridgeSession is one open bridge session. ListTools and CallTool may be
+// called concurrently. Close is idempotent, and returns once the bridge has
+// closed every connection and process of the session; it works even when
+// ctx is already cancelled (it only keeps ctx's values, for tracing).
+type BridgeSession interface {
+	ListTools(ctx context.Context) ([]*bridgev1.ServerTools, error)
+	CallTool(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error)
+	Close(ctx context.Context)
+}
+
+// NewBridgeClient returns a Bridge that talks to a BridgeService over conn.
+func NewBridgeClient(conn grpc.ClientConnInterface) Bridge {
+	return &bridgeClient{client: bridgev1.NewBridgeServiceClient(conn)}
+}
+
+type bridgeClient struct {
+	client bridgev1.BridgeServiceClient
+}
+
+func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest) (BridgeSession, error) {
+	// The stream's context is the session's lifetime: cancelling it, or the
+	// caller vanishing, makes the bridge close everything.
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := b.client.OpenSession(sctx, req)
+	if err != nil {
+		cancel()
+		return nil, translateBridgeError(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		cancel()
+		return nil, translateBridgeError(err)
+	}
+	id := first.GetOpened().GetSessionId()
+	if id == "" {
+		cancel()
+		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
+	}
+	s := &bridgeSession{client: b.client, id: id, cancel: cancel, done: make(chan struct{})}
+	go s.watch(stream)
+	return s, nil
+}
+
+type bridgeSession struct {
+	client bridgev1.BridgeServiceClient
+	id     string
+	cancel context.CancelFunc
+	done   chan struct{} // closed when watch returns
+
+	closeOnce sync.Once
+}
+
+// watch reads the session's events until the stream ends.
+func (s *bridgeSession) watch(stream grpc.ServerStreamingClient[bridgev1.OpenSessionResponse]) {
+	defer close(s.done)
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return
+		}
+	}
+}
+
+func (s *bridgeSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools, error) {
+	res, err := s.client.ListTools(ctx, &bridgev1.ListToolsRequest{SessionId: s.id})
+	if err != nil {
+		return nil, translateBridgeError(err)
+	}
+	return res.GetServers(), nil
+}
+
+func (s *bridgeSession) CallTool(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
+	res, err := s.client.CallTool(ctx, &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments})
+	if err != nil {
+		return nil, translateBridgeError(err)
+	}
+	return res, nil
+}
+
+func (s *bridgeSession) Close(ctx context.Context) {
+	s.closeOnce.Do(func() {
+		// CloseSession returns once the bridge has stopped everything; the
+		// generation may already be cancelled, so it gets its own deadline.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		_, _ = s.client.CloseSession(ctx, &bridgev1.CloseSessionRequest{SessionId: s.id})
+		cancel()
+		s.cancel()
+		<-s.done
+	})
+}
+
+// translateBridgeError maps a bridge status to a fault. Timeouts,
+// unavailability, permission and cancellation keep their meaning and
+// details (the bridge's messages carry no secrets); a bridge that finds a
+// request invalid keeps its field violations; anything else is our bug.
+func translateBridgeError(err error) error {
+	if errors.Is(err, io.EOF) {
+		return fault.New(fault.Unavailable, "the bridge closed the session stream")
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fault.Hide(fault.Internal, err, "bridge call failed")
+	}
+	var kind fault.Kind
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		kind = fault.Timeout
+	case codes.Unavailable:
+		kind = fault.Unavailable
+	case codes.PermissionDenied:
+		kind = fault.Permission
+	case codes.Canceled:
+		return context.Canceled
+	case codes.InvalidArgument:
+		kind = fault.Invalid
+	case codes.FailedPrecondition:
+		kind = fault.FailedPrecondition
+	default:
+		return fault.Hide(fault.Internal, err, "bridge call failed")
+	}
+	fe := &fault.Error{Kind: kind, Msg: st.Message(), Err: err}
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			fe.Reason, fe.Metadata = d.GetReason(), d.GetMetadata()
+		case *errdetails.BadRequest:
+			for _, fv := range d.GetFieldViolations() {
+				fe.Violations = append(fe.Violations, fault.Violation{Field: fv.GetField(), Description: fv.GetDescription()})
+			}
+		}
+	}
+	return fe
+}
+
+var bridgeServerField = regexp.MustCompile(`^servers\[(\d+)\]`)
+
+// relocateViolations rewrites the bridge's field paths ("servers[1].ref")
+// to the request's ("start.agent.mcps[3].ref"), given each bridged
+// server's path.
+func relocateViolations(err error, fields []string) error {
+	var fe *fault.Error
+	if !errors.As(err, &fe) || len(fe.Violations) == 0 {
+		return err
+	}
+	vs := make([]fault.Violation, len(fe.Violations))
+	for i, v := range fe.Violations {
+		if m := bridgeServerField.FindStringSubmatch(v.Field); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n < len(fields) {
+				v.Field = fields[n] + v.Field[len(m[0]):]
+			}
+		}
+		vs[i] = v
+	}
+	out := fault.InvalidRequest(vs)
+	out.Kind = fe.Kind
+	return out
+}

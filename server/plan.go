@@ -1,0 +1,483 @@
+package server
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+)
+
+// Limits on declarations.
+const (
+	defaultReadTimeout         = 30 * time.Second
+	maxReadTimeout             = time.Hour
+	maxReconnectionWait        = 10 * time.Minute
+	maxToolTurnsLimit          = 1000
+	toolNameMaxLen             = 64
+	defaultUnnamedServer       = "unnamed server"
+	connectorScheme            = "mcp"
+	defaultMaxReconnectionWait = 30 * time.Second
+)
+
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// plan is a validated request, resolved: which provider serves it, where
+// each MCP server runs, and the limits in effect. Building a plan performs
+// no I/O.
+type plan struct {
+	provider      providers.Provider
+	agent         *agentdv1.Agent
+	messages      []*agentdv1.Message
+	servers       []*serverPlan // declaration order
+	options       map[string]any
+	maxToolTurns  int
+	answerTimeout time.Duration
+}
+
+// serverPlan is one declared MCP server, resolved.
+type serverPlan struct {
+	decl        *agentdv1.MCPServer
+	name        string
+	field       string // path of the declaration in the request
+	transport   agentdv1.Transport
+	placement   agentdv1.Placement
+	readTimeout time.Duration
+}
+
+// violations collects every problem of a request.
+type violations []fault.Violation
+
+func (v *violations) add(field, format string, args ...any) {
+	*v = append(*v, fault.Violation{Field: field, Description: fmt.Sprintf(format, args...)})
+}
+
+// newPlan validates a request (an agent and its conversation) and resolves
+// it. root prefixes field paths ("start", "resume" or "" for Preview).
+// Every problem is reported at once, as InvalidArgument with field
+// violations.
+func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentdv1.Message, answerTimeout *durationValue) (*plan, error) {
+	var v violations
+	field := func(f string) string {
+		if root == "" {
+			return f
+		}
+		return root + "." + f
+	}
+	p := &plan{agent: agent, messages: messages, maxToolTurns: s.cfg.MaxToolTurns, answerTimeout: s.cfg.AnswerTimeout}
+	if agent == nil {
+		v.add(field("agent"), "is required")
+		return nil, fault.InvalidRequest(v)
+	}
+	provider, ok := s.providers.Lookup(agent.GetProvider())
+	switch {
+	case agent.GetProvider() == "":
+		v.add(field("agent.provider"), "is required; one of %s", strings.Join(s.providers.Names(), ", "))
+	case !ok:
+		v.add(field("agent.provider"), "unknown provider %q; one of %s", agent.GetProvider(), strings.Join(s.providers.Names(), ", "))
+	default:
+		p.provider = provider
+		if agent.GetModel() == "" && !provider.Capabilities().ModelOptional {
+			v.add(field("agent.model"), "is required for provider %q", agent.GetProvider())
+		}
+	}
+	if len(messages) == 0 {
+		v.add(field("messages"), "needs at least one message")
+	}
+	for i, m := range messages {
+		validateMessage(&v, field(fmt.Sprintf("messages[%d]", i)), m)
+	}
+
+	toolNames := make(map[string]int)
+	for i, t := range agent.GetTools() {
+		f := field(fmt.Sprintf("agent.tools[%d]", i))
+		if !toolNamePattern.MatchString(t.GetName()) {
+			v.add(f+".name", "must be 1 to 64 characters of letters, digits, '_' and '-'")
+		} else if j, dup := toolNames[t.GetName()]; dup {
+			v.add(f+".name", "%q is also the name of agent.tools[%d]", t.GetName(), j)
+		} else {
+			toolNames[t.GetName()] = i
+		}
+		if params := t.GetParameters(); params != nil {
+			if typ, ok := params.GetFields()["type"]; ok && typ.GetStringValue() != "object" {
+				v.add(f+".parameters", `must be a JSON Schema of "type": "object"`)
+			}
+		}
+	}
+	if _, ok := agentdv1.MCPStrategy_name[int32(agent.GetMcpStrategy())]; !ok {
+		v.add(field("agent.mcp_strategy"), "unknown strategy %d; one of AUTO, CLIENT, SERVER", agent.GetMcpStrategy())
+	}
+	if _, ok := agentdv1.ToolNameConflict_name[int32(agent.GetToolNameConflict())]; !ok {
+		v.add(field("agent.tool_name_conflict"), "unknown value %d; one of REFUSE, PREFIX", agent.GetToolNameConflict())
+	}
+	for i, name := range agent.GetRequiresApproval() {
+		if name == "" {
+			v.add(field(fmt.Sprintf("agent.requires_approval[%d]", i)), "must not be empty")
+		}
+	}
+	if agent.MaxToolTurns != nil {
+		if n := agent.GetMaxToolTurns(); n < 1 || n > maxToolTurnsLimit {
+			v.add(field("agent.max_tool_turns"), "must be 1..%d, got %d", maxToolTurnsLimit, n)
+		} else {
+			p.maxToolTurns = int(n)
+		}
+	}
+	if answerTimeout != nil {
+		switch d := answerTimeout.d; {
+		case !answerTimeout.valid || d < 0:
+			v.add(field(answerTimeout.field), "must be a valid, non-negative duration")
+		case d > s.cfg.MaxAnswerTimeout:
+			v.add(field(answerTimeout.field), "must be at most %s (generation.max_answer_timeout)", s.cfg.MaxAnswerTimeout)
+		default:
+			p.answerTimeout = d
+		}
+	}
+	if agent.GetProviderOptions() != nil {
+		p.options = agent.GetProviderOptions().AsMap()
+	}
+	if p.provider != nil {
+		if ov, ok := p.provider.(providers.OptionsValidator); ok {
+			for _, prob := range ov.ValidateOptions(p.options) {
+				v.add(field("agent.provider_options."+prob.Field), "%s", prob.Description)
+			}
+		}
+	}
+
+	names := make(map[string]int)
+	for i, decl := range agent.GetMcps() {
+		sp := s.planServer(&v, field(fmt.Sprintf("agent.mcps[%d]", i)), decl)
+		if j, dup := names[sp.name]; dup {
+			v.add(sp.field+".name", "%q is also the name of agent.mcps[%d]; set distinct names", sp.name, j)
+		} else {
+			names[sp.name] = i
+		}
+		p.servers = append(p.servers, sp)
+	}
+	if len(v) == 0 && p.provider != nil {
+		p.place(&v, toolNames)
+	}
+	if len(v) > 0 {
+		return nil, fault.InvalidRequest(v)
+	}
+	return p, nil
+}
+
+// durationValue is an optional request duration, pre-checked.
+type durationValue struct {
+	field string
+	d     time.Duration
+	valid bool
+}
+
+func validateMessage(v *violations, f string, m *agentdv1.Message) {
+	switch m.GetRole() {
+	case agentdv1.Role_ROLE_USER, agentdv1.Role_ROLE_ASSISTANT, agentdv1.Role_ROLE_TOOL:
+	default:
+		v.add(f+".role", "must be USER, ASSISTANT or TOOL")
+	}
+	if len(m.GetParts()) == 0 {
+		v.add(f+".parts", "needs at least one part")
+	}
+	for j, part := range m.GetParts() {
+		pf := fmt.Sprintf("%s.parts[%d]", f, j)
+		switch k := part.GetKind().(type) {
+		case nil:
+			v.add(pf, "is empty")
+		case *agentdv1.Part_ToolCall:
+			if m.GetRole() != agentdv1.Role_ROLE_ASSISTANT {
+				v.add(pf, "tool_call parts belong to ASSISTANT messages")
+			}
+			if k.ToolCall.GetId() == "" || k.ToolCall.GetName() == "" {
+				v.add(pf+".tool_call", "needs id and name")
+			}
+		case *agentdv1.Part_ToolResult:
+			if m.GetRole() != agentdv1.Role_ROLE_TOOL {
+				v.add(pf, "tool_result parts belong to TOOL messages")
+			}
+			if k.ToolResult.GetToolCallId() == "" {
+				v.add(pf+".tool_result.tool_call_id", "is required")
+			}
+		}
+	}
+}
+
+// planServer validates one declaration and names it (R-D2, R-D3, R-D6).
+// Secrets are never echoed: problems name fields, not values.
+func (s *Service) planServer(v *violations, f string, decl *agentdv1.MCPServer) *serverPlan {
+	sp := &serverPlan{decl: decl, field: f, name: decl.GetName(), readTimeout: defaultReadTimeout}
+	switch t := decl.GetTransport().(type) {
+	case *agentdv1.MCPServer_Url:
+		u, err := url.Parse(t.Url)
+		switch {
+		case err != nil || u.Host == "":
+			v.add(f+".url", "must be an absolute http, https or mcp URL")
+		case u.Scheme == connectorScheme:
+			sp.transport = agentdv1.Transport_TRANSPORT_CONNECTOR
+		case u.Scheme == "http" || u.Scheme == "https":
+			sp.transport = agentdv1.Transport_TRANSPORT_HTTP
+		default:
+			v.add(f+".url", "must be an http, https or mcp URL")
+		}
+		if sp.name == "" {
+			sp.name = defaultUnnamedServer
+			if err == nil && u.Hostname() != "" {
+				sp.name = u.Hostname() // never the path or query: they often carry keys
+			}
+		}
+		for _, only := range []struct {
+			set  bool
+			name string
+		}{{len(decl.GetArgs()) > 0, "args"}, {len(decl.GetEnv()) > 0, "env"}, {len(decl.GetUnsetEnv()) > 0, "unset_env"}} {
+			if only.set {
+				v.add(f+"."+only.name, "applies to command servers only")
+			}
+		}
+		if w := decl.GetMaxReconnectionWait(); w != nil {
+			if d := w.AsDuration(); w.CheckValid() != nil || d <= 0 || d > maxReconnectionWait {
+				v.add(f+".max_reconnection_wait", "must be positive and at most %s", maxReconnectionWait)
+			}
+		}
+	case *agentdv1.MCPServer_Command, *agentdv1.MCPServer_Ref:
+		sp.transport = agentdv1.Transport_TRANSPORT_STDIO
+		if decl.GetAuthorization() != "" || len(decl.GetHeaders()) > 0 || decl.GetMaxReconnectionWait() != nil {
+			v.add(f, "authorization, headers and max_reconnection_wait apply to url servers only")
+		}
+		if cmd := decl.GetCommand(); cmd != "" || decl.GetRef() != "" {
+			if sp.name == "" {
+				if cmd != "" {
+					sp.name = "command: " + filepath.Base(cmd)
+				} else {
+					sp.name = decl.GetRef()
+				}
+			}
+		} else {
+			v.add(f, "command and ref must not be empty")
+		}
+		if decl.GetRef() != "" && (len(decl.GetArgs()) > 0 || len(decl.GetEnv()) > 0 || len(decl.GetUnsetEnv()) > 0) {
+			v.add(f, "a ref server takes its args and env from its registration; args, env and unset_env apply to command servers")
+		}
+		for _, name := range decl.GetUnsetEnv() {
+			if _, both := decl.GetEnv()[name]; both {
+				v.add(f+".unset_env", "%s is both set in env and unset", name)
+			}
+		}
+		for name := range decl.GetEnv() {
+			if name == "" || strings.ContainsAny(name, "=\x00") {
+				v.add(f+".env", "variable names must be non-empty and contain no '=' or NUL")
+			}
+		}
+	default:
+		if sp.name == "" {
+			sp.name = defaultUnnamedServer
+		}
+		v.add(f, "MCP server %q needs a url, a command or a ref; it sets only %s", sp.name, setFields(decl))
+	}
+	if rt := decl.GetReadTimeout(); rt != nil {
+		d := rt.AsDuration()
+		if rt.CheckValid() != nil || d <= 0 || d > maxReadTimeout {
+			v.add(f+".read_timeout", "must be a positive duration of at most %s", maxReadTimeout)
+		} else {
+			sp.readTimeout = d
+		}
+	}
+	for j, name := range decl.GetAllowedTools() {
+		if name == "" {
+			v.add(fmt.Sprintf("%s.allowed_tools[%d]", f, j), "must not be empty")
+		}
+	}
+	if pol := decl.GetRequireApproval(); pol != nil {
+		if _, ok := agentdv1.ApprovalMode_name[int32(pol.GetMode())]; !ok {
+			v.add(f+".require_approval.mode", "unknown mode %d", pol.GetMode())
+		}
+		if pol.GetMode() != agentdv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED && (pol.GetAlways() != nil || pol.GetNever() != nil) {
+			v.add(f+".require_approval", "mode cannot be combined with always or never")
+		}
+	}
+	return sp
+}
+
+// setFields lists the names of the fields a declaration sets, never their
+// values.
+func setFields(m *agentdv1.MCPServer) string {
+	var names []string
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		names = append(names, string(fd.Name()))
+		return true
+	})
+	if len(names) == 0 {
+		return "nothing"
+	}
+	return strings.Join(names, ", ")
+}
+
+// policyCouldGate reports whether an approval policy could gate any tool.
+// {always: []} gates nothing.
+func policyCouldGate(p *agentdv1.ApprovalPolicy) bool {
+	switch {
+	case p == nil:
+		return false
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
+		return true
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
+		return false
+	}
+	return len(p.GetAlways().GetToolNames()) > 0 || p.GetNever() != nil
+}
+
+// policyGates reports whether p gates the tool (R-A1).
+func policyGates(p *agentdv1.ApprovalPolicy, tool string) bool {
+	switch {
+	case p == nil:
+		return false
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
+		return true
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
+		return false
+	}
+	if slices.Contains(p.GetAlways().GetToolNames(), tool) {
+		return true
+	}
+	return p.GetNever() != nil && !slices.Contains(p.GetNever().GetToolNames(), tool)
+}
+
+// requiresApprovalServedBy lists the requires_approval names that this
+// server may offer: with allowed_tools, those it allows; without, every
+// name that is not one of the agent's own tools, since the server's tools
+// are unknown until agentd connects to it.
+func requiresApprovalServedBy(agent *agentdv1.Agent, decl *agentdv1.MCPServer, agentTools map[string]int) []string {
+	var names []string
+	for _, name := range agent.GetRequiresApproval() {
+		if allowed := decl.GetAllowedTools(); len(allowed) > 0 {
+			if slices.Contains(allowed, name) {
+				names = append(names, name)
+			}
+		} else if _, own := agentTools[name]; !own {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// place decides where each server runs (R-S1–R-S4, R-A2, R-A3).
+func (p *plan) place(v *violations, agentTools map[string]int) {
+	caps := p.provider.Capabilities()
+	strategy := p.agent.GetMcpStrategy()
+	served := "none"
+	if caps.ServesURLServers {
+		served = "url servers"
+	}
+	provider := p.agent.GetProvider()
+	providerSide := 0
+	for _, sp := range p.servers {
+		capable := false
+		switch sp.transport {
+		case agentdv1.Transport_TRANSPORT_HTTP:
+			capable = caps.ServesURLServers
+		case agentdv1.Transport_TRANSPORT_CONNECTOR:
+			capable = caps.ServesConnectors
+		}
+		gatedByPolicy := policyCouldGate(sp.decl.GetRequireApproval())
+		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
+		sp.placement = agentdv1.Placement_PLACEMENT_BRIDGE
+		switch strategy {
+		case agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT:
+		case agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
+			switch {
+			case !capable:
+				v.add(sp.field, "%s cannot serve the %s MCP server %q itself, but mcp_strategy SERVER requires it to; servers it can serve: %s. Use mcp_strategy AUTO to run the rest in agentd's bridge",
+					provider, transportWord(sp.transport), sp.name, served)
+			case gatedByPolicy:
+				v.add(sp.field+".require_approval", "the %q MCP server's tool calls need approval, which is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set require_approval to NEVER",
+					sp.name, provider)
+			case len(gatedNames) > 0:
+				remedy := "list the tools it may offer in allowed_tools"
+				if len(sp.decl.GetAllowedTools()) > 0 {
+					remedy = "remove " + sentence(gatedNames) + " from its allowed_tools"
+				}
+				v.add(sp.field, "requires_approval names %s, which the %q MCP server may offer, and approval is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; %s, or use mcp_strategy AUTO or CLIENT",
+					sentence(gatedNames), sp.name, provider, remedy)
+			default:
+				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
+			}
+		default: // AUTO
+			if capable && !gatedByPolicy && len(gatedNames) == 0 {
+				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
+			}
+		}
+		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
+			providerSide++
+		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
+			v.add(sp.field+".url", "mcp:// URLs name OpenAI connectors, which only a provider that serves connectors can reach; %s runs this server in agentd's bridge", provider)
+		}
+	}
+	if limit := caps.MaxProviderServers; limit > 0 && providerSide > limit {
+		v.add("agent.mcps", "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", provider, limit, providerSide)
+	}
+}
+
+func transportWord(t agentdv1.Transport) string {
+	switch t {
+	case agentdv1.Transport_TRANSPORT_STDIO:
+		return "command"
+	case agentdv1.Transport_TRANSPORT_CONNECTOR:
+		return "connector"
+	}
+	return "url"
+}
+
+// sentence joins names as "a", "a and b", "a, b and c".
+func sentence(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// bridged returns the servers that run in the bridge.
+func (p *plan) bridged() []*serverPlan {
+	var out []*serverPlan
+	for _, sp := range p.servers {
+		if sp.placement == agentdv1.Placement_PLACEMENT_BRIDGE {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// providerServers returns the declarations the provider serves itself.
+func (p *plan) providerServers() []*agentdv1.MCPServer {
+	var out []*agentdv1.MCPServer
+	for _, sp := range p.servers {
+		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
+			d := sp.decl
+			if d.GetName() == "" {
+				d = cloneWithName(d, sp.name)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// placements lists where each server runs, in declaration order.
+func (p *plan) placements(only agentdv1.Placement) []*agentdv1.ServerPlacement {
+	var out []*agentdv1.ServerPlacement
+	for _, sp := range p.servers {
+		if only != agentdv1.Placement_PLACEMENT_UNSPECIFIED && sp.placement != only {
+			continue
+		}
+		out = append(out, &agentdv1.ServerPlacement{Name: sp.name, Placement: sp.placement, Transport: sp.transport})
+	}
+	return out
+}
