@@ -111,7 +111,8 @@ examples: build build/ts/examples/ts/demo.js
 	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
 	  echo "--- Go example"; go run ./examples/go $(EXAMPLE_ADDR); \
 	  echo "--- Python example"; PYTHONPATH=gen/python $(PY) examples/python/demo.py $(EXAMPLE_ADDR); \
-	  echo "--- TypeScript example"; node build/ts/examples/ts/demo.js $(EXAMPLE_ADDR)
+	  echo "--- TypeScript example"; node build/ts/examples/ts/demo.js $(EXAMPLE_ADDR); \
+	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json
 
 # What a newcomer checks by hand after `make run`, with grpcurl: the services,
 # health and reflection of `agentd serve` and of `agentd bridge`.

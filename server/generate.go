@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -52,7 +53,13 @@ func (s *Service) Generate(stream grpc.BidiStreamingServer[agentdv1.GenerateRequ
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if stream.Context().Err() != nil {
+		// The client went away (or its deadline passed): nobody reads the
+		// status, and nothing went wrong on our side.
+		s.log.DebugContext(ctx, "generation ended with its client", "generation", g.id, "err", err)
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	if ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
 	if fault.KindOf(err) == fault.Internal {

@@ -43,6 +43,7 @@ type generation struct {
 	added     []*agentdv1.Message // what this generation added
 	total     *agentdv1.Usage
 	toolTurns int
+	answered  map[string]bool // approval and function-call ids already answered; a repeat is ignored
 }
 
 // toolOwner says who runs a tool offered to the model.
@@ -67,6 +68,7 @@ func (s *Service) newGeneration(start *agentdv1.StartGeneration) (*generation, e
 		plan:     p,
 		mail:     newMailbox(),
 		owners:   make(map[string]*toolOwner),
+		answered: make(map[string]bool),
 		messages: slices.Clone(start.GetMessages()),
 		total:    &agentdv1.Usage{},
 	}, nil
@@ -319,9 +321,12 @@ func addUsage(total, u *agentdv1.Usage) {
 }
 
 // gated reports whether a call to name waits for approval (R-A1, R-A4):
-// requires_approval names it, or its server's policy gates it.
+// requires_approval names it (by the name offered to the model or, for a
+// prefixed MCP tool, its server's name for it), or its server's policy
+// gates it.
 func (g *generation) gated(name string, owner *toolOwner) bool {
-	if slices.Contains(g.plan.agent.GetRequiresApproval(), name) {
+	names := g.plan.agent.GetRequiresApproval()
+	if slices.Contains(names, name) || slices.Contains(names, owner.toolName(name)) {
 		return true
 	}
 	return owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && policyGates(owner.server.decl.GetRequireApproval(), owner.serverTool)
@@ -391,8 +396,9 @@ func (r *turnRun) dispatch() error {
 		owner := g.owners[c.GetName()]
 		switch {
 		case owner == nil:
-			r.results[i] = &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
-				Output: errorJSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))}
+			if err := r.unknownTool(i); err != nil {
+				return err
+			}
 		case g.gated(c.GetName(), owner):
 			req := &agentdv1.ApprovalRequest{
 				Id:         "approval_" + c.GetId(),
@@ -414,6 +420,22 @@ func (r *turnRun) dispatch() error {
 		}
 	}
 	return nil
+}
+
+// unknownTool answers a call to a tool nobody offers with an error the
+// model can recover from (R-T3); the client sees the call too.
+func (r *turnRun) unknownTool(i int) error {
+	c := r.calls[i]
+	out := errorJSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
+	r.results[i] = &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true, Output: out}
+	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
+		CallId: c.GetId(), ToolName: c.GetName(), Arguments: c.GetArguments(), Turn: int32(r.turn),
+	}}}); err != nil {
+		return err
+	}
+	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
+		CallId: c.GetId(), ToolName: c.GetName(), Duration: durationpb.New(0), IsError: true, Output: out, Turn: int32(r.turn),
+	}}})
 }
 
 func (o *toolOwner) serverName() string {
@@ -522,6 +544,10 @@ func (r *turnRun) awaitAnswers() error {
 			return nil
 		}
 		if ended {
+			// A cancel message also ends the mailbox, after cancelling.
+			if r.ctx.Err() != nil {
+				return context.Cause(r.ctx)
+			}
 			return r.unanswered("half-closed the stream")
 		}
 		select {
@@ -543,6 +569,9 @@ func (r *turnRun) unanswered(how string) error {
 }
 
 func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
+	if r.g.answered[d.GetRequestId()] {
+		return nil // a repeated answer: the call runs at most once
+	}
 	i, ok := r.approvals[d.GetRequestId()]
 	if !ok {
 		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
@@ -553,6 +582,7 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
 	}
 	delete(r.approvals, d.GetRequestId())
+	r.g.answered[d.GetRequestId()] = true
 	if !d.GetApproved() {
 		r.results[i] = &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true}
 		return nil
@@ -561,11 +591,15 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 }
 
 func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
+	if r.g.answered[fr.GetCallId()] {
+		return nil
+	}
 	asked, ok := r.functions[fr.GetCallId()]
 	if !ok {
 		return fault.InvalidRequest([]fault.Violation{{Field: "function_result.call_id", Description: fmt.Sprintf("%q is not a pending function call", fr.GetCallId())}})
 	}
 	delete(r.functions, fr.GetCallId())
+	r.g.answered[fr.GetCallId()] = true
 	i := slices.IndexFunc(r.calls, func(c *agentdv1.ToolCall) bool { return c.GetId() == fr.GetCallId() })
 	c := r.calls[i]
 	r.results[i] = &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()}

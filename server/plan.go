@@ -154,15 +154,19 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 	names := make(map[string]int)
 	for i, decl := range agent.GetMcps() {
 		sp := s.planServer(&v, field(fmt.Sprintf("agent.mcps[%d]", i)), decl)
-		if j, dup := names[sp.name]; dup {
+		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
+			// Already refused; its name may be a stand-in.
+		} else if j, dup := names[sp.name]; dup {
 			v.add(sp.field+".name", "%q is also the name of agent.mcps[%d]; set distinct names", sp.name, j)
 		} else {
 			names[sp.name] = i
 		}
 		p.servers = append(p.servers, sp)
 	}
-	if len(v) == 0 && p.provider != nil {
-		p.place(&v, toolNames)
+	if p.provider != nil {
+		// Placement problems are reported with the others, for every
+		// server whose transport is known.
+		p.place(&v, toolNames, field("agent.mcps"))
 	}
 	if len(v) > 0 {
 		return nil, fault.InvalidRequest(v)
@@ -366,8 +370,9 @@ func requiresApprovalServedBy(agent *agentdv1.Agent, decl *agentdv1.MCPServer, a
 	return names
 }
 
-// place decides where each server runs (R-S1–R-S4, R-A2, R-A3).
-func (p *plan) place(v *violations, agentTools map[string]int) {
+// place decides where each server runs (R-S1–R-S4, R-A2, R-A3). mcpsField
+// is the path of the request's mcps list.
+func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string) {
 	caps := p.provider.Capabilities()
 	strategy := p.agent.GetMcpStrategy()
 	served := "none"
@@ -377,6 +382,9 @@ func (p *plan) place(v *violations, agentTools map[string]int) {
 	provider := p.agent.GetProvider()
 	providerSide := 0
 	for _, sp := range p.servers {
+		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
+			continue
+		}
 		capable := false
 		switch sp.transport {
 		case agentdv1.Transport_TRANSPORT_HTTP:
@@ -419,7 +427,7 @@ func (p *plan) place(v *violations, agentTools map[string]int) {
 		}
 	}
 	if limit := caps.MaxProviderServers; limit > 0 && providerSide > limit {
-		v.add("agent.mcps", "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", provider, limit, providerSide)
+		v.add(mcpsField, "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", provider, limit, providerSide)
 	}
 }
 

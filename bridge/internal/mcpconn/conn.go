@@ -257,14 +257,17 @@ func redactURL(err error, raw string) error {
 	if perr != nil || err == nil {
 		return errors.New("connection failed")
 	}
-	text := err.Error()
 	safe := u.Scheme + "://" + u.Host + "/…"
+	// One pass, longest form first where several match: replacing form by
+	// form would rewrite the safe text itself when the host contains the
+	// path ("https://mcp.example.com/mcp").
+	var pairs []string
 	for _, s := range []string{raw, u.String(), u.RequestURI(), u.RawQuery, u.Path} {
 		if s != "" && s != "/" {
-			text = strings.ReplaceAll(text, s, safe)
+			pairs = append(pairs, s, safe)
 		}
 	}
-	return errors.New(text)
+	return errors.New(strings.NewReplacer(pairs...).Replace(err.Error()))
 }
 
 // roundTripper adds the server's headers and bounds each wait for data.

@@ -10,7 +10,8 @@ import (
 // jsonLines passes through the lines of a stdio server's stdout that can be
 // JSON-RPC messages and drops the rest (banners, stray log lines), which
 // would otherwise end the session: the SDK's decoder fails on the first
-// byte that is not JSON. Lines are judged by their first non-blank byte.
+// byte that is not JSON. Lines are judged by their first non-blank bytes
+// (see mayBeJSONRPC).
 type jsonLines struct {
 	r       *bufio.Reader
 	onDrop  func(line []byte) // called with (the start of) each dropped line
@@ -37,8 +38,7 @@ func (j *jsonLines) Read(p []byte) (int, error) {
 		chunk, err := j.r.ReadSlice('\n')
 		if len(chunk) > 0 {
 			if !j.midLine {
-				trimmed := bytes.TrimLeft(chunk, " \t\r\n")
-				j.keeping = len(trimmed) == 0 || trimmed[0] == '{' || trimmed[0] == '['
+				j.keeping = mayBeJSONRPC(chunk)
 				if !j.keeping && j.onDrop != nil {
 					j.onDrop(bytes.TrimRight(chunk, "\r\n"))
 				}
@@ -54,4 +54,20 @@ func (j *jsonLines) Read(p []byte) (int, error) {
 			j.err = err
 		}
 	}
+}
+
+// mayBeJSONRPC reports whether a line, judged by its start, can be a
+// JSON-RPC message (an object) or batch (an array of objects). Blank lines
+// are harmless to the decoder and kept. A log line such as "[INFO] ready"
+// starts with '[' too, so an array must open with '{' (or be empty).
+func mayBeJSONRPC(start []byte) bool {
+	t := bytes.TrimLeft(start, " \t\r\n")
+	if len(t) == 0 || t[0] == '{' {
+		return true
+	}
+	if t[0] != '[' {
+		return false
+	}
+	t = bytes.TrimLeft(t[1:], " \t\r\n")
+	return len(t) == 0 || t[0] == '{' || t[0] == ']'
 }

@@ -1,0 +1,373 @@
+// Package mcptest runs fake MCP servers for the bridge's tests by
+// re-executing the test binary, the go-sdk's own trick: a test package's
+// TestMain calls Main first, and Command returns what starts a named fake
+// as a stdio child. It also tells whether a process is gone.
+//
+// The fakes are small go-sdk servers. Each writes "mcptest: <name>
+// starting" to stderr and, when AGENTD_MCPTEST_PIDFILE is set in its
+// environment, appends its pid to that file, so a test can see that a
+// process was started, and which.
+package mcptest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentd/agentd/internal/mcpdemo"
+)
+
+// The fake servers.
+const (
+	// Tools is a well-behaved server with the tools listed in newServer,
+	// two to a tools/list page.
+	Tools = "tools"
+	// Demo is agentd's own demo server (internal/mcpdemo).
+	Demo = "demo"
+	// Banner is Tools, but it prints a banner and log lines on stdout before
+	// its first JSON-RPC message, and its tool "noisy" prints a log line on
+	// stdout mid-session.
+	Banner = "banner"
+	// Stubborn is Tools, but it ignores SIGTERM, outlives its stdin and
+	// starts a grandchild in its process group that ignores SIGTERM too;
+	// its tool "grandchild" returns the grandchild's pid.
+	Stubborn = "stubborn"
+	// HangList is Tools, but it never answers tools/list.
+	HangList = "hanglist"
+	// Mute never reads its stdin: the handshake never completes.
+	Mute = "mute"
+)
+
+const (
+	serverEnv = "AGENTD_MCPTEST_SERVER"
+	// PidFileEnv names a file to which a fake appends its pid at start.
+	PidFileEnv = "AGENTD_MCPTEST_PIDFILE"
+	// sleeper is Stubborn's grandchild.
+	sleeper = "sleeper"
+)
+
+var servers = map[string]func(ctx context.Context) error{
+	Tools:    func(ctx context.Context) error { return runStdio(ctx, newServer(false)) },
+	Demo:     func(ctx context.Context) error { return mcpdemo.Run(ctx, os.Stdin, os.Stdout) },
+	Banner:   runBanner,
+	Stubborn: runStubborn,
+	HangList: runHangList,
+	Mute:     func(context.Context) error { return sleepForever() },
+	sleeper:  func(context.Context) error { signal.Ignore(syscall.SIGTERM); return sleepForever() },
+}
+
+// Main runs the fake server named by the environment and exits, when the
+// process was started as one; otherwise it returns at once. Call it first
+// in TestMain.
+func Main() {
+	name, ok := os.LookupEnv(serverEnv)
+	if !ok {
+		return
+	}
+	run := servers[name]
+	if run == nil {
+		fmt.Fprintf(os.Stderr, "mcptest: unknown server %q\n", name)
+		os.Exit(2)
+	}
+	fmt.Fprintf(os.Stderr, "mcptest: %s starting\n", name)
+	if path := os.Getenv(PidFileEnv); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			fmt.Fprintln(f, os.Getpid())
+			_ = f.Close()
+		}
+	}
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "mcptest: %s: %v\n", name, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// Command returns the executable and the environment that start the fake
+// server name.
+func Command(tb testing.TB, name string) (string, map[string]string) {
+	tb.Helper()
+	if servers[name] == nil {
+		tb.Fatalf("mcptest: unknown server %q", name)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return exe, map[string]string{serverEnv: name}
+}
+
+// Pids reads the pids appended to a pid file; a missing file holds none.
+func Pids(tb testing.TB, path string) []int {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			tb.Fatalf("pid file %s: %v", path, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// Gone reports whether process pid no longer runs: it does not exist, or
+// it is a zombie that nobody has reaped yet (an orphaned grandchild waits
+// for whatever reaps orphans here; it runs no code any more).
+func Gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// WaitGone fails the test unless process pid is gone within a generous
+// deadline. It proves that a process stops, not how fast.
+func WaitGone(tb testing.TB, pid int) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !Gone(pid) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("process %d still runs", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sleepForever() error {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+func runStdio(ctx context.Context, s *mcp.Server) error {
+	return s.Run(ctx, &mcp.StdioTransport{})
+}
+
+// TextInput is the arguments of echo, fail, rpc_error and stderr.
+type TextInput struct {
+	Text string `json:"text,omitempty"`
+}
+
+// AddInput is add's arguments.
+type AddInput struct {
+	A float64 `json:"a"`
+	B float64 `json:"b"`
+}
+
+// AddOutput is add's structured result.
+type AddOutput struct {
+	Sum float64 `json:"sum"`
+}
+
+// EnvOutput is env's structured result: the process's arguments and
+// environment.
+type EnvOutput struct {
+	Args []string          `json:"args"`
+	Env  map[string]string `json:"env"`
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+var objectSchema = map[string]any{"type": "object"}
+
+// newServer returns the Tools server. Its tools:
+//
+//   - echo {text}: the text; annotated (title "Echo", read-only, closed world);
+//   - add {a, b}: {"sum": a+b} as structured content;
+//   - fail {text}: an isError result with the text;
+//   - rpc_error {text}: a JSON-RPC error whose message is the text;
+//   - two_texts: two text blocks, "one" and "two";
+//   - media: text, image, audio, resource link and embedded resource blocks;
+//   - no_schema: listed without an input schema;
+//   - raw_args: the arguments exactly as they came on the wire;
+//   - pid: the server's pid;
+//   - env: EnvOutput;
+//   - stderr {text}: writes the text and a newline to stderr;
+//   - hang: never answers;
+//   - stall: never answers, but sends progress notifications and pings the
+//     client meanwhile, and writes "mcptest: ping answered" to stderr
+//     after the first answered ping;
+//   - add_tool: adds a tool, so the server sends tools/list_changed.
+func newServer(stdoutNoise bool) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, &mcp.ServerOptions{PageSize: 2})
+	readOnly := false
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "echo", Description: "Returns the text.",
+		Annotations: &mcp.ToolAnnotations{Title: "Echo", ReadOnlyHint: true, OpenWorldHint: &readOnly},
+	}, func(_ context.Context, _ *mcp.CallToolRequest, in TextInput) (*mcp.CallToolResult, any, error) {
+		return text(in.Text), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Adds two numbers."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in AddInput) (*mcp.CallToolResult, AddOutput, error) {
+			return nil, AddOutput{Sum: in.A + in.B}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Fails."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in TextInput) (*mcp.CallToolResult, any, error) {
+			return nil, nil, errors.New(in.Text)
+		})
+	s.AddTool(&mcp.Tool{Name: "rpc_error", Description: "Answers with a JSON-RPC error.", InputSchema: objectSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in TextInput
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			return nil, &jsonrpc.Error{Code: -32000, Message: in.Text}
+		})
+	s.AddTool(&mcp.Tool{Name: "two_texts", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "one"}, &mcp.TextContent{Text: "two"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "media", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "see attachments"},
+				&mcp.ImageContent{MIMEType: "image/png", Data: []byte("png-bytes")},
+				&mcp.AudioContent{MIMEType: "audio/wav", Data: []byte("wav-bytes")},
+				&mcp.ResourceLink{URI: "file:///tmp/report.txt", Name: "report.txt", MIMEType: "text/plain"},
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "mem://note", MIMEType: "text/plain", Text: "a note"}},
+			}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "no_schema", Description: "Has no input schema.", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("ok"), nil })
+	s.AddTool(&mcp.Tool{Name: "raw_args", InputSchema: objectSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(string(req.Params.Arguments)), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "pid", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(strconv.Itoa(os.Getpid())), nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "env"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, EnvOutput, error) {
+			out := EnvOutput{Args: os.Args[1:], Env: map[string]string{}}
+			for _, kv := range os.Environ() {
+				k, v, _ := strings.Cut(kv, "=")
+				out.Env[k] = v
+			}
+			return nil, out, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "stderr"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in TextInput) (*mcp.CallToolResult, any, error) {
+			fmt.Fprintln(os.Stderr, in.Text)
+			return text("ok"), nil, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "hang", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return nil, sleepForever() })
+	s.AddTool(&mcp.Tool{Name: "stall", InputSchema: objectSchema}, stall)
+	s.AddTool(&mcp.Tool{Name: "add_tool", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.AddTool(&mcp.Tool{Name: "added", InputSchema: objectSchema},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("added"), nil })
+			return text("ok"), nil
+		})
+	if stdoutNoise {
+		s.AddTool(&mcp.Tool{Name: "noisy", InputSchema: objectSchema},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				fmt.Fprintln(os.Stdout, "INFO handling noisy")
+				return text("ok"), nil
+			})
+	}
+	// The go-sdk refuses a tool without an input schema; drop it on the way
+	// out, as servers in other languages may.
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				for i, t := range lt.Tools {
+					if t.Name == "no_schema" {
+						c := *t
+						c.InputSchema = nil
+						lt.Tools[i] = &c
+					}
+				}
+			}
+			return res, err
+		}
+	})
+	return s
+}
+
+func stall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	reported := false
+	for i := 0; ; i++ {
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "stall", Progress: float64(i), Message: "still working"})
+		if err := req.Session.Ping(ctx, nil); err == nil && !reported {
+			fmt.Fprintln(os.Stderr, "mcptest: ping answered")
+			reported = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func runBanner(ctx context.Context) error {
+	fmt.Fprintln(os.Stdout, "Fake MCP server v1.0 starting")
+	fmt.Fprintln(os.Stdout, "[INFO] listening on stdio")
+	fmt.Fprintln(os.Stdout, "")
+	return runStdio(ctx, newServer(true))
+}
+
+func runHangList(ctx context.Context) error {
+	s := newServer(false)
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				return nil, sleepForever()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return runStdio(ctx, s)
+}
+
+func runStubborn(ctx context.Context) error {
+	signal.Ignore(syscall.SIGTERM)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// Same process group, no death signal: only a kill of the group stops it.
+	child := exec.Command(exe)
+	child.Env = []string{serverEnv + "=" + sleeper}
+	if err := child.Start(); err != nil {
+		return err
+	}
+	s := newServer(false)
+	s.AddTool(&mcp.Tool{Name: "grandchild", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(strconv.Itoa(child.Process.Pid)), nil
+		})
+	_ = runStdio(ctx, s)
+	// Outlive stdin: only signals end this process.
+	return sleepForever()
+}

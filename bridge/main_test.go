@@ -1,0 +1,156 @@
+package bridge
+
+import (
+	"context"
+	"maps"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/agentd/agentd/bridge/internal/mcptest"
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/config"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.Main()
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	// grace keeps the SIGTERM and SIGKILL escalation short.
+	grace = 200 * time.Millisecond
+	// roomyTimeout leaves a loaded machine plenty of time.
+	roomyTimeout = 20 * time.Second
+	// shortTimeout is the read_timeout of the timeout tests. It bounds the
+	// handshake too, so it leaves a re-executed test binary time to start.
+	shortTimeout = time.Second
+)
+
+// fixture is a Service served over an in-memory gRPC connection. The
+// registered servers are "tools" (mcptest.Tools) and "demo" (agentd's demo
+// server); the test binary itself is the one allowed command.
+type fixture struct {
+	svc    *Service
+	client bridgev1.BridgeServiceClient
+	lis    *bufconn.Listener
+	exe    string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	exe, toolsEnv := mcptest.Command(t, mcptest.Tools)
+	_, demoEnv := mcptest.Command(t, mcptest.Demo)
+	svc := New(Options{Config: config.Bridge{
+		AllowedCommands: []string{exe},
+		Servers: map[string]config.Server{
+			"tools": {Command: exe, Env: toolsEnv},
+			"demo":  {Command: exe, Env: demoEnv},
+		},
+		TerminateGrace: grace,
+	}})
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	svc.Register(srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	f := &fixture{svc: svc, lis: lis, exe: exe}
+	t.Cleanup(func() {
+		srv.Stop()
+		<-served
+		svc.Close()
+	})
+	f.client = bridgev1.NewBridgeServiceClient(f.dial(t))
+	return f
+}
+
+// dial opens a client connection of its own, closed when the test ends.
+func (f *fixture) dial(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return f.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// open opens a session on client and returns its id and stream. The
+// session lives until ctx ends, the stream is dropped or it is closed.
+func open(t *testing.T, ctx context.Context, client bridgev1.BridgeServiceClient, specs ...*bridgev1.ServerSpec) (string, grpc.ServerStreamingClient[bridgev1.OpenSessionResponse]) {
+	t.Helper()
+	stream, err := client.OpenSession(ctx, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name()})
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	id := resp.GetOpened().GetSessionId()
+	if id == "" {
+		t.Fatalf("first OpenSession event = %v, want opened", resp)
+	}
+	return id, stream
+}
+
+// refSpec declares a registered server.
+func refSpec(name, ref string) *bridgev1.ServerSpec {
+	return &bridgev1.ServerSpec{Name: name, Transport: &bridgev1.ServerSpec_Ref{Ref: ref}, ReadTimeout: durationpb.New(roomyTimeout)}
+}
+
+// commandSpec declares a fake server by command, with extra environment.
+func commandSpec(t *testing.T, name, server string, env map[string]string) *bridgev1.ServerSpec {
+	t.Helper()
+	exe, e := mcptest.Command(t, server)
+	maps.Copy(e, env)
+	return &bridgev1.ServerSpec{
+		Name:        name,
+		Transport:   &bridgev1.ServerSpec_Stdio{Stdio: &bridgev1.StdioTarget{Command: exe, Env: e}},
+		ReadTimeout: durationpb.New(roomyTimeout),
+	}
+}
+
+func call(t *testing.T, client bridgev1.BridgeServiceClient, session, server, tool, args string) *bridgev1.CallToolResponse {
+	t.Helper()
+	res, err := client.CallTool(t.Context(), &bridgev1.CallToolRequest{SessionId: session, ServerName: server, ToolName: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("CallTool(%s, %s): %v", server, tool, err)
+	}
+	return res
+}
+
+// callPid returns the pid of server's process, starting it if needed.
+func callPid(t *testing.T, client bridgev1.BridgeServiceClient, session, server, tool string) int {
+	t.Helper()
+	res := call(t, client, session, server, tool, "")
+	pid, err := strconv.Atoi(res.GetOutput())
+	if err != nil || res.GetIsError() {
+		t.Fatalf("%s on %s = %v, want a pid", tool, server, res)
+	}
+	return pid
+}
+
+// waitSessions waits until the service holds n sessions.
+func waitSessions(t *testing.T, svc *Service, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for svc.Sessions() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("Sessions() = %d, want %d", svc.Sessions(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,111 @@
+package grpcserver
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// panicDesc is a service with one method, whose handler panics.
+var panicDesc = grpc.ServiceDesc{
+	ServiceName: "test.Panic",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Boom",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			in := new(emptypb.Empty)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			handler := func(context.Context, any) (any, error) { panic("boom") }
+			return interceptor(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/test.Panic/Boom"}, handler)
+		},
+	}},
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServerRecoversAndLogs(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelInfo, "text")})
+	lis := bufconn.Listen(1 << 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, srv, hs, lis, time.Second) }()
+
+	conn, err := Dial("passthrough:///x", Telemetry{}, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Check = %v, %v; want SERVING", res, err)
+	}
+	conn.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if !strings.Contains(logs.String(), "grpc.method=Check") {
+		t.Errorf("no call log line: %s", logs.String())
+	}
+}
+
+func TestRecovery(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelInfo, "text")})
+	srv.RegisterService(&panicDesc, struct{}{})
+	lis := bufconn.Listen(1 << 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, srv, hs, lis, time.Second) }()
+	conn, err := Dial("passthrough:///x", Telemetry{}, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = conn.Invoke(t.Context(), "/test.Panic/Boom", &emptypb.Empty{}, &emptypb.Empty{})
+	if status.Code(err) != codes.Internal {
+		t.Errorf("panicking handler: %v, want Internal", err)
+	}
+	conn.Close()
+	cancel()
+	<-done
+	if !strings.Contains(logs.String(), "panic recovered") {
+		t.Errorf("panic not logged: %s", logs.String())
+	}
+}

@@ -1,0 +1,181 @@
+package scripted
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+)
+
+func user(text string) *agentdv1.Message {
+	return &agentdv1.Message{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: text}}}}
+}
+
+func assistant() *agentdv1.Message {
+	return &agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "..."}}}}
+}
+
+func toolResults(outputs ...string) *agentdv1.Message {
+	m := &agentdv1.Message{Role: agentdv1.Role_ROLE_TOOL}
+	for _, o := range outputs {
+		m.Parts = append(m.Parts, &agentdv1.Part{Kind: &agentdv1.Part_ToolResult{ToolResult: &agentdv1.ToolResult{Output: o}}})
+	}
+	return m
+}
+
+func collect(t *testing.T, p providers.Provider, req *providers.Request) ([]providers.Event, error) {
+	t.Helper()
+	var events []providers.Event
+	for ev, err := range p.Stream(t.Context(), req) {
+		if err != nil {
+			return events, err
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+var twoTurns = map[string]any{"script": map[string]any{"turns": []any{
+	map[string]any{"text": "Looking.", "tool_calls": []any{
+		map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}},
+		map[string]any{"id": "mine", "name": "add"},
+	}},
+	map[string]any{"text": "Got: {{tool_outputs}}", "usage": map[string]any{"input_tokens": 7, "output_tokens": 3}},
+}}}
+
+func TestScriptPlaysTurnsInOrder(t *testing.T) {
+	t.Parallel()
+	p := Script()
+	first, err := collect(t, p, &providers.Request{Messages: []*agentdv1.Message{user("go")}, Options: twoTurns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []providers.Event{
+		&providers.TextDelta{Text: "Looking."},
+		&providers.ToolCall{Call: &agentdv1.ToolCall{Id: "call_1_1", Name: "echo", Arguments: `{"text":"hi"}`}},
+		&providers.ToolCall{Call: &agentdv1.ToolCall{Id: "mine", Name: "add", Arguments: "{}"}},
+		&providers.Usage{Usage: &agentdv1.Usage{InputTokens: 1, OutputTokens: 2}},
+		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN},
+	}
+	if diff := cmp.Diff(want, first, protocmp.Transform()); diff != "" {
+		t.Errorf("turn 1 (-want +got):\n%s", diff)
+	}
+
+	// The second turn: one assistant message after the last user message;
+	// {{tool_outputs}} joins the latest tool results.
+	second, err := collect(t, p, &providers.Request{
+		Messages: []*agentdv1.Message{user("go"), assistant(), toolResults("a", "b")},
+		Options:  twoTurns,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []providers.Event{
+		&providers.TextDelta{Text: "Got:"}, &providers.TextDelta{Text: " a"}, &providers.TextDelta{Text: "\nb"},
+		&providers.Usage{Usage: &agentdv1.Usage{InputTokens: 7, OutputTokens: 3}},
+		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN},
+	}
+	if diff := cmp.Diff(want, second, protocmp.Transform()); diff != "" {
+		t.Errorf("turn 2 (-want +got):\n%s", diff)
+	}
+
+	// A new user message restarts the script.
+	again, err := collect(t, p, &providers.Request{
+		Messages: []*agentdv1.Message{user("go"), assistant(), toolResults("a"), assistant(), user("again")},
+		Options:  twoTurns,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again[0].(*providers.TextDelta).Text; got != "Looking." {
+		t.Errorf("after a new user message the script starts with %q", got)
+	}
+
+	// Past the end of the script.
+	_, err = collect(t, p, &providers.Request{
+		Messages: []*agentdv1.Message{user("go"), assistant(), toolResults("a"), assistant()},
+		Options:  twoTurns,
+	})
+	if fault.KindOf(err) != fault.FailedPrecondition || !strings.Contains(err.Error(), "asks for turn 3") {
+		t.Errorf("exhausted script: %v", err)
+	}
+}
+
+func TestScriptErrorTurn(t *testing.T) {
+	t.Parallel()
+	opts := map[string]any{"script": map[string]any{"turns": []any{map[string]any{"error": map[string]any{"kind": "unavailable", "message": "overloaded"}}}}}
+	_, err := collect(t, Script(), &providers.Request{Messages: []*agentdv1.Message{user("x")}, Options: opts})
+	if fault.KindOf(err) != fault.Unavailable || !strings.Contains(err.Error(), "overloaded") {
+		t.Errorf("error turn: %v", err)
+	}
+}
+
+func TestValidateOptions(t *testing.T) {
+	t.Parallel()
+	v := Script().(providers.OptionsValidator)
+	tests := []struct {
+		name    string
+		options map[string]any
+		want    []string // fields
+	}{
+		{name: "valid", options: twoTurns},
+		{name: "missing", options: nil, want: []string{"script"}},
+		{name: "unknown field", options: map[string]any{"script": map[string]any{"turns": []any{map[string]any{"txt": "x"}}}}, want: []string{"script"}},
+		{name: "no turns", options: map[string]any{"script": map[string]any{"turns": []any{}}}, want: []string{"script.turns"}},
+		{name: "bad turns", options: map[string]any{"script": map[string]any{"turns": []any{
+			map[string]any{},
+			map[string]any{"text": "x", "error": map[string]any{"kind": "unavailable"}},
+			map[string]any{"error": map[string]any{"kind": "bogus"}},
+			map[string]any{"tool_calls": []any{map[string]any{"arguments": []any{1}}}},
+		}}}, want: []string{"script.turns[0]", "script.turns[1]", "script.turns[2].error.kind", "script.turns[3].tool_calls[0].name", "script.turns[3].tool_calls[0].arguments"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			for _, p := range v.ValidateOptions(tt.options) {
+				got = append(got, p.Field)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMockAnswersWithoutTools(t *testing.T) {
+	t.Parallel()
+	events, err := collect(t, Mock(), &providers.Request{
+		Messages: []*agentdv1.Message{user("Hello there")},
+		Tools:    []*agentdv1.FunctionTool{{Name: "search"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, ev := range events {
+		switch ev := ev.(type) {
+		case *providers.TextDelta:
+			text.WriteString(ev.Text)
+		case *providers.ToolCall:
+			t.Errorf("mock called a tool: %v", ev.Call)
+		}
+	}
+	if got, want := text.String(), "Mock response to: Hello there"; got != want {
+		t.Errorf("mock text = %q, want %q", got, want)
+	}
+}
+
+func TestWordsRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "one", " lead", "two words", "tabs\tand\nnewlines  ", "héllo wörld ünïcode", "a\u00a0b c"} {
+		if got := strings.Join(words(s), ""); got != s {
+			t.Errorf("words(%q) joins to %q", s, got)
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/providers/scripted"
+)
+
+// TestGenerateValidation proves that a bad request is refused up front, as
+// InvalidArgument listing every problem as a field violation, and that
+// nothing reaches the bridge or the provider.
+func TestGenerateValidation(t *testing.T) {
+	t.Parallel()
+	withTimeout := func(d time.Duration) *agentdv1.MCPServer {
+		s := commandServer("files", "/usr/bin/files-mcp")
+		s.ReadTimeout = durationpb.New(d)
+		return s
+	}
+	turns := func(n int32) *int32 { return &n }
+	tests := []struct {
+		name     string
+		agent    *agentdv1.Agent
+		messages []*agentdv1.Message // default: one user message
+		noMsgs   bool
+		// wantFacts maps each violated field to facts its description
+		// must carry.
+		wantFacts map[string][]string
+		// secrets must appear nowhere in the status.
+		secrets []string
+	}{
+		{
+			name: "R-D2 entry with no url, command or ref names it and lists the fields it set",
+			agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{{
+				Name:          "files",
+				Authorization: "sk-live-SECRET-TOKEN-123",
+				Headers:       map[string]string{"X-Api-Key": "HEADER-SECRET-456"},
+				AllowedTools:  []string{"read"},
+			}}},
+			wantFacts: map[string][]string{
+				"start.agent.mcps[0]": {`"files"`, "url", "command", "ref", "name", "authorization", "headers", "allowed_tools"},
+			},
+			secrets: []string{"SECRET-TOKEN-123", "HEADER-SECRET-456"},
+		},
+		{
+			name: "R-D2 unnamed entry with no transport",
+			agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{{
+				Authorization: "Bearer sk-live-SECRET-TOKEN-789",
+			}}},
+			wantFacts: map[string][]string{"start.agent.mcps[0]": {"unnamed server", "authorization"}},
+			secrets:   []string{"SECRET-TOKEN-789"},
+		},
+		{
+			name: "R-D3 default url names are the host only, so two servers on one host clash",
+			agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{
+				urlServer("", "https://mcp.example.com/v1/key-PATH-SECRET/mcp"),
+				urlServer("", "https://mcp.example.com:8443/mcp?api_key=QUERY-SECRET"),
+			}},
+			wantFacts: map[string][]string{"start.agent.mcps[1].name": {`"mcp.example.com"`, "mcps[0]"}},
+			secrets:   []string{"PATH-SECRET", "QUERY-SECRET", "/v1", "/mcp"},
+		},
+		{
+			name: "R-D3 default command names are the basename, and clash like any name",
+			agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{
+				commandServer("", "/opt/a/bin/mcp-server"),
+				commandServer("", "/opt/b/bin/mcp-server"),
+			}},
+			wantFacts: map[string][]string{"start.agent.mcps[1].name": {`"command: mcp-server"`, "mcps[0]"}},
+		},
+		{
+			name: "R-D3 duplicate explicit names",
+			agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{
+				commandServer("tools", "/usr/bin/a"),
+				urlServer("tools", "https://tools.example.com/mcp"),
+			}},
+			wantFacts: map[string][]string{"start.agent.mcps[1].name": {`"tools"`, "mcps[0]"}},
+		},
+		{
+			name:      "R-D6 read_timeout zero",
+			agent:     &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{withTimeout(0)}},
+			wantFacts: map[string][]string{"start.agent.mcps[0].read_timeout": {"positive"}},
+		},
+		{
+			name:      "R-D6 read_timeout negative",
+			agent:     &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{withTimeout(-time.Second)}},
+			wantFacts: map[string][]string{"start.agent.mcps[0].read_timeout": {"positive"}},
+		},
+		{
+			name:      "R-D6 read_timeout over an hour",
+			agent:     &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{withTimeout(time.Hour + time.Second)}},
+			wantFacts: map[string][]string{"start.agent.mcps[0].read_timeout": {"1h"}},
+		},
+		{
+			name:      "unknown provider lists the known ones",
+			agent:     &agentdv1.Agent{Provider: "nope"},
+			wantFacts: map[string][]string{"start.agent.provider": {`"nope"`, "plain", "script", "urlprov"}},
+		},
+		{
+			name:      "missing provider",
+			agent:     &agentdv1.Agent{},
+			wantFacts: map[string][]string{"start.agent.provider": {"required", "plain"}},
+		},
+		{
+			name:      "missing agent",
+			wantFacts: map[string][]string{"start.agent": {"required"}},
+		},
+		{
+			name:      "missing messages",
+			agent:     &agentdv1.Agent{Provider: "plain"},
+			noMsgs:    true,
+			wantFacts: map[string][]string{"start.messages": {"at least one"}},
+		},
+		{
+			name:      "unknown strategy number",
+			agent:     &agentdv1.Agent{Provider: "plain", McpStrategy: agentdv1.MCPStrategy(7)},
+			wantFacts: map[string][]string{"start.agent.mcp_strategy": {"7", "AUTO", "CLIENT", "SERVER"}},
+		},
+		{
+			name:      "R-F3 max_tool_turns zero",
+			agent:     &agentdv1.Agent{Provider: "plain", MaxToolTurns: turns(0)},
+			wantFacts: map[string][]string{"start.agent.max_tool_turns": {"1..1000", "0"}},
+		},
+		{
+			name:      "R-F3 max_tool_turns over the limit",
+			agent:     &agentdv1.Agent{Provider: "plain", MaxToolTurns: turns(1001)},
+			wantFacts: map[string][]string{"start.agent.max_tool_turns": {"1..1000", "1001"}},
+		},
+		{
+			name:      "script provider without a script",
+			agent:     &agentdv1.Agent{Provider: "script"},
+			wantFacts: map[string][]string{"start.agent.provider_options.script": {"provider_options.script"}},
+		},
+		{
+			name: "script provider with bad turns",
+			agent: &agentdv1.Agent{Provider: "script", ProviderOptions: script(t, `{"turns": [
+				{},
+				{"error": {"kind": "oops", "message": "x"}}
+			]}`)},
+			wantFacts: map[string][]string{
+				"start.agent.provider_options.script.turns[0]":            {"text, tool_calls or error"},
+				"start.agent.provider_options.script.turns[1].error.kind": {"unavailable"},
+			},
+		},
+		{
+			name: "every problem at once",
+			agent: &agentdv1.Agent{
+				Provider:     "nope",
+				McpStrategy:  agentdv1.MCPStrategy(9),
+				MaxToolTurns: turns(-1),
+				Mcps: []*agentdv1.MCPServer{
+					withTimeout(0),
+					{Name: "empty", Authorization: "sk-live-SECRET-TOKEN-000"},
+				},
+			},
+			noMsgs: true,
+			wantFacts: map[string][]string{
+				"start.agent.provider":             {`"nope"`},
+				"start.messages":                   nil,
+				"start.agent.mcp_strategy":         {"9"},
+				"start.agent.max_tool_turns":       {"-1"},
+				"start.agent.mcps[0].read_timeout": nil,
+				"start.agent.mcps[1]":              {`"empty"`, "authorization"},
+			},
+			secrets: []string{"SECRET-TOKEN-000"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bridge := &fakeBridge{}
+			plain, url := plainProvider(), urlProvider()
+			client := newClient(t, bridge, plain, url, scripted.Script())
+			msgs := userSays("hi")
+			if tt.noMsgs {
+				msgs = nil
+			}
+
+			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: tt.agent, Messages: msgs}, nil)
+
+			wantCode(t, st, codes.InvalidArgument)
+			if len(events) != 0 {
+				t.Errorf("events = %v; want none", kinds(events))
+			}
+			var wantFields []string
+			for f := range tt.wantFacts {
+				wantFields = append(wantFields, f)
+			}
+			if diff := cmp.Diff(wantFields, violationFields(st), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("violated fields (-want +got):\n%s", diff)
+			}
+			for field, facts := range tt.wantFacts {
+				wantFacts(t, field, description(t, st, field), facts...)
+			}
+			for _, secret := range tt.secrets {
+				if text := statusText(st); strings.Contains(text, secret) {
+					t.Errorf("status carries %q:\n%s", secret, text)
+				}
+			}
+			wantCounts(t, bridge, bridgeCounts{})
+			if n := len(plain.calls()) + len(url.calls()); n != 0 {
+				t.Errorf("provider called %d times; want 0", n)
+			}
+		})
+	}
+}
+
+// TestGenerateDeclarations proves what valid declarations become: an
+// empty list is fine (R-D1), default names (R-D3), and read_timeout's
+// default and explicit values (R-D6) as the bridge receives them.
+func TestGenerateDeclarations(t *testing.T) {
+	t.Parallel()
+	t.Run("R-D1 empty mcps opens no bridge session", func(t *testing.T) {
+		t.Parallel()
+		bridge := &fakeBridge{}
+		client := newClient(t, bridge, scripted.Mock())
+
+		events, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "mock"}, Messages: userSays("hi")}, nil)
+
+		wantCode(t, st, codes.OK)
+		last := events[len(events)-1].GetCompleted()
+		if got, want := last.GetMessage().GetParts()[0].GetText(), "Mock response to: hi"; got != want {
+			t.Errorf("completed text = %q; want %q", got, want)
+		}
+		wantCounts(t, bridge, bridgeCounts{})
+	})
+
+	t.Run("R-D3 R-D6 R-S5 names and read timeouts reach the bridge; mock calls no tool", func(t *testing.T) {
+		t.Parallel()
+		bridge := &fakeBridge{onList: offering(serverTools("mcp.example.com", "search"))}
+		client := newClient(t, bridge, scripted.Mock())
+		keyed := urlServer("", "https://mcp.example.com/v1/key-PATH-SECRET/mcp?token=QUERY-SECRET")
+		keyed.Authorization = "sk-token"
+		cmd := commandServer("", "/opt/bin/mcp-server")
+		cmd.Args = []string{"--root", "/srv"}
+		ref := refServer("", "demo")
+		ref.ReadTimeout = durationpb.New(time.Hour)
+		agent := &agentdv1.Agent{Provider: "mock", Mcps: []*agentdv1.MCPServer{keyed, cmd, ref}}
+
+		events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("hi")}, nil)
+
+		wantCode(t, st, codes.OK)
+		want := []*bridgev1.OpenSessionRequest{{Servers: []*bridgev1.ServerSpec{
+			{
+				Name:        "mcp.example.com",
+				Transport:   &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: keyed.GetUrl(), Authorization: "sk-token"}},
+				ReadTimeout: durationpb.New(30 * time.Second),
+			},
+			{
+				Name:        "command: mcp-server",
+				Transport:   &bridgev1.ServerSpec_Stdio{Stdio: &bridgev1.StdioTarget{Command: "/opt/bin/mcp-server", Args: []string{"--root", "/srv"}}},
+				ReadTimeout: durationpb.New(30 * time.Second),
+			},
+			{
+				Name:        "demo",
+				Transport:   &bridgev1.ServerSpec_Ref{Ref: "demo"},
+				ReadTimeout: durationpb.New(time.Hour),
+			},
+		}}}
+		if diff := protoDiff(want, bridge.openRequests()); diff != "" {
+			t.Errorf("OpenSession requests (-want +got):\n%s", diff)
+		}
+		wantServers := []*agentdv1.ServerPlacement{
+			{Name: "mcp.example.com", Placement: agentdv1.Placement_PLACEMENT_BRIDGE, Transport: agentdv1.Transport_TRANSPORT_HTTP},
+			{Name: "command: mcp-server", Placement: agentdv1.Placement_PLACEMENT_BRIDGE, Transport: agentdv1.Transport_TRANSPORT_STDIO},
+			{Name: "demo", Placement: agentdv1.Placement_PLACEMENT_BRIDGE, Transport: agentdv1.Transport_TRANSPORT_STDIO},
+		}
+		if diff := protoDiff(wantServers, started(t, events).GetServers()); diff != "" {
+			t.Errorf("started servers (-want +got):\n%s", diff)
+		}
+		wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Close: 1})
+	})
+}
