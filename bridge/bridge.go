@@ -18,6 +18,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -25,8 +27,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
+	"github.com/agentd/agentd/bridge/internal/schemacache"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
@@ -36,31 +40,47 @@ import (
 type Options struct {
 	// Logger receives session events and the servers' stderr.
 	Logger *slog.Logger
-	// Config holds the registered servers, the allowed commands and the
-	// termination grace.
+	// Config holds the registered servers, the allowed commands, the
+	// network and environment policy, the pools and the cache.
 	Config config.Bridge
 }
 
 // Service implements agentd.bridge.v1.BridgeService. Close stops every
-// session; the Service must not be used afterwards.
+// session and pool; the Service must not be used afterwards.
 type Service struct {
 	bridgev1.UnimplementedBridgeServiceServer
 
-	log *slog.Logger
-	cfg config.Bridge
+	log       *slog.Logger
+	cfg       config.Bridge
+	cache     *schemacache.Cache
+	pools     *pools
+	transport *http.Transport // shared by every HTTP connection
 
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
 }
 
-// New returns a Service.
-func New(opts Options) *Service {
+// New returns a Service. The pools of the registered servers start their
+// warm spares at once.
+func New(opts Options) (*Service, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{log: log, cfg: opts.Config, sessions: make(map[string]*session)}
+	c := opts.Config.Cache
+	cache, err := schemacache.New(schemacache.Settings{Enabled: c.Enabled, TTL: c.TTL, MaxEntries: c.MaxEntries})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{
+		log:       log,
+		cfg:       opts.Config,
+		cache:     cache,
+		pools:     newPools(opts.Config, log),
+		transport: mcpconn.NewTransport(opts.Config.AllowPrivateNetworks),
+		sessions:  make(map[string]*session),
+	}, nil
 }
 
 // Register registers the service on srv.
@@ -68,8 +88,8 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	bridgev1.RegisterBridgeServiceServer(srv, s)
 }
 
-// Close closes every open session, stopping their processes, and refuses
-// new ones. Idempotent.
+// Close closes every open session and pool, stopping every process, and
+// refuses new sessions. Idempotent.
 func (s *Service) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -83,6 +103,8 @@ func (s *Service) Close() {
 		wg.Go(sess.close)
 	}
 	wg.Wait()
+	s.pools.close()
+	s.transport.CloseIdleConnections()
 }
 
 // Sessions reports how many sessions are open.
@@ -93,16 +115,16 @@ func (s *Service) Sessions() int {
 }
 
 func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.ServerStreamingServer[bridgev1.OpenSessionResponse]) error {
-	targets, err := s.resolve(req.GetServers())
+	targets, err := s.resolve(req.GetServers(), req.GetTenant())
 	if err != nil {
 		return fault.GRPC(err)
 	}
-	sess := newSession(newID(), req.GetGenerationId(), targets, s.log)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return fault.GRPC(fault.New(fault.Unavailable, "the bridge is shutting down"))
 	}
+	sess := s.newSession(newID(), req, targets)
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
 	defer func() {
@@ -183,18 +205,28 @@ type target struct {
 	name         string
 	readTimeout  time.Duration
 	allowedTools []string
+	key          schemacache.Key // its tool list's cache key
 	stdio        *mcpconn.StdioSpec
+	ref          string // registered server name, for stdio targets by ref
 	http         *mcpconn.HTTPSpec
 }
 
 // resolve validates a session's servers, resolving refs against the
-// registered servers and checking commands against the allow list.
-func (s *Service) resolve(specs []*bridgev1.ServerSpec) ([]*target, error) {
+// registered servers and checking commands, environments and addresses
+// against the configuration. Invalid declarations are InvalidArgument;
+// what the configuration does not allow is PermissionDenied naming the
+// setting.
+func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*target, error) {
 	var violations []fault.Violation
 	bad := func(i int, field, format string, args ...any) {
 		violations = append(violations, fault.Violation{Field: fmt.Sprintf("servers[%d]%s", i, field), Description: fmt.Sprintf(format, args...)})
 	}
 	var denied error
+	deny := func(err error) {
+		if denied == nil {
+			denied = err
+		}
+	}
 	seen := make(map[string]bool)
 	targets := make([]*target, 0, len(specs))
 	for i, spec := range specs {
@@ -209,31 +241,52 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec) ([]*target, error) {
 		if t.readTimeout <= 0 {
 			bad(i, ".read_timeout", "must be positive")
 		}
+		parts := schemacache.KeyParts{Tenant: tenant, AllowedTools: t.allowedTools}
 		switch tr := spec.GetTransport().(type) {
 		case *bridgev1.ServerSpec_Http:
-			u, err := url.Parse(tr.Http.GetUrl())
+			h := tr.Http
+			u, err := url.Parse(h.GetUrl())
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				bad(i, ".http.url", "must be an http or https URL")
+			} else if !s.cfg.AllowPrivateNetworks && privateLiteral(h.GetUrl()) {
+				deny(fault.New(fault.Permission,
+					"MCP server %q: its URL names a loopback, private or link-local address, which bridge.allow_private_networks does not allow", t.name))
 			}
-			t.http = &mcpconn.HTTPSpec{Name: t.name, URL: tr.Http.GetUrl(), Authorization: tr.Http.GetAuthorization(), Headers: tr.Http.GetHeaders()}
+			t.http = &mcpconn.HTTPSpec{
+				Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),
+				MaxReconnectionWait: h.GetMaxReconnectionWait().AsDuration(), Transport: s.transport,
+			}
+			parts.URL, parts.Authorization, parts.Headers = h.GetUrl(), h.GetAuthorization(), h.GetHeaders()
 		case *bridgev1.ServerSpec_Stdio:
-			cmd := tr.Stdio.GetCommand()
+			st := tr.Stdio
+			cmd := st.GetCommand()
 			if !slices.Contains(s.cfg.AllowedCommands, cmd) {
-				denied = fault.New(fault.Permission,
+				deny(fault.New(fault.Permission,
 					"MCP server %q: the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref",
-					t.name, filepath.Base(cmd))
+					t.name, filepath.Base(cmd)))
 			}
-			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: tr.Stdio.GetArgs(), Env: tr.Stdio.GetEnv(), Unset: tr.Stdio.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
+			for _, name := range slices.Sorted(maps.Keys(st.GetEnv())) {
+				if steering(name, s.cfg.AllowedEnv) {
+					deny(fault.New(fault.Permission,
+						"MCP server %q: env may not set %s, which steers how programs are found or loaded, unless bridge.allowed_env lists it",
+						t.name, name))
+				}
+			}
+			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: st.GetArgs(), Env: st.GetEnv(), Unset: st.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
+			parts.Command, parts.Args, parts.Env, parts.Unset = cmd, st.GetArgs(), st.GetEnv(), st.GetUnsetEnv()
 		case *bridgev1.ServerSpec_Ref:
 			reg, ok := s.cfg.Servers[tr.Ref]
 			if !ok {
 				bad(i, ".ref", "no server named %q is registered under bridge.servers", tr.Ref)
 				break
 			}
+			t.ref = tr.Ref
 			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: s.cfg.TerminateGrace}
+			parts.Command, parts.Args, parts.Env = "ref:"+tr.Ref, reg.Args, reg.Env
 		default:
 			bad(i, "", "needs http, stdio or ref")
 		}
+		t.key = schemacache.NewKey(parts)
 		targets = append(targets, t)
 	}
 	if len(violations) > 0 {
@@ -249,4 +302,8 @@ func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+func cloneSpec(s *bridgev1.ServerSpec) *bridgev1.ServerSpec {
+	return proto.Clone(s).(*bridgev1.ServerSpec)
 }

@@ -48,14 +48,18 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	exe, toolsEnv := mcptest.Command(t, mcptest.Tools)
 	_, demoEnv := mcptest.Command(t, mcptest.Demo)
-	svc := New(Options{Config: config.Bridge{
-		AllowedCommands: []string{exe},
-		Servers: map[string]config.Server{
-			"tools": {Command: exe, Env: toolsEnv},
-			"demo":  {Command: exe, Env: demoEnv},
-		},
-		TerminateGrace: grace,
-	}})
+	cfg := config.Default().Bridge
+	cfg.AllowedCommands = []string{exe}
+	cfg.Servers = map[string]config.Server{
+		"tools": {Command: exe, Env: toolsEnv},
+		"demo":  {Command: exe, Env: demoEnv},
+	}
+	cfg.TerminateGrace = grace
+	cfg.Pool.Warm = 0 // processes start on first use, so the tests can watch them
+	svc, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
 	svc.Register(srv)

@@ -13,41 +13,54 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
+	"github.com/agentd/agentd/bridge/internal/pool"
+	"github.com/agentd/agentd/bridge/internal/schemacache"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
 )
 
 // session holds the connections of one generation.
 type session struct {
-	id      string
-	log     *slog.Logger
-	servers []*server
-	byName  map[string]*server
-	changes chan string // tools_changed events for the OpenSession stream
+	id       string
+	log      *slog.Logger
+	cache    *schemacache.Cache
+	useCache *bool // the session's override of the cache setting
+	servers  []*server
+	byName   map[string]*server
+	changes  chan string // tools_changed events for the OpenSession stream
 
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
-// server is one server of a session and its lazily made connection.
+// server is one server of a session and its lazily made connection: a
+// process leased from the server's pool, or an HTTP session.
 type server struct {
 	target *target
 	sess   *session
+	pools  *pools
+	pool   *poolEntry // stdio servers
 
-	mu   sync.Mutex // held while connecting, so a server connects once
-	conn *mcpconn.Conn
+	mu    sync.Mutex // held while connecting, so a server connects once
+	conn  *mcpconn.Conn
+	lease *pool.Lease
 }
 
-func newSession(id, generationID string, targets []*target, log *slog.Logger) *session {
+func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, targets []*target) *session {
 	sess := &session{
-		id:      id,
-		log:     log.With("session", id, "generation", generationID),
-		byName:  make(map[string]*server, len(targets)),
-		changes: make(chan string, 16),
-		done:    make(chan struct{}),
+		id:       id,
+		log:      s.log.With("session", id, "generation", req.GetGenerationId()),
+		cache:    s.cache,
+		useCache: req.Cache,
+		byName:   make(map[string]*server, len(targets)),
+		changes:  make(chan string, 16),
+		done:     make(chan struct{}),
 	}
 	for _, t := range targets {
-		srv := &server{target: t, sess: sess}
+		srv := &server{target: t, sess: sess, pools: s.pools}
+		if t.stdio != nil {
+			srv.pool = s.pools.acquire(t.ref, *t.stdio)
+		}
 		sess.servers = append(sess.servers, srv)
 		sess.byName[t.name] = srv
 	}
@@ -71,13 +84,30 @@ func (s *session) close() {
 		close(s.done)
 		var wg sync.WaitGroup
 		for _, srv := range s.servers {
-			wg.Go(srv.close)
+			wg.Go(func() {
+				srv.close()
+				if srv.pool != nil {
+					srv.pools.put(srv.pool)
+				}
+			})
 		}
 		wg.Wait()
 	})
 }
 
-// connection returns the server's connection, making it if needed.
+// toolsChanged drops the server's cached tool list and tells the session's
+// caller.
+func (srv *server) toolsChanged() {
+	srv.sess.cache.Invalidate(srv.target.key)
+	select {
+	case srv.sess.changes <- srv.target.name:
+	default:
+	}
+}
+
+// connection returns the server's connection, making it if needed: a
+// stdio server's process comes from its pool (a warm spare when there is
+// one), an HTTP server is dialled.
 func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -88,52 +118,56 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 		return srv.conn, nil
 	}
 	t := srv.target
-	opts := mcpconn.Options{
-		Logger: srv.sess.log,
-		OnToolsChanged: func() {
-			select {
-			case srv.sess.changes <- t.name:
-			default:
-			}
-		},
-	}
-	var conn *mcpconn.Conn
-	var err error
 	if t.stdio != nil {
-		conn, err = mcpconn.DialStdio(ctx, *t.stdio, t.readTimeout, opts)
+		lease, err := srv.pool.pool.Acquire(ctx, t.readTimeout)
+		if err != nil {
+			return nil, err
+		}
+		srv.lease = lease
+		srv.conn = lease.Conn().View(t.name, t.readTimeout)
 	} else {
-		conn, err = mcpconn.DialHTTP(ctx, *t.http, t.readTimeout, opts)
+		conn, err := mcpconn.DialHTTP(ctx, *t.http, t.readTimeout, mcpconn.Options{Logger: srv.sess.log})
+		if err != nil {
+			return nil, err
+		}
+		srv.conn = conn
 	}
-	if err != nil {
-		return nil, err
-	}
-	srv.sess.log.Debug("mcp server connected", "server", t.name, "pid", conn.Pid())
-	srv.conn = conn
-	return conn, nil
+	srv.conn.OnToolsChanged(srv.toolsChanged)
+	srv.sess.log.Debug("mcp server connected", "server", t.name, "pid", srv.conn.Pid())
+	return srv.conn, nil
 }
 
 // drop forgets conn after a failure that left it unusable (a timeout
-// killed it, or it closed), so the next use starts afresh.
+// killed it, it crashed, the server went away), so the next use starts
+// afresh.
 func (srv *server) drop(conn *mcpconn.Conn) {
 	srv.mu.Lock()
+	defer srv.mu.Unlock()
 	if srv.conn == conn {
-		srv.conn = nil
+		srv.disconnect(true)
 	}
-	srv.mu.Unlock()
-	srv.closeConn(conn)
 }
 
 func (srv *server) close() {
 	srv.mu.Lock()
-	conn := srv.conn
-	srv.conn = nil
-	srv.mu.Unlock()
-	if conn != nil {
-		srv.closeConn(conn)
-	}
+	defer srv.mu.Unlock()
+	srv.disconnect(false)
 }
 
-func (srv *server) closeConn(conn *mcpconn.Conn) {
+// disconnect gives the connection back: a leased process to its pool, an
+// HTTP session closed. srv.mu is held.
+func (srv *server) disconnect(broken bool) {
+	conn := srv.conn
+	if conn == nil {
+		return
+	}
+	conn.OnToolsChanged(nil)
+	srv.conn = nil
+	if srv.lease != nil {
+		srv.lease.Release(broken)
+		srv.lease = nil
+		return
+	}
 	if err := conn.Close(); err != nil {
 		srv.sess.log.Warn("closing mcp server", "server", srv.target.name, "err", err)
 	}
@@ -180,7 +214,18 @@ func (s *session) listTools(ctx context.Context, names []string) ([]*bridgev1.Se
 	return out, nil
 }
 
+// listTools lists the server's tools, from the cache when it can: a hit
+// connects to nothing.
 func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {
+	tools, hit, err := srv.sess.cache.Fetch(ctx, srv.target.key, srv.sess.useCache, srv.fetchTools)
+	if err != nil {
+		return nil, err
+	}
+	return &bridgev1.ServerTools{ServerName: srv.target.name, Tools: tools, CacheHit: hit}, nil
+}
+
+// fetchTools asks the server for its tools and keeps the allowed ones.
+func (srv *server) fetchTools(ctx context.Context) ([]*bridgev1.Tool, error) {
 	conn, err := srv.connection(ctx)
 	if err != nil {
 		return nil, err
@@ -192,12 +237,12 @@ func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error)
 		}
 		return nil, err
 	}
-	out := &bridgev1.ServerTools{ServerName: srv.target.name}
+	var out []*bridgev1.Tool
 	for _, t := range tools {
 		if len(srv.target.allowedTools) > 0 && !slices.Contains(srv.target.allowedTools, t.Name) {
 			continue
 		}
-		out.Tools = append(out.Tools, convertTool(t))
+		out = append(out, convertTool(t))
 	}
 	return out, nil
 }

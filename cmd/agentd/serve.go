@@ -113,7 +113,11 @@ func serveBridge(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := app.NewBridge(o)
+	b, err := app.NewBridge(o)
+	if err != nil {
+		lis.Close()
+		return err
+	}
 	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String())
 	return b.Serve(ctx, lis, o)
 }

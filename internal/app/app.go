@@ -37,21 +37,29 @@ func Providers() (*providers.Registry, error) {
 	return providers.NewRegistry(scripted.Mock(), scripted.Script())
 }
 
-// Bridge is a BridgeService on its own gRPC server.
+// Bridge is a BridgeService and its admin service on their own gRPC
+// server.
 type Bridge struct {
 	Server  *grpc.Server
 	Health  *health.Server
 	Service *bridge.Service
 }
 
-// NewBridge builds a BridgeService server with health and reflection.
-func NewBridge(o Options) *Bridge {
+// NewBridge builds a BridgeService server with the admin service, health
+// and reflection. The registered servers' pools start their warm spares.
+func NewBridge(o Options) (*Bridge, error) {
 	log := o.Logger.With("component", "bridge")
+	svc, err := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge})
+	if err != nil {
+		return nil, err
+	}
 	srv, hs := grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry})
-	svc := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge})
 	svc.Register(srv)
-	hs.SetServingStatus(bridgev1.BridgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	return &Bridge{Server: srv, Health: hs, Service: svc}
+	svc.Admin().Register(srv)
+	for _, name := range []string{bridgev1.BridgeService_ServiceDesc.ServiceName, bridgev1.BridgeAdminService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	return &Bridge{Server: srv, Health: hs, Service: svc}, nil
 }
 
 // Serve serves the bridge on lis until ctx ends, then stops gracefully and
@@ -87,7 +95,9 @@ func NewAgent(o Options) (*Agent, error) {
 	if addr := o.Config.Bridge.Address; addr != "" {
 		a.bridgeConn, err = grpcserver.Dial(addr, o.Telemetry)
 	} else {
-		a.embedded = NewBridge(o)
+		if a.embedded, err = NewBridge(o); err != nil {
+			return nil, err
+		}
 		a.bridgeLis = bufconn.Listen(1 << 20)
 		ctx, cancel := context.WithCancel(context.Background())
 		a.cancel = cancel
@@ -111,6 +121,12 @@ func NewAgent(o Options) (*Agent, error) {
 	})
 	svc.Register(a.Server)
 	a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if a.embedded != nil {
+		// The embedded bridge has no address of its own: its admin API is
+		// served beside the AgentService.
+		a.embedded.Service.Admin().Register(a.Server)
+		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	return a, nil
 }
 

@@ -57,14 +57,15 @@ type stack struct {
 	stop   func() // stops the server and waits for it
 }
 
-func newStack(t *testing.T) *stack {
+// newStack starts agentd; warm is the demo server's warm spares.
+func newStack(t *testing.T, warm int) *stack {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}}}
+	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
 	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -169,7 +170,8 @@ func textPart(s string) *agentdv1.Part { return &agentdv1.Part{Kind: &agentdv1.P
 // Not parallel: it counts the test process's children, which another
 // test's MCP servers would disturb.
 func TestDemoGeneration(t *testing.T) {
-	s := newStack(t)
+	// No warm spare: every child left afterwards would be the generation's.
+	s := newStack(t, 0)
 	events := generate(t, s.client, demoStart(t))
 	normalize(events)
 
@@ -271,7 +273,7 @@ func descends(sp, ancestor sdktrace.ReadOnlySpan, byID map[trace.SpanID]sdktrace
 // TestHealth checks that the AgentService reports SERVING.
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
+	s := newStack(t, 0)
 	for _, service := range []string{"", "agentd.v1.AgentService"} {
 		res, err := s.health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
 		if err != nil {
@@ -287,7 +289,8 @@ func TestHealth(t *testing.T) {
 // for an approval ends it and leaves no MCP server process behind (X-L7).
 // Not parallel, like TestDemoGeneration.
 func TestShutdownStopsGenerations(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t, 2) // warm spares must stop too
+	waitForChildren(t, 2)
 	start := demoStart(t)
 	start.Agent.RequiresApproval = []string{"echo"}
 	stream, err := s.client.Generate(t.Context())
@@ -309,6 +312,18 @@ func TestShutdownStopsGenerations(t *testing.T) {
 	s.stop()
 	if kids := children(t); len(kids) > 0 {
 		t.Errorf("child processes left after shutdown: %v", kids)
+	}
+}
+
+// waitForChildren waits until the test process has at least n children.
+func waitForChildren(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(children(t)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d child processes, have %v", n, children(t))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +85,23 @@ type Bridge struct {
 	// closes, and again after SIGTERM, before its process group is killed.
 	// Default 2s.
 	TerminateGrace time.Duration `yaml:"terminate_grace"`
+
+	// AllowPrivateNetworks lets url servers resolve to loopback, private
+	// and link-local addresses. Default false: such URLs are
+	// PermissionDenied. Env AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS.
+	AllowPrivateNetworks bool `yaml:"allow_private_networks"`
+
+	// AllowedEnv lists variables that a request's env may set although
+	// they steer the dynamic loader, an interpreter or a package manager
+	// (PATH, HOME, LD_*, DYLD_*, NODE_OPTIONS, PYTHONPATH, NPM_CONFIG_*,
+	// ...). Default: none.
+	AllowedEnv []string `yaml:"allowed_env"`
+
+	// Pool configures the stdio process pools.
+	Pool Pool `yaml:"pool"`
+
+	// Cache configures the tool-schema cache.
+	Cache Cache `yaml:"cache"`
 }
 
 // Server is an MCP server registered in the configuration.
@@ -94,6 +112,57 @@ type Server struct {
 	Args []string `yaml:"args"`
 	// Env is added to its environment.
 	Env map[string]string `yaml:"env"`
+	// Shared lets one process serve every session at once (for stateless
+	// servers). Default false: a process serves one session, then retires.
+	Shared bool `yaml:"shared"`
+	// Warm overrides pool.warm for this server.
+	Warm *int `yaml:"warm"`
+	// MaxProcesses overrides pool.max_processes for this server (0: keep).
+	MaxProcesses int `yaml:"max_processes"`
+}
+
+// Pool configures the stdio process pools: one per registered server, and
+// one per distinct allowed command configuration.
+type Pool struct {
+	// Warm is how many spawned, initialized spare processes each registered
+	// server keeps ready. Default 1.
+	Warm int `yaml:"warm"`
+	// CommandWarm is the same for servers started by a request's command.
+	// Default 0: they start on first use.
+	CommandWarm int `yaml:"command_warm"`
+	// MaxProcesses caps a pool's live processes; a session waits (up to
+	// its read_timeout) for one beyond that. Default 8.
+	MaxProcesses int `yaml:"max_processes"`
+	// IdleTimeout retires spares beyond the warm count that have waited
+	// this long. Default 5m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxLifetime retires a process this old (a busy one when its session
+	// ends). Default 1h.
+	MaxLifetime time.Duration `yaml:"max_lifetime"`
+	// StartTimeout bounds spawning and initializing a spare. Default 30s.
+	StartTimeout time.Duration `yaml:"start_timeout"`
+}
+
+// Cache configures the tool-schema cache.
+type Cache struct {
+	// Enabled: tool lists are cached (a request may opt out with
+	// mcp_cache: false). Default true.
+	Enabled bool `yaml:"enabled"`
+	// TTL is an entry's lifetime. Default 300s.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxEntries bounds the entries; the oldest write is evicted first.
+	// Default 100.
+	MaxEntries int `yaml:"max_entries"`
+}
+
+// DefaultPool returns the pool settings agentd runs with.
+func DefaultPool() Pool {
+	return Pool{Warm: 1, MaxProcesses: 8, IdleTimeout: 5 * time.Minute, MaxLifetime: time.Hour, StartTimeout: 30 * time.Second}
+}
+
+// DefaultCache returns the cache settings agentd runs with.
+func DefaultCache() Cache {
+	return Cache{Enabled: true, TTL: 300 * time.Second, MaxEntries: 100}
 }
 
 // Generation configures the tool loop.
@@ -119,6 +188,8 @@ func Default() Config {
 			Listen:         "127.0.0.1:7071",
 			Servers:        map[string]Server{"demo": {Command: Self, Args: []string{"mcp-demo"}}},
 			TerminateGrace: 2 * time.Second,
+			Pool:           DefaultPool(),
+			Cache:          DefaultCache(),
 		},
 		Generation: Generation{
 			MaxToolTurns:     25,
@@ -203,6 +274,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_LOG_FORMAT", &c.Log.Format)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
+	if v := getenv("AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("config: AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS: %w", err)
+		}
+		c.Bridge.AllowPrivateNetworks = b
+	}
 	if v := getenv("AGENTD_BRIDGE_ALLOWED_COMMANDS"); v != "" {
 		c.Bridge.AllowedCommands = nil
 		for _, cmd := range strings.Split(v, ",") {
@@ -246,11 +324,32 @@ func (c *Config) Validate() error {
 		if name == "" {
 			bad("bridge.servers: empty name")
 		}
+		if s.Warm != nil && *s.Warm < 0 || s.MaxProcesses < 0 {
+			bad("bridge.servers.%s: warm and max_processes must not be negative", name)
+		}
 		if s.Command == "" {
 			bad("bridge.servers.%s.command: must not be empty", name)
 		} else if s.Command != filepath.Base(s.Command) && !filepath.IsAbs(s.Command) {
 			bad("bridge.servers.%s.command: must be a bare executable name or an absolute path, got %q", name, s.Command)
 		}
+	}
+	pool := c.Bridge.Pool
+	if pool.Warm < 0 || pool.CommandWarm < 0 {
+		bad("bridge.pool.warm and bridge.pool.command_warm: must not be negative")
+	}
+	if pool.MaxProcesses < 1 {
+		bad("bridge.pool.max_processes: must be at least 1, got %d", pool.MaxProcesses)
+	}
+	for name, d := range map[string]time.Duration{"idle_timeout": pool.IdleTimeout, "max_lifetime": pool.MaxLifetime, "start_timeout": pool.StartTimeout} {
+		if d <= 0 {
+			bad("bridge.pool.%s: must be positive, got %s", name, d)
+		}
+	}
+	if c.Bridge.Cache.TTL <= 0 {
+		bad("bridge.cache.ttl: must be a positive duration, got %s", c.Bridge.Cache.TTL)
+	}
+	if c.Bridge.Cache.MaxEntries < 1 {
+		bad("bridge.cache.max_entries: must be a positive integer, got %d", c.Bridge.Cache.MaxEntries)
 	}
 	g := c.Generation
 	if g.MaxToolTurns < 1 || g.MaxToolTurns > 1000 {

@@ -5,22 +5,21 @@
 // Every exchange is bounded by the server's read timeout, with the
 // semantics of its transport: for stdio the whole exchange (handshake,
 // tools/list, each tools/call), which the server's notifications do not
-// extend, and a server that misses it is killed; for HTTP each wait for
-// data, so a response that keeps streaming stays open. Errors are
-// classified with internal/fault and name the server and the request, never
-// a URL path, a header or an environment value.
+// extend, and a server that misses it is killed; for Streamable HTTP each
+// wait for data, so a response that keeps streaming stays open; for the
+// legacy HTTP+SSE transport, whose answers arrive on a long-lived stream,
+// the whole exchange. Errors are classified with internal/fault and name
+// the server and the request, never a URL path, a header or an environment
+// value.
 package mcpconn
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/url"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,123 +33,109 @@ import (
 // servers and breaks servers that exit on an unknown first request.
 const ProtocolVersion = "2025-11-25"
 
-// Options are a connection's callbacks and logger.
+// Options are a connection's logger.
 type Options struct {
 	// Logger receives stderr lines, dropped stdout lines and diagnostics.
 	Logger *slog.Logger
-	// OnToolsChanged is called when the server sends
-	// notifications/tools/list_changed. It must not block.
-	OnToolsChanged func()
 }
 
+// transportKind says how a connection reaches its server.
+type transportKind int
+
+const (
+	stdioTransport transportKind = iota
+	streamableTransport
+	sseTransport
+)
+
 // Conn is one initialized MCP client session. Its methods are safe for
-// concurrent use; Close is idempotent.
+// concurrent use; Close is idempotent. Views made by WithReadTimeout share
+// the session: closing any of them closes it.
 type Conn struct {
-	name        string
+	*core
+	name        string // the server's display name, in errors
 	readTimeout time.Duration
-	session     *mcp.ClientSession
-	proc        *process // nil for HTTP
-	log         *slog.Logger
+}
+
+// core is what the views of a connection share.
+type core struct {
+	kind transportKind
+	log  *slog.Logger
+	proc *process // stdio only
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	// redial opens a new session to an HTTP server whose session was lost;
+	// nil for stdio.
+	redial func(context.Context) (*mcp.ClientSession, error)
+
+	// redact cleans an HTTP error's text of the URL's path and query.
+	redact func(error) error
+	// idleTimedOut is set when a Streamable HTTP response sent nothing for
+	// read_timeout (the go-sdk reports it only as a failed read).
+	idleTimedOut atomic.Bool
+	// toolsChanged is called on notifications/tools/list_changed.
+	toolsChanged atomic.Pointer[func()]
 
 	closeOnce sync.Once
 	closeErr  error
+	cancel    context.CancelFunc // ends the lifetime of HTTP streams
 }
 
-func newClient(opts Options) *mcp.Client {
-	copts := &mcp.ClientOptions{
+func newClient(c *core, opts Options) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, &mcp.ClientOptions{
 		Logger: opts.Logger,
 		// No roots: a pending roots/list keeps Node servers alive for
 		// seconds after their stdin closes.
 		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			if f := c.toolsChanged.Load(); f != nil {
+				(*f)()
+			}
+		},
+	})
+}
+
+// OnToolsChanged sets what to call when the server sends
+// notifications/tools/list_changed (nil: nothing). f must not block. A
+// pooled process serves sessions one after another, so its listener
+// changes with its session.
+func (c *Conn) OnToolsChanged(f func()) {
+	if f == nil {
+		c.toolsChanged.Store(nil)
+		return
 	}
-	if opts.OnToolsChanged != nil {
-		copts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { opts.OnToolsChanged() }
+	c.toolsChanged.Store(&f)
+}
+
+func discard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
 	}
-	return mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, copts)
+	return log
 }
 
 // DialStdio starts spec's process and performs the handshake within
 // readTimeout. On any failure the process is stopped before returning.
 func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, opts Options) (*Conn, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = discard(opts.Logger)
 	spec.Logger = opts.Logger
 	proc, err := startProcess(spec)
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "")
 	}
-	c := &Conn{name: spec.Name, readTimeout: readTimeout, proc: proc, log: proc.log}
+	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log}, name: spec.Name, readTimeout: readTimeout}
 	stdout := newJSONLines(proc.stdout, func(line []byte) {
 		c.log.Warn("mcp server wrote a line that is not JSON-RPC to stdout; dropped", "line", string(line[:min(len(line), maxLogLine)]))
 	})
 	transport := &mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin}
 	hctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	session, err := newClient(opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	session, err := newClient(c.core, opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 	if err != nil {
 		proc.kill()
 		_ = proc.close()
 		return nil, c.classify(hctx, ctx, "the handshake", err)
-	}
-	c.session = session
-	return c, nil
-}
-
-// HTTPSpec says how to reach an HTTP server.
-type HTTPSpec struct {
-	// Name is the server's display name.
-	Name string
-	// URL is the endpoint. Secret beyond its host.
-	URL string
-	// Authorization is the header value: a bare token gets "Bearer ".
-	Authorization string
-	// Headers are extra request headers. Secret.
-	Headers map[string]string
-}
-
-// AuthorizationHeader renders an authorization value: a bare token becomes
-// "Bearer <token>"; a value that already names a scheme ("Basic ...",
-// "Bearer ...") is kept as is.
-func AuthorizationHeader(v string) string {
-	if v == "" {
-		return ""
-	}
-	if scheme, rest, ok := strings.Cut(v, " "); ok && rest != "" && isToken(scheme) {
-		return v
-	}
-	return "Bearer " + v
-}
-
-// isToken reports whether s is an HTTP auth-scheme token.
-func isToken(s string) bool {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// DialHTTP connects to a Streamable HTTP server and performs the handshake;
-// every wait for data is bounded by readTimeout.
-func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opts Options) (*Conn, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	header := make(http.Header)
-	for k, v := range spec.Headers {
-		header.Set(k, v)
-	}
-	if a := AuthorizationHeader(spec.Authorization); a != "" {
-		header.Set("Authorization", a)
-	}
-	hc := &http.Client{Transport: &roundTripper{base: http.DefaultTransport, header: header, idle: readTimeout}}
-	transport := &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc}
-	c := &Conn{name: spec.Name, readTimeout: readTimeout, log: opts.Logger.With("server", spec.Name)}
-	session, err := newClient(opts).Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
-	if err != nil {
-		return nil, c.classify(ctx, ctx, "the handshake", redactURL(err, spec.URL))
 	}
 	c.session = session
 	return c, nil
@@ -167,24 +152,102 @@ func (c *Conn) Pid() int {
 	return c.proc.pid()
 }
 
-// exchangeContext bounds one exchange: for stdio the whole exchange.
+// Exited is closed when a stdio server's process has exited; nil for HTTP.
+func (c *Conn) Exited() <-chan struct{} {
+	if c.proc == nil {
+		return nil
+	}
+	return c.proc.exited
+}
+
+// View returns a view of the connection for one session: its errors name
+// the server as the session does, and its exchanges are bounded by
+// readTimeout (for Streamable HTTP that is fixed when dialling). A pooled
+// process serves sessions one after another, each with its own view.
+func (c *Conn) View(name string, readTimeout time.Duration) *Conn {
+	return &Conn{core: c.core, name: name, readTimeout: readTimeout}
+}
+
+// exchangeContext bounds one exchange: the whole exchange for stdio and
+// legacy SSE; Streamable HTTP bounds each read in its transport.
 func (c *Conn) exchangeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.proc != nil {
+	if c.kind != streamableTransport {
 		return context.WithTimeout(ctx, c.readTimeout)
 	}
 	return context.WithCancel(ctx)
 }
 
-// ListTools lists every tool of the server, following pagination.
-func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
+func (c *core) current() *mcp.ClientSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// do runs one request on the session. An HTTP server whose session is gone
+// (it restarted), or that could not be reached at all, gets one new
+// session and the request once more: in those cases the request never
+// reached the server, so repeating it cannot run a tool twice.
+func (c *Conn) do(ctx context.Context, request string, f func(context.Context, *mcp.ClientSession) error) error {
 	ectx, cancel := c.exchangeContext(ctx)
 	defer cancel()
+	session := c.current()
+	err := f(ectx, session)
+	if err == nil || c.redial == nil || !notSent(err) || ectx.Err() != nil {
+		return c.classifyOrPass(ectx, ctx, request, err)
+	}
+	c.log.Info("mcp server session lost; initializing a new one", "server", c.name, "request", request, "err", err)
+	fresh, rerr := c.replace(ectx, session)
+	if rerr != nil {
+		return c.classify(ectx, ctx, request, rerr)
+	}
+	return c.classifyOrPass(ectx, ctx, request, f(ectx, fresh))
+}
+
+// replace swaps a lost session for a new one, once for concurrent callers
+// that saw the same loss.
+func (c *core) replace(ctx context.Context, lost *mcp.ClientSession) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != lost {
+		return c.session, nil // another caller already replaced it
+	}
+	fresh, err := c.redial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_ = lost.Close()
+	c.session = fresh
+	return fresh, nil
+}
+
+// classifyOrPass classifies err unless it is a tool's JSON-RPC error, which
+// is the tool's answer and goes back as is.
+func (c *Conn) classifyOrPass(exchangeCtx, callerCtx context.Context, request string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	return c.classify(exchangeCtx, callerCtx, request, err)
+}
+
+// ListTools lists every tool of the server, following pagination.
+func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
-	for tool, err := range c.session.Tools(ectx, nil) {
-		if err != nil {
-			return nil, c.classify(ectx, ctx, "tools/list", err)
+	err := c.do(ctx, "tools/list", func(ctx context.Context, s *mcp.ClientSession) error {
+		tools = tools[:0]
+		for tool, err := range s.Tools(ctx, nil) {
+			if err != nil {
+				return err
+			}
+			tools = append(tools, tool)
 		}
-		tools = append(tools, tool)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return tools, nil
 }
@@ -196,15 +259,14 @@ func (c *Conn) CallTool(ctx context.Context, name string, args map[string]any) (
 	if args == nil {
 		args = map[string]any{} // never "arguments": null
 	}
-	ectx, cancel := c.exchangeContext(ctx)
-	defer cancel()
-	res, err := c.session.CallTool(ectx, &mcp.CallToolParams{Name: name, Arguments: args})
+	var res *mcp.CallToolResult
+	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), func(ctx context.Context, s *mcp.ClientSession) error {
+		var err error
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		return err
+	})
 	if err != nil {
-		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) {
-			return nil, rpcErr
-		}
-		return nil, c.classify(ectx, ctx, fmt.Sprintf("tools/call for %q", name), err)
+		return nil, err
 	}
 	return res, nil
 }
@@ -215,19 +277,36 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	if callerCtx.Err() != nil {
 		return callerCtx.Err()
 	}
-	if errors.Is(exchangeCtx.Err(), context.DeadlineExceeded) {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	if c.redact != nil {
+		err = c.redact(err)
+	}
+	if errors.Is(exchangeCtx.Err(), context.DeadlineExceeded) || c.idleTimedOut.Swap(false) {
 		if c.proc != nil {
 			c.proc.kill()
 		}
+		stopped := ""
+		if c.proc != nil {
+			stopped = ", so it was stopped"
+		}
 		return fault.New(fault.Timeout,
-			"the MCP server %q did not answer %s within %s, so it was stopped; increase read_timeout on its mcps entry if it needs longer",
-			c.name, request, c.readTimeout).
+			"the MCP server %q did not answer %s within %s%s; increase read_timeout on its mcps entry if it needs longer",
+			c.name, request, c.readTimeout, stopped).
 			WithInfo("MCP_TIMEOUT", map[string]string{"server": c.name, "request": request, "read_timeout": c.readTimeout.String()})
 	}
+	if errors.Is(err, ErrAddressNotAllowed) {
+		return fault.New(fault.Permission,
+			"the MCP server %q resolves to a loopback, private or link-local address, which bridge.allow_private_networks does not allow", c.name).
+			WithInfo("MCP_ADDRESS_NOT_ALLOWED", map[string]string{"server": c.name})
+	}
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
-		return fault.Wrap(fault.Unavailable, err, "the MCP server %q closed the connection during %s", c.name, request).
+		return fault.Hide(fault.Unavailable, err, "the MCP server %q closed the connection during %s", c.name, request).
 			WithInfo("MCP_CONNECTION_CLOSED", map[string]string{"server": c.name, "request": request})
 	}
+	// HTTP errors were redacted above: they name the host, never the path.
 	return fault.Wrap(fault.Unavailable, err, "the MCP server %q failed during %s", c.name, request).
 		WithInfo("MCP_UNAVAILABLE", map[string]string{"server": c.name, "request": request})
 }
@@ -236,10 +315,13 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 // Idempotent and safe for concurrent use.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
-		err := c.session.Close()
+		err := c.current().Close()
 		if c.proc != nil {
 			// Closing the session closed stdin; the escalation follows.
 			err = c.proc.close()
+		}
+		if c.cancel != nil {
+			c.cancel()
 		}
 		c.closeErr = err
 	})
@@ -249,85 +331,3 @@ func (c *Conn) Close() error {
 type nopCloser struct{ *jsonLines }
 
 func (nopCloser) Close() error { return nil }
-
-// redactURL replaces the URL, and its path and query, in err's text by
-// the host alone: URL paths and queries often carry keys.
-func redactURL(err error, raw string) error {
-	u, perr := url.Parse(raw)
-	if perr != nil || err == nil {
-		return errors.New("connection failed")
-	}
-	safe := u.Scheme + "://" + u.Host + "/…"
-	// One pass, longest form first where several match: replacing form by
-	// form would rewrite the safe text itself when the host contains the
-	// path ("https://mcp.example.com/mcp").
-	var pairs []string
-	for _, s := range []string{raw, u.String(), u.RequestURI(), u.RawQuery, u.Path} {
-		if s != "" && s != "/" {
-			pairs = append(pairs, s, safe)
-		}
-	}
-	return errors.New(strings.NewReplacer(pairs...).Replace(err.Error()))
-}
-
-// roundTripper adds the server's headers and bounds each wait for data.
-type roundTripper struct {
-	base   http.RoundTripper
-	header http.Header
-	idle   time.Duration
-}
-
-func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
-	req = req.Clone(ctx)
-	for k, vs := range t.header {
-		req.Header[k] = vs
-	}
-	// The standalone GET stream waits for server-initiated messages and may
-	// rightly stay silent; only answers to requests are bounded.
-	if req.Method != http.MethodPost {
-		resp, err := t.base.RoundTrip(req)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-		return resp, nil
-	}
-	timer := time.AfterFunc(t.idle, cancel)
-	resp, err := t.base.RoundTrip(req)
-	if err != nil {
-		timer.Stop()
-		cancel()
-		return nil, err
-	}
-	timer.Stop()
-	resp.Body = &idleBody{cancelBody: cancelBody{ReadCloser: resp.Body, cancel: cancel}, idle: t.idle}
-	return resp, nil
-}
-
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
-}
-
-// idleBody fails a read that waits longer than idle for data.
-type idleBody struct {
-	cancelBody
-	idle time.Duration
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	timer := time.AfterFunc(b.idle, b.cancel)
-	n, err := b.ReadCloser.Read(p)
-	if !timer.Stop() && err != nil {
-		return n, fmt.Errorf("no data within read_timeout %s: %w", b.idle, err)
-	}
-	return n, err
-}

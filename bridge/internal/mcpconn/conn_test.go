@@ -152,7 +152,7 @@ func TestDialHTTPHeaders(t *testing.T) {
 				http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 			})
 
-			spec := HTTPSpec{Name: "remote", URL: ts.URL + "/mcp", Authorization: tc.authorization, Headers: map[string]string{"X-Api-Key": "k-1"}}
+			spec := HTTPSpec{Name: "remote", URL: ts.URL + "/mcp", Authorization: tc.authorization, Headers: map[string]string{"X-Api-Key": "k-1"}, Transport: NewTransport(true)}
 			conn, err := DialHTTP(t.Context(), spec, 10*time.Second, Options{})
 			if err != nil {
 				t.Fatalf("DialHTTP: %v", err)
@@ -191,7 +191,7 @@ func TestDialHTTPHeaders(t *testing.T) {
 func TestDialHTTPErrorRedactsURL(t *testing.T) {
 	t.Parallel()
 	// Nothing listens on port 1.
-	spec := HTTPSpec{Name: "remote", URL: "http://127.0.0.1:1/tenant-42/mcp?key=sk-123", Authorization: "tok-secret"}
+	spec := HTTPSpec{Name: "remote", URL: "http://127.0.0.1:1/tenant-42/mcp?key=sk-123", Authorization: "tok-secret", Transport: NewTransport(true)}
 	_, err := DialHTTP(t.Context(), spec, 10*time.Second, Options{})
 	if err == nil {
 		t.Fatal("DialHTTP succeeded against a closed port")

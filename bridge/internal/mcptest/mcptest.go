@@ -48,6 +48,9 @@ const (
 	HangList = "hanglist"
 	// Mute never reads its stdin: the handshake never completes.
 	Mute = "mute"
+	// SlowStart is Tools, but it waits half a second before it reads its
+	// stdin, like a server with a heavy start-up.
+	SlowStart = "slowstart"
 )
 
 const (
@@ -65,7 +68,11 @@ var servers = map[string]func(ctx context.Context) error{
 	Stubborn: runStubborn,
 	HangList: runHangList,
 	Mute:     func(context.Context) error { return sleepForever() },
-	sleeper:  func(context.Context) error { signal.Ignore(syscall.SIGTERM); return sleepForever() },
+	SlowStart: func(ctx context.Context) error {
+		time.Sleep(500 * time.Millisecond)
+		return runStdio(ctx, newServer(false))
+	},
+	sleeper: func(context.Context) error { signal.Ignore(syscall.SIGTERM); return sleepForever() },
 }
 
 // Main runs the fake server named by the environment and exits, when the
@@ -216,7 +223,8 @@ var objectSchema = map[string]any{"type": "object"}
 //   - stall: never answers, but sends progress notifications and pings the
 //     client meanwhile, and writes "mcptest: ping answered" to stderr
 //     after the first answered ping;
-//   - add_tool: adds a tool, so the server sends tools/list_changed.
+//   - add_tool: adds a tool, so the server sends tools/list_changed;
+//   - crash: exits the process with status 3 without answering.
 func newServer(stdoutNoise bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, &mcp.ServerOptions{PageSize: 2})
 	readOnly := false
@@ -286,6 +294,11 @@ func newServer(stdoutNoise bool) *mcp.Server {
 			s.AddTool(&mcp.Tool{Name: "added", InputSchema: objectSchema},
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("added"), nil })
 			return text("ok"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "crash", InputSchema: objectSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			os.Exit(3)
+			return nil, nil
 		})
 	if stdoutNoise {
 		s.AddTool(&mcp.Tool{Name: "noisy", InputSchema: objectSchema},

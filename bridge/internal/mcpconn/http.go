@@ -1,0 +1,323 @@
+package mcpconn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPSpec says how to reach an HTTP server.
+type HTTPSpec struct {
+	// Name is the server's display name.
+	Name string
+	// URL is the endpoint. Secret beyond its host.
+	URL string
+	// Authorization is the header value: a bare token gets "Bearer ".
+	Authorization string
+	// Headers are extra request headers. Secret.
+	Headers map[string]string
+	// MaxReconnectionWait bounds the back-off between attempts to reopen a
+	// dropped event stream. Zero means 30 s.
+	MaxReconnectionWait time.Duration
+	// Transport carries the requests; nil means NewTransport(false).
+	Transport http.RoundTripper
+}
+
+// AuthorizationHeader renders an authorization value: a bare token becomes
+// "Bearer <token>"; a value that already names a scheme ("Basic ...",
+// "Bearer ...") is kept as is.
+func AuthorizationHeader(v string) string {
+	if v == "" {
+		return ""
+	}
+	if scheme, rest, ok := strings.Cut(v, " "); ok && rest != "" && isToken(scheme) {
+		return v
+	}
+	return "Bearer " + v
+}
+
+// isToken reports whether s is an HTTP auth-scheme token.
+func isToken(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// ErrAddressNotAllowed is the cause of a refused connection to a loopback,
+// private or link-local address.
+var ErrAddressNotAllowed = errors.New("the address is loopback, private or link-local")
+
+// NewTransport returns the HTTP transport for MCP servers. Unless
+// allowPrivate, it refuses to connect to loopback, private, link-local and
+// unspecified addresses; the check runs on the address actually dialled,
+// after name resolution, so a name that resolves to such an address later
+// (DNS rebinding) is refused too.
+func NewTransport(allowPrivate bool) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			if ip := net.ParseIP(host); ip == nil || !Public(ip) {
+				return ErrAddressNotAllowed
+			}
+			return nil
+		}
+	}
+	t.DialContext = dialer.DialContext
+	return t
+}
+
+// Public reports whether ip is none of loopback, private (RFC 1918, RFC
+// 4193, the shared 100.64/10), link-local and unspecified.
+func Public(ip net.IP) bool {
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() {
+		return false
+	}
+	if v4 := ip.To4(); v4 != nil && v4[0] == 100 && v4[1]&0xc0 == 64 {
+		return false
+	}
+	return true
+}
+
+// maxRetriesFor returns the go-sdk's stream reconnection attempts whose
+// back-off (1 s, growing 1.5× a try) never waits longer than limit.
+func maxRetriesFor(limit time.Duration) int {
+	if limit <= 0 {
+		limit = 30 * time.Second
+	}
+	if limit < time.Second {
+		return 1
+	}
+	return 1 + int(math.Floor(math.Log(limit.Seconds())/math.Log(1.5)))
+}
+
+// DialHTTP connects to an HTTP server and performs the handshake: over
+// Streamable HTTP, or, when the server answers the first POST with 400,
+// 404 or 405, over the legacy HTTP+SSE transport. For Streamable HTTP
+// each wait for data is bounded by readTimeout.
+func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opts Options) (*Conn, error) {
+	opts.Logger = discard(opts.Logger)
+	base := spec.Transport
+	if base == nil {
+		base = NewTransport(false)
+	}
+	header := make(http.Header)
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	if a := AuthorizationHeader(spec.Authorization); a != "" {
+		header.Set("Authorization", a)
+	}
+	// The lifetime of the connection's streams: the legacy SSE transport
+	// keeps its event stream on the context given to Connect.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), cancel: cancel}, name: spec.Name, readTimeout: readTimeout}
+	client := newClient(c.core, opts)
+	redact := func(err error) error { return redactURL(err, spec.URL) }
+
+	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
+		rt := &roundTripper{base: base, header: header, idle: readTimeout, onIdle: func() { c.idleTimedOut.Store(true) }}
+		t := &mcp.StreamableClientTransport{
+			Endpoint:   spec.URL,
+			HTTPClient: &http.Client{Transport: rt},
+			MaxRetries: maxRetriesFor(spec.MaxReconnectionWait),
+		}
+		s, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+		return s, rt, err
+	}
+	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
+		rt := &roundTripper{base: base, header: header}
+		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
+		// The SSE transport's stream lives on Connect's context; the
+		// handshake is bounded separately.
+		hctx, stop := context.WithTimeout(ctx, readTimeout)
+		defer stop()
+		type result struct {
+			s   *mcp.ClientSession
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			s, err := client.Connect(life, t, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+			done <- result{s, err}
+		}()
+		select {
+		case r := <-done:
+			return r.s, r.err
+		case <-hctx.Done():
+			go func() {
+				if r := <-done; r.s != nil {
+					_ = r.s.Close()
+				}
+			}()
+			return nil, hctx.Err()
+		}
+	}
+
+	session, rt, err := dialStreamable(ctx)
+	if err != nil && legacyOnly(rt.firstStatus.Load()) {
+		c.kind = sseTransport
+		session, err = dialSSE(ctx)
+	}
+	if err != nil {
+		cancel()
+		return nil, c.classify(ctx, ctx, "the handshake", redact(err))
+	}
+	c.session = session
+	if c.kind == sseTransport {
+		c.redial = dialSSE
+	} else {
+		c.redial = func(ctx context.Context) (*mcp.ClientSession, error) {
+			s, _, err := dialStreamable(ctx)
+			return s, err
+		}
+	}
+	c.redact = redact
+	return c, nil
+}
+
+// legacyOnly reports whether the status of the first POST says the server
+// does not speak Streamable HTTP.
+func legacyOnly(status int32) bool {
+	return status == http.StatusBadRequest || status == http.StatusNotFound || status == http.StatusMethodNotAllowed
+}
+
+// notSent reports whether err means a request never reached the server:
+// its session is gone, the connection was already closed, or the server
+// could not be dialled.
+func notSent(err error) bool {
+	if errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && !errors.Is(err, ErrAddressNotAllowed)
+}
+
+// redactURL replaces the URL, and its path and query, in err's text by
+// the host alone: URL paths and queries often carry keys.
+func redactURL(err error, raw string) error {
+	if err == nil {
+		return nil
+	}
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		return errors.New("connection failed")
+	}
+	safe := u.Scheme + "://" + u.Host + "/…"
+	// One pass, longest form first where several match: replacing form by
+	// form would rewrite the safe text itself when the host contains the
+	// path ("https://mcp.example.com/mcp").
+	var pairs []string
+	for _, s := range []string{raw, u.String(), u.RequestURI(), u.RawQuery, u.Path} {
+		if s != "" && s != "/" {
+			pairs = append(pairs, s, safe)
+		}
+	}
+	return &redacted{text: strings.NewReplacer(pairs...).Replace(err.Error()), err: err}
+}
+
+// redacted is an error whose text has been cleaned but that still answers
+// errors.Is and errors.As for its cause.
+type redacted struct {
+	text string
+	err  error
+}
+
+func (r *redacted) Error() string { return r.text }
+func (r *redacted) Unwrap() error { return r.err }
+
+// roundTripper adds the server's headers, records the status of the first
+// POST, and bounds each wait for data of a POST's response.
+type roundTripper struct {
+	base        http.RoundTripper
+	header      http.Header
+	idle        time.Duration // 0: unbounded
+	onIdle      func()        // called when a wait for data times out
+	firstStatus atomic.Int32
+}
+
+func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	req = req.Clone(ctx)
+	for k, vs := range t.header {
+		req.Header[k] = vs
+	}
+	// The standalone GET stream waits for server-initiated messages and may
+	// rightly stay silent; only answers to requests are bounded.
+	bounded := req.Method == http.MethodPost && t.idle > 0
+	timeout := func() {
+		if t.onIdle != nil {
+			t.onIdle()
+		}
+		cancel()
+	}
+	var timer *time.Timer
+	if bounded {
+		timer = time.AfterFunc(t.idle, timeout)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if timer != nil {
+		timer.Stop()
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if req.Method == http.MethodPost {
+		t.firstStatus.CompareAndSwap(0, int32(resp.StatusCode))
+	}
+	body := &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	if bounded {
+		resp.Body = &idleBody{cancelBody: body, idle: t.idle, timeout: timeout}
+	} else {
+		resp.Body = body
+	}
+	return resp, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// idleBody fails a read that waits longer than idle for data.
+type idleBody struct {
+	*cancelBody
+	idle    time.Duration
+	timeout func()
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	timer := time.AfterFunc(b.idle, b.timeout)
+	n, err := b.ReadCloser.Read(p)
+	if !timer.Stop() && err != nil {
+		return n, errReadTimeout
+	}
+	return n, err
+}
+
+// errReadTimeout ends a response that sent nothing for read_timeout.
+var errReadTimeout = errors.New("no data within read_timeout")

@@ -1,0 +1,421 @@
+// Package pool keeps warm stdio MCP server processes for the bridge, the
+// way database/sql keeps connections: Acquire prefers a process that is
+// already spawned and initialized, spawns one below the limit, and
+// otherwise waits; Release retires a process (or, for a shared pool, gives
+// it back).
+//
+// By default a process serves one session and is then retired, so no state
+// leaks from one generation to the next; a filler goroutine keeps Warm
+// spares ready, so a generation's first call does not wait for process
+// start and handshake. A shared pool runs one process that serves every
+// session at once. Idle spares beyond Warm are retired after IdleTimeout,
+// any process after MaxLifetime, and a spare that exits on its own is
+// counted as crashed and replaced.
+package pool
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/bridge/internal/mcpconn"
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// Config is one pool's settings.
+type Config struct {
+	// Warm is how many initialized processes are kept ready.
+	Warm int
+	// MaxProcesses caps the processes alive at once (at least 1).
+	MaxProcesses int
+	// IdleTimeout retires a spare beyond Warm that has waited this long.
+	IdleTimeout time.Duration
+	// MaxLifetime retires a process this old: a spare at once, a busy one
+	// when it is released.
+	MaxLifetime time.Duration
+	// StartTimeout bounds spawning and initializing a spare.
+	StartTimeout time.Duration
+	// Shared: one process serves every session at once, and lives on
+	// between sessions.
+	Shared bool
+}
+
+// Dialer spawns a process and initializes its MCP session within timeout.
+type Dialer func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error)
+
+// Stats is a snapshot of a pool.
+type Stats struct {
+	Warm, Busy, Starting, MaxProcesses int
+	Spawned, Retired, Crashed, Waits   int64
+	Shared                             bool
+}
+
+// proc is one process of the pool.
+type proc struct {
+	conn      *mcpconn.Conn
+	born      time.Time
+	idleSince time.Time
+	users     int // sessions holding it
+}
+
+func (pr *proc) exited() bool {
+	select {
+	case <-pr.conn.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+// Pool is the process pool of one stdio server configuration. It is safe
+// for concurrent use; Close stops every process and joins every goroutine.
+type Pool struct {
+	name string
+	cfg  Config
+	dial Dialer
+	log  *slog.Logger
+
+	ctx    context.Context // the pool's lifetime, for spares
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	idle     []*proc // initialized, nobody holds them (LIFO)
+	busy     map[*proc]struct{}
+	starting int
+	changed  chan struct{} // closed and replaced on every change
+	closed   bool
+	stats    Stats
+	now      func() time.Time
+}
+
+// New starts a pool and its filler. The name is for logs and errors.
+func New(name string, cfg Config, dial Dialer, log *slog.Logger) *Pool {
+	cfg.MaxProcesses = max(cfg.MaxProcesses, 1)
+	if cfg.Shared {
+		cfg.MaxProcesses = 1
+		cfg.Warm = min(cfg.Warm, 1)
+	}
+	cfg.Warm = min(max(cfg.Warm, 0), cfg.MaxProcesses)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{
+		name: name, cfg: cfg, dial: dial, log: log.With("pool", name),
+		ctx: ctx, cancel: cancel,
+		busy:    make(map[*proc]struct{}),
+		changed: make(chan struct{}),
+		now:     time.Now,
+	}
+	p.wg.Go(p.fill)
+	return p
+}
+
+// signal wakes everyone waiting for a change. p.mu is held.
+func (p *Pool) signal() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *Pool) live() int { return len(p.idle) + len(p.busy) + p.starting }
+
+// Lease is a process held by one session.
+type Lease struct {
+	p    *Pool
+	pr   *proc
+	once sync.Once
+}
+
+// Conn is the leased process's connection.
+func (l *Lease) Conn() *mcpconn.Conn { return l.pr.conn }
+
+// Release gives the process back: it is retired unless the pool is shared
+// and the process is sound. broken says the process failed (a timeout
+// killed it, it crashed) and must go whatever the pool. Release returns
+// once a retired process has stopped. Idempotent.
+func (l *Lease) Release(broken bool) {
+	l.once.Do(func() { l.p.release(l.pr, broken) })
+}
+
+// Acquire returns a process for one session: a warm spare if there is one,
+// else a new process (initialized within timeout) if the pool is below
+// MaxProcesses, else the first to become available within timeout.
+func (p *Pool) Acquire(ctx context.Context, timeout time.Duration) (*Lease, error) {
+	// The wait is bounded by timeout; a spawn bounds its own handshake.
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	waited := false
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
+		}
+		if pr := p.takeLocked(); pr != nil {
+			p.mu.Unlock()
+			return &Lease{p: p, pr: pr}, nil
+		}
+		if p.live() < p.cfg.MaxProcesses {
+			p.starting++
+			p.mu.Unlock()
+			return p.spawnFor(ctx, timeout)
+		}
+		if !waited {
+			waited = true
+			p.stats.Waits++
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-wctx.Done():
+			if ctx.Err() == nil {
+				return nil, fault.New(fault.Exhausted,
+					"all %d processes of the MCP server %q are busy; raise its max_processes or wait", p.cfg.MaxProcesses, p.name).
+					WithInfo("MCP_POOL_EXHAUSTED", map[string]string{"server": p.name})
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// takeLocked hands out a process if one is ready: the shared process, or
+// the most recently readied spare. Dead or expired spares found on the way
+// are retired. p.mu is held.
+func (p *Pool) takeLocked() *proc {
+	if p.cfg.Shared {
+		for pr := range p.busy {
+			if !pr.exited() {
+				pr.users++
+				return pr
+			}
+		}
+	}
+	for len(p.idle) > 0 {
+		pr := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if pr.exited() || p.now().Sub(pr.born) >= p.cfg.MaxLifetime && p.cfg.MaxLifetime > 0 {
+			p.retireLocked(pr, pr.exited())
+			continue
+		}
+		pr.users = 1
+		p.busy[pr] = struct{}{}
+		p.signal() // the filler may replace the spare
+		return pr
+	}
+	return nil
+}
+
+// spawnFor starts a process for the caller (p.starting was counted).
+func (p *Pool) spawnFor(ctx context.Context, timeout time.Duration) (*Lease, error) {
+	conn, err := p.dial(ctx, timeout)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starting--
+	defer p.signal()
+	if err != nil {
+		return nil, err
+	}
+	p.stats.Spawned++
+	pr := &proc{conn: conn, born: p.now(), users: 1}
+	if p.closed {
+		go conn.Close()
+		return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
+	}
+	p.busy[pr] = struct{}{}
+	p.watch(pr)
+	return &Lease{p: p, pr: pr}, nil
+}
+
+// watch wakes the filler when pr's process exits, so a crashed spare is
+// replaced at once. p.mu is held.
+func (p *Pool) watch(pr *proc) {
+	p.wg.Go(func() {
+		select {
+		case <-pr.conn.Exited():
+		case <-p.ctx.Done():
+			return
+		}
+		p.mu.Lock()
+		p.signal()
+		p.mu.Unlock()
+	})
+}
+
+func (p *Pool) release(pr *proc, broken bool) {
+	p.mu.Lock()
+	pr.users--
+	if broken || pr.exited() {
+		delete(p.busy, pr)
+		p.retireLocked(pr, true)
+		p.mu.Unlock()
+		return
+	}
+	if pr.users > 0 {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.busy, pr)
+	if p.cfg.Shared && !p.closed && (p.cfg.MaxLifetime <= 0 || p.now().Sub(pr.born) < p.cfg.MaxLifetime) {
+		pr.idleSince = p.now()
+		p.idle = append(p.idle, pr)
+		p.signal()
+		p.mu.Unlock()
+		return
+	}
+	p.retireLocked(pr, false)
+	p.mu.Unlock()
+}
+
+// retireLocked stops pr, which the caller has already removed from idle
+// and busy. p.mu is held on entry and exit but released while the process
+// stops, so callers re-read the pool's state afterwards.
+func (p *Pool) retireLocked(pr *proc, crashed bool) {
+	if crashed {
+		p.stats.Crashed++
+	} else {
+		p.stats.Retired++
+	}
+	p.signal()
+	p.mu.Unlock()
+	if err := pr.conn.Close(); err != nil {
+		p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
+	}
+	p.mu.Lock()
+}
+
+// fill keeps Warm spares ready and reaps idle and aged processes, until the
+// pool closes.
+func (p *Pool) fill() {
+	tick := time.NewTicker(p.reapInterval())
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
+		p.reapLocked()
+		for len(p.idle)+p.starting < p.cfg.Warm && p.live() < p.cfg.MaxProcesses && !(p.cfg.Shared && len(p.busy) > 0) {
+			p.starting++
+			p.wg.Go(p.spawnSpare)
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-p.ctx.Done():
+			return
+		}
+	}
+}
+
+func (p *Pool) reapInterval() time.Duration {
+	d := time.Minute
+	for _, c := range []time.Duration{p.cfg.IdleTimeout, p.cfg.MaxLifetime} {
+		if c > 0 {
+			d = min(d, c/2)
+		}
+	}
+	return max(d, 10*time.Millisecond)
+}
+
+// reapLocked retires dead spares, spares past MaxLifetime, and spares
+// beyond Warm idle for IdleTimeout. p.mu is held.
+func (p *Pool) reapLocked() {
+	now := p.now()
+	keep := p.idle[:0]
+	var retire []*proc
+	var crashed []*proc
+	for i, pr := range p.idle {
+		switch {
+		case pr.exited():
+			crashed = append(crashed, pr)
+		case p.cfg.MaxLifetime > 0 && now.Sub(pr.born) >= p.cfg.MaxLifetime:
+			retire = append(retire, pr)
+		case p.cfg.IdleTimeout > 0 && now.Sub(pr.idleSince) >= p.cfg.IdleTimeout && len(p.idle)-i+len(keep) > p.cfg.Warm:
+			retire = append(retire, pr)
+		default:
+			keep = append(keep, pr)
+		}
+	}
+	p.idle = keep
+	for _, pr := range crashed {
+		p.retireLocked(pr, true)
+	}
+	for _, pr := range retire {
+		p.retireLocked(pr, false)
+	}
+}
+
+// spawnSpare starts one spare (p.starting was counted).
+func (p *Pool) spawnSpare() {
+	ctx, cancel := context.WithCancel(p.ctx)
+	defer cancel()
+	conn, err := p.dial(ctx, p.cfg.StartTimeout)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starting--
+	defer p.signal()
+	if err != nil {
+		if p.ctx.Err() == nil {
+			p.log.Warn("starting a warm mcp server process failed", "err", err)
+		}
+		return
+	}
+	p.stats.Spawned++
+	if p.closed {
+		p.mu.Unlock()
+		_ = conn.Close()
+		p.mu.Lock()
+		return
+	}
+	pr := &proc{conn: conn, born: p.now(), idleSince: p.now()}
+	p.idle = append(p.idle, pr)
+	p.watch(pr)
+}
+
+// Stats reports the pool.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.Warm, s.Busy, s.Starting = len(p.idle), len(p.busy), p.starting
+	s.MaxProcesses, s.Shared = p.cfg.MaxProcesses, p.cfg.Shared
+	return s
+}
+
+// Idle reports whether the pool holds and starts no process at all.
+func (p *Pool) Idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.live() == 0
+}
+
+// Close stops every process, busy ones included, and waits for them and
+// for the pool's goroutines. Leases released afterwards are no-ops beyond
+// their bookkeeping. Idempotent.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.wg.Wait()
+		return
+	}
+	p.closed = true
+	procs := slices.Clone(p.idle)
+	for pr := range p.busy {
+		procs = append(procs, pr)
+	}
+	p.idle = nil
+	p.signal()
+	p.mu.Unlock()
+	p.cancel()
+	var wg sync.WaitGroup
+	for _, pr := range procs {
+		wg.Go(func() { _ = pr.conn.Close() })
+	}
+	wg.Wait()
+	p.wg.Wait()
+}

@@ -1,0 +1,327 @@
+// Package schemacache is the bridge's process-wide cache of MCP tool
+// schemas: what a server's tools/list returned (after allowed_tools), so a
+// generation with a warm cache connects to nothing until a tool is called.
+//
+// It is safe for concurrent use. Entries live for a TTL (300 s by default)
+// and the cache holds at most MaxEntries (100 by default), evicting the
+// oldest write first; expiry uses the monotonic clock. Concurrent misses on
+// one key make one fetch. Callers get copies: nothing they do to a result
+// changes an entry. Only tool schemas are cached, never results.
+//
+// # Trade-offs
+//
+// A cached list can be stale for up to the TTL when a server changes its
+// tools without sending notifications/tools/list_changed (which invalidates
+// the entry at once); Invalidate and Clear exist for deploy hooks. Keys are
+// SHA-256 digests: credentials enter them only through the hash, never raw.
+package schemacache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+)
+
+// Defaults of the cache's settings.
+const (
+	DefaultTTL        = 300 * time.Second
+	DefaultMaxEntries = 100
+)
+
+// Settings are the cache's settings.
+type Settings struct {
+	// Enabled: the cache is read and written (a session may opt out).
+	Enabled bool
+	// TTL is an entry's lifetime; positive.
+	TTL time.Duration
+	// MaxEntries bounds the entries held; positive.
+	MaxEntries int
+}
+
+// DefaultSettings returns enabled, 300 s, 100 entries.
+func DefaultSettings() Settings {
+	return Settings{Enabled: true, TTL: DefaultTTL, MaxEntries: DefaultMaxEntries}
+}
+
+// Validate reports settings that are not positive.
+func (s Settings) Validate() error {
+	var errs []error
+	if s.TTL <= 0 {
+		errs = append(errs, fmt.Errorf("the tool cache's ttl must be a positive duration, got %s", s.TTL))
+	}
+	if s.MaxEntries <= 0 {
+		errs = append(errs, fmt.Errorf("the tool cache's max_entries must be a positive integer, got %d", s.MaxEntries))
+	}
+	return errors.Join(errs...)
+}
+
+// Key identifies a server's tool list: a SHA-256 digest, printable in
+// logs because it reveals nothing.
+type Key [sha256.Size]byte
+
+func (k Key) String() string { return hex.EncodeToString(k[:8]) }
+
+// KeyParts are what isolates one cache entry from another. The display
+// name of a server is deliberately not among them: renaming a server keeps
+// its entry.
+type KeyParts struct {
+	Tenant        string
+	URL           string
+	Authorization string
+	Headers       map[string]string
+	Command       string
+	Args          []string
+	Env           map[string]string
+	Unset         []string
+	AllowedTools  []string
+}
+
+// NewKey hashes parts. Maps and the allowed tools are taken in sorted
+// order, so equal declarations share an entry.
+func NewKey(p KeyParts) Key {
+	sorted := func(ss []string) []string { return slices.Sorted(slices.Values(ss)) }
+	pairs := func(m map[string]string) [][2]string {
+		var out [][2]string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, [2]string{k, m[k]})
+		}
+		return out
+	}
+	// Credentials are hashed on their own first, so that even the
+	// pre-image of a key holds no raw secret.
+	secret := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		sum := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(sum[:])
+	}
+	headers := pairs(p.Headers)
+	for i := range headers {
+		headers[i][1] = secret(headers[i][1])
+	}
+	env := pairs(p.Env)
+	for i := range env {
+		env[i][1] = secret(env[i][1])
+	}
+	data, _ := json.Marshal(struct {
+		Tenant, URL, Authorization, Command string
+		Headers, Env                        [][2]string
+		Args, Unset, AllowedTools           []string
+	}{
+		Tenant: p.Tenant, URL: p.URL, Authorization: secret(p.Authorization), Command: p.Command,
+		Headers: headers, Env: env, Args: p.Args, Unset: sorted(p.Unset), AllowedTools: sorted(p.AllowedTools),
+	})
+	return sha256.Sum256(data)
+}
+
+// Stats counts what the cache did since the last Clear.
+type Stats struct {
+	Size, Hits, Misses int64
+	Settings           Settings
+}
+
+type entry struct {
+	tools   []*bridgev1.Tool
+	expires time.Time
+	written uint64 // write order, for eviction
+}
+
+// flight is a fetch in progress that later misses on its key wait for.
+type flight struct {
+	done  chan struct{}
+	tools []*bridgev1.Tool
+	err   error
+}
+
+// Cache is the tool-schema cache.
+type Cache struct {
+	mu       sync.Mutex
+	defaults Settings // what Reset restores
+	settings Settings
+	entries  map[Key]*entry
+	flights  map[Key]*flight
+	writes   uint64
+	hits     int64
+	misses   int64
+	now      func() time.Time
+}
+
+// New returns an empty cache with the given settings, which Reset restores.
+func New(s Settings) (*Cache, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), now: time.Now}, nil
+}
+
+// Fetch returns the tools cached under key, or calls fetch and caches its
+// result. enabled overrides the cache's setting for this call when not
+// nil; a disabled call runs fetch and neither reads nor writes the cache.
+// hit reports that nothing was fetched. While one fetch for a key runs,
+// other callers for that key wait for it; if it fails because its own
+// caller gave up, the next waiter fetches in its place.
+func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, error)) (tools []*bridgev1.Tool, hit bool, err error) {
+	c.mu.Lock()
+	on := c.settings.Enabled
+	if enabled != nil {
+		on = *enabled
+	}
+	if !on {
+		c.mu.Unlock()
+		tools, err := fetch(ctx)
+		return clone(tools), false, err
+	}
+	counted := false // a call counts one hit or one miss
+	for {
+		if e, ok := c.entries[key]; ok {
+			if c.now().Before(e.expires) {
+				if !counted {
+					c.hits++
+				}
+				c.mu.Unlock()
+				return clone(e.tools), !counted, nil
+			}
+			delete(c.entries, key) // stale: dropped, never served
+		}
+		if !counted {
+			c.misses++
+			counted = true
+		}
+		f, waiting := c.flights[key]
+		if !waiting {
+			break
+		}
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		leaderGaveUp := errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)
+		if f.err == nil || !leaderGaveUp || ctx.Err() != nil {
+			return clone(f.tools), false, f.err
+		}
+		c.mu.Lock() // the leader gave up: try again, perhaps as leader
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flights[key] = f
+	c.mu.Unlock()
+
+	f.tools, f.err = fetch(ctx)
+	f.tools = clone(f.tools)
+
+	c.mu.Lock()
+	delete(c.flights, key)
+	if f.err == nil && c.settings.Enabled {
+		c.writes++
+		c.entries[key] = &entry{tools: f.tools, expires: c.now().Add(c.settings.TTL), written: c.writes}
+		c.evict()
+	}
+	c.mu.Unlock()
+	close(f.done)
+	if f.err != nil {
+		return nil, false, f.err
+	}
+	return clone(f.tools), false, nil
+}
+
+// evict drops expired entries, then the oldest writes, down to MaxEntries.
+// c.mu is held.
+func (c *Cache) evict() {
+	now := c.now()
+	for k, e := range c.entries {
+		if !now.Before(e.expires) {
+			delete(c.entries, k)
+		}
+	}
+	for len(c.entries) > c.settings.MaxEntries {
+		var oldest Key
+		var first uint64
+		for k, e := range c.entries {
+			if first == 0 || e.written < first {
+				oldest, first = k, e.written
+			}
+		}
+		delete(c.entries, oldest)
+	}
+}
+
+// Invalidate drops the entry under key and reports whether one existed.
+func (c *Cache) Invalidate(key Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[key]
+	delete(c.entries, key)
+	return ok
+}
+
+// Clear drops every entry and zeroes the counters.
+func (c *Cache) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.entries)
+	c.hits, c.misses = 0, 0
+}
+
+// Reset clears the cache and restores the settings it was created with.
+func (c *Cache) Reset() Settings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.entries)
+	c.hits, c.misses = 0, 0
+	c.settings = c.defaults
+	return c.settings
+}
+
+// Configure changes the settings; nil arguments keep their value. Invalid
+// settings are refused and change nothing.
+func (c *Cache) Configure(enabled *bool, ttl *time.Duration, maxEntries *int) (Settings, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.settings
+	if enabled != nil {
+		s.Enabled = *enabled
+	}
+	if ttl != nil {
+		s.TTL = *ttl
+	}
+	if maxEntries != nil {
+		s.MaxEntries = *maxEntries
+	}
+	if err := s.Validate(); err != nil {
+		return c.settings, err
+	}
+	c.settings = s
+	c.evict()
+	return s, nil
+}
+
+// Stats reports the cache's size, counters and settings.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{Size: int64(len(c.entries)), Hits: c.hits, Misses: c.misses, Settings: c.settings}
+}
+
+func clone(tools []*bridgev1.Tool) []*bridgev1.Tool {
+	if tools == nil {
+		return nil
+	}
+	out := make([]*bridgev1.Tool, len(tools))
+	for i, t := range tools {
+		out[i] = proto.Clone(t).(*bridgev1.Tool)
+	}
+	return out
+}

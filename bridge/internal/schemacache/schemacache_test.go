@@ -1,0 +1,325 @@
+package schemacache
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+)
+
+// clock is a settable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newCache(t *testing.T, s Settings) (*Cache, *clock) {
+	t.Helper()
+	c, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.Unix(1000, 0)}
+	c.now = clk.Now
+	return c, clk
+}
+
+func tools(names ...string) []*bridgev1.Tool {
+	var out []*bridgev1.Tool
+	for _, n := range names {
+		out = append(out, &bridgev1.Tool{Name: n})
+	}
+	return out
+}
+
+// fetcher returns a fetch function that counts its calls.
+func fetcher(calls *atomic.Int32, result []*bridgev1.Tool) func(context.Context) ([]*bridgev1.Tool, error) {
+	return func(context.Context) ([]*bridgev1.Tool, error) {
+		calls.Add(1)
+		return result, nil
+	}
+}
+
+func key(url string) Key { return NewKey(KeyParts{URL: url}) }
+
+func TestMissThenHit(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t, DefaultSettings())
+	var calls atomic.Int32
+	for i, wantHit := range []bool{false, true, true} {
+		got, hit, err := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("x", "y")))
+		if err != nil || hit != wantHit {
+			t.Fatalf("fetch %d: hit=%v err=%v, want hit=%v", i, hit, err, wantHit)
+		}
+		if diff := cmp.Diff(tools("x", "y"), got, protocmp.Transform()); diff != "" {
+			t.Errorf("fetch %d (-want +got):\n%s", i, diff)
+		}
+	}
+	if calls.Load() != 1 {
+		t.Errorf("fetched %d times, want 1", calls.Load())
+	}
+	// R-C4: stats.
+	if s := c.Stats(); s.Size != 1 || s.Hits != 2 || s.Misses != 1 {
+		t.Errorf("stats = %+v, want size 1, 2 hits, 1 miss", s)
+	}
+}
+
+// R-C1: defaults and validation of settings.
+func TestSettings(t *testing.T) {
+	t.Parallel()
+	if s := DefaultSettings(); !s.Enabled || s.TTL != 300*time.Second || s.MaxEntries != 100 {
+		t.Errorf("defaults = %+v", s)
+	}
+	if _, err := New(Settings{Enabled: true, TTL: 0, MaxEntries: 0}); err == nil || !strings.Contains(err.Error(), "ttl") || !strings.Contains(err.Error(), "max_entries") {
+		t.Errorf("New with zero settings: %v", err)
+	}
+	c, _ := newCache(t, DefaultSettings())
+	neg := -time.Second
+	if _, err := c.Configure(nil, &neg, nil); err == nil {
+		t.Error("a negative ttl was accepted")
+	}
+	zero := 0
+	if _, err := c.Configure(nil, nil, &zero); err == nil {
+		t.Error("max_entries 0 was accepted")
+	}
+	ttl, max, off := time.Minute, 5, false
+	s, err := c.Configure(&off, &ttl, &max)
+	if err != nil || s != (Settings{Enabled: false, TTL: time.Minute, MaxEntries: 5}) {
+		t.Errorf("Configure = %+v, %v", s, err)
+	}
+	// R-C4: reset restores the settings the cache was created with.
+	if s := c.Reset(); s != DefaultSettings() {
+		t.Errorf("Reset = %+v", s)
+	}
+}
+
+// R-C2: a disabled call neither reads nor writes.
+func TestDisabledCallBypasses(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t, DefaultSettings())
+	var calls atomic.Int32
+	if _, _, err := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("old"))); err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	got, hit, err := c.Fetch(t.Context(), key("a"), &off, fetcher(&calls, tools("new")))
+	if err != nil || hit || got[0].GetName() != "new" {
+		t.Fatalf("disabled fetch: %v %v %v", got, hit, err)
+	}
+	got, hit, _ = c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("never")))
+	if !hit || got[0].GetName() != "old" {
+		t.Errorf("the disabled call overwrote the entry: %v hit=%v", got, hit)
+	}
+	// Disabled for the whole process.
+	c2, _ := newCache(t, Settings{Enabled: false, TTL: time.Minute, MaxEntries: 1})
+	for range 2 {
+		if _, hit, _ := c2.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("x"))); hit {
+			t.Error("a disabled cache hit")
+		}
+	}
+	if s := c2.Stats(); s.Size != 0 {
+		t.Errorf("a disabled cache stored %d entries", s.Size)
+	}
+}
+
+// R-C3: keys isolate endpoint, credentials, command, args, env and allowed
+// tools; the display name is not part of them; raw secrets never are.
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	base := KeyParts{URL: "https://mcp.example.com/mcp", Authorization: "tok-secret-1", AllowedTools: []string{"b", "a"}}
+	same := base
+	same.AllowedTools = []string{"a", "b"}
+	if NewKey(base) != NewKey(same) {
+		t.Error("allowed tools in another order changed the key")
+	}
+	for name, change := range map[string]func(*KeyParts){
+		"credential":    func(p *KeyParts) { p.Authorization = "tok-secret-2" },
+		"url":           func(p *KeyParts) { p.URL = "https://mcp.example.com/other" },
+		"header":        func(p *KeyParts) { p.Headers = map[string]string{"X-Key": "v"} },
+		"allowed tools": func(p *KeyParts) { p.AllowedTools = []string{"a"} },
+		"tenant":        func(p *KeyParts) { p.Tenant = "acme" },
+		"command":       func(p *KeyParts) { p.Command = "npx" },
+		"args":          func(p *KeyParts) { p.Args = []string{"-y"} },
+		"env":           func(p *KeyParts) { p.Env = map[string]string{"A": "1"} },
+	} {
+		other := base
+		change(&other)
+		if NewKey(other) == NewKey(base) {
+			t.Errorf("a different %s gave the same key", name)
+		}
+	}
+	k := NewKey(base)
+	if strings.Contains(string(k[:]), "tok-secret-1") || strings.Contains(k.String(), "tok-secret-1") {
+		t.Error("the raw secret is in the key")
+	}
+}
+
+// R-C5: callers get copies.
+func TestCopies(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t, DefaultSettings())
+	fetched := tools("x")
+	var calls atomic.Int32
+	got, _, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, fetched))
+	got[0].Name = "mutated by the caller"
+	fetched[0].Name = "mutated by the fetcher"
+	again, _, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, nil))
+	if again[0].GetName() != "x" {
+		t.Errorf("entry corrupted: %q", again[0].GetName())
+	}
+}
+
+func TestExpiryAndEviction(t *testing.T) {
+	t.Parallel()
+	c, clk := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 2})
+	var calls atomic.Int32
+	c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a")))
+	clk.Advance(time.Minute)
+	if _, hit, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a2"))); hit {
+		t.Error("an expired entry was served")
+	}
+	if s := c.Stats(); s.Size != 1 {
+		t.Errorf("size after re-fetching a stale entry = %d, want 1", s.Size)
+	}
+	clk.Advance(time.Second)
+	c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, tools("b")))
+	c.Fetch(t.Context(), key("c"), nil, fetcher(&calls, tools("c"))) // evicts the oldest write: a
+	if s := c.Stats(); s.Size != 2 {
+		t.Errorf("size = %d, want 2", s.Size)
+	}
+	if _, hit, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a"))); hit {
+		t.Error("the oldest write was not evicted")
+	}
+}
+
+// R-C4: invalidate one entry; clear drops entries and counters.
+func TestInvalidateAndClear(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t, DefaultSettings())
+	var calls atomic.Int32
+	c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a")))
+	c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, tools("b")))
+	if !c.Invalidate(key("a")) || c.Invalidate(key("a")) {
+		t.Error("Invalidate should report true once")
+	}
+	if _, hit, _ := c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, nil)); !hit {
+		t.Error("invalidating a dropped b too")
+	}
+	c.Clear()
+	if s := c.Stats(); s.Size != 0 || s.Hits != 0 || s.Misses != 0 {
+		t.Errorf("stats after Clear = %+v", s)
+	}
+}
+
+// X-C6: concurrent misses on one key make one fetch.
+func TestConcurrentMissesFetchOnce(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t, DefaultSettings())
+	var calls atomic.Int32
+	release := make(chan struct{})
+	slow := func(context.Context) ([]*bridgev1.Tool, error) {
+		calls.Add(1)
+		<-release
+		return tools("x"), nil
+	}
+	const n = 8
+	var wg sync.WaitGroup
+	results := make([][]*bridgev1.Tool, n)
+	for i := range n {
+		wg.Go(func() { results[i], _, _ = c.Fetch(t.Context(), key("a"), nil, slow) })
+	}
+	// Wait until every caller is either the leader or waiting on it.
+	for c.Stats().Misses < n {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if calls.Load() != 1 {
+		t.Errorf("%d fetches for concurrent misses, want 1", calls.Load())
+	}
+	for i, r := range results {
+		if len(r) != 1 || r[0].GetName() != "x" {
+			t.Errorf("caller %d got %v", i, r)
+		}
+	}
+}
+
+// A waiter whose leader gave up fetches itself instead of failing.
+func TestWaiterTakesOverWhenLeaderGivesUp(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t, DefaultSettings())
+	leaderCtx, cancelLeader := context.WithCancel(t.Context())
+	started := make(chan struct{})
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, _, err := c.Fetch(leaderCtx, key("a"), nil, func(ctx context.Context) ([]*bridgev1.Tool, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		leaderDone <- err
+	}()
+	<-started
+	waiterDone := make(chan []*bridgev1.Tool, 1)
+	go func() {
+		got, _, err := c.Fetch(t.Context(), key("a"), nil, func(context.Context) ([]*bridgev1.Tool, error) { return tools("mine"), nil })
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		waiterDone <- got
+	}()
+	for c.Stats().Misses < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancelLeader()
+	if err := <-leaderDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("leader: %v", err)
+	}
+	if got := <-waiterDone; len(got) != 1 || got[0].GetName() != "mine" {
+		t.Errorf("waiter got %v", got)
+	}
+}
+
+func TestManyGoroutines(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 4})
+	var calls atomic.Int32
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				k := key(string(rune('a' + (g+i)%6)))
+				if _, _, err := c.Fetch(t.Context(), k, nil, fetcher(&calls, tools("x"))); err != nil {
+					t.Error(err)
+				}
+				if i%10 == 0 {
+					c.Invalidate(k)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if s := c.Stats(); s.Size > 4 || s.Hits+s.Misses != 400 {
+		t.Errorf("stats = %+v", s)
+	}
+}

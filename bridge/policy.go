@@ -1,0 +1,55 @@
+package bridge
+
+import (
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/agentd/agentd/bridge/internal/mcpconn"
+)
+
+// steeringEnv lists variables that steer the dynamic loader, an
+// interpreter, a shell or a package manager: set by a request, they would
+// let it run code of its choosing through an allowed command. Names ending
+// in "_" are prefixes. Matching ignores case.
+var steeringEnv = []string{
+	"PATH", "HOME", "XDG_CONFIG_HOME", "TMPDIR", "IFS", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4",
+	"LD_", "DYLD_", "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "MALLOC_",
+	"NODE_OPTIONS", "NODE_PATH", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_", "YARN_", "PNPM_", "COREPACK_",
+	"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONINSPECT", "PIP_", "UV_", "VIRTUAL_ENV", "CONDA_",
+	"PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYLIB", "RUBYOPT", "GEM_PATH", "GEM_HOME", "BUNDLE_",
+	"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
+	"GOFLAGS", "GOPATH", "GOPROXY", "GOTOOLCHAIN", "CGO_",
+	"DENO_", "BUN_", "DOTNET_", "LUA_PATH", "LUA_CPATH",
+}
+
+// steering reports whether a request may not set variable name, given the
+// names the configuration allows.
+func steering(name string, allowed []string) bool {
+	if slices.Contains(allowed, name) {
+		return false
+	}
+	upper := strings.ToUpper(name)
+	for _, s := range steeringEnv {
+		if upper == s || strings.HasSuffix(s, "_") && strings.HasPrefix(upper, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// privateLiteral reports whether rawURL's host is a literal address (or
+// localhost) that is not public; names are checked when dialled.
+func privateLiteral(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && !mcpconn.Public(ip)
+}
