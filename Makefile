@@ -21,7 +21,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test tools deb npm generate lint check-generated breaking accept-api go-test examples smoke clean
+.PHONY: help run build test bench tools deb npm generate lint check-generated breaking accept-api go-test examples smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -29,6 +29,7 @@ help:
 	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript)"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
+	@echo "make bench             the bridge's benchmarks and their target ratios"
 
 ## Set-up ---------------------------------------------------------------------
 
@@ -101,8 +102,17 @@ run: build
 
 test: tools lint check-generated breaking go-test examples smoke
 
-go-test:
-	go test -race -shuffle=on -count=1 ./...
+# AGENTD_REQUIRE_NPM_SERVERS: the tests against real published MCP servers
+# (installed by npm ci) fail instead of skipping when they are missing.
+go-test: npm
+	AGENTD_REQUIRE_NPM_SERVERS=1 go test -race -shuffle=on -count=1 ./...
+
+# Benchmarks: timings on a shared machine are noisy, so each runs 5 times and
+# the medians are compared (scripts/bench-ratios.sh).
+BENCH_COUNT ?= 5
+bench: npm
+	go test -run '^$$' -bench . -benchtime 2s -count $(BENCH_COUNT) ./bridge/ | tee /tmp/agentd-bench.txt
+	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
 
 # The client examples against a live agentd that this target starts and stops.
 examples: build build/ts/examples/ts/demo.js

@@ -46,6 +46,13 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with the configuration changed by edit
+// before the service starts.
+func newFixtureWith(t *testing.T, edit func(*config.Bridge)) *fixture {
+	t.Helper()
 	exe, toolsEnv := mcptest.Command(t, mcptest.Tools)
 	_, demoEnv := mcptest.Command(t, mcptest.Demo)
 	cfg := config.Default().Bridge
@@ -56,6 +63,9 @@ func newFixture(t *testing.T) *fixture {
 	}
 	cfg.TerminateGrace = grace
 	cfg.Pool.Warm = 0 // processes start on first use, so the tests can watch them
+	if edit != nil {
+		edit(&cfg)
+	}
 	svc, err := New(Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)

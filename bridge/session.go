@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,7 @@ type session struct {
 
 	done      chan struct{}
 	closeOnce sync.Once
+	closing   sync.WaitGroup // closes of broken connections
 }
 
 // server is one server of a session and its lazily made connection: a
@@ -92,6 +94,7 @@ func (s *session) close() {
 			})
 		}
 		wg.Wait()
+		s.closing.Wait()
 	})
 }
 
@@ -168,9 +171,18 @@ func (srv *server) disconnect(broken bool) {
 		srv.lease = nil
 		return
 	}
-	if err := conn.Close(); err != nil {
-		srv.sess.log.Warn("closing mcp server", "server", srv.target.name, "err", err)
+	closeConn := func() {
+		if err := conn.Close(); err != nil {
+			srv.sess.log.Warn("closing mcp server", "server", srv.target.name, "err", err)
+		}
 	}
+	if broken {
+		// Closing a broken HTTP session may wait for the server (DELETE);
+		// the failure it follows should not. The session's close waits.
+		srv.sess.closing.Go(closeConn)
+		return
+	}
+	closeConn()
 }
 
 // broken reports whether err leaves the connection unusable.
@@ -285,11 +297,9 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 	if srv == nil {
 		return nil, fault.New(fault.NotFound, "no server %q in the bridge session", serverName)
 	}
-	args := map[string]any{}
-	if arguments != "" {
-		if err := json.Unmarshal([]byte(arguments), &args); err != nil || args == nil {
-			return &bridgev1.CallToolResponse{Output: errorOutput("the arguments are not a JSON object"), IsError: true}, nil
-		}
+	args := json.RawMessage(arguments)
+	if !jsonObject(args) {
+		return &bridgev1.CallToolResponse{Output: errorOutput("the arguments are not a JSON object"), IsError: true}, nil
 	}
 	conn, err := srv.connection(ctx)
 	if err != nil {
@@ -307,4 +317,14 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 		return nil, err
 	}
 	return flatten(res), nil
+}
+
+// jsonObject reports whether data is empty (no arguments) or one valid JSON
+// object, which goes to the server as it is.
+func jsonObject(data []byte) bool {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return true
+	}
+	return trimmed[0] == '{' && json.Valid(trimmed)
 }

@@ -53,7 +53,7 @@ func NewBridge(o Options) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, hs := grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry})
+	srv, hs := grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true})
 	svc.Register(srv)
 	svc.Admin().Register(srv)
 	for _, name := range []string{bridgev1.BridgeService_ServiceDesc.ServiceName, bridgev1.BridgeAdminService_ServiceDesc.ServiceName} {

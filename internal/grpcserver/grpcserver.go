@@ -63,6 +63,9 @@ type Options struct {
 	// before recovery.
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
+	// QuietOK logs successful calls at debug rather than info: for an
+	// internal hop whose every call is already logged by its caller.
+	QuietOK bool
 }
 
 // New returns a server with the standard interceptors, gRPC health (the
@@ -74,6 +77,14 @@ func New(o Options) (*grpc.Server, *health.Server) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	if o.QuietOK {
+		logOpts = append(logOpts, logging.WithLevels(func(code codes.Code) logging.Level {
+			if code == codes.OK {
+				return logging.LevelDebug
+			}
+			return logging.DefaultServerCodeToLevel(code)
+		}))
+	}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic recovered", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
@@ -84,6 +95,7 @@ func New(o Options) (*grpc.Server, *health.Server) {
 	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))
 
 	srv := grpc.NewServer(
+		grpc.NumStreamWorkers(4),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(o.Telemetry.options()...)),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),

@@ -15,6 +15,7 @@ package mcpconn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,9 +72,10 @@ type core struct {
 
 	// redact cleans an HTTP error's text of the URL's path and query.
 	redact func(error) error
-	// idleTimedOut is set when a Streamable HTTP response sent nothing for
-	// read_timeout (the go-sdk reports it only as a failed read).
-	idleTimedOut atomic.Bool
+	// inflight holds the running exchanges of a legacy SSE connection,
+	// whose idle timers data on its event stream resets.
+	inflightMu sync.Mutex
+	inflight   map[*exchange]struct{}
 	// toolsChanged is called on notifications/tools/list_changed.
 	toolsChanged atomic.Pointer[func()]
 
@@ -168,13 +170,62 @@ func (c *Conn) View(name string, readTimeout time.Duration) *Conn {
 	return &Conn{core: c.core, name: name, readTimeout: readTimeout}
 }
 
-// exchangeContext bounds one exchange: the whole exchange for stdio and
-// legacy SSE; Streamable HTTP bounds each read in its transport.
-func (c *Conn) exchangeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.kind != streamableTransport {
+// exchangeContext bounds one exchange. stdio: the whole exchange. Streamable
+// HTTP: each wait for data; the transport ends the exchange through the
+// context (cause errReadTimeout) when a read times out, so that the go-sdk
+// tells the server to stop (notifications/cancelled). Legacy SSE: the
+// answer comes on the long-lived event stream, so each wait for data on
+// that stream is bounded: the exchange ends when the stream stays silent
+// for read_timeout.
+func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
+	if c.kind == stdioTransport {
 		return context.WithTimeout(ctx, c.readTimeout)
 	}
-	return context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
+	if c.kind == streamableTransport {
+		return context.WithValue(ctx, exchangeKey{}, cancel), func() { cancel(nil) }
+	}
+	e := &exchange{idle: c.readTimeout}
+	e.timer = time.AfterFunc(c.readTimeout, func() { cancel(errReadTimeout) })
+	c.inflightMu.Lock()
+	if c.inflight == nil {
+		c.inflight = make(map[*exchange]struct{})
+	}
+	c.inflight[e] = struct{}{}
+	c.inflightMu.Unlock()
+	return ctx, func() {
+		e.timer.Stop()
+		c.inflightMu.Lock()
+		delete(c.inflight, e)
+		c.inflightMu.Unlock()
+		cancel(nil)
+	}
+}
+
+// exchange is a running request of a legacy SSE connection.
+type exchange struct {
+	timer *time.Timer
+	idle  time.Duration
+}
+
+// activity restarts the idle timers of the running exchanges: data came on
+// the event stream.
+func (c *core) activity() {
+	c.inflightMu.Lock()
+	defer c.inflightMu.Unlock()
+	for e := range c.inflight {
+		e.timer.Reset(e.idle)
+	}
+}
+
+// exchangeKey holds the context.CancelCauseFunc of a Streamable HTTP
+// exchange, for its transport.
+type exchangeKey struct{}
+
+// timedOut reports whether an exchange ended because the server missed its
+// read timeout.
+func timedOut(exchangeCtx context.Context) bool {
+	return errors.Is(exchangeCtx.Err(), context.DeadlineExceeded) || errors.Is(context.Cause(exchangeCtx), errReadTimeout)
 }
 
 func (c *core) current() *mcp.ClientSession {
@@ -227,10 +278,31 @@ func (c *Conn) classifyOrPass(exchangeCtx, callerCtx context.Context, request st
 		return nil
 	}
 	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) {
+	if errors.As(err, &rpcErr) && !rejectedByTransport(rpcErr) {
 		return rpcErr
 	}
 	return c.classify(exchangeCtx, callerCtx, request, err)
+}
+
+// rejectedByTransport reports whether e is the go-sdk's marker (its
+// internal jsonrpc2.ErrRejected, code -32005) for a request that its HTTP
+// transport could not complete: an HTTP error status such as 500, a
+// failed or timed-out connection. The server did not answer it, so it is
+// no tool data. A server's own JSON-RPC error in a non-2xx body comes
+// first in the chain and is still passed back.
+func rejectedByTransport(e *jsonrpc.Error) bool {
+	return e.Code == -32005 && e.Message == "rejected by transport"
+}
+
+// opaque keeps err's text but drops its chain when the chain holds a
+// *jsonrpc.Error (such as the transport's rejection marker): callers take
+// a *jsonrpc.Error in a CallTool error for the tool's answer.
+func opaque(err error) error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return errors.New(err.Error())
+	}
+	return err
 }
 
 // ListTools lists every tool of the server, following pagination.
@@ -252,12 +324,24 @@ func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 	return tools, nil
 }
 
-// CallTool calls a tool. A tool's own failure is not an error: it comes
-// back as a result with IsError, or as a *jsonrpc.Error that the caller
-// turns into data for the model. Other errors are classified.
-func (c *Conn) CallTool(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	if args == nil {
-		args = map[string]any{} // never "arguments": null
+// CallTool calls a tool with args: a map[string]any, or a JSON object
+// already encoded as json.RawMessage (nil or empty means {}: never
+// "arguments": null, which many servers reject). A tool's own failure is
+// not an error: it comes back as a result with IsError, or as a
+// *jsonrpc.Error that the caller turns into data for the model. Other
+// errors are classified.
+func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
+	switch a := args.(type) {
+	case nil:
+		args = emptyObject
+	case map[string]any:
+		if a == nil {
+			args = emptyObject
+		}
+	case json.RawMessage:
+		if len(a) == 0 {
+			args = emptyObject
+		}
 	}
 	var res *mcp.CallToolResult
 	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), func(ctx context.Context, s *mcp.ClientSession) error {
@@ -284,7 +368,7 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	if c.redact != nil {
 		err = c.redact(err)
 	}
-	if errors.Is(exchangeCtx.Err(), context.DeadlineExceeded) || c.idleTimedOut.Swap(false) {
+	if timedOut(exchangeCtx) || errors.Is(err, errReadTimeout) {
 		if c.proc != nil {
 			c.proc.kill()
 		}
@@ -302,12 +386,13 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 			"the MCP server %q resolves to a loopback, private or link-local address, which bridge.allow_private_networks does not allow", c.name).
 			WithInfo("MCP_ADDRESS_NOT_ALLOWED", map[string]string{"server": c.name})
 	}
+	cause := opaque(err)
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
-		return fault.Hide(fault.Unavailable, err, "the MCP server %q closed the connection during %s", c.name, request).
+		return fault.Hide(fault.Unavailable, cause, "the MCP server %q closed the connection during %s", c.name, request).
 			WithInfo("MCP_CONNECTION_CLOSED", map[string]string{"server": c.name, "request": request})
 	}
 	// HTTP errors were redacted above: they name the host, never the path.
-	return fault.Wrap(fault.Unavailable, err, "the MCP server %q failed during %s", c.name, request).
+	return fault.Wrap(fault.Unavailable, cause, "the MCP server %q failed during %s", c.name, request).
 		WithInfo("MCP_UNAVAILABLE", map[string]string{"server": c.name, "request": request})
 }
 
@@ -327,6 +412,8 @@ func (c *Conn) Close() error {
 	})
 	return c.closeErr
 }
+
+var emptyObject = json.RawMessage("{}")
 
 type nopCloser struct{ *jsonLines }
 

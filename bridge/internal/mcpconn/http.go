@@ -3,6 +3,7 @@ package mcpconn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -97,15 +98,19 @@ func Public(ip net.IP) bool {
 }
 
 // maxRetriesFor returns the go-sdk's stream reconnection attempts whose
-// back-off (1 s, growing 1.5× a try) never waits longer than limit.
+// waits never exceed limit. Attempt k waits between b and 2b, b = 1 s ×
+// 1.5^(k-1) (full jitter on top of the back-off), so the last attempt m
+// needs 2 × 1.5^(m-1) s ≤ limit. A limit under 2 s allows no attempt: the
+// event stream is not reopened (-1 disables; 0 would mean the go-sdk's
+// default).
 func maxRetriesFor(limit time.Duration) int {
 	if limit <= 0 {
 		limit = 30 * time.Second
 	}
-	if limit < time.Second {
-		return 1
+	if limit < 2*time.Second {
+		return -1
 	}
-	return 1 + int(math.Floor(math.Log(limit.Seconds())/math.Log(1.5)))
+	return 1 + int(math.Floor(math.Log(limit.Seconds()/2)/math.Log(1.5)))
 }
 
 // DialHTTP connects to an HTTP server and performs the handshake: over
@@ -133,7 +138,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	redact := func(err error) error { return redactURL(err, spec.URL) }
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
-		rt := &roundTripper{base: base, header: header, idle: readTimeout, onIdle: func() { c.idleTimedOut.Store(true) }}
+		rt := &roundTripper{base: base, header: header, idle: readTimeout}
 		t := &mcp.StreamableClientTransport{
 			Endpoint:   spec.URL,
 			HTTPClient: &http.Client{Transport: rt},
@@ -143,7 +148,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		return s, rt, err
 	}
 	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
-		rt := &roundTripper{base: base, header: header}
+		rt := &roundTripper{base: base, header: header, sse: true, activity: c.activity}
 		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
 		// The SSE transport's stream lives on Connect's context; the
 		// handshake is bounded separately.
@@ -167,19 +172,26 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 					_ = r.s.Close()
 				}
 			}()
-			return nil, hctx.Err()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, errReadTimeout
 		}
 	}
 
-	session, rt, err := dialStreamable(ctx)
+	hctx, done := c.exchangeContext(ctx)
+	session, rt, err := dialStreamable(hctx)
 	if err != nil && legacyOnly(rt.firstStatus.Load()) {
 		c.kind = sseTransport
 		session, err = dialSSE(ctx)
 	}
 	if err != nil {
+		err = c.classify(hctx, ctx, "the handshake", redact(err))
+		done()
 		cancel()
-		return nil, c.classify(ctx, ctx, "the handshake", redact(err))
+		return nil, err
 	}
+	done()
 	c.session = session
 	if c.kind == sseTransport {
 		c.redial = dialSSE
@@ -249,9 +261,17 @@ type roundTripper struct {
 	base        http.RoundTripper
 	header      http.Header
 	idle        time.Duration // 0: unbounded
-	onIdle      func()        // called when a wait for data times out
+	sse         bool          // the legacy transport's: see errSSESessionGone
+	activity    func()        // legacy SSE: called when the event stream delivers data
 	firstStatus atomic.Int32
 }
+
+// errSSESessionGone is what a POST of the legacy transport fails with when
+// the server answers 404: it does not know the session (it restarted, or
+// another replica answered) and did not take the message, so the session
+// is lost as for Streamable HTTP and the request may go again on a new
+// one. The go-sdk would report only "failed to write".
+var errSSESessionGone = fmt.Errorf("the server does not know the session: %w", mcp.ErrSessionMissing)
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(req.Context())
@@ -262,9 +282,10 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The standalone GET stream waits for server-initiated messages and may
 	// rightly stay silent; only answers to requests are bounded.
 	bounded := req.Method == http.MethodPost && t.idle > 0
+	endExchange, _ := ctx.Value(exchangeKey{}).(context.CancelCauseFunc)
 	timeout := func() {
-		if t.onIdle != nil {
-			t.onIdle()
+		if endExchange != nil {
+			endExchange(errReadTimeout) // the go-sdk then cancels the request on the server
 		}
 		cancel()
 	}
@@ -282,8 +303,17 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if req.Method == http.MethodPost {
 		t.firstStatus.CompareAndSwap(0, int32(resp.StatusCode))
+		if t.sse && resp.StatusCode == http.StatusNotFound {
+			_ = resp.Body.Close()
+			cancel()
+			return nil, errSSESessionGone
+		}
 	}
 	body := &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	if t.sse && req.Method == http.MethodGet && t.activity != nil {
+		resp.Body = &activityBody{cancelBody: body, activity: t.activity}
+		return resp, nil
+	}
 	if bounded {
 		resp.Body = &idleBody{cancelBody: body, idle: t.idle, timeout: timeout}
 	} else {
@@ -315,6 +345,20 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if !timer.Stop() && err != nil {
 		return n, errReadTimeout
+	}
+	return n, err
+}
+
+// activityBody reports every read of the legacy transport's event stream.
+type activityBody struct {
+	*cancelBody
+	activity func()
+}
+
+func (b *activityBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.activity()
 	}
 	return n, err
 }

@@ -1,0 +1,222 @@
+package bridge
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/agentd/agentd/bridge/internal/mcptest"
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// The benchmarks behind the bridge's figures in the README; `make bench`
+// runs them and prints the ratios.
+
+// benchBridge serves a Service the way agentd does (interceptors, stats
+// handler, logging to nowhere) over an in-memory listener.
+func benchBridge(b *testing.B, edit func(*config.Bridge)) (*Service, bridgev1.BridgeServiceClient) {
+	b.Helper()
+	cfg := config.Default().Bridge
+	cfg.TerminateGrace = grace
+	cfg.Servers = map[string]config.Server{}
+	if edit != nil {
+		edit(&cfg)
+	}
+	log := telemetry.NewLogger(io.Discard, slog.LevelInfo, "text")
+	svc, err := New(Options{Config: cfg, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, _ := grpcserver.New(grpcserver.Options{Logger: log, QuietOK: true}) // as agentd serves it
+	svc.Register(srv)
+	lis := bufconn.Listen(1 << 20)
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := grpcserver.Dial("passthrough:///bench", grpcserver.Telemetry{},
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		conn.Close()
+		srv.Stop()
+		svc.Close()
+	})
+	return svc, bridgev1.NewBridgeServiceClient(conn)
+}
+
+func benchOpen(b *testing.B, client bridgev1.BridgeServiceClient, specs ...*bridgev1.ServerSpec) (string, context.CancelFunc) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := client.OpenSession(ctx, &bridgev1.OpenSessionRequest{Servers: specs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return first.GetOpened().GetSessionId(), cancel
+}
+
+// BenchmarkCallTool compares one tools/call through the bridge's gRPC API
+// with the same call made directly with the go-sdk, against the same Go
+// stdio server. Target: bridge at most 1.25× direct.
+func BenchmarkCallTool(b *testing.B) {
+	exe, env := mcptest.Command(b, mcptest.Tools)
+	args := map[string]any{"text": "hello"}
+	b.Run("direct", func(b *testing.B) {
+		cmd := exec.Command(exe)
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+		cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: grace}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		for b.Loop() {
+			if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: args}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bridge", func(b *testing.B) {
+		_, client := benchBridge(b, func(c *config.Bridge) {
+			c.Servers["tools"] = config.Server{Command: exe, Env: env}
+			c.Pool.Warm = 0
+		})
+		id, cancel := benchOpen(b, client, refSpec("tools", "tools"))
+		defer cancel()
+		req := &bridgev1.CallToolRequest{SessionId: id, ServerName: "tools", ToolName: "echo", Arguments: `{"text":"hello"}`}
+		if _, err := client.CallTool(context.Background(), req); err != nil { // connect outside the loop
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := client.CallTool(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// everything returns how to start server-everything over stdio, or skips.
+func everything(b *testing.B) (node, script string) {
+	b.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		b.Skip("server-everything is not installed (npm ci)")
+	}
+	node, err = exec.LookPath("node")
+	if err != nil {
+		b.Skip("node is not installed")
+	}
+	return node, script
+}
+
+// BenchmarkFirstCall measures a generation's first call to
+// server-everything over stdio: open a session, call echo, close. With a
+// warm pool the process was spawned and initialized ahead; cold, the call
+// waits for Node to start and the handshake. Target: warm at least 20×
+// faster.
+func BenchmarkFirstCall(b *testing.B) {
+	node, script := everything(b)
+	for _, tc := range []struct {
+		name string
+		warm int
+	}{{"cold", 0}, {"warm", 1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			svc, client := benchBridge(b, func(c *config.Bridge) {
+				c.Servers["everything"] = config.Server{Command: node, Args: []string{script, "stdio"}, Warm: &tc.warm}
+			})
+			spec := refSpec("everything", "everything")
+			for b.Loop() {
+				b.StopTimer()
+				if tc.warm > 0 {
+					waitWarm(b, svc, "everything")
+				}
+				b.StartTimer()
+				id, cancel := benchOpen(b, client, spec)
+				if _, err := client.CallTool(context.Background(), &bridgev1.CallToolRequest{SessionId: id, ServerName: "everything", ToolName: "echo", Arguments: `{"message":"hi"}`}); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if _, err := client.CloseSession(context.Background(), &bridgev1.CloseSessionRequest{SessionId: id}); err != nil {
+					b.Fatal(err)
+				}
+				cancel()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+func waitWarm(b *testing.B, svc *Service, name string) {
+	b.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, s := range svc.pools.stats() {
+			if s.GetServerName() == name && s.GetWarm() > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no warm spare")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// BenchmarkWarmCacheSetup measures a generation's set-up with a warm
+// schema cache: open a session, list the tools of three servers, close.
+// It reports the processes spawned per set-up (target: zero).
+func BenchmarkWarmCacheSetup(b *testing.B) {
+	exe, env := mcptest.Command(b, mcptest.Tools)
+	svc, client := benchBridge(b, func(c *config.Bridge) {
+		for _, name := range []string{"a", "b", "c"} {
+			c.Servers[name] = config.Server{Command: exe, Env: env}
+		}
+		c.Pool.Warm = 0
+	})
+	specs := []*bridgev1.ServerSpec{refSpec("a", "a"), refSpec("b", "b"), refSpec("c", "c")}
+	setup := func() {
+		id, cancel := benchOpen(b, client, specs...)
+		if _, err := client.ListTools(context.Background(), &bridgev1.ListToolsRequest{SessionId: id}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := client.CloseSession(context.Background(), &bridgev1.CloseSessionRequest{SessionId: id}); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+	setup() // warms the cache
+	spawned := func() (n int64) {
+		for _, s := range svc.pools.stats() {
+			n += s.GetSpawned()
+		}
+		return n
+	}
+	before := spawned()
+	for b.Loop() {
+		setup()
+	}
+	b.ReportMetric(float64(spawned()-before)/float64(b.N), "spawns/op")
+}

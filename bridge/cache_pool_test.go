@@ -1,0 +1,366 @@
+package bridge
+
+import (
+	"maps"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/agentd/agentd/bridge/internal/mcptest"
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/config"
+)
+
+// list lists every server of a session.
+func list(t *testing.T, client bridgev1.BridgeServiceClient, session string) []*bridgev1.ServerTools {
+	t.Helper()
+	res, err := client.ListTools(t.Context(), &bridgev1.ListToolsRequest{SessionId: session})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	return res.GetServers()
+}
+
+func closeSession(t *testing.T, client bridgev1.BridgeServiceClient, session string) {
+	t.Helper()
+	if _, err := client.CloseSession(t.Context(), &bridgev1.CloseSessionRequest{SessionId: session}); err != nil {
+		t.Fatalf("CloseSession: %v", err)
+	}
+}
+
+// pidSpec is a command spec for the Tools fake that records its pids.
+func pidSpec(t *testing.T, name, pidFile string, extra map[string]string) *bridgev1.ServerSpec {
+	t.Helper()
+	env := map[string]string{mcptest.PidFileEnv: pidFile}
+	maps.Copy(env, extra)
+	return commandSpec(t, name, mcptest.Tools, env)
+}
+
+// R-L3, R-C1: a warm cache answers ListTools without starting anything; a
+// process starts only when a tool is called.
+func TestCacheSparesConnections(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	spec := pidSpec(t, "tools", pids, nil)
+
+	a, _ := open(t, t.Context(), f.client, spec)
+	if got := list(t, f.client, a); got[0].GetCacheHit() || len(got[0].GetTools()) == 0 {
+		t.Fatalf("first ListTools: cache_hit=%v, %d tools", got[0].GetCacheHit(), len(got[0].GetTools()))
+	}
+	closeSession(t, f.client, a)
+	if n := len(mcptest.Pids(t, pids)); n != 1 {
+		t.Fatalf("%d processes after the first listing, want 1", n)
+	}
+
+	// Renaming the server keeps its entry: the display name is not in the key.
+	renamed := pidSpec(t, "renamed", pids, nil)
+	b, _ := open(t, t.Context(), f.client, renamed)
+	got := list(t, f.client, b)
+	if !got[0].GetCacheHit() || got[0].GetServerName() != "renamed" {
+		t.Errorf("second ListTools: %v, want a cache hit under the new name", got[0])
+	}
+	if n := len(mcptest.Pids(t, pids)); n != 1 {
+		t.Errorf("R-L3 a warm cache started %d processes, want none", n-1)
+	}
+	call(t, f.client, b, "renamed", "echo", `{"text":"x"}`)
+	if n := len(mcptest.Pids(t, pids)); n != 2 {
+		t.Errorf("a tool call started %d processes, want 1", n-1)
+	}
+	closeSession(t, f.client, b)
+	stats, err := f.svc.Admin().GetCacheStats(t.Context(), &bridgev1.GetCacheStatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.GetSize() != 1 || stats.GetHits() != 1 || stats.GetMisses() != 1 {
+		t.Errorf("R-C4 stats = %v, want size 1, 1 hit, 1 miss", stats)
+	}
+	if s := stats.GetSettings(); !s.GetEnabled() || s.GetTtl().AsDuration() != 300*time.Second || s.GetMaxEntries() != 100 {
+		t.Errorf("R-C1 default settings = %v", s)
+	}
+}
+
+// R-C2: a session with cache false neither reads nor writes the cache.
+func TestCacheBypass(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	spec := pidSpec(t, "tools", pids, nil)
+	off := false
+	for range 2 {
+		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{spec}, Cache: &off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := first.GetOpened().GetSessionId()
+		if got := list(t, f.client, id); got[0].GetCacheHit() {
+			t.Error("a session without the cache got a hit")
+		}
+		closeSession(t, f.client, id)
+	}
+	if n := len(mcptest.Pids(t, pids)); n != 2 {
+		t.Errorf("%d processes for two uncached listings, want 2", n)
+	}
+	id, _ := open(t, t.Context(), f.client, spec)
+	if got := list(t, f.client, id); got[0].GetCacheHit() {
+		t.Error("R-C2 the uncached sessions wrote the cache")
+	}
+}
+
+// R-C3: different credentials, environments and tenants never share an
+// entry.
+func TestCacheKeyIsolation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	listOnce := func(tenant string, spec *bridgev1.ServerSpec) bool {
+		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{spec}, Tenant: tenant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := first.GetOpened().GetSessionId()
+		defer closeSession(t, f.client, id)
+		return list(t, f.client, id)[0].GetCacheHit()
+	}
+	base := pidSpec(t, "tools", pids, map[string]string{"TOKEN": "secret-a"})
+	otherSecret := pidSpec(t, "tools", pids, map[string]string{"TOKEN": "secret-b"})
+	restricted := pidSpec(t, "tools", pids, map[string]string{"TOKEN": "secret-a"})
+	restricted.AllowedTools = []string{"echo"}
+	for _, step := range []struct {
+		name    string
+		tenant  string
+		spec    *bridgev1.ServerSpec
+		wantHit bool
+	}{
+		{"first", "acme", base, false},
+		{"same again", "acme", base, true},
+		{"another env value", "acme", otherSecret, false},
+		{"allowed_tools", "acme", restricted, false},
+		{"another tenant", "globex", base, false},
+	} {
+		if got := listOnce(step.tenant, step.spec); got != step.wantHit {
+			t.Errorf("R-C3 %s: cache hit %v, want %v", step.name, got, step.wantHit)
+		}
+	}
+}
+
+// X-C6: concurrent sessions missing on one key make one fetch: one process.
+func TestCacheConcurrentMisses(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	spec := pidSpec(t, "tools", pids, nil)
+	const n = 4
+	ids := make([]string, n)
+	for i := range n {
+		ids[i], _ = open(t, t.Context(), f.client, spec)
+	}
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			if got := list(t, f.client, id); len(got[0].GetTools()) == 0 {
+				t.Error("no tools")
+			}
+		})
+	}
+	wg.Wait()
+	if got := len(mcptest.Pids(t, pids)); got != 1 {
+		t.Errorf("X-C6 %d processes for %d concurrent listings, want 1", got, n)
+	}
+}
+
+// X-C6: notifications/tools/list_changed drops the entry.
+func TestToolsChangedInvalidatesCache(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, stream := open(t, t.Context(), f.client, refSpec("tools", "tools"))
+	list(t, f.client, id)
+	call(t, f.client, id, "tools", "add_tool", "")
+	ev, err := stream.Recv()
+	if err != nil || ev.GetToolsChanged().GetServerName() != "tools" {
+		t.Fatalf("event = %v, %v; want tools_changed", ev, err)
+	}
+	got := list(t, f.client, id)
+	if got[0].GetCacheHit() {
+		t.Error("the changed list was served from the cache")
+	}
+	names := map[string]bool{}
+	for _, tool := range got[0].GetTools() {
+		names[tool.GetName()] = true
+	}
+	if !names["added"] {
+		t.Error("the new tool is not listed")
+	}
+}
+
+// R-C4: the admin API clears, resets, configures and invalidates.
+func TestCacheAdmin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	admin := f.svc.Admin()
+	spec := refSpec("tools", "tools")
+	id, _ := open(t, t.Context(), f.client, spec)
+	list(t, f.client, id)
+
+	res, err := admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{Server: refSpec("any name", "tools")})
+	if err != nil || !res.GetRemoved() {
+		t.Fatalf("InvalidateCache = %v, %v; want removed", res, err)
+	}
+	if res, _ := admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{Server: spec}); res.GetRemoved() {
+		t.Error("a second invalidation removed something")
+	}
+	if _, err := admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{}); err == nil {
+		t.Error("InvalidateCache without a server succeeded")
+	}
+
+	list(t, f.client, id)
+	if _, err := admin.ClearCache(t.Context(), &bridgev1.ClearCacheRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	stats, _ := admin.GetCacheStats(t.Context(), &bridgev1.GetCacheStatsRequest{})
+	if stats.GetSize() != 0 || stats.GetHits() != 0 || stats.GetMisses() != 0 {
+		t.Errorf("after ClearCache: %v", stats)
+	}
+
+	off, max := false, int32(5)
+	conf, err := admin.ConfigureCache(t.Context(), &bridgev1.ConfigureCacheRequest{Enabled: &off, Ttl: durationpb.New(time.Minute), MaxEntries: &max})
+	if err != nil || conf.GetSettings().GetEnabled() || conf.GetSettings().GetMaxEntries() != 5 {
+		t.Fatalf("ConfigureCache = %v, %v", conf, err)
+	}
+	zero := int32(0)
+	_, err = admin.ConfigureCache(t.Context(), &bridgev1.ConfigureCacheRequest{MaxEntries: &zero, Ttl: durationpb.New(-time.Second)})
+	if st := wantCode(t, err, codes.InvalidArgument); !strings.Contains(st.Message(), "max_entries") || !strings.Contains(st.Message(), "ttl") {
+		t.Errorf("R-C1 invalid settings: %v", st.Message())
+	}
+	list(t, f.client, id)
+	if stats, _ := admin.GetCacheStats(t.Context(), &bridgev1.GetCacheStatsRequest{}); stats.GetSize() != 0 {
+		t.Error("a disabled cache stored an entry")
+	}
+	reset, err := admin.ResetCache(t.Context(), &bridgev1.ResetCacheRequest{})
+	if err != nil || !reset.GetSettings().GetEnabled() || reset.GetSettings().GetMaxEntries() != 100 {
+		t.Errorf("ResetCache = %v, %v; want the configured settings back", reset, err)
+	}
+}
+
+// X-L6: a registered server's warm spare serves a session's first call:
+// the process was spawned and initialized before the session opened.
+func TestWarmPool(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	f := newFixtureWith(t, func(c *config.Bridge) {
+		exe, env := mcptest.Command(t, mcptest.SlowStart)
+		env[mcptest.PidFileEnv] = pids
+		warm := 1
+		c.Servers["slow"] = config.Server{Command: exe, Env: env, Warm: &warm}
+	})
+	waitPools(t, f, "slow", func(s *bridgev1.PoolStats) bool { return s.GetWarm() == 1 })
+	spare := mcptest.Pids(t, pids)[0]
+
+	id, _ := open(t, t.Context(), f.client, refSpec("s", "slow"))
+	if got := callPid(t, f.client, id, "s", "pid"); got != spare {
+		t.Errorf("X-L6 the first call ran on process %d, not on the warm spare %d", got, spare)
+	}
+	closeSession(t, f.client, id)
+	if !mcptest.Gone(spare) {
+		t.Error("the session's process was not retired: it could leak state into the next session")
+	}
+	waitPools(t, f, "slow", func(s *bridgev1.PoolStats) bool { return s.GetWarm() == 1 && s.GetRetired() == 1 })
+}
+
+// A registered server marked shared serves every session from one process.
+func TestSharedRegistration(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, func(c *config.Bridge) {
+		exe, env := mcptest.Command(t, mcptest.Tools)
+		c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: true}
+	})
+	a, _ := open(t, t.Context(), f.client, refSpec("x", "shared"))
+	b, _ := open(t, t.Context(), f.client, refSpec("y", "shared"))
+	pa, pb := callPid(t, f.client, a, "x", "pid"), callPid(t, f.client, b, "y", "pid")
+	if pa != pb {
+		t.Errorf("a shared server ran two processes: %d and %d", pa, pb)
+	}
+	closeSession(t, f.client, a)
+	if mcptest.Gone(pb) {
+		t.Error("closing one session stopped the shared process another uses")
+	}
+	closeSession(t, f.client, b)
+}
+
+func waitPools(t *testing.T, f *fixture, name string, cond func(*bridgev1.PoolStats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := f.svc.Admin().GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.GetPools() {
+			if s.GetServerName() == name && cond(s) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %q never reached the wanted state: %v", name, res.GetPools())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// X-S1, security: a request's env may not steer loaders or interpreters
+// unless bridge.allowed_env lists the variable.
+func TestEnvPolicy(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, func(c *config.Bridge) { c.AllowedEnv = []string{"NODE_OPTIONS"} })
+	for _, name := range []string{"LD_PRELOAD", "PATH", "pythonpath", "NPM_CONFIG_REGISTRY", "DYLD_INSERT_LIBRARIES"} {
+		spec := commandSpec(t, "tools", mcptest.Tools, map[string]string{name: "/tmp/evil-value"})
+		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{spec}})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		st := wantCode(t, err, codes.PermissionDenied)
+		if !strings.Contains(st.Message(), name) || !strings.Contains(st.Message(), "bridge.allowed_env") || strings.Contains(st.Message(), "evil-value") {
+			t.Errorf("env %s: %q", name, st.Message())
+		}
+	}
+	allowed := commandSpec(t, "tools", mcptest.Tools, map[string]string{"NODE_OPTIONS": "--no-warnings", "MY_TOKEN": "x"})
+	id, _ := open(t, t.Context(), f.client, allowed)
+	closeSession(t, f.client, id)
+}
+
+// X-S2: url servers on loopback, private or link-local addresses are
+// refused unless bridge.allow_private_networks.
+func TestPrivateNetworkPolicy(t *testing.T) {
+	t.Parallel()
+	httpSpec := func(url string) *bridgev1.ServerSpec {
+		return &bridgev1.ServerSpec{Name: "remote", ReadTimeout: durationpb.New(roomyTimeout),
+			Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: url, Authorization: "tok-secret"}}}
+	}
+	f := newFixture(t)
+	for _, url := range []string{"http://127.0.0.1:9/mcp", "http://localhost:9/key-secret", "http://[::1]:9/mcp", "http://10.1.2.3/mcp", "http://169.254.169.254/latest", "http://192.168.0.10/mcp"} {
+		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{httpSpec(url)}})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		st := wantCode(t, err, codes.PermissionDenied)
+		if !strings.Contains(st.Message(), "bridge.allow_private_networks") || strings.Contains(st.Message(), "secret") {
+			t.Errorf("%s: %q", url, st.Message())
+		}
+	}
+	allowing := newFixtureWith(t, func(c *config.Bridge) { c.AllowPrivateNetworks = true })
+	id, _ := open(t, t.Context(), allowing.client, httpSpec("http://127.0.0.1:9/mcp"))
+	closeSession(t, allowing.client, id)
+}

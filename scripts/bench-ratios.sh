@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench-ratios.sh FILE: medians of `go test -bench -count N` output and the
+# bridge's target ratios (README, "Benchmarks").
+set -euo pipefail
+awk '
+/^Benchmark/ {
+  name = $1; sub(/-[0-9]+$/, "", name)
+  for (i = 3; i < NF; i++) {
+    if ($(i+1) == "ns/op") ns[name] = ns[name] " " $i
+    if ($(i+1) == "spawns/op") sp[name] = sp[name] " " $i
+  }
+}
+function median(list,   a, n, i, j, t) {
+  n = split(list, a, " ")
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+  return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+END {
+  for (b in ns) { m[b] = median(ns[b]); printf "%-40s %12.0f ns/op (median)\n", b, m[b] }
+  for (b in sp) printf "%-40s %12.2f spawns/op (median)\n", b, median(sp[b])
+  if (("BenchmarkCallTool/bridge" in m) && ("BenchmarkCallTool/direct" in m))
+    printf "tools/call through the bridge / direct go-sdk: %.2fx (target <= 1.25x)\n", m["BenchmarkCallTool/bridge"] / m["BenchmarkCallTool/direct"]
+  if (("BenchmarkFirstCall/cold" in m) && ("BenchmarkFirstCall/warm" in m))
+    printf "first call, cold spawn / warm pool: %.1fx faster warm (target >= 20x)\n", m["BenchmarkFirstCall/cold"] / m["BenchmarkFirstCall/warm"]
+}' "$1"
