@@ -111,7 +111,8 @@ go-test: npm
 # the medians are compared (scripts/bench-ratios.sh).
 BENCH_COUNT ?= 5
 bench: npm
-	go test -run '^$$' -bench . -benchtime 2s -count $(BENCH_COUNT) ./bridge/ | tee /tmp/agentd-bench.txt
+	go test -run '^$$' -bench 'CallTool|WarmCacheSetup' -benchtime 2s -count $(BENCH_COUNT) ./bridge/ | tee /tmp/agentd-bench.txt
+	go test -run '^$$' -bench 'FirstCall' -benchtime 10x -count $(BENCH_COUNT) ./bridge/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
 
 # The client examples against a live agentd that this target starts and stops.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/agentd/agentd/internal/proctest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
@@ -21,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	mcptest.Main()
-	goleak.VerifyTestMain(m)
+	proctest.VerifyTestMain(m)
 }
 
 const (

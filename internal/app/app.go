@@ -48,12 +48,16 @@ type Bridge struct {
 // NewBridge builds a BridgeService server with the admin service, health
 // and reflection. The registered servers' pools start their warm spares.
 func NewBridge(o Options) (*Bridge, error) {
+	return newBridge(o, false)
+}
+
+func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	log := o.Logger.With("component", "bridge")
 	svc, err := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge})
 	if err != nil {
 		return nil, err
 	}
-	srv, hs := grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true})
+	srv, hs := grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true, InMemory: inMemory})
 	svc.Register(srv)
 	svc.Admin().Register(srv)
 	for _, name := range []string{bridgev1.BridgeService_ServiceDesc.ServiceName, bridgev1.BridgeAdminService_ServiceDesc.ServiceName} {
@@ -95,7 +99,7 @@ func NewAgent(o Options) (*Agent, error) {
 	if addr := o.Config.Bridge.Address; addr != "" {
 		a.bridgeConn, err = grpcserver.Dial(addr, o.Telemetry)
 	} else {
-		if a.embedded, err = NewBridge(o); err != nil {
+		if a.embedded, err = newBridge(o, true); err != nil {
 			return nil, err
 		}
 		a.bridgeLis = bufconn.Listen(1 << 20)
@@ -104,7 +108,8 @@ func NewAgent(o Options) (*Agent, error) {
 		a.bridgeDone = make(chan error, 1)
 		go func() { a.bridgeDone <- a.embedded.Serve(ctx, a.bridgeLis, o) }()
 		a.bridgeConn, err = grpcserver.Dial("passthrough:///agentd-bridge", o.Telemetry,
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.bridgeLis.DialContext(ctx) }))
+			append(grpcserver.InMemoryDialOptions(),
+				grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.bridgeLis.DialContext(ctx) }))...)
 	}
 	if err != nil {
 		a.Close()

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -32,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcpdemo"
+	"github.com/agentd/agentd/internal/proctest"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -46,7 +45,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	proctest.VerifyTestMain(m)
 }
 
 // stack is an agentd with an embedded bridge, served over bufconn.
@@ -217,7 +216,7 @@ func TestDemoGeneration(t *testing.T) {
 	if diff := cmp.Diff(want, events, protocmp.Transform()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if kids := children(t); len(kids) > 0 {
+	if kids := proctest.Children(); len(kids) > 0 {
 		t.Errorf("child processes left after the generation: %v", kids)
 	}
 
@@ -310,7 +309,7 @@ func TestShutdownStopsGenerations(t *testing.T) {
 		}
 	}
 	s.stop()
-	if kids := children(t); len(kids) > 0 {
+	if kids := proctest.Children(); len(kids) > 0 {
 		t.Errorf("child processes left after shutdown: %v", kids)
 	}
 }
@@ -319,37 +318,10 @@ func TestShutdownStopsGenerations(t *testing.T) {
 func waitForChildren(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for len(children(t)) < n {
+	for len(proctest.Children()) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("want %d child processes, have %v", n, children(t))
+			t.Fatalf("want %d child processes, have %v", n, proctest.Children())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// children lists the live child processes of the test process.
-func children(t *testing.T) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := strconv.Itoa(os.Getpid())
-	var kids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name (which is in parentheses): state, ppid.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == self && fields[0] != "Z" {
-			kids = append(kids, pid)
-		}
-	}
-	return kids
 }

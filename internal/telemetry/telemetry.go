@@ -52,6 +52,10 @@ func Setup(ctx context.Context, getenv func(string) string) (trace.TracerProvide
 	}
 	if exporter != nil {
 		opts = append(opts, sdktrace.WithBatcher(exporter))
+	} else {
+		// Nothing leaves the process: spans are not recorded, but their ids
+		// still reach the logs and cross to the bridge.
+		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)

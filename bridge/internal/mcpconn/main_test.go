@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/agentd/agentd/internal/proctest"
 
 	"github.com/agentd/agentd/bridge/internal/mcptest"
 )
 
 func TestMain(m *testing.M) {
 	mcptest.Main()
-	goleak.VerifyTestMain(m)
+	proctest.VerifyTestMain(m)
 }
 
 // record is one log record, its attributes flattened to strings.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	"github.com/agentd/agentd/bridge/internal/mcptest"
@@ -20,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	mcptest.Main()
-	goleak.VerifyTestMain(m)
+	proctest.VerifyTestMain(m)
 }
 
 const (
