@@ -24,4 +24,12 @@ check() { # check ADDR SERVICE
   echo "$1: lists $2, health, reflection; $2 is SERVING"
 }
 check "$agent" agentd.v1.AgentService
+check "$agent" agentd.bridge.v1.BridgeAdminService
 check "$bridge" agentd.bridge.v1.BridgeService
+check "$bridge" agentd.bridge.v1.BridgeAdminService
+# The admin API answers over gRPC: the demo server's pool is listed.
+$grpcurl -plaintext "$agent" agentd.bridge.v1.BridgeAdminService/GetPoolStats | grep -q '"serverName": "demo"' ||
+  { echo "$agent: GetPoolStats does not list the demo pool"; exit 1; }
+$grpcurl -plaintext "$agent" agentd.bridge.v1.BridgeAdminService/GetCacheStats | grep -q '"enabled": true' ||
+  { echo "$agent: GetCacheStats does not report the cache"; exit 1; }
+echo "$agent: the admin API reports the demo pool and the cache"
