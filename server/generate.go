@@ -18,13 +18,17 @@ import (
 // errClientCancelled is the cause of a generation the client cancelled.
 var errClientCancelled = fault.New(fault.Canceled, "the client cancelled the generation")
 
+type generateStream = grpc.BidiStreamingServer[agentdv1.GenerateRequest, agentdv1.GenerateResponse]
+
 // Generate runs one generation on a bidirectional stream. The handler's
 // goroutine runs the loop; one sender goroutine owns stream.Send; one
 // receiver goroutine reads the client's later messages into a mailbox.
-func (s *Service) Generate(stream grpc.BidiStreamingServer[agentdv1.GenerateRequest, agentdv1.GenerateResponse]) error {
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(nil)
-
+//
+// The generation has a lifetime of its own: if the client goes away while
+// the generation waits for its answers, the generation pauses (it is
+// stored and can be resumed) rather than vanish; anywhere else, losing the
+// client stops it.
+func (s *Service) Generate(stream generateStream) error {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return fault.GRPC(fault.InvalidRequest([]fault.Violation{{Field: "start", Description: "the stream ended before a start or resume message"}}))
@@ -37,7 +41,7 @@ func (s *Service) Generate(stream grpc.BidiStreamingServer[agentdv1.GenerateRequ
 	case *agentdv1.GenerateRequest_Start:
 		g, err = s.newGeneration(k.Start)
 	case *agentdv1.GenerateRequest_Resume:
-		err = s.resume(k.Resume)
+		g, err = s.resumeGeneration(stream.Context(), k.Resume)
 	default:
 		err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "the first message must be start or resume"}})
 	}
@@ -45,19 +49,23 @@ func (s *Service) Generate(stream grpc.BidiStreamingServer[agentdv1.GenerateRequ
 		return fault.GRPC(err)
 	}
 
-	out := newSender(stream, cancel)
-	g.emitter = out
-	go receive(stream, g.mail, cancel)
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(stream.Context()))
+	defer cancel(nil)
+	g.link = newLink(stream, cancel)
+	go g.link.receive(stream)
 	err = g.run(ctx)
-	out.close()
+	if err != nil {
+		g.failed(ctx)
+	}
+	g.link.out.close()
 	if err == nil {
 		return nil
 	}
-	if stream.Context().Err() != nil {
-		// The client went away (or its deadline passed): nobody reads the
-		// status, and nothing went wrong on our side.
+	if gone := g.link.gone(); gone != nil {
+		// The client went away: nobody reads the status, and nothing went
+		// wrong on our side.
 		s.log.DebugContext(ctx, "generation ended with its client", "generation", g.id, "err", err)
-		return status.FromContextError(stream.Context().Err()).Err()
+		return status.FromContextError(context.Canceled).Err()
 	}
 	if ctx.Err() != nil {
 		err = context.Cause(ctx)
@@ -68,23 +76,96 @@ func (s *Service) Generate(stream grpc.BidiStreamingServer[agentdv1.GenerateRequ
 	return fault.GRPC(err)
 }
 
-// resume continues a paused generation. This agentd never pauses (it keeps
-// no state store), so no generation id can be known.
-func (s *Service) resume(r *agentdv1.ResumeGeneration) error {
-	if r.GetGenerationId() == "" {
-		return fault.InvalidRequest([]fault.Violation{{Field: "resume.generation_id", Description: "is required"}})
+// link is a generation's connection to its client: the events going out,
+// the answers coming in, and what losing the client means.
+type link struct {
+	out    *sender
+	mail   *mailbox
+	cancel context.CancelCauseFunc // ends the generation
+
+	mu       sync.Mutex
+	lostWith error // why the client went away; nil while it is there
+	awaiting bool  // the generation waits for answers: losing the client pauses it
+}
+
+func newLink(stream generateStream, cancel context.CancelCauseFunc) *link {
+	l := &link{mail: newMailbox(), cancel: cancel}
+	l.out = newSender(stream, l.lost)
+	return l
+}
+
+// lost records that the client went away (its stream broke). While the
+// generation waits for answers it pauses; otherwise it stops.
+func (l *link) lost(cause error) {
+	l.mu.Lock()
+	if l.lostWith != nil {
+		l.mu.Unlock()
+		return
 	}
-	return fault.New(fault.NotFound, "no paused generation %q", r.GetGenerationId())
+	l.lostWith = cause
+	awaiting := l.awaiting
+	l.mu.Unlock()
+	l.mail.update(func() { l.mail.ended = true })
+	if !awaiting {
+		l.cancel(cause)
+	}
+}
+
+func (l *link) gone() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostWith
+}
+
+// waiting marks whether the generation waits for answers; it reports
+// whether the client has already gone.
+func (l *link) waiting(on bool) (gone bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.awaiting = on
+	return l.lostWith != nil
+}
+
+// receive reads the client's messages after the first until the stream
+// ends. It returns when Recv fails, which grpc guarantees once the handler
+// has returned.
+func (l *link) receive(stream generateStream) {
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			// Half-closed: the client answers nothing more, but still reads.
+			l.mail.update(func() { l.mail.ended = true })
+			return
+		}
+		if err != nil {
+			l.lost(err)
+			return
+		}
+		switch k := msg.GetKind().(type) {
+		case *agentdv1.GenerateRequest_Cancel:
+			l.cancel(errClientCancelled)
+			l.mail.update(func() { l.mail.ended = true })
+			return
+		case *agentdv1.GenerateRequest_ApprovalDecision:
+			l.mail.update(func() { l.mail.approvals = append(l.mail.approvals, k.ApprovalDecision) })
+		case *agentdv1.GenerateRequest_FunctionResult:
+			l.mail.update(func() { l.mail.results = append(l.mail.results, k.FunctionResult) })
+		default:
+			l.mail.update(func() {
+				l.mail.err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "start and resume are only valid as the first message"}})
+			})
+		}
+	}
 }
 
 // sender owns stream.Send: every event of a generation passes through its
-// channel, in order.
+// channel, in order. After a failed send it drops the rest.
 type sender struct {
 	ch   chan *agentdv1.GenerateResponse
 	done chan struct{}
 }
 
-func newSender(stream grpc.BidiStreamingServer[agentdv1.GenerateRequest, agentdv1.GenerateResponse], cancel context.CancelCauseFunc) *sender {
+func newSender(stream generateStream, lost func(error)) *sender {
 	s := &sender{ch: make(chan *agentdv1.GenerateResponse, 64), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
@@ -95,7 +176,7 @@ func newSender(stream grpc.BidiStreamingServer[agentdv1.GenerateRequest, agentdv
 			}
 			if err := stream.Send(ev); err != nil {
 				failed = true
-				cancel(err)
+				lost(err)
 			}
 		}
 	}()
@@ -125,7 +206,7 @@ type mailbox struct {
 	mu        sync.Mutex
 	approvals []*agentdv1.ApprovalDecision
 	results   []*agentdv1.FunctionResult
-	ended     bool  // the client half-closed or the stream broke
+	ended     bool  // the client answers nothing more
 	err       error // a message the client should not have sent
 	notify    chan struct{}
 }
@@ -149,33 +230,6 @@ func (m *mailbox) take() (approvals []*agentdv1.ApprovalDecision, results []*age
 	approvals, results = m.approvals, m.results
 	m.approvals, m.results = nil, nil
 	return approvals, results, m.ended, m.err
-}
-
-// receive reads the client's messages after the first until the stream
-// ends. It returns when Recv fails, which grpc guarantees once the handler
-// has returned.
-func receive(stream grpc.BidiStreamingServer[agentdv1.GenerateRequest, agentdv1.GenerateResponse], m *mailbox, cancel context.CancelCauseFunc) {
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			m.update(func() { m.ended = true })
-			return
-		}
-		switch k := msg.GetKind().(type) {
-		case *agentdv1.GenerateRequest_Cancel:
-			cancel(errClientCancelled)
-			m.update(func() { m.ended = true })
-			return
-		case *agentdv1.GenerateRequest_ApprovalDecision:
-			m.update(func() { m.approvals = append(m.approvals, k.ApprovalDecision) })
-		case *agentdv1.GenerateRequest_FunctionResult:
-			m.update(func() { m.results = append(m.results, k.FunctionResult) })
-		default:
-			m.update(func() {
-				m.err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "start and resume are only valid as the first message"}})
-			})
-		}
-	}
 }
 
 func newGenerationID() string {

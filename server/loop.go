@@ -5,12 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -25,13 +24,14 @@ import (
 // declinedOutput is what the model gets for a call the user declined.
 const declinedOutput = `{"error":"declined by user"}`
 
-// generation is one run of the tool loop.
+// generation is one run of the tool loop: a new one, or a paused one
+// resumed.
 type generation struct {
 	s       *Service
 	id      string
+	tenant  string
 	plan    *plan
-	mail    *mailbox
-	emitter *sender
+	link    *link         // the client's stream
 	session BridgeSession // nil when no server runs in the bridge
 
 	tools       []*agentdv1.FunctionTool // offered to the model, in order
@@ -44,6 +44,8 @@ type generation struct {
 	total     *agentdv1.Usage
 	toolTurns int
 	answered  map[string]bool // approval and function-call ids already answered; a repeat is ignored
+
+	resume *resumption // set when the generation continues a pause
 }
 
 // toolOwner says who runs a tool offered to the model.
@@ -52,6 +54,10 @@ type toolOwner struct {
 	server     *serverPlan // MCP tools
 	serverTool string      // the tool's name on its server
 }
+
+// defaultTenant is the identity of every caller: agentd does not
+// authenticate callers yet, so they all share one tenant.
+const defaultTenant = ""
 
 func (s *Service) newGeneration(start *agentdv1.StartGeneration) (*generation, error) {
 	var timeout *durationValue
@@ -65,8 +71,8 @@ func (s *Service) newGeneration(start *agentdv1.StartGeneration) (*generation, e
 	return &generation{
 		s:        s,
 		id:       newGenerationID(),
+		tenant:   defaultTenant,
 		plan:     p,
-		mail:     newMailbox(),
 		owners:   make(map[string]*toolOwner),
 		answered: make(map[string]bool),
 		messages: slices.Clone(start.GetMessages()),
@@ -75,11 +81,12 @@ func (s *Service) newGeneration(start *agentdv1.StartGeneration) (*generation, e
 }
 
 func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error {
-	return g.emitter.emit(ctx, ev)
+	return g.link.out.emit(ctx, ev)
 }
 
-// run drives the generation to its end. Every bridge session it opened is
-// closed before it returns, whatever happened.
+// run drives the generation to its end: completed, failed, or paused
+// (stored, with a paused event). Every bridge session it opened is closed
+// before it returns, whatever happened.
 func (g *generation) run(ctx context.Context) error {
 	var serverTools []*bridgev1.ServerTools
 	if bridged := g.plan.bridged(); len(bridged) > 0 {
@@ -104,8 +111,16 @@ func (g *generation) run(ctx context.Context) error {
 		GenerationId: g.id,
 		Servers:      g.plan.placements(agentdv1.Placement_PLACEMENT_UNSPECIFIED),
 		Tools:        g.infos,
+		Resumed:      g.resume != nil,
 	}}}); err != nil {
 		return err
+	}
+	if g.resume != nil {
+		// The paused turn first: its answers arrived with the resume.
+		r, results, err := g.resumeTurn(ctx)
+		if done, err := g.endTurn(ctx, r, results, err); done {
+			return err
+		}
 	}
 	for turn := 1; ; turn++ {
 		assistant, calls, stop, err := g.modelTurn(ctx, turn)
@@ -113,6 +128,9 @@ func (g *generation) run(ctx context.Context) error {
 			return err
 		}
 		if len(calls) == 0 {
+			if err := g.finished(ctx); err != nil {
+				return err
+			}
 			return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 				GenerationId: g.id,
 				Message:      assistant,
@@ -128,16 +146,30 @@ func (g *generation) run(ctx context.Context) error {
 				g.plan.maxToolTurns).WithInfo("MAX_TOOL_TURNS", map[string]string{"max_tool_turns": fmt.Sprint(g.plan.maxToolTurns)})
 		}
 		g.toolTurns++
-		results, err := g.runTools(ctx, g.toolTurns, calls)
-		if err != nil {
+		r, results, err := g.runTools(ctx, g.toolTurns, calls)
+		if done, err := g.endTurn(ctx, r, results, err); done {
 			return err
 		}
-		parts := make([]*agentdv1.Part, len(results))
-		for i, r := range results {
-			parts[i] = &agentdv1.Part{Kind: &agentdv1.Part_ToolResult{ToolResult: r}}
-		}
-		g.appendMessage(&agentdv1.Message{Role: agentdv1.Role_ROLE_TOOL, Parts: parts})
 	}
+}
+
+// endTurn gives a tool turn's results to the conversation, or ends the
+// generation: paused (stored) when the turn needs answers the client is
+// not giving, failed otherwise. done says the generation ended.
+func (g *generation) endTurn(ctx context.Context, r *turnRun, results []*agentdv1.ToolResult, err error) (done bool, _ error) {
+	var pause *errPause
+	switch {
+	case errors.As(err, &pause):
+		return true, g.pause(ctx, r, pause)
+	case err != nil:
+		return true, err
+	}
+	parts := make([]*agentdv1.Part, len(results))
+	for i, res := range results {
+		parts[i] = &agentdv1.Part{Kind: &agentdv1.Part_ToolResult{ToolResult: res}}
+	}
+	g.appendMessage(&agentdv1.Message{Role: agentdv1.Role_ROLE_TOOL, Parts: parts})
+	return false, nil
 }
 
 func (g *generation) appendMessage(m *agentdv1.Message) {
@@ -344,269 +376,6 @@ func approvalDigest(server, tool, arguments string) string {
 	}
 	sum := sha256.Sum256([]byte(server + "\x00" + tool + "\x00" + canonical))
 	return hex.EncodeToString(sum[:])
-}
-
-// turnRun is the state of one tool turn's calls.
-type turnRun struct {
-	g       *generation
-	turn    int
-	calls   []*agentdv1.ToolCall
-	results []*agentdv1.ToolResult
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	wg      sync.WaitGroup
-
-	approvals map[string]int       // approval request id → call index
-	functions map[string]time.Time // function call id → when it was asked
-}
-
-// runTools runs one turn's calls and returns their results in call order.
-// MCP calls run in parallel as soon as they may; gated calls wait for the
-// client's decision and function calls for the client's result, on the
-// open stream (X-F1, X-F2, R-A4, R-A5).
-func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.ToolCall) ([]*agentdv1.ToolResult, error) {
-	tctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	r := &turnRun{
-		g: g, turn: turn, calls: calls, ctx: tctx, cancel: cancel,
-		results:   make([]*agentdv1.ToolResult, len(calls)),
-		approvals: make(map[string]int),
-		functions: make(map[string]time.Time),
-	}
-	err := r.dispatch()
-	if err == nil {
-		err = r.awaitAnswers()
-	}
-	if err != nil {
-		cancel(err)
-	}
-	r.wg.Wait()
-	if err == nil {
-		err = context.Cause(tctx) // a call that failed the generation
-	}
-	if err != nil {
-		return nil, err
-	}
-	return r.results, nil
-}
-
-func (r *turnRun) dispatch() error {
-	g := r.g
-	for i, c := range r.calls {
-		owner := g.owners[c.GetName()]
-		switch {
-		case owner == nil:
-			if err := r.unknownTool(i); err != nil {
-				return err
-			}
-		case g.gated(c.GetName(), owner):
-			req := &agentdv1.ApprovalRequest{
-				Id:         "approval_" + c.GetId(),
-				ToolCallId: c.GetId(),
-				ServerName: owner.serverName(),
-				ToolName:   c.GetName(),
-				Arguments:  c.GetArguments(),
-				Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
-				Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
-			}
-			r.approvals[req.GetId()] = i
-			if err := g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}}); err != nil {
-				return err
-			}
-		default:
-			if err := r.start(i, owner); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// unknownTool answers a call to a tool nobody offers with an error the
-// model can recover from (R-T3); the client sees the call too.
-func (r *turnRun) unknownTool(i int) error {
-	c := r.calls[i]
-	out := errorJSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
-	r.results[i] = &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true, Output: out}
-	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
-		CallId: c.GetId(), ToolName: c.GetName(), Arguments: c.GetArguments(), Turn: int32(r.turn),
-	}}}); err != nil {
-		return err
-	}
-	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
-		CallId: c.GetId(), ToolName: c.GetName(), Duration: durationpb.New(0), IsError: true, Output: out, Turn: int32(r.turn),
-	}}})
-}
-
-func (o *toolOwner) serverName() string {
-	if o.server == nil {
-		return ""
-	}
-	return o.server.name
-}
-
-func (o *toolOwner) toolName(offered string) string {
-	if o.serverTool != "" {
-		return o.serverTool
-	}
-	return offered
-}
-
-// start runs call i: an MCP call in its own goroutine, a function call by
-// asking the client.
-func (r *turnRun) start(i int, owner *toolOwner) error {
-	c := r.calls[i]
-	started := &agentdv1.ToolCallStarted{CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.serverName(), Origin: owner.origin, Arguments: c.GetArguments(), Turn: int32(r.turn)}
-	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: started}}); err != nil {
-		return err
-	}
-	if owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION {
-		r.functions[c.GetId()] = time.Now()
-		return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_FunctionCall{FunctionCall: &agentdv1.FunctionCall{
-			CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments(),
-		}}})
-	}
-	r.wg.Go(func() {
-		res, err := r.g.callMCP(r.ctx, r.turn, c, owner)
-		if err != nil {
-			r.cancel(err)
-			return
-		}
-		r.results[i] = res
-	})
-	return nil
-}
-
-// callMCP runs one MCP tool call through the bridge.
-func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall, owner *toolOwner) (*agentdv1.ToolResult, error) {
-	ctx, span := g.s.tracer.Start(ctx, "execute_tool "+c.GetName())
-	defer span.End()
-	span.SetAttributes(
-		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", c.GetName()),
-		attribute.String("gen_ai.tool.call.id", c.GetId()),
-		attribute.String("mcp.server.name", owner.server.name),
-	)
-	began := time.Now()
-	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
-	if err != nil {
-		span.SetStatus(codes.Error, fault.KindOf(err).String())
-		return nil, err
-	}
-	if res.GetIsError() {
-		span.SetStatus(codes.Error, "tool error")
-	}
-	out := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: res.GetOutput(), IsError: res.GetIsError(), Attachments: attachments(res.GetAttachments())}
-	err = g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
-		CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.server.name, Origin: owner.origin,
-		Duration: durationpb.New(time.Since(began)), IsError: out.GetIsError(), Output: out.GetOutput(), Turn: int32(turn),
-	}}})
-	return out, err
-}
-
-func attachments(cs []*bridgev1.Content) []*agentdv1.Media {
-	var out []*agentdv1.Media
-	for _, c := range cs {
-		m := &agentdv1.Media{MimeType: c.GetMimeType(), Name: c.GetName()}
-		if c.GetUri() != "" {
-			m.Source = &agentdv1.Media_Uri{Uri: c.GetUri()}
-		} else {
-			m.Source = &agentdv1.Media_Data{Data: c.GetData()}
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// awaitAnswers waits on the stream for a decision on every approval
-// request and a result for every function call of the turn.
-func (r *turnRun) awaitAnswers() error {
-	g := r.g
-	timer := time.NewTimer(g.plan.answerTimeout)
-	defer timer.Stop()
-	for len(r.approvals)+len(r.functions) > 0 {
-		decisions, results, ended, err := g.mail.take()
-		if err != nil {
-			return err
-		}
-		for _, d := range decisions {
-			if err := r.decide(d); err != nil {
-				return err
-			}
-		}
-		for _, fr := range results {
-			if err := r.functionResult(fr); err != nil {
-				return err
-			}
-		}
-		pending := len(r.approvals) + len(r.functions)
-		if pending == 0 {
-			return nil
-		}
-		if ended {
-			// A cancel message also ends the mailbox, after cancelling.
-			if r.ctx.Err() != nil {
-				return context.Cause(r.ctx)
-			}
-			return r.unanswered("half-closed the stream")
-		}
-		select {
-		case <-g.mail.notify:
-		case <-timer.C:
-			return r.unanswered(fmt.Sprintf("did not answer within %s", g.plan.answerTimeout))
-		case <-r.ctx.Done():
-			return context.Cause(r.ctx)
-		}
-	}
-	return nil
-}
-
-func (r *turnRun) unanswered(how string) error {
-	n := len(r.approvals) + len(r.functions)
-	return fault.New(fault.FailedPrecondition,
-		"the generation waits for %d answers (approval decisions or function results) and the client %s; this agentd keeps no state store, so it cannot pause the generation",
-		n, how).WithInfo("ANSWERS_MISSING", map[string]string{"pending": fmt.Sprint(n)})
-}
-
-func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
-	if r.g.answered[d.GetRequestId()] {
-		return nil // a repeated answer: the call runs at most once
-	}
-	i, ok := r.approvals[d.GetRequestId()]
-	if !ok {
-		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
-	}
-	c := r.calls[i]
-	owner := r.g.owners[c.GetName()]
-	if d.GetDigest() != "" && d.GetDigest() != approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()) {
-		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
-	}
-	delete(r.approvals, d.GetRequestId())
-	r.g.answered[d.GetRequestId()] = true
-	if !d.GetApproved() {
-		r.results[i] = &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true}
-		return nil
-	}
-	return r.start(i, owner)
-}
-
-func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
-	if r.g.answered[fr.GetCallId()] {
-		return nil
-	}
-	asked, ok := r.functions[fr.GetCallId()]
-	if !ok {
-		return fault.InvalidRequest([]fault.Violation{{Field: "function_result.call_id", Description: fmt.Sprintf("%q is not a pending function call", fr.GetCallId())}})
-	}
-	delete(r.functions, fr.GetCallId())
-	r.g.answered[fr.GetCallId()] = true
-	i := slices.IndexFunc(r.calls, func(c *agentdv1.ToolCall) bool { return c.GetId() == fr.GetCallId() })
-	c := r.calls[i]
-	r.results[i] = &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()}
-	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
-		CallId: c.GetId(), ToolName: c.GetName(), Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION,
-		Duration: durationpb.New(time.Since(asked)), IsError: fr.GetIsError(), Output: fr.GetOutput(), Turn: int32(r.turn),
-	}}})
 }
 
 // errorJSON renders {"error": msg} for the model.

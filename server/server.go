@@ -22,6 +22,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -41,17 +42,21 @@ type Options struct {
 	// TracerProvider makes the spans of model turns and tool calls; nil
 	// means none.
 	TracerProvider trace.TracerProvider
+	// Checkpoints stores paused generations; nil means generations cannot
+	// pause (they fail when they would).
+	Checkpoints store.Checkpoints
 }
 
 // Service implements agentd.v1.AgentService.
 type Service struct {
 	agentdv1.UnimplementedAgentServiceServer
 
-	log       *slog.Logger
-	providers *providers.Registry
-	bridge    Bridge
-	cfg       config.Generation
-	tracer    trace.Tracer
+	log         *slog.Logger
+	providers   *providers.Registry
+	bridge      Bridge
+	cfg         config.Generation
+	tracer      trace.Tracer
+	checkpoints store.Checkpoints
 }
 
 // New returns a Service.
@@ -65,11 +70,12 @@ func New(opts Options) *Service {
 		tp = noop.NewTracerProvider()
 	}
 	return &Service{
-		log:       log,
-		providers: opts.Providers,
-		bridge:    opts.Bridge,
-		cfg:       opts.Config,
-		tracer:    tp.Tracer("github.com/agentd/agentd/server"),
+		log:         log,
+		providers:   opts.Providers,
+		bridge:      opts.Bridge,
+		cfg:         opts.Config,
+		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
+		checkpoints: opts.Checkpoints,
 	}
 }
 

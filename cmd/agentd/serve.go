@@ -86,21 +86,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer shutdown(context.Background())
-	lis, err := net.Listen("tcp", o.Config.Listen)
-	if err != nil {
-		return err
-	}
-	a, err := app.NewAgent(o)
-	if err != nil {
-		lis.Close()
-		return err
-	}
-	bridgeMode := "embedded"
-	if o.Config.Bridge.Address != "" {
-		bridgeMode = o.Config.Bridge.Address
-	}
-	o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", bridgeMode)
-	return a.Serve(ctx, lis, o)
+	return app.ServeAgent(ctx, o)
 }
 
 func serveBridge(ctx context.Context, args []string, stderr io.Writer) error {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -20,6 +22,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/scripted"
 	"github.com/agentd/agentd/server"
@@ -74,11 +77,13 @@ func (b *Bridge) Serve(ctx context.Context, lis net.Listener, o Options) error {
 	return err
 }
 
-// Agent is the public AgentService and the bridge it uses.
+// Agent is the public AgentService, the bridge it uses and its store of
+// paused generations.
 type Agent struct {
 	Server *grpc.Server
 	Health *health.Server
 
+	store      *store.SQLite
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -96,10 +101,14 @@ func NewAgent(o Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{}
+	if a.store, err = store.OpenSQLite(filepath.Join(o.Config.StateDir, "agentd.db"), time.Minute); err != nil {
+		return nil, err
+	}
 	if addr := o.Config.Bridge.Address; addr != "" {
 		a.bridgeConn, err = grpcserver.Dial(addr, o.Telemetry)
 	} else {
 		if a.embedded, err = newBridge(o, true); err != nil {
+			a.Close()
 			return nil, err
 		}
 		a.bridgeLis = bufconn.Listen(1 << 20)
@@ -123,6 +132,7 @@ func NewAgent(o Options) (*Agent, error) {
 		Bridge:         server.NewBridgeClient(a.bridgeConn),
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,
+		Checkpoints:    a.store,
 	})
 	svc.Register(a.Server)
 	a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -155,5 +165,29 @@ func (a *Agent) Close() error {
 		err = errors.Join(err, a.bridgeConn.Close())
 		a.bridgeConn = nil
 	}
+	if a.store != nil {
+		err = errors.Join(err, a.store.Close())
+		a.store = nil
+	}
 	return err
+}
+
+// ServeAgent listens on the configured address and serves the
+// AgentService until ctx ends (what `agentd serve` does once configured).
+func ServeAgent(ctx context.Context, o Options) error {
+	lis, err := net.Listen("tcp", o.Config.Listen)
+	if err != nil {
+		return err
+	}
+	a, err := NewAgent(o)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	bridgeMode := "embedded"
+	if o.Config.Bridge.Address != "" {
+		bridgeMode = o.Config.Bridge.Address
+	}
+	o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", bridgeMode, "state", o.Config.StateDir)
+	return a.Serve(ctx, lis, o)
 }

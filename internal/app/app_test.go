@@ -39,11 +39,16 @@ import (
 const demoEnv = "AGENTD_TEST_MCP_DEMO"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(demoEnv) == "1" {
+	switch {
+	case os.Getenv(demoEnv) == "1":
 		if err := mcpdemo.Run(context.Background(), os.Stdin, os.Stdout); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case os.Getenv(counterEnv) != "":
+		os.Exit(runCounter())
+	case os.Getenv(serveEnv) == "1":
+		os.Exit(runServe())
 	}
 	proctest.VerifyTestMain(m)
 }
@@ -64,6 +69,7 @@ func newStack(t *testing.T, warm int) *stack {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
 	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
 	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
 	spans := tracetest.NewSpanRecorder()

@@ -40,6 +40,11 @@ type Config struct {
 	// Log configures the structured log on stderr.
 	Log Log `yaml:"log"`
 
+	// StateDir holds agentd's durable state: agentd.db, the SQLite store of
+	// paused generations. Default: $XDG_STATE_HOME/agentd, else
+	// ~/.local/state/agentd. Env AGENTD_STATE_DIR.
+	StateDir string `yaml:"state_dir"`
+
 	// Bridge configures the BridgeService, embedded or remote.
 	Bridge Bridge `yaml:"bridge"`
 
@@ -176,6 +181,14 @@ type Generation struct {
 	AnswerTimeout time.Duration `yaml:"answer_timeout"`
 	// MaxAnswerTimeout caps a request's answer_timeout. Default 1h.
 	MaxAnswerTimeout time.Duration `yaml:"max_answer_timeout"`
+	// PauseTTL is how long a paused generation can be resumed. Default
+	// 24h.
+	PauseTTL time.Duration `yaml:"pause_ttl"`
+	// ResumeStaleAfter is how long a resume may hold a paused generation
+	// before another resume may take it over (the first is presumed dead;
+	// the calls it approved are reported as of unknown outcome, never run
+	// twice). Default 10m.
+	ResumeStaleAfter time.Duration `yaml:"resume_stale_after"`
 }
 
 // Default returns the configuration agentd runs with when nothing is set.
@@ -195,6 +208,8 @@ func Default() Config {
 			MaxToolTurns:     25,
 			AnswerTimeout:    2 * time.Minute,
 			MaxAnswerTimeout: time.Hour,
+			PauseTTL:         24 * time.Hour,
+			ResumeStaleAfter: 10 * time.Minute,
 		},
 	}
 }
@@ -215,6 +230,9 @@ func Load(path string, getenv func(string) string, executable string) (Config, e
 	}
 	if err := cfg.applyEnv(getenv); err != nil {
 		return Config{}, err
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = defaultStateDir(getenv)
 	}
 	for name, s := range cfg.Bridge.Servers {
 		if s.Command == Self {
@@ -272,6 +290,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_LISTEN", &c.Listen)
 	str("AGENTD_LOG_LEVEL", &c.Log.Level)
 	str("AGENTD_LOG_FORMAT", &c.Log.Format)
+	str("AGENTD_STATE_DIR", &c.StateDir)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
 	if v := getenv("AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS"); v != "" {
@@ -358,12 +377,30 @@ func (c *Config) Validate() error {
 	if g.AnswerTimeout < 0 {
 		bad("generation.answer_timeout: must not be negative, got %s", g.AnswerTimeout)
 	}
+	if g.PauseTTL <= 0 {
+		bad("generation.pause_ttl: must be positive, got %s", g.PauseTTL)
+	}
+	if g.ResumeStaleAfter <= 0 {
+		bad("generation.resume_stale_after: must be positive, got %s", g.ResumeStaleAfter)
+	}
 	if g.MaxAnswerTimeout <= 0 {
 		bad("generation.max_answer_timeout: must be positive, got %s", g.MaxAnswerTimeout)
 	} else if g.AnswerTimeout > g.MaxAnswerTimeout {
 		bad("generation.answer_timeout: %s exceeds generation.max_answer_timeout %s", g.AnswerTimeout, g.MaxAnswerTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// defaultStateDir is $XDG_STATE_HOME/agentd, else ~/.local/state/agentd,
+// else .agentd-state in the working directory.
+func defaultStateDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "agentd")
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "state", "agentd")
+	}
+	return ".agentd-state"
 }
 
 // SlogLevel parses Level.

@@ -74,6 +74,7 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("Load: %v", err)
 			}
 			want := Default()
+			want.StateDir = ".agentd-state" // neither XDG_STATE_HOME nor HOME is set
 			want.Bridge.Servers = map[string]Server{"demo": {Command: "/opt/agentd", Args: []string{"mcp-demo"}}}
 			tt.want(&want)
 			if diff := cmp.Diff(want, got); diff != "" {

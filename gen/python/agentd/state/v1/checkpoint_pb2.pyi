@@ -1,0 +1,69 @@
+from agentd.v1 import agent_service_pb2 as _agent_service_pb2
+from agentd.v1 import message_pb2 as _message_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CallState(_message.Message):
+    __slots__ = ["approval", "function_call", "result"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    approval: _agent_service_pb2.ApprovalRequest
+    function_call: _agent_service_pb2.FunctionCall
+    result: _message_pb2.ToolResult
+    def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ...) -> None: ...
+
+class Checkpoint(_message.Message):
+    __slots__ = ["added", "answered", "claim", "expires_at", "generation_id", "messages", "model", "paused_at", "provider", "tool_turns", "turn", "usage", "version"]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    added: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    answered: _containers.RepeatedScalarFieldContainer[str]
+    claim: Claim
+    expires_at: _timestamp_pb2.Timestamp
+    generation_id: str
+    messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    model: str
+    paused_at: _timestamp_pb2.Timestamp
+    provider: str
+    tool_turns: int
+    turn: PausedTurn
+    usage: _agent_service_pb2.Usage
+    version: int
+    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ...) -> None: ...
+
+class Claim(_message.Message):
+    __slots__ = ["approval_decisions", "claimed_at", "function_results"]
+    APPROVAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    approval_decisions: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.ApprovalDecision]
+    claimed_at: _timestamp_pb2.Timestamp
+    function_results: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.FunctionResult]
+    def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PausedTurn(_message.Message):
+    __slots__ = ["calls", "states", "turn"]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
+    states: _containers.RepeatedCompositeFieldContainer[CallState]
+    turn: int
+    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ...) -> None: ...

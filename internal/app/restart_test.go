@@ -1,0 +1,285 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+const (
+	// serveEnv makes the re-executed test binary run agentd (as `agentd
+	// serve`, configured by AGENTD_CONFIG).
+	serveEnv = "AGENTD_TEST_SERVE"
+	// counterEnv makes it an MCP server whose tool "delete" appends a line
+	// to the file the variable names, so calls can be counted across
+	// processes; counterPidsEnv names a file for its pid.
+	counterEnv     = "AGENTD_TEST_COUNTER"
+	counterPidsEnv = "AGENTD_TEST_COUNTER_PIDS"
+)
+
+func runServe() int {
+	exe, err := os.Executable()
+	if err != nil {
+		return 1
+	}
+	cfg, err := config.Load(os.Getenv("AGENTD_CONFIG"), os.Getenv, exe)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	log := telemetry.NewLogger(os.Stderr, slog.LevelWarn, "text")
+	if err := app.ServeAgent(ctx, app.Options{Config: cfg, Logger: log, Telemetry: grpcserver.Telemetry{}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func runCounter() int {
+	if f, err := os.OpenFile(os.Getenv(counterPidsEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+		fmt.Fprintln(f, os.Getpid())
+		f.Close()
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "counter", Version: "1"}, nil)
+	type args struct {
+		Path string `json:"path"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "delete", Description: "Deletes a file (counts the call)."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+			f, err := os.OpenFile(os.Getenv(counterEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer f.Close()
+			fmt.Fprintln(f, in.Path)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.Path}}}, nil, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// agentdProcess is agentd running as a child process of the test.
+type agentdProcess struct {
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has been waited for
+	waitErr error
+}
+
+func (p *agentdProcess) wait() error {
+	<-p.exited
+	return p.waitErr
+}
+
+func startAgentd(t *testing.T, configPath, addr string) *agentdProcess {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), serveEnv+"=1", "AGENTD_CONFIG="+configPath)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &agentdProcess{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agentd does not listen on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(data))
+}
+
+// X-A11, R-A8: a generation paused for approval survives agentd being
+// killed with SIGKILL; a restarted agentd resumes it, and the MCP server
+// sees the approved call exactly once. The old agentd's MCP server
+// processes do not survive it (X-L7).
+func TestRestartResumesExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter, pids := filepath.Join(dir, "calls"), filepath.Join(dir, "pids")
+	addr := freeAddr(t)
+	configPath := filepath.Join(dir, "agentd.yaml")
+	yaml := fmt.Sprintf(`listen: %s
+state_dir: %s
+bridge:
+  terminate_grace: 500ms
+  servers:
+    files:
+      command: %s
+      env: {%s: %s, %s: %s}
+`, addr, filepath.Join(dir, "state"), exe, counterEnv, counter, counterPidsEnv, pids)
+	if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := structpb.NewStruct(map[string]any{"script": map[string]any{"turns": []any{
+		map[string]any{"tool_calls": []any{map[string]any{"name": "delete", "arguments": map[string]any{"path": "draft.txt"}}}},
+		map[string]any{"text": "{{tool_outputs}}"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &agentdv1.Agent{Provider: "script", RequiresApproval: []string{"delete"}, Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "files"}}}, ProviderOptions: opts}
+	client := func() agentdv1.AgentServiceClient {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return agentdv1.NewAgentServiceClient(conn)
+	}
+
+	first := startAgentd(t, configPath, addr)
+	stream, err := client().Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{
+		Agent: agent, Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "tidy up"}}}}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	var paused *agentdv1.GenerationPaused
+	for paused == nil {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("before the pause: %v", err)
+		}
+		if ev.GetApprovalRequest() != nil {
+			stream.CloseSend() // answer later
+		}
+		paused = ev.GetPaused()
+	}
+
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.wait()
+	for _, p := range lines(t, pids) {
+		pid, _ := strconv.Atoi(p)
+		deadline := time.Now().Add(10 * time.Second)
+		for syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("X-L7 the killed agentd's MCP server %d survived it", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if n := len(lines(t, counter)); n != 0 {
+		t.Fatalf("the gated call ran before it was approved (%d)", n)
+	}
+
+	second := startAgentd(t, configPath, addr)
+	resumed, err := client().Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := paused.GetApprovalRequests()[0]
+	if err := resumed.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId: paused.GetGenerationId(), Agent: agent,
+		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: req.GetId(), Approved: true, Digest: req.GetDigest()}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	resumed.CloseSend()
+	var final string
+	for {
+		ev, err := resumed.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		if c := ev.GetCompleted(); c != nil {
+			final = c.GetMessage().GetParts()[0].GetText()
+		}
+	}
+	if final != "deleted draft.txt" {
+		t.Errorf("final text = %q", final)
+	}
+	if got := lines(t, counter); len(got) != 1 {
+		t.Errorf("R-A8 the MCP server saw %d calls (%v); want exactly one", len(got), got)
+	}
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.wait(); err != nil {
+		t.Errorf("agentd after SIGTERM: %v", err)
+	}
+}
+
+func zombie(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}

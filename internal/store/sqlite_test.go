@@ -1,0 +1,149 @@
+package store
+
+import (
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/internal/fault"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T, path string) *SQLite {
+	t.Helper()
+	s, err := OpenSQLite(path, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestSaveGetClaimDelete(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "state", "agentd.db"))
+	ctx := t.Context()
+	later := time.Now().Add(time.Hour)
+	if _, err := s.Get(ctx, "acme", "g1"); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("Get of nothing: %v", err)
+	}
+	if err := s.Save(ctx, "acme", "g1", []byte("v1"), later); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(ctx, "acme", "g1")
+	if err != nil || string(r.Data) != "v1" || r.Claimed {
+		t.Fatalf("Get = %+v, %v", r, err)
+	}
+	// Tenants are isolated.
+	if _, err := s.Get(ctx, "globex", "g1"); fault.KindOf(err) != fault.NotFound {
+		t.Errorf("another tenant read the record: %v", err)
+	}
+	now := time.Now()
+	if err := s.Claim(ctx, "acme", "g1", r.Version, []byte("claimed"), now, now.Add(-time.Minute)); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	// The same version cannot be claimed twice, and a fresh claim is not stale.
+	if err := s.Claim(ctx, "acme", "g1", r.Version, []byte("again"), now, now.Add(-time.Minute)); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("second claim: %v, want Conflict", err)
+	}
+	r2, _ := s.Get(ctx, "acme", "g1")
+	if err := s.Claim(ctx, "acme", "g1", r2.Version, []byte("again"), now, now.Add(-time.Minute)); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("claim of a fresh claim: %v, want Conflict", err)
+	}
+	// A claim older than staleBefore can be taken over.
+	if err := s.Claim(ctx, "acme", "g1", r2.Version, []byte("takeover"), now, now.Add(time.Minute)); err != nil {
+		t.Errorf("takeover of a stale claim: %v", err)
+	}
+	// Saving again (the generation paused again) unclaims it.
+	if err := s.Save(ctx, "acme", "g1", []byte("v2"), later); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Get(ctx, "acme", "g1"); r.Claimed || string(r.Data) != "v2" {
+		t.Errorf("after Save: %+v", r)
+	}
+	if err := s.Delete(ctx, "acme", "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "acme", "g1"); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+	if _, err := s.Get(ctx, "acme", "g1"); fault.KindOf(err) != fault.NotFound {
+		t.Errorf("after Delete: %v", err)
+	}
+}
+
+// Of concurrent claims on one version exactly one wins: a resume sent
+// twice runs once.
+func TestConcurrentClaims(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	a, b := open(t, path), open(t, path) // two replicas sharing the file
+	ctx := t.Context()
+	if err := a.Save(ctx, "", "g", []byte("x"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := a.Get(ctx, "", "g")
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			now := time.Now()
+			if err := s.Claim(ctx, "", "g", r.Version, []byte("c"), now, now.Add(-time.Hour)); err == nil {
+				won.Add(1)
+			} else if fault.KindOf(err) != fault.Conflict {
+				t.Errorf("claim: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Errorf("%d claims won, want 1", won.Load())
+	}
+}
+
+func TestExpiryAndDurability(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	s := open(t, path)
+	ctx := t.Context()
+	if err := s.Save(ctx, "", "short", []byte("x"), time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "", "short"); fault.KindOf(err) != fault.NotFound {
+		t.Errorf("an expired record was returned: %v", err)
+	}
+	if err := s.Save(ctx, "", "long", []byte("kept"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// The sweeper removes the expired row; the other survives a reopen.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := s.db.QueryRow(`SELECT count(*) FROM paused_generations WHERE id = 'short'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the expired record was never swept")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := open(t, path).Get(ctx, "", "long")
+	if err != nil || string(r.Data) != "kept" {
+		t.Errorf("after reopening: %+v, %v", r, err)
+	}
+}

@@ -1,0 +1,54 @@
+// Package store keeps paused generations durably, so that a resume works
+// on any replica and after a restart, exactly once.
+//
+// Checkpoints is the contract; OpenSQLite is the default implementation,
+// an embedded SQLite database in one file (pure Go, no set-up). A
+// PostgreSQL implementation for several replicas will satisfy the same
+// contract and pass the same tests (storetest).
+//
+// Records are scoped to a tenant (the caller's identity): one tenant never
+// sees another's. Errors are classified with internal/fault: NotFound for
+// an unknown or expired generation, Conflict for a claim that another
+// resume won.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Record is a stored paused generation.
+type Record struct {
+	// Data is the checkpoint, opaque to the store.
+	Data []byte
+	// Version changes on every write; Claim compares it.
+	Version int64
+	// Claimed says a resume has taken the generation, at ClaimedAt.
+	Claimed   bool
+	ClaimedAt time.Time
+}
+
+// Checkpoints stores paused generations. All methods are safe for
+// concurrent use, by this process and by others sharing the database.
+type Checkpoints interface {
+	// Save stores tenant's paused generation id, unclaimed, replacing any
+	// earlier record of it. It returns once the record is durable.
+	Save(ctx context.Context, tenant, id string, data []byte, expires time.Time) error
+
+	// Get returns the record, or NotFound when there is none or it has
+	// expired.
+	Get(ctx context.Context, tenant, id string) (Record, error)
+
+	// Claim takes the generation for one resume, replacing its data with
+	// data (which records the claim). It succeeds only if the record still
+	// has the given version and is unclaimed, or was claimed before
+	// staleBefore (a resume that died); otherwise it fails with Conflict.
+	// Of concurrent claims on one version, exactly one succeeds.
+	Claim(ctx context.Context, tenant, id string, version int64, data []byte, now, staleBefore time.Time) error
+
+	// Delete removes the record; removing a missing record is no error.
+	Delete(ctx context.Context, tenant, id string) error
+
+	// Close releases the store. Idempotent.
+	Close() error
+}

@@ -1,0 +1,304 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// checkpointVersion is the format of the checkpoints this agentd writes.
+const checkpointVersion = 1
+
+// storeTimeout bounds one store operation.
+const storeTimeout = 10 * time.Second
+
+// unknownOutcome is the result of an approved call whose resume died
+// while it may have been running: it is not run a second time.
+const unknownOutcome = `{"error":"agentd stopped while resuming this call, which may have run; it is not run again"}`
+
+// resumption is what a resumed generation continues from.
+type resumption struct {
+	checkpoint *statev1.Checkpoint
+	original   []byte // the stored checkpoint as it was before the claim
+	decisions  []*agentdv1.ApprovalDecision
+	results    []*agentdv1.FunctionResult
+	// interrupted holds the approval requests that an earlier resume,
+	// which died, had approved: they may have run.
+	interrupted map[string]bool
+	started     bool // an approved call was started
+}
+
+// pause stores the generation with its paused turn, ends the stream with
+// a paused event, and lets the bridge session close (R-A6).
+func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error {
+	store := g.s.checkpoints
+	approvals, functions := pendingRequests(r.state())
+	if store == nil {
+		return fault.New(fault.FailedPrecondition,
+			"the generation waits for %d answers (approval decisions or function results) and the client %s; this agentd has no state store, so it cannot pause the generation",
+			len(approvals)+len(functions), why.why).WithInfo("ANSWERS_MISSING", nil)
+	}
+	now := time.Now()
+	expires := now.Add(g.s.cfg.PauseTTL)
+	cp := &statev1.Checkpoint{
+		Version:      checkpointVersion,
+		GenerationId: g.id,
+		Provider:     g.plan.agent.GetProvider(),
+		Model:        g.plan.agent.GetModel(),
+		Messages:     g.messages,
+		Added:        g.added,
+		Usage:        g.total,
+		ToolTurns:    int32(g.toolTurns),
+		Turn:         r.state(),
+		PausedAt:     timestamppb.New(now),
+		ExpiresAt:    timestamppb.New(expires),
+	}
+	for id := range g.answered {
+		cp.Answered = append(cp.Answered, id)
+	}
+	slices.Sort(cp.Answered)
+	data, err := proto.Marshal(cp)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if err := store.Save(sctx, g.tenant, g.id, data, expires); err != nil {
+		return err
+	}
+	return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Paused{Paused: &agentdv1.GenerationPaused{
+		GenerationId:     g.id,
+		ApprovalRequests: approvals,
+		FunctionCalls:    functions,
+		ExpiresAt:        timestamppb.New(expires),
+	}}})
+}
+
+// finished removes the checkpoint of a resumed generation that completed.
+func (g *generation) finished(ctx context.Context) error {
+	if g.resume == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	return g.s.checkpoints.Delete(sctx, g.tenant, g.id)
+}
+
+// failed runs when a resumed generation fails: if none of its approved
+// calls started, the checkpoint goes back as it was, so the client may
+// resume again; otherwise the claim stays, and a later resume reports
+// those calls' outcome as unknown rather than run them twice.
+func (g *generation) failed(ctx context.Context) {
+	if g.resume == nil || g.resume.started {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	cp := g.resume.checkpoint
+	if err := g.s.checkpoints.Save(sctx, g.tenant, g.id, g.resume.original, cp.GetExpiresAt().AsTime()); err != nil {
+		g.s.log.WarnContext(ctx, "restoring a paused generation after a failed resume", "generation", g.id, "err", err)
+	}
+}
+
+// resumeGeneration validates a resume and claims the paused generation for
+// it: nothing runs before every check passed (R-A7), and of two resumes of
+// one pause, only one gets it (R-A8).
+func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGeneration) (*generation, error) {
+	var v violations
+	if r.GetGenerationId() == "" {
+		v.add("resume.generation_id", "is required")
+	}
+	if r.GetAgent() == nil {
+		v.add("resume.agent", "is required: the agent's declarations, with their credentials, as when it started")
+	}
+	if len(v) > 0 {
+		return nil, fault.InvalidRequest(v)
+	}
+	if s.checkpoints == nil {
+		return nil, fault.New(fault.NotFound, "no paused generation %q", r.GetGenerationId())
+	}
+	tenant := defaultTenant
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	rec, err := s.checkpoints.Get(sctx, tenant, r.GetGenerationId())
+	if err != nil {
+		return nil, err
+	}
+	cp := &statev1.Checkpoint{}
+	if err := proto.Unmarshal(rec.Data, cp); err != nil || cp.GetVersion() != checkpointVersion || cp.GetTurn() == nil {
+		return nil, fault.New(fault.FailedPrecondition, "the paused generation %q cannot be read by this agentd", r.GetGenerationId())
+	}
+	interrupted := map[string]bool{}
+	if rec.Claimed {
+		if rec.ClaimedAt.After(time.Now().Add(-s.cfg.ResumeStaleAfter)) {
+			return nil, fault.New(fault.Conflict, "the paused generation %q is being resumed by another request", r.GetGenerationId()).
+				WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": r.GetGenerationId()})
+		}
+		for _, d := range cp.GetClaim().GetApprovalDecisions() {
+			if d.GetApproved() {
+				interrupted[d.GetRequestId()] = true
+			}
+		}
+	}
+
+	var timeout *durationValue
+	if at := r.GetAnswerTimeout(); at != nil {
+		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
+	}
+	p, err := s.newPlan("resume", r.GetAgent(), cp.GetMessages(), timeout)
+	if err != nil {
+		return nil, err
+	}
+	if agent := r.GetAgent(); agent.GetProvider() != cp.GetProvider() || cp.GetModel() != "" && agent.GetModel() != cp.GetModel() {
+		v.add("resume.agent", "%s", fmt.Sprintf("the generation paused on %s (%s); it cannot resume on %s (%s)",
+			cp.GetProvider(), cp.GetModel(), agent.GetProvider(), agent.GetModel()))
+	}
+	checkAnswers(&v, cp.GetTurn(), r)
+	if len(v) > 0 {
+		return nil, fault.InvalidRequest(v)
+	}
+
+	claimed := proto.Clone(cp).(*statev1.Checkpoint)
+	claimed.Claim = &statev1.Claim{ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now()}
+	data, err := proto.Marshal(claimed)
+	if err != nil {
+		return nil, fault.Wrap(fault.Internal, err, "encoding the checkpoint")
+	}
+	now := time.Now()
+	if err := s.checkpoints.Claim(sctx, tenant, cp.GetGenerationId(), rec.Version, data, now, now.Add(-s.cfg.ResumeStaleAfter)); err != nil {
+		return nil, err
+	}
+	g := &generation{
+		s:         s,
+		id:        cp.GetGenerationId(),
+		tenant:    tenant,
+		plan:      p,
+		owners:    make(map[string]*toolOwner),
+		answered:  make(map[string]bool),
+		messages:  cp.GetMessages(),
+		added:     cp.GetAdded(),
+		total:     cp.GetUsage(),
+		toolTurns: int(cp.GetToolTurns()),
+		resume: &resumption{
+			checkpoint:  cp,
+			original:    rec.Data,
+			decisions:   r.GetApprovalDecisions(),
+			results:     r.GetFunctionResults(),
+			interrupted: interrupted,
+		},
+	}
+	if g.total == nil {
+		g.total = &agentdv1.Usage{}
+	}
+	for _, id := range cp.GetAnswered() {
+		g.answered[id] = true
+	}
+	return g, nil
+}
+
+// checkAnswers requires exactly one answer for every pending request of
+// the paused turn, and no other (R-A7).
+func checkAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
+	approvals, functions := pendingRequests(turn)
+	digests := make(map[string]string, len(approvals))
+	for _, a := range approvals {
+		digests[a.GetId()] = a.GetDigest()
+	}
+	pendingFn := make(map[string]bool, len(functions))
+	for _, f := range functions {
+		pendingFn[f.GetCallId()] = true
+	}
+	seen := make(map[string]bool)
+	for i, d := range r.GetApprovalDecisions() {
+		field := fmt.Sprintf("resume.approval_decisions[%d]", i)
+		digest, ok := digests[d.GetRequestId()]
+		switch {
+		case !ok:
+			v.add(field+".request_id", "%s", fmt.Sprintf("no approval request %q is waiting", d.GetRequestId()))
+		case seen[d.GetRequestId()]:
+			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", d.GetRequestId()))
+		case d.GetDigest() != "" && d.GetDigest() != digest:
+			v.add(field+".digest", "does not match the approval request")
+		}
+		seen[d.GetRequestId()] = true
+	}
+	for i, fr := range r.GetFunctionResults() {
+		field := fmt.Sprintf("resume.function_results[%d]", i)
+		switch {
+		case !pendingFn[fr.GetCallId()]:
+			v.add(field+".call_id", "%s", fmt.Sprintf("no function call %q is waiting", fr.GetCallId()))
+		case seen[fr.GetCallId()]:
+			v.add(field+".call_id", "%s", fmt.Sprintf("%q is answered twice", fr.GetCallId()))
+		}
+		seen[fr.GetCallId()] = true
+	}
+	var missing []string
+	for _, a := range approvals {
+		if !seen[a.GetId()] {
+			missing = append(missing, a.GetId())
+		}
+	}
+	for _, f := range functions {
+		if !seen[f.GetCallId()] {
+			missing = append(missing, f.GetCallId())
+		}
+	}
+	if len(missing) > 0 {
+		v.add("resume", "%s", fmt.Sprintf("missing answers for %s", sentence(missing)))
+	}
+}
+
+// resumeTurn finishes the paused turn with the resume's answers: declined
+// calls get {"error":"declined by user"}, approved ones run once, function
+// results are taken; then every result of the turn goes to the model
+// together, in call order (R-A8, R-A9).
+func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.ToolResult, error) {
+	res := g.resume
+	t := res.checkpoint.GetTurn()
+	r := g.newTurnRun(ctx, int(t.GetTurn()), t.GetCalls())
+	for i, st := range t.GetStates() {
+		switch s := st.GetState().(type) {
+		case *statev1.CallState_Result:
+			r.results[i] = s.Result
+		case *statev1.CallState_Approval:
+			r.approvals[s.Approval.GetId()] = i
+			r.requests[s.Approval.GetId()] = s.Approval
+		case *statev1.CallState_FunctionCall:
+			r.functions[s.FunctionCall.GetCallId()] = time.Now()
+		}
+	}
+	err := func() error {
+		for _, d := range res.decisions {
+			if res.interrupted[d.GetRequestId()] {
+				i := r.approvals[d.GetRequestId()]
+				delete(r.approvals, d.GetRequestId())
+				delete(r.requests, d.GetRequestId())
+				g.answered[d.GetRequestId()] = true
+				c := r.calls[i]
+				r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
+				continue
+			}
+			if err := r.decide(d); err != nil {
+				return err
+			}
+		}
+		for _, fr := range res.results {
+			if err := r.functionResult(fr); err != nil {
+				return err
+			}
+		}
+		// An approved function call now waits for its result, inline.
+		return r.awaitAnswers()
+	}()
+	res.started = r.started
+	results, err := r.finish(err)
+	return r, results, err
+}

@@ -1,0 +1,457 @@
+package server_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/server"
+)
+
+// pausable is an AgentService with a real SQLite store, so generations
+// can pause and resume.
+type pausable struct {
+	client agentdv1.AgentServiceClient
+	store  *store.SQLite
+}
+
+func newPausable(t *testing.T, bridge server.Bridge, edit func(*config.Generation), ps ...providers.Provider) *pausable {
+	t.Helper()
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	reg, err := providers.NewRegistry(ps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Generation
+	if edit != nil {
+		edit(&cfg)
+	}
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st})
+	return &pausable{client: agentdv1.NewAgentServiceClient(dial(t, svc.Register)), store: st}
+}
+
+// filesAgent calls read (ungated) and delete (gated) in one turn, then
+// answers with the results it got.
+func filesAgent(t *testing.T) *agentdv1.Agent {
+	t.Helper()
+	return &agentdv1.Agent{
+		Provider:         "script",
+		RequiresApproval: []string{"delete"},
+		Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
+		ProviderOptions: script(t, `{"turns": [
+			{"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}, {"name": "delete", "arguments": {"path": "a.txt"}}]},
+			{"text": "done: {{tool_outputs}}"}
+		]}`),
+	}
+}
+
+func resumeRequest(id string, agent *agentdv1.Agent, decisions ...*agentdv1.ApprovalDecision) *agentdv1.GenerateRequest {
+	return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId: id, Agent: agent, ApprovalDecisions: decisions,
+	}}}
+}
+
+func pausedEvent(t *testing.T, events []*agentdv1.GenerateResponse) *agentdv1.GenerationPaused {
+	t.Helper()
+	if len(events) == 0 || events[len(events)-1].GetPaused() == nil {
+		t.Fatalf("events = %v; want the stream to end with paused", kinds(events))
+	}
+	return events[len(events)-1].GetPaused()
+}
+
+// R-A6: a client that half-closes while an approval is pending pauses the
+// generation: the checkpoint is stored, the stream ends with the pending
+// requests, the bridge session closes; the ungated call of the turn ran.
+func TestPauseOnHalfClose(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := newPausable(t, bridge, nil, recordingScript())
+	events, st := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	wantCode(t, st, codes.OK)
+	paused := pausedEvent(t, events)
+	if len(paused.GetApprovalRequests()) != 1 || paused.GetApprovalRequests()[0].GetToolName() != "delete" || len(paused.GetFunctionCalls()) != 0 {
+		t.Errorf("paused = %v; want the delete approval pending", paused)
+	}
+	if paused.GetGenerationId() != started(t, events).GetGenerationId() {
+		t.Error("paused names another generation")
+	}
+	if exp := paused.GetExpiresAt().AsTime(); time.Until(exp) < 23*time.Hour {
+		t.Errorf("expires_at = %v; want the default pause_ttl of 24h", exp)
+	}
+	wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Call: 1, Close: 1})
+	if bridge.callsTo("delete") != 0 {
+		t.Error("the gated call ran")
+	}
+	rec, err := a.store.Get(t.Context(), "", paused.GetGenerationId())
+	if err != nil {
+		t.Fatalf("the checkpoint is not stored: %v", err)
+	}
+	cp := &statev1.Checkpoint{}
+	if err := proto.Unmarshal(rec.Data, cp); err != nil {
+		t.Fatal(err)
+	}
+	if got := cp.GetTurn().GetStates()[0].GetResult().GetOutput(); got != "read ok" {
+		t.Errorf("the ungated call's result %q is not in the checkpoint", got)
+	}
+}
+
+// R-A6: with answer_timeout zero the generation pauses at once, stream
+// still open.
+func TestPauseOnAnswerTimeout(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := newPausable(t, bridge, nil, recordingScript())
+	start := &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(0)}
+	events, st := generate(t, a.client, start, func(*agentdv1.GenerateResponse, stream) {})
+	wantCode(t, st, codes.OK)
+	pausedEvent(t, events)
+}
+
+// R-A6, X-L5: a client that vanishes while an approval is pending leaves
+// a paused generation that a later resume continues.
+func TestPauseOnDisconnect(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := newPausable(t, bridge, nil, recordingScript())
+	ctx, cancel := context.WithCancel(t.Context())
+	s, err := a.client.Generate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}}}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before the approval request: %v", err)
+		}
+		if st := ev.GetStarted(); st != nil {
+			id = st.GetGenerationId()
+		}
+		if ev.GetApprovalRequest() != nil {
+			break
+		}
+	}
+	cancel() // the client vanishes
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := a.store.Get(t.Context(), "", id); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after the client vanished")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	events, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+	wantCode(t, st, codes.OK)
+	if kinds(events)[len(events)-1] != "completed" || bridge.callsTo("delete") != 1 {
+		t.Errorf("resume after a disconnect: %v, delete ran %d times", kinds(events), bridge.callsTo("delete"))
+	}
+}
+
+// R-A8, R-A9: approved runs exactly once, results go to the model
+// together in call order, and the same resume again finds nothing.
+func TestResumeApproved(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	prov := recordingScript()
+	a := newPausable(t, bridge, nil, prov)
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	paused := pausedEvent(t, events)
+	req := paused.GetApprovalRequests()[0]
+
+	resume := resumeRequest(paused.GetGenerationId(), filesAgent(t), &agentdv1.ApprovalDecision{RequestId: req.GetId(), Approved: true, Digest: req.GetDigest()})
+	events, st := run(t, a.client, resume, nil)
+	wantCode(t, st, codes.OK)
+	if got := kinds(events); got[0] != "started" || got[len(got)-1] != "completed" {
+		t.Fatalf("resumed events = %v", got)
+	}
+	if !started(t, events).GetResumed() || started(t, events).GetGenerationId() != paused.GetGenerationId() {
+		t.Errorf("started = %v; want the same generation, resumed", started(t, events))
+	}
+	if n := bridge.callsTo("delete"); n != 1 {
+		t.Errorf("R-A8 delete ran %d times; want exactly once", n)
+	}
+	if n := bridge.callsTo("read"); n != 1 {
+		t.Errorf("read ran %d times; the resume must reuse its stored result", n)
+	}
+	want := &agentdv1.Message{Role: agentdv1.Role_ROLE_TOOL, Parts: []*agentdv1.Part{
+		resultPart("call_1_1", "read", "read ok", false),
+		resultPart("call_1_2", "delete", "delete ok", false),
+	}}
+	if diff := protoDiff(want, toolResults(t, prov, len(prov.calls())-1)); diff != "" {
+		t.Errorf("R-A9 results sent to the model, in call order (-want +got):\n%s", diff)
+	}
+	completed := events[len(events)-1].GetCompleted()
+	if completed.GetToolTurns() != 1 || len(completed.GetMessages()) != 3 {
+		t.Errorf("completed = %v; want the whole generation's messages and tool turns", completed)
+	}
+	// R-A8: the same resume again runs nothing.
+	_, st = run(t, a.client, resume, nil)
+	wantCode(t, st, codes.NotFound)
+	if n := bridge.callsTo("delete"); n != 1 {
+		t.Errorf("a repeated resume ran delete again (%d)", n)
+	}
+}
+
+// R-A8: declined gets {"error":"declined by user"} without a call.
+func TestResumeDeclined(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	prov := recordingScript()
+	a := newPausable(t, bridge, nil, prov)
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	paused := pausedEvent(t, events)
+	_, st := run(t, a.client, resumeRequest(paused.GetGenerationId(), filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: false}), nil)
+	wantCode(t, st, codes.OK)
+	if bridge.callsTo("delete") != 0 {
+		t.Error("a declined call ran")
+	}
+	got := toolResults(t, prov, len(prov.calls())-1).GetParts()[1].GetToolResult()
+	if got.GetOutput() != `{"error":"declined by user"}` || !got.GetIsError() {
+		t.Errorf("declined result = %v", got)
+	}
+}
+
+// R-A8, X-A10: a paused MCP call whose tool is no longer offered by its
+// server, or is now offered by another server, gets an error without a
+// call.
+func TestResumeToolGone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		after []*bridgev1.ServerTools
+	}{
+		{"R-A8 the tool is gone", []*bridgev1.ServerTools{serverTools("files", "read"), serverTools("other")}},
+		{"X-A10 another server now offers it", []*bridgev1.ServerTools{serverTools("files", "read"), serverTools("other", "delete")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			lists := 0
+			bridge := &fakeBridge{onList: func(context.Context) ([]*bridgev1.ServerTools, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				lists++
+				if lists == 1 {
+					return []*bridgev1.ServerTools{serverTools("files", "read", "delete"), serverTools("other")}, nil
+				}
+				return tc.after, nil
+			}}
+			prov := recordingScript()
+			a := newPausable(t, bridge, nil, prov)
+			agent := filesAgent(t)
+			agent.Mcps = append(agent.Mcps, refServer("other", "other"))
+			events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("tidy")}, nil)
+			paused := pausedEvent(t, events)
+			_, st := run(t, a.client, resumeRequest(paused.GetGenerationId(), agent, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+			wantCode(t, st, codes.OK)
+			if n := bridge.callsTo("delete"); n != 0 {
+				t.Errorf("delete was called %d times", n)
+			}
+			got := toolResults(t, prov, len(prov.calls())-1).GetParts()[1].GetToolResult()
+			if got.GetOutput() != `{"error":"delete is no longer offered by its MCP server"}` || !got.GetIsError() {
+				t.Errorf("result = %v", got)
+			}
+		})
+	}
+}
+
+// R-A7: a resume is validated before anything runs: every request
+// answered, no unknown ids, the same provider and model.
+func TestResumeValidation(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := newPausable(t, bridge, nil, recordingScript(), plainProvider())
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	before := bridge.counts()
+	other := filesAgent(t)
+	other.Provider = "plain"
+	for _, tc := range []struct {
+		name    string
+		req     *agentdv1.GenerateRequest
+		code    codes.Code
+		message string
+	}{
+		{"unknown generation", resumeRequest("gen_nope", filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}), codes.NotFound, "gen_nope"},
+		{"missing answer", resumeRequest(id, filesAgent(t)), codes.InvalidArgument, "missing answers for approval_call_1_2"},
+		{"unknown id", resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}, &agentdv1.ApprovalDecision{RequestId: "approval_x"}), codes.InvalidArgument, "approval_x"},
+		{"wrong digest", resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Digest: "00"}), codes.InvalidArgument, "digest"},
+		{"other provider", resumeRequest(id, other, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}), codes.InvalidArgument, "cannot resume on plain"},
+		{"no agent", resumeRequest(id, nil, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}), codes.InvalidArgument, "resume.agent"},
+	} {
+		_, st := run(t, a.client, tc.req, nil)
+		wantCode(t, st, tc.code)
+		if !strings.Contains(st.Message(), tc.message) {
+			t.Errorf("%s: %q does not mention %q", tc.name, st.Message(), tc.message)
+		}
+	}
+	if diff := cmp.Diff(before, bridge.counts()); diff != "" {
+		t.Errorf("R-A7 a refused resume touched the bridge (-before +after):\n%s", diff)
+	}
+	// The generation is still paused and resumes normally.
+	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+	wantCode(t, st, codes.OK)
+}
+
+// R-A8: of two concurrent resumes, one runs; the other gets a clear error.
+func TestConcurrentResumes(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	bridge := &fakeBridge{
+		onList: offering(serverTools("files", "read", "delete")),
+		onCall: func(_ context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+			if tool == "delete" {
+				<-release
+			}
+			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+		},
+	}
+	a := newPausable(t, bridge, nil, recordingScript())
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	resume := resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true})
+	first := make(chan codes.Code, 1)
+	go func() {
+		_, st := run(t, a.client, resume, nil)
+		first <- st.Code()
+	}()
+	// Wait until the first resume runs delete, then resume again.
+	deadline := time.Now().Add(10 * time.Second)
+	for bridge.callsTo("delete") == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, st := run(t, a.client, resume, nil)
+	wantCode(t, st, codes.Aborted)
+	close(release)
+	if code := <-first; code != codes.OK {
+		t.Errorf("the first resume ended with %v", code)
+	}
+	if n := bridge.callsTo("delete"); n != 1 {
+		t.Errorf("delete ran %d times", n)
+	}
+}
+
+// R-A9: the tool-turn budget carries across a pause.
+func TestResumeKeepsToolTurnBudget(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := newPausable(t, bridge, nil, recordingScript())
+	agent := filesAgent(t)
+	one := int32(1)
+	agent.MaxToolTurns = &one
+	agent.ProviderOptions = script(t, `{"turns": [
+		{"tool_calls": [{"name": "delete", "arguments": {"path": "a.txt"}}]},
+		{"tool_calls": [{"name": "read", "arguments": {"path": "b.txt"}}]},
+		{"text": "never"}
+	]}`)
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	_, st := run(t, a.client, resumeRequest(id, agent, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_1", Approved: true}), nil)
+	wantCode(t, st, codes.ResourceExhausted)
+}
+
+// X-F1: a function call pauses like an approval, and the resume brings
+// its result.
+func TestPauseOnFunctionCall(t *testing.T) {
+	t.Parallel()
+	prov := recordingScript()
+	a := newPausable(t, &fakeBridge{}, nil, prov)
+	agent := &agentdv1.Agent{
+		Provider: "script",
+		Tools:    []*agentdv1.FunctionTool{{Name: "lookup"}},
+		ProviderOptions: script(t, `{"turns": [
+			{"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]},
+			{"text": "got {{tool_outputs}}"}
+		]}`),
+	}
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, nil)
+	paused := pausedEvent(t, events)
+	if len(paused.GetFunctionCalls()) != 1 || paused.GetFunctionCalls()[0].GetCallId() != "call_1_1" {
+		t.Fatalf("paused = %v", paused)
+	}
+	resume := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId: paused.GetGenerationId(), Agent: agent,
+		FunctionResults: []*agentdv1.FunctionResult{{CallId: "call_1_1", Output: "42"}},
+	}}}
+	events, st := run(t, a.client, resume, nil)
+	wantCode(t, st, codes.OK)
+	final := events[len(events)-1].GetCompleted().GetMessage().GetParts()[0].GetText()
+	if final != "got 42" {
+		t.Errorf("final text = %q", final)
+	}
+}
+
+// A resume that died after claiming (its claim went stale) is taken over;
+// the calls it approved are reported as of unknown outcome, never run
+// twice.
+func TestStaleClaimTakeover(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	prov := recordingScript()
+	a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = time.Millisecond }, prov)
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+
+	// A resume claimed it, approving delete, and died.
+	rec, err := a.store.Get(t.Context(), "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &statev1.Checkpoint{}
+	if err := proto.Unmarshal(rec.Data, cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Claim = &statev1.Claim{ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: "approval_call_1_2", Approved: true}}, ClaimedAt: timestamppb.Now()}
+	data, _ := proto.Marshal(cp)
+	now := time.Now()
+	if err := a.store.Claim(t.Context(), "", id, rec.Version, data, now, now); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // the claim goes stale (ResumeStaleAfter is 1ms)
+
+	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+	wantCode(t, st, codes.OK)
+	if n := bridge.callsTo("delete"); n != 0 {
+		t.Errorf("delete ran %d times after a takeover; it may already have run", n)
+	}
+	got := toolResults(t, prov, len(prov.calls())-1).GetParts()[1].GetToolResult()
+	if !got.GetIsError() || !strings.Contains(got.GetOutput(), "may have run") {
+		t.Errorf("result = %v", got)
+	}
+}
+
+// Paused generations expire.
+func TestPausedGenerationExpires(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := newPausable(t, bridge, func(g *config.Generation) { g.PauseTTL = time.Millisecond }, recordingScript())
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	time.Sleep(5 * time.Millisecond)
+	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+	wantCode(t, st, codes.NotFound)
+}

@@ -1,0 +1,385 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// turnRun is one tool turn's calls: their results, and the approval
+// requests and function calls that wait for the client.
+type turnRun struct {
+	g       *generation
+	turn    int
+	calls   []*agentdv1.ToolCall
+	results []*agentdv1.ToolResult // nil while a call has no result
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex // guards results against the MCP calls' goroutines
+
+	approvals map[string]int                       // pending approval request id → call index
+	requests  map[string]*agentdv1.ApprovalRequest // pending approval requests by id
+	functions map[string]time.Time                 // pending function call id → when it was asked
+	started   bool                                 // an approved call was started
+}
+
+// errPause says the turn cannot finish without answers the client is not
+// giving on this stream: the generation pauses.
+type errPause struct{ why string }
+
+func (e *errPause) Error() string { return "the generation pauses: the client " + e.why }
+
+func (g *generation) newTurnRun(ctx context.Context, turn int, calls []*agentdv1.ToolCall) *turnRun {
+	tctx, cancel := context.WithCancelCause(ctx)
+	return &turnRun{
+		g: g, turn: turn, calls: calls, ctx: tctx, cancel: cancel,
+		results:   make([]*agentdv1.ToolResult, len(calls)),
+		approvals: make(map[string]int),
+		requests:  make(map[string]*agentdv1.ApprovalRequest),
+		functions: make(map[string]time.Time),
+	}
+}
+
+// finish waits for the turn's running calls. It returns their results, a
+// pause (*errPause, with every running call finished) or the error that
+// failed the turn.
+func (r *turnRun) finish(err error) ([]*agentdv1.ToolResult, error) {
+	var pause *errPause
+	if err != nil && !errors.As(err, &pause) {
+		r.cancel(err)
+	}
+	r.wg.Wait()
+	defer r.cancel(nil)
+	if cause := context.Cause(r.ctx); cause != nil {
+		return nil, cause // a call that failed the generation, or cancellation
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.results, nil
+}
+
+// runTools runs one turn's calls and returns their results in call order.
+// MCP calls run in parallel as soon as they may; gated calls wait for the
+// client's decision and function calls for the client's result, on the
+// open stream (X-F1, X-F2, R-A4, R-A5).
+func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.ToolCall) (*turnRun, []*agentdv1.ToolResult, error) {
+	r := g.newTurnRun(ctx, turn, calls)
+	err := r.dispatch()
+	if err == nil {
+		err = r.awaitAnswers()
+	}
+	results, err := r.finish(err)
+	return r, results, err
+}
+
+func (r *turnRun) dispatch() error {
+	g := r.g
+	for i, c := range r.calls {
+		owner := g.owners[c.GetName()]
+		switch {
+		case owner == nil:
+			if err := r.unknownTool(i); err != nil {
+				return err
+			}
+		case g.gated(c.GetName(), owner):
+			req := &agentdv1.ApprovalRequest{
+				Id:         "approval_" + c.GetId(),
+				ToolCallId: c.GetId(),
+				ServerName: owner.serverName(),
+				ToolName:   c.GetName(),
+				Arguments:  c.GetArguments(),
+				Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
+				Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
+			}
+			r.approvals[req.GetId()] = i
+			r.requests[req.GetId()] = req
+			if err := g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}}); err != nil {
+				return err
+			}
+		default:
+			if err := r.start(i, owner); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *turnRun) setResult(i int, res *agentdv1.ToolResult) {
+	r.mu.Lock()
+	r.results[i] = res
+	r.mu.Unlock()
+}
+
+// unknownTool answers a call to a tool nobody offers with an error the
+// model can recover from (R-T3); the client sees the call too.
+func (r *turnRun) unknownTool(i int) error {
+	c := r.calls[i]
+	out := errorJSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
+	r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true, Output: out})
+	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
+		CallId: c.GetId(), ToolName: c.GetName(), Arguments: c.GetArguments(), Turn: int32(r.turn),
+	}}}); err != nil {
+		return err
+	}
+	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
+		CallId: c.GetId(), ToolName: c.GetName(), Duration: durationpb.New(0), IsError: true, Output: out, Turn: int32(r.turn),
+	}}})
+}
+
+func (o *toolOwner) serverName() string {
+	if o.server == nil {
+		return ""
+	}
+	return o.server.name
+}
+
+func (o *toolOwner) toolName(offered string) string {
+	if o.serverTool != "" {
+		return o.serverTool
+	}
+	return offered
+}
+
+// start runs call i: an MCP call in its own goroutine, a function call by
+// asking the client.
+func (r *turnRun) start(i int, owner *toolOwner) error {
+	c := r.calls[i]
+	started := &agentdv1.ToolCallStarted{CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.serverName(), Origin: owner.origin, Arguments: c.GetArguments(), Turn: int32(r.turn)}
+	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: started}}); err != nil {
+		return err
+	}
+	if owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION {
+		return r.askFunction(i)
+	}
+	r.wg.Go(func() {
+		res, err := r.g.callMCP(r.ctx, r.turn, c, owner)
+		if err != nil {
+			r.cancel(err)
+			return
+		}
+		r.setResult(i, res)
+	})
+	return nil
+}
+
+func (r *turnRun) askFunction(i int) error {
+	c := r.calls[i]
+	r.functions[c.GetId()] = time.Now()
+	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_FunctionCall{FunctionCall: &agentdv1.FunctionCall{
+		CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments(),
+	}}})
+}
+
+// callMCP runs one MCP tool call through the bridge.
+func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall, owner *toolOwner) (*agentdv1.ToolResult, error) {
+	ctx, span := g.s.tracer.Start(ctx, "execute_tool "+c.GetName())
+	defer span.End()
+	span.SetAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", c.GetName()),
+		attribute.String("gen_ai.tool.call.id", c.GetId()),
+		attribute.String("mcp.server.name", owner.server.name),
+	)
+	began := time.Now()
+	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
+	if err != nil {
+		span.SetStatus(codes.Error, fault.KindOf(err).String())
+		return nil, err
+	}
+	if res.GetIsError() {
+		span.SetStatus(codes.Error, "tool error")
+	}
+	out := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: res.GetOutput(), IsError: res.GetIsError(), Attachments: attachments(res.GetAttachments())}
+	err = g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
+		CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.server.name, Origin: owner.origin,
+		Duration: durationpb.New(time.Since(began)), IsError: out.GetIsError(), Output: out.GetOutput(), Turn: int32(turn),
+	}}})
+	return out, err
+}
+
+func attachments(cs []*bridgev1.Content) []*agentdv1.Media {
+	var out []*agentdv1.Media
+	for _, c := range cs {
+		m := &agentdv1.Media{MimeType: c.GetMimeType(), Name: c.GetName()}
+		if c.GetUri() != "" {
+			m.Source = &agentdv1.Media_Uri{Uri: c.GetUri()}
+		} else {
+			m.Source = &agentdv1.Media_Data{Data: c.GetData()}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (r *turnRun) pending() int { return len(r.approvals) + len(r.functions) }
+
+// awaitAnswers waits on the stream for a decision on every approval
+// request and a result for every function call of the turn. If the client
+// half-closes, goes away, or does not answer within the answer timeout,
+// it returns an *errPause (R-A5, R-A6).
+func (r *turnRun) awaitAnswers() error {
+	if r.pending() == 0 {
+		return nil
+	}
+	g := r.g
+	if gone := g.link.waiting(true); gone {
+		return &errPause{why: "has gone away"}
+	}
+	defer g.link.waiting(false)
+	timer := time.NewTimer(g.plan.answerTimeout)
+	defer timer.Stop()
+	for {
+		decisions, results, ended, err := g.link.mail.take()
+		if err != nil {
+			return err
+		}
+		for _, d := range decisions {
+			if err := r.decide(d); err != nil {
+				return err
+			}
+		}
+		for _, fr := range results {
+			if err := r.functionResult(fr); err != nil {
+				return err
+			}
+		}
+		if r.pending() == 0 {
+			return nil
+		}
+		if r.ctx.Err() != nil {
+			return context.Cause(r.ctx) // cancelled (a cancel message also ends the mailbox)
+		}
+		if ended {
+			return &errPause{why: "half-closed the stream or went away"}
+		}
+		select {
+		case <-g.link.mail.notify:
+		case <-timer.C:
+			return &errPause{why: fmt.Sprintf("did not answer within %s", g.plan.answerTimeout)}
+		case <-r.ctx.Done():
+			return context.Cause(r.ctx)
+		}
+	}
+}
+
+// decide applies an approval decision: declined calls get {"error":
+// "declined by user"} without running; approved ones run once, on the
+// server the approval is bound to (X-A10) — if its tool is no longer
+// offered there, they get an error instead, without a call (R-A8).
+func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
+	g := r.g
+	if g.answered[d.GetRequestId()] {
+		return nil // a repeated answer: the call runs at most once
+	}
+	i, ok := r.approvals[d.GetRequestId()]
+	if !ok {
+		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
+	}
+	req := r.requests[d.GetRequestId()]
+	if d.GetDigest() != "" && d.GetDigest() != req.GetDigest() {
+		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
+	}
+	delete(r.approvals, d.GetRequestId())
+	delete(r.requests, d.GetRequestId())
+	g.answered[d.GetRequestId()] = true
+	c := r.calls[i]
+	if !d.GetApproved() {
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
+		return nil
+	}
+	owner := g.owners[c.GetName()]
+	if owner == nil || approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()) != req.GetDigest() {
+		what := "is no longer offered"
+		if req.GetServerName() != "" {
+			what = "is no longer offered by its MCP server"
+		}
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
+			Output: errorJSON(fmt.Sprintf("%s %s", c.GetName(), what))})
+		return nil
+	}
+	r.started = true
+	return r.start(i, owner)
+}
+
+func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
+	g := r.g
+	if g.answered[fr.GetCallId()] {
+		return nil
+	}
+	asked, ok := r.functions[fr.GetCallId()]
+	if !ok {
+		return fault.InvalidRequest([]fault.Violation{{Field: "function_result.call_id", Description: fmt.Sprintf("%q is not a pending function call", fr.GetCallId())}})
+	}
+	delete(r.functions, fr.GetCallId())
+	g.answered[fr.GetCallId()] = true
+	i := r.index(fr.GetCallId())
+	c := r.calls[i]
+	r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()})
+	return g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
+		CallId: c.GetId(), ToolName: c.GetName(), Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION,
+		Duration: durationpb.New(time.Since(asked)), IsError: fr.GetIsError(), Output: fr.GetOutput(), Turn: int32(r.turn),
+	}}})
+}
+
+func (r *turnRun) index(callID string) int {
+	for i, c := range r.calls {
+		if c.GetId() == callID {
+			return i
+		}
+	}
+	return -1
+}
+
+// state records where each call stands, for a checkpoint.
+func (r *turnRun) state() *statev1.PausedTurn {
+	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls}
+	pendingApproval := make(map[int]*agentdv1.ApprovalRequest)
+	for id, i := range r.approvals {
+		pendingApproval[i] = r.requests[id]
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, c := range r.calls {
+		st := &statev1.CallState{}
+		switch {
+		case r.results[i] != nil:
+			st.State = &statev1.CallState_Result{Result: r.results[i]}
+		case pendingApproval[i] != nil:
+			st.State = &statev1.CallState_Approval{Approval: pendingApproval[i]}
+		default:
+			st.State = &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}
+		}
+		t.States = append(t.States, st)
+	}
+	return t
+}
+
+// pendingRequests lists the approval requests and function calls a paused
+// turn waits for, in call order.
+func pendingRequests(t *statev1.PausedTurn) ([]*agentdv1.ApprovalRequest, []*agentdv1.FunctionCall) {
+	var approvals []*agentdv1.ApprovalRequest
+	var functions []*agentdv1.FunctionCall
+	for _, st := range t.GetStates() {
+		switch s := st.GetState().(type) {
+		case *statev1.CallState_Approval:
+			approvals = append(approvals, s.Approval)
+		case *statev1.CallState_FunctionCall:
+			functions = append(functions, s.FunctionCall)
+		}
+	}
+	return approvals, functions
+}
