@@ -84,7 +84,7 @@ accept-api: tools
 build:
 	go build -o bin/agentd ./cmd/agentd
 
-build/ts/examples/ts/demo.js: npm examples/ts/demo.ts $(wildcard gen/ts/agentd/v1/*.ts)
+build/ts/examples/ts/demo.js: npm examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
 	$(TSC) -p examples/ts
 
 run: build
@@ -117,13 +117,17 @@ bench: npm
 
 # The client examples against a live agentd that this target starts and stops.
 examples: build build/ts/examples/ts/demo.js
-	@AGENTD_LISTEN=$(EXAMPLE_ADDR) bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
-	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true" EXIT; \
+	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
+	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state" EXIT; \
 	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
 	  echo "--- Go example"; go run ./examples/go $(EXAMPLE_ADDR); \
 	  echo "--- Python example"; PYTHONPATH=gen/python $(PY) examples/python/demo.py $(EXAMPLE_ADDR); \
 	  echo "--- TypeScript example"; node build/ts/examples/ts/demo.js $(EXAMPLE_ADDR); \
-	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json
+	  echo "--- Go approval example"; go run ./examples/go/approve $(EXAMPLE_ADDR); \
+	  echo "--- Python approval example"; PYTHONPATH=gen/python $(PY) examples/python/approve.py $(EXAMPLE_ADDR); \
+	  echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js $(EXAMPLE_ADDR); \
+	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json; \
+	  echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/approval-start.json
 
 # What a newcomer checks by hand after `make run`, with grpcurl: the services,
 # health and reflection of `agentd serve` and of `agentd bridge`.

@@ -6,9 +6,10 @@
 set -euo pipefail
 grpcurl=$1 agent=$2 bridge=$3
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
+state=$(mktemp -d)
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$state"' EXIT
 
-AGENTD_LISTEN=$agent bin/agentd serve 2>/tmp/agentd-smoke.log & pids+=($!)
+AGENTD_LISTEN=$agent AGENTD_STATE_DIR=$state bin/agentd serve 2>/tmp/agentd-smoke.log & pids+=($!)
 AGENTD_BRIDGE_LISTEN=$bridge bin/agentd bridge 2>/tmp/agentd-bridge-smoke.log & pids+=($!)
 scripts/wait-port.sh "$agent"
 scripts/wait-port.sh "$bridge"

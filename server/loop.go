@@ -122,7 +122,7 @@ func (g *generation) run(ctx context.Context) error {
 			return err
 		}
 	}
-	for turn := 1; ; turn++ {
+	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
 		assistant, calls, stop, err := g.modelTurn(ctx, turn)
 		if err != nil {
 			return err

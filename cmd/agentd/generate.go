@@ -20,10 +20,13 @@ const generateUsage = `usage: agentd generate [flags]
 
 Runs one generation against a running agentd and prints its events.
 Approval requests are asked on the terminal (y/n); function calls ask for
-their result.
+their result. End the input (Ctrl-D) instead of answering, and the
+generation pauses; resume it later with --resume, answering every pending
+request with --approve, --decline and --result.
 
   agentd generate --request examples/demo-start.json
   agentd generate --provider mock --prompt "Hello"
+  agentd generate --request examples/approval-start.json --resume gen_... --approve approval_call_1_1
 `
 
 func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -36,12 +39,28 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	model := fs.String("model", "", "model, when --request is not given")
 	prompt := fs.String("prompt", "", "user message, when --request is not given")
 	asJSON := fs.Bool("json", false, "print each event as one line of JSON")
+	resume := fs.String("resume", "", "resume this paused generation (its agent comes from --request)")
+	approve := fs.String("approve", "", "with --resume: approval request ids to approve, comma-separated")
+	decline := fs.String("decline", "", "with --resume: approval request ids to decline, comma-separated")
+	var results resultFlags
+	fs.Var(&results, "result", "with --resume: a function result, CALL_ID=OUTPUT (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	start, err := startRequest(*requestFile, *provider, *model, *prompt)
 	if err != nil {
 		return err
+	}
+	first := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}
+	if *resume != "" {
+		r := &agentdv1.ResumeGeneration{GenerationId: *resume, Agent: start.GetAgent(), FunctionResults: results}
+		for _, id := range splitIDs(*approve) {
+			r.ApprovalDecisions = append(r.ApprovalDecisions, &agentdv1.ApprovalDecision{RequestId: id, Approved: true})
+		}
+		for _, id := range splitIDs(*decline) {
+			r.ApprovalDecisions = append(r.ApprovalDecisions, &agentdv1.ApprovalDecision{RequestId: id})
+		}
+		first = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: r}}
 	}
 	conn, err := grpcserver.Dial(*addr, grpcserver.Telemetry{})
 	if err != nil {
@@ -54,7 +73,7 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
+	if err := stream.Send(first); err != nil {
 		return err
 	}
 	answers := bufio.NewReader(stdin)
@@ -77,30 +96,73 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		switch k := ev.GetEvent().(type) {
 		case *agentdv1.GenerateResponse_ApprovalRequest:
 			r := k.ApprovalRequest
-			line := ask(answers, stderr, fmt.Sprintf("%s %s [y/N] ", r.GetPrompt(), r.GetArguments()))
-			approved := strings.EqualFold(line, "y") || strings.EqualFold(line, "yes")
-			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
-				RequestId: r.GetId(), Approved: approved, Digest: r.GetDigest(),
-			}}}
+			line, ok := ask(answers, stderr, fmt.Sprintf("%s %s [y/N] ", r.GetPrompt(), r.GetArguments()))
+			if ok {
+				approved := strings.EqualFold(line, "y") || strings.EqualFold(line, "yes")
+				answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+					RequestId: r.GetId(), Approved: approved, Digest: r.GetDigest(),
+				}}}
+			}
 		case *agentdv1.GenerateResponse_FunctionCall:
 			c := k.FunctionCall
-			line := ask(answers, stderr, fmt.Sprintf("result of %s(%s): ", c.GetName(), c.GetArguments()))
-			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_FunctionResult{FunctionResult: &agentdv1.FunctionResult{
-				CallId: c.GetCallId(), Output: line,
-			}}}
+			line, ok := ask(answers, stderr, fmt.Sprintf("result of %s(%s): ", c.GetName(), c.GetArguments()))
+			if ok {
+				answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_FunctionResult{FunctionResult: &agentdv1.FunctionResult{
+					CallId: c.GetCallId(), Output: line,
+				}}}
+			}
 		}
-		if answer != nil {
+		switch {
+		case answer != nil:
 			if err := stream.Send(answer); err != nil {
+				return err
+			}
+		case needsAnswer(ev):
+			// The input ended: answer nothing more, so the generation pauses.
+			if err := stream.CloseSend(); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func ask(r *bufio.Reader, w io.Writer, prompt string) string {
+// ask prompts for one line; ok is false when the input has ended.
+func ask(r *bufio.Reader, w io.Writer, prompt string) (string, bool) {
 	fmt.Fprint(w, prompt)
-	line, _ := r.ReadString('\n')
-	return strings.TrimSpace(line)
+	line, err := r.ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(w)
+		return "", false
+	}
+	return strings.TrimSpace(line), true
+}
+
+func needsAnswer(ev *agentdv1.GenerateResponse) bool {
+	return ev.GetApprovalRequest() != nil || ev.GetFunctionCall() != nil
+}
+
+func splitIDs(s string) []string {
+	var ids []string
+	for _, id := range strings.Split(s, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// resultFlags collects --result CALL_ID=OUTPUT.
+type resultFlags []*agentdv1.FunctionResult
+
+func (r *resultFlags) String() string { return "" }
+
+func (r *resultFlags) Set(v string) error {
+	id, out, ok := strings.Cut(v, "=")
+	if !ok || id == "" {
+		return errors.New("want CALL_ID=OUTPUT")
+	}
+	*r = append(*r, &agentdv1.FunctionResult{CallId: id, Output: out})
+	return nil
 }
 
 func startRequest(file, provider, model, prompt string) (*agentdv1.StartGeneration, error) {
@@ -178,7 +240,16 @@ func (p *printer) print(ev *agentdv1.GenerateResponse) {
 		u := k.Usage
 		p.line("usage turn %d: %d input, %d output tokens, %d bytes of tool schemas", u.GetTurn(), u.GetInputTokens(), u.GetOutputTokens(), u.GetToolSchemaBytes())
 	case *agentdv1.GenerateResponse_Paused:
-		p.line("paused %s: resume it with its generation id", k.Paused.GetGenerationId())
+		pz := k.Paused
+		var ids []string
+		for _, r := range pz.GetApprovalRequests() {
+			ids = append(ids, r.GetId())
+		}
+		for _, c := range pz.GetFunctionCalls() {
+			ids = append(ids, c.GetCallId()+" (function)")
+		}
+		p.line("paused %s until %s, waiting for: %s", pz.GetGenerationId(), pz.GetExpiresAt().AsTime().Format("2006-01-02 15:04:05 MST"), strings.Join(ids, ", "))
+		p.line("resume it: agentd generate --request <the same request> --resume %s --approve <ids> --decline <ids> --result <call_id>=<output>", pz.GetGenerationId())
 	case *agentdv1.GenerateResponse_Completed:
 		c := k.Completed
 		p.line("completed (%s, %d tool turns)", strings.ToLower(strings.TrimPrefix(c.GetStopReason().String(), "STOP_REASON_")), c.GetToolTurns())
