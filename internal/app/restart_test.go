@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -153,19 +154,19 @@ func lines(t *testing.T, path string) []string {
 	return strings.Fields(string(data))
 }
 
-// X-A11, R-A8: a generation paused for approval survives agentd being
-// killed with SIGKILL; a restarted agentd resumes it, and the MCP server
-// sees the approved call exactly once. The old agentd's MCP server
-// processes do not survive it (X-L7).
-func TestRestartResumesExactlyOnce(t *testing.T) {
+// counterSetup writes an agentd configuration whose registered server
+// "files" is the counting MCP server, and returns its path, agentd's
+// address, and the files where the server records calls and pids.
+func counterSetup(t *testing.T) (configPath, addr, counter, pids string) {
+	t.Helper()
 	dir := t.TempDir()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter, pids := filepath.Join(dir, "calls"), filepath.Join(dir, "pids")
-	addr := freeAddr(t)
-	configPath := filepath.Join(dir, "agentd.yaml")
+	counter, pids = filepath.Join(dir, "calls"), filepath.Join(dir, "pids")
+	addr = freeAddr(t)
+	configPath = filepath.Join(dir, "agentd.yaml")
 	yaml := fmt.Sprintf(`listen: %s
 state_dir: %s
 bridge:
@@ -178,6 +179,12 @@ bridge:
 	if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return configPath, addr, counter, pids
+}
+
+// deleteAgent calls the counting server's delete, which needs approval.
+func deleteAgent(t *testing.T) *agentdv1.Agent {
+	t.Helper()
 	opts, err := structpb.NewStruct(map[string]any{"script": map[string]any{"turns": []any{
 		map[string]any{"tool_calls": []any{map[string]any{"name": "delete", "arguments": map[string]any{"path": "draft.txt"}}}},
 		map[string]any{"text": "{{tool_outputs}}"},
@@ -185,18 +192,24 @@ bridge:
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := &agentdv1.Agent{Provider: "script", RequiresApproval: []string{"delete"}, Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "files"}}}, ProviderOptions: opts}
-	client := func() agentdv1.AgentServiceClient {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return agentdv1.NewAgentServiceClient(conn)
-	}
+	return &agentdv1.Agent{Provider: "script", RequiresApproval: []string{"delete"}, Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "files"}}}, ProviderOptions: opts}
+}
 
-	first := startAgentd(t, configPath, addr)
-	stream, err := client().Generate(t.Context())
+func dialAgentd(t *testing.T, addr string) agentdv1.AgentServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return agentdv1.NewAgentServiceClient(conn)
+}
+
+// startAndPause starts a generation of agent and half-closes at its
+// approval request; it returns the paused event.
+func startAndPause(t *testing.T, client agentdv1.AgentServiceClient, agent *agentdv1.Agent) *agentdv1.GenerationPaused {
+	t.Helper()
+	stream, err := client.Generate(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +218,7 @@ bridge:
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	var paused *agentdv1.GenerationPaused
-	for paused == nil {
+	for {
 		ev, err := stream.Recv()
 		if err != nil {
 			t.Fatalf("before the pause: %v", err)
@@ -214,9 +226,52 @@ bridge:
 		if ev.GetApprovalRequest() != nil {
 			stream.CloseSend() // answer later
 		}
-		paused = ev.GetPaused()
+		if p := ev.GetPaused(); p != nil {
+			return p
+		}
 	}
+}
 
+// resume resumes a paused generation and returns its final text.
+func resume(t *testing.T, client agentdv1.AgentServiceClient, paused *agentdv1.GenerationPaused, agent *agentdv1.Agent, approved bool) string {
+	t.Helper()
+	stream, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := paused.GetApprovalRequests()[0]
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId: paused.GetGenerationId(), Agent: agent,
+		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: req.GetId(), Approved: approved, Digest: req.GetDigest()}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	stream.CloseSend()
+	var final string
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return final
+		}
+		if err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		if c := ev.GetCompleted(); c != nil {
+			final = c.GetMessage().GetParts()[0].GetText()
+		}
+	}
+}
+
+// X-A11, R-A8: a generation paused for approval survives agentd being
+// killed with SIGKILL; a restarted agentd resumes it, and the MCP server
+// sees the approved call exactly once. The old agentd's MCP server
+// processes do not survive it (X-L7).
+func TestRestartResumesExactlyOnce(t *testing.T) {
+	configPath, addr, counter, pids := counterSetup(t)
+	agent := deleteAgent(t)
+
+	first := startAgentd(t, configPath, addr)
+	paused := startAndPause(t, dialAgentd(t, addr), agent)
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -236,32 +291,7 @@ bridge:
 	}
 
 	second := startAgentd(t, configPath, addr)
-	resumed, err := client().Generate(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := paused.GetApprovalRequests()[0]
-	if err := resumed.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
-		GenerationId: paused.GetGenerationId(), Agent: agent,
-		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: req.GetId(), Approved: true, Digest: req.GetDigest()}},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	resumed.CloseSend()
-	var final string
-	for {
-		ev, err := resumed.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("resume: %v", err)
-		}
-		if c := ev.GetCompleted(); c != nil {
-			final = c.GetMessage().GetParts()[0].GetText()
-		}
-	}
-	if final != "deleted draft.txt" {
+	if final := resume(t, dialAgentd(t, addr), paused, agent, true); final != "deleted draft.txt" {
 		t.Errorf("final text = %q", final)
 	}
 	if got := lines(t, counter); len(got) != 1 {
@@ -272,6 +302,31 @@ bridge:
 	}
 	if err := second.wait(); err != nil {
 		t.Errorf("agentd after SIGTERM: %v", err)
+	}
+}
+
+// R-A8 with a real MCP server that counts its calls: a declined call, and
+// a call whose tool is no longer offered when the generation resumes,
+// reach the server never.
+func TestResumeWithoutCall(t *testing.T) {
+	configPath, addr, counter, _ := counterSetup(t)
+	startAgentd(t, configPath, addr)
+	client := dialAgentd(t, addr)
+	agent := deleteAgent(t)
+
+	declined := startAndPause(t, client, agent)
+	if final := resume(t, client, declined, agent, false); final != `{"error":"declined by user"}` {
+		t.Errorf("declined: the model saw %q", final)
+	}
+
+	withdrawn := startAndPause(t, client, agent)
+	restricted := proto.Clone(agent).(*agentdv1.Agent)
+	restricted.Mcps[0].AllowedTools = []string{"list"} // delete is no longer offered
+	if final := resume(t, client, withdrawn, restricted, true); final != `{"error":"delete is no longer offered by its MCP server"}` {
+		t.Errorf("withdrawn: the model saw %q", final)
+	}
+	if got := lines(t, counter); len(got) != 0 {
+		t.Errorf("the MCP server saw %d calls (%v); want none", len(got), got)
 	}
 }
 
