@@ -87,12 +87,17 @@ type Request struct {
 	Options map[string]any
 }
 
-// Event is one item of a streamed model turn: *TextDelta, *ToolCall,
-// *ProviderToolCall, *Usage or *Stop.
+// Event is one item of a streamed model turn: *TextDelta, *Reasoning,
+// *ToolCall, *ProviderToolCall, *Usage or *Stop.
 type Event interface{ isEvent() }
 
 // TextDelta is a piece of the model's text.
 type TextDelta struct{ Text string }
+
+// Reasoning is a piece of the model's reasoning: text as it streams, or a
+// signature (opaque, returned to the provider on later turns). The loop
+// keeps it in the assistant message.
+type Reasoning struct{ Text, Signature string }
 
 // ToolCall is a complete call the model asks agentd to run.
 type ToolCall struct{ Call *agentdv1.ToolCall }
@@ -108,6 +113,7 @@ type Usage struct{ Usage *agentdv1.Usage }
 type Stop struct{ Reason agentdv1.StopReason }
 
 func (*TextDelta) isEvent()        {}
+func (*Reasoning) isEvent()        {}
 func (*ToolCall) isEvent()         {}
 func (*ProviderToolCall) isEvent() {}
 func (*Usage) isEvent()            {}

@@ -287,6 +287,7 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*agentdv1.Message
 		Options:      g.plan.options,
 	}
 	var text strings.Builder
+	var reasoning []*agentdv1.Reasoning // blocks; a signature ends one
 	var parts []*agentdv1.Part
 	var calls []*agentdv1.ToolCall
 	usage := &agentdv1.Usage{}
@@ -303,6 +304,13 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*agentdv1.Message
 			if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TextDelta{TextDelta: &agentdv1.TextDelta{Text: ev.Text}}}); err != nil {
 				return nil, nil, 0, err
 			}
+		case *providers.Reasoning:
+			if len(reasoning) == 0 || reasoning[len(reasoning)-1].GetSignature() != "" {
+				reasoning = append(reasoning, &agentdv1.Reasoning{Provider: g.plan.agent.GetProvider()})
+			}
+			cur := reasoning[len(reasoning)-1]
+			cur.Text += ev.Text
+			cur.Signature += ev.Signature
 		case *providers.ToolCall:
 			c := ev.Call
 			if c.GetId() == "" {
@@ -332,6 +340,9 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*agentdv1.Message
 		return nil, nil, 0, err
 	}
 	var content []*agentdv1.Part
+	for _, r := range reasoning {
+		content = append(content, &agentdv1.Part{Kind: &agentdv1.Part_Reasoning{Reasoning: r}})
+	}
 	if text.Len() > 0 {
 		content = append(content, &agentdv1.Part{Kind: &agentdv1.Part_Text{Text: text.String()}})
 	}

@@ -146,6 +146,7 @@ type Part struct {
 	//	*Part_ToolResult
 	//	*Part_Media
 	//	*Part_ProviderToolCall
+	//	*Part_Reasoning
 	Kind          isPart_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -233,6 +234,15 @@ func (x *Part) GetProviderToolCall() *ProviderToolCall {
 	return nil
 }
 
+func (x *Part) GetReasoning() *Reasoning {
+	if x != nil {
+		if x, ok := x.Kind.(*Part_Reasoning); ok {
+			return x.Reasoning
+		}
+	}
+	return nil
+}
+
 type isPart_Kind interface {
 	isPart_Kind()
 }
@@ -262,6 +272,12 @@ type Part_ProviderToolCall struct {
 	ProviderToolCall *ProviderToolCall `protobuf:"bytes,5,opt,name=provider_tool_call,json=providerToolCall,proto3,oneof"`
 }
 
+type Part_Reasoning struct {
+	// The model's reasoning (thinking), kept in the conversation because
+	// some providers require it back on later turns.
+	Reasoning *Reasoning `protobuf:"bytes,6,opt,name=reasoning,proto3,oneof"`
+}
+
 func (*Part_Text) isPart_Kind() {}
 
 func (*Part_ToolCall) isPart_Kind() {}
@@ -271,6 +287,73 @@ func (*Part_ToolResult) isPart_Kind() {}
 func (*Part_Media) isPart_Kind() {}
 
 func (*Part_ProviderToolCall) isPart_Kind() {}
+
+func (*Part_Reasoning) isPart_Kind() {}
+
+// Reasoning is what a model thought before it answered or called tools.
+type Reasoning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reasoning text, when the provider shows it.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// The provider's opaque signature or encrypted form of the reasoning,
+	// returned to it unchanged on later turns.
+	Signature string `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	// The provider that produced it; other providers ignore it.
+	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reasoning) Reset() {
+	*x = Reasoning{}
+	mi := &file_agentd_v1_message_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reasoning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reasoning) ProtoMessage() {}
+
+func (x *Reasoning) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_message_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reasoning.ProtoReflect.Descriptor instead.
+func (*Reasoning) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_message_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Reasoning) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Reasoning) GetSignature() string {
+	if x != nil {
+		return x.Signature
+	}
+	return ""
+}
+
+func (x *Reasoning) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
 
 // ToolCall is the model's request to run a tool.
 type ToolCall struct {
@@ -288,7 +371,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_agentd_v1_message_proto_msgTypes[2]
+	mi := &file_agentd_v1_message_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +383,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_message_proto_msgTypes[2]
+	mi := &file_agentd_v1_message_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +396,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_message_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_message_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolCall) GetId() string {
@@ -358,7 +441,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_agentd_v1_message_proto_msgTypes[3]
+	mi := &file_agentd_v1_message_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +453,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_message_proto_msgTypes[3]
+	mi := &file_agentd_v1_message_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +466,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_message_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_message_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolResult) GetToolCallId() string {
@@ -441,7 +524,7 @@ type Media struct {
 
 func (x *Media) Reset() {
 	*x = Media{}
-	mi := &file_agentd_v1_message_proto_msgTypes[4]
+	mi := &file_agentd_v1_message_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +536,7 @@ func (x *Media) String() string {
 func (*Media) ProtoMessage() {}
 
 func (x *Media) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_message_proto_msgTypes[4]
+	mi := &file_agentd_v1_message_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +549,7 @@ func (x *Media) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Media.ProtoReflect.Descriptor instead.
 func (*Media) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_message_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_message_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Media) GetMimeType() string {
@@ -548,7 +631,7 @@ type ProviderToolCall struct {
 
 func (x *ProviderToolCall) Reset() {
 	*x = ProviderToolCall{}
-	mi := &file_agentd_v1_message_proto_msgTypes[5]
+	mi := &file_agentd_v1_message_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +643,7 @@ func (x *ProviderToolCall) String() string {
 func (*ProviderToolCall) ProtoMessage() {}
 
 func (x *ProviderToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_message_proto_msgTypes[5]
+	mi := &file_agentd_v1_message_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +656,7 @@ func (x *ProviderToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderToolCall.ProtoReflect.Descriptor instead.
 func (*ProviderToolCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_message_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_message_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProviderToolCall) GetId() string {
@@ -625,15 +708,20 @@ const file_agentd_v1_message_proto_rawDesc = "" +
 	"\x17agentd/v1/message.proto\x12\tagentd.v1\"U\n" +
 	"\aMessage\x12#\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x0f.agentd.v1.RoleR\x04role\x12%\n" +
-	"\x05parts\x18\x02 \x03(\v2\x0f.agentd.v1.PartR\x05parts\"\x89\x02\n" +
+	"\x05parts\x18\x02 \x03(\v2\x0f.agentd.v1.PartR\x05parts\"\xbf\x02\n" +
 	"\x04Part\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x122\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x13.agentd.v1.ToolCallH\x00R\btoolCall\x128\n" +
 	"\vtool_result\x18\x03 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\n" +
 	"toolResult\x12(\n" +
 	"\x05media\x18\x04 \x01(\v2\x10.agentd.v1.MediaH\x00R\x05media\x12K\n" +
-	"\x12provider_tool_call\x18\x05 \x01(\v2\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCallB\x06\n" +
-	"\x04kind\"L\n" +
+	"\x12provider_tool_call\x18\x05 \x01(\v2\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCall\x124\n" +
+	"\treasoning\x18\x06 \x01(\v2\x14.agentd.v1.ReasoningH\x00R\treasoningB\x06\n" +
+	"\x04kind\"Y\n" +
+	"\tReasoning\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\tR\tsignature\x12\x1a\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\"L\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -681,29 +769,31 @@ func file_agentd_v1_message_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_message_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_message_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentd_v1_message_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_agentd_v1_message_proto_goTypes = []any{
 	(Role)(0),                // 0: agentd.v1.Role
 	(*Message)(nil),          // 1: agentd.v1.Message
 	(*Part)(nil),             // 2: agentd.v1.Part
-	(*ToolCall)(nil),         // 3: agentd.v1.ToolCall
-	(*ToolResult)(nil),       // 4: agentd.v1.ToolResult
-	(*Media)(nil),            // 5: agentd.v1.Media
-	(*ProviderToolCall)(nil), // 6: agentd.v1.ProviderToolCall
+	(*Reasoning)(nil),        // 3: agentd.v1.Reasoning
+	(*ToolCall)(nil),         // 4: agentd.v1.ToolCall
+	(*ToolResult)(nil),       // 5: agentd.v1.ToolResult
+	(*Media)(nil),            // 6: agentd.v1.Media
+	(*ProviderToolCall)(nil), // 7: agentd.v1.ProviderToolCall
 }
 var file_agentd_v1_message_proto_depIdxs = []int32{
 	0, // 0: agentd.v1.Message.role:type_name -> agentd.v1.Role
 	2, // 1: agentd.v1.Message.parts:type_name -> agentd.v1.Part
-	3, // 2: agentd.v1.Part.tool_call:type_name -> agentd.v1.ToolCall
-	4, // 3: agentd.v1.Part.tool_result:type_name -> agentd.v1.ToolResult
-	5, // 4: agentd.v1.Part.media:type_name -> agentd.v1.Media
-	6, // 5: agentd.v1.Part.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	5, // 6: agentd.v1.ToolResult.attachments:type_name -> agentd.v1.Media
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	4, // 2: agentd.v1.Part.tool_call:type_name -> agentd.v1.ToolCall
+	5, // 3: agentd.v1.Part.tool_result:type_name -> agentd.v1.ToolResult
+	6, // 4: agentd.v1.Part.media:type_name -> agentd.v1.Media
+	7, // 5: agentd.v1.Part.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	3, // 6: agentd.v1.Part.reasoning:type_name -> agentd.v1.Reasoning
+	6, // 7: agentd.v1.ToolResult.attachments:type_name -> agentd.v1.Media
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_message_proto_init() }
@@ -717,8 +807,9 @@ func file_agentd_v1_message_proto_init() {
 		(*Part_ToolResult)(nil),
 		(*Part_Media)(nil),
 		(*Part_ProviderToolCall)(nil),
+		(*Part_Reasoning)(nil),
 	}
-	file_agentd_v1_message_proto_msgTypes[4].OneofWrappers = []any{
+	file_agentd_v1_message_proto_msgTypes[5].OneofWrappers = []any{
 		(*Media_Data)(nil),
 		(*Media_Uri)(nil),
 	}
@@ -728,7 +819,7 @@ func file_agentd_v1_message_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_message_proto_rawDesc), len(file_agentd_v1_message_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -31,18 +31,20 @@ class Message(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., parts: _Optional[_Iterable[_Union[Part, _Mapping]]] = ...) -> None: ...
 
 class Part(_message.Message):
-    __slots__ = ["media", "provider_tool_call", "text", "tool_call", "tool_result"]
+    __slots__ = ["media", "provider_tool_call", "reasoning", "text", "tool_call", "tool_result"]
     MEDIA_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
     media: Media
     provider_tool_call: ProviderToolCall
+    reasoning: Reasoning
     text: str
     tool_call: ToolCall
     tool_result: ToolResult
-    def __init__(self, text: _Optional[str] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResult, _Mapping]] = ..., media: _Optional[_Union[Media, _Mapping]] = ..., provider_tool_call: _Optional[_Union[ProviderToolCall, _Mapping]] = ...) -> None: ...
+    def __init__(self, text: _Optional[str] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResult, _Mapping]] = ..., media: _Optional[_Union[Media, _Mapping]] = ..., provider_tool_call: _Optional[_Union[ProviderToolCall, _Mapping]] = ..., reasoning: _Optional[_Union[Reasoning, _Mapping]] = ...) -> None: ...
 
 class ProviderToolCall(_message.Message):
     __slots__ = ["arguments", "id", "is_error", "output", "server_name", "tool_name"]
@@ -59,6 +61,16 @@ class ProviderToolCall(_message.Message):
     server_name: str
     tool_name: str
     def __init__(self, id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., output: _Optional[str] = ..., is_error: bool = ...) -> None: ...
+
+class Reasoning(_message.Message):
+    __slots__ = ["provider", "signature", "text"]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    signature: str
+    text: str
+    def __init__(self, text: _Optional[str] = ..., signature: _Optional[str] = ..., provider: _Optional[str] = ...) -> None: ...
 
 class ToolCall(_message.Message):
     __slots__ = ["arguments", "id", "name"]

@@ -10,7 +10,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/message.proto.
  */
 export const file_agentd_v1_message: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvbWVzc2FnZS5wcm90bxIJYWdlbnRkLnYxIkgKB01lc3NhZ2USHQoEcm9sZRgBIAEoDjIPLmFnZW50ZC52MS5Sb2xlEh4KBXBhcnRzGAIgAygLMg8uYWdlbnRkLnYxLlBhcnQi1AEKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEigKCXRvb2xfY2FsbBgCIAEoCzITLmFnZW50ZC52MS5Ub29sQ2FsbEgAEiwKC3Rvb2xfcmVzdWx0GAMgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIhCgVtZWRpYRgEIAEoCzIQLmFnZW50ZC52MS5NZWRpYUgAEjkKEnByb3ZpZGVyX3Rvb2xfY2FsbBgFIAEoCzIbLmFnZW50ZC52MS5Qcm92aWRlclRvb2xDYWxsSABCBgoEa2luZCI3CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSJ5CgpUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBm91dHB1dBgDIAEoCRIQCghpc19lcnJvchgEIAEoCBIlCgthdHRhY2htZW50cxgFIAMoCzIQLmFnZW50ZC52MS5NZWRpYSJRCgVNZWRpYRIRCgltaW1lX3R5cGUYASABKAkSDgoEZGF0YRgCIAEoDEgAEg0KA3VyaRgDIAEoCUgAEgwKBG5hbWUYBCABKAlCCAoGc291cmNlInsKEFByb3ZpZGVyVG9vbENhbGwSCgoCaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCRIOCgZvdXRwdXQYBSABKAkSEAoIaXNfZXJyb3IYBiABKAgqTgoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhINCglST0xFX1RPT0wQA0KWAQoNY29tLmFnZW50ZC52MUIMTWVzc2FnZVByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z");
+  fileDesc("ChdhZ2VudGQvdjEvbWVzc2FnZS5wcm90bxIJYWdlbnRkLnYxIkgKB01lc3NhZ2USHQoEcm9sZRgBIAEoDjIPLmFnZW50ZC52MS5Sb2xlEh4KBXBhcnRzGAIgAygLMg8uYWdlbnRkLnYxLlBhcnQi/wEKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEigKCXRvb2xfY2FsbBgCIAEoCzITLmFnZW50ZC52MS5Ub29sQ2FsbEgAEiwKC3Rvb2xfcmVzdWx0GAMgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIhCgVtZWRpYRgEIAEoCzIQLmFnZW50ZC52MS5NZWRpYUgAEjkKEnByb3ZpZGVyX3Rvb2xfY2FsbBgFIAEoCzIbLmFnZW50ZC52MS5Qcm92aWRlclRvb2xDYWxsSAASKQoJcmVhc29uaW5nGAYgASgLMhQuYWdlbnRkLnYxLlJlYXNvbmluZ0gAQgYKBGtpbmQiPgoJUmVhc29uaW5nEgwKBHRleHQYASABKAkSEQoJc2lnbmF0dXJlGAIgASgJEhAKCHByb3ZpZGVyGAMgASgJIjcKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJInkKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGb3V0cHV0GAMgASgJEhAKCGlzX2Vycm9yGAQgASgIEiUKC2F0dGFjaG1lbnRzGAUgAygLMhAuYWdlbnRkLnYxLk1lZGlhIlEKBU1lZGlhEhEKCW1pbWVfdHlwZRgBIAEoCRIOCgRkYXRhGAIgASgMSAASDQoDdXJpGAMgASgJSAASDAoEbmFtZRgEIAEoCUIICgZzb3VyY2UiewoQUHJvdmlkZXJUb29sQ2FsbBIKCgJpZBgBIAEoCRITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEg4KBm91dHB1dBgFIAEoCRIQCghpc19lcnJvchgGIAEoCCpOCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg0KCVJPTEVfVE9PTBADQpYBCg1jb20uYWdlbnRkLnYxQgxNZXNzYWdlUHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM");
 
 /**
  * Message is one turn of a conversation.
@@ -91,6 +91,15 @@ export type Part = Message$1<"agentd.v1.Part"> & {
      */
     value: ProviderToolCall;
     case: "providerToolCall";
+  } | {
+    /**
+     * The model's reasoning (thinking), kept in the conversation because
+     * some providers require it back on later turns.
+     *
+     * @generated from field: agentd.v1.Reasoning reasoning = 6;
+     */
+    value: Reasoning;
+    case: "reasoning";
   } | { case: undefined; value?: undefined };
 };
 
@@ -100,6 +109,42 @@ export type Part = Message$1<"agentd.v1.Part"> & {
  */
 export const PartSchema: GenMessage<Part> = /*@__PURE__*/
   messageDesc(file_agentd_v1_message, 1);
+
+/**
+ * Reasoning is what a model thought before it answered or called tools.
+ *
+ * @generated from message agentd.v1.Reasoning
+ */
+export type Reasoning = Message$1<"agentd.v1.Reasoning"> & {
+  /**
+   * The reasoning text, when the provider shows it.
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * The provider's opaque signature or encrypted form of the reasoning,
+   * returned to it unchanged on later turns.
+   *
+   * @generated from field: string signature = 2;
+   */
+  signature: string;
+
+  /**
+   * The provider that produced it; other providers ignore it.
+   *
+   * @generated from field: string provider = 3;
+   */
+  provider: string;
+};
+
+/**
+ * Describes the message agentd.v1.Reasoning.
+ * Use `create(ReasoningSchema)` to create a new message.
+ */
+export const ReasoningSchema: GenMessage<Reasoning> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_message, 2);
 
 /**
  * ToolCall is the model's request to run a tool.
@@ -135,7 +180,7 @@ export type ToolCall = Message$1<"agentd.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_message, 2);
+  messageDesc(file_agentd_v1_message, 3);
 
 /**
  * ToolResult is what a tool call returned, as the model sees it.
@@ -186,7 +231,7 @@ export type ToolResult = Message$1<"agentd.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_message, 3);
+  messageDesc(file_agentd_v1_message, 4);
 
 /**
  * Media is binary or linked content.
@@ -237,7 +282,7 @@ export type Media = Message$1<"agentd.v1.Media"> & {
  * Use `create(MediaSchema)` to create a new message.
  */
 export const MediaSchema: GenMessage<Media> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_message, 4);
+  messageDesc(file_agentd_v1_message, 5);
 
 /**
  * ProviderToolCall records a tool call that the provider made on its own
@@ -294,7 +339,7 @@ export type ProviderToolCall = Message$1<"agentd.v1.ProviderToolCall"> & {
  * Use `create(ProviderToolCallSchema)` to create a new message.
  */
 export const ProviderToolCallSchema: GenMessage<ProviderToolCall> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_message, 5);
+  messageDesc(file_agentd_v1_message, 6);
 
 /**
  * Role says who produced a Message.

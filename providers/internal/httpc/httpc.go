@@ -1,0 +1,261 @@
+// Package httpc is the HTTP client every provider adapter shares: JSON
+// requests to a base URL with the provider's headers, retries with
+// back-off that honour retry-after-ms, retry-after and x-should-retry and
+// retry only what the provider says is retryable, and errors classified
+// once (rate limited, overloaded, invalid request, authentication, context
+// too long) with internal/fault. Error texts carry the provider's message,
+// never a header or a URL query.
+package httpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// Client sends one provider's requests. Its fields are set once; it is
+// safe for concurrent use.
+type Client struct {
+	// Provider names the provider in errors.
+	Provider string
+	// BaseURL is the API's base, without a trailing slash.
+	BaseURL string
+	// Header holds authentication and fixed headers. Secret.
+	Header http.Header
+	// Query is added to every request (Azure's api-version). Not secret.
+	Query url.Values
+	// HTTP carries the requests; nil means http.DefaultClient.
+	HTTP *http.Client
+	// MaxRetries is how often a retryable failure is retried (0: none).
+	MaxRetries int
+	// MinBackoff and MaxBackoff bound the wait between attempts when the
+	// provider does not say; zero means 500 ms and 8 s.
+	MinBackoff, MaxBackoff time.Duration
+	// ErrorMessage extracts the provider's message and error type from an
+	// error body; nil takes the body's "error.message".
+	ErrorMessage func(body []byte) (message, errType string)
+	// Retryable overrides which statuses are retried (the x-should-retry
+	// header still wins); nil means 408, 409, 429 and every 5xx.
+	Retryable func(status int) bool
+	// sleep waits between attempts; tests replace it.
+	sleep func(context.Context, time.Duration) error
+}
+
+// SetSleep replaces the wait between attempts (for tests: no real sleep).
+func (c *Client) SetSleep(f func(context.Context, time.Duration) error) { c.sleep = f }
+
+// Do sends body as JSON with method to path and returns the response of
+// the first attempt that succeeded (2xx); the caller closes its body.
+// Connection failures and retryable statuses are retried with back-off.
+func (c *Client) Do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, fault.Wrap(fault.Internal, err, "%s: encoding the request", c.Provider)
+	}
+	u := c.BaseURL + path
+	if len(c.Query) > 0 {
+		u += "?" + c.Query.Encode()
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(data))
+		if err != nil {
+			return nil, fault.Wrap(fault.Internal, err, "%s: building the request", c.Provider)
+		}
+		for k, vs := range c.Header {
+			req.Header[k] = vs
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			ferr := fault.Hide(fault.Unavailable, err, "%s: the API could not be reached", c.Provider)
+			if attempt >= c.MaxRetries {
+				return nil, ferr
+			}
+			if err := c.wait(ctx, attempt, nil); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return resp, nil
+		}
+		ferr := c.classify(resp)
+		if attempt >= c.MaxRetries || !c.retryable(resp) {
+			return nil, ferr
+		}
+		if err := c.wait(ctx, attempt, resp.Header); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *Client) retryable(resp *http.Response) bool {
+	switch strings.ToLower(resp.Header.Get("x-should-retry")) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	if c.Retryable != nil {
+		return c.Retryable(resp.StatusCode)
+	}
+	s := resp.StatusCode
+	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+}
+
+// wait sleeps before the next attempt: what the provider asked for
+// (retry-after-ms, retry-after in seconds or as a date), else exponential
+// back-off with jitter.
+func (c *Client) wait(ctx context.Context, attempt int, h http.Header) error {
+	d := time.Duration(-1)
+	if h != nil {
+		if ms, err := strconv.ParseFloat(h.Get("retry-after-ms"), 64); err == nil && ms >= 0 {
+			d = time.Duration(ms * float64(time.Millisecond))
+		} else if s := h.Get("retry-after"); s != "" {
+			if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
+				d = time.Duration(secs * float64(time.Second))
+			} else if t, err := http.ParseTime(s); err == nil {
+				d = max(time.Until(t), 0)
+			}
+		}
+	}
+	minB, maxB := c.MinBackoff, c.MaxBackoff
+	if minB <= 0 {
+		minB = 500 * time.Millisecond
+	}
+	if maxB <= 0 {
+		maxB = 8 * time.Second
+	}
+	if d < 0 {
+		d = min(minB<<attempt, maxB)
+		d = d/2 + rand.N(d/2+1)
+	}
+	d = min(d, time.Minute) // a server asking for longer gets the error instead next time
+	sleep := c.sleep
+	if sleep == nil {
+		sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return sleep(ctx, d)
+}
+
+// classify reads an error response and turns it into a fault: the kind
+// from the status (and the provider's error type), the message from the
+// body.
+func (c *Client) classify(resp *http.Response) error {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	msg, errType := "", ""
+	if c.ErrorMessage != nil {
+		msg, errType = c.ErrorMessage(body)
+	} else {
+		msg, errType = OpenAIError(body)
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return Classify(c.Provider, resp.StatusCode, errType, msg)
+}
+
+// Classify builds the fault of a provider error: from its HTTP status (0
+// for an error reported inside a stream) and error type.
+func Classify(provider string, status int, errType, msg string) error {
+	kind, reason := fault.Unavailable, "PROVIDER_ERROR"
+	lower := strings.ToLower(msg + " " + errType)
+	switch {
+	case contextTooLong(lower):
+		kind, reason = fault.Invalid, "CONTEXT_TOO_LONG"
+	case status == http.StatusTooManyRequests || strings.Contains(lower, "rate_limit") || strings.Contains(lower, "resource_exhausted"):
+		kind, reason = fault.Exhausted, "RATE_LIMITED"
+	case status == 529 || status == http.StatusServiceUnavailable || strings.Contains(lower, "overloaded"):
+		kind, reason = fault.Unavailable, "OVERLOADED"
+	case status == http.StatusUnauthorized || strings.Contains(lower, "authentication"):
+		kind, reason = fault.Unauthenticated, "PROVIDER_AUTHENTICATION"
+	case status == http.StatusForbidden || status == http.StatusPaymentRequired:
+		kind, reason = fault.Permission, "PROVIDER_PERMISSION"
+	case status == http.StatusBadRequest || status == http.StatusNotFound || status == http.StatusUnprocessableEntity || status == http.StatusRequestEntityTooLarge || strings.Contains(lower, "invalid_request"):
+		kind, reason = fault.Invalid, "PROVIDER_INVALID_REQUEST"
+	case status == http.StatusGatewayTimeout || status == http.StatusRequestTimeout:
+		kind, reason = fault.Timeout, "PROVIDER_TIMEOUT"
+	}
+	detail := fmt.Sprintf("%d %s", status, http.StatusText(status))
+	if status == 0 {
+		detail = "error in the response stream"
+	}
+	return fault.New(kind, "%s: %s: %s", provider, detail, msg).
+		WithInfo(reason, map[string]string{"provider": provider, "status": strconv.Itoa(status)})
+}
+
+func contextTooLong(s string) bool {
+	for _, m := range []string{"context_length", "context length", "context window", "too many tokens", "prompt is too long", "maximum context", "request_too_large"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// OpenAIError reads {"error": {"message", "type", "code"}} (OpenAI, Azure,
+// DeepSeek, Requesty, OpenRouter), {"error": "message"} (Ollama), and a
+// JSON array around either (Gemini's streaming endpoints).
+func OpenAIError(body []byte) (message, errType string) {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(body, &arr) == nil && len(arr) > 0 {
+			body = arr[0]
+		}
+	}
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || len(e.Error) == 0 {
+		return strings.TrimSpace(string(body[:min(len(body), 500)])), ""
+	}
+	var s string
+	if json.Unmarshal(e.Error, &s) == nil {
+		return s, ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Status  string `json:"status"`
+		Code    any    `json:"code"`
+	}
+	_ = json.Unmarshal(e.Error, &obj)
+	t := obj.Type
+	if t == "" {
+		t = obj.Status
+	}
+	if t == "" {
+		if c, ok := obj.Code.(string); ok {
+			t = c
+		}
+	}
+	return obj.Message, t
+}

@@ -1,0 +1,50 @@
+// Package ndjson reads newline-delimited JSON streams (Ollama's native
+// API): one JSON value per line, blank lines skipped, CRLF accepted, lines
+// far larger than bufio.Scanner's default buffer.
+package ndjson
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// MaxLineSize bounds one line.
+const MaxLineSize = 16 << 20
+
+// Reader reads lines from a stream. It is not safe for concurrent use.
+type Reader struct {
+	r *bufio.Reader
+}
+
+// NewReader returns a Reader of r.
+func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 64<<10)} }
+
+// Next returns the next non-blank line, without its line ending; io.EOF at
+// the end. A last line without a newline is returned as a line.
+func (r *Reader) Next() ([]byte, error) {
+	for {
+		var line []byte
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = r.r.ReadSlice('\n')
+			line = append(line, chunk...)
+			if len(line) > MaxLineSize {
+				return nil, fmt.Errorf("ndjson: line over %d bytes", MaxLineSize)
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+		}
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) > 0 {
+			return trimmed, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
