@@ -13,7 +13,9 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net/http"
 	"slices"
+	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
@@ -42,6 +44,14 @@ type OptionsValidator interface {
 	// options; field paths are relative to provider_options. Safe for
 	// concurrent use.
 	ValidateOptions(options map[string]any) []Problem
+}
+
+// ModelValidator is implemented by providers that can tell up front that
+// they cannot serve a model (the router, which needs to find its provider).
+type ModelValidator interface {
+	// ValidateModel describes why the model cannot be served; nil if it
+	// can. Safe for concurrent use.
+	ValidateModel(model string) error
 }
 
 // Problem is one invalid provider option.
@@ -151,4 +161,36 @@ func (r *Registry) Names() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Settings configure an HTTP provider adapter. The zero value of each field
+// means the adapter's default.
+type Settings struct {
+	// APIKey authenticates the requests. Secret: it appears in no error,
+	// log or trace.
+	APIKey string
+	// BaseURL replaces the API's base URL (proxies, gateways, fakes).
+	BaseURL string
+	// Timeout bounds the wait for a response to begin and every wait for
+	// more of a streamed response. Default 5 minutes.
+	Timeout time.Duration
+	// MaxRetries is how often a retryable failure (connection, 408, 409,
+	// 429, 5xx, provider overload) is retried. Default 2; negative: none.
+	MaxRetries int
+	// Options are provider-specific settings, documented by each adapter
+	// (Azure's api_version, Anthropic's version and betas, ...).
+	Options map[string]string
+	// HTTP replaces the HTTP client (tests).
+	HTTP *http.Client
+}
+
+// Retries is MaxRetries with its default applied.
+func (s Settings) Retries() int {
+	switch {
+	case s.MaxRetries < 0:
+		return 0
+	case s.MaxRetries == 0:
+		return 2
+	}
+	return s.MaxRetries
 }

@@ -87,6 +87,10 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 		p.provider = provider
 		if agent.GetModel() == "" && !provider.Capabilities().ModelOptional {
 			v.add(field("agent.model"), "is required for provider %q", agent.GetProvider())
+		} else if mv, ok := provider.(providers.ModelValidator); ok {
+			if err := mv.ValidateModel(agent.GetModel()); err != nil {
+				v.add(field("agent.model"), "%s", err.Error())
+			}
 		}
 	}
 	if len(messages) == 0 {

@@ -24,6 +24,8 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/openaichat"
+	"github.com/agentd/agentd/providers/router"
 	"github.com/agentd/agentd/providers/scripted"
 	"github.com/agentd/agentd/server"
 )
@@ -35,9 +37,27 @@ type Options struct {
 	Telemetry grpcserver.Telemetry
 }
 
-// Providers returns the provider registry agentd serves.
-func Providers() (*providers.Registry, error) {
-	return providers.NewRegistry(scripted.Mock(), scripted.Script())
+// Providers returns the provider registry agentd serves, every adapter
+// configured from cfg.Providers. Adapters are registered here, explicitly;
+// importing one has no side effect.
+func Providers(cfg config.Config) (*providers.Registry, error) {
+	settings := func(name string) providers.Settings {
+		p := cfg.Providers[name]
+		return providers.Settings{APIKey: p.APIKey, BaseURL: p.BaseURL, Timeout: p.Timeout, MaxRetries: p.MaxRetries, Options: p.Options}
+	}
+	var reg *providers.Registry
+	lookup := func(name string) (providers.Provider, bool) { return reg.Lookup(name) }
+	reg, err := providers.NewRegistry(
+		scripted.Mock(),
+		scripted.Script(),
+		openaichat.OpenAI(settings("openai")),
+		openaichat.Azure(settings("azure")),
+		openaichat.DeepSeek(settings("deepseek")),
+		openaichat.OpenRouter(settings("openrouter")),
+		openaichat.Requesty(settings("requesty")),
+		router.New(lookup),
+	)
+	return reg, err
 }
 
 // Bridge is a BridgeService and its admin service on their own gRPC
@@ -96,7 +116,7 @@ type Agent struct {
 // boundary is always a real gRPC hop; otherwise it dials that address.
 // Close releases what NewAgent started if Serve is never called.
 func NewAgent(o Options) (*Agent, error) {
-	registry, err := Providers()
+	registry, err := Providers(o.Config)
 	if err != nil {
 		return nil, err
 	}

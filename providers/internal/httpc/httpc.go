@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -258,4 +259,79 @@ func OpenAIError(body []byte) (message, errType string) {
 		}
 	}
 	return obj.Message, t
+}
+
+// NewHTTPClient returns the HTTP client of an adapter: a response must
+// begin within timeout, and a streamed response may not go silent for
+// longer (keep-alive comments count as data, so a provider that queues a
+// request while sending them is waited for).
+func NewHTTPClient(timeout time.Duration) *http.Client {
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = timeout
+	return &http.Client{Transport: idleTransport{base: t, idle: timeout}}
+}
+
+// idleTransport fails a response body read that waits longer than idle.
+type idleTransport struct {
+	base http.RoundTripper
+	idle time.Duration
+}
+
+func (t idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &idleBody{ReadCloser: resp.Body, cancel: cancel, idle: t.idle}
+	return resp, nil
+}
+
+type idleBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+	idle   time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	timer := time.AfterFunc(b.idle, b.cancel)
+	n, err := b.ReadCloser.Read(p)
+	if !timer.Stop() && err != nil {
+		return n, fault.New(fault.Timeout, "the provider sent nothing for %s", b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// MergeOptions adds the agent's provider options to a request body: a key
+// the adapter did not set is copied as is (sampling parameters, provider
+// features); for the list keys named, the options' entries are appended
+// after the adapter's own, so provider-native shapes (an OpenAI "type":
+// "mcp" tool, Anthropic "mcp_servers") reach the API untouched. Keys the
+// adapter set itself keep the adapter's value.
+func MergeOptions(body, options map[string]any, listKeys ...string) {
+	for k, v := range options {
+		existing, set := body[k]
+		if !set {
+			body[k] = v
+			continue
+		}
+		if !slices.Contains(listKeys, k) {
+			continue
+		}
+		mine, ok1 := existing.([]any)
+		theirs, ok2 := v.([]any)
+		if ok1 && ok2 {
+			body[k] = append(mine, theirs...)
+		}
+	}
 }

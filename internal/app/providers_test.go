@@ -1,0 +1,169 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
+)
+
+// fakeTurns is a provider API that answers the first request of a
+// generation with a call of the demo server's echo tool, and the second
+// with a text that quotes the tool's result, which it must find in the
+// request. It records the requests' bodies.
+type fakeTurns struct {
+	mu     sync.Mutex
+	bodies []string
+	t      *testing.T
+	// turn writes the response to the n-th request (from 1); result is
+	// the echo output the second request must carry.
+	turn func(w http.ResponseWriter, n int)
+}
+
+const echoResult = "through the bridge"
+
+func (f *fakeTurns) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, string(body))
+	n := len(f.bodies)
+	f.mu.Unlock()
+	if n == 2 && !strings.Contains(string(body), echoResult) {
+		f.t.Errorf("the second request does not carry the tool's result: %s", body)
+	}
+	f.turn(w, n)
+}
+
+func sseWrite(w http.ResponseWriter, events ...string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, e := range events {
+		fmt.Fprint(w, e)
+	}
+}
+
+// chatTurns speaks OpenAI Chat Completions.
+func chatTurns(w http.ResponseWriter, n int) {
+	chunk := func(v any) string {
+		b, _ := json.Marshal(v)
+		return "data: " + string(b) + "\n\n"
+	}
+	choice := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	if n == 1 {
+		sseWrite(w,
+			chunk(choice(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": "call_e2e", "type": "function",
+				"function": map[string]any{"name": "echo", "arguments": `{"text":"` + echoResult + `"}`}}}}, nil)),
+			chunk(choice(map[string]any{}, "tool_calls")),
+			chunk(map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5}}),
+			"data: [DONE]\n\n")
+		return
+	}
+	sseWrite(w,
+		chunk(choice(map[string]any{"role": "assistant", "content": "done: " + echoResult}, nil)),
+		chunk(choice(map[string]any{}, "stop")),
+		"data: [DONE]\n\n")
+}
+
+// providerStack is agentd (embedded bridge, the demo MCP server) whose
+// provider named name talks to api.
+func providerStack(t *testing.T, name, path string, api http.Handler, options map[string]string) agentdv1.AgentServiceClient {
+	t.Helper()
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm := 0
+	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
+	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
+	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
+	cfg.Providers = map[string]config.Provider{name: {APIKey: "test-key", BaseURL: srv.URL + path, Options: options}}
+	o := app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Telemetry: grpcserver.Telemetry{}}
+	a, err := app.NewAgent(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := bufconn.Listen(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, lis, o) }()
+	conn, err := grpc.NewClient("passthrough:///agentd", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		<-done
+	})
+	return agentdv1.NewAgentServiceClient(conn)
+}
+
+// TestProvidersEndToEnd runs, for each provider, a generation whose model
+// calls a bridged MCP tool (the demo server's echo) and answers with its
+// result: the round trip through Generate, the bridge and the provider's
+// wire format.
+func TestProvidersEndToEnd(t *testing.T) {
+	for _, tc := range []struct {
+		provider, model, path string
+		options               map[string]string
+		turns                 func(http.ResponseWriter, int)
+	}{
+		{"openai", "gpt-4o-mini", "/v1", nil, chatTurns},
+		{"azure", "prod-4o", "", nil, chatTurns},
+		{"deepseek", "deepseek-v4-flash", "", nil, chatTurns},
+		{"openrouter", "openai/gpt-4o-mini", "/api/v1", nil, chatTurns},
+		{"requesty", "openai/gpt-4o-mini", "/v1", nil, chatTurns},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			api := &fakeTurns{t: t, turn: tc.turns}
+			client := providerStack(t, tc.provider, tc.path, api, tc.options)
+			start := &agentdv1.StartGeneration{
+				Agent: &agentdv1.Agent{Provider: tc.provider, Model: tc.model, Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "demo"}}}},
+				Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "echo something"}}}}},
+			}
+			events := generate(t, client, start)
+			last := events[len(events)-1].GetCompleted()
+			if last == nil {
+				t.Fatalf("events end with %v; want completed", events[len(events)-1])
+			}
+			var finished *agentdv1.ToolCallFinished
+			for _, ev := range events {
+				if f := ev.GetToolCallFinished(); f != nil {
+					finished = f
+				}
+			}
+			if finished == nil || finished.GetServerName() != "demo" || finished.GetOutput() != echoResult {
+				t.Errorf("tool call = %v; want echo on demo returning %q", finished, echoResult)
+			}
+			if got := last.GetMessage().GetParts()[0].GetText(); got != "done: "+echoResult {
+				t.Errorf("final text = %q", got)
+			}
+			if len(api.bodies) != 2 {
+				t.Errorf("the provider got %d requests, want 2", len(api.bodies))
+			}
+		})
+	}
+}

@@ -1,0 +1,155 @@
+package httpc
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// server answers with the given statuses in turn (the last repeats).
+func server(t *testing.T, statuses []int, header http.Header, body string) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := int(n.Add(1)) - 1
+		s := statuses[min(i, len(statuses)-1)]
+		for k, vs := range header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(s)
+		if s >= 300 {
+			_, _ = w.Write([]byte(body))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func TestRetries(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		statuses []int
+		header   http.Header
+		retries  int
+		wantN    int32
+		wantKind fault.Kind
+		wantOK   bool
+		wantWait []time.Duration // exact waits, when the server says
+	}{
+		{name: "429 then ok, retry-after-ms honoured", statuses: []int{429, 200}, header: http.Header{"Retry-After-Ms": {"1500"}}, retries: 2, wantN: 2, wantOK: true, wantWait: []time.Duration{1500 * time.Millisecond}},
+		{name: "529 overloaded, retry-after seconds", statuses: []int{529, 529, 200}, header: http.Header{"Retry-After": {"2"}}, retries: 2, wantN: 3, wantOK: true, wantWait: []time.Duration{2 * time.Second, 2 * time.Second}},
+		{name: "503 exhausts the retries", statuses: []int{503}, retries: 2, wantN: 3, wantKind: fault.Unavailable},
+		{name: "400 is never retried", statuses: []int{400, 200}, retries: 2, wantN: 1, wantKind: fault.Invalid},
+		{name: "401 is never retried", statuses: []int{401, 200}, retries: 2, wantN: 1, wantKind: fault.Unauthenticated},
+		{name: "x-should-retry false wins over 500", statuses: []int{500, 200}, header: http.Header{"X-Should-Retry": {"false"}}, retries: 2, wantN: 1, wantKind: fault.Unavailable},
+		{name: "x-should-retry true wins over 400", statuses: []int{400, 200}, header: http.Header{"X-Should-Retry": {"true"}, "Retry-After-Ms": {"0"}}, retries: 2, wantN: 2, wantOK: true},
+		{name: "429 is rate limited", statuses: []int{429}, retries: 0, wantN: 1, wantKind: fault.Exhausted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, n := server(t, tc.statuses, tc.header, `{"error":{"message":"nope","type":"x"}}`)
+			var waits []time.Duration
+			c := &Client{Provider: "p", BaseURL: srv.URL, MaxRetries: tc.retries}
+			c.SetSleep(func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil })
+			resp, err := c.Do(t.Context(), http.MethodPost, "/x", map[string]any{"a": 1})
+			if n.Load() != tc.wantN {
+				t.Errorf("%d requests, want %d", n.Load(), tc.wantN)
+			}
+			if tc.wantOK {
+				if err != nil {
+					t.Fatalf("Do: %v", err)
+				}
+				resp.Body.Close()
+			} else if fault.KindOf(err) != tc.wantKind {
+				t.Errorf("error %v (%v), want kind %v", err, fault.KindOf(err), tc.wantKind)
+			}
+			if tc.wantWait != nil {
+				if len(waits) != len(tc.wantWait) {
+					t.Fatalf("waits %v, want %v", waits, tc.wantWait)
+				}
+				for i := range waits {
+					if waits[i] != tc.wantWait[i] {
+						t.Errorf("wait %d = %v, want %v", i, waits[i], tc.wantWait[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBackoffWithoutRetryAfter(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t, []int{502, 502, 502, 200}, nil, "")
+	var waits []time.Duration
+	c := &Client{Provider: "p", BaseURL: srv.URL, MaxRetries: 3, MinBackoff: 100 * time.Millisecond, MaxBackoff: 250 * time.Millisecond}
+	c.SetSleep(func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil })
+	resp, err := c.Do(t.Context(), http.MethodPost, "/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for i, d := range waits {
+		ceiling := min(100*time.Millisecond<<i, 250*time.Millisecond)
+		if d < ceiling/2 || d > ceiling {
+			t.Errorf("wait %d = %v, want within [%v, %v]", i, d, ceiling/2, ceiling)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status        int
+		typ, msg      string
+		kind          fault.Kind
+		reasonContain string
+	}{
+		{400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", fault.Invalid, "CONTEXT_TOO_LONG"},
+		{400, "invalid_request_error", "This model's maximum context length is 128000 tokens", fault.Invalid, "CONTEXT_TOO_LONG"},
+		{0, "overloaded_error", "Overloaded", fault.Unavailable, "OVERLOADED"},
+		{429, "", "slow down", fault.Exhausted, "RATE_LIMITED"},
+		{403, "", "forbidden", fault.Permission, "PROVIDER_PERMISSION"},
+		{500, "", "boom", fault.Unavailable, "PROVIDER_ERROR"},
+	} {
+		err := Classify("p", tc.status, tc.typ, tc.msg)
+		var fe *fault.Error
+		if fault.KindOf(err) != tc.kind {
+			t.Errorf("%d %q: kind %v, want %v", tc.status, tc.msg, fault.KindOf(err), tc.kind)
+		}
+		if fe, _ = err.(*fault.Error); fe == nil || !strings.Contains(fe.Reason, tc.reasonContain) {
+			t.Errorf("%d %q: reason %v", tc.status, tc.msg, fe)
+		}
+	}
+}
+
+func TestOpenAIError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ body, msg, typ string }{
+		{`{"error":{"message":"bad","type":"invalid_request_error"}}`, "bad", "invalid_request_error"},
+		{`{"error":"model not found"}`, "model not found", ""},
+		{`[{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}]`, "quota", "RESOURCE_EXHAUSTED"},
+		{`not json`, "not json", ""},
+	} {
+		msg, typ := OpenAIError([]byte(tc.body))
+		if msg != tc.msg || typ != tc.typ {
+			t.Errorf("OpenAIError(%s) = %q %q, want %q %q", tc.body, msg, typ, tc.msg, tc.typ)
+		}
+	}
+}
+
+func TestMergeOptions(t *testing.T) {
+	t.Parallel()
+	body := map[string]any{"model": "m", "tools": []any{"mine"}}
+	MergeOptions(body, map[string]any{"model": "theirs", "tools": []any{"native"}, "temperature": 0.5}, "tools")
+	if body["model"] != "m" || body["temperature"] != 0.5 || len(body["tools"].([]any)) != 2 {
+		t.Errorf("merged = %v", body)
+	}
+}

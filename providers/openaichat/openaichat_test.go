@@ -1,0 +1,34 @@
+package openaichat_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/openaichat"
+	"github.com/agentd/agentd/providers/providertest"
+)
+
+// Each dialect replays the conformance transcripts of its own directory.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	for _, d := range []struct {
+		name    string
+		new     func(providers.Settings) providers.Provider
+		path    string // of the real base URL, so requests go to the real paths
+		options map[string]string
+	}{
+		{"openai", openaichat.OpenAI, "/v1", nil},
+		{"azure", openaichat.Azure, "", map[string]string{"deployment": "prod-4o"}},
+		{"deepseek", openaichat.DeepSeek, "", nil},
+		{"openrouter", openaichat.OpenRouter, "/api/v1", map[string]string{"referer": "https://agentd.example", "title": "agentd"}},
+		{"requesty", openaichat.Requesty, "/v1", nil},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			providertest.Run(t, filepath.Join("testdata", d.name), func(t *testing.T, baseURL string) providers.Provider {
+				return d.new(providers.Settings{APIKey: "test-key", BaseURL: baseURL + d.path, Options: d.options})
+			})
+		})
+	}
+}

@@ -1,0 +1,61 @@
+package router_test
+
+import (
+	"context"
+	"iter"
+	"testing"
+
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/router"
+)
+
+// named records the model each request reached it with.
+type named struct {
+	name  string
+	model *string
+}
+
+func (n named) Name() string                         { return n.name }
+func (n named) Capabilities() providers.Capabilities { return providers.Capabilities{} }
+func (n named) Stream(_ context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
+	*n.model = req.Model
+	return func(yield func(providers.Event, error) bool) { yield(&providers.Stop{}, nil) }
+}
+
+func TestRouting(t *testing.T) {
+	t.Parallel()
+	got := map[string]*string{}
+	var ps []providers.Provider
+	for _, n := range []string{"anthropic", "openai", "openai-responses", "gemini", "deepseek", "ollama"} {
+		s := ""
+		got[n] = &s
+		ps = append(ps, named{n, &s})
+	}
+	reg, err := providers.NewRegistry(ps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := router.New(reg.Lookup)
+	for _, tc := range []struct{ model, provider, wantModel string }{
+		{"anthropic/claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"},
+		{"openai-responses/gpt-5", "openai-responses", "gpt-5"},
+		{"ollama/llama3.2:3b", "ollama", "llama3.2:3b"},
+		{"claude-haiku-4-5", "anthropic", "claude-haiku-4-5"},
+		{"gpt-4o-mini", "openai", "gpt-4o-mini"},
+		{"o3-mini", "openai", "o3-mini"},
+		{"gemini-2.5-flash", "gemini", "gemini-2.5-flash"},
+		{"deepseek-v4-flash", "deepseek", "deepseek-v4-flash"},
+	} {
+		for range r.Stream(t.Context(), &providers.Request{Model: tc.model}) {
+		}
+		if *got[tc.provider] != tc.wantModel {
+			t.Errorf("%s: %s saw model %q, want %q", tc.model, tc.provider, *got[tc.provider], tc.wantModel)
+		}
+	}
+	for _, bad := range []string{"mistral-large", "router/gpt-4o", "nobody/x"} {
+		if err := r.(providers.ModelValidator).ValidateModel(bad); fault.KindOf(err) != fault.Invalid {
+			t.Errorf("ValidateModel(%q) = %v, want Invalid", bad, err)
+		}
+	}
+}
