@@ -24,6 +24,8 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/gemini"
+	"github.com/agentd/agentd/providers/ollama"
 	"github.com/agentd/agentd/providers/openaichat"
 	"github.com/agentd/agentd/providers/router"
 	"github.com/agentd/agentd/providers/scripted"
@@ -55,6 +57,8 @@ func Providers(cfg config.Config) (*providers.Registry, error) {
 		openaichat.DeepSeek(settings("deepseek")),
 		openaichat.OpenRouter(settings("openrouter")),
 		openaichat.Requesty(settings("requesty")),
+		gemini.New(settings("gemini")),
+		ollama.New(settings("ollama")),
 		router.New(lookup),
 	)
 	return reg, err

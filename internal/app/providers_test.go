@@ -83,6 +83,38 @@ func chatTurns(w http.ResponseWriter, n int) {
 		"data: [DONE]\n\n")
 }
 
+// geminiTurns speaks Gemini's streamGenerateContent (SSE).
+func geminiTurns(w http.ResponseWriter, n int) {
+	data := func(v any) string {
+		b, _ := json.Marshal(v)
+		return "data: " + string(b) + "\n\n"
+	}
+	part := map[string]any{"functionCall": map[string]any{"name": "echo", "args": map[string]any{"text": echoResult}}}
+	if n == 2 {
+		part = map[string]any{"text": "done: " + echoResult}
+	}
+	sseWrite(w, data(map[string]any{
+		"candidates":    []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{part}}, "finishReason": "STOP", "index": 0}},
+		"usageMetadata": map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+	}))
+}
+
+// ollamaTurns speaks Ollama's /api/chat (NDJSON).
+func ollamaTurns(w http.ResponseWriter, n int) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	msg := map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"function": map[string]any{"name": "echo", "arguments": map[string]any{"text": echoResult}}}}}
+	if n == 2 {
+		msg = map[string]any{"role": "assistant", "content": "done: " + echoResult}
+	}
+	for _, line := range []map[string]any{
+		{"model": "llama3.2", "created_at": "2026-11-30T00:00:00Z", "message": msg, "done": false},
+		{"model": "llama3.2", "created_at": "2026-11-30T00:00:01Z", "message": map[string]any{"role": "assistant", "content": ""}, "done": true, "done_reason": "stop", "prompt_eval_count": 10, "eval_count": 5},
+	} {
+		b, _ := json.Marshal(line)
+		fmt.Fprintf(w, "%s\n", b)
+	}
+}
+
 // providerStack is agentd (embedded bridge, the demo MCP server) whose
 // provider named name talks to api.
 func providerStack(t *testing.T, name, path string, api http.Handler, options map[string]string) agentdv1.AgentServiceClient {
@@ -130,18 +162,27 @@ func TestProvidersEndToEnd(t *testing.T) {
 		provider, model, path string
 		options               map[string]string
 		turns                 func(http.ResponseWriter, int)
+		api                   string // the provider whose API the fake is; default: provider
 	}{
-		{"openai", "gpt-4o-mini", "/v1", nil, chatTurns},
-		{"azure", "prod-4o", "", nil, chatTurns},
-		{"deepseek", "deepseek-v4-flash", "", nil, chatTurns},
-		{"openrouter", "openai/gpt-4o-mini", "/api/v1", nil, chatTurns},
-		{"requesty", "openai/gpt-4o-mini", "/v1", nil, chatTurns},
+		{"openai", "gpt-4o-mini", "/v1", nil, chatTurns, ""},
+		{"azure", "prod-4o", "", nil, chatTurns, ""},
+		{"deepseek", "deepseek-v4-flash", "", nil, chatTurns, ""},
+		{"openrouter", "openai/gpt-4o-mini", "/api/v1", nil, chatTurns, ""},
+		{"requesty", "openai/gpt-4o-mini", "/v1", nil, chatTurns, ""},
+		{"gemini", "gemini-2.5-flash", "", nil, geminiTurns, ""},
+		{"ollama", "llama3.2", "", nil, ollamaTurns, ""},
+		// RubyLLM's row: the router picks DeepSeek from the model's prefix.
+		{"router", "deepseek/deepseek-v4-flash", "", nil, chatTurns, "deepseek"},
 	} {
 		t.Run(tc.provider, func(t *testing.T) {
 			api := &fakeTurns{t: t, turn: tc.turns}
-			client := providerStack(t, tc.provider, tc.path, api, tc.options)
+			configured := tc.provider
+			if tc.api != "" {
+				configured = tc.api
+			}
+			client := providerStack(t, configured, tc.path, api, tc.options)
 			start := &agentdv1.StartGeneration{
-				Agent: &agentdv1.Agent{Provider: tc.provider, Model: tc.model, Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "demo"}}}},
+				Agent:    &agentdv1.Agent{Provider: tc.provider, Model: tc.model, Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "demo"}}}},
 				Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "echo something"}}}}},
 			}
 			events := generate(t, client, start)

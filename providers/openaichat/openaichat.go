@@ -383,13 +383,16 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 			}
 		}
 		if c.Usage != nil {
-			usage = &agentdv1.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
+			// prompt_tokens includes the cached ones; input_tokens counts
+			// those billed at the full rate.
+			usage = &agentdv1.Usage{OutputTokens: c.Usage.CompletionTokens}
 			if c.Usage.PromptTokensDetails != nil {
 				usage.CacheReadInputTokens = c.Usage.PromptTokensDetails.CachedTokens
 			}
 			if c.Usage.PromptCacheHitTokens > 0 {
 				usage.CacheReadInputTokens = c.Usage.PromptCacheHitTokens
 			}
+			usage.InputTokens = max(c.Usage.PromptTokens-usage.CacheReadInputTokens, 0)
 		}
 	}
 	if !finished {

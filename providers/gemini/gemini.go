@@ -1,0 +1,502 @@
+// Package gemini is the adapter of Google's native Gemini API ("gemini"):
+// POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse with the
+// key in x-goog-api-key, answered by Server-Sent Events, one
+// GenerateContentResponse per event, ending when the connection closes.
+//
+// Gemini runs no MCP server for agentd, so every MCP server of its agents
+// runs in agentd's bridge. A failed tool result is flagged the way Gemini
+// documents it: the functionResponse's response holds an "error" key
+// instead of "result". Tool results carry no media.
+//
+// Gemini 3 validates the thought signatures of the function calls it
+// made: each one arrives as a Reasoning signature just before its call,
+// and goes back on that functionCall part when the turn is replayed.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strings"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
+	"github.com/agentd/agentd/providers/internal/sse"
+)
+
+const (
+	name           = "gemini"
+	defaultBaseURL = "https://generativelanguage.googleapis.com"
+)
+
+type provider struct {
+	key    string
+	client *httpc.Client
+}
+
+// New returns the "gemini" provider.
+func New(s providers.Settings) providers.Provider {
+	base := strings.TrimSuffix(s.BaseURL, "/")
+	if base == "" {
+		base = defaultBaseURL
+	}
+	hc := s.HTTP
+	if hc == nil {
+		hc = httpc.NewHTTPClient(s.Timeout)
+	}
+	h := make(http.Header)
+	h.Set("x-goog-api-key", s.APIKey)
+	return &provider{key: s.APIKey, client: &httpc.Client{
+		Provider: name, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries(),
+		Query:        url.Values{"alt": {"sse"}},
+		ErrorMessage: errorMessage,
+		Retryable:    retryable,
+	}}
+}
+
+// retryable lists the statuses Gemini documents as transient: 429
+// RESOURCE_EXHAUSTED, 500 INTERNAL, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED.
+// Others, 409 among them, fail the same way when repeated.
+func retryable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// errorMessage reads Gemini's {"error": {"code", "message", "status",
+// "details"}} (alone or in an array). An invalid key is a 400 whose
+// details say API_KEY_INVALID; it is reported as an authentication error,
+// which is what it is.
+func errorMessage(body []byte) (message, errType string) {
+	message, errType = httpc.OpenAIError(body)
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(body, &arr) == nil && len(arr) > 0 {
+			body = arr[0]
+		}
+	}
+	var e struct {
+		Error struct {
+			Details []struct {
+				Reason string `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil {
+		for _, d := range e.Error.Details {
+			if d.Reason == "API_KEY_INVALID" {
+				return message, "authentication_error: " + d.Reason
+			}
+		}
+	}
+	return message, errType
+}
+
+func (p *provider) Name() string { return name }
+
+func (p *provider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{ToolErrorFlag: true}
+}
+
+// ValidateOptions refuses options that would replace what agentd builds.
+func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
+	if _, ok := options["contents"]; ok {
+		return []providers.Problem{{Field: "contents", Description: "is set by agentd and cannot be given as a provider option"}}
+	}
+	return nil
+}
+
+func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
+	return func(yield func(providers.Event, error) bool) {
+		if p.key == "" {
+			yield(nil, fault.New(fault.FailedPrecondition, "gemini: no API key is configured: set GEMINI_API_KEY or providers.gemini.api_key"))
+			return
+		}
+		model := strings.TrimPrefix(req.Model, "models/")
+		if model == "" {
+			yield(nil, fault.New(fault.Invalid, "gemini: a model is required, e.g. gemini-2.5-flash"))
+			return
+		}
+		body := buildBody(req)
+		resp, err := p.client.Do(ctx, http.MethodPost, "/v1beta/models/"+url.PathEscape(model)+":streamGenerateContent", body)
+		if err != nil {
+			yield(nil, p.redact(err))
+			return
+		}
+		defer resp.Body.Close()
+		read(ctx, resp.Body, countCalls(req.Messages), func(ev providers.Event, err error) bool {
+			return yield(ev, p.redact(err))
+		})
+	}
+}
+
+// redact removes the API key from an error's text. Gemini does not echo
+// keys, but proxies and gateways in front of it have been seen to.
+func (p *provider) redact(err error) error {
+	var fe *fault.Error
+	if err == nil || !errors.As(err, &fe) || !strings.Contains(fe.Msg, p.key) {
+		return err
+	}
+	c := *fe
+	c.Msg = strings.ReplaceAll(fe.Msg, p.key, "[redacted]")
+	return &c
+}
+
+// buildBody builds the GenerateContentRequest, provider options merged in
+// ("generationConfig", "toolConfig", "safetySettings", more "tools", ...).
+func buildBody(req *providers.Request) map[string]any {
+	contents := []any{}
+	for _, m := range req.Messages {
+		if c := content(m); c != nil {
+			contents = append(contents, c)
+		}
+	}
+	body := map[string]any{"contents": contents}
+	if req.Instructions != "" {
+		body["systemInstruction"] = map[string]any{"parts": []any{map[string]any{"text": req.Instructions}}}
+	}
+	if len(req.Tools) > 0 {
+		var decls []any
+		for _, t := range req.Tools {
+			schema := map[string]any{"type": "object", "properties": map[string]any{}}
+			if t.GetParameters() != nil {
+				schema = t.GetParameters().AsMap()
+			}
+			// parametersJsonSchema takes full JSON Schema; "parameters"
+			// takes only an OpenAPI subset that MCP tool schemas exceed.
+			d := map[string]any{"name": t.GetName(), "parametersJsonSchema": schema}
+			if t.GetDescription() != "" {
+				d["description"] = t.GetDescription()
+			}
+			decls = append(decls, d)
+		}
+		body["tools"] = []any{map[string]any{"functionDeclarations": decls}}
+	}
+	httpc.MergeOptions(body, req.Options, "tools")
+	return body
+}
+
+// content converts one neutral message into a Gemini content, or nil when
+// nothing of it goes on the wire (Gemini refuses a content without parts).
+func content(m *agentdv1.Message) map[string]any {
+	var parts []any
+	role := "user"
+	switch m.GetRole() {
+	case agentdv1.Role_ROLE_USER:
+		for _, part := range m.GetParts() {
+			switch k := part.GetKind().(type) {
+			case *agentdv1.Part_Text:
+				parts = append(parts, map[string]any{"text": k.Text})
+			case *agentdv1.Part_Media:
+				if u := k.Media.GetUri(); u != "" {
+					parts = append(parts, map[string]any{"fileData": map[string]any{"mimeType": k.Media.GetMimeType(), "fileUri": u}})
+				} else {
+					parts = append(parts, map[string]any{"inlineData": map[string]any{
+						"mimeType": k.Media.GetMimeType(), "data": base64.StdEncoding.EncodeToString(k.Media.GetData()),
+					}})
+				}
+			}
+		}
+	case agentdv1.Role_ROLE_ASSISTANT:
+		role = "model"
+		parts = modelParts(m.GetParts())
+	case agentdv1.Role_ROLE_TOOL:
+		// One content answers every call of the previous turn: Gemini
+		// refuses a turn whose response count differs from its call count.
+		for _, part := range m.GetParts() {
+			if r := part.GetToolResult(); r != nil {
+				parts = append(parts, map[string]any{"functionResponse": map[string]any{
+					"id": r.GetToolCallId(), "name": r.GetName(), "response": response(r),
+				}})
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return map[string]any{"role": role, "parts": parts}
+}
+
+// modelParts converts an assistant message. The tool loop keeps a turn's
+// reasoning ahead of its text and calls, so a signature waits for the
+// next functionCall part, the part Gemini attached it to; one with no call
+// after it (a text-only turn) goes on the last part, where Gemini puts
+// such signatures. Thought text is not sent back: Gemini needs only the
+// signatures.
+func modelParts(in []*agentdv1.Part) []any {
+	var parts []any
+	var pending []string
+	for _, part := range in {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Reasoning:
+			if k.Reasoning.GetProvider() == name && k.Reasoning.GetSignature() != "" {
+				pending = append(pending, k.Reasoning.GetSignature())
+			}
+		case *agentdv1.Part_Text:
+			parts = append(parts, map[string]any{"text": k.Text})
+		case *agentdv1.Part_ToolCall:
+			p := map[string]any{"functionCall": map[string]any{
+				"id": k.ToolCall.GetId(), "name": k.ToolCall.GetName(), "args": argumentsObject(k.ToolCall.GetArguments()),
+			}}
+			if len(pending) > 0 {
+				p["thoughtSignature"] = pending[0]
+				pending = pending[1:]
+			}
+			parts = append(parts, p)
+		}
+	}
+	if len(pending) > 0 && len(parts) > 0 {
+		last := parts[len(parts)-1].(map[string]any)
+		if _, ok := last["thoughtSignature"]; !ok {
+			last["thoughtSignature"] = pending[len(pending)-1]
+		}
+	}
+	return parts
+}
+
+// response is a functionResponse's response object: {"result": output}
+// or, for a failed call, {"error": message}, the output parsed when it is
+// JSON so the model sees structure rather than an escaped string.
+func response(r *agentdv1.ToolResult) map[string]any {
+	out := parseJSON(r.GetOutput())
+	if !r.GetIsError() {
+		return map[string]any{"result": out}
+	}
+	if obj, ok := out.(map[string]any); ok {
+		if _, has := obj["error"]; has {
+			return obj
+		}
+	}
+	return map[string]any{"error": out}
+}
+
+// parseJSON parses s, or returns it as a string when it is not JSON.
+func parseJSON(s string) any {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber() // large integers pass through exactly
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return s
+	}
+	return v
+}
+
+// argumentsObject is a call's arguments as the JSON object Gemini
+// requires; arguments a model produced as invalid JSON become {} so that
+// replaying the turn does not fail the whole request.
+func argumentsObject(args string) map[string]any {
+	if obj, ok := parseJSON(args).(map[string]any); ok {
+		return obj
+	}
+	return map[string]any{}
+}
+
+// countCalls counts the tool calls already in the conversation, so that
+// ids made up for this turn's calls stay unique within the generation.
+func countCalls(msgs []*agentdv1.Message) int {
+	n := 0
+	for _, m := range msgs {
+		for _, part := range m.GetParts() {
+			if part.GetToolCall() != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// chunk is one GenerateContentResponse of the stream, or an error.
+type chunk struct {
+	Candidates []struct {
+		Content struct {
+			Parts []struct {
+				Text             string `json:"text"`
+				Thought          bool   `json:"thought"`
+				ThoughtSignature string `json:"thoughtSignature"`
+				FunctionCall     *struct {
+					ID   string          `json:"id"`
+					Name string          `json:"name"`
+					Args json.RawMessage `json:"args"`
+				} `json:"functionCall"`
+			} `json:"parts"`
+		} `json:"content"`
+		FinishReason  string `json:"finishReason"`
+		FinishMessage string `json:"finishMessage"`
+	} `json:"candidates"`
+	PromptFeedback *struct {
+		BlockReason        string `json:"blockReason"`
+		BlockReasonMessage string `json:"blockReasonMessage"`
+	} `json:"promptFeedback"`
+	UsageMetadata *struct {
+		PromptTokenCount        int64 `json:"promptTokenCount"`
+		CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+		ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+		CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+		ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
+	} `json:"usageMetadata"`
+	Error json.RawMessage `json:"error"`
+}
+
+// read parses the SSE stream of one turn and yields its events; prior is
+// the number of tool calls earlier in the conversation.
+func read(ctx context.Context, body io.Reader, prior int, yield func(providers.Event, error) bool) {
+	r := sse.NewReader(body)
+	var usage *agentdv1.Usage
+	finish, finishMessage := "", ""
+	calls := 0
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var fe *fault.Error
+			switch {
+			case ctx.Err() != nil:
+				yield(nil, ctx.Err())
+			case errors.As(err, &fe):
+				yield(nil, err) // already classified: the idle timeout
+			default:
+				yield(nil, truncated(err))
+			}
+			return
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if data[0] == '[' { // an error, array-wrapped as on the HTTP error path
+			msg, typ := httpc.OpenAIError(data)
+			yield(nil, httpc.Classify(name, 0, typ, msg))
+			return
+		}
+		var c chunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			yield(nil, fault.Wrap(fault.Unavailable, err, "gemini: the response stream holds invalid JSON"))
+			return
+		}
+		if len(c.Error) > 0 && string(c.Error) != "null" {
+			msg, typ := httpc.OpenAIError(append(append([]byte(`{"error":`), c.Error...), '}'))
+			yield(nil, httpc.Classify(name, 0, typ, msg))
+			return
+		}
+		if pf := c.PromptFeedback; pf != nil && pf.BlockReason != "" {
+			msg := pf.BlockReasonMessage
+			if msg == "" {
+				msg = "the prompt was blocked"
+			}
+			yield(nil, fault.New(fault.Invalid, "gemini: %s (%s)", msg, pf.BlockReason).
+				WithInfo("PROVIDER_PROMPT_BLOCKED", map[string]string{"provider": name, "block_reason": pf.BlockReason}))
+			return
+		}
+		if u := c.UsageMetadata; u != nil {
+			// promptTokenCount includes the cached tokens; input_tokens
+			// counts those billed at the full rate.
+			usage = &agentdv1.Usage{
+				InputTokens:          u.PromptTokenCount - u.CachedContentTokenCount + u.ToolUsePromptTokenCount,
+				OutputTokens:         u.CandidatesTokenCount + u.ThoughtsTokenCount,
+				CacheReadInputTokens: u.CachedContentTokenCount,
+			}
+		}
+		if len(c.Candidates) == 0 {
+			continue
+		}
+		cand := c.Candidates[0]
+		for _, part := range cand.Content.Parts {
+			var events []providers.Event
+			switch {
+			case part.FunctionCall != nil:
+				if part.ThoughtSignature != "" {
+					events = append(events, &providers.Reasoning{Signature: part.ThoughtSignature})
+				}
+				calls++
+				id := part.FunctionCall.ID
+				if id == "" {
+					id = fmt.Sprintf("call_%d", prior+calls)
+				}
+				events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{
+					Id: id, Name: part.FunctionCall.Name, Arguments: compactArguments(part.FunctionCall.Args),
+				}})
+			case part.Thought:
+				if part.Text != "" || part.ThoughtSignature != "" {
+					events = append(events, &providers.Reasoning{Text: part.Text, Signature: part.ThoughtSignature})
+				}
+			default:
+				if part.ThoughtSignature != "" {
+					events = append(events, &providers.Reasoning{Signature: part.ThoughtSignature})
+				}
+				if part.Text != "" {
+					events = append(events, &providers.TextDelta{Text: part.Text})
+				}
+			}
+			for _, e := range events {
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+		if cand.FinishReason != "" {
+			finish, finishMessage = cand.FinishReason, cand.FinishMessage
+		}
+	}
+	if finish == "" {
+		yield(nil, truncated(io.ErrUnexpectedEOF))
+		return
+	}
+	switch finish {
+	case "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS":
+		// The turn produced no usable call; ending it as an answer would
+		// hand the user an empty reply. Asking again may well work.
+		msg := finishMessage
+		if msg == "" {
+			msg = "the model's function call could not be used"
+		}
+		yield(nil, fault.New(fault.Unavailable, "gemini: %s (%s)", msg, finish).
+			WithInfo("PROVIDER_BAD_TOOL_CALL", map[string]string{"provider": name, "finish_reason": finish}))
+		return
+	}
+	if usage != nil && !yield(&providers.Usage{Usage: usage}, nil) {
+		return
+	}
+	yield(&providers.Stop{Reason: stopReason(finish)}, nil)
+}
+
+// compactArguments renders a functionCall's args object as the JSON text
+// a ToolCall carries.
+func compactArguments(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" || json.Compact(&b, raw) != nil {
+		return "{}"
+	}
+	return b.String()
+}
+
+func truncated(err error) error {
+	return fault.Hide(fault.Unavailable, err, "gemini: the response stream ended before it was complete").
+		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": name})
+}
+
+func stopReason(r string) agentdv1.StopReason {
+	switch r {
+	case "STOP":
+		return agentdv1.StopReason_STOP_REASON_END_TURN
+	case "MAX_TOKENS":
+		return agentdv1.StopReason_STOP_REASON_MAX_TOKENS
+	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+		"IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION":
+		return agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
+	}
+	return agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+}

@@ -1,0 +1,331 @@
+// Package ollama is the adapter of Ollama's native chat API ("ollama"):
+// POST {base}/api/chat with a streamed NDJSON answer, one ChatResponse per
+// line and a last line with "done": true.
+//
+// Ollama runs no MCP server itself, so every MCP server of its agents runs
+// in agentd's bridge. Its tool messages have no error flag, so a failed
+// result reaches the model as its {"error": ...} text; tool results carry
+// no media.
+//
+// The base URL defaults to http://localhost:11434. Ollama needs no key; an
+// API key, when configured, is sent as "Authorization: Bearer" for the
+// proxies and hosted endpoints that ask for one.
+package ollama
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"strings"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
+	"github.com/agentd/agentd/providers/internal/ndjson"
+)
+
+const (
+	name           = "ollama"
+	defaultBaseURL = "http://localhost:11434"
+)
+
+type provider struct {
+	client *httpc.Client
+}
+
+// New returns the "ollama" provider.
+func New(s providers.Settings) providers.Provider {
+	base := strings.TrimSuffix(s.BaseURL, "/")
+	if base == "" {
+		base = defaultBaseURL
+	}
+	hc := s.HTTP
+	if hc == nil {
+		hc = httpc.NewHTTPClient(s.Timeout)
+	}
+	h := make(http.Header)
+	h.Set("Accept", "application/x-ndjson")
+	if s.APIKey != "" {
+		h.Set("Authorization", "Bearer "+s.APIKey)
+	}
+	return &provider{client: &httpc.Client{
+		Provider: name, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries(),
+	}}
+}
+
+func (p *provider) Name() string { return name }
+
+func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }
+
+// reservedOptions are body keys the adapter sets itself; "stream": false
+// in particular would turn the answer into one JSON object this adapter
+// does not read.
+var reservedOptions = []string{"model", "messages", "stream"}
+
+// ValidateOptions refuses options that would replace what agentd builds.
+func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
+	var problems []providers.Problem
+	for _, k := range reservedOptions {
+		if _, ok := options[k]; ok {
+			problems = append(problems, providers.Problem{Field: k, Description: "is set by agentd and cannot be given as a provider option"})
+		}
+	}
+	return problems
+}
+
+func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
+	return func(yield func(providers.Event, error) bool) {
+		body, err := buildBody(req)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		resp, err := p.client.Do(ctx, http.MethodPost, "/api/chat", body)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer resp.Body.Close()
+		read(ctx, resp.Body, countCalls(req.Messages), yield)
+	}
+}
+
+// buildBody builds the /api/chat body, provider options merged in
+// ("options", "think", "keep_alive", "format", ...).
+func buildBody(req *providers.Request) (map[string]any, error) {
+	msgs := []any{}
+	if req.Instructions != "" {
+		msgs = append(msgs, map[string]any{"role": "system", "content": req.Instructions})
+	}
+	for _, m := range req.Messages {
+		converted, err := message(m)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, converted...)
+	}
+	body := map[string]any{"model": req.Model, "messages": msgs, "stream": true}
+	if len(req.Tools) > 0 {
+		var tools []any
+		for _, t := range req.Tools {
+			params := map[string]any{"type": "object", "properties": map[string]any{}}
+			if t.GetParameters() != nil {
+				params = t.GetParameters().AsMap()
+			}
+			fn := map[string]any{"name": t.GetName(), "parameters": params}
+			if t.GetDescription() != "" {
+				fn["description"] = t.GetDescription()
+			}
+			tools = append(tools, map[string]any{"type": "function", "function": fn})
+		}
+		body["tools"] = tools
+	}
+	httpc.MergeOptions(body, req.Options, "tools")
+	return body, nil
+}
+
+// message converts one neutral message into Ollama messages: a tool
+// message becomes one "tool" message per result.
+func message(m *agentdv1.Message) ([]any, error) {
+	switch m.GetRole() {
+	case agentdv1.Role_ROLE_USER:
+		var texts, images []string
+		for _, part := range m.GetParts() {
+			switch k := part.GetKind().(type) {
+			case *agentdv1.Part_Text:
+				texts = append(texts, k.Text)
+			case *agentdv1.Part_Media:
+				// Ollama takes images as base64 and fetches nothing itself;
+				// anything else would be dropped without the model knowing.
+				if len(k.Media.GetData()) == 0 || !strings.HasPrefix(k.Media.GetMimeType(), "image/") {
+					return nil, fault.New(fault.Invalid, "ollama: a user message holds %q media%s; Ollama accepts only inline images",
+						k.Media.GetMimeType(), byURI(k.Media))
+				}
+				images = append(images, base64.StdEncoding.EncodeToString(k.Media.GetData()))
+			}
+		}
+		msg := map[string]any{"role": "user", "content": strings.Join(texts, "\n")}
+		if len(images) > 0 {
+			msg["images"] = images
+		}
+		return []any{msg}, nil
+	case agentdv1.Role_ROLE_ASSISTANT:
+		var texts, thinking []string
+		var calls []any
+		for _, part := range m.GetParts() {
+			switch k := part.GetKind().(type) {
+			case *agentdv1.Part_Text:
+				texts = append(texts, k.Text)
+			case *agentdv1.Part_Reasoning:
+				// Another provider's reasoning means nothing to this model.
+				if k.Reasoning.GetProvider() == name {
+					thinking = append(thinking, k.Reasoning.GetText())
+				}
+			case *agentdv1.Part_ToolCall:
+				calls = append(calls, map[string]any{"function": map[string]any{
+					"name": k.ToolCall.GetName(), "arguments": argumentsObject(k.ToolCall.GetArguments()),
+				}})
+			}
+		}
+		msg := map[string]any{"role": "assistant", "content": strings.Join(texts, "")}
+		if t := strings.Join(thinking, ""); t != "" {
+			msg["thinking"] = t
+		}
+		if len(calls) > 0 {
+			msg["tool_calls"] = calls
+		}
+		return []any{msg}, nil
+	case agentdv1.Role_ROLE_TOOL:
+		var out []any
+		for _, part := range m.GetParts() {
+			if r := part.GetToolResult(); r != nil {
+				out = append(out, map[string]any{"role": "tool", "content": r.GetOutput(), "tool_name": r.GetName()})
+			}
+		}
+		return out, nil
+	}
+	return nil, fault.New(fault.Invalid, "ollama: a message has no role")
+}
+
+func byURI(m *agentdv1.Media) string {
+	if m.GetUri() != "" {
+		return " by URI"
+	}
+	return ""
+}
+
+// argumentsObject is a tool call's arguments as the JSON object Ollama
+// requires; arguments a model produced as invalid JSON become {} so that
+// replaying the turn does not fail the whole request.
+func argumentsObject(args string) map[string]any {
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.UseNumber() // large integers pass through exactly
+	var obj map[string]any
+	if dec.Decode(&obj) != nil || obj == nil || dec.More() {
+		return map[string]any{}
+	}
+	return obj
+}
+
+// countCalls counts the tool calls already in the conversation, so that
+// ids made up for this turn's calls stay unique within the generation.
+func countCalls(msgs []*agentdv1.Message) int {
+	n := 0
+	for _, m := range msgs {
+		for _, part := range m.GetParts() {
+			if part.GetToolCall() != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// chatResponse is one NDJSON line of a streamed /api/chat answer.
+type chatResponse struct {
+	Message struct {
+		Content   string `json:"content"`
+		Thinking  string `json:"thinking"`
+		ToolCalls []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"message"`
+	Done            bool   `json:"done"`
+	DoneReason      string `json:"done_reason"`
+	PromptEvalCount int64  `json:"prompt_eval_count"`
+	EvalCount       int64  `json:"eval_count"`
+	Error           string `json:"error"`
+}
+
+// read parses the NDJSON stream of one turn and yields its events; prior
+// is the number of tool calls earlier in the conversation.
+func read(ctx context.Context, body io.Reader, prior int, yield func(providers.Event, error) bool) {
+	r := ndjson.NewReader(body)
+	calls := 0
+	for {
+		line, err := r.Next()
+		if err != nil {
+			var fe *fault.Error
+			switch {
+			case ctx.Err() != nil:
+				yield(nil, ctx.Err())
+			case errors.Is(err, io.EOF):
+				yield(nil, truncated(io.ErrUnexpectedEOF))
+			case errors.As(err, &fe):
+				yield(nil, err) // already classified: the idle timeout
+			default:
+				yield(nil, truncated(err))
+			}
+			return
+		}
+		var c chatResponse
+		if err := json.Unmarshal(line, &c); err != nil {
+			yield(nil, fault.Wrap(fault.Unavailable, err, "ollama: the response stream holds invalid JSON"))
+			return
+		}
+		if c.Error != "" {
+			yield(nil, httpc.Classify(name, 0, "", c.Error))
+			return
+		}
+		if c.Message.Thinking != "" && !yield(&providers.Reasoning{Text: c.Message.Thinking}, nil) {
+			return
+		}
+		if c.Message.Content != "" && !yield(&providers.TextDelta{Text: c.Message.Content}, nil) {
+			return
+		}
+		for _, tc := range c.Message.ToolCalls {
+			calls++
+			id := tc.ID
+			if id == "" {
+				id = fmt.Sprintf("call_%d", prior+calls)
+			}
+			call := &agentdv1.ToolCall{Id: id, Name: tc.Function.Name, Arguments: compactArguments(tc.Function.Arguments)}
+			if !yield(&providers.ToolCall{Call: call}, nil) {
+				return
+			}
+		}
+		if c.Done {
+			usage := &agentdv1.Usage{InputTokens: c.PromptEvalCount, OutputTokens: c.EvalCount}
+			if yield(&providers.Usage{Usage: usage}, nil) {
+				yield(&providers.Stop{Reason: stopReason(c.DoneReason)}, nil)
+			}
+			return
+		}
+	}
+}
+
+// compactArguments renders Ollama's argument object as the JSON text a
+// ToolCall carries.
+func compactArguments(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" || json.Compact(&b, raw) != nil {
+		return "{}"
+	}
+	return b.String()
+}
+
+func truncated(err error) error {
+	return fault.Hide(fault.Unavailable, err, "ollama: the response stream ended before it was complete").
+		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": name})
+}
+
+func stopReason(r string) agentdv1.StopReason {
+	switch r {
+	case "stop":
+		return agentdv1.StopReason_STOP_REASON_END_TURN
+	case "length":
+		return agentdv1.StopReason_STOP_REASON_MAX_TOKENS
+	}
+	return agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+}
