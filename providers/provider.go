@@ -68,6 +68,13 @@ type Capabilities struct {
 	// ServesConnectors: the provider resolves "mcp://NAME" URLs to its own
 	// connectors (OpenAI Responses).
 	ServesConnectors bool
+	// ServerProblem, when set, says why the provider cannot serve one
+	// particular url or connector server itself although it serves that
+	// kind (headers it cannot send, an unknown connector); "" means it
+	// can. The text names no secret. A url server it cannot serve runs in
+	// agentd's bridge under mcp_strategy AUTO; under SERVER, and for a
+	// connector, the request is refused before any provider call.
+	ServerProblem func(*agentdv1.MCPServer) string
 	// ModelOptional: requests may leave Agent.model empty (mock, script).
 	ModelOptional bool
 	// MaxProviderServers caps the provider-side servers of one request
@@ -106,8 +113,17 @@ type TextDelta struct{ Text string }
 
 // Reasoning is a piece of the model's reasoning: text as it streams, or a
 // signature (opaque, returned to the provider on later turns). The loop
-// keeps it in the assistant message.
-type Reasoning struct{ Text, Signature string }
+// keeps it in the assistant message; a signature ends a block.
+type Reasoning struct {
+	Text, Signature string
+	// Redacted: the provider withheld this reasoning and Signature is all
+	// of it, in encrypted form (Anthropic's redacted_thinking). It is a
+	// block of its own.
+	Redacted bool
+	// Provider names the provider that produced the reasoning when it is
+	// not the agent's provider (the router sets it); "" means the agent's.
+	Provider string
+}
 
 // ToolCall is a complete call the model asks agentd to run.
 type ToolCall struct{ Call *agentdv1.ToolCall }
@@ -120,7 +136,14 @@ type ProviderToolCall struct{ Call *agentdv1.ProviderToolCall }
 type Usage struct{ Usage *agentdv1.Usage }
 
 // Stop ends the turn.
-type Stop struct{ Reason agentdv1.StopReason }
+type Stop struct {
+	Reason agentdv1.StopReason
+	// Paused: the provider paused a long turn of its own while it ran
+	// provider-side tools (Anthropic's pause_turn). The loop sends the
+	// conversation back, this turn included, so that it continues; the
+	// continuation counts as a tool turn.
+	Paused bool
+}
 
 func (*TextDelta) isEvent()        {}
 func (*Reasoning) isEvent()        {}

@@ -123,34 +123,50 @@ func (g *generation) run(ctx context.Context) error {
 		}
 	}
 	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
-		assistant, calls, stop, err := g.modelTurn(ctx, turn)
+		r, err := g.modelTurn(ctx, turn)
 		if err != nil {
 			return err
 		}
-		if len(calls) == 0 {
+		if r.paused && len(r.calls) == 0 {
+			// The provider ran tools of its own and paused; sending the
+			// conversation back lets it continue.
+			if err := g.spendToolTurn(); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(r.calls) == 0 {
 			if err := g.finished(ctx); err != nil {
 				return err
 			}
 			return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 				GenerationId: g.id,
-				Message:      assistant,
+				Message:      r.message,
 				Messages:     g.added,
 				Usage:        g.total,
-				StopReason:   stop,
+				StopReason:   r.stop,
 				ToolTurns:    int32(g.toolTurns),
 			}}})
 		}
-		if g.toolTurns >= g.plan.maxToolTurns {
-			return fault.New(fault.Exhausted,
-				"the generation used its %d tool turns (max_tool_turns) and the model still asked for tools; raise max_tool_turns if it needs more",
-				g.plan.maxToolTurns).WithInfo("MAX_TOOL_TURNS", map[string]string{"max_tool_turns": fmt.Sprint(g.plan.maxToolTurns)})
+		if err := g.spendToolTurn(); err != nil {
+			return err
 		}
-		g.toolTurns++
-		r, results, err := g.runTools(ctx, g.toolTurns, calls)
-		if done, err := g.endTurn(ctx, r, results, err); done {
+		tr, results, err := g.runTools(ctx, g.toolTurns, r.calls)
+		if done, err := g.endTurn(ctx, tr, results, err); done {
 			return err
 		}
 	}
+}
+
+// spendToolTurn counts a tool turn against max_tool_turns.
+func (g *generation) spendToolTurn() error {
+	if g.toolTurns >= g.plan.maxToolTurns {
+		return fault.New(fault.Exhausted,
+			"the generation used its %d tool turns (max_tool_turns) and the model still asked for tools; raise max_tool_turns if it needs more",
+			g.plan.maxToolTurns).WithInfo("MAX_TOOL_TURNS", map[string]string{"max_tool_turns": fmt.Sprint(g.plan.maxToolTurns)})
+	}
+	g.toolTurns++
+	return nil
 }
 
 // endTurn gives a tool turn's results to the conversation, or ends the
@@ -267,9 +283,19 @@ func prefixedName(server, tool string) string {
 	return full[:toolNameMaxLen-9] + "_" + hex.EncodeToString(sum[:4])
 }
 
+// reply is what one model turn produced.
+type reply struct {
+	message *agentdv1.Message
+	calls   []*agentdv1.ToolCall
+	stop    agentdv1.StopReason
+	// paused: the provider paused its own turn and continues when the
+	// conversation is sent back (providers.Stop.Paused).
+	paused bool
+}
+
 // modelTurn streams one provider turn, forwarding text as it comes, and
 // appends the assistant message to the conversation.
-func (g *generation) modelTurn(ctx context.Context, turn int) (*agentdv1.Message, []*agentdv1.ToolCall, agentdv1.StopReason, error) {
+func (g *generation) modelTurn(ctx context.Context, turn int) (*reply, error) {
 	model := g.plan.agent.GetModel()
 	ctx, span := g.s.tracer.Start(ctx, strings.TrimSpace("chat "+model))
 	defer span.End()
@@ -286,50 +312,45 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*agentdv1.Message
 		MCPServers:   g.plan.providerServers(),
 		Options:      g.plan.options,
 	}
-	var text strings.Builder
-	var reasoning []*agentdv1.Reasoning // blocks; a signature ends one
-	var parts []*agentdv1.Part
+	msg := &content{agentProvider: g.plan.agent.GetProvider()}
 	var calls []*agentdv1.ToolCall
 	usage := &agentdv1.Usage{}
 	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+	paused := false
 	seen := make(map[string]bool)
 	for ev, err := range g.plan.provider.Stream(ctx, req) {
 		if err != nil {
 			span.SetStatus(codes.Error, fault.KindOf(err).String())
-			return nil, nil, 0, err
+			return nil, err
 		}
 		switch ev := ev.(type) {
 		case *providers.TextDelta:
-			text.WriteString(ev.Text)
+			msg.addText(ev.Text)
 			if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TextDelta{TextDelta: &agentdv1.TextDelta{Text: ev.Text}}}); err != nil {
-				return nil, nil, 0, err
+				return nil, err
 			}
 		case *providers.Reasoning:
-			if len(reasoning) == 0 || reasoning[len(reasoning)-1].GetSignature() != "" {
-				reasoning = append(reasoning, &agentdv1.Reasoning{Provider: g.plan.agent.GetProvider()})
-			}
-			cur := reasoning[len(reasoning)-1]
-			cur.Text += ev.Text
-			cur.Signature += ev.Signature
+			msg.addReasoning(ev)
 		case *providers.ToolCall:
 			c := ev.Call
 			if c.GetId() == "" {
 				c.Id = fmt.Sprintf("call_%d_%d", turn, len(calls)+1)
 			}
 			if seen[c.GetId()] {
-				return nil, nil, 0, fault.New(fault.Internal, "the provider returned two tool calls with the id %q", c.GetId())
+				return nil, fault.New(fault.Internal, "the provider returned two tool calls with the id %q", c.GetId())
 			}
 			seen[c.GetId()] = true
 			calls = append(calls, c)
+			msg.add(&agentdv1.Part{Kind: &agentdv1.Part_ToolCall{ToolCall: c}})
 		case *providers.ProviderToolCall:
-			parts = append(parts, &agentdv1.Part{Kind: &agentdv1.Part_ProviderToolCall{ProviderToolCall: ev.Call}})
+			msg.add(&agentdv1.Part{Kind: &agentdv1.Part_ProviderToolCall{ProviderToolCall: ev.Call}})
 			if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ProviderToolCall{ProviderToolCall: ev.Call}}); err != nil {
-				return nil, nil, 0, err
+				return nil, err
 			}
 		case *providers.Usage:
 			usage = ev.Usage
 		case *providers.Stop:
-			stop = ev.Reason
+			stop, paused = ev.Reason, ev.Paused
 		}
 	}
 	usage.ToolSchemaBytes = g.schemaBytes
@@ -337,22 +358,11 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*agentdv1.Message
 	addUsage(g.total, usage)
 	span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", usage.GetInputTokens()), attribute.Int64("gen_ai.usage.output_tokens", usage.GetOutputTokens()))
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: usage}}); err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
-	var content []*agentdv1.Part
-	for _, r := range reasoning {
-		content = append(content, &agentdv1.Part{Kind: &agentdv1.Part_Reasoning{Reasoning: r}})
-	}
-	if text.Len() > 0 {
-		content = append(content, &agentdv1.Part{Kind: &agentdv1.Part_Text{Text: text.String()}})
-	}
-	content = append(content, parts...)
-	for _, c := range calls {
-		content = append(content, &agentdv1.Part{Kind: &agentdv1.Part_ToolCall{ToolCall: c}})
-	}
-	assistant := &agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: content}
+	assistant := &agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: msg.done()}
 	g.appendMessage(assistant)
-	return assistant, calls, stop, nil
+	return &reply{message: assistant, calls: calls, stop: stop, paused: paused}, nil
 }
 
 func addUsage(total, u *agentdv1.Usage) {

@@ -119,9 +119,15 @@ func turnOf(events ...providers.Event) iter.Seq2[providers.Event, error] {
 	}
 }
 
-// urlProvider serves url MCP servers itself, like Anthropic.
+// urlProvider serves url MCP servers itself, like Anthropic, except those
+// with headers.
 func urlProvider() *fakeProvider {
-	return &fakeProvider{name: "urlprov", caps: providers.Capabilities{ServesURLServers: true, ModelOptional: true}}
+	return &fakeProvider{name: "urlprov", caps: providers.Capabilities{ServesURLServers: true, ModelOptional: true, ServerProblem: func(s *agentdv1.MCPServer) string {
+		if len(s.GetHeaders()) > 0 {
+			return "it has headers, which urlprov cannot send"
+		}
+		return ""
+	}}}
 }
 
 // plainProvider serves no MCP server itself.

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ func TestPlacement(t *testing.T) {
 		{name: "R-A3 allowed_tools with the gated name bridges it", servesURL: true, requiresApproval: []string{"delete"}, mcps: []*agentdv1.MCPServer{allowing("read", "delete")}, want: []agentdv1.Placement{bridged}},
 		{name: "R-S3 CLIENT bridges every server", servesURL: true, strategy: agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT, mcps: []*agentdv1.MCPServer{docs(), commandServer("files", "/usr/bin/files-mcp")}, want: []agentdv1.Placement{bridged, bridged}},
 		{name: "R-S4 SERVER puts an ungated url server at the provider", servesURL: true, strategy: agentdv1.MCPStrategy_MCP_STRATEGY_SERVER, requiresApproval: []string{"delete"}, mcps: []*agentdv1.MCPServer{allowing("read")}, want: []agentdv1.Placement{provider}},
+		{name: "R-S2 AUTO bridges a server on localhost, which the provider cannot reach", servesURL: true, mcps: []*agentdv1.MCPServer{urlServer("local", "http://localhost:8080/mcp")}, want: []agentdv1.Placement{bridged}},
+		{name: "R-S2 AUTO bridges a server on a private address", servesURL: true, mcps: []*agentdv1.MCPServer{urlServer("lan", "https://10.1.2.3/mcp"), urlServer("v6", "http://[::1]:9000/mcp")}, want: []agentdv1.Placement{bridged, bridged}},
+		{name: "R-S2 AUTO bridges a server the provider cannot serve (its ServerProblem)", servesURL: true, mcps: []*agentdv1.MCPServer{withHeaders(docs())}, want: []agentdv1.Placement{bridged}},
 		{
 			name: "R-S2 mixed: provider-side and bridged side by side", servesURL: true,
 			mcps: []*agentdv1.MCPServer{docs(), commandServer("files", "/usr/bin/files-mcp"), gatedDocs},
@@ -174,6 +178,18 @@ func TestPlacementServerRefusals(t *testing.T) {
 			want: []violation{{"start.agent.mcps[0]", []string{`"docs"`, "plain", "none", "AUTO"}}},
 		},
 		{
+			name:      "R-S4 a server on a loopback address",
+			servesURL: true,
+			mcps:      []*agentdv1.MCPServer{urlServer("local", "http://127.0.0.1:8080/secret-path")},
+			want:      []violation{{"start.agent.mcps[0]", []string{`"local"`, "urlprov", "loopback or private address", "AUTO"}}},
+		},
+		{
+			name:      "R-S4 a server the provider cannot serve (its ServerProblem)",
+			servesURL: true,
+			mcps:      []*agentdv1.MCPServer{withHeaders(urlServer("docs", "https://docs.example.com/mcp"))},
+			want:      []violation{{"start.agent.mcps[0]", []string{`"docs"`, "urlprov", "headers", "AUTO"}}},
+		},
+		{
 			name:      "R-S4 R-A2 a server whose policy could gate a tool",
 			servesURL: true,
 			mcps:      []*agentdv1.MCPServer{gated},
@@ -236,6 +252,9 @@ func TestPlacementServerRefusals(t *testing.T) {
 			}
 			for _, v := range tt.want {
 				wantFacts(t, v.field, description(t, st, v.field), v.facts...)
+				if d := description(t, st, v.field); strings.Contains(d, "secret-path") {
+					t.Errorf("%s: %q shows the URL's path", v.field, d)
+				}
 			}
 			wantCounts(t, bridge, bridgeCounts{})
 			if n := len(prov.calls()); n != 0 {
@@ -324,4 +343,10 @@ func TestProviderServerLimit(t *testing.T) {
 	if n := len(prov.calls()); n != 0 {
 		t.Errorf("provider called %d times; want 0", n)
 	}
+}
+
+// withHeaders gives s a header, which urlProvider cannot send.
+func withHeaders(s *agentdv1.MCPServer) *agentdv1.MCPServer {
+	s.Headers = map[string]string{"X-Tenant": "acme"}
+	return s
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -389,12 +390,21 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
 			continue
 		}
-		capable := false
+		capable, why := false, ""
 		switch sp.transport {
 		case agentdv1.Transport_TRANSPORT_HTTP:
 			capable = caps.ServesURLServers
+			if capable {
+				why = unreachable(sp.decl.GetUrl())
+			}
 		case agentdv1.Transport_TRANSPORT_CONNECTOR:
 			capable = caps.ServesConnectors
+		}
+		if capable && why == "" && caps.ServerProblem != nil {
+			why = caps.ServerProblem(sp.decl)
+		}
+		if why != "" {
+			capable = false
 		}
 		gatedByPolicy := policyCouldGate(sp.decl.GetRequireApproval())
 		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
@@ -403,6 +413,9 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 		case agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT:
 		case agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
 			switch {
+			case why != "":
+				v.add(sp.field, "%s cannot serve the MCP server %q itself: %s; but mcp_strategy SERVER requires it to. Use mcp_strategy AUTO to run it in agentd's bridge",
+					provider, sp.name, why)
 			case !capable:
 				v.add(sp.field, "%s cannot serve the %s MCP server %q itself, but mcp_strategy SERVER requires it to; servers it can serve: %s. Use mcp_strategy AUTO to run the rest in agentd's bridge",
 					provider, transportWord(sp.transport), sp.name, served)
@@ -426,6 +439,10 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 		}
 		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
 			providerSide++
+		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR && why != "" {
+			if strategy != agentdv1.MCPStrategy_MCP_STRATEGY_SERVER { // SERVER said so above
+				v.add(sp.field+".url", "%s cannot serve the connector %q: %s", provider, sp.name, why)
+			}
 		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
 			v.add(sp.field+".url", "mcp:// URLs name OpenAI connectors, which only a provider that serves connectors can reach; %s runs this server in agentd's bridge", provider)
 		}
@@ -433,6 +450,25 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 	if limit := caps.MaxProviderServers; limit > 0 && providerSide > limit {
 		v.add(mcpsField, "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", provider, limit, providerSide)
 	}
+}
+
+// unreachable says why a provider's cloud cannot reach a url server: a
+// host that is "localhost" or a loopback, private, link-local or
+// unspecified address only resolves on agentd's side. "" means nothing is
+// known against it. The text names neither the host nor the path.
+func unreachable(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "" // the bridge reports a malformed URL
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "its URL names localhost, which only agentd can reach"
+	}
+	if a, err := netip.ParseAddr(host); err == nil && (a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified()) {
+		return "its URL is a loopback or private address, which only agentd's network can reach"
+	}
+	return ""
 }
 
 func transportWord(t agentdv1.Transport) string {

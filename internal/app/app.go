@@ -24,9 +24,11 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/anthropic"
 	"github.com/agentd/agentd/providers/gemini"
 	"github.com/agentd/agentd/providers/ollama"
 	"github.com/agentd/agentd/providers/openaichat"
+	"github.com/agentd/agentd/providers/openairesponses"
 	"github.com/agentd/agentd/providers/router"
 	"github.com/agentd/agentd/providers/scripted"
 	"github.com/agentd/agentd/server"
@@ -52,7 +54,9 @@ func Providers(cfg config.Config) (*providers.Registry, error) {
 	reg, err := providers.NewRegistry(
 		scripted.Mock(),
 		scripted.Script(),
+		anthropic.New(settings("anthropic")),
 		openaichat.OpenAI(settings("openai")),
+		openairesponses.New(settings("openai-responses")),
 		openaichat.Azure(settings("azure")),
 		openaichat.DeepSeek(settings("deepseek")),
 		openaichat.OpenRouter(settings("openrouter")),

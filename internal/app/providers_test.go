@@ -115,9 +115,88 @@ func ollamaTurns(w http.ResponseWriter, n int) {
 	}
 }
 
+// sseEvent is one named Server-Sent Event with a JSON payload.
+func sseEvent(name string, v any) string {
+	b, _ := json.Marshal(v)
+	return "event: " + name + "\ndata: " + string(b) + "\n\n"
+}
+
+// anthropicTurns speaks Anthropic's Messages stream.
+func anthropicTurns(w http.ResponseWriter, n int) {
+	var blocks []string
+	stop := "end_turn"
+	if n == 1 {
+		stop = "tool_use"
+		blocks = append(blocks,
+			sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": "toolu_e2e", "name": "echo", "input": map[string]any{}}}),
+			sseEvent("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": `{"text":"` + echoResult + `"}`}}),
+			sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}))
+	} else {
+		blocks = append(blocks,
+			sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}}),
+			sseEvent("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "done: " + echoResult}}),
+			sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}))
+	}
+	anthropicMessage(w, stop, blocks...)
+}
+
+// anthropicMessage writes a whole Messages stream around content blocks.
+func anthropicMessage(w http.ResponseWriter, stop string, blocks ...string) {
+	events := []string{sseEvent("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_e2e", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": []any{},
+		"usage": map[string]any{"input_tokens": 10, "output_tokens": 1},
+	}})}
+	events = append(events, blocks...)
+	events = append(events,
+		sseEvent("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop}, "usage": map[string]any{"output_tokens": 5}}),
+		sseEvent("message_stop", map[string]any{"type": "message_stop"}))
+	sseWrite(w, events...)
+}
+
+// responsesTurns speaks OpenAI's Responses stream.
+func responsesTurns(w http.ResponseWriter, n int) {
+	if n == 1 {
+		responsesMessage(w, map[string]any{"type": "function_call", "id": "fc_e2e", "call_id": "call_e2e", "name": "echo", "arguments": `{"text":"` + echoResult + `"}`, "status": "completed"})
+		return
+	}
+	responsesMessage(w, responsesText("done: "+echoResult))
+}
+
+// responsesText is a Responses message output item.
+func responsesText(text string) map[string]any {
+	return map[string]any{"type": "message", "id": "msg_e2e", "role": "assistant", "status": "completed",
+		"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
+}
+
+// responsesMessage writes a whole Responses stream of output items: text
+// as output_text deltas, every item done, then response.completed.
+func responsesMessage(w http.ResponseWriter, items ...map[string]any) {
+	var events []string
+	for i, item := range items {
+		if item["type"] == "message" {
+			for _, c := range item["content"].([]any) {
+				events = append(events, sseEvent("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": item["id"], "output_index": i, "content_index": 0, "delta": c.(map[string]any)["text"]}))
+			}
+		}
+		events = append(events, sseEvent("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": i, "item": item}))
+	}
+	events = append(events, sseEvent("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{
+		"id": "resp_e2e", "object": "response", "status": "completed", "output": items,
+		"usage": map[string]any{"input_tokens": 10, "input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens": 5, "total_tokens": 15},
+	}}))
+	sseWrite(w, events...)
+}
+
 // providerStack is agentd (embedded bridge, the demo MCP server) whose
 // provider named name talks to api.
 func providerStack(t *testing.T, name, path string, api http.Handler, options map[string]string) agentdv1.AgentServiceClient {
+	t.Helper()
+	return providerStackWith(t, name, path, api, options, nil)
+}
+
+// providerStackWith is providerStack with the configuration adjusted by
+// adjust (when not nil).
+func providerStackWith(t *testing.T, name, path string, api http.Handler, options map[string]string, adjust func(*config.Config)) agentdv1.AgentServiceClient {
 	t.Helper()
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
@@ -131,6 +210,9 @@ func providerStack(t *testing.T, name, path string, api http.Handler, options ma
 	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
 	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
 	cfg.Providers = map[string]config.Provider{name: {APIKey: "test-key", BaseURL: srv.URL + path, Options: options}}
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	o := app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Telemetry: grpcserver.Telemetry{}}
 	a, err := app.NewAgent(o)
 	if err != nil {
@@ -171,8 +253,11 @@ func TestProvidersEndToEnd(t *testing.T) {
 		{"requesty", "openai/gpt-4o-mini", "/v1", nil, chatTurns, ""},
 		{"gemini", "gemini-2.5-flash", "", nil, geminiTurns, ""},
 		{"ollama", "llama3.2", "", nil, ollamaTurns, ""},
+		{"anthropic", "claude-sonnet-4-5", "", nil, anthropicTurns, ""},
+		{"openai-responses", "gpt-5-mini", "/v1", nil, responsesTurns, ""},
 		// RubyLLM's row: the router picks DeepSeek from the model's prefix.
 		{"router", "deepseek/deepseek-v4-flash", "", nil, chatTurns, "deepseek"},
+		{"router", "claude-sonnet-4-5", "", nil, anthropicTurns, "anthropic"},
 	} {
 		t.Run(tc.provider, func(t *testing.T) {
 			api := &fakeTurns{t: t, turn: tc.turns}

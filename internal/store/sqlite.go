@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,7 +53,7 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -70,6 +71,12 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	s := &SQLite{db: db, now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.sweep(sweepEvery)
 	return s, nil
+}
+
+// uriPath escapes a file path for an SQLite URI filename, where "?"
+// starts the parameters, "#" a fragment, and "%" an escape.
+func uriPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
 func (s *SQLite) sweep(every time.Duration) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -145,5 +146,19 @@ func TestExpiryAndDurability(t *testing.T) {
 	r, err := open(t, path).Get(ctx, "", "long")
 	if err != nil || string(r.Data) != "kept" {
 		t.Errorf("after reopening: %+v, %v", r, err)
+	}
+}
+
+// A state directory may hold the characters that SQLite URIs give a
+// meaning ("?", "#", "%"): the database is still the file at that path.
+func TestPathWithURICharacters(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a#b?c%20d", "agentd.db")
+	s := open(t, path)
+	if err := s.Save(t.Context(), "", "g", []byte("x"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the database is not at its path: %v", err)
 	}
 }

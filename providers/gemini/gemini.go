@@ -45,22 +45,12 @@ type provider struct {
 
 // New returns the "gemini" provider.
 func New(s providers.Settings) providers.Provider {
-	base := strings.TrimSuffix(s.BaseURL, "/")
-	if base == "" {
-		base = defaultBaseURL
-	}
-	hc := s.HTTP
-	if hc == nil {
-		hc = httpc.NewHTTPClient(s.Timeout)
-	}
 	h := make(http.Header)
 	h.Set("x-goog-api-key", s.APIKey)
-	return &provider{key: s.APIKey, client: &httpc.Client{
-		Provider: name, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries(),
-		Query:        url.Values{"alt": {"sse"}},
-		ErrorMessage: errorMessage,
-		Retryable:    retryable,
-	}}
+	c := httpc.New(name, s, defaultBaseURL, h)
+	c.Query = url.Values{"alt": {"sse"}}
+	c.ErrorMessage, c.Retryable = errorMessage, retryable
+	return &provider{key: s.APIKey, client: c}
 }
 
 // retryable lists the statuses Gemini documents as transient: 429
@@ -129,29 +119,18 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			yield(nil, fault.New(fault.Invalid, "gemini: a model is required, e.g. gemini-2.5-flash"))
 			return
 		}
+		// Gemini does not echo keys, but proxies and gateways in front of
+		// it have been seen to.
+		yield = httpc.RedactErrors(yield, p.key)
 		body := buildBody(req)
 		resp, err := p.client.Do(ctx, http.MethodPost, "/v1beta/models/"+url.PathEscape(model)+":streamGenerateContent", body)
 		if err != nil {
-			yield(nil, p.redact(err))
+			yield(nil, err)
 			return
 		}
 		defer resp.Body.Close()
-		read(ctx, resp.Body, countCalls(req.Messages), func(ev providers.Event, err error) bool {
-			return yield(ev, p.redact(err))
-		})
+		read(ctx, resp.Body, countCalls(req.Messages), yield)
 	}
-}
-
-// redact removes the API key from an error's text. Gemini does not echo
-// keys, but proxies and gateways in front of it have been seen to.
-func (p *provider) redact(err error) error {
-	var fe *fault.Error
-	if err == nil || !errors.As(err, &fe) || !strings.Contains(fe.Msg, p.key) {
-		return err
-	}
-	c := *fe
-	c.Msg = strings.ReplaceAll(fe.Msg, p.key, "[redacted]")
-	return &c
 }
 
 // buildBody builds the GenerateContentRequest, provider options merged in

@@ -105,3 +105,12 @@ func TestValidateOptionsRefusesContents(t *testing.T) {
 		t.Errorf("problems = %v, want one for contents", got)
 	}
 }
+
+// The shared check: whatever the API echoes of the request, neither the
+// key nor an MCP server's token reaches an error.
+func TestSecretsEchoed(t *testing.T) {
+	t.Parallel()
+	providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
+		return New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
+	})
+}

@@ -38,26 +38,17 @@ const (
 
 type provider struct {
 	client *httpc.Client
+	key    string // redacted from errors
 }
 
 // New returns the "ollama" provider.
 func New(s providers.Settings) providers.Provider {
-	base := strings.TrimSuffix(s.BaseURL, "/")
-	if base == "" {
-		base = defaultBaseURL
-	}
-	hc := s.HTTP
-	if hc == nil {
-		hc = httpc.NewHTTPClient(s.Timeout)
-	}
 	h := make(http.Header)
 	h.Set("Accept", "application/x-ndjson")
 	if s.APIKey != "" {
 		h.Set("Authorization", "Bearer "+s.APIKey)
 	}
-	return &provider{client: &httpc.Client{
-		Provider: name, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries(),
-	}}
+	return &provider{client: httpc.New(name, s, defaultBaseURL, h), key: s.APIKey}
 }
 
 func (p *provider) Name() string { return name }
@@ -82,6 +73,7 @@ func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
+		yield = httpc.RedactErrors(yield, p.key)
 		body, err := buildBody(req)
 		if err != nil {
 			yield(nil, err)

@@ -104,3 +104,12 @@ func TestToolCallKeepsAnIDOllamaGives(t *testing.T) {
 		t.Errorf("calls = %v, want call_x7 get_time {\"city\":\"Oslo\"}", got)
 	}
 }
+
+// Errors keep the API key (for a hosted Ollama) out, whatever the server
+// echoes.
+func TestSecretsStayOut(t *testing.T) {
+	t.Parallel()
+	providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
+		return New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
+	})
+}

@@ -68,14 +68,6 @@ type provider struct {
 
 // New returns the provider of dialect d.
 func New(d Dialect, s providers.Settings) providers.Provider {
-	base := strings.TrimSuffix(s.BaseURL, "/")
-	if base == "" {
-		base = strings.TrimSuffix(d.DefaultBaseURL, "/")
-	}
-	hc := s.HTTP
-	if hc == nil {
-		hc = httpc.NewHTTPClient(s.Timeout)
-	}
 	h := make(http.Header)
 	h.Set("Accept", "text/event-stream")
 	if s.APIKey != "" {
@@ -88,10 +80,8 @@ func New(d Dialect, s providers.Settings) providers.Provider {
 	if d.Headers != nil {
 		d.Headers(h, s)
 	}
-	p := &provider{d: d, s: s, client: &httpc.Client{
-		Provider: d.Name, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries(),
-	}}
-	if base == "" {
+	p := &provider{d: d, s: s, client: httpc.New(d.Name, s, d.DefaultBaseURL, h)}
+	if p.client.BaseURL == "" {
 		p.err = fault.New(fault.FailedPrecondition, "%s: no base URL is configured: set providers.%s.base_url", d.Name, d.Name)
 	}
 	return p
@@ -125,6 +115,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			yield(nil, fault.New(fault.FailedPrecondition, "%s: no API key is configured: set %s or providers.%s.api_key", p.d.Name, p.d.KeyEnv, p.d.Name))
 			return
 		}
+		yield = httpc.RedactErrors(yield, p.s.APIKey)
 		body, err := p.body(req)
 		if err != nil {
 			yield(nil, err)

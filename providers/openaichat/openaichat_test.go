@@ -32,3 +32,19 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// Each dialect's errors keep the API key out, whatever the API echoes.
+func TestSecretsStayOut(t *testing.T) {
+	t.Parallel()
+	for name, newDialect := range map[string]func(providers.Settings) providers.Provider{
+		"openai": openaichat.OpenAI, "azure": openaichat.Azure, "deepseek": openaichat.DeepSeek,
+		"openrouter": openaichat.OpenRouter, "requesty": openaichat.Requesty,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
+				return newDialect(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1, Options: map[string]string{"deployment": "d"}})
+			})
+		})
+	}
+}

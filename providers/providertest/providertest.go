@@ -21,7 +21,7 @@
 //   - events.json: the neutral events the adapter must yield, one JSON
 //     object per event ({"text_delta": ...}, {"tool_call": ...},
 //     {"provider_tool_call": ...}, {"usage": ...}, {"stop": ...}, or
-//     {"error": {"kind", "contains"}}). `go test -update` rewrites it from
+//     {"error": {"kind", "message"}}). `go test -update` rewrites it from
 //     what the adapter yields.
 //
 // # Scenarios
@@ -346,9 +346,20 @@ func collect(ctx context.Context, p providers.Provider, req *providers.Request) 
 			b, _ := marshal.Marshal(ev.Usage)
 			out = append(out, map[string]any{"usage": json.RawMessage(b)})
 		case *providers.Reasoning:
-			out = append(out, map[string]any{"reasoning": map[string]any{"text": ev.Text, "signature": ev.Signature}})
+			r := map[string]any{"text": ev.Text, "signature": ev.Signature}
+			if ev.Redacted {
+				r["redacted"] = true
+			}
+			if ev.Provider != "" {
+				r["provider"] = ev.Provider
+			}
+			out = append(out, map[string]any{"reasoning": r})
 		case *providers.Stop:
-			out = append(out, map[string]any{"stop": ev.Reason.String()})
+			stop := map[string]any{"stop": ev.Reason.String()}
+			if ev.Paused {
+				stop["paused"] = true
+			}
+			out = append(out, stop)
 		}
 	}
 	return out

@@ -12,7 +12,9 @@
 //	deepseek-*                             deepseek
 //
 // Through the router the provider is known only per request, so every MCP
-// server of a router agent runs in agentd's bridge.
+// server of a router agent runs in agentd's bridge. Reasoning is labelled
+// with the provider that produced it, so that a conversation can move
+// between models without one provider receiving another's signatures.
 package router
 
 import (
@@ -83,5 +85,16 @@ func (r *router) Stream(ctx context.Context, req *providers.Request) iter.Seq2[p
 	}
 	routed := *req
 	routed.Model = model
-	return p.Stream(ctx, &routed)
+	return func(yield func(providers.Event, error) bool) {
+		for ev, err := range p.Stream(ctx, &routed) {
+			// Reasoning belongs to the provider that produced it: only that
+			// provider reads it back on later turns.
+			if r, ok := ev.(*providers.Reasoning); ok && r.Provider == "" {
+				r.Provider = p.Name()
+			}
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"iter"
+	"slices"
 	"testing"
 
 	"github.com/agentd/agentd/internal/fault"
@@ -57,5 +58,41 @@ func TestRouting(t *testing.T) {
 		if err := r.(providers.ModelValidator).ValidateModel(bad); fault.KindOf(err) != fault.Invalid {
 			t.Errorf("ValidateModel(%q) = %v, want Invalid", bad, err)
 		}
+	}
+}
+
+// thinker streams reasoning, one block unlabelled and one labelled.
+type thinker struct{}
+
+func (thinker) Name() string                         { return "anthropic" }
+func (thinker) Capabilities() providers.Capabilities { return providers.Capabilities{} }
+func (thinker) Stream(context.Context, *providers.Request) iter.Seq2[providers.Event, error] {
+	return func(yield func(providers.Event, error) bool) {
+		_ = yield(&providers.Reasoning{Text: "hm", Signature: "sig"}, nil) &&
+			yield(&providers.Reasoning{Signature: "x", Provider: "elsewhere"}, nil) &&
+			yield(&providers.Stop{}, nil)
+	}
+}
+
+// TestReasoningLabelled proves that reasoning streamed through the router
+// names the provider that produced it, so the loop files it under that
+// provider and not under "router".
+func TestReasoningLabelled(t *testing.T) {
+	t.Parallel()
+	reg, err := providers.NewRegistry(thinker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev, err := range router.New(reg.Lookup).Stream(t.Context(), &providers.Request{Model: "claude-sonnet-4-5"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := ev.(*providers.Reasoning); ok {
+			got = append(got, r.Provider)
+		}
+	}
+	if want := []string{"anthropic", "elsewhere"}; !slices.Equal(got, want) {
+		t.Errorf("reasoning providers = %q, want %q", got, want)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
 )
 
 // Client sends one provider's requests. Its fields are set once; it is
@@ -50,6 +51,23 @@ type Client struct {
 	Retryable func(status int) bool
 	// sleep waits between attempts; tests replace it.
 	sleep func(context.Context, time.Duration) error
+}
+
+// New is a Client for provider configured by s: its base URL (else
+// defaultBase), without a trailing slash; its HTTP client (else one that
+// waits at most s.Timeout for each piece of a response); its retries. h
+// holds authentication and fixed headers. The caller sets the rest
+// (Query, ErrorMessage, Retryable) before first use.
+func New(provider string, s providers.Settings, defaultBase string, h http.Header) *Client {
+	base := strings.TrimSuffix(s.BaseURL, "/")
+	if base == "" {
+		base = strings.TrimSuffix(defaultBase, "/")
+	}
+	hc := s.HTTP
+	if hc == nil {
+		hc = NewHTTPClient(s.Timeout)
+	}
+	return &Client{Provider: provider, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries()}
 }
 
 // SetSleep replaces the wait between attempts (for tests: no real sleep).

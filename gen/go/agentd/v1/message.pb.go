@@ -299,7 +299,11 @@ type Reasoning struct {
 	// returned to it unchanged on later turns.
 	Signature string `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
 	// The provider that produced it; other providers ignore it.
-	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The provider withheld this reasoning: there is no text, and the
+	// signature holds all of it in encrypted form (Anthropic's
+	// redacted_thinking), returned unchanged on later turns.
+	Redacted      bool `protobuf:"varint,4,opt,name=redacted,proto3" json:"redacted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +357,13 @@ func (x *Reasoning) GetProvider() string {
 		return x.Provider
 	}
 	return ""
+}
+
+func (x *Reasoning) GetRedacted() bool {
+	if x != nil {
+		return x.Redacted
+	}
+	return false
 }
 
 // ToolCall is the model's request to run a tool.
@@ -717,11 +728,12 @@ const file_agentd_v1_message_proto_rawDesc = "" +
 	"\x05media\x18\x04 \x01(\v2\x10.agentd.v1.MediaH\x00R\x05media\x12K\n" +
 	"\x12provider_tool_call\x18\x05 \x01(\v2\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCall\x124\n" +
 	"\treasoning\x18\x06 \x01(\v2\x14.agentd.v1.ReasoningH\x00R\treasoningB\x06\n" +
-	"\x04kind\"Y\n" +
+	"\x04kind\"u\n" +
 	"\tReasoning\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\tR\tsignature\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\"L\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x1a\n" +
+	"\bredacted\x18\x04 \x01(\bR\bredacted\"L\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/message.proto\x12\tagentd.v1\"U\n\x07Message\x12#\n\x04role\x18\x01 \x01(\x0e\x32\x0f.agentd.v1.RoleR\x04role\x12%\n\x05parts\x18\x02 \x03(\x0b\x32\x0f.agentd.v1.PartR\x05parts\"\xbf\x02\n\x04Part\x12\x14\n\x04text\x18\x01 \x01(\tH\x00R\x04text\x12\x32\n\ttool_call\x18\x02 \x01(\x0b\x32\x13.agentd.v1.ToolCallH\x00R\x08toolCall\x12\x38\n\x0btool_result\x18\x03 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\ntoolResult\x12(\n\x05media\x18\x04 \x01(\x0b\x32\x10.agentd.v1.MediaH\x00R\x05media\x12K\n\x12provider_tool_call\x18\x05 \x01(\x0b\x32\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCall\x12\x34\n\treasoning\x18\x06 \x01(\x0b\x32\x14.agentd.v1.ReasoningH\x00R\treasoningB\x06\n\x04kind\"Y\n\tReasoning\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n\tsignature\x18\x02 \x01(\tR\tsignature\x12\x1a\n\x08provider\x18\x03 \x01(\tR\x08provider\"L\n\x08ToolCall\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n\targuments\x18\x03 \x01(\tR\targuments\"\xa9\x01\n\nToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n\x06output\x18\x03 \x01(\tR\x06output\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\x12\x32\n\x0b\x61ttachments\x18\x05 \x03(\x0b\x32\x10.agentd.v1.MediaR\x0b\x61ttachments\"l\n\x05Media\x12\x1b\n\tmime_type\x18\x01 \x01(\tR\x08mimeType\x12\x14\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00R\x04\x64\x61ta\x12\x12\n\x03uri\x18\x03 \x01(\tH\x00R\x03uri\x12\x12\n\x04name\x18\x04 \x01(\tR\x04nameB\x08\n\x06source\"\xb1\x01\n\x10ProviderToolCall\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n\x0bserver_name\x18\x02 \x01(\tR\nserverName\x12\x1b\n\ttool_name\x18\x03 \x01(\tR\x08toolName\x12\x1c\n\targuments\x18\x04 \x01(\tR\targuments\x12\x16\n\x06output\x18\x05 \x01(\tR\x06output\x12\x19\n\x08is_error\x18\x06 \x01(\x08R\x07isError*N\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\r\n\tROLE_TOOL\x10\x03\x42\x96\x01\n\rcom.agentd.v1B\x0cMessageProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/message.proto\x12\tagentd.v1\"U\n\x07Message\x12#\n\x04role\x18\x01 \x01(\x0e\x32\x0f.agentd.v1.RoleR\x04role\x12%\n\x05parts\x18\x02 \x03(\x0b\x32\x0f.agentd.v1.PartR\x05parts\"\xbf\x02\n\x04Part\x12\x14\n\x04text\x18\x01 \x01(\tH\x00R\x04text\x12\x32\n\ttool_call\x18\x02 \x01(\x0b\x32\x13.agentd.v1.ToolCallH\x00R\x08toolCall\x12\x38\n\x0btool_result\x18\x03 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\ntoolResult\x12(\n\x05media\x18\x04 \x01(\x0b\x32\x10.agentd.v1.MediaH\x00R\x05media\x12K\n\x12provider_tool_call\x18\x05 \x01(\x0b\x32\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCall\x12\x34\n\treasoning\x18\x06 \x01(\x0b\x32\x14.agentd.v1.ReasoningH\x00R\treasoningB\x06\n\x04kind\"u\n\tReasoning\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n\tsignature\x18\x02 \x01(\tR\tsignature\x12\x1a\n\x08provider\x18\x03 \x01(\tR\x08provider\x12\x1a\n\x08redacted\x18\x04 \x01(\x08R\x08redacted\"L\n\x08ToolCall\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n\targuments\x18\x03 \x01(\tR\targuments\"\xa9\x01\n\nToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n\x06output\x18\x03 \x01(\tR\x06output\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\x12\x32\n\x0b\x61ttachments\x18\x05 \x03(\x0b\x32\x10.agentd.v1.MediaR\x0b\x61ttachments\"l\n\x05Media\x12\x1b\n\tmime_type\x18\x01 \x01(\tR\x08mimeType\x12\x14\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00R\x04\x64\x61ta\x12\x12\n\x03uri\x18\x03 \x01(\tH\x00R\x03uri\x12\x12\n\x04name\x18\x04 \x01(\tR\x04nameB\x08\n\x06source\"\xb1\x01\n\x10ProviderToolCall\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n\x0bserver_name\x18\x02 \x01(\tR\nserverName\x12\x1b\n\ttool_name\x18\x03 \x01(\tR\x08toolName\x12\x1c\n\targuments\x18\x04 \x01(\tR\targuments\x12\x16\n\x06output\x18\x05 \x01(\tR\x06output\x12\x19\n\x08is_error\x18\x06 \x01(\x08R\x07isError*N\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\r\n\tROLE_TOOL\x10\x03\x42\x96\x01\n\rcom.agentd.v1B\x0cMessageProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.message_pb2', globals())
@@ -21,20 +21,20 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\rcom.agentd.v1B\014MessageProtoP\001Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\242\002\003AXX\252\002\tAgentd.V1\312\002\tAgentd\\V1\342\002\025Agentd\\V1\\GPBMetadata\352\002\nAgentd::V1'
-  _ROLE._serialized_start=1078
-  _ROLE._serialized_end=1156
+  _ROLE._serialized_start=1106
+  _ROLE._serialized_end=1184
   _MESSAGE._serialized_start=38
   _MESSAGE._serialized_end=123
   _PART._serialized_start=126
   _PART._serialized_end=445
   _REASONING._serialized_start=447
-  _REASONING._serialized_end=536
-  _TOOLCALL._serialized_start=538
-  _TOOLCALL._serialized_end=614
-  _TOOLRESULT._serialized_start=617
-  _TOOLRESULT._serialized_end=786
-  _MEDIA._serialized_start=788
-  _MEDIA._serialized_end=896
-  _PROVIDERTOOLCALL._serialized_start=899
-  _PROVIDERTOOLCALL._serialized_end=1076
+  _REASONING._serialized_end=564
+  _TOOLCALL._serialized_start=566
+  _TOOLCALL._serialized_end=642
+  _TOOLRESULT._serialized_start=645
+  _TOOLRESULT._serialized_end=814
+  _MEDIA._serialized_start=816
+  _MEDIA._serialized_end=924
+  _PROVIDERTOOLCALL._serialized_start=927
+  _PROVIDERTOOLCALL._serialized_end=1104
 # @@protoc_insertion_point(module_scope)

@@ -63,14 +63,16 @@ class ProviderToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., output: _Optional[str] = ..., is_error: bool = ...) -> None: ...
 
 class Reasoning(_message.Message):
-    __slots__ = ["provider", "signature", "text"]
+    __slots__ = ["provider", "redacted", "signature", "text"]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     provider: str
+    redacted: bool
     signature: str
     text: str
-    def __init__(self, text: _Optional[str] = ..., signature: _Optional[str] = ..., provider: _Optional[str] = ...) -> None: ...
+    def __init__(self, text: _Optional[str] = ..., signature: _Optional[str] = ..., provider: _Optional[str] = ..., redacted: bool = ...) -> None: ...
 
 class ToolCall(_message.Message):
     __slots__ = ["arguments", "id", "name"]

@@ -1,0 +1,363 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
+)
+
+// block is one JSON object of a request: a message, a content block, a
+// tool, a server. Maps rather than structs, so that httpc.MergeOptions can
+// merge the agent's provider options into the body, and cache breakpoints
+// can be placed once the merge shows how many the options took.
+type block = map[string]any
+
+const (
+	defaultMaxTokens = 4096
+	// maxBreakpoints is the API's limit of cache_control marks per request.
+	maxBreakpoints = 4
+)
+
+// requestBody renders a turn as a Messages API request body.
+func requestBody(req *providers.Request) (map[string]any, error) {
+	body := map[string]any{"model": req.Model, "stream": true}
+	var system block
+	if req.Instructions != "" {
+		// A list of blocks, not a string, so the system prompt can take a
+		// cache breakpoint.
+		system = block{"type": "text", "text": req.Instructions}
+		body["system"] = []any{system}
+	}
+	msgs := messages(req.Messages)
+	body["messages"] = msgs
+	tools := functionTools(req.Tools)
+	servers, toolsets, err := mcpServers(req.MCPServers)
+	if err != nil {
+		return nil, err
+	}
+	tools = append(tools, toolsets...)
+	if len(tools) > 0 {
+		body["tools"] = tools
+	}
+	if len(servers) > 0 {
+		body["mcp_servers"] = servers
+	}
+	httpc.MergeOptions(body, req.Options, "tools", "mcp_servers")
+	if _, ok := body["max_tokens"]; !ok {
+		body["max_tokens"] = defaultMaxTokens
+	}
+	if all, _ := body["mcp_servers"].([]any); len(all) > MaxServers {
+		return nil, fault.New(fault.Invalid,
+			"anthropic: %d MCP servers in one request (%d provider-side, %d in provider_options.mcp_servers); Anthropic's MCP connector serves at most %d; use mcp_strategy CLIENT for some",
+			len(all), len(servers), len(all)-len(servers), MaxServers)
+	}
+	var lastTool block
+	if len(tools) > 0 {
+		lastTool = tools[len(tools)-1].(block)
+	}
+	markBreakpoints(body, lastCacheable(msgs), lastTool, system)
+	return body, nil
+}
+
+// markBreakpoints puts cache breakpoints on the blocks given, in order of
+// priority, as far as the limit allows once the breakpoints of the
+// provider options are counted. The options' own entries are never
+// marked: they pass untouched.
+func markBreakpoints(body map[string]any, blocks ...block) {
+	budget := maxBreakpoints
+	for _, key := range []string{"tools", "system"} {
+		list, _ := body[key].([]any)
+		for _, e := range list {
+			if m, ok := e.(map[string]any); ok && m["cache_control"] != nil {
+				budget--
+			}
+		}
+	}
+	for _, b := range blocks {
+		if b != nil && budget > 0 {
+			b["cache_control"] = block{"type": "ephemeral"}
+			budget--
+		}
+	}
+}
+
+// lastCacheable is the last block of the last message that can carry a
+// breakpoint (thinking blocks cannot).
+func lastCacheable(msgs []any) block {
+	if len(msgs) == 0 {
+		return nil
+	}
+	content := msgs[len(msgs)-1].(block)["content"].([]any)
+	for i := len(content) - 1; i >= 0; i-- {
+		b := content[i].(block)
+		if t := b["type"]; t != "thinking" && t != "redacted_thinking" {
+			return b
+		}
+	}
+	return nil
+}
+
+// messages renders the conversation. Tool messages become user messages,
+// and consecutive messages of one role are merged, because the API wants
+// user and assistant to alternate and all results of one assistant turn
+// in a single user message, before any text.
+func messages(msgs []*agentdv1.Message) []any {
+	type msg struct {
+		role    string
+		content []any
+	}
+	var turns []*msg
+	for _, m := range msgs {
+		role, content := "user", userContent(m)
+		if m.GetRole() == agentdv1.Role_ROLE_ASSISTANT {
+			role, content = "assistant", assistantContent(m)
+		}
+		if len(content) == 0 {
+			continue // the API refuses empty messages
+		}
+		if n := len(turns); n > 0 && turns[n-1].role == role {
+			turns[n-1].content = append(turns[n-1].content, content...)
+			continue
+		}
+		turns = append(turns, &msg{role: role, content: content})
+	}
+	out := make([]any, len(turns))
+	for i, t := range turns {
+		if t.role == "user" {
+			slices.SortStableFunc(t.content, func(a, b any) int {
+				return resultRank(a) - resultRank(b)
+			})
+		}
+		out[i] = block{"role": t.role, "content": t.content}
+	}
+	return out
+}
+
+func resultRank(b any) int {
+	if b.(block)["type"] == "tool_result" {
+		return 0
+	}
+	return 1
+}
+
+// userContent renders the parts of a user or tool message.
+func userContent(m *agentdv1.Message) []any {
+	var out []any
+	for _, p := range m.GetParts() {
+		switch k := p.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			if k.Text != "" { // the API refuses empty text blocks
+				out = append(out, textBlock(k.Text))
+			}
+		case *agentdv1.Part_Media:
+			out = append(out, mediaBlock(k.Media))
+		case *agentdv1.Part_ToolResult:
+			out = append(out, toolResult(k.ToolResult))
+		}
+	}
+	return out
+}
+
+// assistantContent renders the parts of an assistant message.
+func assistantContent(m *agentdv1.Message) []any {
+	var out []any
+	for _, p := range m.GetParts() {
+		switch k := p.GetKind().(type) {
+		case *agentdv1.Part_Reasoning:
+			// Only Anthropic's own thinking goes back, and only signed:
+			// the API verifies the signature and refuses a block
+			// without one.
+			r := k.Reasoning
+			switch {
+			case r.GetProvider() != name || r.GetSignature() == "":
+			case r.GetRedacted():
+				out = append(out, block{"type": "redacted_thinking", "data": r.GetSignature()})
+			default:
+				out = append(out, block{"type": "thinking", "thinking": r.GetText(), "signature": r.GetSignature()})
+			}
+		case *agentdv1.Part_Text:
+			if k.Text != "" {
+				out = append(out, textBlock(k.Text))
+			}
+		case *agentdv1.Part_ToolCall:
+			c := k.ToolCall
+			out = append(out, block{"type": "tool_use", "id": c.GetId(), "name": c.GetName(), "input": jsonObject(c.GetArguments())})
+		case *agentdv1.Part_ProviderToolCall:
+			// The connector's calls stay in the conversation as the blocks
+			// the API sent, so the model sees what it already did.
+			c := k.ProviderToolCall
+			out = append(out, block{
+				"type": "mcp_tool_use", "id": c.GetId(), "name": c.GetToolName(),
+				"server_name": c.GetServerName(), "input": jsonObject(c.GetArguments()),
+			})
+			result := block{"type": "mcp_tool_result", "tool_use_id": c.GetId(), "is_error": c.GetIsError()}
+			if c.GetOutput() != "" {
+				result["content"] = []any{textBlock(c.GetOutput())}
+			}
+			out = append(out, result)
+		}
+	}
+	return out
+}
+
+// toolResult renders a tool's result: its text, then its attachments
+// (X-T5), flagged when the call failed (R-T4).
+func toolResult(r *agentdv1.ToolResult) block {
+	b := block{"type": "tool_result", "tool_use_id": r.GetToolCallId()}
+	var content []any
+	if r.GetOutput() != "" {
+		content = append(content, textBlock(r.GetOutput()))
+	}
+	for _, a := range r.GetAttachments() {
+		content = append(content, mediaBlock(a))
+	}
+	if len(content) > 0 {
+		b["content"] = content
+	}
+	if r.GetIsError() {
+		b["is_error"] = true
+	}
+	return b
+}
+
+func textBlock(s string) block { return block{"type": "text", "text": s} }
+
+// imageTypes are the image formats the API accepts.
+var imageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+
+// mediaBlock renders media as an image or document block where the API
+// accepts it, and otherwise as a text note, so the model still learns that
+// the content exists.
+func mediaBlock(m *agentdv1.Media) block {
+	mt, data, uri := m.GetMimeType(), m.GetData(), m.GetUri()
+	var source block
+	switch {
+	case len(data) > 0:
+		source = block{"type": "base64", "media_type": mt, "data": base64.StdEncoding.EncodeToString(data)}
+	case strings.HasPrefix(uri, "https://") || strings.HasPrefix(uri, "http://"):
+		source = block{"type": "url", "url": uri}
+	}
+	switch {
+	case source != nil && slices.Contains(imageTypes, mt):
+		return block{"type": "image", "source": source}
+	case source != nil && mt == "application/pdf":
+		return block{"type": "document", "source": source}
+	case len(data) > 0 && mt == "text/plain":
+		return block{"type": "document", "source": block{"type": "text", "media_type": mt, "data": string(data)}}
+	}
+	return textBlock(describe(m))
+}
+
+// describe names media the API cannot take.
+func describe(m *agentdv1.Media) string {
+	var b strings.Builder
+	b.WriteString("[attachment")
+	if n := m.GetName(); n != "" {
+		b.WriteString(" " + strconv.Quote(n))
+	}
+	mt := m.GetMimeType()
+	if mt == "" {
+		mt = "unknown type"
+	}
+	b.WriteString(" (" + mt + ")")
+	if u := m.GetUri(); u != "" {
+		b.WriteString(" at " + u)
+	}
+	b.WriteString(": not sent, the Anthropic API does not accept it]")
+	return b.String()
+}
+
+// jsonObject is arguments as the JSON object the API requires; text that
+// is not one (a model may produce invalid JSON) becomes {}.
+func jsonObject(s string) json.RawMessage {
+	t := bytes.TrimSpace([]byte(s))
+	if len(t) > 0 && t[0] == '{' && json.Valid(t) {
+		return t
+	}
+	return json.RawMessage("{}")
+}
+
+// functionTools renders function tools; a missing schema is an empty
+// object schema (R-T1).
+func functionTools(tools []*agentdv1.FunctionTool) []any {
+	var out []any
+	for _, t := range tools {
+		schema := any(block{"type": "object", "properties": block{}})
+		if p := t.GetParameters(); p != nil {
+			schema = p.AsMap()
+		}
+		b := block{"name": t.GetName(), "input_schema": schema}
+		if d := t.GetDescription(); d != "" {
+			b["description"] = d
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// mcpServers renders provider-side servers for the MCP connector (R-S7):
+// the server list, and the one toolset per server that the API requires.
+func mcpServers(servers []*agentdv1.MCPServer) (list, toolsets []any, err error) {
+	for _, s := range servers {
+		if problem := serverProblem(s); problem != "" {
+			return nil, nil, fault.New(fault.Invalid, "anthropic: provider-side MCP server %q: %s", s.GetName(), problem)
+		}
+		token, _ := bearerToken(s.GetAuthorization())
+		srv := block{"type": "url", "url": s.GetUrl(), "name": s.GetName()}
+		if token != "" {
+			srv["authorization_token"] = token
+		}
+		list = append(list, srv)
+		toolset := block{"type": "mcp_toolset", "mcp_server_name": s.GetName()}
+		if allowed := s.GetAllowedTools(); len(allowed) > 0 {
+			configs := block{}
+			for _, t := range allowed {
+				configs[t] = block{"enabled": true}
+			}
+			toolset["default_config"] = block{"enabled": false}
+			toolset["configs"] = configs
+		}
+		toolsets = append(toolsets, toolset)
+	}
+	return list, toolsets, nil
+}
+
+// serverProblem says why Anthropic's MCP connector cannot serve a server
+// (Capabilities.ServerProblem): it reaches https URLs only, sends no
+// headers, and takes only a bearer token. The text names no secret.
+func serverProblem(s *agentdv1.MCPServer) string {
+	switch {
+	case s.GetName() == "":
+		return "it has no name"
+	case !strings.HasPrefix(strings.ToLower(s.GetUrl()), "https://"):
+		return "Anthropic's MCP connector reaches https URLs only"
+	case len(s.GetHeaders()) > 0:
+		return "it has headers, which Anthropic's MCP connector cannot send"
+	}
+	if _, ok := bearerToken(s.GetAuthorization()); !ok {
+		return "its authorization is not a bearer token, the only kind Anthropic's MCP connector sends"
+	}
+	return ""
+}
+
+// bearerToken is the token of an authorization value: a bare token, or
+// one after "Bearer ". Any other scheme cannot be sent (ok is false).
+func bearerToken(auth string) (token string, ok bool) {
+	auth = strings.TrimSpace(auth)
+	scheme, rest, found := strings.Cut(auth, " ")
+	if !found {
+		return auth, true
+	}
+	if strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(rest), true
+	}
+	return "", false
+}

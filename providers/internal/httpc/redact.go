@@ -1,0 +1,80 @@
+package httpc
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+)
+
+// Redacted replaces a secret in an error's text.
+const Redacted = "[redacted]"
+
+// Redact returns err with every secret replaced by Redacted in its message
+// and metadata: provider error texts reach clients, and an API or a
+// gateway in front of it may quote the request it refuses (OpenAI's 401
+// shows part of the key). A secret written "Scheme token" (an
+// authorization value) is redacted as its token alone too. Values shorter
+// than 4 bytes are skipped: they would shred the message and guard
+// nothing. Errors that are not faults are returned as they are: adapters
+// classify every error they yield.
+func Redact(err error, secrets ...string) error {
+	var fe *fault.Error
+	if err == nil || !errors.As(err, &fe) {
+		return err
+	}
+	var olds []string
+	for _, s := range secrets {
+		s = strings.TrimSpace(s)
+		if len(s) >= 4 {
+			olds = append(olds, s)
+		}
+		if _, token, ok := strings.Cut(s, " "); ok && len(strings.TrimSpace(token)) >= 4 {
+			olds = append(olds, strings.TrimSpace(token))
+		}
+	}
+	clean := func(s string) string {
+		for _, old := range olds {
+			s = strings.ReplaceAll(s, old, Redacted)
+		}
+		return s
+	}
+	msg := clean(fe.Msg)
+	changed := msg != fe.Msg
+	var meta map[string]string
+	if fe.Metadata != nil {
+		meta = make(map[string]string, len(fe.Metadata))
+		for k, v := range fe.Metadata {
+			meta[k] = clean(v)
+			changed = changed || meta[k] != v
+		}
+	}
+	if !changed {
+		return err
+	}
+	out := *fe
+	out.Msg, out.Metadata = msg, meta
+	return &out
+}
+
+// RedactErrors wraps a stream's yield so that every error it passes on is
+// redacted of secrets.
+func RedactErrors(yield func(providers.Event, error) bool, secrets ...string) func(providers.Event, error) bool {
+	return func(ev providers.Event, err error) bool {
+		return yield(ev, Redact(err, secrets...))
+	}
+}
+
+// RequestSecrets lists the credentials a request carries to its
+// provider-side MCP servers: their authorization and header values.
+func RequestSecrets(req *providers.Request) []string {
+	var s []string
+	for _, srv := range req.MCPServers {
+		s = append(s, srv.GetAuthorization())
+		for _, v := range srv.GetHeaders() {
+			s = append(s, v)
+		}
+	}
+	return s
+}

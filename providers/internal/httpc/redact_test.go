@@ -1,0 +1,66 @@
+package httpc_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
+)
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	quoting := func(msg string) error {
+		return fault.New(fault.Unauthenticated, "%s", msg).WithInfo("PROVIDER_AUTHENTICATION", map[string]string{"echo": msg})
+	}
+	tests := []struct {
+		name    string
+		err     error
+		secrets []string
+		want    string // message and metadata after redaction
+	}{
+		{"a key", quoting("bad key sk-canary-123"), []string{"sk-canary-123"}, "bad key [redacted]"},
+		{"an authorization value and its token alone", quoting("got Bearer tok-1234 then tok-1234"), []string{"Bearer tok-1234"}, "got [redacted] then [redacted]"},
+		{"tiny and empty values are skipped", quoting("the key abc"), []string{"", "abc", "Bearer x"}, "the key abc"},
+		{"nothing to redact", quoting("quota exceeded"), []string{"sk-canary-123"}, "quota exceeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := httpc.Redact(tt.err, tt.secrets...)
+			var fe *fault.Error
+			if !errors.As(got, &fe) {
+				t.Fatalf("Redact returned %T, want a *fault.Error", got)
+			}
+			if fe.Msg != tt.want || fe.Metadata["echo"] != tt.want {
+				t.Errorf("message %q, metadata %q; want %q in both", fe.Msg, fe.Metadata["echo"], tt.want)
+			}
+			if fault.KindOf(got) != fault.Unauthenticated {
+				t.Errorf("kind %v changed", fault.KindOf(got))
+			}
+		})
+	}
+	if httpc.Redact(nil, "sk-canary-123") != nil {
+		t.Error("Redact(nil) is not nil")
+	}
+	plain := errors.New("sk-canary-123")
+	if httpc.Redact(plain, "sk-canary-123") != plain {
+		t.Error("an error that is not a fault was changed; adapters classify every error they yield")
+	}
+}
+
+func TestRequestSecrets(t *testing.T) {
+	t.Parallel()
+	req := &providers.Request{MCPServers: []*agentdv1.MCPServer{
+		{Name: "a", Authorization: "Bearer tok-a", Headers: map[string]string{"X-Key": "hdr-a"}},
+		{Name: "b"},
+	}}
+	got := httpc.RequestSecrets(req)
+	if diff := cmp.Diff([]string{"Bearer tok-a", "hdr-a", ""}, got); diff != "" {
+		t.Errorf("secrets (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,150 @@
+// Package openairesponses is the adapter of OpenAI's Responses API
+// ("openai-responses"): POST {base}/responses, streamed as named
+// Server-Sent Events.
+//
+// # Stateless turns
+//
+// Every request sends "store": false and replays the whole conversation
+// in "input"; previous_response_id is never used. A generation paused on
+// one replica can then resume on another, and nothing of the conversation
+// is kept at OpenAI between turns. The price is that reasoning can only
+// travel back to the API in its encrypted form: when provider_options has
+// "reasoning", the request asks for "include":
+// ["reasoning.encrypted_content"], and the encrypted content of each
+// reasoning item comes back as a Reasoning signature that later turns
+// replay as a reasoning input item. Reasoning without a signature (no
+// "reasoning" option, or another provider's) is not replayed.
+//
+// # Tools and MCP servers
+//
+// Function tools are sent flat ({"type": "function", "name", ...}) with
+// "strict": false, because agentd's tools carry arbitrary MCP schemas that
+// strict mode would reject. Provider-side MCP servers become "type": "mcp"
+// tools with "require_approval": "never" (agentd hands this adapter only
+// servers that no approval gates); a "mcp://NAME" URL names one of
+// OpenAI's connectors (Dropbox, Gmail, Google Calendar and Drive,
+// Microsoft Teams, Outlook Calendar and Email, SharePoint). The calls the
+// API makes to them come back as ProviderToolCall events and are replayed
+// as mcp_call input items, so the model sees what its tools did.
+//
+// # Options
+//
+// Settings.Options: "organization" and "project" set the OpenAI-Organization
+// and OpenAI-Project headers. The agent's provider_options are merged into
+// the body: the entries of "tools" and "include" are appended to agentd's
+// own (a native "type": "mcp" tool passes untouched), other keys are copied
+// when agentd did not set them.
+//
+// # Errors
+//
+// Responses has no error flag for tool results, so a failed result reaches
+// the model as its {"error": ...} text. Error texts never carry the API key,
+// an MCP server's authorization or its header values, even when the API
+// echoes them.
+package openairesponses
+
+import (
+	"context"
+	"iter"
+	"net/http"
+
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
+)
+
+// name is the provider's registered name.
+const name = "openai-responses"
+
+const defaultBaseURL = "https://api.openai.com/v1"
+
+type provider struct {
+	client *httpc.Client
+	apiKey string
+}
+
+// New returns the "openai-responses" provider. A missing API key is
+// reported by every Stream call, so the service starts and the other
+// providers keep working.
+func New(s providers.Settings) providers.Provider {
+	h := make(http.Header)
+	h.Set("Accept", "text/event-stream")
+	if s.APIKey != "" {
+		h.Set("Authorization", "Bearer "+s.APIKey)
+	}
+	if v := s.Options["organization"]; v != "" {
+		h.Set("OpenAI-Organization", v)
+	}
+	if v := s.Options["project"]; v != "" {
+		h.Set("OpenAI-Project", v)
+	}
+	return &provider{
+		client: httpc.New(name, s, defaultBaseURL, h),
+		apiKey: s.APIKey,
+	}
+}
+
+func (p *provider) Name() string { return name }
+
+func (p *provider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{ServesURLServers: true, ServesConnectors: true, ServerProblem: serverProblem}
+}
+
+// reservedOptions are body keys that agentd sets itself, or that would make
+// a turn depend on state kept at OpenAI and so break resuming elsewhere, in
+// the order they are checked.
+var reservedOptions = []struct{ key, why string }{
+	{"model", setByAgentd},
+	{"input", setByAgentd},
+	{"stream", setByAgentd},
+	{"store", setByAgentd},
+	{"previous_response_id", keptAtOpenAI},
+	{"conversation", keptAtOpenAI},
+}
+
+const (
+	setByAgentd  = "is set by agentd and cannot be given as a provider option"
+	keptAtOpenAI = "keeps the conversation at OpenAI; agentd replays it every turn, so a generation can resume on any replica"
+)
+
+// ValidateOptions refuses options that would replace what agentd builds,
+// and list options that are not lists.
+func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
+	var problems []providers.Problem
+	for _, r := range reservedOptions {
+		if _, ok := options[r.key]; ok {
+			problems = append(problems, providers.Problem{Field: r.key, Description: r.why})
+		}
+	}
+	for _, k := range []string{"tools", "include"} {
+		if v, ok := options[k]; ok {
+			if _, isList := v.([]any); !isList {
+				problems = append(problems, providers.Problem{Field: k, Description: "must be a list"})
+			}
+		}
+	}
+	return problems
+}
+
+func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
+	return func(yield func(providers.Event, error) bool) {
+		if p.apiKey == "" {
+			yield(nil, fault.New(fault.FailedPrecondition, "%s: no API key is configured: set OPENAI_API_KEY or providers.%s.api_key", name, name))
+			return
+		}
+		// OpenAI's own 401 quotes part of the key; gateways may quote more.
+		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.apiKey)...)
+		body, err := buildBody(req)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		resp, err := p.client.Do(ctx, http.MethodPost, "/responses", body)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer resp.Body.Close()
+		read(ctx, resp.Body, yield)
+	}
+}

@@ -1,0 +1,292 @@
+package openairesponses
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
+)
+
+// encryptedReasoning is the include value that makes the API return
+// reasoning in the only form a stateless request can send back.
+const encryptedReasoning = "reasoning.encrypted_content"
+
+// buildBody builds the request body, provider options merged in.
+func buildBody(req *providers.Request) (map[string]any, error) {
+	input := []any{}
+	for _, m := range req.Messages {
+		items, err := inputItems(m)
+		if err != nil {
+			return nil, err
+		}
+		input = append(input, items...)
+	}
+	body := map[string]any{
+		"model":  req.Model,
+		"input":  input,
+		"stream": true,
+		"store":  false,
+	}
+	if req.Instructions != "" {
+		body["instructions"] = req.Instructions
+	}
+	var tools []any
+	for _, t := range req.Tools {
+		params := map[string]any{"type": "object", "properties": map[string]any{}}
+		if t.GetParameters() != nil {
+			params = t.GetParameters().AsMap()
+		}
+		tool := map[string]any{"type": "function", "name": t.GetName(), "parameters": params, "strict": false}
+		if t.GetDescription() != "" {
+			tool["description"] = t.GetDescription()
+		}
+		tools = append(tools, tool)
+	}
+	for _, srv := range req.MCPServers {
+		tool, err := mcpTool(srv)
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, tool)
+	}
+	if len(tools) > 0 {
+		body["tools"] = tools
+	}
+	if _, ok := req.Options["reasoning"]; ok {
+		if given, _ := req.Options["include"].([]any); !slices.Contains(given, any(encryptedReasoning)) {
+			body["include"] = []any{encryptedReasoning}
+		}
+	}
+	httpc.MergeOptions(body, req.Options, "tools", "include")
+	return body, nil
+}
+
+// inputItems converts one neutral message into input items. An assistant
+// message becomes one item per part, in the order of its parts, with
+// consecutive texts joined into one message item.
+func inputItems(m *agentdv1.Message) ([]any, error) {
+	switch m.GetRole() {
+	case agentdv1.Role_ROLE_USER:
+		var content []any
+		for _, part := range m.GetParts() {
+			switch k := part.GetKind().(type) {
+			case *agentdv1.Part_Text:
+				content = append(content, map[string]any{"type": "input_text", "text": k.Text})
+			case *agentdv1.Part_Media:
+				c, err := mediaContent(k.Media)
+				if err != nil {
+					return nil, err
+				}
+				content = append(content, c)
+			}
+		}
+		if len(content) == 0 {
+			return nil, nil
+		}
+		return []any{map[string]any{"role": "user", "content": content}}, nil
+	case agentdv1.Role_ROLE_ASSISTANT:
+		var items []any
+		var text []string
+		flush := func() {
+			if len(text) > 0 {
+				items = append(items, map[string]any{"role": "assistant", "content": []any{
+					map[string]any{"type": "output_text", "text": strings.Join(text, "")},
+				}})
+				text = nil
+			}
+		}
+		for _, part := range m.GetParts() {
+			switch k := part.GetKind().(type) {
+			case *agentdv1.Part_Text:
+				if k.Text != "" {
+					text = append(text, k.Text)
+				}
+			case *agentdv1.Part_Reasoning:
+				r := k.Reasoning
+				if r.GetProvider() != name || r.GetSignature() == "" {
+					continue // nothing the API could use: store is false, so only the encrypted form counts
+				}
+				flush()
+				items = append(items, map[string]any{"type": "reasoning", "encrypted_content": r.GetSignature(), "summary": []any{}})
+			case *agentdv1.Part_ToolCall:
+				flush()
+				c := k.ToolCall
+				args := c.GetArguments()
+				if strings.TrimSpace(args) == "" {
+					args = "{}"
+				}
+				items = append(items, map[string]any{"type": "function_call", "call_id": c.GetId(), "name": c.GetName(), "arguments": args})
+			case *agentdv1.Part_ProviderToolCall:
+				flush()
+				c := k.ProviderToolCall
+				item := map[string]any{"type": "mcp_call", "id": c.GetId(), "server_label": c.GetServerName(), "name": c.GetToolName(), "arguments": c.GetArguments()}
+				if c.GetIsError() {
+					item["error"] = c.GetOutput()
+				} else {
+					item["output"] = c.GetOutput()
+				}
+				items = append(items, item)
+			}
+		}
+		flush()
+		return items, nil
+	case agentdv1.Role_ROLE_TOOL:
+		var items []any
+		for _, part := range m.GetParts() {
+			if r := part.GetToolResult(); r != nil {
+				// A failed result's output is already {"error": ...}: the
+				// wire has no flag to carry is_error.
+				items = append(items, map[string]any{"type": "function_call_output", "call_id": r.GetToolCallId(), "output": r.GetOutput()})
+			}
+		}
+		return items, nil
+	}
+	return nil, fault.New(fault.Invalid, "%s: a message has no role", name)
+}
+
+// mediaContent renders a user's media part: images as input_image, other
+// documents as input_file, inline data as a data URL.
+func mediaContent(m *agentdv1.Media) (map[string]any, error) {
+	ref := m.GetUri()
+	if ref == "" {
+		ref = "data:" + m.GetMimeType() + ";base64," + base64.StdEncoding.EncodeToString(m.GetData())
+	}
+	if strings.HasPrefix(m.GetMimeType(), "image/") {
+		return map[string]any{"type": "input_image", "image_url": ref, "detail": "auto"}, nil
+	}
+	if m.GetMimeType() == "application/pdf" {
+		file := map[string]any{"type": "input_file"}
+		if m.GetUri() != "" {
+			file["file_url"] = ref
+		} else {
+			file["file_data"] = ref
+			filename := m.GetName()
+			if filename == "" {
+				filename = "document.pdf"
+			}
+			file["filename"] = filename
+		}
+		return file, nil
+	}
+	return nil, fault.New(fault.Invalid, "%s: user messages may carry images and PDF documents; %q is neither", name, m.GetMimeType())
+}
+
+// connectors maps the accepted spellings of a mcp://NAME service to the
+// id suffix of OpenAI's connector.
+var connectors = map[string]string{
+	"dropbox":          "dropbox",
+	"gmail":            "gmail",
+	"googlecalendar":   "googlecalendar",
+	"google_calendar":  "googlecalendar",
+	"googledrive":      "googledrive",
+	"google_drive":     "googledrive",
+	"microsoftteams":   "microsoftteams",
+	"microsoft_teams":  "microsoftteams",
+	"teams":            "microsoftteams",
+	"outlookcalendar":  "outlookcalendar",
+	"outlook_calendar": "outlookcalendar",
+	"outlookemail":     "outlookemail",
+	"outlook_email":    "outlookemail",
+	"outlook":          "outlookemail",
+	"sharepoint":       "sharepoint",
+}
+
+// knownConnectors is the list given in errors.
+const knownConnectors = "dropbox, gmail, googlecalendar, googledrive, microsoftteams, outlookcalendar, outlookemail, sharepoint"
+
+// connectorID is the connector a "mcp://NAME" URL names ("" when NAME is
+// not one); ok says the URL is a connector URL at all.
+func connectorID(url string) (id string, ok bool) {
+	svc, ok := strings.CutPrefix(url, "mcp://")
+	if !ok {
+		return "", false
+	}
+	return connectors[strings.ReplaceAll(strings.ToLower(strings.TrimSuffix(svc, "/")), "-", "_")], true
+}
+
+// serverProblem says why a connector cannot be used: an unknown name, or
+// no token (the API requires the user's OAuth token). Every url server
+// can be: headers and any authorization scheme can be sent.
+func serverProblem(srv *agentdv1.MCPServer) string {
+	id, ok := connectorID(srv.GetUrl())
+	if !ok {
+		return ""
+	}
+	if id == "" {
+		return fmt.Sprintf("%s is not an OpenAI connector; known: %s", srv.GetUrl(), knownConnectors)
+	}
+	if token, _ := splitAuthorization(srv.GetAuthorization()); token == "" {
+		return fmt.Sprintf("the %s connector needs authorization: the user's OAuth access token for it", id)
+	}
+	return ""
+}
+
+// mcpTool renders a provider-side MCP server as a "type": "mcp" tool.
+// require_approval is "never" because the API's default ("always") would
+// end the turn waiting for approvals that agentd never sends: servers with
+// gated tools stay in agentd's bridge.
+func mcpTool(srv *agentdv1.MCPServer) (map[string]any, error) {
+	tool := map[string]any{"type": "mcp", "server_label": srv.GetName(), "require_approval": "never"}
+	token, header := splitAuthorization(srv.GetAuthorization())
+	headers := map[string]any{}
+	for k, v := range srv.GetHeaders() {
+		headers[k] = v
+	}
+	if id, ok := connectorID(srv.GetUrl()); ok {
+		if problem := serverProblem(srv); problem != "" {
+			return nil, fault.New(fault.Invalid, "%s: MCP server %q: %s", name, srv.GetName(), problem)
+		}
+		tool["connector_id"] = "connector_" + id
+	} else {
+		tool["server_url"] = srv.GetUrl()
+		if header != "" {
+			// The authorization field takes only a bearer token; another
+			// scheme ("Basic ...") goes to the server as its header.
+			headers["Authorization"] = header
+		}
+	}
+	if token != "" {
+		tool["authorization"] = token
+	}
+	if len(headers) > 0 {
+		tool["headers"] = headers
+	}
+	if names := srv.GetAllowedTools(); len(names) > 0 {
+		allowed := make([]any, len(names))
+		for i, n := range names {
+			allowed[i] = n
+		}
+		tool["allowed_tools"] = allowed
+	}
+	return tool, nil
+}
+
+// splitAuthorization reads an MCPServer's authorization the way the bridge
+// sends it: a bare token or "Bearer <token>" is a bearer token (returned
+// without the scheme, as the API wants it); a value naming another scheme
+// ("Basic abc") is a header value.
+func splitAuthorization(v string) (token, header string) {
+	scheme, rest, ok := strings.Cut(v, " ")
+	if !ok || rest == "" || !isToken(scheme) {
+		return v, ""
+	}
+	if strings.EqualFold(scheme, "bearer") {
+		return strings.TrimSpace(rest), ""
+	}
+	return "", v
+}
+
+// isToken reports whether s is an HTTP auth-scheme token.
+func isToken(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return s != ""
+}

@@ -1,0 +1,312 @@
+package openairesponses
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
+	"github.com/agentd/agentd/providers/internal/sse"
+)
+
+// streamEvent holds the fields of the stream events this adapter reads;
+// the API sends many more, which are ignored.
+type streamEvent struct {
+	Type         string          `json:"type"`
+	OutputIndex  int             `json:"output_index"`
+	SummaryIndex int             `json:"summary_index"`
+	Delta        string          `json:"delta"`
+	Arguments    *string         `json:"arguments"`
+	Item         *outputItem     `json:"item"`
+	Response     *response       `json:"response"`
+	Code         json.RawMessage `json:"code"`
+	Message      string          `json:"message"`
+	Error        json.RawMessage `json:"error"`
+}
+
+// outputItem is an item of a response's output.
+type outputItem struct {
+	Type             string          `json:"type"`
+	ID               string          `json:"id"`
+	CallID           string          `json:"call_id"`
+	Name             string          `json:"name"`
+	Arguments        string          `json:"arguments"`
+	ServerLabel      string          `json:"server_label"`
+	Output           json.RawMessage `json:"output"`
+	Error            json.RawMessage `json:"error"`
+	EncryptedContent string          `json:"encrypted_content"`
+}
+
+// response is the response object of the terminal events.
+type response struct {
+	Status            string `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Usage *struct {
+		InputTokens        int64 `json:"input_tokens"`
+		OutputTokens       int64 `json:"output_tokens"`
+		InputTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+	} `json:"usage"`
+}
+
+// pendingCall is a function call being streamed.
+type pendingCall struct {
+	callID, name string
+	args         strings.Builder
+	done         *string // the arguments of function_call_arguments.done
+}
+
+// read parses the SSE stream of one turn and yields its events. It returns
+// after the first terminal event (response.completed, response.incomplete,
+// response.failed, error); a stream that ends before one is truncated.
+func read(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
+	r := sse.NewReader(body)
+	calls := make(map[int]*pendingCall)
+	for {
+		raw, err := r.Next()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				yield(nil, ctx.Err())
+			case errors.Is(err, io.EOF):
+				yield(nil, truncated(io.ErrUnexpectedEOF))
+			case fault.KindOf(err) == fault.Timeout:
+				yield(nil, fault.Wrap(fault.Timeout, err, "%s", name))
+			default:
+				yield(nil, truncated(err))
+			}
+			return
+		}
+		var ev streamEvent
+		if err := json.Unmarshal(raw.Data, &ev); err != nil {
+			yield(nil, fault.Wrap(fault.Unavailable, err, "%s: the response stream holds invalid JSON", name))
+			return
+		}
+		typ := raw.Name
+		if typ == "" {
+			typ = ev.Type
+		}
+		switch typ {
+		case "response.output_text.delta", "response.refusal.delta":
+			// A refusal is what the model said instead of an answer; the
+			// user sees it like text.
+			if ev.Delta != "" && !yield(&providers.TextDelta{Text: ev.Delta}, nil) {
+				return
+			}
+		case "response.reasoning_summary_text.delta":
+			if ev.Delta != "" && !yield(&providers.Reasoning{Text: ev.Delta}, nil) {
+				return
+			}
+		case "response.reasoning_summary_part.added":
+			// Summary parts are paragraphs; keep them apart in the text.
+			if ev.SummaryIndex > 0 && !yield(&providers.Reasoning{Text: "\n\n"}, nil) {
+				return
+			}
+		case "response.output_item.added":
+			if ev.Item == nil {
+				continue
+			}
+			switch ev.Item.Type {
+			case "function_call":
+				// name and call_id are reliable only here.
+				calls[ev.OutputIndex] = &pendingCall{callID: ev.Item.CallID, name: ev.Item.Name}
+			case "mcp_approval_request":
+				yield(nil, approvalRequested(ev.Item))
+				return
+			}
+		case "response.function_call_arguments.delta":
+			if c := calls[ev.OutputIndex]; c != nil {
+				c.args.WriteString(ev.Delta)
+			}
+		case "response.function_call_arguments.done":
+			if c := calls[ev.OutputIndex]; c != nil && ev.Arguments != nil {
+				c.done = ev.Arguments
+			}
+		case "response.output_item.done":
+			if ev.Item == nil {
+				continue
+			}
+			out, err := itemDone(ev.Item, calls[ev.OutputIndex])
+			delete(calls, ev.OutputIndex)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if out != nil && !yield(out, nil) {
+				return
+			}
+		case "response.completed", "response.incomplete":
+			finish(ev.Response, yield)
+			return
+		case "response.failed":
+			yield(nil, failed(ev.Response))
+			return
+		case "error":
+			yield(nil, streamError(&ev))
+			return
+		}
+	}
+}
+
+// itemDone turns a finished output item into its event, or none for items
+// that are not reported: messages were streamed as deltas, and
+// mcp_list_tools only feeds the API's own context.
+func itemDone(it *outputItem, c *pendingCall) (providers.Event, error) {
+	switch it.Type {
+	case "function_call":
+		call := &agentdv1.ToolCall{Id: it.CallID, Name: it.Name, Arguments: it.Arguments}
+		if c != nil {
+			if c.callID != "" {
+				call.Id = c.callID
+			}
+			if c.name != "" {
+				call.Name = c.name
+			}
+			switch {
+			case c.done != nil:
+				call.Arguments = *c.done
+			case c.args.Len() > 0:
+				call.Arguments = c.args.String()
+			}
+		}
+		if strings.TrimSpace(call.Arguments) == "" {
+			call.Arguments = "{}"
+		}
+		return &providers.ToolCall{Call: call}, nil
+	case "mcp_call":
+		call := &agentdv1.ProviderToolCall{Id: it.ID, ServerName: it.ServerLabel, ToolName: it.Name, Arguments: it.Arguments, Output: text(it.Output)}
+		if msg := errorText(it.Error); msg != "" {
+			call.IsError = true
+			if call.Output == "" {
+				call.Output = msg
+			}
+		}
+		return &providers.ProviderToolCall{Call: call}, nil
+	case "reasoning":
+		if it.EncryptedContent != "" {
+			return &providers.Reasoning{Signature: it.EncryptedContent}, nil
+		}
+	case "mcp_approval_request":
+		return nil, approvalRequested(it)
+	}
+	return nil, nil
+}
+
+// approvalRequested is the failure of a turn that stopped for an MCP
+// approval: agentd sends its servers with require_approval "never", so the
+// request can only come from a native mcp tool in provider_options.
+func approvalRequested(it *outputItem) error {
+	return fault.New(fault.FailedPrecondition,
+		"%s: the API asks for approval to call %q on MCP server %q, which agentd cannot give: set \"require_approval\": \"never\" on that server's mcp tool in provider_options, or declare the server in the agent's mcps so agentd's approvals apply",
+		name, it.Name, it.ServerLabel)
+}
+
+// finish yields the usage and stop reason of a completed or incomplete
+// response.
+func finish(resp *response, yield func(providers.Event, error) bool) {
+	if resp == nil {
+		yield(nil, truncated(errors.New("a terminal event without its response")))
+		return
+	}
+	if u := resp.Usage; u != nil {
+		usage := &agentdv1.Usage{OutputTokens: u.OutputTokens, InputTokens: u.InputTokens}
+		if d := u.InputTokensDetails; d != nil {
+			// OpenAI counts cached tokens within input_tokens; agentd's
+			// input_tokens are those billed at the full rate.
+			usage.CacheReadInputTokens = d.CachedTokens
+			usage.InputTokens = max(u.InputTokens-d.CachedTokens, 0)
+		}
+		if !yield(&providers.Usage{Usage: usage}, nil) {
+			return
+		}
+	}
+	stop := agentdv1.StopReason_STOP_REASON_END_TURN
+	if resp.Status == "incomplete" {
+		stop = agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+		if d := resp.IncompleteDetails; d != nil {
+			switch d.Reason {
+			case "max_output_tokens":
+				stop = agentdv1.StopReason_STOP_REASON_MAX_TOKENS
+			case "content_filter":
+				stop = agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
+			}
+		}
+	}
+	yield(&providers.Stop{Reason: stop}, nil)
+}
+
+// failed is the fault of a response.failed event.
+func failed(resp *response) error {
+	if resp == nil || resp.Error == nil {
+		return httpc.Classify(name, 0, "", "the response failed")
+	}
+	msg := resp.Error.Message
+	if msg == "" {
+		msg = "the response failed"
+	}
+	return httpc.Classify(name, 0, resp.Error.Code, msg)
+}
+
+// streamError is the fault of an "error" event: {"type": "error", "code",
+// "message", "param"}, or the same fields nested in "error".
+func streamError(ev *streamEvent) error {
+	code, msg := text(ev.Code), ev.Message
+	if msg == "" && len(ev.Error) > 0 {
+		var m string
+		m, code = httpc.OpenAIError(append(append([]byte(`{"error":`), ev.Error...), '}'))
+		msg = m
+	}
+	if msg == "" {
+		msg = "the API reported an error"
+	}
+	return httpc.Classify(name, 0, code, msg)
+}
+
+// truncated is the fault of a stream that ended before its response did.
+func truncated(err error) error {
+	return fault.Hide(fault.Unavailable, err, "%s: the response stream ended before the response was complete", name).
+		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": name})
+}
+
+// text renders a JSON value as text: a string as itself, null as "",
+// anything else as its JSON.
+func text(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// errorText is the message of an mcp_call's error: a string, or an object
+// with a message (protocol and HTTP errors) or content (tool errors).
+func errorText(raw json.RawMessage) string {
+	var obj struct {
+		Message string          `json:"message"`
+		Content json.RawMessage `json:"content"`
+	}
+	if len(raw) > 0 && raw[0] == '{' && json.Unmarshal(raw, &obj) == nil {
+		switch {
+		case obj.Message != "":
+			return obj.Message
+		case len(obj.Content) > 0 && string(obj.Content) != "null":
+			return text(obj.Content)
+		}
+	}
+	return text(raw)
+}

@@ -1,0 +1,85 @@
+package providertest
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+)
+
+// Canary secrets: the API key and an MCP server's token that CheckSecrets
+// sends, and looks for in the errors.
+const (
+	CanaryKey   = "sk-canary-0123456789"
+	CanaryToken = "mcp-canary-9876543210"
+)
+
+// CheckSecrets proves that an adapter's errors never carry its API key or
+// a provider-side MCP server's token, even when the API quotes back the
+// whole request it refuses (as gateways do): it answers every attempt
+// with the given status and an error body, in the shapes the adapters
+// read, that echoes the request's header values, query and body. newProvider
+// makes the adapter with baseURL and apiKey; it must not retry with real
+// sleeps.
+func CheckSecrets(t *testing.T, newProvider func(baseURL, apiKey string) providers.Provider) {
+	t.Helper()
+	for _, status := range []int{http.StatusUnauthorized, http.StatusBadRequest, http.StatusInternalServerError} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			var carried strings.Builder
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				var echo strings.Builder
+				for _, vs := range r.Header {
+					echo.WriteString(strings.Join(vs, " ") + " ")
+				}
+				echo.WriteString(r.URL.RawQuery + " " + string(body))
+				carried.WriteString(echo.String())
+				msg := strings.NewReplacer(`"`, `'`, "\n", " ", `\`, "/").Replace(echo.String())
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","code":%d,"status":"INVALID_ARGUMENT","message":"refused: %s"}}`, status, msg)
+			}))
+			defer srv.Close()
+			p := newProvider(srv.URL, CanaryKey)
+			req := &providers.Request{
+				Model: "canary-model",
+				Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{
+					{Kind: &agentdv1.Part_Text{Text: "hi"}},
+				}}},
+			}
+			if p.Capabilities().ServesURLServers {
+				req.MCPServers = []*agentdv1.MCPServer{{
+					Name: "docs", Transport: &agentdv1.MCPServer_Url{Url: "https://docs.example.com/mcp"}, Authorization: "Bearer " + CanaryToken,
+				}}
+			}
+			var err error
+			for _, e := range p.Stream(t.Context(), req) {
+				if e != nil {
+					err = e
+					break
+				}
+			}
+			if err == nil {
+				t.Fatalf("status %d: no error", status)
+			}
+			if !strings.Contains(carried.String(), CanaryKey) {
+				t.Fatalf("the request did not carry the API key: the check checks nothing")
+			}
+			st := fault.Status(err)
+			for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), st.Message(), fmt.Sprint(st.Details())} {
+				for _, secret := range []string{CanaryKey, CanaryToken} {
+					if strings.Contains(text, secret) {
+						t.Errorf("the error shows %q: %s", secret, text)
+					}
+				}
+			}
+		})
+	}
+}
