@@ -21,7 +21,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench tools deb npm generate lint check-generated breaking accept-api go-test examples smoke clean
+.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-generated breaking accept-api go-test examples smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -30,6 +30,9 @@ help:
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
 	@echo "make bench             the bridge's benchmarks and their target ratios"
+	@echo "make stress            the fault-injection suite at full size, many times over"
+	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
+	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
 
 ## Set-up ---------------------------------------------------------------------
 
@@ -114,6 +117,34 @@ bench: npm
 	go test -run '^$$' -bench 'CallTool|WarmCacheSetup' -benchtime 2s -count $(BENCH_COUNT) ./bridge/ | tee /tmp/agentd-bench.txt
 	go test -run '^$$' -bench 'FirstCall' -benchtime 10x -count $(BENCH_COUNT) ./bridge/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
+
+# The long part of the fault-injection suite (internal/faultsuite): with the
+# stress tag, full-size faults (50 MB results, 64 MiB messages) and rounds
+# of concurrent faults on one agentd; the SIGKILL restart test with them.
+STRESS_COUNT ?= 3
+stress: npm
+	go test -race -count=$(STRESS_COUNT) -tags stress -timeout 30m ./internal/faultsuite/
+	go test -race -count=$(STRESS_COUNT) -run 'TestRestart|TestResume|TestSecretsCanary' -timeout 30m ./internal/app/
+
+# Fuzz targets, one at a time (their seed corpora run in make test). A short
+# minimize time keeps a run from stalling on a big interesting input.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := server:FuzzValidate server:FuzzApprovalPolicy server:FuzzResumeCheckpoint \
+  providers/internal/sse:FuzzStream providers/internal/sse:FuzzRoundTrip \
+  providers/internal/ndjson:FuzzStream providers/internal/ndjson:FuzzRoundTrip
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; echo "--- $$fn ./$$pkg/ ($(FUZZTIME))"; \
+	  go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./$$pkg/; \
+	done
+
+# Load: concurrent Generate streams against an in-process agentd over TCP
+# (cmd/agentd-load); fails on any error or on growth after the run. Run it on
+# a quiet machine: the figures are the machine's as much as agentd's.
+LOAD_STREAMS ?= 500
+LOAD_DURATION ?= 60s
+load:
+	go run ./cmd/agentd-load -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)
 
 # The client examples against a live agentd that this target starts and stops.
 examples: build build/ts/examples/ts/demo.js

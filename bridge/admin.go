@@ -83,5 +83,8 @@ func (a *Admin) ConfigureCache(_ context.Context, req *bridgev1.ConfigureCacheRe
 }
 
 func (a *Admin) GetPoolStats(context.Context, *bridgev1.GetPoolStatsRequest) (*bridgev1.GetPoolStatsResponse, error) {
-	return &bridgev1.GetPoolStatsResponse{Pools: a.s.pools.stats()}, nil
+	a.s.mu.Lock()
+	open := len(a.s.sessions)
+	a.s.mu.Unlock()
+	return &bridgev1.GetPoolStatsResponse{Pools: a.s.pools.stats(), OpenSessions: int32(open)}, nil
 }

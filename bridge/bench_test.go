@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 

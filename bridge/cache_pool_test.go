@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 // list lists every server of a session.
@@ -293,11 +293,27 @@ func TestSharedRegistration(t *testing.T) {
 	if pa != pb {
 		t.Errorf("a shared server ran two processes: %d and %d", pa, pb)
 	}
+	if n := openSessions(t, f); n != 2 {
+		t.Errorf("open_sessions = %d with two sessions open", n)
+	}
 	closeSession(t, f.client, a)
 	if mcptest.Gone(pb) {
 		t.Error("closing one session stopped the shared process another uses")
 	}
 	closeSession(t, f.client, b)
+	if n := openSessions(t, f); n != 0 {
+		t.Errorf("open_sessions = %d after both closed", n)
+	}
+}
+
+// openSessions is the admin API's count of open bridge sessions.
+func openSessions(t *testing.T, f *fixture) int32 {
+	t.Helper()
+	res, err := f.svc.Admin().GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetOpenSessions()
 }
 
 func waitPools(t *testing.T, f *fixture, name string, cond func(*bridgev1.PoolStats) bool) {

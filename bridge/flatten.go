@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -80,4 +81,21 @@ func flatten(res *mcp.CallToolResult) *bridgev1.CallToolResponse {
 		out.Output = strings.Join(texts, "\n")
 	}
 	return out
+}
+
+// capResult replaces a result larger than limit bytes (its output plus its
+// attachments' data) with an error for the model that names the size and
+// the setting, so that one huge answer neither floods the model's context
+// nor fails the generation.
+func capResult(res *bridgev1.CallToolResponse, tool string, limit int) *bridgev1.CallToolResponse {
+	size := len(res.GetOutput())
+	for _, a := range res.GetAttachments() {
+		size += len(a.GetData()) + len(a.GetUri())
+	}
+	if limit <= 0 || size <= limit {
+		return res
+	}
+	return &bridgev1.CallToolResponse{IsError: true, Output: errorOutput(fmt.Sprintf(
+		"the result of the tool %q is %d bytes, more than the %d bytes agentd passes on (bridge.max_result_bytes); ask it for less, such as a narrower query or one page",
+		tool, size, limit))}
 }

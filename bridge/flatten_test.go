@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -176,4 +178,41 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 		t.Fatal(err)
 	}
 	return s
+}
+
+func TestCapResult(t *testing.T) {
+	t.Parallel()
+	small := &bridgev1.CallToolResponse{Output: "0123456789"}
+	withImage := &bridgev1.CallToolResponse{Output: "see", Attachments: []*bridgev1.Content{{Source: &bridgev1.Content_Data{Data: make([]byte, 10)}}}}
+	tests := []struct {
+		name   string
+		res    *bridgev1.CallToolResponse
+		limit  int
+		capped bool
+	}{
+		{"at the limit", small, 10, false},
+		{"over the limit", small, 9, true},
+		{"attachments count", withImage, 12, true},
+		{"no limit", small, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := capResult(tt.res, "big", tt.limit)
+			if !tt.capped {
+				if got != tt.res {
+					t.Errorf("capResult changed a result within the limit: %v", got)
+				}
+				return
+			}
+			if !got.GetIsError() || len(got.GetAttachments()) != 0 {
+				t.Errorf("capped result = %v, want an error without attachments", got)
+			}
+			for _, want := range []string{`\"big\"`, "bridge.max_result_bytes", fmt.Sprint(tt.limit)} {
+				if !strings.Contains(got.GetOutput(), want) {
+					t.Errorf("output %s does not name %s", got.GetOutput(), want)
+				}
+			}
+		})
+	}
 }

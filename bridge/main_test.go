@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 func TestMain(m *testing.M) {

@@ -22,9 +22,9 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 // The real servers: MCP servers published on npm that nobody here wrote,

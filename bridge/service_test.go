@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 func wantCode(t *testing.T, err error, code codes.Code) *status.Status {

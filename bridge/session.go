@@ -29,6 +29,8 @@ type session struct {
 	servers  []*server
 	byName   map[string]*server
 	changes  chan string // tools_changed events for the OpenSession stream
+	// maxResult caps a tool result's bytes (config.Bridge.MaxResultBytes).
+	maxResult int
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -50,13 +52,14 @@ type server struct {
 
 func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, targets []*target) *session {
 	sess := &session{
-		id:       id,
-		log:      s.log.With("session", id, "generation", req.GetGenerationId()),
-		cache:    s.cache,
-		useCache: req.Cache,
-		byName:   make(map[string]*server, len(targets)),
-		changes:  make(chan string, 16),
-		done:     make(chan struct{}),
+		id:        id,
+		log:       s.log.With("session", id, "generation", req.GetGenerationId()),
+		cache:     s.cache,
+		useCache:  req.Cache,
+		byName:    make(map[string]*server, len(targets)),
+		changes:   make(chan string, 16),
+		done:      make(chan struct{}),
+		maxResult: s.cfg.MaxResultBytes,
 	}
 	for _, t := range targets {
 		srv := &server{target: t, sess: sess, pools: s.pools}
@@ -316,7 +319,7 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 		}
 		return nil, err
 	}
-	return flatten(res), nil
+	return capResult(flatten(res), tool, s.maxResult), nil
 }
 
 // jsonObject reports whether data is empty (no arguments) or one valid JSON

@@ -176,6 +176,17 @@ func (r *Registry) Lookup(name string) (Provider, bool) {
 	return p, ok
 }
 
+// CloseIdleConnections closes the idle connections of every provider that
+// keeps some (those with a CloseIdleConnections method), when the service
+// stops.
+func (r *Registry) CloseIdleConnections() {
+	for _, p := range r.byName {
+		if c, ok := p.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	}
+}
+
 // Names lists the registered names, sorted.
 func (r *Registry) Names() []string {
 	names := make([]string, 0, len(r.byName))

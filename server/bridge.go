@@ -116,10 +116,11 @@ func (s *bridgeSession) Close(ctx context.Context) {
 	})
 }
 
-// translateBridgeError maps a bridge status to a fault. Timeouts,
-// unavailability, permission and cancellation keep their meaning and
-// details (the bridge's messages carry no secrets); a bridge that finds a
-// request invalid keeps its field violations; anything else is our bug.
+// translateBridgeError maps a bridge status to a fault: every classified
+// kind keeps its meaning and details across the hop (the
+// bridge's messages carry no secrets); a bridge that finds a request
+// invalid keeps its field violations; Internal, Unknown and the like are
+// our bug and hide their text.
 func translateBridgeError(err error) error {
 	if errors.Is(err, io.EOF) {
 		return fault.New(fault.Unavailable, "the bridge closed the session stream")
@@ -128,21 +129,11 @@ func translateBridgeError(err error) error {
 	if !ok {
 		return fault.Hide(fault.Internal, err, "bridge call failed")
 	}
-	var kind fault.Kind
-	switch st.Code() {
-	case codes.DeadlineExceeded:
-		kind = fault.Timeout
-	case codes.Unavailable:
-		kind = fault.Unavailable
-	case codes.PermissionDenied:
-		kind = fault.Permission
-	case codes.Canceled:
+	if st.Code() == codes.Canceled {
 		return context.Canceled
-	case codes.InvalidArgument:
-		kind = fault.Invalid
-	case codes.FailedPrecondition:
-		kind = fault.FailedPrecondition
-	default:
+	}
+	kind, ok := fault.KindOfCode(st.Code())
+	if !ok {
 		return fault.Hide(fault.Internal, err, "bridge call failed")
 	}
 	fe := &fault.Error{Kind: kind, Msg: st.Message(), Err: err}

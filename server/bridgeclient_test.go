@@ -148,6 +148,19 @@ func TestBridgeErrors(t *testing.T) {
 			wantMsg:  "bridge.allowed_commands",
 		},
 		{
+			name: "a busy pool's ResourceExhausted keeps its code",
+			bridge: func(*testing.T) *fakeBridgeService {
+				return &fakeBridgeService{onList: readsFiles, onCall: func(*bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+					return nil, status.Error(codes.ResourceExhausted, `all 8 processes of the MCP server "files" are busy`)
+				}}
+			},
+			provider:   "script",
+			mcps:       []*agentdv1.MCPServer{refServer("files", "files")},
+			wantCode:   codes.ResourceExhausted,
+			wantMsg:    "are busy",
+			wantCloses: 1,
+		},
+		{
 			name: "an unexpected status becomes Internal and hides its text",
 			bridge: func(*testing.T) *fakeBridgeService {
 				return &fakeBridgeService{onList: readsFiles, onCall: func(*bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {

@@ -133,7 +133,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		return nil, err
 	}
 	cp := &statev1.Checkpoint{}
-	if err := proto.Unmarshal(rec.Data, cp); err != nil || cp.GetVersion() != checkpointVersion || cp.GetTurn() == nil {
+	if err := proto.Unmarshal(rec.Data, cp); err != nil || !consistent(cp, r.GetGenerationId()) {
 		return nil, fault.New(fault.FailedPrecondition, "the paused generation %q cannot be read by this agentd", r.GetGenerationId())
 	}
 	interrupted := map[string]bool{}
@@ -173,7 +173,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		return nil, fault.Wrap(fault.Internal, err, "encoding the checkpoint")
 	}
 	now := time.Now()
-	if err := s.checkpoints.Claim(sctx, tenant, cp.GetGenerationId(), rec.Version, data, now, now.Add(-s.cfg.ResumeStaleAfter)); err != nil {
+	if err := s.checkpoints.Claim(sctx, tenant, r.GetGenerationId(), rec.Version, data, now, now.Add(-s.cfg.ResumeStaleAfter)); err != nil {
 		return nil, err
 	}
 	g := &generation{
@@ -202,6 +202,48 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		g.answered[id] = true
 	}
 	return g, nil
+}
+
+// consistent reports whether a decoded checkpoint can be resumed as the
+// generation id: this version, that id, and a paused turn whose every
+// call has exactly one state that belongs to it. A checkpoint that is
+// not (written by another version, or damaged) is refused before anything
+// runs, never half-trusted.
+func consistent(cp *statev1.Checkpoint, id string) bool {
+	t := cp.GetTurn()
+	if cp.GetVersion() != checkpointVersion || cp.GetGenerationId() != id || t == nil || len(t.GetStates()) != len(t.GetCalls()) {
+		return false
+	}
+	ids := make(map[string]bool, 2*len(t.GetCalls()))
+	unique := func(id string) bool {
+		if id == "" || ids[id] {
+			return false
+		}
+		ids[id] = true
+		return true
+	}
+	for i, c := range t.GetCalls() {
+		if !unique(c.GetId()) {
+			return false
+		}
+		switch st := t.GetStates()[i].GetState().(type) {
+		case *statev1.CallState_Result:
+			if st.Result.GetToolCallId() != c.GetId() {
+				return false
+			}
+		case *statev1.CallState_Approval:
+			if st.Approval.GetToolCallId() != c.GetId() || st.Approval.GetId() == c.GetId() || !unique(st.Approval.GetId()) {
+				return false
+			}
+		case *statev1.CallState_FunctionCall:
+			if st.FunctionCall.GetCallId() != c.GetId() {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // checkAnswers requires exactly one answer for every pending request of

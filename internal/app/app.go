@@ -111,6 +111,7 @@ type Agent struct {
 	Server *grpc.Server
 	Health *health.Server
 
+	providers  *providers.Registry
 	store      *store.SQLite
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
@@ -128,12 +129,15 @@ func NewAgent(o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{}
+	a := &Agent{providers: registry}
 	if a.store, err = store.OpenSQLite(filepath.Join(o.Config.StateDir, "agentd.db"), time.Minute); err != nil {
 		return nil, err
 	}
+	// A tool result may be as large as the bridge lets it be (up to
+	// config.MaxMessageBytes), more than gRPC's default 4 MiB.
+	bridgeResults := grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(config.MaxMessageBytes + 1<<20))
 	if addr := o.Config.Bridge.Address; addr != "" {
-		a.bridgeConn, err = grpcserver.Dial(addr, o.Telemetry)
+		a.bridgeConn, err = grpcserver.Dial(addr, o.Telemetry, bridgeResults)
 	} else {
 		if a.embedded, err = newBridge(o, true); err != nil {
 			a.Close()
@@ -145,7 +149,7 @@ func NewAgent(o Options) (*Agent, error) {
 		a.bridgeDone = make(chan error, 1)
 		go func() { a.bridgeDone <- a.embedded.Serve(ctx, a.bridgeLis, o) }()
 		a.bridgeConn, err = grpcserver.Dial("passthrough:///agentd-bridge", o.Telemetry,
-			append(grpcserver.InMemoryDialOptions(),
+			append(grpcserver.InMemoryDialOptions(), bridgeResults,
 				grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.bridgeLis.DialContext(ctx) }))...)
 	}
 	if err != nil {
@@ -180,8 +184,8 @@ func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
 	return errors.Join(err, a.Close())
 }
 
-// Close stops the embedded bridge and closes the bridge connection.
-// Idempotent.
+// Close stops the embedded bridge, closes the bridge connection and the
+// store, and closes the providers' idle connections. Idempotent.
 func (a *Agent) Close() error {
 	var err error
 	if a.cancel != nil {
@@ -197,6 +201,7 @@ func (a *Agent) Close() error {
 		err = errors.Join(err, a.store.Close())
 		a.store = nil
 	}
+	a.providers.CloseIdleConnections()
 	return err
 }
 

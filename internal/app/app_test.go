@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,10 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -27,6 +23,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcpdemo"
@@ -79,37 +76,13 @@ func newStack(t *testing.T, warm int) *stack {
 		Logger:    slog.New(slog.DiscardHandler),
 		Telemetry: grpcserver.Telemetry{TracerProvider: tp, Propagator: telemetry.Propagator()},
 	}
-	a, err := app.NewAgent(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, lis, o) }()
-	conn, err := grpc.NewClient("passthrough:///agentd", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, stop := apptest.Serve(t, o)
 	s := &stack{
 		client: agentdv1.NewAgentServiceClient(conn),
 		health: healthpb.NewHealthClient(conn),
 		spans:  spans,
+		stop:   stop,
 	}
-	stopped := false
-	s.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		conn.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}
-	t.Cleanup(s.stop)
 	return s
 }
 

@@ -1,12 +1,10 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,12 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 )
@@ -213,25 +208,7 @@ func providerStackWith(t *testing.T, name, path string, api http.Handler, option
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	o := app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Telemetry: grpcserver.Telemetry{}}
-	a, err := app.NewAgent(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, lis, o) }()
-	conn, err := grpc.NewClient("passthrough:///agentd", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		<-done
-	})
+	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Telemetry: grpcserver.Telemetry{}})
 	return agentdv1.NewAgentServiceClient(conn)
 }
 

@@ -19,7 +19,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -235,18 +237,7 @@ func startAndPause(t *testing.T, client agentdv1.AgentServiceClient, agent *agen
 // resume resumes a paused generation and returns its final text.
 func resume(t *testing.T, client agentdv1.AgentServiceClient, paused *agentdv1.GenerationPaused, agent *agentdv1.Agent, approved bool) string {
 	t.Helper()
-	stream, err := client.Generate(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := paused.GetApprovalRequests()[0]
-	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
-		GenerationId: paused.GetGenerationId(), Agent: agent,
-		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: req.GetId(), Approved: approved, Digest: req.GetDigest()}},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	stream.CloseSend()
+	stream := sendResume(t, client, paused, agent, approved)
 	var final string
 	for {
 		ev, err := stream.Recv()
@@ -262,20 +253,50 @@ func resume(t *testing.T, client agentdv1.AgentServiceClient, paused *agentdv1.G
 	}
 }
 
-// X-A11, R-A8: a generation paused for approval survives agentd being
-// killed with SIGKILL; a restarted agentd resumes it, and the MCP server
-// sees the approved call exactly once. The old agentd's MCP server
-// processes do not survive it (X-L7).
+// sendResume opens a stream that resumes paused, deciding its first
+// approval request, and half-closes it.
+func sendResume(t *testing.T, client agentdv1.AgentServiceClient, paused *agentdv1.GenerationPaused, agent *agentdv1.Agent, approved bool) agentdv1.AgentService_GenerateClient {
+	t.Helper()
+	stream, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := paused.GetApprovalRequests()[0]
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId: paused.GetGenerationId(), Agent: agent,
+		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: req.GetId(), Approved: approved, Digest: req.GetDigest()}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	stream.CloseSend()
+	return stream
+}
+
+// X-A11, R-A8: generations paused for approval survive agentd being
+// killed with SIGKILL while others run; a restarted agentd resumes every
+// paused one, and the MCP server sees each approved call exactly once,
+// even when a resume is repeated. A generation that was running (its
+// client still connected) ends with the process: its client sees the
+// stream fail, and there is nothing to resume. The old agentd's MCP
+// server processes do not survive it (X-L7).
 func TestRestartResumesExactlyOnce(t *testing.T) {
 	configPath, addr, counter, pids := counterSetup(t)
 	agent := deleteAgent(t)
 
 	first := startAgentd(t, configPath, addr)
-	paused := startAndPause(t, dialAgentd(t, addr), agent)
+	client := dialAgentd(t, addr)
+	var paused []*agentdv1.GenerationPaused
+	for range 3 {
+		paused = append(paused, startAndPause(t, client, agent))
+	}
+	running, runningID := startAndWait(t, client, agent)
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.wait()
+	if _, err := running.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("the running generation's client saw %v after the kill; want Unavailable", err)
+	}
 	for _, p := range lines(t, pids) {
 		pid, _ := strconv.Atoi(p)
 		deadline := time.Now().Add(10 * time.Second)
@@ -287,21 +308,73 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 		}
 	}
 	if n := len(lines(t, counter)); n != 0 {
-		t.Fatalf("the gated call ran before it was approved (%d)", n)
+		t.Fatalf("a gated call ran before it was approved (%d)", n)
 	}
 
 	second := startAgentd(t, configPath, addr)
-	if final := resume(t, dialAgentd(t, addr), paused, agent, true); final != "deleted draft.txt" {
-		t.Errorf("final text = %q", final)
+	client = dialAgentd(t, addr)
+	for _, p := range paused {
+		if final := resume(t, client, p, agent, true); final != "deleted draft.txt" {
+			t.Errorf("final text = %q", final)
+		}
 	}
-	if got := lines(t, counter); len(got) != 1 {
-		t.Errorf("R-A8 the MCP server saw %d calls (%v); want exactly one", len(got), got)
+	if code := resumeCode(t, client, paused[0], agent); code != codes.NotFound {
+		t.Errorf("resuming a finished generation again: %v; want NotFound", code)
+	}
+	if code := resumeCode(t, client, &agentdv1.GenerationPaused{GenerationId: runningID, ApprovalRequests: paused[0].GetApprovalRequests()}, agent); code != codes.NotFound {
+		t.Errorf("resuming the generation that was running: %v; want NotFound", code)
+	}
+	if got := lines(t, counter); len(got) != len(paused) {
+		t.Errorf("R-A8 the MCP server saw %d calls (%v); want exactly one per paused generation (%d)", len(got), got, len(paused))
 	}
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := second.wait(); err != nil {
 		t.Errorf("agentd after SIGTERM: %v", err)
+	}
+}
+
+// startAndWait starts a generation of agent and stays connected at its
+// approval request, answering nothing; it returns the open stream and the
+// generation's id.
+func startAndWait(t *testing.T, client agentdv1.AgentServiceClient, agent *agentdv1.Agent) (agentdv1.AgentService_GenerateClient, string) {
+	t.Helper()
+	stream, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{
+		Agent: agent, Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "tidy up"}}}}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("before the approval request: %v", err)
+		}
+		if s := ev.GetStarted(); s != nil {
+			id = s.GetGenerationId()
+		}
+		if ev.GetApprovalRequest() != nil {
+			return stream, id
+		}
+	}
+}
+
+// resumeCode resumes with an approval and returns how the stream ended.
+func resumeCode(t *testing.T, client agentdv1.AgentServiceClient, paused *agentdv1.GenerationPaused, agent *agentdv1.Agent) codes.Code {
+	t.Helper()
+	stream := sendResume(t, client, paused, agent, true)
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return codes.OK
+			}
+			return status.Code(err)
+		}
 	}
 }
 

@@ -129,6 +129,13 @@ type Bridge struct {
 	// Default 2s.
 	TerminateGrace time.Duration `yaml:"terminate_grace"`
 
+	// MaxResultBytes caps one tool result (its text plus attachments) that
+	// the bridge passes on: a larger result reaches the model as an error
+	// naming the size and this setting, and the generation goes on.
+	// Default 1 MiB; at most MaxMessageBytes. Env
+	// AGENTD_BRIDGE_MAX_RESULT_BYTES.
+	MaxResultBytes int `yaml:"max_result_bytes"`
+
 	// AllowPrivateNetworks lets url servers resolve to loopback, private
 	// and link-local addresses. Default false: such URLs are
 	// PermissionDenied. Env AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS.
@@ -229,6 +236,15 @@ type Generation struct {
 	ResumeStaleAfter time.Duration `yaml:"resume_stale_after"`
 }
 
+// DefaultMaxResultBytes is the default of Bridge.MaxResultBytes: 1 MiB,
+// about 250,000 tokens of text, more than a model can use from one call.
+const DefaultMaxResultBytes = 1 << 20
+
+// MaxMessageBytes bounds any one message between agentd and an MCP server
+// and on the bridge's gRPC hop: 64 MiB. A stdio server that writes a
+// longer message is stopped.
+const MaxMessageBytes = 64 << 20
+
 // Default returns the configuration agentd runs with when nothing is set.
 func Default() Config {
 	return Config{
@@ -239,6 +255,7 @@ func Default() Config {
 			Listen:         "127.0.0.1:7071",
 			Servers:        map[string]Server{"demo": {Command: Self, Args: []string{"mcp-demo"}}},
 			TerminateGrace: 2 * time.Second,
+			MaxResultBytes: DefaultMaxResultBytes,
 			Pool:           DefaultPool(),
 			Cache:          DefaultCache(),
 		},
@@ -339,6 +356,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 		c.Bridge.AllowPrivateNetworks = b
 	}
+	if v := getenv("AGENTD_BRIDGE_MAX_RESULT_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("config: AGENTD_BRIDGE_MAX_RESULT_BYTES: %w", err)
+		}
+		c.Bridge.MaxResultBytes = n
+	}
 	if v := getenv("AGENTD_BRIDGE_ALLOWED_COMMANDS"); v != "" {
 		c.Bridge.AllowedCommands = nil
 		for _, cmd := range strings.Split(v, ",") {
@@ -365,6 +389,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Bridge.TerminateGrace <= 0 {
 		bad("bridge.terminate_grace: must be positive, got %s", c.Bridge.TerminateGrace)
+	}
+	if c.Bridge.MaxResultBytes <= 0 || c.Bridge.MaxResultBytes > MaxMessageBytes {
+		bad("bridge.max_result_bytes: must be between 1 and %d, got %d", MaxMessageBytes, c.Bridge.MaxResultBytes)
 	}
 	if _, err := c.Log.SlogLevel(); err != nil {
 		bad("log.level: %v", err)

@@ -58,6 +58,18 @@ var kindCodes = map[Kind]codes.Code{
 // Code is the gRPC code of a kind.
 func (k Kind) Code() codes.Code { return kindCodes[k] }
 
+// KindOfCode is the kind whose code is c, for errors that crossed a gRPC
+// hop (the bridge's). Codes no kind maps to (OK, Unknown, DataLoss, ...)
+// and Internal report false: the error is a bug on the other side.
+func KindOfCode(c codes.Code) (Kind, bool) {
+	for k, kc := range kindCodes {
+		if kc == c && k != Internal {
+			return k, true
+		}
+	}
+	return Internal, false
+}
+
 func (k Kind) String() string { return k.Code().String() }
 
 // Violation is one problem with one field of a request.

@@ -78,3 +78,25 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
+
+// Every kind but Internal survives a gRPC hop: KindOfCode inverts Code.
+func TestKindOfCode(t *testing.T) {
+	t.Parallel()
+	for k := Internal; k <= Canceled; k++ {
+		got, ok := KindOfCode(k.Code())
+		if k == Internal {
+			if ok {
+				t.Errorf("KindOfCode(Internal) = %v, true; want false", got)
+			}
+			continue
+		}
+		if !ok || got != k {
+			t.Errorf("KindOfCode(%v) = %v, %v; want %v", k.Code(), got, ok, k)
+		}
+	}
+	for _, c := range []codes.Code{codes.Unknown, codes.DataLoss, codes.OK} {
+		if _, ok := KindOfCode(c); ok {
+			t.Errorf("KindOfCode(%v) is a kind; want none", c)
+		}
+	}
+}

@@ -89,6 +89,9 @@ func New(s providers.Settings) providers.Provider {
 		mcpBeta = defaultMCPBeta
 	}
 	betas := splitList(s.Options["beta"])
+	if s.HTTP == nil { // one connection pool for both clients
+		s.HTTP = httpc.NewHTTPClient(s.Timeout)
+	}
 	client := func(betas []string) *httpc.Client {
 		h := make(http.Header)
 		h.Set("x-api-key", s.APIKey)
@@ -106,6 +109,10 @@ func New(s providers.Settings) providers.Provider {
 		mcp:   client(appendNew([]string{mcpBeta}, betas...)),
 	}
 }
+
+// CloseIdleConnections closes the adapter's idle connections (both
+// clients share one pool).
+func (p *provider) CloseIdleConnections() { p.plain.CloseIdleConnections() }
 
 func (p *provider) Name() string { return name }
 

@@ -94,6 +94,9 @@ func errorMessage(body []byte) (message, errType string) {
 	return message, errType
 }
 
+// CloseIdleConnections closes the adapter's idle connections.
+func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
+
 func (p *provider) Name() string { return name }
 
 func (p *provider) Capabilities() providers.Capabilities {

@@ -51,6 +51,9 @@ func New(s providers.Settings) providers.Provider {
 	return &provider{client: httpc.New(name, s, defaultBaseURL, h), key: s.APIKey}
 }
 
+// CloseIdleConnections closes the adapter's idle connections.
+func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
+
 func (p *provider) Name() string { return name }
 
 func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }

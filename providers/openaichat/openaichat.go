@@ -87,6 +87,9 @@ func New(d Dialect, s providers.Settings) providers.Provider {
 	return p
 }
 
+// CloseIdleConnections closes the adapter's idle connections.
+func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
+
 func (p *provider) Name() string { return p.d.Name }
 
 func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }

@@ -84,6 +84,9 @@ func New(s providers.Settings) providers.Provider {
 	}
 }
 
+// CloseIdleConnections closes the adapter's idle connections.
+func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
+
 func (p *provider) Name() string { return name }
 
 func (p *provider) Capabilities() providers.Capabilities {

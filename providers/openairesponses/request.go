@@ -200,13 +200,32 @@ var connectors = map[string]string{
 const knownConnectors = "dropbox, gmail, googlecalendar, googledrive, microsoftteams, outlookcalendar, outlookemail, sharepoint"
 
 // connectorID is the connector a "mcp://NAME" URL names ("" when NAME is
-// not one); ok says the URL is a connector URL at all.
+// not one); ok says the URL is a connector URL at all (its scheme is mcp,
+// in any case, as the plan reads it).
 func connectorID(url string) (id string, ok bool) {
-	svc, ok := strings.CutPrefix(url, "mcp://")
+	name, ok := connectorName(url)
 	if !ok {
 		return "", false
 	}
-	return connectors[strings.ReplaceAll(strings.ToLower(strings.TrimSuffix(svc, "/")), "-", "_")], true
+	return connectors[strings.ReplaceAll(strings.ToLower(name), "-", "_")], true
+}
+
+// connectorName is the NAME of a "mcp://NAME" URL: its host, without the
+// user information, port, path, query or fragment that may follow or
+// precede it (and may hold a key).
+func connectorName(url string) (string, bool) {
+	scheme, rest, found := strings.Cut(url, "://")
+	if !found || !strings.EqualFold(scheme, "mcp") {
+		return "", false
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	return name, true
 }
 
 // serverProblem says why a connector cannot be used: an unknown name, or
@@ -218,7 +237,8 @@ func serverProblem(srv *agentdv1.MCPServer) string {
 		return ""
 	}
 	if id == "" {
-		return fmt.Sprintf("%s is not an OpenAI connector; known: %s", srv.GetUrl(), knownConnectors)
+		name, _ := connectorName(srv.GetUrl()) // only the name: the rest may hold a key
+		return fmt.Sprintf("mcp://%s is not an OpenAI connector; known: %s", name, knownConnectors)
 	}
 	if token, _ := splitAuthorization(srv.GetAuthorization()); token == "" {
 		return fmt.Sprintf("the %s connector needs authorization: the user's OAuth access token for it", id)

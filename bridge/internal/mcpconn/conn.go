@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 )
 
@@ -60,9 +61,10 @@ type Conn struct {
 
 // core is what the views of a connection share.
 type core struct {
-	kind transportKind
-	log  *slog.Logger
-	proc *process // stdio only
+	kind   transportKind
+	log    *slog.Logger
+	proc   *process   // stdio only
+	stdout *jsonLines // stdio only: the server's filtered stdout
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -70,8 +72,11 @@ type core struct {
 	// nil for stdio.
 	redial func(context.Context) (*mcp.ClientSession, error)
 
-	// redact cleans an HTTP error's text of the URL's path and query.
-	redact func(error) error
+	// redact cleans an HTTP error's text of the URL's path and query and
+	// of the server's credentials; redactText does the same to a text.
+	// Both nil for stdio.
+	redact     func(error) error
+	redactText func(string) string
 	// inflight holds the running exchanges of a legacy SSE connection,
 	// whose idle timers data on its event stream resets.
 	inflightMu sync.Mutex
@@ -127,10 +132,13 @@ func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 		return nil, fault.Wrap(fault.Unavailable, err, "")
 	}
 	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log}, name: spec.Name, readTimeout: readTimeout}
-	stdout := newJSONLines(proc.stdout, func(line []byte) {
-		c.log.Warn("mcp server wrote a line that is not JSON-RPC to stdout; dropped", "line", string(line[:min(len(line), maxLogLine)]))
+	stdout := newJSONLines(proc.stdout, config.MaxMessageBytes, func(line []byte) {
+		proc.lines.logLine(c.log, slog.LevelWarn, "mcp server wrote a line that is not JSON-RPC to stdout; dropped", string(line[:min(len(line), maxLogLine)]))
 	})
-	transport := &mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin}
+	c.stdout = stdout
+	// The SDK's own frame limit (16 MiB by default) sits above ours, so
+	// that a message over the limit is recognised and named (classify).
+	transport := &mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin, MaxLineLength: config.MaxMessageBytes + 1<<20}
 	hctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	session, err := newClient(c.core, opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
@@ -246,7 +254,7 @@ func (c *Conn) do(ctx context.Context, request string, f func(context.Context, *
 	if err == nil || c.redial == nil || !notSent(err) || ectx.Err() != nil {
 		return c.classifyOrPass(ectx, ctx, request, err)
 	}
-	c.log.Info("mcp server session lost; initializing a new one", "server", c.name, "request", request, "err", err)
+	c.log.Info("mcp server session lost; initializing a new one", "server", c.name, "request", request, "err", c.redact(err))
 	fresh, rerr := c.replace(ectx, session)
 	if rerr != nil {
 		return c.classify(ectx, ctx, request, rerr)
@@ -279,6 +287,10 @@ func (c *Conn) classifyOrPass(exchangeCtx, callerCtx context.Context, request st
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && !rejectedByTransport(rpcErr) {
+		if c.redactText != nil {
+			// A gateway's error may quote the request's credentials.
+			return &jsonrpc.Error{Code: rpcErr.Code, Message: c.redactText(rpcErr.Message)}
+		}
 		return rpcErr
 	}
 	return c.classify(exchangeCtx, callerCtx, request, err)
@@ -386,6 +398,12 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 			"the MCP server %q resolves to a loopback, private or link-local address, which bridge.allow_private_networks does not allow", c.name).
 			WithInfo("MCP_ADDRESS_NOT_ALLOWED", map[string]string{"server": c.name})
 	}
+	if c.stdout != nil && c.stdout.overflowed() {
+		c.proc.kill()
+		return fault.New(fault.Unavailable,
+			"the MCP server %q wrote a message larger than %d MiB during %s, so it was stopped", c.name, config.MaxMessageBytes>>20, request).
+			WithInfo("MCP_MESSAGE_TOO_LARGE", map[string]string{"server": c.name, "request": request})
+	}
 	cause := opaque(err)
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 		return fault.Hide(fault.Unavailable, cause, "the MCP server %q closed the connection during %s", c.name, request).
@@ -407,6 +425,9 @@ func (c *Conn) Close() error {
 		}
 		if c.cancel != nil {
 			c.cancel()
+		}
+		if c.redact != nil {
+			err = c.redact(err)
 		}
 		c.closeErr = err
 	})

@@ -211,3 +211,24 @@ func TestDialHTTPErrorRedactsURL(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP server's credentials, quoted back in its errors, are redacted
+// with its URL: the authorization whole and as its token alone, and every
+// header value.
+func TestRedactorCredentials(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(HTTPSpec{URL: "https://h.example/k-path?key=q-secret", Authorization: "tok-1234", Headers: map[string]string{"X-Key": "hdr-5678", "X-Short": "ab"}})
+	in := `403 from https://h.example/k-path?key=q-secret: "Authorization: Bearer tok-1234", X-Key hdr-5678, ab`
+	got := r.err(errors.New(in)).Error()
+	for _, s := range []string{"k-path", "q-secret", "tok-1234", "hdr-5678"} {
+		if strings.Contains(got, s) {
+			t.Errorf("%q shows %q", got, s)
+		}
+	}
+	if want := `403 from https://h.example/…: "Authorization: [redacted]", X-Key [redacted], ab`; got != want {
+		t.Errorf("redacted to %q, want %q", got, want)
+	}
+	if r.text(in) != got {
+		t.Errorf("text and err disagree: %q", r.text(in))
+	}
+}

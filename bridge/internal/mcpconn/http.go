@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -135,7 +136,8 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), cancel: cancel}, name: spec.Name, readTimeout: readTimeout}
 	client := newClient(c.core, opts)
-	redact := func(err error) error { return redactURL(err, spec.URL) }
+	secrets := newRedactor(spec)
+	redact := secrets.err
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
 		rt := &roundTripper{base: base, header: header, idle: readTimeout}
@@ -201,7 +203,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 			return s, err
 		}
 	}
-	c.redact = redact
+	c.redact, c.redactText = redact, secrets.text
 	return c, nil
 }
 
@@ -222,27 +224,77 @@ func notSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial" && !errors.Is(err, ErrAddressNotAllowed)
 }
 
-// redactURL replaces the URL, and its path and query, in err's text by
-// the host alone: URL paths and queries often carry keys.
-func redactURL(err error, raw string) error {
+// redactor cleans text of what an HTTP server's declaration holds secret:
+// its URL's path and query (the URL becomes scheme://host/…: paths and
+// queries often carry keys) and its credentials, the authorization (whole,
+// and its token alone) and every header value, which a server or a
+// gateway may quote back in its errors.
+type redactor struct {
+	replacer *strings.Replacer
+	broken   bool // the URL does not parse: nothing of the text is kept
+}
+
+// secretMark replaces a credential in a text.
+const secretMark = "[redacted]"
+
+func newRedactor(spec HTTPSpec) *redactor {
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return &redactor{broken: true}
+	}
+	safe := u.Scheme + "://" + u.Host + "/…"
+	type pair struct{ old, new string }
+	var pairs []pair
+	for _, s := range []string{spec.URL, u.String(), u.RequestURI(), u.RawQuery, u.Path} {
+		if s != "" && s != "/" {
+			pairs = append(pairs, pair{s, safe})
+		}
+	}
+	secrets := []string{spec.Authorization, AuthorizationHeader(spec.Authorization)}
+	if _, token, ok := strings.Cut(strings.TrimSpace(spec.Authorization), " "); ok {
+		secrets = append(secrets, strings.TrimSpace(token))
+	}
+	for _, v := range spec.Headers {
+		secrets = append(secrets, v)
+	}
+	for _, s := range secrets {
+		if len(s) >= 4 { // a tiny value would shred the text and guards nothing
+			pairs = append(pairs, pair{s, secretMark})
+		}
+	}
+	// One pass, longest first where several match at one place: replacing
+	// form by form would rewrite the safe text itself when the host
+	// contains the path ("https://mcp.example.com/mcp").
+	slices.SortStableFunc(pairs, func(a, b pair) int { return len(b.old) - len(a.old) })
+	args := make([]string, 0, 2*len(pairs))
+	for _, p := range pairs {
+		args = append(args, p.old, p.new)
+	}
+	return &redactor{replacer: strings.NewReplacer(args...)}
+}
+
+// text cleans a text.
+func (r *redactor) text(s string) string {
+	if r.broken {
+		return secretMark
+	}
+	return r.replacer.Replace(s)
+}
+
+// err cleans an error's text, keeping its chain for errors.Is and As.
+func (r *redactor) err(err error) error {
 	if err == nil {
 		return nil
 	}
-	u, perr := url.Parse(raw)
-	if perr != nil {
+	if r.broken {
 		return errors.New("connection failed")
 	}
-	safe := u.Scheme + "://" + u.Host + "/…"
-	// One pass, longest form first where several match: replacing form by
-	// form would rewrite the safe text itself when the host contains the
-	// path ("https://mcp.example.com/mcp").
-	var pairs []string
-	for _, s := range []string{raw, u.String(), u.RequestURI(), u.RawQuery, u.Path} {
-		if s != "" && s != "/" {
-			pairs = append(pairs, s, safe)
-		}
-	}
-	return &redacted{text: strings.NewReplacer(pairs...).Replace(err.Error()), err: err}
+	return &redacted{text: r.replacer.Replace(err.Error()), err: err}
+}
+
+// redactURL cleans err's text of a URL's path and query.
+func redactURL(err error, raw string) error {
+	return newRedactor(HTTPSpec{URL: raw}).err(err)
 }
 
 // redacted is an error whose text has been cleaned but that still answers

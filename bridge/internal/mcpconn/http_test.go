@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 const (

@@ -90,7 +90,7 @@ func TestJSONLines(t *testing.T) {
 			t.Run(tc.name+"/"+rd.name, func(t *testing.T) {
 				t.Parallel()
 				var dropped []string
-				j := newJSONLines(rd.wrap(strings.NewReader(tc.in)), func(line []byte) {
+				j := newJSONLines(rd.wrap(strings.NewReader(tc.in)), 0, func(line []byte) {
 					dropped = append(dropped, string(line))
 				})
 				got, err := io.ReadAll(rd.wrap(j))
@@ -111,7 +111,7 @@ func TestJSONLines(t *testing.T) {
 func TestJSONLinesReadError(t *testing.T) {
 	t.Parallel()
 	errBroken := errors.New("broken pipe")
-	j := newJSONLines(io.MultiReader(strings.NewReader(`{"a":1}`+"\n"), iotest.ErrReader(errBroken)), nil)
+	j := newJSONLines(io.MultiReader(strings.NewReader(`{"a":1}`+"\n"), iotest.ErrReader(errBroken)), 0, nil)
 	got, err := io.ReadAll(j)
 	if string(got) != `{"a":1}`+"\n" || !errors.Is(err, errBroken) {
 		t.Fatalf("ReadAll = %q, %v; want the line, then %v", got, err, errBroken)
@@ -119,5 +119,21 @@ func TestJSONLinesReadError(t *testing.T) {
 	// The error sticks.
 	if n, err := j.Read(make([]byte, 8)); n != 0 || !errors.Is(err, errBroken) {
 		t.Fatalf("Read after the error = %d, %v", n, err)
+	}
+}
+
+// A kept line longer than the limit ends the stream (the SDK would buffer
+// all of it); a dropped line of any length does not.
+func TestJSONLinesLimit(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 200)
+	in := "INFO " + long + "\n" + `{"ok":1}` + "\n" + `{"big":"` + long + `"}` + "\n" + `{"after":1}` + "\n"
+	j := newJSONLines(strings.NewReader(in), 100, nil)
+	got, err := io.ReadAll(j)
+	if !errors.Is(err, errMessageTooLarge) || !j.overflowed() {
+		t.Fatalf("err = %v, overflowed = %v; want errMessageTooLarge", err, j.overflowed())
+	}
+	if !strings.HasPrefix(string(got), `{"ok":1}`+"\n") || strings.Contains(string(got), "after") {
+		t.Errorf("read %q; want the short message, then the stream ends", got)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentd/agentd/internal/proctest"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 func TestMain(m *testing.M) {

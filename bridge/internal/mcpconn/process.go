@@ -52,6 +52,7 @@ type process struct {
 	stderr *os.File // read end; closed by close
 	grace  time.Duration
 	log    *slog.Logger
+	lines  *lineLimiter // rate of logged stderr and stray stdout lines
 
 	exited  chan struct{} // closed once Wait has returned
 	waitErr error         // set before exited closes
@@ -125,6 +126,7 @@ func startProcess(spec StdioSpec) (*process, error) {
 		stderr: stderrR,
 		grace:  grace,
 		log:    log.With("pid", cmd.Process.Pid),
+		lines:  newLineLimiter(),
 		exited: make(chan struct{}),
 	}
 	p.readers.Add(1)
@@ -165,7 +167,7 @@ func (p *process) forwardStderr() {
 	for {
 		line, err := readBoundedLine(br)
 		if line != "" {
-			p.log.Info("mcp server stderr", "line", line)
+			p.lines.logLine(p.log, slog.LevelInfo, "mcp server stderr", line)
 		}
 		if err != nil {
 			return
@@ -224,6 +226,9 @@ func (p *process) close() error {
 		}
 		_ = p.stderr.Close()
 		<-drained
+		if n := p.lines.left(); n > 0 {
+			p.log.Info("mcp server output left out of the log", "suppressed_lines", n)
+		}
 	})
 	return p.closeErr
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 const (
@@ -99,7 +99,7 @@ func TestDialStdio(t *testing.T) {
 	for _, tool := range tools {
 		names = append(names, tool.Name)
 	}
-	want := []string{"add", "add_tool", "crash", "echo", "env", "fail", "hang", "media", "no_schema", "pid", "raw_args", "rpc_error", "stall", "stderr", "two_texts"}
+	want := []string{"add", "add_tool", "big", "crash", "echo", "env", "fail", "hang", "media", "no_schema", "pid", "raw_args", "rpc_error", "stall", "stderr", "two_texts"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("ListTools names (-want +got):\n%s", diff)
 	}

@@ -85,6 +85,8 @@ type Pool struct {
 	idle     []*proc // initialized, nobody holds them (LIFO)
 	busy     map[*proc]struct{}
 	starting int
+	stopping int           // retired processes still exiting: they count against MaxProcesses
+	queue    []*waiting    // sessions waiting for a process, oldest first
 	changed  chan struct{} // closed and replaced on every change
 	closed   bool
 	stats    Stats
@@ -117,7 +119,20 @@ func (p *Pool) signal() {
 	p.changed = make(chan struct{})
 }
 
-func (p *Pool) live() int { return len(p.idle) + len(p.busy) + p.starting }
+func (p *Pool) live() int { return len(p.idle) + len(p.busy) + p.starting + p.stopping }
+
+// waiting is one Acquire in the queue, known by its address (so it must
+// not be zero-sized: those may all share one).
+type waiting struct{ _ byte }
+
+// leave removes w from the queue and wakes the others: the next in line
+// may now take its turn. p.mu is held.
+func (p *Pool) leave(w *waiting) {
+	if i := slices.Index(p.queue, w); i >= 0 {
+		p.queue = slices.Delete(p.queue, i, i+1)
+		p.signal()
+	}
+}
 
 // Lease is a process held by one session.
 type Lease struct {
@@ -140,25 +155,39 @@ func (l *Lease) Release(broken bool) {
 // Acquire returns a process for one session: a warm spare if there is one,
 // else a new process (initialized within timeout) if the pool is below
 // MaxProcesses, else the first to become available within timeout.
+// Sessions that must wait are served in the order they came, as
+// database/sql serves its connection requests, so none waits longer than
+// its turn.
 func (p *Pool) Acquire(ctx context.Context, timeout time.Duration) (*Lease, error) {
 	// The wait is bounded by timeout; a spawn bounds its own handshake.
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	w := &waiting{}
+	p.mu.Lock()
+	p.queue = append(p.queue, w)
+	defer func() {
+		p.mu.Lock()
+		p.leave(w)
+		p.mu.Unlock()
+	}()
 	waited := false
 	for {
-		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
 		}
-		if pr := p.takeLocked(); pr != nil {
-			p.mu.Unlock()
-			return &Lease{p: p, pr: pr}, nil
-		}
-		if p.live() < p.cfg.MaxProcesses {
-			p.starting++
-			p.mu.Unlock()
-			return p.spawnFor(ctx, timeout)
+		if p.queue[0] == w { // its turn
+			if pr := p.takeLocked(); pr != nil {
+				p.leave(w)
+				p.mu.Unlock()
+				return &Lease{p: p, pr: pr}, nil
+			}
+			if p.live() < p.cfg.MaxProcesses {
+				p.starting++
+				p.leave(w)
+				p.mu.Unlock()
+				return p.spawnFor(ctx, timeout)
+			}
 		}
 		if !waited {
 			waited = true
@@ -168,6 +197,7 @@ func (p *Pool) Acquire(ctx context.Context, timeout time.Duration) (*Lease, erro
 		p.mu.Unlock()
 		select {
 		case <-changed:
+			p.mu.Lock()
 		case <-wctx.Done():
 			if ctx.Err() == nil {
 				return nil, fault.New(fault.Exhausted,
@@ -276,12 +306,14 @@ func (p *Pool) retireLocked(pr *proc, crashed bool) {
 	} else {
 		p.stats.Retired++
 	}
-	p.signal()
+	p.stopping++
 	p.mu.Unlock()
 	if err := pr.conn.Close(); err != nil {
 		p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
 	}
 	p.mu.Lock()
+	p.stopping--
+	p.signal()
 }
 
 // fill keeps Warm spares ready and reaps idle and aged processes, until the

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
-	"github.com/agentd/agentd/bridge/internal/mcptest"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/mcptest"
 )
 
 func TestMain(m *testing.M) {
@@ -270,4 +270,49 @@ func TestClose(t *testing.T) {
 	if _, err := p.Acquire(t.Context(), time.Second); fault.KindOf(err) != fault.Unavailable {
 		t.Errorf("Acquire after Close: %v", err)
 	}
+}
+
+// Sessions waiting for a process are served in the order they came: a
+// newcomer does not overtake them.
+func TestWaitersServedInOrder(t *testing.T) {
+	t.Parallel()
+	p, _ := newPool(t, Config{MaxProcesses: 1, Warm: 0}, mcptest.Tools)
+	first := acquire(t, p)
+	got := make(chan int, 3)
+	for i := range 3 {
+		// Each joins the queue before the next starts.
+		waits := p.Stats().Waits
+		go func() {
+			l := acquire(t, p)
+			got <- i
+			l.Release(false)
+		}()
+		waitFor(t, "the session to queue", func() bool { return p.Stats().Waits > waits })
+	}
+	first.Release(false)
+	for want := range 3 {
+		if i := <-got; i != want {
+			t.Fatalf("session %d got the process before session %d", i, want)
+		}
+	}
+}
+
+// A retired process counts against MaxProcesses until it has exited, so
+// the pool never runs more than MaxProcesses at once.
+func TestStoppingProcessesCount(t *testing.T) {
+	t.Parallel()
+	p, _ := newPool(t, Config{MaxProcesses: 1, Warm: 0}, mcptest.Stubborn) // takes 2×grace to stop
+	l := acquire(t, p)
+	released := make(chan struct{})
+	go func() { l.Release(false); close(released) }()
+	waitFor(t, "the retirement to start", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.stopping == 1
+	})
+	if _, err := p.Acquire(t.Context(), grace/2); fault.KindOf(err) != fault.Exhausted {
+		t.Errorf("Acquire while the only process stops: %v; want Exhausted", err)
+	}
+	<-released
+	acquire(t, p).Release(false)
 }

@@ -70,6 +70,14 @@ func New(provider string, s providers.Settings, defaultBase string, h http.Heade
 	return &Client{Provider: provider, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries()}
 }
 
+// CloseIdleConnections closes the client's idle keep-alive connections
+// (at shutdown: their goroutines end with them).
+func (c *Client) CloseIdleConnections() {
+	if c.HTTP != nil {
+		c.HTTP.CloseIdleConnections()
+	}
+}
+
 // SetSleep replaces the wait between attempts (for tests: no real sleep).
 func (c *Client) SetSleep(f func(context.Context, time.Duration) error) { c.sleep = f }
 
@@ -307,6 +315,14 @@ func (t idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &idleBody{ReadCloser: resp.Body, cancel: cancel, idle: t.idle}
 	return resp, nil
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// wrapped transport.
+func (t idleTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 type idleBody struct {

@@ -2,6 +2,8 @@ package httpc
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -151,5 +153,33 @@ func TestMergeOptions(t *testing.T) {
 	MergeOptions(body, map[string]any{"model": "theirs", "tools": []any{"native"}, "temperature": 0.5}, "tools")
 	if body["model"] != "m" || body["temperature"] != 0.5 || len(body["tools"].([]any)) != 2 {
 		t.Errorf("merged = %v", body)
+	}
+}
+
+// CloseIdleConnections reaches the transport under the idle-timeout
+// wrapper: the keep-alive connection of a finished request closes.
+func TestCloseIdleConnections(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			close(closed)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := &Client{Provider: "p", BaseURL: srv.URL, HTTP: NewHTTPClient(time.Second)}
+	resp, err := c.Do(t.Context(), http.MethodPost, "/", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	c.CloseIdleConnections()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection was not closed")
 	}
 }

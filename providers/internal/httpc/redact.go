@@ -2,6 +2,8 @@ package httpc
 
 import (
 	"errors"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/agentd/agentd/internal/fault"
@@ -34,6 +36,8 @@ func Redact(err error, secrets ...string) error {
 			olds = append(olds, strings.TrimSpace(token))
 		}
 	}
+	// Longest first: a URL's path is inside the URL.
+	slices.SortStableFunc(olds, func(a, b string) int { return len(b) - len(a) })
 	clean := func(s string) string {
 		for _, old := range olds {
 			s = strings.ReplaceAll(s, old, Redacted)
@@ -66,14 +70,21 @@ func RedactErrors(yield func(providers.Event, error) bool, secrets ...string) fu
 	}
 }
 
-// RequestSecrets lists the credentials a request carries to its
-// provider-side MCP servers: their authorization and header values.
+// RequestSecrets lists what a request carries to its provider-side MCP
+// servers that must stay out of errors: their authorization and header
+// values, and their URLs' paths and queries (which often carry keys).
 func RequestSecrets(req *providers.Request) []string {
 	var s []string
 	for _, srv := range req.MCPServers {
 		s = append(s, srv.GetAuthorization())
 		for _, v := range srv.GetHeaders() {
 			s = append(s, v)
+		}
+		// The scheme and host stay: they say which server failed.
+		if u, err := url.Parse(srv.GetUrl()); err == nil {
+			s = append(s, u.RequestURI(), u.RawQuery, u.EscapedPath(), u.Path)
+		} else {
+			s = append(s, srv.GetUrl())
 		}
 	}
 	return s

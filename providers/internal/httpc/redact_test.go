@@ -2,9 +2,8 @@ package httpc_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -56,11 +55,19 @@ func TestRedact(t *testing.T) {
 func TestRequestSecrets(t *testing.T) {
 	t.Parallel()
 	req := &providers.Request{MCPServers: []*agentdv1.MCPServer{
-		{Name: "a", Authorization: "Bearer tok-a", Headers: map[string]string{"X-Key": "hdr-a"}},
-		{Name: "b"},
+		{Name: "a", Transport: &agentdv1.MCPServer_Url{Url: "https://mcp.example.com/k-path/mcp?key=q-secret"}, Authorization: "Bearer tok-a", Headers: map[string]string{"X-Key": "hdr-a"}},
+		{Name: "b", Transport: &agentdv1.MCPServer_Url{Url: "mcp://gmail"}},
 	}}
-	got := httpc.RequestSecrets(req)
-	if diff := cmp.Diff([]string{"Bearer tok-a", "hdr-a", ""}, got); diff != "" {
-		t.Errorf("secrets (-want +got):\n%s", diff)
+	err := fault.New(fault.Invalid, "server https://mcp.example.com/k-path/mcp?key=q-secret refused Bearer tok-a with hdr-a; mcp://gmail too")
+	got := httpc.Redact(err, httpc.RequestSecrets(req)...).Error()
+	for _, secret := range []string{"k-path", "q-secret", "tok-a", "hdr-a"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("%q shows %q", got, secret)
+		}
+	}
+	for _, kept := range []string{"https://mcp.example.com", "mcp://gmail"} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("%q lost %q, which names the server", got, kept)
+		}
 	}
 }

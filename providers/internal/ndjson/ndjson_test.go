@@ -33,17 +33,3 @@ func TestReader(t *testing.T) {
 		}
 	}
 }
-
-func FuzzReader(f *testing.F) {
-	for _, s := range []string{"{}\n", "\n\n{\"a\":1}\r\n", "x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, in string) {
-		r := NewReader(strings.NewReader(in))
-		for range 1000 {
-			if _, err := r.Next(); err != nil {
-				return
-			}
-		}
-	})
-}

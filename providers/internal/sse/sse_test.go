@@ -61,17 +61,3 @@ func TestTruncated(t *testing.T) {
 		t.Errorf("a stream cut mid-line: %v, want ErrUnexpectedEOF", err)
 	}
 }
-
-func FuzzReader(f *testing.F) {
-	for _, s := range []string{"data: x\n\n", "event: a\r\ndata: b\r\n\r\n", ": c\n", "data:\n\ndata: [DONE]\n\n", "id: 1\nretry: 5\n"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, in string) {
-		r := NewReader(strings.NewReader(in))
-		for range 1000 {
-			if _, err := r.Next(); err != nil {
-				return
-			}
-		}
-	})
-}

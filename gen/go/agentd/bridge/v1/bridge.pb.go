@@ -1858,7 +1858,10 @@ func (*GetPoolStatsRequest) Descriptor() ([]byte, []int) {
 type GetPoolStatsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per pool (per distinct server configuration).
-	Pools         []*PoolStats `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	Pools []*PoolStats `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	// Bridge sessions open now: one per running generation that has
+	// servers in the bridge. Zero when nothing runs.
+	OpenSessions  int32 `protobuf:"varint,2,opt,name=open_sessions,json=openSessions,proto3" json:"open_sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1898,6 +1901,13 @@ func (x *GetPoolStatsResponse) GetPools() []*PoolStats {
 		return x.Pools
 	}
 	return nil
+}
+
+func (x *GetPoolStatsResponse) GetOpenSessions() int32 {
+	if x != nil {
+		return x.OpenSessions
+	}
+	return 0
 }
 
 // PoolStats reports one stdio process pool.
@@ -2158,9 +2168,10 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\f_max_entries\"U\n" +
 	"\x16ConfigureCacheResponse\x12;\n" +
 	"\bsettings\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.CacheSettingsR\bsettings\"\x15\n" +
-	"\x13GetPoolStatsRequest\"I\n" +
+	"\x13GetPoolStatsRequest\"n\n" +
 	"\x14GetPoolStatsResponse\x121\n" +
-	"\x05pools\x18\x01 \x03(\v2\x1b.agentd.bridge.v1.PoolStatsR\x05pools\"\xa3\x02\n" +
+	"\x05pools\x18\x01 \x03(\v2\x1b.agentd.bridge.v1.PoolStatsR\x05pools\x12#\n" +
+	"\ropen_sessions\x18\x02 \x01(\x05R\fopenSessions\"\xa3\x02\n" +
 	"\tPoolStats\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x12\x10\n" +

@@ -114,10 +114,12 @@ class GetPoolStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetPoolStatsResponse(_message.Message):
-    __slots__ = ["pools"]
+    __slots__ = ["open_sessions", "pools"]
+    OPEN_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     POOLS_FIELD_NUMBER: _ClassVar[int]
+    open_sessions: int
     pools: _containers.RepeatedCompositeFieldContainer[PoolStats]
-    def __init__(self, pools: _Optional[_Iterable[_Union[PoolStats, _Mapping]]] = ...) -> None: ...
+    def __init__(self, pools: _Optional[_Iterable[_Union[PoolStats, _Mapping]]] = ..., open_sessions: _Optional[int] = ...) -> None: ...
 
 class HTTPTarget(_message.Message):
     __slots__ = ["authorization", "headers", "max_reconnection_wait", "url"]

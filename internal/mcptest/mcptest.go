@@ -182,6 +182,16 @@ type TextInput struct {
 	Text string `json:"text,omitempty"`
 }
 
+// SizeInput is big's arguments.
+type SizeInput struct {
+	Size int `json:"size"`
+}
+
+// LinesInput is flood's arguments.
+type LinesInput struct {
+	Lines int `json:"lines"`
+}
+
 // AddInput is add's arguments.
 type AddInput struct {
 	A float64 `json:"a"`
@@ -224,7 +234,14 @@ var objectSchema = map[string]any{"type": "object"}
 //     client meanwhile, and writes "mcptest: ping answered" to stderr
 //     after the first answered ping;
 //   - add_tool: adds a tool, so the server sends tools/list_changed;
-//   - crash: exits the process with status 3 without answering.
+//   - crash: exits the process with status 3 without answering;
+//   - big {size}: a text of size bytes.
+//
+// With stdoutNoise (the Banner server) it also has:
+//
+//   - noisy: prints a log line on stdout, then answers "ok";
+//   - flood {lines}: prints that many lines of garbage on stdout and on
+//     stderr, then answers "ok".
 func newServer(stdoutNoise bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, &mcp.ServerOptions{PageSize: 2})
 	readOnly := false
@@ -300,7 +317,22 @@ func newServer(stdoutNoise bool) *mcp.Server {
 			os.Exit(3)
 			return nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Returns a text of the given size."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in SizeInput) (*mcp.CallToolResult, any, error) {
+			return text(strings.Repeat("x", in.Size)), nil, nil
+		})
 	if stdoutNoise {
+		mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Floods stdout and stderr with garbage."},
+			func(_ context.Context, _ *mcp.CallToolRequest, in LinesInput) (*mcp.CallToolResult, any, error) {
+				// One write per line, each shorter than PIPE_BUF, so that the
+				// SDK's own messages on stdout stay whole.
+				line := "garbage " + strings.Repeat("#", 200) + "\n"
+				for range in.Lines {
+					_, _ = os.Stdout.WriteString(line)
+					_, _ = os.Stderr.WriteString(line)
+				}
+				return text("ok"), nil, nil
+			})
 		s.AddTool(&mcp.Tool{Name: "noisy", InputSchema: objectSchema},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				fmt.Fprintln(os.Stdout, "INFO handling noisy")

@@ -58,6 +58,9 @@ type HTTPOptions struct {
 	// FailCalls answers every tools/call with HTTP 500 and a plain-text
 	// body; the tool never runs.
 	FailCalls bool
+	// Wrap, when set, wraps the server's handler: tests inject faults
+	// (connection resets, slow bytes) in front of it.
+	Wrap func(http.Handler) http.Handler
 }
 
 // The stream tool's defaults: a progress notification every
@@ -126,7 +129,11 @@ func NewHTTP(tb testing.TB, opts HTTPOptions) *HTTPServer {
 	tb.Helper()
 	s := &HTTPServer{opts: opts, stop: make(chan struct{}), executions: make(map[string]int), cancelled: make(map[string]int)}
 	s.handler = s.newHandler()
-	s.ts = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	var h http.Handler = http.HandlerFunc(s.serveHTTP)
+	if opts.Wrap != nil {
+		h = opts.Wrap(h)
+	}
+	s.ts = httptest.NewServer(h)
 	s.Base = s.ts.URL
 	s.URL = s.ts.URL + "/mcp"
 	tb.Cleanup(s.Close)

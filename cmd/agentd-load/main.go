@@ -1,0 +1,206 @@
+// Command agentd-load is agentd's load generator. It drives many
+// concurrent Generate streams, each running scripted generations that call
+// the demo MCP server through the bridge, one after another, and reports
+// throughput, latency, errors, and whether the agentd process came back to
+// rest afterwards.
+//
+//	go run ./cmd/agentd-load [-streams 500] [-duration 60s] [-turns 3] [-addr HOST:PORT] [-json]
+//
+// # The agentd under load
+//
+// Without -addr, agentd runs in this process, built as `agentd serve`
+// builds it: config.Default(), telemetry.Setup, the info-level text log,
+// app.NewAgent with its embedded bridge, served on a loopback TCP port (an
+// ephemeral one) so that the client side is real gRPC over TCP. What
+// differs from `agentd serve`:
+//
+//   - state_dir is a fresh temporary directory, and the log goes to
+//     agentd.log there instead of stderr; both are removed after a run that
+//     passed and kept, with their path printed, after one that failed;
+//   - "@self" is this executable, which serves the demo MCP server when
+//     started as `agentd-load mcp-demo`, as agentd does;
+//   - the demo server is registered with shared: true.
+//
+// The pool setting is the one choice that matters. By default a registered
+// server's process serves one session and is then retired, and a pool runs
+// at most max_processes (8) processes. Under 500 concurrent generations
+// every generation then pays for a process start (fork, exec, the Go
+// runtime, the MCP handshake) and a stop, eight at a time, while the
+// others wait for a process, up to their read_timeout (30 s), after which
+// they fail. Measured on two cores, that gives five to eight times fewer
+// generations per second than a shared process, a p99 of 18 s, and
+// generations that fail after waiting 30 s; raising max_processes to 500
+// would run 500 processes on two cores instead. The demo server keeps no
+// state between calls, which is what shared: true is for: one process,
+// started warm before the first generation, serves every session at once
+// over its one stdio pipe, so no generation waits for a process and none
+// is started or stopped under load. The pool keeps its other defaults.
+//
+// With -addr, the generator drives an agentd that is already running; only
+// the client-side figures and, when the bridge is embedded (its admin API
+// is then served on agentd's address), the pool statistics are reported.
+//
+// # A generation
+//
+// Each stream runs generations back to back until -duration has passed,
+// then finishes the one it is in. A generation is one Generate stream whose
+// agent uses the "script" provider: -turns turns that each call the demo
+// server's echo tool with {"text": "turn i"}, then a final text turn,
+// "done: {{tool_outputs}}". It counts as completed only if the stream ends
+// with status OK after a completed event with the scripted tool turns and
+// final text, and every tool call finished without error; anything else is
+// an error, counted by gRPC code ("BadResult" for an OK stream whose
+// content is wrong). One warm-up generation runs before the load, so that
+// connections, the schema cache and the baseline are in place.
+//
+// # Figures
+//
+// Throughput is over the time from the start of the load to the end of its
+// last generation. Latency is a completed generation's time from opening
+// its stream to the stream's end; percentiles are exact (nearest rank over
+// every recorded latency). For an in-process agentd the generator also
+// reports this process's VmHWM, the peak resident set as the kernel counts
+// it (its counters are per-CPU and approximate, so it may read slightly
+// below a sampled VmRSS), and its VmRSS, goroutines and live (not zombie)
+// child processes: before agentd starts, at the baseline (idle, after the
+// warm-up), at their peak (sampled every second during the load), when the
+// load ends, -settle (5 s) later, and after agentd has shut down. They are
+// the figures of the process that also runs the clients, whose goroutines
+// and memory they include. The live heap, after forced collections, is
+// shown at the baseline and settled points: RSS alone cannot tell growth
+// from memory the Go runtime has not yet given back.
+//
+// # Verdict
+//
+// The command exits 1, after the report, if any generation failed; if,
+// after the settle period, the goroutines exceed the baseline by more than
+// a few, the children exceed the baseline, or a pool still holds a busy or
+// starting process; if a pool's process crashed or missed a deadline
+// during the load; or if, after shutdown, a child process survives or the
+// goroutines exceed those before agentd started by more than a few. It
+// exits 2 for bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentd/agentd/internal/mcpdemo"
+)
+
+// demoArg, as the only argument, makes this executable the demo MCP server
+// on stdio: the in-process agentd registers it as {command: <this
+// executable>, args: [mcp-demo]}, as agentd registers "@self mcp-demo".
+const demoArg = "mcp-demo"
+
+// errFailed is returned, after the report, by a run that did not pass.
+var errFailed = errors.New("the load run failed")
+
+func main() {
+	serveDemoIfAsked()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "agentd-load:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "agentd-load:", err)
+		os.Exit(1)
+	}
+}
+
+// serveDemoIfAsked serves the demo MCP server and exits when this process
+// was started as the in-process agentd's demo server.
+func serveDemoIfAsked() {
+	if len(os.Args) != 2 || os.Args[1] != demoArg {
+		return
+	}
+	if err := mcpdemo.Run(context.Background(), os.Stdin, os.Stdout); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// errUsage marks a bad flag value.
+var errUsage = errors.New("usage")
+
+// options are the command line.
+type options struct {
+	streams  int
+	duration time.Duration
+	turns    int
+	addr     string
+	json     bool
+	settle   time.Duration
+	timeout  time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("agentd-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.streams, "streams", 500, "concurrent Generate streams")
+	fs.DurationVar(&o.duration, "duration", 60*time.Second, "how long streams start new generations")
+	fs.IntVar(&o.turns, "turns", 3, "tool turns per generation, each calling the demo server's echo tool (0..1000)")
+	fs.StringVar(&o.addr, "addr", "", "address of a running agentd (default: start one in this process)")
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the load before measuring again")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var bad []error
+	if fs.NArg() > 0 {
+		bad = append(bad, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if o.streams < 1 {
+		bad = append(bad, fmt.Errorf("-streams must be at least 1, got %d", o.streams))
+	}
+	if o.duration <= 0 || o.timeout <= 0 || o.settle < 0 {
+		bad = append(bad, errors.New("-duration and -timeout must be positive, -settle not negative"))
+	}
+	if o.turns < 0 || o.turns > 1000 {
+		bad = append(bad, fmt.Errorf("-turns must be 0..1000, got %d", o.turns))
+	}
+	if len(bad) > 0 {
+		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(bad...))
+	}
+	return o, nil
+}
+
+// run parses args, runs the load and writes the report to stdout; progress
+// goes to stderr. It returns errFailed when the run did not pass.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := measure(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		err = rep.writeJSON(stdout)
+	} else {
+		err = rep.writeText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return errFailed
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/proctest"
+)
+
+func TestMain(m *testing.M) {
+	// The in-process agentd starts this test binary as its demo server.
+	serveDemoIfAsked()
+	proctest.VerifyTestMain(m)
+}
+
+// TestLoad runs the generator for two seconds with eight streams against
+// an in-process agentd: every generation completes as scripted, the
+// counters agree with each other, and agentd comes back to rest and leaves
+// no process behind.
+//
+// Not parallel: it counts this process's goroutines and children.
+func TestLoad(t *testing.T) {
+	const streams, turns = 8, 2
+	var out, progress bytes.Buffer
+	err := run(t.Context(), []string{"-streams", "8", "-duration", "2s", "-turns", "2", "-settle", "500ms", "-json"}, &out, &progress)
+	if err != nil {
+		t.Fatalf("run: %v\nreport:\n%s\nprogress:\n%s", err, out.String(), progress.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("the -json report does not parse: %v\n%s", err, out.String())
+	}
+	if !rep.OK || len(rep.Problems) > 0 || rep.Failed != 0 || len(rep.Errors) != 0 {
+		t.Errorf("ok %v, problems %q, %d failed, errors %v", rep.OK, rep.Problems, rep.Failed, rep.Errors)
+	}
+	if rep.Generations < streams {
+		t.Errorf("%d generations completed, want at least one per stream (%d)", rep.Generations, streams)
+	}
+	if rep.ToolCalls != rep.Generations*turns {
+		t.Errorf("%d tool calls for %d generations of %d turns", rep.ToolCalls, rep.Generations, turns)
+	}
+	if rep.ElapsedS < 2 || rep.GenerationsPerSec <= 0 || rep.ToolCallsPerSec != rep.GenerationsPerSec*turns {
+		t.Errorf("elapsed %gs, %g generations/s, %g tool calls/s", rep.ElapsedS, rep.GenerationsPerSec, rep.ToolCallsPerSec)
+	}
+	l := rep.LatencyMS
+	if !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max && l.Mean <= l.Max) {
+		t.Errorf("latency percentiles out of order: %+v", l)
+	}
+	p := rep.Process
+	if p == nil {
+		t.Fatal("no process figures for an in-process agentd")
+	}
+	// VmHWM and VmRSS come from the kernel's approximate (per-CPU) counters,
+	// so the high-water mark may read a little below a sampled RSS.
+	if p.HWM < p.Baseline.RSS || p.Peak.RSS < p.Baseline.RSS || p.Baseline.LiveHeap == 0 {
+		t.Errorf("VmHWM %d, peak RSS %d, baseline RSS %d, baseline live heap %d", p.HWM, p.Peak.RSS, p.Baseline.RSS, p.Baseline.LiveHeap)
+	}
+	// The shared demo server: one process from the baseline on, none after
+	// shutdown.
+	if p.Baseline.Children != 1 || p.Peak.Children != 1 || p.Settled.Children != 1 || p.Shutdown.Children != 0 {
+		t.Errorf("children: baseline %d, peak %d, settled %d, after shutdown %d; want 1, 1, 1, 0",
+			p.Baseline.Children, p.Peak.Children, p.Settled.Children, p.Shutdown.Children)
+	}
+	if p.Peak.Goroutines <= p.Baseline.Goroutines {
+		t.Errorf("peak goroutines %d, baseline %d: the monitor saw no load", p.Peak.Goroutines, p.Baseline.Goroutines)
+	}
+	if len(rep.Pools) != 1 || rep.Pools[0].Server != "demo" || !rep.Pools[0].Shared || rep.Pools[0].Spawned != 0 {
+		t.Errorf("pools %+v, want demo, shared, nothing spawned during the load", rep.Pools)
+	}
+
+	var text bytes.Buffer
+	if err := rep.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"generations  ", "latency      p50 ", "errors       none", "peak RSS (VmHWM)", "pool demo (shared", "PASS"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// TestWarmUpFails: a run that cannot be measured (here, no generation can
+// finish within -timeout) returns an error naming agentd's log, which it
+// keeps, and stops agentd: TestMain finds no child process or goroutine
+// left.
+func TestWarmUpFails(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the kept state goes
+	err := run(t.Context(), []string{"-streams", "1", "-duration", "1s", "-timeout", "1ns"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "warm-up generation failed") || !strings.Contains(err.Error(), "agentd.log") {
+		t.Fatalf("run = %v, want the warm-up's failure and agentd's log", err)
+	}
+	if kids := children(); kids != 0 {
+		t.Errorf("%d child processes left after a failed run", kids)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	ms := func(ns ...int) []time.Duration {
+		var out []time.Duration
+		for _, n := range ns {
+			out = append(out, time.Duration(n)*time.Millisecond)
+		}
+		return out
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = i + 1
+	}
+	for _, tc := range []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one value", ms(7), 99, 7 * time.Millisecond},
+		{"median of four is the second", ms(1, 2, 3, 4), 50, 2 * time.Millisecond},
+		{"p90 of four is the fourth", ms(1, 2, 3, 4), 90, 4 * time.Millisecond},
+		{"p99 of 1..100", ms(hundred...), 99, 99 * time.Millisecond},
+		{"p90 of 1..100", ms(hundred...), 90, 90 * time.Millisecond},
+		{"max", ms(hundred...), 100, 100 * time.Millisecond},
+	} {
+		if got := percentile(tc.sorted, tc.p); got != tc.want {
+			t.Errorf("%s: percentile(p%g) = %v, want %v", tc.name, tc.p, got, tc.want)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"-streams", "0"},
+		{"-turns", "-1"},
+		{"-turns", "1001"},
+		{"-duration", "0s"},
+		{"extra"},
+	} {
+		var stderr bytes.Buffer
+		if err := run(t.Context(), args, &bytes.Buffer{}, &stderr); !errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+}

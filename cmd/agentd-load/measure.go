@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+const (
+	// goroutineSlack is how many goroutines above a reference count still
+	// count as "back to rest": timers, HTTP/2 keepalive and the like come
+	// and go.
+	goroutineSlack = 10
+	// sampleEvery is the monitor's period during the load; progressEvery
+	// its progress lines on stderr.
+	sampleEvery   = time.Second
+	progressEvery = 10 * time.Second
+	// shutdownWait bounds the wait for the client's and the server's
+	// goroutines to end after shutdown.
+	shutdownWait = 2 * time.Second
+)
+
+// measure runs the whole load run of o and returns its report. progress
+// receives a line every progressEvery. Errors are failures to set the run
+// up (agentd does not start, the warm-up generation fails); failures under
+// load are in the report.
+func measure(ctx context.Context, o options, progress io.Writer) (rep *report, err error) {
+	start, err := startRequest(o.turns)
+	if err != nil {
+		return nil, err
+	}
+	rep = &report{Target: "in-process", Address: o.addr, Streams: o.streams, DurationS: o.duration.Seconds(), Turns: o.turns}
+	var srv *inProcess
+	var proc processReport
+	if o.addr != "" {
+		rep.Target = "remote"
+	} else {
+		var exe string
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
+		proc.Before = take(true)
+		if srv, err = startAgentd(exe); err != nil {
+			return nil, fmt.Errorf("starting agentd: %w", err)
+		}
+		defer func() {
+			// err is measure's result: a run that could not be measured
+			// stops agentd and keeps its log.
+			if err != nil {
+				srv.Close()
+				err = fmt.Errorf("%w (agentd's log: %s)", err, srv.dir+"/agentd.log")
+			}
+		}()
+		rep.Address = srv.addr
+	}
+
+	conn, err := grpc.NewClient(rep.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	d := &driver{client: agentdv1.NewAgentServiceClient(conn), start: start, turns: o.turns, timeout: o.timeout}
+	admin := bridgev1.NewBridgeAdminServiceClient(conn)
+	if _, err := d.generate(ctx, start); err != nil {
+		return nil, fmt.Errorf("the warm-up generation failed: %w", err)
+	}
+	poolsBefore, err := poolStats(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	if srv != nil {
+		proc.Baseline = take(true)
+	}
+
+	fmt.Fprintf(progress, "agentd-load: %d streams for %s against %s agentd on %s\n", o.streams, o.duration, rep.Target, rep.Address)
+	mon := startMonitor(d, srv != nil, proc.Baseline, progress)
+	total, elapsed := d.load(ctx, o.streams, o.duration)
+	proc.Peak = mon.stop()
+	if srv != nil {
+		proc.End = take(false)
+		proc.Peak = proc.Peak.max(proc.End)
+	}
+	rep.fill(total, elapsed)
+
+	sleep(ctx, o.settle)
+	rep.SettleS = o.settle.Seconds()
+	poolsAfter, err := poolStats(context.WithoutCancel(ctx), admin)
+	if err != nil {
+		return nil, err
+	}
+	rep.Pools = poolReports(poolsBefore, poolsAfter)
+	if srv != nil {
+		proc.Settled = take(true)
+	}
+	conn.Close()
+
+	if srv != nil {
+		serveErr := srv.Close()
+		proc.Shutdown = take(false)
+		deadline := time.Now().Add(shutdownWait)
+		for proc.Shutdown.Goroutines > proc.Before.Goroutines+goroutineSlack && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			proc.Shutdown.Goroutines = take(false).Goroutines
+		}
+		proc.HWM, _ = statusBytes("VmHWM")
+		rep.Process = &proc
+		if serveErr != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("agentd's Serve failed: %v", serveErr))
+		}
+	}
+	rep.judge()
+	if srv != nil {
+		if rep.OK {
+			if err := srv.removeState(); err != nil {
+				fmt.Fprintf(progress, "agentd-load: %v\n", err)
+			}
+		} else {
+			rep.Log = srv.dir + "/agentd.log"
+		}
+	}
+	return rep, nil
+}
+
+// poolStats reads the bridge's pools through its admin API; nil when the
+// agentd does not serve it (a remote bridge).
+func poolStats(ctx context.Context, admin bridgev1.BridgeAdminServiceClient) ([]*bridgev1.PoolStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := admin.GetPoolStats(ctx, &bridgev1.GetPoolStatsRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("GetPoolStats: %w", err)
+	}
+	return res.GetPools(), nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// monitor samples the process every second during the load, keeping the
+// peaks, and writes a progress line every ten seconds.
+type monitor struct {
+	quit chan struct{}
+	done chan struct{}
+	peak snapshot // written by the monitor's goroutine until done closes
+}
+
+// startMonitor starts the monitor; sampling says whether this process is
+// the agentd (otherwise only progress is written).
+func startMonitor(d *driver, sampling bool, baseline snapshot, progress io.Writer) *monitor {
+	m := &monitor{quit: make(chan struct{}), done: make(chan struct{}), peak: baseline}
+	began := time.Now()
+	go func() {
+		defer close(m.done)
+		tick := time.NewTicker(sampleEvery)
+		defer tick.Stop()
+		var last snapshot
+		for n := 1; ; n++ {
+			select {
+			case <-m.quit:
+				return
+			case <-tick.C:
+			}
+			if sampling {
+				last = take(false)
+				m.peak = m.peak.max(last)
+			}
+			if time.Duration(n)*sampleEvery%progressEvery != 0 {
+				continue
+			}
+			line := fmt.Sprintf("  %3.0fs: %d completed, %d failed", time.Since(began).Seconds(), d.completed.Load(), d.failed.Load())
+			if sampling {
+				line += fmt.Sprintf("; RSS %s, %d goroutines, %d children", mib(last.RSS), last.Goroutines, last.Children)
+			}
+			fmt.Fprintln(progress, line)
+		}
+	}()
+	return m
+}
+
+// stop ends the monitor and returns the peaks it saw.
+func (m *monitor) stop() snapshot {
+	close(m.quit)
+	<-m.done
+	return m.peak
+}

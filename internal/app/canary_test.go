@@ -1,0 +1,847 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/mcpdemo"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// The canaries: distinctive secrets, each put in one place where agentd
+// must carry it without ever showing it.
+const (
+	cnryAuth      = "cnry-auth-7f3a"      // the HTTP MCP server's bearer token
+	cnryWrongAuth = "cnry-wrongauth-3c3c" // a token the server refuses
+	cnryPath      = "cnry-path-91bc"      // in the server URL's path
+	cnryQuery     = "cnry-query-2d4e"     // in the server URL's query
+	cnryHeader    = "cnry-header-e1f0"    // a header value for the server
+	cnryEnv       = "cnry-env-5a6b"       // env of a request's command server
+	cnryRegEnv    = "cnry-regenv-0b7d"    // env of a registered server
+	cnryKey       = "cnry-key-c8d9"       // the openai provider's API key
+	cnryAKey      = "cnry-akey-4e21"      // the anthropic provider's API key
+	cnryRKey      = "cnry-rkey-9a5f"      // the openai-responses provider's API key
+)
+
+var canarySecrets = []string{cnryAuth, cnryWrongAuth, cnryPath, cnryQuery, cnryHeader, cnryEnv, cnryRegEnv, cnryKey, cnryAKey, cnryRKey}
+
+// MCP server behaviours of canaryMCP.
+const (
+	mcpModeOK    int32 = iota
+	mcpMode500         // every POST fails with a plain 500
+	mcpModeQuote       // every POST is refused (403) with a JSON-RPC error quoting the request, as a gateway might
+	mcpModeHang        // every POST waits for the client to give up
+)
+
+// canaryMCP is an HTTP MCP server (the demo tools over stateful
+// Streamable HTTP) reachable only at the canary path, for the canary
+// bearer token; it records which canaries reached it.
+type canaryMCP struct {
+	srv     *httptest.Server
+	handler http.Handler
+	mode    int32
+
+	sawToken, sawWrongToken, sawHeader, sawPath, sawQuery atomic.Bool
+
+	mu      sync.Mutex
+	servers []*mcp.Server // one per session
+}
+
+func newCanaryMCP(t *testing.T, mode int32) *canaryMCP {
+	t.Helper()
+	m := &canaryMCP{mode: mode}
+	m.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		s := mcpdemo.NewServer()
+		m.mu.Lock()
+		m.servers = append(m.servers, s)
+		m.mu.Unlock()
+		return s
+	}, nil)
+	m.srv = httptest.NewServer(m)
+	t.Cleanup(m.close)
+	return m
+}
+
+// close stops the server and ends the sessions that their clients could
+// not end (a DELETE that never arrived).
+func (m *canaryMCP) close() {
+	m.srv.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.servers {
+		for _, ss := range slices.Collect(s.Sessions()) {
+			_ = ss.Close()
+		}
+	}
+}
+
+// url is the server's endpoint, canaries in its path and query.
+func (m *canaryMCP) url() string {
+	return m.srv.URL + "/" + cnryPath + "/mcp?k=" + cnryQuery
+}
+
+func (m *canaryMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/"+cnryPath+"/mcp" {
+		http.NotFound(w, r)
+		return
+	}
+	m.sawPath.Store(true)
+	if r.URL.Query().Get("k") == cnryQuery {
+		m.sawQuery.Store(true)
+	}
+	if r.Header.Get("X-Canary") == cnryHeader {
+		m.sawHeader.Store(true)
+	}
+	switch r.Header.Get("Authorization") {
+	case "Bearer " + cnryAuth:
+		m.sawToken.Store(true)
+	case "Bearer " + cnryWrongAuth:
+		m.sawWrongToken.Store(true)
+		fallthrough
+	default:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp"`)
+		http.Error(w, "invalid token", http.StatusUnauthorized)
+		return
+	}
+	if r.Method != http.MethodPost {
+		m.handler.ServeHTTP(w, r)
+		return
+	}
+	switch m.mode {
+	case mcpMode500:
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	case mcpModeQuote:
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &req)
+		if len(req.ID) == 0 {
+			req.ID = json.RawMessage("0")
+		}
+		resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
+			"code": -32603, "message": "gateway refused the request: " + canaryQuote(r, body),
+		}})
+		// Not a 5xx: the go-sdk takes those for transient and drops the body.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write(resp)
+	case mcpModeHang:
+		// Reading the body lets the server notice the client hanging up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	default:
+		m.handler.ServeHTTP(w, r)
+	}
+}
+
+// canaryQuote renders a request as an API gateway quoting it back would:
+// method, URI, every header, the body.
+func canaryQuote(r *http.Request, body []byte) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s;", r.Method, r.URL.RequestURI())
+	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
+		fmt.Fprintf(&b, " %s: %s;", k, strings.Join(r.Header[k], ", "))
+	}
+	b.WriteString(" body: ")
+	b.Write(body)
+	return b.String()
+}
+
+// canaryAPI is the provider APIs (OpenAI Chat Completions, Anthropic
+// Messages, OpenAI Responses) on one server; script answers each request
+// of the current scenario (n counts them from 1).
+type canaryAPI struct {
+	mu     sync.Mutex
+	n      int
+	script func(w http.ResponseWriter, r *http.Request, body []byte, n int)
+	sawKey map[string]bool
+	bodies map[string][]string // by path
+}
+
+func (a *canaryAPI) set(script func(w http.ResponseWriter, r *http.Request, body []byte, n int)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n, a.script = 0, script
+}
+
+func (a *canaryAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	a.mu.Lock()
+	a.n++
+	n, script := a.n, a.script
+	for _, vs := range r.Header {
+		for _, v := range vs {
+			for _, k := range []string{cnryKey, cnryAKey, cnryRKey} {
+				if strings.Contains(v, k) {
+					a.sawKey[k] = true
+				}
+			}
+		}
+	}
+	a.bodies[r.URL.Path] = append(a.bodies[r.URL.Path], string(body))
+	a.mu.Unlock()
+	script(w, r, body, n)
+}
+
+func (a *canaryAPI) saw(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sawKey[key]
+}
+
+func (a *canaryAPI) bodiesOf(path string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.bodies[path])
+}
+
+func canaryJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func canaryChunk(v any) string {
+	b, _ := json.Marshal(v)
+	return "data: " + string(b) + "\n\n"
+}
+
+func canaryChoice(delta map[string]any, finish any) map[string]any {
+	return map[string]any{"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+}
+
+// canaryToolCalls answers a Chat Completions request with tool calls, each a
+// name and its arguments.
+func canaryToolCalls(w http.ResponseWriter, turn int, calls ...[2]string) {
+	var tcs []any
+	for i, c := range calls {
+		tcs = append(tcs, map[string]any{"index": i, "id": fmt.Sprintf("call_%d_%d", turn, i+1), "type": "function",
+			"function": map[string]any{"name": c[0], "arguments": c[1]}})
+	}
+	sseWrite(w,
+		canaryChunk(canaryChoice(map[string]any{"role": "assistant", "tool_calls": tcs}, nil)),
+		canaryChunk(canaryChoice(map[string]any{}, "tool_calls")),
+		canaryChunk(map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5}}),
+		"data: [DONE]\n\n")
+}
+
+// canaryText answers a Chat Completions request with text.
+func canaryText(w http.ResponseWriter, text string) {
+	sseWrite(w,
+		canaryChunk(canaryChoice(map[string]any{"role": "assistant", "content": text}, nil)),
+		canaryChunk(canaryChoice(map[string]any{}, "stop")),
+		"data: [DONE]\n\n")
+}
+
+// canaryStack is agentd (embedded bridge) with every output captured.
+type canaryStack struct {
+	client   agentdv1.AgentServiceClient
+	admin    bridgev1.BridgeAdminServiceClient
+	spans    *tracetest.SpanRecorder
+	jsonLogs *apptest.Logs
+	textLogs *apptest.Logs
+	stateDir string
+	stop     func()
+}
+
+func newCanaryStack(t *testing.T, cfg config.Config) *canaryStack {
+	t.Helper()
+	s := &canaryStack{spans: tracetest.NewSpanRecorder(), jsonLogs: &apptest.Logs{}, textLogs: &apptest.Logs{}, stateDir: cfg.StateDir}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s.spans))
+	logger := slog.New(slog.NewMultiHandler(
+		telemetry.NewLogger(s.jsonLogs, slog.LevelDebug, "json").Handler(),
+		telemetry.NewLogger(s.textLogs, slog.LevelDebug, "text").Handler(),
+	))
+	o := app.Options{Config: cfg, Logger: logger, Telemetry: grpcserver.Telemetry{TracerProvider: tp, Propagator: telemetry.Propagator()}}
+	conn, stop := apptest.Serve(t, o)
+	s.client = agentdv1.NewAgentServiceClient(conn)
+	s.admin = bridgev1.NewBridgeAdminServiceClient(conn)
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			stop()
+			_ = tp.Shutdown(context.Background())
+		})
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// canaryCapture holds what the client saw, by kind.
+type canaryCapture struct {
+	events, errors, responses strings.Builder
+}
+
+func (c *canaryCapture) event(scenario string, ev *agentdv1.GenerateResponse) {
+	b, _ := protojson.Marshal(ev)
+	fmt.Fprintf(&c.events, "[%s] %s\n", scenario, b)
+}
+
+// rpcError records an RPC's error: its status (message and every detail)
+// and the trailer.
+func (c *canaryCapture) rpcError(scenario string, err error, trailer metadata.MD) {
+	if err == nil {
+		return
+	}
+	st := status.Convert(err)
+	b, _ := protojson.Marshal(st.Proto())
+	fmt.Fprintf(&c.errors, "[%s] %s | %s | %v | details %v | trailer %v\n", scenario, err, st.Message(), st.Code(), st.Details(), trailer)
+	fmt.Fprintf(&c.errors, "[%s] status %s\n", scenario, b)
+}
+
+func (c *canaryCapture) response(scenario string, m proto.Message) {
+	b, _ := protojson.Marshal(m)
+	fmt.Fprintf(&c.responses, "[%s] %s\n", scenario, b)
+}
+
+// generate runs a generation to its end, capturing every event and the
+// error; answer, when not nil, may reply to an event on the stream.
+func (c *canaryCapture) generate(t *testing.T, client agentdv1.AgentServiceClient, scenario string, first *agentdv1.GenerateRequest,
+	answer func(agentdv1.AgentService_GenerateClient, *agentdv1.GenerateResponse),
+) ([]*agentdv1.GenerateResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	stream, err := client.Generate(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", scenario, err)
+	}
+	if err := stream.Send(first); err != nil {
+		t.Fatalf("%s: %v", scenario, err)
+	}
+	var events []*agentdv1.GenerateResponse
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return events, nil
+		}
+		if err != nil {
+			c.rpcError(scenario, err, stream.Trailer())
+			return events, err
+		}
+		c.event(scenario, ev)
+		events = append(events, ev)
+		if answer != nil {
+			answer(stream, ev)
+		}
+	}
+}
+
+func canaryStart(agent *agentdv1.Agent) *agentdv1.GenerateRequest {
+	return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{
+		Agent:    agent,
+		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{textPart("use the tools")}}},
+	}}}
+}
+
+// TestSecretsCanary runs generations that succeed, pause and fail in many
+// ways, with canary secrets in every place a secret can be declared (an
+// HTTP MCP server's token, header, URL path and query; the env of a
+// request's command server and of a registered one; the providers' API
+// keys), then requires that none of them appears in anything agentd
+// produced: its logs (JSON and text, debug level), its spans, the errors
+// and events its clients got, its admin API's answers and its state store.
+// It also checks that the canaries did reach their destinations, so that
+// their absence means something. With -artifacts, everything captured is
+// kept in the test's artifact directory.
+//
+// Not parallel: it runs MCP server processes, which TestDemoGeneration's
+// count of child processes must not see.
+func TestSecretsCanary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	regEnvFile := filepath.Join(dir, cnryRegEnv) // the counter servers write where their env says
+	cmdEnvFile := filepath.Join(dir, cnryEnv)
+
+	api := &canaryAPI{sawKey: map[string]bool{}, bodies: map[string][]string{}}
+	apiSrv := httptest.NewServer(api)
+	t.Cleanup(apiSrv.Close)
+	web := newCanaryMCP(t, mcpModeOK)
+
+	zero := 0
+	cfg := config.Default()
+	cfg.StateDir = filepath.Join(dir, "state")
+	cfg.Bridge.Servers = map[string]config.Server{"counter": {Command: exe, Warm: &zero, Env: map[string]string{
+		counterEnv: regEnvFile, counterPidsEnv: filepath.Join(dir, "reg.pids"), "CANARY_TOKEN": cnryRegEnv,
+	}}}
+	cfg.Bridge.AllowedCommands = []string{exe}
+	cfg.Bridge.AllowPrivateNetworks = true
+	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
+	cfg.Providers = map[string]config.Provider{
+		"openai":           {APIKey: cnryKey, BaseURL: apiSrv.URL + "/v1", MaxRetries: 3},
+		"anthropic":        {APIKey: cnryAKey, BaseURL: apiSrv.URL},
+		"openai-responses": {APIKey: cnryRKey, BaseURL: apiSrv.URL + "/v1"},
+	}
+	s := newCanaryStack(t, cfg)
+	var c canaryCapture
+
+	webDecl := func(m *canaryMCP, auth string) *agentdv1.MCPServer {
+		return &agentdv1.MCPServer{Name: "web", Transport: &agentdv1.MCPServer_Url{Url: m.url()}, Authorization: auth,
+			Headers: map[string]string{"X-Canary": cnryHeader}}
+	}
+	regDecl := &agentdv1.MCPServer{Name: "reg", Transport: &agentdv1.MCPServer_Ref{Ref: "counter"}}
+	cmdDecl := func(pids string) *agentdv1.MCPServer {
+		return &agentdv1.MCPServer{Name: "cmd", Transport: &agentdv1.MCPServer_Command{Command: exe}, Env: map[string]string{
+			counterEnv: cmdEnvFile, counterPidsEnv: filepath.Join(dir, pids), "CANARY_TOKEN": cnryEnv,
+		}}
+	}
+	openai := func(mcps ...*agentdv1.MCPServer) *agentdv1.Agent {
+		return &agentdv1.Agent{Provider: "openai", Model: "gpt-4o-mini", Mcps: mcps, ToolNameConflict: agentdv1.ToolNameConflict_TOOL_NAME_CONFLICT_PREFIX}
+	}
+	noCache := func(a *agentdv1.Agent) *agentdv1.Agent { a.McpCache = proto.Bool(false); return a }
+	completed := func(scenario string, events []*agentdv1.GenerateResponse, err error) {
+		t.Helper()
+		if err != nil || len(events) == 0 || events[len(events)-1].GetCompleted() == nil {
+			t.Errorf("%s: want a completed generation, got err %v after %d events", scenario, err, len(events))
+		}
+	}
+	failed := func(scenario string, err error, want codes.Code) {
+		t.Helper()
+		if got := status.Code(err); got != want {
+			t.Errorf("%s: status %v (%v), want %v", scenario, got, err, want)
+		}
+	}
+
+	// Success: tools on all three servers, run in parallel, then text.
+	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+		if n == 1 {
+			canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"hello"}`}, [2]string{"reg__delete", `{"path":"a.txt"}`}, [2]string{"cmd__delete", `{"path":"b.txt"}`})
+			return
+		}
+		canaryText(w, "all done")
+	})
+	events, err := c.generate(t, s.client, "success", canaryStart(openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids"))), nil)
+	completed("success", events, err)
+	for _, ev := range events {
+		if f := ev.GetToolCallFinished(); f != nil && f.GetIsError() {
+			t.Errorf("success: %s failed: %s", f.GetToolName(), f.GetOutput())
+		}
+	}
+
+	// Preview of the same agent, and of an invalid one.
+	preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids")),
+		Messages: canaryStart(nil).GetStart().GetMessages()})
+	c.rpcError("preview", err, nil)
+	c.response("preview", preview)
+	bad := webDecl(web, cnryAuth)
+	bad.Env = map[string]string{"TOKEN": cnryEnv}
+	_, err = s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(bad), Messages: canaryStart(nil).GetStart().GetMessages()})
+	c.rpcError("preview invalid", err, nil)
+	failed("preview invalid", err, codes.InvalidArgument)
+
+	// Pause: the web call waits for an approval, the client half-closes,
+	// the generation is stored; the store's files are read then; a resume
+	// approves the call and the generation completes.
+	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+		if n == 1 {
+			canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"approved"}`}, [2]string{"cmd__delete", `{"path":"c.txt"}`})
+			return
+		}
+		canaryText(w, "resumed and done")
+	})
+	gated := func() *agentdv1.Agent {
+		w := webDecl(web, cnryAuth)
+		w.RequireApproval = &agentdv1.ApprovalPolicy{Mode: agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS}
+		return openai(w, cmdDecl("cmd.pids"))
+	}
+	var request *agentdv1.ApprovalRequest
+	events, err = c.generate(t, s.client, "pause", canaryStart(gated()), func(stream agentdv1.AgentService_GenerateClient, ev *agentdv1.GenerateResponse) {
+		if r := ev.GetApprovalRequest(); r != nil {
+			request = r
+			_ = stream.CloseSend()
+		}
+	})
+	var paused *agentdv1.GenerationPaused
+	if len(events) > 0 {
+		paused = events[len(events)-1].GetPaused()
+	}
+	if err != nil || paused == nil || request == nil {
+		t.Fatalf("pause: want an approval request, then paused; got err %v after %d events", err, len(events))
+	}
+	storeWhilePaused := canaryStoreBytes(t, s.stateDir)
+	if !strings.Contains(storeWhilePaused, paused.GetGenerationId()) {
+		t.Errorf("the store's files do not hold the paused generation %s: the check of the store proves nothing", paused.GetGenerationId())
+	}
+	resume := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId:      paused.GetGenerationId(),
+		Agent:             gated(),
+		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: request.GetId(), Approved: true, Digest: request.GetDigest()}},
+	}}}
+	events, err = c.generate(t, s.client, "resume", resume, nil)
+	completed("resume", events, err)
+
+	// The HTTP server refuses a wrong token (401).
+	_, err = c.generate(t, s.client, "mcp 401", canaryStart(openai(webDecl(web, cnryWrongAuth))), nil)
+	failed("mcp 401", err, codes.Unavailable)
+	if !web.sawWrongToken.Load() {
+		t.Error("mcp 401: the server never saw the wrong token")
+	}
+
+	// The HTTP server fails every request with a plain 500.
+	broken := newCanaryMCP(t, mcpMode500)
+	_, err = c.generate(t, s.client, "mcp 500", canaryStart(openai(webDecl(broken, cnryAuth))), nil)
+	failed("mcp 500", err, codes.Unavailable)
+
+	// A gateway in front of the HTTP server refuses every request with a
+	// JSON-RPC error that quotes the request (URL, headers, body).
+	echo := newCanaryMCP(t, mcpModeQuote)
+	_, err = c.generate(t, s.client, "mcp 403 echo", canaryStart(openai(webDecl(echo, cnryAuth))), nil)
+	failed("mcp 403 echo", err, codes.Unavailable)
+
+	// The HTTP server is unreachable: closed before the generation.
+	gone := newCanaryMCP(t, mcpModeOK)
+	gone.srv.Close()
+	_, err = c.generate(t, s.client, "mcp unreachable", canaryStart(openai(webDecl(gone, cnryAuth))), nil)
+	failed("mcp unreachable", err, codes.Unavailable)
+
+	// The HTTP server goes away after listing its tools, before the call:
+	// the bridge's session to it breaks and it cannot be reached again.
+	vanishing := newCanaryMCP(t, mcpModeOK)
+	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+		if n == 1 {
+			vanishing.srv.CloseClientConnections()
+			vanishing.srv.Close()
+			canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"anyone?"}`})
+			return
+		}
+		canaryText(w, "it went away")
+	})
+	_, err = c.generate(t, s.client, "mcp vanished", canaryStart(noCache(openai(webDecl(vanishing, cnryAuth)))), nil)
+	failed("mcp vanished", err, codes.Unavailable)
+
+	// The HTTP server does not answer within read_timeout.
+	hanging := newCanaryMCP(t, mcpModeHang)
+	slow := webDecl(hanging, cnryAuth)
+	slow.ReadTimeout = durationpb.New(300 * time.Millisecond)
+	_, err = c.generate(t, s.client, "mcp timeout", canaryStart(openai(slow)), nil)
+	failed("mcp timeout", err, codes.DeadlineExceeded)
+
+	// The command server crashes (is killed) between listing its tools and
+	// the call.
+	crashPids := filepath.Join(dir, "crash.pids")
+	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+		if n == 1 {
+			data, _ := os.ReadFile(crashPids)
+			lines := strings.Fields(string(data))
+			if len(lines) == 0 {
+				t.Error("crash: the command server wrote no pid")
+			} else if pid, err := strconv.Atoi(lines[len(lines)-1]); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				canaryWaitExit(pid)
+			}
+			canaryToolCalls(w, n, [2]string{"cmd__delete", `{"path":"d.txt"}`})
+			return
+		}
+		canaryText(w, "it crashed")
+	})
+	_, err = c.generate(t, s.client, "command crash", canaryStart(noCache(openai(cmdDecl("crash.pids")))), nil)
+	failed("command crash", err, codes.Unavailable)
+
+	// The provider refuses the key (401), with a body quoting the request.
+	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+		canaryJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
+			"message": "Incorrect API key provided: " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + ". Request: " + canaryQuote(r, body),
+			"type":    "invalid_request_error", "code": "invalid_api_key",
+		}})
+	})
+	_, err = c.generate(t, s.client, "provider 401", canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
+	failed("provider 401", err, codes.Unauthenticated)
+
+	// The provider answers 400, quoting the request's headers and body.
+	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+		canaryJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+			"message": "gateway: bad request: " + canaryQuote(r, body), "type": "invalid_request_error",
+		}})
+	})
+	_, err = c.generate(t, s.client, "provider 400", canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
+	failed("provider 400", err, codes.InvalidArgument)
+
+	// A storm of 429s, each asking for a 1 ms wait, outlasts the retries.
+	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+		w.Header().Set("retry-after-ms", "1")
+		canaryJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{
+			"message": "rate limited: " + canaryQuote(r, body), "type": "rate_limit_exceeded",
+		}})
+	})
+	_, err = c.generate(t, s.client, "provider 429", canaryStart(openai(webDecl(web, cnryAuth))), nil)
+	failed("provider 429", err, codes.ResourceExhausted)
+
+	// The provider fails inside a 200 stream, quoting the request.
+	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+		sseWrite(w, canaryChunk(map[string]any{"error": map[string]any{"message": "upstream failed: " + canaryQuote(r, body), "type": "server_error"}}))
+	})
+	_, err = c.generate(t, s.client, "provider stream error", canaryStart(openai(webDecl(web, cnryAuth))), nil)
+	if status.Code(err) == codes.OK {
+		t.Error("provider stream error: the generation did not fail")
+	}
+
+	// Providers that run url servers themselves get the server's URL and
+	// token (their job); their errors quoting the request must not bring
+	// them back.
+	remote := &agentdv1.MCPServer{Name: "remote", Transport: &agentdv1.MCPServer_Url{Url: "https://mcp.example.com/" + cnryPath + "/mcp?k=" + cnryQuery}, Authorization: cnryAuth}
+	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
+		anthropicMessage(w, "end_turn",
+			sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": "served"}}),
+			sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}))
+	})
+	anthropic := &agentdv1.Agent{Provider: "anthropic", Model: "claude-sonnet-4-5", Mcps: []*agentdv1.MCPServer{remote}}
+	preview, err = s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: anthropic, Messages: canaryStart(nil).GetStart().GetMessages()})
+	c.rpcError("preview anthropic", err, nil)
+	c.response("preview anthropic", preview)
+	events, err = c.generate(t, s.client, "anthropic provider-side", canaryStart(anthropic), nil)
+	completed("anthropic provider-side", events, err)
+	if len(events) == 0 || len(events[0].GetStarted().GetServers()) != 1 || events[0].GetStarted().GetServers()[0].GetPlacement() != agentdv1.Placement_PLACEMENT_PROVIDER {
+		t.Errorf("anthropic provider-side: the server was not placed at the provider")
+	}
+	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+		canaryJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{
+			"type": "invalid_request_error", "message": "gateway: bad request: " + canaryQuote(r, body),
+		}})
+	})
+	_, err = c.generate(t, s.client, "anthropic 400", canaryStart(anthropic), nil)
+	failed("anthropic 400", err, codes.InvalidArgument)
+	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+		canaryJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+			"message": "gateway: bad request: " + canaryQuote(r, body), "type": "invalid_request_error",
+		}})
+	})
+	_, err = c.generate(t, s.client, "openai-responses 400", canaryStart(&agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{remote}}), nil)
+	failed("openai-responses 400", err, codes.InvalidArgument)
+
+	// Invalid requests, refused before anything connects.
+	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
+		t.Error("an invalid request reached the provider")
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	urlWithEnv := webDecl(web, cnryAuth)
+	urlWithEnv.Env = map[string]string{"TOKEN": cnryEnv}
+	urlWithEnv.ReadTimeout = durationpb.New(-time.Second)
+	cmdWithAuth := cmdDecl("cmd.pids")
+	cmdWithAuth.Name = "cmd2"
+	cmdWithAuth.Authorization, cmdWithAuth.Headers = cnryAuth, map[string]string{"X-Canary": cnryHeader}
+	refWithEnv := &agentdv1.MCPServer{Name: "reg", Transport: &agentdv1.MCPServer_Ref{Ref: "counter"}, Env: map[string]string{"TOKEN": cnryRegEnv}}
+	for _, tc := range []struct {
+		name  string
+		agent *agentdv1.Agent
+		want  codes.Code
+	}{
+		{"invalid declarations", openai(urlWithEnv, cmdWithAuth, refWithEnv,
+			&agentdv1.MCPServer{Name: "ftp", Transport: &agentdv1.MCPServer_Url{Url: "ftp://mcp.example.com/" + cnryPath + "?k=" + cnryQuery}, Authorization: cnryAuth},
+			&agentdv1.MCPServer{Transport: &agentdv1.MCPServer_Url{Url: "http://mcp example.com/" + cnryPath + "?k=" + cnryQuery}, Headers: map[string]string{"X-Canary": cnryHeader}},
+			&agentdv1.MCPServer{Name: "none", Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}, Env: map[string]string{"TOKEN": cnryEnv}},
+		), codes.InvalidArgument},
+		{"unknown provider", &agentdv1.Agent{Provider: "nope", Mcps: []*agentdv1.MCPServer{webDecl(web, cnryAuth), cmdDecl("cmd.pids")}}, codes.InvalidArgument},
+		{"unknown connector", &agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{
+			{Name: "conn", Transport: &agentdv1.MCPServer_Url{Url: "mcp://unknownconnector/" + cnryPath + "?k=" + cnryQuery}, Authorization: cnryAuth},
+		}}, codes.InvalidArgument},
+		{"SERVER with headers anthropic cannot send", &agentdv1.Agent{Provider: "anthropic", Model: "claude-sonnet-4-5", McpStrategy: agentdv1.MCPStrategy_MCP_STRATEGY_SERVER,
+			Mcps: []*agentdv1.MCPServer{{Name: "remote", Transport: &agentdv1.MCPServer_Url{Url: remote.GetUrl()}, Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}},
+		}, codes.InvalidArgument},
+		{"command not allowed", openai(&agentdv1.MCPServer{Name: "env", Transport: &agentdv1.MCPServer_Command{Command: "/usr/bin/env"}, Env: map[string]string{"TOKEN": cnryEnv}}), codes.PermissionDenied},
+		{"steering env", openai(&agentdv1.MCPServer{Name: "cmd", Transport: &agentdv1.MCPServer_Command{Command: exe}, Env: map[string]string{"LD_PRELOAD": "/tmp/" + cnryEnv + ".so", "TOKEN": cnryEnv}}), codes.PermissionDenied},
+	} {
+		_, err := c.generate(t, s.client, tc.name, canaryStart(tc.agent), nil)
+		failed(tc.name, err, tc.want)
+	}
+	_, err = c.generate(t, s.client, "resume unknown", &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId: "gen_0123", Agent: gated(),
+	}}}, nil)
+	failed("resume unknown", err, codes.NotFound)
+
+	// The admin API: cache statistics and the pools (whose keys identify
+	// command configurations).
+	cache, err := s.admin.GetCacheStats(t.Context(), &bridgev1.GetCacheStatsRequest{})
+	c.rpcError("GetCacheStats", err, nil)
+	c.response("GetCacheStats", cache)
+	if cache.GetSize() == 0 {
+		t.Error("the schema cache is empty: its keys were not exercised")
+	}
+	inv, err := s.admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{Server: &bridgev1.ServerSpec{Name: "web",
+		Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: web.url(), Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}}}})
+	c.rpcError("InvalidateCache", err, nil)
+	c.response("InvalidateCache", inv)
+	if !inv.GetRemoved() {
+		t.Error("InvalidateCache: the web server's entry was not found")
+	}
+	pools, err := s.admin.GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
+	c.rpcError("GetPoolStats", err, nil)
+	c.response("GetPoolStats", pools)
+
+	s.stop() // every span ended, every log written, the store closed
+
+	// The canaries did reach their destinations.
+	for what, ok := range map[string]bool{
+		"the HTTP MCP server got the token":                  web.sawToken.Load(),
+		"the HTTP MCP server got the header":                 web.sawHeader.Load(),
+		"the HTTP MCP server got the URL path":               web.sawPath.Load(),
+		"the HTTP MCP server got the URL query":              web.sawQuery.Load(),
+		"OpenAI got its API key":                             api.saw(cnryKey),
+		"Anthropic got its API key":                          api.saw(cnryAKey),
+		"OpenAI Responses got its API key":                   api.saw(cnryRKey),
+		"the request's command server got its env":           canaryFileExists(cmdEnvFile),
+		"the registered server got its env":                  canaryFileExists(regEnvFile),
+		"Anthropic got the provider-side server's URL/token": slices.ContainsFunc(api.bodiesOf("/v1/messages"), canaryHasAll(cnryPath, cnryQuery, cnryAuth)),
+	} {
+		if !ok {
+			t.Errorf("not sent: %s", what)
+		}
+	}
+
+	// Nothing agentd produced shows a canary.
+	sources := []struct{ name, file, text string }{
+		{"log (json)", "log.json", s.jsonLogs.String()},
+		{"log (text)", "log.txt", s.textLogs.String()},
+		{"spans", "spans.txt", canarySpanDump(s.spans.Ended())},
+		{"gRPC errors", "errors.txt", c.errors.String()},
+		{"events", "events.txt", c.events.String()},
+		{"RPC responses (Preview, admin)", "responses.txt", c.responses.String()},
+		{"store files while paused", "store-paused.bin", storeWhilePaused},
+		{"store files at the end", "store-end.bin", canaryStoreBytes(t, s.stateDir)},
+	}
+	for _, src := range sources {
+		if src.text == "" {
+			t.Errorf("%s: nothing captured", src.name)
+		}
+		if err := os.WriteFile(filepath.Join(t.ArtifactDir(), src.file), []byte(src.text), 0o600); err != nil {
+			t.Error(err)
+		}
+		for _, canary := range canarySecrets {
+			if n := strings.Count(src.text, canary); n > 0 {
+				t.Errorf("LEAK: %q appears %d times in the %s:%s", canary, n, src.name, canaryLeaks(src.text, canary))
+			}
+		}
+	}
+}
+
+// canaryStoreBytes returns the bytes of agentd's SQLite store: the database, its
+// write-ahead log and its shared-memory index.
+func canaryStoreBytes(t *testing.T, stateDir string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range []string{"agentd.db", "agentd.db-wal", "agentd.db-shm"} {
+		data, err := os.ReadFile(filepath.Join(stateDir, name))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// canarySpanDump renders every span: name, kind, status, attributes, events,
+// links and resource.
+func canarySpanDump(spans []sdktrace.ReadOnlySpan) string {
+	var b strings.Builder
+	for _, sp := range spans {
+		fmt.Fprintf(&b, "span %q kind=%s status=%s %q scope=%s\n", sp.Name(), sp.SpanKind(), sp.Status().Code, sp.Status().Description, sp.InstrumentationScope().Name)
+		for _, kv := range sp.Attributes() {
+			fmt.Fprintf(&b, "  attr %s=%s\n", kv.Key, kv.Value.Emit())
+		}
+		for _, ev := range sp.Events() {
+			fmt.Fprintf(&b, "  event %q\n", ev.Name)
+			for _, kv := range ev.Attributes {
+				fmt.Fprintf(&b, "    attr %s=%s\n", kv.Key, kv.Value.Emit())
+			}
+		}
+		for _, l := range sp.Links() {
+			for _, kv := range l.Attributes {
+				fmt.Fprintf(&b, "  link attr %s=%s\n", kv.Key, kv.Value.Emit())
+			}
+		}
+		for _, kv := range sp.Resource().Attributes() {
+			fmt.Fprintf(&b, "  resource %s=%s\n", kv.Key, kv.Value.Emit())
+		}
+	}
+	return b.String()
+}
+
+// canaryLeaks shows where canary occurs in text: for each line holding it
+// (at most 5), the line's start (a scenario's label, a log record's time
+// and message) and the text around the canary.
+func canaryLeaks(text, canary string) string {
+	var b strings.Builder
+	shown := 0
+	for line := range strings.Lines(text) {
+		i := strings.Index(line, canary)
+		if i < 0 {
+			continue
+		}
+		if shown == 5 {
+			b.WriteString("\n\t…")
+			break
+		}
+		shown++
+		head := line[:min(len(line), 120)]
+		from, to := max(0, i-200), min(len(line), i+len(canary)+80)
+		fmt.Fprintf(&b, "\n\t%s\n\t\t…%s…", strings.ToValidUTF8(strings.TrimSpace(head), "?"), strings.ToValidUTF8(line[from:to], "?"))
+	}
+	return b.String()
+}
+
+func canaryHasAll(subs ...string) func(string) bool {
+	return func(s string) bool {
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func canaryFileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// canaryWaitExit waits (briefly) until pid has exited, as its parent sees it.
+func canaryWaitExit(pid int) {
+	for range 200 {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 0 && fields[0] == "Z" {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

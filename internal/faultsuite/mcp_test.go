@@ -1,0 +1,208 @@
+package faultsuite
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/mcptest"
+)
+
+// A stdio server that crashes mid-call fails the generation with an error
+// naming it; the next generation gets a fresh process.
+func TestStdioCrashMidCall(t *testing.T) {
+	s := newStack(t)
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("crash", nil), say}, ref("tools", 0)))
+	wantStatus(t, o, codes.Unavailable, `"tools"`)
+	wantCompleted(t, s.run(t, t.Context(), scripted(t, []map[string]any{call("echo", map[string]any{"text": "again"}), say}, ref("tools", 0))), "again")
+}
+
+// A stdio server that hangs misses its read_timeout: the generation fails
+// naming the server and the setting (R-L1), and the process is stopped.
+func TestStdioHang(t *testing.T) {
+	s := newStack(t)
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("hang", nil), say}, ref("tools", 300*time.Millisecond)))
+	wantStatus(t, o, codes.DeadlineExceeded, `"tools"`, "read_timeout")
+}
+
+// A stdio server that floods stdout and stderr with garbage keeps working:
+// the garbage is dropped, and logged at a bounded rate.
+func TestStdioFlood(t *testing.T) {
+	s := newStack(t)
+	const lines = 5000
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("flood", map[string]any{"lines": lines}), call("echo", map[string]any{"text": "still here"}), say}, ref("noisy", 0)))
+	wantCompleted(t, o, "still here")
+	logged := count(s.logs, "not JSON-RPC") + count(s.logs, "mcp server stderr")
+	if logged == 0 || logged > 2*(100+20*10) {
+		t.Errorf("%d garbage lines logged of %d written to stdout and %d to stderr; want some, at a bounded rate", logged, lines, lines)
+	}
+	if !strings.Contains(s.logs.String(), "suppressed_lines") && logged < 2*lines {
+		t.Error("lines were left out of the log without saying how many")
+	}
+}
+
+// A result larger than bridge.max_result_bytes reaches the model as an
+// error naming the size and the setting; the generation goes on. The
+// stress run sends 50 MB.
+func TestStdioHugeResult(t *testing.T) {
+	s := newStack(t)
+	size := hugeResult
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("big", map[string]any{"size": size}), say}, ref("tools", 30*time.Second)))
+	wantStatus(t, o, codes.OK)
+	f := o.finished()
+	if len(f) != 1 || !f[0].GetIsError() {
+		t.Fatalf("tool results %v; want one error", f)
+	}
+	for _, want := range []string{fmt.Sprintf("%d bytes", size), "bridge.max_result_bytes"} {
+		if !strings.Contains(f[0].GetOutput(), want) {
+			t.Errorf("the model saw %q, which does not say %q", f[0].GetOutput(), want)
+		}
+	}
+}
+
+// A message beyond the bridge's hard limit stops the server: the
+// generation fails naming it, and nothing is kept of the message. Stress
+// only: the server writes 64 MiB.
+func TestStdioMessageOverLimit(t *testing.T) {
+	if !stress {
+		t.Skip("writes 64 MiB; run by make stress")
+	}
+	s := newStack(t)
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("big", map[string]any{"size": config.MaxMessageBytes + 1}), say}, ref("tools", 60*time.Second)))
+	wantStatus(t, o, codes.Unavailable, `"tools"`, "larger than 64 MiB")
+}
+
+// A server that ignores SIGTERM, with a grandchild that does too, is
+// killed with its process group when its session ends (the leak check
+// proves it).
+func TestStdioIgnoresSIGTERM(t *testing.T) {
+	s := newStack(t)
+	wantCompleted(t, s.run(t, t.Context(), scripted(t, []map[string]any{call("grandchild", nil), {"text": "ok"}}, ref("stubborn", 0))), "ok")
+}
+
+// An HTTP server that answers tools/call with 500 fails the generation
+// with an error naming the server, never its URL's path.
+func TestHTTP500(t *testing.T) {
+	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{FailCalls: true})
+	s := newStack(t)
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("echo", map[string]any{"text": "x"}), say}, url("api", srv.Base+"/secret-path/mcp", 0)))
+	wantStatus(t, o, codes.Unavailable, `"api"`)
+	if strings.Contains(o.status.Message(), "secret-path") {
+		t.Errorf("the error shows the URL's path: %s", o.status.Message())
+	}
+}
+
+// An HTTP server that resets the connection of a tools/call fails the
+// generation; the call is not repeated (it may have run).
+func TestHTTPConnectionReset(t *testing.T) {
+	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.StreamableJSON, Wrap: onToolCall(func(w http.ResponseWriter) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})})
+	s := newStack(t)
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("count", nil), say}, url("api", srv.URL, 0)))
+	wantStatus(t, o, codes.Unavailable, `"api"`)
+	if n := srv.Executions("count"); n != 0 {
+		t.Errorf("the tool ran %d times behind the reset connection", n)
+	}
+}
+
+// An HTTP server restarted mid-session (its session id unknown to it now)
+// is reconnected to, and the generation completes.
+func TestHTTPRestartMidSession(t *testing.T) {
+	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{})
+	s := newStack(t)
+	turns := []map[string]any{call("echo", map[string]any{"text": "before"}), call("echo", map[string]any{"text": "after"}), say}
+	restarted := false
+	srvURL := srv.URL
+	o := s.runWith(t, t.Context(), scripted(t, turns, url("api", srvURL, 0)), func(o outcome) {
+		if !restarted && len(o.finished()) == 1 {
+			restarted = true
+			srv.Restart()
+		}
+	})
+	wantCompleted(t, o, "after")
+	if !restarted {
+		t.Fatal("the server was never restarted")
+	}
+}
+
+// An HTTP server that trickles its answer slower than read_timeout fails
+// the generation with DeadlineExceeded naming the server.
+func TestHTTPTrickle(t *testing.T) {
+	const readTimeout = 300 * time.Millisecond
+	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.StreamableJSON, Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !isToolCall(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(&trickleWriter{ResponseWriter: w, gap: 2 * readTimeout, ctx: r.Context()}, r)
+		})
+	}})
+	s := newStack(t)
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("echo", map[string]any{"text": "slow"}), say}, url("api", srv.URL, readTimeout)))
+	wantStatus(t, o, codes.DeadlineExceeded, `"api"`)
+}
+
+// onToolCall wraps a handler: tools/call requests get f instead.
+func onToolCall(f func(http.ResponseWriter)) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isToolCall(r) {
+				f(w)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// isToolCall peeks at a POST's body for a tools/call, leaving it readable.
+func isToolCall(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	br := bufio.NewReaderSize(r.Body, 1<<16)
+	peek, _ := br.Peek(1 << 16)
+	r.Body = struct {
+		*bufio.Reader
+		closer
+	}{br, closer{r.Body}}
+	return strings.Contains(string(peek), `"tools/call"`)
+}
+
+type closer struct{ c interface{ Close() error } }
+
+func (c closer) Close() error { return c.c.Close() }
+
+// trickleWriter writes one byte at a time, gap apart.
+type trickleWriter struct {
+	http.ResponseWriter
+	gap time.Duration
+	ctx context.Context
+}
+
+func (w *trickleWriter) Write(p []byte) (int, error) {
+	for i := range p {
+		select {
+		case <-w.ctx.Done():
+			return i, w.ctx.Err()
+		case <-time.After(w.gap):
+		}
+		if _, err := w.ResponseWriter.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+		http.NewResponseController(w.ResponseWriter).Flush()
+	}
+	return len(p), nil
+}
