@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry"
+	agentdserver "github.com/agentd/agentd/server"
 )
 
 // The benchmarks behind the bridge's figures in the README; `make bench`
@@ -30,20 +31,34 @@ import (
 // handler, logging to nowhere) over an in-memory listener.
 func benchBridge(b *testing.B, edit func(*config.Bridge)) (*Service, bridgev1.BridgeServiceClient) {
 	b.Helper()
+	svc := benchService(b, edit)
+	return svc, bridgev1.NewBridgeServiceClient(benchServe(b, svc))
+}
+
+func benchService(b *testing.B, edit func(*config.Bridge)) *Service {
+	b.Helper()
 	cfg := config.Default().Bridge
 	cfg.TerminateGrace = grace
 	cfg.Servers = map[string]config.Server{}
 	if edit != nil {
 		edit(&cfg)
 	}
-	log := telemetry.NewLogger(io.Discard, slog.LevelInfo, "text")
-	svc, err := New(Options{Config: cfg, Logger: log})
+	svc, err := New(Options{Config: cfg, Logger: telemetry.NewLogger(io.Discard, slog.LevelInfo, "text")})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, _ := grpcserver.New(grpcserver.Options{Logger: log, QuietOK: true, InMemory: true}) // as agentd serves it embedded
-	svc.Register(srv)
+	b.Cleanup(svc.Close)
+	return svc
+}
+
+// benchServe serves svc over an in-memory listener as agentd serves it
+// embedded.
+func benchServe(b *testing.B, svc *Service) *grpc.ClientConn {
+	b.Helper()
 	lis := bufconn.Listen(1 << 20)
+	log := telemetry.NewLogger(io.Discard, slog.LevelInfo, "text")
+	srv, _ := grpcserver.New(grpcserver.Options{Logger: log, QuietOK: true, InMemory: true})
+	svc.Register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	conn, err := grpcserver.Dial("passthrough:///bench", grpcserver.Telemetry{},
 		append(grpcserver.InMemoryDialOptions(),
@@ -54,9 +69,8 @@ func benchBridge(b *testing.B, edit func(*config.Bridge)) (*Service, bridgev1.Br
 	b.Cleanup(func() {
 		conn.Close()
 		srv.Stop()
-		svc.Close()
 	})
-	return svc, bridgev1.NewBridgeServiceClient(conn)
+	return conn
 }
 
 func benchOpen(b *testing.B, client bridgev1.BridgeServiceClient, specs ...*bridgev1.ServerSpec) (string, context.CancelFunc) {
@@ -73,12 +87,17 @@ func benchOpen(b *testing.B, client bridgev1.BridgeServiceClient, specs ...*brid
 	return first.GetOpened().GetSessionId(), cancel
 }
 
-// BenchmarkCallTool compares one tools/call through the bridge's gRPC API
-// with the same call made directly with the go-sdk (with a per-call
-// timeout, as the bridge has), against the same Go stdio server. Target: bridge at most 1.25× direct. "direct" and "bridge"
-// report each alone; "paired" alternates rounds of both on one machine
-// state and reports the median of the rounds' ratios ("bridge/direct"),
-// which the load of a shared machine disturbs far less.
+// BenchmarkCallTool compares one tools/call through the bridge's gRPC API,
+// made as agentd makes it (its bridge client, server.NewBridgeClient, over
+// the session's CallTools stream), with the same call made directly with
+// the go-sdk (with a per-call timeout, as the bridge has), against the
+// same Go stdio server. Target: bridge at most 1.25× direct. "direct" and
+// "bridge" report each alone; "paired" alternates rounds on one machine
+// state and reports the median of the rounds' ratios to direct, which the
+// load of a shared machine disturbs far less. Its two more arms say where
+// the time goes: "session/direct" is the bridge's own work without gRPC
+// (the handler's session call, in process), "unary/direct" the call made
+// with one CallTool RPC instead of on the stream.
 func BenchmarkCallTool(b *testing.B) {
 	exe, env := mcptest.Command(b, mcptest.Tools)
 	direct := func(b *testing.B) func() {
@@ -103,11 +122,32 @@ func BenchmarkCallTool(b *testing.B) {
 			}
 		}
 	}
-	bridged := func(b *testing.B) func() {
-		_, client := benchBridge(b, func(c *config.Bridge) {
+	service := func(b *testing.B) *Service {
+		return benchService(b, func(c *config.Bridge) {
 			c.Servers["tools"] = config.Server{Command: exe, Env: env}
 			c.Pool.Warm = 0
 		})
+	}
+	open := &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{refSpec("tools", "tools")}}
+	// bridged calls as agentd does, on a session of its own (and so a
+	// process of its own).
+	bridged := func(b *testing.B, conn *grpc.ClientConn) func() {
+		sess, err := agentdserver.NewBridgeClient(conn).OpenSession(context.Background(), open)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sess.Close(context.Background()) })
+		call := func() {
+			if _, err := sess.CallTool(context.Background(), "tools", "echo", `{"text":"hello"}`); err != nil {
+				b.Fatal(err)
+			}
+		}
+		call() // connect outside the measurement
+		return call
+	}
+	// unary calls with one CallTool RPC each.
+	unary := func(b *testing.B, conn *grpc.ClientConn) func() {
+		client := bridgev1.NewBridgeServiceClient(conn)
 		id, cancel := benchOpen(b, client, refSpec("tools", "tools"))
 		b.Cleanup(cancel)
 		req := &bridgev1.CallToolRequest{SessionId: id, ServerName: "tools", ToolName: "echo", Arguments: `{"text":"hello"}`}
@@ -116,7 +156,23 @@ func BenchmarkCallTool(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		call() // connect outside the measurement
+		call()
+		return call
+	}
+	// inProcess calls the handler's session directly.
+	inProcess := func(b *testing.B, svc *Service, conn *grpc.ClientConn) func() {
+		id, cancel := benchOpen(b, bridgev1.NewBridgeServiceClient(conn), refSpec("tools", "tools"))
+		b.Cleanup(cancel)
+		sess, err := svc.session(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		call := func() {
+			if _, err := sess.callTool(context.Background(), "tools", "echo", `{"text":"hello"}`); err != nil {
+				b.Fatal(err)
+			}
+		}
+		call()
 		return call
 	}
 	b.Run("direct", func(b *testing.B) {
@@ -126,13 +182,23 @@ func BenchmarkCallTool(b *testing.B) {
 		}
 	})
 	b.Run("bridge", func(b *testing.B) {
-		call := bridged(b)
+		call := bridged(b, benchServe(b, service(b)))
 		for b.Loop() {
 			call()
 		}
 	})
 	b.Run("paired", func(b *testing.B) {
-		d, br := direct(b), bridged(b)
+		svc := service(b)
+		conn := benchServe(b, svc)
+		arms := []struct {
+			unit string
+			call func()
+		}{
+			{"bridge/direct", bridged(b, conn)},
+			{"session/direct", inProcess(b, svc, conn)},
+			{"unary/direct", unary(b, conn)},
+		}
+		d := direct(b)
 		const calls = 200
 		round := func(call func()) time.Duration {
 			start := time.Now()
@@ -141,14 +207,17 @@ func BenchmarkCallTool(b *testing.B) {
 			}
 			return time.Since(start)
 		}
-		var ratios []float64
+		ratios := make([][]float64, len(arms))
 		for b.Loop() {
 			td := round(d)
-			tb := round(br)
-			ratios = append(ratios, float64(tb)/float64(td))
+			for i, arm := range arms {
+				ratios[i] = append(ratios[i], float64(round(arm.call))/float64(td))
+			}
 		}
-		slices.Sort(ratios)
-		b.ReportMetric(ratios[len(ratios)/2], "bridge/direct")
+		for i, arm := range arms {
+			slices.Sort(ratios[i])
+			b.ReportMetric(ratios[i][len(ratios[i])/2], arm.unit)
+		}
 	})
 }
 

@@ -26,6 +26,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -34,6 +37,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // Options configures a Service.
@@ -43,6 +47,12 @@ type Options struct {
 	// Config holds the registered servers, the allowed commands, the
 	// network and environment policy, the pools and the cache.
 	Config config.Bridge
+	// TracerProvider makes the spans of tool calls; nil means the global
+	// one.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context that CallTools calls carry; nil
+	// means telemetry.Propagator().
+	Propagator propagation.TextMapPropagator
 }
 
 // Service implements agentd.bridge.v1.BridgeService. Close stops every
@@ -55,6 +65,10 @@ type Service struct {
 	cache     *schemacache.Cache
 	pools     *pools
 	transport *http.Transport // shared by every HTTP connection
+
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	receivers  sync.WaitGroup // CallTools receivers, done once their handlers return
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -73,13 +87,23 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	prop := opts.Propagator
+	if prop == nil {
+		prop = telemetry.Propagator()
+	}
 	return &Service{
-		log:       log,
-		cfg:       opts.Config,
-		cache:     cache,
-		pools:     newPools(opts.Config, log),
-		transport: mcpconn.NewTransport(opts.Config.AllowPrivateNetworks),
-		sessions:  make(map[string]*session),
+		tracer:     tp.Tracer("github.com/agentd/agentd/bridge"),
+		propagator: prop,
+		log:        log,
+		cfg:        opts.Config,
+		cache:      cache,
+		pools:      newPools(opts.Config, log),
+		transport:  mcpconn.NewTransport(opts.Config.AllowPrivateNetworks),
+		sessions:   make(map[string]*session),
 	}, nil
 }
 
@@ -103,6 +127,7 @@ func (s *Service) Close() {
 		wg.Go(sess.close)
 	}
 	wg.Wait()
+	s.receivers.Wait()
 	s.pools.close()
 	s.transport.CloseIdleConnections()
 }

@@ -53,6 +53,13 @@ func newFixture(t *testing.T) *fixture {
 // before the service starts.
 func newFixtureWith(t *testing.T, edit func(*config.Bridge)) *fixture {
 	t.Helper()
+	return newFixtureOptions(t, edit, nil)
+}
+
+// newFixtureOptions is newFixtureWith with the service's options changed
+// by editOpts.
+func newFixtureOptions(t *testing.T, edit func(*config.Bridge), editOpts func(*Options)) *fixture {
+	t.Helper()
 	exe, toolsEnv := mcptest.Command(t, mcptest.Tools)
 	_, demoEnv := mcptest.Command(t, mcptest.Demo)
 	cfg := config.Default().Bridge
@@ -66,7 +73,11 @@ func newFixtureWith(t *testing.T, edit func(*config.Bridge)) *fixture {
 	if edit != nil {
 		edit(&cfg)
 	}
-	svc, err := New(Options{Config: cfg})
+	opts := Options{Config: cfg}
+	if editOpts != nil {
+		editOpts(&opts)
+	}
+	svc, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
@@ -24,6 +27,7 @@ import (
 type session struct {
 	id       string
 	log      *slog.Logger
+	tracer   trace.Tracer
 	cache    *schemacache.Cache
 	useCache *bool // the session's override of the cache setting
 	servers  []*server
@@ -54,6 +58,7 @@ func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, target
 	sess := &session{
 		id:        id,
 		log:       s.log.With("session", id, "generation", req.GetGenerationId()),
+		tracer:    s.tracer,
 		cache:     s.cache,
 		useCache:  req.Cache,
 		byName:    make(map[string]*server, len(targets)),
@@ -295,7 +300,18 @@ func convertTool(t *mcp.Tool) *bridgev1.Tool {
 // callTool calls one tool. Bad arguments and the tool's own failures are
 // results for the model; connection, timeout and protocol failures are
 // errors.
-func (s *session) callTool(ctx context.Context, serverName, tool, arguments string) (*bridgev1.CallToolResponse, error) {
+func (s *session) callTool(ctx context.Context, serverName, tool, arguments string) (_ *bridgev1.CallToolResponse, err error) {
+	ctx, span := s.tracer.Start(ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("mcp.method.name", "tools/call"),
+		attribute.String("gen_ai.tool.name", tool),
+		attribute.String("mcp.server.name", serverName),
+	))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, fault.KindOf(err).String())
+		}
+		span.End()
+	}()
 	srv := s.byName[serverName]
 	if srv == nil {
 		return nil, fault.New(fault.NotFound, "no server %q in the bridge session", serverName)

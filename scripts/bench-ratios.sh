@@ -8,7 +8,7 @@ awk '
   for (i = 3; i < NF; i++) {
     if ($(i+1) == "ns/op") ns[name] = ns[name] " " $i
     if ($(i+1) == "spawns/op") sp[name] = sp[name] " " $i
-    if ($(i+1) == "bridge/direct") pr[name] = pr[name] " " $i
+    if ($(i+1) ~ /\/direct$/) pr[$(i+1)] = pr[$(i+1)] " " $i
   }
 }
 function median(list,   a, n, i, j, t) {
@@ -21,7 +21,10 @@ END {
   for (b in sp) printf "%-40s %12.2f spawns/op (median)\n", b, median(sp[b])
   if (("BenchmarkCallTool/bridge" in m) && ("BenchmarkCallTool/direct" in m))
     printf "tools/call through the bridge / direct go-sdk, separate runs: %.2fx\n", m["BenchmarkCallTool/bridge"] / m["BenchmarkCallTool/direct"]
-  for (b in pr) printf "tools/call through the bridge / direct go-sdk, paired rounds: %.2fx (target <= 1.25x)\n", median(pr[b])
+  if ("bridge/direct" in pr) {
+    printf "tools/call through the bridge / direct go-sdk, paired rounds: %.2fx (target <= 1.25x)\n", median(pr["bridge/direct"])
+    printf "  in the same rounds: the bridge'"'"'s own work without gRPC %.2fx; one CallTool RPC per call instead of the stream %.2fx\n", median(pr["session/direct"]), median(pr["unary/direct"])
+  }
   if (("BenchmarkFirstCall/cold" in m) && ("BenchmarkFirstCall/warm" in m))
     printf "first call, cold spawn / warm pool: %.1fx faster warm (target >= 20x)\n", m["BenchmarkFirstCall/cold"] / m["BenchmarkFirstCall/warm"]
 }' "$1"

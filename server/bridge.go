@@ -64,7 +64,12 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 		cancel()
 		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
 	}
-	s := &bridgeSession{client: b.client, id: id, cancel: cancel, done: make(chan struct{})}
+	calls, err := openCallStream(sctx, b.client, id)
+	if err != nil {
+		cancel()
+		return nil, translateBridgeError(err)
+	}
+	s := &bridgeSession{client: b.client, id: id, calls: calls, cancel: cancel, done: make(chan struct{})}
 	go s.watch(stream)
 	return s, nil
 }
@@ -72,6 +77,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 type bridgeSession struct {
 	client bridgev1.BridgeServiceClient
 	id     string
+	calls  *callStream
 	cancel context.CancelFunc
 	done   chan struct{} // closed when watch returns
 
@@ -96,8 +102,14 @@ func (s *bridgeSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools,
 	return res.GetServers(), nil
 }
 
+// CallTool calls over the session's CallTools stream, or with one RPC per
+// call if the bridge does not serve the stream.
 func (s *bridgeSession) CallTool(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
-	res, err := s.client.CallTool(ctx, &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments})
+	res, err := s.calls.call(ctx, server, tool, arguments)
+	if !errors.Is(err, errNoCallStream) {
+		return res, err
+	}
+	res, err = s.client.CallTool(ctx, &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments})
 	if err != nil {
 		return nil, translateBridgeError(err)
 	}
@@ -113,6 +125,7 @@ func (s *bridgeSession) Close(ctx context.Context) {
 		cancel()
 		s.cancel()
 		<-s.done
+		s.calls.wait()
 	})
 }
 

@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,21 +19,68 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/server"
 )
 
 // fakeBridgeService is a BridgeService whose answers come from its on*
 // fields, for testing NewBridgeClient's translation of the bridge's
-// statuses.
+// statuses. Calls come by CallTools (each answered by onCall), or, with
+// unaryOnly, by CallTool as from a bridge that has no CallTools.
 type fakeBridgeService struct {
 	bridgev1.UnimplementedBridgeServiceServer
 
-	onOpen func(*bridgev1.OpenSessionRequest) error
-	onList func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error)
-	onCall func(*bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error)
+	onOpen    func(*bridgev1.OpenSessionRequest) error
+	onList    func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error)
+	onCall    func(*bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error)
+	unaryOnly bool
+	// onStreamed, if set, sees each streamed call before onCall runs.
+	onStreamed func(*bridgev1.StreamedToolCall)
+	// cancels receives the ids of the calls the client cancels.
+	cancels chan uint64
 
 	mu     sync.Mutex
 	closes int
+}
+
+func (b *fakeBridgeService) CallTools(s grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]) error {
+	if b.unaryOnly {
+		return b.UnimplementedBridgeServiceServer.CallTools(s)
+	}
+	first, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	id := first.GetOpen().GetSessionId()
+	var (
+		sendMu sync.Mutex
+		calls  sync.WaitGroup
+	)
+	defer calls.Wait()
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return nil
+		}
+		if c := req.GetCall(); c != nil {
+			calls.Go(func() {
+				if b.onStreamed != nil {
+					b.onStreamed(c)
+				}
+				res, err := b.CallTool(s.Context(), &bridgev1.CallToolRequest{SessionId: id, ServerName: c.GetServerName(), ToolName: c.GetToolName(), Arguments: c.GetArguments()})
+				answer := &bridgev1.CallToolsResponse{Id: c.GetId(), Outcome: &bridgev1.CallToolsResponse_Result{Result: res}}
+				if err != nil {
+					p := status.Convert(err).Proto()
+					answer.Outcome = &bridgev1.CallToolsResponse_Error{Error: &bridgev1.CallError{Code: p.GetCode(), Message: p.GetMessage(), Details: p.GetDetails()}}
+				}
+				sendMu.Lock()
+				defer sendMu.Unlock()
+				_ = s.Send(answer)
+			})
+		} else if b.cancels != nil {
+			b.cancels <- req.GetCancel()
+		}
+	}
 }
 
 func (b *fakeBridgeService) OpenSession(req *bridgev1.OpenSessionRequest, s grpc.ServerStreamingServer[bridgev1.OpenSessionResponse]) error {
@@ -175,37 +225,157 @@ func TestBridgeErrors(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			fake := tt.bridge(t)
-			conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
-			prov := urlProvider()
-			client := newClient(t, server.NewBridgeClient(conn), prov, recordingScript())
-			agent := &agentdv1.Agent{
-				Provider:        tt.provider,
-				Mcps:            tt.mcps,
-				ProviderOptions: script(t, `{"turns": [{"tool_calls": [{"name": "read"}]}, {"text": "done"}]}`),
+		for _, unary := range []bool{false, true} {
+			name := tt.name + "/CallTools"
+			if unary {
+				name = tt.name + "/CallTool (a bridge without CallTools)"
 			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				fake := tt.bridge(t)
+				fake.unaryOnly = unary
+				conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
+				prov := urlProvider()
+				client := newClient(t, server.NewBridgeClient(conn), prov, recordingScript())
+				agent := &agentdv1.Agent{
+					Provider:        tt.provider,
+					Mcps:            tt.mcps,
+					ProviderOptions: script(t, `{"turns": [{"tool_calls": [{"name": "read"}]}, {"text": "done"}]}`),
+				}
 
-			_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, nil)
+				_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, nil)
 
-			wantCode(t, st, tt.wantCode)
-			wantFacts(t, "status message", st.Message(), tt.wantMsg)
-			if diff := cmp.Diff(tt.wantInfo, errorInfo(st), protocmp.Transform()); diff != "" {
-				t.Errorf("ErrorInfo (-want +got):\n%s", diff)
+				wantCode(t, st, tt.wantCode)
+				wantFacts(t, "status message", st.Message(), tt.wantMsg)
+				if diff := cmp.Diff(tt.wantInfo, errorInfo(st), protocmp.Transform()); diff != "" {
+					t.Errorf("ErrorInfo (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tt.wantFields, fieldViolations(st), protocmp.Transform()); diff != "" {
+					t.Errorf("field violations (-want +got):\n%s", diff)
+				}
+				if tt.hidden != "" && strings.Contains(statusText(st), tt.hidden) {
+					t.Errorf("status carries the bridge's text %q: %v", tt.hidden, st.Proto())
+				}
+				if got := fake.closed(); got != tt.wantCloses {
+					t.Errorf("CloseSession called %d times; want %d", got, tt.wantCloses)
+				}
+				if n := len(prov.calls()); n != 0 {
+					t.Errorf("provider called %d times; want 0", n)
+				}
+			})
+		}
+	}
+}
+
+// openFake opens a session of NewBridgeClient on fake.
+func openFake(t *testing.T, fake *fakeBridgeService) server.BridgeSession {
+	t.Helper()
+	conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
+	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	t.Cleanup(func() { sess.Close(context.Background()) })
+	return sess
+}
+
+// TestBridgeCallCancel: a caller that gives up gets its context's error at
+// once, and the bridge is told to cancel that call.
+func TestBridgeCallCancel(t *testing.T) {
+	t.Parallel()
+	started := make(chan uint64, 2)
+	release := make(chan struct{})
+	defer close(release)
+	fake := &fakeBridgeService{
+		cancels:    make(chan uint64, 1),
+		onStreamed: func(c *bridgev1.StreamedToolCall) { started <- c.GetId() },
+		onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+			if req.GetArguments() == "{}" {
+				<-release
+				return &bridgev1.CallToolResponse{Output: "too late"}, nil
 			}
-			if diff := cmp.Diff(tt.wantFields, fieldViolations(st), protocmp.Transform()); diff != "" {
-				t.Errorf("field violations (-want +got):\n%s", diff)
-			}
-			if tt.hidden != "" && strings.Contains(statusText(st), tt.hidden) {
-				t.Errorf("status carries the bridge's text %q: %v", tt.hidden, st.Proto())
-			}
-			if got := fake.closed(); got != tt.wantCloses {
-				t.Errorf("CloseSession called %d times; want %d", got, tt.wantCloses)
-			}
-			if n := len(prov.calls()); n != 0 {
-				t.Errorf("provider called %d times; want 0", n)
-			}
-		})
+			return &bridgev1.CallToolResponse{Output: "ok"}, nil
+		},
+	}
+	sess := openFake(t, fake)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := sess.CallTool(ctx, "files", "read", "{}")
+		errc <- err
+	}()
+	id := <-started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("CallTool after cancel = %v; want context.Canceled", err)
+	}
+	if got := <-fake.cancels; got != id {
+		t.Errorf("the bridge was told to cancel call %d; want %d", got, id)
+	}
+	// The session goes on; the late answer of the cancelled call is dropped.
+	release <- struct{}{}
+	if res, err := sess.CallTool(t.Context(), "files", "read", `{"n":2}`); err != nil || res.GetOutput() != "ok" {
+		t.Errorf("the next CallTool = %v, %v; want ok", res, err)
+	}
+}
+
+// TestBridgeCallCarries: a streamed call carries its caller's deadline and
+// trace context, as a gRPC call would.
+func TestBridgeCallCarries(t *testing.T) {
+	t.Parallel()
+	got := make(chan *bridgev1.StreamedToolCall, 1)
+	sess := openFake(t, &fakeBridgeService{onStreamed: func(c *bridgev1.StreamedToolCall) { got <- c }})
+	traceID := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled})
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(t.Context(), sc), time.Minute)
+	defer cancel()
+	res, err := sess.CallTool(ctx, "files", "read", `{"path":"a"}`)
+	if err != nil || res.GetOutput() != "ok" {
+		t.Fatalf("CallTool = %v, %v", res, err)
+	}
+	c := <-got
+	if c.GetServerName() != "files" || c.GetToolName() != "read" || c.GetArguments() != `{"path":"a"}` {
+		t.Errorf("call = %v", c)
+	}
+	if d := c.GetTimeout().AsDuration(); d <= 0 || d > time.Minute {
+		t.Errorf("timeout = %v; want the caller's remaining minute", d)
+	}
+	if tp := c.GetTraceContext()["traceparent"]; !strings.Contains(tp, traceID.String()) {
+		t.Errorf("traceparent = %q; want trace %s", tp, traceID)
+	}
+}
+
+// TestBridgeCallStreamEnds: calls cut short by the stream's end fail with
+// the bridge's status, translated.
+func TestBridgeCallStreamEnds(t *testing.T) {
+	t.Parallel()
+	fake := &fakeBridgeService{}
+	conn := dial(t, func(r grpc.ServiceRegistrar) {
+		bridgev1.RegisterBridgeServiceServer(r, &endingBridge{fakeBridgeService: fake})
+	})
+	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	defer sess.Close(context.Background())
+	_, err = sess.CallTool(t.Context(), "files", "read", "{}")
+	if fault.KindOf(err) != fault.Unavailable || !strings.Contains(err.Error(), "restarting") {
+		t.Errorf("CallTool = %v; want the bridge's Unavailable", err)
+	}
+}
+
+// endingBridge ends every CallTools stream with Unavailable at its first
+// call.
+type endingBridge struct{ *fakeBridgeService }
+
+func (endingBridge) CallTools(s grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]) error {
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if req.GetCall() != nil {
+			return status.Error(codes.Unavailable, "the bridge is restarting")
+		}
 	}
 }

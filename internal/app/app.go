@@ -84,7 +84,7 @@ func NewBridge(o Options) (*Bridge, error) {
 
 func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	log := o.Logger.With("component", "bridge")
-	svc, err := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge})
+	svc, err := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge, TracerProvider: o.Telemetry.TracerProvider, Propagator: o.Telemetry.Propagator})
 	if err != nil {
 		return nil, err
 	}

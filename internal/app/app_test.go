@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,9 +211,13 @@ func TestDemoGeneration(t *testing.T) {
 		switch {
 		case sp.Name() == "agentd.v1.AgentService/Generate" && sp.SpanKind() == trace.SpanKindServer:
 			generateSpan = sp
-		case strings.HasPrefix(sp.Name(), "agentd.bridge.v1.BridgeService/") && sp.SpanKind() == trace.SpanKindServer:
+		case strings.HasPrefix(sp.Name(), "agentd.bridge.v1.BridgeService/") && sp.SpanKind() == trace.SpanKindServer,
+			sp.Name() == "tools/call echo": // the call's span, on the CallTools stream
 			bridgeSpans = append(bridgeSpans, sp)
 		}
+	}
+	if !slices.ContainsFunc(bridgeSpans, func(sp sdktrace.ReadOnlySpan) bool { return sp.Name() == "tools/call echo" }) {
+		t.Error("no bridge span for the tool call")
 	}
 	if generateSpan == nil {
 		t.Fatal("no Generate server span")

@@ -9,6 +9,7 @@ package bridgev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
@@ -1095,6 +1096,413 @@ func (x *CallToolRequest) GetArguments() string {
 	return ""
 }
 
+// CallToolsRequest is one message of a CallTools stream.
+type CallToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the message does.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*CallToolsRequest_Open
+	//	*CallToolsRequest_Call
+	//	*CallToolsRequest_Cancel
+	Kind          isCallToolsRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolsRequest) Reset() {
+	*x = CallToolsRequest{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolsRequest) ProtoMessage() {}
+
+func (x *CallToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolsRequest.ProtoReflect.Descriptor instead.
+func (*CallToolsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CallToolsRequest) GetKind() isCallToolsRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *CallToolsRequest) GetOpen() *CallToolsOpen {
+	if x != nil {
+		if x, ok := x.Kind.(*CallToolsRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *CallToolsRequest) GetCall() *StreamedToolCall {
+	if x != nil {
+		if x, ok := x.Kind.(*CallToolsRequest_Call); ok {
+			return x.Call
+		}
+	}
+	return nil
+}
+
+func (x *CallToolsRequest) GetCancel() uint64 {
+	if x != nil {
+		if x, ok := x.Kind.(*CallToolsRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return 0
+}
+
+type isCallToolsRequest_Kind interface {
+	isCallToolsRequest_Kind()
+}
+
+type CallToolsRequest_Open struct {
+	// Opens the stream for a session; first, and only first.
+	Open *CallToolsOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"`
+}
+
+type CallToolsRequest_Call struct {
+	// Starts a call.
+	Call *StreamedToolCall `protobuf:"bytes,2,opt,name=call,proto3,oneof"`
+}
+
+type CallToolsRequest_Cancel struct {
+	// Cancels the running call with this id. Its response still comes:
+	// Canceled, or its result if it finished first. Unknown ids are ignored.
+	Cancel uint64 `protobuf:"varint,3,opt,name=cancel,proto3,oneof"`
+}
+
+func (*CallToolsRequest_Open) isCallToolsRequest_Kind() {}
+
+func (*CallToolsRequest_Call) isCallToolsRequest_Kind() {}
+
+func (*CallToolsRequest_Cancel) isCallToolsRequest_Kind() {}
+
+// CallToolsOpen names the session of a CallTools stream.
+type CallToolsOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SessionOpened.session_id.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolsOpen) Reset() {
+	*x = CallToolsOpen{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolsOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolsOpen) ProtoMessage() {}
+
+func (x *CallToolsOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolsOpen.ProtoReflect.Descriptor instead.
+func (*CallToolsOpen) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CallToolsOpen) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// StreamedToolCall is one call of a CallTools stream.
+type StreamedToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the call in its response and in cancel; chosen by the client,
+	// unique among the stream's running calls.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// ServerSpec.name of the server that owns the tool.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The tool's name on that server.
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Arguments as JSON text (an object); empty means {}.
+	Arguments string `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Bounds the call as a gRPC deadline would (DeadlineExceeded); unset
+	// means only the server's read_timeout bounds it.
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The caller's W3C trace context (traceparent, tracestate, baggage), so
+	// that the call's spans join the caller's trace.
+	TraceContext  map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamedToolCall) Reset() {
+	*x = StreamedToolCall{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamedToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamedToolCall) ProtoMessage() {}
+
+func (x *StreamedToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamedToolCall.ProtoReflect.Descriptor instead.
+func (*StreamedToolCall) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *StreamedToolCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StreamedToolCall) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *StreamedToolCall) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *StreamedToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *StreamedToolCall) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *StreamedToolCall) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+// CallToolsResponse answers one call of a CallTools stream.
+type CallToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StreamedToolCall.id.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// How the call ended.
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*CallToolsResponse_Result
+	//	*CallToolsResponse_Error
+	Outcome       isCallToolsResponse_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolsResponse) Reset() {
+	*x = CallToolsResponse{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolsResponse) ProtoMessage() {}
+
+func (x *CallToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolsResponse.ProtoReflect.Descriptor instead.
+func (*CallToolsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CallToolsResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallToolsResponse) GetOutcome() isCallToolsResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *CallToolsResponse) GetResult() *CallToolResponse {
+	if x != nil {
+		if x, ok := x.Outcome.(*CallToolsResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *CallToolsResponse) GetError() *CallError {
+	if x != nil {
+		if x, ok := x.Outcome.(*CallToolsResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isCallToolsResponse_Outcome interface {
+	isCallToolsResponse_Outcome()
+}
+
+type CallToolsResponse_Result struct {
+	// The tool's result, as CallTool returns it (a tool that ran and
+	// failed is a result with is_error).
+	Result *CallToolResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+type CallToolsResponse_Error struct {
+	// The failure CallTool would have returned as its status.
+	Error *CallError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*CallToolsResponse_Result) isCallToolsResponse_Outcome() {}
+
+func (*CallToolsResponse_Error) isCallToolsResponse_Outcome() {}
+
+// CallError is a call's failure as a gRPC status: the same fields, with
+// the same numbers, as google.rpc.Status.
+type CallError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The google.rpc.Code value.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The status message.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The status details (google.rpc.ErrorInfo, BadRequest, ...).
+	Details       []*anypb.Any `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallError) Reset() {
+	*x = CallError{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallError) ProtoMessage() {}
+
+func (x *CallError) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallError.ProtoReflect.Descriptor instead.
+func (*CallError) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CallError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CallError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CallError) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 // CallToolResponse is a tool's result, flattened for a model.
 type CallToolResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1111,7 +1519,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[15]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1531,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[15]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1544,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{15}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CallToolResponse) GetOutput() string {
@@ -1182,7 +1590,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[16]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1602,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[16]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1615,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{16}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Content) GetKind() ContentKind {
@@ -1283,7 +1691,7 @@ type GetCacheStatsRequest struct {
 
 func (x *GetCacheStatsRequest) Reset() {
 	*x = GetCacheStatsRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[17]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1703,7 @@ func (x *GetCacheStatsRequest) String() string {
 func (*GetCacheStatsRequest) ProtoMessage() {}
 
 func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[17]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1716,7 @@ func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCacheStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{17}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{22}
 }
 
 // GetCacheStatsResponse reports the schema cache.
@@ -1328,7 +1736,7 @@ type GetCacheStatsResponse struct {
 
 func (x *GetCacheStatsResponse) Reset() {
 	*x = GetCacheStatsResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[18]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1748,7 @@ func (x *GetCacheStatsResponse) String() string {
 func (*GetCacheStatsResponse) ProtoMessage() {}
 
 func (x *GetCacheStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[18]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1761,7 @@ func (x *GetCacheStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCacheStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{18}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetCacheStatsResponse) GetSize() int64 {
@@ -1399,7 +1807,7 @@ type CacheSettings struct {
 
 func (x *CacheSettings) Reset() {
 	*x = CacheSettings{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1819,7 @@ func (x *CacheSettings) String() string {
 func (*CacheSettings) ProtoMessage() {}
 
 func (x *CacheSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1832,7 @@ func (x *CacheSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CacheSettings.ProtoReflect.Descriptor instead.
 func (*CacheSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{19}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CacheSettings) GetEnabled() bool {
@@ -1457,7 +1865,7 @@ type ClearCacheRequest struct {
 
 func (x *ClearCacheRequest) Reset() {
 	*x = ClearCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1877,7 @@ func (x *ClearCacheRequest) String() string {
 func (*ClearCacheRequest) ProtoMessage() {}
 
 func (x *ClearCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1890,7 @@ func (x *ClearCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCacheRequest.ProtoReflect.Descriptor instead.
 func (*ClearCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{20}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{25}
 }
 
 // ClearCacheResponse reports a cleared cache.
@@ -1494,7 +1902,7 @@ type ClearCacheResponse struct {
 
 func (x *ClearCacheResponse) Reset() {
 	*x = ClearCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1914,7 @@ func (x *ClearCacheResponse) String() string {
 func (*ClearCacheResponse) ProtoMessage() {}
 
 func (x *ClearCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1927,7 @@ func (x *ClearCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCacheResponse.ProtoReflect.Descriptor instead.
 func (*ClearCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{21}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{26}
 }
 
 // ResetCacheRequest resets the schema cache.
@@ -1531,7 +1939,7 @@ type ResetCacheRequest struct {
 
 func (x *ResetCacheRequest) Reset() {
 	*x = ResetCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1951,7 @@ func (x *ResetCacheRequest) String() string {
 func (*ResetCacheRequest) ProtoMessage() {}
 
 func (x *ResetCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1964,7 @@ func (x *ResetCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCacheRequest.ProtoReflect.Descriptor instead.
 func (*ResetCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{22}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{27}
 }
 
 // ResetCacheResponse reports a reset cache.
@@ -1570,7 +1978,7 @@ type ResetCacheResponse struct {
 
 func (x *ResetCacheResponse) Reset() {
 	*x = ResetCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1990,7 @@ func (x *ResetCacheResponse) String() string {
 func (*ResetCacheResponse) ProtoMessage() {}
 
 func (x *ResetCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +2003,7 @@ func (x *ResetCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCacheResponse.ProtoReflect.Descriptor instead.
 func (*ResetCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{23}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResetCacheResponse) GetSettings() *CacheSettings {
@@ -1618,7 +2026,7 @@ type InvalidateCacheRequest struct {
 
 func (x *InvalidateCacheRequest) Reset() {
 	*x = InvalidateCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +2038,7 @@ func (x *InvalidateCacheRequest) String() string {
 func (*InvalidateCacheRequest) ProtoMessage() {}
 
 func (x *InvalidateCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +2051,7 @@ func (x *InvalidateCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCacheRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *InvalidateCacheRequest) GetServer() *ServerSpec {
@@ -1671,7 +2079,7 @@ type InvalidateCacheResponse struct {
 
 func (x *InvalidateCacheResponse) Reset() {
 	*x = InvalidateCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +2091,7 @@ func (x *InvalidateCacheResponse) String() string {
 func (*InvalidateCacheResponse) ProtoMessage() {}
 
 func (x *InvalidateCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +2104,7 @@ func (x *InvalidateCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCacheResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{25}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *InvalidateCacheResponse) GetRemoved() bool {
@@ -1722,7 +2130,7 @@ type ConfigureCacheRequest struct {
 
 func (x *ConfigureCacheRequest) Reset() {
 	*x = ConfigureCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +2142,7 @@ func (x *ConfigureCacheRequest) String() string {
 func (*ConfigureCacheRequest) ProtoMessage() {}
 
 func (x *ConfigureCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +2155,7 @@ func (x *ConfigureCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureCacheRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{26}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConfigureCacheRequest) GetEnabled() bool {
@@ -1782,7 +2190,7 @@ type ConfigureCacheResponse struct {
 
 func (x *ConfigureCacheResponse) Reset() {
 	*x = ConfigureCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +2202,7 @@ func (x *ConfigureCacheResponse) String() string {
 func (*ConfigureCacheResponse) ProtoMessage() {}
 
 func (x *ConfigureCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +2215,7 @@ func (x *ConfigureCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureCacheResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{27}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConfigureCacheResponse) GetSettings() *CacheSettings {
@@ -1826,7 +2234,7 @@ type GetPoolStatsRequest struct {
 
 func (x *GetPoolStatsRequest) Reset() {
 	*x = GetPoolStatsRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2246,7 @@ func (x *GetPoolStatsRequest) String() string {
 func (*GetPoolStatsRequest) ProtoMessage() {}
 
 func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2259,7 @@ func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{28}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{33}
 }
 
 // GetPoolStatsResponse reports every stdio process pool.
@@ -1868,7 +2276,7 @@ type GetPoolStatsResponse struct {
 
 func (x *GetPoolStatsResponse) Reset() {
 	*x = GetPoolStatsResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2288,7 @@ func (x *GetPoolStatsResponse) String() string {
 func (*GetPoolStatsResponse) ProtoMessage() {}
 
 func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2301,7 @@ func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{29}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetPoolStatsResponse) GetPools() []*PoolStats {
@@ -1941,7 +2349,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2361,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2374,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{30}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PoolStats) GetServerName() string {
@@ -2050,7 +2458,7 @@ var File_agentd_bridge_v1_bridge_proto protoreflect.FileDescriptor
 
 const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/bridge/v1/bridge.proto\x12\x10agentd.bridge.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8f\x02\n" +
+	"\x1dagentd/bridge/v1/bridge.proto\x12\x10agentd.bridge.v1\x1a\x19google/protobuf/any.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8f\x02\n" +
 	"\n" +
 	"ServerSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
@@ -2125,7 +2533,35 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
 	"serverName\x12\x1b\n" +
 	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1c\n" +
-	"\targuments\x18\x04 \x01(\tR\targuments\"\x82\x01\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\"\xa5\x01\n" +
+	"\x10CallToolsRequest\x125\n" +
+	"\x04open\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.CallToolsOpenH\x00R\x04open\x128\n" +
+	"\x04call\x18\x02 \x01(\v2\".agentd.bridge.v1.StreamedToolCallH\x00R\x04call\x12\x18\n" +
+	"\x06cancel\x18\x03 \x01(\x04H\x00R\x06cancelB\x06\n" +
+	"\x04kind\".\n" +
+	"\rCallToolsOpen\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xcf\x02\n" +
+	"\x10StreamedToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1c\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\x123\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12Y\n" +
+	"\rtrace_context\x18\x06 \x03(\v24.agentd.bridge.v1.StreamedToolCall.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x01\n" +
+	"\x11CallToolsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12<\n" +
+	"\x06result\x18\x02 \x01(\v2\".agentd.bridge.v1.CallToolResponseH\x00R\x06result\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05errorB\t\n" +
+	"\aoutcome\"i\n" +
+	"\tCallError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"\x82\x01\n" +
 	"\x10CallToolResponse\x12\x16\n" +
 	"\x06output\x18\x01 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x12;\n" +
@@ -2191,12 +2627,13 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x12CONTENT_KIND_IMAGE\x10\x01\x12\x16\n" +
 	"\x12CONTENT_KIND_AUDIO\x10\x02\x12\x1e\n" +
 	"\x1aCONTENT_KIND_RESOURCE_LINK\x10\x03\x12\x19\n" +
-	"\x15CONTENT_KIND_RESOURCE\x10\x042\xf5\x02\n" +
+	"\x15CONTENT_KIND_RESOURCE\x10\x042\xcf\x03\n" +
 	"\rBridgeService\x12\\\n" +
 	"\vOpenSession\x12$.agentd.bridge.v1.OpenSessionRequest\x1a%.agentd.bridge.v1.OpenSessionResponse0\x01\x12]\n" +
 	"\fCloseSession\x12%.agentd.bridge.v1.CloseSessionRequest\x1a&.agentd.bridge.v1.CloseSessionResponse\x12T\n" +
 	"\tListTools\x12\".agentd.bridge.v1.ListToolsRequest\x1a#.agentd.bridge.v1.ListToolsResponse\x12Q\n" +
-	"\bCallTool\x12!.agentd.bridge.v1.CallToolRequest\x1a\".agentd.bridge.v1.CallToolResponse2\xd4\x04\n" +
+	"\bCallTool\x12!.agentd.bridge.v1.CallToolRequest\x1a\".agentd.bridge.v1.CallToolResponse\x12X\n" +
+	"\tCallTools\x12\".agentd.bridge.v1.CallToolsRequest\x1a#.agentd.bridge.v1.CallToolsResponse(\x010\x012\xd4\x04\n" +
 	"\x12BridgeAdminService\x12`\n" +
 	"\rGetCacheStats\x12&.agentd.bridge.v1.GetCacheStatsRequest\x1a'.agentd.bridge.v1.GetCacheStatsResponse\x12W\n" +
 	"\n" +
@@ -2221,7 +2658,7 @@ func file_agentd_bridge_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_bridge_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(ContentKind)(0),                // 0: agentd.bridge.v1.ContentKind
 	(*ServerSpec)(nil),              // 1: agentd.bridge.v1.ServerSpec
@@ -2239,75 +2676,91 @@ var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(*Tool)(nil),                    // 13: agentd.bridge.v1.Tool
 	(*ToolAnnotations)(nil),         // 14: agentd.bridge.v1.ToolAnnotations
 	(*CallToolRequest)(nil),         // 15: agentd.bridge.v1.CallToolRequest
-	(*CallToolResponse)(nil),        // 16: agentd.bridge.v1.CallToolResponse
-	(*Content)(nil),                 // 17: agentd.bridge.v1.Content
-	(*GetCacheStatsRequest)(nil),    // 18: agentd.bridge.v1.GetCacheStatsRequest
-	(*GetCacheStatsResponse)(nil),   // 19: agentd.bridge.v1.GetCacheStatsResponse
-	(*CacheSettings)(nil),           // 20: agentd.bridge.v1.CacheSettings
-	(*ClearCacheRequest)(nil),       // 21: agentd.bridge.v1.ClearCacheRequest
-	(*ClearCacheResponse)(nil),      // 22: agentd.bridge.v1.ClearCacheResponse
-	(*ResetCacheRequest)(nil),       // 23: agentd.bridge.v1.ResetCacheRequest
-	(*ResetCacheResponse)(nil),      // 24: agentd.bridge.v1.ResetCacheResponse
-	(*InvalidateCacheRequest)(nil),  // 25: agentd.bridge.v1.InvalidateCacheRequest
-	(*InvalidateCacheResponse)(nil), // 26: agentd.bridge.v1.InvalidateCacheResponse
-	(*ConfigureCacheRequest)(nil),   // 27: agentd.bridge.v1.ConfigureCacheRequest
-	(*ConfigureCacheResponse)(nil),  // 28: agentd.bridge.v1.ConfigureCacheResponse
-	(*GetPoolStatsRequest)(nil),     // 29: agentd.bridge.v1.GetPoolStatsRequest
-	(*GetPoolStatsResponse)(nil),    // 30: agentd.bridge.v1.GetPoolStatsResponse
-	(*PoolStats)(nil),               // 31: agentd.bridge.v1.PoolStats
-	nil,                             // 32: agentd.bridge.v1.HTTPTarget.HeadersEntry
-	nil,                             // 33: agentd.bridge.v1.StdioTarget.EnvEntry
-	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
-	(*structpb.Struct)(nil),         // 35: google.protobuf.Struct
+	(*CallToolsRequest)(nil),        // 16: agentd.bridge.v1.CallToolsRequest
+	(*CallToolsOpen)(nil),           // 17: agentd.bridge.v1.CallToolsOpen
+	(*StreamedToolCall)(nil),        // 18: agentd.bridge.v1.StreamedToolCall
+	(*CallToolsResponse)(nil),       // 19: agentd.bridge.v1.CallToolsResponse
+	(*CallError)(nil),               // 20: agentd.bridge.v1.CallError
+	(*CallToolResponse)(nil),        // 21: agentd.bridge.v1.CallToolResponse
+	(*Content)(nil),                 // 22: agentd.bridge.v1.Content
+	(*GetCacheStatsRequest)(nil),    // 23: agentd.bridge.v1.GetCacheStatsRequest
+	(*GetCacheStatsResponse)(nil),   // 24: agentd.bridge.v1.GetCacheStatsResponse
+	(*CacheSettings)(nil),           // 25: agentd.bridge.v1.CacheSettings
+	(*ClearCacheRequest)(nil),       // 26: agentd.bridge.v1.ClearCacheRequest
+	(*ClearCacheResponse)(nil),      // 27: agentd.bridge.v1.ClearCacheResponse
+	(*ResetCacheRequest)(nil),       // 28: agentd.bridge.v1.ResetCacheRequest
+	(*ResetCacheResponse)(nil),      // 29: agentd.bridge.v1.ResetCacheResponse
+	(*InvalidateCacheRequest)(nil),  // 30: agentd.bridge.v1.InvalidateCacheRequest
+	(*InvalidateCacheResponse)(nil), // 31: agentd.bridge.v1.InvalidateCacheResponse
+	(*ConfigureCacheRequest)(nil),   // 32: agentd.bridge.v1.ConfigureCacheRequest
+	(*ConfigureCacheResponse)(nil),  // 33: agentd.bridge.v1.ConfigureCacheResponse
+	(*GetPoolStatsRequest)(nil),     // 34: agentd.bridge.v1.GetPoolStatsRequest
+	(*GetPoolStatsResponse)(nil),    // 35: agentd.bridge.v1.GetPoolStatsResponse
+	(*PoolStats)(nil),               // 36: agentd.bridge.v1.PoolStats
+	nil,                             // 37: agentd.bridge.v1.HTTPTarget.HeadersEntry
+	nil,                             // 38: agentd.bridge.v1.StdioTarget.EnvEntry
+	nil,                             // 39: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	(*durationpb.Duration)(nil),     // 40: google.protobuf.Duration
+	(*structpb.Struct)(nil),         // 41: google.protobuf.Struct
+	(*anypb.Any)(nil),               // 42: google.protobuf.Any
 }
 var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	2,  // 0: agentd.bridge.v1.ServerSpec.http:type_name -> agentd.bridge.v1.HTTPTarget
 	3,  // 1: agentd.bridge.v1.ServerSpec.stdio:type_name -> agentd.bridge.v1.StdioTarget
-	34, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
-	32, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
-	34, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
-	33, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
+	40, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
+	37, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
+	40, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
+	38, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
 	1,  // 6: agentd.bridge.v1.OpenSessionRequest.servers:type_name -> agentd.bridge.v1.ServerSpec
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
 	12, // 9: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
 	13, // 10: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	35, // 11: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	41, // 11: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
 	14, // 12: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
-	17, // 13: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
-	0,  // 14: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
-	20, // 15: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	34, // 16: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
-	20, // 17: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	1,  // 18: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	34, // 19: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
-	20, // 20: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	31, // 21: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	4,  // 22: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 23: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 24: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 25: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	18, // 26: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	21, // 27: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	23, // 28: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	25, // 29: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	27, // 30: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	29, // 31: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 32: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 33: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 34: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	16, // 35: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 36: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	22, // 37: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	24, // 38: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	26, // 39: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	28, // 40: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	30, // 41: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	17, // 13: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
+	18, // 14: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
+	40, // 15: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	39, // 16: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	21, // 17: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
+	20, // 18: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
+	42, // 19: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	22, // 20: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
+	0,  // 21: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
+	25, // 22: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	40, // 23: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	25, // 24: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	1,  // 25: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
+	40, // 26: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	25, // 27: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	36, // 28: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
+	4,  // 29: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 30: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 31: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 32: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 33: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	23, // 34: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	26, // 35: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	28, // 36: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	30, // 37: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	32, // 38: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	34, // 39: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	5,  // 40: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 41: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 42: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	21, // 43: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 44: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	24, // 45: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	27, // 46: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	29, // 47: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	31, // 48: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	33, // 49: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	35, // 50: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	40, // [40:51] is the sub-list for method output_type
+	29, // [29:40] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }
@@ -2325,18 +2778,27 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 		(*OpenSessionResponse_Opened)(nil),
 		(*OpenSessionResponse_ToolsChanged)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[16].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[15].OneofWrappers = []any{
+		(*CallToolsRequest_Open)(nil),
+		(*CallToolsRequest_Call)(nil),
+		(*CallToolsRequest_Cancel)(nil),
+	}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[18].OneofWrappers = []any{
+		(*CallToolsResponse_Result)(nil),
+		(*CallToolsResponse_Error)(nil),
+	}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[21].OneofWrappers = []any{
 		(*Content_Data)(nil),
 		(*Content_Uri)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[26].OneofWrappers = []any{}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_bridge_v1_bridge_proto_rawDesc), len(file_agentd_bridge_v1_bridge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -23,6 +23,7 @@ const (
 	BridgeService_CloseSession_FullMethodName = "/agentd.bridge.v1.BridgeService/CloseSession"
 	BridgeService_ListTools_FullMethodName    = "/agentd.bridge.v1.BridgeService/ListTools"
 	BridgeService_CallTool_FullMethodName     = "/agentd.bridge.v1.BridgeService/CallTool"
+	BridgeService_CallTools_FullMethodName    = "/agentd.bridge.v1.BridgeService/CallTools"
 )
 
 // BridgeServiceClient is the client API for BridgeService service.
@@ -61,6 +62,18 @@ type BridgeServiceClient interface {
 	// data for the model. Only connection, timeout and protocol failures are
 	// RPC errors.
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
+	// CallTools runs many tool calls of one session over one stream, without
+	// a gRPC call (headers, interceptors, stats handlers) per tool call: it is
+	// how agentd calls tools. The first request must be open, naming the
+	// session; each later one starts a call or cancels one. Calls run
+	// concurrently and each gets exactly one response, naming it, in the
+	// order they finish; its outcome is what CallTool would have returned,
+	// its error what CallTool would have failed with. The stream ends when
+	// the client half-closes it (after the running calls answer), cancels
+	// it, or the session closes (NotFound, after the running calls answer).
+	// A first request that is not open, or a session that is not open, ends
+	// it at once (InvalidArgument, NotFound).
+	CallTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallToolsRequest, CallToolsResponse], error)
 }
 
 type bridgeServiceClient struct {
@@ -120,6 +133,19 @@ func (c *bridgeServiceClient) CallTool(ctx context.Context, in *CallToolRequest,
 	return out, nil
 }
 
+func (c *bridgeServiceClient) CallTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallToolsRequest, CallToolsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &BridgeService_ServiceDesc.Streams[1], BridgeService_CallTools_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallToolsRequest, CallToolsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BridgeService_CallToolsClient = grpc.BidiStreamingClient[CallToolsRequest, CallToolsResponse]
+
 // BridgeServiceServer is the server API for BridgeService service.
 // All implementations must embed UnimplementedBridgeServiceServer
 // for forward compatibility.
@@ -156,6 +182,18 @@ type BridgeServiceServer interface {
 	// data for the model. Only connection, timeout and protocol failures are
 	// RPC errors.
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
+	// CallTools runs many tool calls of one session over one stream, without
+	// a gRPC call (headers, interceptors, stats handlers) per tool call: it is
+	// how agentd calls tools. The first request must be open, naming the
+	// session; each later one starts a call or cancels one. Calls run
+	// concurrently and each gets exactly one response, naming it, in the
+	// order they finish; its outcome is what CallTool would have returned,
+	// its error what CallTool would have failed with. The stream ends when
+	// the client half-closes it (after the running calls answer), cancels
+	// it, or the session closes (NotFound, after the running calls answer).
+	// A first request that is not open, or a session that is not open, ends
+	// it at once (InvalidArgument, NotFound).
+	CallTools(grpc.BidiStreamingServer[CallToolsRequest, CallToolsResponse]) error
 	mustEmbedUnimplementedBridgeServiceServer()
 }
 
@@ -177,6 +215,9 @@ func (UnimplementedBridgeServiceServer) ListTools(context.Context, *ListToolsReq
 }
 func (UnimplementedBridgeServiceServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallTool not implemented")
+}
+func (UnimplementedBridgeServiceServer) CallTools(grpc.BidiStreamingServer[CallToolsRequest, CallToolsResponse]) error {
+	return status.Error(codes.Unimplemented, "method CallTools not implemented")
 }
 func (UnimplementedBridgeServiceServer) mustEmbedUnimplementedBridgeServiceServer() {}
 func (UnimplementedBridgeServiceServer) testEmbeddedByValue()                       {}
@@ -264,6 +305,13 @@ func _BridgeService_CallTool_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BridgeService_CallTools_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(BridgeServiceServer).CallTools(&grpc.GenericServerStream[CallToolsRequest, CallToolsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BridgeService_CallToolsServer = grpc.BidiStreamingServer[CallToolsRequest, CallToolsResponse]
+
 // BridgeService_ServiceDesc is the grpc.ServiceDesc for BridgeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -289,6 +337,12 @@ var BridgeService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "OpenSession",
 			Handler:       _BridgeService_OpenSession_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "CallTools",
+			Handler:       _BridgeService_CallTools_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "agentd/bridge/v1/bridge.proto",

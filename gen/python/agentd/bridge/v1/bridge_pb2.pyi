@@ -1,3 +1,4 @@
+from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
@@ -23,6 +24,16 @@ class CacheSettings(_message.Message):
     ttl: _duration_pb2.Duration
     def __init__(self, enabled: bool = ..., ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_entries: _Optional[int] = ...) -> None: ...
 
+class CallError(_message.Message):
+    __slots__ = ["code", "details", "message"]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    details: _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
+
 class CallToolRequest(_message.Message):
     __slots__ = ["arguments", "server_name", "session_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +55,32 @@ class CallToolResponse(_message.Message):
     is_error: bool
     output: str
     def __init__(self, output: _Optional[str] = ..., is_error: bool = ..., attachments: _Optional[_Iterable[_Union[Content, _Mapping]]] = ...) -> None: ...
+
+class CallToolsOpen(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CallToolsRequest(_message.Message):
+    __slots__ = ["call", "cancel", "open"]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    call: StreamedToolCall
+    cancel: int
+    open: CallToolsOpen
+    def __init__(self, open: _Optional[_Union[CallToolsOpen, _Mapping]] = ..., call: _Optional[_Union[StreamedToolCall, _Mapping]] = ..., cancel: _Optional[int] = ...) -> None: ...
+
+class CallToolsResponse(_message.Message):
+    __slots__ = ["error", "id", "result"]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: CallError
+    id: int
+    result: CallToolResponse
+    def __init__(self, id: _Optional[int] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
 
 class ClearCacheRequest(_message.Message):
     __slots__ = []
@@ -274,6 +311,29 @@ class StdioTarget(_message.Message):
     env: _containers.ScalarMap[str, str]
     unset_env: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StreamedToolCall(_message.Message):
+    __slots__ = ["arguments", "id", "server_name", "timeout", "tool_name", "trace_context"]
+    class TraceContextEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    arguments: str
+    id: int
+    server_name: str
+    timeout: _duration_pb2.Duration
+    tool_name: str
+    trace_context: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Tool(_message.Message):
     __slots__ = ["annotations", "description", "input_schema", "name"]

@@ -44,6 +44,11 @@ class BridgeServiceStub(object):
                 request_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolRequest.SerializeToString,
                 response_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolResponse.FromString,
                 )
+        self.CallTools = channel.stream_stream(
+                '/agentd.bridge.v1.BridgeService/CallTools',
+                request_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsRequest.SerializeToString,
+                response_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsResponse.FromString,
+                )
 
 
 class BridgeServiceServicer(object):
@@ -100,6 +105,23 @@ class BridgeServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CallTools(self, request_iterator, context):
+        """CallTools runs many tool calls of one session over one stream, without
+        a gRPC call (headers, interceptors, stats handlers) per tool call: it is
+        how agentd calls tools. The first request must be open, naming the
+        session; each later one starts a call or cancels one. Calls run
+        concurrently and each gets exactly one response, naming it, in the
+        order they finish; its outcome is what CallTool would have returned,
+        its error what CallTool would have failed with. The stream ends when
+        the client half-closes it (after the running calls answer), cancels
+        it, or the session closes (NotFound, after the running calls answer).
+        A first request that is not open, or a session that is not open, ends
+        it at once (InvalidArgument, NotFound).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BridgeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -122,6 +144,11 @@ def add_BridgeServiceServicer_to_server(servicer, server):
                     servicer.CallTool,
                     request_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolRequest.FromString,
                     response_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolResponse.SerializeToString,
+            ),
+            'CallTools': grpc.stream_stream_rpc_method_handler(
+                    servicer.CallTools,
+                    request_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsRequest.FromString,
+                    response_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -208,6 +235,23 @@ class BridgeService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.bridge.v1.BridgeService/CallTool',
             agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolRequest.SerializeToString,
             agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CallTools(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/agentd.bridge.v1.BridgeService/CallTools',
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsRequest.SerializeToString,
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -4,15 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Any, Duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/bridge/v1/bridge.proto.
  */
 export const file_agentd_bridge_v1_bridge: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi1gEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUiigEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSABCBwoFZXZlbnQiIwoNU2Vzc2lvbk9wZW5lZBISCgpzZXNzaW9uX2lkGAEgASgJIiMKDFRvb2xzQ2hhbmdlZBITCgtzZXJ2ZXJfbmFtZRgBIAEoCSIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiPAoQTGlzdFRvb2xzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHNlcnZlcl9uYW1lcxgCIAMoCSJDChFMaXN0VG9vbHNSZXNwb25zZRIuCgdzZXJ2ZXJzGAEgAygLMh0uYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJUb29scyJcCgtTZXJ2ZXJUb29scxITCgtzZXJ2ZXJfbmFtZRgBIAEoCRIlCgV0b29scxgCIAMoCzIWLmFnZW50ZC5icmlkZ2UudjEuVG9vbBIRCgljYWNoZV9oaXQYAyABKAgikAEKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjYKC2Fubm90YXRpb25zGAQgASgLMiEuYWdlbnRkLmJyaWRnZS52MS5Ub29sQW5ub3RhdGlvbnMihAEKD1Rvb2xBbm5vdGF0aW9ucxINCgV0aXRsZRgBIAEoCRIWCg5yZWFkX29ubHlfaGludBgCIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAMgASgIEhcKD2lkZW1wb3RlbnRfaGludBgEIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBSABKAgiYAoPQ2FsbFRvb2xSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSJkChBDYWxsVG9vbFJlc3BvbnNlEg4KBm91dHB1dBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBIuCgthdHRhY2htZW50cxgDIAMoCzIZLmFnZW50ZC5icmlkZ2UudjEuQ29udGVudCKAAQoHQ29udGVudBIrCgRraW5kGAEgASgOMh0uYWdlbnRkLmJyaWRnZS52MS5Db250ZW50S2luZBIRCgltaW1lX3R5cGUYAiABKAkSDgoEZGF0YRgDIAEoDEgAEg0KA3VyaRgEIAEoCUgAEgwKBG5hbWUYBSABKAlCCAoGc291cmNlIhYKFEdldENhY2hlU3RhdHNSZXF1ZXN0InYKFUdldENhY2hlU3RhdHNSZXNwb25zZRIMCgRzaXplGAEgASgDEgwKBGhpdHMYAiABKAMSDgoGbWlzc2VzGAMgASgDEjEKCHNldHRpbmdzGAQgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIl0KDUNhY2hlU2V0dGluZ3MSDwoHZW5hYmxlZBgBIAEoCBImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEwoLbWF4X2VudHJpZXMYAyABKAUiEwoRQ2xlYXJDYWNoZVJlcXVlc3QiFAoSQ2xlYXJDYWNoZVJlc3BvbnNlIhMKEVJlc2V0Q2FjaGVSZXF1ZXN0IkcKElJlc2V0Q2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyJWChZJbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0EiwKBnNlcnZlchgBIAEoCzIcLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyU3BlYxIOCgZ0ZW5hbnQYAiABKAkiKgoXSW52YWxpZGF0ZUNhY2hlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCKLAQoVQ29uZmlndXJlQ2FjaGVSZXF1ZXN0EhQKB2VuYWJsZWQYASABKAhIAIgBARImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGAoLbWF4X2VudHJpZXMYAyABKAVIAYgBAUIKCghfZW5hYmxlZEIOCgxfbWF4X2VudHJpZXMiSwoWQ29uZmlndXJlQ2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyIVChNHZXRQb29sU3RhdHNSZXF1ZXN0IlkKFEdldFBvb2xTdGF0c1Jlc3BvbnNlEioKBXBvb2xzGAEgAygLMhsuYWdlbnRkLmJyaWRnZS52MS5Qb29sU3RhdHMSFQoNb3Blbl9zZXNzaW9ucxgCIAEoBSLEAQoJUG9vbFN0YXRzEhMKC3NlcnZlcl9uYW1lGAEgASgJEgsKA2tleRgCIAEoCRIMCgR3YXJtGAMgASgFEgwKBGJ1c3kYBCABKAUSEAoIc3RhcnRpbmcYBSABKAUSFQoNbWF4X3Byb2Nlc3NlcxgGIAEoBRIPCgdzcGF3bmVkGAcgASgDEg8KB3JldGlyZWQYCCABKAMSDwoHY3Jhc2hlZBgJIAEoAxINCgV3YWl0cxgKIAEoAxIOCgZzaGFyZWQYCyABKAgqlgEKC0NvbnRlbnRLaW5kEhwKGENPTlRFTlRfS0lORF9VTlNQRUNJRklFRBAAEhYKEkNPTlRFTlRfS0lORF9JTUFHRRABEhYKEkNPTlRFTlRfS0lORF9BVURJTxACEh4KGkNPTlRFTlRfS0lORF9SRVNPVVJDRV9MSU5LEAMSGQoVQ09OVEVOVF9LSU5EX1JFU09VUkNFEAQy9QIKDUJyaWRnZVNlcnZpY2USXAoLT3BlblNlc3Npb24SJC5hZ2VudGQuYnJpZGdlLnYxLk9wZW5TZXNzaW9uUmVxdWVzdBolLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXNwb25zZTABEl0KDENsb3NlU2Vzc2lvbhIlLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USVAoJTGlzdFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXNwb25zZRJRCghDYWxsVG9vbBIhLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXF1ZXN0GiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlc3BvbnNlMtQEChJCcmlkZ2VBZG1pblNlcnZpY2USYAoNR2V0Q2FjaGVTdGF0cxImLmFnZW50ZC5icmlkZ2UudjEuR2V0Q2FjaGVTdGF0c1JlcXVlc3QaJy5hZ2VudGQuYnJpZGdlLnYxLkdldENhY2hlU3RhdHNSZXNwb25zZRJXCgpDbGVhckNhY2hlEiMuYWdlbnRkLmJyaWRnZS52MS5DbGVhckNhY2hlUmVxdWVzdBokLmFnZW50ZC5icmlkZ2UudjEuQ2xlYXJDYWNoZVJlc3BvbnNlElcKClJlc2V0Q2FjaGUSIy5hZ2VudGQuYnJpZGdlLnYxLlJlc2V0Q2FjaGVSZXF1ZXN0GiQuYWdlbnRkLmJyaWRnZS52MS5SZXNldENhY2hlUmVzcG9uc2USZgoPSW52YWxpZGF0ZUNhY2hlEiguYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0GikuYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXNwb25zZRJjCg5Db25maWd1cmVDYWNoZRInLmFnZW50ZC5icmlkZ2UudjEuQ29uZmlndXJlQ2FjaGVSZXF1ZXN0GiguYWdlbnRkLmJyaWRnZS52MS5Db25maWd1cmVDYWNoZVJlc3BvbnNlEl0KDEdldFBvb2xTdGF0cxIlLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVzcG9uc2VCwAEKFGNvbS5hZ2VudGQuYnJpZGdlLnYxQgtCcmlkZ2VQcm90b1ABWjlnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9icmlkZ2UvdjE7YnJpZGdldjGiAgNBQliqAhBBZ2VudGQuQnJpZGdlLlYxygIQQWdlbnRkXEJyaWRnZVxWMeICHEFnZW50ZFxCcmlkZ2VcVjFcR1BCTWV0YWRhdGHqAhJBZ2VudGQ6OkJyaWRnZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi1gEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUiigEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSABCBwoFZXZlbnQiIwoNU2Vzc2lvbk9wZW5lZBISCgpzZXNzaW9uX2lkGAEgASgJIiMKDFRvb2xzQ2hhbmdlZBITCgtzZXJ2ZXJfbmFtZRgBIAEoCSIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiPAoQTGlzdFRvb2xzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHNlcnZlcl9uYW1lcxgCIAMoCSJDChFMaXN0VG9vbHNSZXNwb25zZRIuCgdzZXJ2ZXJzGAEgAygLMh0uYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJUb29scyJcCgtTZXJ2ZXJUb29scxITCgtzZXJ2ZXJfbmFtZRgBIAEoCRIlCgV0b29scxgCIAMoCzIWLmFnZW50ZC5icmlkZ2UudjEuVG9vbBIRCgljYWNoZV9oaXQYAyABKAgikAEKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjYKC2Fubm90YXRpb25zGAQgASgLMiEuYWdlbnRkLmJyaWRnZS52MS5Ub29sQW5ub3RhdGlvbnMihAEKD1Rvb2xBbm5vdGF0aW9ucxINCgV0aXRsZRgBIAEoCRIWCg5yZWFkX29ubHlfaGludBgCIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAMgASgIEhcKD2lkZW1wb3RlbnRfaGludBgEIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBSABKAgiYAoPQ2FsbFRvb2xSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSKRAQoQQ2FsbFRvb2xzUmVxdWVzdBIvCgRvcGVuGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNPcGVuSAASMgoEY2FsbBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbEgAEhAKBmNhbmNlbBgDIAEoBEgAQgYKBGtpbmQiIwoNQ2FsbFRvb2xzT3BlbhISCgpzZXNzaW9uX2lkGAEgASgJIocCChBTdHJlYW1lZFRvb2xDYWxsEgoKAmlkGAEgASgEEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkSKgoHdGltZW91dBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhJLCg10cmFjZV9jb250ZXh0GAYgAygLMjQuYWdlbnRkLmJyaWRnZS52MS5TdHJlYW1lZFRvb2xDYWxsLlRyYWNlQ29udGV4dEVudHJ5GjMKEVRyYWNlQ29udGV4dEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEijgEKEUNhbGxUb29sc1Jlc3BvbnNlEgoKAmlkGAEgASgEEjQKBnJlc3VsdBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXNwb25zZUgAEiwKBWVycm9yGAMgASgLMhsuYWdlbnRkLmJyaWRnZS52MS5DYWxsRXJyb3JIAEIJCgdvdXRjb21lIlEKCUNhbGxFcnJvchIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAkSJQoHZGV0YWlscxgDIAMoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiZAoQQ2FsbFRvb2xSZXNwb25zZRIOCgZvdXRwdXQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgSLgoLYXR0YWNobWVudHMYAyADKAsyGS5hZ2VudGQuYnJpZGdlLnYxLkNvbnRlbnQigAEKB0NvbnRlbnQSKwoEa2luZBgBIAEoDjIdLmFnZW50ZC5icmlkZ2UudjEuQ29udGVudEtpbmQSEQoJbWltZV90eXBlGAIgASgJEg4KBGRhdGEYAyABKAxIABINCgN1cmkYBCABKAlIABIMCgRuYW1lGAUgASgJQggKBnNvdXJjZSIWChRHZXRDYWNoZVN0YXRzUmVxdWVzdCJ2ChVHZXRDYWNoZVN0YXRzUmVzcG9uc2USDAoEc2l6ZRgBIAEoAxIMCgRoaXRzGAIgASgDEg4KBm1pc3NlcxgDIAEoAxIxCghzZXR0aW5ncxgEIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyJdCg1DYWNoZVNldHRpbmdzEg8KB2VuYWJsZWQYASABKAgSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC21heF9lbnRyaWVzGAMgASgFIhMKEUNsZWFyQ2FjaGVSZXF1ZXN0IhQKEkNsZWFyQ2FjaGVSZXNwb25zZSITChFSZXNldENhY2hlUmVxdWVzdCJHChJSZXNldENhY2hlUmVzcG9uc2USMQoIc2V0dGluZ3MYASABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiVgoWSW52YWxpZGF0ZUNhY2hlUmVxdWVzdBIsCgZzZXJ2ZXIYASABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSDgoGdGVuYW50GAIgASgJIioKF0ludmFsaWRhdGVDYWNoZVJlc3BvbnNlEg8KB3JlbW92ZWQYASABKAgiiwEKFUNvbmZpZ3VyZUNhY2hlUmVxdWVzdBIUCgdlbmFibGVkGAEgASgISACIAQESJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKC21heF9lbnRyaWVzGAMgASgFSAGIAQFCCgoIX2VuYWJsZWRCDgoMX21heF9lbnRyaWVzIksKFkNvbmZpZ3VyZUNhY2hlUmVzcG9uc2USMQoIc2V0dGluZ3MYASABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiFQoTR2V0UG9vbFN0YXRzUmVxdWVzdCJZChRHZXRQb29sU3RhdHNSZXNwb25zZRIqCgVwb29scxgBIAMoCzIbLmFnZW50ZC5icmlkZ2UudjEuUG9vbFN0YXRzEhUKDW9wZW5fc2Vzc2lvbnMYAiABKAUixAEKCVBvb2xTdGF0cxITCgtzZXJ2ZXJfbmFtZRgBIAEoCRILCgNrZXkYAiABKAkSDAoEd2FybRgDIAEoBRIMCgRidXN5GAQgASgFEhAKCHN0YXJ0aW5nGAUgASgFEhUKDW1heF9wcm9jZXNzZXMYBiABKAUSDwoHc3Bhd25lZBgHIAEoAxIPCgdyZXRpcmVkGAggASgDEg8KB2NyYXNoZWQYCSABKAMSDQoFd2FpdHMYCiABKAMSDgoGc2hhcmVkGAsgASgIKpYBCgtDb250ZW50S2luZBIcChhDT05URU5UX0tJTkRfVU5TUEVDSUZJRUQQABIWChJDT05URU5UX0tJTkRfSU1BR0UQARIWChJDT05URU5UX0tJTkRfQVVESU8QAhIeChpDT05URU5UX0tJTkRfUkVTT1VSQ0VfTElOSxADEhkKFUNPTlRFTlRfS0lORF9SRVNPVVJDRRAEMs8DCg1CcmlkZ2VTZXJ2aWNlElwKC09wZW5TZXNzaW9uEiQuYWdlbnRkLmJyaWRnZS52MS5PcGVuU2Vzc2lvblJlcXVlc3QaJS5hZ2VudGQuYnJpZGdlLnYxLk9wZW5TZXNzaW9uUmVzcG9uc2UwARJdCgxDbG9zZVNlc3Npb24SJS5hZ2VudGQuYnJpZGdlLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaJi5hZ2VudGQuYnJpZGdlLnYxLkNsb3NlU2Vzc2lvblJlc3BvbnNlElQKCUxpc3RUb29scxIiLmFnZW50ZC5icmlkZ2UudjEuTGlzdFRvb2xzUmVxdWVzdBojLmFnZW50ZC5icmlkZ2UudjEuTGlzdFRvb2xzUmVzcG9uc2USUQoIQ2FsbFRvb2wSIS5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sUmVxdWVzdBoiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXNwb25zZRJYCglDYWxsVG9vbHMSIi5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sc1JlcXVlc3QaIy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sc1Jlc3BvbnNlKAEwATLUBAoSQnJpZGdlQWRtaW5TZXJ2aWNlEmAKDUdldENhY2hlU3RhdHMSJi5hZ2VudGQuYnJpZGdlLnYxLkdldENhY2hlU3RhdHNSZXF1ZXN0GicuYWdlbnRkLmJyaWRnZS52MS5HZXRDYWNoZVN0YXRzUmVzcG9uc2USVwoKQ2xlYXJDYWNoZRIjLmFnZW50ZC5icmlkZ2UudjEuQ2xlYXJDYWNoZVJlcXVlc3QaJC5hZ2VudGQuYnJpZGdlLnYxLkNsZWFyQ2FjaGVSZXNwb25zZRJXCgpSZXNldENhY2hlEiMuYWdlbnRkLmJyaWRnZS52MS5SZXNldENhY2hlUmVxdWVzdBokLmFnZW50ZC5icmlkZ2UudjEuUmVzZXRDYWNoZVJlc3BvbnNlEmYKD0ludmFsaWRhdGVDYWNoZRIoLmFnZW50ZC5icmlkZ2UudjEuSW52YWxpZGF0ZUNhY2hlUmVxdWVzdBopLmFnZW50ZC5icmlkZ2UudjEuSW52YWxpZGF0ZUNhY2hlUmVzcG9uc2USYwoOQ29uZmlndXJlQ2FjaGUSJy5hZ2VudGQuYnJpZGdlLnYxLkNvbmZpZ3VyZUNhY2hlUmVxdWVzdBooLmFnZW50ZC5icmlkZ2UudjEuQ29uZmlndXJlQ2FjaGVSZXNwb25zZRJdCgxHZXRQb29sU3RhdHMSJS5hZ2VudGQuYnJpZGdlLnYxLkdldFBvb2xTdGF0c1JlcXVlc3QaJi5hZ2VudGQuYnJpZGdlLnYxLkdldFBvb2xTdGF0c1Jlc3BvbnNlQsABChRjb20uYWdlbnRkLmJyaWRnZS52MUILQnJpZGdlUHJvdG9QAVo5Z2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvYnJpZGdlL3YxO2JyaWRnZXYxogIDQUJYqgIQQWdlbnRkLkJyaWRnZS5WMcoCEEFnZW50ZFxCcmlkZ2VcVjHiAhxBZ2VudGRcQnJpZGdlXFYxXEdQQk1ldGFkYXRh6gISQWdlbnRkOjpCcmlkZ2U6OlYxYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * ServerSpec is one MCP server of a session, as the bridge needs it.
@@ -545,6 +545,213 @@ export const CallToolRequestSchema: GenMessage<CallToolRequest> = /*@__PURE__*/
   messageDesc(file_agentd_bridge_v1_bridge, 14);
 
 /**
+ * CallToolsRequest is one message of a CallTools stream.
+ *
+ * @generated from message agentd.bridge.v1.CallToolsRequest
+ */
+export type CallToolsRequest = Message<"agentd.bridge.v1.CallToolsRequest"> & {
+  /**
+   * What the message does.
+   *
+   * @generated from oneof agentd.bridge.v1.CallToolsRequest.kind
+   */
+  kind: {
+    /**
+     * Opens the stream for a session; first, and only first.
+     *
+     * @generated from field: agentd.bridge.v1.CallToolsOpen open = 1;
+     */
+    value: CallToolsOpen;
+    case: "open";
+  } | {
+    /**
+     * Starts a call.
+     *
+     * @generated from field: agentd.bridge.v1.StreamedToolCall call = 2;
+     */
+    value: StreamedToolCall;
+    case: "call";
+  } | {
+    /**
+     * Cancels the running call with this id. Its response still comes:
+     * Canceled, or its result if it finished first. Unknown ids are ignored.
+     *
+     * @generated from field: uint64 cancel = 3;
+     */
+    value: bigint;
+    case: "cancel";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.bridge.v1.CallToolsRequest.
+ * Use `create(CallToolsRequestSchema)` to create a new message.
+ */
+export const CallToolsRequestSchema: GenMessage<CallToolsRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 15);
+
+/**
+ * CallToolsOpen names the session of a CallTools stream.
+ *
+ * @generated from message agentd.bridge.v1.CallToolsOpen
+ */
+export type CallToolsOpen = Message<"agentd.bridge.v1.CallToolsOpen"> & {
+  /**
+   * SessionOpened.session_id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.CallToolsOpen.
+ * Use `create(CallToolsOpenSchema)` to create a new message.
+ */
+export const CallToolsOpenSchema: GenMessage<CallToolsOpen> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 16);
+
+/**
+ * StreamedToolCall is one call of a CallTools stream.
+ *
+ * @generated from message agentd.bridge.v1.StreamedToolCall
+ */
+export type StreamedToolCall = Message<"agentd.bridge.v1.StreamedToolCall"> & {
+  /**
+   * Names the call in its response and in cancel; chosen by the client,
+   * unique among the stream's running calls.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * ServerSpec.name of the server that owns the tool.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * The tool's name on that server.
+   *
+   * @generated from field: string tool_name = 3;
+   */
+  toolName: string;
+
+  /**
+   * Arguments as JSON text (an object); empty means {}.
+   *
+   * @generated from field: string arguments = 4;
+   */
+  arguments: string;
+
+  /**
+   * Bounds the call as a gRPC deadline would (DeadlineExceeded); unset
+   * means only the server's read_timeout bounds it.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 5;
+   */
+  timeout?: Duration | undefined;
+
+  /**
+   * The caller's W3C trace context (traceparent, tracestate, baggage), so
+   * that the call's spans join the caller's trace.
+   *
+   * @generated from field: map<string, string> trace_context = 6;
+   */
+  traceContext: { [key: string]: string };
+};
+
+/**
+ * Describes the message agentd.bridge.v1.StreamedToolCall.
+ * Use `create(StreamedToolCallSchema)` to create a new message.
+ */
+export const StreamedToolCallSchema: GenMessage<StreamedToolCall> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 17);
+
+/**
+ * CallToolsResponse answers one call of a CallTools stream.
+ *
+ * @generated from message agentd.bridge.v1.CallToolsResponse
+ */
+export type CallToolsResponse = Message<"agentd.bridge.v1.CallToolsResponse"> & {
+  /**
+   * StreamedToolCall.id.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * How the call ended.
+   *
+   * @generated from oneof agentd.bridge.v1.CallToolsResponse.outcome
+   */
+  outcome: {
+    /**
+     * The tool's result, as CallTool returns it (a tool that ran and
+     * failed is a result with is_error).
+     *
+     * @generated from field: agentd.bridge.v1.CallToolResponse result = 2;
+     */
+    value: CallToolResponse;
+    case: "result";
+  } | {
+    /**
+     * The failure CallTool would have returned as its status.
+     *
+     * @generated from field: agentd.bridge.v1.CallError error = 3;
+     */
+    value: CallError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.bridge.v1.CallToolsResponse.
+ * Use `create(CallToolsResponseSchema)` to create a new message.
+ */
+export const CallToolsResponseSchema: GenMessage<CallToolsResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 18);
+
+/**
+ * CallError is a call's failure as a gRPC status: the same fields, with
+ * the same numbers, as google.rpc.Status.
+ *
+ * @generated from message agentd.bridge.v1.CallError
+ */
+export type CallError = Message<"agentd.bridge.v1.CallError"> & {
+  /**
+   * The google.rpc.Code value.
+   *
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * The status message.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * The status details (google.rpc.ErrorInfo, BadRequest, ...).
+   *
+   * @generated from field: repeated google.protobuf.Any details = 3;
+   */
+  details: Any[];
+};
+
+/**
+ * Describes the message agentd.bridge.v1.CallError.
+ * Use `create(CallErrorSchema)` to create a new message.
+ */
+export const CallErrorSchema: GenMessage<CallError> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 19);
+
+/**
  * CallToolResponse is a tool's result, flattened for a model.
  *
  * @generated from message agentd.bridge.v1.CallToolResponse
@@ -578,7 +785,7 @@ export type CallToolResponse = Message<"agentd.bridge.v1.CallToolResponse"> & {
  * Use `create(CallToolResponseSchema)` to create a new message.
  */
 export const CallToolResponseSchema: GenMessage<CallToolResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 15);
+  messageDesc(file_agentd_bridge_v1_bridge, 20);
 
 /**
  * Content is one non-text content block of a tool result.
@@ -636,7 +843,7 @@ export type Content = Message<"agentd.bridge.v1.Content"> & {
  * Use `create(ContentSchema)` to create a new message.
  */
 export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 16);
+  messageDesc(file_agentd_bridge_v1_bridge, 21);
 
 /**
  * GetCacheStatsRequest asks for the schema cache's statistics.
@@ -651,7 +858,7 @@ export type GetCacheStatsRequest = Message<"agentd.bridge.v1.GetCacheStatsReques
  * Use `create(GetCacheStatsRequestSchema)` to create a new message.
  */
 export const GetCacheStatsRequestSchema: GenMessage<GetCacheStatsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 17);
+  messageDesc(file_agentd_bridge_v1_bridge, 22);
 
 /**
  * GetCacheStatsResponse reports the schema cache.
@@ -693,7 +900,7 @@ export type GetCacheStatsResponse = Message<"agentd.bridge.v1.GetCacheStatsRespo
  * Use `create(GetCacheStatsResponseSchema)` to create a new message.
  */
 export const GetCacheStatsResponseSchema: GenMessage<GetCacheStatsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 18);
+  messageDesc(file_agentd_bridge_v1_bridge, 23);
 
 /**
  * CacheSettings are the schema cache's settings.
@@ -728,7 +935,7 @@ export type CacheSettings = Message<"agentd.bridge.v1.CacheSettings"> & {
  * Use `create(CacheSettingsSchema)` to create a new message.
  */
 export const CacheSettingsSchema: GenMessage<CacheSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 19);
+  messageDesc(file_agentd_bridge_v1_bridge, 24);
 
 /**
  * ClearCacheRequest clears the schema cache.
@@ -743,7 +950,7 @@ export type ClearCacheRequest = Message<"agentd.bridge.v1.ClearCacheRequest"> & 
  * Use `create(ClearCacheRequestSchema)` to create a new message.
  */
 export const ClearCacheRequestSchema: GenMessage<ClearCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 20);
+  messageDesc(file_agentd_bridge_v1_bridge, 25);
 
 /**
  * ClearCacheResponse reports a cleared cache.
@@ -758,7 +965,7 @@ export type ClearCacheResponse = Message<"agentd.bridge.v1.ClearCacheResponse"> 
  * Use `create(ClearCacheResponseSchema)` to create a new message.
  */
 export const ClearCacheResponseSchema: GenMessage<ClearCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 21);
+  messageDesc(file_agentd_bridge_v1_bridge, 26);
 
 /**
  * ResetCacheRequest resets the schema cache.
@@ -773,7 +980,7 @@ export type ResetCacheRequest = Message<"agentd.bridge.v1.ResetCacheRequest"> & 
  * Use `create(ResetCacheRequestSchema)` to create a new message.
  */
 export const ResetCacheRequestSchema: GenMessage<ResetCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 22);
+  messageDesc(file_agentd_bridge_v1_bridge, 27);
 
 /**
  * ResetCacheResponse reports a reset cache.
@@ -794,7 +1001,7 @@ export type ResetCacheResponse = Message<"agentd.bridge.v1.ResetCacheResponse"> 
  * Use `create(ResetCacheResponseSchema)` to create a new message.
  */
 export const ResetCacheResponseSchema: GenMessage<ResetCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 23);
+  messageDesc(file_agentd_bridge_v1_bridge, 28);
 
 /**
  * InvalidateCacheRequest drops one server's cache entry.
@@ -822,7 +1029,7 @@ export type InvalidateCacheRequest = Message<"agentd.bridge.v1.InvalidateCacheRe
  * Use `create(InvalidateCacheRequestSchema)` to create a new message.
  */
 export const InvalidateCacheRequestSchema: GenMessage<InvalidateCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 24);
+  messageDesc(file_agentd_bridge_v1_bridge, 29);
 
 /**
  * InvalidateCacheResponse reports whether an entry was dropped.
@@ -843,7 +1050,7 @@ export type InvalidateCacheResponse = Message<"agentd.bridge.v1.InvalidateCacheR
  * Use `create(InvalidateCacheResponseSchema)` to create a new message.
  */
 export const InvalidateCacheResponseSchema: GenMessage<InvalidateCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 25);
+  messageDesc(file_agentd_bridge_v1_bridge, 30);
 
 /**
  * ConfigureCacheRequest changes the cache's settings; absent fields keep
@@ -879,7 +1086,7 @@ export type ConfigureCacheRequest = Message<"agentd.bridge.v1.ConfigureCacheRequ
  * Use `create(ConfigureCacheRequestSchema)` to create a new message.
  */
 export const ConfigureCacheRequestSchema: GenMessage<ConfigureCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 26);
+  messageDesc(file_agentd_bridge_v1_bridge, 31);
 
 /**
  * ConfigureCacheResponse reports the settings now in effect.
@@ -900,7 +1107,7 @@ export type ConfigureCacheResponse = Message<"agentd.bridge.v1.ConfigureCacheRes
  * Use `create(ConfigureCacheResponseSchema)` to create a new message.
  */
 export const ConfigureCacheResponseSchema: GenMessage<ConfigureCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 27);
+  messageDesc(file_agentd_bridge_v1_bridge, 32);
 
 /**
  * GetPoolStatsRequest asks for the stdio pools' statistics.
@@ -915,7 +1122,7 @@ export type GetPoolStatsRequest = Message<"agentd.bridge.v1.GetPoolStatsRequest"
  * Use `create(GetPoolStatsRequestSchema)` to create a new message.
  */
 export const GetPoolStatsRequestSchema: GenMessage<GetPoolStatsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 28);
+  messageDesc(file_agentd_bridge_v1_bridge, 33);
 
 /**
  * GetPoolStatsResponse reports every stdio process pool.
@@ -944,7 +1151,7 @@ export type GetPoolStatsResponse = Message<"agentd.bridge.v1.GetPoolStatsRespons
  * Use `create(GetPoolStatsResponseSchema)` to create a new message.
  */
 export const GetPoolStatsResponseSchema: GenMessage<GetPoolStatsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 29);
+  messageDesc(file_agentd_bridge_v1_bridge, 34);
 
 /**
  * PoolStats reports one stdio process pool.
@@ -1035,7 +1242,7 @@ export type PoolStats = Message<"agentd.bridge.v1.PoolStats"> & {
  * Use `create(PoolStatsSchema)` to create a new message.
  */
 export const PoolStatsSchema: GenMessage<PoolStats> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 30);
+  messageDesc(file_agentd_bridge_v1_bridge, 35);
 
 /**
  * ContentKind is the MCP type of a content block.
@@ -1152,6 +1359,26 @@ export const BridgeService: GenService<{
     methodKind: "unary";
     input: typeof CallToolRequestSchema;
     output: typeof CallToolResponseSchema;
+  },
+  /**
+   * CallTools runs many tool calls of one session over one stream, without
+   * a gRPC call (headers, interceptors, stats handlers) per tool call: it is
+   * how agentd calls tools. The first request must be open, naming the
+   * session; each later one starts a call or cancels one. Calls run
+   * concurrently and each gets exactly one response, naming it, in the
+   * order they finish; its outcome is what CallTool would have returned,
+   * its error what CallTool would have failed with. The stream ends when
+   * the client half-closes it (after the running calls answer), cancels
+   * it, or the session closes (NotFound, after the running calls answer).
+   * A first request that is not open, or a session that is not open, ends
+   * it at once (InvalidArgument, NotFound).
+   *
+   * @generated from rpc agentd.bridge.v1.BridgeService.CallTools
+   */
+  callTools: {
+    methodKind: "bidi_streaming";
+    input: typeof CallToolsRequestSchema;
+    output: typeof CallToolsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_bridge_v1_bridge, 0);

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// errNoCallStream means the bridge does not serve CallTools (an older
+// bridge): calls go one RPC each instead.
+var errNoCallStream = errors.New("the bridge does not serve CallTools")
+
+// callStream carries a session's tool calls over one CallTools stream:
+// callers register a call and hand it to the sender goroutine, which owns
+// Send; the receiver goroutine, which owns Recv, hands each answer to its
+// caller. Both end with the stream (its context is the session's), and
+// wait joins them.
+type callStream struct {
+	stream     grpc.BidiStreamingClient[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]
+	propagator propagation.TextMapPropagator
+	reqs       chan *bridgev1.CallToolsRequest // calls, to the sender
+	wake       chan struct{}                   // cancels are pending
+	done       chan struct{}                   // closed when the receiver ends
+	joined     sync.WaitGroup
+
+	mu      sync.Mutex
+	nextID  uint64
+	waiting map[uint64]chan *bridgev1.CallToolsResponse
+	cancels []uint64 // calls whose callers gave up, for the sender
+	err     error    // why the stream ended, set before done closes
+}
+
+// openCallStream opens the CallTools stream of session id; ctx is the
+// session's lifetime.
+func openCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id string) (*callStream, error) {
+	stream, err := client.CallTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	open := &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Open{Open: &bridgev1.CallToolsOpen{SessionId: id}}}
+	if err := stream.Send(open); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	// A failed open shows on Recv, as the stream's end.
+	c := &callStream{
+		stream:     stream,
+		propagator: telemetry.Propagator(),
+		reqs:       make(chan *bridgev1.CallToolsRequest),
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		waiting:    make(map[uint64]chan *bridgev1.CallToolsResponse),
+	}
+	c.joined.Go(c.receive)
+	c.joined.Go(c.send)
+	return c, nil
+}
+
+// wait returns once both goroutines have ended; the stream's context must
+// be over.
+func (c *callStream) wait() { c.joined.Wait() }
+
+func (c *callStream) receive() {
+	defer close(c.done)
+	for {
+		res, err := c.stream.Recv()
+		if err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Lock()
+		ch := c.waiting[res.GetId()]
+		delete(c.waiting, res.GetId())
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- res // buffered: never blocks
+		}
+	}
+}
+
+func (c *callStream) send() {
+	for {
+		select {
+		case req := <-c.reqs:
+			if c.stream.Send(req) != nil {
+				return // the receiver learns why
+			}
+		case <-c.wake:
+			c.mu.Lock()
+			ids := c.cancels
+			c.cancels = nil
+			c.mu.Unlock()
+			for _, id := range ids {
+				if c.stream.Send(&bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Cancel{Cancel: id}}) != nil {
+					return
+				}
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// call runs one call and waits for its answer. A caller that gives up
+// returns at once; the bridge is told to cancel the call.
+func (c *callStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
+	answer := make(chan *bridgev1.CallToolsResponse, 1)
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	c.waiting[id] = answer
+	c.mu.Unlock()
+
+	call := &bridgev1.StreamedToolCall{Id: id, ServerName: server, ToolName: tool, Arguments: arguments, TraceContext: map[string]string{}}
+	c.propagator.Inject(ctx, propagation.MapCarrier(call.TraceContext))
+	if deadline, ok := ctx.Deadline(); ok {
+		call.Timeout = durationpb.New(time.Until(deadline))
+	}
+	select {
+	case c.reqs <- &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: call}}:
+	case <-c.done:
+		c.forget(id)
+		return nil, c.ended()
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, contextError(ctx)
+	}
+	select {
+	case res := <-answer:
+		return outcome(res)
+	case <-c.done:
+		select {
+		case res := <-answer: // answered just before the end
+			return outcome(res)
+		default:
+		}
+		return nil, c.ended()
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.waiting, id)
+		c.cancels = append(c.cancels, id)
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		return nil, contextError(ctx)
+	}
+}
+
+func (c *callStream) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.waiting, id)
+	c.mu.Unlock()
+}
+
+// ended is the error of a call that the stream's end cut short.
+func (c *callStream) ended() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if status.Code(err) == codes.Unimplemented {
+		return errNoCallStream
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return fault.New(fault.Unavailable, "the bridge ended the tool-call stream")
+	}
+	return translateBridgeError(err)
+}
+
+// outcome is a call's answer as CallTool would have returned it.
+func outcome(res *bridgev1.CallToolsResponse) (*bridgev1.CallToolResponse, error) {
+	if e := res.GetError(); e != nil {
+		return nil, translateBridgeError(status.FromProto(&spb.Status{Code: e.GetCode(), Message: e.GetMessage(), Details: e.GetDetails()}).Err())
+	}
+	if res.GetResult() == nil {
+		return nil, fault.New(fault.Internal, "the bridge answered call %d with no outcome", res.GetId())
+	}
+	return res.GetResult(), nil
+}
+
+// contextError is the error of a call whose caller gave up, as a unary
+// call's would be.
+func contextError(ctx context.Context) error {
+	return translateBridgeError(status.FromContextError(ctx.Err()).Err())
+}
