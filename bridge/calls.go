@@ -9,16 +9,27 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
 )
 
+// maxAnswerBytes is the largest answer a CallTools stream sends: the
+// default receive limit of a gRPC client, agentd's included. A larger one
+// would end the client's whole stream, so it becomes an error for its
+// call alone, as an over-large CallTool response fails only that call.
+const maxAnswerBytes = 4 << 20
+
+// errSessionClosed is the answer of a call that its session's close cut
+// short: the call was not cancelled by its caller.
+var errSessionClosed = fault.New(fault.FailedPrecondition, "the bridge session is closed")
+
 // CallTools serves the tool calls of one session over one stream (see the
 // proto). The handler's goroutine owns Send; a receiver goroutine owns
 // Recv and starts a goroutine per call; the handler joins the calls before
-// it returns, and Close joins the receivers, which end as soon as the
-// handler has returned.
+// it returns, and Close joins the receivers, which end as soon as their
+// handlers have returned.
 func (s *Service) CallTools(stream grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -38,12 +49,22 @@ func (s *Service) CallTools(stream grpc.BidiStreamingServer[bridgev1.CallToolsRe
 		svc:     s,
 		sess:    sess,
 		answers: make(chan *bridgev1.CallToolsResponse),
-		running: make(map[uint64]context.CancelFunc),
+		running: make(map[uint64]context.CancelCauseFunc),
 		ended:   make(chan error, 1),
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	s.receivers.Go(func() { cs.receive(ctx, stream) })
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fault.GRPC(fault.New(fault.Unavailable, "the bridge is shutting down"))
+	}
+	s.receivers.Add(1) // under mu: Close waits only once closed is set
+	s.mu.Unlock()
+	go func() {
+		defer s.receivers.Done()
+		cs.receive(ctx, stream)
+	}()
 	return cs.send(stream, cancel)
 }
 
@@ -56,69 +77,72 @@ type callStream struct {
 	ended   chan error // the receiver's end: nil for a half-close
 
 	mu      sync.Mutex
-	running map[uint64]context.CancelFunc
+	running map[uint64]context.CancelCauseFunc
 	stopped bool // no more calls start; set before calls.Wait begins
 }
 
 // send sends the answers until the stream is over: the client half-closed
-// it or went away, the session closed, or a send failed. Then it cancels
-// the running calls (unless the client half-closed: they finish) and sends
-// their answers before it returns.
+// it or went away, it broke the protocol, the session closed, or a send
+// failed. Then it sends the answers of the calls still running (if it
+// still can) and returns: after a half-close they finish; otherwise they
+// are cancelled first.
 func (cs *callStream) send(stream grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse], cancel context.CancelFunc) error {
-	var result, sendErr error
-	for result == nil && sendErr == nil {
+	for {
 		select {
 		case a := <-cs.answers:
-			sendErr = stream.Send(a)
-			continue
+			if err := stream.Send(a); err != nil {
+				cancel()
+				cs.stop(context.Canceled)
+				cs.discard()
+				return err
+			}
 		case err := <-cs.ended:
 			if err == nil { // half-closed: the running calls finish
-				cs.stop(false)
-				return cs.drain(stream)
+				cs.stop(nil)
+				return cs.drain(stream, cs.sess.done)
 			}
-			result = err
+			cs.stop(context.Canceled)
+			cs.discard() // the client is gone or broke the protocol
+			return err
 		case <-cs.sess.done:
-			result = fault.GRPC(fault.New(fault.NotFound, "the bridge session %q closed", cs.sess.id))
+			// The session's normal end (agentd closes it after its
+			// generation): the stream ends with it, without an error.
+			cs.stop(errSessionClosed)
+			return cs.drain(stream, nil)
 		}
 	}
-	if sendErr != nil {
-		result = sendErr
-		cancel()
-	}
-	cs.stop(true)
-	if sendErr == nil {
-		_ = cs.drain(stream)
-	} else {
-		cs.discard()
-	}
-	return result
 }
 
-// stop lets no more calls start, and cancels the running ones if asked.
-func (cs *callStream) stop(cancelCalls bool) {
+// stop lets no more calls start, and cancels the running ones with cause
+// unless it is nil.
+func (cs *callStream) stop(cause error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.stopped = true
-	if cancelCalls {
+	if cause != nil {
 		for _, c := range cs.running {
-			c()
+			c(cause)
 		}
 	}
 }
 
-// drain sends the answers of the calls still running, until they are all
-// answered or a send fails.
-func (cs *callStream) drain(stream grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]) error {
+// drain sends the answers of the calls still running until they are all
+// answered, cancelling them if the session closes meanwhile (sessionDone,
+// nil once closed).
+func (cs *callStream) drain(stream grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse], sessionDone <-chan struct{}) error {
 	done := make(chan struct{})
 	go func() { cs.calls.Wait(); close(done) }()
 	for {
 		select {
 		case a := <-cs.answers:
 			if err := stream.Send(a); err != nil {
-				cs.stop(true)
+				cs.stop(context.Canceled)
 				cs.discardUntil(done)
 				return err
 			}
+		case <-sessionDone:
+			sessionDone = nil
+			cs.stop(errSessionClosed)
 		case <-done:
 			return nil
 		}
@@ -142,8 +166,8 @@ func (cs *callStream) discardUntil(done <-chan struct{}) {
 	}
 }
 
-// receive reads the client's messages until the stream ends, starting and
-// cancelling calls.
+// receive reads the client's messages until the stream ends or the client
+// breaks the protocol, starting and cancelling calls.
 func (cs *callStream) receive(ctx context.Context, stream grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]) {
 	for {
 		req, err := stream.Recv()
@@ -156,11 +180,14 @@ func (cs *callStream) receive(ctx context.Context, stream grpc.BidiStreamingServ
 		}
 		switch k := req.GetKind().(type) {
 		case *bridgev1.CallToolsRequest_Call:
-			cs.start(ctx, k.Call)
+			if err := cs.start(ctx, k.Call); err != nil {
+				cs.ended <- fault.GRPC(err)
+				return
+			}
 		case *bridgev1.CallToolsRequest_Cancel:
 			cs.mu.Lock()
 			if c := cs.running[k.Cancel]; c != nil {
-				c()
+				c(context.Canceled)
 			}
 			cs.mu.Unlock()
 		default:
@@ -171,52 +198,54 @@ func (cs *callStream) receive(ctx context.Context, stream grpc.BidiStreamingServ
 }
 
 // start runs one call in a goroutine of its own, unless the stream is
-// ending (its client then learns the stream's end, not the call's).
-func (cs *callStream) start(ctx context.Context, call *bridgev1.StreamedToolCall) {
-	ctx = cs.svc.propagator.Extract(ctx, propagation.MapCarrier(call.GetTraceContext()))
-	var cancel context.CancelFunc
-	if t := call.GetTimeout(); t != nil {
-		ctx, cancel = context.WithTimeout(ctx, t.AsDuration())
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
+// ending (its client then learns the stream's end, not the call's). An id
+// that a running call already has breaks the protocol.
+func (cs *callStream) start(ctx context.Context, call *bridgev1.StreamedToolCall) error {
 	id := call.GetId()
+	ctx = cs.svc.propagator.Extract(ctx, propagation.MapCarrier(call.GetTraceContext()))
+	ctx, cancel := context.WithCancelCause(ctx)
+	stopTimer := context.CancelFunc(func() {})
+	if t := call.GetTimeout(); t != nil {
+		ctx, stopTimer = context.WithTimeout(ctx, t.AsDuration())
+	}
 	cs.mu.Lock()
-	if cs.stopped {
+	switch {
+	case cs.stopped:
 		cs.mu.Unlock()
-		cancel()
-		return
+		cancel(nil)
+		stopTimer()
+		return nil
+	case cs.running[id] != nil:
+		cs.mu.Unlock()
+		cancel(nil)
+		stopTimer()
+		return fault.New(fault.Invalid, "call id %d is already running on this CallTools stream", id)
 	}
-	duplicate := cs.running[id] != nil
-	if !duplicate {
-		cs.running[id] = cancel
-	}
+	cs.running[id] = cancel
 	cs.calls.Add(1)
 	cs.mu.Unlock()
-	if duplicate {
-		cancel()
-		go func() {
-			defer cs.calls.Done()
-			cs.answers <- &bridgev1.CallToolsResponse{Id: id, Outcome: callError(fault.New(fault.Invalid, "call id %d is already running on this stream", id))}
-		}()
-		return
-	}
 	go func() {
 		defer cs.calls.Done()
 		res, err := cs.sess.callTool(ctx, call.GetServerName(), call.GetToolName(), call.GetArguments())
+		if err != nil && errors.Is(context.Cause(ctx), errSessionClosed) {
+			err = errSessionClosed
+		}
 		cs.mu.Lock()
 		delete(cs.running, id)
 		cs.mu.Unlock()
-		cancel()
-		answer := &bridgev1.CallToolsResponse{Id: id}
+		cancel(nil)
+		stopTimer()
+		answer := &bridgev1.CallToolsResponse{Id: id, Outcome: &bridgev1.CallToolsResponse_Result{Result: res}}
+		if err == nil && proto.Size(answer) > maxAnswerBytes {
+			err = fault.New(fault.Exhausted, "the result of the tool %q is %d bytes, more than the %d a CallTools answer carries", call.GetToolName(), proto.Size(answer), maxAnswerBytes)
+		}
 		if err != nil {
 			cs.sess.log.Log(ctx, levelOf(err), "tool call failed", "server", call.GetServerName(), "tool", call.GetToolName(), "code", fault.Status(err).Code().String(), "err", err)
 			answer.Outcome = callError(err)
-		} else {
-			answer.Outcome = &bridgev1.CallToolsResponse_Result{Result: res}
 		}
 		cs.answers <- answer
 	}()
+	return nil
 }
 
 // callError is err as CallTool's status would carry it.

@@ -12,12 +12,19 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/telemetry"
 )
+
+// maxCallBytes is the largest call a CallTools stream carries: the default
+// receive limit of a gRPC server, the bridge's included. A larger one would
+// end the whole stream, so it fails alone, as an over-large CallTool
+// request does.
+const maxCallBytes = 4 << 20
 
 // errNoCallStream means the bridge does not serve CallTools (an older
 // bridge): calls go one RPC each instead.
@@ -130,8 +137,13 @@ func (c *callStream) call(ctx context.Context, server, tool, arguments string) (
 	if deadline, ok := ctx.Deadline(); ok {
 		call.Timeout = durationpb.New(time.Until(deadline))
 	}
+	req := &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: call}}
+	if n := proto.Size(req); n > maxCallBytes {
+		c.forget(id)
+		return nil, fault.New(fault.Exhausted, "the arguments of the tool %q are %d bytes, more than the %d the bridge takes", tool, n, maxCallBytes)
+	}
 	select {
-	case c.reqs <- &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: call}}:
+	case c.reqs <- req:
 	case <-c.done:
 		c.forget(id)
 		return nil, c.ended()

@@ -379,3 +379,18 @@ func (endingBridge) CallTools(s grpc.BidiStreamingServer[bridgev1.CallToolsReque
 		}
 	}
 }
+
+// TestBridgeCallLargeArguments: a call over the bridge's receive limit
+// fails alone, before it is sent; the session goes on.
+func TestBridgeCallLargeArguments(t *testing.T) {
+	t.Parallel()
+	sess := openFake(t, &fakeBridgeService{})
+	big := `{"text":"` + strings.Repeat("x", 5<<20) + `"}`
+	_, err := sess.CallTool(t.Context(), "files", "write", big)
+	if fault.KindOf(err) != fault.Exhausted || !strings.Contains(err.Error(), `"write"`) {
+		t.Errorf("CallTool with 5 MiB of arguments = %v; want Exhausted naming the tool", err)
+	}
+	if res, err := sess.CallTool(t.Context(), "files", "read", "{}"); err != nil || res.GetOutput() != "ok" {
+		t.Errorf("the next CallTool = %v, %v; want ok", res, err)
+	}
+}

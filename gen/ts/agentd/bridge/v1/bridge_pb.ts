@@ -1365,13 +1365,16 @@ export const BridgeService: GenService<{
    * a gRPC call (headers, interceptors, stats handlers) per tool call: it is
    * how agentd calls tools. The first request must be open, naming the
    * session; each later one starts a call or cancels one. Calls run
-   * concurrently and each gets exactly one response, naming it, in the
-   * order they finish; its outcome is what CallTool would have returned,
-   * its error what CallTool would have failed with. The stream ends when
-   * the client half-closes it (after the running calls answer), cancels
-   * it, or the session closes (NotFound, after the running calls answer).
-   * A first request that is not open, or a session that is not open, ends
-   * it at once (InvalidArgument, NotFound).
+   * concurrently, and each gets one response naming it, in the order they
+   * finish, unless the stream ends first; its outcome is what CallTool
+   * would have returned, its error what CallTool would have failed with. A
+   * call or answer larger than 4 MiB (gRPC's default receive limit) fails
+   * alone with ResourceExhausted. The stream ends when the client
+   * half-closes it (the running calls finish and answer first), cancels it,
+   * or the session closes (the running calls answer FailedPrecondition
+   * first; the stream then ends without an error). A first request that is
+   * not open, a session that is not open, a second open or an id that a
+   * running call already has end it with InvalidArgument or NotFound.
    *
    * @generated from rpc agentd.bridge.v1.BridgeService.CallTools
    */
