@@ -418,10 +418,18 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 // Idempotent and safe for concurrent use.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
-		err := c.current().Close()
+		var err error
 		if c.proc != nil {
-			// Closing the session closed stdin; the escalation follows.
-			err = c.proc.close()
+			// The go-sdk's Close waits for the calls in flight, so the
+			// process is stopped beside it (stdin closed, then SIGTERM and
+			// SIGKILL to the group), which ends those calls: a close never
+			// waits for a hung call's read_timeout.
+			stopped := make(chan error, 1)
+			go func() { stopped <- c.proc.close() }()
+			_ = c.current().Close()
+			err = <-stopped
+		} else {
+			err = c.current().Close()
 		}
 		if c.cancel != nil {
 			c.cancel()

@@ -57,7 +57,8 @@ type proc struct {
 	conn      *mcpconn.Conn
 	born      time.Time
 	idleSince time.Time
-	users     int // sessions holding it
+	users     int  // sessions holding it
+	gone      bool // retired while sessions still held it (shared)
 }
 
 func (pr *proc) exited() bool {
@@ -91,6 +92,30 @@ type Pool struct {
 	closed   bool
 	stats    Stats
 	now      func() time.Time
+	// failures counts the spares in a row that failed to start or died
+	// young; the filler starts none before retryAt, so a server that
+	// cannot run is retried with back-off, not in a tight loop.
+	failures int
+	retryAt  time.Time
+}
+
+// Back-off between failed spares: doubling from minBackoff to maxBackoff.
+// A spare that dies within healthyAge of its birth counts as failed.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 30 * time.Second
+	healthyAge = time.Second
+)
+
+// spareFailedLocked counts a failed spare and pushes the next start back.
+// p.mu is held.
+func (p *Pool) spareFailedLocked() {
+	p.failures++
+	d := maxBackoff
+	if p.failures < 20 {
+		d = min(minBackoff<<(p.failures-1), maxBackoff)
+	}
+	p.retryAt = p.now().Add(d)
 }
 
 // New starts a pool and its filler. The name is for logs and errors.
@@ -184,6 +209,7 @@ func (p *Pool) Acquire(ctx context.Context, timeout time.Duration) (*Lease, erro
 			}
 			if p.live() < p.cfg.MaxProcesses {
 				p.starting++
+				p.wg.Add(1) // under mu, not closed: Close joins the spawn
 				p.leave(w)
 				p.mu.Unlock()
 				return p.spawnFor(ctx, timeout)
@@ -219,46 +245,68 @@ func (p *Pool) takeLocked() *proc {
 				pr.users++
 				return pr
 			}
+			p.dropHeldLocked(pr)
 		}
 	}
 	for len(p.idle) > 0 {
 		pr := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if pr.exited() || p.now().Sub(pr.born) >= p.cfg.MaxLifetime && p.cfg.MaxLifetime > 0 {
-			p.retireLocked(pr, pr.exited())
+			p.retireAsyncLocked(pr, pr.exited())
 			continue
 		}
 		pr.users = 1
 		p.busy[pr] = struct{}{}
-		p.signal() // the filler may replace the spare
+		p.failures = 0 // a spare served
+		p.signal()     // the filler may replace the spare
 		return pr
 	}
 	return nil
 }
 
-// spawnFor starts a process for the caller (p.starting was counted).
+// dropHeldLocked retires a shared process that exited while sessions hold
+// it, so that it stops counting against MaxProcesses and a new one can
+// start; its holders' releases then only let go of it. p.mu is held.
+func (p *Pool) dropHeldLocked(pr *proc) {
+	delete(p.busy, pr)
+	pr.gone = true
+	p.retireAsyncLocked(pr, true)
+}
+
+// spawnFor starts a process for the caller (p.starting and p.wg were
+// counted). Close cancels the start and waits for it.
 func (p *Pool) spawnFor(ctx context.Context, timeout time.Duration) (*Lease, error) {
-	conn, err := p.dial(ctx, timeout)
+	defer p.wg.Done()
+	dctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(p.ctx, cancel)
+	conn, err := p.dial(dctx, timeout)
+	stop()
+	cancel()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.starting--
-	defer p.signal()
+	p.signal()
 	if err != nil {
+		p.mu.Unlock()
+		if p.ctx.Err() != nil {
+			return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
+		}
 		return nil, err
 	}
 	p.stats.Spawned++
-	pr := &proc{conn: conn, born: p.now(), users: 1}
 	if p.closed {
-		go conn.Close()
+		p.mu.Unlock()
+		_ = conn.Close()
 		return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
 	}
+	pr := &proc{conn: conn, born: p.now(), users: 1}
 	p.busy[pr] = struct{}{}
 	p.watch(pr)
+	p.mu.Unlock()
 	return &Lease{p: p, pr: pr}, nil
 }
 
 // watch wakes the filler when pr's process exits, so a crashed spare is
-// replaced at once. p.mu is held.
+// replaced (and a crashed shared process retired) at once. p.mu is held.
 func (p *Pool) watch(pr *proc) {
 	p.wg.Go(func() {
 		select {
@@ -267,6 +315,9 @@ func (p *Pool) watch(pr *proc) {
 			return
 		}
 		p.mu.Lock()
+		if _, held := p.busy[pr]; held && p.cfg.Shared && !p.closed {
+			p.dropHeldLocked(pr)
+		}
 		p.signal()
 		p.mu.Unlock()
 	})
@@ -275,8 +326,13 @@ func (p *Pool) watch(pr *proc) {
 func (p *Pool) release(pr *proc, broken bool) {
 	p.mu.Lock()
 	pr.users--
+	if pr.gone { // already retired (a shared process that crashed)
+		p.mu.Unlock()
+		return
+	}
 	if broken || pr.exited() {
 		delete(p.busy, pr)
+		pr.gone = true
 		p.retireLocked(pr, true)
 		p.mu.Unlock()
 		return
@@ -316,11 +372,38 @@ func (p *Pool) retireLocked(pr *proc, crashed bool) {
 	p.signal()
 }
 
+// retireAsyncLocked stops pr, which the caller has already removed from
+// idle and busy, in a goroutine of the pool's: p.mu stays held, and the
+// process counts as stopping until it has. p.mu is held and the pool is
+// not closed.
+func (p *Pool) retireAsyncLocked(pr *proc, crashed bool) {
+	if crashed {
+		p.stats.Crashed++
+		if p.now().Sub(pr.born) < healthyAge {
+			p.spareFailedLocked()
+		}
+	} else {
+		p.stats.Retired++
+	}
+	p.stopping++
+	p.wg.Go(func() {
+		if err := pr.conn.Close(); err != nil {
+			p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
+		}
+		p.mu.Lock()
+		p.stopping--
+		p.signal()
+		p.mu.Unlock()
+	})
+}
+
 // fill keeps Warm spares ready and reaps idle and aged processes, until the
 // pool closes.
 func (p *Pool) fill() {
 	tick := time.NewTicker(p.reapInterval())
 	defer tick.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -328,15 +411,22 @@ func (p *Pool) fill() {
 			return
 		}
 		p.reapLocked()
-		for len(p.idle)+p.starting < p.cfg.Warm && p.live() < p.cfg.MaxProcesses && !(p.cfg.Shared && len(p.busy) > 0) {
+		wait := p.retryAt.Sub(p.now())
+		for wait <= 0 && len(p.idle)+p.starting < p.cfg.Warm && p.live() < p.cfg.MaxProcesses && !(p.cfg.Shared && len(p.busy) > 0) {
 			p.starting++
 			p.wg.Go(p.spawnSpare)
 		}
 		changed := p.changed
 		p.mu.Unlock()
+		var retryC <-chan time.Time
+		if wait > 0 {
+			retry.Reset(wait)
+			retryC = retry.C
+		}
 		select {
 		case <-changed:
 		case <-tick.C:
+		case <-retryC:
 		case <-p.ctx.Done():
 			return
 		}
@@ -364,6 +454,11 @@ func (p *Pool) reapLocked() {
 		switch {
 		case pr.exited():
 			crashed = append(crashed, pr)
+			continue
+		case p.failures > 0 && now.Sub(pr.born) >= healthyAge:
+			p.failures = 0 // a spare that lives
+		}
+		switch {
 		case p.cfg.MaxLifetime > 0 && now.Sub(pr.born) >= p.cfg.MaxLifetime:
 			retire = append(retire, pr)
 		case p.cfg.IdleTimeout > 0 && now.Sub(pr.idleSince) >= p.cfg.IdleTimeout && len(p.idle)-i+len(keep) > p.cfg.Warm:
@@ -374,10 +469,10 @@ func (p *Pool) reapLocked() {
 	}
 	p.idle = keep
 	for _, pr := range crashed {
-		p.retireLocked(pr, true)
+		p.retireAsyncLocked(pr, true)
 	}
 	for _, pr := range retire {
-		p.retireLocked(pr, false)
+		p.retireAsyncLocked(pr, false)
 	}
 }
 
@@ -392,7 +487,8 @@ func (p *Pool) spawnSpare() {
 	defer p.signal()
 	if err != nil {
 		if p.ctx.Err() == nil {
-			p.log.Warn("starting a warm mcp server process failed", "err", err)
+			p.spareFailedLocked()
+			p.log.Warn("starting a warm mcp server process failed", "err", err, "failures", p.failures, "retry_in", p.retryAt.Sub(p.now()).Round(time.Millisecond).String())
 		}
 		return
 	}

@@ -316,3 +316,137 @@ func TestStoppingProcessesCount(t *testing.T) {
 	<-released
 	acquire(t, p).Release(false)
 }
+
+// A server whose spares fail to start (or die at once) is retried with
+// back-off, not in a tight loop. The bound is loose on purpose: a slow
+// machine makes fewer attempts, never more.
+func TestFailingSparesBackOff(t *testing.T) {
+	t.Parallel()
+	var dials atomic.Int32
+	p := New("broken", Config{Warm: 1, MaxProcesses: 2, StartTimeout: time.Second}, func(context.Context, time.Duration) (*mcpconn.Conn, error) {
+		dials.Add(1)
+		return nil, fault.New(fault.Unavailable, "cannot start")
+	}, slog.New(slog.DiscardHandler))
+	defer p.Close()
+	waitFor(t, "the first failed start", func() bool { return dials.Load() >= 1 })
+	time.Sleep(300 * time.Millisecond) // 100 ms, then 200 ms of back-off: at most 3 starts
+	if n := dials.Load(); n > 3 {
+		t.Errorf("%d starts in 300 ms; want back-off between failed spares", n)
+	}
+	p.mu.Lock()
+	failures, later := p.failures, p.retryAt.After(p.now())
+	p.mu.Unlock()
+	if failures < 1 || !later {
+		t.Errorf("failures = %d, retry later = %v", failures, later)
+	}
+
+	// Same with a real process that exits at once.
+	spec := mcpconn.StdioSpec{Name: "false", Command: "/bin/false", TerminateGrace: grace}
+	var spawns atomic.Int32
+	q := New("false", Config{Warm: 1, MaxProcesses: 2, StartTimeout: startTimeout}, func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
+		spawns.Add(1)
+		return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{})
+	}, slog.New(slog.DiscardHandler))
+	defer q.Close()
+	waitFor(t, "the first failed start", func() bool { return spawns.Load() >= 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := spawns.Load(); n > 3 {
+		t.Errorf("%d processes spawned in 300 ms; want back-off", n)
+	}
+}
+
+// A shared process that dies while sessions hold it is retired at once
+// and counted once: new sessions get a new process without waiting for
+// the holders to let go, and the holders' releases change nothing.
+func TestSharedCrashWhileHeld(t *testing.T) {
+	t.Parallel()
+	p, _ := newPool(t, Config{Shared: true}, mcptest.Tools)
+	a := acquire(t, p)
+	b := acquire(t, p)
+	victim := pidOf(t, a)
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.Conn().Exited()
+	c, err := p.Acquire(t.Context(), startTimeout)
+	if err != nil {
+		t.Fatalf("a new session after the shared process died: %v (stats %+v)", err, p.Stats())
+	}
+	if pidOf(t, c) == victim {
+		t.Error("the dead process was handed out")
+	}
+	a.Release(true)
+	b.Release(false)
+	if s := p.Stats(); s.Crashed != 1 || s.Busy != 1 {
+		t.Errorf("stats = %+v; want one crash and the new process busy", s)
+	}
+	c.Release(false)
+}
+
+// Close waits for a process that a session's Acquire is starting, and
+// stops it.
+func TestCloseJoinsSpawns(t *testing.T) {
+	t.Parallel()
+	exe, env := mcptest.Command(t, mcptest.Tools)
+	spec := mcpconn.StdioSpec{Name: "fake", Command: exe, Env: env, TerminateGrace: grace}
+	gate := make(chan struct{})
+	var pid atomic.Int64
+	p := New("fake", Config{MaxProcesses: 1, StartTimeout: startTimeout}, func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
+		<-gate
+		c, err := mcpconn.DialStdio(context.WithoutCancel(ctx), spec, timeout, mcpconn.Options{})
+		if c != nil {
+			pid.Store(int64(c.Pid()))
+		}
+		return c, err
+	}, slog.New(slog.DiscardHandler))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(context.Background(), startTimeout)
+		errc <- err
+	}()
+	waitFor(t, "the spawn", func() bool { return p.Stats().Starting == 1 })
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a spawn was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	<-closed
+	if err := <-errc; fault.KindOf(err) != fault.Unavailable {
+		t.Errorf("Acquire during Close = %v; want Unavailable", err)
+	}
+	if n := pid.Load(); n != 0 && !mcptest.Gone(int(n)) {
+		t.Errorf("process %d, spawned during Close, outlived it", n)
+	}
+}
+
+// Releasing a process with a call in flight stops it at once: it does not
+// wait for the call's read_timeout.
+func TestReleaseDuringCall(t *testing.T) {
+	t.Parallel()
+	p, _ := newPool(t, Config{MaxProcesses: 1}, mcptest.Tools)
+	l := acquire(t, p)
+	pid := pidOf(t, l)
+	const readTimeout = 30 * time.Second
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Conn().View("fake", readTimeout).CallTool(context.Background(), "hang", nil)
+		done <- err
+	}()
+	// Give the call time to reach the server (it never answers). Were it not
+	// yet sent, Release would pass without proving anything, never fail.
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	l.Release(false)
+	if took := time.Since(start); took >= readTimeout {
+		t.Errorf("Release took %v: it waited for the call's read_timeout", took)
+	}
+	if err := <-done; err == nil {
+		t.Error("the call in flight succeeded after its process stopped")
+	}
+	if !mcptest.Gone(pid) {
+		t.Errorf("process %d runs after Release", pid)
+	}
+}
