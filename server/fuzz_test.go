@@ -811,10 +811,14 @@ func (m *memCheckpoints) put(id string, rec store.Record) {
 	m.records[id] = rec
 }
 
-func (m *memCheckpoints) Save(_ context.Context, _, id string, data []byte, _ time.Time) error {
+func (m *memCheckpoints) Save(_ context.Context, _, id string, data []byte, _ time.Time, ifVersion int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.records[id] = store.Record{Data: bytes.Clone(data), Version: m.records[id].Version + 1}
+	rec, ok := m.records[id]
+	if ifVersion != 0 && (!ok || rec.Version != ifVersion) {
+		return fault.New(fault.Conflict, "the paused generation %q was taken over by another resume, or is gone", id)
+	}
+	m.records[id] = store.Record{Data: bytes.Clone(data), Version: rec.Version + 1}
 	return nil
 }
 
@@ -840,10 +844,27 @@ func (m *memCheckpoints) Claim(_ context.Context, _, id string, version int64, d
 	return nil
 }
 
-func (m *memCheckpoints) Delete(_ context.Context, _, id string) error {
+func (m *memCheckpoints) Renew(_ context.Context, _, id string, version int64, data []byte, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.records, id)
+	rec, ok := m.records[id]
+	if !ok || rec.Version != version || !rec.Claimed {
+		return fault.New(fault.Conflict, "the paused generation %q was taken over by another resume, or is gone", id)
+	}
+	rec.ClaimedAt = now
+	if data != nil {
+		rec.Data = bytes.Clone(data)
+	}
+	m.records[id] = rec
+	return nil
+}
+
+func (m *memCheckpoints) Delete(_ context.Context, _, id string, ifVersion int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rec, ok := m.records[id]; ok && (ifVersion == 0 || rec.Version == ifVersion) {
+		delete(m.records, id)
+	}
 	return nil
 }
 

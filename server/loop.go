@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -88,6 +89,10 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 // (stored, with a paused event). Every bridge session it opened is closed
 // before it returns, whatever happened.
 func (g *generation) run(ctx context.Context) error {
+	if g.resume != nil {
+		g.resume.stopKeeping = g.keepClaim(ctx)
+		defer g.resume.stopKeeping()
+	}
 	var serverTools []*bridgev1.ServerTools
 	if bridged := g.plan.bridged(); len(bridged) > 0 {
 		sess, err := g.s.bridge.OpenSession(ctx, g.openRequest(bridged))
@@ -121,6 +126,9 @@ func (g *generation) run(ctx context.Context) error {
 		if done, err := g.endTurn(ctx, r, results, err); done {
 			return err
 		}
+		if err := g.progress(ctx); err != nil {
+			return err
+		}
 	}
 	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
 		r, err := g.modelTurn(ctx, turn)
@@ -136,9 +144,7 @@ func (g *generation) run(ctx context.Context) error {
 			continue
 		}
 		if len(r.calls) == 0 {
-			if err := g.finished(ctx); err != nil {
-				return err
-			}
+			g.finished(ctx)
 			return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 				GenerationId: g.id,
 				Message:      r.message,
@@ -389,10 +395,16 @@ func (g *generation) gated(name string, owner *toolOwner) bool {
 // arguments are canonicalized, so key order and spacing do not matter.
 func approvalDigest(server, tool, arguments string) string {
 	canonical := arguments
+	// Numbers stay as written (UseNumber): as float64, integers beyond 2^53
+	// that differ would digest alike.
+	dec := json.NewDecoder(strings.NewReader(arguments))
+	dec.UseNumber()
 	var v any
-	if json.Unmarshal([]byte(arguments), &v) == nil {
-		if b, err := json.Marshal(v); err == nil {
-			canonical = string(b)
+	if dec.Decode(&v) == nil && !dec.More() {
+		if _, err := dec.Token(); errors.Is(err, io.EOF) {
+			if b, err := json.Marshal(v); err == nil {
+				canonical = string(b)
+			}
 		}
 	}
 	sum := sha256.Sum256([]byte(server + "\x00" + tool + "\x00" + canonical))

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -27,13 +29,18 @@ const unknownOutcome = `{"error":"agentd stopped while resuming this call, which
 // resumption is what a resumed generation continues from.
 type resumption struct {
 	checkpoint *statev1.Checkpoint
-	original   []byte // the stored checkpoint as it was before the claim
+	original   []byte              // the stored checkpoint as it was before the claim
+	claimed    *statev1.Checkpoint // the checkpoint as claimed
+	version    int64               // the claimed record's version: every later write is fenced by it
 	decisions  []*agentdv1.ApprovalDecision
 	results    []*agentdv1.FunctionResult
 	// interrupted holds the approval requests that an earlier resume,
-	// which died, had approved: they may have run.
+	// since gone, had approved: they may have run.
 	interrupted map[string]bool
 	started     bool // an approved call was started
+	progressed  bool // the paused turn is done and the generation went on
+
+	stopKeeping func() // stops keepClaim; nil before it starts
 }
 
 // pause stores the generation with its paused turn, ends the stream with
@@ -71,8 +78,18 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if err := store.Save(sctx, g.tenant, g.id, data, expires); err != nil {
+	var fence int64
+	if g.resume != nil {
+		// A resumed generation that pauses again writes over its own claim
+		// only: if another resume took it over, this one stops here.
+		g.resume.stopKeeping()
+		fence = g.resume.version
+	}
+	if err := store.Save(sctx, g.tenant, g.id, data, expires, fence); err != nil {
 		return err
+	}
+	if g.resume != nil {
+		g.resume.version = 0 // no longer ours
 	}
 	return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Paused{Paused: &agentdv1.GenerationPaused{
 		GenerationId:     g.id,
@@ -83,29 +100,106 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 }
 
 // finished removes the checkpoint of a resumed generation that completed.
-func (g *generation) finished(ctx context.Context) error {
-	if g.resume == nil {
-		return nil
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	return g.s.checkpoints.Delete(sctx, g.tenant, g.id)
-}
-
-// failed runs when a resumed generation fails: if none of its approved
-// calls started, the checkpoint goes back as it was, so the client may
-// resume again; otherwise the claim stays, and a later resume reports
-// those calls' outcome as unknown rather than run them twice.
-func (g *generation) failed(ctx context.Context) {
-	if g.resume == nil || g.resume.started {
+// A failure is only logged: the generation did complete, and its record,
+// marked progressed, can never be resumed; it expires.
+func (g *generation) finished(ctx context.Context) {
+	res := g.resume
+	if res == nil || res.version == 0 {
 		return
 	}
+	res.stopKeeping()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	cp := g.resume.checkpoint
-	if err := g.s.checkpoints.Save(sctx, g.tenant, g.id, g.resume.original, cp.GetExpiresAt().AsTime()); err != nil {
-		g.s.log.WarnContext(ctx, "restoring a paused generation after a failed resume", "generation", g.id, "err", err)
+	if err := g.s.checkpoints.Delete(sctx, g.tenant, g.id, res.version); err != nil {
+		g.s.log.WarnContext(ctx, "removing a resumed generation that completed", "generation", g.id, "err", err)
 	}
+	res.version = 0
+}
+
+// failed runs when a resumed generation fails. If it had gone past its
+// paused turn, it is over: its checkpoint goes (replaying it would repeat
+// the calls made since). If an approved call started, the claim stays: a
+// later resume, once the claim is stale, reports those calls' outcome as
+// unknown rather than run them twice. Otherwise nothing ran, and the
+// checkpoint goes back as it was, so the client may resume again. Every
+// write is fenced by the claim: a resume that was taken over changes
+// nothing.
+func (g *generation) failed(ctx context.Context) {
+	res := g.resume
+	if res == nil || res.version == 0 {
+		return
+	}
+	res.stopKeeping()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	var err error
+	switch {
+	case res.progressed:
+		err = g.s.checkpoints.Delete(sctx, g.tenant, g.id, res.version)
+	case res.started:
+		return
+	default:
+		err = g.s.checkpoints.Save(sctx, g.tenant, g.id, res.original, res.checkpoint.GetExpiresAt().AsTime(), res.version)
+	}
+	if err != nil {
+		g.s.log.WarnContext(ctx, "releasing a paused generation after a failed resume", "generation", g.id, "err", err)
+	}
+}
+
+// keepClaim renews the resume's claim while the generation runs, so that
+// no other resume takes over a live one; if another did (this one was
+// stalled past generation.resume_stale_after), the generation stops.
+// The returned stop is idempotent and joins the renewing goroutine.
+func (g *generation) keepClaim(ctx context.Context) func() {
+	res := g.resume
+	every := max(g.s.cfg.ResumeStaleAfter/3, 10*time.Millisecond)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+			err := g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, nil, time.Now())
+			cancel()
+			switch {
+			case fault.KindOf(err) == fault.Conflict:
+				g.link.cancel(fault.New(fault.Conflict, "another resume took the paused generation %q over while this one was stalled; this one stops", g.id).
+					WithInfo("GENERATION_TAKEN_OVER", map[string]string{"generation_id": g.id}))
+				return
+			case err != nil:
+				g.s.log.WarnContext(ctx, "renewing a resume's claim", "generation", g.id, "err", err)
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// progress records that the resumed generation finished its paused turn
+// and goes on: from now on its checkpoint is never resumed again.
+func (g *generation) progress(ctx context.Context) error {
+	res := g.resume
+	res.progressed = true
+	cp := proto.Clone(res.claimed).(*statev1.Checkpoint)
+	cp.Claim.Progressed = true
+	data, err := proto.Marshal(cp)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	return g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, data, time.Now())
 }
 
 // resumeGeneration validates a resume and claims the paused generation for
@@ -136,16 +230,26 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err := proto.Unmarshal(rec.Data, cp); err != nil || !consistent(cp, r.GetGenerationId()) {
 		return nil, fault.New(fault.FailedPrecondition, "the paused generation %q cannot be read by this agentd", r.GetGenerationId())
 	}
+	if rec.Claimed && rec.ClaimedAt.After(time.Now().Add(-s.cfg.ResumeStaleAfter)) {
+		return nil, fault.New(fault.Conflict, "the paused generation %q is being resumed by another request", r.GetGenerationId()).
+			WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": r.GetGenerationId()})
+	}
+	// A claim still recorded is an earlier resume's that stopped (it died,
+	// or failed and was itself a takeover): what it approved may have run.
 	interrupted := map[string]bool{}
-	if rec.Claimed {
-		if rec.ClaimedAt.After(time.Now().Add(-s.cfg.ResumeStaleAfter)) {
-			return nil, fault.New(fault.Conflict, "the paused generation %q is being resumed by another request", r.GetGenerationId()).
-				WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": r.GetGenerationId()})
+	if c := cp.GetClaim(); c != nil {
+		if c.GetProgressed() {
+			return nil, fault.New(fault.FailedPrecondition,
+				"the resume of generation %q stopped after it had gone past its paused turn; resuming it again could repeat the tool calls made since, so it cannot be resumed", r.GetGenerationId()).
+				WithInfo("GENERATION_PROGRESSED", map[string]string{"generation_id": r.GetGenerationId()})
 		}
-		for _, d := range cp.GetClaim().GetApprovalDecisions() {
+		for _, d := range c.GetApprovalDecisions() {
 			if d.GetApproved() {
 				interrupted[d.GetRequestId()] = true
 			}
+		}
+		for _, id := range c.GetMayHaveRun() {
+			interrupted[id] = true
 		}
 	}
 
@@ -167,7 +271,10 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	}
 
 	claimed := proto.Clone(cp).(*statev1.Checkpoint)
-	claimed.Claim = &statev1.Claim{ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now()}
+	claimed.Claim = &statev1.Claim{
+		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now(),
+		MayHaveRun: slices.Sorted(maps.Keys(interrupted)),
+	}
 	data, err := proto.Marshal(claimed)
 	if err != nil {
 		return nil, fault.Wrap(fault.Internal, err, "encoding the checkpoint")
@@ -190,6 +297,9 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		resume: &resumption{
 			checkpoint:  cp,
 			original:    rec.Data,
+			claimed:     claimed,
+			version:     rec.Version + 1,
+			stopKeeping: func() {},
 			decisions:   r.GetApprovalDecisions(),
 			results:     r.GetFunctionResults(),
 			interrupted: interrupted,

@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -18,6 +20,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
@@ -454,4 +457,128 @@ func TestPausedGenerationExpires(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
 	wantCode(t, st, codes.NotFound)
+}
+
+// deadClaim records, as a resume that then died would have, a claim that
+// approved delete, and lets it go stale.
+func deadClaim(t *testing.T, a *pausable, id string) {
+	t.Helper()
+	rec, err := a.store.Get(t.Context(), "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &statev1.Checkpoint{}
+	if err := proto.Unmarshal(rec.Data, cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Claim = &statev1.Claim{ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: "approval_call_1_2", Approved: true}}, ClaimedAt: timestamppb.Now()}
+	data, _ := proto.Marshal(cp)
+	now := time.Now()
+	if err := a.store.Claim(t.Context(), "", id, rec.Version, data, now.Add(-time.Hour), now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A takeover that fails before running anything gives the generation back
+// with what the dead resume approved still marked as possibly run: the
+// next resume does not run it either.
+func TestFailedTakeoverKeepsInterrupted(t *testing.T) {
+	t.Parallel()
+	var opens atomic.Int32
+	bridge := &fakeBridge{
+		onList: offering(serverTools("files", "read", "delete")),
+		onOpen: func(context.Context, *bridgev1.OpenSessionRequest) error {
+			if opens.Add(1) == 2 { // the takeover's session
+				return fault.New(fault.Unavailable, "bridge restarting")
+			}
+			return nil
+		},
+	}
+	prov := recordingScript()
+	a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = time.Minute }, prov)
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	deadClaim(t, a, id)
+	approve := &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}
+
+	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
+	wantCode(t, st, codes.Unavailable)
+	_, st = run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
+	wantCode(t, st, codes.OK)
+	if n := bridge.callsTo("delete"); n != 0 {
+		t.Errorf("delete ran %d times; the dead resume may already have run it", n)
+	}
+	got := toolResults(t, prov, len(prov.calls())-1).GetParts()[1].GetToolResult()
+	if !got.GetIsError() || !strings.Contains(got.GetOutput(), "may have run") {
+		t.Errorf("result = %v", got)
+	}
+}
+
+// A resumed generation that fails after it went past its paused turn is
+// over: replaying it would repeat the calls made since.
+func TestResumeFailsAfterProgress(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete", "write"))}
+	a := newPausable(t, bridge, nil, recordingScript())
+	agent := filesAgent(t)
+	agent.ProviderOptions = script(t, `{"turns": [
+		{"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}, {"name": "delete", "arguments": {"path": "a.txt"}}]},
+		{"tool_calls": [{"name": "write", "arguments": {"path": "log.txt"}}]},
+		{"error": {"kind": "unavailable", "message": "overloaded"}}
+	]}`)
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	decline := &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: false}
+
+	_, st := run(t, a.client, resumeRequest(id, agent, decline), nil)
+	wantCode(t, st, codes.Unavailable)
+	_, st = run(t, a.client, resumeRequest(id, agent, decline), nil)
+	wantCode(t, st, codes.NotFound)
+	if n := bridge.callsTo("write"); n != 1 {
+		t.Errorf("write ran %d times; want once", n)
+	}
+}
+
+// A live resume keeps its claim: with a short resume_stale_after, a second
+// resume while the first is still running an approved call is refused,
+// and the call runs once.
+func TestLiveClaimIsKept(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	bridge := &fakeBridge{
+		onList: offering(serverTools("files", "read", "delete")),
+		onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+			if tool == "delete" {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+		},
+	}
+	a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = 60 * time.Millisecond }, recordingScript())
+	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	approve := &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}
+
+	first := make(chan codes.Code, 1)
+	go func() {
+		_, st := run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
+		first <- st.Code()
+	}()
+	for bridge.callsTo("delete") == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // more than resume_stale_after: only renewal keeps the claim
+
+	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
+	wantCode(t, st, codes.Aborted)
+	close(release)
+	if code := <-first; code != codes.OK {
+		t.Errorf("the first resume ended %v; want OK", code)
+	}
+	if n := bridge.callsTo("delete"); n != 1 {
+		t.Errorf("delete ran %d times; want once", n)
+	}
 }

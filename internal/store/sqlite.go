@@ -101,7 +101,14 @@ func unavailable(err error) error {
 	return fault.Hide(fault.Unavailable, err, "the state store failed")
 }
 
-func (s *SQLite) Save(ctx context.Context, tenant, id string, data []byte, expires time.Time) error {
+func (s *SQLite) Save(ctx context.Context, tenant, id string, data []byte, expires time.Time, ifVersion int64) error {
+	if ifVersion != 0 {
+		res, err := s.db.ExecContext(ctx, `
+			UPDATE paused_generations SET version = version + 1, data = ?, expires_at = ?, claimed_at = NULL
+			WHERE tenant = ? AND id = ? AND version = ?`,
+			data, expires.UnixMilli(), tenant, id, ifVersion)
+		return oneRow(res, err, id)
+	}
 	_, err := s.db.ExecContext(ctx, `
 		INSERT INTO paused_generations (tenant, id, version, data, expires_at, claimed_at)
 		VALUES (?, ?, 1, ?, ?, NULL)
@@ -111,6 +118,21 @@ func (s *SQLite) Save(ctx context.Context, tenant, id string, data []byte, expir
 		tenant, id, data, expires.UnixMilli())
 	if err != nil {
 		return unavailable(err)
+	}
+	return nil
+}
+
+// oneRow is the outcome of a conditional write: Conflict if it matched no
+// row.
+func oneRow(res sql.Result, err error, id string) error {
+	if err != nil {
+		return unavailable(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return unavailable(err)
+	} else if n != 1 {
+		return fault.New(fault.Conflict, "the paused generation %q was taken over by another resume, or is gone", id).
+			WithInfo("GENERATION_TAKEN_OVER", map[string]string{"generation_id": id})
 	}
 	return nil
 }
@@ -152,8 +174,29 @@ func (s *SQLite) Claim(ctx context.Context, tenant, id string, version int64, da
 	return nil
 }
 
-func (s *SQLite) Delete(ctx context.Context, tenant, id string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM paused_generations WHERE tenant = ? AND id = ?`, tenant, id); err != nil {
+func (s *SQLite) Renew(ctx context.Context, tenant, id string, version int64, data []byte, now time.Time) error {
+	if data == nil {
+		res, err := s.db.ExecContext(ctx, `
+			UPDATE paused_generations SET claimed_at = ?
+			WHERE tenant = ? AND id = ? AND version = ? AND claimed_at IS NOT NULL`,
+			now.UnixMilli(), tenant, id, version)
+		return oneRow(res, err, id)
+	}
+	res, err := s.db.ExecContext(ctx, `
+		UPDATE paused_generations SET claimed_at = ?, data = ?
+		WHERE tenant = ? AND id = ? AND version = ? AND claimed_at IS NOT NULL`,
+		now.UnixMilli(), data, tenant, id, version)
+	return oneRow(res, err, id)
+}
+
+func (s *SQLite) Delete(ctx context.Context, tenant, id string, ifVersion int64) error {
+	var err error
+	if ifVersion != 0 {
+		_, err = s.db.ExecContext(ctx, `DELETE FROM paused_generations WHERE tenant = ? AND id = ? AND version = ?`, tenant, id, ifVersion)
+	} else {
+		_, err = s.db.ExecContext(ctx, `DELETE FROM paused_generations WHERE tenant = ? AND id = ?`, tenant, id)
+	}
+	if err != nil {
 		return unavailable(err)
 	}
 	return nil

@@ -25,6 +25,61 @@ func open(t *testing.T, path string) *SQLite {
 	return s
 }
 
+// TestFencedWrites: a resume's writes (Renew, Save and Delete with its
+// claim's version) work while it holds its claim, and fail or do nothing
+// once another resume has taken the generation over.
+func TestFencedWrites(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "agentd.db"))
+	ctx := t.Context()
+	later := time.Now().Add(time.Hour)
+	if err := s.Save(ctx, "", "g", []byte("paused"), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.Get(ctx, "", "g")
+	now := time.Now()
+	if err := s.Claim(ctx, "", "g", r.Version, []byte("claim A"), now, now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	a := r.Version + 1
+	if err := s.Renew(ctx, "", "g", a, nil, now.Add(time.Second)); err != nil {
+		t.Fatalf("Renew by the holder: %v", err)
+	}
+	if err := s.Renew(ctx, "", "g", a, []byte("claim A, progressed"), now.Add(2*time.Second)); err != nil {
+		t.Fatalf("Renew with data: %v", err)
+	}
+	got, _ := s.Get(ctx, "", "g")
+	if string(got.Data) != "claim A, progressed" || got.Version != a || !got.Claimed || !got.ClaimedAt.Equal(time.UnixMilli(now.Add(2*time.Second).UnixMilli())) {
+		t.Fatalf("after Renew: %+v", got)
+	}
+	// B takes the claim over (A looked stale).
+	if err := s.Claim(ctx, "", "g", a, []byte("claim B"), now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Renew(ctx, "", "g", a, nil, now); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("Renew by the old holder: %v; want Conflict", err)
+	}
+	if err := s.Save(ctx, "", "g", []byte("A pauses"), later, a); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("Save by the old holder: %v; want Conflict", err)
+	}
+	if err := s.Delete(ctx, "", "g", a); err != nil {
+		t.Errorf("Delete by the old holder: %v", err)
+	}
+	if got, _ := s.Get(ctx, "", "g"); string(got.Data) != "claim B" {
+		t.Errorf("the old holder's writes changed the record: %+v", got)
+	}
+	// B's own writes work; its Save unclaims.
+	if err := s.Save(ctx, "", "g", []byte("B pauses"), later, a+1); err != nil {
+		t.Fatalf("Save by the holder: %v", err)
+	}
+	if got, _ := s.Get(ctx, "", "g"); got.Claimed || string(got.Data) != "B pauses" {
+		t.Errorf("after the holder's Save: %+v", got)
+	}
+	if err := s.Renew(ctx, "", "g", a+2, nil, now); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("Renew of an unclaimed record: %v; want Conflict", err)
+	}
+}
+
 func TestSaveGetClaimDelete(t *testing.T) {
 	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "state", "agentd.db"))
@@ -33,7 +88,7 @@ func TestSaveGetClaimDelete(t *testing.T) {
 	if _, err := s.Get(ctx, "acme", "g1"); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("Get of nothing: %v", err)
 	}
-	if err := s.Save(ctx, "acme", "g1", []byte("v1"), later); err != nil {
+	if err := s.Save(ctx, "acme", "g1", []byte("v1"), later, 0); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.Get(ctx, "acme", "g1")
@@ -61,16 +116,16 @@ func TestSaveGetClaimDelete(t *testing.T) {
 		t.Errorf("takeover of a stale claim: %v", err)
 	}
 	// Saving again (the generation paused again) unclaims it.
-	if err := s.Save(ctx, "acme", "g1", []byte("v2"), later); err != nil {
+	if err := s.Save(ctx, "acme", "g1", []byte("v2"), later, 0); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := s.Get(ctx, "acme", "g1"); r.Claimed || string(r.Data) != "v2" {
 		t.Errorf("after Save: %+v", r)
 	}
-	if err := s.Delete(ctx, "acme", "g1"); err != nil {
+	if err := s.Delete(ctx, "acme", "g1", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "acme", "g1"); err != nil {
+	if err := s.Delete(ctx, "acme", "g1", 0); err != nil {
 		t.Errorf("second Delete: %v", err)
 	}
 	if _, err := s.Get(ctx, "acme", "g1"); fault.KindOf(err) != fault.NotFound {
@@ -85,7 +140,7 @@ func TestConcurrentClaims(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	a, b := open(t, path), open(t, path) // two replicas sharing the file
 	ctx := t.Context()
-	if err := a.Save(ctx, "", "g", []byte("x"), time.Now().Add(time.Hour)); err != nil {
+	if err := a.Save(ctx, "", "g", []byte("x"), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := a.Get(ctx, "", "g")
@@ -116,13 +171,13 @@ func TestExpiryAndDurability(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	s := open(t, path)
 	ctx := t.Context()
-	if err := s.Save(ctx, "", "short", []byte("x"), time.Now().Add(-time.Second)); err != nil {
+	if err := s.Save(ctx, "", "short", []byte("x"), time.Now().Add(-time.Second), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get(ctx, "", "short"); fault.KindOf(err) != fault.NotFound {
 		t.Errorf("an expired record was returned: %v", err)
 	}
-	if err := s.Save(ctx, "", "long", []byte("kept"), time.Now().Add(time.Hour)); err != nil {
+	if err := s.Save(ctx, "", "long", []byte("kept"), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	// The sweeper removes the expired row; the other survives a reopen.
@@ -155,7 +210,7 @@ func TestPathWithURICharacters(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a#b?c%20d", "agentd.db")
 	s := open(t, path)
-	if err := s.Save(t.Context(), "", "g", []byte("x"), time.Now().Add(time.Hour)); err != nil {
+	if err := s.Save(t.Context(), "", "g", []byte("x"), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {

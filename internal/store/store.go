@@ -32,8 +32,10 @@ type Record struct {
 // concurrent use, by this process and by others sharing the database.
 type Checkpoints interface {
 	// Save stores tenant's paused generation id, unclaimed, replacing any
-	// earlier record of it. It returns once the record is durable.
-	Save(ctx context.Context, tenant, id string, data []byte, expires time.Time) error
+	// earlier record of it. With ifVersion 0 it always does; otherwise
+	// only if the record still has that version (the writer's claim), and
+	// fails with Conflict if not. It returns once the record is durable.
+	Save(ctx context.Context, tenant, id string, data []byte, expires time.Time, ifVersion int64) error
 
 	// Get returns the record, or NotFound when there is none or it has
 	// expired.
@@ -43,11 +45,20 @@ type Checkpoints interface {
 	// data (which records the claim). It succeeds only if the record still
 	// has the given version and is unclaimed, or was claimed before
 	// staleBefore (a resume that died); otherwise it fails with Conflict.
-	// Of concurrent claims on one version, exactly one succeeds.
+	// Of concurrent claims on one version, exactly one succeeds. The
+	// claimed record's version is version+1.
 	Claim(ctx context.Context, tenant, id string, version int64, data []byte, now, staleBefore time.Time) error
 
-	// Delete removes the record; removing a missing record is no error.
-	Delete(ctx context.Context, tenant, id string) error
+	// Renew keeps a claim alive: it sets the claim's time to now and, if
+	// data is not nil, replaces the data, keeping the version. It fails
+	// with Conflict if the record no longer has that version and a claim
+	// (another resume took it over, or it is gone).
+	Renew(ctx context.Context, tenant, id string, version int64, data []byte, now time.Time) error
+
+	// Delete removes the record: with ifVersion 0 whatever it holds,
+	// otherwise only if it still has that version. Removing a missing
+	// record is no error.
+	Delete(ctx context.Context, tenant, id string, ifVersion int64) error
 
 	// Close releases the store. Idempotent.
 	Close() error

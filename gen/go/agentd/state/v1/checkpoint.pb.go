@@ -361,7 +361,14 @@ type Claim struct {
 	// The function results it brought.
 	FunctionResults []*v1.FunctionResult `protobuf:"bytes,2,rep,name=function_results,json=functionResults,proto3" json:"function_results,omitempty"`
 	// When it claimed.
-	ClaimedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=claimed_at,json=claimedAt,proto3" json:"claimed_at,omitempty"`
+	ClaimedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=claimed_at,json=claimedAt,proto3" json:"claimed_at,omitempty"`
+	// Approval requests that an earlier resume, since gone, had approved:
+	// they may have run, so they are never run again.
+	MayHaveRun []string `protobuf:"bytes,4,rep,name=may_have_run,json=mayHaveRun,proto3" json:"may_have_run,omitempty"`
+	// The resume finished the paused turn and went on: the checkpoint no
+	// longer describes where the generation is, so it is never resumed
+	// again (that would repeat the calls made since).
+	Progressed    bool `protobuf:"varint,5,opt,name=progressed,proto3" json:"progressed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -417,6 +424,20 @@ func (x *Claim) GetClaimedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Claim) GetMayHaveRun() []string {
+	if x != nil {
+		return x.MayHaveRun
+	}
+	return nil
+}
+
+func (x *Claim) GetProgressed() bool {
+	if x != nil {
+		return x.Progressed
+	}
+	return false
+}
+
 var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
@@ -449,12 +470,17 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\x06result\x128\n" +
 	"\bapproval\x18\x02 \x01(\v2\x1a.agentd.v1.ApprovalRequestH\x00R\bapproval\x12>\n" +
 	"\rfunction_call\x18\x03 \x01(\v2\x17.agentd.v1.FunctionCallH\x00R\ffunctionCallB\a\n" +
-	"\x05state\"\xd4\x01\n" +
+	"\x05state\"\x96\x02\n" +
 	"\x05Claim\x12J\n" +
 	"\x12approval_decisions\x18\x01 \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\x11approvalDecisions\x12D\n" +
 	"\x10function_results\x18\x02 \x03(\v2\x19.agentd.v1.FunctionResultR\x0ffunctionResults\x129\n" +
 	"\n" +
-	"claimed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tclaimedAtB\xbd\x01\n" +
+	"claimed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tclaimedAt\x12 \n" +
+	"\fmay_have_run\x18\x04 \x03(\tR\n" +
+	"mayHaveRun\x12\x1e\n" +
+	"\n" +
+	"progressed\x18\x05 \x01(\bR\n" +
+	"progressedB\xbd\x01\n" +
 	"\x13com.agentd.state.v1B\x0fCheckpointProtoP\x01Z7github.com/agentd/agentd/gen/go/agentd/state/v1;statev1\xa2\x02\x03ASX\xaa\x02\x0fAgentd.State.V1\xca\x02\x0fAgentd\\State\\V1\xe2\x02\x1bAgentd\\State\\V1\\GPBMetadata\xea\x02\x11Agentd::State::V1b\x06proto3"
 
 var (

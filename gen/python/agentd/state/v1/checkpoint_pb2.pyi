@@ -49,14 +49,18 @@ class Checkpoint(_message.Message):
     def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ...) -> None: ...
 
 class Claim(_message.Message):
-    __slots__ = ["approval_decisions", "claimed_at", "function_results"]
+    __slots__ = ["approval_decisions", "claimed_at", "function_results", "may_have_run", "progressed"]
     APPROVAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
     CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    MAY_HAVE_RUN_FIELD_NUMBER: _ClassVar[int]
+    PROGRESSED_FIELD_NUMBER: _ClassVar[int]
     approval_decisions: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.ApprovalDecision]
     claimed_at: _timestamp_pb2.Timestamp
     function_results: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.FunctionResult]
-    def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    may_have_run: _containers.RepeatedScalarFieldContainer[str]
+    progressed: bool
+    def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., may_have_run: _Optional[_Iterable[str]] = ..., progressed: bool = ...) -> None: ...
 
 class PausedTurn(_message.Message):
     __slots__ = ["calls", "states", "turn"]
