@@ -582,3 +582,72 @@ func TestLiveClaimIsKept(t *testing.T) {
 		t.Errorf("delete ran %d times; want once", n)
 	}
 }
+
+// R-A6: a generation that decided to pause (its client did not answer in
+// time) while an ungated call of the turn still runs still pauses, with
+// that call's result, when the client vanishes before the call finishes.
+func TestPauseSurvivesDisconnectWhileCallsFinish(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	reading := make(chan struct{}, 1)
+	bridge := &fakeBridge{
+		onList: offering(serverTools("files", "read", "delete")),
+		onCall: func(_ context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+			if tool == "read" {
+				reading <- struct{}{}
+				<-release
+			}
+			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+		},
+	}
+	prov := recordingScript()
+	a := newPausable(t, bridge, nil, prov)
+	ctx, cancel := context.WithCancel(t.Context())
+	s, err := a.client.Generate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(0)}
+	if err := s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before the approval request: %v", err)
+		}
+		if st := ev.GetStarted(); st != nil {
+			id = st.GetGenerationId()
+		}
+		if ev.GetApprovalRequest() != nil {
+			break
+		}
+	}
+	<-reading
+	// With answer_timeout zero the generation has decided to pause and
+	// waits for read; the client vanishes meanwhile.
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := a.store.Get(t.Context(), "", id); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint: the generation was lost")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+	wantCode(t, st, codes.OK)
+	if r, d := bridge.callsTo("read"), bridge.callsTo("delete"); r != 1 || d != 1 {
+		t.Errorf("read ran %d times, delete %d; want once each", r, d)
+	}
+	got := toolResults(t, prov, len(prov.calls())-1).GetParts()[0].GetToolResult()
+	if got.GetOutput() != "read ok" {
+		t.Errorf("read's result after the resume = %v", got)
+	}
+}

@@ -231,7 +231,7 @@ func (r *turnRun) pending() int { return len(r.approvals) + len(r.functions) }
 // request and a result for every function call of the turn. If the client
 // half-closes, goes away, or does not answer within the answer timeout,
 // it returns an *errPause (R-A5, R-A6).
-func (r *turnRun) awaitAnswers() error {
+func (r *turnRun) awaitAnswers() (err error) {
 	if r.pending() == 0 {
 		return nil
 	}
@@ -239,7 +239,15 @@ func (r *turnRun) awaitAnswers() error {
 	if gone := g.link.waiting(true); gone {
 		return &errPause{why: "has gone away"}
 	}
-	defer g.link.waiting(false)
+	defer func() {
+		// A pause keeps the link waiting: if the client goes away while
+		// the turn's running calls finish, the generation still pauses
+		// with their results rather than stop and lose its requests.
+		var pause *errPause
+		if !errors.As(err, &pause) {
+			g.link.waiting(false)
+		}
+	}()
 	timer := time.NewTimer(g.plan.answerTimeout)
 	defer timer.Stop()
 	for {
