@@ -398,3 +398,41 @@ func TestCrashMidCall(t *testing.T) {
 	}
 	closeSession(t, f.client, id)
 }
+
+// A command pool that keeps warm spares (command_warm) goes, with its
+// spares, once no session has used it for idle_timeout: one pool per
+// distinct command configuration would otherwise pile up.
+func TestUnusedCommandPoolGoes(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	f := newFixtureWith(t, func(c *config.Bridge) {
+		c.Pool.CommandWarm = 1
+		c.Pool.IdleTimeout = 300 * time.Millisecond
+	})
+	spec := commandSpec(t, "tools", mcptest.Tools, map[string]string{mcptest.PidFileEnv: pids})
+	id, _ := open(t, t.Context(), f.client, spec)
+	call(t, f.client, id, "tools", "echo", `{"text":"hi"}`)
+	commandPools := func() (n int, warm int32) {
+		for _, s := range f.svc.pools.stats() {
+			if strings.HasPrefix(s.GetKey(), "command:") {
+				n++
+				warm += s.GetWarm()
+			}
+		}
+		return n, warm
+	}
+	closeSession(t, f.client, id)
+	if n, _ := commandPools(); n != 1 {
+		t.Fatalf("%d command pools right after the session; want its pool kept for idle_timeout", n)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for n, _ := commandPools(); n != 0; n, _ = commandPools() {
+		if time.Now().After(deadline) {
+			t.Fatal("the unused command pool is still there")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, pid := range mcptest.Pids(t, pids) {
+		mcptest.WaitGone(t, pid)
+	}
+}

@@ -22,11 +22,14 @@ import (
 // pools owns the bridge's stdio process pools: one per registered server,
 // made at start-up so their spares are warm before the first request, and
 // one per distinct allowed command configuration, made on first use and
-// dropped when no session uses it and it holds no process.
+// dropped when no session uses it and it holds no process, or, if it keeps
+// warm spares (command_warm), once no session has used it for
+// idle_timeout.
 type pools struct {
 	log   *slog.Logger
 	cfg   config.Pool
 	grace time.Duration
+	drops sync.WaitGroup // pools being closed after idle_timeout unused
 
 	mu     sync.Mutex
 	byKey  map[string]*poolEntry
@@ -38,6 +41,7 @@ type poolEntry struct {
 	name, key  string
 	refs       int // sessions using it
 	registered bool
+	unused     *time.Timer // drops an unused command pool that keeps spares
 }
 
 func newPools(cfg config.Bridge, log *slog.Logger) *pools {
@@ -112,6 +116,10 @@ func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
 		ps.byKey[key] = e
 	}
 	e.refs++
+	if e.unused != nil {
+		e.unused.Stop()
+		e.unused = nil
+	}
 	return e
 }
 
@@ -119,14 +127,30 @@ func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
 func (ps *pools) put(e *poolEntry) {
 	ps.mu.Lock()
 	e.refs--
-	drop := !e.registered && e.refs == 0 && e.pool.Idle() && !ps.closed
+	unused := !e.registered && e.refs == 0 && !ps.closed
+	drop := unused && e.pool.Idle()
 	if drop {
 		delete(ps.byKey, e.key)
+	} else if unused && ps.cfg.IdleTimeout > 0 {
+		e.unused = time.AfterFunc(ps.cfg.IdleTimeout, func() { ps.dropUnused(e) })
 	}
 	ps.mu.Unlock()
 	if drop {
 		e.pool.Close()
 	}
+}
+
+// dropUnused closes a command pool that no session has used for
+// idle_timeout, with its warm spares.
+func (ps *pools) dropUnused(e *poolEntry) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed || e.refs > 0 || ps.byKey[e.key] != e {
+		return
+	}
+	delete(ps.byKey, e.key)
+	e.unused = nil
+	ps.drops.Go(e.pool.Close)
 }
 
 func (ps *pools) stats() []*bridgev1.PoolStats {
@@ -151,10 +175,16 @@ func (ps *pools) close() {
 	ps.mu.Lock()
 	ps.closed = true
 	entries := slices.Collect(maps.Values(ps.byKey))
+	for _, e := range entries {
+		if e.unused != nil {
+			e.unused.Stop()
+		}
+	}
 	ps.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range entries {
 		wg.Go(e.pool.Close)
 	}
 	wg.Wait()
+	ps.drops.Wait()
 }
