@@ -21,7 +21,6 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -306,7 +305,12 @@ type pendingCall struct {
 // read parses the SSE stream of one turn and yields its events.
 func (p *provider) read(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
-	calls := make(map[int]*pendingCall)
+	// The calls in the order they began; byIndex holds the one each wire
+	// index is filling. A fragment with a new id at a used index begins
+	// another call: some compatible servers send every parallel call at
+	// index 0.
+	var calls []*pendingCall
+	byIndex := make(map[int]*pendingCall)
 	var usage *agentdv1.Usage
 	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
 	finished := false
@@ -355,10 +359,11 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 				}
 			}
 			for _, tc := range d.ToolCalls {
-				pc := calls[tc.Index]
-				if pc == nil {
+				pc := byIndex[tc.Index]
+				if pc == nil || tc.ID != "" && pc.id != "" && tc.ID != pc.id {
 					pc = &pendingCall{}
-					calls[tc.Index] = pc
+					byIndex[tc.Index] = pc
+					calls = append(calls, pc)
 				}
 				if tc.ID != "" {
 					pc.id = tc.ID
@@ -393,13 +398,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		yield(nil, p.truncated(io.ErrUnexpectedEOF))
 		return
 	}
-	indexes := make([]int, 0, len(calls))
-	for i := range calls {
-		indexes = append(indexes, i)
-	}
-	sort.Ints(indexes)
-	for _, i := range indexes {
-		pc := calls[i]
+	for _, pc := range calls {
 		args := strings.TrimSpace(pc.args.String())
 		if args == "" {
 			args = "{}"

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -127,7 +128,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (*http.R
 		if attempt >= c.MaxRetries || !c.retryable(resp) {
 			return nil, ferr
 		}
-		if err := c.wait(ctx, attempt, resp.Header); err != nil {
+		if err := c.wait(ctx, attempt, resp.Header); errors.Is(err, errWaitTooLong) {
+			return nil, ferr
+		} else if err != nil {
 			return nil, err
 		}
 	}
@@ -147,9 +150,14 @@ func (c *Client) retryable(resp *http.Response) bool {
 	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
 }
 
+// errWaitTooLong: the provider asked to wait longer than a minute before
+// retrying; its error goes to the caller instead.
+var errWaitTooLong = errors.New("the provider asked to wait longer than a minute")
+
 // wait sleeps before the next attempt: what the provider asked for
 // (retry-after-ms, retry-after in seconds or as a date), else exponential
-// back-off with jitter.
+// back-off with jitter. It returns errWaitTooLong, without sleeping, when
+// the provider asks for more than a minute.
 func (c *Client) wait(ctx context.Context, attempt int, h http.Header) error {
 	d := time.Duration(-1)
 	if h != nil {
@@ -170,11 +178,16 @@ func (c *Client) wait(ctx context.Context, attempt int, h http.Header) error {
 	if maxB <= 0 {
 		maxB = 8 * time.Second
 	}
-	if d < 0 {
-		d = min(minB<<attempt, maxB)
+	switch {
+	case d > time.Minute:
+		return errWaitTooLong // a server asking for longer gets its error now
+	case d < 0:
+		d = maxB
+		if attempt < 20 && minB<<attempt < maxB { // a larger shift overflows
+			d = minB << attempt
+		}
 		d = d/2 + rand.N(d/2+1)
 	}
-	d = min(d, time.Minute) // a server asking for longer gets the error instead next time
 	sleep := c.sleep
 	if sleep == nil {
 		sleep = func(ctx context.Context, d time.Duration) error {
@@ -239,7 +252,8 @@ func Classify(provider string, status int, errType, msg string) error {
 }
 
 func contextTooLong(s string) bool {
-	for _, m := range []string{"context_length", "context length", "context window", "too many tokens", "prompt is too long", "maximum context", "request_too_large"} {
+	for _, m := range []string{"context_length", "context length", "context window", "too many tokens", "prompt is too long", "maximum context", "request_too_large",
+		"exceeds the maximum number of tokens"} { // Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)"
 		if strings.Contains(s, m) {
 			return true
 		}
@@ -262,7 +276,9 @@ func OpenAIError(body []byte) (message, errType string) {
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(body, &e) != nil || len(e.Error) == 0 {
-		return strings.TrimSpace(string(body[:min(len(body), 500)])), ""
+		// Whole: Redact shortens messages once secrets are out of them; a
+		// cut made here could leave the start of a secret behind.
+		return strings.TrimSpace(string(body)), ""
 	}
 	var s string
 	if json.Unmarshal(e.Error, &s) == nil {

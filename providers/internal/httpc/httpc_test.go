@@ -53,6 +53,7 @@ func TestRetries(t *testing.T) {
 		{name: "x-should-retry false wins over 500", statuses: []int{500, 200}, header: http.Header{"X-Should-Retry": {"false"}}, retries: 2, wantN: 1, wantKind: fault.Unavailable},
 		{name: "x-should-retry true wins over 400", statuses: []int{400, 200}, header: http.Header{"X-Should-Retry": {"true"}, "Retry-After-Ms": {"0"}}, retries: 2, wantN: 2, wantOK: true},
 		{name: "429 is rate limited", statuses: []int{429}, retries: 0, wantN: 1, wantKind: fault.Exhausted},
+		{name: "a wait of more than a minute gets the error now", statuses: []int{429, 200}, header: http.Header{"Retry-After": {"3600"}}, retries: 3, wantN: 1, wantKind: fault.Exhausted, wantWait: []time.Duration{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,6 +107,23 @@ func TestBackoffWithoutRetryAfter(t *testing.T) {
 	}
 }
 
+// Back-off stays within its bounds however many retries are configured:
+// the doubling must not overflow.
+func TestBackoffManyRetries(t *testing.T) {
+	t.Parallel()
+	c := &Client{Provider: "p", MinBackoff: 500 * time.Millisecond, MaxBackoff: 8 * time.Second}
+	var got time.Duration
+	c.SetSleep(func(_ context.Context, d time.Duration) error { got = d; return nil })
+	for attempt := range 100 {
+		if err := c.wait(t.Context(), attempt, nil); err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		if got <= 0 || got > 8*time.Second {
+			t.Fatalf("attempt %d waits %v; want within (0, 8s]", attempt, got)
+		}
+	}
+}
+
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -116,6 +134,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", fault.Invalid, "CONTEXT_TOO_LONG"},
 		{400, "invalid_request_error", "This model's maximum context length is 128000 tokens", fault.Invalid, "CONTEXT_TOO_LONG"},
+		{400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", fault.Invalid, "CONTEXT_TOO_LONG"},
 		{0, "overloaded_error", "Overloaded", fault.Unavailable, "OVERLOADED"},
 		{429, "", "slow down", fault.Exhausted, "RATE_LIMITED"},
 		{403, "", "forbidden", fault.Permission, "PROVIDER_PERMISSION"},

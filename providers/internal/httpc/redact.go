@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
@@ -44,7 +45,7 @@ func Redact(err error, secrets ...string) error {
 		}
 		return s
 	}
-	msg := clean(fe.Msg)
+	msg := shorten(clean(fe.Msg), maxMessage)
 	changed := msg != fe.Msg
 	var meta map[string]string
 	if fe.Metadata != nil {
@@ -60,6 +61,22 @@ func Redact(err error, secrets ...string) error {
 	out := *fe
 	out.Msg, out.Metadata = msg, meta
 	return &out
+}
+
+// maxMessage is the longest error message Redact passes on: a provider or
+// gateway may answer an error with a whole page.
+const maxMessage = 1000
+
+// shorten cuts s to at most n bytes, on a rune boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // RedactErrors wraps a stream's yield so that every error it passes on is

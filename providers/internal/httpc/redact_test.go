@@ -71,3 +71,19 @@ func TestRequestSecrets(t *testing.T) {
 		}
 	}
 }
+
+// Long messages are shortened after redaction, so that a cut never leaves
+// the start of a secret behind.
+func TestRedactShortensAfterward(t *testing.T) {
+	t.Parallel()
+	const key = "sk-ant-api03-SECRETSECRETSECRETSECRET"
+	msg := strings.Repeat("x", 980) + "x-api-key: " + key + strings.Repeat(" page", 200)
+	err := httpc.Redact(fault.New(fault.Invalid, "%s", msg), key)
+	got := err.Error()
+	if strings.Contains(got, "sk-ant") || strings.Contains(got, "SECRET") {
+		t.Errorf("part of the key survived: ...%s", got[max(0, len(got)-80):])
+	}
+	if len(got) > 1100 {
+		t.Errorf("message of %d bytes; want it shortened", len(got))
+	}
+}
