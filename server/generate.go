@@ -186,6 +186,9 @@ func newSender(stream generateStream, lost func(error)) *sender {
 // emit queues ev, or gives up when ctx ends. Safe for concurrent use until
 // close.
 func (s *sender) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error {
+	if ctx.Err() != nil { // a cancelled generation sends nothing more
+		return context.Cause(ctx)
+	}
 	select {
 	case s.ch <- ev:
 		return nil

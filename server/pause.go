@@ -76,6 +76,9 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
 	}
+	if ctx.Err() != nil { // cancelled by the client meanwhile: nothing to resume
+		return context.Cause(ctx)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	var fence int64

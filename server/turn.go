@@ -244,8 +244,11 @@ func (r *turnRun) awaitAnswers() (err error) {
 		// the turn's running calls finish, the generation still pauses
 		// with their results rather than stop and lose its requests.
 		var pause *errPause
-		if !errors.As(err, &pause) {
-			g.link.waiting(false)
+		if !errors.As(err, &pause) && g.link.waiting(false) {
+			// The client went away while the last answers came: losing
+			// it now stops the generation, as it would have outside the
+			// wait.
+			g.link.cancel(g.link.gone())
 		}
 	}()
 	timer := time.NewTimer(g.plan.answerTimeout)
@@ -290,10 +293,12 @@ func (r *turnRun) awaitAnswers() (err error) {
 // offered there, they get an error instead, without a call (R-A8).
 func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	g := r.g
-	if g.answered[d.GetRequestId()] {
-		return nil // a repeated answer: the call runs at most once
-	}
 	i, ok := r.approvals[d.GetRequestId()]
+	if !ok && g.answered[d.GetRequestId()] {
+		// A repeated answer: the call runs at most once. (Pending requests
+		// come first: a provider may reuse a call id in a later turn.)
+		return nil
+	}
 	if !ok {
 		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
 	}
@@ -325,10 +330,10 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 
 func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
 	g := r.g
-	if g.answered[fr.GetCallId()] {
-		return nil
-	}
 	asked, ok := r.functions[fr.GetCallId()]
+	if !ok && g.answered[fr.GetCallId()] {
+		return nil // a repeated answer
+	}
 	if !ok {
 		return fault.InvalidRequest([]fault.Violation{{Field: "function_result.call_id", Description: fmt.Sprintf("%q is not a pending function call", fr.GetCallId())}})
 	}
