@@ -341,7 +341,7 @@ func waitPools(t *testing.T, f *fixture, name string, cond func(*bridgev1.PoolSt
 func TestEnvPolicy(t *testing.T) {
 	t.Parallel()
 	f := newFixtureWith(t, func(c *config.Bridge) { c.AllowedEnv = []string{"NODE_OPTIONS"} })
-	for _, name := range []string{"LD_PRELOAD", "PATH", "pythonpath", "NPM_CONFIG_REGISTRY", "DYLD_INSERT_LIBRARIES"} {
+	for _, name := range []string{"LD_PRELOAD", "PATH", "pythonpath", "NPM_CONFIG_REGISTRY", "DYLD_INSERT_LIBRARIES", "PYTHONWARNINGS", "BROWSER", "GIT_SSH_COMMAND", "https_proxy", "SSL_CERT_FILE"} {
 		spec := commandSpec(t, "tools", mcptest.Tools, map[string]string{name: "/tmp/evil-value"})
 		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{spec}})
 		if err == nil {

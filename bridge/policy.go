@@ -22,6 +22,9 @@ var steeringEnv = []string{
 	"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
 	"GOFLAGS", "GOPATH", "GOPROXY", "GOTOOLCHAIN", "CGO_",
 	"DENO_", "BUN_", "DOTNET_", "LUA_PATH", "LUA_CPATH",
+	"PYTHONWARNINGS", "BROWSER", "GIT_", "EDITOR", "VISUAL", "PAGER",
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
 }
 
 // steering reports whether a request may not set variable name, given the

@@ -191,8 +191,9 @@ func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	if c.kind == streamableTransport {
-		return context.WithValue(ctx, exchangeKey{}, cancel), func() { cancel(nil) }
+		return context.WithValue(ctx, exchangeKey{}, &httpExchange{end: cancel}), func() { cancel(nil) }
 	}
+	ctx = context.WithValue(ctx, exchangeKey{}, &httpExchange{})
 	e := &exchange{idle: c.readTimeout}
 	e.timer = time.AfterFunc(c.readTimeout, func() { cancel(errReadTimeout) })
 	c.inflightMu.Lock()
@@ -226,9 +227,27 @@ func (c *core) activity() {
 	}
 }
 
-// exchangeKey holds the context.CancelCauseFunc of a Streamable HTTP
-// exchange, for its transport.
+// exchangeKey holds the *httpExchange of an HTTP exchange, for its
+// transport.
 type exchangeKey struct{}
+
+// httpExchange is what an HTTP exchange's transport learns and may do.
+type httpExchange struct {
+	// end ends a Streamable HTTP exchange whose response went silent for
+	// read_timeout (nil for legacy SSE, whose waits are timed apart).
+	end context.CancelCauseFunc
+	// reached: a POST of the exchange may have reached the server (it got
+	// an answer other than 404, or failed after it was sent). Such a
+	// request is never sent again on a new session: it may have run.
+	reached atomic.Bool
+}
+
+// mayHaveReached reports whether a request of the exchange of ctx may
+// have reached the server.
+func mayHaveReached(ctx context.Context) bool {
+	hx, _ := ctx.Value(exchangeKey{}).(*httpExchange)
+	return hx != nil && hx.reached.Load()
+}
 
 // timedOut reports whether an exchange ended because the server missed its
 // read timeout.
@@ -244,14 +263,16 @@ func (c *core) current() *mcp.ClientSession {
 
 // do runs one request on the session. An HTTP server whose session is gone
 // (it restarted), or that could not be reached at all, gets one new
-// session and the request once more: in those cases the request never
-// reached the server, so repeating it cannot run a tool twice.
+// session and the request once more, but only if the request's own POST
+// never reached the server (it was refused with 404, or never sent): a
+// request that was in flight when the session went may have run, and is
+// not repeated.
 func (c *Conn) do(ctx context.Context, request string, f func(context.Context, *mcp.ClientSession) error) error {
 	ectx, cancel := c.exchangeContext(ctx)
 	defer cancel()
 	session := c.current()
 	err := f(ectx, session)
-	if err == nil || c.redial == nil || !notSent(err) || ectx.Err() != nil {
+	if err == nil || c.redial == nil || !notSent(err) || mayHaveReached(ectx) || ectx.Err() != nil {
 		return c.classifyOrPass(ectx, ctx, request, err)
 	}
 	c.log.Info("mcp server session lost; initializing a new one", "server", c.name, "request", request, "err", c.redact(err))

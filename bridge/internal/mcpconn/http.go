@@ -83,6 +83,9 @@ func NewTransport(allowPrivate bool) *http.Transport {
 		}
 	}
 	t.DialContext = dialer.DialContext
+	// MCP servers are dialled directly, never through HTTP(S)_PROXY: the
+	// address check above must see the server's address, not a proxy's.
+	t.Proxy = nil
 	return t
 }
 
@@ -131,6 +134,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	if a := AuthorizationHeader(spec.Authorization); a != "" {
 		header.Set("Authorization", a)
 	}
+	origin := originOf(spec.URL)
 	// The lifetime of the connection's streams: the legacy SSE transport
 	// keeps its event stream on the context given to Connect.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -140,7 +144,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	redact := secrets.err
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
-		rt := &roundTripper{base: base, header: header, idle: readTimeout}
+		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout}
 		t := &mcp.StreamableClientTransport{
 			Endpoint:   spec.URL,
 			HTTPClient: &http.Client{Transport: rt},
@@ -150,7 +154,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		return s, rt, err
 	}
 	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
-		rt := &roundTripper{base: base, header: header, sse: true, activity: c.activity}
+		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity}
 		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
 		// The SSE transport's stream lives on Connect's context; the
 		// handshake is bounded separately.
@@ -307,11 +311,26 @@ type redacted struct {
 func (r *redacted) Error() string { return r.text }
 func (r *redacted) Unwrap() error { return r.err }
 
-// roundTripper adds the server's headers, records the status of the first
-// POST, and bounds each wait for data of a POST's response.
+// originOf is a URL's scheme and host, lower-cased ("" if it does not
+// parse).
+func originOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
+}
+
+// roundTripper adds the server's headers to requests to the server's own
+// origin (never to another host a redirect or an SSE endpoint names),
+// records the status of the first POST and whether an exchange's POST may
+// have reached the server, and bounds each wait for data of the answer to
+// a request: a POST's response, or its resumption (a GET with
+// Last-Event-ID).
 type roundTripper struct {
 	base        http.RoundTripper
 	header      http.Header
+	origin      string        // scheme://host of the server's URL
 	idle        time.Duration // 0: unbounded
 	sse         bool          // the legacy transport's: see errSSESessionGone
 	activity    func()        // legacy SSE: called when the event stream delivers data
@@ -328,16 +347,18 @@ var errSSESessionGone = fmt.Errorf("the server does not know the session: %w", m
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(req.Context())
 	req = req.Clone(ctx)
-	for k, vs := range t.header {
-		req.Header[k] = vs
+	if t.origin != "" && strings.EqualFold(req.URL.Scheme+"://"+req.URL.Host, t.origin) {
+		for k, vs := range t.header {
+			req.Header[k] = vs
+		}
 	}
 	// The standalone GET stream waits for server-initiated messages and may
 	// rightly stay silent; only answers to requests are bounded.
-	bounded := req.Method == http.MethodPost && t.idle > 0
-	endExchange, _ := ctx.Value(exchangeKey{}).(context.CancelCauseFunc)
+	bounded := t.idle > 0 && (req.Method == http.MethodPost || req.Header.Get("Last-Event-ID") != "")
+	hx, _ := ctx.Value(exchangeKey{}).(*httpExchange)
 	timeout := func() {
-		if endExchange != nil {
-			endExchange(errReadTimeout) // the go-sdk then cancels the request on the server
+		if hx != nil && hx.end != nil {
+			hx.end(errReadTimeout) // the go-sdk then cancels the request on the server
 		}
 		cancel()
 	}
@@ -351,9 +372,16 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		cancel()
+		var op *net.OpError
+		if hx != nil && req.Method == http.MethodPost && !(errors.As(err, &op) && op.Op == "dial") {
+			hx.reached.Store(true) // it may have been sent before it failed
+		}
 		return nil, err
 	}
 	if req.Method == http.MethodPost {
+		if hx != nil && resp.StatusCode != http.StatusNotFound {
+			hx.reached.Store(true)
+		}
 		t.firstStatus.CompareAndSwap(0, int32(resp.StatusCode))
 		if t.sse && resp.StatusCode == http.StatusNotFound {
 			_ = resp.Body.Close()

@@ -143,6 +143,10 @@ type flight struct {
 	done  chan struct{}
 	tools []*bridgev1.Tool
 	err   error
+	// stale: the entry was invalidated (or the cache cleared) while the
+	// fetch ran, so what it fetched may predate the change and is not
+	// stored. c.mu guards it.
+	stale bool
 }
 
 // Cache is the tool-schema cache.
@@ -224,7 +228,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 
 	c.mu.Lock()
 	delete(c.flights, key)
-	if f.err == nil && c.settings.Enabled {
+	if f.err == nil && c.settings.Enabled && !f.stale {
 		c.writes++
 		c.entries[key] = &entry{tools: f.tools, expires: c.now().Add(c.settings.TTL), written: c.writes}
 		c.evict()
@@ -264,7 +268,17 @@ func (c *Cache) Invalidate(key Key) bool {
 	defer c.mu.Unlock()
 	_, ok := c.entries[key]
 	delete(c.entries, key)
+	if f := c.flights[key]; f != nil {
+		f.stale = true
+	}
 	return ok
+}
+
+// staleFlights marks every fetch under way stale. c.mu is held.
+func (c *Cache) staleFlights() {
+	for _, f := range c.flights {
+		f.stale = true
+	}
 }
 
 // Clear drops every entry and zeroes the counters.
@@ -272,6 +286,7 @@ func (c *Cache) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.entries)
+	c.staleFlights()
 	c.hits, c.misses = 0, 0
 }
 
@@ -280,6 +295,7 @@ func (c *Cache) Reset() Settings {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.entries)
+	c.staleFlights()
 	c.hits, c.misses = 0, 0
 	c.settings = c.defaults
 	return c.settings

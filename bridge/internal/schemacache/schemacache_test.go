@@ -323,3 +323,42 @@ func TestManyGoroutines(t *testing.T) {
 		t.Errorf("stats = %+v", s)
 	}
 }
+
+// A tool list fetched while its entry was invalidated (the server said its
+// tools changed meanwhile) is not stored: it may be the old list.
+func TestInvalidateDuringFetch(t *testing.T) {
+	t.Parallel()
+	for name, drop := range map[string]func(*Cache, Key){
+		"invalidate": func(c *Cache, k Key) { c.Invalidate(k) },
+		"clear":      func(c *Cache, _ Key) { c.Clear() },
+		"reset":      func(c *Cache, _ Key) { c.Reset() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := New(DefaultSettings())
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := NewKey(KeyParts{Tenant: "t"})
+			started, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _, _ = c.Fetch(context.Background(), k, nil, func(context.Context) ([]*bridgev1.Tool, error) {
+					close(started)
+					<-release
+					return []*bridgev1.Tool{{Name: "old"}}, nil
+				})
+			}()
+			<-started
+			drop(c, k)
+			close(release)
+			<-done
+			tools, hit, err := c.Fetch(context.Background(), k, nil, func(context.Context) ([]*bridgev1.Tool, error) {
+				return []*bridgev1.Tool{{Name: "new"}}, nil
+			})
+			if err != nil || hit || tools[0].GetName() != "new" {
+				t.Errorf("Fetch after the drop = %v, hit %v, %v; want the new list, fetched", tools, hit, err)
+			}
+		})
+	}
+}
