@@ -52,6 +52,12 @@ func (s *Service) Generate(stream generateStream) error {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(stream.Context()))
 	defer cancel(nil)
 	g.link = newLink(stream, cancel)
+	// The stream's end (the client went away, or the server is stopping)
+	// reaches the generation even after the client half-closed, when no
+	// receive is pending to notice it: it pauses if it waits for answers,
+	// and stops otherwise.
+	stopWatching := context.AfterFunc(stream.Context(), func() { g.link.lost(context.Cause(stream.Context())) })
+	defer stopWatching()
 	go g.link.receive(stream)
 	err = g.run(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"time"
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
@@ -85,7 +86,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer shutdown(context.Background())
+	defer flush(shutdown)
 	return app.ServeAgent(ctx, o)
 }
 
@@ -94,7 +95,7 @@ func serveBridge(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer shutdown(context.Background())
+	defer flush(shutdown)
 	lis, err := net.Listen("tcp", o.Config.Bridge.Listen)
 	if err != nil {
 		return err
@@ -110,4 +111,12 @@ func serveBridge(ctx context.Context, args []string, stderr io.Writer) error {
 
 func mcpDemo(ctx context.Context) error {
 	return mcpdemo.Run(ctx, os.Stdin, os.Stdout)
+}
+
+// flush stops telemetry, sending what is left to the exporter, within a
+// few seconds: an exporter that does not answer must not hold the exit.
+func flush(shutdown func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = shutdown(ctx)
 }

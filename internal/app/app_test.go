@@ -28,6 +28,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcpdemo"
+	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/proctest"
 	"github.com/agentd/agentd/internal/telemetry"
 )
@@ -37,6 +38,7 @@ import (
 const demoEnv = "AGENTD_TEST_MCP_DEMO"
 
 func TestMain(m *testing.M) {
+	mcptest.Main() // a fake MCP server, when the test binary is started as one
 	switch {
 	case os.Getenv(demoEnv) == "1":
 		if err := mcpdemo.Run(context.Background(), os.Stdin, os.Stdout); err != nil {

@@ -288,6 +288,8 @@ func Load(path string, getenv func(string) string, executable string) (Config, e
 	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = defaultStateDir(getenv)
+	} else if rest, ok := strings.CutPrefix(cfg.StateDir, "~/"); ok && getenv("HOME") != "" {
+		cfg.StateDir = filepath.Join(getenv("HOME"), rest) // as a shell would
 	}
 	cfg.applyProviderEnv(getenv)
 	for name, s := range cfg.Bridge.Servers {

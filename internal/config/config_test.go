@@ -128,3 +128,21 @@ func TestLoadRejects(t *testing.T) {
 		})
 	}
 }
+
+// A state_dir written "~/..." in the file is under $HOME, as a shell would
+// read it, not a directory named "~".
+func TestStateDirTilde(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentd.yaml")
+	if err := os.WriteFile(path, []byte("state_dir: ~/.local/state/agentd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": "/home/ada"}
+	cfg, err := Load(path, func(k string) string { return env[k] }, "/usr/bin/agentd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StateDir != "/home/ada/.local/state/agentd" {
+		t.Errorf("state_dir = %q", cfg.StateDir)
+	}
+}

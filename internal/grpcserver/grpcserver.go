@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -114,6 +115,11 @@ func New(o Options) (*grpc.Server, *health.Server) {
 
 	opts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(runtime.NumCPU())), // reused handler goroutines: no stack growth per call
+		// Idle connections are pinged, so a dead peer or a NAT that dropped
+		// the connection is noticed in a minute and a half, not hours; the
+		// pings of Dial's clients (every 30 s) are welcome.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 20 * time.Second, PermitWithoutStream: true}),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(o.Telemetry.options()...)),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
@@ -165,6 +171,9 @@ func Serve(ctx context.Context, srv *grpc.Server, hs *health.Server, lis net.Lis
 func Dial(target string, tel Telemetry, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A remote bridge that vanished (or a NAT that dropped the idle
+		// connection of a long approval wait) is noticed within 40 s.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(tel.options()...)),
 	}, extra...)
 	return grpc.NewClient(target, opts...)
