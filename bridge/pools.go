@@ -42,6 +42,7 @@ type poolEntry struct {
 	refs       int // sessions using it
 	registered bool
 	unused     *time.Timer // drops an unused command pool that keeps spares
+	idleSince  uint64      // counts spells of disuse, so that a stale timer does nothing
 }
 
 func newPools(cfg config.Bridge, log *slog.Logger) *pools {
@@ -119,6 +120,7 @@ func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
 	if e.unused != nil {
 		e.unused.Stop()
 		e.unused = nil
+		e.idleSince++ // a timer that already fired finds it used again
 	}
 	return e
 }
@@ -132,7 +134,9 @@ func (ps *pools) put(e *poolEntry) {
 	if drop {
 		delete(ps.byKey, e.key)
 	} else if unused && ps.cfg.IdleTimeout > 0 {
-		e.unused = time.AfterFunc(ps.cfg.IdleTimeout, func() { ps.dropUnused(e) })
+		e.idleSince++
+		since := e.idleSince
+		e.unused = time.AfterFunc(ps.cfg.IdleTimeout, func() { ps.dropUnused(e, since) })
 	}
 	ps.mu.Unlock()
 	if drop {
@@ -142,11 +146,11 @@ func (ps *pools) put(e *poolEntry) {
 
 // dropUnused closes a command pool that no session has used for
 // idle_timeout, with its warm spares.
-func (ps *pools) dropUnused(e *poolEntry) {
+func (ps *pools) dropUnused(e *poolEntry, since uint64) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.closed || e.refs > 0 || ps.byKey[e.key] != e {
-		return
+	if ps.closed || e.refs > 0 || ps.byKey[e.key] != e || e.idleSince != since {
+		return // in use again, or a later spell of disuse now counts
 	}
 	delete(ps.byKey, e.key)
 	e.unused = nil

@@ -193,7 +193,6 @@ func (g *generation) keepClaim(ctx context.Context) func() {
 // and goes on: from now on its checkpoint is never resumed again.
 func (g *generation) progress(ctx context.Context) error {
 	res := g.resume
-	res.progressed = true
 	cp := proto.Clone(res.claimed).(*statev1.Checkpoint)
 	cp.Claim.Progressed = true
 	data, err := proto.Marshal(cp)
@@ -202,7 +201,11 @@ func (g *generation) progress(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	return g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, data, time.Now())
+	if err := g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, data, time.Now()); err != nil {
+		return err // nothing ran since the paused turn: failed may give it back
+	}
+	res.progressed = true
+	return nil
 }
 
 // resumeGeneration validates a resume and claims the paused generation for

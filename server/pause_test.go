@@ -651,3 +651,40 @@ func TestPauseSurvivesDisconnectWhileCallsFinish(t *testing.T) {
 		t.Errorf("read's result after the resume = %v", got)
 	}
 }
+
+// A resume that starts shortly before pause_ttl ends runs to its end: the
+// store's sweeper keeps a claimed record its resume still renews.
+func TestResumeAcrossExpiry(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	bridge := &fakeBridge{
+		onList: offering(serverTools("files", "read", "delete")),
+		onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+			if tool == "delete" {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+		},
+	}
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 20*time.Millisecond) // agentd sweeps every minute
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	reg, _ := providers.NewRegistry(recordingScript())
+	cfg := config.Default().Generation
+	cfg.PauseTTL = 400 * time.Millisecond
+	cfg.ResumeStaleAfter = 90 * time.Millisecond
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st})
+	client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
+
+	events, _ := generate(t, client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+	id := pausedEvent(t, events).GetGenerationId()
+	time.Sleep(250 * time.Millisecond) // resumed before the pause expires
+	go func() { time.Sleep(500 * time.Millisecond); close(release) }()
+	_, s := run(t, client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+	wantCode(t, s, codes.OK)
+}

@@ -79,6 +79,10 @@ func uriPath(path string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
+// claimKeep is how long the sweeper keeps an expired record after the last
+// claim or renewal of a resume.
+const claimKeep = 24 * time.Hour
+
 func (s *SQLite) sweep(every time.Duration) {
 	defer close(s.done)
 	if every <= 0 {
@@ -92,7 +96,12 @@ func (s *SQLite) sweep(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			_, _ = s.db.Exec(`DELETE FROM paused_generations WHERE expires_at <= ?`, s.now().UnixMilli())
+			now := s.now()
+			// A claimed record is kept a day past its last claim or renewal
+			// whatever its expiry: its resume may still be running (it
+			// renews its claim), and a running resume must not lose it.
+			_, _ = s.db.Exec(`DELETE FROM paused_generations WHERE expires_at <= ? AND (claimed_at IS NULL OR claimed_at < ?)`,
+				now.UnixMilli(), now.Add(-claimKeep).UnixMilli())
 		}
 	}
 }

@@ -180,6 +180,18 @@ func TestExpiryAndDurability(t *testing.T) {
 	if err := s.Save(ctx, "", "long", []byte("kept"), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
+	// A record claimed just before it expired: its resume still runs.
+	if err := s.Save(ctx, "", "resuming", []byte("x"), time.Now().Add(300*time.Millisecond), 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(ctx, "", "resuming")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Claim(ctx, "", "resuming", r.Version, []byte("claimed"), time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // it expires
 	// The sweeper removes the expired row; the other survives a reopen.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -195,10 +207,13 @@ func TestExpiryAndDurability(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if err := s.Renew(ctx, "", "resuming", r.Version+1, nil, time.Now()); err != nil {
+		t.Errorf("the resume of a claimed record past its expiry lost it: %v", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := open(t, path).Get(ctx, "", "long")
+	r, err = open(t, path).Get(ctx, "", "long")
 	if err != nil || string(r.Data) != "kept" {
 		t.Errorf("after reopening: %+v, %v", r, err)
 	}

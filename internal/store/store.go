@@ -52,7 +52,9 @@ type Checkpoints interface {
 	// Renew keeps a claim alive: it sets the claim's time to now and, if
 	// data is not nil, replaces the data, keeping the version. It fails
 	// with Conflict if the record no longer has that version and a claim
-	// (another resume took it over, or it is gone).
+	// (another resume took it over, or it is gone). A claimed record
+	// outlives its expiry while its claim is renewed: a resume that runs
+	// past the pause's expiry keeps it.
 	Renew(ctx context.Context, tenant, id string, version int64, data []byte, now time.Time) error
 
 	// Delete removes the record: with ifVersion 0 whatever it holds,

@@ -191,9 +191,11 @@ func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	if c.kind == streamableTransport {
-		return context.WithValue(ctx, exchangeKey{}, &httpExchange{end: cancel}), func() { cancel(nil) }
+		hx := &httpExchange{end: cancel}
+		return context.WithValue(ctx, exchangeKey{}, hx), func() { hx.done.Store(true); cancel(nil) }
 	}
-	ctx = context.WithValue(ctx, exchangeKey{}, &httpExchange{})
+	hx := &httpExchange{}
+	ctx = context.WithValue(ctx, exchangeKey{}, hx)
 	e := &exchange{idle: c.readTimeout}
 	e.timer = time.AfterFunc(c.readTimeout, func() { cancel(errReadTimeout) })
 	c.inflightMu.Lock()
@@ -203,6 +205,7 @@ func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
 	c.inflight[e] = struct{}{}
 	c.inflightMu.Unlock()
 	return ctx, func() {
+		hx.done.Store(true)
 		e.timer.Stop()
 		c.inflightMu.Lock()
 		delete(c.inflight, e)
@@ -240,6 +243,9 @@ type httpExchange struct {
 	// an answer other than 404, or failed after it was sent). Such a
 	// request is never sent again on a new session: it may have run.
 	reached atomic.Bool
+	// done: the exchange is over; a stream that still carries it (the
+	// go-sdk may resume one later) is no longer its answer.
+	done atomic.Bool
 }
 
 // mayHaveReached reports whether a request of the exchange of ctx may
@@ -267,12 +273,14 @@ func (c *core) current() *mcp.ClientSession {
 // never reached the server (it was refused with 404, or never sent): a
 // request that was in flight when the session went may have run, and is
 // not repeated.
-func (c *Conn) do(ctx context.Context, request string, f func(context.Context, *mcp.ClientSession) error) error {
+func (c *Conn) do(ctx context.Context, request string, readOnly bool, f func(context.Context, *mcp.ClientSession) error) error {
 	ectx, cancel := c.exchangeContext(ctx)
 	defer cancel()
 	session := c.current()
 	err := f(ectx, session)
-	if err == nil || c.redial == nil || !notSent(err) || mayHaveReached(ectx) || ectx.Err() != nil {
+	// A read-only request (tools/list, all its pages) may always go again;
+	// a call only if it never reached the server.
+	if err == nil || c.redial == nil || !notSent(err) || !readOnly && mayHaveReached(ectx) || ectx.Err() != nil {
 		return c.classifyOrPass(ectx, ctx, request, err)
 	}
 	c.log.Info("mcp server session lost; initializing a new one", "server", c.name, "request", request, "err", c.redact(err))
@@ -291,7 +299,9 @@ func (c *core) replace(ctx context.Context, lost *mcp.ClientSession) (*mcp.Clien
 	if c.session != lost {
 		return c.session, nil // another caller already replaced it
 	}
-	fresh, err := c.redial(ctx)
+	// The new session's long-lived streams must not carry the exchange
+	// that happened to replace it: its timeouts are not theirs.
+	fresh, err := c.redial(context.WithValue(ctx, exchangeKey{}, (*httpExchange)(nil)))
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +351,7 @@ func opaque(err error) error {
 // ListTools lists every tool of the server, following pagination.
 func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
-	err := c.do(ctx, "tools/list", func(ctx context.Context, s *mcp.ClientSession) error {
+	err := c.do(ctx, "tools/list", true, func(ctx context.Context, s *mcp.ClientSession) error {
 		tools = tools[:0]
 		for tool, err := range s.Tools(ctx, nil) {
 			if err != nil {
@@ -377,7 +387,7 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 		}
 	}
 	var res *mcp.CallToolResult
-	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), func(ctx context.Context, s *mcp.ClientSession) error {
+	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), false, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
 		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 		return err

@@ -354,8 +354,12 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// The standalone GET stream waits for server-initiated messages and may
 	// rightly stay silent; only answers to requests are bounded.
-	bounded := t.idle > 0 && (req.Method == http.MethodPost || req.Header.Get("Last-Event-ID") != "")
 	hx, _ := ctx.Value(exchangeKey{}).(*httpExchange)
+	// A GET with Last-Event-ID resumes a stream: an exchange's answer while
+	// that exchange runs (bounded like its POST), or the standalone stream,
+	// which may rightly stay silent.
+	resumesAnswer := req.Header.Get("Last-Event-ID") != "" && hx != nil && !hx.done.Load()
+	bounded := t.idle > 0 && (req.Method == http.MethodPost || resumesAnswer)
 	timeout := func() {
 		if hx != nil && hx.end != nil {
 			hx.end(errReadTimeout) // the go-sdk then cancels the request on the server

@@ -73,8 +73,9 @@ func TestCredentialsStayWithTheOrigin(t *testing.T) {
 	}
 }
 
-// The resumption of a POST's stream (a GET with Last-Event-ID) is bounded
-// by read_timeout like the POST: headers, then silence, ends it.
+// The resumption of a running exchange's answer stream (a GET with
+// Last-Event-ID) is bounded by read_timeout like its POST: headers, then
+// silence, ends it.
 func TestResumedStreamBounded(t *testing.T) {
 	t.Parallel()
 	rt := &roundTripper{base: http.DefaultTransport, header: http.Header{}, idle: 200 * time.Millisecond}
@@ -88,6 +89,7 @@ func TestResumedStreamBounded(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
 	req.Header.Set("Last-Event-ID", "1")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	ctx = context.WithValue(ctx, exchangeKey{}, &httpExchange{}) // a running exchange's answer
 	defer cancel()
 	resp, err := rt.RoundTrip(req.WithContext(ctx))
 	if err != nil {
