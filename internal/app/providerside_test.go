@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
@@ -255,4 +256,79 @@ func detailTexts(st *status.Status) []string {
 		}
 	}
 	return out
+}
+
+// TestNativeMCPShapes proves R-S8 end to end: MCP servers given in the
+// provider's own shape in the agent's provider options (Anthropic's
+// mcp_servers, an OpenAI Responses type: mcp tool) reach the provider
+// exactly as given, and nothing of agentd sees them: no placement in the
+// started event, no bridge session, and no approval, even for a tool the
+// agent gates, when the provider calls it.
+func TestNativeMCPShapes(t *testing.T) {
+	native := map[string]struct {
+		model, path string
+		key         string // the options key that holds the native shapes
+		shape       []any
+		turn        func(http.ResponseWriter, int)
+	}{
+		"anthropic": {
+			model: "claude-sonnet-4-5", key: "mcp_servers",
+			shape: []any{map[string]any{"type": "url", "url": "https://native.example.com/mcp", "name": "native", "authorization_token": "tok-native"}},
+			turn: func(w http.ResponseWriter, _ int) {
+				anthropicMessage(w, "end_turn",
+					sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "mcp_tool_use", "id": "call_n_1", "name": "search", "server_name": "native", "input": map[string]any{}}}),
+					sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}),
+					sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 1, "content_block": map[string]any{"type": "mcp_tool_result", "tool_use_id": "call_n_1", "is_error": false, "content": []any{map[string]any{"type": "text", "text": "found"}}}}),
+					sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 1}),
+					sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 2, "content_block": map[string]any{"type": "text", "text": "done"}}),
+					sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 2}))
+			},
+		},
+		"openai-responses": {
+			model: "gpt-5-mini", path: "/v1", key: "tools",
+			shape: []any{map[string]any{"type": "mcp", "server_label": "native", "server_url": "https://native.example.com/mcp", "require_approval": "never"}},
+			turn: func(w http.ResponseWriter, _ int) {
+				responsesMessage(w,
+					map[string]any{"type": "mcp_call", "id": "call_n_1", "server_label": "native", "name": "search", "arguments": `{}`, "output": "found", "error": nil, "status": "completed"},
+					responsesText("done"))
+			},
+		},
+	}
+	for provider, tc := range native {
+		t.Run(provider, func(t *testing.T) {
+			api := &recordingAPI{turn: tc.turn}
+			client := providerStack(t, provider, tc.path, api, nil)
+			options, err := structpb.NewStruct(map[string]any{tc.key: tc.shape})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := &agentdv1.StartGeneration{
+				Agent:    &agentdv1.Agent{Provider: provider, Model: tc.model, ProviderOptions: options, RequiresApproval: []string{"search"}},
+				Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "search"}}}}},
+			}
+
+			events := generate(t, client, start)
+
+			if got := events[0].GetStarted().GetServers(); len(got) != 0 {
+				t.Errorf("placements = %v; native shapes are not agentd's servers", got)
+			}
+			for _, ev := range events {
+				if ev.GetApprovalRequest() != nil || ev.GetToolCallStarted() != nil {
+					t.Errorf("agentd handled the provider's own call: %v", ev)
+				}
+			}
+			if last := events[len(events)-1]; last.GetCompleted() == nil {
+				t.Fatalf("last event = %v, want completed", last)
+			}
+			bodies, _ := api.requests()
+			if len(bodies) != 1 {
+				t.Fatalf("the provider got %d requests, want 1", len(bodies))
+			}
+			got, _ := json.Marshal(bodies[0][tc.key])
+			want, _ := json.Marshal(tc.shape)
+			if string(got) != string(want) {
+				t.Errorf("%s = %s, want it untouched: %s", tc.key, got, want)
+			}
+		})
+	}
 }
