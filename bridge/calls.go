@@ -130,8 +130,7 @@ func (cs *callStream) stop(cause error) {
 // answered, cancelling them if the session closes meanwhile (sessionDone,
 // nil once closed).
 func (cs *callStream) drain(stream grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse], sessionDone <-chan struct{}) error {
-	done := make(chan struct{})
-	go func() { cs.calls.Wait(); close(done) }()
+	done := cs.callsDone()
 	for {
 		select {
 		case a := <-cs.answers:
@@ -150,10 +149,14 @@ func (cs *callStream) drain(stream grpc.BidiStreamingServer[bridgev1.CallToolsRe
 }
 
 // discard drops the answers of the calls still running until they end.
-func (cs *callStream) discard() {
+func (cs *callStream) discard() { cs.discardUntil(cs.callsDone()) }
+
+// callsDone is closed once every call has answered (stop was called, so
+// no call starts after).
+func (cs *callStream) callsDone() <-chan struct{} {
 	done := make(chan struct{})
 	go func() { cs.calls.Wait(); close(done) }()
-	cs.discardUntil(done)
+	return done
 }
 
 func (cs *callStream) discardUntil(done <-chan struct{}) {

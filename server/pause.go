@@ -79,7 +79,7 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	if ctx.Err() != nil { // cancelled by the client meanwhile: nothing to resume
 		return context.Cause(ctx)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	var fence int64
 	if g.resume != nil {
@@ -102,16 +102,34 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	}}})
 }
 
+// storeContext bounds one store write by storeTimeout, whatever becomes of
+// ctx meanwhile: a write that records what happened must not be cut short
+// by the end of the generation it records.
+func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+}
+
+// settling stops renewing the claim of a resumed generation that is ending
+// and reports whether it still holds one to settle (it may have paused
+// again, or settled already).
+func (g *generation) settling() bool {
+	res := g.resume
+	if res == nil || res.version == 0 {
+		return false
+	}
+	res.stopKeeping()
+	return true
+}
+
 // finished removes the checkpoint of a resumed generation that completed.
 // A failure is only logged: the generation did complete, and its record,
 // marked progressed, can never be resumed; it expires.
 func (g *generation) finished(ctx context.Context) {
-	res := g.resume
-	if res == nil || res.version == 0 {
+	if !g.settling() {
 		return
 	}
-	res.stopKeeping()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	res := g.resume
+	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	if err := g.s.checkpoints.Delete(sctx, g.tenant, g.id, res.version); err != nil {
 		g.s.log.WarnContext(ctx, "removing a resumed generation that completed", "generation", g.id, "err", err)
@@ -128,12 +146,11 @@ func (g *generation) finished(ctx context.Context) {
 // write is fenced by the claim: a resume that was taken over changes
 // nothing.
 func (g *generation) failed(ctx context.Context) {
-	res := g.resume
-	if res == nil || res.version == 0 {
+	if !g.settling() {
 		return
 	}
-	res.stopKeeping()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	res := g.resume
+	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	var err error
 	switch {
@@ -167,7 +184,7 @@ func (g *generation) keepClaim(ctx context.Context) func() {
 				return
 			case <-tick.C:
 			}
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+			sctx, cancel := storeContext(ctx)
 			err := g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, nil, time.Now())
 			cancel()
 			switch {
@@ -199,7 +216,7 @@ func (g *generation) progress(ctx context.Context) error {
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	if err := g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, data, time.Now()); err != nil {
 		return err // nothing ran since the paused turn: failed may give it back

@@ -52,6 +52,49 @@ func newPausable(t *testing.T, bridge server.Bridge, edit func(*config.Generatio
 	return &pausable{client: agentdv1.NewAgentServiceClient(dial(t, svc.Register)), store: st}
 }
 
+// startUntilApproval starts a generation on a stream of its own and reads
+// its events up to its first approval request. It returns the
+// generation's id, and vanish, which drops the stream as a client that
+// goes away does.
+func startUntilApproval(t *testing.T, a *pausable, start *agentdv1.StartGeneration) (id string, vanish context.CancelFunc) {
+	t.Helper()
+	ctx, vanish := context.WithCancel(t.Context())
+	s, err := a.client.Generate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before the approval request: %v", err)
+		}
+		if st := ev.GetStarted(); st != nil {
+			id = st.GetGenerationId()
+		}
+		if ev.GetApprovalRequest() != nil {
+			return id, vanish
+		}
+	}
+}
+
+// waitCheckpoint waits until the store holds paused generation id.
+func waitCheckpoint(t *testing.T, a *pausable, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := a.store.Get(t.Context(), "", id); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint: the generation did not pause")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // filesAgent calls read (ungated) and delete (gated) in one turn, then
 // answers with the results it got.
 func filesAgent(t *testing.T) *agentdv1.Agent {
@@ -135,38 +178,9 @@ func TestPauseOnDisconnect(t *testing.T) {
 	t.Parallel()
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
 	a := newPausable(t, bridge, nil, recordingScript())
-	ctx, cancel := context.WithCancel(t.Context())
-	s, err := a.client.Generate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}}}); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for {
-		ev, err := s.Recv()
-		if err != nil {
-			t.Fatalf("stream ended before the approval request: %v", err)
-		}
-		if st := ev.GetStarted(); st != nil {
-			id = st.GetGenerationId()
-		}
-		if ev.GetApprovalRequest() != nil {
-			break
-		}
-	}
-	cancel() // the client vanishes
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := a.store.Get(t.Context(), "", id); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint after the client vanished")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
+	vanish()
+	waitCheckpoint(t, a, id)
 	events, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
 	wantCode(t, st, codes.OK)
 	if kinds(events)[len(events)-1] != "completed" || bridge.callsTo("delete") != 1 {
@@ -602,45 +616,15 @@ func TestPauseSurvivesDisconnectWhileCallsFinish(t *testing.T) {
 	}
 	prov := recordingScript()
 	a := newPausable(t, bridge, nil, prov)
-	ctx, cancel := context.WithCancel(t.Context())
-	s, err := a.client.Generate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(0)}
-	if err := s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for {
-		ev, err := s.Recv()
-		if err != nil {
-			t.Fatalf("stream ended before the approval request: %v", err)
-		}
-		if st := ev.GetStarted(); st != nil {
-			id = st.GetGenerationId()
-		}
-		if ev.GetApprovalRequest() != nil {
-			break
-		}
-	}
+	id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(0)})
 	<-reading
 	// With answer_timeout zero the generation has decided to pause and
 	// waits for read; the client vanishes meanwhile.
 	time.Sleep(50 * time.Millisecond)
-	cancel()
+	vanish()
 	time.Sleep(50 * time.Millisecond)
 	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := a.store.Get(t.Context(), "", id); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint: the generation was lost")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCheckpoint(t, a, id)
 	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
 	wantCode(t, st, codes.OK)
 	if r, d := bridge.callsTo("read"), bridge.callsTo("delete"); r != 1 || d != 1 {

@@ -357,44 +357,44 @@ func (p *Pool) release(pr *proc, broken bool) {
 // and busy. p.mu is held on entry and exit but released while the process
 // stops, so callers re-read the pool's state afterwards.
 func (p *Pool) retireLocked(pr *proc, crashed bool) {
+	p.retiringLocked(pr, crashed)
+	p.mu.Unlock()
+	p.stop(pr)
+	p.mu.Lock()
+}
+
+// retireAsyncLocked stops pr, which the caller has already removed from
+// idle and busy, in a goroutine of the pool's: p.mu stays held, and the
+// process counts as stopping until it has. A spare that crashed young
+// counts as a failed start. p.mu is held and the pool is not closed.
+func (p *Pool) retireAsyncLocked(pr *proc, crashed bool) {
+	if crashed && p.now().Sub(pr.born) < healthyAge {
+		p.spareFailedLocked()
+	}
+	p.retiringLocked(pr, crashed)
+	p.wg.Go(func() { p.stop(pr) })
+}
+
+// retiringLocked counts pr as retired (or crashed), and as stopping until
+// stop. p.mu is held.
+func (p *Pool) retiringLocked(pr *proc, crashed bool) {
 	if crashed {
 		p.stats.Crashed++
 	} else {
 		p.stats.Retired++
 	}
 	p.stopping++
-	p.mu.Unlock()
+}
+
+// stop stops pr's process, then no longer counts it. p.mu is not held.
+func (p *Pool) stop(pr *proc) {
 	if err := pr.conn.Close(); err != nil {
 		p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
 	}
 	p.mu.Lock()
 	p.stopping--
 	p.signal()
-}
-
-// retireAsyncLocked stops pr, which the caller has already removed from
-// idle and busy, in a goroutine of the pool's: p.mu stays held, and the
-// process counts as stopping until it has. p.mu is held and the pool is
-// not closed.
-func (p *Pool) retireAsyncLocked(pr *proc, crashed bool) {
-	if crashed {
-		p.stats.Crashed++
-		if p.now().Sub(pr.born) < healthyAge {
-			p.spareFailedLocked()
-		}
-	} else {
-		p.stats.Retired++
-	}
-	p.stopping++
-	p.wg.Go(func() {
-		if err := pr.conn.Close(); err != nil {
-			p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
-		}
-		p.mu.Lock()
-		p.stopping--
-		p.signal()
-		p.mu.Unlock()
-	})
+	p.mu.Unlock()
 }
 
 // fill keeps Warm spares ready and reaps idle and aged processes, until the
