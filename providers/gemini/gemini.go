@@ -152,13 +152,9 @@ func buildBody(req *providers.Request) map[string]any {
 	if len(req.Tools) > 0 {
 		var decls []any
 		for _, t := range req.Tools {
-			schema := map[string]any{"type": "object", "properties": map[string]any{}}
-			if t.GetParameters() != nil {
-				schema = t.GetParameters().AsMap()
-			}
 			// parametersJsonSchema takes full JSON Schema; "parameters"
 			// takes only an OpenAPI subset that MCP tool schemas exceed.
-			d := map[string]any{"name": t.GetName(), "parametersJsonSchema": schema}
+			d := map[string]any{"name": t.GetName(), "parametersJsonSchema": httpc.ToolParameters(t)}
 			if t.GetDescription() != "" {
 				d["description"] = t.GetDescription()
 			}
@@ -351,7 +347,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			case errors.As(err, &fe):
 				yield(nil, err) // already classified: the idle timeout
 			default:
-				yield(nil, truncated(err))
+				yield(nil, httpc.Truncated(name, err))
 			}
 			return
 		}
@@ -409,7 +405,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 					id = fmt.Sprintf("call_%d", prior+calls)
 				}
 				events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{
-					Id: id, Name: part.FunctionCall.Name, Arguments: compactArguments(part.FunctionCall.Args),
+					Id: id, Name: part.FunctionCall.Name, Arguments: httpc.CompactArguments(part.FunctionCall.Args),
 				}})
 			case part.Thought:
 				if part.Text != "" || part.ThoughtSignature != "" {
@@ -434,7 +430,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 		}
 	}
 	if finish == "" {
-		yield(nil, truncated(io.ErrUnexpectedEOF))
+		yield(nil, httpc.Truncated(name, io.ErrUnexpectedEOF))
 		return
 	}
 	switch finish {
@@ -453,21 +449,6 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 		return
 	}
 	yield(&providers.Stop{Reason: stopReason(finish)}, nil)
-}
-
-// compactArguments renders a functionCall's args object as the JSON text
-// a ToolCall carries.
-func compactArguments(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" || json.Compact(&b, raw) != nil {
-		return "{}"
-	}
-	return b.String()
-}
-
-func truncated(err error) error {
-	return fault.Hide(fault.Unavailable, err, "gemini: the response stream ended before it was complete").
-		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": name})
 }
 
 func stopReason(r string) agentdv1.StopReason {

@@ -13,7 +13,6 @@
 package ollama
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -108,19 +107,7 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 	}
 	body := map[string]any{"model": req.Model, "messages": msgs, "stream": true}
 	if len(req.Tools) > 0 {
-		var tools []any
-		for _, t := range req.Tools {
-			params := map[string]any{"type": "object", "properties": map[string]any{}}
-			if t.GetParameters() != nil {
-				params = t.GetParameters().AsMap()
-			}
-			fn := map[string]any{"name": t.GetName(), "parameters": params}
-			if t.GetDescription() != "" {
-				fn["description"] = t.GetDescription()
-			}
-			tools = append(tools, map[string]any{"type": "function", "function": fn})
-		}
-		body["tools"] = tools
+		body["tools"] = httpc.FunctionTools(req.Tools)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
 	return body, nil
@@ -256,11 +243,11 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			case ctx.Err() != nil:
 				yield(nil, ctx.Err())
 			case errors.Is(err, io.EOF):
-				yield(nil, truncated(io.ErrUnexpectedEOF))
+				yield(nil, httpc.Truncated(name, io.ErrUnexpectedEOF))
 			case errors.As(err, &fe):
 				yield(nil, err) // already classified: the idle timeout
 			default:
-				yield(nil, truncated(err))
+				yield(nil, httpc.Truncated(name, err))
 			}
 			return
 		}
@@ -285,7 +272,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			if id == "" {
 				id = fmt.Sprintf("call_%d", prior+calls)
 			}
-			call := &agentdv1.ToolCall{Id: id, Name: tc.Function.Name, Arguments: compactArguments(tc.Function.Arguments)}
+			call := &agentdv1.ToolCall{Id: id, Name: tc.Function.Name, Arguments: httpc.CompactArguments(tc.Function.Arguments)}
 			if !yield(&providers.ToolCall{Call: call}, nil) {
 				return
 			}
@@ -298,21 +285,6 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			return
 		}
 	}
-}
-
-// compactArguments renders Ollama's argument object as the JSON text a
-// ToolCall carries.
-func compactArguments(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" || json.Compact(&b, raw) != nil {
-		return "{}"
-	}
-	return b.String()
-}
-
-func truncated(err error) error {
-	return fault.Hide(fault.Unavailable, err, "ollama: the response stream ended before it was complete").
-		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": name})
 }
 
 func stopReason(r string) agentdv1.StopReason {

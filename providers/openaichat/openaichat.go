@@ -168,19 +168,7 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 		body["model"] = req.Model
 	}
 	if len(req.Tools) > 0 {
-		var tools []any
-		for _, t := range req.Tools {
-			params := map[string]any{"type": "object", "properties": map[string]any{}}
-			if t.GetParameters() != nil {
-				params = t.GetParameters().AsMap()
-			}
-			fn := map[string]any{"name": t.GetName(), "parameters": params}
-			if t.GetDescription() != "" {
-				fn["description"] = t.GetDescription()
-			}
-			tools = append(tools, map[string]any{"type": "function", "function": fn})
-		}
-		body["tools"] = tools
+		body["tools"] = httpc.FunctionTools(req.Tools)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
 	return body, nil
@@ -324,7 +312,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 				yield(nil, ctx.Err())
 				return
 			}
-			yield(nil, p.truncated(err))
+			yield(nil, httpc.Truncated(p.d.Name, err))
 			return
 		}
 		data := bytes.TrimSpace(ev.Data)
@@ -395,7 +383,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		}
 	}
 	if !finished {
-		yield(nil, p.truncated(io.ErrUnexpectedEOF))
+		yield(nil, httpc.Truncated(p.d.Name, io.ErrUnexpectedEOF))
 		return
 	}
 	for _, pc := range calls {
@@ -413,11 +401,6 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		return
 	}
 	yield(&providers.Stop{Reason: stop}, nil)
-}
-
-func (p *provider) truncated(err error) error {
-	return fault.Hide(fault.Unavailable, err, "%s: the response stream ended before it was complete", p.d.Name).
-		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": p.d.Name})
 }
 
 func compactJSON(s string) (string, error) {

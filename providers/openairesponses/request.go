@@ -37,11 +37,7 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 	}
 	var tools []any
 	for _, t := range req.Tools {
-		params := map[string]any{"type": "object", "properties": map[string]any{}}
-		if t.GetParameters() != nil {
-			params = t.GetParameters().AsMap()
-		}
-		tool := map[string]any{"type": "function", "name": t.GetName(), "parameters": params, "strict": false}
+		tool := map[string]any{"type": "function", "name": t.GetName(), "parameters": httpc.ToolParameters(t), "strict": false}
 		if t.GetDescription() != "" {
 			tool["description"] = t.GetDescription()
 		}
