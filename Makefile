@@ -4,7 +4,7 @@
 #               the API, run every Go test with -race, and the client examples
 #
 # Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
-# tools/go.mod (grpcurl), package.json + package-lock.json (buf, protoc-gen-es,
+# tools/go.mod (grpcurl, staticcheck), package.json + package-lock.json (buf, protoc-gen-es,
 # Connect-ES, typescript), Debian (protoc 3.21.12 and grpc_python_plugin for
 # Python, python3-grpcio and python3-protobuf to run the Python example).
 SHELL := /bin/bash
@@ -29,7 +29,7 @@ help:
 	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript)"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
-	@echo "make bench             the bridge's benchmarks and their target ratios"
+	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
@@ -59,12 +59,19 @@ tools: deb npm
 generate: tools
 	$(BUF) generate
 
+# Lint: the protos (buf), Go formatting, vet and staticcheck (pinned in
+# tools/go.mod), both modules tidy, and no build output committed.
+STATICCHECK := go tool -modfile=tools/go.mod staticcheck
 lint: tools
+	scripts/check-tracked-files.sh
+	go mod tidy -diff
+	cd tools && go mod tidy -diff
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/') 2>/dev/null); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	go vet ./...
+	$(STATICCHECK) ./...
 
 # The committed gen/ must be exactly what buf generate writes.
 check-generated: tools
@@ -114,7 +121,7 @@ go-test: npm
 # the medians are compared (scripts/bench-ratios.sh).
 BENCH_COUNT ?= 5
 bench: npm
-	go test -run '^$$' -bench 'CallTool|WarmCacheSetup' -benchtime 2s -count $(BENCH_COUNT) ./bridge/ | tee /tmp/agentd-bench.txt
+	go test -run '^$$' -bench 'CallTool|WarmCacheSetup' -benchtime 2s -count $(BENCH_COUNT) ./bridge/ ./internal/app/ | tee /tmp/agentd-bench.txt
 	go test -run '^$$' -bench 'FirstCall' -benchtime 10x -count $(BENCH_COUNT) ./bridge/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
 
