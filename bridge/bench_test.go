@@ -8,11 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -21,7 +19,6 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry"
-	agentdserver "github.com/agentd/agentd/server"
 )
 
 // The benchmarks behind the bridge's figures in the README; `make bench`
@@ -87,66 +84,26 @@ func benchOpen(b *testing.B, client bridgev1.BridgeServiceClient, specs ...*brid
 	return first.GetOpened().GetSessionId(), cancel
 }
 
-// BenchmarkCallTool compares one tools/call through the bridge's gRPC API,
-// made as agentd makes it (its bridge client, server.NewBridgeClient, over
-// the session's CallTools stream), with the same call made directly with
-// the go-sdk (with a per-call timeout, as the bridge has), against the
-// same Go stdio server. Target: bridge at most 1.25× direct. "direct" and
-// "bridge" report each alone; "paired" alternates rounds on one machine
-// state and reports the median of the rounds' ratios to direct, which the
-// load of a shared machine disturbs far less. Its two more arms say where
-// the time goes: "session/direct" is the bridge's own work without gRPC
-// (the handler's session call, in process), "unary/direct" the call made
-// with one CallTool RPC instead of on the stream.
+// BenchmarkCallTool compares one tools/call through the bridge with the
+// same call made directly with the go-sdk (mcptest.DirectEcho) against the
+// same Go stdio server, and says where the bridge's time goes. The call
+// as agentd makes it, through its bridge client on the session's
+// CallTools stream, needs both sides of the boundary and is measured in
+// internal/app (BenchmarkCallTool there; target: at most 1.25× direct).
+// Here "paired" alternates rounds on one machine state and reports the
+// median of the rounds' ratios to direct, which the load of a shared
+// machine disturbs far less: "session/direct" is the bridge's own work
+// without gRPC (the handler's session call, in process), "unary/direct"
+// the call made with one CallTool RPC instead of on the stream.
 func BenchmarkCallTool(b *testing.B) {
 	exe, env := mcptest.Command(b, mcptest.Tools)
-	direct := func(b *testing.B) func() {
-		cmd := exec.Command(exe)
-		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-		cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: grace}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cs.Close() })
-		params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}}
-		return func() {
-			// Bounded like the bridge's calls (read_timeout, 30 s by default),
-			// as the go-sdk recommends for every call.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if _, err := cs.CallTool(ctx, params); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	service := func(b *testing.B) *Service {
-		return benchService(b, func(c *config.Bridge) {
-			c.Servers["tools"] = config.Server{Command: exe, Env: env}
-			c.Pool.Warm = 0
-		})
-	}
-	open := &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{refSpec("tools", "tools")}}
-	// bridged calls as agentd does, on a session of its own (and so a
-	// process of its own).
-	bridged := func(b *testing.B, conn *grpc.ClientConn) func() {
-		sess, err := agentdserver.NewBridgeClient(conn).OpenSession(context.Background(), open)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { sess.Close(context.Background()) })
-		call := func() {
-			if _, err := sess.CallTool(context.Background(), "tools", "echo", `{"text":"hello"}`); err != nil {
-				b.Fatal(err)
-			}
-		}
-		call() // connect outside the measurement
-		return call
-	}
+	svc := benchService(b, func(c *config.Bridge) {
+		c.Servers["tools"] = config.Server{Command: exe, Env: env}
+		c.Pool.Warm = 0
+	})
+	conn := benchServe(b, svc)
 	// unary calls with one CallTool RPC each.
-	unary := func(b *testing.B, conn *grpc.ClientConn) func() {
+	unary := func() func() {
 		client := bridgev1.NewBridgeServiceClient(conn)
 		id, cancel := benchOpen(b, client, refSpec("tools", "tools"))
 		b.Cleanup(cancel)
@@ -160,7 +117,7 @@ func BenchmarkCallTool(b *testing.B) {
 		return call
 	}
 	// inProcess calls the handler's session directly.
-	inProcess := func(b *testing.B, svc *Service, conn *grpc.ClientConn) func() {
+	inProcess := func() func() {
 		id, cancel := benchOpen(b, bridgev1.NewBridgeServiceClient(conn), refSpec("tools", "tools"))
 		b.Cleanup(cancel)
 		sess, err := svc.session(id)
@@ -176,48 +133,15 @@ func BenchmarkCallTool(b *testing.B) {
 		return call
 	}
 	b.Run("direct", func(b *testing.B) {
-		call := direct(b)
-		for b.Loop() {
-			call()
-		}
-	})
-	b.Run("bridge", func(b *testing.B) {
-		call := bridged(b, benchServe(b, service(b)))
+		call := mcptest.DirectEcho(b, mcptest.Tools, grace)
 		for b.Loop() {
 			call()
 		}
 	})
 	b.Run("paired", func(b *testing.B) {
-		svc := service(b)
-		conn := benchServe(b, svc)
-		arms := []struct {
-			unit string
-			call func()
-		}{
-			{"bridge/direct", bridged(b, conn)},
-			{"session/direct", inProcess(b, svc, conn)},
-			{"unary/direct", unary(b, conn)},
-		}
-		d := direct(b)
-		const calls = 200
-		round := func(call func()) time.Duration {
-			start := time.Now()
-			for range calls {
-				call()
-			}
-			return time.Since(start)
-		}
-		ratios := make([][]float64, len(arms))
-		for b.Loop() {
-			td := round(d)
-			for i, arm := range arms {
-				ratios[i] = append(ratios[i], float64(round(arm.call))/float64(td))
-			}
-		}
-		for i, arm := range arms {
-			slices.Sort(ratios[i])
-			b.ReportMetric(ratios[i][len(ratios[i])/2], arm.unit)
-		}
+		mcptest.Paired(b, mcptest.DirectEcho(b, mcptest.Tools, grace),
+			mcptest.Arm{Unit: "session/direct", Call: inProcess()},
+			mcptest.Arm{Unit: "unary/direct", Call: unary()})
 	})
 }
 

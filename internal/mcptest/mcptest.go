@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,6 +116,69 @@ func Command(tb testing.TB, name string) (string, map[string]string) {
 		tb.Fatal(err)
 	}
 	return exe, map[string]string{serverEnv: name}
+}
+
+// DirectEcho starts the fake server name and connects to it with the
+// go-sdk alone, as a client without agentd would, and returns a function
+// that calls its echo tool once. Each call is bounded like the bridge's
+// (read_timeout, 30 s by default), as the go-sdk recommends for every
+// call. Benchmarks compare agentd's calls with it: the floor of a tool
+// call. The process stops when tb ends, within grace of its stdin closing.
+func DirectEcho(tb testing.TB, name string, grace time.Duration) func() {
+	tb.Helper()
+	exe, env := Command(tb, name)
+	cmd := exec.Command(exe)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: grace}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cs.Close() })
+	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := cs.CallTool(ctx, params); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// Arm is one way of making a call that Paired compares with the direct
+// one; Unit names the ratio it reports ("bridge/direct").
+type Arm struct {
+	Unit string
+	Call func()
+}
+
+// Paired runs rounds of 200 calls, direct first and then each arm, and
+// reports for each arm the median of its rounds' ratios to direct. Each
+// ratio compares calls made under one machine state, so the load of a
+// shared machine disturbs it far less than separate runs' figures.
+func Paired(b *testing.B, direct func(), arms ...Arm) {
+	b.Helper()
+	const calls = 200
+	round := func(call func()) time.Duration {
+		start := time.Now()
+		for range calls {
+			call()
+		}
+		return time.Since(start)
+	}
+	ratios := make([][]float64, len(arms))
+	for b.Loop() {
+		td := round(direct)
+		for i, arm := range arms {
+			ratios[i] = append(ratios[i], float64(round(arm.Call))/float64(td))
+		}
+	}
+	for i, arm := range arms {
+		slices.Sort(ratios[i])
+		b.ReportMetric(ratios[i][len(ratios[i])/2], arm.Unit)
+	}
 }
 
 // Pids reads the pids appended to a pid file; a missing file holds none.

@@ -1,0 +1,170 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const module = "github.com/agentd/agentd"
+
+// execAllowed lists the packages that may import os/exec outside tests:
+// the one package that starts MCP server processes, and the test helpers
+// that start fake servers or inspect the process table for tests.
+var execAllowed = []string{
+	module + "/bridge/internal/mcpconn",
+	module + "/internal/mcptest",
+	module + "/internal/proctest",
+}
+
+// pkg is the part of `go list -json` output the rules read.
+type pkg struct {
+	ImportPath string
+	ForTest    string   // set on a package compiled for another's test
+	Imports    []string // direct imports, test imports included for a test variant
+	Deps       []string // every package it depends on, transitively
+}
+
+// violations applies the layering rules to a package graph as `go list
+// -deps -test -json` describes it. Test variants (a package compiled with
+// its _test.go files) are checked too: a test is code a newcomer reads,
+// and a benchmark that needs both sides of a boundary belongs above both.
+func violations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		self := base(p.ImportPath)
+		rel, ok := strings.CutPrefix(self, module+"/")
+		if !ok || strings.HasSuffix(self, ".test") {
+			continue // outside the module, or a generated test main
+		}
+		deps := make([]string, 0, len(p.Deps))
+		for _, d := range p.Deps {
+			deps = append(deps, base(d))
+		}
+		slices.Sort(deps)
+		deps = slices.Compact(deps)
+		for _, d := range deps {
+			drel, ok := strings.CutPrefix(d, module+"/")
+			if !ok || d == self {
+				continue
+			}
+			switch {
+			case under(rel, "bridge") && (under(drel, "server") || under(drel, "providers")):
+				out = append(out, rel+" depends on "+drel+": the bridge never reaches server or providers")
+			case under(rel, "providers") && (under(drel, "server") || under(drel, "bridge") || under(drel, "internal/app")):
+				out = append(out, rel+" depends on "+drel+": providers never reach server, bridge or internal/app")
+			case under(drel, "cmd") && !under(rel, "cmd"):
+				out = append(out, rel+" depends on "+drel+": nothing imports cmd")
+			case under(drel, "cmd") && top(rel) != top(drel):
+				out = append(out, rel+" depends on "+drel+": one command never imports another")
+			}
+		}
+		if p.ForTest == "" && slices.Contains(p.Imports, "os/exec") && !slices.Contains(execAllowed, self) {
+			out = append(out, rel+" imports os/exec: only bridge/internal/mcpconn starts processes (test helpers: internal/mcptest, internal/proctest)")
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// base strips the " [x.test]" suffix go list gives a test variant.
+func base(importPath string) string {
+	p, _, _ := strings.Cut(importPath, " ")
+	return p
+}
+
+// under reports whether the module-relative path rel is dir or inside it.
+func under(rel, dir string) bool {
+	return rel == dir || strings.HasPrefix(rel, dir+"/")
+}
+
+// top returns the first two elements of a cmd/... path: the command.
+func top(rel string) string {
+	parts := strings.SplitN(rel, "/", 3)
+	return strings.Join(parts[:min(2, len(parts))], "/")
+}
+
+// X-H3: the module's real graph, tests included, keeps the layers.
+func TestLayers(t *testing.T) {
+	t.Parallel()
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-test", "-json=ImportPath,ForTest,Imports,Deps", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []pkg
+	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.ImportPath == module+"/bridge/internal/mcpconn" }) {
+		t.Fatalf("go list listed %d packages, without bridge/internal/mcpconn: not the whole module", len(pkgs))
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+}
+
+// X-H3: each rule catches what it forbids, directly or through another
+// package, in code and in tests.
+func TestRules(t *testing.T) {
+	t.Parallel()
+	m := func(rel string) string { return module + "/" + rel }
+	for _, tc := range []struct {
+		name string
+		pkgs []pkg
+		want []string
+	}{
+		{"allowed arrows", []pkg{
+			{ImportPath: m("server"), Deps: []string{m("providers"), m("internal/fault"), "fmt"}},
+			{ImportPath: m("cmd/agentd"), Deps: []string{m("internal/app"), m("server"), m("bridge")}},
+			{ImportPath: m("bridge"), Deps: []string{m("internal/config"), m("bridge/internal/mcpconn")}},
+			{ImportPath: m("bridge/internal/mcpconn"), Imports: []string{"os/exec"}},
+			{ImportPath: m("internal/mcptest"), Imports: []string{"os/exec"}},
+		}, nil},
+		{"bridge test imports server", []pkg{
+			{ImportPath: m("bridge") + " [" + m("bridge") + ".test]", ForTest: m("bridge"), Deps: []string{m("server") + " [" + m("bridge") + ".test]"}},
+		}, []string{"bridge depends on server: the bridge never reaches server or providers"}},
+		{"bridge reaches providers through another package", []pkg{
+			{ImportPath: m("bridge/internal/pool"), Deps: []string{m("internal/x"), m("providers/anthropic")}},
+		}, []string{"bridge/internal/pool depends on providers/anthropic: the bridge never reaches server or providers"}},
+		{"providers import app", []pkg{
+			{ImportPath: m("providers/gemini"), Deps: []string{m("internal/app")}},
+			{ImportPath: m("providers/router"), Deps: []string{m("bridge/internal/pool")}},
+		}, []string{
+			"providers/gemini depends on internal/app: providers never reach server, bridge or internal/app",
+			"providers/router depends on bridge/internal/pool: providers never reach server, bridge or internal/app",
+		}},
+		{"cmd imported", []pkg{
+			{ImportPath: m("internal/app"), Deps: []string{m("cmd/agentd")}},
+			{ImportPath: m("cmd/agentd-load"), Deps: []string{m("cmd/agentd")}},
+		}, []string{
+			"cmd/agentd-load depends on cmd/agentd: one command never imports another",
+			"internal/app depends on cmd/agentd: nothing imports cmd",
+		}},
+		{"os/exec outside mcpconn", []pkg{
+			{ImportPath: m("server"), Imports: []string{"os/exec"}},
+			{ImportPath: m("bridge") + " [" + m("bridge") + ".test]", ForTest: m("bridge"), Imports: []string{"os/exec"}},
+		}, []string{"server imports os/exec: only bridge/internal/mcpconn starts processes (test helpers: internal/mcptest, internal/proctest)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, violations(tc.pkgs)); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
