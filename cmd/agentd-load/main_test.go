@@ -93,8 +93,8 @@ func TestWarmUpFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "warm-up generation failed") || !strings.Contains(err.Error(), "agentd.log") {
 		t.Fatalf("run = %v, want the warm-up's failure and agentd's log", err)
 	}
-	if kids := children(); kids != 0 {
-		t.Errorf("%d child processes left after a failed run", kids)
+	if kids := proctest.Children(); len(kids) != 0 {
+		t.Errorf("child processes left after a failed run: %v", kids)
 	}
 }
 

@@ -5,11 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/proctable"
 )
 
 // snapshot is this process's state at one moment.
@@ -26,7 +27,7 @@ type snapshot struct {
 // LiveHeap is exact: two, since the first only moves sync.Pool caches to
 // their victim caches, which stay live until the second.
 func take(withGC bool) snapshot {
-	s := snapshot{Goroutines: runtime.NumGoroutine(), Children: children()}
+	s := snapshot{Goroutines: runtime.NumGoroutine(), Children: len(proctable.Children())}
 	if withGC {
 		runtime.GC()
 		runtime.GC()
@@ -64,30 +65,4 @@ func statusBytes(field string) (int64, error) {
 		return kb << 10, nil
 	}
 	return 0, fmt.Errorf("/proc/self/status has no %s", field)
-}
-
-// children counts this process's live child processes from the process
-// table (whichever thread started them; zombies are not counted).
-func children() int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	self := strconv.Itoa(os.Getpid())
-	n := 0
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 && fields[1] == self && fields[0] != "Z" {
-			n++
-		}
-	}
-	return n
 }

@@ -6,41 +6,16 @@ package proctest
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/internal/proctable"
 )
 
-// Children lists the live (not zombie) child processes of this process,
-// read from the process table.
-func Children() []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := strconv.Itoa(os.Getpid())
-	var kids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == self && fields[0] != "Z" {
-			kids = append(kids, pid)
-		}
-	}
-	return kids
-}
+// Children lists the live (not zombie) child processes of this process.
+func Children() []int { return proctable.Children() }
 
 // VerifyTestMain runs m and exits: with m's failure, or with a failure if
 // goroutines leaked or child processes are still running (after a few
