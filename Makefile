@@ -75,12 +75,14 @@ check-generated: tools
 
 # The protos must not break the last accepted API (a committed image):
 # comparing main with itself could never fail. `make accept-api` is the
-# deliberate act that accepts a change.
+# deliberate act that accepts a change. Both name the proto module: the
+# vendored third_party/googleapis is not agentd's API, and buf compares a
+# two-module workspace with no single image.
 breaking: tools
-	$(BUF) breaking --against $(API_IMAGE)
+	$(BUF) breaking proto --against $(API_IMAGE)
 
 accept-api: tools
-	$(BUF) build -o $(API_IMAGE)
+	$(BUF) build proto -o $(API_IMAGE)
 
 ## Build, run, test -----------------------------------------------------------
 
