@@ -159,6 +159,8 @@ examples: build build/ts/examples/ts/demo.js
 	  echo "--- Go approval example"; go run ./examples/go/approve $(EXAMPLE_ADDR); \
 	  echo "--- Python approval example"; PYTHONPATH=gen/python $(PY) examples/python/approve.py $(EXAMPLE_ADDR); \
 	  echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js $(EXAMPLE_ADDR); \
+	  echo "--- Python bad request example"; PYTHONPATH=gen/python $(PY) examples/python/bad_request.py $(EXAMPLE_ADDR); \
+	  echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js $(EXAMPLE_ADDR); \
 	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json; \
 	  echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/approval-start.json
 
