@@ -21,7 +21,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-generated breaking accept-api go-test examples smoke clean
+.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -59,12 +59,17 @@ tools: deb npm
 generate: tools
 	$(BUF) generate
 
-lint: tools
+lint: tools check-behavior
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/') 2>/dev/null); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	go vet ./...
+
+# Every behaviour id a test names is described in docs/behavior.md, and every
+# id described there is named by a test.
+check-behavior:
+	@scripts/check-behavior.sh
 
 # The committed gen/ must be exactly what buf generate writes.
 check-generated: tools
