@@ -21,7 +21,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-generated breaking accept-api go-test examples smoke clean
+.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -62,7 +62,7 @@ generate: tools
 # Lint: the protos (buf), Go formatting, vet and staticcheck (pinned in
 # tools/go.mod), both modules tidy, and no build output committed.
 STATICCHECK := go tool -modfile=tools/go.mod staticcheck
-lint: tools
+lint: tools check-behavior
 	scripts/check-tracked-files.sh
 	go mod tidy -diff
 	cd tools && go mod tidy -diff
@@ -73,6 +73,11 @@ lint: tools
 	go vet ./...
 	$(STATICCHECK) ./...
 
+# Every behaviour id a test names is described in docs/behavior.md, and every
+# id described there is named by a test.
+check-behavior:
+	@scripts/check-behavior.sh
+
 # The committed gen/ must be exactly what buf generate writes.
 check-generated: tools
 	$(BUF) generate
@@ -82,12 +87,14 @@ check-generated: tools
 
 # The protos must not break the last accepted API (a committed image):
 # comparing main with itself could never fail. `make accept-api` is the
-# deliberate act that accepts a change.
+# deliberate act that accepts a change. Both name the proto module: the
+# vendored third_party/googleapis is not agentd's API, and buf compares a
+# two-module workspace with no single image.
 breaking: tools
-	$(BUF) breaking --against $(API_IMAGE)
+	$(BUF) breaking proto --against $(API_IMAGE)
 
 accept-api: tools
-	$(BUF) build -o $(API_IMAGE)
+	$(BUF) build proto -o $(API_IMAGE)
 
 ## Build, run, test -----------------------------------------------------------
 
@@ -164,6 +171,8 @@ examples: build build/ts/examples/ts/demo.js
 	  echo "--- Go approval example"; go run ./examples/go/approve $(EXAMPLE_ADDR); \
 	  echo "--- Python approval example"; PYTHONPATH=gen/python $(PY) examples/python/approve.py $(EXAMPLE_ADDR); \
 	  echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js $(EXAMPLE_ADDR); \
+	  echo "--- Python bad request example"; PYTHONPATH=gen/python $(PY) examples/python/bad_request.py $(EXAMPLE_ADDR); \
+	  echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js $(EXAMPLE_ADDR); \
 	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json; \
 	  echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/approval-start.json
 

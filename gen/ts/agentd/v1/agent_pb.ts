@@ -102,10 +102,41 @@ export type Agent = Message<"agentd.v1.Agent"> & {
   /**
    * Options passed to the provider adapter: sampling parameters, provider
    * features, and provider-native MCP shapes (an OpenAI "type: mcp" tool,
-   * Anthropic "mcp_servers"), which pass to that provider untouched. The
-   * "script" provider reads its conversation from the key "script".
+   * Anthropic "mcp_servers"), which pass to that provider untouched.
    * agentd's own options (mcps, strategy, cache, approvals) never reach the
    * provider.
+   *
+   * The "script" provider, a scripted model that needs no network and
+   * answers the same way every time, reads its conversation from the key
+   * "script":
+   *
+   *   {"script": {"turns": [
+   *     {"text": "Let me ask.", "tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]},
+   *     {"text": "The server said: {{tool_outputs}}"}
+   *   ]}}
+   *
+   * Each turn is one model turn, with "text", "tool_calls" or both (the
+   * text streams first, word by word), or an "error" alone:
+   *
+   *   - a tool call has "name", the tool's name as the model sees it
+   *     (required), "arguments", a JSON object (absent: {}), and "id"
+   *     (absent: "call_<turn>_<index>", both counted from 1);
+   *   - in text, "{{tool_outputs}}" is replaced by the outputs of the latest
+   *     tool results, joined by newlines;
+   *   - {"error": {"kind": "unavailable", "message": "..."}} fails that
+   *     model call, and so the generation, with the kind's code: "invalid"
+   *     InvalidArgument, "unavailable" Unavailable, "timeout"
+   *     DeadlineExceeded, "exhausted" ResourceExhausted, "internal"
+   *     Internal;
+   *   - "usage": {"input_tokens": n, "output_tokens": m} sets the turn's
+   *     token counts (absent: one token per four bytes).
+   *
+   * The turn played is the number of assistant messages since the last user
+   * message: a script starts again at every new user message and goes on
+   * where it stopped after a pause. A conversation that asks for a turn
+   * past the end fails FailedPrecondition. A missing script, an unknown key
+   * or a malformed turn is InvalidArgument, with the request's other
+   * problems.
    *
    * @generated from field: google.protobuf.Struct provider_options = 10;
    */
@@ -231,11 +262,13 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
   unsetEnv: string[];
 
   /**
-   * How long agentd waits on the server. command servers: each whole
-   * exchange (handshake, tools/list, each tools/call), not extended by the
-   * server's notifications; a server that misses it is stopped. url
-   * servers: each wait for data, so a stream that keeps sending stays open.
-   * Absent: 30 s. Must be positive and at most 1 hour.
+   * How long agentd waits on the server. command and ref servers: each
+   * whole exchange (handshake, tools/list, each tools/call), not extended
+   * by the server's notifications; a server that misses it is stopped. They
+   * also wait at most this long for a process when their pool is at its
+   * limit (then ResourceExhausted). url servers: each wait for data, so a
+   * stream that keeps sending stays open. Absent: 30 s. Must be positive
+   * and at most 1 hour.
    *
    * @generated from field: google.protobuf.Duration read_timeout = 11;
    */
