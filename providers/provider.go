@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -216,6 +217,9 @@ type Settings struct {
 	Options map[string]string
 	// HTTP replaces the HTTP client (tests).
 	HTTP *http.Client
+	// Dial replaces how the adapter's own HTTP client connects, under its
+	// timeouts (tests: an in-memory network). Ignored when HTTP is set.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Retries is MaxRetries with its default applied.

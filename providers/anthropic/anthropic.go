@@ -90,7 +90,7 @@ func New(s providers.Settings) providers.Provider {
 	}
 	betas := splitList(s.Options["beta"])
 	if s.HTTP == nil { // one connection pool for both clients
-		s.HTTP = httpc.NewHTTPClient(s.Timeout)
+		s.HTTP = httpc.NewHTTPClient(s)
 	}
 	client := func(betas []string) *httpc.Client {
 		h := make(http.Header)

@@ -340,15 +340,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			break
 		}
 		if err != nil {
-			var fe *fault.Error
-			switch {
-			case ctx.Err() != nil:
-				yield(nil, ctx.Err())
-			case errors.As(err, &fe):
-				yield(nil, err) // already classified: the idle timeout
-			default:
-				yield(nil, httpc.Truncated(name, err))
-			}
+			yield(nil, httpc.StreamError(ctx, name, err))
 			return
 		}
 		data := bytes.TrimSpace(ev.Data)
@@ -430,7 +422,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 		}
 	}
 	if finish == "" {
-		yield(nil, httpc.Truncated(name, io.ErrUnexpectedEOF))
+		yield(nil, httpc.StreamError(ctx, name, io.ErrUnexpectedEOF))
 		return
 	}
 	switch finish {

@@ -114,3 +114,10 @@ func TestSecretsEchoed(t *testing.T) {
 		return New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
 	})
 }
+
+// X-H4: a stream that goes silent, or is cut short, fails as it does on
+// every adapter.
+func TestStreamFailures(t *testing.T) {
+	t.Parallel()
+	providertest.CheckStreamFailures(t, New)
+}

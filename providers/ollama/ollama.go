@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -237,18 +236,8 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 	calls := 0
 	for {
 		line, err := r.Next()
-		if err != nil {
-			var fe *fault.Error
-			switch {
-			case ctx.Err() != nil:
-				yield(nil, ctx.Err())
-			case errors.Is(err, io.EOF):
-				yield(nil, httpc.Truncated(name, io.ErrUnexpectedEOF))
-			case errors.As(err, &fe):
-				yield(nil, err) // already classified: the idle timeout
-			default:
-				yield(nil, httpc.Truncated(name, err))
-			}
+		if err != nil { // io.EOF too: the stream ended before "done"
+			yield(nil, httpc.StreamError(ctx, name, err))
 			return
 		}
 		var c chatResponse

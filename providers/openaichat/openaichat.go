@@ -308,11 +308,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 			break
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				yield(nil, ctx.Err())
-				return
-			}
-			yield(nil, httpc.Truncated(p.d.Name, err))
+			yield(nil, httpc.StreamError(ctx, p.d.Name, err))
 			return
 		}
 		data := bytes.TrimSpace(ev.Data)
@@ -383,7 +379,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		}
 	}
 	if !finished {
-		yield(nil, httpc.Truncated(p.d.Name, io.ErrUnexpectedEOF))
+		yield(nil, httpc.StreamError(ctx, p.d.Name, io.ErrUnexpectedEOF))
 		return
 	}
 	for _, pc := range calls {

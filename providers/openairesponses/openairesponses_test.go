@@ -193,3 +193,10 @@ func TestSecretsEchoed(t *testing.T) {
 		return openairesponses.New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
 	})
 }
+
+// X-H4: a stream that goes silent, or is cut short, fails as it does on
+// every adapter.
+func TestStreamFailures(t *testing.T) {
+	t.Parallel()
+	providertest.CheckStreamFailures(t, openairesponses.New)
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
 )
 
 // server answers with the given statuses in turn (the last repeats).
@@ -188,7 +189,7 @@ func TestCloseIdleConnections(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	c := &Client{Provider: "p", BaseURL: srv.URL, HTTP: NewHTTPClient(time.Second)}
+	c := &Client{Provider: "p", BaseURL: srv.URL, HTTP: NewHTTPClient(providers.Settings{Timeout: time.Second})}
 	resp, err := c.Do(t.Context(), http.MethodPost, "/", map[string]any{})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"github.com/agentd/agentd/internal/fault"
 )
 
 // Pieces of the wire formats that several adapters share.
@@ -43,11 +42,4 @@ func CompactArguments(raw json.RawMessage) string {
 		return "{}"
 	}
 	return b.String()
-}
-
-// Truncated is the fault of a response stream that ended before the
-// response was complete.
-func Truncated(provider string, err error) error {
-	return fault.Hide(fault.Unavailable, err, "%s: the response stream ended before it was complete", provider).
-		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": provider})
 }
