@@ -10,7 +10,9 @@
 package providers
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
 	"net"
@@ -126,8 +128,35 @@ type Reasoning struct {
 	Provider string
 }
 
-// ToolCall is a complete call the model asks agentd to run.
+// ToolCall is a complete call the model asks agentd to run. Its
+// arguments follow CompactArguments' rule.
 type ToolCall struct{ Call *agentdv1.ToolCall }
+
+// CompactArguments is the one rule for a tool call's arguments, the text
+// a ToolCall or ProviderToolCall carries, whatever the API sent (an
+// object, or text streamed in fragments), and what goes back to an API
+// that takes them as text:
+//
+//   - none (empty, blank, JSON null): "{}", a call without arguments;
+//   - JSON: the same value, compacted;
+//   - anything else: the text exactly as the model wrote it.
+//
+// Invalid arguments are kept rather than replaced by "{}" because "{}"
+// would run the tool with arguments the model never gave (and show them
+// in an approval prompt), whereas the bridge refuses arguments that are
+// not a JSON object as a failed tool result (R-T4), which tells the model
+// its mistake so it can correct it.
+func CompactArguments(raw []byte) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, t) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
 
 // ProviderToolCall is a call the provider made itself to a provider-side
 // MCP server.

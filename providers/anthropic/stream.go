@@ -225,22 +225,15 @@ func (t *reply) addUsage(u *usage) {
 	}
 }
 
-// arguments is the input of a tool_use or mcp_tool_use block as compact
-// JSON: its streamed fragments, else the input of its start (a block sent
-// whole), else {}. Text that is not JSON is kept as the model wrote it.
+// arguments is the input of a tool_use or mcp_tool_use block: its
+// streamed fragments, else the input of its start (a block sent whole),
+// by httpc.CompactArguments' rule.
 func (b *openBlock) arguments() string {
 	in := []byte(b.input.String())
 	if len(bytes.TrimSpace(in)) == 0 {
 		in = b.block.Input
 	}
-	if len(bytes.TrimSpace(in)) == 0 {
-		return "{}"
-	}
-	var out bytes.Buffer
-	if json.Compact(&out, in) != nil {
-		return string(in)
-	}
-	return out.String()
+	return providers.CompactArguments(in)
 }
 
 // providerCall joins an mcp_tool_result with the mcp_tool_use it answers.

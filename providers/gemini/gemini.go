@@ -226,7 +226,7 @@ func modelParts(in []*agentdv1.Part) []any {
 			parts = append(parts, map[string]any{"text": k.Text})
 		case *agentdv1.Part_ToolCall:
 			p := map[string]any{"functionCall": map[string]any{
-				"id": k.ToolCall.GetId(), "name": k.ToolCall.GetName(), "args": argumentsObject(k.ToolCall.GetArguments()),
+				"id": k.ToolCall.GetId(), "name": k.ToolCall.GetName(), "args": httpc.ArgumentsObject(k.ToolCall.GetArguments()),
 			}}
 			if len(pending) > 0 {
 				p["thoughtSignature"] = pending[0]
@@ -269,16 +269,6 @@ func parseJSON(s string) any {
 		return s
 	}
 	return v
-}
-
-// argumentsObject is a call's arguments as the JSON object Gemini
-// requires; arguments a model produced as invalid JSON become {} so that
-// replaying the turn does not fail the whole request.
-func argumentsObject(args string) map[string]any {
-	if obj, ok := parseJSON(args).(map[string]any); ok {
-		return obj
-	}
-	return map[string]any{}
 }
 
 // countCalls counts the tool calls already in the conversation, so that
@@ -397,7 +387,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 					id = fmt.Sprintf("call_%d", prior+calls)
 				}
 				events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{
-					Id: id, Name: part.FunctionCall.Name, Arguments: httpc.CompactArguments(part.FunctionCall.Args),
+					Id: id, Name: part.FunctionCall.Name, Arguments: providers.CompactArguments(part.FunctionCall.Args),
 				}})
 			case part.Thought:
 				if part.Text != "" || part.ThoughtSignature != "" {

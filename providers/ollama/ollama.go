@@ -151,7 +151,7 @@ func message(m *agentdv1.Message) ([]any, error) {
 				}
 			case *agentdv1.Part_ToolCall:
 				calls = append(calls, map[string]any{"function": map[string]any{
-					"name": k.ToolCall.GetName(), "arguments": argumentsObject(k.ToolCall.GetArguments()),
+					"name": k.ToolCall.GetName(), "arguments": httpc.ArgumentsObject(k.ToolCall.GetArguments()),
 				}})
 			}
 		}
@@ -180,19 +180,6 @@ func byURI(m *agentdv1.Media) string {
 		return " by URI"
 	}
 	return ""
-}
-
-// argumentsObject is a tool call's arguments as the JSON object Ollama
-// requires; arguments a model produced as invalid JSON become {} so that
-// replaying the turn does not fail the whole request.
-func argumentsObject(args string) map[string]any {
-	dec := json.NewDecoder(strings.NewReader(args))
-	dec.UseNumber() // large integers pass through exactly
-	var obj map[string]any
-	if dec.Decode(&obj) != nil || obj == nil || dec.More() {
-		return map[string]any{}
-	}
-	return obj
 }
 
 // countCalls counts the tool calls already in the conversation, so that
@@ -261,7 +248,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			if id == "" {
 				id = fmt.Sprintf("call_%d", prior+calls)
 			}
-			call := &agentdv1.ToolCall{Id: id, Name: tc.Function.Name, Arguments: httpc.CompactArguments(tc.Function.Arguments)}
+			call := &agentdv1.ToolCall{Id: id, Name: tc.Function.Name, Arguments: providers.CompactArguments(tc.Function.Arguments)}
 			if !yield(&providers.ToolCall{Call: call}, nil) {
 				return
 			}

@@ -212,12 +212,8 @@ func (p *provider) message(m *agentdv1.Message) ([]any, error) {
 					reasoning = append(reasoning, k.Reasoning.GetText())
 				}
 			case *agentdv1.Part_ToolCall:
-				args := k.ToolCall.GetArguments()
-				if strings.TrimSpace(args) == "" {
-					args = "{}"
-				}
 				calls = append(calls, map[string]any{"id": k.ToolCall.GetId(), "type": "function",
-					"function": map[string]any{"name": k.ToolCall.GetName(), "arguments": args}})
+					"function": map[string]any{"name": k.ToolCall.GetName(), "arguments": providers.CompactArguments([]byte(k.ToolCall.GetArguments()))}})
 			}
 		}
 		if len(texts) > 0 {
@@ -383,13 +379,8 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		return
 	}
 	for _, pc := range calls {
-		args := strings.TrimSpace(pc.args.String())
-		if args == "" {
-			args = "{}"
-		} else if compact, err := compactJSON(args); err == nil {
-			args = compact
-		}
-		if !yield(&providers.ToolCall{Call: &agentdv1.ToolCall{Id: pc.id, Name: pc.name, Arguments: args}}, nil) {
+		call := &agentdv1.ToolCall{Id: pc.id, Name: pc.name, Arguments: providers.CompactArguments([]byte(pc.args.String()))}
+		if !yield(&providers.ToolCall{Call: call}, nil) {
 			return
 		}
 	}
@@ -397,14 +388,6 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		return
 	}
 	yield(&providers.Stop{Reason: stop}, nil)
-}
-
-func compactJSON(s string) (string, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		return "", err
-	}
-	return b.String(), nil
 }
 
 func stopReason(r string) agentdv1.StopReason {

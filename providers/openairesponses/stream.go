@@ -171,12 +171,10 @@ func itemDone(it *outputItem, c *pendingCall) (providers.Event, error) {
 				call.Arguments = c.args.String()
 			}
 		}
-		if strings.TrimSpace(call.Arguments) == "" {
-			call.Arguments = "{}"
-		}
+		call.Arguments = providers.CompactArguments([]byte(call.Arguments))
 		return &providers.ToolCall{Call: call}, nil
 	case "mcp_call":
-		call := &agentdv1.ProviderToolCall{Id: it.ID, ServerName: it.ServerLabel, ToolName: it.Name, Arguments: it.Arguments, Output: text(it.Output)}
+		call := &agentdv1.ProviderToolCall{Id: it.ID, ServerName: it.ServerLabel, ToolName: it.Name, Arguments: providers.CompactArguments([]byte(it.Arguments)), Output: text(it.Output)}
 		if msg := errorText(it.Error); msg != "" {
 			call.IsError = true
 			if call.Output == "" {

@@ -203,3 +203,20 @@ func TestCloseIdleConnections(t *testing.T) {
 		t.Fatal("the idle connection was not closed")
 	}
 }
+
+func TestArgumentsObject(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args, want string }{
+		{"", "{}"},
+		{"null", "{}"},
+		{`{"a": {"b": [1]}}`, `{"a":{"b":[1]}}`},
+		{`[1]`, "{}"},
+		{`"text"`, "{}"},
+		{`{"x": `, "{}"},
+		{`{"a":1} {"b":2}`, "{}"},
+	} {
+		if got := string(ArgumentsObject(tc.args)); got != tc.want {
+			t.Errorf("ArgumentsObject(%q) = %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}

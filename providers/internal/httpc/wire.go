@@ -1,10 +1,11 @@
 package httpc
 
 import (
-	"bytes"
 	"encoding/json"
+	"strings"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/providers"
 )
 
 // Pieces of the wire formats that several adapters share.
@@ -33,13 +34,15 @@ func FunctionTools(tools []*agentdv1.FunctionTool) []any {
 	return out
 }
 
-// CompactArguments renders a tool call's argument object, as an API sent
-// it, as the compact JSON text a ToolCall carries: "{}" for none, null or
-// anything that is not JSON.
-func CompactArguments(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" || json.Compact(&b, t) != nil {
-		return "{}"
+// ArgumentsObject is a tool call's arguments for an API that takes them
+// as a JSON object (Anthropic, Gemini, Ollama): by
+// providers.CompactArguments' rule when that makes an object, else "{}",
+// since such an API refuses the whole request over one call it cannot
+// read.
+func ArgumentsObject(args string) json.RawMessage {
+	c := providers.CompactArguments([]byte(args))
+	if !strings.HasPrefix(c, "{") || !json.Valid([]byte(c)) {
+		return json.RawMessage("{}")
 	}
-	return b.String()
+	return json.RawMessage(c)
 }
