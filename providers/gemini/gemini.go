@@ -19,7 +19,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -65,11 +64,11 @@ func retryable(status int) bool {
 }
 
 // errorMessage reads Gemini's {"error": {"code", "message", "status",
-// "details"}} (alone or in an array). An invalid key is a 400 whose
-// details say API_KEY_INVALID; it is reported as an authentication error,
-// which is what it is.
+// "details"}}, alone or as the first element of an array (as the
+// streaming endpoints send it, over HTTP and within the stream). An
+// invalid key is a 400 whose details say API_KEY_INVALID; it is reported
+// as an authentication error, which is what it is.
 func errorMessage(body []byte) (message, errType string) {
-	message, errType = httpc.OpenAIError(body)
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '[' {
 		var arr []json.RawMessage
@@ -77,6 +76,7 @@ func errorMessage(body []byte) (message, errType string) {
 			body = arr[0]
 		}
 	}
+	message, errType = httpc.OpenAIError(body)
 	var e struct {
 		Error struct {
 			Details []struct {
@@ -105,10 +105,7 @@ func (p *provider) Capabilities() providers.Capabilities {
 
 // ValidateOptions refuses options that would replace what agentd builds.
 func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
-	if _, ok := options["contents"]; ok {
-		return []providers.Problem{{Field: "contents", Description: "is set by agentd and cannot be given as a provider option"}}
-	}
-	return nil
+	return httpc.ReservedOptions(options, httpc.SetByAgentd, "contents")
 }
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
@@ -132,7 +129,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			return
 		}
 		defer resp.Body.Close()
-		read(ctx, resp.Body, countCalls(req.Messages), yield)
+		read(ctx, resp.Body, httpc.NewCallIDs(req.Messages), yield)
 	}
 }
 
@@ -271,20 +268,6 @@ func parseJSON(s string) any {
 	return v
 }
 
-// countCalls counts the tool calls already in the conversation, so that
-// ids made up for this turn's calls stay unique within the generation.
-func countCalls(msgs []*agentdv1.Message) int {
-	n := 0
-	for _, m := range msgs {
-		for _, part := range m.GetParts() {
-			if part.GetToolCall() != nil {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // chunk is one GenerateContentResponse of the stream, or an error.
 type chunk struct {
 	Candidates []struct {
@@ -317,13 +300,12 @@ type chunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// read parses the SSE stream of one turn and yields its events; prior is
-// the number of tool calls earlier in the conversation.
-func read(ctx context.Context, body io.Reader, prior int, yield func(providers.Event, error) bool) {
+// read parses the SSE stream of one turn and yields its events; ids names
+// its tool calls.
+func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
 	var usage *agentdv1.Usage
 	finish, finishMessage := "", ""
-	calls := 0
 	for {
 		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -338,7 +320,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			continue
 		}
 		if data[0] == '[' { // an error, array-wrapped as on the HTTP error path
-			msg, typ := httpc.OpenAIError(data)
+			msg, typ := errorMessage(data)
 			yield(nil, httpc.Classify(name, 0, typ, msg))
 			return
 		}
@@ -348,7 +330,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			return
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {
-			msg, typ := httpc.OpenAIError(append(append([]byte(`{"error":`), c.Error...), '}'))
+			msg, typ := errorMessage(append(append([]byte(`{"error":`), c.Error...), '}'))
 			yield(nil, httpc.Classify(name, 0, typ, msg))
 			return
 		}
@@ -381,13 +363,8 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 				if part.ThoughtSignature != "" {
 					events = append(events, &providers.Reasoning{Signature: part.ThoughtSignature})
 				}
-				calls++
-				id := part.FunctionCall.ID
-				if id == "" {
-					id = fmt.Sprintf("call_%d", prior+calls)
-				}
 				events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{
-					Id: id, Name: part.FunctionCall.Name, Arguments: providers.CompactArguments(part.FunctionCall.Args),
+					Id: ids.Next(part.FunctionCall.ID), Name: part.FunctionCall.Name, Arguments: providers.CompactArguments(part.FunctionCall.Args),
 				}})
 			case part.Thought:
 				if part.Text != "" || part.ThoughtSignature != "" {

@@ -9,6 +9,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
 	"github.com/agentd/agentd/providers/providertest"
 )
 
@@ -86,6 +87,35 @@ func TestKeyNeverInErrors(t *testing.T) {
 				t.Errorf("kind = %v, want Unauthenticated", k)
 			}
 		})
+	}
+}
+
+// Gemini's error body is read the same alone, in an array, and as an
+// error event in the stream.
+func TestErrorBodies(t *testing.T) {
+	t.Parallel()
+	const quota = `{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}`
+	const badKey = `{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}`
+	for _, tc := range []struct{ body, msg, typ string }{
+		{quota, "quota", "RESOURCE_EXHAUSTED"},
+		{"[" + quota + "]", "quota", "RESOURCE_EXHAUSTED"},
+		{badKey, "API key not valid.", "authentication_error: API_KEY_INVALID"},
+		{" [" + badKey + "]\n", "API key not valid.", "authentication_error: API_KEY_INVALID"},
+		{"<html>502</html>", "<html>502</html>", ""},
+	} {
+		if msg, typ := errorMessage([]byte(tc.body)); msg != tc.msg || typ != tc.typ {
+			t.Errorf("errorMessage(%s) = %q %q, want %q %q", tc.body, msg, typ, tc.msg, tc.typ)
+		}
+	}
+	for _, data := range []string{quota, "[" + quota + "]"} {
+		var err error
+		read(t.Context(), strings.NewReader("data: "+data+"\n\n"), httpc.NewCallIDs(nil), func(_ providers.Event, e error) bool {
+			err = e
+			return e == nil
+		})
+		if fault.KindOf(err) != fault.Exhausted || !strings.Contains(err.Error(), "quota") {
+			t.Errorf("stream event %s: %v; want ResourceExhausted saying quota", data, err)
+		}
 	}
 }
 

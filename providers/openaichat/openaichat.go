@@ -93,18 +93,10 @@ func (p *provider) Name() string { return p.d.Name }
 
 func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }
 
-// reservedOptions are body keys the codec sets itself.
-var reservedOptions = []string{"model", "messages", "stream", "stream_options"}
-
-// ValidateOptions refuses options that would replace what agentd builds.
+// ValidateOptions refuses options that would replace what the codec
+// builds.
 func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
-	var problems []providers.Problem
-	for _, k := range reservedOptions {
-		if _, ok := options[k]; ok {
-			problems = append(problems, providers.Problem{Field: k, Description: "is set by agentd and cannot be given as a provider option"})
-		}
-	}
-	return problems
+	return httpc.ReservedOptions(options, httpc.SetByAgentd, "model", "messages", "stream", "stream_options")
 }
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {

@@ -93,32 +93,16 @@ func (p *provider) Capabilities() providers.Capabilities {
 	return providers.Capabilities{ServesURLServers: true, ServesConnectors: true, ServerProblem: serverProblem}
 }
 
-// reservedOptions are body keys that agentd sets itself, or that would make
-// a turn depend on state kept at OpenAI and so break resuming elsewhere, in
-// the order they are checked.
-var reservedOptions = []struct{ key, why string }{
-	{"model", setByAgentd},
-	{"input", setByAgentd},
-	{"stream", setByAgentd},
-	{"store", setByAgentd},
-	{"previous_response_id", keptAtOpenAI},
-	{"conversation", keptAtOpenAI},
-}
+// keptAtOpenAI is why options that would make a turn depend on state kept
+// at OpenAI, and so break resuming elsewhere, are refused.
+const keptAtOpenAI = "keeps the conversation at OpenAI; agentd replays it every turn, so a generation can resume on any replica"
 
-const (
-	setByAgentd  = "is set by agentd and cannot be given as a provider option"
-	keptAtOpenAI = "keeps the conversation at OpenAI; agentd replays it every turn, so a generation can resume on any replica"
-)
-
-// ValidateOptions refuses options that would replace what agentd builds,
-// and list options that are not lists.
+// ValidateOptions refuses options that would replace what agentd builds
+// or keep the conversation at OpenAI, and list options that are not
+// lists.
 func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
-	var problems []providers.Problem
-	for _, r := range reservedOptions {
-		if _, ok := options[r.key]; ok {
-			problems = append(problems, providers.Problem{Field: r.key, Description: r.why})
-		}
-	}
+	problems := append(httpc.ReservedOptions(options, httpc.SetByAgentd, "model", "input", "stream", "store"),
+		httpc.ReservedOptions(options, keptAtOpenAI, "previous_response_id", "conversation")...)
 	for _, k := range []string{"tools", "include"} {
 		if v, ok := options[k]; ok {
 			if _, isList := v.([]any); !isList {

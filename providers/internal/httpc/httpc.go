@@ -259,16 +259,10 @@ func contextTooLong(s string) bool {
 }
 
 // OpenAIError reads {"error": {"message", "type", "code"}} (OpenAI, Azure,
-// DeepSeek, Requesty, OpenRouter), {"error": "message"} (Ollama), and a
-// JSON array around either (Gemini's streaming endpoints).
+// DeepSeek, Requesty, OpenRouter), {"error": "message"} (Ollama), and
+// {"error": {"message", "status"}} (Gemini).
 func OpenAIError(body []byte) (message, errType string) {
 	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		var arr []json.RawMessage
-		if json.Unmarshal(body, &arr) == nil && len(arr) > 0 {
-			body = arr[0]
-		}
-	}
 	var e struct {
 		Error json.RawMessage `json:"error"`
 	}

@@ -2,6 +2,7 @@ package httpc
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -45,4 +46,52 @@ func ArgumentsObject(args string) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return json.RawMessage(c)
+}
+
+// CallIDs names the tool calls of a turn for the APIs that may send them
+// without an id (Gemini, Ollama): "call_<n>", n counting on from the
+// calls already in the conversation, so an id made up for this turn stays
+// unique within the generation. Not safe for concurrent use.
+type CallIDs struct{ n int }
+
+// NewCallIDs counts the tool calls in msgs.
+func NewCallIDs(msgs []*agentdv1.Message) *CallIDs {
+	c := &CallIDs{}
+	for _, m := range msgs {
+		for _, part := range m.GetParts() {
+			if part.GetToolCall() != nil {
+				c.n++
+			}
+		}
+	}
+	return c
+}
+
+// Next counts one more call and returns its id: id as the API sent it,
+// or, when that is empty, one made up.
+func (c *CallIDs) Next(id string) string {
+	c.n++
+	if id != "" {
+		return id
+	}
+	return fmt.Sprintf("call_%d", c.n)
+}
+
+// SetByAgentd is why an option naming a body key the adapter builds
+// itself is refused.
+const SetByAgentd = "is set by agentd and cannot be given as a provider option"
+
+// ReservedOptions is an adapter's ValidateOptions for body keys it
+// reserves: a Problem, saying why, for each of keys that options holds,
+// in the order of keys. Merged, such an option would be ignored (or
+// would replace what agentd builds); refused, its author learns of it
+// before a generation starts.
+func ReservedOptions(options map[string]any, why string, keys ...string) []providers.Problem {
+	var problems []providers.Problem
+	for _, k := range keys {
+		if _, ok := options[k]; ok {
+			problems = append(problems, providers.Problem{Field: k, Description: why})
+		}
+	}
+	return problems
 }
