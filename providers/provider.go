@@ -1,8 +1,8 @@
 // Package providers is the contract between agentd's tool loop and the LLM
 // provider adapters: a Provider streams one model turn for a neutral
 // Request and yields neutral Events. Each adapter lives in its own package
-// under providers/ and is registered explicitly (see Registry); importing an
-// adapter has no side effects.
+// under providers/ and is registered explicitly, by providers/registry (see
+// Registry); importing an adapter has no side effects.
 //
 // Messages, tools and provider-side MCP servers use the public agentd.v1
 // types, so the loop hands the conversation to an adapter without copying
@@ -233,6 +233,10 @@ type Settings struct {
 	// APIKey authenticates the requests. Secret: it appears in no error,
 	// log or trace.
 	APIKey string
+	// KeyEnv names the environment variable the API key is read from,
+	// for the error of a request made without one (providers/registry
+	// sets it).
+	KeyEnv string
 	// BaseURL replaces the API's base URL (proxies, gateways, fakes).
 	BaseURL string
 	// Timeout bounds the wait for a response to begin and every wait for

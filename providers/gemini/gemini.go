@@ -38,7 +38,7 @@ const (
 )
 
 type provider struct {
-	key    string
+	s      providers.Settings // its APIKey is redacted from errors
 	client *httpc.Client
 }
 
@@ -49,7 +49,7 @@ func New(s providers.Settings) providers.Provider {
 	c := httpc.New(name, s, defaultBaseURL, h)
 	c.Query = url.Values{"alt": {"sse"}}
 	c.ErrorMessage, c.Retryable = errorMessage, retryable
-	return &provider{key: s.APIKey, client: c}
+	return &provider{s: s, client: c}
 }
 
 // retryable lists the statuses Gemini documents as transient: 429
@@ -110,8 +110,8 @@ func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.key == "" {
-			yield(nil, fault.New(fault.FailedPrecondition, "gemini: no API key is configured: set GEMINI_API_KEY or providers.gemini.api_key"))
+		if p.s.APIKey == "" {
+			yield(nil, httpc.MissingKey(name, p.s))
 			return
 		}
 		model := strings.TrimPrefix(req.Model, "models/")
@@ -121,7 +121,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 		}
 		// Gemini does not echo keys, but proxies and gateways in front of
 		// it have been seen to.
-		yield = httpc.RedactErrors(yield, p.key)
+		yield = httpc.RedactErrors(yield, p.s.APIKey)
 		body := buildBody(req)
 		resp, err := p.client.Do(ctx, http.MethodPost, "/v1beta/models/"+url.PathEscape(model)+":streamGenerateContent", body)
 		if err != nil {

@@ -40,7 +40,7 @@ func firstError(t *testing.T, p providers.Provider) error {
 
 func TestMissingKeyNamesWhereToSetIt(t *testing.T) {
 	t.Parallel()
-	err := firstError(t, New(providers.Settings{BaseURL: "http://127.0.0.1:1"}))
+	err := firstError(t, New(providers.Settings{BaseURL: "http://127.0.0.1:1", KeyEnv: "GEMINI_API_KEY"}))
 	if fault.KindOf(err) != fault.FailedPrecondition || !strings.Contains(err.Error(), "GEMINI_API_KEY") || !strings.Contains(err.Error(), "providers.gemini.api_key") {
 		t.Errorf("err = %v, want FailedPrecondition naming GEMINI_API_KEY and providers.gemini.api_key", err)
 	}

@@ -35,8 +35,6 @@ import (
 type Dialect struct {
 	// Name is the provider's registered name.
 	Name string
-	// KeyEnv names the environment variable of its API key, for errors.
-	KeyEnv string
 	// DefaultBaseURL is used when Settings.BaseURL is empty.
 	DefaultBaseURL string
 	// KeyOptional: requests may go without an API key (local servers).
@@ -106,7 +104,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			return
 		}
 		if p.s.APIKey == "" && !p.d.KeyOptional {
-			yield(nil, fault.New(fault.FailedPrecondition, "%s: no API key is configured: set %s or providers.%s.api_key", p.d.Name, p.d.KeyEnv, p.d.Name))
+			yield(nil, httpc.MissingKey(p.d.Name, p.s))
 			return
 		}
 		yield = httpc.RedactErrors(yield, p.s.APIKey)
@@ -400,7 +398,7 @@ func stopReason(r string) agentdv1.StopReason {
 // "organization" and "project" set OpenAI-Organization and OpenAI-Project.
 func OpenAI(s providers.Settings) providers.Provider {
 	return New(Dialect{
-		Name: "openai", KeyEnv: "OPENAI_API_KEY", DefaultBaseURL: "https://api.openai.com/v1",
+		Name: "openai", DefaultBaseURL: "https://api.openai.com/v1",
 		Headers: func(h http.Header, s providers.Settings) {
 			if v := s.Options["organization"]; v != "" {
 				h.Set("OpenAI-Organization", v)
@@ -421,7 +419,7 @@ func OpenAI(s providers.Settings) providers.Provider {
 func Azure(s providers.Settings) providers.Provider {
 	v1 := s.Options["api"] == "v1"
 	return New(Dialect{
-		Name: "azure", KeyEnv: "AZURE_OPENAI_API_KEY", OmitModel: !v1,
+		Name: "azure", OmitModel: !v1,
 		Auth: func(h http.Header, key string) { h.Set("api-key", key) },
 		Path: func(s providers.Settings, model string) (string, url.Values, error) {
 			if v1 {
@@ -447,7 +445,7 @@ func Azure(s providers.Settings) providers.Provider {
 // assistant turn that called tools to carry its reasoning_content back.
 func DeepSeek(s providers.Settings) providers.Provider {
 	return New(Dialect{
-		Name: "deepseek", KeyEnv: "DEEPSEEK_API_KEY", DefaultBaseURL: "https://api.deepseek.com",
+		Name: "deepseek", DefaultBaseURL: "https://api.deepseek.com",
 		EchoReasoning: true,
 	}, s)
 }
@@ -456,7 +454,7 @@ func DeepSeek(s providers.Settings) providers.Provider {
 // set its attribution headers (HTTP-Referer, X-Title).
 func OpenRouter(s providers.Settings) providers.Provider {
 	return New(Dialect{
-		Name: "openrouter", KeyEnv: "OPENROUTER_API_KEY", DefaultBaseURL: "https://openrouter.ai/api/v1",
+		Name: "openrouter", DefaultBaseURL: "https://openrouter.ai/api/v1",
 		Headers: func(h http.Header, s providers.Settings) {
 			if v := s.Options["referer"]; v != "" {
 				h.Set("HTTP-Referer", v)
@@ -471,5 +469,5 @@ func OpenRouter(s providers.Settings) providers.Provider {
 // Requesty is Requesty's router ("requesty"); models are named
 // "<provider>/<model>".
 func Requesty(s providers.Settings) providers.Provider {
-	return New(Dialect{Name: "requesty", KeyEnv: "REQUESTY_API_KEY", DefaultBaseURL: "https://router.requesty.ai/v1"}, s)
+	return New(Dialect{Name: "requesty", DefaultBaseURL: "https://router.requesty.ai/v1"}, s)
 }

@@ -48,7 +48,6 @@ import (
 	"iter"
 	"net/http"
 
-	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/internal/httpc"
 )
@@ -60,7 +59,7 @@ const defaultBaseURL = "https://api.openai.com/v1"
 
 type provider struct {
 	client *httpc.Client
-	apiKey string
+	s      providers.Settings // its APIKey is redacted from errors
 }
 
 // New returns the "openai-responses" provider. A missing API key is
@@ -80,7 +79,7 @@ func New(s providers.Settings) providers.Provider {
 	}
 	return &provider{
 		client: httpc.New(name, s, defaultBaseURL, h),
-		apiKey: s.APIKey,
+		s:      s,
 	}
 }
 
@@ -115,12 +114,12 @@ func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.apiKey == "" {
-			yield(nil, fault.New(fault.FailedPrecondition, "%s: no API key is configured: set OPENAI_API_KEY or providers.%s.api_key", name, name))
+		if p.s.APIKey == "" {
+			yield(nil, httpc.MissingKey(name, p.s))
 			return
 		}
 		// OpenAI's own 401 quotes part of the key; gateways may quote more.
-		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.apiKey)...)
+		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.s.APIKey)...)
 		body, err := buildBody(req)
 		if err != nil {
 			yield(nil, err)

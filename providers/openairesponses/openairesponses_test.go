@@ -91,7 +91,7 @@ func TestSecretsNeverInErrors(t *testing.T) {
 
 func TestMissingAPIKey(t *testing.T) {
 	t.Parallel()
-	p := openairesponses.New(providers.Settings{BaseURL: "http://127.0.0.1:1"})
+	p := openairesponses.New(providers.Settings{BaseURL: "http://127.0.0.1:1", KeyEnv: "OPENAI_API_KEY"})
 	_, err := stream(t, p, hello())
 	if fault.KindOf(err) != fault.FailedPrecondition {
 		t.Fatalf("error %v, want FailedPrecondition", err)

@@ -68,6 +68,16 @@ func New(provider string, s providers.Settings, defaultBase string, h http.Heade
 	return &Client{Provider: provider, BaseURL: base, Header: h, HTTP: NewHTTPClient(s), MaxRetries: s.Retries()}
 }
 
+// MissingKey is the error of a request made without an API key, saying
+// where to set one.
+func MissingKey(provider string, s providers.Settings) error {
+	where := "providers." + provider + ".api_key"
+	if s.KeyEnv != "" {
+		where = s.KeyEnv + " or " + where
+	}
+	return fault.New(fault.FailedPrecondition, "%s: no API key is configured: set %s", provider, where)
+}
+
 // CloseIdleConnections closes the client's idle keep-alive connections
 // (at shutdown: their goroutines end with them).
 func (c *Client) CloseIdleConnections() {
