@@ -1,8 +1,8 @@
 // Package providers is the contract between agentd's tool loop and the LLM
 // provider adapters: a Provider streams one model turn for a neutral
 // Request and yields neutral Events. Each adapter lives in its own package
-// under providers/ and is registered explicitly (see Registry); importing an
-// adapter has no side effects.
+// under providers/ and is registered explicitly, by providers/registry (see
+// Registry); importing an adapter has no side effects.
 //
 // Messages, tools and provider-side MCP servers use the public agentd.v1
 // types, so the loop hands the conversation to an adapter without copying
@@ -10,9 +10,12 @@
 package providers
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
+	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -125,8 +128,35 @@ type Reasoning struct {
 	Provider string
 }
 
-// ToolCall is a complete call the model asks agentd to run.
+// ToolCall is a complete call the model asks agentd to run. Its
+// arguments follow CompactArguments' rule.
 type ToolCall struct{ Call *agentdv1.ToolCall }
+
+// CompactArguments is the one rule for a tool call's arguments, the text
+// a ToolCall or ProviderToolCall carries, whatever the API sent (an
+// object, or text streamed in fragments), and what goes back to an API
+// that takes them as text:
+//
+//   - none (empty, blank, JSON null): "{}", a call without arguments;
+//   - JSON: the same value, compacted;
+//   - anything else: the text exactly as the model wrote it.
+//
+// Invalid arguments are kept rather than replaced by "{}" because "{}"
+// would run the tool with arguments the model never gave (and show them
+// in an approval prompt), whereas the bridge refuses arguments that are
+// not a JSON object as a failed tool result (R-T4), which tells the model
+// its mistake so it can correct it.
+func CompactArguments(raw []byte) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, t) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
 
 // ProviderToolCall is a call the provider made itself to a provider-side
 // MCP server.
@@ -203,6 +233,10 @@ type Settings struct {
 	// APIKey authenticates the requests. Secret: it appears in no error,
 	// log or trace.
 	APIKey string
+	// KeyEnv names the environment variable the API key is read from,
+	// for the error of a request made without one (providers/registry
+	// sets it).
+	KeyEnv string
 	// BaseURL replaces the API's base URL (proxies, gateways, fakes).
 	BaseURL string
 	// Timeout bounds the wait for a response to begin and every wait for
@@ -216,6 +250,9 @@ type Settings struct {
 	Options map[string]string
 	// HTTP replaces the HTTP client (tests).
 	HTTP *http.Client
+	// Dial replaces how the adapter's own HTTP client connects, under its
+	// timeouts (tests: an in-memory network). Ignored when HTTP is set.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Retries is MaxRetries with its default applied.

@@ -29,11 +29,7 @@ import (
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/anthropic"
-	"github.com/agentd/agentd/providers/gemini"
-	"github.com/agentd/agentd/providers/ollama"
-	"github.com/agentd/agentd/providers/openaichat"
-	"github.com/agentd/agentd/providers/openairesponses"
-	"github.com/agentd/agentd/providers/router"
+	"github.com/agentd/agentd/providers/registry"
 	"github.com/agentd/agentd/providers/scripted"
 )
 
@@ -870,18 +866,10 @@ func (m *memCheckpoints) Delete(_ context.Context, _, id string, ifVersion int64
 
 func (*memCheckpoints) Close() error { return nil }
 
-// allProviders registers every adapter agentd serves, as internal/app
-// does; planning reaches none of them over the network.
+// allProviders registers every provider agentd serves, as internal/app
+// does, unconfigured; planning reaches none of them over the network.
 func allProviders(tb testing.TB) *providers.Registry {
-	var reg *providers.Registry
-	lookup := func(name string) (providers.Provider, bool) { return reg.Lookup(name) }
-	var none providers.Settings
-	reg, err := providers.NewRegistry(
-		scripted.Mock(), scripted.Script(),
-		anthropic.New(none), openaichat.OpenAI(none), openairesponses.New(none), openaichat.Azure(none),
-		openaichat.DeepSeek(none), openaichat.OpenRouter(none), openaichat.Requesty(none),
-		gemini.New(none), ollama.New(none), router.New(lookup),
-	)
+	reg, err := registry.New(nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -24,13 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
-	"github.com/agentd/agentd/providers/anthropic"
-	"github.com/agentd/agentd/providers/gemini"
-	"github.com/agentd/agentd/providers/ollama"
-	"github.com/agentd/agentd/providers/openaichat"
-	"github.com/agentd/agentd/providers/openairesponses"
-	"github.com/agentd/agentd/providers/router"
-	"github.com/agentd/agentd/providers/scripted"
+	"github.com/agentd/agentd/providers/registry"
 	"github.com/agentd/agentd/server"
 )
 
@@ -39,33 +33,6 @@ type Options struct {
 	Config    config.Config
 	Logger    *slog.Logger
 	Telemetry grpcserver.Telemetry
-}
-
-// Providers returns the provider registry agentd serves, every adapter
-// configured from cfg.Providers. Adapters are registered here, explicitly;
-// importing one has no side effect.
-func Providers(cfg config.Config) (*providers.Registry, error) {
-	settings := func(name string) providers.Settings {
-		p := cfg.Providers[name]
-		return providers.Settings{APIKey: p.APIKey, BaseURL: p.BaseURL, Timeout: p.Timeout, MaxRetries: p.MaxRetries, Options: p.Options}
-	}
-	var reg *providers.Registry
-	lookup := func(name string) (providers.Provider, bool) { return reg.Lookup(name) }
-	reg, err := providers.NewRegistry(
-		scripted.Mock(),
-		scripted.Script(),
-		anthropic.New(settings("anthropic")),
-		openaichat.OpenAI(settings("openai")),
-		openairesponses.New(settings("openai-responses")),
-		openaichat.Azure(settings("azure")),
-		openaichat.DeepSeek(settings("deepseek")),
-		openaichat.OpenRouter(settings("openrouter")),
-		openaichat.Requesty(settings("requesty")),
-		gemini.New(settings("gemini")),
-		ollama.New(settings("ollama")),
-		router.New(lookup),
-	)
-	return reg, err
 }
 
 // Bridge is a BridgeService and its admin service on their own gRPC
@@ -125,11 +92,11 @@ type Agent struct {
 // boundary is always a real gRPC hop; otherwise it dials that address.
 // Close releases what NewAgent started if Serve is never called.
 func NewAgent(o Options) (*Agent, error) {
-	registry, err := Providers(o.Config)
+	reg, err := registry.New(o.Config.Providers)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{providers: registry}
+	a := &Agent{providers: reg}
 	if a.store, err = store.OpenSQLite(filepath.Join(o.Config.StateDir, "agentd.db"), time.Minute); err != nil {
 		return nil, err
 	}
@@ -160,7 +127,7 @@ func NewAgent(o Options) (*Agent, error) {
 	a.Server, a.Health = grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry})
 	svc := server.New(server.Options{
 		Logger:         log,
-		Providers:      registry,
+		Providers:      reg,
 		Bridge:         server.NewBridgeClient(a.bridgeConn),
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,

@@ -215,8 +215,9 @@ func providerStackWith(t *testing.T, name, path string, api http.Handler, option
 // TestProvidersEndToEnd runs, for each provider, a generation whose model
 // calls a bridged MCP tool (the demo server's echo) and answers with its
 // result: the round trip through Generate, the bridge and the provider's
-// wire format.
+// wire format. Every provider config.ProviderEnvs declares has its case.
 func TestProvidersEndToEnd(t *testing.T) {
+	tested := make(map[string]bool)
 	for _, tc := range []struct {
 		provider, model, path string
 		options               map[string]string
@@ -236,12 +237,13 @@ func TestProvidersEndToEnd(t *testing.T) {
 		{"router", "deepseek/deepseek-v4-flash", "", nil, chatTurns, "deepseek"},
 		{"router", "claude-sonnet-4-5", "", nil, anthropicTurns, "anthropic"},
 	} {
+		configured := tc.provider
+		if tc.api != "" {
+			configured = tc.api
+		}
+		tested[configured] = true
 		t.Run(tc.provider, func(t *testing.T) {
 			api := &fakeTurns{t: t, turn: tc.turns}
-			configured := tc.provider
-			if tc.api != "" {
-				configured = tc.api
-			}
 			client := providerStack(t, configured, tc.path, api, tc.options)
 			start := &agentdv1.StartGeneration{
 				Agent:    &agentdv1.Agent{Provider: tc.provider, Model: tc.model, Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "demo"}}}},
@@ -268,5 +270,10 @@ func TestProvidersEndToEnd(t *testing.T) {
 				t.Errorf("the provider got %d requests, want 2", len(api.bodies))
 			}
 		})
+	}
+	for _, env := range config.ProviderEnvs {
+		if !tested[env.Name] {
+			t.Errorf("provider %q has no end-to-end case", env.Name)
+		}
 	}
 }

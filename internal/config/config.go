@@ -51,11 +51,9 @@ type Config struct {
 	// Generation configures the tool loop.
 	Generation Generation `yaml:"generation"`
 
-	// Providers configures the LLM provider adapters, by name ("anthropic",
-	// "openai", "openai-responses", "azure", "deepseek", "gemini",
-	// "ollama", "openrouter", "requesty"). Each API key and base URL also
-	// has an environment variable (see ProviderEnv), used when the file
-	// leaves it empty.
+	// Providers configures the LLM provider adapters, by name: those
+	// ProviderEnvs declares. Each API key and base URL also has an
+	// environment variable, used when the file leaves it empty.
 	Providers map[string]Provider `yaml:"providers"`
 }
 
@@ -74,20 +72,6 @@ type Provider struct {
 	MaxRetries int `yaml:"max_retries"`
 	// Options are the adapter's own settings (README, "Providers").
 	Options map[string]string `yaml:"options"`
-}
-
-// ProviderEnv names, for each provider, the environment variables of its
-// API key and base URL.
-var ProviderEnv = map[string]struct{ Key, BaseURL string }{
-	"anthropic":        {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
-	"openai":           {"OPENAI_API_KEY", "OPENAI_BASE_URL"},
-	"openai-responses": {"OPENAI_API_KEY", "OPENAI_BASE_URL"},
-	"azure":            {"AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT"},
-	"deepseek":         {"DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"},
-	"gemini":           {"GEMINI_API_KEY", "GEMINI_BASE_URL"},
-	"ollama":           {"OLLAMA_API_KEY", "OLLAMA_HOST"},
-	"openrouter":       {"OPENROUTER_API_KEY", "OPENROUTER_BASE_URL"},
-	"requesty":         {"REQUESTY_API_KEY", "REQUESTY_BASE_URL"},
 }
 
 // Log configures logging.
@@ -439,8 +423,8 @@ func (c *Config) Validate() error {
 		bad("bridge.cache.max_entries: must be a positive integer, got %d", c.Bridge.Cache.MaxEntries)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Providers)) {
-		if _, known := ProviderEnv[name]; !known {
-			bad("providers.%s: unknown provider; one of %s", name, strings.Join(slices.Sorted(maps.Keys(ProviderEnv)), ", "))
+		if _, known := providerEnv(name); !known {
+			bad("providers.%s: unknown provider; one of %s", name, strings.Join(providerNames(), ", "))
 		}
 		if c.Providers[name].Timeout < 0 {
 			bad("providers.%s.timeout: must not be negative", name)
@@ -465,33 +449,6 @@ func (c *Config) Validate() error {
 		bad("generation.answer_timeout: %s exceeds generation.max_answer_timeout %s", g.AnswerTimeout, g.MaxAnswerTimeout)
 	}
 	return errors.Join(errs...)
-}
-
-// applyProviderEnv fills each provider's API key and base URL from the
-// environment where the file left them empty. GOOGLE_API_KEY stands in for
-// GEMINI_API_KEY.
-func (c *Config) applyProviderEnv(getenv func(string) string) {
-	for name, env := range ProviderEnv {
-		p, configured := c.Providers[name]
-		if p.APIKey == "" {
-			p.APIKey = getenv(env.Key)
-			if p.APIKey == "" && name == "gemini" {
-				p.APIKey = getenv("GOOGLE_API_KEY")
-			}
-		}
-		if p.BaseURL == "" {
-			p.BaseURL = getenv(env.BaseURL)
-			if name == "ollama" && p.BaseURL != "" && !strings.Contains(p.BaseURL, "://") {
-				p.BaseURL = "http://" + p.BaseURL // OLLAMA_HOST is often host:port
-			}
-		}
-		if configured || p.APIKey != "" || p.BaseURL != "" {
-			if c.Providers == nil {
-				c.Providers = make(map[string]Provider)
-			}
-			c.Providers[name] = p
-		}
-	}
 }
 
 // defaultStateDir is $XDG_STATE_HOME/agentd, else ~/.local/state/agentd,

@@ -52,7 +52,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/internal/httpc"
 )
@@ -71,7 +70,7 @@ const (
 
 // provider is the adapter with its settings applied.
 type provider struct {
-	key string // redacted from errors
+	s providers.Settings // its APIKey is redacted from errors
 	// plain sends requests without MCP servers; mcp adds the connector
 	// beta to anthropic-beta. The header is fixed per httpc.Client, and a
 	// request needs one of exactly these two.
@@ -90,7 +89,7 @@ func New(s providers.Settings) providers.Provider {
 	}
 	betas := splitList(s.Options["beta"])
 	if s.HTTP == nil { // one connection pool for both clients
-		s.HTTP = httpc.NewHTTPClient(s.Timeout)
+		s.HTTP = httpc.NewHTTPClient(s)
 	}
 	client := func(betas []string) *httpc.Client {
 		h := make(http.Header)
@@ -104,7 +103,7 @@ func New(s providers.Settings) providers.Provider {
 		return c
 	}
 	return &provider{
-		key:   s.APIKey,
+		s:     s,
 		plain: client(betas),
 		mcp:   client(appendNew([]string{mcpBeta}, betas...)),
 	}
@@ -128,11 +127,11 @@ func (p *provider) Capabilities() providers.Capabilities {
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.key == "" {
-			yield(nil, fault.New(fault.FailedPrecondition, "anthropic: no API key is configured: set ANTHROPIC_API_KEY or providers.anthropic.api_key"))
+		if p.s.APIKey == "" {
+			yield(nil, httpc.MissingKey(name, p.s))
 			return
 		}
-		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.key)...)
+		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.s.APIKey)...)
 		body, err := requestBody(req)
 		if err != nil {
 			yield(nil, err)

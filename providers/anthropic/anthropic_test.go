@@ -442,7 +442,7 @@ func TestNoAPIKey(t *testing.T) {
 	rec := &recorder{status: http.StatusOK, body: okStream}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	p := New(providers.Settings{BaseURL: srv.URL})
+	p := New(providers.Settings{BaseURL: srv.URL, KeyEnv: "ANTHROPIC_API_KEY"})
 	_, err := run(t, p, &providers.Request{Model: "m"})
 	if fault.KindOf(err) != fault.FailedPrecondition || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") || !strings.Contains(err.Error(), "providers.anthropic.api_key") {
 		t.Errorf("error %v, want a FailedPrecondition naming ANTHROPIC_API_KEY and providers.anthropic.api_key", err)
@@ -703,4 +703,11 @@ func TestSecretsEchoed(t *testing.T) {
 	providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
 		return New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
 	})
+}
+
+// X-H4: a stream that goes silent, or is cut short, fails as it does on
+// every adapter.
+func TestStreamFailures(t *testing.T) {
+	t.Parallel()
+	providertest.CheckStreamFailures(t, New)
 }

@@ -1,9 +1,7 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,14 +187,14 @@ func assistantContent(m *agentdv1.Message) []any {
 			}
 		case *agentdv1.Part_ToolCall:
 			c := k.ToolCall
-			out = append(out, block{"type": "tool_use", "id": c.GetId(), "name": c.GetName(), "input": jsonObject(c.GetArguments())})
+			out = append(out, block{"type": "tool_use", "id": c.GetId(), "name": c.GetName(), "input": httpc.ArgumentsObject(c.GetArguments())})
 		case *agentdv1.Part_ProviderToolCall:
 			// The connector's calls stay in the conversation as the blocks
 			// the API sent, so the model sees what it already did.
 			c := k.ProviderToolCall
 			out = append(out, block{
 				"type": "mcp_tool_use", "id": c.GetId(), "name": c.GetToolName(),
-				"server_name": c.GetServerName(), "input": jsonObject(c.GetArguments()),
+				"server_name": c.GetServerName(), "input": httpc.ArgumentsObject(c.GetArguments()),
 			})
 			result := block{"type": "mcp_tool_result", "tool_use_id": c.GetId(), "is_error": c.GetIsError()}
 			if c.GetOutput() != "" {
@@ -273,16 +271,6 @@ func describe(m *agentdv1.Media) string {
 	}
 	b.WriteString(": not sent, the Anthropic API does not accept it]")
 	return b.String()
-}
-
-// jsonObject is arguments as the JSON object the API requires; text that
-// is not one (a model may produce invalid JSON) becomes {}.
-func jsonObject(s string) json.RawMessage {
-	t := bytes.TrimSpace([]byte(s))
-	if len(t) > 0 && t[0] == '{' && json.Valid(t) {
-		return t
-	}
-	return json.RawMessage("{}")
 }
 
 // functionTools renders function tools; a missing schema is an empty

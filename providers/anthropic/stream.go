@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"strings"
 
@@ -89,8 +88,8 @@ func readStream(ctx context.Context, body io.Reader, yield func(providers.Event,
 	r := sse.NewReader(body)
 	for {
 		raw, err := r.Next()
-		if err != nil {
-			yield(nil, readError(ctx, err))
+		if err != nil { // io.EOF too: the stream ended before message_stop
+			yield(nil, httpc.StreamError(ctx, name, err))
 			return
 		}
 		var ev event
@@ -114,23 +113,6 @@ func readStream(ctx context.Context, body io.Reader, yield func(providers.Event,
 			}
 		}
 	}
-}
-
-// readError classifies a failure to read the stream.
-func readError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	var fe *fault.Error
-	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return fault.New(fault.Unavailable, "anthropic: the response stream ended before message_stop")
-	case errors.As(err, &fe):
-		return fault.Wrap(fe.Kind, err, "anthropic")
-	case errors.Is(err, sse.ErrEventTooLarge):
-		return fault.Wrap(fault.Unavailable, err, "anthropic")
-	}
-	return fault.Hide(fault.Unavailable, err, "anthropic: reading the response stream failed")
 }
 
 // result is an event, or the error that ends the stream.
@@ -243,22 +225,15 @@ func (t *reply) addUsage(u *usage) {
 	}
 }
 
-// arguments is the input of a tool_use or mcp_tool_use block as compact
-// JSON: its streamed fragments, else the input of its start (a block sent
-// whole), else {}. Text that is not JSON is kept as the model wrote it.
+// arguments is the input of a tool_use or mcp_tool_use block: its
+// streamed fragments, else the input of its start (a block sent whole),
+// by httpc.CompactArguments' rule.
 func (b *openBlock) arguments() string {
 	in := []byte(b.input.String())
 	if len(bytes.TrimSpace(in)) == 0 {
 		in = b.block.Input
 	}
-	if len(bytes.TrimSpace(in)) == 0 {
-		return "{}"
-	}
-	var out bytes.Buffer
-	if json.Compact(&out, in) != nil {
-		return string(in)
-	}
-	return out.String()
+	return providers.CompactArguments(in)
 }
 
 // providerCall joins an mcp_tool_result with the mcp_tool_use it answers.

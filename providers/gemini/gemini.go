@@ -19,7 +19,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -39,7 +38,7 @@ const (
 )
 
 type provider struct {
-	key    string
+	s      providers.Settings // its APIKey is redacted from errors
 	client *httpc.Client
 }
 
@@ -50,7 +49,7 @@ func New(s providers.Settings) providers.Provider {
 	c := httpc.New(name, s, defaultBaseURL, h)
 	c.Query = url.Values{"alt": {"sse"}}
 	c.ErrorMessage, c.Retryable = errorMessage, retryable
-	return &provider{key: s.APIKey, client: c}
+	return &provider{s: s, client: c}
 }
 
 // retryable lists the statuses Gemini documents as transient: 429
@@ -65,11 +64,11 @@ func retryable(status int) bool {
 }
 
 // errorMessage reads Gemini's {"error": {"code", "message", "status",
-// "details"}} (alone or in an array). An invalid key is a 400 whose
-// details say API_KEY_INVALID; it is reported as an authentication error,
-// which is what it is.
+// "details"}}, alone or as the first element of an array (as the
+// streaming endpoints send it, over HTTP and within the stream). An
+// invalid key is a 400 whose details say API_KEY_INVALID; it is reported
+// as an authentication error, which is what it is.
 func errorMessage(body []byte) (message, errType string) {
-	message, errType = httpc.OpenAIError(body)
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '[' {
 		var arr []json.RawMessage
@@ -77,6 +76,7 @@ func errorMessage(body []byte) (message, errType string) {
 			body = arr[0]
 		}
 	}
+	message, errType = httpc.OpenAIError(body)
 	var e struct {
 		Error struct {
 			Details []struct {
@@ -105,16 +105,13 @@ func (p *provider) Capabilities() providers.Capabilities {
 
 // ValidateOptions refuses options that would replace what agentd builds.
 func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
-	if _, ok := options["contents"]; ok {
-		return []providers.Problem{{Field: "contents", Description: "is set by agentd and cannot be given as a provider option"}}
-	}
-	return nil
+	return httpc.ReservedOptions(options, httpc.SetByAgentd, "contents")
 }
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.key == "" {
-			yield(nil, fault.New(fault.FailedPrecondition, "gemini: no API key is configured: set GEMINI_API_KEY or providers.gemini.api_key"))
+		if p.s.APIKey == "" {
+			yield(nil, httpc.MissingKey(name, p.s))
 			return
 		}
 		model := strings.TrimPrefix(req.Model, "models/")
@@ -124,7 +121,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 		}
 		// Gemini does not echo keys, but proxies and gateways in front of
 		// it have been seen to.
-		yield = httpc.RedactErrors(yield, p.key)
+		yield = httpc.RedactErrors(yield, p.s.APIKey)
 		body := buildBody(req)
 		resp, err := p.client.Do(ctx, http.MethodPost, "/v1beta/models/"+url.PathEscape(model)+":streamGenerateContent", body)
 		if err != nil {
@@ -132,7 +129,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			return
 		}
 		defer resp.Body.Close()
-		read(ctx, resp.Body, countCalls(req.Messages), yield)
+		read(ctx, resp.Body, httpc.NewCallIDs(req.Messages), yield)
 	}
 }
 
@@ -226,7 +223,7 @@ func modelParts(in []*agentdv1.Part) []any {
 			parts = append(parts, map[string]any{"text": k.Text})
 		case *agentdv1.Part_ToolCall:
 			p := map[string]any{"functionCall": map[string]any{
-				"id": k.ToolCall.GetId(), "name": k.ToolCall.GetName(), "args": argumentsObject(k.ToolCall.GetArguments()),
+				"id": k.ToolCall.GetId(), "name": k.ToolCall.GetName(), "args": httpc.ArgumentsObject(k.ToolCall.GetArguments()),
 			}}
 			if len(pending) > 0 {
 				p["thoughtSignature"] = pending[0]
@@ -271,30 +268,6 @@ func parseJSON(s string) any {
 	return v
 }
 
-// argumentsObject is a call's arguments as the JSON object Gemini
-// requires; arguments a model produced as invalid JSON become {} so that
-// replaying the turn does not fail the whole request.
-func argumentsObject(args string) map[string]any {
-	if obj, ok := parseJSON(args).(map[string]any); ok {
-		return obj
-	}
-	return map[string]any{}
-}
-
-// countCalls counts the tool calls already in the conversation, so that
-// ids made up for this turn's calls stay unique within the generation.
-func countCalls(msgs []*agentdv1.Message) int {
-	n := 0
-	for _, m := range msgs {
-		for _, part := range m.GetParts() {
-			if part.GetToolCall() != nil {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // chunk is one GenerateContentResponse of the stream, or an error.
 type chunk struct {
 	Candidates []struct {
@@ -327,28 +300,19 @@ type chunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// read parses the SSE stream of one turn and yields its events; prior is
-// the number of tool calls earlier in the conversation.
-func read(ctx context.Context, body io.Reader, prior int, yield func(providers.Event, error) bool) {
+// read parses the SSE stream of one turn and yields its events; ids names
+// its tool calls.
+func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
 	var usage *agentdv1.Usage
 	finish, finishMessage := "", ""
-	calls := 0
 	for {
 		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			var fe *fault.Error
-			switch {
-			case ctx.Err() != nil:
-				yield(nil, ctx.Err())
-			case errors.As(err, &fe):
-				yield(nil, err) // already classified: the idle timeout
-			default:
-				yield(nil, httpc.Truncated(name, err))
-			}
+			yield(nil, httpc.StreamError(ctx, name, err))
 			return
 		}
 		data := bytes.TrimSpace(ev.Data)
@@ -356,7 +320,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			continue
 		}
 		if data[0] == '[' { // an error, array-wrapped as on the HTTP error path
-			msg, typ := httpc.OpenAIError(data)
+			msg, typ := errorMessage(data)
 			yield(nil, httpc.Classify(name, 0, typ, msg))
 			return
 		}
@@ -366,7 +330,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			return
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {
-			msg, typ := httpc.OpenAIError(append(append([]byte(`{"error":`), c.Error...), '}'))
+			msg, typ := errorMessage(append(append([]byte(`{"error":`), c.Error...), '}'))
 			yield(nil, httpc.Classify(name, 0, typ, msg))
 			return
 		}
@@ -399,13 +363,8 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 				if part.ThoughtSignature != "" {
 					events = append(events, &providers.Reasoning{Signature: part.ThoughtSignature})
 				}
-				calls++
-				id := part.FunctionCall.ID
-				if id == "" {
-					id = fmt.Sprintf("call_%d", prior+calls)
-				}
 				events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{
-					Id: id, Name: part.FunctionCall.Name, Arguments: httpc.CompactArguments(part.FunctionCall.Args),
+					Id: ids.Next(part.FunctionCall.ID), Name: part.FunctionCall.Name, Arguments: providers.CompactArguments(part.FunctionCall.Args),
 				}})
 			case part.Thought:
 				if part.Text != "" || part.ThoughtSignature != "" {
@@ -430,7 +389,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 		}
 	}
 	if finish == "" {
-		yield(nil, httpc.Truncated(name, io.ErrUnexpectedEOF))
+		yield(nil, httpc.StreamError(ctx, name, io.ErrUnexpectedEOF))
 		return
 	}
 	switch finish {

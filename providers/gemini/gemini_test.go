@@ -9,6 +9,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
 	"github.com/agentd/agentd/providers/providertest"
 )
 
@@ -39,7 +40,7 @@ func firstError(t *testing.T, p providers.Provider) error {
 
 func TestMissingKeyNamesWhereToSetIt(t *testing.T) {
 	t.Parallel()
-	err := firstError(t, New(providers.Settings{BaseURL: "http://127.0.0.1:1"}))
+	err := firstError(t, New(providers.Settings{BaseURL: "http://127.0.0.1:1", KeyEnv: "GEMINI_API_KEY"}))
 	if fault.KindOf(err) != fault.FailedPrecondition || !strings.Contains(err.Error(), "GEMINI_API_KEY") || !strings.Contains(err.Error(), "providers.gemini.api_key") {
 		t.Errorf("err = %v, want FailedPrecondition naming GEMINI_API_KEY and providers.gemini.api_key", err)
 	}
@@ -89,6 +90,35 @@ func TestKeyNeverInErrors(t *testing.T) {
 	}
 }
 
+// Gemini's error body is read the same alone, in an array, and as an
+// error event in the stream.
+func TestErrorBodies(t *testing.T) {
+	t.Parallel()
+	const quota = `{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}`
+	const badKey = `{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}`
+	for _, tc := range []struct{ body, msg, typ string }{
+		{quota, "quota", "RESOURCE_EXHAUSTED"},
+		{"[" + quota + "]", "quota", "RESOURCE_EXHAUSTED"},
+		{badKey, "API key not valid.", "authentication_error: API_KEY_INVALID"},
+		{" [" + badKey + "]\n", "API key not valid.", "authentication_error: API_KEY_INVALID"},
+		{"<html>502</html>", "<html>502</html>", ""},
+	} {
+		if msg, typ := errorMessage([]byte(tc.body)); msg != tc.msg || typ != tc.typ {
+			t.Errorf("errorMessage(%s) = %q %q, want %q %q", tc.body, msg, typ, tc.msg, tc.typ)
+		}
+	}
+	for _, data := range []string{quota, "[" + quota + "]"} {
+		var err error
+		read(t.Context(), strings.NewReader("data: "+data+"\n\n"), httpc.NewCallIDs(nil), func(_ providers.Event, e error) bool {
+			err = e
+			return e == nil
+		})
+		if fault.KindOf(err) != fault.Exhausted || !strings.Contains(err.Error(), "quota") {
+			t.Errorf("stream event %s: %v; want ResourceExhausted saying quota", data, err)
+		}
+	}
+}
+
 func TestRetryableStatuses(t *testing.T) {
 	t.Parallel()
 	for status, want := range map[int]bool{429: true, 500: true, 503: true, 504: true, 400: false, 401: false, 403: false, 404: false, 408: false, 409: false} {
@@ -113,4 +143,11 @@ func TestSecretsEchoed(t *testing.T) {
 	providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
 		return New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
 	})
+}
+
+// X-H4: a stream that goes silent, or is cut short, fails as it does on
+// every adapter.
+func TestStreamFailures(t *testing.T) {
+	t.Parallel()
+	providertest.CheckStreamFailures(t, New)
 }

@@ -16,8 +16,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -57,20 +55,11 @@ func (p *provider) Name() string { return name }
 
 func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }
 
-// reservedOptions are body keys the adapter sets itself; "stream": false
-// in particular would turn the answer into one JSON object this adapter
-// does not read.
-var reservedOptions = []string{"model", "messages", "stream"}
-
-// ValidateOptions refuses options that would replace what agentd builds.
+// ValidateOptions refuses options that would replace what agentd builds;
+// "stream": false in particular would turn the answer into one JSON
+// object this adapter does not read.
 func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
-	var problems []providers.Problem
-	for _, k := range reservedOptions {
-		if _, ok := options[k]; ok {
-			problems = append(problems, providers.Problem{Field: k, Description: "is set by agentd and cannot be given as a provider option"})
-		}
-	}
-	return problems
+	return httpc.ReservedOptions(options, httpc.SetByAgentd, "model", "messages", "stream")
 }
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
@@ -87,7 +76,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			return
 		}
 		defer resp.Body.Close()
-		read(ctx, resp.Body, countCalls(req.Messages), yield)
+		read(ctx, resp.Body, httpc.NewCallIDs(req.Messages), yield)
 	}
 }
 
@@ -152,7 +141,7 @@ func message(m *agentdv1.Message) ([]any, error) {
 				}
 			case *agentdv1.Part_ToolCall:
 				calls = append(calls, map[string]any{"function": map[string]any{
-					"name": k.ToolCall.GetName(), "arguments": argumentsObject(k.ToolCall.GetArguments()),
+					"name": k.ToolCall.GetName(), "arguments": httpc.ArgumentsObject(k.ToolCall.GetArguments()),
 				}})
 			}
 		}
@@ -183,33 +172,6 @@ func byURI(m *agentdv1.Media) string {
 	return ""
 }
 
-// argumentsObject is a tool call's arguments as the JSON object Ollama
-// requires; arguments a model produced as invalid JSON become {} so that
-// replaying the turn does not fail the whole request.
-func argumentsObject(args string) map[string]any {
-	dec := json.NewDecoder(strings.NewReader(args))
-	dec.UseNumber() // large integers pass through exactly
-	var obj map[string]any
-	if dec.Decode(&obj) != nil || obj == nil || dec.More() {
-		return map[string]any{}
-	}
-	return obj
-}
-
-// countCalls counts the tool calls already in the conversation, so that
-// ids made up for this turn's calls stay unique within the generation.
-func countCalls(msgs []*agentdv1.Message) int {
-	n := 0
-	for _, m := range msgs {
-		for _, part := range m.GetParts() {
-			if part.GetToolCall() != nil {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // chatResponse is one NDJSON line of a streamed /api/chat answer.
 type chatResponse struct {
 	Message struct {
@@ -230,25 +192,14 @@ type chatResponse struct {
 	Error           string `json:"error"`
 }
 
-// read parses the NDJSON stream of one turn and yields its events; prior
-// is the number of tool calls earlier in the conversation.
-func read(ctx context.Context, body io.Reader, prior int, yield func(providers.Event, error) bool) {
+// read parses the NDJSON stream of one turn and yields its events; ids
+// names its tool calls.
+func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := ndjson.NewReader(body)
-	calls := 0
 	for {
 		line, err := r.Next()
-		if err != nil {
-			var fe *fault.Error
-			switch {
-			case ctx.Err() != nil:
-				yield(nil, ctx.Err())
-			case errors.Is(err, io.EOF):
-				yield(nil, httpc.Truncated(name, io.ErrUnexpectedEOF))
-			case errors.As(err, &fe):
-				yield(nil, err) // already classified: the idle timeout
-			default:
-				yield(nil, httpc.Truncated(name, err))
-			}
+		if err != nil { // io.EOF too: the stream ended before "done"
+			yield(nil, httpc.StreamError(ctx, name, err))
 			return
 		}
 		var c chatResponse
@@ -267,12 +218,7 @@ func read(ctx context.Context, body io.Reader, prior int, yield func(providers.E
 			return
 		}
 		for _, tc := range c.Message.ToolCalls {
-			calls++
-			id := tc.ID
-			if id == "" {
-				id = fmt.Sprintf("call_%d", prior+calls)
-			}
-			call := &agentdv1.ToolCall{Id: id, Name: tc.Function.Name, Arguments: httpc.CompactArguments(tc.Function.Arguments)}
+			call := &agentdv1.ToolCall{Id: ids.Next(tc.ID), Name: tc.Function.Name, Arguments: providers.CompactArguments(tc.Function.Arguments)}
 			if !yield(&providers.ToolCall{Call: call}, nil) {
 				return
 			}

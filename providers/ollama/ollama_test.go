@@ -11,6 +11,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
 	"github.com/agentd/agentd/providers/providertest"
 )
 
@@ -91,7 +92,7 @@ func TestToolCallKeepsAnIDOllamaGives(t *testing.T) {
 	stream := `{"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_x7","function":{"index":0,"name":"get_time","arguments":{"city":"Oslo"}}}]},"done":false}` + "\n" +
 		`{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":5,"eval_count":2}` + "\n"
 	var got []*agentdv1.ToolCall
-	read(t.Context(), strings.NewReader(stream), 3, func(ev providers.Event, err error) bool {
+	read(t.Context(), strings.NewReader(stream), httpc.NewCallIDs(nil), func(ev providers.Event, err error) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,4 +113,11 @@ func TestSecretsStayOut(t *testing.T) {
 	providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
 		return New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
 	})
+}
+
+// X-H4: a stream that goes silent, or is cut short, fails as it does on
+// every adapter.
+func TestStreamFailures(t *testing.T) {
+	t.Parallel()
+	providertest.CheckStreamFailures(t, New)
 }

@@ -35,8 +35,6 @@ import (
 type Dialect struct {
 	// Name is the provider's registered name.
 	Name string
-	// KeyEnv names the environment variable of its API key, for errors.
-	KeyEnv string
 	// DefaultBaseURL is used when Settings.BaseURL is empty.
 	DefaultBaseURL string
 	// KeyOptional: requests may go without an API key (local servers).
@@ -93,18 +91,10 @@ func (p *provider) Name() string { return p.d.Name }
 
 func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }
 
-// reservedOptions are body keys the codec sets itself.
-var reservedOptions = []string{"model", "messages", "stream", "stream_options"}
-
-// ValidateOptions refuses options that would replace what agentd builds.
+// ValidateOptions refuses options that would replace what the codec
+// builds.
 func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
-	var problems []providers.Problem
-	for _, k := range reservedOptions {
-		if _, ok := options[k]; ok {
-			problems = append(problems, providers.Problem{Field: k, Description: "is set by agentd and cannot be given as a provider option"})
-		}
-	}
-	return problems
+	return httpc.ReservedOptions(options, httpc.SetByAgentd, "model", "messages", "stream", "stream_options")
 }
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
@@ -114,7 +104,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			return
 		}
 		if p.s.APIKey == "" && !p.d.KeyOptional {
-			yield(nil, fault.New(fault.FailedPrecondition, "%s: no API key is configured: set %s or providers.%s.api_key", p.d.Name, p.d.KeyEnv, p.d.Name))
+			yield(nil, httpc.MissingKey(p.d.Name, p.s))
 			return
 		}
 		yield = httpc.RedactErrors(yield, p.s.APIKey)
@@ -212,12 +202,8 @@ func (p *provider) message(m *agentdv1.Message) ([]any, error) {
 					reasoning = append(reasoning, k.Reasoning.GetText())
 				}
 			case *agentdv1.Part_ToolCall:
-				args := k.ToolCall.GetArguments()
-				if strings.TrimSpace(args) == "" {
-					args = "{}"
-				}
 				calls = append(calls, map[string]any{"id": k.ToolCall.GetId(), "type": "function",
-					"function": map[string]any{"name": k.ToolCall.GetName(), "arguments": args}})
+					"function": map[string]any{"name": k.ToolCall.GetName(), "arguments": providers.CompactArguments([]byte(k.ToolCall.GetArguments()))}})
 			}
 		}
 		if len(texts) > 0 {
@@ -308,11 +294,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 			break
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				yield(nil, ctx.Err())
-				return
-			}
-			yield(nil, httpc.Truncated(p.d.Name, err))
+			yield(nil, httpc.StreamError(ctx, p.d.Name, err))
 			return
 		}
 		data := bytes.TrimSpace(ev.Data)
@@ -383,17 +365,12 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		}
 	}
 	if !finished {
-		yield(nil, httpc.Truncated(p.d.Name, io.ErrUnexpectedEOF))
+		yield(nil, httpc.StreamError(ctx, p.d.Name, io.ErrUnexpectedEOF))
 		return
 	}
 	for _, pc := range calls {
-		args := strings.TrimSpace(pc.args.String())
-		if args == "" {
-			args = "{}"
-		} else if compact, err := compactJSON(args); err == nil {
-			args = compact
-		}
-		if !yield(&providers.ToolCall{Call: &agentdv1.ToolCall{Id: pc.id, Name: pc.name, Arguments: args}}, nil) {
+		call := &agentdv1.ToolCall{Id: pc.id, Name: pc.name, Arguments: providers.CompactArguments([]byte(pc.args.String()))}
+		if !yield(&providers.ToolCall{Call: call}, nil) {
 			return
 		}
 	}
@@ -401,14 +378,6 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		return
 	}
 	yield(&providers.Stop{Reason: stop}, nil)
-}
-
-func compactJSON(s string) (string, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		return "", err
-	}
-	return b.String(), nil
 }
 
 func stopReason(r string) agentdv1.StopReason {
@@ -429,7 +398,7 @@ func stopReason(r string) agentdv1.StopReason {
 // "organization" and "project" set OpenAI-Organization and OpenAI-Project.
 func OpenAI(s providers.Settings) providers.Provider {
 	return New(Dialect{
-		Name: "openai", KeyEnv: "OPENAI_API_KEY", DefaultBaseURL: "https://api.openai.com/v1",
+		Name: "openai", DefaultBaseURL: "https://api.openai.com/v1",
 		Headers: func(h http.Header, s providers.Settings) {
 			if v := s.Options["organization"]; v != "" {
 				h.Set("OpenAI-Organization", v)
@@ -450,7 +419,7 @@ func OpenAI(s providers.Settings) providers.Provider {
 func Azure(s providers.Settings) providers.Provider {
 	v1 := s.Options["api"] == "v1"
 	return New(Dialect{
-		Name: "azure", KeyEnv: "AZURE_OPENAI_API_KEY", OmitModel: !v1,
+		Name: "azure", OmitModel: !v1,
 		Auth: func(h http.Header, key string) { h.Set("api-key", key) },
 		Path: func(s providers.Settings, model string) (string, url.Values, error) {
 			if v1 {
@@ -476,7 +445,7 @@ func Azure(s providers.Settings) providers.Provider {
 // assistant turn that called tools to carry its reasoning_content back.
 func DeepSeek(s providers.Settings) providers.Provider {
 	return New(Dialect{
-		Name: "deepseek", KeyEnv: "DEEPSEEK_API_KEY", DefaultBaseURL: "https://api.deepseek.com",
+		Name: "deepseek", DefaultBaseURL: "https://api.deepseek.com",
 		EchoReasoning: true,
 	}, s)
 }
@@ -485,7 +454,7 @@ func DeepSeek(s providers.Settings) providers.Provider {
 // set its attribution headers (HTTP-Referer, X-Title).
 func OpenRouter(s providers.Settings) providers.Provider {
 	return New(Dialect{
-		Name: "openrouter", KeyEnv: "OPENROUTER_API_KEY", DefaultBaseURL: "https://openrouter.ai/api/v1",
+		Name: "openrouter", DefaultBaseURL: "https://openrouter.ai/api/v1",
 		Headers: func(h http.Header, s providers.Settings) {
 			if v := s.Options["referer"]; v != "" {
 				h.Set("HTTP-Referer", v)
@@ -500,5 +469,5 @@ func OpenRouter(s providers.Settings) providers.Provider {
 // Requesty is Requesty's router ("requesty"); models are named
 // "<provider>/<model>".
 func Requesty(s providers.Settings) providers.Provider {
-	return New(Dialect{Name: "requesty", KeyEnv: "REQUESTY_API_KEY", DefaultBaseURL: "https://router.requesty.ai/v1"}, s)
+	return New(Dialect{Name: "requesty", DefaultBaseURL: "https://router.requesty.ai/v1"}, s)
 }

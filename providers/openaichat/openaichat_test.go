@@ -48,3 +48,18 @@ func TestSecretsStayOut(t *testing.T) {
 		})
 	}
 }
+
+// X-H4: each dialect's stream that goes silent, or is cut short, fails as
+// it does on every adapter.
+func TestStreamFailures(t *testing.T) {
+	t.Parallel()
+	for name, newDialect := range map[string]func(providers.Settings) providers.Provider{
+		"openai": openaichat.OpenAI, "azure": openaichat.Azure, "deepseek": openaichat.DeepSeek,
+		"openrouter": openaichat.OpenRouter, "requesty": openaichat.Requesty,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			providertest.CheckStreamFailures(t, newDialect)
+		})
+	}
+}

@@ -48,7 +48,6 @@ import (
 	"iter"
 	"net/http"
 
-	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/internal/httpc"
 )
@@ -60,7 +59,7 @@ const defaultBaseURL = "https://api.openai.com/v1"
 
 type provider struct {
 	client *httpc.Client
-	apiKey string
+	s      providers.Settings // its APIKey is redacted from errors
 }
 
 // New returns the "openai-responses" provider. A missing API key is
@@ -80,7 +79,7 @@ func New(s providers.Settings) providers.Provider {
 	}
 	return &provider{
 		client: httpc.New(name, s, defaultBaseURL, h),
-		apiKey: s.APIKey,
+		s:      s,
 	}
 }
 
@@ -93,32 +92,16 @@ func (p *provider) Capabilities() providers.Capabilities {
 	return providers.Capabilities{ServesURLServers: true, ServesConnectors: true, ServerProblem: serverProblem}
 }
 
-// reservedOptions are body keys that agentd sets itself, or that would make
-// a turn depend on state kept at OpenAI and so break resuming elsewhere, in
-// the order they are checked.
-var reservedOptions = []struct{ key, why string }{
-	{"model", setByAgentd},
-	{"input", setByAgentd},
-	{"stream", setByAgentd},
-	{"store", setByAgentd},
-	{"previous_response_id", keptAtOpenAI},
-	{"conversation", keptAtOpenAI},
-}
+// keptAtOpenAI is why options that would make a turn depend on state kept
+// at OpenAI, and so break resuming elsewhere, are refused.
+const keptAtOpenAI = "keeps the conversation at OpenAI; agentd replays it every turn, so a generation can resume on any replica"
 
-const (
-	setByAgentd  = "is set by agentd and cannot be given as a provider option"
-	keptAtOpenAI = "keeps the conversation at OpenAI; agentd replays it every turn, so a generation can resume on any replica"
-)
-
-// ValidateOptions refuses options that would replace what agentd builds,
-// and list options that are not lists.
+// ValidateOptions refuses options that would replace what agentd builds
+// or keep the conversation at OpenAI, and list options that are not
+// lists.
 func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
-	var problems []providers.Problem
-	for _, r := range reservedOptions {
-		if _, ok := options[r.key]; ok {
-			problems = append(problems, providers.Problem{Field: r.key, Description: r.why})
-		}
-	}
+	problems := append(httpc.ReservedOptions(options, httpc.SetByAgentd, "model", "input", "stream", "store"),
+		httpc.ReservedOptions(options, keptAtOpenAI, "previous_response_id", "conversation")...)
 	for _, k := range []string{"tools", "include"} {
 		if v, ok := options[k]; ok {
 			if _, isList := v.([]any); !isList {
@@ -131,12 +114,12 @@ func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.apiKey == "" {
-			yield(nil, fault.New(fault.FailedPrecondition, "%s: no API key is configured: set OPENAI_API_KEY or providers.%s.api_key", name, name))
+		if p.s.APIKey == "" {
+			yield(nil, httpc.MissingKey(name, p.s))
 			return
 		}
 		// OpenAI's own 401 quotes part of the key; gateways may quote more.
-		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.apiKey)...)
+		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.s.APIKey)...)
 		body, err := buildBody(req)
 		if err != nil {
 			yield(nil, err)

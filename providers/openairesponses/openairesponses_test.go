@@ -91,7 +91,7 @@ func TestSecretsNeverInErrors(t *testing.T) {
 
 func TestMissingAPIKey(t *testing.T) {
 	t.Parallel()
-	p := openairesponses.New(providers.Settings{BaseURL: "http://127.0.0.1:1"})
+	p := openairesponses.New(providers.Settings{BaseURL: "http://127.0.0.1:1", KeyEnv: "OPENAI_API_KEY"})
 	_, err := stream(t, p, hello())
 	if fault.KindOf(err) != fault.FailedPrecondition {
 		t.Fatalf("error %v, want FailedPrecondition", err)
@@ -192,4 +192,11 @@ func TestSecretsEchoed(t *testing.T) {
 	providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
 		return openairesponses.New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
 	})
+}
+
+// X-H4: a stream that goes silent, or is cut short, fails as it does on
+// every adapter.
+func TestStreamFailures(t *testing.T) {
+	t.Parallel()
+	providertest.CheckStreamFailures(t, openairesponses.New)
 }

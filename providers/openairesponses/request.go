@@ -112,15 +112,11 @@ func inputItems(m *agentdv1.Message) ([]any, error) {
 			case *agentdv1.Part_ToolCall:
 				flush()
 				c := k.ToolCall
-				args := c.GetArguments()
-				if strings.TrimSpace(args) == "" {
-					args = "{}"
-				}
-				items = append(items, map[string]any{"type": "function_call", "call_id": c.GetId(), "name": c.GetName(), "arguments": args})
+				items = append(items, map[string]any{"type": "function_call", "call_id": c.GetId(), "name": c.GetName(), "arguments": providers.CompactArguments([]byte(c.GetArguments()))})
 			case *agentdv1.Part_ProviderToolCall:
 				flush()
 				c := k.ProviderToolCall
-				item := map[string]any{"type": "mcp_call", "id": c.GetId(), "server_label": c.GetServerName(), "name": c.GetToolName(), "arguments": c.GetArguments()}
+				item := map[string]any{"type": "mcp_call", "id": c.GetId(), "server_label": c.GetServerName(), "name": c.GetToolName(), "arguments": providers.CompactArguments([]byte(c.GetArguments()))}
 				if c.GetIsError() {
 					item["error"] = c.GetOutput()
 				} else {

@@ -3,7 +3,6 @@ package openairesponses
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"strings"
 
@@ -76,17 +75,8 @@ func read(ctx context.Context, body io.Reader, yield func(providers.Event, error
 	calls := make(map[int]*pendingCall)
 	for {
 		raw, err := r.Next()
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				yield(nil, ctx.Err())
-			case errors.Is(err, io.EOF):
-				yield(nil, truncated(io.ErrUnexpectedEOF))
-			case fault.KindOf(err) == fault.Timeout:
-				yield(nil, fault.Wrap(fault.Timeout, err, "%s", name))
-			default:
-				yield(nil, truncated(err))
-			}
+		if err != nil { // io.EOF too: the stream ended before a terminal event
+			yield(nil, httpc.StreamError(ctx, name, err))
 			return
 		}
 		var ev streamEvent
@@ -181,12 +171,10 @@ func itemDone(it *outputItem, c *pendingCall) (providers.Event, error) {
 				call.Arguments = c.args.String()
 			}
 		}
-		if strings.TrimSpace(call.Arguments) == "" {
-			call.Arguments = "{}"
-		}
+		call.Arguments = providers.CompactArguments([]byte(call.Arguments))
 		return &providers.ToolCall{Call: call}, nil
 	case "mcp_call":
-		call := &agentdv1.ProviderToolCall{Id: it.ID, ServerName: it.ServerLabel, ToolName: it.Name, Arguments: it.Arguments, Output: text(it.Output)}
+		call := &agentdv1.ProviderToolCall{Id: it.ID, ServerName: it.ServerLabel, ToolName: it.Name, Arguments: providers.CompactArguments([]byte(it.Arguments)), Output: text(it.Output)}
 		if msg := errorText(it.Error); msg != "" {
 			call.IsError = true
 			if call.Output == "" {
@@ -217,7 +205,7 @@ func approvalRequested(it *outputItem) error {
 // response.
 func finish(resp *response, yield func(providers.Event, error) bool) {
 	if resp == nil {
-		yield(nil, truncated(errors.New("a terminal event without its response")))
+		yield(nil, fault.New(fault.Unavailable, "%s: the response stream's terminal event holds no response", name))
 		return
 	}
 	if u := resp.Usage; u != nil {
@@ -272,12 +260,6 @@ func streamError(ev *streamEvent) error {
 		msg = "the API reported an error"
 	}
 	return httpc.Classify(name, 0, code, msg)
-}
-
-// truncated is the fault of a stream that ended before its response did.
-func truncated(err error) error {
-	return fault.Hide(fault.Unavailable, err, "%s: the response stream ended before the response was complete", name).
-		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": name})
 }
 
 // text renders a JSON value as text: a string as itself, null as "",

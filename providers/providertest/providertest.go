@@ -28,6 +28,12 @@
 //
 // Every adapter has a transcript for each name in Required; Run fails if
 // one is missing.
+//
+// # Shared checks
+//
+// Beside its transcripts, every adapter's tests run CheckSecrets (no
+// credential in any error) and CheckStreamFailures (a stream that goes
+// silent or is cut short fails as on every other adapter).
 package providertest
 
 import (

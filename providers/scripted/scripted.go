@@ -188,14 +188,7 @@ func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[provid
 			events = append(events, &providers.TextDelta{Text: w})
 		}
 		for _, c := range t.ToolCalls {
-			args := "{}"
-			if len(c.Arguments) > 0 {
-				var compact bytes.Buffer
-				if err := json.Compact(&compact, c.Arguments); err == nil {
-					args = compact.String()
-				}
-			}
-			events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{Id: c.ID, Name: c.Name, Arguments: args}})
+			events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{Id: c.ID, Name: c.Name, Arguments: providers.CompactArguments(c.Arguments)}})
 		}
 		usage := &agentdv1.Usage{InputTokens: estimateTokens(req), OutputTokens: tokens(len(t.Text))}
 		if t.Usage != nil {

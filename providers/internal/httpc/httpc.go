@@ -1,9 +1,10 @@
 // Package httpc is the HTTP client every provider adapter shares: JSON
 // requests to a base URL with the provider's headers, retries with
 // back-off that honour retry-after-ms, retry-after and x-should-retry and
-// retry only what the provider says is retryable, and errors classified
-// once (rate limited, overloaded, invalid request, authentication, context
-// too long) with internal/fault. Error texts carry the provider's message,
+// retry only what the provider says is retryable, errors classified once
+// (rate limited, overloaded, invalid request, authentication, context too
+// long) with internal/fault, and one rule for a response stream that fails
+// after it began (StreamError). Error texts carry the provider's message,
 // never a header or a URL query.
 package httpc
 
@@ -55,8 +56,8 @@ type Client struct {
 }
 
 // New is a Client for provider configured by s: its base URL (else
-// defaultBase), without a trailing slash; its HTTP client (else one that
-// waits at most s.Timeout for each piece of a response); its retries. h
+// defaultBase), without a trailing slash; its HTTP client (NewHTTPClient);
+// its retries. h
 // holds authentication and fixed headers. The caller sets the rest
 // (Query, ErrorMessage, Retryable) before first use.
 func New(provider string, s providers.Settings, defaultBase string, h http.Header) *Client {
@@ -64,11 +65,17 @@ func New(provider string, s providers.Settings, defaultBase string, h http.Heade
 	if base == "" {
 		base = strings.TrimSuffix(defaultBase, "/")
 	}
-	hc := s.HTTP
-	if hc == nil {
-		hc = NewHTTPClient(s.Timeout)
+	return &Client{Provider: provider, BaseURL: base, Header: h, HTTP: NewHTTPClient(s), MaxRetries: s.Retries()}
+}
+
+// MissingKey is the error of a request made without an API key, saying
+// where to set one.
+func MissingKey(provider string, s providers.Settings) error {
+	where := "providers." + provider + ".api_key"
+	if s.KeyEnv != "" {
+		where = s.KeyEnv + " or " + where
 	}
-	return &Client{Provider: provider, BaseURL: base, Header: h, HTTP: hc, MaxRetries: s.Retries()}
+	return fault.New(fault.FailedPrecondition, "%s: no API key is configured: set %s", provider, where)
 }
 
 // CloseIdleConnections closes the client's idle keep-alive connections
@@ -262,16 +269,10 @@ func contextTooLong(s string) bool {
 }
 
 // OpenAIError reads {"error": {"message", "type", "code"}} (OpenAI, Azure,
-// DeepSeek, Requesty, OpenRouter), {"error": "message"} (Ollama), and a
-// JSON array around either (Gemini's streaming endpoints).
+// DeepSeek, Requesty, OpenRouter), {"error": "message"} (Ollama), and
+// {"error": {"message", "status"}} (Gemini).
 func OpenAIError(body []byte) (message, errType string) {
 	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		var arr []json.RawMessage
-		if json.Unmarshal(body, &arr) == nil && len(arr) > 0 {
-			body = arr[0]
-		}
-	}
 	var e struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -301,65 +302,6 @@ func OpenAIError(body []byte) (message, errType string) {
 		}
 	}
 	return obj.Message, t
-}
-
-// NewHTTPClient returns the HTTP client of an adapter: a response must
-// begin within timeout, and a streamed response may not go silent for
-// longer (keep-alive comments count as data, so a provider that queues a
-// request while sending them is waited for).
-func NewHTTPClient(timeout time.Duration) *http.Client {
-	if timeout <= 0 {
-		timeout = 5 * time.Minute
-	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = timeout
-	return &http.Client{Transport: idleTransport{base: t, idle: timeout}}
-}
-
-// idleTransport fails a response body read that waits longer than idle.
-type idleTransport struct {
-	base http.RoundTripper
-	idle time.Duration
-}
-
-func (t idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
-	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = &idleBody{ReadCloser: resp.Body, cancel: cancel, idle: t.idle}
-	return resp, nil
-}
-
-// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
-// wrapped transport.
-func (t idleTransport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
-
-type idleBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-	idle   time.Duration
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	timer := time.AfterFunc(b.idle, b.cancel)
-	n, err := b.ReadCloser.Read(p)
-	if !timer.Stop() && err != nil {
-		return n, fault.New(fault.Timeout, "the provider sent nothing for %s", b.idle)
-	}
-	return n, err
-}
-
-func (b *idleBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }
 
 // MergeOptions adds the agent's provider options to a request body: a key

@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
 )
 
 // server answers with the given statuses in turn (the last repeats).
@@ -156,7 +159,7 @@ func TestOpenAIError(t *testing.T) {
 	for _, tc := range []struct{ body, msg, typ string }{
 		{`{"error":{"message":"bad","type":"invalid_request_error"}}`, "bad", "invalid_request_error"},
 		{`{"error":"model not found"}`, "model not found", ""},
-		{`[{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}]`, "quota", "RESOURCE_EXHAUSTED"},
+		{`{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}`, "quota", "RESOURCE_EXHAUSTED"},
 		{`not json`, "not json", ""},
 	} {
 		msg, typ := OpenAIError([]byte(tc.body))
@@ -188,7 +191,7 @@ func TestCloseIdleConnections(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	c := &Client{Provider: "p", BaseURL: srv.URL, HTTP: NewHTTPClient(time.Second)}
+	c := &Client{Provider: "p", BaseURL: srv.URL, HTTP: NewHTTPClient(providers.Settings{Timeout: time.Second})}
 	resp, err := c.Do(t.Context(), http.MethodPost, "/", map[string]any{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,5 +203,49 @@ func TestCloseIdleConnections(t *testing.T) {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the idle connection was not closed")
+	}
+}
+
+func TestArgumentsObject(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args, want string }{
+		{"", "{}"},
+		{"null", "{}"},
+		{`{"a": {"b": [1]}}`, `{"a":{"b":[1]}}`},
+		{`[1]`, "{}"},
+		{`"text"`, "{}"},
+		{`{"x": `, "{}"},
+		{`{"a":1} {"b":2}`, "{}"},
+	} {
+		if got := string(ArgumentsObject(tc.args)); got != tc.want {
+			t.Errorf("ArgumentsObject(%q) = %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestCallIDs(t *testing.T) {
+	t.Parallel()
+	call := &agentdv1.Part{Kind: &agentdv1.Part_ToolCall{ToolCall: &agentdv1.ToolCall{Id: "a"}}}
+	text := &agentdv1.Part{Kind: &agentdv1.Part_Text{Text: "t"}}
+	ids := NewCallIDs([]*agentdv1.Message{
+		{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{text, call, call}},
+		{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{text}},
+		{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{call}},
+	})
+	var got []string
+	for _, id := range []string{"", "fc_9", ""} {
+		got = append(got, ids.Next(id))
+	}
+	if want := []string{"call_4", "fc_9", "call_6"}; !slices.Equal(got, want) {
+		t.Errorf("ids %q, want %q", got, want)
+	}
+}
+
+func TestReservedOptions(t *testing.T) {
+	t.Parallel()
+	got := ReservedOptions(map[string]any{"stream": false, "model": "m", "temperature": 0.2}, "why", "model", "messages", "stream")
+	want := []providers.Problem{{Field: "model", Description: "why"}, {Field: "stream", Description: "why"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("ReservedOptions = %v, want %v", got, want)
 	}
 }

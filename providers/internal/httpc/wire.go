@@ -1,11 +1,12 @@
 package httpc
 
 import (
-	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
 )
 
 // Pieces of the wire formats that several adapters share.
@@ -34,20 +35,63 @@ func FunctionTools(tools []*agentdv1.FunctionTool) []any {
 	return out
 }
 
-// CompactArguments renders a tool call's argument object, as an API sent
-// it, as the compact JSON text a ToolCall carries: "{}" for none, null or
-// anything that is not JSON.
-func CompactArguments(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" || json.Compact(&b, t) != nil {
-		return "{}"
+// ArgumentsObject is a tool call's arguments for an API that takes them
+// as a JSON object (Anthropic, Gemini, Ollama): by
+// providers.CompactArguments' rule when that makes an object, else "{}",
+// since such an API refuses the whole request over one call it cannot
+// read.
+func ArgumentsObject(args string) json.RawMessage {
+	c := providers.CompactArguments([]byte(args))
+	if !strings.HasPrefix(c, "{") || !json.Valid([]byte(c)) {
+		return json.RawMessage("{}")
 	}
-	return b.String()
+	return json.RawMessage(c)
 }
 
-// Truncated is the fault of a response stream that ended before the
-// response was complete.
-func Truncated(provider string, err error) error {
-	return fault.Hide(fault.Unavailable, err, "%s: the response stream ended before it was complete", provider).
-		WithInfo("PROVIDER_STREAM_TRUNCATED", map[string]string{"provider": provider})
+// CallIDs names the tool calls of a turn for the APIs that may send them
+// without an id (Gemini, Ollama): "call_<n>", n counting on from the
+// calls already in the conversation, so an id made up for this turn stays
+// unique within the generation. Not safe for concurrent use.
+type CallIDs struct{ n int }
+
+// NewCallIDs counts the tool calls in msgs.
+func NewCallIDs(msgs []*agentdv1.Message) *CallIDs {
+	c := &CallIDs{}
+	for _, m := range msgs {
+		for _, part := range m.GetParts() {
+			if part.GetToolCall() != nil {
+				c.n++
+			}
+		}
+	}
+	return c
+}
+
+// Next counts one more call and returns its id: id as the API sent it,
+// or, when that is empty, one made up.
+func (c *CallIDs) Next(id string) string {
+	c.n++
+	if id != "" {
+		return id
+	}
+	return fmt.Sprintf("call_%d", c.n)
+}
+
+// SetByAgentd is why an option naming a body key the adapter builds
+// itself is refused.
+const SetByAgentd = "is set by agentd and cannot be given as a provider option"
+
+// ReservedOptions is an adapter's ValidateOptions for body keys it
+// reserves: a Problem, saying why, for each of keys that options holds,
+// in the order of keys. Merged, such an option would be ignored (or
+// would replace what agentd builds); refused, its author learns of it
+// before a generation starts.
+func ReservedOptions(options map[string]any, why string, keys ...string) []providers.Problem {
+	var problems []providers.Problem
+	for _, k := range keys {
+		if _, ok := options[k]; ok {
+			problems = append(problems, providers.Problem{Field: k, Description: why})
+		}
+	}
+	return problems
 }

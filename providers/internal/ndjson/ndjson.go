@@ -14,6 +14,9 @@ import (
 // MaxLineSize bounds one line.
 const MaxLineSize = 16 << 20
 
+// ErrLineTooLarge reports a line beyond MaxLineSize.
+var ErrLineTooLarge = errors.New("ndjson: line too large")
+
 // Reader reads lines from a stream. It is not safe for concurrent use.
 type Reader struct {
 	r *bufio.Reader
@@ -23,7 +26,8 @@ type Reader struct {
 func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 64<<10)} }
 
 // Next returns the next non-blank line, without its line ending; io.EOF at
-// the end. A last line without a newline is returned as a line.
+// the end. A last line without a newline is returned as a line; a line
+// that a read error other than io.EOF cut off is not: the error is.
 func (r *Reader) Next() ([]byte, error) {
 	for {
 		var line []byte
@@ -33,11 +37,14 @@ func (r *Reader) Next() ([]byte, error) {
 			chunk, err = r.r.ReadSlice('\n')
 			line = append(line, chunk...)
 			if len(line) > MaxLineSize {
-				return nil, fmt.Errorf("ndjson: line over %d bytes", MaxLineSize)
+				return nil, fmt.Errorf("%w (over %d bytes)", ErrLineTooLarge, MaxLineSize)
 			}
 			if !errors.Is(err, bufio.ErrBufferFull) {
 				break
 			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
 		}
 		trimmed := bytes.TrimSpace(line)
 		if len(trimmed) > 0 {

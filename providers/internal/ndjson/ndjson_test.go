@@ -33,3 +33,25 @@ func TestReader(t *testing.T) {
 		}
 	}
 }
+
+// A line a failed read cut off is the failure, not a line: a reset or an
+// idle timeout mid-line must not read as invalid JSON.
+func TestCutOffLine(t *testing.T) {
+	t.Parallel()
+	cut := errors.New("connection reset")
+	r := NewReader(io.MultiReader(strings.NewReader("{\"a\":1}\n{\"b\":"), iotest.ErrReader(cut)))
+	if line, err := r.Next(); err != nil || string(line) != `{"a":1}` {
+		t.Fatalf("Next = %q, %v; want the first line", line, err)
+	}
+	if line, err := r.Next(); !errors.Is(err, cut) {
+		t.Errorf("Next = %q, %v; want the read error", line, err)
+	}
+}
+
+func TestLineTooLarge(t *testing.T) {
+	t.Parallel()
+	r := NewReader(strings.NewReader(strings.Repeat("x", MaxLineSize+1) + "\n"))
+	if _, err := r.Next(); !errors.Is(err, ErrLineTooLarge) {
+		t.Errorf("Next = %v; want ErrLineTooLarge", err)
+	}
+}

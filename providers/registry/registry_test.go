@@ -1,0 +1,105 @@
+package registry
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/providertest"
+)
+
+func adapters(t *testing.T) []Adapter {
+	t.Helper()
+	all, err := Adapters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+// Every declared provider is served under its name, with the in-process
+// ones and the router, and nothing else is.
+func TestNew(t *testing.T) {
+	t.Parallel()
+	reg, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"mock", "router", "script"}
+	for _, env := range config.ProviderEnvs {
+		want = append(want, env.Name)
+	}
+	slices.Sort(want)
+	if got := reg.Names(); !slices.Equal(got, want) {
+		t.Errorf("registered %q, want %q", got, want)
+	}
+	for _, a := range adapters(t) {
+		if p, _ := reg.Lookup(a.Name); p == nil || p.Name() != a.Name {
+			t.Errorf("%q is served by %v, an adapter of another name", a.Name, p)
+		}
+	}
+}
+
+// A request made without a key names the variable the provider's
+// declaration gives, and sends nothing; only a provider that needs no
+// key (Ollama) sends the request.
+func TestMissingKeyNamesItsVariable(t *testing.T) {
+	t.Parallel()
+	for _, a := range adapters(t) {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			var requests atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				requests.Add(1)
+				http.Error(w, `{"error":{"message":"no"}}`, http.StatusInternalServerError)
+			}))
+			defer srv.Close()
+			p := a.New(a.Settings(config.Provider{BaseURL: srv.URL, MaxRetries: -1}))
+			req := &providers.Request{Model: "m", Messages: []*agentdv1.Message{{
+				Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}},
+			}}}
+			var err error
+			for _, e := range p.Stream(t.Context(), req) {
+				if e != nil {
+					err = e
+					break
+				}
+			}
+			if fault.KindOf(err) != fault.FailedPrecondition {
+				if requests.Load() == 0 {
+					t.Errorf("error %v without a request; want a FailedPrecondition for the missing key", err)
+				}
+				return
+			}
+			want := "set " + a.Key + " or providers." + a.Name + ".api_key"
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q; want it to say %q", err, want)
+			}
+			if n := requests.Load(); n != 0 {
+				t.Errorf("%d requests sent without a key", n)
+			}
+		})
+	}
+}
+
+// Every registered adapter passes the shared checks: no secret in its
+// errors, and its streams fail alike (X-H4).
+func TestSharedChecks(t *testing.T) {
+	t.Parallel()
+	for _, a := range adapters(t) {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
+				return a.New(providers.Settings{APIKey: key, BaseURL: baseURL, MaxRetries: -1})
+			})
+			providertest.CheckStreamFailures(t, a.New)
+		})
+	}
+}
