@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcpdemo"
 	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/providers/registry"
 )
 
 // commonFlags are the flags of serve and bridge; flags win over the file
@@ -40,6 +41,11 @@ func (f *commonFlags) load(bridge bool) (config.Config, error) {
 	cfg, err := config.Load(f.config, os.Getenv, exe)
 	if err != nil {
 		return config.Config{}, err
+	}
+	if !bridge {
+		if cfg.Providers, err = registry.Configure(cfg.Providers, os.Getenv); err != nil {
+			return config.Config{}, err
+		}
 	}
 	switch {
 	case f.listen != "" && bridge:

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/providers/registry"
 )
 
 // fakeTurns is a provider API that answers the first request of a
@@ -215,7 +216,7 @@ func providerStackWith(t *testing.T, name, path string, api http.Handler, option
 // TestProvidersEndToEnd runs, for each provider, a generation whose model
 // calls a bridged MCP tool (the demo server's echo) and answers with its
 // result: the round trip through Generate, the bridge and the provider's
-// wire format. Every provider config.ProviderEnvs declares has its case.
+// wire format. Every provider providers/registry declares has its case.
 func TestProvidersEndToEnd(t *testing.T) {
 	tested := make(map[string]bool)
 	for _, tc := range []struct {
@@ -271,9 +272,9 @@ func TestProvidersEndToEnd(t *testing.T) {
 			}
 		})
 	}
-	for _, env := range config.ProviderEnvs {
-		if !tested[env.Name] {
-			t.Errorf("provider %q has no end-to-end case", env.Name)
+	for _, a := range registry.Declared {
+		if !tested[a.Name] {
+			t.Errorf("provider %q has no end-to-end case", a.Name)
 		}
 	}
 }

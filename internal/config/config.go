@@ -52,8 +52,9 @@ type Config struct {
 	Generation Generation `yaml:"generation"`
 
 	// Providers configures the LLM provider adapters, by name: those
-	// ProviderEnvs declares. Each API key and base URL also has an
-	// environment variable, used when the file leaves it empty.
+	// providers/registry declares, whose Configure also reads each API
+	// key's and base URL's environment variable where the file leaves it
+	// empty, and refuses a name no provider has.
 	Providers map[string]Provider `yaml:"providers"`
 }
 
@@ -275,7 +276,6 @@ func Load(path string, getenv func(string) string, executable string) (Config, e
 	} else if rest, ok := strings.CutPrefix(cfg.StateDir, "~/"); ok && getenv("HOME") != "" {
 		cfg.StateDir = filepath.Join(getenv("HOME"), rest) // as a shell would
 	}
-	cfg.applyProviderEnv(getenv)
 	for name, s := range cfg.Bridge.Servers {
 		if s.Command == Self {
 			s.Command = executable
@@ -423,9 +423,6 @@ func (c *Config) Validate() error {
 		bad("bridge.cache.max_entries: must be a positive integer, got %d", c.Bridge.Cache.MaxEntries)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Providers)) {
-		if _, known := providerEnv(name); !known {
-			bad("providers.%s: unknown provider; one of %s", name, strings.Join(providerNames(), ", "))
-		}
 		if c.Providers[name].Timeout < 0 {
 			bad("providers.%s.timeout: must not be negative", name)
 		}

@@ -49,7 +49,8 @@ func TestLoad(t *testing.T) {
 			env: map[string]string{
 				"AGENTD_LISTEN": "127.0.0.1:1", "AGENTD_BRIDGE_ADDRESS": "bridge:7071", "AGENTD_LOG_FORMAT": "json",
 				"AGENTD_BRIDGE_ALLOWED_COMMANDS": "npx, uvx", "AGENTD_SHUTDOWN_GRACE": "3s",
-				"ANTHROPIC_API_KEY": "sk-ant", "GOOGLE_API_KEY": "g-key", "OLLAMA_HOST": "10.0.0.5:11434",
+				// Provider variables are providers/registry's (TestConfigure).
+				"ANTHROPIC_API_KEY": "sk-ant",
 			},
 			want: func(c *Config) {
 				c.Listen = "127.0.0.1:1"
@@ -57,11 +58,6 @@ func TestLoad(t *testing.T) {
 				c.Log.Format = "json"
 				c.Bridge.AllowedCommands = []string{"npx", "uvx"}
 				c.ShutdownGrace = 3 * time.Second
-				c.Providers = map[string]Provider{
-					"anthropic": {APIKey: "sk-ant"},
-					"gemini":    {APIKey: "g-key"},
-					"ollama":    {BaseURL: "http://10.0.0.5:11434"},
-				}
 			},
 		},
 	}

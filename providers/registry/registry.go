@@ -1,18 +1,18 @@
-// Package registry builds the providers agentd serves: the in-process
-// "mock" and "script", an adapter for each provider internal/config
-// declares (config.ProviderEnvs: its name and environment variables),
-// configured from the configuration, and the "router" over them all.
-// internal/app serves what New returns; tests iterate Adapters.
-//
-// A provider is declared in config.ProviderEnvs and given its constructor
-// here; New and Adapters fail naming a provider that has one without the
-// other.
+// Package registry declares the providers agentd serves, each in one
+// place: its name (under providers in the configuration, and in
+// Agent.provider), the environment variables of its API key and base URL,
+// and its constructor. Configure completes and checks the configuration's
+// providers section from these declarations; New builds what agentd
+// serves: the in-process "mock" and "script", an adapter for each declared
+// provider, and the "router" over them all. Adding a provider is one entry
+// in Declared.
 package registry
 
 import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/providers"
@@ -25,24 +25,32 @@ import (
 	"github.com/agentd/agentd/providers/scripted"
 )
 
-// constructors makes each declared provider's adapter.
-var constructors = map[string]func(providers.Settings) providers.Provider{
-	"anthropic":        anthropic.New,
-	"openai":           openaichat.OpenAI,
-	"openai-responses": openairesponses.New,
-	"azure":            openaichat.Azure,
-	"deepseek":         openaichat.DeepSeek,
-	"gemini":           gemini.New,
-	"ollama":           ollama.New,
-	"openrouter":       openaichat.OpenRouter,
-	"requesty":         openaichat.Requesty,
+// Adapter declares a provider adapter that takes configuration.
+type Adapter struct {
+	Name string
+	// Key names the API key's variable; KeyFallback, when set, is read
+	// when Key's is empty.
+	Key, KeyFallback string
+	// BaseURL names the base URL's variable. HostPort: it is often
+	// host:port alone, and http:// is then assumed.
+	BaseURL  string
+	HostPort bool
+	// New makes the adapter.
+	New func(providers.Settings) providers.Provider
 }
 
-// Adapter is a provider adapter that takes configuration: its
-// declaration and its constructor.
-type Adapter struct {
-	config.ProviderEnv
-	New func(providers.Settings) providers.Provider
+// Declared lists every provider adapter that takes configuration, in the
+// order the README lists them.
+var Declared = []Adapter{
+	{Name: "anthropic", Key: "ANTHROPIC_API_KEY", BaseURL: "ANTHROPIC_BASE_URL", New: anthropic.New},
+	{Name: "openai", Key: "OPENAI_API_KEY", BaseURL: "OPENAI_BASE_URL", New: openaichat.OpenAI},
+	{Name: "openai-responses", Key: "OPENAI_API_KEY", BaseURL: "OPENAI_BASE_URL", New: openairesponses.New},
+	{Name: "azure", Key: "AZURE_OPENAI_API_KEY", BaseURL: "AZURE_OPENAI_ENDPOINT", New: openaichat.Azure},
+	{Name: "deepseek", Key: "DEEPSEEK_API_KEY", BaseURL: "DEEPSEEK_BASE_URL", New: openaichat.DeepSeek},
+	{Name: "gemini", Key: "GEMINI_API_KEY", KeyFallback: "GOOGLE_API_KEY", BaseURL: "GEMINI_BASE_URL", New: gemini.New},
+	{Name: "ollama", Key: "OLLAMA_API_KEY", BaseURL: "OLLAMA_HOST", HostPort: true, New: ollama.New},
+	{Name: "openrouter", Key: "OPENROUTER_API_KEY", BaseURL: "OPENROUTER_BASE_URL", New: openaichat.OpenRouter},
+	{Name: "requesty", Key: "REQUESTY_API_KEY", BaseURL: "REQUESTY_BASE_URL", New: openaichat.Requesty},
 }
 
 // Settings are the adapter's settings from its configuration, with its
@@ -51,41 +59,69 @@ func (a Adapter) Settings(c config.Provider) providers.Settings {
 	return providers.Settings{APIKey: c.APIKey, KeyEnv: a.Key, BaseURL: c.BaseURL, Timeout: c.Timeout, MaxRetries: c.MaxRetries, Options: c.Options}
 }
 
-// Adapters lists the adapters in the order config.ProviderEnvs declares
-// them.
-func Adapters() ([]Adapter, error) {
-	adapters := make([]Adapter, 0, len(config.ProviderEnvs))
-	declared := make(map[string]bool)
-	for _, env := range config.ProviderEnvs {
-		newProvider, ok := constructors[env.Name]
-		if !ok {
-			return nil, fmt.Errorf("registry: provider %q is declared in config.ProviderEnvs but has no constructor in providers/registry", env.Name)
-		}
-		declared[env.Name] = true
-		adapters = append(adapters, Adapter{ProviderEnv: env, New: newProvider})
+// Configure returns the configuration's providers section completed from
+// the environment: each declared provider's API key and base URL, where the
+// file left them empty, from its variables (read through getenv). A
+// provider appears in the result when the file names it or a variable
+// configures it. A name the file gives that no provider has is an error
+// naming the setting.
+func Configure(file map[string]config.Provider, getenv func(string) string) (map[string]config.Provider, error) {
+	if err := checkNames(file); err != nil {
+		return nil, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(constructors)) {
-		if !declared[name] {
-			return nil, fmt.Errorf("registry: provider %q has a constructor in providers/registry but no declaration in config.ProviderEnvs", name)
+	var out map[string]config.Provider
+	for _, a := range Declared {
+		p, configured := file[a.Name]
+		if p.APIKey == "" {
+			p.APIKey = getenv(a.Key)
+			if p.APIKey == "" && a.KeyFallback != "" {
+				p.APIKey = getenv(a.KeyFallback)
+			}
+		}
+		if p.BaseURL == "" {
+			p.BaseURL = getenv(a.BaseURL)
+			if a.HostPort && p.BaseURL != "" && !strings.Contains(p.BaseURL, "://") {
+				p.BaseURL = "http://" + p.BaseURL
+			}
+		}
+		if configured || p.APIKey != "" || p.BaseURL != "" {
+			if out == nil {
+				out = make(map[string]config.Provider)
+			}
+			out[a.Name] = p
 		}
 	}
-	return adapters, nil
+	return out, nil
+}
+
+// checkNames refuses a configured provider that is not declared.
+func checkNames(configured map[string]config.Provider) error {
+	for _, name := range slices.Sorted(maps.Keys(configured)) {
+		if !slices.ContainsFunc(Declared, func(a Adapter) bool { return a.Name == name }) {
+			names := make([]string, len(Declared))
+			for i, a := range Declared {
+				names[i] = a.Name
+			}
+			slices.Sort(names)
+			return fmt.Errorf("config: providers.%s: unknown provider; one of %s", name, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // New is the registry agentd serves, each adapter configured by
 // configured[its name] (its zero value when absent: the adapter's
-// defaults).
+// defaults). A configured name that no provider has is an error.
 func New(configured map[string]config.Provider) (*providers.Registry, error) {
-	adapters, err := Adapters()
-	if err != nil {
+	if err := checkNames(configured); err != nil {
 		return nil, err
 	}
 	all := []providers.Provider{scripted.Mock(), scripted.Script()}
-	for _, a := range adapters {
+	for _, a := range Declared {
 		all = append(all, a.New(a.Settings(configured[a.Name])))
 	}
 	var reg *providers.Registry
 	lookup := func(name string) (providers.Provider, bool) { return reg.Lookup(name) }
-	reg, err = providers.NewRegistry(append(all, router.New(lookup))...)
+	reg, err := providers.NewRegistry(append(all, router.New(lookup))...)
 	return reg, err
 }

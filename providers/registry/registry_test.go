@@ -15,15 +15,6 @@ import (
 	"github.com/agentd/agentd/providers/providertest"
 )
 
-func adapters(t *testing.T) []Adapter {
-	t.Helper()
-	all, err := Adapters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return all
-}
-
 // Every declared provider is served under its name, with the in-process
 // ones and the router, and nothing else is.
 func TestNew(t *testing.T) {
@@ -33,14 +24,14 @@ func TestNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"mock", "router", "script"}
-	for _, env := range config.ProviderEnvs {
-		want = append(want, env.Name)
+	for _, a := range Declared {
+		want = append(want, a.Name)
 	}
 	slices.Sort(want)
 	if got := reg.Names(); !slices.Equal(got, want) {
 		t.Errorf("registered %q, want %q", got, want)
 	}
-	for _, a := range adapters(t) {
+	for _, a := range Declared {
 		if p, _ := reg.Lookup(a.Name); p == nil || p.Name() != a.Name {
 			t.Errorf("%q is served by %v, an adapter of another name", a.Name, p)
 		}
@@ -52,7 +43,7 @@ func TestNew(t *testing.T) {
 // key (Ollama) sends the request.
 func TestMissingKeyNamesItsVariable(t *testing.T) {
 	t.Parallel()
-	for _, a := range adapters(t) {
+	for _, a := range Declared {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()
 			var requests atomic.Int32
@@ -93,7 +84,7 @@ func TestMissingKeyNamesItsVariable(t *testing.T) {
 // errors, and its streams fail alike (X-H4).
 func TestSharedChecks(t *testing.T) {
 	t.Parallel()
-	for _, a := range adapters(t) {
+	for _, a := range Declared {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()
 			providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
