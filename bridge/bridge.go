@@ -37,6 +37,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -273,9 +274,9 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 			u, err := url.Parse(h.GetUrl())
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				bad(i, ".http.url", "must be an http or https URL")
-			} else if !s.cfg.AllowPrivateNetworks && privateLiteral(h.GetUrl()) {
+			} else if !s.cfg.AllowPrivateNetworks && netaddr.PrivateHost(u.Hostname()) {
 				deny(fault.New(fault.Permission,
-					"MCP server %q: its URL names a loopback, private or link-local address, which bridge.allow_private_networks does not allow", t.name))
+					"MCP server %q: its URL names localhost or a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow", t.name))
 			}
 			t.http = &mcpconn.HTTPSpec{
 				Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),

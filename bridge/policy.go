@@ -1,12 +1,8 @@
 package bridge
 
 import (
-	"net"
-	"net/url"
 	"slices"
 	"strings"
-
-	"github.com/agentd/agentd/bridge/internal/mcpconn"
 )
 
 // steeringEnv lists variables that steer the dynamic loader, an
@@ -40,19 +36,4 @@ func steering(name string, allowed []string) bool {
 		}
 	}
 	return false
-}
-
-// privateLiteral reports whether rawURL's host is a literal address (or
-// localhost) that is not public; names are checked when dialled.
-func privateLiteral(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return false
-	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && !mcpconn.Public(ip)
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -453,20 +453,17 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 }
 
 // unreachable says why a provider's cloud cannot reach a url server: a
-// host that is "localhost" or a loopback, private, link-local or
-// unspecified address only resolves on agentd's side. "" means nothing is
-// known against it. The text names neither the host nor the path.
+// host that netaddr.PrivateHost names (localhost, or a loopback, private,
+// shared, link-local or unspecified address) only resolves on agentd's
+// side (X-H5). "" means nothing is known against it. The text names
+// neither the host nor the path.
 func unreachable(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "" // the bridge reports a malformed URL
 	}
-	host := strings.ToLower(u.Hostname())
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return "its URL names localhost, which only agentd can reach"
-	}
-	if a, err := netip.ParseAddr(host); err == nil && (a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified()) {
-		return "its URL is a loopback or private address, which only agentd's network can reach"
+	if netaddr.PrivateHost(u.Hostname()) {
+		return "its URL names localhost or a loopback, private, shared or link-local address, which only agentd's network can reach"
 	}
 	return ""
 }
