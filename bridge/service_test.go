@@ -18,6 +18,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 func wantCode(t *testing.T, err error, code codes.Code) *status.Status {
@@ -296,7 +297,7 @@ func TestCallTool(t *testing.T) {
 	f := newFixture(t)
 	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
 	errOut := func(msg string) *bridgev1.CallToolResponse {
-		return &bridgev1.CallToolResponse{Output: errorOutput(msg), IsError: true}
+		return &bridgev1.CallToolResponse{Output: toolerror.JSON(msg), IsError: true}
 	}
 	tests := []struct {
 		name, tool, args string

@@ -19,11 +19,12 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/toolerror"
 	"github.com/agentd/agentd/providers"
 )
 
 // declinedOutput is what the model gets for a call the user declined.
-const declinedOutput = `{"error":"declined by user"}`
+var declinedOutput = toolerror.JSON("declined by user")
 
 // generation is one run of the tool loop: a new one, or a paused one
 // resumed.
@@ -409,10 +410,4 @@ func approvalDigest(server, tool, arguments string) string {
 	}
 	sum := sha256.Sum256([]byte(server + "\x00" + tool + "\x00" + canonical))
 	return hex.EncodeToString(sum[:])
-}
-
-// errorJSON renders {"error": msg} for the model.
-func errorJSON(msg string) string {
-	b, _ := json.Marshal(map[string]string{"error": msg})
-	return string(b)
 }

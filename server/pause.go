@@ -14,6 +14,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // checkpointVersion is the format of the checkpoints this agentd writes.
@@ -24,7 +25,7 @@ const storeTimeout = 10 * time.Second
 
 // unknownOutcome is the result of an approved call whose resume died
 // while it may have been running: it is not run a second time.
-const unknownOutcome = `{"error":"agentd stopped while resuming this call, which may have run; it is not run again"}`
+var unknownOutcome = toolerror.JSON("agentd stopped while resuming this call, which may have run; it is not run again")
 
 // resumption is what a resumed generation continues from.
 type resumption struct {

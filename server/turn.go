@@ -15,6 +15,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // turnRun is one tool turn's calls: their results, and the approval
@@ -128,7 +129,7 @@ func (r *turnRun) setResult(i int, res *agentdv1.ToolResult) {
 // model can recover from (R-T3); the client sees the call too.
 func (r *turnRun) unknownTool(i int) error {
 	c := r.calls[i]
-	out := errorJSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
+	out := toolerror.JSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
 	r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true, Output: out})
 	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
 		CallId: c.GetId(), ToolName: c.GetName(), Arguments: c.GetArguments(), Turn: int32(r.turn),
@@ -321,7 +322,7 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 			what = "is no longer offered by its MCP server"
 		}
 		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
-			Output: errorJSON(fmt.Sprintf("%s %s", c.GetName(), what))})
+			Output: toolerror.JSON(fmt.Sprintf("%s %s", c.GetName(), what))})
 		return nil
 	}
 	r.started = true
