@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/providers"
@@ -19,14 +20,13 @@ import (
 
 // Limits on declarations.
 const (
-	defaultReadTimeout         = 30 * time.Second
-	maxReadTimeout             = time.Hour
-	maxReconnectionWait        = 10 * time.Minute
-	maxToolTurnsLimit          = 1000
-	toolNameMaxLen             = 64
-	defaultUnnamedServer       = "unnamed server"
-	connectorScheme            = "mcp"
-	defaultMaxReconnectionWait = 30 * time.Second
+	defaultReadTimeout   = 30 * time.Second
+	maxReadTimeout       = time.Hour
+	maxReconnectionWait  = 10 * time.Minute
+	maxToolTurnsLimit    = config.MaxToolTurnsLimit
+	toolNameMaxLen       = 64
+	defaultUnnamedServer = "unnamed server"
+	connectorScheme      = "mcp"
 )
 
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
