@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -38,6 +37,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -239,19 +239,17 @@ type target struct {
 
 // resolve validates a session's servers, resolving refs against the
 // registered servers and checking commands, environments and addresses
-// against the configuration. Invalid declarations are InvalidArgument;
-// what the configuration does not allow is PermissionDenied naming the
-// setting.
+// against the configuration. Every problem is reported at once, by
+// policy.Refusal: InvalidArgument if any declaration is invalid, and
+// PermissionDenied, naming each setting, if the configuration's rules are
+// all that refuse it.
 func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*target, error) {
-	var violations []fault.Violation
+	var invalid, denied []fault.Violation
 	bad := func(i int, field, format string, args ...any) {
-		violations = append(violations, fault.Violation{Field: fmt.Sprintf("servers[%d]%s", i, field), Description: fmt.Sprintf(format, args...)})
+		invalid = append(invalid, fault.Violation{Field: fmt.Sprintf("servers[%d]%s", i, field), Description: fmt.Sprintf(format, args...)})
 	}
-	var denied error
-	deny := func(err error) {
-		if denied == nil {
-			denied = err
-		}
+	deny := func(i int, field, format string, args ...any) {
+		denied = append(denied, fault.Violation{Field: fmt.Sprintf("servers[%d]%s", i, field), Description: fmt.Sprintf(format, args...)})
 	}
 	seen := make(map[string]bool)
 	targets := make([]*target, 0, len(specs))
@@ -275,8 +273,8 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				bad(i, ".http.url", "must be an http or https URL")
 			} else if !s.cfg.AllowPrivateNetworks && netaddr.PrivateHost(u.Hostname()) {
-				deny(fault.New(fault.Permission,
-					"MCP server %q: its URL names localhost or a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow", t.name))
+				deny(i, ".http.url",
+					"MCP server %q: its URL names localhost or a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow", t.name)
 			}
 			t.http = &mcpconn.HTTPSpec{
 				Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),
@@ -287,16 +285,12 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 			st := tr.Stdio
 			cmd := st.GetCommand()
 			if !slices.Contains(s.cfg.AllowedCommands, cmd) {
-				deny(fault.New(fault.Permission,
+				deny(i, ".stdio.command",
 					"MCP server %q: the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref",
-					t.name, filepath.Base(cmd)))
+					t.name, filepath.Base(cmd))
 			}
-			for _, name := range slices.Sorted(maps.Keys(st.GetEnv())) {
-				if steering(name, s.cfg.AllowedEnv) {
-					deny(fault.New(fault.Permission,
-						"MCP server %q: env may not set %s, which steers how programs are found or loaded, unless bridge.allowed_env lists it",
-						t.name, name))
-				}
+			for _, name := range policy.RefusedEnv(st.GetEnv(), s.cfg.AllowedEnv) {
+				deny(i, ".stdio.env", "MCP server %q: %s", t.name, policy.EnvRefusal(name))
 			}
 			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: st.GetArgs(), Env: st.GetEnv(), Unset: st.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
 			parts.Command, parts.Args, parts.Env, parts.Unset = cmd, st.GetArgs(), st.GetEnv(), st.GetUnsetEnv()
@@ -315,11 +309,8 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 		t.key = schemacache.NewKey(parts)
 		targets = append(targets, t)
 	}
-	if len(violations) > 0 {
-		return nil, fault.InvalidRequest(violations)
-	}
-	if denied != nil {
-		return nil, denied
+	if err := policy.Refusal(invalid, denied); err != nil {
+		return nil, err
 	}
 	return targets, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -63,10 +64,11 @@ func (v *violations) add(field, format string, args ...any) {
 
 // newPlan validates a request (an agent and its conversation) and resolves
 // it. root prefixes field paths ("start", "resume" or "" for Preview).
-// Every problem is reported at once, as InvalidArgument with field
-// violations.
+// Every problem is reported at once, as field violations: env variables
+// that the bridge's configuration refuses with the rest (X-D9), by
+// policy.Refusal's rule.
 func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentdv1.Message, answerTimeout *durationValue) (*plan, error) {
-	var v violations
+	var v, denied violations
 	field := func(f string) string {
 		if root == "" {
 			return f
@@ -159,6 +161,7 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 	names := make(map[string]int)
 	for i, decl := range agent.GetMcps() {
 		sp := s.planServer(&v, field(fmt.Sprintf("agent.mcps[%d]", i)), decl)
+		s.checkEnv(&denied, sp)
 		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
 			// Already refused; its name may be a stand-in.
 		} else if j, dup := names[sp.name]; dup {
@@ -173,8 +176,8 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 		// server whose transport is known.
 		p.place(&v, toolNames, field("agent.mcps"))
 	}
-	if len(v) > 0 {
-		return nil, fault.InvalidRequest(v)
+	if err := policy.Refusal(v, denied); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -311,6 +314,19 @@ func (s *Service) planServer(v *violations, f string, decl *agentdv1.MCPServer) 
 		}
 	}
 	return sp
+}
+
+// checkEnv refuses the variables of a command server's env that the
+// bridge's configuration would refuse (bridge.allowed_env), so that they
+// are reported with the request's other problems, not one at a time when
+// the session opens.
+func (s *Service) checkEnv(denied *violations, sp *serverPlan) {
+	if _, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Command); !ok {
+		return // env applies to command servers only, as validated
+	}
+	for _, name := range policy.RefusedEnv(sp.decl.GetEnv(), s.allowedEnv) {
+		denied.add(sp.field+".env", "%s", policy.EnvRefusal(name))
+	}
 }
 
 // setFields lists the names of the fields a declaration sets, never their
