@@ -288,47 +288,6 @@ func (r *turnRun) awaitAnswers() (err error) {
 	}
 }
 
-// decide applies an approval decision: declined calls get {"error":
-// "declined by user"} without running; approved ones run once, on the
-// server the approval is bound to (X-A10) — if its tool is no longer
-// offered there, they get an error instead, without a call (R-A8).
-func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
-	g := r.g
-	i, ok := r.approvals[d.GetRequestId()]
-	if !ok && g.answered[d.GetRequestId()] {
-		// A repeated answer: the call runs at most once. (Pending requests
-		// come first: a provider may reuse a call id in a later turn.)
-		return nil
-	}
-	if !ok {
-		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
-	}
-	req := r.requests[d.GetRequestId()]
-	if d.GetDigest() != "" && d.GetDigest() != req.GetDigest() {
-		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
-	}
-	delete(r.approvals, d.GetRequestId())
-	delete(r.requests, d.GetRequestId())
-	g.answered[d.GetRequestId()] = true
-	c := r.calls[i]
-	if !d.GetApproved() {
-		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
-		return nil
-	}
-	owner := g.owners[c.GetName()]
-	if owner == nil || approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()) != req.GetDigest() {
-		what := "is no longer offered"
-		if req.GetServerName() != "" {
-			what = "is no longer offered by its MCP server"
-		}
-		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
-			Output: toolerror.JSON(fmt.Sprintf("%s %s", c.GetName(), what))})
-		return nil
-	}
-	r.started = true
-	return r.start(i, owner)
-}
-
 func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
 	g := r.g
 	asked, ok := r.functions[fr.GetCallId()]

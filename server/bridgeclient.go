@@ -65,7 +65,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 		cancel()
 		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
 	}
-	calls, err := openCallStream(sctx, b.client, id)
+	calls, err := openBridgeCallStream(sctx, b.client, id)
 	if err != nil {
 		cancel()
 		return nil, translateBridgeError(err)
@@ -78,7 +78,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 type bridgeSession struct {
 	client bridgev1.BridgeServiceClient
 	id     string
-	calls  *callStream
+	calls  *bridgeCallStream
 	cancel context.CancelFunc
 	done   chan struct{} // closed when watch returns
 

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
-	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/providers"
 )
@@ -343,157 +341,6 @@ func setFields(m *agentdv1.MCPServer) string {
 	return strings.Join(names, ", ")
 }
 
-// policyCouldGate reports whether an approval policy could gate any tool.
-// {always: []} gates nothing.
-func policyCouldGate(p *agentdv1.ApprovalPolicy) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
-		return true
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
-		return false
-	}
-	return len(p.GetAlways().GetToolNames()) > 0 || p.GetNever() != nil
-}
-
-// policyGates reports whether p gates the tool (R-A1).
-func policyGates(p *agentdv1.ApprovalPolicy, tool string) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
-		return true
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
-		return false
-	}
-	if slices.Contains(p.GetAlways().GetToolNames(), tool) {
-		return true
-	}
-	return p.GetNever() != nil && !slices.Contains(p.GetNever().GetToolNames(), tool)
-}
-
-// requiresApprovalServedBy lists the requires_approval names that this
-// server may offer: with allowed_tools, those it allows; without, every
-// name that is not one of the agent's own tools, since the server's tools
-// are unknown until agentd connects to it.
-func requiresApprovalServedBy(agent *agentdv1.Agent, decl *agentdv1.MCPServer, agentTools map[string]int) []string {
-	var names []string
-	for _, name := range agent.GetRequiresApproval() {
-		if allowed := decl.GetAllowedTools(); len(allowed) > 0 {
-			if slices.Contains(allowed, name) {
-				names = append(names, name)
-			}
-		} else if _, own := agentTools[name]; !own {
-			names = append(names, name)
-		}
-	}
-	return names
-}
-
-// place decides where each server runs (R-S1–R-S4, R-A2, R-A3). mcpsField
-// is the path of the request's mcps list.
-func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string) {
-	caps := p.provider.Capabilities()
-	strategy := p.agent.GetMcpStrategy()
-	served := "none"
-	if caps.ServesURLServers {
-		served = "url servers"
-	}
-	provider := p.agent.GetProvider()
-	providerSide := 0
-	for _, sp := range p.servers {
-		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
-			continue
-		}
-		capable, why := false, ""
-		switch sp.transport {
-		case agentdv1.Transport_TRANSPORT_HTTP:
-			capable = caps.ServesURLServers
-			if capable {
-				why = unreachable(sp.decl.GetUrl())
-			}
-		case agentdv1.Transport_TRANSPORT_CONNECTOR:
-			capable = caps.ServesConnectors
-		}
-		if capable && why == "" && caps.ServerProblem != nil {
-			why = caps.ServerProblem(sp.decl)
-		}
-		if why != "" {
-			capable = false
-		}
-		gatedByPolicy := policyCouldGate(sp.decl.GetRequireApproval())
-		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
-		sp.placement = agentdv1.Placement_PLACEMENT_BRIDGE
-		switch strategy {
-		case agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT:
-		case agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
-			switch {
-			case why != "":
-				v.add(sp.field, "%s cannot serve the MCP server %q itself: %s; but mcp_strategy SERVER requires it to. Use mcp_strategy AUTO to run it in agentd's bridge",
-					provider, sp.name, why)
-			case !capable:
-				v.add(sp.field, "%s cannot serve the %s MCP server %q itself, but mcp_strategy SERVER requires it to; servers it can serve: %s. Use mcp_strategy AUTO to run the rest in agentd's bridge",
-					provider, transportWord(sp.transport), sp.name, served)
-			case gatedByPolicy:
-				v.add(sp.field+".require_approval", "the %q MCP server's tool calls need approval, which is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set require_approval to NEVER",
-					sp.name, provider)
-			case len(gatedNames) > 0:
-				remedy := "list the tools it may offer in allowed_tools"
-				if len(sp.decl.GetAllowedTools()) > 0 {
-					remedy = "remove " + sentence(gatedNames) + " from its allowed_tools"
-				}
-				v.add(sp.field, "requires_approval names %s, which the %q MCP server may offer, and approval is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; %s, or use mcp_strategy AUTO or CLIENT",
-					sentence(gatedNames), sp.name, provider, remedy)
-			default:
-				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
-			}
-		default: // AUTO
-			if capable && !gatedByPolicy && len(gatedNames) == 0 {
-				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
-			}
-		}
-		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
-			providerSide++
-		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR && why != "" {
-			if strategy != agentdv1.MCPStrategy_MCP_STRATEGY_SERVER { // SERVER said so above
-				v.add(sp.field+".url", "%s cannot serve the connector %q: %s", provider, sp.name, why)
-			}
-		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
-			v.add(sp.field+".url", "mcp:// URLs name OpenAI connectors, which only a provider that serves connectors can reach; %s runs this server in agentd's bridge", provider)
-		}
-	}
-	if limit := caps.MaxProviderServers; limit > 0 && providerSide > limit {
-		v.add(mcpsField, "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", provider, limit, providerSide)
-	}
-}
-
-// unreachable says why a provider's cloud cannot reach a url server: a
-// host that netaddr.PrivateHost names (localhost, or a loopback, private,
-// shared, link-local or unspecified address) only resolves on agentd's
-// side (X-H5). "" means nothing is known against it. The text names
-// neither the host nor the path.
-func unreachable(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "" // the bridge reports a malformed URL
-	}
-	if netaddr.PrivateHost(u.Hostname()) {
-		return "its URL names localhost or a loopback, private, shared or link-local address, which only agentd's network can reach"
-	}
-	return ""
-}
-
-func transportWord(t agentdv1.Transport) string {
-	switch t {
-	case agentdv1.Transport_TRANSPORT_STDIO:
-		return "command"
-	case agentdv1.Transport_TRANSPORT_CONNECTOR:
-		return "connector"
-	}
-	return "url"
-}
-
 // sentence joins names as "a", "a and b", "a, b and c".
 func sentence(names []string) string {
 	switch len(names) {
@@ -503,42 +350,4 @@ func sentence(names []string) string {
 		return names[0]
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-// bridged returns the servers that run in the bridge.
-func (p *plan) bridged() []*serverPlan {
-	var out []*serverPlan
-	for _, sp := range p.servers {
-		if sp.placement == agentdv1.Placement_PLACEMENT_BRIDGE {
-			out = append(out, sp)
-		}
-	}
-	return out
-}
-
-// providerServers returns the declarations the provider serves itself.
-func (p *plan) providerServers() []*agentdv1.MCPServer {
-	var out []*agentdv1.MCPServer
-	for _, sp := range p.servers {
-		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
-			d := sp.decl
-			if d.GetName() == "" {
-				d = cloneWithName(d, sp.name)
-			}
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// placements lists where each server runs, in declaration order.
-func (p *plan) placements(only agentdv1.Placement) []*agentdv1.ServerPlacement {
-	var out []*agentdv1.ServerPlacement
-	for _, sp := range p.servers {
-		if only != agentdv1.Placement_PLACEMENT_UNSPECIFIED && sp.placement != only {
-			continue
-		}
-		out = append(out, &agentdv1.ServerPlacement{Name: sp.name, Placement: sp.placement, Transport: sp.transport})
-	}
-	return out
 }
