@@ -219,99 +219,127 @@ func validateMessage(v *violations, f string, m *agentdv1.Message) {
 	}
 }
 
-// planServer validates one declaration and names it (R-D2, R-D3, R-D6).
-// Secrets are never echoed: problems name fields, not values.
+// planServer validates one declaration and names it (R-D2, R-D3, R-D6):
+// what its transport needs, then what every server may set. Secrets are
+// never echoed: problems name fields, not values.
 func (s *Service) planServer(v *violations, f string, decl *agentdv1.MCPServer) *serverPlan {
 	sp := &serverPlan{decl: decl, field: f, name: decl.GetName(), readTimeout: defaultReadTimeout}
-	switch t := decl.GetTransport().(type) {
+	switch decl.GetTransport().(type) {
 	case *agentdv1.MCPServer_Url:
-		u, err := url.Parse(t.Url)
-		switch {
-		case err != nil || u.Host == "":
-			v.add(f+".url", "must be an absolute http, https or mcp URL")
-		case u.Scheme == connectorScheme:
-			sp.transport = agentdv1.Transport_TRANSPORT_CONNECTOR
-		case u.Scheme == "http" || u.Scheme == "https":
-			sp.transport = agentdv1.Transport_TRANSPORT_HTTP
-		default:
-			v.add(f+".url", "must be an http, https or mcp URL")
-		}
-		if sp.name == "" {
-			sp.name = defaultUnnamedServer
-			if err == nil && u.Hostname() != "" {
-				sp.name = u.Hostname() // never the path or query: they often carry keys
-			}
-		}
-		for _, only := range []struct {
-			set  bool
-			name string
-		}{{len(decl.GetArgs()) > 0, "args"}, {len(decl.GetEnv()) > 0, "env"}, {len(decl.GetUnsetEnv()) > 0, "unset_env"}} {
-			if only.set {
-				v.add(f+"."+only.name, "applies to command servers only")
-			}
-		}
-		if w := decl.GetMaxReconnectionWait(); w != nil {
-			if d := w.AsDuration(); w.CheckValid() != nil || d <= 0 || d > maxReconnectionWait {
-				v.add(f+".max_reconnection_wait", "must be positive and at most %s", maxReconnectionWait)
-			}
-		}
+		sp.planURL(v)
 	case *agentdv1.MCPServer_Command, *agentdv1.MCPServer_Ref:
-		sp.transport = agentdv1.Transport_TRANSPORT_STDIO
-		if decl.GetAuthorization() != "" || len(decl.GetHeaders()) > 0 || decl.GetMaxReconnectionWait() != nil {
-			v.add(f, "authorization, headers and max_reconnection_wait apply to url servers only")
-		}
-		if cmd := decl.GetCommand(); cmd != "" || decl.GetRef() != "" {
-			if sp.name == "" {
-				if cmd != "" {
-					sp.name = "command: " + filepath.Base(cmd)
-				} else {
-					sp.name = decl.GetRef()
-				}
-			}
-		} else {
-			v.add(f, "command and ref must not be empty")
-		}
-		if decl.GetRef() != "" && (len(decl.GetArgs()) > 0 || len(decl.GetEnv()) > 0 || len(decl.GetUnsetEnv()) > 0) {
-			v.add(f, "a ref server takes its args and env from its registration; args, env and unset_env apply to command servers")
-		}
-		for _, name := range decl.GetUnsetEnv() {
-			if _, both := decl.GetEnv()[name]; both {
-				v.add(f+".unset_env", "%s is both set in env and unset", name)
-			}
-		}
-		for name := range decl.GetEnv() {
-			if name == "" || strings.ContainsAny(name, "=\x00") {
-				v.add(f+".env", "variable names must be non-empty and contain no '=' or NUL")
-			}
-		}
+		sp.planStdio(v)
 	default:
 		if sp.name == "" {
 			sp.name = defaultUnnamedServer
 		}
 		v.add(f, "MCP server %q needs a url, a command or a ref; it sets only %s", sp.name, setFields(decl))
 	}
-	if rt := decl.GetReadTimeout(); rt != nil {
-		d := rt.AsDuration()
-		if rt.CheckValid() != nil || d <= 0 || d > maxReadTimeout {
-			v.add(f+".read_timeout", "must be a positive duration of at most %s", maxReadTimeout)
-		} else {
-			sp.readTimeout = d
-		}
-	}
+	sp.planReadTimeout(v)
 	for j, name := range decl.GetAllowedTools() {
 		if name == "" {
 			v.add(fmt.Sprintf("%s.allowed_tools[%d]", f, j), "must not be empty")
 		}
 	}
-	if pol := decl.GetRequireApproval(); pol != nil {
-		if _, ok := agentdv1.ApprovalMode_name[int32(pol.GetMode())]; !ok {
-			v.add(f+".require_approval.mode", "unknown mode %d", pol.GetMode())
-		}
-		if pol.GetMode() != agentdv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED && (pol.GetAlways() != nil || pol.GetNever() != nil) {
-			v.add(f+".require_approval", "mode cannot be combined with always or never")
+	validateApprovalPolicy(v, f+".require_approval", decl.GetRequireApproval())
+	return sp
+}
+
+// planURL validates a url server: an http(s) server, or an OpenAI
+// connector (mcp://), named after its host by default.
+func (sp *serverPlan) planURL(v *violations) {
+	f, decl := sp.field, sp.decl
+	u, err := url.Parse(decl.GetUrl())
+	switch {
+	case err != nil || u.Host == "":
+		v.add(f+".url", "must be an absolute http, https or mcp URL")
+	case u.Scheme == connectorScheme:
+		sp.transport = agentdv1.Transport_TRANSPORT_CONNECTOR
+	case u.Scheme == "http" || u.Scheme == "https":
+		sp.transport = agentdv1.Transport_TRANSPORT_HTTP
+	default:
+		v.add(f+".url", "must be an http, https or mcp URL")
+	}
+	if sp.name == "" {
+		sp.name = defaultUnnamedServer
+		if err == nil && u.Hostname() != "" {
+			sp.name = u.Hostname() // never the path or query: they often carry keys
 		}
 	}
-	return sp
+	for _, only := range []struct {
+		set  bool
+		name string
+	}{{len(decl.GetArgs()) > 0, "args"}, {len(decl.GetEnv()) > 0, "env"}, {len(decl.GetUnsetEnv()) > 0, "unset_env"}} {
+		if only.set {
+			v.add(f+"."+only.name, "applies to command servers only")
+		}
+	}
+	if w := decl.GetMaxReconnectionWait(); w != nil {
+		if d := w.AsDuration(); w.CheckValid() != nil || d <= 0 || d > maxReconnectionWait {
+			v.add(f+".max_reconnection_wait", "must be positive and at most %s", maxReconnectionWait)
+		}
+	}
+}
+
+// planStdio validates a command or ref server, named after its command's
+// base name or its ref by default.
+func (sp *serverPlan) planStdio(v *violations) {
+	f, decl := sp.field, sp.decl
+	sp.transport = agentdv1.Transport_TRANSPORT_STDIO
+	if decl.GetAuthorization() != "" || len(decl.GetHeaders()) > 0 || decl.GetMaxReconnectionWait() != nil {
+		v.add(f, "authorization, headers and max_reconnection_wait apply to url servers only")
+	}
+	if cmd := decl.GetCommand(); cmd != "" || decl.GetRef() != "" {
+		if sp.name == "" {
+			if cmd != "" {
+				sp.name = "command: " + filepath.Base(cmd)
+			} else {
+				sp.name = decl.GetRef()
+			}
+		}
+	} else {
+		v.add(f, "command and ref must not be empty")
+	}
+	if decl.GetRef() != "" && (len(decl.GetArgs()) > 0 || len(decl.GetEnv()) > 0 || len(decl.GetUnsetEnv()) > 0) {
+		v.add(f, "a ref server takes its args and env from its registration; args, env and unset_env apply to command servers")
+	}
+	for _, name := range decl.GetUnsetEnv() {
+		if _, both := decl.GetEnv()[name]; both {
+			v.add(f+".unset_env", "%s is both set in env and unset", name)
+		}
+	}
+	for name := range decl.GetEnv() {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			v.add(f+".env", "variable names must be non-empty and contain no '=' or NUL")
+		}
+	}
+}
+
+// planReadTimeout validates read_timeout, which every server may set.
+func (sp *serverPlan) planReadTimeout(v *violations) {
+	rt := sp.decl.GetReadTimeout()
+	if rt == nil {
+		return
+	}
+	if d := rt.AsDuration(); rt.CheckValid() != nil || d <= 0 || d > maxReadTimeout {
+		v.add(sp.field+".read_timeout", "must be a positive duration of at most %s", maxReadTimeout)
+	} else {
+		sp.readTimeout = d
+	}
+}
+
+// validateApprovalPolicy validates a server's require_approval, at field
+// f: a known mode, or always and never lists, not both.
+func validateApprovalPolicy(v *violations, f string, pol *agentdv1.ApprovalPolicy) {
+	if pol == nil {
+		return
+	}
+	if _, ok := agentdv1.ApprovalMode_name[int32(pol.GetMode())]; !ok {
+		v.add(f+".mode", "unknown mode %d", pol.GetMode())
+	}
+	if pol.GetMode() != agentdv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED && (pol.GetAlways() != nil || pol.GetNever() != nil) {
+		v.add(f, "mode cannot be combined with always or never")
+	}
 }
 
 // checkEnv refuses the variables of a command server's env that the
