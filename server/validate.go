@@ -78,6 +78,30 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 		v.add(field("agent"), "is required")
 		return nil, fault.InvalidRequest(v)
 	}
+	s.planProvider(&v, field, p)
+	if len(messages) == 0 {
+		v.add(field("messages"), "needs at least one message")
+	}
+	for i, m := range messages {
+		validateMessage(&v, field(fmt.Sprintf("messages[%d]", i)), m)
+	}
+	toolNames := validateTools(&v, field, agent.GetTools())
+	s.planSettings(&v, field, p, answerTimeout)
+	s.planServers(&v, &denied, field, p)
+	if p.provider != nil {
+		// Placement problems are reported with the others, for every
+		// server whose transport is known.
+		p.place(&v, toolNames, field("agent.mcps"))
+	}
+	if err := policy.Refusal(v, denied); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// planProvider finds the provider the agent names and checks its model.
+func (s *Service) planProvider(v *violations, field func(string) string, p *plan) {
+	agent := p.agent
 	provider, ok := s.providers.Lookup(agent.GetProvider())
 	switch {
 	case agent.GetProvider() == "":
@@ -94,15 +118,13 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 			}
 		}
 	}
-	if len(messages) == 0 {
-		v.add(field("messages"), "needs at least one message")
-	}
-	for i, m := range messages {
-		validateMessage(&v, field(fmt.Sprintf("messages[%d]", i)), m)
-	}
+}
 
+// validateTools checks the agent's function tools and returns the index
+// of each by name.
+func validateTools(v *violations, field func(string) string, tools []*agentdv1.FunctionTool) map[string]int {
 	toolNames := make(map[string]int)
-	for i, t := range agent.GetTools() {
+	for i, t := range tools {
 		f := field(fmt.Sprintf("agent.tools[%d]", i))
 		if !toolNamePattern.MatchString(t.GetName()) {
 			v.add(f+".name", "must be 1 to 64 characters of letters, digits, '_' and '-'")
@@ -117,6 +139,14 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 			}
 		}
 	}
+	return toolNames
+}
+
+// planSettings checks the agent's settings (mcp_strategy,
+// tool_name_conflict, requires_approval, max_tool_turns, provider_options)
+// and the request's answer_timeout, and takes the limits they set.
+func (s *Service) planSettings(v *violations, field func(string) string, p *plan, answerTimeout *durationValue) {
+	agent := p.agent
 	if _, ok := agentdv1.MCPStrategy_name[int32(agent.GetMcpStrategy())]; !ok {
 		v.add(field("agent.mcp_strategy"), "unknown strategy %d; one of AUTO, CLIENT, SERVER", agent.GetMcpStrategy())
 	}
@@ -155,11 +185,15 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 			}
 		}
 	}
+}
 
+// planServers validates and names the agent's MCP servers, in declaration
+// order; names must be distinct. Refused env variables go to denied.
+func (s *Service) planServers(v, denied *violations, field func(string) string, p *plan) {
 	names := make(map[string]int)
-	for i, decl := range agent.GetMcps() {
-		sp := s.planServer(&v, field(fmt.Sprintf("agent.mcps[%d]", i)), decl)
-		s.checkEnv(&denied, sp)
+	for i, decl := range p.agent.GetMcps() {
+		sp := s.planServer(v, field(fmt.Sprintf("agent.mcps[%d]", i)), decl)
+		s.checkEnv(denied, sp)
 		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
 			// Already refused; its name may be a stand-in.
 		} else if j, dup := names[sp.name]; dup {
@@ -169,15 +203,6 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 		}
 		p.servers = append(p.servers, sp)
 	}
-	if p.provider != nil {
-		// Placement problems are reported with the others, for every
-		// server whose transport is known.
-		p.place(&v, toolNames, field("agent.mcps"))
-	}
-	if err := policy.Refusal(v, denied); err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // durationValue is an optional request duration, pre-checked.
