@@ -98,6 +98,24 @@ func approvalDigest(server, tool, arguments string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// askApproval asks the client whether call i may run: an approval request
+// whose digest binds the decision to the call's server, tool and arguments.
+func (r *turnRun) askApproval(i int, owner *toolOwner) error {
+	c := r.calls[i]
+	req := &agentdv1.ApprovalRequest{
+		Id:         "approval_" + c.GetId(),
+		ToolCallId: c.GetId(),
+		ServerName: owner.serverName(),
+		ToolName:   c.GetName(),
+		Arguments:  c.GetArguments(),
+		Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
+		Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
+	}
+	r.approvals[req.GetId()] = i
+	r.requests[req.GetId()] = req
+	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}})
+}
+
 // decide applies an approval decision: declined calls get {"error":
 // "declined by user"} without running; approved ones run once, on the
 // server the approval is bound to (X-A10) — if its tool is no longer

@@ -96,18 +96,7 @@ func (r *turnRun) dispatch() error {
 				return err
 			}
 		case g.gated(c.GetName(), owner):
-			req := &agentdv1.ApprovalRequest{
-				Id:         "approval_" + c.GetId(),
-				ToolCallId: c.GetId(),
-				ServerName: owner.serverName(),
-				ToolName:   c.GetName(),
-				Arguments:  c.GetArguments(),
-				Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
-				Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
-			}
-			r.approvals[req.GetId()] = i
-			r.requests[req.GetId()] = req
-			if err := g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}}); err != nil {
+			if err := r.askApproval(i, owner); err != nil {
 				return err
 			}
 		default:
