@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -37,6 +36,8 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -238,89 +239,107 @@ type target struct {
 
 // resolve validates a session's servers, resolving refs against the
 // registered servers and checking commands, environments and addresses
-// against the configuration. Invalid declarations are InvalidArgument;
-// what the configuration does not allow is PermissionDenied naming the
-// setting.
+// against the configuration. Every problem is reported at once, by
+// policy.Refusal: InvalidArgument if any declaration is invalid, and
+// PermissionDenied, naming each setting, if the configuration's rules are
+// all that refuse it.
 func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*target, error) {
-	var violations []fault.Violation
-	bad := func(i int, field, format string, args ...any) {
-		violations = append(violations, fault.Violation{Field: fmt.Sprintf("servers[%d]%s", i, field), Description: fmt.Sprintf(format, args...)})
-	}
-	var denied error
-	deny := func(err error) {
-		if denied == nil {
-			denied = err
-		}
-	}
+	var probs problems
 	seen := make(map[string]bool)
 	targets := make([]*target, 0, len(specs))
 	for i, spec := range specs {
+		f := fmt.Sprintf("servers[%d]", i)
 		t := &target{name: spec.GetName(), readTimeout: spec.GetReadTimeout().AsDuration(), allowedTools: spec.GetAllowedTools()}
 		switch {
 		case t.name == "":
-			bad(i, ".name", "must not be empty")
+			probs.bad(f+".name", "must not be empty")
 		case seen[t.name]:
-			bad(i, ".name", "%q is used twice", t.name)
+			probs.bad(f+".name", "%q is used twice", t.name)
 		}
 		seen[t.name] = true
 		if t.readTimeout <= 0 {
-			bad(i, ".read_timeout", "must be positive")
+			probs.bad(f+".read_timeout", "must be positive")
 		}
 		parts := schemacache.KeyParts{Tenant: tenant, AllowedTools: t.allowedTools}
 		switch tr := spec.GetTransport().(type) {
 		case *bridgev1.ServerSpec_Http:
-			h := tr.Http
-			u, err := url.Parse(h.GetUrl())
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(i, ".http.url", "must be an http or https URL")
-			} else if !s.cfg.AllowPrivateNetworks && privateLiteral(h.GetUrl()) {
-				deny(fault.New(fault.Permission,
-					"MCP server %q: its URL names a loopback, private or link-local address, which bridge.allow_private_networks does not allow", t.name))
-			}
-			t.http = &mcpconn.HTTPSpec{
-				Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),
-				MaxReconnectionWait: h.GetMaxReconnectionWait().AsDuration(), Transport: s.transport,
-			}
-			parts.URL, parts.Authorization, parts.Headers = h.GetUrl(), h.GetAuthorization(), h.GetHeaders()
+			s.resolveHTTP(&probs, f+".http", t, tr.Http, &parts)
 		case *bridgev1.ServerSpec_Stdio:
-			st := tr.Stdio
-			cmd := st.GetCommand()
-			if !slices.Contains(s.cfg.AllowedCommands, cmd) {
-				deny(fault.New(fault.Permission,
-					"MCP server %q: the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref",
-					t.name, filepath.Base(cmd)))
-			}
-			for _, name := range slices.Sorted(maps.Keys(st.GetEnv())) {
-				if steering(name, s.cfg.AllowedEnv) {
-					deny(fault.New(fault.Permission,
-						"MCP server %q: env may not set %s, which steers how programs are found or loaded, unless bridge.allowed_env lists it",
-						t.name, name))
-				}
-			}
-			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: st.GetArgs(), Env: st.GetEnv(), Unset: st.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
-			parts.Command, parts.Args, parts.Env, parts.Unset = cmd, st.GetArgs(), st.GetEnv(), st.GetUnsetEnv()
+			s.resolveStdio(&probs, f+".stdio", t, tr.Stdio, &parts)
 		case *bridgev1.ServerSpec_Ref:
-			reg, ok := s.cfg.Servers[tr.Ref]
-			if !ok {
-				bad(i, ".ref", "no server named %q is registered under bridge.servers", tr.Ref)
-				break
-			}
-			t.ref = tr.Ref
-			t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: s.cfg.TerminateGrace}
-			parts.Command, parts.Args, parts.Env = "ref:"+tr.Ref, reg.Args, reg.Env
+			s.resolveRef(&probs, f+".ref", t, tr.Ref, &parts)
 		default:
-			bad(i, "", "needs http, stdio or ref")
+			probs.bad(f, "needs http, stdio or ref")
 		}
 		t.key = schemacache.NewKey(parts)
 		targets = append(targets, t)
 	}
-	if len(violations) > 0 {
-		return nil, fault.InvalidRequest(violations)
-	}
-	if denied != nil {
-		return nil, denied
+	if err := policy.Refusal(probs.invalid, probs.denied); err != nil {
+		return nil, err
 	}
 	return targets, nil
+}
+
+// problems collects what refuses a session's servers: invalid
+// declarations, and what the configuration does not allow.
+type problems struct {
+	invalid, denied []fault.Violation
+}
+
+func (p *problems) bad(field, format string, args ...any) {
+	p.invalid = append(p.invalid, fault.Violation{Field: field, Description: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) deny(field, format string, args ...any) {
+	p.denied = append(p.denied, fault.Violation{Field: field, Description: fmt.Sprintf(format, args...)})
+}
+
+// resolveHTTP resolves an HTTP server, declared at field f: an http or
+// https URL that, unless bridge.allow_private_networks, names no private
+// address.
+func (s *Service) resolveHTTP(probs *problems, f string, t *target, h *bridgev1.HTTPTarget, parts *schemacache.KeyParts) {
+	u, err := url.Parse(h.GetUrl())
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		probs.bad(f+".url", "must be an http or https URL")
+	} else if !s.cfg.AllowPrivateNetworks && netaddr.PrivateHost(u.Hostname()) {
+		probs.deny(f+".url",
+			"MCP server %q: its URL names localhost or a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow", t.name)
+	}
+	t.http = &mcpconn.HTTPSpec{
+		Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),
+		MaxReconnectionWait: h.GetMaxReconnectionWait().AsDuration(), Transport: s.transport,
+	}
+	parts.URL, parts.Authorization, parts.Headers = h.GetUrl(), h.GetAuthorization(), h.GetHeaders()
+}
+
+// resolveStdio resolves a server started by a request's command, declared
+// at field f: a command that bridge.allowed_commands lists, and no env
+// variable that steers programs unless bridge.allowed_env lists it.
+func (s *Service) resolveStdio(probs *problems, f string, t *target, st *bridgev1.StdioTarget, parts *schemacache.KeyParts) {
+	cmd := st.GetCommand()
+	if !slices.Contains(s.cfg.AllowedCommands, cmd) {
+		probs.deny(f+".command",
+			"MCP server %q: the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref",
+			t.name, filepath.Base(cmd))
+	}
+	for _, name := range policy.RefusedEnv(st.GetEnv(), s.cfg.AllowedEnv) {
+		probs.deny(f+".env", "MCP server %q: %s", t.name, policy.EnvRefusal(name))
+	}
+	t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: st.GetArgs(), Env: st.GetEnv(), Unset: st.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
+	parts.Command, parts.Args, parts.Env, parts.Unset = cmd, st.GetArgs(), st.GetEnv(), st.GetUnsetEnv()
+}
+
+// resolveRef resolves a server registered under bridge.servers, declared
+// at field f.
+func (s *Service) resolveRef(probs *problems, f string, t *target, ref string, parts *schemacache.KeyParts) {
+	reg, ok := s.cfg.Servers[ref]
+	if !ok {
+		probs.bad(f, "no server named %q is registered under bridge.servers", ref)
+		return
+	}
+	t.ref = ref
+	t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: s.cfg.TerminateGrace}
+	parts.Command, parts.Args, parts.Env = "ref:"+ref, reg.Args, reg.Env
 }
 
 func newID() string {

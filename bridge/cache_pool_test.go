@@ -357,8 +357,8 @@ func TestEnvPolicy(t *testing.T) {
 	closeSession(t, f.client, id)
 }
 
-// X-S2: url servers on loopback, private or link-local addresses are
-// refused unless bridge.allow_private_networks.
+// X-S2: url servers on loopback, private, shared (X-H5) or link-local
+// addresses are refused unless bridge.allow_private_networks.
 func TestPrivateNetworkPolicy(t *testing.T) {
 	t.Parallel()
 	httpSpec := func(url string) *bridgev1.ServerSpec {
@@ -366,7 +366,7 @@ func TestPrivateNetworkPolicy(t *testing.T) {
 			Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: url, Authorization: "tok-secret"}}}
 	}
 	f := newFixture(t)
-	for _, url := range []string{"http://127.0.0.1:9/mcp", "http://localhost:9/key-secret", "http://[::1]:9/mcp", "http://10.1.2.3/mcp", "http://169.254.169.254/latest", "http://192.168.0.10/mcp"} {
+	for _, url := range []string{"http://127.0.0.1:9/mcp", "http://localhost:9/key-secret", "http://[::1]:9/mcp", "http://10.1.2.3/mcp", "http://169.254.169.254/latest", "http://192.168.0.10/mcp", "https://100.64.1.2/mcp", "https://[::ffff:100.64.1.2]/mcp"} {
 		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{httpSpec(url)}})
 		if err == nil {
 			_, err = stream.Recv()

@@ -10,19 +10,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // emptyErrorMessage stands in for a JSON-RPC error without a message.
 const emptyErrorMessage = "The MCP server returned an empty error."
-
-// errorOutput renders a failure for the model: {"error": "<message>"}.
-func errorOutput(msg string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(map[string]string{"error": msg})
-	return strings.TrimSuffix(b.String(), "\n")
-}
 
 // flattenRPCError turns a tool's JSON-RPC error into data for the model.
 func flattenRPCError(err *jsonrpc.Error) *bridgev1.CallToolResponse {
@@ -30,7 +22,7 @@ func flattenRPCError(err *jsonrpc.Error) *bridgev1.CallToolResponse {
 	if strings.TrimSpace(msg) == "" {
 		msg = emptyErrorMessage
 	}
-	return &bridgev1.CallToolResponse{Output: errorOutput(msg), IsError: true}
+	return &bridgev1.CallToolResponse{Output: toolerror.JSON(msg), IsError: true}
 }
 
 // flatten turns a tool result into what the model sees: structured content
@@ -67,7 +59,7 @@ func flatten(res *mcp.CallToolResult) *bridgev1.CallToolResponse {
 		if strings.TrimSpace(msg) == "" {
 			msg = emptyErrorMessage
 		}
-		out.Output = errorOutput(msg)
+		out.Output = toolerror.JSON(msg)
 	case res.StructuredContent != nil:
 		var b bytes.Buffer
 		enc := json.NewEncoder(&b)
@@ -95,7 +87,7 @@ func capResult(res *bridgev1.CallToolResponse, tool string, limit int) *bridgev1
 	if limit <= 0 || size <= limit {
 		return res
 	}
-	return &bridgev1.CallToolResponse{IsError: true, Output: errorOutput(fmt.Sprintf(
+	return &bridgev1.CallToolResponse{IsError: true, Output: toolerror.JSON(fmt.Sprintf(
 		"the result of the tool %q is %d bytes, more than the %d bytes agentd passes on (bridge.max_result_bytes); ask it for less, such as a narrower query or one page",
 		tool, size, limit))}
 }

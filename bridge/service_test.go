@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 func wantCode(t *testing.T, err error, code codes.Code) *status.Status {
@@ -170,8 +172,8 @@ func TestOpenSessionInvalid(t *testing.T) {
 			{"servers[2].name", `"x" is used twice`},
 			{"servers[2].read_timeout", "positive"},
 		}},
-		{"invalid wins over a denied command", []*bridgev1.ServerSpec{spec("", ok, denied)},
-			[]violation{{"servers[0].name", "must not be empty"}}},
+		{"X-D9 an invalid declaration makes a denied command InvalidArgument, both listed", []*bridgev1.ServerSpec{spec("", ok, denied)},
+			[]violation{{"servers[0].name", "must not be empty"}, {"servers[0].stdio.command", "bridge.allowed_commands"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,6 +202,83 @@ func TestOpenSessionInvalid(t *testing.T) {
 			for _, s := range []string{"secret-path", "sk-123", "tok-secret"} {
 				if strings.Contains(st.Message(), s) {
 					t.Errorf("message %q contains %q", st.Message(), s)
+				}
+			}
+		})
+	}
+	if n := f.svc.Sessions(); n != 0 {
+		t.Errorf("Sessions() = %d after refused opens", n)
+	}
+}
+
+// TestOpenSessionEveryProblem: X-D9. resolve reports every problem of a
+// session's servers at once: every refused env variable, every command
+// and address the configuration does not allow, and every invalid
+// declaration. Any invalid one makes the refusal InvalidArgument; the
+// configuration's rules alone make it PermissionDenied. Either way each
+// problem is a field violation naming its setting, and no value shows.
+func TestOpenSessionEveryProblem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	type violation struct{ Field, Has string }
+	steered := &bridgev1.ServerSpec{Name: "steered", ReadTimeout: durationpb.New(roomyTimeout), Transport: &bridgev1.ServerSpec_Stdio{Stdio: &bridgev1.StdioTarget{
+		Command: f.exe, Env: map[string]string{"NODE_OPTIONS": "--require=/tmp/sk-env-1.js", "LD_PRELOAD": "/tmp/sk-env-2.so", "API_KEY": "sk-env-3"},
+	}}}
+	intruder := &bridgev1.ServerSpec{Name: "intruder", ReadTimeout: durationpb.New(roomyTimeout), Transport: &bridgev1.ServerSpec_Stdio{Stdio: &bridgev1.StdioTarget{
+		Command: "/usr/bin/env", Env: map[string]string{"PATH": "/tmp/sk-env-4"},
+	}}}
+	lan := &bridgev1.ServerSpec{Name: "lan", ReadTimeout: durationpb.New(roomyTimeout), Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{
+		Url: "https://100.64.1.2/secret-path", Authorization: "tok-secret",
+	}}}
+	slow := refSpec("slow", "tools")
+	slow.ReadTimeout = durationpb.New(0)
+	denied := []violation{
+		{"servers[0].stdio.env", "LD_PRELOAD"},
+		{"servers[0].stdio.env", "NODE_OPTIONS"},
+		{"servers[1].stdio.command", "bridge.allowed_commands"},
+		{"servers[1].stdio.env", "PATH"},
+		{"servers[2].http.url", "bridge.allow_private_networks"},
+	}
+	tests := []struct {
+		name  string
+		specs []*bridgev1.ServerSpec
+		code  codes.Code
+		want  []violation
+	}{
+		{"X-D9 the configuration's rules alone: PermissionDenied, every problem listed", []*bridgev1.ServerSpec{steered, intruder, lan}, codes.PermissionDenied, denied},
+		{"X-D9 with an invalid declaration: InvalidArgument, every problem listed", []*bridgev1.ServerSpec{steered, intruder, lan, slow}, codes.InvalidArgument,
+			append([]violation{{"servers[3].read_timeout", "positive"}}, denied...)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: tc.specs})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			st := wantCode(t, err, tc.code)
+			var got []violation
+			for _, d := range st.Details() {
+				if br, ok := d.(*errdetails.BadRequest); ok {
+					for _, v := range br.GetFieldViolations() {
+						got = append(got, violation{v.GetField(), v.GetDescription()})
+					}
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("violations = %v, want %v", got, tc.want)
+			}
+			for i, w := range tc.want {
+				if got[i].Field != w.Field || !strings.Contains(got[i].Has, w.Has) {
+					t.Errorf("violation %d = %v, want field %s saying %q", i, got[i], w.Field, w.Has)
+				}
+				if !strings.Contains(st.Message(), w.Has) {
+					t.Errorf("message %q does not name %s", st.Message(), w.Has)
+				}
+			}
+			for _, secret := range []string{"sk-env", "secret-path", "tok-secret"} {
+				if strings.Contains(fmt.Sprint(st.Proto()), secret) {
+					t.Errorf("status carries %q: %v", secret, st.Proto())
 				}
 			}
 		})
@@ -296,7 +375,7 @@ func TestCallTool(t *testing.T) {
 	f := newFixture(t)
 	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
 	errOut := func(msg string) *bridgev1.CallToolResponse {
-		return &bridgev1.CallToolResponse{Output: errorOutput(msg), IsError: true}
+		return &bridgev1.CallToolResponse{Output: toolerror.JSON(msg), IsError: true}
 	}
 	tests := []struct {
 		name, tool, args string

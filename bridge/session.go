@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/bridge/internal/schemacache"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // session holds the connections of one generation.
@@ -318,7 +319,7 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 	}
 	args := json.RawMessage(arguments)
 	if !jsonObject(args) {
-		return &bridgev1.CallToolResponse{Output: errorOutput("the arguments are not a JSON object"), IsError: true}, nil
+		return &bridgev1.CallToolResponse{Output: toolerror.JSON("the arguments are not a JSON object"), IsError: true}, nil
 	}
 	conn, err := srv.connection(ctx)
 	if err != nil {

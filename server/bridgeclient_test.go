@@ -186,6 +186,27 @@ func TestBridgeErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "X-D9 the bridge's policy refusals keep PermissionDenied and every violation, at its place in the request",
+			bridge: func(t *testing.T) *fakeBridgeService {
+				return &fakeBridgeService{onOpen: func(*bridgev1.OpenSessionRequest) error {
+					return statusWith(t, codes.PermissionDenied, "request not allowed", &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+						{Field: "servers[0].stdio.command", Description: `MCP server "sh": the command "sh" is not allowed by bridge.allowed_commands`},
+						{Field: "servers[0].stdio.env", Description: `MCP server "sh": may not set LD_PRELOAD`},
+						{Field: "servers[1].http.url", Description: `MCP server "lan": its URL names a private address`},
+					}})
+				}}
+			},
+			provider: "script",
+			mcps:     []*agentdv1.MCPServer{commandServer("sh", "/bin/sh"), urlServer("lan", "https://10.1.2.3/mcp")},
+			wantCode: codes.PermissionDenied,
+			wantMsg:  "bridge.allowed_commands",
+			wantFields: []*errdetails.BadRequest_FieldViolation{
+				{Field: "start.agent.mcps[0].command", Description: `MCP server "sh": the command "sh" is not allowed by bridge.allowed_commands`},
+				{Field: "start.agent.mcps[0].env", Description: `MCP server "sh": may not set LD_PRELOAD`},
+				{Field: "start.agent.mcps[1].url", Description: `MCP server "lan": its URL names a private address`},
+			},
+		},
+		{
 			name: "a permission refusal keeps its code",
 			bridge: func(t *testing.T) *fakeBridgeService {
 				return &fakeBridgeService{onOpen: func(*bridgev1.OpenSessionRequest) error {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,9 +20,6 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
 )
-
-// declinedOutput is what the model gets for a call the user declined.
-const declinedOutput = `{"error":"declined by user"}`
 
 // generation is one run of the tool loop: a new one, or a paused one
 // resumed.
@@ -377,42 +373,4 @@ func addUsage(total, u *agentdv1.Usage) {
 	total.CacheReadInputTokens += u.GetCacheReadInputTokens()
 	total.CacheWriteInputTokens += u.GetCacheWriteInputTokens()
 	total.ToolSchemaBytes += u.GetToolSchemaBytes()
-}
-
-// gated reports whether a call to name waits for approval (R-A1, R-A4):
-// requires_approval names it (by the name offered to the model or, for a
-// prefixed MCP tool, its server's name for it), or its server's policy
-// gates it.
-func (g *generation) gated(name string, owner *toolOwner) bool {
-	names := g.plan.agent.GetRequiresApproval()
-	if slices.Contains(names, name) || slices.Contains(names, owner.toolName(name)) {
-		return true
-	}
-	return owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && policyGates(owner.server.decl.GetRequireApproval(), owner.serverTool)
-}
-
-// approvalDigest binds an approval to (server, tool, arguments): the
-// arguments are canonicalized, so key order and spacing do not matter.
-func approvalDigest(server, tool, arguments string) string {
-	canonical := arguments
-	// Numbers stay as written (UseNumber): as float64, integers beyond 2^53
-	// that differ would digest alike.
-	dec := json.NewDecoder(strings.NewReader(arguments))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) == nil && !dec.More() {
-		if _, err := dec.Token(); errors.Is(err, io.EOF) {
-			if b, err := json.Marshal(v); err == nil {
-				canonical = string(b)
-			}
-		}
-	}
-	sum := sha256.Sum256([]byte(server + "\x00" + tool + "\x00" + canonical))
-	return hex.EncodeToString(sum[:])
-}
-
-// errorJSON renders {"error": msg} for the model.
-func errorJSON(msg string) string {
-	b, _ := json.Marshal(map[string]string{"error": msg})
-	return string(b)
 }

@@ -155,6 +155,14 @@ func TestToolResults(t *testing.T) {
 			wantFinished: []bool{true, false},
 		},
 		{
+			name:  "R-T3 the error quotes the name as written, without HTML escaping",
+			calls: `[{"name": "a<b>&c", "arguments": {}}]`,
+			want: &agentdv1.Message{Role: agentdv1.Role_ROLE_TOOL, Parts: []*agentdv1.Part{
+				resultPart("call_1_1", "a<b>&c", `{"error":"no tool named \"a<b>&c\" is offered"}`, true),
+			}},
+			wantFinished: []bool{true},
+		},
+		{
 			name:  "R-T4 an isError result reaches the model flagged",
 			calls: `[{"name": "echo", "arguments": {"x": 1}}]`,
 			onCall: func(context.Context, string, string, string) (*bridgev1.CallToolResponse, error) {

@@ -66,11 +66,22 @@ func dial(t *testing.T, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
 // newClient serves an AgentService backed by bridge and ps.
 func newClient(t *testing.T, bridge server.Bridge, ps ...providers.Provider) agentdv1.AgentServiceClient {
 	t.Helper()
+	return newClientWith(t, server.Options{Bridge: bridge}, ps...)
+}
+
+// newClientWith serves an AgentService with opts, the providers ps and,
+// unless opts sets one, the default configuration.
+func newClientWith(t *testing.T, opts server.Options, ps ...providers.Provider) agentdv1.AgentServiceClient {
+	t.Helper()
 	reg, err := providers.NewRegistry(ps...)
 	if err != nil {
 		t.Fatalf("providers.NewRegistry: %v", err)
 	}
-	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: config.Default().Generation})
+	opts.Providers = reg
+	if opts.Config == (config.Generation{}) {
+		opts.Config = config.Default().Generation
+	}
+	svc := server.New(opts)
 	return agentdv1.NewAgentServiceClient(dial(t, svc.Register))
 }
 

@@ -14,6 +14,8 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // checkpointVersion is the format of the checkpoints this agentd writes.
@@ -24,7 +26,7 @@ const storeTimeout = 10 * time.Second
 
 // unknownOutcome is the result of an approved call whose resume died
 // while it may have been running: it is not run a second time.
-const unknownOutcome = `{"error":"agentd stopped while resuming this call, which may have run; it is not run again"}`
+var unknownOutcome = toolerror.JSON("agentd stopped while resuming this call, which may have run; it is not run again")
 
 // resumption is what a resumed generation continues from.
 type resumption struct {
@@ -227,83 +229,30 @@ func (g *generation) progress(ctx context.Context) error {
 
 // resumeGeneration validates a resume and claims the paused generation for
 // it: nothing runs before every check passed (R-A7), and of two resumes of
-// one pause, only one gets it (R-A8).
+// one pause, only one gets it (R-A8). It loads the paused generation,
+// checks that it may be resumed and that the resume answers it, then
+// claims it.
 func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGeneration) (*generation, error) {
-	var v violations
-	if r.GetGenerationId() == "" {
-		v.add("resume.generation_id", "is required")
-	}
-	if r.GetAgent() == nil {
-		v.add("resume.agent", "is required: the agent's declarations, with their credentials, as when it started")
-	}
-	if len(v) > 0 {
-		return nil, fault.InvalidRequest(v)
-	}
-	if s.checkpoints == nil {
-		return nil, fault.New(fault.NotFound, "no paused generation %q", r.GetGenerationId())
+	if err := checkResumeRequest(r); err != nil {
+		return nil, err
 	}
 	tenant := defaultTenant
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	rec, err := s.checkpoints.Get(sctx, tenant, r.GetGenerationId())
+	rec, cp, err := s.loadPaused(sctx, tenant, r.GetGenerationId())
 	if err != nil {
 		return nil, err
 	}
-	cp := &statev1.Checkpoint{}
-	if err := proto.Unmarshal(rec.Data, cp); err != nil || !consistent(cp, r.GetGenerationId()) {
-		return nil, fault.New(fault.FailedPrecondition, "the paused generation %q cannot be read by this agentd", r.GetGenerationId())
-	}
-	if rec.Claimed && rec.ClaimedAt.After(time.Now().Add(-s.cfg.ResumeStaleAfter)) {
-		return nil, fault.New(fault.Conflict, "the paused generation %q is being resumed by another request", r.GetGenerationId()).
-			WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": r.GetGenerationId()})
-	}
-	// A claim still recorded is an earlier resume's that stopped (it died,
-	// or failed and was itself a takeover): what it approved may have run.
-	interrupted := map[string]bool{}
-	if c := cp.GetClaim(); c != nil {
-		if c.GetProgressed() {
-			return nil, fault.New(fault.FailedPrecondition,
-				"the resume of generation %q stopped after it had gone past its paused turn; resuming it again could repeat the tool calls made since, so it cannot be resumed", r.GetGenerationId()).
-				WithInfo("GENERATION_PROGRESSED", map[string]string{"generation_id": r.GetGenerationId()})
-		}
-		for _, d := range c.GetApprovalDecisions() {
-			if d.GetApproved() {
-				interrupted[d.GetRequestId()] = true
-			}
-		}
-		for _, id := range c.GetMayHaveRun() {
-			interrupted[id] = true
-		}
-	}
-
-	var timeout *durationValue
-	if at := r.GetAnswerTimeout(); at != nil {
-		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
-	}
-	p, err := s.newPlan("resume", r.GetAgent(), cp.GetMessages(), timeout)
+	interrupted, err := s.checkClaimable(rec, cp)
 	if err != nil {
 		return nil, err
 	}
-	if agent := r.GetAgent(); agent.GetProvider() != cp.GetProvider() || cp.GetModel() != "" && agent.GetModel() != cp.GetModel() {
-		v.add("resume.agent", "%s", fmt.Sprintf("the generation paused on %s (%s); it cannot resume on %s (%s)",
-			cp.GetProvider(), cp.GetModel(), agent.GetProvider(), agent.GetModel()))
-	}
-	checkAnswers(&v, cp.GetTurn(), r)
-	if len(v) > 0 {
-		return nil, fault.InvalidRequest(v)
-	}
-
-	claimed := proto.Clone(cp).(*statev1.Checkpoint)
-	claimed.Claim = &statev1.Claim{
-		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now(),
-		MayHaveRun: slices.Sorted(maps.Keys(interrupted)),
-	}
-	data, err := proto.Marshal(claimed)
+	p, err := s.checkResume(r, cp)
 	if err != nil {
-		return nil, fault.Wrap(fault.Internal, err, "encoding the checkpoint")
+		return nil, err
 	}
-	now := time.Now()
-	if err := s.checkpoints.Claim(sctx, tenant, r.GetGenerationId(), rec.Version, data, now, now.Add(-s.cfg.ResumeStaleAfter)); err != nil {
+	claimed, err := s.claim(sctx, tenant, r, rec, cp, interrupted)
+	if err != nil {
 		return nil, err
 	}
 	g := &generation{
@@ -335,6 +284,114 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		g.answered[id] = true
 	}
 	return g, nil
+}
+
+// checkResumeRequest requires what a resume must name before anything is
+// loaded: the generation, and the agent to run it with.
+func checkResumeRequest(r *agentdv1.ResumeGeneration) error {
+	var v violations
+	if r.GetGenerationId() == "" {
+		v.add("resume.generation_id", "is required")
+	}
+	if r.GetAgent() == nil {
+		v.add("resume.agent", "is required: the agent's declarations, with their credentials, as when it started")
+	}
+	if len(v) > 0 {
+		return fault.InvalidRequest(v)
+	}
+	return nil
+}
+
+// loadPaused reads the paused generation id and decodes its checkpoint,
+// refusing one this agentd cannot read (see consistent).
+func (s *Service) loadPaused(ctx context.Context, tenant, id string) (store.Record, *statev1.Checkpoint, error) {
+	if s.checkpoints == nil {
+		return store.Record{}, nil, fault.New(fault.NotFound, "no paused generation %q", id)
+	}
+	rec, err := s.checkpoints.Get(ctx, tenant, id)
+	if err != nil {
+		return store.Record{}, nil, err
+	}
+	cp := &statev1.Checkpoint{}
+	if err := proto.Unmarshal(rec.Data, cp); err != nil || !consistent(cp, id) {
+		return store.Record{}, nil, fault.New(fault.FailedPrecondition, "the paused generation %q cannot be read by this agentd", id)
+	}
+	return rec, cp, nil
+}
+
+// checkClaimable refuses a paused generation that another resume holds, or
+// whose earlier resume went past its paused turn. It returns the approval
+// requests that an earlier resume, since stopped, had approved: they may
+// have run.
+func (s *Service) checkClaimable(rec store.Record, cp *statev1.Checkpoint) (interrupted map[string]bool, _ error) {
+	id := cp.GetGenerationId()
+	if rec.Claimed && rec.ClaimedAt.After(time.Now().Add(-s.cfg.ResumeStaleAfter)) {
+		return nil, fault.New(fault.Conflict, "the paused generation %q is being resumed by another request", id).
+			WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": id})
+	}
+	// A claim still recorded is an earlier resume's that stopped (it died,
+	// or failed and was itself a takeover): what it approved may have run.
+	interrupted = map[string]bool{}
+	if c := cp.GetClaim(); c != nil {
+		if c.GetProgressed() {
+			return nil, fault.New(fault.FailedPrecondition,
+				"the resume of generation %q stopped after it had gone past its paused turn; resuming it again could repeat the tool calls made since, so it cannot be resumed", id).
+				WithInfo("GENERATION_PROGRESSED", map[string]string{"generation_id": id})
+		}
+		for _, d := range c.GetApprovalDecisions() {
+			if d.GetApproved() {
+				interrupted[d.GetRequestId()] = true
+			}
+		}
+		for _, reqID := range c.GetMayHaveRun() {
+			interrupted[reqID] = true
+		}
+	}
+	return interrupted, nil
+}
+
+// checkResume validates the resume against its checkpoint: the agent, on
+// the provider and model it paused on, and exactly one answer for every
+// request the paused turn waits for. It returns the plan to run.
+func (s *Service) checkResume(r *agentdv1.ResumeGeneration, cp *statev1.Checkpoint) (*plan, error) {
+	var timeout *durationValue
+	if at := r.GetAnswerTimeout(); at != nil {
+		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
+	}
+	p, err := s.newPlan("resume", r.GetAgent(), cp.GetMessages(), timeout)
+	if err != nil {
+		return nil, err
+	}
+	var v violations
+	if agent := r.GetAgent(); agent.GetProvider() != cp.GetProvider() || cp.GetModel() != "" && agent.GetModel() != cp.GetModel() {
+		v.add("resume.agent", "%s", fmt.Sprintf("the generation paused on %s (%s); it cannot resume on %s (%s)",
+			cp.GetProvider(), cp.GetModel(), agent.GetProvider(), agent.GetModel()))
+	}
+	checkAnswers(&v, cp.GetTurn(), r)
+	if len(v) > 0 {
+		return nil, fault.InvalidRequest(v)
+	}
+	return p, nil
+}
+
+// claim records the resume's answers in the checkpoint and claims it, if
+// nobody changed it since rec was read (or the claim that did is stale).
+// It returns the checkpoint as claimed.
+func (s *Service) claim(ctx context.Context, tenant string, r *agentdv1.ResumeGeneration, rec store.Record, cp *statev1.Checkpoint, interrupted map[string]bool) (*statev1.Checkpoint, error) {
+	claimed := proto.Clone(cp).(*statev1.Checkpoint)
+	claimed.Claim = &statev1.Claim{
+		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now(),
+		MayHaveRun: slices.Sorted(maps.Keys(interrupted)),
+	}
+	data, err := proto.Marshal(claimed)
+	if err != nil {
+		return nil, fault.Wrap(fault.Internal, err, "encoding the checkpoint")
+	}
+	now := time.Now()
+	if err := s.checkpoints.Claim(ctx, tenant, r.GetGenerationId(), rec.Version, data, now, now.Add(-s.cfg.ResumeStaleAfter)); err != nil {
+		return nil, err
+	}
+	return claimed, nil
 }
 
 // consistent reports whether a decoded checkpoint can be resumed as the

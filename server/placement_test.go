@@ -7,10 +7,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/anthropic"
 )
 
 // TestPlacement proves where each MCP server runs (R-S1–R-S4, R-A2, R-A3):
@@ -181,7 +184,7 @@ func TestPlacementServerRefusals(t *testing.T) {
 			name:      "R-S4 a server on a loopback address",
 			servesURL: true,
 			mcps:      []*agentdv1.MCPServer{urlServer("local", "http://127.0.0.1:8080/secret-path")},
-			want:      []violation{{"start.agent.mcps[0]", []string{`"local"`, "urlprov", "loopback or private address", "AUTO"}}},
+			want:      []violation{{"start.agent.mcps[0]", []string{`"local"`, "urlprov", "loopback, private", "AUTO"}}},
 		},
 		{
 			name:      "R-S4 a server the provider cannot serve (its ServerProblem)",
@@ -349,4 +352,42 @@ func TestProviderServerLimit(t *testing.T) {
 func withHeaders(s *agentdv1.MCPServer) *agentdv1.MCPServer {
 	s.Headers = map[string]string{"X-Tenant": "acme"}
 	return s
+}
+
+// TestPlacementSharedAddress: X-H5. On Anthropic, which serves url
+// servers, AUTO keeps a server on the shared address space (100.64.0.0/10,
+// which Anthropic's cloud cannot reach and the bridge's policy refuses
+// alike) in the bridge, as it does any private address, while a public
+// server goes to Anthropic; SERVER refuses it, saying why.
+func TestPlacementSharedAddress(t *testing.T) {
+	t.Parallel()
+	bridge, _ := noIO(t)
+	client := newClient(t, bridge, anthropic.New(providers.Settings{}))
+	t.Cleanup(func() { wantCounts(t, bridge, bridgeCounts{}) })
+	public := urlServer("public", "https://mcp.example.com/mcp")
+	for _, raw := range []string{"https://100.64.1.2/mcp", "https://[::ffff:100.64.1.2]/mcp", "https://100.127.0.9:8443/mcp"} {
+		t.Run("X-H5 "+raw, func(t *testing.T) {
+			t.Parallel()
+			shared := urlServer("shared", raw)
+			agent := &agentdv1.Agent{Provider: "anthropic", Model: "claude-sonnet-4-5", Mcps: []*agentdv1.MCPServer{shared, public}}
+
+			got, err := client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: agent, Messages: userSays("hi")})
+			if err != nil {
+				t.Fatalf("Preview: %v", err)
+			}
+			want := []*agentdv1.ServerPlacement{{Name: "public", Placement: agentdv1.Placement_PLACEMENT_PROVIDER, Transport: agentdv1.Transport_TRANSPORT_HTTP}}
+			if diff := protoDiff(want, got.GetProviderServers()); diff != "" {
+				t.Errorf("X-H5 servers at Anthropic under AUTO (-want +got):\n%s", diff)
+			}
+
+			agent.McpStrategy = agentdv1.MCPStrategy_MCP_STRATEGY_SERVER
+			_, err = client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: agent, Messages: userSays("hi")})
+			st := status.Convert(err)
+			wantCode(t, st, codes.InvalidArgument)
+			if diff := cmp.Diff([]string{"agent.mcps[0]"}, violationFields(st)); diff != "" {
+				t.Errorf("X-H5 violated fields under SERVER (-want +got):\n%s", diff)
+			}
+			wantFacts(t, "agent.mcps[0]", description(t, st, "agent.mcps[0]"), `"shared"`, "shared", "AUTO")
+		})
+	}
 }

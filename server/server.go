@@ -39,6 +39,10 @@ type Options struct {
 	Bridge Bridge
 	// Config holds the tool loop's defaults and limits.
 	Config config.Generation
+	// AllowedEnv is the bridge's bridge.allowed_env: the variables that
+	// steer programs which a request's env may set nonetheless. Validation
+	// refuses the others up front, with the request's other problems.
+	AllowedEnv []string
 	// TracerProvider makes the spans of model turns and tool calls; nil
 	// means none.
 	TracerProvider trace.TracerProvider
@@ -55,6 +59,7 @@ type Service struct {
 	providers   *providers.Registry
 	bridge      Bridge
 	cfg         config.Generation
+	allowedEnv  []string
 	tracer      trace.Tracer
 	checkpoints store.Checkpoints
 }
@@ -74,6 +79,7 @@ func New(opts Options) *Service {
 		providers:   opts.Providers,
 		bridge:      opts.Bridge,
 		cfg:         opts.Config,
+		allowedEnv:  opts.AllowedEnv,
 		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
 		checkpoints: opts.Checkpoints,
 	}

@@ -15,6 +15,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // turnRun is one tool turn's calls: their results, and the approval
@@ -95,18 +96,7 @@ func (r *turnRun) dispatch() error {
 				return err
 			}
 		case g.gated(c.GetName(), owner):
-			req := &agentdv1.ApprovalRequest{
-				Id:         "approval_" + c.GetId(),
-				ToolCallId: c.GetId(),
-				ServerName: owner.serverName(),
-				ToolName:   c.GetName(),
-				Arguments:  c.GetArguments(),
-				Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
-				Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
-			}
-			r.approvals[req.GetId()] = i
-			r.requests[req.GetId()] = req
-			if err := g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}}); err != nil {
+			if err := r.askApproval(i, owner); err != nil {
 				return err
 			}
 		default:
@@ -128,7 +118,7 @@ func (r *turnRun) setResult(i int, res *agentdv1.ToolResult) {
 // model can recover from (R-T3); the client sees the call too.
 func (r *turnRun) unknownTool(i int) error {
 	c := r.calls[i]
-	out := errorJSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
+	out := toolerror.JSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
 	r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true, Output: out})
 	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
 		CallId: c.GetId(), ToolName: c.GetName(), Arguments: c.GetArguments(), Turn: int32(r.turn),
@@ -285,47 +275,6 @@ func (r *turnRun) awaitAnswers() (err error) {
 			return context.Cause(r.ctx)
 		}
 	}
-}
-
-// decide applies an approval decision: declined calls get {"error":
-// "declined by user"} without running; approved ones run once, on the
-// server the approval is bound to (X-A10) — if its tool is no longer
-// offered there, they get an error instead, without a call (R-A8).
-func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
-	g := r.g
-	i, ok := r.approvals[d.GetRequestId()]
-	if !ok && g.answered[d.GetRequestId()] {
-		// A repeated answer: the call runs at most once. (Pending requests
-		// come first: a provider may reuse a call id in a later turn.)
-		return nil
-	}
-	if !ok {
-		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
-	}
-	req := r.requests[d.GetRequestId()]
-	if d.GetDigest() != "" && d.GetDigest() != req.GetDigest() {
-		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
-	}
-	delete(r.approvals, d.GetRequestId())
-	delete(r.requests, d.GetRequestId())
-	g.answered[d.GetRequestId()] = true
-	c := r.calls[i]
-	if !d.GetApproved() {
-		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
-		return nil
-	}
-	owner := g.owners[c.GetName()]
-	if owner == nil || approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()) != req.GetDigest() {
-		what := "is no longer offered"
-		if req.GetServerName() != "" {
-			what = "is no longer offered by its MCP server"
-		}
-		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
-			Output: errorJSON(fmt.Sprintf("%s %s", c.GetName(), what))})
-		return nil
-	}
-	r.started = true
-	return r.start(i, owner)
 }
 
 func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {

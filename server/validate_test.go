@@ -8,11 +8,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/providers/scripted"
+	"github.com/agentd/agentd/server"
 )
 
 // TestGenerateValidation proves that a bad request is refused up front, as
@@ -276,5 +278,138 @@ func TestGenerateDeclarations(t *testing.T) {
 			t.Errorf("started servers (-want +got):\n%s", diff)
 		}
 		wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Close: 1})
+	})
+}
+
+// TestGenerateValidationEnv: X-D9. The env variables that the bridge's
+// configuration refuses (those that steer how programs are found or
+// loaded, unless bridge.allowed_env lists them) are refused up front,
+// every one of them, with every other problem of the request: any other
+// problem makes it InvalidArgument; refused variables alone make it
+// PermissionDenied, still listing each as a field violation. Values never
+// show, and nothing reaches the bridge or the provider.
+func TestGenerateValidationEnv(t *testing.T) {
+	t.Parallel()
+	withEnv := func(env map[string]string, timeout time.Duration) *agentdv1.MCPServer {
+		s := commandServer("files", "/usr/bin/files-mcp")
+		s.Env = env
+		if timeout != 0 {
+			s.ReadTimeout = durationpb.New(timeout)
+		}
+		return s
+	}
+	type violation struct{ Field, Has string }
+	const env = "start.agent.mcps[0].env"
+	tests := []struct {
+		name       string
+		allowedEnv []string
+		mcps       []*agentdv1.MCPServer
+		wantCode   codes.Code
+		want       []violation // in order
+	}{
+		{
+			name:     "X-D9 two refused variables and a bad read_timeout, all at once",
+			mcps:     []*agentdv1.MCPServer{withEnv(map[string]string{"NODE_OPTIONS": "--require=/tmp/VALUE-SECRET-1.js", "LD_PRELOAD": "/tmp/VALUE-SECRET-2.so", "FILES_TOKEN": "VALUE-SECRET-3"}, -time.Second)},
+			wantCode: codes.InvalidArgument,
+			want: []violation{
+				{"start.agent.mcps[0].read_timeout", "positive"},
+				{env, "LD_PRELOAD"},
+				{env, "NODE_OPTIONS"},
+			},
+		},
+		{
+			name: "X-D9 refused variables alone are PermissionDenied, every one named, on every server",
+			mcps: []*agentdv1.MCPServer{
+				withEnv(map[string]string{"NODE_OPTIONS": "VALUE-SECRET-1", "LD_PRELOAD": "VALUE-SECRET-2"}, 0),
+				{Name: "py", Transport: &agentdv1.MCPServer_Command{Command: "/usr/bin/py-mcp"}, Env: map[string]string{"pythonpath": "VALUE-SECRET-3", "GIT_SSH_COMMAND": "VALUE-SECRET-4"}},
+			},
+			wantCode: codes.PermissionDenied,
+			want: []violation{
+				{env, "LD_PRELOAD"},
+				{env, "NODE_OPTIONS"},
+				{"start.agent.mcps[1].env", "GIT_SSH_COMMAND"},
+				{"start.agent.mcps[1].env", "pythonpath"},
+			},
+		},
+		{
+			name:       "X-D9 bridge.allowed_env lets a variable through; the others are still refused",
+			allowedEnv: []string{"NODE_OPTIONS"},
+			mcps:       []*agentdv1.MCPServer{withEnv(map[string]string{"NODE_OPTIONS": "VALUE-SECRET-1", "LD_PRELOAD": "VALUE-SECRET-2"}, 0)},
+			wantCode:   codes.PermissionDenied,
+			want:       []violation{{env, "LD_PRELOAD"}},
+		},
+		{
+			name: "X-D9 a problem of the agent makes refused variables InvalidArgument too",
+			mcps: []*agentdv1.MCPServer{withEnv(map[string]string{"PATH": "VALUE-SECRET-1"}, 0), commandServer("files", "/usr/bin/other")},
+			want: []violation{
+				{"start.agent.mcps[1].name", `"files"`},
+				{env, "PATH"},
+			},
+			wantCode: codes.InvalidArgument,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bridge := &fakeBridge{}
+			plain := plainProvider()
+			client := newClientWith(t, server.Options{Bridge: bridge, AllowedEnv: tt.allowedEnv}, plain)
+
+			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain", Mcps: tt.mcps}, Messages: userSays("hi")}, nil)
+
+			wantCode(t, st, tt.wantCode)
+			if len(events) != 0 {
+				t.Errorf("events = %v; want none", kinds(events))
+			}
+			var got []violation
+			for _, v := range fieldViolations(st) {
+				got = append(got, violation{v.GetField(), v.GetDescription()})
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("violations = %v; want %v", got, tt.want)
+			}
+			for i, w := range tt.want {
+				if got[i].Field != w.Field || !strings.Contains(got[i].Has, w.Has) {
+					t.Errorf("violation %d = %v; want field %s saying %q", i, got[i], w.Field, w.Has)
+				}
+				if strings.HasSuffix(w.Field, ".env") {
+					wantFacts(t, w.Field, got[i].Has, "bridge.allowed_env")
+				}
+			}
+			if text := statusText(st); strings.Contains(text, "VALUE-SECRET") {
+				t.Errorf("status carries an env value:\n%s", text)
+			}
+			wantCounts(t, bridge, bridgeCounts{})
+			if n := len(plain.calls()); n != 0 {
+				t.Errorf("provider called %d times; want 0", n)
+			}
+		})
+	}
+	t.Run("X-D9 allowed variables and others reach the bridge", func(t *testing.T) {
+		t.Parallel()
+		bridge := &fakeBridge{onList: offering(serverTools("files"))}
+		client := newClientWith(t, server.Options{Bridge: bridge, AllowedEnv: []string{"NODE_OPTIONS"}}, scripted.Mock())
+		decl := withEnv(map[string]string{"NODE_OPTIONS": "--no-warnings", "FILES_TOKEN": "t"}, 0)
+
+		_, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "mock", Mcps: []*agentdv1.MCPServer{decl}}, Messages: userSays("hi")}, nil)
+
+		wantCode(t, st, codes.OK)
+		if reqs := bridge.openRequests(); len(reqs) != 1 || len(reqs[0].GetServers()[0].GetStdio().GetEnv()) != 2 {
+			t.Errorf("OpenSession requests = %v; want one with both variables", reqs)
+		}
+	})
+	t.Run("X-D9 Preview refuses alike", func(t *testing.T) {
+		t.Parallel()
+		bridge, prov := noIO(t)
+		client := newClientWith(t, server.Options{Bridge: bridge}, prov)
+		agent := &agentdv1.Agent{Provider: prov.name, Mcps: []*agentdv1.MCPServer{withEnv(map[string]string{"LD_PRELOAD": "VALUE-SECRET", "NODE_OPTIONS": "VALUE-SECRET"}, 0)}}
+
+		_, err := client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: agent, Messages: userSays("hi")})
+
+		st := status.Convert(err)
+		wantCode(t, st, codes.PermissionDenied)
+		if diff := cmp.Diff([]string{"agent.mcps[0].env", "agent.mcps[0].env"}, violationFields(st)); diff != "" {
+			t.Errorf("violated fields (-want +got):\n%s", diff)
+		}
 	})
 }

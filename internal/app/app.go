@@ -130,6 +130,7 @@ func NewAgent(o Options) (*Agent, error) {
 		Providers:      reg,
 		Bridge:         server.NewBridgeClient(a.bridgeConn),
 		Config:         o.Config.Generation,
+		AllowedEnv:     o.Config.Bridge.AllowedEnv,
 		TracerProvider: o.Telemetry.TracerProvider,
 		Checkpoints:    a.store,
 	})

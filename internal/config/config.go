@@ -200,10 +200,14 @@ func DefaultCache() Cache {
 	return Cache{Enabled: true, TTL: 300 * time.Second, MaxEntries: 100}
 }
 
+// MaxToolTurnsLimit caps a tool-turn budget: generation.max_tool_turns
+// here, and a request's agent.max_tool_turns.
+const MaxToolTurnsLimit = 1000
+
 // Generation configures the tool loop.
 type Generation struct {
 	// MaxToolTurns is the tool-turn budget of a generation whose agent sets
-	// none. Default 25.
+	// none. Default 25; at most MaxToolTurnsLimit.
 	MaxToolTurns int `yaml:"max_tool_turns"`
 	// AnswerTimeout is how long a generation waits on its stream for
 	// approval decisions and function results before pausing, when the
@@ -428,8 +432,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	g := c.Generation
-	if g.MaxToolTurns < 1 || g.MaxToolTurns > 1000 {
-		bad("generation.max_tool_turns: must be 1..1000, got %d", g.MaxToolTurns)
+	if g.MaxToolTurns < 1 || g.MaxToolTurns > MaxToolTurnsLimit {
+		bad("generation.max_tool_turns: must be 1..%d, got %d", MaxToolTurnsLimit, g.MaxToolTurns)
 	}
 	if g.AnswerTimeout < 0 {
 		bad("generation.answer_timeout: must not be negative, got %s", g.AnswerTimeout)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentd/agentd/internal/netaddr"
 )
 
 // HTTPSpec says how to reach an HTTP server.
@@ -63,10 +66,10 @@ func isToken(s string) bool {
 var ErrAddressNotAllowed = errors.New("the address is loopback, private or link-local")
 
 // NewTransport returns the HTTP transport for MCP servers. Unless
-// allowPrivate, it refuses to connect to loopback, private, link-local and
-// unspecified addresses; the check runs on the address actually dialled,
-// after name resolution, so a name that resolves to such an address later
-// (DNS rebinding) is refused too.
+// allowPrivate, it refuses to connect to the addresses netaddr.Private
+// names (loopback, private, shared, link-local and unspecified); the check
+// runs on the address actually dialled, after name resolution, so a name
+// that resolves to such an address later (DNS rebinding) is refused too.
 func NewTransport(allowPrivate bool) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -76,7 +79,7 @@ func NewTransport(allowPrivate bool) *http.Transport {
 			if err != nil {
 				return err
 			}
-			if ip := net.ParseIP(host); ip == nil || !Public(ip) {
+			if a, err := netip.ParseAddr(host); err != nil || netaddr.Private(a) {
 				return ErrAddressNotAllowed
 			}
 			return nil
@@ -87,18 +90,6 @@ func NewTransport(allowPrivate bool) *http.Transport {
 	// address check above must see the server's address, not a proxy's.
 	t.Proxy = nil
 	return t
-}
-
-// Public reports whether ip is none of loopback, private (RFC 1918, RFC
-// 4193, the shared 100.64/10), link-local and unspecified.
-func Public(ip net.IP) bool {
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() {
-		return false
-	}
-	if v4 := ip.To4(); v4 != nil && v4[0] == 100 && v4[1]&0xc0 == 64 {
-		return false
-	}
-	return true
 }
 
 // maxRetriesFor returns the go-sdk's stream reconnection attempts whose

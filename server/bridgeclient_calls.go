@@ -30,12 +30,12 @@ const maxCallBytes = 4 << 20
 // bridge): calls go one RPC each instead.
 var errNoCallStream = errors.New("the bridge does not serve CallTools")
 
-// callStream carries a session's tool calls over one CallTools stream:
+// bridgeCallStream carries a session's tool calls over one CallTools stream:
 // callers register a call and hand it to the sender goroutine, which owns
 // Send; the receiver goroutine, which owns Recv, hands each answer to its
 // caller. Both end with the stream (its context is the session's), and
 // wait joins them.
-type callStream struct {
+type bridgeCallStream struct {
 	stream     grpc.BidiStreamingClient[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]
 	propagator propagation.TextMapPropagator
 	reqs       chan *bridgev1.CallToolsRequest // calls, to the sender
@@ -50,9 +50,9 @@ type callStream struct {
 	err     error    // why the stream ended, set before done closes
 }
 
-// openCallStream opens the CallTools stream of session id; ctx is the
+// openBridgeCallStream opens the CallTools stream of session id; ctx is the
 // session's lifetime.
-func openCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id string) (*callStream, error) {
+func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id string) (*bridgeCallStream, error) {
 	stream, err := client.CallTools(ctx)
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func openCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id
 		return nil, err
 	}
 	// A failed open shows on Recv, as the stream's end.
-	c := &callStream{
+	c := &bridgeCallStream{
 		stream:     stream,
 		propagator: telemetry.Propagator(),
 		reqs:       make(chan *bridgev1.CallToolsRequest),
@@ -77,9 +77,9 @@ func openCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id
 
 // wait returns once both goroutines have ended; the stream's context must
 // be over.
-func (c *callStream) wait() { c.joined.Wait() }
+func (c *bridgeCallStream) wait() { c.joined.Wait() }
 
-func (c *callStream) receive() {
+func (c *bridgeCallStream) receive() {
 	defer close(c.done)
 	for {
 		res, err := c.stream.Recv()
@@ -99,7 +99,7 @@ func (c *callStream) receive() {
 	}
 }
 
-func (c *callStream) send() {
+func (c *bridgeCallStream) send() {
 	for {
 		select {
 		case req := <-c.reqs:
@@ -124,7 +124,7 @@ func (c *callStream) send() {
 
 // call runs one call and waits for its answer. A caller that gives up
 // returns at once; the bridge is told to cancel the call.
-func (c *callStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
+func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
 	answer := make(chan *bridgev1.CallToolsResponse, 1)
 	c.mu.Lock()
 	c.nextID++
@@ -174,14 +174,14 @@ func (c *callStream) call(ctx context.Context, server, tool, arguments string) (
 	}
 }
 
-func (c *callStream) forget(id uint64) {
+func (c *bridgeCallStream) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.waiting, id)
 	c.mu.Unlock()
 }
 
 // ended is the error of a call that the stream's end cut short.
-func (c *callStream) ended() error {
+func (c *bridgeCallStream) ended() error {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()

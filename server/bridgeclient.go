@@ -15,6 +15,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/policy"
 )
 
 // Bridge opens bridge sessions. NewBridgeClient implements it over gRPC;
@@ -64,7 +65,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 		cancel()
 		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
 	}
-	calls, err := openCallStream(sctx, b.client, id)
+	calls, err := openBridgeCallStream(sctx, b.client, id)
 	if err != nil {
 		cancel()
 		return nil, translateBridgeError(err)
@@ -77,7 +78,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 type bridgeSession struct {
 	client bridgev1.BridgeServiceClient
 	id     string
-	calls  *callStream
+	calls  *bridgeCallStream
 	cancel context.CancelFunc
 	done   chan struct{} // closed when watch returns
 
@@ -163,11 +164,15 @@ func translateBridgeError(err error) error {
 	return fe
 }
 
-var bridgeServerField = regexp.MustCompile(`^servers\[(\d+)\]`)
+// bridgeServerField matches the start of a bridge field path: the server,
+// and the transport whose fields an agentd declaration holds directly.
+var bridgeServerField = regexp.MustCompile(`^servers\[(\d+)\](?:\.(?:http|stdio)\b)?`)
 
-// relocateViolations rewrites the bridge's field paths ("servers[1].ref")
-// to the request's ("start.agent.mcps[3].ref"), given each bridged
-// server's path.
+// relocateViolations rewrites the bridge's field paths ("servers[1].ref",
+// "servers[1].stdio.env") to the request's ("start.agent.mcps[3].ref",
+// "start.agent.mcps[3].env"), given each bridged server's path. The code
+// stays the bridge's: PermissionDenied when its configuration's rules are
+// all that refuse the servers (policy.Refusal).
 func relocateViolations(err error, fields []string) error {
 	var fe *fault.Error
 	if !errors.As(err, &fe) || len(fe.Violations) == 0 {
@@ -181,6 +186,9 @@ func relocateViolations(err error, fields []string) error {
 			}
 		}
 		vs[i] = v
+	}
+	if fe.Kind == fault.Permission {
+		return policy.Refusal(nil, vs)
 	}
 	out := fault.InvalidRequest(vs)
 	out.Kind = fe.Kind

@@ -1,0 +1,44 @@
+// Package netaddr is agentd's one definition of the addresses that only
+// agentd's own network can reach: loopback, private (RFC 1918, RFC 4193),
+// shared (RFC 6598, 100.64.0.0/10), link-local (unicast and multicast) and
+// unspecified addresses, and the names "localhost" and "*.localhost"
+// (RFC 6761).
+//
+// Three places ask the same question and must agree: placement (a
+// provider's cloud cannot reach such a url server, so it runs in the
+// bridge), the bridge's policy (a request may not name such an address
+// unless bridge.allow_private_networks) and the bridge's dialler (the
+// address actually dialled, after name resolution, so that DNS rebinding
+// cannot get around the policy).
+package netaddr
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// shared is the shared address space of carrier-grade NAT (RFC 6598),
+// which netip.Addr.IsPrivate does not cover.
+var shared = netip.MustParsePrefix("100.64.0.0/10")
+
+// Private reports whether a is a loopback, private, shared, link-local or
+// unspecified address. An IPv4-mapped IPv6 address (::ffff:10.1.2.3) is
+// judged by its IPv4 address.
+func Private(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsLoopback() || a.IsPrivate() || shared.Contains(a) ||
+		a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified()
+}
+
+// PrivateHost reports whether host, a URL's host name without port or
+// brackets (url.URL.Hostname), is "localhost", a name under ".localhost"
+// or a literal Private address. Other names are not resolved: they are
+// judged by the address they resolve to when dialled.
+func PrivateHost(host string) bool {
+	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && Private(a)
+}

@@ -1,0 +1,90 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// TestRefusedEnv: X-S1, X-D9. Every variable that steers how programs are
+// found or loaded is refused, sorted, whatever its case, unless
+// bridge.allowed_env lists its exact name.
+func TestRefusedEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     []string
+		allowed []string
+		want    []string
+	}{
+		{"X-D9 every refused variable, sorted", []string{"NODE_OPTIONS", "LD_PRELOAD", "API_KEY", "PATH"}, nil, []string{"LD_PRELOAD", "NODE_OPTIONS", "PATH"}},
+		{"prefixes", []string{"LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "NPM_CONFIG_REGISTRY", "GIT_SSH_COMMAND", "UV_INDEX_URL", "PIP_INDEX_URL"}, nil,
+			[]string{"DYLD_INSERT_LIBRARIES", "GIT_SSH_COMMAND", "LD_LIBRARY_PATH", "NPM_CONFIG_REGISTRY", "PIP_INDEX_URL", "UV_INDEX_URL"}},
+		{"case is ignored", []string{"pythonpath", "https_proxy"}, nil, []string{"https_proxy", "pythonpath"}},
+		{"allowed_env lets exact names through", []string{"NODE_OPTIONS", "LD_PRELOAD"}, []string{"NODE_OPTIONS"}, []string{"LD_PRELOAD"}},
+		{"allowed_env matches exact names only", []string{"node_options"}, []string{"NODE_OPTIONS"}, []string{"node_options"}},
+		{"a name that only starts like one is not refused", []string{"PATHFINDER", "HOMEPAGE", "LDAP_URL", "MY_PATH"}, nil, nil},
+		{"nothing set", nil, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := make(map[string]string)
+			for _, name := range tc.env {
+				env[name] = "value"
+			}
+			if diff := cmp.Diff(tc.want, RefusedEnv(env, tc.allowed)); diff != "" {
+				t.Errorf("RefusedEnv(%v, %v) (-want +got):\n%s", tc.env, tc.allowed, diff)
+			}
+		})
+	}
+}
+
+// TestRefusal: X-D9's rule. Every problem is a field violation, invalid
+// ones first; any invalid one makes the request InvalidArgument, denied
+// ones alone PermissionDenied.
+func TestRefusal(t *testing.T) {
+	t.Parallel()
+	invalid := []fault.Violation{{Field: "a.read_timeout", Description: "must be positive"}}
+	denied := []fault.Violation{
+		{Field: "a.env", Description: EnvRefusal("LD_PRELOAD")},
+		{Field: "a.env", Description: EnvRefusal("NODE_OPTIONS")},
+	}
+	tests := []struct {
+		name            string
+		invalid, denied []fault.Violation
+		wantKind        fault.Kind
+		want            []fault.Violation
+	}{
+		{"X-D9 invalid and denied: InvalidArgument, all listed", invalid, denied, fault.Invalid, append(append([]fault.Violation{}, invalid...), denied...)},
+		{"X-D9 denied alone: PermissionDenied, all listed", nil, denied, fault.Permission, denied},
+		{"invalid alone", invalid, nil, fault.Invalid, invalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := Refusal(tc.invalid, tc.denied)
+			fe, ok := err.(*fault.Error)
+			if !ok {
+				t.Fatalf("Refusal = %v, want a *fault.Error", err)
+			}
+			if fe.Kind != tc.wantKind {
+				t.Errorf("kind = %v, want %v", fe.Kind, tc.wantKind)
+			}
+			if diff := cmp.Diff(tc.want, fe.Violations); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+			for _, v := range tc.want {
+				if !strings.Contains(fe.Error(), v.Field+": "+v.Description) {
+					t.Errorf("message %q does not list %s: %s", fe.Error(), v.Field, v.Description)
+				}
+			}
+		})
+	}
+	if err := Refusal(nil, nil); err != nil {
+		t.Errorf("Refusal(nil, nil) = %v, want nil", err)
+	}
+}

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/toolerror"
+)
+
+// declinedOutput is what the model gets for a call the user declined.
+var declinedOutput = toolerror.JSON("declined by user")
+
+// policyCouldGate reports whether an approval policy could gate any tool.
+// {always: []} gates nothing.
+func policyCouldGate(p *agentdv1.ApprovalPolicy) bool {
+	switch {
+	case p == nil:
+		return false
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
+		return true
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
+		return false
+	}
+	return len(p.GetAlways().GetToolNames()) > 0 || p.GetNever() != nil
+}
+
+// policyGates reports whether p gates the tool (R-A1).
+func policyGates(p *agentdv1.ApprovalPolicy, tool string) bool {
+	switch {
+	case p == nil:
+		return false
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
+		return true
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
+		return false
+	}
+	if slices.Contains(p.GetAlways().GetToolNames(), tool) {
+		return true
+	}
+	return p.GetNever() != nil && !slices.Contains(p.GetNever().GetToolNames(), tool)
+}
+
+// requiresApprovalServedBy lists the requires_approval names that this
+// server may offer: with allowed_tools, those it allows; without, every
+// name that is not one of the agent's own tools, since the server's tools
+// are unknown until agentd connects to it.
+func requiresApprovalServedBy(agent *agentdv1.Agent, decl *agentdv1.MCPServer, agentTools map[string]int) []string {
+	var names []string
+	for _, name := range agent.GetRequiresApproval() {
+		if allowed := decl.GetAllowedTools(); len(allowed) > 0 {
+			if slices.Contains(allowed, name) {
+				names = append(names, name)
+			}
+		} else if _, own := agentTools[name]; !own {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// gated reports whether a call to name waits for approval (R-A1, R-A4):
+// requires_approval names it (by the name offered to the model or, for a
+// prefixed MCP tool, its server's name for it), or its server's policy
+// gates it.
+func (g *generation) gated(name string, owner *toolOwner) bool {
+	names := g.plan.agent.GetRequiresApproval()
+	if slices.Contains(names, name) || slices.Contains(names, owner.toolName(name)) {
+		return true
+	}
+	return owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && policyGates(owner.server.decl.GetRequireApproval(), owner.serverTool)
+}
+
+// approvalDigest binds an approval to (server, tool, arguments): the
+// arguments are canonicalized, so key order and spacing do not matter.
+func approvalDigest(server, tool, arguments string) string {
+	canonical := arguments
+	// Numbers stay as written (UseNumber): as float64, integers beyond 2^53
+	// that differ would digest alike.
+	dec := json.NewDecoder(strings.NewReader(arguments))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) == nil && !dec.More() {
+		if _, err := dec.Token(); errors.Is(err, io.EOF) {
+			if b, err := json.Marshal(v); err == nil {
+				canonical = string(b)
+			}
+		}
+	}
+	sum := sha256.Sum256([]byte(server + "\x00" + tool + "\x00" + canonical))
+	return hex.EncodeToString(sum[:])
+}
+
+// askApproval asks the client whether call i may run: an approval request
+// whose digest binds the decision to the call's server, tool and arguments.
+func (r *turnRun) askApproval(i int, owner *toolOwner) error {
+	c := r.calls[i]
+	req := &agentdv1.ApprovalRequest{
+		Id:         "approval_" + c.GetId(),
+		ToolCallId: c.GetId(),
+		ServerName: owner.serverName(),
+		ToolName:   c.GetName(),
+		Arguments:  c.GetArguments(),
+		Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
+		Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
+	}
+	r.approvals[req.GetId()] = i
+	r.requests[req.GetId()] = req
+	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}})
+}
+
+// decide applies an approval decision: declined calls get {"error":
+// "declined by user"} without running; approved ones run once, on the
+// server the approval is bound to (X-A10) — if its tool is no longer
+// offered there, they get an error instead, without a call (R-A8).
+func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
+	g := r.g
+	i, ok := r.approvals[d.GetRequestId()]
+	if !ok && g.answered[d.GetRequestId()] {
+		// A repeated answer: the call runs at most once. (Pending requests
+		// come first: a provider may reuse a call id in a later turn.)
+		return nil
+	}
+	if !ok {
+		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
+	}
+	req := r.requests[d.GetRequestId()]
+	if d.GetDigest() != "" && d.GetDigest() != req.GetDigest() {
+		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
+	}
+	delete(r.approvals, d.GetRequestId())
+	delete(r.requests, d.GetRequestId())
+	g.answered[d.GetRequestId()] = true
+	c := r.calls[i]
+	if !d.GetApproved() {
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
+		return nil
+	}
+	owner := g.owners[c.GetName()]
+	if owner == nil || approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()) != req.GetDigest() {
+		what := "is no longer offered"
+		if req.GetServerName() != "" {
+			what = "is no longer offered by its MCP server"
+		}
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
+			Output: toolerror.JSON(fmt.Sprintf("%s %s", c.GetName(), what))})
+		return nil
+	}
+	r.started = true
+	return r.start(i, owner)
+}
