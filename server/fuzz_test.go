@@ -250,12 +250,22 @@ func markURL(raw string) string {
 func checkRefusal(t *testing.T, err error, secretsMarked bool) {
 	t.Helper()
 	var fe *fault.Error
-	if !errors.As(err, &fe) || fe.Kind != fault.Invalid || len(fe.Violations) == 0 {
-		t.Fatalf("a refused request: %v (kind %v), want Invalid with violations", err, fault.KindOf(err))
+	if !errors.As(err, &fe) || len(fe.Violations) == 0 {
+		t.Fatalf("a refused request: %v (kind %v), want violations", err, fault.KindOf(err))
+	}
+	// X-D9: a request refused only by policy (env variables the bridge
+	// does not allow) is PermissionDenied; anything else invalid makes it
+	// InvalidArgument. Either way every problem is listed.
+	want, wantCode := fault.Invalid, codes.InvalidArgument
+	if !slices.ContainsFunc(fe.Violations, func(v fault.Violation) bool { return !strings.Contains(v.Description, "bridge.allowed_env") }) {
+		want, wantCode = fault.Permission, codes.PermissionDenied
+	}
+	if fe.Kind != want {
+		t.Fatalf("a refused request: %v (kind %v), want %v", err, fe.Kind, want)
 	}
 	st := fault.Status(err)
-	if st.Code() != codes.InvalidArgument {
-		t.Fatalf("a refused request has the status %v, want InvalidArgument", st.Code())
+	if st.Code() != wantCode {
+		t.Fatalf("a refused request has the status %v, want %v", st.Code(), wantCode)
 	}
 	var fields []*errdetails.BadRequest_FieldViolation
 	for _, d := range st.Details() {
