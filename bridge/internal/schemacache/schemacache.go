@@ -2,9 +2,9 @@
 // schemas: what a server's tools/list returned (after allowed_tools), so a
 // generation with a warm cache connects to nothing until a tool is called.
 //
-// It is safe for concurrent use. Entries live for a TTL (300 s by default)
-// and the cache holds at most MaxEntries (100 by default), evicting the
-// oldest write first; expiry uses the monotonic clock. Concurrent misses on
+// It is safe for concurrent use. Entries live for a TTL and the cache holds
+// at most MaxEntries, evicting the oldest write first (the defaults are
+// config.DefaultCache's); expiry uses the monotonic clock. Concurrent misses on
 // one key make one fetch. Callers get copies: nothing they do to a result
 // changes an entry. Only tool schemas are cached, never results.
 //
@@ -33,12 +33,6 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 )
 
-// Defaults of the cache's settings.
-const (
-	DefaultTTL        = 300 * time.Second
-	DefaultMaxEntries = 100
-)
-
 // Settings are the cache's settings.
 type Settings struct {
 	// Enabled: the cache is read and written (a session may opt out).
@@ -47,11 +41,6 @@ type Settings struct {
 	TTL time.Duration
 	// MaxEntries bounds the entries held; positive.
 	MaxEntries int
-}
-
-// DefaultSettings returns enabled, 300 s, 100 entries.
-func DefaultSettings() Settings {
-	return Settings{Enabled: true, TTL: DefaultTTL, MaxEntries: DefaultMaxEntries}
 }
 
 // Validate reports settings that are not positive.

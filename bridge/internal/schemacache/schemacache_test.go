@@ -13,7 +13,14 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/config"
 )
+
+// defaults are the settings agentd runs with.
+func defaults() Settings {
+	d := config.DefaultCache()
+	return Settings{Enabled: d.Enabled, TTL: d.TTL, MaxEntries: d.MaxEntries}
+}
 
 // clock is a settable time source.
 type clock struct {
@@ -64,7 +71,7 @@ func key(url string) Key { return NewKey(KeyParts{URL: url}) }
 
 func TestMissThenHit(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c, _ := newCache(t, defaults())
 	var calls atomic.Int32
 	for i, wantHit := range []bool{false, true, true} {
 		got, hit, err := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("x", "y")))
@@ -84,16 +91,13 @@ func TestMissThenHit(t *testing.T) {
 	}
 }
 
-// R-C1: defaults and validation of settings.
+// R-C1: validation of settings.
 func TestSettings(t *testing.T) {
 	t.Parallel()
-	if s := DefaultSettings(); !s.Enabled || s.TTL != 300*time.Second || s.MaxEntries != 100 {
-		t.Errorf("defaults = %+v", s)
-	}
 	if _, err := New(Settings{Enabled: true, TTL: 0, MaxEntries: 0}); err == nil || !strings.Contains(err.Error(), "ttl") || !strings.Contains(err.Error(), "max_entries") {
 		t.Errorf("New with zero settings: %v", err)
 	}
-	c, _ := newCache(t, DefaultSettings())
+	c, _ := newCache(t, defaults())
 	neg := -time.Second
 	if _, err := c.Configure(nil, &neg, nil); err == nil {
 		t.Error("a negative ttl was accepted")
@@ -108,7 +112,7 @@ func TestSettings(t *testing.T) {
 		t.Errorf("Configure = %+v, %v", s, err)
 	}
 	// R-C4: reset restores the settings the cache was created with.
-	if s := c.Reset(); s != DefaultSettings() {
+	if s := c.Reset(); s != defaults() {
 		t.Errorf("Reset = %+v", s)
 	}
 }
@@ -116,7 +120,7 @@ func TestSettings(t *testing.T) {
 // R-C2: a disabled call neither reads nor writes.
 func TestDisabledCallBypasses(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c, _ := newCache(t, defaults())
 	var calls atomic.Int32
 	if _, _, err := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("old"))); err != nil {
 		t.Fatal(err)
@@ -177,7 +181,7 @@ func TestKeys(t *testing.T) {
 // R-C5: callers get copies.
 func TestCopies(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c, _ := newCache(t, defaults())
 	fetched := tools("x")
 	var calls atomic.Int32
 	got, _, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, fetched))
@@ -215,7 +219,7 @@ func TestExpiryAndEviction(t *testing.T) {
 // R-C4: invalidate one entry; clear drops entries and counters.
 func TestInvalidateAndClear(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c, _ := newCache(t, defaults())
 	var calls atomic.Int32
 	c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a")))
 	c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, tools("b")))
@@ -234,7 +238,7 @@ func TestInvalidateAndClear(t *testing.T) {
 // X-C6: concurrent misses on one key make one fetch.
 func TestConcurrentMissesFetchOnce(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c, _ := newCache(t, defaults())
 	var calls atomic.Int32
 	release := make(chan struct{})
 	slow := func(context.Context) ([]*bridgev1.Tool, error) {
@@ -267,7 +271,7 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 // A waiter whose leader gave up fetches itself instead of failing.
 func TestWaiterTakesOverWhenLeaderGivesUp(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c, _ := newCache(t, defaults())
 	leaderCtx, cancelLeader := context.WithCancel(t.Context())
 	started := make(chan struct{})
 	leaderDone := make(chan error, 1)
@@ -335,7 +339,7 @@ func TestInvalidateDuringFetch(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c, err := New(DefaultSettings())
+			c, err := New(defaults())
 			if err != nil {
 				t.Fatal(err)
 			}
