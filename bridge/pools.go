@@ -99,10 +99,11 @@ func commandKey(spec mcpconn.StdioSpec) string {
 	return "command:" + hex.EncodeToString(sum[:12])
 }
 
-// acquire returns the pool of a registered server (ref) or of a command
-// configuration, counting one more session that uses it; release it with
-// put.
-func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
+// attach returns the pool of a registered server (ref) or of a command
+// configuration, counting one more session that uses it; the session
+// detaches when it ends. (A session attaches to a pool; it acquires a
+// process from it.)
+func (ps *pools) attach(ref string, spec mcpconn.StdioSpec) *poolEntry {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	key := "ref:" + ref
@@ -125,8 +126,8 @@ func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
 	return e
 }
 
-// put ends a session's use of e; an unused, empty command pool goes.
-func (ps *pools) put(e *poolEntry) {
+// detach ends a session's use of e; an unused, empty command pool goes.
+func (ps *pools) detach(e *poolEntry) {
 	ps.mu.Lock()
 	e.refs--
 	unused := !e.registered && e.refs == 0 && !ps.closed

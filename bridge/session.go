@@ -47,7 +47,7 @@ type server struct {
 	target *target
 	sess   *session
 	pools  *pools
-	pool   *poolEntry // stdio servers
+	entry  *poolEntry // stdio servers: the pool the session attached to
 
 	mu    sync.Mutex // held while connecting, so a server connects once
 	conn  *mcpconn.Conn
@@ -69,7 +69,7 @@ func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, target
 	for _, t := range targets {
 		srv := &server{target: t, sess: sess, pools: s.pools}
 		if t.stdio != nil {
-			srv.pool = s.pools.acquire(t.ref, *t.stdio)
+			srv.entry = s.pools.attach(t.ref, *t.stdio)
 		}
 		sess.servers = append(sess.servers, srv)
 		sess.byName[t.name] = srv
@@ -96,8 +96,8 @@ func (s *session) close() {
 		for _, srv := range s.servers {
 			wg.Go(func() {
 				srv.close()
-				if srv.pool != nil {
-					srv.pools.put(srv.pool)
+				if srv.entry != nil {
+					srv.pools.detach(srv.entry)
 				}
 			})
 		}
@@ -130,7 +130,7 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 	}
 	t := srv.target
 	if t.stdio != nil {
-		lease, err := srv.pool.pool.Acquire(ctx, t.readTimeout)
+		lease, err := srv.entry.pool.Acquire(ctx, t.readTimeout)
 		if err != nil {
 			return nil, err
 		}
