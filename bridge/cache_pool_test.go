@@ -381,24 +381,6 @@ func TestPrivateNetworkPolicy(t *testing.T) {
 	closeSession(t, allowing.client, id)
 }
 
-// A server that crashes mid-call fails the call as Unavailable, naming the
-// server and the request; the next call starts a fresh process.
-func TestCrashMidCall(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	id, _ := open(t, t.Context(), f.client, refSpec("crashy", "tools"))
-	first := callPid(t, f.client, id, "crashy", "pid")
-	_, err := f.client.CallTool(t.Context(), &bridgev1.CallToolRequest{SessionId: id, ServerName: "crashy", ToolName: "crash"})
-	st := wantCode(t, err, codes.Unavailable)
-	if !strings.Contains(st.Message(), `"crashy"`) || !strings.Contains(st.Message(), `tools/call for "crash"`) {
-		t.Errorf("crash: %q does not name the server and the request", st.Message())
-	}
-	if second := callPid(t, f.client, id, "crashy", "pid"); second == first {
-		t.Errorf("the next call reused the crashed process %d", first)
-	}
-	closeSession(t, f.client, id)
-}
-
 // A command pool that keeps warm spares (command_warm) goes, with its
 // spares, once no session has used it for idle_timeout: one pool per
 // distinct command configuration would otherwise pile up.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -297,9 +298,11 @@ func convertTool(t *mcp.Tool) *bridgev1.Tool {
 	return out
 }
 
-// callTool calls one tool. Bad arguments and the tool's own failures are
-// results for the model; connection, timeout and protocol failures are
-// errors.
+// callTool calls one tool. Bad arguments, the tool's own failures and a
+// stdio server that stops during the call (X-L8: it crashed or was killed;
+// the model is told, and the server's next call starts a fresh process)
+// are results for the model; connection, timeout and protocol failures are
+// errors, and so is a call that the session's close cut short.
 func (s *session) callTool(ctx context.Context, serverName, tool, arguments string) (_ *bridgev1.CallToolResponse, err error) {
 	ctx, span := s.tracer.Start(ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("mcp.method.name", "tools/call"),
@@ -333,9 +336,24 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 		if broken(err) {
 			srv.drop(conn)
 		}
-		return nil, err
+		if !errors.Is(err, mcpconn.ErrStopped) {
+			return nil, err
+		}
+		if s.isClosed() {
+			return nil, errSessionClosed // the close stopped the server
+		}
+		s.log.Warn("mcp server stopped during a tool call; the model is told", "server", serverName, "tool", tool, "err", err)
+		span.SetStatus(codes.Error, "the MCP server stopped")
+		return stoppedResult(serverName), nil
 	}
 	return capResult(flatten(res), tool, s.maxResult), nil
+}
+
+// stoppedResult is what the model sees of a call whose stdio server stopped
+// before it answered.
+func stoppedResult(server string) *bridgev1.CallToolResponse {
+	return &bridgev1.CallToolResponse{IsError: true, Output: errorOutput(fmt.Sprintf(
+		"the MCP server %q stopped during the call; it may or may not have run", server))}
 }
 
 // jsonObject reports whether data is empty (no arguments) or one valid JSON

@@ -18,9 +18,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -412,6 +415,19 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	return res, nil
 }
 
+// ErrStopped is in the chain of a stdio exchange's error when the server's
+// process ended (it crashed, or was killed) or closed its stdout before it
+// answered. A tools/call that failed so may or may not have run.
+var ErrStopped = errors.New("the MCP server stopped")
+
+// ended reports whether err is a stdio connection's end: the server's
+// stdout reached its end (mid-message, or with our end of the pipe closed),
+// its stdin no longer takes writes, or the go-sdk already saw either.
+func ended(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, mcp.ErrConnectionClosed)
+}
+
 // Reasons of the failures after which a stdio server is not kept: it
 // missed its read timeout, or wrote a message over the limit.
 const (
@@ -461,6 +477,10 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 			WithInfo(reasonTooLarge, map[string]string{"server": c.name, "request": request})
 	}
 	cause := opaque(err)
+	if c.proc != nil && ended(err) {
+		return fault.Hide(fault.Unavailable, fmt.Errorf("%w: %w", ErrStopped, cause), "the MCP server %q stopped during %s", c.name, request).
+			WithInfo("MCP_SERVER_STOPPED", map[string]string{"server": c.name, "request": request})
+	}
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 		return fault.Hide(fault.Unavailable, cause, "the MCP server %q closed the connection during %s", c.name, request).
 			WithInfo("MCP_CONNECTION_CLOSED", map[string]string{"server": c.name, "request": request})

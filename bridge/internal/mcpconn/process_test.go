@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -202,6 +203,37 @@ func TestDialStdioReadTimeout(t *testing.T) {
 				t.Errorf("echo on the fresh process = %q", got)
 			}
 		})
+	}
+}
+
+// TestDialStdioStopped: X-L8. A server whose process ends before it
+// answers (it crashed, or was killed; here during a call, then during a
+// handshake) fails the exchange with ErrStopped, Unavailable, naming the
+// server and the request; so does every later exchange of the connection.
+func TestDialStdioStopped(t *testing.T) {
+	t.Parallel()
+	spec := stdioSpec(t, mcptest.Tools)
+	conn := dial(t, spec, roomyTimeout, nil)
+	_, err := conn.CallTool(t.Context(), "crash", nil)
+	checkStopped(t, err, spec.Name, `tools/call for "crash"`)
+	_, err = conn.CallTool(t.Context(), "echo", map[string]any{"text": "after"})
+	checkStopped(t, err, spec.Name, `tools/call for "echo"`)
+
+	_, err = DialStdio(t.Context(), StdioSpec{Name: "false", Command: "/bin/false", TerminateGrace: grace}, roomyTimeout, Options{})
+	checkStopped(t, err, "false", "the handshake")
+}
+
+func checkStopped(t *testing.T, err error, server, request string) {
+	t.Helper()
+	var fe *fault.Error
+	if !errors.Is(err, ErrStopped) || !errors.As(err, &fe) || fe.Kind != fault.Unavailable || fe.Reason != "MCP_SERVER_STOPPED" {
+		t.Fatalf("err = %v, want ErrStopped, a fault.Unavailable with reason MCP_SERVER_STOPPED", err)
+	}
+	if diff := cmp.Diff(map[string]string{"server": server, "request": request}, fe.Metadata); diff != "" {
+		t.Errorf("metadata (-want +got):\n%s", diff)
+	}
+	if want := fmt.Sprintf("the MCP server %q stopped during %s", server, request); err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }
 
