@@ -484,11 +484,15 @@ func TestCloseSession(t *testing.T) {
 
 // TestCallToolTimeout: R-L1 through the service. A missed read_timeout is
 // DeadlineExceeded naming the server and the request; the process is
-// killed and the next call starts a fresh one.
+// killed and the next call starts a fresh one. X-H6: the processes are
+// warm spares, whose start and handshake start_timeout bounds, so the
+// short read_timeout the hanging call needs bounds no handshake (on a busy
+// machine a handshake under it failed the test).
 func TestCallToolTimeout(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	spec := refSpec("slow", "tools")
+	f := newFixtureWith(t, warmTools(t, "slow"))
+	waitSpare(t, f, "slow")
+	spec := refSpec("slow", "slow")
 	spec.ReadTimeout = durationpb.New(shortTimeout)
 	id, _ := open(t, t.Context(), f.client, spec)
 	first := callPid(t, f.client, id, "slow", "pid")
@@ -512,6 +516,7 @@ func TestCallToolTimeout(t *testing.T) {
 	}
 	mcptest.WaitGone(t, first)
 
+	waitSpare(t, f, "slow")
 	if next := callPid(t, f.client, id, "slow", "pid"); next == first {
 		t.Errorf("the call after the timeout reused pid %d", first)
 	}

@@ -52,7 +52,7 @@ type server struct {
 
 	mu    sync.Mutex // held while connecting, so a server connects once
 	conn  *mcpconn.Conn
-	lease *pool.Lease
+	lease *pool.Lease[*mcpconn.Conn]
 }
 
 func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, targets []*target) *session {

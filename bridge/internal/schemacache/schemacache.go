@@ -148,7 +148,6 @@ type Cache struct {
 	writes   uint64
 	hits     int64
 	misses   int64
-	now      func() time.Time
 }
 
 // New returns an empty cache with the given settings, which Reset restores.
@@ -156,7 +155,7 @@ func New(s Settings) (*Cache, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), now: time.Now}, nil
+	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight)}, nil
 }
 
 // Fetch returns the tools cached under key, or calls fetch and caches its
@@ -179,7 +178,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 	counted := false // a call counts one hit or one miss
 	for {
 		if e, ok := c.entries[key]; ok {
-			if c.now().Before(e.expires) {
+			if time.Now().Before(e.expires) {
 				if !counted {
 					c.hits++
 				}
@@ -219,7 +218,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 	delete(c.flights, key)
 	if f.err == nil && c.settings.Enabled && !f.stale {
 		c.writes++
-		c.entries[key] = &entry{tools: f.tools, expires: c.now().Add(c.settings.TTL), written: c.writes}
+		c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(c.settings.TTL), written: c.writes}
 		c.evict()
 	}
 	c.mu.Unlock()
@@ -233,7 +232,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 // evict drops expired entries, then the oldest writes, down to MaxEntries.
 // c.mu is held.
 func (c *Cache) evict() {
-	now := c.now()
+	now := time.Now()
 	for k, e := range c.entries {
 		if !now.Before(e.expires) {
 			delete(c.entries, k)
