@@ -578,6 +578,35 @@ func TestServerStopsMidCall(t *testing.T) {
 			}
 		})
 	}
+	t.Run("X-L8 a shared server's other sessions go on on a fresh process", func(t *testing.T) {
+		t.Parallel()
+		f := newFixtureWith(t, func(c *config.Bridge) {
+			exe, env := mcptest.Command(t, mcptest.Tools)
+			c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: true}
+		})
+		a, _ := open(t, t.Context(), f.client, refSpec("files", "shared"))
+		b, _ := open(t, t.Context(), f.client, refSpec("files", "shared"))
+		first := callPid(t, f.client, a, "files", "pid")
+		if pb := callPid(t, f.client, b, "files", "pid"); pb != first {
+			t.Fatalf("a shared server ran two processes: %d and %d", first, pb)
+		}
+		if diff := cmp.Diff(stopped, call(t, f.client, a, "files", "crash", ""), protocmp.Transform()); diff != "" {
+			t.Errorf("X-L8 result of the crash (-want +got):\n%s", diff)
+		}
+		// b still holds the dead process; its next call must not go to it.
+		sess, err := f.svc.session(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := sess.byName["files"]
+		srv.mu.Lock()
+		held := srv.conn
+		srv.mu.Unlock()
+		await(t, held.Exited(), "the crashed process to be reaped")
+		if second := callPid(t, f.client, b, "files", "pid"); second == first {
+			t.Errorf("X-L8 the other session's next call ran on the crashed process %d", first)
+		}
+	})
 	t.Run("X-L8 a server that stops during the handshake fails the call", func(t *testing.T) {
 		t.Parallel()
 		f := newFixtureWith(t, func(c *config.Bridge) {

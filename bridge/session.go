@@ -117,9 +117,9 @@ func (srv *server) toolsChanged() {
 	}
 }
 
-// connection returns the server's connection, making it if needed: a
-// stdio server's process comes from its pool (a warm spare when there is
-// one), an HTTP server is dialled.
+// connection returns the server's connection, making it if needed (or
+// if its process has exited): a stdio server's process comes from its pool
+// (a warm spare when there is one), an HTTP server is dialled.
 func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -127,7 +127,14 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 		return nil, fault.New(fault.FailedPrecondition, "the bridge session is closed")
 	}
 	if srv.conn != nil {
-		return srv.conn, nil
+		select {
+		case <-srv.conn.Exited():
+			// The process died between calls (another session's call
+			// crashed a shared one, say): this call goes to a fresh one.
+			srv.disconnect(true)
+		default:
+			return srv.conn, nil
+		}
 	}
 	t := srv.target
 	if t.stdio != nil {
