@@ -102,7 +102,7 @@ func New(opts Options) (*Service, error) {
 		log:        log,
 		cfg:        opts.Config,
 		cache:      cache,
-		pools:      newPools(opts.Config, log),
+		pools:      newPools(opts.Config, log, stdioDialer(log)),
 		transport:  mcpconn.NewTransport(opts.Config.AllowPrivateNetworks),
 		sessions:   make(map[string]*session),
 	}, nil

@@ -318,7 +318,7 @@ func openSessions(t *testing.T, f *fixture) int32 {
 
 func waitPools(t *testing.T, f *fixture, name string, cond func(*bridgev1.PoolStats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(roomyTimeout)
 	for {
 		res, err := f.svc.Admin().GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
 		if err != nil {
@@ -381,27 +381,11 @@ func TestPrivateNetworkPolicy(t *testing.T) {
 	closeSession(t, allowing.client, id)
 }
 
-// A server that crashes mid-call fails the call as Unavailable, naming the
-// server and the request; the next call starts a fresh process.
-func TestCrashMidCall(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	id, _ := open(t, t.Context(), f.client, refSpec("crashy", "tools"))
-	first := callPid(t, f.client, id, "crashy", "pid")
-	_, err := f.client.CallTool(t.Context(), &bridgev1.CallToolRequest{SessionId: id, ServerName: "crashy", ToolName: "crash"})
-	st := wantCode(t, err, codes.Unavailable)
-	if !strings.Contains(st.Message(), `"crashy"`) || !strings.Contains(st.Message(), `tools/call for "crash"`) {
-		t.Errorf("crash: %q does not name the server and the request", st.Message())
-	}
-	if second := callPid(t, f.client, id, "crashy", "pid"); second == first {
-		t.Errorf("the next call reused the crashed process %d", first)
-	}
-	closeSession(t, f.client, id)
-}
-
 // A command pool that keeps warm spares (command_warm) goes, with its
 // spares, once no session has used it for idle_timeout: one pool per
-// distinct command configuration would otherwise pile up.
+// distinct command configuration would otherwise pile up. (When it goes is
+// TestUnusedCommandPoolTimer's: here the processes are real, and the test
+// waits for the pool to go.)
 func TestUnusedCommandPoolGoes(t *testing.T) {
 	t.Parallel()
 	pids := filepath.Join(t.TempDir(), "pids")
@@ -412,21 +396,17 @@ func TestUnusedCommandPoolGoes(t *testing.T) {
 	spec := commandSpec(t, "tools", mcptest.Tools, map[string]string{mcptest.PidFileEnv: pids})
 	id, _ := open(t, t.Context(), f.client, spec)
 	call(t, f.client, id, "tools", "echo", `{"text":"hi"}`)
-	commandPools := func() (n int, warm int32) {
+	commandPools := func() (n int) {
 		for _, s := range f.svc.pools.stats() {
 			if strings.HasPrefix(s.GetKey(), "command:") {
 				n++
-				warm += s.GetWarm()
 			}
 		}
-		return n, warm
+		return n
 	}
 	closeSession(t, f.client, id)
-	if n, _ := commandPools(); n != 1 {
-		t.Fatalf("%d command pools right after the session; want its pool kept for idle_timeout", n)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for n, _ := commandPools(); n != 0; n, _ = commandPools() {
+	deadline := time.Now().Add(roomyTimeout)
+	for commandPools() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the unused command pool is still there")
 		}

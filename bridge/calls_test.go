@@ -118,11 +118,13 @@ func TestCallTools(t *testing.T) {
 
 // TestCallToolsErrors: a call's failure carries what CallTool's status
 // would (here the timeout's ErrorInfo); a call's own timeout is
-// DeadlineExceeded.
+// DeadlineExceeded. X-H6: the hanging call runs on a warm spare, so its
+// short read_timeout bounds it alone, never a handshake.
 func TestCallToolsErrors(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	spec := refSpec("slow", "tools")
+	f := newFixtureWith(t, warmTools(t, "slow"))
+	waitSpare(t, f, "slow")
+	spec := refSpec("slow", "slow")
 	spec.ReadTimeout = durationpb.New(shortTimeout)
 	id, _ := open(t, t.Context(), f.client, spec, refSpec("t", "tools"))
 	stream := openCalls(t, t.Context(), f.client, id)
@@ -210,35 +212,29 @@ func TestCallToolsOpen(t *testing.T) {
 }
 
 // TestCallToolsSessionCloses: closing the session answers the running
-// calls FailedPrecondition (nobody cancelled them), then ends the stream,
-// without an error.
+// calls FailedPrecondition (nobody cancelled them; and their server was
+// stopped by the close, not on its own: X-L8 does not apply), then ends the
+// stream, without an error. X-H6: the session closes once the call runs on
+// the server, not after a guess at how long that takes.
 func TestCallToolsSessionCloses(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	// stall pings agentd as soon as it runs, and says so on stderr once
+	// agentd answered.
+	logger, running := watchStderr("mcptest: ping answered")
+	f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = logger })
 	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
 	stream := openCalls(t, t.Context(), f.client, id)
-	startCall(t, stream, 1, "t", "echo", `{"text":"up"}`) // connected before the hang
-	recvAnswer(t, stream)
-	startCall(t, stream, 2, "t", "hang", "")
-	// A call that has started is answered; one that the bridge had not yet
-	// read when the session closed is not, and the stream's end tells the
-	// client. Give it time to start, the usual case.
-	time.Sleep(50 * time.Millisecond)
+	startCall(t, stream, 1, "t", "stall", "")
+	await(t, running, "the call to run")
 
 	if _, err := f.client.CloseSession(t.Context(), &bridgev1.CloseSessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		res, err := stream.Recv()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatalf("stream after the session closed: %v; want EOF", err)
-			}
-			return
-		}
-		if res.GetId() != 2 || answerCode(res) != codes.FailedPrecondition {
-			t.Fatalf("answer to the call the close cut short = %v; want FailedPrecondition", res)
-		}
+	if res := recvAnswer(t, stream); res.GetId() != 1 || answerCode(res) != codes.FailedPrecondition {
+		t.Fatalf("answer to the call the close cut short = %v; want FailedPrecondition", res)
+	}
+	if res, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream after the session closed: %v, %v; want EOF", res, err)
 	}
 }
 

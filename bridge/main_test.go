@@ -2,9 +2,11 @@ package bridge
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,11 +29,14 @@ func TestMain(m *testing.M) {
 const (
 	// grace keeps the SIGTERM and SIGKILL escalation short.
 	grace = 200 * time.Millisecond
-	// roomyTimeout leaves a loaded machine plenty of time.
-	roomyTimeout = 20 * time.Second
-	// shortTimeout is the read_timeout of the timeout tests. It bounds the
-	// handshake too, so it leaves a re-executed test binary time to start.
-	shortTimeout = time.Second
+	// roomyTimeout leaves a loaded machine plenty of time: it bounds only
+	// what must not fail (X-H6).
+	roomyTimeout = 2 * time.Minute
+	// shortTimeout is the read_timeout of the timeout tests: the hanging
+	// call's, and the trivial calls' around it. Their processes are warm
+	// spares (warmTools), whose start and handshake start_timeout bounds,
+	// so a busy machine's slow start never meets it (X-H6).
+	shortTimeout = 2 * time.Second
 )
 
 // fixture is a Service served over an in-memory gRPC connection. The
@@ -168,10 +173,38 @@ func callPid(t *testing.T, client bridgev1.BridgeServiceClient, session, server,
 	return pid
 }
 
+// warmTools registers the Tools fake as name, with a warm spare.
+func warmTools(t *testing.T, name string) func(*config.Bridge) {
+	t.Helper()
+	exe, env := mcptest.Command(t, mcptest.Tools)
+	return func(c *config.Bridge) {
+		warm := 1
+		c.Servers[name] = config.Server{Command: exe, Env: env, Warm: &warm}
+	}
+}
+
+// waitSpare waits until the pool of the registered server name holds a
+// warm spare.
+func waitSpare(t *testing.T, f *fixture, name string) {
+	t.Helper()
+	waitPools(t, f, name, func(s *bridgev1.PoolStats) bool { return s.GetWarm() == 1 })
+}
+
+// await waits until ch is closed, failing the test after a generous
+// deadline: it proves that a state is reached, not how fast.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(roomyTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
 // waitSessions waits until the service holds n sessions.
 func waitSessions(t *testing.T, svc *Service, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(roomyTimeout)
 	for svc.Sessions() != n {
 		if time.Now().After(deadline) {
 			t.Fatalf("Sessions() = %d, want %d", svc.Sessions(), n)
@@ -179,3 +212,37 @@ func waitSessions(t *testing.T, svc *Service, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// stderrLine is a slog handler that closes seen once an MCP server of the
+// service writes line to its stderr: a test waits for that state, never for
+// a duration.
+type stderrLine struct {
+	line string
+	seen chan struct{}
+	once *sync.Once
+}
+
+// watchStderr returns a logger for a Service and a channel closed once one
+// of its servers writes line to stderr.
+func watchStderr(line string) (*slog.Logger, <-chan struct{}) {
+	h := stderrLine{line: line, seen: make(chan struct{}), once: new(sync.Once)}
+	return slog.New(h), h.seen
+}
+
+func (h stderrLine) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h stderrLine) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "mcp server stderr" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" && a.Value.String() == h.line {
+			h.once.Do(func() { close(h.seen) })
+		}
+		return true
+	})
+	return nil
+}
+
+func (h stderrLine) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h stderrLine) WithGroup(string) slog.Handler      { return h }

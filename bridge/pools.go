@@ -29,6 +29,7 @@ type pools struct {
 	log   *slog.Logger
 	cfg   config.Pool
 	grace time.Duration
+	dial  dialFunc
 	drops sync.WaitGroup // pools being closed after idle_timeout unused
 
 	mu     sync.Mutex
@@ -37,7 +38,7 @@ type pools struct {
 }
 
 type poolEntry struct {
-	pool       *pool.Pool
+	pool       *pool.Pool[*mcpconn.Conn]
 	name, key  string
 	refs       int // sessions using it
 	registered bool
@@ -45,8 +46,13 @@ type poolEntry struct {
 	idleSince  uint64      // counts spells of disuse, so that a stale timer does nothing
 }
 
-func newPools(cfg config.Bridge, log *slog.Logger) *pools {
-	ps := &pools{log: log, cfg: cfg.Pool, grace: cfg.TerminateGrace, byKey: make(map[string]*poolEntry)}
+// dialFunc makes the dialer of a pool's processes from their spec.
+type dialFunc func(spec mcpconn.StdioSpec) pool.Dialer[*mcpconn.Conn]
+
+// newPools makes the pools of cfg's registered servers, whose processes
+// dial starts (stdioDialer, but in tests of the pools' timing).
+func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc) *pools {
+	ps := &pools{log: log, cfg: cfg.Pool, grace: cfg.TerminateGrace, dial: dial, byKey: make(map[string]*poolEntry)}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
 		reg := cfg.Servers[name]
 		pc := ps.poolConfig(ps.cfg.Warm)
@@ -59,7 +65,7 @@ func newPools(cfg config.Bridge, log *slog.Logger) *pools {
 		pc.Shared = reg.Shared
 		spec := mcpconn.StdioSpec{Name: name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: ps.grace}
 		key := "ref:" + name
-		ps.byKey[key] = &poolEntry{pool: pool.New(name, pc, ps.dialer(spec), log), name: name, key: key, registered: true}
+		ps.byKey[key] = &poolEntry{pool: pool.New(name, pc, ps.dial(spec), log), name: name, key: key, registered: true}
 	}
 	return ps
 }
@@ -74,11 +80,14 @@ func (ps *pools) poolConfig(warm int) pool.Config {
 	}
 }
 
-// dialer starts spec's process. The pool's processes log with the server's
-// registered (or command) name; sessions see them under their own names.
-func (ps *pools) dialer(spec mcpconn.StdioSpec) pool.Dialer {
-	return func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
-		return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: ps.log})
+// stdioDialer returns the dialFunc that starts processes logging to log.
+// A pool's processes log with the server's registered (or command) name;
+// sessions see them under their own names.
+func stdioDialer(log *slog.Logger) dialFunc {
+	return func(spec mcpconn.StdioSpec) pool.Dialer[*mcpconn.Conn] {
+		return func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
+			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log})
+		}
 	}
 }
 
@@ -99,10 +108,11 @@ func commandKey(spec mcpconn.StdioSpec) string {
 	return "command:" + hex.EncodeToString(sum[:12])
 }
 
-// acquire returns the pool of a registered server (ref) or of a command
-// configuration, counting one more session that uses it; release it with
-// put.
-func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
+// attach returns the pool of a registered server (ref) or of a command
+// configuration, counting one more session that uses it; the session
+// detaches when it ends. (A session attaches to a pool; it acquires a
+// process from it.)
+func (ps *pools) attach(ref string, spec mcpconn.StdioSpec) *poolEntry {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	key := "ref:" + ref
@@ -113,7 +123,7 @@ func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
 	if e == nil {
 		name := "command: " + filepath.Base(spec.Command)
 		spec.Name = name
-		e = &poolEntry{pool: pool.New(name, ps.poolConfig(ps.cfg.CommandWarm), ps.dialer(spec), ps.log), name: name, key: key}
+		e = &poolEntry{pool: pool.New(name, ps.poolConfig(ps.cfg.CommandWarm), ps.dial(spec), ps.log), name: name, key: key}
 		ps.byKey[key] = e
 	}
 	e.refs++
@@ -125,8 +135,8 @@ func (ps *pools) acquire(ref string, spec mcpconn.StdioSpec) *poolEntry {
 	return e
 }
 
-// put ends a session's use of e; an unused, empty command pool goes.
-func (ps *pools) put(e *poolEntry) {
+// detach ends a session's use of e; an unused, empty command pool goes.
+func (ps *pools) detach(e *poolEntry) {
 	ps.mu.Lock()
 	e.refs--
 	unused := !e.registered && e.refs == 0 && !ps.closed

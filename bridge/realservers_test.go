@@ -202,7 +202,7 @@ func tryHTTPServer(t *testing.T, node, script, mode, mark string) (port int, out
 		}
 	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(roomyTimeout)
 	for {
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			_ = conn.Close()

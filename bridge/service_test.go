@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/toolerror"
 )
@@ -562,11 +563,15 @@ func TestCloseSession(t *testing.T) {
 
 // TestCallToolTimeout: R-L1 through the service. A missed read_timeout is
 // DeadlineExceeded naming the server and the request; the process is
-// killed and the next call starts a fresh one.
+// killed and the next call starts a fresh one. X-H6: the processes are
+// warm spares, whose start and handshake start_timeout bounds, so the
+// short read_timeout the hanging call needs bounds no handshake (on a busy
+// machine a handshake under it failed the test).
 func TestCallToolTimeout(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	spec := refSpec("slow", "tools")
+	f := newFixtureWith(t, warmTools(t, "slow"))
+	waitSpare(t, f, "slow")
+	spec := refSpec("slow", "slow")
 	spec.ReadTimeout = durationpb.New(shortTimeout)
 	id, _ := open(t, t.Context(), f.client, spec)
 	first := callPid(t, f.client, id, "slow", "pid")
@@ -590,9 +595,109 @@ func TestCallToolTimeout(t *testing.T) {
 	}
 	mcptest.WaitGone(t, first)
 
+	waitSpare(t, f, "slow")
 	if next := callPid(t, f.client, id, "slow", "pid"); next == first {
 		t.Errorf("the call after the timeout reused pid %d", first)
 	}
+}
+
+// TestServerStopsMidCall: X-L8. A stdio server that stops during a call
+// (it crashes, or is killed) is no failed RPC: the model gets an error
+// result saying so, the session goes on, and the server's next call runs
+// on a fresh process. A server that stops before it has served (during
+// the handshake) still fails the call: Unavailable, naming it.
+func TestServerStopsMidCall(t *testing.T) {
+	t.Parallel()
+	stopped := &bridgev1.CallToolResponse{IsError: true, Output: `{"error":"the MCP server \"files\" stopped during the call; it may or may not have run"}`}
+	tests := []struct {
+		name string
+		tool string
+		// kill, if set, kills the process once the call runs.
+		kill bool
+	}{
+		{"X-L8 the server crashes mid-call", "crash", false},
+		{"X-L8 the server is killed mid-call", "stall", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// stall pings agentd as soon as it runs, and says so on stderr
+			// once agentd answered: the call is then in flight.
+			logger, running := watchStderr("mcptest: ping answered")
+			f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = logger })
+			id, _ := open(t, t.Context(), f.client, refSpec("files", "tools"))
+			first := callPid(t, f.client, id, "files", "pid")
+			if tc.kill {
+				go func() {
+					select {
+					case <-running:
+						_ = syscall.Kill(first, syscall.SIGKILL)
+					case <-t.Context().Done():
+					}
+				}()
+			}
+			got := call(t, f.client, id, "files", tc.tool, "")
+			if diff := cmp.Diff(stopped, got, protocmp.Transform()); diff != "" {
+				t.Errorf("X-L8 result of a call whose server stopped (-want +got):\n%s", diff)
+			}
+			if !mcptest.Gone(first) {
+				t.Errorf("the stopped server's process %d still runs", first)
+			}
+			if second := callPid(t, f.client, id, "files", "pid"); second == first {
+				t.Errorf("X-L8 the next call ran on the stopped process %d", first)
+			}
+			pools, err := f.svc.Admin().GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pools.GetPools() {
+				if p.GetServerName() == "tools" && p.GetCrashed() != 1 {
+					t.Errorf("pool stats %v; want the stopped process counted as crashed", p)
+				}
+			}
+		})
+	}
+	t.Run("X-L8 a shared server's other sessions go on on a fresh process", func(t *testing.T) {
+		t.Parallel()
+		f := newFixtureWith(t, func(c *config.Bridge) {
+			exe, env := mcptest.Command(t, mcptest.Tools)
+			c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: true}
+		})
+		a, _ := open(t, t.Context(), f.client, refSpec("files", "shared"))
+		b, _ := open(t, t.Context(), f.client, refSpec("files", "shared"))
+		first := callPid(t, f.client, a, "files", "pid")
+		if pb := callPid(t, f.client, b, "files", "pid"); pb != first {
+			t.Fatalf("a shared server ran two processes: %d and %d", first, pb)
+		}
+		if diff := cmp.Diff(stopped, call(t, f.client, a, "files", "crash", ""), protocmp.Transform()); diff != "" {
+			t.Errorf("X-L8 result of the crash (-want +got):\n%s", diff)
+		}
+		// b still holds the dead process; its next call must not go to it.
+		sess, err := f.svc.session(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := sess.byName["files"]
+		srv.mu.Lock()
+		held := srv.conn
+		srv.mu.Unlock()
+		await(t, held.Exited(), "the crashed process to be reaped")
+		if second := callPid(t, f.client, b, "files", "pid"); second == first {
+			t.Errorf("X-L8 the other session's next call ran on the crashed process %d", first)
+		}
+	})
+	t.Run("X-L8 a server that stops during the handshake fails the call", func(t *testing.T) {
+		t.Parallel()
+		f := newFixtureWith(t, func(c *config.Bridge) {
+			c.Servers["files"] = config.Server{Command: "/bin/false"}
+		})
+		id, _ := open(t, t.Context(), f.client, refSpec("files", "files"))
+		_, err := f.client.CallTool(t.Context(), &bridgev1.CallToolRequest{SessionId: id, ServerName: "files", ToolName: "echo"})
+		st := wantCode(t, err, codes.Unavailable)
+		if !strings.Contains(st.Message(), `"files"`) || !strings.Contains(st.Message(), "handshake") {
+			t.Errorf("X-L8 %q does not name the server and the handshake", st.Message())
+		}
+	})
 }
 
 // TestToolsChanged: a server's notifications/tools/list_changed reaches

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -48,11 +49,11 @@ type server struct {
 	target *target
 	sess   *session
 	pools  *pools
-	pool   *poolEntry // stdio servers
+	entry  *poolEntry // stdio servers: the pool the session attached to
 
 	mu    sync.Mutex // held while connecting, so a server connects once
 	conn  *mcpconn.Conn
-	lease *pool.Lease
+	lease *pool.Lease[*mcpconn.Conn]
 }
 
 func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, targets []*target) *session {
@@ -70,7 +71,7 @@ func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, target
 	for _, t := range targets {
 		srv := &server{target: t, sess: sess, pools: s.pools}
 		if t.stdio != nil {
-			srv.pool = s.pools.acquire(t.ref, *t.stdio)
+			srv.entry = s.pools.attach(t.ref, *t.stdio)
 		}
 		sess.servers = append(sess.servers, srv)
 		sess.byName[t.name] = srv
@@ -97,8 +98,8 @@ func (s *session) close() {
 		for _, srv := range s.servers {
 			wg.Go(func() {
 				srv.close()
-				if srv.pool != nil {
-					srv.pools.put(srv.pool)
+				if srv.entry != nil {
+					srv.pools.detach(srv.entry)
 				}
 			})
 		}
@@ -117,9 +118,9 @@ func (srv *server) toolsChanged() {
 	}
 }
 
-// connection returns the server's connection, making it if needed: a
-// stdio server's process comes from its pool (a warm spare when there is
-// one), an HTTP server is dialled.
+// connection returns the server's connection, making it if needed (or
+// if its process has exited): a stdio server's process comes from its pool
+// (a warm spare when there is one), an HTTP server is dialled.
 func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -127,11 +128,18 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 		return nil, fault.New(fault.FailedPrecondition, "the bridge session is closed")
 	}
 	if srv.conn != nil {
-		return srv.conn, nil
+		select {
+		case <-srv.conn.Exited():
+			// The process died between calls (another session's call
+			// crashed a shared one, say): this call goes to a fresh one.
+			srv.disconnect(true)
+		default:
+			return srv.conn, nil
+		}
 	}
 	t := srv.target
 	if t.stdio != nil {
-		lease, err := srv.pool.pool.Acquire(ctx, t.readTimeout)
+		lease, err := srv.entry.pool.Acquire(ctx, t.readTimeout)
 		if err != nil {
 			return nil, err
 		}
@@ -298,9 +306,11 @@ func convertTool(t *mcp.Tool) *bridgev1.Tool {
 	return out
 }
 
-// callTool calls one tool. Bad arguments and the tool's own failures are
-// results for the model; connection, timeout and protocol failures are
-// errors.
+// callTool calls one tool. Bad arguments, the tool's own failures and a
+// stdio server that stops during the call (X-L8: it crashed or was killed;
+// the model is told, and the server's next call starts a fresh process)
+// are results for the model; connection, timeout and protocol failures are
+// errors, and so is a call that the session's close cut short.
 func (s *session) callTool(ctx context.Context, serverName, tool, arguments string) (_ *bridgev1.CallToolResponse, err error) {
 	ctx, span := s.tracer.Start(ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("mcp.method.name", "tools/call"),
@@ -334,9 +344,24 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 		if broken(err) {
 			srv.drop(conn)
 		}
-		return nil, err
+		if !errors.Is(err, mcpconn.ErrStopped) {
+			return nil, err
+		}
+		if s.isClosed() {
+			return nil, errSessionClosed // the close stopped the server
+		}
+		s.log.Warn("mcp server stopped during a tool call; the model is told", "server", serverName, "tool", tool, "err", err)
+		span.SetStatus(codes.Error, "the MCP server stopped")
+		return stoppedResult(serverName), nil
 	}
 	return capResult(flatten(res), tool, s.maxResult), nil
+}
+
+// stoppedResult is what the model sees of a call whose stdio server stopped
+// before it answered.
+func stoppedResult(server string) *bridgev1.CallToolResponse {
+	return &bridgev1.CallToolResponse{IsError: true, Output: errorOutput(fmt.Sprintf(
+		"the MCP server %q stopped during the call; it may or may not have run", server))}
 }
 
 // jsonObject reports whether data is empty (no arguments) or one valid JSON

@@ -195,7 +195,8 @@ func DefaultPool() Pool {
 	return Pool{Warm: 1, MaxProcesses: 8, IdleTimeout: 5 * time.Minute, MaxLifetime: time.Hour, StartTimeout: 30 * time.Second}
 }
 
-// DefaultCache returns the cache settings agentd runs with.
+// DefaultCache returns the cache settings agentd runs with; the bridge's
+// schema cache has no defaults of its own.
 func DefaultCache() Cache {
 	return Cache{Enabled: true, TTL: 300 * time.Second, MaxEntries: 100}
 }

@@ -13,7 +13,8 @@ import (
 // TestConcurrentFaults runs, on one agentd, rounds of generations side by
 // side that each meet a different fault: a crash, a hang, a flood, an
 // over-large result, and a well-behaved call. Each gets its own outcome,
-// the well-behaved ones complete, and nothing leaks once they are done.
+// all but the hangs complete (a crash is data for the model, X-L8), and
+// nothing leaks once they are done.
 func TestConcurrentFaults(t *testing.T) {
 	s := newStack(t)
 	type kind struct {
@@ -28,7 +29,7 @@ func TestConcurrentFaults(t *testing.T) {
 	// as ResourceExhausted, which a hang may meet too.
 	busy := codes.ResourceExhausted
 	kinds := []kind{
-		{"crash", []map[string]any{call("crash", nil), say}, "tools", codes.Unavailable, time.Minute},
+		{"crash", []map[string]any{call("crash", nil), say}, "tools", codes.OK, time.Minute}, // X-L8: data for the model
 		{"hang", []map[string]any{call("hang", nil), say}, "tools", codes.DeadlineExceeded, time.Second},
 		{"flood", []map[string]any{call("flood", map[string]any{"lines": 2000}), say}, "noisy", codes.OK, time.Minute},
 		{"big", []map[string]any{call("big", map[string]any{"size": 4 << 20}), say}, "tools", codes.OK, time.Minute},

@@ -55,6 +55,16 @@ func withProvider(baseURL string) options {
 	}
 }
 
+// withWarmSpare keeps a warm spare of the registered server name.
+func withWarmSpare(name string) options {
+	return func(c *config.Config) {
+		srv := c.Bridge.Servers[name]
+		warm := 1
+		srv.Warm = &warm
+		c.Bridge.Servers[name] = srv
+	}
+}
+
 // newStack starts agentd. Every case calls it first: it also records the
 // goroutines, child processes and open files already there, and at the
 // end of the test stops agentd and checks that it left nothing behind.
@@ -108,6 +118,28 @@ func (s *stack) wantNoSessions(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Errorf("leak: %d bridge sessions still open", res.GetOpenSessions())
 			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitSpare waits until the pool of the registered server name holds a
+// warm spare.
+func (s *stack) waitSpare(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := s.admin.GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
+		if err != nil {
+			t.Fatalf("GetPoolStats: %v", err)
+		}
+		for _, p := range res.GetPools() {
+			if p.GetServerName() == name && p.GetWarm() > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool of %q has no warm spare: %v", name, res.GetPools())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -18,9 +18,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -51,8 +54,8 @@ const (
 )
 
 // Conn is one initialized MCP client session. Its methods are safe for
-// concurrent use; Close is idempotent. Views made by WithReadTimeout share
-// the session: closing any of them closes it.
+// concurrent use; Close is idempotent. The views View makes of it share its
+// session (and, for stdio, its process): closing any of them closes it.
 type Conn struct {
 	*core
 	name        string // the server's display name, in errors
@@ -267,15 +270,29 @@ func (c *core) current() *mcp.ClientSession {
 	return c.session
 }
 
-// do runs one request on the session. An HTTP server whose session is gone
-// (it restarted), or that could not be reached at all, gets one new
+// do runs one request on the session, bounded as exchangeContext says, and
+// stops a stdio server that its failure leaves unfit to keep.
+func (c *Conn) do(ctx context.Context, request string, readOnly bool, f func(context.Context, *mcp.ClientSession) error) error {
+	ectx, cancel := c.exchangeContext(ctx)
+	defer cancel()
+	err := c.exchange(ectx, ctx, request, readOnly, f)
+	if c.proc != nil && unfit(err) {
+		// At once, not when the connection is closed: the process's other
+		// exchanges end now too, and the error the caller gets says that
+		// the server was stopped.
+		c.proc.kill()
+	}
+	return err
+}
+
+// exchange runs one request on the session within ectx, the exchange's
+// context, and classifies its failure. An HTTP server whose session is
+// gone (it restarted), or that could not be reached at all, gets one new
 // session and the request once more, but only if the request's own POST
 // never reached the server (it was refused with 404, or never sent): a
 // request that was in flight when the session went may have run, and is
 // not repeated.
-func (c *Conn) do(ctx context.Context, request string, readOnly bool, f func(context.Context, *mcp.ClientSession) error) error {
-	ectx, cancel := c.exchangeContext(ctx)
-	defer cancel()
+func (c *Conn) exchange(ectx, ctx context.Context, request string, readOnly bool, f func(context.Context, *mcp.ClientSession) error) error {
 	session := c.current()
 	err := f(ectx, session)
 	// A read-only request (tools/list, all its pages) may always go again;
@@ -398,8 +415,36 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	return res, nil
 }
 
-// classify turns an exchange's error into a fault. A stdio exchange that
-// ran out of its own time (not the caller's) kills the server.
+// ErrStopped is in the chain of a stdio exchange's error when the server's
+// process ended (it crashed, or was killed) or closed its stdout before it
+// answered. A tools/call that failed so may or may not have run.
+var ErrStopped = errors.New("the MCP server stopped")
+
+// ended reports whether err is a stdio connection's end: the server's
+// stdout reached its end (mid-message, or with our end of the pipe closed),
+// its stdin no longer takes writes, or the go-sdk already saw either.
+func ended(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, mcp.ErrConnectionClosed)
+}
+
+// Reasons of the failures after which a stdio server is not kept: it
+// missed its read timeout, or wrote a message over the limit.
+const (
+	reasonTimeout  = "MCP_TIMEOUT"
+	reasonTooLarge = "MCP_MESSAGE_TOO_LARGE"
+)
+
+// unfit reports whether err, a classified failure of an exchange, leaves a
+// stdio server unfit to keep.
+func unfit(err error) bool {
+	var fe *fault.Error
+	return errors.As(err, &fe) && (fe.Reason == reasonTimeout || fe.Reason == reasonTooLarge)
+}
+
+// classify turns an exchange's error into a fault. It only names the
+// failure; a stdio server the failure leaves unfit (see unfit) is stopped
+// by the caller, as the error says.
 func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, err error) error {
 	if callerCtx.Err() != nil {
 		return callerCtx.Err()
@@ -412,9 +457,6 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 		err = c.redact(err)
 	}
 	if timedOut(exchangeCtx) || errors.Is(err, errReadTimeout) {
-		if c.proc != nil {
-			c.proc.kill()
-		}
 		stopped := ""
 		if c.proc != nil {
 			stopped = ", so it was stopped"
@@ -422,7 +464,7 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 		return fault.New(fault.Timeout,
 			"the MCP server %q did not answer %s within %s%s; increase read_timeout on its mcps entry if it needs longer",
 			c.name, request, c.readTimeout, stopped).
-			WithInfo("MCP_TIMEOUT", map[string]string{"server": c.name, "request": request, "read_timeout": c.readTimeout.String()})
+			WithInfo(reasonTimeout, map[string]string{"server": c.name, "request": request, "read_timeout": c.readTimeout.String()})
 	}
 	if errors.Is(err, ErrAddressNotAllowed) {
 		return fault.New(fault.Permission,
@@ -430,12 +472,15 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 			WithInfo("MCP_ADDRESS_NOT_ALLOWED", map[string]string{"server": c.name})
 	}
 	if c.stdout != nil && c.stdout.overflowed() {
-		c.proc.kill()
 		return fault.New(fault.Unavailable,
 			"the MCP server %q wrote a message larger than %d MiB during %s, so it was stopped", c.name, config.MaxMessageBytes>>20, request).
-			WithInfo("MCP_MESSAGE_TOO_LARGE", map[string]string{"server": c.name, "request": request})
+			WithInfo(reasonTooLarge, map[string]string{"server": c.name, "request": request})
 	}
 	cause := opaque(err)
+	if c.proc != nil && ended(err) {
+		return fault.Hide(fault.Unavailable, fmt.Errorf("%w: %w", ErrStopped, cause), "the MCP server %q stopped during %s", c.name, request).
+			WithInfo("MCP_SERVER_STOPPED", map[string]string{"server": c.name, "request": request})
+	}
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 		return fault.Hide(fault.Unavailable, cause, "the MCP server %q closed the connection during %s", c.name, request).
 			WithInfo("MCP_CONNECTION_CLOSED", map[string]string{"server": c.name, "request": request})

@@ -24,9 +24,7 @@ func TestInFlightCallNotResent(t *testing.T) {
 		_, err := conn.CallTool(t.Context(), "stream", map[string]any{"ticks": 10, "interval_ms": 200})
 		done <- err
 	}()
-	for srv.Executions("stream") == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the call to run", func() bool { return srv.Executions("stream") > 0 })
 	srv.Replace()                      // e.g. a balancer moves the client; or the session expired
 	_, _ = conn.ListTools(t.Context()) // finds the session gone
 	<-done                             // it fails, or finishes: either way it ran once

@@ -21,8 +21,9 @@ import (
 )
 
 const (
-	// roomy leaves a loaded machine plenty of time.
-	roomy = 20 * time.Second
+	// roomy leaves a loaded machine plenty of time: it bounds only what
+	// must not fail (X-H6).
+	roomy = 2 * time.Minute
 	// idle is the read_timeout of the tests that need one to pass: several
 	// times the stream tool's interval between notifications.
 	idle = time.Second
@@ -639,7 +640,7 @@ func TestHTTPErrorsRedacted(t *testing.T) {
 // deadline. It proves that something happens, not how fast.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(roomy)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting: %s", what)

@@ -76,7 +76,7 @@ func (r *recorder) find(match func(record) bool) (record, bool) {
 // forwarded by its own goroutine.
 func (r *recorder) waitFor(t *testing.T, what string, match func(record) bool) record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(roomyTimeout)
 	for {
 		if rec, ok := r.find(match); ok {
 			return rec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,10 +26,14 @@ import (
 const (
 	// grace keeps the SIGTERM and SIGKILL escalation short.
 	grace = 200 * time.Millisecond
-	// roomyTimeout leaves a loaded machine plenty of time.
-	roomyTimeout = 20 * time.Second
-	// shortTimeout is the read_timeout of the timeout tests. It bounds the
-	// handshake too, so it leaves a re-executed test binary time to start.
+	// roomyTimeout leaves a loaded machine plenty of time: it bounds only
+	// what must not fail (X-H6).
+	roomyTimeout = 2 * time.Minute
+	// shortTimeout is the read_timeout of the timeout tests. Their
+	// connections are dialled with roomyTimeout and then viewed with
+	// shortTimeout, so that it bounds the exchange under test, never the
+	// handshake of a test binary that a busy machine is slow to start
+	// (X-H6).
 	shortTimeout = time.Second
 )
 
@@ -81,6 +86,9 @@ func callPid(t *testing.T, conn *Conn, tool string) int {
 func TestDialStdio(t *testing.T) {
 	t.Parallel()
 	spec := stdioSpec(t, mcptest.Tools)
+	// The server exits once its stdin closes, so Close returns no error,
+	// however long a busy machine takes to let it (X-H6).
+	spec.TerminateGrace = roomyTimeout
 	conn := dial(t, spec, roomyTimeout, nil)
 	if conn.Name() != spec.Name {
 		t.Errorf("Name() = %q, want %q", conn.Name(), spec.Name)
@@ -177,7 +185,7 @@ func TestDialStdioReadTimeout(t *testing.T) {
 			t.Parallel()
 			log := newRecorder()
 			spec := stdioSpec(t, tc.server)
-			conn := dial(t, spec, shortTimeout, log)
+			conn := dial(t, spec, roomyTimeout, log).View(spec.Name, shortTimeout)
 			pid := conn.Pid()
 
 			// The caller's own deadline is far away: only read_timeout can
@@ -194,7 +202,7 @@ func TestDialStdioReadTimeout(t *testing.T) {
 				})
 			}
 
-			next := dial(t, spec, shortTimeout, nil)
+			next := dial(t, spec, roomyTimeout, nil)
 			if next.Pid() == pid {
 				t.Errorf("the next dial reused pid %d", pid)
 			}
@@ -202,6 +210,37 @@ func TestDialStdioReadTimeout(t *testing.T) {
 				t.Errorf("echo on the fresh process = %q", got)
 			}
 		})
+	}
+}
+
+// TestDialStdioStopped: X-L8. A server whose process ends before it
+// answers (it crashed, or was killed; here during a call, then during a
+// handshake) fails the exchange with ErrStopped, Unavailable, naming the
+// server and the request; so does every later exchange of the connection.
+func TestDialStdioStopped(t *testing.T) {
+	t.Parallel()
+	spec := stdioSpec(t, mcptest.Tools)
+	conn := dial(t, spec, roomyTimeout, nil)
+	_, err := conn.CallTool(t.Context(), "crash", nil)
+	checkStopped(t, err, spec.Name, `tools/call for "crash"`)
+	_, err = conn.CallTool(t.Context(), "echo", map[string]any{"text": "after"})
+	checkStopped(t, err, spec.Name, `tools/call for "echo"`)
+
+	_, err = DialStdio(t.Context(), StdioSpec{Name: "false", Command: "/bin/false", TerminateGrace: grace}, roomyTimeout, Options{})
+	checkStopped(t, err, "false", "the handshake")
+}
+
+func checkStopped(t *testing.T, err error, server, request string) {
+	t.Helper()
+	var fe *fault.Error
+	if !errors.Is(err, ErrStopped) || !errors.As(err, &fe) || fe.Kind != fault.Unavailable || fe.Reason != "MCP_SERVER_STOPPED" {
+		t.Fatalf("err = %v, want ErrStopped, a fault.Unavailable with reason MCP_SERVER_STOPPED", err)
+	}
+	if diff := cmp.Diff(map[string]string{"server": server, "request": request}, fe.Metadata); diff != "" {
+		t.Errorf("metadata (-want +got):\n%s", diff)
+	}
+	if want := fmt.Sprintf("the MCP server %q stopped during %s", server, request); err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,12 +39,15 @@ func TestQuietResumedStandaloneStream(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	open := make(chan struct{}) // closed once the standalone stream is open
+	var opened sync.Once
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") == "" {
 			// A proxy drops the standalone stream shortly after it carried an event.
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			w = &sniffWriter{ResponseWriter: w, onWrite: func(b []byte) {
+				opened.Do(func() { close(open) }) // the server's first write: ": ok"
 				if strings.Contains(string(b), "list_changed") {
 					time.AfterFunc(50*time.Millisecond, cancel)
 				}
@@ -54,12 +58,18 @@ func TestQuietResumedStandaloneStream(t *testing.T) {
 	}))
 	defer ts.Close()
 	spec := HTTPSpec{Name: "x", URL: ts.URL, Transport: privateTransport(t), MaxReconnectionWait: 4 * time.Second}
-	conn, err := DialHTTP(t.Context(), spec, 500*time.Millisecond, Options{})
+	// Twenty of the ticker's intervals, a margin a busy machine keeps, and
+	// far less than the resumed stream stays quiet (X-H6).
+	conn, err := DialHTTP(t.Context(), spec, 2*time.Second, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	time.Sleep(200 * time.Millisecond)
+	select { // X-H6: the event below must go on the stream, so wait for it
+	case <-open:
+	case <-time.After(roomy):
+		t.Fatal("the standalone stream never opened")
+	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "other"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{}, nil, nil
 	}) // notifications/tools/list_changed on the standalone stream

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	"github.com/agentd/agentd/internal/fault"
 )
 
@@ -42,8 +41,21 @@ type Config struct {
 	Shared bool
 }
 
+// Conn is a pooled process's MCP connection, as the pool uses it (the
+// bridge's is *mcpconn.Conn).
+type Conn interface {
+	// Exited is closed once the process has exited. Safe for concurrent
+	// use.
+	Exited() <-chan struct{}
+	// Close stops the process, ending the exchanges it still runs, and
+	// waits for it. Idempotent; safe for concurrent use.
+	Close() error
+	// Pid is the process's id, for logs.
+	Pid() int
+}
+
 // Dialer spawns a process and initializes its MCP session within timeout.
-type Dialer func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error)
+type Dialer[C Conn] func(ctx context.Context, timeout time.Duration) (C, error)
 
 // Stats is a snapshot of a pool.
 type Stats struct {
@@ -53,15 +65,15 @@ type Stats struct {
 }
 
 // proc is one process of the pool.
-type proc struct {
-	conn      *mcpconn.Conn
+type proc[C Conn] struct {
+	conn      C
 	born      time.Time
 	idleSince time.Time
 	users     int  // sessions holding it
 	gone      bool // retired while sessions still held it (shared)
 }
 
-func (pr *proc) exited() bool {
+func (pr *proc[C]) exited() bool {
 	select {
 	case <-pr.conn.Exited():
 		return true
@@ -72,10 +84,10 @@ func (pr *proc) exited() bool {
 
 // Pool is the process pool of one stdio server configuration. It is safe
 // for concurrent use; Close stops every process and joins every goroutine.
-type Pool struct {
+type Pool[C Conn] struct {
 	name string
 	cfg  Config
-	dial Dialer
+	dial Dialer[C]
 	log  *slog.Logger
 
 	ctx    context.Context // the pool's lifetime, for spares
@@ -83,15 +95,14 @@ type Pool struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	idle     []*proc // initialized, nobody holds them (LIFO)
-	busy     map[*proc]struct{}
+	idle     []*proc[C] // initialized, nobody holds them (LIFO)
+	busy     map[*proc[C]]struct{}
 	starting int
 	stopping int           // retired processes still exiting: they count against MaxProcesses
 	queue    []*waiting    // sessions waiting for a process, oldest first
 	changed  chan struct{} // closed and replaced on every change
 	closed   bool
 	stats    Stats
-	now      func() time.Time
 	// failures counts the spares in a row that failed to start or died
 	// young; the filler starts none before retryAt, so a server that
 	// cannot run is retried with back-off, not in a tight loop.
@@ -109,17 +120,17 @@ const (
 
 // spareFailedLocked counts a failed spare and pushes the next start back.
 // p.mu is held.
-func (p *Pool) spareFailedLocked() {
+func (p *Pool[C]) spareFailedLocked() {
 	p.failures++
 	d := maxBackoff
 	if p.failures < 20 {
 		d = min(minBackoff<<(p.failures-1), maxBackoff)
 	}
-	p.retryAt = p.now().Add(d)
+	p.retryAt = time.Now().Add(d)
 }
 
 // New starts a pool and its filler. The name is for logs and errors.
-func New(name string, cfg Config, dial Dialer, log *slog.Logger) *Pool {
+func New[C Conn](name string, cfg Config, dial Dialer[C], log *slog.Logger) *Pool[C] {
 	cfg.MaxProcesses = max(cfg.MaxProcesses, 1)
 	if cfg.Shared {
 		cfg.MaxProcesses = 1
@@ -127,24 +138,23 @@ func New(name string, cfg Config, dial Dialer, log *slog.Logger) *Pool {
 	}
 	cfg.Warm = min(max(cfg.Warm, 0), cfg.MaxProcesses)
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{
+	p := &Pool[C]{
 		name: name, cfg: cfg, dial: dial, log: log.With("pool", name),
 		ctx: ctx, cancel: cancel,
-		busy:    make(map[*proc]struct{}),
+		busy:    make(map[*proc[C]]struct{}),
 		changed: make(chan struct{}),
-		now:     time.Now,
 	}
 	p.wg.Go(p.fill)
 	return p
 }
 
 // signal wakes everyone waiting for a change. p.mu is held.
-func (p *Pool) signal() {
+func (p *Pool[C]) signal() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
 
-func (p *Pool) live() int { return len(p.idle) + len(p.busy) + p.starting + p.stopping }
+func (p *Pool[C]) live() int { return len(p.idle) + len(p.busy) + p.starting + p.stopping }
 
 // waiting is one Acquire in the queue, known by its address (so it must
 // not be zero-sized: those may all share one).
@@ -152,7 +162,7 @@ type waiting struct{ _ byte }
 
 // leave removes w from the queue and wakes the others: the next in line
 // may now take its turn. p.mu is held.
-func (p *Pool) leave(w *waiting) {
+func (p *Pool[C]) leave(w *waiting) {
 	if i := slices.Index(p.queue, w); i >= 0 {
 		p.queue = slices.Delete(p.queue, i, i+1)
 		p.signal()
@@ -160,20 +170,20 @@ func (p *Pool) leave(w *waiting) {
 }
 
 // Lease is a process held by one session.
-type Lease struct {
-	p    *Pool
-	pr   *proc
+type Lease[C Conn] struct {
+	p    *Pool[C]
+	pr   *proc[C]
 	once sync.Once
 }
 
 // Conn is the leased process's connection.
-func (l *Lease) Conn() *mcpconn.Conn { return l.pr.conn }
+func (l *Lease[C]) Conn() C { return l.pr.conn }
 
 // Release gives the process back: it is retired unless the pool is shared
 // and the process is sound. broken says the process failed (a timeout
 // killed it, it crashed) and must go whatever the pool. Release returns
 // once a retired process has stopped. Idempotent.
-func (l *Lease) Release(broken bool) {
+func (l *Lease[C]) Release(broken bool) {
 	l.once.Do(func() { l.p.release(l.pr, broken) })
 }
 
@@ -183,7 +193,7 @@ func (l *Lease) Release(broken bool) {
 // Sessions that must wait are served in the order they came, as
 // database/sql serves its connection requests, so none waits longer than
 // its turn.
-func (p *Pool) Acquire(ctx context.Context, timeout time.Duration) (*Lease, error) {
+func (p *Pool[C]) Acquire(ctx context.Context, timeout time.Duration) (*Lease[C], error) {
 	// The wait is bounded by timeout; a spawn bounds its own handshake.
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -205,7 +215,7 @@ func (p *Pool) Acquire(ctx context.Context, timeout time.Duration) (*Lease, erro
 			if pr := p.takeLocked(); pr != nil {
 				p.leave(w)
 				p.mu.Unlock()
-				return &Lease{p: p, pr: pr}, nil
+				return &Lease[C]{p: p, pr: pr}, nil
 			}
 			if p.live() < p.cfg.MaxProcesses {
 				p.starting++
@@ -238,7 +248,7 @@ func (p *Pool) Acquire(ctx context.Context, timeout time.Duration) (*Lease, erro
 // takeLocked hands out a process if one is ready: the shared process, or
 // the most recently readied spare. Dead or expired spares found on the way
 // are retired. p.mu is held.
-func (p *Pool) takeLocked() *proc {
+func (p *Pool[C]) takeLocked() *proc[C] {
 	if p.cfg.Shared {
 		for pr := range p.busy {
 			if !pr.exited() {
@@ -251,7 +261,7 @@ func (p *Pool) takeLocked() *proc {
 	for len(p.idle) > 0 {
 		pr := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if pr.exited() || p.now().Sub(pr.born) >= p.cfg.MaxLifetime && p.cfg.MaxLifetime > 0 {
+		if pr.exited() || time.Now().Sub(pr.born) >= p.cfg.MaxLifetime && p.cfg.MaxLifetime > 0 {
 			p.retireAsyncLocked(pr, pr.exited())
 			continue
 		}
@@ -267,7 +277,7 @@ func (p *Pool) takeLocked() *proc {
 // dropHeldLocked retires a shared process that exited while sessions hold
 // it, so that it stops counting against MaxProcesses and a new one can
 // start; its holders' releases then only let go of it. p.mu is held.
-func (p *Pool) dropHeldLocked(pr *proc) {
+func (p *Pool[C]) dropHeldLocked(pr *proc[C]) {
 	delete(p.busy, pr)
 	pr.gone = true
 	p.retireAsyncLocked(pr, true)
@@ -275,7 +285,7 @@ func (p *Pool) dropHeldLocked(pr *proc) {
 
 // spawnFor starts a process for the caller (p.starting and p.wg were
 // counted). Close cancels the start and waits for it.
-func (p *Pool) spawnFor(ctx context.Context, timeout time.Duration) (*Lease, error) {
+func (p *Pool[C]) spawnFor(ctx context.Context, timeout time.Duration) (*Lease[C], error) {
 	defer p.wg.Done()
 	dctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(p.ctx, cancel)
@@ -298,16 +308,16 @@ func (p *Pool) spawnFor(ctx context.Context, timeout time.Duration) (*Lease, err
 		_ = conn.Close()
 		return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
 	}
-	pr := &proc{conn: conn, born: p.now(), users: 1}
+	pr := &proc[C]{conn: conn, born: time.Now(), users: 1}
 	p.busy[pr] = struct{}{}
 	p.watch(pr)
 	p.mu.Unlock()
-	return &Lease{p: p, pr: pr}, nil
+	return &Lease[C]{p: p, pr: pr}, nil
 }
 
 // watch wakes the filler when pr's process exits, so a crashed spare is
 // replaced (and a crashed shared process retired) at once. p.mu is held.
-func (p *Pool) watch(pr *proc) {
+func (p *Pool[C]) watch(pr *proc[C]) {
 	p.wg.Go(func() {
 		select {
 		case <-pr.conn.Exited():
@@ -323,7 +333,7 @@ func (p *Pool) watch(pr *proc) {
 	})
 }
 
-func (p *Pool) release(pr *proc, broken bool) {
+func (p *Pool[C]) release(pr *proc[C], broken bool) {
 	p.mu.Lock()
 	pr.users--
 	if pr.gone { // already retired (a shared process that crashed)
@@ -342,8 +352,8 @@ func (p *Pool) release(pr *proc, broken bool) {
 		return
 	}
 	delete(p.busy, pr)
-	if p.cfg.Shared && !p.closed && (p.cfg.MaxLifetime <= 0 || p.now().Sub(pr.born) < p.cfg.MaxLifetime) {
-		pr.idleSince = p.now()
+	if p.cfg.Shared && !p.closed && (p.cfg.MaxLifetime <= 0 || time.Now().Sub(pr.born) < p.cfg.MaxLifetime) {
+		pr.idleSince = time.Now()
 		p.idle = append(p.idle, pr)
 		p.signal()
 		p.mu.Unlock()
@@ -356,7 +366,7 @@ func (p *Pool) release(pr *proc, broken bool) {
 // retireLocked stops pr, which the caller has already removed from idle
 // and busy. p.mu is held on entry and exit but released while the process
 // stops, so callers re-read the pool's state afterwards.
-func (p *Pool) retireLocked(pr *proc, crashed bool) {
+func (p *Pool[C]) retireLocked(pr *proc[C], crashed bool) {
 	p.retiringLocked(pr, crashed)
 	p.mu.Unlock()
 	p.stop(pr)
@@ -367,8 +377,8 @@ func (p *Pool) retireLocked(pr *proc, crashed bool) {
 // idle and busy, in a goroutine of the pool's: p.mu stays held, and the
 // process counts as stopping until it has. A spare that crashed young
 // counts as a failed start. p.mu is held and the pool is not closed.
-func (p *Pool) retireAsyncLocked(pr *proc, crashed bool) {
-	if crashed && p.now().Sub(pr.born) < healthyAge {
+func (p *Pool[C]) retireAsyncLocked(pr *proc[C], crashed bool) {
+	if crashed && time.Now().Sub(pr.born) < healthyAge {
 		p.spareFailedLocked()
 	}
 	p.retiringLocked(pr, crashed)
@@ -377,7 +387,7 @@ func (p *Pool) retireAsyncLocked(pr *proc, crashed bool) {
 
 // retiringLocked counts pr as retired (or crashed), and as stopping until
 // stop. p.mu is held.
-func (p *Pool) retiringLocked(pr *proc, crashed bool) {
+func (p *Pool[C]) retiringLocked(pr *proc[C], crashed bool) {
 	if crashed {
 		p.stats.Crashed++
 	} else {
@@ -387,7 +397,7 @@ func (p *Pool) retiringLocked(pr *proc, crashed bool) {
 }
 
 // stop stops pr's process, then no longer counts it. p.mu is not held.
-func (p *Pool) stop(pr *proc) {
+func (p *Pool[C]) stop(pr *proc[C]) {
 	if err := pr.conn.Close(); err != nil {
 		p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
 	}
@@ -399,7 +409,7 @@ func (p *Pool) stop(pr *proc) {
 
 // fill keeps Warm spares ready and reaps idle and aged processes, until the
 // pool closes.
-func (p *Pool) fill() {
+func (p *Pool[C]) fill() {
 	tick := time.NewTicker(p.reapInterval())
 	defer tick.Stop()
 	retry := time.NewTimer(0)
@@ -411,7 +421,7 @@ func (p *Pool) fill() {
 			return
 		}
 		p.reapLocked()
-		wait := p.retryAt.Sub(p.now())
+		wait := p.retryAt.Sub(time.Now())
 		for wait <= 0 && len(p.idle)+p.starting < p.cfg.Warm && p.live() < p.cfg.MaxProcesses && !(p.cfg.Shared && len(p.busy) > 0) {
 			p.starting++
 			p.wg.Go(p.spawnSpare)
@@ -433,7 +443,7 @@ func (p *Pool) fill() {
 	}
 }
 
-func (p *Pool) reapInterval() time.Duration {
+func (p *Pool[C]) reapInterval() time.Duration {
 	d := time.Minute
 	for _, c := range []time.Duration{p.cfg.IdleTimeout, p.cfg.MaxLifetime} {
 		if c > 0 {
@@ -445,11 +455,11 @@ func (p *Pool) reapInterval() time.Duration {
 
 // reapLocked retires dead spares, spares past MaxLifetime, and spares
 // beyond Warm idle for IdleTimeout. p.mu is held.
-func (p *Pool) reapLocked() {
-	now := p.now()
+func (p *Pool[C]) reapLocked() {
+	now := time.Now()
 	keep := p.idle[:0]
-	var retire []*proc
-	var crashed []*proc
+	var retire []*proc[C]
+	var crashed []*proc[C]
 	for i, pr := range p.idle {
 		switch {
 		case pr.exited():
@@ -477,7 +487,7 @@ func (p *Pool) reapLocked() {
 }
 
 // spawnSpare starts one spare (p.starting was counted).
-func (p *Pool) spawnSpare() {
+func (p *Pool[C]) spawnSpare() {
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
 	conn, err := p.dial(ctx, p.cfg.StartTimeout)
@@ -488,7 +498,7 @@ func (p *Pool) spawnSpare() {
 	if err != nil {
 		if p.ctx.Err() == nil {
 			p.spareFailedLocked()
-			p.log.Warn("starting a warm mcp server process failed", "err", err, "failures", p.failures, "retry_in", p.retryAt.Sub(p.now()).Round(time.Millisecond).String())
+			p.log.Warn("starting a warm mcp server process failed", "err", err, "failures", p.failures, "retry_in", p.retryAt.Sub(time.Now()).Round(time.Millisecond).String())
 		}
 		return
 	}
@@ -499,13 +509,13 @@ func (p *Pool) spawnSpare() {
 		p.mu.Lock()
 		return
 	}
-	pr := &proc{conn: conn, born: p.now(), idleSince: p.now()}
+	pr := &proc[C]{conn: conn, born: time.Now(), idleSince: time.Now()}
 	p.idle = append(p.idle, pr)
 	p.watch(pr)
 }
 
 // Stats reports the pool.
-func (p *Pool) Stats() Stats {
+func (p *Pool[C]) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
@@ -515,7 +525,7 @@ func (p *Pool) Stats() Stats {
 }
 
 // Idle reports whether the pool holds and starts no process at all.
-func (p *Pool) Idle() bool {
+func (p *Pool[C]) Idle() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.live() == 0
@@ -524,7 +534,7 @@ func (p *Pool) Idle() bool {
 // Close stops every process, busy ones included, and waits for them and
 // for the pool's goroutines. Leases released afterwards are no-ops beyond
 // their bookkeeping. Idempotent.
-func (p *Pool) Close() {
+func (p *Pool[C]) Close() {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

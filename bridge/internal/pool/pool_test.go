@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,12 +25,16 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	grace        = 200 * time.Millisecond
-	startTimeout = 20 * time.Second
+	grace = 200 * time.Millisecond
+	// startTimeout bounds starts and waits that must not fail: plenty for
+	// a loaded machine (X-H6).
+	startTimeout = 2 * time.Minute
 )
 
+var discard = slog.New(slog.DiscardHandler)
+
 // dialer starts the fake server, counting the spawns.
-func dialer(t *testing.T, server string, spawns *atomic.Int32) Dialer {
+func dialer(t *testing.T, server string, spawns *atomic.Int32) Dialer[*mcpconn.Conn] {
 	t.Helper()
 	exe, env := mcptest.Command(t, server)
 	spec := mcpconn.StdioSpec{Name: "fake", Command: exe, Env: env, TerminateGrace: grace}
@@ -39,13 +44,13 @@ func dialer(t *testing.T, server string, spawns *atomic.Int32) Dialer {
 	}
 }
 
-func newPool(t *testing.T, cfg Config, server string) (*Pool, *atomic.Int32) {
+func newPool(t *testing.T, cfg Config, server string) (*Pool[*mcpconn.Conn], *atomic.Int32) {
 	t.Helper()
 	var spawns atomic.Int32
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = startTimeout
 	}
-	p := New("fake", cfg, dialer(t, server, &spawns), slog.New(slog.DiscardHandler))
+	p := New("fake", cfg, dialer(t, server, &spawns), discard)
 	t.Cleanup(p.Close)
 	return p, &spawns
 }
@@ -53,7 +58,7 @@ func newPool(t *testing.T, cfg Config, server string) (*Pool, *atomic.Int32) {
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -62,7 +67,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func acquire(t *testing.T, p *Pool) *Lease {
+func acquire[C Conn](t *testing.T, p *Pool[C]) *Lease[C] {
 	t.Helper()
 	l, err := p.Acquire(t.Context(), startTimeout)
 	if err != nil {
@@ -71,7 +76,7 @@ func acquire(t *testing.T, p *Pool) *Lease {
 	return l
 }
 
-func pidOf(t *testing.T, l *Lease) int {
+func pidOf(t *testing.T, l *Lease[*mcpconn.Conn]) int {
 	t.Helper()
 	res, err := l.Conn().CallTool(t.Context(), "pid", nil)
 	if err != nil {
@@ -164,7 +169,7 @@ func TestMaxProcesses(t *testing.T) {
 		t.Errorf("Acquire on a full pool: %v, want Exhausted naming the server", err)
 	}
 	// A waiter gets a process as soon as one is free.
-	got := make(chan *Lease, 1)
+	got := make(chan *Lease[*mcpconn.Conn], 1)
 	go func() {
 		l, err := p.Acquire(context.Background(), startTimeout)
 		if err != nil {
@@ -220,36 +225,11 @@ func TestCrashWhileBusy(t *testing.T) {
 	}
 }
 
-func TestIdleAndLifetimeReaping(t *testing.T) {
-	t.Parallel()
-	t.Run("idle beyond warm", func(t *testing.T) {
-		t.Parallel()
-		p, _ := newPool(t, Config{Shared: true, IdleTimeout: 50 * time.Millisecond}, mcptest.Tools)
-		l := acquire(t, p)
-		pid := l.Conn().Pid()
-		l.Release(false)
-		waitFor(t, "the idle process to be reaped", func() bool { return mcptest.Gone(pid) })
-		waitFor(t, "the pool to be empty", p.Idle)
-	})
-	t.Run("max lifetime", func(t *testing.T) {
-		t.Parallel()
-		p, _ := newPool(t, Config{Warm: 1, MaxProcesses: 2, MaxLifetime: 300 * time.Millisecond}, mcptest.Tools)
-		waitFor(t, "a warm spare", func() bool { return p.Stats().Warm == 1 })
-		p.mu.Lock()
-		first := p.idle[0].conn.Pid()
-		p.mu.Unlock()
-		waitFor(t, "the aged spare to be replaced", func() bool { return mcptest.Gone(first) && p.Stats().Warm == 1 })
-		if p.Stats().Retired < 1 {
-			t.Errorf("stats = %+v", p.Stats())
-		}
-	})
-}
-
 // Close stops every process, busy ones included.
 func TestClose(t *testing.T) {
 	t.Parallel()
 	var spawns atomic.Int32
-	p := New("fake", Config{Warm: 2, MaxProcesses: 3, StartTimeout: startTimeout}, dialer(t, mcptest.Stubborn, &spawns), slog.New(slog.DiscardHandler))
+	p := New("fake", Config{Warm: 2, MaxProcesses: 3, StartTimeout: startTimeout}, dialer(t, mcptest.Stubborn, &spawns), discard)
 	waitFor(t, "two warm spares", func() bool { return p.Stats().Warm == 2 })
 	l := acquire(t, p)
 	var pids []int
@@ -297,64 +277,6 @@ func TestWaitersServedInOrder(t *testing.T) {
 	}
 }
 
-// A retired process counts against MaxProcesses until it has exited, so
-// the pool never runs more than MaxProcesses at once.
-func TestStoppingProcessesCount(t *testing.T) {
-	t.Parallel()
-	p, _ := newPool(t, Config{MaxProcesses: 1, Warm: 0}, mcptest.Stubborn) // takes 2×grace to stop
-	l := acquire(t, p)
-	released := make(chan struct{})
-	go func() { l.Release(false); close(released) }()
-	waitFor(t, "the retirement to start", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.stopping == 1
-	})
-	if _, err := p.Acquire(t.Context(), grace/2); fault.KindOf(err) != fault.Exhausted {
-		t.Errorf("Acquire while the only process stops: %v; want Exhausted", err)
-	}
-	<-released
-	acquire(t, p).Release(false)
-}
-
-// A server whose spares fail to start (or die at once) is retried with
-// back-off, not in a tight loop. The bound is loose on purpose: a slow
-// machine makes fewer attempts, never more.
-func TestFailingSparesBackOff(t *testing.T) {
-	t.Parallel()
-	var dials atomic.Int32
-	p := New("broken", Config{Warm: 1, MaxProcesses: 2, StartTimeout: time.Second}, func(context.Context, time.Duration) (*mcpconn.Conn, error) {
-		dials.Add(1)
-		return nil, fault.New(fault.Unavailable, "cannot start")
-	}, slog.New(slog.DiscardHandler))
-	defer p.Close()
-	waitFor(t, "the first failed start", func() bool { return dials.Load() >= 1 })
-	time.Sleep(300 * time.Millisecond) // 100 ms, then 200 ms of back-off: at most 3 starts
-	if n := dials.Load(); n > 3 {
-		t.Errorf("%d starts in 300 ms; want back-off between failed spares", n)
-	}
-	p.mu.Lock()
-	failures, later := p.failures, p.retryAt.After(p.now())
-	p.mu.Unlock()
-	if failures < 1 || !later {
-		t.Errorf("failures = %d, retry later = %v", failures, later)
-	}
-
-	// Same with a real process that exits at once.
-	spec := mcpconn.StdioSpec{Name: "false", Command: "/bin/false", TerminateGrace: grace}
-	var spawns atomic.Int32
-	q := New("false", Config{Warm: 1, MaxProcesses: 2, StartTimeout: startTimeout}, func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
-		spawns.Add(1)
-		return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{})
-	}, slog.New(slog.DiscardHandler))
-	defer q.Close()
-	waitFor(t, "the first failed start", func() bool { return spawns.Load() >= 1 })
-	time.Sleep(300 * time.Millisecond)
-	if n := spawns.Load(); n > 3 {
-		t.Errorf("%d processes spawned in 300 ms; want back-off", n)
-	}
-}
-
 // A shared process that dies while sessions hold it is retired at once
 // and counted once: new sessions get a new process without waiting for
 // the holders to let go, and the holders' releases change nothing.
@@ -383,70 +305,101 @@ func TestSharedCrashWhileHeld(t *testing.T) {
 	c.Release(false)
 }
 
-// Close waits for a process that a session's Acquire is starting, and
-// stops it.
-func TestCloseJoinsSpawns(t *testing.T) {
-	t.Parallel()
-	exe, env := mcptest.Command(t, mcptest.Tools)
-	spec := mcpconn.StdioSpec{Name: "fake", Command: exe, Env: env, TerminateGrace: grace}
-	gate := make(chan struct{})
-	var pid atomic.Int64
-	p := New("fake", Config{MaxProcesses: 1, StartTimeout: startTimeout}, func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
-		<-gate
-		c, err := mcpconn.DialStdio(context.WithoutCancel(ctx), spec, timeout, mcpconn.Options{})
-		if c != nil {
-			pid.Store(int64(c.Pid()))
-		}
-		return c, err
-	}, slog.New(slog.DiscardHandler))
-	errc := make(chan error, 1)
-	go func() {
-		_, err := p.Acquire(context.Background(), startTimeout)
-		errc <- err
-	}()
-	waitFor(t, "the spawn", func() bool { return p.Stats().Starting == 1 })
-	closed := make(chan struct{})
-	go func() { p.Close(); close(closed) }()
-	select {
-	case <-closed:
-		t.Fatal("Close returned while a spawn was under way")
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(gate)
-	<-closed
-	if err := <-errc; fault.KindOf(err) != fault.Unavailable {
-		t.Errorf("Acquire during Close = %v; want Unavailable", err)
-	}
-	if n := pid.Load(); n != 0 && !mcptest.Gone(int(n)) {
-		t.Errorf("process %d, spawned during Close, outlived it", n)
-	}
-}
-
 // Releasing a process with a call in flight stops it at once: it does not
-// wait for the call's read_timeout.
+// wait for the call's read_timeout. X-H6: the test releases once the call
+// runs on the server, not after a guess at how long that takes.
 func TestReleaseDuringCall(t *testing.T) {
 	t.Parallel()
-	p, _ := newPool(t, Config{MaxProcesses: 1}, mcptest.Tools)
+	// stall pings agentd as soon as it runs and says so on stderr once
+	// agentd answered.
+	log, running := watchStderr("mcptest: ping answered")
+	exe, env := mcptest.Command(t, mcptest.Tools)
+	spec := mcpconn.StdioSpec{Name: "fake", Command: exe, Env: env, TerminateGrace: grace}
+	p := New("fake", Config{MaxProcesses: 1, StartTimeout: startTimeout}, func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
+		return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log})
+	}, discard)
+	t.Cleanup(p.Close)
 	l := acquire(t, p)
 	pid := pidOf(t, l)
-	const readTimeout = 30 * time.Second
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Conn().View("fake", readTimeout).CallTool(context.Background(), "hang", nil)
+		_, err := l.Conn().View("fake", time.Hour).CallTool(context.Background(), "stall", nil)
 		done <- err
 	}()
-	// Give the call time to reach the server (it never answers). Were it not
-	// yet sent, Release would pass without proving anything, never fail.
-	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
+	await(t, running, "the call to run")
 	l.Release(false)
-	if took := time.Since(start); took >= readTimeout {
-		t.Errorf("Release took %v: it waited for the call's read_timeout", took)
-	}
-	if err := <-done; err == nil {
-		t.Error("the call in flight succeeded after its process stopped")
-	}
 	if !mcptest.Gone(pid) {
 		t.Errorf("process %d runs after Release", pid)
 	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the call in flight succeeded after its process stopped")
+		}
+	case <-time.After(startTimeout):
+		t.Fatal("the call in flight still runs after Release stopped its process")
+	}
 }
+
+// The pool's spares are failed over real processes too: a server that
+// exits at once is counted as failing, and retried (the timing of the
+// retries is TestFailingSparesBackOff's).
+func TestFailingRealSpares(t *testing.T) {
+	t.Parallel()
+	spec := mcpconn.StdioSpec{Name: "false", Command: "/bin/false", TerminateGrace: grace}
+	var spawns atomic.Int32
+	p := New("false", Config{Warm: 1, MaxProcesses: 2, StartTimeout: startTimeout}, func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
+		spawns.Add(1)
+		return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{})
+	}, discard)
+	t.Cleanup(p.Close)
+	waitFor(t, "a second failed start", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.failures >= 2
+	})
+	if s := p.Stats(); s.Warm != 0 || s.Spawned != 0 {
+		t.Errorf("stats = %+v; want no spare and nothing counted as spawned", s)
+	}
+}
+
+// await waits until ch is closed, failing the test after a generous
+// deadline: it proves that a state is reached, not how fast.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(startTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// stderrLine is a slog handler that closes seen once a process writes line
+// to its stderr.
+type stderrLine struct {
+	line string
+	seen chan struct{}
+	once *sync.Once
+}
+
+// watchStderr returns a logger for a process and a channel closed once the
+// process writes line to stderr.
+func watchStderr(line string) (*slog.Logger, <-chan struct{}) {
+	h := stderrLine{line: line, seen: make(chan struct{}), once: new(sync.Once)}
+	return slog.New(h), h.seen
+}
+
+func (h stderrLine) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h stderrLine) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" && a.Value.String() == h.line {
+			h.once.Do(func() { close(h.seen) })
+		}
+		return true
+	})
+	return nil
+}
+
+func (h stderrLine) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h stderrLine) WithGroup(string) slog.Handler      { return h }

@@ -2,9 +2,9 @@
 // schemas: what a server's tools/list returned (after allowed_tools), so a
 // generation with a warm cache connects to nothing until a tool is called.
 //
-// It is safe for concurrent use. Entries live for a TTL (300 s by default)
-// and the cache holds at most MaxEntries (100 by default), evicting the
-// oldest write first; expiry uses the monotonic clock. Concurrent misses on
+// It is safe for concurrent use. Entries live for a TTL and the cache holds
+// at most MaxEntries, evicting the oldest write first (the defaults are
+// config.DefaultCache's); expiry uses the monotonic clock. Concurrent misses on
 // one key make one fetch. Callers get copies: nothing they do to a result
 // changes an entry. Only tool schemas are cached, never results.
 //
@@ -33,12 +33,6 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 )
 
-// Defaults of the cache's settings.
-const (
-	DefaultTTL        = 300 * time.Second
-	DefaultMaxEntries = 100
-)
-
 // Settings are the cache's settings.
 type Settings struct {
 	// Enabled: the cache is read and written (a session may opt out).
@@ -47,11 +41,6 @@ type Settings struct {
 	TTL time.Duration
 	// MaxEntries bounds the entries held; positive.
 	MaxEntries int
-}
-
-// DefaultSettings returns enabled, 300 s, 100 entries.
-func DefaultSettings() Settings {
-	return Settings{Enabled: true, TTL: DefaultTTL, MaxEntries: DefaultMaxEntries}
 }
 
 // Validate reports settings that are not positive.
@@ -159,7 +148,6 @@ type Cache struct {
 	writes   uint64
 	hits     int64
 	misses   int64
-	now      func() time.Time
 }
 
 // New returns an empty cache with the given settings, which Reset restores.
@@ -167,7 +155,7 @@ func New(s Settings) (*Cache, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), now: time.Now}, nil
+	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight)}, nil
 }
 
 // Fetch returns the tools cached under key, or calls fetch and caches its
@@ -190,7 +178,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 	counted := false // a call counts one hit or one miss
 	for {
 		if e, ok := c.entries[key]; ok {
-			if c.now().Before(e.expires) {
+			if time.Now().Before(e.expires) {
 				if !counted {
 					c.hits++
 				}
@@ -230,7 +218,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 	delete(c.flights, key)
 	if f.err == nil && c.settings.Enabled && !f.stale {
 		c.writes++
-		c.entries[key] = &entry{tools: f.tools, expires: c.now().Add(c.settings.TTL), written: c.writes}
+		c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(c.settings.TTL), written: c.writes}
 		c.evict()
 	}
 	c.mu.Unlock()
@@ -244,7 +232,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 // evict drops expired entries, then the oldest writes, down to MaxEntries.
 // c.mu is held.
 func (c *Cache) evict() {
-	now := c.now()
+	now := time.Now()
 	for k, e := range c.entries {
 		if !now.Before(e.expires) {
 			delete(c.entries, k)

@@ -7,41 +7,29 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/config"
 )
 
-// clock is a settable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// defaults are the settings agentd runs with.
+func defaults() Settings {
+	d := config.DefaultCache()
+	return Settings{Enabled: d.Enabled, TTL: d.TTL, MaxEntries: d.MaxEntries}
 }
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newCache(t *testing.T, s Settings) (*Cache, *clock) {
+func newCache(t *testing.T, s Settings) *Cache {
 	t.Helper()
 	c, err := New(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: time.Unix(1000, 0)}
-	c.now = clk.Now
-	return c, clk
+	return c
 }
 
 func tools(names ...string) []*bridgev1.Tool {
@@ -64,7 +52,7 @@ func key(url string) Key { return NewKey(KeyParts{URL: url}) }
 
 func TestMissThenHit(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c := newCache(t, defaults())
 	var calls atomic.Int32
 	for i, wantHit := range []bool{false, true, true} {
 		got, hit, err := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("x", "y")))
@@ -84,16 +72,13 @@ func TestMissThenHit(t *testing.T) {
 	}
 }
 
-// R-C1: defaults and validation of settings.
+// R-C1: validation of settings.
 func TestSettings(t *testing.T) {
 	t.Parallel()
-	if s := DefaultSettings(); !s.Enabled || s.TTL != 300*time.Second || s.MaxEntries != 100 {
-		t.Errorf("defaults = %+v", s)
-	}
 	if _, err := New(Settings{Enabled: true, TTL: 0, MaxEntries: 0}); err == nil || !strings.Contains(err.Error(), "ttl") || !strings.Contains(err.Error(), "max_entries") {
 		t.Errorf("New with zero settings: %v", err)
 	}
-	c, _ := newCache(t, DefaultSettings())
+	c := newCache(t, defaults())
 	neg := -time.Second
 	if _, err := c.Configure(nil, &neg, nil); err == nil {
 		t.Error("a negative ttl was accepted")
@@ -108,7 +93,7 @@ func TestSettings(t *testing.T) {
 		t.Errorf("Configure = %+v, %v", s, err)
 	}
 	// R-C4: reset restores the settings the cache was created with.
-	if s := c.Reset(); s != DefaultSettings() {
+	if s := c.Reset(); s != defaults() {
 		t.Errorf("Reset = %+v", s)
 	}
 }
@@ -116,7 +101,7 @@ func TestSettings(t *testing.T) {
 // R-C2: a disabled call neither reads nor writes.
 func TestDisabledCallBypasses(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c := newCache(t, defaults())
 	var calls atomic.Int32
 	if _, _, err := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("old"))); err != nil {
 		t.Fatal(err)
@@ -131,7 +116,7 @@ func TestDisabledCallBypasses(t *testing.T) {
 		t.Errorf("the disabled call overwrote the entry: %v hit=%v", got, hit)
 	}
 	// Disabled for the whole process.
-	c2, _ := newCache(t, Settings{Enabled: false, TTL: time.Minute, MaxEntries: 1})
+	c2 := newCache(t, Settings{Enabled: false, TTL: time.Minute, MaxEntries: 1})
 	for range 2 {
 		if _, hit, _ := c2.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("x"))); hit {
 			t.Error("a disabled cache hit")
@@ -177,7 +162,7 @@ func TestKeys(t *testing.T) {
 // R-C5: callers get copies.
 func TestCopies(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c := newCache(t, defaults())
 	fetched := tools("x")
 	var calls atomic.Int32
 	got, _, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, fetched))
@@ -189,33 +174,42 @@ func TestCopies(t *testing.T) {
 	}
 }
 
+// X-H6: an entry is served until exactly its TTL after it was written, then
+// fetched again (the clock is a synctest bubble's, so the times are
+// exact); beyond MaxEntries the oldest write goes.
 func TestExpiryAndEviction(t *testing.T) {
 	t.Parallel()
-	c, clk := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 2})
-	var calls atomic.Int32
-	c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a")))
-	clk.Advance(time.Minute)
-	if _, hit, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a2"))); hit {
-		t.Error("an expired entry was served")
-	}
-	if s := c.Stats(); s.Size != 1 {
-		t.Errorf("size after re-fetching a stale entry = %d, want 1", s.Size)
-	}
-	clk.Advance(time.Second)
-	c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, tools("b")))
-	c.Fetch(t.Context(), key("c"), nil, fetcher(&calls, tools("c"))) // evicts the oldest write: a
-	if s := c.Stats(); s.Size != 2 {
-		t.Errorf("size = %d, want 2", s.Size)
-	}
-	if _, hit, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a"))); hit {
-		t.Error("the oldest write was not evicted")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 2})
+		var calls atomic.Int32
+		c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a")))
+		time.Sleep(time.Minute - time.Nanosecond)
+		if _, hit, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a2"))); !hit {
+			t.Error("X-H6 an entry expired before its TTL")
+		}
+		time.Sleep(time.Nanosecond)
+		if got, hit, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a2"))); hit || got[0].GetName() != "a2" {
+			t.Error("X-H6 an entry was served at its TTL")
+		}
+		if s := c.Stats(); s.Size != 1 {
+			t.Errorf("size after re-fetching a stale entry = %d, want 1", s.Size)
+		}
+		time.Sleep(time.Second)
+		c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, tools("b")))
+		c.Fetch(t.Context(), key("c"), nil, fetcher(&calls, tools("c"))) // evicts the oldest write: a
+		if s := c.Stats(); s.Size != 2 {
+			t.Errorf("size = %d, want 2", s.Size)
+		}
+		if _, hit, _ := c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a"))); hit {
+			t.Error("the oldest write was not evicted")
+		}
+	})
 }
 
 // R-C4: invalidate one entry; clear drops entries and counters.
 func TestInvalidateAndClear(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
+	c := newCache(t, defaults())
 	var calls atomic.Int32
 	c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a")))
 	c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, tools("b")))
@@ -231,78 +225,82 @@ func TestInvalidateAndClear(t *testing.T) {
 	}
 }
 
-// X-C6: concurrent misses on one key make one fetch.
+// X-C6: concurrent misses on one key make one fetch. (In a synctest
+// bubble, so that the test knows when every caller waits.)
 func TestConcurrentMissesFetchOnce(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
-	var calls atomic.Int32
-	release := make(chan struct{})
-	slow := func(context.Context) ([]*bridgev1.Tool, error) {
-		calls.Add(1)
-		<-release
-		return tools("x"), nil
-	}
-	const n = 8
-	var wg sync.WaitGroup
-	results := make([][]*bridgev1.Tool, n)
-	for i := range n {
-		wg.Go(func() { results[i], _, _ = c.Fetch(t.Context(), key("a"), nil, slow) })
-	}
-	// Wait until every caller is either the leader or waiting on it.
-	for c.Stats().Misses < n {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	wg.Wait()
-	if calls.Load() != 1 {
-		t.Errorf("%d fetches for concurrent misses, want 1", calls.Load())
-	}
-	for i, r := range results {
-		if len(r) != 1 || r[0].GetName() != "x" {
-			t.Errorf("caller %d got %v", i, r)
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache(t, defaults())
+		var calls atomic.Int32
+		release := make(chan struct{})
+		slow := func(context.Context) ([]*bridgev1.Tool, error) {
+			calls.Add(1)
+			<-release
+			return tools("x"), nil
 		}
-	}
+		const n = 8
+		var wg sync.WaitGroup
+		results := make([][]*bridgev1.Tool, n)
+		for i := range n {
+			wg.Go(func() { results[i], _, _ = c.Fetch(t.Context(), key("a"), nil, slow) })
+		}
+		synctest.Wait() // every caller is the leader or waits on it
+		if s := c.Stats(); s.Misses != n {
+			t.Errorf("stats = %+v; want %d misses", s, n)
+		}
+		close(release)
+		wg.Wait()
+		if calls.Load() != 1 {
+			t.Errorf("%d fetches for concurrent misses, want 1", calls.Load())
+		}
+		for i, r := range results {
+			if len(r) != 1 || r[0].GetName() != "x" {
+				t.Errorf("caller %d got %v", i, r)
+			}
+		}
+	})
 }
 
 // A waiter whose leader gave up fetches itself instead of failing.
 func TestWaiterTakesOverWhenLeaderGivesUp(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, DefaultSettings())
-	leaderCtx, cancelLeader := context.WithCancel(t.Context())
-	started := make(chan struct{})
-	leaderDone := make(chan error, 1)
-	go func() {
-		_, _, err := c.Fetch(leaderCtx, key("a"), nil, func(ctx context.Context) ([]*bridgev1.Tool, error) {
-			close(started)
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
-		leaderDone <- err
-	}()
-	<-started
-	waiterDone := make(chan []*bridgev1.Tool, 1)
-	go func() {
-		got, _, err := c.Fetch(t.Context(), key("a"), nil, func(context.Context) ([]*bridgev1.Tool, error) { return tools("mine"), nil })
-		if err != nil {
-			t.Errorf("waiter: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache(t, defaults())
+		leaderCtx, cancelLeader := context.WithCancel(t.Context())
+		leaderDone := make(chan error, 1)
+		go func() {
+			_, _, err := c.Fetch(leaderCtx, key("a"), nil, func(ctx context.Context) ([]*bridgev1.Tool, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			leaderDone <- err
+		}()
+		synctest.Wait() // the leader fetches
+		waiterDone := make(chan []*bridgev1.Tool, 1)
+		go func() {
+			got, _, err := c.Fetch(t.Context(), key("a"), nil, func(context.Context) ([]*bridgev1.Tool, error) { return tools("mine"), nil })
+			if err != nil {
+				t.Errorf("waiter: %v", err)
+			}
+			waiterDone <- got
+		}()
+		synctest.Wait() // the waiter waits on the leader
+		if s := c.Stats(); s.Misses != 2 {
+			t.Fatalf("stats = %+v; want the leader's and the waiter's misses", s)
 		}
-		waiterDone <- got
-	}()
-	for c.Stats().Misses < 1 {
-		time.Sleep(time.Millisecond)
-	}
-	cancelLeader()
-	if err := <-leaderDone; !errors.Is(err, context.Canceled) {
-		t.Errorf("leader: %v", err)
-	}
-	if got := <-waiterDone; len(got) != 1 || got[0].GetName() != "mine" {
-		t.Errorf("waiter got %v", got)
-	}
+		cancelLeader()
+		if err := <-leaderDone; !errors.Is(err, context.Canceled) {
+			t.Errorf("leader: %v", err)
+		}
+		if got := <-waiterDone; len(got) != 1 || got[0].GetName() != "mine" {
+			t.Errorf("waiter got %v", got)
+		}
+	})
 }
 
 func TestManyGoroutines(t *testing.T) {
 	t.Parallel()
-	c, _ := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 4})
+	c := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 4})
 	var calls atomic.Int32
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -335,7 +333,7 @@ func TestInvalidateDuringFetch(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c, err := New(DefaultSettings())
+			c, err := New(defaults())
 			if err != nil {
 				t.Fatal(err)
 			}
