@@ -484,9 +484,11 @@ func TestStaleClaimTakeover(t *testing.T) {
 		deadClaim(t, a, id, time.Now())
 		resume := resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true})
 
+		// A millisecond short of resume_stale_after, the claim may be live.
 		time.Sleep(stale - time.Millisecond)
 		_, st := run(t, a.client, resume, nil)
-		wantCode(t, st, codes.Aborted) // the claim may still be live
+		wantCode(t, st, codes.Aborted)
+		// A millisecond past it, the resume that made it is presumed dead.
 		time.Sleep(2 * time.Millisecond)
 		_, st = run(t, a.client, resume, nil)
 		wantCode(t, st, codes.OK)
