@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -77,22 +78,30 @@ func (s *answeringStream) Send(ev *agentdv1.GenerateResponse) error {
 
 // A provider that numbers its calls per response ("call_1" every turn):
 // the answer to a later turn's call_1 is taken, not ignored as a repeat of
-// the earlier one's.
+// the earlier one's. X-H6: in a synctest bubble the answer timeout runs on
+// the fake clock, so a loaded machine cannot make it expire; the client
+// answers at once, so the generation never waits at all.
 func TestReusedCallIDAcrossTurns(t *testing.T) {
 	t.Parallel()
-	reg, _ := providers.NewRegistry(&reuseProv{})
-	s := New(Options{Providers: reg, Bridge: fuzzBridge{tools: []*bridgev1.ServerTools{}}, Config: config.Default().Generation})
-	start := &agentdv1.StartGeneration{
-		Agent:         &agentdv1.Agent{Provider: "reuse", Tools: []*agentdv1.FunctionTool{{Name: "ask"}}},
-		Messages:      []*agentdv1.Message{userMessage("hi")},
-		AnswerTimeout: durationpb.New(time.Second),
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	stream := &answeringStream{ctx: ctx, calls: make(chan string, 4), first: &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}}
-	if err := s.Generate(stream); err != nil {
-		t.Errorf("the client answered every function call, yet: %v (events %v)", err, stream.kinds)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		reg, _ := providers.NewRegistry(&reuseProv{})
+		s := New(Options{Providers: reg, Bridge: fuzzBridge{tools: []*bridgev1.ServerTools{}}, Config: config.Default().Generation})
+		start := &agentdv1.StartGeneration{
+			Agent:         &agentdv1.Agent{Provider: "reuse", Tools: []*agentdv1.FunctionTool{{Name: "ask"}}},
+			Messages:      []*agentdv1.Message{userMessage("hi")},
+			AnswerTimeout: durationpb.New(time.Second),
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		stream := &answeringStream{ctx: ctx, calls: make(chan string, 4), first: &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}}
+		began := time.Now()
+		if err := s.Generate(stream); err != nil {
+			t.Errorf("the client answered every function call, yet: %v (events %v)", err, stream.kinds)
+		}
+		if waited := time.Since(began); waited != 0 {
+			t.Errorf("the generation waited %v for answers the client gave at once", waited)
+		}
+	})
 }
 
 // lostProv asks for a function call after enough text to fill the
@@ -121,6 +130,8 @@ func (p *lostProv) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			return
 		}
 		// turn 2: the client is long gone; is the generation still live?
+		// (On the test bubble's clock, the wait ends only once nothing
+		// else can happen: a cancellation on its way comes first.)
 		select {
 		case <-ctx.Done():
 			yield(nil, context.Cause(ctx))
@@ -155,11 +166,14 @@ func (s *lostStream) Recv() (*agentdv1.GenerateRequest, error) {
 	case 1:
 		return s.first, nil
 	case 2:
-		time.Sleep(200 * time.Millisecond) // the loop is now in awaitAnswers
+		// Once every other goroutine of the bubble is blocked, the loop
+		// waits in awaitAnswers (the sender is stuck on sendGate, and the
+		// queue holds every event before the wait).
+		synctest.Wait()
 		return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_FunctionResult{FunctionResult: &agentdv1.FunctionResult{CallId: "f1", Output: "42"}}}, nil
 	default:
 		s.gone.Store(true)
-		go func() { time.Sleep(100 * time.Millisecond); close(s.sendGate) }()
+		go func() { time.Sleep(100 * time.Millisecond); close(s.sendGate) }() // fake time: once the loop blocks on the full queue
 		return nil, errors.New("connection reset: client crashed")
 	}
 }
@@ -172,23 +186,28 @@ func (s *lostStream) Send(ev *agentdv1.GenerateResponse) error {
 }
 
 // A client that vanishes right after its last answer stops the
-// generation, as anywhere outside a wait for answers.
+// generation, as anywhere outside a wait for answers. X-H6: the test runs
+// in a synctest bubble, where the client's slowness and the model's second
+// turn take fake time, and states are reached by synctest.Wait, not by
+// sleeping.
 func TestClientLostAfterLastAnswer(t *testing.T) {
 	t.Parallel()
-	prov := &lostProv{}
-	reg, err := providers.NewRegistry(prov)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Options{Providers: reg, Bridge: fuzzBridge{tools: []*bridgev1.ServerTools{}}, Config: config.Default().Generation})
-	start := &agentdv1.StartGeneration{
-		Agent:    &agentdv1.Agent{Provider: "lostprov", Tools: []*agentdv1.FunctionTool{{Name: "ask"}}},
-		Messages: []*agentdv1.Message{userMessage("hi")},
-	}
-	stream := &lostStream{ctx: t.Context(), sendGate: make(chan struct{}),
-		first: &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}}
-	_ = s.Generate(stream)
-	if prov.turn2Live.Load() {
-		t.Errorf("the client vanished (Recv failed) but the generation kept running: model turn 2 ran to completion with a live context")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		prov := &lostProv{}
+		reg, err := providers.NewRegistry(prov)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(Options{Providers: reg, Bridge: fuzzBridge{tools: []*bridgev1.ServerTools{}}, Config: config.Default().Generation})
+		start := &agentdv1.StartGeneration{
+			Agent:    &agentdv1.Agent{Provider: "lostprov", Tools: []*agentdv1.FunctionTool{{Name: "ask"}}},
+			Messages: []*agentdv1.Message{userMessage("hi")},
+		}
+		stream := &lostStream{ctx: t.Context(), sendGate: make(chan struct{}),
+			first: &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}}
+		_ = s.Generate(stream)
+		if prov.turn2Live.Load() {
+			t.Errorf("the client vanished (Recv failed) but the generation kept running: model turn 2 ran to completion with a live context")
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -80,18 +81,34 @@ func startUntilApproval(t *testing.T, a *pausable, start *agentdv1.StartGenerati
 	}
 }
 
-// waitCheckpoint waits until the store holds paused generation id.
-func waitCheckpoint(t *testing.T, a *pausable, id string) {
+// wantCheckpoint fails unless the store holds paused generation id. In a
+// synctest bubble, call it after synctest.Wait: every goroutine of the
+// generation has then done what it could (X-H6: a state, not a delay).
+func wantCheckpoint(t *testing.T, a *pausable, id string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := a.store.Get(t.Context(), "", id); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint: the generation did not pause")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if _, err := a.store.Get(t.Context(), "", id); err != nil {
+		t.Fatalf("no checkpoint: the generation did not pause: %v", err)
+	}
+}
+
+// signal notes an event on ch (capacity 1) without ever blocking: a fake
+// reports that a call began, even if it begins again.
+func signal(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// awaitCall waits until a fake bridge signals that a resume's call runs;
+// that resume, running on a goroutine of its own, reports its end on
+// ended, which fails the test if it comes first.
+func awaitCall(t *testing.T, called <-chan struct{}, ended <-chan codes.Code) {
+	t.Helper()
+	select {
+	case <-called:
+	case code := <-ended:
+		t.Fatalf("the resume ended (%v) before it ran the approved call", code)
 	}
 }
 
@@ -127,65 +144,94 @@ func pausedEvent(t *testing.T, events []*agentdv1.GenerateResponse) *agentdv1.Ge
 // R-A6: a client that half-closes while an approval is pending pauses the
 // generation: the checkpoint is stored, the stream ends with the pending
 // requests, the bridge session closes; the ungated call of the turn ran.
+// X-H6: on synctest's clock, the pause expires exactly pause_ttl after it
+// was made.
 func TestPauseOnHalfClose(t *testing.T) {
 	t.Parallel()
-	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	a := newPausable(t, bridge, nil, recordingScript())
-	events, st := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
-	wantCode(t, st, codes.OK)
-	paused := pausedEvent(t, events)
-	if len(paused.GetApprovalRequests()) != 1 || paused.GetApprovalRequests()[0].GetToolName() != "delete" || len(paused.GetFunctionCalls()) != 0 {
-		t.Errorf("paused = %v; want the delete approval pending", paused)
-	}
-	if paused.GetGenerationId() != started(t, events).GetGenerationId() {
-		t.Error("paused names another generation")
-	}
-	if exp := paused.GetExpiresAt().AsTime(); time.Until(exp) < 23*time.Hour {
-		t.Errorf("expires_at = %v; want the default pause_ttl of 24h", exp)
-	}
-	wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Call: 1, Close: 1})
-	if bridge.callsTo("delete") != 0 {
-		t.Error("the gated call ran")
-	}
-	rec, err := a.store.Get(t.Context(), "", paused.GetGenerationId())
-	if err != nil {
-		t.Fatalf("the checkpoint is not stored: %v", err)
-	}
-	cp := &statev1.Checkpoint{}
-	if err := proto.Unmarshal(rec.Data, cp); err != nil {
-		t.Fatal(err)
-	}
-	if got := cp.GetTurn().GetStates()[0].GetResult().GetOutput(); got != "read ok" {
-		t.Errorf("the ungated call's result %q is not in the checkpoint", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+		a := newPausable(t, bridge, nil, recordingScript())
+		pausedAt := time.Now() // the fake clock stands still while the generation runs
+		events, st := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+		wantCode(t, st, codes.OK)
+		paused := pausedEvent(t, events)
+		if len(paused.GetApprovalRequests()) != 1 || paused.GetApprovalRequests()[0].GetToolName() != "delete" || len(paused.GetFunctionCalls()) != 0 {
+			t.Errorf("paused = %v; want the delete approval pending", paused)
+		}
+		if paused.GetGenerationId() != started(t, events).GetGenerationId() {
+			t.Error("paused names another generation")
+		}
+		expires := pausedAt.Add(config.Default().Generation.PauseTTL)
+		if exp := paused.GetExpiresAt().AsTime(); !exp.Equal(expires) {
+			t.Errorf("expires_at = %v; want %v, the default pause_ttl after the pause", exp, expires)
+		}
+		wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Call: 1, Close: 1})
+		if bridge.callsTo("delete") != 0 {
+			t.Error("the gated call ran")
+		}
+		rec, err := a.store.Get(t.Context(), "", paused.GetGenerationId())
+		if err != nil {
+			t.Fatalf("the checkpoint is not stored: %v", err)
+		}
+		cp := &statev1.Checkpoint{}
+		if err := proto.Unmarshal(rec.Data, cp); err != nil {
+			t.Fatal(err)
+		}
+		if got := cp.GetTurn().GetStates()[0].GetResult().GetOutput(); got != "read ok" {
+			t.Errorf("the ungated call's result %q is not in the checkpoint", got)
+		}
+		if got, want := cp.GetPausedAt().AsTime(), pausedAt; !got.Equal(want) {
+			t.Errorf("the checkpoint's paused_at = %v; want %v", got, want)
+		}
+		if got := cp.GetExpiresAt().AsTime(); !got.Equal(expires) {
+			t.Errorf("the checkpoint's expires_at = %v; want %v", got, expires)
+		}
+	})
 }
 
-// R-A6: with answer_timeout zero the generation pauses at once, stream
-// still open.
+// R-A6: a client that keeps its stream open but does not answer pauses
+// the generation after exactly answer_timeout; with zero, at once. X-H6:
+// the wait runs on synctest's clock, exact whatever the machine's load.
 func TestPauseOnAnswerTimeout(t *testing.T) {
 	t.Parallel()
-	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	a := newPausable(t, bridge, nil, recordingScript())
-	start := &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(0)}
-	events, st := generate(t, a.client, start, func(*agentdv1.GenerateResponse, stream) {})
-	wantCode(t, st, codes.OK)
-	pausedEvent(t, events)
+	for _, timeout := range []time.Duration{0, 30 * time.Second} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+				a := newPausable(t, bridge, nil, recordingScript())
+				start := &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(timeout)}
+				began := time.Now()
+				events, st := generate(t, a.client, start, func(*agentdv1.GenerateResponse, stream) {})
+				wantCode(t, st, codes.OK)
+				pausedEvent(t, events)
+				if waited := time.Since(began); waited != timeout {
+					t.Errorf("the generation paused after %v; want answer_timeout, %v", waited, timeout)
+				}
+			})
+		})
+	}
 }
 
 // R-A6, X-L5: a client that vanishes while an approval is pending leaves
-// a paused generation that a later resume continues.
+// a paused generation that a later resume continues. X-H6: in a synctest
+// bubble, synctest.Wait returns once the disconnect has gone through
+// bufconn and the generation has paused.
 func TestPauseOnDisconnect(t *testing.T) {
 	t.Parallel()
-	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	a := newPausable(t, bridge, nil, recordingScript())
-	id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
-	vanish()
-	waitCheckpoint(t, a, id)
-	events, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
-	wantCode(t, st, codes.OK)
-	if kinds(events)[len(events)-1] != "completed" || bridge.callsTo("delete") != 1 {
-		t.Errorf("resume after a disconnect: %v, delete ran %d times", kinds(events), bridge.callsTo("delete"))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+		a := newPausable(t, bridge, nil, recordingScript())
+		id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
+		vanish()
+		synctest.Wait()
+		wantCheckpoint(t, a, id)
+		events, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+		wantCode(t, st, codes.OK)
+		if kinds(events)[len(events)-1] != "completed" || bridge.callsTo("delete") != 1 {
+			t.Errorf("resume after a disconnect: %v, delete ran %d times", kinds(events), bridge.callsTo("delete"))
+		}
+	})
 }
 
 // R-A8, R-A9: approved runs exactly once, results go to the model
@@ -338,10 +384,12 @@ func TestResumeValidation(t *testing.T) {
 func TestConcurrentResumes(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
+	deleting := make(chan struct{}, 1)
 	bridge := &fakeBridge{
 		onList: offering(serverTools("files", "read", "delete")),
 		onCall: func(_ context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
 			if tool == "delete" {
+				signal(deleting)
 				<-release
 			}
 			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
@@ -356,11 +404,9 @@ func TestConcurrentResumes(t *testing.T) {
 		_, st := run(t, a.client, resume, nil)
 		first <- st.Code()
 	}()
-	// Wait until the first resume runs delete, then resume again.
-	deadline := time.Now().Add(10 * time.Second)
-	for bridge.callsTo("delete") == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// X-H6: the second resume comes while the first runs delete, as the
+	// fake bridge reports, however long the first took to get there.
+	awaitCall(t, deleting, first)
 	_, st := run(t, a.client, resume, nil)
 	wantCode(t, st, codes.Aborted)
 	close(release)
@@ -422,60 +468,72 @@ func TestPauseOnFunctionCall(t *testing.T) {
 	}
 }
 
-// A resume that died after claiming (its claim went stale) is taken over;
-// the calls it approved are reported as of unknown outcome, never run
-// twice.
+// A resume that died after claiming is taken over once its claim is
+// older than resume_stale_after, not before; the calls it approved are
+// reported as of unknown outcome, never run twice. X-H6: on synctest's
+// clock the claim's age is exact.
 func TestStaleClaimTakeover(t *testing.T) {
 	t.Parallel()
-	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	prov := recordingScript()
-	a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = time.Millisecond }, prov)
-	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
-	id := pausedEvent(t, events).GetGenerationId()
+	synctest.Test(t, func(t *testing.T) {
+		bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+		prov := recordingScript()
+		a := newPausable(t, bridge, nil, prov)
+		stale := config.Default().Generation.ResumeStaleAfter
+		events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+		id := pausedEvent(t, events).GetGenerationId()
+		deadClaim(t, a, id, time.Now())
+		resume := resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true})
 
-	// A resume claimed it, approving delete, and died.
-	rec, err := a.store.Get(t.Context(), "", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := &statev1.Checkpoint{}
-	if err := proto.Unmarshal(rec.Data, cp); err != nil {
-		t.Fatal(err)
-	}
-	cp.Claim = &statev1.Claim{ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: "approval_call_1_2", Approved: true}}, ClaimedAt: timestamppb.Now()}
-	data, _ := proto.Marshal(cp)
-	now := time.Now()
-	if err := a.store.Claim(t.Context(), "", id, rec.Version, data, now, now); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(5 * time.Millisecond) // the claim goes stale (ResumeStaleAfter is 1ms)
-
-	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
-	wantCode(t, st, codes.OK)
-	if n := bridge.callsTo("delete"); n != 0 {
-		t.Errorf("delete ran %d times after a takeover; it may already have run", n)
-	}
-	got := toolResults(t, prov, len(prov.calls())-1).GetParts()[1].GetToolResult()
-	if !got.GetIsError() || !strings.Contains(got.GetOutput(), "may have run") {
-		t.Errorf("result = %v", got)
-	}
+		// A millisecond short of resume_stale_after, the claim may be live.
+		time.Sleep(stale - time.Millisecond)
+		_, st := run(t, a.client, resume, nil)
+		wantCode(t, st, codes.Aborted)
+		// A millisecond past it, the resume that made it is presumed dead.
+		time.Sleep(2 * time.Millisecond)
+		_, st = run(t, a.client, resume, nil)
+		wantCode(t, st, codes.OK)
+		if n := bridge.callsTo("delete"); n != 0 {
+			t.Errorf("delete ran %d times after a takeover; it may already have run", n)
+		}
+		got := toolResults(t, prov, len(prov.calls())-1).GetParts()[1].GetToolResult()
+		if !got.GetIsError() || !strings.Contains(got.GetOutput(), "may have run") {
+			t.Errorf("result = %v", got)
+		}
+	})
 }
 
-// Paused generations expire.
+// Paused generations expire exactly pause_ttl after they paused: a resume
+// a millisecond before is heard (here refused for a missing answer, which
+// leaves the pause as it was), one at the expiry finds nothing. X-H6: the
+// times are synctest's, exact.
 func TestPausedGenerationExpires(t *testing.T) {
 	t.Parallel()
-	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	a := newPausable(t, bridge, func(g *config.Generation) { g.PauseTTL = time.Millisecond }, recordingScript())
-	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
-	id := pausedEvent(t, events).GetGenerationId()
-	time.Sleep(5 * time.Millisecond)
-	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
-	wantCode(t, st, codes.NotFound)
+	synctest.Test(t, func(t *testing.T) {
+		bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+		a := newPausable(t, bridge, func(g *config.Generation) { g.PauseTTL = time.Hour }, recordingScript())
+		pausedAt := time.Now()
+		events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+		paused := pausedEvent(t, events)
+		if exp := paused.GetExpiresAt().AsTime(); !exp.Equal(pausedAt.Add(time.Hour)) {
+			t.Fatalf("expires_at = %v; want an hour after the pause, %v", exp, pausedAt.Add(time.Hour))
+		}
+		id := paused.GetGenerationId()
+
+		time.Sleep(time.Hour - time.Millisecond)
+		_, st := run(t, a.client, resumeRequest(id, filesAgent(t)), nil)
+		wantCode(t, st, codes.InvalidArgument)
+		time.Sleep(time.Millisecond)
+		_, st = run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+		wantCode(t, st, codes.NotFound)
+		if n := bridge.callsTo("delete"); n != 0 {
+			t.Errorf("delete ran %d times", n)
+		}
+	})
 }
 
-// deadClaim records, as a resume that then died would have, a claim that
-// approved delete, and lets it go stale.
-func deadClaim(t *testing.T, a *pausable, id string) {
+// deadClaim records, as a resume that then died would have, a claim made
+// at claimedAt that approved delete.
+func deadClaim(t *testing.T, a *pausable, id string, claimedAt time.Time) {
 	t.Helper()
 	rec, err := a.store.Get(t.Context(), "", id)
 	if err != nil {
@@ -485,10 +543,9 @@ func deadClaim(t *testing.T, a *pausable, id string) {
 	if err := proto.Unmarshal(rec.Data, cp); err != nil {
 		t.Fatal(err)
 	}
-	cp.Claim = &statev1.Claim{ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: "approval_call_1_2", Approved: true}}, ClaimedAt: timestamppb.Now()}
+	cp.Claim = &statev1.Claim{ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: "approval_call_1_2", Approved: true}}, ClaimedAt: timestamppb.New(claimedAt)}
 	data, _ := proto.Marshal(cp)
-	now := time.Now()
-	if err := a.store.Claim(t.Context(), "", id, rec.Version, data, now.Add(-time.Hour), now); err != nil {
+	if err := a.store.Claim(t.Context(), "", id, rec.Version, data, claimedAt, claimedAt); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -512,7 +569,7 @@ func TestFailedTakeoverKeepsInterrupted(t *testing.T) {
 	a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = time.Minute }, prov)
 	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
 	id := pausedEvent(t, events).GetGenerationId()
-	deadClaim(t, a, id)
+	deadClaim(t, a, id, time.Now().Add(-time.Hour)) // stale: resume_stale_after is a minute
 	approve := &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}
 
 	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
@@ -553,122 +610,153 @@ func TestResumeFailsAfterProgress(t *testing.T) {
 	}
 }
 
-// A live resume keeps its claim: with a short resume_stale_after, a second
-// resume while the first is still running an approved call is refused,
-// and the call runs once.
+// A live resume keeps its claim: it renews it every third of
+// resume_stale_after, so a second resume while the first still runs an
+// approved call, longer than resume_stale_after, is refused, and the call
+// runs once. X-H6: on synctest's clock the renewals come at exact times.
 func TestLiveClaimIsKept(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	bridge := &fakeBridge{
-		onList: offering(serverTools("files", "read", "delete")),
-		onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
-			if tool == "delete" {
-				select {
-				case <-release:
-				case <-ctx.Done():
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		deleting := make(chan struct{}, 1)
+		bridge := &fakeBridge{
+			onList: offering(serverTools("files", "read", "delete")),
+			onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+				if tool == "delete" {
+					signal(deleting)
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
 				}
-			}
-			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
-		},
-	}
-	a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = 60 * time.Millisecond }, recordingScript())
-	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
-	id := pausedEvent(t, events).GetGenerationId()
-	approve := &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}
+				return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+			},
+		}
+		const stale = 90 * time.Second // renewed every 30s
+		a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = stale }, recordingScript())
+		events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+		id := pausedEvent(t, events).GetGenerationId()
+		approve := &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}
 
-	first := make(chan codes.Code, 1)
-	go func() {
+		claimed := time.Now()
+		first := make(chan codes.Code, 1)
+		go func() {
+			_, st := run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
+			first <- st.Code()
+		}()
+		awaitCall(t, deleting, first)
+		time.Sleep(stale + 10*time.Second) // only renewal keeps the claim now
+		rec, err := a.store.Get(t.Context(), "", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := claimed.Add(stale); !rec.Claimed || !rec.ClaimedAt.Equal(want) {
+			t.Errorf("claim = %v at %v; want renewed last at %v (claimed at %v, every %v)", rec.Claimed, rec.ClaimedAt, want, claimed, stale/3)
+		}
+
 		_, st := run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
-		first <- st.Code()
-	}()
-	for bridge.callsTo("delete") == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // more than resume_stale_after: only renewal keeps the claim
-
-	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), approve), nil)
-	wantCode(t, st, codes.Aborted)
-	close(release)
-	if code := <-first; code != codes.OK {
-		t.Errorf("the first resume ended %v; want OK", code)
-	}
-	if n := bridge.callsTo("delete"); n != 1 {
-		t.Errorf("delete ran %d times; want once", n)
-	}
+		wantCode(t, st, codes.Aborted)
+		close(release)
+		if code := <-first; code != codes.OK {
+			t.Errorf("the first resume ended %v; want OK", code)
+		}
+		if n := bridge.callsTo("delete"); n != 1 {
+			t.Errorf("delete ran %d times; want once", n)
+		}
+	})
 }
 
 // R-A6: a generation that decided to pause (its client did not answer in
 // time) while an ungated call of the turn still runs still pauses, with
 // that call's result, when the client vanishes before the call finishes.
+// X-H6: each step waits, with synctest.Wait, for the state the previous
+// one leads to, not for a while.
 func TestPauseSurvivesDisconnectWhileCallsFinish(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	reading := make(chan struct{}, 1)
-	bridge := &fakeBridge{
-		onList: offering(serverTools("files", "read", "delete")),
-		onCall: func(_ context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
-			if tool == "read" {
-				reading <- struct{}{}
-				<-release
-			}
-			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
-		},
-	}
-	prov := recordingScript()
-	a := newPausable(t, bridge, nil, prov)
-	id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(0)})
-	<-reading
-	// With answer_timeout zero the generation has decided to pause and
-	// waits for read; the client vanishes meanwhile.
-	time.Sleep(50 * time.Millisecond)
-	vanish()
-	time.Sleep(50 * time.Millisecond)
-	close(release)
-	waitCheckpoint(t, a, id)
-	_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
-	wantCode(t, st, codes.OK)
-	if r, d := bridge.callsTo("read"), bridge.callsTo("delete"); r != 1 || d != 1 {
-		t.Errorf("read ran %d times, delete %d; want once each", r, d)
-	}
-	got := toolResults(t, prov, len(prov.calls())-1).GetParts()[0].GetToolResult()
-	if got.GetOutput() != "read ok" {
-		t.Errorf("read's result after the resume = %v", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		reading := make(chan struct{}, 1)
+		bridge := &fakeBridge{
+			onList: offering(serverTools("files", "read", "delete")),
+			onCall: func(_ context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+				if tool == "read" {
+					reading <- struct{}{}
+					<-release
+				}
+				return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+			},
+		}
+		prov := recordingScript()
+		a := newPausable(t, bridge, nil, prov)
+		id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), AnswerTimeout: durationpb.New(0)})
+		<-reading
+		// With answer_timeout zero the generation decides to pause and
+		// waits for read; the client vanishes meanwhile.
+		synctest.Wait()
+		vanish()
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		wantCheckpoint(t, a, id)
+		_, st := run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+		wantCode(t, st, codes.OK)
+		if r, d := bridge.callsTo("read"), bridge.callsTo("delete"); r != 1 || d != 1 {
+			t.Errorf("read ran %d times, delete %d; want once each", r, d)
+		}
+		got := toolResults(t, prov, len(prov.calls())-1).GetParts()[0].GetToolResult()
+		if got.GetOutput() != "read ok" {
+			t.Errorf("read's result after the resume = %v", got)
+		}
+	})
 }
 
-// A resume that starts shortly before pause_ttl ends runs to its end: the
-// store's sweeper keeps a claimed record its resume still renews.
+// A resume that starts a millisecond before pause_ttl ends runs to its
+// end: the store's sweeper keeps a claimed record its resume still renews.
+// X-H6: on synctest's clock the resume starts exactly then, and runs ten
+// minutes, ten sweeps, past the expiry.
 func TestResumeAcrossExpiry(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	bridge := &fakeBridge{
-		onList: offering(serverTools("files", "read", "delete")),
-		onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
-			if tool == "delete" {
-				select {
-				case <-release:
-				case <-ctx.Done():
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		deleting := make(chan struct{}, 1)
+		bridge := &fakeBridge{
+			onList: offering(serverTools("files", "read", "delete")),
+			onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+				if tool == "delete" {
+					signal(deleting)
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
 				}
-			}
-			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
-		},
-	}
-	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 20*time.Millisecond) // agentd sweeps every minute
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	reg, _ := providers.NewRegistry(recordingScript())
-	cfg := config.Default().Generation
-	cfg.PauseTTL = 400 * time.Millisecond
-	cfg.ResumeStaleAfter = 90 * time.Millisecond
-	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st})
-	client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
+				return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+			},
+		}
+		st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), time.Minute) // as agentd sweeps
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		reg, _ := providers.NewRegistry(recordingScript())
+		cfg := config.Default().Generation
+		cfg.PauseTTL = time.Hour
+		cfg.ResumeStaleAfter = 90 * time.Second
+		svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st})
+		client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
 
-	events, _ := generate(t, client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
-	id := pausedEvent(t, events).GetGenerationId()
-	time.Sleep(250 * time.Millisecond) // resumed before the pause expires
-	go func() { time.Sleep(500 * time.Millisecond); close(release) }()
-	_, s := run(t, client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
-	wantCode(t, s, codes.OK)
+		events, _ := generate(t, client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
+		paused := pausedEvent(t, events)
+		time.Sleep(time.Until(paused.GetExpiresAt().AsTime()) - time.Millisecond)
+		first := make(chan codes.Code, 1)
+		go func() {
+			_, s := run(t, client, resumeRequest(paused.GetGenerationId(), filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
+			first <- s.Code()
+		}()
+		awaitCall(t, deleting, first)
+		time.Sleep(10 * time.Minute)
+		close(release)
+		if code := <-first; code != codes.OK {
+			t.Errorf("the resume that ran past the pause's expiry ended %v; want OK", code)
+		}
+	})
 }

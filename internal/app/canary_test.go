@@ -328,20 +328,29 @@ func (c *canaryCapture) response(scenario string, m proto.Message) {
 	fmt.Fprintf(&c.responses, "[%s] %s\n", scenario, b)
 }
 
-// generate runs a generation to its end, capturing every event and the
-// error; answer, when not nil, may reply to an event on the stream.
-func (c *canaryCapture) generate(t *testing.T, client agentdv1.AgentServiceClient, scenario string, first *agentdv1.GenerateRequest,
+// scenario names the running scenario of TestSecretsCanary: its subtest's
+// name, which labels everything captured in it.
+func scenario(t *testing.T) string {
+	_, name, _ := strings.Cut(t.Name(), "/")
+	return name
+}
+
+// generate runs the scenario's generation to its end, capturing every
+// event and the error; answer, when not nil, may reply to an event on the
+// stream. X-H6: the generation's deadline is a bound for a hung one, with
+// the margin of a loaded machine, not an expectation of its speed.
+func (c *canaryCapture) generate(t *testing.T, client agentdv1.AgentServiceClient, first *agentdv1.GenerateRequest,
 	answer func(agentdv1.AgentService_GenerateClient, *agentdv1.GenerateResponse),
 ) ([]*agentdv1.GenerateResponse, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()
 	stream, err := client.Generate(ctx)
 	if err != nil {
-		t.Fatalf("%s: %v", scenario, err)
+		t.Fatal(err)
 	}
 	if err := stream.Send(first); err != nil {
-		t.Fatalf("%s: %v", scenario, err)
+		t.Fatal(err)
 	}
 	var events []*agentdv1.GenerateResponse
 	for {
@@ -350,10 +359,10 @@ func (c *canaryCapture) generate(t *testing.T, client agentdv1.AgentServiceClien
 			return events, nil
 		}
 		if err != nil {
-			c.rpcError(scenario, err, stream.Trailer())
+			c.rpcError(scenario(t), err, stream.Trailer())
 			return events, err
 		}
-		c.event(scenario, ev)
+		c.event(scenario(t), ev)
 		events = append(events, ev)
 		if answer != nil {
 			answer(stream, ev)
@@ -376,8 +385,10 @@ func canaryStart(agent *agentdv1.Agent) *agentdv1.GenerateRequest {
 // produced: its logs (JSON and text, debug level), its spans, the errors
 // and events its clients got, its admin API's answers and its state store.
 // It also checks that the canaries did reach their destinations, so that
-// their absence means something. With -artifacts, everything captured is
-// kept in the test's artifact directory.
+// their absence means something. Each scenario is a subtest, run in turn
+// on the one agentd; everything captured is labelled with its name. With
+// -artifacts, everything captured is kept in the test's artifact
+// directory.
 //
 // Not parallel: it runs MCP server processes, which TestDemoGeneration's
 // count of child processes must not see.
@@ -426,329 +437,382 @@ func TestSecretsCanary(t *testing.T) {
 		return &agentdv1.Agent{Provider: "openai", Model: "gpt-4o-mini", Mcps: mcps, ToolNameConflict: agentdv1.ToolNameConflict_TOOL_NAME_CONFLICT_PREFIX}
 	}
 	noCache := func(a *agentdv1.Agent) *agentdv1.Agent { a.McpCache = proto.Bool(false); return a }
-	completed := func(scenario string, events []*agentdv1.GenerateResponse, err error) {
+	completed := func(t *testing.T, events []*agentdv1.GenerateResponse, err error) {
 		t.Helper()
 		if err != nil || len(events) == 0 || events[len(events)-1].GetCompleted() == nil {
-			t.Errorf("%s: want a completed generation, got err %v after %d events", scenario, err, len(events))
+			t.Errorf("want a completed generation, got err %v after %d events", err, len(events))
 		}
 	}
-	failed := func(scenario string, err error, want codes.Code) {
+	failed := func(t *testing.T, err error, want codes.Code) {
 		t.Helper()
 		if got := status.Code(err); got != want {
-			t.Errorf("%s: status %v (%v), want %v", scenario, got, err, want)
+			t.Errorf("status %v (%v), want %v", got, err, want)
 		}
 	}
 
-	// Success: tools on all three servers, run in parallel, then text.
-	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
-		if n == 1 {
-			canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"hello"}`}, [2]string{"reg__delete", `{"path":"a.txt"}`}, [2]string{"cmd__delete", `{"path":"b.txt"}`})
-			return
+	t.Run("tools on all three servers succeed", func(t *testing.T) {
+		// They run in parallel, then the model answers with text.
+		api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+			if n == 1 {
+				canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"hello"}`}, [2]string{"reg__delete", `{"path":"a.txt"}`}, [2]string{"cmd__delete", `{"path":"b.txt"}`})
+				return
+			}
+			canaryText(w, "all done")
+		})
+		events, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids"))), nil)
+		completed(t, events, err)
+		for _, ev := range events {
+			if f := ev.GetToolCallFinished(); f != nil && f.GetIsError() {
+				t.Errorf("%s failed: %s", f.GetToolName(), f.GetOutput())
+			}
 		}
-		canaryText(w, "all done")
 	})
-	events, err := c.generate(t, s.client, "success", canaryStart(openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids"))), nil)
-	completed("success", events, err)
-	for _, ev := range events {
-		if f := ev.GetToolCallFinished(); f != nil && f.GetIsError() {
-			t.Errorf("success: %s failed: %s", f.GetToolName(), f.GetOutput())
-		}
-	}
 
-	// Preview of the same agent, and of an invalid one.
-	preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids")),
-		Messages: canaryStart(nil).GetStart().GetMessages()})
-	c.rpcError("preview", err, nil)
-	c.response("preview", preview)
-	bad := webDecl(web, cnryAuth)
-	bad.Env = map[string]string{"TOKEN": cnryEnv}
-	_, err = s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(bad), Messages: canaryStart(nil).GetStart().GetMessages()})
-	c.rpcError("preview invalid", err, nil)
-	failed("preview invalid", err, codes.InvalidArgument)
+	t.Run("preview", func(t *testing.T) {
+		preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids")),
+			Messages: canaryStart(nil).GetStart().GetMessages()})
+		c.rpcError(scenario(t), err, nil)
+		c.response(scenario(t), preview)
+	})
 
-	// Pause: the web call waits for an approval, the client half-closes,
-	// the generation is stored; the store's files are read then; a resume
+	t.Run("preview of an invalid agent", func(t *testing.T) {
+		bad := webDecl(web, cnryAuth)
+		bad.Env = map[string]string{"TOKEN": cnryEnv}
+		_, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(bad), Messages: canaryStart(nil).GetStart().GetMessages()})
+		c.rpcError(scenario(t), err, nil)
+		failed(t, err, codes.InvalidArgument)
+	})
+
+	// The web call waits for an approval, the client half-closes, the
+	// generation is stored; the store's files are read then; a resume
 	// approves the call and the generation completes.
-	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
-		if n == 1 {
-			canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"approved"}`}, [2]string{"cmd__delete", `{"path":"c.txt"}`})
-			return
-		}
-		canaryText(w, "resumed and done")
-	})
 	gated := func() *agentdv1.Agent {
 		w := webDecl(web, cnryAuth)
 		w.RequireApproval = &agentdv1.ApprovalPolicy{Mode: agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS}
 		return openai(w, cmdDecl("cmd.pids"))
 	}
-	var request *agentdv1.ApprovalRequest
-	events, err = c.generate(t, s.client, "pause", canaryStart(gated()), func(stream agentdv1.AgentService_GenerateClient, ev *agentdv1.GenerateResponse) {
-		if r := ev.GetApprovalRequest(); r != nil {
-			request = r
-			_ = stream.CloseSend()
-		}
-	})
-	var paused *agentdv1.GenerationPaused
-	if len(events) > 0 {
-		paused = events[len(events)-1].GetPaused()
-	}
-	if err != nil || paused == nil || request == nil {
-		t.Fatalf("pause: want an approval request, then paused; got err %v after %d events", err, len(events))
-	}
-	storeWhilePaused := canaryStoreBytes(t, s.stateDir)
-	if !strings.Contains(storeWhilePaused, paused.GetGenerationId()) {
-		t.Errorf("the store's files do not hold the paused generation %s: the check of the store proves nothing", paused.GetGenerationId())
-	}
-	resume := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
-		GenerationId:      paused.GetGenerationId(),
-		Agent:             gated(),
-		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: request.GetId(), Approved: true, Digest: request.GetDigest()}},
-	}}}
-	events, err = c.generate(t, s.client, "resume", resume, nil)
-	completed("resume", events, err)
-
-	// The HTTP server refuses a wrong token (401).
-	_, err = c.generate(t, s.client, "mcp 401", canaryStart(openai(webDecl(web, cnryWrongAuth))), nil)
-	failed("mcp 401", err, codes.Unavailable)
-	if !web.sawWrongToken.Load() {
-		t.Error("mcp 401: the server never saw the wrong token")
-	}
-
-	// The HTTP server fails every request with a plain 500.
-	broken := newCanaryMCP(t, mcpMode500)
-	_, err = c.generate(t, s.client, "mcp 500", canaryStart(openai(webDecl(broken, cnryAuth))), nil)
-	failed("mcp 500", err, codes.Unavailable)
-
-	// A gateway in front of the HTTP server refuses every request with a
-	// JSON-RPC error that quotes the request (URL, headers, body).
-	echo := newCanaryMCP(t, mcpModeQuote)
-	_, err = c.generate(t, s.client, "mcp 403 echo", canaryStart(openai(webDecl(echo, cnryAuth))), nil)
-	failed("mcp 403 echo", err, codes.Unavailable)
-
-	// The HTTP server is unreachable: closed before the generation.
-	gone := newCanaryMCP(t, mcpModeOK)
-	gone.srv.Close()
-	_, err = c.generate(t, s.client, "mcp unreachable", canaryStart(openai(webDecl(gone, cnryAuth))), nil)
-	failed("mcp unreachable", err, codes.Unavailable)
-
-	// The HTTP server goes away after listing its tools, before the call:
-	// the bridge's session to it breaks and it cannot be reached again.
-	vanishing := newCanaryMCP(t, mcpModeOK)
-	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
-		if n == 1 {
-			vanishing.srv.CloseClientConnections()
-			vanishing.srv.Close()
-			canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"anyone?"}`})
-			return
-		}
-		canaryText(w, "it went away")
-	})
-	_, err = c.generate(t, s.client, "mcp vanished", canaryStart(noCache(openai(webDecl(vanishing, cnryAuth)))), nil)
-	failed("mcp vanished", err, codes.Unavailable)
-
-	// The HTTP server does not answer within read_timeout.
-	hanging := newCanaryMCP(t, mcpModeHang)
-	slow := webDecl(hanging, cnryAuth)
-	slow.ReadTimeout = durationpb.New(300 * time.Millisecond)
-	_, err = c.generate(t, s.client, "mcp timeout", canaryStart(openai(slow)), nil)
-	failed("mcp timeout", err, codes.DeadlineExceeded)
-
-	// The command server crashes (is killed) between listing its tools and
-	// the call: the call goes to a fresh process, and the generation
-	// completes (X-L8).
-	crashPids := filepath.Join(dir, "crash.pids")
-	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
-		if n == 1 {
-			data, _ := os.ReadFile(crashPids)
-			lines := strings.Fields(string(data))
-			if len(lines) == 0 {
-				t.Error("crash: the command server wrote no pid")
-			} else if pid, err := strconv.Atoi(lines[len(lines)-1]); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				canaryWaitExit(pid)
+	var (
+		request          *agentdv1.ApprovalRequest
+		paused           *agentdv1.GenerationPaused
+		storeWhilePaused string
+	)
+	t.Run("pause at an approval request", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+			if n == 1 {
+				canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"approved"}`}, [2]string{"cmd__delete", `{"path":"c.txt"}`})
+				return
 			}
-			canaryToolCalls(w, n, [2]string{"cmd__delete", `{"path":"d.txt"}`})
-			return
+			canaryText(w, "resumed and done")
+		})
+		events, err := c.generate(t, s.client, canaryStart(gated()), func(stream agentdv1.AgentService_GenerateClient, ev *agentdv1.GenerateResponse) {
+			if r := ev.GetApprovalRequest(); r != nil {
+				request = r
+				_ = stream.CloseSend()
+			}
+		})
+		if len(events) > 0 {
+			paused = events[len(events)-1].GetPaused()
 		}
-		canaryText(w, "it crashed")
+		if err != nil || paused == nil || request == nil {
+			t.Fatalf("want an approval request, then paused; got err %v after %d events", err, len(events))
+		}
+		storeWhilePaused = canaryStoreBytes(t, s.stateDir)
+		if !strings.Contains(storeWhilePaused, paused.GetGenerationId()) {
+			t.Errorf("the store's files do not hold the paused generation %s: the check of the store proves nothing", paused.GetGenerationId())
+		}
 	})
-	_, err = c.generate(t, s.client, "command crash", canaryStart(noCache(openai(cmdDecl("crash.pids")))), nil)
-	failed("command crash", err, codes.OK)
 
-	// The provider refuses the key (401), with a body quoting the request.
-	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
-		canaryJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
-			"message": "Incorrect API key provided: " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + ". Request: " + canaryQuote(r, body),
-			"type":    "invalid_request_error", "code": "invalid_api_key",
-		}})
+	t.Run("resume with the approval", func(t *testing.T) {
+		if paused == nil {
+			t.Fatal("no generation paused: nothing to resume")
+		}
+		resume := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+			GenerationId:      paused.GetGenerationId(),
+			Agent:             gated(),
+			ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: request.GetId(), Approved: true, Digest: request.GetDigest()}},
+		}}}
+		events, err := c.generate(t, s.client, resume, nil)
+		completed(t, events, err)
 	})
-	_, err = c.generate(t, s.client, "provider 401", canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
-	failed("provider 401", err, codes.Unauthenticated)
 
-	// The provider answers 400, quoting the request's headers and body.
-	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
-		canaryJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
-			"message": "gateway: bad request: " + canaryQuote(r, body), "type": "invalid_request_error",
-		}})
+	t.Run("MCP server refuses a wrong token with 401", func(t *testing.T) {
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryWrongAuth))), nil)
+		failed(t, err, codes.Unavailable)
+		if !web.sawWrongToken.Load() {
+			t.Error("the server never saw the wrong token")
+		}
 	})
-	_, err = c.generate(t, s.client, "provider 400", canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
-	failed("provider 400", err, codes.InvalidArgument)
 
-	// A storm of 429s, each asking for a 1 ms wait, outlasts the retries.
-	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
-		w.Header().Set("retry-after-ms", "1")
-		canaryJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{
-			"message": "rate limited: " + canaryQuote(r, body), "type": "rate_limit_exceeded",
-		}})
+	t.Run("MCP server fails every request with a plain 500", func(t *testing.T) {
+		broken := newCanaryMCP(t, mcpMode500)
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(broken, cnryAuth))), nil)
+		failed(t, err, codes.Unavailable)
 	})
-	_, err = c.generate(t, s.client, "provider 429", canaryStart(openai(webDecl(web, cnryAuth))), nil)
-	failed("provider 429", err, codes.ResourceExhausted)
 
-	// The provider fails inside a 200 stream, quoting the request.
-	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
-		sseWrite(w, canaryChunk(map[string]any{"error": map[string]any{"message": "upstream failed: " + canaryQuote(r, body), "type": "server_error"}}))
+	t.Run("MCP gateway refuses with a JSON-RPC error quoting the request", func(t *testing.T) {
+		// The quote holds the URL, the headers and the body.
+		echo := newCanaryMCP(t, mcpModeQuote)
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(echo, cnryAuth))), nil)
+		failed(t, err, codes.Unavailable)
 	})
-	_, err = c.generate(t, s.client, "provider stream error", canaryStart(openai(webDecl(web, cnryAuth))), nil)
-	if status.Code(err) == codes.OK {
-		t.Error("provider stream error: the generation did not fail")
-	}
+
+	t.Run("MCP server unreachable", func(t *testing.T) {
+		gone := newCanaryMCP(t, mcpModeOK)
+		gone.srv.Close()
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(gone, cnryAuth))), nil)
+		failed(t, err, codes.Unavailable)
+	})
+
+	t.Run("MCP server goes away between listing its tools and the call", func(t *testing.T) {
+		// The bridge's session to it breaks and it cannot be reached again.
+		vanishing := newCanaryMCP(t, mcpModeOK)
+		api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+			if n == 1 {
+				vanishing.srv.CloseClientConnections()
+				vanishing.srv.Close()
+				canaryToolCalls(w, n, [2]string{"web__echo", `{"text":"anyone?"}`})
+				return
+			}
+			canaryText(w, "it went away")
+		})
+		_, err := c.generate(t, s.client, canaryStart(noCache(openai(webDecl(vanishing, cnryAuth)))), nil)
+		failed(t, err, codes.Unavailable)
+	})
+
+	t.Run("MCP server does not answer within read_timeout", func(t *testing.T) {
+		hanging := newCanaryMCP(t, mcpModeHang)
+		slow := webDecl(hanging, cnryAuth)
+		slow.ReadTimeout = durationpb.New(300 * time.Millisecond)
+		_, err := c.generate(t, s.client, canaryStart(openai(slow)), nil)
+		failed(t, err, codes.DeadlineExceeded)
+	})
+
+	// The call goes to a fresh process and the generation completes (X-L8).
+	t.Run("command server killed between listing its tools and the call", func(t *testing.T) {
+		crashPids := filepath.Join(dir, "crash.pids")
+		api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+			if n == 1 {
+				data, _ := os.ReadFile(crashPids)
+				lines := strings.Fields(string(data))
+				if len(lines) == 0 {
+					t.Error("the command server wrote no pid")
+				} else if pid, err := strconv.Atoi(lines[len(lines)-1]); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					if !waitExit(pid) {
+						t.Errorf("the command server %d outlived SIGKILL by %v", pid, settle)
+					}
+				}
+				canaryToolCalls(w, n, [2]string{"cmd__delete", `{"path":"d.txt"}`})
+				return
+			}
+			canaryText(w, "it crashed")
+		})
+		_, err := c.generate(t, s.client, canaryStart(noCache(openai(cmdDecl("crash.pids")))), nil)
+		failed(t, err, codes.OK)
+	})
+
+	t.Run("provider refuses the key with 401 quoting the request", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+			canaryJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
+				"message": "Incorrect API key provided: " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + ". Request: " + canaryQuote(r, body),
+				"type":    "invalid_request_error", "code": "invalid_api_key",
+			}})
+		})
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
+		failed(t, err, codes.Unauthenticated)
+	})
+
+	t.Run("provider answers 400 quoting the request's headers and body", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+			canaryJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+				"message": "gateway: bad request: " + canaryQuote(r, body), "type": "invalid_request_error",
+			}})
+		})
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
+		failed(t, err, codes.InvalidArgument)
+	})
+
+	t.Run("provider 429 storm outlasts the retries", func(t *testing.T) {
+		// Each 429 asks for a 1 ms wait.
+		api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+			w.Header().Set("retry-after-ms", "1")
+			canaryJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{
+				"message": "rate limited: " + canaryQuote(r, body), "type": "rate_limit_exceeded",
+			}})
+		})
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth))), nil)
+		failed(t, err, codes.ResourceExhausted)
+	})
+
+	t.Run("provider fails inside a 200 stream quoting the request", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+			sseWrite(w, canaryChunk(map[string]any{"error": map[string]any{"message": "upstream failed: " + canaryQuote(r, body), "type": "server_error"}}))
+		})
+		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth))), nil)
+		if status.Code(err) == codes.OK {
+			t.Error("the generation did not fail")
+		}
+	})
 
 	// Providers that run url servers themselves get the server's URL and
 	// token (their job); their errors quoting the request must not bring
 	// them back.
 	remote := &agentdv1.MCPServer{Name: "remote", Transport: &agentdv1.MCPServer_Url{Url: "https://mcp.example.com/" + cnryPath + "/mcp?k=" + cnryQuery}, Authorization: cnryAuth}
-	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
-		anthropicMessage(w, "end_turn",
-			sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": "served"}}),
-			sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}))
-	})
 	anthropic := &agentdv1.Agent{Provider: "anthropic", Model: "claude-sonnet-4-5", Mcps: []*agentdv1.MCPServer{remote}}
-	preview, err = s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: anthropic, Messages: canaryStart(nil).GetStart().GetMessages()})
-	c.rpcError("preview anthropic", err, nil)
-	c.response("preview anthropic", preview)
-	events, err = c.generate(t, s.client, "anthropic provider-side", canaryStart(anthropic), nil)
-	completed("anthropic provider-side", events, err)
-	if len(events) == 0 || len(events[0].GetStarted().GetServers()) != 1 || events[0].GetStarted().GetServers()[0].GetPlacement() != agentdv1.Placement_PLACEMENT_PROVIDER {
-		t.Errorf("anthropic provider-side: the server was not placed at the provider")
-	}
-	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
-		canaryJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{
-			"type": "invalid_request_error", "message": "gateway: bad request: " + canaryQuote(r, body),
-		}})
+	t.Run("Anthropic preview of a url server it runs", func(t *testing.T) {
+		preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: anthropic, Messages: canaryStart(nil).GetStart().GetMessages()})
+		c.rpcError(scenario(t), err, nil)
+		c.response(scenario(t), preview)
 	})
-	_, err = c.generate(t, s.client, "anthropic 400", canaryStart(anthropic), nil)
-	failed("anthropic 400", err, codes.InvalidArgument)
-	api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
-		canaryJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
-			"message": "gateway: bad request: " + canaryQuote(r, body), "type": "invalid_request_error",
-		}})
-	})
-	_, err = c.generate(t, s.client, "openai-responses 400", canaryStart(&agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{remote}}), nil)
-	failed("openai-responses 400", err, codes.InvalidArgument)
 
-	// Invalid requests, refused before anything connects.
-	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
-		t.Error("an invalid request reached the provider")
-		w.WriteHeader(http.StatusInternalServerError)
+	t.Run("Anthropic runs the url server itself", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
+			anthropicMessage(w, "end_turn",
+				sseEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": "served"}}),
+				sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}))
+		})
+		events, err := c.generate(t, s.client, canaryStart(anthropic), nil)
+		completed(t, events, err)
+		if len(events) == 0 || len(events[0].GetStarted().GetServers()) != 1 || events[0].GetStarted().GetServers()[0].GetPlacement() != agentdv1.Placement_PLACEMENT_PROVIDER {
+			t.Errorf("the server was not placed at the provider")
+		}
 	})
-	urlWithEnv := webDecl(web, cnryAuth)
-	urlWithEnv.Env = map[string]string{"TOKEN": cnryEnv}
-	urlWithEnv.ReadTimeout = durationpb.New(-time.Second)
-	cmdWithAuth := cmdDecl("cmd.pids")
-	cmdWithAuth.Name = "cmd2"
-	cmdWithAuth.Authorization, cmdWithAuth.Headers = cnryAuth, map[string]string{"X-Canary": cnryHeader}
-	refWithEnv := &agentdv1.MCPServer{Name: "reg", Transport: &agentdv1.MCPServer_Ref{Ref: "counter"}, Env: map[string]string{"TOKEN": cnryRegEnv}}
-	for _, tc := range []struct {
-		name  string
-		agent *agentdv1.Agent
-		want  codes.Code
-	}{
-		{"invalid declarations", openai(urlWithEnv, cmdWithAuth, refWithEnv,
-			&agentdv1.MCPServer{Name: "ftp", Transport: &agentdv1.MCPServer_Url{Url: "ftp://mcp.example.com/" + cnryPath + "?k=" + cnryQuery}, Authorization: cnryAuth},
-			&agentdv1.MCPServer{Transport: &agentdv1.MCPServer_Url{Url: "http://mcp example.com/" + cnryPath + "?k=" + cnryQuery}, Headers: map[string]string{"X-Canary": cnryHeader}},
-			&agentdv1.MCPServer{Name: "none", Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}, Env: map[string]string{"TOKEN": cnryEnv}},
-		), codes.InvalidArgument},
-		{"unknown provider", &agentdv1.Agent{Provider: "nope", Mcps: []*agentdv1.MCPServer{webDecl(web, cnryAuth), cmdDecl("cmd.pids")}}, codes.InvalidArgument},
-		{"unknown connector", &agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{
-			{Name: "conn", Transport: &agentdv1.MCPServer_Url{Url: "mcp://unknownconnector/" + cnryPath + "?k=" + cnryQuery}, Authorization: cnryAuth},
-		}}, codes.InvalidArgument},
-		{"SERVER with headers anthropic cannot send", &agentdv1.Agent{Provider: "anthropic", Model: "claude-sonnet-4-5", McpStrategy: agentdv1.MCPStrategy_MCP_STRATEGY_SERVER,
-			Mcps: []*agentdv1.MCPServer{{Name: "remote", Transport: &agentdv1.MCPServer_Url{Url: remote.GetUrl()}, Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}},
-		}, codes.InvalidArgument},
-		{"command not allowed", openai(&agentdv1.MCPServer{Name: "env", Transport: &agentdv1.MCPServer_Command{Command: "/usr/bin/env"}, Env: map[string]string{"TOKEN": cnryEnv}}), codes.PermissionDenied},
-		{"steering env", openai(&agentdv1.MCPServer{Name: "cmd", Transport: &agentdv1.MCPServer_Command{Command: exe}, Env: map[string]string{"LD_PRELOAD": "/tmp/" + cnryEnv + ".so", "TOKEN": cnryEnv}}), codes.PermissionDenied},
-	} {
-		_, err := c.generate(t, s.client, tc.name, canaryStart(tc.agent), nil)
-		failed(tc.name, err, tc.want)
-	}
-	_, err = c.generate(t, s.client, "resume unknown", &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
-		GenerationId: "gen_0123", Agent: gated(),
-	}}}, nil)
-	failed("resume unknown", err, codes.NotFound)
 
-	// The admin API: cache statistics and the pools (whose keys identify
-	// command configurations).
-	cache, err := s.admin.GetCacheStats(t.Context(), &bridgev1.GetCacheStatsRequest{})
-	c.rpcError("GetCacheStats", err, nil)
-	c.response("GetCacheStats", cache)
-	if cache.GetSize() == 0 {
-		t.Error("the schema cache is empty: its keys were not exercised")
-	}
-	inv, err := s.admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{Server: &bridgev1.ServerSpec{Name: "web",
-		Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: web.url(), Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}}}})
-	c.rpcError("InvalidateCache", err, nil)
-	c.response("InvalidateCache", inv)
-	if !inv.GetRemoved() {
-		t.Error("InvalidateCache: the web server's entry was not found")
-	}
-	pools, err := s.admin.GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
-	c.rpcError("GetPoolStats", err, nil)
-	c.response("GetPoolStats", pools)
+	t.Run("Anthropic answers 400 quoting the request", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+			canaryJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{
+				"type": "invalid_request_error", "message": "gateway: bad request: " + canaryQuote(r, body),
+			}})
+		})
+		_, err := c.generate(t, s.client, canaryStart(anthropic), nil)
+		failed(t, err, codes.InvalidArgument)
+	})
+
+	t.Run("OpenAI Responses answers 400 quoting the request", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
+			canaryJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+				"message": "gateway: bad request: " + canaryQuote(r, body), "type": "invalid_request_error",
+			}})
+		})
+		_, err := c.generate(t, s.client, canaryStart(&agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{remote}}), nil)
+		failed(t, err, codes.InvalidArgument)
+	})
+
+	t.Run("invalid requests refused before anything connects", func(t *testing.T) {
+		api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
+			t.Error("an invalid request reached the provider")
+			w.WriteHeader(http.StatusInternalServerError)
+		})
+		urlWithEnv := webDecl(web, cnryAuth)
+		urlWithEnv.Env = map[string]string{"TOKEN": cnryEnv}
+		urlWithEnv.ReadTimeout = durationpb.New(-time.Second)
+		cmdWithAuth := cmdDecl("cmd.pids")
+		cmdWithAuth.Name = "cmd2"
+		cmdWithAuth.Authorization, cmdWithAuth.Headers = cnryAuth, map[string]string{"X-Canary": cnryHeader}
+		refWithEnv := &agentdv1.MCPServer{Name: "reg", Transport: &agentdv1.MCPServer_Ref{Ref: "counter"}, Env: map[string]string{"TOKEN": cnryRegEnv}}
+		for _, tc := range []struct {
+			name  string
+			agent *agentdv1.Agent
+			want  codes.Code
+		}{
+			{"invalid declarations", openai(urlWithEnv, cmdWithAuth, refWithEnv,
+				&agentdv1.MCPServer{Name: "ftp", Transport: &agentdv1.MCPServer_Url{Url: "ftp://mcp.example.com/" + cnryPath + "?k=" + cnryQuery}, Authorization: cnryAuth},
+				&agentdv1.MCPServer{Transport: &agentdv1.MCPServer_Url{Url: "http://mcp example.com/" + cnryPath + "?k=" + cnryQuery}, Headers: map[string]string{"X-Canary": cnryHeader}},
+				&agentdv1.MCPServer{Name: "none", Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}, Env: map[string]string{"TOKEN": cnryEnv}},
+			), codes.InvalidArgument},
+			{"unknown provider", &agentdv1.Agent{Provider: "nope", Mcps: []*agentdv1.MCPServer{webDecl(web, cnryAuth), cmdDecl("cmd.pids")}}, codes.InvalidArgument},
+			{"unknown connector", &agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{
+				{Name: "conn", Transport: &agentdv1.MCPServer_Url{Url: "mcp://unknownconnector/" + cnryPath + "?k=" + cnryQuery}, Authorization: cnryAuth},
+			}}, codes.InvalidArgument},
+			{"SERVER with headers anthropic cannot send", &agentdv1.Agent{Provider: "anthropic", Model: "claude-sonnet-4-5", McpStrategy: agentdv1.MCPStrategy_MCP_STRATEGY_SERVER,
+				Mcps: []*agentdv1.MCPServer{{Name: "remote", Transport: &agentdv1.MCPServer_Url{Url: remote.GetUrl()}, Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}},
+			}, codes.InvalidArgument},
+			{"command not allowed", openai(&agentdv1.MCPServer{Name: "env", Transport: &agentdv1.MCPServer_Command{Command: "/usr/bin/env"}, Env: map[string]string{"TOKEN": cnryEnv}}), codes.PermissionDenied},
+			{"steering env", openai(&agentdv1.MCPServer{Name: "cmd", Transport: &agentdv1.MCPServer_Command{Command: exe}, Env: map[string]string{"LD_PRELOAD": "/tmp/" + cnryEnv + ".so", "TOKEN": cnryEnv}}), codes.PermissionDenied},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := c.generate(t, s.client, canaryStart(tc.agent), nil)
+				failed(t, err, tc.want)
+			})
+		}
+	})
+
+	t.Run("resume of an unknown generation", func(t *testing.T) {
+		_, err := c.generate(t, s.client, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+			GenerationId: "gen_0123", Agent: gated(),
+		}}}, nil)
+		failed(t, err, codes.NotFound)
+	})
+
+	t.Run("admin API", func(t *testing.T) {
+		// Cache statistics and the pools (whose keys identify command
+		// configurations).
+		cache, err := s.admin.GetCacheStats(t.Context(), &bridgev1.GetCacheStatsRequest{})
+		c.rpcError(scenario(t), err, nil)
+		c.response(scenario(t), cache)
+		if cache.GetSize() == 0 {
+			t.Error("the schema cache is empty: its keys were not exercised")
+		}
+		inv, err := s.admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{Server: &bridgev1.ServerSpec{Name: "web",
+			Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: web.url(), Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}}}})
+		c.rpcError(scenario(t), err, nil)
+		c.response(scenario(t), inv)
+		if !inv.GetRemoved() {
+			t.Error("InvalidateCache: the web server's entry was not found")
+		}
+		pools, err := s.admin.GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
+		c.rpcError(scenario(t), err, nil)
+		c.response(scenario(t), pools)
+	})
 
 	s.stop() // every span ended, every log written, the store closed
 
-	// The canaries did reach their destinations.
-	for what, ok := range map[string]bool{
-		"the HTTP MCP server got the token":                  web.sawToken.Load(),
-		"the HTTP MCP server got the header":                 web.sawHeader.Load(),
-		"the HTTP MCP server got the URL path":               web.sawPath.Load(),
-		"the HTTP MCP server got the URL query":              web.sawQuery.Load(),
-		"OpenAI got its API key":                             api.saw(cnryKey),
-		"Anthropic got its API key":                          api.saw(cnryAKey),
-		"OpenAI Responses got its API key":                   api.saw(cnryRKey),
-		"the request's command server got its env":           canaryFileExists(cmdEnvFile),
-		"the registered server got its env":                  canaryFileExists(regEnvFile),
-		"Anthropic got the provider-side server's URL/token": slices.ContainsFunc(api.bodiesOf("/v1/messages"), canaryHasAll(cnryPath, cnryQuery, cnryAuth)),
-	} {
-		if !ok {
-			t.Errorf("not sent: %s", what)
-		}
-	}
-
-	// Nothing agentd produced shows a canary.
-	sources := []struct{ name, file, text string }{
-		{"log (json)", "log.json", s.jsonLogs.String()},
-		{"log (text)", "log.txt", s.textLogs.String()},
-		{"spans", "spans.txt", canarySpanDump(s.spans.Ended())},
-		{"gRPC errors", "errors.txt", c.errors.String()},
-		{"events", "events.txt", c.events.String()},
-		{"RPC responses (Preview, admin)", "responses.txt", c.responses.String()},
-		{"store files while paused", "store-paused.bin", storeWhilePaused},
-		{"store files at the end", "store-end.bin", canaryStoreBytes(t, s.stateDir)},
-	}
-	for _, src := range sources {
-		if src.text == "" {
-			t.Errorf("%s: nothing captured", src.name)
-		}
-		if err := os.WriteFile(filepath.Join(t.ArtifactDir(), src.file), []byte(src.text), 0o600); err != nil {
-			t.Error(err)
-		}
-		for _, canary := range canarySecrets {
-			if n := strings.Count(src.text, canary); n > 0 {
-				t.Errorf("LEAK: %q appears %d times in the %s:%s", canary, n, src.name, canaryLeaks(src.text, canary))
+	t.Run("canaries reached their destinations", func(t *testing.T) {
+		for what, ok := range map[string]bool{
+			"the HTTP MCP server got the token":                  web.sawToken.Load(),
+			"the HTTP MCP server got the header":                 web.sawHeader.Load(),
+			"the HTTP MCP server got the URL path":               web.sawPath.Load(),
+			"the HTTP MCP server got the URL query":              web.sawQuery.Load(),
+			"OpenAI got its API key":                             api.saw(cnryKey),
+			"Anthropic got its API key":                          api.saw(cnryAKey),
+			"OpenAI Responses got its API key":                   api.saw(cnryRKey),
+			"the request's command server got its env":           canaryFileExists(cmdEnvFile),
+			"the registered server got its env":                  canaryFileExists(regEnvFile),
+			"Anthropic got the provider-side server's URL/token": slices.ContainsFunc(api.bodiesOf("/v1/messages"), canaryHasAll(cnryPath, cnryQuery, cnryAuth)),
+		} {
+			if !ok {
+				t.Errorf("not sent: %s", what)
 			}
 		}
-	}
+	})
+
+	artifacts := t.ArtifactDir()
+	t.Run("no canary in what agentd produced", func(t *testing.T) {
+		for _, src := range []struct{ name, file, text string }{
+			{"log (json)", "log.json", s.jsonLogs.String()},
+			{"log (text)", "log.txt", s.textLogs.String()},
+			{"spans", "spans.txt", canarySpanDump(s.spans.Ended())},
+			{"gRPC errors", "errors.txt", c.errors.String()},
+			{"events", "events.txt", c.events.String()},
+			{"RPC responses (Preview, admin)", "responses.txt", c.responses.String()},
+			{"store files while paused", "store-paused.bin", storeWhilePaused},
+			{"store files at the end", "store-end.bin", canaryStoreBytes(t, s.stateDir)},
+		} {
+			t.Run(src.name, func(t *testing.T) {
+				if src.text == "" {
+					t.Error("nothing captured")
+				}
+				if err := os.WriteFile(filepath.Join(artifacts, src.file), []byte(src.text), 0o600); err != nil {
+					t.Error(err)
+				}
+				for _, canary := range canarySecrets {
+					if n := strings.Count(src.text, canary); n > 0 {
+						t.Errorf("LEAK: %q appears %d times in the %s:%s", canary, n, src.name, canaryLeaks(src.text, canary))
+					}
+				}
+			})
+		}
+	})
 }
 
 // canaryStoreBytes returns the bytes of agentd's SQLite store: the database, its
@@ -830,19 +894,4 @@ func canaryHasAll(subs ...string) func(string) bool {
 func canaryFileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// canaryWaitExit waits (briefly) until pid has exited, as its parent sees it.
-func canaryWaitExit(pid int) {
-	for range 200 {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 0 && fields[0] == "Z" {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -121,7 +121,7 @@ func startAgentd(t *testing.T, configPath, addr string) *agentdProcess {
 		_ = cmd.Process.Kill()
 		<-p.exited
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settle)
 	for {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
@@ -299,12 +299,8 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 	}
 	for _, p := range lines(t, pids) {
 		pid, _ := strconv.Atoi(p)
-		deadline := time.Now().Add(10 * time.Second)
-		for syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("X-L7 the killed agentd's MCP server %d survived it", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !waitExit(pid) {
+			t.Fatalf("X-L7 the killed agentd's MCP server %d survived it by %v", pid, settle)
 		}
 	}
 	if n := len(lines(t, counter)); n != 0 {
@@ -403,6 +399,20 @@ func TestResumeWithoutCall(t *testing.T) {
 	}
 }
 
+// waitExit waits until process pid has exited (or is a zombie, exited
+// as far as it can), and reports whether it did within settle.
+func waitExit(pid int) bool {
+	deadline := time.Now().Add(settle)
+	for !zombie(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// zombie reports whether process pid is gone or a zombie.
 func zombie(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -48,13 +48,14 @@ func TestClientGoneWhileApprovalPending(t *testing.T) {
 	if request == nil {
 		t.Fatal("no approval request")
 	}
-	// The pause is stored as the stream breaks; resume until it is there.
+	// The pause is stored as the stream breaks; resume until it is there
+	// (X-H6: a state to wait for, however long a loaded machine takes).
 	resume := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
 		GenerationId:      id,
 		Agent:             start.Agent,
 		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: request.GetId(), Approved: true, Digest: request.GetDigest()}},
 	}}}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(settle)
 	for {
 		o := s.resume(t, resume)
 		if o.status.Code() == codes.OK {

@@ -33,7 +33,6 @@ CREATE INDEX IF NOT EXISTS paused_generations_expiry ON paused_generations (expi
 // SQLite is the Checkpoints of one SQLite database file.
 type SQLite struct {
 	db   *sql.DB
-	now  func() time.Time
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -68,7 +67,7 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &SQLite{db: db, now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &SQLite{db: db, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.sweep(sweepEvery)
 	return s, nil
 }
@@ -96,7 +95,7 @@ func (s *SQLite) sweep(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			now := s.now()
+			now := time.Now()
 			// A claimed record is kept a day past its last claim or renewal
 			// whatever its expiry: its resume may still be running (it
 			// renews its claim), and a running resume must not lose it.
@@ -152,7 +151,7 @@ func (s *SQLite) Get(ctx context.Context, tenant, id string) (Record, error) {
 	err := s.db.QueryRowContext(ctx, `
 		SELECT data, version, claimed_at FROM paused_generations
 		WHERE tenant = ? AND id = ? AND expires_at > ?`,
-		tenant, id, s.now().UnixMilli()).Scan(&r.Data, &r.Version, &claimed)
+		tenant, id, time.Now().UnixMilli()).Scan(&r.Data, &r.Version, &claimed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, fault.New(fault.NotFound, "no paused generation %q", id)
 	}

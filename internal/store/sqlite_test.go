@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -166,57 +167,95 @@ func TestConcurrentClaims(t *testing.T) {
 	}
 }
 
+// Get ignores an expired record at once; the sweeper removes it on its
+// next tick, but keeps a claimed record a day past its last claim or
+// renewal, whatever its expiry (its resume may still run); a record
+// survives a reopen. X-H6: the store reads synctest's clock, so every time
+// here is exact, not a guess at how long a loaded machine takes.
 func TestExpiryAndDurability(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "agentd.db")
-	s := open(t, path)
-	ctx := t.Context()
-	if err := s.Save(ctx, "", "short", []byte("x"), time.Now().Add(-time.Second), 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Get(ctx, "", "short"); fault.KindOf(err) != fault.NotFound {
-		t.Errorf("an expired record was returned: %v", err)
-	}
-	if err := s.Save(ctx, "", "long", []byte("kept"), time.Now().Add(time.Hour), 0); err != nil {
-		t.Fatal(err)
-	}
-	// A record claimed just before it expired: its resume still runs.
-	if err := s.Save(ctx, "", "resuming", []byte("x"), time.Now().Add(300*time.Millisecond), 0); err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Get(ctx, "", "resuming")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Claim(ctx, "", "resuming", r.Version, []byte("claimed"), time.Now(), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(400 * time.Millisecond) // it expires
-	// The sweeper removes the expired row; the other survives a reopen.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		if err := s.db.QueryRow(`SELECT count(*) FROM paused_generations WHERE id = 'short'`).Scan(&n); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		const sweepEvery = time.Hour
+		path := filepath.Join(t.TempDir(), "agentd.db")
+		s, err := OpenSQLite(path, sweepEvery)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			break
+		defer s.Close()
+		ctx := t.Context()
+		t0 := time.Now()
+		stored := func(id string) bool {
+			t.Helper()
+			var n int
+			if err := s.db.QueryRow(`SELECT count(*) FROM paused_generations WHERE id = ?`, id).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n == 1
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the expired record was never swept")
+		// sleep lets the clock run d, and the sweeper finish any tick due.
+		sleep := func(d time.Duration) {
+			time.Sleep(d)
+			synctest.Wait()
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := s.Renew(ctx, "", "resuming", r.Version+1, nil, time.Now()); err != nil {
-		t.Errorf("the resume of a claimed record past its expiry lost it: %v", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err = open(t, path).Get(ctx, "", "long")
-	if err != nil || string(r.Data) != "kept" {
-		t.Errorf("after reopening: %+v, %v", r, err)
-	}
+
+		if err := s.Save(ctx, "", "short", []byte("x"), t0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "", "short"); fault.KindOf(err) != fault.NotFound {
+			t.Errorf("a record was returned at its expiry: %v", err)
+		}
+		if err := s.Save(ctx, "", "long", []byte("kept"), t0.Add(48*time.Hour), 0); err != nil {
+			t.Fatal(err)
+		}
+		// A record claimed before it expires: its resume still runs.
+		if err := s.Save(ctx, "", "resuming", []byte("x"), t0.Add(time.Minute), 0); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Get(ctx, "", "resuming")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Claim(ctx, "", "resuming", r.Version, []byte("claimed"), t0, t0); err != nil {
+			t.Fatal(err)
+		}
+
+		sleep(sweepEvery - time.Millisecond)
+		if !stored("short") {
+			t.Fatal("the expired record was swept before the sweeper's first tick")
+		}
+		sleep(time.Millisecond)
+		if stored("short") {
+			t.Fatal("the sweeper's tick at 1h left the record that expired at 0h")
+		}
+		if !stored("resuming") {
+			t.Fatal("the sweeper removed a record claimed an hour ago")
+		}
+		renewed := time.Now() // t0+1h, past the record's expiry at t0+1m
+		if err := s.Renew(ctx, "", "resuming", r.Version+1, nil, renewed); err != nil {
+			t.Fatalf("the resume of a claimed record past its expiry lost it: %v", err)
+		}
+		sleep(24 * time.Hour) // the tick at exactly a day after the renewal
+		if !stored("resuming") {
+			t.Fatal("the sweeper removed a claimed record a day after its renewal; it keeps it that long")
+		}
+		sleep(sweepEvery)
+		if stored("resuming") {
+			t.Fatalf("the claimed record outlived the tick after %v (a day past its renewal at %v)", time.Now().Sub(t0), renewed.Sub(t0))
+		}
+
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reopened, err := OpenSQLite(path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reopened.Close()
+		r, err = reopened.Get(ctx, "", "long")
+		if err != nil || string(r.Data) != "kept" {
+			t.Errorf("after reopening: %+v, %v", r, err)
+		}
+	})
 }
 
 // A state directory may hold the characters that SQLite URIs give a
