@@ -360,7 +360,7 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 // stoppedResult is what the model sees of a call whose stdio server stopped
 // before it answered.
 func stoppedResult(server string) *bridgev1.CallToolResponse {
-	return &bridgev1.CallToolResponse{IsError: true, Output: errorOutput(fmt.Sprintf(
+	return &bridgev1.CallToolResponse{IsError: true, Output: toolerror.JSON(fmt.Sprintf(
 		"the MCP server %q stopped during the call; it may or may not have run", server))}
 }
 
