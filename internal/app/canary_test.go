@@ -837,21 +837,21 @@ func canarySpanDump(spans []sdktrace.ReadOnlySpan) string {
 	for _, sp := range spans {
 		fmt.Fprintf(&b, "span %q kind=%s status=%s %q scope=%s\n", sp.Name(), sp.SpanKind(), sp.Status().Code, sp.Status().Description, sp.InstrumentationScope().Name)
 		for _, kv := range sp.Attributes() {
-			fmt.Fprintf(&b, "  attr %s=%s\n", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "  attr %s=%s\n", kv.Key, kv.Value.String())
 		}
 		for _, ev := range sp.Events() {
 			fmt.Fprintf(&b, "  event %q\n", ev.Name)
 			for _, kv := range ev.Attributes {
-				fmt.Fprintf(&b, "    attr %s=%s\n", kv.Key, kv.Value.Emit())
+				fmt.Fprintf(&b, "    attr %s=%s\n", kv.Key, kv.Value.String())
 			}
 		}
 		for _, l := range sp.Links() {
 			for _, kv := range l.Attributes {
-				fmt.Fprintf(&b, "  link attr %s=%s\n", kv.Key, kv.Value.Emit())
+				fmt.Fprintf(&b, "  link attr %s=%s\n", kv.Key, kv.Value.String())
 			}
 		}
 		for _, kv := range sp.Resource().Attributes() {
-			fmt.Fprintf(&b, "  resource %s=%s\n", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "  resource %s=%s\n", kv.Key, kv.Value.String())
 		}
 	}
 	return b.String()

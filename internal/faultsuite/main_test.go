@@ -2,7 +2,6 @@ package faultsuite
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -345,10 +344,4 @@ func wantCompleted(t *testing.T, o outcome, text string) {
 	if got := c.GetMessage().GetParts()[0].GetText(); got != text {
 		t.Errorf("final text %q; want %q", got, text)
 	}
-}
-
-// jsonText is v as compact JSON.
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

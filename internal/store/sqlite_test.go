@@ -240,7 +240,7 @@ func TestExpiryAndDurability(t *testing.T) {
 		}
 		sleep(sweepEvery)
 		if stored("resuming") {
-			t.Fatalf("the claimed record outlived the tick after %v (a day past its renewal at %v)", time.Now().Sub(t0), renewed.Sub(t0))
+			t.Fatalf("the claimed record outlived the tick after %v (a day past its renewal at %v)", time.Since(t0), renewed.Sub(t0))
 		}
 
 		if err := s.Close(); err != nil {

@@ -261,7 +261,7 @@ func (p *Pool[C]) takeLocked() *proc[C] {
 	for len(p.idle) > 0 {
 		pr := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if pr.exited() || time.Now().Sub(pr.born) >= p.cfg.MaxLifetime && p.cfg.MaxLifetime > 0 {
+		if pr.exited() || time.Since(pr.born) >= p.cfg.MaxLifetime && p.cfg.MaxLifetime > 0 {
 			p.retireAsyncLocked(pr, pr.exited())
 			continue
 		}
@@ -352,7 +352,7 @@ func (p *Pool[C]) release(pr *proc[C], broken bool) {
 		return
 	}
 	delete(p.busy, pr)
-	if p.cfg.Shared && !p.closed && (p.cfg.MaxLifetime <= 0 || time.Now().Sub(pr.born) < p.cfg.MaxLifetime) {
+	if p.cfg.Shared && !p.closed && (p.cfg.MaxLifetime <= 0 || time.Since(pr.born) < p.cfg.MaxLifetime) {
 		pr.idleSince = time.Now()
 		p.idle = append(p.idle, pr)
 		p.signal()
@@ -378,7 +378,7 @@ func (p *Pool[C]) retireLocked(pr *proc[C], crashed bool) {
 // process counts as stopping until it has. A spare that crashed young
 // counts as a failed start. p.mu is held and the pool is not closed.
 func (p *Pool[C]) retireAsyncLocked(pr *proc[C], crashed bool) {
-	if crashed && time.Now().Sub(pr.born) < healthyAge {
+	if crashed && time.Since(pr.born) < healthyAge {
 		p.spareFailedLocked()
 	}
 	p.retiringLocked(pr, crashed)
@@ -421,7 +421,7 @@ func (p *Pool[C]) fill() {
 			return
 		}
 		p.reapLocked()
-		wait := p.retryAt.Sub(time.Now())
+		wait := time.Until(p.retryAt)
 		for wait <= 0 && len(p.idle)+p.starting < p.cfg.Warm && p.live() < p.cfg.MaxProcesses && !(p.cfg.Shared && len(p.busy) > 0) {
 			p.starting++
 			p.wg.Go(p.spawnSpare)
@@ -498,7 +498,7 @@ func (p *Pool[C]) spawnSpare() {
 	if err != nil {
 		if p.ctx.Err() == nil {
 			p.spareFailedLocked()
-			p.log.Warn("starting a warm mcp server process failed", "err", err, "failures", p.failures, "retry_in", p.retryAt.Sub(time.Now()).Round(time.Millisecond).String())
+			p.log.Warn("starting a warm mcp server process failed", "err", err, "failures", p.failures, "retry_in", time.Until(p.retryAt).Round(time.Millisecond).String())
 		}
 		return
 	}
