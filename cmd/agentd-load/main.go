@@ -92,6 +92,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcpdemo"
 )
 
@@ -153,7 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.streams, "streams", 500, "concurrent Generate streams")
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "how long streams start new generations")
-	fs.IntVar(&o.turns, "turns", 3, "tool turns per generation, each calling the demo server's echo tool (0..1000)")
+	fs.IntVar(&o.turns, "turns", 3, fmt.Sprintf("tool turns per generation, each calling the demo server's echo tool (0..%d, the request's max_tool_turns)", config.MaxToolTurnsLimit))
 	fs.StringVar(&o.addr, "addr", "", "address of a running agentd (default: start one in this process)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the load before measuring again")
@@ -171,8 +172,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.timeout <= 0 || o.settle < 0 {
 		bad = append(bad, errors.New("-duration and -timeout must be positive, -settle not negative"))
 	}
-	if o.turns < 0 || o.turns > 1000 {
-		bad = append(bad, fmt.Errorf("-turns must be 0..1000, got %d", o.turns))
+	if o.turns < 0 || o.turns > config.MaxToolTurnsLimit {
+		bad = append(bad, fmt.Errorf("-turns must be 0..%d, got %d", config.MaxToolTurnsLimit, o.turns))
 	}
 	if len(bad) > 0 {
 		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(bad...))

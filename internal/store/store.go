@@ -2,9 +2,9 @@
 // on any replica and after a restart, exactly once.
 //
 // Checkpoints is the contract; OpenSQLite is the default implementation,
-// an embedded SQLite database in one file (pure Go, no set-up). A
-// PostgreSQL implementation for several replicas will satisfy the same
-// contract and pass the same tests (storetest).
+// an embedded SQLite database in one file (pure Go, no set-up). Its tests
+// (sqlite_test.go) are written against the contract, so that a second
+// implementation can run them too.
 //
 // Records are scoped to a tenant (the caller's identity): one tenant never
 // sees another's. Errors are classified with internal/fault: NotFound for

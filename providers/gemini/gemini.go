@@ -76,16 +76,27 @@ func errorMessage(body []byte) (message, errType string) {
 			body = arr[0]
 		}
 	}
-	message, errType = httpc.OpenAIError(body)
 	var e struct {
-		Error struct {
-			Details []struct {
-				Reason string `json:"reason"`
-			} `json:"details"`
-		} `json:"error"`
+		Error json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(body, &e) == nil {
-		for _, d := range e.Error.Details {
+	if json.Unmarshal(body, &e) != nil || len(e.Error) == 0 {
+		return httpc.OpenAIError(body) // not JSON, or no error member: the body itself
+	}
+	return errorObject(e.Error)
+}
+
+// errorObject reads an "error" member, from a response body or a stream
+// chunk: an invalid key (reason API_KEY_INVALID, whatever the status) is
+// an authentication error.
+func errorObject(raw json.RawMessage) (message, errType string) {
+	message, errType = httpc.ErrorObject(raw)
+	var e struct {
+		Details []struct {
+			Reason string `json:"reason"`
+		} `json:"details"`
+	}
+	if json.Unmarshal(raw, &e) == nil {
+		for _, d := range e.Details {
 			if d.Reason == "API_KEY_INVALID" {
 				return message, "authentication_error: " + d.Reason
 			}
@@ -330,7 +341,7 @@ func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(pr
 			return
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {
-			msg, typ := errorMessage(append(append([]byte(`{"error":`), c.Error...), '}'))
+			msg, typ := errorObject(c.Error)
 			yield(nil, httpc.Classify(name, 0, typ, msg))
 			return
 		}

@@ -308,7 +308,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 			return
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {
-			msg, typ := httpc.OpenAIError(append(append([]byte(`{"error":`), c.Error...), '}'))
+			msg, typ := httpc.ErrorObject(c.Error)
 			yield(nil, httpc.Classify(p.d.Name, 0, typ, msg))
 			return
 		}

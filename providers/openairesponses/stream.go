@@ -253,7 +253,7 @@ func streamError(ev *streamEvent) error {
 	code, msg := text(ev.Code), ev.Message
 	if msg == "" && len(ev.Error) > 0 {
 		var m string
-		m, code = httpc.OpenAIError(append(append([]byte(`{"error":`), ev.Error...), '}'))
+		m, code = httpc.ErrorObject(ev.Error)
 		msg = m
 	}
 	if msg == "" {

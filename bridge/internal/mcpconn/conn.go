@@ -468,7 +468,7 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	}
 	if errors.Is(err, ErrAddressNotAllowed) {
 		return fault.New(fault.Permission,
-			"the MCP server %q resolves to a loopback, private or link-local address, which bridge.allow_private_networks does not allow", c.name).
+			"the MCP server %q resolves to a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow", c.name).
 			WithInfo("MCP_ADDRESS_NOT_ALLOWED", map[string]string{"server": c.name})
 	}
 	if c.stdout != nil && c.stdout.overflowed() {

@@ -61,9 +61,9 @@ func isToken(s string) bool {
 	return s != ""
 }
 
-// ErrAddressNotAllowed is the cause of a refused connection to a loopback,
-// private or link-local address.
-var ErrAddressNotAllowed = errors.New("the address is loopback, private or link-local")
+// ErrAddressNotAllowed is the cause of a refused connection to an address
+// only agentd's network reaches (internal/netaddr).
+var ErrAddressNotAllowed = errors.New("the address is loopback, private, shared (100.64/10) or link-local")
 
 // NewTransport returns the HTTP transport for MCP servers. Unless
 // allowPrivate, it refuses to connect to the addresses netaddr.Private

@@ -281,8 +281,15 @@ func OpenAIError(body []byte) (message, errType string) {
 		// cut made here could leave the start of a secret behind.
 		return strings.TrimSpace(string(body)), ""
 	}
+	return ErrorObject(e.Error)
+}
+
+// ErrorObject reads the value of an "error" member, as OpenAIError finds
+// it in a response body and as streams carry it in an event: a message
+// string, or {"message", "type" or "status" or "code"}.
+func ErrorObject(raw json.RawMessage) (message, errType string) {
 	var s string
-	if json.Unmarshal(e.Error, &s) == nil {
+	if json.Unmarshal(raw, &s) == nil {
 		return s, ""
 	}
 	var obj struct {
@@ -291,7 +298,7 @@ func OpenAIError(body []byte) (message, errType string) {
 		Status  string `json:"status"`
 		Code    any    `json:"code"`
 	}
-	_ = json.Unmarshal(e.Error, &obj)
+	_ = json.Unmarshal(raw, &obj)
 	t := obj.Type
 	if t == "" {
 		t = obj.Status

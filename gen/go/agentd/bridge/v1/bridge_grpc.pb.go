@@ -58,7 +58,9 @@ type BridgeServiceClient interface {
 	// google.rpc.ErrorInfo naming the server and the request.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 	// CallTool calls one tool. A tool that ran and failed (a JSON-RPC error or
-	// an isError result) is a successful RPC with is_error set: the failure is
+	// an isError result), and a call whose stdio server stopped before it
+	// answered (it may or may not have run; the server's next call starts a
+	// fresh process), are successful RPCs with is_error set: the failure is
 	// data for the model. Only connection, timeout and protocol failures are
 	// RPC errors.
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
@@ -181,7 +183,9 @@ type BridgeServiceServer interface {
 	// google.rpc.ErrorInfo naming the server and the request.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	// CallTool calls one tool. A tool that ran and failed (a JSON-RPC error or
-	// an isError result) is a successful RPC with is_error set: the failure is
+	// an isError result), and a call whose stdio server stopped before it
+	// answered (it may or may not have run; the server's next call starts a
+	// fresh process), are successful RPCs with is_error set: the failure is
 	// data for the model. Only connection, timeout and protocol failures are
 	// RPC errors.
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)

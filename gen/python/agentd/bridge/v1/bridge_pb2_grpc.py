@@ -97,7 +97,9 @@ class BridgeServiceServicer(object):
 
     def CallTool(self, request, context):
         """CallTool calls one tool. A tool that ran and failed (a JSON-RPC error or
-        an isError result) is a successful RPC with is_error set: the failure is
+        an isError result), and a call whose stdio server stopped before it
+        answered (it may or may not have run; the server's next call starts a
+        fresh process), are successful RPCs with is_error set: the failure is
         data for the model. Only connection, timeout and protocol failures are
         RPC errors.
         """
