@@ -23,6 +23,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -220,7 +221,7 @@ func TestCallToolsSessionCloses(t *testing.T) {
 	t.Parallel()
 	// stall pings agentd as soon as it runs, and says so on stderr once
 	// agentd answered.
-	logger, running := watchStderr("mcptest: ping answered")
+	logger, running := mcptest.WatchStderr("mcptest: ping answered")
 	f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = logger })
 	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
 	stream := openCalls(t, t.Context(), f.client, id)

@@ -2,11 +2,9 @@ package bridge
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -212,37 +210,3 @@ func waitSessions(t *testing.T, svc *Service, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// stderrLine is a slog handler that closes seen once an MCP server of the
-// service writes line to its stderr: a test waits for that state, never for
-// a duration.
-type stderrLine struct {
-	line string
-	seen chan struct{}
-	once *sync.Once
-}
-
-// watchStderr returns a logger for a Service and a channel closed once one
-// of its servers writes line to stderr.
-func watchStderr(line string) (*slog.Logger, <-chan struct{}) {
-	h := stderrLine{line: line, seen: make(chan struct{}), once: new(sync.Once)}
-	return slog.New(h), h.seen
-}
-
-func (h stderrLine) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h stderrLine) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "mcp server stderr" {
-		return nil
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "line" && a.Value.String() == h.line {
-			h.once.Do(func() { close(h.seen) })
-		}
-		return true
-	})
-	return nil
-}
-
-func (h stderrLine) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h stderrLine) WithGroup(string) slog.Handler      { return h }

@@ -119,7 +119,6 @@ func TestOpenSessionPermissionDenied(t *testing.T) {
 func TestOpenSessionInvalid(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	type violation struct{ Field, Has string }
 	spec := func(name string, timeout *durationpb.Duration, transport func(*bridgev1.ServerSpec)) *bridgev1.ServerSpec {
 		s := &bridgev1.ServerSpec{Name: name, ReadTimeout: timeout, Transport: &bridgev1.ServerSpec_Ref{Ref: "tools"}}
 		if transport != nil {
@@ -184,22 +183,7 @@ func TestOpenSessionInvalid(t *testing.T) {
 				_, err = stream.Recv()
 			}
 			st := wantCode(t, err, codes.InvalidArgument)
-			var got []violation
-			for _, d := range st.Details() {
-				if br, ok := d.(*errdetails.BadRequest); ok {
-					for _, v := range br.GetFieldViolations() {
-						got = append(got, violation{v.GetField(), v.GetDescription()})
-					}
-				}
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("violations = %v, want %v", got, tc.want)
-			}
-			for i, w := range tc.want {
-				if got[i].Field != w.Field || !strings.Contains(got[i].Has, w.Has) {
-					t.Errorf("violation %d = %v, want field %s saying %q", i, got[i], w.Field, w.Has)
-				}
-			}
+			wantViolations(t, st, tc.want)
 			for _, s := range []string{"secret-path", "sk-123", "tok-secret"} {
 				if strings.Contains(st.Message(), s) {
 					t.Errorf("message %q contains %q", st.Message(), s)
@@ -221,7 +205,6 @@ func TestOpenSessionInvalid(t *testing.T) {
 func TestOpenSessionEveryProblem(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	type violation struct{ Field, Has string }
 	steered := &bridgev1.ServerSpec{Name: "steered", ReadTimeout: durationpb.New(roomyTimeout), Transport: &bridgev1.ServerSpec_Stdio{Stdio: &bridgev1.StdioTarget{
 		Command: f.exe, Env: map[string]string{"NODE_OPTIONS": "--require=/tmp/sk-env-1.js", "LD_PRELOAD": "/tmp/sk-env-2.so", "API_KEY": "sk-env-3"},
 	}}}
@@ -258,21 +241,8 @@ func TestOpenSessionEveryProblem(t *testing.T) {
 				_, err = stream.Recv()
 			}
 			st := wantCode(t, err, tc.code)
-			var got []violation
-			for _, d := range st.Details() {
-				if br, ok := d.(*errdetails.BadRequest); ok {
-					for _, v := range br.GetFieldViolations() {
-						got = append(got, violation{v.GetField(), v.GetDescription()})
-					}
-				}
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("violations = %v, want %v", got, tc.want)
-			}
-			for i, w := range tc.want {
-				if got[i].Field != w.Field || !strings.Contains(got[i].Has, w.Has) {
-					t.Errorf("violation %d = %v, want field %s saying %q", i, got[i], w.Field, w.Has)
-				}
+			wantViolations(t, st, tc.want)
+			for _, w := range tc.want {
 				if !strings.Contains(st.Message(), w.Has) {
 					t.Errorf("message %q does not name %s", st.Message(), w.Has)
 				}
@@ -623,7 +593,7 @@ func TestServerStopsMidCall(t *testing.T) {
 			t.Parallel()
 			// stall pings agentd as soon as it runs, and says so on stderr
 			// once agentd answered: the call is then in flight.
-			logger, running := watchStderr("mcptest: ping answered")
+			logger, running := mcptest.WatchStderr("mcptest: ping answered")
 			f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = logger })
 			id, _ := open(t, t.Context(), f.client, refSpec("files", "tools"))
 			first := callPid(t, f.client, id, "files", "pid")
@@ -753,4 +723,30 @@ func TestServiceClose(t *testing.T) {
 	}
 	wantCode(t, err, codes.Unavailable)
 	f.svc.Close() // idempotent
+}
+
+// violation is a field violation a refusal must carry: its field, and
+// words its description has.
+type violation struct{ Field, Has string }
+
+// wantViolations checks that st's google.rpc.BadRequest lists exactly the
+// violations want, in order.
+func wantViolations(t *testing.T, st *status.Status, want []violation) {
+	t.Helper()
+	var got []violation
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				got = append(got, violation{v.GetField(), v.GetDescription()})
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("violations = %v, want %v", got, want)
+	}
+	for i, w := range want {
+		if got[i].Field != w.Field || !strings.Contains(got[i].Has, w.Has) {
+			t.Errorf("violation %d = %v, want field %s saying %q", i, got[i], w.Field, w.Has)
+		}
+	}
 }

@@ -617,21 +617,7 @@ func TestResumeFailsAfterProgress(t *testing.T) {
 func TestLiveClaimIsKept(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		release := make(chan struct{})
-		deleting := make(chan struct{}, 1)
-		bridge := &fakeBridge{
-			onList: offering(serverTools("files", "read", "delete")),
-			onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
-				if tool == "delete" {
-					signal(deleting)
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				}
-				return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
-			},
-		}
+		bridge, deleting, release := holdingDelete()
 		const stale = 90 * time.Second // renewed every 30s
 		a := newPausable(t, bridge, func(g *config.Generation) { g.ResumeStaleAfter = stale }, recordingScript())
 		events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
@@ -717,21 +703,7 @@ func TestPauseSurvivesDisconnectWhileCallsFinish(t *testing.T) {
 func TestResumeAcrossExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		release := make(chan struct{})
-		deleting := make(chan struct{}, 1)
-		bridge := &fakeBridge{
-			onList: offering(serverTools("files", "read", "delete")),
-			onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
-				if tool == "delete" {
-					signal(deleting)
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				}
-				return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
-			},
-		}
+		bridge, deleting, release := holdingDelete()
 		st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), time.Minute) // as agentd sweeps
 		if err != nil {
 			t.Fatal(err)
@@ -759,4 +731,26 @@ func TestResumeAcrossExpiry(t *testing.T) {
 			t.Errorf("the resume that ran past the pause's expiry ended %v; want OK", code)
 		}
 	})
+}
+
+// holdingDelete is a bridge offering files' read and delete whose delete
+// calls signal deleting, then hold until release closes (or the call is
+// cancelled): a resume can be caught while it runs an approved call.
+func holdingDelete() (bridge *fakeBridge, deleting chan struct{}, release chan struct{}) {
+	release = make(chan struct{})
+	deleting = make(chan struct{}, 1)
+	bridge = &fakeBridge{
+		onList: offering(serverTools("files", "read", "delete")),
+		onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+			if tool == "delete" {
+				signal(deleting)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return &bridgev1.CallToolResponse{Output: tool + " ok"}, nil
+		},
+	}
+	return bridge, deleting, release
 }

@@ -14,12 +14,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -180,6 +182,40 @@ func Paired(b *testing.B, direct func(), arms ...Arm) {
 		b.ReportMetric(ratios[i][len(ratios[i])/2], arm.Unit)
 	}
 }
+
+// WatchStderr returns a logger to give agentd's MCP connections and a
+// channel closed once a server they run writes line to its stderr (which
+// they log as "mcp server stderr"): a test waits for that state, never for
+// a duration.
+func WatchStderr(line string) (*slog.Logger, <-chan struct{}) {
+	h := stderrLine{line: line, seen: make(chan struct{}), once: new(sync.Once)}
+	return slog.New(h), h.seen
+}
+
+// stderrLine is WatchStderr's slog handler.
+type stderrLine struct {
+	line string
+	seen chan struct{}
+	once *sync.Once
+}
+
+func (h stderrLine) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h stderrLine) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "mcp server stderr" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" && a.Value.String() == h.line {
+			h.once.Do(func() { close(h.seen) })
+		}
+		return true
+	})
+	return nil
+}
+
+func (h stderrLine) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h stderrLine) WithGroup(string) slog.Handler      { return h }
 
 // Pids reads the pids appended to a pid file; a missing file holds none.
 func Pids(tb testing.TB, path string) []int {

@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,13 +60,7 @@ func CheckSecrets(t *testing.T, newProvider func(baseURL, apiKey string) provide
 					Name: "docs", Transport: &agentdv1.MCPServer_Url{Url: "https://docs.example.com/mcp"}, Authorization: "Bearer " + CanaryToken,
 				}}
 			}
-			var err error
-			for _, e := range p.Stream(t.Context(), req) {
-				if e != nil {
-					err = e
-					break
-				}
-			}
+			err := FirstError(t.Context(), p, req)
 			if err == nil {
 				t.Fatalf("status %d: no error", status)
 			}
@@ -82,4 +77,15 @@ func CheckSecrets(t *testing.T, newProvider func(baseURL, apiKey string) provide
 			}
 		})
 	}
+}
+
+// FirstError runs one turn of p and returns the first error it yields, or
+// nil when the turn ends without one.
+func FirstError(ctx context.Context, p providers.Provider, req *providers.Request) error {
+	for _, err := range p.Stream(ctx, req) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

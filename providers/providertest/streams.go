@@ -73,13 +73,7 @@ func CheckStreamFailures(t *testing.T, newProvider func(s providers.Settings) pr
 				req := &providers.Request{Model: "canary-model", Messages: []*agentdv1.Message{{
 					Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}},
 				}}}
-				var err error
-				for _, e := range p.Stream(t.Context(), req) {
-					if e != nil {
-						err = e
-						break
-					}
-				}
+				err := FirstError(t.Context(), p, req)
 				if err == nil {
 					t.Fatal("the turn ended without an error")
 				}

@@ -56,13 +56,7 @@ func TestMissingKeyNamesItsVariable(t *testing.T) {
 			req := &providers.Request{Model: "m", Messages: []*agentdv1.Message{{
 				Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}},
 			}}}
-			var err error
-			for _, e := range p.Stream(t.Context(), req) {
-				if e != nil {
-					err = e
-					break
-				}
-			}
+			err := providertest.FirstError(t.Context(), p, req)
 			if fault.KindOf(err) != fault.FailedPrecondition {
 				if requests.Load() == 0 {
 					t.Errorf("error %v without a request; want a FailedPrecondition for the missing key", err)

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -312,7 +311,7 @@ func TestReleaseDuringCall(t *testing.T) {
 	t.Parallel()
 	// stall pings agentd as soon as it runs and says so on stderr once
 	// agentd answered.
-	log, running := watchStderr("mcptest: ping answered")
+	log, running := mcptest.WatchStderr("mcptest: ping answered")
 	exe, env := mcptest.Command(t, mcptest.Tools)
 	spec := mcpconn.StdioSpec{Name: "fake", Command: exe, Env: env, TerminateGrace: grace}
 	p := New("fake", Config{MaxProcesses: 1, StartTimeout: startTimeout}, func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
@@ -373,33 +372,3 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
-
-// stderrLine is a slog handler that closes seen once a process writes line
-// to its stderr.
-type stderrLine struct {
-	line string
-	seen chan struct{}
-	once *sync.Once
-}
-
-// watchStderr returns a logger for a process and a channel closed once the
-// process writes line to stderr.
-func watchStderr(line string) (*slog.Logger, <-chan struct{}) {
-	h := stderrLine{line: line, seen: make(chan struct{}), once: new(sync.Once)}
-	return slog.New(h), h.seen
-}
-
-func (h stderrLine) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h stderrLine) Handle(_ context.Context, r slog.Record) error {
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "line" && a.Value.String() == h.line {
-			h.once.Do(func() { close(h.seen) })
-		}
-		return true
-	})
-	return nil
-}
-
-func (h stderrLine) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h stderrLine) WithGroup(string) slog.Handler      { return h }
