@@ -20,8 +20,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +34,6 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
-	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/telemetry"
 )
@@ -63,6 +60,7 @@ type Service struct {
 
 	log       *slog.Logger
 	cfg       config.Bridge
+	rules     policy.Rules // what cfg allows a request to declare
 	cache     *schemacache.Cache
 	pools     *pools
 	transport *http.Transport // shared by every HTTP connection
@@ -101,6 +99,7 @@ func New(opts Options) (*Service, error) {
 		propagator: prop,
 		log:        log,
 		cfg:        opts.Config,
+		rules:      opts.Config.Rules(),
 		cache:      cache,
 		pools:      newPools(opts.Config, log, stdioDialer(log)),
 		transport:  mcpconn.NewTransport(opts.Config.AllowPrivateNetworks),
@@ -301,9 +300,8 @@ func (s *Service) resolveHTTP(probs *problems, f string, t *target, h *bridgev1.
 	u, err := url.Parse(h.GetUrl())
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		probs.bad(f+".url", "must be an http or https URL")
-	} else if !s.cfg.AllowPrivateNetworks && netaddr.PrivateHost(u.Hostname()) {
-		probs.deny(f+".url",
-			"MCP server %q: its URL names localhost or a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow", t.name)
+	} else if why := s.rules.AddressRefusal(u.Hostname()); why != "" {
+		probs.deny(f+".url", "MCP server %q: %s", t.name, why)
 	}
 	t.http = &mcpconn.HTTPSpec{
 		Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),
@@ -317,13 +315,11 @@ func (s *Service) resolveHTTP(probs *problems, f string, t *target, h *bridgev1.
 // variable that steers programs unless bridge.allowed_env lists it.
 func (s *Service) resolveStdio(probs *problems, f string, t *target, st *bridgev1.StdioTarget, parts *schemacache.KeyParts) {
 	cmd := st.GetCommand()
-	if !slices.Contains(s.cfg.AllowedCommands, cmd) {
-		probs.deny(f+".command",
-			"MCP server %q: the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref",
-			t.name, filepath.Base(cmd))
+	if why := s.rules.CommandRefusal(cmd); why != "" {
+		probs.deny(f+".command", "MCP server %q: %s", t.name, why)
 	}
-	for _, name := range policy.RefusedEnv(st.GetEnv(), s.cfg.AllowedEnv) {
-		probs.deny(f+".env", "MCP server %q: %s", t.name, policy.EnvRefusal(name))
+	for _, why := range s.rules.EnvRefusals(st.GetEnv()) {
+		probs.deny(f+".env", "MCP server %q: %s", t.name, why)
 	}
 	t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: st.GetArgs(), Env: st.GetEnv(), Unset: st.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
 	parts.Command, parts.Args, parts.Env, parts.Unset = cmd, st.GetArgs(), st.GetEnv(), st.GetUnsetEnv()

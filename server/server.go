@@ -22,6 +22,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 )
@@ -39,10 +40,13 @@ type Options struct {
 	Bridge Bridge
 	// Config holds the tool loop's defaults and limits.
 	Config config.Generation
-	// AllowedEnv is the bridge's bridge.allowed_env: the variables that
-	// steer programs which a request's env may set nonetheless. Validation
-	// refuses the others up front, with the request's other problems.
-	AllowedEnv []string
+	// Rules are the bridge's rules for what a request may declare
+	// (commands, env, private addresses), when agentd knows them: those of
+	// its embedded bridge. Validation then refuses what they refuse up
+	// front, with the request's other problems. Nil with a remote bridge,
+	// whose configuration may differ: that bridge reports every refusal
+	// itself, at once, when the session opens.
+	Rules *policy.Rules
 	// TracerProvider makes the spans of model turns and tool calls; nil
 	// means none.
 	TracerProvider trace.TracerProvider
@@ -59,7 +63,7 @@ type Service struct {
 	providers   *providers.Registry
 	bridge      Bridge
 	cfg         config.Generation
-	allowedEnv  []string
+	rules       *policy.Rules
 	tracer      trace.Tracer
 	checkpoints store.Checkpoints
 }
@@ -79,7 +83,7 @@ func New(opts Options) *Service {
 		providers:   opts.Providers,
 		bridge:      opts.Bridge,
 		cfg:         opts.Config,
-		allowedEnv:  opts.AllowedEnv,
+		rules:       opts.Rules,
 		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
 		checkpoints: opts.Checkpoints,
 	}

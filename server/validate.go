@@ -22,7 +22,6 @@ const (
 	defaultReadTimeout   = 30 * time.Second
 	maxReadTimeout       = time.Hour
 	maxReconnectionWait  = 10 * time.Minute
-	maxToolTurnsLimit    = config.MaxToolTurnsLimit
 	toolNameMaxLen       = 64
 	defaultUnnamedServer = "unnamed server"
 	connectorScheme      = "mcp"
@@ -92,6 +91,7 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 		// Placement problems are reported with the others, for every
 		// server whose transport is known.
 		p.place(&v, toolNames, field("agent.mcps"))
+		s.checkAddresses(&denied, p)
 	}
 	if err := policy.Refusal(v, denied); err != nil {
 		return nil, err
@@ -159,8 +159,8 @@ func (s *Service) planSettings(v *violations, field func(string) string, p *plan
 		}
 	}
 	if agent.MaxToolTurns != nil {
-		if n := agent.GetMaxToolTurns(); n < 1 || n > maxToolTurnsLimit {
-			v.add(field("agent.max_tool_turns"), "must be 1..%d, got %d", maxToolTurnsLimit, n)
+		if n := agent.GetMaxToolTurns(); n < 1 || n > config.MaxToolTurnsLimit {
+			v.add(field("agent.max_tool_turns"), "must be 1..%d, got %d", config.MaxToolTurnsLimit, n)
 		} else {
 			p.maxToolTurns = int(n)
 		}
@@ -188,12 +188,13 @@ func (s *Service) planSettings(v *violations, field func(string) string, p *plan
 }
 
 // planServers validates and names the agent's MCP servers, in declaration
-// order; names must be distinct. Refused env variables go to denied.
+// order; names must be distinct. What the bridge's rules refuse goes to
+// denied.
 func (s *Service) planServers(v, denied *violations, field func(string) string, p *plan) {
 	names := make(map[string]int)
 	for i, decl := range p.agent.GetMcps() {
 		sp := s.planServer(v, field(fmt.Sprintf("agent.mcps[%d]", i)), decl)
-		s.checkEnv(denied, sp)
+		s.checkCommand(denied, sp)
 		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
 			// Already refused; its name may be a stand-in.
 		} else if j, dup := names[sp.name]; dup {
@@ -367,16 +368,40 @@ func validateApprovalPolicy(v *violations, f string, pol *agentdv1.ApprovalPolic
 	}
 }
 
-// checkEnv refuses the variables of a command server's env that the
-// bridge's configuration would refuse (bridge.allowed_env), so that they
-// are reported with the request's other problems, not one at a time when
-// the session opens.
-func (s *Service) checkEnv(denied *violations, sp *serverPlan) {
-	if _, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Command); !ok {
-		return // env applies to command servers only, as validated
+// checkCommand refuses what the bridge's rules would refuse of a command
+// server (its command, the variables of its env that steer programs), so
+// that it is reported with the request's other problems, not when the
+// session opens.
+func (s *Service) checkCommand(denied *violations, sp *serverPlan) {
+	c, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Command)
+	if !ok || s.rules == nil {
+		return
 	}
-	for _, name := range policy.RefusedEnv(sp.decl.GetEnv(), s.allowedEnv) {
-		denied.add(sp.field+".env", "%s", policy.EnvRefusal(name))
+	if why := s.rules.CommandRefusal(c.Command); why != "" && c.Command != "" {
+		denied.add(sp.field+".command", "%s", why)
+	}
+	for _, why := range s.rules.EnvRefusals(sp.decl.GetEnv()) {
+		denied.add(sp.field+".env", "%s", why)
+	}
+}
+
+// checkAddresses refuses the url servers placed in the bridge whose
+// address the bridge's rules would refuse (bridge.allow_private_networks).
+// A server the provider runs is reached from its network, not agentd's.
+func (s *Service) checkAddresses(denied *violations, p *plan) {
+	if s.rules == nil {
+		return
+	}
+	for _, sp := range p.bridged() {
+		u, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Url)
+		if !ok || sp.transport != agentdv1.Transport_TRANSPORT_HTTP {
+			continue
+		}
+		if parsed, err := url.Parse(u.Url); err == nil {
+			if why := s.rules.AddressRefusal(parsed.Hostname()); why != "" {
+				denied.add(sp.field+".url", "%s", why)
+			}
+		}
 	}
 }
 

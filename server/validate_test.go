@@ -13,6 +13,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/providers/scripted"
 	"github.com/agentd/agentd/server"
 )
@@ -281,14 +282,15 @@ func TestGenerateDeclarations(t *testing.T) {
 	})
 }
 
-// TestGenerateValidationEnv: X-D9. The env variables that the bridge's
-// configuration refuses (those that steer how programs are found or
-// loaded, unless bridge.allowed_env lists them) are refused up front,
-// every one of them, with every other problem of the request: any other
-// problem makes it InvalidArgument; refused variables alone make it
+// TestGenerateValidationPolicy: X-D9. What the embedded bridge's rules
+// refuse (env variables that steer how programs are found or loaded unless
+// bridge.allowed_env lists them, commands bridge.allowed_commands does not
+// list, private addresses without bridge.allow_private_networks) is refused
+// up front, every one of them, with every other problem of the request:
+// any other problem makes it InvalidArgument; refusals alone make it
 // PermissionDenied, still listing each as a field violation. Values never
 // show, and nothing reaches the bridge or the provider.
-func TestGenerateValidationEnv(t *testing.T) {
+func TestGenerateValidationPolicy(t *testing.T) {
 	t.Parallel()
 	withEnv := func(env map[string]string, timeout time.Duration) *agentdv1.MCPServer {
 		s := commandServer("files", "/usr/bin/files-mcp")
@@ -300,6 +302,9 @@ func TestGenerateValidationEnv(t *testing.T) {
 	}
 	type violation struct{ Field, Has string }
 	const env = "start.agent.mcps[0].env"
+	rules := func(allowedEnv ...string) policy.Rules {
+		return policy.Rules{AllowedCommands: []string{"/usr/bin/files-mcp", "/usr/bin/py-mcp", "/usr/bin/other"}, AllowedEnv: allowedEnv}
+	}
 	tests := []struct {
 		name       string
 		allowedEnv []string
@@ -339,6 +344,20 @@ func TestGenerateValidationEnv(t *testing.T) {
 			want:       []violation{{env, "LD_PRELOAD"}},
 		},
 		{
+			name: "X-D9 a command, an address and variables refused together, every one named",
+			mcps: []*agentdv1.MCPServer{
+				withEnv(map[string]string{"LD_PRELOAD": "VALUE-SECRET-1"}, 0),
+				commandServer("shell", "/bin/sh"),
+				{Name: "lan", Transport: &agentdv1.MCPServer_Url{Url: "https://100.64.1.2/mcp/VALUE-SECRET-2"}},
+			},
+			wantCode: codes.PermissionDenied,
+			want: []violation{
+				{env, "LD_PRELOAD"},
+				{"start.agent.mcps[1].command", "bridge.allowed_commands"},
+				{"start.agent.mcps[2].url", "bridge.allow_private_networks"},
+			},
+		},
+		{
 			name: "X-D9 a problem of the agent makes refused variables InvalidArgument too",
 			mcps: []*agentdv1.MCPServer{withEnv(map[string]string{"PATH": "VALUE-SECRET-1"}, 0), commandServer("files", "/usr/bin/other")},
 			want: []violation{
@@ -353,7 +372,8 @@ func TestGenerateValidationEnv(t *testing.T) {
 			t.Parallel()
 			bridge := &fakeBridge{}
 			plain := plainProvider()
-			client := newClientWith(t, server.Options{Bridge: bridge, AllowedEnv: tt.allowedEnv}, plain)
+			r := rules(tt.allowedEnv...)
+			client := newClientWith(t, server.Options{Bridge: bridge, Rules: &r}, plain)
 
 			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain", Mcps: tt.mcps}, Messages: userSays("hi")}, nil)
 
@@ -388,7 +408,8 @@ func TestGenerateValidationEnv(t *testing.T) {
 	t.Run("X-D9 allowed variables and others reach the bridge", func(t *testing.T) {
 		t.Parallel()
 		bridge := &fakeBridge{onList: offering(serverTools("files"))}
-		client := newClientWith(t, server.Options{Bridge: bridge, AllowedEnv: []string{"NODE_OPTIONS"}}, scripted.Mock())
+		r := rules("NODE_OPTIONS")
+		client := newClientWith(t, server.Options{Bridge: bridge, Rules: &r}, scripted.Mock())
 		decl := withEnv(map[string]string{"NODE_OPTIONS": "--no-warnings", "FILES_TOKEN": "t"}, 0)
 
 		_, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "mock", Mcps: []*agentdv1.MCPServer{decl}}, Messages: userSays("hi")}, nil)
@@ -401,7 +422,8 @@ func TestGenerateValidationEnv(t *testing.T) {
 	t.Run("X-D9 Preview refuses alike", func(t *testing.T) {
 		t.Parallel()
 		bridge, prov := noIO(t)
-		client := newClientWith(t, server.Options{Bridge: bridge}, prov)
+		r := rules()
+		client := newClientWith(t, server.Options{Bridge: bridge, Rules: &r}, prov)
 		agent := &agentdv1.Agent{Provider: prov.name, Mcps: []*agentdv1.MCPServer{withEnv(map[string]string{"LD_PRELOAD": "VALUE-SECRET", "NODE_OPTIONS": "VALUE-SECRET"}, 0)}}
 
 		_, err := client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: agent, Messages: userSays("hi")})
@@ -410,6 +432,19 @@ func TestGenerateValidationEnv(t *testing.T) {
 		wantCode(t, st, codes.PermissionDenied)
 		if diff := cmp.Diff([]string{"agent.mcps[0].env", "agent.mcps[0].env"}, violationFields(st)); diff != "" {
 			t.Errorf("violated fields (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("X-D9 with a remote bridge, whose rules agentd does not know, the bridge decides", func(t *testing.T) {
+		t.Parallel()
+		bridge := &fakeBridge{onList: offering(serverTools("files"))}
+		client := newClientWith(t, server.Options{Bridge: bridge}, scripted.Mock())
+		decl := withEnv(map[string]string{"PYTHONPATH": "/opt/lib"}, 0)
+
+		_, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "mock", Mcps: []*agentdv1.MCPServer{decl}}, Messages: userSays("hi")}, nil)
+
+		wantCode(t, st, codes.OK)
+		if reqs := bridge.openRequests(); len(reqs) != 1 {
+			t.Errorf("OpenSession requests = %v; want the declaration sent to the bridge", reqs)
 		}
 	})
 }

@@ -22,6 +22,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/registry"
@@ -125,12 +126,17 @@ func NewAgent(o Options) (*Agent, error) {
 	}
 	log := o.Logger.With("component", "agent")
 	a.Server, a.Health = grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry})
+	var rules *policy.Rules
+	if a.embedded != nil {
+		r := o.Config.Bridge.Rules()
+		rules = &r
+	}
 	svc := server.New(server.Options{
+		Rules:          rules,
 		Logger:         log,
 		Providers:      reg,
 		Bridge:         server.NewBridgeClient(a.bridgeConn),
 		Config:         o.Config.Generation,
-		AllowedEnv:     o.Config.Bridge.AllowedEnv,
 		TracerProvider: o.Telemetry.TracerProvider,
 		Checkpoints:    a.store,
 	})

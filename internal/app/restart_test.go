@@ -30,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/providers/registry"
 )
 
 const (
@@ -49,6 +50,9 @@ func runServe() int {
 		return 1
 	}
 	cfg, err := config.Load(os.Getenv("AGENTD_CONFIG"), os.Getenv, exe)
+	if err == nil {
+		cfg.Providers, err = registry.Configure(cfg.Providers, os.Getenv) // as agentd serve does
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

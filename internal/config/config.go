@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentd/agentd/internal/policy"
 )
 
 // Self, as a registered server's command, means the running agentd
@@ -56,6 +58,12 @@ type Config struct {
 	// key's and base URL's environment variable where the file leaves it
 	// empty, and refuses a name no provider has.
 	Providers map[string]Provider `yaml:"providers"`
+}
+
+// Rules are what the bridge's configuration allows a request to declare,
+// as the server and the bridge both check it.
+func (b Bridge) Rules() policy.Rules {
+	return policy.Rules{AllowedCommands: b.AllowedCommands, AllowedEnv: b.AllowedEnv, AllowPrivateNetworks: b.AllowPrivateNetworks}
 }
 
 // Provider configures one provider adapter; zero values mean its
@@ -121,9 +129,10 @@ type Bridge struct {
 	// AGENTD_BRIDGE_MAX_RESULT_BYTES.
 	MaxResultBytes int `yaml:"max_result_bytes"`
 
-	// AllowPrivateNetworks lets url servers resolve to loopback, private
-	// and link-local addresses. Default false: such URLs are
-	// PermissionDenied. Env AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS.
+	// AllowPrivateNetworks lets url servers name localhost or resolve to
+	// loopback, private, shared (100.64/10) and link-local addresses
+	// (internal/netaddr). Default false: such URLs are PermissionDenied.
+	// Env AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS.
 	AllowPrivateNetworks bool `yaml:"allow_private_networks"`
 
 	// AllowedEnv lists variables that a request's env may set although
@@ -260,8 +269,10 @@ func Default() Config {
 }
 
 // Load builds the configuration: defaults, then the YAML file at path (if
-// path is not empty), then environment variables read through getenv.
-// "@self" commands become executable. The result is validated.
+// path is not empty), then AGENTD_* environment variables read through
+// getenv. "@self" commands become executable. The result is validated.
+// Provider keys and base URLs from the environment are
+// providers/registry's (Configure), applied by agentd serve.
 func Load(path string, getenv func(string) string, executable string) (Config, error) {
 	cfg := Default()
 	if path != "" {

@@ -132,7 +132,7 @@ func (s *stack) wantNoSessions(t *testing.T) {
 // warm spare.
 func (s *stack) waitSpare(t *testing.T, name string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(settle)
 	for {
 		res, err := s.admin.GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
 		if err != nil {

@@ -33,12 +33,12 @@ func TestStdioCrashMidCall(t *testing.T) {
 // A stdio server that hangs misses its read_timeout: the generation fails
 // naming the server, the request and the setting (R-L1), and the process is
 // stopped. X-H6: the call runs on a warm spare, whose handshake
-// start_timeout bounds, so the short read_timeout meets the hang, never a
-// busy machine's slow start.
+// start_timeout bounds, and the read_timeout (2 s) leaves tools/list room
+// on a busy machine, so it is the hang that misses it.
 func TestStdioHang(t *testing.T) {
 	s := newStack(t, withWarmSpare("tools"))
 	s.waitSpare(t, "tools")
-	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("hang", nil), say}, ref("tools", 300*time.Millisecond)))
+	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("hang", nil), say}, ref("tools", 2*time.Second)))
 	wantStatus(t, o, codes.DeadlineExceeded, `"tools"`, `tools/call for "hang"`, "read_timeout")
 }
 

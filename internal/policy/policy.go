@@ -1,18 +1,59 @@
-// Package policy holds the rules of agentd's configuration that the server
-// (validating a request up front) and the bridge (enforcing its
-// configuration when a session opens) must apply alike: which environment
-// variables a request may not set, and how a request that breaks a rule is
-// refused together with its other problems.
+// Package policy holds the rules of the bridge's configuration that the
+// server (validating a request up front, with an embedded bridge) and the
+// bridge (enforcing its configuration when a session opens) apply alike:
+// which commands a request may run, which environment variables it may not
+// set, which addresses it may not reach, and how a request that breaks a
+// rule is refused together with its other problems.
 package policy
 
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/netaddr"
 )
+
+// Rules are the bridge's rules for what a request may declare:
+// bridge.allowed_commands, bridge.allowed_env and
+// bridge.allow_private_networks.
+type Rules struct {
+	AllowedCommands      []string
+	AllowedEnv           []string
+	AllowPrivateNetworks bool
+}
+
+// CommandRefusal says why a request may not run command, naming the
+// setting that would allow it, or "" when it may.
+func (r Rules) CommandRefusal(command string) string {
+	if slices.Contains(r.AllowedCommands, command) {
+		return ""
+	}
+	return fmt.Sprintf("the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref", filepath.Base(command))
+}
+
+// EnvRefusals says why a request may not set each variable of env that it
+// may not set (RefusedEnv), in order of the names.
+func (r Rules) EnvRefusals(env map[string]string) []string {
+	var out []string
+	for _, name := range RefusedEnv(env, r.AllowedEnv) {
+		out = append(out, EnvRefusal(name))
+	}
+	return out
+}
+
+// AddressRefusal says why the bridge may not connect to a URL's host (a
+// name or a literal address; names are checked again on the address
+// dialled), naming the setting that would allow it, or "" when it may.
+func (r Rules) AddressRefusal(host string) string {
+	if r.AllowPrivateNetworks || !netaddr.PrivateHost(host) {
+		return ""
+	}
+	return "its URL names localhost or a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow"
+}
 
 // steeringEnv lists variables that steer the dynamic loader, an
 // interpreter, a shell or a package manager: set by a request, they would

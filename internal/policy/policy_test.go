@@ -88,3 +88,36 @@ func TestRefusal(t *testing.T) {
 		t.Errorf("Refusal(nil, nil) = %v, want nil", err)
 	}
 }
+
+// TestRules: X-S1, X-S2, X-D9. A command runs only if listed exactly; a
+// URL's host may not be private unless allowed; each refusal names the
+// setting that would allow it, never a value.
+func TestRules(t *testing.T) {
+	t.Parallel()
+	strict := Rules{AllowedCommands: []string{"/usr/bin/files-mcp"}}
+	open := Rules{AllowedCommands: []string{"/usr/bin/files-mcp"}, AllowPrivateNetworks: true}
+	for _, tc := range []struct {
+		name  string
+		got   string
+		wants string // a word the refusal has; "" for none
+	}{
+		{"a listed command runs", strict.CommandRefusal("/usr/bin/files-mcp"), ""},
+		{"an unlisted command names its base and the setting", strict.CommandRefusal("/opt/secret-dir/sh"), "bridge.allowed_commands"},
+		{"a public host", strict.AddressRefusal("mcp.example.com"), ""},
+		{"localhost", strict.AddressRefusal("localhost"), "bridge.allow_private_networks"},
+		{"X-H5 the shared range", strict.AddressRefusal("100.64.1.2"), "bridge.allow_private_networks"},
+		{"allow_private_networks lets it through", open.AddressRefusal("10.0.0.5"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if (tc.got == "") != (tc.wants == "") || !strings.Contains(tc.got, tc.wants) {
+				t.Errorf("refusal %q; want one saying %q", tc.got, tc.wants)
+			}
+			if strings.Contains(tc.got, "secret-dir") {
+				t.Errorf("refusal %q quotes the command's directory", tc.got)
+			}
+		})
+	}
+	if got := strict.EnvRefusals(map[string]string{"LD_PRELOAD": "x", "NODE_OPTIONS": "y", "API_KEY": "z"}); len(got) != 2 || !strings.Contains(got[0], "LD_PRELOAD") || !strings.Contains(got[1], "NODE_OPTIONS") {
+		t.Errorf("EnvRefusals = %q; want LD_PRELOAD's, then NODE_OPTIONS'", got)
+	}
+}

@@ -227,7 +227,7 @@ func (t *reply) addUsage(u *usage) {
 
 // arguments is the input of a tool_use or mcp_tool_use block: its
 // streamed fragments, else the input of its start (a block sent whole),
-// by httpc.CompactArguments' rule.
+// by providers.CompactArguments' rule.
 func (b *openBlock) arguments() string {
 	in := []byte(b.input.String())
 	if len(bytes.TrimSpace(in)) == 0 {

@@ -422,7 +422,10 @@ var ErrStopped = errors.New("the MCP server stopped")
 
 // ended reports whether err is a stdio connection's end: the server's
 // stdout reached its end (mid-message, or with our end of the pipe closed),
-// its stdin no longer takes writes, or the go-sdk already saw either.
+// its stdin no longer takes writes, or the go-sdk already saw either. The
+// go-sdk also closes a connection itself on a protocol error while the
+// process lives on; that counts as an end too, deliberately: the process
+// is dropped all the same, and the call may or may not have run.
 func ended(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, mcp.ErrConnectionClosed)

@@ -50,7 +50,10 @@ type AgentServiceClient interface {
 	// Preview resolves a request without any I/O: no MCP server is contacted
 	// and no provider is called. It shows the agent's declared tools and the
 	// servers the provider would serve; bridged servers, whose tools are only
-	// known by connecting, are omitted.
+	// known by connecting, are omitted. It refuses what Generate would refuse
+	// up front, alike: INVALID_ARGUMENT, or PERMISSION_DENIED for what only
+	// the embedded bridge's configuration refuses (commands, env variables,
+	// private addresses), every problem listed.
 	Preview(ctx context.Context, in *PreviewRequest, opts ...grpc.CallOption) (*PreviewResponse, error)
 }
 
@@ -112,7 +115,10 @@ type AgentServiceServer interface {
 	// Preview resolves a request without any I/O: no MCP server is contacted
 	// and no provider is called. It shows the agent's declared tools and the
 	// servers the provider would serve; bridged servers, whose tools are only
-	// known by connecting, are omitted.
+	// known by connecting, are omitted. It refuses what Generate would refuse
+	// up front, alike: INVALID_ARGUMENT, or PERMISSION_DENIED for what only
+	// the embedded bridge's configuration refuses (commands, env variables,
+	// private addresses), every problem listed.
 	Preview(context.Context, *PreviewRequest) (*PreviewResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }

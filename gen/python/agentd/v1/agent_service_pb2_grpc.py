@@ -58,7 +58,10 @@ class AgentServiceServicer(object):
         """Preview resolves a request without any I/O: no MCP server is contacted
         and no provider is called. It shows the agent's declared tools and the
         servers the provider would serve; bridged servers, whose tools are only
-        known by connecting, are omitted.
+        known by connecting, are omitted. It refuses what Generate would refuse
+        up front, alike: INVALID_ARGUMENT, or PERMISSION_DENIED for what only
+        the embedded bridge's configuration refuses (commands, env variables,
+        private addresses), every problem listed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
