@@ -37,8 +37,6 @@ type Dialect struct {
 	Name string
 	// DefaultBaseURL is used when Settings.BaseURL is empty.
 	DefaultBaseURL string
-	// KeyOptional: requests may go without an API key (local servers).
-	KeyOptional bool
 	// Path is the request path below the base URL; nil means
 	// "/chat/completions".
 	Path func(s providers.Settings, model string) (string, url.Values, error)
@@ -103,7 +101,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			yield(nil, p.err)
 			return
 		}
-		if p.s.APIKey == "" && !p.d.KeyOptional {
+		if p.s.APIKey == "" {
 			yield(nil, httpc.MissingKey(p.d.Name, p.s))
 			return
 		}
