@@ -33,13 +33,16 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// dialects are the package's constructors, by provider name.
+var dialects = map[string]func(providers.Settings) providers.Provider{
+	"openai": openaichat.OpenAI, "azure": openaichat.Azure, "deepseek": openaichat.DeepSeek,
+	"openrouter": openaichat.OpenRouter, "requesty": openaichat.Requesty,
+}
+
 // Each dialect's errors keep the API key out, whatever the API echoes.
 func TestSecretsStayOut(t *testing.T) {
 	t.Parallel()
-	for name, newDialect := range map[string]func(providers.Settings) providers.Provider{
-		"openai": openaichat.OpenAI, "azure": openaichat.Azure, "deepseek": openaichat.DeepSeek,
-		"openrouter": openaichat.OpenRouter, "requesty": openaichat.Requesty,
-	} {
+	for name, newDialect := range dialects {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			providertest.CheckSecrets(t, func(baseURL, key string) providers.Provider {
@@ -53,10 +56,7 @@ func TestSecretsStayOut(t *testing.T) {
 // it does on every adapter.
 func TestStreamFailures(t *testing.T) {
 	t.Parallel()
-	for name, newDialect := range map[string]func(providers.Settings) providers.Provider{
-		"openai": openaichat.OpenAI, "azure": openaichat.Azure, "deepseek": openaichat.DeepSeek,
-		"openrouter": openaichat.OpenRouter, "requesty": openaichat.Requesty,
-	} {
+	for name, newDialect := range dialects {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			providertest.CheckStreamFailures(t, newDialect)
