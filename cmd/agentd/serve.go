@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"io"
-	"net"
 	"os"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 // and the environment.
 type commonFlags struct {
 	config, listen, bridgeAddr, logLevel, logFormat string
+	insecure                                        bool
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet, withBridgeAddr bool) {
@@ -28,6 +28,7 @@ func (f *commonFlags) register(fs *flag.FlagSet, withBridgeAddr bool) {
 	if withBridgeAddr {
 		fs.StringVar(&f.bridgeAddr, "bridge-addr", "", "address of a remote `agentd bridge` (default: embedded bridge)")
 	}
+	fs.BoolVar(&f.insecure, "insecure", false, "serve on an address other than loopback although no caller is authenticated (env AGENTD_INSECURE); warns at every start")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
 }
@@ -55,6 +56,9 @@ func (f *commonFlags) load(bridge bool) (config.Config, error) {
 	}
 	if f.bridgeAddr != "" {
 		cfg.Bridge.Address = f.bridgeAddr
+	}
+	if f.insecure {
+		cfg.Insecure = true
 	}
 	if f.logLevel != "" {
 		cfg.Log.Level = f.logLevel
@@ -102,17 +106,7 @@ func serveBridge(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer flush(shutdown)
-	lis, err := net.Listen("tcp", o.Config.Bridge.Listen)
-	if err != nil {
-		return err
-	}
-	b, err := app.NewBridge(o)
-	if err != nil {
-		lis.Close()
-		return err
-	}
-	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String())
-	return b.Serve(ctx, lis, o)
+	return app.ServeBridge(ctx, o)
 }
 
 func mcpDemo(ctx context.Context) error {

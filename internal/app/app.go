@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
@@ -182,7 +184,7 @@ func (a *Agent) Close() error {
 // ServeAgent listens on the configured address and serves the
 // AgentService until ctx ends (what `agentd serve` does once configured).
 func ServeAgent(ctx context.Context, o Options) error {
-	lis, err := net.Listen("tcp", o.Config.Listen)
+	lis, err := listen(o.Config.Listen, "listen", o)
 	if err != nil {
 		return err
 	}
@@ -197,4 +199,39 @@ func ServeAgent(ctx context.Context, o Options) error {
 	}
 	o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", bridgeMode, "state", o.Config.StateDir)
 	return a.Serve(ctx, lis, o)
+}
+
+// ServeBridge listens on bridge.listen and serves the BridgeService alone
+// until ctx ends (what `agentd bridge` does once configured).
+func ServeBridge(ctx context.Context, o Options) error {
+	lis, err := listen(o.Config.Bridge.Listen, "bridge.listen", o)
+	if err != nil {
+		return err
+	}
+	b, err := NewBridge(o)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String())
+	return b.Serve(ctx, lis, o)
+}
+
+// ErrExposed refuses to serve beyond this machine without authentication.
+var ErrExposed = errors.New("not a loopback address, and agentd authenticates no caller")
+
+// listen listens on addr, the setting named setting. agentd authenticates
+// no caller yet, so an address other than loopback would let anyone who
+// reaches it run generations on the configured provider keys (X-I1): it
+// is refused, naming the setting, unless the configuration says insecure,
+// which then logs a warning at every start.
+func listen(addr, setting string, o Options) (net.Listener, error) {
+	if !netaddr.LoopbackListen(addr) {
+		if !o.Config.Insecure {
+			return nil, fmt.Errorf("%s %s: %w; listen on 127.0.0.1 (or localhost), or start with --insecure (AGENTD_INSECURE=1, insecure: true) to serve unauthenticated callers from the network", setting, addr, ErrExposed)
+		}
+		o.Logger.Warn("serving unauthenticated callers beyond this machine (insecure): anyone who reaches this address can run generations on the configured provider keys",
+			"setting", setting, "address", addr)
+	}
+	return net.Listen("tcp", addr)
 }

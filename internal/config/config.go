@@ -39,6 +39,14 @@ type Config struct {
 	// Env AGENTD_SHUTDOWN_GRACE.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 
+	// Insecure lets `agentd serve` and `agentd bridge` listen on an
+	// address other than loopback although agentd authenticates no caller:
+	// anyone who can reach the port can then run generations on the
+	// configured provider keys. Without it, such an address refuses to
+	// start; with it, every start logs a warning. Default false. Env
+	// AGENTD_INSECURE; flag --insecure.
+	Insecure bool `yaml:"insecure"`
+
 	// Log configures the structured log on stderr.
 	Log Log `yaml:"log"`
 
@@ -351,12 +359,23 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_STATE_DIR", &c.StateDir)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
-	if v := getenv("AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS"); v != "" {
+	boolean := func(name string, dst *bool) error {
+		v := getenv(name)
+		if v == "" {
+			return nil
+		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return fmt.Errorf("config: AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS: %w", err)
+			return fmt.Errorf("config: %s: %w", name, err)
 		}
-		c.Bridge.AllowPrivateNetworks = b
+		*dst = b
+		return nil
+	}
+	if err := boolean("AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS", &c.Bridge.AllowPrivateNetworks); err != nil {
+		return err
+	}
+	if err := boolean("AGENTD_INSECURE", &c.Insecure); err != nil {
+		return err
 	}
 	if v := getenv("AGENTD_BRIDGE_MAX_RESULT_BYTES"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -48,7 +48,7 @@ func TestLoad(t *testing.T) {
 			file: "listen: 0.0.0.0:9000\n",
 			env: map[string]string{
 				"AGENTD_LISTEN": "127.0.0.1:1", "AGENTD_BRIDGE_ADDRESS": "bridge:7071", "AGENTD_LOG_FORMAT": "json",
-				"AGENTD_BRIDGE_ALLOWED_COMMANDS": "npx, uvx", "AGENTD_SHUTDOWN_GRACE": "3s",
+				"AGENTD_BRIDGE_ALLOWED_COMMANDS": "npx, uvx", "AGENTD_SHUTDOWN_GRACE": "3s", "AGENTD_INSECURE": "true",
 				// Provider variables are providers/registry's (TestConfigure).
 				"ANTHROPIC_API_KEY": "sk-ant",
 			},
@@ -58,6 +58,7 @@ func TestLoad(t *testing.T) {
 				c.Log.Format = "json"
 				c.Bridge.AllowedCommands = []string{"npx", "uvx"}
 				c.ShutdownGrace = 3 * time.Second
+				c.Insecure = true
 			},
 		},
 	}

@@ -1,5 +1,6 @@
 // Package netaddr is agentd's one definition of the addresses that only
-// agentd's own network can reach: loopback, private (RFC 1918, RFC 4193),
+// agentd's own network can reach (and, for its listeners, of those that
+// only its own machine can reach): loopback, private (RFC 1918, RFC 4193),
 // shared (RFC 6598, 100.64.0.0/10), link-local (unicast and multicast) and
 // unspecified addresses, and the names "localhost" and "*.localhost"
 // (RFC 6761).
@@ -13,6 +14,7 @@
 package netaddr
 
 import (
+	"net"
 	"net/netip"
 	"strings"
 )
@@ -41,4 +43,20 @@ func PrivateHost(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && Private(a)
+}
+
+// LoopbackListen reports whether a listen address (host:port) accepts
+// connections from this machine alone: its host is "localhost" or a
+// loopback literal. An empty host, an unspecified address (0.0.0.0, ::)
+// or any other name or address listens beyond the machine.
+func LoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }

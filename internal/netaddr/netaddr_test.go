@@ -111,3 +111,31 @@ func TestPrivateHost(t *testing.T) {
 		})
 	}
 }
+
+// X-I1: only a loopback listen address keeps agentd to its own machine.
+func TestLoopbackListen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:7070", true},
+		{"127.1.2.3:7070", true},
+		{"[::1]:7070", true},
+		{"localhost:7070", true},
+		{"[::ffff:127.0.0.1]:0", true},
+		{"0.0.0.0:7070", false},
+		{"[::]:7070", false},
+		{":7070", false},
+		{"10.0.0.5:7070", false},
+		{"agentd.internal:7070", false},
+		{"127.0.0.1", false}, // no port: not a listen address
+	} {
+		t.Run("X-I1 "+tc.addr, func(t *testing.T) {
+			t.Parallel()
+			if got := LoopbackListen(tc.addr); got != tc.want {
+				t.Errorf("LoopbackListen(%q) = %v, want %v", tc.addr, got, tc.want)
+			}
+		})
+	}
+}
