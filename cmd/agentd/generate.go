@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -34,6 +35,7 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, generateUsage); fs.PrintDefaults() }
 	addr := fs.String("addr", "127.0.0.1:7070", "agentd address")
+	token := fs.String("token", os.Getenv("AGENTD_TOKEN"), "API key sent as \"authorization: Bearer\" (env AGENTD_TOKEN); none: no credential")
 	requestFile := fs.String("request", "", "StartGeneration as JSON (proto JSON mapping)")
 	provider := fs.String("provider", "mock", "provider, when --request is not given")
 	model := fs.String("model", "", "model, when --request is not given")
@@ -69,11 +71,21 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if *token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
+	}
 	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
 	if err != nil {
 		return err
 	}
 	if err := stream.Send(first); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The stream ended before it took the message (a refused
+			// credential, say): why is in the status Recv returns.
+			if _, rerr := stream.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+		}
 		return err
 	}
 	answers := bufio.NewReader(stdin)

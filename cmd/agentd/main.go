@@ -4,6 +4,7 @@
 //	agentd serve      AgentService with the bridge embedded (default 127.0.0.1:7070)
 //	agentd bridge     BridgeService alone (default 127.0.0.1:7071)
 //	agentd generate   run a generation against a running agentd and print its events
+//	agentd keys hash  print the SHA-256 of an API key read from stdin (for auth.api_keys)
 //	agentd mcp-demo   the built-in demo MCP server, on stdio
 package main
 
@@ -24,6 +25,7 @@ commands:
   serve      serve AgentService, with the bridge embedded unless --bridge-addr is set
   bridge     serve BridgeService alone
   generate   run a generation against a running agentd and print its events
+  keys hash  print the SHA-256 of an API key read from stdin, for auth.api_keys
   mcp-demo   run the built-in demo MCP server on stdin/stdout
 
 Run "agentd <command> -h" for a command's flags.
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serveBridge(ctx, args[1:], stderr)
 	case "generate":
 		return generate(ctx, args[1:], stdin, stdout, stderr)
+	case "keys":
+		return keys(args[1:], stdin, stdout)
 	case "mcp-demo":
 		return mcpDemo(ctx)
 	case "-h", "--help", "help":

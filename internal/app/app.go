@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/bridge"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
@@ -127,7 +128,17 @@ func NewAgent(o Options) (*Agent, error) {
 		return nil, err
 	}
 	log := o.Logger.With("component", "agent")
-	a.Server, a.Health = grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry})
+	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry}
+	if o.Config.Auth.Enabled() {
+		authn, err := auth.New(o.Config.Auth.APIKeys, log)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		serverOpts.Unary = append(serverOpts.Unary, authn.UnaryInterceptor())
+		serverOpts.Stream = append(serverOpts.Stream, authn.StreamInterceptor())
+	}
+	a.Server, a.Health = grpcserver.New(serverOpts)
 	var rules *policy.Rules
 	if a.embedded != nil {
 		r := o.Config.Bridge.Rules()
@@ -184,7 +195,7 @@ func (a *Agent) Close() error {
 // ServeAgent listens on the configured address and serves the
 // AgentService until ctx ends (what `agentd serve` does once configured).
 func ServeAgent(ctx context.Context, o Options) error {
-	lis, err := listen(o.Config.Listen, "listen", o)
+	lis, err := listen(o.Config.Listen, "listen", o.Config.Auth.Enabled(), o)
 	if err != nil {
 		return err
 	}
@@ -204,7 +215,7 @@ func ServeAgent(ctx context.Context, o Options) error {
 // ServeBridge listens on bridge.listen and serves the BridgeService alone
 // until ctx ends (what `agentd bridge` does once configured).
 func ServeBridge(ctx context.Context, o Options) error {
-	lis, err := listen(o.Config.Bridge.Listen, "bridge.listen", o)
+	lis, err := listen(o.Config.Bridge.Listen, "bridge.listen", false, o)
 	if err != nil {
 		return err
 	}
@@ -218,15 +229,16 @@ func ServeBridge(ctx context.Context, o Options) error {
 }
 
 // ErrExposed refuses to serve beyond this machine without authentication.
-var ErrExposed = errors.New("not a loopback address, and agentd authenticates no caller")
+var ErrExposed = errors.New("not a loopback address, and no caller is authenticated there (auth.api_keys)")
 
-// listen listens on addr, the setting named setting. agentd authenticates
-// no caller yet, so an address other than loopback would let anyone who
-// reaches it run generations on the configured provider keys (X-I1): it
-// is refused, naming the setting, unless the configuration says insecure,
-// which then logs a warning at every start.
-func listen(addr, setting string, o Options) (net.Listener, error) {
-	if !netaddr.LoopbackListen(addr) {
+// listen listens on addr, the setting named setting. Unless the listener
+// authenticates its callers, an address other than loopback would let
+// anyone who reaches it use agentd (run generations on the configured
+// provider keys, or the bridge's MCP servers) (X-I1): it is refused,
+// naming the setting, unless the configuration says insecure, which then
+// logs a warning at every start.
+func listen(addr, setting string, authenticated bool, o Options) (net.Listener, error) {
+	if !authenticated && !netaddr.LoopbackListen(addr) {
 		if !o.Config.Insecure {
 			return nil, fmt.Errorf("%s %s: %w; listen on 127.0.0.1 (or localhost), or start with --insecure (AGENTD_INSECURE=1, insecure: true) to serve unauthenticated callers from the network", setting, addr, ErrExposed)
 		}

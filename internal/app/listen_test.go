@@ -1,44 +1,26 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
 )
 
-// syncBuffer is a log destination that tests read while agentd writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// X-I1: agentd authenticates no caller, so it listens only on loopback: an
+// X-I1: without authentication agentd listens only on loopback: an
 // address beyond the machine refuses to start, naming the setting and the
 // way out, for agentd serve and agentd bridge alike; --insecure lets it
-// start, with a warning.
+// start, with a warning, and so do API keys (auth.api_keys), without one.
 func TestListenBeyondLoopback(t *testing.T) {
 	t.Parallel()
-	options := func(edit func(*config.Config), log *syncBuffer) app.Options {
+	options := func(edit func(*config.Config), log *apptest.Logs) app.Options {
 		cfg := config.Default()
 		cfg.StateDir = t.TempDir()
 		edit(&cfg)
@@ -56,7 +38,7 @@ func TestListenBeyondLoopback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var log syncBuffer
+			var log apptest.Logs
 			err := tc.serve(t.Context(), options(tc.edit, &log))
 			if !errors.Is(err, app.ErrExposed) {
 				t.Fatalf("serve = %v; want ErrExposed", err)
@@ -68,35 +50,46 @@ func TestListenBeyondLoopback(t *testing.T) {
 			}
 		})
 	}
-	t.Run("X-I1 insecure starts, warning", func(t *testing.T) {
-		t.Parallel()
-		var log syncBuffer
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() {
-			done <- app.ServeAgent(ctx, options(func(c *config.Config) {
-				c.Listen = "0.0.0.0:0"
-				c.Insecure = true
-				c.Bridge.Pool.Warm = 0
-			}, &log))
-		}()
-		deadline := time.Now().Add(time.Minute) // a margin a loaded machine keeps (X-H6)
-		for !strings.Contains(log.String(), "agentd serving") {
-			select {
-			case err := <-done:
-				t.Fatalf("ServeAgent = %v before serving; log:\n%s", err, log.String())
-			case <-time.After(10 * time.Millisecond):
+	for _, tc := range []struct {
+		name string
+		edit func(*config.Config)
+		warn bool
+	}{
+		{"X-I1 insecure starts, warning", func(c *config.Config) { c.Insecure = true }, true},
+		{"X-I1 API keys let it start, without a warning", func(c *config.Config) {
+			c.Auth.APIKeys = []config.APIKey{{Name: "ci", SHA256: auth.HashKey("k"), Tenant: "t", Roles: []string{auth.RoleGenerate}}}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var log apptest.Logs
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				done <- app.ServeAgent(ctx, options(func(c *config.Config) {
+					c.Listen = "0.0.0.0:0"
+					c.Bridge.Pool.Warm = 0
+					tc.edit(c)
+				}, &log))
+			}()
+			deadline := time.Now().Add(time.Minute) // a margin a loaded machine keeps (X-H6)
+			for !strings.Contains(log.String(), "agentd serving") {
+				select {
+				case err := <-done:
+					t.Fatalf("ServeAgent = %v before serving; log:\n%s", err, log.String())
+				case <-time.After(10 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("agentd never served; log:\n%s", log.String())
+				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("agentd never served; log:\n%s", log.String())
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("ServeAgent = %v after its context ended", err)
 			}
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ServeAgent = %v after its context ended", err)
-		}
-		if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "unauthenticated") {
-			t.Errorf("no warning that agentd serves unauthenticated callers; log:\n%s", log.String())
-		}
-	})
+			if warned := strings.Contains(log.String(), "serving unauthenticated"); warned != tc.warn {
+				t.Errorf("warned that agentd serves unauthenticated callers: %v, want %v; log:\n%s", warned, tc.warn, log.String())
+			}
+		})
+	}
 }

@@ -47,6 +47,11 @@ type Config struct {
 	// AGENTD_INSECURE; flag --insecure.
 	Insecure bool `yaml:"insecure"`
 
+	// Auth authenticates agentd's callers. With no method configured,
+	// every caller is served unauthenticated, and agentd listens only on
+	// loopback unless Insecure.
+	Auth Auth `yaml:"auth"`
+
 	// Log configures the structured log on stderr.
 	Log Log `yaml:"log"`
 
@@ -66,6 +71,30 @@ type Config struct {
 	// key's and base URL's environment variable where the file leaves it
 	// empty, and refuses a name no provider has.
 	Providers map[string]Provider `yaml:"providers"`
+}
+
+// Auth configures how agentd authenticates its callers.
+type Auth struct {
+	// APIKeys are the API keys callers may send as "authorization: Bearer
+	// <key>", each configured only by its SHA-256 (`agentd keys hash`).
+	APIKeys []APIKey `yaml:"api_keys"`
+}
+
+// Enabled reports whether any authentication method is configured.
+func (a Auth) Enabled() bool { return len(a.APIKeys) > 0 }
+
+// APIKey is one API key: never the key itself, only its hash, and what it
+// gives its caller.
+type APIKey struct {
+	// Name identifies the key in logs and audit lines.
+	Name string `yaml:"name"`
+	// SHA256 is the hex SHA-256 of the key.
+	SHA256 string `yaml:"sha256"`
+	// Tenant is the tenant its caller acts for.
+	Tenant string `yaml:"tenant"`
+	// Roles are what its caller may do: generate (AgentService), observer
+	// (the admin service's reads), admin (its writes and reads).
+	Roles []string `yaml:"roles"`
 }
 
 // Rules are what the bridge's configuration allows a request to declare,
