@@ -21,7 +21,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples smoke clean
+.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -117,7 +117,7 @@ run: build
 	@echo
 	bin/agentd serve
 
-test: tools lint check-generated breaking go-test examples smoke
+test: tools lint check-generated breaking go-test examples examples-auth smoke
 
 # AGENTD_REQUIRE_NPM_SERVERS: the tests against real published MCP servers
 # (installed by npm ci) fail instead of skipping when they are missing.
@@ -175,6 +175,12 @@ examples: build build/ts/examples/ts/demo.js
 	  echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js $(EXAMPLE_ADDR); \
 	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json; \
 	  echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/approval-start.json
+
+# The demo clients against an agentd that requires an API key (auth.api_keys):
+# with AGENTD_TOKEN they run, without it they are refused.
+AUTH_EXAMPLE_ADDR ?= 127.0.0.1:17072
+examples-auth: build build/ts/examples/ts/demo.js
+	@scripts/examples-auth.sh $(AUTH_EXAMPLE_ADDR)
 
 # What a newcomer checks by hand after `make run`, with grpcurl: the services,
 # health and reflection of `agentd serve` and of `agentd bridge`.

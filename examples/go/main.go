@@ -1,5 +1,6 @@
 // Command go-example runs the demo generation against a running agentd and
-// prints its events: go run ./examples/go [address] [request.json].
+// prints its events: go run ./examples/go [address] [request.json]. With
+// AGENTD_TOKEN set, it sends that API key ("authorization: Bearer").
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -48,6 +50,9 @@ func run(addr, file string) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if token := os.Getenv("AGENTD_TOKEN"); token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
 	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
 	if err != nil {
 		return err

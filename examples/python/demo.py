@@ -4,7 +4,10 @@ Uses Debian's python3-grpcio and python3-protobuf and the code generated in
 gen/python:
 
     PYTHONPATH=gen/python /usr/bin/python3 examples/python/demo.py [address] [request.json]
+
+With AGENTD_TOKEN set, it sends that API key ("authorization: Bearer").
 """
+import os
 import queue
 import sys
 
@@ -37,7 +40,9 @@ def main(address: str, request_file: str) -> int:
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.AgentServiceStub(channel)
         try:
-            for event in stub.Generate(requests(start, answers), timeout=30):
+            token = os.environ.get("AGENTD_TOKEN")
+            metadata = [("authorization", "Bearer " + token)] if token else None
+            for event in stub.Generate(requests(start, answers), timeout=30, metadata=metadata):
                 kind = event.WhichOneof("event")
                 if kind == "started":
                     print("started", event.started.generation_id)

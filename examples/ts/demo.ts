@@ -2,6 +2,8 @@
 // with Connect-ES v2 speaking the gRPC protocol over HTTP/2.
 //
 //   npx tsc -p examples/ts && node build/ts/examples/ts/demo.js [address] [request.json]
+//
+// With AGENTD_TOKEN set, it sends that API key ("authorization: Bearer").
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -31,7 +33,9 @@ async function* requests(): AsyncIterable<GenerateRequest> {
 
 let final = "";
 try {
-  for await (const event of client.generate(requests(), { timeoutMs: 30_000 })) {
+  const token = process.env.AGENTD_TOKEN;
+  const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  for await (const event of client.generate(requests(), { timeoutMs: 30_000, headers })) {
     const e = event.event;
     switch (e.case) {
       case "started":
