@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd/agentd/bridge/internal/schemacache"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
 )
 
@@ -36,18 +37,29 @@ func (a *Admin) GetCacheStats(context.Context, *bridgev1.GetCacheStatsRequest) (
 	return &bridgev1.GetCacheStatsResponse{Size: st.Size, Hits: st.Hits, Misses: st.Misses, Settings: settings(st.Settings)}, nil
 }
 
-func (a *Admin) ClearCache(context.Context, *bridgev1.ClearCacheRequest) (*bridgev1.ClearCacheResponse, error) {
+func (a *Admin) ClearCache(ctx context.Context, _ *bridgev1.ClearCacheRequest) (*bridgev1.ClearCacheResponse, error) {
+	size := a.s.cache.Stats().Size
 	a.s.cache.Clear()
+	a.audit(ctx, "ClearCache", "entries", size)
 	return &bridgev1.ClearCacheResponse{}, nil
 }
 
-func (a *Admin) ResetCache(context.Context, *bridgev1.ResetCacheRequest) (*bridgev1.ResetCacheResponse, error) {
-	return &bridgev1.ResetCacheResponse{Settings: settings(a.s.cache.Reset())}, nil
+func (a *Admin) ResetCache(ctx context.Context, _ *bridgev1.ResetCacheRequest) (*bridgev1.ResetCacheResponse, error) {
+	old := a.s.cache.Stats().Settings
+	now := a.s.cache.Reset()
+	a.audit(ctx, "ResetCache", "old", old, "new", now)
+	return &bridgev1.ResetCacheResponse{Settings: settings(now)}, nil
+}
+
+// audit logs an admin write (X-I9): who made it, and what it changed.
+func (a *Admin) audit(ctx context.Context, method string, changed ...any) {
+	who, tenant := auth.Caller(ctx)
+	a.s.log.Info("admin change", append([]any{"audit", true, "principal", who, "tenant", tenant, "method", method}, changed...)...)
 }
 
 // InvalidateCache drops the entry of one server, named as a session would
 // name it: the same declaration and tenant give the same entry.
-func (a *Admin) InvalidateCache(_ context.Context, req *bridgev1.InvalidateCacheRequest) (*bridgev1.InvalidateCacheResponse, error) {
+func (a *Admin) InvalidateCache(ctx context.Context, req *bridgev1.InvalidateCacheRequest) (*bridgev1.InvalidateCacheResponse, error) {
 	if req.GetServer() == nil {
 		return nil, fault.GRPC(fault.InvalidRequest([]fault.Violation{{Field: "server", Description: "is required"}}))
 	}
@@ -61,10 +73,12 @@ func (a *Admin) InvalidateCache(_ context.Context, req *bridgev1.InvalidateCache
 	if err != nil {
 		return nil, fault.GRPC(err)
 	}
-	return &bridgev1.InvalidateCacheResponse{Removed: a.s.cache.Invalidate(targets[0].key)}, nil
+	removed := a.s.cache.Invalidate(targets[0].key)
+	a.audit(ctx, "InvalidateCache", "server", targets[0].name, "removed", removed)
+	return &bridgev1.InvalidateCacheResponse{Removed: removed}, nil
 }
 
-func (a *Admin) ConfigureCache(_ context.Context, req *bridgev1.ConfigureCacheRequest) (*bridgev1.ConfigureCacheResponse, error) {
+func (a *Admin) ConfigureCache(ctx context.Context, req *bridgev1.ConfigureCacheRequest) (*bridgev1.ConfigureCacheResponse, error) {
 	var ttl *time.Duration
 	if req.GetTtl() != nil {
 		d := req.GetTtl().AsDuration()
@@ -75,10 +89,12 @@ func (a *Admin) ConfigureCache(_ context.Context, req *bridgev1.ConfigureCacheRe
 		n := int(req.GetMaxEntries())
 		maxEntries = &n
 	}
+	old := a.s.cache.Stats().Settings
 	s, err := a.s.cache.Configure(req.Enabled, ttl, maxEntries)
 	if err != nil {
 		return nil, fault.GRPC(fault.Wrap(fault.Invalid, err, ""))
 	}
+	a.audit(ctx, "ConfigureCache", "old", old, "new", s)
 	return &bridgev1.ConfigureCacheResponse{Settings: settings(s)}, nil
 }
 

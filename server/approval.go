@@ -139,6 +139,8 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	delete(r.requests, d.GetRequestId())
 	g.answered[d.GetRequestId()] = true
 	c := r.calls[i]
+	g.s.log.Info("approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+		"request", d.GetRequestId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest(), "approved", d.GetApproved())
 	if !d.GetApproved() {
 		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
 		return nil

@@ -141,13 +141,13 @@ func FuzzValidate(f *testing.F) {
 		// A secret must not show, so each carries a marker; unless the
 		// request already holds the marker where it may show.
 		secretsMarked := !bytes.Contains(bytes.ToLower(data), []byte(secretMark)) && markSecrets(start)
-		g, err := s.newGeneration(start)
+		g, err := s.newGeneration(t.Context(), start)
 		if lower := lowerSchemes(start); lower != nil {
 			checkAlike(t, g, err, lower, s)
 		}
 		if err != nil {
 			checkRefusal(t, err, secretsMarked)
-			if _, again := s.newGeneration(start); again == nil || again.Error() != err.Error() {
+			if _, again := s.newGeneration(t.Context(), start); again == nil || again.Error() != err.Error() {
 				t.Fatalf("validating the same request twice: %v, then %v", err, again)
 			}
 			return
@@ -180,7 +180,7 @@ func lowerSchemes(start *agentdv1.StartGeneration) *agentdv1.StartGeneration {
 // (RFC 3986), and url.Parse lowercases them.
 func checkAlike(t *testing.T, g *generation, err error, lower *agentdv1.StartGeneration, s *Service) {
 	t.Helper()
-	lg, lerr := s.newGeneration(lower)
+	lg, lerr := s.newGeneration(t.Context(), lower)
 	switch {
 	case (err == nil) != (lerr == nil):
 		t.Fatalf("with the URL schemes in lower case, a request is judged otherwise: %v, then %v", err, lerr)
@@ -547,7 +547,7 @@ func FuzzResumeCheckpoint(f *testing.F) {
 		case 2:
 			checkpoints.put(id, store.Record{Data: data, Version: 2, Claimed: true, ClaimedAt: now})
 		}
-		before, _ := checkpoints.Get(t.Context(), defaultTenant, id)
+		before, _ := checkpoints.Get(t.Context(), "", id)
 		own, served := offeredTools(cp)
 		s := New(Options{
 			Providers:   scriptedProviders(t),
@@ -564,7 +564,7 @@ func FuzzResumeCheckpoint(f *testing.F) {
 			t.Fatalf("resuming failed with %v", err)
 		}
 		events := stream.events()
-		after, stored := checkpoints.Get(t.Context(), defaultTenant, id)
+		after, stored := checkpoints.Get(t.Context(), "", id)
 		unchanged := func(what string) {
 			if stored != nil || !bytes.Equal(after.Data, before.Data) || after.Version != before.Version || after.Claimed != before.Claimed || checkpoints.claims != 0 {
 				t.Fatalf("%s, yet the record changed (claims %d): %+v, then %+v, %v", what, checkpoints.claims, before, after, stored)

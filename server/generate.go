@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
 )
 
@@ -39,7 +40,7 @@ func (s *Service) Generate(stream generateStream) error {
 	var g *generation
 	switch k := first.GetKind().(type) {
 	case *agentdv1.GenerateRequest_Start:
-		g, err = s.newGeneration(k.Start)
+		g, err = s.newGeneration(stream.Context(), k.Start)
 	case *agentdv1.GenerateRequest_Resume:
 		g, err = s.resumeGeneration(stream.Context(), k.Resume)
 	default:
@@ -47,6 +48,11 @@ func (s *Service) Generate(stream generateStream) error {
 	}
 	if err != nil {
 		return fault.GRPC(err)
+	}
+	g.caller, _ = auth.Caller(stream.Context())
+	if g.resume != nil {
+		s.log.Info("generation resumed", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+			"decisions", len(g.resume.decisions))
 	}
 
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(stream.Context()))

@@ -17,6 +17,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
 )
@@ -27,6 +28,7 @@ type generation struct {
 	s       *Service
 	id      string
 	tenant  string
+	caller  string // who started or resumed it, for audit lines (auth.Caller)
 	plan    *plan
 	link    *link         // the client's stream
 	session BridgeSession // nil when no server runs in the bridge
@@ -52,11 +54,16 @@ type toolOwner struct {
 	serverTool string      // the tool's name on its server
 }
 
-// defaultTenant is the identity of every caller: agentd does not
-// authenticate callers yet, so they all share one tenant.
-const defaultTenant = ""
+// tenantOf is the tenant of the caller in ctx: its API key's, or, without
+// authentication, the one tenant every caller shares (""). A generation
+// belongs to its tenant: another tenant's resume finds nothing, and its
+// MCP servers' tool lists are cached apart.
+func tenantOf(ctx context.Context) string {
+	_, tenant := auth.Caller(ctx)
+	return tenant
+}
 
-func (s *Service) newGeneration(start *agentdv1.StartGeneration) (*generation, error) {
+func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGeneration) (*generation, error) {
 	var timeout *durationValue
 	if at := start.GetAnswerTimeout(); at != nil {
 		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
@@ -68,7 +75,7 @@ func (s *Service) newGeneration(start *agentdv1.StartGeneration) (*generation, e
 	return &generation{
 		s:        s,
 		id:       newGenerationID(),
-		tenant:   defaultTenant,
+		tenant:   tenantOf(ctx),
 		plan:     p,
 		owners:   make(map[string]*toolOwner),
 		answered: make(map[string]bool),
@@ -197,7 +204,7 @@ func (g *generation) appendMessage(m *agentdv1.Message) {
 
 // openRequest describes the bridged servers to the bridge.
 func (g *generation) openRequest(bridged []*serverPlan) *bridgev1.OpenSessionRequest {
-	req := &bridgev1.OpenSessionRequest{GenerationId: g.id}
+	req := &bridgev1.OpenSessionRequest{GenerationId: g.id, Tenant: g.tenant}
 	if g.plan.agent.McpCache != nil {
 		req.Cache = g.plan.agent.McpCache
 	}

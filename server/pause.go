@@ -236,7 +236,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err := checkResumeRequest(r); err != nil {
 		return nil, err
 	}
-	tenant := defaultTenant
+	tenant := tenantOf(ctx)
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	rec, cp, err := s.loadPaused(sctx, tenant, r.GetGenerationId())

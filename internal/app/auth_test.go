@@ -3,6 +3,9 @@ package app_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -101,4 +105,114 @@ func TestAPIKeys(t *testing.T) {
 			t.Errorf("the log quotes the key %s", secret)
 		}
 	}
+}
+
+// A generation belongs to the tenant of the key that started it: another
+// tenant's resume of it is NotFound, as for an unknown id; its owner's
+// resume works. X-I9: the resume, the approval decision and an admin write
+// each leave an audit line naming the key, never the key itself.
+func TestTenantsAndAudit(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
+	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &zero}}
+	cfg.Auth.APIKeys = []config.APIKey{
+		{Name: "acme-app", SHA256: auth.HashKey("sk-acme"), Tenant: "acme", Roles: []string{auth.RoleGenerate}},
+		{Name: "globex-app", SHA256: auth.HashKey("sk-globex"), Tenant: "globex", Roles: []string{auth.RoleGenerate}},
+		{Name: "ops", SHA256: auth.HashKey("sk-ops"), Tenant: "acme", Roles: []string{auth.RoleAdmin}},
+	}
+	var logs apptest.Logs
+	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	agent := agentdv1.NewAgentServiceClient(conn)
+	as := func(key string) context.Context {
+		return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+key)
+	}
+	// run sends first and answers nothing: a gated call pauses the
+	// generation once the client half-closes.
+	run := func(ctx context.Context, first *agentdv1.GenerateRequest) (*agentdv1.GenerateResponse, error) {
+		stream, err := agent.Generate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := stream.Send(first); err != nil {
+			return nil, err
+		}
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case ev.GetApprovalRequest() != nil:
+				_ = stream.CloseSend()
+			case ev.GetPaused() != nil || ev.GetCompleted() != nil:
+				return ev, nil
+			}
+		}
+	}
+	start := approvalStart(t)
+	ev, err := run(as("sk-acme"), &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}})
+	if err != nil || ev.GetPaused() == nil || len(ev.GetPaused().GetApprovalRequests()) != 1 {
+		t.Fatalf("start: %v, %v; want a pause with one approval request", ev, err)
+	}
+	paused := ev.GetPaused()
+	resume := func(id string) *agentdv1.GenerateRequest {
+		req := paused.GetApprovalRequests()[0]
+		return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+			GenerationId: id, Agent: start.GetAgent(),
+			ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: req.GetId(), Approved: true, Digest: req.GetDigest()}},
+		}}}
+	}
+	_, errOther := run(as("sk-globex"), resume(paused.GetGenerationId()))
+	const unknown = "gen_00000000000000000000000000000000"
+	_, errUnknown := run(as("sk-globex"), resume(unknown))
+	other, unknownSt := status.Convert(errOther), status.Convert(errUnknown)
+	if other.Code() != codes.NotFound || unknownSt.Code() != codes.NotFound ||
+		strings.ReplaceAll(other.Message(), paused.GetGenerationId(), unknown) != unknownSt.Message() {
+		t.Errorf("another tenant's resume: %v; an unknown id's: %v; want both NotFound, alike", errOther, errUnknown)
+	}
+	ev, err = run(as("sk-acme"), resume(paused.GetGenerationId()))
+	if err != nil || ev.GetCompleted() == nil {
+		t.Fatalf("the owner's resume: %v, %v; want completed", ev, err)
+	}
+	off := false
+	if _, err := bridgev1.NewBridgeAdminServiceClient(conn).ConfigureCache(as("sk-ops"), &bridgev1.ConfigureCacheRequest{Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	log := logs.String()
+	id := paused.GetGenerationId()
+	for _, want := range [][]string{
+		{`msg="generation resumed"`, "audit=true principal=acme-app tenant=acme generation=" + id, "decisions=1"},
+		{`msg="approval decided"`, "audit=true principal=acme-app tenant=acme generation=" + id, "tool=echo server=demo", "approved=true"},
+		{`msg="admin change"`, "audit=true principal=ops tenant=acme method=ConfigureCache", `old="{Enabled:true`, `new="{Enabled:false`},
+	} {
+		if !slices.ContainsFunc(strings.Split(log, "\n"), func(line string) bool {
+			return !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(line, w) })
+		}) {
+			t.Errorf("no log line has all of %q:\n%s", want, log)
+		}
+	}
+	for _, key := range []string{"sk-acme", "sk-globex", "sk-ops"} {
+		if strings.Contains(log, key) {
+			t.Errorf("the log quotes the key %s", key)
+		}
+	}
+}
+
+func approvalStart(t *testing.T) *agentdv1.StartGeneration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "approval-start.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := &agentdv1.StartGeneration{}
+	if err := protojson.Unmarshal(data, start); err != nil {
+		t.Fatal(err)
+	}
+	return start
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentd/agentd/internal/config"
@@ -52,6 +53,19 @@ type principalKey struct{}
 func FromContext(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
+}
+
+// Anonymous names the caller in audit lines where no authentication is
+// configured.
+const Anonymous = "anonymous"
+
+// Caller returns who makes the call in ctx, for audit lines: the API
+// key's name and its tenant, or Anonymous and "" without authentication.
+func Caller(ctx context.Context) (name, tenant string) {
+	if p, ok := FromContext(ctx); ok {
+		return p.Name, p.Tenant
+	}
+	return Anonymous, ""
 }
 
 // HashKey returns the hex SHA-256 of an API key: what auth.api_keys holds.
@@ -156,9 +170,16 @@ func (a *Authenticator) fail(ctx context.Context, reason string) error {
 	logIt := a.failures <= 10
 	a.mu.Unlock()
 	if logIt {
-		a.log.Warn("authentication failed", "audit", true, "reason", reason, "method", methodOf(ctx))
+		a.log.Warn("authentication failed", "audit", true, "reason", reason, "method", methodOf(ctx), "peer", peerOf(ctx))
 	}
 	return errUnauthenticated
+}
+
+func peerOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }
 
 func methodOf(ctx context.Context) string {

@@ -28,7 +28,8 @@ func newAuth(t *testing.T, log io.Writer) *Authenticator {
 
 // X-I2: an API key gives its tenant and roles; a missing, malformed or
 // unknown credential is Unauthenticated with one message that does not
-// say which check failed, and the reason goes to the log, never the key.
+// say which check failed, and the reason goes to the log, never the key
+// (X-I9: an audit line).
 func TestAuthenticate(t *testing.T) {
 	t.Parallel()
 	var log strings.Builder
