@@ -2,7 +2,8 @@
 // from config.TLS (X-I4): it owns reading the certificate, key and client
 // CA files, and reading them again when they change, so that they rotate
 // without a restart. A changed set of files that cannot be used leaves
-// the previous one serving, and the log says why.
+// the previous one serving, and the log says why. Client builds the
+// client side from files, for `agentd generate`.
 package tlsconf
 
 import (
@@ -121,3 +122,32 @@ func (r *reloader) read() (*tls.Config, error) {
 }
 
 var errNoCertificate = errors.New("no PEM certificate in it")
+
+// Client returns the TLS configuration of a client: it trusts the CAs in
+// caFile (empty: the system's roots), presents certFile and keyFile (both
+// or neither) to a server that asks for a client certificate, and checks
+// the server's certificate for serverName (empty: the host dialled).
+func Client(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if caFile != "" {
+		data, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: CA: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("tls: CA %s: %w", caFile, errNoCertificate)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("tls: a client certificate needs its key, and a key its certificate")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: certificate %s with key %s: %w", certFile, keyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
