@@ -10,11 +10,14 @@ import (
 	"os"
 	"strings"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/tlsconf"
 )
 
 const generateUsage = `usage: agentd generate [flags]
@@ -28,6 +31,7 @@ request with --approve, --decline and --result.
   agentd generate --request examples/demo-start.json
   agentd generate --provider mock --prompt "Hello"
   agentd generate --request examples/approval-start.json --resume gen_... --approve approval_call_1_1
+  agentd generate --tls-ca ca.pem --tls-cert client.pem --tls-key client-key.pem --prompt "Hello"
 `
 
 func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -36,6 +40,10 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.Usage = func() { fmt.Fprint(stderr, generateUsage); fs.PrintDefaults() }
 	addr := fs.String("addr", "127.0.0.1:7070", "agentd address")
 	token := fs.String("token", os.Getenv("AGENTD_TOKEN"), "API key sent as \"authorization: Bearer\" (env AGENTD_TOKEN); none: no credential")
+	tlsCA := fs.String("tls-ca", "", "dial with TLS, trusting the CA certificates in this PEM file (TLS with none: the system's roots)")
+	tlsCert := fs.String("tls-cert", "", "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	tlsServerName := fs.String("tls-server-name", "", "dial with TLS, checking the server's certificate for this name (default: the host of --addr)")
 	requestFile := fs.String("request", "", "StartGeneration as JSON (proto JSON mapping)")
 	provider := fs.String("provider", "mock", "provider, when --request is not given")
 	model := fs.String("model", "", "model, when --request is not given")
@@ -64,7 +72,15 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		first = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: r}}
 	}
-	conn, err := grpcserver.Dial(*addr, grpcserver.Telemetry{})
+	var dialOpts []grpc.DialOption
+	if *tlsCA != "" || *tlsCert != "" || *tlsKey != "" || *tlsServerName != "" {
+		cfg, err := tlsconf.Client(*tlsCA, *tlsCert, *tlsKey, *tlsServerName)
+		if err != nil {
+			return err
+		}
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	}
+	conn, err := grpcserver.Dial(*addr, grpcserver.Telemetry{}, dialOpts...)
 	if err != nil {
 		return err
 	}

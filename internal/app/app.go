@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/test/bufconn"
@@ -27,6 +28,7 @@ import (
 	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tlsconf"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/registry"
 	"github.com/agentd/agentd/server"
@@ -48,18 +50,27 @@ type Bridge struct {
 }
 
 // NewBridge builds a BridgeService server with the admin service, health
-// and reflection. The registered servers' pools start their warm spares.
+// and reflection, over TLS when bridge.tls names a certificate. The
+// registered servers' pools start their warm spares.
 func NewBridge(o Options) (*Bridge, error) {
 	return newBridge(o, false)
 }
 
 func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	log := o.Logger.With("component", "bridge")
+	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true, InMemory: inMemory}
+	if !inMemory {
+		creds, err := serverCreds(o.Config.Bridge.TLS, log)
+		if err != nil {
+			return nil, err
+		}
+		serverOpts.Creds = creds
+	}
 	svc, err := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge, TracerProvider: o.Telemetry.TracerProvider, Propagator: o.Telemetry.Propagator})
 	if err != nil {
 		return nil, err
 	}
-	srv, hs := grpcserver.New(grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true, InMemory: inMemory})
+	srv, hs := grpcserver.New(serverOpts)
 	svc.Register(srv)
 	svc.Admin().Register(srv)
 	for _, name := range []string{bridgev1.BridgeService_ServiceDesc.ServiceName, bridgev1.BridgeAdminService_ServiceDesc.ServiceName} {
@@ -91,7 +102,8 @@ type Agent struct {
 	cancel     context.CancelFunc
 }
 
-// NewAgent builds the AgentService. With Config.Bridge.Address empty, it
+// NewAgent builds the AgentService, over TLS when tls names a
+// certificate. With Config.Bridge.Address empty, it
 // starts an embedded BridgeService on an in-memory listener, so the
 // boundary is always a real gRPC hop; otherwise it dials that address.
 // Close releases what NewAgent started if Serve is never called.
@@ -129,6 +141,10 @@ func NewAgent(o Options) (*Agent, error) {
 	}
 	log := o.Logger.With("component", "agent")
 	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry}
+	if serverOpts.Creds, err = serverCreds(o.Config.TLS, log); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if o.Config.Auth.Enabled() {
 		authn, err := auth.New(o.Config.Auth.APIKeys, log)
 		if err != nil {
@@ -228,15 +244,29 @@ func ServeBridge(ctx context.Context, o Options) error {
 	return b.Serve(ctx, lis, o)
 }
 
+// serverCreds are the TLS credentials of a listener (X-I4), or nil for
+// plaintext when settings name no certificate.
+func serverCreds(settings config.TLS, log *slog.Logger) (credentials.TransportCredentials, error) {
+	if !settings.Enabled() {
+		return nil, nil
+	}
+	cfg, err := tlsconf.Server(settings, log)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
 // ErrExposed refuses to serve beyond this machine without authentication.
 var ErrExposed = errors.New("not a loopback address, and no caller is authenticated there (auth.api_keys)")
 
 // listen listens on addr, the setting named setting. Unless the listener
-// authenticates its callers, an address other than loopback would let
-// anyone who reaches it use agentd (run generations on the configured
-// provider keys, or the bridge's MCP servers) (X-I1): it is refused,
-// naming the setting, unless the configuration says insecure, which then
-// logs a warning at every start.
+// authenticates its callers (TLS does not: even a verified client
+// certificate gives no principal or roles yet), an address other than
+// loopback would let anyone who reaches it use agentd (run generations on
+// the configured provider keys, or the bridge's MCP servers) (X-I1): it is
+// refused, naming the setting, unless the configuration says insecure,
+// which then logs a warning at every start.
 func listen(addr, setting string, authenticated bool, o Options) (net.Listener, error) {
 	if !authenticated && !netaddr.LoopbackListen(addr) {
 		if !o.Config.Insecure {

@@ -35,6 +35,14 @@ func TestListenBeyondLoopback(t *testing.T) {
 		{"X-I1 agentd serve on every interface", app.ServeAgent, func(c *config.Config) { c.Listen = "0.0.0.0:0" }, "listen 0.0.0.0:0"},
 		{"X-I1 agentd serve on a host name", app.ServeAgent, func(c *config.Config) { c.Listen = "agentd.internal:0" }, "listen agentd.internal:0"},
 		{"X-I1 agentd bridge on every interface", app.ServeBridge, func(c *config.Config) { c.Bridge.Listen = ":0" }, "bridge.listen :0"},
+		{"X-I4 TLS alone is not authentication", app.ServeAgent, func(c *config.Config) {
+			c.Listen = "0.0.0.0:0"
+			c.TLS = config.TLS{CertFile: "cert.pem", KeyFile: "key.pem", ClientCAFile: "ca.pem", MinVersion: "1.2"}
+		}, "listen 0.0.0.0:0"},
+		{"X-I4 nor on the bridge", app.ServeBridge, func(c *config.Config) {
+			c.Bridge.Listen = ":0"
+			c.Bridge.TLS = config.TLS{CertFile: "cert.pem", KeyFile: "key.pem", MinVersion: "1.2"}
+		}, "bridge.listen :0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -47,6 +47,12 @@ type Config struct {
 	// AGENTD_INSECURE; flag --insecure.
 	Insecure bool `yaml:"insecure"`
 
+	// TLS, when it names a certificate, serves `agentd serve`'s listener
+	// over TLS (X-I4); see TLS. Default: plaintext. Env
+	// AGENTD_TLS_CERT_FILE, AGENTD_TLS_KEY_FILE, AGENTD_TLS_CLIENT_CA_FILE,
+	// AGENTD_TLS_MIN_VERSION.
+	TLS TLS `yaml:"tls"`
+
 	// Auth authenticates agentd's callers. With no method configured,
 	// every caller is served unauthenticated, and agentd listens only on
 	// loopback unless Insecure.
@@ -71,6 +77,41 @@ type Config struct {
 	// key's and base URL's environment variable where the file leaves it
 	// empty, and refuses a name no provider has.
 	Providers map[string]Provider `yaml:"providers"`
+}
+
+// TLS configures TLS on a listener. The certificate, key and client CA
+// files are re-read when they change, so they can be rotated without a
+// restart. TLS alone authenticates no caller: without auth, the listener
+// still stays on loopback (X-I1).
+type TLS struct {
+	// CertFile is the PEM certificate chain the listener presents, leaf
+	// first. Default: none, and the listener serves plaintext.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the PEM private key of CertFile's leaf. Required with
+	// CertFile, and only with it.
+	KeyFile string `yaml:"key_file"`
+	// ClientCAFile is a PEM bundle of CA certificates: with it, every
+	// client must present a certificate that one of them verifies (mutual
+	// TLS). Needs CertFile. Default: none, no client certificate asked for.
+	ClientCAFile string `yaml:"client_ca_file"`
+	// MinVersion is the lowest TLS version served: "1.2" (the default) or
+	// "1.3".
+	MinVersion string `yaml:"min_version"`
+}
+
+// Enabled reports whether the listener serves TLS.
+func (t TLS) Enabled() bool { return t.CertFile != "" }
+
+func (t TLS) validate(setting string, bad func(string, ...any)) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("%s: cert_file and key_file must be set together", setting)
+	}
+	if t.ClientCAFile != "" && t.CertFile == "" {
+		bad("%s.client_ca_file: needs cert_file and key_file", setting)
+	}
+	if t.MinVersion != "1.2" && t.MinVersion != "1.3" {
+		bad("%s.min_version: must be 1.2 or 1.3, got %q", setting, t.MinVersion)
+	}
 }
 
 // Auth configures how agentd authenticates its callers.
@@ -177,6 +218,14 @@ type Bridge struct {
 	// (PATH, HOME, LD_*, DYLD_*, NODE_OPTIONS, PYTHONPATH, NPM_CONFIG_*,
 	// ...). Default: none.
 	AllowedEnv []string `yaml:"allowed_env"`
+
+	// TLS, when it names a certificate, serves `agentd bridge`'s listener
+	// over TLS; the embedded bridge, on an in-memory listener, needs none.
+	// `agentd serve` dials Address in plaintext whatever this says.
+	// Default: plaintext. Env AGENTD_BRIDGE_TLS_CERT_FILE,
+	// AGENTD_BRIDGE_TLS_KEY_FILE, AGENTD_BRIDGE_TLS_CLIENT_CA_FILE,
+	// AGENTD_BRIDGE_TLS_MIN_VERSION.
+	TLS TLS `yaml:"tls"`
 
 	// Pool configures the stdio process pools.
 	Pool Pool `yaml:"pool"`
@@ -286,9 +335,11 @@ func Default() Config {
 	return Config{
 		Listen:        "127.0.0.1:7070",
 		ShutdownGrace: 10 * time.Second,
+		TLS:           TLS{MinVersion: "1.2"},
 		Log:           Log{Level: "info", Format: "text"},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
+			TLS:            TLS{MinVersion: "1.2"},
 			Servers:        map[string]Server{"demo": {Command: Self, Args: []string{"mcp-demo"}}},
 			TerminateGrace: 2 * time.Second,
 			MaxResultBytes: DefaultMaxResultBytes,
@@ -388,6 +439,12 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_STATE_DIR", &c.StateDir)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
+	for prefix, t := range map[string]*TLS{"AGENTD_TLS_": &c.TLS, "AGENTD_BRIDGE_TLS_": &c.Bridge.TLS} {
+		str(prefix+"CERT_FILE", &t.CertFile)
+		str(prefix+"KEY_FILE", &t.KeyFile)
+		str(prefix+"CLIENT_CA_FILE", &t.ClientCAFile)
+		str(prefix+"MIN_VERSION", &t.MinVersion)
+	}
 	boolean := func(name string, dst *bool) error {
 		v := getenv(name)
 		if v == "" {
@@ -434,6 +491,8 @@ func (c *Config) Validate() error {
 	if c.Bridge.Listen == "" {
 		bad("bridge.listen: must not be empty")
 	}
+	c.TLS.validate("tls", bad)
+	c.Bridge.TLS.validate("bridge.tls", bad)
 	if c.ShutdownGrace <= 0 {
 		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)
 	}

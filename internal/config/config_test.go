@@ -44,6 +44,15 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "X-I4 tls on both listeners, the file keeping the default min_version",
+			file: "tls: {cert_file: /etc/agentd/cert.pem, key_file: /etc/agentd/key.pem}\nbridge: {tls: {cert_file: b.pem, key_file: b.key, client_ca_file: ca.pem, min_version: \"1.3\"}}\n",
+			env:  map[string]string{"AGENTD_TLS_CLIENT_CA_FILE": "/etc/agentd/ca.pem"},
+			want: func(c *Config) {
+				c.TLS = TLS{CertFile: "/etc/agentd/cert.pem", KeyFile: "/etc/agentd/key.pem", ClientCAFile: "/etc/agentd/ca.pem", MinVersion: "1.2"}
+				c.Bridge.TLS = TLS{CertFile: "b.pem", KeyFile: "b.key", ClientCAFile: "ca.pem", MinVersion: "1.3"}
+			},
+		},
+		{
 			name: "environment overrides the file",
 			file: "listen: 0.0.0.0:9000\n",
 			env: map[string]string{
@@ -100,6 +109,11 @@ func TestLoadRejects(t *testing.T) {
 			name:     "every problem at once",
 			file:     "log: {level: loud, format: xml}\ngeneration: {max_tool_turns: 0}\nbridge: {servers: {x: {command: bin/x}, y: {}}}\n",
 			wantErrs: []string{"log.level", "log.format", "generation.max_tool_turns", "bridge.servers.x.command", "bridge.servers.y.command"},
+		},
+		{
+			name:     "X-I4 a certificate without its key, a client CA without a certificate, TLS 1.1",
+			file:     "tls: {cert_file: c.pem, min_version: \"1.1\"}\nbridge: {tls: {client_ca_file: ca.pem}}\n",
+			wantErrs: []string{"tls: cert_file and key_file must be set together", "tls.min_version", "bridge.tls.client_ca_file"},
 		},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 	}

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -65,6 +66,9 @@ type Options struct {
 	// before recovery.
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
+	// Creds secure the server's connections (TLS, internal/tlsconf). Nil:
+	// plaintext.
+	Creds credentials.TransportCredentials
 	// QuietOK logs successful calls at debug rather than info: for an
 	// internal hop whose every call is already logged by its caller.
 	QuietOK bool
@@ -124,6 +128,9 @@ func New(o Options) (*grpc.Server, *health.Server) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
+	if o.Creds != nil {
+		opts = append(opts, grpc.Creds(o.Creds))
+	}
 	if o.InMemory {
 		opts = append(opts, grpc.WriteBufferSize(0), grpc.ReadBufferSize(0),
 			grpc.InitialWindowSize(inMemoryWindow), grpc.InitialConnWindowSize(inMemoryWindow))
@@ -166,8 +173,10 @@ func Serve(ctx context.Context, srv *grpc.Server, hs *health.Server, lis net.Lis
 	return nil
 }
 
-// Dial opens a plaintext client connection with otelgrpc tracing. Extra
-// options come last (a bufconn dialer, for the embedded bridge).
+// Dial opens a client connection with otelgrpc tracing, plaintext unless
+// the extra options, which come last and so win, say otherwise
+// (grpc.WithTransportCredentials for TLS; a bufconn dialer, for the
+// embedded bridge).
 func Dial(target string, tel Telemetry, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

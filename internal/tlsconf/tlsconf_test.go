@@ -1,0 +1,81 @@
+package tlsconf_test
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/tlsconf"
+	"github.com/agentd/agentd/internal/tlsconf/tlstest"
+)
+
+// handshake runs a TLS handshake between server and client over loopback
+// TCP (whose buffers, unlike net.Pipe's, let both sides write an alert at
+// once) and returns the server's error.
+func handshake(t *testing.T, server, client *tls.Config) error {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := net.Dial("tcp", lis.Addr().String())
+		if err != nil {
+			lis.Close() // and Accept fails
+			return
+		}
+		cl := tls.Client(c, client)
+		cl.HandshakeContext(t.Context()) // the server's error is the one that matters
+		cl.Close()
+	}()
+	s, err := lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = tls.Server(s, server).HandshakeContext(t.Context())
+	<-done
+	return err
+}
+
+// X-I4: the client CA file is read again when it changes, like the
+// certificate: a client whose CA was not trusted is once the file names
+// it; a client CA file without a certificate keeps the previous pool.
+func TestClientCARotation(t *testing.T) {
+	t.Parallel()
+	ca, before, after := tlstest.NewCA(t), tlstest.NewCA(t), tlstest.NewCA(t)
+	dir := t.TempDir()
+	s := config.TLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem"), ClientCAFile: filepath.Join(dir, "ca.pem"), MinVersion: "1.3"}
+	leaf := ca.Leaf(t, "server")
+	mod := time.Now().Add(-time.Hour)
+	tlstest.WriteFile(t, s.CertFile, leaf.CertPEM, mod)
+	tlstest.WriteFile(t, s.KeyFile, leaf.KeyPEM, mod)
+	tlstest.WriteFile(t, s.ClientCAFile, before.PEM, mod)
+	server, err := tlsconf.Server(s, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{after.Leaf(t, "client").Certificate(t)}}
+	if err := handshake(t, server, client); err == nil {
+		t.Fatal("a client certificate from a CA not yet trusted was accepted")
+	}
+	tlstest.WriteFile(t, s.ClientCAFile, after.PEM, mod.Add(time.Minute))
+	if err := handshake(t, server, client); err != nil {
+		t.Fatalf("after the client CA file changed: %v", err)
+	}
+	tlstest.WriteFile(t, s.ClientCAFile, []byte("not a certificate"), mod.Add(2*time.Minute))
+	if err := handshake(t, server, client); err != nil {
+		t.Errorf("after a broken client CA file: %v; want the previous pool kept", err)
+	}
+	old := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MaxVersion: tls.VersionTLS12, Certificates: client.Certificates}
+	if err := handshake(t, server, old); err == nil {
+		t.Error("min_version 1.3 served TLS 1.2")
+	}
+}
