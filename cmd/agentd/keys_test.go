@@ -29,6 +29,27 @@ func TestKeysAndToken(t *testing.T) {
 	cfg.StateDir = t.TempDir()
 	cfg.Bridge.Pool.Warm = 0
 	cfg.Auth.APIKeys = []config.APIKey{{Name: "terminal", SHA256: strings.TrimSpace(hash.String()), Tenant: "t", Roles: []string{auth.RoleGenerate}}}
+	addr := serveAgent(t, cfg)
+
+	generate := func(extra ...string) (string, error) {
+		var out bytes.Buffer
+		args := append([]string{"generate", "--addr", addr, "--provider", "mock", "--prompt", "hi"}, extra...)
+		err := run(t.Context(), args, strings.NewReader(""), &out, &bytes.Buffer{})
+		return out.String(), err
+	}
+	t.Setenv("AGENTD_TOKEN", "")
+	if _, err := generate(); err == nil || !strings.Contains(err.Error(), "Unauthenticated") {
+		t.Errorf("generate without --token: %v; want Unauthenticated", err)
+	}
+	if out, err := generate("--token", "sk-terminal"); err != nil || !strings.Contains(out, "completed") {
+		t.Errorf("generate --token: %v, output:\n%s", err, out)
+	}
+}
+
+// serveAgent serves agentd with cfg on a loopback port until the test
+// ends, and returns its address.
+func serveAgent(t *testing.T, cfg config.Config) string {
+	t.Helper()
 	o := app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}
 	a, err := app.NewAgent(o)
 	if err != nil {
@@ -47,18 +68,5 @@ func TestKeysAndToken(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-
-	generate := func(extra ...string) (string, error) {
-		var out bytes.Buffer
-		args := append([]string{"generate", "--addr", lis.Addr().String(), "--provider", "mock", "--prompt", "hi"}, extra...)
-		err := run(t.Context(), args, strings.NewReader(""), &out, &bytes.Buffer{})
-		return out.String(), err
-	}
-	t.Setenv("AGENTD_TOKEN", "")
-	if _, err := generate(); err == nil || !strings.Contains(err.Error(), "Unauthenticated") {
-		t.Errorf("generate without --token: %v; want Unauthenticated", err)
-	}
-	if out, err := generate("--token", "sk-terminal"); err != nil || !strings.Contains(out, "completed") {
-		t.Errorf("generate --token: %v, output:\n%s", err, out)
-	}
+	return lis.Addr().String()
 }

@@ -2,15 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
@@ -37,24 +33,7 @@ func TestGenerateTLS(t *testing.T) {
 	cfg.StateDir = t.TempDir()
 	cfg.Bridge.Pool.Warm = 0
 	cfg.TLS = config.TLS{CertFile: write("cert.pem", server.CertPEM), KeyFile: write("key.pem", server.KeyPEM), ClientCAFile: caFile, MinVersion: "1.2"}
-	o := app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}
-	a, err := app.NewAgent(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, lis, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	addr := serveAgent(t, cfg)
 
 	for _, tc := range []struct {
 		name  string
@@ -70,7 +49,7 @@ func TestGenerateTLS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			args := append([]string{"generate", "--addr", lis.Addr().String(), "--token", "", "--provider", "mock", "--prompt", "hi"}, tc.flags...)
+			args := append([]string{"generate", "--addr", addr, "--token", "", "--provider", "mock", "--prompt", "hi"}, tc.flags...)
 			err := run(t.Context(), args, strings.NewReader(""), &out, &bytes.Buffer{})
 			if got := err == nil && strings.Contains(out.String(), "completed"); got != tc.ok {
 				t.Errorf("generate %v: %v, output:\n%s; want success %v", tc.flags, err, out.String(), tc.ok)

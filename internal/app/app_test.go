@@ -91,7 +91,13 @@ func newStack(t *testing.T, warm int) *stack {
 
 func demoStart(t *testing.T) *agentdv1.StartGeneration {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "demo-start.json"))
+	return exampleStart(t, "demo-start.json")
+}
+
+// exampleStart reads one of the examples' StartGenerations.
+func exampleStart(t *testing.T, name string) *agentdv1.StartGeneration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}

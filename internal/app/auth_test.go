@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -155,7 +153,7 @@ func TestTenantsAndAudit(t *testing.T) {
 			}
 		}
 	}
-	start := approvalStart(t)
+	start := exampleStart(t, "approval-start.json")
 	ev, err := run(as("sk-acme"), &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}})
 	if err != nil || ev.GetPaused() == nil || len(ev.GetPaused().GetApprovalRequests()) != 1 {
 		t.Fatalf("start: %v, %v; want a pause with one approval request", ev, err)
@@ -202,17 +200,4 @@ func TestTenantsAndAudit(t *testing.T) {
 			t.Errorf("the log quotes the key %s", key)
 		}
 	}
-}
-
-func approvalStart(t *testing.T) *agentdv1.StartGeneration {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "approval-start.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := &agentdv1.StartGeneration{}
-	if err := protojson.Unmarshal(data, start); err != nil {
-		t.Fatal(err)
-	}
-	return start
 }
