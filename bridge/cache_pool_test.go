@@ -343,10 +343,7 @@ func TestEnvPolicy(t *testing.T) {
 	f := newFixtureWith(t, func(c *config.Bridge) { c.AllowedEnv = []string{"NODE_OPTIONS"} })
 	for _, name := range []string{"LD_PRELOAD", "PATH", "pythonpath", "NPM_CONFIG_REGISTRY", "DYLD_INSERT_LIBRARIES", "PYTHONWARNINGS", "BROWSER", "GIT_SSH_COMMAND", "https_proxy", "SSL_CERT_FILE"} {
 		spec := commandSpec(t, "tools", mcptest.Tools, map[string]string{name: "/tmp/evil-value"})
-		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{spec}})
-		if err == nil {
-			_, err = stream.Recv()
-		}
+		err := f.openErr(t, spec)
 		st := wantCode(t, err, codes.PermissionDenied)
 		if !strings.Contains(st.Message(), name) || !strings.Contains(st.Message(), "bridge.allowed_env") || strings.Contains(st.Message(), "evil-value") {
 			t.Errorf("env %s: %q", name, st.Message())
@@ -367,10 +364,7 @@ func TestPrivateNetworkPolicy(t *testing.T) {
 	}
 	f := newFixture(t)
 	for _, url := range []string{"http://127.0.0.1:9/mcp", "http://localhost:9/key-secret", "http://[::1]:9/mcp", "http://10.1.2.3/mcp", "http://169.254.169.254/latest", "http://192.168.0.10/mcp", "https://100.64.1.2/mcp", "https://[::ffff:100.64.1.2]/mcp"} {
-		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{httpSpec(url)}})
-		if err == nil {
-			_, err = stream.Recv()
-		}
+		err := f.openErr(t, httpSpec(url))
 		st := wantCode(t, err, codes.PermissionDenied)
 		if !strings.Contains(st.Message(), "bridge.allow_private_networks") || strings.Contains(st.Message(), "secret") {
 			t.Errorf("%s: %q", url, st.Message())

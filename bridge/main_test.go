@@ -52,6 +52,17 @@ func newFixture(t *testing.T) *fixture {
 	return newFixtureWith(t, nil)
 }
 
+// openErr opens a session of specs and returns the error that refuses it,
+// which arrives with the stream's first message; nil if it opened.
+func (f *fixture) openErr(t *testing.T, specs ...*bridgev1.ServerSpec) error {
+	t.Helper()
+	stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: specs})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	return err
+}
+
 // newFixtureWith is newFixture with the configuration changed by edit
 // before the service starts.
 func newFixtureWith(t *testing.T, edit func(*config.Bridge)) *fixture {

@@ -95,10 +95,7 @@ func TestOpenSessionPermissionDenied(t *testing.T) {
 				}},
 				ReadTimeout: durationpb.New(roomyTimeout),
 			}
-			stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{refSpec("ok", "tools"), spec}})
-			if err == nil {
-				_, err = stream.Recv()
-			}
+			err := f.openErr(t, refSpec("ok", "tools"), spec)
 			st := wantCode(t, err, codes.PermissionDenied)
 			for _, s := range []string{"bridge.allowed_commands", `"intruder"`, "ref"} {
 				if !strings.Contains(st.Message(), s) {
@@ -178,10 +175,7 @@ func TestOpenSessionInvalid(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: tc.specs})
-			if err == nil {
-				_, err = stream.Recv()
-			}
+			err := f.openErr(t, tc.specs...)
 			st := wantCode(t, err, codes.InvalidArgument)
 			wantViolations(t, st, tc.want)
 			for _, s := range []string{"secret-path", "sk-123", "tok-secret"} {
@@ -236,10 +230,7 @@ func TestOpenSessionEveryProblem(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: tc.specs})
-			if err == nil {
-				_, err = stream.Recv()
-			}
+			err := f.openErr(t, tc.specs...)
 			st := wantCode(t, err, tc.code)
 			wantViolations(t, st, tc.want)
 			for _, w := range tc.want {
@@ -717,10 +708,7 @@ func TestServiceClose(t *testing.T) {
 	}
 	waitSessions(t, f.svc, 0)
 
-	stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{refSpec("t", "tools")}})
-	if err == nil {
-		_, err = stream.Recv()
-	}
+	err := f.openErr(t, refSpec("t", "tools"))
 	wantCode(t, err, codes.Unavailable)
 	f.svc.Close() // idempotent
 }
