@@ -58,6 +58,24 @@ type Config struct {
 	// loopback unless Insecure.
 	Auth Auth `yaml:"auth"`
 
+	// Admin places the bridge's admin service (BridgeAdminService).
+	Admin Admin `yaml:"admin"`
+
+	// Reflection serves gRPC server reflection beside every service, open
+	// to all callers like health. Default true. Env AGENTD_REFLECTION.
+	Reflection bool `yaml:"reflection"`
+
+	// Limits are every tenant's limits unless tenants.<name>.limits sets
+	// its own. Default: none.
+	Limits Limits `yaml:"limits"`
+
+	// Tenants configures tenants by name (see Tenant). With none
+	// configured, every tenant an authenticated caller names is served
+	// with the global settings. With any configured, a caller whose tenant
+	// is not among them is PermissionDenied, unless "default" is: then it
+	// gets the default's settings.
+	Tenants map[string]Tenant `yaml:"tenants"`
+
 	// Log configures the structured log on stderr.
 	Log Log `yaml:"log"`
 
@@ -97,6 +115,13 @@ type TLS struct {
 	// MinVersion is the lowest TLS version served: "1.2" (the default) or
 	// "1.3".
 	MinVersion string `yaml:"min_version"`
+	// CAFile is a PEM bundle of CA certificates that verifies the peer's
+	// certificate when this side dials: `agentd serve` dialling a remote
+	// bridge (bridge.tls). Default: the system's roots.
+	CAFile string `yaml:"ca_file"`
+	// ServerName is the name the dialled peer's certificate must carry.
+	// Default: the host of the address dialled.
+	ServerName string `yaml:"server_name"`
 }
 
 // Enabled reports whether the listener serves TLS.
@@ -114,15 +139,199 @@ func (t TLS) validate(setting string, bad func(string, ...any)) {
 	}
 }
 
-// Auth configures how agentd authenticates its callers.
+// Auth configures how agentd authenticates its callers: any of API keys,
+// OIDC tokens and client certificates. A call is authenticated by the
+// first method whose credential it carries.
 type Auth struct {
 	// APIKeys are the API keys callers may send as "authorization: Bearer
 	// <key>", each configured only by its SHA-256 (`agentd keys hash`).
 	APIKeys []APIKey `yaml:"api_keys"`
+	// OIDC are the issuers whose JWTs callers may send as "authorization:
+	// Bearer <jwt>".
+	OIDC []OIDCIssuer `yaml:"oidc"`
+	// MTLS maps the principals of verified client certificates (tls with
+	// a client_ca_file) to tenants and roles.
+	MTLS MTLS `yaml:"mtls"`
 }
 
 // Enabled reports whether any authentication method is configured.
-func (a Auth) Enabled() bool { return len(a.APIKeys) > 0 }
+func (a Auth) Enabled() bool {
+	return len(a.APIKeys) > 0 || len(a.OIDC) > 0 || len(a.MTLS.Principals) > 0
+}
+
+// OIDCIssuer is one OpenID Connect issuer whose ID or access tokens
+// (JWTs) authenticate callers.
+type OIDCIssuer struct {
+	// Issuer is the issuer URL, exactly as the tokens' iss claim gives it;
+	// discovery is read from Issuer + "/.well-known/openid-configuration".
+	// Required.
+	Issuer string `yaml:"issuer"`
+	// Audience is the value the tokens' aud claim must contain. Required.
+	Audience string `yaml:"audience"`
+	// Algorithms are the signature algorithms accepted. Default RS256 and
+	// ES256; "none" and the HMAC algorithms are refused.
+	Algorithms []string `yaml:"algorithms"`
+	// TenantClaim names the claim that gives the tenant. Default "tenant".
+	TenantClaim string `yaml:"tenant_claim"`
+	// RolesClaim names the claim that gives the roles: an array of
+	// strings, or one string of space-separated roles. Default "roles".
+	RolesClaim string `yaml:"roles_claim"`
+	// PrincipalClaim names the claim that names the caller in logs and
+	// audit lines. Default "sub".
+	PrincipalClaim string `yaml:"principal_claim"`
+	// ClockSkew is the leeway allowed on exp, nbf and iat. Default 1m.
+	ClockSkew time.Duration `yaml:"clock_skew"`
+	// RefreshInterval is the least time between two fetches of the
+	// issuer's keys caused by tokens signed with an unknown key id.
+	// Default 1m.
+	RefreshInterval time.Duration `yaml:"refresh_interval"`
+	// CAFile is a PEM bundle that verifies the issuer's HTTPS certificate.
+	// Default: the system's roots.
+	CAFile string `yaml:"ca_file"`
+}
+
+// MTLS authenticates callers by their verified client certificates.
+type MTLS struct {
+	// PrincipalFrom says which identity of a client certificate is its
+	// principal: "uri" (the first URI SAN), "dns" (the first DNS SAN),
+	// "cn" (the subject's common name), or "" (the default): the first
+	// URI SAN, else the first DNS SAN, else the common name.
+	PrincipalFrom string `yaml:"principal_from"`
+	// Principals map certificate principals to tenants and roles; a
+	// certificate whose principal is not listed is Unauthenticated.
+	Principals []MTLSPrincipal `yaml:"principals"`
+}
+
+// MTLSPrincipal is what one client certificate principal gives its
+// caller.
+type MTLSPrincipal struct {
+	// Principal is the certificate's identity, as PrincipalFrom selects it
+	// (e.g. "spiffe://example.org/app" or "app.example.org").
+	Principal string `yaml:"principal"`
+	// Tenant is the tenant its caller acts for.
+	Tenant string `yaml:"tenant"`
+	// Roles are what its caller may do (see APIKey.Roles).
+	Roles []string `yaml:"roles"`
+}
+
+// Admin places the bridge's admin service.
+type Admin struct {
+	// Listen, when set, serves the admin service (with health and
+	// reflection) on its own address instead of beside the AgentService
+	// (the default, ""). Under authentication its calls need the observer
+	// (reads) or admin (writes) role, or tenant_admin for the caller's own
+	// tenant's cache entries. Env AGENTD_ADMIN_LISTEN.
+	Listen string `yaml:"listen"`
+	// TLS serves the admin listener over TLS; see TLS. Env
+	// AGENTD_ADMIN_TLS_CERT_FILE, AGENTD_ADMIN_TLS_KEY_FILE,
+	// AGENTD_ADMIN_TLS_CLIENT_CA_FILE, AGENTD_ADMIN_TLS_MIN_VERSION.
+	TLS TLS `yaml:"tls"`
+}
+
+// Limits bound what one tenant may run at once; zero is no limit. A call
+// over a limit is ResourceExhausted, with RetryInfo and a QuotaFailure
+// naming the limit.
+type Limits struct {
+	// MaxConcurrentGenerations caps the tenant's generations running at
+	// once (a paused one does not count).
+	MaxConcurrentGenerations int `yaml:"max_concurrent_generations"`
+	// MaxPausedGenerations caps the tenant's paused generations: a
+	// generation that would pause beyond it fails instead.
+	MaxPausedGenerations int `yaml:"max_paused_generations"`
+	// GenerationsPerMinute is the rate of new generations (a token bucket
+	// holding a minute's worth).
+	GenerationsPerMinute int `yaml:"generations_per_minute"`
+}
+
+// Tenant is one tenant's configuration. Every field left unset keeps the
+// global value; a set one replaces it for this tenant.
+type Tenant struct {
+	// AllowedCommands replaces bridge.allowed_commands.
+	AllowedCommands []string `yaml:"allowed_commands"`
+	// Servers lists the registered bridge.servers the tenant may use with
+	// ref:. Default (unset): all of them.
+	Servers []string `yaml:"servers"`
+	// AllowedEnv replaces bridge.allowed_env.
+	AllowedEnv []string `yaml:"allowed_env"`
+	// AllowPrivateNetworks replaces bridge.allow_private_networks.
+	AllowPrivateNetworks *bool `yaml:"allow_private_networks"`
+	// Providers replaces, per provider, its api_key and base_url: a
+	// tenant that sets its own key never uses the global one.
+	Providers map[string]Provider `yaml:"providers"`
+	// Limits replaces the global limits, field by field where set.
+	Limits *Limits `yaml:"limits"`
+}
+
+// DefaultTenant names the tenant whose settings a caller gets whose own
+// tenant is not configured.
+const DefaultTenant = "default"
+
+// TenantSettings are one tenant's effective settings: its own where it
+// sets them, the global ones elsewhere.
+type TenantSettings struct {
+	// Name is the tenant's name (the caller's, even when it is served
+	// with the default tenant's settings).
+	Name string
+	// Rules are what its requests may declare.
+	Rules policy.Rules
+	// Servers are the registered servers it may ref:; nil: all.
+	Servers []string
+	// Providers are the provider settings its generations use.
+	Providers map[string]Provider
+	// Limits are its limits.
+	Limits Limits
+}
+
+// ForTenant returns the effective settings of tenant name, and false when
+// tenants are configured but neither name nor "default" is among them.
+func (c *Config) ForTenant(name string) (TenantSettings, bool) {
+	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits}
+	if len(c.Tenants) == 0 {
+		return ts, true
+	}
+	t, ok := c.Tenants[name]
+	if !ok {
+		if t, ok = c.Tenants[DefaultTenant]; !ok {
+			return TenantSettings{}, false
+		}
+	}
+	if t.AllowedCommands != nil {
+		ts.Rules.AllowedCommands = t.AllowedCommands
+	}
+	if t.AllowedEnv != nil {
+		ts.Rules.AllowedEnv = t.AllowedEnv
+	}
+	if t.AllowPrivateNetworks != nil {
+		ts.Rules.AllowPrivateNetworks = *t.AllowPrivateNetworks
+	}
+	ts.Servers = t.Servers
+	if len(t.Providers) > 0 {
+		ts.Providers = make(map[string]Provider, len(c.Providers)+len(t.Providers))
+		maps.Copy(ts.Providers, c.Providers)
+		for name, p := range t.Providers {
+			merged := c.Providers[name]
+			if p.APIKey != "" {
+				merged.APIKey = p.APIKey
+			}
+			if p.BaseURL != "" {
+				merged.BaseURL = p.BaseURL
+			}
+			ts.Providers[name] = merged
+		}
+	}
+	if l := t.Limits; l != nil {
+		if l.MaxConcurrentGenerations != 0 {
+			ts.Limits.MaxConcurrentGenerations = l.MaxConcurrentGenerations
+		}
+		if l.MaxPausedGenerations != 0 {
+			ts.Limits.MaxPausedGenerations = l.MaxPausedGenerations
+		}
+		if l.GenerationsPerMinute != 0 {
+			ts.Limits.GenerationsPerMinute = l.GenerationsPerMinute
+		}
+	}
+	return ts, true
+}
 
 // APIKey is one API key: never the key itself, only its hash, and what it
 // gives its caller.
@@ -226,6 +435,13 @@ type Bridge struct {
 	// AGENTD_BRIDGE_TLS_KEY_FILE, AGENTD_BRIDGE_TLS_CLIENT_CA_FILE,
 	// AGENTD_BRIDGE_TLS_MIN_VERSION.
 	TLS TLS `yaml:"tls"`
+
+	// TrustedPeers lists the certificate principals (see MTLS.PrincipalFrom
+	// for how a certificate names one) of the agentd instances whose calls
+	// `agentd bridge` serves: only their requests may name a tenant. With
+	// bridge.tls requiring client certificates, a peer not listed is
+	// refused. Default: none.
+	TrustedPeers []string `yaml:"trusted_peers"`
 
 	// Pool configures the stdio process pools.
 	Pool Pool `yaml:"pool"`
@@ -336,6 +552,8 @@ func Default() Config {
 		Listen:        "127.0.0.1:7070",
 		ShutdownGrace: 10 * time.Second,
 		TLS:           TLS{MinVersion: "1.2"},
+		Admin:         Admin{TLS: TLS{MinVersion: "1.2"}},
+		Reflection:    true,
 		Log:           Log{Level: "info", Format: "text"},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
@@ -439,7 +657,8 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_STATE_DIR", &c.StateDir)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
-	for prefix, t := range map[string]*TLS{"AGENTD_TLS_": &c.TLS, "AGENTD_BRIDGE_TLS_": &c.Bridge.TLS} {
+	str("AGENTD_ADMIN_LISTEN", &c.Admin.Listen)
+	for prefix, t := range map[string]*TLS{"AGENTD_TLS_": &c.TLS, "AGENTD_BRIDGE_TLS_": &c.Bridge.TLS, "AGENTD_ADMIN_TLS_": &c.Admin.TLS} {
 		str(prefix+"CERT_FILE", &t.CertFile)
 		str(prefix+"KEY_FILE", &t.KeyFile)
 		str(prefix+"CLIENT_CA_FILE", &t.ClientCAFile)
@@ -461,6 +680,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		return err
 	}
 	if err := boolean("AGENTD_INSECURE", &c.Insecure); err != nil {
+		return err
+	}
+	if err := boolean("AGENTD_REFLECTION", &c.Reflection); err != nil {
 		return err
 	}
 	if v := getenv("AGENTD_BRIDGE_MAX_RESULT_BYTES"); v != "" {
@@ -493,6 +715,8 @@ func (c *Config) Validate() error {
 	}
 	c.TLS.validate("tls", bad)
 	c.Bridge.TLS.validate("bridge.tls", bad)
+	c.Admin.TLS.validate("admin.tls", bad)
+	c.validateTenants(bad)
 	if c.ShutdownGrace <= 0 {
 		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)
 	}
@@ -569,6 +793,41 @@ func (c *Config) Validate() error {
 		bad("generation.answer_timeout: %s exceeds generation.max_answer_timeout %s", g.AnswerTimeout, g.MaxAnswerTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// validateTenants checks the limits and tenants.
+func (c *Config) validateTenants(bad func(string, ...any)) {
+	checkLimits := func(setting string, l Limits) {
+		if l.MaxConcurrentGenerations < 0 || l.MaxPausedGenerations < 0 || l.GenerationsPerMinute < 0 {
+			bad("%s: limits must not be negative", setting)
+		}
+	}
+	checkLimits("limits", c.Limits)
+	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+		t := c.Tenants[name]
+		at := "tenants." + name
+		if name == "" {
+			bad("tenants: empty name")
+		}
+		if t.Limits != nil {
+			checkLimits(at+".limits", *t.Limits)
+		}
+		for _, s := range t.Servers {
+			if _, ok := c.Bridge.Servers[s]; !ok {
+				bad("%s.servers: %q is not among bridge.servers", at, s)
+			}
+		}
+		for _, cmd := range t.AllowedCommands {
+			if cmd == "" {
+				bad("%s.allowed_commands: empty entry", at)
+			}
+		}
+		for _, p := range slices.Sorted(maps.Keys(t.Providers)) {
+			if o := t.Providers[p]; o.Timeout != 0 || o.MaxRetries != 0 || len(o.Options) > 0 {
+				bad("%s.providers.%s: a tenant may set only api_key and base_url", at, p)
+			}
+		}
+	}
 }
 
 // defaultStateDir is $XDG_STATE_HOME/agentd, else ~/.local/state/agentd,
