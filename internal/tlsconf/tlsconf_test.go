@@ -2,8 +2,11 @@ package tlsconf_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -77,5 +80,28 @@ func TestClientCARotation(t *testing.T) {
 	old := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MaxVersion: tls.VersionTLS12, Certificates: client.Certificates}
 	if err := handshake(t, server, old); err == nil {
 		t.Error("min_version 1.3 served TLS 1.2")
+	}
+}
+
+func TestPrincipal(t *testing.T) {
+	t.Parallel()
+	spiffe, _ := url.Parse("spiffe://example.org/app")
+	tests := []struct {
+		name string
+		cert *x509.Certificate
+		from string
+		want string
+	}{
+		{"auto: URI SAN first", &x509.Certificate{URIs: []*url.URL{spiffe}, DNSNames: []string{"a.example"}, Subject: pkix.Name{CommonName: "cn"}}, tlsconf.PrincipalAuto, "spiffe://example.org/app"},
+		{"auto: else DNS SAN", &x509.Certificate{DNSNames: []string{"a.example", "b.example"}, Subject: pkix.Name{CommonName: "cn"}}, tlsconf.PrincipalAuto, "a.example"},
+		{"auto: else CN", &x509.Certificate{Subject: pkix.Name{CommonName: "cn"}}, tlsconf.PrincipalAuto, "cn"},
+		{"cn chosen", &x509.Certificate{URIs: []*url.URL{spiffe}, Subject: pkix.Name{CommonName: "cn"}}, tlsconf.PrincipalCN, "cn"},
+		{"dns chosen, none there", &x509.Certificate{URIs: []*url.URL{spiffe}, Subject: pkix.Name{CommonName: "cn"}}, tlsconf.PrincipalDNS, ""},
+		{"uri chosen", &x509.Certificate{URIs: []*url.URL{spiffe}, DNSNames: []string{"a.example"}}, tlsconf.PrincipalURI, "spiffe://example.org/app"},
+	}
+	for _, tt := range tests {
+		if got := tlsconf.Principal(tt.cert, tt.from); got != tt.want {
+			t.Errorf("%s: Principal = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -66,6 +66,12 @@ type Pair struct {
 // Leaf makes a leaf that the CA signs, for 127.0.0.1 and localhost, named
 // name, usable by a server and by a client.
 func (ca *CA) Leaf(t testing.TB, name string) Pair {
+	return ca.LeafWith(t, name, nil)
+}
+
+// LeafWith is Leaf with edit applied to the certificate's template before
+// it is signed (to set URI SANs, other DNS names, validity).
+func (ca *CA) LeafWith(t testing.TB, name string, edit func(*x509.Certificate)) Pair {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -77,6 +83,9 @@ func (ca *CA) Leaf(t testing.TB, name string) Pair {
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if edit != nil {
+		edit(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
