@@ -7,6 +7,10 @@
 // process stops. Connections are made lazily, on the first ListTools or
 // CallTool that needs the server, and reused within the session.
 //
+// A session belongs to its tenant (OpenSessionRequest.tenant): the
+// tenant's policy decides which servers it may declare, and the processes
+// started for a tenant never serve another tenant's sessions (pools).
+//
 // The bridge never imports the server or the providers: its contract is
 // agentd.bridge.v1, whether it runs embedded in `agentd serve` or alone as
 // `agentd bridge`.
@@ -20,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +50,11 @@ type Options struct {
 	// Config holds the registered servers, the allowed commands, the
 	// network and environment policy, the pools and the cache.
 	Config config.Bridge
+	// Tenants returns a tenant's effective settings (config.Config's
+	// ForTenant): the rules its sessions' declarations must follow and
+	// the registered servers they may ref; false refuses its sessions.
+	// Nil: every tenant has Config's rules and every registered server.
+	Tenants func(tenant string) (config.TenantSettings, bool)
 	// TracerProvider makes the spans of tool calls; nil means the global
 	// one.
 	TracerProvider trace.TracerProvider
@@ -60,10 +70,11 @@ type Service struct {
 
 	log       *slog.Logger
 	cfg       config.Bridge
-	rules     policy.Rules // what cfg allows a request to declare
+	tenants   func(string) (config.TenantSettings, bool)
 	cache     *schemacache.Cache
 	pools     *pools
-	transport *http.Transport // shared by every HTTP connection
+	transport *http.Transport // shared by HTTP connections that may not reach private addresses
+	private   *http.Transport // shared by those of tenants that may
 
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -94,15 +105,23 @@ func New(opts Options) (*Service, error) {
 	if prop == nil {
 		prop = telemetry.Propagator()
 	}
+	tenants := opts.Tenants
+	if tenants == nil {
+		rules := opts.Config.Rules()
+		tenants = func(name string) (config.TenantSettings, bool) {
+			return config.TenantSettings{Name: name, Rules: rules}, true
+		}
+	}
 	return &Service{
 		tracer:     tp.Tracer("github.com/agentd/agentd/bridge"),
 		propagator: prop,
 		log:        log,
 		cfg:        opts.Config,
-		rules:      opts.Config.Rules(),
+		tenants:    tenants,
 		cache:      cache,
 		pools:      newPools(opts.Config, log, stdioDialer(log)),
-		transport:  mcpconn.NewTransport(opts.Config.AllowPrivateNetworks),
+		transport:  mcpconn.NewTransport(false),
+		private:    mcpconn.NewTransport(true),
 		sessions:   make(map[string]*session),
 	}, nil
 }
@@ -130,6 +149,7 @@ func (s *Service) Close() {
 	s.receivers.Wait()
 	s.pools.close()
 	s.transport.CloseIdleConnections()
+	s.private.CloseIdleConnections()
 }
 
 // Sessions reports how many sessions are open.
@@ -236,14 +256,28 @@ type target struct {
 	http         *mcpconn.HTTPSpec
 }
 
+// scope is what resolves a session's servers: its tenant's settings, and
+// the problems found.
+type scope struct {
+	tenant config.TenantSettings
+	problems
+}
+
 // resolve validates a session's servers, resolving refs against the
-// registered servers and checking commands, environments and addresses
-// against the configuration. Every problem is reported at once, by
-// policy.Refusal: InvalidArgument if any declaration is invalid, and
-// PermissionDenied, naming each setting, if the configuration's rules are
-// all that refuse it.
+// registered servers that the tenant may use and checking commands,
+// environments and addresses against the tenant's rules (X-I7). Every
+// problem is reported at once, by policy.Refusal: InvalidArgument if any
+// declaration is invalid, and PermissionDenied, naming each setting
+// (the tenant's own, or the global one it keeps), if the configuration's
+// rules are all that refuse it. A tenant that the configuration does not
+// know is PermissionDenied.
 func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*target, error) {
-	var probs problems
+	ts, ok := s.tenants(tenant)
+	if !ok {
+		return nil, fault.New(fault.Permission,
+			"the tenant %q is not configured: add it under tenants, or add tenants.default to serve every tenant not listed", tenant)
+	}
+	sc := &scope{tenant: ts}
 	seen := make(map[string]bool)
 	targets := make([]*target, 0, len(specs))
 	for i, spec := range specs {
@@ -251,29 +285,29 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 		t := &target{name: spec.GetName(), readTimeout: spec.GetReadTimeout().AsDuration(), allowedTools: spec.GetAllowedTools()}
 		switch {
 		case t.name == "":
-			probs.bad(f+".name", "must not be empty")
+			sc.bad(f+".name", "must not be empty")
 		case seen[t.name]:
-			probs.bad(f+".name", "%q is used twice", t.name)
+			sc.bad(f+".name", "%q is used twice", t.name)
 		}
 		seen[t.name] = true
 		if t.readTimeout <= 0 {
-			probs.bad(f+".read_timeout", "must be positive")
+			sc.bad(f+".read_timeout", "must be positive")
 		}
 		parts := schemacache.KeyParts{Tenant: tenant, AllowedTools: t.allowedTools}
 		switch tr := spec.GetTransport().(type) {
 		case *bridgev1.ServerSpec_Http:
-			s.resolveHTTP(&probs, f+".http", t, tr.Http, &parts)
+			s.resolveHTTP(sc, f+".http", t, tr.Http, &parts)
 		case *bridgev1.ServerSpec_Stdio:
-			s.resolveStdio(&probs, f+".stdio", t, tr.Stdio, &parts)
+			s.resolveStdio(sc, f+".stdio", t, tr.Stdio, &parts)
 		case *bridgev1.ServerSpec_Ref:
-			s.resolveRef(&probs, f+".ref", t, tr.Ref, &parts)
+			s.resolveRef(sc, f+".ref", t, tr.Ref, &parts)
 		default:
-			probs.bad(f, "needs http, stdio or ref")
+			sc.bad(f, "needs http, stdio or ref")
 		}
 		t.key = schemacache.NewKey(parts)
 		targets = append(targets, t)
 	}
-	if err := policy.Refusal(probs.invalid, probs.denied); err != nil {
+	if err := policy.Refusal(sc.invalid, sc.denied); err != nil {
 		return nil, err
 	}
 	return targets, nil
@@ -294,44 +328,53 @@ func (p *problems) deny(field, format string, args ...any) {
 }
 
 // resolveHTTP resolves an HTTP server, declared at field f: an http or
-// https URL that, unless bridge.allow_private_networks, names no private
-// address.
-func (s *Service) resolveHTTP(probs *problems, f string, t *target, h *bridgev1.HTTPTarget, parts *schemacache.KeyParts) {
+// https URL that, unless the tenant's allow_private_networks, names no
+// private address (and, dialled, reaches none).
+func (s *Service) resolveHTTP(sc *scope, f string, t *target, h *bridgev1.HTTPTarget, parts *schemacache.KeyParts) {
+	rules := sc.tenant.Rules
 	u, err := url.Parse(h.GetUrl())
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		probs.bad(f+".url", "must be an http or https URL")
-	} else if why := s.rules.AddressRefusal(u.Hostname()); why != "" {
-		probs.deny(f+".url", "MCP server %q: %s", t.name, why)
+		sc.bad(f+".url", "must be an http or https URL")
+	} else if why := rules.AddressRefusal(u.Hostname()); why != "" {
+		sc.deny(f+".url", "MCP server %q: %s", t.name, why)
+	}
+	transport := s.transport
+	if rules.AllowPrivateNetworks {
+		transport = s.private
 	}
 	t.http = &mcpconn.HTTPSpec{
 		Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),
-		MaxReconnectionWait: h.GetMaxReconnectionWait().AsDuration(), Transport: s.transport,
+		MaxReconnectionWait: h.GetMaxReconnectionWait().AsDuration(), Transport: transport, NetworksSetting: rules.NetworksSetting(),
 	}
 	parts.URL, parts.Authorization, parts.Headers = h.GetUrl(), h.GetAuthorization(), h.GetHeaders()
 }
 
 // resolveStdio resolves a server started by a request's command, declared
-// at field f: a command that bridge.allowed_commands lists, and no env
-// variable that steers programs unless bridge.allowed_env lists it.
-func (s *Service) resolveStdio(probs *problems, f string, t *target, st *bridgev1.StdioTarget, parts *schemacache.KeyParts) {
+// at field f: a command that the tenant's allowed_commands lists, and no
+// env variable that steers programs unless its allowed_env lists it.
+func (s *Service) resolveStdio(sc *scope, f string, t *target, st *bridgev1.StdioTarget, parts *schemacache.KeyParts) {
+	rules := sc.tenant.Rules
 	cmd := st.GetCommand()
-	if why := s.rules.CommandRefusal(cmd); why != "" {
-		probs.deny(f+".command", "MCP server %q: %s", t.name, why)
+	if why := rules.CommandRefusal(cmd); why != "" {
+		sc.deny(f+".command", "MCP server %q: %s", t.name, why)
 	}
-	for _, why := range s.rules.EnvRefusals(st.GetEnv()) {
-		probs.deny(f+".env", "MCP server %q: %s", t.name, why)
+	for _, why := range rules.EnvRefusals(st.GetEnv()) {
+		sc.deny(f+".env", "MCP server %q: %s", t.name, why)
 	}
 	t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: cmd, Args: st.GetArgs(), Env: st.GetEnv(), Unset: st.GetUnsetEnv(), TerminateGrace: s.cfg.TerminateGrace}
 	parts.Command, parts.Args, parts.Env, parts.Unset = cmd, st.GetArgs(), st.GetEnv(), st.GetUnsetEnv()
 }
 
 // resolveRef resolves a server registered under bridge.servers, declared
-// at field f.
-func (s *Service) resolveRef(probs *problems, f string, t *target, ref string, parts *schemacache.KeyParts) {
+// at field f, that the tenant may use (tenants.<name>.servers).
+func (s *Service) resolveRef(sc *scope, f string, t *target, ref string, parts *schemacache.KeyParts) {
 	reg, ok := s.cfg.Servers[ref]
 	if !ok {
-		probs.bad(f, "no server named %q is registered under bridge.servers", ref)
+		sc.bad(f, "no server named %q is registered under bridge.servers", ref)
 		return
+	}
+	if ts := sc.tenant; ts.Servers != nil && !slices.Contains(ts.Servers, ref) {
+		sc.deny(f, "MCP server %q: the registered server %q is not among %s.servers, the registered servers the tenant may use", t.name, ref, ts.Entry)
 	}
 	t.ref = ref
 	t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: s.cfg.TerminateGrace}

@@ -285,7 +285,7 @@ func TestSharedRegistration(t *testing.T) {
 	t.Parallel()
 	f := newFixtureWith(t, func(c *config.Bridge) {
 		exe, env := mcptest.Command(t, mcptest.Tools)
-		c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: true}
+		c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: config.SharedPerTenant}
 	})
 	a, _ := open(t, t.Context(), f.client, refSpec("x", "shared"))
 	b, _ := open(t, t.Context(), f.client, refSpec("y", "shared"))

@@ -19,55 +19,89 @@ import (
 	"github.com/agentd/agentd/internal/config"
 )
 
-// pools owns the bridge's stdio process pools: one per registered server,
-// made at start-up so their spares are warm before the first request, and
-// one per distinct allowed command configuration, made on first use and
-// dropped when no session uses it and it holds no process, or, if it keeps
-// warm spares (command_warm), once no session has used it for
-// idle_timeout.
+// pools owns the bridge's stdio process pools, and keeps what one tenant's
+// sessions ran from ever serving another tenant's (X-I6):
+//   - a registered server that is not shared has one pool that serves
+//     every tenant, made at start-up so that its spares are warm before
+//     the first request: a spare has served no session, so it holds no
+//     one's state, and a process that has served a session retires;
+//   - a registered server shared globally (shared: global) has one pool,
+//     one process serving every tenant's sessions, made at start-up;
+//   - a registered server shared per tenant (shared: true) has one pool
+//     per tenant, one process serving all of that tenant's sessions;
+//   - a request's command has one pool per tenant and distinct command
+//     configuration.
+//
+// The last two are made when a tenant's session first attaches, and
+// dropped when no session uses one and it holds no process, or, if it
+// keeps one (a warm spare, a shared process between sessions), once no
+// session has used it for idle_timeout: they do not pile up as tenants
+// and commands come and go.
 type pools struct {
-	log   *slog.Logger
-	cfg   config.Pool
-	grace time.Duration
-	dial  dialFunc
-	drops sync.WaitGroup // pools being closed after idle_timeout unused
+	log     *slog.Logger
+	cfg     config.Pool
+	servers map[string]config.Server
+	grace   time.Duration
+	dial    dialFunc
+	drops   sync.WaitGroup // pools being closed after idle_timeout unused
 
 	mu     sync.Mutex
-	byKey  map[string]*poolEntry
+	byKey  map[poolKey]*poolEntry
 	closed bool
 }
 
+// poolKey identifies a pool: its configuration ("ref:<name>", or
+// commandKey's "command:<hash>") and the tenant it serves ("" for a pool
+// that serves every tenant).
+type poolKey struct{ tenant, key string }
+
 type poolEntry struct {
-	pool       *pool.Pool[*mcpconn.Conn]
-	name, key  string
-	refs       int // sessions using it
-	registered bool
-	unused     *time.Timer // drops an unused command pool that keeps spares
-	idleSince  uint64      // counts spells of disuse, so that a stale timer does nothing
+	pool      *pool.Pool[*mcpconn.Conn]
+	name      string
+	id        poolKey
+	refs      int         // sessions using it
+	permanent bool        // made at start-up, kept until close
+	unused    *time.Timer // drops an unused pool that keeps a process
+	idleSince uint64      // counts spells of disuse, so that a stale timer does nothing
 }
 
 // dialFunc makes the dialer of a pool's processes from their spec.
 type dialFunc func(spec mcpconn.StdioSpec) pool.Dialer[*mcpconn.Conn]
 
-// newPools makes the pools of cfg's registered servers, whose processes
-// dial starts (stdioDialer, but in tests of the pools' timing).
+// newPools makes the pools of cfg's registered servers that serve every
+// tenant, whose processes dial starts (stdioDialer, but in tests of the
+// pools' timing).
 func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc) *pools {
-	ps := &pools{log: log, cfg: cfg.Pool, grace: cfg.TerminateGrace, dial: dial, byKey: make(map[string]*poolEntry)}
+	ps := &pools{log: log, cfg: cfg.Pool, servers: cfg.Servers, grace: cfg.TerminateGrace, dial: dial, byKey: make(map[poolKey]*poolEntry)}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
-		reg := cfg.Servers[name]
-		pc := ps.poolConfig(ps.cfg.Warm)
-		if reg.Warm != nil {
-			pc.Warm = *reg.Warm
+		if cfg.Servers[name].Shared == config.SharedPerTenant {
+			continue // made per tenant, on use
 		}
-		if reg.MaxProcesses > 0 {
-			pc.MaxProcesses = reg.MaxProcesses
-		}
-		pc.Shared = reg.Shared
-		spec := mcpconn.StdioSpec{Name: name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: ps.grace}
-		key := "ref:" + name
-		ps.byKey[key] = &poolEntry{pool: pool.New(name, pc, ps.dial(spec), log), name: name, key: key, registered: true}
+		id := poolKey{key: "ref:" + name}
+		ps.byKey[id] = &poolEntry{pool: pool.New(name, ps.registeredConfig(name), ps.dial(ps.registeredSpec(name)), log), name: name, id: id, permanent: true}
 	}
 	return ps
+}
+
+// registeredConfig is the pool configuration of the registered server
+// name.
+func (ps *pools) registeredConfig(name string) pool.Config {
+	reg := ps.servers[name]
+	pc := ps.poolConfig(ps.cfg.Warm)
+	if reg.Warm != nil {
+		pc.Warm = *reg.Warm
+	}
+	if reg.MaxProcesses > 0 {
+		pc.MaxProcesses = reg.MaxProcesses
+	}
+	pc.Shared = reg.Shared != config.NotShared
+	return pc
+}
+
+// registeredSpec is how the registered server name's processes start.
+func (ps *pools) registeredSpec(name string) mcpconn.StdioSpec {
+	reg := ps.servers[name]
+	return mcpconn.StdioSpec{Name: name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: ps.grace}
 }
 
 func (ps *pools) poolConfig(warm int) pool.Config {
@@ -108,23 +142,31 @@ func commandKey(spec mcpconn.StdioSpec) string {
 	return "command:" + hex.EncodeToString(sum[:12])
 }
 
-// attach returns the pool of a registered server (ref) or of a command
-// configuration, counting one more session that uses it; the session
-// detaches when it ends. (A session attaches to a pool; it acquires a
-// process from it.)
-func (ps *pools) attach(ref string, spec mcpconn.StdioSpec) *poolEntry {
+// attach returns the pool that serves tenant's session with a registered
+// server (ref) or a command configuration (spec), counting one more
+// session that uses it; the session detaches when it ends. (A session
+// attaches to a pool; it acquires a process from it.)
+func (ps *pools) attach(tenant, ref string, spec mcpconn.StdioSpec) *poolEntry {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	key := "ref:" + ref
-	if ref == "" {
-		key = commandKey(spec)
+	var id poolKey
+	switch {
+	case ref == "":
+		id = poolKey{tenant, commandKey(spec)}
+	case ps.servers[ref].Shared == config.SharedPerTenant:
+		id = poolKey{tenant, "ref:" + ref}
+	default:
+		id = poolKey{key: "ref:" + ref} // made at start-up
 	}
-	e := ps.byKey[key]
+	e := ps.byKey[id]
 	if e == nil {
-		name := "command: " + filepath.Base(spec.Command)
+		name, pc := "command: "+filepath.Base(spec.Command), ps.poolConfig(ps.cfg.CommandWarm)
+		if ref != "" {
+			name, pc, spec = ref, ps.registeredConfig(ref), ps.registeredSpec(ref)
+		}
 		spec.Name = name
-		e = &poolEntry{pool: pool.New(name, ps.poolConfig(ps.cfg.CommandWarm), ps.dial(spec), ps.log), name: name, key: key}
-		ps.byKey[key] = e
+		e = &poolEntry{pool: pool.New(name, pc, ps.dial(spec), ps.log.With("tenant", tenant)), name: name, id: id}
+		ps.byKey[id] = e
 	}
 	e.refs++
 	if e.unused != nil {
@@ -135,14 +177,15 @@ func (ps *pools) attach(ref string, spec mcpconn.StdioSpec) *poolEntry {
 	return e
 }
 
-// detach ends a session's use of e; an unused, empty command pool goes.
+// detach ends a session's use of e; an unused, empty pool made on use
+// goes.
 func (ps *pools) detach(e *poolEntry) {
 	ps.mu.Lock()
 	e.refs--
-	unused := !e.registered && e.refs == 0 && !ps.closed
+	unused := !e.permanent && e.refs == 0 && !ps.closed
 	drop := unused && e.pool.Idle()
 	if drop {
-		delete(ps.byKey, e.key)
+		delete(ps.byKey, e.id)
 	} else if unused && ps.cfg.IdleTimeout > 0 {
 		e.idleSince++
 		since := e.idleSince
@@ -154,15 +197,15 @@ func (ps *pools) detach(e *poolEntry) {
 	}
 }
 
-// dropUnused closes a command pool that no session has used for
-// idle_timeout, with its warm spares.
+// dropUnused closes a pool made on use that no session has used for
+// idle_timeout, with its processes.
 func (ps *pools) dropUnused(e *poolEntry, since uint64) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.closed || e.refs > 0 || ps.byKey[e.key] != e || e.idleSince != since {
+	if ps.closed || e.refs > 0 || ps.byKey[e.id] != e || e.idleSince != since {
 		return // in use again, or a later spell of disuse now counts
 	}
-	delete(ps.byKey, e.key)
+	delete(ps.byKey, e.id)
 	e.unused = nil
 	ps.drops.Go(e.pool.Close)
 }
@@ -171,12 +214,14 @@ func (ps *pools) stats() []*bridgev1.PoolStats {
 	ps.mu.Lock()
 	entries := slices.Collect(maps.Values(ps.byKey))
 	ps.mu.Unlock()
-	slices.SortFunc(entries, func(a, b *poolEntry) int { return cmp.Compare(a.key, b.key) })
+	slices.SortFunc(entries, func(a, b *poolEntry) int {
+		return cmp.Or(cmp.Compare(a.id.key, b.id.key), cmp.Compare(a.id.tenant, b.id.tenant))
+	})
 	out := make([]*bridgev1.PoolStats, 0, len(entries))
 	for _, e := range entries {
 		s := e.pool.Stats()
 		out = append(out, &bridgev1.PoolStats{
-			ServerName: e.name, Key: e.key,
+			ServerName: e.name, Key: e.id.key, Tenant: e.id.tenant,
 			Warm: int32(s.Warm), Busy: int32(s.Busy), Starting: int32(s.Starting), MaxProcesses: int32(s.MaxProcesses),
 			Spawned: s.Spawned, Retired: s.Retired, Crashed: s.Crashed, Waits: s.Waits, Shared: s.Shared,
 		})

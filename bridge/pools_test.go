@@ -40,11 +40,11 @@ func TestUnusedCommandPoolTimer(t *testing.T) {
 			return len(ps.byKey) == 1
 		}
 
-		e := ps.attach("", spec)
+		e := ps.attach("", "", spec)
 		synctest.Wait() // its spare is starting
 		ps.detach(e)
 		time.Sleep(30 * time.Second)
-		e = ps.attach("", spec)
+		e = ps.attach("", "", spec)
 		time.Sleep(time.Minute) // past the first detach's idle_timeout
 		synctest.Wait()
 		if !kept() {

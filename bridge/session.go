@@ -71,7 +71,7 @@ func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, target
 	for _, t := range targets {
 		srv := &server{target: t, sess: sess, pools: s.pools}
 		if t.stdio != nil {
-			srv.entry = s.pools.attach(t.ref, *t.stdio)
+			srv.entry = s.pools.attach(req.GetTenant(), t.ref, *t.stdio)
 		}
 		sess.servers = append(sess.servers, srv)
 		sess.byName[t.name] = srv

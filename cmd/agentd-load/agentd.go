@@ -40,7 +40,7 @@ func loadConfig(dir, exe string) (config.Config, error) {
 	if demo.Command == config.Self {
 		demo.Command = exe
 	}
-	demo.Shared = true
+	demo.Shared = config.SharedGlobal
 	cfg.Bridge.Servers["demo"] = demo
 	return cfg, cfg.Validate()
 }

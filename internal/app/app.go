@@ -66,7 +66,10 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 		}
 		serverOpts.Creds = creds
 	}
-	svc, err := bridge.New(bridge.Options{Logger: log, Config: o.Config.Bridge, TracerProvider: o.Telemetry.TracerProvider, Propagator: o.Telemetry.Propagator})
+	svc, err := bridge.New(bridge.Options{
+		Logger: log, Config: o.Config.Bridge, Tenants: o.Config.ForTenant,
+		TracerProvider: o.Telemetry.TracerProvider, Propagator: o.Telemetry.Propagator,
+	})
 	if err != nil {
 		return nil, err
 	}

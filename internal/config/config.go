@@ -249,7 +249,7 @@ type Tenant struct {
 	// AllowedCommands replaces bridge.allowed_commands.
 	AllowedCommands []string `yaml:"allowed_commands"`
 	// Servers lists the registered bridge.servers the tenant may use with
-	// ref:. Default (unset): all of them.
+	// ref: (an empty list: none). Default (unset): all of them.
 	Servers []string `yaml:"servers"`
 	// AllowedEnv replaces bridge.allowed_env.
 	AllowedEnv []string `yaml:"allowed_env"`
@@ -272,6 +272,10 @@ type TenantSettings struct {
 	// Name is the tenant's name (the caller's, even when it is served
 	// with the default tenant's settings).
 	Name string
+	// Entry is the setting its own settings come from, for errors to
+	// name: "tenants.<name>", or "tenants.default" for a tenant served
+	// with the default's; empty when no tenants are configured.
+	Entry string
 	// Rules are what its requests may declare.
 	Rules policy.Rules
 	// Servers are the registered servers it may ref:; nil: all.
@@ -289,20 +293,26 @@ func (c *Config) ForTenant(name string) (TenantSettings, bool) {
 	if len(c.Tenants) == 0 {
 		return ts, true
 	}
+	entry := name
 	t, ok := c.Tenants[name]
 	if !ok {
+		entry = DefaultTenant
 		if t, ok = c.Tenants[DefaultTenant]; !ok {
 			return TenantSettings{}, false
 		}
 	}
+	ts.Entry = "tenants." + entry
 	if t.AllowedCommands != nil {
 		ts.Rules.AllowedCommands = t.AllowedCommands
+		ts.Rules.Settings.AllowedCommands = ts.Entry + ".allowed_commands"
 	}
 	if t.AllowedEnv != nil {
 		ts.Rules.AllowedEnv = t.AllowedEnv
+		ts.Rules.Settings.AllowedEnv = ts.Entry + ".allowed_env"
 	}
 	if t.AllowPrivateNetworks != nil {
 		ts.Rules.AllowPrivateNetworks = *t.AllowPrivateNetworks
+		ts.Rules.Settings.AllowPrivateNetworks = ts.Entry + ".allow_private_networks"
 	}
 	ts.Servers = t.Servers
 	if len(t.Providers) > 0 {
@@ -458,29 +468,82 @@ type Server struct {
 	Args []string `yaml:"args"`
 	// Env is added to its environment.
 	Env map[string]string `yaml:"env"`
-	// Shared lets one process serve every session at once (for stateless
-	// servers). Default false: a process serves one session, then retires.
-	Shared bool `yaml:"shared"`
+	// Shared lets one process serve many sessions at once, for servers
+	// whose tools keep no per-session state: true, one process per tenant
+	// serves all of that tenant's sessions; "global", one process serves
+	// every tenant's. Default false: a process serves one session, then
+	// retires.
+	Shared Shared `yaml:"shared"`
 	// Warm overrides pool.warm for this server.
 	Warm *int `yaml:"warm"`
 	// MaxProcesses overrides pool.max_processes for this server (0: keep).
 	MaxProcesses int `yaml:"max_processes"`
 }
 
-// Pool configures the stdio process pools: one per registered server, and
-// one per distinct allowed command configuration.
+// Shared says which sessions one process of a registered server may serve
+// at once. In YAML it is false, true or "global".
+type Shared int
+
+const (
+	// NotShared (false): a process serves one session, then retires. A
+	// warm spare that has served no session yet may go to any tenant.
+	NotShared Shared = iota
+	// SharedPerTenant (true): one process serves every session of one
+	// tenant at once; each tenant has its own, so no state crosses from
+	// one tenant to another.
+	SharedPerTenant
+	// SharedGlobal ("global"): one process serves every session of every
+	// tenant at once.
+	SharedGlobal
+)
+
+// String is the value as YAML spells it.
+func (s Shared) String() string {
+	switch s {
+	case SharedPerTenant:
+		return "true"
+	case SharedGlobal:
+		return "global"
+	default:
+		return "false"
+	}
+}
+
+// UnmarshalYAML reads false, true or "global".
+func (s *Shared) UnmarshalYAML(n *yaml.Node) error {
+	var b bool
+	if n.Kind == yaml.ScalarNode && n.Decode(&b) == nil {
+		*s = NotShared
+		if b {
+			*s = SharedPerTenant
+		}
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode && n.Value == "global" {
+		*s = SharedGlobal
+		return nil
+	}
+	return fmt.Errorf("line %d: shared must be true, false or \"global\"", n.Line)
+}
+
+// Pool configures the stdio process pools: one per registered server (per
+// tenant for one registered shared: true), and one per tenant and distinct
+// allowed command configuration.
 type Pool struct {
 	// Warm is how many spawned, initialized spare processes each registered
 	// server keeps ready. Default 1.
 	Warm int `yaml:"warm"`
-	// CommandWarm is the same for servers started by a request's command.
-	// Default 0: they start on first use.
+	// CommandWarm is the same for servers started by a request's command
+	// (per tenant and command configuration). Default 0: they start on
+	// first use.
 	CommandWarm int `yaml:"command_warm"`
 	// MaxProcesses caps a pool's live processes; a session waits (up to
 	// its read_timeout) for one beyond that. Default 8.
 	MaxProcesses int `yaml:"max_processes"`
 	// IdleTimeout retires spares beyond the warm count that have waited
-	// this long. Default 5m.
+	// this long, and drops, with its processes, a tenant's pool (of a
+	// command, or of a server registered shared: true) that none of the
+	// tenant's sessions has used this long. Default 5m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxLifetime retires a process this old (a busy one when its session
 	// ends). Default 1h.

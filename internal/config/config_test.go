@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentd/agentd/internal/policy"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -41,6 +44,15 @@ func TestLoad(t *testing.T) {
 			file: "bridge:\n  servers:\n    files: {command: /usr/bin/mcp-files, args: [--root, /tmp], env: {A: b}}\n",
 			want: func(c *Config) {
 				c.Bridge.Servers = map[string]Server{"files": {Command: "/usr/bin/mcp-files", Args: []string{"--root", "/tmp"}, Env: map[string]string{"A": "b"}}}
+			},
+		},
+		{
+			name: "X-I6 shared: false, true (per tenant) and global",
+			file: "bridge:\n  servers:\n    a: {command: a, shared: false}\n    b: {command: b, shared: true}\n    c: {command: c, shared: global}\n    d: {command: d}\n",
+			want: func(c *Config) {
+				c.Bridge.Servers = map[string]Server{
+					"a": {Command: "a"}, "b": {Command: "b", Shared: SharedPerTenant}, "c": {Command: "c", Shared: SharedGlobal}, "d": {Command: "d"},
+				}
 			},
 		},
 		{
@@ -115,6 +127,7 @@ func TestLoadRejects(t *testing.T) {
 			file:     "tls: {cert_file: c.pem, min_version: \"1.1\"}\nbridge: {tls: {client_ca_file: ca.pem}}\n",
 			wantErrs: []string{"tls: cert_file and key_file must be set together", "tls.min_version", "bridge.tls.client_ca_file"},
 		},
+		{name: "X-I6 shared neither true, false nor global", file: "bridge: {servers: {a: {command: a, shared: always}}}\n", wantErrs: []string{"line 1: shared must be true, false or \"global\""}},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 	}
 	for _, tt := range tests {
@@ -155,5 +168,50 @@ func TestStateDirTilde(t *testing.T) {
 	}
 	if cfg.StateDir != "/home/ada/.local/state/agentd" {
 		t.Errorf("state_dir = %q", cfg.StateDir)
+	}
+}
+
+// TestForTenantNamesSettings: X-I7. A tenant's effective rules come from
+// its own entry where it sets them, else from the global settings, and
+// say which, so that a refusal names the setting to change; an
+// unconfigured tenant gets the default entry's, or nothing.
+func TestForTenantNamesSettings(t *testing.T) {
+	t.Parallel()
+	yes := true
+	cfg := Default()
+	cfg.Bridge.AllowedCommands = []string{"npx"}
+	cfg.Tenants = map[string]Tenant{
+		"acme":    {AllowedCommands: []string{"uvx"}, AllowPrivateNetworks: &yes, Servers: []string{"demo"}},
+		"default": {AllowedEnv: []string{"PATH"}},
+	}
+	tests := []struct {
+		tenant string
+		want   TenantSettings
+	}{
+		{"acme", TenantSettings{Name: "acme", Entry: "tenants.acme", Servers: []string{"demo"}, Rules: policy.Rules{
+			AllowedCommands: []string{"uvx"}, AllowPrivateNetworks: true,
+			Settings: policy.Settings{AllowedCommands: "tenants.acme.allowed_commands", AllowPrivateNetworks: "tenants.acme.allow_private_networks"},
+		}}},
+		{"zed", TenantSettings{Name: "zed", Entry: "tenants.default", Rules: policy.Rules{
+			AllowedCommands: []string{"npx"}, AllowedEnv: []string{"PATH"},
+			Settings: policy.Settings{AllowedEnv: "tenants.default.allowed_env"},
+		}}},
+	}
+	for _, tc := range tests {
+		got, ok := cfg.ForTenant(tc.tenant)
+		if !ok {
+			t.Fatalf("ForTenant(%q) refused", tc.tenant)
+		}
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("X-I7 ForTenant(%q) (-want +got):\n%s", tc.tenant, diff)
+		}
+	}
+	delete(cfg.Tenants, "default")
+	if _, ok := cfg.ForTenant("zed"); ok {
+		t.Error("X-I7 an unconfigured tenant without tenants.default got settings")
+	}
+	cfg.Tenants = nil
+	if got, ok := cfg.ForTenant("zed"); !ok || got.Entry != "" || got.Rules.Settings != (policy.Settings{}) {
+		t.Errorf("without tenants: ForTenant = %+v, %v; want the global settings", got, ok)
 	}
 }

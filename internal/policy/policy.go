@@ -19,11 +19,41 @@ import (
 
 // Rules are the bridge's rules for what a request may declare:
 // bridge.allowed_commands, bridge.allowed_env and
-// bridge.allow_private_networks.
+// bridge.allow_private_networks, or a tenant's own (tenants.<name>).
 type Rules struct {
 	AllowedCommands      []string
 	AllowedEnv           []string
 	AllowPrivateNetworks bool
+	// Settings name where each rule comes from, for refusals to name.
+	Settings Settings
+}
+
+// Settings name the configuration settings that Rules come from, such as
+// "tenants.acme.allowed_commands". An empty name means the global one:
+// bridge.allowed_commands, bridge.allowed_env,
+// bridge.allow_private_networks.
+type Settings struct {
+	AllowedCommands, AllowedEnv, AllowPrivateNetworks string
+}
+
+// The global settings, named when Settings names none.
+const (
+	globalCommands = "bridge.allowed_commands"
+	globalEnv      = "bridge.allowed_env"
+	globalNetworks = "bridge.allow_private_networks"
+)
+
+func or(name, global string) string {
+	if name == "" {
+		return global
+	}
+	return name
+}
+
+// NetworksSetting names the setting that AllowPrivateNetworks comes from,
+// for the bridge's refusal of an address it was about to dial.
+func (r Rules) NetworksSetting() string {
+	return or(r.Settings.AllowPrivateNetworks, globalNetworks)
 }
 
 // CommandRefusal says why a request may not run command, naming the
@@ -32,7 +62,7 @@ func (r Rules) CommandRefusal(command string) string {
 	if slices.Contains(r.AllowedCommands, command) {
 		return ""
 	}
-	return fmt.Sprintf("the command %q is not allowed by bridge.allowed_commands; add it there, or register the server under bridge.servers and use ref", filepath.Base(command))
+	return fmt.Sprintf("the command %q is not allowed by %s; add it there, or register the server under bridge.servers and use ref", filepath.Base(command), or(r.Settings.AllowedCommands, globalCommands))
 }
 
 // EnvRefusals says why a request may not set each variable of env that it
@@ -40,7 +70,7 @@ func (r Rules) CommandRefusal(command string) string {
 func (r Rules) EnvRefusals(env map[string]string) []string {
 	var out []string
 	for _, name := range RefusedEnv(env, r.AllowedEnv) {
-		out = append(out, EnvRefusal(name))
+		out = append(out, EnvRefusal(name, or(r.Settings.AllowedEnv, globalEnv)))
 	}
 	return out
 }
@@ -52,7 +82,7 @@ func (r Rules) AddressRefusal(host string) string {
 	if r.AllowPrivateNetworks || !netaddr.PrivateHost(host) {
 		return ""
 	}
-	return "its URL names localhost or a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow"
+	return "its URL names localhost or a loopback, private, shared or link-local address, which " + r.NetworksSetting() + " does not allow"
 }
 
 // steeringEnv lists variables that steer the dynamic loader, an
@@ -75,7 +105,7 @@ var steeringEnv = []string{
 
 // RefusedEnv returns, sorted, the names in a request's env that it may not
 // set: those that steer how programs are found or loaded, unless allowed
-// (bridge.allowed_env) lists the exact name.
+// (bridge.allowed_env, or a tenant's) lists the exact name.
 func RefusedEnv(env map[string]string, allowed []string) []string {
 	var refused []string
 	for _, name := range slices.Sorted(maps.Keys(env)) {
@@ -97,9 +127,10 @@ func steers(name string) bool {
 }
 
 // EnvRefusal says why a request may not set the variable name, naming the
-// setting that would allow it. It never quotes the value.
-func EnvRefusal(name string) string {
-	return fmt.Sprintf("may not set %s, which steers how programs are found or loaded, unless bridge.allowed_env lists it", name)
+// setting that would allow it (bridge.allowed_env or a tenant's). It
+// never quotes the value.
+func EnvRefusal(name, setting string) string {
+	return fmt.Sprintf("may not set %s, which steers how programs are found or loaded, unless %s lists it", name, setting)
 }
 
 // Refusal is the error that refuses a request, listing every problem as a
@@ -107,7 +138,7 @@ func EnvRefusal(name string) string {
 // problems make the request wrong whatever the configuration; denied ones
 // are what the configuration does not allow, each naming its setting
 // (bridge.allowed_env, bridge.allowed_commands,
-// bridge.allow_private_networks). The code is InvalidArgument when there
+// bridge.allow_private_networks, or a tenant's own). The code is InvalidArgument when there
 // is any invalid problem, since the request must change anyway, and
 // PermissionDenied when every problem is a denied one. Nil when there is
 // no problem.

@@ -50,8 +50,8 @@ func TestRefusal(t *testing.T) {
 	t.Parallel()
 	invalid := []fault.Violation{{Field: "a.read_timeout", Description: "must be positive"}}
 	denied := []fault.Violation{
-		{Field: "a.env", Description: EnvRefusal("LD_PRELOAD")},
-		{Field: "a.env", Description: EnvRefusal("NODE_OPTIONS")},
+		{Field: "a.env", Description: EnvRefusal("LD_PRELOAD", "bridge.allowed_env")},
+		{Field: "a.env", Description: EnvRefusal("NODE_OPTIONS", "bridge.allowed_env")},
 	}
 	tests := []struct {
 		name            string
@@ -119,5 +119,29 @@ func TestRules(t *testing.T) {
 	}
 	if got := strict.EnvRefusals(map[string]string{"LD_PRELOAD": "x", "NODE_OPTIONS": "y", "API_KEY": "z"}); len(got) != 2 || !strings.Contains(got[0], "LD_PRELOAD") || !strings.Contains(got[1], "NODE_OPTIONS") {
 		t.Errorf("EnvRefusals = %q; want LD_PRELOAD's, then NODE_OPTIONS'", got)
+	}
+}
+
+// TestRulesNameTheirSettings: X-I7. Rules that a tenant sets itself
+// (tenants.<name>) are named in their refusals as the tenant's settings;
+// the others as the global ones.
+func TestRulesNameTheirSettings(t *testing.T) {
+	t.Parallel()
+	tenant := Rules{Settings: Settings{AllowedCommands: "tenants.acme.allowed_commands", AllowedEnv: "tenants.acme.allowed_env", AllowPrivateNetworks: "tenants.acme.allow_private_networks"}}
+	global := Rules{}
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"X-I7 the tenant's allowed_commands", tenant.CommandRefusal("/usr/bin/x"), "tenants.acme.allowed_commands"},
+		{"X-I7 the tenant's allowed_env", tenant.EnvRefusals(map[string]string{"PATH": "/x"})[0], "tenants.acme.allowed_env"},
+		{"X-I7 the tenant's allow_private_networks", tenant.AddressRefusal("10.0.0.1"), "tenants.acme.allow_private_networks"},
+		{"the tenant's, for the dial-time check", tenant.NetworksSetting(), "tenants.acme.allow_private_networks"},
+		{"the global allowed_commands", global.CommandRefusal("/usr/bin/x"), "bridge.allowed_commands"},
+		{"the global allowed_env", global.EnvRefusals(map[string]string{"PATH": "/x"})[0], "bridge.allowed_env"},
+		{"the global allow_private_networks", global.NetworksSetting(), "bridge.allow_private_networks"},
+	} {
+		if !strings.Contains(tc.got, tc.want) {
+			t.Errorf("%s: %q does not name %s", tc.name, tc.got, tc.want)
+		}
 	}
 }

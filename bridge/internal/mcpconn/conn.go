@@ -80,6 +80,9 @@ type core struct {
 	// Both nil for stdio.
 	redact     func(error) error
 	redactText func(string) string
+	// networksSetting names the setting that lets an HTTP server reach a
+	// private address, for the refusal of one.
+	networksSetting string
 	// inflight holds the running exchanges of a legacy SSE connection,
 	// whose idle timers data on its event stream resets.
 	inflightMu sync.Mutex
@@ -471,7 +474,7 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	}
 	if errors.Is(err, ErrAddressNotAllowed) {
 		return fault.New(fault.Permission,
-			"the MCP server %q resolves to a loopback, private, shared or link-local address, which bridge.allow_private_networks does not allow", c.name).
+			"the MCP server %q resolves to a loopback, private, shared or link-local address, which %s does not allow", c.name, c.networksSetting).
 			WithInfo("MCP_ADDRESS_NOT_ALLOWED", map[string]string{"server": c.name})
 	}
 	if c.stdout != nil && c.stdout.overflowed() {

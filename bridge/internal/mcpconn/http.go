@@ -36,6 +36,10 @@ type HTTPSpec struct {
 	MaxReconnectionWait time.Duration
 	// Transport carries the requests; nil means NewTransport(false).
 	Transport http.RoundTripper
+	// NetworksSetting names, when Transport refuses a private address, the
+	// setting that would allow it. Empty means
+	// bridge.allow_private_networks.
+	NetworksSetting string
 }
 
 // AuthorizationHeader renders an authorization value: a bare token becomes
@@ -129,7 +133,10 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	// The lifetime of the connection's streams: the legacy SSE transport
 	// keeps its event stream on the context given to Connect.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), cancel: cancel}, name: spec.Name, readTimeout: readTimeout}
+	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), cancel: cancel, networksSetting: spec.NetworksSetting}, name: spec.Name, readTimeout: readTimeout}
+	if c.networksSetting == "" {
+		c.networksSetting = "bridge.allow_private_networks"
+	}
 	client := newClient(c.core, opts)
 	secrets := newRedactor(spec)
 	redact := secrets.err

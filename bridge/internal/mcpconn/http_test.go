@@ -516,6 +516,14 @@ func TestHTTPPrivateAddressRefused(t *testing.T) {
 			noSecrets(t, err, "tenant-42", "sk-query", "tok-secret")
 		})
 	}
+	t.Run("X-I7 the refusal names the tenant's setting it was given", func(t *testing.T) {
+		t.Parallel()
+		spec := HTTPSpec{Name: "local", URL: "http://127.0.0.1:" + port + "/mcp", NetworksSetting: "tenants.acme.allow_private_networks"}
+		_, err := DialHTTP(t.Context(), spec, roomy, Options{})
+		if k := fault.KindOf(err); k != fault.Permission || !strings.Contains(err.Error(), "tenants.acme.allow_private_networks") {
+			t.Errorf("DialHTTP = %v, want Permission naming tenants.acme.allow_private_networks", err)
+		}
+	})
 	t.Run("nil transport is the refusing one", func(t *testing.T) {
 		t.Parallel()
 		_, err := DialHTTP(t.Context(), HTTPSpec{Name: "local", URL: "http://127.0.0.1:" + port + "/mcp"}, roomy, Options{})

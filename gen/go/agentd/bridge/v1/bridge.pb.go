@@ -2265,7 +2265,8 @@ func (*GetPoolStatsRequest) Descriptor() ([]byte, []int) {
 // GetPoolStatsResponse reports every stdio process pool.
 type GetPoolStatsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One entry per pool (per distinct server configuration).
+	// One entry per pool (per distinct server configuration and, where pools
+	// are per tenant, tenant).
 	Pools []*PoolStats `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
 	// Bridge sessions open now: one per running generation that has
 	// servers in the bridge. Zero when nothing runs.
@@ -2342,7 +2343,13 @@ type PoolStats struct {
 	// Acquisitions that had to wait for a process.
 	Waits int64 `protobuf:"varint,10,opt,name=waits,proto3" json:"waits,omitempty"`
 	// The processes may serve several sessions at once.
-	Shared        bool `protobuf:"varint,11,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,11,opt,name=shared,proto3" json:"shared,omitempty"`
+	// The tenant whose sessions the pool serves: every pool of request
+	// commands, and a registered server's that is shared per tenant. Empty
+	// for a pool that serves every tenant: a registered server's that is not
+	// shared (each process serves one session, then retires) or is shared
+	// globally.
+	Tenant        string `protobuf:"bytes,12,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2452,6 +2459,13 @@ func (x *PoolStats) GetShared() bool {
 		return x.Shared
 	}
 	return false
+}
+
+func (x *PoolStats) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 var File_agentd_bridge_v1_bridge_proto protoreflect.FileDescriptor
@@ -2607,7 +2621,7 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x13GetPoolStatsRequest\"n\n" +
 	"\x14GetPoolStatsResponse\x121\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1b.agentd.bridge.v1.PoolStatsR\x05pools\x12#\n" +
-	"\ropen_sessions\x18\x02 \x01(\x05R\fopenSessions\"\xa3\x02\n" +
+	"\ropen_sessions\x18\x02 \x01(\x05R\fopenSessions\"\xbb\x02\n" +
 	"\tPoolStats\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x12\x10\n" +
@@ -2621,7 +2635,8 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\acrashed\x18\t \x01(\x03R\acrashed\x12\x14\n" +
 	"\x05waits\x18\n" +
 	" \x01(\x03R\x05waits\x12\x16\n" +
-	"\x06shared\x18\v \x01(\bR\x06shared*\x96\x01\n" +
+	"\x06shared\x18\v \x01(\bR\x06shared\x12\x16\n" +
+	"\x06tenant\x18\f \x01(\tR\x06tenant*\x96\x01\n" +
 	"\vContentKind\x12\x1c\n" +
 	"\x18CONTENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CONTENT_KIND_IMAGE\x10\x01\x12\x16\n" +

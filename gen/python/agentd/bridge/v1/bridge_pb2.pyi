@@ -226,7 +226,7 @@ class OpenSessionResponse(_message.Message):
     def __init__(self, opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., tools_changed: _Optional[_Union[ToolsChanged, _Mapping]] = ...) -> None: ...
 
 class PoolStats(_message.Message):
-    __slots__ = ["busy", "crashed", "key", "max_processes", "retired", "server_name", "shared", "spawned", "starting", "waits", "warm"]
+    __slots__ = ["busy", "crashed", "key", "max_processes", "retired", "server_name", "shared", "spawned", "starting", "tenant", "waits", "warm"]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     CRASHED_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +236,7 @@ class PoolStats(_message.Message):
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SPAWNED_FIELD_NUMBER: _ClassVar[int]
     STARTING_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     WAITS_FIELD_NUMBER: _ClassVar[int]
     WARM_FIELD_NUMBER: _ClassVar[int]
     busy: int
@@ -247,9 +248,10 @@ class PoolStats(_message.Message):
     shared: bool
     spawned: int
     starting: int
+    tenant: str
     waits: int
     warm: int
-    def __init__(self, server_name: _Optional[str] = ..., key: _Optional[str] = ..., warm: _Optional[int] = ..., busy: _Optional[int] = ..., starting: _Optional[int] = ..., max_processes: _Optional[int] = ..., spawned: _Optional[int] = ..., retired: _Optional[int] = ..., crashed: _Optional[int] = ..., waits: _Optional[int] = ..., shared: bool = ...) -> None: ...
+    def __init__(self, server_name: _Optional[str] = ..., key: _Optional[str] = ..., warm: _Optional[int] = ..., busy: _Optional[int] = ..., starting: _Optional[int] = ..., max_processes: _Optional[int] = ..., spawned: _Optional[int] = ..., retired: _Optional[int] = ..., crashed: _Optional[int] = ..., waits: _Optional[int] = ..., shared: bool = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ResetCacheRequest(_message.Message):
     __slots__ = []
