@@ -190,9 +190,14 @@ func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
 	return errors.Join(err, a.Close())
 }
 
-// Close stops the embedded bridge, closes the bridge connection and the
-// store, and closes the providers' idle connections. Idempotent.
+// Close stops the AgentService's server (its stream workers run from
+// NewAgent on, served or not) and the embedded bridge, closes the bridge
+// connection and the store, and closes the providers' idle connections.
+// Idempotent.
 func (a *Agent) Close() error {
+	if a.Server != nil {
+		a.Server.Stop()
+	}
 	var err error
 	if a.cancel != nil {
 		a.cancel()

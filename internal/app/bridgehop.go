@@ -65,7 +65,7 @@ type bridgeHopErrors struct {
 
 func (h bridgeHopErrors) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	var p peer.Peer
-	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&p))...)
+	err := invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Peer(&p))...)
 	if err != nil && p.Addr == nil {
 		return h.unreachable(err)
 	}
