@@ -176,8 +176,10 @@ examples: build build/ts/examples/ts/demo.js
 	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json; \
 	  echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/approval-start.json
 
-# The demo clients against an agentd that requires an API key (auth.api_keys):
-# with AGENTD_TOKEN they run, without it they are refused.
+# The demo clients against an agentd that serves mutual TLS (certificates from
+# scripts/devcerts) and requires an API key (auth.api_keys): with --tls-ca,
+# --tls-cert, --tls-key and AGENTD_TOKEN they run; without the key, or without
+# a client certificate, they are refused.
 AUTH_EXAMPLE_ADDR ?= 127.0.0.1:17072
 examples-auth: build build/ts/examples/ts/demo.js
 	@scripts/examples-auth.sh $(AUTH_EXAMPLE_ADDR)

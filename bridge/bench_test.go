@@ -57,7 +57,7 @@ func benchServe(b *testing.B, svc *Service) *grpc.ClientConn {
 	srv, _ := grpcserver.New(grpcserver.Options{Logger: log, QuietOK: true, InMemory: true})
 	svc.Register(srv)
 	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpcserver.Dial("passthrough:///bench", grpcserver.Telemetry{},
+	conn, err := grpcserver.Dial("passthrough:///bench", grpcserver.Telemetry{}, nil,
 		append(grpcserver.InMemoryDialOptions(),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))...)
 	if err != nil {

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # examples-auth.sh ADDR: the demo clients (Go, Python, TypeScript, agentd
-# generate) against an agentd that requires an API key: each runs with
-# AGENTD_TOKEN, and a call without it is refused UNAUTHENTICATED.
+# generate) against an agentd that serves mutual TLS and requires an API
+# key: each connects with --tls-ca, --tls-cert and --tls-key (the Go
+# example once more with AGENTD_TLS_CA, AGENTD_TLS_CERT, AGENTD_TLS_KEY)
+# and AGENTD_TOKEN. A call without the key is refused UNAUTHENTICATED, a
+# connection without a client certificate in the handshake. The
+# certificates are made for the run by scripts/devcerts.
 set -euo pipefail
 addr=$1
 dir=$(mktemp -d)
@@ -12,11 +16,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+certs=$dir/certs
+go run ./scripts/devcerts "$certs"
 key="sk-example-$RANDOM$RANDOM"
 hash=$(printf '%s\n' "$key" | bin/agentd keys hash)
 cat > "$dir/agentd.yaml" <<YAML
 listen: $addr
 state_dir: $dir/state
+tls:
+  cert_file: $certs/server.pem
+  key_file: $certs/server-key.pem
+  client_ca_file: $certs/ca.pem
 auth:
   api_keys:
     - {name: examples, sha256: $hash, tenant: examples, roles: [generate]}
@@ -25,16 +35,28 @@ AGENTD_CONFIG=$dir/agentd.yaml bin/agentd serve 2>"$dir/agentd.log" &
 pid=$!
 scripts/wait-port.sh "$addr" 60
 
-echo "--- without a key: refused"
-if out=$(go run ./examples/go "$addr" 2>&1); then
-  echo "the Go example ran without a key:"; echo "$out"; exit 1
-fi
-grep -q Unauthenticated <<<"$out" || { echo "want Unauthenticated, got: $out"; exit 1; }
-echo "$out"
+tls=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/client.pem" --tls-key "$certs/client-key.pem")
+
+# refused NAME WANT CMD...: CMD fails, and its output says WANT.
+refused() {
+  local name=$1 want=$2 out
+  shift 2
+  echo "--- $name: refused"
+  if out=$("$@" 2>&1); then
+    echo "the Go example ran $name:"; echo "$out"; exit 1
+  fi
+  grep -q "$want" <<<"$out" || { echo "want $want, got: $out"; exit 1; }
+  echo "$out"
+}
+refused "without a key" Unauthenticated go run ./examples/go "${tls[@]}" "$addr"
+refused "without a client certificate" Unavailable \
+  env AGENTD_TOKEN="$key" go run ./examples/go --tls-ca "$certs/ca.pem" "$addr"
 
 export AGENTD_TOKEN=$key
-echo "--- Go example, with AGENTD_TOKEN"; go run ./examples/go "$addr"
-echo "--- Python example, with AGENTD_TOKEN"; PYTHONPATH=gen/python /usr/bin/python3 examples/python/demo.py "$addr"
-echo "--- TypeScript example, with AGENTD_TOKEN"; node build/ts/examples/ts/demo.js "$addr"
-echo "--- agentd generate, with AGENTD_TOKEN"; bin/agentd generate --addr "$addr" --request examples/demo-start.json
+echo "--- Go example, over mutual TLS with AGENTD_TOKEN"; go run ./examples/go "${tls[@]}" "$addr"
+echo "--- Python example, over mutual TLS with AGENTD_TOKEN"; PYTHONPATH=gen/python /usr/bin/python3 examples/python/demo.py "${tls[@]}" "$addr"
+echo "--- TypeScript example, over mutual TLS with AGENTD_TOKEN"; node build/ts/examples/ts/demo.js "${tls[@]}" "$addr"
+echo "--- Go example, its TLS settings from the environment"
+AGENTD_TLS_CA=$certs/ca.pem AGENTD_TLS_CERT=$certs/client.pem AGENTD_TLS_KEY=$certs/client-key.pem go run ./examples/go "$addr"
+echo "--- agentd generate, over mutual TLS with AGENTD_TOKEN"; bin/agentd generate --addr "$addr" "${tls[@]}" --request examples/demo-start.json
 if grep -q -- "$key" "$dir/agentd.log"; then echo "agentd's log quotes the key"; exit 1; fi

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -72,15 +71,15 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		first = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: r}}
 	}
-	var dialOpts []grpc.DialOption
+	var creds credentials.TransportCredentials
 	if *tlsCA != "" || *tlsCert != "" || *tlsKey != "" || *tlsServerName != "" {
 		cfg, err := tlsconf.Client(*tlsCA, *tlsCert, *tlsKey, *tlsServerName)
 		if err != nil {
 			return err
 		}
-		dialOpts = append(dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		creds = credentials.NewTLS(cfg)
 	}
-	conn, err := grpcserver.Dial(*addr, grpcserver.Telemetry{}, dialOpts...)
+	conn, err := grpcserver.Dial(*addr, grpcserver.Telemetry{}, creds)
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,16 @@
 Uses Debian's python3-grpcio and python3-protobuf and the code generated in
 gen/python:
 
-    PYTHONPATH=gen/python /usr/bin/python3 examples/python/demo.py [address] [request.json]
+    PYTHONPATH=gen/python /usr/bin/python3 examples/python/demo.py [options] [address] [request.json]
 
-With AGENTD_TOKEN set, it sends that API key ("authorization: Bearer").
+With --token (or AGENTD_TOKEN) it sends that API key ("authorization:
+Bearer"). With --tls-ca, --tls-cert or --tls-key (or AGENTD_TLS_CA,
+AGENTD_TLS_CERT, AGENTD_TLS_KEY) it connects over TLS: trusting the CA
+certificates in --tls-ca (none: the system's roots), and presenting
+--tls-cert and --tls-key as its client certificate to an agentd that
+requires one.
 """
+import argparse
 import os
 import queue
 import sys
@@ -32,16 +38,34 @@ def requests(start, answers):
         yield answer
 
 
-def main(address: str, request_file: str) -> int:
-    with open(request_file, encoding="utf-8") as f:
+def read(path):
+    """The bytes of the file at path, or None without a path."""
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def channel_to(address, args):
+    """A TLS channel when any TLS option is set, a plaintext one otherwise."""
+    if not (args.tls_ca or args.tls_cert or args.tls_key):
+        return grpc.insecure_channel(address)
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=read(args.tls_ca),
+        private_key=read(args.tls_key),
+        certificate_chain=read(args.tls_cert))
+    return grpc.secure_channel(address, creds)
+
+
+def main(args) -> int:
+    with open(args.request, encoding="utf-8") as f:
         start = json_format.Parse(f.read(), pb.StartGeneration())
     answers = queue.Queue()
     final = ""
-    with grpc.insecure_channel(address) as channel:
+    with channel_to(args.address, args) as channel:
         stub = pb_grpc.AgentServiceStub(channel)
         try:
-            token = os.environ.get("AGENTD_TOKEN")
-            metadata = [("authorization", "Bearer " + token)] if token else None
+            metadata = [("authorization", "Bearer " + args.token)] if args.token else None
             for event in stub.Generate(requests(start, answers), timeout=30, metadata=metadata):
                 kind = event.WhichOneof("event")
                 if kind == "started":
@@ -65,6 +89,23 @@ def main(address: str, request_file: str) -> int:
     return 0
 
 
+def parse(argv):
+    p = argparse.ArgumentParser(description="Runs the demo generation against a running agentd.")
+    p.add_argument("address", nargs="?", default="127.0.0.1:7070")
+    p.add_argument("request", nargs="?", default="examples/demo-start.json")
+    p.add_argument("--token", default=os.environ.get("AGENTD_TOKEN"),
+                   help='API key, sent as "authorization: Bearer" (env AGENTD_TOKEN)')
+    p.add_argument("--tls-ca", default=os.environ.get("AGENTD_TLS_CA"),
+                   help="connect over TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA)")
+    p.add_argument("--tls-cert", default=os.environ.get("AGENTD_TLS_CERT"),
+                   help="connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)")
+    p.add_argument("--tls-key", default=os.environ.get("AGENTD_TLS_KEY"),
+                   help="the PEM private key of --tls-cert (env AGENTD_TLS_KEY)")
+    args = p.parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error("--tls-cert and --tls-key go together")
+    return args
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:7070",
-                  sys.argv[2] if len(sys.argv) > 2 else "examples/demo-start.json"))
+    sys.exit(main(parse(sys.argv[1:])))

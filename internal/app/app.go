@@ -50,7 +50,8 @@ type Bridge struct {
 }
 
 // NewBridge builds a BridgeService server with the admin service, health
-// and reflection, over TLS when bridge.tls names a certificate. The
+// and reflection, over TLS when bridge.tls names a certificate, serving
+// only the peers bridge.trusted_peers lists when it lists any (X-I8). The
 // registered servers' pools start their warm spares.
 func NewBridge(o Options) (*Bridge, error) {
 	return newBridge(o, false)
@@ -65,6 +66,7 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 			return nil, err
 		}
 		serverOpts.Creds = creds
+		serverOpts.Unary, serverOpts.Stream = peerChecks(o.Config, log)
 	}
 	svc, err := bridge.New(bridge.Options{
 		Logger: log, Config: o.Config.Bridge, Tenants: o.Config.ForTenant,
@@ -108,7 +110,8 @@ type Agent struct {
 // NewAgent builds the AgentService, over TLS when tls names a
 // certificate. With Config.Bridge.Address empty, it
 // starts an embedded BridgeService on an in-memory listener, so the
-// boundary is always a real gRPC hop; otherwise it dials that address.
+// boundary is always a real gRPC hop; otherwise it dials that address,
+// over TLS as bridge.tls says (X-I8).
 // Close releases what NewAgent started if Serve is never called.
 func NewAgent(o Options) (*Agent, error) {
 	reg, err := registry.New(o.Config.Providers)
@@ -122,8 +125,8 @@ func NewAgent(o Options) (*Agent, error) {
 	// A tool result may be as large as the bridge lets it be (up to
 	// config.MaxMessageBytes), more than gRPC's default 4 MiB.
 	bridgeResults := grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(config.MaxMessageBytes + 1<<20))
-	if addr := o.Config.Bridge.Address; addr != "" {
-		a.bridgeConn, err = grpcserver.Dial(addr, o.Telemetry, bridgeResults)
+	if o.Config.Bridge.Address != "" {
+		a.bridgeConn, err = dialRemoteBridge(o, bridgeResults)
 	} else {
 		if a.embedded, err = newBridge(o, true); err != nil {
 			a.Close()
@@ -134,7 +137,7 @@ func NewAgent(o Options) (*Agent, error) {
 		a.cancel = cancel
 		a.bridgeDone = make(chan error, 1)
 		go func() { a.bridgeDone <- a.embedded.Serve(ctx, a.bridgeLis, o) }()
-		a.bridgeConn, err = grpcserver.Dial("passthrough:///agentd-bridge", o.Telemetry,
+		a.bridgeConn, err = grpcserver.Dial("passthrough:///agentd-bridge", o.Telemetry, nil,
 			append(grpcserver.InMemoryDialOptions(), bridgeResults,
 				grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.bridgeLis.DialContext(ctx) }))...)
 	}
@@ -190,9 +193,14 @@ func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
 	return errors.Join(err, a.Close())
 }
 
-// Close stops the embedded bridge, closes the bridge connection and the
-// store, and closes the providers' idle connections. Idempotent.
+// Close stops the AgentService's server (its stream workers run from
+// NewAgent on, served or not) and the embedded bridge, closes the bridge
+// connection and the store, and closes the providers' idle connections.
+// Idempotent.
 func (a *Agent) Close() error {
+	if a.Server != nil {
+		a.Server.Stop()
+	}
 	var err error
 	if a.cancel != nil {
 		a.cancel()
@@ -223,18 +231,29 @@ func ServeAgent(ctx context.Context, o Options) error {
 		lis.Close()
 		return err
 	}
-	bridgeMode := "embedded"
-	if o.Config.Bridge.Address != "" {
-		bridgeMode = o.Config.Bridge.Address
+	remote, hop := "embedded", []any(nil)
+	if b := o.Config.Bridge; b.Address != "" {
+		remote, hop = b.Address, []any{"bridge_tls", "plaintext"}
+		switch {
+		case b.TLS.CertFile != "":
+			hop[1] = "mutual TLS"
+		case b.TLS.Dials():
+			hop[1] = "TLS"
+		}
 	}
-	o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", bridgeMode, "state", o.Config.StateDir)
+	o.Logger.Info("agentd serving", append([]any{"address", lis.Addr().String(), "bridge", remote, "state", o.Config.StateDir}, hop...)...)
 	return a.Serve(ctx, lis, o)
 }
 
 // ServeBridge listens on bridge.listen and serves the BridgeService alone
 // until ctx ends (what `agentd bridge` does once configured).
 func ServeBridge(ctx context.Context, o Options) error {
-	lis, err := listen(o.Config.Bridge.Listen, "bridge.listen", false, o)
+	// A bridge that serves only verified, listed peers authenticates its
+	// callers (X-I8).
+	lis, err := listen(o.Config.Bridge.Listen, "bridge.listen", o.Config.Bridge.VerifiesPeers(), o)
+	if errors.Is(err, ErrExposed) {
+		return fmt.Errorf("%w; or serve only the agentd instances listed in bridge.trusted_peers, with bridge.tls.client_ca_file", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -243,7 +262,7 @@ func ServeBridge(ctx context.Context, o Options) error {
 		lis.Close()
 		return err
 	}
-	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String())
+	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String(), "tls", o.Config.Bridge.TLS.Enabled(), "trusted_peers", len(o.Config.Bridge.TrustedPeers))
 	return b.Serve(ctx, lis, o)
 }
 

@@ -89,7 +89,7 @@ func benchBridge(b *testing.B, srv config.Server) *grpc.ClientConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- br.Serve(ctx, lis, o) }()
-	conn, err := grpcserver.Dial("passthrough:///bench", grpcserver.Telemetry{},
+	conn, err := grpcserver.Dial("passthrough:///bench", grpcserver.Telemetry{}, nil,
 		append(grpcserver.InMemoryDialOptions(),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))...)
 	if err != nil {

@@ -102,8 +102,10 @@ type Config struct {
 // restart. TLS alone authenticates no caller: without auth, the listener
 // still stays on loopback (X-I1).
 type TLS struct {
-	// CertFile is the PEM certificate chain the listener presents, leaf
-	// first. Default: none, and the listener serves plaintext.
+	// CertFile is the PEM certificate chain this side presents, leaf
+	// first: a listener's server certificate, or the client certificate
+	// of `agentd serve` dialling a remote bridge (bridge.tls). Default:
+	// none, and the listener serves plaintext.
 	CertFile string `yaml:"cert_file"`
 	// KeyFile is the PEM private key of CertFile's leaf. Required with
 	// CertFile, and only with it.
@@ -112,8 +114,8 @@ type TLS struct {
 	// client must present a certificate that one of them verifies (mutual
 	// TLS). Needs CertFile. Default: none, no client certificate asked for.
 	ClientCAFile string `yaml:"client_ca_file"`
-	// MinVersion is the lowest TLS version served: "1.2" (the default) or
-	// "1.3".
+	// MinVersion is the lowest TLS version served (or, dialling, accepted):
+	// "1.2" (the default) or "1.3".
 	MinVersion string `yaml:"min_version"`
 	// CAFile is a PEM bundle of CA certificates that verifies the peer's
 	// certificate when this side dials: `agentd serve` dialling a remote
@@ -126,6 +128,18 @@ type TLS struct {
 
 // Enabled reports whether the listener serves TLS.
 func (t TLS) Enabled() bool { return t.CertFile != "" }
+
+// Dials reports whether the side that dials with these settings (`agentd
+// serve` dialling bridge.address) uses TLS: when they name a client
+// certificate, a CA or a server name.
+func (t TLS) Dials() bool { return t.CertFile != "" || t.CAFile != "" || t.ServerName != "" }
+
+// VerifiesPeers reports whether `agentd bridge` serves only peers it
+// authenticates: trusted_peers, over TLS that requires client
+// certificates.
+func (b Bridge) VerifiesPeers() bool {
+	return len(b.TrustedPeers) > 0 && b.TLS.Enabled() && b.TLS.ClientCAFile != ""
+}
 
 func (t TLS) validate(setting string, bad func(string, ...any)) {
 	if (t.CertFile == "") != (t.KeyFile == "") {
@@ -438,19 +452,40 @@ type Bridge struct {
 	// ...). Default: none.
 	AllowedEnv []string `yaml:"allowed_env"`
 
-	// TLS, when it names a certificate, serves `agentd bridge`'s listener
-	// over TLS; the embedded bridge, on an in-memory listener, needs none.
-	// `agentd serve` dials Address in plaintext whatever this says.
-	// Default: plaintext. Env AGENTD_BRIDGE_TLS_CERT_FILE,
-	// AGENTD_BRIDGE_TLS_KEY_FILE, AGENTD_BRIDGE_TLS_CLIENT_CA_FILE,
-	// AGENTD_BRIDGE_TLS_MIN_VERSION.
+	// TLS secures the hop between `agentd serve` and a remote `agentd
+	// bridge` (X-I8); the embedded bridge, on an in-memory listener, needs
+	// none. Each side reads its own fields:
+	//
+	//   - `agentd bridge` serves its listener over TLS when CertFile names
+	//     a certificate: CertFile and KeyFile are the bridge's server
+	//     identity; ClientCAFile, when set, requires every peer to present
+	//     a client certificate that it verifies (mutual TLS); MinVersion is
+	//     the lowest version served. Default: plaintext.
+	//   - `agentd serve`, with Address set, dials the bridge over TLS when
+	//     any of CertFile, CAFile or ServerName is set: CertFile and KeyFile
+	//     are its client identity (mutual TLS; without them, TLS that
+	//     verifies the bridge alone), CAFile verifies the bridge's
+	//     certificate (default: the system's roots), ServerName is the name
+	//     that certificate must carry (default: the host of Address), and
+	//     MinVersion is the lowest version it accepts. The client
+	//     certificate and key are re-read when they change; the CA file is
+	//     read at start. Default: plaintext.
+	//
+	// Env AGENTD_BRIDGE_TLS_CERT_FILE, AGENTD_BRIDGE_TLS_KEY_FILE,
+	// AGENTD_BRIDGE_TLS_CLIENT_CA_FILE, AGENTD_BRIDGE_TLS_MIN_VERSION,
+	// AGENTD_BRIDGE_TLS_CA_FILE, AGENTD_BRIDGE_TLS_SERVER_NAME.
 	TLS TLS `yaml:"tls"`
 
 	// TrustedPeers lists the certificate principals (see MTLS.PrincipalFrom
 	// for how a certificate names one) of the agentd instances whose calls
 	// `agentd bridge` serves: only their requests may name a tenant. With
-	// bridge.tls requiring client certificates, a peer not listed is
-	// refused. Default: none.
+	// it, every call on bridge.listen but health and reflection needs a
+	// verified client certificate whose principal is listed: none is
+	// Unauthenticated, an unlisted one PermissionDenied. It needs
+	// bridge.tls.client_ca_file, and lets the bridge listen beyond
+	// loopback without Insecure (X-I1). Default: none, and every peer that
+	// reaches the listener is served. Env AGENTD_BRIDGE_TRUSTED_PEERS
+	// (comma-separated).
 	TrustedPeers []string `yaml:"trusted_peers"`
 
 	// Pool configures the stdio process pools.
@@ -721,6 +756,11 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
 	str("AGENTD_ADMIN_LISTEN", &c.Admin.Listen)
+	str("AGENTD_BRIDGE_TLS_CA_FILE", &c.Bridge.TLS.CAFile)
+	str("AGENTD_BRIDGE_TLS_SERVER_NAME", &c.Bridge.TLS.ServerName)
+	if v := getenv("AGENTD_BRIDGE_TRUSTED_PEERS"); v != "" {
+		c.Bridge.TrustedPeers = splitList(v)
+	}
 	for prefix, t := range map[string]*TLS{"AGENTD_TLS_": &c.TLS, "AGENTD_BRIDGE_TLS_": &c.Bridge.TLS, "AGENTD_ADMIN_TLS_": &c.Admin.TLS} {
 		str(prefix+"CERT_FILE", &t.CertFile)
 		str(prefix+"KEY_FILE", &t.KeyFile)
@@ -756,14 +796,20 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.Bridge.MaxResultBytes = n
 	}
 	if v := getenv("AGENTD_BRIDGE_ALLOWED_COMMANDS"); v != "" {
-		c.Bridge.AllowedCommands = nil
-		for _, cmd := range strings.Split(v, ",") {
-			if cmd = strings.TrimSpace(cmd); cmd != "" {
-				c.Bridge.AllowedCommands = append(c.Bridge.AllowedCommands, cmd)
-			}
-		}
+		c.Bridge.AllowedCommands = splitList(v)
 	}
 	return dur("AGENTD_SHUTDOWN_GRACE", &c.ShutdownGrace)
+}
+
+// splitList splits a comma-separated environment value, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // Validate reports every problem of the configuration at once.
@@ -779,6 +825,7 @@ func (c *Config) Validate() error {
 	c.TLS.validate("tls", bad)
 	c.Bridge.TLS.validate("bridge.tls", bad)
 	c.Admin.TLS.validate("admin.tls", bad)
+	c.Bridge.validatePeers(bad)
 	c.validateTenants(bad)
 	if c.ShutdownGrace <= 0 {
 		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)
@@ -856,6 +903,19 @@ func (c *Config) Validate() error {
 		bad("generation.answer_timeout: %s exceeds generation.max_answer_timeout %s", g.AnswerTimeout, g.MaxAnswerTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// validatePeers checks bridge.trusted_peers: only a certificate that the
+// bridge verified names a peer.
+func (b Bridge) validatePeers(bad func(string, ...any)) {
+	if len(b.TrustedPeers) > 0 && b.TLS.ClientCAFile == "" {
+		bad("bridge.trusted_peers: needs bridge.tls.client_ca_file (with cert_file and key_file), so that every peer presents a certificate the bridge verifies")
+	}
+	for _, p := range b.TrustedPeers {
+		if p == "" {
+			bad("bridge.trusted_peers: empty entry")
+		}
+	}
 }
 
 // validateTenants checks the limits and tenants.

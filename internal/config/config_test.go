@@ -65,6 +65,19 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "X-I8 bridge.tls for both sides of the hop, trusted_peers",
+			file: "bridge: {address: bridge.internal:7071, tls: {cert_file: agentd.pem, key_file: agentd-key.pem, ca_file: bridge-ca.pem}}\n",
+			env: map[string]string{
+				"AGENTD_BRIDGE_TLS_SERVER_NAME": "bridge.example", "AGENTD_BRIDGE_TLS_CLIENT_CA_FILE": "peers-ca.pem",
+				"AGENTD_BRIDGE_TRUSTED_PEERS": "spiffe://example.org/agentd-a, ,spiffe://example.org/agentd-b",
+			},
+			want: func(c *Config) {
+				c.Bridge.Address = "bridge.internal:7071"
+				c.Bridge.TLS = TLS{CertFile: "agentd.pem", KeyFile: "agentd-key.pem", ClientCAFile: "peers-ca.pem", MinVersion: "1.2", CAFile: "bridge-ca.pem", ServerName: "bridge.example"}
+				c.Bridge.TrustedPeers = []string{"spiffe://example.org/agentd-a", "spiffe://example.org/agentd-b"}
+			},
+		},
+		{
 			name: "environment overrides the file",
 			file: "listen: 0.0.0.0:9000\n",
 			env: map[string]string{
@@ -128,6 +141,11 @@ func TestLoadRejects(t *testing.T) {
 			wantErrs: []string{"tls: cert_file and key_file must be set together", "tls.min_version", "bridge.tls.client_ca_file"},
 		},
 		{name: "X-I6 shared neither true, false nor global", file: "bridge: {servers: {a: {command: a, shared: always}}}\n", wantErrs: []string{"line 1: shared must be true, false or \"global\""}},
+		{
+			name:     "X-I8 trusted_peers without client certificates to name them, an empty peer",
+			file:     "bridge: {trusted_peers: [spiffe://example.org/agentd, \"\"], tls: {cert_file: b.pem, key_file: b.key}}\n",
+			wantErrs: []string{"bridge.trusted_peers: needs bridge.tls.client_ca_file", "bridge.trusted_peers: empty entry"},
+		},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 	}
 	for _, tt := range tests {

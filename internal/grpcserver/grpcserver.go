@@ -173,13 +173,15 @@ func Serve(ctx context.Context, srv *grpc.Server, hs *health.Server, lis net.Lis
 	return nil
 }
 
-// Dial opens a client connection with otelgrpc tracing, plaintext unless
-// the extra options, which come last and so win, say otherwise
-// (grpc.WithTransportCredentials for TLS; a bufconn dialer, for the
-// embedded bridge).
-func Dial(target string, tel Telemetry, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+// Dial opens a client connection with otelgrpc tracing, secured by creds
+// (credentials.NewTLS for TLS; nil: plaintext), with the extra options
+// last (a bufconn dialer, for the embedded bridge).
+func Dial(target string, tel Telemetry, creds credentials.TransportCredentials, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		// A remote bridge that vanished (or a NAT that dropped the idle
 		// connection of a long approval wait) is noticed within 40 s.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),

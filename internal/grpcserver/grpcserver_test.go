@@ -67,7 +67,7 @@ func TestServerRecoversAndLogs(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, srv, hs, lis, time.Second) }()
 
-	conn, err := Dial("passthrough:///x", Telemetry{}, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	conn, err := Dial("passthrough:///x", Telemetry{}, nil, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRecovery(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, srv, hs, lis, time.Second) }()
-	conn, err := Dial("passthrough:///x", Telemetry{}, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	conn, err := Dial("passthrough:///x", Telemetry{}, nil, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@
 // from config.TLS (X-I4): it owns reading the certificate, key and client
 // CA files, and reading them again when they change, so that they rotate
 // without a restart. A changed set of files that cannot be used leaves
-// the previous one serving, and the log says why. Client builds the
-// client side from files, for `agentd generate`.
+// the previous one serving, and the log says why. Dialling builds the
+// client side from config.TLS the same way, for `agentd serve` dialling a
+// remote bridge (X-I8); Client builds it from files, for `agentd
+// generate`.
 package tlsconf
 
 import (
@@ -11,6 +13,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -84,8 +87,13 @@ func (r *reloader) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 }
 
 func (r *reloader) stat() [3]stamp {
+	return stat(r.settings.CertFile, r.settings.KeyFile, r.settings.ClientCAFile)
+}
+
+// stat stamps up to three files; an empty name stamps nothing.
+func stat(names ...string) [3]stamp {
 	var s [3]stamp
-	for i, name := range []string{r.settings.CertFile, r.settings.KeyFile, r.settings.ClientCAFile} {
+	for i, name := range names {
 		if name == "" {
 			continue
 		}
@@ -150,4 +158,95 @@ func Client(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// Dialling returns the TLS configuration with which `agentd serve` dials
+// a remote bridge, from settings (bridge.tls, named setting in errors and
+// logs): it trusts the CAs in CAFile (empty: the system's roots), checks
+// the bridge's certificate for ServerName (empty: the host dialled),
+// accepts MinVersion or newer, and presents CertFile and KeyFile, when
+// set, to a bridge that asks for a client certificate. CAFile is read
+// now; the certificate and key now (an error names the certificate file
+// and the key's setting, never the key's path) and again at any handshake
+// after one of them changed. A changed pair that cannot be used keeps the
+// previous one presented, and the log says why, once.
+func Dialling(settings config.TLS, setting string, log *slog.Logger) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: settings.ServerName}
+	if settings.MinVersion == "1.3" {
+		cfg.MinVersion = tls.VersionTLS13
+	}
+	if name := settings.CAFile; name != "" {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %s.ca_file: %w", setting, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("tls: %s.ca_file %s: %w", setting, name, errNoCertificate)
+		}
+	}
+	if settings.CertFile == "" {
+		return cfg, nil
+	}
+	c := &clientCert{certFile: settings.CertFile, keyFile: settings.KeyFile, setting: setting, log: log}
+	c.stamps = stat(c.certFile, c.keyFile)
+	cert, err := c.read()
+	if err != nil {
+		return nil, err
+	}
+	c.current = cert
+	cfg.GetClientCertificate = c.get
+	return cfg, nil
+}
+
+// clientCert is the client certificate a dialling side presents, read
+// again when its files change.
+type clientCert struct {
+	certFile, keyFile string
+	setting           string
+	log               *slog.Logger
+
+	mu      sync.Mutex
+	stamps  [3]stamp // of cert and key when last read, whether or not they could be used
+	current *tls.Certificate
+}
+
+// get presents the current certificate. Like configForClient, it looks at
+// the files at every handshake rather than watching them.
+func (c *clientCert) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := stat(c.certFile, c.keyFile); s != c.stamps {
+		c.stamps = s
+		cert, err := c.read()
+		if err != nil {
+			c.log.Error("TLS client certificate files changed but cannot be used; still presenting the previous certificate", "error", err)
+		} else {
+			c.current = cert
+			c.log.Info("TLS client certificate reloaded", "cert_file", c.certFile, "serial", cert.Leaf.SerialNumber.String(), "not_after", cert.Leaf.NotAfter)
+		}
+	}
+	return c.current, nil
+}
+
+// read loads the pair. The key's path is a secret's location: errors name
+// its setting instead, and keep only what went wrong with the file.
+func (c *clientCert) read() (*tls.Certificate, error) {
+	certPEM, err := os.ReadFile(c.certFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %s.cert_file: %w", c.setting, err)
+	}
+	keyPEM, err := os.ReadFile(c.keyFile)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("tls: %s.key_file: %w", c.setting, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %s.cert_file %s with %s.key_file: %w", c.setting, c.certFile, c.setting, err)
+	}
+	return &cert, nil
 }

@@ -1,13 +1,16 @@
 package tlsconf_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +106,72 @@ func TestPrincipal(t *testing.T) {
 		if got := tlsconf.Principal(tt.cert, tt.from); got != tt.want {
 			t.Errorf("%s: Principal = %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// X-I8: the client side of the bridge hop presents bridge.tls's
+// certificate and reads it again when the files change; a changed pair
+// that cannot be used keeps the previous one presented, logged once,
+// never naming the key's path. A key that cannot be read at start is an
+// error naming its setting, not its path.
+func TestDiallingRotation(t *testing.T) {
+	t.Parallel()
+	ca, clients := tlstest.NewCA(t), tlstest.NewCA(t)
+	first, second := clients.Leaf(t, "first"), clients.Leaf(t, "second")
+	dir := t.TempDir()
+	s := config.TLS{CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem"), CAFile: filepath.Join(dir, "ca.pem"), ServerName: "localhost", MinVersion: "1.2"}
+	mod := time.Now().Add(-time.Hour)
+	tlstest.WriteFile(t, s.CAFile, ca.PEM, mod)
+	tlstest.WriteFile(t, s.CertFile, first.CertPEM, mod)
+	tlstest.WriteFile(t, s.KeyFile, first.KeyPEM, mod)
+	var logs bytes.Buffer // written by the client's handshake, which handshake waits for
+	client, err := tlsconf.Dialling(s, "bridge.tls", slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var presented *big.Int
+	server := &tls.Config{
+		Certificates: []tls.Certificate{ca.Leaf(t, "bridge").Certificate(t)},
+		ClientCAs:    clients.Pool(),
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			presented = cs.PeerCertificates[0].SerialNumber
+			return nil
+		},
+	}
+	want := func(name string, pair tlstest.Pair) {
+		t.Helper()
+		presented = nil
+		if err := handshake(t, server, client); err != nil {
+			t.Fatalf("%s: handshake: %v", name, err)
+		}
+		if presented.Cmp(pair.Serial) != 0 {
+			t.Errorf("%s: presented %x, want %x", name, presented, pair.Serial)
+		}
+	}
+	want("at start", first)
+
+	tlstest.WriteFile(t, s.CertFile, second.CertPEM, mod.Add(time.Minute))
+	tlstest.WriteFile(t, s.KeyFile, second.KeyPEM, mod.Add(time.Minute))
+	want("after rotation", second)
+	if !strings.Contains(logs.String(), "TLS client certificate reloaded") {
+		t.Errorf("the log does not record the reload:\n%s", logs.String())
+	}
+
+	tlstest.WriteFile(t, s.KeyFile, []byte("-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n"), mod.Add(2*time.Minute))
+	want("after a broken key", second)
+	want("again after a broken key", second)
+	log := logs.String()
+	if n := strings.Count(log, "cannot be used"); n != 1 || !strings.Contains(log, "bridge.tls.key_file") {
+		t.Errorf("the log says %d times that the pair cannot be used (want once, naming bridge.tls.key_file):\n%s", n, log)
+	}
+	if strings.Contains(log, s.KeyFile) || strings.Contains(log, "garbage") {
+		t.Errorf("the log names the key's path or quotes it:\n%s", log)
+	}
+
+	s.KeyFile = filepath.Join(dir, "missing-key.pem")
+	_, err = tlsconf.Dialling(s, "bridge.tls", slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "bridge.tls.key_file") || strings.Contains(err.Error(), s.KeyFile) {
+		t.Errorf("Dialling with a missing key = %v, want an error naming bridge.tls.key_file and not its path", err)
 	}
 }
