@@ -15,6 +15,16 @@ import (
 
 // Admin implements agentd.bridge.v1.BridgeAdminService over a Service's
 // schema cache and process pools.
+//
+// Under authentication (internal/auth's interceptors admit each call by
+// its role), a caller that holds only tenant_admin reaches its own
+// tenant's cache entries and nothing else (X-I5): GetCacheStats counts
+// them alone, ClearCache drops them alone, and InvalidateCache drops an
+// entry of its own tenant (the request's tenant, or its own when the
+// request names none); another tenant's entries are invisible to it, as
+// if they did not exist (removed is false, nothing is dropped). Without
+// authentication, or with observer (reads) or admin (writes), a call
+// reaches every tenant's entries.
 type Admin struct {
 	bridgev1.UnimplementedBridgeAdminServiceServer
 	s *Service
@@ -32,15 +42,38 @@ func settings(s schemacache.Settings) *bridgev1.CacheSettings {
 	return &bridgev1.CacheSettings{Enabled: s.Enabled, Ttl: durationpb.New(s.TTL), MaxEntries: int32(s.MaxEntries)}
 }
 
-func (a *Admin) GetCacheStats(context.Context, *bridgev1.GetCacheStatsRequest) (*bridgev1.GetCacheStatsResponse, error) {
-	st := a.s.cache.Stats()
+// reach says which tenants' cache entries the caller in ctx reaches: all
+// of them when it is not authenticated or holds global, the role that
+// reaches every tenant (observer for reads, admin for writes); otherwise
+// (tenant_admin, which the interceptor admitted) only its own tenant's.
+func reach(ctx context.Context, global string) (all bool, tenant string) {
+	p, ok := auth.FromContext(ctx)
+	if !ok || p.Has(global) {
+		return true, ""
+	}
+	return false, p.Tenant
+}
+
+func (a *Admin) GetCacheStats(ctx context.Context, _ *bridgev1.GetCacheStatsRequest) (*bridgev1.GetCacheStatsResponse, error) {
+	var st schemacache.Stats
+	if all, tenant := reach(ctx, auth.RoleObserver); all {
+		st = a.s.cache.Stats()
+	} else {
+		st = a.s.cache.TenantStats(tenant)
+	}
 	return &bridgev1.GetCacheStatsResponse{Size: st.Size, Hits: st.Hits, Misses: st.Misses, Settings: settings(st.Settings)}, nil
 }
 
 func (a *Admin) ClearCache(ctx context.Context, _ *bridgev1.ClearCacheRequest) (*bridgev1.ClearCacheResponse, error) {
+	all, tenant := reach(ctx, auth.RoleAdmin)
+	if !all {
+		n := a.s.cache.ClearTenant(tenant)
+		a.audit(ctx, "ClearCache", "scope", "tenant", "entries", n)
+		return &bridgev1.ClearCacheResponse{}, nil
+	}
 	size := a.s.cache.Stats().Size
 	a.s.cache.Clear()
-	a.audit(ctx, "ClearCache", "entries", size)
+	a.audit(ctx, "ClearCache", "scope", "all", "entries", size)
 	return &bridgev1.ClearCacheResponse{}, nil
 }
 
@@ -51,14 +84,18 @@ func (a *Admin) ResetCache(ctx context.Context, _ *bridgev1.ResetCacheRequest) (
 	return &bridgev1.ResetCacheResponse{Settings: settings(now)}, nil
 }
 
-// audit logs an admin write (X-I9): who made it, and what it changed.
+// audit logs an admin write (X-I9): who made it (the principal and its
+// tenant), and what it changed.
 func (a *Admin) audit(ctx context.Context, method string, changed ...any) {
 	who, tenant := auth.Caller(ctx)
 	a.s.log.Info("admin change", append([]any{"audit", true, "principal", who, "tenant", tenant, "method", method}, changed...)...)
 }
 
 // InvalidateCache drops the entry of one server, named as a session would
-// name it: the same declaration and tenant give the same entry.
+// name it: the same declaration and tenant give the same entry. A caller
+// that reaches one tenant only drops its own tenant's entry: the request's
+// tenant defaults to it, and another tenant's entry is left alone and
+// reported as not found (removed false), like an entry that does not exist.
 func (a *Admin) InvalidateCache(ctx context.Context, req *bridgev1.InvalidateCacheRequest) (*bridgev1.InvalidateCacheResponse, error) {
 	if req.GetServer() == nil {
 		return nil, fault.GRPC(fault.InvalidRequest([]fault.Violation{{Field: "server", Description: "is required"}}))
@@ -69,12 +106,27 @@ func (a *Admin) InvalidateCache(ctx context.Context, req *bridgev1.InvalidateCac
 		spec = cloneSpec(spec)
 		spec.ReadTimeout = durationpb.New(time.Second)
 	}
-	targets, err := a.s.resolve([]*bridgev1.ServerSpec{spec}, req.GetTenant())
+	tenant := req.GetTenant()
+	all, own := reach(ctx, auth.RoleAdmin)
+	if !all && tenant == "" {
+		tenant = own
+	}
+	// A one-tenant caller's declaration is resolved as its own tenant's,
+	// whichever it names: what another tenant may declare is none of its
+	// business.
+	resolveAs := tenant
+	if !all {
+		resolveAs = own
+	}
+	targets, err := a.s.resolve([]*bridgev1.ServerSpec{spec}, resolveAs)
 	if err != nil {
 		return nil, fault.GRPC(err)
 	}
-	removed := a.s.cache.Invalidate(targets[0].key)
-	a.audit(ctx, "InvalidateCache", "server", targets[0].name, "removed", removed)
+	removed := false
+	if all || tenant == own {
+		removed = a.s.cache.Invalidate(targets[0].key)
+	}
+	a.audit(ctx, "InvalidateCache", "server", targets[0].name, "entry_tenant", tenant, "removed", removed)
 	return &bridgev1.InvalidateCacheResponse{Removed: removed}, nil
 }
 

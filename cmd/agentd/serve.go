@@ -18,13 +18,14 @@ import (
 // commonFlags are the flags of serve and bridge; flags win over the file
 // and the environment.
 type commonFlags struct {
-	config, listen, bridgeAddr, logLevel, logFormat string
-	insecure                                        bool
+	config, listen, adminListen, bridgeAddr, logLevel, logFormat string
+	insecure                                                     bool
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet, withBridgeAddr bool) {
 	fs.StringVar(&f.config, "config", os.Getenv("AGENTD_CONFIG"), "YAML configuration file (env AGENTD_CONFIG); none: built-in defaults")
 	fs.StringVar(&f.listen, "listen", "", "address to serve on (default from config: 127.0.0.1:7070 for serve, 127.0.0.1:7071 for bridge)")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "serve the bridge's admin service on this address of its own, not beside the main service (env AGENTD_ADMIN_LISTEN)")
 	if withBridgeAddr {
 		fs.StringVar(&f.bridgeAddr, "bridge-addr", "", "address of a remote `agentd bridge` (default: embedded bridge)")
 	}
@@ -53,6 +54,9 @@ func (f *commonFlags) load(bridge bool) (config.Config, error) {
 		cfg.Bridge.Listen = f.listen
 	case f.listen != "":
 		cfg.Listen = f.listen
+	}
+	if f.adminListen != "" {
+		cfg.Admin.Listen = f.adminListen
 	}
 	if f.bridgeAddr != "" {
 		cfg.Bridge.Address = f.bridgeAddr

@@ -1,7 +1,8 @@
 // Package app wires agentd's services together: the public AgentService
 // with its bridge (embedded over an in-memory gRPC listener, or remote),
-// and the BridgeService on its own. cmd/agentd and the end-to-end tests
-// build the same stacks through it.
+// and the BridgeService on its own; each with the bridge's admin service
+// beside it, or on a listener of its own (admin.listen). cmd/agentd and
+// the end-to-end tests build the same stacks through it.
 package app
 
 import (
@@ -41,25 +42,31 @@ type Options struct {
 	Telemetry grpcserver.Telemetry
 }
 
-// Bridge is a BridgeService and its admin service on their own gRPC
-// server.
+// Bridge is a BridgeService and its admin service: beside it on one gRPC
+// server, or on a server of its own when admin.listen is set.
 type Bridge struct {
 	Server  *grpc.Server
 	Health  *health.Server
 	Service *bridge.Service
+	// Admin and AdminHealth serve the admin service for admin.listen; nil
+	// when it is served beside the BridgeService.
+	Admin       *grpc.Server
+	AdminHealth *health.Server
 }
 
-// NewBridge builds a BridgeService server with the admin service, health
-// and reflection, over TLS when bridge.tls names a certificate, serving
-// only the peers bridge.trusted_peers lists when it lists any (X-I8). The
-// registered servers' pools start their warm spares.
+// NewBridge builds a BridgeService server with health and reflection (unless
+// reflection is off), over TLS when bridge.tls names a certificate, serving
+// only the peers bridge.trusted_peers lists when it lists any (X-I8), and
+// the admin service: beside it, or with admin.listen set on a server of its
+// own (newAdminServer). The registered servers' pools start their warm
+// spares.
 func NewBridge(o Options) (*Bridge, error) {
 	return newBridge(o, false)
 }
 
 func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	log := o.Logger.With("component", "bridge")
-	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true, InMemory: inMemory}
+	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true, InMemory: inMemory, NoReflection: !o.Config.Reflection}
 	if !inMemory {
 		creds, err := serverCreds(o.Config.Bridge.TLS, log)
 		if err != nil {
@@ -75,20 +82,123 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, hs := grpcserver.New(serverOpts)
-	svc.Register(srv)
-	svc.Admin().Register(srv)
-	for _, name := range []string{bridgev1.BridgeService_ServiceDesc.ServiceName, bridgev1.BridgeAdminService_ServiceDesc.ServiceName} {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	b := &Bridge{Service: svc}
+	// The embedded bridge's admin service is agentd's to place (NewAgent).
+	if !inMemory && o.Config.Admin.Listen != "" {
+		authn, err := authenticator(o, log)
+		if err == nil {
+			b.Admin, b.AdminHealth, err = newAdminServer(o, svc, authn)
+		}
+		if err != nil {
+			svc.Close()
+			return nil, err
+		}
 	}
-	return &Bridge{Server: srv, Health: hs, Service: svc}, nil
+	b.Server, b.Health = grpcserver.New(serverOpts)
+	svc.Register(b.Server)
+	b.Health.SetServingStatus(bridgev1.BridgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if b.Admin == nil {
+		svc.Admin().Register(b.Server)
+		b.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+	return b, nil
 }
 
 // Serve serves the bridge on lis until ctx ends, then stops gracefully and
-// stops every MCP server process.
+// stops every MCP server process. With admin.listen set, use
+// ServeWithAdmin.
 func (b *Bridge) Serve(ctx context.Context, lis net.Listener, o Options) error {
-	err := grpcserver.Serve(ctx, b.Server, b.Health, lis, o.Config.ShutdownGrace)
+	return b.ServeWithAdmin(ctx, lis, nil, o)
+}
+
+// ServeWithAdmin serves the bridge on lis and its admin service on admin
+// (admin.listen) until ctx ends or either fails, then stops both
+// gracefully and stops every MCP server process.
+func (b *Bridge) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o Options) error {
+	err := serveAll(ctx, o.Config.ShutdownGrace,
+		endpoint{b.Server, b.Health, lis}, endpoint{b.Admin, b.AdminHealth, admin})
 	b.Service.Close()
+	return err
+}
+
+// newAdminServer builds the server of admin.listen: svc's admin service,
+// with health and reflection (unless reflection is off), over admin.tls
+// when it names a certificate, its callers authenticated by authn (nil:
+// none) under the same roles as beside the AgentService.
+func newAdminServer(o Options, svc *bridge.Service, authn *auth.Authenticator) (*grpc.Server, *health.Server, error) {
+	log := o.Logger.With("component", "admin")
+	opts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
+	var err error
+	if opts.Creds, err = serverCreds(o.Config.Admin.TLS, log); err != nil {
+		return nil, nil, err
+	}
+	withAuth(&opts, authn)
+	srv, hs := grpcserver.New(opts)
+	svc.Admin().Register(srv)
+	hs.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return srv, hs, nil
+}
+
+// authenticator returns the authenticator of the configured auth, logging
+// to log, or nil when no method is configured.
+func authenticator(o Options, log *slog.Logger) (*auth.Authenticator, error) {
+	if !o.Config.Auth.Enabled() {
+		return nil, nil
+	}
+	return auth.New(o.Config.Auth.APIKeys, log)
+}
+
+// withAuth adds authn's interceptors to opts; nil adds none.
+func withAuth(opts *grpcserver.Options, authn *auth.Authenticator) {
+	if authn == nil {
+		return
+	}
+	opts.Unary = append(opts.Unary, authn.UnaryInterceptor())
+	opts.Stream = append(opts.Stream, authn.StreamInterceptor())
+}
+
+// endpoint is a gRPC server and the listener it serves; both nil for a
+// server that is not there (no admin.listen).
+type endpoint struct {
+	srv *grpc.Server
+	hs  *health.Server
+	lis net.Listener
+}
+
+// errAdminListener is a listener for the admin service given where
+// admin.listen gives it none, or none given where it does.
+var errAdminListener = errors.New("the admin service's listener does not match admin.listen: serve with ServeWithAdmin and a listener exactly when admin.listen is set")
+
+// serveAll serves every endpoint until ctx ends or one of them stops on
+// its own (a failed listener), then stops them all gracefully.
+func serveAll(ctx context.Context, grace time.Duration, eps ...endpoint) error {
+	for _, ep := range eps {
+		if (ep.srv == nil) != (ep.lis == nil) {
+			for _, ep := range eps {
+				closeAll(ep.lis)
+			}
+			return errAdminListener
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(eps))
+	n := 0
+	for _, ep := range eps {
+		if ep.srv == nil {
+			continue
+		}
+		n++
+		go func() {
+			err := grpcserver.Serve(ctx, ep.srv, ep.hs, ep.lis, grace)
+			cancel() // one server stopping stops the others
+			errc <- err
+		}()
+	}
+	var err error
+	for range n {
+		err = errors.Join(err, <-errc)
+	}
 	return err
 }
 
@@ -97,6 +207,11 @@ func (b *Bridge) Serve(ctx context.Context, lis net.Listener, o Options) error {
 type Agent struct {
 	Server *grpc.Server
 	Health *health.Server
+	// Admin and AdminHealth serve the embedded bridge's admin service for
+	// admin.listen; nil when it is served beside the AgentService, or
+	// when the bridge is remote (and its admin service is its own).
+	Admin       *grpc.Server
+	AdminHealth *health.Server
 
 	providers  *providers.Registry
 	store      *store.SQLite
@@ -110,9 +225,11 @@ type Agent struct {
 // NewAgent builds the AgentService, over TLS when tls names a
 // certificate. With Config.Bridge.Address empty, it
 // starts an embedded BridgeService on an in-memory listener, so the
-// boundary is always a real gRPC hop; otherwise it dials that address,
-// over TLS as bridge.tls says (X-I8).
-// Close releases what NewAgent started if Serve is never called.
+// boundary is always a real gRPC hop, and serves its admin service beside
+// the AgentService, or with admin.listen set on a server of its own
+// (Admin); otherwise it dials that address, over TLS as bridge.tls says
+// (X-I8), and admin.listen is the remote bridge's business. Close releases
+// what NewAgent started if Serve is never called.
 func NewAgent(o Options) (*Agent, error) {
 	reg, err := registry.New(o.Config.Providers)
 	if err != nil {
@@ -146,19 +263,22 @@ func NewAgent(o Options) (*Agent, error) {
 		return nil, err
 	}
 	log := o.Logger.With("component", "agent")
-	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry}
+	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
 	if serverOpts.Creds, err = serverCreds(o.Config.TLS, log); err != nil {
 		a.Close()
 		return nil, err
 	}
-	if o.Config.Auth.Enabled() {
-		authn, err := auth.New(o.Config.Auth.APIKeys, log)
-		if err != nil {
+	authn, err := authenticator(o, log)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	withAuth(&serverOpts, authn)
+	if a.embedded != nil && o.Config.Admin.Listen != "" {
+		if a.Admin, a.AdminHealth, err = newAdminServer(o, a.embedded.Service, authn); err != nil {
 			a.Close()
 			return nil, err
 		}
-		serverOpts.Unary = append(serverOpts.Unary, authn.UnaryInterceptor())
-		serverOpts.Stream = append(serverOpts.Stream, authn.StreamInterceptor())
 	}
 	a.Server, a.Health = grpcserver.New(serverOpts)
 	var rules *policy.Rules
@@ -177,9 +297,9 @@ func NewAgent(o Options) (*Agent, error) {
 	})
 	svc.Register(a.Server)
 	a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	if a.embedded != nil {
-		// The embedded bridge has no address of its own: its admin API is
-		// served beside the AgentService.
+	if a.embedded != nil && a.Admin == nil {
+		// The embedded bridge has no address of its own: without
+		// admin.listen, its admin API is served beside the AgentService.
 		a.embedded.Service.Admin().Register(a.Server)
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -187,19 +307,31 @@ func NewAgent(o Options) (*Agent, error) {
 }
 
 // Serve serves the AgentService on lis until ctx ends, stops it gracefully,
-// then stops the bridge (and every MCP server process it runs).
+// then stops the bridge (and every MCP server process it runs). With
+// admin.listen set, use ServeWithAdmin.
 func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
-	err := grpcserver.Serve(ctx, a.Server, a.Health, lis, o.Config.ShutdownGrace)
+	return a.ServeWithAdmin(ctx, lis, nil, o)
+}
+
+// ServeWithAdmin serves the AgentService on lis and the admin service on
+// admin (admin.listen) until ctx ends or either fails, stops both
+// gracefully, then stops the bridge (and every MCP server process it
+// runs).
+func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o Options) error {
+	err := serveAll(ctx, o.Config.ShutdownGrace,
+		endpoint{a.Server, a.Health, lis}, endpoint{a.Admin, a.AdminHealth, admin})
 	return errors.Join(err, a.Close())
 }
 
-// Close stops the AgentService's server (its stream workers run from
-// NewAgent on, served or not) and the embedded bridge, closes the bridge
+// Close stops the gRPC servers (at once; Serve has stopped them
+// gracefully already) and the embedded bridge, closes the bridge
 // connection and the store, and closes the providers' idle connections.
 // Idempotent.
 func (a *Agent) Close() error {
-	if a.Server != nil {
-		a.Server.Stop()
+	for _, srv := range []*grpc.Server{a.Server, a.Admin} {
+		if srv != nil {
+			srv.Stop()
+		}
 	}
 	var err error
 	if a.cancel != nil {
@@ -219,33 +351,43 @@ func (a *Agent) Close() error {
 	return err
 }
 
-// ServeAgent listens on the configured address and serves the
-// AgentService until ctx ends (what `agentd serve` does once configured).
+// ServeAgent listens on the configured address (and admin.listen, with an
+// embedded bridge) and serves the AgentService (and the admin service)
+// until ctx ends (what `agentd serve` does once configured).
 func ServeAgent(ctx context.Context, o Options) error {
 	lis, err := listen(o.Config.Listen, "listen", o.Config.Auth.Enabled(), o)
 	if err != nil {
 		return err
 	}
-	a, err := NewAgent(o)
-	if err != nil {
+	var adminLis net.Listener
+	if o.Config.Admin.Listen != "" && o.Config.Bridge.Address != "" {
+		o.Logger.Info("admin.listen is left to the remote bridge: with bridge.address set, agentd serve has no admin service to serve", "bridge", o.Config.Bridge.Address)
+	} else if adminLis, err = listenAdmin(o); err != nil {
 		lis.Close()
 		return err
 	}
-	remote, hop := "embedded", []any(nil)
+	a, err := NewAgent(o)
+	if err != nil {
+		closeAll(lis, adminLis)
+		return err
+	}
 	if b := o.Config.Bridge; b.Address != "" {
-		remote, hop = b.Address, []any{"bridge_tls", "plaintext"}
+		hop := "plaintext"
 		switch {
 		case b.TLS.CertFile != "":
-			hop[1] = "mutual TLS"
+			hop = "mutual TLS"
 		case b.TLS.Dials():
-			hop[1] = "TLS"
+			hop = "TLS"
 		}
+		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", b.Address, "bridge_tls", hop, "state", o.Config.StateDir)
+	} else {
+		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "state", o.Config.StateDir)
 	}
-	o.Logger.Info("agentd serving", append([]any{"address", lis.Addr().String(), "bridge", remote, "state", o.Config.StateDir}, hop...)...)
-	return a.Serve(ctx, lis, o)
+	return a.ServeWithAdmin(ctx, lis, adminLis, o)
 }
 
-// ServeBridge listens on bridge.listen and serves the BridgeService alone
+// ServeBridge listens on bridge.listen (and admin.listen) and serves the
+// BridgeService (and its admin service, beside it or on admin.listen)
 // until ctx ends (what `agentd bridge` does once configured).
 func ServeBridge(ctx context.Context, o Options) error {
 	// A bridge that serves only verified, listed peers authenticates its
@@ -257,13 +399,45 @@ func ServeBridge(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	b, err := NewBridge(o)
+	adminLis, err := listenAdmin(o)
 	if err != nil {
 		lis.Close()
 		return err
 	}
-	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String(), "tls", o.Config.Bridge.TLS.Enabled(), "trusted_peers", len(o.Config.Bridge.TrustedPeers))
-	return b.Serve(ctx, lis, o)
+	b, err := NewBridge(o)
+	if err != nil {
+		closeAll(lis, adminLis)
+		return err
+	}
+	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String(), "admin", adminAddr(lis, adminLis),
+		"tls", o.Config.Bridge.TLS.Enabled(), "trusted_peers", len(o.Config.Bridge.TrustedPeers))
+	return b.ServeWithAdmin(ctx, lis, adminLis, o)
+}
+
+// listenAdmin listens on admin.listen, under the rule of listen: beyond
+// loopback only with authentication (X-I1, X-I5). Nil when it is not set.
+func listenAdmin(o Options) (net.Listener, error) {
+	if o.Config.Admin.Listen == "" {
+		return nil, nil
+	}
+	return listen(o.Config.Admin.Listen, "admin.listen", o.Config.Auth.Enabled(), o)
+}
+
+// adminAddr is where the admin service is served: on admin, or beside
+// the main service on lis.
+func adminAddr(lis, admin net.Listener) string {
+	if admin != nil {
+		return admin.Addr().String()
+	}
+	return lis.Addr().String()
+}
+
+func closeAll(listeners ...net.Listener) {
+	for _, lis := range listeners {
+		if lis != nil {
+			lis.Close()
+		}
+	}
 }
 
 // serverCreds are the TLS credentials of a listener (X-I4), or nil for

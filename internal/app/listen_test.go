@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,10 @@ import (
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
 )
+
+// servingLine is agentd serve's first line, with its address and the
+// admin service's.
+var servingLine = regexp.MustCompile(`msg="agentd serving" address=(\S+) bridge=embedded admin=(\S+)`)
 
 // X-I1: without authentication agentd listens only on loopback: an
 // address beyond the machine refuses to start, naming the setting and the
@@ -43,6 +48,8 @@ func TestListenBeyondLoopback(t *testing.T) {
 			c.Bridge.Listen = ":0"
 			c.Bridge.TLS = config.TLS{CertFile: "cert.pem", KeyFile: "key.pem", MinVersion: "1.2"}
 		}, "bridge.listen :0"},
+		{"X-I5 agentd serve's admin.listen on every interface", app.ServeAgent, func(c *config.Config) { c.Admin.Listen = "0.0.0.0:0" }, "admin.listen 0.0.0.0:0"},
+		{"X-I5 agentd bridge's admin.listen on every interface", app.ServeBridge, func(c *config.Config) { c.Admin.Listen = ":0" }, "admin.listen :0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -66,6 +73,10 @@ func TestListenBeyondLoopback(t *testing.T) {
 		{"X-I1 insecure starts, warning", func(c *config.Config) { c.Insecure = true }, true},
 		{"X-I1 API keys let it start, without a warning", func(c *config.Config) {
 			c.Auth.APIKeys = []config.APIKey{{Name: "ci", SHA256: auth.HashKey("k"), Tenant: "t", Roles: []string{auth.RoleGenerate}}}
+		}, false},
+		{"X-I5 API keys let admin.listen start beyond loopback too", func(c *config.Config) {
+			c.Admin.Listen = "0.0.0.0:0"
+			c.Auth.APIKeys = []config.APIKey{{Name: "ci", SHA256: auth.HashKey("k"), Tenant: "t", Roles: []string{auth.RoleAdmin}}}
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,6 +105,9 @@ func TestListenBeyondLoopback(t *testing.T) {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("ServeAgent = %v after its context ended", err)
+			}
+			if m := servingLine.FindStringSubmatch(log.String()); m == nil || (m[1] == m[2]) != !strings.Contains(tc.name, "admin.listen") {
+				t.Errorf("the log does not say where the admin service is (beside the AgentService, or on admin.listen):\n%s", log.String())
 			}
 			if warned := strings.Contains(log.String(), "serving unauthenticated"); warned != tc.warn {
 				t.Errorf("warned that agentd serves unauthenticated callers: %v, want %v; log:\n%s", warned, tc.warn, log.String())

@@ -28,12 +28,19 @@ import (
 	"github.com/agentd/agentd/internal/config"
 )
 
-// Roles a principal may hold. Admin implies observer.
+// Roles a principal may hold. Admin implies observer and tenant_admin.
 const (
 	RoleGenerate = "generate" // AgentService: Generate, Preview
 	RoleObserver = "observer" // the admin service's reads
 	RoleAdmin    = "admin"    // the admin service's writes, and its reads
+	// RoleTenantAdmin reads and drops the schema cache's entries of the
+	// principal's own tenant, and no others: it admits the calls role
+	// marks tenant-scoped, which bridge/admin.go limits to that tenant.
+	RoleTenantAdmin = "tenant_admin"
 )
+
+// roles are the roles a configuration may give.
+var roles = []string{RoleGenerate, RoleObserver, RoleAdmin, RoleTenantAdmin}
 
 // Principal is an authenticated caller.
 type Principal struct {
@@ -42,9 +49,10 @@ type Principal struct {
 	Roles  []string
 }
 
-// Has reports whether p holds role (admin holds observer too).
+// Has reports whether p holds role (admin holds observer and
+// tenant_admin too).
 func (p Principal) Has(role string) bool {
-	return slices.Contains(p.Roles, role) || role == RoleObserver && slices.Contains(p.Roles, RoleAdmin)
+	return slices.Contains(p.Roles, role) || (role == RoleObserver || role == RoleTenantAdmin) && slices.Contains(p.Roles, RoleAdmin)
 }
 
 type principalKey struct{}
@@ -115,8 +123,8 @@ func New(keys []config.APIKey, log *slog.Logger) (*Authenticator, error) {
 			problems = append(problems, fmt.Errorf("%s.tenant: must be set", at))
 		}
 		for _, r := range k.Roles {
-			if r != RoleGenerate && r != RoleObserver && r != RoleAdmin {
-				problems = append(problems, fmt.Errorf("%s.roles: unknown role %q; one of %s, %s, %s", at, r, RoleGenerate, RoleObserver, RoleAdmin))
+			if !slices.Contains(roles, r) {
+				problems = append(problems, fmt.Errorf("%s.roles: unknown role %q; one of %s", at, r, strings.Join(roles, ", ")))
 			}
 		}
 		var h [sha256.Size]byte
@@ -192,15 +200,18 @@ var open = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflec
 
 // role is the role a method needs: the admin service's reads need
 // observer, its writes admin; everything else (the AgentService), generate.
-func role(method string) string {
+// tenantScoped: tenant_admin may call it too, for its own tenant's
+// entries.
+func role(method string) (need string, tenantScoped bool) {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	if strings.HasSuffix(service, ".BridgeAdminService") {
+		scoped := name == "GetCacheStats" || name == "ClearCache" || name == "InvalidateCache"
 		if strings.HasPrefix(name, "Get") {
-			return RoleObserver
+			return RoleObserver, scoped
 		}
-		return RoleAdmin
+		return RoleAdmin, scoped
 	}
-	return RoleGenerate
+	return RoleGenerate, false
 }
 
 // authorize authenticates a call to method and checks its role.
@@ -212,8 +223,12 @@ func (a *Authenticator) authorize(ctx context.Context, method string) (context.C
 	if err != nil {
 		return nil, err
 	}
-	if need := role(method); !p.Has(need) {
-		return nil, status.Errorf(codes.PermissionDenied, "this call needs the role %q, which the caller's API key does not give", need)
+	if need, scoped := role(method); !p.Has(need) && !(scoped && p.Has(RoleTenantAdmin)) {
+		also := ""
+		if scoped {
+			also = fmt.Sprintf(" (or %q, for its own tenant's entries)", RoleTenantAdmin)
+		}
+		return nil, status.Errorf(codes.PermissionDenied, "this call needs the role %q%s, which the caller's API key does not give", need, also)
 	}
 	return context.WithValue(ctx, principalKey{}, p), nil
 }

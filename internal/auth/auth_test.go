@@ -75,25 +75,41 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
-// Admin holds observer too; each admin method needs its role.
+// X-I5: admin holds observer and tenant_admin; each admin method needs
+// its role, and tenant_admin may call the tenant-scoped ones.
 func TestRoles(t *testing.T) {
 	t.Parallel()
-	if !(Principal{Roles: []string{RoleAdmin}}).Has(RoleObserver) {
-		t.Error("admin does not hold observer")
-	}
-	if (Principal{Roles: []string{RoleObserver}}).Has(RoleAdmin) {
-		t.Error("observer holds admin")
-	}
-	for method, want := range map[string]string{
-		"/agentd.v1.AgentService/Generate":                    RoleGenerate,
-		"/agentd.v1.AgentService/Preview":                     RoleGenerate,
-		"/agentd.bridge.v1.BridgeAdminService/GetCacheStats":  RoleObserver,
-		"/agentd.bridge.v1.BridgeAdminService/GetPoolStats":   RoleObserver,
-		"/agentd.bridge.v1.BridgeAdminService/ConfigureCache": RoleAdmin,
-		"/agentd.bridge.v1.BridgeAdminService/ClearCache":     RoleAdmin,
+	for _, tc := range []struct {
+		held, role string
+		want       bool
+	}{
+		{RoleAdmin, RoleObserver, true},
+		{RoleAdmin, RoleTenantAdmin, true},
+		{RoleObserver, RoleAdmin, false},
+		{RoleTenantAdmin, RoleObserver, false},
+		{RoleTenantAdmin, RoleAdmin, false},
+		{RoleObserver, RoleTenantAdmin, false},
 	} {
-		if got := role(method); got != want {
-			t.Errorf("role(%s) = %s, want %s", method, got, want)
+		if got := (Principal{Roles: []string{tc.held}}).Has(tc.role); got != tc.want {
+			t.Errorf("X-I5 %s holds %s: %v, want %v", tc.held, tc.role, got, tc.want)
+		}
+	}
+	type need struct {
+		role         string
+		tenantScoped bool
+	}
+	for method, want := range map[string]need{
+		"/agentd.v1.AgentService/Generate":                     {RoleGenerate, false},
+		"/agentd.v1.AgentService/Preview":                      {RoleGenerate, false},
+		"/agentd.bridge.v1.BridgeAdminService/GetCacheStats":   {RoleObserver, true},
+		"/agentd.bridge.v1.BridgeAdminService/GetPoolStats":    {RoleObserver, false},
+		"/agentd.bridge.v1.BridgeAdminService/ConfigureCache":  {RoleAdmin, false},
+		"/agentd.bridge.v1.BridgeAdminService/ResetCache":      {RoleAdmin, false},
+		"/agentd.bridge.v1.BridgeAdminService/ClearCache":      {RoleAdmin, true},
+		"/agentd.bridge.v1.BridgeAdminService/InvalidateCache": {RoleAdmin, true},
+	} {
+		if got, scoped := role(method); got != want.role || scoped != want.tenantScoped {
+			t.Errorf("X-I5 role(%s) = %s, tenant-scoped %v; want %+v", method, got, scoped, want)
 		}
 	}
 }
@@ -104,10 +120,14 @@ func TestNewRefusesBadKeys(t *testing.T) {
 	_, err := New([]config.APIKey{
 		{Name: "a", SHA256: "not-hex", Tenant: "t", Roles: []string{"root"}},
 		{Name: "a", SHA256: HashKey("k")},
+		{Name: "b", SHA256: HashKey("k2"), Tenant: "t", Roles: []string{RoleTenantAdmin}},
 	}, slog.New(slog.DiscardHandler))
-	for _, want := range []string{"auth.api_keys[0].sha256", `unknown role "root"`, "auth.api_keys[1].name", "auth.api_keys[1].tenant"} {
+	for _, want := range []string{"auth.api_keys[0].sha256", `unknown role "root"; one of generate, observer, admin, tenant_admin`, "auth.api_keys[1].name", "auth.api_keys[1].tenant"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New = %v; want it to say %q", err, want)
 		}
+	}
+	if err != nil && strings.Contains(err.Error(), "auth.api_keys[2]") {
+		t.Errorf("X-I5 New refuses tenant_admin: %v", err)
 	}
 }

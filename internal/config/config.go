@@ -232,12 +232,18 @@ type MTLSPrincipal struct {
 type Admin struct {
 	// Listen, when set, serves the admin service (with health and
 	// reflection) on its own address instead of beside the AgentService
-	// (the default, ""). Under authentication its calls need the observer
-	// (reads) or admin (writes) role, or tenant_admin for the caller's own
-	// tenant's cache entries. Env AGENTD_ADMIN_LISTEN.
+	// (the default, ""): `agentd serve` with its embedded bridge serves it
+	// there and no longer on listen; `agentd bridge` serves it there and no
+	// longer on bridge.listen; `agentd serve` with a remote bridge
+	// (bridge.address) has no admin service and leaves it to that bridge.
+	// Under authentication its calls need the observer (reads) or admin
+	// (writes) role, or tenant_admin for the caller's own tenant's cache
+	// entries; without, it listens only on loopback unless Insecure.
+	// Env AGENTD_ADMIN_LISTEN; flag --admin-listen.
 	Listen string `yaml:"listen"`
-	// TLS serves the admin listener over TLS; see TLS. Env
-	// AGENTD_ADMIN_TLS_CERT_FILE, AGENTD_ADMIN_TLS_KEY_FILE,
+	// TLS serves the admin listener over TLS; see TLS. Needs Listen:
+	// beside the AgentService the admin service is served over tls.
+	// Env AGENTD_ADMIN_TLS_CERT_FILE, AGENTD_ADMIN_TLS_KEY_FILE,
 	// AGENTD_ADMIN_TLS_CLIENT_CA_FILE, AGENTD_ADMIN_TLS_MIN_VERSION.
 	TLS TLS `yaml:"tls"`
 }
@@ -367,7 +373,9 @@ type APIKey struct {
 	// Tenant is the tenant its caller acts for.
 	Tenant string `yaml:"tenant"`
 	// Roles are what its caller may do: generate (AgentService), observer
-	// (the admin service's reads), admin (its writes and reads).
+	// (the admin service's reads), admin (its writes and reads),
+	// tenant_admin (the schema cache's stats, clear and invalidate, for
+	// its own tenant's entries only).
 	Roles []string `yaml:"roles"`
 }
 
@@ -826,6 +834,9 @@ func (c *Config) Validate() error {
 	c.Bridge.TLS.validate("bridge.tls", bad)
 	c.Admin.TLS.validate("admin.tls", bad)
 	c.Bridge.validatePeers(bad)
+	if c.Admin.Listen == "" && (c.Admin.TLS.CertFile != "" || c.Admin.TLS.ClientCAFile != "") {
+		bad("admin.tls: needs admin.listen (without it, the admin service is served beside the main service, over its tls)")
+	}
 	c.validateTenants(bad)
 	if c.ShutdownGrace <= 0 {
 		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)

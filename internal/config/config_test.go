@@ -78,6 +78,15 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "X-I5 admin.listen and admin.tls in the file, reflection off by the environment",
+			file: "admin: {listen: 127.0.0.1:7072, tls: {cert_file: a.pem, key_file: a.key}}\n",
+			env:  map[string]string{"AGENTD_REFLECTION": "false", "AGENTD_ADMIN_TLS_CLIENT_CA_FILE": "ca.pem"},
+			want: func(c *Config) {
+				c.Admin = Admin{Listen: "127.0.0.1:7072", TLS: TLS{CertFile: "a.pem", KeyFile: "a.key", ClientCAFile: "ca.pem", MinVersion: "1.2"}}
+				c.Reflection = false
+			},
+		},
+		{
 			name: "environment overrides the file",
 			file: "listen: 0.0.0.0:9000\n",
 			env: map[string]string{
@@ -145,6 +154,11 @@ func TestLoadRejects(t *testing.T) {
 			name:     "X-I8 trusted_peers without client certificates to name them, an empty peer",
 			file:     "bridge: {trusted_peers: [spiffe://example.org/agentd, \"\"], tls: {cert_file: b.pem, key_file: b.key}}\n",
 			wantErrs: []string{"bridge.trusted_peers: needs bridge.tls.client_ca_file", "bridge.trusted_peers: empty entry"},
+		},
+		{
+			name:     "X-I5 admin.tls without admin.listen",
+			env:      map[string]string{"AGENTD_ADMIN_TLS_CERT_FILE": "c.pem", "AGENTD_ADMIN_TLS_KEY_FILE": "k.pem"},
+			wantErrs: []string{"admin.tls: needs admin.listen"},
 		},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 	}

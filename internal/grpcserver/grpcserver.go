@@ -72,6 +72,9 @@ type Options struct {
 	// QuietOK logs successful calls at debug rather than info: for an
 	// internal hop whose every call is already logged by its caller.
 	QuietOK bool
+	// NoReflection leaves gRPC server reflection out (the configuration's
+	// reflection: false); health is registered all the same.
+	NoReflection bool
 	// InMemory tunes the server for an in-memory listener: no write or
 	// read buffering, since a write costs no system call there and
 	// buffering only delays it, and fixed flow-control windows, since
@@ -92,7 +95,8 @@ func InMemoryDialOptions() []grpc.DialOption {
 }
 
 // New returns a server with the standard interceptors, gRPC health (the
-// returned health server starts SERVING for "") and reflection registered.
+// returned health server starts SERVING for "") and, unless
+// o.NoReflection, reflection registered.
 // The caller registers its services and marks them SERVING.
 func New(o Options) (*grpc.Server, *health.Server) {
 	log := o.Logger
@@ -138,7 +142,9 @@ func New(o Options) (*grpc.Server, *health.Server) {
 	srv := grpc.NewServer(opts...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
-	reflection.Register(srv)
+	if !o.NoReflection {
+		reflection.Register(srv)
+	}
 	return srv, hs
 }
 

@@ -3,6 +3,8 @@ package grpcserver
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -108,4 +111,58 @@ func TestRecovery(t *testing.T) {
 	if !strings.Contains(logs.String(), "panic recovered") {
 		t.Errorf("panic not logged: %s", logs.String())
 	}
+}
+
+// X-I5: reflection is served unless NoReflection; health is served either
+// way.
+func TestReflection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		noReflection bool
+		want         codes.Code
+	}{
+		{"X-I5 reflection by default", false, codes.OK},
+		{"X-I5 reflection turned off", true, codes.Unimplemented},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, hs := New(Options{Logger: slog.New(slog.DiscardHandler), NoReflection: tc.noReflection})
+			lis := bufconn.Listen(1 << 16)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Serve(ctx, srv, hs, lis, time.Second) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			}()
+			conn, err := Dial("passthrough:///x", Telemetry{}, nil, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+				t.Errorf("health: %v", err)
+			}
+			if got := status.Code(listServices(t.Context(), conn)); got != tc.want {
+				t.Errorf("reflection: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// listServices asks conn's server reflection for its services.
+func listServices(ctx context.Context, conn *grpc.ClientConn) error {
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return err
+	}
+	// A Send the server already refused is io.EOF: Recv has the status.
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	_, err = stream.Recv()
+	return err
 }

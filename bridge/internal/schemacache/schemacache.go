@@ -14,6 +14,10 @@
 // tools without sending notifications/tools/list_changed (which invalidates
 // the entry at once); Invalidate and Clear exist for deploy hooks. Keys are
 // SHA-256 digests: credentials enter them only through the hash, never raw.
+//
+// Every entry belongs to the tenant its key was made for: TenantStats and
+// ClearTenant see and drop one tenant's entries only, and count its
+// lookups apart, for an admin whose reach is one tenant.
 package schemacache
 
 import (
@@ -56,10 +60,13 @@ func (s Settings) Validate() error {
 }
 
 // Key identifies a server's tool list: a SHA-256 digest, printable in
-// logs because it reveals nothing.
-type Key [sha256.Size]byte
+// logs because it reveals nothing, and the tenant it belongs to.
+type Key struct {
+	tenant string
+	sum    [sha256.Size]byte
+}
 
-func (k Key) String() string { return hex.EncodeToString(k[:8]) }
+func (k Key) String() string { return hex.EncodeToString(k.sum[:8]) }
 
 // KeyParts are what isolates one cache entry from another. The display
 // name of a server is deliberately not among them: renaming a server keeps
@@ -112,10 +119,11 @@ func NewKey(p KeyParts) Key {
 		Tenant: p.Tenant, URL: p.URL, Authorization: secret(p.Authorization), Command: p.Command,
 		Headers: headers, Env: env, Args: p.Args, Unset: sorted(p.Unset), AllowedTools: sorted(p.AllowedTools),
 	})
-	return sha256.Sum256(data)
+	return Key{tenant: p.Tenant, sum: sha256.Sum256(data)}
 }
 
-// Stats counts what the cache did since the last Clear.
+// Stats counts what the cache (or one tenant's part of it) did since the
+// last Clear (or ClearTenant).
 type Stats struct {
 	Size, Hits, Misses int64
 	Settings           Settings
@@ -148,6 +156,28 @@ type Cache struct {
 	writes   uint64
 	hits     int64
 	misses   int64
+	// tenants counts each tenant's lookups, which ClearTenant zeroes
+	// without touching the others' or the totals above.
+	tenants map[string]*lookups
+}
+
+// lookups counts one tenant's hits and misses.
+type lookups struct{ hits, misses int64 }
+
+// count counts a hit or a miss under key. c.mu is held.
+func (c *Cache) count(key Key, hit bool) {
+	t := c.tenants[key.tenant]
+	if t == nil {
+		t = &lookups{}
+		c.tenants[key.tenant] = t
+	}
+	if hit {
+		c.hits++
+		t.hits++
+	} else {
+		c.misses++
+		t.misses++
+	}
 }
 
 // New returns an empty cache with the given settings, which Reset restores.
@@ -155,7 +185,7 @@ func New(s Settings) (*Cache, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight)}, nil
+	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups)}, nil
 }
 
 // Fetch returns the tools cached under key, or calls fetch and caches its
@@ -180,7 +210,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 		if e, ok := c.entries[key]; ok {
 			if time.Now().Before(e.expires) {
 				if !counted {
-					c.hits++
+					c.count(key, true)
 				}
 				c.mu.Unlock()
 				return clone(e.tools), !counted, nil
@@ -188,7 +218,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 			delete(c.entries, key) // stale: dropped, never served
 		}
 		if !counted {
-			c.misses++
+			c.count(key, false)
 			counted = true
 		}
 		f, waiting := c.flights[key]
@@ -276,6 +306,29 @@ func (c *Cache) Clear() {
 	clear(c.entries)
 	c.staleFlights()
 	c.hits, c.misses = 0, 0
+	clear(c.tenants)
+}
+
+// ClearTenant drops the entries of tenant, and zeroes its counters, and
+// reports how many entries it dropped. Other tenants' entries and the
+// cache's totals are untouched.
+func (c *Cache) ClearTenant(tenant string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k := range c.entries {
+		if k.tenant == tenant {
+			delete(c.entries, k)
+			n++
+		}
+	}
+	for k, f := range c.flights {
+		if k.tenant == tenant {
+			f.stale = true
+		}
+	}
+	delete(c.tenants, tenant)
+	return n
 }
 
 // Reset clears the cache and restores the settings it was created with.
@@ -285,6 +338,7 @@ func (c *Cache) Reset() Settings {
 	clear(c.entries)
 	c.staleFlights()
 	c.hits, c.misses = 0, 0
+	clear(c.tenants)
 	c.settings = c.defaults
 	return c.settings
 }
@@ -317,6 +371,23 @@ func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Stats{Size: int64(len(c.entries)), Hits: c.hits, Misses: c.misses, Settings: c.settings}
+}
+
+// TenantStats reports the size and counters of tenant's entries alone,
+// and the cache's settings.
+func (c *Cache) TenantStats(tenant string) Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Stats{Settings: c.settings}
+	for k := range c.entries {
+		if k.tenant == tenant {
+			s.Size++
+		}
+	}
+	if t := c.tenants[tenant]; t != nil {
+		s.Hits, s.Misses = t.hits, t.misses
+	}
+	return s
 }
 
 func clone(tools []*bridgev1.Tool) []*bridgev1.Tool {

@@ -154,7 +154,7 @@ func TestKeys(t *testing.T) {
 		}
 	}
 	k := NewKey(base)
-	if strings.Contains(string(k[:]), "tok-secret-1") || strings.Contains(k.String(), "tok-secret-1") {
+	if strings.Contains(string(k.sum[:]), "tok-secret-1") || strings.Contains(k.String(), "tok-secret-1") {
 		t.Error("the raw secret is in the key")
 	}
 }
@@ -222,6 +222,58 @@ func TestInvalidateAndClear(t *testing.T) {
 	c.Clear()
 	if s := c.Stats(); s.Size != 0 || s.Hits != 0 || s.Misses != 0 {
 		t.Errorf("stats after Clear = %+v", s)
+	}
+}
+
+// X-I5: TenantStats and ClearTenant see one tenant's entries and lookups
+// alone; ClearTenant leaves the other tenants' entries, their counters and
+// the totals as they were.
+func TestTenantScope(t *testing.T) {
+	t.Parallel()
+	c := newCache(t, defaults())
+	var calls atomic.Int32
+	fetch := func(tenant, url string) {
+		t.Helper()
+		if _, _, err := c.Fetch(t.Context(), NewKey(KeyParts{Tenant: tenant, URL: url}), nil, fetcher(&calls, tools("x"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch("acme", "a")
+	fetch("acme", "a")
+	fetch("acme", "b")
+	fetch("globex", "a")
+	counts := func(s Stats) [3]int64 { return [3]int64{s.Size, s.Hits, s.Misses} }
+	for _, tc := range []struct {
+		name string
+		got  Stats
+		want [3]int64
+	}{
+		{"acme", c.TenantStats("acme"), [3]int64{2, 1, 2}},
+		{"globex", c.TenantStats("globex"), [3]int64{1, 0, 1}},
+		{"a tenant with nothing", c.TenantStats("initech"), [3]int64{0, 0, 0}},
+		{"the whole cache", c.Stats(), [3]int64{3, 1, 3}},
+	} {
+		if got := counts(tc.got); got != tc.want {
+			t.Errorf("X-I5 %s: size, hits, misses = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.got.Settings != defaults() {
+			t.Errorf("X-I5 %s: settings %+v, want the cache's", tc.name, tc.got.Settings)
+		}
+	}
+	if n := c.ClearTenant("acme"); n != 2 {
+		t.Errorf("ClearTenant(acme) dropped %d entries, want 2", n)
+	}
+	if got := counts(c.TenantStats("acme")); got != [3]int64{} {
+		t.Errorf("X-I5 acme after its clear: %v, want nothing", got)
+	}
+	if got := counts(c.TenantStats("globex")); got != [3]int64{1, 0, 1} {
+		t.Errorf("X-I5 globex after acme's clear: %v, want as before", got)
+	}
+	if got := counts(c.Stats()); got != [3]int64{1, 1, 3} {
+		t.Errorf("X-I5 the whole cache after acme's clear: %v, want one entry and the totals as before", got)
+	}
+	if _, hit, _ := c.Fetch(t.Context(), NewKey(KeyParts{Tenant: "globex", URL: "a"}), nil, fetcher(&calls, nil)); !hit {
+		t.Error("X-I5 acme's clear dropped globex's entry")
 	}
 }
 
@@ -327,9 +379,10 @@ func TestManyGoroutines(t *testing.T) {
 func TestInvalidateDuringFetch(t *testing.T) {
 	t.Parallel()
 	for name, drop := range map[string]func(*Cache, Key){
-		"invalidate": func(c *Cache, k Key) { c.Invalidate(k) },
-		"clear":      func(c *Cache, _ Key) { c.Clear() },
-		"reset":      func(c *Cache, _ Key) { c.Reset() },
+		"invalidate":       func(c *Cache, k Key) { c.Invalidate(k) },
+		"clear":            func(c *Cache, _ Key) { c.Clear() },
+		"reset":            func(c *Cache, _ Key) { c.Reset() },
+		"clear the tenant": func(c *Cache, _ Key) { c.ClearTenant("t") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

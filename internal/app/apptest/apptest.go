@@ -1,6 +1,6 @@
 // Package apptest serves a whole agentd for tests: app.NewAgent (the
-// AgentService, its embedded bridge and the bridge's admin API) on an
-// in-memory listener, and a log sink that tests can read while agentd
+// AgentService, its embedded bridge and the bridge's admin API) on
+// in-memory listeners, and a log sink that tests can read while agentd
 // writes to it.
 package apptest
 
@@ -24,25 +24,41 @@ import (
 // stop is idempotent and also runs when the test ends.
 func Serve(t testing.TB, o app.Options) (*grpc.ClientConn, func()) {
 	t.Helper()
+	conn, _, stop := serve(t, o, false)
+	return conn, stop
+}
+
+// ServeWithAdmin is Serve for a configuration that sets admin.listen
+// (whose address it does not use): it serves the admin service on an
+// in-memory listener of its own and returns a connection to each.
+func ServeWithAdmin(t testing.TB, o app.Options) (conn, admin *grpc.ClientConn, stop func()) {
+	t.Helper()
+	return serve(t, o, true)
+}
+
+func serve(t testing.TB, o app.Options, withAdmin bool) (conn, admin *grpc.ClientConn, stop func()) {
+	t.Helper()
 	a, err := app.NewAgent(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lis := bufconn.Listen(1 << 20)
+	var adminLis *bufconn.Listener
+	var adminNet net.Listener // nil unless withAdmin: not a typed nil
+	if withAdmin {
+		adminLis = bufconn.Listen(1 << 20)
+		adminNet = adminLis
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, lis, o) }()
-	conn, err := grpc.NewClient("passthrough:///agentd", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		cancel()
-		<-done
-		t.Fatal(err)
-	}
+	go func() { done <- a.ServeWithAdmin(ctx, lis, adminNet, o) }()
+	var conns []*grpc.ClientConn
 	var once sync.Once
-	stop := func() {
+	stop = func() {
 		once.Do(func() {
-			conn.Close()
+			for _, c := range conns {
+				c.Close()
+			}
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("Serve: %v", err)
@@ -50,7 +66,22 @@ func Serve(t testing.TB, o app.Options) (*grpc.ClientConn, func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return conn, stop
+	dial := func(lis *bufconn.Listener) *grpc.ClientConn {
+		t.Helper()
+		c, err := grpc.NewClient("passthrough:///agentd", grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		return c
+	}
+	conn = dial(lis)
+	if withAdmin {
+		admin = dial(adminLis)
+	}
+	return conn, admin, stop
 }
 
 // Logs is a log sink safe for concurrent writes and reads.
