@@ -143,14 +143,14 @@ func (l *Limiter) admit(tenant string, lim Limits, rated bool) (func(), error) {
 	}
 	if c := lim.Concurrent; c.N > 0 && u.running >= c.N {
 		return nil, Exceeded(tenant, c, ConcurrencyRetry, fmt.Sprintf(
-			"%s runs %d generations, as many as %s allows; retry when one ends", who(tenant), u.running, c.Setting))
+			"%s runs %d generations, as many as %s allows; retry when one ends", Who(tenant), u.running, c.Setting))
 	}
 	if r := lim.PerMinute; rated && r.N > 0 {
 		u.refill(now, int64(r.N))
 		if u.tokens < token {
 			wait := time.Duration((token - u.tokens + int64(r.N) - 1) / int64(r.N))
 			return nil, Exceeded(tenant, r, wait, fmt.Sprintf(
-				"%s starts generations as fast as %s allows (%d a minute); retry in %s", who(tenant), r.Setting, r.N, wait.Round(time.Millisecond)))
+				"%s starts generations as fast as %s allows (%d a minute); retry in %s", Who(tenant), r.Setting, r.N, wait.Round(time.Millisecond)))
 		}
 		u.tokens -= token
 	}
@@ -196,8 +196,9 @@ func (u *usage) full(now time.Time) bool {
 	return u.perMinute == 0 || u.tokens+int64(min(now.Sub(u.filled), time.Minute))*u.perMinute >= u.perMinute*token
 }
 
-// who names a tenant in a message.
-func who(tenant string) string {
+// Who names tenant in a message: `the tenant "acme"`, or for "", the one
+// tenant of unauthenticated callers, "this agentd's callers".
+func Who(tenant string) string {
 	if tenant == "" {
 		return "this agentd's callers"
 	}
