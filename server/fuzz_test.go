@@ -874,6 +874,16 @@ func (m *memCheckpoints) Delete(_ context.Context, _, id string, ifVersion int64
 	return nil
 }
 
+// Count counts every record, as if each expired a day from now.
+func (m *memCheckpoints) Count(context.Context, string) (int, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.records) == 0 {
+		return 0, time.Time{}, nil
+	}
+	return len(m.records), time.Now().Add(24 * time.Hour), nil
+}
+
 func (*memCheckpoints) Close() error { return nil }
 
 // allProviders registers every provider agentd serves, as internal/app

@@ -49,6 +49,7 @@ func (s *Service) Generate(stream generateStream) error {
 	if err != nil {
 		return fault.GRPC(err)
 	}
+	defer g.release() // however the generation ends: completed, failed, cancelled or paused
 	g.caller, _ = auth.Caller(stream.Context())
 	if g.resume != nil {
 		s.log.Info("generation resumed", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,

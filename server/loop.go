@@ -32,6 +32,7 @@ type generation struct {
 	plan    *plan
 	link    *link         // the client's stream
 	session BridgeSession // nil when no server runs in the bridge
+	release func()        // gives back its tenant's concurrency slot (quota); idempotent
 
 	tools       []*agentdv1.FunctionTool // offered to the model, in order
 	infos       []*agentdv1.ToolInfo
@@ -63,19 +64,31 @@ func tenantOf(ctx context.Context) string {
 	return tenant
 }
 
+// newGeneration validates a start with the tenant's settings, then admits
+// it within the tenant's limits (X-I7): a request refused for what it
+// says takes nothing of them.
 func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGeneration) (*generation, error) {
 	var timeout *durationValue
 	if at := start.GetAnswerTimeout(); at != nil {
 		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
 	}
-	p, err := s.newPlan("start", start.GetAgent(), start.GetMessages(), timeout)
+	name, tenant, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.newPlan("start", tenant, start.GetAgent(), start.GetMessages(), timeout)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.limiter.Start(name, tenant.Limits)
 	if err != nil {
 		return nil, err
 	}
 	return &generation{
 		s:        s,
 		id:       newGenerationID(),
-		tenant:   tenantOf(ctx),
+		tenant:   name,
+		release:  release,
 		plan:     p,
 		owners:   make(map[string]*toolOwner),
 		answered: make(map[string]bool),

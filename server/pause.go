@@ -14,6 +14,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/quota"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/toolerror"
 )
@@ -86,11 +87,17 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	var fence int64
 	if g.resume != nil {
 		// A resumed generation that pauses again writes over its own claim
-		// only: if another resume took it over, this one stops here.
+		// only: if another resume took it over, this one stops here. Its
+		// record holds a place among the paused already.
 		g.resume.stopKeeping()
 		fence = g.resume.version
 	}
-	if err := store.Save(sctx, g.tenant, g.id, data, expires, fence); err != nil {
+	save := func() error { return store.Save(sctx, g.tenant, g.id, data, expires, fence) }
+	if limit := g.plan.tenant.Limits.Paused; fence == 0 && limit.N > 0 {
+		if err := g.saveWithin(sctx, limit, len(approvals)+len(functions), why, save); err != nil {
+			return err
+		}
+	} else if err := save(); err != nil {
 		return err
 	}
 	if g.resume != nil {
@@ -102,6 +109,27 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 		FunctionCalls:    functions,
 		ExpiresAt:        timestamppb.New(expires),
 	}}})
+}
+
+// saveWithin saves a newly paused generation unless its tenant has as
+// many paused as max_paused_generations allows (X-I7): then the generation
+// fails instead, ResourceExhausted, with the time until one of the
+// tenant's paused generations expires as when to retry (a resume that
+// completes may free a place sooner). Counting and saving are one step
+// for this agentd.
+func (g *generation) saveWithin(ctx context.Context, limit quota.Limit, waiting int, why *errPause, save func() error) error {
+	g.s.pauseMu.Lock()
+	defer g.s.pauseMu.Unlock()
+	n, next, err := g.s.checkpoints.Count(ctx, g.tenant)
+	if err != nil {
+		return err
+	}
+	if n < limit.N {
+		return save()
+	}
+	return quota.Exceeded(g.tenant, limit, max(time.Until(next), time.Second), fmt.Sprintf(
+		"the generation waits for %d answers (approval decisions or function results) and the client %s, but it cannot pause: %s has %d paused generations, as many as %s allows; resume one, or let one expire",
+		waiting, why.why, quota.Who(g.tenant), n, limit.Setting))
 }
 
 // storeContext bounds one store write by storeTimeout, whatever becomes of
@@ -229,17 +257,21 @@ func (g *generation) progress(ctx context.Context) error {
 
 // resumeGeneration validates a resume and claims the paused generation for
 // it: nothing runs before every check passed (R-A7), and of two resumes of
-// one pause, only one gets it (R-A8). It loads the paused generation,
-// checks that it may be resumed and that the resume answers it, then
-// claims it.
+// one pause, only one gets it (R-A8). It loads the paused generation of
+// the caller's tenant, checks that it may be resumed and that the resume
+// answers it, admits it within the tenant's concurrency limit, then claims
+// it.
 func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGeneration) (*generation, error) {
 	if err := checkResumeRequest(r); err != nil {
 		return nil, err
 	}
-	tenant := tenantOf(ctx)
+	name, tenant, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	rec, cp, err := s.loadPaused(sctx, tenant, r.GetGenerationId())
+	rec, cp, err := s.loadPaused(sctx, name, r.GetGenerationId())
 	if err != nil {
 		return nil, err
 	}
@@ -247,18 +279,27 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.checkResume(r, cp)
+	p, err := s.checkResume(r, tenant, cp)
 	if err != nil {
 		return nil, err
 	}
-	claimed, err := s.claim(sctx, tenant, r, rec, cp, interrupted)
+	// A resumed generation runs: it needs a slot (but no token of the
+	// rate), taken before the claim so that a refused resume leaves the
+	// pause as it was.
+	release, err := s.limiter.Resume(name, tenant.Limits)
 	if err != nil {
+		return nil, err
+	}
+	claimed, err := s.claim(sctx, name, r, rec, cp, interrupted)
+	if err != nil {
+		release()
 		return nil, err
 	}
 	g := &generation{
 		s:         s,
 		id:        cp.GetGenerationId(),
-		tenant:    tenant,
+		tenant:    name,
+		release:   release,
 		plan:      p,
 		owners:    make(map[string]*toolOwner),
 		answered:  make(map[string]bool),
@@ -353,12 +394,12 @@ func (s *Service) checkClaimable(rec store.Record, cp *statev1.Checkpoint) (inte
 // checkResume validates the resume against its checkpoint: the agent, on
 // the provider and model it paused on, and exactly one answer for every
 // request the paused turn waits for. It returns the plan to run.
-func (s *Service) checkResume(r *agentdv1.ResumeGeneration, cp *statev1.Checkpoint) (*plan, error) {
+func (s *Service) checkResume(r *agentdv1.ResumeGeneration, tenant *Tenant, cp *statev1.Checkpoint) (*plan, error) {
 	var timeout *durationValue
 	if at := r.GetAnswerTimeout(); at != nil {
 		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
 	}
-	p, err := s.newPlan("resume", r.GetAgent(), cp.GetMessages(), timeout)
+	p, err := s.newPlan("resume", tenant, r.GetAgent(), cp.GetMessages(), timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/policy"
+	"github.com/agentd/agentd/internal/quota"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 )
@@ -34,7 +36,8 @@ const closeTimeout = 30 * time.Second
 type Options struct {
 	// Logger receives one record per failed generation.
 	Logger *slog.Logger
-	// Providers are the provider adapters requests may name.
+	// Providers are the provider adapters requests may name, for every
+	// tenant that Tenants gives none of its own.
 	Providers *providers.Registry
 	// Bridge runs the bridged MCP servers.
 	Bridge Bridge
@@ -53,6 +56,34 @@ type Options struct {
 	// Checkpoints stores paused generations; nil means generations cannot
 	// pause (they fail when they would).
 	Checkpoints store.Checkpoints
+	// Tenants returns the settings of the caller's tenant (auth.Caller's;
+	// "" without authentication), and false for a tenant that may not be
+	// served (one the configuration does not know): its calls are
+	// PermissionDenied. Nil serves every tenant with Providers and Rules,
+	// unlimited.
+	Tenants func(tenant string) (*Tenant, bool)
+}
+
+// Tenant is what one tenant's generations use (X-I7): its provider keys,
+// its rules, the registered servers it may use, and its limits. A
+// generation uses its own tenant's, never another's.
+type Tenant struct {
+	// Providers are its provider adapters, configured with its keys and
+	// base URLs. Nil: Options.Providers.
+	Providers *providers.Registry
+	// Rules are what its requests may declare, as the embedded bridge
+	// checks them for this tenant; nil with a remote bridge (see
+	// Options.Rules).
+	Rules *policy.Rules
+	// Servers lists the registered servers (bridge.servers) it may use
+	// with ref:, when the configuration restricts them; nil: all of them.
+	// Like Rules, known only of the embedded bridge.
+	Servers []string
+	// ServersSetting names the setting that lists Servers, for the error
+	// of a ref: beyond it (e.g. "tenants.acme.servers").
+	ServersSetting string
+	// Limits are its limits.
+	Limits quota.Limits
 }
 
 // Service implements agentd.v1.AgentService.
@@ -66,6 +97,11 @@ type Service struct {
 	rules       *policy.Rules
 	tracer      trace.Tracer
 	checkpoints store.Checkpoints
+	tenants     func(string) (*Tenant, bool)
+	limiter     *quota.Limiter
+	// pauseMu makes counting a tenant's paused generations and storing
+	// one more a single step, against max_paused_generations.
+	pauseMu sync.Mutex
 }
 
 // New returns a Service.
@@ -86,7 +122,29 @@ func New(opts Options) *Service {
 		rules:       opts.Rules,
 		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
 		checkpoints: opts.Checkpoints,
+		tenants:     opts.Tenants,
+		limiter:     quota.New(),
 	}
+}
+
+// tenant returns the settings of the caller's tenant in ctx, or
+// PermissionDenied for a tenant the configuration does not serve. The
+// authenticator refuses such a caller already; this does not rely on it.
+func (s *Service) tenant(ctx context.Context) (string, *Tenant, error) {
+	name := tenantOf(ctx)
+	if s.tenants == nil {
+		return name, &Tenant{Providers: s.providers, Rules: s.rules}, nil
+	}
+	t, ok := s.tenants(name)
+	if !ok {
+		return name, nil, fault.New(fault.Permission, "the tenant %q is not configured (tenants), and there is no tenants.%s for it", name, config.DefaultTenant)
+	}
+	if t.Providers == nil {
+		own := *t
+		own.Providers = s.providers
+		t = &own
+	}
+	return name, t, nil
 }
 
 // Register registers the service on srv.
@@ -96,8 +154,12 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 
 // Preview resolves a request without any I/O (R-P1): it never calls the
 // bridge or the provider.
-func (s *Service) Preview(_ context.Context, req *agentdv1.PreviewRequest) (*agentdv1.PreviewResponse, error) {
-	p, err := s.newPlan("", req.GetAgent(), req.GetMessages(), nil)
+func (s *Service) Preview(ctx context.Context, req *agentdv1.PreviewRequest) (*agentdv1.PreviewResponse, error) {
+	_, tenant, err := s.tenant(ctx)
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	p, err := s.newPlan("", tenant, req.GetAgent(), req.GetMessages(), nil)
 	if err != nil {
 		return nil, fault.GRPC(err)
 	}

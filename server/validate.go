@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // each MCP server runs, and the limits in effect. Building a plan performs
 // no I/O.
 type plan struct {
+	tenant        *Tenant
 	provider      providers.Provider
 	agent         *agentdv1.Agent
 	messages      []*agentdv1.Message
@@ -59,12 +61,12 @@ func (v *violations) add(field, format string, args ...any) {
 	*v = append(*v, fault.Violation{Field: field, Description: fmt.Sprintf(format, args...)})
 }
 
-// newPlan validates a request (an agent and its conversation) and resolves
-// it. root prefixes field paths ("start", "resume" or "" for Preview).
-// Every problem is reported at once, as field violations: env variables
-// that the bridge's configuration refuses with the rest (X-D9), by
-// policy.Refusal's rule.
-func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentdv1.Message, answerTimeout *durationValue) (*plan, error) {
+// newPlan validates a request (an agent and its conversation) of tenant
+// and resolves it with the tenant's providers and rules. root prefixes
+// field paths ("start", "resume" or "" for Preview). Every problem is
+// reported at once, as field violations: what the tenant's rules refuse
+// with the rest (X-D9), by policy.Refusal's rule.
+func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, messages []*agentdv1.Message, answerTimeout *durationValue) (*plan, error) {
 	var v, denied violations
 	field := func(f string) string {
 		if root == "" {
@@ -72,7 +74,7 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 		}
 		return root + "." + f
 	}
-	p := &plan{agent: agent, messages: messages, maxToolTurns: s.cfg.MaxToolTurns, answerTimeout: s.cfg.AnswerTimeout}
+	p := &plan{tenant: tenant, agent: agent, messages: messages, maxToolTurns: s.cfg.MaxToolTurns, answerTimeout: s.cfg.AnswerTimeout}
 	if agent == nil {
 		v.add(field("agent"), "is required")
 		return nil, fault.InvalidRequest(v)
@@ -91,7 +93,7 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 		// Placement problems are reported with the others, for every
 		// server whose transport is known.
 		p.place(&v, toolNames, field("agent.mcps"))
-		s.checkAddresses(&denied, p)
+		p.checkAddresses(&denied)
 	}
 	if err := policy.Refusal(v, denied); err != nil {
 		return nil, err
@@ -101,13 +103,13 @@ func (s *Service) newPlan(root string, agent *agentdv1.Agent, messages []*agentd
 
 // planProvider finds the provider the agent names and checks its model.
 func (s *Service) planProvider(v *violations, field func(string) string, p *plan) {
-	agent := p.agent
-	provider, ok := s.providers.Lookup(agent.GetProvider())
+	agent, reg := p.agent, p.tenant.Providers
+	provider, ok := reg.Lookup(agent.GetProvider())
 	switch {
 	case agent.GetProvider() == "":
-		v.add(field("agent.provider"), "is required; one of %s", strings.Join(s.providers.Names(), ", "))
+		v.add(field("agent.provider"), "is required; one of %s", strings.Join(reg.Names(), ", "))
 	case !ok:
-		v.add(field("agent.provider"), "unknown provider %q; one of %s", agent.GetProvider(), strings.Join(s.providers.Names(), ", "))
+		v.add(field("agent.provider"), "unknown provider %q; one of %s", agent.GetProvider(), strings.Join(reg.Names(), ", "))
 	default:
 		p.provider = provider
 		if agent.GetModel() == "" && !provider.Capabilities().ModelOptional {
@@ -188,13 +190,14 @@ func (s *Service) planSettings(v *violations, field func(string) string, p *plan
 }
 
 // planServers validates and names the agent's MCP servers, in declaration
-// order; names must be distinct. What the bridge's rules refuse goes to
+// order; names must be distinct. What the tenant's rules refuse goes to
 // denied.
 func (s *Service) planServers(v, denied *violations, field func(string) string, p *plan) {
 	names := make(map[string]int)
 	for i, decl := range p.agent.GetMcps() {
 		sp := s.planServer(v, field(fmt.Sprintf("agent.mcps[%d]", i)), decl)
-		s.checkCommand(denied, sp)
+		p.checkCommand(denied, sp)
+		p.checkRef(denied, sp)
 		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
 			// Already refused; its name may be a stand-in.
 		} else if j, dup := names[sp.name]; dup {
@@ -368,28 +371,40 @@ func validateApprovalPolicy(v *violations, f string, pol *agentdv1.ApprovalPolic
 	}
 }
 
-// checkCommand refuses what the bridge's rules would refuse of a command
-// server (its command, the variables of its env that steer programs), so
-// that it is reported with the request's other problems, not when the
-// session opens.
-func (s *Service) checkCommand(denied *violations, sp *serverPlan) {
+// checkCommand refuses what the bridge's rules for the tenant would
+// refuse of a command server (its command, the variables of its env that
+// steer programs), so that it is reported with the request's other
+// problems, not when the session opens.
+func (p *plan) checkCommand(denied *violations, sp *serverPlan) {
 	c, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Command)
-	if !ok || s.rules == nil {
+	rules := p.tenant.Rules
+	if !ok || rules == nil {
 		return
 	}
-	if why := s.rules.CommandRefusal(c.Command); why != "" && c.Command != "" {
+	if why := rules.CommandRefusal(c.Command); why != "" && c.Command != "" {
 		denied.add(sp.field+".command", "%s", why)
 	}
-	for _, why := range s.rules.EnvRefusals(sp.decl.GetEnv()) {
+	for _, why := range rules.EnvRefusals(sp.decl.GetEnv()) {
 		denied.add(sp.field+".env", "%s", why)
 	}
 }
 
+// checkRef refuses a ref: to a registered server that the tenant may not
+// use (tenants.<name>.servers), as the bridge would.
+func (p *plan) checkRef(denied *violations, sp *serverPlan) {
+	ref := sp.decl.GetRef()
+	if ref == "" || p.tenant.Servers == nil || slices.Contains(p.tenant.Servers, ref) {
+		return
+	}
+	denied.add(sp.field+".ref", "the registered server %q is not among the servers %s lets this tenant use", ref, p.tenant.ServersSetting)
+}
+
 // checkAddresses refuses the url servers placed in the bridge whose
-// address the bridge's rules would refuse (bridge.allow_private_networks).
-// A server the provider runs is reached from its network, not agentd's.
-func (s *Service) checkAddresses(denied *violations, p *plan) {
-	if s.rules == nil {
+// address the tenant's rules would refuse (allow_private_networks). A
+// server the provider runs is reached from its network, not agentd's.
+func (p *plan) checkAddresses(denied *violations) {
+	rules := p.tenant.Rules
+	if rules == nil {
 		return
 	}
 	for _, sp := range p.bridged() {
@@ -398,7 +413,7 @@ func (s *Service) checkAddresses(denied *violations, p *plan) {
 			continue
 		}
 		if parsed, err := url.Parse(u.Url); err == nil {
-			if why := s.rules.AddressRefusal(parsed.Hostname()); why != "" {
+			if why := rules.AddressRefusal(parsed.Hostname()); why != "" {
 				denied.add(sp.field+".url", "%s", why)
 			}
 		}

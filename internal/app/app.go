@@ -27,10 +27,8 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
-	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tlsconf"
-	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/registry"
 	"github.com/agentd/agentd/server"
 )
@@ -213,7 +211,7 @@ type Agent struct {
 	Admin       *grpc.Server
 	AdminHealth *health.Server
 
-	providers  *providers.Registry
+	providers  *registry.Tenants
 	store      *store.SQLite
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
@@ -231,11 +229,11 @@ type Agent struct {
 // (X-I8), and admin.listen is the remote bridge's business. Close releases
 // what NewAgent started if Serve is never called.
 func NewAgent(o Options) (*Agent, error) {
-	reg, err := registry.New(o.Config.Providers)
+	regs, err := registry.NewTenants(&o.Config)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{providers: reg}
+	a := &Agent{providers: regs}
 	if a.store, err = store.OpenSQLite(filepath.Join(o.Config.StateDir, "agentd.db"), time.Minute); err != nil {
 		return nil, err
 	}
@@ -281,15 +279,10 @@ func NewAgent(o Options) (*Agent, error) {
 		}
 	}
 	a.Server, a.Health = grpcserver.New(serverOpts)
-	var rules *policy.Rules
-	if a.embedded != nil {
-		r := o.Config.Bridge.Rules()
-		rules = &r
-	}
 	svc := server.New(server.Options{
-		Rules:          rules,
+		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
 		Logger:         log,
-		Providers:      reg,
+		Providers:      regs.Global(),
 		Bridge:         server.NewBridgeClient(a.bridgeConn),
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,

@@ -63,6 +63,13 @@ func FromContext(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
+// NewContext returns ctx carrying p as its authenticated principal, as
+// the interceptors make it: for callers that authenticate otherwise, and
+// for tests.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
 // Anonymous names the caller in audit lines where no authentication is
 // configured.
 const Anonymous = "anonymous"

@@ -253,13 +253,15 @@ type Admin struct {
 // naming the limit.
 type Limits struct {
 	// MaxConcurrentGenerations caps the tenant's generations running at
-	// once (a paused one does not count).
+	// once, resumed ones included (a paused one does not count).
 	MaxConcurrentGenerations int `yaml:"max_concurrent_generations"`
 	// MaxPausedGenerations caps the tenant's paused generations: a
-	// generation that would pause beyond it fails instead.
+	// generation that would pause beyond it fails instead (a resumed one
+	// that pauses again keeps its place).
 	MaxPausedGenerations int `yaml:"max_paused_generations"`
-	// GenerationsPerMinute is the rate of new generations (a token bucket
-	// holding a minute's worth).
+	// GenerationsPerMinute is the rate of new generations: a token bucket
+	// holding a minute's worth, refilled continuously. A resume takes no
+	// token.
 	GenerationsPerMinute int `yaml:"generations_per_minute"`
 }
 

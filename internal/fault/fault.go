@@ -4,7 +4,8 @@
 // A *Error carries a Kind (what the caller can do about it), a message that
 // is safe to show (producers never put secrets in it), and optional details:
 // field violations for invalid requests, and a reason with metadata (such
-// as the MCP server and request that timed out). Status turns any error
+// as the MCP server and request that timed out), and for a limit reached,
+// when to retry and which limit it was. Status turns any error
 // into a *status.Status; errors that were never classified become Internal
 // with a generic message, so nothing unvetted reaches a client.
 package fault
@@ -16,10 +17,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Kind says what went wrong, from the caller's point of view.
@@ -78,6 +81,14 @@ type Violation struct {
 	Description string // what is wrong, without the field's value if it may be secret
 }
 
+// QuotaViolation is one limit a request is over: whose limit (Subject,
+// e.g. "tenant:acme") and which (Description, e.g. the setting that sets
+// it).
+type QuotaViolation struct {
+	Subject     string
+	Description string
+}
+
 // Error is a classified error.
 type Error struct {
 	Kind Kind
@@ -89,6 +100,12 @@ type Error struct {
 	// is set. Metadata values are shown to clients.
 	Reason   string
 	Metadata map[string]string
+	// RetryDelay, when positive, becomes a google.rpc.RetryInfo detail:
+	// how long the caller should wait before it tries again.
+	RetryDelay time.Duration
+	// Quota lists the limits an Exhausted request is over; they become a
+	// google.rpc.QuotaFailure detail.
+	Quota []QuotaViolation
 	// Err is the cause, for errors.Is/As and for logs. Its text is part of
 	// Error() only when the producer wrapped it with Wrap, which vouches
 	// that it carries no secret.
@@ -192,6 +209,20 @@ func Status(err error) *status.Status {
 	if fe.Reason != "" {
 		info := &errdetails.ErrorInfo{Reason: fe.Reason, Domain: "agentd", Metadata: fe.Metadata}
 		if withDetails, err := st.WithDetails(info); err == nil {
+			st = withDetails
+		}
+	}
+	if fe.RetryDelay > 0 {
+		if withDetails, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(fe.RetryDelay)}); err == nil {
+			st = withDetails
+		}
+	}
+	if len(fe.Quota) > 0 {
+		qf := &errdetails.QuotaFailure{}
+		for _, v := range fe.Quota {
+			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{Subject: v.Subject, Description: v.Description})
+		}
+		if withDetails, err := st.WithDetails(qf); err == nil {
 			st = withDetails
 		}
 	}

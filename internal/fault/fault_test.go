@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 func TestStatus(t *testing.T) {
@@ -41,6 +43,16 @@ func TestStatus(t *testing.T) {
 			wantCode:    codes.DeadlineExceeded,
 			wantMessage: "slow",
 			wantDetails: []proto.Message{&errdetails.ErrorInfo{Reason: "MCP_TIMEOUT", Domain: "agentd", Metadata: map[string]string{"server": "s"}}},
+		},
+		{
+			name:        "a limit becomes RetryInfo and QuotaFailure",
+			err:         &Error{Kind: Exhausted, Msg: "over", RetryDelay: 1500 * time.Millisecond, Quota: []QuotaViolation{{Subject: "tenant:acme", Description: "limits.x"}}},
+			wantCode:    codes.ResourceExhausted,
+			wantMessage: "over",
+			wantDetails: []proto.Message{
+				&errdetails.RetryInfo{RetryDelay: durationpb.New(1500 * time.Millisecond)},
+				&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "tenant:acme", Description: "limits.x"}}},
+			},
 		},
 	}
 	for _, tt := range tests {

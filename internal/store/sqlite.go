@@ -197,6 +197,22 @@ func (s *SQLite) Renew(ctx context.Context, tenant, id string, version int64, da
 	return oneRow(res, err, id)
 }
 
+func (s *SQLite) Count(ctx context.Context, tenant string) (int, time.Time, error) {
+	var n int
+	var next sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `
+		SELECT COUNT(*), MIN(expires_at) FROM paused_generations
+		WHERE tenant = ? AND expires_at > ?`,
+		tenant, time.Now().UnixMilli()).Scan(&n, &next)
+	if err != nil {
+		return 0, time.Time{}, unavailable(err)
+	}
+	if !next.Valid {
+		return 0, time.Time{}, nil
+	}
+	return n, time.UnixMilli(next.Int64), nil
+}
+
 func (s *SQLite) Delete(ctx context.Context, tenant, id string, ifVersion int64) error {
 	var err error
 	if ifVersion != 0 {

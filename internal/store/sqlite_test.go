@@ -271,3 +271,64 @@ func TestPathWithURICharacters(t *testing.T) {
 		t.Errorf("the database is not at its path: %v", err)
 	}
 }
+
+// X-I7: Count is a tenant's paused generations that have not expired,
+// claimed ones included, and the earliest expiry among them: what
+// limits.max_paused_generations is held to, and when a place frees.
+func TestCount(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s, err := OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := t.Context()
+		t0 := time.Now()
+		count := func(tenant string) (int, time.Duration) {
+			t.Helper()
+			n, next, err := s.Count(ctx, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				if !next.IsZero() {
+					t.Errorf("Count(%q) = 0 with an expiry %v", tenant, next)
+				}
+				return 0, 0
+			}
+			return n, next.Sub(t0)
+		}
+		if n, _ := count("acme"); n != 0 {
+			t.Fatalf("an empty store counts %d", n)
+		}
+		for id, expires := range map[string]time.Duration{"a": time.Hour, "b": 2 * time.Hour, "gone": 0} {
+			if err := s.Save(ctx, "acme", id, []byte("x"), t0.Add(expires), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Save(ctx, "globex", "c", []byte("x"), t0.Add(time.Minute), 0); err != nil {
+			t.Fatal(err)
+		}
+		if n, next := count("acme"); n != 2 || next != time.Hour {
+			t.Errorf("acme: %d, next expiry in %s; want 2 (the expired one not counted), in 1h", n, next)
+		}
+		r, _ := s.Get(ctx, "acme", "a")
+		if err := s.Claim(ctx, "acme", "a", r.Version, []byte("claimed"), t0, t0); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := count("acme"); n != 2 {
+			t.Errorf("acme with one claimed: %d; want 2", n)
+		}
+		if n, next := count("globex"); n != 1 || next != time.Minute {
+			t.Errorf("globex: %d, in %s; want 1, in 1m", n, next)
+		}
+		if err := s.Delete(ctx, "acme", "b", 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour)
+		if n, _ := count("acme"); n != 0 {
+			t.Errorf("acme after its records expired or went: %d", n)
+		}
+	})
+}

@@ -57,6 +57,12 @@ type Checkpoints interface {
 	// past the pause's expiry keeps it.
 	Renew(ctx context.Context, tenant, id string, version int64, data []byte, now time.Time) error
 
+	// Count returns how many paused generations tenant has stored that
+	// have not expired (those claimed by a running resume included: they
+	// keep their place until the resume settles them), and the earliest
+	// time one of them expires (zero when there is none).
+	Count(ctx context.Context, tenant string) (n int, nextExpiry time.Time, err error)
+
 	// Delete removes the record: with ifVersion 0 whatever it holds,
 	// otherwise only if it still has that version. Removing a missing
 	// record is no error.

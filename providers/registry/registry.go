@@ -4,8 +4,9 @@
 // and its constructor. Configure completes and checks the configuration's
 // providers section from these declarations; New builds what agentd
 // serves: the in-process "mock" and "script", an adapter for each declared
-// provider, and the "router" over them all. Adding a provider is one entry
-// in Declared.
+// provider, and the "router" over them all; NewTenants builds that for
+// each tenant with provider keys of its own. Adding a provider is one
+// entry in Declared.
 package registry
 
 import (
@@ -66,7 +67,7 @@ func (a Adapter) Settings(c config.Provider) providers.Settings {
 // configures it. A name the file gives that no provider has is an error
 // naming the setting.
 func Configure(file map[string]config.Provider, getenv func(string) string) (map[string]config.Provider, error) {
-	if err := checkNames(file); err != nil {
+	if err := checkNames("providers", file); err != nil {
 		return nil, err
 	}
 	var out map[string]config.Provider
@@ -94,8 +95,9 @@ func Configure(file map[string]config.Provider, getenv func(string) string) (map
 	return out, nil
 }
 
-// checkNames refuses a configured provider that is not declared.
-func checkNames(configured map[string]config.Provider) error {
+// checkNames refuses a provider configured under setting ("providers",
+// or "tenants.<name>.providers") that is not declared.
+func checkNames(setting string, configured map[string]config.Provider) error {
 	for _, name := range slices.Sorted(maps.Keys(configured)) {
 		if !slices.ContainsFunc(Declared, func(a Adapter) bool { return a.Name == name }) {
 			names := make([]string, len(Declared))
@@ -103,7 +105,7 @@ func checkNames(configured map[string]config.Provider) error {
 				names[i] = a.Name
 			}
 			slices.Sort(names)
-			return fmt.Errorf("config: providers.%s: unknown provider; one of %s", name, strings.Join(names, ", "))
+			return fmt.Errorf("config: %s.%s: unknown provider; one of %s", setting, name, strings.Join(names, ", "))
 		}
 	}
 	return nil
@@ -113,7 +115,7 @@ func checkNames(configured map[string]config.Provider) error {
 // configured[its name] (its zero value when absent: the adapter's
 // defaults). A configured name that no provider has is an error.
 func New(configured map[string]config.Provider) (*providers.Registry, error) {
-	if err := checkNames(configured); err != nil {
+	if err := checkNames("providers", configured); err != nil {
 		return nil, err
 	}
 	all := []providers.Provider{scripted.Mock(), scripted.Script()}
@@ -124,4 +126,62 @@ func New(configured map[string]config.Provider) (*providers.Registry, error) {
 	lookup := func(name string) (providers.Provider, bool) { return reg.Lookup(name) }
 	reg, err := providers.NewRegistry(append(all, router.New(lookup))...)
 	return reg, err
+}
+
+// Tenants are the registries agentd serves by tenant (X-I7): the global
+// one, configured by providers, and one of its own for each configured
+// tenant that sets provider keys or base URLs (tenants.<name>.providers,
+// merged over providers by config.ForTenant). A tenant's generations thus
+// use its own key wherever it set one, never another tenant's, and the
+// global one only for a provider it left alone.
+type Tenants struct {
+	global *providers.Registry
+	own    map[string]*providers.Registry
+}
+
+// NewTenants builds the registries of cfg: cfg.Providers as Configure
+// completed them, and each tenant's. A provider name under
+// tenants.<name>.providers that no provider has is an error naming the
+// setting, as under providers.
+func NewTenants(cfg *config.Config) (*Tenants, error) {
+	global, err := New(cfg.Providers)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tenants{global: global, own: make(map[string]*providers.Registry)}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Tenants)) {
+		own := cfg.Tenants[name].Providers
+		if len(own) == 0 {
+			continue
+		}
+		if err := checkNames("tenants."+name+".providers", own); err != nil {
+			return nil, err
+		}
+		settings, _ := cfg.ForTenant(name)
+		if t.own[name], err = New(settings.Providers); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Global is the registry of the global provider settings.
+func (t *Tenants) Global() *providers.Registry { return t.global }
+
+// For returns the registry of the configured tenant name: its own, or the
+// global one when it sets no provider of its own (or is not configured).
+func (t *Tenants) For(name string) *providers.Registry {
+	if r, ok := t.own[name]; ok {
+		return r
+	}
+	return t.global
+}
+
+// CloseIdleConnections closes the idle connections of every registry's
+// providers.
+func (t *Tenants) CloseIdleConnections() {
+	t.global.CloseIdleConnections()
+	for _, r := range t.own {
+		r.CloseIdleConnections()
+	}
 }

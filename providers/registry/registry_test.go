@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -86,5 +87,69 @@ func TestSharedChecks(t *testing.T) {
 			})
 			providertest.CheckStreamFailures(t, a.New)
 		})
+	}
+}
+
+// X-I7: a tenant's generations use its own provider key and base URL
+// where it set one (tenants.<name>.providers), never another tenant's,
+// and the global settings for a provider it left alone.
+func TestTenants(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string // "path authorization" of each request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, `{"error":{"message":"no"}}`, http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	cfg := config.Default()
+	cfg.Providers = map[string]config.Provider{"openai": {APIKey: "sk-global", BaseURL: srv.URL + "/global", MaxRetries: -1}}
+	cfg.Tenants = map[string]config.Tenant{
+		"acme":    {Providers: map[string]config.Provider{"openai": {APIKey: "sk-acme"}}},
+		"globex":  {Providers: map[string]config.Provider{"openai": {BaseURL: srv.URL + "/globex"}, "anthropic": {APIKey: "sk-globex-anthropic"}}},
+		"initech": {},
+	}
+	regs, err := NewTenants(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regs.CloseIdleConnections()
+	for _, tc := range []struct{ tenant, want string }{
+		{"acme", "/global/chat/completions Bearer sk-acme"},
+		{"globex", "/globex/chat/completions Bearer sk-global"},
+		{"initech", "/global/chat/completions Bearer sk-global"},
+		{"unconfigured", "/global/chat/completions Bearer sk-global"},
+	} {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		p, _ := regs.For(tc.tenant).Lookup("openai")
+		req := &providers.Request{Model: "m", Messages: []*agentdv1.Message{{
+			Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}},
+		}}}
+		_ = providertest.FirstError(t.Context(), p, req)
+		mu.Lock()
+		got := slices.Clone(seen)
+		mu.Unlock()
+		if !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("X-I7 %s's openai request: %q; want %q", tc.tenant, got, tc.want)
+		}
+	}
+	if regs.For("initech") != regs.Global() {
+		t.Error("a tenant with no provider of its own got a registry of its own")
+	}
+}
+
+// A tenant's provider names are checked as the global ones are, naming
+// the tenant's setting.
+func TestTenantUnknownProvider(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Tenants = map[string]config.Tenant{"acme": {Providers: map[string]config.Provider{"opneai": {APIKey: "k"}}}}
+	want := "tenants.acme.providers.opneai: unknown provider; one of anthropic,"
+	if _, err := NewTenants(&cfg); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewTenants = %v; want %q", err, want)
 	}
 }
