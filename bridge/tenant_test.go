@@ -253,7 +253,7 @@ func TestTenantPolicy(t *testing.T) {
 		{"X-I7 the tenant's own allow_private_networks allows", f, "acme", local, codes.OK, nil},
 		{"X-I7 the tenant's own allow_private_networks refuses", f, "strict", local, codes.PermissionDenied, []string{"tenants.strict.allow_private_networks"}},
 		{"X-I7 a tenant not configured, without tenants.default", f, "nobody", refSpec("t", "tools"), codes.PermissionDenied, []string{`"nobody"`, "tenants.default"}},
-		{"X-I7 no tenant at all, when tenants are configured", f, "", refSpec("t", "tools"), codes.PermissionDenied, []string{"tenants.default"}},
+		{"X-I7 no tenant (no authentication) keeps the global settings", f, "", command, codes.OK, nil},
 		{"X-I7 a tenant not configured gets tenants.default's settings", fd, "nobody", command, codes.PermissionDenied, []string{"tenants.default.allowed_commands"}},
 		{"X-I7 and tenants.default's registered servers (all)", fd, "nobody", refSpec("d", "demo"), codes.OK, nil},
 	}

@@ -309,10 +309,13 @@ type TenantSettings struct {
 }
 
 // ForTenant returns the effective settings of tenant name, and false when
-// tenants are configured but neither name nor "default" is among them.
+// tenants are configured but neither name nor "default" is among them. The
+// tenant "" (no authentication) always gets the global settings.
 func (c *Config) ForTenant(name string) (TenantSettings, bool) {
 	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits}
-	if len(c.Tenants) == 0 {
+	// The tenant "" is every caller of an agentd that authenticates none:
+	// tenants mean nothing to it, and it keeps the global settings.
+	if len(c.Tenants) == 0 || name == "" {
 		return ts, true
 	}
 	entry := name
