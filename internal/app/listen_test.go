@@ -12,12 +12,14 @@ import (
 	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
 
 // X-I1: without authentication agentd listens only on loopback: an
 // address beyond the machine refuses to start, naming the setting and the
 // way out, for agentd serve and agentd bridge alike; --insecure lets it
-// start, with a warning, and so do API keys (auth.api_keys), without one.
+// start, with a warning, and so do API keys (auth.api_keys) and client
+// certificates mapped to principals (auth.mtls), without one.
 func TestListenBeyondLoopback(t *testing.T) {
 	t.Parallel()
 	options := func(edit func(*config.Config), log *apptest.Logs) app.Options {
@@ -58,6 +60,8 @@ func TestListenBeyondLoopback(t *testing.T) {
 			}
 		})
 	}
+	ca := tlstest.NewCA(t)
+	mtls := tlsFiles(t, ca.Leaf(t, "agentd"), ca, time.Now())
 	for _, tc := range []struct {
 		name string
 		edit func(*config.Config)
@@ -66,6 +70,10 @@ func TestListenBeyondLoopback(t *testing.T) {
 		{"X-I1 insecure starts, warning", func(c *config.Config) { c.Insecure = true }, true},
 		{"X-I1 API keys let it start, without a warning", func(c *config.Config) {
 			c.Auth.APIKeys = []config.APIKey{{Name: "ci", SHA256: auth.HashKey("k"), Tenant: "t", Roles: []string{auth.RoleGenerate}}}
+		}, false},
+		{"X-I1 client certificates mapped by auth.mtls let it start, without a warning", func(c *config.Config) {
+			c.TLS = mtls
+			c.Auth.MTLS.Principals = []config.MTLSPrincipal{{Principal: "spiffe://example.org/app", Tenant: "t", Roles: []string{auth.RoleGenerate}}}
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
