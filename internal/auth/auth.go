@@ -155,7 +155,7 @@ func newAuthenticator(cfg config.Config, log *slog.Logger, now func() time.Time)
 // Reload replaces the configuration with cfg's auth and tenants, at once
 // for every call that starts after it; calls already authenticated keep
 // their principal. An issuer configured exactly as before keeps its
-// fetched keys and the tokens it verified. A configuration New would
+// fetched keys, the tokens it verified and its ca_file as first read. A configuration New would
 // refuse, or one that turns authentication off (the listener's address
 // was chosen for an authenticated service), leaves the current one in
 // place, and the error says why.

@@ -176,7 +176,12 @@ func newIssuer(c config.OIDCIssuer, at string, now func() time.Time) (*issuer, e
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
-	is.client = &http.Client{Transport: limitedBody{transport}, Timeout: fetchTimeout}
+	is.client = &http.Client{Transport: limitedBody{transport}, Timeout: fetchTimeout, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 || req.URL.Scheme != "https" && !config.OIDCURL(req.URL.Scheme+"://"+req.URL.Host) {
+			return errors.New("redirected too often, or to neither https nor http on loopback")
+		}
+		return nil
+	}}
 	is.verifier = oidc.NewVerifier(c.Issuer, is, &oidc.Config{
 		ClientID:             c.Audience,
 		SupportedSigningAlgs: c.Algorithms,
@@ -281,7 +286,7 @@ type fetchOutcomeKey struct{}
 // hammer the issuer; a known kid whose signature fails fetches nothing.
 // go-oidc has checked the algorithm against the allow-list before.
 func (is *issuer) VerifySignature(ctx context.Context, jwt string) ([]byte, error) {
-	jws, err := jose.ParseSigned(jwt, is.algs)
+	jws, err := jose.ParseSignedCompact(jwt, is.algs)
 	if err != nil {
 		return nil, err
 	}

@@ -233,7 +233,10 @@ func TestOIDCLazyAndCached(t *testing.T) {
 	// With the key gone from the issuer's set and from agentd's cache, the
 	// token still passes: it is remembered as verified.
 	is.Unpublish(key.ID)
-	a.state.Load().oidc.issuers[is.URL].keys = nil
+	kept := a.state.Load().oidc.issuers[is.URL]
+	kept.mu.Lock()
+	kept.keys = nil
+	kept.mu.Unlock()
 	if p, err := bearerCall(a, token); err != nil || p.Name != "alice" {
 		t.Errorf("X-I3 the token again: %+v, %v; want it remembered", p, err)
 	}

@@ -187,8 +187,8 @@ type OIDCIssuer struct {
 	// ClockSkew is the leeway allowed on exp, nbf and iat. Default 1m.
 	ClockSkew time.Duration `yaml:"clock_skew"`
 	// RefreshInterval is the least time between two fetches of the
-	// issuer's keys caused by tokens signed with an unknown key id.
-	// Default 1m.
+	// issuer's keys caused by tokens signed with an unknown key id, and
+	// so also how long a failed fetch is not tried again. Default 1m.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// CAFile is a PEM bundle that verifies the issuer's HTTPS certificate.
 	// Default: the system's roots.
