@@ -145,7 +145,8 @@ stress: npm
 FUZZTIME ?= 30s
 FUZZ_TARGETS := server:FuzzValidate server:FuzzApprovalPolicy server:FuzzResumeCheckpoint \
   providers/internal/sse:FuzzStream providers/internal/sse:FuzzRoundTrip \
-  providers/internal/ndjson:FuzzStream providers/internal/ndjson:FuzzRoundTrip
+  providers/internal/ndjson:FuzzStream providers/internal/ndjson:FuzzRoundTrip \
+  internal/auth:FuzzBearer internal/auth:FuzzJWT
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "--- $$fn ./$$pkg/ ($(FUZZTIME))"; \

@@ -49,10 +49,10 @@ func TestTenantAdmin(t *testing.T) {
 	fill("acme", refSpec("demo", "demo"))
 	fill("globex", refSpec("tools", "tools"))
 
-	authn, err := auth.New([]config.APIKey{
+	authn, err := auth.New(config.Config{Auth: config.Auth{APIKeys: []config.APIKey{
 		{Name: "acme-ops", SHA256: auth.HashKey("sk-acme-ops"), Tenant: "acme", Roles: []string{auth.RoleTenantAdmin}},
 		{Name: "ops", SHA256: auth.HashKey("sk-ops"), Tenant: "ops", Roles: []string{auth.RoleAdmin}},
-	}, slog.New(slog.DiscardHandler))
+	}}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentd/agentd/internal/app"
@@ -73,39 +77,81 @@ func (f *commonFlags) load(bridge bool) (config.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// setup loads the configuration and starts logging and tracing.
-func setup(ctx context.Context, name string, args []string, stderr io.Writer, bridge bool) (app.Options, func(context.Context) error, error) {
+// setup loads the configuration and starts logging and tracing. It
+// returns the flags too, to load the configuration again as it did.
+func setup(ctx context.Context, name string, args []string, stderr io.Writer, bridge bool) (app.Options, *commonFlags, func(context.Context) error, error) {
 	fs := flag.NewFlagSet("agentd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f commonFlags
 	f.register(fs, !bridge)
 	if err := fs.Parse(args); err != nil {
-		return app.Options{}, nil, err
+		return app.Options{}, nil, nil, err
 	}
 	cfg, err := f.load(bridge)
 	if err != nil {
-		return app.Options{}, nil, err
+		return app.Options{}, nil, nil, err
 	}
 	level, _ := cfg.Log.SlogLevel()
 	log := telemetry.NewLogger(stderr, level, cfg.Log.Format)
 	tp, shutdown, err := telemetry.Setup(ctx, os.Getenv)
 	if err != nil {
-		return app.Options{}, nil, err
+		return app.Options{}, nil, nil, err
 	}
-	return app.Options{Config: cfg, Logger: log, Telemetry: grpcserver.Telemetry{TracerProvider: tp}}, shutdown, nil
+	return app.Options{Config: cfg, Logger: log, Telemetry: grpcserver.Telemetry{TracerProvider: tp}}, &f, shutdown, nil
 }
 
+// serve runs `agentd serve`, which loads its configuration again at every
+// SIGHUP and applies its auth and tenants (app.Agent.Reload).
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	o, shutdown, err := setup(ctx, "serve", args, stderr, false)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return serveReloading(ctx, args, stderr, hup)
+}
+
+// serveReloading is serve, reloading at every value hup delivers.
+func serveReloading(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Signal) error {
+	o, f, shutdown, err := setup(ctx, "serve", args, stderr, false)
 	if err != nil {
 		return err
 	}
 	defer flush(shutdown)
+	ctx, cancel := context.WithCancel(ctx)
+	reloads := make(chan config.Config)
+	var wg sync.WaitGroup
+	wg.Go(func() { reloadOn(ctx, hup, func() (config.Config, error) { return f.load(false) }, o.Logger, reloads) })
+	defer wg.Wait()
+	defer cancel()
+	o.Reloads = reloads
 	return app.ServeAgent(ctx, o)
 }
 
+// reloadOn loads the configuration at every value of hup until ctx ends,
+// and sends each one that loads to out; one that does not is logged, and
+// the running configuration stays.
+func reloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Config, error), log *slog.Logger, out chan<- config.Config) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		log.Info("SIGHUP: reloading the configuration")
+		cfg, err := load()
+		if err != nil {
+			log.Error("configuration not reloaded; the running one stays", "error", err)
+			continue
+		}
+		select {
+		case out <- cfg:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 func serveBridge(ctx context.Context, args []string, stderr io.Writer) error {
-	o, shutdown, err := setup(ctx, "bridge", args, stderr, true)
+	o, _, shutdown, err := setup(ctx, "bridge", args, stderr, true)
 	if err != nil {
 		return err
 	}

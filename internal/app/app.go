@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"reflect"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -38,6 +40,10 @@ type Options struct {
 	Config    config.Config
 	Logger    *slog.Logger
 	Telemetry grpcserver.Telemetry
+	// Reloads, read by ServeAgent alone, delivers new configurations
+	// while it serves: each is applied with Agent.Reload, and one that
+	// cannot be is logged and changes nothing. Nil: none.
+	Reloads <-chan config.Config
 }
 
 // Bridge is a BridgeService and its admin service: beside it on one gRPC
@@ -140,17 +146,13 @@ func newAdminServer(o Options, svc *bridge.Service, authn *auth.Authenticator) (
 // authenticator returns the authenticator of the configured auth, logging
 // to log, or nil when no method is configured.
 func authenticator(o Options, log *slog.Logger) (*auth.Authenticator, error) {
-	if !o.Config.Auth.Enabled() {
-		return nil, nil
-	}
-	return auth.New(o.Config.Auth.APIKeys, log)
+	return auth.New(o.Config, log)
 }
 
-// withAuth adds authn's interceptors to opts; nil adds none.
+// withAuth adds authn's interceptors to opts. They are there even without
+// authentication, letting every call pass, so that a reload can turn it
+// on.
 func withAuth(opts *grpcserver.Options, authn *auth.Authenticator) {
-	if authn == nil {
-		return
-	}
 	opts.Unary = append(opts.Unary, authn.UnaryInterceptor())
 	opts.Stream = append(opts.Stream, authn.StreamInterceptor())
 }
@@ -212,6 +214,10 @@ type Agent struct {
 	AdminHealth *health.Server
 
 	providers  *registry.Tenants
+	authn      *auth.Authenticator
+	log        *slog.Logger
+	mu         sync.Mutex
+	config     config.Config // as last applied, for Reload
 	store      *store.SQLite
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
@@ -233,7 +239,7 @@ func NewAgent(o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{providers: regs}
+	a := &Agent{providers: regs, config: o.Config, log: o.Logger}
 	if a.store, err = store.OpenSQLite(filepath.Join(o.Config.StateDir, "agentd.db"), time.Minute); err != nil {
 		return nil, err
 	}
@@ -266,18 +272,19 @@ func NewAgent(o Options) (*Agent, error) {
 		a.Close()
 		return nil, err
 	}
-	authn, err := authenticator(o, log)
-	if err != nil {
+	if a.authn, err = authenticator(o, log); err != nil {
 		a.Close()
 		return nil, err
 	}
-	withAuth(&serverOpts, authn)
+	withAuth(&serverOpts, a.authn)
 	if a.embedded != nil && o.Config.Admin.Listen != "" {
-		if a.Admin, a.AdminHealth, err = newAdminServer(o, a.embedded.Service, authn); err != nil {
+		if a.Admin, a.AdminHealth, err = newAdminServer(o, a.embedded.Service, a.authn); err != nil {
 			a.Close()
 			return nil, err
 		}
 	}
+	serverOpts.Unary = append(serverOpts.Unary, a.authn.UnaryInterceptor())
+	serverOpts.Stream = append(serverOpts.Stream, a.authn.StreamInterceptor())
 	a.Server, a.Health = grpcserver.New(serverOpts)
 	svc := server.New(server.Options{
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
@@ -297,6 +304,31 @@ func NewAgent(o Options) (*Agent, error) {
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	return a, nil
+}
+
+// Reload applies cfg's auth and tenants (which callers are authenticated,
+// as what, and which tenants are served) to the calls that start after it
+// returns. The rest of cfg is not applied: a change there is logged as
+// needing a restart. An invalid cfg, or one turning authentication off,
+// changes nothing, and the error says why. Safe for concurrent use.
+func (a *Agent) Reload(cfg config.Config) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config reload: %w", err)
+	}
+	if err := a.authn.Reload(cfg); err != nil {
+		return fmt.Errorf("config reload: %w", err)
+	}
+	before, after := a.config, cfg
+	before.Auth, before.Tenants, after.Auth, after.Tenants = config.Auth{}, nil, config.Auth{}, nil
+	if !reflect.DeepEqual(before, after) {
+		a.log.Warn("config reload: settings other than auth and tenants changed; they apply at the next start")
+	}
+	a.config.Auth, a.config.Tenants = cfg.Auth, cfg.Tenants
+	a.log.Info("config reloaded: auth and tenants applied", "api_keys", len(cfg.Auth.APIKeys), "oidc_issuers", len(cfg.Auth.OIDC),
+		"mtls_principals", len(cfg.Auth.MTLS.Principals), "tenants", len(cfg.Tenants))
+	return nil
 }
 
 // Serve serves the AgentService on lis until ctx ends, stops it gracefully,
@@ -376,7 +408,28 @@ func ServeAgent(ctx context.Context, o Options) error {
 	} else {
 		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "state", o.Config.StateDir)
 	}
-	return a.ServeWithAdmin(ctx, lis, adminLis, o)
+	if o.Reloads == nil {
+		return a.ServeWithAdmin(ctx, lis, adminLis, o)
+	}
+	reloadCtx, stopReloads := context.WithCancel(ctx)
+	reloading := make(chan struct{})
+	go func() {
+		defer close(reloading)
+		for {
+			select {
+			case <-reloadCtx.Done():
+				return
+			case cfg := <-o.Reloads:
+				if err := a.Reload(cfg); err != nil {
+					o.Logger.Error("configuration not reloaded; the running one stays", "error", err)
+				}
+			}
+		}
+	}()
+	err = a.ServeWithAdmin(ctx, lis, adminLis, o)
+	stopReloads()
+	<-reloading
+	return err
 }
 
 // ServeBridge listens on bridge.listen (and admin.listen) and serves the
@@ -447,15 +500,17 @@ func serverCreds(settings config.TLS, log *slog.Logger) (credentials.TransportCr
 }
 
 // ErrExposed refuses to serve beyond this machine without authentication.
-var ErrExposed = errors.New("not a loopback address, and no caller is authenticated there (auth.api_keys)")
+var ErrExposed = errors.New("not a loopback address, and no caller is authenticated there (auth.api_keys, auth.oidc or auth.mtls)")
 
 // listen listens on addr, the setting named setting. Unless the listener
-// authenticates its callers (TLS does not: even a verified client
-// certificate gives no principal or roles yet), an address other than
-// loopback would let anyone who reaches it use agentd (run generations on
-// the configured provider keys, or the bridge's MCP servers) (X-I1): it is
-// refused, naming the setting, unless the configuration says insecure,
-// which then logs a warning at every start.
+// authenticates its callers (TLS alone does not: a verified client
+// certificate gives a principal only through auth.mtls), an address other
+// than loopback would let anyone who reaches it use agentd (run
+// generations on the configured provider keys, or the bridge's MCP
+// servers) (X-I1): it is refused, naming the setting, unless the
+// configuration says insecure, which then logs a warning at every start.
+// A reload cannot turn authentication off (auth.Authenticator.Reload), so
+// what was decided here holds while agentd serves.
 func listen(addr, setting string, authenticated bool, o Options) (net.Listener, error) {
 	if !authenticated && !netaddr.LoopbackListen(addr) {
 		if !o.Config.Insecure {

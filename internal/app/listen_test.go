@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
 
 // servingLine is agentd serve's first line, with its address and the
@@ -22,7 +23,8 @@ var servingLine = regexp.MustCompile(`msg="agentd serving" address=(\S+) bridge=
 // X-I1: without authentication agentd listens only on loopback: an
 // address beyond the machine refuses to start, naming the setting and the
 // way out, for agentd serve and agentd bridge alike; --insecure lets it
-// start, with a warning, and so do API keys (auth.api_keys), without one.
+// start, with a warning, and so do API keys (auth.api_keys) and client
+// certificates mapped to principals (auth.mtls), without one.
 func TestListenBeyondLoopback(t *testing.T) {
 	t.Parallel()
 	options := func(edit func(*config.Config), log *apptest.Logs) app.Options {
@@ -65,6 +67,8 @@ func TestListenBeyondLoopback(t *testing.T) {
 			}
 		})
 	}
+	ca := tlstest.NewCA(t)
+	mtls := tlsFiles(t, ca.Leaf(t, "agentd"), ca, time.Now())
 	for _, tc := range []struct {
 		name string
 		edit func(*config.Config)
@@ -77,6 +81,10 @@ func TestListenBeyondLoopback(t *testing.T) {
 		{"X-I5 API keys let admin.listen start beyond loopback too", func(c *config.Config) {
 			c.Admin.Listen = "0.0.0.0:0"
 			c.Auth.APIKeys = []config.APIKey{{Name: "ci", SHA256: auth.HashKey("k"), Tenant: "t", Roles: []string{auth.RoleAdmin}}}
+		}, false},
+		{"X-I1 client certificates mapped by auth.mtls let it start, without a warning", func(c *config.Config) {
+			c.TLS = mtls
+			c.Auth.MTLS.Principals = []config.MTLSPrincipal{{Principal: "spiffe://example.org/app", Tenant: "t", Roles: []string{auth.RoleGenerate}}}
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

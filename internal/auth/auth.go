@@ -1,9 +1,13 @@
-// Package auth authenticates agentd's callers and checks their roles. A
-// caller sends an API key as "authorization: Bearer <key>"; the
-// configuration holds only each key's SHA-256 (auth.api_keys), with the
-// tenant and roles it gives. Interceptors put the caller's Principal in
-// the context of every call they let through; health and reflection stay
-// open to all.
+// Package auth authenticates agentd's callers and checks their roles.
+// A caller sends an API key or an OIDC token (a JWT) as "authorization:
+// Bearer <credential>", or, without that header, presents a client
+// certificate over mutual TLS. The configuration holds only each API
+// key's SHA-256 (auth.api_keys), the issuers whose tokens are accepted
+// (auth.oidc) and the certificate principals that are (auth.mtls), each
+// with the tenant and roles it gives. Interceptors put the caller's
+// Principal in the context of every call they let through; health and
+// reflection stay open to all. The configuration can be replaced while
+// agentd serves (Reload).
 package auth
 
 import (
@@ -14,9 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +32,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/tlsconf"
 )
 
 // Roles a principal may hold. Admin implies observer and tenant_admin.
@@ -44,7 +51,10 @@ var roles = []string{RoleGenerate, RoleObserver, RoleAdmin, RoleTenantAdmin}
 
 // Principal is an authenticated caller.
 type Principal struct {
-	Name   string // the API key's name, for logs and audit; never the key
+	// Name names the caller in logs and audit lines, never by its
+	// credential: the API key's name, the token's principal claim (sub),
+	// or the client certificate's principal.
+	Name   string
 	Tenant string
 	Roles  []string
 }
@@ -74,8 +84,9 @@ func NewContext(ctx context.Context, p Principal) context.Context {
 // configured.
 const Anonymous = "anonymous"
 
-// Caller returns who makes the call in ctx, for audit lines: the API
-// key's name and its tenant, or Anonymous and "" without authentication.
+// Caller returns who makes the call in ctx, for audit lines: the
+// principal's name and its tenant, or Anonymous and "" without
+// authentication.
 func Caller(ctx context.Context) (name, tenant string) {
 	if p, ok := FromContext(ctx); ok {
 		return p.Name, p.Tenant
@@ -91,16 +102,39 @@ func HashKey(key string) string {
 
 // errUnauthenticated is every authentication failure, whatever failed:
 // the reason goes to the log, never to the caller.
-var errUnauthenticated = status.Error(codes.Unauthenticated, "authentication required: send a valid API key as \"authorization: Bearer <key>\"")
+var errUnauthenticated = status.Error(codes.Unauthenticated, `authentication required: send a valid API key or token as "authorization: Bearer <credential>", or a client certificate that auth.mtls lists`)
 
-// Authenticator checks API keys against their configured hashes.
+// errUnavailable refuses a token that might be valid but cannot be
+// checked now: its issuer's keys cannot be fetched, and none cached
+// verifies it. The caller may try again.
+var errUnavailable = status.Error(codes.Unavailable, "authentication unavailable: the token issuer's signing keys cannot be fetched; try again later")
+
+// Authenticator authenticates callers by API key, OIDC token or client
+// certificate, as its current configuration says. It is safe for
+// concurrent use, Reload included.
 type Authenticator struct {
-	keys []key
-	log  *slog.Logger
+	log *slog.Logger
+	// now is the clock of tokens' validity and of the limit on fetching
+	// issuers' keys; tests set their own.
+	now   func() time.Time
+	state atomic.Pointer[state]
+
 	// failures rate-limits the log lines of failed authentications.
 	mu       sync.Mutex
 	window   time.Time
 	failures int
+}
+
+// state is one configuration of an Authenticator: Reload replaces it
+// whole.
+type state struct {
+	src      config.Auth
+	keys     []key
+	oidc     *oidcAuth // nil without issuers
+	mtlsFrom string
+	mtls     map[string]Principal // by certificate principal
+	// tenants holds the configuration's tenants alone, for ForTenant.
+	tenants config.Config
 }
 
 type key struct {
@@ -108,15 +142,62 @@ type key struct {
 	principal Principal
 }
 
-// New returns an Authenticator for the configured keys, logging failures
-// to log. It reports every problem of the keys at once, each naming its
-// setting: a name missing or used twice, a sha256 that is not 64 hex
-// digits, a missing tenant, an unknown role.
-func New(keys []config.APIKey, log *slog.Logger) (*Authenticator, error) {
-	a := &Authenticator{log: log}
+// New returns an Authenticator for cfg's auth and tenants, logging
+// failures to log. It reports every problem of auth at once, each naming
+// its setting: an API key's name missing or used twice, a sha256 that is
+// not 64 hex digits, a missing tenant, an unknown role, an issuer's
+// algorithm not allowed or its ca_file unreadable. It fetches nothing:
+// each issuer's discovery document and keys are fetched for the first
+// token it signed, so that agentd starts while an issuer is down. With no
+// method configured, every call passes unauthenticated.
+func New(cfg config.Config, log *slog.Logger) (*Authenticator, error) {
+	return newAuthenticator(cfg, log, time.Now)
+}
+
+func newAuthenticator(cfg config.Config, log *slog.Logger, now func() time.Time) (*Authenticator, error) {
+	a := &Authenticator{log: log, now: now}
+	st, err := a.build(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.state.Store(st)
+	return a, nil
+}
+
+// Reload replaces the configuration with cfg's auth and tenants, at once
+// for every call that starts after it; calls already authenticated keep
+// their principal. An issuer configured exactly as before keeps its
+// fetched keys, the tokens it verified and its ca_file as first read. A configuration New would
+// refuse, or one that turns authentication off (the listener's address
+// was chosen for an authenticated service), leaves the current one in
+// place, and the error says why.
+func (a *Authenticator) Reload(cfg config.Config) error {
+	old := a.state.Load()
+	if old.src.Enabled() && !cfg.Auth.Enabled() {
+		return errors.New("auth: a reload cannot turn authentication off; restart agentd to serve without it")
+	}
+	st, err := a.build(cfg, old)
+	if err != nil {
+		return err
+	}
+	a.state.Store(st)
+	return nil
+}
+
+// build makes the state of cfg, keeping old's OIDC state when the issuers
+// did not change.
+func (a *Authenticator) build(cfg config.Config, old *state) (*state, error) {
+	st := &state{src: cfg.Auth, mtlsFrom: cfg.Auth.MTLS.PrincipalFrom, tenants: config.Config{Tenants: cfg.Tenants}}
 	var problems []error
+	checkRoles := func(at string, rs []string) {
+		for _, r := range rs {
+			if !slices.Contains(roles, r) {
+				problems = append(problems, fmt.Errorf("%s.roles: unknown role %q; one of %s", at, r, strings.Join(roles, ", ")))
+			}
+		}
+	}
 	names := make(map[string]bool)
-	for i, k := range keys {
+	for i, k := range cfg.Auth.APIKeys {
 		at := fmt.Sprintf("auth.api_keys[%d]", i)
 		if k.Name == "" || names[k.Name] {
 			problems = append(problems, fmt.Errorf("%s.name: must be set and distinct", at))
@@ -129,37 +210,104 @@ func New(keys []config.APIKey, log *slog.Logger) (*Authenticator, error) {
 		if k.Tenant == "" {
 			problems = append(problems, fmt.Errorf("%s.tenant: must be set", at))
 		}
-		for _, r := range k.Roles {
-			if !slices.Contains(roles, r) {
-				problems = append(problems, fmt.Errorf("%s.roles: unknown role %q; one of %s", at, r, strings.Join(roles, ", ")))
-			}
-		}
+		checkRoles(at, k.Roles)
 		var h [sha256.Size]byte
 		copy(h[:], raw)
-		a.keys = append(a.keys, key{hash: h, principal: Principal{Name: k.Name, Tenant: k.Tenant, Roles: k.Roles}})
+		st.keys = append(st.keys, key{hash: h, principal: Principal{Name: k.Name, Tenant: k.Tenant, Roles: k.Roles}})
+	}
+	if m := cfg.Auth.MTLS; len(m.Principals) > 0 {
+		if !slices.Contains([]string{tlsconf.PrincipalAuto, tlsconf.PrincipalURI, tlsconf.PrincipalDNS, tlsconf.PrincipalCN}, m.PrincipalFrom) {
+			problems = append(problems, fmt.Errorf("auth.mtls.principal_from: must be uri, dns or cn, got %q", m.PrincipalFrom))
+		}
+		st.mtls = make(map[string]Principal, len(m.Principals))
+		for i, p := range m.Principals {
+			at := fmt.Sprintf("auth.mtls.principals[%d]", i)
+			if _, dup := st.mtls[p.Principal]; p.Principal == "" || dup {
+				problems = append(problems, fmt.Errorf("%s.principal: must be set and distinct", at))
+			}
+			if p.Tenant == "" {
+				problems = append(problems, fmt.Errorf("%s.tenant: must be set", at))
+			}
+			checkRoles(at, p.Roles)
+			st.mtls[p.Principal] = Principal{Name: p.Principal, Tenant: p.Tenant, Roles: p.Roles}
+		}
+	}
+	if len(cfg.Auth.OIDC) > 0 {
+		if old != nil && old.oidc != nil && reflect.DeepEqual(old.src.OIDC, cfg.Auth.OIDC) {
+			st.oidc = old.oidc
+		} else {
+			var err error
+			if st.oidc, err = newOIDC(cfg.Auth.OIDC, a.now); err != nil {
+				problems = append(problems, err)
+			}
+		}
 	}
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
-	return a, nil
+	return st, nil
 }
 
-// Authenticate returns the principal of the API key ctx's metadata
-// carries. Every key is compared, in constant time, whichever matches, so
-// the time taken says nothing of which key is closest.
+// Authenticate returns the principal that ctx's call authenticates as:
+// by the bearer credential of its "authorization" header if it has one,
+// else by its verified client certificate. A failure is Unauthenticated,
+// saying nothing of what failed (the log says it), except that a token
+// whose issuer's keys cannot be fetched is Unavailable, and a principal
+// whose tenant is not configured is PermissionDenied.
 func (a *Authenticator) Authenticate(ctx context.Context) (Principal, error) {
+	st := a.state.Load()
+	p, err := a.identify(ctx, st)
+	if err != nil {
+		return Principal{}, err
+	}
+	if _, ok := st.tenants.ForTenant(p.Tenant); !ok {
+		return Principal{}, a.refuse(ctx, "caller refused", fmt.Sprintf("tenant %q is not configured", p.Tenant),
+			status.Errorf(codes.PermissionDenied, "tenant %q is not configured", p.Tenant), "principal", p.Name)
+	}
+	return p, nil
+}
+
+func (a *Authenticator) identify(ctx context.Context, st *state) (Principal, error) {
 	values := metadata.ValueFromIncomingContext(ctx, "authorization")
-	if len(values) != 1 {
-		return Principal{}, a.fail(ctx, "no credential, or more than one")
+	switch len(values) {
+	case 0:
+		if cert := tlsconf.PeerCertificate(ctx); cert != nil && st.mtls != nil {
+			name := tlsconf.Principal(cert, st.mtlsFrom)
+			if p, ok := st.mtls[name]; ok {
+				return p, nil
+			}
+			return Principal{}, a.refuse(ctx, "authentication failed", "client certificate principal not listed in auth.mtls.principals", errUnauthenticated, "principal", name)
+		}
+		return Principal{}, a.fail(ctx, "no credential")
+	case 1:
+	default:
+		return Principal{}, a.fail(ctx, "more than one authorization header")
 	}
-	scheme, token, ok := strings.Cut(values[0], " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return Principal{}, a.fail(ctx, "malformed authorization (want Bearer and a key)")
+	token, ok := bearer(values[0])
+	if !ok {
+		return Principal{}, a.fail(ctx, "malformed authorization (want Bearer and a credential)")
 	}
+	if st.oidc != nil && looksLikeJWT(token) {
+		p, err := st.oidc.authenticate(ctx, token)
+		var refusal *tokenRefusal
+		switch {
+		case err == nil:
+			return p, nil
+		case errors.As(err, &refusal) && refusal.unavailable:
+			return Principal{}, a.refuse(ctx, "authentication failed", refusal.reason, errUnavailable)
+		}
+		return Principal{}, a.fail(ctx, err.Error())
+	}
+	return st.apiKey(ctx, a, token)
+}
+
+// apiKey returns the principal of an API key. Every key is compared, in
+// constant time, whichever matches, so the time taken says nothing of
+// which key is closest.
+func (st *state) apiKey(ctx context.Context, a *Authenticator, token string) (Principal, error) {
 	sum := sha256.Sum256([]byte(token))
 	match := -1
-	for i, k := range a.keys {
+	for i, k := range st.keys {
 		if subtle.ConstantTimeCompare(sum[:], k.hash[:]) == 1 {
 			match = i
 		}
@@ -167,12 +315,52 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Principal, error) {
 	if match < 0 {
 		return Principal{}, a.fail(ctx, "unknown API key")
 	}
-	return a.keys[match].principal, nil
+	return st.keys[match].principal, nil
 }
 
-// fail logs why an authentication failed, at most 10 lines a minute with
-// the count of those left out, and returns the one error callers see.
+// bearer is the credential of an authorization header's value "Bearer
+// <credential>" (the scheme in any case).
+func bearer(value string) (string, bool) {
+	scheme, token, ok := strings.Cut(value, " ")
+	token = strings.TrimSpace(token)
+	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
+}
+
+// looksLikeJWT reports whether a bearer credential has a JWT's compact
+// form: three parts of base64url separated by dots, the first two not
+// empty (the third is, in an unsigned token, which is then refused as
+// one). API keys are never sent to an issuer's verification, nor tokens
+// compared with API keys.
+func looksLikeJWT(token string) bool {
+	parts := 0
+	empty := true
+	for i := 0; i < len(token); i++ {
+		switch c := token[i]; {
+		case c == '.':
+			if empty && parts < 2 {
+				return false
+			}
+			parts++
+			empty = true
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+			empty = false
+		default:
+			return false
+		}
+	}
+	return parts == 2
+}
+
+// fail logs why an authentication failed and returns the one error
+// callers see.
 func (a *Authenticator) fail(ctx context.Context, reason string) error {
+	return a.refuse(ctx, "authentication failed", reason, errUnauthenticated)
+}
+
+// refuse logs msg, why a call is refused and attrs as an audit line, at
+// most 10 lines a minute with the count of those left out, and returns
+// err.
+func (a *Authenticator) refuse(ctx context.Context, msg, reason string, err error, attrs ...any) error {
 	a.mu.Lock()
 	now := time.Now()
 	if now.Sub(a.window) >= time.Minute {
@@ -185,9 +373,9 @@ func (a *Authenticator) fail(ctx context.Context, reason string) error {
 	logIt := a.failures <= 10
 	a.mu.Unlock()
 	if logIt {
-		a.log.Warn("authentication failed", "audit", true, "reason", reason, "method", methodOf(ctx), "peer", peerOf(ctx))
+		a.log.Warn(msg, append([]any{"audit", true, "reason", reason, "method", methodOf(ctx), "peer", peerOf(ctx)}, attrs...)...)
 	}
-	return errUnauthenticated
+	return err
 }
 
 func peerOf(ctx context.Context) string {
@@ -221,9 +409,10 @@ func role(method string) (need string, tenantScoped bool) {
 	return RoleGenerate, false
 }
 
-// authorize authenticates a call to method and checks its role.
+// authorize authenticates a call to method and checks its role. Without
+// any method configured, every call passes.
 func (a *Authenticator) authorize(ctx context.Context, method string) (context.Context, error) {
-	if slices.ContainsFunc(open, func(prefix string) bool { return strings.HasPrefix(method, prefix) }) {
+	if !a.state.Load().src.Enabled() || slices.ContainsFunc(open, func(prefix string) bool { return strings.HasPrefix(method, prefix) }) {
 		return ctx, nil
 	}
 	p, err := a.Authenticate(ctx)
@@ -235,7 +424,7 @@ func (a *Authenticator) authorize(ctx context.Context, method string) (context.C
 		if scoped {
 			also = fmt.Sprintf(" (or %q, for its own tenant's entries)", RoleTenantAdmin)
 		}
-		return nil, status.Errorf(codes.PermissionDenied, "this call needs the role %q%s, which the caller's API key does not give", need, also)
+		return nil, status.Errorf(codes.PermissionDenied, "this call needs the role %q%s, which the caller's credential does not give", need, also)
 	}
 	return context.WithValue(ctx, principalKey{}, p), nil
 }

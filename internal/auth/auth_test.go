@@ -2,24 +2,41 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentd/agentd/internal/auth/oidctest"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
+
+// keys is a configuration with these API keys.
+func keys(k ...config.APIKey) config.Config {
+	return config.Config{Auth: config.Auth{APIKeys: k}}
+}
 
 func newAuth(t *testing.T, log io.Writer) *Authenticator {
 	t.Helper()
-	a, err := New([]config.APIKey{
-		{Name: "app", SHA256: HashKey("key-app"), Tenant: "acme", Roles: []string{RoleGenerate}},
-		{Name: "ops", SHA256: HashKey("key-ops"), Tenant: "acme", Roles: []string{RoleAdmin}},
-	}, slog.New(slog.NewTextHandler(log, nil)))
+	a, err := New(keys(
+		config.APIKey{Name: "app", SHA256: HashKey("key-app"), Tenant: "acme", Roles: []string{RoleGenerate}},
+		config.APIKey{Name: "ops", SHA256: HashKey("key-ops"), Tenant: "acme", Roles: []string{RoleAdmin}},
+	), slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +134,11 @@ func TestRoles(t *testing.T) {
 // The configured keys are checked at once, every problem named.
 func TestNewRefusesBadKeys(t *testing.T) {
 	t.Parallel()
-	_, err := New([]config.APIKey{
-		{Name: "a", SHA256: "not-hex", Tenant: "t", Roles: []string{"root"}},
-		{Name: "a", SHA256: HashKey("k")},
-		{Name: "b", SHA256: HashKey("k2"), Tenant: "t", Roles: []string{RoleTenantAdmin}},
-	}, slog.New(slog.DiscardHandler))
+	_, err := New(keys(
+		config.APIKey{Name: "a", SHA256: "not-hex", Tenant: "t", Roles: []string{"root"}},
+		config.APIKey{Name: "a", SHA256: HashKey("k")},
+		config.APIKey{Name: "b", SHA256: HashKey("k2"), Tenant: "t", Roles: []string{RoleTenantAdmin}},
+	), slog.New(slog.DiscardHandler))
 	for _, want := range []string{"auth.api_keys[0].sha256", `unknown role "root"; one of generate, observer, admin, tenant_admin`, "auth.api_keys[1].name", "auth.api_keys[1].tenant"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New = %v; want it to say %q", err, want)
@@ -129,5 +146,235 @@ func TestNewRefusesBadKeys(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "auth.api_keys[2]") {
 		t.Errorf("X-I5 New refuses tenant_admin: %v", err)
+	}
+}
+
+// withCert is ctx as a call over TLS whose client presented cert, which
+// the client CA verified.
+func withCert(ctx context.Context, t *testing.T, cert tlstest.Pair) context.Context {
+	t.Helper()
+	leaf := cert.Certificate(t).Leaf
+	return peer.NewContext(ctx, &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}}})
+}
+
+// X-I4: a verified client certificate whose principal auth.mtls lists
+// authenticates as its tenant and roles, the principal naming the caller;
+// an unlisted one is Unauthenticated. A bearer credential, when the call
+// has one, is what authenticates it, whatever certificate it presents.
+func TestMTLS(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t)
+	app := ca.LeafWith(t, "app", func(c *x509.Certificate) { c.URIs = []*url.URL{{Scheme: "spiffe", Host: "example.org", Path: "/app"}} })
+	ops := ca.LeafWith(t, "ops.example.org", func(c *x509.Certificate) { c.DNSNames = nil })
+	stranger := ca.Leaf(t, "stranger")
+	cfg := keys(config.APIKey{Name: "ci", SHA256: HashKey("key-ci"), Tenant: "globex", Roles: []string{RoleGenerate}})
+	cfg.Auth.MTLS.Principals = []config.MTLSPrincipal{
+		{Principal: "spiffe://example.org/app", Tenant: "acme", Roles: []string{RoleGenerate}},
+		{Principal: "ops.example.org", Tenant: "acme", Roles: []string{RoleAdmin}},
+	}
+	var log logBuffer
+	a, err := New(cfg, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := func(key string) context.Context {
+		return metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+key))
+	}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want *Principal
+	}{
+		{"X-I4 a listed URI SAN", withCert(t.Context(), t, app), &Principal{Name: "spiffe://example.org/app", Tenant: "acme", Roles: []string{RoleGenerate}}},
+		{"X-I4 a listed common name", withCert(t.Context(), t, ops), &Principal{Name: "ops.example.org", Tenant: "acme", Roles: []string{RoleAdmin}}},
+		{"X-I4 an unlisted principal", withCert(t.Context(), t, stranger), nil},
+		{"X-I4 no certificate", t.Context(), nil},
+		{"X-I2 an API key beside a certificate", withCert(bearer("key-ci"), t, app), &Principal{Name: "ci", Tenant: "globex", Roles: []string{RoleGenerate}}},
+		{"X-I2 an unknown API key beside a listed certificate", withCert(bearer("key-guess"), t, app), nil},
+	} {
+		p, err := a.Authenticate(tc.ctx)
+		switch {
+		case tc.want == nil && status.Code(err) != codes.Unauthenticated:
+			t.Errorf("%s: %+v, %v; want Unauthenticated", tc.name, p, err)
+		case tc.want != nil && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != nil:
+			if diff := cmp.Diff(*tc.want, p); diff != "" {
+				t.Errorf("%s: principal (-want +got):\n%s", tc.name, diff)
+			}
+		}
+	}
+	if !strings.Contains(log.String(), `principal=localhost`) {
+		t.Errorf("the log does not name the unlisted principal:\n%s", log.String())
+	}
+
+	cfg.Auth.MTLS.PrincipalFrom = "cn"
+	cfg.Auth.MTLS.Principals[0].Principal = "app"
+	byCN, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := byCN.Authenticate(withCert(t.Context(), t, app)); err != nil || p.Name != "app" {
+		t.Errorf("X-I4 principal_from cn: %+v, %v", p, err)
+	}
+}
+
+// With tenants configured, a principal whose tenant is neither among them
+// nor covered by tenants.default is PermissionDenied, whichever method
+// authenticated it; with a default tenant, it is served.
+func TestUnconfiguredTenant(t *testing.T) {
+	t.Parallel()
+	is := oidctest.New(t)
+	key := oidctest.NewKey(t, "k1", jose.ES256)
+	is.Publish(key)
+	clk := newClock()
+	ca := tlstest.NewCA(t)
+	cert := ca.Leaf(t, "globex-app")
+	cfg := keys(config.APIKey{Name: "globex-key", SHA256: HashKey("key-globex"), Tenant: "globex", Roles: []string{RoleGenerate}})
+	cfg.Auth.OIDC = []config.OIDCIssuer{issuerConfig(is)}
+	cfg.Auth.MTLS.Principals = []config.MTLSPrincipal{{Principal: "localhost", Tenant: "globex", Roles: []string{RoleGenerate}}}
+	cfg.Tenants = map[string]config.Tenant{"acme": {}}
+	token := oidctest.Sign(t, key, is.Claims(clk.unix(), "alice", "globex", []string{RoleGenerate}, nil))
+	calls := map[string]context.Context{
+		"X-I2 an API key":           metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer key-globex")),
+		"X-I3 an OIDC token":        metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+token)),
+		"X-I4 a client certificate": withCert(t.Context(), t, cert),
+	}
+	a, err := newAuthenticator(cfg, slog.New(slog.DiscardHandler), clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ctx := range calls {
+		_, err := a.Authenticate(ctx)
+		if st := status.Convert(err); st.Code() != codes.PermissionDenied || st.Message() != `tenant "globex" is not configured` {
+			t.Errorf("%s of an unconfigured tenant: %v; want PermissionDenied naming the tenant", name, err)
+		}
+	}
+	cfg.Tenants[config.DefaultTenant] = config.Tenant{}
+	if err := a.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for name, ctx := range calls {
+		if p, err := a.Authenticate(ctx); err != nil || p.Tenant != "globex" {
+			t.Errorf("%s with a default tenant: %+v, %v", name, p, err)
+		}
+	}
+}
+
+// X-I2: Reload replaces the keys at once: a revoked key is
+// Unauthenticated, a new one passes. A configuration that cannot be used,
+// or that turns authentication off, keeps the running one.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	is := oidctest.New(t)
+	key := oidctest.NewKey(t, "k1", jose.ES256)
+	is.Publish(key)
+	clk := newClock()
+	var log logBuffer
+	a := newOIDCAuth(t, is, clk, &log, func(c *config.Config) {
+		c.Auth.APIKeys = []config.APIKey{{Name: "old", SHA256: HashKey("key-old"), Tenant: "acme", Roles: []string{RoleGenerate}}}
+	})
+	call := func(key string) error {
+		_, err := a.Authenticate(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+key)))
+		return err
+	}
+	token := oidctest.Sign(t, key, is.Claims(clk.unix(), "alice", "acme", nil, nil))
+	if err := errors.Join(call("key-old"), call(token)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := a.state.Load().src
+	cfg.APIKeys = []config.APIKey{{Name: "new", SHA256: HashKey("key-new"), Tenant: "acme", Roles: []string{RoleGenerate}}}
+	if err := a.Reload(config.Config{Auth: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := call("key-old"); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("X-I2 a revoked key after a reload: %v; want Unauthenticated", err)
+	}
+	if err := errors.Join(call("key-new"), call(token)); err != nil {
+		t.Errorf("X-I2 the new key and the same issuer's token after a reload: %v", err)
+	}
+	if _, jwks := is.Fetches(); jwks != 1 {
+		t.Errorf("X-I3 the issuer's keys were fetched %d times; an unchanged issuer keeps its keys across a reload", jwks)
+	}
+
+	bad := cfg
+	bad.APIKeys = []config.APIKey{{Name: "new", SHA256: "nope", Tenant: "acme"}}
+	if err := a.Reload(config.Config{Auth: bad}); err == nil || !strings.Contains(err.Error(), "auth.api_keys[0].sha256") {
+		t.Errorf("Reload of a broken key = %v; want it refused, naming the setting", err)
+	}
+	if err := a.Reload(config.Config{}); err == nil || !strings.Contains(err.Error(), "cannot turn authentication off") {
+		t.Errorf("Reload without auth = %v; want it refused", err)
+	}
+	if err := call("key-new"); err != nil {
+		t.Errorf("X-I2 the running keys after refused reloads: %v", err)
+	}
+}
+
+// Without any method configured every call passes, as no one; a reload
+// can turn authentication on.
+func TestNoAuthThenReload(t *testing.T) {
+	t.Parallel()
+	a, err := New(config.Config{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx, err := a.authorize(t.Context(), "/agentd.v1.AgentService/Generate"); err != nil {
+		t.Fatalf("without auth: %v", err)
+	} else if _, ok := FromContext(ctx); ok {
+		t.Error("without auth, the call has a principal")
+	}
+	if err := a.Reload(keys(config.APIKey{Name: "k", SHA256: HashKey("key"), Tenant: "t", Roles: []string{RoleGenerate}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.authorize(t.Context(), "/agentd.v1.AgentService/Generate"); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("X-I2 after a reload turning auth on, a call without a key: %v; want Unauthenticated", err)
+	}
+}
+
+// BenchmarkAuthenticate is the authenticator's own share of a call:
+// authorize with an API key among ten, and with an OIDC token verified
+// before (the cached verification a caller gets on every call after its
+// first), against a call with no auth configured.
+func BenchmarkAuthenticate(b *testing.B) {
+	is := oidctest.New(b)
+	key := oidctest.NewKey(b, "k1", jose.ES256)
+	is.Publish(key)
+	var apiKeys []config.APIKey
+	for i := range 10 {
+		apiKeys = append(apiKeys, config.APIKey{Name: fmt.Sprint("k", i), SHA256: HashKey(fmt.Sprint("key-", i)), Tenant: "acme", Roles: []string{RoleGenerate}})
+	}
+	cfg := keys(apiKeys...)
+	cfg.Auth.OIDC = []config.OIDCIssuer{issuerConfig(is)}
+	cfg.Tenants = map[string]config.Tenant{"acme": {}}
+	a, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	none, err := New(config.Config{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	token := oidctest.Sign(b, key, is.Claims(time.Now().Unix(), "bench", "acme", []string{RoleGenerate}, nil))
+	const method = "/agentd.v1.AgentService/Generate"
+	for _, tc := range []struct {
+		name string
+		a    *Authenticator
+		md   metadata.MD
+	}{
+		{"none", none, metadata.MD{}},
+		{"apikey", a, metadata.Pairs("authorization", "Bearer key-7")},
+		{"jwt", a, metadata.Pairs("authorization", "Bearer "+token)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := metadata.NewIncomingContext(context.Background(), tc.md)
+			if _, err := tc.a.authorize(ctx, method); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := tc.a.authorize(ctx, method); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

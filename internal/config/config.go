@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,8 +156,11 @@ func (t TLS) validate(setting string, bad func(string, ...any)) {
 }
 
 // Auth configures how agentd authenticates its callers: any of API keys,
-// OIDC tokens and client certificates. A call is authenticated by the
-// first method whose credential it carries.
+// OIDC tokens and client certificates. A call that carries an
+// "authorization" header is authenticated by it alone (a JWT by auth.oidc
+// when issuers are configured, anything else as an API key); a call
+// without one, by its verified client certificate (auth.mtls). `agentd
+// serve` applies a changed auth (and tenants) on SIGHUP.
 type Auth struct {
 	// APIKeys are the API keys callers may send as "authorization: Bearer
 	// <key>", each configured only by its SHA-256 (`agentd keys hash`).
@@ -196,12 +201,43 @@ type OIDCIssuer struct {
 	// ClockSkew is the leeway allowed on exp, nbf and iat. Default 1m.
 	ClockSkew time.Duration `yaml:"clock_skew"`
 	// RefreshInterval is the least time between two fetches of the
-	// issuer's keys caused by tokens signed with an unknown key id.
-	// Default 1m.
+	// issuer's keys caused by tokens signed with an unknown key id, and
+	// so also how long a failed fetch is not tried again. Default 1m.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// CAFile is a PEM bundle that verifies the issuer's HTTPS certificate.
 	// Default: the system's roots.
 	CAFile string `yaml:"ca_file"`
+}
+
+// OIDCAlgorithms are the signature algorithms auth.oidc may accept: the
+// asymmetric ones. "none" is not a signature, and an HMAC algorithm
+// (HS256...) would let whoever knows the issuer's public key (everyone)
+// sign tokens if a key were ever taken for a secret.
+var OIDCAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// WithDefaults returns o with its unset fields at their defaults:
+// algorithms RS256 and ES256, tenant_claim "tenant", roles_claim "roles",
+// principal_claim "sub", clock_skew and refresh_interval 1m.
+func (o OIDCIssuer) WithDefaults() OIDCIssuer {
+	if len(o.Algorithms) == 0 {
+		o.Algorithms = []string{"RS256", "ES256"}
+	}
+	if o.TenantClaim == "" {
+		o.TenantClaim = "tenant"
+	}
+	if o.RolesClaim == "" {
+		o.RolesClaim = "roles"
+	}
+	if o.PrincipalClaim == "" {
+		o.PrincipalClaim = "sub"
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = time.Minute
+	}
+	if o.RefreshInterval == 0 {
+		o.RefreshInterval = time.Minute
+	}
+	return o
 }
 
 // MTLS authenticates callers by their verified client certificates.
@@ -709,6 +745,9 @@ func Load(path string, getenv func(string) string, executable string) (Config, e
 	} else if rest, ok := strings.CutPrefix(cfg.StateDir, "~/"); ok && getenv("HOME") != "" {
 		cfg.StateDir = filepath.Join(getenv("HOME"), rest) // as a shell would
 	}
+	for i, o := range cfg.Auth.OIDC {
+		cfg.Auth.OIDC[i] = o.WithDefaults()
+	}
 	for name, s := range cfg.Bridge.Servers {
 		if s.Command == Self {
 			s.Command = executable
@@ -843,6 +882,7 @@ func (c *Config) Validate() error {
 		bad("admin.tls: needs admin.listen (without it, the admin service is served beside the main service, over its tls)")
 	}
 	c.validateTenants(bad)
+	c.validateAuth(bad)
 	if c.ShutdownGrace <= 0 {
 		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)
 	}
@@ -967,6 +1007,87 @@ func (c *Config) validateTenants(bad func(string, ...any)) {
 			}
 		}
 	}
+}
+
+// validateAuth checks auth.oidc and auth.mtls, and that every tenant an
+// API key or a client certificate gives is configured when tenants are.
+// The API keys' names, hashes and roles are internal/auth's to check, as
+// are the roles of auth.mtls.principals.
+func (c *Config) validateAuth(bad func(string, ...any)) {
+	issuers := make(map[string]bool)
+	for i, o := range c.Auth.OIDC {
+		at := fmt.Sprintf("auth.oidc[%d]", i)
+		// The URL is not quoted: its path may be something only the
+		// issuer's users should know.
+		if !OIDCURL(o.Issuer) {
+			bad("%s.issuer: must be an https URL (or http to a loopback address), without query or fragment", at)
+		} else if issuers[o.Issuer] {
+			bad("%s.issuer: configured twice", at)
+		}
+		issuers[o.Issuer] = true
+		if o.Audience == "" {
+			bad("%s.audience: must be set", at)
+		}
+		for _, alg := range o.Algorithms {
+			if !slices.Contains(OIDCAlgorithms, alg) {
+				bad("%s.algorithms: %q is not allowed; one of %s", at, alg, strings.Join(OIDCAlgorithms, ", "))
+			}
+		}
+		if o.ClockSkew < 0 || o.RefreshInterval < 0 {
+			bad("%s: clock_skew and refresh_interval must not be negative", at)
+		}
+	}
+	m := c.Auth.MTLS
+	if !slices.Contains([]string{"", "uri", "dns", "cn"}, m.PrincipalFrom) {
+		bad("auth.mtls.principal_from: must be uri, dns or cn (or unset: the first of them present), got %q", m.PrincipalFrom)
+	}
+	if len(m.Principals) > 0 && c.TLS.ClientCAFile == "" {
+		bad("auth.mtls.principals: need tls.client_ca_file (and tls.cert_file, tls.key_file): only then do clients present verified certificates")
+	}
+	principals := make(map[string]bool)
+	for i, p := range m.Principals {
+		at := fmt.Sprintf("auth.mtls.principals[%d]", i)
+		if p.Principal == "" || principals[p.Principal] {
+			bad("%s.principal: must be set and distinct", at)
+		}
+		principals[p.Principal] = true
+		if p.Tenant == "" {
+			bad("%s.tenant: must be set", at)
+		}
+	}
+	if len(c.Tenants) == 0 {
+		return
+	}
+	configured := func(setting, tenant string) {
+		if _, ok := c.ForTenant(tenant); tenant != "" && !ok {
+			bad("%s.tenant: tenant %q is not configured (tenants has neither it nor %q)", setting, tenant, DefaultTenant)
+		}
+	}
+	for i, k := range c.Auth.APIKeys {
+		configured(fmt.Sprintf("auth.api_keys[%d]", i), k.Tenant)
+	}
+	for i, p := range m.Principals {
+		configured(fmt.Sprintf("auth.mtls.principals[%d]", i), p.Tenant)
+	}
+}
+
+// OIDCURL reports whether raw may be an OIDC issuer or the address of its
+// keys: https, or http to a loopback address (a local issuer), with a host
+// and neither credentials, query nor fragment.
+func OIDCURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		host := u.Hostname()
+		ip := net.ParseIP(host)
+		return host == "localhost" || ip != nil && ip.IsLoopback()
+	}
+	return false
 }
 
 // defaultStateDir is $XDG_STATE_HOME/agentd, else ~/.local/state/agentd,

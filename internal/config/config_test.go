@@ -87,6 +87,24 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "X-I3 an OIDC issuer gets the defaults it leaves unset",
+			file: "auth:\n  oidc:\n    - {issuer: https://idp.example.com, audience: agentd, roles_claim: groups}\n    - {issuer: http://127.0.0.1:8080/realms/x, audience: a, algorithms: [ES384], clock_skew: 5s}\n",
+			want: func(c *Config) {
+				c.Auth.OIDC = []OIDCIssuer{
+					{Issuer: "https://idp.example.com", Audience: "agentd", Algorithms: []string{"RS256", "ES256"}, TenantClaim: "tenant", RolesClaim: "groups", PrincipalClaim: "sub", ClockSkew: time.Minute, RefreshInterval: time.Minute},
+					{Issuer: "http://127.0.0.1:8080/realms/x", Audience: "a", Algorithms: []string{"ES384"}, TenantClaim: "tenant", RolesClaim: "roles", PrincipalClaim: "sub", ClockSkew: 5 * time.Second, RefreshInterval: time.Minute},
+				}
+			},
+		},
+		{
+			name: "a key of a tenant that tenants.default covers",
+			file: "tenants: {default: {}}\nauth: {api_keys: [{name: k, sha256: x, tenant: globex}]}\n",
+			want: func(c *Config) {
+				c.Tenants = map[string]Tenant{"default": {}}
+				c.Auth.APIKeys = []APIKey{{Name: "k", SHA256: "x", Tenant: "globex"}}
+			},
+		},
+		{
 			name: "environment overrides the file",
 			file: "listen: 0.0.0.0:9000\n",
 			env: map[string]string{
@@ -159,6 +177,24 @@ func TestLoadRejects(t *testing.T) {
 			name:     "X-I5 admin.tls without admin.listen",
 			env:      map[string]string{"AGENTD_ADMIN_TLS_CERT_FILE": "c.pem", "AGENTD_ADMIN_TLS_KEY_FILE": "k.pem"},
 			wantErrs: []string{"admin.tls: needs admin.listen"},
+		},
+		{
+			name: "X-I3 issuers that would weaken verification",
+			file: "auth:\n  oidc:\n    - {issuer: http://idp.example.com, audience: a}\n    - {issuer: https://idp.example.com, algorithms: [none, HS256, ES256]}\n    - {issuer: https://idp.example.com, audience: a, clock_skew: -1s}\n    - {issuer: \"https://idp.example.com/?x=1\", audience: a}\n",
+			wantErrs: []string{
+				"auth.oidc[0].issuer: must be an https URL", "auth.oidc[1].audience: must be set", `auth.oidc[1].algorithms: "none" is not allowed`,
+				`auth.oidc[1].algorithms: "HS256" is not allowed`, "auth.oidc[2].issuer: configured twice", "auth.oidc[2]: clock_skew", "auth.oidc[3].issuer: must be",
+			},
+		},
+		{
+			name:     "X-I4 mtls principals without a client CA, twice the same, a bad principal_from",
+			file:     "auth:\n  mtls:\n    principal_from: email\n    principals: [{principal: app, tenant: t}, {principal: app}]\n",
+			wantErrs: []string{"auth.mtls.principals: need tls.client_ca_file", "auth.mtls.principal_from", "auth.mtls.principals[1].principal", "auth.mtls.principals[1].tenant"},
+		},
+		{
+			name:     "keys and certificates of tenants not configured",
+			file:     "tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem}\ntenants: {acme: {}}\nauth:\n  api_keys: [{name: k, sha256: x, tenant: globex}, {name: j, sha256: y, tenant: acme}]\n  mtls: {principals: [{principal: app, tenant: initech}]}\n",
+			wantErrs: []string{`auth.api_keys[0].tenant: tenant "globex" is not configured`, `auth.mtls.principals[0].tenant: tenant "initech" is not configured`},
 		},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 	}
