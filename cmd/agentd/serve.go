@@ -101,7 +101,7 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 }
 
 // serve runs `agentd serve`, which loads its configuration again at every
-// SIGHUP and applies its auth and tenants (app.Agent.Reload).
+// SIGHUP and applies its auth (app.Agent.Reload).
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -306,10 +306,11 @@ func NewAgent(o Options) (*Agent, error) {
 	return a, nil
 }
 
-// Reload applies cfg's auth and tenants (which callers are authenticated,
-// as what, and which tenants are served) to the calls that start after it
-// returns. The rest of cfg is not applied: a change there is logged as
-// needing a restart. An invalid cfg, or one turning authentication off,
+// Reload applies cfg's auth (which credentials are accepted, and as which
+// tenant and roles) to the calls that start after it returns. Nothing else
+// of cfg is applied: tenants' settings (their providers, rules and limits)
+// and every other setting are built at start, and a change there is logged
+// as needing a restart. An invalid cfg, or one turning authentication off,
 // changes nothing, and the error says why. Safe for concurrent use.
 func (a *Agent) Reload(cfg config.Config) error {
 	a.mu.Lock()
@@ -317,17 +318,22 @@ func (a *Agent) Reload(cfg config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config reload: %w", err)
 	}
-	if err := a.authn.Reload(cfg); err != nil {
+	// The tenants stay those of the start, which the rest of agentd was
+	// built for: a key may not name a tenant they do not serve.
+	applied := a.config
+	applied.Auth = cfg.Auth
+	if err := applied.Validate(); err != nil {
+		return fmt.Errorf("config reload: %w (tenants apply at the next start)", err)
+	}
+	if err := a.authn.Reload(applied); err != nil {
 		return fmt.Errorf("config reload: %w", err)
 	}
-	before, after := a.config, cfg
-	before.Auth, before.Tenants, after.Auth, after.Tenants = config.Auth{}, nil, config.Auth{}, nil
-	if !reflect.DeepEqual(before, after) {
-		a.log.Warn("config reload: settings other than auth and tenants changed; they apply at the next start")
+	if !reflect.DeepEqual(applied, cfg) {
+		a.log.Warn("config reload: settings other than auth changed; they apply at the next start")
 	}
-	a.config.Auth, a.config.Tenants = cfg.Auth, cfg.Tenants
-	a.log.Info("config reloaded: auth and tenants applied", "api_keys", len(cfg.Auth.APIKeys), "oidc_issuers", len(cfg.Auth.OIDC),
-		"mtls_principals", len(cfg.Auth.MTLS.Principals), "tenants", len(cfg.Tenants))
+	a.config = applied
+	a.log.Info("config reloaded: auth applied", "api_keys", len(cfg.Auth.APIKeys), "oidc_issuers", len(cfg.Auth.OIDC),
+		"mtls_principals", len(cfg.Auth.MTLS.Principals))
 	return nil
 }
 
