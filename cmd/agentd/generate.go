@@ -31,17 +31,22 @@ request with --approve, --decline and --result.
   agentd generate --provider mock --prompt "Hello"
   agentd generate --request examples/approval-start.json --resume gen_... --approve approval_call_1_1
   agentd generate --tls-ca ca.pem --tls-cert client.pem --tls-key client-key.pem --prompt "Hello"
+
+--token, --tls-ca, --tls-cert and --tls-key default to AGENTD_TOKEN,
+AGENTD_TLS_CA, AGENTD_TLS_CERT and AGENTD_TLS_KEY, as in the examples.
 `
 
-func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// generate runs `agentd generate`; getenv gives the defaults of --token
+// and the TLS flags, which override them.
+func generate(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agentd generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, generateUsage); fs.PrintDefaults() }
 	addr := fs.String("addr", "127.0.0.1:7070", "agentd address")
-	token := fs.String("token", os.Getenv("AGENTD_TOKEN"), "API key sent as \"authorization: Bearer\" (env AGENTD_TOKEN); none: no credential")
-	tlsCA := fs.String("tls-ca", "", "dial with TLS, trusting the CA certificates in this PEM file (TLS with none: the system's roots)")
-	tlsCert := fs.String("tls-cert", "", "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one")
-	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	token := fs.String("token", getenv("AGENTD_TOKEN"), "API key sent as \"authorization: Bearer\" (env AGENTD_TOKEN); none: no credential")
+	tlsCA := fs.String("tls-ca", getenv("AGENTD_TLS_CA"), "dial with TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA; TLS with none: the system's roots)")
+	tlsCert := fs.String("tls-cert", getenv("AGENTD_TLS_CERT"), "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one (env AGENTD_TLS_CERT)")
+	tlsKey := fs.String("tls-key", getenv("AGENTD_TLS_KEY"), "the PEM private key of --tls-cert (env AGENTD_TLS_KEY)")
 	tlsServerName := fs.String("tls-server-name", "", "dial with TLS, checking the server's certificate for this name (default: the host of --addr)")
 	requestFile := fs.String("request", "", "StartGeneration as JSON (proto JSON mapping)")
 	provider := fs.String("provider", "mock", "provider, when --request is not given")
