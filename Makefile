@@ -130,6 +130,7 @@ BENCH_COUNT ?= 5
 bench: npm
 	go test -run '^$$' -bench 'CallTool|WarmCacheSetup' -benchtime 2s -count $(BENCH_COUNT) ./bridge/ ./internal/app/ | tee /tmp/agentd-bench.txt
 	go test -run '^$$' -bench 'FirstCall' -benchtime 10x -count $(BENCH_COUNT) ./bridge/ | tee -a /tmp/agentd-bench.txt
+	go test -run '^$$' -bench 'BenchmarkAuth$$' -benchtime 300x -count $(BENCH_COUNT) ./internal/app/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
 
 # The long part of the fault-injection suite (internal/faultsuite): with the
