@@ -283,8 +283,6 @@ func NewAgent(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	serverOpts.Unary = append(serverOpts.Unary, a.authn.UnaryInterceptor())
-	serverOpts.Stream = append(serverOpts.Stream, a.authn.StreamInterceptor())
 	a.Server, a.Health = grpcserver.New(serverOpts)
 	svc := server.New(server.Options{
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
