@@ -139,7 +139,7 @@ bench: npm
 STRESS_COUNT ?= 3
 stress: npm
 	go test -race -count=$(STRESS_COUNT) -tags stress -timeout 30m ./internal/faultsuite/
-	go test -race -count=$(STRESS_COUNT) -run 'TestRestart|TestResume|TestSecretsCanary' -timeout 30m ./internal/app/
+	go test -race -count=$(STRESS_COUNT) -run 'TestRestart|TestResume|TestSecretsCanary|TestAuthSecretsCanary' -timeout 30m ./internal/app/
 
 # Fuzz targets, one at a time (their seed corpora run in make test). A short
 # minimize time keeps a run from stalling on a big interesting input.

@@ -38,7 +38,9 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, generateUsage); fs.PrintDefaults() }
 	addr := fs.String("addr", "127.0.0.1:7070", "agentd address")
-	token := fs.String("token", os.Getenv("AGENTD_TOKEN"), "API key sent as \"authorization: Bearer\" (env AGENTD_TOKEN); none: no credential")
+	// Not defaulted from the environment: the flag package prints a
+	// default in the usage, and the token must never be printed.
+	token := fs.String("token", "", "API key or token sent as \"authorization: Bearer\" (default: env AGENTD_TOKEN); none: no credential")
 	tlsCA := fs.String("tls-ca", "", "dial with TLS, trusting the CA certificates in this PEM file (TLS with none: the system's roots)")
 	tlsCert := fs.String("tls-cert", "", "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one")
 	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
@@ -55,6 +57,9 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.Var(&results, "result", "with --resume: a function result, CALL_ID=OUTPUT (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if !flagSet(fs, "token") {
+		*token = os.Getenv("AGENTD_TOKEN")
 	}
 	start, err := startRequest(*requestFile, *provider, *model, *prompt)
 	if err != nil {
@@ -288,4 +293,11 @@ func onServer(name string) string {
 		return ""
 	}
 	return " on " + name
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
