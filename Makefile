@@ -130,6 +130,7 @@ BENCH_COUNT ?= 5
 bench: npm
 	go test -run '^$$' -bench 'CallTool|WarmCacheSetup' -benchtime 2s -count $(BENCH_COUNT) ./bridge/ ./internal/app/ | tee /tmp/agentd-bench.txt
 	go test -run '^$$' -bench 'FirstCall' -benchtime 10x -count $(BENCH_COUNT) ./bridge/ | tee -a /tmp/agentd-bench.txt
+	go test -run '^$$' -bench 'BenchmarkAuth$$' -benchtime 300x -count $(BENCH_COUNT) ./internal/app/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
 
 # The long part of the fault-injection suite (internal/faultsuite): with the
@@ -138,7 +139,7 @@ bench: npm
 STRESS_COUNT ?= 3
 stress: npm
 	go test -race -count=$(STRESS_COUNT) -tags stress -timeout 30m ./internal/faultsuite/
-	go test -race -count=$(STRESS_COUNT) -run 'TestRestart|TestResume|TestSecretsCanary' -timeout 30m ./internal/app/
+	go test -race -count=$(STRESS_COUNT) -run 'TestRestart|TestResume|TestSecretsCanary|TestAuthSecretsCanary' -timeout 30m ./internal/app/
 
 # Fuzz targets, one at a time (their seed corpora run in make test). A short
 # minimize time keeps a run from stalling on a big interesting input.

@@ -9,6 +9,7 @@ awk '
     if ($(i+1) == "ns/op") ns[name] = ns[name] " " $i
     if ($(i+1) == "spawns/op") sp[name] = sp[name] " " $i
     if ($(i+1) ~ /\/direct$/) pr[$(i+1)] = pr[$(i+1)] " " $i
+    if ($(i+1) ~ /^µs-added-/) au[$(i+1)] = au[$(i+1)] " " $i
   }
 }
 function median(list,   a, n, i, j, t) {
@@ -27,4 +28,5 @@ END {
   }
   if (("BenchmarkFirstCall/cold" in m) && ("BenchmarkFirstCall/warm" in m))
     printf "first call, cold spawn / warm pool: %.1fx faster warm (target >= 20x)\n", m["BenchmarkFirstCall/cold"] / m["BenchmarkFirstCall/warm"]
+  for (k in au) printf "a Generate authenticated, %s: %.1f µs per call, paired rounds (target <= 50 µs)\n", k, median(au[k])
 }' "$1"

@@ -43,10 +43,13 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, generateUsage); fs.PrintDefaults() }
 	addr := fs.String("addr", "127.0.0.1:7070", "agentd address")
-	token := fs.String("token", getenv("AGENTD_TOKEN"), "API key sent as \"authorization: Bearer\" (env AGENTD_TOKEN); none: no credential")
-	tlsCA := fs.String("tls-ca", getenv("AGENTD_TLS_CA"), "dial with TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA; TLS with none: the system's roots)")
-	tlsCert := fs.String("tls-cert", getenv("AGENTD_TLS_CERT"), "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one (env AGENTD_TLS_CERT)")
-	tlsKey := fs.String("tls-key", getenv("AGENTD_TLS_KEY"), "the PEM private key of --tls-cert (env AGENTD_TLS_KEY)")
+	// Not defaulted from the environment in the flag set: the flag package
+	// prints a default in the usage, and the token and the key's path must
+	// never be printed. A flag not given takes its variable after parsing.
+	token := fs.String("token", "", "API key or token sent as \"authorization: Bearer\" (default: env AGENTD_TOKEN); none: no credential")
+	tlsCA := fs.String("tls-ca", "", "dial with TLS, trusting the CA certificates in this PEM file (default: env AGENTD_TLS_CA; TLS with none: the system's roots)")
+	tlsCert := fs.String("tls-cert", "", "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one (default: env AGENTD_TLS_CERT)")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert (default: env AGENTD_TLS_KEY)")
 	tlsServerName := fs.String("tls-server-name", "", "dial with TLS, checking the server's certificate for this name (default: the host of --addr)")
 	requestFile := fs.String("request", "", "StartGeneration as JSON (proto JSON mapping)")
 	provider := fs.String("provider", "mock", "provider, when --request is not given")
@@ -60,6 +63,14 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Var(&results, "result", "with --resume: a function result, CALL_ID=OUTPUT (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	for _, d := range []struct {
+		flag, env string
+		v         *string
+	}{{"token", "AGENTD_TOKEN", token}, {"tls-ca", "AGENTD_TLS_CA", tlsCA}, {"tls-cert", "AGENTD_TLS_CERT", tlsCert}, {"tls-key", "AGENTD_TLS_KEY", tlsKey}} {
+		if !flagSet(fs, d.flag) {
+			*d.v = getenv(d.env)
+		}
 	}
 	start, err := startRequest(*requestFile, *provider, *model, *prompt)
 	if err != nil {
@@ -293,4 +304,11 @@ func onServer(name string) string {
 		return ""
 	}
 	return " on " + name
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

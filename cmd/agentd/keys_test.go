@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,4 +71,56 @@ func serveAgent(t *testing.T, cfg config.Config) string {
 		}
 	})
 	return lis.Addr().String()
+}
+
+// X-I2 from the terminal: neither `agentd keys hash` nor `agentd generate`
+// prints the key it is given, wherever it comes from (stdin, --token,
+// AGENTD_TOKEN) and however the command fails: a refused key, a key
+// gRPC cannot send, a bad flag, the usage. Nor does `agentd generate`
+// print the path of its --tls-key (X-I4).
+func TestKeyNeverPrinted(t *testing.T) {
+	const canary = "sk-cnry-terminal-7e5d"
+	keyDir := filepath.Join(t.TempDir(), "cnry-terminal-keys")
+	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
+	cfg.Bridge.Pool.Warm = 0
+	cfg.Auth.APIKeys = []config.APIKey{{Name: "terminal", SHA256: auth.HashKey("sk-other"), Tenant: "t", Roles: []string{auth.RoleGenerate}}}
+	addr := serveAgent(t, cfg)
+
+	type result struct {
+		out, errOut string
+		err         error
+	}
+	runWith := func(env string, stdin string, args ...string) result {
+		t.Setenv("AGENTD_TOKEN", env)
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), args, strings.NewReader(stdin), &out, &errOut)
+		return result{out.String(), errOut.String(), err}
+	}
+	generate := []string{"generate", "--addr", addr, "--provider", "mock", "--prompt", "hi"}
+	for _, tc := range []struct {
+		name    string
+		r       result
+		wantErr string // what the error says, proving the key was used
+	}{
+		{"keys hash", runWith("", canary+"\n", "keys", "hash"), ""},
+		{"keys hash given the key as an argument", runWith("", "", "keys", "hash", canary), "usage"},
+		{"keys given the key as the subcommand", runWith("", "", "keys", canary), "usage"},
+		{"generate --token refused", runWith("", "", append(generate, "--token", canary)...), "Unauthenticated"},
+		{"generate with AGENTD_TOKEN refused", runWith(canary, "", generate...), "Unauthenticated"},
+		{"generate --token that gRPC cannot send", runWith("", "", append(generate, "--token", canary+"\n")...), "non-printable"},
+		{"generate --token with a bad flag", runWith("", "", "generate", "--token", canary, "--no-such-flag"), "no-such-flag"},
+		{"generate -h with AGENTD_TOKEN", runWith(canary, "", "generate", "-h"), "help requested"},
+		{"generate with AGENTD_TOKEN and a bad flag", runWith(canary, "", "generate", "--no-such-flag"), "no-such-flag"},
+		{"generate --tls-key that cannot be read", runWith("", "", append(generate, "--tls-cert", filepath.Join(keyDir, "cert.pem"), "--tls-key", filepath.Join(keyDir, "key.pem"))...), "--tls-cert: no such file"},
+	} {
+		if tc.r.err == nil && tc.wantErr != "" || tc.r.err != nil && !strings.Contains(tc.r.err.Error(), tc.wantErr) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, tc.r.err, tc.wantErr)
+		}
+		for what, text := range map[string]string{"error": fmt.Sprint(tc.r.err), "stdout": tc.r.out, "stderr": tc.r.errOut} {
+			if strings.Contains(text, "cnry-terminal") {
+				t.Errorf("%s: the %s shows the key:\n%s", tc.name, what, text)
+			}
+		}
+	}
 }

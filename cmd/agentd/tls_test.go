@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"flag"
 	"strings"
 	"testing"
 
@@ -58,5 +60,24 @@ func TestGenerateTLS(t *testing.T) {
 				t.Errorf("generate with %v and flags %v: %v, output:\n%s; want success %v", tc.env, tc.flags, err, out.String(), tc.ok)
 			}
 		})
+	}
+}
+
+// X-I4: the usage of `agentd generate` shows nothing of what AGENTD_TOKEN
+// and AGENTD_TLS_* hold: the flags take them after parsing, not as
+// defaults the flag package would print.
+func TestGenerateUsageHidesEnvironment(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AGENTD_TOKEN": "sk-cnry-usage", "AGENTD_TLS_CA": "/cnry/ca.pem", "AGENTD_TLS_CERT": "/cnry/cert.pem", "AGENTD_TLS_KEY": "/cnry/key.pem"}
+	var out, errOut bytes.Buffer
+	err := generate(t.Context(), []string{"-h"}, func(name string) string { return env[name] }, strings.NewReader(""), &out, &errOut)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("generate -h: %v; want flag.ErrHelp", err)
+	}
+	if !strings.Contains(errOut.String(), "AGENTD_TLS_KEY") {
+		t.Errorf("the usage does not name AGENTD_TLS_KEY:\n%s", errOut.String())
+	}
+	if strings.Contains(out.String()+errOut.String(), "cnry") {
+		t.Errorf("the usage shows what the environment holds:\n%s%s", out.String(), errOut.String())
 	}
 }

@@ -72,7 +72,7 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	log := o.Logger.With("component", "bridge")
 	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, QuietOK: true, InMemory: inMemory, NoReflection: !o.Config.Reflection}
 	if !inMemory {
-		creds, err := serverCreds(o.Config.Bridge.TLS, log)
+		creds, err := serverCreds(o.Config.Bridge.TLS, "bridge.tls", log)
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +133,7 @@ func newAdminServer(o Options, svc *bridge.Service, authn *auth.Authenticator) (
 	log := o.Logger.With("component", "admin")
 	opts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
 	var err error
-	if opts.Creds, err = serverCreds(o.Config.Admin.TLS, log); err != nil {
+	if opts.Creds, err = serverCreds(o.Config.Admin.TLS, "admin.tls", log); err != nil {
 		return nil, nil, err
 	}
 	withAuth(&opts, authn)
@@ -268,7 +268,7 @@ func NewAgent(o Options) (*Agent, error) {
 	}
 	log := o.Logger.With("component", "agent")
 	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
-	if serverOpts.Creds, err = serverCreds(o.Config.TLS, log); err != nil {
+	if serverOpts.Creds, err = serverCreds(o.Config.TLS, "tls", log); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -283,8 +283,6 @@ func NewAgent(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	serverOpts.Unary = append(serverOpts.Unary, a.authn.UnaryInterceptor())
-	serverOpts.Stream = append(serverOpts.Stream, a.authn.StreamInterceptor())
 	a.Server, a.Health = grpcserver.New(serverOpts)
 	svc := server.New(server.Options{
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
@@ -492,13 +490,14 @@ func closeAll(listeners ...net.Listener) {
 	}
 }
 
-// serverCreds are the TLS credentials of a listener (X-I4), or nil for
-// plaintext when settings name no certificate.
-func serverCreds(settings config.TLS, log *slog.Logger) (credentials.TransportCredentials, error) {
+// serverCreds are the TLS credentials of a listener (X-I4) from settings,
+// the setting named setting (which errors and logs name instead of the
+// files' paths), or nil for plaintext when settings name no certificate.
+func serverCreds(settings config.TLS, setting string, log *slog.Logger) (credentials.TransportCredentials, error) {
 	if !settings.Enabled() {
 		return nil, nil
 	}
-	cfg, err := tlsconf.Server(settings, log)
+	cfg, err := tlsconf.Server(settings, setting, log)
 	if err != nil {
 		return nil, err
 	}

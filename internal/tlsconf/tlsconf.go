@@ -6,6 +6,14 @@
 // client side from config.TLS the same way, for `agentd serve` dialling a
 // remote bridge (X-I8); Client builds it from files, for `agentd
 // generate`.
+//
+// Errors and logs name a file by its setting (tls.key_file,
+// bridge.tls.cert_file, admin.tls.client_ca_file; Client's by the flags of
+// `agentd generate`, --tls-key), and say what is wrong with it, never
+// its path nor its contents. A key's path says where a secret lies, and
+// certificates and CA bundles usually lie beside it: every file is named
+// the same way, so that no message needs to be judged on its own, and the
+// operator finds the path in the setting named.
 package tlsconf
 
 import (
@@ -21,14 +29,16 @@ import (
 	"github.com/agentd/agentd/internal/config"
 )
 
-// Server returns the TLS configuration of a listener: its certificate and
-// key, at least TLS 1.2 (1.3 if MinVersion says so), and with a client CA,
-// a verified client certificate required of every client. The files are
-// read now (an error names the file that cannot be used) and again at any
-// handshake after one of them changed; connections already established
-// keep the certificate they were served.
-func Server(settings config.TLS, log *slog.Logger) (*tls.Config, error) {
-	r := &reloader{settings: settings, log: log, minVersion: tls.VersionTLS12}
+// Server returns the TLS configuration of a listener from settings, the
+// setting named setting ("tls", "bridge.tls" or "admin.tls"): its
+// certificate and key, at least TLS 1.2 (1.3 if MinVersion says so), and
+// with a client CA, a verified client certificate required of every
+// client. The files are read now (an error names the setting of the file
+// that cannot be used) and again at any handshake after one of them
+// changed; connections already established keep the certificate they
+// were served.
+func Server(settings config.TLS, setting string, log *slog.Logger) (*tls.Config, error) {
+	r := &reloader{settings: settings, setting: setting, log: log, minVersion: tls.VersionTLS12}
 	if settings.MinVersion == "1.3" {
 		r.minVersion = tls.VersionTLS13
 	}
@@ -51,6 +61,7 @@ type stamp struct {
 
 type reloader struct {
 	settings   config.TLS
+	setting    string
 	log        *slog.Logger
 	minVersion uint16
 
@@ -73,14 +84,12 @@ func (r *reloader) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 		r.stamps = s
 		cfg, err := r.read()
 		if err != nil {
-			// Logged once per change of the files, not per handshake. The
-			// error names files and what is wrong with them, never their
-			// contents.
-			r.log.Error("TLS files changed but cannot be used; still serving the previous certificate", "error", err)
+			// Logged once per change of the files, not per handshake.
+			r.log.Error("TLS files changed but cannot be used; still serving the previous certificate", "setting", r.setting, "error", err)
 		} else {
 			r.current = cfg
 			leaf := cfg.Certificates[0].Leaf
-			r.log.Info("TLS certificate reloaded", "cert_file", r.settings.CertFile, "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter)
+			r.log.Info("TLS certificate reloaded", "setting", r.setting, "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter)
 		}
 	}
 	return r.current, nil
@@ -109,21 +118,15 @@ func stat(names ...string) [3]stamp {
 
 // read builds the configuration one handshake is served with.
 func (r *reloader) read() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(r.settings.CertFile, r.settings.KeyFile)
+	cert, err := loadPair(r.setting+".cert_file", r.settings.CertFile, r.setting+".key_file", r.settings.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("tls: certificate %s with key %s: %w", r.settings.CertFile, r.settings.KeyFile, err)
+		return nil, err
 	}
-	cfg := &tls.Config{MinVersion: r.minVersion, Certificates: []tls.Certificate{cert}}
+	cfg := &tls.Config{MinVersion: r.minVersion, Certificates: []tls.Certificate{*cert}}
 	if name := r.settings.ClientCAFile; name != "" {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("tls: client CA: %w", err)
+		if cfg.ClientCAs, err = loadPool(r.setting+".client_ca_file", name); err != nil {
+			return nil, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("tls: client CA %s: %w", name, errNoCertificate)
-		}
-		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
@@ -131,58 +134,98 @@ func (r *reloader) read() (*tls.Config, error) {
 
 var errNoCertificate = errors.New("no PEM certificate in it")
 
+// readFile reads the file at path, which the setting named setting gives.
+// Its error names the setting and what went wrong, not the path.
+func readFile(setting, path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %w", setting, err)
+	}
+	return data, nil
+}
+
+// loadPair loads a certificate and its key, each named in errors by its
+// setting. crypto/tls's errors about the pair say what is wrong with it
+// and quote neither file.
+func loadPair(certSetting, certPath, keySetting, keyPath string) (*tls.Certificate, error) {
+	certPEM, err := readFile(certSetting, certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := readFile(keySetting, keyPath)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s with %s: %w", certSetting, keySetting, err)
+	}
+	return &cert, nil
+}
+
+// loadPool reads a PEM bundle of CA certificates, named in errors by its
+// setting.
+func loadPool(setting, path string) (*x509.CertPool, error) {
+	data, err := readFile(setting, path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s: %w", setting, errNoCertificate)
+	}
+	return pool, nil
+}
+
 // Client returns the TLS configuration of a client: it trusts the CAs in
 // caFile (empty: the system's roots), presents certFile and keyFile (both
 // or neither) to a server that asks for a client certificate, and checks
-// the server's certificate for serverName (empty: the host dialled).
+// the server's certificate for serverName (empty: the host dialled). Its
+// errors name the files by the flags of `agentd generate` that give them
+// (--tls-ca, --tls-cert, --tls-key).
 func Client(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
 	if caFile != "" {
-		data, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: CA: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("tls: CA %s: %w", caFile, errNoCertificate)
+		var err error
+		if cfg.RootCAs, err = loadPool("--tls-ca", caFile); err != nil {
+			return nil, err
 		}
 	}
 	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("tls: a client certificate needs its key, and a key its certificate")
+		return nil, errors.New("a client certificate (--tls-cert) needs its key (--tls-key), and a key its certificate")
 	}
 	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		cert, err := loadPair("--tls-cert", certFile, "--tls-key", keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("tls: certificate %s with key %s: %w", certFile, keyFile, err)
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		cfg.Certificates = []tls.Certificate{*cert}
 	}
 	return cfg, nil
 }
 
 // Dialling returns the TLS configuration with which `agentd serve` dials
-// a remote bridge, from settings (bridge.tls, named setting in errors and
-// logs): it trusts the CAs in CAFile (empty: the system's roots), checks
-// the bridge's certificate for ServerName (empty: the host dialled),
-// accepts MinVersion or newer, and presents CertFile and KeyFile, when
-// set, to a bridge that asks for a client certificate. CAFile is read
-// now; the certificate and key now (an error names the certificate file
-// and the key's setting, never the key's path) and again at any handshake
-// after one of them changed. A changed pair that cannot be used keeps the
-// previous one presented, and the log says why, once.
+// a remote bridge, from settings (the setting named setting, bridge.tls):
+// it trusts the CAs in CAFile (empty: the system's roots), checks the
+// bridge's certificate for ServerName (empty: the host dialled), accepts
+// MinVersion or newer, and presents CertFile and KeyFile, when set, to a
+// bridge that asks for a client certificate. CAFile is read now; the
+// certificate and key now (an error names the setting of the file that
+// cannot be used) and again at any handshake after one of them changed. A
+// changed pair that cannot be used keeps the previous one presented, and
+// the log says why, once.
 func Dialling(settings config.TLS, setting string, log *slog.Logger) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: settings.ServerName}
 	if settings.MinVersion == "1.3" {
 		cfg.MinVersion = tls.VersionTLS13
 	}
 	if name := settings.CAFile; name != "" {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("tls: %s.ca_file: %w", setting, err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("tls: %s.ca_file %s: %w", setting, name, errNoCertificate)
+		var err error
+		if cfg.RootCAs, err = loadPool(setting+".ca_file", name); err != nil {
+			return nil, err
 		}
 	}
 	if settings.CertFile == "" {
@@ -220,33 +263,15 @@ func (c *clientCert) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) 
 		c.stamps = s
 		cert, err := c.read()
 		if err != nil {
-			c.log.Error("TLS client certificate files changed but cannot be used; still presenting the previous certificate", "error", err)
+			c.log.Error("TLS client certificate files changed but cannot be used; still presenting the previous certificate", "setting", c.setting, "error", err)
 		} else {
 			c.current = cert
-			c.log.Info("TLS client certificate reloaded", "cert_file", c.certFile, "serial", cert.Leaf.SerialNumber.String(), "not_after", cert.Leaf.NotAfter)
+			c.log.Info("TLS client certificate reloaded", "setting", c.setting, "serial", cert.Leaf.SerialNumber.String(), "not_after", cert.Leaf.NotAfter)
 		}
 	}
 	return c.current, nil
 }
 
-// read loads the pair. The key's path is a secret's location: errors name
-// its setting instead, and keep only what went wrong with the file.
 func (c *clientCert) read() (*tls.Certificate, error) {
-	certPEM, err := os.ReadFile(c.certFile)
-	if err != nil {
-		return nil, fmt.Errorf("tls: %s.cert_file: %w", c.setting, err)
-	}
-	keyPEM, err := os.ReadFile(c.keyFile)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("tls: %s.key_file: %w", c.setting, err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("tls: %s.cert_file %s with %s.key_file: %w", c.setting, c.certFile, c.setting, err)
-	}
-	return &cert, nil
+	return loadPair(c.setting+".cert_file", c.certFile, c.setting+".key_file", c.keyFile)
 }

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,7 +54,8 @@ func handshake(t *testing.T, server, client *tls.Config) error {
 
 // X-I4: the client CA file is read again when it changes, like the
 // certificate: a client whose CA was not trusted is once the file names
-// it; a client CA file without a certificate keeps the previous pool.
+// it; a client CA file without a certificate keeps the previous pool, and
+// the log names its setting, not its path.
 func TestClientCARotation(t *testing.T) {
 	t.Parallel()
 	ca, before, after := tlstest.NewCA(t), tlstest.NewCA(t), tlstest.NewCA(t)
@@ -64,7 +66,8 @@ func TestClientCARotation(t *testing.T) {
 	tlstest.WriteFile(t, s.CertFile, leaf.CertPEM, mod)
 	tlstest.WriteFile(t, s.KeyFile, leaf.KeyPEM, mod)
 	tlstest.WriteFile(t, s.ClientCAFile, before.PEM, mod)
-	server, err := tlsconf.Server(s, slog.New(slog.DiscardHandler))
+	var logs bytes.Buffer // written by the server's handshake, which handshake waits for
+	server, err := tlsconf.Server(s, "admin.tls", slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +82,9 @@ func TestClientCARotation(t *testing.T) {
 	tlstest.WriteFile(t, s.ClientCAFile, []byte("not a certificate"), mod.Add(2*time.Minute))
 	if err := handshake(t, server, client); err != nil {
 		t.Errorf("after a broken client CA file: %v; want the previous pool kept", err)
+	}
+	if log := logs.String(); !strings.Contains(log, "admin.tls.client_ca_file") || strings.Contains(log, dir) {
+		t.Errorf("the log of the broken client CA file does not name admin.tls.client_ca_file, or names its directory:\n%s", log)
 	}
 	old := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MaxVersion: tls.VersionTLS12, Certificates: client.Certificates}
 	if err := handshake(t, server, old); err == nil {
@@ -112,8 +118,8 @@ func TestPrincipal(t *testing.T) {
 // X-I8: the client side of the bridge hop presents bridge.tls's
 // certificate and reads it again when the files change; a changed pair
 // that cannot be used keeps the previous one presented, logged once,
-// never naming the key's path. A key that cannot be read at start is an
-// error naming its setting, not its path.
+// naming the key's setting, never a file's path. A key that cannot be read
+// at start is an error naming its setting, not its path.
 func TestDiallingRotation(t *testing.T) {
 	t.Parallel()
 	ca, clients := tlstest.NewCA(t), tlstest.NewCA(t)
@@ -165,13 +171,81 @@ func TestDiallingRotation(t *testing.T) {
 	if n := strings.Count(log, "cannot be used"); n != 1 || !strings.Contains(log, "bridge.tls.key_file") {
 		t.Errorf("the log says %d times that the pair cannot be used (want once, naming bridge.tls.key_file):\n%s", n, log)
 	}
-	if strings.Contains(log, s.KeyFile) || strings.Contains(log, "garbage") {
-		t.Errorf("the log names the key's path or quotes it:\n%s", log)
+	if strings.Contains(log, dir) || strings.Contains(log, "garbage") {
+		t.Errorf("the log names a file's path or quotes the key:\n%s", log)
 	}
 
 	s.KeyFile = filepath.Join(dir, "missing-key.pem")
 	_, err = tlsconf.Dialling(s, "bridge.tls", slog.New(slog.DiscardHandler))
-	if err == nil || !strings.Contains(err.Error(), "bridge.tls.key_file") || strings.Contains(err.Error(), s.KeyFile) {
+	if err == nil || !strings.Contains(err.Error(), "bridge.tls.key_file") || strings.Contains(err.Error(), dir) {
 		t.Errorf("Dialling with a missing key = %v, want an error naming bridge.tls.key_file and not its path", err)
+	}
+}
+
+// Errors name a file by its setting (or, for Client, by the flag of
+// `agentd generate` that gives it) and say what is wrong with it, never
+// its path nor its contents: a key's path is where a secret lies, and the
+// other files lie beside it.
+func TestErrorsNameSettings(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t)
+	leaf := ca.Leaf(t, "server")
+	dir := filepath.Join(t.TempDir(), "where-the-keys-are")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		tlstest.WriteFile(t, path, data, time.Now())
+		return path
+	}
+	cert, key, caFile := write("cert.pem", leaf.CertPEM), write("key.pem", leaf.KeyPEM), write("ca.pem", ca.PEM)
+	garbage := write("garbage.pem", []byte("-----BEGIN PRIVATE KEY-----\nZ2FyYmFnZQ==\n-----END PRIVATE KEY-----\nthe-contents\n"))
+	missing := filepath.Join(dir, "missing.pem")
+	discard := slog.New(slog.DiscardHandler)
+	server := func(s config.TLS) error {
+		s.MinVersion = "1.2"
+		_, err := tlsconf.Server(s, "tls", discard)
+		return err
+	}
+	dialling := func(s config.TLS) error {
+		_, err := tlsconf.Dialling(s, "bridge.tls", discard)
+		return err
+	}
+	client := func(caFile, cert, key string) error {
+		_, err := tlsconf.Client(caFile, cert, key, "")
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"server: certificate missing", server(config.TLS{CertFile: missing, KeyFile: key}), "tls.cert_file: no such file or directory"},
+		{"server: key missing", server(config.TLS{CertFile: cert, KeyFile: missing}), "tls.key_file: no such file or directory"},
+		{"server: key a directory", server(config.TLS{CertFile: cert, KeyFile: dir}), "tls.key_file: is a directory"},
+		{"server: key broken", server(config.TLS{CertFile: cert, KeyFile: garbage}), "tls.cert_file with tls.key_file: "},
+		{"server: key of another certificate", server(config.TLS{CertFile: cert, KeyFile: write("other-key.pem", ca.Leaf(t, "other").KeyPEM)}), "tls.cert_file with tls.key_file: tls: private key does not match public key"},
+		{"server: client CA missing", server(config.TLS{CertFile: cert, KeyFile: key, ClientCAFile: missing}), "tls.client_ca_file: no such file or directory"},
+		{"server: client CA without a certificate", server(config.TLS{CertFile: cert, KeyFile: key, ClientCAFile: garbage}), "tls.client_ca_file: no PEM certificate in it"},
+		{"dialling: CA missing", dialling(config.TLS{CAFile: missing}), "bridge.tls.ca_file: no such file or directory"},
+		{"dialling: key missing", dialling(config.TLS{CAFile: caFile, CertFile: cert, KeyFile: missing}), "bridge.tls.key_file: no such file or directory"},
+		{"dialling: key broken", dialling(config.TLS{CAFile: caFile, CertFile: cert, KeyFile: garbage}), "bridge.tls.cert_file with bridge.tls.key_file: "},
+		{"client: CA missing", client(missing, "", ""), "--tls-ca: no such file or directory"},
+		{"client: key missing", client(caFile, cert, missing), "--tls-key: no such file or directory"},
+		{"client: key broken", client(caFile, cert, garbage), "--tls-cert with --tls-key: "},
+		{"client: certificate without key", client(caFile, cert, ""), "--tls-cert) needs its key (--tls-key)"},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		msg := tc.err.Error()
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %q, want it to say %q", tc.name, msg, tc.want)
+		}
+		if strings.Contains(msg, "where-the-keys-are") || strings.Contains(msg, "the-contents") || strings.Contains(msg, "Z2FyYmFnZQ") {
+			t.Errorf("%s: %q names a path or quotes a file", tc.name, msg)
+		}
 	}
 }

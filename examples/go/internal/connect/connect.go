@@ -43,15 +43,32 @@ type Options struct {
 // request when there is none.
 func Parse(request string) (Options, string) {
 	var o Options
-	flag.StringVar(&o.Token, "token", os.Getenv("AGENTD_TOKEN"), "API key, sent as \"authorization: Bearer\" (env AGENTD_TOKEN)")
-	flag.StringVar(&o.TLSCA, "tls-ca", os.Getenv("AGENTD_TLS_CA"), "connect over TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA)")
-	flag.StringVar(&o.TLSCert, "tls-cert", os.Getenv("AGENTD_TLS_CERT"), "connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)")
-	flag.StringVar(&o.TLSKey, "tls-key", os.Getenv("AGENTD_TLS_KEY"), "the PEM private key of --tls-cert (env AGENTD_TLS_KEY)")
+	// The environment is read after parsing, not given as the flags'
+	// defaults: the usage prints defaults, and must not print the token.
+	vars := []struct {
+		flag, env, usage string
+		v                *string
+	}{
+		{"token", "AGENTD_TOKEN", "API key, sent as \"authorization: Bearer\"", &o.Token},
+		{"tls-ca", "AGENTD_TLS_CA", "connect over TLS, trusting the CA certificates in this PEM file", &o.TLSCA},
+		{"tls-cert", "AGENTD_TLS_CERT", "connect over TLS, presenting this PEM client certificate", &o.TLSCert},
+		{"tls-key", "AGENTD_TLS_KEY", "the PEM private key of --tls-cert", &o.TLSKey},
+	}
+	for _, v := range vars {
+		flag.StringVar(v.v, v.flag, "", v.usage+" (default: env "+v.env+")")
+	}
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] [address] [request.json]\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, v := range vars {
+		if !set[v.flag] {
+			*v.v = os.Getenv(v.env)
+		}
+	}
 	o.Address = "127.0.0.1:7070"
 	if flag.NArg() > 0 {
 		o.Address = flag.Arg(0)
