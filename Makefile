@@ -162,29 +162,23 @@ LOAD_DURATION ?= 60s
 load:
 	go run ./cmd/agentd-load -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)
 
-# The client examples against a live agentd that this target starts and stops.
+# The client examples (scripts/examples.sh: every Go, Python and TypeScript
+# example and agentd generate) against a live agentd that this target starts
+# and stops.
 examples: build build/ts/examples/ts/demo.js
 	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
 	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state" EXIT; \
 	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
-	  echo "--- Go example"; go run ./examples/go $(EXAMPLE_ADDR); \
-	  echo "--- Python example"; PYTHONPATH=gen/python $(PY) examples/python/demo.py $(EXAMPLE_ADDR); \
-	  echo "--- TypeScript example"; node build/ts/examples/ts/demo.js $(EXAMPLE_ADDR); \
-	  echo "--- Go approval example"; go run ./examples/go/approve $(EXAMPLE_ADDR); \
-	  echo "--- Python approval example"; PYTHONPATH=gen/python $(PY) examples/python/approve.py $(EXAMPLE_ADDR); \
-	  echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js $(EXAMPLE_ADDR); \
-	  echo "--- Python bad request example"; PYTHONPATH=gen/python $(PY) examples/python/bad_request.py $(EXAMPLE_ADDR); \
-	  echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js $(EXAMPLE_ADDR); \
-	  echo "--- agentd generate"; bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/demo-start.json; \
-	  echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr $(EXAMPLE_ADDR) --request examples/approval-start.json
+	  PY=$(PY) scripts/examples.sh $(EXAMPLE_ADDR)
 
-# The demo clients against an agentd that serves mutual TLS (certificates from
-# scripts/devcerts) and requires an API key (auth.api_keys): with --tls-ca,
-# --tls-cert, --tls-key and AGENTD_TOKEN they run; without the key, or without
-# a client certificate, they are refused.
+# Every client example against an agentd that serves mutual TLS (certificates
+# from scripts/devcerts) and requires an API key (auth.api_keys): with
+# --tls-ca, --tls-cert, --tls-key and AGENTD_TOKEN they run, and again with
+# AGENTD_TLS_CA, AGENTD_TLS_CERT, AGENTD_TLS_KEY and --token; without the key,
+# or without a client certificate, they are refused.
 AUTH_EXAMPLE_ADDR ?= 127.0.0.1:17072
 examples-auth: build build/ts/examples/ts/demo.js
-	@scripts/examples-auth.sh $(AUTH_EXAMPLE_ADDR)
+	@PY=$(PY) scripts/examples-auth.sh $(AUTH_EXAMPLE_ADDR)
 
 # What a newcomer checks by hand after `make run`, with grpcurl: the services,
 # health and reflection of `agentd serve` and of `agentd bridge`.

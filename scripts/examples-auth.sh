@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# examples-auth.sh ADDR: the demo clients (Go, Python, TypeScript, agentd
-# generate) against an agentd that serves mutual TLS and requires an API
-# key: each connects with --tls-ca, --tls-cert and --tls-key (the Go
-# example once more with AGENTD_TLS_CA, AGENTD_TLS_CERT, AGENTD_TLS_KEY)
-# and AGENTD_TOKEN. A call without the key is refused UNAUTHENTICATED, a
-# connection without a client certificate in the handshake. The
-# certificates are made for the run by scripts/devcerts.
+# examples-auth.sh ADDR: every client example (scripts/examples.sh: Go,
+# Python, TypeScript, agentd generate) against an agentd that serves mutual
+# TLS and requires an API key: each connects with --tls-ca, --tls-cert and
+# --tls-key and AGENTD_TOKEN, then again with AGENTD_TLS_CA,
+# AGENTD_TLS_CERT, AGENTD_TLS_KEY and --token. A call without the key is
+# refused UNAUTHENTICATED, a connection without a client certificate in the
+# handshake. The certificates are made for the run by scripts/devcerts.
 set -euo pipefail
 addr=$1
+# What the clients are given is what this script gives them.
+unset AGENTD_TOKEN AGENTD_TLS_CA AGENTD_TLS_CERT AGENTD_TLS_KEY
 dir=$(mktemp -d)
 pid=
 cleanup() {
@@ -52,11 +54,9 @@ refused "without a key" Unauthenticated go run ./examples/go "${tls[@]}" "$addr"
 refused "without a client certificate" Unavailable \
   env AGENTD_TOKEN="$key" go run ./examples/go --tls-ca "$certs/ca.pem" "$addr"
 
-export AGENTD_TOKEN=$key
-echo "--- Go example, over mutual TLS with AGENTD_TOKEN"; go run ./examples/go "${tls[@]}" "$addr"
-echo "--- Python example, over mutual TLS with AGENTD_TOKEN"; PYTHONPATH=gen/python /usr/bin/python3 examples/python/demo.py "${tls[@]}" "$addr"
-echo "--- TypeScript example, over mutual TLS with AGENTD_TOKEN"; node build/ts/examples/ts/demo.js "${tls[@]}" "$addr"
-echo "--- Go example, its TLS settings from the environment"
-AGENTD_TLS_CA=$certs/ca.pem AGENTD_TLS_CERT=$certs/client.pem AGENTD_TLS_KEY=$certs/client-key.pem go run ./examples/go "$addr"
-echo "--- agentd generate, over mutual TLS with AGENTD_TOKEN"; bin/agentd generate --addr "$addr" "${tls[@]}" --request examples/demo-start.json
+echo "=== every example, over mutual TLS with --tls-ca, --tls-cert, --tls-key and AGENTD_TOKEN"
+AGENTD_TOKEN=$key scripts/examples.sh "$addr" "${tls[@]}"
+echo "=== every example, over mutual TLS with AGENTD_TLS_CA, AGENTD_TLS_CERT, AGENTD_TLS_KEY and --token"
+AGENTD_TLS_CA=$certs/ca.pem AGENTD_TLS_CERT=$certs/client.pem AGENTD_TLS_KEY=$certs/client-key.pem \
+  scripts/examples.sh "$addr" --token "$key"
 if grep -q -- "$key" "$dir/agentd.log"; then echo "agentd's log quotes the key"; exit 1; fi

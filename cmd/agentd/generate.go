@@ -31,19 +31,25 @@ request with --approve, --decline and --result.
   agentd generate --provider mock --prompt "Hello"
   agentd generate --request examples/approval-start.json --resume gen_... --approve approval_call_1_1
   agentd generate --tls-ca ca.pem --tls-cert client.pem --tls-key client-key.pem --prompt "Hello"
+
+--token, --tls-ca, --tls-cert and --tls-key default to AGENTD_TOKEN,
+AGENTD_TLS_CA, AGENTD_TLS_CERT and AGENTD_TLS_KEY, as in the examples.
 `
 
-func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// generate runs `agentd generate`; getenv gives the defaults of --token
+// and the TLS flags, which override them.
+func generate(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agentd generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, generateUsage); fs.PrintDefaults() }
 	addr := fs.String("addr", "127.0.0.1:7070", "agentd address")
-	// Not defaulted from the environment: the flag package prints a
-	// default in the usage, and the token must never be printed.
+	// Not defaulted from the environment in the flag set: the flag package
+	// prints a default in the usage, and the token and the key's path must
+	// never be printed. A flag not given takes its variable after parsing.
 	token := fs.String("token", "", "API key or token sent as \"authorization: Bearer\" (default: env AGENTD_TOKEN); none: no credential")
-	tlsCA := fs.String("tls-ca", "", "dial with TLS, trusting the CA certificates in this PEM file (TLS with none: the system's roots)")
-	tlsCert := fs.String("tls-cert", "", "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one")
-	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	tlsCA := fs.String("tls-ca", "", "dial with TLS, trusting the CA certificates in this PEM file (default: env AGENTD_TLS_CA; TLS with none: the system's roots)")
+	tlsCert := fs.String("tls-cert", "", "dial with TLS, presenting this PEM client certificate (with --tls-key) to a server that requires one (default: env AGENTD_TLS_CERT)")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert (default: env AGENTD_TLS_KEY)")
 	tlsServerName := fs.String("tls-server-name", "", "dial with TLS, checking the server's certificate for this name (default: the host of --addr)")
 	requestFile := fs.String("request", "", "StartGeneration as JSON (proto JSON mapping)")
 	provider := fs.String("provider", "mock", "provider, when --request is not given")
@@ -58,8 +64,13 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if !flagSet(fs, "token") {
-		*token = os.Getenv("AGENTD_TOKEN")
+	for _, d := range []struct {
+		flag, env string
+		v         *string
+	}{{"token", "AGENTD_TOKEN", token}, {"tls-ca", "AGENTD_TLS_CA", tlsCA}, {"tls-cert", "AGENTD_TLS_CERT", tlsCert}, {"tls-key", "AGENTD_TLS_KEY", tlsKey}} {
+		if !flagSet(fs, d.flag) {
+			*d.v = getenv(d.env)
+		}
 	}
 	start, err := startRequest(*requestFile, *provider, *model, *prompt)
 	if err != nil {

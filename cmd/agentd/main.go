@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "bridge":
 		return serveBridge(ctx, args[1:], stderr)
 	case "generate":
-		return generate(ctx, args[1:], stdin, stdout, stderr)
+		return generate(ctx, args[1:], os.Getenv, stdin, stdout, stderr)
 	case "keys":
 		return keys(args[1:], stdin, stdout)
 	case "mcp-demo":

@@ -3,90 +3,34 @@
 //
 //	go run ./examples/go [flags] [address] [request.json]
 //
-// With --token (or AGENTD_TOKEN) it sends that API key ("authorization:
-// Bearer"). With --tls-ca, --tls-cert or --tls-key (or AGENTD_TLS_CA,
-// AGENTD_TLS_CERT, AGENTD_TLS_KEY) it connects over TLS: trusting the CA
-// certificates in --tls-ca (none: the system's roots), and presenting
-// --tls-cert and --tls-key as its client certificate to an agentd that
-// requires one.
+// Its flags (--token, --tls-ca, --tls-cert, --tls-key) are every
+// example's: see examples/go/internal/connect.
 package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/agentd/agentd/examples/go/internal/connect"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
-// options are how the example connects.
-type options struct {
-	token, tlsCA, tlsCert, tlsKey string
-}
-
 func main() {
-	var o options
-	flag.StringVar(&o.token, "token", os.Getenv("AGENTD_TOKEN"), "API key, sent as \"authorization: Bearer\" (env AGENTD_TOKEN)")
-	flag.StringVar(&o.tlsCA, "tls-ca", os.Getenv("AGENTD_TLS_CA"), "connect over TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA)")
-	flag.StringVar(&o.tlsCert, "tls-cert", os.Getenv("AGENTD_TLS_CERT"), "connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)")
-	flag.StringVar(&o.tlsKey, "tls-key", os.Getenv("AGENTD_TLS_KEY"), "the PEM private key of --tls-cert (env AGENTD_TLS_KEY)")
-	flag.Parse()
-	addr, file := "127.0.0.1:7070", "examples/demo-start.json"
-	if flag.NArg() > 0 {
-		addr = flag.Arg(0)
-	}
-	if flag.NArg() > 1 {
-		file = flag.Arg(1)
-	}
-	if err := run(addr, file, o); err != nil {
+	o, file := connect.Parse("examples/demo-start.json")
+	if err := run(o, file); err != nil {
 		fmt.Fprintln(os.Stderr, "go example:", err)
 		os.Exit(1)
 	}
 }
 
-// transport is TLS when any TLS option is set, plaintext otherwise.
-func transport(o options) (credentials.TransportCredentials, error) {
-	if o.tlsCA == "" && o.tlsCert == "" && o.tlsKey == "" {
-		return insecure.NewCredentials(), nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if o.tlsCA != "" {
-		pem, err := os.ReadFile(o.tlsCA)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate in it", o.tlsCA)
-		}
-	}
-	if (o.tlsCert == "") != (o.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	if o.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return credentials.NewTLS(cfg), nil
-}
-
-func run(addr, file string, o options) error {
+func run(o connect.Options, file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -95,20 +39,13 @@ func run(addr, file string, o options) error {
 	if err := protojson.Unmarshal(data, start); err != nil {
 		return err
 	}
-	creds, err := transport(o)
-	if err != nil {
-		return err
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	conn, err := o.Dial()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if o.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+o.token)
-	}
 	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
 	if err != nil {
 		return err

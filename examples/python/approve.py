@@ -5,16 +5,20 @@ tool only with a person's approval. agentd sends an approval_request and
 waits on the stream; this client answers with an approval_decision (always
 yes here) and the generation goes on, its MCP server still running.
 
-    PYTHONPATH=gen/python /usr/bin/python3 examples/python/approve.py [address] [request.json]
+    PYTHONPATH=gen/python /usr/bin/python3 examples/python/approve.py [options] [address] [request.json]
+
+Its options (--token, --tls-ca, --tls-cert, --tls-key) are every
+example's: see examples/python/connect.py.
 """
 import queue
 import sys
 
-import grpc
 from google.protobuf import json_format
 
 from agentd.v1 import agent_service_pb2 as pb
 from agentd.v1 import agent_service_pb2_grpc as pb_grpc
+
+import connect
 
 
 def requests(start, answers):
@@ -27,15 +31,15 @@ def requests(start, answers):
         yield answer
 
 
-def main(address: str, request_file: str) -> int:
-    with open(request_file, encoding="utf-8") as f:
+def main(args) -> int:
+    with open(args.request, encoding="utf-8") as f:
         start = json_format.Parse(f.read(), pb.StartGeneration())
     answers = queue.Queue()
     final, approved = "", 0
-    with grpc.insecure_channel(address) as channel:
+    with connect.channel(args) as channel:
         stub = pb_grpc.AgentServiceStub(channel)
         try:
-            for event in stub.Generate(requests(start, answers), timeout=30):
+            for event in stub.Generate(requests(start, answers), timeout=30, metadata=connect.metadata(args)):
                 kind = event.WhichOneof("event")
                 if kind == "approval_request":
                     r = event.approval_request
@@ -59,5 +63,5 @@ def main(address: str, request_file: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:7070",
-                  sys.argv[2] if len(sys.argv) > 2 else "examples/approval-start.json"))
+    sys.exit(main(connect.parse("Approves a tool call inline, on the open Generate stream.",
+                                "examples/approval-start.json", sys.argv[1:])))

@@ -7,7 +7,10 @@ each field and what is wrong with it. Debian's python3-grpcio has no
 grpcio-status, so the google.rpc messages come from gen/python/google/rpc,
 generated from third_party/googleapis.
 
-    PYTHONPATH=gen/python /usr/bin/python3 examples/python/bad_request.py [address] [request.json]
+    PYTHONPATH=gen/python /usr/bin/python3 examples/python/bad_request.py [options] [address] [request.json]
+
+Its options (--token, --tls-ca, --tls-cert, --tls-key) are every
+example's: see examples/python/connect.py.
 """
 import sys
 
@@ -17,6 +20,8 @@ from google.rpc import error_details_pb2, status_pb2
 
 from agentd.v1 import agent_service_pb2 as pb
 from agentd.v1 import agent_service_pb2_grpc as pb_grpc
+
+import connect
 
 
 def field_violations(err: grpc.RpcError):
@@ -32,13 +37,14 @@ def field_violations(err: grpc.RpcError):
                 yield from bad.field_violations
 
 
-def main(address: str, request_file: str) -> int:
-    with open(request_file, encoding="utf-8") as f:
+def main(args) -> int:
+    with open(args.request, encoding="utf-8") as f:
         start = json_format.Parse(f.read(), pb.StartGeneration())
-    with grpc.insecure_channel(address) as channel:
+    with connect.channel(args) as channel:
         stub = pb_grpc.AgentServiceStub(channel)
         try:
-            for event in stub.Generate(iter([pb.GenerateRequest(start=start)]), timeout=30):
+            for event in stub.Generate(iter([pb.GenerateRequest(start=start)]), timeout=30,
+                                       metadata=connect.metadata(args)):
                 print("unexpected event", event.WhichOneof("event"))
         except grpc.RpcError as err:
             print(err.code().name, err.details())
@@ -52,5 +58,5 @@ def main(address: str, request_file: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:7070",
-                  sys.argv[2] if len(sys.argv) > 2 else "examples/bad-request.json"))
+    sys.exit(main(connect.parse("Sends a deliberately invalid request and prints each field violation.",
+                                "examples/bad-request.json", sys.argv[1:])))

@@ -2,12 +2,13 @@
 // events. The agent in examples/approval-start.json may call the demo
 // server's echo tool only with a person's approval: agentd sends an
 // approvalRequest and waits on the stream; this client answers with an
-// approvalDecision (always yes here) and the generation goes on.
+// approvalDecision (always yes here) and the generation goes on. Its
+// options (--token, --tls-ca, --tls-cert, --tls-key) are every example's:
+// see examples/ts/connect.ts.
 //
-//   npx tsc -p examples/ts && node build/ts/examples/ts/approve.js [address] [request.json]
+//   npx tsc -p examples/ts && node build/ts/examples/ts/approve.js [options] [address] [request.json]
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { readFileSync } from "node:fs";
 
 import {
@@ -16,9 +17,9 @@ import {
   StartGenerationSchema,
   type GenerateRequest,
 } from "../../gen/ts/agentd/v1/agent_service_pb.js";
+import { closedAfterEnd, connect } from "./connect.js";
 
-const address = process.argv[2] ?? "127.0.0.1:7070";
-const requestFile = process.argv[3] ?? "examples/approval-start.json";
+const { requestFile, transport, headers } = connect("examples/approval-start.json");
 const start = fromJson(StartGenerationSchema, JSON.parse(readFileSync(requestFile, "utf8")) as JsonValue);
 
 // The client half of the stream: start, then whatever is queued, until the
@@ -38,11 +39,12 @@ async function* requests(): AsyncIterable<GenerateRequest> {
   }
 }
 
-const client = createClient(AgentService, createGrpcTransport({ baseUrl: `http://${address}` }));
+const client = createClient(AgentService, transport);
 let final = "";
+let completed = false;
 let approved = 0;
 try {
-  for await (const event of client.generate(requests(), { timeoutMs: 30_000 })) {
+  for await (const event of client.generate(requests(), { timeoutMs: 30_000, headers })) {
     const e = event.event;
     switch (e.case) {
       case "approvalRequest":
@@ -61,9 +63,12 @@ try {
       case "completed":
         final = (e.value.message?.parts ?? []).map((p) => (p.kind.case === "text" ? p.kind.value : "")).join("");
         console.log("completed", final);
+        completed = true;
         break;
     }
   }
+} catch (err) {
+  if (!completed || !closedAfterEnd(err)) throw err;
 } finally {
   ended = true;
   wake();

@@ -4,10 +4,9 @@
 // whose schema Connect-ES does not ship; it is generated into
 // gen/ts/google/rpc from third_party/googleapis.
 //
-//   npx tsc -p examples/ts && node build/ts/examples/ts/bad_request.js [address] [request.json]
+//   npx tsc -p examples/ts && node build/ts/examples/ts/bad_request.js [options] [address] [request.json]
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { readFileSync } from "node:fs";
 
 import {
@@ -17,12 +16,12 @@ import {
   type GenerateRequest,
 } from "../../gen/ts/agentd/v1/agent_service_pb.js";
 import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
+import { connect } from "./connect.js";
 
-const address = process.argv[2] ?? "127.0.0.1:7070";
-const requestFile = process.argv[3] ?? "examples/bad-request.json";
+const { requestFile, transport, headers } = connect("examples/bad-request.json");
 const start = fromJson(StartGenerationSchema, JSON.parse(readFileSync(requestFile, "utf8")) as JsonValue);
 
-const client = createClient(AgentService, createGrpcTransport({ baseUrl: `http://${address}` }));
+const client = createClient(AgentService, transport);
 
 async function* requests(): AsyncIterable<GenerateRequest> {
   yield create(GenerateRequestSchema, { kind: { case: "start", value: start } });
@@ -30,7 +29,7 @@ async function* requests(): AsyncIterable<GenerateRequest> {
 
 let refused = false;
 try {
-  for await (const event of client.generate(requests(), { timeoutMs: 30_000 })) {
+  for await (const event of client.generate(requests(), { timeoutMs: 30_000, headers })) {
     console.log("unexpected event", event.event.case);
   }
 } catch (err) {

@@ -3,17 +3,11 @@
 //
 //   npx tsc -p examples/ts && node build/ts/examples/ts/demo.js [options] [address] [request.json]
 //
-// With --token (or AGENTD_TOKEN) it sends that API key ("authorization:
-// Bearer"). With --tls-ca, --tls-cert or --tls-key (or AGENTD_TLS_CA,
-// AGENTD_TLS_CERT, AGENTD_TLS_KEY) it connects over TLS: trusting the CA
-// certificates in --tls-ca (none: the system's roots), and presenting
-// --tls-cert and --tls-key as its client certificate to an agentd that
-// requires one.
+// Its options (--token, --tls-ca, --tls-cert, --tls-key) are every
+// example's: see examples/ts/connect.ts.
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 
 import {
   AgentService,
@@ -21,41 +15,12 @@ import {
   StartGenerationSchema,
   type GenerateRequest,
 } from "../../gen/ts/agentd/v1/agent_service_pb.js";
+import { closedAfterEnd, connect } from "./connect.js";
 
-const { values: opts, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    token: { type: "string", default: process.env.AGENTD_TOKEN },
-    "tls-ca": { type: "string", default: process.env.AGENTD_TLS_CA },
-    "tls-cert": { type: "string", default: process.env.AGENTD_TLS_CERT },
-    "tls-key": { type: "string", default: process.env.AGENTD_TLS_KEY },
-  },
-});
-const address = positionals[0] ?? "127.0.0.1:7070";
-const requestFile = positionals[1] ?? "examples/demo-start.json";
+const { requestFile, transport, headers } = connect("examples/demo-start.json");
 const start = fromJson(StartGenerationSchema, JSON.parse(readFileSync(requestFile, "utf8")) as JsonValue);
 
-// TLS when any TLS option is set (Node's HTTP/2 session options carry the
-// CA, the client certificate and its key), plaintext otherwise.
-const [ca, cert, key] = [opts["tls-ca"], opts["tls-cert"], opts["tls-key"]];
-if (!cert !== !key) {
-  console.error("typescript example: --tls-cert and --tls-key go together");
-  process.exit(2);
-}
-const tls = Boolean(ca || cert);
-const client = createClient(
-  AgentService,
-  createGrpcTransport({
-    baseUrl: `${tls ? "https" : "http"}://${address}`,
-    nodeOptions: tls
-      ? {
-          ca: ca ? readFileSync(ca) : undefined,
-          cert: cert ? readFileSync(cert) : undefined,
-          key: key ? readFileSync(key) : undefined,
-        }
-      : undefined,
-  }),
-);
+const client = createClient(AgentService, transport);
 
 // The client half of the stream stays open until the generation ends, so
 // agentd can wait for inline answers to approvals and function calls.
@@ -67,8 +32,8 @@ async function* requests(): AsyncIterable<GenerateRequest> {
 }
 
 let final = "";
+let completed = false;
 try {
-  const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
   for await (const event of client.generate(requests(), { timeoutMs: 30_000, headers })) {
     const e = event.event;
     switch (e.case) {
@@ -90,9 +55,12 @@ try {
       case "completed":
         final = (e.value.message?.parts ?? []).map((p) => (p.kind.case === "text" ? p.kind.value : "")).join("");
         console.log("completed", final);
+        completed = true;
         break;
     }
   }
+} catch (err) {
+  if (!completed || !closedAfterEnd(err)) throw err;
 } finally {
   finish();
 }

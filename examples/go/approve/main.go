@@ -1,10 +1,12 @@
 // Command approve approves a tool call inline, on the open Generate stream:
-// go run ./examples/go/approve [address] [request.json].
+//
+//	go run ./examples/go/approve [flags] [address] [request.json]
 //
 // The agent in examples/approval-start.json may call the demo server's echo
 // tool only with a person's approval. agentd sends an ApprovalRequest and
 // waits on the stream; this client answers with an ApprovalDecision (always
-// yes here) and the generation goes on.
+// yes here) and the generation goes on. Its flags (--token, --tls-ca,
+// --tls-cert, --tls-key) are every example's: see examples/go/internal/connect.
 package main
 
 import (
@@ -16,28 +18,21 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/agentd/agentd/examples/go/internal/connect"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 func main() {
-	addr, file := "127.0.0.1:7070", "examples/approval-start.json"
-	if len(os.Args) > 1 {
-		addr = os.Args[1]
-	}
-	if len(os.Args) > 2 {
-		file = os.Args[2]
-	}
-	if err := run(addr, file); err != nil {
+	o, file := connect.Parse("examples/approval-start.json")
+	if err := run(o, file); err != nil {
 		fmt.Fprintln(os.Stderr, "go approval example:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, file string) error {
+func run(o connect.Options, file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -46,7 +41,7 @@ func run(addr, file string) error {
 	if err := protojson.Unmarshal(data, start); err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := o.Dial()
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -123,6 +124,25 @@ func WriteFile(t testing.TB, name string, data []byte, mod time.Time) {
 	if err := os.Chtimes(name, mod, mod); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WriteFile writes the CA's certificate as name.pem in dir and returns
+// the file's path.
+func (ca *CA) WriteFile(t testing.TB, dir, name string) string {
+	t.Helper()
+	file := filepath.Join(dir, name+".pem")
+	WriteFile(t, file, ca.PEM, time.Now())
+	return file
+}
+
+// WriteFiles writes the pair as name.pem (the certificate) and
+// name-key.pem (the key) in dir and returns the files' paths.
+func (p Pair) WriteFiles(t testing.TB, dir, name string) (certFile, keyFile string) {
+	t.Helper()
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	WriteFile(t, certFile, p.CertPEM, time.Now())
+	WriteFile(t, keyFile, p.KeyPEM, time.Now())
+	return certFile, keyFile
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {

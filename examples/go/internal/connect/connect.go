@@ -1,0 +1,145 @@
+// Package connect is how the Go examples reach agentd, with the options
+// every example takes:
+//
+//	--token     API key, sent as "authorization: Bearer" (env AGENTD_TOKEN)
+//	--tls-ca    connect over TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA)
+//	--tls-cert  connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)
+//	--tls-key   the PEM private key of --tls-cert (env AGENTD_TLS_KEY)
+//
+// and two positional arguments, agentd's address (127.0.0.1:7070) and the
+// request file. With any TLS option the connection is TLS (no --tls-ca:
+// the system's roots), plaintext otherwise; a flag overrides its
+// environment variable.
+package connect
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Options are how an example connects to agentd.
+type Options struct {
+	// Address is agentd's address, host:port.
+	Address string
+	// Token is the API key sent with every call; empty: none.
+	Token string
+	// TLSCA, TLSCert and TLSKey are PEM files: the CAs to trust, and the
+	// client certificate with its key.
+	TLSCA, TLSCert, TLSKey string
+}
+
+// Parse parses the command line (flag.CommandLine) into the options and
+// returns them with the request file: the second positional argument, or
+// request when there is none.
+func Parse(request string) (Options, string) {
+	var o Options
+	// The environment is read after parsing, not given as the flags'
+	// defaults: the usage prints defaults, and must not print the token.
+	vars := []struct {
+		flag, env, usage string
+		v                *string
+	}{
+		{"token", "AGENTD_TOKEN", "API key, sent as \"authorization: Bearer\"", &o.Token},
+		{"tls-ca", "AGENTD_TLS_CA", "connect over TLS, trusting the CA certificates in this PEM file", &o.TLSCA},
+		{"tls-cert", "AGENTD_TLS_CERT", "connect over TLS, presenting this PEM client certificate", &o.TLSCert},
+		{"tls-key", "AGENTD_TLS_KEY", "the PEM private key of --tls-cert", &o.TLSKey},
+	}
+	for _, v := range vars {
+		flag.StringVar(v.v, v.flag, "", v.usage+" (default: env "+v.env+")")
+	}
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] [address] [request.json]\n", os.Args[0])
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, v := range vars {
+		if !set[v.flag] {
+			*v.v = os.Getenv(v.env)
+		}
+	}
+	o.Address = "127.0.0.1:7070"
+	if flag.NArg() > 0 {
+		o.Address = flag.Arg(0)
+	}
+	if flag.NArg() > 1 {
+		request = flag.Arg(1)
+	}
+	return o, request
+}
+
+// Dial returns a client connection to agentd: TLS when any TLS option is
+// set, plaintext otherwise, sending the token, if any, with every call.
+func (o Options) Dial() (*grpc.ClientConn, error) {
+	creds, err := o.transport()
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(o.Token)))
+	}
+	return grpc.NewClient(o.Address, opts...)
+}
+
+func (o Options) transport() (credentials.TransportCredentials, error) {
+	if o.TLSCA == "" && o.TLSCert == "" && o.TLSKey == "" {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.TLSCA != "" {
+		pem, err := os.ReadFile(o.TLSCA)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate in it", o.TLSCA)
+		}
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if o.TLSCert != "" {
+		certPEM, err := os.ReadFile(o.TLSCert)
+		if err != nil {
+			return nil, err
+		}
+		// The key's path is as secret as the key: errors name the flag.
+		keyPEM, err := os.ReadFile(o.TLSKey)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("--tls-key: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert with --tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// bearer sends an API key as "authorization: Bearer <key>". It goes over
+// plaintext too, for an agentd on loopback: use TLS anywhere else.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }

@@ -1,0 +1,66 @@
+"""How the Python examples reach agentd, with the options every example takes.
+
+    --token     API key, sent as "authorization: Bearer" (env AGENTD_TOKEN)
+    --tls-ca    connect over TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA)
+    --tls-cert  connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)
+    --tls-key   the PEM private key of --tls-cert (env AGENTD_TLS_KEY)
+
+and two positional arguments, agentd's address (127.0.0.1:7070) and the
+request file. With any TLS option the channel is TLS (no --tls-ca: the
+system's roots), plaintext otherwise; a flag overrides its environment
+variable. The token goes over plaintext too, for an agentd on loopback:
+use TLS anywhere else.
+"""
+import argparse
+import os
+
+import grpc
+
+
+def parse(description, request, argv):
+    """The options and positional arguments in argv (request: the default request file)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("address", nargs="?", default="127.0.0.1:7070")
+    p.add_argument("request", nargs="?", default=request)
+    p.add_argument("--token", default=os.environ.get("AGENTD_TOKEN"),
+                   help='API key, sent as "authorization: Bearer" (env AGENTD_TOKEN)')
+    p.add_argument("--tls-ca", default=os.environ.get("AGENTD_TLS_CA"),
+                   help="connect over TLS, trusting the CA certificates in this PEM file (env AGENTD_TLS_CA)")
+    p.add_argument("--tls-cert", default=os.environ.get("AGENTD_TLS_CERT"),
+                   help="connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)")
+    p.add_argument("--tls-key", default=os.environ.get("AGENTD_TLS_KEY"),
+                   help="the PEM private key of --tls-cert (env AGENTD_TLS_KEY)")
+    args = p.parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error("--tls-cert and --tls-key go together")
+    return args
+
+
+def _read(path, option):
+    """The bytes of the file at path, or None without a path.
+
+    An error names the option, not the path: a key's path is as secret as the key.
+    """
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise SystemExit(f"{option}: {err.strerror}") from None
+
+
+def channel(args):
+    """A channel to args.address: TLS when any TLS option is set, plaintext otherwise."""
+    if not (args.tls_ca or args.tls_cert or args.tls_key):
+        return grpc.insecure_channel(args.address)
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=_read(args.tls_ca, "--tls-ca"),
+        private_key=_read(args.tls_key, "--tls-key"),
+        certificate_chain=_read(args.tls_cert, "--tls-cert"))
+    return grpc.secure_channel(args.address, creds)
+
+
+def metadata(args):
+    """The metadata every call sends: the token, if any."""
+    return [("authorization", "Bearer " + args.token)] if args.token else None

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# examples.sh ADDR [OPTION...]: every client example against the agentd at
+# ADDR, each given OPTIONs (the options they share: --token, --tls-ca,
+# --tls-cert, --tls-key, or their AGENTD_* variables in the environment).
+# The Go, Python and TypeScript examples (the demo, the approval, the bad
+# request), then `agentd generate` with the demo and the approval request.
+# Needs bin/agentd and the TypeScript examples built (build/ts); Python
+# runs with $PY (default /usr/bin/python3, with Debian's grpcio).
+set -euo pipefail
+addr=$1
+shift
+py=${PY:-/usr/bin/python3}
+python() { PYTHONPATH=gen/python "$py" "$@"; }
+
+echo "--- Go example"; go run ./examples/go "$@" "$addr"
+echo "--- Go approval example"; go run ./examples/go/approve "$@" "$addr"
+echo "--- Python example"; python examples/python/demo.py "$@" "$addr"
+echo "--- Python approval example"; python examples/python/approve.py "$@" "$addr"
+echo "--- Python bad request example"; python examples/python/bad_request.py "$@" "$addr"
+echo "--- TypeScript example"; node build/ts/examples/ts/demo.js "$@" "$addr"
+echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js "$@" "$addr"
+echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js "$@" "$addr"
+echo "--- agentd generate"; bin/agentd generate --addr "$addr" "$@" --request examples/demo-start.json
+echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr "$addr" "$@" --request examples/approval-start.json
