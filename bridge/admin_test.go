@@ -32,15 +32,7 @@ func TestTenantAdmin(t *testing.T) {
 	f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	fill := func(tenant string, spec *bridgev1.ServerSpec) {
 		t.Helper()
-		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{spec}, Tenant: tenant})
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := first.GetOpened().GetSessionId()
+		id := openAs(t, f.client, tenant, spec)
 		list(t, f.client, id)
 		closeSession(t, f.client, id)
 	}

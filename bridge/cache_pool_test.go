@@ -123,15 +123,7 @@ func TestCacheKeyIsolation(t *testing.T) {
 	f := newFixture(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	listOnce := func(tenant string, spec *bridgev1.ServerSpec) bool {
-		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{spec}, Tenant: tenant})
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := first.GetOpened().GetSessionId()
+		id := openAs(t, f.client, tenant, spec)
 		defer closeSession(t, f.client, id)
 		return list(t, f.client, id)[0].GetCacheHit()
 	}

@@ -34,13 +34,21 @@ type pausable struct {
 	store  *store.SQLite
 }
 
-func newPausable(t *testing.T, bridge server.Bridge, edit func(*config.Generation), ps ...providers.Provider) *pausable {
+// newStore opens a SQLite store in a directory of the test's own,
+// sweeping every sweepEvery (0: never), closed when the test ends.
+func newStore(t *testing.T, sweepEvery time.Duration) *store.SQLite {
 	t.Helper()
-	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), sweepEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func newPausable(t *testing.T, bridge server.Bridge, edit func(*config.Generation), ps ...providers.Provider) *pausable {
+	t.Helper()
+	st := newStore(t, 0)
 	reg, err := providers.NewRegistry(ps...)
 	if err != nil {
 		t.Fatal(err)
@@ -704,11 +712,7 @@ func TestResumeAcrossExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		bridge, deleting, release := holdingDelete()
-		st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), time.Minute) // as agentd sweeps
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
+		st := newStore(t, time.Minute) // as agentd sweeps
 		reg, _ := providers.NewRegistry(recordingScript())
 		cfg := config.Default().Generation
 		cfg.PauseTTL = time.Hour

@@ -7,7 +7,6 @@ import (
 	"iter"
 	"maps"
 	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +32,6 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/quota"
-	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
@@ -234,11 +232,7 @@ func TestTenantSettings(t *testing.T) {
 // its own tenant's resume continues it.
 func TestPausedGenerationsAreTenants(t *testing.T) {
 	t.Parallel()
-	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := newStore(t, 0)
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
 	clients := tenantClients(t, server.Options{Bridge: bridge, Checkpoints: st, Tenants: tenantsOf(map[string]*server.Tenant{"acme": {}, "globex": {}})}, recordingScript())
 	events, _ := generate(t, clients("acme"), &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
@@ -449,11 +443,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
+			st := newStore(t, 0)
 			proceed := make(chan error, 1)
 			one := limited(func(l *quota.Limits) {
 				l.Concurrent = quota.Limit{N: 1, Setting: "tenants.acme.limits.max_concurrent_generations"}
@@ -490,11 +480,7 @@ func TestConcurrencyLimit(t *testing.T) {
 func TestPausedLimit(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
+		st := newStore(t, 0)
 		one := limited(func(l *quota.Limits) {
 			l.Paused = quota.Limit{N: 1, Setting: "limits.max_paused_generations"}
 		})
@@ -550,11 +536,7 @@ func TestPausedLimit(t *testing.T) {
 // continues a generation the rate admitted.
 func TestResumeLimits(t *testing.T) {
 	t.Parallel()
-	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := newStore(t, 0)
 	proceed := make(chan error, 1)
 	clients := tenantClients(t, server.Options{
 		Bridge: &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}, Checkpoints: st,

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -54,15 +53,8 @@ var adminKeys = []config.APIKey{
 // sees its own tenant's cache entries alone; health stays open there.
 func TestAdminListener(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero := 0
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
+	cfg := demoConfig(t, 0)
 	cfg.Admin.Listen = "127.0.0.1:0" // apptest serves it in memory
-	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &zero}}
 	cfg.Auth.APIKeys = adminKeys
 	var logs apptest.Logs
 	conn, adminConn, _ := apptest.ServeWithAdmin(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -180,9 +172,7 @@ func TestAdminListener(t *testing.T) {
 func TestBridgeAdminListener(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t)
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.Admin.Listen = "127.0.0.1:0"
 	cfg.Admin.TLS = tlsFiles(t, ca.Leaf(t, "127.0.0.1"), nil, time.Now())
 	cfg.Auth.APIKeys = adminKeys
@@ -191,14 +181,9 @@ func TestBridgeAdminListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, adminAddr := serveTCP2(t, func(ctx context.Context, lis, admin net.Listener) error { return b.ServeWithAdmin(ctx, lis, admin, o) })
+	addr, adminAddr, _ := serveTCP2(t, func(ctx context.Context, lis, admin net.Listener) error { return b.ServeWithAdmin(ctx, lis, admin, o) })
 	plain := func(addr string) *grpc.ClientConn {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return conn
+		return dial(t, addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	stats := func(conn *grpc.ClientConn, key string) error {
 		_, err := bridgev1.NewBridgeAdminServiceClient(conn).GetCacheStats(bearer(t.Context(), key), &bridgev1.GetCacheStatsRequest{})
@@ -238,9 +223,7 @@ func TestReflectionOff(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := config.Default()
-			cfg.StateDir = t.TempDir()
-			cfg.Bridge.Pool.Warm = 0
+			cfg := testConfig(t)
 			cfg.Admin.Listen = "127.0.0.1:0"
 			cfg.Reflection = tc.reflection
 			conn, adminConn, _ := apptest.ServeWithAdmin(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
@@ -270,13 +253,13 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) error {
 	return err
 }
 
-// serveTCP2 is serveTCP with a second listener, for admin.listen.
-func serveTCP2(t *testing.T, serve func(ctx context.Context, lis, admin net.Listener) error) (addr, adminAddr string) {
+// serveTCP2 is startTCP with a second listener, for admin.listen.
+func serveTCP2(t *testing.T, serve func(ctx context.Context, lis, admin net.Listener) error) (addr, adminAddr string, stop func()) {
 	t.Helper()
 	admin, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr = serveTCP(t, func(ctx context.Context, lis net.Listener) error { return serve(ctx, lis, admin) })
-	return addr, admin.Addr().String()
+	addr, stop = startTCP(t, func(ctx context.Context, lis net.Listener) error { return serve(ctx, lis, admin) })
+	return addr, admin.Addr().String(), stop
 }

@@ -61,17 +61,35 @@ type stack struct {
 	stop   func() // stops the server and waits for it
 }
 
-// newStack starts agentd; warm is the demo server's warm spares.
-func newStack(t *testing.T, warm int) *stack {
+// testConfig is the default configuration with a state directory of the
+// test's own and no warm spare.
+func testConfig(t testing.TB) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
+	cfg.Bridge.Pool.Warm = 0
+	return cfg
+}
+
+// demoConfig is testConfig whose bridge runs the demo MCP server (the
+// test binary) as "demo", with warm spares of it and a short
+// terminate_grace.
+func demoConfig(t *testing.T, warm int) config.Config {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
+	cfg := testConfig(t)
 	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
 	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
+	return cfg
+}
+
+// newStack starts agentd; warm is the demo server's warm spares.
+func newStack(t *testing.T, warm int) *stack {
+	t.Helper()
+	cfg := demoConfig(t, warm)
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	o := app.Options{

@@ -3,14 +3,12 @@ package app_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -27,9 +25,7 @@ import (
 // a refused credential never shows in the log.
 func TestAPIKeys(t *testing.T) {
 	t.Parallel()
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.Auth.APIKeys = []config.APIKey{
 		{Name: "app", SHA256: auth.HashKey("sk-app-secret"), Tenant: "acme", Roles: []string{auth.RoleGenerate}},
 		{Name: "watch", SHA256: auth.HashKey("sk-watch-secret"), Tenant: "acme", Roles: []string{auth.RoleObserver}},
@@ -39,19 +35,7 @@ func TestAPIKeys(t *testing.T) {
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	agent := agentdv1.NewAgentServiceClient(conn)
 	admin := bridgev1.NewBridgeAdminServiceClient(conn)
-	as := func(key string) context.Context {
-		if key == "" {
-			return t.Context()
-		}
-		return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+key)
-	}
-	preview := func(ctx context.Context) error {
-		_, err := agent.Preview(ctx, &agentdv1.PreviewRequest{
-			Agent:    &agentdv1.Agent{Provider: "mock"},
-			Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}}}},
-		})
-		return err
-	}
+	as := func(key string) context.Context { return bearer(t.Context(), key) }
 	generate := func(ctx context.Context) error {
 		stream, err := agent.Generate(ctx)
 		if err == nil {
@@ -67,8 +51,8 @@ func TestAPIKeys(t *testing.T) {
 		says string
 	}{
 		{"X-I2 Generate without a key", func() error { return generate(as("")) }, codes.Unauthenticated, "authentication required"},
-		{"X-I2 Preview with an unknown key", func() error { return preview(as("sk-guess")) }, codes.Unauthenticated, "authentication required"},
-		{"X-I2 Preview with generate", func() error { return preview(as("sk-app-secret")) }, codes.OK, ""},
+		{"X-I2 Preview with an unknown key", func() error { return previewAs(t.Context(), conn, "sk-guess") }, codes.Unauthenticated, "authentication required"},
+		{"X-I2 Preview with generate", func() error { return previewAs(t.Context(), conn, "sk-app-secret") }, codes.OK, ""},
 		{"X-I2 the admin API's reads need observer", func() error {
 			_, err := admin.GetCacheStats(as("sk-app-secret"), &bridgev1.GetCacheStatsRequest{})
 			return err
@@ -111,14 +95,7 @@ func TestAPIKeys(t *testing.T) {
 // each leave an audit line naming the key, never the key itself.
 func TestTenantsAndAudit(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero := 0
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &zero}}
+	cfg := demoConfig(t, 0)
 	cfg.Auth.APIKeys = []config.APIKey{
 		{Name: "acme-app", SHA256: auth.HashKey("sk-acme"), Tenant: "acme", Roles: []string{auth.RoleGenerate}},
 		{Name: "globex-app", SHA256: auth.HashKey("sk-globex"), Tenant: "globex", Roles: []string{auth.RoleGenerate}},
@@ -127,9 +104,7 @@ func TestTenantsAndAudit(t *testing.T) {
 	var logs apptest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	agent := agentdv1.NewAgentServiceClient(conn)
-	as := func(key string) context.Context {
-		return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+key)
-	}
+	as := func(key string) context.Context { return bearer(t.Context(), key) }
 	// run sends first and answers nothing: a gated call pauses the
 	// generation once the client half-closes.
 	run := func(ctx context.Context, first *agentdv1.GenerateRequest) (*agentdv1.GenerateResponse, error) {

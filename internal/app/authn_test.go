@@ -14,10 +14,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -29,40 +26,10 @@ import (
 	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
 
-// serveReloadable serves agentd with o over bufconn like apptest.Serve,
-// and returns the Agent too, to reload it.
-func serveReloadable(t *testing.T, o app.Options) (*app.Agent, *grpc.ClientConn) {
-	t.Helper()
-	a, err := app.NewAgent(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, lis, o) }()
-	conn, err := grpc.NewClient("passthrough:///agentd", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return a, conn
-}
-
 // previewAs runs Preview (provider mock) with credential as the bearer
 // ("" for none).
 func previewAs(ctx context.Context, conn *grpc.ClientConn, credential string) error {
-	if credential != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+credential)
-	}
-	_, err := agentdv1.NewAgentServiceClient(conn).Preview(ctx, &agentdv1.PreviewRequest{
+	_, err := agentdv1.NewAgentServiceClient(conn).Preview(bearer(ctx, credential), &agentdv1.PreviewRequest{
 		Agent:    &agentdv1.Agent{Provider: "mock"},
 		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}}}},
 	})
@@ -78,24 +45,19 @@ func TestOIDCTokens(t *testing.T) {
 	is := oidctest.New(t)
 	k1, k2 := oidctest.NewKey(t, "k1", jose.ES256), oidctest.NewKey(t, "k2", jose.RS256)
 	is.Publish(k1)
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	// Every unknown kid may fetch the keys again: this test rotates keys
 	// and must see the new one at once.
 	cfg.Auth.OIDC = []config.OIDCIssuer{{Issuer: is.URL, Audience: oidctest.Audience, RefreshInterval: time.Nanosecond}}
 	cfg.Tenants = map[string]config.Tenant{"acme": {}}
 	var logs apptest.Logs
-	_, conn := serveReloadable(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	now := time.Now().Unix()
 	token := func(k oidctest.Key, tenant string, roles []string, edits oidctest.Claims) string {
 		return oidctest.Sign(t, k, is.Claims(now, "alice@acme", tenant, roles, edits))
 	}
 	generate := []string{auth.RoleGenerate}
 	admin := bridgev1.NewBridgeAdminServiceClient(conn)
-	bearer := func(tok string) context.Context {
-		return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+tok)
-	}
 	var sent []string
 	for _, tc := range []struct {
 		name  string
@@ -108,7 +70,7 @@ func TestOIDCTokens(t *testing.T) {
 		{"X-I3 the same token again (remembered)", token(k1, "acme", generate, nil), nil, codes.OK, ""},
 		{"X-I3 a token without generate", token(k1, "acme", []string{auth.RoleObserver}, nil), nil, codes.PermissionDenied, `"generate"`},
 		{"X-I3 an observer reads the admin API", token(k1, "acme", []string{auth.RoleObserver}, nil), func(tok string) error {
-			_, err := admin.GetCacheStats(bearer(tok), &bridgev1.GetCacheStatsRequest{})
+			_, err := admin.GetCacheStats(bearer(t.Context(), tok), &bridgev1.GetCacheStatsRequest{})
 			return err
 		}, codes.OK, ""},
 		{"X-I3 a tenant not configured", token(k1, "globex", generate, nil), nil, codes.PermissionDenied, `tenant "globex" is not configured`},
@@ -145,12 +107,10 @@ func TestOIDCTokens(t *testing.T) {
 // reload that cannot be applied leaves the running keys.
 func TestReloadRevokesKey(t *testing.T) {
 	t.Parallel()
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.Auth.APIKeys = []config.APIKey{{Name: "old", SHA256: auth.HashKey("sk-old"), Tenant: "acme", Roles: []string{auth.RoleGenerate}}}
 	var logs apptest.Logs
-	a, conn := serveReloadable(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a, conn, _ := apptest.ServeAgent(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err := previewAs(t.Context(), conn, "sk-old"); err != nil {
 		t.Fatal(err)
 	}
@@ -202,9 +162,7 @@ func TestMTLSPrincipals(t *testing.T) {
 			c.URIs = []*url.URL{{Scheme: "spiffe", Host: "example.org", Path: "/" + name}}
 		}
 	}
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.TLS = tlsFiles(t, ca.Leaf(t, "agentd"), clients, time.Now())
 	cfg.Auth.MTLS.Principals = []config.MTLSPrincipal{
 		{Principal: "spiffe://example.org/app", Tenant: "acme", Roles: []string{auth.RoleGenerate}},

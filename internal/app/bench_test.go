@@ -120,13 +120,10 @@ func benchBridge(b *testing.B, srv config.Server) *grpc.ClientConn {
 // the microseconds it adds per call. Target: at most 50 µs added.
 func BenchmarkAuth(b *testing.B) {
 	is := oidctest.New(b)
-	key := oidctest.NewKey(b, "k1", jose.ES256)
-	is.Publish(key)
+	key := is.PublishNewKey(b, "k1", jose.ES256)
 	token := oidctest.Sign(b, key, is.Claims(time.Now().Unix(), "bench", "acme", []string{auth.RoleGenerate}, nil))
 	serve := func(edit func(*config.Config)) *grpc.ClientConn {
-		cfg := config.Default()
-		cfg.StateDir = b.TempDir()
-		cfg.Bridge.Pool.Warm = 0
+		cfg := testConfig(b)
 		edit(&cfg)
 		conn, _ := apptest.Serve(b, app.Options{Config: cfg, Logger: telemetry.NewLogger(io.Discard, slog.LevelInfo, "text")})
 		return conn

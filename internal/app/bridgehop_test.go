@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,28 +41,12 @@ func peerLeaf(t *testing.T, ca *tlstest.CA, name, principal string) tlstest.Pair
 	return ca.LeafWith(t, name, func(c *x509.Certificate) { c.URIs = []*url.URL{u} })
 }
 
-// hopConfig is a configuration whose bridge runs the demo MCP server (the
-// test binary), with no warm spare.
-func hopConfig(t *testing.T) config.Config {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm := 0
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
-	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
-	return cfg
-}
-
 // mtlsBridge serves `agentd bridge` on loopback with its certificate from
 // ca, requiring client certificates from ca, and trusting the listed
 // peers; it returns the bridge's address.
 func mtlsBridge(t *testing.T, ca *tlstest.CA, logs *apptest.Logs, edit func(*config.Config), trusted ...string) string {
 	t.Helper()
-	cfg := hopConfig(t)
+	cfg := demoConfig(t, 0)
 	cfg.Bridge.TLS = tlsFiles(t, ca.Leaf(t, "bridge"), ca, time.Now())
 	cfg.Bridge.TrustedPeers = trusted
 	if edit != nil {
@@ -92,8 +75,7 @@ func hopTLS(t *testing.T, ca *tlstest.CA, pair tlstest.Pair) config.TLS {
 	}
 	if pair.CertPEM != nil {
 		s.CertFile, s.KeyFile = filepath.Join(dir, "agentd.pem"), filepath.Join(dir, "agentd-key.pem")
-		tlstest.WriteFile(t, s.CertFile, pair.CertPEM, time.Now())
-		tlstest.WriteFile(t, s.KeyFile, pair.KeyPEM, time.Now())
+		pair.WriteAs(t, s.CertFile, s.KeyFile, time.Now())
 	}
 	return s
 }
@@ -102,7 +84,7 @@ func hopTLS(t *testing.T, ca *tlstest.CA, pair tlstest.Pair) config.TLS {
 // settings as bridge.tls.
 func agentdVia(t *testing.T, addr string, settings config.TLS) agentdv1.AgentServiceClient {
 	t.Helper()
-	cfg := hopConfig(t)
+	cfg := demoConfig(t, 0)
 	cfg.Bridge.Address = addr
 	cfg.Bridge.TLS = settings
 	if err := cfg.Validate(); err != nil {
@@ -244,7 +226,7 @@ func TestBridgeTrustedPeersListen(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t)
 	options := func(trusted []string, logs *apptest.Logs) app.Options {
-		cfg := hopConfig(t)
+		cfg := demoConfig(t, 0)
 		cfg.Bridge.Listen = "0.0.0.0:0"
 		cfg.Bridge.TLS = tlsFiles(t, ca.Leaf(t, "bridge"), ca, time.Now())
 		cfg.Bridge.TrustedPeers = trusted
@@ -258,24 +240,9 @@ func TestBridgeTrustedPeersListen(t *testing.T) {
 	}
 
 	var logs apptest.Logs
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- app.ServeBridge(ctx, options([]string{agentdPrincipal}, &logs)) }()
-	deadline := time.Now().Add(time.Minute) // a margin a loaded machine keeps (X-H6)
-	for !strings.Contains(logs.String(), "agentd bridge serving") {
-		select {
-		case err := <-done:
-			t.Fatalf("X-I8 ServeBridge = %v before serving; log:\n%s", err, logs.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bridge never served; log:\n%s", logs.String())
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("ServeBridge = %v after its context ended", err)
-	}
+	serveUntilLogged(t, "X-I8 ServeBridge", &logs, "agentd bridge serving", func(ctx context.Context) error {
+		return app.ServeBridge(ctx, options([]string{agentdPrincipal}, &logs))
+	})
 	if strings.Contains(logs.String(), "unauthenticated") {
 		t.Errorf("X-I8 a bridge with trusted peers warned that it serves unauthenticated callers:\n%s", logs.String())
 	}
@@ -299,7 +266,7 @@ func TestRemoteBridgePlaintextWarns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var logs apptest.Logs
-			cfg := hopConfig(t)
+			cfg := demoConfig(t, 0)
 			cfg.Bridge.Address, cfg.Bridge.TLS = tc.address, tc.settings
 			a, err := app.NewAgent(app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {

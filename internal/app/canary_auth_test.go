@@ -3,38 +3,27 @@ package app_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
-	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/auth/oidctest"
 	"github.com/agentd/agentd/internal/config"
-	"github.com/agentd/agentd/internal/grpcserver"
-	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
 
@@ -50,82 +39,6 @@ const (
 	cnryKeyBytes  = "cnry-keybytes-44d0"  // in the contents of the broken key files
 	cnryTenantKey = "cnry-tenantkey-1f2e" // tenant acme's own OpenAI key
 )
-
-// authServe serves with serve on a loopback TCP listener (two, with
-// admin) and returns the addresses and stop, which stops it and reports
-// its error; stop is idempotent and also runs when the test ends.
-func authServe(t *testing.T, admin bool, serve func(ctx context.Context, lis, admin net.Listener) error) (addr, adminAddr string, stop func()) {
-	t.Helper()
-	listen := func() net.Listener {
-		t.Helper()
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lis
-	}
-	lis := listen()
-	var adminLis net.Listener // nil without admin: not a typed nil
-	if admin {
-		adminLis = listen()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, lis, adminLis) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	if adminLis != nil {
-		adminAddr = adminLis.Addr().String()
-	}
-	return lis.Addr().String(), adminAddr, stop
-}
-
-// authGenerate runs a generation to its end, sending each of headers as
-// an authorization header, and captures its events and error as generate
-// does. A refused call may end the stream before it takes the first
-// message: its status is then what Recv returns.
-func (c *canaryCapture) authGenerate(t *testing.T, client agentdv1.AgentServiceClient, headers []string, first *agentdv1.GenerateRequest,
-	answer func(agentdv1.AgentService_GenerateClient, *agentdv1.GenerateResponse),
-) ([]*agentdv1.GenerateResponse, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), settle)
-	defer cancel()
-	for _, h := range headers {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", h)
-	}
-	stream, err := client.Generate(ctx)
-	if err != nil {
-		c.rpcError(scenario(t), err, nil)
-		return nil, err
-	}
-	if err := stream.Send(first); err != nil && !errors.Is(err, io.EOF) {
-		t.Fatal(err)
-	}
-	var events []*agentdv1.GenerateResponse
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return events, nil
-		}
-		if err != nil {
-			c.rpcError(scenario(t), err, stream.Trailer())
-			return events, err
-		}
-		c.event(scenario(t), ev)
-		events = append(events, ev)
-		if answer != nil {
-			answer(stream, ev)
-		}
-	}
-}
 
 // TestAuthSecretsCanary is TestSecretsCanary for the credentials of
 // issue 11 (X-I2, X-I3, X-I4, X-I8, X-I9): API keys (a valid one, an
@@ -194,7 +107,7 @@ func TestAuthSecretsCanary(t *testing.T) {
 	}
 
 	var sawTenantKey atomic.Bool
-	api := &canaryAPI{sawKey: map[string]bool{}, bodies: map[string][]string{}}
+	api := newCanaryAPI()
 	apiSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "Bearer "+cnryTenantKey {
 			sawTenantKey.Store(true)
@@ -211,15 +124,7 @@ func TestAuthSecretsCanary(t *testing.T) {
 	base.Auth.OIDC = []config.OIDCIssuer{{Issuer: is.URL, Audience: oidctest.Audience}}
 	base.Tenants = map[string]config.Tenant{"acme": {Providers: map[string]config.Provider{"openai": {APIKey: cnryTenantKey, BaseURL: apiSrv.URL + "/v1"}}}}
 
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	var jsonLogs, textLogs apptest.Logs
-	logger := slog.New(slog.NewMultiHandler(
-		telemetry.NewLogger(&jsonLogs, slog.LevelDebug, "json").Handler(),
-		telemetry.NewLogger(&textLogs, slog.LevelDebug, "text").Handler(),
-	))
-	tel := grpcserver.Telemetry{TracerProvider: tp, Propagator: telemetry.Propagator()}
+	out := newCanaryOutputs(t)
 
 	// The remote bridge: mutual TLS for agentd alone, and its admin
 	// service on a TLS listener of its own.
@@ -229,17 +134,17 @@ func TestAuthSecretsCanary(t *testing.T) {
 	bcfg.Bridge.TLS = pairFiles("bridge", ca.Leaf(t, "bridge"))
 	bcfg.Bridge.TLS.ClientCAFile = caFile
 	bcfg.Bridge.TrustedPeers = []string{agentdPrincipal}
-	bcfg.Admin.Listen = "127.0.0.1:0" // its listener is authServe's
+	bcfg.Admin.Listen = "127.0.0.1:0" // its listener is serveTCP2's
 	bcfg.Admin.TLS = pairFiles("admin", ca.Leaf(t, "admin"))
 	if err := bcfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bo := app.Options{Config: bcfg, Logger: logger, Telemetry: tel}
+	bo := out.options(bcfg)
 	b, err := app.NewBridge(bo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bridgeAddr, adminAddr, stopBridge := authServe(t, true, func(ctx context.Context, lis, admin net.Listener) error {
+	bridgeAddr, adminAddr, stopBridge := serveTCP2(t, func(ctx context.Context, lis, admin net.Listener) error {
 		return b.ServeWithAdmin(ctx, lis, admin, bo)
 	})
 
@@ -255,39 +160,20 @@ func TestAuthSecretsCanary(t *testing.T) {
 	if err := acfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ao := app.Options{Config: acfg, Logger: logger, Telemetry: tel}
+	ao := out.options(acfg)
 	a, err := app.NewAgent(ao)
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentdAddr, _, stopAgent := authServe(t, false, func(ctx context.Context, lis, _ net.Listener) error { return a.Serve(ctx, lis, ao) })
+	agentdAddr, stopAgent := startTCP(t, func(ctx context.Context, lis net.Listener) error { return a.Serve(ctx, lis, ao) })
 
 	trusting := &tls.Config{RootCAs: ca.Pool()}
 	client := agentdv1.NewAgentServiceClient(dialTLS(t, agentdAddr, trusting))
 	admin := bridgev1.NewBridgeAdminServiceClient(dialTLS(t, adminAddr, trusting))
 	var c canaryCapture
 	key := func(k string) []string { return []string{"Bearer " + k} }
-	completed := func(t *testing.T, events []*agentdv1.GenerateResponse, err error) {
-		t.Helper()
-		if err != nil || len(events) == 0 || events[len(events)-1].GetCompleted() == nil {
-			t.Errorf("want a completed generation, got err %v after %d events", err, len(events))
-		}
-		for _, ev := range events {
-			if f := ev.GetToolCallFinished(); f != nil && f.GetIsError() {
-				t.Errorf("%s failed: %s", f.GetToolName(), f.GetOutput())
-			}
-		}
-	}
-	failed := func(t *testing.T, err error, want codes.Code) {
-		t.Helper()
-		if got := status.Code(err); got != want {
-			t.Errorf("status %v (%v), want %v", got, err, want)
-		}
-	}
-	webDecl := &agentdv1.MCPServer{Name: "web", Transport: &agentdv1.MCPServer_Url{Url: web.url()}, Authorization: cnryAuth,
-		Headers: map[string]string{"X-Canary": cnryHeader}}
 	agent := func(approval bool) *agentdv1.Agent {
-		w := proto.Clone(webDecl).(*agentdv1.MCPServer)
+		w := web.decl(cnryAuth)
 		if approval {
 			w.RequireApproval = &agentdv1.ApprovalPolicy{Mode: agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS}
 		}
@@ -311,21 +197,21 @@ func TestAuthSecretsCanary(t *testing.T) {
 
 	t.Run("API key: a generation with a tool call", func(t *testing.T) {
 		api.set(echoThenText)
-		events, err := c.authGenerate(t, client, key(cnryAPIKey), canaryStart(agent(false)), nil)
-		completed(t, events, err)
+		events, err := c.generate(t, client, canaryStart(agent(false)), nil, key(cnryAPIKey)...)
+		canaryCompleted(t, events, err)
 	})
 
 	t.Run("OIDC token: a generation with a tool call", func(t *testing.T) {
 		api.set(echoThenText)
-		events, err := c.authGenerate(t, client, key(tokens["valid"]), canaryStart(agent(false)), nil)
-		completed(t, events, err)
+		events, err := c.generate(t, client, canaryStart(agent(false)), nil, key(tokens["valid"])...)
+		canaryCompleted(t, events, err)
 	})
 
 	t.Run("OIDC token: preview", func(t *testing.T) {
 		preview, err := client.Preview(bearer(t.Context(), tokens["valid"]), &agentdv1.PreviewRequest{Agent: agent(false), Messages: canaryStart(nil).GetStart().GetMessages()})
 		c.rpcError(scenario(t), err, nil)
 		c.response(scenario(t), preview)
-		failed(t, err, codes.OK)
+		canaryStatus(t, err, codes.OK)
 	})
 
 	t.Run("refused credentials", func(t *testing.T) {
@@ -349,8 +235,8 @@ func TestAuthSecretsCanary(t *testing.T) {
 			{"a token without the role generate", key(tokens["observer"]), codes.PermissionDenied},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := c.authGenerate(t, client, tc.headers, canaryStart(agent(false)), nil)
-				failed(t, err, tc.want)
+				_, err := c.generate(t, client, canaryStart(agent(false)), nil, tc.headers...)
+				canaryStatus(t, err, tc.want)
 			})
 		}
 	})
@@ -363,35 +249,12 @@ func TestAuthSecretsCanary(t *testing.T) {
 	)
 	t.Run("API key: pause at an approval request", func(t *testing.T) {
 		api.set(echoThenText)
-		events, err := c.authGenerate(t, client, key(cnryAPIKey), canaryStart(agent(true)), func(stream agentdv1.AgentService_GenerateClient, ev *agentdv1.GenerateResponse) {
-			if r := ev.GetApprovalRequest(); r != nil {
-				request = r
-				_ = stream.CloseSend()
-			}
-		})
-		if len(events) > 0 {
-			paused = events[len(events)-1].GetPaused()
-		}
-		if err != nil || paused == nil || request == nil {
-			t.Fatalf("want an approval request, then paused; got err %v after %d events", err, len(events))
-		}
-		storeWhilePaused = canaryStoreBytes(t, acfg.StateDir)
-		if !strings.Contains(storeWhilePaused, paused.GetGenerationId()) {
-			t.Errorf("the store's files do not hold the paused generation %s: the check of the store proves nothing", paused.GetGenerationId())
-		}
+		request, paused, storeWhilePaused = c.pauseAtApproval(t, client, canaryStart(agent(true)), acfg.StateDir, key(cnryAPIKey)...)
 	})
 
 	t.Run("OIDC token: resume with the approval", func(t *testing.T) {
-		if paused == nil {
-			t.Fatal("no generation paused: nothing to resume")
-		}
-		resume := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
-			GenerationId:      paused.GetGenerationId(),
-			Agent:             agent(true),
-			ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: request.GetId(), Approved: true, Digest: request.GetDigest()}},
-		}}}
-		events, err := c.authGenerate(t, client, key(tokens["valid"]), resume, nil)
-		completed(t, events, err)
+		events, err := c.generate(t, client, canaryApprove(t, paused, request, agent(true)), nil, key(tokens["valid"])...)
+		canaryCompleted(t, events, err)
 	})
 
 	t.Run("admin API over admin.tls", func(t *testing.T) {
@@ -412,8 +275,7 @@ func TestAuthSecretsCanary(t *testing.T) {
 				return admin.ConfigureCache(ctx, &bridgev1.ConfigureCacheRequest{Enabled: &off})
 			}, codes.OK},
 			{"invalidate with the API key", cnryAPIKey, func(ctx context.Context) (proto.Message, error) {
-				return admin.InvalidateCache(ctx, &bridgev1.InvalidateCacheRequest{Server: &bridgev1.ServerSpec{Name: "web",
-					Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: web.url(), Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}}}})
+				return admin.InvalidateCache(ctx, &bridgev1.InvalidateCacheRequest{Server: web.spec()})
 			}, codes.OK},
 			{"configure with a token of observer", tokens["observer"], func(ctx context.Context) (proto.Message, error) {
 				return admin.ConfigureCache(ctx, &bridgev1.ConfigureCacheRequest{Enabled: &off})
@@ -428,7 +290,7 @@ func TestAuthSecretsCanary(t *testing.T) {
 				if err == nil {
 					c.response(scenario(t), resp)
 				}
-				failed(t, err, tc.want)
+				canaryStatus(t, err, tc.want)
 			})
 		}
 	})
@@ -440,16 +302,16 @@ func TestAuthSecretsCanary(t *testing.T) {
 			tlstest.WriteFile(t, path, brokenKey, mod.Add(2*time.Minute))
 		}
 		api.set(echoThenText)
-		events, err := c.authGenerate(t, agentdv1.NewAgentServiceClient(dialTLS(t, agentdAddr, trusting)), key(cnryAPIKey), canaryStart(agent(false)), nil)
-		completed(t, events, err)
+		events, err := c.generate(t, agentdv1.NewAgentServiceClient(dialTLS(t, agentdAddr, trusting)), canaryStart(agent(false)), nil, key(cnryAPIKey)...)
+		canaryCompleted(t, events, err)
 		stats, err := bridgev1.NewBridgeAdminServiceClient(dialTLS(t, adminAddr, trusting)).GetCacheStats(bearer(t.Context(), tokens["valid"]), &bridgev1.GetCacheStatsRequest{})
 		c.rpcError(scenario(t), err, nil)
 		c.response(scenario(t), stats)
-		failed(t, err, codes.OK)
+		canaryStatus(t, err, codes.OK)
 		peer := &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{peerLeaf(t, ca, "checker", agentdPrincipal).Certificate(t)}}
 		_, err = healthpb.NewHealthClient(dialTLS(t, bridgeAddr, peer)).Check(t.Context(), &healthpb.HealthCheckRequest{})
 		c.rpcError(scenario(t), err, nil)
-		failed(t, err, codes.OK)
+		canaryStatus(t, err, codes.OK)
 	})
 
 	// What `agentd serve` and `agentd bridge` print when they cannot
@@ -463,40 +325,40 @@ func TestAuthSecretsCanary(t *testing.T) {
 		agentdHop.CAFile = caFile
 		bridgeTLS := pairFiles("bridge-2", ca.Leaf(t, "bridge-2"))
 		bridgeTLS.ClientCAFile = caFile
+		// Each start is agentd's or the bridge's running configuration,
+		// edited.
+		agentd := func(edit func(*config.Config)) func() error {
+			return func() error {
+				cfg := acfg
+				cfg.StateDir = t.TempDir()
+				edit(&cfg)
+				a, err := app.NewAgent(out.options(cfg))
+				if err == nil {
+					a.Close()
+				}
+				return err
+			}
+		}
+		bridge := func(edit func(*config.Config)) func() error {
+			return func() error {
+				cfg := bcfg
+				edit(&cfg)
+				_, err := app.NewBridge(out.options(cfg))
+				return err
+			}
+		}
 		for _, tc := range []struct {
 			name, setting string
 			start         func() error
 		}{
-			{"agentd's tls.key_file missing", "tls.key_file", func() error {
-				cfg := acfg
-				cfg.StateDir, cfg.Bridge.TLS, cfg.TLS.KeyFile = t.TempDir(), agentdHop, missing
-				a, err := app.NewAgent(app.Options{Config: cfg, Logger: logger, Telemetry: tel})
-				if err == nil {
-					a.Close()
-				}
-				return err
-			}},
-			{"agentd's bridge.tls.key_file broken", "bridge.tls.key_file", func() error {
-				cfg := acfg
-				cfg.StateDir, cfg.Bridge.TLS.KeyFile = t.TempDir(), broken
-				a, err := app.NewAgent(app.Options{Config: cfg, Logger: logger, Telemetry: tel})
-				if err == nil {
-					a.Close()
-				}
-				return err
-			}},
-			{"the bridge's bridge.tls.key_file missing", "bridge.tls.key_file", func() error {
-				cfg := bcfg
-				cfg.Bridge.TLS.KeyFile = missing
-				_, err := app.NewBridge(app.Options{Config: cfg, Logger: logger, Telemetry: tel})
-				return err
-			}},
-			{"the bridge's admin.tls.key_file broken", "admin.tls.key_file", func() error {
-				cfg := bcfg
+			{"agentd's tls.key_file missing", "tls.key_file", agentd(func(cfg *config.Config) {
+				cfg.Bridge.TLS, cfg.TLS.KeyFile = agentdHop, missing
+			})},
+			{"agentd's bridge.tls.key_file broken", "bridge.tls.key_file", agentd(func(cfg *config.Config) { cfg.Bridge.TLS.KeyFile = broken })},
+			{"the bridge's bridge.tls.key_file missing", "bridge.tls.key_file", bridge(func(cfg *config.Config) { cfg.Bridge.TLS.KeyFile = missing })},
+			{"the bridge's admin.tls.key_file broken", "admin.tls.key_file", bridge(func(cfg *config.Config) {
 				cfg.Bridge.TLS, cfg.Admin.TLS.KeyFile = bridgeTLS, broken
-				_, err := app.NewBridge(app.Options{Config: cfg, Logger: logger, Telemetry: tel})
-				return err
-			}},
+			})},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				err := tc.start()
@@ -516,18 +378,14 @@ func TestAuthSecretsCanary(t *testing.T) {
 
 	t.Run("canaries reached their destinations", func(t *testing.T) {
 		_, jwks := is.Fetches()
-		for what, ok := range map[string]bool{
+		canaryReached(t, map[string]bool{
 			"OpenAI got tenant acme's own key":                sawTenantKey.Load(),
 			"the MCP server got its token":                    web.sawToken.Load(),
 			"agentd and the bridge fetched the issuer's keys": jwks >= 2,
-		} {
-			if !ok {
-				t.Errorf("not sent: %s", what)
-			}
-		}
+		})
 		// Each refused credential was looked at, and refused for what it
 		// is; each broken key was read, and refused.
-		log := textLogs.String()
+		log := out.textLogs.String()
 		for _, want := range []string{
 			`reason="unknown API key"`,
 			`reason="malformed authorization (want Bearer and a credential)"`,
@@ -555,31 +413,5 @@ func TestAuthSecretsCanary(t *testing.T) {
 		}
 	})
 
-	artifacts := t.ArtifactDir()
-	t.Run("no canary in what agentd produced", func(t *testing.T) {
-		for _, src := range []struct{ name, file, text string }{
-			{"log (json)", "log.json", jsonLogs.String()},
-			{"log (text)", "log.txt", textLogs.String()},
-			{"spans", "spans.txt", canarySpanDump(spans.Ended())},
-			{"gRPC and start errors", "errors.txt", c.errors.String()},
-			{"events", "events.txt", c.events.String()},
-			{"RPC responses (Preview, admin)", "responses.txt", c.responses.String()},
-			{"store files while paused", "store-paused.bin", storeWhilePaused},
-			{"store files at the end", "store-end.bin", canaryStoreBytes(t, acfg.StateDir)},
-		} {
-			t.Run(src.name, func(t *testing.T) {
-				if src.text == "" {
-					t.Error("nothing captured")
-				}
-				if err := os.WriteFile(filepath.Join(artifacts, src.file), []byte(src.text), 0o600); err != nil {
-					t.Error(err)
-				}
-				for _, canary := range append(secrets, keyBodies...) {
-					if n := strings.Count(src.text, canary); n > 0 {
-						t.Errorf("LEAK: %q appears %d times in the %s:%s", canary, n, src.name, canaryLeaks(src.text, canary))
-					}
-				}
-			})
-		}
-	})
+	canaryNoLeaks(t, append(secrets, keyBodies...), out, &c, storeWhilePaused, acfg.StateDir)
 }

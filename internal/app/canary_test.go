@@ -113,6 +113,20 @@ func (m *canaryMCP) url() string {
 	return m.srv.URL + "/" + cnryPath + "/mcp?k=" + cnryQuery
 }
 
+// decl declares the server to agentd as "web", with auth as its bearer
+// token and the canary header.
+func (m *canaryMCP) decl(auth string) *agentdv1.MCPServer {
+	return &agentdv1.MCPServer{Name: "web", Transport: &agentdv1.MCPServer_Url{Url: m.url()}, Authorization: auth,
+		Headers: map[string]string{"X-Canary": cnryHeader}}
+}
+
+// spec is decl (with the canary token) as the bridge's admin API names
+// the server.
+func (m *canaryMCP) spec() *bridgev1.ServerSpec {
+	return &bridgev1.ServerSpec{Name: "web",
+		Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: m.url(), Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}}}
+}
+
 func (m *canaryMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/"+cnryPath+"/mcp" {
 		http.NotFound(w, r)
@@ -192,6 +206,10 @@ type canaryAPI struct {
 	bodies map[string][]string // by path
 }
 
+func newCanaryAPI() *canaryAPI {
+	return &canaryAPI{sawKey: map[string]bool{}, bodies: map[string][]string{}}
+}
+
 func (a *canaryAPI) set(script func(w http.ResponseWriter, r *http.Request, body []byte, n int)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -267,37 +285,49 @@ func canaryText(w http.ResponseWriter, text string) {
 		"data: [DONE]\n\n")
 }
 
+// canaryOutputs captures what agentd produces: its spans, and its logs at
+// debug level as JSON and as text, through logger and tel.
+type canaryOutputs struct {
+	spans              *tracetest.SpanRecorder
+	jsonLogs, textLogs *apptest.Logs
+	logger             *slog.Logger
+	tel                grpcserver.Telemetry
+}
+
+func newCanaryOutputs(t *testing.T) *canaryOutputs {
+	t.Helper()
+	o := &canaryOutputs{spans: tracetest.NewSpanRecorder(), jsonLogs: &apptest.Logs{}, textLogs: &apptest.Logs{}}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	o.logger = slog.New(slog.NewMultiHandler(
+		telemetry.NewLogger(o.jsonLogs, slog.LevelDebug, "json").Handler(),
+		telemetry.NewLogger(o.textLogs, slog.LevelDebug, "text").Handler(),
+	))
+	o.tel = grpcserver.Telemetry{TracerProvider: tp, Propagator: telemetry.Propagator()}
+	return o
+}
+
+// options are app.Options for cfg, logging and tracing into o.
+func (o *canaryOutputs) options(cfg config.Config) app.Options {
+	return app.Options{Config: cfg, Logger: o.logger, Telemetry: o.tel}
+}
+
 // canaryStack is agentd (embedded bridge) with every output captured.
 type canaryStack struct {
+	*canaryOutputs
 	client   agentdv1.AgentServiceClient
 	admin    bridgev1.BridgeAdminServiceClient
-	spans    *tracetest.SpanRecorder
-	jsonLogs *apptest.Logs
-	textLogs *apptest.Logs
 	stateDir string
 	stop     func()
 }
 
 func newCanaryStack(t *testing.T, cfg config.Config) *canaryStack {
 	t.Helper()
-	s := &canaryStack{spans: tracetest.NewSpanRecorder(), jsonLogs: &apptest.Logs{}, textLogs: &apptest.Logs{}, stateDir: cfg.StateDir}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s.spans))
-	logger := slog.New(slog.NewMultiHandler(
-		telemetry.NewLogger(s.jsonLogs, slog.LevelDebug, "json").Handler(),
-		telemetry.NewLogger(s.textLogs, slog.LevelDebug, "text").Handler(),
-	))
-	o := app.Options{Config: cfg, Logger: logger, Telemetry: grpcserver.Telemetry{TracerProvider: tp, Propagator: telemetry.Propagator()}}
-	conn, stop := apptest.Serve(t, o)
+	s := &canaryStack{canaryOutputs: newCanaryOutputs(t), stateDir: cfg.StateDir}
+	conn, stop := apptest.Serve(t, s.options(cfg))
 	s.client = agentdv1.NewAgentServiceClient(conn)
 	s.admin = bridgev1.NewBridgeAdminServiceClient(conn)
-	var once sync.Once
-	s.stop = func() {
-		once.Do(func() {
-			stop()
-			_ = tp.Shutdown(context.Background())
-		})
-	}
-	t.Cleanup(s.stop)
+	s.stop = stop
 	return s
 }
 
@@ -335,21 +365,27 @@ func scenario(t *testing.T) string {
 	return name
 }
 
-// generate runs the scenario's generation to its end, capturing every
-// event and the error; answer, when not nil, may reply to an event on the
-// stream. X-H6: the generation's deadline is a bound for a hung one, with
-// the margin of a loaded machine, not an expectation of its speed.
+// generate runs the scenario's generation to its end, sending each of
+// headers as an authorization header, capturing every event and the
+// error; answer, when not nil, may reply to an event on the stream. A
+// refused call may end the stream before it takes the first message: its
+// status is then what Recv returns. X-H6: the generation's deadline is a
+// bound for a hung one, with the margin of a loaded machine, not an
+// expectation of its speed.
 func (c *canaryCapture) generate(t *testing.T, client agentdv1.AgentServiceClient, first *agentdv1.GenerateRequest,
-	answer func(agentdv1.AgentService_GenerateClient, *agentdv1.GenerateResponse),
+	answer func(agentdv1.AgentService_GenerateClient, *agentdv1.GenerateResponse), headers ...string,
 ) ([]*agentdv1.GenerateResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()
+	for _, h := range headers {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", h)
+	}
 	stream, err := client.Generate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(first); err != nil {
+	if err := stream.Send(first); err != nil && !errors.Is(err, io.EOF) {
 		t.Fatal(err)
 	}
 	var events []*agentdv1.GenerateResponse
@@ -367,6 +403,69 @@ func (c *canaryCapture) generate(t *testing.T, client agentdv1.AgentServiceClien
 		if answer != nil {
 			answer(stream, ev)
 		}
+	}
+}
+
+// pauseAtApproval runs first, sending headers, until its first approval
+// request, then half-closes: the generation must pause, and the store's
+// files in stateDir, read then, must hold it. It returns the request, the
+// pause and those files' bytes.
+func (c *canaryCapture) pauseAtApproval(t *testing.T, client agentdv1.AgentServiceClient, first *agentdv1.GenerateRequest, stateDir string, headers ...string,
+) (*agentdv1.ApprovalRequest, *agentdv1.GenerationPaused, string) {
+	t.Helper()
+	var request *agentdv1.ApprovalRequest
+	events, err := c.generate(t, client, first, func(stream agentdv1.AgentService_GenerateClient, ev *agentdv1.GenerateResponse) {
+		if r := ev.GetApprovalRequest(); r != nil {
+			request = r
+			_ = stream.CloseSend()
+		}
+	}, headers...)
+	var paused *agentdv1.GenerationPaused
+	if len(events) > 0 {
+		paused = events[len(events)-1].GetPaused()
+	}
+	if err != nil || paused == nil || request == nil {
+		t.Fatalf("want an approval request, then paused; got err %v after %d events", err, len(events))
+	}
+	store := canaryStoreBytes(t, stateDir)
+	if !strings.Contains(store, paused.GetGenerationId()) {
+		t.Errorf("the store's files do not hold the paused generation %s: the check of the store proves nothing", paused.GetGenerationId())
+	}
+	return request, paused, store
+}
+
+// canaryApprove is the resume of paused, with agent, approving request.
+func canaryApprove(t *testing.T, paused *agentdv1.GenerationPaused, request *agentdv1.ApprovalRequest, agent *agentdv1.Agent) *agentdv1.GenerateRequest {
+	t.Helper()
+	if paused == nil {
+		t.Fatal("no generation paused: nothing to resume")
+	}
+	return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId:      paused.GetGenerationId(),
+		Agent:             agent,
+		ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: request.GetId(), Approved: true, Digest: request.GetDigest()}},
+	}}}
+}
+
+// canaryCompleted requires a generation that completed, none of its tool
+// calls failing.
+func canaryCompleted(t *testing.T, events []*agentdv1.GenerateResponse, err error) {
+	t.Helper()
+	if err != nil || len(events) == 0 || events[len(events)-1].GetCompleted() == nil {
+		t.Errorf("want a completed generation, got err %v after %d events", err, len(events))
+	}
+	for _, ev := range events {
+		if f := ev.GetToolCallFinished(); f != nil && f.GetIsError() {
+			t.Errorf("%s failed: %s", f.GetToolName(), f.GetOutput())
+		}
+	}
+}
+
+// canaryStatus requires err to have the code want.
+func canaryStatus(t *testing.T, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Errorf("status %v (%v), want %v", got, err, want)
 	}
 }
 
@@ -401,7 +500,7 @@ func TestSecretsCanary(t *testing.T) {
 	regEnvFile := filepath.Join(dir, cnryRegEnv) // the counter servers write where their env says
 	cmdEnvFile := filepath.Join(dir, cnryEnv)
 
-	api := &canaryAPI{sawKey: map[string]bool{}, bodies: map[string][]string{}}
+	api := newCanaryAPI()
 	apiSrv := httptest.NewServer(api)
 	t.Cleanup(apiSrv.Close)
 	web := newCanaryMCP(t, mcpModeOK)
@@ -423,10 +522,6 @@ func TestSecretsCanary(t *testing.T) {
 	s := newCanaryStack(t, cfg)
 	var c canaryCapture
 
-	webDecl := func(m *canaryMCP, auth string) *agentdv1.MCPServer {
-		return &agentdv1.MCPServer{Name: "web", Transport: &agentdv1.MCPServer_Url{Url: m.url()}, Authorization: auth,
-			Headers: map[string]string{"X-Canary": cnryHeader}}
-	}
 	regDecl := &agentdv1.MCPServer{Name: "reg", Transport: &agentdv1.MCPServer_Ref{Ref: "counter"}}
 	cmdDecl := func(pids string) *agentdv1.MCPServer {
 		return &agentdv1.MCPServer{Name: "cmd", Transport: &agentdv1.MCPServer_Command{Command: exe}, Env: map[string]string{
@@ -437,18 +532,6 @@ func TestSecretsCanary(t *testing.T) {
 		return &agentdv1.Agent{Provider: "openai", Model: "gpt-4o-mini", Mcps: mcps, ToolNameConflict: agentdv1.ToolNameConflict_TOOL_NAME_CONFLICT_PREFIX}
 	}
 	noCache := func(a *agentdv1.Agent) *agentdv1.Agent { a.McpCache = proto.Bool(false); return a }
-	completed := func(t *testing.T, events []*agentdv1.GenerateResponse, err error) {
-		t.Helper()
-		if err != nil || len(events) == 0 || events[len(events)-1].GetCompleted() == nil {
-			t.Errorf("want a completed generation, got err %v after %d events", err, len(events))
-		}
-	}
-	failed := func(t *testing.T, err error, want codes.Code) {
-		t.Helper()
-		if got := status.Code(err); got != want {
-			t.Errorf("status %v (%v), want %v", got, err, want)
-		}
-	}
 
 	t.Run("tools on all three servers succeed", func(t *testing.T) {
 		// They run in parallel, then the model answers with text.
@@ -459,35 +542,30 @@ func TestSecretsCanary(t *testing.T) {
 			}
 			canaryText(w, "all done")
 		})
-		events, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids"))), nil)
-		completed(t, events, err)
-		for _, ev := range events {
-			if f := ev.GetToolCallFinished(); f != nil && f.GetIsError() {
-				t.Errorf("%s failed: %s", f.GetToolName(), f.GetOutput())
-			}
-		}
+		events, err := c.generate(t, s.client, canaryStart(openai(web.decl(cnryAuth), regDecl, cmdDecl("cmd.pids"))), nil)
+		canaryCompleted(t, events, err)
 	})
 
 	t.Run("preview", func(t *testing.T) {
-		preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(webDecl(web, cnryAuth), regDecl, cmdDecl("cmd.pids")),
+		preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(web.decl(cnryAuth), regDecl, cmdDecl("cmd.pids")),
 			Messages: canaryStart(nil).GetStart().GetMessages()})
 		c.rpcError(scenario(t), err, nil)
 		c.response(scenario(t), preview)
 	})
 
 	t.Run("preview of an invalid agent", func(t *testing.T) {
-		bad := webDecl(web, cnryAuth)
+		bad := web.decl(cnryAuth)
 		bad.Env = map[string]string{"TOKEN": cnryEnv}
 		_, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: openai(bad), Messages: canaryStart(nil).GetStart().GetMessages()})
 		c.rpcError(scenario(t), err, nil)
-		failed(t, err, codes.InvalidArgument)
+		canaryStatus(t, err, codes.InvalidArgument)
 	})
 
 	// The web call waits for an approval, the client half-closes, the
 	// generation is stored; the store's files are read then; a resume
 	// approves the call and the generation completes.
 	gated := func() *agentdv1.Agent {
-		w := webDecl(web, cnryAuth)
+		w := web.decl(cnryAuth)
 		w.RequireApproval = &agentdv1.ApprovalPolicy{Mode: agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS}
 		return openai(w, cmdDecl("cmd.pids"))
 	}
@@ -504,40 +582,17 @@ func TestSecretsCanary(t *testing.T) {
 			}
 			canaryText(w, "resumed and done")
 		})
-		events, err := c.generate(t, s.client, canaryStart(gated()), func(stream agentdv1.AgentService_GenerateClient, ev *agentdv1.GenerateResponse) {
-			if r := ev.GetApprovalRequest(); r != nil {
-				request = r
-				_ = stream.CloseSend()
-			}
-		})
-		if len(events) > 0 {
-			paused = events[len(events)-1].GetPaused()
-		}
-		if err != nil || paused == nil || request == nil {
-			t.Fatalf("want an approval request, then paused; got err %v after %d events", err, len(events))
-		}
-		storeWhilePaused = canaryStoreBytes(t, s.stateDir)
-		if !strings.Contains(storeWhilePaused, paused.GetGenerationId()) {
-			t.Errorf("the store's files do not hold the paused generation %s: the check of the store proves nothing", paused.GetGenerationId())
-		}
+		request, paused, storeWhilePaused = c.pauseAtApproval(t, s.client, canaryStart(gated()), s.stateDir)
 	})
 
 	t.Run("resume with the approval", func(t *testing.T) {
-		if paused == nil {
-			t.Fatal("no generation paused: nothing to resume")
-		}
-		resume := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
-			GenerationId:      paused.GetGenerationId(),
-			Agent:             gated(),
-			ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: request.GetId(), Approved: true, Digest: request.GetDigest()}},
-		}}}
-		events, err := c.generate(t, s.client, resume, nil)
-		completed(t, events, err)
+		events, err := c.generate(t, s.client, canaryApprove(t, paused, request, gated()), nil)
+		canaryCompleted(t, events, err)
 	})
 
 	t.Run("MCP server refuses a wrong token with 401", func(t *testing.T) {
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryWrongAuth))), nil)
-		failed(t, err, codes.Unavailable)
+		_, err := c.generate(t, s.client, canaryStart(openai(web.decl(cnryWrongAuth))), nil)
+		canaryStatus(t, err, codes.Unavailable)
 		if !web.sawWrongToken.Load() {
 			t.Error("the server never saw the wrong token")
 		}
@@ -545,22 +600,22 @@ func TestSecretsCanary(t *testing.T) {
 
 	t.Run("MCP server fails every request with a plain 500", func(t *testing.T) {
 		broken := newCanaryMCP(t, mcpMode500)
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(broken, cnryAuth))), nil)
-		failed(t, err, codes.Unavailable)
+		_, err := c.generate(t, s.client, canaryStart(openai(broken.decl(cnryAuth))), nil)
+		canaryStatus(t, err, codes.Unavailable)
 	})
 
 	t.Run("MCP gateway refuses with a JSON-RPC error quoting the request", func(t *testing.T) {
 		// The quote holds the URL, the headers and the body.
 		echo := newCanaryMCP(t, mcpModeQuote)
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(echo, cnryAuth))), nil)
-		failed(t, err, codes.Unavailable)
+		_, err := c.generate(t, s.client, canaryStart(openai(echo.decl(cnryAuth))), nil)
+		canaryStatus(t, err, codes.Unavailable)
 	})
 
 	t.Run("MCP server unreachable", func(t *testing.T) {
 		gone := newCanaryMCP(t, mcpModeOK)
 		gone.srv.Close()
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(gone, cnryAuth))), nil)
-		failed(t, err, codes.Unavailable)
+		_, err := c.generate(t, s.client, canaryStart(openai(gone.decl(cnryAuth))), nil)
+		canaryStatus(t, err, codes.Unavailable)
 	})
 
 	t.Run("MCP server goes away between listing its tools and the call", func(t *testing.T) {
@@ -575,16 +630,16 @@ func TestSecretsCanary(t *testing.T) {
 			}
 			canaryText(w, "it went away")
 		})
-		_, err := c.generate(t, s.client, canaryStart(noCache(openai(webDecl(vanishing, cnryAuth)))), nil)
-		failed(t, err, codes.Unavailable)
+		_, err := c.generate(t, s.client, canaryStart(noCache(openai(vanishing.decl(cnryAuth)))), nil)
+		canaryStatus(t, err, codes.Unavailable)
 	})
 
 	t.Run("MCP server does not answer within read_timeout", func(t *testing.T) {
 		hanging := newCanaryMCP(t, mcpModeHang)
-		slow := webDecl(hanging, cnryAuth)
+		slow := hanging.decl(cnryAuth)
 		slow.ReadTimeout = durationpb.New(300 * time.Millisecond)
 		_, err := c.generate(t, s.client, canaryStart(openai(slow)), nil)
-		failed(t, err, codes.DeadlineExceeded)
+		canaryStatus(t, err, codes.DeadlineExceeded)
 	})
 
 	// The call goes to a fresh process and the generation completes (X-L8).
@@ -608,7 +663,7 @@ func TestSecretsCanary(t *testing.T) {
 			canaryText(w, "it crashed")
 		})
 		_, err := c.generate(t, s.client, canaryStart(noCache(openai(cmdDecl("crash.pids")))), nil)
-		failed(t, err, codes.OK)
+		canaryStatus(t, err, codes.OK)
 	})
 
 	t.Run("provider refuses the key with 401 quoting the request", func(t *testing.T) {
@@ -618,8 +673,8 @@ func TestSecretsCanary(t *testing.T) {
 				"type":    "invalid_request_error", "code": "invalid_api_key",
 			}})
 		})
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
-		failed(t, err, codes.Unauthenticated)
+		_, err := c.generate(t, s.client, canaryStart(openai(web.decl(cnryAuth), cmdDecl("cmd.pids"))), nil)
+		canaryStatus(t, err, codes.Unauthenticated)
 	})
 
 	t.Run("provider answers 400 quoting the request's headers and body", func(t *testing.T) {
@@ -628,8 +683,8 @@ func TestSecretsCanary(t *testing.T) {
 				"message": "gateway: bad request: " + canaryQuote(r, body), "type": "invalid_request_error",
 			}})
 		})
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth), cmdDecl("cmd.pids"))), nil)
-		failed(t, err, codes.InvalidArgument)
+		_, err := c.generate(t, s.client, canaryStart(openai(web.decl(cnryAuth), cmdDecl("cmd.pids"))), nil)
+		canaryStatus(t, err, codes.InvalidArgument)
 	})
 
 	t.Run("provider 429 storm outlasts the retries", func(t *testing.T) {
@@ -640,15 +695,15 @@ func TestSecretsCanary(t *testing.T) {
 				"message": "rate limited: " + canaryQuote(r, body), "type": "rate_limit_exceeded",
 			}})
 		})
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth))), nil)
-		failed(t, err, codes.ResourceExhausted)
+		_, err := c.generate(t, s.client, canaryStart(openai(web.decl(cnryAuth))), nil)
+		canaryStatus(t, err, codes.ResourceExhausted)
 	})
 
 	t.Run("provider fails inside a 200 stream quoting the request", func(t *testing.T) {
 		api.set(func(w http.ResponseWriter, r *http.Request, body []byte, _ int) {
 			sseWrite(w, canaryChunk(map[string]any{"error": map[string]any{"message": "upstream failed: " + canaryQuote(r, body), "type": "server_error"}}))
 		})
-		_, err := c.generate(t, s.client, canaryStart(openai(webDecl(web, cnryAuth))), nil)
+		_, err := c.generate(t, s.client, canaryStart(openai(web.decl(cnryAuth))), nil)
 		if status.Code(err) == codes.OK {
 			t.Error("the generation did not fail")
 		}
@@ -672,7 +727,7 @@ func TestSecretsCanary(t *testing.T) {
 				sseEvent("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}))
 		})
 		events, err := c.generate(t, s.client, canaryStart(anthropic), nil)
-		completed(t, events, err)
+		canaryCompleted(t, events, err)
 		if len(events) == 0 || len(events[0].GetStarted().GetServers()) != 1 || events[0].GetStarted().GetServers()[0].GetPlacement() != agentdv1.Placement_PLACEMENT_PROVIDER {
 			t.Errorf("the server was not placed at the provider")
 		}
@@ -685,7 +740,7 @@ func TestSecretsCanary(t *testing.T) {
 			}})
 		})
 		_, err := c.generate(t, s.client, canaryStart(anthropic), nil)
-		failed(t, err, codes.InvalidArgument)
+		canaryStatus(t, err, codes.InvalidArgument)
 	})
 
 	t.Run("OpenAI Responses answers 400 quoting the request", func(t *testing.T) {
@@ -695,7 +750,7 @@ func TestSecretsCanary(t *testing.T) {
 			}})
 		})
 		_, err := c.generate(t, s.client, canaryStart(&agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{remote}}), nil)
-		failed(t, err, codes.InvalidArgument)
+		canaryStatus(t, err, codes.InvalidArgument)
 	})
 
 	t.Run("invalid requests refused before anything connects", func(t *testing.T) {
@@ -703,7 +758,7 @@ func TestSecretsCanary(t *testing.T) {
 			t.Error("an invalid request reached the provider")
 			w.WriteHeader(http.StatusInternalServerError)
 		})
-		urlWithEnv := webDecl(web, cnryAuth)
+		urlWithEnv := web.decl(cnryAuth)
 		urlWithEnv.Env = map[string]string{"TOKEN": cnryEnv}
 		urlWithEnv.ReadTimeout = durationpb.New(-time.Second)
 		cmdWithAuth := cmdDecl("cmd.pids")
@@ -720,7 +775,7 @@ func TestSecretsCanary(t *testing.T) {
 				&agentdv1.MCPServer{Transport: &agentdv1.MCPServer_Url{Url: "http://mcp example.com/" + cnryPath + "?k=" + cnryQuery}, Headers: map[string]string{"X-Canary": cnryHeader}},
 				&agentdv1.MCPServer{Name: "none", Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}, Env: map[string]string{"TOKEN": cnryEnv}},
 			), codes.InvalidArgument},
-			{"unknown provider", &agentdv1.Agent{Provider: "nope", Mcps: []*agentdv1.MCPServer{webDecl(web, cnryAuth), cmdDecl("cmd.pids")}}, codes.InvalidArgument},
+			{"unknown provider", &agentdv1.Agent{Provider: "nope", Mcps: []*agentdv1.MCPServer{web.decl(cnryAuth), cmdDecl("cmd.pids")}}, codes.InvalidArgument},
 			{"unknown connector", &agentdv1.Agent{Provider: "openai-responses", Model: "gpt-5-mini", Mcps: []*agentdv1.MCPServer{
 				{Name: "conn", Transport: &agentdv1.MCPServer_Url{Url: "mcp://unknownconnector/" + cnryPath + "?k=" + cnryQuery}, Authorization: cnryAuth},
 			}}, codes.InvalidArgument},
@@ -732,7 +787,7 @@ func TestSecretsCanary(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := c.generate(t, s.client, canaryStart(tc.agent), nil)
-				failed(t, err, tc.want)
+				canaryStatus(t, err, tc.want)
 			})
 		}
 	})
@@ -741,7 +796,7 @@ func TestSecretsCanary(t *testing.T) {
 		_, err := c.generate(t, s.client, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
 			GenerationId: "gen_0123", Agent: gated(),
 		}}}, nil)
-		failed(t, err, codes.NotFound)
+		canaryStatus(t, err, codes.NotFound)
 	})
 
 	t.Run("admin API", func(t *testing.T) {
@@ -753,8 +808,7 @@ func TestSecretsCanary(t *testing.T) {
 		if cache.GetSize() == 0 {
 			t.Error("the schema cache is empty: its keys were not exercised")
 		}
-		inv, err := s.admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{Server: &bridgev1.ServerSpec{Name: "web",
-			Transport: &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{Url: web.url(), Authorization: cnryAuth, Headers: map[string]string{"X-Canary": cnryHeader}}}}})
+		inv, err := s.admin.InvalidateCache(t.Context(), &bridgev1.InvalidateCacheRequest{Server: web.spec()})
 		c.rpcError(scenario(t), err, nil)
 		c.response(scenario(t), inv)
 		if !inv.GetRemoved() {
@@ -768,7 +822,7 @@ func TestSecretsCanary(t *testing.T) {
 	s.stop() // every span ended, every log written, the store closed
 
 	t.Run("canaries reached their destinations", func(t *testing.T) {
-		for what, ok := range map[string]bool{
+		canaryReached(t, map[string]bool{
 			"the HTTP MCP server got the token":                  web.sawToken.Load(),
 			"the HTTP MCP server got the header":                 web.sawHeader.Load(),
 			"the HTTP MCP server got the URL path":               web.sawPath.Load(),
@@ -779,24 +833,40 @@ func TestSecretsCanary(t *testing.T) {
 			"the request's command server got its env":           canaryFileExists(cmdEnvFile),
 			"the registered server got its env":                  canaryFileExists(regEnvFile),
 			"Anthropic got the provider-side server's URL/token": slices.ContainsFunc(api.bodiesOf("/v1/messages"), canaryHasAll(cnryPath, cnryQuery, cnryAuth)),
-		} {
-			if !ok {
-				t.Errorf("not sent: %s", what)
-			}
-		}
+		})
 	})
 
+	canaryNoLeaks(t, canarySecrets, s.canaryOutputs, &c, storeWhilePaused, s.stateDir)
+}
+
+// canaryReached requires each destination to have got its canary.
+func canaryReached(t *testing.T, got map[string]bool) {
+	t.Helper()
+	for what, ok := range got {
+		if !ok {
+			t.Errorf("not sent: %s", what)
+		}
+	}
+}
+
+// canaryNoLeaks requires, in a subtest "no canary in what agentd
+// produced", that none of secrets is in anything captured: o's logs and
+// spans, c's errors, events and responses, the store's files while a
+// generation was paused and, now, in stateDir; and that each captured
+// something. With -artifacts, each is kept in t's artifact directory.
+func canaryNoLeaks(t *testing.T, secrets []string, o *canaryOutputs, c *canaryCapture, storeWhilePaused, stateDir string) {
+	t.Helper()
 	artifacts := t.ArtifactDir()
 	t.Run("no canary in what agentd produced", func(t *testing.T) {
 		for _, src := range []struct{ name, file, text string }{
-			{"log (json)", "log.json", s.jsonLogs.String()},
-			{"log (text)", "log.txt", s.textLogs.String()},
-			{"spans", "spans.txt", canarySpanDump(s.spans.Ended())},
-			{"gRPC errors", "errors.txt", c.errors.String()},
+			{"log (json)", "log.json", o.jsonLogs.String()},
+			{"log (text)", "log.txt", o.textLogs.String()},
+			{"spans", "spans.txt", canarySpanDump(o.spans.Ended())},
+			{"gRPC and start errors", "errors.txt", c.errors.String()},
 			{"events", "events.txt", c.events.String()},
 			{"RPC responses (Preview, admin)", "responses.txt", c.responses.String()},
 			{"store files while paused", "store-paused.bin", storeWhilePaused},
-			{"store files at the end", "store-end.bin", canaryStoreBytes(t, s.stateDir)},
+			{"store files at the end", "store-end.bin", canaryStoreBytes(t, stateDir)},
 		} {
 			t.Run(src.name, func(t *testing.T) {
 				if src.text == "" {
@@ -805,7 +875,7 @@ func TestSecretsCanary(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(artifacts, src.file), []byte(src.text), 0o600); err != nil {
 					t.Error(err)
 				}
-				for _, canary := range canarySecrets {
+				for _, canary := range secrets {
 					if n := strings.Count(src.text, canary); n > 0 {
 						t.Errorf("LEAK: %q appears %d times in the %s:%s", canary, n, src.name, canaryLeaks(src.text, canary))
 					}

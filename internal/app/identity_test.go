@@ -161,9 +161,7 @@ func TestIdentity(t *testing.T) {
 	exe, env := mcptest.Command(t, mcptest.Tools)
 	env[mcptest.PidFileEnv] = pidFile
 	zero := 0
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.Bridge.Servers = map[string]config.Server{"tools": {Command: exe, Env: env, Shared: config.SharedPerTenant, Warm: &zero}}
 	cfg.TLS = settings
 	cfg.Auth.APIKeys = []config.APIKey{
@@ -190,12 +188,7 @@ func TestIdentity(t *testing.T) {
 
 	trusting := &tls.Config{RootCAs: ca.Pool()}
 	dialAs := func(key string) *grpc.ClientConn {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(trusting)), grpc.WithPerRPCCredentials(apiKey(key)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return conn
+		return dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(trusting)), grpc.WithPerRPCCredentials(apiKey(key)))
 	}
 	acmeConn := dialAs(keyAcme)
 	acme, bravo := agentdv1.NewAgentServiceClient(acmeConn), agentdv1.NewAgentServiceClient(dialAs(keyBravo))
@@ -368,8 +361,7 @@ func TestIdentity(t *testing.T) {
 			req = ev.GetApprovalRequest()
 		}
 
-		tlstest.WriteFile(t, settings.CertFile, second.CertPEM, mod.Add(time.Minute))
-		tlstest.WriteFile(t, settings.KeyFile, second.KeyPEM, mod.Add(time.Minute))
+		second.WriteAs(t, settings.CertFile, settings.KeyFile, mod.Add(time.Minute))
 		wantSerial("a new connection after rotation", bearer(t.Context(), keyAcme), dialTLS(t, addr, trusting), second)
 		wantSerial("the open stream's connection after rotation", t.Context(), acmeConn, first)
 

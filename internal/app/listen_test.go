@@ -20,6 +20,31 @@ import (
 // admin service's.
 var servingLine = regexp.MustCompile(`msg="agentd serving" address=(\S+) bridge=embedded admin=(\S+)`)
 
+// serveUntilLogged runs serve (named name: ServeAgent, ServeBridge) until
+// log holds serving, then ends its context: serve must return nil.
+func serveUntilLogged(t *testing.T, name string, log *apptest.Logs, serving string, serve func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx) }()
+	deadline := time.Now().Add(time.Minute) // a margin a loaded machine keeps (X-H6)
+	for !strings.Contains(log.String(), serving) {
+		select {
+		case err := <-done:
+			t.Fatalf("%s = %v before serving; log:\n%s", name, err, log.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never served; log:\n%s", name, log.String())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("%s = %v after its context ended", name, err)
+	}
+}
+
 // X-I1: without authentication agentd listens only on loopback: an
 // address beyond the machine refuses to start, naming the setting and the
 // way out, for agentd serve and agentd bridge alike; --insecure lets it
@@ -90,30 +115,13 @@ func TestListenBeyondLoopback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var log apptest.Logs
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() {
-				done <- app.ServeAgent(ctx, options(func(c *config.Config) {
+			serveUntilLogged(t, "ServeAgent", &log, "agentd serving", func(ctx context.Context) error {
+				return app.ServeAgent(ctx, options(func(c *config.Config) {
 					c.Listen = "0.0.0.0:0"
 					c.Bridge.Pool.Warm = 0
 					tc.edit(c)
 				}, &log))
-			}()
-			deadline := time.Now().Add(time.Minute) // a margin a loaded machine keeps (X-H6)
-			for !strings.Contains(log.String(), "agentd serving") {
-				select {
-				case err := <-done:
-					t.Fatalf("ServeAgent = %v before serving; log:\n%s", err, log.String())
-				case <-time.After(10 * time.Millisecond):
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("agentd never served; log:\n%s", log.String())
-				}
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("ServeAgent = %v after its context ended", err)
-			}
+			})
 			if m := servingLine.FindStringSubmatch(log.String()); m == nil || (m[1] == m[2]) != !strings.Contains(tc.name, "admin.listen") {
 				t.Errorf("the log does not say where the admin service is (beside the AgentService, or on admin.listen):\n%s", log.String())
 			}

@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
@@ -196,15 +194,7 @@ func providerStackWith(t *testing.T, name, path string, api http.Handler, option
 	t.Helper()
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm := 0
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
-	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
+	cfg := demoConfig(t, 0)
 	cfg.Providers = map[string]config.Provider{name: {APIKey: "test-key", BaseURL: srv.URL + path, Options: options}}
 	if adjust != nil {
 		adjust(&cfg)

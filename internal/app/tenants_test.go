@@ -1,13 +1,11 @@
 package app_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +13,6 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -42,14 +39,7 @@ func TestTenantConfiguration(t *testing.T) {
 		chatTurns(w, 2)
 	}))
 	t.Cleanup(api.Close)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm := 0
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Servers = map[string]config.Server{"demo": {Command: exe, Env: map[string]string{demoEnv: "1"}, Warm: &warm}}
+	cfg := demoConfig(t, 0)
 	cfg.Providers = map[string]config.Provider{"openai": {APIKey: "sk-global-provider", BaseURL: api.URL + "/v1", MaxRetries: -1}}
 	cfg.Auth.APIKeys = []config.APIKey{
 		{Name: "acme-app", SHA256: auth.HashKey("sk-acme-caller"), Tenant: "acme", Roles: []string{auth.RoleGenerate}},
@@ -68,11 +58,8 @@ func TestTenantConfiguration(t *testing.T) {
 	var logs apptest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	client := agentdv1.NewAgentServiceClient(conn)
-	as := func(key string) context.Context {
-		return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+key)
-	}
 	generate := func(key string) (*agentdv1.GenerateResponse, error) {
-		stream, err := client.Generate(as(key))
+		stream, err := client.Generate(bearer(t.Context(), key))
 		if err != nil {
 			return nil, err
 		}
@@ -96,7 +83,7 @@ func TestTenantConfiguration(t *testing.T) {
 		}
 	}
 	refDemo := func(key string) error {
-		_, err := client.Preview(as(key), &agentdv1.PreviewRequest{
+		_, err := client.Preview(bearer(t.Context(), key), &agentdv1.PreviewRequest{
 			Agent:    &agentdv1.Agent{Provider: "openai", Model: "gpt-4o-mini", Mcps: []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: "demo"}}}},
 			Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}}}},
 		})
@@ -122,7 +109,7 @@ func TestTenantConfiguration(t *testing.T) {
 		}
 	}
 
-	_, err = generate("sk-globex-caller")
+	_, err := generate("sk-globex-caller")
 	st := status.Convert(err)
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("X-I7 globex's second generation in a minute of 1: %v; want ResourceExhausted", err)

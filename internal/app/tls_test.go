@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,15 @@ import (
 // ends, and returns its address.
 func serveTCP(t *testing.T, serve func(context.Context, net.Listener) error) string {
 	t.Helper()
+	addr, _ := startTCP(t, serve)
+	return addr
+}
+
+// startTCP is serveTCP that also returns stop, which ends serve and waits
+// for it, reporting its error; stop is idempotent and also runs when the
+// test ends.
+func startTCP(t *testing.T, serve func(context.Context, net.Listener) error) (addr string, stop func()) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +47,17 @@ func serveTCP(t *testing.T, serve func(context.Context, net.Listener) error) str
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return lis.Addr().String(), stop
 }
 
 // tlsFiles writes pair (and, if ca is not nil, the CA) into a new
@@ -53,8 +67,7 @@ func tlsFiles(t *testing.T, pair tlstest.Pair, ca *tlstest.CA, mod time.Time) co
 	t.Helper()
 	dir := t.TempDir()
 	s := config.TLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem"), MinVersion: "1.2"}
-	tlstest.WriteFile(t, s.CertFile, pair.CertPEM, mod)
-	tlstest.WriteFile(t, s.KeyFile, pair.KeyPEM, mod)
+	pair.WriteAs(t, s.CertFile, s.KeyFile, mod)
 	if ca != nil {
 		s.ClientCAFile = filepath.Join(dir, "client-ca.pem")
 		tlstest.WriteFile(t, s.ClientCAFile, ca.PEM, mod)
@@ -65,9 +78,7 @@ func tlsFiles(t *testing.T, pair tlstest.Pair, ca *tlstest.CA, mod time.Time) co
 // tlsAgent serves agentd over TLS with settings, logging to logs.
 func tlsAgent(t *testing.T, settings config.TLS, logs *apptest.Logs) string {
 	t.Helper()
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.TLS = settings
 	o := app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	a, err := app.NewAgent(o)
@@ -80,7 +91,13 @@ func tlsAgent(t *testing.T, settings config.TLS, logs *apptest.Logs) string {
 // dialTLS opens a new connection (so a new handshake) to addr.
 func dialTLS(t *testing.T, addr string, c *tls.Config) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(c)))
+	return dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(c)))
+}
+
+// dial is a client of addr with opts, closed when the test ends.
+func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +157,7 @@ func TestTLSRotation(t *testing.T) {
 		t.Errorf("X-I4 a client trusting another CA: Preview = %v, want Unavailable", err)
 	}
 
-	tlstest.WriteFile(t, settings.CertFile, second.CertPEM, mod.Add(time.Minute))
-	tlstest.WriteFile(t, settings.KeyFile, second.KeyPEM, mod.Add(time.Minute))
+	second.WriteAs(t, settings.CertFile, settings.KeyFile, mod.Add(time.Minute))
 	wantSerial(t, "X-I4 the existing connection after rotation", existing, first)
 	wantSerial(t, "X-I4 a new connection after rotation", dialTLS(t, addr, trusting), second)
 	if !strings.Contains(logs.String(), "TLS certificate reloaded") {
@@ -193,9 +209,7 @@ func TestMutualTLS(t *testing.T) {
 func TestBridgeTLS(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t)
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.Bridge.TLS = tlsFiles(t, ca.Leaf(t, "bridge"), nil, time.Now())
 	o := app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}
 	b, err := app.NewBridge(o)
@@ -210,12 +224,7 @@ func TestBridgeTLS(t *testing.T) {
 	if err := check(dialTLS(t, addr, &tls.Config{RootCAs: ca.Pool()})); err != nil {
 		t.Errorf("X-I4 health over TLS: %v", err)
 	}
-	plain, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	if err := check(plain); status.Code(err) != codes.Unavailable {
+	if err := check(dial(t, addr, grpc.WithTransportCredentials(insecure.NewCredentials()))); status.Code(err) != codes.Unavailable {
 		t.Errorf("X-I4 health in plaintext = %v, want Unavailable", err)
 	}
 }
@@ -224,9 +233,7 @@ func TestBridgeTLS(t *testing.T) {
 // setting, not its path.
 func TestTLSBrokenAtStart(t *testing.T) {
 	t.Parallel()
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.Bridge.Pool.Warm = 0
+	cfg := testConfig(t)
 	cfg.TLS = config.TLS{CertFile: filepath.Join(t.TempDir(), "missing.pem"), KeyFile: "key.pem", MinVersion: "1.2"}
 	_, err := app.NewAgent(app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), "tls.cert_file: no such file or directory") || strings.Contains(err.Error(), "missing.pem") {

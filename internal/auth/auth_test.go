@@ -225,8 +225,7 @@ func TestMTLS(t *testing.T) {
 func TestUnconfiguredTenant(t *testing.T) {
 	t.Parallel()
 	is := oidctest.New(t)
-	key := oidctest.NewKey(t, "k1", jose.ES256)
-	is.Publish(key)
+	key := is.PublishNewKey(t, "k1", jose.ES256)
 	clk := newClock()
 	ca := tlstest.NewCA(t)
 	cert := ca.Leaf(t, "globex-app")
@@ -267,8 +266,7 @@ func TestUnconfiguredTenant(t *testing.T) {
 func TestReload(t *testing.T) {
 	t.Parallel()
 	is := oidctest.New(t)
-	key := oidctest.NewKey(t, "k1", jose.ES256)
-	is.Publish(key)
+	key := is.PublishNewKey(t, "k1", jose.ES256)
 	clk := newClock()
 	var log logBuffer
 	a := newOIDCAuth(t, is, clk, &log, func(c *config.Config) {
@@ -337,8 +335,7 @@ func TestNoAuthThenReload(t *testing.T) {
 // first), against a call with no auth configured.
 func BenchmarkAuthenticate(b *testing.B) {
 	is := oidctest.New(b)
-	key := oidctest.NewKey(b, "k1", jose.ES256)
-	is.Publish(key)
+	key := is.PublishNewKey(b, "k1", jose.ES256)
 	var apiKeys []config.APIKey
 	for i := range 10 {
 		apiKeys = append(apiKeys, config.APIKey{Name: fmt.Sprint("k", i), SHA256: HashKey(fmt.Sprint("key-", i)), Tenant: "acme", Roles: []string{RoleGenerate}})

@@ -29,8 +29,7 @@ func TestMain(m *testing.M) {
 // refused too, even one whose signature still verifies.
 func fuzzAuth(f *testing.F) (*Authenticator, []string) {
 	is := oidctest.New(f)
-	key := oidctest.NewKey(f, "k1", jose.ES256)
-	is.Publish(key)
+	key := is.PublishNewKey(f, "k1", jose.ES256)
 	clk := newClock()
 	cfg := keys(config.APIKey{Name: "app", SHA256: HashKey("key-app"), Tenant: "acme", Roles: []string{RoleGenerate}})
 	cfg.Auth.OIDC = []config.OIDCIssuer{issuerConfig(is)}

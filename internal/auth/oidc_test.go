@@ -88,6 +88,14 @@ func bearerCall(a *Authenticator, token string) (Principal, error) {
 	return a.Authenticate(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token)))
 }
 
+// tokenSigner signs, with the key it is given, a token of is for sub of
+// tenant acme, without roles, issued at clk's now.
+func tokenSigner(t *testing.T, is *oidctest.Issuer, clk *clock) func(k oidctest.Key, sub string) string {
+	return func(k oidctest.Key, sub string) string {
+		return oidctest.Sign(t, k, is.Claims(clk.unix(), sub, "acme", nil, nil))
+	}
+}
+
 // segment is a token part: JSON, base64url.
 func segment(t *testing.T, v any) string {
 	t.Helper()
@@ -138,8 +146,8 @@ func TestOIDC(t *testing.T) {
 		{"X-I3 no roles claim", oidctest.Sign(t, es, claims(oidctest.Claims{"roles": nil})), &Principal{Name: "alice", Tenant: "acme"}, ""},
 		{"X-I3 alg none", segment(t, map[string]string{"alg": "none", "typ": "JWT"}) + "." + parts[1] + ".", nil, "unexpected signature algorithm"},
 		{"X-I3 alg none with a signature", segment(t, map[string]string{"alg": "none", "kid": es.ID}) + "." + parts[1] + "." + parts[2], nil, "unexpected signature algorithm"},
-		{"X-I3 HS256 keyed with the RSA public key (PEM)", signHMAC(t, rs.ID, pubPEM, claims(nil)), nil, "unexpected signature algorithm"},
-		{"X-I3 HS256 keyed with the RSA public key (DER)", signHMAC(t, rs.ID, pubDER, claims(nil)), nil, "unexpected signature algorithm"},
+		{"X-I3 HS256 keyed with the RSA public key (PEM)", oidctest.SignHMAC(t, rs.ID, pubPEM, claims(nil)), nil, "unexpected signature algorithm"},
+		{"X-I3 HS256 keyed with the RSA public key (DER)", oidctest.SignHMAC(t, rs.ID, pubDER, claims(nil)), nil, "unexpected signature algorithm"},
 		{"X-I3 PS256, not among the algorithms", oidctest.Sign(t, ps, claims(nil)), nil, "unexpected signature algorithm"},
 		{"X-I3 another issuer", oidctest.Sign(t, es, stranger.Claims(now, "alice", "acme", nil, nil)), nil, "issuer not in auth.oidc"},
 		{"X-I3 another audience", oidctest.Sign(t, es, claims(oidctest.Claims{"aud": "someone-else"})), nil, "expected audience"},
@@ -186,37 +194,13 @@ func TestOIDC(t *testing.T) {
 	}
 }
 
-// signHMAC signs claims with HS256 keyed by secret, naming kid: the token
-// an attacker makes from a public key, hoping it is taken for a secret.
-func signHMAC(t *testing.T, kid string, secret []byte, claims oidctest.Claims) string {
-	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: jose.JSONWebKey{Key: secret, KeyID: kid}}, (&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return token
-}
-
 // X-I3: New fetches nothing (agentd starts while the issuer is down); the
 // first token fetches discovery and keys; a verified token is remembered,
 // so that it costs no verification again, until it expires.
 func TestOIDCLazyAndCached(t *testing.T) {
 	t.Parallel()
 	is := oidctest.New(t)
-	key := oidctest.NewKey(t, "k1", jose.ES256)
-	is.Publish(key)
+	key := is.PublishNewKey(t, "k1", jose.ES256)
 	clk := newClock()
 	var log logBuffer
 	a := newOIDCAuth(t, is, clk, &log, nil)
@@ -258,9 +242,7 @@ func TestOIDCKeyRotation(t *testing.T) {
 	clk := newClock()
 	var log logBuffer
 	a := newOIDCAuth(t, is, clk, &log, nil)
-	token := func(k oidctest.Key, sub string) string {
-		return oidctest.Sign(t, k, is.Claims(clk.unix(), sub, "acme", nil, nil))
-	}
+	token := tokenSigner(t, is, clk)
 	wantFetches := func(name string, want int) {
 		t.Helper()
 		if _, got := is.Fetches(); got != want {
@@ -325,9 +307,7 @@ func TestOIDCIssuerDown(t *testing.T) {
 	clk := newClock()
 	var log logBuffer
 	a := newOIDCAuth(t, is, clk, &log, nil)
-	token := func(k oidctest.Key, sub string) string {
-		return oidctest.Sign(t, k, is.Claims(clk.unix(), sub, "acme", nil, nil))
-	}
+	token := tokenSigner(t, is, clk)
 	is.SetDown(true)
 	if _, err := bearerCall(a, token(k1, "a")); status.Code(err) != codes.Unavailable {
 		t.Errorf("X-I3 a token while the issuer was never reached: %v; want Unavailable", err)
@@ -361,8 +341,7 @@ func TestOIDCIssuerDown(t *testing.T) {
 func TestOIDCCAFile(t *testing.T) {
 	t.Parallel()
 	is := oidctest.NewTLS(t)
-	key := oidctest.NewKey(t, "k1", jose.ES256)
-	is.Publish(key)
+	key := is.PublishNewKey(t, "k1", jose.ES256)
 	clk := newClock()
 	token := oidctest.Sign(t, key, is.Claims(clk.unix(), "alice", "acme", nil, nil))
 	var log logBuffer

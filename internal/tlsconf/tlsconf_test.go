@@ -63,8 +63,7 @@ func TestClientCARotation(t *testing.T) {
 	s := config.TLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem"), ClientCAFile: filepath.Join(dir, "ca.pem"), MinVersion: "1.3"}
 	leaf := ca.Leaf(t, "server")
 	mod := time.Now().Add(-time.Hour)
-	tlstest.WriteFile(t, s.CertFile, leaf.CertPEM, mod)
-	tlstest.WriteFile(t, s.KeyFile, leaf.KeyPEM, mod)
+	leaf.WriteAs(t, s.CertFile, s.KeyFile, mod)
 	tlstest.WriteFile(t, s.ClientCAFile, before.PEM, mod)
 	var logs bytes.Buffer // written by the server's handshake, which handshake waits for
 	server, err := tlsconf.Server(s, "admin.tls", slog.New(slog.NewTextHandler(&logs, nil)))
@@ -128,8 +127,7 @@ func TestDiallingRotation(t *testing.T) {
 	s := config.TLS{CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem"), CAFile: filepath.Join(dir, "ca.pem"), ServerName: "localhost", MinVersion: "1.2"}
 	mod := time.Now().Add(-time.Hour)
 	tlstest.WriteFile(t, s.CAFile, ca.PEM, mod)
-	tlstest.WriteFile(t, s.CertFile, first.CertPEM, mod)
-	tlstest.WriteFile(t, s.KeyFile, first.KeyPEM, mod)
+	first.WriteAs(t, s.CertFile, s.KeyFile, mod)
 	var logs bytes.Buffer // written by the client's handshake, which handshake waits for
 	client, err := tlsconf.Dialling(s, "bridge.tls", slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
@@ -157,8 +155,7 @@ func TestDiallingRotation(t *testing.T) {
 	}
 	want("at start", first)
 
-	tlstest.WriteFile(t, s.CertFile, second.CertPEM, mod.Add(time.Minute))
-	tlstest.WriteFile(t, s.KeyFile, second.KeyPEM, mod.Add(time.Minute))
+	second.WriteAs(t, s.CertFile, s.KeyFile, mod.Add(time.Minute))
 	want("after rotation", second)
 	if !strings.Contains(logs.String(), "TLS client certificate reloaded") {
 		t.Errorf("the log does not record the reload:\n%s", logs.String())

@@ -24,8 +24,15 @@ import (
 // stop is idempotent and also runs when the test ends.
 func Serve(t testing.TB, o app.Options) (*grpc.ClientConn, func()) {
 	t.Helper()
-	conn, _, stop := serve(t, o, false)
+	_, conn, _, stop := serve(t, o, false)
 	return conn, stop
+}
+
+// ServeAgent is Serve that also returns the Agent, to reload it.
+func ServeAgent(t testing.TB, o app.Options) (*app.Agent, *grpc.ClientConn, func()) {
+	t.Helper()
+	a, conn, _, stop := serve(t, o, false)
+	return a, conn, stop
 }
 
 // ServeWithAdmin is Serve for a configuration that sets admin.listen
@@ -33,10 +40,11 @@ func Serve(t testing.TB, o app.Options) (*grpc.ClientConn, func()) {
 // in-memory listener of its own and returns a connection to each.
 func ServeWithAdmin(t testing.TB, o app.Options) (conn, admin *grpc.ClientConn, stop func()) {
 	t.Helper()
-	return serve(t, o, true)
+	_, conn, admin, stop = serve(t, o, true)
+	return conn, admin, stop
 }
 
-func serve(t testing.TB, o app.Options, withAdmin bool) (conn, admin *grpc.ClientConn, stop func()) {
+func serve(t testing.TB, o app.Options, withAdmin bool) (a *app.Agent, conn, admin *grpc.ClientConn, stop func()) {
 	t.Helper()
 	a, err := app.NewAgent(o)
 	if err != nil {
@@ -81,7 +89,7 @@ func serve(t testing.TB, o app.Options, withAdmin bool) (conn, admin *grpc.Clien
 	if withAdmin {
 		admin = dial(adminLis)
 	}
-	return conn, admin, stop
+	return a, conn, admin, stop
 }
 
 // Logs is a log sink safe for concurrent writes and reads.

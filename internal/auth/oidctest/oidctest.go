@@ -23,7 +23,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 )
 
-// Audience is the audience Token gives tokens.
+// Audience is the audience Claims gives tokens.
 const Audience = "agentd"
 
 // Issuer is a running test issuer. Its methods are safe for concurrent
@@ -58,25 +58,29 @@ func (k Key) Public() crypto.PublicKey { return k.Private.Public() }
 // ends.
 func New(t testing.TB) *Issuer {
 	t.Helper()
-	is := &Issuer{}
-	is.srv = httptest.NewServer(http.HandlerFunc(is.serve))
-	is.URL = is.srv.URL
-	t.Cleanup(is.srv.Close)
-	return is
+	return start(t, httptest.NewServer)
 }
 
 // NewTLS starts an issuer on an https URL whose certificate CAFile holds.
 func NewTLS(t testing.TB) *Issuer {
 	t.Helper()
-	is := &Issuer{}
-	is.srv = httptest.NewTLSServer(http.HandlerFunc(is.serve))
-	is.URL = is.srv.URL
-	t.Cleanup(is.srv.Close)
+	is := start(t, httptest.NewTLSServer)
 	is.CAFile = filepath.Join(t.TempDir(), "issuer-ca.pem")
 	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: is.srv.Certificate().Raw})
 	if err := os.WriteFile(is.CAFile, cert, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return is
+}
+
+// start starts an issuer on the server newServer makes, stopped when the
+// test ends.
+func start(t testing.TB, newServer func(http.Handler) *httptest.Server) *Issuer {
+	t.Helper()
+	is := &Issuer{}
+	is.srv = newServer(http.HandlerFunc(is.serve))
+	is.URL = is.srv.URL
+	t.Cleanup(is.srv.Close)
 	return is
 }
 
@@ -141,6 +145,14 @@ func (is *Issuer) Publish(keys ...Key) {
 	is.published = append(is.published, keys...)
 }
 
+// PublishNewKey makes a key as NewKey does and publishes it.
+func (is *Issuer) PublishNewKey(t testing.TB, id string, alg jose.SignatureAlgorithm) Key {
+	t.Helper()
+	k := NewKey(t, id, alg)
+	is.Publish(k)
+	return k
+}
+
 // Unpublish removes the key of id from the key set.
 func (is *Issuer) Unpublish(id string) {
 	is.mu.Lock()
@@ -174,8 +186,20 @@ type Claims map[string]any
 // key's id (unless the id is empty).
 func Sign(t testing.TB, key Key, claims Claims) string {
 	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: key.Algorithm, Key: jose.JSONWebKey{Key: key.Private, KeyID: key.ID}}, opts)
+	return sign(t, jose.SigningKey{Algorithm: key.Algorithm, Key: jose.JSONWebKey{Key: key.Private, KeyID: key.ID}}, claims)
+}
+
+// SignHMAC signs claims with HS256 keyed by secret, its header naming kid:
+// the token an attacker makes from a public key, hoping it is taken for a
+// secret.
+func SignHMAC(t testing.TB, kid string, secret []byte, claims Claims) string {
+	t.Helper()
+	return sign(t, jose.SigningKey{Algorithm: jose.HS256, Key: jose.JSONWebKey{Key: secret, KeyID: kid}}, claims)
+}
+
+func sign(t testing.TB, key jose.SigningKey, claims Claims) string {
+	t.Helper()
+	signer, err := jose.NewSigner(key, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,9 +140,17 @@ func (ca *CA) WriteFile(t testing.TB, dir, name string) string {
 func (p Pair) WriteFiles(t testing.TB, dir, name string) (certFile, keyFile string) {
 	t.Helper()
 	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	WriteFile(t, certFile, p.CertPEM, time.Now())
-	WriteFile(t, keyFile, p.KeyPEM, time.Now())
+	p.WriteAs(t, certFile, keyFile, time.Now())
 	return certFile, keyFile
+}
+
+// WriteAs writes the certificate to certFile and the key to keyFile, each
+// with modification time mod (see WriteFile): a pair rotated in, when mod
+// is later than the files' last.
+func (p Pair) WriteAs(t testing.TB, certFile, keyFile string, mod time.Time) {
+	t.Helper()
+	WriteFile(t, certFile, p.CertPEM, mod)
+	WriteFile(t, keyFile, p.KeyPEM, mod)
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {
