@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentd/agentd/internal/fault"
 )
 
@@ -119,4 +121,28 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatalf("opening a schema at version 99: %v; want FailedPrecondition", err)
 	}
 	t.Log(err)
+}
+
+// X-G1: the two stores' migrations stay in step: the same numbers and
+// names in both dialects, so that a schema change is made to both.
+func TestMigrationsInStep(t *testing.T) {
+	t.Parallel()
+	names := func(dialect string) []string {
+		ms, err := migrations(dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.name)
+		}
+		return out
+	}
+	sqlite, postgres := names("sqlite"), names("postgres")
+	if len(sqlite) == 0 {
+		t.Fatal("no migrations embedded")
+	}
+	if diff := cmp.Diff(sqlite, postgres); diff != "" {
+		t.Errorf("migrations/sqlite and migrations/postgres differ (-sqlite +postgres):\n%s", diff)
+	}
 }

@@ -1,10 +1,11 @@
 // Package store keeps paused generations durably, so that a resume works
 // on any replica and after a restart, exactly once (X-G1).
 //
-// Checkpoints is the contract; OpenSQLite is the default implementation,
-// an embedded SQLite database in one file (pure Go, no set-up; replicas on
-// one machine may share it). Open picks one by driver. One conformance
-// suite (storetest) runs against every implementation.
+// Checkpoints is the contract, with two implementations: OpenSQLite, the
+// default, an embedded SQLite database in one file (pure Go, no set-up;
+// replicas on one machine may share it), and OpenPostgres, a PostgreSQL
+// database that replicas on several machines share. Open picks one by
+// driver. One conformance suite (storetest) runs against both.
 //
 // Each opens its schema by applying the migrations embedded in the binary
 // (migrations/<dialect>/NNNN_name.sql) that the database's
@@ -93,15 +94,18 @@ type Store interface {
 
 // The drivers that Open knows.
 const (
-	DriverSQLite = "sqlite"
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
 )
 
 // Options says which store Open opens.
 type Options struct {
-	// Driver is DriverSQLite (also when empty).
+	// Driver is DriverSQLite (also when empty) or DriverPostgres.
 	Driver string
 	// Path is the SQLite database file.
 	Path string
+	// DSN is the PostgreSQL connection string. Secret.
+	DSN string
 	// SweepEvery is how often expired records are swept (0: never).
 	SweepEvery time.Duration
 }
@@ -111,8 +115,10 @@ func Open(ctx context.Context, o Options) (Store, error) {
 	switch o.Driver {
 	case "", DriverSQLite:
 		return OpenSQLite(o.Path, o.SweepEvery)
+	case DriverPostgres:
+		return OpenPostgres(ctx, o.DSN, o.SweepEvery)
 	}
-	return nil, fmt.Errorf("store: unknown driver %q: want %s", o.Driver, DriverSQLite)
+	return nil, fmt.Errorf("store: unknown driver %q: want %s or %s", o.Driver, DriverSQLite, DriverPostgres)
 }
 
 func notFound(id string) error {

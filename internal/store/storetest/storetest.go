@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite of store.Checkpoints (X-G1):
-// one set of tests that every implementation runs (from internal/store's
-// tests), so that what agentd relies on (tenant
+// one set of tests that every implementation runs (SQLite and PostgreSQL,
+// from internal/store's tests), so that what agentd relies on (tenant
 // scoping, versions, fenced claims of which exactly one wins, expiry,
 // durability, schema migrations that several replicas may start at once)
 // holds whichever store it runs on.
