@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"time"
@@ -218,7 +217,7 @@ type Agent struct {
 	log        *slog.Logger
 	mu         sync.Mutex
 	config     config.Config // as last applied, for Reload
-	store      *store.SQLite
+	store      store.Store
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -240,7 +239,7 @@ func NewAgent(o Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{providers: regs, config: o.Config, log: o.Logger}
-	if a.store, err = store.OpenSQLite(filepath.Join(o.Config.StateDir, "agentd.db"), time.Minute); err != nil {
+	if a.store, err = openStore(o.Config); err != nil {
 		return nil, err
 	}
 	// A tool result may be as large as the bridge lets it be (up to
@@ -410,9 +409,9 @@ func ServeAgent(ctx context.Context, o Options) error {
 		case b.TLS.Dials():
 			hop = "TLS"
 		}
-		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", b.Address, "bridge_tls", hop, "state", o.Config.StateDir)
+		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", b.Address, "bridge_tls", hop, "store", storeName(o.Config))
 	} else {
-		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "state", o.Config.StateDir)
+		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "store", storeName(o.Config))
 	}
 	if o.Reloads == nil {
 		return a.ServeWithAdmin(ctx, lis, adminLis, o)

@@ -233,3 +233,22 @@ func (p *Proxy) close() {
 	p.Down()
 	p.wg.Wait()
 }
+
+// WithPassword returns dsn with password as its password. A server that
+// trusts its clients (as scripts/postgres.sh's does) never asks for it,
+// so tests can make it a canary that must show nowhere.
+func WithPassword(dsn, password string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", errors.New("pgtest: the DSN is not a URL")
+		}
+		name := "postgres"
+		if u.User != nil {
+			name = u.User.Username()
+		}
+		u.User = url.UserPassword(name, password)
+		return u.String(), nil
+	}
+	return dsn + " password=" + password, nil
+}
