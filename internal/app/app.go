@@ -13,6 +13,7 @@ import (
 	"net"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -218,6 +219,9 @@ type Agent struct {
 	mu         sync.Mutex
 	config     config.Config // as last applied, for Reload
 	store      store.Store
+	storeDown  atomic.Bool        // the last ping of the store failed
+	stopWatch  context.CancelFunc // stops watchStore; nil when it is not running
+	watchDone  chan struct{}
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -283,7 +287,7 @@ func NewAgent(o Options) (*Agent, error) {
 		}
 	}
 	serverOpts.Unary = append(serverOpts.Unary, a.authn.UnaryInterceptor())
-	serverOpts.Stream = append(serverOpts.Stream, a.authn.StreamInterceptor())
+	serverOpts.Stream = append(serverOpts.Stream, a.authn.StreamInterceptor(), a.storeGate(o.Config.Store.PingInterval))
 	a.Server, a.Health = grpcserver.New(serverOpts)
 	svc := server.New(server.Options{
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
@@ -302,6 +306,7 @@ func NewAgent(o Options) (*Agent, error) {
 		a.embedded.Service.Admin().Register(a.Server)
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
+	a.watchStore(o.Config.Store.PingInterval, storeName(o.Config), log)
 	return a, nil
 }
 
@@ -354,10 +359,15 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 }
 
 // Close stops the gRPC servers (at once; Serve has stopped them
-// gracefully already) and the embedded bridge, closes the bridge
-// connection and the store, and closes the providers' idle connections.
-// Idempotent.
+// gracefully already), the store's watch and the embedded bridge, closes
+// the bridge connection and the store, and closes the providers' idle
+// connections. Idempotent.
 func (a *Agent) Close() error {
+	if a.stopWatch != nil {
+		a.stopWatch()
+		<-a.watchDone
+		a.stopWatch = nil
+	}
 	for _, srv := range []*grpc.Server{a.Server, a.Admin} {
 		if srv != nil {
 			srv.Stop()

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -8,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
@@ -33,7 +37,7 @@ func counterConfig(t *testing.T, dsn, counter string) config.Config {
 	zero := 0
 	cfg := config.Default()
 	cfg.StateDir = t.TempDir()
-	cfg.Store = config.Store{Driver: config.StorePostgres, DSN: dsn}
+	cfg.Store.Driver, cfg.Store.DSN = config.StorePostgres, dsn
 	cfg.Bridge.TerminateGrace = 500 * time.Millisecond
 	cfg.Bridge.Servers = map[string]config.Server{"files": {
 		Command: exe, Warm: &zero,
@@ -88,5 +92,96 @@ func TestPostgresReplicas(t *testing.T) {
 				t.Errorf("replica %d logged the store's DSN or password:\n%s", i, logs[i].String())
 			}
 		}
+	}
+}
+
+// healthWatch follows one service's health.
+type healthWatch struct {
+	t      *testing.T
+	stream healthpb.Health_WatchClient
+}
+
+func watchHealth(t *testing.T, client healthpb.HealthClient, service string) *healthWatch {
+	t.Helper()
+	stream, err := client.Watch(t.Context(), &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &healthWatch{t: t, stream: stream}
+}
+
+// until waits for the status want (the watch sends every change).
+func (w *healthWatch) until(want healthpb.HealthCheckResponse_ServingStatus) {
+	w.t.Helper()
+	for {
+		res, err := w.stream.Recv()
+		if err != nil {
+			w.t.Fatalf("waiting for %v: %v", want, err)
+		}
+		if res.GetStatus() == want {
+			return
+		}
+	}
+}
+
+// X-G1: while the store cannot be reached, the AgentService's health is
+// NOT_SERVING (the overall status stays SERVING) and a new generation
+// fails UNAVAILABLE with a RetryInfo; a generation that pauses meanwhile
+// cannot be kept and ends UNAVAILABLE too. Once the store answers again,
+// the service is SERVING and generations pause and resume as before.
+func TestStoreOutage(t *testing.T) {
+	t.Parallel()
+	proxy, dsn := pgtest.NewProxy(t, storeDSN(t))
+	counter := filepath.Join(t.TempDir(), "calls")
+	cfg := counterConfig(t, dsn, counter)
+	cfg.Store.PingInterval = 50 * time.Millisecond
+	var logs apptest.Logs
+	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	client, health := agentdv1.NewAgentServiceClient(conn), healthpb.NewHealthClient(conn)
+	agent := deleteAgent(t)
+	service := watchHealth(t, health, agentdv1.AgentService_ServiceDesc.ServiceName)
+	service.until(healthpb.HealthCheckResponse_SERVING)
+
+	waiting, _ := startAndWait(t, client, agent) // at its approval request
+	proxy.Down()
+	service.until(healthpb.HealthCheckResponse_NOT_SERVING)
+	if res, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("the overall health during the outage: %v, %v; want SERVING", res.GetStatus(), err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := runGeneration(ctx, client, agent)
+	st := status.Convert(err)
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			retry = r
+		}
+	}
+	if st.Code() != codes.Unavailable || retry == nil || retry.GetRetryDelay().AsDuration() != cfg.Store.PingInterval {
+		t.Errorf("a new generation during the outage: %v (retry %v); want UNAVAILABLE, retry after %v", err, retry, cfg.Store.PingInterval)
+	}
+	waiting.CloseSend() // it pauses, and cannot be stored
+	if _, err := finish(waiting); status.Code(err) != codes.Unavailable {
+		t.Errorf("the generation that paused during the outage: %v; want UNAVAILABLE", err)
+	}
+
+	proxy.Up()
+	service.until(healthpb.HealthCheckResponse_SERVING)
+	paused := startAndPause(t, client, agent)
+	if final := resume(t, client, paused, agent, true); final != "deleted draft.txt" {
+		t.Errorf("after the outage, the resume ended with %q", final)
+	}
+	if got := lines(t, counter); len(got) != 1 {
+		t.Errorf("the MCP server saw %d calls (%v); want 1 (the one resumed after the outage)", len(got), got)
+	}
+	for _, want := range []string{"the state store cannot be reached", "the state store answers again"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), storePassword) || strings.Contains(logs.String(), dsn) {
+		t.Errorf("the log has the store's DSN:\n%s", logs.String())
 	}
 }

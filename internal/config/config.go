@@ -480,6 +480,13 @@ type Store struct {
 	// only with it. Secret: never logged, nor said in an error. Default:
 	// none. Env AGENTD_STORE_DSN (which keeps it out of the file).
 	DSN string `yaml:"dsn"`
+	// PingInterval is how often `agentd serve` checks that the store
+	// answers. While it does not, the AgentService's health is
+	// NOT_SERVING (health's overall status, "", stays SERVING: the
+	// process is alive) and every Generate stream, new or resuming, fails
+	// UNAVAILABLE with a RetryInfo of this interval; the first check that
+	// passes makes it SERVING again. Default 5s.
+	PingInterval time.Duration `yaml:"ping_interval"`
 }
 
 // Bridge configures the BridgeService.
@@ -732,7 +739,7 @@ func Default() Config {
 		Admin:         Admin{TLS: TLS{MinVersion: "1.2"}},
 		Reflection:    true,
 		Log:           Log{Level: "info", Format: "text"},
-		Store:         Store{Driver: StoreSQLite},
+		Store:         Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
 			TLS:            TLS{MinVersion: "1.2"},
@@ -1009,6 +1016,9 @@ func (s Store) validate(bad func(string, ...any)) {
 		}
 	default:
 		bad("store.driver: must be sqlite or postgres, got %q", s.Driver)
+	}
+	if s.PingInterval <= 0 {
+		bad("store.ping_interval: must be positive, got %s", s.PingInterval)
 	}
 }
 

@@ -98,16 +98,18 @@ func TestLoad(t *testing.T) {
 		},
 		{
 			name: "X-G1 store: postgres in the file, its DSN from the environment",
-			file: "store: {driver: postgres}\n",
+			file: "store: {driver: postgres, ping_interval: 2s}\n",
 			env:  map[string]string{"AGENTD_STORE_DSN": "postgres://agentd:secret@db:5432/agentd"},
 			want: func(c *Config) {
-				c.Store = Store{Driver: StorePostgres, DSN: "postgres://agentd:secret@db:5432/agentd"}
+				c.Store = Store{Driver: StorePostgres, DSN: "postgres://agentd:secret@db:5432/agentd", PingInterval: 2 * time.Second}
 			},
 		},
 		{
 			name: "X-G1 store: both from the environment",
 			env:  map[string]string{"AGENTD_STORE_DRIVER": "postgres", "AGENTD_STORE_DSN": "host=db user=agentd"},
-			want: func(c *Config) { c.Store = Store{Driver: StorePostgres, DSN: "host=db user=agentd"} },
+			want: func(c *Config) {
+				c.Store.Driver, c.Store.DSN = StorePostgres, "host=db user=agentd"
+			},
 		},
 		{
 			name: "a key of a tenant that tenants.default covers",
@@ -211,6 +213,7 @@ func TestLoadRejects(t *testing.T) {
 		},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 		{name: "X-G1 store: postgres without a DSN", file: "store: {driver: postgres}\n", wantErrs: []string{"store.dsn: required with store.driver postgres"}},
+		{name: "X-G1 store: a ping_interval of zero", file: "store: {ping_interval: 0s}\n", wantErrs: []string{"store.ping_interval: must be positive"}},
 		{name: "X-G1 store: an unknown driver", env: map[string]string{"AGENTD_STORE_DRIVER": "mysql"}, wantErrs: []string{`store.driver: must be sqlite or postgres, got "mysql"`}},
 		{name: "X-G1 store: a DSN that sqlite would ignore", env: map[string]string{"AGENTD_STORE_DSN": "postgres://db/agentd"}, wantErrs: []string{"store.dsn: set, but store.driver is sqlite"}},
 	}
