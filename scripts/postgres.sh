@@ -54,16 +54,20 @@ install() {
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && ours=1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql >/dev/null
-  local rc=$?
-  [[ -n $ours ]] && rm -f "$policy"
-  return $rc
+  local rc=0
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql >/dev/null || rc=$?
+  if [[ -n $ours ]]; then rm -f "$policy"; fi
+  if ((rc != 0)); then
+    log "could not install postgresql"
+    exit "$rc"
+  fi
 }
 
-# as_user CMD...: runs CMD as the server's user.
+# as_user CMD...: runs CMD as the server's user, from / (the caller's
+# directory may be closed to that user; every path given is absolute).
 as_user() {
   if [[ $(id -u) == 0 ]]; then
-    runuser -u "$user" -- "$@"
+    (cd / && runuser -u "$user" -- "$@")
   else
     "$@"
   fi
@@ -101,7 +105,11 @@ start() {
   local initdb pg_ctl began
   began=$(date +%s%N)
   initdb=$(bin initdb) pg_ctl=$(bin pg_ctl)
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/agentd-postgres.XXXXXX")
+  # As root, /tmp: the server's user must reach the directory, and a
+  # TMPDIR under /root it could not.
+  local base=${TMPDIR:-/tmp}
+  [[ $(id -u) == 0 ]] && base=/tmp
+  dir=$(mktemp -d "$base/agentd-postgres.XXXXXX")
   chmod 0755 "$dir"
   [[ $(id -u) == 0 ]] && chown "$user" "$dir"
   if ! as_user "$initdb" -D "$dir/data" -U postgres --auth=trust --no-locale -E UTF8 --no-sync >"$dir/initdb.log" 2>&1; then
@@ -139,7 +147,7 @@ stop() {
     local owner pid
     owner=$(stat -c %U "$d/data")
     if [[ $(id -u) == 0 ]]; then
-      runuser -u "$owner" -- "$(bin pg_ctl)" -D "$d/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+      (cd / && runuser -u "$owner" -- "$(bin pg_ctl)" -D "$d/data" -m immediate -w -t 30 stop >/dev/null 2>&1) || true
     else
       "$(bin pg_ctl)" -D "$d/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
     fi
