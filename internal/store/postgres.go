@@ -28,9 +28,9 @@ type Postgres struct {
 
 var _ Store = (*Postgres)(nil)
 
-// migrationLock is the key of the advisory lock that migrating holds (the
-// first 8 bytes of SHA-256("agentd schema migrations")): of several
-// replicas starting at once, one migrates and the others wait for it.
+// migrationLock is the key of the advisory lock that migrating holds, a
+// constant of agentd's own: of several replicas starting at once, one
+// migrates and the others wait for it.
 const migrationLock int64 = 0x3f1c2a9b5d7e4c11
 
 // OpenPostgres connects to the database that dsn names (a postgres:// URL
@@ -65,6 +65,9 @@ func openError(err error) error {
 		return err
 	}
 	c := classify(err)
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return fault.Hide(c.Kind, err, "store (postgres): %s", safeText(err))
+	}
 	return fault.Hide(c.Kind, err, "store (postgres): %s: %s", c.Msg, safeText(err))
 }
 
@@ -81,7 +84,7 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 		return err
 	}
@@ -181,11 +184,16 @@ func classify(err error) *fault.Error {
 	return fault.Hide(fault.Unavailable, err, "the state store cannot be reached")
 }
 
-// safeText says what went wrong without a word of the DSN: the server's
-// message, or the system's error (connection refused, ...), or nothing.
+// safeText says what went wrong without a word of the DSN: what the
+// server's error code means (its message may name the user or the
+// database), or the system's error (connection refused, ...).
 func safeText(err error) string {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+		what, ok := serverErrors[pgErr.Code]
+		if !ok {
+			what = "the server refused"
+		}
+		return fmt.Sprintf("%s (SQLSTATE %s)", what, pgErr.Code)
 	}
 	if errno, ok := errors.AsType[syscall.Errno](err); ok {
 		return errno.Error()
@@ -196,7 +204,18 @@ func safeText(err error) string {
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 		return "timed out"
 	}
-	return "see the server's log"
+	return "the connection failed"
+}
+
+// serverErrors says what the server's errors likeliest at start mean.
+var serverErrors = map[string]string{
+	"28000": "authentication failed",
+	"28P01": "authentication failed",
+	"3D000": "the database does not exist",
+	"42501": "permission denied (the role must be able to create tables in the database)",
+	"53300": "too many connections",
+	"57P01": "the server is shutting down",
+	"57P03": "the server is starting up or shutting down",
 }
 
 func (p *Postgres) Save(ctx context.Context, tenant, id string, data []byte, expires time.Time, ifVersion int64) error {

@@ -136,3 +136,33 @@ func TestPostgresOutage(t *testing.T) {
 		t.Errorf("Save once the server is back: %v", err)
 	}
 }
+
+// X-G1: the server's refusals at start say what failed (a missing
+// database, an unknown role) but not the names that the DSN gave.
+func TestPostgresServerRefusals(t *testing.T) {
+	t.Parallel()
+	server := pgtest.ServerDSN(t)
+	missingDB, err := pgtest.WithDatabase(server, "agentd_canary_missing_db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknownRole, err := pgtest.WithUser(pgtest.DSN(t), "agentd_canary_role")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, dsn, want, secret string }{
+		{"missing database", missingDB, "the database does not exist (SQLSTATE 3D000)", "agentd_canary_missing_db"},
+		{"unknown role", unknownRole, "authentication failed (SQLSTATE 28000)", "agentd_canary_role"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := OpenPostgres(t.Context(), tt.dsn, 0)
+			if fault.KindOf(err) != fault.Unavailable || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("OpenPostgres: %v; want Unavailable saying %q", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), tt.secret) {
+				t.Errorf("the error names %q: %v", tt.secret, err)
+			}
+		})
+	}
+}

@@ -98,6 +98,11 @@ func WithDatabase(dsn, name string) (string, error) {
 	return edit(dsn, func(u *url.URL) { u.Path = "/" + name }, "dbname="+name)
 }
 
+// WithUser returns dsn connecting as the role user.
+func WithUser(dsn, user string) (string, error) {
+	return edit(dsn, func(u *url.URL) { u.User = url.User(user) }, "user="+user)
+}
+
 // withAddress returns dsn connecting to 127.0.0.1:port instead.
 func withAddress(dsn string, port int) (string, error) {
 	return edit(dsn, func(u *url.URL) { u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) },
