@@ -6,7 +6,8 @@
 # Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
 # tools/go.mod (grpcurl, staticcheck), package.json + package-lock.json (buf, protoc-gen-es,
 # Connect-ES, typescript), Debian (protoc 3.21.12 and grpc_python_plugin for
-# Python, python3-grpcio and python3-protobuf to run the Python example).
+# Python, python3-grpcio and python3-protobuf to run the Python example;
+# postgresql for the store's tests, which scripts/postgres.sh installs).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -121,8 +122,14 @@ test: tools lint check-generated breaking go-test examples examples-auth smoke
 
 # AGENTD_REQUIRE_NPM_SERVERS: the tests against real published MCP servers
 # (installed by npm ci) fail instead of skipping when they are missing.
+# AGENTD_REQUIRE_POSTGRES: so do the PostgreSQL store's tests (X-G1), which
+# run on a throwaway server that scripts/postgres.sh starts for the whole run
+# (installing Debian's postgresql if missing) and stops when go test ends,
+# passed, failed or interrupted; AGENTD_TEST_POSTGRES_DSN=<dsn> points them at
+# a server of yours instead, and then nothing is started.
 go-test: npm
-	AGENTD_REQUIRE_NPM_SERVERS=1 go test -race -shuffle=on -count=1 ./...
+	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 \
+	  go test -race -shuffle=on -count=1 ./...
 
 # Benchmarks: timings on a shared machine are noisy, so each runs 5 times and
 # the medians are compared (scripts/bench-ratios.sh).

@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -218,7 +218,10 @@ type Agent struct {
 	log        *slog.Logger
 	mu         sync.Mutex
 	config     config.Config // as last applied, for Reload
-	store      *store.SQLite
+	store      store.Store
+	storeDown  atomic.Bool        // the last ping of the store failed
+	stopWatch  context.CancelFunc // stops watchStore; nil when it is not running
+	watchDone  chan struct{}
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -240,7 +243,7 @@ func NewAgent(o Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{providers: regs, config: o.Config, log: o.Logger}
-	if a.store, err = store.OpenSQLite(filepath.Join(o.Config.StateDir, "agentd.db"), time.Minute); err != nil {
+	if a.store, err = openStore(o.Config); err != nil {
 		return nil, err
 	}
 	// A tool result may be as large as the bridge lets it be (up to
@@ -283,6 +286,9 @@ func NewAgent(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
+	// After authentication: a caller learns the store is down only once
+	// it is let in.
+	serverOpts.Stream = append(serverOpts.Stream, a.storeGate(o.Config.Store.PingInterval))
 	a.Server, a.Health = grpcserver.New(serverOpts)
 	svc := server.New(server.Options{
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
@@ -301,6 +307,7 @@ func NewAgent(o Options) (*Agent, error) {
 		a.embedded.Service.Admin().Register(a.Server)
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
+	a.watchStore(o.Config.Store.PingInterval, storeName(o.Config), log)
 	return a, nil
 }
 
@@ -353,10 +360,15 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 }
 
 // Close stops the gRPC servers (at once; Serve has stopped them
-// gracefully already) and the embedded bridge, closes the bridge
-// connection and the store, and closes the providers' idle connections.
-// Idempotent.
+// gracefully already), the store's watch and the embedded bridge, closes
+// the bridge connection and the store, and closes the providers' idle
+// connections. Idempotent.
 func (a *Agent) Close() error {
+	if a.stopWatch != nil {
+		a.stopWatch()
+		<-a.watchDone
+		a.stopWatch = nil
+	}
 	for _, srv := range []*grpc.Server{a.Server, a.Admin} {
 		if srv != nil {
 			srv.Stop()
@@ -408,9 +420,9 @@ func ServeAgent(ctx context.Context, o Options) error {
 		case b.TLS.Dials():
 			hop = "TLS"
 		}
-		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", b.Address, "bridge_tls", hop, "state", o.Config.StateDir)
+		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", b.Address, "bridge_tls", hop, "store", storeName(o.Config))
 	} else {
-		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "state", o.Config.StateDir)
+		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "store", storeName(o.Config))
 	}
 	if o.Reloads == nil {
 		return a.ServeWithAdmin(ctx, lis, adminLis, o)

@@ -81,10 +81,15 @@ type Config struct {
 	// Log configures the structured log on stderr.
 	Log Log `yaml:"log"`
 
-	// StateDir holds agentd's durable state: agentd.db, the SQLite store of
-	// paused generations. Default: $XDG_STATE_HOME/agentd, else
-	// ~/.local/state/agentd. Env AGENTD_STATE_DIR.
+	// StateDir holds agentd's durable state on this machine: agentd.db,
+	// the SQLite store of paused generations (with store.driver sqlite).
+	// Default: $XDG_STATE_HOME/agentd, else ~/.local/state/agentd. Env
+	// AGENTD_STATE_DIR.
 	StateDir string `yaml:"state_dir"`
+
+	// Store says which store keeps the paused generations (X-G1): SQLite
+	// in state_dir (the default) or PostgreSQL. See Store.
+	Store Store `yaml:"store"`
 
 	// Bridge configures the BridgeService, embedded or remote.
 	Bridge Bridge `yaml:"bridge"`
@@ -452,6 +457,38 @@ type Log struct {
 	Format string `yaml:"format"`
 }
 
+// The store drivers.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// Store says where agentd keeps its durable state (X-G1). Every replica
+// that shares a store resumes the others' paused generations.
+type Store struct {
+	// Driver is "sqlite" (the default): the embedded database agentd.db
+	// in state_dir, which needs no set-up and which replicas on one
+	// machine may share; or "postgres": the PostgreSQL database that DSN
+	// names, which replicas on several machines share. Either way agentd
+	// migrates the schema at start (replicas starting together are safe).
+	// Env AGENTD_STORE_DRIVER.
+	Driver string `yaml:"driver"`
+	// DSN is the PostgreSQL connection string: a URL
+	// (postgres://user:password@host:5432/agentd?sslmode=verify-full) or
+	// libpq's key=value pairs; pgxpool's pool_max_conns and the other
+	// pool_* parameters size the pool. Required with driver postgres, and
+	// only with it. Secret: never logged, nor said in an error. Default:
+	// none. Env AGENTD_STORE_DSN (which keeps it out of the file).
+	DSN string `yaml:"dsn"`
+	// PingInterval is how often `agentd serve` checks that the store
+	// answers. While it does not, the AgentService's health is
+	// NOT_SERVING (health's overall status, "", stays SERVING: the
+	// process is alive) and every Generate stream, new or resuming, fails
+	// UNAVAILABLE with a RetryInfo of this interval; the first check that
+	// passes makes it SERVING again. Default 5s.
+	PingInterval time.Duration `yaml:"ping_interval"`
+}
+
 // Bridge configures the BridgeService.
 type Bridge struct {
 	// Address of a remote BridgeService (`agentd bridge`) for `agentd serve`
@@ -702,6 +739,7 @@ func Default() Config {
 		Admin:         Admin{TLS: TLS{MinVersion: "1.2"}},
 		Reflection:    true,
 		Log:           Log{Level: "info", Format: "text"},
+		Store:         Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
 			TLS:            TLS{MinVersion: "1.2"},
@@ -805,6 +843,8 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_LOG_LEVEL", &c.Log.Level)
 	str("AGENTD_LOG_FORMAT", &c.Log.Format)
 	str("AGENTD_STATE_DIR", &c.StateDir)
+	str("AGENTD_STORE_DRIVER", &c.Store.Driver)
+	str("AGENTD_STORE_DSN", &c.Store.DSN)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
 	str("AGENTD_ADMIN_LISTEN", &c.Admin.Listen)
@@ -883,6 +923,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateTenants(bad)
 	c.validateAuth(bad)
+	c.Store.validate(bad)
 	if c.ShutdownGrace <= 0 {
 		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)
 	}
@@ -959,6 +1000,26 @@ func (c *Config) Validate() error {
 		bad("generation.answer_timeout: %s exceeds generation.max_answer_timeout %s", g.AnswerTimeout, g.MaxAnswerTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks store. The DSN's syntax is the store's to check when it
+// opens; no message here quotes it.
+func (s Store) validate(bad func(string, ...any)) {
+	switch s.Driver {
+	case StoreSQLite:
+		if s.DSN != "" {
+			bad("store.dsn: set, but store.driver is sqlite, which does not use it; set store.driver: postgres (AGENTD_STORE_DRIVER=postgres) to use PostgreSQL")
+		}
+	case StorePostgres:
+		if s.DSN == "" {
+			bad("store.dsn: required with store.driver postgres (or AGENTD_STORE_DSN)")
+		}
+	default:
+		bad("store.driver: must be sqlite or postgres, got %q", s.Driver)
+	}
+	if s.PingInterval <= 0 {
+		bad("store.ping_interval: must be positive, got %s", s.PingInterval)
+	}
 }
 
 // validatePeers checks bridge.trusted_peers: only a certificate that the

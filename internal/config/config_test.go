@@ -97,6 +97,21 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "X-G1 store: postgres in the file, its DSN from the environment",
+			file: "store: {driver: postgres, ping_interval: 2s}\n",
+			env:  map[string]string{"AGENTD_STORE_DSN": "postgres://agentd:secret@db:5432/agentd"},
+			want: func(c *Config) {
+				c.Store = Store{Driver: StorePostgres, DSN: "postgres://agentd:secret@db:5432/agentd", PingInterval: 2 * time.Second}
+			},
+		},
+		{
+			name: "X-G1 store: both from the environment",
+			env:  map[string]string{"AGENTD_STORE_DRIVER": "postgres", "AGENTD_STORE_DSN": "host=db user=agentd"},
+			want: func(c *Config) {
+				c.Store.Driver, c.Store.DSN = StorePostgres, "host=db user=agentd"
+			},
+		},
+		{
 			name: "a key of a tenant that tenants.default covers",
 			file: "tenants: {default: {}}\nauth: {api_keys: [{name: k, sha256: x, tenant: globex}]}\n",
 			want: func(c *Config) {
@@ -197,6 +212,10 @@ func TestLoadRejects(t *testing.T) {
 			wantErrs: []string{`auth.api_keys[0].tenant: tenant "globex" is not configured`, `auth.mtls.principals[0].tenant: tenant "initech" is not configured`},
 		},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
+		{name: "X-G1 store: postgres without a DSN", file: "store: {driver: postgres}\n", wantErrs: []string{"store.dsn: required with store.driver postgres"}},
+		{name: "X-G1 store: a ping_interval of zero", file: "store: {ping_interval: 0s}\n", wantErrs: []string{"store.ping_interval: must be positive"}},
+		{name: "X-G1 store: an unknown driver", env: map[string]string{"AGENTD_STORE_DRIVER": "mysql"}, wantErrs: []string{`store.driver: must be sqlite or postgres, got "mysql"`}},
+		{name: "X-G1 store: a DSN that sqlite would ignore", env: map[string]string{"AGENTD_STORE_DSN": "postgres://db/agentd"}, wantErrs: []string{"store.dsn: set, but store.driver is sqlite"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,6 +237,24 @@ func TestLoadRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// X-G1: store.dsn is a secret: a configuration that is refused does not
+// say it, nor any part of it.
+func TestStoreDSNNotInErrors(t *testing.T) {
+	t.Parallel()
+	const dsn = "postgres://agentd:canary-p4ss@db.internal:5432/agentd"
+	for _, driver := range []string{"sqlite", "mysql"} {
+		_, err := Load("", env(map[string]string{"AGENTD_STORE_DRIVER": driver, "AGENTD_STORE_DSN": dsn}), "/opt/agentd")
+		if err == nil {
+			t.Fatalf("driver %s with a DSN: loaded", driver)
+		}
+		for _, part := range []string{"canary-p4ss", "db.internal", "agentd:"} {
+			if strings.Contains(err.Error(), part) {
+				t.Errorf("driver %s: the error says %q: %v", driver, part, err)
+			}
+		}
 	}
 }
 

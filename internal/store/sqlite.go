@@ -17,19 +17,6 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-const schema = `
-CREATE TABLE IF NOT EXISTS paused_generations (
-	tenant     TEXT    NOT NULL,
-	id         TEXT    NOT NULL,
-	version    INTEGER NOT NULL,
-	data       BLOB    NOT NULL,
-	expires_at INTEGER NOT NULL, -- unix milliseconds
-	claimed_at INTEGER,          -- unix milliseconds; NULL while unclaimed
-	PRIMARY KEY (tenant, id)
-);
-CREATE INDEX IF NOT EXISTS paused_generations_expiry ON paused_generations (expires_at);
-`
-
 // SQLite is the Checkpoints of one SQLite database file.
 type SQLite struct {
 	db   *sql.DB
@@ -38,18 +25,21 @@ type SQLite struct {
 	once sync.Once
 }
 
-var _ Checkpoints = (*SQLite)(nil)
+var _ Store = (*SQLite)(nil)
 
 // OpenSQLite opens (creating if needed) the database at path, in WAL mode
 // with full synchronous commits, so a record that Save acknowledged
-// survives a crash of the process. Expired records are swept every
-// sweepEvery (0: never; Get ignores them anyway).
+// survives a crash of the process, and migrates its schema (see
+// migrations/sqlite). Expired records are swept every sweepEvery (0:
+// never; Get ignores them anyway).
 func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)"} {
+	// busy_timeout first: a replica opening the file while another
+	// switches it to WAL, or migrates it, waits instead of failing.
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+q.Encode())
@@ -59,7 +49,7 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	// One connection: SQLite serializes writers anyway, and a single
 	// connection avoids busy retries inside this process.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
+	if err := migrateSQLite(context.Background(), db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %s: %w", filepath.Base(path), err)
 	}
@@ -105,6 +95,68 @@ func (s *SQLite) sweep(every time.Duration) {
 	}
 }
 
+// migrateSQLite applies the pending migrations in one transaction that
+// takes SQLite's write lock at once (BEGIN IMMEDIATE): of several
+// processes opening the file together, one migrates and the others wait
+// for it (busy_timeout), then find nothing left to do.
+func migrateSQLite(ctx context.Context, db *sql.DB) (err error) {
+	all, err := migrations("sqlite")
+	if err != nil {
+		return err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL -- unix milliseconds
+	)`); err != nil {
+		return err
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return err
+	}
+	var applied []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return err
+		}
+		applied = append(applied, v)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	todo, err := pending(all, applied)
+	if err != nil {
+		return err
+	}
+	for _, m := range todo {
+		if _, err := conn.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, time.Now().UnixMilli()); err != nil {
+			return err
+		}
+	}
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	return err
+}
+
 func unavailable(err error) error {
 	return fault.Hide(fault.Unavailable, err, "the state store failed")
 }
@@ -139,8 +191,7 @@ func oneRow(res sql.Result, err error, id string) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return unavailable(err)
 	} else if n != 1 {
-		return fault.New(fault.Conflict, "the paused generation %q was taken over by another resume, or is gone", id).
-			WithInfo("GENERATION_TAKEN_OVER", map[string]string{"generation_id": id})
+		return takenOver(id)
 	}
 	return nil
 }
@@ -153,7 +204,7 @@ func (s *SQLite) Get(ctx context.Context, tenant, id string) (Record, error) {
 		WHERE tenant = ? AND id = ? AND expires_at > ?`,
 		tenant, id, time.Now().UnixMilli()).Scan(&r.Data, &r.Version, &claimed)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Record{}, fault.New(fault.NotFound, "no paused generation %q", id)
+		return Record{}, notFound(id)
 	}
 	if err != nil {
 		return Record{}, unavailable(err)
@@ -176,8 +227,7 @@ func (s *SQLite) Claim(ctx context.Context, tenant, id string, version int64, da
 	if n, err := res.RowsAffected(); err != nil {
 		return unavailable(err)
 	} else if n != 1 {
-		return fault.New(fault.Conflict, "the paused generation %q is being resumed by another request, or was resumed", id).
-			WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": id})
+		return claimedBefore(id)
 	}
 	return nil
 }
@@ -221,6 +271,14 @@ func (s *SQLite) Delete(ctx context.Context, tenant, id string, ifVersion int64)
 		_, err = s.db.ExecContext(ctx, `DELETE FROM paused_generations WHERE tenant = ? AND id = ?`, tenant, id)
 	}
 	if err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// Ping reports whether the database can be used.
+func (s *SQLite) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
 		return unavailable(err)
 	}
 	return nil

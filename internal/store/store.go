@@ -1,20 +1,31 @@
 // Package store keeps paused generations durably, so that a resume works
-// on any replica and after a restart, exactly once.
+// on any replica and after a restart, exactly once (X-G1).
 //
-// Checkpoints is the contract; OpenSQLite is the default implementation,
-// an embedded SQLite database in one file (pure Go, no set-up). Its tests
-// (sqlite_test.go) are written against the contract, so that a second
-// implementation can run them too.
+// Checkpoints is the contract, with two implementations: OpenSQLite, the
+// default, an embedded SQLite database in one file (pure Go, no set-up;
+// replicas on one machine may share it), and OpenPostgres, a PostgreSQL
+// database that replicas on several machines share. Open picks one by
+// driver. One conformance suite (storetest) runs against both.
+//
+// Each opens its schema by applying the migrations embedded in the binary
+// (migrations/<dialect>/NNNN_name.sql) that the database's
+// schema_migrations table does not list yet; replicas starting together
+// are safe, one migrates and the others wait.
 //
 // Records are scoped to a tenant (the caller's identity): one tenant never
-// sees another's. Errors are classified with internal/fault: NotFound for
-// an unknown or expired generation, Conflict for a claim that another
-// resume won.
+// sees another's. Times are kept to the millisecond. Errors are classified
+// with internal/fault: NotFound for an unknown or expired generation,
+// Conflict for a claim that another resume won, Unavailable for a store
+// that cannot be reached or failed (retry may help); their messages never
+// carry the store's DSN or any part of it.
 package store
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/fault"
 )
 
 // Record is a stored paused generation.
@@ -70,4 +81,56 @@ type Checkpoints interface {
 
 	// Close releases the store. Idempotent.
 	Close() error
+}
+
+// Store is a Checkpoints that agentd opens and owns: the contract, and a
+// Ping that its health reports.
+type Store interface {
+	Checkpoints
+	// Ping reports whether the store can be used now: nil, or an
+	// Unavailable error. Safe for concurrent use.
+	Ping(ctx context.Context) error
+}
+
+// The drivers that Open knows.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// Options says which store Open opens.
+type Options struct {
+	// Driver is DriverSQLite (also when empty) or DriverPostgres.
+	Driver string
+	// Path is the SQLite database file.
+	Path string
+	// DSN is the PostgreSQL connection string. Secret.
+	DSN string
+	// SweepEvery is how often expired records are swept (0: never).
+	SweepEvery time.Duration
+}
+
+// Open opens the store that o names; ctx bounds connecting and migrating.
+func Open(ctx context.Context, o Options) (Store, error) {
+	switch o.Driver {
+	case "", DriverSQLite:
+		return OpenSQLite(o.Path, o.SweepEvery)
+	case DriverPostgres:
+		return OpenPostgres(ctx, o.DSN, o.SweepEvery)
+	}
+	return nil, fmt.Errorf("store: unknown driver %q: want %s or %s", o.Driver, DriverSQLite, DriverPostgres)
+}
+
+func notFound(id string) error {
+	return fault.New(fault.NotFound, "no paused generation %q", id)
+}
+
+func takenOver(id string) error {
+	return fault.New(fault.Conflict, "the paused generation %q was taken over by another resume, or is gone", id).
+		WithInfo("GENERATION_TAKEN_OVER", map[string]string{"generation_id": id})
+}
+
+func claimedBefore(id string) error {
+	return fault.New(fault.Conflict, "the paused generation %q is being resumed by another request, or was resumed", id).
+		WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": id})
 }

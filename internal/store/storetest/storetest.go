@@ -1,0 +1,464 @@
+// Package storetest is the conformance suite of store.Checkpoints (X-G1):
+// one set of tests that every implementation runs (SQLite and PostgreSQL,
+// from internal/store's tests), so that what agentd relies on (tenant
+// scoping, versions, fenced claims of which exactly one wins, expiry,
+// durability, schema migrations that several replicas may start at once)
+// holds whichever store it runs on.
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// DB is one empty database, for one test.
+type DB struct {
+	// Open opens a store on the database, as a replica does (migrating
+	// it, if it has not been), sweeping expired records every sweepEvery
+	// (0: never). Each call is another replica's handle on the same
+	// database. It may be called from several goroutines at once, and
+	// inside a synctest bubble (the suite closes what it opens there).
+	Open func(sweepEvery time.Duration) (store.Store, error)
+	// Stored reports whether the database holds tenant's record id,
+	// expired or not: what the sweeper has left.
+	Stored func(tenant, id string) (bool, error)
+}
+
+// Run runs the suite. newDB makes an empty database for one test, removed
+// when that test ends. The tests run in parallel.
+func Run(t *testing.T, newDB func(t *testing.T) DB) {
+	tests := []struct {
+		name string
+		test func(t *testing.T, db DB)
+	}{
+		{"SaveGetClaimDelete", testSaveGetClaimDelete},
+		{"TenantsIsolated", testTenantsIsolated},
+		{"FencedWrites", testFencedWrites},
+		{"ConcurrentClaims", testConcurrentClaims},
+		{"ExpiryAndDurability", testExpiryAndDurability},
+		{"Count", testCount},
+		{"ConcurrentOpens", testConcurrentOpens},
+		{"PingAndClose", testPingAndClose},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.test(t, newDB(t))
+		})
+	}
+}
+
+// open opens a store on db, closed when t ends.
+func open(t *testing.T, db DB, sweepEvery time.Duration) store.Store {
+	t.Helper()
+	s, err := db.Open(sweepEvery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func testSaveGetClaimDelete(t *testing.T, db DB) {
+	s := open(t, db, 0)
+	ctx := t.Context()
+	later := time.Now().Add(time.Hour)
+	if _, err := s.Get(ctx, "acme", "g1"); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("Get of nothing: %v", err)
+	}
+	if err := s.Save(ctx, "acme", "g1", []byte("v1"), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(ctx, "acme", "g1")
+	if err != nil || string(r.Data) != "v1" || r.Claimed {
+		t.Fatalf("Get = %+v, %v", r, err)
+	}
+	now := time.Now()
+	if err := s.Claim(ctx, "acme", "g1", r.Version, []byte("claimed"), now, now.Add(-time.Minute)); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	// The same version cannot be claimed twice, and a fresh claim is not stale.
+	if err := s.Claim(ctx, "acme", "g1", r.Version, []byte("again"), now, now.Add(-time.Minute)); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("second claim: %v, want Conflict", err)
+	}
+	r2, _ := s.Get(ctx, "acme", "g1")
+	if r2.Version != r.Version+1 || !r2.Claimed || string(r2.Data) != "claimed" {
+		t.Errorf("after Claim: %+v; want version %d, claimed", r2, r.Version+1)
+	}
+	if err := s.Claim(ctx, "acme", "g1", r2.Version, []byte("again"), now, now.Add(-time.Minute)); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("claim of a fresh claim: %v, want Conflict", err)
+	}
+	// A claim older than staleBefore can be taken over.
+	if err := s.Claim(ctx, "acme", "g1", r2.Version, []byte("takeover"), now, now.Add(time.Minute)); err != nil {
+		t.Errorf("takeover of a stale claim: %v", err)
+	}
+	// Saving again (the generation paused again) unclaims it.
+	if err := s.Save(ctx, "acme", "g1", []byte("v2"), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Get(ctx, "acme", "g1"); r.Claimed || string(r.Data) != "v2" {
+		t.Errorf("after Save: %+v", r)
+	}
+	if err := s.Delete(ctx, "acme", "g1", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "acme", "g1", 0); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+	if _, err := s.Get(ctx, "acme", "g1"); fault.KindOf(err) != fault.NotFound {
+		t.Errorf("after Delete: %v", err)
+	}
+}
+
+// One tenant's operations never see or touch another's record of the
+// same id.
+func testTenantsIsolated(t *testing.T, db DB) {
+	s := open(t, db, 0)
+	ctx := t.Context()
+	later := time.Now().Add(time.Hour)
+	if err := s.Save(ctx, "acme", "g", []byte("acme's"), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.Get(ctx, "acme", "g")
+	if _, err := s.Get(ctx, "globex", "g"); fault.KindOf(err) != fault.NotFound {
+		t.Errorf("another tenant read the record: %v", err)
+	}
+	now := time.Now()
+	if err := s.Claim(ctx, "globex", "g", r.Version, []byte("x"), now, now); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("another tenant's claim: %v; want Conflict", err)
+	}
+	if err := s.Save(ctx, "globex", "g", []byte("x"), later, r.Version); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("another tenant's fenced Save: %v; want Conflict", err)
+	}
+	if err := s.Delete(ctx, "globex", "g", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := s.Count(ctx, "globex"); err != nil || n != 0 {
+		t.Errorf("globex counts %d, %v; want 0", n, err)
+	}
+	if got, err := s.Get(ctx, "acme", "g"); err != nil || string(got.Data) != "acme's" || got.Version != r.Version || got.Claimed {
+		t.Errorf("another tenant's writes changed acme's record: %+v, %v", got, err)
+	}
+	// The same id in two tenants is two records.
+	if err := s.Save(ctx, "globex", "g", []byte("globex's"), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, "acme", "g"); string(got.Data) != "acme's" {
+		t.Errorf("globex's Save replaced acme's record: %+v", got)
+	}
+}
+
+// A resume's writes (Renew, Save and Delete with its claim's version)
+// work while it holds its claim, and fail or do nothing once another
+// resume has taken the generation over.
+func testFencedWrites(t *testing.T, db DB) {
+	s := open(t, db, 0)
+	ctx := t.Context()
+	later := time.Now().Add(time.Hour)
+	if err := s.Save(ctx, "", "g", []byte("paused"), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.Get(ctx, "", "g")
+	now := time.Now()
+	if err := s.Claim(ctx, "", "g", r.Version, []byte("claim A"), now, now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	a := r.Version + 1
+	if err := s.Renew(ctx, "", "g", a, nil, now.Add(time.Second)); err != nil {
+		t.Fatalf("Renew by the holder: %v", err)
+	}
+	if got, _ := s.Get(ctx, "", "g"); string(got.Data) != "claim A" {
+		t.Fatalf("Renew without data changed the data: %q", got.Data)
+	}
+	if err := s.Renew(ctx, "", "g", a, []byte("claim A, progressed"), now.Add(2*time.Second)); err != nil {
+		t.Fatalf("Renew with data: %v", err)
+	}
+	got, _ := s.Get(ctx, "", "g")
+	// Times are kept to the millisecond.
+	if string(got.Data) != "claim A, progressed" || got.Version != a || !got.Claimed || !got.ClaimedAt.Equal(time.UnixMilli(now.Add(2*time.Second).UnixMilli())) {
+		t.Fatalf("after Renew: %+v", got)
+	}
+	// B takes the claim over (A looked stale).
+	if err := s.Claim(ctx, "", "g", a, []byte("claim B"), now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Renew(ctx, "", "g", a, nil, now); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("Renew by the old holder: %v; want Conflict", err)
+	}
+	if err := s.Save(ctx, "", "g", []byte("A pauses"), later, a); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("Save by the old holder: %v; want Conflict", err)
+	}
+	if err := s.Delete(ctx, "", "g", a); err != nil {
+		t.Errorf("Delete by the old holder: %v", err)
+	}
+	if got, _ := s.Get(ctx, "", "g"); string(got.Data) != "claim B" {
+		t.Errorf("the old holder's writes changed the record: %+v", got)
+	}
+	// B's own writes work; its Save unclaims.
+	if err := s.Save(ctx, "", "g", []byte("B pauses"), later, a+1); err != nil {
+		t.Fatalf("Save by the holder: %v", err)
+	}
+	if got, _ := s.Get(ctx, "", "g"); got.Claimed || string(got.Data) != "B pauses" {
+		t.Errorf("after the holder's Save: %+v", got)
+	}
+	if err := s.Renew(ctx, "", "g", a+2, nil, now); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("Renew of an unclaimed record: %v; want Conflict", err)
+	}
+	// A Delete with the holder's version removes the record.
+	if err := s.Delete(ctx, "", "g", a+2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "", "g"); fault.KindOf(err) != fault.NotFound {
+		t.Errorf("after the holder's Delete: %v", err)
+	}
+}
+
+// Of concurrent claims on one version exactly one wins, across replicas:
+// a resume sent twice runs once.
+func testConcurrentClaims(t *testing.T, db DB) {
+	a, b := open(t, db, 0), open(t, db, 0) // two replicas sharing the database
+	ctx := t.Context()
+	if err := a.Save(ctx, "", "g", []byte("x"), time.Now().Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := a.Get(ctx, "", "g")
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			now := time.Now()
+			if err := s.Claim(ctx, "", "g", r.Version, []byte("c"), now, now.Add(-time.Hour)); err == nil {
+				won.Add(1)
+			} else if fault.KindOf(err) != fault.Conflict {
+				t.Errorf("claim: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Errorf("%d claims won, want 1", won.Load())
+	}
+}
+
+// Get ignores an expired record at once; the sweeper removes it on its
+// next tick, but keeps a claimed record a day past its last claim or
+// renewal, whatever its expiry (its resume may still run); a record
+// survives a reopen. X-H6: the store reads synctest's clock, so every time
+// here is exact, not a guess at how long a loaded machine takes.
+func testExpiryAndDurability(t *testing.T, db DB) {
+	synctest.Test(t, func(t *testing.T) {
+		const sweepEvery = time.Hour
+		s, err := db.Open(sweepEvery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := t.Context()
+		t0 := time.Now()
+		stored := func(id string) bool {
+			t.Helper()
+			ok, err := db.Stored("", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		// sleep lets the clock run d, and the sweeper finish any tick due.
+		sleep := func(d time.Duration) {
+			time.Sleep(d)
+			synctest.Wait()
+		}
+
+		if err := s.Save(ctx, "", "short", []byte("x"), t0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "", "short"); fault.KindOf(err) != fault.NotFound {
+			t.Errorf("a record was returned at its expiry: %v", err)
+		}
+		if err := s.Save(ctx, "", "long", []byte("kept"), t0.Add(48*time.Hour), 0); err != nil {
+			t.Fatal(err)
+		}
+		// A record claimed before it expires: its resume still runs.
+		if err := s.Save(ctx, "", "resuming", []byte("x"), t0.Add(time.Minute), 0); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Get(ctx, "", "resuming")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Claim(ctx, "", "resuming", r.Version, []byte("claimed"), t0, t0); err != nil {
+			t.Fatal(err)
+		}
+
+		sleep(sweepEvery - time.Millisecond)
+		if !stored("short") {
+			t.Fatal("the expired record was swept before the sweeper's first tick")
+		}
+		sleep(time.Millisecond)
+		if stored("short") {
+			t.Fatal("the sweeper's tick at 1h left the record that expired at 0h")
+		}
+		if !stored("resuming") {
+			t.Fatal("the sweeper removed a record claimed an hour ago")
+		}
+		renewed := time.Now() // t0+1h, past the record's expiry at t0+1m
+		if err := s.Renew(ctx, "", "resuming", r.Version+1, nil, renewed); err != nil {
+			t.Fatalf("the resume of a claimed record past its expiry lost it: %v", err)
+		}
+		sleep(24 * time.Hour) // the tick at exactly a day after the renewal
+		if !stored("resuming") {
+			t.Fatal("the sweeper removed a claimed record a day after its renewal; it keeps it that long")
+		}
+		sleep(sweepEvery)
+		if stored("resuming") {
+			t.Fatalf("the claimed record outlived the tick after %v (a day past its renewal at %v)", time.Since(t0), renewed.Sub(t0))
+		}
+
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reopened, err := db.Open(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reopened.Close()
+		r, err = reopened.Get(ctx, "", "long")
+		if err != nil || string(r.Data) != "kept" {
+			t.Errorf("after reopening: %+v, %v", r, err)
+		}
+	})
+}
+
+// X-I7: Count is a tenant's paused generations that have not expired,
+// claimed ones included, and the earliest expiry among them: what
+// limits.max_paused_generations is held to, and when a place frees.
+func testCount(t *testing.T, db DB) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := db.Open(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := t.Context()
+		t0 := time.Now()
+		count := func(tenant string) (int, time.Duration) {
+			t.Helper()
+			n, next, err := s.Count(ctx, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				if !next.IsZero() {
+					t.Errorf("Count(%q) = 0 with an expiry %v", tenant, next)
+				}
+				return 0, 0
+			}
+			return n, next.Sub(t0)
+		}
+		if n, _ := count("acme"); n != 0 {
+			t.Fatalf("an empty store counts %d", n)
+		}
+		for id, expires := range map[string]time.Duration{"a": time.Hour, "b": 2 * time.Hour, "gone": 0} {
+			if err := s.Save(ctx, "acme", id, []byte("x"), t0.Add(expires), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Save(ctx, "globex", "c", []byte("x"), t0.Add(time.Minute), 0); err != nil {
+			t.Fatal(err)
+		}
+		if n, next := count("acme"); n != 2 || next != time.Hour {
+			t.Errorf("acme: %d, next expiry in %s; want 2 (the expired one not counted), in 1h", n, next)
+		}
+		r, _ := s.Get(ctx, "acme", "a")
+		if err := s.Claim(ctx, "acme", "a", r.Version, []byte("claimed"), t0, t0); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := count("acme"); n != 2 {
+			t.Errorf("acme with one claimed: %d; want 2", n)
+		}
+		if n, next := count("globex"); n != 1 || next != time.Minute {
+			t.Errorf("globex: %d, in %s; want 1, in 1m", n, next)
+		}
+		if err := s.Delete(ctx, "acme", "b", 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour)
+		if n, _ := count("acme"); n != 0 {
+			t.Errorf("acme after its records expired or went: %d", n)
+		}
+	})
+}
+
+// Replicas that start together on a new database all open it: one
+// migrates, the others wait, and none fails or migrates twice. Each then
+// sees what another wrote.
+func testConcurrentOpens(t *testing.T, db DB) {
+	const replicas = 6
+	stores := make([]store.Store, replicas)
+	errs := make([]error, replicas)
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Go(func() { stores[i], errs[i] = db.Open(0) })
+	}
+	wg.Wait()
+	for i, s := range stores {
+		if s != nil {
+			t.Cleanup(func() { _ = s.Close() })
+		}
+		if errs[i] != nil {
+			t.Errorf("replica %d: %v", i, errs[i])
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	ctx := t.Context()
+	for i, s := range stores {
+		if err := s.Save(ctx, "", fmt.Sprint(i), []byte{byte(i)}, time.Now().Add(time.Hour), 0); err != nil {
+			t.Fatalf("replica %d: Save: %v", i, err)
+		}
+	}
+	for i, s := range stores {
+		next := (i + 1) % replicas
+		if r, err := s.Get(ctx, "", fmt.Sprint(next)); err != nil || len(r.Data) != 1 || r.Data[0] != byte(next) {
+			t.Errorf("replica %d reading replica %d's record: %+v, %v", i, next, r, err)
+		}
+	}
+	// A replica started later finds the schema in place.
+	if later, err := db.Open(0); err != nil {
+		t.Errorf("a later replica: %v", err)
+	} else {
+		_ = later.Close()
+	}
+}
+
+// Ping answers while the store is open; Close is idempotent.
+func testPingAndClose(t *testing.T, db DB) {
+	s, err := db.Open(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping of an open store: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := s.Ping(t.Context()); fault.KindOf(err) != fault.Unavailable {
+		t.Errorf("Ping of a closed store: %v; want Unavailable", err)
+	}
+}
