@@ -12,7 +12,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+	"modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/agentd/agentd/internal/fault"
 )
@@ -49,7 +50,7 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	// One connection: SQLite serializes writers anyway, and a single
 	// connection avoids busy retries inside this process.
 	db.SetMaxOpenConns(1)
-	if err := migrateSQLite(context.Background(), db); err != nil {
+	if err := openingMigrate(db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %s: %w", filepath.Base(path), err)
 	}
@@ -60,6 +61,24 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	s := &SQLite{db: db, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.sweep(sweepEvery)
 	return s, nil
+}
+
+// openingMigrate migrates db, trying again while SQLite answers busy at
+// once, for up to the busy timeout. A replica's first connection switches
+// a file still in rollback mode to WAL, which needs the file to itself:
+// when several open it together, SQLite refuses some of them at once
+// rather than letting them wait (waiting could deadlock), so the wait is
+// ours.
+func openingMigrate(db *sql.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+		err := migrateSQLite(context.Background(), db)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
 }
 
 // uriPath escapes a file path for an SQLite URI filename, where "?"
