@@ -17,7 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// Postgres is the Checkpoints of a PostgreSQL database, shared by every
+// Postgres is the Store of a PostgreSQL database, shared by every
 // replica that opens it: for replicas on several machines.
 type Postgres struct {
 	pool *pgxpool.Pool

@@ -44,7 +44,7 @@ func TestPostgresMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1}; !slices.Equal(applied, want) {
+	if want := []int{1, 2}; !slices.Equal(applied, want) {
 		t.Errorf("schema_migrations lists %v; want %v", applied, want)
 	}
 
@@ -93,9 +93,10 @@ func TestPostgresErrorsKeepTheDSN(t *testing.T) {
 	}
 }
 
-// X-G1: a store whose server goes away fails Unavailable, at once rather
-// than when some timeout expires; once it is back the same store works
-// again, and what it acknowledged before is there.
+// X-G1, X-G3: a store whose server goes away fails Unavailable, at once
+// rather than when some timeout expires, for paused and durable
+// generations alike; once it is back the same store works again, and
+// what it acknowledged before is there.
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
 	proxy, dsn := pgtest.NewProxy(t, pgtest.DSN(t))
@@ -103,6 +104,12 @@ func TestPostgresOutage(t *testing.T) {
 	ctx := t.Context()
 	later := time.Now().Add(time.Hour)
 	if err := p.Save(ctx, "acme", "before", []byte("acknowledged"), later, 0); err != nil {
+		t.Fatal(err)
+	}
+	g := p.Generations()
+	now := time.Now()
+	if err := g.Create(ctx, NewGeneration{Tenant: "acme", ID: "running", Owner: "r", Expires: later,
+		Checkpoint: []byte("acknowledged"), Events: []Event{{Kind: "started"}}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -115,6 +122,17 @@ func TestPostgresOutage(t *testing.T) {
 			_, _, err := p.Count(ctx, "acme")
 			return err
 		},
+		"Generations.Get": func(ctx context.Context) error { _, err := g.Get(ctx, "acme", "running"); return err },
+		"Generations.Checkpoint": func(ctx context.Context) error {
+			_, err := g.Checkpoint(ctx, "acme", "running", 1, Checkpoint{State: Running, Data: []byte("x"), Now: now})
+			return err
+		},
+		"Generations.Append": func(ctx context.Context) error {
+			_, err := g.Append(ctx, "acme", "running", 1, []Event{{Kind: "delta"}})
+			return err
+		},
+		"Generations.Adopt": func(ctx context.Context) error { _, err := g.Adopt(ctx, "r2", now, later, 10); return err },
+		"Generations.Read":  func(ctx context.Context) error { _, err := g.Read(ctx, "acme", "running", 0, 0); return err },
 	} {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err := op(ctx)
@@ -134,6 +152,12 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	if err := p.Save(ctx, "acme", "after", []byte("x"), later, 0); err != nil {
 		t.Errorf("Save once the server is back: %v", err)
+	}
+	if r, err := g.Get(ctx, "acme", "running"); err != nil || string(r.Checkpoint) != "acknowledged" || r.LastSeq != 1 {
+		t.Errorf("the generation acknowledged before the outage: %+v, %v", r, err)
+	}
+	if last, err := g.Append(ctx, "acme", "running", 1, []Event{{Kind: "delta"}}); err != nil || last != 2 {
+		t.Errorf("Append once the server is back: %d, %v; want 2", last, err)
 	}
 }
 

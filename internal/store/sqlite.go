@@ -18,7 +18,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// SQLite is the Checkpoints of one SQLite database file.
+// SQLite is the Store of one SQLite database file.
 type SQLite struct {
 	db   *sql.DB
 	stop chan struct{}
@@ -43,6 +43,10 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
 	}
+	// A transaction takes the write lock when it begins: one that read
+	// first could not take it later if another process wrote meanwhile.
+	// Only writes use transactions.
+	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)

@@ -1,7 +1,11 @@
-// Package store keeps paused generations durably, so that a resume works
-// on any replica and after a restart, exactly once (X-G1).
+// Package store keeps generations durably (X-G1): paused generations, so
+// that a resume works on any replica and after a restart, exactly once
+// (Checkpoints); and every generation from its start, with the lease of
+// the replica that runs it, its checkpoints and its event log, so that
+// another replica can adopt it when that one dies (Generations, X-G2 and
+// X-G3).
 //
-// Checkpoints is the contract, with two implementations: OpenSQLite, the
+// Store is the contract, with two implementations: OpenSQLite, the
 // default, an embedded SQLite database in one file (pure Go, no set-up;
 // replicas on one machine may share it), and OpenPostgres, a PostgreSQL
 // database that replicas on several machines share. Open picks one by
@@ -15,7 +19,9 @@
 // Records are scoped to a tenant (the caller's identity): one tenant never
 // sees another's. Times are kept to the millisecond. Errors are classified
 // with internal/fault: NotFound for an unknown or expired generation,
-// Conflict for a claim that another resume won, Unavailable for a store
+// Conflict for a claim that another resume won or a write under a lease
+// that was lost, Invalid for arguments the contract refuses (a state
+// where another is due, a page token of no List), Unavailable for a store
 // that cannot be reached or failed (retry may help); their messages never
 // carry the store's DSN or any part of it.
 package store
@@ -83,10 +89,14 @@ type Checkpoints interface {
 	Close() error
 }
 
-// Store is a Checkpoints that agentd opens and owns: the contract, and a
-// Ping that its health reports.
+// Store is what agentd opens and owns: the Checkpoints of paused
+// generations, the Generations of durable ones (on the same database),
+// and a Ping that its health reports.
 type Store interface {
 	Checkpoints
+	// Generations returns the store's durable generations, valid until
+	// Close.
+	Generations() Generations
 	// Ping reports whether the store can be used now: nil, or an
 	// Unavailable error. Safe for concurrent use.
 	Ping(ctx context.Context) error

@@ -14,8 +14,8 @@ import (
 	"github.com/agentd/agentd/internal/store/storetest"
 )
 
-// X-G1: the conformance suite on SQLite, each test on a database file of
-// its own.
+// X-G1, X-G2, X-G3: the conformance suite on SQLite, each test on a
+// database file of its own.
 func TestSQLite(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) storetest.DB {
@@ -36,8 +36,8 @@ func TestSQLite(t *testing.T) {
 	})
 }
 
-// X-G1: the conformance suite on PostgreSQL, each test on a database of
-// its own on the server that make test starts (pgtest).
+// X-G1, X-G2, X-G3: the conformance suite on PostgreSQL, each test on a
+// database of its own on the server that make test starts (pgtest).
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	pgtest.ServerDSN(t) // skips once, not in each test

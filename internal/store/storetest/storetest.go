@@ -1,9 +1,14 @@
-// Package storetest is the conformance suite of store.Checkpoints (X-G1):
-// one set of tests that every implementation runs (SQLite and PostgreSQL,
-// from internal/store's tests), so that what agentd relies on (tenant
-// scoping, versions, fenced claims of which exactly one wins, expiry,
-// durability, schema migrations that several replicas may start at once)
-// holds whichever store it runs on.
+// Package storetest is the conformance suite of store.Store (X-G1): one
+// set of tests that every implementation runs (SQLite and PostgreSQL,
+// from internal/store's tests), so that what agentd relies on holds
+// whichever store it runs on. For paused generations (Checkpoints):
+// tenant scoping, versions, fenced claims of which exactly one wins,
+// expiry, durability, schema migrations that several replicas may start
+// at once. For durable generations (Generations, X-G3): the record and its
+// lease, writes fenced by the lease's epoch, exactly one winner among
+// concurrent acquisitions and adoptions, List's pages, the retention
+// sweep; and their event logs (X-G2): dense sequence numbers under
+// concurrent appenders, reads in order, atomic batches.
 package storetest
 
 import (
@@ -46,6 +51,16 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"Count", testCount},
 		{"ConcurrentOpens", testConcurrentOpens},
 		{"PingAndClose", testPingAndClose},
+		{"GenerationLifecycle", testGenerationLifecycle},
+		{"GenerationTenants", testGenerationTenants},
+		{"GenerationFencing", testGenerationFencing},
+		{"ConcurrentAcquire", testConcurrentAcquire},
+		{"ConcurrentAdopt", testConcurrentAdopt},
+		{"EventLog", testEventLog},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"WithdrawnTurn", testWithdrawnTurn},
+		{"ListPages", testListPages},
+		{"Sweep", testSweep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,117 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/pgtest"
+)
+
+// The cost of durability at the store, on each store: a checkpoint at a
+// turn boundary (an 8 KiB checkpoint and the turn's closing event), one
+// event appended (a 256-byte text delta), and reading back 1,000 events
+// (what an attach replays). The writes report their latency's p50 and
+// p99, besides the mean (ns/op).
+//
+//	go test -run '^$' -bench Generations ./internal/store/
+//	scripts/postgres.sh run go test -run '^$' -bench Generations ./internal/store/
+func BenchmarkGenerations(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) store.Store
+	}{
+		{"sqlite", func(b *testing.B) store.Store {
+			s, err := store.OpenSQLite(filepath.Join(b.TempDir(), "agentd.db"), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+		{"postgres", func(b *testing.B) store.Store {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := store.OpenPostgres(ctx, pgtest.DSN(b), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+	}
+	checkpoint := bytes.Repeat([]byte("c"), 8<<10)
+	delta := store.Event{Kind: "delta", Data: bytes.Repeat([]byte("d"), 256)}
+	for _, st := range stores {
+		// newGeneration opens the store and creates a running generation
+		// in it, held until long after the benchmark.
+		newGeneration := func(b *testing.B) store.Generations {
+			s := st.open(b)
+			b.Cleanup(func() { _ = s.Close() })
+			g := s.Generations()
+			now := time.Now()
+			if err := g.Create(b.Context(), store.NewGeneration{
+				Tenant: "acme", ID: "g", Owner: "r", Expires: now.Add(24 * time.Hour), Checkpoint: checkpoint, Now: now,
+			}); err != nil {
+				b.Fatal(err)
+			}
+			return g
+		}
+		b.Run(st.name+"/Checkpoint", func(b *testing.B) {
+			g := newGeneration(b)
+			ctx := b.Context()
+			c := store.Checkpoint{State: store.Running, Data: checkpoint, Events: []store.Event{{Kind: "turn_done", Data: []byte("{}")}}}
+			latencies(b, func() error {
+				c.Now = time.Now()
+				_, err := g.Checkpoint(ctx, "acme", "g", 1, c)
+				return err
+			})
+		})
+		b.Run(st.name+"/Append", func(b *testing.B) {
+			g := newGeneration(b)
+			ctx := b.Context()
+			events := []store.Event{delta}
+			latencies(b, func() error {
+				_, err := g.Append(ctx, "acme", "g", 1, events)
+				return err
+			})
+		})
+		b.Run(st.name+"/Read1000", func(b *testing.B) {
+			g := newGeneration(b)
+			ctx := b.Context()
+			if _, err := g.Append(ctx, "acme", "g", 1, slices.Repeat([]store.Event{delta}, 1000)); err != nil {
+				b.Fatal(err)
+			}
+			latencies(b, func() error {
+				events, err := g.Read(ctx, "acme", "g", 0, 1000)
+				if err == nil && len(events) != 1000 {
+					err = fmt.Errorf("read %d events; want 1000", len(events))
+				}
+				return err
+			})
+		})
+	}
+}
+
+// latencies runs op b.N times and reports its p50 and p99 in
+// microseconds.
+func latencies(b *testing.B, op func() error) {
+	b.Helper()
+	var took []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	at := func(q float64) float64 {
+		return float64(took[int(q*float64(len(took)-1))]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(at(0.50), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+}

@@ -1,0 +1,415 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// State is where a durable generation is in its life.
+type State string
+
+// The states of a generation. Running, Waiting and Paused are live: their
+// record takes checkpoints and events. Completed, Failed and Cancelled are
+// finished: the record keeps its result and event log, unchanged, until it
+// is swept.
+const (
+	// Running: its owner is working on it (a model turn, tool calls).
+	Running State = "running"
+	// Waiting: its owner waits on the client (an approval, a function
+	// result) and keeps the lease meanwhile.
+	Waiting State = "waiting"
+	// Paused: nobody works on it; a resume acquires it. Adopt passes it
+	// over.
+	Paused State = "paused"
+	// Completed, Failed, Cancelled: it has ended (Finish).
+	Completed State = "completed"
+	Failed    State = "failed"
+	Cancelled State = "cancelled"
+)
+
+// Finished reports whether s is one of the states a generation ends in.
+func (s State) Finished() bool {
+	return s == Completed || s == Failed || s == Cancelled
+}
+
+func (s State) live() bool { return s == Running || s == Waiting || s == Paused }
+
+// Lease is a replica's ownership of a generation: while it holds the
+// lease, only it writes the generation's record and log.
+type Lease struct {
+	// Owner is the holder's replica id; "" once the lease is released
+	// (Release, Finish).
+	Owner string
+	// Epoch is the fencing token: it grows by one on every acquisition
+	// (Acquire, Adopt; Create's is 1), and every write names it. A write
+	// that names an older epoch, or a released lease's, is refused.
+	Epoch int64
+	// Expires is when the lease lapses unless renewed; for a released
+	// lease, when it was released.
+	Expires time.Time
+}
+
+// Generation is the stored record of a durable generation.
+type Generation struct {
+	Tenant string
+	ID     string
+	State  State
+	Lease  Lease
+	// Checkpoint is the latest checkpoint, opaque to the store: nil in
+	// List's results, and empty once the generation has finished.
+	Checkpoint []byte
+	// Version counts the checkpoints written: 1 after Create, one more
+	// with each Checkpoint.
+	Version int64
+	// CheckpointSeq is the log's last sequence number when the checkpoint
+	// was written (its own events included): events after it were
+	// appended since, by a turn the checkpoint does not hold.
+	CheckpointSeq int64
+	// LastSeq is the sequence number of the log's last event (0: none).
+	LastSeq int64
+	// Result is the finished generation's summary, opaque to the store;
+	// nil while it is live.
+	Result    []byte
+	CreatedAt time.Time
+	// UpdatedAt is the time of the last Create, Checkpoint or Finish
+	// (lease operations and Append leave it).
+	UpdatedAt time.Time
+	// FinishedAt is when Finish ended it; zero while it is live.
+	FinishedAt time.Time
+}
+
+// Event is one entry of a generation's event log. Its Kind and Data are
+// the caller's: the store keeps them as given and never reads them.
+//
+// The log is append-only and is never rewritten: a model turn cut short
+// by a crash, whose events a client may have seen in part, is withdrawn
+// by appending an event that says so (of a kind the caller chooses, its
+// data naming the first sequence number withdrawn, e.g. the adopted
+// record's CheckpointSeq+1), so that a client replaying the log from any
+// point sees the same thing as one that watched it live: the partial
+// turn, then its withdrawal.
+type Event struct {
+	// Seq is the event's sequence number in its generation's log: 1, 2,
+	// ... without gaps, assigned by the store. Ignored on append.
+	Seq  int64
+	Kind string
+	Data []byte
+}
+
+// NewGeneration is what Create records.
+type NewGeneration struct {
+	Tenant, ID string
+	// Owner is the creating replica's id; it holds the first lease (epoch
+	// 1) until Expires.
+	Owner   string
+	Expires time.Time
+	// Checkpoint is the first checkpoint (version 1).
+	Checkpoint []byte
+	// Events start the log (sequence numbers from 1), in the same
+	// transaction.
+	Events []Event
+	Now    time.Time
+}
+
+// Checkpoint is what a fenced Checkpoint writes, in one transaction.
+type Checkpoint struct {
+	// State is Running, Waiting or Paused.
+	State State
+	// Data replaces the checkpoint.
+	Data []byte
+	// Events are appended with it; the checkpoint covers them.
+	Events []Event
+	Now    time.Time
+}
+
+// Outcome is what Finish writes, in one transaction.
+type Outcome struct {
+	// State is Completed, Failed or Cancelled.
+	State State
+	// Result is kept until the generation is swept.
+	Result []byte
+	// Events close the log.
+	Events []Event
+	Now    time.Time
+}
+
+// ListOptions selects a page of List.
+type ListOptions struct {
+	// States keeps the generations in one of these states (empty: all).
+	States []State
+	// PageSize is the most generations a page holds: DefaultPageSize
+	// when 0 or less, at most MaxPageSize.
+	PageSize int
+	// PageToken continues from the page that returned it ("" for the
+	// first page).
+	PageToken string
+}
+
+// The bounds of a page of List and of one Read.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 1000
+	MaxReadEvents   = 1000
+)
+
+// Generations stores durable generations (X-G3) and their event logs
+// (X-G2). All methods are safe for concurrent use, by this process and
+// by other replicas sharing the database. Times come from the caller and
+// are kept to the millisecond; replicas that share a store compare their
+// clocks through it (a lease one replica set expires by another's clock),
+// so their clocks must agree to well within a lease's length.
+//
+// Every write to a live generation (Renew, Release, Checkpoint, Append,
+// Finish) names the epoch of the lease it holds and is refused with
+// Conflict when the generation is no longer under that lease: another
+// replica acquired it since (a higher epoch), the lease was released, the
+// generation finished, or there is no such generation of that tenant. A
+// refused write changes nothing. The epoch alone fences: a lease that
+// expired but that nobody has acquired since is still its holder's.
+//
+// An Unavailable error may follow a write that committed (the connection
+// broke while the commit was under way). Finish is safe to retry; a
+// retried Create fails with Conflict if the first took (Get tells); a
+// writer that retries an Append, or a Checkpoint with events, logs them
+// twice if the first took, unless it reads the log's tail first.
+type Generations interface {
+	// Create records a new running generation under a lease held by
+	// g.Owner (epoch 1), with its first checkpoint and events. It fails
+	// with Conflict if the tenant has a generation of that id.
+	Create(ctx context.Context, g NewGeneration) error
+
+	// Acquire takes the lease of a live generation whose lease is
+	// released or expired by now, for owner until expires, with the next
+	// epoch, and returns the record so acquired. It fails with NotFound
+	// if the tenant has no such generation, and with Conflict if another
+	// holds a lease that has not expired or the generation has finished.
+	// Of concurrent Acquires (and Adopts) of one generation, exactly one
+	// succeeds.
+	Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (Generation, error)
+
+	// Renew extends the lease of the given epoch to expires.
+	Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error
+
+	// Release gives up the lease of the given epoch at now, leaving the
+	// state as it is: a running or waiting generation can be adopted at
+	// once, a paused one acquired by a resume.
+	Release(ctx context.Context, tenant, id string, epoch int64, now time.Time) error
+
+	// Checkpoint replaces the state and checkpoint of a live generation
+	// under the lease of the given epoch and appends c.Events, all or
+	// nothing. It returns the log's last sequence number (c.Events[i]
+	// has last-len(c.Events)+1+i).
+	Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (last int64, err error)
+
+	// Finish ends a generation under the lease of the given epoch: it
+	// sets o.State and o.Result, appends o.Events, drops the checkpoint
+	// and releases the lease, all or nothing. It returns the log's last
+	// sequence number. Finishing again under the same epoch with the same
+	// state (a retry) is no error and changes nothing.
+	Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (last int64, err error)
+
+	// Get returns tenant's generation id, or NotFound: another tenant's
+	// is not found either, with the same error.
+	Get(ctx context.Context, tenant, id string) (Generation, error)
+
+	// List returns a page of tenant's generations, newest first (by
+	// creation, then by id), without their checkpoints, and the token of
+	// the next page ("" after the last). Generations created after the
+	// first page was read may be missing from the pages that follow; none
+	// is returned twice. A token that List did not return is Invalid.
+	List(ctx context.Context, tenant string, o ListOptions) (page []Generation, next string, err error)
+
+	// Adopt takes up to limit running or waiting generations, of any
+	// tenant, whose leases are released or expired by now (their owners
+	// died, or gave them up), for owner until expires, each with its next
+	// epoch; the oldest expiries first. It returns the records so
+	// acquired. Of adopters running at once, on any replicas, each
+	// generation goes to exactly one.
+	Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) ([]Generation, error)
+
+	// Append adds events to the log of a live generation under the lease
+	// of the given epoch, all or nothing, with the next sequence numbers,
+	// and returns the last (events[i] has last-len(events)+1+i; with no
+	// events, the log's last). Concurrent appends are each given a run
+	// of consecutive numbers, in their order.
+	Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (last int64, err error)
+
+	// Read returns up to limit events of tenant's generation id after
+	// sequence number after, in order (limit: MaxReadEvents when 0 or
+	// less, at most MaxReadEvents). Events become visible in order: a
+	// Read never returns an event while one before it is missing. An
+	// unknown generation, or another tenant's, is NotFound.
+	Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error)
+
+	// Sweep removes the generations, of any tenant, that finished at or
+	// before before, with their logs, and returns how many. Replicas may
+	// sweep at once.
+	Sweep(ctx context.Context, before time.Time) (int, error)
+}
+
+// whyNotAcquired says why an Acquire matched no row, from the state that
+// the generation has now (or the error of reading it).
+func whyNotAcquired(id, state string, err, noRows error, classify func(error) error) error {
+	switch {
+	case errors.Is(err, noRows):
+		return noGeneration(id)
+	case err != nil:
+		return classify(err)
+	case State(state).Finished():
+		return generationFinished(id)
+	}
+	return leaseHeld(id)
+}
+
+// generationColumns lists a generation's columns, each after prefix, in
+// the order that the stores scan them; with leave, the checkpoint is that
+// expression (NULL) rather than the column, for List to leave it out.
+func generationColumns(prefix, leave string) string {
+	cols := []string{"tenant", "id", "state", "owner", "epoch", "lease_expires", "version", "checkpoint",
+		"checkpoint_seq", "last_seq", "result", "created_at", "updated_at", "finished_at"}
+	for i, c := range cols {
+		if c == "checkpoint" && leave != "" {
+			cols[i] = leave
+			continue
+		}
+		cols[i] = prefix + c
+	}
+	return strings.Join(cols, ", ")
+}
+
+func noGeneration(id string) error {
+	return fault.New(fault.NotFound, "no generation %q", id)
+}
+
+func leaseLost(id string) error {
+	return fault.New(fault.Conflict, "the generation %q is no longer under this lease (another replica took it over, or it was released, finished or is gone)", id).
+		WithInfo("GENERATION_LEASE_LOST", map[string]string{"generation_id": id})
+}
+
+func leaseHeld(id string) error {
+	return fault.New(fault.Conflict, "the generation %q is held by another replica", id).
+		WithInfo("GENERATION_LEASED", map[string]string{"generation_id": id})
+}
+
+func generationFinished(id string) error {
+	return fault.New(fault.Conflict, "the generation %q has finished", id).
+		WithInfo("GENERATION_FINISHED", map[string]string{"generation_id": id})
+}
+
+func generationExists(id string) error {
+	return fault.New(fault.Conflict, "a generation %q exists already", id).
+		WithInfo("GENERATION_EXISTS", map[string]string{"generation_id": id})
+}
+
+// checkState refuses s unless ok, saying which states are wanted.
+func checkState(s State, ok bool, want string) error {
+	if !ok {
+		return fault.New(fault.Invalid, "store: state %q: want %s", s, want)
+	}
+	return nil
+}
+
+func checkLive(s State) error {
+	return checkState(s, s.live(), "running, waiting or paused")
+}
+
+func checkFinished(s State) error {
+	return checkState(s, s.Finished(), "completed, failed or cancelled")
+}
+
+func checkListStates(states []State) error {
+	for _, s := range states {
+		if err := checkState(s, s.live() || s.Finished(), "a generation's state"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pageSize is o's page size within bounds.
+func pageSize(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultPageSize
+	case n > MaxPageSize:
+		return MaxPageSize
+	}
+	return n
+}
+
+// readLimit is Read's limit within bounds.
+func readLimit(n int) int {
+	if n <= 0 || n > MaxReadEvents {
+		return MaxReadEvents
+	}
+	return n
+}
+
+// A page token is the position of the page's last generation in List's
+// order: its creation (unix milliseconds) and id.
+type pagePos struct {
+	created int64
+	id      string
+}
+
+func (p pagePos) token() string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%s", p.created, p.id))
+}
+
+func parsePageToken(tok string) (pos pagePos, ok bool, err error) {
+	if tok == "" {
+		return pagePos{}, false, nil
+	}
+	invalid := fault.New(fault.Invalid, "store: the page token is not one that List returned")
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return pagePos{}, false, invalid
+	}
+	ms, id, found := strings.Cut(string(b), ".")
+	created, err := strconv.ParseInt(ms, 10, 64)
+	if !found || err != nil {
+		return pagePos{}, false, invalid
+	}
+	return pagePos{created, id}, true, nil
+}
+
+// nextToken is the token after page, of which the store read one more row
+// than size to know whether another page follows; it trims page to size.
+func nextToken(page []Generation, size int) ([]Generation, string) {
+	if len(page) <= size {
+		return page, ""
+	}
+	page = page[:size]
+	last := page[size-1]
+	return page, pagePos{last.CreatedAt.UnixMilli(), last.ID}.token()
+}
+
+// eventColumns splits events into the columns the stores insert.
+func eventColumns(events []Event) (kinds []string, data [][]byte) {
+	kinds = make([]string, len(events))
+	data = make([][]byte, len(events))
+	for i, e := range events {
+		kinds[i] = e.Kind
+		data[i] = e.Data
+		if data[i] == nil {
+			data[i] = []byte{}
+		}
+	}
+	return kinds, data
+}
+
+// orEmpty is b, or an empty slice for nil: the stores' columns are NOT
+// NULL.
+func orEmpty(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,337 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgGenerations is the Generations of a PostgreSQL database. Each
+// operation is one statement (data-modifying CTEs write a generation and
+// its events together), so one round trip and one transaction. A write
+// under a lease updates the generation's row first and so holds its lock
+// until it commits: writes to one generation are serialized, and its
+// events commit in sequence order.
+type pgGenerations struct{ pool *pgxpool.Pool }
+
+// Generations returns the store's durable generations.
+func (p *Postgres) Generations() Generations { return pgGenerations{p.pool} }
+
+var (
+	pgGenerationCols = generationColumns("", "")
+	pgSummaryCols    = generationColumns("", "NULL::bytea")
+	// For Adopt's UPDATE ... FROM, whose columns are ambiguous unqualified.
+	pgAdoptedCols = generationColumns("g.", "")
+)
+
+func scanPgGeneration(row pgx.Row) (Generation, error) {
+	var g Generation
+	var state string
+	var finished *time.Time
+	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &g.Lease.Expires, &g.Version, &g.Checkpoint,
+		&g.CheckpointSeq, &g.LastSeq, &g.Result, &g.CreatedAt, &g.UpdatedAt, &finished)
+	if err != nil {
+		return Generation{}, err
+	}
+	g.State = State(state)
+	if finished != nil {
+		g.FinishedAt = *finished
+	}
+	return g, nil
+}
+
+func collectPgGeneration(row pgx.CollectableRow) (Generation, error) { return scanPgGeneration(row) }
+
+// pgEvents is the CTE that logs a write's events, whose kinds and data
+// are the parameters kinds and data, after the generation's row that CTE g
+// returned ($1, $2), whose last_seq counts them (parameter n).
+func pgEvents(n, kinds, data string) string {
+	return `e AS (
+		INSERT INTO generation_events (tenant, generation_id, seq, kind, data)
+		SELECT $1, $2, g.last_seq - ` + n + ` + e.o, e.kind, e.data
+		FROM g, unnest(` + kinds + `::text[], ` + data + `::bytea[]) WITH ORDINALITY AS e(kind, data, o)
+	)`
+}
+
+func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
+	kinds, data := eventColumns(g.Events)
+	var n int
+	err := p.pool.QueryRow(ctx, `
+		WITH g AS (
+			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
+				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
+			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $6, $6, NULL, $7, $7, NULL)
+			ON CONFLICT (tenant, id) DO NOTHING
+			RETURNING last_seq
+		), `+pgEvents("$6", "$8", "$9")+`
+		SELECT count(*) FROM g`,
+		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data).Scan(&n)
+	if err != nil {
+		return classify(err)
+	}
+	if n != 1 {
+		return generationExists(g.ID)
+	}
+	return nil
+}
+
+func (p pgGenerations) Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (Generation, error) {
+	g, err := scanPgGeneration(p.pool.QueryRow(ctx, `
+		UPDATE generations SET owner = $3, epoch = epoch + 1, lease_expires = $5
+		WHERE tenant = $1 AND id = $2 AND state IN ('running', 'waiting', 'paused')
+			AND (owner = '' OR lease_expires <= $4)
+		RETURNING `+pgGenerationCols,
+		tenant, id, owner, ms(now), ms(expires)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		var state string
+		err := p.pool.QueryRow(ctx, `SELECT state FROM generations WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&state)
+		return Generation{}, whyNotAcquired(id, state, err, pgx.ErrNoRows, func(err error) error { return classify(err) })
+	}
+	if err != nil {
+		return Generation{}, classify(err)
+	}
+	return g, nil
+}
+
+func (p pgGenerations) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error {
+	tag, err := p.pool.Exec(ctx, `
+		UPDATE generations SET lease_expires = $4
+		WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''`,
+		tenant, id, epoch, ms(expires))
+	if err != nil {
+		return classify(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return leaseLost(id)
+	}
+	return nil
+}
+
+func (p pgGenerations) Release(ctx context.Context, tenant, id string, epoch int64, now time.Time) error {
+	tag, err := p.pool.Exec(ctx, `
+		UPDATE generations SET owner = '', lease_expires = $4
+		WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''`,
+		tenant, id, epoch, ms(now))
+	if err != nil {
+		return classify(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return leaseLost(id)
+	}
+	return nil
+}
+
+func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (int64, error) {
+	if err := checkLive(c.State); err != nil {
+		return 0, err
+	}
+	kinds, data := eventColumns(c.Events)
+	var last int64
+	err := p.pool.QueryRow(ctx, `
+		WITH g AS (
+			UPDATE generations SET state = $4, checkpoint = $5, version = version + 1,
+				last_seq = last_seq + $6, checkpoint_seq = last_seq + $6, updated_at = $7
+			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
+			RETURNING last_seq
+		), `+pgEvents("$6", "$8", "$9")+`
+		SELECT last_seq FROM g`,
+		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(c.Events)), ms(c.Now), kinds, data).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, leaseLost(id)
+	}
+	if err != nil {
+		return 0, classify(err)
+	}
+	return last, nil
+}
+
+func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (int64, error) {
+	if err := checkFinished(o.State); err != nil {
+		return 0, err
+	}
+	kinds, data := eventColumns(o.Events)
+	var last int64
+	err := p.pool.QueryRow(ctx, `
+		WITH g AS (
+			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
+				last_seq = last_seq + $6, updated_at = $7, finished_at = $7
+			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
+			RETURNING last_seq
+		), `+pgEvents("$6", "$8", "$9")+`
+		SELECT last_seq FROM g`,
+		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A retry of a Finish that committed finds it done.
+		var state string
+		var was int64
+		err := p.pool.QueryRow(ctx, `SELECT state, epoch, last_seq FROM generations WHERE tenant = $1 AND id = $2`,
+			tenant, id).Scan(&state, &was, &last)
+		if err == nil && was == epoch && State(state) == o.State {
+			return last, nil
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return 0, classify(err)
+		}
+		return 0, leaseLost(id)
+	}
+	if err != nil {
+		return 0, classify(err)
+	}
+	return last, nil
+}
+
+func (p pgGenerations) Get(ctx context.Context, tenant, id string) (Generation, error) {
+	g, err := scanPgGeneration(p.pool.QueryRow(ctx,
+		`SELECT `+pgGenerationCols+` FROM generations WHERE tenant = $1 AND id = $2`, tenant, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Generation{}, noGeneration(id)
+	}
+	if err != nil {
+		return Generation{}, classify(err)
+	}
+	return g, nil
+}
+
+func (p pgGenerations) List(ctx context.Context, tenant string, o ListOptions) ([]Generation, string, error) {
+	if err := checkListStates(o.States); err != nil {
+		return nil, "", err
+	}
+	pos, after, err := parsePageToken(o.PageToken)
+	if err != nil {
+		return nil, "", err
+	}
+	size := pageSize(o.PageSize)
+	// The conditions are in the statement only when they apply, so that
+	// each of its (few) forms has a plan of its own that seeks the page's
+	// start in the index rather than filtering the pages before it.
+	q := `SELECT ` + pgSummaryCols + ` FROM generations WHERE tenant = $1`
+	args := []any{tenant}
+	if len(o.States) > 0 {
+		states := make([]string, len(o.States))
+		for i, s := range o.States {
+			states[i] = string(s)
+		}
+		args = append(args, states)
+		q += fmt.Sprintf(` AND state = ANY($%d)`, len(args))
+	}
+	if after {
+		args = append(args, time.UnixMilli(pos.created), pos.id)
+		q += fmt.Sprintf(` AND (created_at, id) < ($%d, $%d)`, len(args)-1, len(args))
+	}
+	args = append(args, size+1)
+	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
+	rows, err := p.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", classify(err)
+	}
+	page, err := pgx.CollectRows(rows, collectPgGeneration)
+	if err != nil {
+		return nil, "", classify(err)
+	}
+	page, next := nextToken(page, size)
+	return page, next, nil
+}
+
+// Adopt picks its generations with FOR UPDATE SKIP LOCKED: adopters
+// running at once lock disjoint rows rather than queue behind each other,
+// and a row that another adopter took meanwhile no longer matches (its
+// lease is fresh) when this one comes to lock it.
+func (p pgGenerations) Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) ([]Generation, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := p.pool.Query(ctx, `
+		WITH c AS (
+			SELECT tenant, id FROM generations
+			WHERE state IN ('running', 'waiting') AND lease_expires <= $2
+			ORDER BY lease_expires LIMIT $4
+			FOR UPDATE SKIP LOCKED
+		)
+		UPDATE generations g SET owner = $1, epoch = g.epoch + 1, lease_expires = $3
+		FROM c WHERE g.tenant = c.tenant AND g.id = c.id
+		RETURNING `+pgAdoptedCols,
+		owner, ms(now), ms(expires), limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, collectPgGeneration)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return out, nil
+}
+
+func (p pgGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (int64, error) {
+	kinds, data := eventColumns(events)
+	var last int64
+	err := p.pool.QueryRow(ctx, `
+		WITH g AS (
+			UPDATE generations SET last_seq = last_seq + $4
+			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
+			RETURNING last_seq
+		), `+pgEvents("$4", "$5", "$6")+`
+		SELECT last_seq FROM g`,
+		tenant, id, epoch, int64(len(events)), kinds, data).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, leaseLost(id)
+	}
+	if err != nil {
+		return 0, classify(err)
+	}
+	return last, nil
+}
+
+func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error) {
+	// One statement, one snapshot: the events, and whether the
+	// generation exists (a row of NULLs when it has no events after).
+	rows, err := p.pool.Query(ctx, `
+		SELECT e.seq, e.kind, e.data FROM generations g
+		LEFT JOIN LATERAL (
+			SELECT seq, kind, data FROM generation_events
+			WHERE tenant = g.tenant AND generation_id = g.id AND seq > $3
+			ORDER BY seq LIMIT $4
+		) e ON true
+		WHERE g.tenant = $1 AND g.id = $2
+		ORDER BY e.seq`,
+		tenant, id, after, readLimit(limit))
+	if err != nil {
+		return nil, classify(err)
+	}
+	found := false
+	var out []Event
+	for rows.Next() {
+		found = true
+		var seq *int64
+		var kind *string
+		var data []byte
+		if err := rows.Scan(&seq, &kind, &data); err != nil {
+			rows.Close()
+			return nil, classify(err)
+		}
+		if seq == nil {
+			break
+		}
+		out = append(out, Event{Seq: *seq, Kind: *kind, Data: data})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, classify(err)
+	}
+	if !found {
+		return nil, noGeneration(id)
+	}
+	return out, nil
+}
+
+func (p pgGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
+	// The events go with their generation (ON DELETE CASCADE).
+	tag, err := p.pool.Exec(ctx, `DELETE FROM generations WHERE finished_at IS NOT NULL AND finished_at <= $1`, ms(before))
+	if err != nil {
+		return 0, classify(err)
+	}
+	return int(tag.RowsAffected()), nil
+}

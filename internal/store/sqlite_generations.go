@@ -1,0 +1,376 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+)
+
+// sqliteGenerations is the Generations of an SQLite database. SQLite has
+// one writer at a time, across processes: each write below is one
+// statement, or one transaction that takes the write lock as it begins,
+// so writes never interleave and a sequence of reads and writes inside
+// one sees no other's.
+//
+// A lease is held while its owner is not ”: Release and Finish clear it,
+// so the writes that require it are refused on a finished generation too.
+type sqliteGenerations struct{ db *sql.DB }
+
+// Generations returns the store's durable generations.
+func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db} }
+
+var (
+	sqliteGenerationCols = generationColumns("", "")
+	sqliteSummaryCols    = generationColumns("", "NULL")
+)
+
+func scanSQLiteGeneration(row interface{ Scan(...any) error }) (Generation, error) {
+	var g Generation
+	var state string
+	var expires, created, updated int64
+	var finished sql.NullInt64
+	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &expires, &g.Version, &g.Checkpoint,
+		&g.CheckpointSeq, &g.LastSeq, &g.Result, &created, &updated, &finished)
+	if err != nil {
+		return Generation{}, err
+	}
+	g.State = State(state)
+	g.Lease.Expires = time.UnixMilli(expires)
+	g.CreatedAt, g.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	if finished.Valid {
+		g.FinishedAt = time.UnixMilli(finished.Int64)
+	}
+	return g, nil
+}
+
+// inTx runs f in a transaction (holding the write lock: _txlock) and
+// commits it, or rolls it back if f fails.
+func (s sqliteGenerations) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(err)
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// insertEvents logs events with the sequence numbers from first.
+func insertEvents(ctx context.Context, tx *sql.Tx, tenant, id string, first int64, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO generation_events (tenant, generation_id, seq, kind, data) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer stmt.Close()
+	for i, e := range events {
+		if _, err := stmt.ExecContext(ctx, tenant, id, first+int64(i), e.Kind, orEmpty(e.Data)); err != nil {
+			return unavailable(err)
+		}
+	}
+	return nil
+}
+
+func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		n := int64(len(g.Events))
+		now := g.Now.UnixMilli()
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
+				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
+			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL)
+			ON CONFLICT (tenant, id) DO NOTHING`,
+			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now)
+		if err != nil {
+			return unavailable(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return unavailable(err)
+		} else if n != 1 {
+			return generationExists(g.ID)
+		}
+		return insertEvents(ctx, tx, g.Tenant, g.ID, 1, g.Events)
+	})
+}
+
+func (s sqliteGenerations) Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (Generation, error) {
+	g, err := scanSQLiteGeneration(s.db.QueryRowContext(ctx, `
+		UPDATE generations SET owner = ?, epoch = epoch + 1, lease_expires = ?
+		WHERE tenant = ? AND id = ? AND state IN ('running', 'waiting', 'paused')
+			AND (owner = '' OR lease_expires <= ?)
+		RETURNING `+sqliteGenerationCols,
+		owner, expires.UnixMilli(), tenant, id, now.UnixMilli()))
+	if errors.Is(err, sql.ErrNoRows) {
+		var state string
+		err := s.db.QueryRowContext(ctx, `SELECT state FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&state)
+		return Generation{}, whyNotAcquired(id, state, err, sql.ErrNoRows, unavailable)
+	}
+	if err != nil {
+		return Generation{}, unavailable(err)
+	}
+	return g, nil
+}
+
+// fenced is the outcome of a write under a lease: Conflict if it matched
+// no row.
+func fenced(res sql.Result, err error, id string) error {
+	if err != nil {
+		return unavailable(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return unavailable(err)
+	} else if n != 1 {
+		return leaseLost(id)
+	}
+	return nil
+}
+
+func (s sqliteGenerations) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error {
+	res, err := s.db.ExecContext(ctx, `
+		UPDATE generations SET lease_expires = ?
+		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`,
+		expires.UnixMilli(), tenant, id, epoch)
+	return fenced(res, err, id)
+}
+
+func (s sqliteGenerations) Release(ctx context.Context, tenant, id string, epoch int64, now time.Time) error {
+	res, err := s.db.ExecContext(ctx, `
+		UPDATE generations SET owner = '', lease_expires = ?
+		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`,
+		now.UnixMilli(), tenant, id, epoch)
+	return fenced(res, err, id)
+}
+
+func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (int64, error) {
+	if err := checkLive(c.State); err != nil {
+		return 0, err
+	}
+	var last int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		n := int64(len(c.Events))
+		err := tx.QueryRowContext(ctx, `
+			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
+				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
+			RETURNING last_seq`,
+			string(c.State), orEmpty(c.Data), n, n, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return leaseLost(id)
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		return insertEvents(ctx, tx, tenant, id, last-n+1, c.Events)
+	})
+	return last, err
+}
+
+func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (int64, error) {
+	if err := checkFinished(o.State); err != nil {
+		return 0, err
+	}
+	var last int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		n := int64(len(o.Events))
+		now := o.Now.UnixMilli()
+		err := tx.QueryRowContext(ctx, `
+			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
+				last_seq = last_seq + ?, updated_at = ?, finished_at = ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
+			RETURNING last_seq`,
+			string(o.State), orEmpty(o.Result), now, n, now, now, tenant, id, epoch).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			// A retry of a Finish that committed finds it done.
+			var state string
+			var was int64
+			err := tx.QueryRowContext(ctx, `SELECT state, epoch, last_seq FROM generations WHERE tenant = ? AND id = ?`,
+				tenant, id).Scan(&state, &was, &last)
+			if err == nil && was == epoch && State(state) == o.State {
+				return nil
+			}
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return unavailable(err)
+			}
+			return leaseLost(id)
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		return insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
+	})
+	return last, err
+}
+
+func (s sqliteGenerations) Get(ctx context.Context, tenant, id string) (Generation, error) {
+	g, err := scanSQLiteGeneration(s.db.QueryRowContext(ctx,
+		`SELECT `+sqliteGenerationCols+` FROM generations WHERE tenant = ? AND id = ?`, tenant, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Generation{}, noGeneration(id)
+	}
+	if err != nil {
+		return Generation{}, unavailable(err)
+	}
+	return g, nil
+}
+
+func (s sqliteGenerations) List(ctx context.Context, tenant string, o ListOptions) ([]Generation, string, error) {
+	if err := checkListStates(o.States); err != nil {
+		return nil, "", err
+	}
+	pos, after, err := parsePageToken(o.PageToken)
+	if err != nil {
+		return nil, "", err
+	}
+	size := pageSize(o.PageSize)
+	q := `SELECT ` + sqliteSummaryCols + ` FROM generations WHERE tenant = ?`
+	args := []any{tenant}
+	if len(o.States) > 0 {
+		q += ` AND state IN (?` + strings.Repeat(", ?", len(o.States)-1) + `)`
+		for _, s := range o.States {
+			args = append(args, string(s))
+		}
+	}
+	if after {
+		q += ` AND (created_at, id) < (?, ?)`
+		args = append(args, pos.created, pos.id)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, size+1)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	defer rows.Close()
+	var page []Generation
+	for rows.Next() {
+		g, err := scanSQLiteGeneration(rows)
+		if err != nil {
+			return nil, "", unavailable(err)
+		}
+		page = append(page, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", unavailable(err)
+	}
+	page, next := nextToken(page, size)
+	return page, next, nil
+}
+
+func (s sqliteGenerations) Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) ([]Generation, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	// One statement: it holds the write lock from its start, so of
+	// adopters on several processes one picks at a time.
+	rows, err := s.db.QueryContext(ctx, `
+		UPDATE generations SET owner = ?, epoch = epoch + 1, lease_expires = ?
+		WHERE (tenant, id) IN (
+			SELECT tenant, id FROM generations
+			WHERE state IN ('running', 'waiting') AND lease_expires <= ?
+			ORDER BY lease_expires LIMIT ?)
+		RETURNING `+sqliteGenerationCols,
+		owner, expires.UnixMilli(), now.UnixMilli(), limit)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []Generation
+	for rows.Next() {
+		g, err := scanSQLiteGeneration(rows)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+func (s sqliteGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (int64, error) {
+	var last int64
+	if len(events) == 0 {
+		err := s.db.QueryRowContext(ctx, `SELECT last_seq FROM generations WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`,
+			tenant, id, epoch).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, leaseLost(id)
+		}
+		if err != nil {
+			return 0, unavailable(err)
+		}
+		return last, nil
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		n := int64(len(events))
+		err := tx.QueryRowContext(ctx, `
+			UPDATE generations SET last_seq = last_seq + ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
+			RETURNING last_seq`,
+			n, tenant, id, epoch).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return leaseLost(id)
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		return insertEvents(ctx, tx, tenant, id, last-n+1, events)
+	})
+	return last, err
+}
+
+func (s sqliteGenerations) Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT seq, kind, data FROM generation_events
+		WHERE tenant = ? AND generation_id = ? AND seq > ?
+		ORDER BY seq LIMIT ?`,
+		tenant, id, after, readLimit(limit))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.Data); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	if len(out) == 0 {
+		var one int
+		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, noGeneration(id)
+		}
+		if err != nil {
+			return nil, unavailable(err)
+		}
+	}
+	return out, nil
+}
+
+func (s sqliteGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
+	// The events go with their generation (ON DELETE CASCADE).
+	res, err := s.db.ExecContext(ctx, `DELETE FROM generations WHERE finished_at IS NOT NULL AND finished_at <= ?`, before.UnixMilli())
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return int(n), nil
+}

@@ -1,0 +1,937 @@
+package storetest
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// The generations' tests: X-G3 (the record, its lease and its fenced
+// writes, adoption, List, retention) and X-G2 (the event log). Their
+// times are the caller's, as agentd's are: the store reads no clock.
+
+// t0 is the tests' time zero, on a millisecond as the stores keep it.
+var t0 = time.UnixMilli(1_800_000_000_000)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// generations opens a replica's handle on db.
+func generations(t *testing.T, db DB) store.Generations {
+	t.Helper()
+	return open(t, db, 0).Generations()
+}
+
+// wantKind fails t unless err is of kind want.
+func wantKind(t *testing.T, what string, err error, want fault.Kind) {
+	t.Helper()
+	if fault.KindOf(err) != want || err == nil {
+		t.Errorf("%s: %v; want %v", what, err, want)
+	}
+}
+
+func must[T any](t *testing.T, what string) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+}
+
+func ev(kind, data string) store.Event { return store.Event{Kind: kind, Data: []byte(data)} }
+
+// logOf reads the whole of a generation's log, a page at a time.
+func logOf(t *testing.T, g store.Generations, tenant, id string) []store.Event {
+	t.Helper()
+	var out []store.Event
+	for {
+		page, err := g.Read(t.Context(), tenant, id, int64(len(out)), 7)
+		if err != nil {
+			t.Fatalf("Read(%s, %s): %v", tenant, id, err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		out = append(out, page...)
+	}
+}
+
+// seqs numbers events from first, as the store does.
+func seqs(first int64, events ...store.Event) []store.Event {
+	out := slices.Clone(events)
+	for i := range out {
+		out[i].Seq = first + int64(i)
+	}
+	return out
+}
+
+// equateEmpty compares payloads by their bytes (nil and empty alike, and
+// quickly: the log holds large ones) and takes no events for none.
+var equateEmpty = cmp.Options{
+	cmp.Comparer(func(a, b []byte) bool { return bytes.Equal(a, b) }),
+	cmp.FilterValues(func(a, b []store.Event) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore()),
+}
+
+// X-G3: a generation's record from Create to Finish: its state, lease,
+// checkpoint and version, the sequence numbers its writes' events get,
+// the result kept once it has finished and the checkpoint dropped; a
+// retried Finish changes nothing; writes a state refuses are Invalid;
+// the record and its log outlive a reopen.
+func testGenerationLifecycle(t *testing.T, db DB) {
+	s := open(t, db, 0)
+	g := s.Generations()
+	ctx := t.Context()
+	create := store.NewGeneration{
+		Tenant: "acme", ID: "g1", Owner: "replica-1", Expires: at(15 * time.Second),
+		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", "s")}, Now: t0,
+	}
+	if err := g.Create(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	want := store.Generation{
+		Tenant: "acme", ID: "g1", State: store.Running,
+		Lease:      store.Lease{Owner: "replica-1", Epoch: 1, Expires: at(15 * time.Second)},
+		Checkpoint: []byte("c0"), Version: 1, CheckpointSeq: 1, LastSeq: 1,
+		CreatedAt: t0, UpdatedAt: t0,
+	}
+	get := func(when string) {
+		t.Helper()
+		got, err := g.Get(ctx, "acme", "g1")
+		if err != nil {
+			t.Fatalf("%s: Get: %v", when, err)
+		}
+		if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
+			t.Errorf("%s: the record (-want +got):\n%s", when, diff)
+		}
+	}
+	get("after Create")
+	wantKind(t, "Create of an id the tenant has", g.Create(ctx, create), fault.Conflict)
+
+	last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
+		State: store.Waiting, Data: []byte("c1"), Events: []store.Event{ev("turn", "t1"), ev("approval", "a")}, Now: at(time.Second),
+	}))
+	if last != 3 {
+		t.Errorf("Checkpoint with two events after one: last %d; want 3", last)
+	}
+	want.State, want.Checkpoint, want.Version, want.CheckpointSeq, want.LastSeq, want.UpdatedAt =
+		store.Waiting, []byte("c1"), 2, 3, 3, at(time.Second)
+	get("after Checkpoint")
+
+	for _, bad := range []store.State{store.Completed, "lost"} {
+		_, err := g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: bad, Data: []byte("x"), Now: t0})
+		wantKind(t, fmt.Sprintf("Checkpoint to %q", bad), err, fault.Invalid)
+	}
+	for _, bad := range []store.State{store.Running, store.Paused, ""} {
+		_, err := g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: bad, Now: t0})
+		wantKind(t, fmt.Sprintf("Finish as %q", bad), err, fault.Invalid)
+	}
+	get("after refused writes")
+
+	if err := g.Renew(ctx, "acme", "g1", 1, at(30*time.Second)); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	want.Lease.Expires = at(30 * time.Second)
+	get("after Renew (which leaves UpdatedAt)")
+
+	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g1", 1, []store.Event{ev("delta", "d")})); last != 4 {
+		t.Errorf("Append of one: last %d; want 4", last)
+	}
+	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g1", 1, nil)); last != 4 {
+		t.Errorf("Append of none: last %d; want the log's last, 4", last)
+	}
+	want.LastSeq = 4
+	get("after Append (which leaves the checkpoint's sequence number)")
+
+	outcome := store.Outcome{State: store.Completed, Result: []byte("done: 42"), Events: []store.Event{ev("done", "")}, Now: at(2 * time.Second)}
+	if last := must[int64](t, "Finish")(g.Finish(ctx, "acme", "g1", 1, outcome)); last != 5 {
+		t.Errorf("Finish with one event: last %d; want 5", last)
+	}
+	want.State, want.Result, want.Checkpoint, want.LastSeq = store.Completed, []byte("done: 42"), nil, 5
+	want.Lease = store.Lease{Owner: "", Epoch: 1, Expires: at(2 * time.Second)}
+	want.UpdatedAt, want.FinishedAt = at(2*time.Second), at(2*time.Second)
+	get("after Finish")
+
+	// A retry of the Finish (its answer was lost) is no error, and logs
+	// nothing twice.
+	if last, err := g.Finish(ctx, "acme", "g1", 1, outcome); err != nil || last != 5 {
+		t.Errorf("Finish again: %d, %v; want 5, nil", last, err)
+	}
+	_, err := g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: store.Failed, Now: at(3 * time.Second)})
+	wantKind(t, "Finish again in another state", err, fault.Conflict)
+	get("after Finish again")
+
+	// A finished generation takes no more writes, and no lease.
+	_, err = g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Running, Now: at(3 * time.Second)})
+	wantKind(t, "Checkpoint of a finished generation", err, fault.Conflict)
+	_, err = g.Append(ctx, "acme", "g1", 1, []store.Event{ev("late", "")})
+	wantKind(t, "Append to a finished generation", err, fault.Conflict)
+	wantKind(t, "Renew of a finished generation", g.Renew(ctx, "acme", "g1", 1, at(time.Hour)), fault.Conflict)
+	wantKind(t, "Release of a finished generation", g.Release(ctx, "acme", "g1", 1, at(time.Hour)), fault.Conflict)
+	_, err = g.Acquire(ctx, "acme", "g1", "replica-2", at(time.Hour), at(2*time.Hour))
+	wantKind(t, "Acquire of a finished generation", err, fault.Conflict)
+	get("after writes to the finished generation")
+
+	wantLog := seqs(1, ev("started", "s"), ev("turn", "t1"), ev("approval", "a"), ev("delta", "d"), ev("done", ""))
+	if diff := cmp.Diff(wantLog, logOf(t, g, "acme", "g1"), equateEmpty); diff != "" {
+		t.Errorf("the log (-want +got):\n%s", diff)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g = generations(t, db)
+	get("after reopening")
+	if diff := cmp.Diff(wantLog, logOf(t, g, "acme", "g1"), equateEmpty); diff != "" {
+		t.Errorf("the log after reopening (-want +got):\n%s", diff)
+	}
+}
+
+// X-G3: one tenant never sees, acquires or writes another's generation:
+// to it, another tenant's generation is not found, with the same error as
+// an id that exists nowhere; its fenced writes are refused and change
+// nothing. The same id in two tenants is two generations, with two logs.
+func testGenerationTenants(t *testing.T, db DB) {
+	g := generations(t, db)
+	ctx := t.Context()
+	errs := func() []string {
+		_, getErr := g.Get(ctx, "globex", "g")
+		_, readErr := g.Read(ctx, "globex", "g", 0, 0)
+		_, acqErr := g.Acquire(ctx, "globex", "g", "r", at(time.Hour), at(2*time.Hour))
+		out := []string{}
+		for _, err := range []error{getErr, readErr, acqErr} {
+			out = append(out, fmt.Sprintf("%v: %v", fault.KindOf(err), err))
+		}
+		return out
+	}
+	nowhere := errs()
+	for _, e := range nowhere {
+		if !strings.HasPrefix(e, fault.NotFound.String()) {
+			t.Errorf("an id that exists nowhere: %s; want NotFound", e)
+		}
+	}
+	if err := g.Create(ctx, store.NewGeneration{
+		Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Second), // expired at once: only the tenant stops Acquire
+		Checkpoint: []byte("acme's"), Events: []store.Event{ev("started", "acme")}, Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g"))
+	if diff := cmp.Diff(nowhere, errs()); diff != "" {
+		t.Errorf("globex's errors for acme's generation differ from those for an id that exists nowhere (-nowhere +acme's):\n%s", diff)
+	}
+	if page, _, err := g.List(ctx, "globex", store.ListOptions{}); err != nil || len(page) != 0 {
+		t.Errorf("globex lists %d generations, %v; want none", len(page), err)
+	}
+	_, err := g.Checkpoint(ctx, "globex", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("x"), Now: at(time.Minute)})
+	wantKind(t, "globex's Checkpoint", err, fault.Conflict)
+	_, err = g.Append(ctx, "globex", "g", 1, []store.Event{ev("x", "")})
+	wantKind(t, "globex's Append", err, fault.Conflict)
+	_, err = g.Finish(ctx, "globex", "g", 1, store.Outcome{State: store.Cancelled, Now: at(time.Minute)})
+	wantKind(t, "globex's Finish", err, fault.Conflict)
+	wantKind(t, "globex's Renew", g.Renew(ctx, "globex", "g", 1, at(time.Hour)), fault.Conflict)
+	wantKind(t, "globex's Release", g.Release(ctx, "globex", "g", 1, at(time.Minute)), fault.Conflict)
+	if n, err := g.Sweep(ctx, at(24*time.Hour)); err != nil || n != 0 {
+		t.Errorf("Sweep: %d, %v; want 0 (acme's is live)", n, err)
+	}
+	if after, err := g.Get(ctx, "acme", "g"); err != nil || !cmp.Equal(before, after, equateEmpty) {
+		t.Errorf("globex's writes changed acme's generation: %s, %v", cmp.Diff(before, after, equateEmpty), err)
+	}
+
+	if err := g.Create(ctx, store.NewGeneration{
+		Tenant: "globex", ID: "g", Owner: "r", Expires: at(time.Hour),
+		Checkpoint: []byte("globex's"), Events: []store.Event{ev("started", "globex")}, Now: t0,
+	}); err != nil {
+		t.Fatalf("globex's Create of the id acme has: %v", err)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		got := must[store.Generation](t, "Get")(g.Get(ctx, tenant, "g"))
+		if string(got.Checkpoint) != tenant+"'s" {
+			t.Errorf("%s's generation holds %q", tenant, got.Checkpoint)
+		}
+		if diff := cmp.Diff(seqs(1, ev("started", tenant)), logOf(t, g, tenant, "g"), equateEmpty); diff != "" {
+			t.Errorf("%s's log (-want +got):\n%s", tenant, diff)
+		}
+	}
+}
+
+// X-G3: the lease fences every write. A replica that lost its lease
+// (another acquired it after it expired, with the next epoch) has every
+// write refused with Conflict, and they change nothing; a live lease
+// cannot be acquired; a released lease fences its holder too and frees
+// the generation at once: a released paused generation for a resume's
+// Acquire, a released running one for Adopt. The epoch alone fences: a
+// lease that expired but that nobody took is still its holder's.
+func testGenerationFencing(t *testing.T, db DB) {
+	g := generations(t, db)
+	ctx := t.Context()
+	if err := g.Create(ctx, store.NewGeneration{
+		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second), Checkpoint: []byte("c0"), Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := g.Acquire(ctx, "acme", "g", "r2", at(15*time.Second-time.Millisecond), at(time.Minute))
+	wantKind(t, "Acquire of a live lease", err, fault.Conflict)
+
+	// r1's lease expired and nobody took it: it is still r1's.
+	if err := g.Renew(ctx, "acme", "g", 1, at(20*time.Second)); err != nil {
+		t.Fatalf("Renew of an expired lease that nobody took: %v", err)
+	}
+
+	got, err := g.Acquire(ctx, "acme", "g", "r2", at(20*time.Second), at(35*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire at the lease's expiry: %v", err)
+	}
+	if want := (store.Lease{Owner: "r2", Epoch: 2, Expires: at(35 * time.Second)}); !cmp.Equal(got.Lease, want) || string(got.Checkpoint) != "c0" {
+		t.Errorf("Acquire returned %+v with checkpoint %q; want lease %+v, checkpoint c0", got.Lease, got.Checkpoint, want)
+	}
+	if _, err := g.Append(ctx, "acme", "g", 2, []store.Event{ev("by", "r2")}); err != nil {
+		t.Fatal(err)
+	}
+	before := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g"))
+
+	// r1, which lost it, writes nothing.
+	_, err = g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("stale"), Events: []store.Event{ev("by", "r1")}, Now: at(21 * time.Second)})
+	wantKind(t, "the old holder's Checkpoint", err, fault.Conflict)
+	_, err = g.Append(ctx, "acme", "g", 1, []store.Event{ev("by", "r1"), ev("by", "r1")})
+	wantKind(t, "the old holder's Append", err, fault.Conflict)
+	_, err = g.Append(ctx, "acme", "g", 1, nil)
+	wantKind(t, "the old holder's empty Append", err, fault.Conflict)
+	_, err = g.Finish(ctx, "acme", "g", 1, store.Outcome{State: store.Completed, Result: []byte("stale"), Events: []store.Event{ev("by", "r1")}, Now: at(21 * time.Second)})
+	wantKind(t, "the old holder's Finish", err, fault.Conflict)
+	wantKind(t, "the old holder's Renew", g.Renew(ctx, "acme", "g", 1, at(time.Hour)), fault.Conflict)
+	wantKind(t, "the old holder's Release", g.Release(ctx, "acme", "g", 1, at(21*time.Second)), fault.Conflict)
+	wantKind(t, "a future epoch's Renew", g.Renew(ctx, "acme", "g", 3, at(time.Hour)), fault.Conflict)
+	if after, err := g.Get(ctx, "acme", "g"); err != nil || !cmp.Equal(before, after, equateEmpty) {
+		t.Errorf("the old holder's writes changed the record: %s, %v", cmp.Diff(before, after, equateEmpty), err)
+	}
+	if diff := cmp.Diff(seqs(1, ev("by", "r2")), logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
+		t.Errorf("the old holder's writes changed the log (-want +got):\n%s", diff)
+	}
+
+	// r2 pauses it and lets it go: it writes no more, Adopt passes it
+	// over, and a resume acquires it at once.
+	if _, err := g.Checkpoint(ctx, "acme", "g", 2, store.Checkpoint{State: store.Paused, Data: []byte("paused"), Now: at(22 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(ctx, "acme", "g", 2, at(22*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Append(ctx, "acme", "g", 2, []store.Event{ev("after", "release")})
+	wantKind(t, "Append after Release", err, fault.Conflict)
+	wantKind(t, "Renew after Release", g.Renew(ctx, "acme", "g", 2, at(time.Hour)), fault.Conflict)
+	if adopted := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "r9", at(time.Hour), at(2*time.Hour), 10)); len(adopted) != 0 {
+		t.Errorf("Adopt took a paused generation: %+v", adopted)
+	}
+	got, err = g.Acquire(ctx, "acme", "g", "r3", at(23*time.Second), at(38*time.Second))
+	if err != nil || got.Lease.Epoch != 3 || got.State != store.Paused || string(got.Checkpoint) != "paused" {
+		t.Fatalf("a resume's Acquire of the released paused generation: %+v, %v; want epoch 3, paused", got, err)
+	}
+
+	// r3 runs it and lets it go (shutting down): Adopt takes it at once,
+	// long before r3's lease would have expired.
+	if _, err := g.Checkpoint(ctx, "acme", "g", 3, store.Checkpoint{State: store.Running, Data: []byte("running"), Now: at(24 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(ctx, "acme", "g", 3, at(25*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	adopted := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "r4", at(25*time.Second), at(40*time.Second), 10))
+	if len(adopted) != 1 {
+		t.Fatalf("Adopt of the released running generation: %d adopted; want 1", len(adopted))
+	}
+	if a := adopted[0]; a.Lease.Owner != "r4" || a.Lease.Epoch != 4 || !a.Lease.Expires.Equal(at(40*time.Second)) ||
+		string(a.Checkpoint) != "running" || a.State != store.Running {
+		t.Errorf("Adopt returned %+v", a)
+	}
+	_, err = g.Checkpoint(ctx, "acme", "g", 3, store.Checkpoint{State: store.Running, Now: at(26 * time.Second)})
+	wantKind(t, "Checkpoint by the holder that released it", err, fault.Conflict)
+}
+
+// X-G3: of replicas acquiring one generation at once (a client
+// reattaching to two of them, say), exactly one gets it.
+func testConcurrentAcquire(t *testing.T, db DB) {
+	a, b := generations(t, db), generations(t, db)
+	ctx := t.Context()
+	if err := a.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "dead", Expires: t0, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var won []string
+	var wg sync.WaitGroup
+	for i := range 8 {
+		g := []store.Generations{a, b}[i%2]
+		wg.Go(func() {
+			owner := fmt.Sprintf("r%d", i)
+			got, err := g.Acquire(ctx, "acme", "g", owner, at(time.Second), at(time.Minute))
+			if err != nil {
+				wantKind(t, "a losing Acquire", err, fault.Conflict)
+				return
+			}
+			if got.Lease.Owner != owner || got.Lease.Epoch != 2 {
+				t.Errorf("%s acquired %+v", owner, got.Lease)
+			}
+			mu.Lock()
+			won = append(won, owner)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("%d Acquires won (%v); want 1", len(won), won)
+	}
+	if got := must[store.Generation](t, "Get")(a.Get(ctx, "acme", "g")); got.Lease.Owner != won[0] || got.Lease.Epoch != 2 {
+		t.Errorf("the record's lease is %+v; want %s's, epoch 2", got.Lease, won[0])
+	}
+}
+
+// X-G3: adopters on several replicas at once, each taking a few at a
+// time until none is left, adopt every running or waiting generation
+// whose lease expired, of any tenant, each exactly once, with the next
+// epoch; they leave live leases, paused generations and finished ones.
+func testConcurrentAdopt(t *testing.T, db DB) {
+	const replicas, adoptersEach, expired = 3, 2, 40
+	handles := make([]store.Generations, replicas)
+	for i := range handles {
+		handles[i] = generations(t, db)
+	}
+	ctx := t.Context()
+	g := handles[0]
+	create := func(tenant, id string, expires time.Time) {
+		t.Helper()
+		if err := g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "dead", Expires: expires, Checkpoint: []byte(id), Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]bool{}
+	for i := range expired {
+		tenant := []string{"acme", "globex"}[i%2]
+		id := fmt.Sprintf("expired-%02d", i)
+		create(tenant, id, at(time.Duration(i)*time.Millisecond))
+		if i%3 == 0 {
+			if _, err := g.Checkpoint(ctx, tenant, id, 1, store.Checkpoint{State: store.Waiting, Data: []byte(id), Now: t0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want[tenant+"/"+id] = true
+	}
+	for i := range 5 {
+		create("acme", fmt.Sprintf("live-%d", i), at(time.Hour))
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("paused-%d", i)
+		create("acme", id, t0)
+		if _, err := g.Checkpoint(ctx, "acme", id, 1, store.Checkpoint{State: store.Paused, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("finished-%d", i)
+		create("globex", id, t0)
+		if _, err := g.Finish(ctx, "globex", id, 1, store.Outcome{State: store.Failed, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	now, until := at(time.Minute), at(time.Hour+time.Minute)
+	var mu sync.Mutex
+	got := map[string][]string{} // tenant/id: its adopters
+	var wg sync.WaitGroup
+	for r := range replicas {
+		for a := range adoptersEach {
+			owner := fmt.Sprintf("replica-%d/%d", r, a)
+			wg.Go(func() {
+				for {
+					adopted, err := handles[r].Adopt(ctx, owner, now, until, 3)
+					if err != nil {
+						t.Errorf("%s: Adopt: %v", owner, err)
+						return
+					}
+					if len(adopted) == 0 {
+						return
+					}
+					if len(adopted) > 3 {
+						t.Errorf("%s: Adopt of at most 3 returned %d", owner, len(adopted))
+					}
+					mu.Lock()
+					for _, x := range adopted {
+						if x.Lease.Owner != owner || x.Lease.Epoch != 2 || !x.Lease.Expires.Equal(until) || string(x.Checkpoint) != x.ID {
+							t.Errorf("%s adopted %s/%s: lease %+v, checkpoint %q", owner, x.Tenant, x.ID, x.Lease, x.Checkpoint)
+						}
+						got[x.Tenant+"/"+x.ID] = append(got[x.Tenant+"/"+x.ID], owner)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for key, owners := range got {
+		if !want[key] {
+			t.Errorf("%s was adopted (by %v); its lease had not expired, or it is paused or finished", key, owners)
+		} else if len(owners) != 1 {
+			t.Errorf("%s was adopted %d times, by %v", key, len(owners), owners)
+		}
+	}
+	for key := range want {
+		if len(got[key]) == 0 {
+			t.Errorf("%s was not adopted", key)
+		}
+	}
+	if len(got) > 0 {
+		// Each record says its adopter.
+		for key, owners := range got {
+			tenant, id, _ := strings.Cut(key, "/")
+			if r, err := g.Get(ctx, tenant, id); err != nil || r.Lease.Owner != owners[0] || r.Lease.Epoch != 2 {
+				t.Errorf("%s: the record's lease is %+v, %v; want %s's", key, r.Lease, err, owners[0])
+			}
+		}
+	}
+	if more := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "late", now, until, 100)); len(more) != 0 {
+		t.Errorf("an Adopt after all took %d more", len(more))
+	}
+}
+
+// X-G2: the event log: sequence numbers from 1 without gaps, assigned by
+// the store; Read after any sequence number, up to a limit, in order;
+// kinds and payloads kept as given; an append under a lost lease logs
+// nothing of its batch.
+func testEventLog(t *testing.T, db DB) {
+	g := generations(t, db)
+	ctx := t.Context()
+	if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Second), Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if events, err := g.Read(ctx, "acme", "g", 0, 0); err != nil || len(events) != 0 {
+		t.Errorf("Read of an empty log: %v, %v", events, err)
+	}
+	big := strings.Repeat("x", 64<<10)
+	var want []store.Event
+	for i, batch := range [][]store.Event{
+		{ev("delta", "a")},
+		{ev("delta", "b"), ev("delta", ""), {Kind: "nil", Data: nil}},
+		{ev("big", big)},
+		{ev("tool_call", `{"name":"search"}`), ev("tool_result", "\x00\xff binary")},
+	} {
+		last, err := g.Append(ctx, "acme", "g", 1, batch)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		want = append(want, seqs(int64(len(want))+1, batch...)...)
+		if last != int64(len(want)) {
+			t.Errorf("batch %d: last %d; want %d", i, last, len(want))
+		}
+	}
+	if diff := cmp.Diff(want, logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
+		t.Errorf("the log (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		after      int64
+		limit      int
+		first, end int // want[first:end]
+	}{
+		{0, 0, 0, len(want)},
+		{0, 2, 0, 2},
+		{2, 3, 2, 5},
+		{5, 100, 5, len(want)},
+		{int64(len(want)), 0, 0, 0},
+		{100, 0, 0, 0},
+		{-5, 1, 0, 1},
+	} {
+		got, err := g.Read(ctx, "acme", "g", tt.after, tt.limit)
+		if err != nil {
+			t.Errorf("Read(after %d, limit %d): %v", tt.after, tt.limit, err)
+			continue
+		}
+		if diff := cmp.Diff(want[tt.first:tt.end], got, equateEmpty); diff != "" {
+			t.Errorf("Read(after %d, limit %d) (-want +got):\n%s", tt.after, tt.limit, diff)
+		}
+	}
+	_, err := g.Read(ctx, "acme", "unknown", 0, 0)
+	wantKind(t, "Read of an unknown generation", err, fault.NotFound)
+
+	if _, err := g.Acquire(ctx, "acme", "g", "r2", at(time.Second), at(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Append(ctx, "acme", "g", 1, []store.Event{ev("stale", "1"), ev("stale", "2"), ev("stale", "3")})
+	wantKind(t, "Append under the lost lease", err, fault.Conflict)
+	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 2, []store.Event{ev("delta", "r2")})); last != int64(len(want))+1 {
+		t.Errorf("the new holder's Append: last %d; want %d (the refused batch took no numbers)", last, len(want)+1)
+	}
+	want = append(want, seqs(int64(len(want))+1, ev("delta", "r2"))...)
+	if diff := cmp.Diff(want, logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
+		t.Errorf("the log after a refused batch (-want +got):\n%s", diff)
+	}
+}
+
+// X-G2: appenders on several replicas' handles writing one generation's
+// log under the same lease at once each get a run of consecutive
+// sequence numbers, in their batch's order, and together the log is
+// dense; readers following the log meanwhile never see an event while
+// one before it is missing.
+func testConcurrentAppends(t *testing.T, db DB) {
+	const replicas, appenders, batches = 3, 6, 15
+	handles := make([]store.Generations, replicas)
+	for i := range handles {
+		handles[i] = generations(t, db)
+	}
+	ctx := t.Context()
+	if err := handles[0].Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Hour), Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	type batch struct {
+		events []store.Event
+		last   int64
+	}
+	written := make([][]batch, appenders)
+	total := 0
+	for w := range appenders {
+		for b := range batches {
+			n := 1 + (w+b)%3
+			var events []store.Event
+			for k := range n {
+				events = append(events, ev("delta", fmt.Sprintf("w%d-b%d-%d", w, b, k)))
+			}
+			written[w] = append(written[w], batch{events: events})
+			total += n
+		}
+	}
+
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	for r := range 2 {
+		g := handles[r%replicas]
+		readers.Go(func() {
+			var seen int64
+			finalPass := false
+			for {
+				events, err := g.Read(ctx, "acme", "g", seen, 10)
+				if err != nil {
+					t.Errorf("reader %d: %v", r, err)
+					return
+				}
+				for _, e := range events {
+					if e.Seq != seen+1 {
+						t.Errorf("reader %d read %d after %d: a gap", r, e.Seq, seen)
+						return
+					}
+					seen = e.Seq
+				}
+				if len(events) > 0 {
+					continue
+				}
+				if finalPass {
+					if seen != int64(total) {
+						t.Errorf("reader %d saw %d events; want %d", r, seen, total)
+					}
+					return
+				}
+				select { // poll while the appenders run
+				case <-done:
+					finalPass = true
+				case <-time.After(time.Millisecond):
+				}
+			}
+		})
+	}
+
+	var appending sync.WaitGroup
+	for w := range appenders {
+		g := handles[w%replicas]
+		appending.Go(func() {
+			for b := range written[w] {
+				last, err := g.Append(ctx, "acme", "g", 1, written[w][b].events)
+				if err != nil {
+					t.Errorf("appender %d: %v", w, err)
+					return
+				}
+				written[w][b].last = last
+			}
+		})
+	}
+	appending.Wait()
+	close(done)
+	readers.Wait()
+
+	log := logOf(t, handles[1], "acme", "g")
+	if len(log) != total {
+		t.Fatalf("the log holds %d events; want %d", len(log), total)
+	}
+	for i, e := range log {
+		if e.Seq != int64(i)+1 {
+			t.Fatalf("the log's event %d has sequence number %d", i, e.Seq)
+		}
+	}
+	for w := range written {
+		for b, bt := range written[w] {
+			first := bt.last - int64(len(bt.events)) + 1
+			if first < 1 || bt.last > int64(total) {
+				t.Errorf("appender %d, batch %d: last %d out of range", w, b, bt.last)
+				continue
+			}
+			if diff := cmp.Diff(seqs(first, bt.events...), log[first-1:bt.last], equateEmpty); diff != "" {
+				t.Errorf("appender %d, batch %d is not where Append said, in order (-want +got):\n%s", w, b, diff)
+			}
+		}
+	}
+	if got := must[store.Generation](t, "Get")(handles[2].Get(ctx, "acme", "g")); got.LastSeq != int64(total) {
+		t.Errorf("the record's LastSeq is %d; want %d", got.LastSeq, total)
+	}
+}
+
+// X-G2: how a model turn in flight at a crash is withdrawn. The owner's
+// checkpoint at the turn boundary says the log's sequence number then;
+// the turn's deltas follow it; the owner dies. Its adopter finds the
+// events after CheckpointSeq (the partial turn), appends an event that
+// withdraws them, and asks the turn again; the dead owner's late writes
+// are refused. A client replaying the log from any point sees the
+// partial turn, then its withdrawal, then the turn again: what a client
+// watching live saw.
+func testWithdrawnTurn(t *testing.T, db DB) {
+	r1, r2 := generations(t, db), generations(t, db)
+	ctx := t.Context()
+	if err := r1.Create(ctx, store.NewGeneration{
+		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second),
+		Checkpoint: []byte("turn 0"), Events: []store.Event{ev("started", "")}, Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r1.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{
+		State: store.Running, Data: []byte("turn 1 done"), Events: []store.Event{ev("delta", "turn 1"), ev("turn_done", "1")}, Now: at(time.Second),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r1.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "turn 2, part"), ev("delta", "of it")}); err != nil {
+		t.Fatal(err)
+	}
+	// r1 dies; its lease expires.
+	adopted := must[[]store.Generation](t, "Adopt")(r2.Adopt(ctx, "r2", at(16*time.Second), at(31*time.Second), 10))
+	if len(adopted) != 1 {
+		t.Fatalf("Adopt: %d generations; want 1", len(adopted))
+	}
+	a := adopted[0]
+	if a.CheckpointSeq != 3 || a.LastSeq != 5 || string(a.Checkpoint) != "turn 1 done" {
+		t.Fatalf("the adopted record: checkpoint %q at %d, log at %d; want \"turn 1 done\" at 3, log at 5", a.Checkpoint, a.CheckpointSeq, a.LastSeq)
+	}
+	if _, err := r1.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "late")}); fault.KindOf(err) != fault.Conflict {
+		t.Errorf("the dead owner's late Append: %v; want Conflict", err)
+	}
+	withdraw := ev("withdrawn", fmt.Sprint(a.CheckpointSeq+1))
+	if _, err := r2.Append(ctx, "acme", "g", a.Lease.Epoch, []store.Event{withdraw, ev("delta", "turn 2, again")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Finish(ctx, "acme", "g", a.Lease.Epoch, store.Outcome{State: store.Completed, Events: []store.Event{ev("done", "")}, Now: at(17 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	want := seqs(1, ev("started", ""), ev("delta", "turn 1"), ev("turn_done", "1"),
+		ev("delta", "turn 2, part"), ev("delta", "of it"), withdraw, ev("delta", "turn 2, again"), ev("done", ""))
+	for after := range int64(len(want)) {
+		got, err := r1.Read(ctx, "acme", "g", after, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[after:], got, equateEmpty); diff != "" {
+			t.Errorf("a client that saw up to %d reads (-want +got):\n%s", after, diff)
+		}
+	}
+}
+
+// X-G3: List pages through a tenant's generations newest first (by
+// creation, then id), each once, with the token of the next page, "" at
+// the end; filtered by state; without checkpoints. A generation created
+// between pages appears on none of the later ones, and none repeats. A
+// token List did not give, or a state that does not exist, is Invalid.
+func testListPages(t *testing.T, db DB) {
+	g := generations(t, db)
+	ctx := t.Context()
+	// id: its creation and how it ends up.
+	gens := []struct {
+		id      string
+		created time.Duration
+		state   store.State
+	}{
+		{"a", 0, store.Running},
+		{"b", time.Second, store.Completed},
+		{"c", time.Second, store.Paused}, // the same millisecond as b: by id
+		{"d", 2 * time.Second, store.Waiting},
+		{"e", 3 * time.Second, store.Failed},
+		{"f", 4 * time.Second, store.Running},
+		{"g", 5 * time.Second, store.Cancelled},
+	}
+	for _, x := range gens {
+		for _, tenant := range []string{"acme", "globex"} {
+			if tenant == "globex" && x.id > "b" {
+				continue
+			}
+			if err := g.Create(ctx, store.NewGeneration{
+				Tenant: tenant, ID: x.id, Owner: "r", Expires: at(time.Hour), Checkpoint: []byte("big checkpoint"),
+				Events: []store.Event{ev("started", "")}, Now: at(x.created),
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch {
+		case x.state.Finished():
+			_, err := g.Finish(ctx, "acme", x.id, 1, store.Outcome{State: x.state, Result: []byte("result of " + x.id), Now: at(time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+		case x.state != store.Running:
+			_, err := g.Checkpoint(ctx, "acme", x.id, 1, store.Checkpoint{State: x.state, Data: []byte("c"), Now: at(time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	list := func(o store.ListOptions) (ids []string, pages int) {
+		t.Helper()
+		for {
+			page, next, err := g.List(ctx, "acme", o)
+			if err != nil {
+				t.Fatalf("List(%+v): %v", o, err)
+			}
+			pages++
+			if o.PageSize > 0 && len(page) > o.PageSize {
+				t.Errorf("a page of %d holds %d", o.PageSize, len(page))
+			}
+			for _, x := range page {
+				if x.Tenant != "acme" || x.Checkpoint != nil || x.LastSeq != 1 || x.CreatedAt.IsZero() {
+					t.Errorf("List returned %+v; want acme's, without its checkpoint", x)
+				}
+				if x.State.Finished() && string(x.Result) != "result of "+x.ID {
+					t.Errorf("List returned %s without its result: %q", x.ID, x.Result)
+				}
+				ids = append(ids, x.ID)
+			}
+			if next == "" {
+				return ids, pages
+			}
+			if pages > 20 {
+				t.Fatal("List does not end")
+			}
+			o.PageToken = next
+		}
+	}
+	for _, tt := range []struct {
+		o         store.ListOptions
+		want      []string
+		wantPages int
+	}{
+		{store.ListOptions{}, []string{"g", "f", "e", "d", "c", "b", "a"}, 1},
+		{store.ListOptions{PageSize: 3}, []string{"g", "f", "e", "d", "c", "b", "a"}, 3},
+		{store.ListOptions{PageSize: 7}, []string{"g", "f", "e", "d", "c", "b", "a"}, 1},
+		{store.ListOptions{PageSize: 1}, []string{"g", "f", "e", "d", "c", "b", "a"}, 7},
+		{store.ListOptions{PageSize: 2, States: []store.State{store.Completed, store.Failed, store.Cancelled}}, []string{"g", "e", "b"}, 2},
+		{store.ListOptions{States: []store.State{store.Running}}, []string{"f", "a"}, 1},
+		{store.ListOptions{States: []store.State{store.Paused, store.Waiting}}, []string{"d", "c"}, 1},
+	} {
+		ids, pages := list(tt.o)
+		if !slices.Equal(ids, tt.want) || pages != tt.wantPages {
+			t.Errorf("List(%+v): %v in %d pages; want %v in %d", tt.o, ids, pages, tt.want, tt.wantPages)
+		}
+	}
+
+	first, next, err := g.List(ctx, "acme", store.ListOptions{PageSize: 2})
+	if err != nil || len(first) != 2 || next == "" {
+		t.Fatalf("the first page: %d, %q, %v", len(first), next, err)
+	}
+	if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "newer", Owner: "r", Expires: at(time.Hour), Now: at(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := list(store.ListOptions{PageSize: 2, PageToken: next})
+	if want := []string{"e", "d", "c", "b", "a"}; !slices.Equal(ids, want) {
+		t.Errorf("the pages after a generation was created: %v; want %v", ids, want)
+	}
+
+	for _, o := range []store.ListOptions{
+		{PageToken: "not a token"},
+		{PageToken: "bm90LWEtbnVtYmVy"}, // "not-a-number", base64
+		{States: []store.State{"lost"}},
+	} {
+		_, _, err := g.List(ctx, "acme", o)
+		wantKind(t, fmt.Sprintf("List(%+v)", o), err, fault.Invalid)
+	}
+}
+
+// X-G3: Sweep removes the generations that finished at or before the
+// time given (now less the retention), of every tenant, with their logs,
+// and leaves the rest: later-finished and live ones, however old. Two
+// replicas sweeping at once remove each once.
+func testSweep(t *testing.T, db DB) {
+	a, b := generations(t, db), generations(t, db)
+	ctx := t.Context()
+	finish := func(tenant, id string, finished time.Duration) {
+		t.Helper()
+		if err := a.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: t0, Events: []store.Event{ev("started", id)}, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if finished < 0 {
+			return
+		}
+		if _, err := a.Finish(ctx, tenant, id, 1, store.Outcome{State: store.Completed, Result: []byte("r"), Events: []store.Event{ev("done", id)}, Now: at(finished)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish("acme", "at-1h", time.Hour)
+	finish("globex", "at-1h", time.Hour)
+	finish("acme", "at-2h", 2*time.Hour)
+	finish("acme", "live", -1)
+	finish("globex", "live", -1)
+	if _, err := a.Checkpoint(ctx, "globex", "live", 1, store.Checkpoint{State: store.Paused, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(tenant, id string) bool {
+		t.Helper()
+		_, err := a.Get(ctx, tenant, id)
+		if err != nil && fault.KindOf(err) != fault.NotFound {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	if n := must[int](t, "Sweep")(a.Sweep(ctx, at(time.Hour-time.Millisecond))); n != 0 {
+		t.Errorf("Sweep before any finished: %d removed", n)
+	}
+	var wg sync.WaitGroup
+	var n [2]int
+	var errs [2]error
+	for i, g := range []store.Generations{a, b} {
+		wg.Go(func() { n[i], errs[i] = g.Sweep(ctx, at(time.Hour)) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil || n[0]+n[1] != 2 {
+		t.Errorf("two Sweeps at once removed %v (errors %v); want 2 in all", n, errs)
+	}
+	for _, x := range []struct {
+		tenant, id string
+		want       bool
+	}{{"acme", "at-1h", false}, {"globex", "at-1h", false}, {"acme", "at-2h", true}, {"acme", "live", true}, {"globex", "live", true}} {
+		if got := exists(x.tenant, x.id); got != x.want {
+			t.Errorf("after the sweep at 1h, %s/%s exists: %v; want %v", x.tenant, x.id, got, x.want)
+		}
+	}
+	_, err := a.Read(ctx, "acme", "at-1h", 0, 0)
+	wantKind(t, "Read of a swept generation", err, fault.NotFound)
+
+	if n := must[int](t, "Sweep")(b.Sweep(ctx, at(1000*time.Hour))); n != 1 {
+		t.Errorf("the sweep at 1000h removed %d; want 1 (the live ones stay)", n)
+	}
+	if !exists("acme", "live") || !exists("globex", "live") {
+		t.Error("a sweep removed a live generation")
+	}
+	// The log went with its generation: the id made anew starts a log of
+	// its own.
+	finish("acme", "at-1h", -1)
+	if diff := cmp.Diff(seqs(1, ev("started", "at-1h")), logOf(t, a, "acme", "at-1h"), equateEmpty); diff != "" {
+		t.Errorf("the log of a generation made anew after its sweep (-want +got):\n%s", diff)
+	}
+}
