@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench stress fuzz load tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
+.PHONY: help run build test bench bench-store stress fuzz load tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -31,6 +31,7 @@ help:
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
 	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
+	@echo "make bench-store       the stores' write and read latencies, SQLite and a throwaway PostgreSQL"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
@@ -139,6 +140,13 @@ bench: npm
 	go test -run '^$$' -bench 'FirstCall' -benchtime 10x -count $(BENCH_COUNT) ./bridge/ | tee -a /tmp/agentd-bench.txt
 	go test -run '^$$' -bench 'BenchmarkAuth$$' -benchtime 300x -count $(BENCH_COUNT) ./internal/app/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
+
+# The durable generations' store: checkpoint and event-append latency (p50,
+# p99) and reading 1,000 events, on SQLite and on a throwaway PostgreSQL
+# (scripts/postgres.sh: fsync off, so the PostgreSQL figures are the
+# protocol's and the server's work, not the disk's).
+bench-store:
+	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 go test -run '^$$' -bench Generations -count $(BENCH_COUNT) ./internal/store/
 
 # The long part of the fault-injection suite (internal/faultsuite): with the
 # stress tag, full-size faults (50 MB results, 64 MiB messages) and rounds
