@@ -139,16 +139,16 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 	}
 	for r.cur == nil {
 		if r.opens >= maxSessionOpens {
-			return nil, fault.Wrap(fault.Unavailable, r.lastErr, "no bridge session lasted after %d opens; the generation stops", r.opens)
+			return nil, fault.Wrap(fault.Unavailable, r.lastErr, "the generation lost %d bridge sessions; it stops", r.opens)
 		}
 		r.opens++
 		pin := sessionpin.New(r.avoid)
 		s, err := r.b.open(r.life, r.req, pin)
 		if err != nil {
-			if fault.KindOf(err) != fault.Unavailable {
+			if fault.KindOf(err) != fault.Unavailable || r.opens >= maxSessionOpens {
 				return nil, err
 			}
-			r.avoid, r.lastErr = pin.Addr(), err
+			r.avoid = pin.Addr()
 			continue
 		}
 		if r.opens > 1 {
