@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"sync"
@@ -11,11 +12,13 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/policy"
+	"github.com/agentd/agentd/internal/sessionpin"
 )
 
 // Bridge opens bridge sessions. NewBridgeClient implements it over gRPC;
@@ -30,26 +33,50 @@ type Bridge interface {
 // BridgeSession is one open bridge session. ListTools and CallTool may be
 // called concurrently. Close is idempotent, and returns once the bridge has
 // closed every connection and process of the session; it works even when
-// ctx is already cancelled (it only keeps ctx's values, for tracing).
+// ctx is already cancelled (it only keeps ctx's values, for tracing). A
+// session on replicated bridges moves to another replica when its own is
+// lost (NewReplicatedBridgeClient).
 type BridgeSession interface {
 	ListTools(ctx context.Context) ([]*bridgev1.ServerTools, error)
 	CallTool(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error)
 	Close(ctx context.Context)
 }
 
-// NewBridgeClient returns a Bridge that talks to a BridgeService over conn.
+// NewBridgeClient returns a Bridge that talks to one BridgeService over
+// conn: the embedded bridge.
 func NewBridgeClient(conn grpc.ClientConnInterface) Bridge {
 	return &bridgeClient{client: bridgev1.NewBridgeServiceClient(conn)}
 }
 
 type bridgeClient struct {
 	client bridgev1.BridgeServiceClient
+	// replicated is set for bridges balanced by sessionpin
+	// (NewReplicatedBridgeClient).
+	replicated bool
+	health     healthpb.HealthClient // replicated: probes a session's bridge
+	log        *slog.Logger          // replicated: sessions moving
 }
 
 func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest) (BridgeSession, error) {
+	if b.replicated {
+		return b.openReplicated(ctx, req)
+	}
+	s, err := b.open(ctx, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open opens a session. With pin (replicated bridges), every RPC of the
+// session goes where pin says: to the replica that opened it.
+func (b *bridgeClient) open(ctx context.Context, req *bridgev1.OpenSessionRequest, pin *sessionpin.Pin) (*bridgeSession, error) {
 	// The stream's context is the session's lifetime: cancelling it, or the
 	// caller vanishing, makes the bridge close everything.
 	sctx, cancel := context.WithCancel(ctx)
+	if pin != nil {
+		sctx = pin.Context(sctx)
+	}
 	stream, err := b.client.OpenSession(sctx, req)
 	if err != nil {
 		cancel()
@@ -65,22 +92,31 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 		cancel()
 		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
 	}
+	s := &bridgeSession{client: b.client, health: b.health, id: id, pin: pin, cancel: cancel, done: make(chan struct{})}
+	if pin != nil {
+		s.addr = pin.Fix()
+	}
 	calls, err := openBridgeCallStream(sctx, b.client, id)
 	if err != nil {
 		cancel()
 		return nil, translateBridgeError(err)
 	}
-	s := &bridgeSession{client: b.client, id: id, calls: calls, cancel: cancel, done: make(chan struct{})}
+	s.calls = calls
 	go s.watch(stream)
 	return s, nil
 }
 
 type bridgeSession struct {
 	client bridgev1.BridgeServiceClient
+	health healthpb.HealthClient
 	id     string
+	// pin sends the session's RPCs to its replica, addr; nil, and "",
+	// for the embedded bridge.
+	pin    *sessionpin.Pin
+	addr   string
 	calls  *bridgeCallStream
 	cancel context.CancelFunc
-	done   chan struct{} // closed when watch returns
+	done   chan struct{} // closed when watch returns: the bridge's session is over
 
 	closeOnce sync.Once
 }
@@ -95,10 +131,23 @@ func (s *bridgeSession) watch(stream grpc.ServerStreamingClient[bridgev1.OpenSes
 	}
 }
 
+// pinned returns ctx for an RPC of the session: one that reaches the
+// session's replica.
+func (s *bridgeSession) pinned(ctx context.Context) context.Context {
+	if s.pin == nil {
+		return ctx
+	}
+	return s.pin.Context(ctx)
+}
+
 func (s *bridgeSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools, error) {
-	res, err := s.client.ListTools(ctx, &bridgev1.ListToolsRequest{SessionId: s.id})
+	res, err := s.client.ListTools(s.pinned(ctx), &bridgev1.ListToolsRequest{SessionId: s.id})
 	if err != nil {
-		return nil, translateBridgeError(err)
+		err = translateBridgeError(err)
+		if s.gone(ctx, err) {
+			return nil, &errSessionLost{addr: s.addr, err: err}
+		}
+		return nil, err
 	}
 	return res.GetServers(), nil
 }
@@ -108,22 +157,32 @@ func (s *bridgeSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools,
 func (s *bridgeSession) CallTool(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
 	res, err := s.calls.call(ctx, server, tool, arguments)
 	if !errors.Is(err, errNoCallStream) {
-		return res, err
+		return res, s.lost(err)
 	}
-	res, err = s.client.CallTool(ctx, &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments})
+	res, err = s.client.CallTool(s.pinned(ctx), &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments})
 	if err != nil {
-		return nil, translateBridgeError(err)
+		err = translateBridgeError(err)
+		if s.gone(ctx, err) {
+			return nil, &errSessionLost{addr: s.addr, sent: true, err: err}
+		}
+		return nil, err
 	}
 	return res, nil
 }
 
 func (s *bridgeSession) Close(ctx context.Context) {
 	s.closeOnce.Do(func() {
-		// CloseSession returns once the bridge has stopped everything; the
-		// generation may already be cancelled, so it gets its own deadline.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		_, _ = s.client.CloseSession(ctx, &bridgev1.CloseSessionRequest{SessionId: s.id})
-		cancel()
+		select {
+		case <-s.done:
+			// The bridge has closed the session already, or is gone.
+		default:
+			// CloseSession returns once the bridge has stopped everything;
+			// the generation may already be cancelled, so it gets its own
+			// deadline.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			_, _ = s.client.CloseSession(s.pinned(ctx), &bridgev1.CloseSessionRequest{SessionId: s.id})
+			cancel()
+		}
 		s.cancel()
 		<-s.done
 		s.calls.wait()

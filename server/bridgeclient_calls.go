@@ -41,6 +41,7 @@ type bridgeCallStream struct {
 	reqs       chan *bridgev1.CallToolsRequest // calls, to the sender
 	wake       chan struct{}                   // cancels are pending
 	done       chan struct{}                   // closed when the receiver ends
+	sendDone   chan struct{}                   // closed when the sender ends
 	joined     sync.WaitGroup
 
 	mu      sync.Mutex
@@ -48,6 +49,7 @@ type bridgeCallStream struct {
 	waiting map[uint64]chan *bridgev1.CallToolsResponse
 	cancels []uint64 // calls whose callers gave up, for the sender
 	err     error    // why the stream ended, set before done closes
+	unsent  uint64   // the call whose Send failed, set before sendDone closes
 }
 
 // openBridgeCallStream opens the CallTools stream of session id; ctx is the
@@ -68,6 +70,7 @@ func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClie
 		reqs:       make(chan *bridgev1.CallToolsRequest),
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
+		sendDone:   make(chan struct{}),
 		waiting:    make(map[uint64]chan *bridgev1.CallToolsResponse),
 	}
 	c.joined.Go(c.receive)
@@ -100,11 +103,17 @@ func (c *bridgeCallStream) receive() {
 }
 
 func (c *bridgeCallStream) send() {
+	defer close(c.sendDone)
 	for {
 		select {
 		case req := <-c.reqs:
 			if c.stream.Send(req) != nil {
-				return // the receiver learns why
+				// Not sent: a failed Send queues nothing. The receiver
+				// learns why.
+				c.mu.Lock()
+				c.unsent = req.GetCall().GetId()
+				c.mu.Unlock()
+				return
 			}
 		case <-c.wake:
 			c.mu.Lock()
@@ -146,7 +155,7 @@ func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments str
 	case c.reqs <- req:
 	case <-c.done:
 		c.forget(id)
-		return nil, c.ended()
+		return nil, c.ended(id, false)
 	case <-ctx.Done():
 		c.forget(id)
 		return nil, contextError(ctx)
@@ -160,7 +169,7 @@ func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments str
 			return outcome(res)
 		default:
 		}
-		return nil, c.ended()
+		return nil, c.ended(id, true)
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.waiting, id)
@@ -180,18 +189,42 @@ func (c *bridgeCallStream) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-// ended is the error of a call that the stream's end cut short.
-func (c *bridgeCallStream) ended() error {
+// callCut is the error of a call that the end of its CallTools stream cut
+// short.
+type callCut struct {
+	// sent says the call had gone to the stream: it may have run.
+	sent bool
+	// lost says the stream broke (Unavailable: the connection to the
+	// bridge was lost) or the bridge ended it (the session is over
+	// there): the session is gone with it. Otherwise the bridge refused
+	// the stream, or the caller ended it.
+	lost bool
+	err  error // translated
+}
+
+func (e *callCut) Error() string { return e.err.Error() }
+func (e *callCut) Unwrap() error { return e.err }
+
+// ended is the error of call id, which the stream's end cut short;
+// handed says the caller had handed it to the sender.
+func (c *bridgeCallStream) ended(id uint64, handed bool) error {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
 	if status.Code(err) == codes.Unimplemented {
 		return errNoCallStream
 	}
-	if err == nil || errors.Is(err, io.EOF) {
-		return fault.New(fault.Unavailable, "the bridge ended the tool-call stream")
+	sent := false
+	if handed {
+		<-c.sendDone // the stream is over: the sender is returning
+		c.mu.Lock()
+		sent = c.unsent != id
+		c.mu.Unlock()
 	}
-	return translateBridgeError(err)
+	if err == nil || errors.Is(err, io.EOF) {
+		return &callCut{sent: sent, lost: true, err: fault.New(fault.Unavailable, "the bridge ended the tool-call stream")}
+	}
+	return &callCut{sent: sent, lost: status.Code(err) == codes.Unavailable, err: translateBridgeError(err)}
 }
 
 // outcome is a call's answer as CallTool would have returned it.

@@ -235,7 +235,8 @@ type Agent struct {
 // boundary is always a real gRPC hop, and serves its admin service beside
 // the AgentService, or with admin.listen set on a server of its own
 // (Admin); otherwise it dials that address, over TLS as bridge.tls says
-// (X-I8), and admin.listen is the remote bridge's business. Close releases
+// (X-I8), balancing the bridge's replicas with each session pinned to its
+// own (X-G6), and admin.listen is the remote bridge's business. Close releases
 // what NewAgent started if Serve is never called.
 func NewAgent(o Options) (*Agent, error) {
 	regs, err := registry.NewTenants(&o.Config)
@@ -290,11 +291,15 @@ func NewAgent(o Options) (*Agent, error) {
 	// it is let in.
 	serverOpts.Stream = append(serverOpts.Stream, a.storeGate(o.Config.Store.PingInterval))
 	a.Server, a.Health = grpcserver.New(serverOpts)
+	bridge := server.NewBridgeClient(a.bridgeConn)
+	if a.embedded == nil {
+		bridge = server.NewReplicatedBridgeClient(a.bridgeConn, log)
+	}
 	svc := server.New(server.Options{
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
 		Logger:         log,
 		Providers:      regs.Global(),
-		Bridge:         server.NewBridgeClient(a.bridgeConn),
+		Bridge:         bridge,
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,
 		Checkpoints:    a.store,

@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 		os.Exit(runCounter())
 	case os.Getenv(serveEnv) == "1":
 		os.Exit(runServe())
+	case os.Getenv(bridgeEnv) == "1":
+		os.Exit(runBridge())
+	case os.Getenv(replicaToolsEnv) != "":
+		os.Exit(runReplicaTools())
 	}
 	proctest.VerifyTestMain(m)
 }

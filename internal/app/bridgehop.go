@@ -11,11 +11,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/sessionpin"
 	"github.com/agentd/agentd/internal/tlsconf"
 )
 
@@ -32,7 +35,9 @@ const (
 
 // dialRemoteBridge connects to the remote bridge at bridge.address, over
 // TLS when bridge.tls says so (plaintext, with a warning, beyond this
-// machine otherwise). Errors of the hop that the bridge did not return
+// machine otherwise). The address may resolve to several replicas, or list
+// them; sessionpin balances them (X-G6): each session's RPCs reach the
+// replica that opened it. Errors of the hop that the bridge did not return
 // itself name the bridge (bridgeHopErrors).
 func dialRemoteBridge(o Options, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	b := o.Config.Bridge
@@ -43,13 +48,59 @@ func dialRemoteBridge(o Options, extra ...grpc.DialOption) (*grpc.ClientConn, er
 			return nil, err
 		}
 		creds = credentials.NewTLS(cfg)
-	} else if !netaddr.LoopbackListen(b.Address) {
+	} else if !bridgeOnLoopback(b) {
 		o.Logger.Warn("dialling the bridge in plaintext beyond this machine: set bridge.tls (cert_file, key_file, ca_file) for mutual TLS",
 			"bridge", b.Address)
 	}
 	h := bridgeHopErrors{address: b.Address}
-	extra = append(extra, grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream))
-	return grpcserver.Dial(b.Address, o.Telemetry, creds, extra...)
+	target := b.Address
+	if list := b.AddressList(); list != nil {
+		target = bridgeListScheme + ":///bridges"
+		extra = append(extra, grpc.WithResolvers(listResolver(list)))
+	}
+	// The service config is ours alone: one that a DNS TXT record offers
+	// is not read.
+	extra = append(extra, grpc.WithDefaultServiceConfig(sessionpin.ServiceConfig), grpc.WithDisableServiceConfig(),
+		grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream))
+	return grpcserver.Dial(target, o.Telemetry, creds, extra...)
+}
+
+// bridgeListScheme is the resolver scheme of a bridge.address that lists
+// its replicas.
+const bridgeListScheme = "agentd-bridges"
+
+// listResolver resolves to the replicas of a bridge.address list, each
+// named as its entry says (the name its TLS certificate must carry, unless
+// bridge.tls.server_name says otherwise), as a DNS target's addresses are
+// named by the target.
+func listResolver(list []string) *manual.Resolver {
+	r := manual.NewBuilderWithScheme(bridgeListScheme)
+	var state resolver.State
+	for _, a := range list {
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: a})
+	}
+	r.InitialState(state)
+	return r
+}
+
+// bridgeOnLoopback reports whether every replica bridge.address names is
+// on this machine: the entries of a list, or the endpoint of a target
+// (dns:///localhost:7071).
+func bridgeOnLoopback(b config.Bridge) bool {
+	list := b.AddressList()
+	if list == nil {
+		endpoint := b.Address
+		if _, rest, ok := strings.Cut(b.Address, "://"); ok {
+			_, endpoint, _ = strings.Cut(rest, "/")
+		}
+		list = []string{endpoint}
+	}
+	for _, a := range list {
+		if !netaddr.LoopbackListen(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // bridgeHopErrors rewrites the errors of the hop to a remote bridge that

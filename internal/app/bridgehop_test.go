@@ -262,6 +262,10 @@ func TestRemoteBridgePlaintextWarns(t *testing.T) {
 		{"X-I8 plaintext beyond this machine warns", "bridge.internal:7071", config.TLS{MinVersion: "1.2"}, true},
 		{"X-I8 TLS beyond this machine does not", "bridge.internal:7071", hopTLS(t, ca, peerLeaf(t, ca, "agentd", agentdPrincipal)), false},
 		{"X-I8 plaintext on loopback does not", "127.0.0.1:7071", config.TLS{MinVersion: "1.2"}, false},
+		{"X-G6 X-I8 plaintext to a DNS target beyond this machine warns", "dns:///bridge.agentd.svc:7071", config.TLS{MinVersion: "1.2"}, true},
+		{"X-G6 X-I8 plaintext to a DNS target on loopback does not", "dns:///localhost:7071", config.TLS{MinVersion: "1.2"}, false},
+		{"X-G6 X-I8 plaintext to a list with one replica beyond this machine warns", "127.0.0.1:7071,10.0.0.2:7071", config.TLS{MinVersion: "1.2"}, true},
+		{"X-G6 X-I8 plaintext to a list of replicas on loopback does not", "127.0.0.1:7071, [::1]:7072", config.TLS{MinVersion: "1.2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

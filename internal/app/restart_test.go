@@ -106,12 +106,21 @@ func (p *agentdProcess) wait() error {
 
 func startAgentd(t *testing.T, configPath, addr string) *agentdProcess {
 	t.Helper()
+	return startChild(t, serveEnv, configPath, addr)
+}
+
+// startChild runs the test binary as the agentd command that env selects
+// (serveEnv, bridgeEnv), configured by configPath, and returns once it
+// listens on addr. The process is killed when the test ends, if it still
+// runs.
+func startChild(t *testing.T, env, configPath, addr string) *agentdProcess {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), serveEnv+"=1", "AGENTD_CONFIG="+configPath)
+	cmd.Env = append(os.Environ(), env+"=1", "AGENTD_CONFIG="+configPath)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

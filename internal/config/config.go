@@ -141,6 +141,20 @@ func (t TLS) Enabled() bool { return t.CertFile != "" }
 // certificate, a CA or a server name.
 func (t TLS) Dials() bool { return t.CertFile != "" || t.CAFile != "" || t.ServerName != "" }
 
+// AddressList is the replicas that Address lists when it is a
+// comma-separated list of host:port, each trimmed of spaces; nil when it
+// is one target.
+func (b Bridge) AddressList() []string {
+	if !strings.Contains(b.Address, ",") {
+		return nil
+	}
+	list := strings.Split(b.Address, ",")
+	for i, a := range list {
+		list[i] = strings.TrimSpace(a)
+	}
+	return list
+}
+
 // VerifiesPeers reports whether `agentd bridge` serves only peers it
 // authenticates: trusted_peers, over TLS that requires client
 // certificates.
@@ -491,10 +505,23 @@ type Store struct {
 
 // Bridge configures the BridgeService.
 type Bridge struct {
-	// Address of a remote BridgeService (`agentd bridge`) for `agentd serve`
-	// to use. Empty (the default) runs the bridge embedded, over an
-	// in-memory gRPC listener. Env AGENTD_BRIDGE_ADDRESS; flag
-	// --bridge-addr.
+	// Address of the remote BridgeService (`agentd bridge`) for `agentd
+	// serve` to use, which may run as several replicas (X-G6). Empty (the
+	// default) runs the bridge embedded, over an in-memory gRPC listener.
+	// Its forms:
+	//
+	//   - host:port, or a gRPC target such as dns:///bridge:7071: every
+	//     address the name resolves to is a replica; the name is resolved
+	//     again every 30 s, so replicas come and go with it.
+	//   - a comma-separated list of host:port, each a replica:
+	//     "bridge-a:7071,bridge-b:7071" (see AddressList).
+	//
+	// Sessions are spread round-robin over the connected replicas, and
+	// each stays on the replica that opened it. When a replica is lost,
+	// its sessions' calls in flight reach the model as of unknown outcome
+	// (never run twice), and each generation goes on with a new session
+	// on another replica, whose MCP servers start afresh. Env
+	// AGENTD_BRIDGE_ADDRESS; flag --bridge-addr.
 	Address string `yaml:"address"`
 
 	// Listen is where `agentd bridge` serves BridgeService and
@@ -918,6 +945,7 @@ func (c *Config) Validate() error {
 	c.Bridge.TLS.validate("bridge.tls", bad)
 	c.Admin.TLS.validate("admin.tls", bad)
 	c.Bridge.validatePeers(bad)
+	c.Bridge.validateAddress(bad)
 	if c.Admin.Listen == "" && (c.Admin.TLS.CertFile != "" || c.Admin.TLS.ClientCAFile != "") {
 		bad("admin.tls: needs admin.listen (without it, the admin service is served beside the main service, over its tls)")
 	}
@@ -1019,6 +1047,16 @@ func (s Store) validate(bad func(string, ...any)) {
 	}
 	if s.PingInterval <= 0 {
 		bad("store.ping_interval: must be positive, got %s", s.PingInterval)
+	}
+}
+
+// validateAddress checks the list form of bridge.address: every entry is
+// a host:port.
+func (b Bridge) validateAddress(bad func(string, ...any)) {
+	for i, a := range b.AddressList() {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			bad("bridge.address: entry %d of the list, %q, is not a host:port", i+1, a)
+		}
 	}
 }
 

@@ -65,6 +65,11 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "X-G6 bridge.address lists replicas",
+			file: "bridge: {address: \"10.0.0.1:7071, bridge-b:7071\"}\n",
+			want: func(c *Config) { c.Bridge.Address = "10.0.0.1:7071, bridge-b:7071" },
+		},
+		{
 			name: "X-I8 bridge.tls for both sides of the hop, trusted_peers",
 			file: "bridge: {address: bridge.internal:7071, tls: {cert_file: agentd.pem, key_file: agentd-key.pem, ca_file: bridge-ca.pem}}\n",
 			env: map[string]string{
@@ -187,6 +192,15 @@ func TestLoadRejects(t *testing.T) {
 			name:     "X-I8 trusted_peers without client certificates to name them, an empty peer",
 			file:     "bridge: {trusted_peers: [spiffe://example.org/agentd, \"\"], tls: {cert_file: b.pem, key_file: b.key}}\n",
 			wantErrs: []string{"bridge.trusted_peers: needs bridge.tls.client_ca_file", "bridge.trusted_peers: empty entry"},
+		},
+		{
+			name: "X-G6 a bridge.address list whose entries are not all host:port",
+			env:  map[string]string{"AGENTD_BRIDGE_ADDRESS": "bridge-a:7071, bridge-b,,:7071"},
+			wantErrs: []string{
+				`bridge.address: entry 2 of the list, "bridge-b", is not a host:port`,
+				`bridge.address: entry 3 of the list, "", is not a host:port`,
+				`bridge.address: entry 4 of the list, ":7071", is not a host:port`,
+			},
 		},
 		{
 			name:     "X-I5 admin.tls without admin.listen",
@@ -318,5 +332,25 @@ func TestForTenantNamesSettings(t *testing.T) {
 	cfg.Tenants = nil
 	if got, ok := cfg.ForTenant("zed"); !ok || got.Entry != "" || got.Rules.Settings != (policy.Settings{}) {
 		t.Errorf("without tenants: ForTenant = %+v, %v; want the global settings", got, ok)
+	}
+}
+
+// X-G6: bridge.address names one target, or lists replicas separated by
+// commas.
+func TestBridgeAddressList(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		address string
+		want    []string
+	}{
+		{"", nil},
+		{"bridge:7071", nil},
+		{"dns:///bridge.agentd.svc:7071", nil},
+		{"10.0.0.1:7071,10.0.0.2:7071", []string{"10.0.0.1:7071", "10.0.0.2:7071"}},
+		{" bridge-a:7071 , [::1]:7071 ", []string{"bridge-a:7071", "[::1]:7071"}},
+	} {
+		if diff := cmp.Diff(tc.want, Bridge{Address: tc.address}.AddressList()); diff != "" {
+			t.Errorf("AddressList of %q (-want +got):\n%s", tc.address, diff)
+		}
 	}
 }
