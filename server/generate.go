@@ -70,6 +70,7 @@ func (s *Service) Generate(stream generateStream) error {
 	if err != nil {
 		g.failed(ctx)
 	}
+	g.settleJournal(ctx, err)
 	g.link.out.close()
 	if err == nil {
 		return nil

@@ -730,7 +730,15 @@ type GenerateResponse struct {
 	//	*GenerateResponse_ProviderToolCall
 	//	*GenerateResponse_Paused
 	//	*GenerateResponse_Completed
-	Event         isGenerateResponse_Event `protobuf_oneof:"event"`
+	Event isGenerateResponse_Event `protobuf_oneof:"event"`
+	// The event's sequence number in its generation (X-G2): 1 for the first
+	// event, then one more for each event, without gaps, across the whole
+	// generation (a resume continues the count of the generation it
+	// resumes). It equals the event's number in the generation's stored
+	// event log, so a client that lost its stream can ask for the events
+	// after the last one it saw. 0 when the agentd keeps no durable record
+	// of its generations.
+	Sequence      int64 `protobuf:"varint,11,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -860,6 +868,13 @@ func (x *GenerateResponse) GetCompleted() *GenerationCompleted {
 		}
 	}
 	return nil
+}
+
+func (x *GenerateResponse) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
 }
 
 type isGenerateResponse_Event interface {
@@ -2014,7 +2029,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x9a\x05\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb6\x05\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -2027,7 +2042,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x12provider_tool_call\x18\b \x01(\v2\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCall\x125\n" +
 	"\x06paused\x18\t \x01(\v2\x1b.agentd.v1.GenerationPausedH\x00R\x06paused\x12>\n" +
 	"\tcompleted\x18\n" +
-	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompletedB\a\n" +
+	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompleted\x12\x1a\n" +
+	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xb3\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x124\n" +
