@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -403,6 +405,8 @@ type result struct {
 	Text  string          `json:"text,omitempty"`
 	Usage json.RawMessage `json:"usage,omitempty"`
 	Error string          `json:"error,omitempty"`
+	// Code is the gRPC code of Error.
+	Code codes.Code `json:"code,omitempty"`
 }
 
 func (g *generation) result(final *agentdv1.Message, err error) []byte {
@@ -411,7 +415,8 @@ func (g *generation) result(final *agentdv1.Message, err error) []byte {
 		r.Usage = u
 	}
 	if err != nil {
-		r.Error = fault.GRPC(err).Error()
+		st := status.Convert(fault.GRPC(err))
+		r.Error, r.Code = st.Message(), st.Code()
 	}
 	b, _ := json.Marshal(r)
 	return b

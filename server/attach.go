@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// attachPoll is how often an attached stream reads the generation's log
+// for events it has not sent yet.
+const attachPoll = 50 * time.Millisecond
+
+// attach follows a generation from its stored log (X-G2): every event
+// after a.after_sequence, in order, each once, then the later ones as its
+// owner, on this replica or another, appends them, until the generation
+// has paused or finished. The stream is read-only.
+func (s *Service) attach(stream generateStream, a *agentdv1.AttachGeneration) error {
+	err := s.follow(stream, a)
+	var fe *fault.Error
+	if _, ok := status.FromError(err); ok && !errors.As(err, &fe) {
+		return err // nil, or a status already: the generation's, or the stream's
+	}
+	return fault.GRPC(err)
+}
+
+func (s *Service) follow(stream generateStream, a *agentdv1.AttachGeneration) error {
+	var v violations
+	if a.GetGenerationId() == "" {
+		v.add("attach.generation_id", "is required")
+	}
+	if a.GetAfterSequence() < 0 {
+		v.add("attach.after_sequence", "must not be negative, got %d", a.GetAfterSequence())
+	}
+	if len(v) > 0 {
+		return fault.InvalidRequest(v)
+	}
+	tenant, _, err := s.tenant(stream.Context())
+	if err != nil {
+		return err
+	}
+	if s.generations == nil {
+		return fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so there is nothing to attach to")
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	go func() { // returns when the handler has returned, at the latest
+		_, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF): // half-closed: the client still reads
+		case err != nil:
+			cancel(err)
+		default:
+			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "an attached stream is read-only: answer on the generation's own stream, or resume it once it has paused"}}))
+		}
+	}()
+	id, after := a.GetGenerationId(), a.GetAfterSequence()
+	tick := time.NewTicker(attachPoll)
+	defer tick.Stop()
+	for {
+		rec, err := s.generations.Get(ctx, tenant, id)
+		if err != nil {
+			return orCause(ctx, err)
+		}
+		for after < rec.LastSeq {
+			evs, err := s.generations.Read(ctx, tenant, id, after, 0)
+			if err != nil {
+				return orCause(ctx, err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			for _, e := range evs {
+				ev := &agentdv1.GenerateResponse{}
+				if err := proto.Unmarshal(e.Data, ev); err != nil {
+					return fault.Wrap(fault.Internal, err, "decoding a stored event")
+				}
+				ev.Sequence = e.Seq
+				if err := stream.Send(ev); err != nil {
+					return err
+				}
+				after = e.Seq
+			}
+		}
+		if after >= rec.LastSeq && (rec.State.Finished() || rec.State == store.Paused) {
+			return endStatus(rec)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+}
+
+// orCause is err, or why ctx ended if it did.
+func orCause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+// endStatus is how an attached stream ends: OK for a generation that
+// completed or paused, its own status for one that failed or was
+// cancelled.
+func endStatus(rec store.Generation) error {
+	if rec.State != store.Failed && rec.State != store.Cancelled {
+		return nil
+	}
+	var r result
+	_ = json.Unmarshal(rec.Result, &r)
+	code := r.Code
+	if code == codes.OK {
+		code = codes.Unknown
+		if rec.State == store.Cancelled {
+			code = codes.Canceled
+		}
+	}
+	return status.Error(code, r.Error)
+}
