@@ -25,7 +25,7 @@ const attachPoll = 50 * time.Millisecond
 // owner, on this replica or another, appends them, until the generation
 // has paused or finished. The stream is read-only.
 func (s *Service) attach(stream generateStream, a *agentdv1.AttachGeneration) error {
-	err := s.follow(stream, a)
+	err := s.attachStream(stream, a)
 	var fe *fault.Error
 	if _, ok := status.FromError(err); ok && !errors.As(err, &fe) {
 		return err // nil, or a status already: the generation's, or the stream's
@@ -33,7 +33,7 @@ func (s *Service) attach(stream generateStream, a *agentdv1.AttachGeneration) er
 	return fault.GRPC(err)
 }
 
-func (s *Service) follow(stream generateStream, a *agentdv1.AttachGeneration) error {
+func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGeneration) error {
 	var v violations
 	if a.GetGenerationId() == "" {
 		v.add("attach.generation_id", "is required")
@@ -64,6 +64,26 @@ func (s *Service) follow(stream generateStream, a *agentdv1.AttachGeneration) er
 		}
 	}()
 	id, after := a.GetGenerationId(), a.GetAfterSequence()
+	if _, err := s.generations.Get(ctx, tenant, id); err != nil {
+		return orCause(ctx, err) // another tenant's is not found either
+	}
+	send := func(ev *agentdv1.GenerateResponse) error {
+		if ev.GetSequence() <= after {
+			return nil // sent already
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+		after = ev.GetSequence()
+		return nil
+	}
+	if j, ok := s.running.Load(liveKey(tenant, id)); ok {
+		if err := s.followLive(ctx, j.(*journal), tenant, id, after, send); err != nil {
+			return err
+		}
+	}
+	// Not running here (or no longer, or this stream fell behind): the
+	// store has the rest.
 	tick := time.NewTicker(attachPoll)
 	defer tick.Stop()
 	for {
@@ -79,16 +99,8 @@ func (s *Service) follow(stream generateStream, a *agentdv1.AttachGeneration) er
 			if len(evs) == 0 {
 				break
 			}
-			for _, e := range evs {
-				ev := &agentdv1.GenerateResponse{}
-				if err := proto.Unmarshal(e.Data, ev); err != nil {
-					return fault.Wrap(fault.Internal, err, "decoding a stored event")
-				}
-				ev.Sequence = e.Seq
-				if err := stream.Send(ev); err != nil {
-					return err
-				}
-				after = e.Seq
+			if err := sendStored(evs, send); err != nil {
+				return err
 			}
 		}
 		if after >= rec.LastSeq && (rec.State.Finished() || rec.State == store.Paused) {
@@ -100,6 +112,65 @@ func (s *Service) follow(stream generateStream, a *agentdv1.AttachGeneration) er
 		case <-tick.C:
 		}
 	}
+}
+
+// followLive follows a generation that this replica runs: the stored
+// events up to what the store has, then those numbered but not yet
+// stored, then each new one as it is numbered, until the generation ends
+// here or the stream falls too far behind; then the caller reads the rest
+// from the store. send skips what was sent already.
+func (s *Service) followLive(ctx context.Context, j *journal, tenant, id string, after int64, send func(*agentdv1.GenerateResponse) error) error {
+	f, confirmed, pending, ok := j.follow()
+	if !ok {
+		return nil
+	}
+	defer j.unfollow(f)
+	for after < confirmed {
+		evs, err := s.generations.Read(ctx, tenant, id, after, 0)
+		if err != nil {
+			return orCause(ctx, err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		if err := sendStored(evs, send); err != nil {
+			return err
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	for _, ev := range pending {
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case ev, open := <-f.ch:
+			if !open {
+				return nil
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sendStored decodes stored events and sends them.
+func sendStored(evs []store.Event, send func(*agentdv1.GenerateResponse) error) error {
+	for _, e := range evs {
+		ev := &agentdv1.GenerateResponse{}
+		if err := proto.Unmarshal(e.Data, ev); err != nil {
+			return fault.Wrap(fault.Internal, err, "decoding a stored event")
+		}
+		ev.Sequence = e.Seq
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // orCause is err, or why ctx ended if it did.

@@ -65,6 +65,62 @@ type journal struct {
 	done      chan struct{}
 	started   bool
 	settled   bool // settle ran
+	subs      map[*follower]struct{}
+	forget    func() // removes the journal from Service.running
+}
+
+// follower is an attached stream following a generation of this replica
+// in memory: it receives each event as it is numbered. One that falls
+// more than followerBuffer events behind is dropped (its channel closed)
+// and reads the rest from the store, as it does once the generation ends.
+type follower struct {
+	ch chan *agentdv1.GenerateResponse
+}
+
+// followerBuffer is how many events a follower may fall behind.
+const followerBuffer = 256
+
+func liveKey(tenant, id string) string { return tenant + "\x00" + id }
+
+// follow subscribes f to the events numbered after now. It returns the
+// last sequence number in the store and the events numbered since, which
+// the store may not have yet. ok is false once the journal is settled.
+func (j *journal) follow() (f *follower, confirmed int64, pending []*agentdv1.GenerateResponse, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || j.lost {
+		return nil, 0, nil, false
+	}
+	for _, e := range j.pending {
+		ev := &agentdv1.GenerateResponse{}
+		if proto.Unmarshal(e.Data, ev) == nil {
+			pending = append(pending, ev)
+		}
+	}
+	f = &follower{ch: make(chan *agentdv1.GenerateResponse, followerBuffer)}
+	if j.subs == nil {
+		j.subs = make(map[*follower]struct{})
+	}
+	j.subs[f] = struct{}{}
+	return f, j.confirmed, pending, true
+}
+
+// unfollow drops f, if it is still there.
+func (j *journal) unfollow(f *follower) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.subs[f]; ok {
+		delete(j.subs, f)
+		close(f.ch)
+	}
+}
+
+// dropFollowers closes every follower's channel; j.mu is held.
+func (j *journal) dropFollowers() {
+	for f := range j.subs {
+		close(f.ch)
+	}
+	j.subs = nil
 }
 
 // openJournal records a new generation (Create), or takes the record of a
@@ -102,6 +158,9 @@ func (s *Service) openJournal(ctx context.Context, g *generation) (*journal, err
 		}
 	}
 	j.started = true
+	key := liveKey(g.tenant, g.id)
+	s.running.Store(key, j)
+	j.forget = func() { s.running.CompareAndDelete(key, j) }
 	go j.keep()
 	return j, nil
 }
@@ -146,6 +205,14 @@ func (j *journal) record(ev *agentdv1.GenerateResponse) {
 		kind = string(fd.Name())
 	}
 	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
+	for f := range j.subs {
+		select {
+		case f.ch <- ev:
+		default: // too far behind: it reads the rest from the store
+			delete(j.subs, f)
+			close(f.ch)
+		}
+	}
 	if d, ok := ev.GetEvent().(*agentdv1.GenerateResponse_TextDelta); ok {
 		j.bytes += len(d.TextDelta.GetText())
 		if j.bytes < flushBytes {
@@ -326,6 +393,17 @@ func (j *journal) appendEvents(batch []store.Event) error {
 	return nil
 }
 
+// end drops the followers, which read what is left from the store, and
+// removes the journal from the running ones.
+func (j *journal) end() {
+	j.mu.Lock()
+	j.dropFollowers()
+	j.mu.Unlock()
+	if j.forget != nil {
+		j.forget()
+	}
+}
+
 // halt stops the keeper and joins it. Idempotent.
 func (j *journal) halt() {
 	j.mu.Lock()
@@ -351,6 +429,7 @@ func (j *journal) settle(ctx context.Context, state store.State, result []byte) 
 	if settled {
 		return
 	}
+	defer j.end()
 	deadline := time.Now().Add(storeTimeout)
 	backoff := retryMin
 	try := func(what string, f func(context.Context) error) bool {
@@ -465,6 +544,7 @@ func (g *generation) settleJournal(ctx context.Context, err error) {
 		state = store.Completed
 	case fault.KindOf(err) == fault.Conflict && j.isLost():
 		j.halt()
+		j.end()
 		return
 	case g.resume != nil && !g.resume.progressed:
 		// A resume that failed within its paused turn leaves the pause to

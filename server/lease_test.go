@@ -2,9 +2,14 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
@@ -17,7 +22,15 @@ import (
 // is set: a replica cut off from its store.
 type flakyGenerations struct {
 	store.Generations
-	down atomic.Bool
+	down        atomic.Bool
+	appendsDown atomic.Bool // Append fails as unavailable
+}
+
+func (f *flakyGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []store.Event) (int64, error) {
+	if f.appendsDown.Load() {
+		return 0, fault.New(fault.Unavailable, "the store is down")
+	}
+	return f.Generations.Append(ctx, tenant, id, epoch, events)
 }
 
 func (f *flakyGenerations) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error {
@@ -84,5 +97,97 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("the condition never held")
 		case <-tick.C:
 		}
+	}
+}
+
+// X-G2: a stream attached on the replica that runs the generation follows
+// it in memory: it receives the events as they come even while the store
+// cannot take them (the generation goes on, and its writes are retried),
+// then, once the store is back, everything to the end, each once; and the
+// log holds the same events. X-G3: a store that refuses appends does not
+// fail the generation.
+func TestAttachFollowsInMemory(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	gens := &flakyGenerations{Generations: st.Generations()}
+	gens.appendsDown.Store(true)
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	client := newClientWith(t, server.Options{Bridge: bridge, Checkpoints: st, Generations: gens, Replica: "replica-a"}, recordingScript())
+	a := &pausable{client: client, store: st}
+
+	own, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}}}); err != nil {
+		t.Fatal(err)
+	}
+	ownEvents, req := untilApproval(t, own)
+	id := started(t, ownEvents).GetGenerationId()
+
+	att, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := att.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: id}}}); err != nil {
+		t.Fatal(err)
+	}
+	attEvents, _ := untilApproval(t, att)
+	if g, _ := record(t, a, id); g.LastSeq != 0 {
+		t.Fatalf("the store holds %d events; want none while it refuses appends", g.LastSeq)
+	}
+	gens.appendsDown.Store(false)
+	if err := own.Send(approve(req.GetId(), req.GetDigest(), true)); err != nil {
+		t.Fatal(err)
+	}
+	_ = own.CloseSend()
+	_ = att.CloseSend()
+	ownEvents = append(ownEvents, rest(t, own)...)
+	attEvents = append(attEvents, rest(t, att)...)
+	wantSequences(t, ownEvents, 1)
+	if diff := cmp.Diff(ownEvents, attEvents, protocmp.Transform()); diff != "" {
+		t.Errorf("attached events differ (-own +attached):\n%s", diff)
+	}
+	if diff := cmp.Diff(ownEvents, storedEvents(t, a, id), protocmp.Transform()); diff != "" {
+		t.Errorf("stored events differ (-own +stored):\n%s", diff)
+	}
+	if g, _ := record(t, a, id); g.State != store.Completed {
+		t.Errorf("the generation is %s; want completed", g.State)
+	}
+}
+
+type eventStream interface {
+	Recv() (*agentdv1.GenerateResponse, error)
+}
+
+// untilApproval reads s up to its first approval request.
+func untilApproval(t *testing.T, s eventStream) ([]*agentdv1.GenerateResponse, *agentdv1.ApprovalRequest) {
+	t.Helper()
+	var events []*agentdv1.GenerateResponse
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("before the approval request: %v", err)
+		}
+		events = append(events, ev)
+		if req := ev.GetApprovalRequest(); req != nil {
+			return events, req
+		}
+	}
+}
+
+// rest reads s to its end, which must be OK.
+func rest(t *testing.T, s eventStream) []*agentdv1.GenerateResponse {
+	t.Helper()
+	var events []*agentdv1.GenerateResponse
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return events
+		}
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		events = append(events, ev)
 	}
 }

@@ -106,8 +106,11 @@ type Service struct {
 	checkpoints store.Checkpoints
 	generations store.Generations
 	replica     string
-	tenants     func(string) (*Tenant, bool)
-	limiter     *quota.Limiter
+	// running holds the journals of the generations this replica runs,
+	// by liveKey, for attached streams to follow in memory.
+	running sync.Map
+	tenants func(string) (*Tenant, bool)
+	limiter *quota.Limiter
 	// pauseMu makes counting a tenant's paused generations and storing
 	// one more a single step, against max_paused_generations.
 	pauseMu sync.Mutex
