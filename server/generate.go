@@ -43,8 +43,10 @@ func (s *Service) Generate(stream generateStream) error {
 		g, err = s.newGeneration(stream.Context(), k.Start)
 	case *agentdv1.GenerateRequest_Resume:
 		g, err = s.resumeGeneration(stream.Context(), k.Resume)
+	case *agentdv1.GenerateRequest_Attach:
+		return s.attach(stream, k.Attach)
 	default:
-		err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "the first message must be start or resume"}})
+		err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "the first message must be start, resume or attach"}})
 	}
 	if err != nil {
 		return fault.GRPC(err)
@@ -70,6 +72,7 @@ func (s *Service) Generate(stream generateStream) error {
 	if err != nil {
 		g.failed(ctx)
 	}
+	g.settleJournal(ctx, err)
 	g.link.out.close()
 	if err == nil {
 		return nil
@@ -165,7 +168,7 @@ func (l *link) receive(stream generateStream) {
 			l.mail.update(func() { l.mail.results = append(l.mail.results, k.FunctionResult) })
 		default:
 			l.mail.update(func() {
-				l.mail.err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "start and resume are only valid as the first message"}})
+				l.mail.err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "start, resume and attach are only valid as the first message"}})
 			})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -46,6 +47,11 @@ type generation struct {
 	answered  map[string]bool // approval and function-call ids already answered; a repeat is ignored
 
 	resume *resumption // set when the generation continues a pause
+
+	journal   *journal   // its durable record; nil without Options.Generations
+	emitMu    sync.Mutex // numbers and queues events in one order
+	pausedNow bool       // it ended paused
+	final     *agentdv1.Message
 }
 
 // toolOwner says who runs a tool offered to the model.
@@ -97,7 +103,18 @@ func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGenera
 	}, nil
 }
 
+// emit sends ev to the client and, with a durable record, numbers it and
+// logs it (X-G2): the client's sequence numbers are the log's.
 func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error {
+	if g.journal == nil {
+		return g.link.out.emit(ctx, ev)
+	}
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	g.journal.record(ev)
 	return g.link.out.emit(ctx, ev)
 }
 
@@ -105,6 +122,13 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 // (stored, with a paused event). Every bridge session it opened is closed
 // before it returns, whatever happened.
 func (g *generation) run(ctx context.Context) error {
+	if g.s.generations != nil {
+		j, err := g.s.openJournal(ctx, g)
+		if err != nil {
+			return err
+		}
+		g.journal = j
+	}
 	if g.resume != nil {
 		g.resume.stopKeeping = g.keepClaim(ctx)
 		defer g.resume.stopKeeping()
@@ -160,8 +184,9 @@ func (g *generation) run(ctx context.Context) error {
 			continue
 		}
 		if len(r.calls) == 0 {
+			g.final = r.message
 			g.finished(ctx)
-			return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
+			return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 				GenerationId: g.id,
 				Message:      r.message,
 				Messages:     g.added,

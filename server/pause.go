@@ -103,7 +103,8 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	if g.resume != nil {
 		g.resume.version = 0 // no longer ours
 	}
-	return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Paused{Paused: &agentdv1.GenerationPaused{
+	g.pausedNow = true
+	return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Paused{Paused: &agentdv1.GenerationPaused{
 		GenerationId:     g.id,
 		ApprovalRequests: approvals,
 		FunctionCalls:    functions,

@@ -56,6 +56,13 @@ type Options struct {
 	// Checkpoints stores paused generations; nil means generations cannot
 	// pause (they fail when they would).
 	Checkpoints store.Checkpoints
+	// Generations records every generation from its start (X-G3) with its
+	// event log (X-G2), under a lease that Replica holds; nil keeps no
+	// record (events carry no sequence numbers).
+	Generations store.Generations
+	// Replica is this agentd's replica id: the owner of the leases of the
+	// generations it runs. Required with Generations.
+	Replica string
 	// Tenants returns the settings of the caller's tenant (auth.Caller's;
 	// "" without authentication), and false for a tenant that may not be
 	// served (one the configuration does not know): its calls are
@@ -97,8 +104,13 @@ type Service struct {
 	rules       *policy.Rules
 	tracer      trace.Tracer
 	checkpoints store.Checkpoints
-	tenants     func(string) (*Tenant, bool)
-	limiter     *quota.Limiter
+	generations store.Generations
+	replica     string
+	// running holds the journals of the generations this replica runs,
+	// by liveKey, for attached streams to follow in memory.
+	running sync.Map
+	tenants func(string) (*Tenant, bool)
+	limiter *quota.Limiter
 	// pauseMu makes counting a tenant's paused generations and storing
 	// one more a single step, against max_paused_generations.
 	pauseMu sync.Mutex
@@ -122,6 +134,8 @@ func New(opts Options) *Service {
 		rules:       opts.Rules,
 		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
 		checkpoints: opts.Checkpoints,
+		generations: opts.Generations,
+		replica:     opts.Replica,
 		tenants:     opts.Tenants,
 		limiter:     quota.New(),
 	}

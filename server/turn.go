@@ -15,6 +15,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
@@ -228,6 +229,10 @@ func (r *turnRun) awaitAnswers() (err error) {
 	g := r.g
 	if gone := g.link.waiting(true); gone {
 		return &errPause{why: "has gone away"}
+	}
+	if g.journal != nil {
+		g.journal.setState(store.Waiting)
+		defer g.journal.setState(store.Running)
 	}
 	defer func() {
 		// A pause keeps the link waiting: if the client goes away while

@@ -7,10 +7,13 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -303,6 +306,8 @@ func NewAgent(o Options) (*Agent, error) {
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,
 		Checkpoints:    a.store,
+		Generations:    a.store.Generations(),
+		Replica:        newReplicaID(),
 	})
 	svc.Register(a.Server)
 	a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -542,4 +547,17 @@ func listen(addr, setting string, authenticated bool, o Options) (net.Listener, 
 			"setting", setting, "address", addr)
 	}
 	return net.Listen("tcp", addr)
+}
+
+// newReplicaID names this agentd process among the replicas sharing its
+// store: its host name and a random suffix, new at every start, so that a
+// restarted agentd never mistakes its predecessor's leases for its own.
+func newReplicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "agentd"
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
 }

@@ -746,6 +746,11 @@ type Generation struct {
 	// the calls it approved are reported as of unknown outcome, never run
 	// twice). Default 10m.
 	ResumeStaleAfter time.Duration `yaml:"resume_stale_after"`
+	// LeaseTTL is how long the lease of a running generation's owner
+	// lasts unless renewed (X-G3): the owner renews it every third of it,
+	// and another replica may take the generation over once it lapses.
+	// Default 15s; at least 1s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
 }
 
 // DefaultMaxResultBytes is the default of Bridge.MaxResultBytes: 1 MiB,
@@ -782,6 +787,7 @@ func Default() Config {
 			MaxAnswerTimeout: time.Hour,
 			PauseTTL:         24 * time.Hour,
 			ResumeStaleAfter: 10 * time.Minute,
+			LeaseTTL:         15 * time.Second,
 		},
 	}
 }
@@ -1021,6 +1027,9 @@ func (c *Config) Validate() error {
 	}
 	if g.ResumeStaleAfter <= 0 {
 		bad("generation.resume_stale_after: must be positive, got %s", g.ResumeStaleAfter)
+	}
+	if g.LeaseTTL < time.Second {
+		bad("generation.lease_ttl: must be at least 1s, got %s", g.LeaseTTL)
 	}
 	if g.MaxAnswerTimeout <= 0 {
 		bad("generation.max_answer_timeout: must be positive, got %s", g.MaxAnswerTimeout)

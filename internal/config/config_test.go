@@ -227,6 +227,7 @@ func TestLoadRejects(t *testing.T) {
 		},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 		{name: "X-G1 store: postgres without a DSN", file: "store: {driver: postgres}\n", wantErrs: []string{"store.dsn: required with store.driver postgres"}},
+		{name: "X-G3 a lease_ttl under a second", file: "generation: {lease_ttl: 500ms}\n", wantErrs: []string{"generation.lease_ttl: must be at least 1s"}},
 		{name: "X-G1 store: a ping_interval of zero", file: "store: {ping_interval: 0s}\n", wantErrs: []string{"store.ping_interval: must be positive"}},
 		{name: "X-G1 store: an unknown driver", env: map[string]string{"AGENTD_STORE_DRIVER": "mysql"}, wantErrs: []string{`store.driver: must be sqlite or postgres, got "mysql"`}},
 		{name: "X-G1 store: a DSN that sqlite would ignore", env: map[string]string{"AGENTD_STORE_DSN": "postgres://db/agentd"}, wantErrs: []string{"store.dsn: set, but store.driver is sqlite"}},

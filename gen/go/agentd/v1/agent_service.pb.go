@@ -260,6 +260,7 @@ type GenerateRequest struct {
 	//	*GenerateRequest_ApprovalDecision
 	//	*GenerateRequest_FunctionResult
 	//	*GenerateRequest_Cancel
+	//	*GenerateRequest_Attach
 	Kind          isGenerateRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -347,6 +348,15 @@ func (x *GenerateRequest) GetCancel() *CancelGeneration {
 	return nil
 }
 
+func (x *GenerateRequest) GetAttach() *AttachGeneration {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateRequest_Attach); ok {
+			return x.Attach
+		}
+	}
+	return nil
+}
+
 type isGenerateRequest_Kind interface {
 	isGenerateRequest_Kind()
 }
@@ -376,6 +386,12 @@ type GenerateRequest_Cancel struct {
 	Cancel *CancelGeneration `protobuf:"bytes,5,opt,name=cancel,proto3,oneof"`
 }
 
+type GenerateRequest_Attach struct {
+	// First message: follow a generation from after a sequence number
+	// (X-G2), e.g. after a broken stream.
+	Attach *AttachGeneration `protobuf:"bytes,6,opt,name=attach,proto3,oneof"`
+}
+
 func (*GenerateRequest_Start) isGenerateRequest_Kind() {}
 
 func (*GenerateRequest_Resume) isGenerateRequest_Kind() {}
@@ -385,6 +401,72 @@ func (*GenerateRequest_ApprovalDecision) isGenerateRequest_Kind() {}
 func (*GenerateRequest_FunctionResult) isGenerateRequest_Kind() {}
 
 func (*GenerateRequest_Cancel) isGenerateRequest_Kind() {}
+
+func (*GenerateRequest_Attach) isGenerateRequest_Kind() {}
+
+// AttachGeneration follows a generation of the caller's tenant, on any
+// replica that shares the store: the stream replays every event whose
+// sequence is greater than after_sequence, in order and each once, then
+// the live ones, and ends when the generation has completed (OK), paused
+// (OK, after its paused event), or failed or was cancelled (with its
+// status). An attached stream is read-only: it sends nothing to the
+// generation (approval decisions and function results go on the
+// generation's own stream, or in a resume once it has paused; any message
+// after attach ends the stream with INVALID_ARGUMENT). An unknown
+// generation, or another tenant's, is NOT_FOUND.
+type AttachGeneration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation to follow.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// The sequence number of the last event the client has; 0 for all.
+	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachGeneration) Reset() {
+	*x = AttachGeneration{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachGeneration) ProtoMessage() {}
+
+func (x *AttachGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachGeneration.ProtoReflect.Descriptor instead.
+func (*AttachGeneration) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AttachGeneration) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *AttachGeneration) GetAfterSequence() int64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
 
 // StartGeneration starts a new generation.
 type StartGeneration struct {
@@ -404,7 +486,7 @@ type StartGeneration struct {
 
 func (x *StartGeneration) Reset() {
 	*x = StartGeneration{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +498,7 @@ func (x *StartGeneration) String() string {
 func (*StartGeneration) ProtoMessage() {}
 
 func (x *StartGeneration) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +511,7 @@ func (x *StartGeneration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartGeneration.ProtoReflect.Descriptor instead.
 func (*StartGeneration) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StartGeneration) GetAgent() *Agent {
@@ -474,7 +556,7 @@ type ResumeGeneration struct {
 
 func (x *ResumeGeneration) Reset() {
 	*x = ResumeGeneration{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +568,7 @@ func (x *ResumeGeneration) String() string {
 func (*ResumeGeneration) ProtoMessage() {}
 
 func (x *ResumeGeneration) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +581,7 @@ func (x *ResumeGeneration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGeneration.ProtoReflect.Descriptor instead.
 func (*ResumeGeneration) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ResumeGeneration) GetGenerationId() string {
@@ -554,7 +636,7 @@ type ApprovalDecision struct {
 
 func (x *ApprovalDecision) Reset() {
 	*x = ApprovalDecision{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +648,7 @@ func (x *ApprovalDecision) String() string {
 func (*ApprovalDecision) ProtoMessage() {}
 
 func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +661,7 @@ func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecision.ProtoReflect.Descriptor instead.
 func (*ApprovalDecision) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApprovalDecision) GetRequestId() string {
@@ -618,7 +700,7 @@ type FunctionResult struct {
 
 func (x *FunctionResult) Reset() {
 	*x = FunctionResult{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +712,7 @@ func (x *FunctionResult) String() string {
 func (*FunctionResult) ProtoMessage() {}
 
 func (x *FunctionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +725,7 @@ func (x *FunctionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionResult.ProtoReflect.Descriptor instead.
 func (*FunctionResult) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FunctionResult) GetCallId() string {
@@ -678,7 +760,7 @@ type CancelGeneration struct {
 
 func (x *CancelGeneration) Reset() {
 	*x = CancelGeneration{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +772,7 @@ func (x *CancelGeneration) String() string {
 func (*CancelGeneration) ProtoMessage() {}
 
 func (x *CancelGeneration) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +785,7 @@ func (x *CancelGeneration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGeneration.ProtoReflect.Descriptor instead.
 func (*CancelGeneration) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelGeneration) GetReason() string {
@@ -730,14 +812,22 @@ type GenerateResponse struct {
 	//	*GenerateResponse_ProviderToolCall
 	//	*GenerateResponse_Paused
 	//	*GenerateResponse_Completed
-	Event         isGenerateResponse_Event `protobuf_oneof:"event"`
+	Event isGenerateResponse_Event `protobuf_oneof:"event"`
+	// The event's sequence number in its generation (X-G2): 1 for the first
+	// event, then one more for each event, without gaps, across the whole
+	// generation (a resume continues the count of the generation it
+	// resumes). It equals the event's number in the generation's stored
+	// event log, so a client that lost its stream can ask for the events
+	// after the last one it saw. 0 when the agentd keeps no durable record
+	// of its generations.
+	Sequence      int64 `protobuf:"varint,11,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +839,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +852,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GenerateResponse) GetEvent() isGenerateResponse_Event {
@@ -862,6 +952,13 @@ func (x *GenerateResponse) GetCompleted() *GenerationCompleted {
 	return nil
 }
 
+func (x *GenerateResponse) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 type isGenerateResponse_Event interface {
 	isGenerateResponse_Event()
 }
@@ -953,7 +1050,7 @@ type GenerationStarted struct {
 
 func (x *GenerationStarted) Reset() {
 	*x = GenerationStarted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1062,7 @@ func (x *GenerationStarted) String() string {
 func (*GenerationStarted) ProtoMessage() {}
 
 func (x *GenerationStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1075,7 @@ func (x *GenerationStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationStarted.ProtoReflect.Descriptor instead.
 func (*GenerationStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GenerationStarted) GetGenerationId() string {
@@ -1024,7 +1121,7 @@ type ServerPlacement struct {
 
 func (x *ServerPlacement) Reset() {
 	*x = ServerPlacement{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1133,7 @@ func (x *ServerPlacement) String() string {
 func (*ServerPlacement) ProtoMessage() {}
 
 func (x *ServerPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1146,7 @@ func (x *ServerPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerPlacement.ProtoReflect.Descriptor instead.
 func (*ServerPlacement) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ServerPlacement) GetName() string {
@@ -1091,7 +1188,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1200,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1213,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1158,7 +1255,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1267,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1280,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TextDelta) GetText() string {
@@ -1214,7 +1311,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1323,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1336,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -1309,7 +1406,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1418,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1431,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -1417,7 +1514,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1526,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1539,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApprovalRequest) GetId() string {
@@ -1511,7 +1608,7 @@ type FunctionCall struct {
 
 func (x *FunctionCall) Reset() {
 	*x = FunctionCall{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1620,7 @@ func (x *FunctionCall) String() string {
 func (*FunctionCall) ProtoMessage() {}
 
 func (x *FunctionCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1633,7 @@ func (x *FunctionCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionCall.ProtoReflect.Descriptor instead.
 func (*FunctionCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FunctionCall) GetCallId() string {
@@ -1582,7 +1679,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1691,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1704,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -1669,7 +1766,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1778,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1791,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -1747,7 +1844,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1856,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1869,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -1830,7 +1927,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1939,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1952,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -1898,7 +1995,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2007,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2020,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -1986,14 +2083,18 @@ var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n" +
+	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x03\n" +
 	"\x0fGenerateRequest\x122\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationH\x00R\x05start\x125\n" +
 	"\x06resume\x18\x02 \x01(\v2\x1b.agentd.v1.ResumeGenerationH\x00R\x06resume\x12J\n" +
 	"\x11approval_decision\x18\x03 \x01(\v2\x1b.agentd.v1.ApprovalDecisionH\x00R\x10approvalDecision\x12D\n" +
 	"\x0ffunction_result\x18\x04 \x01(\v2\x19.agentd.v1.FunctionResultH\x00R\x0efunctionResult\x125\n" +
-	"\x06cancel\x18\x05 \x01(\v2\x1b.agentd.v1.CancelGenerationH\x00R\x06cancelB\x06\n" +
-	"\x04kind\"\xab\x01\n" +
+	"\x06cancel\x18\x05 \x01(\v2\x1b.agentd.v1.CancelGenerationH\x00R\x06cancel\x125\n" +
+	"\x06attach\x18\x06 \x01(\v2\x1b.agentd.v1.AttachGenerationH\x00R\x06attachB\x06\n" +
+	"\x04kind\"^\n" +
+	"\x10AttachGeneration\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xab\x01\n" +
 	"\x0fStartGeneration\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12@\n" +
@@ -2014,7 +2115,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x9a\x05\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb6\x05\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -2027,7 +2128,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x12provider_tool_call\x18\b \x01(\v2\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCall\x125\n" +
 	"\x06paused\x18\t \x01(\v2\x1b.agentd.v1.GenerationPausedH\x00R\x06paused\x12>\n" +
 	"\tcompleted\x18\n" +
-	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompletedB\a\n" +
+	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompleted\x12\x1a\n" +
+	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xb3\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x124\n" +
@@ -2152,93 +2254,95 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                // 0: agentd.v1.Placement
 	(Transport)(0),                // 1: agentd.v1.Transport
 	(ToolOrigin)(0),               // 2: agentd.v1.ToolOrigin
 	(StopReason)(0),               // 3: agentd.v1.StopReason
 	(*GenerateRequest)(nil),       // 4: agentd.v1.GenerateRequest
-	(*StartGeneration)(nil),       // 5: agentd.v1.StartGeneration
-	(*ResumeGeneration)(nil),      // 6: agentd.v1.ResumeGeneration
-	(*ApprovalDecision)(nil),      // 7: agentd.v1.ApprovalDecision
-	(*FunctionResult)(nil),        // 8: agentd.v1.FunctionResult
-	(*CancelGeneration)(nil),      // 9: agentd.v1.CancelGeneration
-	(*GenerateResponse)(nil),      // 10: agentd.v1.GenerateResponse
-	(*GenerationStarted)(nil),     // 11: agentd.v1.GenerationStarted
-	(*ServerPlacement)(nil),       // 12: agentd.v1.ServerPlacement
-	(*ToolInfo)(nil),              // 13: agentd.v1.ToolInfo
-	(*TextDelta)(nil),             // 14: agentd.v1.TextDelta
-	(*ToolCallStarted)(nil),       // 15: agentd.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),      // 16: agentd.v1.ToolCallFinished
-	(*ApprovalRequest)(nil),       // 17: agentd.v1.ApprovalRequest
-	(*FunctionCall)(nil),          // 18: agentd.v1.FunctionCall
-	(*Usage)(nil),                 // 19: agentd.v1.Usage
-	(*GenerationPaused)(nil),      // 20: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),   // 21: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),        // 22: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),       // 23: agentd.v1.PreviewResponse
-	(*Agent)(nil),                 // 24: agentd.v1.Agent
-	(*Message)(nil),               // 25: agentd.v1.Message
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
-	(*ProviderToolCall)(nil),      // 27: agentd.v1.ProviderToolCall
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
-	(*FunctionTool)(nil),          // 29: agentd.v1.FunctionTool
-	(*structpb.Struct)(nil),       // 30: google.protobuf.Struct
+	(*AttachGeneration)(nil),      // 5: agentd.v1.AttachGeneration
+	(*StartGeneration)(nil),       // 6: agentd.v1.StartGeneration
+	(*ResumeGeneration)(nil),      // 7: agentd.v1.ResumeGeneration
+	(*ApprovalDecision)(nil),      // 8: agentd.v1.ApprovalDecision
+	(*FunctionResult)(nil),        // 9: agentd.v1.FunctionResult
+	(*CancelGeneration)(nil),      // 10: agentd.v1.CancelGeneration
+	(*GenerateResponse)(nil),      // 11: agentd.v1.GenerateResponse
+	(*GenerationStarted)(nil),     // 12: agentd.v1.GenerationStarted
+	(*ServerPlacement)(nil),       // 13: agentd.v1.ServerPlacement
+	(*ToolInfo)(nil),              // 14: agentd.v1.ToolInfo
+	(*TextDelta)(nil),             // 15: agentd.v1.TextDelta
+	(*ToolCallStarted)(nil),       // 16: agentd.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),      // 17: agentd.v1.ToolCallFinished
+	(*ApprovalRequest)(nil),       // 18: agentd.v1.ApprovalRequest
+	(*FunctionCall)(nil),          // 19: agentd.v1.FunctionCall
+	(*Usage)(nil),                 // 20: agentd.v1.Usage
+	(*GenerationPaused)(nil),      // 21: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),   // 22: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),        // 23: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),       // 24: agentd.v1.PreviewResponse
+	(*Agent)(nil),                 // 25: agentd.v1.Agent
+	(*Message)(nil),               // 26: agentd.v1.Message
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*ProviderToolCall)(nil),      // 28: agentd.v1.ProviderToolCall
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*FunctionTool)(nil),          // 30: agentd.v1.FunctionTool
+	(*structpb.Struct)(nil),       // 31: google.protobuf.Struct
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	5,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
-	6,  // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
-	7,  // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	8,  // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
-	9,  // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
-	24, // 5: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	25, // 6: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	26, // 7: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	24, // 8: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
-	7,  // 9: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	8,  // 10: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	26, // 11: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	11, // 12: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
-	14, // 13: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
-	15, // 14: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	16, // 15: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	17, // 16: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	18, // 17: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	19, // 18: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	27, // 19: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	20, // 20: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	21, // 21: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	12, // 22: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	13, // 23: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,  // 24: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,  // 25: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,  // 26: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 27: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 28: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	26, // 29: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	17, // 30: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	18, // 31: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	28, // 32: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 33: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	25, // 34: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	19, // 35: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	3,  // 36: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	24, // 37: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	25, // 38: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	29, // 39: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	12, // 40: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	25, // 41: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	30, // 42: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	4,  // 43: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	22, // 44: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	10, // 45: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	23, // 46: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	45, // [45:47] is the sub-list for method output_type
-	43, // [43:45] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	6,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
+	7,  // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
+	8,  // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	9,  // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
+	10, // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
+	5,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
+	25, // 6: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	26, // 7: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	27, // 8: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	25, // 9: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	8,  // 10: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	9,  // 11: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
+	27, // 12: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	12, // 13: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
+	15, // 14: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
+	16, // 15: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	17, // 16: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
+	18, // 17: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	19, // 18: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	20, // 19: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	28, // 20: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	21, // 21: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	22, // 22: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	13, // 23: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	14, // 24: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,  // 25: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,  // 26: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,  // 27: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 28: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 29: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	27, // 30: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	18, // 31: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	19, // 32: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	29, // 33: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 34: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	26, // 35: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	20, // 36: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	3,  // 37: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	25, // 38: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	26, // 39: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	30, // 40: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	13, // 41: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	26, // 42: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	31, // 43: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	4,  // 44: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	23, // 45: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	11, // 46: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	24, // 47: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	46, // [46:48] is the sub-list for method output_type
+	44, // [44:46] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -2254,8 +2358,9 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateRequest_ApprovalDecision)(nil),
 		(*GenerateRequest_FunctionResult)(nil),
 		(*GenerateRequest_Cancel)(nil),
+		(*GenerateRequest_Attach)(nil),
 	}
-	file_agentd_v1_agent_service_proto_msgTypes[6].OneofWrappers = []any{
+	file_agentd_v1_agent_service_proto_msgTypes[7].OneofWrappers = []any{
 		(*GenerateResponse_Started)(nil),
 		(*GenerateResponse_TextDelta)(nil),
 		(*GenerateResponse_ToolCallStarted)(nil),
@@ -2273,7 +2378,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,14 @@ class ApprovalRequest(_message.Message):
     tool_name: str
     def __init__(self, id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., prompt: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
 
+class AttachGeneration(_message.Message):
+    __slots__ = ["after_sequence", "generation_id"]
+    AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    after_sequence: int
+    generation_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+
 class CancelGeneration(_message.Message):
     __slots__ = ["reason"]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -81,26 +89,29 @@ class FunctionResult(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., output: _Optional[str] = ..., is_error: bool = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ["approval_decision", "cancel", "function_result", "resume", "start"]
+    __slots__ = ["approval_decision", "attach", "cancel", "function_result", "resume", "start"]
     APPROVAL_DECISION_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_RESULT_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     approval_decision: ApprovalDecision
+    attach: AttachGeneration
     cancel: CancelGeneration
     function_result: FunctionResult
     resume: ResumeGeneration
     start: StartGeneration
-    def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ...) -> None: ...
+    def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "started", "text_delta", "tool_call_finished", "tool_call_started", "usage"]
+    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "usage"]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FINISHED_FIELD_NUMBER: _ClassVar[int]
@@ -111,12 +122,13 @@ class GenerateResponse(_message.Message):
     function_call: FunctionCall
     paused: GenerationPaused
     provider_tool_call: _message_pb2.ProviderToolCall
+    sequence: int
     started: GenerationStarted
     text_delta: TextDelta
     tool_call_finished: ToolCallFinished
     tool_call_started: ToolCallStarted
     usage: Usage
-    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ...) -> None: ...
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class GenerationCompleted(_message.Message):
     __slots__ = ["generation_id", "message", "messages", "stop_reason", "tool_turns", "usage"]

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent_service.proto.
  */
 export const file_agentd_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIpQCCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IAEIGCgRraW5kIosBCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLrAQoQUmVzdW1lR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEh8KBWFnZW50GAIgASgLMhAuYWdlbnRkLnYxLkFnZW50EjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgDIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYBCADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSMQoOYW5zd2VyX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iSAoQQXBwcm92YWxEZWNpc2lvbhISCgpyZXF1ZXN0X2lkGAEgASgJEhAKCGFwcHJvdmVkGAIgASgIEg4KBmRpZ2VzdBgDIAEoCSJDCg5GdW5jdGlvblJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEg4KBm91dHB1dBgCIAEoCRIQCghpc19lcnJvchgDIAEoCCIiChBDYW5jZWxHZW5lcmF0aW9uEg4KBnJlYXNvbhgBIAEoCSKYBAoQR2VuZXJhdGVSZXNwb25zZRIvCgdzdGFydGVkGAEgASgLMhwuYWdlbnRkLnYxLkdlbmVyYXRpb25TdGFydGVkSAASKgoKdGV4dF9kZWx0YRgCIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABI3ChF0b29sX2NhbGxfc3RhcnRlZBgDIAEoCzIaLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0ZWRIABI5ChJ0b29sX2NhbGxfZmluaXNoZWQYBCABKAsyGy5hZ2VudGQudjEuVG9vbENhbGxGaW5pc2hlZEgAEjYKEGFwcHJvdmFsX3JlcXVlc3QYBSABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgGIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABIhCgV1c2FnZRgHIAEoCzIQLmFnZW50ZC52MS5Vc2FnZUgAEjkKEnByb3ZpZGVyX3Rvb2xfY2FsbBgIIAEoCzIbLmFnZW50ZC52MS5Qcm92aWRlclRvb2xDYWxsSAASLQoGcGF1c2VkGAkgASgLMhsuYWdlbnRkLnYxLkdlbmVyYXRpb25QYXVzZWRIABIzCgljb21wbGV0ZWQYCiABKAsyHi5hZ2VudGQudjEuR2VuZXJhdGlvbkNvbXBsZXRlZEgAQgcKBWV2ZW50IowBChFHZW5lcmF0aW9uU3RhcnRlZBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEisKB3NlcnZlcnMYAiADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiIKBXRvb2xzGAMgAygLMhMuYWdlbnRkLnYxLlRvb2xJbmZvEg8KB3Jlc3VtZWQYBCABKAgicQoPU2VydmVyUGxhY2VtZW50EgwKBG5hbWUYASABKAkSJwoJcGxhY2VtZW50GAIgASgOMhQuYWdlbnRkLnYxLlBsYWNlbWVudBInCgl0cmFuc3BvcnQYAyABKA4yFC5hZ2VudGQudjEuVHJhbnNwb3J0Im4KCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSJQoGb3JpZ2luGAIgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEwoLc2VydmVyX25hbWUYAyABKAkSGAoQc2VydmVyX3Rvb2xfbmFtZRgEIAEoCSIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSKSAQoPVG9vbENhbGxTdGFydGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEhEKCWFyZ3VtZW50cxgFIAEoCRIMCgR0dXJuGAYgASgFIs8BChBUb29sQ2FsbEZpbmlzaGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGlzX2Vycm9yGAYgASgIEg4KBm91dHB1dBgHIAEoCRIMCgR0dXJuGAggASgFIo4BCg9BcHByb3ZhbFJlcXVlc3QSCgoCaWQYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIRCglhcmd1bWVudHMYBSABKAkSDgoGcHJvbXB0GAYgASgJEg4KBmRpZ2VzdBgHIAEoCSJACgxGdW5jdGlvbkNhbGwSDwoHY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSKgAQoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSHwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYAyABKAMSIAoYY2FjaGVfd3JpdGVfaW5wdXRfdG9rZW5zGAQgASgDEhkKEXRvb2xfc2NoZW1hX2J5dGVzGAUgASgDEgwKBHR1cm4YBiABKAUiwQEKEEdlbmVyYXRpb25QYXVzZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRI1ChFhcHByb3ZhbF9yZXF1ZXN0cxgCIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3QSLwoOZnVuY3Rpb25fY2FsbHMYAyADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChNHZW5lcmF0aW9uQ29tcGxldGVkEhUKDWdlbmVyYXRpb25faWQYASABKAkSIwoHbWVzc2FnZRgCIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEiQKCG1lc3NhZ2VzGAMgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYBCABKAsyEC5hZ2VudGQudjEuVXNhZ2USKgoLc3RvcF9yZWFzb24YBSABKA4yFS5hZ2VudGQudjEuU3RvcFJlYXNvbhISCgp0b29sX3R1cm5zGAYgASgFIlcKDlByZXZpZXdSZXF1ZXN0Eh8KBWFnZW50GAEgASgLMhAuYWdlbnRkLnYxLkFnZW50EiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2UilwIKD1ByZXZpZXdSZXNwb25zZRIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSJgoFdG9vbHMYBCADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25Ub29sEjQKEHByb3ZpZGVyX3NlcnZlcnMYBSADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiQKCG1lc3NhZ2VzGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USMQoQcHJvdmlkZXJfb3B0aW9ucxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoObWF4X3Rvb2xfdHVybnMYCCABKAUqVAoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhYKElBMQUNFTUVOVF9QUk9WSURFUhABEhQKEFBMQUNFTUVOVF9CUklER0UQAipoCglUcmFuc3BvcnQSGQoVVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASEgoOVFJBTlNQT1JUX0hUVFAQARITCg9UUkFOU1BPUlRfU1RESU8QAhIXChNUUkFOU1BPUlRfQ09OTkVDVE9SEAMqWAoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1JJR0lOX0ZVTkNUSU9OEAESEwoPVE9PTF9PUklHSU5fTUNQEAIqngEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRTVE9QX1JFQVNPTl9FTkRfVFVSThABEhoKFlNUT1BfUkVBU09OX01BWF9UT0tFTlMQAhIdChlTVE9QX1JFQVNPTl9TVE9QX1NFUVVFTkNFEAMSHgoaU1RPUF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBDKZAQoMQWdlbnRTZXJ2aWNlEkcKCEdlbmVyYXRlEhouYWdlbnRkLnYxLkdlbmVyYXRlUmVxdWVzdBobLmFnZW50ZC52MS5HZW5lcmF0ZVJlc3BvbnNlKAEwARJACgdQcmV2aWV3EhkuYWdlbnRkLnYxLlByZXZpZXdSZXF1ZXN0GhouYWdlbnRkLnYxLlByZXZpZXdSZXNwb25zZUKbAQoNY29tLmFnZW50ZC52MUIRQWdlbnRTZXJ2aWNlUHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_agentd_v1_agent, file_agentd_v1_message, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIsMCCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IABItCgZhdHRhY2gYBiABKAsyGy5hZ2VudGQudjEuQXR0YWNoR2VuZXJhdGlvbkgAQgYKBGtpbmQiQQoQQXR0YWNoR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIosBCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLrAQoQUmVzdW1lR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEh8KBWFnZW50GAIgASgLMhAuYWdlbnRkLnYxLkFnZW50EjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgDIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYBCADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSMQoOYW5zd2VyX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iSAoQQXBwcm92YWxEZWNpc2lvbhISCgpyZXF1ZXN0X2lkGAEgASgJEhAKCGFwcHJvdmVkGAIgASgIEg4KBmRpZ2VzdBgDIAEoCSJDCg5GdW5jdGlvblJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEg4KBm91dHB1dBgCIAEoCRIQCghpc19lcnJvchgDIAEoCCIiChBDYW5jZWxHZW5lcmF0aW9uEg4KBnJlYXNvbhgBIAEoCSKqBAoQR2VuZXJhdGVSZXNwb25zZRIvCgdzdGFydGVkGAEgASgLMhwuYWdlbnRkLnYxLkdlbmVyYXRpb25TdGFydGVkSAASKgoKdGV4dF9kZWx0YRgCIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABI3ChF0b29sX2NhbGxfc3RhcnRlZBgDIAEoCzIaLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0ZWRIABI5ChJ0b29sX2NhbGxfZmluaXNoZWQYBCABKAsyGy5hZ2VudGQudjEuVG9vbENhbGxGaW5pc2hlZEgAEjYKEGFwcHJvdmFsX3JlcXVlc3QYBSABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgGIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABIhCgV1c2FnZRgHIAEoCzIQLmFnZW50ZC52MS5Vc2FnZUgAEjkKEnByb3ZpZGVyX3Rvb2xfY2FsbBgIIAEoCzIbLmFnZW50ZC52MS5Qcm92aWRlclRvb2xDYWxsSAASLQoGcGF1c2VkGAkgASgLMhsuYWdlbnRkLnYxLkdlbmVyYXRpb25QYXVzZWRIABIzCgljb21wbGV0ZWQYCiABKAsyHi5hZ2VudGQudjEuR2VuZXJhdGlvbkNvbXBsZXRlZEgAEhAKCHNlcXVlbmNlGAsgASgDQgcKBWV2ZW50IowBChFHZW5lcmF0aW9uU3RhcnRlZBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEisKB3NlcnZlcnMYAiADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiIKBXRvb2xzGAMgAygLMhMuYWdlbnRkLnYxLlRvb2xJbmZvEg8KB3Jlc3VtZWQYBCABKAgicQoPU2VydmVyUGxhY2VtZW50EgwKBG5hbWUYASABKAkSJwoJcGxhY2VtZW50GAIgASgOMhQuYWdlbnRkLnYxLlBsYWNlbWVudBInCgl0cmFuc3BvcnQYAyABKA4yFC5hZ2VudGQudjEuVHJhbnNwb3J0Im4KCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSJQoGb3JpZ2luGAIgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEwoLc2VydmVyX25hbWUYAyABKAkSGAoQc2VydmVyX3Rvb2xfbmFtZRgEIAEoCSIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSKSAQoPVG9vbENhbGxTdGFydGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEhEKCWFyZ3VtZW50cxgFIAEoCRIMCgR0dXJuGAYgASgFIs8BChBUb29sQ2FsbEZpbmlzaGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGlzX2Vycm9yGAYgASgIEg4KBm91dHB1dBgHIAEoCRIMCgR0dXJuGAggASgFIo4BCg9BcHByb3ZhbFJlcXVlc3QSCgoCaWQYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIRCglhcmd1bWVudHMYBSABKAkSDgoGcHJvbXB0GAYgASgJEg4KBmRpZ2VzdBgHIAEoCSJACgxGdW5jdGlvbkNhbGwSDwoHY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSKgAQoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSHwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYAyABKAMSIAoYY2FjaGVfd3JpdGVfaW5wdXRfdG9rZW5zGAQgASgDEhkKEXRvb2xfc2NoZW1hX2J5dGVzGAUgASgDEgwKBHR1cm4YBiABKAUiwQEKEEdlbmVyYXRpb25QYXVzZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRI1ChFhcHByb3ZhbF9yZXF1ZXN0cxgCIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3QSLwoOZnVuY3Rpb25fY2FsbHMYAyADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChNHZW5lcmF0aW9uQ29tcGxldGVkEhUKDWdlbmVyYXRpb25faWQYASABKAkSIwoHbWVzc2FnZRgCIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEiQKCG1lc3NhZ2VzGAMgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYBCABKAsyEC5hZ2VudGQudjEuVXNhZ2USKgoLc3RvcF9yZWFzb24YBSABKA4yFS5hZ2VudGQudjEuU3RvcFJlYXNvbhISCgp0b29sX3R1cm5zGAYgASgFIlcKDlByZXZpZXdSZXF1ZXN0Eh8KBWFnZW50GAEgASgLMhAuYWdlbnRkLnYxLkFnZW50EiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2UilwIKD1ByZXZpZXdSZXNwb25zZRIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSJgoFdG9vbHMYBCADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25Ub29sEjQKEHByb3ZpZGVyX3NlcnZlcnMYBSADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiQKCG1lc3NhZ2VzGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USMQoQcHJvdmlkZXJfb3B0aW9ucxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoObWF4X3Rvb2xfdHVybnMYCCABKAUqVAoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhYKElBMQUNFTUVOVF9QUk9WSURFUhABEhQKEFBMQUNFTUVOVF9CUklER0UQAipoCglUcmFuc3BvcnQSGQoVVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASEgoOVFJBTlNQT1JUX0hUVFAQARITCg9UUkFOU1BPUlRfU1RESU8QAhIXChNUUkFOU1BPUlRfQ09OTkVDVE9SEAMqWAoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1JJR0lOX0ZVTkNUSU9OEAESEwoPVE9PTF9PUklHSU5fTUNQEAIqngEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRTVE9QX1JFQVNPTl9FTkRfVFVSThABEhoKFlNUT1BfUkVBU09OX01BWF9UT0tFTlMQAhIdChlTVE9QX1JFQVNPTl9TVE9QX1NFUVVFTkNFEAMSHgoaU1RPUF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBDKZAQoMQWdlbnRTZXJ2aWNlEkcKCEdlbmVyYXRlEhouYWdlbnRkLnYxLkdlbmVyYXRlUmVxdWVzdBobLmFnZW50ZC52MS5HZW5lcmF0ZVJlc3BvbnNlKAEwARJACgdQcmV2aWV3EhkuYWdlbnRkLnYxLlByZXZpZXdSZXF1ZXN0GhouYWdlbnRkLnYxLlByZXZpZXdSZXNwb25zZUKbAQoNY29tLmFnZW50ZC52MUIRQWdlbnRTZXJ2aWNlUHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_agentd_v1_agent, file_agentd_v1_message, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * GenerateRequest is one client message on the Generate stream.
@@ -69,6 +69,15 @@ export type GenerateRequest = Message<"agentd.v1.GenerateRequest"> & {
      */
     value: CancelGeneration;
     case: "cancel";
+  } | {
+    /**
+     * First message: follow a generation from after a sequence number
+     * (X-G2), e.g. after a broken stream.
+     *
+     * @generated from field: agentd.v1.AttachGeneration attach = 6;
+     */
+    value: AttachGeneration;
+    case: "attach";
   } | { case: undefined; value?: undefined };
 };
 
@@ -78,6 +87,43 @@ export type GenerateRequest = Message<"agentd.v1.GenerateRequest"> & {
  */
 export const GenerateRequestSchema: GenMessage<GenerateRequest> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_service, 0);
+
+/**
+ * AttachGeneration follows a generation of the caller's tenant, on any
+ * replica that shares the store: the stream replays every event whose
+ * sequence is greater than after_sequence, in order and each once, then
+ * the live ones, and ends when the generation has completed (OK), paused
+ * (OK, after its paused event), or failed or was cancelled (with its
+ * status). An attached stream is read-only: it sends nothing to the
+ * generation (approval decisions and function results go on the
+ * generation's own stream, or in a resume once it has paused; any message
+ * after attach ends the stream with INVALID_ARGUMENT). An unknown
+ * generation, or another tenant's, is NOT_FOUND.
+ *
+ * @generated from message agentd.v1.AttachGeneration
+ */
+export type AttachGeneration = Message<"agentd.v1.AttachGeneration"> & {
+  /**
+   * The generation to follow.
+   *
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * The sequence number of the last event the client has; 0 for all.
+   *
+   * @generated from field: int64 after_sequence = 2;
+   */
+  afterSequence: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.AttachGeneration.
+ * Use `create(AttachGenerationSchema)` to create a new message.
+ */
+export const AttachGenerationSchema: GenMessage<AttachGeneration> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 1);
 
 /**
  * StartGeneration starts a new generation.
@@ -115,7 +161,7 @@ export type StartGeneration = Message<"agentd.v1.StartGeneration"> & {
  * Use `create(StartGenerationSchema)` to create a new message.
  */
 export const StartGenerationSchema: GenMessage<StartGeneration> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 1);
+  messageDesc(file_agentd_v1_agent_service, 2);
 
 /**
  * ResumeGeneration continues a paused generation.
@@ -166,7 +212,7 @@ export type ResumeGeneration = Message<"agentd.v1.ResumeGeneration"> & {
  * Use `create(ResumeGenerationSchema)` to create a new message.
  */
 export const ResumeGenerationSchema: GenMessage<ResumeGeneration> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 2);
+  messageDesc(file_agentd_v1_agent_service, 3);
 
 /**
  * ApprovalDecision answers an ApprovalRequest.
@@ -203,7 +249,7 @@ export type ApprovalDecision = Message<"agentd.v1.ApprovalDecision"> & {
  * Use `create(ApprovalDecisionSchema)` to create a new message.
  */
 export const ApprovalDecisionSchema: GenMessage<ApprovalDecision> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 3);
+  messageDesc(file_agentd_v1_agent_service, 4);
 
 /**
  * FunctionResult answers a FunctionCall.
@@ -238,7 +284,7 @@ export type FunctionResult = Message<"agentd.v1.FunctionResult"> & {
  * Use `create(FunctionResultSchema)` to create a new message.
  */
 export const FunctionResultSchema: GenMessage<FunctionResult> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 4);
+  messageDesc(file_agentd_v1_agent_service, 5);
 
 /**
  * CancelGeneration stops a running generation.
@@ -259,7 +305,7 @@ export type CancelGeneration = Message<"agentd.v1.CancelGeneration"> & {
  * Use `create(CancelGenerationSchema)` to create a new message.
  */
 export const CancelGenerationSchema: GenMessage<CancelGeneration> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 5);
+  messageDesc(file_agentd_v1_agent_service, 6);
 
 /**
  * GenerateResponse is one server event on the Generate stream.
@@ -353,6 +399,19 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
     value: GenerationCompleted;
     case: "completed";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * The event's sequence number in its generation (X-G2): 1 for the first
+   * event, then one more for each event, without gaps, across the whole
+   * generation (a resume continues the count of the generation it
+   * resumes). It equals the event's number in the generation's stored
+   * event log, so a client that lost its stream can ask for the events
+   * after the last one it saw. 0 when the agentd keeps no durable record
+   * of its generations.
+   *
+   * @generated from field: int64 sequence = 11;
+   */
+  sequence: bigint;
 };
 
 /**
@@ -360,7 +419,7 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
  * Use `create(GenerateResponseSchema)` to create a new message.
  */
 export const GenerateResponseSchema: GenMessage<GenerateResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 6);
+  messageDesc(file_agentd_v1_agent_service, 7);
 
 /**
  * GenerationStarted is the first event of every generation.
@@ -402,7 +461,7 @@ export type GenerationStarted = Message<"agentd.v1.GenerationStarted"> & {
  * Use `create(GenerationStartedSchema)` to create a new message.
  */
 export const GenerationStartedSchema: GenMessage<GenerationStarted> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 7);
+  messageDesc(file_agentd_v1_agent_service, 8);
 
 /**
  * ServerPlacement says where one MCP server runs.
@@ -437,7 +496,7 @@ export type ServerPlacement = Message<"agentd.v1.ServerPlacement"> & {
  * Use `create(ServerPlacementSchema)` to create a new message.
  */
 export const ServerPlacementSchema: GenMessage<ServerPlacement> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 8);
+  messageDesc(file_agentd_v1_agent_service, 9);
 
 /**
  * ToolInfo describes one tool offered to the model.
@@ -480,7 +539,7 @@ export type ToolInfo = Message<"agentd.v1.ToolInfo"> & {
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema: GenMessage<ToolInfo> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 9);
+  messageDesc(file_agentd_v1_agent_service, 10);
 
 /**
  * TextDelta is a piece of the model's text, in order.
@@ -501,7 +560,7 @@ export type TextDelta = Message<"agentd.v1.TextDelta"> & {
  * Use `create(TextDeltaSchema)` to create a new message.
  */
 export const TextDeltaSchema: GenMessage<TextDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 10);
+  messageDesc(file_agentd_v1_agent_service, 11);
 
 /**
  * ToolCallStarted says a tool call began to run.
@@ -557,7 +616,7 @@ export type ToolCallStarted = Message<"agentd.v1.ToolCallStarted"> & {
  * Use `create(ToolCallStartedSchema)` to create a new message.
  */
 export const ToolCallStartedSchema: GenMessage<ToolCallStarted> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 11);
+  messageDesc(file_agentd_v1_agent_service, 12);
 
 /**
  * ToolCallFinished says a tool call finished.
@@ -627,7 +686,7 @@ export type ToolCallFinished = Message<"agentd.v1.ToolCallFinished"> & {
  * Use `create(ToolCallFinishedSchema)` to create a new message.
  */
 export const ToolCallFinishedSchema: GenMessage<ToolCallFinished> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 12);
+  messageDesc(file_agentd_v1_agent_service, 13);
 
 /**
  * ApprovalRequest asks the client whether a tool call may run.
@@ -691,7 +750,7 @@ export type ApprovalRequest = Message<"agentd.v1.ApprovalRequest"> & {
  * Use `create(ApprovalRequestSchema)` to create a new message.
  */
 export const ApprovalRequestSchema: GenMessage<ApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 13);
+  messageDesc(file_agentd_v1_agent_service, 14);
 
 /**
  * FunctionCall asks the client to run one of the agent's function tools and
@@ -728,7 +787,7 @@ export type FunctionCall = Message<"agentd.v1.FunctionCall"> & {
  * Use `create(FunctionCallSchema)` to create a new message.
  */
 export const FunctionCallSchema: GenMessage<FunctionCall> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 14);
+  messageDesc(file_agentd_v1_agent_service, 15);
 
 /**
  * Usage counts what a model turn (or, in GenerationCompleted, the whole
@@ -785,7 +844,7 @@ export type Usage = Message<"agentd.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 15);
+  messageDesc(file_agentd_v1_agent_service, 16);
 
 /**
  * GenerationPaused ends a stream whose generation waits for answers.
@@ -827,7 +886,7 @@ export type GenerationPaused = Message<"agentd.v1.GenerationPaused"> & {
  * Use `create(GenerationPausedSchema)` to create a new message.
  */
 export const GenerationPausedSchema: GenMessage<GenerationPaused> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 16);
+  messageDesc(file_agentd_v1_agent_service, 17);
 
 /**
  * GenerationCompleted ends a stream whose generation finished.
@@ -884,7 +943,7 @@ export type GenerationCompleted = Message<"agentd.v1.GenerationCompleted"> & {
  * Use `create(GenerationCompletedSchema)` to create a new message.
  */
 export const GenerationCompletedSchema: GenMessage<GenerationCompleted> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 17);
+  messageDesc(file_agentd_v1_agent_service, 18);
 
 /**
  * PreviewRequest asks how a request would be resolved.
@@ -912,7 +971,7 @@ export type PreviewRequest = Message<"agentd.v1.PreviewRequest"> & {
  * Use `create(PreviewRequestSchema)` to create a new message.
  */
 export const PreviewRequestSchema: GenMessage<PreviewRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 18);
+  messageDesc(file_agentd_v1_agent_service, 19);
 
 /**
  * PreviewResponse is a request as agentd would resolve it, without I/O.
@@ -983,7 +1042,7 @@ export type PreviewResponse = Message<"agentd.v1.PreviewResponse"> & {
  * Use `create(PreviewResponseSchema)` to create a new message.
  */
 export const PreviewResponseSchema: GenMessage<PreviewResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 19);
+  messageDesc(file_agentd_v1_agent_service, 20);
 
 /**
  * Placement says who runs an MCP server.

@@ -1,0 +1,559 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// How a generation's events reach its stored log (X-G2): text deltas are
+// written in batches, flushed flushEvery after the first unwritten one or
+// once flushBytes of them wait, whichever comes first; any other event is
+// flushed at once, with the deltas before it, in one write.
+const (
+	flushEvery = 50 * time.Millisecond
+	flushBytes = 4 << 10
+)
+
+// A store write that failed as unavailable is retried, backing off from
+// retryMin to retryMax; a generation that runs keeps running meanwhile.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = 2 * time.Second
+)
+
+// journal is a running generation's durable record (X-G3) and event log
+// (X-G2), written under the lease its replica holds. One keeper goroutine,
+// owned by the journal and joined by its end, does every write while the
+// generation runs: it renews the lease every third of generation.lease_ttl,
+// records state changes, and appends events; a write the store refuses as
+// unavailable is retried with backoff, and one it refuses with Conflict
+// (the lease is lost: another replica took the generation over) stops the
+// generation.
+type journal struct {
+	gens   store.Generations
+	tenant string
+	id     string
+	owner  string
+	ttl    time.Duration
+	epoch  int64
+	stop   func(error) // stops the generation: its lease is lost
+	warn   func(msg string, err error)
+
+	mu        sync.Mutex
+	last      int64         // the last sequence number assigned
+	confirmed int64         // the last sequence number in the store
+	pending   []store.Event // assigned, not yet confirmed, in order
+	bytes     int           // text deltas pending
+	state     store.State   // the state the record should have
+	written   store.State   // the state the record has
+	lost      bool          // a write was refused with Conflict: write nothing more
+	uncertain bool          // an append failed as unavailable: it may have taken
+	wake      chan struct{} // something is due now
+	quit      chan struct{}
+	done      chan struct{}
+	started   bool
+	settled   bool // settle ran
+	subs      map[*follower]struct{}
+	forget    func() // removes the journal from Service.running
+}
+
+// follower is an attached stream following a generation of this replica
+// in memory: it receives each event as it is numbered. One that falls
+// more than followerBuffer events behind is dropped (its channel closed)
+// and reads the rest from the store, as it does once the generation ends.
+type follower struct {
+	ch chan *agentdv1.GenerateResponse
+}
+
+// followerBuffer is how many events a follower may fall behind.
+const followerBuffer = 256
+
+func liveKey(tenant, id string) string { return tenant + "\x00" + id }
+
+// follow subscribes f to the events numbered after now. It returns the
+// last sequence number in the store and the events numbered since, which
+// the store may not have yet. ok is false once the journal is settled.
+func (j *journal) follow() (f *follower, confirmed int64, pending []*agentdv1.GenerateResponse, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || j.lost {
+		return nil, 0, nil, false
+	}
+	for _, e := range j.pending {
+		ev := &agentdv1.GenerateResponse{}
+		if proto.Unmarshal(e.Data, ev) == nil {
+			pending = append(pending, ev)
+		}
+	}
+	f = &follower{ch: make(chan *agentdv1.GenerateResponse, followerBuffer)}
+	if j.subs == nil {
+		j.subs = make(map[*follower]struct{})
+	}
+	j.subs[f] = struct{}{}
+	return f, j.confirmed, pending, true
+}
+
+// unfollow drops f, if it is still there.
+func (j *journal) unfollow(f *follower) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.subs[f]; ok {
+		delete(j.subs, f)
+		close(f.ch)
+	}
+}
+
+// dropFollowers closes every follower's channel; j.mu is held.
+func (j *journal) dropFollowers() {
+	for f := range j.subs {
+		close(f.ch)
+	}
+	j.subs = nil
+}
+
+// openJournal records a new generation (Create), or takes the record of a
+// resumed one (Acquire; Create for a paused generation that has none),
+// and starts its keeper. A store that cannot record it fails it.
+func (s *Service) openJournal(ctx context.Context, g *generation) (*journal, error) {
+	j := &journal{
+		gens: s.generations, tenant: g.tenant, id: g.id, owner: s.replica, ttl: s.cfg.LeaseTTL,
+		stop:  func(err error) { g.link.cancel(err) },
+		warn:  func(msg string, err error) { s.log.WarnContext(ctx, msg, "generation", g.id, "err", err) },
+		state: store.Running, written: store.Running, epoch: 1,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	now := time.Now()
+	create := func() error {
+		return s.generations.Create(sctx, store.NewGeneration{Tenant: g.tenant, ID: g.id, Owner: s.replica, Expires: now.Add(j.ttl), Now: now})
+	}
+	if g.resume == nil {
+		if err := create(); err != nil {
+			return nil, err
+		}
+	} else {
+		rec, err := s.acquire(sctx, g.tenant, g.id, j.ttl)
+		switch {
+		case fault.KindOf(err) == fault.NotFound:
+			if err := create(); err != nil {
+				return nil, err
+			}
+		case err != nil:
+			return nil, err
+		default:
+			j.epoch, j.last, j.confirmed, j.written = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State
+		}
+	}
+	j.started = true
+	key := liveKey(g.tenant, g.id)
+	s.running.Store(key, j)
+	j.forget = func() { s.running.CompareAndDelete(key, j) }
+	go j.keep()
+	return j, nil
+}
+
+// acquire takes the record of a paused generation for its resume. The
+// resume already holds the pause's claim, which makes it the only one:
+// if the record is still under a lease (its last owner died between
+// pausing and releasing it), it waits for the lease to lapse, at most
+// one lease_ttl.
+func (s *Service) acquire(ctx context.Context, tenant, id string, ttl time.Duration) (store.Generation, error) {
+	now := time.Now()
+	rec, err := s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(ttl))
+	if fault.KindOf(err) != fault.Conflict {
+		return rec, err
+	}
+	held, gerr := s.generations.Get(ctx, tenant, id)
+	if gerr != nil || held.State.Finished() || held.Lease.Owner == "" {
+		return rec, err
+	}
+	wait := min(time.Until(held.Lease.Expires), ttl) + 10*time.Millisecond
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return rec, err
+	case <-t.C:
+	}
+	now = time.Now()
+	return s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(ttl))
+}
+
+// record assigns ev the next sequence number and queues it for the log.
+// The caller serializes its calls in the order the events are sent.
+func (j *journal) record(ev *agentdv1.GenerateResponse) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.last++
+	ev.Sequence = j.last
+	data, _ := proto.Marshal(ev)
+	kind := "event"
+	if fd := ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("event")); fd != nil {
+		kind = string(fd.Name())
+	}
+	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
+	for f := range j.subs {
+		select {
+		case f.ch <- ev:
+		default: // too far behind: it reads the rest from the store
+			delete(j.subs, f)
+			close(f.ch)
+		}
+	}
+	if d, ok := ev.GetEvent().(*agentdv1.GenerateResponse_TextDelta); ok {
+		j.bytes += len(d.TextDelta.GetText())
+		if j.bytes < flushBytes {
+			return
+		}
+	}
+	j.poke()
+}
+
+// setState records that the generation runs or waits on its client.
+func (j *journal) setState(s store.State) {
+	j.mu.Lock()
+	j.state = s
+	j.mu.Unlock()
+	j.poke()
+}
+
+func (j *journal) poke() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// keep is the keeper goroutine: it renews the lease and writes what is
+// due until quit.
+func (j *journal) keep() {
+	defer close(j.done)
+	renew := time.NewTicker(max(j.ttl/3, 10*time.Millisecond))
+	defer renew.Stop()
+	flush := time.NewTimer(flushEvery)
+	defer flush.Stop()
+	backoff := retryMin
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-j.quit:
+			return
+		case <-renew.C:
+			j.renew()
+		case <-j.wake:
+			if retry != nil {
+				continue // a retry is due anyway
+			}
+		case <-flush.C:
+		case <-retry:
+			retry = nil
+		}
+		err := j.write()
+		switch {
+		case err == nil:
+			backoff = retryMin
+			flush.Reset(flushEvery)
+		case j.isLost():
+			return
+		default:
+			retry = time.After(backoff)
+			backoff = min(2*backoff, retryMax)
+		}
+	}
+}
+
+func (j *journal) renew() {
+	if j.isLost() {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	err := j.gens.Renew(sctx, j.tenant, j.id, j.epoch, time.Now().Add(j.ttl))
+	j.check(err, "renewing a generation's lease")
+}
+
+func (j *journal) isLost() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lost
+}
+
+// check classifies a write's error: a Conflict loses the lease and stops
+// the generation; anything else is logged (the write is retried).
+func (j *journal) check(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if fault.KindOf(err) == fault.Conflict {
+		j.mu.Lock()
+		j.lost = true
+		j.mu.Unlock()
+		j.stop(fault.Wrap(fault.Conflict, err, "the generation's lease was lost: another replica took it over; this one stops").
+			WithInfo("GENERATION_LEASE_LOST", map[string]string{"generation_id": j.id}))
+		return err
+	}
+	j.warn(what, err)
+	return err
+}
+
+// write appends the pending events and records the state.
+func (j *journal) write() error {
+	j.mu.Lock()
+	if j.lost {
+		j.mu.Unlock()
+		return errLost
+	}
+	batch := j.pending
+	state, written := j.state, j.written
+	j.mu.Unlock()
+	if len(batch) > 0 {
+		if err := j.appendEvents(batch); err != nil {
+			return err
+		}
+	}
+	if state != written {
+		sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_, err := j.gens.Checkpoint(sctx, j.tenant, j.id, j.epoch, store.Checkpoint{State: state, Now: time.Now()})
+		cancel()
+		if err := j.check(err, "recording a generation's state"); err != nil {
+			return err
+		}
+		j.mu.Lock()
+		j.written = state
+		j.mu.Unlock()
+	}
+	return nil
+}
+
+var errLost = fault.New(fault.Conflict, "the generation's lease was lost")
+
+// appendEvents appends batch, the first pending events. After a write
+// that failed as unavailable it reads the log's tail first: if that write
+// took after all, the events are not logged twice.
+func (j *journal) appendEvents(batch []store.Event) error {
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	first := batch[0].Seq
+	var tail []store.Event
+	j.mu.Lock()
+	uncertain := j.uncertain
+	j.mu.Unlock()
+	if uncertain {
+		var err error
+		if tail, err = j.gens.Read(sctx, j.tenant, j.id, first-1, len(batch)); err != nil {
+			j.warn("reading a generation's log", err)
+			return err
+		}
+	}
+	last := first - 1 + int64(len(tail))
+	if len(tail) < len(batch) {
+		var err error
+		last, err = j.gens.Append(sctx, j.tenant, j.id, j.epoch, batch[len(tail):])
+		if err := j.check(err, "appending to a generation's log"); err != nil {
+			if fault.KindOf(err) != fault.Conflict {
+				j.mu.Lock()
+				j.uncertain = true
+				j.mu.Unlock()
+			}
+			return err
+		}
+	}
+	if want := batch[len(batch)-1].Seq; last != want {
+		err := fault.New(fault.Internal, "the generation's log ends at %d, not at %d as this replica numbered its events", last, want)
+		j.mu.Lock()
+		j.lost = true
+		j.mu.Unlock()
+		j.stop(err)
+		return err
+	}
+	j.mu.Lock()
+	j.confirmed = last
+	j.uncertain = false
+	j.pending = j.pending[len(batch):]
+	j.bytes = 0
+	for _, e := range j.pending {
+		if e.Kind == "text_delta" {
+			j.bytes += len(e.Data)
+		}
+	}
+	j.mu.Unlock()
+	return nil
+}
+
+// end drops the followers, which read what is left from the store, and
+// removes the journal from the running ones.
+func (j *journal) end() {
+	j.mu.Lock()
+	j.dropFollowers()
+	j.mu.Unlock()
+	if j.forget != nil {
+		j.forget()
+	}
+}
+
+// halt stops the keeper and joins it. Idempotent.
+func (j *journal) halt() {
+	j.mu.Lock()
+	started := j.started
+	j.started = false
+	j.mu.Unlock()
+	if started {
+		close(j.quit)
+		<-j.done
+	}
+}
+
+// settle ends the record once the generation has: finished (completed,
+// failed or cancelled, with its result), or paused (released, for a
+// resume to acquire). Its writes are retried, with backoff, within
+// storeTimeout; a failure is logged: the generation has ended either way.
+func (j *journal) settle(ctx context.Context, state store.State, result []byte) {
+	j.halt()
+	j.mu.Lock()
+	settled := j.settled
+	j.settled = true
+	j.mu.Unlock()
+	if settled {
+		return
+	}
+	defer j.end()
+	deadline := time.Now().Add(storeTimeout)
+	backoff := retryMin
+	try := func(what string, f func(context.Context) error) bool {
+		for {
+			if j.isLost() {
+				return false
+			}
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+			err := f(sctx)
+			cancel()
+			if err == nil {
+				return true
+			}
+			if fault.KindOf(err) == fault.Conflict || errors.Is(err, errLost) || time.Now().Add(backoff).After(deadline) {
+				if !errors.Is(err, errLost) && fault.KindOf(err) != fault.Conflict {
+					j.warn(what, err)
+				}
+				return false
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, retryMax)
+		}
+	}
+	if state == store.Paused {
+		j.mu.Lock()
+		j.state = store.Paused
+		j.mu.Unlock()
+		if !try("recording a paused generation", func(context.Context) error { return j.write() }) {
+			return
+		}
+		try("releasing a paused generation's lease", func(sctx context.Context) error {
+			return j.gens.Release(sctx, j.tenant, j.id, j.epoch, time.Now())
+		})
+		return
+	}
+	// The events still pending close the log, with the outcome.
+	j.mu.Lock()
+	j.state = j.written // no state change before the end
+	j.mu.Unlock()
+	if !try("writing a generation's last events", func(context.Context) error { return j.write() }) {
+		return
+	}
+	try("recording a generation's end", func(sctx context.Context) error {
+		_, err := j.gens.Finish(sctx, j.tenant, j.id, j.epoch, store.Outcome{State: state, Result: result, Now: time.Now()})
+		return err
+	})
+}
+
+// result is the summary a finished generation's record keeps: its final
+// text, its usage, and why it failed.
+type result struct {
+	Text  string          `json:"text,omitempty"`
+	Usage json.RawMessage `json:"usage,omitempty"`
+	Error string          `json:"error,omitempty"`
+	// Code is the gRPC code of Error.
+	Code codes.Code `json:"code,omitempty"`
+}
+
+func (g *generation) result(final *agentdv1.Message, err error) []byte {
+	r := result{Text: textOf(final)}
+	if u, merr := protojson.Marshal(g.total); merr == nil {
+		r.Usage = u
+	}
+	if err != nil {
+		st := status.Convert(fault.GRPC(err))
+		r.Error, r.Code = st.Message(), st.Code()
+	}
+	b, _ := json.Marshal(r)
+	return b
+}
+
+func textOf(m *agentdv1.Message) string {
+	var s string
+	for _, p := range m.GetParts() {
+		s += p.GetText()
+	}
+	return s
+}
+
+// emitLast sends the generation's last event, paused or completed, once
+// its record says so (X-G3): a client that has seen it finds the record
+// paused (a resume can take it at once) or completed.
+func (g *generation) emitLast(ctx context.Context, ev *agentdv1.GenerateResponse) error {
+	if g.journal == nil {
+		return g.link.out.emit(ctx, ev)
+	}
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	g.journal.record(ev)
+	if ev.GetPaused() != nil {
+		g.journal.settle(ctx, store.Paused, nil)
+	} else {
+		g.journal.settle(ctx, store.Completed, g.result(g.final, nil))
+	}
+	return g.link.out.emit(ctx, ev)
+}
+
+// settleJournal ends the generation's record after run returned err.
+func (g *generation) settleJournal(ctx context.Context, err error) {
+	j := g.journal
+	if j == nil {
+		return
+	}
+	var state store.State
+	switch {
+	case err == nil && g.pausedNow:
+		state = store.Paused
+	case err == nil:
+		state = store.Completed
+	case fault.KindOf(err) == fault.Conflict && j.isLost():
+		j.halt()
+		j.end()
+		return
+	case g.resume != nil && !g.resume.progressed:
+		// A resume that failed within its paused turn leaves the pause to
+		// resume again (failed): the record stays paused too.
+		state = store.Paused
+	case errors.Is(err, errClientCancelled) || g.link.gone() != nil || fault.KindOf(err) == fault.Canceled:
+		state = store.Cancelled
+	default:
+		state = store.Failed
+	}
+	j.settle(ctx, state, g.result(g.final, err))
+}

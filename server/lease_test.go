@@ -1,0 +1,193 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/server"
+)
+
+// flakyGenerations is a store whose Renew fails as unavailable while down
+// is set: a replica cut off from its store.
+type flakyGenerations struct {
+	store.Generations
+	down        atomic.Bool
+	appendsDown atomic.Bool // Append fails as unavailable
+}
+
+func (f *flakyGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []store.Event) (int64, error) {
+	if f.appendsDown.Load() {
+		return 0, fault.New(fault.Unavailable, "the store is down")
+	}
+	return f.Generations.Append(ctx, tenant, id, epoch, events)
+}
+
+func (f *flakyGenerations) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error {
+	if f.down.Load() {
+		return fault.New(fault.Unavailable, "the store is down")
+	}
+	return f.Generations.Renew(ctx, tenant, id, epoch, expires)
+}
+
+// X-G3: a replica that cannot renew its lease (the store is unavailable to
+// it) keeps the generation going and retries; once another replica has
+// acquired the generation, the first one's next write is refused and its
+// generation stops, writing nothing more.
+func TestLostLeaseStopsTheGeneration(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	gens := &flakyGenerations{Generations: st.Generations()}
+	cfg := config.Default().Generation
+	cfg.LeaseTTL = 150 * time.Millisecond
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	client := newClientWith(t, server.Options{Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: "replica-a"}, recordingScript())
+	a := &pausable{client: client, store: st}
+	id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
+	defer vanish()
+	waitForState(t, a, id, store.Waiting)
+	gens.down.Store(true)
+	// Another replica takes the generation once the lease has lapsed.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var taken store.Generation
+	for {
+		now := time.Now()
+		g, err := st.Generations().Acquire(t.Context(), "", id, "replica-x", now, now.Add(time.Hour))
+		if err == nil {
+			taken = g
+			break
+		}
+		if fault.KindOf(err) != fault.Conflict {
+			t.Fatal(err)
+		}
+		<-tick.C
+	}
+	gens.down.Store(false)
+	// The first replica's next renewal is refused: its generation stops
+	// and closes its bridge session.
+	waitFor(t, func() bool { return bridge.counts().Close > 0 })
+	g, _ := record(t, a, id)
+	if g.Lease.Owner != "replica-x" || g.Lease.Epoch != taken.Lease.Epoch || g.State != store.Waiting || g.LastSeq != taken.LastSeq {
+		t.Errorf("record after the takeover: %+v; want it as replica-x took it, untouched", g)
+	}
+	if _, err := a.store.Get(t.Context(), "", id); err == nil {
+		t.Errorf("the replica that lost the lease paused the generation")
+	}
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the condition never held")
+		case <-tick.C:
+		}
+	}
+}
+
+// X-G2: a stream attached on the replica that runs the generation follows
+// it in memory: it receives the events as they come even while the store
+// cannot take them (the generation goes on, and its writes are retried),
+// then, once the store is back, everything to the end, each once; and the
+// log holds the same events. X-G3: a store that refuses appends does not
+// fail the generation.
+func TestAttachFollowsInMemory(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	gens := &flakyGenerations{Generations: st.Generations()}
+	gens.appendsDown.Store(true)
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	client := newClientWith(t, server.Options{Bridge: bridge, Checkpoints: st, Generations: gens, Replica: "replica-a"}, recordingScript())
+	a := &pausable{client: client, store: st}
+
+	own, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}}}); err != nil {
+		t.Fatal(err)
+	}
+	ownEvents, req := untilApproval(t, own)
+	id := started(t, ownEvents).GetGenerationId()
+
+	att, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := att.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: id}}}); err != nil {
+		t.Fatal(err)
+	}
+	attEvents, _ := untilApproval(t, att)
+	if g, _ := record(t, a, id); g.LastSeq != 0 {
+		t.Fatalf("the store holds %d events; want none while it refuses appends", g.LastSeq)
+	}
+	gens.appendsDown.Store(false)
+	if err := own.Send(approve(req.GetId(), req.GetDigest(), true)); err != nil {
+		t.Fatal(err)
+	}
+	_ = own.CloseSend()
+	_ = att.CloseSend()
+	ownEvents = append(ownEvents, rest(t, own)...)
+	attEvents = append(attEvents, rest(t, att)...)
+	wantSequences(t, ownEvents, 1)
+	if diff := cmp.Diff(ownEvents, attEvents, protocmp.Transform()); diff != "" {
+		t.Errorf("attached events differ (-own +attached):\n%s", diff)
+	}
+	if diff := cmp.Diff(ownEvents, storedEvents(t, a, id), protocmp.Transform()); diff != "" {
+		t.Errorf("stored events differ (-own +stored):\n%s", diff)
+	}
+	if g, _ := record(t, a, id); g.State != store.Completed {
+		t.Errorf("the generation is %s; want completed", g.State)
+	}
+}
+
+type eventStream interface {
+	Recv() (*agentdv1.GenerateResponse, error)
+}
+
+// untilApproval reads s up to its first approval request.
+func untilApproval(t *testing.T, s eventStream) ([]*agentdv1.GenerateResponse, *agentdv1.ApprovalRequest) {
+	t.Helper()
+	var events []*agentdv1.GenerateResponse
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("before the approval request: %v", err)
+		}
+		events = append(events, ev)
+		if req := ev.GetApprovalRequest(); req != nil {
+			return events, req
+		}
+	}
+}
+
+// rest reads s to its end, which must be OK.
+func rest(t *testing.T, s eventStream) []*agentdv1.GenerateResponse {
+	t.Helper()
+	var events []*agentdv1.GenerateResponse
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return events
+		}
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		events = append(events, ev)
+	}
+}
