@@ -167,29 +167,30 @@ func (s *Service) openJournal(ctx context.Context, g *generation) (*journal, err
 
 // acquire takes the record of a paused generation for its resume. The
 // resume already holds the pause's claim, which makes it the only one:
-// if the record is still under a lease (its last owner died between
-// pausing and releasing it), it waits for the lease to lapse, at most
+// if the record is still under a lease (its owner is releasing it as the
+// pause settles, or died between pausing and releasing it), it tries
+// again every 50 ms until the lease is released or lapses, for at most
 // one lease_ttl.
 func (s *Service) acquire(ctx context.Context, tenant, id string, ttl time.Duration) (store.Generation, error) {
-	now := time.Now()
-	rec, err := s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(ttl))
-	if fault.KindOf(err) != fault.Conflict {
-		return rec, err
+	deadline := time.Now().Add(ttl)
+	for {
+		now := time.Now()
+		rec, err := s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(ttl))
+		if fault.KindOf(err) != fault.Conflict {
+			return rec, err
+		}
+		held, gerr := s.generations.Get(ctx, tenant, id)
+		if gerr != nil || held.State.Finished() || now.After(deadline) {
+			return rec, err
+		}
+		t := time.NewTimer(min(50*time.Millisecond, time.Until(deadline)+time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return rec, err
+		case <-t.C:
+		}
 	}
-	held, gerr := s.generations.Get(ctx, tenant, id)
-	if gerr != nil || held.State.Finished() || held.Lease.Owner == "" {
-		return rec, err
-	}
-	wait := min(time.Until(held.Lease.Expires), ttl) + 10*time.Millisecond
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return rec, err
-	case <-t.C:
-	}
-	now = time.Now()
-	return s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(ttl))
 }
 
 // record assigns ev the next sequence number and queues it for the log.
