@@ -106,6 +106,11 @@ func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGenerati
 		if after >= rec.LastSeq && (rec.State.Finished() || rec.State == store.Paused) {
 			return endStatus(rec)
 		}
+		// Running with a lease that lapsed: its replica died, and nothing
+		// adopts it yet; following it would poll for ever.
+		if rec.Lease.Owner != "" && time.Since(rec.Lease.Expires) > attachPoll {
+			return status.Errorf(codes.Unavailable, "generation %q is not running on any replica (its replica stopped renewing it); attach again later", id)
+		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)

@@ -145,7 +145,11 @@ func (s *Service) openJournal(ctx context.Context, g *generation) (*journal, err
 			return nil, err
 		}
 	} else {
-		rec, err := s.acquire(sctx, g.tenant, g.id, j.ttl)
+		// Its own bound: it may wait out a whole lease, longer than one
+		// store call's.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), j.ttl+storeTimeout)
+		rec, err := s.acquire(actx, g.tenant, g.id, j.ttl)
+		acancel()
 		switch {
 		case fault.KindOf(err) == fault.NotFound:
 			if err := create(); err != nil {
@@ -214,8 +218,8 @@ func (j *journal) record(ev *agentdv1.GenerateResponse) {
 			close(f.ch)
 		}
 	}
-	if d, ok := ev.GetEvent().(*agentdv1.GenerateResponse_TextDelta); ok {
-		j.bytes += len(d.TextDelta.GetText())
+	if _, ok := ev.GetEvent().(*agentdv1.GenerateResponse_TextDelta); ok {
+		j.bytes += len(data) // the bytes the log will hold
 		if j.bytes < flushBytes {
 			return
 		}
@@ -254,11 +258,17 @@ func (j *journal) keep() {
 			return
 		case <-renew.C:
 			j.renew()
+			if retry != nil {
+				continue // the store is failing: the retry's time comes first
+			}
 		case <-j.wake:
 			if retry != nil {
 				continue // a retry is due anyway
 			}
 		case <-flush.C:
+			if retry != nil {
+				continue
+			}
 		case <-retry:
 			retry = nil
 		}
@@ -387,7 +397,7 @@ func (j *journal) appendEvents(batch []store.Event) error {
 	j.bytes = 0
 	for _, e := range j.pending {
 		if e.Kind == "text_delta" {
-			j.bytes += len(e.Data)
+			j.bytes += len(e.Data) // as record counts it
 		}
 	}
 	j.mu.Unlock()

@@ -130,8 +130,8 @@ func (b *Bridge) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o 
 
 // newAdminServer builds the server of admin.listen: svc's admin service,
 // with health and reflection (unless reflection is off), over admin.tls
-// when it names a certificate, its callers authenticated by authn (nil:
-// none) under the same roles as beside the AgentService.
+// when it names a certificate, its callers authenticated by authn under
+// the same roles as beside the AgentService.
 func newAdminServer(o Options, svc *bridge.Service, authn *auth.Authenticator) (*grpc.Server, *health.Server, error) {
 	log := o.Logger.With("component", "admin")
 	opts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
@@ -147,7 +147,7 @@ func newAdminServer(o Options, svc *bridge.Service, authn *auth.Authenticator) (
 }
 
 // authenticator returns the authenticator of the configured auth, logging
-// to log, or nil when no method is configured.
+// to log; with no method configured, it lets every call through.
 func authenticator(o Options, log *slog.Logger) (*auth.Authenticator, error) {
 	return auth.New(o.Config, log)
 }

@@ -179,7 +179,8 @@ func (t TLS) validate(setting string, bad func(string, ...any)) {
 // "authorization" header is authenticated by it alone (a JWT by auth.oidc
 // when issuers are configured, anything else as an API key); a call
 // without one, by its verified client certificate (auth.mtls). `agentd
-// serve` applies a changed auth (and tenants) on SIGHUP.
+// serve` applies a changed auth on SIGHUP; tenants apply at the next
+// start.
 type Auth struct {
 	// APIKeys are the API keys callers may send as "authorization: Bearer
 	// <key>", each configured only by its SHA-256 (`agentd keys hash`).
@@ -1151,6 +1152,11 @@ func (c *Config) validateAuth(bad func(string, ...any)) {
 	}
 	if len(m.Principals) > 0 && c.TLS.ClientCAFile == "" {
 		bad("auth.mtls.principals: need tls.client_ca_file (and tls.cert_file, tls.key_file): only then do clients present verified certificates")
+	}
+	// The admin listener authenticates with the same principals: a
+	// certificate verified by another CA must not pass for one of them.
+	if len(m.Principals) > 0 && c.Admin.TLS.ClientCAFile != "" && c.Admin.TLS.ClientCAFile != c.TLS.ClientCAFile {
+		bad("admin.tls.client_ca_file: must be tls.client_ca_file while auth.mtls maps principals (another CA's certificates would pass for them)")
 	}
 	principals := make(map[string]bool)
 	for i, p := range m.Principals {

@@ -208,6 +208,11 @@ func TestLoadRejects(t *testing.T) {
 			wantErrs: []string{"admin.tls: needs admin.listen"},
 		},
 		{
+			name:     "X-I5 an admin listener trusting another CA than the principals' of auth.mtls",
+			file:     "tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem}\nadmin: {listen: 127.0.0.1:7072, tls: {cert_file: a.pem, key_file: a.key, client_ca_file: wide-ca.pem}}\nauth: {mtls: {principals: [{principal: ops, tenant: t, roles: [admin]}]}}\n",
+			wantErrs: []string{"admin.tls.client_ca_file: must be tls.client_ca_file while auth.mtls maps principals"},
+		},
+		{
 			name: "X-I3 issuers that would weaken verification",
 			file: "auth:\n  oidc:\n    - {issuer: http://idp.example.com, audience: a}\n    - {issuer: https://idp.example.com, algorithms: [none, HS256, ES256]}\n    - {issuer: https://idp.example.com, audience: a, clock_skew: -1s}\n    - {issuer: \"https://idp.example.com/?x=1\", audience: a}\n",
 			wantErrs: []string{
