@@ -62,7 +62,9 @@ func (a *Agent) watchStore(every time.Duration, name string, log *slog.Logger) {
 				return
 			case <-t.C:
 			}
-			pctx, pcancel := context.WithTimeout(ctx, every)
+			// A ping slower than a short interval is a busy machine, not
+			// a store that is gone: it gets at least a second.
+			pctx, pcancel := context.WithTimeout(ctx, max(every, time.Second))
 			err := a.store.Ping(pctx)
 			pcancel()
 			if ctx.Err() != nil {
