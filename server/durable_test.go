@@ -144,15 +144,7 @@ func TestPausedAndResumedGenerationIsRecorded(t *testing.T) {
 // X-G3: a generation that fails is recorded failed, with why.
 func TestFailedGenerationIsRecorded(t *testing.T) {
 	t.Parallel()
-	broken := &fakeProvider{name: "broken", caps: providers.Capabilities{ModelOptional: true},
-		stream: func(context.Context, *providers.Request) iter.Seq2[providers.Event, error] {
-			return func(yield func(providers.Event, error) bool) {
-				yield(nil, fault.New(fault.Unavailable, "the provider is down"))
-			}
-		}}
-	a := newPausable(t, &fakeBridge{}, nil, broken)
-	events, st := generate(t, a.client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "broken"}, Messages: userSays("hi")}, nil)
-	wantCode(t, st, codes.Unavailable)
+	a, events, _ := failedGeneration(t)
 	g, res := record(t, a, started(t, events).GetGenerationId())
 	if g.State != store.Failed || g.Lease.Owner != "" {
 		t.Errorf("record: state %s, owner %q; want failed, released", g.State, g.Lease.Owner)
@@ -301,15 +293,7 @@ func TestAttachErrors(t *testing.T) {
 // status when the stream ends.
 func TestAttachToFailedGeneration(t *testing.T) {
 	t.Parallel()
-	broken := &fakeProvider{name: "broken", caps: providers.Capabilities{ModelOptional: true},
-		stream: func(context.Context, *providers.Request) iter.Seq2[providers.Event, error] {
-			return func(yield func(providers.Event, error) bool) {
-				yield(nil, fault.New(fault.Unavailable, "the provider is down"))
-			}
-		}}
-	a := newPausable(t, &fakeBridge{}, nil, broken)
-	events, st := generate(t, a.client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "broken"}, Messages: userSays("hi")}, nil)
-	wantCode(t, st, codes.Unavailable)
+	a, events, st := failedGeneration(t)
 	got, ast := attachTo(t, a.client, started(t, events).GetGenerationId(), 0)
 	wantCode(t, ast, codes.Unavailable)
 	if ast.Message() != st.Message() || len(got) != 1 || got[0].GetStarted() == nil {
@@ -342,4 +326,20 @@ func TestAttachIsReadOnly(t *testing.T) {
 	if n := bridge.callsTo("delete"); n != 0 {
 		t.Errorf("delete ran %d times on an attached stream's approval", n)
 	}
+}
+
+// failedGeneration runs a generation whose provider is down, on a service
+// that records generations; it ends UNAVAILABLE, with status st.
+func failedGeneration(t *testing.T) (a *pausable, events []*agentdv1.GenerateResponse, st *status.Status) {
+	t.Helper()
+	broken := &fakeProvider{name: "broken", caps: providers.Capabilities{ModelOptional: true},
+		stream: func(context.Context, *providers.Request) iter.Seq2[providers.Event, error] {
+			return func(yield func(providers.Event, error) bool) {
+				yield(nil, fault.New(fault.Unavailable, "the provider is down"))
+			}
+		}}
+	a = newPausable(t, &fakeBridge{}, nil, broken)
+	events, st = generate(t, a.client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "broken"}, Messages: userSays("hi")}, nil)
+	wantCode(t, st, codes.Unavailable)
+	return a, events, st
 }
