@@ -248,6 +248,71 @@ func (StopReason) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{3}
 }
 
+// GenerationState is where a generation is in its life.
+type GenerationState int32
+
+const (
+	GenerationState_GENERATION_STATE_UNSPECIFIED GenerationState = 0
+	// A replica is working on it: a model turn, tool calls.
+	GenerationState_GENERATION_STATE_RUNNING GenerationState = 1
+	// It waits on its client for approval decisions or function results.
+	GenerationState_GENERATION_STATE_WAITING GenerationState = 2
+	// It waits for a resume (GenerationPaused).
+	GenerationState_GENERATION_STATE_PAUSED    GenerationState = 3
+	GenerationState_GENERATION_STATE_COMPLETED GenerationState = 4
+	GenerationState_GENERATION_STATE_FAILED    GenerationState = 5
+	GenerationState_GENERATION_STATE_CANCELLED GenerationState = 6
+)
+
+// Enum value maps for GenerationState.
+var (
+	GenerationState_name = map[int32]string{
+		0: "GENERATION_STATE_UNSPECIFIED",
+		1: "GENERATION_STATE_RUNNING",
+		2: "GENERATION_STATE_WAITING",
+		3: "GENERATION_STATE_PAUSED",
+		4: "GENERATION_STATE_COMPLETED",
+		5: "GENERATION_STATE_FAILED",
+		6: "GENERATION_STATE_CANCELLED",
+	}
+	GenerationState_value = map[string]int32{
+		"GENERATION_STATE_UNSPECIFIED": 0,
+		"GENERATION_STATE_RUNNING":     1,
+		"GENERATION_STATE_WAITING":     2,
+		"GENERATION_STATE_PAUSED":      3,
+		"GENERATION_STATE_COMPLETED":   4,
+		"GENERATION_STATE_FAILED":      5,
+		"GENERATION_STATE_CANCELLED":   6,
+	}
+)
+
+func (x GenerationState) Enum() *GenerationState {
+	p := new(GenerationState)
+	*p = x
+	return p
+}
+
+func (x GenerationState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GenerationState) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_service_proto_enumTypes[4].Descriptor()
+}
+
+func (GenerationState) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_service_proto_enumTypes[4]
+}
+
+func (x GenerationState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GenerationState.Descriptor instead.
+func (GenerationState) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{4}
+}
+
 // GenerateRequest is one client message on the Generate stream.
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -480,6 +545,13 @@ type StartGeneration struct {
 	// results before pausing. Absent: the service's default. Capped at the
 	// service's maximum; zero pauses at once.
 	AnswerTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=answer_timeout,json=answerTimeout,proto3" json:"answer_timeout,omitempty"`
+	// Run the generation without a client (X-G4): it goes on when the stream
+	// ends, which it does after the started event unless the client stays to
+	// read the events. A detached generation that needs approval decisions
+	// or function results pauses at once, as when a client goes away; follow
+	// it with attach, GetGeneration or ListGenerations. Requires a durable
+	// record of generations (FAILED_PRECONDITION otherwise).
+	Detach        bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +605,13 @@ func (x *StartGeneration) GetAnswerTimeout() *durationpb.Duration {
 		return x.AnswerTimeout
 	}
 	return nil
+}
+
+func (x *StartGeneration) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
 }
 
 // ResumeGeneration continues a paused generation.
@@ -812,6 +891,7 @@ type GenerateResponse struct {
 	//	*GenerateResponse_ProviderToolCall
 	//	*GenerateResponse_Paused
 	//	*GenerateResponse_Completed
+	//	*GenerateResponse_TurnWithdrawn
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation (X-G2): 1 for the first
 	// event, then one more for each event, without gaps, across the whole
@@ -952,6 +1032,15 @@ func (x *GenerateResponse) GetCompleted() *GenerationCompleted {
 	return nil
 }
 
+func (x *GenerateResponse) GetTurnWithdrawn() *TurnWithdrawn {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_TurnWithdrawn); ok {
+			return x.TurnWithdrawn
+		}
+	}
+	return nil
+}
+
 func (x *GenerateResponse) GetSequence() int64 {
 	if x != nil {
 		return x.Sequence
@@ -1013,6 +1102,13 @@ type GenerateResponse_Completed struct {
 	Completed *GenerationCompleted `protobuf:"bytes,10,opt,name=completed,proto3,oneof"`
 }
 
+type GenerateResponse_TurnWithdrawn struct {
+	// The events of a model turn cut short (its replica died) are
+	// withdrawn: discard what they said (text, provider tool calls) from
+	// from_sequence on; the turn is asked again (X-G2).
+	TurnWithdrawn *TurnWithdrawn `protobuf:"bytes,12,opt,name=turn_withdrawn,json=turnWithdrawn,proto3,oneof"`
+}
+
 func (*GenerateResponse_Started) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TextDelta) isGenerateResponse_Event() {}
@@ -1032,6 +1128,8 @@ func (*GenerateResponse_ProviderToolCall) isGenerateResponse_Event() {}
 func (*GenerateResponse_Paused) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_Completed) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_TurnWithdrawn) isGenerateResponse_Event() {}
 
 // GenerationStarted is the first event of every generation.
 type GenerationStarted struct {
@@ -1672,7 +1770,11 @@ type Usage struct {
 	// Bytes of tool schemas sent to the provider.
 	ToolSchemaBytes int64 `protobuf:"varint,5,opt,name=tool_schema_bytes,json=toolSchemaBytes,proto3" json:"tool_schema_bytes,omitempty"`
 	// Model turn this counts, from 1; 0 in a total.
-	Turn          int32 `protobuf:"varint,6,opt,name=turn,proto3" json:"turn,omitempty"`
+	Turn int32 `protobuf:"varint,6,opt,name=turn,proto3" json:"turn,omitempty"`
+	// The turn was asked again: an earlier attempt was cut short when its
+	// replica died, and its events were withdrawn (TurnWithdrawn). What the
+	// cut-short attempt consumed is not known and not counted.
+	Repeated      bool `protobuf:"varint,7,opt,name=repeated,proto3" json:"repeated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1749,6 +1851,79 @@ func (x *Usage) GetTurn() int32 {
 	return 0
 }
 
+func (x *Usage) GetRepeated() bool {
+	if x != nil {
+		return x.Repeated
+	}
+	return false
+}
+
+// TurnWithdrawn withdraws the events of a model turn that was cut short:
+// the replica running it died and another adopted the generation.
+type TurnWithdrawn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model turn withdrawn, from 1.
+	Turn int32 `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	// The first withdrawn event's sequence number: every event from it up
+	// to this one belongs to the cut-short turn.
+	FromSequence int64 `protobuf:"varint,2,opt,name=from_sequence,json=fromSequence,proto3" json:"from_sequence,omitempty"`
+	// Why, for people.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TurnWithdrawn) Reset() {
+	*x = TurnWithdrawn{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TurnWithdrawn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TurnWithdrawn) ProtoMessage() {}
+
+func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
+func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TurnWithdrawn) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *TurnWithdrawn) GetFromSequence() int64 {
+	if x != nil {
+		return x.FromSequence
+	}
+	return 0
+}
+
+func (x *TurnWithdrawn) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // GenerationPaused ends a stream whose generation waits for answers.
 type GenerationPaused struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1766,7 +1941,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1953,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1966,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -1844,7 +2019,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2031,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2044,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -1927,7 +2102,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2114,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2127,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -1995,7 +2170,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2182,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2195,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -2079,6 +2254,371 @@ func (x *PreviewResponse) GetMaxToolTurns() int32 {
 	return 0
 }
 
+// GetGenerationRequest names a generation.
+type GetGenerationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	GenerationId  string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGenerationRequest) Reset() {
+	*x = GetGenerationRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGenerationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGenerationRequest) ProtoMessage() {}
+
+func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
+func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetGenerationRequest) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+// GetGenerationResponse is the generation asked for.
+type GetGenerationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    *Generation            `protobuf:"bytes,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGenerationResponse) Reset() {
+	*x = GetGenerationResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGenerationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGenerationResponse) ProtoMessage() {}
+
+func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
+func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetGenerationResponse) GetGeneration() *Generation {
+	if x != nil {
+		return x.Generation
+	}
+	return nil
+}
+
+// ListGenerationsRequest selects a page of the tenant's generations.
+type ListGenerationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keep only generations in one of these states; empty: all.
+	States []GenerationState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=agentd.v1.GenerationState" json:"states,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// ListGenerationsResponse.next_page_token of the previous page; empty
+	// for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGenerationsRequest) Reset() {
+	*x = ListGenerationsRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGenerationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGenerationsRequest) ProtoMessage() {}
+
+func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
+func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListGenerationsRequest) GetStates() []GenerationState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListGenerationsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGenerationsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListGenerationsResponse is one page.
+type ListGenerationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first. Their final messages are not included: GetGeneration
+	// returns them.
+	Generations []*Generation `protobuf:"bytes,1,rep,name=generations,proto3" json:"generations,omitempty"`
+	// The next page's token; empty after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGenerationsResponse) Reset() {
+	*x = ListGenerationsResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGenerationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGenerationsResponse) ProtoMessage() {}
+
+func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
+func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListGenerationsResponse) GetGenerations() []*Generation {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
+func (x *ListGenerationsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// Generation is a generation's durable record, as GetGeneration and
+// ListGenerations show it.
+type Generation struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	GenerationId string                 `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	State        GenerationState        `protobuf:"varint,2,opt,name=state,proto3,enum=agentd.v1.GenerationState" json:"state,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The last change of state or checkpoint.
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// When it ended; absent while it is live.
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// The sequence number of its last logged event: attach after a smaller
+	// one to read the rest.
+	LastSequence int64 `protobuf:"varint,6,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// A paused generation's pending approval requests and function calls
+	// (GetGeneration only).
+	ApprovalRequests []*ApprovalRequest `protobuf:"bytes,7,rep,name=approval_requests,json=approvalRequests,proto3" json:"approval_requests,omitempty"`
+	FunctionCalls    []*FunctionCall    `protobuf:"bytes,8,rep,name=function_calls,json=functionCalls,proto3" json:"function_calls,omitempty"`
+	// When a paused generation is discarded.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// A completed generation's final assistant message (GetGeneration only).
+	Message *Message `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
+	// A finished generation's total usage.
+	Usage *Usage `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Why a failed or cancelled generation ended: its gRPC status code and
+	// message, as the stream ended with.
+	ErrorCode     int32  `protobuf:"varint,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,13,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Generation) Reset() {
+	*x = Generation{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Generation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Generation) ProtoMessage() {}
+
+func (x *Generation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Generation.ProtoReflect.Descriptor instead.
+func (*Generation) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Generation) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *Generation) GetState() GenerationState {
+	if x != nil {
+		return x.State
+	}
+	return GenerationState_GENERATION_STATE_UNSPECIFIED
+}
+
+func (x *Generation) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Generation) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Generation) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *Generation) GetLastSequence() int64 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *Generation) GetApprovalRequests() []*ApprovalRequest {
+	if x != nil {
+		return x.ApprovalRequests
+	}
+	return nil
+}
+
+func (x *Generation) GetFunctionCalls() []*FunctionCall {
+	if x != nil {
+		return x.FunctionCalls
+	}
+	return nil
+}
+
+func (x *Generation) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Generation) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *Generation) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *Generation) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *Generation) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
@@ -2094,11 +2634,12 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x04kind\"^\n" +
 	"\x10AttachGeneration\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
-	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xab\x01\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xc3\x01\n" +
 	"\x0fStartGeneration\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12@\n" +
-	"\x0eanswer_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\"\xb3\x02\n" +
+	"\x0eanswer_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\x12\x16\n" +
+	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xb3\x02\n" +
 	"\x10ResumeGeneration\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12&\n" +
 	"\x05agent\x18\x02 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12J\n" +
@@ -2115,7 +2656,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb6\x05\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xf9\x05\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -2128,7 +2669,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x12provider_tool_call\x18\b \x01(\v2\x1b.agentd.v1.ProviderToolCallH\x00R\x10providerToolCall\x125\n" +
 	"\x06paused\x18\t \x01(\v2\x1b.agentd.v1.GenerationPausedH\x00R\x06paused\x12>\n" +
 	"\tcompleted\x18\n" +
-	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompleted\x12\x1a\n" +
+	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompleted\x12A\n" +
+	"\x0eturn_withdrawn\x18\f \x01(\v2\x18.agentd.v1.TurnWithdrawnH\x00R\rturnWithdrawn\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xb3\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
@@ -2179,14 +2721,19 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\fFunctionCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"\xff\x01\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\x9b\x02\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x125\n" +
 	"\x17cache_read_input_tokens\x18\x03 \x01(\x03R\x14cacheReadInputTokens\x127\n" +
 	"\x18cache_write_input_tokens\x18\x04 \x01(\x03R\x15cacheWriteInputTokens\x12*\n" +
 	"\x11tool_schema_bytes\x18\x05 \x01(\x03R\x0ftoolSchemaBytes\x12\x12\n" +
-	"\x04turn\x18\x06 \x01(\x05R\x04turn\"\xfb\x01\n" +
+	"\x04turn\x18\x06 \x01(\x05R\x04turn\x12\x1a\n" +
+	"\brepeated\x18\a \x01(\bR\brepeated\"`\n" +
+	"\rTurnWithdrawn\x12\x12\n" +
+	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12#\n" +
+	"\rfrom_sequence\x18\x02 \x01(\x03R\ffromSequence\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xfb\x01\n" +
 	"\x10GenerationPaused\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12G\n" +
 	"\x11approval_requests\x18\x02 \x03(\v2\x1a.agentd.v1.ApprovalRequestR\x10approvalRequests\x12>\n" +
@@ -2213,7 +2760,42 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x10provider_servers\x18\x05 \x03(\v2\x1a.agentd.v1.ServerPlacementR\x0fproviderServers\x12.\n" +
 	"\bmessages\x18\x06 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12B\n" +
 	"\x10provider_options\x18\a \x01(\v2\x17.google.protobuf.StructR\x0fproviderOptions\x12$\n" +
-	"\x0emax_tool_turns\x18\b \x01(\x05R\fmaxToolTurns*T\n" +
+	"\x0emax_tool_turns\x18\b \x01(\x05R\fmaxToolTurns\";\n" +
+	"\x14GetGenerationRequest\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\"N\n" +
+	"\x15GetGenerationResponse\x125\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\v2\x15.agentd.v1.GenerationR\n" +
+	"generation\"\x88\x01\n" +
+	"\x16ListGenerationsRequest\x122\n" +
+	"\x06states\x18\x01 \x03(\x0e2\x1a.agentd.v1.GenerationStateR\x06states\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"z\n" +
+	"\x17ListGenerationsResponse\x127\n" +
+	"\vgenerations\x18\x01 \x03(\v2\x15.agentd.v1.GenerationR\vgenerations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x99\x05\n" +
+	"\n" +
+	"Generation\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x120\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1a.agentd.v1.GenerationStateR\x05state\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12;\n" +
+	"\vfinished_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12#\n" +
+	"\rlast_sequence\x18\x06 \x01(\x03R\flastSequence\x12G\n" +
+	"\x11approval_requests\x18\a \x03(\v2\x1a.agentd.v1.ApprovalRequestR\x10approvalRequests\x12>\n" +
+	"\x0efunction_calls\x18\b \x03(\v2\x17.agentd.v1.FunctionCallR\rfunctionCalls\x129\n" +
+	"\n" +
+	"expires_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12,\n" +
+	"\amessage\x18\n" +
+	" \x01(\v2\x12.agentd.v1.MessageR\amessage\x12&\n" +
+	"\x05usage\x18\v \x01(\v2\x10.agentd.v1.UsageR\x05usage\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\f \x01(\x05R\terrorCode\x12#\n" +
+	"\rerror_message\x18\r \x01(\tR\ferrorMessage*T\n" +
 	"\tPlacement\x12\x19\n" +
 	"\x15PLACEMENT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PLACEMENT_PROVIDER\x10\x01\x12\x14\n" +
@@ -2234,10 +2816,20 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x14STOP_REASON_END_TURN\x10\x01\x12\x1a\n" +
 	"\x16STOP_REASON_MAX_TOKENS\x10\x02\x12\x1d\n" +
 	"\x19STOP_REASON_STOP_SEQUENCE\x10\x03\x12\x1e\n" +
-	"\x1aSTOP_REASON_CONTENT_FILTER\x10\x042\x99\x01\n" +
+	"\x1aSTOP_REASON_CONTENT_FILTER\x10\x04*\xe9\x01\n" +
+	"\x0fGenerationState\x12 \n" +
+	"\x1cGENERATION_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18GENERATION_STATE_RUNNING\x10\x01\x12\x1c\n" +
+	"\x18GENERATION_STATE_WAITING\x10\x02\x12\x1b\n" +
+	"\x17GENERATION_STATE_PAUSED\x10\x03\x12\x1e\n" +
+	"\x1aGENERATION_STATE_COMPLETED\x10\x04\x12\x1b\n" +
+	"\x17GENERATION_STATE_FAILED\x10\x05\x12\x1e\n" +
+	"\x1aGENERATION_STATE_CANCELLED\x10\x062\xc7\x02\n" +
 	"\fAgentService\x12G\n" +
 	"\bGenerate\x12\x1a.agentd.v1.GenerateRequest\x1a\x1b.agentd.v1.GenerateResponse(\x010\x01\x12@\n" +
-	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponseB\x9b\x01\n" +
+	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponse\x12R\n" +
+	"\rGetGeneration\x12\x1f.agentd.v1.GetGenerationRequest\x1a .agentd.v1.GetGenerationResponse\x12X\n" +
+	"\x0fListGenerations\x12!.agentd.v1.ListGenerationsRequest\x1a\".agentd.v1.ListGenerationsResponseB\x9b\x01\n" +
 	"\rcom.agentd.v1B\x11AgentServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -2253,96 +2845,120 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_service_proto_rawDescData
 }
 
-var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
-	(Placement)(0),                // 0: agentd.v1.Placement
-	(Transport)(0),                // 1: agentd.v1.Transport
-	(ToolOrigin)(0),               // 2: agentd.v1.ToolOrigin
-	(StopReason)(0),               // 3: agentd.v1.StopReason
-	(*GenerateRequest)(nil),       // 4: agentd.v1.GenerateRequest
-	(*AttachGeneration)(nil),      // 5: agentd.v1.AttachGeneration
-	(*StartGeneration)(nil),       // 6: agentd.v1.StartGeneration
-	(*ResumeGeneration)(nil),      // 7: agentd.v1.ResumeGeneration
-	(*ApprovalDecision)(nil),      // 8: agentd.v1.ApprovalDecision
-	(*FunctionResult)(nil),        // 9: agentd.v1.FunctionResult
-	(*CancelGeneration)(nil),      // 10: agentd.v1.CancelGeneration
-	(*GenerateResponse)(nil),      // 11: agentd.v1.GenerateResponse
-	(*GenerationStarted)(nil),     // 12: agentd.v1.GenerationStarted
-	(*ServerPlacement)(nil),       // 13: agentd.v1.ServerPlacement
-	(*ToolInfo)(nil),              // 14: agentd.v1.ToolInfo
-	(*TextDelta)(nil),             // 15: agentd.v1.TextDelta
-	(*ToolCallStarted)(nil),       // 16: agentd.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),      // 17: agentd.v1.ToolCallFinished
-	(*ApprovalRequest)(nil),       // 18: agentd.v1.ApprovalRequest
-	(*FunctionCall)(nil),          // 19: agentd.v1.FunctionCall
-	(*Usage)(nil),                 // 20: agentd.v1.Usage
-	(*GenerationPaused)(nil),      // 21: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),   // 22: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),        // 23: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),       // 24: agentd.v1.PreviewResponse
-	(*Agent)(nil),                 // 25: agentd.v1.Agent
-	(*Message)(nil),               // 26: agentd.v1.Message
-	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
-	(*ProviderToolCall)(nil),      // 28: agentd.v1.ProviderToolCall
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(*FunctionTool)(nil),          // 30: agentd.v1.FunctionTool
-	(*structpb.Struct)(nil),       // 31: google.protobuf.Struct
+	(Placement)(0),                  // 0: agentd.v1.Placement
+	(Transport)(0),                  // 1: agentd.v1.Transport
+	(ToolOrigin)(0),                 // 2: agentd.v1.ToolOrigin
+	(StopReason)(0),                 // 3: agentd.v1.StopReason
+	(GenerationState)(0),            // 4: agentd.v1.GenerationState
+	(*GenerateRequest)(nil),         // 5: agentd.v1.GenerateRequest
+	(*AttachGeneration)(nil),        // 6: agentd.v1.AttachGeneration
+	(*StartGeneration)(nil),         // 7: agentd.v1.StartGeneration
+	(*ResumeGeneration)(nil),        // 8: agentd.v1.ResumeGeneration
+	(*ApprovalDecision)(nil),        // 9: agentd.v1.ApprovalDecision
+	(*FunctionResult)(nil),          // 10: agentd.v1.FunctionResult
+	(*CancelGeneration)(nil),        // 11: agentd.v1.CancelGeneration
+	(*GenerateResponse)(nil),        // 12: agentd.v1.GenerateResponse
+	(*GenerationStarted)(nil),       // 13: agentd.v1.GenerationStarted
+	(*ServerPlacement)(nil),         // 14: agentd.v1.ServerPlacement
+	(*ToolInfo)(nil),                // 15: agentd.v1.ToolInfo
+	(*TextDelta)(nil),               // 16: agentd.v1.TextDelta
+	(*ToolCallStarted)(nil),         // 17: agentd.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),        // 18: agentd.v1.ToolCallFinished
+	(*ApprovalRequest)(nil),         // 19: agentd.v1.ApprovalRequest
+	(*FunctionCall)(nil),            // 20: agentd.v1.FunctionCall
+	(*Usage)(nil),                   // 21: agentd.v1.Usage
+	(*TurnWithdrawn)(nil),           // 22: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),        // 23: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),     // 24: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),          // 25: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),         // 26: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),    // 27: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),   // 28: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),  // 29: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil), // 30: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),              // 31: agentd.v1.Generation
+	(*Agent)(nil),                   // 32: agentd.v1.Agent
+	(*Message)(nil),                 // 33: agentd.v1.Message
+	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
+	(*ProviderToolCall)(nil),        // 35: agentd.v1.ProviderToolCall
+	(*timestamppb.Timestamp)(nil),   // 36: google.protobuf.Timestamp
+	(*FunctionTool)(nil),            // 37: agentd.v1.FunctionTool
+	(*structpb.Struct)(nil),         // 38: google.protobuf.Struct
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	6,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
-	7,  // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
-	8,  // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	9,  // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
-	10, // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
-	5,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
-	25, // 6: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	26, // 7: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	27, // 8: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	25, // 9: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
-	8,  // 10: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	9,  // 11: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	27, // 12: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	12, // 13: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
-	15, // 14: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
-	16, // 15: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	17, // 16: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	18, // 17: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	19, // 18: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	20, // 19: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	28, // 20: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	21, // 21: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	22, // 22: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	13, // 23: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	14, // 24: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,  // 25: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,  // 26: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,  // 27: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 28: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 29: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	27, // 30: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	18, // 31: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	19, // 32: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	29, // 33: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 34: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	26, // 35: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	20, // 36: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	3,  // 37: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	25, // 38: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	26, // 39: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	30, // 40: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	13, // 41: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	26, // 42: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	31, // 43: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	4,  // 44: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	23, // 45: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	11, // 46: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	24, // 47: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	46, // [46:48] is the sub-list for method output_type
-	44, // [44:46] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	7,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
+	8,  // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
+	9,  // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	10, // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
+	11, // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
+	6,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
+	32, // 6: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	33, // 7: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	34, // 8: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	32, // 9: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	9,  // 10: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	10, // 11: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
+	34, // 12: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	13, // 13: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
+	16, // 14: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
+	17, // 15: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	18, // 16: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
+	19, // 17: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	20, // 18: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	21, // 19: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	35, // 20: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	23, // 21: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	24, // 22: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	22, // 23: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	14, // 24: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	15, // 25: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,  // 26: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,  // 27: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,  // 28: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 29: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 30: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	34, // 31: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	19, // 32: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	20, // 33: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	36, // 34: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 35: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	33, // 36: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	21, // 37: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	3,  // 38: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	32, // 39: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	33, // 40: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	37, // 41: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	14, // 42: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	33, // 43: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	38, // 44: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	31, // 45: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	4,  // 46: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	31, // 47: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	4,  // 48: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	36, // 49: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	36, // 50: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 51: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 52: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	20, // 53: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	36, // 54: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 55: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	21, // 56: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	5,  // 57: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	25, // 58: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	27, // 59: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	29, // 60: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	12, // 61: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	26, // 62: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	28, // 63: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	30, // 64: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	61, // [61:65] is the sub-list for method output_type
+	57, // [57:61] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -2371,14 +2987,15 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_ProviderToolCall)(nil),
 		(*GenerateResponse_Paused)(nil),
 		(*GenerateResponse_Completed)(nil),
+		(*GenerateResponse_TurnWithdrawn)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   21,
+			NumEnums:      5,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,8 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_Generate_FullMethodName = "/agentd.v1.AgentService/Generate"
-	AgentService_Preview_FullMethodName  = "/agentd.v1.AgentService/Preview"
+	AgentService_Generate_FullMethodName        = "/agentd.v1.AgentService/Generate"
+	AgentService_Preview_FullMethodName         = "/agentd.v1.AgentService/Preview"
+	AgentService_GetGeneration_FullMethodName   = "/agentd.v1.AgentService/GetGeneration"
+	AgentService_ListGenerations_FullMethodName = "/agentd.v1.AgentService/ListGenerations"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -55,6 +57,16 @@ type AgentServiceClient interface {
 	// the embedded bridge's configuration refuses (commands, env variables,
 	// private addresses), every problem listed.
 	Preview(ctx context.Context, in *PreviewRequest, opts ...grpc.CallOption) (*PreviewResponse, error)
+	// GetGeneration returns one of the caller's tenant's generations, live
+	// or finished (finished ones are kept for generation.retention): its
+	// state, the requests a waiting or paused one waits for, and the final
+	// message, usage or error of a finished one. Another tenant's generation
+	// is NOT_FOUND, like one that never existed. UNIMPLEMENTED when the
+	// agentd keeps no durable record of its generations.
+	GetGeneration(ctx context.Context, in *GetGenerationRequest, opts ...grpc.CallOption) (*GetGenerationResponse, error)
+	// ListGenerations returns a page of the caller's tenant's generations,
+	// newest first, optionally only those in the given states.
+	ListGenerations(ctx context.Context, in *ListGenerationsRequest, opts ...grpc.CallOption) (*ListGenerationsResponse, error)
 }
 
 type agentServiceClient struct {
@@ -82,6 +94,26 @@ func (c *agentServiceClient) Preview(ctx context.Context, in *PreviewRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PreviewResponse)
 	err := c.cc.Invoke(ctx, AgentService_Preview_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) GetGeneration(ctx context.Context, in *GetGenerationRequest, opts ...grpc.CallOption) (*GetGenerationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGenerationResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetGeneration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListGenerations(ctx context.Context, in *ListGenerationsRequest, opts ...grpc.CallOption) (*ListGenerationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGenerationsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListGenerations_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +152,16 @@ type AgentServiceServer interface {
 	// the embedded bridge's configuration refuses (commands, env variables,
 	// private addresses), every problem listed.
 	Preview(context.Context, *PreviewRequest) (*PreviewResponse, error)
+	// GetGeneration returns one of the caller's tenant's generations, live
+	// or finished (finished ones are kept for generation.retention): its
+	// state, the requests a waiting or paused one waits for, and the final
+	// message, usage or error of a finished one. Another tenant's generation
+	// is NOT_FOUND, like one that never existed. UNIMPLEMENTED when the
+	// agentd keeps no durable record of its generations.
+	GetGeneration(context.Context, *GetGenerationRequest) (*GetGenerationResponse, error)
+	// ListGenerations returns a page of the caller's tenant's generations,
+	// newest first, optionally only those in the given states.
+	ListGenerations(context.Context, *ListGenerationsRequest) (*ListGenerationsResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -135,6 +177,12 @@ func (UnimplementedAgentServiceServer) Generate(grpc.BidiStreamingServer[Generat
 }
 func (UnimplementedAgentServiceServer) Preview(context.Context, *PreviewRequest) (*PreviewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Preview not implemented")
+}
+func (UnimplementedAgentServiceServer) GetGeneration(context.Context, *GetGenerationRequest) (*GetGenerationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGeneration not implemented")
+}
+func (UnimplementedAgentServiceServer) ListGenerations(context.Context, *ListGenerationsRequest) (*ListGenerationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGenerations not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -182,6 +230,42 @@ func _AgentService_Preview_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_GetGeneration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGenerationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetGeneration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetGeneration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetGeneration(ctx, req.(*GetGenerationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListGenerations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGenerationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListGenerations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListGenerations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListGenerations(ctx, req.(*ListGenerationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -192,6 +276,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Preview",
 			Handler:    _AgentService_Preview_Handler,
+		},
+		{
+			MethodName: "GetGeneration",
+			Handler:    _AgentService_GetGeneration_Handler,
+		},
+		{
+			MethodName: "ListGenerations",
+			Handler:    _AgentService_ListGenerations_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -10,6 +10,13 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+GENERATION_STATE_CANCELLED: GenerationState
+GENERATION_STATE_COMPLETED: GenerationState
+GENERATION_STATE_FAILED: GenerationState
+GENERATION_STATE_PAUSED: GenerationState
+GENERATION_STATE_RUNNING: GenerationState
+GENERATION_STATE_UNSPECIFIED: GenerationState
+GENERATION_STATE_WAITING: GenerationState
 PLACEMENT_BRIDGE: Placement
 PLACEMENT_PROVIDER: Placement
 PLACEMENT_UNSPECIFIED: Placement
@@ -105,7 +112,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "usage"]
+    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "turn_withdrawn", "usage"]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +123,7 @@ class GenerateResponse(_message.Message):
     TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FINISHED_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TURN_WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     approval_request: ApprovalRequest
     completed: GenerationCompleted
@@ -127,8 +135,39 @@ class GenerateResponse(_message.Message):
     text_delta: TextDelta
     tool_call_finished: ToolCallFinished
     tool_call_started: ToolCallStarted
+    turn_withdrawn: TurnWithdrawn
     usage: Usage
-    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+
+class Generation(_message.Message):
+    __slots__ = ["approval_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "last_sequence", "message", "state", "updated_at", "usage"]
+    APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_CALLS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    approval_requests: _containers.RepeatedCompositeFieldContainer[ApprovalRequest]
+    created_at: _timestamp_pb2.Timestamp
+    error_code: int
+    error_message: str
+    expires_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    function_calls: _containers.RepeatedCompositeFieldContainer[FunctionCall]
+    generation_id: str
+    last_sequence: int
+    message: _message_pb2.Message
+    state: GenerationState
+    updated_at: _timestamp_pb2.Timestamp
+    usage: Usage
+    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class GenerationCompleted(_message.Message):
     __slots__ = ["generation_id", "message", "messages", "stop_reason", "tool_turns", "usage"]
@@ -169,6 +208,36 @@ class GenerationStarted(_message.Message):
     servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
     def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ...) -> None: ...
+
+class GetGenerationRequest(_message.Message):
+    __slots__ = ["generation_id"]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    generation_id: str
+    def __init__(self, generation_id: _Optional[str] = ...) -> None: ...
+
+class GetGenerationResponse(_message.Message):
+    __slots__ = ["generation"]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    generation: Generation
+    def __init__(self, generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
+
+class ListGenerationsRequest(_message.Message):
+    __slots__ = ["page_size", "page_token", "states"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    states: _containers.RepeatedScalarFieldContainer[GenerationState]
+    def __init__(self, states: _Optional[_Iterable[_Union[GenerationState, str]]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListGenerationsResponse(_message.Message):
+    __slots__ = ["generations", "next_page_token"]
+    GENERATIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    generations: _containers.RepeatedCompositeFieldContainer[Generation]
+    next_page_token: str
+    def __init__(self, generations: _Optional[_Iterable[_Union[Generation, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PreviewRequest(_message.Message):
     __slots__ = ["agent", "messages"]
@@ -223,14 +292,16 @@ class ServerPlacement(_message.Message):
     def __init__(self, name: _Optional[str] = ..., placement: _Optional[_Union[Placement, str]] = ..., transport: _Optional[_Union[Transport, str]] = ...) -> None: ...
 
 class StartGeneration(_message.Message):
-    __slots__ = ["agent", "answer_timeout", "messages"]
+    __slots__ = ["agent", "answer_timeout", "detach", "messages"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     ANSWER_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    DETACH_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     agent: _agent_pb2.Agent
     answer_timeout: _duration_pb2.Duration
+    detach: bool
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
-    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detach: bool = ...) -> None: ...
 
 class TextDelta(_message.Message):
     __slots__ = ["text"]
@@ -286,21 +357,33 @@ class ToolInfo(_message.Message):
     server_tool_name: str
     def __init__(self, name: _Optional[str] = ..., origin: _Optional[_Union[ToolOrigin, str]] = ..., server_name: _Optional[str] = ..., server_tool_name: _Optional[str] = ...) -> None: ...
 
+class TurnWithdrawn(_message.Message):
+    __slots__ = ["from_sequence", "reason", "turn"]
+    FROM_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    from_sequence: int
+    reason: str
+    turn: int
+    def __init__(self, turn: _Optional[int] = ..., from_sequence: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class Usage(_message.Message):
-    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "input_tokens", "output_tokens", "tool_schema_bytes", "turn"]
+    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "input_tokens", "output_tokens", "repeated", "tool_schema_bytes", "turn"]
     CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_FIELD_NUMBER: _ClassVar[int]
     TOOL_SCHEMA_BYTES_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     cache_read_input_tokens: int
     cache_write_input_tokens: int
     input_tokens: int
     output_tokens: int
+    repeated: bool
     tool_schema_bytes: int
     turn: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ...) -> None: ...
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ..., repeated: bool = ...) -> None: ...
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
@@ -312,4 +395,7 @@ class ToolOrigin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class StopReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class GenerationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

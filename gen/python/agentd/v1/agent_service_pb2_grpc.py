@@ -25,6 +25,16 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.PreviewRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_agent__service__pb2.PreviewResponse.FromString,
                 )
+        self.GetGeneration = channel.unary_unary(
+                '/agentd.v1.AgentService/GetGeneration',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.GetGenerationRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.GetGenerationResponse.FromString,
+                )
+        self.ListGenerations = channel.unary_unary(
+                '/agentd.v1.AgentService/ListGenerations',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -67,6 +77,26 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetGeneration(self, request, context):
+        """GetGeneration returns one of the caller's tenant's generations, live
+        or finished (finished ones are kept for generation.retention): its
+        state, the requests a waiting or paused one waits for, and the final
+        message, usage or error of a finished one. Another tenant's generation
+        is NOT_FOUND, like one that never existed. UNIMPLEMENTED when the
+        agentd keeps no durable record of its generations.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGenerations(self, request, context):
+        """ListGenerations returns a page of the caller's tenant's generations,
+        newest first, optionally only those in the given states.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +109,16 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.Preview,
                     request_deserializer=agentd_dot_v1_dot_agent__service__pb2.PreviewRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_agent__service__pb2.PreviewResponse.SerializeToString,
+            ),
+            'GetGeneration': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGeneration,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.GetGenerationRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.GetGenerationResponse.SerializeToString,
+            ),
+            'ListGenerations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGenerations,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -122,5 +162,39 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/Preview',
             agentd_dot_v1_dot_agent__service__pb2.PreviewRequest.SerializeToString,
             agentd_dot_v1_dot_agent__service__pb2.PreviewResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/GetGeneration',
+            agentd_dot_v1_dot_agent__service__pb2.GetGenerationRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.GetGenerationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListGenerations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListGenerations',
+            agentd_dot_v1_dot_agent__service__pb2.ListGenerationsRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.ListGenerationsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

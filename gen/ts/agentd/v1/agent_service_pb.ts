@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent_service.proto.
  */
 export const file_agentd_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIsMCCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IABItCgZhdHRhY2gYBiABKAsyGy5hZ2VudGQudjEuQXR0YWNoR2VuZXJhdGlvbkgAQgYKBGtpbmQiQQoQQXR0YWNoR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIosBCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLrAQoQUmVzdW1lR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEh8KBWFnZW50GAIgASgLMhAuYWdlbnRkLnYxLkFnZW50EjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgDIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYBCADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSMQoOYW5zd2VyX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iSAoQQXBwcm92YWxEZWNpc2lvbhISCgpyZXF1ZXN0X2lkGAEgASgJEhAKCGFwcHJvdmVkGAIgASgIEg4KBmRpZ2VzdBgDIAEoCSJDCg5GdW5jdGlvblJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEg4KBm91dHB1dBgCIAEoCRIQCghpc19lcnJvchgDIAEoCCIiChBDYW5jZWxHZW5lcmF0aW9uEg4KBnJlYXNvbhgBIAEoCSKqBAoQR2VuZXJhdGVSZXNwb25zZRIvCgdzdGFydGVkGAEgASgLMhwuYWdlbnRkLnYxLkdlbmVyYXRpb25TdGFydGVkSAASKgoKdGV4dF9kZWx0YRgCIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABI3ChF0b29sX2NhbGxfc3RhcnRlZBgDIAEoCzIaLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0ZWRIABI5ChJ0b29sX2NhbGxfZmluaXNoZWQYBCABKAsyGy5hZ2VudGQudjEuVG9vbENhbGxGaW5pc2hlZEgAEjYKEGFwcHJvdmFsX3JlcXVlc3QYBSABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgGIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABIhCgV1c2FnZRgHIAEoCzIQLmFnZW50ZC52MS5Vc2FnZUgAEjkKEnByb3ZpZGVyX3Rvb2xfY2FsbBgIIAEoCzIbLmFnZW50ZC52MS5Qcm92aWRlclRvb2xDYWxsSAASLQoGcGF1c2VkGAkgASgLMhsuYWdlbnRkLnYxLkdlbmVyYXRpb25QYXVzZWRIABIzCgljb21wbGV0ZWQYCiABKAsyHi5hZ2VudGQudjEuR2VuZXJhdGlvbkNvbXBsZXRlZEgAEhAKCHNlcXVlbmNlGAsgASgDQgcKBWV2ZW50IowBChFHZW5lcmF0aW9uU3RhcnRlZBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEisKB3NlcnZlcnMYAiADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiIKBXRvb2xzGAMgAygLMhMuYWdlbnRkLnYxLlRvb2xJbmZvEg8KB3Jlc3VtZWQYBCABKAgicQoPU2VydmVyUGxhY2VtZW50EgwKBG5hbWUYASABKAkSJwoJcGxhY2VtZW50GAIgASgOMhQuYWdlbnRkLnYxLlBsYWNlbWVudBInCgl0cmFuc3BvcnQYAyABKA4yFC5hZ2VudGQudjEuVHJhbnNwb3J0Im4KCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSJQoGb3JpZ2luGAIgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEwoLc2VydmVyX25hbWUYAyABKAkSGAoQc2VydmVyX3Rvb2xfbmFtZRgEIAEoCSIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSKSAQoPVG9vbENhbGxTdGFydGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEhEKCWFyZ3VtZW50cxgFIAEoCRIMCgR0dXJuGAYgASgFIs8BChBUb29sQ2FsbEZpbmlzaGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGlzX2Vycm9yGAYgASgIEg4KBm91dHB1dBgHIAEoCRIMCgR0dXJuGAggASgFIo4BCg9BcHByb3ZhbFJlcXVlc3QSCgoCaWQYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIRCglhcmd1bWVudHMYBSABKAkSDgoGcHJvbXB0GAYgASgJEg4KBmRpZ2VzdBgHIAEoCSJACgxGdW5jdGlvbkNhbGwSDwoHY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSKgAQoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSHwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYAyABKAMSIAoYY2FjaGVfd3JpdGVfaW5wdXRfdG9rZW5zGAQgASgDEhkKEXRvb2xfc2NoZW1hX2J5dGVzGAUgASgDEgwKBHR1cm4YBiABKAUiwQEKEEdlbmVyYXRpb25QYXVzZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRI1ChFhcHByb3ZhbF9yZXF1ZXN0cxgCIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3QSLwoOZnVuY3Rpb25fY2FsbHMYAyADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChNHZW5lcmF0aW9uQ29tcGxldGVkEhUKDWdlbmVyYXRpb25faWQYASABKAkSIwoHbWVzc2FnZRgCIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEiQKCG1lc3NhZ2VzGAMgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYBCABKAsyEC5hZ2VudGQudjEuVXNhZ2USKgoLc3RvcF9yZWFzb24YBSABKA4yFS5hZ2VudGQudjEuU3RvcFJlYXNvbhISCgp0b29sX3R1cm5zGAYgASgFIlcKDlByZXZpZXdSZXF1ZXN0Eh8KBWFnZW50GAEgASgLMhAuYWdlbnRkLnYxLkFnZW50EiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2UilwIKD1ByZXZpZXdSZXNwb25zZRIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSJgoFdG9vbHMYBCADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25Ub29sEjQKEHByb3ZpZGVyX3NlcnZlcnMYBSADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiQKCG1lc3NhZ2VzGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USMQoQcHJvdmlkZXJfb3B0aW9ucxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoObWF4X3Rvb2xfdHVybnMYCCABKAUqVAoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhYKElBMQUNFTUVOVF9QUk9WSURFUhABEhQKEFBMQUNFTUVOVF9CUklER0UQAipoCglUcmFuc3BvcnQSGQoVVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASEgoOVFJBTlNQT1JUX0hUVFAQARITCg9UUkFOU1BPUlRfU1RESU8QAhIXChNUUkFOU1BPUlRfQ09OTkVDVE9SEAMqWAoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1JJR0lOX0ZVTkNUSU9OEAESEwoPVE9PTF9PUklHSU5fTUNQEAIqngEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRTVE9QX1JFQVNPTl9FTkRfVFVSThABEhoKFlNUT1BfUkVBU09OX01BWF9UT0tFTlMQAhIdChlTVE9QX1JFQVNPTl9TVE9QX1NFUVVFTkNFEAMSHgoaU1RPUF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBDKZAQoMQWdlbnRTZXJ2aWNlEkcKCEdlbmVyYXRlEhouYWdlbnRkLnYxLkdlbmVyYXRlUmVxdWVzdBobLmFnZW50ZC52MS5HZW5lcmF0ZVJlc3BvbnNlKAEwARJACgdQcmV2aWV3EhkuYWdlbnRkLnYxLlByZXZpZXdSZXF1ZXN0GhouYWdlbnRkLnYxLlByZXZpZXdSZXNwb25zZUKbAQoNY29tLmFnZW50ZC52MUIRQWdlbnRTZXJ2aWNlUHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_agentd_v1_agent, file_agentd_v1_message, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIsMCCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IABItCgZhdHRhY2gYBiABKAsyGy5hZ2VudGQudjEuQXR0YWNoR2VuZXJhdGlvbkgAQgYKBGtpbmQiQQoQQXR0YWNoR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIpsBCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZkZXRhY2gYBCABKAgi6wEKEFJlc3VtZUdlbmVyYXRpb24SFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIfCgVhZ2VudBgCIAEoCzIQLmFnZW50ZC52MS5BZ2VudBI3ChJhcHByb3ZhbF9kZWNpc2lvbnMYAyADKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIzChBmdW5jdGlvbl9yZXN1bHRzGAQgAygLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0EjEKDmFuc3dlcl90aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkgKEEFwcHJvdmFsRGVjaXNpb24SEgoKcmVxdWVzdF9pZBgBIAEoCRIQCghhcHByb3ZlZBgCIAEoCBIOCgZkaWdlc3QYAyABKAkiQwoORnVuY3Rpb25SZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiIgoQQ2FuY2VsR2VuZXJhdGlvbhIOCgZyZWFzb24YASABKAki3gQKEEdlbmVyYXRlUmVzcG9uc2USLwoHc3RhcnRlZBgBIAEoCzIcLmFnZW50ZC52MS5HZW5lcmF0aW9uU3RhcnRlZEgAEioKCnRleHRfZGVsdGEYAiABKAsyFC5hZ2VudGQudjEuVGV4dERlbHRhSAASNwoRdG9vbF9jYWxsX3N0YXJ0ZWQYAyABKAsyGi5hZ2VudGQudjEuVG9vbENhbGxTdGFydGVkSAASOQoSdG9vbF9jYWxsX2ZpbmlzaGVkGAQgASgLMhsuYWdlbnRkLnYxLlRvb2xDYWxsRmluaXNoZWRIABI2ChBhcHByb3ZhbF9yZXF1ZXN0GAUgASgLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdEgAEjAKDWZ1bmN0aW9uX2NhbGwYBiABKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsSAASIQoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2VIABI5ChJwcm92aWRlcl90b29sX2NhbGwYCCABKAsyGy5hZ2VudGQudjEuUHJvdmlkZXJUb29sQ2FsbEgAEi0KBnBhdXNlZBgJIAEoCzIbLmFnZW50ZC52MS5HZW5lcmF0aW9uUGF1c2VkSAASMwoJY29tcGxldGVkGAogASgLMh4uYWdlbnRkLnYxLkdlbmVyYXRpb25Db21wbGV0ZWRIABIyCg50dXJuX3dpdGhkcmF3bhgMIAEoCzIYLmFnZW50ZC52MS5UdXJuV2l0aGRyYXduSAASEAoIc2VxdWVuY2UYCyABKANCBwoFZXZlbnQijAEKEUdlbmVyYXRpb25TdGFydGVkEhUKDWdlbmVyYXRpb25faWQYASABKAkSKwoHc2VydmVycxgCIAMoCzIaLmFnZW50ZC52MS5TZXJ2ZXJQbGFjZW1lbnQSIgoFdG9vbHMYAyADKAsyEy5hZ2VudGQudjEuVG9vbEluZm8SDwoHcmVzdW1lZBgEIAEoCCJxCg9TZXJ2ZXJQbGFjZW1lbnQSDAoEbmFtZRgBIAEoCRInCglwbGFjZW1lbnQYAiABKA4yFC5hZ2VudGQudjEuUGxhY2VtZW50EicKCXRyYW5zcG9ydBgDIAEoDjIULmFnZW50ZC52MS5UcmFuc3BvcnQibgoIVG9vbEluZm8SDAoEbmFtZRgBIAEoCRIlCgZvcmlnaW4YAiABKA4yFS5hZ2VudGQudjEuVG9vbE9yaWdpbhITCgtzZXJ2ZXJfbmFtZRgDIAEoCRIYChBzZXJ2ZXJfdG9vbF9uYW1lGAQgASgJIhkKCVRleHREZWx0YRIMCgR0ZXh0GAEgASgJIpIBCg9Ub29sQ2FsbFN0YXJ0ZWQSDwoHY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSJQoGb3JpZ2luGAQgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEQoJYXJndW1lbnRzGAUgASgJEgwKBHR1cm4YBiABKAUizwEKEFRvb2xDYWxsRmluaXNoZWQSDwoHY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSJQoGb3JpZ2luGAQgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SKwoIZHVyYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIaXNfZXJyb3IYBiABKAgSDgoGb3V0cHV0GAcgASgJEgwKBHR1cm4YCCABKAUijgEKD0FwcHJvdmFsUmVxdWVzdBIKCgJpZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhEKCWFyZ3VtZW50cxgFIAEoCRIOCgZwcm9tcHQYBiABKAkSDgoGZGlnZXN0GAcgASgJIkAKDEZ1bmN0aW9uQ2FsbBIPCgdjYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJIrIBCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIfChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgDIAEoAxIgChhjYWNoZV93cml0ZV9pbnB1dF90b2tlbnMYBCABKAMSGQoRdG9vbF9zY2hlbWFfYnl0ZXMYBSABKAMSDAoEdHVybhgGIAEoBRIQCghyZXBlYXRlZBgHIAEoCCJECg1UdXJuV2l0aGRyYXduEgwKBHR1cm4YASABKAUSFQoNZnJvbV9zZXF1ZW5jZRgCIAEoAxIOCgZyZWFzb24YAyABKAkiwQEKEEdlbmVyYXRpb25QYXVzZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRI1ChFhcHByb3ZhbF9yZXF1ZXN0cxgCIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3QSLwoOZnVuY3Rpb25fY2FsbHMYAyADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChNHZW5lcmF0aW9uQ29tcGxldGVkEhUKDWdlbmVyYXRpb25faWQYASABKAkSIwoHbWVzc2FnZRgCIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEiQKCG1lc3NhZ2VzGAMgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYBCABKAsyEC5hZ2VudGQudjEuVXNhZ2USKgoLc3RvcF9yZWFzb24YBSABKA4yFS5hZ2VudGQudjEuU3RvcFJlYXNvbhISCgp0b29sX3R1cm5zGAYgASgFIlcKDlByZXZpZXdSZXF1ZXN0Eh8KBWFnZW50GAEgASgLMhAuYWdlbnRkLnYxLkFnZW50EiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2UilwIKD1ByZXZpZXdSZXNwb25zZRIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSJgoFdG9vbHMYBCADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25Ub29sEjQKEHByb3ZpZGVyX3NlcnZlcnMYBSADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiQKCG1lc3NhZ2VzGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USMQoQcHJvdmlkZXJfb3B0aW9ucxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoObWF4X3Rvb2xfdHVybnMYCCABKAUiLQoUR2V0R2VuZXJhdGlvblJlcXVlc3QSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCSJCChVHZXRHZW5lcmF0aW9uUmVzcG9uc2USKQoKZ2VuZXJhdGlvbhgBIAEoCzIVLmFnZW50ZC52MS5HZW5lcmF0aW9uImsKFkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QSKgoGc3RhdGVzGAEgAygOMhouYWdlbnRkLnYxLkdlbmVyYXRpb25TdGF0ZRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJeChdMaXN0R2VuZXJhdGlvbnNSZXNwb25zZRIqCgtnZW5lcmF0aW9ucxgBIAMoCzIVLmFnZW50ZC52MS5HZW5lcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSL/AwoKR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEikKBXN0YXRlGAIgASgOMhouYWdlbnRkLnYxLkdlbmVyYXRpb25TdGF0ZRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9zZXF1ZW5jZRgGIAEoAxI1ChFhcHByb3ZhbF9yZXF1ZXN0cxgHIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3QSLwoOZnVuY3Rpb25fY2FsbHMYCCADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiMKB21lc3NhZ2UYCiABKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIfCgV1c2FnZRgLIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRISCgplcnJvcl9jb2RlGAwgASgFEhUKDWVycm9yX21lc3NhZ2UYDSABKAkqVAoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhYKElBMQUNFTUVOVF9QUk9WSURFUhABEhQKEFBMQUNFTUVOVF9CUklER0UQAipoCglUcmFuc3BvcnQSGQoVVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASEgoOVFJBTlNQT1JUX0hUVFAQARITCg9UUkFOU1BPUlRfU1RESU8QAhIXChNUUkFOU1BPUlRfQ09OTkVDVE9SEAMqWAoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1JJR0lOX0ZVTkNUSU9OEAESEwoPVE9PTF9PUklHSU5fTUNQEAIqngEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRTVE9QX1JFQVNPTl9FTkRfVFVSThABEhoKFlNUT1BfUkVBU09OX01BWF9UT0tFTlMQAhIdChlTVE9QX1JFQVNPTl9TVE9QX1NFUVVFTkNFEAMSHgoaU1RPUF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBCrpAQoPR2VuZXJhdGlvblN0YXRlEiAKHEdFTkVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIcChhHRU5FUkFUSU9OX1NUQVRFX1JVTk5JTkcQARIcChhHRU5FUkFUSU9OX1NUQVRFX1dBSVRJTkcQAhIbChdHRU5FUkFUSU9OX1NUQVRFX1BBVVNFRBADEh4KGkdFTkVSQVRJT05fU1RBVEVfQ09NUExFVEVEEAQSGwoXR0VORVJBVElPTl9TVEFURV9GQUlMRUQQBRIeChpHRU5FUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAGMscCCgxBZ2VudFNlcnZpY2USRwoIR2VuZXJhdGUSGi5hZ2VudGQudjEuR2VuZXJhdGVSZXF1ZXN0GhsuYWdlbnRkLnYxLkdlbmVyYXRlUmVzcG9uc2UoATABEkAKB1ByZXZpZXcSGS5hZ2VudGQudjEuUHJldmlld1JlcXVlc3QaGi5hZ2VudGQudjEuUHJldmlld1Jlc3BvbnNlElIKDUdldEdlbmVyYXRpb24SHy5hZ2VudGQudjEuR2V0R2VuZXJhdGlvblJlcXVlc3QaIC5hZ2VudGQudjEuR2V0R2VuZXJhdGlvblJlc3BvbnNlElgKD0xpc3RHZW5lcmF0aW9ucxIhLmFnZW50ZC52MS5MaXN0R2VuZXJhdGlvbnNSZXF1ZXN0GiIuYWdlbnRkLnYxLkxpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlQpsBCg1jb20uYWdlbnRkLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_agentd_v1_agent, file_agentd_v1_message, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * GenerateRequest is one client message on the Generate stream.
@@ -154,6 +154,18 @@ export type StartGeneration = Message<"agentd.v1.StartGeneration"> & {
    * @generated from field: google.protobuf.Duration answer_timeout = 3;
    */
   answerTimeout?: Duration | undefined;
+
+  /**
+   * Run the generation without a client (X-G4): it goes on when the stream
+   * ends, which it does after the started event unless the client stays to
+   * read the events. A detached generation that needs approval decisions
+   * or function results pauses at once, as when a client goes away; follow
+   * it with attach, GetGeneration or ListGenerations. Requires a durable
+   * record of generations (FAILED_PRECONDITION otherwise).
+   *
+   * @generated from field: bool detach = 4;
+   */
+  detach: boolean;
 };
 
 /**
@@ -398,6 +410,16 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
      */
     value: GenerationCompleted;
     case: "completed";
+  } | {
+    /**
+     * The events of a model turn cut short (its replica died) are
+     * withdrawn: discard what they said (text, provider tool calls) from
+     * from_sequence on; the turn is asked again (X-G2).
+     *
+     * @generated from field: agentd.v1.TurnWithdrawn turn_withdrawn = 12;
+     */
+    value: TurnWithdrawn;
+    case: "turnWithdrawn";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -837,6 +859,15 @@ export type Usage = Message<"agentd.v1.Usage"> & {
    * @generated from field: int32 turn = 6;
    */
   turn: number;
+
+  /**
+   * The turn was asked again: an earlier attempt was cut short when its
+   * replica died, and its events were withdrawn (TurnWithdrawn). What the
+   * cut-short attempt consumed is not known and not counted.
+   *
+   * @generated from field: bool repeated = 7;
+   */
+  repeated: boolean;
 };
 
 /**
@@ -845,6 +876,43 @@ export type Usage = Message<"agentd.v1.Usage"> & {
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_service, 16);
+
+/**
+ * TurnWithdrawn withdraws the events of a model turn that was cut short:
+ * the replica running it died and another adopted the generation.
+ *
+ * @generated from message agentd.v1.TurnWithdrawn
+ */
+export type TurnWithdrawn = Message<"agentd.v1.TurnWithdrawn"> & {
+  /**
+   * The model turn withdrawn, from 1.
+   *
+   * @generated from field: int32 turn = 1;
+   */
+  turn: number;
+
+  /**
+   * The first withdrawn event's sequence number: every event from it up
+   * to this one belongs to the cut-short turn.
+   *
+   * @generated from field: int64 from_sequence = 2;
+   */
+  fromSequence: bigint;
+
+  /**
+   * Why, for people.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.TurnWithdrawn.
+ * Use `create(TurnWithdrawnSchema)` to create a new message.
+ */
+export const TurnWithdrawnSchema: GenMessage<TurnWithdrawn> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 17);
 
 /**
  * GenerationPaused ends a stream whose generation waits for answers.
@@ -886,7 +954,7 @@ export type GenerationPaused = Message<"agentd.v1.GenerationPaused"> & {
  * Use `create(GenerationPausedSchema)` to create a new message.
  */
 export const GenerationPausedSchema: GenMessage<GenerationPaused> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 17);
+  messageDesc(file_agentd_v1_agent_service, 18);
 
 /**
  * GenerationCompleted ends a stream whose generation finished.
@@ -943,7 +1011,7 @@ export type GenerationCompleted = Message<"agentd.v1.GenerationCompleted"> & {
  * Use `create(GenerationCompletedSchema)` to create a new message.
  */
 export const GenerationCompletedSchema: GenMessage<GenerationCompleted> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 18);
+  messageDesc(file_agentd_v1_agent_service, 19);
 
 /**
  * PreviewRequest asks how a request would be resolved.
@@ -971,7 +1039,7 @@ export type PreviewRequest = Message<"agentd.v1.PreviewRequest"> & {
  * Use `create(PreviewRequestSchema)` to create a new message.
  */
 export const PreviewRequestSchema: GenMessage<PreviewRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 19);
+  messageDesc(file_agentd_v1_agent_service, 20);
 
 /**
  * PreviewResponse is a request as agentd would resolve it, without I/O.
@@ -1042,7 +1110,211 @@ export type PreviewResponse = Message<"agentd.v1.PreviewResponse"> & {
  * Use `create(PreviewResponseSchema)` to create a new message.
  */
 export const PreviewResponseSchema: GenMessage<PreviewResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 20);
+  messageDesc(file_agentd_v1_agent_service, 21);
+
+/**
+ * GetGenerationRequest names a generation.
+ *
+ * @generated from message agentd.v1.GetGenerationRequest
+ */
+export type GetGenerationRequest = Message<"agentd.v1.GetGenerationRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+};
+
+/**
+ * Describes the message agentd.v1.GetGenerationRequest.
+ * Use `create(GetGenerationRequestSchema)` to create a new message.
+ */
+export const GetGenerationRequestSchema: GenMessage<GetGenerationRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 22);
+
+/**
+ * GetGenerationResponse is the generation asked for.
+ *
+ * @generated from message agentd.v1.GetGenerationResponse
+ */
+export type GetGenerationResponse = Message<"agentd.v1.GetGenerationResponse"> & {
+  /**
+   * @generated from field: agentd.v1.Generation generation = 1;
+   */
+  generation?: Generation | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.GetGenerationResponse.
+ * Use `create(GetGenerationResponseSchema)` to create a new message.
+ */
+export const GetGenerationResponseSchema: GenMessage<GetGenerationResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 23);
+
+/**
+ * ListGenerationsRequest selects a page of the tenant's generations.
+ *
+ * @generated from message agentd.v1.ListGenerationsRequest
+ */
+export type ListGenerationsRequest = Message<"agentd.v1.ListGenerationsRequest"> & {
+  /**
+   * Keep only generations in one of these states; empty: all.
+   *
+   * @generated from field: repeated agentd.v1.GenerationState states = 1;
+   */
+  states: GenerationState[];
+
+  /**
+   * At most this many (default 50, at most 1000).
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * ListGenerationsResponse.next_page_token of the previous page; empty
+   * for the first.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.ListGenerationsRequest.
+ * Use `create(ListGenerationsRequestSchema)` to create a new message.
+ */
+export const ListGenerationsRequestSchema: GenMessage<ListGenerationsRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 24);
+
+/**
+ * ListGenerationsResponse is one page.
+ *
+ * @generated from message agentd.v1.ListGenerationsResponse
+ */
+export type ListGenerationsResponse = Message<"agentd.v1.ListGenerationsResponse"> & {
+  /**
+   * Newest first. Their final messages are not included: GetGeneration
+   * returns them.
+   *
+   * @generated from field: repeated agentd.v1.Generation generations = 1;
+   */
+  generations: Generation[];
+
+  /**
+   * The next page's token; empty after the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.ListGenerationsResponse.
+ * Use `create(ListGenerationsResponseSchema)` to create a new message.
+ */
+export const ListGenerationsResponseSchema: GenMessage<ListGenerationsResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 25);
+
+/**
+ * Generation is a generation's durable record, as GetGeneration and
+ * ListGenerations show it.
+ *
+ * @generated from message agentd.v1.Generation
+ */
+export type Generation = Message<"agentd.v1.Generation"> & {
+  /**
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * @generated from field: agentd.v1.GenerationState state = 2;
+   */
+  state: GenerationState;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * The last change of state or checkpoint.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 4;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * When it ended; absent while it is live.
+   *
+   * @generated from field: google.protobuf.Timestamp finished_at = 5;
+   */
+  finishedAt?: Timestamp | undefined;
+
+  /**
+   * The sequence number of its last logged event: attach after a smaller
+   * one to read the rest.
+   *
+   * @generated from field: int64 last_sequence = 6;
+   */
+  lastSequence: bigint;
+
+  /**
+   * A paused generation's pending approval requests and function calls
+   * (GetGeneration only).
+   *
+   * @generated from field: repeated agentd.v1.ApprovalRequest approval_requests = 7;
+   */
+  approvalRequests: ApprovalRequest[];
+
+  /**
+   * @generated from field: repeated agentd.v1.FunctionCall function_calls = 8;
+   */
+  functionCalls: FunctionCall[];
+
+  /**
+   * When a paused generation is discarded.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 9;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * A completed generation's final assistant message (GetGeneration only).
+   *
+   * @generated from field: agentd.v1.Message message = 10;
+   */
+  message?: Message$1 | undefined;
+
+  /**
+   * A finished generation's total usage.
+   *
+   * @generated from field: agentd.v1.Usage usage = 11;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * Why a failed or cancelled generation ended: its gRPC status code and
+   * message, as the stream ended with.
+   *
+   * @generated from field: int32 error_code = 12;
+   */
+  errorCode: number;
+
+  /**
+   * @generated from field: string error_message = 13;
+   */
+  errorMessage: string;
+};
+
+/**
+ * Describes the message agentd.v1.Generation.
+ * Use `create(GenerationSchema)` to create a new message.
+ */
+export const GenerationSchema: GenMessage<Generation> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 26);
 
 /**
  * Placement says who runs an MCP server.
@@ -1202,6 +1474,60 @@ export const StopReasonSchema: GenEnum<StopReason> = /*@__PURE__*/
   enumDesc(file_agentd_v1_agent_service, 3);
 
 /**
+ * GenerationState is where a generation is in its life.
+ *
+ * @generated from enum agentd.v1.GenerationState
+ */
+export enum GenerationState {
+  /**
+   * @generated from enum value: GENERATION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A replica is working on it: a model turn, tool calls.
+   *
+   * @generated from enum value: GENERATION_STATE_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * It waits on its client for approval decisions or function results.
+   *
+   * @generated from enum value: GENERATION_STATE_WAITING = 2;
+   */
+  WAITING = 2,
+
+  /**
+   * It waits for a resume (GenerationPaused).
+   *
+   * @generated from enum value: GENERATION_STATE_PAUSED = 3;
+   */
+  PAUSED = 3,
+
+  /**
+   * @generated from enum value: GENERATION_STATE_COMPLETED = 4;
+   */
+  COMPLETED = 4,
+
+  /**
+   * @generated from enum value: GENERATION_STATE_FAILED = 5;
+   */
+  FAILED = 5,
+
+  /**
+   * @generated from enum value: GENERATION_STATE_CANCELLED = 6;
+   */
+  CANCELLED = 6,
+}
+
+/**
+ * Describes the enum agentd.v1.GenerationState.
+ */
+export const GenerationStateSchema: GenEnum<GenerationState> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_service, 4);
+
+/**
  * AgentService runs LLM agents whose tools come from MCP servers.
  *
  * @generated from service agentd.v1.AgentService
@@ -1248,6 +1574,32 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof PreviewRequestSchema;
     output: typeof PreviewResponseSchema;
+  },
+  /**
+   * GetGeneration returns one of the caller's tenant's generations, live
+   * or finished (finished ones are kept for generation.retention): its
+   * state, the requests a waiting or paused one waits for, and the final
+   * message, usage or error of a finished one. Another tenant's generation
+   * is NOT_FOUND, like one that never existed. UNIMPLEMENTED when the
+   * agentd keeps no durable record of its generations.
+   *
+   * @generated from rpc agentd.v1.AgentService.GetGeneration
+   */
+  getGeneration: {
+    methodKind: "unary";
+    input: typeof GetGenerationRequestSchema;
+    output: typeof GetGenerationResponseSchema;
+  },
+  /**
+   * ListGenerations returns a page of the caller's tenant's generations,
+   * newest first, optionally only those in the given states.
+   *
+   * @generated from rpc agentd.v1.AgentService.ListGenerations
+   */
+  listGenerations: {
+    methodKind: "unary";
+    input: typeof ListGenerationsRequestSchema;
+    output: typeof ListGenerationsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_v1_agent_service, 0);

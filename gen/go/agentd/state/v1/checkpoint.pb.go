@@ -59,7 +59,21 @@ type Checkpoint struct {
 	// The answers of the resume that claimed the checkpoint, recorded before
 	// anything runs: if that resume dies midway, the calls it approved may
 	// have run, and a later resume must not run them again.
-	Claim         *Claim `protobuf:"bytes,13,opt,name=claim,proto3" json:"claim,omitempty"`
+	Claim *Claim `protobuf:"bytes,13,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The agent as the generation started it, encoded (agentd.v1.Agent).
+	// With store.encryption_key_file it is sealed whole with AES-256-GCM
+	// (agent_sealed): nonce, then ciphertext, the generation's tenant and id
+	// as additional data. Without a key it is stored in the clear with its
+	// secrets removed (secrets_withheld says whether there were any), and a
+	// generation whose agent had secrets cannot be adopted.
+	Agent           []byte `protobuf:"bytes,14,opt,name=agent,proto3" json:"agent,omitempty"`
+	AgentSealed     bool   `protobuf:"varint,15,opt,name=agent_sealed,json=agentSealed,proto3" json:"agent_sealed,omitempty"`
+	SecretsWithheld bool   `protobuf:"varint,16,opt,name=secrets_withheld,json=secretsWithheld,proto3" json:"secrets_withheld,omitempty"`
+	// The agent key's identifier (the first bytes of its SHA-256), so that a
+	// replica given another key says so rather than fail to decrypt.
+	KeyId string `protobuf:"bytes,17,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// The generation was started detached.
+	Detached      bool `protobuf:"varint,18,opt,name=detached,proto3" json:"detached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +199,41 @@ func (x *Checkpoint) GetClaim() *Claim {
 	return nil
 }
 
+func (x *Checkpoint) GetAgent() []byte {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetAgentSealed() bool {
+	if x != nil {
+		return x.AgentSealed
+	}
+	return false
+}
+
+func (x *Checkpoint) GetSecretsWithheld() bool {
+	if x != nil {
+		return x.SecretsWithheld
+	}
+	return false
+}
+
+func (x *Checkpoint) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetDetached() bool {
+	if x != nil {
+		return x.Detached
+	}
+	return false
+}
+
 // PausedTurn is the tool turn a generation paused in.
 type PausedTurn struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -249,7 +298,8 @@ func (x *PausedTurn) GetStates() []*CallState {
 	return nil
 }
 
-// CallState is where one call of a paused turn stands.
+// CallState is where one call of a paused turn stands. In a running
+// generation's checkpoint, a call without a result has no state.
 type CallState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The state.
@@ -442,7 +492,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x04\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x05\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -460,7 +510,12 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\tpaused_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x129\n" +
 	"\n" +
 	"expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12,\n" +
-	"\x05claim\x18\r \x01(\v2\x16.agentd.state.v1.ClaimR\x05claim\"\x7f\n" +
+	"\x05claim\x18\r \x01(\v2\x16.agentd.state.v1.ClaimR\x05claim\x12\x14\n" +
+	"\x05agent\x18\x0e \x01(\fR\x05agent\x12!\n" +
+	"\fagent_sealed\x18\x0f \x01(\bR\vagentSealed\x12)\n" +
+	"\x10secrets_withheld\x18\x10 \x01(\bR\x0fsecretsWithheld\x12\x15\n" +
+	"\x06key_id\x18\x11 \x01(\tR\x05keyId\x12\x1a\n" +
+	"\bdetached\x18\x12 \x01(\bR\bdetached\"\x7f\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +

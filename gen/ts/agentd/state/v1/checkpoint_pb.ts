@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/state/v1/checkpoint.proto.
  */
 export const file_agentd_state_v1_checkpoint: GenFile = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIpYDCgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbSJqCgpQYXVzZWRUdXJuEgwKBHR1cm4YASABKAUSIgoFY2FsbHMYAiADKAsyEy5hZ2VudGQudjEuVG9vbENhbGwSKgoGc3RhdGVzGAMgAygLMhouYWdlbnRkLnN0YXRlLnYxLkNhbGxTdGF0ZSKfAQoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIAEIHCgVzdGF0ZSLPAQoFQ2xhaW0SNwoSYXBwcm92YWxfZGVjaXNpb25zGAEgAygLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SMwoQZnVuY3Rpb25fcmVzdWx0cxgCIAMoCzIZLmFnZW50ZC52MS5GdW5jdGlvblJlc3VsdBIuCgpjbGFpbWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxtYXlfaGF2ZV9ydW4YBCADKAkSEgoKcHJvZ3Jlc3NlZBgFIAEoCEK9AQoTY29tLmFnZW50ZC5zdGF0ZS52MUIPQ2hlY2twb2ludFByb3RvUAFaN2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3N0YXRlL3YxO3N0YXRldjGiAgNBU1iqAg9BZ2VudGQuU3RhdGUuVjHKAg9BZ2VudGRcU3RhdGVcVjHiAhtBZ2VudGRcU3RhdGVcVjFcR1BCTWV0YWRhdGHqAhFBZ2VudGQ6OlN0YXRlOjpWMWIGcHJvdG8z", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
+  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIvcDCgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgiagoKUGF1c2VkVHVybhIMCgR0dXJuGAEgASgFEiIKBWNhbGxzGAIgAygLMhMuYWdlbnRkLnYxLlRvb2xDYWxsEioKBnN0YXRlcxgDIAMoCzIaLmFnZW50ZC5zdGF0ZS52MS5DYWxsU3RhdGUinwEKCUNhbGxTdGF0ZRInCgZyZXN1bHQYASABKAsyFS5hZ2VudGQudjEuVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAIgASgLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdEgAEjAKDWZ1bmN0aW9uX2NhbGwYAyABKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsSABCBwoFc3RhdGUizwEKBUNsYWltEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgBIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYAiADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF5X2hhdmVfcnVuGAQgAygJEhIKCnByb2dyZXNzZWQYBSABKAhCvQEKE2NvbS5hZ2VudGQuc3RhdGUudjFCD0NoZWNrcG9pbnRQcm90b1ABWjdnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9zdGF0ZS92MTtzdGF0ZXYxogIDQVNYqgIPQWdlbnRkLlN0YXRlLlYxygIPQWdlbnRkXFN0YXRlXFYx4gIbQWdlbnRkXFN0YXRlXFYxXEdQQk1ldGFkYXRh6gIRQWdlbnRkOjpTdGF0ZTo6VjFiBnByb3RvMw", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
 
 /**
  * Checkpoint is a paused generation as agentd stores it: everything needed
@@ -122,6 +122,43 @@ export type Checkpoint = Message<"agentd.state.v1.Checkpoint"> & {
    * @generated from field: agentd.state.v1.Claim claim = 13;
    */
   claim?: Claim | undefined;
+
+  /**
+   * The agent as the generation started it, encoded (agentd.v1.Agent).
+   * With store.encryption_key_file it is sealed whole with AES-256-GCM
+   * (agent_sealed): nonce, then ciphertext, the generation's tenant and id
+   * as additional data. Without a key it is stored in the clear with its
+   * secrets removed (secrets_withheld says whether there were any), and a
+   * generation whose agent had secrets cannot be adopted.
+   *
+   * @generated from field: bytes agent = 14;
+   */
+  agent: Uint8Array;
+
+  /**
+   * @generated from field: bool agent_sealed = 15;
+   */
+  agentSealed: boolean;
+
+  /**
+   * @generated from field: bool secrets_withheld = 16;
+   */
+  secretsWithheld: boolean;
+
+  /**
+   * The agent key's identifier (the first bytes of its SHA-256), so that a
+   * replica given another key says so rather than fail to decrypt.
+   *
+   * @generated from field: string key_id = 17;
+   */
+  keyId: string;
+
+  /**
+   * The generation was started detached.
+   *
+   * @generated from field: bool detached = 18;
+   */
+  detached: boolean;
 };
 
 /**
@@ -167,7 +204,8 @@ export const PausedTurnSchema: GenMessage<PausedTurn> = /*@__PURE__*/
   messageDesc(file_agentd_state_v1_checkpoint, 1);
 
 /**
- * CallState is where one call of a paused turn stands.
+ * CallState is where one call of a paused turn stands. In a running
+ * generation's checkpoint, a call without a result has no state.
  *
  * @generated from message agentd.state.v1.CallState
  */
