@@ -502,6 +502,15 @@ type Store struct {
 	// UNAVAILABLE with a RetryInfo of this interval; the first check that
 	// passes makes it SERVING again. Default 5s.
 	PingInterval time.Duration `yaml:"ping_interval"`
+	// EncryptionKeyFile names a file holding the 32-byte key (raw, hex or
+	// base64) with which a running generation's agent declaration is
+	// sealed in its checkpoint (AES-256-GCM), secrets included, so that
+	// another replica can adopt it. Every replica sharing the store needs
+	// the same key. Without one, the declaration is stored without its
+	// secrets (authorization, headers, env values), and a generation whose
+	// agent had any fails when another replica would adopt it. Default:
+	// none. Env AGENTD_STORE_ENCRYPTION_KEY_FILE.
+	EncryptionKeyFile string `yaml:"encryption_key_file"`
 }
 
 // Bridge configures the BridgeService.
@@ -752,6 +761,14 @@ type Generation struct {
 	// and another replica may take the generation over once it lapses.
 	// Default 15s; at least 1s.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// AdoptInterval is how often each replica looks for running
+	// generations whose owner's lease lapsed (it died) and adopts them
+	// (X-G3). Default 2s.
+	AdoptInterval time.Duration `yaml:"adopt_interval"`
+	// Retention is how long a finished generation's record (its state,
+	// result and event log) is kept for GetGeneration, ListGenerations and
+	// attach (X-G4). Default 24h.
+	Retention time.Duration `yaml:"retention"`
 }
 
 // DefaultMaxResultBytes is the default of Bridge.MaxResultBytes: 1 MiB,
@@ -789,6 +806,8 @@ func Default() Config {
 			PauseTTL:         24 * time.Hour,
 			ResumeStaleAfter: 10 * time.Minute,
 			LeaseTTL:         15 * time.Second,
+			AdoptInterval:    2 * time.Second,
+			Retention:        24 * time.Hour,
 		},
 	}
 }
@@ -879,6 +898,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_STATE_DIR", &c.StateDir)
 	str("AGENTD_STORE_DRIVER", &c.Store.Driver)
 	str("AGENTD_STORE_DSN", &c.Store.DSN)
+	str("AGENTD_STORE_ENCRYPTION_KEY_FILE", &c.Store.EncryptionKeyFile)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
 	str("AGENTD_ADMIN_LISTEN", &c.Admin.Listen)
@@ -1031,6 +1051,12 @@ func (c *Config) Validate() error {
 	}
 	if g.LeaseTTL < time.Second {
 		bad("generation.lease_ttl: must be at least 1s, got %s", g.LeaseTTL)
+	}
+	if g.AdoptInterval <= 0 {
+		bad("generation.adopt_interval: must be positive, got %s", g.AdoptInterval)
+	}
+	if g.Retention <= 0 {
+		bad("generation.retention: must be positive, got %s", g.Retention)
 	}
 	if g.MaxAnswerTimeout <= 0 {
 		bad("generation.max_answer_timeout: must be positive, got %s", g.MaxAnswerTimeout)
