@@ -1141,7 +1141,12 @@ type GenerationStarted struct {
 	// The tools offered to the model, in the order they are offered.
 	Tools []*ToolInfo `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The generation was resumed from a pause.
-	Resumed       bool `protobuf:"varint,4,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	Resumed bool `protobuf:"varint,4,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	// Another replica took the generation over after the one running it
+	// died (X-G3): it continues from its last checkpoint. Its tools were
+	// listed again, and what follows may withdraw a cut-short model turn
+	// (turn_withdrawn) or report calls of unknown outcome.
+	Adopted       bool `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1200,6 +1205,13 @@ func (x *GenerationStarted) GetTools() []*ToolInfo {
 func (x *GenerationStarted) GetResumed() bool {
 	if x != nil {
 		return x.Resumed
+	}
+	return false
+}
+
+func (x *GenerationStarted) GetAdopted() bool {
+	if x != nil {
+		return x.Adopted
 	}
 	return false
 }
@@ -2672,12 +2684,13 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompleted\x12A\n" +
 	"\x0eturn_withdrawn\x18\f \x01(\v2\x18.agentd.v1.TurnWithdrawnH\x00R\rturnWithdrawn\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
-	"\x05event\"\xb3\x01\n" +
+	"\x05event\"\xcd\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x124\n" +
 	"\aservers\x18\x02 \x03(\v2\x1a.agentd.v1.ServerPlacementR\aservers\x12)\n" +
 	"\x05tools\x18\x03 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\x12\x18\n" +
-	"\aresumed\x18\x04 \x01(\bR\aresumed\"\x8d\x01\n" +
+	"\aresumed\x18\x04 \x01(\bR\aresumed\x12\x18\n" +
+	"\aadopted\x18\x05 \x01(\bR\aadopted\"\x8d\x01\n" +
 	"\x0fServerPlacement\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\tplacement\x18\x02 \x01(\x0e2\x14.agentd.v1.PlacementR\tplacement\x122\n" +

@@ -198,16 +198,18 @@ class GenerationPaused(_message.Message):
     def __init__(self, generation_id: _Optional[str] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GenerationStarted(_message.Message):
-    __slots__ = ["generation_id", "resumed", "servers", "tools"]
+    __slots__ = ["adopted", "generation_id", "resumed", "servers", "tools"]
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    adopted: bool
     generation_id: str
     resumed: bool
     servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
-    def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ..., adopted: bool = ...) -> None: ...
 
 class GetGenerationRequest(_message.Message):
     __slots__ = ["generation_id"]

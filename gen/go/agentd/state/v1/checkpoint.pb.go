@@ -73,7 +73,12 @@ type Checkpoint struct {
 	// replica given another key says so rather than fail to decrypt.
 	KeyId string `protobuf:"bytes,17,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	// The generation was started detached.
-	Detached      bool `protobuf:"varint,18,opt,name=detached,proto3" json:"detached,omitempty"`
+	Detached bool `protobuf:"varint,18,opt,name=detached,proto3" json:"detached,omitempty"`
+	// A resume holds the generation and is finishing its paused turn: if
+	// its replica dies, the generation goes back to paused (its claim in
+	// the paused checkpoint decides what may have run), rather than being
+	// adopted.
+	Resuming      bool `protobuf:"varint,19,opt,name=resuming,proto3" json:"resuming,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +235,13 @@ func (x *Checkpoint) GetKeyId() string {
 func (x *Checkpoint) GetDetached() bool {
 	if x != nil {
 		return x.Detached
+	}
+	return false
+}
+
+func (x *Checkpoint) GetResuming() bool {
+	if x != nil {
+		return x.Resuming
 	}
 	return false
 }
@@ -492,7 +504,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x05\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x05\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -515,7 +527,8 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\fagent_sealed\x18\x0f \x01(\bR\vagentSealed\x12)\n" +
 	"\x10secrets_withheld\x18\x10 \x01(\bR\x0fsecretsWithheld\x12\x15\n" +
 	"\x06key_id\x18\x11 \x01(\tR\x05keyId\x12\x1a\n" +
-	"\bdetached\x18\x12 \x01(\bR\bdetached\"\x7f\n" +
+	"\bdetached\x18\x12 \x01(\bR\bdetached\x12\x1a\n" +
+	"\bresuming\x18\x13 \x01(\bR\bresuming\"\x7f\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +
