@@ -123,7 +123,7 @@ func (r *turnRun) askApproval(i int, owner *toolOwner) error {
 func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	g := r.g
 	i, ok := r.approvals[d.GetRequestId()]
-	if !ok && g.answered[d.GetRequestId()] {
+	if !ok && g.answered.has(d.GetRequestId()) {
 		// A repeated answer: the call runs at most once. (Pending requests
 		// come first: a provider may reuse a call id in a later turn.)
 		return nil
@@ -137,12 +137,13 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	}
 	delete(r.approvals, d.GetRequestId())
 	delete(r.requests, d.GetRequestId())
-	g.answered[d.GetRequestId()] = true
+	g.answered.add(d.GetRequestId())
 	c := r.calls[i]
 	g.s.log.Info("approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", d.GetRequestId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest(), "approved", d.GetApproved())
 	if !d.GetApproved() {
 		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
+		g.checkpoint(r.runningState())
 		return nil
 	}
 	owner := g.owners[c.GetName()]
@@ -153,6 +154,7 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 		}
 		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
 			Output: toolerror.JSON(fmt.Sprintf("%s %s", c.GetName(), what))})
+		g.checkpoint(r.runningState())
 		return nil
 	}
 	r.started = true

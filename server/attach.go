@@ -67,20 +67,33 @@ func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGenerati
 	if _, err := s.generations.Get(ctx, tenant, id); err != nil {
 		return orCause(ctx, err) // another tenant's is not found either
 	}
+	return s.follow(ctx, tenant, id, after, func(ev *agentdv1.GenerateResponse) error { return stream.Send(ev) })
+}
+
+// follow sends the events of tenant's generation id after sequence number
+// after, each once and in order, as long as the generation runs (here, or
+// on another replica), and returns how it ended: nil once it has completed
+// or paused, its status if it failed or was cancelled. A generation whose
+// owner's lease has lapsed (its replica died) is adopted here, at once.
+func (s *Service) follow(ctx context.Context, tenant, id string, after int64, out func(*agentdv1.GenerateResponse) error) error {
 	send := func(ev *agentdv1.GenerateResponse) error {
 		if ev.GetSequence() <= after {
 			return nil // sent already
 		}
-		if err := stream.Send(ev); err != nil {
+		if err := out(ev); err != nil {
 			return err
 		}
 		after = ev.GetSequence()
 		return nil
 	}
-	if j, ok := s.running.Load(liveKey(tenant, id)); ok {
-		if err := s.followLive(ctx, j.(*journal), tenant, id, after, send); err != nil {
-			return err
+	followHere := func() error {
+		if j, ok := s.running.Load(liveKey(tenant, id)); ok {
+			return s.followLive(ctx, j.(*journal), tenant, id, after, send)
 		}
+		return nil
+	}
+	if err := followHere(); err != nil {
+		return err
 	}
 	// Not running here (or no longer, or this stream fell behind): the
 	// store has the rest.
@@ -106,10 +119,19 @@ func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGenerati
 		if after >= rec.LastSeq && (rec.State.Finished() || rec.State == store.Paused) {
 			return endStatus(rec)
 		}
-		// Running with a lease that lapsed: its replica died, and nothing
-		// adopts it yet; following it would poll for ever.
-		if rec.Lease.Owner != "" && time.Since(rec.Lease.Expires) > attachPoll {
-			return status.Errorf(codes.Unavailable, "generation %q is not running on any replica (its replica stopped renewing it); attach again later", id)
+		// Running with a lease that lapsed or was released: its replica
+		// died or stopped. This one takes it over now (X-G3), unless
+		// another does first.
+		if !rec.State.Finished() && rec.State != store.Paused && (rec.Lease.Owner == "" || time.Now().After(rec.Lease.Expires)) {
+			if s.adoptOne(ctx, tenant, id) {
+				if err := followHere(); err != nil {
+					return err
+				}
+				continue
+			}
+			if s.stopping.Load() {
+				return status.Errorf(codes.Unavailable, "generation %q is not running on any replica and this agentd is stopping; attach to another", id)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -56,6 +56,10 @@ type journal struct {
 	confirmed int64         // the last sequence number in the store
 	pending   []store.Event // assigned, not yet confirmed, in order
 	bytes     int           // text deltas pending
+	snap      []byte        // the checkpoint to write, nil when written
+	snapSeq   int64         // the last sequence number snap covers
+	snapN     int64         // counts the checkpoints queued
+	advanced  chan struct{} // closed (and replaced) when confirmed grows
 	state     store.State   // the state the record should have
 	written   store.State   // the state the record has
 	lost      bool          // a write was refused with Conflict: write nothing more
@@ -127,18 +131,18 @@ func (j *journal) dropFollowers() {
 // resumed one (Acquire; Create for a paused generation that has none),
 // and starts its keeper. A store that cannot record it fails it.
 func (s *Service) openJournal(ctx context.Context, g *generation) (*journal, error) {
-	j := &journal{
-		gens: s.generations, tenant: g.tenant, id: g.id, owner: s.replica, ttl: s.cfg.LeaseTTL,
-		stop:  func(err error) { g.link.cancel(err) },
-		warn:  func(msg string, err error) { s.log.WarnContext(ctx, msg, "generation", g.id, "err", err) },
-		state: store.Running, written: store.Running, epoch: 1,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	j := s.newJournal(g)
+	agent, err := g.sealAgent()
+	if err != nil {
+		return nil, err
 	}
+	g.agent = agent
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	now := time.Now()
 	create := func() error {
-		return s.generations.Create(sctx, store.NewGeneration{Tenant: g.tenant, ID: g.id, Owner: s.replica, Expires: now.Add(j.ttl), Now: now})
+		return s.generations.Create(sctx, store.NewGeneration{Tenant: g.tenant, ID: g.id, Owner: s.replica, Expires: now.Add(j.ttl), Now: now,
+			Checkpoint: g.snapshot(nil)})
 	}
 	if g.resume == nil {
 		if err := create(); err != nil {
@@ -159,14 +163,34 @@ func (s *Service) openJournal(ctx context.Context, g *generation) (*journal, err
 			return nil, err
 		default:
 			j.epoch, j.last, j.confirmed, j.written = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State
+			// Until it is past its paused turn, the resume's claim on the
+			// paused checkpoint decides what happens if it dies.
+			j.snap, j.snapSeq = g.snapshot(nil), j.last
 		}
 	}
+	s.keepJournal(g, j)
+	return j, nil
+}
+
+// keepJournal registers a journal as running here and starts its keeper.
+func (s *Service) keepJournal(g *generation, j *journal) {
 	j.started = true
 	key := liveKey(g.tenant, g.id)
 	s.running.Store(key, j)
 	j.forget = func() { s.running.CompareAndDelete(key, j) }
 	go j.keep()
-	return j, nil
+}
+
+// newJournal returns g's journal, not started, for a record this replica
+// creates (epoch 1).
+func (s *Service) newJournal(g *generation) *journal {
+	return &journal{
+		gens: s.generations, tenant: g.tenant, id: g.id, owner: s.replica, ttl: s.cfg.LeaseTTL,
+		stop:  func(err error) { g.link.cancel(err) },
+		warn:  func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
+		state: store.Running, written: store.Running, epoch: 1,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), advanced: make(chan struct{}),
+	}
 }
 
 // acquire takes the record of a paused generation for its resume. The
@@ -225,6 +249,44 @@ func (j *journal) record(ev *agentdv1.GenerateResponse) {
 		}
 	}
 	j.poke()
+}
+
+// checkpoint queues data as the generation's checkpoint, covering every
+// event numbered so far; it replaces one not yet written. The caller
+// serializes it with record.
+func (j *journal) checkpoint(data []byte) {
+	j.mu.Lock()
+	j.snap, j.snapSeq = data, j.last
+	j.snapN++
+	j.mu.Unlock()
+	j.poke()
+}
+
+// await returns once the events numbered so far are in the store (and
+// the checkpoints queued before them): what a tool call's start waits for,
+// so that another replica adopting the generation knows the call may
+// have run. It fails once the lease is lost, or with ctx.
+func (j *journal) await(ctx context.Context) error {
+	j.mu.Lock()
+	seq := j.last
+	j.mu.Unlock()
+	j.poke()
+	for {
+		j.mu.Lock()
+		confirmed, lost, advanced := j.confirmed, j.lost, j.advanced
+		j.mu.Unlock()
+		switch {
+		case lost:
+			return errLost
+		case confirmed >= seq:
+			return nil
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // setState records that the generation runs or waits on its client.
@@ -329,9 +391,28 @@ func (j *journal) write() error {
 	}
 	batch := j.pending
 	state, written := j.state, j.written
+	snap, snapSeq, snapN := j.snap, j.snapSeq, j.snapN
 	j.mu.Unlock()
+	if snap != nil {
+		// The events the checkpoint covers go with it, in one write.
+		k := 0
+		for k < len(batch) && batch[k].Seq <= snapSeq {
+			k++
+		}
+		if err := j.appendEvents(batch[:k], snap, state); err != nil {
+			return err
+		}
+		batch = batch[k:]
+		j.mu.Lock()
+		if j.snapN == snapN {
+			j.snap = nil // not replaced meanwhile
+		}
+		j.written = state
+		written = state
+		j.mu.Unlock()
+	}
 	if len(batch) > 0 {
-		if err := j.appendEvents(batch); err != nil {
+		if err := j.appendEvents(batch, nil, ""); err != nil {
 			return err
 		}
 	}
@@ -351,12 +432,19 @@ func (j *journal) write() error {
 
 var errLost = fault.New(fault.Conflict, "the generation's lease was lost")
 
-// appendEvents appends batch, the first pending events. After a write
-// that failed as unavailable it reads the log's tail first: if that write
-// took after all, the events are not logged twice.
-func (j *journal) appendEvents(batch []store.Event) error {
+// appendEvents appends batch, the first pending events, with the
+// checkpoint snap (and state) that covers them when snap is not nil, in
+// one write. After a write that failed as unavailable it reads the log's
+// tail first: if that write took after all, the events are not logged
+// twice.
+func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.State) error {
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
+	if len(batch) == 0 {
+		// A checkpoint alone.
+		_, err := j.gens.Checkpoint(sctx, j.tenant, j.id, j.epoch, store.Checkpoint{State: state, Data: snap, Now: time.Now()})
+		return j.check(err, "writing a generation's checkpoint")
+	}
 	first := batch[0].Seq
 	var tail []store.Event
 	j.mu.Lock()
@@ -370,9 +458,13 @@ func (j *journal) appendEvents(batch []store.Event) error {
 		}
 	}
 	last := first - 1 + int64(len(tail))
-	if len(tail) < len(batch) {
+	if len(tail) < len(batch) || snap != nil {
 		var err error
-		last, err = j.gens.Append(sctx, j.tenant, j.id, j.epoch, batch[len(tail):])
+		if snap != nil {
+			last, err = j.gens.Checkpoint(sctx, j.tenant, j.id, j.epoch, store.Checkpoint{State: state, Data: snap, Events: batch[len(tail):], Now: time.Now()})
+		} else {
+			last, err = j.gens.Append(sctx, j.tenant, j.id, j.epoch, batch[len(tail):])
+		}
 		if err := j.check(err, "appending to a generation's log"); err != nil {
 			if fault.KindOf(err) != fault.Conflict {
 				j.mu.Lock()
@@ -392,6 +484,8 @@ func (j *journal) appendEvents(batch []store.Event) error {
 	}
 	j.mu.Lock()
 	j.confirmed = last
+	close(j.advanced)
+	j.advanced = make(chan struct{})
 	j.uncertain = false
 	j.pending = j.pending[len(batch):]
 	j.bytes = 0
@@ -464,14 +558,23 @@ func (j *journal) settle(ctx context.Context, state store.State, result []byte) 
 			backoff = min(2*backoff, retryMax)
 		}
 	}
-	if state == store.Paused {
+	if state == store.Paused || state == store.Running {
+		// Paused: released for a resume to acquire. Running: agentd is
+		// stopping, and releases the generation for another replica to
+		// adopt at once.
+		what := "a paused generation"
 		j.mu.Lock()
-		j.state = store.Paused
+		if state == store.Paused {
+			j.state = store.Paused
+		} else {
+			what = "a generation handed over"
+			j.state = j.written
+		}
 		j.mu.Unlock()
-		if !try("recording a paused generation", func(context.Context) error { return j.write() }) {
+		if !try("recording "+what, func(context.Context) error { return j.write() }) {
 			return
 		}
-		try("releasing a paused generation's lease", func(sctx context.Context) error {
+		try("releasing "+what+"'s lease", func(sctx context.Context) error {
 			return j.gens.Release(sctx, j.tenant, j.id, j.epoch, time.Now())
 		})
 		return
@@ -557,6 +660,9 @@ func (g *generation) settleJournal(ctx context.Context, err error) {
 		j.halt()
 		j.end()
 		return
+	case g.s.stopping.Load() && (errors.Is(err, errStopping) || g.link.gone() != nil):
+		// agentd stops under it: another replica adopts it.
+		state = store.Running
 	case g.resume != nil && !g.resume.progressed:
 		// A resume that failed within its paused turn leaves the pause to
 		// resume again (failed): the record stays paused too.

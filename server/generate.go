@@ -7,13 +7,16 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
 )
 
 // errClientCancelled is the cause of a generation the client cancelled.
@@ -51,8 +54,11 @@ func (s *Service) Generate(stream generateStream) error {
 	if err != nil {
 		return fault.GRPC(err)
 	}
-	defer g.release() // however the generation ends: completed, failed, cancelled or paused
 	g.caller, _ = auth.Caller(stream.Context())
+	if first.GetStart().GetDetach() {
+		return s.detach(stream, g)
+	}
+	defer g.release() // however the generation ends: completed, failed, cancelled or paused
 	if g.resume != nil {
 		s.log.Info("generation resumed", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 			"decisions", len(g.resume.decisions))
@@ -102,11 +108,23 @@ type link struct {
 	mu       sync.Mutex
 	lostWith error // why the client went away; nil while it is there
 	awaiting bool  // the generation waits for answers: losing the client pauses it
+	// clientless: no client is there (a detached or adopted generation).
+	clientless bool
 }
 
 func newLink(stream generateStream, cancel context.CancelCauseFunc) *link {
 	l := &link{mail: newMailbox(), cancel: cancel}
 	l.out = newSender(stream, l.lost)
+	return l
+}
+
+// newClientlessLink is the link of a generation that runs without a
+// client (detached, or adopted): its events go only to its record, and it
+// pauses as soon as it needs answers.
+func newClientlessLink(cancel context.CancelCauseFunc) *link {
+	l := &link{mail: newMailbox(), cancel: cancel, clientless: true}
+	l.mail.ended = true
+	l.out = &sender{}
 	return l
 }
 
@@ -139,7 +157,7 @@ func (l *link) waiting(on bool) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.awaiting = on
-	return l.lostWith != nil
+	return l.lostWith != nil || l.clientless
 }
 
 // receive reads the client's messages after the first until the stream
@@ -205,6 +223,9 @@ func (s *sender) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error 
 	if ctx.Err() != nil { // a cancelled generation sends nothing more
 		return context.Cause(ctx)
 	}
+	if s.ch == nil { // no client
+		return nil
+	}
 	select {
 	case s.ch <- ev:
 		return nil
@@ -216,6 +237,9 @@ func (s *sender) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error 
 // close flushes the queued events and waits for the sender to finish. Call
 // it once, after every emitter has returned.
 func (s *sender) close() {
+	if s.ch == nil {
+		return
+	}
 	close(s.ch)
 	<-s.done
 }
@@ -255,4 +279,75 @@ func newGenerationID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "gen_" + hex.EncodeToString(b[:])
+}
+
+// errFollowed ends the stream of a detached generation once its client
+// has its started event and has half-closed.
+var errFollowed = errors.New("the detached generation's client has what it waited for")
+
+// detach runs a new generation without a client (X-G4): it is recorded
+// first (a store that cannot record it refuses it), then runs in the
+// background, owned by the Service. The stream follows it like an
+// attached one, read-only, and ends after the started event if the client
+// has half-closed its side (grpcurl, or a client that only wants the id),
+// or with the generation if it stays; a client that goes away leaves the
+// generation running.
+func (s *Service) detach(stream generateStream, g *generation) error {
+	if s.generations == nil {
+		g.release()
+		return fault.GRPC(fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so it cannot run one detached"))
+	}
+	g.detached = true
+	gctx, gcancel := s.clientless(g)
+	j, err := s.openJournal(gctx, g)
+	if err != nil {
+		gcancel(nil)
+		g.release()
+		return fault.GRPC(err)
+	}
+	g.journal = j
+	if !s.goRun(g, gctx, gcancel) {
+		j.settle(gctx, store.Running, nil) // stopping: another replica runs it
+		gcancel(nil)
+		g.release()
+		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
+	}
+	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	var started, halfClosed atomic.Bool
+	go func() { // returns when the handler has returned, at the latest
+		_, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			halfClosed.Store(true)
+			if started.Load() {
+				cancel(errFollowed)
+			}
+		case err != nil:
+			cancel(err)
+		default:
+			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "the stream of a detached generation is read-only: it pauses when it needs answers; resume it then"}}))
+		}
+	}()
+	err = s.follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+		if ev.GetStarted() != nil {
+			started.Store(true)
+			if halfClosed.Load() {
+				return errFollowed
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errFollowed) || errors.Is(context.Cause(ctx), errFollowed) {
+		return nil
+	}
+	var fe *fault.Error
+	if _, ok := status.FromError(err); ok && !errors.As(err, &fe) {
+		return err
+	}
+	return fault.GRPC(err)
 }

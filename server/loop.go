@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
@@ -44,11 +45,17 @@ type generation struct {
 	added     []*agentdv1.Message // what this generation added
 	total     *agentdv1.Usage
 	toolTurns int
-	answered  map[string]bool // approval and function-call ids already answered; a repeat is ignored
+	answered  *answerSet // approval and function-call ids already answered; a repeat is ignored
 
 	resume *resumption // set when the generation continues a pause
 
-	journal   *journal   // its durable record; nil without Options.Generations
+	journal   *journal     // its durable record; nil without Options.Generations
+	agent     *sealedAgent // the agent as its checkpoints hold it
+	detached  bool         // it runs without a client (StartGeneration.detach)
+	adopted   *adoption    // set when it continues a dead replica's generation
+	// repeatTurn marks the next model turn's usage as repeated: an
+	// earlier attempt was cut short.
+	repeatTurn bool
 	emitMu    sync.Mutex // numbers and queues events in one order
 	pausedNow bool       // it ended paused
 	final     *agentdv1.Message
@@ -97,7 +104,7 @@ func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGenera
 		release:  release,
 		plan:     p,
 		owners:   make(map[string]*toolOwner),
-		answered: make(map[string]bool),
+		answered: &answerSet{},
 		messages: slices.Clone(start.GetMessages()),
 		total:    &agentdv1.Usage{},
 	}, nil
@@ -122,7 +129,7 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 // (stored, with a paused event). Every bridge session it opened is closed
 // before it returns, whatever happened.
 func (g *generation) run(ctx context.Context) error {
-	if g.s.generations != nil {
+	if g.s.generations != nil && g.journal == nil {
 		j, err := g.s.openJournal(ctx, g)
 		if err != nil {
 			return err
@@ -157,6 +164,7 @@ func (g *generation) run(ctx context.Context) error {
 		Servers:      g.plan.placements(agentdv1.Placement_PLACEMENT_UNSPECIFIED),
 		Tools:        g.infos,
 		Resumed:      g.resume != nil,
+		Adopted:      g.adopted != nil,
 	}}}); err != nil {
 		return err
 	}
@@ -168,6 +176,16 @@ func (g *generation) run(ctx context.Context) error {
 		}
 		if err := g.progress(ctx); err != nil {
 			return err
+		}
+		g.checkpoint(nil)
+	}
+	if g.adopted != nil {
+		// A dead replica's generation: from its last checkpoint.
+		if done, err := g.continueAdopted(ctx); done {
+			return err
+		}
+		if g.adopted.turn != nil {
+			g.checkpoint(nil)
 		}
 	}
 	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
@@ -181,6 +199,7 @@ func (g *generation) run(ctx context.Context) error {
 			if err := g.spendToolTurn(); err != nil {
 				return err
 			}
+			g.checkpoint(nil)
 			continue
 		}
 		if len(r.calls) == 0 {
@@ -198,11 +217,24 @@ func (g *generation) run(ctx context.Context) error {
 		if err := g.spendToolTurn(); err != nil {
 			return err
 		}
+		// The model's turn is done: its calls are checkpointed before any
+		// runs, and each one's result as it comes (finishCall).
+		g.checkpoint(&statev1.PausedTurn{Turn: int32(g.toolTurns), Calls: r.calls, States: noStates(len(r.calls))})
 		tr, results, err := g.runTools(ctx, g.toolTurns, r.calls)
 		if done, err := g.endTurn(ctx, tr, results, err); done {
 			return err
 		}
+		g.checkpoint(nil) // the turn boundary: a model turn comes next
 	}
+}
+
+// noStates is the states of n calls none of which has a result yet.
+func noStates(n int) []*statev1.CallState {
+	states := make([]*statev1.CallState, n)
+	for i := range states {
+		states[i] = &statev1.CallState{}
+	}
+	return states
 }
 
 // spendToolTurn counts a tool turn against max_tool_turns.
@@ -402,6 +434,8 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*reply, error) {
 	}
 	usage.ToolSchemaBytes = g.schemaBytes
 	usage.Turn = int32(turn)
+	usage.Repeated = g.repeatTurn
+	g.repeatTurn = false
 	addUsage(g.total, usage)
 	span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", usage.GetInputTokens()), attribute.Int64("gen_ai.usage.output_tokens", usage.GetOutputTokens()))
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: usage}}); err != nil {

@@ -71,10 +71,7 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 		PausedAt:     timestamppb.New(now),
 		ExpiresAt:    timestamppb.New(expires),
 	}
-	for id := range g.answered {
-		cp.Answered = append(cp.Answered, id)
-	}
-	slices.Sort(cp.Answered)
+	cp.Answered = g.answered.list()
 	data, err := proto.Marshal(cp)
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
@@ -303,7 +300,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		release:   release,
 		plan:      p,
 		owners:    make(map[string]*toolOwner),
-		answered:  make(map[string]bool),
+		answered:  &answerSet{},
 		messages:  cp.GetMessages(),
 		added:     cp.GetAdded(),
 		total:     cp.GetUsage(),
@@ -323,7 +320,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		g.total = &agentdv1.Usage{}
 	}
 	for _, id := range cp.GetAnswered() {
-		g.answered[id] = true
+		g.answered.add(id)
 	}
 	return g, nil
 }
@@ -555,7 +552,7 @@ func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.Tool
 				i := r.approvals[d.GetRequestId()]
 				delete(r.approvals, d.GetRequestId())
 				delete(r.requests, d.GetRequestId())
-				g.answered[d.GetRequestId()] = true
+				g.answered.add(d.GetRequestId())
 				c := r.calls[i]
 				r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
 				continue

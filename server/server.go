@@ -13,6 +13,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -25,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/quota"
+	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 )
@@ -63,6 +65,10 @@ type Options struct {
 	// Replica is this agentd's replica id: the owner of the leases of the
 	// generations it runs. Required with Generations.
 	Replica string
+	// Sealer seals the agent in a running generation's checkpoints
+	// (store.encryption_key_file), so that another replica can adopt it
+	// with its secrets; nil stores the agent without them.
+	Sealer *sealer.Sealer
 	// Tenants returns the settings of the caller's tenant (auth.Caller's;
 	// "" without authentication), and false for a tenant that may not be
 	// served (one the configuration does not know): its calls are
@@ -114,6 +120,19 @@ type Service struct {
 	// pauseMu makes counting a tenant's paused generations and storing
 	// one more a single step, against max_paused_generations.
 	pauseMu sync.Mutex
+	sealer  *sealer.Sealer
+
+	// The generations that run without a client (detached, adopted) and
+	// the adopter are owned by the Service: bg ends them, Close joins them.
+	bg       context.Context
+	bgCancel context.CancelCauseFunc
+	bgWG     sync.WaitGroup
+	// stopping is set once agentd stops: a generation that ends because
+	// of it releases its lease for another replica to adopt at once,
+	// rather than being recorded as cancelled.
+	stopping atomic.Bool
+	bgMu     sync.Mutex
+	bgClosed bool
 }
 
 // New returns a Service.
@@ -126,7 +145,11 @@ func New(opts Options) *Service {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
+	bg, bgCancel := context.WithCancelCause(context.Background())
 	return &Service{
+		bg:          bg,
+		bgCancel:    bgCancel,
+		sealer:      opts.Sealer,
 		log:         log,
 		providers:   opts.Providers,
 		bridge:      opts.Bridge,
@@ -145,7 +168,11 @@ func New(opts Options) *Service {
 // PermissionDenied for a tenant the configuration does not serve. The
 // authenticator refuses such a caller already; this does not rely on it.
 func (s *Service) tenant(ctx context.Context) (string, *Tenant, error) {
-	name := tenantOf(ctx)
+	return s.tenantNamed(tenantOf(ctx))
+}
+
+// tenantNamed returns the settings of the tenant name.
+func (s *Service) tenantNamed(name string) (string, *Tenant, error) {
 	if s.tenants == nil {
 		return name, &Tenant{Providers: s.providers, Rules: s.rules}, nil
 	}

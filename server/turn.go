@@ -120,15 +120,37 @@ func (r *turnRun) setResult(i int, res *agentdv1.ToolResult) {
 func (r *turnRun) unknownTool(i int) error {
 	c := r.calls[i]
 	out := toolerror.JSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
-	r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true, Output: out})
+	res := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true, Output: out}
 	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
 		CallId: c.GetId(), ToolName: c.GetName(), Arguments: c.GetArguments(), Turn: int32(r.turn),
 	}}}); err != nil {
 		return err
 	}
-	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
+	return r.finishCall(i, res, &agentdv1.ToolCallFinished{
 		CallId: c.GetId(), ToolName: c.GetName(), Duration: durationpb.New(0), IsError: true, Output: out, Turn: int32(r.turn),
-	}}})
+	})
+}
+
+// finishCall gives call i its result and sends its tool_call_finished
+// event, and, with a durable record, checkpoints the turn with that result
+// (X-G3) in the same step: a replica that adopts the generation later
+// does not run the call again.
+func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1.ToolCallFinished) error {
+	g := r.g
+	ev := &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: finished}}
+	if g.journal == nil {
+		r.setResult(i, res)
+		return g.link.out.emit(r.ctx, ev)
+	}
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	if r.ctx.Err() != nil {
+		return context.Cause(r.ctx)
+	}
+	r.setResult(i, res)
+	g.journal.record(ev)
+	g.journal.checkpoint(g.snapshot(r.runningState()))
+	return g.link.out.emit(r.ctx, ev)
 }
 
 func (o *toolOwner) serverName() string {
@@ -157,12 +179,23 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 		return r.askFunction(i)
 	}
 	r.wg.Go(func() {
-		res, err := r.g.callMCP(r.ctx, r.turn, c, owner)
+		// Write-ahead (X-G3): the call runs once its start is in the
+		// store, so that a replica adopting the generation knows it may
+		// have run. Calls started together wait for one write.
+		if j := r.g.journal; j != nil {
+			if err := j.await(r.ctx); err != nil {
+				r.cancel(err)
+				return
+			}
+		}
+		res, finished, err := r.g.callMCP(r.ctx, r.turn, c, owner)
 		if err != nil {
 			r.cancel(err)
 			return
 		}
-		r.setResult(i, res)
+		if err := r.finishCall(i, res, finished); err != nil {
+			r.cancel(err)
+		}
 	})
 	return nil
 }
@@ -175,8 +208,9 @@ func (r *turnRun) askFunction(i int) error {
 	}}})
 }
 
-// callMCP runs one MCP tool call through the bridge.
-func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall, owner *toolOwner) (*agentdv1.ToolResult, error) {
+// callMCP runs one MCP tool call through the bridge and returns its
+// result and the event that reports it.
+func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall, owner *toolOwner) (*agentdv1.ToolResult, *agentdv1.ToolCallFinished, error) {
 	ctx, span := g.s.tracer.Start(ctx, "execute_tool "+c.GetName())
 	defer span.End()
 	span.SetAttributes(
@@ -189,17 +223,16 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
 	if err != nil {
 		span.SetStatus(codes.Error, fault.KindOf(err).String())
-		return nil, err
+		return nil, nil, err
 	}
 	if res.GetIsError() {
 		span.SetStatus(codes.Error, "tool error")
 	}
 	out := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: res.GetOutput(), IsError: res.GetIsError(), Attachments: attachments(res.GetAttachments())}
-	err = g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
+	return out, &agentdv1.ToolCallFinished{
 		CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.server.name, Origin: owner.origin,
 		Duration: durationpb.New(time.Since(began)), IsError: out.GetIsError(), Output: out.GetOutput(), Turn: int32(turn),
-	}}})
-	return out, err
+	}, nil
 }
 
 func attachments(cs []*bridgev1.Content) []*agentdv1.Media {
@@ -228,6 +261,9 @@ func (r *turnRun) awaitAnswers() (err error) {
 	}
 	g := r.g
 	if gone := g.link.waiting(true); gone {
+		if g.link.clientless {
+			return &errPause{why: "is not attached (the generation runs detached, or another replica adopted it)"}
+		}
 		return &errPause{why: "has gone away"}
 	}
 	if g.journal != nil {
@@ -285,21 +321,20 @@ func (r *turnRun) awaitAnswers() (err error) {
 func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
 	g := r.g
 	asked, ok := r.functions[fr.GetCallId()]
-	if !ok && g.answered[fr.GetCallId()] {
+	if !ok && g.answered.has(fr.GetCallId()) {
 		return nil // a repeated answer
 	}
 	if !ok {
 		return fault.InvalidRequest([]fault.Violation{{Field: "function_result.call_id", Description: fmt.Sprintf("%q is not a pending function call", fr.GetCallId())}})
 	}
 	delete(r.functions, fr.GetCallId())
-	g.answered[fr.GetCallId()] = true
+	g.answered.add(fr.GetCallId())
 	i := r.index(fr.GetCallId())
 	c := r.calls[i]
-	r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()})
-	return g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: &agentdv1.ToolCallFinished{
+	return r.finishCall(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()}, &agentdv1.ToolCallFinished{
 		CallId: c.GetId(), ToolName: c.GetName(), Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION,
 		Duration: durationpb.New(time.Since(asked)), IsError: fr.GetIsError(), Output: fr.GetOutput(), Turn: int32(r.turn),
-	}}})
+	})
 }
 
 func (r *turnRun) index(callID string) int {

@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tlsconf"
 	"github.com/agentd/agentd/providers/registry"
@@ -225,6 +226,7 @@ type Agent struct {
 	storeDown  atomic.Bool        // the last ping of the store failed
 	stopWatch  context.CancelFunc // stops watchStore; nil when it is not running
 	watchDone  chan struct{}
+	svc        *server.Service
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -298,7 +300,15 @@ func NewAgent(o Options) (*Agent, error) {
 	if a.embedded == nil {
 		bridge = server.NewReplicatedBridgeClient(a.bridgeConn, log)
 	}
+	var seal *sealer.Sealer
+	if f := o.Config.Store.EncryptionKeyFile; f != "" {
+		if seal, err = sealer.Load(f); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
 	svc := server.New(server.Options{
+		Sealer:         seal,
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
 		Logger:         log,
 		Providers:      regs.Global(),
@@ -309,6 +319,8 @@ func NewAgent(o Options) (*Agent, error) {
 		Generations:    a.store.Generations(),
 		Replica:        newReplicaID(),
 	})
+	a.svc = svc
+	svc.StartAdopter()
 	svc.Register(a.Server)
 	a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if a.embedded != nil && a.Admin == nil {
@@ -364,6 +376,10 @@ func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
 // gracefully, then stops the bridge (and every MCP server process it
 // runs).
 func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o Options) error {
+	// From the moment agentd starts stopping, a generation that ends
+	// because of it is handed to another replica rather than cancelled.
+	stop := context.AfterFunc(ctx, a.svc.Drain)
+	defer stop()
 	err := serveAll(ctx, o.Config.ShutdownGrace,
 		endpoint{a.Server, a.Health, lis}, endpoint{a.Admin, a.AdminHealth, admin})
 	return errors.Join(err, a.Close())
@@ -383,6 +399,12 @@ func (a *Agent) Close() error {
 		if srv != nil {
 			srv.Stop()
 		}
+	}
+	if a.svc != nil {
+		// Its background generations release their leases, and close their
+		// bridge sessions, before the bridge goes.
+		a.svc.Close()
+		a.svc = nil
 	}
 	var err error
 	if a.cancel != nil {

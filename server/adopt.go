@@ -1,0 +1,354 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/toolerror"
+)
+
+// errStopping ends the generations that run without a client when agentd
+// stops: their leases are released for another replica to adopt.
+var errStopping = fault.New(fault.Unavailable, "agentd is stopping; another replica continues the generation: attach there")
+
+// adoptedUnknown is the result of a call that was running when the
+// replica running its generation died: it may or may not have run, and it
+// is not run again (X-G3).
+var adoptedUnknown = toolerror.JSON("the agentd replica running this call stopped while it ran; it may or may not have run, and it is not run again")
+
+// adoptBatch bounds how many generations one round of the adopter takes.
+const adoptBatch = 8
+
+// adoption is what an adopted generation continues from, beyond its
+// checkpoint: what its log says happened after the checkpoint.
+type adoption struct {
+	// turn is the tool turn the checkpoint was taken in; nil when the
+	// checkpoint is at a turn boundary (a model turn comes next).
+	turn *statev1.PausedTurn
+	// withdrawFrom is the first event of a model turn that was cut short
+	// (0: none was logged).
+	withdrawFrom int64
+	// started holds the calls whose start was logged after the
+	// checkpoint: an MCP call among them may have run.
+	started map[string]bool
+}
+
+// StartAdopter starts the background adopter (X-G3): every
+// generation.adopt_interval it takes over the running generations whose
+// owners' leases lapsed (their replicas died) or were released (their
+// replicas stopped), and continues them. Close stops it. A no-op without
+// a durable record.
+func (s *Service) StartAdopter() {
+	if s.generations == nil {
+		return
+	}
+	every := s.cfg.AdoptInterval
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	s.goBackground(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			s.adoptDue()
+			select {
+			case <-s.bg.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// adoptDue adopts what is due now.
+func (s *Service) adoptDue() {
+	for !s.stopping.Load() {
+		ctx, cancel := context.WithTimeout(s.bg, storeTimeout)
+		now := time.Now()
+		recs, err := s.generations.Adopt(ctx, s.replica, now, now.Add(s.cfg.LeaseTTL), adoptBatch)
+		cancel()
+		if err != nil {
+			if s.bg.Err() == nil {
+				s.log.Warn("looking for generations to adopt", "err", err)
+			}
+			return
+		}
+		for _, rec := range recs {
+			s.startAdopted(rec)
+		}
+		if len(recs) < adoptBatch {
+			return
+		}
+	}
+}
+
+// adoptOne adopts tenant's generation id for a client attaching to it,
+// if its owner's lease has lapsed: it reports whether this replica now
+// runs it.
+func (s *Service) adoptOne(ctx context.Context, tenant, id string) bool {
+	if s.stopping.Load() {
+		return false
+	}
+	now := time.Now()
+	rec, err := s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(s.cfg.LeaseTTL))
+	if err != nil {
+		return false
+	}
+	if rec.State == store.Paused {
+		// Paused meanwhile: a resume's to take, not an adopter's.
+		_ = s.generations.Release(ctx, tenant, id, rec.Lease.Epoch, time.Now())
+		return false
+	}
+	s.startAdopted(rec)
+	return true
+}
+
+// startAdopted continues a generation this replica has just acquired the
+// lease of, in the background. One that cannot be continued (its
+// checkpoint unreadable, its agent not stored whole) fails.
+func (s *Service) startAdopted(rec store.Generation) {
+	g, err := s.adoptedGeneration(rec)
+	if g == nil {
+		g = &generation{s: s, id: rec.ID, tenant: rec.Tenant, release: func() {}, total: &agentdv1.Usage{}, answered: &answerSet{}}
+	}
+	ctx, cancel := s.clientless(g)
+	j := s.newJournal(g)
+	j.epoch, j.last, j.confirmed, j.written, j.state = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State, store.Running
+	g.journal = j
+	s.keepJournal(g, j)
+	s.log.Info("generation adopted", "generation", g.id, "tenant", g.tenant, "epoch", rec.Lease.Epoch, "after_sequence", rec.LastSeq)
+	switch {
+	case err != nil:
+		s.log.Warn("an adopted generation cannot continue", "generation", g.id, "err", err)
+		j.settle(ctx, store.Failed, g.result(nil, err))
+		cancel(nil)
+		return
+	case g.resume != nil:
+		// Its resume died within the paused turn: it is paused again, and
+		// the claim on its paused checkpoint says what may have run.
+		j.settle(ctx, store.Paused, nil)
+		cancel(nil)
+		return
+	}
+	if !s.goRun(g, ctx, cancel) {
+		j.settle(ctx, store.Running, nil) // stopping: hand it on
+	}
+}
+
+// adoptedGeneration rebuilds a generation from its record: its checkpoint,
+// and what its log holds after it. A generation whose resume died within
+// its paused turn comes back with resume set (and nothing to run).
+func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
+	cp := &statev1.Checkpoint{}
+	if err := proto.Unmarshal(rec.Checkpoint, cp); err != nil || cp.GetVersion() != checkpointVersion || cp.GetGenerationId() != rec.ID {
+		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint cannot be read by this agentd")
+	}
+	if t := cp.GetTurn(); t != nil && len(t.GetStates()) != len(t.GetCalls()) {
+		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint cannot be read by this agentd")
+	}
+	g := &generation{
+		s: s, id: rec.ID, tenant: rec.Tenant, release: func() {},
+		owners:    make(map[string]*toolOwner),
+		answered:  &answerSet{},
+		messages:  cp.GetMessages(),
+		added:     cp.GetAdded(),
+		total:     cp.GetUsage(),
+		toolTurns: int(cp.GetToolTurns()),
+		detached:  cp.GetDetached(),
+		agent:     &sealedAgent{data: cp.GetAgent(), sealed: cp.GetAgentSealed(), withheld: cp.GetSecretsWithheld(), keyID: cp.GetKeyId()},
+	}
+	if g.total == nil {
+		g.total = &agentdv1.Usage{}
+	}
+	for _, id := range cp.GetAnswered() {
+		g.answered.add(id)
+	}
+	if cp.GetResuming() {
+		g.resume = &resumption{stopKeeping: func() {}}
+		return g, nil
+	}
+	agent, err := s.openAgent(rec.Tenant, rec.ID, cp)
+	if err != nil {
+		return g, err
+	}
+	_, tenant, err := s.tenantNamed(rec.Tenant)
+	if err != nil {
+		return g, err
+	}
+	if g.plan, err = s.newPlan("", tenant, agent, g.messages, nil); err != nil {
+		return g, err
+	}
+	ad := &adoption{turn: cp.GetTurn(), started: make(map[string]bool)}
+	ctx, cancel := context.WithTimeout(s.bg, storeTimeout)
+	defer cancel()
+	for after := rec.CheckpointSeq; after < rec.LastSeq; {
+		evs, err := s.generations.Read(ctx, rec.Tenant, rec.ID, after, 0)
+		if err != nil {
+			return g, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			ev := &agentdv1.GenerateResponse{}
+			if proto.Unmarshal(e.Data, ev) != nil {
+				continue
+			}
+			switch k := ev.GetEvent().(type) {
+			case *agentdv1.GenerateResponse_TextDelta, *agentdv1.GenerateResponse_ProviderToolCall, *agentdv1.GenerateResponse_Usage:
+				if ad.turn == nil && ad.withdrawFrom == 0 {
+					ad.withdrawFrom = e.Seq
+				}
+			case *agentdv1.GenerateResponse_ToolCallStarted:
+				ad.started[k.ToolCallStarted.GetCallId()] = true
+			}
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	// The model turn after a turn boundary may have been asked already.
+	g.repeatTurn = ad.turn == nil
+	g.adopted = ad
+	return g, nil
+}
+
+// continueAdopted withdraws the cut-short model turn's events, if any,
+// then finishes the tool turn the generation was in, if any: calls with a
+// result keep it; an MCP call that had started gets adoptedUnknown, and
+// is not run again; the others run now, or ask the client again for their
+// approval or result (which, with no client, pauses the generation).
+func (g *generation) continueAdopted(ctx context.Context) (done bool, _ error) {
+	ad := g.adopted
+	if ad.withdrawFrom > 0 {
+		if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TurnWithdrawn{TurnWithdrawn: &agentdv1.TurnWithdrawn{
+			Turn:         int32(g.toolTurns + 1),
+			FromSequence: ad.withdrawFrom,
+			Reason:       "the agentd replica running this model turn stopped before it ended; discard what it said: the turn is asked again",
+		}}}); err != nil {
+			return true, err
+		}
+	}
+	if ad.turn == nil {
+		return false, nil
+	}
+	t := ad.turn
+	r := g.newTurnRun(ctx, int(t.GetTurn()), t.GetCalls())
+	for i, st := range t.GetStates() {
+		if res := st.GetResult(); res != nil {
+			r.results[i] = res
+		}
+	}
+	err := func() error {
+		for i, c := range r.calls {
+			if r.results[i] != nil {
+				continue
+			}
+			owner := g.owners[c.GetName()]
+			switch {
+			case owner == nil && ad.started[c.GetId()], owner != nil && owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && ad.started[c.GetId()]:
+				res := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: adoptedUnknown, IsError: true}
+				if err := r.finishCall(i, res, &agentdv1.ToolCallFinished{
+					CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.serverName(), Origin: originOf(owner),
+					IsError: true, Output: adoptedUnknown, Turn: int32(r.turn),
+				}); err != nil {
+					return err
+				}
+			case owner == nil:
+				if err := r.unknownTool(i); err != nil {
+					return err
+				}
+			case ad.started[c.GetId()]: // a function call: the client is asked again
+				if err := r.askFunction(i); err != nil {
+					return err
+				}
+			case g.gated(c.GetName(), owner):
+				if err := r.askApproval(i, owner); err != nil {
+					return err
+				}
+			default:
+				if err := r.start(i, owner); err != nil {
+					return err
+				}
+			}
+		}
+		return r.awaitAnswers()
+	}()
+	results, err := r.finish(err)
+	return g.endTurn(ctx, r, results, err)
+}
+
+func originOf(o *toolOwner) agentdv1.ToolOrigin {
+	if o == nil {
+		return agentdv1.ToolOrigin_TOOL_ORIGIN_UNSPECIFIED
+	}
+	return o.origin
+}
+
+// clientless gives a generation that runs without a client (detached, or
+// adopted) its context, owned by the Service, and a link to nobody.
+func (s *Service) clientless(g *generation) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(s.bg)
+	g.link = newClientlessLink(cancel)
+	return ctx, cancel
+}
+
+// goRun runs a clientless generation in the background, owned by the
+// Service; false if the Service is closing (nothing ran).
+func (s *Service) goRun(g *generation, ctx context.Context, cancel context.CancelCauseFunc) bool {
+	return s.goBackground(func() {
+		defer cancel(nil)
+		defer g.release()
+		err := g.run(ctx)
+		if err != nil {
+			g.failed(ctx)
+		}
+		g.settleJournal(ctx, err)
+		g.link.out.close()
+		switch {
+		case err == nil:
+			s.log.Debug("background generation ended", "generation", g.id)
+		case errors.Is(err, errStopping) || errors.Is(context.Cause(ctx), errStopping):
+			s.log.Info("background generation handed over: agentd is stopping", "generation", g.id)
+		case fault.KindOf(err) == fault.Internal:
+			s.log.Error("background generation failed", "generation", g.id, "err", err)
+		default:
+			s.log.Info("background generation failed", "generation", g.id, "err", err)
+		}
+	})
+}
+
+// goBackground runs f owned by the Service (Close joins it), unless the
+// Service is closing.
+func (s *Service) goBackground(f func()) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return false
+	}
+	s.bgWG.Go(f)
+	return true
+}
+
+// Drain marks the Service as stopping: from now on, a generation that
+// ends because agentd stops (its client's stream cut by the server's
+// stop, or a background one) releases its lease for another replica to
+// adopt at once, and nothing new is adopted here.
+func (s *Service) Drain() { s.stopping.Store(true) }
+
+// Close stops the adopter and the generations running without a client,
+// releasing their leases for other replicas to adopt, and waits for them.
+// Idempotent.
+func (s *Service) Close() {
+	s.Drain()
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	s.bgCancel(errStopping)
+	s.bgWG.Wait()
+}
