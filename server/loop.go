@@ -49,16 +49,16 @@ type generation struct {
 
 	resume *resumption // set when the generation continues a pause
 
-	journal   *journal     // its durable record; nil without Options.Generations
-	agent     *sealedAgent // the agent as its checkpoints hold it
-	detached  bool         // it runs without a client (StartGeneration.detach)
-	adopted   *adoption    // set when it continues a dead replica's generation
+	journal  *journal     // its durable record; nil without Options.Generations
+	agent    *sealedAgent // the agent as its checkpoints hold it
+	detached bool         // it runs without a client (StartGeneration.detach)
+	adopted  *adoption    // set when it continues a dead replica's generation
 	// repeatTurn marks the next model turn's usage as repeated: an
 	// earlier attempt was cut short.
 	repeatTurn bool
-	emitMu    sync.Mutex // numbers and queues events in one order
-	pausedNow bool       // it ended paused
-	final     *agentdv1.Message
+	emitMu     sync.Mutex // numbers and queues events in one order
+	pausedNow  bool       // it ended paused
+	final      *agentdv1.Message
 }
 
 // toolOwner says who runs a tool offered to the model.
