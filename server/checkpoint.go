@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"sync"
 
@@ -53,13 +54,14 @@ func (g *generation) sealAgent() (*sealedAgent, error) {
 	return &sealedAgent{data: data, withheld: withheld}, nil
 }
 
-// withoutSecrets returns agent without the values that are secrets (a
-// server's authorization, its headers' and env variables' values) and
-// whether it had any.
+// withoutSecrets returns agent without what is secret (a server's
+// authorization, its headers' and env variables' values, and its URL's
+// path, query and user information, which may carry a token) and whether
+// it had any.
 func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 	withheld := false
 	for _, m := range agent.GetMcps() {
-		if m.GetAuthorization() != "" || len(m.GetHeaders()) > 0 || len(m.GetEnv()) > 0 {
+		if m.GetAuthorization() != "" || len(m.GetHeaders()) > 0 || len(m.GetEnv()) > 0 || m.GetUrl() != "" {
 			withheld = true
 		}
 	}
@@ -74,6 +76,13 @@ func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 		}
 		for k := range m.GetEnv() {
 			m.Env[k] = ""
+		}
+		if u := m.GetUrl(); u != "" {
+			origin := ""
+			if p, err := url.Parse(u); err == nil {
+				origin = (&url.URL{Scheme: p.Scheme, Host: p.Host}).String()
+			}
+			m.Transport = &agentdv1.MCPServer_Url{Url: origin}
 		}
 	}
 	return c, true
@@ -98,7 +107,7 @@ func (s *Service) openAgent(tenant, id string, cp *statev1.Checkpoint) (*agentdv
 		data = plain
 	} else if cp.GetSecretsWithheld() {
 		return nil, fault.New(fault.FailedPrecondition,
-			"the generation's agent declared secrets (authorization, headers or env values), which are not stored without store.encryption_key_file, so no other replica can continue it")
+			"the generation's agent declared secrets (authorization, headers, env values, or a url server's URL), which are not stored without store.encryption_key_file, so no other replica can continue it")
 	}
 	agent := &agentdv1.Agent{}
 	if err := proto.Unmarshal(data, agent); err != nil {
