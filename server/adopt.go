@@ -186,6 +186,9 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 		return g, err
 	}
 	ad := &adoption{turn: cp.GetTurn(), started: make(map[string]bool)}
+	for _, id := range cp.GetTurn().GetStarted() {
+		ad.started[id] = true
+	}
 	ctx, cancel := context.WithTimeout(s.bg, storeTimeout)
 	defer cancel()
 	for after := rec.CheckpointSeq; after < rec.LastSeq; {

@@ -163,10 +163,12 @@ func (r *turnRun) runningState() *statev1.PausedTurn {
 	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls, States: make([]*statev1.CallState, len(r.calls))}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i := range r.calls {
+	for i, c := range r.calls {
 		st := &statev1.CallState{}
 		if res := r.results[i]; res != nil {
 			st.State = &statev1.CallState_Result{Result: res}
+		} else if r.begun[c.GetId()] {
+			t.Started = append(t.Started, c.GetId())
 		}
 		t.States[i] = st
 	}

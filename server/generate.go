@@ -288,9 +288,10 @@ var errFollowed = errors.New("the detached generation's client has what it waite
 // detach runs a new generation without a client (X-G4): it is recorded
 // first (a store that cannot record it refuses it), then runs in the
 // background, owned by the Service. The stream follows it like an
-// attached one, read-only, and ends after the started event if the client
-// has half-closed its side (grpcurl, or a client that only wants the id),
-// or with the generation if it stays; a client that goes away leaves the
+// attached one, read-only, and ends once the client has the started event
+// and has half-closed its side (grpcurl, or a client that only wants the
+// id; events that were on their way meanwhile may come first), or with
+// the generation if the client stays; a client that goes away leaves the
 // generation running.
 func (s *Service) detach(stream generateStream, g *generation) error {
 	if s.generations == nil {
@@ -313,6 +314,13 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
 	}
 	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
+	return s.followDetached(stream, g)
+}
+
+// followDetached follows a detached generation on its own stream until the
+// client, having its started event, half-closes (or goes away), or the
+// generation ends.
+func (s *Service) followDetached(stream generateStream, g *generation) error {
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	var started, halfClosed atomic.Bool
@@ -330,7 +338,7 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "the stream of a detached generation is read-only: it pauses when it needs answers; resume it then"}}))
 		}
 	}()
-	err = s.follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
+	err := s.follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
 		if err := stream.Send(ev); err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ type turnRun struct {
 	requests  map[string]*agentdv1.ApprovalRequest // pending approval requests by id
 	functions map[string]time.Time                 // pending function call id → when it was asked
 	started   bool                                 // an approved call was started
+	begun     map[string]bool                      // calls whose start was sent (under mu)
 }
 
 // errPause says the turn cannot finish without answers the client is not
@@ -172,6 +173,12 @@ func (o *toolOwner) toolName(offered string) string {
 func (r *turnRun) start(i int, owner *toolOwner) error {
 	c := r.calls[i]
 	started := &agentdv1.ToolCallStarted{CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.serverName(), Origin: owner.origin, Arguments: c.GetArguments(), Turn: int32(r.turn)}
+	r.mu.Lock()
+	if r.begun == nil {
+		r.begun = make(map[string]bool)
+	}
+	r.begun[c.GetId()] = true
+	r.mu.Unlock()
 	if err := r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: started}}); err != nil {
 		return err
 	}

@@ -254,7 +254,11 @@ type PausedTurn struct {
 	// The turn's calls, in the model's order.
 	Calls []*v1.ToolCall `protobuf:"bytes,2,rep,name=calls,proto3" json:"calls,omitempty"`
 	// The state of each call, parallel to calls.
-	States        []*CallState `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	States []*CallState `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	// In a running generation's checkpoint: the calls whose start was
+	// logged (their tool_call_started event written before they ran). One
+	// of them without a result may have run.
+	Started       []string `protobuf:"bytes,4,rep,name=started,proto3" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +310,13 @@ func (x *PausedTurn) GetCalls() []*v1.ToolCall {
 func (x *PausedTurn) GetStates() []*CallState {
 	if x != nil {
 		return x.States
+	}
+	return nil
+}
+
+func (x *PausedTurn) GetStarted() []string {
+	if x != nil {
+		return x.Started
 	}
 	return nil
 }
@@ -528,12 +539,13 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\x10secrets_withheld\x18\x10 \x01(\bR\x0fsecretsWithheld\x12\x15\n" +
 	"\x06key_id\x18\x11 \x01(\tR\x05keyId\x12\x1a\n" +
 	"\bdetached\x18\x12 \x01(\bR\bdetached\x12\x1a\n" +
-	"\bresuming\x18\x13 \x01(\bR\bresuming\"\x7f\n" +
+	"\bresuming\x18\x13 \x01(\bR\bresuming\"\x99\x01\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +
 	"\x05calls\x18\x02 \x03(\v2\x13.agentd.v1.ToolCallR\x05calls\x122\n" +
-	"\x06states\x18\x03 \x03(\v2\x1a.agentd.state.v1.CallStateR\x06states\"\xbf\x01\n" +
+	"\x06states\x18\x03 \x03(\v2\x1a.agentd.state.v1.CallStateR\x06states\x12\x18\n" +
+	"\astarted\x18\x04 \x03(\tR\astarted\"\xbf\x01\n" +
 	"\tCallState\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\x06result\x128\n" +
 	"\bapproval\x18\x02 \x01(\v2\x1a.agentd.v1.ApprovalRequestH\x00R\bapproval\x12>\n" +

@@ -75,11 +75,13 @@ class Claim(_message.Message):
     def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., may_have_run: _Optional[_Iterable[str]] = ..., progressed: bool = ...) -> None: ...
 
 class PausedTurn(_message.Message):
-    __slots__ = ["calls", "states", "turn"]
+    __slots__ = ["calls", "started", "states", "turn"]
     CALLS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
+    started: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedCompositeFieldContainer[CallState]
     turn: int
-    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ...) -> None: ...
+    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ..., started: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,339 @@
+package server_test
+
+import (
+	"context"
+	"iter"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/server"
+)
+
+// severable is a replica's view of the store that can be cut: once dead,
+// every write (and every lease it would take) fails as unavailable, as if
+// the replica had died: it renews nothing, logs nothing, adopts nothing.
+// Reads still work.
+type severable struct {
+	store.Generations
+	dead atomic.Bool
+}
+
+var errSevered = fault.New(fault.Unavailable, "severed from the store")
+
+func (s *severable) Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) ([]store.Generation, error) {
+	if s.dead.Load() {
+		return nil, errSevered
+	}
+	return s.Generations.Adopt(ctx, owner, now, expires, limit)
+}
+
+func (s *severable) Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (store.Generation, error) {
+	if s.dead.Load() {
+		return store.Generation{}, errSevered
+	}
+	return s.Generations.Acquire(ctx, tenant, id, owner, now, expires)
+}
+
+func (s *severable) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error {
+	if s.dead.Load() {
+		return errSevered
+	}
+	return s.Generations.Renew(ctx, tenant, id, epoch, expires)
+}
+
+func (s *severable) Append(ctx context.Context, tenant, id string, epoch int64, events []store.Event) (int64, error) {
+	if s.dead.Load() {
+		return 0, errSevered
+	}
+	return s.Generations.Append(ctx, tenant, id, epoch, events)
+}
+
+func (s *severable) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c store.Checkpoint) (int64, error) {
+	if s.dead.Load() {
+		return 0, errSevered
+	}
+	return s.Generations.Checkpoint(ctx, tenant, id, epoch, c)
+}
+
+func (s *severable) Finish(ctx context.Context, tenant, id string, epoch int64, o store.Outcome) (int64, error) {
+	if s.dead.Load() {
+		return 0, errSevered
+	}
+	return s.Generations.Finish(ctx, tenant, id, epoch, o)
+}
+
+func (s *severable) Release(ctx context.Context, tenant, id string, epoch int64, now time.Time) error {
+	if s.dead.Load() {
+		return errSevered
+	}
+	return s.Generations.Release(ctx, tenant, id, epoch, now)
+}
+
+// adoptReplica serves an AgentService named name on st (its durable record
+// through gens) with a short lease and a busy adopter; the Service is
+// closed when the test ends.
+func adoptReplica(t *testing.T, name string, st *store.SQLite, gens store.Generations, bridge server.Bridge, ps ...providers.Provider) agentdv1.AgentServiceClient {
+	t.Helper()
+	reg, err := providers.NewRegistry(ps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Generation
+	// Short enough to wait out, long enough for a busy machine (with the
+	// race detector) to renew in time.
+	cfg.LeaseTTL = time.Second
+	cfg.AdoptInterval = 20 * time.Millisecond
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: name})
+	svc.StartAdopter()
+	client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
+	t.Cleanup(svc.Close) // before the connection closes: cleanups run last first
+	return client
+}
+
+// startDetached starts a detached generation, half-closing at once, and
+// returns its id: the stream ends after started.
+func startDetached(t *testing.T, client agentdv1.AgentServiceClient, start *agentdv1.StartGeneration) string {
+	t.Helper()
+	start.Detach = true
+	events, st := run(t, client, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}, nil)
+	// The stream ends once the client's half-close has been seen, after
+	// started: a few more events may come first.
+	if st.Code() != codes.OK || len(events) == 0 || events[0].GetStarted() == nil {
+		t.Fatalf("a detached start sent %v and ended %v; want started first, then OK", kinds(events), st)
+	}
+	return events[0].GetStarted().GetGenerationId()
+}
+
+func waitRecord(t *testing.T, gens store.Generations, id string, cond func(store.Generation) bool) store.Generation {
+	t.Helper()
+	var g store.Generation
+	waitFor(t, func() bool {
+		var err error
+		g, err = gens.Get(t.Context(), "", id)
+		return err == nil && cond(g)
+	})
+	return g
+}
+
+// X-G3: the replica running a generation dies in the middle of a tool turn,
+// one call finished and one running. Another replica adopts it from its
+// checkpoint once the lease lapses: the finished call is not run again
+// (its result is kept), the running one reaches the model as of unknown
+// outcome and is not run again either, and the generation completes. The
+// dead replica, should it come back, writes nothing more (its lease is
+// fenced). X-G2: a client attaching to it on the adopting replica sees
+// every event once, in order, the adopted replica's after the dead one's.
+// X-G4: the generation was detached: its stream ended after started.
+func TestAdoptionContinuesFromTheCheckpoint(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	slowGate := make(chan struct{})
+	bridgeA := &fakeBridge{onList: offering(serverTools("files", "fast", "slow")), onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+		if tool == "slow" {
+			select {
+			case <-slowGate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return &bridgev1.CallToolResponse{Output: tool + " done"}, nil
+	}}
+	gensA := &severable{Generations: st.Generations()}
+	a := adoptReplica(t, "replica-a", st, gensA, bridgeA, recordingScript())
+	agent := &agentdv1.Agent{Provider: "script", Mcps: []*agentdv1.MCPServer{commandServer("files", "files-server")}, ProviderOptions: script(t, `{"turns": [
+		{"tool_calls": [{"name": "fast", "arguments": {}}, {"name": "slow", "arguments": {}}]},
+		{"text": "results: {{tool_outputs}}"}]}`)}
+	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
+	defer close(slowGate)
+
+	// The fast call finished (its result checkpointed) and the slow one runs.
+	waitFor(t, func() bool { return bridgeA.callsTo("slow") == 1 })
+	waitRecord(t, st.Generations(), id, func(g store.Generation) bool {
+		cp := &statev1.Checkpoint{}
+		_ = proto.Unmarshal(g.Checkpoint, cp)
+		states := cp.GetTurn().GetStates()
+		return len(states) == 2 && states[0].GetResult() != nil && states[1].GetResult() == nil
+	})
+	gensA.dead.Store(true) // replica-a dies
+
+	bridgeB := &fakeBridge{onList: offering(serverTools("files", "fast", "slow"))}
+	b := adoptReplica(t, "replica-b", st, st.Generations(), bridgeB, recordingScript())
+	events, status := attachTo(t, b, id, 0)
+	if status.Code() != codes.OK {
+		t.Fatalf("the attached stream ended %v after %v", status, kinds(events))
+	}
+	wantSequences(t, events, 1)
+	if got := bridgeB.calls(); len(got) != 0 {
+		t.Errorf("the adopting replica ran %v; no call may run twice", got)
+	}
+	var adopted, unknown bool
+	for _, ev := range events {
+		if s := ev.GetStarted(); s.GetAdopted() {
+			adopted = true
+		}
+		if f := ev.GetToolCallFinished(); f.GetToolName() == "slow" && f.GetIsError() && strings.Contains(f.GetOutput(), "may or may not have run") {
+			unknown = true
+		}
+	}
+	last := events[len(events)-1].GetCompleted()
+	if !adopted || !unknown || last == nil {
+		t.Fatalf("events %v: want an adopted started, the slow call of unknown outcome, and completed", kinds(events))
+	}
+	wantFacts(t, "the final text", textOf(last.GetMessage()), "fast done", "may or may not have run")
+	g, _ := record(t, &pausable{store: st}, id)
+	if g.State != store.Completed || g.Lease.Epoch != 2 {
+		t.Errorf("record %+v: want completed, by the second lease", g)
+	}
+
+	// replica-a comes back: its slow call ends, and its writes are refused.
+	gensA.dead.Store(false)
+	slowGate <- struct{}{}
+	waitFor(t, func() bool { return bridgeA.counts().Close > 0 })
+	if again, _ := record(t, &pausable{store: st}, id); again.LastSeq != g.LastSeq || again.State != store.Completed {
+		t.Errorf("after replica-a came back the record is %+v; want it untouched (%+v)", again, g)
+	}
+}
+
+func textOf(m *agentdv1.Message) string {
+	var s string
+	for _, p := range m.GetParts() {
+		s += p.GetText()
+	}
+	return s
+}
+
+// halfTurn streams a partial answer, then hangs until its request ends:
+// a model turn cut short by its replica's death.
+func halfTurn() *fakeProvider {
+	return &fakeProvider{name: "plain", caps: providers.Capabilities{ModelOptional: true}, stream: func(ctx context.Context, _ *providers.Request) iter.Seq2[providers.Event, error] {
+		return func(yield func(providers.Event, error) bool) {
+			if !yield(&providers.TextDelta{Text: "half an ans"}, nil) {
+				return
+			}
+			<-ctx.Done()
+			yield(nil, ctx.Err())
+		}
+	}}
+}
+
+// X-G2: a model turn in flight when its replica dies, whose partial text
+// the client saw, is withdrawn by a turn_withdrawn event naming its first
+// event before the adopting replica asks the turn again, and that turn's
+// usage says it was repeated. X-G3: the generation completes there.
+func TestAdoptionWithdrawsTheCutShortTurn(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	gensA := &severable{Generations: st.Generations()}
+	a := adoptReplica(t, "replica-a", st, gensA, &fakeBridge{}, halfTurn())
+	// Back before replica-a closes: its last writes are refused at once
+	// (fenced) rather than retried until they time out.
+	t.Cleanup(func() { gensA.dead.Store(false) })
+	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain"}, Messages: userSays("hi")})
+	// The partial text is in the log (deltas are flushed within 50 ms).
+	var partial int64
+	waitFor(t, func() bool {
+		for _, ev := range storedEvents(t, &pausable{store: st}, id) {
+			if ev.GetTextDelta() != nil {
+				partial = ev.GetSequence()
+				return true
+			}
+		}
+		return false
+	})
+	gensA.dead.Store(true)
+
+	b := adoptReplica(t, "replica-b", st, st.Generations(), &fakeBridge{}, plainProvider())
+	events, status := attachTo(t, b, id, 0)
+	if status.Code() != codes.OK {
+		t.Fatalf("the attached stream ended %v after %v", status, kinds(events))
+	}
+	wantSequences(t, events, 1)
+	var withdrawn *agentdv1.TurnWithdrawn
+	var text string
+	var repeated bool
+	for _, ev := range events {
+		switch {
+		case ev.GetTurnWithdrawn() != nil:
+			withdrawn = ev.GetTurnWithdrawn()
+			text = "" // what a client does: the turn's text is discarded
+		case ev.GetTextDelta() != nil:
+			text += ev.GetTextDelta().GetText()
+		case ev.GetUsage() != nil:
+			repeated = ev.GetUsage().GetRepeated()
+		}
+	}
+	if withdrawn == nil || withdrawn.GetFromSequence() != partial || withdrawn.GetTurn() != 1 {
+		t.Fatalf("withdrawn %v; want turn 1 from sequence %d (events %v)", withdrawn, partial, kinds(events))
+	}
+	if !repeated || text != "ok" || textOf(events[len(events)-1].GetCompleted().GetMessage()) != "ok" {
+		t.Errorf("after the withdrawal: text %q, usage repeated %v, events %v; want the turn asked again, repeated, completed with ok", text, repeated, kinds(events))
+	}
+}
+
+// X-G4: a detached generation whose client stays receives every event to
+// the end, like an attached one; one that needs an approval pauses at
+// once (nobody is there to answer), and a resume continues it.
+func TestDetachedGenerations(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := adoptReplica(t, "replica-a", st, st.Generations(), bridge, recordingScript())
+
+	t.Run("the client stays", func(t *testing.T) {
+		stream, err := a.Generate(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{
+			Agent: textAgent(t, "done"), Messages: userSays("hi"), Detach: true}}}); err != nil {
+			t.Fatal(err)
+		}
+		var got []*agentdv1.GenerateResponse
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				break
+			}
+			got = append(got, ev)
+		}
+		wantSequences(t, got, 1)
+		if len(got) < 2 || got[0].GetStarted() == nil || got[len(got)-1].GetCompleted() == nil {
+			t.Fatalf("events %v; want started ... completed", kinds(got))
+		}
+	})
+
+	t.Run("an approval pauses it", func(t *testing.T) {
+		agent := filesAgent(t)
+		id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("tidy")})
+		g := waitRecord(t, st.Generations(), id, func(g store.Generation) bool { return g.State == store.Paused && g.Lease.Owner == "" })
+		events, status := attachTo(t, a, id, 0)
+		if status.Code() != codes.OK || events[len(events)-1].GetPaused() == nil || int64(len(events)) != g.LastSeq {
+			t.Fatalf("attached: %v, %v; want the log up to paused", kinds(events), status)
+		}
+		paused := events[len(events)-1].GetPaused()
+		if len(paused.GetApprovalRequests()) == 0 {
+			t.Fatalf("paused without approval requests: %v", paused)
+		}
+		var decisions []*agentdv1.ApprovalDecision
+		for _, r := range paused.GetApprovalRequests() {
+			decisions = append(decisions, &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true})
+		}
+		resumed, status := run(t, a, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+			GenerationId: id, Agent: agent, ApprovalDecisions: decisions}}}, nil)
+		if status.Code() != codes.OK || resumed[len(resumed)-1].GetCompleted() == nil {
+			t.Fatalf("resumed: %v, %v", kinds(resumed), status)
+		}
+	})
+}
