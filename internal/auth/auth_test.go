@@ -115,6 +115,9 @@ func TestRoles(t *testing.T) {
 		role         string
 		tenantScoped bool
 	}
+	// X-G4: GetGeneration and ListGenerations read the caller's own
+	// tenant's generations (the service scopes them) and need what
+	// starting one does.
 	for method, want := range map[string]need{
 		"/agentd.v1.AgentService/Generate":                     {RoleGenerate, false},
 		"/agentd.v1.AgentService/Preview":                      {RoleGenerate, false},
