@@ -600,10 +600,15 @@ type result struct {
 	Error string          `json:"error,omitempty"`
 	// Code is the gRPC code of Error.
 	Code codes.Code `json:"code,omitempty"`
+	// Message is the final message (protojson), for GetGeneration.
+	Message json.RawMessage `json:"message,omitempty"`
 }
 
 func (g *generation) result(final *agentdv1.Message, err error) []byte {
 	r := result{Text: textOf(final)}
+	if final != nil {
+		r.Message, _ = protojson.Marshal(final)
+	}
 	if u, merr := protojson.Marshal(g.total); merr == nil {
 		r.Usage = u
 	}

@@ -227,6 +227,8 @@ type Agent struct {
 	stopWatch  context.CancelFunc // stops watchStore; nil when it is not running
 	watchDone  chan struct{}
 	svc        *server.Service
+	stopSweep  context.CancelFunc // stops sweepFinished; nil when it is not running
+	sweepDone  chan struct{}
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -330,6 +332,7 @@ func NewAgent(o Options) (*Agent, error) {
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	a.watchStore(o.Config.Store.PingInterval, storeName(o.Config), log)
+	a.sweepFinished(a.store.Generations(), o.Config.Generation.Retention, log)
 	return a, nil
 }
 
@@ -386,14 +389,19 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 }
 
 // Close stops the gRPC servers (at once; Serve has stopped them
-// gracefully already), the store's watch and the embedded bridge, closes
-// the bridge connection and the store, and closes the providers' idle
-// connections. Idempotent.
+// gracefully already), the store's watch and sweeper and the embedded
+// bridge, closes the bridge connection and the store, and closes the
+// providers' idle connections. Idempotent.
 func (a *Agent) Close() error {
 	if a.stopWatch != nil {
 		a.stopWatch()
 		<-a.watchDone
 		a.stopWatch = nil
+	}
+	if a.stopSweep != nil {
+		a.stopSweep()
+		<-a.sweepDone
+		a.stopSweep = nil
 	}
 	for _, srv := range []*grpc.Server{a.Server, a.Admin} {
 		if srv != nil {

@@ -127,7 +127,8 @@ func (w *healthWatch) until(want healthpb.HealthCheckResponse_ServingStatus) {
 // X-G1: while the store cannot be reached, the AgentService's health is
 // NOT_SERVING (the overall status stays SERVING) and a new generation
 // fails UNAVAILABLE with a RetryInfo; a generation that pauses meanwhile
-// cannot be kept and ends UNAVAILABLE too. Once the store answers again,
+// cannot be kept and ends UNAVAILABLE too, and so do GetGeneration and
+// ListGenerations (X-G4). Once the store answers again,
 // the service is SERVING and generations pause and resume as before.
 func TestStoreOutage(t *testing.T) {
 	t.Parallel()
@@ -142,7 +143,7 @@ func TestStoreOutage(t *testing.T) {
 	service := watchHealth(t, health, agentdv1.AgentService_ServiceDesc.ServiceName)
 	service.until(healthpb.HealthCheckResponse_SERVING)
 
-	waiting, _ := startAndWait(t, client, agent) // at its approval request
+	waiting, waitingID := startAndWait(t, client, agent) // at its approval request
 	proxy.Down()
 	service.until(healthpb.HealthCheckResponse_NOT_SERVING)
 	if res, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -161,6 +162,13 @@ func TestStoreOutage(t *testing.T) {
 	}
 	if st.Code() != codes.Unavailable || retry == nil || retry.GetRetryDelay().AsDuration() != cfg.Store.PingInterval {
 		t.Errorf("a new generation during the outage: %v (retry %v); want UNAVAILABLE, retry after %v", err, retry, cfg.Store.PingInterval)
+	}
+	// X-G4: reading the record fails UNAVAILABLE too, not INTERNAL.
+	if _, err := client.GetGeneration(ctx, &agentdv1.GetGenerationRequest{GenerationId: waitingID}); status.Code(err) != codes.Unavailable {
+		t.Errorf("GetGeneration during the outage: %v; want UNAVAILABLE", err)
+	}
+	if _, err := client.ListGenerations(ctx, &agentdv1.ListGenerationsRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("ListGenerations during the outage: %v; want UNAVAILABLE", err)
 	}
 	waiting.CloseSend() // it pauses, and cannot be stored
 	if _, err := finish(waiting); status.Code(err) != codes.Unavailable {

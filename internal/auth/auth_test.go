@@ -115,9 +115,14 @@ func TestRoles(t *testing.T) {
 		role         string
 		tenantScoped bool
 	}
+	// X-G4: GetGeneration and ListGenerations read the caller's own
+	// tenant's generations (the service scopes them) and need what
+	// starting one does.
 	for method, want := range map[string]need{
 		"/agentd.v1.AgentService/Generate":                     {RoleGenerate, false},
 		"/agentd.v1.AgentService/Preview":                      {RoleGenerate, false},
+		"/agentd.v1.AgentService/GetGeneration":                {RoleGenerate, false},
+		"/agentd.v1.AgentService/ListGenerations":              {RoleGenerate, false},
 		"/agentd.bridge.v1.BridgeAdminService/GetCacheStats":   {RoleObserver, true},
 		"/agentd.bridge.v1.BridgeAdminService/GetPoolStats":    {RoleObserver, false},
 		"/agentd.bridge.v1.BridgeAdminService/ConfigureCache":  {RoleAdmin, false},

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// GetGeneration returns one of the caller's tenant's generations (X-G4)
+// from its durable record: live, or finished and not yet swept
+// (generation.retention). A paused one shows what it waits for, from its
+// paused checkpoint; a finished one its usage, why it failed, and, once
+// completed, its final message. Another tenant's generation is NOT_FOUND
+// with the same message as an id that exists nowhere. Without a durable
+// record of generations, FAILED_PRECONDITION.
+func (s *Service) GetGeneration(ctx context.Context, req *agentdv1.GetGenerationRequest) (*agentdv1.GetGenerationResponse, error) {
+	g, err := s.getGeneration(ctx, req)
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	return &agentdv1.GetGenerationResponse{Generation: g}, nil
+}
+
+func (s *Service) getGeneration(ctx context.Context, req *agentdv1.GetGenerationRequest) (*agentdv1.Generation, error) {
+	if req.GetGenerationId() == "" {
+		return nil, fault.InvalidRequest([]fault.Violation{{Field: "generation_id", Description: "is required"}})
+	}
+	tenant, err := s.recordsOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	rec, err := s.generations.Get(ctx, tenant, req.GetGenerationId())
+	if err != nil {
+		return nil, err
+	}
+	g := s.generationOf(ctx, rec, true)
+	if rec.State == store.Paused {
+		if err := s.addPending(ctx, tenant, g); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// ListGenerations returns a page of the caller's tenant's generations
+// (X-G4), newest first, optionally only those in the given states. Each
+// is as GetGeneration shows it, without the final message and the
+// pending requests.
+func (s *Service) ListGenerations(ctx context.Context, req *agentdv1.ListGenerationsRequest) (*agentdv1.ListGenerationsResponse, error) {
+	res, err := s.listGenerations(ctx, req)
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	return res, nil
+}
+
+func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerationsRequest) (*agentdv1.ListGenerationsResponse, error) {
+	var v violations
+	if n := req.GetPageSize(); n < 0 || n > store.MaxPageSize {
+		v.add("page_size", "must be 0 (the default, %d) to %d, got %d", store.DefaultPageSize, store.MaxPageSize, n)
+	}
+	states := make([]store.State, len(req.GetStates()))
+	for i, st := range req.GetStates() {
+		var ok bool
+		if states[i], ok = storeStates[st]; !ok {
+			v.add(fmt.Sprintf("states[%d]", i), "must be one of RUNNING, WAITING, PAUSED, COMPLETED, FAILED, CANCELLED, got %s", stateName(st))
+		}
+	}
+	if len(v) > 0 {
+		return nil, fault.InvalidRequest(v)
+	}
+	tenant, err := s.recordsOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	page, next, err := s.generations.List(ctx, tenant, store.ListOptions{States: states, PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+	if fault.KindOf(err) == fault.Invalid && req.GetPageToken() != "" {
+		// The states were checked above: only the token is left to refuse.
+		return nil, fault.InvalidRequest([]fault.Violation{{Field: "page_token", Description: "is not a next_page_token that ListGenerations returned"}})
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &agentdv1.ListGenerationsResponse{NextPageToken: next}
+	for _, rec := range page {
+		res.Generations = append(res.Generations, s.generationOf(ctx, rec, false))
+	}
+	return res, nil
+}
+
+// recordsOf returns the caller's tenant, whose records it may read, or
+// FailedPrecondition when this agentd keeps no record of generations.
+func (s *Service) recordsOf(ctx context.Context) (string, error) {
+	tenant, _, err := s.tenant(ctx)
+	if err != nil {
+		return "", err
+	}
+	if s.generations == nil {
+		return "", fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations (it has no state store), so it cannot look them up")
+	}
+	return tenant, nil
+}
+
+// The states of a record as the API names them, and back.
+var (
+	apiStates = map[store.State]agentdv1.GenerationState{
+		store.Running:   agentdv1.GenerationState_GENERATION_STATE_RUNNING,
+		store.Waiting:   agentdv1.GenerationState_GENERATION_STATE_WAITING,
+		store.Paused:    agentdv1.GenerationState_GENERATION_STATE_PAUSED,
+		store.Completed: agentdv1.GenerationState_GENERATION_STATE_COMPLETED,
+		store.Failed:    agentdv1.GenerationState_GENERATION_STATE_FAILED,
+		store.Cancelled: agentdv1.GenerationState_GENERATION_STATE_CANCELLED,
+	}
+	storeStates = func() map[agentdv1.GenerationState]store.State {
+		m := make(map[agentdv1.GenerationState]store.State, len(apiStates))
+		for s, api := range apiStates {
+			m[api] = s
+		}
+		return m
+	}()
+)
+
+// stateName names a requested state, known or not.
+func stateName(st agentdv1.GenerationState) string {
+	if name, ok := agentdv1.GenerationState_name[int32(st)]; ok {
+		return name
+	}
+	return fmt.Sprint(int32(st))
+}
+
+// generationOf shows a record as the API does; withMessage adds a
+// completed generation's final message. A result this agentd cannot read
+// (one a later version wrote, say) is left out, with a warning: the rest
+// of the record still shows.
+func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMessage bool) *agentdv1.Generation {
+	g := &agentdv1.Generation{
+		GenerationId: rec.ID,
+		State:        apiStates[rec.State],
+		CreatedAt:    timestamppb.New(rec.CreatedAt),
+		UpdatedAt:    timestamppb.New(rec.UpdatedAt),
+		LastSequence: rec.LastSeq,
+	}
+	if !rec.FinishedAt.IsZero() {
+		g.FinishedAt = timestamppb.New(rec.FinishedAt)
+	}
+	if len(rec.Result) == 0 {
+		return g
+	}
+	var r result
+	if err := json.Unmarshal(rec.Result, &r); err != nil {
+		s.log.WarnContext(ctx, "a generation's stored result cannot be read", "generation", rec.ID, "err", err)
+		return g
+	}
+	g.ErrorCode, g.ErrorMessage = int32(r.Code), r.Error
+	lenient := protojson.UnmarshalOptions{DiscardUnknown: true}
+	if len(r.Usage) > 0 {
+		u := &agentdv1.Usage{}
+		if err := lenient.Unmarshal(r.Usage, u); err != nil {
+			s.log.WarnContext(ctx, "a generation's stored usage cannot be read", "generation", rec.ID, "err", err)
+		} else {
+			g.Usage = u
+		}
+	}
+	if withMessage && rec.State == store.Completed && len(r.Message) > 0 {
+		m := &agentdv1.Message{}
+		if err := lenient.Unmarshal(r.Message, m); err != nil {
+			s.log.WarnContext(ctx, "a generation's stored final message cannot be read", "generation", rec.ID, "err", err)
+		} else {
+			g.Message = m
+		}
+	}
+	return g
+}
+
+// addPending adds to a paused generation what it waits for and when the
+// pause expires, from its paused checkpoint. A pause that expired (or was
+// resumed since the record was read) has none: the generation shows
+// without them.
+func (s *Service) addPending(ctx context.Context, tenant string, g *agentdv1.Generation) error {
+	_, cp, err := s.loadPaused(ctx, tenant, g.GetGenerationId())
+	switch {
+	case fault.KindOf(err) == fault.NotFound:
+		return nil
+	case err != nil:
+		return err
+	}
+	g.ApprovalRequests, g.FunctionCalls = pendingRequests(cp.GetTurn())
+	g.ExpiresAt = cp.GetExpiresAt()
+	return nil
+}
