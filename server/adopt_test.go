@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"iter"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
@@ -86,6 +88,12 @@ func (s *severable) Release(ctx context.Context, tenant, id string, epoch int64,
 // closed when the test ends.
 func adoptReplica(t *testing.T, name string, st *store.SQLite, gens store.Generations, bridge server.Bridge, ps ...providers.Provider) agentdv1.AgentServiceClient {
 	t.Helper()
+	return sealingReplica(t, name, st, gens, bridge, nil, ps...)
+}
+
+// sealingReplica is adoptReplica sealing agents with key (nil: none).
+func sealingReplica(t *testing.T, name string, st *store.SQLite, gens store.Generations, bridge server.Bridge, key *sealer.Sealer, ps ...providers.Provider) agentdv1.AgentServiceClient {
+	t.Helper()
 	reg, err := providers.NewRegistry(ps...)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +103,7 @@ func adoptReplica(t *testing.T, name string, st *store.SQLite, gens store.Genera
 	// race detector) to renew in time.
 	cfg.LeaseTTL = time.Second
 	cfg.AdoptInterval = 20 * time.Millisecond
-	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: name})
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: name, Sealer: key})
 	svc.StartAdopter()
 	client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
 	t.Cleanup(svc.Close) // before the connection closes: cleanups run last first
@@ -336,4 +344,69 @@ func TestDetachedGenerations(t *testing.T) {
 			t.Fatalf("resumed: %v, %v", kinds(resumed), status)
 		}
 	})
+}
+
+// X-G3: a generation's agent, with its secrets, reaches the adopting
+// replica only sealed under a key both replicas have: without a key the
+// checkpoint holds no secret, and a generation whose agent had one cannot
+// be adopted; a replica with another key, or none, cannot open a sealed
+// agent. Either way it fails FAILED_PRECONDITION, saying why, and nothing
+// runs.
+func TestAdoptionNeedsTheAgentsSecrets(t *testing.T) {
+	t.Parallel()
+	keyOf := func(b byte) *sealer.Sealer {
+		k, err := sealer.New(bytes.Repeat([]byte{b}, sealer.KeySize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	for _, tc := range []struct {
+		name   string
+		a, b   *sealer.Sealer
+		secret bool
+		want   codes.Code
+		facts  []string
+	}{
+		{name: "one key", a: keyOf(1), b: keyOf(1), secret: true, want: codes.OK},
+		{name: "no key, no secret", want: codes.OK},
+		{name: "no key, a secret", secret: true, want: codes.FailedPrecondition, facts: []string{"store.encryption_key_file", "secrets"}},
+		{name: "another key", a: keyOf(1), b: keyOf(2), secret: true, want: codes.FailedPrecondition, facts: []string{keyOf(1).ID(), keyOf(2).ID()}},
+		{name: "no key to open it", a: keyOf(1), secret: true, want: codes.FailedPrecondition, facts: []string{keyOf(1).ID(), "has none"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t, 0)
+			gensA := &severable{Generations: st.Generations()}
+			a := sealingReplica(t, "replica-a", st, gensA, &fakeBridge{}, tc.a, halfTurn())
+			t.Cleanup(func() { gensA.dead.Store(false) })
+			files := commandServer("files", "files-server")
+			if tc.secret {
+				files.Env = map[string]string{"TOKEN": "cnry-sealed-secret"}
+			}
+			id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{files}}, Messages: userSays("hi")})
+			waitFor(t, func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
+			rec, _ := record(t, &pausable{store: st}, id)
+			if bytes.Contains(rec.Checkpoint, []byte("cnry-sealed-secret")) {
+				t.Fatal("the checkpoint holds the secret in the clear")
+			}
+			gensA.dead.Store(true)
+
+			bridgeB := &fakeBridge{}
+			b := sealingReplica(t, "replica-b", st, st.Generations(), bridgeB, tc.b, plainProvider())
+			events, status := attachTo(t, b, id, 0)
+			if status.Code() != tc.want {
+				t.Fatalf("the attached stream ended %v after %v; want %v", status, kinds(events), tc.want)
+			}
+			wantFacts(t, "the status", status.Message(), tc.facts...)
+			if tc.want != codes.OK && bridgeB.counts().Open != 0 {
+				t.Errorf("a generation that cannot be adopted opened a bridge session")
+			}
+			if tc.want == codes.OK && tc.secret {
+				if env := bridgeB.openRequests()[0].GetServers()[0].GetStdio().GetEnv(); env["TOKEN"] != "cnry-sealed-secret" {
+					t.Errorf("the adopting replica's session has env %v; want the sealed secret", env)
+				}
+			}
+		})
+	}
 }
