@@ -410,3 +410,32 @@ func TestAdoptionNeedsTheAgentsSecrets(t *testing.T) {
 		})
 	}
 }
+
+// X-G3: a replica that stops (Close, as agentd serve does on SIGTERM)
+// releases the generations it runs without a client rather than record
+// them cancelled: another replica adopts them at once, without waiting for
+// a lease to lapse, and they complete there.
+func TestStoppingReplicaHandsItsGenerationsOver(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	reg, err := providers.NewRegistry(halfTurn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Generation
+	cfg.LeaseTTL = time.Hour // a lapse would never come: only the release hands it over
+	svcA := server.New(server.Options{Providers: reg, Bridge: &fakeBridge{}, Config: cfg, Checkpoints: st, Generations: st.Generations(), Replica: "replica-a"})
+	a := agentdv1.NewAgentServiceClient(dial(t, svcA.Register))
+	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain"}, Messages: userSays("hi")})
+	waitFor(t, func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
+	svcA.Close()
+	g, _ := record(t, &pausable{store: st}, id)
+	if g.State != store.Running || g.Lease.Owner != "" {
+		t.Fatalf("after replica-a stopped the record is %s owned by %q; want running and released", g.State, g.Lease.Owner)
+	}
+	b := adoptReplica(t, "replica-b", st, st.Generations(), &fakeBridge{}, plainProvider())
+	events, status := attachTo(t, b, id, 0)
+	if status.Code() != codes.OK || events[len(events)-1].GetCompleted() == nil {
+		t.Fatalf("attached on replica-b: %v, %v; want it completed there", kinds(events), status)
+	}
+}

@@ -665,7 +665,7 @@ func (g *generation) settleJournal(ctx context.Context, err error) {
 		j.halt()
 		j.end()
 		return
-	case g.s.stopping.Load() && (errors.Is(err, errStopping) || g.link.gone() != nil):
+	case g.s.stopping.Load() && (errors.Is(err, errStopping) || errors.Is(context.Cause(ctx), errStopping) || g.link.gone() != nil):
 		// agentd stops under it: another replica adopts it.
 		state = store.Running
 	case g.resume != nil && !g.resume.progressed:
