@@ -142,12 +142,12 @@ func (s *Service) follow(ctx context.Context, tenant, id string, after int64, ou
 }
 
 // followLive follows a generation that this replica runs: the stored
-// events up to what the store has, then those numbered but not yet
-// stored, then each new one as it is numbered, until the generation ends
-// here or the stream falls too far behind; then the caller reads the rest
-// from the store. send skips what was sent already.
+// events up to what the store has, then each new one as it is stored,
+// until the generation ends here or the stream falls too far behind; then
+// the caller reads the rest from the store. send skips what was sent
+// already.
 func (s *Service) followLive(ctx context.Context, j *journal, tenant, id string, after int64, send func(*agentdv1.GenerateResponse) error) error {
-	f, confirmed, pending, ok := j.follow()
+	f, confirmed, ok := j.follow()
 	if !ok {
 		return nil
 	}
@@ -164,11 +164,6 @@ func (s *Service) followLive(ctx context.Context, j *journal, tenant, id string,
 			return err
 		}
 		after = evs[len(evs)-1].Seq
-	}
-	for _, ev := range pending {
-		if err := send(ev); err != nil {
-			return err
-		}
 	}
 	for {
 		select {

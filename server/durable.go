@@ -55,11 +55,13 @@ type journal struct {
 	last      int64         // the last sequence number assigned
 	confirmed int64         // the last sequence number in the store
 	pending   []store.Event // assigned, not yet confirmed, in order
+	msgs      []*agentdv1.GenerateResponse // pending's events, decoded
 	bytes     int           // text deltas pending
 	snap      []byte        // the checkpoint to write, nil when written
 	snapSeq   int64         // the last sequence number snap covers
 	snapN     int64         // counts the checkpoints queued
 	advanced  chan struct{} // closed (and replaced) when confirmed grows
+	ended     chan struct{} // closed by end
 	state     store.State   // the state the record should have
 	written   store.State   // the state the record has
 	lost      bool          // a write was refused with Conflict: write nothing more
@@ -74,7 +76,9 @@ type journal struct {
 }
 
 // follower is an attached stream following a generation of this replica
-// in memory: it receives each event as it is numbered. One that falls
+// in memory: it receives each event once it is in the store (never one
+// the store may not have: a replica that adopts the generation after this
+// one died numbers its own events from the store's last). One that falls
 // more than followerBuffer events behind is dropped (its channel closed)
 // and reads the rest from the store, as it does once the generation ends.
 type follower struct {
@@ -86,27 +90,21 @@ const followerBuffer = 256
 
 func liveKey(tenant, id string) string { return tenant + "\x00" + id }
 
-// follow subscribes f to the events numbered after now. It returns the
-// last sequence number in the store and the events numbered since, which
-// the store may not have yet. ok is false once the journal is settled.
-func (j *journal) follow() (f *follower, confirmed int64, pending []*agentdv1.GenerateResponse, ok bool) {
+// follow subscribes f to the events stored after now. It returns the
+// last sequence number in the store. ok is false once the journal is
+// settled.
+func (j *journal) follow() (f *follower, confirmed int64, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.settled || j.lost {
-		return nil, 0, nil, false
-	}
-	for _, e := range j.pending {
-		ev := &agentdv1.GenerateResponse{}
-		if proto.Unmarshal(e.Data, ev) == nil {
-			pending = append(pending, ev)
-		}
+		return nil, 0, false
 	}
 	f = &follower{ch: make(chan *agentdv1.GenerateResponse, followerBuffer)}
 	if j.subs == nil {
 		j.subs = make(map[*follower]struct{})
 	}
 	j.subs[f] = struct{}{}
-	return f, j.confirmed, pending, true
+	return f, j.confirmed, true
 }
 
 // unfollow drops f, if it is still there.
@@ -189,7 +187,7 @@ func (s *Service) newJournal(g *generation) *journal {
 		stop:  func(err error) { g.link.cancel(err) },
 		warn:  func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
 		state: store.Running, written: store.Running, epoch: 1,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), advanced: make(chan struct{}),
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), advanced: make(chan struct{}), ended: make(chan struct{}),
 	}
 }
 
@@ -234,14 +232,7 @@ func (j *journal) record(ev *agentdv1.GenerateResponse) {
 		kind = string(fd.Name())
 	}
 	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
-	for f := range j.subs {
-		select {
-		case f.ch <- ev:
-		default: // too far behind: it reads the rest from the store
-			delete(j.subs, f)
-			close(f.ch)
-		}
-	}
+	j.msgs = append(j.msgs, ev)
 	if _, ok := ev.GetEvent().(*agentdv1.GenerateResponse_TextDelta); ok {
 		j.bytes += len(data) // the bytes the log will hold
 		if j.bytes < flushBytes {
@@ -271,18 +262,37 @@ func (j *journal) await(ctx context.Context) error {
 	seq := j.last
 	j.mu.Unlock()
 	j.poke()
+	return j.awaitSeq(ctx, seq)
+}
+
+// errUnstored: the journal ended without storing the event waited for
+// (the store was down as the generation ended).
+var errUnstored = errors.New("the generation ended before the event was stored")
+
+// awaitSeq returns once event seq is in the store; errLost once the lease
+// is lost (the event never will be), errUnstored once the journal ended
+// without it.
+func (j *journal) awaitSeq(ctx context.Context, seq int64) error {
 	for {
 		j.mu.Lock()
 		confirmed, lost, advanced := j.confirmed, j.lost, j.advanced
 		j.mu.Unlock()
 		switch {
-		case lost:
-			return errLost
 		case confirmed >= seq:
 			return nil
+		case lost:
+			return errLost
 		}
 		select {
 		case <-advanced:
+		case <-j.ended:
+			j.mu.Lock()
+			confirmed = j.confirmed
+			j.mu.Unlock()
+			if confirmed >= seq {
+				return nil
+			}
+			return errUnstored
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
@@ -487,6 +497,17 @@ func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.Sta
 	close(j.advanced)
 	j.advanced = make(chan struct{})
 	j.uncertain = false
+	for _, ev := range j.msgs[:len(batch)] {
+		for f := range j.subs {
+			select {
+			case f.ch <- ev:
+			default: // too far behind: it reads the rest from the store
+				delete(j.subs, f)
+				close(f.ch)
+			}
+		}
+	}
+	j.msgs = j.msgs[len(batch):]
 	j.pending = j.pending[len(batch):]
 	j.bytes = 0
 	for _, e := range j.pending {
@@ -503,6 +524,11 @@ func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.Sta
 func (j *journal) end() {
 	j.mu.Lock()
 	j.dropFollowers()
+	select {
+	case <-j.ended:
+	default:
+		close(j.ended)
+	}
 	j.mu.Unlock()
 	if j.forget != nil {
 		j.forget()

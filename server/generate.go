@@ -193,10 +193,15 @@ func (l *link) receive(stream generateStream) {
 }
 
 // sender owns stream.Send: every event of a generation passes through its
-// channel, in order. After a failed send it drops the rest.
+// channel, in order. After a failed send it drops the rest. With a durable
+// record (journal), it sends an event only once the store has it (X-G2):
+// a client never sees an event numbered beyond the store's log, which a
+// replica adopting the generation, should this one die, would number
+// afresh.
 type sender struct {
-	ch   chan *agentdv1.GenerateResponse
-	done chan struct{}
+	ch      chan *agentdv1.GenerateResponse
+	done    chan struct{}
+	journal *journal // set before the first numbered event is queued
 }
 
 func newSender(stream generateStream, lost func(error)) *sender {
@@ -207,6 +212,18 @@ func newSender(stream generateStream, lost func(error)) *sender {
 		for ev := range s.ch {
 			if failed {
 				continue
+			}
+			if j := s.journal; j != nil && ev.GetSequence() > 0 {
+				switch err := j.awaitSeq(stream.Context(), ev.GetSequence()); {
+				case errors.Is(err, errUnstored):
+					// The store was down as the generation ended: the
+					// client has it at least.
+				case err != nil:
+					// The lease is lost (the generation stops, and its
+					// status says so), or the client has gone.
+					failed = true
+					continue
+				}
 			}
 			if err := stream.Send(ev); err != nil {
 				failed = true

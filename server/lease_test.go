@@ -23,7 +23,7 @@ import (
 type flakyGenerations struct {
 	store.Generations
 	down        atomic.Bool
-	appendsDown atomic.Bool // Append fails as unavailable
+	appendsDown atomic.Bool // Append and Checkpoint fail as unavailable
 }
 
 func (f *flakyGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []store.Event) (int64, error) {
@@ -31,6 +31,13 @@ func (f *flakyGenerations) Append(ctx context.Context, tenant, id string, epoch 
 		return 0, fault.New(fault.Unavailable, "the store is down")
 	}
 	return f.Generations.Append(ctx, tenant, id, epoch, events)
+}
+
+func (f *flakyGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c store.Checkpoint) (int64, error) {
+	if f.appendsDown.Load() {
+		return 0, fault.New(fault.Unavailable, "the store is down")
+	}
+	return f.Generations.Checkpoint(ctx, tenant, id, epoch, c)
 }
 
 func (f *flakyGenerations) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error {
@@ -100,19 +107,23 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// X-G2: a stream attached on the replica that runs the generation follows
-// it in memory: it receives the events as they come even while the store
-// cannot take them (the generation goes on, and its writes are retried),
-// then, once the store is back, everything to the end, each once; and the
-// log holds the same events. X-G3: a store that refuses appends does not
-// fail the generation.
-func TestAttachFollowsInMemory(t *testing.T) {
+// X-G2: events reach clients only once they are in the store, on the
+// generation's own stream and on one attached on the replica that runs it
+// (which follows it in memory): a replica that adopts the generation
+// after this one died numbers its events from the store's last, so a
+// client must never have seen a number the store lacks. While the store
+// refuses the log's writes, the generation goes on (X-G3: its writes are
+// retried) and neither stream receives anything; once the store is back
+// both receive everything, each once, in order, exactly as logged. An
+// MCP call, meanwhile, waits for its start to be stored (X-G3).
+func TestEventsReachClientsOnceStored(t *testing.T) {
 	t.Parallel()
 	st := newStore(t, 0)
 	gens := &flakyGenerations{Generations: st.Generations()}
 	gens.appendsDown.Store(true)
+	script := recordingScript()
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	client := newClientWith(t, server.Options{Bridge: bridge, Checkpoints: st, Generations: gens, Replica: "replica-a"}, recordingScript())
+	client := newClientWith(t, server.Options{Bridge: bridge, Checkpoints: st, Generations: gens, Replica: "replica-a"}, script)
 	a := &pausable{client: client, store: st}
 
 	own, err := client.Generate(t.Context())
@@ -122,9 +133,32 @@ func TestAttachFollowsInMemory(t *testing.T) {
 	if err := own.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}}}); err != nil {
 		t.Fatal(err)
 	}
-	ownEvents, req := untilApproval(t, own)
-	id := started(t, ownEvents).GetGenerationId()
-
+	ownCh := make(chan *agentdv1.GenerateResponse, 100)
+	go func() {
+		defer close(ownCh)
+		for {
+			ev, err := own.Recv()
+			if err != nil {
+				return
+			}
+			ownCh <- ev
+		}
+	}()
+	// The model's first turn has been played (its events numbered):
+	// nothing is stored, so nothing was sent; and the read call waits for
+	// its start to be stored before it runs (X-G3).
+	waitFor(t, func() bool { return len(script.calls()) == 1 })
+	if len(ownCh) != 0 {
+		t.Fatalf("the client received %d events the store does not have", len(ownCh))
+	}
+	if n := bridge.callsTo("read"); n != 0 {
+		t.Fatalf("the read call ran %d times before its start was stored", n)
+	}
+	g, _ := record(t, a, id0(t, st))
+	if g.LastSeq != 0 {
+		t.Fatalf("the store holds %d events; want none while it refuses appends", g.LastSeq)
+	}
+	id := g.ID
 	att, err := client.Generate(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -132,17 +166,26 @@ func TestAttachFollowsInMemory(t *testing.T) {
 	if err := att.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: id}}}); err != nil {
 		t.Fatal(err)
 	}
-	attEvents, _ := untilApproval(t, att)
-	if g, _ := record(t, a, id); g.LastSeq != 0 {
-		t.Fatalf("the store holds %d events; want none while it refuses appends", g.LastSeq)
-	}
 	gens.appendsDown.Store(false)
+	var ownEvents []*agentdv1.GenerateResponse
+	var req *agentdv1.ApprovalRequest
+	for req == nil {
+		ev, ok := <-ownCh
+		if !ok {
+			t.Fatal("the generation's stream ended before its approval request")
+		}
+		ownEvents = append(ownEvents, ev)
+		req = ev.GetApprovalRequest()
+	}
+	attEvents, _ := untilApproval(t, att)
 	if err := own.Send(approve(req.GetId(), req.GetDigest(), true)); err != nil {
 		t.Fatal(err)
 	}
 	_ = own.CloseSend()
 	_ = att.CloseSend()
-	ownEvents = append(ownEvents, rest(t, own)...)
+	for ev := range ownCh {
+		ownEvents = append(ownEvents, ev)
+	}
 	attEvents = append(attEvents, rest(t, att)...)
 	wantSequences(t, ownEvents, 1)
 	if diff := cmp.Diff(ownEvents, attEvents, protocmp.Transform()); diff != "" {
@@ -154,6 +197,16 @@ func TestAttachFollowsInMemory(t *testing.T) {
 	if g, _ := record(t, a, id); g.State != store.Completed {
 		t.Errorf("the generation is %s; want completed", g.State)
 	}
+}
+
+// id0 is the id of the one generation in st.
+func id0(t *testing.T, st *store.SQLite) string {
+	t.Helper()
+	page, _, err := st.Generations().List(t.Context(), "", store.ListOptions{})
+	if err != nil || len(page) != 1 {
+		t.Fatalf("listing the generations: %d, %v; want one", len(page), err)
+	}
+	return page[0].ID
 }
 
 type eventStream interface {

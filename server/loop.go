@@ -136,6 +136,9 @@ func (g *generation) run(ctx context.Context) error {
 		}
 		g.journal = j
 	}
+	if g.link.out.ch != nil {
+		g.link.out.journal = g.journal
+	}
 	if g.resume != nil {
 		g.resume.stopKeeping = g.keepClaim(ctx)
 		defer g.resume.stopKeeping()
