@@ -332,7 +332,7 @@ func NewAgent(o Options) (*Agent, error) {
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	a.watchStore(o.Config.Store.PingInterval, storeName(o.Config), log)
-	a.sweepFinished(a.store.Generations(), o.Config.Generation.Retention, log)
+	a.sweepFinished(a.store.Generations(), o.Config.Generation.Retention, o.Config.Generation.PauseTTL, log)
 	return a, nil
 }
 

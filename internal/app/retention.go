@@ -2,17 +2,20 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/agentd/agentd/internal/store"
 )
 
-// How often finished generations are swept (X-G4): every tenth of
-// generation.retention, at most every maxSweepEvery and at least every
-// minSweepEvery; the first sweep comes firstSweepAfter after the start
-// (or sooner, at the first interval's end), so that a replica started
-// after a long stop catches up at once.
+// How often generations are swept (X-G4): every tenth of the shorter of
+// generation.retention and generation.pause_ttl, at most every
+// maxSweepEvery and at least every minSweepEvery; the first sweep comes
+// firstSweepAfter after the start (or sooner, at the first interval's
+// end), so that a replica started after a long stop catches up at once.
 const (
 	maxSweepEvery   = 10 * time.Minute
 	minSweepEvery   = 10 * time.Millisecond
@@ -20,20 +23,33 @@ const (
 	sweepTimeout    = time.Minute // one sweep
 )
 
-// sweepEvery is the interval between sweeps for a retention.
-func sweepEvery(retention time.Duration) time.Duration {
-	return max(min(retention/10, maxSweepEvery), minSweepEvery)
+// sweepEvery is the interval between sweeps for a retention and a pause
+// TTL.
+func sweepEvery(retention, pauseTTL time.Duration) time.Duration {
+	return max(min(min(retention, pauseTTL)/10, maxSweepEvery), minSweepEvery)
 }
 
-// sweepFinished removes, until Close, the generations that finished more
-// than retention ago, with their event logs (X-G4): every sweepEvery,
-// on every replica (the store lets several sweep at once). A sweep that
-// fails is logged and tried again at the next interval.
-func (a *Agent) sweepFinished(gens store.Generations, retention time.Duration, log *slog.Logger) {
+// pauseExpired is the result of a paused generation whose pause expired
+// before a resume took it (X-G4), in the form of the results that the
+// server's journal records (server/durable.go), so that GetGeneration
+// shows it and an attached stream ends with it. It is cancelled, by no
+// client: DEADLINE_EXCEEDED tells it from one a client cancelled.
+var pauseExpired, _ = json.Marshal(struct {
+	Error string     `json:"error"`
+	Code  codes.Code `json:"code"`
+}{"the pause expired (generation.pause_ttl) before a resume", codes.DeadlineExceeded})
+
+// sweepFinished ends, until Close, the paused generations whose pause
+// expired before a resume (store.Generations.ExpirePaused: they become
+// cancelled, with pauseExpired), then removes the generations that
+// finished more than retention ago, with their event logs (X-G4): every
+// sweepEvery, on every replica (the store lets several sweep at once). A
+// step that fails is logged and tried again at the next interval.
+func (a *Agent) sweepFinished(gens store.Generations, retention, pauseTTL time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopSweep = cancel
 	a.sweepDone = make(chan struct{})
-	every := sweepEvery(retention)
+	every := sweepEvery(retention, pauseTTL)
 	go func() {
 		defer close(a.sweepDone)
 		t := time.NewTimer(min(every, firstSweepAfter))
@@ -44,9 +60,20 @@ func (a *Agent) sweepFinished(gens store.Generations, retention time.Duration, l
 				return
 			case <-t.C:
 			}
-			sctx, scancel := context.WithTimeout(ctx, sweepTimeout)
-			n, err := gens.Sweep(sctx, time.Now().Add(-retention))
-			scancel()
+			n, err := within(ctx, func(ctx context.Context) (int, error) {
+				return gens.ExpirePaused(ctx, time.Now(), pauseExpired)
+			})
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				log.Warn("ending paused generations whose pause expired failed; trying again later", "retry_in", every, "error", err)
+			case n > 0:
+				log.Info("cancelled paused generations whose pause expired", "cancelled", n, "pause_ttl", pauseTTL)
+			}
+			n, err = within(ctx, func(ctx context.Context) (int, error) {
+				return gens.Sweep(ctx, time.Now().Add(-retention))
+			})
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -58,4 +85,11 @@ func (a *Agent) sweepFinished(gens store.Generations, retention time.Duration, l
 			t.Reset(every)
 		}
 	}()
+}
+
+// within runs one step of a sweep, for at most sweepTimeout.
+func within(ctx context.Context, step func(context.Context) (int, error)) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+	defer cancel()
+	return step(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,107 @@ func TestRetentionSweepsFinishedGenerations(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "swept finished generations") {
 		t.Errorf("the log does not say what was swept:\n%s", logs.String())
+	}
+}
+
+// X-G4: a paused generation whose pause expired (generation.pause_ttl)
+// before a resume ends: GetGeneration and ListGenerations show it
+// cancelled, finished, with DEADLINE_EXCEEDED and why, nothing pending;
+// an attached stream replays its log and ends with that status; a resume
+// of it is NOT_FOUND, as before; and it is swept once it finished
+// generation.retention ago, like any finished generation.
+func TestExpiredPauseIsCancelledThenSwept(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Generation.PauseTTL = 300 * time.Millisecond
+	cfg.Generation.Retention = time.Second
+	var logs apptest.Logs
+	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	client := agentdv1.NewAgentServiceClient(conn)
+
+	// It calls a function tool, and its client is gone: it pauses.
+	agent := scriptAgent(t,
+		map[string]any{"tool_calls": []any{map[string]any{"name": "lookup", "arguments": map[string]any{}}}},
+		map[string]any{"text": "found"})
+	id := runToEnd(t, client, agent)
+
+	// waitState polls GetGeneration until the generation is no longer in
+	// one of the states from; it returns the generation, or nil once it
+	// is not found.
+	waitState := func(from ...agentdv1.GenerationState) *agentdv1.Generation {
+		t.Helper()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			res, err := client.GetGeneration(t.Context(), &agentdv1.GetGenerationRequest{GenerationId: id})
+			switch {
+			case status.Code(err) == codes.NotFound:
+				return nil
+			case err != nil:
+				t.Fatalf("GetGeneration: %v", err)
+			case !slices.Contains(from, res.GetGeneration().GetState()):
+				return res.GetGeneration()
+			}
+			select {
+			case <-t.Context().Done():
+				t.Fatalf("the generation stayed %v", res.GetGeneration().GetState())
+			case <-tick.C:
+			}
+		}
+	}
+	g := waitState(agentdv1.GenerationState_GENERATION_STATE_RUNNING, agentdv1.GenerationState_GENERATION_STATE_PAUSED)
+	if g == nil {
+		t.Fatal("the generation whose pause expired was swept before it was seen cancelled")
+	}
+	if g.GetState() != agentdv1.GenerationState_GENERATION_STATE_CANCELLED ||
+		codes.Code(g.GetErrorCode()) != codes.DeadlineExceeded || !strings.Contains(g.GetErrorMessage(), "pause expired") ||
+		g.GetFinishedAt() == nil || len(g.GetFunctionCalls()) != 0 || g.GetExpiresAt() != nil {
+		t.Fatalf("the generation whose pause expired: %v; want cancelled, finished, DEADLINE_EXCEEDED saying the pause expired, nothing pending", g)
+	}
+	list, err := client.ListGenerations(t.Context(), &agentdv1.ListGenerationsRequest{
+		States: []agentdv1.GenerationState{agentdv1.GenerationState_GENERATION_STATE_CANCELLED},
+	})
+	if err != nil || len(list.GetGenerations()) != 1 || list.GetGenerations()[0].GetGenerationId() != id {
+		t.Errorf("ListGenerations of the cancelled: %v, %v; want %s", list, err, id)
+	}
+
+	stream, err := client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: id}}}); err != nil {
+		t.Fatal(err)
+	}
+	var last *agentdv1.GenerateResponse
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(status.Convert(err).Message(), "pause expired") {
+				t.Errorf("an attached stream ended with %v; want DEADLINE_EXCEEDED, the pause expired", err)
+			}
+			break
+		}
+		last = ev
+	}
+	if last.GetPaused() == nil {
+		t.Errorf("an attached stream's last event: %v; want the pause", last)
+	}
+
+	stream, err = client.Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{GenerationId: id, Agent: agent}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.NotFound {
+		t.Errorf("a resume of the expired pause: %v; want NOT_FOUND", err)
+	}
+
+	if g := waitState(agentdv1.GenerationState_GENERATION_STATE_CANCELLED); g != nil {
+		t.Fatalf("the cancelled generation became %v", g)
+	}
+	if !strings.Contains(logs.String(), "cancelled paused generations whose pause expired") {
+		t.Errorf("the log does not say what was cancelled:\n%s", logs.String())
 	}
 }

@@ -749,7 +749,7 @@ type Generation struct {
 	// MaxAnswerTimeout caps a request's answer_timeout. Default 1h.
 	MaxAnswerTimeout time.Duration `yaml:"max_answer_timeout"`
 	// PauseTTL is how long a paused generation can be resumed. Default
-	// 24h.
+	// 24h. One not resumed by then ends as cancelled (X-G4).
 	PauseTTL time.Duration `yaml:"pause_ttl"`
 	// ResumeStaleAfter is how long a resume may hold a paused generation
 	// before another resume may take it over (the first is presumed dead;

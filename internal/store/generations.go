@@ -26,7 +26,7 @@ const (
 	// result) and keeps the lease meanwhile.
 	Waiting State = "waiting"
 	// Paused: nobody works on it; a resume acquires it. Adopt passes it
-	// over.
+	// over; ExpirePaused cancels it once its pause has expired.
 	Paused State = "paused"
 	// Completed, Failed, Cancelled: it has ended (Finish).
 	Completed State = "completed"
@@ -247,6 +247,20 @@ type Generations interface {
 	// Read never returns an event while one before it is missing. An
 	// unknown generation, or another tenant's, is NotFound.
 	Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error)
+
+	// ExpirePaused ends the paused generations, of any tenant, whose pause
+	// ran out unresumed, and returns how many. One ends when its lease is
+	// released (no resume has acquired it) and its paused checkpoint in
+	// the same database's Checkpoints, which decides whether a resume may
+	// take it, has expired by now unclaimed, or is gone (swept). It
+	// becomes Cancelled, finished at now with result, its checkpoint
+	// dropped, its log and epoch kept: as Finish leaves a generation, so
+	// that Sweep removes it after the retention. It takes no lease and
+	// does not race a resume: of it and an Acquire of one generation,
+	// exactly one takes effect (an Acquire after it finds the generation
+	// finished, Conflict; one before it holds a lease, and the generation
+	// is left). Replicas may run it at once; a generation ends once.
+	ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error)
 
 	// Sweep removes the generations, of any tenant, that finished at or
 	// before before, with their logs, and returns how many. Replicas may

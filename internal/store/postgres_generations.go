@@ -327,6 +327,26 @@ func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64,
 	return out, nil
 }
 
+func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error) {
+	// Each row is updated under its lock: an Acquire that took it first
+	// set an owner, and the recheck of the WHERE leaves it; an Acquire
+	// that waited on the lock finds the generation finished. Likewise a
+	// replica expiring at once ends none twice. A claimed checkpoint is a
+	// resume's, on its way to Acquire; the store's sweeper removes it
+	// once the claim is a day stale.
+	tag, err := p.pool.Exec(ctx, `
+		UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', updated_at = $2, finished_at = $2
+		WHERE state = 'paused' AND owner = ''
+			AND NOT EXISTS (SELECT 1 FROM paused_generations pg
+				WHERE pg.tenant = generations.tenant AND pg.id = generations.id
+					AND (pg.expires_at > $2 OR pg.claimed_at IS NOT NULL))`,
+		orEmpty(result), ms(now))
+	if err != nil {
+		return 0, classify(err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 func (p pgGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
 	// The events go with their generation (ON DELETE CASCADE).
 	tag, err := p.pool.Exec(ctx, `DELETE FROM generations WHERE finished_at IS NOT NULL AND finished_at <= $1`, ms(before))

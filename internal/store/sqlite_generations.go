@@ -362,6 +362,30 @@ func (s sqliteGenerations) Read(ctx context.Context, tenant, id string, after in
 	return out, nil
 }
 
+func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error) {
+	// One statement: it holds the write lock from its start, so an
+	// Acquire comes wholly before it (and holds a lease, which it
+	// leaves) or after it (and finds the generation finished). A claimed
+	// checkpoint is a resume's, on its way to Acquire; the store's
+	// sweeper removes it once the claim is a day stale.
+	t := now.UnixMilli()
+	res, err := s.db.ExecContext(ctx, `
+		UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', updated_at = ?, finished_at = ?
+		WHERE state = 'paused' AND owner = ''
+			AND NOT EXISTS (SELECT 1 FROM paused_generations p
+				WHERE p.tenant = generations.tenant AND p.id = generations.id
+					AND (p.expires_at > ? OR p.claimed_at IS NOT NULL))`,
+		orEmpty(result), t, t, t)
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return int(n), nil
+}
+
 func (s sqliteGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
 	// The events go with their generation (ON DELETE CASCADE).
 	res, err := s.db.ExecContext(ctx, `DELETE FROM generations WHERE finished_at IS NOT NULL AND finished_at <= ?`, before.UnixMilli())

@@ -935,3 +935,188 @@ func testSweep(t *testing.T, db DB) {
 		t.Errorf("the log of a generation made anew after its sweep (-want +got):\n%s", diff)
 	}
 }
+
+// pause records tenant's generation id as a paused one, owned by "r"
+// until it released its lease (release) or not; with a pause (its
+// paused checkpoint in Checkpoints) expiring at expires unless that is
+// zero.
+func pause(t *testing.T, s store.Store, tenant, id string, release bool, expires time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	g := s.Generations()
+	if err := g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(15 * time.Second),
+		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", id)}, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if !expires.IsZero() {
+		if err := s.Save(ctx, tenant, id, []byte("pause of "+id), expires, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.Checkpoint(ctx, tenant, id, 1, store.Checkpoint{State: store.Paused, Data: []byte("c1"),
+		Events: []store.Event{ev("paused", id)}, Now: at(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if release {
+		if err := g.Release(ctx, tenant, id, 1, at(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// X-G4: ExpirePaused cancels, with the result given, the paused
+// generations of every tenant whose pause (their checkpoint in
+// Checkpoints, of the same tenant) expired at or before now unclaimed,
+// or is gone, and that nobody holds; finished at now, their checkpoint
+// dropped, their log and lease kept, no Acquire takes them after, and
+// Sweep removes them. It leaves a pause not yet expired (until it has),
+// one a resume claimed, paused generations under a lease (a resume's,
+// or their owner's before it released them), running, waiting and
+// finished ones.
+func testExpirePaused(t *testing.T, db DB) {
+	s := open(t, db, 0)
+	g := s.Generations()
+	ctx := t.Context()
+	now := at(time.Hour)
+	ends := map[string]bool{}
+	paused := func(tenant, id string, release bool, expires time.Time, end bool) {
+		t.Helper()
+		pause(t, s, tenant, id, release, expires)
+		ends[tenant+"/"+id] = end
+	}
+	paused("acme", "expired", true, at(30*time.Minute), true)
+	paused("acme", "at-now", true, now, true)
+	paused("acme", "gone", true, time.Time{}, true)
+	paused("globex", "expired", true, at(30*time.Minute), true)
+	paused("acme", "unexpired", true, at(2*time.Hour), false)
+	paused("acme", "claimed", true, at(30*time.Minute), false)
+	if err := s.Claim(ctx, "acme", "claimed", 1, []byte("claimed"), at(20*time.Minute), t0); err != nil {
+		t.Fatal(err)
+	}
+	paused("acme", "leased", false, at(30*time.Minute), false)
+	paused("acme", "resumed", true, at(30*time.Minute), false)
+	if _, err := g.Acquire(ctx, "acme", "resumed", "resumer", at(20*time.Minute), at(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// Another tenant's pause of the same id, not expired, is not this one.
+	paused("globex", "shadowed", true, at(30*time.Minute), true)
+	if err := s.Save(ctx, "acme", "shadowed", []byte("acme's"), at(2*time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"running", "waiting", "completed"} {
+		if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: id, Owner: "r", Expires: at(15 * time.Second), Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+		ends["acme/"+id] = false
+	}
+	if _, err := g.Checkpoint(ctx, "acme", "waiting", 1, store.Checkpoint{State: store.Waiting, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(ctx, "acme", "waiting", 1, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Finish(ctx, "acme", "completed", 1, store.Outcome{State: store.Completed, Result: []byte("done"), Now: at(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]store.Generation{}
+	for key := range ends {
+		tenant, id, _ := strings.Cut(key, "/")
+		before[key] = must[store.Generation](t, "Get")(g.Get(ctx, tenant, id))
+	}
+
+	result := []byte(`{"error":"the pause expired"}`)
+	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, now, result)); n != 5 {
+		t.Errorf("ExpirePaused ended %d; want 5", n)
+	}
+	for key, end := range ends {
+		tenant, id, _ := strings.Cut(key, "/")
+		want := before[key]
+		if end {
+			want.State, want.Result, want.Checkpoint, want.UpdatedAt, want.FinishedAt = store.Cancelled, result, nil, now, now
+		}
+		if diff := cmp.Diff(want, must[store.Generation](t, "Get")(g.Get(ctx, tenant, id)), equateEmpty); diff != "" {
+			t.Errorf("%s after ExpirePaused (-want +got):\n%s", key, diff)
+		}
+	}
+	if diff := cmp.Diff(seqs(1, ev("started", "expired"), ev("paused", "expired")), logOf(t, g, "acme", "expired"), equateEmpty); diff != "" {
+		t.Errorf("the log of an expired pause (-want +got):\n%s", diff)
+	}
+	_, err := g.Acquire(ctx, "acme", "expired", "late-resume", now, at(2*time.Hour))
+	wantKind(t, "Acquire of an expired pause", err, fault.Conflict)
+
+	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, now, result)); n != 0 {
+		t.Errorf("ExpirePaused again ended %d more; want none", n)
+	}
+	// The pause that had not expired ends once it has.
+	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, at(2*time.Hour), result)); n != 1 {
+		t.Errorf("ExpirePaused at 2h ended %d; want 1", n)
+	}
+	if got := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "unexpired")); got.State != store.Cancelled || !got.FinishedAt.Equal(at(2*time.Hour)) {
+		t.Errorf("the pause that expired at 2h: %s, finished at %v", got.State, got.FinishedAt)
+	}
+	// Finished, they go with the retention sweep: the five ended at 1h,
+	// and the one completed before.
+	if n := must[int](t, "Sweep")(g.Sweep(ctx, now)); n != 6 {
+		t.Errorf("the sweep at 1h removed %d; want 6", n)
+	}
+	_, err = g.Get(ctx, "globex", "expired")
+	wantKind(t, "Get of a swept expired pause", err, fault.NotFound)
+}
+
+// X-G4: of an Acquire (a resume) and ExpirePaused running at once on a
+// paused generation whose pause has expired, exactly one takes effect:
+// the resume holds it, paused, or it is cancelled and the Acquire fails
+// with Conflict. Replicas expiring at once end each generation once.
+func testConcurrentExpirePaused(t *testing.T, db DB) {
+	const n = 24
+	sa, sb := open(t, db, 0), open(t, db, 0)
+	a, b := sa.Generations(), sb.Generations()
+	ctx := t.Context()
+	for i := range n {
+		pause(t, sa, "acme", fmt.Sprintf("g%02d", i), true, at(30*time.Minute))
+	}
+	now := at(time.Hour)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	acquired := make([]bool, n)
+	var expired [2]int
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := []store.Generations{a, b}[i%2].Acquire(ctx, "acme", fmt.Sprintf("g%02d", i), fmt.Sprintf("r%d", i), now, at(2*time.Hour))
+			if err != nil {
+				wantKind(t, "a losing Acquire", err, fault.Conflict)
+				return
+			}
+			acquired[i] = true
+		})
+	}
+	for i, g := range []store.Generations{a, b} {
+		wg.Go(func() {
+			<-start
+			var err error
+			if expired[i], err = g.ExpirePaused(ctx, now, []byte("expired")); err != nil {
+				t.Errorf("ExpirePaused: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	nAcquired := 0
+	for i, ok := range acquired {
+		id := fmt.Sprintf("g%02d", i)
+		got := must[store.Generation](t, "Get")(a.Get(ctx, "acme", id))
+		switch {
+		case ok:
+			nAcquired++
+			if got.State != store.Paused || got.Lease.Owner != fmt.Sprintf("r%d", i) || got.Lease.Epoch != 2 {
+				t.Errorf("%s, acquired: %s, lease %+v; want paused, r%d's, epoch 2", id, got.State, got.Lease, i)
+			}
+		case got.State != store.Cancelled || got.Lease.Owner != "" || got.Lease.Epoch != 1:
+			t.Errorf("%s, not acquired: %s, lease %+v; want cancelled, unleased, epoch 1", id, got.State, got.Lease)
+		}
+	}
+	if nAcquired+expired[0]+expired[1] != n {
+		t.Errorf("%d acquired, %v expired; want one or the other for each of %d", nAcquired, expired, n)
+	}
+}

@@ -7,7 +7,7 @@
 // at once. For durable generations (Generations, X-G3): the record and its
 // lease, writes fenced by the lease's epoch, exactly one winner among
 // concurrent acquisitions and adoptions, List's pages, the retention
-// sweep; and their event logs (X-G2): dense sequence numbers under
+// sweep, the end of pauses that expired (X-G4); and their event logs (X-G2): dense sequence numbers under
 // concurrent appenders, reads in order, atomic batches.
 package storetest
 
@@ -61,6 +61,8 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"WithdrawnTurn", testWithdrawnTurn},
 		{"ListPages", testListPages},
 		{"Sweep", testSweep},
+		{"ExpirePaused", testExpirePaused},
+		{"ConcurrentExpirePaused", testConcurrentExpirePaused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,6 +22,8 @@ CREATE TABLE generations (
 CREATE INDEX generations_by_creation ON generations (tenant, created_at, id);
 -- Adopt: the leases that lapse first, of generations someone should run.
 CREATE INDEX generations_adoptable ON generations (lease_expires) WHERE state IN ('running', 'waiting');
+-- ExpirePaused: the paused ones, few among the rest.
+CREATE INDEX generations_paused ON generations (tenant, id) WHERE state = 'paused';
 -- Sweep.
 CREATE INDEX generations_finished ON generations (finished_at) WHERE finished_at IS NOT NULL;
 
