@@ -52,21 +52,21 @@ type journal struct {
 	warn   func(msg string, err error)
 
 	mu        sync.Mutex
-	last      int64         // the last sequence number assigned
-	confirmed int64         // the last sequence number in the store
-	pending   []store.Event // assigned, not yet confirmed, in order
+	last      int64                        // the last sequence number assigned
+	confirmed int64                        // the last sequence number in the store
+	pending   []store.Event                // assigned, not yet confirmed, in order
 	msgs      []*agentdv1.GenerateResponse // pending's events, decoded
-	bytes     int           // text deltas pending
-	snap      []byte        // the checkpoint to write, nil when written
-	snapSeq   int64         // the last sequence number snap covers
-	snapN     int64         // counts the checkpoints queued
-	advanced  chan struct{} // closed (and replaced) when confirmed grows
-	ended     chan struct{} // closed by end
-	state     store.State   // the state the record should have
-	written   store.State   // the state the record has
-	lost      bool          // a write was refused with Conflict: write nothing more
-	uncertain bool          // an append failed as unavailable: it may have taken
-	wake      chan struct{} // something is due now
+	bytes     int                          // text deltas pending
+	snap      []byte                       // the checkpoint to write, nil when written
+	snapSeq   int64                        // the last sequence number snap covers
+	snapN     int64                        // counts the checkpoints queued
+	advanced  chan struct{}                // closed (and replaced) when confirmed grows
+	ended     chan struct{}                // closed by end
+	state     store.State                  // the state the record should have
+	written   store.State                  // the state the record has
+	lost      bool                         // a write was refused with Conflict: write nothing more
+	uncertain bool                         // an append failed as unavailable: it may have taken
+	wake      chan struct{}                // something is due now
 	quit      chan struct{}
 	done      chan struct{}
 	started   bool
