@@ -188,7 +188,15 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	ad := &adoption{turn: cp.GetTurn(), started: make(map[string]bool)}
 	ctx, cancel := context.WithTimeout(s.bg, storeTimeout)
 	defer cancel()
-	for after := rec.CheckpointSeq; after < rec.LastSeq; {
+	// Inside a tool turn, a call's start may be covered by the checkpoint
+	// already: another call's result, written with a later checkpoint,
+	// covers every event before it. So the turn's starts are looked for
+	// in the whole log, not only after the checkpoint.
+	from := rec.CheckpointSeq
+	if ad.turn != nil {
+		from = 0
+	}
+	for after := from; after < rec.LastSeq; {
 		evs, err := s.generations.Read(ctx, rec.Tenant, rec.ID, after, 0)
 		if err != nil {
 			return g, err
@@ -207,7 +215,9 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 					ad.withdrawFrom = e.Seq
 				}
 			case *agentdv1.GenerateResponse_ToolCallStarted:
-				ad.started[k.ToolCallStarted.GetCallId()] = true
+				if ad.turn != nil && k.ToolCallStarted.GetTurn() == ad.turn.GetTurn() {
+					ad.started[k.ToolCallStarted.GetCallId()] = true
+				}
 			}
 		}
 		after = evs[len(evs)-1].Seq
