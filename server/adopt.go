@@ -191,6 +191,9 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	}
 	ctx, cancel := context.WithTimeout(s.bg, storeTimeout)
 	defer cancel()
+	// Inside a tool turn, the starts the checkpoint covers (another call's
+	// result, written with a later checkpoint, covers every event before
+	// it) are listed in it; the log after it has the later ones.
 	for after := rec.CheckpointSeq; after < rec.LastSeq; {
 		evs, err := s.generations.Read(ctx, rec.Tenant, rec.ID, after, 0)
 		if err != nil {
@@ -210,7 +213,9 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 					ad.withdrawFrom = e.Seq
 				}
 			case *agentdv1.GenerateResponse_ToolCallStarted:
-				ad.started[k.ToolCallStarted.GetCallId()] = true
+				if ad.turn != nil && k.ToolCallStarted.GetTurn() == ad.turn.GetTurn() {
+					ad.started[k.ToolCallStarted.GetCallId()] = true
+				}
 			}
 		}
 		after = evs[len(evs)-1].Seq

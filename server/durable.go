@@ -223,7 +223,30 @@ func (s *Service) acquire(ctx context.Context, tenant, id string, ttl time.Durat
 // The caller serializes its calls in the order the events are sent.
 func (j *journal) record(ev *agentdv1.GenerateResponse) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
+	due := j.recordLocked(ev)
+	j.mu.Unlock()
+	if due {
+		j.poke()
+	}
+}
+
+// recordCheckpoint records ev and queues data as the checkpoint covering
+// it in one step, so that the keeper writes them in one write: a tool
+// call's tool_call_finished event is never in the log without the
+// checkpoint that holds the call's result (X-G3). The caller serializes
+// it with record.
+func (j *journal) recordCheckpoint(ev *agentdv1.GenerateResponse, data []byte) {
+	j.mu.Lock()
+	j.recordLocked(ev)
+	j.snap, j.snapSeq = data, j.last
+	j.snapN++
+	j.mu.Unlock()
+	j.poke()
+}
+
+// recordLocked is record with j.mu held; it reports whether a write is
+// due now.
+func (j *journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
 	j.last++
 	ev.Sequence = j.last
 	data, _ := proto.Marshal(ev)
@@ -235,11 +258,9 @@ func (j *journal) record(ev *agentdv1.GenerateResponse) {
 	j.msgs = append(j.msgs, ev)
 	if _, ok := ev.GetEvent().(*agentdv1.GenerateResponse_TextDelta); ok {
 		j.bytes += len(data) // the bytes the log will hold
-		if j.bytes < flushBytes {
-			return
-		}
+		return j.bytes >= flushBytes
 	}
-	j.poke()
+	return true
 }
 
 // checkpoint queues data as the generation's checkpoint, covering every

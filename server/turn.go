@@ -149,8 +149,7 @@ func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1
 		return context.Cause(r.ctx)
 	}
 	r.setResult(i, res)
-	g.journal.record(ev)
-	g.journal.checkpoint(g.snapshot(r.runningState()))
+	g.journal.recordCheckpoint(ev, g.snapshot(r.runningState()))
 	return g.link.out.emit(r.ctx, ev)
 }
 

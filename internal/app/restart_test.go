@@ -42,6 +42,11 @@ const (
 	// processes; counterPidsEnv names a file for its pid.
 	counterEnv     = "AGENTD_TEST_COUNTER"
 	counterPidsEnv = "AGENTD_TEST_COUNTER_PIDS"
+	// counterGateEnv, when set, gives the counting server a second tool,
+	// "gate", a slow one: it appends "gate:<marker>" to the counter file,
+	// then waits until the directory the variable names holds a file
+	// named <marker> or "all", and answers "passed <marker>".
+	counterGateEnv = "AGENTD_TEST_COUNTER_GATE"
 )
 
 func runServe() int {
@@ -86,6 +91,34 @@ func runCounter() int {
 			fmt.Fprintln(f, in.Path)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.Path}}}, nil, nil
 		})
+	if gates := os.Getenv(counterGateEnv); gates != "" {
+		type gateArgs struct {
+			Marker string `json:"marker"`
+		}
+		mcp.AddTool(s, &mcp.Tool{Name: "gate", Description: "Waits until its gate opens (counts the call)."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in gateArgs) (*mcp.CallToolResult, any, error) {
+				f, err := os.OpenFile(os.Getenv(counterEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				if err != nil {
+					return nil, nil, err
+				}
+				fmt.Fprintln(f, "gate:"+in.Marker)
+				f.Close()
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					for _, name := range []string{in.Marker, "all"} {
+						if _, err := os.Stat(filepath.Join(gates, name)); err == nil {
+							return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "passed " + in.Marker}}}, nil, nil
+						}
+					}
+					select {
+					case <-ctx.Done():
+						return nil, nil, ctx.Err()
+					case <-tick.C:
+					}
+				}
+			})
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		return 1
 	}
