@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench bench-store stress fuzz load tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
+.PHONY: help run build test bench bench-store stress fuzz load load-replicas tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -31,10 +31,11 @@ help:
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
 	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
-	@echo "make bench-store       the stores' write and read latencies, SQLite and a throwaway PostgreSQL"
+	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
+	@echo "make load-replicas     the same across LOAD_REPLICAS (2) agentd replicas on a throwaway PostgreSQL"
 
 ## Set-up ---------------------------------------------------------------------
 
@@ -141,12 +142,23 @@ bench: npm
 	go test -run '^$$' -bench 'BenchmarkAuth$$' -benchtime 300x -count $(BENCH_COUNT) ./internal/app/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
 
-# The durable generations' store: checkpoint and event-append latency (p50,
-# p99) and reading 1,000 events, on SQLite and on a throwaway PostgreSQL
+# Durable generations, on SQLite and on one throwaway PostgreSQL
 # (scripts/postgres.sh: fsync off, so the PostgreSQL figures are the
-# protocol's and the server's work, not the disk's).
+# protocol's and the server's work, not the disk's): the store's checkpoint
+# and event-append latency (p50, p99) and reading 1,000 events
+# (BenchmarkGenerations); durability's cost on the tool loop, the record on
+# against off in alternating rounds of generations, with the store's write
+# latencies as the server makes them (BenchmarkDurability, DURABILITY_ROUNDS
+# rounds); an attach on another replica replaying 1,000 events
+# (BenchmarkAttachReplay). Then the medians and the target ratios.
+DURABILITY_ROUNDS ?= 15
 bench-store:
-	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 go test -run '^$$' -bench Generations -count $(BENCH_COUNT) ./internal/store/
+	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 bash -c ' \
+	  set -eo pipefail; \
+	  go test -run "^$$" -bench Generations -count $(BENCH_COUNT) ./internal/store/; \
+	  go test -run "^$$" -bench Durability -benchtime $(DURABILITY_ROUNDS)x -count $(BENCH_COUNT) ./internal/app/; \
+	  go test -run "^$$" -bench AttachReplay -count $(BENCH_COUNT) ./internal/app/' | tee /tmp/agentd-bench-store.txt
+	@echo; scripts/bench-ratios.sh /tmp/agentd-bench-store.txt
 
 # The long part of the fault-injection suite (internal/faultsuite): with the
 # stress tag, full-size faults (50 MB results, 64 MiB messages) and rounds
@@ -176,6 +188,15 @@ LOAD_STREAMS ?= 500
 LOAD_DURATION ?= 60s
 load:
 	go run ./cmd/agentd-load -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)
+
+# The same load across LOAD_REPLICAS agentd replicas (in this process, each
+# with its own port, replica id, bridge and demo server process) on one
+# throwaway PostgreSQL (scripts/postgres.sh: fsync off), the streams spread
+# across them. agentd-load reads the DSN from AGENTD_STORE_DSN.
+LOAD_REPLICAS ?= 2
+load-replicas:
+	scripts/postgres.sh run bash -c 'AGENTD_STORE_DSN="$$AGENTD_TEST_POSTGRES_DSN" exec go run ./cmd/agentd-load \
+	  -replicas $(LOAD_REPLICAS) -store postgres -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)'
 
 # The client examples (scripts/examples.sh: every Go, Python and TypeScript
 # example and agentd generate) against a live agentd that this target starts

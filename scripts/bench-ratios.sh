@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-ratios.sh FILE: medians of `go test -bench -count N` output and the
-# bridge's target ratios (README, "Benchmarks").
+# target ratios (BENCHMARKS.md): the bridge's (make bench), and durability's
+# with the stores' latencies (make bench-store).
 set -euo pipefail
 awk '
 /^Benchmark/ {
@@ -10,6 +11,8 @@ awk '
     if ($(i+1) == "spawns/op") sp[name] = sp[name] " " $i
     if ($(i+1) ~ /\/direct$/) pr[$(i+1)] = pr[$(i+1)] " " $i
     if ($(i+1) ~ /^µs-added-/) au[$(i+1)] = au[$(i+1)] " " $i
+    if ($(i+1) == "record/off") du[name] = du[name] " " $i
+    if ($(i+1) ~ /p50|p99|\/gen/) st[name " " $(i+1)] = st[name " " $(i+1)] " " $i
   }
 }
 function median(list,   a, n, i, j, t) {
@@ -28,5 +31,13 @@ END {
   }
   if (("BenchmarkFirstCall/cold" in m) && ("BenchmarkFirstCall/warm" in m))
     printf "first call, cold spawn / warm pool: %.1fx faster warm (target >= 20x)\n", m["BenchmarkFirstCall/cold"] / m["BenchmarkFirstCall/warm"]
+  n = 0
+  for (k in st) keys[++n] = k
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (keys[j] < keys[i]) { t = keys[i]; keys[i] = keys[j]; keys[j] = t }
+  for (i = 1; i <= n; i++) { split(keys[i], f, " "); printf "%-40s %12.2f %s (median)\n", f[1], median(st[keys[i]]), f[2] }
+  for (b in du) {
+    target = b ~ /postgres/ ? "1.25" : "1.15"
+    printf "durability on the tool loop, %s: the record on / off, paired rounds: %.2fx (target <= %sx)\n", b, median(du[b]), target
+  }
   for (k in au) printf "a Generate authenticated, %s: %.1f µs per call, paired rounds (target <= 50 µs)\n", k, median(au[k])
 }' "$1"

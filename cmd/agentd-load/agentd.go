@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
@@ -13,29 +15,47 @@ import (
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
-// inProcess is an agentd served by this process on a loopback TCP port,
-// built as `agentd serve` builds it (see the package comment for what
-// differs). Close stops it; Close is idempotent and not safe for
-// concurrent use.
-type inProcess struct {
-	addr string // where it serves
-	dir  string // state directory, with agentd.log
+// storeChoice is the store the in-process agentds share: SQLite (agentd.db
+// in their state directory) or the PostgreSQL database of dsn.
+type storeChoice struct {
+	driver string // config.StoreSQLite or config.StorePostgres
+	dsn    string // with postgres; never printed
+}
 
-	log       *os.File
-	cancel    context.CancelFunc
-	served    chan error // Serve's result
+// fleet is the agentds served by this process: replicas of one another,
+// each built as `agentd serve` builds it (see the package comment for what
+// differs), on a loopback TCP port of its own, with a replica id, an
+// embedded bridge and a demo server process of its own, all on one store.
+// Close stops them; Close is idempotent and not safe for concurrent use.
+type fleet struct {
+	dir      string // state directory, with the logs
+	replicas []*inProcess
+
 	telemetry func(context.Context) error
 	closeErr  error
 	closed    bool
 }
 
+// inProcess is one agentd of a fleet.
+type inProcess struct {
+	addr    string // where it serves
+	logPath string
+
+	log    *os.File
+	cancel context.CancelFunc
+	served chan error // Serve's result
+}
+
 // loadConfig is agentd's default configuration with the changes the load
-// run makes: a state directory of its own, an ephemeral loopback port, and
-// the demo server (this executable) shared by every session.
-func loadConfig(dir, exe string) (config.Config, error) {
+// run makes: a state directory, an ephemeral loopback port, the demo
+// server (this executable) shared by every session, and the store.
+func loadConfig(dir, exe string, st storeChoice) (config.Config, error) {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.StateDir = dir
+	if st.driver == config.StorePostgres {
+		cfg.Store.Driver, cfg.Store.DSN = config.StorePostgres, st.dsn
+	}
 	demo := cfg.Bridge.Servers["demo"]
 	if demo.Command == config.Self {
 		demo.Command = exe
@@ -45,72 +65,115 @@ func loadConfig(dir, exe string) (config.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// startAgentd starts an agentd in this process. Its demo MCP server is exe
-// (this executable, or the test binary).
-func startAgentd(exe string) (a *inProcess, err error) {
+// startAgentds starts n agentds in this process on the store st, sharing
+// one state directory. Their demo MCP server is exe (this executable, or
+// the test binary). One agentd logs to agentd.log there; several to
+// agentd-1.log, agentd-2.log, and so on.
+func startAgentds(exe string, n int, st storeChoice) (f *fleet, err error) {
 	dir, err := os.MkdirTemp("", "agentd-load-")
 	if err != nil {
 		return nil, err
 	}
-	a = &inProcess{dir: dir, served: make(chan error, 1)}
+	f = &fleet{dir: dir}
 	defer func() {
 		if err != nil {
-			a.Close()
-			_ = a.removeState()
+			f.Close()
+			_ = f.removeState()
 		}
 	}()
-	cfg, err := loadConfig(dir, exe)
+	cfg, err := loadConfig(dir, exe, st)
 	if err != nil {
-		return a, err
+		return f, err
 	}
-	if a.log, err = os.Create(filepath.Join(dir, "agentd.log")); err != nil {
-		return a, err
+	tp, shutdown, err := telemetry.Setup(context.Background(), os.Getenv)
+	if err != nil {
+		return f, err
+	}
+	f.telemetry = shutdown
+	for i := range n {
+		name := "agentd.log"
+		if n > 1 {
+			name = fmt.Sprintf("agentd-%d.log", i+1)
+		}
+		a := &inProcess{logPath: filepath.Join(dir, name), served: make(chan error, 1)}
+		f.replicas = append(f.replicas, a)
+		if err := a.start(cfg, grpcserver.Telemetry{TracerProvider: tp}); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// start starts a with cfg.
+func (a *inProcess) start(cfg config.Config, tel grpcserver.Telemetry) error {
+	var err error
+	if a.log, err = os.Create(a.logPath); err != nil {
+		return err
 	}
 	level, _ := cfg.Log.SlogLevel()
 	logger := telemetry.NewLogger(a.log, level, cfg.Log.Format)
-	tp, shutdown, err := telemetry.Setup(context.Background(), os.Getenv)
-	if err != nil {
-		return a, err
-	}
-	a.telemetry = shutdown
-	o := app.Options{Config: cfg, Logger: logger, Telemetry: grpcserver.Telemetry{TracerProvider: tp}}
+	o := app.Options{Config: cfg, Logger: logger, Telemetry: tel}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return a, err
+		return err
 	}
 	agent, err := app.NewAgent(o)
 	if err != nil {
 		lis.Close()
-		return a, err
+		return err
 	}
 	a.addr = lis.Addr().String()
-	logger.Info("agentd serving", "address", a.addr, "bridge", "embedded", "state", dir)
+	logger.Info("agentd serving", "address", a.addr, "bridge", "embedded", "store", cfg.Store.Driver, "state", cfg.StateDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	go func() { a.served <- agent.Serve(ctx, lis, o) }()
-	return a, nil
+	return nil
 }
 
-// Close stops agentd as SIGTERM stops `agentd serve`: running calls get
-// shutdown_grace, then the bridge stops every MCP server process. It
-// returns once Serve has returned.
-func (a *inProcess) Close() error {
-	if a.closed {
-		return a.closeErr
+// addrs are where the agentds serve, in order.
+func (f *fleet) addrs() []string {
+	var out []string
+	for _, a := range f.replicas {
+		out = append(out, a.addr)
 	}
-	a.closed = true
-	if a.cancel != nil {
-		a.cancel()
-		a.closeErr = <-a.served
-	}
-	if a.telemetry != nil {
-		a.closeErr = errors.Join(a.closeErr, a.telemetry(context.Background()))
-	}
-	if a.log != nil {
-		a.closeErr = errors.Join(a.closeErr, a.log.Close())
-	}
-	return a.closeErr
+	return out
 }
 
-// removeState deletes the state directory and the log.
-func (a *inProcess) removeState() error { return os.RemoveAll(a.dir) }
+// logs names the agentds' logs.
+func (f *fleet) logs() string {
+	var out []string
+	for _, a := range f.replicas {
+		out = append(out, a.logPath)
+	}
+	return strings.Join(out, ", ")
+}
+
+// Close stops every agentd as SIGTERM stops `agentd serve`: running calls
+// get shutdown_grace, then the bridge stops every MCP server process. It
+// returns once every Serve has returned.
+func (f *fleet) Close() error {
+	if f.closed {
+		return f.closeErr
+	}
+	f.closed = true
+	for _, a := range f.replicas {
+		if a.cancel != nil {
+			a.cancel()
+		}
+	}
+	for _, a := range f.replicas {
+		if a.cancel != nil {
+			f.closeErr = errors.Join(f.closeErr, <-a.served)
+		}
+		if a.log != nil {
+			f.closeErr = errors.Join(f.closeErr, a.log.Close())
+		}
+	}
+	if f.telemetry != nil {
+		f.closeErr = errors.Join(f.closeErr, f.telemetry(context.Background()))
+	}
+	return f.closeErr
+}
+
+// removeState deletes the state directory and the logs.
+func (f *fleet) removeState() error { return os.RemoveAll(f.dir) }

@@ -73,7 +73,7 @@ func errorKind(err error) string {
 // driver runs generations against one agentd. Its methods are safe for
 // concurrent use.
 type driver struct {
-	client  agentdv1.AgentServiceClient
+	clients []agentdv1.AgentServiceClient // stream i uses clients[i mod len]
 	start   *agentdv1.StartGeneration
 	turns   int
 	timeout time.Duration
@@ -84,10 +84,10 @@ type driver struct {
 
 // generate runs one generation and returns how many tool calls finished in
 // it; err is nil only if it completed as scripted.
-func (d *driver) generate(ctx context.Context, start *agentdv1.StartGeneration) (toolCalls int, err error) {
+func (d *driver) generate(ctx context.Context, client agentdv1.AgentServiceClient, start *agentdv1.StartGeneration) (toolCalls int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	stream, err := d.client.Generate(ctx)
+	stream, err := client.Generate(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -180,9 +180,11 @@ func (t *tally) failed() int64 {
 }
 
 // load runs streams concurrent streams, each starting generations back to
-// back until the duration has passed, and returns what they recorded and
-// how long it took from the first start to the last end.
-func (d *driver) load(ctx context.Context, streams int, duration time.Duration) (*tally, time.Duration) {
+// back until the duration has passed, stream i on client i mod
+// len(d.clients), and returns what they recorded, how many generations
+// completed on each client, and how long it took from the first start to
+// the last end.
+func (d *driver) load(ctx context.Context, streams int, duration time.Duration) (*tally, []int64, time.Duration) {
 	began := time.Now()
 	until := began.Add(duration)
 	tallies := make([]tally, streams)
@@ -190,10 +192,11 @@ func (d *driver) load(ctx context.Context, streams int, duration time.Duration) 
 	for i := range tallies {
 		// Each stream sends its own copy of the request.
 		start := proto.CloneOf(d.start)
+		client := d.clients[i%len(d.clients)]
 		wg.Go(func() {
 			for ctx.Err() == nil && time.Now().Before(until) {
 				t0 := time.Now()
-				calls, err := d.generate(ctx, start)
+				calls, err := d.generate(ctx, client, start)
 				tallies[i].record(time.Since(t0), calls, err)
 				if err != nil {
 					d.failed.Add(1)
@@ -206,8 +209,10 @@ func (d *driver) load(ctx context.Context, streams int, duration time.Duration) 
 	wg.Wait()
 	elapsed := time.Since(began)
 	total := &tally{}
+	perClient := make([]int64, len(d.clients))
 	for i := range tallies {
 		total.merge(&tallies[i])
+		perClient[i%len(d.clients)] += int64(len(tallies[i].latencies))
 	}
-	return total, elapsed
+	return total, perClient, elapsed
 }

@@ -5,6 +5,7 @@
 // rest afterwards.
 //
 //	go run ./cmd/agentd-load [-streams 500] [-duration 60s] [-turns 3] [-addr HOST:PORT] [-json]
+//	AGENTD_STORE_DSN=postgres://... go run ./cmd/agentd-load -replicas 2 -store postgres [...]
 //
 // # The agentd under load
 //
@@ -21,6 +22,17 @@
 //     started as `agentd-load mcp-demo`, as agentd does;
 //   - the demo server is registered with shared: true.
 //
+// With -replicas N (default 1), N such agentds run in this process,
+// replicas of one another as several `agentd serve` processes would be:
+// each on a loopback port of its own, with its own replica id, embedded
+// bridge and demo server process, all on one store, and stream i sends its
+// generations to replica i mod N. The store is -store: sqlite (the
+// default: agentd.db in the state directory they share, as replicas on one
+// host share it), or postgres, the database that AGENTD_STORE_DSN names,
+// as for agentd (an environment variable, not a flag: a command line is
+// visible to every user of the machine; the DSN is never printed). `make
+// load-replicas` runs two replicas on a throwaway PostgreSQL.
+//
 // The pool setting is the one choice that matters. By default a registered
 // server's process serves one session and is then retired, and a pool runs
 // at most max_processes (8) processes. Under 500 concurrent generations
@@ -36,7 +48,8 @@
 // over its one stdio pipe, so no generation waits for a process and none
 // is started or stopped under load. The pool keeps its other defaults.
 //
-// With -addr, the generator drives an agentd that is already running; only
+// With -addr, the generator drives an agentd that is already running
+// (-replicas and -store do not apply); only
 // the client-side figures and, when the bridge is embedded (its admin API
 // is then served on agentd's address), the pool statistics are reported.
 //
@@ -143,6 +156,8 @@ type options struct {
 	duration time.Duration
 	turns    int
 	addr     string
+	replicas int
+	store    storeChoice
 	json     bool
 	settle   time.Duration
 	timeout  time.Duration
@@ -156,6 +171,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "how long streams start new generations")
 	fs.IntVar(&o.turns, "turns", 3, fmt.Sprintf("tool turns per generation, each calling the demo server's echo tool (0..%d, the request's max_tool_turns)", config.MaxToolTurnsLimit))
 	fs.StringVar(&o.addr, "addr", "", "address of a running agentd (default: start one in this process)")
+	fs.IntVar(&o.replicas, "replicas", 1, "agentd replicas to start in this process, on one store; the streams are spread across them")
+	fs.StringVar(&o.store.driver, "store", config.StoreSQLite, "the in-process agentds' store: sqlite, or postgres (the database that AGENTD_STORE_DSN names)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the load before measuring again")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
@@ -171,6 +188,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.duration <= 0 || o.timeout <= 0 || o.settle < 0 {
 		bad = append(bad, errors.New("-duration and -timeout must be positive, -settle not negative"))
+	}
+	if o.replicas < 1 {
+		bad = append(bad, fmt.Errorf("-replicas must be at least 1, got %d", o.replicas))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case o.addr != "" && (set["replicas"] || set["store"]):
+		bad = append(bad, errors.New("-replicas and -store start agentds in this process: they do not go with -addr"))
+	case o.store.driver == config.StorePostgres:
+		if o.store.dsn = os.Getenv("AGENTD_STORE_DSN"); o.store.dsn == "" {
+			bad = append(bad, errors.New("-store postgres: set AGENTD_STORE_DSN to the database's DSN"))
+		}
+	case o.store.driver != config.StoreSQLite:
+		bad = append(bad, fmt.Errorf("-store must be sqlite or postgres, got %q", o.store.driver))
 	}
 	if o.turns < 0 || o.turns > config.MaxToolTurnsLimit {
 		bad = append(bad, fmt.Errorf("-turns must be 0..%d, got %d", config.MaxToolTurnsLimit, o.turns))

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/proctest"
+	"github.com/agentd/agentd/internal/store/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -83,6 +85,65 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadReplicas runs the generator with -replicas 2 on each store, one
+// second with six streams: the streams are spread over both agentds, each
+// with its own demo server process, every generation completes, and
+// nothing is left behind. On PostgreSQL the DSN (with a password) comes
+// from AGENTD_STORE_DSN and appears in neither the report nor the
+// progress lines.
+//
+// Not parallel: it counts this process's goroutines and children.
+func TestLoadReplicas(t *testing.T) {
+	for _, driver := range []string{config.StoreSQLite, config.StorePostgres} {
+		t.Run(driver, func(t *testing.T) {
+			const secret = "canary-load-p4ssw0rd"
+			args := []string{"-replicas", "2", "-streams", "6", "-duration", "1s", "-turns", "1", "-settle", "500ms"}
+			if driver == config.StorePostgres {
+				dsn, err := pgtest.WithPassword(pgtest.DSN(t), secret)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Setenv("AGENTD_STORE_DSN", dsn)
+				args = append(args, "-store", "postgres")
+			}
+			var out, text, progress bytes.Buffer
+			if err := run(t.Context(), append(args, "-json"), &out, &progress); err != nil {
+				t.Fatalf("run: %v\nreport:\n%s\nprogress:\n%s", err, out.String(), progress.String())
+			}
+			var rep report
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatalf("the -json report does not parse: %v\n%s", err, out.String())
+			}
+			if err := rep.writeText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.Store != driver || len(rep.Replicas) != 2 {
+				t.Fatalf("ok %v (problems %q), store %q, replicas %+v; want ok, %s, two", rep.OK, rep.Problems, rep.Store, rep.Replicas, driver)
+			}
+			if got := rep.Replicas[0].Generations + rep.Replicas[1].Generations; got != rep.Generations || rep.Replicas[0].Generations == 0 || rep.Replicas[1].Generations == 0 {
+				t.Errorf("replicas completed %d and %d generations of %d; want both some, adding up",
+					rep.Replicas[0].Generations, rep.Replicas[1].Generations, rep.Generations)
+			}
+			if p := rep.Process; p.Baseline.Children != 2 || p.Shutdown.Children != 0 {
+				t.Errorf("children: baseline %d, after shutdown %d; want 2 (a demo server per replica), 0", p.Baseline.Children, p.Shutdown.Children)
+			}
+			if len(rep.Pools) != 2 || rep.Pools[0].Replica != 1 || rep.Pools[1].Replica != 2 {
+				t.Errorf("pools %+v; want one of each replica", rep.Pools)
+			}
+			for _, want := range []string{"2 in-process agentd replicas (store " + driver + ")", "  replica 2  ", "pool demo of replica 2 (shared"} {
+				if !strings.Contains(text.String(), want) {
+					t.Errorf("the text report lacks %q:\n%s", want, text.String())
+				}
+			}
+			for name, b := range map[string]string{"report": out.String() + text.String(), "progress": progress.String()} {
+				if strings.Contains(b, secret) {
+					t.Errorf("the %s shows the DSN's password", name)
+				}
+			}
+		})
+	}
+}
+
 // TestWarmUpFails: a run that cannot be measured (here, no generation can
 // finish within -timeout) returns an error naming agentd's log, which it
 // keeps, and stops agentd: TestMain finds no child process or goroutine
@@ -139,10 +200,23 @@ func TestBadFlags(t *testing.T) {
 		{"-turns", "1001"},
 		{"-duration", "0s"},
 		{"extra"},
+		{"-replicas", "0"},
+		{"-store", "mysql"},
+		{"-addr", "127.0.0.1:1", "-replicas", "2"},
+		{"-addr", "127.0.0.1:1", "-store", "sqlite"},
 	} {
 		var stderr bytes.Buffer
 		if err := run(t.Context(), args, &bytes.Buffer{}, &stderr); !errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
 		}
+	}
+}
+
+// -store postgres without AGENTD_STORE_DSN is a usage error that says so.
+func TestPostgresWithoutDSN(t *testing.T) {
+	t.Setenv("AGENTD_STORE_DSN", "")
+	err := run(t.Context(), []string{"-store", "postgres"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "AGENTD_STORE_DSN") {
+		t.Errorf("run = %v, want a usage error naming AGENTD_STORE_DSN", err)
 	}
 }

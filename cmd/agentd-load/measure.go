@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,8 +41,9 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 		return nil, err
 	}
 	rep = &report{Target: "in-process", Address: o.addr, Streams: o.streams, DurationS: o.duration.Seconds(), Turns: o.turns}
-	var srv *inProcess
+	var srv *fleet
 	var proc processReport
+	addrs := []string{o.addr}
 	if o.addr != "" {
 		rep.Target = "remote"
 	} else {
@@ -50,7 +52,7 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 			return nil, err
 		}
 		proc.Before = take(true)
-		if srv, err = startAgentd(exe); err != nil {
+		if srv, err = startAgentds(exe, o.replicas, o.store); err != nil {
 			return nil, fmt.Errorf("starting agentd: %w", err)
 		}
 		defer func() {
@@ -58,25 +60,41 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 			// stops agentd and keeps its log.
 			if err != nil {
 				srv.Close()
-				err = fmt.Errorf("%w (agentd's log: %s)", err, srv.dir+"/agentd.log")
+				err = fmt.Errorf("%w (agentd's log: %s)", err, srv.logs())
 			}
 		}()
-		rep.Address = srv.addr
+		addrs = srv.addrs()
+		rep.Address = strings.Join(addrs, ", ")
+		rep.Store = o.store.driver
 	}
 
-	conn, err := grpc.NewClient(rep.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
+	d := &driver{start: start, turns: o.turns, timeout: o.timeout}
+	admins := make([]bridgev1.BridgeAdminServiceClient, len(addrs))
+	var conns []*grpc.ClientConn
+	closeConns := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
 	}
-	defer conn.Close()
-	d := &driver{client: agentdv1.NewAgentServiceClient(conn), start: start, turns: o.turns, timeout: o.timeout}
-	admin := bridgev1.NewBridgeAdminServiceClient(conn)
-	if _, err := d.generate(ctx, start); err != nil {
-		return nil, fmt.Errorf("the warm-up generation failed: %w", err)
+	defer closeConns()
+	for i, addr := range addrs {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, conn)
+		d.clients = append(d.clients, agentdv1.NewAgentServiceClient(conn))
+		admins[i] = bridgev1.NewBridgeAdminServiceClient(conn)
 	}
-	poolsBefore, err := poolStats(ctx, admin)
-	if err != nil {
-		return nil, err
+	poolsBefore := make([][]*bridgev1.PoolStats, len(addrs))
+	for i, client := range d.clients {
+		if _, err := d.generate(ctx, client, start); err != nil {
+			return nil, fmt.Errorf("the warm-up generation failed: %w", err)
+		}
+		if poolsBefore[i], err = poolStats(ctx, admins[i]); err != nil {
+			return nil, err
+		}
 	}
 	if srv != nil {
 		proc.Baseline = take(true)
@@ -84,25 +102,38 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 
 	fmt.Fprintf(progress, "agentd-load: %d streams for %s against %s agentd on %s\n", o.streams, o.duration, rep.Target, rep.Address)
 	mon := startMonitor(d, srv != nil, proc.Baseline, progress)
-	total, elapsed := d.load(ctx, o.streams, o.duration)
+	total, perReplica, elapsed := d.load(ctx, o.streams, o.duration)
 	proc.Peak = mon.stop()
 	if srv != nil {
 		proc.End = take(false)
 		proc.Peak = proc.Peak.max(proc.End)
 	}
 	rep.fill(total, elapsed)
+	if len(addrs) > 1 {
+		for i, addr := range addrs {
+			rep.Replicas = append(rep.Replicas, replicaReport{Address: addr, Generations: perReplica[i]})
+		}
+	}
 
 	sleep(ctx, o.settle)
 	rep.SettleS = o.settle.Seconds()
-	poolsAfter, err := poolStats(context.WithoutCancel(ctx), admin)
-	if err != nil {
-		return nil, err
+	for i, admin := range admins {
+		poolsAfter, err := poolStats(context.WithoutCancel(ctx), admin)
+		if err != nil {
+			return nil, err
+		}
+		pools := poolReports(poolsBefore[i], poolsAfter)
+		if len(addrs) > 1 {
+			for j := range pools {
+				pools[j].Replica = i + 1
+			}
+		}
+		rep.Pools = append(rep.Pools, pools...)
 	}
-	rep.Pools = poolReports(poolsBefore, poolsAfter)
 	if srv != nil {
 		proc.Settled = take(true)
 	}
-	conn.Close()
+	closeConns()
 
 	if srv != nil {
 		serveErr := srv.Close()
@@ -125,7 +156,7 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 				fmt.Fprintf(progress, "agentd-load: %v\n", err)
 			}
 		} else {
-			rep.Log = srv.dir + "/agentd.log"
+			rep.Log = srv.logs()
 		}
 	}
 	return rep, nil

@@ -17,11 +17,16 @@ import (
 // report is what a load run measured, and whether it passed. It is the
 // -json output as it is.
 type report struct {
-	Target    string  `json:"target"` // "in-process" or "remote" (-addr)
-	Address   string  `json:"address"`
-	Streams   int     `json:"streams"`
-	DurationS float64 `json:"duration_s"`
-	Turns     int     `json:"turns"`
+	Target  string `json:"target"`  // "in-process" or "remote" (-addr)
+	Address string `json:"address"` // the agentds' addresses, ", " between them
+	// Store is the in-process agentds' store: "sqlite" or "postgres".
+	Store string `json:"store,omitempty"`
+	// Replicas are the in-process agentds, with more than one: where each
+	// served and how many generations completed there.
+	Replicas  []replicaReport `json:"replicas,omitempty"`
+	Streams   int             `json:"streams"`
+	DurationS float64         `json:"duration_s"`
+	Turns     int             `json:"turns"`
 
 	// ElapsedS runs from the start of the load to the end of its last
 	// generation.
@@ -47,6 +52,11 @@ type report struct {
 	Log      string   `json:"log,omitempty"`
 }
 
+type replicaReport struct {
+	Address     string `json:"address"`
+	Generations int64  `json:"generations"`
+}
+
 type latency struct {
 	P50  float64 `json:"p50"`
 	P90  float64 `json:"p90"`
@@ -70,6 +80,9 @@ type processReport struct {
 // poolReport is one bridge pool: its counters over the load (from the
 // baseline to the settled point) and its state once settled.
 type poolReport struct {
+	// Replica numbers the in-process agentd whose bridge runs the pool,
+	// from 1, with more than one; 0 otherwise.
+	Replica      int    `json:"replica,omitempty"`
 	Server       string `json:"server"`
 	Shared       bool   `json:"shared"`
 	MaxProcesses int32  `json:"max_processes"`
@@ -80,6 +93,14 @@ type poolReport struct {
 	Warm         int32  `json:"warm"`
 	Busy         int32  `json:"busy"`
 	Starting     int32  `json:"starting"`
+}
+
+// name is the pool's server, and its replica's number with several.
+func (p poolReport) name() string {
+	if p.Replica > 0 {
+		return fmt.Sprintf("%s of replica %d", p.Server, p.Replica)
+	}
+	return p.Server
 }
 
 func poolReports(before, after []*bridgev1.PoolStats) []poolReport {
@@ -172,10 +193,10 @@ func (r *report) judge() {
 	}
 	for _, p := range r.Pools {
 		if p.Busy > 0 || p.Starting > 0 {
-			bad("pool %s: %d busy and %d starting processes after settling", p.Server, p.Busy, p.Starting)
+			bad("pool %s: %d busy and %d starting processes after settling", p.name(), p.Busy, p.Starting)
 		}
 		if p.Crashed > 0 {
-			bad("pool %s: %d processes crashed or missed a deadline during the load", p.Server, p.Crashed)
+			bad("pool %s: %d processes crashed or missed a deadline during the load", p.name(), p.Crashed)
 		}
 	}
 	r.OK = len(r.Problems) == 0
@@ -192,9 +213,19 @@ func (r *report) writeJSON(w io.Writer) error {
 
 func (r *report) writeText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "agentd-load: %d streams for %gs, %d tool turns per generation, %s agentd on %s\n\n",
-		r.Streams, r.DurationS, r.Turns, r.Target, r.Address)
+	target := r.Target + " agentd"
+	if len(r.Replicas) > 0 {
+		target = fmt.Sprintf("%d %s agentd replicas", len(r.Replicas), r.Target)
+	}
+	if r.Store != "" {
+		target += " (store " + r.Store + ")"
+	}
+	fmt.Fprintf(&b, "agentd-load: %d streams for %gs, %d tool turns per generation, %s on %s\n\n",
+		r.Streams, r.DurationS, r.Turns, target, r.Address)
 	fmt.Fprintf(&b, "generations  %d completed in %.1fs: %.1f/s\n", r.Generations, r.ElapsedS, r.GenerationsPerSec)
+	for i, rr := range r.Replicas {
+		fmt.Fprintf(&b, "  replica %d  %d on %s\n", i+1, rr.Generations, rr.Address)
+	}
 	fmt.Fprintf(&b, "tool calls   %d: %.1f/s\n", r.ToolCalls, r.ToolCallsPerSec)
 	l := r.LatencyMS
 	fmt.Fprintf(&b, "latency      p50 %s, p90 %s, p99 %s, max %s (mean %s)\n", msText(l.P50), msText(l.P90), msText(l.P99), msText(l.Max), msText(l.Mean))
@@ -237,7 +268,7 @@ func (r *report) writeText(w io.Writer) error {
 			mode = "shared"
 		}
 		fmt.Fprintf(&b, "pool %s (%s, max %d): during the load %d spawned, %d retired, %d crashed, %d waits; settled: %d warm, %d busy, %d starting\n",
-			p.Server, mode, p.MaxProcesses, p.Spawned, p.Retired, p.Crashed, p.Waits, p.Warm, p.Busy, p.Starting)
+			p.name(), mode, p.MaxProcesses, p.Spawned, p.Retired, p.Crashed, p.Waits, p.Warm, p.Busy, p.Starting)
 	}
 	if r.OK {
 		fmt.Fprintln(&b, "\nPASS")

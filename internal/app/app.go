@@ -48,6 +48,13 @@ type Options struct {
 	// while it serves: each is applied with Agent.Reload, and one that
 	// cannot be is logged and changes nothing. Nil: none.
 	Reloads <-chan config.Config
+
+	// generations, for benchmarks only (set by export_test.go, never
+	// configured), gives the AgentService wrap(the store's record of
+	// generations) instead of the store's own: a wrapper that times the
+	// store's calls, or nil to keep no record, as server.Options allows,
+	// to measure what durability costs.
+	generations func(store.Generations) store.Generations
 }
 
 // Bridge is a BridgeService and its admin service: beside it on one gRPC
@@ -309,6 +316,10 @@ func NewAgent(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
+	gens := a.store.Generations()
+	if o.generations != nil {
+		gens = o.generations(gens)
+	}
 	svc := server.New(server.Options{
 		Sealer:         seal,
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
@@ -318,7 +329,7 @@ func NewAgent(o Options) (*Agent, error) {
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,
 		Checkpoints:    a.store,
-		Generations:    a.store.Generations(),
+		Generations:    gens,
 		Replica:        newReplicaID(),
 	})
 	a.svc = svc
