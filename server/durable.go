@@ -17,10 +17,15 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// How a generation's events reach its stored log (X-G2): text deltas are
-// written in batches, flushed flushEvery after the first unwritten one or
-// once flushBytes of them wait, whichever comes first; any other event is
-// flushed at once, with the deltas before it, in one write.
+// How a generation's events and checkpoints reach the store (X-G2, X-G3):
+// in batches, flushed flushEvery after the first unwritten one or once
+// flushBytes of events wait, whichever comes first, and at once when a
+// tool call is about to start (write-ahead: await) or the generation
+// ends, pauses or stops. A checkpoint goes in the same write as the
+// events it covers. A client receives events once written, so they reach
+// it in these batches. Until a checkpoint is written, a replica that
+// adopts the generation continues from the one before, which is as safe:
+// it holds less, and the log after it says what happened since.
 const (
 	flushEvery = 50 * time.Millisecond
 	flushBytes = 4 << 10
@@ -241,7 +246,6 @@ func (j *journal) recordCheckpoint(ev *agentdv1.GenerateResponse, data []byte) {
 	j.snap, j.snapSeq = data, j.last
 	j.snapN++
 	j.mu.Unlock()
-	j.poke()
 }
 
 // recordLocked is record with j.mu held; it reports whether a write is
@@ -256,11 +260,8 @@ func (j *journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
 	}
 	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
 	j.msgs = append(j.msgs, ev)
-	if _, ok := ev.GetEvent().(*agentdv1.GenerateResponse_TextDelta); ok {
-		j.bytes += len(data) // the bytes the log will hold
-		return j.bytes >= flushBytes
-	}
-	return true
+	j.bytes += len(data) // the bytes the log will hold
+	return j.bytes >= flushBytes
 }
 
 // checkpoint queues data as the generation's checkpoint, covering every
@@ -271,7 +272,6 @@ func (j *journal) checkpoint(data []byte) {
 	j.snap, j.snapSeq = data, j.last
 	j.snapN++
 	j.mu.Unlock()
-	j.poke()
 }
 
 // await returns once the events numbered so far are in the store (and
@@ -423,28 +423,32 @@ func (j *journal) write() error {
 	batch := j.pending
 	state, written := j.state, j.written
 	snap, snapSeq, snapN := j.snap, j.snapSeq, j.snapN
+	if snap != nil && snapSeq < j.confirmed {
+		// Events after it are stored already: it can no longer go before
+		// them. The next one will (an adopter continues from the one
+		// before, which is as safe).
+		j.snap, snap = nil, nil
+	}
 	j.mu.Unlock()
-	if snap != nil {
-		// The events the checkpoint covers go with it, in one write.
+	if len(batch) > 0 || snap != nil {
+		// One write: the checkpoint with the events it covers, then the
+		// later ones.
 		k := 0
-		for k < len(batch) && batch[k].Seq <= snapSeq {
+		for snap != nil && k < len(batch) && batch[k].Seq <= snapSeq {
 			k++
 		}
-		if err := j.appendEvents(batch[:k], snap, state); err != nil {
+		wrote, err := j.appendEvents(batch, k, snap, state)
+		if err != nil {
 			return err
 		}
-		batch = batch[k:]
-		j.mu.Lock()
-		if j.snapN == snapN {
-			j.snap = nil // not replaced meanwhile
-		}
-		j.written = state
-		written = state
-		j.mu.Unlock()
-	}
-	if len(batch) > 0 {
-		if err := j.appendEvents(batch, nil, ""); err != nil {
-			return err
+		if wrote {
+			j.mu.Lock()
+			if j.snapN == snapN {
+				j.snap = nil // not replaced meanwhile
+			}
+			j.written = state
+			written = state
+			j.mu.Unlock()
 		}
 	}
 	if state != written {
@@ -463,18 +467,19 @@ func (j *journal) write() error {
 
 var errLost = fault.New(fault.Conflict, "the generation's lease was lost")
 
-// appendEvents appends batch, the first pending events, with the
-// checkpoint snap (and state) that covers them when snap is not nil, in
-// one write. After a write that failed as unavailable it reads the log's
-// tail first: if that write took after all, the events are not logged
-// twice.
-func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.State) error {
+// appendEvents appends batch, the first pending events, and, when snap
+// is not nil, writes it (with state) as the checkpoint covering the first
+// covered of them, all in one write. After a write that failed as
+// unavailable it reads the log's tail first: if that write took after
+// all, the events are not logged twice (and snap, if events after it took,
+// is not written: wrote is false).
+func (j *journal) appendEvents(batch []store.Event, covered int, snap []byte, state store.State) (wrote bool, _ error) {
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if len(batch) == 0 {
 		// A checkpoint alone.
 		_, err := j.gens.Checkpoint(sctx, j.tenant, j.id, j.epoch, store.Checkpoint{State: state, Data: snap, Now: time.Now()})
-		return j.check(err, "writing a generation's checkpoint")
+		return true, j.check(err, "writing a generation's checkpoint")
 	}
 	first := batch[0].Seq
 	var tail []store.Event
@@ -485,16 +490,21 @@ func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.Sta
 		var err error
 		if tail, err = j.gens.Read(sctx, j.tenant, j.id, first-1, len(batch)); err != nil {
 			j.warn("reading a generation's log", err)
-			return err
+			return false, err
 		}
 	}
+	if len(tail) > covered {
+		snap = nil // events after it took: see write
+	}
+	rest := batch[len(tail):]
 	last := first - 1 + int64(len(tail))
-	if len(tail) < len(batch) || snap != nil {
+	if len(rest) > 0 || snap != nil {
 		var err error
 		if snap != nil {
-			last, err = j.gens.Checkpoint(sctx, j.tenant, j.id, j.epoch, store.Checkpoint{State: state, Data: snap, Events: batch[len(tail):], Now: time.Now()})
+			c := covered - len(tail)
+			last, err = j.gens.Checkpoint(sctx, j.tenant, j.id, j.epoch, store.Checkpoint{State: state, Data: snap, Events: rest[:c], After: rest[c:], Now: time.Now()})
 		} else {
-			last, err = j.gens.Append(sctx, j.tenant, j.id, j.epoch, batch[len(tail):])
+			last, err = j.gens.Append(sctx, j.tenant, j.id, j.epoch, rest)
 		}
 		if err := j.check(err, "appending to a generation's log"); err != nil {
 			if fault.KindOf(err) != fault.Conflict {
@@ -502,7 +512,7 @@ func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.Sta
 				j.uncertain = true
 				j.mu.Unlock()
 			}
-			return err
+			return false, err
 		}
 	}
 	if want := batch[len(batch)-1].Seq; last != want {
@@ -511,14 +521,22 @@ func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.Sta
 		j.lost = true
 		j.mu.Unlock()
 		j.stop(err)
-		return err
+		return false, err
 	}
+	j.confirm(len(batch), last)
+	return snap != nil, nil
+}
+
+// confirm records that the first n pending events are in the store, the
+// log ending at last, and passes them to the followers.
+func (j *journal) confirm(n int, last int64) {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.confirmed = last
 	close(j.advanced)
 	j.advanced = make(chan struct{})
 	j.uncertain = false
-	for _, ev := range j.msgs[:len(batch)] {
+	for _, ev := range j.msgs[:n] {
 		for f := range j.subs {
 			select {
 			case f.ch <- ev:
@@ -528,16 +546,12 @@ func (j *journal) appendEvents(batch []store.Event, snap []byte, state store.Sta
 			}
 		}
 	}
-	j.msgs = j.msgs[len(batch):]
-	j.pending = j.pending[len(batch):]
+	j.msgs = j.msgs[n:]
+	j.pending = j.pending[n:]
 	j.bytes = 0
 	for _, e := range j.pending {
-		if e.Kind == "text_delta" {
-			j.bytes += len(e.Data) // as record counts it
-		}
+		j.bytes += len(e.Data) // as record counts it
 	}
-	j.mu.Unlock()
-	return nil
 }
 
 // end drops the followers, which read what is left from the store, and
@@ -626,15 +640,28 @@ func (j *journal) settle(ctx context.Context, state store.State, result []byte) 
 		})
 		return
 	}
-	// The events still pending close the log, with the outcome.
+	// The events still pending close the log, with the outcome: in the
+	// same write, unless an earlier append may have taken (then they are
+	// written first, as any). A checkpoint still pending is not written:
+	// the end drops it.
 	j.mu.Lock()
 	j.state = j.written // no state change before the end
+	fold := !j.uncertain
+	if fold {
+		j.snap = nil
+	}
 	j.mu.Unlock()
-	if !try("writing a generation's last events", func(context.Context) error { return j.write() }) {
+	if !fold && !try("writing a generation's last events", func(context.Context) error { return j.write() }) {
 		return
 	}
+	j.mu.Lock()
+	last := j.pending
+	j.mu.Unlock()
 	try("recording a generation's end", func(sctx context.Context) error {
-		_, err := j.gens.Finish(sctx, j.tenant, j.id, j.epoch, store.Outcome{State: state, Result: result, Now: time.Now()})
+		end, err := j.gens.Finish(sctx, j.tenant, j.id, j.epoch, store.Outcome{State: state, Result: result, Events: last, Now: time.Now()})
+		if err == nil {
+			j.confirm(len(last), end)
+		}
 		return err
 	})
 }

@@ -592,6 +592,7 @@ type stallingModel struct {
 	partial, full []string
 	arrived       chan struct{} // a conversation's first request came
 	proceed       chan struct{} // closed: the first answer says its words
+	said          chan struct{} // closed once the first answer's words are sent
 	release       chan struct{} // closed when the test ends
 
 	mu    sync.Mutex
@@ -602,7 +603,7 @@ func newStallingModel(t *testing.T) (*stallingModel, string) {
 	m := &stallingModel{
 		partial: []string{"Once", " upon"},
 		full:    []string{"Hello", " there,", " friend."},
-		arrived: make(chan struct{}, 1), proceed: make(chan struct{}), release: make(chan struct{}),
+		arrived: make(chan struct{}, 1), proceed: make(chan struct{}), said: make(chan struct{}), release: make(chan struct{}),
 		asked: make(map[string][]string),
 	}
 	srv := httptest.NewServer(m)
@@ -656,6 +657,7 @@ func (m *stallingModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, w := range m.partial {
 			delta(w)
 		}
+		close(m.said)
 		select {
 		case <-r.Context().Done():
 		case <-m.release:
@@ -694,10 +696,11 @@ func (m *stallingModel) requests() [][]string {
 //
 // "partial turn logged": A is killed once its log holds the words the
 // client saw. "partial turn not yet logged": A's store is cut off (a
-// proxy stops forwarding) before the words come, so the client sees
-// them and the log never does: text deltas reach the client before the
-// store, and another replica that takes over numbers its own events from
-// the log's end.
+// proxy stops forwarding) before the words come: A numbers them but
+// cannot store them, so the client never sees them (events reach clients
+// only once stored), and B, which numbers its own events from the log's
+// end, has nothing to withdraw; the client's events are still exactly
+// the log.
 func TestProofTurnWithdrawn(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -737,16 +740,18 @@ func withdrawnTurn(t *testing.T, logged bool) {
 		proxy.Down()
 	}
 	close(model.proceed)
-	words := 0
-	seen = append(seen, recvUntil(t, stream, "the partial turn", func(ev *agentdv1.GenerateResponse) bool {
-		if ev.GetTextDelta() != nil {
-			words++
-		}
-		return words == len(model.partial)
-	})...)
-	last := seen[len(seen)-1].GetSequence()
 	if logged {
+		words := 0
+		seen = append(seen, recvUntil(t, stream, "the partial turn", func(ev *agentdv1.GenerateResponse) bool {
+			if ev.GetTextDelta() != nil {
+				words++
+			}
+			return words == len(model.partial)
+		})...)
+		last := seen[len(seen)-1].GetSequence()
 		c.waitRecord(t, id, "partial turn logged", func(r store.Generation) bool { return r.LastSeq >= last })
+	} else {
+		<-model.said
 	}
 	a.kill(t)
 	seen = append(seen, broken(t, stream)...)
@@ -758,9 +763,22 @@ func withdrawnTurn(t *testing.T, logged bool) {
 			t.Fatalf("X-G2 the client's events %v; want them numbered from 1 without gaps", kinds(all))
 		}
 	}
-	firstWord := seen[slices.IndexFunc(seen, func(ev *agentdv1.GenerateResponse) bool { return ev.GetTextDelta() != nil })].GetSequence()
 	withdrawn := slices.IndexFunc(fromB, func(ev *agentdv1.GenerateResponse) bool { return ev.GetTurnWithdrawn() != nil })
-	if withdrawn < 0 {
+	firstSeen := slices.IndexFunc(seen, func(ev *agentdv1.GenerateResponse) bool { return ev.GetTextDelta() != nil })
+	if !logged {
+		if firstSeen >= 0 || withdrawn >= 0 {
+			t.Errorf("X-G2 with the words never stored, the client saw %v, then %v; want no word before the kill, and nothing to withdraw", kinds(seen), kinds(fromB))
+		}
+	} else if firstSeen < 0 {
+		t.Fatalf("the client saw no word before the kill: %v", kinds(seen))
+	}
+	firstWord := int64(0)
+	if firstSeen >= 0 {
+		firstWord = seen[firstSeen].GetSequence()
+	}
+	if !logged {
+		// Nothing to withdraw: checked above.
+	} else if withdrawn < 0 {
 		t.Errorf("X-G2 the reattached client got no turn_withdrawn, having seen the cut turn's words from %d: %v", firstWord, kinds(all))
 	} else {
 		w := fromB[withdrawn].GetTurnWithdrawn()

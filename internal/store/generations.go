@@ -126,7 +126,10 @@ type Checkpoint struct {
 	Data []byte
 	// Events are appended with it; the checkpoint covers them.
 	Events []Event
-	Now    time.Time
+	// After are appended after Events, in the same transaction; the
+	// checkpoint does not cover them (CheckpointSeq is Events' last).
+	After []Event
+	Now   time.Time
 }
 
 // Outcome is what Finish writes, in one transaction.
@@ -203,9 +206,9 @@ type Generations interface {
 	Release(ctx context.Context, tenant, id string, epoch int64, now time.Time) error
 
 	// Checkpoint replaces the state and checkpoint of a live generation
-	// under the lease of the given epoch and appends c.Events, all or
-	// nothing. It returns the log's last sequence number (c.Events[i]
-	// has last-len(c.Events)+1+i).
+	// under the lease of the given epoch and appends c.Events, then
+	// c.After, all or nothing. It returns the log's last sequence number
+	// (the events are numbered up to it, in that order).
 	Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (last int64, err error)
 
 	// Finish ends a generation under the lease of the given epoch: it

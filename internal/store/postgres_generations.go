@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -129,17 +130,18 @@ func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch 
 	if err := checkLive(c.State); err != nil {
 		return 0, err
 	}
-	kinds, data := eventColumns(c.Events)
+	events := append(slices.Clip(c.Events), c.After...)
+	kinds, data := eventColumns(events)
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
 			UPDATE generations SET state = $4, checkpoint = $5, version = version + 1,
-				last_seq = last_seq + $6, checkpoint_seq = last_seq + $6, updated_at = $7
+				last_seq = last_seq + $6, checkpoint_seq = last_seq + $10, updated_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(c.Events)), ms(c.Now), kinds, data).Scan(&last)
+		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events))).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, leaseLost(id)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 )
@@ -155,21 +156,22 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 		return 0, err
 	}
 	var last int64
+	events := append(slices.Clip(c.Events), c.After...)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		n := int64(len(c.Events))
+		n, covered := int64(len(events)), int64(len(c.Events))
 		err := tx.QueryRowContext(ctx, `
 			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
 				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`,
-			string(c.State), orEmpty(c.Data), n, n, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+			string(c.State), orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
 		}
 		if err != nil {
 			return unavailable(err)
 		}
-		return insertEvents(ctx, tx, tenant, id, last-n+1, c.Events)
+		return insertEvents(ctx, tx, tenant, id, last-n+1, events)
 	})
 	return last, err
 }

@@ -1120,3 +1120,38 @@ func testConcurrentExpirePaused(t *testing.T, db DB) {
 		t.Errorf("%d acquired, %v expired; want one or the other for each of %d", nAcquired, expired, n)
 	}
 }
+
+// testCheckpointWithLaterEvents: X-G3 a checkpoint written with the events
+// it covers and, in the same write, events after it: the log holds them
+// all, in order, and CheckpointSeq is the last one it covers, so a
+// replica adopting the generation reads the later ones as what happened
+// since.
+func testCheckpointWithLaterEvents(t *testing.T, db DB) {
+	ctx := t.Context()
+	g := generations(t, db)
+	if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Events: []store.Event{ev("started", "s")}, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
+		State: store.Running, Data: []byte("calls"), Events: []store.Event{ev("usage", "u")},
+		After: []store.Event{ev("tool_call_started", "a"), ev("tool_call_started", "b")}, Now: at(time.Second),
+	}))
+	rec := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1"))
+	if last != 4 || rec.LastSeq != 4 || rec.CheckpointSeq != 2 || string(rec.Checkpoint) != "calls" {
+		t.Errorf("after a checkpoint with 1 event covered and 2 after: last %d, record %+v; want the log at 4, the checkpoint at 2", last, rec)
+	}
+	var kinds []string
+	for _, e := range logOf(t, g, "acme", "g1") {
+		kinds = append(kinds, fmt.Sprintf("%d:%s", e.Seq, e.Data))
+	}
+	if got, want := strings.Join(kinds, " "), "1:s 2:u 3:a 4:b"; got != want {
+		t.Errorf("the log is %s; want %s", got, want)
+	}
+	// Only later events: the checkpoint covers what was there before.
+	must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
+		State: store.Running, Data: []byte("c2"), After: []store.Event{ev("text_delta", "t")}, Now: at(2 * time.Second),
+	}))
+	if rec := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1")); rec.CheckpointSeq != 4 || rec.LastSeq != 5 {
+		t.Errorf("after a checkpoint with only later events: checkpoint at %d, log at %d; want 4 and 5", rec.CheckpointSeq, rec.LastSeq)
+	}
+}

@@ -59,6 +59,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"EventLog", testEventLog},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"WithdrawnTurn", testWithdrawnTurn},
+		{"CheckpointWithLaterEvents", testCheckpointWithLaterEvents},
 		{"ListPages", testListPages},
 		{"Sweep", testSweep},
 		{"ExpirePaused", testExpirePaused},
