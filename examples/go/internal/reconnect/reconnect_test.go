@@ -69,14 +69,20 @@ func (f *fake) Generate(stream grpc.BidiStreamingServer[agentdv1.GenerateRequest
 		<-stream.Context().Done()
 		return nil
 	}
+	if l.hold {
+		// The client may go before every event is sent: the stream's
+		// context ends either way.
+		defer close(f.gone)
+		for _, ev := range l.events {
+			_ = stream.Send(ev)
+		}
+		<-stream.Context().Done()
+		return nil
+	}
 	for _, ev := range l.events {
 		if err := stream.Send(ev); err != nil {
 			return err
 		}
-	}
-	if l.hold {
-		<-stream.Context().Done()
-		close(f.gone)
 	}
 	return l.end
 }
