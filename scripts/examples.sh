@@ -2,8 +2,10 @@
 # examples.sh ADDR [OPTION...]: every client example against the agentd at
 # ADDR, each given OPTIONs (the options they share: --token, --tls-ca,
 # --tls-cert, --tls-key, or their AGENTD_* variables in the environment).
-# The Go, Python and TypeScript examples (the demo, the approval, the bad
-# request), then `agentd generate` with the demo and the approval request.
+# The Go, Python and TypeScript examples (the demo, the demo started
+# detached and followed by attaching, the approval, the bad request), then
+# `agentd generate` with the demo and the approval request. Each demo fails
+# unless its generation completed with the demo's answer.
 # Needs bin/agentd and the TypeScript examples built (build/ts); Python
 # runs with $PY (default /usr/bin/python3, with Debian's grpcio).
 set -euo pipefail
@@ -13,11 +15,14 @@ py=${PY:-/usr/bin/python3}
 python() { PYTHONPATH=gen/python "$py" "$@"; }
 
 echo "--- Go example"; go run ./examples/go "$@" "$addr"
+echo "--- Go example, detached"; go run ./examples/go --detach "$@" "$addr"
 echo "--- Go approval example"; go run ./examples/go/approve "$@" "$addr"
 echo "--- Python example"; python examples/python/demo.py "$@" "$addr"
+echo "--- Python example, detached"; python examples/python/demo.py --detach "$@" "$addr"
 echo "--- Python approval example"; python examples/python/approve.py "$@" "$addr"
 echo "--- Python bad request example"; python examples/python/bad_request.py "$@" "$addr"
 echo "--- TypeScript example"; node build/ts/examples/ts/demo.js "$@" "$addr"
+echo "--- TypeScript example, detached"; node build/ts/examples/ts/demo.js --detach "$@" "$addr"
 echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js "$@" "$addr"
 echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js "$@" "$addr"
 echo "--- agentd generate"; bin/agentd generate --addr "$addr" "$@" --request examples/demo-start.json

@@ -1,36 +1,41 @@
 // Command go-example runs the demo generation against a running agentd and
-// prints its events:
+// prints its events, reattaching if its stream breaks
+// (examples/go/internal/reconnect):
 //
 //	go run ./examples/go [flags] [address] [request.json]
 //
-// Its flags (--token, --tls-ca, --tls-cert, --tls-key) are every
-// example's: see examples/go/internal/connect.
+// --detach starts the generation detached: agentd ends the stream after
+// started, and the example attaches to follow it to its end. The other
+// flags (--token, --tls-ca, --tls-cert, --tls-key) are every example's:
+// see examples/go/internal/connect.
 package main
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentd/agentd/examples/go/internal/connect"
+	"github.com/agentd/agentd/examples/go/internal/reconnect"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 func main() {
+	detach := flag.Bool("detach", false, "start the generation detached, then attach to follow it")
 	o, file := connect.Parse("examples/demo-start.json")
-	if err := run(o, file); err != nil {
+	if err := run(o, file, *detach); err != nil {
 		fmt.Fprintln(os.Stderr, "go example:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o connect.Options, file string) error {
+func run(o connect.Options, file string, detach bool) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -39,29 +44,32 @@ func run(o connect.Options, file string) error {
 	if err := protojson.Unmarshal(data, start); err != nil {
 		return err
 	}
+	start.Detach = detach
 	conn, err := o.Dial()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Long enough for another replica to adopt the generation of one that
+	// died (after its lease, generation.lease_ttl, 15 s by default).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
-	if err != nil {
-		return err
-	}
-	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
-		return err
-	}
-	var final string
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
+	first := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}
+	follow := reconnect.Default
+	follow.OnAttach = func(id string, after int64, cause error) {
+		why := "the stream ended before the generation did"
+		if cause != nil {
+			why = status.Convert(cause).Message()
 		}
+		fmt.Printf("attach %s after %d (%s)\n", id, after, why)
+	}
+	var text reconnect.Text // what a UI would show of the model's text
+	var final string
+	for ev, err := range follow.Generate(ctx, agentdv1.NewAgentServiceClient(conn), first) {
 		if err != nil {
 			return err
 		}
+		withdrawn := text.Apply(ev)
 		switch k := ev.GetEvent().(type) {
 		case *agentdv1.GenerateResponse_Started:
 			fmt.Println("started", k.Started.GetGenerationId())
@@ -71,8 +79,15 @@ func run(o connect.Options, file string) error {
 			fmt.Println("tool_call_started", k.ToolCallStarted.GetToolName(), k.ToolCallStarted.GetArguments())
 		case *agentdv1.GenerateResponse_ToolCallFinished:
 			fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
+		case *agentdv1.GenerateResponse_TurnWithdrawn:
+			fmt.Printf("turn_withdrawn %d (%s): discarding %q, the turn is asked again\n",
+				k.TurnWithdrawn.GetTurn(), k.TurnWithdrawn.GetReason(), withdrawn)
 		case *agentdv1.GenerateResponse_Usage:
-			fmt.Println("usage", k.Usage.GetInputTokens(), k.Usage.GetOutputTokens())
+			repeated := ""
+			if k.Usage.GetRepeated() {
+				repeated = " (repeated turn)"
+			}
+			fmt.Printf("usage %d %d%s\n", k.Usage.GetInputTokens(), k.Usage.GetOutputTokens(), repeated)
 		case *agentdv1.GenerateResponse_Completed:
 			for _, p := range k.Completed.GetMessage().GetParts() {
 				final += p.GetText()

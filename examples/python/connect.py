@@ -17,9 +17,14 @@ import os
 import grpc
 
 
-def parse(description, request, argv):
-    """The options and positional arguments in argv (request: the default request file)."""
+def parse(description, request, argv, switches=None):
+    """The options and positional arguments in argv (request: the default request file).
+
+    switches are an example's own on/off options, {name: help}.
+    """
     p = argparse.ArgumentParser(description=description)
+    for name, text in (switches or {}).items():
+        p.add_argument("--" + name, action="store_true", help=text)
     p.add_argument("address", nargs="?", default="127.0.0.1:7070")
     p.add_argument("request", nargs="?", default=request)
     p.add_argument("--token", default=os.environ.get("AGENTD_TOKEN"),

@@ -26,6 +26,8 @@ export interface Connection {
   transport: Transport;
   /** The headers every call sends: the token, if any. */
   headers: Record<string, string>;
+  /** The example's own on/off options (connect's switches) that the command line set. */
+  switches: Set<string>;
 }
 
 // read returns the file's bytes, or undefined without a path; an error
@@ -44,8 +46,11 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-/** The connection that the command line (process.argv) and the environment describe. */
-export function connect(defaultRequest: string): Connection {
+/**
+ * The connection that the command line (process.argv) and the environment
+ * describe; switches are the example's own on/off options (--name).
+ */
+export function connect(defaultRequest: string, switches: string[] = []): Connection {
   const { values: opts, positionals } = parseArgs({
     allowPositionals: true,
     options: {
@@ -53,6 +58,7 @@ export function connect(defaultRequest: string): Connection {
       "tls-ca": { type: "string", default: process.env.AGENTD_TLS_CA },
       "tls-cert": { type: "string", default: process.env.AGENTD_TLS_CERT },
       "tls-key": { type: "string", default: process.env.AGENTD_TLS_KEY },
+      ...Object.fromEntries(switches.map((name) => [name, { type: "boolean" as const }])),
     },
   });
   const address = positionals[0] ?? "127.0.0.1:7070";
@@ -68,6 +74,7 @@ export function connect(defaultRequest: string): Connection {
         : undefined,
     }),
     headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
+    switches: new Set(switches.filter((name) => (opts as Record<string, unknown>)[name] === true)),
   };
 }
 
