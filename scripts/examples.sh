@@ -15,14 +15,16 @@ py=${PY:-/usr/bin/python3}
 python() { PYTHONPATH=gen/python "$py" "$@"; }
 
 echo "--- Go example"; go run ./examples/go "$@" "$addr"
-echo "--- Go example, detached"; go run ./examples/go --detach "$@" "$addr"
+# A detached demo's stream ends after started: the demo must attach.
+attached() { local out; out=$("$@"); echo "$out"; grep -q '^attach' <<<"$out" || { echo "the detached demo never attached" >&2; return 1; }; }
+echo "--- Go example, detached"; attached go run ./examples/go --detach "$@" "$addr"
 echo "--- Go approval example"; go run ./examples/go/approve "$@" "$addr"
 echo "--- Python example"; python examples/python/demo.py "$@" "$addr"
-echo "--- Python example, detached"; python examples/python/demo.py --detach "$@" "$addr"
+echo "--- Python example, detached"; attached python examples/python/demo.py --detach "$@" "$addr"
 echo "--- Python approval example"; python examples/python/approve.py "$@" "$addr"
 echo "--- Python bad request example"; python examples/python/bad_request.py "$@" "$addr"
 echo "--- TypeScript example"; node build/ts/examples/ts/demo.js "$@" "$addr"
-echo "--- TypeScript example, detached"; node build/ts/examples/ts/demo.js --detach "$@" "$addr"
+echo "--- TypeScript example, detached"; attached node build/ts/examples/ts/demo.js --detach "$@" "$addr"
 echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js "$@" "$addr"
 echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js "$@" "$addr"
 echo "--- agentd generate"; bin/agentd generate --addr "$addr" "$@" --request examples/demo-start.json

@@ -315,29 +315,8 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 		g.release()
 		return fault.GRPC(fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so it cannot run one detached"))
 	}
-	g.detached = true
-	gctx, gcancel := s.clientless(g)
-	j, err := s.openJournal(gctx, g)
-	if err != nil {
-		gcancel(nil)
-		g.release()
-		return fault.GRPC(err)
-	}
-	g.journal = j
-	if !s.goRun(g, gctx, gcancel) {
-		j.settle(gctx, store.Running, nil) // stopping: another replica runs it
-		gcancel(nil)
-		g.release()
-		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
-	}
-	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
-	return s.followDetached(stream, g)
-}
-
-// followDetached follows a detached generation on its own stream until the
-// client, having its started event, half-closes (or goes away), or the
-// generation ends.
-func (s *Service) followDetached(stream generateStream, g *generation) error {
+	// The client's half-close is watched from now on, so that it is
+	// known by the time the started event goes out.
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	var started, halfClosed atomic.Bool
@@ -355,7 +334,25 @@ func (s *Service) followDetached(stream generateStream, g *generation) error {
 			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "the stream of a detached generation is read-only: it pauses when it needs answers; resume it then"}}))
 		}
 	}()
-	err := s.follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
+	g.detached = true
+	gctx, gcancel := s.clientless(g)
+	j, err := s.openJournal(gctx, g)
+	if err != nil {
+		gcancel(nil)
+		g.release()
+		return fault.GRPC(err)
+	}
+	g.journal = j
+	if !s.goRun(g, gctx, gcancel) {
+		j.settle(gctx, store.Running, nil) // stopping: another replica runs it
+		gcancel(nil)
+		g.release()
+		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
+	}
+	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
+	// The stream follows the generation until the client, having its
+	// started event, half-closes (or goes away), or the generation ends.
+	err = s.follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
 		if err := stream.Send(ev); err != nil {
 			return err
 		}
