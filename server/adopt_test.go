@@ -439,3 +439,51 @@ func TestStoppingReplicaHandsItsGenerationsOver(t *testing.T) {
 		t.Fatalf("attached on replica-b: %v, %v; want it completed there", kinds(events), status)
 	}
 }
+
+// X-G3: the replica running a generation dies while the generation waits
+// for its client's approval (the read call done, the delete call gated).
+// The replica that adopts it has no client to ask: it asks again and
+// pauses, with the same approval request; the read call is not run
+// again; a resume there runs the approved call once and completes.
+func TestAdoptingAWaitingGeneration(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	gensA := &severable{Generations: st.Generations()}
+	bridgeA := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	a := adoptReplica(t, "replica-a", st, gensA, bridgeA, recordingScript())
+	t.Cleanup(func() { gensA.dead.Store(false) })
+	agent := filesAgent(t)
+	id, vanish := startUntilApproval(t, &pausable{client: a, store: st}, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("tidy")})
+	defer vanish()
+	waitRecord(t, st.Generations(), id, func(g store.Generation) bool { return g.State == store.Waiting })
+	gensA.dead.Store(true)
+
+	bridgeB := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	b := adoptReplica(t, "replica-b", st, st.Generations(), bridgeB, recordingScript())
+	events, status := attachTo(t, b, id, 0)
+	if status.Code() != codes.OK {
+		t.Fatalf("attached: %v after %v", status, kinds(events))
+	}
+	paused := events[len(events)-1].GetPaused()
+	if paused == nil || len(paused.GetApprovalRequests()) != 1 || paused.GetApprovalRequests()[0].GetToolName() != "delete" {
+		t.Fatalf("events %v; want the generation paused for the delete call's approval", kinds(events))
+	}
+	if bridgeB.callsTo("read") != 0 || bridgeB.callsTo("delete") != 0 {
+		t.Fatalf("the adopting replica ran %v before any approval", bridgeB.calls())
+	}
+	req := paused.GetApprovalRequests()[0]
+	resumed, status := run(t, b, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+		GenerationId: id, Agent: agent, ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: req.GetId(), Approved: true}}}}}, nil)
+	if status.Code() != codes.OK || resumed[len(resumed)-1].GetCompleted() == nil {
+		t.Fatalf("resumed: %v, %v", kinds(resumed), status)
+	}
+	if bridgeA.callsTo("read") != 1 || bridgeB.callsTo("read") != 0 || bridgeB.callsTo("delete") != 1 || bridgeA.callsTo("delete") != 0 {
+		t.Errorf("calls: replica-a %v, replica-b %v; want read once on a, delete once on b", bridgeA.calls(), bridgeB.calls())
+	}
+	// replica-a's client goes; replica-a, back, finds its lease taken and
+	// ends its generation (its stream's handler is not the Service's to
+	// join).
+	gensA.dead.Store(false)
+	vanish()
+	waitFor(t, func() bool { return bridgeA.counts().Close > 0 })
+}

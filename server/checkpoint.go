@@ -12,6 +12,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
 )
 
 // A running generation's checkpoint (X-G3) is a statev1.Checkpoint like a
@@ -155,6 +156,14 @@ func (g *generation) checkpoint(turn *statev1.PausedTurn) {
 	g.emitMu.Lock()
 	defer g.emitMu.Unlock()
 	g.journal.checkpoint(g.snapshot(turn))
+}
+
+// setState records that the generation, in tool turn r, waits on its
+// client or runs again, with the turn's checkpoint.
+func (g *generation) setState(st store.State, r *turnRun) {
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	g.journal.setState(st, g.snapshot(r.runningState()))
 }
 
 // runningState is a tool turn's calls and the results it has, for a

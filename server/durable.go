@@ -320,10 +320,15 @@ func (j *journal) awaitSeq(ctx context.Context, seq int64) error {
 	}
 }
 
-// setState records that the generation runs or waits on its client.
-func (j *journal) setState(s store.State) {
+// setState records that the generation runs or waits on its client, with
+// data, the checkpoint of that moment: the record's state changes only
+// with a checkpoint, so that its checkpoint always covers exactly the
+// events before it. The caller serializes it with record.
+func (j *journal) setState(s store.State, data []byte) {
 	j.mu.Lock()
 	j.state = s
+	j.snap, j.snapSeq = data, j.last
+	j.snapN++
 	j.mu.Unlock()
 	j.poke()
 }
@@ -451,7 +456,10 @@ func (j *journal) write() error {
 			j.mu.Unlock()
 		}
 	}
-	if state != written {
+	// A generation that pauses changes state alone: a paused record's
+	// checkpoint is not read (its pause has its own). Running and waiting
+	// change with a checkpoint (setState), and wait for one otherwise.
+	if state != written && state == store.Paused {
 		sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		_, err := j.gens.Checkpoint(sctx, j.tenant, j.id, j.epoch, store.Checkpoint{State: state, Now: time.Now()})
 		cancel()

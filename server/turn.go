@@ -273,8 +273,8 @@ func (r *turnRun) awaitAnswers() (err error) {
 		return &errPause{why: "has gone away"}
 	}
 	if g.journal != nil {
-		g.journal.setState(store.Waiting)
-		defer g.journal.setState(store.Running)
+		g.setState(store.Waiting, r)
+		defer g.setState(store.Running, r)
 	}
 	defer func() {
 		// A pause keeps the link waiting: if the client goes away while
