@@ -180,7 +180,15 @@ func (g *generation) run(ctx context.Context) error {
 		if err := g.progress(ctx); err != nil {
 			return err
 		}
+		// Past its paused turn, its pause can no longer be resumed: its
+		// record must say so (not resuming) before it goes on, or a
+		// replica adopting it would pause it again for good.
 		g.checkpoint(nil)
+		if g.journal != nil {
+			if err := g.journal.await(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	if g.adopted != nil {
 		// A dead replica's generation: from its last checkpoint.
