@@ -153,23 +153,9 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	if t := cp.GetTurn(); t != nil && len(t.GetStates()) != len(t.GetCalls()) {
 		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint cannot be read by this agentd")
 	}
-	g := &generation{
-		s: s, id: rec.ID, tenant: rec.Tenant, release: func() {},
-		owners:    make(map[string]*toolOwner),
-		answered:  &answerSet{},
-		messages:  cp.GetMessages(),
-		added:     cp.GetAdded(),
-		total:     cp.GetUsage(),
-		toolTurns: int(cp.GetToolTurns()),
-		detached:  cp.GetDetached(),
-		agent:     &sealedAgent{data: cp.GetAgent(), sealed: cp.GetAgentSealed(), withheld: cp.GetSecretsWithheld(), keyID: cp.GetKeyId()},
-	}
-	if g.total == nil {
-		g.total = &agentdv1.Usage{}
-	}
-	for _, id := range cp.GetAnswered() {
-		g.answered.add(id)
-	}
+	g := s.continued(rec.Tenant, cp)
+	g.detached = cp.GetDetached()
+	g.agent = &sealedAgent{data: cp.GetAgent(), sealed: cp.GetAgentSealed(), withheld: cp.GetSecretsWithheld(), keyID: cp.GetKeyId()}
 	if cp.GetResuming() {
 		g.resume = &resumption{stopKeeping: func() {}}
 		return g, nil
@@ -267,20 +253,12 @@ func (g *generation) continueAdopted(ctx context.Context) (done bool, _ error) {
 				}); err != nil {
 					return err
 				}
-			case owner == nil:
-				if err := r.unknownTool(i); err != nil {
-					return err
-				}
-			case ad.started[c.GetId()]: // a function call: the client is asked again
+			case owner != nil && ad.started[c.GetId()]: // a function call: the client is asked again
 				if err := r.askFunction(i); err != nil {
 					return err
 				}
-			case g.gated(c.GetName(), owner):
-				if err := r.askApproval(i, owner); err != nil {
-					return err
-				}
 			default:
-				if err := r.start(i, owner); err != nil {
+				if err := r.dispatchCall(i); err != nil {
 					return err
 				}
 			}

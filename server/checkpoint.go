@@ -117,28 +117,32 @@ func (s *Service) openAgent(tenant, id string, cp *statev1.Checkpoint) (*agentdv
 	return agent, nil
 }
 
-// snapshot encodes the generation's checkpoint: the conversation so far
-// and, inside a tool turn, the turn (its calls, and the results of those
-// that finished).
-func (g *generation) snapshot(turn *statev1.PausedTurn) []byte {
-	cp := &statev1.Checkpoint{
-		Version:         checkpointVersion,
-		GenerationId:    g.id,
-		Provider:        g.plan.agent.GetProvider(),
-		Model:           g.plan.agent.GetModel(),
-		Messages:        g.messages,
-		Added:           g.added,
-		Usage:           g.total,
-		ToolTurns:       int32(g.toolTurns),
-		Turn:            turn,
-		Agent:           g.agent.data,
-		AgentSealed:     g.agent.sealed,
-		SecretsWithheld: g.agent.withheld,
-		KeyId:           g.agent.keyID,
-		Detached:        g.detached,
-		Resuming:        g.resume != nil && !g.resume.progressed,
-		Answered:        g.answered.list(),
+// conversation is the part of a checkpoint, paused or running, that says
+// where the generation is: its conversation, usage and tool turns, the
+// turn it is in, and the answers it has had.
+func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint {
+	return &statev1.Checkpoint{
+		Version:      checkpointVersion,
+		GenerationId: g.id,
+		Provider:     g.plan.agent.GetProvider(),
+		Model:        g.plan.agent.GetModel(),
+		Messages:     g.messages,
+		Added:        g.added,
+		Usage:        g.total,
+		ToolTurns:    int32(g.toolTurns),
+		Turn:         turn,
+		Answered:     g.answered.list(),
 	}
+}
+
+// snapshot encodes the generation's running checkpoint: its conversation
+// and, inside a tool turn, the turn (its calls, and the results of those
+// that finished), with its agent.
+func (g *generation) snapshot(turn *statev1.PausedTurn) []byte {
+	cp := g.conversation(turn)
+	cp.Agent, cp.AgentSealed, cp.SecretsWithheld, cp.KeyId = g.agent.data, g.agent.sealed, g.agent.withheld, g.agent.keyID
+	cp.Detached = g.detached
+	cp.Resuming = g.resume != nil && !g.resume.progressed
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(cp)
 	if err != nil {
 		// Messages that were received and decoded encode again.

@@ -58,20 +58,8 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	}
 	now := time.Now()
 	expires := now.Add(g.s.cfg.PauseTTL)
-	cp := &statev1.Checkpoint{
-		Version:      checkpointVersion,
-		GenerationId: g.id,
-		Provider:     g.plan.agent.GetProvider(),
-		Model:        g.plan.agent.GetModel(),
-		Messages:     g.messages,
-		Added:        g.added,
-		Usage:        g.total,
-		ToolTurns:    int32(g.toolTurns),
-		Turn:         r.state(),
-		PausedAt:     timestamppb.New(now),
-		ExpiresAt:    timestamppb.New(expires),
-	}
-	cp.Answered = g.answered.list()
+	cp := g.conversation(r.state())
+	cp.PausedAt, cp.ExpiresAt = timestamppb.New(now), timestamppb.New(expires)
 	data, err := proto.Marshal(cp)
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
@@ -293,28 +281,32 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		release()
 		return nil, err
 	}
+	g := s.continued(name, cp)
+	g.release, g.plan = release, p
+	g.resume = &resumption{
+		checkpoint:  cp,
+		original:    rec.Data,
+		claimed:     claimed,
+		version:     rec.Version + 1,
+		stopKeeping: func() {},
+		decisions:   r.GetApprovalDecisions(),
+		results:     r.GetFunctionResults(),
+		interrupted: interrupted,
+	}
+	return g, nil
+}
+
+// continued is tenant's generation as checkpoint cp left it: its
+// conversation, usage, tool turns and answers, with nothing to run yet.
+func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 	g := &generation{
-		s:         s,
-		id:        cp.GetGenerationId(),
-		tenant:    name,
-		release:   release,
-		plan:      p,
+		s: s, id: cp.GetGenerationId(), tenant: tenant, release: func() {},
 		owners:    make(map[string]*toolOwner),
 		answered:  &answerSet{},
 		messages:  cp.GetMessages(),
 		added:     cp.GetAdded(),
 		total:     cp.GetUsage(),
 		toolTurns: int(cp.GetToolTurns()),
-		resume: &resumption{
-			checkpoint:  cp,
-			original:    rec.Data,
-			claimed:     claimed,
-			version:     rec.Version + 1,
-			stopKeeping: func() {},
-			decisions:   r.GetApprovalDecisions(),
-			results:     r.GetFunctionResults(),
-			interrupted: interrupted,
-		},
 	}
 	if g.total == nil {
 		g.total = &agentdv1.Usage{}
@@ -322,7 +314,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	for _, id := range cp.GetAnswered() {
 		g.answered.add(id)
 	}
-	return g, nil
+	return g
 }
 
 // checkResumeRequest requires what a resume must name before anything is

@@ -89,25 +89,27 @@ func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.T
 }
 
 func (r *turnRun) dispatch() error {
-	g := r.g
-	for i, c := range r.calls {
-		owner := g.owners[c.GetName()]
-		switch {
-		case owner == nil:
-			if err := r.unknownTool(i); err != nil {
-				return err
-			}
-		case g.gated(c.GetName(), owner):
-			if err := r.askApproval(i, owner); err != nil {
-				return err
-			}
-		default:
-			if err := r.start(i, owner); err != nil {
-				return err
-			}
+	for i := range r.calls {
+		if err := r.dispatchCall(i); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// dispatchCall answers call i to a tool nobody offers, asks for its
+// approval, or starts it.
+func (r *turnRun) dispatchCall(i int) error {
+	c := r.calls[i]
+	owner := r.g.owners[c.GetName()]
+	switch {
+	case owner == nil:
+		return r.unknownTool(i)
+	case r.g.gated(c.GetName(), owner):
+		return r.askApproval(i, owner)
+	default:
+		return r.start(i, owner)
+	}
 }
 
 func (r *turnRun) setResult(i int, res *agentdv1.ToolResult) {

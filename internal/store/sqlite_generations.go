@@ -378,19 +378,17 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 				WHERE p.tenant = generations.tenant AND p.id = generations.id
 					AND (p.expires_at > ? OR p.claimed_at IS NOT NULL))`,
 		orEmpty(result), t, t, t)
-	if err != nil {
-		return 0, unavailable(err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, unavailable(err)
-	}
-	return int(n), nil
+	return affected(res, err)
 }
 
 func (s sqliteGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
 	// The events go with their generation (ON DELETE CASCADE).
 	res, err := s.db.ExecContext(ctx, `DELETE FROM generations WHERE finished_at IS NOT NULL AND finished_at <= ?`, before.UnixMilli())
+	return affected(res, err)
+}
+
+// affected is how many rows a statement changed.
+func affected(res sql.Result, err error) (int, error) {
 	if err != nil {
 		return 0, unavailable(err)
 	}
