@@ -128,10 +128,13 @@ test: tools lint check-generated breaking go-test examples examples-auth smoke
 # run on a throwaway server that scripts/postgres.sh starts for the whole run
 # (installing Debian's postgresql if missing) and stops when go test ends,
 # passed, failed or interrupted; AGENTD_TEST_POSTGRES_DSN=<dsn> points them at
-# a server of yours instead, and then nothing is started.
+# a server of yours instead, and then nothing is started. The server
+# package's tests (pauses, durable records, attach, adoption) run a second
+# time with AGENTD_TEST_STORE=postgres: on PostgreSQL instead of SQLite.
 go-test: npm
-	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 \
-	  go test -race -shuffle=on -count=1 ./...
+	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 sh -c ' \
+	  go test -race -shuffle=on -count=1 ./... && \
+	  AGENTD_TEST_STORE=postgres go test -race -shuffle=on -count=1 ./server/'
 
 # Benchmarks: timings on a shared machine are noisy, so each runs 5 times and
 # the medians are compared (scripts/bench-ratios.sh).

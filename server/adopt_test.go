@@ -86,13 +86,13 @@ func (s *severable) Release(ctx context.Context, tenant, id string, epoch int64,
 // adoptReplica serves an AgentService named name on st (its durable record
 // through gens) with a short lease and a busy adopter; the Service is
 // closed when the test ends.
-func adoptReplica(t *testing.T, name string, st *store.SQLite, gens store.Generations, bridge server.Bridge, ps ...providers.Provider) agentdv1.AgentServiceClient {
+func adoptReplica(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, ps ...providers.Provider) agentdv1.AgentServiceClient {
 	t.Helper()
 	return sealingReplica(t, name, st, gens, bridge, nil, ps...)
 }
 
 // sealingReplica is adoptReplica sealing agents with key (nil: none).
-func sealingReplica(t *testing.T, name string, st *store.SQLite, gens store.Generations, bridge server.Bridge, key *sealer.Sealer, ps ...providers.Provider) agentdv1.AgentServiceClient {
+func sealingReplica(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, key *sealer.Sealer, ps ...providers.Provider) agentdv1.AgentServiceClient {
 	t.Helper()
 	reg, err := providers.NewRegistry(ps...)
 	if err != nil {

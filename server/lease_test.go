@@ -200,7 +200,7 @@ func TestEventsReachClientsOnceStored(t *testing.T) {
 }
 
 // id0 is the id of the one generation in st.
-func id0(t *testing.T, st *store.SQLite) string {
+func id0(t *testing.T, st store.Store) string {
 	t.Helper()
 	page, _, err := st.Generations().List(t.Context(), "", store.ListOptions{})
 	if err != nil || len(page) != 1 {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,22 +24,36 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/pgtest"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
 
-// pausable is an AgentService with a real SQLite store, so generations
-// can pause and resume.
+// pausable is an AgentService with a real store, so generations can
+// pause and resume.
 type pausable struct {
 	client agentdv1.AgentServiceClient
-	store  *store.SQLite
+	store  store.Store
 }
 
-// newStore opens a SQLite store in a directory of the test's own,
-// sweeping every sweepEvery (0: never), closed when the test ends.
-func newStore(t *testing.T, sweepEvery time.Duration) *store.SQLite {
+// storeEnv picks the store of the package's tests: SQLite (unset), or
+// "postgres", a new database on the PostgreSQL server that pgtest finds
+// (make test runs this package's tests on both: every paused, durable
+// and adopted generation's behaviour holds on either store, X-G1).
+const storeEnv = "AGENTD_TEST_STORE"
+
+// newStore opens a store of the test's own, sweeping every sweepEvery
+// (0: never), closed when the test ends: SQLite in a directory of the
+// test's own, or PostgreSQL (storeEnv).
+func newStore(t *testing.T, sweepEvery time.Duration) store.Store {
 	t.Helper()
-	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), sweepEvery)
+	var st store.Store
+	var err error
+	if os.Getenv(storeEnv) == "postgres" {
+		st, err = store.OpenPostgres(t.Context(), pgtest.DSN(t), sweepEvery)
+	} else {
+		st, err = store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), sweepEvery)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
