@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"iter"
 	"strings"
 	"sync/atomic"
@@ -110,16 +112,14 @@ func sealingReplica(t *testing.T, name string, st store.Store, gens store.Genera
 	return client
 }
 
-// startDetached starts a detached generation, half-closing at once, and
-// returns its id: the stream ends after started.
+// startDetached starts a detached generation and returns its id: the
+// stream ends after started.
 func startDetached(t *testing.T, client agentdv1.AgentServiceClient, start *agentdv1.StartGeneration) string {
 	t.Helper()
 	start.Detach = true
 	events, st := run(t, client, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}, nil)
-	// The stream ends once the client's half-close has been seen, after
-	// started: a few more events may come first.
-	if st.Code() != codes.OK || len(events) == 0 || events[0].GetStarted() == nil {
-		t.Fatalf("a detached start sent %v and ended %v; want started first, then OK", kinds(events), st)
+	if st.Code() != codes.OK || len(events) != 1 || events[0].GetStarted() == nil {
+		t.Fatalf("a detached start sent %v and ended %v; want started, then OK", kinds(events), st)
 	}
 	return events[0].GetStarted().GetGenerationId()
 }
@@ -290,16 +290,16 @@ func TestAdoptionWithdrawsTheCutShortTurn(t *testing.T) {
 	}
 }
 
-// X-G4: a detached generation whose client stays receives every event to
-// the end, like an attached one; one that needs an approval pauses at
-// once (nobody is there to answer), and a resume continues it.
+// X-G4: a detached generation's stream ends after started even if the
+// client stays (it attaches to follow it); one that needs an approval
+// pauses at once (nobody is there to answer), and a resume continues it.
 func TestDetachedGenerations(t *testing.T) {
 	t.Parallel()
 	st := newStore(t, 0)
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
 	a := adoptReplica(t, "replica-a", st, st.Generations(), bridge, recordingScript())
 
-	t.Run("the client stays", func(t *testing.T) {
+	t.Run("the client stays, and attaches", func(t *testing.T) {
 		stream, err := a.Generate(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -310,16 +310,20 @@ func TestDetachedGenerations(t *testing.T) {
 		}
 		var got []*agentdv1.GenerateResponse
 		for {
-			ev, err := stream.Recv()
-			if err != nil {
+			var ev *agentdv1.GenerateResponse
+			if ev, err = stream.Recv(); err != nil {
 				break
 			}
 			got = append(got, ev)
 		}
-		wantSequences(t, got, 1)
-		if len(got) < 2 || got[0].GetStarted() == nil || got[len(got)-1].GetCompleted() == nil {
-			t.Fatalf("events %v; want started ... completed", kinds(got))
+		if !errors.Is(err, io.EOF) || len(got) != 1 || got[0].GetStarted() == nil {
+			t.Fatalf("the stream sent %v and ended %v; want started, then OK", kinds(got), err)
 		}
+		events, status := attachTo(t, a, got[0].GetStarted().GetGenerationId(), 1)
+		if status.Code() != codes.OK || events[len(events)-1].GetCompleted() == nil {
+			t.Fatalf("attached: %v, %v; want the rest, to completed", kinds(events), status)
+		}
+		wantSequences(t, events, 2)
 	})
 
 	t.Run("an approval pauses it", func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -299,35 +298,26 @@ func newGenerationID() string {
 }
 
 // errFollowed ends the stream of a detached generation once its client
-// has its started event and has half-closed.
+// has its started event.
 var errFollowed = errors.New("the detached generation's client has what it waited for")
 
 // detach runs a new generation without a client (X-G4): it is recorded
 // first (a store that cannot record it refuses it), then runs in the
-// background, owned by the Service. The stream follows it like an
-// attached one, read-only, and ends once the client has the started event
-// and has half-closed its side (grpcurl, or a client that only wants the
-// id; events that were on their way meanwhile may come first), or with
-// the generation if the client stays; a client that goes away leaves the
-// generation running.
+// background, owned by the Service. Its stream ends OK once it has sent
+// the started event (the generation's id, its servers and tools); a
+// client that wants the events attaches. A client that goes away before
+// leaves the generation running too.
 func (s *Service) detach(stream generateStream, g *generation) error {
 	if s.generations == nil {
 		g.release()
 		return fault.GRPC(fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so it cannot run one detached"))
 	}
-	// The client's half-close is watched from now on, so that it is
-	// known by the time the started event goes out.
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	var started, halfClosed atomic.Bool
 	go func() { // returns when the handler has returned, at the latest
 		_, err := stream.Recv()
 		switch {
-		case errors.Is(err, io.EOF):
-			halfClosed.Store(true)
-			if started.Load() {
-				cancel(errFollowed)
-			}
+		case errors.Is(err, io.EOF): // half-closed: it still reads
 		case err != nil:
 			cancel(err)
 		default:
@@ -350,17 +340,13 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
 	}
 	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
-	// The stream follows the generation until the client, having its
-	// started event, half-closes (or goes away), or the generation ends.
+	// The stream ends once it has sent the started event.
 	err = s.follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
 		if err := stream.Send(ev); err != nil {
 			return err
 		}
 		if ev.GetStarted() != nil {
-			started.Store(true)
-			if halfClosed.Load() {
-				return errFollowed
-			}
+			return errFollowed
 		}
 		return nil
 	})

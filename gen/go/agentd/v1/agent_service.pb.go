@@ -545,12 +545,12 @@ type StartGeneration struct {
 	// results before pausing. Absent: the service's default. Capped at the
 	// service's maximum; zero pauses at once.
 	AnswerTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=answer_timeout,json=answerTimeout,proto3" json:"answer_timeout,omitempty"`
-	// Run the generation without a client (X-G4): it goes on when the stream
-	// ends, which it does after the started event unless the client stays to
-	// read the events. A detached generation that needs approval decisions
-	// or function results pauses at once, as when a client goes away; follow
-	// it with attach, GetGeneration or ListGenerations. Requires a durable
-	// record of generations (FAILED_PRECONDITION otherwise).
+	// Run the generation without a client (X-G4): the stream ends after the
+	// started event, and the generation goes on. A detached generation that
+	// needs approval decisions or function results pauses at once, as when
+	// a client goes away; follow it with attach, GetGeneration or
+	// ListGenerations. Requires a durable record of generations
+	// (FAILED_PRECONDITION otherwise).
 	Detach        bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

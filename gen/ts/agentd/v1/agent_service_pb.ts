@@ -156,12 +156,12 @@ export type StartGeneration = Message<"agentd.v1.StartGeneration"> & {
   answerTimeout?: Duration | undefined;
 
   /**
-   * Run the generation without a client (X-G4): it goes on when the stream
-   * ends, which it does after the started event unless the client stays to
-   * read the events. A detached generation that needs approval decisions
-   * or function results pauses at once, as when a client goes away; follow
-   * it with attach, GetGeneration or ListGenerations. Requires a durable
-   * record of generations (FAILED_PRECONDITION otherwise).
+   * Run the generation without a client (X-G4): the stream ends after the
+   * started event, and the generation goes on. A detached generation that
+   * needs approval decisions or function results pauses at once, as when
+   * a client goes away; follow it with attach, GetGeneration or
+   * ListGenerations. Requires a durable record of generations
+   * (FAILED_PRECONDITION otherwise).
    *
    * @generated from field: bool detach = 4;
    */
