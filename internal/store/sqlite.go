@@ -20,10 +20,11 @@ import (
 
 // SQLite is the Store of one SQLite database file.
 type SQLite struct {
-	db   *sql.DB
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	db    *sql.DB
+	stmts map[string]*sql.Stmt // prepareHot's
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
 }
 
 var _ Store = (*SQLite)(nil)
@@ -67,7 +68,12 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &SQLite{db: db, stop: make(chan struct{}), done: make(chan struct{})}
+	stmts, err := prepareHot(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: %s: %w", filepath.Base(path), err)
+	}
+	s := &SQLite{db: db, stmts: stmts, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.sweep(sweepEvery)
 	return s, nil
 }
@@ -318,6 +324,9 @@ func (s *SQLite) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.done
+		for _, st := range s.stmts {
+			_ = st.Close()
+		}
 		err = s.db.Close()
 	})
 	return err

@@ -17,10 +17,65 @@ import (
 //
 // A lease is held while its owner is not ”: Release and Finish clear it,
 // so the writes that require it are refused on a finished generation too.
-type sqliteGenerations struct{ db *sql.DB }
+type sqliteGenerations struct {
+	db    *sql.DB
+	stmts map[string]*sql.Stmt // the hot statements, prepared at open
+}
 
 // Generations returns the store's durable generations.
-func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db} }
+func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db, s.stmts} }
+
+// The statements every generation runs several times are prepared once,
+// when the store opens (SQLite otherwise parses each again, a third of
+// its work on a checkpoint).
+const (
+	qCreate = `
+			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
+				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
+			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL)
+			ON CONFLICT (tenant, id) DO NOTHING`
+	qRenew = `
+		UPDATE generations SET lease_expires = ?
+		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`
+	qCheckpoint = `
+			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
+				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
+			RETURNING last_seq`
+	qFinish = `
+			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
+				last_seq = last_seq + ?, updated_at = ?, finished_at = ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
+			RETURNING last_seq`
+	qAppend = `
+			UPDATE generations SET last_seq = last_seq + ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
+			RETURNING last_seq`
+	qInsertEvent = `INSERT INTO generation_events (tenant, generation_id, seq, kind, data) VALUES (?, ?, ?, ?, ?)`
+)
+
+var hotStatements = []string{qCreate, qRenew, qCheckpoint, qFinish, qAppend, qInsertEvent}
+
+// prepareHot prepares the hot statements on db.
+func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
+	stmts := make(map[string]*sql.Stmt, len(hotStatements))
+	for _, q := range hotStatements {
+		st, err := db.Prepare(q)
+		if err != nil {
+			for _, st := range stmts {
+				_ = st.Close()
+			}
+			return nil, err
+		}
+		stmts[q] = st
+	}
+	return stmts, nil
+}
+
+// in is hot statement q, prepared at open, for tx.
+func (s sqliteGenerations) in(ctx context.Context, tx *sql.Tx, q string) *sql.Stmt {
+	return tx.StmtContext(ctx, s.stmts[q])
+}
 
 var (
 	sqliteGenerationCols = generationColumns("", "")
@@ -64,15 +119,11 @@ func (s sqliteGenerations) inTx(ctx context.Context, f func(tx *sql.Tx) error) e
 }
 
 // insertEvents logs events with the sequence numbers from first.
-func insertEvents(ctx context.Context, tx *sql.Tx, tenant, id string, first int64, events []Event) error {
+func (s sqliteGenerations) insertEvents(ctx context.Context, tx *sql.Tx, tenant, id string, first int64, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO generation_events (tenant, generation_id, seq, kind, data) VALUES (?, ?, ?, ?, ?)`)
-	if err != nil {
-		return unavailable(err)
-	}
-	defer stmt.Close()
+	stmt := s.in(ctx, tx, qInsertEvent)
 	for i, e := range events {
 		if _, err := stmt.ExecContext(ctx, tenant, id, first+int64(i), e.Kind, orEmpty(e.Data)); err != nil {
 			return unavailable(err)
@@ -85,11 +136,7 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		n := int64(len(g.Events))
 		now := g.Now.UnixMilli()
-		res, err := tx.ExecContext(ctx, `
-			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
-				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
-			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL)
-			ON CONFLICT (tenant, id) DO NOTHING`,
+		res, err := s.in(ctx, tx, qCreate).ExecContext(ctx,
 			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now)
 		if err != nil {
 			return unavailable(err)
@@ -99,7 +146,7 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 		} else if n != 1 {
 			return generationExists(g.ID)
 		}
-		return insertEvents(ctx, tx, g.Tenant, g.ID, 1, g.Events)
+		return s.insertEvents(ctx, tx, g.Tenant, g.ID, 1, g.Events)
 	})
 }
 
@@ -136,10 +183,7 @@ func fenced(res sql.Result, err error, id string) error {
 }
 
 func (s sqliteGenerations) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) error {
-	res, err := s.db.ExecContext(ctx, `
-		UPDATE generations SET lease_expires = ?
-		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`,
-		expires.UnixMilli(), tenant, id, epoch)
+	res, err := s.stmts[qRenew].ExecContext(ctx, expires.UnixMilli(), tenant, id, epoch)
 	return fenced(res, err, id)
 }
 
@@ -159,11 +203,7 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 	events := append(slices.Clip(c.Events), c.After...)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		n, covered := int64(len(events)), int64(len(c.Events))
-		err := tx.QueryRowContext(ctx, `
-			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
-				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
-			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
-			RETURNING last_seq`,
+		err := s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
 			string(c.State), orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
@@ -171,7 +211,7 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 		if err != nil {
 			return unavailable(err)
 		}
-		return insertEvents(ctx, tx, tenant, id, last-n+1, events)
+		return s.insertEvents(ctx, tx, tenant, id, last-n+1, events)
 	})
 	return last, err
 }
@@ -184,11 +224,7 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		n := int64(len(o.Events))
 		now := o.Now.UnixMilli()
-		err := tx.QueryRowContext(ctx, `
-			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
-				last_seq = last_seq + ?, updated_at = ?, finished_at = ?
-			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
-			RETURNING last_seq`,
+		err := s.in(ctx, tx, qFinish).QueryRowContext(ctx,
 			string(o.State), orEmpty(o.Result), now, n, now, now, tenant, id, epoch).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			// A retry of a Finish that committed finds it done.
@@ -207,7 +243,7 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 		if err != nil {
 			return unavailable(err)
 		}
-		return insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
+		return s.insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
 	})
 	return last, err
 }
@@ -314,18 +350,14 @@ func (s sqliteGenerations) Append(ctx context.Context, tenant, id string, epoch 
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		n := int64(len(events))
-		err := tx.QueryRowContext(ctx, `
-			UPDATE generations SET last_seq = last_seq + ?
-			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
-			RETURNING last_seq`,
-			n, tenant, id, epoch).Scan(&last)
+		err := s.in(ctx, tx, qAppend).QueryRowContext(ctx, n, tenant, id, epoch).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
 		}
 		if err != nil {
 			return unavailable(err)
 		}
-		return insertEvents(ctx, tx, tenant, id, last-n+1, events)
+		return s.insertEvents(ctx, tx, tenant, id, last-n+1, events)
 	})
 	return last, err
 }
