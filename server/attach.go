@@ -25,12 +25,37 @@ const attachPoll = 50 * time.Millisecond
 // owner, on this replica or another, appends them, until the generation
 // has paused or finished. The stream is read-only.
 func (s *Service) attach(stream generateStream, a *agentdv1.AttachGeneration) error {
-	err := s.attachStream(stream, a)
+	return followStatus(s.attachStream(stream, a))
+}
+
+// followStatus is how a followed stream ends after err: nil, or a status
+// already (the generation's, or the stream's), as it is; a fault as its
+// status.
+func followStatus(err error) error {
 	var fe *fault.Error
 	if _, ok := status.FromError(err); ok && !errors.As(err, &fe) {
-		return err // nil, or a status already: the generation's, or the stream's
+		return err
 	}
 	return fault.GRPC(err)
+}
+
+// readOnly watches the client's side of a stream that only follows a
+// generation: its context ends when the client goes away, or, with
+// INVALID_ARGUMENT (misuse), when it sends anything; a half-close is no
+// end (the client still reads).
+func readOnly(stream generateStream, misuse string) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	go func() { // returns when the handler has returned, at the latest
+		_, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF): // half-closed: the client still reads
+		case err != nil:
+			cancel(err)
+		default:
+			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: misuse}}))
+		}
+	}()
+	return ctx, cancel
 }
 
 func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGeneration) error {
@@ -51,18 +76,8 @@ func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGenerati
 	if s.generations == nil {
 		return fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so there is nothing to attach to")
 	}
-	ctx, cancel := context.WithCancelCause(stream.Context())
+	ctx, cancel := readOnly(stream, "an attached stream is read-only: answer on the generation's own stream, or resume it once it has paused")
 	defer cancel(nil)
-	go func() { // returns when the handler has returned, at the latest
-		_, err := stream.Recv()
-		switch {
-		case errors.Is(err, io.EOF): // half-closed: the client still reads
-		case err != nil:
-			cancel(err)
-		default:
-			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "an attached stream is read-only: answer on the generation's own stream, or resume it once it has paused"}}))
-		}
-	}()
 	id, after := a.GetGenerationId(), a.GetAfterSequence()
 	if _, err := s.generations.Get(ctx, tenant, id); err != nil {
 		return orCause(ctx, err) // another tenant's is not found either

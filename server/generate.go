@@ -312,18 +312,8 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 		g.release()
 		return fault.GRPC(fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so it cannot run one detached"))
 	}
-	ctx, cancel := context.WithCancelCause(stream.Context())
+	ctx, cancel := readOnly(stream, "the stream of a detached generation is read-only: it pauses when it needs answers; resume it then")
 	defer cancel(nil)
-	go func() { // returns when the handler has returned, at the latest
-		_, err := stream.Recv()
-		switch {
-		case errors.Is(err, io.EOF): // half-closed: it still reads
-		case err != nil:
-			cancel(err)
-		default:
-			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "the stream of a detached generation is read-only: it pauses when it needs answers; resume it then"}}))
-		}
-	}()
 	g.detached = true
 	gctx, gcancel := s.clientless(g)
 	j, err := s.openJournal(gctx, g)
@@ -350,12 +340,8 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 		}
 		return nil
 	})
-	if errors.Is(err, errFollowed) || errors.Is(context.Cause(ctx), errFollowed) {
+	if errors.Is(err, errFollowed) {
 		return nil
 	}
-	var fe *fault.Error
-	if _, ok := status.FromError(err); ok && !errors.As(err, &fe) {
-		return err
-	}
-	return fault.GRPC(err)
+	return followStatus(err)
 }
