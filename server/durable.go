@@ -72,6 +72,7 @@ type journal struct {
 	lost      bool                         // a write was refused with Conflict: write nothing more
 	uncertain bool                         // an append failed as unavailable: it may have taken
 	wake      chan struct{}                // something is due now
+	arm       chan struct{}                // something is pending: flush within flushEvery
 	quit      chan struct{}
 	done      chan struct{}
 	started   bool
@@ -192,7 +193,7 @@ func (s *Service) newJournal(g *generation) *journal {
 		stop:  func(err error) { g.link.cancel(err) },
 		warn:  func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
 		state: store.Running, written: store.Running, epoch: 1,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), advanced: make(chan struct{}), ended: make(chan struct{}),
+		wake: make(chan struct{}, 1), arm: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), advanced: make(chan struct{}), ended: make(chan struct{}),
 	}
 }
 
@@ -232,6 +233,8 @@ func (j *journal) record(ev *agentdv1.GenerateResponse) {
 	j.mu.Unlock()
 	if due {
 		j.poke()
+	} else {
+		j.soon()
 	}
 }
 
@@ -246,6 +249,7 @@ func (j *journal) recordCheckpoint(ev *agentdv1.GenerateResponse, data []byte) {
 	j.snap, j.snapSeq = data, j.last
 	j.snapN++
 	j.mu.Unlock()
+	j.soon()
 }
 
 // recordLocked is record with j.mu held; it reports whether a write is
@@ -272,6 +276,7 @@ func (j *journal) checkpoint(data []byte) {
 	j.snap, j.snapSeq = data, j.last
 	j.snapN++
 	j.mu.Unlock()
+	j.soon()
 }
 
 // await returns once the events numbered so far are in the store (and
@@ -333,6 +338,16 @@ func (j *journal) setState(s store.State, data []byte) {
 	j.poke()
 }
 
+// soon asks for a write within flushEvery: the keeper's flush timer runs
+// only while something is pending, so an idle generation (one waiting on
+// its client for hours) costs no wake-ups but its lease's renewals.
+func (j *journal) soon() {
+	select {
+	case j.arm <- struct{}{}:
+	default:
+	}
+}
+
 func (j *journal) poke() {
 	select {
 	case j.wake <- struct{}{}:
@@ -347,13 +362,21 @@ func (j *journal) keep() {
 	renew := time.NewTicker(max(j.ttl/3, 10*time.Millisecond))
 	defer renew.Stop()
 	flush := time.NewTimer(flushEvery)
+	flush.Stop()
 	defer flush.Stop()
+	armed := false // flush runs
 	backoff := retryMin
 	var retry <-chan time.Time
 	for {
 		select {
 		case <-j.quit:
 			return
+		case <-j.arm:
+			if !armed {
+				flush.Reset(flushEvery)
+				armed = true
+			}
+			continue
 		case <-renew.C:
 			j.renew()
 			if retry != nil {
@@ -364,6 +387,7 @@ func (j *journal) keep() {
 				continue // a retry is due anyway
 			}
 		case <-flush.C:
+			armed = false
 			if retry != nil {
 				continue
 			}
@@ -374,7 +398,10 @@ func (j *journal) keep() {
 		switch {
 		case err == nil:
 			backoff = retryMin
-			flush.Reset(flushEvery)
+			if !armed && j.pendingWrite() {
+				flush.Reset(flushEvery) // what came meanwhile
+				armed = true
+			}
 		case j.isLost():
 			return
 		default:
@@ -382,6 +409,13 @@ func (j *journal) keep() {
 			backoff = min(2*backoff, retryMax)
 		}
 	}
+}
+
+// pendingWrite reports whether events or a checkpoint wait to be written.
+func (j *journal) pendingWrite() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pending) > 0 || j.snap != nil
 }
 
 func (j *journal) renew() {
