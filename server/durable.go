@@ -720,6 +720,16 @@ type result struct {
 	Message json.RawMessage `json:"message,omitempty"`
 }
 
+// PauseExpiredResult is the result a paused generation's record keeps
+// when its pause expired before a resume took it (X-G4): cancelled by no
+// client, DEADLINE_EXCEEDED tells it from one a client cancelled. The
+// sweeper that ends such generations writes it; GetGeneration and an
+// attached stream read it like any other.
+func PauseExpiredResult() []byte {
+	b, _ := json.Marshal(result{Error: "the pause expired (generation.pause_ttl) before a resume", Code: codes.DeadlineExceeded})
+	return b
+}
+
 func (g *generation) result(final *agentdv1.Message, err error) []byte {
 	r := result{Text: textOf(final)}
 	if final != nil {

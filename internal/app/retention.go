@@ -2,13 +2,11 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/server"
 )
 
 // How often generations are swept (X-G4): every tenth of the shorter of
@@ -30,14 +28,8 @@ func sweepEvery(retention, pauseTTL time.Duration) time.Duration {
 }
 
 // pauseExpired is the result of a paused generation whose pause expired
-// before a resume took it (X-G4), in the form of the results that the
-// server's journal records (server/durable.go), so that GetGeneration
-// shows it and an attached stream ends with it. It is cancelled, by no
-// client: DEADLINE_EXCEEDED tells it from one a client cancelled.
-var pauseExpired, _ = json.Marshal(struct {
-	Error string     `json:"error"`
-	Code  codes.Code `json:"code"`
-}{"the pause expired (generation.pause_ttl) before a resume", codes.DeadlineExceeded})
+// before a resume took it, as the server's records keep results.
+var pauseExpired = server.PauseExpiredResult()
 
 // sweepFinished ends, until Close, the paused generations whose pause
 // expired before a resume (store.Generations.ExpirePaused: they become
