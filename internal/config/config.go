@@ -41,6 +41,16 @@ type Config struct {
 	// Env AGENTD_SHUTDOWN_GRACE.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 
+	// ShutdownDrain is how long, on SIGINT/SIGTERM, health reports
+	// NOT_SERVING while the listeners still accept calls, so that load
+	// balancers stop sending new ones, before the graceful shutdown
+	// (ShutdownGrace) begins. Default 5s; 0 skips it. Env
+	// AGENTD_SHUTDOWN_DRAIN.
+	ShutdownDrain time.Duration `yaml:"shutdown_drain"`
+
+	// Metrics configures the metrics agentd and its bridge record (X-O1).
+	Metrics Metrics `yaml:"metrics"`
+
 	// Insecure lets `agentd serve` and `agentd bridge` listen on an
 	// address other than loopback although agentd authenticates no caller:
 	// anyone who can reach the port can then run generations on the
@@ -513,6 +523,16 @@ type Store struct {
 	EncryptionKeyFile string `yaml:"encryption_key_file"`
 }
 
+// Metrics configures the metrics' Prometheus endpoint. The same
+// instruments are exported by OTLP when the standard OTEL_* variables ask
+// for it (OTEL_METRICS_EXPORTER=otlp, OTEL_EXPORTER_OTLP_ENDPOINT, ...).
+type Metrics struct {
+	// Listen is the address of a Prometheus scrape endpoint (GET /metrics,
+	// plain HTTP). Empty (the default) serves none. Env
+	// AGENTD_METRICS_LISTEN.
+	Listen string `yaml:"listen"`
+}
+
 // Bridge configures the BridgeService.
 type Bridge struct {
 	// Address of the remote BridgeService (`agentd bridge`) for `agentd
@@ -785,6 +805,7 @@ func Default() Config {
 	return Config{
 		Listen:        "127.0.0.1:7070",
 		ShutdownGrace: 10 * time.Second,
+		ShutdownDrain: 5 * time.Second,
 		TLS:           TLS{MinVersion: "1.2"},
 		Admin:         Admin{TLS: TLS{MinVersion: "1.2"}},
 		Reflection:    true,
@@ -893,6 +914,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		return nil
 	}
 	str("AGENTD_LISTEN", &c.Listen)
+	str("AGENTD_METRICS_LISTEN", &c.Metrics.Listen)
 	str("AGENTD_LOG_LEVEL", &c.Log.Level)
 	str("AGENTD_LOG_FORMAT", &c.Log.Format)
 	str("AGENTD_STATE_DIR", &c.StateDir)
@@ -944,6 +966,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	if v := getenv("AGENTD_BRIDGE_ALLOWED_COMMANDS"); v != "" {
 		c.Bridge.AllowedCommands = splitList(v)
 	}
+	if err := dur("AGENTD_SHUTDOWN_DRAIN", &c.ShutdownDrain); err != nil {
+		return err
+	}
 	return dur("AGENTD_SHUTDOWN_GRACE", &c.ShutdownGrace)
 }
 
@@ -979,6 +1004,9 @@ func (c *Config) Validate() error {
 	c.validateTenants(bad)
 	c.validateAuth(bad)
 	c.Store.validate(bad)
+	if c.ShutdownDrain < 0 {
+		bad("shutdown_drain: must not be negative, got %s", c.ShutdownDrain)
+	}
 	if c.ShutdownGrace <= 0 {
 		bad("shutdown_grace: must be positive, got %s", c.ShutdownGrace)
 	}
