@@ -119,7 +119,7 @@ func New(opts Options) (*Service, error) {
 		cfg:        opts.Config,
 		tenants:    tenants,
 		cache:      cache,
-		pools:      newPools(opts.Config, log, stdioDialer(log)),
+		pools:      newPools(opts.Config, log, stdioDialer(log, prop)),
 		transport:  mcpconn.NewTransport(false),
 		private:    mcpconn.NewTransport(true),
 		sessions:   make(map[string]*session),

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -272,6 +273,43 @@ func TestCallToolsTrace(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"tools/call echo"}, got); diff != "" {
 		t.Errorf("tool call spans (-want +got):\n%s", diff)
+	}
+}
+
+// X-O3: a bridged call's trace context reaches the MCP server, in the
+// request's params._meta: the trace of the call, under the bridge's own
+// tools/call span.
+func TestCallToolsTraceReachesTheServer(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	f := newFixtureOptions(t, nil, func(o *Options) { o.TracerProvider = tp })
+	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
+	stream := openCalls(t, t.Context(), f.client, id)
+	parent := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0xc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		SpanID:  trace.SpanID{0xd, 1, 2, 3, 4, 5, 6, 7}, TraceFlags: trace.FlagsSampled,
+	})
+	carrier := propagation.MapCarrier{}
+	telemetry.Propagator().Inject(trace.ContextWithSpanContext(t.Context(), parent), carrier)
+	send(t, stream, &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: &bridgev1.StreamedToolCall{
+		Id: 1, ServerName: "t", ToolName: "meta", Arguments: `{}`, TraceContext: carrier,
+	}}})
+	res := recvAnswer(t, stream)
+	var meta struct {
+		Traceparent string `json:"traceparent"`
+	}
+	if err := json.Unmarshal([]byte(res.GetResult().GetOutput()), &meta); err != nil {
+		t.Fatalf("the meta tool answered %v: %v", res, err)
+	}
+	var callSpan trace.SpanContext
+	for _, sp := range spans.Ended() {
+		if sp.Name() == "tools/call meta" {
+			callSpan = sp.SpanContext()
+		}
+	}
+	if want := "00-" + parent.TraceID().String() + "-" + callSpan.SpanID().String() + "-01"; meta.Traceparent != want {
+		t.Errorf("the server saw traceparent %q; want %q (the call's trace, the bridge's tools/call span)", meta.Traceparent, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -114,13 +115,14 @@ func (ps *pools) poolConfig(warm int) pool.Config {
 	}
 }
 
-// stdioDialer returns the dialFunc that starts processes logging to log.
-// A pool's processes log with the server's registered (or command) name;
-// sessions see them under their own names.
-func stdioDialer(log *slog.Logger) dialFunc {
+// stdioDialer returns the dialFunc that starts processes logging to log,
+// whose requests carry their trace context with prop (X-O3). A pool's
+// processes log with the server's registered (or command) name; sessions
+// see them under their own names.
+func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator) dialFunc {
 	return func(spec mcpconn.StdioSpec) pool.Dialer[*mcpconn.Conn] {
 		return func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
-			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log})
+			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop})
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"slices"
 	"sync"
@@ -30,6 +31,7 @@ type session struct {
 	id       string
 	log      *slog.Logger
 	tracer   trace.Tracer
+	prop     propagation.TextMapPropagator // carries calls' trace context to the servers (X-O3)
 	cache    *schemacache.Cache
 	useCache *bool // the session's override of the cache setting
 	servers  []*server
@@ -61,6 +63,7 @@ func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, target
 		id:        id,
 		log:       s.log.With("session", id, "generation", req.GetGenerationId()),
 		tracer:    s.tracer,
+		prop:      s.propagator,
 		cache:     s.cache,
 		useCache:  req.Cache,
 		byName:    make(map[string]*server, len(targets)),
@@ -146,7 +149,7 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 		srv.lease = lease
 		srv.conn = lease.Conn().View(t.name, t.readTimeout)
 	} else {
-		conn, err := mcpconn.DialHTTP(ctx, *t.http, t.readTimeout, mcpconn.Options{Logger: srv.sess.log})
+		conn, err := mcpconn.DialHTTP(ctx, *t.http, t.readTimeout, mcpconn.Options{Logger: srv.sess.log, Propagator: srv.sess.prop})
 		if err != nil {
 			return nil, err
 		}

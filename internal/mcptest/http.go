@@ -83,6 +83,7 @@ type HTTPRequest struct {
 	RPCMethod     string // the JSON-RPC method of a POSTed request, if any
 	Authorization string
 	SessionID     string // the Mcp-Session-Id header
+	Traceparent   string // the traceparent header (X-O3)
 	Status        int    // 0 while the response runs
 }
 
@@ -229,7 +230,8 @@ func (s *HTTPServer) newHandler() http.Handler {
 }
 
 func (s *HTTPServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := HTTPRequest{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get("Mcp-Session-Id")}
+	rec := HTTPRequest{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get("Mcp-Session-Id"),
+		Traceparent: r.Header.Get("Traceparent")}
 	if r.Method == http.MethodPost && r.Body != nil {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -342,6 +344,7 @@ func (s *HTTPServer) newServer() *mcp.Server {
 				return nil, errors.New("server closed")
 			}
 		})
+	srv.AddTool(&mcp.Tool{Name: "meta", Description: "The call's _meta, as JSON.", InputSchema: objectSchema}, metaTool)
 	srv.AddTool(&mcp.Tool{Name: "authorization", Description: "The Authorization header of the call.", InputSchema: objectSchema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			if req.Extra == nil || req.Extra.Header == nil {

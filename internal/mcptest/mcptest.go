@@ -385,6 +385,7 @@ func newServer(stdoutNoise bool) *mcp.Server {
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(string(req.Params.Arguments)), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "meta", InputSchema: objectSchema}, metaTool)
 	s.AddTool(&mcp.Tool{Name: "pid", InputSchema: objectSchema},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(strconv.Itoa(os.Getpid())), nil
@@ -515,4 +516,14 @@ func runStubborn(ctx context.Context) error {
 	_ = runStdio(ctx, s)
 	// Outlive stdin: only signals end this process.
 	return sleepForever()
+}
+
+// metaTool answers with the request's _meta, as JSON: what the client
+// sent with the call (its trace context, X-O3).
+func metaTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(req.Params.Meta)
+	if err != nil {
+		return nil, err
+	}
+	return text(string(b)), nil
 }

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"log/slog"
 	"os"
@@ -38,10 +39,14 @@ import (
 // servers and breaks servers that exit on an unknown first request.
 const ProtocolVersion = "2025-11-25"
 
-// Options are a connection's logger.
+// Options are a connection's logger and trace propagation.
 type Options struct {
 	// Logger receives stderr lines, dropped stdout lines and diagnostics.
 	Logger *slog.Logger
+	// Propagator carries the trace context of each request to the server
+	// (X-O3): in the request's params._meta (traceparent, tracestate) on
+	// every transport, and as HTTP headers on HTTP. Nil carries none.
+	Propagator propagation.TextMapPropagator
 }
 
 // transportKind says how a connection reaches its server.
@@ -66,8 +71,9 @@ type Conn struct {
 type core struct {
 	kind   transportKind
 	log    *slog.Logger
-	proc   *process   // stdio only
-	stdout *jsonLines // stdio only: the server's filtered stdout
+	prop   propagation.TextMapPropagator // nil: no trace context sent
+	proc   *process                      // stdio only
+	stdout *jsonLines                    // stdio only: the server's filtered stdout
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -137,7 +143,7 @@ func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "")
 	}
-	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log}, name: spec.Name, readTimeout: readTimeout}
+	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log, prop: opts.Propagator}, name: spec.Name, readTimeout: readTimeout}
 	stdout := newJSONLines(proc.stdout, config.MaxMessageBytes, func(line []byte) {
 		proc.lines.logLine(c.log, slog.LevelWarn, "mcp server wrote a line that is not JSON-RPC to stdout; dropped", string(line[:min(len(line), maxLogLine)]))
 	})
@@ -373,7 +379,7 @@ func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	err := c.do(ctx, "tools/list", true, func(ctx context.Context, s *mcp.ClientSession) error {
 		tools = tools[:0]
-		for tool, err := range s.Tools(ctx, nil) {
+		for tool, err := range s.Tools(ctx, &mcp.ListToolsParams{Meta: c.meta(ctx)}) {
 			if err != nil {
 				return err
 			}
@@ -409,13 +415,31 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	var res *mcp.CallToolResult
 	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), false, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
-		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Meta: c.meta(ctx), Name: name, Arguments: args})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// meta is a request's _meta: the trace context of ctx (W3C traceparent
+// and tracestate, as the propagator writes them), or nil without one.
+func (c *core) meta(ctx context.Context) mcp.Meta {
+	if c.prop == nil {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	c.prop.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		return nil
+	}
+	m := make(mcp.Meta, len(carrier))
+	for k, v := range carrier {
+		m[k] = v
+	}
+	return m
 }
 
 // ErrStopped is in the chain of a stdio exchange's error when the server's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"math"
 	"net"
@@ -133,7 +134,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	// The lifetime of the connection's streams: the legacy SSE transport
 	// keeps its event stream on the context given to Connect.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), cancel: cancel, networksSetting: spec.NetworksSetting}, name: spec.Name, readTimeout: readTimeout}
+	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), prop: opts.Propagator, cancel: cancel, networksSetting: spec.NetworksSetting}, name: spec.Name, readTimeout: readTimeout}
 	if c.networksSetting == "" {
 		c.networksSetting = "bridge.allow_private_networks"
 	}
@@ -142,7 +143,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	redact := secrets.err
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout}
+		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator}
 		t := &mcp.StreamableClientTransport{
 			Endpoint:   spec.URL,
 			HTTPClient: &http.Client{Transport: rt},
@@ -152,7 +153,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		return s, rt, err
 	}
 	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity}
+		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator}
 		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
 		// The SSE transport's stream lives on Connect's context; the
 		// handshake is bounded separately.
@@ -328,10 +329,11 @@ func originOf(rawURL string) string {
 type roundTripper struct {
 	base        http.RoundTripper
 	header      http.Header
-	origin      string        // scheme://host of the server's URL
-	idle        time.Duration // 0: unbounded
-	sse         bool          // the legacy transport's: see errSSESessionGone
-	activity    func()        // legacy SSE: called when the event stream delivers data
+	origin      string                        // scheme://host of the server's URL
+	idle        time.Duration                 // 0: unbounded
+	sse         bool                          // the legacy transport's: see errSSESessionGone
+	activity    func()                        // legacy SSE: called when the event stream delivers data
+	prop        propagation.TextMapPropagator // the request's trace context as headers (nil: none)
 	firstStatus atomic.Int32
 }
 
@@ -349,6 +351,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		for k, vs := range t.header {
 			req.Header[k] = vs
 		}
+	}
+	if t.prop != nil {
+		t.prop.Inject(ctx, propagation.HeaderCarrier(req.Header)) // X-O3
 	}
 	// The standalone GET stream waits for server-initiated messages and may
 	// rightly stay silent; only answers to requests are bounded.
