@@ -41,6 +41,11 @@ func (l *logLines) text() string {
 	return l.buf.String()
 }
 
+// logger writes JSON lines, from debug up, into l.
+func (l *logLines) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 // named returns the lines whose message is msg, decoded.
 func (l *logLines) named(t *testing.T, msg string) []map[string]any {
 	t.Helper()
@@ -67,10 +72,7 @@ func loggedService(t *testing.T, withStore bool, bridge server.Bridge, ps ...pro
 		t.Fatal(err)
 	}
 	lines = &logLines{}
-	opts := server.Options{
-		Providers: reg, Bridge: bridge, Config: config.Default().Generation,
-		Logger: slog.New(slog.NewJSONHandler(lines, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
+	opts := server.Options{Providers: reg, Bridge: bridge, Config: config.Default().Generation, Logger: lines.logger()}
 	if withStore {
 		st = newStore(t, 0)
 		opts.Checkpoints, opts.Generations, opts.Replica = st, st.Generations(), "replica-a"
@@ -300,5 +302,57 @@ func TestDetachedGenerationEndLine(t *testing.T) {
 	got := endLine(t, lines, id)
 	if got["outcome"] != "completed" || got["provider"] != "script" || got["turns"] != 1.0 {
 		t.Errorf("the detached generation's end line = %v; want completed, provider script, 1 turn", got)
+	}
+}
+
+// X-O4: a generation adopted from a dead replica logs its end once, on the
+// replica that adopted it: completed when it continues, failed
+// (FAILED_PRECONDITION, at warn) when it cannot, its agent's secrets
+// being out of reach; the dead replica's run logs no end.
+func TestAdoptedGenerationEndLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		secret bool
+		want   map[string]any
+	}{
+		{name: "it continues", want: map[string]any{"outcome": "completed", "level": "INFO", "provider": "plain", "turns": 1.0}},
+		{name: "it cannot continue", secret: true, want: map[string]any{"outcome": "failed", "level": "WARN", "code": "FAILED_PRECONDITION"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t, 0)
+			gensA := &severable{Generations: st.Generations()}
+			linesA, linesB := &logLines{}, &logLines{}
+			a, svcA := replicaWith(t, "replica-a", st, gensA, &fakeBridge{}, nil, linesA.logger(), halfTurn())
+			t.Cleanup(func() { gensA.dead.Store(false) })
+			files := commandServer("files", "files-server")
+			if tc.secret {
+				files.Env = map[string]string{"TOKEN": "cnry-sealed-secret"}
+			}
+			id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{files}}, Messages: userSays("hi")})
+			waitFor(t, func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
+			gensA.dead.Store(true)
+
+			b, svcB := replicaWith(t, "replica-b", st, st.Generations(), &fakeBridge{}, nil, linesB.logger(), plainProvider())
+			attachTo(t, b, id, 0)
+			svcB.Close()
+			gensA.dead.Store(false)
+			svcA.Close() // its run of the generation has ended: it would have logged
+			got := endLine(t, linesB, id)
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("the adopting replica's end line has %s = %v; want %v (line %v)", k, got[k], v, got)
+				}
+			}
+			for _, l := range linesA.named(t, "generation ended") {
+				if l["generation"] == id {
+					t.Errorf("the dead replica logged an end: %v", l)
+				}
+			}
+			if strings.Contains(linesA.text()+linesB.text(), "cnry-sealed-secret") {
+				t.Error("a log holds the agent's secret")
+			}
+		})
 	}
 }
