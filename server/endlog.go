@@ -65,7 +65,8 @@ func (g *generation) logEnd(ctx context.Context, err error) {
 	}
 	if g.journal != nil && err != nil {
 		if fault.KindOf(err) == fault.Conflict && g.journal.isLost() {
-			return // another replica holds its lease
+			g.s.log.InfoContext(ctx, "generation taken over: another replica holds its lease", "generation", g.id, "tenant", g.tenant)
+			return
 		}
 		if g.s.stopping.Load() && (errors.Is(err, errStopping) || g.link.gone() != nil) {
 			g.s.log.InfoContext(ctx, "generation handed over: agentd is stopping", "generation", g.id, "tenant", g.tenant)
