@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -116,7 +115,7 @@ func (s *Service) adoptOne(ctx context.Context, tenant, id string) bool {
 func (s *Service) startAdopted(rec store.Generation) {
 	g, err := s.adoptedGeneration(rec)
 	if g == nil {
-		g = &generation{s: s, id: rec.ID, tenant: rec.Tenant, release: func() {}, total: &agentdv1.Usage{}, answered: &answerSet{}}
+		g = &generation{s: s, id: rec.ID, tenant: rec.Tenant, release: func() {}, total: &agentdv1.Usage{}, answered: &answerSet{}, ran: runStats{began: time.Now()}}
 	}
 	ctx, cancel := s.clientless(g)
 	j := s.newJournal(g)
@@ -126,14 +125,16 @@ func (s *Service) startAdopted(rec store.Generation) {
 	s.log.Info("generation adopted", "generation", g.id, "tenant", g.tenant, "epoch", rec.Lease.Epoch, "after_sequence", rec.LastSeq)
 	switch {
 	case err != nil:
-		s.log.Warn("an adopted generation cannot continue", "generation", g.id, "err", err)
 		j.settle(ctx, store.Failed, g.result(nil, err))
+		g.logEnd(ctx, err)
 		cancel(nil)
 		return
 	case g.resume != nil:
 		// Its resume died within the paused turn: it is paused again, and
 		// the claim on its paused checkpoint says what may have run.
 		j.settle(ctx, store.Paused, nil)
+		g.pausedNow = true
+		g.logEnd(ctx, nil)
 		cancel(nil)
 		return
 	}
@@ -296,16 +297,7 @@ func (s *Service) goRun(g *generation, ctx context.Context, cancel context.Cance
 		}
 		g.settleJournal(ctx, err)
 		g.link.out.close()
-		switch {
-		case err == nil:
-			s.log.Debug("background generation ended", "generation", g.id)
-		case errors.Is(err, errStopping) || errors.Is(context.Cause(ctx), errStopping):
-			s.log.Info("background generation handed over: agentd is stopping", "generation", g.id)
-		case fault.KindOf(err) == fault.Internal:
-			s.log.Error("background generation failed", "generation", g.id, "err", err)
-		default:
-			s.log.Info("background generation failed", "generation", g.id, "err", err)
-		}
+		g.logEnd(ctx, err)
 	})
 }
 

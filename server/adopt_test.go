@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,6 +97,14 @@ func adoptReplica(t *testing.T, name string, st store.Store, gens store.Generati
 // sealingReplica is adoptReplica sealing agents with key (nil: none).
 func sealingReplica(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, key *sealer.Sealer, ps ...providers.Provider) agentdv1.AgentServiceClient {
 	t.Helper()
+	client, _ := replicaWith(t, name, st, gens, bridge, key, nil, ps...)
+	return client
+}
+
+// replicaWith is sealingReplica logging to log (nil: nowhere); it returns
+// the Service too, to close sooner.
+func replicaWith(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, key *sealer.Sealer, log *slog.Logger, ps ...providers.Provider) (agentdv1.AgentServiceClient, *server.Service) {
+	t.Helper()
 	reg, err := providers.NewRegistry(ps...)
 	if err != nil {
 		t.Fatal(err)
@@ -105,11 +114,11 @@ func sealingReplica(t *testing.T, name string, st store.Store, gens store.Genera
 	// race detector) to renew in time.
 	cfg.LeaseTTL = time.Second
 	cfg.AdoptInterval = 20 * time.Millisecond
-	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: name, Sealer: key})
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: name, Sealer: key, Logger: log})
 	svc.StartAdopter()
 	client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
 	t.Cleanup(svc.Close) // before the connection closes: cleanups run last first
-	return client
+	return client, svc
 }
 
 // startDetached starts a detached generation and returns its id: the

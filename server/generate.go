@@ -60,7 +60,7 @@ func (s *Service) Generate(stream generateStream) error {
 	defer g.release() // however the generation ends: completed, failed, cancelled or paused
 	if g.resume != nil {
 		s.log.Info("generation resumed", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
-			"decisions", len(g.resume.decisions))
+			"decisions", len(g.resume.decisions), "function_results", len(g.resume.results))
 	}
 
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(stream.Context()))
@@ -79,20 +79,17 @@ func (s *Service) Generate(stream generateStream) error {
 	}
 	g.settleJournal(ctx, err)
 	g.link.out.close()
+	g.logEnd(ctx, err)
 	if err == nil {
 		return nil
 	}
 	if gone := g.link.gone(); gone != nil {
 		// The client went away: nobody reads the status, and nothing went
 		// wrong on our side.
-		s.log.DebugContext(ctx, "generation ended with its client", "generation", g.id, "err", err)
 		return status.FromContextError(context.Canceled).Err()
 	}
 	if ctx.Err() != nil {
 		err = context.Cause(ctx)
-	}
-	if fault.KindOf(err) == fault.Internal {
-		s.log.ErrorContext(ctx, "generation failed", "generation", g.id, "err", err)
 	}
 	return fault.GRPC(err)
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -59,6 +60,7 @@ type generation struct {
 	emitMu     sync.Mutex // numbers and queues events in one order
 	pausedNow  bool       // it ended paused
 	final      *agentdv1.Message
+	ran        runStats // what this run used, for its end's log line (X-O4)
 }
 
 // toolOwner says who runs a tool offered to the model.
@@ -107,6 +109,7 @@ func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGenera
 		answered: &answerSet{},
 		messages: slices.Clone(start.GetMessages()),
 		total:    &agentdv1.Usage{},
+		ran:      runStats{began: time.Now()},
 	}, nil
 }
 
@@ -387,6 +390,7 @@ type reply struct {
 // appends the assistant message to the conversation.
 func (g *generation) modelTurn(ctx context.Context, turn int) (*reply, error) {
 	model := g.plan.agent.GetModel()
+	g.ran.turns++
 	ctx, span := g.s.tracer.Start(ctx, strings.TrimSpace("chat "+model))
 	defer span.End()
 	span.SetAttributes(
@@ -448,6 +452,7 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*reply, error) {
 	usage.Repeated = g.repeatTurn
 	g.repeatTurn = false
 	addUsage(g.total, usage)
+	g.ran.modelTurn(usage)
 	span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", usage.GetInputTokens()), attribute.Int64("gen_ai.usage.output_tokens", usage.GetOutputTokens()))
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: usage}}); err != nil {
 		return nil, err

@@ -89,6 +89,8 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 		g.resume.version = 0 // no longer ours
 	}
 	g.pausedNow = true
+	g.s.log.InfoContext(ctx, "generation paused", "generation", g.id, "tenant", g.tenant,
+		"pending_approvals", len(approvals), "pending_functions", len(functions), "why", "the client "+why.why)
 	return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Paused{Paused: &agentdv1.GenerationPaused{
 		GenerationId:     g.id,
 		ApprovalRequests: approvals,
@@ -307,6 +309,7 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 		added:     cp.GetAdded(),
 		total:     cp.GetUsage(),
 		toolTurns: int(cp.GetToolTurns()),
+		ran:       runStats{began: time.Now()},
 	}
 	if g.total == nil {
 		g.total = &agentdv1.Usage{}

@@ -36,7 +36,8 @@ const closeTimeout = 30 * time.Second
 
 // Options configures a Service.
 type Options struct {
-	// Logger receives one record per failed generation.
+	// Logger receives one line per generation end (X-O4), its pauses and
+	// resumes, approval decisions, and what goes wrong in the background.
 	Logger *slog.Logger
 	// Providers are the provider adapters requests may name, for every
 	// tenant that Tenants gives none of its own.

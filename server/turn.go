@@ -143,6 +143,7 @@ func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1
 	ev := &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: finished}}
 	if g.journal == nil {
 		r.setResult(i, res)
+		g.ran.toolCalls.Add(1)
 		return g.link.out.emit(r.ctx, ev)
 	}
 	g.emitMu.Lock()
@@ -151,6 +152,7 @@ func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1
 		return context.Cause(r.ctx)
 	}
 	r.setResult(i, res)
+	g.ran.toolCalls.Add(1)
 	g.journal.recordCheckpoint(ev, g.snapshot(r.runningState()))
 	return g.link.out.emit(r.ctx, ev)
 }

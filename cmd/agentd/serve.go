@@ -93,6 +93,7 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 	}
 	level, _ := cfg.Log.SlogLevel()
 	log := telemetry.NewLogger(stderr, level, cfg.Log.Format)
+	telemetry.LogErrors(log)
 	tp, shutdown, err := telemetry.Setup(ctx, os.Getenv)
 	if err != nil {
 		return app.Options{}, nil, nil, err

@@ -58,7 +58,9 @@ func (t Telemetry) options() []otelgrpc.Option {
 
 // Options configures New.
 type Options struct {
-	// Logger receives one line per finished call and every recovered panic.
+	// Logger receives one line per finished call (at debug for gRPC
+	// health's Check and Watch, whatever their code; grpc.time_ms a
+	// number) and every recovered panic.
 	Logger *slog.Logger
 	// Telemetry selects tracing.
 	Telemetry Telemetry
@@ -101,9 +103,15 @@ func InMemoryDialOptions() []grpc.DialOption {
 func New(o Options) (*grpc.Server, *health.Server) {
 	log := o.Logger
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		log.Log(ctx, slog.Level(lvl), msg, fields...)
+		level := slog.Level(lvl)
+		if level > slog.LevelDebug && healthCall(fields) {
+			// Probes call every few seconds: at info they would drown
+			// the calls that matter.
+			level = slog.LevelDebug
+		}
+		log.Log(ctx, level, msg, fields...)
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithDurationField(durationField)}
 	if o.QuietOK {
 		logOpts = append(logOpts, logging.WithLevels(func(code codes.Code) logging.Level {
 			if code == codes.OK {
@@ -146,6 +154,24 @@ func New(o Options) (*grpc.Server, *health.Server) {
 		reflection.Register(srv)
 	}
 	return srv, hs
+}
+
+// healthCall reports whether a call's log fields are those of a gRPC
+// health call (Check or Watch).
+func healthCall(fields []any) bool {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i] == logging.ServiceFieldKey {
+			return fields[i+1] == healthpb.Health_ServiceDesc.ServiceName
+		}
+	}
+	return false
+}
+
+// durationField is a call's duration as grpc.time_ms, a number of
+// milliseconds (to the microsecond); the middleware's default formats it
+// as a string, which a JSON log then quotes.
+func durationField(d time.Duration) logging.Fields {
+	return logging.Fields{"grpc.time_ms", float64(d.Microseconds()) / 1000}
 }
 
 // Serve serves srv on lis until ctx ends, then stops gracefully: health

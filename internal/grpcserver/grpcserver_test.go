@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -64,7 +67,7 @@ func (s *syncBuffer) String() string {
 func TestServerRecoversAndLogs(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelInfo, "text")})
+	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelDebug, "text")})
 	lis := bufconn.Listen(1 << 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -165,4 +168,70 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) error {
 	}
 	_, err = stream.Recv()
 	return err
+}
+
+// X-O4: health probes (Check and Watch, whatever their code) are logged
+// at debug, so that at info they do not drown the calls that matter;
+// other calls keep their level. grpc.time_ms is a JSON number.
+func TestCallLogLevels(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelDebug, "json")})
+	srv.RegisterService(&panicDesc, struct{}{})
+	lis := bufconn.Listen(1 << 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, srv, hs, lis, time.Second) }()
+	conn, err := Dial("passthrough:///x", Telemetry{}, nil, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := healthpb.NewHealthClient(conn)
+	if _, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if _, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "unknown"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("Check(unknown): %v; want NotFound", err)
+	}
+	wctx, stopWatching := context.WithCancel(t.Context())
+	watch, err := health.Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	stopWatching()
+	_ = conn.Invoke(t.Context(), "/test.Panic/Boom", &emptypb.Empty{}, &emptypb.Empty{})
+	conn.Close()
+	cancel()
+	if err := <-done; err != nil { // every handler has returned, and logged
+		t.Fatalf("Serve: %v", err)
+	}
+
+	type call struct{ Method, Code, Level string }
+	var got []call
+	for line := range strings.Lines(logs.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q: %v", line, err)
+		}
+		if m["msg"] != "finished call" {
+			continue
+		}
+		if _, ok := m["grpc.time_ms"].(float64); !ok {
+			t.Errorf("grpc.time_ms = %#v; want a JSON number", m["grpc.time_ms"])
+		}
+		got = append(got, call{m["grpc.method"].(string), m["grpc.code"].(string), m["level"].(string)})
+	}
+	want := []call{
+		{"Check", "OK", "DEBUG"},
+		{"Check", "NotFound", "DEBUG"},
+		{"Watch", "Canceled", "DEBUG"},
+		{"Boom", "Internal", "ERROR"},
+	}
+	sortCalls := cmpopts.SortSlices(func(a, b call) bool { return a.Method+a.Code < b.Method+b.Code })
+	if diff := cmp.Diff(want, got, sortCalls); diff != "" {
+		t.Errorf("call lines (-want +got):\n%s", diff)
+	}
 }
