@@ -781,27 +781,37 @@ func (g *generation) settleJournal(ctx context.Context, err error) {
 	if j == nil {
 		return
 	}
-	var state store.State
-	switch {
-	case err == nil && g.pausedNow:
-		state = store.Paused
-	case err == nil:
-		state = store.Completed
-	case fault.KindOf(err) == fault.Conflict && j.isLost():
+	if err != nil && fault.KindOf(err) == fault.Conflict && j.isLost() {
 		j.halt()
 		j.end()
 		return
+	}
+	state, _ := g.outcome(ctx, err)
+	j.settle(ctx, state, g.result(g.final, err))
+}
+
+// outcome is how this replica's run of the generation ended, after run
+// returned err: the state its record settles in, and the outcome of
+// agentd.generations.ended (X-O1).
+func (g *generation) outcome(ctx context.Context, err error) (store.State, string) {
+	switch {
+	case err == nil && g.pausedNow:
+		return store.Paused, outcomePaused
+	case err == nil:
+		return store.Completed, outcomeCompleted
+	case fault.KindOf(err) == fault.Conflict && g.journal != nil && g.journal.isLost():
+		// Its lease went to another replica, which runs it now.
+		return store.Running, outcomeReleased
 	case g.s.stopping.Load() && (errors.Is(err, errStopping) || errors.Is(context.Cause(ctx), errStopping) || g.link.gone() != nil):
 		// agentd stops under it: another replica adopts it.
-		state = store.Running
+		return store.Running, outcomeReleased
 	case g.resume != nil && !g.resume.progressed:
 		// A resume that failed within its paused turn leaves the pause to
 		// resume again (failed): the record stays paused too.
-		state = store.Paused
+		return store.Paused, outcomePaused
 	case errors.Is(err, errClientCancelled) || g.link.gone() != nil || fault.KindOf(err) == fault.Canceled:
-		state = store.Cancelled
+		return store.Cancelled, outcomeCancelled
 	default:
-		state = store.Failed
+		return store.Failed, outcomeFailed
 	}
-	j.settle(ctx, state, g.result(g.final, err))
 }
