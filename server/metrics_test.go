@@ -117,7 +117,7 @@ func collect(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
 	key := func(name string, set attribute.Set) string {
 		var kv []string
 		for _, a := range set.ToSlice() {
-			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.Emit()))
+			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
 		}
 		slices.Sort(kv)
 		return name + "{" + strings.Join(kv, ",") + "}"
