@@ -772,7 +772,11 @@ func (g *generation) emitLast(ctx context.Context, ev *agentdv1.GenerateResponse
 	} else {
 		g.journal.settle(ctx, store.Completed, g.result(g.final, nil))
 	}
-	return g.link.out.emit(ctx, ev)
+	// The generation has ended as its record says, whether or not its
+	// client still takes the event (it may have gone, or agentd be
+	// stopping, meanwhile): its run ends without an error.
+	_ = g.link.out.emit(ctx, ev)
+	return nil
 }
 
 // settleJournal ends the generation's record after run returned err.
@@ -781,27 +785,37 @@ func (g *generation) settleJournal(ctx context.Context, err error) {
 	if j == nil {
 		return
 	}
-	var state store.State
-	switch {
-	case err == nil && g.pausedNow:
-		state = store.Paused
-	case err == nil:
-		state = store.Completed
-	case fault.KindOf(err) == fault.Conflict && j.isLost():
+	if err != nil && fault.KindOf(err) == fault.Conflict && j.isLost() {
 		j.halt()
 		j.end()
 		return
+	}
+	state, _ := g.outcome(ctx, err)
+	j.settle(ctx, state, g.result(g.final, err))
+}
+
+// outcome is how this replica's run of the generation ended, after run
+// returned err: the state its record settles in, and the outcome of
+// agentd.generations.ended (X-O1).
+func (g *generation) outcome(ctx context.Context, err error) (store.State, string) {
+	switch {
+	case err == nil && g.pausedNow:
+		return store.Paused, outcomePaused
+	case err == nil:
+		return store.Completed, outcomeCompleted
+	case fault.KindOf(err) == fault.Conflict && g.journal != nil && g.journal.isLost():
+		// Its lease went to another replica, which runs it now.
+		return store.Running, outcomeReleased
 	case g.s.stopping.Load() && (errors.Is(err, errStopping) || errors.Is(context.Cause(ctx), errStopping) || g.link.gone() != nil):
 		// agentd stops under it: another replica adopts it.
-		state = store.Running
+		return store.Running, outcomeReleased
 	case g.resume != nil && !g.resume.progressed:
 		// A resume that failed within its paused turn leaves the pause to
 		// resume again (failed): the record stays paused too.
-		state = store.Paused
+		return store.Paused, outcomePaused
 	case errors.Is(err, errClientCancelled) || g.link.gone() != nil || fault.KindOf(err) == fault.Canceled:
-		state = store.Cancelled
+		return store.Cancelled, outcomeCancelled
 	default:
-		state = store.Failed
+		return store.Failed, outcomeFailed
 	}
-	j.settle(ctx, state, g.result(g.final, err))
 }

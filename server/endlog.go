@@ -37,14 +37,6 @@ func (s *runStats) modelTurn(u *agentdv1.Usage) {
 	s.cache += u.GetCacheReadInputTokens()
 }
 
-// Outcomes of a generation's run, as its end line says them.
-const (
-	outcomeCompleted = "completed"
-	outcomePaused    = "paused"
-	outcomeFailed    = "failed"
-	outcomeCancelled = "cancelled"
-)
-
 // logEnd writes the one line of a generation's end (X-O4), after run
 // returned err and its record was settled: "generation ended" with its
 // id, tenant, provider, model, this run's tokens, tool calls, model turns
@@ -63,14 +55,21 @@ func (g *generation) logEnd(ctx context.Context, err error) {
 			err = cause
 		}
 	}
-	if g.journal != nil && err != nil {
-		if fault.KindOf(err) == fault.Conflict && g.journal.isLost() {
+	_, outcome := g.outcome(ctx, err)
+	if outcome == outcomeReleased {
+		if fault.KindOf(err) == fault.Conflict {
 			g.s.log.InfoContext(ctx, "generation taken over: another replica holds its lease", "generation", g.id, "tenant", g.tenant)
-			return
-		}
-		if g.s.stopping.Load() && (errors.Is(err, errStopping) || g.link.gone() != nil) {
+		} else {
 			g.s.log.InfoContext(ctx, "generation handed over: agentd is stopping", "generation", g.id, "tenant", g.tenant)
-			return
+		}
+		return
+	}
+	if outcome == outcomePaused && err != nil {
+		// A resume that failed (or was cancelled) within its paused
+		// turn: the pause stays, and this run ended so.
+		outcome = outcomeFailed
+		if errors.Is(err, errClientCancelled) || g.link.gone() != nil || fault.KindOf(err) == fault.Canceled {
+			outcome = outcomeCancelled
 		}
 	}
 	var provider, model string
@@ -90,20 +89,17 @@ func (g *generation) logEnd(ctx context.Context, err error) {
 		slog.Int64("duration", time.Since(g.ran.began).Milliseconds()),
 	}
 	level := slog.LevelInfo
-	switch {
-	case err == nil && g.pausedNow:
-		attrs = append(attrs, slog.String("outcome", outcomePaused))
-	case err == nil:
-		attrs = append(attrs, slog.String("outcome", outcomeCompleted))
-	case errors.Is(err, errClientCancelled) || g.link.gone() != nil || fault.KindOf(err) == fault.Canceled:
-		attrs = append(attrs, slog.String("outcome", outcomeCancelled), slog.String("code", codeName(codes.Canceled)))
-	default:
+	attrs = append(attrs, slog.String("outcome", outcome))
+	switch outcome {
+	case outcomeCancelled:
+		attrs = append(attrs, slog.String("code", codeName(codes.Canceled)))
+	case outcomeFailed:
 		code := fault.Status(err).Code()
 		level = slog.LevelWarn
 		if code == codes.Internal {
 			level = slog.LevelError
 		}
-		attrs = append(attrs, slog.String("outcome", outcomeFailed), slog.String("code", codeName(code)), slog.String("err", err.Error()))
+		attrs = append(attrs, slog.String("code", codeName(code)), slog.String("err", err.Error()))
 	}
 	g.s.log.LogAttrs(ctx, level, "generation ended", attrs...)
 }

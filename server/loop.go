@@ -131,7 +131,12 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 // run drives the generation to its end: completed, failed, or paused
 // (stored, with a paused event). Every bridge session it opened is closed
 // before it returns, whatever happened.
-func (g *generation) run(ctx context.Context) error {
+func (g *generation) run(ctx context.Context) (err error) {
+	g.s.meters.runStarted(ctx, g.tenant)
+	defer func() {
+		_, outcome := g.outcome(ctx, err)
+		g.s.meters.runEnded(ctx, g.tenant, outcome)
+	}()
 	if g.s.generations != nil && g.journal == nil {
 		j, err := g.s.openJournal(ctx, g)
 		if err != nil {
@@ -388,11 +393,14 @@ type reply struct {
 
 // modelTurn streams one provider turn, forwarding text as it comes, and
 // appends the assistant message to the conversation.
-func (g *generation) modelTurn(ctx context.Context, turn int) (*reply, error) {
+func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err error) {
 	model := g.plan.agent.GetModel()
 	g.ran.turns++
 	ctx, span := g.s.tracer.Start(ctx, strings.TrimSpace("chat "+model))
 	defer span.End()
+	began := time.Now()
+	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
+	defer func() { g.s.meters.modelTurn(ctx, g, began, streamed, err) }()
 	span.SetAttributes(
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", g.plan.agent.GetProvider()),
@@ -411,6 +419,7 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*reply, error) {
 	usage := &agentdv1.Usage{}
 	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
 	paused := false
+	reported := false // the provider gave the turn's usage
 	seen := make(map[string]bool)
 	for ev, err := range g.plan.provider.Stream(ctx, req) {
 		if err != nil {
@@ -443,9 +452,13 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (*reply, error) {
 			}
 		case *providers.Usage:
 			usage = ev.Usage
+			reported = true
 		case *providers.Stop:
 			stop, paused = ev.Reason, ev.Paused
 		}
+	}
+	if reported {
+		streamed = usage
 	}
 	usage.ToolSchemaBytes = g.schemaBytes
 	usage.Turn = int32(turn)

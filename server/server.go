@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
@@ -56,6 +57,9 @@ type Options struct {
 	// TracerProvider makes the spans of model turns and tool calls; nil
 	// means none.
 	TracerProvider trace.TracerProvider
+	// MeterProvider makes the metrics of model turns, generations and
+	// tool calls (X-O1); nil means none.
+	MeterProvider metric.MeterProvider
 	// Checkpoints stores paused generations; nil means generations cannot
 	// pause (they fail when they would).
 	Checkpoints store.Checkpoints
@@ -110,6 +114,7 @@ type Service struct {
 	cfg         config.Generation
 	rules       *policy.Rules
 	tracer      trace.Tracer
+	meters      *meters
 	checkpoints store.Checkpoints
 	generations store.Generations
 	replica     string
@@ -157,6 +162,7 @@ func New(opts Options) *Service {
 		cfg:         opts.Config,
 		rules:       opts.Rules,
 		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
+		meters:      newMeters(opts.MeterProvider),
 		checkpoints: opts.Checkpoints,
 		generations: opts.Generations,
 		replica:     opts.Replica,

@@ -140,6 +140,7 @@ func (r *turnRun) unknownTool(i int) error {
 // does not run the call again.
 func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1.ToolCallFinished) error {
 	g := r.g
+	g.countToolCall(r.ctx, r.calls[i], res.GetIsError())
 	ev := &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolCallFinished{ToolCallFinished: finished}}
 	if g.journal == nil {
 		r.setResult(i, res)

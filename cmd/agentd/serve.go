@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -77,7 +78,7 @@ func (f *commonFlags) load(bridge bool) (config.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// setup loads the configuration and starts logging and tracing. It
+// setup loads the configuration and starts logging, tracing and metrics. It
 // returns the flags too, to load the configuration again as it did.
 func setup(ctx context.Context, name string, args []string, stderr io.Writer, bridge bool) (app.Options, *commonFlags, func(context.Context) error, error) {
 	fs := flag.NewFlagSet("agentd "+name, flag.ContinueOnError)
@@ -94,11 +95,20 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 	level, _ := cfg.Log.SlogLevel()
 	log := telemetry.NewLogger(stderr, level, cfg.Log.Format)
 	telemetry.LogErrors(log)
-	tp, shutdown, err := telemetry.Setup(ctx, os.Getenv)
+	tp, shutdownTraces, err := telemetry.Setup(ctx, os.Getenv)
 	if err != nil {
 		return app.Options{}, nil, nil, err
 	}
-	return app.Options{Config: cfg, Logger: log, Telemetry: grpcserver.Telemetry{TracerProvider: tp}}, &f, shutdown, nil
+	metrics, err := telemetry.SetupMetrics(ctx, os.Getenv, cfg.Metrics.Listen != "")
+	if err != nil {
+		_ = shutdownTraces(ctx)
+		return app.Options{}, nil, nil, err
+	}
+	shutdown := func(ctx context.Context) error {
+		return errors.Join(metrics.Shutdown(ctx), shutdownTraces(ctx))
+	}
+	tel := grpcserver.Telemetry{TracerProvider: tp, MeterProvider: metrics.MeterProvider()}
+	return app.Options{Config: cfg, Logger: log, Telemetry: tel, Metrics: metrics.Handler()}, &f, shutdown, nil
 }
 
 // serve runs `agentd serve`, which loads its configuration again at every

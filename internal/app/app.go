@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"reflect"
 	"sync"
@@ -44,6 +45,10 @@ type Options struct {
 	Config    config.Config
 	Logger    *slog.Logger
 	Telemetry grpcserver.Telemetry
+	// Metrics serves GET /metrics on metrics.listen (X-O1): the Handler
+	// of the telemetry.Metrics whose MeterProvider Telemetry holds.
+	// Required when metrics.listen is set; unused otherwise.
+	Metrics http.Handler
 	// Reloads, read by ServeAgent alone, delivers new configurations
 	// while it serves: each is applied with Agent.Reload, and one that
 	// cannot be is logged and changes nothing. Nil: none.
@@ -241,6 +246,7 @@ type Agent struct {
 	bridgeLis  *bufconn.Listener
 	bridgeDone chan error
 	cancel     context.CancelFunc
+	metrics    *metricsServer // nil without metrics.listen
 }
 
 // NewAgent builds the AgentService, over TLS when tls names a
@@ -258,7 +264,11 @@ func NewAgent(o Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{providers: regs, config: o.Config, log: o.Logger}
+	if a.metrics, err = serveMetrics(o); err != nil {
+		return nil, err
+	}
 	if a.store, err = openStore(o.Config); err != nil {
+		a.Close()
 		return nil, err
 	}
 	// A tool result may be as large as the bridge lets it be (up to
@@ -328,6 +338,7 @@ func NewAgent(o Options) (*Agent, error) {
 		Bridge:         bridge,
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,
+		MeterProvider:  o.Telemetry.MeterProvider,
 		Checkpoints:    a.store,
 		Generations:    gens,
 		Replica:        newReplicaID(),
@@ -440,8 +451,14 @@ func (a *Agent) Close() error {
 		a.store = nil
 	}
 	a.providers.CloseIdleConnections()
+	a.metrics.stop()
+	a.metrics = nil
 	return err
 }
+
+// MetricsAddr is the address of the Prometheus endpoint (metrics.listen);
+// "" when there is none.
+func (a *Agent) MetricsAddr() string { return a.metrics.addr() }
 
 // ServeAgent listens on the configured address (and admin.listen, with an
 // embedded bridge) and serves the AgentService (and the admin service)
@@ -474,6 +491,9 @@ func ServeAgent(ctx context.Context, o Options) error {
 		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", b.Address, "bridge_tls", hop, "store", storeName(o.Config))
 	} else {
 		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "store", storeName(o.Config))
+	}
+	if m := a.MetricsAddr(); m != "" {
+		o.Logger.Info("metrics serving", "address", "http://"+m+"/metrics")
 	}
 	if o.Reloads == nil {
 		return a.ServeWithAdmin(ctx, lis, adminLis, o)
@@ -517,6 +537,12 @@ func ServeBridge(ctx context.Context, o Options) error {
 		lis.Close()
 		return err
 	}
+	metrics, err := serveMetrics(o)
+	if err != nil {
+		closeAll(lis, adminLis)
+		return err
+	}
+	defer metrics.stop()
 	b, err := NewBridge(o)
 	if err != nil {
 		closeAll(lis, adminLis)
@@ -524,6 +550,9 @@ func ServeBridge(ctx context.Context, o Options) error {
 	}
 	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String(), "admin", adminAddr(lis, adminLis),
 		"tls", o.Config.Bridge.TLS.Enabled(), "trusted_peers", len(o.Config.Bridge.TrustedPeers))
+	if m := metrics.addr(); m != "" {
+		o.Logger.Info("metrics serving", "address", "http://"+m+"/metrics")
+	}
 	return b.ServeWithAdmin(ctx, lis, adminLis, o)
 }
 

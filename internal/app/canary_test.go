@@ -285,13 +285,16 @@ func canaryText(w http.ResponseWriter, text string) {
 		"data: [DONE]\n\n")
 }
 
-// canaryOutputs captures what agentd produces: its spans, and its logs at
-// debug level as JSON and as text, through logger and tel.
+// canaryOutputs captures what agentd produces: its spans, its logs at
+// debug level as JSON and as text, through logger and tel, and its
+// metrics (X-O1), as its Prometheus endpoint shows them.
 type canaryOutputs struct {
 	spans              *tracetest.SpanRecorder
 	jsonLogs, textLogs *apptest.Logs
 	logger             *slog.Logger
 	tel                grpcserver.Telemetry
+	metrics            *telemetry.Metrics
+	scraped            string // what GET /metrics on metrics.listen answered, when the test scraped it
 }
 
 func newCanaryOutputs(t *testing.T) *canaryOutputs {
@@ -303,28 +306,59 @@ func newCanaryOutputs(t *testing.T) *canaryOutputs {
 		telemetry.NewLogger(o.jsonLogs, slog.LevelDebug, "json").Handler(),
 		telemetry.NewLogger(o.textLogs, slog.LevelDebug, "text").Handler(),
 	))
-	o.tel = grpcserver.Telemetry{TracerProvider: tp, Propagator: telemetry.Propagator()}
+	var err error
+	if o.metrics, err = telemetry.SetupMetrics(t.Context(), func(string) string { return "" }, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = o.metrics.Shutdown(context.Background()) })
+	o.tel = grpcserver.Telemetry{TracerProvider: tp, MeterProvider: o.metrics.MeterProvider(), Propagator: telemetry.Propagator()}
 	return o
 }
 
-// options are app.Options for cfg, logging and tracing into o.
+// options are app.Options for cfg, logging, tracing and metering into o.
 func (o *canaryOutputs) options(cfg config.Config) app.Options {
-	return app.Options{Config: cfg, Logger: o.logger, Telemetry: o.tel}
+	return app.Options{Config: cfg, Logger: o.logger, Telemetry: o.tel, Metrics: o.metrics.Handler()}
+}
+
+// metricsNow is what the Prometheus handler shows now: every instrument,
+// of every agentd and bridge that used o.
+func (o *canaryOutputs) metricsNow() string {
+	rec := httptest.NewRecorder()
+	o.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
 }
 
 // canaryStack is agentd (embedded bridge) with every output captured.
 type canaryStack struct {
 	*canaryOutputs
-	client   agentdv1.AgentServiceClient
-	admin    bridgev1.BridgeAdminServiceClient
-	stateDir string
-	stop     func()
+	client      agentdv1.AgentServiceClient
+	admin       bridgev1.BridgeAdminServiceClient
+	stateDir    string
+	metricsAddr string // metrics.listen's
+	stop        func()
+}
+
+// scrapeMetrics keeps what agentd's metrics endpoint answers now (X-O1).
+func (s *canaryStack) scrapeMetrics(t *testing.T) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d, %v", resp.StatusCode, err)
+	}
+	s.scraped = string(body)
 }
 
 func newCanaryStack(t *testing.T, cfg config.Config) *canaryStack {
 	t.Helper()
 	s := &canaryStack{canaryOutputs: newCanaryOutputs(t), stateDir: cfg.StateDir}
-	conn, stop := apptest.Serve(t, s.options(cfg))
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	a, conn, stop := apptest.ServeAgent(t, s.options(cfg))
+	s.metricsAddr = a.MetricsAddr()
 	s.client = agentdv1.NewAgentServiceClient(conn)
 	s.admin = bridgev1.NewBridgeAdminServiceClient(conn)
 	s.stop = stop
@@ -819,6 +853,10 @@ func TestSecretsCanary(t *testing.T) {
 		c.response(scenario(t), pools)
 	})
 
+	s.scrapeMetrics(t)
+	if !strings.Contains(s.scraped, "gen_ai_client_operation_duration") {
+		t.Errorf("the metrics endpoint shows no model turn:\n%s", s.scraped)
+	}
 	s.stop() // every span ended, every log written, the store closed
 
 	t.Run("canaries reached their destinations", func(t *testing.T) {
@@ -852,7 +890,8 @@ func canaryReached(t *testing.T, got map[string]bool) {
 // canaryNoLeaks requires, in a subtest "no canary in what agentd
 // produced", that none of secrets is in anything captured: o's logs and
 // spans, c's errors, events and responses, the store's files while a
-// generation was paused and, now, in stateDir; and that each captured
+// generation was paused and, now, in stateDir, and the metrics (X-O1);
+// and that each captured
 // something. With -artifacts, each is kept in t's artifact directory.
 func canaryNoLeaks(t *testing.T, secrets []string, o *canaryOutputs, c *canaryCapture, storeWhilePaused, stateDir string) {
 	t.Helper()
@@ -867,6 +906,9 @@ func canaryNoLeaks(t *testing.T, secrets []string, o *canaryOutputs, c *canaryCa
 			{"RPC responses (Preview, admin)", "responses.txt", c.responses.String()},
 			{"store files while paused", "store-paused.bin", storeWhilePaused},
 			{"store files at the end", "store-end.bin", canaryStoreBytes(t, stateDir)},
+			// X-O1: the metrics endpoint, as scraped over HTTP (by
+			// TestSecretsCanary) and as its handler shows it at the end.
+			{"metrics", "metrics.txt", o.scraped + o.metricsNow()},
 		} {
 			t.Run(src.name, func(t *testing.T) {
 				if src.text == "" {

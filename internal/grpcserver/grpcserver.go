@@ -18,6 +18,8 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -33,12 +35,15 @@ import (
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
-// Telemetry selects the tracer provider and propagator of a server or
-// connection. The zero value uses the global tracer provider and
-// telemetry.Propagator().
+// Telemetry selects the tracer provider, meter provider and propagator of
+// a server or connection. The zero value uses the global tracer provider,
+// no metrics, and telemetry.Propagator().
 type Telemetry struct {
 	TracerProvider trace.TracerProvider
-	Propagator     propagation.TextMapPropagator
+	// MeterProvider records otelgrpc's rpc.server.* and rpc.client.*
+	// metrics (X-O1); nil records none.
+	MeterProvider metric.MeterProvider
+	Propagator    propagation.TextMapPropagator
 }
 
 func (t Telemetry) options() []otelgrpc.Option {
@@ -53,7 +58,11 @@ func (t Telemetry) options() []otelgrpc.Option {
 	if t.TracerProvider != nil {
 		opts = append(opts, otelgrpc.WithTracerProvider(t.TracerProvider))
 	}
-	return opts
+	mp := t.MeterProvider
+	if mp == nil {
+		mp = noop.NewMeterProvider() // not the global one: agentd passes its own
+	}
+	return append(opts, otelgrpc.WithMeterProvider(mp))
 }
 
 // Options configures New.

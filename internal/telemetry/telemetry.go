@@ -1,4 +1,5 @@
-// Package telemetry sets up OpenTelemetry tracing and the structured log.
+// Package telemetry sets up OpenTelemetry tracing, metrics (SetupMetrics)
+// and the structured log.
 //
 // Tracing always runs (so trace ids reach the logs and cross the hop to the
 // bridge), but spans leave the process only when the standard OTEL_*
@@ -37,13 +38,9 @@ func Propagator() propagation.TextMapPropagator {
 // exporter when the environment (read through getenv) asks for one. The
 // returned shutdown flushes and stops the exporter.
 func Setup(ctx context.Context, getenv func(string) string) (trace.TracerProvider, func(context.Context) error, error) {
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", "agentd")),
-		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
-		resource.WithTelemetrySDK(),
-	)
+	res, err := newResource(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("telemetry: resource: %w", err)
+		return nil, nil, err
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	exporter, err := newExporter(ctx, getenv)
@@ -61,6 +58,21 @@ func Setup(ctx context.Context, getenv func(string) string) (trace.TracerProvide
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(Propagator())
 	return tp, tp.Shutdown, nil
+}
+
+// newResource describes this process to the exporters: service.name
+// agentd, unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say
+// otherwise.
+func newResource(ctx context.Context) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "agentd")),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	return res, nil
 }
 
 func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {

@@ -1,0 +1,114 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// Metrics is agentd's meter provider (X-O1) and its readers: a Prometheus
+// registry of its own, when asked for (metrics.listen), and an OTLP
+// exporter, when the standard OTEL_* variables ask for one. Both readers
+// see the same instruments.
+type Metrics struct {
+	provider metric.MeterProvider
+	sdk      *sdkmetric.MeterProvider // nil when no reader asked for metrics
+	handler  http.Handler             // nil without Prometheus
+}
+
+// SetupMetrics builds the meter provider. With prometheus set, it
+// registers a Prometheus reader on a private registry (never the global
+// one), served by Handler. OTLP export follows the environment (read
+// through getenv) as tracing's does: OTEL_METRICS_EXPORTER=otlp, or an
+// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_METRICS_ENDPOINT; the
+// protocol follows OTEL_EXPORTER_OTLP_METRICS_PROTOCOL or
+// OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", or "http/protobuf" (the default).
+// With neither, the provider is a no-op and records nothing.
+func SetupMetrics(ctx context.Context, getenv func(string) string, withPrometheus bool) (*Metrics, error) {
+	exporter, err := newMetricExporter(ctx, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if exporter == nil && !withPrometheus {
+		return &Metrics{provider: noop.NewMeterProvider()}, nil
+	}
+	res, err := newResource(ctx)
+	if err != nil {
+		if exporter != nil {
+			_ = exporter.Shutdown(ctx)
+		}
+		return nil, err
+	}
+	opts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	m := &Metrics{}
+	if withPrometheus {
+		reg := prometheus.NewRegistry()
+		reader, err := otelprom.New(otelprom.WithRegisterer(reg))
+		if err != nil {
+			if exporter != nil {
+				_ = exporter.Shutdown(ctx)
+			}
+			return nil, fmt.Errorf("telemetry: prometheus: %w", err)
+		}
+		opts = append(opts, sdkmetric.WithReader(reader))
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		m.handler = mux
+	}
+	if exporter != nil {
+		opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exporter)))
+	}
+	m.sdk = sdkmetric.NewMeterProvider(opts...)
+	m.provider = m.sdk
+	return m, nil
+}
+
+// MeterProvider is the provider every instrument of agentd comes from.
+func (m *Metrics) MeterProvider() metric.MeterProvider { return m.provider }
+
+// Handler serves GET /metrics in the Prometheus text format; nil when
+// SetupMetrics was not asked for Prometheus.
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// Shutdown flushes the OTLP exporter and stops the provider; after it,
+// instruments record nothing.
+func (m *Metrics) Shutdown(ctx context.Context) error {
+	if m.sdk == nil {
+		return nil
+	}
+	return m.sdk.Shutdown(ctx)
+}
+
+func newMetricExporter(ctx context.Context, getenv func(string) string) (sdkmetric.Exporter, error) {
+	switch getenv("OTEL_METRICS_EXPORTER") {
+	case "none":
+		return nil, nil
+	case "otlp":
+	case "":
+		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") == "" {
+			return nil, nil
+		}
+	default:
+		return nil, fmt.Errorf("telemetry: OTEL_METRICS_EXPORTER=%q is not supported (use otlp or none; for Prometheus, set metrics.listen)", getenv("OTEL_METRICS_EXPORTER"))
+	}
+	protocol := getenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
+	if protocol == "" {
+		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch protocol {
+	case "grpc":
+		return otlpmetricgrpc.New(ctx)
+	case "", "http/protobuf":
+		return otlpmetrichttp.New(ctx)
+	}
+	return nil, fmt.Errorf("telemetry: OTLP protocol %q is not supported (use grpc or http/protobuf)", protocol)
+}

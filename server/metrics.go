@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// meters are the Service's instruments (X-O1): the OTel GenAI client
+// metrics of its model turns, and agentd's own of generations and tool
+// calls. Every measurement carries the generation's tenant ("" when
+// none); no attribute holds a generation id, a URL, the conversation or a
+// secret.
+type meters struct {
+	tokens    metric.Int64Histogram   // gen_ai.client.token.usage
+	duration  metric.Float64Histogram // gen_ai.client.operation.duration
+	started   metric.Int64Counter     // agentd.generations.started
+	active    metric.Int64UpDownCounter
+	ended     metric.Int64Counter // agentd.generations.ended
+	toolCalls metric.Int64Counter // agentd.tool.calls
+}
+
+// The bucket boundaries the GenAI semantic conventions advise.
+var (
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+)
+
+func newMeters(mp metric.MeterProvider) *meters {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := mp.Meter("github.com/agentd/agentd/server")
+	// Creating an instrument fails only for an invalid name or unit, which
+	// these are not; the SDK still returns a working instrument then.
+	tokens, _ := m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
+		metric.WithDescription("Number of input and output tokens used, per model turn."),
+		metric.WithExplicitBucketBoundaries(tokenBuckets...))
+	duration, _ := m.Float64Histogram("gen_ai.client.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of one model turn, from the request to the end of the provider's stream."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	started, _ := m.Int64Counter("agentd.generations.started", metric.WithUnit("{generation}"),
+		metric.WithDescription("Generations this replica started running: new, resumed or adopted."))
+	active, _ := m.Int64UpDownCounter("agentd.generations.active", metric.WithUnit("{generation}"),
+		metric.WithDescription("Generations this replica is running."))
+	ended, _ := m.Int64Counter("agentd.generations.ended", metric.WithUnit("{generation}"),
+		metric.WithDescription("Generations this replica stopped running, by outcome."))
+	toolCalls, _ := m.Int64Counter("agentd.tool.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("Tool calls answered, by server, tool and outcome."))
+	return &meters{tokens: tokens, duration: duration, started: started, active: active, ended: ended, toolCalls: toolCalls}
+}
+
+// The outcomes of agentd.generations.ended.
+const (
+	outcomeCompleted = "completed"
+	outcomePaused    = "paused"
+	outcomeFailed    = "failed"
+	outcomeCancelled = "cancelled"
+	// outcomeReleased: this replica let it go, for another to continue
+	// (agentd stopping, or its lease lost).
+	outcomeReleased = "released"
+)
+
+func tenantAttr(tenant string) attribute.KeyValue { return attribute.String("tenant", tenant) }
+
+// runStarted counts a generation this replica starts running.
+func (m *meters) runStarted(ctx context.Context, tenant string) {
+	set := metric.WithAttributes(tenantAttr(tenant))
+	m.started.Add(ctx, 1, set)
+	m.active.Add(ctx, 1, set)
+}
+
+// runEnded counts a generation this replica stops running.
+func (m *meters) runEnded(ctx context.Context, tenant, outcome string) {
+	m.active.Add(ctx, -1, metric.WithAttributes(tenantAttr(tenant)))
+	m.ended.Add(ctx, 1, metric.WithAttributes(tenantAttr(tenant), attribute.String("outcome", outcome)))
+}
+
+// modelTurn records one model turn: its duration, with error.type when it
+// failed (the fault kind, never the message), and the tokens it used,
+// when the provider's stream ended with its usage (nil otherwise).
+func (m *meters) modelTurn(ctx context.Context, g *generation, began time.Time, usage *agentdv1.Usage, err error) {
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", g.plan.agent.GetProvider()),
+		attribute.String("gen_ai.request.model", g.plan.agent.GetModel()),
+		tenantAttr(g.tenant),
+	}
+	if usage != nil {
+		// The provider reported them: they were spent, even if sending
+		// the turn on failed.
+		m.tokens.Record(ctx, usage.GetInputTokens(), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "input"))...))
+		m.tokens.Record(ctx, usage.GetOutputTokens(), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "output"))...))
+	}
+	if err != nil {
+		attrs = append(attrs, attribute.String("error.type", errorType(err)))
+	}
+	m.duration.Record(ctx, time.Since(began).Seconds(), metric.WithAttributes(attrs...))
+}
+
+// errorType is the low-cardinality class of err for error.type.
+func errorType(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "cancelled"
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return fault.KindOf(err).String()
+}
+
+// The outcomes of agentd.tool.calls.
+const (
+	toolOK      = "ok"
+	toolError   = "error"
+	toolUnknown = "unknown" // the model called a tool nobody offers
+)
+
+// toolCall counts one answered tool call. server is "" for a function
+// (client) tool; tool is "" for an unknown one, whose name the model
+// made up.
+func (m *meters) toolCall(ctx context.Context, tenant, server, tool, outcome string) {
+	m.toolCalls.Add(ctx, 1, metric.WithAttributes(tenantAttr(tenant),
+		attribute.String("server", server), attribute.String("tool", tool), attribute.String("outcome", outcome)))
+}
+
+// countToolCall counts call c answered, as an error or not (X-O1).
+func (g *generation) countToolCall(ctx context.Context, c *agentdv1.ToolCall, isError bool) {
+	owner := g.owners[c.GetName()]
+	if owner == nil {
+		g.s.meters.toolCall(ctx, g.tenant, "", "", toolUnknown)
+		return
+	}
+	outcome := toolOK
+	if isError {
+		outcome = toolError
+	}
+	g.s.meters.toolCall(ctx, g.tenant, owner.serverName(), owner.toolName(c.GetName()), outcome)
+}

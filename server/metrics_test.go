@@ -1,0 +1,147 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc/codes"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/server"
+)
+
+// TestMetrics (X-O1): a generation's model turns, tool calls and ending
+// are recorded by the Service's instruments, under the GenAI semantic
+// conventions' names and attributes and agentd's own, each with the
+// tenant, and with no generation id, argument or output among the
+// attributes.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	const gen = "gen_ai.operation.name=chat,gen_ai.provider.name=script,gen_ai.request.model=m-1"
+	tests := []struct {
+		name   string
+		script string
+		code   codes.Code
+		want   map[string]float64 // "metric{attributes}" → sum (histograms: also #count)
+	}{
+		{
+			name: "completed, with an ok, a failing and an unknown tool call",
+			script: `{"turns": [
+				{"tool_calls": [{"name": "echo", "arguments": {"text": "secret-arg"}}, {"name": "boom", "arguments": {}}, {"name": "made-up", "arguments": {}}], "usage": {"input_tokens": 10, "output_tokens": 3}},
+				{"text": "done", "usage": {"input_tokens": 20, "output_tokens": 4}}
+			]}`,
+			code: codes.OK,
+			want: map[string]float64{
+				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=input,tenant=}":        30,
+				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=input,tenant=}#count":  2,
+				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=output,tenant=}":       7,
+				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=output,tenant=}#count": 2,
+				"gen_ai.client.operation.duration{" + gen + ",tenant=}#count":                   2,
+				"agentd.generations.started{tenant=}":                                           1,
+				"agentd.generations.active{tenant=}":                                            0,
+				"agentd.generations.ended{outcome=completed,tenant=}":                           1,
+				"agentd.tool.calls{outcome=ok,server=demo,tenant=,tool=echo}":                   1,
+				"agentd.tool.calls{outcome=error,server=demo,tenant=,tool=boom}":                1,
+				"agentd.tool.calls{outcome=unknown,server=,tenant=,tool=}":                      1,
+			},
+		},
+		{
+			name:   "failed model turn",
+			script: `{"turns": [{"error": {"kind": "unavailable", "message": "overloaded https://secret.example/x"}}]}`,
+			code:   codes.Unavailable,
+			want: map[string]float64{
+				"gen_ai.client.operation.duration{error.type=Unavailable," + gen + ",tenant=}#count": 1,
+				"agentd.generations.started{tenant=}":                                                1,
+				"agentd.generations.active{tenant=}":                                                 0,
+				"agentd.generations.ended{outcome=failed,tenant=}":                                   1,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			bridge := &fakeBridge{
+				onList: offering(serverTools("demo", "echo", "boom")),
+				onCall: func(_ context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+					return &bridgev1.CallToolResponse{Output: "out", IsError: tool == "boom"}, nil
+				},
+			}
+			client := newClientWith(t, server.Options{Bridge: bridge, MeterProvider: mp}, recordingScript())
+			agent := &agentdv1.Agent{
+				Provider: "script", Model: "m-1",
+				Mcps:            []*agentdv1.MCPServer{refServer("", "demo")},
+				ProviderOptions: script(t, tt.script),
+			}
+			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("hi")}, nil)
+			wantCode(t, st, tt.code)
+			id := started(t, events).GetGenerationId()
+
+			got := collect(t, reader)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("metrics (-want +got):\n%s", diff)
+			}
+			// Bounded labels: no generation or call id, argument or
+			// error message.
+			for k := range got {
+				for _, bad := range []string{"secret", "call_", "overloaded", id} {
+					if strings.Contains(k, bad) {
+						t.Errorf("metric %s has a label carrying %q", k, bad)
+					}
+				}
+			}
+		})
+	}
+}
+
+// collect reads the agentd instruments of reader as "name{k=v,...}" → sum,
+// histograms also as "...#count" (durations only by count: their sums
+// vary).
+func collect(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]float64)
+	key := func(name string, set attribute.Set) string {
+		var kv []string
+		for _, a := range set.ToSlice() {
+			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
+		}
+		slices.Sort(kv)
+		return name + "{" + strings.Join(kv, ",") + "}"
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = float64(p.Sum)
+					out[key(m.Name, p.Attributes)+"#count"] = float64(p.Count)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)+"#count"] = float64(p.Count)
+				}
+			default:
+				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return out
+}
