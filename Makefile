@@ -101,8 +101,15 @@ accept-api: tools
 
 ## Build, run, test -----------------------------------------------------------
 
+# The version and commit `agentd version` prints (and every span carries):
+# from git, or "dev" and "unknown" outside a repository.
+VERSION_PKG := github.com/agentd/agentd/internal/version
+GIT_VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS     := -X $(VERSION_PKG).Version=$(GIT_VERSION) -X $(VERSION_PKG).Commit=$(GIT_COMMIT)
+
 build:
-	go build -o bin/agentd ./cmd/agentd
+	go build -ldflags '$(LDFLAGS)' -o bin/agentd ./cmd/agentd
 
 build/ts/examples/ts/demo.js: npm examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
 	$(TSC) -p examples/ts
