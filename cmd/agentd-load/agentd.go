@@ -85,7 +85,7 @@ func startAgentds(exe string, n int, st storeChoice) (f *fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	tp, shutdown, err := telemetry.Setup(context.Background(), os.Getenv)
+	tp, shutdown, err := telemetry.Setup(context.Background(), telemetry.ServiceAgent, os.Getenv)
 	if err != nil {
 		return f, err
 	}

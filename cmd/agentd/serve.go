@@ -93,7 +93,11 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 	}
 	level, _ := cfg.Log.SlogLevel()
 	log := telemetry.NewLogger(stderr, level, cfg.Log.Format)
-	tp, shutdown, err := telemetry.Setup(ctx, os.Getenv)
+	service := telemetry.ServiceAgent
+	if bridge {
+		service = telemetry.ServiceBridge
+	}
+	tp, shutdown, err := telemetry.Setup(ctx, service, os.Getenv)
 	if err != nil {
 		return app.Options{}, nil, nil, err
 	}
