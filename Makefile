@@ -212,7 +212,7 @@ load-replicas:
 # example and agentd generate) against a live agentd that this target starts
 # and stops.
 examples: build build/ts/examples/ts/demo.js
-	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
+	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
 	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state" EXIT; \
 	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
 	  PY=$(PY) scripts/examples.sh $(EXAMPLE_ADDR)

@@ -9,7 +9,7 @@ pids=()
 state=$(mktemp -d)
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$state"' EXIT
 
-AGENTD_LISTEN=$agent AGENTD_STATE_DIR=$state bin/agentd serve 2>/tmp/agentd-smoke.log & pids+=($!)
+AGENTD_LISTEN=$agent AGENTD_STATE_DIR=$state AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>/tmp/agentd-smoke.log & pids+=($!)
 AGENTD_BRIDGE_LISTEN=$bridge bin/agentd bridge 2>/tmp/agentd-bridge-smoke.log & pids+=($!)
 scripts/wait-port.sh "$agent"
 scripts/wait-port.sh "$bridge"

@@ -53,6 +53,7 @@ func loadConfig(dir, exe string, st storeChoice) (config.Config, error) {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.StateDir = dir
+	cfg.ShutdownDrain = 0 // no load balancer to tell when the run ends
 	if st.driver == config.StorePostgres {
 		cfg.Store.Driver, cfg.Store.DSN = config.StorePostgres, st.dsn
 	}

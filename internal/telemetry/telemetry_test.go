@@ -95,7 +95,7 @@ func TestResourceOnSpans(t *testing.T) {
 			}
 			got := map[string]string{}
 			for _, kv := range spans[0].Resource.Attributes() {
-				got[string(kv.Key)] = kv.Value.Emit()
+				got[string(kv.Key)] = kv.Value.String()
 			}
 			want := map[string]string{
 				"service.name":         service,
