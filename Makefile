@@ -101,8 +101,15 @@ accept-api: tools
 
 ## Build, run, test -----------------------------------------------------------
 
+# The version and commit `agentd version` prints (and every span carries):
+# from git, or "dev" and "unknown" outside a repository.
+VERSION_PKG := github.com/agentd/agentd/internal/version
+GIT_VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS     := -X $(VERSION_PKG).Version=$(GIT_VERSION) -X $(VERSION_PKG).Commit=$(GIT_COMMIT)
+
 build:
-	go build -o bin/agentd ./cmd/agentd
+	go build -ldflags '$(LDFLAGS)' -o bin/agentd ./cmd/agentd
 
 build/ts/examples/ts/demo.js: npm examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
 	$(TSC) -p examples/ts
@@ -205,7 +212,7 @@ load-replicas:
 # example and agentd generate) against a live agentd that this target starts
 # and stops.
 examples: build build/ts/examples/ts/demo.js
-	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
+	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
 	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state" EXIT; \
 	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
 	  PY=$(PY) scripts/examples.sh $(EXAMPLE_ADDR)

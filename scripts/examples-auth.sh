@@ -33,7 +33,7 @@ auth:
   api_keys:
     - {name: examples, sha256: $hash, tenant: examples, roles: [generate]}
 YAML
-AGENTD_CONFIG=$dir/agentd.yaml bin/agentd serve 2>"$dir/agentd.log" &
+AGENTD_CONFIG=$dir/agentd.yaml AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>"$dir/agentd.log" &
 pid=$!
 scripts/wait-port.sh "$addr" 60
 

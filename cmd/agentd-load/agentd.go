@@ -53,6 +53,7 @@ func loadConfig(dir, exe string, st storeChoice) (config.Config, error) {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.StateDir = dir
+	cfg.ShutdownDrain = 0 // no load balancer to tell when the run ends
 	if st.driver == config.StorePostgres {
 		cfg.Store.Driver, cfg.Store.DSN = config.StorePostgres, st.dsn
 	}
@@ -85,7 +86,7 @@ func startAgentds(exe string, n int, st storeChoice) (f *fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	tp, shutdown, err := telemetry.Setup(context.Background(), os.Getenv)
+	tp, shutdown, err := telemetry.Setup(context.Background(), telemetry.ServiceAgent, os.Getenv)
 	if err != nil {
 		return f, err
 	}

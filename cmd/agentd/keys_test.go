@@ -52,6 +52,7 @@ func TestKeysAndToken(t *testing.T) {
 // ends, and returns its address.
 func serveAgent(t *testing.T, cfg config.Config) string {
 	t.Helper()
+	cfg.ShutdownDrain = 0 // stopped by the test, with no load balancer to tell
 	o := app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}
 	a, err := app.NewAgent(o)
 	if err != nil {

@@ -6,6 +6,7 @@
 //	agentd generate   run a generation against a running agentd and print its events
 //	agentd keys hash  print the SHA-256 of an API key read from stdin (for auth.api_keys)
 //	agentd mcp-demo   the built-in demo MCP server, on stdio
+//	agentd version    print the version, commit and Go release (also --version)
 package main
 
 import (
@@ -17,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/agentd/agentd/internal/version"
 )
 
 const usage = `usage: agentd <command> [flags]
@@ -27,6 +30,7 @@ commands:
   generate   run a generation against a running agentd and print its events
   keys hash  print the SHA-256 of an API key read from stdin, for auth.api_keys
   mcp-demo   run the built-in demo MCP server on stdin/stdout
+  version    print agentd's version, commit and Go release (also --version)
 
 Run "agentd <command> -h" for a command's flags.
 `
@@ -62,6 +66,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return keys(args[1:], stdin, stdout)
 	case "mcp-demo":
 		return mcpDemo(ctx)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version.Get())
+		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -26,7 +26,7 @@ func TestSIGHUPReloadsKeys(t *testing.T) {
 	path := filepath.Join(dir, "agentd.yaml")
 	writeConfig := func(key string) {
 		t.Helper()
-		cfg := fmt.Sprintf("listen: 127.0.0.1:0\nstate_dir: %s\nbridge: {pool: {warm: 0}}\nauth:\n  api_keys: [{name: app, sha256: %s, tenant: acme, roles: [generate]}]\n",
+		cfg := fmt.Sprintf("listen: 127.0.0.1:0\nshutdown_drain: 0s\nstate_dir: %s\nbridge: {pool: {warm: 0}}\nauth:\n  api_keys: [{name: app, sha256: %s, tenant: acme, roles: [generate]}]\n",
 			filepath.Join(dir, "state"), auth.HashKey(key))
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)

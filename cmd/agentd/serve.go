@@ -95,11 +95,15 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 	level, _ := cfg.Log.SlogLevel()
 	log := telemetry.NewLogger(stderr, level, cfg.Log.Format)
 	telemetry.LogErrors(log)
-	tp, shutdownTraces, err := telemetry.Setup(ctx, os.Getenv)
+	service := telemetry.ServiceAgent
+	if bridge {
+		service = telemetry.ServiceBridge
+	}
+	tp, shutdownTraces, err := telemetry.Setup(ctx, service, os.Getenv)
 	if err != nil {
 		return app.Options{}, nil, nil, err
 	}
-	metrics, err := telemetry.SetupMetrics(ctx, os.Getenv, cfg.Metrics.Listen != "")
+	metrics, err := telemetry.SetupMetrics(ctx, service, os.Getenv, cfg.Metrics.Listen != "")
 	if err != nil {
 		_ = shutdownTraces(ctx)
 		return app.Options{}, nil, nil, err

@@ -28,7 +28,6 @@ import (
 
 	"github.com/agentd/agentd/bridge"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
@@ -117,6 +116,11 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	b.Server, b.Health = grpcserver.New(serverOpts)
 	svc.Register(b.Server)
 	b.Health.SetServingStatus(bridgev1.BridgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if !inMemory {
+		// agentd bridge's probes (X-O5): both SERVING until its shutdown.
+		b.Health.SetServingStatus(HealthLiveness, healthpb.HealthCheckResponse_SERVING)
+		b.Health.SetServingStatus(HealthReadiness, healthpb.HealthCheckResponse_SERVING)
+	}
 	if b.Admin == nil {
 		svc.Admin().Register(b.Server)
 		b.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -236,8 +240,9 @@ type Agent struct {
 	config     config.Config // as last applied, for Reload
 	store      store.Store
 	storeDown  atomic.Bool        // the last ping of the store failed
-	stopWatch  context.CancelFunc // stops watchStore; nil when it is not running
-	watchDone  chan struct{}
+	ready      *readiness         // the AgentService's health and readiness
+	stopWatch  context.CancelFunc // stops watchStore and watchBridge; nil when they are not running
+	watches    sync.WaitGroup
 	svc        *server.Service
 	stopSweep  context.CancelFunc // stops sweepFinished; nil when it is not running
 	sweepDone  chan struct{}
@@ -346,14 +351,21 @@ func NewAgent(o Options) (*Agent, error) {
 	a.svc = svc
 	svc.StartAdopter()
 	svc.Register(a.Server)
-	a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	a.ready = newReadiness(a.Health)
 	if a.embedded != nil && a.Admin == nil {
 		// The embedded bridge has no address of its own: without
 		// admin.listen, its admin API is served beside the AgentService.
 		a.embedded.Service.Admin().Register(a.Server)
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
-	a.watchStore(o.Config.Store.PingInterval, storeName(o.Config), log)
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	a.stopWatch = stopWatch
+	a.watchStore(watchCtx, o.Config.Store.PingInterval, storeName(o.Config), log)
+	if a.embedded == nil {
+		// The embedded bridge lives and dies with this process; a remote
+		// one is watched as the store is, at the same interval.
+		a.watchBridge(watchCtx, o.Config.Store.PingInterval, o.Config.Bridge.Address, log)
+	}
 	a.sweepFinished(a.store.Generations(), o.Config.Generation.Retention, o.Config.Generation.PauseTTL, log)
 	return a, nil
 }
@@ -399,13 +411,18 @@ func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
 // ServeWithAdmin serves the AgentService on lis and the admin service on
 // admin (admin.listen) until ctx ends or either fails, stops both
 // gracefully, then stops the bridge (and every MCP server process it
-// runs).
+// runs). When ctx ends, readiness and the AgentService's health turn
+// NOT_SERVING first, and both keep serving for shutdown_drain before the
+// graceful stop (X-O5).
 func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o Options) error {
 	// From the moment agentd starts stopping, a generation that ends
 	// because of it is handed to another replica rather than cancelled.
 	stop := context.AfterFunc(ctx, a.svc.Drain)
 	defer stop()
-	err := serveAll(ctx, o.Config.ShutdownGrace,
+	// First the drain (X-O5): health turns, the listeners still accept.
+	serving, stopDrain := a.drainThenStop(ctx, o.Config.ShutdownDrain, o.Logger)
+	defer stopDrain()
+	err := serveAll(serving, o.Config.ShutdownGrace,
 		endpoint{a.Server, a.Health, lis}, endpoint{a.Admin, a.AdminHealth, admin})
 	return errors.Join(err, a.Close())
 }
@@ -417,7 +434,7 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 func (a *Agent) Close() error {
 	if a.stopWatch != nil {
 		a.stopWatch()
-		<-a.watchDone
+		a.watches.Wait()
 		a.stopWatch = nil
 	}
 	if a.stopSweep != nil {

@@ -72,6 +72,7 @@ func testConfig(t testing.TB) config.Config {
 	cfg := config.Default()
 	cfg.StateDir = t.TempDir()
 	cfg.Bridge.Pool.Warm = 0
+	cfg.ShutdownDrain = 0 // stopped by the test, with no load balancer to tell
 	return cfg
 }
 

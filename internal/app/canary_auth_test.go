@@ -120,6 +120,7 @@ func TestAuthSecretsCanary(t *testing.T) {
 	// What agentd and the bridge share: who may call, and the tenant.
 	base := config.Default()
 	base.Bridge.Pool.Warm = 0
+	base.ShutdownDrain = 0
 	base.Auth.APIKeys = []config.APIKey{{Name: "acme-app", SHA256: auth.HashKey(cnryAPIKey), Tenant: "acme", Roles: both}}
 	base.Auth.OIDC = []config.OIDCIssuer{{Issuer: is.URL, Audience: oidctest.Audience}}
 	base.Tenants = map[string]config.Tenant{"acme": {Providers: map[string]config.Provider{"openai": {APIKey: cnryTenantKey, BaseURL: apiSrv.URL + "/v1"}}}}

@@ -307,7 +307,7 @@ func newCanaryOutputs(t *testing.T) *canaryOutputs {
 		telemetry.NewLogger(o.textLogs, slog.LevelDebug, "text").Handler(),
 	))
 	var err error
-	if o.metrics, err = telemetry.SetupMetrics(t.Context(), func(string) string { return "" }, true); err != nil {
+	if o.metrics, err = telemetry.SetupMetrics(t.Context(), telemetry.ServiceAgent, func(string) string { return "" }, true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = o.metrics.Shutdown(context.Background()) })

@@ -55,6 +55,7 @@ func TestListenBeyondLoopback(t *testing.T) {
 	options := func(edit func(*config.Config), log *apptest.Logs) app.Options {
 		cfg := config.Default()
 		cfg.StateDir = t.TempDir()
+		cfg.ShutdownDrain = 0
 		edit(&cfg)
 		return app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(log, nil))}
 	}

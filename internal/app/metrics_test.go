@@ -23,7 +23,7 @@ import (
 // endpoint.
 func TestMetricsEndpoint(t *testing.T) {
 	t.Parallel()
-	m, err := telemetry.SetupMetrics(t.Context(), func(string) string { return "" }, true)
+	m, err := telemetry.SetupMetrics(t.Context(), telemetry.ServiceAgent, func(string) string { return "" }, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,7 @@ func runServe() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	cfg.ShutdownDrain = 0 // SIGTERMed by the test, with no load balancer to tell
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	log := telemetry.NewLogger(os.Stderr, slog.LevelWarn, "text")

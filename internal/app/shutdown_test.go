@@ -28,6 +28,7 @@ func TestShutdownWithHalfClosedGeneration(t *testing.T) {
 	cfg := config.Default()
 	cfg.StateDir = t.TempDir()
 	cfg.ShutdownGrace = 300 * time.Millisecond
+	cfg.ShutdownDrain = 0
 	warm := 0
 	cfg.Bridge.Servers = map[string]config.Server{"slow": {Command: exe, Env: env, Warm: &warm}}
 	cfg.Bridge.TerminateGrace = 200 * time.Millisecond

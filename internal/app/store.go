@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
@@ -44,43 +43,25 @@ func storeName(cfg config.Config) string {
 	return "sqlite " + filepath.Join(cfg.StateDir, "agentd.db")
 }
 
-// watchStore pings the store every interval until Close, keeping the
-// AgentService's health and storeGate in step with it (X-G1): NOT_SERVING
-// from the first ping that fails, SERVING again from the first that
+// watchStore pings the store every interval until ctx ends, keeping the
+// AgentService's health (and readiness) and storeGate in step with it
+// (X-G1, X-O5): NOT_SERVING from the first ping that fails, SERVING again
+// (unless a remote bridge is down, or agentd drains) from the first that
 // passes. Each change is logged once.
-func (a *Agent) watchStore(every time.Duration, name string, log *slog.Logger) {
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopWatch = cancel
-	a.watchDone = make(chan struct{})
-	go func() {
-		defer close(a.watchDone)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			// A ping slower than a short interval is a busy machine, not
-			// a store that is gone: it gets at least a second.
-			pctx, pcancel := context.WithTimeout(ctx, max(every, time.Second))
-			err := a.store.Ping(pctx)
-			pcancel()
-			if ctx.Err() != nil {
-				return
-			}
+func (a *Agent) watchStore(ctx context.Context, every time.Duration, name string, log *slog.Logger) {
+	a.watches.Go(func() {
+		watch(ctx, every, a.store.Ping, func(err error) {
 			switch down := err != nil; {
 			case down && !a.storeDown.Swap(true):
-				a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+				a.ready.setStoreDown(true)
 				log.Warn("the state store cannot be reached: the AgentService is NOT_SERVING and refuses generations until it answers",
 					"store", name, "error", err)
 			case !down && a.storeDown.Swap(false):
-				a.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-				log.Info("the state store answers again: the AgentService is SERVING", "store", name)
+				a.ready.setStoreDown(false)
+				log.Info("the state store answers again: the AgentService is SERVING, unless another dependency is down", "store", name)
 			}
-		}
-	}()
+		})
+	})
 }
 
 // storeGate refuses Generate streams, UNAVAILABLE, while the last ping of

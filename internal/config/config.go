@@ -41,8 +41,9 @@ type Config struct {
 	// Env AGENTD_SHUTDOWN_GRACE.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 
-	// ShutdownDrain is how long, on SIGINT/SIGTERM, health reports
-	// NOT_SERVING while the listeners still accept calls, so that load
+	// ShutdownDrain is how long, on SIGINT/SIGTERM, `agentd serve`'s
+	// health ("readiness" and the AgentService) reports NOT_SERVING while
+	// the listeners still accept calls, so that load
 	// balancers stop sending new ones, before the graceful shutdown
 	// (ShutdownGrace) begins. Default 5s; 0 skips it. Env
 	// AGENTD_SHUTDOWN_DRAIN.
@@ -506,11 +507,13 @@ type Store struct {
 	// none. Env AGENTD_STORE_DSN (which keeps it out of the file).
 	DSN string `yaml:"dsn"`
 	// PingInterval is how often `agentd serve` checks that the store
-	// answers. While it does not, the AgentService's health is
-	// NOT_SERVING (health's overall status, "", stays SERVING: the
-	// process is alive) and every Generate stream, new or resuming, fails
-	// UNAVAILABLE with a RetryInfo of this interval; the first check that
-	// passes makes it SERVING again. Default 5s.
+	// answers (and that a remote bridge, bridge.address, answers its
+	// health check). While the store does not, the AgentService's health
+	// and "readiness" are NOT_SERVING (health's overall status, "", and
+	// "liveness" stay SERVING: the process is alive) and every Generate
+	// stream, new or resuming, fails UNAVAILABLE with a RetryInfo of this
+	// interval; the first check that passes makes it SERVING again, unless
+	// the other dependency is down. Default 5s.
 	PingInterval time.Duration `yaml:"ping_interval"`
 	// EncryptionKeyFile names a file holding the 32-byte key (raw, hex or
 	// base64) with which a running generation's agent declaration is

@@ -33,7 +33,7 @@ type Metrics struct {
 // protocol follows OTEL_EXPORTER_OTLP_METRICS_PROTOCOL or
 // OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", or "http/protobuf" (the default).
 // With neither, the provider is a no-op and records nothing.
-func SetupMetrics(ctx context.Context, getenv func(string) string, withPrometheus bool) (*Metrics, error) {
+func SetupMetrics(ctx context.Context, service string, getenv func(string) string, withPrometheus bool) (*Metrics, error) {
 	exporter, err := newMetricExporter(ctx, getenv)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func SetupMetrics(ctx context.Context, getenv func(string) string, withPrometheu
 	if exporter == nil && !withPrometheus {
 		return &Metrics{provider: noop.NewMeterProvider()}, nil
 	}
-	res, err := newResource(ctx)
+	res, err := Resource(ctx, service)
 	if err != nil {
 		if exporter != nil {
 			_ = exporter.Shutdown(ctx)

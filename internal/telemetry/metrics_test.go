@@ -52,7 +52,7 @@ func TestNewMetricExporter(t *testing.T) {
 func TestSetupMetrics(t *testing.T) {
 	t.Parallel()
 	none := func(string) string { return "" }
-	m, err := SetupMetrics(t.Context(), none, false)
+	m, err := SetupMetrics(t.Context(), ServiceAgent, none, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestSetupMetrics(t *testing.T) {
 		t.Error(err)
 	}
 
-	m, err = SetupMetrics(t.Context(), none, true)
+	m, err = SetupMetrics(t.Context(), ServiceAgent, none, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,13 @@ package telemetry
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -25,6 +29,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentd/agentd/internal/version"
 )
 
 // Propagator is the W3C trace-context and baggage propagator agentd uses on
@@ -35,18 +41,34 @@ func Propagator() propagation.TextMapPropagator {
 }
 
 // Setup installs the global propagator and a tracer provider, with an OTLP
-// exporter when the environment (read through getenv) asks for one. The
-// returned shutdown flushes and stops the exporter.
-func Setup(ctx context.Context, getenv func(string) string) (trace.TracerProvider, func(context.Context) error, error) {
-	res, err := newResource(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+// exporter when the environment (read through getenv) asks for one, whose
+// spans carry Resource(ctx, service). The returned shutdown flushes and
+// stops the exporter.
+func Setup(ctx context.Context, service string, getenv func(string) string) (trace.TracerProvider, func(context.Context) error, error) {
 	exporter, err := newExporter(ctx, getenv)
 	if err != nil {
 		return nil, nil, err
 	}
+	tp, err := newTracerProvider(ctx, service, exporter)
+	if err != nil {
+		if exporter != nil {
+			_ = exporter.Shutdown(ctx)
+		}
+		return nil, nil, err
+	}
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(Propagator())
+	return tp, tp.Shutdown, nil
+}
+
+// newTracerProvider is a tracer provider with Resource(ctx, service),
+// sending its spans to exporter; nil: none, and no span is recorded.
+func newTracerProvider(ctx context.Context, service string, exporter sdktrace.SpanExporter) (*sdktrace.TracerProvider, error) {
+	res, err := Resource(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if exporter != nil {
 		opts = append(opts, sdktrace.WithBatcher(exporter))
 	} else {
@@ -54,22 +76,55 @@ func Setup(ctx context.Context, getenv func(string) string) (trace.TracerProvide
 		// still reach the logs and cross to the bridge.
 		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
 	}
-	tp := sdktrace.NewTracerProvider(opts...)
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(Propagator())
-	return tp, tp.Shutdown, nil
+	return sdktrace.NewTracerProvider(opts...), nil
 }
 
-// newResource describes this process to the exporters: service.name
-// agentd, unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say
-// otherwise.
-func newResource(ctx context.Context) (*resource.Resource, error) {
+// Service names: agentd serve's, and agentd bridge's, told apart in every
+// span and metric (X-O6).
+const (
+	ServiceAgent  = "agentd"
+	ServiceBridge = "agentd-bridge"
+)
+
+// InstanceID names this process in service.instance.id: random, new at
+// every start, the same for its traces and its metrics.
+var InstanceID = sync.OnceValue(func() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+})
+
+// Resource describes this process to OpenTelemetry, for its tracer and
+// meter providers alike (X-O6): service.name (service, ServiceAgent or
+// ServiceBridge), service.version (internal/version), service.instance.id
+// (InstanceID), the host's name, the OS type, and the
+// process's pid, executable name, owner and Go runtime. Never the command
+// line, whose flags may hold a token. OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES override what they name.
+func Resource(ctx context.Context, service string) (*resource.Resource, error) {
 	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", "agentd")),
+		resource.WithAttributes(
+			attribute.String("service.name", service),
+			attribute.String("service.version", version.Get().Version),
+			attribute.String("service.instance.id", InstanceID()),
+		),
+		resource.WithHost(),
+		resource.WithOSType(),
+		resource.WithProcessPID(),
+		resource.WithProcessExecutableName(),
+		resource.WithProcessOwner(),
+		resource.WithProcessRuntimeName(),
+		resource.WithProcessRuntimeVersion(),
+		resource.WithProcessRuntimeDescription(),
 		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
 		resource.WithTelemetrySDK(),
 	)
 	if err != nil {
+		// A detector that fails (no user name for the uid, say) leaves
+		// its attributes out; the rest stand.
+		if res != nil && !errors.Is(err, resource.ErrSchemaURLConflict) {
+			return res, nil
+		}
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 	return res, nil

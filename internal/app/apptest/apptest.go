@@ -46,6 +46,9 @@ func ServeWithAdmin(t testing.TB, o app.Options) (conn, admin *grpc.ClientConn, 
 
 func serve(t testing.TB, o app.Options, withAdmin bool) (a *app.Agent, conn, admin *grpc.ClientConn, stop func()) {
 	t.Helper()
+	// Stopped by the test, with no load balancer to tell: stop at once
+	// rather than after shutdown_drain.
+	o.Config.ShutdownDrain = 0
 	a, err := app.NewAgent(o)
 	if err != nil {
 		t.Fatal(err)
