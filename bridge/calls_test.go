@@ -240,15 +240,13 @@ func TestCallToolsSessionCloses(t *testing.T) {
 	}
 }
 
-// TestCallToolsTrace: a call's span joins the trace its call carries.
-func TestCallToolsTrace(t *testing.T) {
-	t.Parallel()
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	f := newFixtureOptions(t, nil, func(o *Options) { o.TracerProvider = tp })
+// tracedCall calls the tools server's tool with args on a session of f,
+// in a trace of its own: it returns the call's remote parent span and
+// the answer.
+func tracedCall(t *testing.T, f *fixture, tool, args string) (trace.SpanContext, *bridgev1.CallToolsResponse) {
+	t.Helper()
 	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
 	stream := openCalls(t, t.Context(), f.client, id)
-
 	parent := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{0xa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 		SpanID:  trace.SpanID{0xb, 1, 2, 3, 4, 5, 6, 7}, TraceFlags: trace.FlagsSampled,
@@ -256,9 +254,18 @@ func TestCallToolsTrace(t *testing.T) {
 	carrier := propagation.MapCarrier{}
 	telemetry.Propagator().Inject(trace.ContextWithSpanContext(t.Context(), parent), carrier)
 	send(t, stream, &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: &bridgev1.StreamedToolCall{
-		Id: 1, ServerName: "t", ToolName: "echo", Arguments: `{"text":"traced"}`, TraceContext: carrier,
+		Id: 1, ServerName: "t", ToolName: tool, Arguments: args, TraceContext: carrier,
 	}}})
-	recvAnswer(t, stream)
+	return parent, recvAnswer(t, stream)
+}
+
+// TestCallToolsTrace: a call's span joins the trace its call carries.
+func TestCallToolsTrace(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	f := newFixtureOptions(t, nil, func(o *Options) { o.TracerProvider = tp })
+	parent, _ := tracedCall(t, f, "echo", `{"text":"traced"}`)
 
 	var got []string
 	for _, sp := range spans.Ended() {
@@ -284,18 +291,7 @@ func TestCallToolsTraceReachesTheServer(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	f := newFixtureOptions(t, nil, func(o *Options) { o.TracerProvider = tp })
-	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
-	stream := openCalls(t, t.Context(), f.client, id)
-	parent := trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: trace.TraceID{0xc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-		SpanID:  trace.SpanID{0xd, 1, 2, 3, 4, 5, 6, 7}, TraceFlags: trace.FlagsSampled,
-	})
-	carrier := propagation.MapCarrier{}
-	telemetry.Propagator().Inject(trace.ContextWithSpanContext(t.Context(), parent), carrier)
-	send(t, stream, &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: &bridgev1.StreamedToolCall{
-		Id: 1, ServerName: "t", ToolName: "meta", Arguments: `{}`, TraceContext: carrier,
-	}}})
-	res := recvAnswer(t, stream)
+	parent, res := tracedCall(t, f, "meta", `{}`)
 	var meta struct {
 		Traceparent string `json:"traceparent"`
 	}
