@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -133,9 +134,16 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 // before it returns, whatever happened.
 func (g *generation) run(ctx context.Context) (err error) {
 	g.s.meters.runStarted(ctx, g.tenant)
+	ctx, span := g.s.tracer.Start(ctx, "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.provider.name", g.plan.agent.GetProvider()),
+		attribute.String("gen_ai.request.model", g.plan.agent.GetModel()),
+		attribute.String("gen_ai.conversation.id", g.id),
+	))
 	defer func() {
 		_, outcome := g.outcome(ctx, err)
 		g.s.meters.runEnded(ctx, g.tenant, outcome)
+		endInvokeSpan(span, g, outcome, err)
 	}()
 	if g.s.generations != nil && g.journal == nil {
 		j, err := g.s.openJournal(ctx, g)
@@ -396,7 +404,7 @@ type reply struct {
 func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err error) {
 	model := g.plan.agent.GetModel()
 	g.ran.turns++
-	ctx, span := g.s.tracer.Start(ctx, strings.TrimSpace("chat "+model))
+	ctx, span := g.s.tracer.Start(ctx, strings.TrimSpace("chat "+model), trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	began := time.Now()
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
@@ -481,4 +489,22 @@ func addUsage(total, u *agentdv1.Usage) {
 	total.CacheReadInputTokens += u.GetCacheReadInputTokens()
 	total.CacheWriteInputTokens += u.GetCacheWriteInputTokens()
 	total.ToolSchemaBytes += u.GetToolSchemaBytes()
+}
+
+// endInvokeSpan ends a run's invoke_agent span (X-O2) with what the run
+// used and how it ended: an error status (and error.type) only for a
+// failure; a pause, a cancellation by the client and a hand-over to
+// another replica are not errors.
+func endInvokeSpan(span trace.Span, g *generation, outcome string, err error) {
+	span.SetAttributes(
+		attribute.Int64("gen_ai.usage.input_tokens", g.ran.input),
+		attribute.Int64("gen_ai.usage.output_tokens", g.ran.output),
+		attribute.String("agentd.outcome", outcome),
+	)
+	if outcome == outcomeFailed && err != nil {
+		kind := fault.KindOf(err).String()
+		span.SetAttributes(attribute.String("error.type", kind))
+		span.SetStatus(codes.Error, kind)
+	}
+	span.End()
 }

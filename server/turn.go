@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -34,6 +35,7 @@ type turnRun struct {
 	approvals map[string]int                       // pending approval request id → call index
 	requests  map[string]*agentdv1.ApprovalRequest // pending approval requests by id
 	functions map[string]time.Time                 // pending function call id → when it was asked
+	fnSpans   map[string]trace.Span                // pending function calls' execute_tool spans (under mu)
 	started   bool                                 // an approved call was started
 	begun     map[string]bool                      // calls whose start was sent (under mu)
 }
@@ -64,6 +66,9 @@ func (r *turnRun) finish(err error) ([]*agentdv1.ToolResult, error) {
 		r.cancel(err)
 	}
 	r.wg.Wait()
+	for id := range r.functions { // unanswered: the turn paused or failed
+		r.endFunctionSpan(id, false)
+	}
 	defer r.cancel(nil)
 	if cause := context.Cause(r.ctx); cause != nil {
 		return nil, cause // a call that failed the generation, or cancellation
@@ -214,22 +219,57 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 func (r *turnRun) askFunction(i int) error {
 	c := r.calls[i]
 	r.functions[c.GetId()] = time.Now()
+	_, span := r.g.toolSpan(r.ctx, c, "function")
+	r.mu.Lock()
+	if r.fnSpans == nil {
+		r.fnSpans = make(map[string]trace.Span)
+	}
+	r.fnSpans[c.GetId()] = span
+	r.mu.Unlock()
 	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_FunctionCall{FunctionCall: &agentdv1.FunctionCall{
 		CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments(),
 	}}})
 }
 
-// callMCP runs one MCP tool call through the bridge and returns its
-// result and the event that reports it.
-func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall, owner *toolOwner) (*agentdv1.ToolResult, *agentdv1.ToolCallFinished, error) {
-	ctx, span := g.s.tracer.Start(ctx, "execute_tool "+c.GetName())
-	defer span.End()
-	span.SetAttributes(
+// toolSpan starts the execute_tool span of call c (X-O2), of the tool
+// type given ("extension": an MCP server's; "function": the client's).
+func (g *generation) toolSpan(ctx context.Context, c *agentdv1.ToolCall, toolType string) (context.Context, trace.Span) {
+	return g.s.tracer.Start(ctx, "execute_tool "+c.GetName(), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", c.GetName()),
 		attribute.String("gen_ai.tool.call.id", c.GetId()),
-		attribute.String("mcp.server.name", owner.server.name),
-	)
+		attribute.String("gen_ai.tool.type", toolType),
+	))
+}
+
+// toolErrored marks a tool span whose result is flagged as an error.
+func toolErrored(span trace.Span) {
+	span.SetAttributes(attribute.String("error.type", "tool_error"))
+	span.SetStatus(codes.Error, "tool_error")
+}
+
+// endFunctionSpan ends the span of function call id, flagged as a tool
+// error when its result is; a no-op for a call without one.
+func (r *turnRun) endFunctionSpan(id string, isError bool) {
+	r.mu.Lock()
+	span := r.fnSpans[id]
+	delete(r.fnSpans, id)
+	r.mu.Unlock()
+	if span == nil {
+		return
+	}
+	if isError {
+		toolErrored(span)
+	}
+	span.End()
+}
+
+// callMCP runs one MCP tool call through the bridge and returns its
+// result and the event that reports it.
+func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall, owner *toolOwner) (*agentdv1.ToolResult, *agentdv1.ToolCallFinished, error) {
+	ctx, span := g.toolSpan(ctx, c, "extension")
+	defer span.End()
+	span.SetAttributes(attribute.String("mcp.server.name", owner.server.name))
 	began := time.Now()
 	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
 	if err != nil {
@@ -237,7 +277,7 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 		return nil, nil, err
 	}
 	if res.GetIsError() {
-		span.SetStatus(codes.Error, "tool error")
+		toolErrored(span)
 	}
 	out := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: res.GetOutput(), IsError: res.GetIsError(), Attachments: attachments(res.GetAttachments())}
 	return out, &agentdv1.ToolCallFinished{
@@ -340,6 +380,7 @@ func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
 	}
 	delete(r.functions, fr.GetCallId())
 	g.answered.add(fr.GetCallId())
+	r.endFunctionSpan(fr.GetCallId(), fr.GetIsError())
 	i := r.index(fr.GetCallId())
 	c := r.calls[i]
 	return r.finishCall(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()}, &agentdv1.ToolCallFinished{
