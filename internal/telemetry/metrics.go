@@ -89,26 +89,13 @@ func (m *Metrics) Shutdown(ctx context.Context) error {
 }
 
 func newMetricExporter(ctx context.Context, getenv func(string) string) (sdkmetric.Exporter, error) {
-	switch getenv("OTEL_METRICS_EXPORTER") {
-	case "none":
-		return nil, nil
-	case "otlp":
-	case "":
-		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") == "" {
-			return nil, nil
-		}
-	default:
-		return nil, fmt.Errorf("telemetry: OTEL_METRICS_EXPORTER=%q is not supported (use otlp or none; for Prometheus, set metrics.listen)", getenv("OTEL_METRICS_EXPORTER"))
-	}
-	protocol := getenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
-	if protocol == "" {
-		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
-	switch protocol {
-	case "grpc":
+	protocol, err := otlpProtocol(getenv, "METRICS", "; for Prometheus, set metrics.listen")
+	switch {
+	case err != nil || protocol == "":
+		return nil, err
+	case protocol == "grpc":
 		return otlpmetricgrpc.New(ctx)
-	case "", "http/protobuf":
+	default:
 		return otlpmetrichttp.New(ctx)
 	}
-	return nil, fmt.Errorf("telemetry: OTLP protocol %q is not supported (use grpc or http/protobuf)", protocol)
 }

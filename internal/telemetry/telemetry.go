@@ -131,28 +131,46 @@ func Resource(ctx context.Context, service string) (*resource.Resource, error) {
 }
 
 func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
-	switch getenv("OTEL_TRACES_EXPORTER") {
+	protocol, err := otlpProtocol(getenv, "TRACES", "")
+	switch {
+	case err != nil || protocol == "":
+		return nil, err
+	case protocol == "grpc":
+		return otlptracegrpc.New(ctx)
+	default:
+		return otlptracehttp.New(ctx)
+	}
+}
+
+// otlpProtocol decides, as the standard variables say, whether a signal
+// (TRACES, METRICS) is exported by OTLP and with which protocol: "" for
+// none (OTEL_<signal>_EXPORTER=none, or neither it nor an OTLP endpoint
+// set), else "grpc" or "http/protobuf", from OTEL_EXPORTER_OTLP_<signal>_PROTOCOL
+// or OTEL_EXPORTER_OTLP_PROTOCOL. hint follows the refusal of an
+// unsupported exporter.
+func otlpProtocol(getenv func(string) string, signal, hint string) (string, error) {
+	switch exporter := getenv("OTEL_" + signal + "_EXPORTER"); exporter {
 	case "none":
-		return nil, nil
+		return "", nil
 	case "otlp":
 	case "":
-		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-			return nil, nil
+		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") == "" {
+			return "", nil
 		}
 	default:
-		return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q is not supported (use otlp or none)", getenv("OTEL_TRACES_EXPORTER"))
+		return "", fmt.Errorf("telemetry: OTEL_%s_EXPORTER=%q is not supported (use otlp or none%s)", signal, exporter, hint)
 	}
-	protocol := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	protocol := getenv("OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL")
 	if protocol == "" {
 		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
 	switch protocol {
 	case "grpc":
-		return otlptracegrpc.New(ctx)
+		return protocol, nil
 	case "", "http/protobuf":
-		return otlptracehttp.New(ctx)
+		return "http/protobuf", nil
 	}
-	return nil, fmt.Errorf("telemetry: OTLP protocol %q is not supported (use grpc or http/protobuf)", protocol)
+	return "", fmt.Errorf("telemetry: OTLP protocol %q is not supported (use grpc or http/protobuf)", protocol)
 }
 
 // NewLogger returns a slog logger writing text or JSON to w at level, whose
