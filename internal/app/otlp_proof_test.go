@@ -1,0 +1,427 @@
+package app_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
+	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// otlpReceiver is an OTLP/gRPC collector on loopback that keeps what
+// agentd and its bridge export: the operator's view of them.
+type otlpReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+
+	mu      sync.Mutex
+	spans   []otlpSpan
+	metrics []otlpMetric
+}
+
+// otlpSpan is one exported span with the service that exported it.
+type otlpSpan struct {
+	service string
+	*tracepb.Span
+}
+
+// otlpMetric is one exported data point: the instrument's name, the
+// service and the point's attributes.
+type otlpMetric struct {
+	service, name string
+	attrs         map[string]string
+}
+
+func (r *otlpReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		service := attrMap(rs.GetResource().GetAttributes())["service.name"]
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				r.spans = append(r.spans, otlpSpan{service: service, Span: s})
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// metricsService adapts the receiver to the metrics service, whose
+// method has the same name as the trace service's.
+type metricsService struct {
+	colmetricspb.UnimplementedMetricsServiceServer
+	r *otlpReceiver
+}
+
+func (m metricsService) Export(_ context.Context, req *colmetricspb.ExportMetricsServiceRequest) (*colmetricspb.ExportMetricsServiceResponse, error) {
+	m.r.mu.Lock()
+	defer m.r.mu.Unlock()
+	for _, rm := range req.GetResourceMetrics() {
+		service := attrMap(rm.GetResource().GetAttributes())["service.name"]
+		for _, sm := range rm.GetScopeMetrics() {
+			for _, mt := range sm.GetMetrics() {
+				for _, attrs := range pointAttrs(mt) {
+					m.r.metrics = append(m.r.metrics, otlpMetric{service: service, name: mt.GetName(), attrs: attrMap(attrs)})
+				}
+			}
+		}
+	}
+	return &colmetricspb.ExportMetricsServiceResponse{}, nil
+}
+
+func pointAttrs(m *metricspb.Metric) [][]*commonpb.KeyValue {
+	var out [][]*commonpb.KeyValue
+	switch d := m.GetData().(type) {
+	case *metricspb.Metric_Sum:
+		for _, p := range d.Sum.GetDataPoints() {
+			out = append(out, p.GetAttributes())
+		}
+	case *metricspb.Metric_Gauge:
+		for _, p := range d.Gauge.GetDataPoints() {
+			out = append(out, p.GetAttributes())
+		}
+	case *metricspb.Metric_Histogram:
+		for _, p := range d.Histogram.GetDataPoints() {
+			out = append(out, p.GetAttributes())
+		}
+	}
+	return out
+}
+
+func attrMap(kvs []*commonpb.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		v := kv.GetValue()
+		switch v.GetValue().(type) {
+		case *commonpb.AnyValue_StringValue:
+			m[kv.GetKey()] = v.GetStringValue()
+		case *commonpb.AnyValue_IntValue:
+			m[kv.GetKey()] = fmt.Sprint(v.GetIntValue())
+		case *commonpb.AnyValue_BoolValue:
+			m[kv.GetKey()] = fmt.Sprint(v.GetBoolValue())
+		case *commonpb.AnyValue_ArrayValue:
+			var parts []string
+			for _, e := range v.GetArrayValue().GetValues() {
+				parts = append(parts, e.GetStringValue())
+			}
+			m[kv.GetKey()] = strings.Join(parts, ",")
+		default:
+			m[kv.GetKey()] = v.String()
+		}
+	}
+	return m
+}
+
+// startOTLPReceiver serves the receiver on loopback and points the
+// standard OTEL_* variables at it (OTLP over gRPC), as an operator would.
+func startOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &otlpReceiver{}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, r)
+	colmetricspb.RegisterMetricsServiceServer(srv, metricsService{r: r})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); <-done })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+lis.Addr().String())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+	return r
+}
+
+// otlpTelemetry is a service's tracer and meter providers exporting to the
+// receiver the environment names, and the function that flushes both.
+func otlpTelemetry(t *testing.T, service string) (grpcserver.Telemetry, *telemetry.Metrics, func()) {
+	t.Helper()
+	prev := otel.GetTracerProvider()
+	tp, shutdown, err := telemetry.Setup(t.Context(), service, os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otel.SetTracerProvider(prev) // Setup installs it globally; the test passes it explicitly
+	metrics, err := telemetry.SetupMetrics(t.Context(), service, os.Getenv, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	flush := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := shutdown(ctx); err != nil {
+				t.Errorf("%s: flushing spans: %v", service, err)
+			}
+			if err := metrics.Shutdown(ctx); err != nil {
+				t.Errorf("%s: flushing metrics: %v", service, err)
+			}
+		})
+	}
+	t.Cleanup(flush)
+	return grpcserver.Telemetry{TracerProvider: tp, MeterProvider: metrics.MeterProvider(), Propagator: telemetry.Propagator()}, metrics, flush
+}
+
+// TestOperatorView is issue 13's proof, as an operator sees agentd: the
+// standard OTEL_* variables point agentd and a remote `agentd bridge` at
+// an OTLP receiver. One generation meets a provider 429, calls a tool
+// that fails and one that shows the trace context it received, waits for
+// an approval until its client leaves (a pause), and is resumed with the
+// approval to completion. The receiver must then hold one trace per run
+// of the generation, with the span tree of X-O2, the MCP server must have
+// seen the trace context (X-O3), and the metrics must arrive with their
+// labels (X-O1).
+func TestOperatorView(t *testing.T) {
+	receiver := startOTLPReceiver(t)
+	exe, env := mcptest.Command(t, mcptest.Tools)
+
+	// The remote bridge, exporting as agentd-bridge.
+	bridgeTel, _, flushBridge := otlpTelemetry(t, telemetry.ServiceBridge)
+	bcfg := testConfig(t)
+	bcfg.Bridge.Servers = map[string]config.Server{"tools": {Command: exe, Env: env}}
+	bcfg.Bridge.TerminateGrace = 500 * time.Millisecond
+	if err := bcfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bo := app.Options{Config: bcfg, Logger: slog.New(slog.DiscardHandler), Telemetry: bridgeTel}
+	b, err := app.NewBridge(bo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridgeAddr, stopBridge := startTCP(t, func(ctx context.Context, lis net.Listener) error { return b.Serve(ctx, lis, bo) })
+
+	// The provider: a 429 first, then the script.
+	api := newCanaryAPI()
+	apiSrv := httptest.NewServer(api)
+	t.Cleanup(apiSrv.Close)
+	api.set(func(w http.ResponseWriter, _ *http.Request, _ []byte, n int) {
+		switch n {
+		case 1:
+			w.Header().Set("retry-after-ms", "1")
+			canaryJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{"message": "slow down", "type": "rate_limit"}})
+		case 2:
+			canaryToolCalls(w, n, [2]string{"fail", `{"text":"it broke"}`}, [2]string{"meta", `{}`})
+		case 3:
+			canaryToolCalls(w, n, [2]string{"echo", `{"text":"approved"}`})
+		default:
+			canaryText(w, "all done")
+		}
+	})
+
+	tel, metrics, flushAgentd := otlpTelemetry(t, telemetry.ServiceAgent)
+	cfg := testConfig(t)
+	cfg.Bridge.Address = bridgeAddr
+	cfg.Providers = map[string]config.Provider{"openai": {APIKey: "sk-proof", BaseURL: apiSrv.URL + "/v1", MaxRetries: 2}}
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, conn, stopAgentd := apptest.ServeAgent(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Telemetry: tel, Metrics: metrics.Handler()})
+	client := agentdv1.NewAgentServiceClient(conn)
+
+	agent := &agentdv1.Agent{Provider: "openai", Model: "gpt-4o-mini", RequiresApproval: []string{"echo"},
+		Mcps: []*agentdv1.MCPServer{{Name: "tools", Transport: &agentdv1.MCPServer_Ref{Ref: "tools"}}}}
+	var c canaryCapture
+	request, paused, _ := c.pauseAtApproval(t, client, canaryStart(agent), cfg.StateDir)
+	events, err := c.generate(t, client, canaryApprove(t, paused, request, agent), nil)
+	if err != nil || len(events) == 0 || events[len(events)-1].GetCompleted() == nil {
+		t.Fatalf("the resume did not complete: err %v after %d events", err, len(events))
+	}
+	generation := paused.GetGenerationId()
+
+	// What the meta tool saw: the trace context of its call (X-O3).
+	var metaOut string
+	for _, line := range strings.Split(c.events.String(), "\n") {
+		if strings.Contains(line, `"toolCallFinished"`) && strings.Contains(line, `"meta"`) {
+			metaOut = line
+		}
+	}
+
+	// The Prometheus endpoint shows the same instruments.
+	resp, err := http.Get("http://" + a.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped := readAll(t, resp)
+
+	stopAgentd()
+	stopBridge()
+	flushAgentd()
+	flushBridge()
+
+	receiver.mu.Lock()
+	spans, points := slices.Clone(receiver.spans), slices.Clone(receiver.metrics)
+	receiver.mu.Unlock()
+	checkOperatorTraces(t, spans, generation, metaOut)
+	checkOperatorMetrics(t, points, scraped)
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func spanID(b []byte) string { return hex.EncodeToString(b) }
+
+// checkOperatorTraces checks the exported span trees of the generation's
+// two runs.
+func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut string) {
+	t.Helper()
+	byID := map[string]otlpSpan{}
+	for _, s := range spans {
+		byID[spanID(s.GetSpanId())] = s
+	}
+	var runs []otlpSpan
+	for _, s := range spans {
+		if s.GetName() == "invoke_agent" {
+			runs = append(runs, s)
+		}
+	}
+	if len(runs) != 2 {
+		t.Fatalf("X-O2 want two invoke_agent spans (the start and the resume), got %d of %d spans:\n%s", len(runs), len(spans), dumpSpans(spans))
+	}
+	for _, run := range runs {
+		attrs := attrMap(run.GetAttributes())
+		if attrs["gen_ai.conversation.id"] != generation {
+			t.Errorf("X-O2 invoke_agent's gen_ai.conversation.id is %q, want the generation %q", attrs["gen_ai.conversation.id"], generation)
+		}
+		if run.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("X-O2 invoke_agent is an error (%s): neither the pause nor the completion is", run.GetStatus().GetMessage())
+		}
+		parent, ok := byID[spanID(run.GetParentSpanId())]
+		if !ok || parent.GetKind() != tracepb.Span_SPAN_KIND_SERVER || !strings.Contains(parent.GetName(), "Generate") {
+			t.Errorf("X-O2 invoke_agent's parent is %q, want the gRPC server span of Generate", parent.GetName())
+		}
+	}
+	first := runs[0]
+	// Every span of the first run's trace, by name.
+	inTrace := func(run otlpSpan) map[string][]otlpSpan {
+		out := map[string][]otlpSpan{}
+		for _, s := range spans {
+			if string(s.GetTraceId()) == string(run.GetTraceId()) {
+				out[s.GetName()] = append(out[s.GetName()], s)
+			}
+		}
+		return out
+	}
+	start := inTrace(first)
+	if chats := start["chat gpt-4o-mini"]; len(chats) < 2 {
+		t.Errorf("X-O2 want the start's two model turns as chat spans, got %d", len(chats))
+	} else {
+		for _, s := range chats {
+			if s.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
+				t.Errorf("X-O2 chat span of kind %v, want CLIENT", s.GetKind())
+			}
+		}
+	}
+	fail := start["execute_tool fail"]
+	if len(fail) != 1 || attrMap(fail[0].GetAttributes())["error.type"] != "tool_error" || fail[0].GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("X-O2 want one execute_tool fail span, an error of type tool_error; got %v", fail)
+	}
+	// The bridge's spans join the generation's trace across the hop.
+	var bridgeSpans int
+	for _, ss := range start {
+		for _, s := range ss {
+			if s.service == telemetry.ServiceBridge {
+				bridgeSpans++
+			}
+		}
+	}
+	if bridgeSpans == 0 {
+		t.Errorf("X-O2 no span of agentd-bridge is in the generation's trace:\n%s", dumpSpans(spans))
+	}
+	// X-O3: the MCP server saw a traceparent of the generation's trace.
+	if want := hex.EncodeToString(first.GetTraceId()); !strings.Contains(metaOut, want) {
+		t.Errorf("X-O3 the meta tool saw %s; want a traceparent in the trace %s", metaOut, want)
+	}
+}
+
+func dumpSpans(spans []otlpSpan) string {
+	var b strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&b, "%s %s %s parent=%s kind=%v status=%v %v\n", s.service, hex.EncodeToString(s.GetTraceId())[:8],
+			s.GetName(), spanID(s.GetParentSpanId()), s.GetKind(), s.GetStatus().GetCode(), attrMap(s.GetAttributes()))
+	}
+	return b.String()
+}
+
+// checkOperatorMetrics checks that the instruments arrived by OTLP with
+// their labels, and that the Prometheus endpoint showed them too.
+func checkOperatorMetrics(t *testing.T, points []otlpMetric, scraped string) {
+	t.Helper()
+	has := func(service, name string, want map[string]string) bool {
+		for _, p := range points {
+			if p.service != service || p.name != name {
+				continue
+			}
+			ok := true
+			for k, v := range want {
+				if got, present := p.attrs[k]; !present || (v != "*" && got != v) {
+					ok = false
+				}
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		service, name string
+		attrs         map[string]string
+	}{
+		{telemetry.ServiceAgent, "gen_ai.client.token.usage", map[string]string{"gen_ai.provider.name": "openai", "gen_ai.token.type": "input", "tenant": "*"}},
+		{telemetry.ServiceAgent, "gen_ai.client.operation.duration", map[string]string{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"}},
+		{telemetry.ServiceAgent, "agentd.tool.calls", map[string]string{"server": "tools", "tool": "fail", "outcome": "error"}},
+		{telemetry.ServiceAgent, "agentd.generations.ended", map[string]string{"outcome": "paused"}},
+		{telemetry.ServiceAgent, "agentd.generations.ended", map[string]string{"outcome": "completed"}},
+		{telemetry.ServiceAgent, "rpc.server.call.duration", map[string]string{"rpc.method": "*"}},
+		{telemetry.ServiceBridge, "rpc.server.call.duration", map[string]string{"rpc.method": "*"}},
+	} {
+		if !has(c.service, c.name, c.attrs) {
+			t.Errorf("X-O1 no %s point from %s with %v", c.name, c.service, c.attrs)
+		}
+	}
+	for _, name := range []string{"gen_ai_client_token_usage", "agentd_tool_calls"} {
+		if !strings.Contains(scraped, name) {
+			t.Errorf("X-O1 the Prometheus endpoint does not show %s", name)
+		}
+	}
+	var names []string
+	for _, p := range points {
+		names = append(names, p.service+" "+p.name)
+	}
+	slices.Sort(names)
+	t.Logf("metric points: %v", slices.Compact(names))
+}
