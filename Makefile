@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench bench-store stress fuzz load load-replicas tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
+.PHONY: help run build test bench bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -35,6 +35,7 @@ help:
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
+	@echo "make bench-metrics     what metrics cost under load: generations/s with and without, alternating rounds"
 	@echo "make load-replicas     the same across LOAD_REPLICAS (2) agentd replicas on a throwaway PostgreSQL"
 
 ## Set-up ---------------------------------------------------------------------
@@ -198,6 +199,13 @@ LOAD_STREAMS ?= 500
 LOAD_DURATION ?= 60s
 load:
 	go run ./cmd/agentd-load -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)
+
+# What metrics cost under load (X-O1: at most 2% of generations/s):
+# agentd-load without and with -metrics (recording every instrument, the
+# endpoint scraped every 5s), ROUNDS alternating rounds of LOAD_STREAMS
+# streams for LOAD_DURATION each, and the median ratio.
+bench-metrics:
+	ROUNDS=$(or $(ROUNDS),3) LOAD_STREAMS=$(or $(METRICS_STREAMS),100) LOAD_DURATION=$(or $(METRICS_DURATION),20s) scripts/metrics-cost.sh
 
 # The same load across LOAD_REPLICAS agentd replicas (in this process, each
 # with its own port, replica id, bridge and demo server process) on one

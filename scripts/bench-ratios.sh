@@ -12,6 +12,7 @@ awk '
     if ($(i+1) ~ /\/direct$/) pr[$(i+1)] = pr[$(i+1)] " " $i
     if ($(i+1) ~ /^µs-added-/) au[$(i+1)] = au[$(i+1)] " " $i
     if ($(i+1) == "record/off") du[name] = du[name] " " $i
+    if ($(i+1) == "metrics/none") me = me " " $i
     if ($(i+1) ~ /p50|p99|\/gen/) st[name " " $(i+1)] = st[name " " $(i+1)] " " $i
   }
 }
@@ -29,6 +30,8 @@ END {
     printf "tools/call through the bridge / direct go-sdk, paired rounds: %.2fx (target <= 1.25x)\n", median(pr["bridge/direct"])
     printf "  in the same rounds: the bridge'"'"'s own work without gRPC %.2fx; one CallTool RPC per call instead of the stream %.2fx\n", median(pr["session/direct"]), median(pr["unary/direct"])
   }
+  if (me != "")
+    printf "tools/call with metrics recorded / without, paired rounds: %.3fx (target <= 1.02x)\n", median(me)
   if (("BenchmarkFirstCall/cold" in m) && ("BenchmarkFirstCall/warm" in m))
     printf "first call, cold spawn / warm pool: %.1fx faster warm (target >= 20x)\n", m["BenchmarkFirstCall/cold"] / m["BenchmarkFirstCall/warm"]
   n = 0

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
@@ -32,8 +36,73 @@ type fleet struct {
 	replicas []*inProcess
 
 	telemetry func(context.Context) error
+	metrics   *telemetry.Metrics // with -metrics
+	scraper   scraper
 	closeErr  error
 	closed    bool
+}
+
+// scrapeEvery is how often a run with -metrics scrapes each agentd's
+// Prometheus endpoint, as a Prometheus server would (its default interval
+// is 15s: this is three times as often).
+const scrapeEvery = 5 * time.Second
+
+// scraper GETs the agentds' metrics endpoints every scrapeEvery until
+// stopped, counting what it read.
+type scraper struct {
+	stop    chan struct{}
+	done    sync.WaitGroup
+	scrapes int
+	bytes   int64
+	err     error
+}
+
+func (s *scraper) start(addrs []string) {
+	s.stop = make(chan struct{})
+	s.done.Go(func() {
+		tick := time.NewTicker(scrapeEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			for _, addr := range addrs {
+				n, err := scrapeOnce(addr)
+				if err != nil && s.err == nil {
+					s.err = err
+				}
+				s.scrapes++
+				s.bytes += n
+			}
+		}
+	})
+}
+
+// halt stops the scraper and waits for it; a scraper never started is
+// halted already.
+func (s *scraper) halt() error {
+	if s.stop == nil {
+		return nil
+	}
+	close(s.stop)
+	s.done.Wait()
+	s.stop = nil
+	return s.err
+}
+
+func scrapeOnce(addr string) (int64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("scraping metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("scraping metrics: %s", resp.Status)
+	}
+	return n, err
 }
 
 // inProcess is one agentd of a fleet.
@@ -41,9 +110,10 @@ type inProcess struct {
 	addr    string // where it serves
 	logPath string
 
-	log    *os.File
-	cancel context.CancelFunc
-	served chan error // Serve's result
+	log     *os.File
+	cancel  context.CancelFunc
+	served  chan error // Serve's result
+	metrics string     // metrics.listen's address, with -metrics
 }
 
 // loadConfig is agentd's default configuration with the changes the load
@@ -69,8 +139,12 @@ func loadConfig(dir, exe string, st storeChoice) (config.Config, error) {
 // startAgentds starts n agentds in this process on the store st, sharing
 // one state directory. Their demo MCP server is exe (this executable, or
 // the test binary). One agentd logs to agentd.log there; several to
-// agentd-1.log, agentd-2.log, and so on.
-func startAgentds(exe string, n int, st storeChoice) (f *fleet, err error) {
+// agentd-1.log, agentd-2.log, and so on. With withMetrics, each records
+// its metrics and serves them on a metrics.listen port of its own, as
+// `agentd serve` does with metrics.listen set (OTLP export too, if the
+// OTEL_* variables ask for it), and the fleet scrapes them every
+// scrapeEvery.
+func startAgentds(exe string, n int, st storeChoice, withMetrics bool) (f *fleet, err error) {
 	dir, err := os.MkdirTemp("", "agentd-load-")
 	if err != nil {
 		return nil, err
@@ -91,6 +165,14 @@ func startAgentds(exe string, n int, st storeChoice) (f *fleet, err error) {
 		return f, err
 	}
 	f.telemetry = shutdown
+	tel := grpcserver.Telemetry{TracerProvider: tp}
+	if withMetrics {
+		if f.metrics, err = telemetry.SetupMetrics(context.Background(), telemetry.ServiceAgent, os.Getenv, true); err != nil {
+			return f, err
+		}
+		tel.MeterProvider = f.metrics.MeterProvider()
+		cfg.Metrics.Listen = "127.0.0.1:0"
+	}
 	for i := range n {
 		name := "agentd.log"
 		if n > 1 {
@@ -98,15 +180,23 @@ func startAgentds(exe string, n int, st storeChoice) (f *fleet, err error) {
 		}
 		a := &inProcess{logPath: filepath.Join(dir, name), served: make(chan error, 1)}
 		f.replicas = append(f.replicas, a)
-		if err := a.start(cfg, grpcserver.Telemetry{TracerProvider: tp}); err != nil {
+		if err := a.start(cfg, tel, f.metrics); err != nil {
 			return f, err
 		}
+	}
+	if withMetrics {
+		var addrs []string
+		for _, a := range f.replicas {
+			addrs = append(addrs, a.metrics)
+		}
+		f.scraper.start(addrs)
 	}
 	return f, nil
 }
 
-// start starts a with cfg.
-func (a *inProcess) start(cfg config.Config, tel grpcserver.Telemetry) error {
+// start starts a with cfg; metrics, when not nil, is what it serves on
+// cfg's metrics.listen.
+func (a *inProcess) start(cfg config.Config, tel grpcserver.Telemetry, metrics *telemetry.Metrics) error {
 	var err error
 	if a.log, err = os.Create(a.logPath); err != nil {
 		return err
@@ -114,6 +204,9 @@ func (a *inProcess) start(cfg config.Config, tel grpcserver.Telemetry) error {
 	level, _ := cfg.Log.SlogLevel()
 	logger := telemetry.NewLogger(a.log, level, cfg.Log.Format)
 	o := app.Options{Config: cfg, Logger: logger, Telemetry: tel}
+	if metrics != nil {
+		o.Metrics = metrics.Handler()
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -124,6 +217,7 @@ func (a *inProcess) start(cfg config.Config, tel grpcserver.Telemetry) error {
 		return err
 	}
 	a.addr = lis.Addr().String()
+	a.metrics = agent.MetricsAddr()
 	logger.Info("agentd serving", "address", a.addr, "bridge", "embedded", "store", cfg.Store.Driver, "state", cfg.StateDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
@@ -157,6 +251,7 @@ func (f *fleet) Close() error {
 		return f.closeErr
 	}
 	f.closed = true
+	f.closeErr = f.scraper.halt()
 	for _, a := range f.replicas {
 		if a.cancel != nil {
 			a.cancel()
@@ -172,6 +267,9 @@ func (f *fleet) Close() error {
 	}
 	if f.telemetry != nil {
 		f.closeErr = errors.Join(f.closeErr, f.telemetry(context.Background()))
+	}
+	if f.metrics != nil {
+		f.closeErr = errors.Join(f.closeErr, f.metrics.Shutdown(context.Background()))
 	}
 	return f.closeErr
 }

@@ -4,7 +4,7 @@
 // throughput, latency, errors, and whether the agentd process came back to
 // rest afterwards.
 //
-//	go run ./cmd/agentd-load [-streams 500] [-duration 60s] [-turns 3] [-addr HOST:PORT] [-json]
+//	go run ./cmd/agentd-load [-streams 500] [-duration 60s] [-turns 3] [-metrics] [-addr HOST:PORT] [-json]
 //	AGENTD_STORE_DSN=postgres://... go run ./cmd/agentd-load -replicas 2 -store postgres [...]
 //
 // # The agentd under load
@@ -48,8 +48,15 @@
 // over its one stdio pipe, so no generation waits for a process and none
 // is started or stopped under load. The pool keeps its other defaults.
 //
+// With -metrics, the in-process agentds record their metrics as `agentd
+// serve` does with metrics.listen set, each serving them on a loopback
+// port of its own, and the generator scrapes every endpoint every 5 s
+// (three times as often as Prometheus's default) for the whole run: `make
+// bench-metrics` runs the load with and without, in alternating rounds,
+// and reports what metrics cost in generations/s.
+//
 // With -addr, the generator drives an agentd that is already running
-// (-replicas and -store do not apply); only
+// (-replicas, -store and -metrics do not apply); only
 // the client-side figures and, when the bridge is embedded (its admin API
 // is then served on agentd's address), the pool statistics are reported.
 //
@@ -158,6 +165,7 @@ type options struct {
 	addr     string
 	replicas int
 	store    storeChoice
+	metrics  bool
 	json     bool
 	settle   time.Duration
 	timeout  time.Duration
@@ -173,6 +181,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.addr, "addr", "", "address of a running agentd (default: start one in this process)")
 	fs.IntVar(&o.replicas, "replicas", 1, "agentd replicas to start in this process, on one store; the streams are spread across them")
 	fs.StringVar(&o.store.driver, "store", config.StoreSQLite, "the in-process agentds' store: sqlite, or postgres (the database that AGENTD_STORE_DSN names)")
+	fs.BoolVar(&o.metrics, "metrics", false, "the in-process agentds record metrics and serve them on metrics.listen, scraped every 5s (to measure what metrics cost)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the load before measuring again")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
@@ -195,8 +204,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
-	case o.addr != "" && (set["replicas"] || set["store"]):
-		bad = append(bad, errors.New("-replicas and -store start agentds in this process: they do not go with -addr"))
+	case o.addr != "" && (set["replicas"] || set["store"] || set["metrics"]):
+		bad = append(bad, errors.New("-replicas, -store and -metrics start agentds in this process: they do not go with -addr"))
 	case o.store.driver == config.StorePostgres:
 		if o.store.dsn = os.Getenv("AGENTD_STORE_DSN"); o.store.dsn == "" {
 			bad = append(bad, errors.New("-store postgres: set AGENTD_STORE_DSN to the database's DSN"))

@@ -52,7 +52,7 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 			return nil, err
 		}
 		proc.Before = take(true)
-		if srv, err = startAgentds(exe, o.replicas, o.store); err != nil {
+		if srv, err = startAgentds(exe, o.replicas, o.store, o.metrics); err != nil {
 			return nil, fmt.Errorf("starting agentd: %w", err)
 		}
 		defer func() {
@@ -137,6 +137,7 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 
 	if srv != nil {
 		serveErr := srv.Close()
+		rep.MetricsScrapes = srv.scraper.scrapes
 		proc.Shutdown = take(false)
 		deadline := time.Now().Add(shutdownWait)
 		for proc.Shutdown.Goroutines > proc.Before.Goroutines+goroutineSlack && time.Now().Before(deadline) {

@@ -21,6 +21,9 @@ type report struct {
 	Address string `json:"address"` // the agentds' addresses, ", " between them
 	// Store is the in-process agentds' store: "sqlite" or "postgres".
 	Store string `json:"store,omitempty"`
+	// MetricsScrapes counts the scrapes of the agentds' metrics endpoints
+	// in a run with -metrics (0 without).
+	MetricsScrapes int `json:"metrics_scrapes,omitempty"`
 	// Replicas are the in-process agentds, with more than one: where each
 	// served and how many generations completed there.
 	Replicas  []replicaReport `json:"replicas,omitempty"`
@@ -219,6 +222,9 @@ func (r *report) writeText(w io.Writer) error {
 	}
 	if r.Store != "" {
 		target += " (store " + r.Store + ")"
+	}
+	if r.MetricsScrapes > 0 {
+		target += fmt.Sprintf(", metrics on (scraped %d times)", r.MetricsScrapes)
 	}
 	fmt.Fprintf(&b, "agentd-load: %d streams for %gs, %d tool turns per generation, %s on %s\n\n",
 		r.Streams, r.DurationS, r.Turns, target, r.Address)

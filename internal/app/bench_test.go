@@ -41,12 +41,18 @@ const benchGrace = 200 * time.Millisecond
 // of the rounds' ratios ("bridge/direct"). The bridge package's
 // BenchmarkCallTool says where the bridge's share goes. It sits here, above
 // both server and bridge, because it needs both sides of the boundary.
+//
+// "metrics" is what metrics cost a call (X-O1's budget: at most 2%): the
+// same bridged calls with every instrument recording into a meter
+// provider with a Prometheus reader, as with metrics.listen set, and
+// without metrics, in paired rounds ("metrics/none").
 func BenchmarkCallTool(b *testing.B) {
 	exe, env := mcptest.Command(b, mcptest.Tools)
-	// bridged makes calls as agentd does, on a session of its own (and so
-	// a process of its own).
-	bridged := func(b *testing.B) func() {
-		client := server.NewBridgeClient(benchBridge(b, config.Server{Command: exe, Env: env}))
+	// meteredCalls makes calls as agentd does, on a session of its own
+	// (and so a process of its own), recording metrics into tel's meter
+	// provider when it has one.
+	meteredCalls := func(b *testing.B, tel grpcserver.Telemetry) func() {
+		client := server.NewBridgeClient(benchBridge(b, config.Server{Command: exe, Env: env}, tel))
 		sess, err := client.OpenSession(context.Background(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{
 			{Name: "tools", Transport: &bridgev1.ServerSpec_Ref{Ref: "tools"}, ReadTimeout: durationpb.New(30 * time.Second)},
 		}})
@@ -62,6 +68,7 @@ func BenchmarkCallTool(b *testing.B) {
 		call() // connect outside the measurement
 		return call
 	}
+	bridged := func(b *testing.B) func() { return meteredCalls(b, grpcserver.Telemetry{}) }
 	b.Run("direct", func(b *testing.B) {
 		call := mcptest.DirectEcho(b, mcptest.Tools, benchGrace)
 		for b.Loop() {
@@ -77,18 +84,27 @@ func BenchmarkCallTool(b *testing.B) {
 	b.Run("paired", func(b *testing.B) {
 		mcptest.Paired(b, mcptest.DirectEcho(b, mcptest.Tools, benchGrace), mcptest.Arm{Unit: "bridge/direct", Call: bridged(b)})
 	})
+	b.Run("metrics", func(b *testing.B) {
+		metrics, err := telemetry.SetupMetrics(b.Context(), telemetry.ServiceAgent, func(string) string { return "" }, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = metrics.Shutdown(context.Background()) })
+		metered := meteredCalls(b, grpcserver.Telemetry{MeterProvider: metrics.MeterProvider()})
+		mcptest.Paired(b, bridged(b), mcptest.Arm{Unit: "metrics/none", Call: metered})
+	})
 }
 
 // benchBridge serves a bridge the way agentd embeds it (interceptors,
 // stats handler, an in-memory listener), with srv registered as "tools"
-// and no warm spare, and returns a connection to it.
-func benchBridge(b *testing.B, srv config.Server) *grpc.ClientConn {
+// and no warm spare, and returns a connection to it; both ends use tel.
+func benchBridge(b *testing.B, srv config.Server, tel grpcserver.Telemetry) *grpc.ClientConn {
 	b.Helper()
 	cfg := config.Default()
 	cfg.Bridge.TerminateGrace = benchGrace
 	cfg.Bridge.Pool.Warm = 0
 	cfg.Bridge.Servers = map[string]config.Server{"tools": srv}
-	o := app.Options{Config: cfg, Logger: telemetry.NewLogger(io.Discard, slog.LevelInfo, "text")}
+	o := app.Options{Config: cfg, Logger: telemetry.NewLogger(io.Discard, slog.LevelInfo, "text"), Telemetry: tel}
 	br, err := app.NewBridge(o)
 	if err != nil {
 		b.Fatal(err)
@@ -97,7 +113,7 @@ func benchBridge(b *testing.B, srv config.Server) *grpc.ClientConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- br.Serve(ctx, lis, o) }()
-	conn, err := grpcserver.Dial("passthrough:///bench", grpcserver.Telemetry{}, nil,
+	conn, err := grpcserver.Dial("passthrough:///bench", tel, nil,
 		append(grpcserver.InMemoryDialOptions(),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))...)
 	if err != nil {
