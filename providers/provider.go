@@ -173,6 +173,23 @@ type Stop struct {
 	// conversation back, this turn included, so that it continues; the
 	// continuation counts as a tool turn.
 	Paused bool
+	// Response describes the provider's answer, for telemetry: what the
+	// API said of it, each field "" when it did not say.
+	Response Response
+}
+
+// Response is what a provider's answer says of itself, as the API wrote
+// it: for traces (the GenAI conventions' gen_ai.response.* attributes),
+// never for the loop's decisions.
+type Response struct {
+	// ID identifies the answer at the provider ("msg_...", "chatcmpl-...").
+	ID string
+	// Model is the model that answered, which may be more precise than
+	// the one asked for ("gpt-4o-2024-08-06").
+	Model string
+	// FinishReason is the provider's own word for why the answer ended
+	// ("end_turn", "tool_calls", "STOP"), where Reason is agentd's.
+	FinishReason string
 }
 
 func (*TextDelta) isEvent()        {}

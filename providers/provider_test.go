@@ -23,3 +23,31 @@ func TestCompactArguments(t *testing.T) {
 		}
 	}
 }
+
+// X-O2: the GenAI conventions' provider names, where they have one.
+func TestGenAIName(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai", "azure": "azure.ai.openai",
+		"deepseek": "deepseek", "gemini": "gcp.gemini", "ollama": "ollama", "openrouter": "openrouter",
+		"requesty": "requesty", "mock": "mock", "script": "script",
+	} {
+		if got := GenAIName(name); got != want {
+			t.Errorf("GenAIName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// A context without an observer reports to nobody, without failing.
+func TestObserveWithoutObserver(t *testing.T) {
+	t.Parallel()
+	o := Observe(t.Context())
+	o.Route("x")
+	o.Sending("h", 1)
+	o.Retrying(Retry{Attempt: 1})
+	var routed string
+	Observe(WithObserver(t.Context(), &Observer{Routed: func(n string) { routed = n }})).Route("anthropic")
+	if routed != "anthropic" {
+		t.Errorf("routed %q, want anthropic", routed)
+	}
+}

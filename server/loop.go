@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -136,7 +135,7 @@ func (g *generation) run(ctx context.Context) (err error) {
 	g.s.meters.runStarted(ctx, g.tenant)
 	ctx, span := g.s.tracer.Start(ctx, "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.provider.name", g.plan.agent.GetProvider()),
+		attribute.String("gen_ai.provider.name", providers.GenAIName(g.plan.agent.GetProvider())),
 		attribute.String("gen_ai.request.model", g.plan.agent.GetModel()),
 		attribute.String("gen_ai.conversation.id", g.id),
 	))
@@ -404,16 +403,10 @@ type reply struct {
 func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err error) {
 	model := g.plan.agent.GetModel()
 	g.ran.turns++
-	ctx, span := g.s.tracer.Start(ctx, strings.TrimSpace("chat "+model), trace.WithSpanKind(trace.SpanKindClient))
-	defer span.End()
-	began := time.Now()
+	ctx, chat := g.startChat(ctx, model)
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
-	defer func() { g.s.meters.modelTurn(ctx, g, began, streamed, err) }()
-	span.SetAttributes(
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.provider.name", g.plan.agent.GetProvider()),
-		attribute.String("gen_ai.request.model", model),
-	)
+	var providerErr error        // the provider's stream failed
+	defer func() { chat.end(ctx, streamed, providerErr, err) }()
 	req := &providers.Request{
 		Model:        model,
 		Instructions: g.plan.agent.GetInstructions(),
@@ -431,9 +424,10 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	seen := make(map[string]bool)
 	for ev, err := range g.plan.provider.Stream(ctx, req) {
 		if err != nil {
-			span.SetStatus(codes.Error, fault.KindOf(err).String())
+			providerErr = err
 			return nil, err
 		}
+		chat.chunk()
 		switch ev := ev.(type) {
 		case *providers.TextDelta:
 			msg.addText(ev.Text)
@@ -463,6 +457,7 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 			reported = true
 		case *providers.Stop:
 			stop, paused = ev.Reason, ev.Paused
+			chat.response = ev.Response
 		}
 	}
 	if reported {
@@ -474,7 +469,6 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	g.repeatTurn = false
 	addUsage(g.total, usage)
 	g.ran.modelTurn(usage)
-	span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", usage.GetInputTokens()), attribute.Int64("gen_ai.usage.output_tokens", usage.GetOutputTokens()))
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: usage}}); err != nil {
 		return nil, err
 	}

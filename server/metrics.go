@@ -11,11 +11,12 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
 )
 
 // meters are the Service's instruments (X-O1): the OTel GenAI client
-// metrics of its model turns, and agentd's own of generations and tool
-// calls. Every measurement carries the generation's tenant ("" when
+// metrics of its model turns, and agentd's own of generations, tool
+// calls, provider retries and prompt-cache tokens. Every measurement carries the generation's tenant ("" when
 // none); no attribute holds a generation id, a URL, the conversation or a
 // secret.
 type meters struct {
@@ -25,6 +26,11 @@ type meters struct {
 	active    metric.Int64UpDownCounter
 	ended     metric.Int64Counter // agentd.generations.ended
 	toolCalls metric.Int64Counter // agentd.tool.calls
+
+	// The provider calls' own.
+	firstChunk metric.Float64Histogram // gen_ai.client.operation.time_to_first_chunk
+	cached     metric.Int64Counter     // agentd.provider.cached_tokens
+	retries    metric.Int64Counter     // agentd.provider.retries
 }
 
 // The bucket boundaries the GenAI semantic conventions advise.
@@ -41,11 +47,18 @@ func newMeters(mp metric.MeterProvider) *meters {
 	// Creating an instrument fails only for an invalid name or unit, which
 	// these are not; the SDK still returns a working instrument then.
 	tokens, _ := m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
-		metric.WithDescription("Number of input and output tokens used, per model turn."),
+		metric.WithDescription("Number of input (cached ones included) and output tokens used, per model turn."),
 		metric.WithExplicitBucketBoundaries(tokenBuckets...))
 	duration, _ := m.Float64Histogram("gen_ai.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of one model turn, from the request to the end of the provider's stream."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	firstChunk, _ := m.Float64Histogram("gen_ai.client.operation.time_to_first_chunk", metric.WithUnit("s"),
+		metric.WithDescription("Time from a model turn's request to the first chunk of the provider's stream."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	cached, _ := m.Int64Counter("agentd.provider.cached_tokens", metric.WithUnit("{token}"),
+		metric.WithDescription("Input tokens read from (cache=read) or written to (cache=write) the provider's prompt cache; gen_ai.client.token.usage's input tokens include them."))
+	retries, _ := m.Int64Counter("agentd.provider.retries", metric.WithUnit("{retry}"),
+		metric.WithDescription("Provider requests sent again after a retryable status or a failed connection."))
 	started, _ := m.Int64Counter("agentd.generations.started", metric.WithUnit("{generation}"),
 		metric.WithDescription("Generations this replica started running: new, resumed or adopted."))
 	active, _ := m.Int64UpDownCounter("agentd.generations.active", metric.WithUnit("{generation}"),
@@ -54,7 +67,7 @@ func newMeters(mp metric.MeterProvider) *meters {
 		metric.WithDescription("Generations this replica stopped running, by outcome."))
 	toolCalls, _ := m.Int64Counter("agentd.tool.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Tool calls answered, by server, tool and outcome."))
-	return &meters{tokens: tokens, duration: duration, started: started, active: active, ended: ended, toolCalls: toolCalls}
+	return &meters{tokens: tokens, duration: duration, firstChunk: firstChunk, cached: cached, retries: retries, started: started, active: active, ended: ended, toolCalls: toolCalls}
 }
 
 // The outcomes of agentd.generations.ended.
@@ -83,26 +96,73 @@ func (m *meters) runEnded(ctx context.Context, tenant, outcome string) {
 	m.ended.Add(ctx, 1, metric.WithAttributes(tenantAttr(tenant), attribute.String("outcome", outcome)))
 }
 
+// turnTelemetry is what a model turn's metrics record.
+type turnTelemetry struct {
+	provider      string // gen_ai.provider.name: the conventions' name of the provider that served it
+	model         string // gen_ai.request.model
+	responseModel string // gen_ai.response.model; "" when the provider did not say
+	address       string // server.address; "" for a provider in process
+	port          int
+	duration      time.Duration
+	firstChunk    time.Duration // 0: the stream yielded nothing
+	usage         *agentdv1.Usage
+	err           error
+}
+
 // modelTurn records one model turn: its duration, with error.type when it
-// failed (the fault kind, never the message), and the tokens it used,
-// when the provider's stream ended with its usage (nil otherwise).
-func (m *meters) modelTurn(ctx context.Context, g *generation, began time.Time, usage *agentdv1.Usage, err error) {
+// failed (the fault kind, never the message); its time to first chunk,
+// when the stream yielded one; and the tokens it used, when the
+// provider's stream ended with its usage (nil otherwise): the input
+// tokens, as the conventions count them, include the cached ones, which
+// agentd.provider.cached_tokens counts apart as well. Each carries
+// gen_ai.response.model and server.address and server.port when known:
+// the models a provider answers with and the configured endpoints are
+// few.
+func (m *meters) modelTurn(ctx context.Context, tenant string, t turnTelemetry) {
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.provider.name", g.plan.agent.GetProvider()),
-		attribute.String("gen_ai.request.model", g.plan.agent.GetModel()),
-		tenantAttr(g.tenant),
+		attribute.String("gen_ai.provider.name", t.provider),
+		attribute.String("gen_ai.request.model", t.model),
+		tenantAttr(tenant),
 	}
-	if usage != nil {
+	if t.responseModel != "" {
+		attrs = append(attrs, attribute.String("gen_ai.response.model", t.responseModel))
+	}
+	attrs = append(attrs, serverAttrs(t.address, t.port)...)
+	if u := t.usage; u != nil {
 		// The provider reported them: they were spent, even if sending
 		// the turn on failed.
-		m.tokens.Record(ctx, usage.GetInputTokens(), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "input"))...))
-		m.tokens.Record(ctx, usage.GetOutputTokens(), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "output"))...))
+		m.tokens.Record(ctx, allInput(u), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "input"))...))
+		m.tokens.Record(ctx, u.GetOutputTokens(), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "output"))...))
+		cacheAttrs := []attribute.KeyValue{
+			attribute.String("gen_ai.provider.name", t.provider), attribute.String("gen_ai.request.model", t.model), tenantAttr(tenant),
+		}
+		if n := u.GetCacheReadInputTokens(); n > 0 {
+			m.cached.Add(ctx, n, metric.WithAttributes(append(cacheAttrs, attribute.String("cache", "read"))...))
+		}
+		if n := u.GetCacheWriteInputTokens(); n > 0 {
+			m.cached.Add(ctx, n, metric.WithAttributes(append(cacheAttrs, attribute.String("cache", "write"))...))
+		}
 	}
-	if err != nil {
-		attrs = append(attrs, attribute.String("error.type", errorType(err)))
+	if t.firstChunk > 0 {
+		m.firstChunk.Record(ctx, t.firstChunk.Seconds(), metric.WithAttributes(attrs...))
 	}
-	m.duration.Record(ctx, time.Since(began).Seconds(), metric.WithAttributes(attrs...))
+	if t.err != nil {
+		attrs = append(attrs, attribute.String("error.type", errorType(t.err)))
+	}
+	m.duration.Record(ctx, t.duration.Seconds(), metric.WithAttributes(attrs...))
+}
+
+// providerRetry counts a retry of a provider request (X-O1), by provider
+// and status, or error.type for an attempt without a response.
+func (m *meters) providerRetry(ctx context.Context, tenant, provider string, r providers.Retry) {
+	attrs := []attribute.KeyValue{attribute.String("gen_ai.provider.name", provider), tenantAttr(tenant)}
+	if r.Status != 0 {
+		attrs = append(attrs, attribute.Int("http.response.status_code", r.Status))
+	} else {
+		attrs = append(attrs, attribute.String("error.type", r.Failure))
+	}
+	m.retries.Add(ctx, 1, metric.WithAttributes(attrs...))
 }
 
 // errorType is the low-cardinality class of err for error.type.

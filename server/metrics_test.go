@@ -26,6 +26,8 @@ import (
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	const gen = "gen_ai.operation.name=chat,gen_ai.provider.name=script,gen_ai.request.model=m-1"
+	// The script answers as the model asked for: gen_ai.response.model.
+	const answered = gen + ",gen_ai.response.model=m-1"
 	tests := []struct {
 		name   string
 		script string
@@ -40,17 +42,18 @@ func TestMetrics(t *testing.T) {
 			]}`,
 			code: codes.OK,
 			want: map[string]float64{
-				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=input,tenant=}":        30,
-				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=input,tenant=}#count":  2,
-				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=output,tenant=}":       7,
-				"gen_ai.client.token.usage{" + gen + ",gen_ai.token.type=output,tenant=}#count": 2,
-				"gen_ai.client.operation.duration{" + gen + ",tenant=}#count":                   2,
-				"agentd.generations.started{tenant=}":                                           1,
-				"agentd.generations.active{tenant=}":                                            0,
-				"agentd.generations.ended{outcome=completed,tenant=}":                           1,
-				"agentd.tool.calls{outcome=ok,server=demo,tenant=,tool=echo}":                   1,
-				"agentd.tool.calls{outcome=error,server=demo,tenant=,tool=boom}":                1,
-				"agentd.tool.calls{outcome=unknown,server=,tenant=,tool=}":                      1,
+				"gen_ai.client.token.usage{" + answered + ",gen_ai.token.type=input,tenant=}":        30,
+				"gen_ai.client.token.usage{" + answered + ",gen_ai.token.type=input,tenant=}#count":  2,
+				"gen_ai.client.token.usage{" + answered + ",gen_ai.token.type=output,tenant=}":       7,
+				"gen_ai.client.token.usage{" + answered + ",gen_ai.token.type=output,tenant=}#count": 2,
+				"gen_ai.client.operation.duration{" + answered + ",tenant=}#count":                   2,
+				"gen_ai.client.operation.time_to_first_chunk{" + answered + ",tenant=}#count":        2,
+				"agentd.generations.started{tenant=}":                                                1,
+				"agentd.generations.active{tenant=}":                                                 0,
+				"agentd.generations.ended{outcome=completed,tenant=}":                                1,
+				"agentd.tool.calls{outcome=ok,server=demo,tenant=,tool=echo}":                        1,
+				"agentd.tool.calls{outcome=error,server=demo,tenant=,tool=boom}":                     1,
+				"agentd.tool.calls{outcome=unknown,server=,tenant=,tool=}":                           1,
 			},
 		},
 		{

@@ -42,7 +42,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	generate(t, agentdv1.NewAgentServiceClient(conn), demoStart(t))
 
 	want := []string{
-		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="script",gen_ai_request_model="demo",gen_ai_token_type="input",`,
+		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="script",gen_ai_request_model="demo",gen_ai_response_model="demo",gen_ai_token_type="input",`,
 		`gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name="chat",`,
 		`agentd_generations_ended_total{otel_scope_name="github.com/agentd/agentd/server",otel_scope_schema_url="",otel_scope_version="",outcome="completed",tenant=""} 1`,
 		`agentd_tool_calls_total{otel_scope_name="github.com/agentd/agentd/server",otel_scope_schema_url="",otel_scope_version="",outcome="ok",server="demo",tenant="",tool="echo"} 1`,

@@ -26,7 +26,9 @@ type event struct {
 }
 
 type startMessage struct {
-	Usage usage `json:"usage"`
+	ID    string `json:"id"`
+	Model string `json:"model"`
+	Usage usage  `json:"usage"`
 }
 
 // usage counts are cumulative: message_delta repeats the totals so far.
@@ -76,6 +78,9 @@ type reply struct {
 	uses  map[string]*openBlock
 	usage *agentdv1.Usage
 	stop  agentdv1.StopReason
+	// response: the message's id and model (message_start) and its
+	// stop_reason, for telemetry.
+	response providers.Response
 	// paused: stop_reason pause_turn, the server paused a long turn.
 	paused bool
 }
@@ -103,7 +108,7 @@ func readStream(ctx context.Context, body io.Reader, yield func(providers.Event,
 		}
 		if kind == "message_stop" {
 			if yield(&providers.Usage{Usage: t.usage}, nil) {
-				yield(&providers.Stop{Reason: t.stop, Paused: t.paused}, nil)
+				yield(&providers.Stop{Reason: t.stop, Paused: t.paused, Response: t.response}, nil)
 			}
 			return
 		}
@@ -126,6 +131,7 @@ func (t *reply) handle(kind string, ev *event) []result {
 	switch kind {
 	case "message_start":
 		if ev.Message != nil {
+			t.response.ID, t.response.Model = ev.Message.ID, ev.Message.Model
 			t.addUsage(&ev.Message.Usage)
 		}
 	case "content_block_start":
@@ -191,6 +197,7 @@ func (t *reply) handle(kind string, ev *event) []result {
 	case "message_delta":
 		if ev.Delta != nil && ev.Delta.StopReason != "" {
 			t.stop = stopReason(ev.Delta.StopReason)
+			t.response.FinishReason = ev.Delta.StopReason
 			t.paused = ev.Delta.StopReason == "pause_turn"
 		}
 		if ev.Usage != nil {

@@ -308,7 +308,9 @@ type chunk struct {
 		CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
 		ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
 	} `json:"usageMetadata"`
-	Error json.RawMessage `json:"error"`
+	ResponseID   string          `json:"responseId"`
+	ModelVersion string          `json:"modelVersion"`
+	Error        json.RawMessage `json:"error"`
 }
 
 // read parses the SSE stream of one turn and yields its events; ids names
@@ -316,6 +318,7 @@ type chunk struct {
 func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
 	var usage *agentdv1.Usage
+	var info providers.Response // every chunk repeats the id and model
 	finish, finishMessage := "", ""
 	for {
 		ev, err := r.Next()
@@ -353,6 +356,12 @@ func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(pr
 			yield(nil, fault.New(fault.Invalid, "gemini: %s (%s)", msg, pf.BlockReason).
 				WithInfo("PROVIDER_PROMPT_BLOCKED", map[string]string{"provider": name, "block_reason": pf.BlockReason}))
 			return
+		}
+		if c.ResponseID != "" {
+			info.ID = c.ResponseID
+		}
+		if c.ModelVersion != "" {
+			info.Model = c.ModelVersion
 		}
 		if u := c.UsageMetadata; u != nil {
 			// promptTokenCount includes the cached tokens; input_tokens
@@ -418,7 +427,8 @@ func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(pr
 	if usage != nil && !yield(&providers.Usage{Usage: usage}, nil) {
 		return
 	}
-	yield(&providers.Stop{Reason: stopReason(finish)}, nil)
+	info.FinishReason = finish
+	yield(&providers.Stop{Reason: stopReason(finish), Response: info}, nil)
 }
 
 func stopReason(r string) agentdv1.StopReason {

@@ -174,6 +174,7 @@ func byURI(m *agentdv1.Media) string {
 
 // chatResponse is one NDJSON line of a streamed /api/chat answer.
 type chatResponse struct {
+	Model   string `json:"model"`
 	Message struct {
 		Content   string `json:"content"`
 		Thinking  string `json:"thinking"`
@@ -226,7 +227,9 @@ func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(pr
 		if c.Done {
 			usage := &agentdv1.Usage{InputTokens: c.PromptEvalCount, OutputTokens: c.EvalCount}
 			if yield(&providers.Usage{Usage: usage}, nil) {
-				yield(&providers.Stop{Reason: stopReason(c.DoneReason)}, nil)
+				// Ollama names no response: an answer has no id.
+				info := providers.Response{Model: c.Model, FinishReason: c.DoneReason}
+				yield(&providers.Stop{Reason: stopReason(c.DoneReason), Response: info}, nil)
 			}
 			return
 		}

@@ -241,6 +241,8 @@ func mediaURL(m *agentdv1.Media) string {
 // chunk is one chat.completion.chunk (and the error chunks some providers
 // send after a 200).
 type chunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
@@ -285,6 +287,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 	byIndex := make(map[int]*pendingCall)
 	var usage *agentdv1.Usage
 	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+	var info providers.Response // every chunk repeats the id and model
 	finished := false
 	for {
 		ev, err := r.Next()
@@ -309,6 +312,12 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 			msg, typ := httpc.ErrorObject(c.Error)
 			yield(nil, httpc.Classify(p.d.Name, 0, typ, msg))
 			return
+		}
+		if c.ID != "" {
+			info.ID = c.ID
+		}
+		if c.Model != "" {
+			info.Model = c.Model
 		}
 		for _, ch := range c.Choices {
 			d := ch.Delta
@@ -343,6 +352,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 			}
 			if ch.FinishReason != nil {
 				stop = stopReason(*ch.FinishReason)
+				info.FinishReason = *ch.FinishReason
 				if *ch.FinishReason == "error" {
 					yield(nil, httpc.Classify(p.d.Name, 0, "", "the provider ended the response with an error"))
 					return
@@ -375,7 +385,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 	if usage != nil && !yield(&providers.Usage{Usage: usage}, nil) {
 		return
 	}
-	yield(&providers.Stop{Reason: stop}, nil)
+	yield(&providers.Stop{Reason: stop, Response: info}, nil)
 }
 
 func stopReason(r string) agentdv1.StopReason {

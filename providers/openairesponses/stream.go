@@ -43,6 +43,8 @@ type outputItem struct {
 
 // response is the response object of the terminal events.
 type response struct {
+	ID                string `json:"id"`
+	Model             string `json:"model"`
 	Status            string `json:"status"`
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
@@ -221,9 +223,13 @@ func finish(resp *response, yield func(providers.Event, error) bool) {
 		}
 	}
 	stop := agentdv1.StopReason_STOP_REASON_END_TURN
+	// The API gives no finish reason but a status, and why an incomplete
+	// response stopped.
+	info := providers.Response{ID: resp.ID, Model: resp.Model, FinishReason: resp.Status}
 	if resp.Status == "incomplete" {
 		stop = agentdv1.StopReason_STOP_REASON_UNSPECIFIED
 		if d := resp.IncompleteDetails; d != nil {
+			info.FinishReason = d.Reason
 			switch d.Reason {
 			case "max_output_tokens":
 				stop = agentdv1.StopReason_STOP_REASON_MAX_TOKENS
@@ -232,7 +238,7 @@ func finish(resp *response, yield func(providers.Event, error) bool) {
 			}
 		}
 	}
-	yield(&providers.Stop{Reason: stop}, nil)
+	yield(&providers.Stop{Reason: stop, Response: info}, nil)
 }
 
 // failed is the fault of a response.failed event.

@@ -20,9 +20,13 @@
 //     blank line, and the body, sent as is (SSE, NDJSON or JSON).
 //   - events.json: the neutral events the adapter must yield, one JSON
 //     object per event ({"text_delta": ...}, {"tool_call": ...},
-//     {"provider_tool_call": ...}, {"usage": ...}, {"stop": ...}, or
-//     {"error": {"kind", "message"}}). `go test -update` rewrites it from
-//     what the adapter yields.
+//     {"provider_tool_call": ...}, {"usage": ...}, {"stop": ...}, with the
+//     answer's "response" id, model and finish reason, or
+//     {"error": {"kind", "message"}}), and, where they happened, the
+//     retries the adapter reported to the turn's providers.Observer
+//     ({"retry": {"attempt", "status" or "failure"}}). `go test -update`
+//     rewrites it from what the adapter yields. The endpoint the adapter
+//     reports must be the fake server's host and port.
 //
 // # Scenarios
 //
@@ -44,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -234,7 +239,37 @@ func RunFile(t *testing.T, file string, newProvider Factory) {
 	defer srv.Close()
 
 	p := newProvider(t, srv.URL)
-	got := collect(t.Context(), p, c.request(t))
+	// The observer's reports join the events, in order (retries), or are
+	// checked against the fake server (the endpoint: its host and port,
+	// never a path).
+	var observed []any
+	var endpoints []string
+	obs := &providers.Observer{
+		Endpoint: func(address string, port int) {
+			endpoints = append(endpoints, net.JoinHostPort(address, strconv.Itoa(port)))
+		},
+		Retry: func(r providers.Retry) {
+			// Not the delay: without retry-after it has a random jitter.
+			retry := map[string]any{"attempt": r.Attempt}
+			if r.Status != 0 {
+				retry["status"] = r.Status
+			}
+			if r.Failure != "" {
+				retry["failure"] = r.Failure
+			}
+			observed = append(observed, map[string]any{"retry": retry})
+		},
+	}
+	got := collect(providers.WithObserver(t.Context(), obs), p, c.request(t), &observed)
+	wantEndpoint := strings.TrimPrefix(srv.URL, "http://")
+	for _, e := range endpoints {
+		if e != wantEndpoint {
+			t.Errorf("the adapter reported the endpoint %s; the server is at %s", e, wantEndpoint)
+		}
+	}
+	if len(endpoints) == 0 {
+		t.Errorf("the adapter reported no endpoint")
+	}
 	mu.Lock()
 	if next != len(exchanges) {
 		t.Errorf("the adapter made %d requests; the transcript has %d", next, len(exchanges))
@@ -325,11 +360,14 @@ func normalizeJSON(t *testing.T, b []byte) string {
 }
 
 // collect runs a turn and renders its events (and error) as JSON-able
-// values.
-func collect(ctx context.Context, p providers.Provider, req *providers.Request) []any {
+// values; what an observer appended to *observed while an event was on
+// its way comes before that event.
+func collect(ctx context.Context, p providers.Provider, req *providers.Request, observed *[]any) []any {
 	var out []any
 	marshal := protojson.MarshalOptions{UseProtoNames: true}
 	for ev, err := range p.Stream(ctx, req) {
+		out = append(out, *observed...)
+		*observed = (*observed)[:0]
 		if err != nil {
 			var fe *fault.Error
 			kind := "Internal"
@@ -364,6 +402,9 @@ func collect(ctx context.Context, p providers.Provider, req *providers.Request) 
 			stop := map[string]any{"stop": ev.Reason.String()}
 			if ev.Paused {
 				stop["paused"] = true
+			}
+			if r := ev.Response; r != (providers.Response{}) {
+				stop["response"] = map[string]any{"id": r.ID, "model": r.Model, "finish_reason": r.FinishReason}
 			}
 			out = append(out, stop)
 		}

@@ -86,6 +86,8 @@ func (r *router) Stream(ctx context.Context, req *providers.Request) iter.Seq2[p
 	routed := *req
 	routed.Model = model
 	return func(yield func(providers.Event, error) bool) {
+		// Telemetry names the provider that serves the turn, not the router.
+		providers.Observe(ctx).Route(p.Name())
 		for ev, err := range p.Stream(ctx, &routed) {
 			// Reasoning belongs to the provider that produced it: only that
 			// provider reads it back on later turns.

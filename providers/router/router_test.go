@@ -48,10 +48,16 @@ func TestRouting(t *testing.T) {
 		{"gemini-2.5-flash", "gemini", "gemini-2.5-flash"},
 		{"deepseek-v4-flash", "deepseek", "deepseek-v4-flash"},
 	} {
-		for range r.Stream(t.Context(), &providers.Request{Model: tc.model}) {
+		// X-O2: telemetry hears of the provider chosen, not of the router.
+		var routed []string
+		ctx := providers.WithObserver(t.Context(), &providers.Observer{Routed: func(name string) { routed = append(routed, name) }})
+		for range r.Stream(ctx, &providers.Request{Model: tc.model}) {
 		}
 		if *got[tc.provider] != tc.wantModel {
 			t.Errorf("%s: %s saw model %q, want %q", tc.model, tc.provider, *got[tc.provider], tc.wantModel)
+		}
+		if !slices.Equal(routed, []string{tc.provider}) {
+			t.Errorf("%s: routed to %q, want %q", tc.model, routed, tc.provider)
 		}
 	}
 	for _, bad := range []string{"mistral-large", "router/gpt-4o", "nobody/x"} {

@@ -194,7 +194,9 @@ func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[provid
 		if t.Usage != nil {
 			usage = &agentdv1.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}
 		}
-		events = append(events, &providers.Usage{Usage: usage}, &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN})
+		// In process, there is no response id; the model is the one asked for.
+		stop := &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: req.Model, FinishReason: "end_turn"}}
+		events = append(events, &providers.Usage{Usage: usage}, stop)
 		for _, ev := range events {
 			if err := ctx.Err(); err != nil {
 				yield(nil, err)

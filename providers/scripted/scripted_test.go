@@ -51,7 +51,7 @@ var twoTurns = map[string]any{"script": map[string]any{"turns": []any{
 func TestScriptPlaysTurnsInOrder(t *testing.T) {
 	t.Parallel()
 	p := Script()
-	first, err := collect(t, p, &providers.Request{Messages: []*agentdv1.Message{user("go")}, Options: twoTurns})
+	first, err := collect(t, p, &providers.Request{Model: "m", Messages: []*agentdv1.Message{user("go")}, Options: twoTurns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,8 @@ func TestScriptPlaysTurnsInOrder(t *testing.T) {
 		&providers.ToolCall{Call: &agentdv1.ToolCall{Id: "call_1_1", Name: "echo", Arguments: `{"text":"hi"}`}},
 		&providers.ToolCall{Call: &agentdv1.ToolCall{Id: "mine", Name: "add", Arguments: "{}"}},
 		&providers.Usage{Usage: &agentdv1.Usage{InputTokens: 1, OutputTokens: 2}},
-		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN},
+		// X-O2: the response's model and finish reason, for the chat span.
+		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: "m", FinishReason: "end_turn"}},
 	}
 	if diff := cmp.Diff(want, first, protocmp.Transform()); diff != "" {
 		t.Errorf("turn 1 (-want +got):\n%s", diff)
@@ -78,7 +79,7 @@ func TestScriptPlaysTurnsInOrder(t *testing.T) {
 	want = []providers.Event{
 		&providers.TextDelta{Text: "Got:"}, &providers.TextDelta{Text: " a"}, &providers.TextDelta{Text: "\nb"},
 		&providers.Usage{Usage: &agentdv1.Usage{InputTokens: 7, OutputTokens: 3}},
-		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN},
+		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{FinishReason: "end_turn"}},
 	}
 	if diff := cmp.Diff(want, second, protocmp.Transform()); diff != "" {
 		t.Errorf("turn 2 (-want +got):\n%s", diff)

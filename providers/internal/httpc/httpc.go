@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -105,6 +106,10 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (*http.R
 	if hc == nil {
 		hc = http.DefaultClient
 	}
+	obs := providers.Observe(ctx)
+	if host, port, ok := endpoint(c.BaseURL); ok {
+		obs.Sending(host, port)
+	}
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(data))
 		if err != nil {
@@ -123,7 +128,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (*http.R
 			if attempt >= c.MaxRetries {
 				return nil, ferr
 			}
-			if err := c.wait(ctx, attempt, nil); err != nil {
+			failure := "connection"
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				failure = "timeout"
+			}
+			if err := c.wait(ctx, obs, providers.Retry{Attempt: attempt + 1, Failure: failure}, nil); err != nil {
 				return nil, err
 			}
 			continue
@@ -135,7 +144,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (*http.R
 		if attempt >= c.MaxRetries || !c.retryable(resp) {
 			return nil, ferr
 		}
-		if err := c.wait(ctx, attempt, resp.Header); errors.Is(err, errWaitTooLong) {
+		if err := c.wait(ctx, obs, providers.Retry{Attempt: attempt + 1, Status: resp.StatusCode}, resp.Header); errors.Is(err, errWaitTooLong) {
 			return nil, ferr
 		} else if err != nil {
 			return nil, err
@@ -161,11 +170,32 @@ func (c *Client) retryable(resp *http.Response) bool {
 // retrying; its error goes to the caller instead.
 var errWaitTooLong = errors.New("the provider asked to wait longer than a minute")
 
+// endpoint is the host and port of base, for telemetry: never its path
+// or query. The port is the scheme's when base names none.
+func endpoint(base string) (host string, port int, ok bool) {
+	u, err := url.Parse(base)
+	if err != nil || u.Hostname() == "" {
+		return "", 0, false
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return u.Hostname(), p, true
+	}
+	switch u.Scheme {
+	case "http":
+		return u.Hostname(), 80, true
+	case "https":
+		return u.Hostname(), 443, true
+	}
+	return u.Hostname(), 0, true
+}
+
 // wait sleeps before the next attempt: what the provider asked for
 // (retry-after-ms, retry-after in seconds or as a date), else exponential
-// back-off with jitter. It returns errWaitTooLong, without sleeping, when
+// back-off with jitter, and reports the retry (r, with its delay) to obs
+// first. It returns errWaitTooLong, without sleeping or reporting, when
 // the provider asks for more than a minute.
-func (c *Client) wait(ctx context.Context, attempt int, h http.Header) error {
+func (c *Client) wait(ctx context.Context, obs *providers.Observer, r providers.Retry, h http.Header) error {
+	attempt := r.Attempt - 1
 	d := time.Duration(-1)
 	if h != nil {
 		if ms, err := strconv.ParseFloat(h.Get("retry-after-ms"), 64); err == nil && ms >= 0 {
@@ -195,6 +225,8 @@ func (c *Client) wait(ctx context.Context, attempt int, h http.Header) error {
 		}
 		d = d/2 + rand.N(d/2+1)
 	}
+	r.Delay = d
+	obs.Retrying(r)
 	sleep := c.sleep
 	if sleep == nil {
 		sleep = func(ctx context.Context, d time.Duration) error {

@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -91,6 +94,84 @@ func TestRetries(t *testing.T) {
 	}
 }
 
+// X-O4: every retry is reported to the turn's observer, with the failed
+// attempt, its status (or what kind of failure it was when no response
+// came) and the wait; a wait the client refuses is no retry. The endpoint
+// is the base URL's host and port, never its path or query.
+func TestRetriesObserved(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t, []int{429, 503, 200}, http.Header{"Retry-After-Ms": {"250"}}, `{"error":{"message":"slow down"}}`)
+	var got []providers.Retry
+	var endpoints []string
+	obs := &providers.Observer{
+		Endpoint: func(address string, port int) {
+			endpoints = append(endpoints, net.JoinHostPort(address, strconv.Itoa(port)))
+		},
+		Retry: func(r providers.Retry) { got = append(got, r) },
+	}
+	ctx := providers.WithObserver(t.Context(), obs)
+	c := &Client{Provider: "p", BaseURL: srv.URL + "/v1/secret-path", MaxRetries: 2}
+	c.SetSleep(func(context.Context, time.Duration) error { return nil })
+	resp, err := c.Do(ctx, http.MethodPost, "/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := []providers.Retry{
+		{Attempt: 1, Status: 429, Delay: 250 * time.Millisecond},
+		{Attempt: 2, Status: 503, Delay: 250 * time.Millisecond},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("retries (-want +got):\n%s", diff)
+	}
+	if wantEP := []string{strings.TrimPrefix(srv.URL, "http://")}; !slices.Equal(endpoints, wantEP) {
+		t.Errorf("endpoints %q, want %q", endpoints, wantEP)
+	}
+
+	// No response: a connection failure.
+	got = nil
+	down := &Client{Provider: "p", BaseURL: "http://127.0.0.1:1", MaxRetries: 1}
+	down.SetSleep(func(context.Context, time.Duration) error { return nil })
+	if _, err := down.Do(ctx, http.MethodPost, "/x", nil); err == nil {
+		t.Fatal("Do reached a closed port")
+	}
+	if len(got) != 1 || got[0].Attempt != 1 || got[0].Status != 0 || got[0].Failure != "connection" {
+		t.Errorf("retries %+v, want one connection failure of attempt 1", got)
+	}
+
+	// A wait longer than a minute is refused: the error, and no retry.
+	got = nil
+	long, _ := server(t, []int{429, 200}, http.Header{"Retry-After": {"3600"}}, "")
+	c = &Client{Provider: "p", BaseURL: long.URL, MaxRetries: 2}
+	if _, err := c.Do(ctx, http.MethodPost, "/x", nil); err == nil {
+		t.Fatal("Do waited an hour")
+	}
+	if len(got) != 0 {
+		t.Errorf("retries %+v, want none", got)
+	}
+}
+
+func TestEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		base string
+		host string
+		port int
+		ok   bool
+	}{
+		{"https://api.openai.com/v1", "api.openai.com", 443, true},
+		{"http://localhost:11434", "localhost", 11434, true},
+		{"http://[::1]:8080/openai/deployments?api-version=x", "::1", 8080, true},
+		{"https://example.com:8443/a/b?key=secret", "example.com", 8443, true},
+		{"/relative", "", 0, false},
+	} {
+		host, port, ok := endpoint(tc.base)
+		if host != tc.host || port != tc.port || ok != tc.ok {
+			t.Errorf("endpoint(%q) = %q, %d, %v; want %q, %d, %v", tc.base, host, port, ok, tc.host, tc.port, tc.ok)
+		}
+	}
+}
+
 func TestBackoffWithoutRetryAfter(t *testing.T) {
 	t.Parallel()
 	srv, _ := server(t, []int{502, 502, 502, 200}, nil, "")
@@ -118,7 +199,7 @@ func TestBackoffManyRetries(t *testing.T) {
 	var got time.Duration
 	c.SetSleep(func(_ context.Context, d time.Duration) error { got = d; return nil })
 	for attempt := range 100 {
-		if err := c.wait(t.Context(), attempt, nil); err != nil {
+		if err := c.wait(t.Context(), nil, providers.Retry{Attempt: attempt + 1}, nil); err != nil {
 			t.Fatalf("attempt %d: %v", attempt, err)
 		}
 		if got <= 0 || got > 8*time.Second {
