@@ -339,10 +339,21 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 	if chats := start["chat gpt-4o-mini"]; len(chats) < 2 {
 		t.Errorf("X-O2 want the start's two model turns as chat spans, got %d", len(chats))
 	} else {
+		retried := 0
 		for _, s := range chats {
-			if s.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
-				t.Errorf("X-O2 chat span of kind %v, want CLIENT", s.GetKind())
+			attrs := attrMap(s.GetAttributes())
+			if s.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || attrs["gen_ai.provider.name"] != "openai" || attrs["server.address"] != "127.0.0.1" ||
+				attrs["gen_ai.response.finish_reasons"] != "tool_calls" || attrs["gen_ai.usage.input_tokens"] != "10" {
+				t.Errorf("X-O2 chat span %v %v; want CLIENT, openai at 127.0.0.1, finishing with tool_calls, 10 input tokens", s.GetKind(), attrs)
 			}
+			for _, ev := range s.GetEvents() {
+				if ev.GetName() == "retry" && attrMap(ev.GetAttributes())["http.response.status_code"] == "429" {
+					retried++
+				}
+			}
+		}
+		if retried != 1 {
+			t.Errorf("X-O2 %d retry events of a 429 on the chat spans; want 1", retried)
 		}
 	}
 	fail := start["execute_tool fail"]
@@ -404,6 +415,8 @@ func checkOperatorMetrics(t *testing.T, points []otlpMetric, scraped string) {
 		{telemetry.ServiceAgent, "gen_ai.client.token.usage", map[string]string{"gen_ai.provider.name": "openai", "gen_ai.token.type": "input", "tenant": "*"}},
 		{telemetry.ServiceAgent, "gen_ai.client.operation.duration", map[string]string{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"}},
 		{telemetry.ServiceAgent, "agentd.tool.calls", map[string]string{"server": "tools", "tool": "fail", "outcome": "error"}},
+		{telemetry.ServiceAgent, "agentd.provider.retries", map[string]string{"gen_ai.provider.name": "openai", "http.response.status_code": "429"}},
+		{telemetry.ServiceAgent, "gen_ai.client.operation.time_to_first_chunk", map[string]string{"gen_ai.request.model": "gpt-4o-mini", "server.address": "127.0.0.1"}},
 		{telemetry.ServiceAgent, "agentd.generations.ended", map[string]string{"outcome": "paused"}},
 		{telemetry.ServiceAgent, "agentd.generations.ended", map[string]string{"outcome": "completed"}},
 		{telemetry.ServiceAgent, "rpc.server.call.duration", map[string]string{"rpc.method": "*"}},
