@@ -192,3 +192,37 @@ func merge(a, b map[string]float64) map[string]float64 {
 	maps.Copy(out, b)
 	return out
 }
+
+// BenchmarkAcquireShared measures a session's Acquire and Release of a
+// shared pool's process, without metrics and with an SDK meter provider
+// (X-O1: one histogram record per Acquire, with the pool's precomputed
+// attributes; the processes are observed only at collection).
+func BenchmarkAcquireShared(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		metrics bool
+	}{{"none", false}, {"sdk", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := Config{Shared: true, StartTimeout: time.Minute}
+			if bc.metrics {
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+				m, err := NewMetrics(mp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = m.Close() })
+				cfg.Metrics, cfg.Attributes = m, poolAttrs("bench")
+			}
+			p := New("bench", cfg, newFakes().dial, discard)
+			b.Cleanup(p.Close)
+			for b.Loop() {
+				l, err := p.Acquire(context.Background(), time.Minute)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release(false)
+			}
+		})
+	}
+}

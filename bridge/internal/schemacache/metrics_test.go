@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -133,5 +134,37 @@ func TestNoMetrics(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// BenchmarkFetchHit measures a cache hit without metrics and with an SDK
+// meter provider (X-O1: one counter add with the tenant's precomputed
+// attributes).
+func BenchmarkFetchHit(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		metrics bool
+	}{{"none", false}, {"sdk", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var provider metric.MeterProvider // nil: none
+			if bc.metrics {
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+				provider = mp
+			}
+			c, err := New(defaults(), provider)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = c.Close() })
+			k := NewKey(KeyParts{Tenant: "acme", URL: "https://a.example/mcp"})
+			var calls atomic.Int32
+			fetch := fetcher(&calls, tools("x", "y", "z"))
+			for b.Loop() {
+				if _, _, err := c.Fetch(context.Background(), k, nil, fetch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
