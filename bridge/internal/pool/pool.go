@@ -10,7 +10,8 @@
 // start and handshake. A shared pool runs one process that serves every
 // session at once. Idle spares beyond Warm are retired after IdleTimeout,
 // any process after MaxLifetime, and a spare that exits on its own is
-// counted as crashed and replaced.
+// counted as crashed and replaced. Given Metrics, a pool records these
+// events, its waits and its processes by state as OpenTelemetry metrics.
 package pool
 
 import (
@@ -66,10 +67,10 @@ type Dialer[C Conn] func(ctx context.Context, timeout time.Duration) (C, error)
 
 // Stats is a snapshot of a pool.
 type Stats struct {
-	// Stopping counts retired processes still exiting.
-	Warm, Busy, Starting, Stopping, MaxProcesses int
-	Spawned, Retired, Crashed, Waits             int64
-	Shared                                       bool
+	Warm, Busy, Starting, MaxProcesses int
+	Stopping                           int // retired, still exiting
+	Spawned, Retired, Crashed, Waits   int64
+	Shared                             bool
 }
 
 // proc is one process of the pool.
