@@ -29,12 +29,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
+	"github.com/agentd/agentd/bridge/internal/pool"
 	"github.com/agentd/agentd/bridge/internal/schemacache"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
@@ -61,6 +63,8 @@ type Options struct {
 	// Propagator reads the trace context that CallTools calls carry; nil
 	// means telemetry.Propagator().
 	Propagator propagation.TextMapPropagator
+	// MeterProvider makes the bridge's metrics (X-O1); nil records none.
+	MeterProvider metric.MeterProvider
 }
 
 // Service implements agentd.bridge.v1.BridgeService. Close stops every
@@ -93,8 +97,13 @@ func New(opts Options) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := opts.Config.Cache
-	cache, err := schemacache.New(schemacache.Settings{Enabled: c.Enabled, TTL: c.TTL, MaxEntries: c.MaxEntries})
+	cache, err := schemacache.New(schemacache.Settings{Enabled: c.Enabled, TTL: c.TTL, MaxEntries: c.MaxEntries}, opts.MeterProvider)
 	if err != nil {
+		return nil, err
+	}
+	poolMetrics, err := pool.NewMetrics(opts.MeterProvider)
+	if err != nil {
+		_ = cache.Close()
 		return nil, err
 	}
 	tp := opts.TracerProvider
@@ -119,7 +128,7 @@ func New(opts Options) (*Service, error) {
 		cfg:        opts.Config,
 		tenants:    tenants,
 		cache:      cache,
-		pools:      newPools(opts.Config, log, stdioDialer(log, prop)),
+		pools:      newPools(opts.Config, log, stdioDialer(log, prop), poolMetrics),
 		transport:  mcpconn.NewTransport(false),
 		private:    mcpconn.NewTransport(true),
 		sessions:   make(map[string]*session),
@@ -148,6 +157,7 @@ func (s *Service) Close() {
 	wg.Wait()
 	s.receivers.Wait()
 	s.pools.close()
+	_ = s.cache.Close()
 	s.transport.CloseIdleConnections()
 	s.private.CloseIdleConnections()
 }

@@ -6,13 +6,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	"github.com/agentd/agentd/bridge/internal/pool"
@@ -44,6 +46,7 @@ type pools struct {
 	servers map[string]config.Server
 	grace   time.Duration
 	dial    dialFunc
+	metrics *pool.Metrics  // the pools' instruments (X-O1)
 	drops   sync.WaitGroup // pools being closed after idle_timeout unused
 
 	mu     sync.Mutex
@@ -71,17 +74,28 @@ type dialFunc func(spec mcpconn.StdioSpec) pool.Dialer[*mcpconn.Conn]
 
 // newPools makes the pools of cfg's registered servers that serve every
 // tenant, whose processes dial starts (stdioDialer, but in tests of the
-// pools' timing).
-func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc) *pools {
-	ps := &pools{log: log, cfg: cfg.Pool, servers: cfg.Servers, grace: cfg.TerminateGrace, dial: dial, byKey: make(map[poolKey]*poolEntry)}
+// pools' timing), and which record to metrics. close closes metrics.
+func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.Metrics) *pools {
+	ps := &pools{log: log, cfg: cfg.Pool, servers: cfg.Servers, grace: cfg.TerminateGrace, dial: dial, metrics: metrics, byKey: make(map[poolKey]*poolEntry)}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
 		if cfg.Servers[name].Shared == config.SharedPerTenant {
 			continue // made per tenant, on use
 		}
 		id := poolKey{key: "ref:" + name}
-		ps.byKey[id] = &poolEntry{pool: pool.New(name, ps.registeredConfig(name), ps.dial(ps.registeredSpec(name)), log), name: name, id: id, permanent: true}
+		ps.byKey[id] = &poolEntry{pool: ps.newPool(id, name, name, ps.registeredConfig(name), ps.registeredSpec(name), log), name: name, id: id, permanent: true}
 	}
 	return ps
+}
+
+// newPool makes the pool id of a server, named name in logs and errors;
+// its metrics (X-O1) carry server, which is the registered server's name or
+// the one the request that made a command's pool gave it (never its
+// command line), and the pool's tenant ("" for a pool that serves every
+// tenant).
+func (ps *pools) newPool(id poolKey, name, server string, pc pool.Config, spec mcpconn.StdioSpec, log *slog.Logger) *pool.Pool[*mcpconn.Conn] {
+	pc.Metrics = ps.metrics
+	pc.Attributes = attribute.NewSet(attribute.String("server", server), attribute.String("tenant", id.tenant))
+	return pool.New(name, pc, ps.dial(spec), log)
 }
 
 // registeredConfig is the pool configuration of the registered server
@@ -162,12 +176,13 @@ func (ps *pools) attach(tenant, ref string, spec mcpconn.StdioSpec) *poolEntry {
 	}
 	e := ps.byKey[id]
 	if e == nil {
+		server := spec.Name // the request's name for its command
 		name, pc := "command: "+filepath.Base(spec.Command), ps.poolConfig(ps.cfg.CommandWarm)
 		if ref != "" {
-			name, pc, spec = ref, ps.registeredConfig(ref), ps.registeredSpec(ref)
+			server, name, pc, spec = ref, ref, ps.registeredConfig(ref), ps.registeredSpec(ref)
 		}
 		spec.Name = name
-		e = &poolEntry{pool: pool.New(name, pc, ps.dial(spec), ps.log.With("tenant", tenant)), name: name, id: id}
+		e = &poolEntry{pool: ps.newPool(id, name, server, pc, spec, ps.log.With("tenant", tenant)), name: name, id: id}
 		ps.byKey[id] = e
 	}
 	e.refs++
@@ -248,4 +263,5 @@ func (ps *pools) close() {
 	}
 	wg.Wait()
 	ps.drops.Wait()
+	_ = ps.metrics.Close()
 }

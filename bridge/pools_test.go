@@ -31,7 +31,7 @@ func TestUnusedCommandPoolTimer(t *testing.T) {
 				return nil, ctx.Err()
 			}
 		}
-		ps := newPools(cfg, slog.New(slog.DiscardHandler), starting)
+		ps := newPools(cfg, slog.New(slog.DiscardHandler), starting, nil)
 		defer ps.close()
 		spec := mcpconn.StdioSpec{Name: "x", Command: "/usr/bin/mcp-x"}
 		kept := func() bool {

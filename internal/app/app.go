@@ -97,6 +97,7 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	svc, err := bridge.New(bridge.Options{
 		Logger: log, Config: o.Config.Bridge, Tenants: o.Config.ForTenant,
 		TracerProvider: o.Telemetry.TracerProvider, Propagator: o.Telemetry.Propagator,
+		MeterProvider: o.Telemetry.MeterProvider,
 	})
 	if err != nil {
 		return nil, err

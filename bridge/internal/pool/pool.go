@@ -10,7 +10,8 @@
 // start and handshake. A shared pool runs one process that serves every
 // session at once. Idle spares beyond Warm are retired after IdleTimeout,
 // any process after MaxLifetime, and a spare that exits on its own is
-// counted as crashed and replaced.
+// counted as crashed and replaced. Given Metrics, a pool records these
+// events, its waits and its processes by state as OpenTelemetry metrics.
 package pool
 
 import (
@@ -19,6 +20,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentd/agentd/internal/fault"
 )
@@ -39,6 +43,10 @@ type Config struct {
 	// Shared: one process serves every session at once, and lives on
 	// between sessions.
 	Shared bool
+	// Metrics records the pool's events and processes (X-O1), each
+	// measurement with Attributes; nil records nothing.
+	Metrics    *Metrics
+	Attributes attribute.Set
 }
 
 // Conn is a pooled process's MCP connection, as the pool uses it (the
@@ -60,6 +68,7 @@ type Dialer[C Conn] func(ctx context.Context, timeout time.Duration) (C, error)
 // Stats is a snapshot of a pool.
 type Stats struct {
 	Warm, Busy, Starting, MaxProcesses int
+	Stopping                           int // retired, still exiting
 	Spawned, Retired, Crashed, Waits   int64
 	Shared                             bool
 }
@@ -70,7 +79,7 @@ type proc[C Conn] struct {
 	born      time.Time
 	idleSince time.Time
 	users     int  // sessions holding it
-	gone      bool // retired while sessions still held it (shared)
+	gone      bool // retired while sessions still held it (shared, or the pool closed)
 }
 
 func (pr *proc[C]) exited() bool {
@@ -89,6 +98,7 @@ type Pool[C Conn] struct {
 	cfg  Config
 	dial Dialer[C]
 	log  *slog.Logger
+	m    *meters
 
 	ctx    context.Context // the pool's lifetime, for spares
 	cancel context.CancelFunc
@@ -141,9 +151,11 @@ func New[C Conn](name string, cfg Config, dial Dialer[C], log *slog.Logger) *Poo
 	p := &Pool[C]{
 		name: name, cfg: cfg, dial: dial, log: log.With("pool", name),
 		ctx: ctx, cancel: cancel,
+		m:       newMeters(cfg.Metrics, cfg.Attributes),
 		busy:    make(map[*proc[C]]struct{}),
 		changed: make(chan struct{}),
 	}
+	p.m.m.add(p)
 	p.wg.Go(p.fill)
 	return p
 }
@@ -194,6 +206,13 @@ func (l *Lease[C]) Release(broken bool) {
 // database/sql serves its connection requests, so none waits longer than
 // its turn.
 func (p *Pool[C]) Acquire(ctx context.Context, timeout time.Duration) (*Lease[C], error) {
+	began := time.Now()
+	l, err := p.acquire(ctx, timeout)
+	p.m.acquired(ctx, began, err)
+	return l, err
+}
+
+func (p *Pool[C]) acquire(ctx context.Context, timeout time.Duration) (*Lease[C], error) {
 	// The wait is bounded by timeout; a spawn bounds its own handshake.
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -228,6 +247,7 @@ func (p *Pool[C]) Acquire(ctx context.Context, timeout time.Duration) (*Lease[C]
 		if !waited {
 			waited = true
 			p.stats.Waits++
+			p.m.waited()
 		}
 		changed := p.changed
 		p.mu.Unlock()
@@ -261,8 +281,12 @@ func (p *Pool[C]) takeLocked() *proc[C] {
 	for len(p.idle) > 0 {
 		pr := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if pr.exited() || time.Since(pr.born) >= p.cfg.MaxLifetime && p.cfg.MaxLifetime > 0 {
-			p.retireAsyncLocked(pr, pr.exited())
+		if pr.exited() {
+			p.retireAsyncLocked(pr, crash)
+			continue
+		}
+		if p.cfg.MaxLifetime > 0 && time.Since(pr.born) >= p.cfg.MaxLifetime {
+			p.retireAsyncLocked(pr, lifetime)
 			continue
 		}
 		pr.users = 1
@@ -280,7 +304,7 @@ func (p *Pool[C]) takeLocked() *proc[C] {
 func (p *Pool[C]) dropHeldLocked(pr *proc[C]) {
 	delete(p.busy, pr)
 	pr.gone = true
-	p.retireAsyncLocked(pr, true)
+	p.retireAsyncLocked(pr, crash)
 }
 
 // spawnFor starts a process for the caller (p.starting and p.wg were
@@ -302,8 +326,9 @@ func (p *Pool[C]) spawnFor(ctx context.Context, timeout time.Duration) (*Lease[C
 		}
 		return nil, err
 	}
-	p.stats.Spawned++
+	p.spawnedLocked()
 	if p.closed {
+		p.retiringLocked(shutdown)
 		p.mu.Unlock()
 		_ = conn.Close()
 		return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
@@ -336,14 +361,14 @@ func (p *Pool[C]) watch(pr *proc[C]) {
 func (p *Pool[C]) release(pr *proc[C], broken bool) {
 	p.mu.Lock()
 	pr.users--
-	if pr.gone { // already retired (a shared process that crashed)
+	if pr.gone { // already retired (a shared process that crashed, or the pool closed)
 		p.mu.Unlock()
 		return
 	}
 	if broken || pr.exited() {
 		delete(p.busy, pr)
 		pr.gone = true
-		p.retireLocked(pr, true)
+		p.retireLocked(pr, crash)
 		p.mu.Unlock()
 		return
 	}
@@ -359,15 +384,23 @@ func (p *Pool[C]) release(pr *proc[C], broken bool) {
 		p.mu.Unlock()
 		return
 	}
-	p.retireLocked(pr, false)
+	why := oneSession
+	switch {
+	case p.closed:
+		why = shutdown
+	case p.cfg.Shared:
+		why = lifetime
+	}
+	p.retireLocked(pr, why)
 	p.mu.Unlock()
 }
 
 // retireLocked stops pr, which the caller has already removed from idle
 // and busy. p.mu is held on entry and exit but released while the process
 // stops, so callers re-read the pool's state afterwards.
-func (p *Pool[C]) retireLocked(pr *proc[C], crashed bool) {
-	p.retiringLocked(pr, crashed)
+func (p *Pool[C]) retireLocked(pr *proc[C], why reason) {
+	p.retiringLocked(why)
+	p.stopping++
 	p.mu.Unlock()
 	p.stop(pr)
 	p.mu.Lock()
@@ -377,23 +410,35 @@ func (p *Pool[C]) retireLocked(pr *proc[C], crashed bool) {
 // idle and busy, in a goroutine of the pool's: p.mu stays held, and the
 // process counts as stopping until it has. A spare that crashed young
 // counts as a failed start. p.mu is held and the pool is not closed.
-func (p *Pool[C]) retireAsyncLocked(pr *proc[C], crashed bool) {
-	if crashed && time.Since(pr.born) < healthyAge {
+func (p *Pool[C]) retireAsyncLocked(pr *proc[C], why reason) {
+	if why == crash && time.Since(pr.born) < healthyAge {
 		p.spareFailedLocked()
 	}
-	p.retiringLocked(pr, crashed)
+	p.retiringLocked(why)
+	p.stopping++
 	p.wg.Go(func() { p.stop(pr) })
 }
 
-// retiringLocked counts pr as retired (or crashed), and as stopping until
-// stop. p.mu is held.
-func (p *Pool[C]) retiringLocked(pr *proc[C], crashed bool) {
-	if crashed {
+// crash is why a process that exited on its own, or broke, goes: it is
+// counted as crashed, not retired.
+const crash reason = -1
+
+// retiringLocked counts a process as retired for why, or as crashed.
+// p.mu is held.
+func (p *Pool[C]) retiringLocked(why reason) {
+	if why == crash {
 		p.stats.Crashed++
-	} else {
-		p.stats.Retired++
+		p.m.crashed()
+		return
 	}
-	p.stopping++
+	p.stats.Retired++
+	p.m.retired(why)
+}
+
+// spawnedLocked counts a process started. p.mu is held.
+func (p *Pool[C]) spawnedLocked() {
+	p.stats.Spawned++
+	p.m.spawned()
 }
 
 // stop stops pr's process, then no longer counts it. p.mu is not held.
@@ -458,8 +503,7 @@ func (p *Pool[C]) reapInterval() time.Duration {
 func (p *Pool[C]) reapLocked() {
 	now := time.Now()
 	keep := p.idle[:0]
-	var retire []*proc[C]
-	var crashed []*proc[C]
+	var aged, idled, crashed []*proc[C]
 	for i, pr := range p.idle {
 		switch {
 		case pr.exited():
@@ -470,19 +514,22 @@ func (p *Pool[C]) reapLocked() {
 		}
 		switch {
 		case p.cfg.MaxLifetime > 0 && now.Sub(pr.born) >= p.cfg.MaxLifetime:
-			retire = append(retire, pr)
+			aged = append(aged, pr)
 		case p.cfg.IdleTimeout > 0 && now.Sub(pr.idleSince) >= p.cfg.IdleTimeout && len(p.idle)-i+len(keep) > p.cfg.Warm:
-			retire = append(retire, pr)
+			idled = append(idled, pr)
 		default:
 			keep = append(keep, pr)
 		}
 	}
 	p.idle = keep
 	for _, pr := range crashed {
-		p.retireAsyncLocked(pr, true)
+		p.retireAsyncLocked(pr, crash)
 	}
-	for _, pr := range retire {
-		p.retireAsyncLocked(pr, false)
+	for _, pr := range aged {
+		p.retireAsyncLocked(pr, lifetime)
+	}
+	for _, pr := range idled {
+		p.retireAsyncLocked(pr, idle)
 	}
 }
 
@@ -502,8 +549,9 @@ func (p *Pool[C]) spawnSpare() {
 		}
 		return
 	}
-	p.stats.Spawned++
+	p.spawnedLocked()
 	if p.closed {
+		p.retiringLocked(shutdown)
 		p.mu.Unlock()
 		_ = conn.Close()
 		p.mu.Lock()
@@ -519,9 +567,16 @@ func (p *Pool[C]) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
-	s.Warm, s.Busy, s.Starting = len(p.idle), len(p.busy), p.starting
+	s.Warm, s.Busy, s.Starting, s.Stopping = len(p.idle), len(p.busy), p.starting, p.stopping
 	s.MaxProcesses, s.Shared = p.cfg.MaxProcesses, p.cfg.Shared
 	return s
+}
+
+// observe reports the pool's processes by state, and its limit (X-O1).
+func (p *Pool[C]) observe(o metric.Observer, processes, limit metric.Int64Observable) {
+	s := p.Stats()
+	p.m.observe(o, processes, [len(states)]int{s.Warm, s.Busy, s.Starting, s.Stopping})
+	o.ObserveInt64(limit, int64(s.MaxProcesses), p.m.attrs)
 }
 
 // Idle reports whether the pool holds and starts no process at all.
@@ -544,11 +599,18 @@ func (p *Pool[C]) Close() {
 	p.closed = true
 	procs := slices.Clone(p.idle)
 	for pr := range p.busy {
+		// Stopped here: its holders' releases only let go of it.
+		pr.gone = true
 		procs = append(procs, pr)
 	}
+	for range procs {
+		p.retiringLocked(shutdown)
+	}
 	p.idle = nil
+	clear(p.busy)
 	p.signal()
 	p.mu.Unlock()
+	p.m.m.remove(p)
 	p.cancel()
 	var wg sync.WaitGroup
 	for _, pr := range procs {

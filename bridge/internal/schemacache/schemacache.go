@@ -18,6 +18,9 @@
 // Every entry belongs to the tenant its key was made for: TenantStats and
 // ClearTenant see and drop one tenant's entries only, and count its
 // lookups apart, for an admin whose reach is one tenant.
+//
+// The cache records its hits, misses, evictions and entries as
+// OpenTelemetry metrics (X-O1), by tenant, never by key or server.
 package schemacache
 
 import (
@@ -32,6 +35,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/protobuf/proto"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -157,36 +163,115 @@ type Cache struct {
 	hits     int64
 	misses   int64
 	// tenants counts each tenant's lookups, which ClearTenant zeroes
-	// without touching the others' or the totals above.
+	// without touching the others' or the totals above, and holds its
+	// measurement options.
 	tenants map[string]*lookups
+	meters  meters
 }
 
-// lookups counts one tenant's hits and misses.
-type lookups struct{ hits, misses int64 }
+// lookups counts one tenant's hits and misses, and holds the options of
+// its measurements, made once.
+type lookups struct {
+	hits, misses int64
+	attrs        metric.MeasurementOption
+	evicted      [nReasons]metric.AddOption
+}
+
+// tenant returns tenant's lookups, made on first use. c.mu is held.
+func (c *Cache) tenant(tenant string) *lookups {
+	t := c.tenants[tenant]
+	if t == nil {
+		set := attribute.NewSet(attribute.String("tenant", tenant))
+		t = &lookups{attrs: metric.WithAttributeSet(set)}
+		for r, name := range reasons {
+			t.evicted[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("tenant", tenant), attribute.String("reason", name)))
+		}
+		c.tenants[tenant] = t
+	}
+	return t
+}
 
 // count counts a hit or a miss under key. c.mu is held.
 func (c *Cache) count(key Key, hit bool) {
-	t := c.tenants[key.tenant]
-	if t == nil {
-		t = &lookups{}
-		c.tenants[key.tenant] = t
-	}
+	t := c.tenant(key.tenant)
 	if hit {
 		c.hits++
 		t.hits++
+		c.meters.hits.Add(context.Background(), 1, t.attrs)
 	} else {
 		c.misses++
 		t.misses++
+		c.meters.misses.Add(context.Background(), 1, t.attrs)
 	}
 }
 
-// New returns an empty cache with the given settings, which Reset restores.
-func New(s Settings) (*Cache, error) {
+// reason is why an entry was evicted (agentd.schema_cache.evictions).
+type reason int
+
+const (
+	expired     reason = iota // its TTL passed
+	capacity                  // the cache held max_entries, and it was the oldest write
+	invalidated               // its server's tools changed (Invalidate)
+	cleared                   // an admin cleared the cache or the tenant's part
+	nReasons
+)
+
+var reasons = [nReasons]string{"expired", "capacity", "invalidated", "cleared"}
+
+// evicted counts n entries of tenant evicted for why. c.mu is held.
+func (c *Cache) evicted(tenant string, why reason, n int64) {
+	c.meters.evictions.Add(context.Background(), n, c.tenant(tenant).evicted[why])
+}
+
+// meters are the cache's instruments (X-O1).
+type meters struct {
+	hits, misses, evictions metric.Int64Counter
+	reg                     metric.Registration
+}
+
+// New returns an empty cache with the given settings, which Reset
+// restores. Its metrics come from mp (nil: none); Close stops observing
+// its entries.
+func New(s Settings, mp metric.MeterProvider) (*Cache, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups)}, nil
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	c := &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups)}
+	m := mp.Meter("github.com/agentd/agentd/bridge")
+	var errs [5]error
+	c.meters.hits, errs[0] = m.Int64Counter("agentd.schema_cache.hits", metric.WithUnit("{lookup}"),
+		metric.WithDescription("Tool-schema lookups served from the cache."))
+	c.meters.misses, errs[1] = m.Int64Counter("agentd.schema_cache.misses", metric.WithUnit("{lookup}"),
+		metric.WithDescription("Tool-schema lookups that had to list the server's tools (or wait for another lookup's listing)."))
+	c.meters.evictions, errs[2] = m.Int64Counter("agentd.schema_cache.evictions", metric.WithUnit("{entry}"),
+		metric.WithDescription("Tool-schema cache entries dropped, by reason."))
+	var entries metric.Int64ObservableUpDownCounter
+	entries, errs[3] = m.Int64ObservableUpDownCounter("agentd.schema_cache.entries", metric.WithUnit("{entry}"),
+		metric.WithDescription("Tool-schema cache entries held (an expired one until a lookup or a write drops it)."))
+	c.meters.reg, errs[4] = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		byTenant := make(map[string]int64)
+		for k := range c.entries {
+			byTenant[k.tenant]++
+		}
+		for tenant, n := range byTenant {
+			o.ObserveInt64(entries, n, c.tenant(tenant).attrs)
+		}
+		return nil
+	}, entries)
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
+
+// Close stops observing the cache's entries; the cache still works.
+// Idempotent.
+func (c *Cache) Close() error { return c.meters.reg.Unregister() }
 
 // Fetch returns the tools cached under key, or calls fetch and caches its
 // result. enabled overrides the cache's setting for this call when not
@@ -216,6 +301,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 				return clone(e.tools), !counted, nil
 			}
 			delete(c.entries, key) // stale: dropped, never served
+			c.evicted(key.tenant, expired, 1)
 		}
 		if !counted {
 			c.count(key, false)
@@ -266,6 +352,7 @@ func (c *Cache) evict() {
 	for k, e := range c.entries {
 		if !now.Before(e.expires) {
 			delete(c.entries, k)
+			c.evicted(k.tenant, expired, 1)
 		}
 	}
 	for len(c.entries) > c.settings.MaxEntries {
@@ -277,6 +364,7 @@ func (c *Cache) evict() {
 			}
 		}
 		delete(c.entries, oldest)
+		c.evicted(oldest.tenant, capacity, 1)
 	}
 }
 
@@ -285,11 +373,26 @@ func (c *Cache) Invalidate(key Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.entries[key]
-	delete(c.entries, key)
+	if ok {
+		delete(c.entries, key)
+		c.evicted(key.tenant, invalidated, 1)
+	}
 	if f := c.flights[key]; f != nil {
 		f.stale = true
 	}
 	return ok
+}
+
+// clearLocked drops every entry, counting them cleared. c.mu is held.
+func (c *Cache) clearLocked() {
+	byTenant := make(map[string]int64)
+	for k := range c.entries {
+		byTenant[k.tenant]++
+	}
+	for tenant, n := range byTenant {
+		c.evicted(tenant, cleared, n)
+	}
+	clear(c.entries)
 }
 
 // staleFlights marks every fetch under way stale. c.mu is held.
@@ -303,7 +406,7 @@ func (c *Cache) staleFlights() {
 func (c *Cache) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	clear(c.entries)
+	c.clearLocked()
 	c.staleFlights()
 	c.hits, c.misses = 0, 0
 	clear(c.tenants)
@@ -322,6 +425,9 @@ func (c *Cache) ClearTenant(tenant string) int {
 			n++
 		}
 	}
+	if n > 0 {
+		c.evicted(tenant, cleared, int64(n))
+	}
 	for k, f := range c.flights {
 		if k.tenant == tenant {
 			f.stale = true
@@ -335,7 +441,7 @@ func (c *Cache) ClearTenant(tenant string) int {
 func (c *Cache) Reset() Settings {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	clear(c.entries)
+	c.clearLocked()
 	c.staleFlights()
 	c.hits, c.misses = 0, 0
 	clear(c.tenants)

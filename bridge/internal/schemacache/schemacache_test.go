@@ -25,7 +25,7 @@ func defaults() Settings {
 
 func newCache(t *testing.T, s Settings) *Cache {
 	t.Helper()
-	c, err := New(s)
+	c, err := New(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestMissThenHit(t *testing.T) {
 // R-C1: validation of settings.
 func TestSettings(t *testing.T) {
 	t.Parallel()
-	if _, err := New(Settings{Enabled: true, TTL: 0, MaxEntries: 0}); err == nil || !strings.Contains(err.Error(), "ttl") || !strings.Contains(err.Error(), "max_entries") {
+	if _, err := New(Settings{Enabled: true, TTL: 0, MaxEntries: 0}, nil); err == nil || !strings.Contains(err.Error(), "ttl") || !strings.Contains(err.Error(), "max_entries") {
 		t.Errorf("New with zero settings: %v", err)
 	}
 	c := newCache(t, defaults())
@@ -386,7 +386,7 @@ func TestInvalidateDuringFetch(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c, err := New(defaults())
+			c, err := New(defaults(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

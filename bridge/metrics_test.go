@@ -1,0 +1,143 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/mcptest"
+)
+
+// collectMetrics reads reader as "name{k=v,...}" → value: a sum's value,
+// a histogram's count.
+func collectMetrics(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]int64)
+	key := func(name string, set attribute.Set) string {
+		var kv []string
+		for _, a := range set.ToSlice() {
+			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
+		}
+		slices.Sort(kv)
+		return name + "{" + strings.Join(kv, ",") + "}"
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = int64(p.Count)
+				}
+			default:
+				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return out
+}
+
+// waitMetrics waits until every metric of want has its value.
+func waitMetrics(t *testing.T, reader sdkmetric.Reader, what string, want map[string]int64) map[string]int64 {
+	t.Helper()
+	deadline := time.Now().Add(roomyTimeout)
+	for {
+		got := collectMetrics(t, reader)
+		missing := ""
+		for k, v := range want {
+			if got[k] != v {
+				missing = fmt.Sprintf("%s = %d, want %d", k, got[k], v)
+				break
+			}
+		}
+		if missing == "" {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("X-O1 %s: %s; all: %v", what, missing, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMetrics (X-O1): the bridge's pools and schema cache record to the
+// meter provider of its Options: a registered server's pool under its
+// registered name and no tenant (it serves every tenant), a request's
+// command under the name the request gave it and the session's tenant,
+// never its command line; the cache by tenant.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	f := newFixtureOptions(t, warmTools(t, "warm"), func(o *Options) { o.MeterProvider = mp })
+	waitMetrics(t, reader, "a warm spare", map[string]int64{
+		"agentd.pool.processes{server=warm,state=warm,tenant=}": 1,
+		"agentd.pool.processes.spawned{server=warm,tenant=}":    1,
+		"agentd.pool.processes.max{server=warm,tenant=}":        int64(f.svc.cfg.Pool.MaxProcesses),
+	})
+
+	openAcme := func() string {
+		t.Helper()
+		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{
+			Tenant: "acme", GenerationId: t.Name(),
+			Servers: []*bridgev1.ServerSpec{refSpec("w", "warm"), commandSpec(t, "mine", mcptest.Tools, nil)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetOpened().GetSessionId()
+	}
+	id := openAcme()
+	list(t, f.client, id) // both connect: the spare, and a process started for the command
+	waitMetrics(t, reader, "a session holds the spare and a command's process", map[string]int64{
+		"agentd.schema_cache.misses{tenant=acme}":                   2,
+		"agentd.schema_cache.entries{tenant=acme}":                  2,
+		"agentd.pool.processes{server=warm,state=busy,tenant=}":     1,
+		"agentd.pool.processes{server=mine,state=busy,tenant=acme}": 1,
+		"agentd.pool.processes.spawned{server=mine,tenant=acme}":    1,
+		"agentd.pool.wait.duration{server=warm,tenant=}":            1,
+		"agentd.pool.wait.duration{server=mine,tenant=acme}":        1,
+	})
+	call(t, f.client, id, "mine", "crash", "")
+	waitMetrics(t, reader, "a crash", map[string]int64{
+		"agentd.pool.processes.crashed{server=mine,tenant=acme}":    1,
+		"agentd.pool.processes{server=mine,state=busy,tenant=acme}": 0,
+	})
+	closeSession(t, f.client, id)
+	waitMetrics(t, reader, "the session's process retired", map[string]int64{
+		"agentd.pool.processes.retired{reason=one_session,server=warm,tenant=}": 1,
+		"agentd.pool.processes{server=warm,state=busy,tenant=}":                 0,
+	})
+
+	id = openAcme()
+	list(t, f.client, id)
+	got := waitMetrics(t, reader, "a warm cache", map[string]int64{
+		"agentd.schema_cache.hits{tenant=acme}":   2,
+		"agentd.schema_cache.misses{tenant=acme}": 2,
+	})
+	for k := range got {
+		if strings.Contains(k, f.exe) || strings.Contains(k, "command") || strings.Contains(k, t.Name()) || strings.Contains(k, id) {
+			t.Errorf("X-O1 metric %s carries a command line, a generation or a session", k)
+		}
+	}
+}
