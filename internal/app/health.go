@@ -122,15 +122,17 @@ func (a *Agent) watchBridge(ctx context.Context, every time.Duration, address st
 	a.watches.Go(func() {
 		watch(ctx, every, probeBridge(a.bridgeConn), func(err error) {
 			switch {
+			// Each line is written before the status it announces, so
+			// that whoever sees the status can find the line.
 			case err != nil && !down:
 				down = true
-				a.ready.setBridgeDown(true)
 				log.Warn("the remote bridge does not answer its health check: the AgentService is NOT_SERVING (and readiness) until it does",
 					"bridge", address, "error", err)
+				a.ready.setBridgeDown(true)
 			case err == nil && down:
 				down = false
-				a.ready.setBridgeDown(false)
 				log.Info("the remote bridge answers again: the AgentService is SERVING, unless another dependency is down", "bridge", address)
+				a.ready.setBridgeDown(false)
 			}
 		})
 	})

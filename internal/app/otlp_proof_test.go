@@ -421,6 +421,9 @@ func checkOperatorMetrics(t *testing.T, points []otlpMetric, scraped string) {
 		{telemetry.ServiceAgent, "agentd.generations.ended", map[string]string{"outcome": "completed"}},
 		{telemetry.ServiceAgent, "rpc.server.call.duration", map[string]string{"rpc.method": "*"}},
 		{telemetry.ServiceBridge, "rpc.server.call.duration", map[string]string{"rpc.method": "*"}},
+		{telemetry.ServiceBridge, "agentd.pool.processes.spawned", map[string]string{"server": "tools", "tenant": ""}},
+		{telemetry.ServiceBridge, "agentd.pool.wait.duration", map[string]string{"server": "tools"}},
+		{telemetry.ServiceBridge, "agentd.schema_cache.misses", map[string]string{"tenant": "*"}},
 	} {
 		if !has(c.service, c.name, c.attrs) {
 			t.Errorf("X-O1 no %s point from %s with %v", c.name, c.service, c.attrs)

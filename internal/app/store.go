@@ -52,13 +52,14 @@ func (a *Agent) watchStore(ctx context.Context, every time.Duration, name string
 	a.watches.Go(func() {
 		watch(ctx, every, a.store.Ping, func(err error) {
 			switch down := err != nil; {
+			// The line first, as for the bridge (watchBridge).
 			case down && !a.storeDown.Swap(true):
-				a.ready.setStoreDown(true)
 				log.Warn("the state store cannot be reached: the AgentService is NOT_SERVING and refuses generations until it answers",
 					"store", name, "error", err)
+				a.ready.setStoreDown(true)
 			case !down && a.storeDown.Swap(false):
-				a.ready.setStoreDown(false)
 				log.Info("the state store answers again: the AgentService is SERVING, unless another dependency is down", "store", name)
+				a.ready.setStoreDown(false)
 			}
 		})
 	})
