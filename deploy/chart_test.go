@@ -196,6 +196,9 @@ func TestChartConfigReplicated(t *testing.T) {
 	b := only(t, objs, "agentd-bridge")
 	bcfg := load(t, objs, b)
 	listensOn(t, "bridge.listen", bcfg.Bridge.Listen, port(t, b, "grpc"))
+	if bcfg.Store.DSN != "" || len(b.EnvFrom) != 0 {
+		t.Error("the bridge gets the store's DSN or a Secret's variables: it needs neither")
+	}
 	listensOn(t, "metrics.listen", bcfg.Metrics.Listen, port(t, b, "metrics"))
 	if _, p, _ := net.SplitHostPort(cfg.Bridge.Address[len("dns:///"):]); p != port(t, b, "grpc") {
 		t.Errorf("bridge.address's port %s is not the bridge's port", p)

@@ -42,8 +42,8 @@ const (
 	chartDir  = "../../deploy/helm/agentd"
 	release   = "agentd"
 	namespace = "agentd"
-	// The Kubernetes version rendered for: the oldest the chart supports
-	// (Chart.yaml's kubeVersion) has gRPC probes on by default.
+	// The Kubernetes version rendered for: the oldest the chart supports,
+	// where gRPC probes are generally available.
 	kubeVersion = "v1.27.0"
 )
 
@@ -83,6 +83,40 @@ func TestChart(t *testing.T) {
 	}
 }
 
+// TestChartRefuses: what agentd would refuse at start, rendering refuses,
+// naming the value to set.
+func TestChartRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(v chartutil.Values)
+		want string
+	}{
+		{"unauthenticated", func(v chartutil.Values) { v["insecure"] = false }, "configure auth"},
+		{"replicas on SQLite", func(v chartutil.Values) { v["replicaCount"] = 3 }, "needs store.driver: postgres"},
+		{"latest", func(v chartutil.Values) { v["image"].(map[string]any)["tag"] = "latest" }, "latest is not a version"},
+		{"PostgreSQL without a DSN", func(v chartutil.Values) { v["store"].(map[string]any)["driver"] = "postgres" }, "secrets.storeDSN"},
+		{"encryption without a key", func(v chartutil.Values) { v["store"].(map[string]any)["encryptionKey"] = true }, "secrets.encryptionKey"},
+		{"TLS without a Secret", func(v chartutil.Values) { v["tls"] = map[string]any{"enabled": true} }, "tls.secretName"},
+		{"a bridge without insecure", func(v chartutil.Values) {
+			v["insecure"] = false
+			v["auth"] = map[string]any{"apiKeys": []any{map[string]any{"name": "a", "sha256": strings.Repeat("0", 64)}}}
+			v["bridge"] = map[string]any{"enabled": true}
+		}, "the hop to the bridge is plaintext"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals, err := chartutil.ReadValuesFile(filepath.Join(chartDir, "ci", "single-sqlite-values.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.set(vals)
+			_, err = tryRender(t, vals)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("rendered with %s: %v, want an error saying %q", tc.name, err, tc.want)
+			}
+		})
+	}
+}
+
 // lint is `helm lint --strict -f values`: a warning fails too.
 func lint(t *testing.T, vals chartutil.Values) {
 	t.Helper()
@@ -106,6 +140,17 @@ func lint(t *testing.T, vals chartutil.Values) {
 // render is `helm template` of the chart with vals.
 func render(t *testing.T, vals chartutil.Values) string {
 	t.Helper()
+	manifest, err := tryRender(t, vals)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return manifest
+}
+
+// tryRender renders the chart with vals as `helm template` does, for the
+// Kubernetes version kubeVersion.
+func tryRender(t *testing.T, vals chartutil.Values) (string, error) {
+	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -121,9 +166,9 @@ func render(t *testing.T, vals chartutil.Values) string {
 	}
 	rel, err := install.Run(chrt, vals.AsMap())
 	if err != nil {
-		t.Fatalf("render: %v", err)
+		return "", err
 	}
-	return rel.Manifest
+	return rel.Manifest, nil
 }
 
 // golden compares the rendering with the one kept in deploy/testdata, or
@@ -614,8 +659,12 @@ func checkReplicated(t *testing.T, r *rendered) {
 	if got := lookup(cfg, "bridge.address"); got != want {
 		t.Errorf("bridge.address %v, want %s: every bridge pod the headless Service resolves to", got, want)
 	}
-	if c := container(t, r, bridgeName); !slices.Equal(c.Args, []string{"bridge"}) {
-		t.Errorf("the bridge's container runs %v, want agentd bridge", c.Args)
+	bc := container(t, r, bridgeName)
+	if !slices.Equal(bc.Args, []string{"bridge"}) {
+		t.Errorf("the bridge's container runs %v, want agentd bridge", bc.Args)
+	}
+	if len(bc.EnvFrom) != 0 {
+		t.Error("the bridge's container takes variables from a Secret: it needs neither the DSN nor provider keys")
 	}
 	if _, ok := r.configMaps[release+"-config"]; ok {
 		t.Error("agentd.yaml lists API-key hashes, yet is in a ConfigMap")

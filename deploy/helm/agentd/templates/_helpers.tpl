@@ -203,13 +203,21 @@ spec:
       env:
         - name: AGENTD_CONFIG
           value: /etc/agentd/config/agentd.yaml
+        {{- if not $server }}
+        # The bridge keeps no store and calls no provider: it gets neither
+        # the DSN nor the provider keys, and needs no store settings.
+        - name: AGENTD_STORE_DRIVER
+          value: sqlite
+        {{- end }}
         {{- with $v.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+      {{- if $server }}
       {{- with include "agentd.envSecretName" $root }}
       envFrom:
         - secretRef:
             name: {{ . }}
+      {{- end }}
       {{- end }}
       {{- if $tls }}
       livenessProbe:
