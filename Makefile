@@ -4,7 +4,7 @@
 #               the API, run every Go test with -race, and the client examples
 #
 # Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
-# tools/go.mod (grpcurl, staticcheck), package.json + package-lock.json (buf, protoc-gen-es,
+# tools/go.mod (grpcurl, staticcheck, helm), package.json + package-lock.json (buf, protoc-gen-es,
 # Connect-ES, typescript), Debian (protoc 3.21.12 and grpc_python_plugin for
 # Python, python3-grpcio and python3-protobuf to run the Python example;
 # postgresql for the store's tests, which scripts/postgres.sh installs).
@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build test bench bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
+.PHONY: help run build image image-node chart test bench bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -30,6 +30,9 @@ help:
 	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript)"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
+	@echo "make image             the container image (Dockerfile, target agentd) as $(IMAGE):VERSION; needs a Docker engine"
+	@echo "make image-node        the same with Node.js for npx-launched MCP servers, as $(IMAGE)-node:VERSION"
+	@echo "make chart             lint, render and check the Helm chart (deploy/helm/agentd) and the Dockerfile"
 	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
 	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
 	@echo "make stress            the fault-injection suite at full size, many times over"
@@ -128,7 +131,34 @@ run: build
 	@echo
 	bin/agentd serve
 
-test: tools lint check-generated breaking go-test examples examples-auth smoke
+test: tools lint check-generated breaking chart go-test examples examples-auth smoke
+
+# The container images (X-O7): the Dockerfile's two targets, tagged with the
+# version `make build` uses; VERSION and COMMIT go in as build args. They
+# need a Docker engine (docker info answers); without one they say so and
+# fail. make chart checks the Dockerfile without an engine.
+IMAGE ?= agentd
+DOCKER ?= docker
+DOCKER_ENGINE = @if ! $(DOCKER) info >/dev/null 2>&1; then \
+  echo "make $@: no Docker engine answers here ($(DOCKER) info failed): build the image where one runs"; exit 1; fi
+DOCKER_BUILD = $(DOCKER) build --build-arg VERSION=$(GIT_VERSION) --build-arg COMMIT=$(GIT_COMMIT)
+image:
+	$(DOCKER_ENGINE)
+	$(DOCKER_BUILD) --target agentd -t $(IMAGE):$(GIT_VERSION) .
+image-node:
+	$(DOCKER_ENGINE)
+	$(DOCKER_BUILD) --target agentd-node -t $(IMAGE)-node:$(GIT_VERSION) .
+
+# The Helm chart and the Dockerfile without an engine (X-O7): the chart
+# linted and rendered with the Helm pinned in tools/go.mod for each values
+# file in deploy/helm/agentd/ci, every object decoded strictly into its
+# Kubernetes type and held to our rules (tools/chartcheck); the rendered
+# agentd.yaml loaded by agentd's own loader, the Dockerfile's rules, and its
+# go build command run as it is (deploy/). After changing the chart:
+# cd tools && go test ./chartcheck -update, and review deploy/testdata.
+chart:
+	cd tools && go test -count=1 ./chartcheck/
+	go test -count=1 ./deploy/
 
 # AGENTD_REQUIRE_NPM_SERVERS: the tests against real published MCP servers
 # (installed by npm ci) fail instead of skipping when they are missing.
