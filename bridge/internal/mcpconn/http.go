@@ -377,7 +377,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if bounded {
 		timer = time.AfterFunc(t.idle, timeout)
 	}
-	if req.Method == http.MethodPost && req.GetBody != nil && ctx.Value(sentKey{}) != nil {
+	if req.Method == http.MethodPost && req.GetBody != nil && wantsID(ctx) {
 		// A traced request learns its JSON-RPC id from its POST's body.
 		if body, err := req.GetBody(); err == nil {
 			if data, err := io.ReadAll(body); err == nil {

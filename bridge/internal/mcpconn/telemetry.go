@@ -74,10 +74,19 @@ func (c *Conn) withLabels(ctx context.Context) context.Context {
 }
 
 // sentRequest is what the transport learns of one traced request: its
-// JSON-RPC id, and for HTTP the status of its POST when that failed.
+// JSON-RPC id (only when wantID: its span records), and for HTTP the
+// status of its POST when that failed.
 type sentRequest struct {
+	wantID bool
 	id     atomic.Pointer[string]
 	status atomic.Int32
+}
+
+// wantsID reports whether ctx belongs to a traced request whose id is
+// wanted: an HTTP POST's body is decoded only then.
+func wantsID(ctx context.Context) bool {
+	sent, _ := ctx.Value(sentKey{}).(*sentRequest)
+	return sent != nil && sent.wantID
 }
 
 type sentKey struct{}
@@ -86,7 +95,7 @@ type sentKey struct{}
 // request (a call) and ctx belongs to a traced one.
 func noteSent(ctx context.Context, msg jsonrpc.Message) {
 	sent, _ := ctx.Value(sentKey{}).(*sentRequest)
-	if sent == nil {
+	if sent == nil || !sent.wantID {
 		return
 	}
 	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
@@ -188,7 +197,7 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx, span := c.tel.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
 		defer span.End()
 		c.injectMeta(ctx, req.GetParams())
-		sent := &sentRequest{}
+		sent := &sentRequest{wantID: span.IsRecording()}
 		ctx = context.WithValue(ctx, sentKey{}, sent)
 		start := time.Now()
 		res, err := next(ctx, method, req)
