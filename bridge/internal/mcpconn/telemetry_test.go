@@ -367,3 +367,27 @@ func TestStderrOwner(t *testing.T) {
 		}
 	}
 }
+
+// X-O2: a server that speaks only the legacy HTTP+SSE transport shows the
+// refused Streamable HTTP handshake as a failed initialize span (its HTTP
+// status), then the one that succeeded; its requests carry their ids too.
+func TestTelemetrySSE(t *testing.T) {
+	t.Parallel()
+	o := newObserved(t)
+	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE})
+	conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "legacy", URL: srv.URL, Transport: privateTransport(t)}, roomy, Options{Telemetry: o.tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.CallTool(t.Context(), "echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range o.ended() {
+		got = append(got, v.Name+" "+v.Attrs["error.type"]+" "+v.Attrs["jsonrpc.request.id"]+" "+v.Attrs["mcp.session.id"])
+	}
+	if len(got) != 3 || !strings.HasPrefix(got[0], "initialize 4") || got[1] != "initialize  set " || got[2] != "tools/call echo  set " {
+		t.Errorf("spans (name, error.type, request id, session id) %q; want a refused initialize, an initialize and the call", got)
+	}
+}
