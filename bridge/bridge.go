@@ -57,8 +57,8 @@ type Options struct {
 	// the registered servers they may ref; false refuses its sessions.
 	// Nil: every tenant has Config's rules and every registered server.
 	Tenants func(tenant string) (config.TenantSettings, bool)
-	// TracerProvider makes the spans of tool calls; nil means the global
-	// one.
+	// TracerProvider makes the spans of the MCP requests (initialize,
+	// tools/list, tools/call; X-O2); nil means the global one.
 	TracerProvider trace.TracerProvider
 	// Propagator reads the trace context that CallTools calls carry; nil
 	// means telemetry.Propagator().
@@ -80,7 +80,7 @@ type Service struct {
 	transport *http.Transport // shared by HTTP connections that may not reach private addresses
 	private   *http.Transport // shared by those of tenants that may
 
-	tracer     trace.Tracer
+	telemetry  *mcpconn.Telemetry // MCP client spans and durations
 	propagator propagation.TextMapPropagator
 	receivers  sync.WaitGroup // CallTools receivers, done once their handlers return
 
@@ -114,6 +114,10 @@ func New(opts Options) (*Service, error) {
 	if prop == nil {
 		prop = telemetry.Propagator()
 	}
+	tel, err := mcpconn.NewTelemetry(tp, opts.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
 	tenants := opts.Tenants
 	if tenants == nil {
 		rules := opts.Config.Rules()
@@ -122,13 +126,13 @@ func New(opts Options) (*Service, error) {
 		}
 	}
 	return &Service{
-		tracer:     tp.Tracer("github.com/agentd/agentd/bridge"),
+		telemetry:  tel,
 		propagator: prop,
 		log:        log,
 		cfg:        opts.Config,
 		tenants:    tenants,
 		cache:      cache,
-		pools:      newPools(opts.Config, log, stdioDialer(log, prop), poolMetrics),
+		pools:      newPools(opts.Config, log, stdioDialer(log, prop, tel), poolMetrics),
 		transport:  mcpconn.NewTransport(false),
 		private:    mcpconn.NewTransport(true),
 		sessions:   make(map[string]*session),
@@ -179,7 +183,7 @@ func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.Serv
 		s.mu.Unlock()
 		return fault.GRPC(fault.New(fault.Unavailable, "the bridge is shutting down"))
 	}
-	sess := s.newSession(newID(), req, targets)
+	sess := s.newSession(stream.Context(), newID(), req, targets)
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
 	defer func() {

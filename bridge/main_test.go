@@ -71,8 +71,8 @@ func newFixtureWith(t *testing.T, edit func(*config.Bridge)) *fixture {
 }
 
 // newFixtureOptions is newFixtureWith with the service's options changed
-// by editOpts.
-func newFixtureOptions(t *testing.T, edit func(*config.Bridge), editOpts func(*Options)) *fixture {
+// by editOpts, served by a gRPC server with serverOpts.
+func newFixtureOptions(t *testing.T, edit func(*config.Bridge), editOpts func(*Options), serverOpts ...grpc.ServerOption) *fixture {
 	t.Helper()
 	exe, toolsEnv := mcptest.Command(t, mcptest.Tools)
 	_, demoEnv := mcptest.Command(t, mcptest.Demo)
@@ -96,7 +96,7 @@ func newFixtureOptions(t *testing.T, edit func(*config.Bridge), editOpts func(*O
 		t.Fatal(err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(serverOpts...)
 	svc.Register(srv)
 	served := make(chan struct{})
 	go func() {

@@ -65,12 +65,14 @@ type poolEntry struct {
 	id        poolKey
 	refs      int         // sessions using it
 	permanent bool        // made at start-up, kept until close
+	shared    bool        // one process serves many sessions at once
 	unused    *time.Timer // drops an unused pool that keeps a process
 	idleSince uint64      // counts spells of disuse, so that a stale timer does nothing
 }
 
-// dialFunc makes the dialer of a pool's processes from their spec.
-type dialFunc func(spec mcpconn.StdioSpec) pool.Dialer[*mcpconn.Conn]
+// dialFunc makes the dialer of a pool's processes from their spec and the
+// tenant the pool serves ("" for every tenant).
+type dialFunc func(spec mcpconn.StdioSpec, tenant string) pool.Dialer[*mcpconn.Conn]
 
 // newPools makes the pools of cfg's registered servers that serve every
 // tenant, whose processes dial starts (stdioDialer, but in tests of the
@@ -82,7 +84,8 @@ func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.
 			continue // made per tenant, on use
 		}
 		id := poolKey{key: "ref:" + name}
-		ps.byKey[id] = &poolEntry{pool: ps.newPool(id, name, name, ps.registeredConfig(name), ps.registeredSpec(name), log), name: name, id: id, permanent: true}
+		pc := ps.registeredConfig(name)
+		ps.byKey[id] = &poolEntry{pool: ps.newPool(id, name, name, pc, ps.registeredSpec(name), log), name: name, id: id, permanent: true, shared: pc.Shared}
 	}
 	return ps
 }
@@ -95,7 +98,7 @@ func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.
 func (ps *pools) newPool(id poolKey, name, server string, pc pool.Config, spec mcpconn.StdioSpec, log *slog.Logger) *pool.Pool[*mcpconn.Conn] {
 	pc.Metrics = ps.metrics
 	pc.Attributes = attribute.NewSet(attribute.String("server", server), attribute.String("tenant", id.tenant))
-	return pool.New(name, pc, ps.dial(spec), log)
+	return pool.New(name, pc, ps.dial(spec, id.tenant), log)
 }
 
 // registeredConfig is the pool configuration of the registered server
@@ -130,13 +133,14 @@ func (ps *pools) poolConfig(warm int) pool.Config {
 }
 
 // stdioDialer returns the dialFunc that starts processes logging to log,
-// whose requests carry their trace context with prop (X-O3). A pool's
+// whose requests carry their trace context with prop (X-O3) and are traced
+// and timed by tel (X-O2, X-O1). A pool's
 // processes log with the server's registered (or command) name; sessions
 // see them under their own names.
-func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator) dialFunc {
-	return func(spec mcpconn.StdioSpec) pool.Dialer[*mcpconn.Conn] {
+func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpconn.Telemetry) dialFunc {
+	return func(spec mcpconn.StdioSpec, tenant string) pool.Dialer[*mcpconn.Conn] {
 		return func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
-			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop})
+			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop, Telemetry: tel, Tenant: tenant})
 		}
 	}
 }
@@ -182,7 +186,7 @@ func (ps *pools) attach(tenant, ref string, spec mcpconn.StdioSpec) *poolEntry {
 			server, name, pc, spec = ref, ref, ps.registeredConfig(ref), ps.registeredSpec(ref)
 		}
 		spec.Name = name
-		e = &poolEntry{pool: ps.newPool(id, name, server, pc, spec, ps.log.With("tenant", tenant)), name: name, id: id}
+		e = &poolEntry{pool: ps.newPool(id, name, server, pc, spec, ps.log.With("tenant", tenant)), name: name, id: id, shared: pc.Shared}
 		ps.byKey[id] = e
 	}
 	e.refs++

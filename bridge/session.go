@@ -13,8 +13,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -30,7 +28,8 @@ import (
 type session struct {
 	id       string
 	log      *slog.Logger
-	tracer   trace.Tracer
+	owner    mcpconn.Owner                 // its tenant, generation and trace, for metrics and stderr lines
+	tel      *mcpconn.Telemetry            // the MCP requests' spans and durations
 	prop     propagation.TextMapPropagator // carries calls' trace context to the servers (X-O3)
 	cache    *schemacache.Cache
 	useCache *bool // the session's override of the cache setting
@@ -58,11 +57,18 @@ type server struct {
 	lease *pool.Lease[*mcpconn.Conn]
 }
 
-func (s *Service) newSession(id string, req *bridgev1.OpenSessionRequest, targets []*target) *session {
+// newSession makes a session of the OpenSession call of ctx, whose trace
+// is the session's.
+func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenSessionRequest, targets []*target) *session {
+	owner := mcpconn.Owner{Tenant: req.GetTenant(), Generation: req.GetGenerationId()}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		owner.TraceID = sc.TraceID().String()
+	}
 	sess := &session{
 		id:        id,
 		log:       s.log.With("session", id, "generation", req.GetGenerationId()),
-		tracer:    s.tracer,
+		owner:     owner,
+		tel:       s.telemetry,
 		prop:      s.propagator,
 		cache:     s.cache,
 		useCache:  req.Cache,
@@ -147,9 +153,14 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 			return nil, err
 		}
 		srv.lease = lease
-		srv.conn = lease.Conn().View(t.name, t.readTimeout)
+		srv.conn = lease.Conn().View(t.name, t.readTimeout, srv.sess.owner)
+		if !srv.entry.shared {
+			srv.conn.Serve(&srv.sess.owner) // its stderr is this session's until given back
+		}
 	} else {
-		conn, err := mcpconn.DialHTTP(ctx, *t.http, t.readTimeout, mcpconn.Options{Logger: srv.sess.log, Propagator: srv.sess.prop})
+		conn, err := mcpconn.DialHTTP(ctx, *t.http, t.readTimeout, mcpconn.Options{
+			Logger: srv.sess.log, Propagator: srv.sess.prop, Telemetry: srv.sess.tel, Tenant: srv.sess.owner.Tenant,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -187,6 +198,9 @@ func (srv *server) disconnect(broken bool) {
 	conn.OnToolsChanged(nil)
 	srv.conn = nil
 	if srv.lease != nil {
+		if !srv.entry.shared {
+			conn.Serve(nil)
+		}
 		srv.lease.Release(broken)
 		srv.lease = nil
 		return
@@ -314,18 +328,11 @@ func convertTool(t *mcp.Tool) *bridgev1.Tool {
 // the model is told, and the server's next call starts a fresh process)
 // are results for the model; connection, timeout and protocol failures are
 // errors, and so is a call that the session's close cut short.
-func (s *session) callTool(ctx context.Context, serverName, tool, arguments string) (_ *bridgev1.CallToolResponse, err error) {
-	ctx, span := s.tracer.Start(ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("mcp.method.name", "tools/call"),
-		attribute.String("gen_ai.tool.name", tool),
-		attribute.String("mcp.server.name", serverName),
-	))
-	defer func() {
-		if err != nil {
-			span.SetStatus(codes.Error, fault.KindOf(err).String())
-		}
-		span.End()
-	}()
+//
+// The call's span, tools/call {tool} of kind CLIENT, is mcpconn's: it
+// covers the request itself, and its trace context is the one the server
+// gets in params._meta (X-O2, X-O3).
+func (s *session) callTool(ctx context.Context, serverName, tool, arguments string) (*bridgev1.CallToolResponse, error) {
 	srv := s.byName[serverName]
 	if srv == nil {
 		return nil, fault.New(fault.NotFound, "no server %q in the bridge session", serverName)
@@ -354,7 +361,6 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 			return nil, errSessionClosed // the close stopped the server
 		}
 		s.log.Warn("mcp server stopped during a tool call; the model is told", "server", serverName, "tool", tool, "err", err)
-		span.SetStatus(codes.Error, "the MCP server stopped")
 		return stoppedResult(serverName), nil
 	}
 	return capResult(flatten(res), tool, s.maxResult), nil

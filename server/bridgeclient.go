@@ -180,7 +180,17 @@ func (s *bridgeSession) Close(ctx context.Context) {
 			// the generation may already be cancelled, so it gets its own
 			// deadline.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-			_, _ = s.client.CloseSession(s.pinned(ctx), &bridgev1.CloseSessionRequest{SessionId: s.id})
+			if _, err := s.client.CloseSession(s.pinned(ctx), &bridgev1.CloseSessionRequest{SessionId: s.id}); err == nil {
+				// The bridge ends the session's streams itself, with OK:
+				// cancelling them first would end their client spans as
+				// errors ("context canceled"), yet a session that closes
+				// after its generation paused or ended is no failure (X-O2).
+				s.calls.endedWithin(ctx)
+				select {
+				case <-s.done:
+				case <-ctx.Done():
+				}
+			}
 			cancel()
 		}
 		s.cancel()

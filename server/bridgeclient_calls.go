@@ -82,6 +82,14 @@ func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClie
 // be over.
 func (c *bridgeCallStream) wait() { c.joined.Wait() }
 
+// endedWithin waits until the stream has ended or ctx does.
+func (c *bridgeCallStream) endedWithin(ctx context.Context) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+}
+
 func (c *bridgeCallStream) receive() {
 	defer close(c.done)
 	for {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -39,8 +40,18 @@ type fakeBridgeService struct {
 	// cancels receives the ids of the calls the client cancels.
 	cancels chan uint64
 
-	mu     sync.Mutex
-	closes int
+	mu       sync.Mutex
+	closes   int
+	opened   int
+	sessions map[string]chan struct{} // open sessions, each closed by CloseSession
+}
+
+// session returns the channel that CloseSession closes for session id: as
+// the bridge does, a closed session ends its streams.
+func (b *fakeBridgeService) session(id string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sessions[id]
 }
 
 func (b *fakeBridgeService) CallTools(s grpc.BidiStreamingServer[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]) error {
@@ -52,14 +63,39 @@ func (b *fakeBridgeService) CallTools(s grpc.BidiStreamingServer[bridgev1.CallTo
 		return err
 	}
 	id := first.GetOpen().GetSessionId()
+	closed := b.session(id)
+	if closed == nil {
+		return nil // closed already: a stream opened late ends at once
+	}
 	var (
 		sendMu sync.Mutex
 		calls  sync.WaitGroup
 	)
 	defer calls.Wait()
+	reqs := make(chan *bridgev1.CallToolsRequest)
+	go func() { // ends with the stream
+		defer close(reqs)
+		for {
+			req, err := s.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-s.Context().Done():
+				return
+			}
+		}
+	}()
 	for {
-		req, err := s.Recv()
-		if err != nil {
+		var req *bridgev1.CallToolsRequest
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return nil
+			}
+			req = r
+		case <-closed:
 			return nil
 		}
 		if c := req.GetCall(); c != nil {
@@ -89,16 +125,32 @@ func (b *fakeBridgeService) OpenSession(req *bridgev1.OpenSessionRequest, s grpc
 			return err
 		}
 	}
-	if err := s.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: &bridgev1.SessionOpened{SessionId: "sess-1"}}}); err != nil {
+	b.mu.Lock()
+	b.opened++
+	id := fmt.Sprintf("sess-%d", b.opened)
+	closed := make(chan struct{})
+	if b.sessions == nil {
+		b.sessions = make(map[string]chan struct{})
+	}
+	b.sessions[id] = closed
+	b.mu.Unlock()
+	if err := s.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: &bridgev1.SessionOpened{SessionId: id}}}); err != nil {
 		return err
 	}
-	<-s.Context().Done()
+	select {
+	case <-s.Context().Done():
+	case <-closed:
+	}
 	return nil
 }
 
-func (b *fakeBridgeService) CloseSession(context.Context, *bridgev1.CloseSessionRequest) (*bridgev1.CloseSessionResponse, error) {
+func (b *fakeBridgeService) CloseSession(_ context.Context, req *bridgev1.CloseSessionRequest) (*bridgev1.CloseSessionResponse, error) {
 	b.mu.Lock()
 	b.closes++
+	if ch := b.sessions[req.GetSessionId()]; ch != nil {
+		close(ch)
+		delete(b.sessions, req.GetSessionId())
+	}
 	b.mu.Unlock()
 	return &bridgev1.CloseSessionResponse{}, nil
 }

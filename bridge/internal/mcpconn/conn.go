@@ -47,6 +47,13 @@ type Options struct {
 	// (X-O3): in the request's params._meta (traceparent, tracestate) on
 	// every transport, and as HTTP headers on HTTP. Nil carries none.
 	Propagator propagation.TextMapPropagator
+	// Telemetry makes the spans and durations of the requests (X-O2,
+	// X-O1); nil makes none.
+	Telemetry *Telemetry
+	// Tenant is the tenant the connection serves, on the durations of its
+	// handshake ("" for a pool's process that serves every tenant): a
+	// view's own Owner says it for the view's requests.
+	Tenant string
 }
 
 // transportKind says how a connection reaches its server.
@@ -63,8 +70,9 @@ const (
 // session (and, for stdio, its process): closing any of them closes it.
 type Conn struct {
 	*core
-	name        string // the server's display name, in errors
+	name        string // the server's display name, in errors and the server label
 	readTimeout time.Duration
+	owner       Owner // the session the view serves: its tenant labels the durations
 }
 
 // core is what the views of a connection share.
@@ -74,6 +82,12 @@ type core struct {
 	prop   propagation.TextMapPropagator // nil: no trace context sent
 	proc   *process                      // stdio only
 	stdout *jsonLines                    // stdio only: the server's filtered stdout
+	tel    *Telemetry                    // nil: no spans, no durations
+	labels labels                        // the handshake's: the dialled name and tenant
+	// address and port are an HTTP server's server.address and
+	// server.port (its URL's host alone); "" and 0 for stdio.
+	address string
+	port    int
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -102,7 +116,7 @@ type core struct {
 }
 
 func newClient(c *core, opts Options) *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, &mcp.ClientOptions{
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, &mcp.ClientOptions{
 		Logger: opts.Logger,
 		// No roots: a pending roots/list keeps Node servers alive for
 		// seconds after their stdin closes.
@@ -113,6 +127,8 @@ func newClient(c *core, opts Options) *mcp.Client {
 			}
 		},
 	})
+	client.AddSendingMiddleware(c.observe)
+	return client
 }
 
 // OnToolsChanged sets what to call when the server sends
@@ -143,14 +159,15 @@ func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "")
 	}
-	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log, prop: opts.Propagator}, name: spec.Name, readTimeout: readTimeout}
+	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log, prop: opts.Propagator, tel: opts.Telemetry, labels: labels{spec.Name, opts.Tenant}},
+		name: spec.Name, readTimeout: readTimeout, owner: Owner{Tenant: opts.Tenant}}
 	stdout := newJSONLines(proc.stdout, config.MaxMessageBytes, func(line []byte) {
 		proc.lines.logLine(c.log, slog.LevelWarn, "mcp server wrote a line that is not JSON-RPC to stdout; dropped", string(line[:min(len(line), maxLogLine)]))
 	})
 	c.stdout = stdout
 	// The SDK's own frame limit (16 MiB by default) sits above ours, so
 	// that a message over the limit is recognised and named (classify).
-	transport := &mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin, MaxLineLength: config.MaxMessageBytes + 1<<20}
+	transport := observedTransport{&mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin, MaxLineLength: config.MaxMessageBytes + 1<<20}}
 	hctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	session, err := newClient(c.core, opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
@@ -182,12 +199,23 @@ func (c *Conn) Exited() <-chan struct{} {
 	return c.proc.exited
 }
 
-// View returns a view of the connection for one session: its errors name
-// the server as the session does, and its exchanges are bounded by
+// View returns a view of the connection for one session: its errors and
+// the server label of its durations name the server as the session does,
+// the tenant label is owner's, and its exchanges are bounded by
 // readTimeout (for Streamable HTTP that is fixed when dialling). A pooled
 // process serves sessions one after another, each with its own view.
-func (c *Conn) View(name string, readTimeout time.Duration) *Conn {
-	return &Conn{core: c.core, name: name, readTimeout: readTimeout}
+func (c *Conn) View(name string, readTimeout time.Duration, owner Owner) *Conn {
+	return &Conn{core: c.core, name: name, readTimeout: readTimeout, owner: owner}
+}
+
+// Serve says whom a stdio server's process serves now, for its stderr
+// lines (X-O4): a session that has the process to itself sets its owner
+// when it takes the process and nil when it gives it back. A process that
+// serves many sessions at once has none. No-op for HTTP.
+func (c *Conn) Serve(o *Owner) {
+	if c.proc != nil {
+		c.proc.owner.Store(o)
+	}
 }
 
 // exchangeContext bounds one exchange. stdio: the whole exchange. Streamable
@@ -282,6 +310,7 @@ func (c *core) current() *mcp.ClientSession {
 // do runs one request on the session, bounded as exchangeContext says, and
 // stops a stdio server that its failure leaves unfit to keep.
 func (c *Conn) do(ctx context.Context, request string, readOnly bool, f func(context.Context, *mcp.ClientSession) error) error {
+	ctx = c.withLabels(ctx)
 	ectx, cancel := c.exchangeContext(ctx)
 	defer cancel()
 	err := c.exchange(ectx, ctx, request, readOnly, f)
@@ -379,7 +408,7 @@ func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	err := c.do(ctx, "tools/list", true, func(ctx context.Context, s *mcp.ClientSession) error {
 		tools = tools[:0]
-		for tool, err := range s.Tools(ctx, &mcp.ListToolsParams{Meta: c.meta(ctx)}) {
+		for tool, err := range s.Tools(ctx, &mcp.ListToolsParams{}) {
 			if err != nil {
 				return err
 			}
@@ -415,7 +444,7 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	var res *mcp.CallToolResult
 	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), false, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
-		res, err = s.CallTool(ctx, &mcp.CallToolParams{Meta: c.meta(ctx), Name: name, Arguments: args})
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 		return err
 	})
 	if err != nil {
@@ -424,7 +453,7 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	return res, nil
 }
 
-// meta is a request's _meta: the trace context of ctx (W3C traceparent
+// meta is a request's _meta (observe puts it in): the trace context of ctx (W3C traceparent
 // and tracestate, as the propagator writes them), or nil without one.
 func (c *core) meta(ctx context.Context) mcp.Meta {
 	if c.prop == nil {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/internal/netaddr"
@@ -134,7 +135,10 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	// The lifetime of the connection's streams: the legacy SSE transport
 	// keeps its event stream on the context given to Connect.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), prop: opts.Propagator, cancel: cancel, networksSetting: spec.NetworksSetting}, name: spec.Name, readTimeout: readTimeout}
+	address, port := endpoint(spec.URL)
+	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), prop: opts.Propagator, cancel: cancel, networksSetting: spec.NetworksSetting,
+		tel: opts.Telemetry, labels: labels{spec.Name, opts.Tenant}, address: address, port: port},
+		name: spec.Name, readTimeout: readTimeout, owner: Owner{Tenant: opts.Tenant}}
 	if c.networksSetting == "" {
 		c.networksSetting = "bridge.allow_private_networks"
 	}
@@ -373,6 +377,17 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if bounded {
 		timer = time.AfterFunc(t.idle, timeout)
 	}
+	if req.Method == http.MethodPost && req.GetBody != nil && wantsID(ctx) {
+		// A traced request learns its JSON-RPC id from its POST's body.
+		if body, err := req.GetBody(); err == nil {
+			if data, err := io.ReadAll(body); err == nil {
+				if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+					noteSent(ctx, msg)
+				}
+			}
+			_ = body.Close()
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if timer != nil {
 		timer.Stop()
@@ -386,6 +401,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if req.Method == http.MethodPost {
+		noteStatus(ctx, resp.StatusCode)
 		if hx != nil && resp.StatusCode != http.StatusNotFound {
 			hx.reached.Store(true)
 		}

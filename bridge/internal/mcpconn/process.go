@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -52,7 +53,8 @@ type process struct {
 	stderr *os.File // read end; closed by close
 	grace  time.Duration
 	log    *slog.Logger
-	lines  *lineLimiter // rate of logged stderr and stray stdout lines
+	lines  *lineLimiter          // rate of logged stderr and stray stdout lines
+	owner  atomic.Pointer[Owner] // the session served now (Conn.Serve); nil: none, or many
 
 	exited  chan struct{} // closed once Wait has returned
 	waitErr error         // set before exited closes
@@ -167,7 +169,12 @@ func (p *process) forwardStderr() {
 	for {
 		line, err := readBoundedLine(br)
 		if line != "" {
-			p.lines.logLine(p.log, slog.LevelInfo, "mcp server stderr", line)
+			log := p.log
+			if o := p.owner.Load(); o != nil {
+				// X-O4: the line names the session it was written for.
+				log = log.With("tenant", o.Tenant, "generation", o.Generation, "trace_id", o.TraceID)
+			}
+			p.lines.logLine(log, slog.LevelInfo, "mcp server stderr", line)
 		}
 		if err != nil {
 			return

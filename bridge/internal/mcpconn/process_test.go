@@ -185,7 +185,7 @@ func TestDialStdioReadTimeout(t *testing.T) {
 			t.Parallel()
 			log := newRecorder()
 			spec := stdioSpec(t, tc.server)
-			conn := dial(t, spec, roomyTimeout, log).View(spec.Name, shortTimeout)
+			conn := dial(t, spec, roomyTimeout, log).View(spec.Name, shortTimeout, Owner{})
 			pid := conn.Pid()
 
 			// The caller's own deadline is far away: only read_timeout can

@@ -322,7 +322,7 @@ func TestReleaseDuringCall(t *testing.T) {
 	pid := pidOf(t, l)
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Conn().View("fake", time.Hour).CallTool(context.Background(), "stall", nil)
+		_, err := l.Conn().View("fake", time.Hour, mcpconn.Owner{}).CallTool(context.Background(), "stall", nil)
 		done <- err
 	}()
 	await(t, running, "the call to run")

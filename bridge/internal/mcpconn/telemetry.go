@@ -1,0 +1,284 @@
+package mcpconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// Telemetry makes the MCP client spans (X-O2) and the
+// mcp.client.operation.duration histogram (X-O1) of the requests agentd
+// sends: initialize, tools/list and tools/call, after the OpenTelemetry
+// MCP semantic conventions. One Telemetry serves every connection.
+type Telemetry struct {
+	tracer   trace.Tracer
+	duration metric.Float64Histogram
+}
+
+// operationBuckets are the conventions' bucket boundaries for
+// mcp.client.operation.duration, in seconds.
+var operationBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+
+// NewTelemetry returns the instruments of connections: spans from tp and
+// the histogram from mp; a nil provider makes none of its signal.
+func NewTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*Telemetry, error) {
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	h, err := mp.Meter("github.com/agentd/agentd/bridge").Float64Histogram("mcp.client.operation.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received."),
+		metric.WithExplicitBucketBoundaries(operationBuckets...))
+	if err != nil {
+		return nil, err
+	}
+	return &Telemetry{tracer: tp.Tracer("github.com/agentd/agentd/bridge"), duration: h}, nil
+}
+
+// Owner is the session a connection serves: the tenant its metrics carry,
+// and the generation and trace that its server's stderr lines carry.
+type Owner struct {
+	Tenant     string
+	Generation string
+	// TraceID is the hex trace id of the session (of its OpenSession
+	// call); "" without one.
+	TraceID string
+}
+
+// labels are an exchange's agentd labels: the server's name as the
+// session knows it, and the tenant served.
+type labels struct{ server, tenant string }
+
+type labelsKey struct{}
+
+// withLabels gives the requests of ctx the labels of c, a connection or
+// a view of one.
+func (c *Conn) withLabels(ctx context.Context) context.Context {
+	return context.WithValue(ctx, labelsKey{}, labels{server: c.name, tenant: c.owner.Tenant})
+}
+
+// sentRequest is what the transport learns of one traced request: its
+// JSON-RPC id (only when wantID: its span records), and for HTTP the
+// status of its POST when that failed.
+type sentRequest struct {
+	wantID bool
+	id     atomic.Pointer[string]
+	status atomic.Int32
+}
+
+// wantsID reports whether ctx belongs to a traced request whose id is
+// wanted: an HTTP POST's body is decoded only then.
+func wantsID(ctx context.Context) bool {
+	sent, _ := ctx.Value(sentKey{}).(*sentRequest)
+	return sent != nil && sent.wantID
+}
+
+type sentKey struct{}
+
+// noteSent records msg's id on the traced request of ctx, if msg is a
+// request (a call) and ctx belongs to a traced one.
+func noteSent(ctx context.Context, msg jsonrpc.Message) {
+	sent, _ := ctx.Value(sentKey{}).(*sentRequest)
+	if sent == nil || !sent.wantID {
+		return
+	}
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+		id := fmt.Sprint(r.ID.Raw())
+		sent.id.Store(&id)
+	}
+}
+
+// noteStatus records a failed HTTP status of the traced request of ctx.
+func noteStatus(ctx context.Context, status int) {
+	if sent, _ := ctx.Value(sentKey{}).(*sentRequest); sent != nil && status >= 400 {
+		sent.status.Store(int32(status))
+	}
+}
+
+// observedTransport lets a stdio connection's writes tell the traced
+// requests their ids. (Streamable HTTP's connection cannot be wrapped,
+// since the go-sdk tells it of the session through an unexported method;
+// HTTP requests learn their ids in the roundTripper.)
+type observedTransport struct{ mcp.Transport }
+
+func (t observedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return observedConn{conn}, nil
+}
+
+type observedConn struct{ mcp.Connection }
+
+func (c observedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	noteSent(ctx, msg)
+	return c.Connection.Write(ctx, msg)
+}
+
+// endpoint is an HTTP server's address and port for server.address and
+// server.port: the URL's host alone, never its path or query.
+func endpoint(rawURL string) (string, int) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return "", 0
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		switch u.Scheme {
+		case "https":
+			port = 443
+		case "http":
+			port = 80
+		}
+	}
+	return u.Hostname(), port
+}
+
+// tracedMethod reports the methods that have spans and durations.
+func tracedMethod(method string) bool {
+	return method == "initialize" || method == "tools/list" || method == "tools/call"
+}
+
+// observe is the client's sending middleware: each traced request is a
+// span of kind CLIENT, {mcp.method.name} {tool} for tools/call, and one
+// mcp.client.operation.duration record; tools/list and tools/call carry
+// the trace context (of their own span, when there is one) in
+// params._meta (X-O3).
+func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !tracedMethod(method) {
+			return next(ctx, method, req)
+		}
+		if c.tel == nil {
+			c.injectMeta(ctx, req.GetParams())
+			return next(ctx, method, req)
+		}
+		lab, ok := ctx.Value(labelsKey{}).(labels)
+		if !ok {
+			lab = c.labels
+		}
+		name, tool := method, ""
+		if p, ok := req.GetParams().(*mcp.CallToolParams); ok {
+			tool = p.Name
+			name = method + " " + tool
+		}
+		transport := "pipe"
+		if c.kind != stdioTransport {
+			transport = "tcp"
+		}
+		common := []attribute.KeyValue{
+			attribute.String("mcp.method.name", method),
+			attribute.String("network.transport", transport),
+		}
+		if tool != "" {
+			common = append(common, attribute.String("gen_ai.tool.name", tool), attribute.String("gen_ai.operation.name", "execute_tool"))
+		}
+		spanAttrs := common
+		if c.address != "" {
+			spanAttrs = append(spanAttrs[:len(spanAttrs):len(spanAttrs)], attribute.String("server.address", c.address), attribute.Int("server.port", c.port))
+		}
+		ctx, span := c.tel.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
+		defer span.End()
+		c.injectMeta(ctx, req.GetParams())
+		sent := &sentRequest{wantID: span.IsRecording()}
+		ctx = context.WithValue(ctx, sentKey{}, sent)
+		start := time.Now()
+		res, err := next(ctx, method, req)
+		elapsed := time.Since(start).Seconds()
+
+		version := ProtocolVersion // offered, until the server agreed on one
+		cs, _ := req.GetSession().(*mcp.ClientSession)
+		if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil {
+			version = ir.ProtocolVersion
+		} else if cs != nil && cs.InitializeResult() != nil {
+			version = cs.InitializeResult().ProtocolVersion
+		}
+		span.SetAttributes(attribute.String("mcp.protocol.version", version))
+		if id := sent.id.Load(); id != nil {
+			span.SetAttributes(attribute.String("jsonrpc.request.id", *id))
+		}
+		if c.kind == streamableTransport && cs != nil && cs.ID() != "" {
+			span.SetAttributes(attribute.String("mcp.session.id", cs.ID()))
+		}
+		errType, cancelled := c.errorType(ctx, sent, res, err)
+		switch {
+		case cancelled:
+			// The caller's cancellation (a pause, the generation's end, the
+			// client's cancel) is no failure of the request.
+			span.SetAttributes(attribute.Bool("agentd.cancelled", true))
+		case errType != "":
+			span.SetAttributes(attribute.String("error.type", errType))
+			span.SetStatus(codes.Error, errType)
+		}
+		metricAttrs := append(common[:len(common):len(common)],
+			attribute.String("mcp.protocol.version", version),
+			attribute.String("server", lab.server),
+			attribute.String("tenant", lab.tenant))
+		if errType != "" {
+			metricAttrs = append(metricAttrs, attribute.String("error.type", errType))
+		}
+		c.tel.duration.Record(context.WithoutCancel(ctx), elapsed, metric.WithAttributes(metricAttrs...))
+		return res, err
+	}
+}
+
+// injectMeta puts the trace context of ctx in the params._meta of
+// tools/list and tools/call.
+func (c *core) injectMeta(ctx context.Context, params mcp.Params) {
+	switch p := params.(type) {
+	case *mcp.CallToolParams:
+		p.Meta = c.meta(ctx)
+	case *mcp.ListToolsParams:
+		p.Meta = c.meta(ctx)
+	}
+}
+
+// errorType is the error.type of a finished request, low in cardinality
+// and free of the server's text: the JSON-RPC error code, tool_error for a
+// result flagged isError, an HTTP error status, timeout, cancelled (the
+// caller's cancellation: cancelled reports it, as it is no failure of the
+// request), address_not_allowed, message_too_large, connection_closed, or
+// _OTHER; "" for a success.
+func (c *core) errorType(ctx context.Context, sent *sentRequest, res mcp.Result, err error) (string, bool) {
+	if err == nil {
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+			return "tool_error", false
+		}
+		return "", false
+	}
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpcErr) && !rejectedByTransport(rpcErr):
+		return strconv.Itoa(int(rpcErr.Code)), false
+	case sent.status.Load() != 0:
+		return strconv.Itoa(int(sent.status.Load())), false
+	case timedOut(ctx) || errors.Is(err, errReadTimeout) || errors.Is(err, context.DeadlineExceeded):
+		return "timeout", false
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return "cancelled", true
+	case errors.Is(err, ErrAddressNotAllowed):
+		return "address_not_allowed", false
+	case c.stdout != nil && c.stdout.overflowed():
+		return "message_too_large", false
+	case ended(err) || errors.Is(err, mcp.ErrSessionMissing):
+		return "connection_closed", false
+	}
+	return "_OTHER", false
+}

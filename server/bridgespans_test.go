@@ -1,0 +1,77 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/server"
+)
+
+// X-O2: a bridge session that closes as its generation pauses or ends is
+// no failure: the bridge ends its OpenSession and CallTools streams, so
+// their client spans (otelgrpc's, on agentd's side of the hop) end without
+// an error, where cancelling the streams first marked them ERROR "context
+// canceled".
+func TestBridgeSessionCloseIsNotAnError(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	bridgev1.RegisterBridgeServiceServer(srv, &fakeBridgeService{})
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	defer func() {
+		srv.Stop()
+		<-served
+	}()
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.CallTool(t.Context(), "files", "read", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	sess.Close(t.Context())
+
+	seen := map[string]bool{}
+	for _, sp := range rec.Ended() {
+		if sp.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		method := sp.Name()[strings.LastIndex(sp.Name(), "/")+1:]
+		seen[method] = true
+		if sp.Status().Code == codes.Error {
+			t.Errorf("client span %s ended as an error: %v", sp.Name(), sp.Status())
+		}
+	}
+	for _, m := range []string{"OpenSession", "CallTools", "CloseSession"} {
+		if !seen[m] {
+			t.Errorf("no client span of %s among %v", m, seen)
+		}
+	}
+}
