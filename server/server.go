@@ -115,6 +115,7 @@ type Service struct {
 	rules       *policy.Rules
 	tracer      trace.Tracer
 	meters      *meters
+	approvals   *approvalMeters
 	checkpoints store.Checkpoints
 	generations store.Generations
 	replica     string
@@ -163,6 +164,7 @@ func New(opts Options) *Service {
 		rules:       opts.Rules,
 		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
 		meters:      newMeters(opts.MeterProvider),
+		approvals:   newApprovalMeters(opts.MeterProvider),
 		checkpoints: opts.Checkpoints,
 		generations: opts.Generations,
 		replica:     opts.Replica,

@@ -63,7 +63,7 @@ func TestGenerationSpans(t *testing.T) {
 		sp := span{Name: s.Name(), Kind: s.SpanKind(), Parent: names[s.Parent().SpanID()], Attrs: map[string]string{}, Error: s.Status().Code == codes.Error}
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
-			case "gen_ai.operation.name", "gen_ai.conversation.id", "gen_ai.provider.name", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "error.type", "agentd.outcome":
+			case "gen_ai.operation.name", "gen_ai.conversation.id", "gen_ai.provider.name", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "error.type", "agentd.outcome", "agentd.approval.decision":
 				sp.Attrs[string(kv.Key)] = kv.Value.String()
 			}
 		}
@@ -94,6 +94,8 @@ func TestGenerationSpans(t *testing.T) {
 		"execute_tool read c1":   tool("read", "c1", "extension", false),
 		"execute_tool broken c2": tool("broken", "c2", "extension", true),
 		"execute_tool ask c3":    tool("ask", "c3", "function", false),
+		// The wait for the function's result (X-O2).
+		"await_approval": {Name: "await_approval", Kind: trace.SpanKindInternal, Parent: "invoke_agent", Attrs: map[string]string{"agentd.approval.decision": "answered"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("spans (-want +got):\n%s", diff)
