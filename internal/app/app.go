@@ -272,7 +272,7 @@ func NewAgent(o Options) (*Agent, error) {
 	if a.metrics, err = serveMetrics(o); err != nil {
 		return nil, err
 	}
-	if a.store, err = openStore(o.Config); err != nil {
+	if a.store, err = openStore(o.Config, o.Telemetry.MeterProvider); err != nil {
 		a.Close()
 		return nil, err
 	}
