@@ -140,6 +140,7 @@ type Service struct {
 	stopping atomic.Bool
 	bgMu     sync.Mutex
 	bgClosed bool
+	bgRuns   atomic.Int64 // clientless generations running (detached, adopted)
 }
 
 // New returns a Service.
