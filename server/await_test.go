@@ -16,8 +16,11 @@ import (
 	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
 
@@ -273,5 +276,82 @@ func TestAwaitFunctionResult(t *testing.T) {
 	const key = "gen_ai.execute_tool.duration{gen_ai.tool.name=ask,gen_ai.tool.type=function,server=,tenant=}#count"
 	if got := collect(t, o.reader)[key]; got != 1 {
 		t.Errorf("%s = %v; want 1", key, got)
+	}
+}
+
+// X-O2: a generation adopted from a replica that died runs in a trace of
+// its own, its invoke_agent span (agentd.run adoption) linking to the
+// span of the generation's start on the dead replica.
+func TestAdoptionLinksToStart(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	st := newStore(t, 0)
+	replica := func(name string, gens store.Generations, bridge server.Bridge) agentdv1.AgentServiceClient {
+		reg, err := providers.NewRegistry(recordingScript())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := config.Default().Generation
+		cfg.LeaseTTL = time.Second // as adoptReplica's
+		cfg.AdoptInterval = 20 * time.Millisecond
+		svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: name, TracerProvider: tp})
+		svc.StartAdopter()
+		client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
+		t.Cleanup(svc.Close)
+		return client
+	}
+	hung := make(chan struct{})
+	bridgeA := &fakeBridge{onList: offering(serverTools("files", "slow")), onCall: func(ctx context.Context, _, _, _ string) (*bridgev1.CallToolResponse, error) {
+		select {
+		case <-hung:
+			return nil, errSevered
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}}
+	gensA := &severable{Generations: st.Generations()}
+	a := replica("replica-a", gensA, bridgeA)
+	agent := &agentdv1.Agent{Provider: "script", Mcps: []*agentdv1.MCPServer{commandServer("files", "files-server")}, ProviderOptions: script(t, `{"turns": [
+		{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "done"}]}`)}
+	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
+	waitFor(t, func() bool { return bridgeA.callsTo("slow") == 1 }) // checkpointed before it ran
+	gensA.dead.Store(true)                                          // replica-a dies
+
+	b := replica("replica-b", st.Generations(), &fakeBridge{onList: offering(serverTools("files", "slow"))})
+	events, status := attachTo(t, b, id, 0)
+	if status.Code() != grpccodes.OK || events[len(events)-1].GetCompleted() == nil {
+		t.Fatalf("the attached stream sent %v and ended %v; want completed", kinds(events), status)
+	}
+	close(hung) // replica-a's call ends, and its run with it
+	var start, adopted sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.Name() == "invoke_agent" && attrs(s)["agentd.run"] == "adoption" {
+			adopted = s
+		}
+	}
+	waitFor(t, func() bool {
+		for _, s := range spans.Ended() {
+			if s.Name() == "invoke_agent" && attrs(s)["agentd.run"] == "start" {
+				start = s
+			}
+		}
+		return start != nil
+	})
+	// replica-a comes back: its record's writes are refused at once
+	// (fenced), rather than retried until they time out.
+	gensA.dead.Store(false)
+	if adopted == nil {
+		t.Fatal("no invoke_agent span of the adoption")
+	}
+	if got := attrs(adopted)["gen_ai.conversation.id"]; got != id {
+		t.Errorf("the adoption's gen_ai.conversation.id %q; want %q", got, id)
+	}
+	links := adopted.Links()
+	if len(links) != 1 || links[0].SpanContext.SpanID() != start.SpanContext().SpanID() || links[0].SpanContext.TraceID() != start.SpanContext().TraceID() {
+		t.Errorf("the adoption's links %v; want one, to the start's span %v", links, start.SpanContext())
+	}
+	if adopted.SpanContext().TraceID() == start.SpanContext().TraceID() {
+		t.Error("the adoption ran in the start's trace; want a trace of its own, linked")
 	}
 }
