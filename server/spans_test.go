@@ -31,8 +31,9 @@ type span struct {
 // usage; each model turn a chat span (CLIENT) under it; each tool call an
 // execute_tool span under it, MCP tools (gen_ai.tool.type extension) and
 // function tools (function) alike, with its name and call id; a result
-// flagged as an error marks its span error.type tool_error; and a
-// generation that pauses is not an error.
+// flagged as an error marks its span error.type tool_error; the wait for
+// the function's result is an await_approval span under it, ending
+// answered; and a generation that pauses is not an error.
 func TestGenerationSpans(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
