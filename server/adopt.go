@@ -98,11 +98,19 @@ func (s *Service) adoptOne(ctx context.Context, tenant, id string) bool {
 	now := time.Now()
 	rec, err := s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(s.cfg.LeaseTTL))
 	if err != nil {
+		// Another replica took it first, or it is gone: the attached
+		// stream reads on. Anything else is the store's failure (X-O4).
+		if k := fault.KindOf(err); k != fault.Conflict && k != fault.NotFound && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "adopting a generation for an attached client", "generation", id, "tenant", tenant, "err", err)
+		}
 		return false
 	}
 	if rec.State == store.Paused {
-		// Paused meanwhile: a resume's to take, not an adopter's.
-		_ = s.generations.Release(ctx, tenant, id, rec.Lease.Epoch, time.Now())
+		// Paused meanwhile: a resume's to take, not an adopter's. A
+		// release that fails leaves the lease to lapse.
+		if err := s.generations.Release(ctx, tenant, id, rec.Lease.Epoch, time.Now()); err != nil {
+			s.log.WarnContext(ctx, "releasing a paused generation acquired for an attached client", "generation", id, "tenant", tenant, "err", err)
+		}
 		return false
 	}
 	s.startAdopted(rec)
@@ -289,6 +297,8 @@ func (s *Service) clientless(g *generation) (context.Context, context.CancelCaus
 // Service; false if the Service is closing (nothing ran).
 func (s *Service) goRun(g *generation, ctx context.Context, cancel context.CancelCauseFunc) bool {
 	return s.goBackground(func() {
+		s.bgRuns.Add(1)
+		defer s.bgRuns.Add(-1)
 		defer cancel(nil)
 		defer g.release()
 		err := g.run(ctx)
@@ -325,8 +335,14 @@ func (s *Service) Drain() { s.stopping.Store(true) }
 func (s *Service) Close() {
 	s.Drain()
 	s.bgMu.Lock()
+	closed := s.bgClosed
 	s.bgClosed = true
 	s.bgMu.Unlock()
+	if !closed && s.generations != nil {
+		// X-O4: the shutdown's step, with how many generations it stops
+		// here for another replica to continue (each is logged too).
+		s.log.Info("stopping: handing the generations running without a client over to other replicas", "generations", s.bgRuns.Load())
+	}
 	s.bgCancel(errStopping)
 	s.bgWG.Wait()
 }

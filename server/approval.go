@@ -1,14 +1,20 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -113,6 +119,11 @@ func (r *turnRun) askApproval(i int, owner *toolOwner) error {
 	}
 	r.approvals[req.GetId()] = i
 	r.requests[req.GetId()] = req
+	g := r.g
+	r.asked[req.GetId()] = true
+	g.s.approvals.asked(r.ctx, g.tenant, owner.serverName(), owner.toolName(c.GetName()))
+	g.s.log.InfoContext(r.ctx, "approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+		"request", req.GetId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest())
 	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}})
 }
 
@@ -139,6 +150,25 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	delete(r.requests, d.GetRequestId())
 	g.answered.add(d.GetRequestId())
 	c := r.calls[i]
+	if r.asked[d.GetRequestId()] {
+		delete(r.asked, d.GetRequestId())
+		g.s.approvals.settled(r.ctx, g.tenant)
+	}
+	decision := decisionDenied
+	if d.GetApproved() {
+		decision = decisionApproved
+		r.approved++
+	} else {
+		r.denied++
+	}
+	tool := c.GetName() // a tool no longer offered: the name it had
+	if owner := g.owners[c.GetName()]; owner != nil {
+		tool = owner.toolName(c.GetName())
+	}
+	g.s.approvals.decision(r.ctx, g.tenant, req.GetServerName(), tool, decision)
+	if r.wait != nil {
+		r.wait.AddEvent("approval decided", trace.WithAttributes(attrApprovalRequestID.String(d.GetRequestId()), attrApprovalDecision.String(decision)))
+	}
 	g.s.log.Info("approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", d.GetRequestId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest(), "approved", d.GetApproved())
 	if !d.GetApproved() {
@@ -159,4 +189,68 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	}
 	r.started = true
 	return r.start(i, owner)
+}
+
+// The attributes of the await_approval span (X-O2).
+const (
+	attrApprovalRequestIDs = attribute.Key("agentd.approval.request_ids")
+	attrFunctionCallIDs    = attribute.Key("agentd.function.call_ids")
+	attrApprovalRequestID  = attribute.Key("agentd.approval.request_id")
+	attrApprovalDecision   = attribute.Key("agentd.approval.decision")
+)
+
+// The outcomes of a wait for answers, as its span's
+// agentd.approval.decision, beyond decisionApproved and decisionDenied.
+const (
+	waitMixed     = "mixed"     // some requests approved, some denied
+	waitAnswered  = "answered"  // function results only: nothing to decide
+	waitPaused    = "paused"    // the client went, half-closed or is not attached
+	waitExpired   = "expired"   // the answer timeout ran out: the generation paused
+	waitCancelled = "cancelled" // the generation was cancelled, or lost its client
+	waitFailed    = "failed"    // an invalid answer, or a call that failed the generation
+)
+
+// awaitSpan starts the await_approval span of the turn's wait for its
+// client: INTERNAL, under the invoke_agent span, naming the approval
+// requests and function calls it waits for.
+func (r *turnRun) awaitSpan() trace.Span {
+	var attrs []attribute.KeyValue
+	if ids := slices.Sorted(maps.Keys(r.approvals)); len(ids) > 0 {
+		attrs = append(attrs, attrApprovalRequestIDs.StringSlice(ids))
+	}
+	if ids := slices.Sorted(maps.Keys(r.functions)); len(ids) > 0 {
+		attrs = append(attrs, attrFunctionCallIDs.StringSlice(ids))
+	}
+	_, span := r.g.s.tracer.Start(r.ctx, "await_approval", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return span
+}
+
+// endAwaitSpan ends a wait's span with how it ended, given the approvals
+// and denials decided during it: an error only when the wait failed the
+// generation; a pause, an expiry and a cancellation are not errors.
+func endAwaitSpan(span trace.Span, approved, denied int, err error) {
+	var pause *errPause
+	outcome := ""
+	switch {
+	case errors.As(err, &pause) && pause.expired:
+		outcome = waitExpired
+	case errors.As(err, &pause):
+		outcome = waitPaused
+	case errors.Is(err, context.Canceled) || fault.KindOf(err) == fault.Canceled:
+		outcome = waitCancelled
+	case err != nil:
+		outcome = waitFailed
+		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		span.SetStatus(codes.Error, errorType(err))
+	case approved > 0 && denied > 0:
+		outcome = waitMixed
+	case approved > 0:
+		outcome = decisionApproved
+	case denied > 0:
+		outcome = decisionDenied
+	default:
+		outcome = waitAnswered
+	}
+	span.SetAttributes(attrApprovalDecision.String(outcome))
+	span.End()
 }

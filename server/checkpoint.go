@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
@@ -132,7 +133,40 @@ func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint 
 		ToolTurns:    int32(g.toolTurns),
 		Turn:         turn,
 		Answered:     g.answered.list(),
+		// The start's span context, for the later runs' links (X-O2).
+		OriginTraceId: originTraceID(g.origin),
+		OriginSpanId:  originSpanID(g.origin),
 	}
+}
+
+func originTraceID(sc trace.SpanContext) []byte {
+	if !sc.IsValid() {
+		return nil
+	}
+	id := sc.TraceID()
+	return id[:]
+}
+
+func originSpanID(sc trace.SpanContext) []byte {
+	if !sc.IsValid() {
+		return nil
+	}
+	id := sc.SpanID()
+	return id[:]
+}
+
+// checkpointOrigin is the start's span context that cp holds (always a
+// sampled one): invalid when it holds none (a start that was not traced
+// or sampled, or a checkpoint written before agentd kept it).
+func checkpointOrigin(cp *statev1.Checkpoint) trace.SpanContext {
+	var tid trace.TraceID
+	var sid trace.SpanID
+	if len(cp.GetOriginTraceId()) != len(tid) || len(cp.GetOriginSpanId()) != len(sid) {
+		return trace.SpanContext{}
+	}
+	copy(tid[:], cp.GetOriginTraceId())
+	copy(sid[:], cp.GetOriginSpanId())
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
 }
 
 // snapshot encodes the generation's running checkpoint: its conversation

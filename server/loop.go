@@ -49,6 +49,10 @@ type generation struct {
 	answered  *answerSet // approval and function-call ids already answered; a repeat is ignored
 
 	resume *resumption // set when the generation continues a pause
+	// origin is the span context of the invoke_agent span of the
+	// generation's start, kept in its checkpoints: the span of a resumed
+	// or adopted run links to it (X-O2). Invalid when unknown.
+	origin trace.SpanContext
 
 	journal  *journal     // its durable record; nil without Options.Generations
 	agent    *sealedAgent // the agent as its checkpoints hold it
@@ -133,12 +137,10 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 // before it returns, whatever happened.
 func (g *generation) run(ctx context.Context) (err error) {
 	g.s.meters.runStarted(ctx, g.tenant)
-	ctx, span := g.s.tracer.Start(ctx, "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.provider.name", providers.GenAIName(g.plan.agent.GetProvider())),
-		attribute.String("gen_ai.request.model", g.plan.agent.GetModel()),
-		attribute.String("gen_ai.conversation.id", g.id),
-	))
+	ctx, span := g.s.tracer.Start(ctx, "invoke_agent", g.invokeSpanOptions()...)
+	if sc := span.SpanContext(); sc.IsSampled() && g.resume == nil && g.adopted == nil {
+		g.origin = sc // a span that is not recorded is no link's target
+	}
 	defer func() {
 		_, outcome := g.outcome(ctx, err)
 		g.s.meters.runEnded(ctx, g.tenant, outcome)
@@ -483,6 +485,32 @@ func addUsage(total, u *agentdv1.Usage) {
 	total.CacheReadInputTokens += u.GetCacheReadInputTokens()
 	total.CacheWriteInputTokens += u.GetCacheWriteInputTokens()
 	total.ToolSchemaBytes += u.GetToolSchemaBytes()
+}
+
+// invokeSpanOptions are the options of a run's invoke_agent span (X-O2):
+// a run that continues the generation (a resume, an adoption) links to
+// its start, whose trace it is not in.
+func (g *generation) invokeSpanOptions() []trace.SpanStartOption {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.provider.name", providers.GenAIName(g.plan.agent.GetProvider())),
+		attribute.String("gen_ai.request.model", g.plan.agent.GetModel()),
+		attribute.String("gen_ai.conversation.id", g.id),
+	)}
+	run := "start"
+	switch {
+	case g.resume != nil:
+		run = "resume"
+	case g.adopted != nil:
+		run = "adoption"
+	}
+	opts = append(opts, trace.WithAttributes(attribute.String("agentd.run", run)))
+	if run != "start" && g.origin.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: g.origin, Attributes: []attribute.KeyValue{
+			attribute.String("agentd.link", "generation start"),
+		}}))
+	}
+	return opts
 }
 
 // endInvokeSpan ends a run's invoke_agent span (X-O2) with what the run

@@ -310,6 +310,7 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 		total:     cp.GetUsage(),
 		toolTurns: int(cp.GetToolTurns()),
 		ran:       runStats{began: time.Now()},
+		origin:    checkpointOrigin(cp),
 	}
 	if g.total == nil {
 		g.total = &agentdv1.Usage{}

@@ -115,6 +115,7 @@ type Service struct {
 	rules       *policy.Rules
 	tracer      trace.Tracer
 	meters      *meters
+	approvals   *approvalMeters
 	checkpoints store.Checkpoints
 	generations store.Generations
 	replica     string
@@ -139,6 +140,7 @@ type Service struct {
 	stopping atomic.Bool
 	bgMu     sync.Mutex
 	bgClosed bool
+	bgRuns   atomic.Int64 // clientless generations running (detached, adopted)
 }
 
 // New returns a Service.
@@ -163,6 +165,7 @@ func New(opts Options) *Service {
 		rules:       opts.Rules,
 		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
 		meters:      newMeters(opts.MeterProvider),
+		approvals:   newApprovalMeters(opts.MeterProvider),
 		checkpoints: opts.Checkpoints,
 		generations: opts.Generations,
 		replica:     opts.Replica,

@@ -31,8 +31,9 @@ type span struct {
 // usage; each model turn a chat span (CLIENT) under it; each tool call an
 // execute_tool span under it, MCP tools (gen_ai.tool.type extension) and
 // function tools (function) alike, with its name and call id; a result
-// flagged as an error marks its span error.type tool_error; and a
-// generation that pauses is not an error.
+// flagged as an error marks its span error.type tool_error; the wait for
+// the function's result is an await_approval span under it, ending
+// answered; and a generation that pauses is not an error.
 func TestGenerationSpans(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
@@ -63,7 +64,7 @@ func TestGenerationSpans(t *testing.T) {
 		sp := span{Name: s.Name(), Kind: s.SpanKind(), Parent: names[s.Parent().SpanID()], Attrs: map[string]string{}, Error: s.Status().Code == codes.Error}
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
-			case "gen_ai.operation.name", "gen_ai.conversation.id", "gen_ai.provider.name", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "error.type", "agentd.outcome":
+			case "gen_ai.operation.name", "gen_ai.conversation.id", "gen_ai.provider.name", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "error.type", "agentd.outcome", "agentd.approval.decision":
 				sp.Attrs[string(kv.Key)] = kv.Value.String()
 			}
 		}
@@ -94,6 +95,8 @@ func TestGenerationSpans(t *testing.T) {
 		"execute_tool read c1":   tool("read", "c1", "extension", false),
 		"execute_tool broken c2": tool("broken", "c2", "extension", true),
 		"execute_tool ask c3":    tool("ask", "c3", "function", false),
+		// The wait for the function's result (X-O2).
+		"await_approval": {Name: "await_approval", Kind: trace.SpanKindInternal, Parent: "invoke_agent", Attrs: map[string]string{"agentd.approval.decision": "answered"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("spans (-want +got):\n%s", diff)

@@ -38,11 +38,24 @@ type turnRun struct {
 	fnSpans   map[string]trace.Span                // pending function calls' execute_tool spans (under mu)
 	started   bool                                 // an approved call was started
 	begun     map[string]bool                      // calls whose start was sent (under mu)
+
+	// asked holds the approval requests this run sent, counted in
+	// agentd.approvals.pending until they are decided or the turn ends.
+	asked map[string]bool
+	// wait is the await_approval span while the turn waits on the client
+	// (X-O2), nil otherwise; approved and denied count the decisions
+	// applied by this run.
+	wait             trace.Span
+	approved, denied int
 }
 
 // errPause says the turn cannot finish without answers the client is not
-// giving on this stream: the generation pauses.
-type errPause struct{ why string }
+// giving on this stream: the generation pauses. expired: the answer
+// timeout ran out.
+type errPause struct {
+	why     string
+	expired bool
+}
 
 func (e *errPause) Error() string { return "the generation pauses: the client " + e.why }
 
@@ -54,6 +67,7 @@ func (g *generation) newTurnRun(ctx context.Context, turn int, calls []*agentdv1
 		approvals: make(map[string]int),
 		requests:  make(map[string]*agentdv1.ApprovalRequest),
 		functions: make(map[string]time.Time),
+		asked:     make(map[string]bool),
 	}
 }
 
@@ -69,6 +83,10 @@ func (r *turnRun) finish(err error) ([]*agentdv1.ToolResult, error) {
 	for id := range r.functions { // unanswered: the turn paused or failed
 		r.endFunctionSpan(id, false)
 	}
+	for range r.asked { // undecided: the turn paused or failed
+		r.g.s.approvals.settled(r.ctx, r.g.tenant)
+	}
+	clear(r.asked)
 	defer r.cancel(nil)
 	if cause := context.Cause(r.ctx); cause != nil {
 		return nil, cause // a call that failed the generation, or cancellation
@@ -267,18 +285,22 @@ func (r *turnRun) endFunctionSpan(id string, isError bool) {
 // callMCP runs one MCP tool call through the bridge and returns its
 // result and the event that reports it.
 func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall, owner *toolOwner) (*agentdv1.ToolResult, *agentdv1.ToolCallFinished, error) {
+	began := time.Now()
 	ctx, span := g.toolSpan(ctx, c, "extension")
 	defer span.End()
 	span.SetAttributes(attribute.String("mcp.server.name", owner.server.name))
-	began := time.Now()
 	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
 	if err != nil {
 		span.SetStatus(codes.Error, fault.KindOf(err).String())
+		g.s.approvals.toolExecuted(ctx, g.tenant, owner.server.name, c.GetName(), "extension", errorType(err), time.Since(began))
 		return nil, nil, err
 	}
+	errType := ""
 	if res.GetIsError() {
 		toolErrored(span)
+		errType = "tool_error"
 	}
+	g.s.approvals.toolExecuted(ctx, g.tenant, owner.server.name, c.GetName(), "extension", errType, time.Since(began))
 	out := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: res.GetOutput(), IsError: res.GetIsError(), Attachments: attachments(res.GetAttachments())}
 	return out, &agentdv1.ToolCallFinished{
 		CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.server.name, Origin: owner.origin,
@@ -311,6 +333,12 @@ func (r *turnRun) awaitAnswers() (err error) {
 		return nil
 	}
 	g := r.g
+	r.wait = r.awaitSpan()
+	approved, denied := r.approved, r.denied
+	defer func() {
+		endAwaitSpan(r.wait, r.approved-approved, r.denied-denied, err)
+		r.wait = nil
+	}()
 	if gone := g.link.waiting(true); gone {
 		if g.link.clientless {
 			return &errPause{why: "is not attached (the generation runs detached, or another replica adopted it)"}
@@ -362,7 +390,7 @@ func (r *turnRun) awaitAnswers() (err error) {
 		select {
 		case <-g.link.mail.notify:
 		case <-timer.C:
-			return &errPause{why: fmt.Sprintf("did not answer within %s", g.plan.answerTimeout)}
+			return &errPause{why: fmt.Sprintf("did not answer within %s", g.plan.answerTimeout), expired: true}
 		case <-r.ctx.Done():
 			return context.Cause(r.ctx)
 		}
@@ -383,6 +411,14 @@ func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
 	r.endFunctionSpan(fr.GetCallId(), fr.GetIsError())
 	i := r.index(fr.GetCallId())
 	c := r.calls[i]
+	errType := ""
+	if fr.GetIsError() {
+		errType = "tool_error"
+	}
+	g.s.approvals.toolExecuted(r.ctx, g.tenant, "", c.GetName(), "function", errType, time.Since(asked))
+	if r.wait != nil {
+		r.wait.AddEvent("function result", trace.WithAttributes(attribute.String("gen_ai.tool.call.id", fr.GetCallId())))
+	}
 	return r.finishCall(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()}, &agentdv1.ToolCallFinished{
 		CallId: c.GetId(), ToolName: c.GetName(), Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION,
 		Duration: durationpb.New(time.Since(asked)), IsError: fr.GetIsError(), Output: fr.GetOutput(), Turn: int32(r.turn),

@@ -273,7 +273,7 @@ func NewAgent(o Options) (*Agent, error) {
 	if a.metrics, err = serveMetrics(o); err != nil {
 		return nil, err
 	}
-	if a.store, err = openStore(o.Config); err != nil {
+	if a.store, err = openStore(o.Config, o.Telemetry.MeterProvider); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -423,16 +423,32 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 	// First the drain (X-O5): health turns, the listeners still accept.
 	serving, stopDrain := a.drainThenStop(ctx, o.Config.ShutdownDrain, o.Logger)
 	defer stopDrain()
+	// X-O4: each step of the shutdown is logged.
+	stopping := context.AfterFunc(serving, func() {
+		o.Logger.Info("stopping: the listeners accept nothing more; running calls have shutdown_grace to finish", "shutdown_grace", o.Config.ShutdownGrace)
+	})
+	defer stopping()
 	err := serveAll(serving, o.Config.ShutdownGrace,
 		endpoint{a.Server, a.Health, lis}, endpoint{a.Admin, a.AdminHealth, admin})
-	return errors.Join(err, a.Close())
+	o.Logger.Info("stopping: the listeners have stopped")
+	err = errors.Join(err, a.close(o.Logger))
+	o.Logger.Info("agentd stopped")
+	return err
 }
 
 // Close stops the gRPC servers (at once; Serve has stopped them
 // gracefully already), the store's watch and sweeper and the embedded
 // bridge, closes the bridge connection and the store, and closes the
 // providers' idle connections. Idempotent.
-func (a *Agent) Close() error {
+func (a *Agent) Close() error { return a.close(nil) }
+
+// close is Close, logging its steps to log (X-O4) unless it is nil.
+func (a *Agent) close(log *slog.Logger) error {
+	step := func(msg string, args ...any) {
+		if log != nil {
+			log.Info(msg, args...)
+		}
+	}
 	if a.stopWatch != nil {
 		a.stopWatch()
 		a.watches.Wait()
@@ -456,15 +472,23 @@ func (a *Agent) Close() error {
 	}
 	var err error
 	if a.cancel != nil {
+		step("stopping: the embedded bridge stops, and its MCP server processes")
 		a.cancel()
 		err = <-a.bridgeDone
 		a.cancel = nil
 	}
 	if a.bridgeConn != nil {
+		step("stopping: closing the connection to the bridge")
 		err = errors.Join(err, a.bridgeConn.Close())
 		a.bridgeConn = nil
 	}
 	if a.store != nil {
+		if log != nil {
+			a.mu.Lock() // a reload may be under way
+			name := storeName(a.config)
+			a.mu.Unlock()
+			step("stopping: closing the state store", "store", name)
+		}
 		err = errors.Join(err, a.store.Close())
 		a.store = nil
 	}

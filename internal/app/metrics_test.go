@@ -18,7 +18,7 @@ import (
 
 // TestMetricsEndpoint (X-O1): with metrics.listen set, agentd serves GET
 // /metrics in the Prometheus format while it runs: after a generation,
-// its token usage, its tool call, its end and the gRPC server's and
+// its token usage, its tool call, its end, the store's operations and the gRPC server's and
 // client's (the bridge hop's) metrics are there; once agentd stops, so does the
 // endpoint.
 func TestMetricsEndpoint(t *testing.T) {
@@ -50,6 +50,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`rpc_method="agentd.v1.AgentService/Generate"`,
 		`rpc_client_call_duration_seconds_count{`, // the hop to the embedded bridge
 		`rpc_method="agentd.bridge.v1.BridgeService/`,
+		`agentd_store_operation_duration_seconds_count{db_system_name="sqlite",operation="create",`, // the store, instrumented
 	}
 	// The gRPC metrics of a call are recorded as it ends, which the
 	// client may see first: wait for them.

@@ -1,13 +1,19 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -84,4 +90,116 @@ func TestShutdownWithHalfClosedGeneration(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Serve still runs a minute after the shutdown began: it waits for the hung tool call")
 	}
+}
+
+// X-O4: each step of a shutdown is logged, in order: the drain, the
+// listeners stopping and stopped, the generations running without a
+// client handed over (how many; here one, detached, in a hung tool call),
+// the embedded bridge stopping, its connection and the store closing,
+// and the end.
+func TestShutdownStepsLogged(t *testing.T) {
+	t.Parallel()
+	exe, env := mcptest.Command(t, mcptest.Tools)
+	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
+	cfg.ShutdownGrace = 300 * time.Millisecond
+	cfg.ShutdownDrain = time.Millisecond
+	warm := 0
+	cfg.Bridge.Servers = map[string]config.Server{"slow": {Command: exe, Env: env, Warm: &warm}}
+	cfg.Bridge.TerminateGrace = 200 * time.Millisecond
+	var logs syncBuffer
+	o := app.Options{Config: cfg, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	a, err := app.NewAgent(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx, lis, o) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := &agentdv1.StartGeneration{}
+	if err := protojson.Unmarshal([]byte(`{
+		"detach": true,
+		"agent": {"provider": "script",
+			"mcps": [{"ref": "slow", "readTimeout": "600s"}],
+			"providerOptions": {"script": {"turns": [{"tool_calls": [{"name": "hang", "arguments": {}}]}, {"text": "done"}]}}},
+		"messages": [{"role": "ROLE_USER", "parts": [{"text": "go"}]}]}`), start); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for { // the detached generation runs once its stream has its started event
+		if _, err := stream.Recv(); err != nil {
+			break
+		}
+	}
+
+	stop() // SIGTERM
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	var steps []string
+	for line := range strings.Lines(logs.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		msg, _ := m["msg"].(string)
+		if !strings.HasPrefix(msg, "stopping") && msg != "agentd stopped" && !strings.HasPrefix(msg, "generation handed over") {
+			continue
+		}
+		if n, ok := m["generations"]; ok {
+			msg += fmt.Sprintf(" (%v)", n)
+		}
+		steps = append(steps, msg)
+	}
+	want := []string{
+		"stopping: readiness and the AgentService are NOT_SERVING; still accepting calls while load balancers catch up",
+		"stopping: the listeners accept nothing more; running calls have shutdown_grace to finish",
+		"stopping: the listeners have stopped",
+		"stopping: handing the generations running without a client over to other replicas (1)",
+		"generation handed over: agentd is stopping",
+		"stopping: the embedded bridge stops, and its MCP server processes",
+		"stopping: closing the connection to the bridge",
+		"stopping: closing the state store",
+		"agentd stopped",
+	}
+	if diff := cmp.Diff(want, steps); diff != "" {
+		t.Errorf("shutdown steps logged (-want +got):\n%s", diff)
+	}
+}
+
+// syncBuffer is a log written by concurrent goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

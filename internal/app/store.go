@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -23,16 +24,21 @@ const storeOpenTimeout = time.Minute
 const storeSweepEvery = time.Minute
 
 // openStore opens the store that store.driver names (X-G1): agentd.db in
-// state_dir, or the PostgreSQL database of store.dsn.
-func openStore(cfg config.Config) (store.Store, error) {
+// state_dir, or the PostgreSQL database of store.dsn; its operations are
+// measured through mp (X-O1).
+func openStore(cfg config.Config, mp metric.MeterProvider) (store.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 	defer cancel()
-	return store.Open(ctx, store.Options{
+	s, err := store.Open(ctx, store.Options{
 		Driver:     cfg.Store.Driver,
 		Path:       filepath.Join(cfg.StateDir, "agentd.db"),
 		DSN:        cfg.Store.DSN,
 		SweepEvery: storeSweepEvery,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return store.Instrument(s, mp), nil
 }
 
 // storeName says in logs which store agentd uses, never its DSN.

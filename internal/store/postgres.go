@@ -313,6 +313,31 @@ func (p *Postgres) Count(ctx context.Context, tenant string) (int, time.Time, er
 	return n, *next, nil
 }
 
+// countPaused counts, by tenant, the paused generations that Count
+// counts (for the paused gauge, Instrument).
+func (p *Postgres) countPaused(ctx context.Context, now time.Time) (map[string]int, error) {
+	rows, err := p.pool.Query(ctx, `
+		SELECT tenant, count(*) FROM paused_generations
+		WHERE expires_at > $1 GROUP BY tenant`, ms(now))
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	counts := make(map[string]int)
+	for rows.Next() {
+		var tenant string
+		var n int
+		if err := rows.Scan(&tenant, &n); err != nil {
+			return nil, classify(err)
+		}
+		counts[tenant] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(err)
+	}
+	return counts, nil
+}
+
 func (p *Postgres) Delete(ctx context.Context, tenant, id string, ifVersion int64) error {
 	var err error
 	if ifVersion != 0 {

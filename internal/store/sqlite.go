@@ -297,6 +297,31 @@ func (s *SQLite) Count(ctx context.Context, tenant string) (int, time.Time, erro
 	return n, time.UnixMilli(next.Int64), nil
 }
 
+// countPaused counts, by tenant, the paused generations that Count
+// counts (for the paused gauge, Instrument).
+func (s *SQLite) countPaused(ctx context.Context, now time.Time) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT tenant, COUNT(*) FROM paused_generations
+		WHERE expires_at > ? GROUP BY tenant`, now.UnixMilli())
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	counts := make(map[string]int)
+	for rows.Next() {
+		var tenant string
+		var n int
+		if err := rows.Scan(&tenant, &n); err != nil {
+			return nil, unavailable(err)
+		}
+		counts[tenant] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	return counts, nil
+}
+
 func (s *SQLite) Delete(ctx context.Context, tenant, id string, ifVersion int64) error {
 	var err error
 	if ifVersion != 0 {

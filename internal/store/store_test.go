@@ -21,19 +21,25 @@ func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.DB {
 		path := filepath.Join(t.TempDir(), "agentd.db")
 		return storetest.DB{
-			Open: func(sweepEvery time.Duration) (store.Store, error) { return store.OpenSQLite(path, sweepEvery) },
-			Stored: func(tenant, id string) (bool, error) {
-				db, err := sql.Open("sqlite", path)
-				if err != nil {
-					return false, err
-				}
-				defer db.Close()
-				var n int
-				err = db.QueryRow(`SELECT count(*) FROM paused_generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&n)
-				return n == 1, err
-			},
+			Open:   func(sweepEvery time.Duration) (store.Store, error) { return store.OpenSQLite(path, sweepEvery) },
+			Stored: sqliteStored(path),
 		}
 	})
+}
+
+// sqliteStored reports whether the SQLite database at path holds a row of
+// the paused generation.
+func sqliteStored(path string) func(tenant, id string) (bool, error) {
+	return func(tenant, id string) (bool, error) {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			return false, err
+		}
+		defer db.Close()
+		var n int
+		err = db.QueryRow(`SELECT count(*) FROM paused_generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&n)
+		return n == 1, err
+	}
 }
 
 // X-G1, X-G2, X-G3: the conformance suite on PostgreSQL, each test on a

@@ -78,7 +78,14 @@ type Checkpoint struct {
 	// its replica dies, the generation goes back to paused (its claim in
 	// the paused checkpoint decides what may have run), rather than being
 	// adopted.
-	Resuming      bool `protobuf:"varint,19,opt,name=resuming,proto3" json:"resuming,omitempty"`
+	Resuming bool `protobuf:"varint,19,opt,name=resuming,proto3" json:"resuming,omitempty"`
+	// The span context of the generation's start: the trace id (16 bytes)
+	// and span id (8 bytes) of the invoke_agent span of its first run. A
+	// resumed or adopted run's invoke_agent span links to it, so that the
+	// runs of one generation are found from each other (X-O2). Empty when
+	// the start was not sampled or not traced.
+	OriginTraceId []byte `protobuf:"bytes,20,opt,name=origin_trace_id,json=originTraceId,proto3" json:"origin_trace_id,omitempty"`
+	OriginSpanId  []byte `protobuf:"bytes,21,opt,name=origin_span_id,json=originSpanId,proto3" json:"origin_span_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -244,6 +251,20 @@ func (x *Checkpoint) GetResuming() bool {
 		return x.Resuming
 	}
 	return false
+}
+
+func (x *Checkpoint) GetOriginTraceId() []byte {
+	if x != nil {
+		return x.OriginTraceId
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetOriginSpanId() []byte {
+	if x != nil {
+		return x.OriginSpanId
+	}
+	return nil
 }
 
 // PausedTurn is the tool turn a generation paused in.
@@ -515,7 +536,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x05\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x06\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -539,7 +560,9 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\x10secrets_withheld\x18\x10 \x01(\bR\x0fsecretsWithheld\x12\x15\n" +
 	"\x06key_id\x18\x11 \x01(\tR\x05keyId\x12\x1a\n" +
 	"\bdetached\x18\x12 \x01(\bR\bdetached\x12\x1a\n" +
-	"\bresuming\x18\x13 \x01(\bR\bresuming\"\x99\x01\n" +
+	"\bresuming\x18\x13 \x01(\bR\bresuming\x12&\n" +
+	"\x0forigin_trace_id\x18\x14 \x01(\fR\roriginTraceId\x12$\n" +
+	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\"\x99\x01\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +

@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// The store's instruments (X-O1).
+const (
+	// OperationDuration is the histogram of every store operation's
+	// duration, in seconds, by operation, db.system.name and, when the
+	// operation failed, error.type.
+	OperationDuration = "agentd.store.operation.duration"
+	// PausedGenerations is the gauge of the paused generations stored, by
+	// tenant.
+	PausedGenerations = "agentd.generations.paused"
+)
+
+// operationBuckets are the bucket boundaries, in seconds, that the
+// database semantic conventions advise for db.client.operation.duration.
+var operationBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+
+// pausedObserveTimeout bounds the query behind one observation of the
+// paused gauge: a store that does not answer leaves the gauge out of that
+// collection rather than hold up the others.
+const pausedObserveTimeout = 5 * time.Second
+
+// pausedCounter counts the paused generations of every tenant: the
+// stores of this package implement it.
+type pausedCounter interface {
+	countPaused(ctx context.Context, now time.Time) (map[string]int, error)
+}
+
+// Instrument returns s with its operations measured through mp (X-O1):
+// each call's duration in agentd.store.operation.duration, with
+// operation (the method: create, checkpoint, finish, pause, resume, …),
+// db.system.name (sqlite or postgresql) and error.type (the error's
+// fault kind) when it failed; and agentd.generations.paused, observed at
+// each collection by one query of the store: the paused generations
+// stored for each tenant that have not expired, those claimed by a
+// running resume included, as max_paused_generations counts them. The
+// gauge is the whole store's, the same on every replica that shares it
+// (aggregate it with max, not sum). Closing the returned Store stops the
+// observations and closes s. No attribute holds a generation id, a tenant
+// other than as the gauge's tenant, or the DSN. With a nil mp, s is
+// returned as it is.
+func Instrument(s Store, mp metric.MeterProvider) Store {
+	if mp == nil {
+		return s
+	}
+	if _, ok := mp.(noop.MeterProvider); ok {
+		return s
+	}
+	m := mp.Meter("github.com/agentd/agentd/internal/store")
+	// Valid names and units: creating these does not fail.
+	hist, _ := m.Float64Histogram(OperationDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of one operation of agentd's state store (a statement or a transaction), by operation."),
+		metric.WithExplicitBucketBoundaries(operationBuckets...))
+	in := &instrumented{Store: s, hist: hist, system: attribute.String("db.system.name", systemName(s))}
+	in.gens = &instrumentedGenerations{gens: s.Generations(), in: in}
+	if pc, ok := s.(pausedCounter); ok {
+		gauge, _ := m.Int64ObservableGauge(PausedGenerations, metric.WithUnit("{generation}"),
+			metric.WithDescription("Paused generations stored, by tenant: the whole store's count, the same on every replica that shares it."))
+		in.reg, _ = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+			ctx, cancel := context.WithTimeout(ctx, pausedObserveTimeout)
+			defer cancel()
+			counts, err := pc.countPaused(ctx, time.Now())
+			if err != nil {
+				return err
+			}
+			for tenant, n := range counts {
+				o.ObserveInt64(gauge, int64(n), metric.WithAttributes(attribute.String("tenant", tenant)))
+			}
+			return nil
+		}, gauge)
+	}
+	return in
+}
+
+// systemName is the db.system.name of s.
+func systemName(s Store) string {
+	switch s.(type) {
+	case *SQLite:
+		return "sqlite"
+	case *Postgres:
+		return "postgresql"
+	}
+	return "other_sql"
+}
+
+// instrumented is a Store whose operations are timed.
+type instrumented struct {
+	Store
+	gens   *instrumentedGenerations
+	hist   metric.Float64Histogram
+	system attribute.KeyValue
+	reg    metric.Registration // the paused gauge's callback; nil without one
+}
+
+// done records an operation that began at began and ended with err.
+func (in *instrumented) done(ctx context.Context, op string, began time.Time, err error) {
+	d := time.Since(began).Seconds()
+	attrs := []attribute.KeyValue{attribute.String("operation", op), in.system}
+	if err != nil {
+		attrs = append(attrs, attribute.String("error.type", errorType(err)))
+	}
+	// The operation's own context may have ended: the measurement is
+	// still wanted.
+	in.hist.Record(context.WithoutCancel(ctx), d, metric.WithAttributes(attrs...))
+}
+
+// errorType is the low-cardinality class of err: its fault kind.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return fault.KindOf(err).String()
+}
+
+func (in *instrumented) Save(ctx context.Context, tenant, id string, data []byte, expires time.Time, ifVersion int64) (err error) {
+	defer func(began time.Time) { in.done(ctx, "pause", began, err) }(time.Now())
+	return in.Store.Save(ctx, tenant, id, data, expires, ifVersion)
+}
+
+func (in *instrumented) Get(ctx context.Context, tenant, id string) (_ Record, err error) {
+	defer func(began time.Time) { in.done(ctx, "get_paused", began, err) }(time.Now())
+	return in.Store.Get(ctx, tenant, id)
+}
+
+func (in *instrumented) Claim(ctx context.Context, tenant, id string, version int64, data []byte, now, staleBefore time.Time) (err error) {
+	defer func(began time.Time) { in.done(ctx, "resume", began, err) }(time.Now())
+	return in.Store.Claim(ctx, tenant, id, version, data, now, staleBefore)
+}
+
+func (in *instrumented) Renew(ctx context.Context, tenant, id string, version int64, data []byte, now time.Time) (err error) {
+	defer func(began time.Time) { in.done(ctx, "renew_claim", began, err) }(time.Now())
+	return in.Store.Renew(ctx, tenant, id, version, data, now)
+}
+
+func (in *instrumented) Count(ctx context.Context, tenant string) (_ int, _ time.Time, err error) {
+	defer func(began time.Time) { in.done(ctx, "count_paused", began, err) }(time.Now())
+	return in.Store.Count(ctx, tenant)
+}
+
+func (in *instrumented) Delete(ctx context.Context, tenant, id string, ifVersion int64) (err error) {
+	defer func(began time.Time) { in.done(ctx, "delete_paused", began, err) }(time.Now())
+	return in.Store.Delete(ctx, tenant, id, ifVersion)
+}
+
+func (in *instrumented) Ping(ctx context.Context) (err error) {
+	defer func(began time.Time) { in.done(ctx, "ping", began, err) }(time.Now())
+	return in.Store.Ping(ctx)
+}
+
+func (in *instrumented) Generations() Generations { return in.gens }
+
+// Close stops the paused gauge's observations and closes the store.
+func (in *instrumented) Close() error {
+	if in.reg != nil {
+		_ = in.reg.Unregister() // fails only for a callback it does not know
+		in.reg = nil
+	}
+	return in.Store.Close()
+}
+
+// instrumentedGenerations is the Generations of an instrumented Store.
+type instrumentedGenerations struct {
+	gens Generations
+	in   *instrumented
+}
+
+func (g *instrumentedGenerations) Create(ctx context.Context, ng NewGeneration) (err error) {
+	defer func(began time.Time) { g.in.done(ctx, "create", began, err) }(time.Now())
+	return g.gens.Create(ctx, ng)
+}
+
+func (g *instrumentedGenerations) Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (_ Generation, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "acquire", began, err) }(time.Now())
+	return g.gens.Acquire(ctx, tenant, id, owner, now, expires)
+}
+
+func (g *instrumentedGenerations) Renew(ctx context.Context, tenant, id string, epoch int64, expires time.Time) (err error) {
+	defer func(began time.Time) { g.in.done(ctx, "renew_lease", began, err) }(time.Now())
+	return g.gens.Renew(ctx, tenant, id, epoch, expires)
+}
+
+func (g *instrumentedGenerations) Release(ctx context.Context, tenant, id string, epoch int64, now time.Time) (err error) {
+	defer func(began time.Time) { g.in.done(ctx, "release", began, err) }(time.Now())
+	return g.gens.Release(ctx, tenant, id, epoch, now)
+}
+
+func (g *instrumentedGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (_ int64, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "checkpoint", began, err) }(time.Now())
+	return g.gens.Checkpoint(ctx, tenant, id, epoch, c)
+}
+
+func (g *instrumentedGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (_ int64, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "finish", began, err) }(time.Now())
+	return g.gens.Finish(ctx, tenant, id, epoch, o)
+}
+
+func (g *instrumentedGenerations) Get(ctx context.Context, tenant, id string) (_ Generation, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "get", began, err) }(time.Now())
+	return g.gens.Get(ctx, tenant, id)
+}
+
+func (g *instrumentedGenerations) List(ctx context.Context, tenant string, o ListOptions) (_ []Generation, _ string, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "list", began, err) }(time.Now())
+	return g.gens.List(ctx, tenant, o)
+}
+
+func (g *instrumentedGenerations) Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) (_ []Generation, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "adopt", began, err) }(time.Now())
+	return g.gens.Adopt(ctx, owner, now, expires, limit)
+}
+
+func (g *instrumentedGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (_ int64, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "append", began, err) }(time.Now())
+	return g.gens.Append(ctx, tenant, id, epoch, events)
+}
+
+func (g *instrumentedGenerations) Read(ctx context.Context, tenant, id string, after int64, limit int) (_ []Event, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "read", began, err) }(time.Now())
+	return g.gens.Read(ctx, tenant, id, after, limit)
+}
+
+func (g *instrumentedGenerations) ExpirePaused(ctx context.Context, now time.Time, result []byte) (_ int, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "expire_paused", began, err) }(time.Now())
+	return g.gens.ExpirePaused(ctx, now, result)
+}
+
+func (g *instrumentedGenerations) Sweep(ctx context.Context, before time.Time) (_ int, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "sweep", began, err) }(time.Now())
+	return g.gens.Sweep(ctx, before)
+}

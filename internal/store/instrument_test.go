@@ -1,0 +1,173 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/pgtest"
+	"github.com/agentd/agentd/internal/store/storetest"
+)
+
+// X-O1: an instrumented store is the store it wraps, as the conformance
+// suite sees it.
+func TestInstrumentedSQLite(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) storetest.DB {
+		path := filepath.Join(t.TempDir(), "agentd.db")
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		return storetest.DB{
+			Open: func(sweepEvery time.Duration) (store.Store, error) {
+				s, err := store.OpenSQLite(path, sweepEvery)
+				if err != nil {
+					return nil, err
+				}
+				return store.Instrument(s, mp), nil
+			},
+			Stored: sqliteStored(path),
+		}
+	})
+}
+
+// X-O1: every operation of an instrumented store is timed in
+// agentd.store.operation.duration by operation and db.system.name, with
+// error.type when it failed; agentd.generations.paused reports the paused
+// generations stored per tenant at each collection, expired ones left
+// out, and nothing once the store is closed.
+func TestInstrument(t *testing.T) {
+	t.Parallel()
+	stores := []struct {
+		system string
+		open   func(t *testing.T) store.Store
+	}{
+		{"sqlite", func(t *testing.T) store.Store {
+			s, err := store.OpenSQLite(filepath.Join(t.TempDir(), "agentd.db"), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"postgresql", func(t *testing.T) store.Store {
+			dsn := pgtest.DSN(t) // skips without a PostgreSQL server
+			s, err := store.OpenPostgres(t.Context(), dsn, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	}
+	for _, tt := range stores {
+		t.Run(tt.system, func(t *testing.T) {
+			t.Parallel()
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			s := store.Instrument(tt.open(t), mp)
+			closed := false
+			t.Cleanup(func() {
+				if !closed {
+					_ = s.Close()
+				}
+			})
+			ctx := t.Context()
+			now := time.Now()
+			for _, p := range []struct {
+				tenant, id string
+				expires    time.Time
+			}{
+				{"acme", "g1", now.Add(time.Hour)},
+				{"acme", "g2", now.Add(time.Hour)},
+				{"", "g3", now.Add(time.Hour)},
+				{"globex", "g4", now.Add(-time.Minute)}, // expired: not counted
+			} {
+				if err := s.Save(ctx, p.tenant, p.id, []byte("cp"), p.expires, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.Get(ctx, "acme", "missing"); err == nil {
+				t.Fatal("Get of a missing generation succeeded")
+			}
+			if err := s.Generations().Create(ctx, store.NewGeneration{Tenant: "acme", ID: "r1", Owner: "replica", Expires: now.Add(time.Minute), Now: now, Checkpoint: []byte("cp")}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Generations().Checkpoint(ctx, "acme", "r1", 1, store.Checkpoint{State: store.Running, Data: []byte("cp2"), Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Generations().Finish(ctx, "acme", "r1", 7, store.Outcome{State: store.Completed, Now: now}); err == nil {
+				t.Fatal("Finish under a lease never held succeeded")
+			}
+
+			sys := "db.system.name=" + tt.system
+			want := map[string]float64{
+				"agentd.store.operation.duration{" + sys + ",operation=pause}#count":                          4,
+				"agentd.store.operation.duration{" + sys + ",error.type=NotFound,operation=get_paused}#count": 1,
+				"agentd.store.operation.duration{" + sys + ",operation=create}#count":                         1,
+				"agentd.store.operation.duration{" + sys + ",operation=checkpoint}#count":                     1,
+				// A lease lost is a Conflict, whose gRPC code is Aborted.
+				"agentd.store.operation.duration{" + sys + ",error.type=Aborted,operation=finish}#count": 1,
+				"agentd.generations.paused{tenant=acme}":                                                 2,
+				"agentd.generations.paused{tenant=}":                                                     1,
+			}
+			if diff := cmp.Diff(want, collectStore(t, reader)); diff != "" {
+				t.Errorf("metrics (-want +got):\n%s", diff)
+			}
+
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			closed = true
+			for k := range collectStore(t, reader) {
+				if strings.HasPrefix(k, store.PausedGenerations) {
+					t.Errorf("%s observed after Close", k)
+				}
+			}
+		})
+	}
+}
+
+// collectStore reads reader's metrics as "name{k=v,...}" → value;
+// histograms by count only ("...#count").
+func collectStore(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	key := func(name string, set attribute.Set) string {
+		var kv []string
+		for _, a := range set.ToSlice() {
+			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
+		}
+		slices.Sort(kv)
+		return name + "{" + strings.Join(kv, ",") + "}"
+	}
+	out := make(map[string]float64)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)+"#count"] = float64(p.Count)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = float64(p.Value)
+				}
+			default:
+				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return out
+}
