@@ -70,9 +70,11 @@ type poolEntry struct {
 	idleSince uint64      // counts spells of disuse, so that a stale timer does nothing
 }
 
-// dialFunc makes the dialer of a pool's processes from their spec and the
-// tenant the pool serves ("" for every tenant).
-type dialFunc func(spec mcpconn.StdioSpec, tenant string) pool.Dialer[*mcpconn.Conn]
+// dialFunc makes the dialer of a pool's processes from their spec, the
+// tenant the pool serves ("" for every tenant) and the server's name on
+// the pool's metrics (server: the registered name, or the request's name
+// for a command, never the command).
+type dialFunc func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*mcpconn.Conn]
 
 // newPools makes the pools of cfg's registered servers that serve every
 // tenant, whose processes dial starts (stdioDialer, but in tests of the
@@ -98,7 +100,7 @@ func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.
 func (ps *pools) newPool(id poolKey, name, server string, pc pool.Config, spec mcpconn.StdioSpec, log *slog.Logger) *pool.Pool[*mcpconn.Conn] {
 	pc.Metrics = ps.metrics
 	pc.Attributes = attribute.NewSet(attribute.String("server", server), attribute.String("tenant", id.tenant))
-	return pool.New(name, pc, ps.dial(spec, id.tenant), log)
+	return pool.New(name, pc, ps.dial(spec, id.tenant, server), log)
 }
 
 // registeredConfig is the pool configuration of the registered server
@@ -138,9 +140,9 @@ func (ps *pools) poolConfig(warm int) pool.Config {
 // processes log with the server's registered (or command) name; sessions
 // see them under their own names.
 func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpconn.Telemetry) dialFunc {
-	return func(spec mcpconn.StdioSpec, tenant string) pool.Dialer[*mcpconn.Conn] {
+	return func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*mcpconn.Conn] {
 		return func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
-			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop, Telemetry: tel, Tenant: tenant})
+			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop, Telemetry: tel, Tenant: tenant, Server: server})
 		}
 	}
 }

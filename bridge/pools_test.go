@@ -25,7 +25,7 @@ func TestUnusedCommandPoolTimer(t *testing.T) {
 		cfg.Servers = nil
 		cfg.Pool.CommandWarm = 1
 		cfg.Pool.IdleTimeout = time.Minute
-		starting := func(mcpconn.StdioSpec, string) pool.Dialer[*mcpconn.Conn] {
+		starting := func(mcpconn.StdioSpec, string, string) pool.Dialer[*mcpconn.Conn] {
 			return func(ctx context.Context, _ time.Duration) (*mcpconn.Conn, error) {
 				<-ctx.Done() // until the pool closes
 				return nil, ctx.Err()
