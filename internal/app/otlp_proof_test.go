@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -249,6 +248,12 @@ func TestOperatorView(t *testing.T) {
 		Mcps: []*agentdv1.MCPServer{{Name: "tools", Transport: &agentdv1.MCPServer_Ref{Ref: "tools"}}}}
 	var c canaryCapture
 	request, paused, _ := c.pauseAtApproval(t, client, canaryStart(agent), cfg.StateDir)
+	// While it is paused, the store-wide gauge counts it (an observed
+	// instrument: read at collection, so scraped now).
+	whilePaused := scrape(t, a.MetricsAddr())
+	if line := grepLines(whilePaused, "agentd_generations_paused{"); !strings.Contains(line, `tenant=""`) || !strings.HasSuffix(line, "} 1") {
+		t.Errorf("X-O1 while one generation is paused the endpoint shows %q; want agentd_generations_paused{...tenant=\"\"} 1", line)
+	}
 	events, err := c.generate(t, client, canaryApprove(t, paused, request, agent), nil)
 	if err != nil || len(events) == 0 || events[len(events)-1].GetCompleted() == nil {
 		t.Fatalf("the resume did not complete: err %v after %d events", err, len(events))
@@ -264,11 +269,7 @@ func TestOperatorView(t *testing.T) {
 	}
 
 	// The Prometheus endpoint shows the same instruments.
-	resp, err := http.Get("http://" + a.MetricsAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	scraped := readAll(t, resp)
+	scraped := scrape(t, a.MetricsAddr())
 
 	stopAgentd()
 	stopBridge()
@@ -282,14 +283,15 @@ func TestOperatorView(t *testing.T) {
 	checkOperatorMetrics(t, points, scraped)
 }
 
-func readAll(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
+// grepLines is text's lines that hold sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
 	}
-	return string(b)
+	return strings.Join(out, "\n")
 }
 
 func spanID(b []byte) string { return hex.EncodeToString(b) }
@@ -372,9 +374,62 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 	if bridgeSpans == 0 {
 		t.Errorf("X-O2 no span of agentd-bridge is in the generation's trace:\n%s", dumpSpans(spans))
 	}
-	// X-O3: the MCP server saw a traceparent of the generation's trace.
-	if want := hex.EncodeToString(first.GetTraceId()); !strings.Contains(metaOut, want) {
-		t.Errorf("X-O3 the meta tool saw %s; want a traceparent in the trace %s", metaOut, want)
+	// X-O2: the bridge's MCP client spans, and X-O3: the traceparent the
+	// MCP server saw names the bridge's tools/call span of the meta call.
+	metaCall := start["tools/call meta"]
+	if len(metaCall) != 1 || metaCall[0].service != telemetry.ServiceBridge || metaCall[0].GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Fatalf("X-O2 want one tools/call meta CLIENT span of agentd-bridge in the generation's trace, got %v", metaCall)
+	}
+	attrs := attrMap(metaCall[0].GetAttributes())
+	for k, want := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "meta", "network.transport": "pipe", "mcp.protocol.version": "*", "jsonrpc.request.id": "*"} {
+		if got, ok := attrs[k]; !ok || (want != "*" && got != want) {
+			t.Errorf("X-O2 tools/call meta has %s=%q, want %q", k, got, want)
+		}
+	}
+	if want := fmt.Sprintf("00-%s-%s-01", hex.EncodeToString(first.GetTraceId()), spanID(metaCall[0].GetSpanId())); !strings.Contains(metaOut, want) {
+		t.Errorf("X-O3 the meta tool saw %s; want the traceparent %s (its tools/call span)", metaOut, want)
+	}
+	if failCall := start["tools/call fail"]; len(failCall) != 1 || attrMap(failCall[0].GetAttributes())["error.type"] != "tool_error" {
+		t.Errorf("X-O2 want one tools/call fail span with error.type tool_error, got %v", failCall)
+	}
+	var initialized bool
+	for _, s := range spans {
+		initialized = initialized || (s.service == telemetry.ServiceBridge && s.GetName() == "initialize" && s.GetKind() == tracepb.Span_SPAN_KIND_CLIENT)
+	}
+	if !initialized {
+		t.Error("X-O2 no initialize span of the bridge's MCP handshake")
+	}
+
+	// The wait for the approval is a span that ends with the pause, which
+	// is not an error.
+	if wait := start["await_approval"]; len(wait) != 1 || attrMap(wait[0].GetAttributes())["agentd.approval.decision"] != "paused" {
+		t.Errorf("X-O2 want one await_approval span ending paused in the start's trace, got %v", wait)
+	}
+
+	// The resume links to the start, and runs the approved call.
+	resume := runs[1]
+	links := resume.GetLinks()
+	if len(links) != 1 || string(links[0].GetTraceId()) != string(first.GetTraceId()) || string(links[0].GetSpanId()) != string(first.GetSpanId()) {
+		t.Errorf("X-O2 the resume's invoke_agent links to %v; want the start's invoke_agent", links)
+	}
+	if string(resume.GetTraceId()) == string(first.GetTraceId()) {
+		t.Error("X-O2 the resume runs in the start's trace; want a trace of its own, linked")
+	}
+	if echo := inTrace(resume)["execute_tool echo"]; len(echo) != 1 {
+		t.Errorf("X-O2 want the approved echo call's execute_tool span in the resume's trace, got %d", len(echo))
+	}
+
+	// Nothing but the failing tool is an error: not the pause, not the
+	// retried 429, not the bridge session the pause closed.
+	var errs []string
+	for _, s := range spans {
+		if s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			errs = append(errs, s.service+" "+s.GetName())
+		}
+	}
+	slices.Sort(errs)
+	if want := []string{"agentd execute_tool fail", "agentd-bridge tools/call fail"}; !slices.Equal(errs, want) {
+		t.Errorf("X-O2 the spans that are errors: %q; want only %q", errs, want)
 	}
 }
 
@@ -421,6 +476,12 @@ func checkOperatorMetrics(t *testing.T, points []otlpMetric, scraped string) {
 		{telemetry.ServiceAgent, "agentd.generations.ended", map[string]string{"outcome": "completed"}},
 		{telemetry.ServiceAgent, "rpc.server.call.duration", map[string]string{"rpc.method": "*"}},
 		{telemetry.ServiceBridge, "rpc.server.call.duration", map[string]string{"rpc.method": "*"}},
+		{telemetry.ServiceAgent, "agentd.approvals.requested", map[string]string{"server": "tools", "tool": "echo"}},
+		{telemetry.ServiceAgent, "agentd.approvals.decided", map[string]string{"tool": "echo", "decision": "*"}},
+		{telemetry.ServiceAgent, "gen_ai.execute_tool.duration", map[string]string{"gen_ai.tool.name": "fail", "error.type": "tool_error", "server": "tools"}},
+		{telemetry.ServiceAgent, "agentd.store.operation.duration", map[string]string{"operation": "pause", "db.system.name": "sqlite"}},
+		{telemetry.ServiceBridge, "mcp.client.operation.duration", map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "meta", "server": "tools"}},
+		{telemetry.ServiceBridge, "mcp.client.operation.duration", map[string]string{"mcp.method.name": "initialize", "server": "tools"}},
 		{telemetry.ServiceBridge, "agentd.pool.processes.spawned", map[string]string{"server": "tools", "tenant": ""}},
 		{telemetry.ServiceBridge, "agentd.pool.wait.duration", map[string]string{"server": "tools"}},
 		{telemetry.ServiceBridge, "agentd.schema_cache.misses", map[string]string{"tenant": "*"}},
