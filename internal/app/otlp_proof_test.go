@@ -201,7 +201,7 @@ func TestOperatorView(t *testing.T) {
 	exe, env := mcptest.Command(t, mcptest.Tools)
 
 	// The remote bridge, exporting as agentd-bridge.
-	bridgeTel, _, flushBridge := otlpTelemetry(t, telemetry.ServiceBridge)
+	bridgeTel, bridgeMetrics, flushBridge := otlpTelemetry(t, telemetry.ServiceBridge)
 	bcfg := testConfig(t)
 	bcfg.Bridge.Servers = map[string]config.Server{"tools": {Command: exe, Env: env}}
 	bcfg.Bridge.TerminateGrace = 500 * time.Millisecond
@@ -268,8 +268,12 @@ func TestOperatorView(t *testing.T) {
 		}
 	}
 
-	// The Prometheus endpoint shows the same instruments.
+	// The Prometheus endpoints show the same instruments: agentd's, and
+	// what the bridge's would serve (its handler, asked directly).
 	scraped := scrape(t, a.MetricsAddr())
+	rec := httptest.NewRecorder()
+	bridgeMetrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	scraped += rec.Body.String()
 
 	stopAgentd()
 	stopBridge()
@@ -490,9 +494,18 @@ func checkOperatorMetrics(t *testing.T, points []otlpMetric, scraped string) {
 			t.Errorf("X-O1 no %s point from %s with %v", c.name, c.service, c.attrs)
 		}
 	}
-	for _, name := range []string{"gen_ai_client_token_usage", "agentd_tool_calls"} {
-		if !strings.Contains(scraped, name) {
-			t.Errorf("X-O1 the Prometheus endpoint does not show %s", name)
+	// The series README's queries ("Metrics worth watching") use, with
+	// their labels, as agentd's endpoint shows them.
+	for _, series := range []string{
+		`agentd_tool_calls_total{`, `outcome="error"`, `gen_ai_client_token_usage_sum{`, `gen_ai_token_type="input"`,
+		`agentd_provider_retries_total{`, `http_response_status_code="429"`,
+		`gen_ai_client_operation_time_to_first_chunk_seconds_bucket{`, `agentd_approvals_pending{`,
+		`agentd_store_operation_duration_seconds_bucket{`, `operation="checkpoint"`, `agentd_store_operation_duration_seconds_count{`,
+		`agentd_generations_ended_total{`,
+		`mcp_client_operation_duration_seconds_bucket{`, `mcp_method_name="tools/call"`, `agentd_pool_wait_duration_seconds_bucket{`,
+	} {
+		if !strings.Contains(scraped, series) {
+			t.Errorf("X-O1 the Prometheus endpoint does not show %s", series)
 		}
 	}
 	var names []string
