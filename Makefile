@@ -38,7 +38,7 @@ help:
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
-	@echo "make bench-metrics     what metrics cost under load: generations/s with and without, alternating rounds"
+	@echo "make bench-metrics     what metrics cost: a tool call, a generation and the load, with and without, paired rounds"
 	@echo "make load-replicas     the same across LOAD_REPLICAS (2) agentd replicas on a throwaway PostgreSQL"
 
 ## Set-up ---------------------------------------------------------------------
@@ -230,12 +230,16 @@ LOAD_DURATION ?= 60s
 load:
 	go run ./cmd/agentd-load -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)
 
-# What metrics cost under load (X-O1: at most 2% of generations/s):
-# agentd-load without and with -metrics (recording every instrument, the
-# endpoint scraped every 5s), ROUNDS alternating rounds of LOAD_STREAMS
-# streams for LOAD_DURATION each, and the median ratio.
+# What metrics cost (X-O1: at most 2%): a tools/call and a whole
+# generation with every instrument recording against none, in paired
+# rounds (BenchmarkCallTool/metrics, BenchmarkMetricsGeneration); then
+# under load, agentd-load without and with -metrics (the endpoint scraped
+# every 5s), METRICS_ROUNDS alternating rounds of METRICS_STREAMS streams
+# for METRICS_DURATION each, and the median ratio of generations/s.
 bench-metrics:
-	ROUNDS=$(or $(ROUNDS),3) LOAD_STREAMS=$(or $(METRICS_STREAMS),100) LOAD_DURATION=$(or $(METRICS_DURATION),20s) scripts/metrics-cost.sh
+	go test -run '^$$' -bench 'CallTool/metrics|MetricsGeneration' -benchtime 60x -count $(BENCH_COUNT) ./internal/app/ | tee /tmp/agentd-bench-metrics.txt
+	@echo; scripts/bench-ratios.sh /tmp/agentd-bench-metrics.txt; echo
+	ROUNDS=$(or $(METRICS_ROUNDS),5) LOAD_STREAMS=$(or $(METRICS_STREAMS),100) LOAD_DURATION=$(or $(METRICS_DURATION),15s) scripts/metrics-cost.sh
 
 # The same load across LOAD_REPLICAS agentd replicas (in this process, each
 # with its own port, replica id, bridge and demo server process) on one

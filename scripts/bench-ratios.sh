@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-ratios.sh FILE: medians of `go test -bench -count N` output and the
-# target ratios (BENCHMARKS.md): the bridge's (make bench), and durability's
-# with the stores' latencies (make bench-store).
+# target ratios (BENCHMARKS.md): the bridge's (make bench), durability's
+# with the stores' latencies (make bench-store), and metrics' (make
+# bench-metrics).
 set -euo pipefail
 awk '
 /^Benchmark/ {
@@ -13,6 +14,7 @@ awk '
     if ($(i+1) ~ /^µs-added-/) au[$(i+1)] = au[$(i+1)] " " $i
     if ($(i+1) == "record/off") du[name] = du[name] " " $i
     if ($(i+1) == "metrics/none") me = me " " $i
+    if ($(i+1) == "gen-metrics/none") mg = mg " " $i
     if ($(i+1) ~ /p50|p99|\/gen/) st[name " " $(i+1)] = st[name " " $(i+1)] " " $i
   }
 }
@@ -32,6 +34,8 @@ END {
   }
   if (me != "")
     printf "tools/call with metrics recorded / without, paired rounds: %.3fx (target <= 1.02x)\n", median(me)
+  if (mg != "")
+    printf "a generation (4 turns, 3 tool calls) with metrics recorded / without, paired rounds: %.3fx (target <= 1.02x)\n", median(mg)
   if (("BenchmarkFirstCall/cold" in m) && ("BenchmarkFirstCall/warm" in m))
     printf "first call, cold spawn / warm pool: %.1fx faster warm (target >= 20x)\n", m["BenchmarkFirstCall/cold"] / m["BenchmarkFirstCall/warm"]
   n = 0

@@ -11,6 +11,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -31,6 +32,38 @@ type meters struct {
 	firstChunk metric.Float64Histogram // gen_ai.client.operation.time_to_first_chunk
 	cached     metric.Int64Counter     // agentd.provider.cached_tokens
 	retries    metric.Int64Counter     // agentd.provider.retries
+
+	turns *telemetry.MeasurementOptions[turnSeries]
+	tools *telemetry.MeasurementOptions[toolCallLabels]
+}
+
+// turnSeries is one series of a model turn's instruments: what a turn's
+// series have in common, and tokens, "input" or "output" for the token
+// usage's ("" for the durations of a turn that succeeded). Its values are
+// bounded (tenants, providers, models, endpoints).
+type turnSeries struct {
+	tenant, provider, model, responseModel, address string
+	port                                            int
+	tokens                                          string
+}
+
+// attrs are the attributes of s; the durations of a failed turn add
+// error.type to them.
+func (s turnSeries) attrs() []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", s.provider),
+		attribute.String("gen_ai.request.model", s.model),
+		tenantAttr(s.tenant),
+	}
+	if s.responseModel != "" {
+		attrs = append(attrs, attribute.String("gen_ai.response.model", s.responseModel))
+	}
+	attrs = append(attrs, serverAttrs(s.address, s.port)...)
+	if s.tokens != "" {
+		attrs = append(attrs, attribute.String("gen_ai.token.type", s.tokens))
+	}
+	return attrs
 }
 
 // The bucket boundaries the GenAI semantic conventions advise.
@@ -67,7 +100,8 @@ func newMeters(mp metric.MeterProvider) *meters {
 		metric.WithDescription("Generations this replica stopped running, by outcome."))
 	toolCalls, _ := m.Int64Counter("agentd.tool.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Tool calls answered, by server, tool and outcome."))
-	return &meters{tokens: tokens, duration: duration, firstChunk: firstChunk, cached: cached, retries: retries, started: started, active: active, ended: ended, toolCalls: toolCalls}
+	return &meters{tokens: tokens, duration: duration, firstChunk: firstChunk, cached: cached, retries: retries, started: started, active: active, ended: ended, toolCalls: toolCalls,
+		turns: telemetry.NewMeasurementOptions(turnSeries.attrs), tools: telemetry.NewMeasurementOptions(toolCallLabels.attrs)}
 }
 
 // The outcomes of agentd.generations.ended.
@@ -119,21 +153,15 @@ type turnTelemetry struct {
 // the models a provider answers with and the configured endpoints are
 // few.
 func (m *meters) modelTurn(ctx context.Context, tenant string, t turnTelemetry) {
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.provider.name", t.provider),
-		attribute.String("gen_ai.request.model", t.model),
-		tenantAttr(tenant),
-	}
-	if t.responseModel != "" {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", t.responseModel))
-	}
-	attrs = append(attrs, serverAttrs(t.address, t.port)...)
+	series := turnSeries{tenant: tenant, provider: t.provider, model: t.model,
+		responseModel: t.responseModel, address: t.address, port: t.port}
 	if u := t.usage; u != nil {
 		// The provider reported them: they were spent, even if sending
 		// the turn on failed.
-		m.tokens.Record(ctx, allInput(u), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "input"))...))
-		m.tokens.Record(ctx, u.GetOutputTokens(), metric.WithAttributes(append(attrs, attribute.String("gen_ai.token.type", "output"))...))
+		input, output := series, series
+		input.tokens, output.tokens = "input", "output"
+		m.tokens.Record(ctx, allInput(u), m.turns.For(input))
+		m.tokens.Record(ctx, u.GetOutputTokens(), m.turns.For(output))
 		cacheAttrs := []attribute.KeyValue{
 			attribute.String("gen_ai.provider.name", t.provider), attribute.String("gen_ai.request.model", t.model), tenantAttr(tenant),
 		}
@@ -145,12 +173,15 @@ func (m *meters) modelTurn(ctx context.Context, tenant string, t turnTelemetry) 
 		}
 	}
 	if t.firstChunk > 0 {
-		m.firstChunk.Record(ctx, t.firstChunk.Seconds(), metric.WithAttributes(attrs...))
+		m.firstChunk.Record(ctx, t.firstChunk.Seconds(), m.turns.For(series))
 	}
 	if t.err != nil {
-		attrs = append(attrs, attribute.String("error.type", errorType(t.err)))
+		// A failure's series: rarer, made as it happens.
+		attrs := append(series.attrs(), attribute.String("error.type", errorType(t.err)))
+		m.duration.Record(ctx, t.duration.Seconds(), metric.WithAttributes(attrs...))
+		return
 	}
-	m.duration.Record(ctx, t.duration.Seconds(), metric.WithAttributes(attrs...))
+	m.duration.Record(ctx, t.duration.Seconds(), m.turns.For(series))
 }
 
 // providerRetry counts a retry of a provider request (X-O1), by provider
@@ -187,8 +218,15 @@ const (
 // (client) tool; tool is "" for an unknown one, whose name the model
 // made up.
 func (m *meters) toolCall(ctx context.Context, tenant, server, tool, outcome string) {
-	m.toolCalls.Add(ctx, 1, metric.WithAttributes(tenantAttr(tenant),
-		attribute.String("server", server), attribute.String("tool", tool), attribute.String("outcome", outcome)))
+	m.toolCalls.Add(ctx, 1, m.tools.For(toolCallLabels{tenant, server, tool, outcome}))
+}
+
+// toolCallLabels are the labels of agentd.tool.calls.
+type toolCallLabels struct{ tenant, server, tool, outcome string }
+
+func (l toolCallLabels) attrs() []attribute.KeyValue {
+	return []attribute.KeyValue{tenantAttr(l.tenant),
+		attribute.String("server", l.server), attribute.String("tool", l.tool), attribute.String("outcome", l.outcome)}
 }
 
 // countToolCall counts call c answered, as an error or not (X-O1).

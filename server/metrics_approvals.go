@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // approvalMeters are the Service's instruments of approvals and tool
@@ -18,6 +20,24 @@ type approvalMeters struct {
 	decided   metric.Int64Counter       // agentd.approvals.decided
 	pending   metric.Int64UpDownCounter // agentd.approvals.pending
 	toolTime  metric.Float64Histogram   // gen_ai.execute_tool.duration
+
+	toolTimes *telemetry.MeasurementOptions[toolTimeLabels]
+}
+
+// toolTimeLabels are the labels of gen_ai.execute_tool.duration.
+type toolTimeLabels struct{ tenant, server, tool, toolType, errType string }
+
+func (l toolTimeLabels) attrs() []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.tool.name", l.tool),
+		attribute.String("gen_ai.tool.type", l.toolType),
+		attribute.String("server", l.server),
+		tenantAttr(l.tenant),
+	}
+	if l.errType != "" {
+		attrs = append(attrs, attribute.String("error.type", l.errType))
+	}
+	return attrs
 }
 
 func newApprovalMeters(mp metric.MeterProvider) *approvalMeters {
@@ -36,7 +56,8 @@ func newApprovalMeters(mp metric.MeterProvider) *approvalMeters {
 	toolTime, _ := m.Float64Histogram("gen_ai.execute_tool.duration", metric.WithUnit("s"),
 		metric.WithDescription("The duration of a single tool execution: an MCP call through the bridge, or a function call from the request to the client until its result."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	return &approvalMeters{requested: requested, decided: decided, pending: pending, toolTime: toolTime}
+	return &approvalMeters{requested: requested, decided: decided, pending: pending, toolTime: toolTime,
+		toolTimes: telemetry.NewMeasurementOptions(toolTimeLabels.attrs)}
 }
 
 // The decisions of agentd.approvals.decided and of the
@@ -74,14 +95,5 @@ func (m *approvalMeters) decision(ctx context.Context, tenant, server, tool, d s
 // a function tool, errType "" when it succeeded ("tool_error" for a
 // result flagged as an error, the fault's kind for a call that failed).
 func (m *approvalMeters) toolExecuted(ctx context.Context, tenant, server, tool, toolType, errType string, d time.Duration) {
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.tool.name", tool),
-		attribute.String("gen_ai.tool.type", toolType),
-		attribute.String("server", server),
-		tenantAttr(tenant),
-	}
-	if errType != "" {
-		attrs = append(attrs, attribute.String("error.type", errType))
-	}
-	m.toolTime.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+	m.toolTime.Record(ctx, d.Seconds(), m.toolTimes.For(toolTimeLabels{tenant, server, tool, toolType, errType}))
 }

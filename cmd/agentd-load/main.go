@@ -109,6 +109,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -159,16 +160,17 @@ var errUsage = errors.New("usage")
 
 // options are the command line.
 type options struct {
-	streams  int
-	duration time.Duration
-	turns    int
-	addr     string
-	replicas int
-	store    storeChoice
-	metrics  bool
-	json     bool
-	settle   time.Duration
-	timeout  time.Duration
+	streams    int
+	duration   time.Duration
+	turns      int
+	addr       string
+	replicas   int
+	store      storeChoice
+	metrics    bool
+	cpuProfile string
+	json       bool
+	settle     time.Duration
+	timeout    time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -182,6 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.replicas, "replicas", 1, "agentd replicas to start in this process, on one store; the streams are spread across them")
 	fs.StringVar(&o.store.driver, "store", config.StoreSQLite, "the in-process agentds' store: sqlite, or postgres (the database that AGENTD_STORE_DSN names)")
 	fs.BoolVar(&o.metrics, "metrics", false, "the in-process agentds record metrics and serve them on metrics.listen, scraped every 5s (to measure what metrics cost)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and in-process agentds) to this file")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the load before measuring again")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
@@ -228,6 +231,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, err := measure(ctx, o, stderr)
 	if err != nil {

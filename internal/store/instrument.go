@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // The store's instruments (X-O1).
@@ -63,7 +64,14 @@ func Instrument(s Store, mp metric.MeterProvider) Store {
 	hist, _ := m.Float64Histogram(OperationDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of one operation of agentd's state store (a statement or a transaction), by operation."),
 		metric.WithExplicitBucketBoundaries(operationBuckets...))
-	in := &instrumented{Store: s, hist: hist, system: attribute.String("db.system.name", systemName(s))}
+	system := attribute.String("db.system.name", systemName(s))
+	in := &instrumented{Store: s, hist: hist, options: telemetry.NewMeasurementOptions(func(l operationLabels) []attribute.KeyValue {
+		attrs := []attribute.KeyValue{attribute.String("operation", l.operation), system}
+		if l.errType != "" {
+			attrs = append(attrs, attribute.String("error.type", l.errType))
+		}
+		return attrs
+	})}
 	in.gens = &instrumentedGenerations{gens: s.Generations(), in: in}
 	if pc, ok := s.(pausedCounter); ok {
 		gauge, _ := m.Int64ObservableGauge(PausedGenerations, metric.WithUnit("{generation}"),
@@ -98,22 +106,26 @@ func systemName(s Store) string {
 // instrumented is a Store whose operations are timed.
 type instrumented struct {
 	Store
-	gens   *instrumentedGenerations
-	hist   metric.Float64Histogram
-	system attribute.KeyValue
-	reg    metric.Registration // the paused gauge's callback; nil without one
+	gens    *instrumentedGenerations
+	hist    metric.Float64Histogram
+	options *telemetry.MeasurementOptions[operationLabels]
+	reg     metric.Registration // the paused gauge's callback; nil without one
 }
+
+// operationLabels are the labels of one operation's series besides
+// db.system.name, which is the store's.
+type operationLabels struct{ operation, errType string }
 
 // done records an operation that began at began and ended with err.
 func (in *instrumented) done(ctx context.Context, op string, began time.Time, err error) {
 	d := time.Since(began).Seconds()
-	attrs := []attribute.KeyValue{attribute.String("operation", op), in.system}
+	l := operationLabels{operation: op}
 	if err != nil {
-		attrs = append(attrs, attribute.String("error.type", errorType(err)))
+		l.errType = errorType(err)
 	}
 	// The operation's own context may have ended: the measurement is
 	// still wanted.
-	in.hist.Record(context.WithoutCancel(ctx), d, metric.WithAttributes(attrs...))
+	in.hist.Record(context.WithoutCancel(ctx), d, in.options.For(l))
 }
 
 // errorType is the low-cardinality class of err: its fault kind.

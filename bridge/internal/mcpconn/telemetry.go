@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // Telemetry makes the MCP client spans (X-O2) and the
@@ -26,6 +28,33 @@ import (
 type Telemetry struct {
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
+	metered  bool // a meter provider was given: durations are recorded
+	options  *telemetry.MeasurementOptions[durationLabels]
+}
+
+// durationLabels are the attributes of one mcp.client.operation.duration
+// series. Their values are bounded (methods, tools, servers, tenants,
+// versions, error types), so the options made for them are kept.
+type durationLabels struct {
+	method, transport, tool, version, server, tenant, errType string
+}
+
+// durationAttrs are the attributes of l's series.
+func durationAttrs(l durationLabels) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("mcp.method.name", l.method),
+		attribute.String("network.transport", l.transport),
+		attribute.String("mcp.protocol.version", l.version),
+		attribute.String("server", l.server),
+		attribute.String("tenant", l.tenant),
+	}
+	if l.tool != "" {
+		attrs = append(attrs, attribute.String("gen_ai.tool.name", l.tool), attribute.String("gen_ai.operation.name", "execute_tool"))
+	}
+	if l.errType != "" {
+		attrs = append(attrs, attribute.String("error.type", l.errType))
+	}
+	return attrs
 }
 
 // operationBuckets are the conventions' bucket boundaries for
@@ -38,7 +67,8 @@ func NewTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*Telemetry,
 	if tp == nil {
 		tp = tracenoop.NewTracerProvider()
 	}
-	if mp == nil {
+	metered := mp != nil
+	if !metered {
 		mp = noop.NewMeterProvider()
 	}
 	h, err := mp.Meter("github.com/agentd/agentd/bridge").Float64Histogram("mcp.client.operation.duration",
@@ -48,7 +78,8 @@ func NewTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*Telemetry,
 	if err != nil {
 		return nil, err
 	}
-	return &Telemetry{tracer: tp.Tracer("github.com/agentd/agentd/bridge"), duration: h}, nil
+	return &Telemetry{tracer: tp.Tracer("github.com/agentd/agentd/bridge"), duration: h, metered: metered,
+		options: telemetry.NewMeasurementOptions(durationAttrs)}, nil
 }
 
 // Owner is the session a connection serves: the tenant its metrics carry,
@@ -227,14 +258,12 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 			span.SetAttributes(attribute.String("error.type", errType))
 			span.SetStatus(codes.Error, errType)
 		}
-		metricAttrs := append(common[:len(common):len(common)],
-			attribute.String("mcp.protocol.version", version),
-			attribute.String("server", lab.server),
-			attribute.String("tenant", lab.tenant))
-		if errType != "" {
-			metricAttrs = append(metricAttrs, attribute.String("error.type", errType))
+		if c.tel.metered {
+			c.tel.duration.Record(context.WithoutCancel(ctx), elapsed, c.tel.options.For(durationLabels{
+				method: method, transport: transport, tool: tool, version: version,
+				server: lab.server, tenant: lab.tenant, errType: errType,
+			}))
 		}
-		c.tel.duration.Record(context.WithoutCancel(ctx), elapsed, metric.WithAttributes(metricAttrs...))
 		return res, err
 	}
 }

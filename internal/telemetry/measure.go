@@ -1,0 +1,34 @@
+package telemetry
+
+import (
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// MeasurementOptions keeps, for each label set K of an instrument's
+// series, the measurement option of its attributes, made (sorted and
+// hashed into an attribute.Set) the first time K is seen and reused after
+// that, so that a measurement on a hot path allocates nothing for its
+// attributes. K must be bounded, as every label of agentd's is (X-O1):
+// the options are never dropped. Safe for concurrent use.
+type MeasurementOptions[K comparable] struct {
+	attrs func(K) []attribute.KeyValue
+	made  sync.Map // K → metric.MeasurementOption
+}
+
+// NewMeasurementOptions returns the options of the label sets whose
+// attributes attrs makes.
+func NewMeasurementOptions[K comparable](attrs func(K) []attribute.KeyValue) *MeasurementOptions[K] {
+	return &MeasurementOptions[K]{attrs: attrs}
+}
+
+// For is the measurement option of k's attributes.
+func (o *MeasurementOptions[K]) For(k K) metric.MeasurementOption {
+	if opt, ok := o.made.Load(k); ok {
+		return opt.(metric.MeasurementOption)
+	}
+	opt, _ := o.made.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(o.attrs(k)...)))
+	return opt.(metric.MeasurementOption)
+}
