@@ -4,7 +4,7 @@
 // throughput, latency, errors, and whether the agentd process came back to
 // rest afterwards.
 //
-//	go run ./cmd/agentd-load [-streams 500] [-duration 60s] [-turns 3] [-metrics] [-addr HOST:PORT] [-json]
+//	go run ./cmd/agentd-load [-streams 500] [-duration 60s] [-turns 3] [-metrics] [-cpuprofile FILE] [-addr HOST:PORT] [-json]
 //	AGENTD_STORE_DSN=postgres://... go run ./cmd/agentd-load -replicas 2 -store postgres [...]
 //
 // # The agentd under load
