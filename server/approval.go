@@ -18,6 +18,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
@@ -240,8 +241,8 @@ func endAwaitSpan(span trace.Span, approved, denied int, err error) {
 		outcome = waitCancelled
 	case err != nil:
 		outcome = waitFailed
-		span.SetAttributes(attribute.String("error.type", errorType(err)))
-		span.SetStatus(codes.Error, errorType(err))
+		span.SetAttributes(attribute.String("error.type", telemetry.ErrorType(err)))
+		span.SetStatus(codes.Error, telemetry.ErrorType(err))
 	case approved > 0 && denied > 0:
 		outcome = waitMixed
 	case approved > 0:

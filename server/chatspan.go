@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -160,7 +161,7 @@ func (c *chatCall) end(ctx context.Context, usage *agentdv1.Usage, providerErr, 
 		}
 	}
 	if providerErr != nil {
-		kind := errorType(providerErr)
+		kind := telemetry.ErrorType(providerErr)
 		attrs = append(attrs, attribute.String("error.type", kind))
 		c.span.SetStatus(codes.Error, kind)
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -10,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/providers"
 )
@@ -177,7 +175,7 @@ func (m *meters) modelTurn(ctx context.Context, tenant string, t turnTelemetry) 
 	}
 	if t.err != nil {
 		// A failure's series: rarer, made as it happens.
-		attrs := append(series.attrs(), attribute.String("error.type", errorType(t.err)))
+		attrs := append(series.attrs(), attribute.String("error.type", telemetry.ErrorType(t.err)))
 		m.duration.Record(ctx, t.duration.Seconds(), metric.WithAttributes(attrs...))
 		return
 	}
@@ -194,17 +192,6 @@ func (m *meters) providerRetry(ctx context.Context, tenant, provider string, r p
 		attrs = append(attrs, attribute.String("error.type", r.Failure))
 	}
 	m.retries.Add(ctx, 1, metric.WithAttributes(attrs...))
-}
-
-// errorType is the low-cardinality class of err for error.type.
-func errorType(err error) string {
-	if errors.Is(err, context.Canceled) {
-		return "cancelled"
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timeout"
-	}
-	return fault.KindOf(err).String()
 }
 
 // The outcomes of agentd.tool.calls.

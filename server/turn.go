@@ -17,6 +17,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
@@ -292,7 +293,7 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
 	if err != nil {
 		span.SetStatus(codes.Error, fault.KindOf(err).String())
-		g.s.approvals.toolExecuted(ctx, g.tenant, owner.server.name, c.GetName(), "extension", errorType(err), time.Since(began))
+		g.s.approvals.toolExecuted(ctx, g.tenant, owner.server.name, c.GetName(), "extension", telemetry.ErrorType(err), time.Since(began))
 		return nil, nil, err
 	}
 	errType := ""

@@ -2,14 +2,12 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -121,22 +119,11 @@ func (in *instrumented) done(ctx context.Context, op string, began time.Time, er
 	d := time.Since(began).Seconds()
 	l := operationLabels{operation: op}
 	if err != nil {
-		l.errType = errorType(err)
+		l.errType = telemetry.ErrorType(err)
 	}
 	// The operation's own context may have ended: the measurement is
 	// still wanted.
 	in.hist.Record(context.WithoutCancel(ctx), d, in.options.For(l))
-}
-
-// errorType is the low-cardinality class of err: its fault kind.
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	}
-	return fault.KindOf(err).String()
 }
 
 func (in *instrumented) Save(ctx context.Context, tenant, id string, data []byte, expires time.Time, ifVersion int64) (err error) {

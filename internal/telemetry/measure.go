@@ -1,10 +1,14 @@
 package telemetry
 
 import (
+	"context"
+	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentd/agentd/internal/fault"
 )
 
 // MeasurementOptions keeps, for each label set K of an instrument's
@@ -31,4 +35,17 @@ func (o *MeasurementOptions[K]) For(k K) metric.MeasurementOption {
 	}
 	opt, _ := o.made.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(o.attrs(k)...)))
 	return opt.(metric.MeasurementOption)
+}
+
+// ErrorType is err's error.type on agentd's metrics: "cancelled" or
+// "timeout" for a context's end, else the fault's kind (its gRPC code's
+// name, such as Unavailable); never the error's message.
+func ErrorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return fault.KindOf(err).String()
 }

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // Metrics are the pools' instruments (X-O1), made once per meter provider
@@ -187,15 +187,5 @@ func (pm *meters) acquired(ctx context.Context, began time.Time, err error) {
 		pm.m.waitTime.Record(ctx, d, pm.attrs)
 		return
 	}
-	pm.m.waitTime.Record(ctx, d, metric.WithAttributeSet(with(pm.set, attribute.String("error.type", errorType(err)))))
-}
-
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	}
-	return fault.KindOf(err).String()
+	pm.m.waitTime.Record(ctx, d, metric.WithAttributeSet(with(pm.set, attribute.String("error.type", telemetry.ErrorType(err)))))
 }
