@@ -3,57 +3,19 @@ package bridge
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/telemetry/metrictest"
 )
 
-// collectMetrics reads reader as "name{k=v,...}" → value: a sum's value,
-// a histogram's count.
-func collectMetrics(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]int64)
-	key := func(name string, set attribute.Set) string {
-		var kv []string
-		for _, a := range set.ToSlice() {
-			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
-		}
-		slices.Sort(kv)
-		return name + "{" + strings.Join(kv, ",") + "}"
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = p.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = int64(p.Count)
-				}
-			default:
-				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
-			}
-		}
-	}
-	return out
-}
-
 // waitMetrics waits until every metric of want has its value.
-func waitMetrics(t *testing.T, reader sdkmetric.Reader, what string, want map[string]int64) map[string]int64 {
+func waitMetrics(t *testing.T, reader sdkmetric.Reader, what string, want map[string]float64) map[string]float64 {
 	t.Helper()
 	deadline := time.Now().Add(roomyTimeout)
 	for {
@@ -61,7 +23,7 @@ func waitMetrics(t *testing.T, reader sdkmetric.Reader, what string, want map[st
 		missing := ""
 		for k, v := range want {
 			if got[k] != v {
-				missing = fmt.Sprintf("%s = %d, want %d", k, got[k], v)
+				missing = fmt.Sprintf("%s = %v, want %v", k, got[k], v)
 				break
 			}
 		}
@@ -86,10 +48,10 @@ func TestMetrics(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	f := newFixtureOptions(t, warmTools(t, "warm"), func(o *Options) { o.MeterProvider = mp })
-	waitMetrics(t, reader, "a warm spare", map[string]int64{
+	waitMetrics(t, reader, "a warm spare", map[string]float64{
 		"agentd.pool.processes{server=warm,state=warm,tenant=}": 1,
 		"agentd.pool.processes.spawned{server=warm,tenant=}":    1,
-		"agentd.pool.processes.max{server=warm,tenant=}":        int64(f.svc.cfg.Pool.MaxProcesses),
+		"agentd.pool.processes.max{server=warm,tenant=}":        float64(f.svc.cfg.Pool.MaxProcesses),
 	})
 
 	openAcme := func() string {
@@ -109,29 +71,29 @@ func TestMetrics(t *testing.T) {
 	}
 	id := openAcme()
 	list(t, f.client, id) // both connect: the spare, and a process started for the command
-	waitMetrics(t, reader, "a session holds the spare and a command's process", map[string]int64{
+	waitMetrics(t, reader, "a session holds the spare and a command's process", map[string]float64{
 		"agentd.schema_cache.misses{tenant=acme}":                   2,
 		"agentd.schema_cache.entries{tenant=acme}":                  2,
 		"agentd.pool.processes{server=warm,state=busy,tenant=}":     1,
 		"agentd.pool.processes{server=mine,state=busy,tenant=acme}": 1,
 		"agentd.pool.processes.spawned{server=mine,tenant=acme}":    1,
-		"agentd.pool.wait.duration{server=warm,tenant=}":            1,
-		"agentd.pool.wait.duration{server=mine,tenant=acme}":        1,
+		"agentd.pool.wait.duration{server=warm,tenant=}#count":      1,
+		"agentd.pool.wait.duration{server=mine,tenant=acme}#count":  1,
 	})
 	call(t, f.client, id, "mine", "crash", "")
-	waitMetrics(t, reader, "a crash", map[string]int64{
+	waitMetrics(t, reader, "a crash", map[string]float64{
 		"agentd.pool.processes.crashed{server=mine,tenant=acme}":    1,
 		"agentd.pool.processes{server=mine,state=busy,tenant=acme}": 0,
 	})
 	closeSession(t, f.client, id)
-	waitMetrics(t, reader, "the session's process retired", map[string]int64{
+	waitMetrics(t, reader, "the session's process retired", map[string]float64{
 		"agentd.pool.processes.retired{reason=one_session,server=warm,tenant=}": 1,
 		"agentd.pool.processes{server=warm,state=busy,tenant=}":                 0,
 	})
 
 	id = openAcme()
 	list(t, f.client, id)
-	got := waitMetrics(t, reader, "a warm cache", map[string]int64{
+	got := waitMetrics(t, reader, "a warm cache", map[string]float64{
 		"agentd.schema_cache.hits{tenant=acme}":   2,
 		"agentd.schema_cache.misses{tenant=acme}": 2,
 	})
@@ -140,4 +102,10 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("X-O1 metric %s carries a command line, a generation or a session", k)
 		}
 	}
+}
+
+// collectMetrics reads reader (metrictest.Collect): the histograms by
+// count.
+func collectMetrics(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
+	return metrictest.Collect(t, reader, metrictest.NoSums)
 }

@@ -2,19 +2,16 @@ package server_test
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/telemetry/metrictest"
 	"github.com/agentd/agentd/server"
 )
 
@@ -109,44 +106,8 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// collect reads the agentd instruments of reader as "name{k=v,...}" → sum,
-// histograms also as "...#count" (durations only by count: their sums
-// vary).
+// collect reads the instruments of reader (metrictest.Collect): the token
+// usage's sums, and the durations only by count, since their sums vary.
 func collect(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]float64)
-	key := func(name string, set attribute.Set) string {
-		var kv []string
-		for _, a := range set.ToSlice() {
-			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
-		}
-		slices.Sort(kv)
-		return name + "{" + strings.Join(kv, ",") + "}"
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = float64(p.Value)
-				}
-			case metricdata.Histogram[int64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = float64(p.Sum)
-					out[key(m.Name, p.Attributes)+"#count"] = float64(p.Count)
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)+"#count"] = float64(p.Count)
-				}
-			default:
-				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
-			}
-		}
-	}
-	return out
+	return metrictest.Collect(t, reader, metrictest.SumsOf("gen_ai.client.token.usage"))
 }

@@ -74,29 +74,11 @@ func BenchmarkDurability(b *testing.B) {
 			off := serve(func(store.Generations) store.Generations { return nil })
 			timed.reset()
 
-			const gens = durabilityRound
-			arms := []func(){off, record}
-			perGen := make([][]float64, len(arms)) // µs per generation, by arm, by round
-			rounds := 0
-			for b.Loop() {
-				for i := range arms {
-					arm := (i + rounds) % len(arms)
-					t0 := time.Now()
-					for range gens {
-						arms[arm]()
-					}
-					perGen[arm] = append(perGen[arm], float64(time.Since(t0).Microseconds())/gens)
-				}
-				rounds++
-			}
-			ratios := make([]float64, rounds)
-			for r := range rounds {
-				ratios[r] = perGen[1][r] / perGen[0][r]
-			}
+			perGen, ratios := alternateRounds(b, durabilityRound, off, record)
 			b.ReportMetric(median(ratios), "record/off")
 			b.ReportMetric(median(perGen[0]), "µs/gen-off")
 			b.ReportMetric(median(perGen[1]), "µs/gen-record")
-			timed.report(b, rounds*gens)
+			timed.report(b, len(ratios)*durabilityRound)
 		})
 	}
 }
@@ -104,6 +86,31 @@ func BenchmarkDurability(b *testing.B) {
 // durabilityRound is how many generations a round of BenchmarkDurability
 // runs on one agentd.
 const durabilityRound = 20
+
+// alternateRounds runs b's rounds: in each, gens calls of base, then gens
+// of other, the order swapping from round to round so that a drift of the
+// machine's load falls on both. It returns each arm's µs per call by
+// round (base first) and each round's ratio other/base.
+func alternateRounds(b *testing.B, gens int, base, other func()) (perGen [2][]float64, ratios []float64) {
+	arms := [2]func(){base, other}
+	rounds := 0
+	for b.Loop() {
+		for i := range arms {
+			arm := (i + rounds) % len(arms)
+			t0 := time.Now()
+			for range gens {
+				arms[arm]()
+			}
+			perGen[arm] = append(perGen[arm], float64(time.Since(t0).Microseconds())/float64(gens))
+		}
+		rounds++
+	}
+	ratios = make([]float64, rounds)
+	for r := range rounds {
+		ratios[r] = perGen[1][r] / perGen[0][r]
+	}
+	return perGen, ratios
+}
 
 // toolLoopRequest is the tool-loop workload: three model turns that each
 // call the "tools" server's echo, then a text turn.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/app/apptest"
@@ -41,28 +40,9 @@ func BenchmarkMetricsGeneration(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = metrics.Shutdown(context.Background()) })
-	arms := []func(){
+	perGen, ratios := alternateRounds(b, metricsRound,
 		serve(grpcserver.Telemetry{}),
-		serve(grpcserver.Telemetry{MeterProvider: metrics.MeterProvider()}),
-	}
-	const gens = metricsRound
-	perGen := make([][]float64, len(arms)) // µs per generation, by arm, by round
-	rounds := 0
-	for b.Loop() {
-		for i := range arms {
-			arm := (i + rounds) % len(arms)
-			t0 := time.Now()
-			for range gens {
-				arms[arm]()
-			}
-			perGen[arm] = append(perGen[arm], float64(time.Since(t0).Microseconds())/gens)
-		}
-		rounds++
-	}
-	ratios := make([]float64, rounds)
-	for r := range rounds {
-		ratios[r] = perGen[1][r] / perGen[0][r]
-	}
+		serve(grpcserver.Telemetry{MeterProvider: metrics.MeterProvider()}))
 	b.ReportMetric(median(ratios), "gen-metrics/none")
 	b.ReportMetric(median(perGen[0]), "µs/gen-none")
 	b.ReportMetric(median(perGen[1]), "µs/gen-metrics")

@@ -30,32 +30,8 @@ import (
 // shutdown_grace, not the call's read_timeout of ten minutes.
 func TestShutdownWithHalfClosedGeneration(t *testing.T) {
 	t.Parallel()
-	exe, env := mcptest.Command(t, mcptest.Tools)
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.ShutdownGrace = 300 * time.Millisecond
-	cfg.ShutdownDrain = 0
-	warm := 0
-	cfg.Bridge.Servers = map[string]config.Server{"slow": {Command: exe, Env: env, Warm: &warm}}
-	cfg.Bridge.TerminateGrace = 200 * time.Millisecond
-	o := app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	a, err := app.NewAgent(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	conn, stop, served := serveForShutdown(t, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, lis, o) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	start := &agentdv1.StartGeneration{}
 	if err := protojson.Unmarshal([]byte(`{
 		"agent": {"provider": "script",
@@ -99,33 +75,9 @@ func TestShutdownWithHalfClosedGeneration(t *testing.T) {
 // and the end.
 func TestShutdownStepsLogged(t *testing.T) {
 	t.Parallel()
-	exe, env := mcptest.Command(t, mcptest.Tools)
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.ShutdownGrace = 300 * time.Millisecond
-	cfg.ShutdownDrain = time.Millisecond
-	warm := 0
-	cfg.Bridge.Servers = map[string]config.Server{"slow": {Command: exe, Env: env, Warm: &warm}}
-	cfg.Bridge.TerminateGrace = 200 * time.Millisecond
 	var logs syncBuffer
-	o := app.Options{Config: cfg, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	a, err := app.NewAgent(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	conn, stop, served := serveForShutdown(t, time.Millisecond, slog.New(slog.NewJSONHandler(&logs, nil)))
 	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, lis, o) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	start := &agentdv1.StartGeneration{}
 	if err := protojson.Unmarshal([]byte(`{
 		"detach": true,
@@ -202,4 +154,40 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// serveForShutdown serves agentd over TCP, logging to logger, with the
+// fake server mcptest.Tools registered as "slow" (no warm spare), a
+// shutdown_grace of 300ms and the given drain. It returns a connection to
+// it, stop, which ends Serve's context (as SIGTERM does), and Serve's
+// result, once it returns.
+func serveForShutdown(t *testing.T, drain time.Duration, logger *slog.Logger) (*grpc.ClientConn, context.CancelFunc, <-chan error) {
+	t.Helper()
+	exe, env := mcptest.Command(t, mcptest.Tools)
+	cfg := config.Default()
+	cfg.StateDir = t.TempDir()
+	cfg.ShutdownGrace = 300 * time.Millisecond
+	cfg.ShutdownDrain = drain
+	warm := 0
+	cfg.Bridge.Servers = map[string]config.Server{"slow": {Command: exe, Env: env, Warm: &warm}}
+	cfg.Bridge.TerminateGrace = 200 * time.Millisecond
+	o := app.Options{Config: cfg, Logger: logger}
+	a, err := app.NewAgent(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx, lis, o) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, stop, served
 }

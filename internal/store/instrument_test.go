@@ -2,21 +2,18 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/pgtest"
 	"github.com/agentd/agentd/internal/store/storetest"
+	"github.com/agentd/agentd/internal/telemetry/metrictest"
 )
 
 // X-O1: an instrumented store is the store it wraps, as the conformance
@@ -136,38 +133,8 @@ func TestInstrument(t *testing.T) {
 	}
 }
 
-// collectStore reads reader's metrics as "name{k=v,...}" → value;
-// histograms by count only ("...#count").
+// collectStore reads reader (metrictest.Collect): the durations by count
+// only.
 func collectStore(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	key := func(name string, set attribute.Set) string {
-		var kv []string
-		for _, a := range set.ToSlice() {
-			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
-		}
-		slices.Sort(kv)
-		return name + "{" + strings.Join(kv, ",") + "}"
-	}
-	out := make(map[string]float64)
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)+"#count"] = float64(p.Count)
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = float64(p.Value)
-				}
-			default:
-				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
-			}
-		}
-	}
-	return out
+	return metrictest.Collect(t, reader, metrictest.NoSums)
 }

@@ -2,10 +2,7 @@ package pool
 
 import (
 	"context"
-	"fmt"
 	"maps"
-	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,7 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/agentd/agentd/internal/telemetry/metrictest"
 )
 
 // newMetrics makes the pool instruments on a manual reader.
@@ -34,43 +32,6 @@ func newMetrics(t *testing.T) (*Metrics, *sdkmetric.ManualReader) {
 
 func poolAttrs(server string) attribute.Set {
 	return attribute.NewSet(attribute.String("server", server), attribute.String("tenant", "acme"))
-}
-
-// collect reads reader as "name{k=v,...}" → value: a sum's value, a
-// histogram's sum and, as "...#count", its count.
-func collect(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]float64)
-	key := func(name string, set attribute.Set) string {
-		var kv []string
-		for _, a := range set.ToSlice() {
-			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
-		}
-		slices.Sort(kv)
-		return name + "{" + strings.Join(kv, ",") + "}"
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = float64(p.Value)
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = p.Sum
-					out[key(m.Name, p.Attributes)+"#count"] = float64(p.Count)
-				}
-			default:
-				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
-			}
-		}
-	}
-	return out
 }
 
 // X-O1: a pool's instruments follow its processes through a life: warm
@@ -225,4 +186,10 @@ func BenchmarkAcquireShared(b *testing.B) {
 			}
 		})
 	}
+}
+
+// collect reads reader (metrictest.Collect), with the histograms' sums:
+// the waits are exact in a synctest bubble.
+func collect(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
+	return metrictest.Collect(t, reader, metrictest.AllSums)
 }

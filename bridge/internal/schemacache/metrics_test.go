@@ -2,8 +2,6 @@ package schemacache
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,35 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-)
 
-// collect reads reader's sums as "name{k=v,...}" → value.
-func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]int64)
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			d, ok := m.Data.(metricdata.Sum[int64])
-			if !ok {
-				t.Fatalf("metric %s: unexpected data %T", m.Name, m.Data)
-			}
-			for _, p := range d.DataPoints {
-				var kv []string
-				for _, a := range p.Attributes.ToSlice() {
-					kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
-				}
-				slices.Sort(kv)
-				out[m.Name+"{"+strings.Join(kv, ",")+"}"] = p.Value
-			}
-		}
-	}
-	return out
-}
+	"github.com/agentd/agentd/internal/telemetry/metrictest"
+)
 
 // X-O1: the cache counts each lookup as a hit or a miss (a call that
 // bypasses the cache as neither), each eviction by its reason (capacity,
@@ -78,7 +50,7 @@ func TestMetrics(t *testing.T) {
 		if _, _, err := c.Fetch(t.Context(), a1, &off, fetcher(&calls, tools("x"))); err != nil {
 			t.Fatal(err) // bypasses the cache: neither hit nor miss
 		}
-		want := map[string]int64{
+		want := map[string]float64{
 			"agentd.schema_cache.hits{tenant=acme}":                      2,
 			"agentd.schema_cache.misses{tenant=acme}":                    2,
 			"agentd.schema_cache.misses{tenant=beta}":                    1,
@@ -96,7 +68,7 @@ func TestMetrics(t *testing.T) {
 		fetch(b1)
 		c.ClearTenant("beta")
 		fetch(a1)
-		want = map[string]int64{
+		want = map[string]float64{
 			"agentd.schema_cache.hits{tenant=acme}":                         2,
 			"agentd.schema_cache.misses{tenant=acme}":                       4,
 			"agentd.schema_cache.misses{tenant=beta}":                       2,
@@ -118,7 +90,7 @@ func TestMetrics(t *testing.T) {
 		}
 		c.Clear()
 		if got := collect(t, reader)["agentd.schema_cache.evictions{reason=cleared,tenant=acme}"]; got != 1 {
-			t.Errorf("X-O1 after Clear: %d acme entries counted cleared, want 1", got)
+			t.Errorf("X-O1 after Clear: %v acme entries counted cleared, want 1", got)
 		}
 	})
 }
@@ -167,4 +139,9 @@ func BenchmarkFetchHit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// collect reads reader's counters (metrictest.Collect).
+func collect(t *testing.T, reader sdkmetric.Reader) map[string]float64 {
+	return metrictest.Collect(t, reader, metrictest.NoSums)
 }
