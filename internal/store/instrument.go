@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -74,6 +75,12 @@ func Instrument(s Store, mp metric.MeterProvider) Store {
 	if pc, ok := s.(pausedCounter); ok {
 		gauge, _ := m.Int64ObservableGauge(PausedGenerations, metric.WithUnit("{generation}"),
 			metric.WithDescription("Paused generations stored, by tenant: the whole store's count, the same on every replica that shares it."))
+		// A tenant's series, once seen, reads 0 when it has nothing paused
+		// rather than vanish, so that alerts and max() see the drop; the
+		// default tenant ("") has one from the start. Readers may collect
+		// at once, hence the lock.
+		var mu sync.Mutex
+		seen := map[string]bool{"": true}
 		in.reg, _ = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 			ctx, cancel := context.WithTimeout(ctx, pausedObserveTimeout)
 			defer cancel()
@@ -81,8 +88,13 @@ func Instrument(s Store, mp metric.MeterProvider) Store {
 			if err != nil {
 				return err
 			}
-			for tenant, n := range counts {
-				o.ObserveInt64(gauge, int64(n), metric.WithAttributes(attribute.String("tenant", tenant)))
+			mu.Lock()
+			defer mu.Unlock()
+			for tenant := range counts {
+				seen[tenant] = true
+			}
+			for tenant := range seen {
+				o.ObserveInt64(gauge, int64(counts[tenant]), metric.WithAttributes(attribute.String("tenant", tenant)))
 			}
 			return nil
 		}, gauge)

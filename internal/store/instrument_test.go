@@ -41,7 +41,8 @@ func TestInstrumentedSQLite(t *testing.T) {
 // agentd.store.operation.duration by operation and db.system.name, with
 // error.type when it failed; agentd.generations.paused reports the paused
 // generations stored per tenant at each collection, expired ones left
-// out, and nothing once the store is closed.
+// out, 0 for a tenant seen before that has none now, and nothing once the
+// store is closed.
 func TestInstrument(t *testing.T) {
 	t.Parallel()
 	stores := []struct {
@@ -118,6 +119,23 @@ func TestInstrument(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, collectStore(t, reader)); diff != "" {
 				t.Errorf("metrics (-want +got):\n%s", diff)
+			}
+
+			// A tenant whose paused generations are gone reads 0; one that
+			// never had any (globex: only an expired one) has no series.
+			for _, id := range []string{"g1", "g2"} {
+				if err := s.Delete(ctx, "acme", id, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := collectStore(t, reader)
+			for k, v := range map[string]float64{"agentd.generations.paused{tenant=acme}": 0, "agentd.generations.paused{tenant=}": 1} {
+				if n, ok := got[k]; !ok || n != v {
+					t.Errorf("after acme's paused generations are deleted: %s = %v (present %v), want %v", k, n, ok, v)
+				}
+			}
+			if _, ok := got["agentd.generations.paused{tenant=globex}"]; ok {
+				t.Error("globex, which never had a paused generation, has a series")
 			}
 
 			if err := s.Close(); err != nil {
