@@ -99,22 +99,29 @@ func run(ctx context.Context, baselineFile, node, suite string, direct, verbose 
 		}
 		passed, ran := conformance.Compare(plain, nil, scenarios).Counts()
 		ap, _ := report.Counts()
-		fmt.Printf("A plain go-sdk client (no OAuth) passes %d of %d; agentd %d.\n", passed, ran, ap)
+		fmt.Printf("\nA plain go-sdk client (the shim's -direct, with the go-sdk's OAuth handlers) passes %d of %d; agentd %d.\n", passed, ran, ap)
+		var onlySDK, onlyAgentd, neither []string
 		for _, s := range scenarios {
-			if a, p := results[s].Passed, plain[s].Passed; a != p {
-				fmt.Printf("  %s: agentd %s, go-sdk %s\n", s, verdict(a), verdict(p))
+			switch a, p := results[s].Passed, plain[s].Passed; {
+			case p && !a:
+				onlySDK = append(onlySDK, s)
+			case a && !p:
+				onlyAgentd = append(onlyAgentd, s)
+			case !a && !p:
+				neither = append(neither, s)
+			}
+		}
+		for _, l := range []struct {
+			what  string
+			names []string
+		}{{"go-sdk only", onlySDK}, {"agentd only", onlyAgentd}, {"neither", neither}} {
+			if len(l.names) > 0 {
+				fmt.Printf("  passed by %s: %s\n", l.what, strings.Join(l.names, ", "))
 			}
 		}
 	}
 	fmt.Printf("(%s)\n", time.Since(start).Round(100*time.Millisecond))
 	return report.OK(), nil
-}
-
-func verdict(passed bool) string {
-	if passed {
-		return "passes"
-	}
-	return "fails"
 }
 
 // listScenarios is the suite's list of client scenarios.
