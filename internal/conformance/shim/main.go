@@ -1,0 +1,177 @@
+// Command shim is the client the MCP conformance suite runs for each of
+// its client scenarios (X-M7): `shim [-direct] <server URL>`, with the
+// scenario in MCP_CONFORMANCE_SCENARIO. It does what
+// conformance.Scripts says the scenario asks, through agentd's public
+// Generate API: a script-provider generation on the agentd at
+// AGENTD_CONFORMANCE_ADDR, or on one it starts in-process when that is
+// unset. With -direct it does the same as a plain go-sdk client instead,
+// for comparison: the go-sdk's OAuth handlers authorize it, and it
+// accepts every elicitation. It exits 1 when the generation (or the direct client)
+// fails.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/auth/extauth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/agentd/agentd/internal/conformance"
+	"github.com/agentd/agentd/internal/version"
+)
+
+func main() {
+	direct := flag.Bool("direct", false, "be a plain go-sdk client instead of driving agentd")
+	timeout := flag.Duration("timeout", 25*time.Second, "give up after this long (the suite allows 30s)")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: shim [-direct] <server URL>  (scenario in "+conformance.ScenarioEnv+")")
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	err := run(ctx, *direct, os.Getenv(conformance.ScenarioEnv), flag.Arg(0))
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, direct bool, scenario, url string) error {
+	if direct {
+		return runDirect(ctx, scenario, url)
+	}
+	addr := os.Getenv(conformance.AddrEnv)
+	if addr == "" {
+		d, err := conformance.StartAgentd(os.Stderr)
+		if err != nil {
+			return err
+		}
+		defer d.Stop()
+		addr = d.Addr
+	}
+	out, err := conformance.Generate(ctx, addr, scenario, url)
+	for _, c := range out.Calls {
+		fmt.Printf("tool call %s: error=%v output=%q\n", c.GetToolName(), c.GetIsError(), c.GetOutput())
+	}
+	if err != nil {
+		return fmt.Errorf("generation: %w", err)
+	}
+	fmt.Printf("completed: %q\n", out.Final)
+	return nil
+}
+
+// runDirect is the plain go-sdk client: connect (authorizing with the
+// go-sdk's OAuth handlers), list tools, call the scenario's tool; an
+// elicitation is accepted with empty content.
+func runDirect(ctx context.Context, scenario, url string) error {
+	s, ok := conformance.Scripts[scenario]
+	if !ok {
+		return fmt.Errorf("no script for scenario %q", scenario)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentd-conformance-direct", Version: version.Get().Version}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		},
+	})
+	oauth, err := oauthHandler(scenario)
+	if err != nil {
+		return err
+	}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, OAuthHandler: oauth}, nil)
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		return err
+	}
+	if s.Tool == "" {
+		return nil
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: s.Tool, Arguments: s.Args})
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		return errors.New("the tool call failed")
+	}
+	return nil
+}
+
+// The direct client's OAuth identity, as the suite's example client has
+// it: its client ID metadata document and its redirect URL.
+const (
+	cimdURL     = "https://conformance-test.local/client-metadata.json"
+	redirectURL = "http://localhost:3000/callback"
+)
+
+// oauthHandler is the go-sdk's authorization-code handler (client ID
+// metadata document, else the context's pre-registered client, else
+// dynamic registration) or, for the client-credentials scenarios, its
+// client-credentials handler with the context's secret. The person's
+// step is the suite's test authorization server, which approves at once:
+// its redirect carries the code.
+func oauthHandler(scenario string) (auth.OAuthHandler, error) {
+	var c struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			return nil, fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+		}
+	}
+	var pre *oauthex.ClientCredentials
+	if c.ClientID != "" {
+		pre = &oauthex.ClientCredentials{ClientID: c.ClientID}
+		if c.ClientSecret != "" {
+			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: c.ClientSecret}
+		}
+	}
+	if scenario == "auth/client-credentials-basic" && pre != nil {
+		return extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{Credentials: pre})
+	}
+	cfg := &auth.AuthorizationCodeHandlerConfig{
+		RedirectURL:              redirectURL,
+		AuthorizationCodeFetcher: followAuthorization,
+		PreregisteredClient:      pre,
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			ClientName: "agentd-conformance-direct", RedirectURIs: []string{redirectURL},
+		}},
+	}
+	if pre == nil {
+		cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: cimdURL}
+	}
+	return auth.NewAuthorizationCodeHandler(cfg)
+}
+
+// followAuthorization visits the authorization URL as the person's
+// browser would and reads the code, state and issuer from the redirect.
+func followAuthorization(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		return nil, fmt.Errorf("the authorization server answered %s without a redirect", resp.Status)
+	}
+	q := loc.Query()
+	return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+}
