@@ -454,8 +454,9 @@ func TestHTTPServers(t *testing.T) {
 			t.Errorf("the server saw Authorization %q, want Bearer tok-123", got.GetOutput())
 		}
 		_, err := f.client.CallTool(t.Context(), &bridgev1.CallToolRequest{SessionId: id, ServerName: "anonymous", ToolName: "echo"})
-		msg, _ := errorInfo(t, err, codes.Unavailable)
-		if !strings.Contains(msg, "Unauthorized") || !strings.Contains(msg, `"anonymous"`) {
+		// X-M3: a refusal is Unauthenticated, naming the server.
+		msg, _ := errorInfo(t, err, codes.Unauthenticated)
+		if !strings.Contains(msg, "requires authorization") || !strings.Contains(msg, `"anonymous"`) {
 			t.Errorf("message %q does not say the server refused anonymous", msg)
 		}
 	})

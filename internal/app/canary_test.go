@@ -146,7 +146,7 @@ func (m *canaryMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.sawWrongToken.Store(true)
 		fallthrough
 	default:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp"`)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/`+cnryPath+`"`)
 		http.Error(w, "invalid token", http.StatusUnauthorized)
 		return
 	}
@@ -625,8 +625,11 @@ func TestSecretsCanary(t *testing.T) {
 	})
 
 	t.Run("MCP server refuses a wrong token with 401", func(t *testing.T) {
+		// X-M3: Unauthenticated, naming the server; its challenge's
+		// resource metadata URL, whose path holds the canary, is named by
+		// its host alone.
 		_, err := c.generate(t, s.client, canaryStart(openai(web.decl(cnryWrongAuth))), nil)
-		canaryStatus(t, err, codes.Unavailable)
+		canaryStatus(t, err, codes.Unauthenticated)
 		if !web.sawWrongToken.Load() {
 			t.Error("the server never saw the wrong token")
 		}
@@ -640,9 +643,10 @@ func TestSecretsCanary(t *testing.T) {
 
 	t.Run("MCP gateway refuses with a JSON-RPC error quoting the request", func(t *testing.T) {
 		// The quote holds the URL, the headers and the body.
+		// Its 403 is PermissionDenied (X-M3); the quote stays out.
 		echo := newCanaryMCP(t, mcpModeQuote)
 		_, err := c.generate(t, s.client, canaryStart(openai(echo.decl(cnryAuth))), nil)
-		canaryStatus(t, err, codes.Unavailable)
+		canaryStatus(t, err, codes.PermissionDenied)
 	})
 
 	t.Run("MCP server unreachable", func(t *testing.T) {

@@ -2,6 +2,7 @@ package mcptest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,11 @@ type HTTPOptions struct {
 	// Token, when set, must come as "Authorization: Bearer <Token>"; any
 	// request without it gets 401.
 	Token string
+	// Challenge, when set, is the WWW-Authenticate of a request refused
+	// for its token (default: Bearer realm="mcptest"); RefuseStatus its
+	// status (default 401).
+	Challenge    string
+	RefuseStatus int
 	// FailCalls answers every tools/call with HTTP 500 and a plain-text
 	// body; the tool never runs.
 	FailCalls bool
@@ -258,8 +264,8 @@ func (s *HTTPServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	switch {
 	case s.opts.Token != "" && rec.Authorization != "Bearer "+s.opts.Token:
-		sw.Header().Set("WWW-Authenticate", `Bearer realm="mcptest"`)
-		http.Error(sw, "missing or wrong bearer token", http.StatusUnauthorized)
+		sw.Header().Set("WWW-Authenticate", cmp.Or(s.opts.Challenge, `Bearer realm="mcptest"`))
+		http.Error(sw, "missing or wrong bearer token", cmp.Or(s.opts.RefuseStatus, http.StatusUnauthorized))
 		return
 	case s.opts.FailCalls && rec.RPCMethod == "tools/call":
 		http.Error(sw, "internal server error", http.StatusInternalServerError)

@@ -101,6 +101,10 @@ type core struct {
 	// nil for stdio.
 	redial func(context.Context) (*mcp.ClientSession, error)
 
+	// refused is the challenge of the last request an HTTP server refused
+	// with 401 or 403, taken by the classification of its failure.
+	refused atomic.Pointer[authChallenge]
+
 	// redact cleans an HTTP error's text of the URL's path and query and
 	// of the server's credentials; redactText does the same to a text.
 	// Both nil for stdio.
@@ -540,6 +544,9 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 		return fault.New(fault.Unavailable,
 			"the MCP server %q wrote a message larger than %d MiB during %s, so it was stopped", c.name, config.MaxMessageBytes>>20, request).
 			WithInfo(reasonTooLarge, map[string]string{"server": c.name, "request": request})
+	}
+	if a := c.refused.Swap(nil); a != nil {
+		return a.fault(c.name, request)
 	}
 	cause := opaque(err)
 	if c.proc != nil && ended(err) {

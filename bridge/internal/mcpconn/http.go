@@ -147,7 +147,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	redact := secrets.err
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator}
+		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator, refused: &c.refused}
 		t := &mcp.StreamableClientTransport{
 			Endpoint:   spec.URL,
 			HTTPClient: &http.Client{Transport: rt},
@@ -157,7 +157,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		return s, rt, err
 	}
 	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator}
+		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator, refused: &c.refused}
 		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
 		// The SSE transport's stream lives on Connect's context; the
 		// handshake is bounded separately.
@@ -339,6 +339,10 @@ type roundTripper struct {
 	activity    func()                        // legacy SSE: called when the event stream delivers data
 	prop        propagation.TextMapPropagator // the request's trace context as headers (nil: none)
 	firstStatus atomic.Int32
+	// refused keeps the challenge of the last POST the server refused
+	// with 401 or 403 (X-M3); the connection's, shared by its round
+	// trippers.
+	refused *atomic.Pointer[authChallenge]
 }
 
 // errSSESessionGone is what a POST of the legacy transport fails with when
@@ -399,6 +403,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			hx.reached.Store(true) // it may have been sent before it failed
 		}
 		return nil, err
+	}
+	if a := challengeOf(resp); a != nil && t.refused != nil {
+		t.refused.Store(a)
 	}
 	if req.Method == http.MethodPost {
 		noteStatus(ctx, resp.StatusCode)

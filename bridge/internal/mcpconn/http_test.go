@@ -231,9 +231,11 @@ func TestHTTPBearerToken(t *testing.T) {
 					_ = conn.Close()
 					t.Fatal("DialHTTP succeeded without the right token")
 				}
-				wantInfo(t, err, fault.Unavailable, "MCP_UNAVAILABLE", map[string]string{"server": "secured", "request": "the handshake"})
-				if !strings.Contains(err.Error(), "Unauthorized") {
-					t.Errorf("error %q does not say the server refused the credentials", err)
+				// X-M3: a refusal agentd cannot answer is Unauthenticated, not
+				// Unavailable.
+				wantInfo(t, err, fault.Unauthenticated, "MCP_UNAUTHORIZED", map[string]string{"server": "secured", "request": "the handshake", "status": "401"})
+				if !strings.Contains(err.Error(), "requires authorization") {
+					t.Errorf("error %q does not say the server requires authorization", err)
 				}
 				noSecrets(t, err, token, "tok-wrong")
 				if n := srv.Handshakes(); n != 0 {
@@ -263,6 +265,49 @@ func TestHTTPBearerToken(t *testing.T) {
 			if len(reqs) < 3 {
 				t.Errorf("requests = %+v, want at least the handshake and the call", reqs)
 			}
+		})
+	}
+}
+
+// TestHTTPRefusalNamed: X-M3. A server that refuses agentd's credentials
+// ends the request Unauthenticated (401) or PermissionDenied (403), not
+// Unavailable, naming the server and what its Bearer challenge asks for:
+// the scope, the error code and the host of its protected-resource
+// metadata, but never that URL's path or query (it may carry a token),
+// nor the token agentd sent.
+func TestHTTPRefusalNamed(t *testing.T) {
+	t.Parallel()
+	const challenge = `Bearer realm="mcptest", error="insufficient_scope", scope="files:read files:write", ` +
+		`resource_metadata="https://auth.example.com/.well-known/oauth-protected-resource/tenant-42/mcp?key=sk-meta"`
+	tests := []struct {
+		name   string
+		status int
+		kind   fault.Kind
+		reason string
+	}{
+		{"401", 401, fault.Unauthenticated, "MCP_UNAUTHORIZED"},
+		{"403", 403, fault.Permission, "MCP_FORBIDDEN"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable, Token: "tok-right", Challenge: challenge, RefuseStatus: tc.status})
+			spec := HTTPSpec{Name: "files", URL: srv.URL, Authorization: "tok-s3cret", Transport: privateTransport(t)}
+			conn, err := DialHTTP(t.Context(), spec, roomy, Options{})
+			if err == nil {
+				_ = conn.Close()
+				t.Fatal("DialHTTP succeeded with a refused token")
+			}
+			wantInfo(t, err, tc.kind, tc.reason, map[string]string{
+				"server": "files", "request": "the handshake", "status": tc.name,
+				"scope": "files:read files:write", "error": "insufficient_scope", "resource_metadata_host": "https://auth.example.com",
+			})
+			for _, want := range []string{`"files"`, `"files:read files:write"`, "https://auth.example.com", "insufficient_scope"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+			noSecrets(t, err, "tok-s3cret", "tenant-42", "sk-meta", "oauth-protected-resource")
 		})
 	}
 }
@@ -619,7 +664,7 @@ func TestHTTPErrorsRedacted(t *testing.T) {
 		kind fault.Kind
 	}{
 		{"R-X4 connection refused", closed, fault.Unavailable},
-		{"R-X4 401", secured.Base, fault.Unavailable},
+		{"R-X4 401", secured.Base, fault.Unauthenticated}, // X-M3
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
