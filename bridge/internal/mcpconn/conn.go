@@ -117,6 +117,10 @@ type core struct {
 	toolsChanged atomic.Pointer[func()]
 	// progress routes notifications/progress to their calls (X-M6).
 	progress progressTokens
+	// calls are the running tools/calls of a stdio connection, which a
+	// close cancels before it stops the process.
+	callsMu sync.Mutex
+	calls   map[*inflightCall]struct{}
 	// lines rates the server's log messages, with its stderr lines for
 	// stdio (the process's limiter).
 	lines *lineLimiter
@@ -145,6 +149,7 @@ func newClient(c *core, opts Options) *mcp.Client {
 				c.progress.notify(req.Params)
 			}
 		},
+		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); agentd speaks 2025-11-25, where servers log so (X-M6)
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			c.logMessage(req.Params)
 		},
@@ -474,6 +479,11 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	onProgress, _ := ctx.Value(progressKey{}).(func(Progress))
 	token, retire := c.progress.issue(onProgress)
 	defer retire()
+	if c.proc != nil {
+		var call *inflightCall
+		ctx, call = c.track(ctx)
+		defer c.untrack(ctx, call)
+	}
 	var res *mcp.CallToolResult
 	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), false, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
@@ -594,6 +604,9 @@ func (c *Conn) Close() error {
 			// process is stopped beside it (stdin closed, then SIGTERM and
 			// SIGKILL to the group), which ends those calls: a close never
 			// waits for a hung call's read_timeout.
+			// The calls cut short are cancelled first, and the server
+			// told so (notifications/cancelled), before its stdin closes.
+			c.cutCalls()
 			stopped := make(chan error, 1)
 			go func() { stopped <- c.proc.close() }()
 			_ = c.current().Close()

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); agentd speaks 2025-11-25, where servers log so (X-M6)
+
 package mcpconn
 
 import (
@@ -6,7 +8,10 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -143,4 +148,92 @@ func (c *core) served() *Owner {
 		return c.proc.owner.Load()
 	}
 	return c.owner.Load()
+}
+
+// cancelNotifyWait bounds how long a cancelled stdio call waits for the
+// go-sdk to write its notifications/cancelled, which it does on a
+// goroutine of its own after the call has returned.
+const cancelNotifyWait = time.Second
+
+// inflightCall is a running tools/call of a stdio connection: a close
+// that cuts it short cancels it, and waits until the server has been told
+// (X-M6), so that stopping the process does not overtake the notification.
+type inflightCall struct {
+	cancel   context.CancelFunc
+	sent     atomic.Bool   // the request was written: the server may be running it
+	notified chan struct{} // closed once notifications/cancelled for it was written
+	once     sync.Once
+	settled  chan struct{} // closed once CallTool has returned
+}
+
+type inflightKey struct{}
+
+// written notes a message written for the call of ctx, if any.
+func written(ctx context.Context, msg jsonrpc.Message, err error) {
+	call, _ := ctx.Value(inflightKey{}).(*inflightCall)
+	r, ok := msg.(*jsonrpc.Request)
+	if call == nil || !ok {
+		return
+	}
+	switch {
+	case r.IsCall():
+		if err == nil {
+			call.sent.Store(true)
+		}
+	case r.Method == "notifications/cancelled":
+		call.once.Do(func() { close(call.notified) })
+	}
+}
+
+// track registers a stdio call; its context is cancelled by a close.
+func (c *core) track(ctx context.Context) (context.Context, *inflightCall) {
+	ctx, cancel := context.WithCancel(ctx)
+	call := &inflightCall{cancel: cancel, notified: make(chan struct{}), settled: make(chan struct{})}
+	c.callsMu.Lock()
+	if c.calls == nil {
+		c.calls = make(map[*inflightCall]struct{})
+	}
+	c.calls[call] = struct{}{}
+	c.callsMu.Unlock()
+	return context.WithValue(ctx, inflightKey{}, call), call
+}
+
+// untrack ends a call once it returned; a call that was cancelled after
+// its request went out first waits, within cancelNotifyWait, for the
+// server to be told.
+func (c *core) untrack(ctx context.Context, call *inflightCall) {
+	if ctx.Err() != nil && call.sent.Load() {
+		t := time.NewTimer(cancelNotifyWait)
+		select {
+		case <-call.notified:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	call.cancel()
+	c.callsMu.Lock()
+	delete(c.calls, call)
+	c.callsMu.Unlock()
+	close(call.settled)
+}
+
+// cutCalls cancels the running calls and waits until each has returned,
+// its server told, before a close stops the process.
+func (c *core) cutCalls() {
+	c.callsMu.Lock()
+	calls := make([]*inflightCall, 0, len(c.calls))
+	for call := range c.calls {
+		call.cancel()
+		calls = append(calls, call)
+	}
+	c.callsMu.Unlock()
+	t := time.NewTimer(2 * cancelNotifyWait)
+	defer t.Stop()
+	for _, call := range calls {
+		select {
+		case <-call.settled:
+		case <-t.C:
+			return
+		}
+	}
 }

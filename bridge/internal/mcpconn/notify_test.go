@@ -115,3 +115,28 @@ func TestCancelReachesTheServer(t *testing.T) {
 		t.Errorf("a call after the cancelled one answered %q", text)
 	}
 }
+
+// X-M6: closing a stdio connection with a call in flight (a bridge session
+// that closes as its generation is cancelled) cancels the call and tells
+// the server so before its stdin closes.
+func TestCloseCancelsAtTheServer(t *testing.T) {
+	t.Parallel()
+	log := newRecorder()
+	spec := stdioSpec(t, mcptest.Tools)
+	file := filepath.Join(t.TempDir(), "cancelled")
+	spec.Env[mcptest.CancelFileEnv] = file
+	conn := dial(t, spec, roomyTimeout, log)
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.CallTool(t.Context(), "block", nil)
+		done <- err
+	}()
+	log.waitFor(t, "the block tool running", func(r record) bool { return r.attrs["line"] == mcptest.BlockRunning })
+	_ = conn.Close()
+	if err := <-done; err == nil {
+		t.Fatal("the call the close cut short succeeded")
+	}
+	if lines := mcptest.WaitCancelled(t, file); len(lines) != 1 {
+		t.Errorf("the server received %q; want one notifications/cancelled", lines)
+	}
+}

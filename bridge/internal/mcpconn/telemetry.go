@@ -182,7 +182,9 @@ func (c observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 func (c observedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	noteSent(ctx, msg)
-	return c.Connection.Write(ctx, msg)
+	err := c.Connection.Write(ctx, msg)
+	written(ctx, msg, err)
+	return err
 }
 
 // endpoint is an HTTP server's address and port for server.address and
