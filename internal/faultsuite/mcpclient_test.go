@@ -23,6 +23,9 @@ func TestToolProgressEvents(t *testing.T) {
 	s := newStack(t)
 	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("progress", map[string]any{"count": 40}), say}, ref("tools", 0)))
 	wantCompleted(t, o, "done")
+	if seq := o.events[0].GetSequence(); seq != 1 {
+		t.Fatalf("the started event is numbered %d; the suite's generations are durable, and it is 1", seq)
+	}
 	started, finished := -1, -1
 	var progress []*agentdv1.ToolProgress
 	for i, ev := range o.events {
