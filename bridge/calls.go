@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
 )
@@ -229,7 +230,12 @@ func (cs *callStream) start(ctx context.Context, call *bridgev1.StreamedToolCall
 	cs.mu.Unlock()
 	go func() {
 		defer cs.calls.Done()
-		res, err := cs.sess.callTool(ctx, call.GetServerName(), call.GetToolName(), call.GetArguments())
+		// The server's progress reports go ahead of the answer (X-M6).
+		relay := newProgressRelay(func(p *bridgev1.ToolProgress) {
+			cs.answers <- &bridgev1.CallToolsResponse{Id: id, Outcome: &bridgev1.CallToolsResponse_Progress{Progress: p}}
+		})
+		res, err := cs.sess.callTool(mcpconn.WithProgress(ctx, relay.note), call.GetServerName(), call.GetToolName(), call.GetArguments())
+		relay.close()
 		if err != nil && errors.Is(context.Cause(ctx), errSessionClosed) {
 			err = errSessionClosed
 		}

@@ -165,6 +165,7 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 			return nil, err
 		}
 		srv.conn = conn
+		conn.Serve(&srv.sess.owner) // dialled for this session alone: its log messages are the session's
 	}
 	srv.conn.OnToolsChanged(srv.toolsChanged)
 	srv.sess.log.Debug("mcp server connected", "server", t.name, "pid", srv.conn.Pid())

@@ -46,7 +46,7 @@ type bridgeCallStream struct {
 
 	mu      sync.Mutex
 	nextID  uint64
-	waiting map[uint64]chan *bridgev1.CallToolsResponse
+	waiting map[uint64]*pendingCall
 	cancels []uint64 // calls whose callers gave up, for the sender
 	err     error    // why the stream ended, set before done closes
 	unsent  uint64   // the call whose Send failed, set before sendDone closes
@@ -71,7 +71,7 @@ func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClie
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		sendDone:   make(chan struct{}),
-		waiting:    make(map[uint64]chan *bridgev1.CallToolsResponse),
+		waiting:    make(map[uint64]*pendingCall),
 	}
 	c.joined.Go(c.receive)
 	c.joined.Go(c.send)
@@ -100,12 +100,19 @@ func (c *bridgeCallStream) receive() {
 			c.mu.Unlock()
 			return
 		}
+		progress := res.GetProgress()
 		c.mu.Lock()
-		ch := c.waiting[res.GetId()]
-		delete(c.waiting, res.GetId())
+		p := c.waiting[res.GetId()]
+		if progress == nil {
+			delete(c.waiting, res.GetId())
+		}
 		c.mu.Unlock()
-		if ch != nil {
-			ch <- res // buffered: never blocks
+		switch {
+		case p == nil:
+		case progress != nil:
+			p.progressed(progress) // never blocks
+		default:
+			p.answer <- res // buffered: never blocks
 		}
 	}
 }
@@ -142,11 +149,12 @@ func (c *bridgeCallStream) send() {
 // call runs one call and waits for its answer. A caller that gives up
 // returns at once; the bridge is told to cancel the call.
 func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
-	answer := make(chan *bridgev1.CallToolsResponse, 1)
+	p := &pendingCall{answer: make(chan *bridgev1.CallToolsResponse, 1), wake: make(chan struct{}, 1)}
+	onProgress, _ := ctx.Value(progressKey{}).(func(*bridgev1.ToolProgress))
 	c.mu.Lock()
 	c.nextID++
 	id := c.nextID
-	c.waiting[id] = answer
+	c.waiting[id] = p
 	c.mu.Unlock()
 
 	call := &bridgev1.StreamedToolCall{Id: id, ServerName: server, ToolName: tool, Arguments: arguments, TraceContext: map[string]string{}}
@@ -168,27 +176,75 @@ func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments str
 		c.forget(id)
 		return nil, contextError(ctx)
 	}
-	select {
-	case res := <-answer:
-		return outcome(res)
-	case <-c.done:
+	for {
 		select {
-		case res := <-answer: // answered just before the end
+		case res := <-p.answer:
+			p.report(onProgress) // the last report comes before the end
 			return outcome(res)
-		default:
+		case <-p.wake:
+			p.report(onProgress)
+		case <-c.done:
+			select {
+			case res := <-p.answer: // answered just before the end
+				p.report(onProgress)
+				return outcome(res)
+			default:
+			}
+			return nil, c.ended(id, true)
+		case <-ctx.Done():
+			c.mu.Lock()
+			delete(c.waiting, id)
+			c.cancels = append(c.cancels, id)
+			c.mu.Unlock()
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+			return nil, contextError(ctx)
 		}
-		return nil, c.ended(id, true)
-	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.waiting, id)
-		c.cancels = append(c.cancels, id)
-		c.mu.Unlock()
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-		return nil, contextError(ctx)
 	}
+}
+
+// pendingCall is a call waiting for its answer, and the latest progress
+// report the bridge sent for it that its caller has not taken yet: the
+// receiver never waits on a caller, so a report that comes before the
+// caller took the last replaces it.
+type pendingCall struct {
+	answer chan *bridgev1.CallToolsResponse // buffered: one answer
+	wake   chan struct{}                    // a report is pending
+
+	mu     sync.Mutex
+	latest *bridgev1.ToolProgress
+}
+
+func (p *pendingCall) progressed(pr *bridgev1.ToolProgress) {
+	p.mu.Lock()
+	p.latest = pr
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// report hands the pending report, if any, to f (nil: drops it).
+func (p *pendingCall) report(f func(*bridgev1.ToolProgress)) {
+	p.mu.Lock()
+	pr := p.latest
+	p.latest = nil
+	p.mu.Unlock()
+	if pr != nil && f != nil {
+		f(pr)
+	}
+}
+
+type progressKey struct{}
+
+// withToolProgress returns ctx for a CallTool whose progress reports (X-M6)
+// go to f, on the caller's goroutine, before its result: the stream
+// relays them; one RPC per call (an older bridge) has none.
+func withToolProgress(ctx context.Context, f func(*bridgev1.ToolProgress)) context.Context {
+	return context.WithValue(ctx, progressKey{}, f)
 }
 
 func (c *bridgeCallStream) forget(id uint64) {

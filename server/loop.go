@@ -132,6 +132,19 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 	return g.link.out.emit(ctx, ev)
 }
 
+// emitProgress sends a tool call's progress (X-M6) to the client. Progress
+// is ephemeral: it is neither numbered nor stored, even with a durable
+// record, so it takes no part in the order emitMu keeps. It goes through
+// the sender all the same, whose queue keeps it behind the call's
+// tool_call_started (the sender holds a numbered event until it is stored,
+// and sends an unnumbered one as it comes), and ahead of its
+// tool_call_finished, which the call queues after its last report. A
+// client that attaches to the generation later gets the stored events
+// only. Failures are the sender's: a client gone is the stream's concern.
+func (g *generation) emitProgress(ctx context.Context, p *agentdv1.ToolProgress) {
+	_ = g.link.out.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ToolProgress{ToolProgress: p}})
+}
+
 // run drives the generation to its end: completed, failed, or paused
 // (stored, with a paused event). Every bridge session it opened is closed
 // before it returns, whatever happened.

@@ -290,6 +290,9 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 	ctx, span := g.toolSpan(ctx, c, "extension")
 	defer span.End()
 	span.SetAttributes(attribute.String("mcp.server.name", owner.server.name))
+	ctx = withToolProgress(ctx, func(p *bridgev1.ToolProgress) {
+		g.emitProgress(ctx, &agentdv1.ToolProgress{CallId: c.GetId(), Progress: p.GetProgress(), Total: p.GetTotal(), Message: p.GetMessage()})
+	})
 	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
 	if err != nil {
 		span.SetStatus(codes.Error, fault.KindOf(err).String())

@@ -77,6 +77,9 @@ func run(o connect.Options, file string, detach bool) error {
 			fmt.Printf("text_delta %q\n", k.TextDelta.GetText())
 		case *agentdv1.GenerateResponse_ToolCallStarted:
 			fmt.Println("tool_call_started", k.ToolCallStarted.GetToolName(), k.ToolCallStarted.GetArguments())
+		case *agentdv1.GenerateResponse_ToolProgress:
+			p := k.ToolProgress
+			fmt.Printf("tool_progress %s %g/%g %s\n", p.GetCallId(), p.GetProgress(), p.GetTotal(), p.GetMessage())
 		case *agentdv1.GenerateResponse_ToolCallFinished:
 			fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
 		case *agentdv1.GenerateResponse_TurnWithdrawn:

@@ -48,6 +48,9 @@ def main(args) -> int:
                 print("text_delta", repr(event.text_delta.text))
             elif kind == "tool_call_started":
                 print("tool_call_started", event.tool_call_started.tool_name, event.tool_call_started.arguments)
+            elif kind == "tool_progress":
+                p = event.tool_progress
+                print(f"tool_progress {p.call_id} {p.progress:g}/{p.total:g} {p.message}")
             elif kind == "tool_call_finished":
                 print("tool_call_finished", event.tool_call_finished.tool_name, event.tool_call_finished.output)
             elif kind == "turn_withdrawn":

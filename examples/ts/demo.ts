@@ -46,6 +46,9 @@ for await (const event of generate(client, first, call, policy)) {
     case "toolCallStarted":
       console.log("tool_call_started", e.value.toolName, e.value.arguments);
       break;
+    case "toolProgress":
+      console.log(`tool_progress ${e.value.callId} ${e.value.progress}/${e.value.total} ${e.value.message}`);
+      break;
     case "toolCallFinished":
       console.log("tool_call_finished", e.value.toolName, e.value.output);
       break;

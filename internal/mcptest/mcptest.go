@@ -60,6 +60,12 @@ const (
 	serverEnv = "AGENTD_MCPTEST_SERVER"
 	// PidFileEnv names a file to which a fake appends its pid at start.
 	PidFileEnv = "AGENTD_MCPTEST_PIDFILE"
+	// CancelFileEnv names a file to which a fake appends a line for each
+	// notifications/cancelled it receives, as it receives it: "cancelled
+	// <request id> <reason>".
+	CancelFileEnv = "AGENTD_MCPTEST_CANCELFILE"
+	// BlockRunning is the stderr line of the block tool as it starts.
+	BlockRunning = "mcptest: block running"
 	// sleeper is Stubborn's grandchild.
 	sleeper = "sleeper"
 )
@@ -287,6 +293,18 @@ type SizeInput struct {
 	Size int `json:"size"`
 }
 
+// CountInput is progress's arguments.
+type CountInput struct {
+	Count int `json:"count"`
+}
+
+// LogInput is log's arguments.
+type LogInput struct {
+	Text   string `json:"text"`
+	Level  string `json:"level,omitempty"`  // "info" when empty
+	Logger string `json:"logger,omitempty"` // "mcptest" when empty
+}
+
 // LinesInput is flood's arguments.
 type LinesInput struct {
 	Lines int `json:"lines"`
@@ -335,7 +353,16 @@ var objectSchema = map[string]any{"type": "object"}
 //     after the first answered ping;
 //   - add_tool: adds a tool, so the server sends tools/list_changed;
 //   - crash: exits the process with status 3 without answering;
-//   - big {size}: a text of size bytes.
+//   - big {size}: a text of size bytes;
+//   - progress {count}: sends count progress notifications for the call's
+//     progress token (progress 1..count of total count, message "step
+//     <i>"), then answers "done";
+//   - log {text, level, logger}: sends the text as a log message
+//     (notifications/message, if the client's logging level lets it),
+//     then answers "ok";
+//   - block: writes BlockRunning to stderr, then answers only once the
+//     call is cancelled (with the error "cancelled"); the server records the notifications/cancelled it
+//     receives in the file named by CancelFileEnv.
 //
 // With stdoutNoise (the Banner server) it also has:
 //
@@ -422,6 +449,41 @@ func newServer(stdoutNoise bool) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in SizeInput) (*mcp.CallToolResult, any, error) {
 			return text(strings.Repeat("x", in.Size)), nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Reports its progress count times."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in CountInput) (*mcp.CallToolResult, any, error) {
+			if token := req.Params.GetProgressToken(); token != nil {
+				for i := 1; i <= in.Count; i++ {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+						ProgressToken: token, Progress: float64(i), Total: float64(in.Count), Message: "step " + strconv.Itoa(i),
+					})
+				}
+			}
+			return text("done"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Sends a log message."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in LogInput) (*mcp.CallToolResult, any, error) {
+			//lint:ignore SA1019 the fake logs as servers of MCP 2025-11-25 do
+			level := mcp.LoggingLevel(in.Level)
+			if level == "" {
+				level = "info"
+			}
+			logger := in.Logger
+			if logger == "" {
+				logger = "mcptest"
+			}
+			//lint:ignore SA1019 the fake logs as servers of MCP 2025-11-25 do
+			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: logger, Data: in.Text}); err != nil {
+				return nil, nil, err
+			}
+			return text("ok"), nil, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "block", InputSchema: objectSchema},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			fmt.Fprintln(os.Stderr, BlockRunning)
+			<-ctx.Done()
+			return nil, errors.New("cancelled")
+		})
+	s.AddReceivingMiddleware(recordCancellations)
 	if stdoutNoise {
 		mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Floods stdout and stderr with garbage."},
 			func(_ context.Context, _ *mcp.CallToolRequest, in LinesInput) (*mcp.CallToolResult, any, error) {
@@ -458,6 +520,53 @@ func newServer(stdoutNoise bool) *mcp.Server {
 		}
 	})
 	return s
+}
+
+// recordCancellations appends each notifications/cancelled to the file
+// named by CancelFileEnv, if set, before the server acts on it.
+func recordCancellations(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if path := os.Getenv(CancelFileEnv); path != "" && method == "notifications/cancelled" {
+			if p, ok := req.GetParams().(*mcp.CancelledParams); ok {
+				if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+					fmt.Fprintf(f, "cancelled %v %s\n", p.RequestID, p.Reason)
+					_ = f.Close()
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// Cancellations reads the lines that the fakes wrote to a CancelFileEnv
+// file; a missing file holds none.
+func Cancellations(tb testing.TB, path string) []string {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
+}
+
+// WaitCancelled fails the test unless a fake writes a cancellation to the
+// CancelFileEnv file path within a generous deadline (a bound for what
+// never happens, not a guess at how long it takes), and returns the lines.
+func WaitCancelled(tb testing.TB, path string) []string {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if lines := Cancellations(tb, path); len(lines) > 0 {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("no notifications/cancelled reached the server (file %s)", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func stall(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

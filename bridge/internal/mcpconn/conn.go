@@ -119,6 +119,18 @@ type core struct {
 	inflight   map[*exchange]struct{}
 	// toolsChanged is called on notifications/tools/list_changed.
 	toolsChanged atomic.Pointer[func()]
+	// progress routes notifications/progress to their calls (X-M6).
+	progress progressTokens
+	// calls are the running tools/calls of a stdio connection, which a
+	// close cancels before it stops the process.
+	callsMu sync.Mutex
+	calls   map[*inflightCall]struct{}
+	// lines rates the server's log messages, with its stderr lines for
+	// stdio (the process's limiter).
+	lines *lineLimiter
+	// owner is the session an HTTP connection serves (Conn.Serve), for
+	// its log messages; a stdio process keeps its own.
+	owner atomic.Pointer[Owner]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -135,6 +147,15 @@ func newClient(c *core, opts Options) *mcp.Client {
 			if f := c.toolsChanged.Load(); f != nil {
 				(*f)()
 			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if c.kind != stdioTransport { // stdio's are handed over as read: observedConn
+				c.progress.notify(req.Params)
+			}
+		},
+		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); agentd speaks 2025-11-25, where servers log so (X-M6)
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			c.logMessage(req.Params)
 		},
 	})
 	client.AddSendingMiddleware(c.observe)
@@ -169,7 +190,7 @@ func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "")
 	}
-	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log, prop: opts.Propagator, tel: opts.Telemetry, labels: labels{cmp.Or(opts.Server, spec.Name), opts.Tenant}},
+	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log, lines: proc.lines, prop: opts.Propagator, tel: opts.Telemetry, labels: labels{cmp.Or(opts.Server, spec.Name), opts.Tenant}},
 		name: spec.Name, readTimeout: readTimeout, owner: Owner{Tenant: opts.Tenant}}
 	stdout := newJSONLines(proc.stdout, config.MaxMessageBytes, func(line []byte) {
 		proc.lines.logLine(c.log, slog.LevelWarn, "mcp server wrote a line that is not JSON-RPC to stdout; dropped", string(line[:min(len(line), maxLogLine)]))
@@ -177,7 +198,7 @@ func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 	c.stdout = stdout
 	// The SDK's own frame limit (16 MiB by default) sits above ours, so
 	// that a message over the limit is recognised and named (classify).
-	transport := observedTransport{&mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin, MaxLineLength: config.MaxMessageBytes + 1<<20}}
+	transport := observedTransport{&mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin, MaxLineLength: config.MaxMessageBytes + 1<<20}, &c.progress}
 	hctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	session, err := newClient(c.core, opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
@@ -186,6 +207,7 @@ func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 		_ = proc.close()
 		return nil, c.classify(hctx, ctx, "the handshake", err)
 	}
+	c.enableLogs(hctx, session)
 	c.session = session
 	return c, nil
 }
@@ -218,14 +240,16 @@ func (c *Conn) View(name string, readTimeout time.Duration, owner Owner) *Conn {
 	return &Conn{core: c.core, name: name, readTimeout: readTimeout, owner: owner}
 }
 
-// Serve says whom a stdio server's process serves now, for its stderr
-// lines (X-O4): a session that has the process to itself sets its owner
-// when it takes the process and nil when it gives it back. A process that
-// serves many sessions at once has none. No-op for HTTP.
+// Serve says whom a connection serves now, for a stdio server's stderr
+// lines (X-O4) and any server's log messages (X-M6): a session that has
+// the connection to itself sets its owner when it takes it and nil when it
+// gives it back. A process that serves many sessions at once has none.
 func (c *Conn) Serve(o *Owner) {
 	if c.proc != nil {
 		c.proc.owner.Store(o)
+		return
 	}
+	c.core.owner.Store(o)
 }
 
 // exchangeContext bounds one exchange. stdio: the whole exchange. Streamable
@@ -434,7 +458,10 @@ func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 
 // CallTool calls a tool with args: a map[string]any, or a JSON object
 // already encoded as json.RawMessage (nil or empty means {}: never
-// "arguments": null, which many servers reject). A tool's own failure is
+// "arguments": null, which many servers reject). The call carries a
+// progress token; ctx's WithProgress function gets the server's reports.
+// Cancelling ctx cancels the call at the server too: the go-sdk sends it
+// notifications/cancelled (X-M6). A tool's own failure is
 // not an error: it comes back as a result with IsError, or as a
 // *jsonrpc.Error that the caller turns into data for the model. Other
 // errors are classified.
@@ -451,10 +478,22 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 			args = emptyObject
 		}
 	}
+	// Every call carries a progress token of its own (X-M6); the reports
+	// go to the caller's WithProgress function, if any, until it returns.
+	onProgress, _ := ctx.Value(progressKey{}).(func(Progress))
+	token, retire := c.progress.issue(onProgress)
+	defer retire()
+	if c.proc != nil {
+		var call *inflightCall
+		ctx, call = c.track(ctx)
+		defer c.untrack(ctx, call)
+	}
 	var res *mcp.CallToolResult
 	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), false, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
-		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		params.SetProgressToken(token)
+		res, err = s.CallTool(ctx, params)
 		return err
 	})
 	if err != nil {
@@ -572,6 +611,9 @@ func (c *Conn) Close() error {
 			// process is stopped beside it (stdin closed, then SIGTERM and
 			// SIGKILL to the group), which ends those calls: a close never
 			// waits for a hung call's read_timeout.
+			// The calls cut short are cancelled first, and the server
+			// told so (notifications/cancelled), before its stdin closes.
+			c.cutCalls()
 			stopped := make(chan error, 1)
 			go func() { stopped <- c.proc.close() }()
 			_ = c.current().Close()

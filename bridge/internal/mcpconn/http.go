@@ -137,7 +137,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	address, port := endpoint(spec.URL)
 	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), prop: opts.Propagator, cancel: cancel, networksSetting: spec.NetworksSetting,
-		tel: opts.Telemetry, labels: labels{spec.Name, opts.Tenant}, address: address, port: port},
+		tel: opts.Telemetry, labels: labels{spec.Name, opts.Tenant}, address: address, port: port, lines: newLineLimiter()},
 		name: spec.Name, readTimeout: readTimeout, owner: Owner{Tenant: opts.Tenant}}
 	if c.networksSetting == "" {
 		c.networksSetting = "bridge.allow_private_networks"
@@ -200,17 +200,27 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		cancel()
 		return nil, err
 	}
+	c.redact, c.redactText = redact, secrets.text
+	c.enableLogs(hctx, session)
 	done()
 	c.session = session
 	if c.kind == sseTransport {
-		c.redial = dialSSE
+		c.redial = func(ctx context.Context) (*mcp.ClientSession, error) {
+			s, err := dialSSE(ctx)
+			if err == nil {
+				c.enableLogs(ctx, s)
+			}
+			return s, err
+		}
 	} else {
 		c.redial = func(ctx context.Context) (*mcp.ClientSession, error) {
 			s, _, err := dialStreamable(ctx)
+			if err == nil {
+				c.enableLogs(ctx, s)
+			}
 			return s, err
 		}
 	}
-	c.redact, c.redactText = redact, secrets.text
 	return c, nil
 }
 

@@ -2,6 +2,7 @@ package mcpconn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -143,24 +144,47 @@ func noteStatus(ctx context.Context, status int) {
 }
 
 // observedTransport lets a stdio connection's writes tell the traced
-// requests their ids. (Streamable HTTP's connection cannot be wrapped,
-// since the go-sdk tells it of the session through an unexported method;
-// HTTP requests learn their ids in the roundTripper.)
-type observedTransport struct{ mcp.Transport }
+// requests their ids, and hands its progress notifications to their calls
+// as they are read (X-M6): the go-sdk runs notification handlers on a
+// goroutine of their own, which may run a call's last report after the
+// call's answer, read later, has returned. (Streamable HTTP's connection
+// cannot be wrapped, since the go-sdk tells it of the session through an
+// unexported method; HTTP requests learn their ids in the roundTripper,
+// and its progress comes through the client's handler.)
+type observedTransport struct {
+	mcp.Transport
+	progress *progressTokens
+}
 
 func (t observedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return observedConn{conn}, nil
+	return observedConn{conn, t.progress}, nil
 }
 
-type observedConn struct{ mcp.Connection }
+type observedConn struct {
+	mcp.Connection
+	progress *progressTokens
+}
+
+func (c observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/progress" {
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(r.Params, &p) == nil {
+			c.progress.notify(&p)
+		}
+	}
+	return msg, err
+}
 
 func (c observedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	noteSent(ctx, msg)
-	return c.Connection.Write(ctx, msg)
+	err := c.Connection.Write(ctx, msg)
+	written(ctx, msg, err)
+	return err
 }
 
 // endpoint is an HTTP server's address and port for server.address and
@@ -273,7 +297,14 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 func (c *core) injectMeta(ctx context.Context, params mcp.Params) {
 	switch p := params.(type) {
 	case *mcp.CallToolParams:
-		p.Meta = c.meta(ctx)
+		// Beside the call's progress token.
+		m := c.meta(ctx)
+		if p.Meta == nil {
+			p.Meta = m
+		}
+		for k, v := range m {
+			p.Meta[k] = v
+		}
 	case *mcp.ListToolsParams:
 		p.Meta = c.meta(ctx)
 	}

@@ -40,7 +40,7 @@ func metaOf(t *testing.T, ctx context.Context, conn *Conn) map[string]any {
 // X-O3: the trace context of a call reaches the MCP server, in the
 // request's params._meta (traceparent) on stdio and on HTTP, and as the
 // traceparent header of HTTP requests; without a propagator, nothing is
-// added.
+// added beside the call's progress token.
 func TestTraceContextReachesTheServer(t *testing.T) {
 	t.Parallel()
 	ctx, want := traced()
@@ -82,8 +82,9 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 		t.Parallel()
 		srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{})
 		conn := dialFake(t, srv, roomy)
-		if got := metaOf(t, ctx, conn); len(got) != 0 {
-			t.Errorf("_meta %v; want none", got)
+		got := metaOf(t, ctx, conn)
+		if _, ok := got["progressToken"]; !ok || len(got) != 1 {
+			t.Errorf("_meta %v; want the progress token alone (X-M6)", got)
 		}
 	})
 }

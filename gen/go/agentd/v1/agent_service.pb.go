@@ -892,6 +892,7 @@ type GenerateResponse struct {
 	//	*GenerateResponse_Paused
 	//	*GenerateResponse_Completed
 	//	*GenerateResponse_TurnWithdrawn
+	//	*GenerateResponse_ToolProgress
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation (X-G2): 1 for the first
 	// event, then one more for each event, without gaps, across the whole
@@ -899,7 +900,7 @@ type GenerateResponse struct {
 	// resumes). It equals the event's number in the generation's stored
 	// event log, so a client that lost its stream can ask for the events
 	// after the last one it saw. 0 when the agentd keeps no durable record
-	// of its generations.
+	// of its generations, and for tool_progress, which is never stored.
 	Sequence      int64 `protobuf:"varint,11,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1041,6 +1042,15 @@ func (x *GenerateResponse) GetTurnWithdrawn() *TurnWithdrawn {
 	return nil
 }
 
+func (x *GenerateResponse) GetToolProgress() *ToolProgress {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_ToolProgress); ok {
+			return x.ToolProgress
+		}
+	}
+	return nil
+}
+
 func (x *GenerateResponse) GetSequence() int64 {
 	if x != nil {
 		return x.Sequence
@@ -1109,6 +1119,13 @@ type GenerateResponse_TurnWithdrawn struct {
 	TurnWithdrawn *TurnWithdrawn `protobuf:"bytes,12,opt,name=turn_withdrawn,json=turnWithdrawn,proto3,oneof"`
 }
 
+type GenerateResponse_ToolProgress struct {
+	// A running MCP tool call reported its progress (X-M6). Ephemeral:
+	// never stored, so it has no sequence number (0) and a client that
+	// attaches later, or resumes after the call, does not see it.
+	ToolProgress *ToolProgress `protobuf:"bytes,13,opt,name=tool_progress,json=toolProgress,proto3,oneof"`
+}
+
 func (*GenerateResponse_Started) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TextDelta) isGenerateResponse_Event() {}
@@ -1130,6 +1147,8 @@ func (*GenerateResponse_Paused) isGenerateResponse_Event() {}
 func (*GenerateResponse_Completed) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TurnWithdrawn) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_ToolProgress) isGenerateResponse_Event() {}
 
 // GenerationStarted is the first event of every generation.
 type GenerationStarted struct {
@@ -1600,6 +1619,85 @@ func (x *ToolCallFinished) GetTurn() int32 {
 	return 0
 }
 
+// ToolProgress is the progress an MCP server reported for a running tool
+// call (its notifications/progress), between the call's ToolCallStarted and
+// its ToolCallFinished. At most ten a second reach the client for one call:
+// agentd keeps the latest of those that come faster, and the last one
+// before the call ends is not dropped.
+type ToolProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ToolCall.id.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// How far the call is; it increases with each report, in the server's
+	// own units.
+	Progress float64 `protobuf:"fixed64,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The progress at which the call is done; 0 when the server does not
+	// know.
+	Total float64 `protobuf:"fixed64,3,opt,name=total,proto3" json:"total,omitempty"`
+	// The server's description of what it is doing; may be empty.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolProgress) Reset() {
+	*x = ToolProgress{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolProgress) ProtoMessage() {}
+
+func (x *ToolProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolProgress.ProtoReflect.Descriptor instead.
+func (*ToolProgress) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ToolProgress) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ToolProgress) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *ToolProgress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *ToolProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ApprovalRequest asks the client whether a tool call may run.
 type ApprovalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1624,7 +1722,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1734,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1747,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApprovalRequest) GetId() string {
@@ -1718,7 +1816,7 @@ type FunctionCall struct {
 
 func (x *FunctionCall) Reset() {
 	*x = FunctionCall{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1828,7 @@ func (x *FunctionCall) String() string {
 func (*FunctionCall) ProtoMessage() {}
 
 func (x *FunctionCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1841,7 @@ func (x *FunctionCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionCall.ProtoReflect.Descriptor instead.
 func (*FunctionCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FunctionCall) GetCallId() string {
@@ -1793,7 +1891,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1903,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1916,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -1887,7 +1985,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +1997,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2010,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -1953,7 +2051,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2063,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2076,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -2031,7 +2129,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2141,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2154,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -2114,7 +2212,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2224,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2237,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -2182,7 +2280,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2292,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2305,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -2277,7 +2375,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2387,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2400,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -2322,7 +2420,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2432,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2445,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -2373,7 +2471,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2483,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2496,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -2436,7 +2534,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2546,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2559,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -2512,7 +2610,7 @@ type Generation struct {
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2622,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2635,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -2668,7 +2766,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xf9\x05\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb9\x06\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -2682,7 +2780,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06paused\x18\t \x01(\v2\x1b.agentd.v1.GenerationPausedH\x00R\x06paused\x12>\n" +
 	"\tcompleted\x18\n" +
 	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompleted\x12A\n" +
-	"\x0eturn_withdrawn\x18\f \x01(\v2\x18.agentd.v1.TurnWithdrawnH\x00R\rturnWithdrawn\x12\x1a\n" +
+	"\x0eturn_withdrawn\x18\f \x01(\v2\x18.agentd.v1.TurnWithdrawnH\x00R\rturnWithdrawn\x12>\n" +
+	"\rtool_progress\x18\r \x01(\v2\x17.agentd.v1.ToolProgressH\x00R\ftoolProgress\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xcd\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
@@ -2720,7 +2819,12 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x19\n" +
 	"\bis_error\x18\x06 \x01(\bR\aisError\x12\x16\n" +
 	"\x06output\x18\a \x01(\tR\x06output\x12\x12\n" +
-	"\x04turn\x18\b \x01(\x05R\x04turn\"\xcf\x01\n" +
+	"\x04turn\x18\b \x01(\x05R\x04turn\"s\n" +
+	"\fToolProgress\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
+	"\bprogress\x18\x02 \x01(\x01R\bprogress\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xcf\x01\n" +
 	"\x0fApprovalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -2859,7 +2963,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                  // 0: agentd.v1.Placement
 	(Transport)(0),                  // 1: agentd.v1.Transport
@@ -2880,26 +2984,27 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*TextDelta)(nil),               // 16: agentd.v1.TextDelta
 	(*ToolCallStarted)(nil),         // 17: agentd.v1.ToolCallStarted
 	(*ToolCallFinished)(nil),        // 18: agentd.v1.ToolCallFinished
-	(*ApprovalRequest)(nil),         // 19: agentd.v1.ApprovalRequest
-	(*FunctionCall)(nil),            // 20: agentd.v1.FunctionCall
-	(*Usage)(nil),                   // 21: agentd.v1.Usage
-	(*TurnWithdrawn)(nil),           // 22: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),        // 23: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),     // 24: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),          // 25: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),         // 26: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),    // 27: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),   // 28: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),  // 29: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil), // 30: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),              // 31: agentd.v1.Generation
-	(*Agent)(nil),                   // 32: agentd.v1.Agent
-	(*Message)(nil),                 // 33: agentd.v1.Message
-	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
-	(*ProviderToolCall)(nil),        // 35: agentd.v1.ProviderToolCall
-	(*timestamppb.Timestamp)(nil),   // 36: google.protobuf.Timestamp
-	(*FunctionTool)(nil),            // 37: agentd.v1.FunctionTool
-	(*structpb.Struct)(nil),         // 38: google.protobuf.Struct
+	(*ToolProgress)(nil),            // 19: agentd.v1.ToolProgress
+	(*ApprovalRequest)(nil),         // 20: agentd.v1.ApprovalRequest
+	(*FunctionCall)(nil),            // 21: agentd.v1.FunctionCall
+	(*Usage)(nil),                   // 22: agentd.v1.Usage
+	(*TurnWithdrawn)(nil),           // 23: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),        // 24: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),     // 25: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),          // 26: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),         // 27: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),    // 28: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),   // 29: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),  // 30: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil), // 31: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),              // 32: agentd.v1.Generation
+	(*Agent)(nil),                   // 33: agentd.v1.Agent
+	(*Message)(nil),                 // 34: agentd.v1.Message
+	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
+	(*ProviderToolCall)(nil),        // 36: agentd.v1.ProviderToolCall
+	(*timestamppb.Timestamp)(nil),   // 37: google.protobuf.Timestamp
+	(*FunctionTool)(nil),            // 38: agentd.v1.FunctionTool
+	(*structpb.Struct)(nil),         // 39: google.protobuf.Struct
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	7,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -2908,70 +3013,71 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10, // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
 	11, // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
 	6,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
-	32, // 6: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	33, // 7: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	34, // 8: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	32, // 9: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	33, // 6: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	34, // 7: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	35, // 8: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	33, // 9: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	9,  // 10: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	10, // 11: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	34, // 12: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	35, // 12: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	13, // 13: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
 	16, // 14: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
 	17, // 15: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
 	18, // 16: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	19, // 17: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	20, // 18: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	21, // 19: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	35, // 20: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	23, // 21: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	24, // 22: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	22, // 23: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
-	14, // 24: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	15, // 25: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,  // 26: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,  // 27: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,  // 28: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 29: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 30: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	34, // 31: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	19, // 32: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	20, // 33: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	36, // 34: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	33, // 35: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	33, // 36: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	21, // 37: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	3,  // 38: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	32, // 39: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	33, // 40: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	37, // 41: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	14, // 42: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	33, // 43: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	38, // 44: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	31, // 45: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	4,  // 46: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	31, // 47: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	4,  // 48: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	36, // 49: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	36, // 50: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 51: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 52: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	20, // 53: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	36, // 54: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	33, // 55: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	21, // 56: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	5,  // 57: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	25, // 58: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	27, // 59: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	29, // 60: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	12, // 61: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	26, // 62: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	28, // 63: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	30, // 64: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	61, // [61:65] is the sub-list for method output_type
-	57, // [57:61] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	20, // 17: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	21, // 18: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	22, // 19: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	36, // 20: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	24, // 21: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	25, // 22: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	23, // 23: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	19, // 24: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
+	14, // 25: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	15, // 26: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,  // 27: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,  // 28: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,  // 29: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 30: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 31: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	35, // 32: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	20, // 33: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	21, // 34: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	37, // 35: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	34, // 36: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	34, // 37: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	22, // 38: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	3,  // 39: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	33, // 40: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	34, // 41: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	38, // 42: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	14, // 43: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	34, // 44: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	39, // 45: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	32, // 46: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	4,  // 47: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	32, // 48: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	4,  // 49: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	37, // 50: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	37, // 51: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	37, // 52: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	20, // 53: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	21, // 54: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	37, // 55: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	34, // 56: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	22, // 57: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	5,  // 58: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	26, // 59: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	28, // 60: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	30, // 61: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	12, // 62: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	27, // 63: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	29, // 64: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	31, // 65: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	62, // [62:66] is the sub-list for method output_type
+	58, // [58:62] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -3001,6 +3107,7 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_Paused)(nil),
 		(*GenerateResponse_Completed)(nil),
 		(*GenerateResponse_TurnWithdrawn)(nil),
+		(*GenerateResponse_ToolProgress)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3008,7 +3115,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

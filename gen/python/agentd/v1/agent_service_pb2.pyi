@@ -112,7 +112,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "turn_withdrawn", "usage"]
+    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage"]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +123,7 @@ class GenerateResponse(_message.Message):
     TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FINISHED_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     TURN_WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     approval_request: ApprovalRequest
@@ -135,9 +136,10 @@ class GenerateResponse(_message.Message):
     text_delta: TextDelta
     tool_call_finished: ToolCallFinished
     tool_call_started: ToolCallStarted
+    tool_progress: ToolProgress
     turn_withdrawn: TurnWithdrawn
     usage: Usage
-    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ["approval_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "last_sequence", "message", "state", "updated_at", "usage"]
@@ -358,6 +360,18 @@ class ToolInfo(_message.Message):
     server_name: str
     server_tool_name: str
     def __init__(self, name: _Optional[str] = ..., origin: _Optional[_Union[ToolOrigin, str]] = ..., server_name: _Optional[str] = ..., server_tool_name: _Optional[str] = ...) -> None: ...
+
+class ToolProgress(_message.Message):
+    __slots__ = ["call_id", "message", "progress", "total"]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    message: str
+    progress: float
+    total: float
+    def __init__(self, call_id: _Optional[str] = ..., progress: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
 
 class TurnWithdrawn(_message.Message):
     __slots__ = ["from_sequence", "reason", "turn"]

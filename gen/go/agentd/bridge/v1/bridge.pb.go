@@ -1352,6 +1352,7 @@ type CallToolsResponse struct {
 	//
 	//	*CallToolsResponse_Result
 	//	*CallToolsResponse_Error
+	//	*CallToolsResponse_Progress
 	Outcome       isCallToolsResponse_Outcome `protobuf_oneof:"outcome"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1419,6 +1420,15 @@ func (x *CallToolsResponse) GetError() *CallError {
 	return nil
 }
 
+func (x *CallToolsResponse) GetProgress() *ToolProgress {
+	if x != nil {
+		if x, ok := x.Outcome.(*CallToolsResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
 type isCallToolsResponse_Outcome interface {
 	isCallToolsResponse_Outcome()
 }
@@ -1434,9 +1444,84 @@ type CallToolsResponse_Error struct {
 	Error *CallError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
 }
 
+type CallToolsResponse_Progress struct {
+	// Not an end: the MCP server reported the call's progress
+	// (notifications/progress). Any number of these may come before the
+	// call's one result or error, at most ten a second for one call (the
+	// latest of faster ones is kept, and the last before the end is
+	// sent).
+	Progress *ToolProgress `protobuf:"bytes,4,opt,name=progress,proto3,oneof"`
+}
+
 func (*CallToolsResponse_Result) isCallToolsResponse_Outcome() {}
 
 func (*CallToolsResponse_Error) isCallToolsResponse_Outcome() {}
+
+func (*CallToolsResponse_Progress) isCallToolsResponse_Outcome() {}
+
+// ToolProgress is one notifications/progress of a running call.
+type ToolProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How far the call is, in the server's units.
+	Progress float64 `protobuf:"fixed64,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The progress at which it is done; 0 when unknown.
+	Total float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	// The server's message; may be empty.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolProgress) Reset() {
+	*x = ToolProgress{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolProgress) ProtoMessage() {}
+
+func (x *ToolProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolProgress.ProtoReflect.Descriptor instead.
+func (*ToolProgress) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ToolProgress) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *ToolProgress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *ToolProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
 
 // CallError is a call's failure as a gRPC status: the same fields, with
 // the same numbers, as google.rpc.Status.
@@ -1454,7 +1539,7 @@ type CallError struct {
 
 func (x *CallError) Reset() {
 	*x = CallError{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1551,7 @@ func (x *CallError) String() string {
 func (*CallError) ProtoMessage() {}
 
 func (x *CallError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[19]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1564,7 @@ func (x *CallError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallError.ProtoReflect.Descriptor instead.
 func (*CallError) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{19}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CallError) GetCode() int32 {
@@ -1519,7 +1604,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1616,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[20]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1629,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{20}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallToolResponse) GetOutput() string {
@@ -1590,7 +1675,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1687,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[21]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1700,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{21}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Content) GetKind() ContentKind {
@@ -1691,7 +1776,7 @@ type GetCacheStatsRequest struct {
 
 func (x *GetCacheStatsRequest) Reset() {
 	*x = GetCacheStatsRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1788,7 @@ func (x *GetCacheStatsRequest) String() string {
 func (*GetCacheStatsRequest) ProtoMessage() {}
 
 func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1801,7 @@ func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCacheStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{22}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{23}
 }
 
 // GetCacheStatsResponse reports the schema cache.
@@ -1736,7 +1821,7 @@ type GetCacheStatsResponse struct {
 
 func (x *GetCacheStatsResponse) Reset() {
 	*x = GetCacheStatsResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1833,7 @@ func (x *GetCacheStatsResponse) String() string {
 func (*GetCacheStatsResponse) ProtoMessage() {}
 
 func (x *GetCacheStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1846,7 @@ func (x *GetCacheStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCacheStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{23}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetCacheStatsResponse) GetSize() int64 {
@@ -1807,7 +1892,7 @@ type CacheSettings struct {
 
 func (x *CacheSettings) Reset() {
 	*x = CacheSettings{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1904,7 @@ func (x *CacheSettings) String() string {
 func (*CacheSettings) ProtoMessage() {}
 
 func (x *CacheSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1917,7 @@ func (x *CacheSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CacheSettings.ProtoReflect.Descriptor instead.
 func (*CacheSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CacheSettings) GetEnabled() bool {
@@ -1865,7 +1950,7 @@ type ClearCacheRequest struct {
 
 func (x *ClearCacheRequest) Reset() {
 	*x = ClearCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1962,7 @@ func (x *ClearCacheRequest) String() string {
 func (*ClearCacheRequest) ProtoMessage() {}
 
 func (x *ClearCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1975,7 @@ func (x *ClearCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCacheRequest.ProtoReflect.Descriptor instead.
 func (*ClearCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{25}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{26}
 }
 
 // ClearCacheResponse reports a cleared cache.
@@ -1902,7 +1987,7 @@ type ClearCacheResponse struct {
 
 func (x *ClearCacheResponse) Reset() {
 	*x = ClearCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +1999,7 @@ func (x *ClearCacheResponse) String() string {
 func (*ClearCacheResponse) ProtoMessage() {}
 
 func (x *ClearCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2012,7 @@ func (x *ClearCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCacheResponse.ProtoReflect.Descriptor instead.
 func (*ClearCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{26}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{27}
 }
 
 // ResetCacheRequest resets the schema cache.
@@ -1939,7 +2024,7 @@ type ResetCacheRequest struct {
 
 func (x *ResetCacheRequest) Reset() {
 	*x = ResetCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2036,7 @@ func (x *ResetCacheRequest) String() string {
 func (*ResetCacheRequest) ProtoMessage() {}
 
 func (x *ResetCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2049,7 @@ func (x *ResetCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCacheRequest.ProtoReflect.Descriptor instead.
 func (*ResetCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{27}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{28}
 }
 
 // ResetCacheResponse reports a reset cache.
@@ -1978,7 +2063,7 @@ type ResetCacheResponse struct {
 
 func (x *ResetCacheResponse) Reset() {
 	*x = ResetCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2075,7 @@ func (x *ResetCacheResponse) String() string {
 func (*ResetCacheResponse) ProtoMessage() {}
 
 func (x *ResetCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2088,7 @@ func (x *ResetCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCacheResponse.ProtoReflect.Descriptor instead.
 func (*ResetCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{28}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResetCacheResponse) GetSettings() *CacheSettings {
@@ -2026,7 +2111,7 @@ type InvalidateCacheRequest struct {
 
 func (x *InvalidateCacheRequest) Reset() {
 	*x = InvalidateCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2123,7 @@ func (x *InvalidateCacheRequest) String() string {
 func (*InvalidateCacheRequest) ProtoMessage() {}
 
 func (x *InvalidateCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2136,7 @@ func (x *InvalidateCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCacheRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{29}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *InvalidateCacheRequest) GetServer() *ServerSpec {
@@ -2079,7 +2164,7 @@ type InvalidateCacheResponse struct {
 
 func (x *InvalidateCacheResponse) Reset() {
 	*x = InvalidateCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2176,7 @@ func (x *InvalidateCacheResponse) String() string {
 func (*InvalidateCacheResponse) ProtoMessage() {}
 
 func (x *InvalidateCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2189,7 @@ func (x *InvalidateCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCacheResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{30}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InvalidateCacheResponse) GetRemoved() bool {
@@ -2130,7 +2215,7 @@ type ConfigureCacheRequest struct {
 
 func (x *ConfigureCacheRequest) Reset() {
 	*x = ConfigureCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2227,7 @@ func (x *ConfigureCacheRequest) String() string {
 func (*ConfigureCacheRequest) ProtoMessage() {}
 
 func (x *ConfigureCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2240,7 @@ func (x *ConfigureCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureCacheRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{31}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConfigureCacheRequest) GetEnabled() bool {
@@ -2190,7 +2275,7 @@ type ConfigureCacheResponse struct {
 
 func (x *ConfigureCacheResponse) Reset() {
 	*x = ConfigureCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2287,7 @@ func (x *ConfigureCacheResponse) String() string {
 func (*ConfigureCacheResponse) ProtoMessage() {}
 
 func (x *ConfigureCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2300,7 @@ func (x *ConfigureCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureCacheResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{32}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConfigureCacheResponse) GetSettings() *CacheSettings {
@@ -2234,7 +2319,7 @@ type GetPoolStatsRequest struct {
 
 func (x *GetPoolStatsRequest) Reset() {
 	*x = GetPoolStatsRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2331,7 @@ func (x *GetPoolStatsRequest) String() string {
 func (*GetPoolStatsRequest) ProtoMessage() {}
 
 func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2344,7 @@ func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{33}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{34}
 }
 
 // GetPoolStatsResponse reports every stdio process pool.
@@ -2277,7 +2362,7 @@ type GetPoolStatsResponse struct {
 
 func (x *GetPoolStatsResponse) Reset() {
 	*x = GetPoolStatsResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2374,7 @@ func (x *GetPoolStatsResponse) String() string {
 func (*GetPoolStatsResponse) ProtoMessage() {}
 
 func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2387,7 @@ func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{34}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetPoolStatsResponse) GetPools() []*PoolStats {
@@ -2356,7 +2441,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2453,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2466,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{35}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PoolStats) GetServerName() string {
@@ -2566,12 +2651,17 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\rtrace_context\x18\x06 \x03(\v24.agentd.bridge.v1.StreamedToolCall.TraceContextEntryR\ftraceContext\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
 	"\x11CallToolsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12<\n" +
 	"\x06result\x18\x02 \x01(\v2\".agentd.bridge.v1.CallToolResponseH\x00R\x06result\x123\n" +
-	"\x05error\x18\x03 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05errorB\t\n" +
-	"\aoutcome\"i\n" +
+	"\x05error\x18\x03 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05error\x12<\n" +
+	"\bprogress\x18\x04 \x01(\v2\x1e.agentd.bridge.v1.ToolProgressH\x00R\bprogressB\t\n" +
+	"\aoutcome\"Z\n" +
+	"\fToolProgress\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"i\n" +
 	"\tCallError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
@@ -2673,7 +2763,7 @@ func file_agentd_bridge_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_bridge_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(ContentKind)(0),                // 0: agentd.bridge.v1.ContentKind
 	(*ServerSpec)(nil),              // 1: agentd.bridge.v1.ServerSpec
@@ -2695,87 +2785,89 @@ var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(*CallToolsOpen)(nil),           // 17: agentd.bridge.v1.CallToolsOpen
 	(*StreamedToolCall)(nil),        // 18: agentd.bridge.v1.StreamedToolCall
 	(*CallToolsResponse)(nil),       // 19: agentd.bridge.v1.CallToolsResponse
-	(*CallError)(nil),               // 20: agentd.bridge.v1.CallError
-	(*CallToolResponse)(nil),        // 21: agentd.bridge.v1.CallToolResponse
-	(*Content)(nil),                 // 22: agentd.bridge.v1.Content
-	(*GetCacheStatsRequest)(nil),    // 23: agentd.bridge.v1.GetCacheStatsRequest
-	(*GetCacheStatsResponse)(nil),   // 24: agentd.bridge.v1.GetCacheStatsResponse
-	(*CacheSettings)(nil),           // 25: agentd.bridge.v1.CacheSettings
-	(*ClearCacheRequest)(nil),       // 26: agentd.bridge.v1.ClearCacheRequest
-	(*ClearCacheResponse)(nil),      // 27: agentd.bridge.v1.ClearCacheResponse
-	(*ResetCacheRequest)(nil),       // 28: agentd.bridge.v1.ResetCacheRequest
-	(*ResetCacheResponse)(nil),      // 29: agentd.bridge.v1.ResetCacheResponse
-	(*InvalidateCacheRequest)(nil),  // 30: agentd.bridge.v1.InvalidateCacheRequest
-	(*InvalidateCacheResponse)(nil), // 31: agentd.bridge.v1.InvalidateCacheResponse
-	(*ConfigureCacheRequest)(nil),   // 32: agentd.bridge.v1.ConfigureCacheRequest
-	(*ConfigureCacheResponse)(nil),  // 33: agentd.bridge.v1.ConfigureCacheResponse
-	(*GetPoolStatsRequest)(nil),     // 34: agentd.bridge.v1.GetPoolStatsRequest
-	(*GetPoolStatsResponse)(nil),    // 35: agentd.bridge.v1.GetPoolStatsResponse
-	(*PoolStats)(nil),               // 36: agentd.bridge.v1.PoolStats
-	nil,                             // 37: agentd.bridge.v1.HTTPTarget.HeadersEntry
-	nil,                             // 38: agentd.bridge.v1.StdioTarget.EnvEntry
-	nil,                             // 39: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	(*durationpb.Duration)(nil),     // 40: google.protobuf.Duration
-	(*structpb.Struct)(nil),         // 41: google.protobuf.Struct
-	(*anypb.Any)(nil),               // 42: google.protobuf.Any
+	(*ToolProgress)(nil),            // 20: agentd.bridge.v1.ToolProgress
+	(*CallError)(nil),               // 21: agentd.bridge.v1.CallError
+	(*CallToolResponse)(nil),        // 22: agentd.bridge.v1.CallToolResponse
+	(*Content)(nil),                 // 23: agentd.bridge.v1.Content
+	(*GetCacheStatsRequest)(nil),    // 24: agentd.bridge.v1.GetCacheStatsRequest
+	(*GetCacheStatsResponse)(nil),   // 25: agentd.bridge.v1.GetCacheStatsResponse
+	(*CacheSettings)(nil),           // 26: agentd.bridge.v1.CacheSettings
+	(*ClearCacheRequest)(nil),       // 27: agentd.bridge.v1.ClearCacheRequest
+	(*ClearCacheResponse)(nil),      // 28: agentd.bridge.v1.ClearCacheResponse
+	(*ResetCacheRequest)(nil),       // 29: agentd.bridge.v1.ResetCacheRequest
+	(*ResetCacheResponse)(nil),      // 30: agentd.bridge.v1.ResetCacheResponse
+	(*InvalidateCacheRequest)(nil),  // 31: agentd.bridge.v1.InvalidateCacheRequest
+	(*InvalidateCacheResponse)(nil), // 32: agentd.bridge.v1.InvalidateCacheResponse
+	(*ConfigureCacheRequest)(nil),   // 33: agentd.bridge.v1.ConfigureCacheRequest
+	(*ConfigureCacheResponse)(nil),  // 34: agentd.bridge.v1.ConfigureCacheResponse
+	(*GetPoolStatsRequest)(nil),     // 35: agentd.bridge.v1.GetPoolStatsRequest
+	(*GetPoolStatsResponse)(nil),    // 36: agentd.bridge.v1.GetPoolStatsResponse
+	(*PoolStats)(nil),               // 37: agentd.bridge.v1.PoolStats
+	nil,                             // 38: agentd.bridge.v1.HTTPTarget.HeadersEntry
+	nil,                             // 39: agentd.bridge.v1.StdioTarget.EnvEntry
+	nil,                             // 40: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	(*durationpb.Duration)(nil),     // 41: google.protobuf.Duration
+	(*structpb.Struct)(nil),         // 42: google.protobuf.Struct
+	(*anypb.Any)(nil),               // 43: google.protobuf.Any
 }
 var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	2,  // 0: agentd.bridge.v1.ServerSpec.http:type_name -> agentd.bridge.v1.HTTPTarget
 	3,  // 1: agentd.bridge.v1.ServerSpec.stdio:type_name -> agentd.bridge.v1.StdioTarget
-	40, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
-	37, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
-	40, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
-	38, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
+	41, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
+	38, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
+	41, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
+	39, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
 	1,  // 6: agentd.bridge.v1.OpenSessionRequest.servers:type_name -> agentd.bridge.v1.ServerSpec
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
 	12, // 9: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
 	13, // 10: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	41, // 11: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	42, // 11: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
 	14, // 12: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
 	17, // 13: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
 	18, // 14: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
-	40, // 15: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
-	39, // 16: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	21, // 17: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
-	20, // 18: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
-	42, // 19: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
-	22, // 20: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
-	0,  // 21: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
-	25, // 22: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	40, // 23: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
-	25, // 24: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	1,  // 25: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	40, // 26: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
-	25, // 27: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	36, // 28: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	4,  // 29: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 30: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 31: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 32: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	16, // 33: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
-	23, // 34: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	26, // 35: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	28, // 36: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	30, // 37: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	32, // 38: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	34, // 39: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 40: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 41: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 42: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	21, // 43: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 44: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
-	24, // 45: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	27, // 46: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	29, // 47: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	31, // 48: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	33, // 49: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	35, // 50: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	40, // [40:51] is the sub-list for method output_type
-	29, // [29:40] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	41, // 15: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	40, // 16: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	22, // 17: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
+	21, // 18: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
+	20, // 19: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
+	43, // 20: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	23, // 21: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
+	0,  // 22: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
+	26, // 23: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	41, // 24: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	26, // 25: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	1,  // 26: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
+	41, // 27: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 28: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	37, // 29: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
+	4,  // 30: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 31: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 32: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 33: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 34: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	24, // 35: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	27, // 36: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	29, // 37: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	31, // 38: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	33, // 39: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	35, // 40: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	5,  // 41: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 42: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 43: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	22, // 44: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 45: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	25, // 46: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	28, // 47: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	30, // 48: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	32, // 49: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	34, // 50: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	36, // 51: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }
@@ -2801,19 +2893,20 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 	file_agentd_bridge_v1_bridge_proto_msgTypes[18].OneofWrappers = []any{
 		(*CallToolsResponse_Result)(nil),
 		(*CallToolsResponse_Error)(nil),
+		(*CallToolsResponse_Progress)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[21].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[22].OneofWrappers = []any{
 		(*Content_Data)(nil),
 		(*Content_Uri)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[31].OneofWrappers = []any{}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_bridge_v1_bridge_proto_rawDesc), len(file_agentd_bridge_v1_bridge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

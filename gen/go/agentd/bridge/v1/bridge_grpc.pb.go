@@ -62,14 +62,16 @@ type BridgeServiceClient interface {
 	// answered (it may or may not have run; the server's next call starts a
 	// fresh process), are successful RPCs with is_error set: the failure is
 	// data for the model. Only connection, timeout and protocol failures are
-	// RPC errors.
+	// RPC errors. The server's progress reports for the call are dropped:
+	// CallTools carries them.
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	// CallTools runs many tool calls of one session over one stream, without
 	// a gRPC call (headers, interceptors, stats handlers) per tool call: it is
 	// how agentd calls tools. The first request must be open, naming the
 	// session; each later one starts a call or cancels one. Calls run
-	// concurrently, and each gets one response naming it, in the order they
-	// finish, unless the stream ends first; its outcome is what CallTool
+	// concurrently, and each gets one final response naming it, in the order
+	// they finish, unless the stream ends first (before it, progress
+	// responses may report the call's progress); its outcome is what CallTool
 	// would have returned, its error what CallTool would have failed with. A
 	// call or answer larger than 4 MiB (gRPC's default receive limit) fails
 	// alone with ResourceExhausted. The stream ends when the client
@@ -187,14 +189,16 @@ type BridgeServiceServer interface {
 	// answered (it may or may not have run; the server's next call starts a
 	// fresh process), are successful RPCs with is_error set: the failure is
 	// data for the model. Only connection, timeout and protocol failures are
-	// RPC errors.
+	// RPC errors. The server's progress reports for the call are dropped:
+	// CallTools carries them.
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	// CallTools runs many tool calls of one session over one stream, without
 	// a gRPC call (headers, interceptors, stats handlers) per tool call: it is
 	// how agentd calls tools. The first request must be open, naming the
 	// session; each later one starts a call or cancels one. Calls run
-	// concurrently, and each gets one response naming it, in the order they
-	// finish, unless the stream ends first; its outcome is what CallTool
+	// concurrently, and each gets one final response naming it, in the order
+	// they finish, unless the stream ends first (before it, progress
+	// responses may report the call's progress); its outcome is what CallTool
 	// would have returned, its error what CallTool would have failed with. A
 	// call or answer larger than 4 MiB (gRPC's default receive limit) fails
 	// alone with ResourceExhausted. The stream ends when the client

@@ -73,14 +73,16 @@ class CallToolsRequest(_message.Message):
     def __init__(self, open: _Optional[_Union[CallToolsOpen, _Mapping]] = ..., call: _Optional[_Union[StreamedToolCall, _Mapping]] = ..., cancel: _Optional[int] = ...) -> None: ...
 
 class CallToolsResponse(_message.Message):
-    __slots__ = ["error", "id", "result"]
+    __slots__ = ["error", "id", "progress", "result"]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     error: CallError
     id: int
+    progress: ToolProgress
     result: CallToolResponse
-    def __init__(self, id: _Optional[int] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ..., progress: _Optional[_Union[ToolProgress, _Mapping]] = ...) -> None: ...
 
 class ClearCacheRequest(_message.Message):
     __slots__ = []
@@ -362,6 +364,16 @@ class ToolAnnotations(_message.Message):
     read_only_hint: bool
     title: str
     def __init__(self, title: _Optional[str] = ..., read_only_hint: bool = ..., destructive_hint: bool = ..., idempotent_hint: bool = ..., open_world_hint: bool = ...) -> None: ...
+
+class ToolProgress(_message.Message):
+    __slots__ = ["message", "progress", "total"]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    progress: float
+    total: float
+    def __init__(self, progress: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ToolsChanged(_message.Message):
     __slots__ = ["server_name"]

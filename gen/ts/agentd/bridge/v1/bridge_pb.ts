@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/bridge/v1/bridge.proto.
  */
 export const file_agentd_bridge_v1_bridge: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi1gEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUiigEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSABCBwoFZXZlbnQiIwoNU2Vzc2lvbk9wZW5lZBISCgpzZXNzaW9uX2lkGAEgASgJIiMKDFRvb2xzQ2hhbmdlZBITCgtzZXJ2ZXJfbmFtZRgBIAEoCSIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiPAoQTGlzdFRvb2xzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHNlcnZlcl9uYW1lcxgCIAMoCSJDChFMaXN0VG9vbHNSZXNwb25zZRIuCgdzZXJ2ZXJzGAEgAygLMh0uYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJUb29scyJcCgtTZXJ2ZXJUb29scxITCgtzZXJ2ZXJfbmFtZRgBIAEoCRIlCgV0b29scxgCIAMoCzIWLmFnZW50ZC5icmlkZ2UudjEuVG9vbBIRCgljYWNoZV9oaXQYAyABKAgikAEKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjYKC2Fubm90YXRpb25zGAQgASgLMiEuYWdlbnRkLmJyaWRnZS52MS5Ub29sQW5ub3RhdGlvbnMihAEKD1Rvb2xBbm5vdGF0aW9ucxINCgV0aXRsZRgBIAEoCRIWCg5yZWFkX29ubHlfaGludBgCIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAMgASgIEhcKD2lkZW1wb3RlbnRfaGludBgEIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBSABKAgiYAoPQ2FsbFRvb2xSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSKRAQoQQ2FsbFRvb2xzUmVxdWVzdBIvCgRvcGVuGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNPcGVuSAASMgoEY2FsbBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbEgAEhAKBmNhbmNlbBgDIAEoBEgAQgYKBGtpbmQiIwoNQ2FsbFRvb2xzT3BlbhISCgpzZXNzaW9uX2lkGAEgASgJIocCChBTdHJlYW1lZFRvb2xDYWxsEgoKAmlkGAEgASgEEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkSKgoHdGltZW91dBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhJLCg10cmFjZV9jb250ZXh0GAYgAygLMjQuYWdlbnRkLmJyaWRnZS52MS5TdHJlYW1lZFRvb2xDYWxsLlRyYWNlQ29udGV4dEVudHJ5GjMKEVRyYWNlQ29udGV4dEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEijgEKEUNhbGxUb29sc1Jlc3BvbnNlEgoKAmlkGAEgASgEEjQKBnJlc3VsdBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXNwb25zZUgAEiwKBWVycm9yGAMgASgLMhsuYWdlbnRkLmJyaWRnZS52MS5DYWxsRXJyb3JIAEIJCgdvdXRjb21lIlEKCUNhbGxFcnJvchIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAkSJQoHZGV0YWlscxgDIAMoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiZAoQQ2FsbFRvb2xSZXNwb25zZRIOCgZvdXRwdXQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgSLgoLYXR0YWNobWVudHMYAyADKAsyGS5hZ2VudGQuYnJpZGdlLnYxLkNvbnRlbnQigAEKB0NvbnRlbnQSKwoEa2luZBgBIAEoDjIdLmFnZW50ZC5icmlkZ2UudjEuQ29udGVudEtpbmQSEQoJbWltZV90eXBlGAIgASgJEg4KBGRhdGEYAyABKAxIABINCgN1cmkYBCABKAlIABIMCgRuYW1lGAUgASgJQggKBnNvdXJjZSIWChRHZXRDYWNoZVN0YXRzUmVxdWVzdCJ2ChVHZXRDYWNoZVN0YXRzUmVzcG9uc2USDAoEc2l6ZRgBIAEoAxIMCgRoaXRzGAIgASgDEg4KBm1pc3NlcxgDIAEoAxIxCghzZXR0aW5ncxgEIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyJdCg1DYWNoZVNldHRpbmdzEg8KB2VuYWJsZWQYASABKAgSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC21heF9lbnRyaWVzGAMgASgFIhMKEUNsZWFyQ2FjaGVSZXF1ZXN0IhQKEkNsZWFyQ2FjaGVSZXNwb25zZSITChFSZXNldENhY2hlUmVxdWVzdCJHChJSZXNldENhY2hlUmVzcG9uc2USMQoIc2V0dGluZ3MYASABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiVgoWSW52YWxpZGF0ZUNhY2hlUmVxdWVzdBIsCgZzZXJ2ZXIYASABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSDgoGdGVuYW50GAIgASgJIioKF0ludmFsaWRhdGVDYWNoZVJlc3BvbnNlEg8KB3JlbW92ZWQYASABKAgiiwEKFUNvbmZpZ3VyZUNhY2hlUmVxdWVzdBIUCgdlbmFibGVkGAEgASgISACIAQESJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKC21heF9lbnRyaWVzGAMgASgFSAGIAQFCCgoIX2VuYWJsZWRCDgoMX21heF9lbnRyaWVzIksKFkNvbmZpZ3VyZUNhY2hlUmVzcG9uc2USMQoIc2V0dGluZ3MYASABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiFQoTR2V0UG9vbFN0YXRzUmVxdWVzdCJZChRHZXRQb29sU3RhdHNSZXNwb25zZRIqCgVwb29scxgBIAMoCzIbLmFnZW50ZC5icmlkZ2UudjEuUG9vbFN0YXRzEhUKDW9wZW5fc2Vzc2lvbnMYAiABKAUi1AEKCVBvb2xTdGF0cxITCgtzZXJ2ZXJfbmFtZRgBIAEoCRILCgNrZXkYAiABKAkSDAoEd2FybRgDIAEoBRIMCgRidXN5GAQgASgFEhAKCHN0YXJ0aW5nGAUgASgFEhUKDW1heF9wcm9jZXNzZXMYBiABKAUSDwoHc3Bhd25lZBgHIAEoAxIPCgdyZXRpcmVkGAggASgDEg8KB2NyYXNoZWQYCSABKAMSDQoFd2FpdHMYCiABKAMSDgoGc2hhcmVkGAsgASgIEg4KBnRlbmFudBgMIAEoCSqWAQoLQ29udGVudEtpbmQSHAoYQ09OVEVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSQ09OVEVOVF9LSU5EX0lNQUdFEAESFgoSQ09OVEVOVF9LSU5EX0FVRElPEAISHgoaQ09OVEVOVF9LSU5EX1JFU09VUkNFX0xJTksQAxIZChVDT05URU5UX0tJTkRfUkVTT1VSQ0UQBDLPAwoNQnJpZGdlU2VydmljZRJcCgtPcGVuU2Vzc2lvbhIkLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXF1ZXN0GiUuYWdlbnRkLmJyaWRnZS52MS5PcGVuU2Vzc2lvblJlc3BvbnNlMAESXQoMQ2xvc2VTZXNzaW9uEiUuYWdlbnRkLmJyaWRnZS52MS5DbG9zZVNlc3Npb25SZXF1ZXN0GiYuYWdlbnRkLmJyaWRnZS52MS5DbG9zZVNlc3Npb25SZXNwb25zZRJUCglMaXN0VG9vbHMSIi5hZ2VudGQuYnJpZGdlLnYxLkxpc3RUb29sc1JlcXVlc3QaIy5hZ2VudGQuYnJpZGdlLnYxLkxpc3RUb29sc1Jlc3BvbnNlElEKCENhbGxUb29sEiEuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlcXVlc3QaIi5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sUmVzcG9uc2USWAoJQ2FsbFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNSZXNwb25zZSgBMAEy1AQKEkJyaWRnZUFkbWluU2VydmljZRJgCg1HZXRDYWNoZVN0YXRzEiYuYWdlbnRkLmJyaWRnZS52MS5HZXRDYWNoZVN0YXRzUmVxdWVzdBonLmFnZW50ZC5icmlkZ2UudjEuR2V0Q2FjaGVTdGF0c1Jlc3BvbnNlElcKCkNsZWFyQ2FjaGUSIy5hZ2VudGQuYnJpZGdlLnYxLkNsZWFyQ2FjaGVSZXF1ZXN0GiQuYWdlbnRkLmJyaWRnZS52MS5DbGVhckNhY2hlUmVzcG9uc2USVwoKUmVzZXRDYWNoZRIjLmFnZW50ZC5icmlkZ2UudjEuUmVzZXRDYWNoZVJlcXVlc3QaJC5hZ2VudGQuYnJpZGdlLnYxLlJlc2V0Q2FjaGVSZXNwb25zZRJmCg9JbnZhbGlkYXRlQ2FjaGUSKC5hZ2VudGQuYnJpZGdlLnYxLkludmFsaWRhdGVDYWNoZVJlcXVlc3QaKS5hZ2VudGQuYnJpZGdlLnYxLkludmFsaWRhdGVDYWNoZVJlc3BvbnNlEmMKDkNvbmZpZ3VyZUNhY2hlEicuYWdlbnRkLmJyaWRnZS52MS5Db25maWd1cmVDYWNoZVJlcXVlc3QaKC5hZ2VudGQuYnJpZGdlLnYxLkNvbmZpZ3VyZUNhY2hlUmVzcG9uc2USXQoMR2V0UG9vbFN0YXRzEiUuYWdlbnRkLmJyaWRnZS52MS5HZXRQb29sU3RhdHNSZXF1ZXN0GiYuYWdlbnRkLmJyaWRnZS52MS5HZXRQb29sU3RhdHNSZXNwb25zZULAAQoUY29tLmFnZW50ZC5icmlkZ2UudjFCC0JyaWRnZVByb3RvUAFaOWdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL2JyaWRnZS92MTticmlkZ2V2MaICA0FCWKoCEEFnZW50ZC5CcmlkZ2UuVjHKAhBBZ2VudGRcQnJpZGdlXFYx4gIcQWdlbnRkXEJyaWRnZVxWMVxHUEJNZXRhZGF0YeoCEkFnZW50ZDo6QnJpZGdlOjpWMWIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi1gEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUiigEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSABCBwoFZXZlbnQiIwoNU2Vzc2lvbk9wZW5lZBISCgpzZXNzaW9uX2lkGAEgASgJIiMKDFRvb2xzQ2hhbmdlZBITCgtzZXJ2ZXJfbmFtZRgBIAEoCSIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiPAoQTGlzdFRvb2xzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHNlcnZlcl9uYW1lcxgCIAMoCSJDChFMaXN0VG9vbHNSZXNwb25zZRIuCgdzZXJ2ZXJzGAEgAygLMh0uYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJUb29scyJcCgtTZXJ2ZXJUb29scxITCgtzZXJ2ZXJfbmFtZRgBIAEoCRIlCgV0b29scxgCIAMoCzIWLmFnZW50ZC5icmlkZ2UudjEuVG9vbBIRCgljYWNoZV9oaXQYAyABKAgikAEKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjYKC2Fubm90YXRpb25zGAQgASgLMiEuYWdlbnRkLmJyaWRnZS52MS5Ub29sQW5ub3RhdGlvbnMihAEKD1Rvb2xBbm5vdGF0aW9ucxINCgV0aXRsZRgBIAEoCRIWCg5yZWFkX29ubHlfaGludBgCIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAMgASgIEhcKD2lkZW1wb3RlbnRfaGludBgEIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBSABKAgiYAoPQ2FsbFRvb2xSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSKRAQoQQ2FsbFRvb2xzUmVxdWVzdBIvCgRvcGVuGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNPcGVuSAASMgoEY2FsbBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbEgAEhAKBmNhbmNlbBgDIAEoBEgAQgYKBGtpbmQiIwoNQ2FsbFRvb2xzT3BlbhISCgpzZXNzaW9uX2lkGAEgASgJIocCChBTdHJlYW1lZFRvb2xDYWxsEgoKAmlkGAEgASgEEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkSKgoHdGltZW91dBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhJLCg10cmFjZV9jb250ZXh0GAYgAygLMjQuYWdlbnRkLmJyaWRnZS52MS5TdHJlYW1lZFRvb2xDYWxsLlRyYWNlQ29udGV4dEVudHJ5GjMKEVRyYWNlQ29udGV4dEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiwgEKEUNhbGxUb29sc1Jlc3BvbnNlEgoKAmlkGAEgASgEEjQKBnJlc3VsdBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXNwb25zZUgAEiwKBWVycm9yGAMgASgLMhsuYWdlbnRkLmJyaWRnZS52MS5DYWxsRXJyb3JIABIyCghwcm9ncmVzcxgEIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbFByb2dyZXNzSABCCQoHb3V0Y29tZSJACgxUb29sUHJvZ3Jlc3MSEAoIcHJvZ3Jlc3MYASABKAESDQoFdG90YWwYAiABKAESDwoHbWVzc2FnZRgDIAEoCSJRCglDYWxsRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJEiUKB2RldGFpbHMYAyADKAsyFC5nb29nbGUucHJvdG9idWYuQW55ImQKEENhbGxUb29sUmVzcG9uc2USDgoGb3V0cHV0GAEgASgJEhAKCGlzX2Vycm9yGAIgASgIEi4KC2F0dGFjaG1lbnRzGAMgAygLMhkuYWdlbnRkLmJyaWRnZS52MS5Db250ZW50IoABCgdDb250ZW50EisKBGtpbmQYASABKA4yHS5hZ2VudGQuYnJpZGdlLnYxLkNvbnRlbnRLaW5kEhEKCW1pbWVfdHlwZRgCIAEoCRIOCgRkYXRhGAMgASgMSAASDQoDdXJpGAQgASgJSAASDAoEbmFtZRgFIAEoCUIICgZzb3VyY2UiFgoUR2V0Q2FjaGVTdGF0c1JlcXVlc3QidgoVR2V0Q2FjaGVTdGF0c1Jlc3BvbnNlEgwKBHNpemUYASABKAMSDAoEaGl0cxgCIAEoAxIOCgZtaXNzZXMYAyABKAMSMQoIc2V0dGluZ3MYBCABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiXQoNQ2FjaGVTZXR0aW5ncxIPCgdlbmFibGVkGAEgASgIEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgttYXhfZW50cmllcxgDIAEoBSITChFDbGVhckNhY2hlUmVxdWVzdCIUChJDbGVhckNhY2hlUmVzcG9uc2UiEwoRUmVzZXRDYWNoZVJlcXVlc3QiRwoSUmVzZXRDYWNoZVJlc3BvbnNlEjEKCHNldHRpbmdzGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIlYKFkludmFsaWRhdGVDYWNoZVJlcXVlc3QSLAoGc2VydmVyGAEgASgLMhwuYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJTcGVjEg4KBnRlbmFudBgCIAEoCSIqChdJbnZhbGlkYXRlQ2FjaGVSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgIIosBChVDb25maWd1cmVDYWNoZVJlcXVlc3QSFAoHZW5hYmxlZBgBIAEoCEgAiAEBEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYCgttYXhfZW50cmllcxgDIAEoBUgBiAEBQgoKCF9lbmFibGVkQg4KDF9tYXhfZW50cmllcyJLChZDb25maWd1cmVDYWNoZVJlc3BvbnNlEjEKCHNldHRpbmdzGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIhUKE0dldFBvb2xTdGF0c1JlcXVlc3QiWQoUR2V0UG9vbFN0YXRzUmVzcG9uc2USKgoFcG9vbHMYASADKAsyGy5hZ2VudGQuYnJpZGdlLnYxLlBvb2xTdGF0cxIVCg1vcGVuX3Nlc3Npb25zGAIgASgFItQBCglQb29sU3RhdHMSEwoLc2VydmVyX25hbWUYASABKAkSCwoDa2V5GAIgASgJEgwKBHdhcm0YAyABKAUSDAoEYnVzeRgEIAEoBRIQCghzdGFydGluZxgFIAEoBRIVCg1tYXhfcHJvY2Vzc2VzGAYgASgFEg8KB3NwYXduZWQYByABKAMSDwoHcmV0aXJlZBgIIAEoAxIPCgdjcmFzaGVkGAkgASgDEg0KBXdhaXRzGAogASgDEg4KBnNoYXJlZBgLIAEoCBIOCgZ0ZW5hbnQYDCABKAkqlgEKC0NvbnRlbnRLaW5kEhwKGENPTlRFTlRfS0lORF9VTlNQRUNJRklFRBAAEhYKEkNPTlRFTlRfS0lORF9JTUFHRRABEhYKEkNPTlRFTlRfS0lORF9BVURJTxACEh4KGkNPTlRFTlRfS0lORF9SRVNPVVJDRV9MSU5LEAMSGQoVQ09OVEVOVF9LSU5EX1JFU09VUkNFEAQyzwMKDUJyaWRnZVNlcnZpY2USXAoLT3BlblNlc3Npb24SJC5hZ2VudGQuYnJpZGdlLnYxLk9wZW5TZXNzaW9uUmVxdWVzdBolLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXNwb25zZTABEl0KDENsb3NlU2Vzc2lvbhIlLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USVAoJTGlzdFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXNwb25zZRJRCghDYWxsVG9vbBIhLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXF1ZXN0GiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlc3BvbnNlElgKCUNhbGxUb29scxIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVxdWVzdBojLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVzcG9uc2UoATABMtQEChJCcmlkZ2VBZG1pblNlcnZpY2USYAoNR2V0Q2FjaGVTdGF0cxImLmFnZW50ZC5icmlkZ2UudjEuR2V0Q2FjaGVTdGF0c1JlcXVlc3QaJy5hZ2VudGQuYnJpZGdlLnYxLkdldENhY2hlU3RhdHNSZXNwb25zZRJXCgpDbGVhckNhY2hlEiMuYWdlbnRkLmJyaWRnZS52MS5DbGVhckNhY2hlUmVxdWVzdBokLmFnZW50ZC5icmlkZ2UudjEuQ2xlYXJDYWNoZVJlc3BvbnNlElcKClJlc2V0Q2FjaGUSIy5hZ2VudGQuYnJpZGdlLnYxLlJlc2V0Q2FjaGVSZXF1ZXN0GiQuYWdlbnRkLmJyaWRnZS52MS5SZXNldENhY2hlUmVzcG9uc2USZgoPSW52YWxpZGF0ZUNhY2hlEiguYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0GikuYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXNwb25zZRJjCg5Db25maWd1cmVDYWNoZRInLmFnZW50ZC5icmlkZ2UudjEuQ29uZmlndXJlQ2FjaGVSZXF1ZXN0GiguYWdlbnRkLmJyaWRnZS52MS5Db25maWd1cmVDYWNoZVJlc3BvbnNlEl0KDEdldFBvb2xTdGF0cxIlLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVzcG9uc2VCwAEKFGNvbS5hZ2VudGQuYnJpZGdlLnYxQgtCcmlkZ2VQcm90b1ABWjlnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9icmlkZ2UvdjE7YnJpZGdldjGiAgNBQliqAhBBZ2VudGQuQnJpZGdlLlYxygIQQWdlbnRkXEJyaWRnZVxWMeICHEFnZW50ZFxCcmlkZ2VcVjFcR1BCTWV0YWRhdGHqAhJBZ2VudGQ6OkJyaWRnZTo6VjFiBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * ServerSpec is one MCP server of a session, as the bridge needs it.
@@ -705,6 +705,18 @@ export type CallToolsResponse = Message<"agentd.bridge.v1.CallToolsResponse"> & 
      */
     value: CallError;
     case: "error";
+  } | {
+    /**
+     * Not an end: the MCP server reported the call's progress
+     * (notifications/progress). Any number of these may come before the
+     * call's one result or error, at most ten a second for one call (the
+     * latest of faster ones is kept, and the last before the end is
+     * sent).
+     *
+     * @generated from field: agentd.bridge.v1.ToolProgress progress = 4;
+     */
+    value: ToolProgress;
+    case: "progress";
   } | { case: undefined; value?: undefined };
 };
 
@@ -714,6 +726,41 @@ export type CallToolsResponse = Message<"agentd.bridge.v1.CallToolsResponse"> & 
  */
 export const CallToolsResponseSchema: GenMessage<CallToolsResponse> = /*@__PURE__*/
   messageDesc(file_agentd_bridge_v1_bridge, 18);
+
+/**
+ * ToolProgress is one notifications/progress of a running call.
+ *
+ * @generated from message agentd.bridge.v1.ToolProgress
+ */
+export type ToolProgress = Message<"agentd.bridge.v1.ToolProgress"> & {
+  /**
+   * How far the call is, in the server's units.
+   *
+   * @generated from field: double progress = 1;
+   */
+  progress: number;
+
+  /**
+   * The progress at which it is done; 0 when unknown.
+   *
+   * @generated from field: double total = 2;
+   */
+  total: number;
+
+  /**
+   * The server's message; may be empty.
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.ToolProgress.
+ * Use `create(ToolProgressSchema)` to create a new message.
+ */
+export const ToolProgressSchema: GenMessage<ToolProgress> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 19);
 
 /**
  * CallError is a call's failure as a gRPC status: the same fields, with
@@ -749,7 +796,7 @@ export type CallError = Message<"agentd.bridge.v1.CallError"> & {
  * Use `create(CallErrorSchema)` to create a new message.
  */
 export const CallErrorSchema: GenMessage<CallError> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 19);
+  messageDesc(file_agentd_bridge_v1_bridge, 20);
 
 /**
  * CallToolResponse is a tool's result, flattened for a model.
@@ -785,7 +832,7 @@ export type CallToolResponse = Message<"agentd.bridge.v1.CallToolResponse"> & {
  * Use `create(CallToolResponseSchema)` to create a new message.
  */
 export const CallToolResponseSchema: GenMessage<CallToolResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 20);
+  messageDesc(file_agentd_bridge_v1_bridge, 21);
 
 /**
  * Content is one non-text content block of a tool result.
@@ -843,7 +890,7 @@ export type Content = Message<"agentd.bridge.v1.Content"> & {
  * Use `create(ContentSchema)` to create a new message.
  */
 export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 21);
+  messageDesc(file_agentd_bridge_v1_bridge, 22);
 
 /**
  * GetCacheStatsRequest asks for the schema cache's statistics.
@@ -858,7 +905,7 @@ export type GetCacheStatsRequest = Message<"agentd.bridge.v1.GetCacheStatsReques
  * Use `create(GetCacheStatsRequestSchema)` to create a new message.
  */
 export const GetCacheStatsRequestSchema: GenMessage<GetCacheStatsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 22);
+  messageDesc(file_agentd_bridge_v1_bridge, 23);
 
 /**
  * GetCacheStatsResponse reports the schema cache.
@@ -900,7 +947,7 @@ export type GetCacheStatsResponse = Message<"agentd.bridge.v1.GetCacheStatsRespo
  * Use `create(GetCacheStatsResponseSchema)` to create a new message.
  */
 export const GetCacheStatsResponseSchema: GenMessage<GetCacheStatsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 23);
+  messageDesc(file_agentd_bridge_v1_bridge, 24);
 
 /**
  * CacheSettings are the schema cache's settings.
@@ -935,7 +982,7 @@ export type CacheSettings = Message<"agentd.bridge.v1.CacheSettings"> & {
  * Use `create(CacheSettingsSchema)` to create a new message.
  */
 export const CacheSettingsSchema: GenMessage<CacheSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 24);
+  messageDesc(file_agentd_bridge_v1_bridge, 25);
 
 /**
  * ClearCacheRequest clears the schema cache.
@@ -950,7 +997,7 @@ export type ClearCacheRequest = Message<"agentd.bridge.v1.ClearCacheRequest"> & 
  * Use `create(ClearCacheRequestSchema)` to create a new message.
  */
 export const ClearCacheRequestSchema: GenMessage<ClearCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 25);
+  messageDesc(file_agentd_bridge_v1_bridge, 26);
 
 /**
  * ClearCacheResponse reports a cleared cache.
@@ -965,7 +1012,7 @@ export type ClearCacheResponse = Message<"agentd.bridge.v1.ClearCacheResponse"> 
  * Use `create(ClearCacheResponseSchema)` to create a new message.
  */
 export const ClearCacheResponseSchema: GenMessage<ClearCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 26);
+  messageDesc(file_agentd_bridge_v1_bridge, 27);
 
 /**
  * ResetCacheRequest resets the schema cache.
@@ -980,7 +1027,7 @@ export type ResetCacheRequest = Message<"agentd.bridge.v1.ResetCacheRequest"> & 
  * Use `create(ResetCacheRequestSchema)` to create a new message.
  */
 export const ResetCacheRequestSchema: GenMessage<ResetCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 27);
+  messageDesc(file_agentd_bridge_v1_bridge, 28);
 
 /**
  * ResetCacheResponse reports a reset cache.
@@ -1001,7 +1048,7 @@ export type ResetCacheResponse = Message<"agentd.bridge.v1.ResetCacheResponse"> 
  * Use `create(ResetCacheResponseSchema)` to create a new message.
  */
 export const ResetCacheResponseSchema: GenMessage<ResetCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 28);
+  messageDesc(file_agentd_bridge_v1_bridge, 29);
 
 /**
  * InvalidateCacheRequest drops one server's cache entry.
@@ -1029,7 +1076,7 @@ export type InvalidateCacheRequest = Message<"agentd.bridge.v1.InvalidateCacheRe
  * Use `create(InvalidateCacheRequestSchema)` to create a new message.
  */
 export const InvalidateCacheRequestSchema: GenMessage<InvalidateCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 29);
+  messageDesc(file_agentd_bridge_v1_bridge, 30);
 
 /**
  * InvalidateCacheResponse reports whether an entry was dropped.
@@ -1050,7 +1097,7 @@ export type InvalidateCacheResponse = Message<"agentd.bridge.v1.InvalidateCacheR
  * Use `create(InvalidateCacheResponseSchema)` to create a new message.
  */
 export const InvalidateCacheResponseSchema: GenMessage<InvalidateCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 30);
+  messageDesc(file_agentd_bridge_v1_bridge, 31);
 
 /**
  * ConfigureCacheRequest changes the cache's settings; absent fields keep
@@ -1086,7 +1133,7 @@ export type ConfigureCacheRequest = Message<"agentd.bridge.v1.ConfigureCacheRequ
  * Use `create(ConfigureCacheRequestSchema)` to create a new message.
  */
 export const ConfigureCacheRequestSchema: GenMessage<ConfigureCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 31);
+  messageDesc(file_agentd_bridge_v1_bridge, 32);
 
 /**
  * ConfigureCacheResponse reports the settings now in effect.
@@ -1107,7 +1154,7 @@ export type ConfigureCacheResponse = Message<"agentd.bridge.v1.ConfigureCacheRes
  * Use `create(ConfigureCacheResponseSchema)` to create a new message.
  */
 export const ConfigureCacheResponseSchema: GenMessage<ConfigureCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 32);
+  messageDesc(file_agentd_bridge_v1_bridge, 33);
 
 /**
  * GetPoolStatsRequest asks for the stdio pools' statistics.
@@ -1122,7 +1169,7 @@ export type GetPoolStatsRequest = Message<"agentd.bridge.v1.GetPoolStatsRequest"
  * Use `create(GetPoolStatsRequestSchema)` to create a new message.
  */
 export const GetPoolStatsRequestSchema: GenMessage<GetPoolStatsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 33);
+  messageDesc(file_agentd_bridge_v1_bridge, 34);
 
 /**
  * GetPoolStatsResponse reports every stdio process pool.
@@ -1152,7 +1199,7 @@ export type GetPoolStatsResponse = Message<"agentd.bridge.v1.GetPoolStatsRespons
  * Use `create(GetPoolStatsResponseSchema)` to create a new message.
  */
 export const GetPoolStatsResponseSchema: GenMessage<GetPoolStatsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 34);
+  messageDesc(file_agentd_bridge_v1_bridge, 35);
 
 /**
  * PoolStats reports one stdio process pool.
@@ -1254,7 +1301,7 @@ export type PoolStats = Message<"agentd.bridge.v1.PoolStats"> & {
  * Use `create(PoolStatsSchema)` to create a new message.
  */
 export const PoolStatsSchema: GenMessage<PoolStats> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 35);
+  messageDesc(file_agentd_bridge_v1_bridge, 36);
 
 /**
  * ContentKind is the MCP type of a content block.
@@ -1365,7 +1412,8 @@ export const BridgeService: GenService<{
    * answered (it may or may not have run; the server's next call starts a
    * fresh process), are successful RPCs with is_error set: the failure is
    * data for the model. Only connection, timeout and protocol failures are
-   * RPC errors.
+   * RPC errors. The server's progress reports for the call are dropped:
+   * CallTools carries them.
    *
    * @generated from rpc agentd.bridge.v1.BridgeService.CallTool
    */
@@ -1379,8 +1427,9 @@ export const BridgeService: GenService<{
    * a gRPC call (headers, interceptors, stats handlers) per tool call: it is
    * how agentd calls tools. The first request must be open, naming the
    * session; each later one starts a call or cancels one. Calls run
-   * concurrently, and each gets one response naming it, in the order they
-   * finish, unless the stream ends first; its outcome is what CallTool
+   * concurrently, and each gets one final response naming it, in the order
+   * they finish, unless the stream ends first (before it, progress
+   * responses may report the call's progress); its outcome is what CallTool
    * would have returned, its error what CallTool would have failed with. A
    * call or answer larger than 4 MiB (gRPC's default receive limit) fails
    * alone with ResourceExhausted. The stream ends when the client
