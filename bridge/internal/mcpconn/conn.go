@@ -483,19 +483,27 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	onProgress, _ := ctx.Value(progressKey{}).(func(Progress))
 	token, retire := c.progress.issue(onProgress)
 	defer retire()
+	caller := ctx
+	var call *inflightCall
 	if c.proc != nil {
-		var call *inflightCall
 		ctx, call = c.track(ctx)
 		defer c.untrack(ctx, call)
 	}
+	request := fmt.Sprintf("tools/call for %q", name)
 	var res *mcp.CallToolResult
-	err := c.do(ctx, fmt.Sprintf("tools/call for %q", name), false, func(ctx context.Context, s *mcp.ClientSession) error {
+	err := c.do(ctx, request, false, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
 		params := &mcp.CallToolParams{Name: name, Arguments: args}
 		params.SetProgressToken(token)
 		res, err = s.CallTool(ctx, params)
 		return err
 	})
+	if err != nil && call != nil && call.cut.Load() && caller.Err() == nil {
+		// The connection's close (its process crashed, or its session
+		// ended) cut the call short, not its caller: the server stopped
+		// during the call, which may or may not have run.
+		return nil, c.stoppedDuring(request, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -589,8 +597,7 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	}
 	cause := opaque(err)
 	if c.proc != nil && ended(err) {
-		return fault.Hide(fault.Unavailable, fmt.Errorf("%w: %w", ErrStopped, cause), "the MCP server %q stopped during %s", c.name, request).
-			WithInfo("MCP_SERVER_STOPPED", map[string]string{"server": c.name, "request": request})
+		return c.stoppedDuring(request, cause)
 	}
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 		return fault.Hide(fault.Unavailable, cause, "the MCP server %q closed the connection during %s", c.name, request).
@@ -599,6 +606,13 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	// HTTP errors were redacted above: they name the host, never the path.
 	return fault.Wrap(fault.Unavailable, cause, "the MCP server %q failed during %s", c.name, request).
 		WithInfo("MCP_UNAVAILABLE", map[string]string{"server": c.name, "request": request})
+}
+
+// stoppedDuring is the failure of request whose stdio server stopped (or
+// was stopped) while it ran: cause, hidden behind ErrStopped.
+func (c *Conn) stoppedDuring(request string, cause error) error {
+	return fault.Hide(fault.Unavailable, fmt.Errorf("%w: %w", ErrStopped, opaque(cause)), "the MCP server %q stopped during %s", c.name, request).
+		WithInfo("MCP_SERVER_STOPPED", map[string]string{"server": c.name, "request": request})
 }
 
 // Close ends the session and, for stdio, stops the process and its group.

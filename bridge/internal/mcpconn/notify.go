@@ -160,6 +160,7 @@ const cancelNotifyWait = time.Second
 // (X-M6), so that stopping the process does not overtake the notification.
 type inflightCall struct {
 	cancel   context.CancelFunc
+	cut      atomic.Bool   // the connection's close cancelled it, not its caller
 	sent     atomic.Bool   // the request was written: the server may be running it
 	notified chan struct{} // closed once notifications/cancelled for it was written
 	once     sync.Once
@@ -223,6 +224,7 @@ func (c *core) cutCalls() {
 	c.callsMu.Lock()
 	calls := make([]*inflightCall, 0, len(c.calls))
 	for call := range c.calls {
+		call.cut.Store(true)
 		call.cancel()
 		calls = append(calls, call)
 	}
