@@ -226,15 +226,8 @@ func (h stderrLine) WithGroup(string) slog.Handler      { return h }
 // Pids reads the pids appended to a pid file; a missing file holds none.
 func Pids(tb testing.TB, path string) []int {
 	tb.Helper()
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var pids []int
-	for _, f := range strings.Fields(string(data)) {
+	for _, f := range lines(tb, path) {
 		pid, err := strconv.Atoi(f)
 		if err != nil {
 			tb.Fatalf("pid file %s: %v", path, err)
@@ -542,6 +535,13 @@ func recordCancellations(next mcp.MethodHandler) mcp.MethodHandler {
 // file; a missing file holds none.
 func Cancellations(tb testing.TB, path string) []string {
 	tb.Helper()
+	return lines(tb, path)
+}
+
+// lines reads the non-empty lines of a file the fakes append to; a
+// missing file has none.
+func lines(tb testing.TB, path string) []string {
+	tb.Helper()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -549,7 +549,13 @@ func Cancellations(tb testing.TB, path string) []string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return strings.Split(strings.TrimSpace(string(data)), "\n")
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // WaitCancelled fails the test unless a fake writes a cancellation to the
