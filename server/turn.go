@@ -289,7 +289,7 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 	began := time.Now()
 	ctx, span := g.toolSpan(ctx, c, "extension")
 	defer span.End()
-	span.SetAttributes(attribute.String("mcp.server.name", owner.server.name))
+	span.SetAttributes(attribute.String("agentd.mcp.server", owner.server.name))
 	ctx = withToolProgress(ctx, func(p *bridgev1.ToolProgress) {
 		g.emitProgress(ctx, &agentdv1.ToolProgress{CallId: c.GetId(), Progress: p.GetProgress(), Total: p.GetTotal(), Message: p.GetMessage()})
 	})

@@ -363,8 +363,9 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 		}
 	}
 	fail := start["execute_tool fail"]
-	if len(fail) != 1 || attrMap(fail[0].GetAttributes())["error.type"] != "tool_error" || fail[0].GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR {
-		t.Errorf("X-O2 want one execute_tool fail span, an error of type tool_error; got %v", fail)
+	if len(fail) != 1 || attrMap(fail[0].GetAttributes())["error.type"] != "tool_error" || fail[0].GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR ||
+		attrMap(fail[0].GetAttributes())["agentd.mcp.server"] != "tools" || attrMap(fail[0].GetAttributes())["gen_ai.tool.type"] != "extension" {
+		t.Errorf("X-O2 want one execute_tool fail span of the server tools, an extension, an error of type tool_error; got %v", fail)
 	}
 	// The bridge's spans join the generation's trace across the hop.
 	var bridgeSpans int
