@@ -138,6 +138,63 @@ func (ToolNameConflict) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
+// GrantType is how agentd obtains an access token.
+type GrantType int32
+
+const (
+	// AUTHORIZATION_CODE.
+	GrantType_GRANT_TYPE_UNSPECIFIED GrantType = 0
+	// A person authorizes agentd once (authorization code with PKCE): the
+	// generation sends an AuthorizationRequest and waits for the answer.
+	// The token is then kept for the tenant, end user and server, and
+	// refreshed.
+	GrantType_GRANT_TYPE_AUTHORIZATION_CODE GrantType = 1
+	// agentd authenticates as the client itself (machine to machine); no
+	// person is asked.
+	GrantType_GRANT_TYPE_CLIENT_CREDENTIALS GrantType = 2
+)
+
+// Enum value maps for GrantType.
+var (
+	GrantType_name = map[int32]string{
+		0: "GRANT_TYPE_UNSPECIFIED",
+		1: "GRANT_TYPE_AUTHORIZATION_CODE",
+		2: "GRANT_TYPE_CLIENT_CREDENTIALS",
+	}
+	GrantType_value = map[string]int32{
+		"GRANT_TYPE_UNSPECIFIED":        0,
+		"GRANT_TYPE_AUTHORIZATION_CODE": 1,
+		"GRANT_TYPE_CLIENT_CREDENTIALS": 2,
+	}
+)
+
+func (x GrantType) Enum() *GrantType {
+	p := new(GrantType)
+	*p = x
+	return p
+}
+
+func (x GrantType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GrantType) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_proto_enumTypes[2].Descriptor()
+}
+
+func (GrantType) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_proto_enumTypes[2]
+}
+
+func (x GrantType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GrantType.Descriptor instead.
+func (GrantType) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
 // ApprovalMode is the shorthand form of an ApprovalPolicy.
 type ApprovalMode int32
 
@@ -175,11 +232,11 @@ func (x ApprovalMode) String() string {
 }
 
 func (ApprovalMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[3].Descriptor()
 }
 
 func (ApprovalMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[2]
+	return &file_agentd_v1_agent_proto_enumTypes[3]
 }
 
 func (x ApprovalMode) Number() protoreflect.EnumNumber {
@@ -188,7 +245,7 @@ func (x ApprovalMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalMode.Descriptor instead.
 func (ApprovalMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 // Agent declares who answers (provider and model), how (instructions), and
@@ -432,8 +489,16 @@ type MCPServer struct {
 	// Which of the server's tool calls wait for the user's approval. Absent:
 	// none. A policy that could gate a tool keeps the server in the bridge.
 	RequireApproval *ApprovalPolicy `protobuf:"bytes,13,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// url servers: agentd is the server's OAuth client (the MCP
+	// authorization spec) and obtains, stores, refreshes and presents its
+	// access tokens itself. Absent: a server that asks for authorization
+	// (HTTP 401, or 403 insufficient_scope) ends the generation
+	// UNAUTHENTICATED or PERMISSION_DENIED. May not be combined with
+	// authorization. A server with oauth stays in the bridge: agentd holds
+	// its tokens.
+	Oauth         *OAuthClient `protobuf:"bytes,14,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MCPServer) Reset() {
@@ -570,6 +635,13 @@ func (x *MCPServer) GetRequireApproval() *ApprovalPolicy {
 	return nil
 }
 
+func (x *MCPServer) GetOauth() *OAuthClient {
+	if x != nil {
+		return x.Oauth
+	}
+	return nil
+}
+
 type isMCPServer_Transport interface {
 	isMCPServer_Transport()
 }
@@ -600,6 +672,135 @@ func (*MCPServer_Command) isMCPServer_Transport() {}
 
 func (*MCPServer_Ref) isMCPServer_Transport() {}
 
+// OAuthClient says how agentd obtains access tokens for one MCP server.
+// The authorization server, its endpoints and the scopes come from the
+// server's challenge and metadata; only what agentd cannot discover is
+// declared here.
+type OAuthClient struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant. Absent: AUTHORIZATION_CODE.
+	Grant GrantType `protobuf:"varint,1,opt,name=grant,proto3,enum=agentd.v1.GrantType" json:"grant,omitempty"`
+	// A client registered with the authorization server in advance. Empty:
+	// agentd identifies itself by its client ID metadata document (the
+	// service's oauth.client_metadata_url) where the authorization server
+	// accepts one, and otherwise registers dynamically. Required for
+	// CLIENT_CREDENTIALS.
+	ClientId string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// The registered client's secret, for client_secret_basic or
+	// client_secret_post. A secret: never logged, traced, stored in the
+	// clear or used in a cache key.
+	ClientSecret string `protobuf:"bytes,3,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	// The registered client's private key, PEM (PKCS#8, PKCS#1 or SEC 1; RSA
+	// or ECDSA P-256), for private_key_jwt: agentd signs a short-lived
+	// client assertion with it (RS256 or ES256). A secret like
+	// client_secret. Excludes client_secret.
+	PrivateKey string `protobuf:"bytes,4,opt,name=private_key,json=privateKey,proto3" json:"private_key,omitempty"`
+	// The key id (the assertion's "kid" header) of private_key. Optional.
+	PrivateKeyId string `protobuf:"bytes,5,opt,name=private_key_id,json=privateKeyId,proto3" json:"private_key_id,omitempty"`
+	// The scopes to ask for. Empty: those the server's challenge names,
+	// else those its protected-resource metadata lists.
+	Scopes []string `protobuf:"bytes,6,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// How the client authenticates at the token endpoint:
+	// "client_secret_basic", "client_secret_post", "private_key_jwt" or
+	// "none". Empty: private_key_jwt with private_key, else the first of
+	// client_secret_post and client_secret_basic that the authorization
+	// server supports.
+	TokenEndpointAuthMethod string `protobuf:"bytes,7,opt,name=token_endpoint_auth_method,json=tokenEndpointAuthMethod,proto3" json:"token_endpoint_auth_method,omitempty"`
+	// AUTHORIZATION_CODE: where the authorization server sends the user
+	// back; the client reads the redirect there and answers the
+	// AuthorizationRequest with it. Empty: the service's
+	// oauth.redirect_url.
+	RedirectUrl   string `protobuf:"bytes,8,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OAuthClient) Reset() {
+	*x = OAuthClient{}
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OAuthClient) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OAuthClient) ProtoMessage() {}
+
+func (x *OAuthClient) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OAuthClient.ProtoReflect.Descriptor instead.
+func (*OAuthClient) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *OAuthClient) GetGrant() GrantType {
+	if x != nil {
+		return x.Grant
+	}
+	return GrantType_GRANT_TYPE_UNSPECIFIED
+}
+
+func (x *OAuthClient) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *OAuthClient) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
+func (x *OAuthClient) GetPrivateKey() string {
+	if x != nil {
+		return x.PrivateKey
+	}
+	return ""
+}
+
+func (x *OAuthClient) GetPrivateKeyId() string {
+	if x != nil {
+		return x.PrivateKeyId
+	}
+	return ""
+}
+
+func (x *OAuthClient) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *OAuthClient) GetTokenEndpointAuthMethod() string {
+	if x != nil {
+		return x.TokenEndpointAuthMethod
+	}
+	return ""
+}
+
+func (x *OAuthClient) GetRedirectUrl() string {
+	if x != nil {
+		return x.RedirectUrl
+	}
+	return ""
+}
+
 // ApprovalPolicy says which of a server's tool calls wait for approval.
 //
 //   - absent, or mode NEVER: none;
@@ -624,7 +825,7 @@ type ApprovalPolicy struct {
 
 func (x *ApprovalPolicy) Reset() {
 	*x = ApprovalPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +837,7 @@ func (x *ApprovalPolicy) String() string {
 func (*ApprovalPolicy) ProtoMessage() {}
 
 func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +850,7 @@ func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalPolicy.ProtoReflect.Descriptor instead.
 func (*ApprovalPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApprovalPolicy) GetMode() ApprovalMode {
@@ -685,7 +886,7 @@ type ToolNames struct {
 
 func (x *ToolNames) Reset() {
 	*x = ToolNames{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +898,7 @@ func (x *ToolNames) String() string {
 func (*ToolNames) ProtoMessage() {}
 
 func (x *ToolNames) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +911,7 @@ func (x *ToolNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolNames.ProtoReflect.Descriptor instead.
 func (*ToolNames) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolNames) GetToolNames() []string {
@@ -736,7 +937,7 @@ type FunctionTool struct {
 
 func (x *FunctionTool) Reset() {
 	*x = FunctionTool{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +949,7 @@ func (x *FunctionTool) String() string {
 func (*FunctionTool) ProtoMessage() {}
 
 func (x *FunctionTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +962,7 @@ func (x *FunctionTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionTool.ProtoReflect.Descriptor instead.
 func (*FunctionTool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FunctionTool) GetName() string {
@@ -805,7 +1006,7 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x12tool_name_conflict\x18\v \x01(\x0e2\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflictB\f\n" +
 	"\n" +
 	"_mcp_cacheB\x11\n" +
-	"\x0f_max_tool_turns\"\xa1\x05\n" +
+	"\x0f_max_tool_turns\"\xcf\x05\n" +
 	"\tMCPServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x1a\n" +
@@ -820,14 +1021,25 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	" \x03(\tR\bunsetEnv\x12<\n" +
 	"\fread_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\vreadTimeout\x12#\n" +
 	"\rallowed_tools\x18\f \x03(\tR\fallowedTools\x12D\n" +
-	"\x10require_approval\x18\r \x01(\v2\x19.agentd.v1.ApprovalPolicyR\x0frequireApproval\x1a:\n" +
+	"\x10require_approval\x18\r \x01(\v2\x19.agentd.v1.ApprovalPolicyR\x0frequireApproval\x12,\n" +
+	"\x05oauth\x18\x0e \x01(\v2\x16.agentd.v1.OAuthClientR\x05oauth\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
-	"\ttransport\"\x97\x01\n" +
+	"\ttransport\"\xba\x02\n" +
+	"\vOAuthClient\x12*\n" +
+	"\x05grant\x18\x01 \x01(\x0e2\x14.agentd.v1.GrantTypeR\x05grant\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12#\n" +
+	"\rclient_secret\x18\x03 \x01(\tR\fclientSecret\x12\x1f\n" +
+	"\vprivate_key\x18\x04 \x01(\tR\n" +
+	"privateKey\x12$\n" +
+	"\x0eprivate_key_id\x18\x05 \x01(\tR\fprivateKeyId\x12\x16\n" +
+	"\x06scopes\x18\x06 \x03(\tR\x06scopes\x12;\n" +
+	"\x1atoken_endpoint_auth_method\x18\a \x01(\tR\x17tokenEndpointAuthMethod\x12!\n" +
+	"\fredirect_url\x18\b \x01(\tR\vredirectUrl\"\x97\x01\n" +
 	"\x0eApprovalPolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.agentd.v1.ApprovalModeR\x04mode\x12,\n" +
 	"\x06always\x18\x02 \x01(\v2\x14.agentd.v1.ToolNamesR\x06always\x12*\n" +
@@ -849,7 +1061,11 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x10ToolNameConflict\x12\"\n" +
 	"\x1eTOOL_NAME_CONFLICT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_NAME_CONFLICT_REFUSE\x10\x01\x12\x1d\n" +
-	"\x19TOOL_NAME_CONFLICT_PREFIX\x10\x02*`\n" +
+	"\x19TOOL_NAME_CONFLICT_PREFIX\x10\x02*m\n" +
+	"\tGrantType\x12\x1a\n" +
+	"\x16GRANT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dGRANT_TYPE_AUTHORIZATION_CODE\x10\x01\x12!\n" +
+	"\x1dGRANT_TYPE_CLIENT_CREDENTIALS\x10\x02*`\n" +
 	"\fApprovalMode\x12\x1d\n" +
 	"\x19APPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13APPROVAL_MODE_NEVER\x10\x01\x12\x18\n" +
@@ -870,42 +1086,46 @@ func file_agentd_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_proto_rawDescData
 }
 
-var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_v1_agent_proto_goTypes = []any{
 	(MCPStrategy)(0),            // 0: agentd.v1.MCPStrategy
 	(ToolNameConflict)(0),       // 1: agentd.v1.ToolNameConflict
-	(ApprovalMode)(0),           // 2: agentd.v1.ApprovalMode
-	(*Agent)(nil),               // 3: agentd.v1.Agent
-	(*MCPServer)(nil),           // 4: agentd.v1.MCPServer
-	(*ApprovalPolicy)(nil),      // 5: agentd.v1.ApprovalPolicy
-	(*ToolNames)(nil),           // 6: agentd.v1.ToolNames
-	(*FunctionTool)(nil),        // 7: agentd.v1.FunctionTool
-	nil,                         // 8: agentd.v1.MCPServer.HeadersEntry
-	nil,                         // 9: agentd.v1.MCPServer.EnvEntry
-	(*structpb.Struct)(nil),     // 10: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
+	(GrantType)(0),              // 2: agentd.v1.GrantType
+	(ApprovalMode)(0),           // 3: agentd.v1.ApprovalMode
+	(*Agent)(nil),               // 4: agentd.v1.Agent
+	(*MCPServer)(nil),           // 5: agentd.v1.MCPServer
+	(*OAuthClient)(nil),         // 6: agentd.v1.OAuthClient
+	(*ApprovalPolicy)(nil),      // 7: agentd.v1.ApprovalPolicy
+	(*ToolNames)(nil),           // 8: agentd.v1.ToolNames
+	(*FunctionTool)(nil),        // 9: agentd.v1.FunctionTool
+	nil,                         // 10: agentd.v1.MCPServer.HeadersEntry
+	nil,                         // 11: agentd.v1.MCPServer.EnvEntry
+	(*structpb.Struct)(nil),     // 12: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
 }
 var file_agentd_v1_agent_proto_depIdxs = []int32{
-	7,  // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
-	4,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
+	9,  // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
+	5,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
 	0,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
-	10, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
+	12, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
 	1,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
-	8,  // 5: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
-	11, // 6: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
-	9,  // 7: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
-	11, // 8: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
-	5,  // 9: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
-	2,  // 10: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
-	6,  // 11: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
-	6,  // 12: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
-	10, // 13: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 5: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
+	13, // 6: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
+	11, // 7: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
+	13, // 8: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
+	7,  // 9: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
+	6,  // 10: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
+	2,  // 11: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
+	3,  // 12: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
+	8,  // 13: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
+	8,  // 14: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
+	12, // 15: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_proto_init() }
@@ -924,8 +1144,8 @@ func file_agentd_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_proto_rawDesc), len(file_agentd_v1_agent_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   7,
+			NumEnums:      4,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -187,6 +187,173 @@ func (ToolOrigin) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{2}
 }
 
+// AuthorizationReason says why an AuthorizationRequest is sent.
+type AuthorizationReason int32
+
+const (
+	// Unknown.
+	AuthorizationReason_AUTHORIZATION_REASON_UNSPECIFIED AuthorizationReason = 0
+	// agentd holds no token for this end user at this server.
+	AuthorizationReason_AUTHORIZATION_REASON_FIRST_USE AuthorizationReason = 1
+	// The server asks for more scopes than the token has (step-up).
+	AuthorizationReason_AUTHORIZATION_REASON_STEP_UP AuthorizationReason = 2
+	// The token was refused and could not be refreshed.
+	AuthorizationReason_AUTHORIZATION_REASON_REAUTHORIZE AuthorizationReason = 3
+)
+
+// Enum value maps for AuthorizationReason.
+var (
+	AuthorizationReason_name = map[int32]string{
+		0: "AUTHORIZATION_REASON_UNSPECIFIED",
+		1: "AUTHORIZATION_REASON_FIRST_USE",
+		2: "AUTHORIZATION_REASON_STEP_UP",
+		3: "AUTHORIZATION_REASON_REAUTHORIZE",
+	}
+	AuthorizationReason_value = map[string]int32{
+		"AUTHORIZATION_REASON_UNSPECIFIED": 0,
+		"AUTHORIZATION_REASON_FIRST_USE":   1,
+		"AUTHORIZATION_REASON_STEP_UP":     2,
+		"AUTHORIZATION_REASON_REAUTHORIZE": 3,
+	}
+)
+
+func (x AuthorizationReason) Enum() *AuthorizationReason {
+	p := new(AuthorizationReason)
+	*p = x
+	return p
+}
+
+func (x AuthorizationReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AuthorizationReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_service_proto_enumTypes[3].Descriptor()
+}
+
+func (AuthorizationReason) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_service_proto_enumTypes[3]
+}
+
+func (x AuthorizationReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AuthorizationReason.Descriptor instead.
+func (AuthorizationReason) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{3}
+}
+
+// InputMode is how an InputRequest asks.
+type InputMode int32
+
+const (
+	// Unknown.
+	InputMode_INPUT_MODE_UNSPECIFIED InputMode = 0
+	// A form whose fields requested_schema describes.
+	InputMode_INPUT_MODE_FORM InputMode = 1
+	// A web page the user visits.
+	InputMode_INPUT_MODE_URL InputMode = 2
+)
+
+// Enum value maps for InputMode.
+var (
+	InputMode_name = map[int32]string{
+		0: "INPUT_MODE_UNSPECIFIED",
+		1: "INPUT_MODE_FORM",
+		2: "INPUT_MODE_URL",
+	}
+	InputMode_value = map[string]int32{
+		"INPUT_MODE_UNSPECIFIED": 0,
+		"INPUT_MODE_FORM":        1,
+		"INPUT_MODE_URL":         2,
+	}
+)
+
+func (x InputMode) Enum() *InputMode {
+	p := new(InputMode)
+	*p = x
+	return p
+}
+
+func (x InputMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InputMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_service_proto_enumTypes[4].Descriptor()
+}
+
+func (InputMode) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_service_proto_enumTypes[4]
+}
+
+func (x InputMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InputMode.Descriptor instead.
+func (InputMode) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{4}
+}
+
+// InputAction is what the user did with an InputRequest.
+type InputAction int32
+
+const (
+	// Invalid.
+	InputAction_INPUT_ACTION_UNSPECIFIED InputAction = 0
+	// The user answered.
+	InputAction_INPUT_ACTION_ACCEPT InputAction = 1
+	// The user refused to answer.
+	InputAction_INPUT_ACTION_DECLINE InputAction = 2
+	// The user dismissed the request without choosing.
+	InputAction_INPUT_ACTION_CANCEL InputAction = 3
+)
+
+// Enum value maps for InputAction.
+var (
+	InputAction_name = map[int32]string{
+		0: "INPUT_ACTION_UNSPECIFIED",
+		1: "INPUT_ACTION_ACCEPT",
+		2: "INPUT_ACTION_DECLINE",
+		3: "INPUT_ACTION_CANCEL",
+	}
+	InputAction_value = map[string]int32{
+		"INPUT_ACTION_UNSPECIFIED": 0,
+		"INPUT_ACTION_ACCEPT":      1,
+		"INPUT_ACTION_DECLINE":     2,
+		"INPUT_ACTION_CANCEL":      3,
+	}
+)
+
+func (x InputAction) Enum() *InputAction {
+	p := new(InputAction)
+	*p = x
+	return p
+}
+
+func (x InputAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InputAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_service_proto_enumTypes[5].Descriptor()
+}
+
+func (InputAction) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_service_proto_enumTypes[5]
+}
+
+func (x InputAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InputAction.Descriptor instead.
+func (InputAction) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{5}
+}
+
 // StopReason says why the model stopped.
 type StopReason int32
 
@@ -232,11 +399,11 @@ func (x StopReason) String() string {
 }
 
 func (StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_service_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_agent_service_proto_enumTypes[6].Descriptor()
 }
 
 func (StopReason) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_service_proto_enumTypes[3]
+	return &file_agentd_v1_agent_service_proto_enumTypes[6]
 }
 
 func (x StopReason) Number() protoreflect.EnumNumber {
@@ -245,7 +412,7 @@ func (x StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StopReason.Descriptor instead.
 func (StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 // GenerationState is where a generation is in its life.
@@ -297,11 +464,11 @@ func (x GenerationState) String() string {
 }
 
 func (GenerationState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_service_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_agent_service_proto_enumTypes[7].Descriptor()
 }
 
 func (GenerationState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_service_proto_enumTypes[4]
+	return &file_agentd_v1_agent_service_proto_enumTypes[7]
 }
 
 func (x GenerationState) Number() protoreflect.EnumNumber {
@@ -310,7 +477,7 @@ func (x GenerationState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GenerationState.Descriptor instead.
 func (GenerationState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
 // GenerateRequest is one client message on the Generate stream.
@@ -326,6 +493,8 @@ type GenerateRequest struct {
 	//	*GenerateRequest_FunctionResult
 	//	*GenerateRequest_Cancel
 	//	*GenerateRequest_Attach
+	//	*GenerateRequest_AuthorizationResponse
+	//	*GenerateRequest_InputResponse
 	Kind          isGenerateRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -422,6 +591,24 @@ func (x *GenerateRequest) GetAttach() *AttachGeneration {
 	return nil
 }
 
+func (x *GenerateRequest) GetAuthorizationResponse() *AuthorizationResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateRequest_AuthorizationResponse); ok {
+			return x.AuthorizationResponse
+		}
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetInputResponse() *InputResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateRequest_InputResponse); ok {
+			return x.InputResponse
+		}
+	}
+	return nil
+}
+
 type isGenerateRequest_Kind interface {
 	isGenerateRequest_Kind()
 }
@@ -457,6 +644,16 @@ type GenerateRequest_Attach struct {
 	Attach *AttachGeneration `protobuf:"bytes,6,opt,name=attach,proto3,oneof"`
 }
 
+type GenerateRequest_AuthorizationResponse struct {
+	// Answer to an AuthorizationRequest of this generation.
+	AuthorizationResponse *AuthorizationResponse `protobuf:"bytes,7,opt,name=authorization_response,json=authorizationResponse,proto3,oneof"`
+}
+
+type GenerateRequest_InputResponse struct {
+	// Answer to an InputRequest of this generation.
+	InputResponse *InputResponse `protobuf:"bytes,8,opt,name=input_response,json=inputResponse,proto3,oneof"`
+}
+
 func (*GenerateRequest_Start) isGenerateRequest_Kind() {}
 
 func (*GenerateRequest_Resume) isGenerateRequest_Kind() {}
@@ -468,6 +665,10 @@ func (*GenerateRequest_FunctionResult) isGenerateRequest_Kind() {}
 func (*GenerateRequest_Cancel) isGenerateRequest_Kind() {}
 
 func (*GenerateRequest_Attach) isGenerateRequest_Kind() {}
+
+func (*GenerateRequest_AuthorizationResponse) isGenerateRequest_Kind() {}
+
+func (*GenerateRequest_InputResponse) isGenerateRequest_Kind() {}
 
 // AttachGeneration follows a generation of the caller's tenant, on any
 // replica that shares the store: the stream replays every event whose
@@ -551,7 +752,13 @@ type StartGeneration struct {
 	// a client goes away; follow it with attach, GetGeneration or
 	// ListGenerations. Requires a durable record of generations
 	// (FAILED_PRECONDITION otherwise).
-	Detach        bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
+	Detach bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
+	// The person the application acts for, an opaque id of at most 256
+	// bytes that the application gives (its own user id, say). OAuth tokens
+	// of MCP servers are kept per tenant, end user and server: a later
+	// generation for the same end user reuses them. Empty: the caller's
+	// authenticated principal, or, without one, the tenant's shared tokens.
+	EndUser       string `protobuf:"bytes,5,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -612,6 +819,13 @@ func (x *StartGeneration) GetDetach() bool {
 		return x.Detach
 	}
 	return false
+}
+
+func (x *StartGeneration) GetEndUser() string {
+	if x != nil {
+		return x.EndUser
+	}
+	return ""
 }
 
 // ResumeGeneration continues a paused generation.
@@ -893,6 +1107,8 @@ type GenerateResponse struct {
 	//	*GenerateResponse_Completed
 	//	*GenerateResponse_TurnWithdrawn
 	//	*GenerateResponse_ToolProgress
+	//	*GenerateResponse_AuthorizationRequest
+	//	*GenerateResponse_InputRequest
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation (X-G2): 1 for the first
 	// event, then one more for each event, without gaps, across the whole
@@ -1051,6 +1267,24 @@ func (x *GenerateResponse) GetToolProgress() *ToolProgress {
 	return nil
 }
 
+func (x *GenerateResponse) GetAuthorizationRequest() *AuthorizationRequest {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_AuthorizationRequest); ok {
+			return x.AuthorizationRequest
+		}
+	}
+	return nil
+}
+
+func (x *GenerateResponse) GetInputRequest() *InputRequest {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_InputRequest); ok {
+			return x.InputRequest
+		}
+	}
+	return nil
+}
+
 func (x *GenerateResponse) GetSequence() int64 {
 	if x != nil {
 		return x.Sequence
@@ -1126,6 +1360,19 @@ type GenerateResponse_ToolProgress struct {
 	ToolProgress *ToolProgress `protobuf:"bytes,13,opt,name=tool_progress,json=toolProgress,proto3,oneof"`
 }
 
+type GenerateResponse_AuthorizationRequest struct {
+	// An MCP server needs a person to authorize agentd (OAuth
+	// authorization code): send the user to the URL and answer with the
+	// redirect it ends at.
+	AuthorizationRequest *AuthorizationRequest `protobuf:"bytes,14,opt,name=authorization_request,json=authorizationRequest,proto3,oneof"`
+}
+
+type GenerateResponse_InputRequest struct {
+	// An MCP server asks the user for input during a tool call
+	// (elicitation): answer with an InputResponse.
+	InputRequest *InputRequest `protobuf:"bytes,15,opt,name=input_request,json=inputRequest,proto3,oneof"`
+}
+
 func (*GenerateResponse_Started) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TextDelta) isGenerateResponse_Event() {}
@@ -1149,6 +1396,10 @@ func (*GenerateResponse_Completed) isGenerateResponse_Event() {}
 func (*GenerateResponse_TurnWithdrawn) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_ToolProgress) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_AuthorizationRequest) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_InputRequest) isGenerateResponse_Event() {}
 
 // GenerationStarted is the first event of every generation.
 type GenerationStarted struct {
@@ -1698,6 +1949,330 @@ func (x *ToolProgress) GetMessage() string {
 	return ""
 }
 
+// AuthorizationRequest asks the client to have its user authorize agentd
+// at an MCP server's authorization server. The client opens url (in a
+// browser, or prints it); the authorization server sends the user back to
+// the redirect URL, which the client answers with in an
+// AuthorizationResponse. The tool call or listing that needed it then
+// goes on. It is answered on this stream within the answer timeout; a
+// client that is not there ends the generation UNAUTHENTICATED.
+type AuthorizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the request; AuthorizationResponse.request_id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The MCP server's name.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The authorization URL, with state and a PKCE challenge that only this
+	// request's answer fits.
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// The scopes asked for.
+	Scopes []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// Why it is asked.
+	Reason        AuthorizationReason `protobuf:"varint,5,opt,name=reason,proto3,enum=agentd.v1.AuthorizationReason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizationRequest) Reset() {
+	*x = AuthorizationRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizationRequest) ProtoMessage() {}
+
+func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
+func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AuthorizationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AuthorizationRequest) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *AuthorizationRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *AuthorizationRequest) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *AuthorizationRequest) GetReason() AuthorizationReason {
+	if x != nil {
+		return x.Reason
+	}
+	return AuthorizationReason_AUTHORIZATION_REASON_UNSPECIFIED
+}
+
+// AuthorizationResponse answers an AuthorizationRequest.
+type AuthorizationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// AuthorizationRequest.id.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The URL the authorization server redirected the user to, with its
+	// query (code and state, or error). agentd checks state and exchanges
+	// the code with its PKCE verifier.
+	RedirectUrl   string `protobuf:"bytes,2,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizationResponse) Reset() {
+	*x = AuthorizationResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizationResponse) ProtoMessage() {}
+
+func (x *AuthorizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizationResponse.ProtoReflect.Descriptor instead.
+func (*AuthorizationResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AuthorizationResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AuthorizationResponse) GetRedirectUrl() string {
+	if x != nil {
+		return x.RedirectUrl
+	}
+	return ""
+}
+
+// InputRequest relays an MCP server's elicitation: during a tool call the
+// server asks the user for input, as a form (requested_schema) or by
+// sending them to a URL. The call waits for the InputResponse, bounded by
+// the answer timeout, not by the server's read_timeout.
+type InputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the request; InputResponse.request_id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The MCP server's name.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The tool call during which the server asks.
+	ToolCallId string `protobuf:"bytes,3,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// What the server says to the user.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// FORM or URL.
+	Mode InputMode `protobuf:"varint,5,opt,name=mode,proto3,enum=agentd.v1.InputMode" json:"mode,omitempty"`
+	// FORM: the JSON Schema of the answer's content (a flat object of
+	// strings, numbers, integers, booleans and enums).
+	RequestedSchema *structpb.Struct `protobuf:"bytes,6,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
+	// URL: where to send the user.
+	Url string `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
+	// URL: the server's id of the elicitation.
+	ElicitationId string `protobuf:"bytes,8,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequest) Reset() {
+	*x = InputRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequest) ProtoMessage() {}
+
+func (x *InputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
+func (*InputRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InputRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *InputRequest) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *InputRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *InputRequest) GetMode() InputMode {
+	if x != nil {
+		return x.Mode
+	}
+	return InputMode_INPUT_MODE_UNSPECIFIED
+}
+
+func (x *InputRequest) GetRequestedSchema() *structpb.Struct {
+	if x != nil {
+		return x.RequestedSchema
+	}
+	return nil
+}
+
+func (x *InputRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *InputRequest) GetElicitationId() string {
+	if x != nil {
+		return x.ElicitationId
+	}
+	return ""
+}
+
+// InputResponse answers an InputRequest.
+type InputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// InputRequest.id.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// What the user did.
+	Action InputAction `protobuf:"varint,2,opt,name=action,proto3,enum=agentd.v1.InputAction" json:"action,omitempty"`
+	// ACCEPT of a FORM request: the answer, checked against
+	// requested_schema (fields it leaves out get the schema's defaults).
+	Content       *structpb.Struct `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputResponse) Reset() {
+	*x = InputResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputResponse) ProtoMessage() {}
+
+func (x *InputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputResponse.ProtoReflect.Descriptor instead.
+func (*InputResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *InputResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *InputResponse) GetAction() InputAction {
+	if x != nil {
+		return x.Action
+	}
+	return InputAction_INPUT_ACTION_UNSPECIFIED
+}
+
+func (x *InputResponse) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 // ApprovalRequest asks the client whether a tool call may run.
 type ApprovalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1722,7 +2297,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +2309,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +2322,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApprovalRequest) GetId() string {
@@ -1816,7 +2391,7 @@ type FunctionCall struct {
 
 func (x *FunctionCall) Reset() {
 	*x = FunctionCall{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +2403,7 @@ func (x *FunctionCall) String() string {
 func (*FunctionCall) ProtoMessage() {}
 
 func (x *FunctionCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +2416,7 @@ func (x *FunctionCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionCall.ProtoReflect.Descriptor instead.
 func (*FunctionCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FunctionCall) GetCallId() string {
@@ -1891,7 +2466,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2478,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2491,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -1985,7 +2560,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2572,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2585,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -2051,7 +2626,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2638,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2651,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -2129,7 +2704,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2716,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2729,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -2212,7 +2787,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2799,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2812,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -2280,7 +2855,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2867,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2880,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -2375,7 +2950,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2962,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2975,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -2420,7 +2995,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +3007,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +3020,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -2471,7 +3046,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +3058,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +3071,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -2534,7 +3109,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +3121,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2559,7 +3134,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -2610,7 +3185,7 @@ type Generation struct {
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +3197,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +3210,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -2733,23 +3308,26 @@ var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x03\n" +
+	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x04\n" +
 	"\x0fGenerateRequest\x122\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationH\x00R\x05start\x125\n" +
 	"\x06resume\x18\x02 \x01(\v2\x1b.agentd.v1.ResumeGenerationH\x00R\x06resume\x12J\n" +
 	"\x11approval_decision\x18\x03 \x01(\v2\x1b.agentd.v1.ApprovalDecisionH\x00R\x10approvalDecision\x12D\n" +
 	"\x0ffunction_result\x18\x04 \x01(\v2\x19.agentd.v1.FunctionResultH\x00R\x0efunctionResult\x125\n" +
 	"\x06cancel\x18\x05 \x01(\v2\x1b.agentd.v1.CancelGenerationH\x00R\x06cancel\x125\n" +
-	"\x06attach\x18\x06 \x01(\v2\x1b.agentd.v1.AttachGenerationH\x00R\x06attachB\x06\n" +
+	"\x06attach\x18\x06 \x01(\v2\x1b.agentd.v1.AttachGenerationH\x00R\x06attach\x12Y\n" +
+	"\x16authorization_response\x18\a \x01(\v2 .agentd.v1.AuthorizationResponseH\x00R\x15authorizationResponse\x12A\n" +
+	"\x0einput_response\x18\b \x01(\v2\x18.agentd.v1.InputResponseH\x00R\rinputResponseB\x06\n" +
 	"\x04kind\"^\n" +
 	"\x10AttachGeneration\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
-	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xc3\x01\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xde\x01\n" +
 	"\x0fStartGeneration\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12@\n" +
 	"\x0eanswer_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\x12\x16\n" +
-	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xb3\x02\n" +
+	"\x06detach\x18\x04 \x01(\bR\x06detach\x12\x19\n" +
+	"\bend_user\x18\x05 \x01(\tR\aendUser\"\xb3\x02\n" +
 	"\x10ResumeGeneration\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12&\n" +
 	"\x05agent\x18\x02 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12J\n" +
@@ -2766,7 +3344,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb9\x06\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd1\a\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -2781,7 +3359,9 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\tcompleted\x18\n" +
 	" \x01(\v2\x1e.agentd.v1.GenerationCompletedH\x00R\tcompleted\x12A\n" +
 	"\x0eturn_withdrawn\x18\f \x01(\v2\x18.agentd.v1.TurnWithdrawnH\x00R\rturnWithdrawn\x12>\n" +
-	"\rtool_progress\x18\r \x01(\v2\x17.agentd.v1.ToolProgressH\x00R\ftoolProgress\x12\x1a\n" +
+	"\rtool_progress\x18\r \x01(\v2\x17.agentd.v1.ToolProgressH\x00R\ftoolProgress\x12V\n" +
+	"\x15authorization_request\x18\x0e \x01(\v2\x1f.agentd.v1.AuthorizationRequestH\x00R\x14authorizationRequest\x12>\n" +
+	"\rinput_request\x18\x0f \x01(\v2\x17.agentd.v1.InputRequestH\x00R\finputRequest\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xcd\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
@@ -2824,7 +3404,34 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bprogress\x18\x02 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xcf\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xa9\x01\n" +
+	"\x14AuthorizationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x126\n" +
+	"\x06reason\x18\x05 \x01(\x0e2\x1e.agentd.v1.AuthorizationReasonR\x06reason\"Y\n" +
+	"\x15AuthorizationResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12!\n" +
+	"\fredirect_url\x18\x02 \x01(\tR\vredirectUrl\"\xa2\x02\n" +
+	"\fInputRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12 \n" +
+	"\ftool_call_id\x18\x03 \x01(\tR\n" +
+	"toolCallId\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12(\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x14.agentd.v1.InputModeR\x04mode\x12B\n" +
+	"\x10requested_schema\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
+	"\x03url\x18\a \x01(\tR\x03url\x12%\n" +
+	"\x0eelicitation_id\x18\b \x01(\tR\relicitationId\"\x91\x01\n" +
+	"\rInputResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x16.agentd.v1.InputActionR\x06action\x121\n" +
+	"\acontent\x18\x03 \x01(\v2\x17.google.protobuf.StructR\acontent\"\xcf\x01\n" +
 	"\x0fApprovalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -2926,7 +3533,21 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"ToolOrigin\x12\x1b\n" +
 	"\x17TOOL_ORIGIN_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_ORIGIN_FUNCTION\x10\x01\x12\x13\n" +
-	"\x0fTOOL_ORIGIN_MCP\x10\x02*\x9e\x01\n" +
+	"\x0fTOOL_ORIGIN_MCP\x10\x02*\xa7\x01\n" +
+	"\x13AuthorizationReason\x12$\n" +
+	" AUTHORIZATION_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eAUTHORIZATION_REASON_FIRST_USE\x10\x01\x12 \n" +
+	"\x1cAUTHORIZATION_REASON_STEP_UP\x10\x02\x12$\n" +
+	" AUTHORIZATION_REASON_REAUTHORIZE\x10\x03*P\n" +
+	"\tInputMode\x12\x1a\n" +
+	"\x16INPUT_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fINPUT_MODE_FORM\x10\x01\x12\x12\n" +
+	"\x0eINPUT_MODE_URL\x10\x02*w\n" +
+	"\vInputAction\x12\x1c\n" +
+	"\x18INPUT_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13INPUT_ACTION_ACCEPT\x10\x01\x12\x18\n" +
+	"\x14INPUT_ACTION_DECLINE\x10\x02\x12\x17\n" +
+	"\x13INPUT_ACTION_CANCEL\x10\x03*\x9e\x01\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2962,122 +3583,138 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_service_proto_rawDescData
 }
 
-var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                  // 0: agentd.v1.Placement
 	(Transport)(0),                  // 1: agentd.v1.Transport
 	(ToolOrigin)(0),                 // 2: agentd.v1.ToolOrigin
-	(StopReason)(0),                 // 3: agentd.v1.StopReason
-	(GenerationState)(0),            // 4: agentd.v1.GenerationState
-	(*GenerateRequest)(nil),         // 5: agentd.v1.GenerateRequest
-	(*AttachGeneration)(nil),        // 6: agentd.v1.AttachGeneration
-	(*StartGeneration)(nil),         // 7: agentd.v1.StartGeneration
-	(*ResumeGeneration)(nil),        // 8: agentd.v1.ResumeGeneration
-	(*ApprovalDecision)(nil),        // 9: agentd.v1.ApprovalDecision
-	(*FunctionResult)(nil),          // 10: agentd.v1.FunctionResult
-	(*CancelGeneration)(nil),        // 11: agentd.v1.CancelGeneration
-	(*GenerateResponse)(nil),        // 12: agentd.v1.GenerateResponse
-	(*GenerationStarted)(nil),       // 13: agentd.v1.GenerationStarted
-	(*ServerPlacement)(nil),         // 14: agentd.v1.ServerPlacement
-	(*ToolInfo)(nil),                // 15: agentd.v1.ToolInfo
-	(*TextDelta)(nil),               // 16: agentd.v1.TextDelta
-	(*ToolCallStarted)(nil),         // 17: agentd.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),        // 18: agentd.v1.ToolCallFinished
-	(*ToolProgress)(nil),            // 19: agentd.v1.ToolProgress
-	(*ApprovalRequest)(nil),         // 20: agentd.v1.ApprovalRequest
-	(*FunctionCall)(nil),            // 21: agentd.v1.FunctionCall
-	(*Usage)(nil),                   // 22: agentd.v1.Usage
-	(*TurnWithdrawn)(nil),           // 23: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),        // 24: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),     // 25: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),          // 26: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),         // 27: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),    // 28: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),   // 29: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),  // 30: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil), // 31: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),              // 32: agentd.v1.Generation
-	(*Agent)(nil),                   // 33: agentd.v1.Agent
-	(*Message)(nil),                 // 34: agentd.v1.Message
-	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
-	(*ProviderToolCall)(nil),        // 36: agentd.v1.ProviderToolCall
-	(*timestamppb.Timestamp)(nil),   // 37: google.protobuf.Timestamp
-	(*FunctionTool)(nil),            // 38: agentd.v1.FunctionTool
-	(*structpb.Struct)(nil),         // 39: google.protobuf.Struct
+	(AuthorizationReason)(0),        // 3: agentd.v1.AuthorizationReason
+	(InputMode)(0),                  // 4: agentd.v1.InputMode
+	(InputAction)(0),                // 5: agentd.v1.InputAction
+	(StopReason)(0),                 // 6: agentd.v1.StopReason
+	(GenerationState)(0),            // 7: agentd.v1.GenerationState
+	(*GenerateRequest)(nil),         // 8: agentd.v1.GenerateRequest
+	(*AttachGeneration)(nil),        // 9: agentd.v1.AttachGeneration
+	(*StartGeneration)(nil),         // 10: agentd.v1.StartGeneration
+	(*ResumeGeneration)(nil),        // 11: agentd.v1.ResumeGeneration
+	(*ApprovalDecision)(nil),        // 12: agentd.v1.ApprovalDecision
+	(*FunctionResult)(nil),          // 13: agentd.v1.FunctionResult
+	(*CancelGeneration)(nil),        // 14: agentd.v1.CancelGeneration
+	(*GenerateResponse)(nil),        // 15: agentd.v1.GenerateResponse
+	(*GenerationStarted)(nil),       // 16: agentd.v1.GenerationStarted
+	(*ServerPlacement)(nil),         // 17: agentd.v1.ServerPlacement
+	(*ToolInfo)(nil),                // 18: agentd.v1.ToolInfo
+	(*TextDelta)(nil),               // 19: agentd.v1.TextDelta
+	(*ToolCallStarted)(nil),         // 20: agentd.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),        // 21: agentd.v1.ToolCallFinished
+	(*ToolProgress)(nil),            // 22: agentd.v1.ToolProgress
+	(*AuthorizationRequest)(nil),    // 23: agentd.v1.AuthorizationRequest
+	(*AuthorizationResponse)(nil),   // 24: agentd.v1.AuthorizationResponse
+	(*InputRequest)(nil),            // 25: agentd.v1.InputRequest
+	(*InputResponse)(nil),           // 26: agentd.v1.InputResponse
+	(*ApprovalRequest)(nil),         // 27: agentd.v1.ApprovalRequest
+	(*FunctionCall)(nil),            // 28: agentd.v1.FunctionCall
+	(*Usage)(nil),                   // 29: agentd.v1.Usage
+	(*TurnWithdrawn)(nil),           // 30: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),        // 31: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),     // 32: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),          // 33: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),         // 34: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),    // 35: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),   // 36: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),  // 37: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil), // 38: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),              // 39: agentd.v1.Generation
+	(*Agent)(nil),                   // 40: agentd.v1.Agent
+	(*Message)(nil),                 // 41: agentd.v1.Message
+	(*durationpb.Duration)(nil),     // 42: google.protobuf.Duration
+	(*ProviderToolCall)(nil),        // 43: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),         // 44: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
+	(*FunctionTool)(nil),            // 46: agentd.v1.FunctionTool
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	7,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
-	8,  // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
-	9,  // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	10, // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
-	11, // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
-	6,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
-	33, // 6: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	34, // 7: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	35, // 8: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	33, // 9: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
-	9,  // 10: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	10, // 11: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	35, // 12: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	13, // 13: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
-	16, // 14: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
-	17, // 15: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	18, // 16: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	20, // 17: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	21, // 18: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	22, // 19: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	36, // 20: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	24, // 21: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	25, // 22: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	23, // 23: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
-	19, // 24: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
-	14, // 25: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	15, // 26: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,  // 27: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,  // 28: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,  // 29: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 30: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 31: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	35, // 32: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	20, // 33: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	21, // 34: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	37, // 35: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 36: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	34, // 37: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	22, // 38: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	3,  // 39: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	33, // 40: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	34, // 41: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	38, // 42: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	14, // 43: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	34, // 44: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	39, // 45: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	32, // 46: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	4,  // 47: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	32, // 48: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	4,  // 49: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	37, // 50: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	37, // 51: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	37, // 52: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	20, // 53: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	21, // 54: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	37, // 55: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 56: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	22, // 57: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	5,  // 58: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	26, // 59: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	28, // 60: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	30, // 61: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	12, // 62: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	27, // 63: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	29, // 64: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	31, // 65: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	62, // [62:66] is the sub-list for method output_type
-	58, // [58:62] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	10, // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
+	11, // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
+	12, // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	13, // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
+	14, // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
+	9,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
+	24, // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
+	26, // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
+	40, // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	41, // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	42, // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	40, // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	12, // 12: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	13, // 13: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
+	42, // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	16, // 15: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
+	19, // 16: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
+	20, // 17: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	21, // 18: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
+	27, // 19: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	28, // 20: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	29, // 21: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	43, // 22: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	31, // 23: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	32, // 24: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	30, // 25: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	22, // 26: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
+	23, // 27: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
+	25, // 28: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
+	17, // 29: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	18, // 30: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,  // 31: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,  // 32: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,  // 33: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 34: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 35: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	42, // 36: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	3,  // 37: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
+	4,  // 38: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
+	44, // 39: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	5,  // 40: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
+	44, // 41: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	27, // 42: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	28, // 43: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	45, // 44: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	41, // 45: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	41, // 46: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	29, // 47: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,  // 48: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	40, // 49: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	41, // 50: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	46, // 51: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	17, // 52: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	41, // 53: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	44, // 54: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	39, // 55: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,  // 56: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	39, // 57: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,  // 58: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	45, // 59: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	45, // 60: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 61: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	27, // 62: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	28, // 63: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	45, // 64: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	41, // 65: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	29, // 66: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	8,  // 67: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	33, // 68: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	35, // 69: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	37, // 70: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	15, // 71: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	34, // 72: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	36, // 73: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	38, // 74: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	71, // [71:75] is the sub-list for method output_type
+	67, // [67:71] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -3094,6 +3731,8 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateRequest_FunctionResult)(nil),
 		(*GenerateRequest_Cancel)(nil),
 		(*GenerateRequest_Attach)(nil),
+		(*GenerateRequest_AuthorizationResponse)(nil),
+		(*GenerateRequest_InputResponse)(nil),
 	}
 	file_agentd_v1_agent_service_proto_msgTypes[7].OneofWrappers = []any{
 		(*GenerateResponse_Started)(nil),
@@ -3108,14 +3747,16 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_Completed)(nil),
 		(*GenerateResponse_TurnWithdrawn)(nil),
 		(*GenerateResponse_ToolProgress)(nil),
+		(*GenerateResponse_AuthorizationRequest)(nil),
+		(*GenerateResponse_InputRequest)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   28,
+			NumEnums:      8,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,6 +10,9 @@ APPROVAL_MODE_ALWAYS: ApprovalMode
 APPROVAL_MODE_NEVER: ApprovalMode
 APPROVAL_MODE_UNSPECIFIED: ApprovalMode
 DESCRIPTOR: _descriptor.FileDescriptor
+GRANT_TYPE_AUTHORIZATION_CODE: GrantType
+GRANT_TYPE_CLIENT_CREDENTIALS: GrantType
+GRANT_TYPE_UNSPECIFIED: GrantType
 MCP_STRATEGY_AUTO: MCPStrategy
 MCP_STRATEGY_CLIENT: MCPStrategy
 MCP_STRATEGY_SERVER: MCPStrategy
@@ -65,7 +68,7 @@ class FunctionTool(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class MCPServer(_message.Message):
-    __slots__ = ["allowed_tools", "args", "authorization", "command", "env", "headers", "max_reconnection_wait", "name", "read_timeout", "ref", "require_approval", "unset_env", "url"]
+    __slots__ = ["allowed_tools", "args", "authorization", "command", "env", "headers", "max_reconnection_wait", "name", "oauth", "read_timeout", "ref", "require_approval", "unset_env", "url"]
     class EnvEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +91,7 @@ class MCPServer(_message.Message):
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     MAX_RECONNECTION_WAIT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    OAUTH_FIELD_NUMBER: _ClassVar[int]
     READ_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_APPROVAL_FIELD_NUMBER: _ClassVar[int]
@@ -101,12 +105,33 @@ class MCPServer(_message.Message):
     headers: _containers.ScalarMap[str, str]
     max_reconnection_wait: _duration_pb2.Duration
     name: str
+    oauth: OAuthClient
     read_timeout: _duration_pb2.Duration
     ref: str
     require_approval: ApprovalPolicy
     unset_env: _containers.RepeatedScalarFieldContainer[str]
     url: str
-    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., command: _Optional[str] = ..., ref: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., require_approval: _Optional[_Union[ApprovalPolicy, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., command: _Optional[str] = ..., ref: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., require_approval: _Optional[_Union[ApprovalPolicy, _Mapping]] = ..., oauth: _Optional[_Union[OAuthClient, _Mapping]] = ...) -> None: ...
+
+class OAuthClient(_message.Message):
+    __slots__ = ["client_id", "client_secret", "grant", "private_key", "private_key_id", "redirect_url", "scopes", "token_endpoint_auth_method"]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SECRET_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_KEY_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    REDIRECT_URL_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ENDPOINT_AUTH_METHOD_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    client_secret: str
+    grant: GrantType
+    private_key: str
+    private_key_id: str
+    redirect_url: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    token_endpoint_auth_method: str
+    def __init__(self, grant: _Optional[_Union[GrantType, str]] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., private_key: _Optional[str] = ..., private_key_id: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., token_endpoint_auth_method: _Optional[str] = ..., redirect_url: _Optional[str] = ...) -> None: ...
 
 class ToolNames(_message.Message):
     __slots__ = ["tool_names"]
@@ -118,6 +143,9 @@ class MCPStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ToolNameConflict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class GrantType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ApprovalMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -9,6 +9,10 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+AUTHORIZATION_REASON_FIRST_USE: AuthorizationReason
+AUTHORIZATION_REASON_REAUTHORIZE: AuthorizationReason
+AUTHORIZATION_REASON_STEP_UP: AuthorizationReason
+AUTHORIZATION_REASON_UNSPECIFIED: AuthorizationReason
 DESCRIPTOR: _descriptor.FileDescriptor
 GENERATION_STATE_CANCELLED: GenerationState
 GENERATION_STATE_COMPLETED: GenerationState
@@ -17,6 +21,13 @@ GENERATION_STATE_PAUSED: GenerationState
 GENERATION_STATE_RUNNING: GenerationState
 GENERATION_STATE_UNSPECIFIED: GenerationState
 GENERATION_STATE_WAITING: GenerationState
+INPUT_ACTION_ACCEPT: InputAction
+INPUT_ACTION_CANCEL: InputAction
+INPUT_ACTION_DECLINE: InputAction
+INPUT_ACTION_UNSPECIFIED: InputAction
+INPUT_MODE_FORM: InputMode
+INPUT_MODE_UNSPECIFIED: InputMode
+INPUT_MODE_URL: InputMode
 PLACEMENT_BRIDGE: Placement
 PLACEMENT_PROVIDER: Placement
 PLACEMENT_UNSPECIFIED: Placement
@@ -69,6 +80,28 @@ class AttachGeneration(_message.Message):
     generation_id: str
     def __init__(self, generation_id: _Optional[str] = ..., after_sequence: _Optional[int] = ...) -> None: ...
 
+class AuthorizationRequest(_message.Message):
+    __slots__ = ["id", "reason", "scopes", "server_name", "url"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: AuthorizationReason
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    server_name: str
+    url: str
+    def __init__(self, id: _Optional[str] = ..., server_name: _Optional[str] = ..., url: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., reason: _Optional[_Union[AuthorizationReason, str]] = ...) -> None: ...
+
+class AuthorizationResponse(_message.Message):
+    __slots__ = ["redirect_url", "request_id"]
+    REDIRECT_URL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    redirect_url: str
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ..., redirect_url: _Optional[str] = ...) -> None: ...
+
 class CancelGeneration(_message.Message):
     __slots__ = ["reason"]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -96,26 +129,32 @@ class FunctionResult(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., output: _Optional[str] = ..., is_error: bool = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ["approval_decision", "attach", "cancel", "function_result", "resume", "start"]
+    __slots__ = ["approval_decision", "attach", "authorization_response", "cancel", "function_result", "input_response", "resume", "start"]
     APPROVAL_DECISION_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_RESULT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     approval_decision: ApprovalDecision
     attach: AttachGeneration
+    authorization_response: AuthorizationResponse
     cancel: CancelGeneration
     function_result: FunctionResult
+    input_response: InputResponse
     resume: ResumeGeneration
     start: StartGeneration
-    def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ...) -> None: ...
+    def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ..., authorization_response: _Optional[_Union[AuthorizationResponse, _Mapping]] = ..., input_response: _Optional[_Union[InputResponse, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ["approval_request", "completed", "function_call", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage"]
+    __slots__ = ["approval_request", "authorization_request", "completed", "function_call", "input_request", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage"]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_REQUEST_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REQUEST_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -127,8 +166,10 @@ class GenerateResponse(_message.Message):
     TURN_WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     approval_request: ApprovalRequest
+    authorization_request: AuthorizationRequest
     completed: GenerationCompleted
     function_call: FunctionCall
+    input_request: InputRequest
     paused: GenerationPaused
     provider_tool_call: _message_pb2.ProviderToolCall
     sequence: int
@@ -139,7 +180,7 @@ class GenerateResponse(_message.Message):
     tool_progress: ToolProgress
     turn_withdrawn: TurnWithdrawn
     usage: Usage
-    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ["approval_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "last_sequence", "message", "state", "updated_at", "usage"]
@@ -225,6 +266,36 @@ class GetGenerationResponse(_message.Message):
     generation: Generation
     def __init__(self, generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
 
+class InputRequest(_message.Message):
+    __slots__ = ["elicitation_id", "id", "message", "mode", "requested_schema", "server_name", "tool_call_id", "url"]
+    ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    elicitation_id: str
+    id: str
+    message: str
+    mode: InputMode
+    requested_schema: _struct_pb2.Struct
+    server_name: str
+    tool_call_id: str
+    url: str
+    def __init__(self, id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., message: _Optional[str] = ..., mode: _Optional[_Union[InputMode, str]] = ..., requested_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., url: _Optional[str] = ..., elicitation_id: _Optional[str] = ...) -> None: ...
+
+class InputResponse(_message.Message):
+    __slots__ = ["action", "content", "request_id"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    action: InputAction
+    content: _struct_pb2.Struct
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ..., action: _Optional[_Union[InputAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
 class ListGenerationsRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "states"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -296,16 +367,18 @@ class ServerPlacement(_message.Message):
     def __init__(self, name: _Optional[str] = ..., placement: _Optional[_Union[Placement, str]] = ..., transport: _Optional[_Union[Transport, str]] = ...) -> None: ...
 
 class StartGeneration(_message.Message):
-    __slots__ = ["agent", "answer_timeout", "detach", "messages"]
+    __slots__ = ["agent", "answer_timeout", "detach", "end_user", "messages"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     ANSWER_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     DETACH_FIELD_NUMBER: _ClassVar[int]
+    END_USER_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     agent: _agent_pb2.Agent
     answer_timeout: _duration_pb2.Duration
     detach: bool
+    end_user: str
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
-    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detach: bool = ...) -> None: ...
+    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detach: bool = ..., end_user: _Optional[str] = ...) -> None: ...
 
 class TextDelta(_message.Message):
     __slots__ = ["text"]
@@ -408,6 +481,15 @@ class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ToolOrigin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class AuthorizationReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class InputMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class InputAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class StopReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent.proto.
  */
 export const file_agentd_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSKVAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdEIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyKCBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQiggEKDkFwcHJvdmFsUG9saWN5EiUKBG1vZGUYASABKA4yFy5hZ2VudGQudjEuQXBwcm92YWxNb2RlEiQKBmFsd2F5cxgCIAEoCzIULmFnZW50ZC52MS5Ub29sTmFtZXMSIwoFbmV2ZXIYAyABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzIh8KCVRvb2xOYW1lcxISCgp0b29sX25hbWVzGAEgAygJIl4KDEZ1bmN0aW9uVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEisKCnBhcmFtZXRlcnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KnQKC01DUFN0cmF0ZWd5EhwKGE1DUF9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEhUKEU1DUF9TVFJBVEVHWV9BVVRPEAESFwoTTUNQX1NUUkFURUdZX0NMSUVOVBACEhcKE01DUF9TVFJBVEVHWV9TRVJWRVIQAyp0ChBUb29sTmFtZUNvbmZsaWN0EiIKHlRPT0xfTkFNRV9DT05GTElDVF9VTlNQRUNJRklFRBAAEh0KGVRPT0xfTkFNRV9DT05GTElDVF9SRUZVU0UQARIdChlUT09MX05BTUVfQ09ORkxJQ1RfUFJFRklYEAIqYAoMQXBwcm92YWxNb2RlEh0KGUFQUFJPVkFMX01PREVfVU5TUEVDSUZJRUQQABIXChNBUFBST1ZBTF9NT0RFX05FVkVSEAESGAoUQVBQUk9WQUxfTU9ERV9BTFdBWVMQAkKUAQoNY29tLmFnZW50ZC52MUIKQWdlbnRQcm90b1ABWjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSKVAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdEIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyKpBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQi0wEKC09BdXRoQ2xpZW50EiMKBWdyYW50GAEgASgOMhQuYWdlbnRkLnYxLkdyYW50VHlwZRIRCgljbGllbnRfaWQYAiABKAkSFQoNY2xpZW50X3NlY3JldBgDIAEoCRITCgtwcml2YXRlX2tleRgEIAEoCRIWCg5wcml2YXRlX2tleV9pZBgFIAEoCRIOCgZzY29wZXMYBiADKAkSIgoadG9rZW5fZW5kcG9pbnRfYXV0aF9tZXRob2QYByABKAkSFAoMcmVkaXJlY3RfdXJsGAggASgJIoIBCg5BcHByb3ZhbFBvbGljeRIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLkFwcHJvdmFsTW9kZRIkCgZhbHdheXMYAiABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzEiMKBW5ldmVyGAMgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcyIfCglUb29sTmFtZXMSEgoKdG9vbF9uYW1lcxgBIAMoCSJeCgxGdW5jdGlvblRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCp0CgtNQ1BTdHJhdGVneRIcChhNQ1BfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIVChFNQ1BfU1RSQVRFR1lfQVVUTxABEhcKE01DUF9TVFJBVEVHWV9DTElFTlQQAhIXChNNQ1BfU1RSQVRFR1lfU0VSVkVSEAMqdAoQVG9vbE5hbWVDb25mbGljdBIiCh5UT09MX05BTUVfQ09ORkxJQ1RfVU5TUEVDSUZJRUQQABIdChlUT09MX05BTUVfQ09ORkxJQ1RfUkVGVVNFEAESHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1BSRUZJWBACKm0KCUdyYW50VHlwZRIaChZHUkFOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodR1JBTlRfVFlQRV9BVVRIT1JJWkFUSU9OX0NPREUQARIhCh1HUkFOVF9UWVBFX0NMSUVOVF9DUkVERU5USUFMUxACKmAKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfTU9ERV9ORVZFUhABEhgKFEFQUFJPVkFMX01PREVfQUxXQVlTEAJClAEKDWNvbS5hZ2VudGQudjFCCkFnZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Agent declares who answers (provider and model), how (instructions), and
@@ -290,6 +290,19 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
    * @generated from field: agentd.v1.ApprovalPolicy require_approval = 13;
    */
   requireApproval?: ApprovalPolicy | undefined;
+
+  /**
+   * url servers: agentd is the server's OAuth client (the MCP
+   * authorization spec) and obtains, stores, refreshes and presents its
+   * access tokens itself. Absent: a server that asks for authorization
+   * (HTTP 401, or 403 insufficient_scope) ends the generation
+   * UNAUTHENTICATED or PERMISSION_DENIED. May not be combined with
+   * authorization. A server with oauth stays in the bridge: agentd holds
+   * its tokens.
+   *
+   * @generated from field: agentd.v1.OAuthClient oauth = 14;
+   */
+  oauth?: OAuthClient | undefined;
 };
 
 /**
@@ -298,6 +311,96 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
  */
 export const MCPServerSchema: GenMessage<MCPServer> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 1);
+
+/**
+ * OAuthClient says how agentd obtains access tokens for one MCP server.
+ * The authorization server, its endpoints and the scopes come from the
+ * server's challenge and metadata; only what agentd cannot discover is
+ * declared here.
+ *
+ * @generated from message agentd.v1.OAuthClient
+ */
+export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
+  /**
+   * The grant. Absent: AUTHORIZATION_CODE.
+   *
+   * @generated from field: agentd.v1.GrantType grant = 1;
+   */
+  grant: GrantType;
+
+  /**
+   * A client registered with the authorization server in advance. Empty:
+   * agentd identifies itself by its client ID metadata document (the
+   * service's oauth.client_metadata_url) where the authorization server
+   * accepts one, and otherwise registers dynamically. Required for
+   * CLIENT_CREDENTIALS.
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+
+  /**
+   * The registered client's secret, for client_secret_basic or
+   * client_secret_post. A secret: never logged, traced, stored in the
+   * clear or used in a cache key.
+   *
+   * @generated from field: string client_secret = 3;
+   */
+  clientSecret: string;
+
+  /**
+   * The registered client's private key, PEM (PKCS#8, PKCS#1 or SEC 1; RSA
+   * or ECDSA P-256), for private_key_jwt: agentd signs a short-lived
+   * client assertion with it (RS256 or ES256). A secret like
+   * client_secret. Excludes client_secret.
+   *
+   * @generated from field: string private_key = 4;
+   */
+  privateKey: string;
+
+  /**
+   * The key id (the assertion's "kid" header) of private_key. Optional.
+   *
+   * @generated from field: string private_key_id = 5;
+   */
+  privateKeyId: string;
+
+  /**
+   * The scopes to ask for. Empty: those the server's challenge names,
+   * else those its protected-resource metadata lists.
+   *
+   * @generated from field: repeated string scopes = 6;
+   */
+  scopes: string[];
+
+  /**
+   * How the client authenticates at the token endpoint:
+   * "client_secret_basic", "client_secret_post", "private_key_jwt" or
+   * "none". Empty: private_key_jwt with private_key, else the first of
+   * client_secret_post and client_secret_basic that the authorization
+   * server supports.
+   *
+   * @generated from field: string token_endpoint_auth_method = 7;
+   */
+  tokenEndpointAuthMethod: string;
+
+  /**
+   * AUTHORIZATION_CODE: where the authorization server sends the user
+   * back; the client reads the redirect there and answers the
+   * AuthorizationRequest with it. Empty: the service's
+   * oauth.redirect_url.
+   *
+   * @generated from field: string redirect_url = 8;
+   */
+  redirectUrl: string;
+};
+
+/**
+ * Describes the message agentd.v1.OAuthClient.
+ * Use `create(OAuthClientSchema)` to create a new message.
+ */
+export const OAuthClientSchema: GenMessage<OAuthClient> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent, 2);
 
 /**
  * ApprovalPolicy says which of a server's tool calls wait for approval.
@@ -341,7 +444,7 @@ export type ApprovalPolicy = Message<"agentd.v1.ApprovalPolicy"> & {
  * Use `create(ApprovalPolicySchema)` to create a new message.
  */
 export const ApprovalPolicySchema: GenMessage<ApprovalPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 2);
+  messageDesc(file_agentd_v1_agent, 3);
 
 /**
  * ToolNames is a list of tool names (the shape OpenAI's hosted MCP tool
@@ -363,7 +466,7 @@ export type ToolNames = Message<"agentd.v1.ToolNames"> & {
  * Use `create(ToolNamesSchema)` to create a new message.
  */
 export const ToolNamesSchema: GenMessage<ToolNames> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 3);
+  messageDesc(file_agentd_v1_agent, 4);
 
 /**
  * FunctionTool is a tool the agent declares and the client executes.
@@ -399,7 +502,7 @@ export type FunctionTool = Message<"agentd.v1.FunctionTool"> & {
  * Use `create(FunctionToolSchema)` to create a new message.
  */
 export const FunctionToolSchema: GenMessage<FunctionTool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 4);
+  messageDesc(file_agentd_v1_agent, 5);
 
 /**
  * MCPStrategy says where an agent's MCP servers run.
@@ -482,6 +585,44 @@ export const ToolNameConflictSchema: GenEnum<ToolNameConflict> = /*@__PURE__*/
   enumDesc(file_agentd_v1_agent, 1);
 
 /**
+ * GrantType is how agentd obtains an access token.
+ *
+ * @generated from enum agentd.v1.GrantType
+ */
+export enum GrantType {
+  /**
+   * AUTHORIZATION_CODE.
+   *
+   * @generated from enum value: GRANT_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A person authorizes agentd once (authorization code with PKCE): the
+   * generation sends an AuthorizationRequest and waits for the answer.
+   * The token is then kept for the tenant, end user and server, and
+   * refreshed.
+   *
+   * @generated from enum value: GRANT_TYPE_AUTHORIZATION_CODE = 1;
+   */
+  AUTHORIZATION_CODE = 1,
+
+  /**
+   * agentd authenticates as the client itself (machine to machine); no
+   * person is asked.
+   *
+   * @generated from enum value: GRANT_TYPE_CLIENT_CREDENTIALS = 2;
+   */
+  CLIENT_CREDENTIALS = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.GrantType.
+ */
+export const GrantTypeSchema: GenEnum<GrantType> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent, 2);
+
+/**
  * ApprovalMode is the shorthand form of an ApprovalPolicy.
  *
  * @generated from enum agentd.v1.ApprovalMode
@@ -513,5 +654,5 @@ export enum ApprovalMode {
  * Describes the enum agentd.v1.ApprovalMode.
  */
 export const ApprovalModeSchema: GenEnum<ApprovalMode> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 2);
+  enumDesc(file_agentd_v1_agent, 3);
 

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent_service.proto.
  */
 export const file_agentd_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIsMCCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IABItCgZhdHRhY2gYBiABKAsyGy5hZ2VudGQudjEuQXR0YWNoR2VuZXJhdGlvbkgAQgYKBGtpbmQiQQoQQXR0YWNoR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIpsBCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZkZXRhY2gYBCABKAgi6wEKEFJlc3VtZUdlbmVyYXRpb24SFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIfCgVhZ2VudBgCIAEoCzIQLmFnZW50ZC52MS5BZ2VudBI3ChJhcHByb3ZhbF9kZWNpc2lvbnMYAyADKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIzChBmdW5jdGlvbl9yZXN1bHRzGAQgAygLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0EjEKDmFuc3dlcl90aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkgKEEFwcHJvdmFsRGVjaXNpb24SEgoKcmVxdWVzdF9pZBgBIAEoCRIQCghhcHByb3ZlZBgCIAEoCBIOCgZkaWdlc3QYAyABKAkiQwoORnVuY3Rpb25SZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiIgoQQ2FuY2VsR2VuZXJhdGlvbhIOCgZyZWFzb24YASABKAkikAUKEEdlbmVyYXRlUmVzcG9uc2USLwoHc3RhcnRlZBgBIAEoCzIcLmFnZW50ZC52MS5HZW5lcmF0aW9uU3RhcnRlZEgAEioKCnRleHRfZGVsdGEYAiABKAsyFC5hZ2VudGQudjEuVGV4dERlbHRhSAASNwoRdG9vbF9jYWxsX3N0YXJ0ZWQYAyABKAsyGi5hZ2VudGQudjEuVG9vbENhbGxTdGFydGVkSAASOQoSdG9vbF9jYWxsX2ZpbmlzaGVkGAQgASgLMhsuYWdlbnRkLnYxLlRvb2xDYWxsRmluaXNoZWRIABI2ChBhcHByb3ZhbF9yZXF1ZXN0GAUgASgLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdEgAEjAKDWZ1bmN0aW9uX2NhbGwYBiABKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsSAASIQoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2VIABI5ChJwcm92aWRlcl90b29sX2NhbGwYCCABKAsyGy5hZ2VudGQudjEuUHJvdmlkZXJUb29sQ2FsbEgAEi0KBnBhdXNlZBgJIAEoCzIbLmFnZW50ZC52MS5HZW5lcmF0aW9uUGF1c2VkSAASMwoJY29tcGxldGVkGAogASgLMh4uYWdlbnRkLnYxLkdlbmVyYXRpb25Db21wbGV0ZWRIABIyCg50dXJuX3dpdGhkcmF3bhgMIAEoCzIYLmFnZW50ZC52MS5UdXJuV2l0aGRyYXduSAASMAoNdG9vbF9wcm9ncmVzcxgNIAEoCzIXLmFnZW50ZC52MS5Ub29sUHJvZ3Jlc3NIABIQCghzZXF1ZW5jZRgLIAEoA0IHCgVldmVudCKdAQoRR2VuZXJhdGlvblN0YXJ0ZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIrCgdzZXJ2ZXJzGAIgAygLMhouYWdlbnRkLnYxLlNlcnZlclBsYWNlbWVudBIiCgV0b29scxgDIAMoCzITLmFnZW50ZC52MS5Ub29sSW5mbxIPCgdyZXN1bWVkGAQgASgIEg8KB2Fkb3B0ZWQYBSABKAgicQoPU2VydmVyUGxhY2VtZW50EgwKBG5hbWUYASABKAkSJwoJcGxhY2VtZW50GAIgASgOMhQuYWdlbnRkLnYxLlBsYWNlbWVudBInCgl0cmFuc3BvcnQYAyABKA4yFC5hZ2VudGQudjEuVHJhbnNwb3J0Im4KCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSJQoGb3JpZ2luGAIgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEwoLc2VydmVyX25hbWUYAyABKAkSGAoQc2VydmVyX3Rvb2xfbmFtZRgEIAEoCSIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSKSAQoPVG9vbENhbGxTdGFydGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEhEKCWFyZ3VtZW50cxgFIAEoCRIMCgR0dXJuGAYgASgFIs8BChBUb29sQ2FsbEZpbmlzaGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGlzX2Vycm9yGAYgASgIEg4KBm91dHB1dBgHIAEoCRIMCgR0dXJuGAggASgFIlEKDFRvb2xQcm9ncmVzcxIPCgdjYWxsX2lkGAEgASgJEhAKCHByb2dyZXNzGAIgASgBEg0KBXRvdGFsGAMgASgBEg8KB21lc3NhZ2UYBCABKAkijgEKD0FwcHJvdmFsUmVxdWVzdBIKCgJpZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhEKCWFyZ3VtZW50cxgFIAEoCRIOCgZwcm9tcHQYBiABKAkSDgoGZGlnZXN0GAcgASgJIkAKDEZ1bmN0aW9uQ2FsbBIPCgdjYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJIrIBCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIfChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgDIAEoAxIgChhjYWNoZV93cml0ZV9pbnB1dF90b2tlbnMYBCABKAMSGQoRdG9vbF9zY2hlbWFfYnl0ZXMYBSABKAMSDAoEdHVybhgGIAEoBRIQCghyZXBlYXRlZBgHIAEoCCJECg1UdXJuV2l0aGRyYXduEgwKBHR1cm4YASABKAUSFQoNZnJvbV9zZXF1ZW5jZRgCIAEoAxIOCgZyZWFzb24YAyABKAkiwQEKEEdlbmVyYXRpb25QYXVzZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRI1ChFhcHByb3ZhbF9yZXF1ZXN0cxgCIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3QSLwoOZnVuY3Rpb25fY2FsbHMYAyADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChNHZW5lcmF0aW9uQ29tcGxldGVkEhUKDWdlbmVyYXRpb25faWQYASABKAkSIwoHbWVzc2FnZRgCIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEiQKCG1lc3NhZ2VzGAMgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYBCABKAsyEC5hZ2VudGQudjEuVXNhZ2USKgoLc3RvcF9yZWFzb24YBSABKA4yFS5hZ2VudGQudjEuU3RvcFJlYXNvbhISCgp0b29sX3R1cm5zGAYgASgFIlcKDlByZXZpZXdSZXF1ZXN0Eh8KBWFnZW50GAEgASgLMhAuYWdlbnRkLnYxLkFnZW50EiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2UilwIKD1ByZXZpZXdSZXNwb25zZRIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSJgoFdG9vbHMYBCADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25Ub29sEjQKEHByb3ZpZGVyX3NlcnZlcnMYBSADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiQKCG1lc3NhZ2VzGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USMQoQcHJvdmlkZXJfb3B0aW9ucxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoObWF4X3Rvb2xfdHVybnMYCCABKAUiLQoUR2V0R2VuZXJhdGlvblJlcXVlc3QSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCSJCChVHZXRHZW5lcmF0aW9uUmVzcG9uc2USKQoKZ2VuZXJhdGlvbhgBIAEoCzIVLmFnZW50ZC52MS5HZW5lcmF0aW9uImsKFkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QSKgoGc3RhdGVzGAEgAygOMhouYWdlbnRkLnYxLkdlbmVyYXRpb25TdGF0ZRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJeChdMaXN0R2VuZXJhdGlvbnNSZXNwb25zZRIqCgtnZW5lcmF0aW9ucxgBIAMoCzIVLmFnZW50ZC52MS5HZW5lcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSL/AwoKR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEikKBXN0YXRlGAIgASgOMhouYWdlbnRkLnYxLkdlbmVyYXRpb25TdGF0ZRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9zZXF1ZW5jZRgGIAEoAxI1ChFhcHByb3ZhbF9yZXF1ZXN0cxgHIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3QSLwoOZnVuY3Rpb25fY2FsbHMYCCADKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiMKB21lc3NhZ2UYCiABKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIfCgV1c2FnZRgLIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRISCgplcnJvcl9jb2RlGAwgASgFEhUKDWVycm9yX21lc3NhZ2UYDSABKAkqVAoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhYKElBMQUNFTUVOVF9QUk9WSURFUhABEhQKEFBMQUNFTUVOVF9CUklER0UQAipoCglUcmFuc3BvcnQSGQoVVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASEgoOVFJBTlNQT1JUX0hUVFAQARITCg9UUkFOU1BPUlRfU1RESU8QAhIXChNUUkFOU1BPUlRfQ09OTkVDVE9SEAMqWAoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1JJR0lOX0ZVTkNUSU9OEAESEwoPVE9PTF9PUklHSU5fTUNQEAIqngEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRTVE9QX1JFQVNPTl9FTkRfVFVSThABEhoKFlNUT1BfUkVBU09OX01BWF9UT0tFTlMQAhIdChlTVE9QX1JFQVNPTl9TVE9QX1NFUVVFTkNFEAMSHgoaU1RPUF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBCrpAQoPR2VuZXJhdGlvblN0YXRlEiAKHEdFTkVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIcChhHRU5FUkFUSU9OX1NUQVRFX1JVTk5JTkcQARIcChhHRU5FUkFUSU9OX1NUQVRFX1dBSVRJTkcQAhIbChdHRU5FUkFUSU9OX1NUQVRFX1BBVVNFRBADEh4KGkdFTkVSQVRJT05fU1RBVEVfQ09NUExFVEVEEAQSGwoXR0VORVJBVElPTl9TVEFURV9GQUlMRUQQBRIeChpHRU5FUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAGMscCCgxBZ2VudFNlcnZpY2USRwoIR2VuZXJhdGUSGi5hZ2VudGQudjEuR2VuZXJhdGVSZXF1ZXN0GhsuYWdlbnRkLnYxLkdlbmVyYXRlUmVzcG9uc2UoATABEkAKB1ByZXZpZXcSGS5hZ2VudGQudjEuUHJldmlld1JlcXVlc3QaGi5hZ2VudGQudjEuUHJldmlld1Jlc3BvbnNlElIKDUdldEdlbmVyYXRpb24SHy5hZ2VudGQudjEuR2V0R2VuZXJhdGlvblJlcXVlc3QaIC5hZ2VudGQudjEuR2V0R2VuZXJhdGlvblJlc3BvbnNlElgKD0xpc3RHZW5lcmF0aW9ucxIhLmFnZW50ZC52MS5MaXN0R2VuZXJhdGlvbnNSZXF1ZXN0GiIuYWdlbnRkLnYxLkxpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlQpsBCg1jb20uYWdlbnRkLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_agentd_v1_agent, file_agentd_v1_message, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIrsDCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IABItCgZhdHRhY2gYBiABKAsyGy5hZ2VudGQudjEuQXR0YWNoR2VuZXJhdGlvbkgAEkIKFmF1dGhvcml6YXRpb25fcmVzcG9uc2UYByABKAsyIC5hZ2VudGQudjEuQXV0aG9yaXphdGlvblJlc3BvbnNlSAASMgoOaW5wdXRfcmVzcG9uc2UYCCABKAsyGC5hZ2VudGQudjEuSW5wdXRSZXNwb25zZUgAQgYKBGtpbmQiQQoQQXR0YWNoR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIq0BCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZkZXRhY2gYBCABKAgSEAoIZW5kX3VzZXIYBSABKAki6wEKEFJlc3VtZUdlbmVyYXRpb24SFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIfCgVhZ2VudBgCIAEoCzIQLmFnZW50ZC52MS5BZ2VudBI3ChJhcHByb3ZhbF9kZWNpc2lvbnMYAyADKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIzChBmdW5jdGlvbl9yZXN1bHRzGAQgAygLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0EjEKDmFuc3dlcl90aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkgKEEFwcHJvdmFsRGVjaXNpb24SEgoKcmVxdWVzdF9pZBgBIAEoCRIQCghhcHByb3ZlZBgCIAEoCBIOCgZkaWdlc3QYAyABKAkiQwoORnVuY3Rpb25SZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiIgoQQ2FuY2VsR2VuZXJhdGlvbhIOCgZyZWFzb24YASABKAkihAYKEEdlbmVyYXRlUmVzcG9uc2USLwoHc3RhcnRlZBgBIAEoCzIcLmFnZW50ZC52MS5HZW5lcmF0aW9uU3RhcnRlZEgAEioKCnRleHRfZGVsdGEYAiABKAsyFC5hZ2VudGQudjEuVGV4dERlbHRhSAASNwoRdG9vbF9jYWxsX3N0YXJ0ZWQYAyABKAsyGi5hZ2VudGQudjEuVG9vbENhbGxTdGFydGVkSAASOQoSdG9vbF9jYWxsX2ZpbmlzaGVkGAQgASgLMhsuYWdlbnRkLnYxLlRvb2xDYWxsRmluaXNoZWRIABI2ChBhcHByb3ZhbF9yZXF1ZXN0GAUgASgLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdEgAEjAKDWZ1bmN0aW9uX2NhbGwYBiABKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsSAASIQoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2VIABI5ChJwcm92aWRlcl90b29sX2NhbGwYCCABKAsyGy5hZ2VudGQudjEuUHJvdmlkZXJUb29sQ2FsbEgAEi0KBnBhdXNlZBgJIAEoCzIbLmFnZW50ZC52MS5HZW5lcmF0aW9uUGF1c2VkSAASMwoJY29tcGxldGVkGAogASgLMh4uYWdlbnRkLnYxLkdlbmVyYXRpb25Db21wbGV0ZWRIABIyCg50dXJuX3dpdGhkcmF3bhgMIAEoCzIYLmFnZW50ZC52MS5UdXJuV2l0aGRyYXduSAASMAoNdG9vbF9wcm9ncmVzcxgNIAEoCzIXLmFnZW50ZC52MS5Ub29sUHJvZ3Jlc3NIABJAChVhdXRob3JpemF0aW9uX3JlcXVlc3QYDiABKAsyHy5hZ2VudGQudjEuQXV0aG9yaXphdGlvblJlcXVlc3RIABIwCg1pbnB1dF9yZXF1ZXN0GA8gASgLMhcuYWdlbnRkLnYxLklucHV0UmVxdWVzdEgAEhAKCHNlcXVlbmNlGAsgASgDQgcKBWV2ZW50Ip0BChFHZW5lcmF0aW9uU3RhcnRlZBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEisKB3NlcnZlcnMYAiADKAsyGi5hZ2VudGQudjEuU2VydmVyUGxhY2VtZW50EiIKBXRvb2xzGAMgAygLMhMuYWdlbnRkLnYxLlRvb2xJbmZvEg8KB3Jlc3VtZWQYBCABKAgSDwoHYWRvcHRlZBgFIAEoCCJxCg9TZXJ2ZXJQbGFjZW1lbnQSDAoEbmFtZRgBIAEoCRInCglwbGFjZW1lbnQYAiABKA4yFC5hZ2VudGQudjEuUGxhY2VtZW50EicKCXRyYW5zcG9ydBgDIAEoDjIULmFnZW50ZC52MS5UcmFuc3BvcnQibgoIVG9vbEluZm8SDAoEbmFtZRgBIAEoCRIlCgZvcmlnaW4YAiABKA4yFS5hZ2VudGQudjEuVG9vbE9yaWdpbhITCgtzZXJ2ZXJfbmFtZRgDIAEoCRIYChBzZXJ2ZXJfdG9vbF9uYW1lGAQgASgJIhkKCVRleHREZWx0YRIMCgR0ZXh0GAEgASgJIpIBCg9Ub29sQ2FsbFN0YXJ0ZWQSDwoHY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSJQoGb3JpZ2luGAQgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEQoJYXJndW1lbnRzGAUgASgJEgwKBHR1cm4YBiABKAUizwEKEFRvb2xDYWxsRmluaXNoZWQSDwoHY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSJQoGb3JpZ2luGAQgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SKwoIZHVyYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIaXNfZXJyb3IYBiABKAgSDgoGb3V0cHV0GAcgASgJEgwKBHR1cm4YCCABKAUiUQoMVG9vbFByb2dyZXNzEg8KB2NhbGxfaWQYASABKAkSEAoIcHJvZ3Jlc3MYAiABKAESDQoFdG90YWwYAyABKAESDwoHbWVzc2FnZRgEIAEoCSKEAQoUQXV0aG9yaXphdGlvblJlcXVlc3QSCgoCaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSCwoDdXJsGAMgASgJEg4KBnNjb3BlcxgEIAMoCRIuCgZyZWFzb24YBSABKA4yHi5hZ2VudGQudjEuQXV0aG9yaXphdGlvblJlYXNvbiJBChVBdXRob3JpemF0aW9uUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRIUCgxyZWRpcmVjdF91cmwYAiABKAki0gEKDElucHV0UmVxdWVzdBIKCgJpZBgBIAEoCRITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIUCgx0b29sX2NhbGxfaWQYAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIiCgRtb2RlGAUgASgOMhQuYWdlbnRkLnYxLklucHV0TW9kZRIxChByZXF1ZXN0ZWRfc2NoZW1hGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBILCgN1cmwYByABKAkSFgoOZWxpY2l0YXRpb25faWQYCCABKAkidQoNSW5wdXRSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEiYKBmFjdGlvbhgCIAEoDjIWLmFnZW50ZC52MS5JbnB1dEFjdGlvbhIoCgdjb250ZW50GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKOAQoPQXBwcm92YWxSZXF1ZXN0EgoKAmlkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRITCgtzZXJ2ZXJfbmFtZRgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSEQoJYXJndW1lbnRzGAUgASgJEg4KBnByb21wdBgGIAEoCRIOCgZkaWdlc3QYByABKAkiQAoMRnVuY3Rpb25DYWxsEg8KB2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIRCglhcmd1bWVudHMYAyABKAkisgEKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh8KF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAMgASgDEiAKGGNhY2hlX3dyaXRlX2lucHV0X3Rva2VucxgEIAEoAxIZChF0b29sX3NjaGVtYV9ieXRlcxgFIAEoAxIMCgR0dXJuGAYgASgFEhAKCHJlcGVhdGVkGAcgASgIIkQKDVR1cm5XaXRoZHJhd24SDAoEdHVybhgBIAEoBRIVCg1mcm9tX3NlcXVlbmNlGAIgASgDEg4KBnJlYXNvbhgDIAEoCSLBAQoQR2VuZXJhdGlvblBhdXNlZBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEjUKEWFwcHJvdmFsX3JlcXVlc3RzGAIgAygLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdBIvCg5mdW5jdGlvbl9jYWxscxgDIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGwSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2AEKE0dlbmVyYXRpb25Db21wbGV0ZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIjCgdtZXNzYWdlGAIgASgLMhIuYWdlbnRkLnYxLk1lc3NhZ2USJAoIbWVzc2FnZXMYAyADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIfCgV1c2FnZRgEIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRIqCgtzdG9wX3JlYXNvbhgFIAEoDjIVLmFnZW50ZC52MS5TdG9wUmVhc29uEhIKCnRvb2xfdHVybnMYBiABKAUiVwoOUHJldmlld1JlcXVlc3QSHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZSKXAgoPUHJldmlld1Jlc3BvbnNlEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhQKDGluc3RydWN0aW9ucxgDIAEoCRImCgV0b29scxgEIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvblRvb2wSNAoQcHJvdmlkZXJfc2VydmVycxgFIAMoCzIaLmFnZW50ZC52MS5TZXJ2ZXJQbGFjZW1lbnQSJAoIbWVzc2FnZXMYBiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxChBwcm92aWRlcl9vcHRpb25zGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCg5tYXhfdG9vbF90dXJucxgIIAEoBSItChRHZXRHZW5lcmF0aW9uUmVxdWVzdBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJIkIKFUdldEdlbmVyYXRpb25SZXNwb25zZRIpCgpnZW5lcmF0aW9uGAEgASgLMhUuYWdlbnRkLnYxLkdlbmVyYXRpb24iawoWTGlzdEdlbmVyYXRpb25zUmVxdWVzdBIqCgZzdGF0ZXMYASADKA4yGi5hZ2VudGQudjEuR2VuZXJhdGlvblN0YXRlEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl4KF0xpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlEioKC2dlbmVyYXRpb25zGAEgAygLMhUuYWdlbnRkLnYxLkdlbmVyYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIv8DCgpHZW5lcmF0aW9uEhUKDWdlbmVyYXRpb25faWQYASABKAkSKQoFc3RhdGUYAiABKA4yGi5hZ2VudGQudjEuR2VuZXJhdGlvblN0YXRlEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEjUKEWFwcHJvdmFsX3JlcXVlc3RzGAcgAygLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdBIvCg5mdW5jdGlvbl9jYWxscxgIIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGwSLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIwoHbWVzc2FnZRgKIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEh8KBXVzYWdlGAsgASgLMhAuYWdlbnRkLnYxLlVzYWdlEhIKCmVycm9yX2NvZGUYDCABKAUSFQoNZXJyb3JfbWVzc2FnZRgNIAEoCSpUCglQbGFjZW1lbnQSGQoVUExBQ0VNRU5UX1VOU1BFQ0lGSUVEEAASFgoSUExBQ0VNRU5UX1BST1ZJREVSEAESFAoQUExBQ0VNRU5UX0JSSURHRRACKmgKCVRyYW5zcG9ydBIZChVUUkFOU1BPUlRfVU5TUEVDSUZJRUQQABISCg5UUkFOU1BPUlRfSFRUUBABEhMKD1RSQU5TUE9SVF9TVERJTxACEhcKE1RSQU5TUE9SVF9DT05ORUNUT1IQAypYCgpUb29sT3JpZ2luEhsKF1RPT0xfT1JJR0lOX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9PUklHSU5fRlVOQ1RJT04QARITCg9UT09MX09SSUdJTl9NQ1AQAiqnAQoTQXV0aG9yaXphdGlvblJlYXNvbhIkCiBBVVRIT1JJWkFUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEiIKHkFVVEhPUklaQVRJT05fUkVBU09OX0ZJUlNUX1VTRRABEiAKHEFVVEhPUklaQVRJT05fUkVBU09OX1NURVBfVVAQAhIkCiBBVVRIT1JJWkFUSU9OX1JFQVNPTl9SRUFVVEhPUklaRRADKlAKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASEwoPSU5QVVRfTU9ERV9GT1JNEAESEgoOSU5QVVRfTU9ERV9VUkwQAip3CgtJbnB1dEFjdGlvbhIcChhJTlBVVF9BQ1RJT05fVU5TUEVDSUZJRUQQABIXChNJTlBVVF9BQ1RJT05fQUNDRVBUEAESGAoUSU5QVVRfQUNUSU9OX0RFQ0xJTkUQAhIXChNJTlBVVF9BQ1RJT05fQ0FOQ0VMEAMqngEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRTVE9QX1JFQVNPTl9FTkRfVFVSThABEhoKFlNUT1BfUkVBU09OX01BWF9UT0tFTlMQAhIdChlTVE9QX1JFQVNPTl9TVE9QX1NFUVVFTkNFEAMSHgoaU1RPUF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBCrpAQoPR2VuZXJhdGlvblN0YXRlEiAKHEdFTkVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIcChhHRU5FUkFUSU9OX1NUQVRFX1JVTk5JTkcQARIcChhHRU5FUkFUSU9OX1NUQVRFX1dBSVRJTkcQAhIbChdHRU5FUkFUSU9OX1NUQVRFX1BBVVNFRBADEh4KGkdFTkVSQVRJT05fU1RBVEVfQ09NUExFVEVEEAQSGwoXR0VORVJBVElPTl9TVEFURV9GQUlMRUQQBRIeChpHRU5FUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAGMscCCgxBZ2VudFNlcnZpY2USRwoIR2VuZXJhdGUSGi5hZ2VudGQudjEuR2VuZXJhdGVSZXF1ZXN0GhsuYWdlbnRkLnYxLkdlbmVyYXRlUmVzcG9uc2UoATABEkAKB1ByZXZpZXcSGS5hZ2VudGQudjEuUHJldmlld1JlcXVlc3QaGi5hZ2VudGQudjEuUHJldmlld1Jlc3BvbnNlElIKDUdldEdlbmVyYXRpb24SHy5hZ2VudGQudjEuR2V0R2VuZXJhdGlvblJlcXVlc3QaIC5hZ2VudGQudjEuR2V0R2VuZXJhdGlvblJlc3BvbnNlElgKD0xpc3RHZW5lcmF0aW9ucxIhLmFnZW50ZC52MS5MaXN0R2VuZXJhdGlvbnNSZXF1ZXN0GiIuYWdlbnRkLnYxLkxpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlQpsBCg1jb20uYWdlbnRkLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_agentd_v1_agent, file_agentd_v1_message, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * GenerateRequest is one client message on the Generate stream.
@@ -78,6 +78,22 @@ export type GenerateRequest = Message<"agentd.v1.GenerateRequest"> & {
      */
     value: AttachGeneration;
     case: "attach";
+  } | {
+    /**
+     * Answer to an AuthorizationRequest of this generation.
+     *
+     * @generated from field: agentd.v1.AuthorizationResponse authorization_response = 7;
+     */
+    value: AuthorizationResponse;
+    case: "authorizationResponse";
+  } | {
+    /**
+     * Answer to an InputRequest of this generation.
+     *
+     * @generated from field: agentd.v1.InputResponse input_response = 8;
+     */
+    value: InputResponse;
+    case: "inputResponse";
   } | { case: undefined; value?: undefined };
 };
 
@@ -166,6 +182,17 @@ export type StartGeneration = Message<"agentd.v1.StartGeneration"> & {
    * @generated from field: bool detach = 4;
    */
   detach: boolean;
+
+  /**
+   * The person the application acts for, an opaque id of at most 256
+   * bytes that the application gives (its own user id, say). OAuth tokens
+   * of MCP servers are kept per tenant, end user and server: a later
+   * generation for the same end user reuses them. Empty: the caller's
+   * authenticated principal, or, without one, the tenant's shared tokens.
+   *
+   * @generated from field: string end_user = 5;
+   */
+  endUser: string;
 };
 
 /**
@@ -430,6 +457,25 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
      */
     value: ToolProgress;
     case: "toolProgress";
+  } | {
+    /**
+     * An MCP server needs a person to authorize agentd (OAuth
+     * authorization code): send the user to the URL and answer with the
+     * redirect it ends at.
+     *
+     * @generated from field: agentd.v1.AuthorizationRequest authorization_request = 14;
+     */
+    value: AuthorizationRequest;
+    case: "authorizationRequest";
+  } | {
+    /**
+     * An MCP server asks the user for input during a tool call
+     * (elicitation): answer with an InputResponse.
+     *
+     * @generated from field: agentd.v1.InputRequest input_request = 15;
+     */
+    value: InputRequest;
+    case: "inputRequest";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -779,6 +825,202 @@ export const ToolProgressSchema: GenMessage<ToolProgress> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_service, 14);
 
 /**
+ * AuthorizationRequest asks the client to have its user authorize agentd
+ * at an MCP server's authorization server. The client opens url (in a
+ * browser, or prints it); the authorization server sends the user back to
+ * the redirect URL, which the client answers with in an
+ * AuthorizationResponse. The tool call or listing that needed it then
+ * goes on. It is answered on this stream within the answer timeout; a
+ * client that is not there ends the generation UNAUTHENTICATED.
+ *
+ * @generated from message agentd.v1.AuthorizationRequest
+ */
+export type AuthorizationRequest = Message<"agentd.v1.AuthorizationRequest"> & {
+  /**
+   * Identifies the request; AuthorizationResponse.request_id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The MCP server's name.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * The authorization URL, with state and a PKCE challenge that only this
+   * request's answer fits.
+   *
+   * @generated from field: string url = 3;
+   */
+  url: string;
+
+  /**
+   * The scopes asked for.
+   *
+   * @generated from field: repeated string scopes = 4;
+   */
+  scopes: string[];
+
+  /**
+   * Why it is asked.
+   *
+   * @generated from field: agentd.v1.AuthorizationReason reason = 5;
+   */
+  reason: AuthorizationReason;
+};
+
+/**
+ * Describes the message agentd.v1.AuthorizationRequest.
+ * Use `create(AuthorizationRequestSchema)` to create a new message.
+ */
+export const AuthorizationRequestSchema: GenMessage<AuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 15);
+
+/**
+ * AuthorizationResponse answers an AuthorizationRequest.
+ *
+ * @generated from message agentd.v1.AuthorizationResponse
+ */
+export type AuthorizationResponse = Message<"agentd.v1.AuthorizationResponse"> & {
+  /**
+   * AuthorizationRequest.id.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * The URL the authorization server redirected the user to, with its
+   * query (code and state, or error). agentd checks state and exchanges
+   * the code with its PKCE verifier.
+   *
+   * @generated from field: string redirect_url = 2;
+   */
+  redirectUrl: string;
+};
+
+/**
+ * Describes the message agentd.v1.AuthorizationResponse.
+ * Use `create(AuthorizationResponseSchema)` to create a new message.
+ */
+export const AuthorizationResponseSchema: GenMessage<AuthorizationResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 16);
+
+/**
+ * InputRequest relays an MCP server's elicitation: during a tool call the
+ * server asks the user for input, as a form (requested_schema) or by
+ * sending them to a URL. The call waits for the InputResponse, bounded by
+ * the answer timeout, not by the server's read_timeout.
+ *
+ * @generated from message agentd.v1.InputRequest
+ */
+export type InputRequest = Message<"agentd.v1.InputRequest"> & {
+  /**
+   * Identifies the request; InputResponse.request_id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The MCP server's name.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * The tool call during which the server asks.
+   *
+   * @generated from field: string tool_call_id = 3;
+   */
+  toolCallId: string;
+
+  /**
+   * What the server says to the user.
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+
+  /**
+   * FORM or URL.
+   *
+   * @generated from field: agentd.v1.InputMode mode = 5;
+   */
+  mode: InputMode;
+
+  /**
+   * FORM: the JSON Schema of the answer's content (a flat object of
+   * strings, numbers, integers, booleans and enums).
+   *
+   * @generated from field: google.protobuf.Struct requested_schema = 6;
+   */
+  requestedSchema?: JsonObject | undefined;
+
+  /**
+   * URL: where to send the user.
+   *
+   * @generated from field: string url = 7;
+   */
+  url: string;
+
+  /**
+   * URL: the server's id of the elicitation.
+   *
+   * @generated from field: string elicitation_id = 8;
+   */
+  elicitationId: string;
+};
+
+/**
+ * Describes the message agentd.v1.InputRequest.
+ * Use `create(InputRequestSchema)` to create a new message.
+ */
+export const InputRequestSchema: GenMessage<InputRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 17);
+
+/**
+ * InputResponse answers an InputRequest.
+ *
+ * @generated from message agentd.v1.InputResponse
+ */
+export type InputResponse = Message<"agentd.v1.InputResponse"> & {
+  /**
+   * InputRequest.id.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * What the user did.
+   *
+   * @generated from field: agentd.v1.InputAction action = 2;
+   */
+  action: InputAction;
+
+  /**
+   * ACCEPT of a FORM request: the answer, checked against
+   * requested_schema (fields it leaves out get the schema's defaults).
+   *
+   * @generated from field: google.protobuf.Struct content = 3;
+   */
+  content?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.InputResponse.
+ * Use `create(InputResponseSchema)` to create a new message.
+ */
+export const InputResponseSchema: GenMessage<InputResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 18);
+
+/**
  * ApprovalRequest asks the client whether a tool call may run.
  *
  * @generated from message agentd.v1.ApprovalRequest
@@ -840,7 +1082,7 @@ export type ApprovalRequest = Message<"agentd.v1.ApprovalRequest"> & {
  * Use `create(ApprovalRequestSchema)` to create a new message.
  */
 export const ApprovalRequestSchema: GenMessage<ApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 15);
+  messageDesc(file_agentd_v1_agent_service, 19);
 
 /**
  * FunctionCall asks the client to run one of the agent's function tools and
@@ -877,7 +1119,7 @@ export type FunctionCall = Message<"agentd.v1.FunctionCall"> & {
  * Use `create(FunctionCallSchema)` to create a new message.
  */
 export const FunctionCallSchema: GenMessage<FunctionCall> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 16);
+  messageDesc(file_agentd_v1_agent_service, 20);
 
 /**
  * Usage counts what a model turn (or, in GenerationCompleted, the whole
@@ -943,7 +1185,7 @@ export type Usage = Message<"agentd.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 17);
+  messageDesc(file_agentd_v1_agent_service, 21);
 
 /**
  * TurnWithdrawn withdraws the events of a model turn that was cut short:
@@ -980,7 +1222,7 @@ export type TurnWithdrawn = Message<"agentd.v1.TurnWithdrawn"> & {
  * Use `create(TurnWithdrawnSchema)` to create a new message.
  */
 export const TurnWithdrawnSchema: GenMessage<TurnWithdrawn> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 18);
+  messageDesc(file_agentd_v1_agent_service, 22);
 
 /**
  * GenerationPaused ends a stream whose generation waits for answers.
@@ -1022,7 +1264,7 @@ export type GenerationPaused = Message<"agentd.v1.GenerationPaused"> & {
  * Use `create(GenerationPausedSchema)` to create a new message.
  */
 export const GenerationPausedSchema: GenMessage<GenerationPaused> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 19);
+  messageDesc(file_agentd_v1_agent_service, 23);
 
 /**
  * GenerationCompleted ends a stream whose generation finished.
@@ -1079,7 +1321,7 @@ export type GenerationCompleted = Message<"agentd.v1.GenerationCompleted"> & {
  * Use `create(GenerationCompletedSchema)` to create a new message.
  */
 export const GenerationCompletedSchema: GenMessage<GenerationCompleted> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 20);
+  messageDesc(file_agentd_v1_agent_service, 24);
 
 /**
  * PreviewRequest asks how a request would be resolved.
@@ -1107,7 +1349,7 @@ export type PreviewRequest = Message<"agentd.v1.PreviewRequest"> & {
  * Use `create(PreviewRequestSchema)` to create a new message.
  */
 export const PreviewRequestSchema: GenMessage<PreviewRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 21);
+  messageDesc(file_agentd_v1_agent_service, 25);
 
 /**
  * PreviewResponse is a request as agentd would resolve it, without I/O.
@@ -1178,7 +1420,7 @@ export type PreviewResponse = Message<"agentd.v1.PreviewResponse"> & {
  * Use `create(PreviewResponseSchema)` to create a new message.
  */
 export const PreviewResponseSchema: GenMessage<PreviewResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 22);
+  messageDesc(file_agentd_v1_agent_service, 26);
 
 /**
  * GetGenerationRequest names a generation.
@@ -1199,7 +1441,7 @@ export type GetGenerationRequest = Message<"agentd.v1.GetGenerationRequest"> & {
  * Use `create(GetGenerationRequestSchema)` to create a new message.
  */
 export const GetGenerationRequestSchema: GenMessage<GetGenerationRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 23);
+  messageDesc(file_agentd_v1_agent_service, 27);
 
 /**
  * GetGenerationResponse is the generation asked for.
@@ -1218,7 +1460,7 @@ export type GetGenerationResponse = Message<"agentd.v1.GetGenerationResponse"> &
  * Use `create(GetGenerationResponseSchema)` to create a new message.
  */
 export const GetGenerationResponseSchema: GenMessage<GetGenerationResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 24);
+  messageDesc(file_agentd_v1_agent_service, 28);
 
 /**
  * ListGenerationsRequest selects a page of the tenant's generations.
@@ -1254,7 +1496,7 @@ export type ListGenerationsRequest = Message<"agentd.v1.ListGenerationsRequest">
  * Use `create(ListGenerationsRequestSchema)` to create a new message.
  */
 export const ListGenerationsRequestSchema: GenMessage<ListGenerationsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 25);
+  messageDesc(file_agentd_v1_agent_service, 29);
 
 /**
  * ListGenerationsResponse is one page.
@@ -1283,7 +1525,7 @@ export type ListGenerationsResponse = Message<"agentd.v1.ListGenerationsResponse
  * Use `create(ListGenerationsResponseSchema)` to create a new message.
  */
 export const ListGenerationsResponseSchema: GenMessage<ListGenerationsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 26);
+  messageDesc(file_agentd_v1_agent_service, 30);
 
 /**
  * Generation is a generation's durable record, as GetGeneration and
@@ -1382,7 +1624,7 @@ export type Generation = Message<"agentd.v1.Generation"> & {
  * Use `create(GenerationSchema)` to create a new message.
  */
 export const GenerationSchema: GenMessage<Generation> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 27);
+  messageDesc(file_agentd_v1_agent_service, 31);
 
 /**
  * Placement says who runs an MCP server.
@@ -1494,6 +1736,122 @@ export const ToolOriginSchema: GenEnum<ToolOrigin> = /*@__PURE__*/
   enumDesc(file_agentd_v1_agent_service, 2);
 
 /**
+ * AuthorizationReason says why an AuthorizationRequest is sent.
+ *
+ * @generated from enum agentd.v1.AuthorizationReason
+ */
+export enum AuthorizationReason {
+  /**
+   * Unknown.
+   *
+   * @generated from enum value: AUTHORIZATION_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * agentd holds no token for this end user at this server.
+   *
+   * @generated from enum value: AUTHORIZATION_REASON_FIRST_USE = 1;
+   */
+  FIRST_USE = 1,
+
+  /**
+   * The server asks for more scopes than the token has (step-up).
+   *
+   * @generated from enum value: AUTHORIZATION_REASON_STEP_UP = 2;
+   */
+  STEP_UP = 2,
+
+  /**
+   * The token was refused and could not be refreshed.
+   *
+   * @generated from enum value: AUTHORIZATION_REASON_REAUTHORIZE = 3;
+   */
+  REAUTHORIZE = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.AuthorizationReason.
+ */
+export const AuthorizationReasonSchema: GenEnum<AuthorizationReason> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_service, 3);
+
+/**
+ * InputMode is how an InputRequest asks.
+ *
+ * @generated from enum agentd.v1.InputMode
+ */
+export enum InputMode {
+  /**
+   * Unknown.
+   *
+   * @generated from enum value: INPUT_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A form whose fields requested_schema describes.
+   *
+   * @generated from enum value: INPUT_MODE_FORM = 1;
+   */
+  FORM = 1,
+
+  /**
+   * A web page the user visits.
+   *
+   * @generated from enum value: INPUT_MODE_URL = 2;
+   */
+  URL = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.InputMode.
+ */
+export const InputModeSchema: GenEnum<InputMode> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_service, 4);
+
+/**
+ * InputAction is what the user did with an InputRequest.
+ *
+ * @generated from enum agentd.v1.InputAction
+ */
+export enum InputAction {
+  /**
+   * Invalid.
+   *
+   * @generated from enum value: INPUT_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The user answered.
+   *
+   * @generated from enum value: INPUT_ACTION_ACCEPT = 1;
+   */
+  ACCEPT = 1,
+
+  /**
+   * The user refused to answer.
+   *
+   * @generated from enum value: INPUT_ACTION_DECLINE = 2;
+   */
+  DECLINE = 2,
+
+  /**
+   * The user dismissed the request without choosing.
+   *
+   * @generated from enum value: INPUT_ACTION_CANCEL = 3;
+   */
+  CANCEL = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.InputAction.
+ */
+export const InputActionSchema: GenEnum<InputAction> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_service, 5);
+
+/**
  * StopReason says why the model stopped.
  *
  * @generated from enum agentd.v1.StopReason
@@ -1539,7 +1897,7 @@ export enum StopReason {
  * Describes the enum agentd.v1.StopReason.
  */
 export const StopReasonSchema: GenEnum<StopReason> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent_service, 3);
+  enumDesc(file_agentd_v1_agent_service, 6);
 
 /**
  * GenerationState is where a generation is in its life.
@@ -1593,7 +1951,7 @@ export enum GenerationState {
  * Describes the enum agentd.v1.GenerationState.
  */
 export const GenerationStateSchema: GenEnum<GenerationState> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent_service, 4);
+  enumDesc(file_agentd_v1_agent_service, 7);
 
 /**
  * AgentService runs LLM agents whose tools come from MCP servers.

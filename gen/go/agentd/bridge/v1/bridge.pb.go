@@ -230,8 +230,15 @@ type HTTPTarget struct {
 	Headers map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Upper bound on reconnection back-off. Absent: 30 s.
 	MaxReconnectionWait *durationpb.Duration `protobuf:"bytes,4,opt,name=max_reconnection_wait,json=maxReconnectionWait,proto3" json:"max_reconnection_wait,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The server's authorization is agentd's to resolve (an MCP server
+	// declared with oauth): when the server refuses a request with 401, or
+	// 403 insufficient_scope, the bridge asks agentd on the session's
+	// OpenSession stream (ServerRequest.authorization) and sends the request
+	// again with the authorization agentd answers. Without it the refusal
+	// fails the request.
+	Oauth         bool `protobuf:"varint,5,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HTTPTarget) Reset() {
@@ -290,6 +297,13 @@ func (x *HTTPTarget) GetMaxReconnectionWait() *durationpb.Duration {
 		return x.MaxReconnectionWait
 	}
 	return nil
+}
+
+func (x *HTTPTarget) GetOauth() bool {
+	if x != nil {
+		return x.Oauth
+	}
+	return false
 }
 
 // StdioTarget starts a server as a child process.
@@ -449,6 +463,7 @@ type OpenSessionResponse struct {
 	//
 	//	*OpenSessionResponse_Opened
 	//	*OpenSessionResponse_ToolsChanged
+	//	*OpenSessionResponse_Request
 	Event         isOpenSessionResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -509,6 +524,15 @@ func (x *OpenSessionResponse) GetToolsChanged() *ToolsChanged {
 	return nil
 }
 
+func (x *OpenSessionResponse) GetRequest() *ServerRequest {
+	if x != nil {
+		if x, ok := x.Event.(*OpenSessionResponse_Request); ok {
+			return x.Request
+		}
+	}
+	return nil
+}
+
 type isOpenSessionResponse_Event interface {
 	isOpenSessionResponse_Event()
 }
@@ -523,9 +547,17 @@ type OpenSessionResponse_ToolsChanged struct {
 	ToolsChanged *ToolsChanged `protobuf:"bytes,2,opt,name=tools_changed,json=toolsChanged,proto3,oneof"`
 }
 
+type OpenSessionResponse_Request struct {
+	// The session's MCP server asks something only agentd can answer:
+	// answer with AnswerServerRequest.
+	Request *ServerRequest `protobuf:"bytes,3,opt,name=request,proto3,oneof"`
+}
+
 func (*OpenSessionResponse_Opened) isOpenSessionResponse_Event() {}
 
 func (*OpenSessionResponse_ToolsChanged) isOpenSessionResponse_Event() {}
+
+func (*OpenSessionResponse_Request) isOpenSessionResponse_Event() {}
 
 // SessionOpened carries the new session's identifier.
 type SessionOpened struct {
@@ -2553,6 +2585,478 @@ func (x *PoolStats) GetTenant() string {
 	return ""
 }
 
+// ServerRequest is something a session's MCP server needs from agentd
+// while a request of the session runs: authorization that the server
+// refused, or the user's input (elicitation). The request waits for the
+// answer; its read timeout does not run meanwhile.
+type ServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the request within the session.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The server.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The CallTools call during which the server asks; 0 for a request of
+	// the session's own (the handshake, a listing).
+	CallId uint64 `protobuf:"varint,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ServerRequest_Authorization
+	//	*ServerRequest_Elicitation
+	Kind          isServerRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerRequest) Reset() {
+	*x = ServerRequest{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerRequest) ProtoMessage() {}
+
+func (x *ServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
+func (*ServerRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ServerRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ServerRequest) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *ServerRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *ServerRequest) GetKind() isServerRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ServerRequest) GetAuthorization() *AuthorizationChallenge {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Authorization); ok {
+			return x.Authorization
+		}
+	}
+	return nil
+}
+
+func (x *ServerRequest) GetElicitation() *Elicitation {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Elicitation); ok {
+			return x.Elicitation
+		}
+	}
+	return nil
+}
+
+type isServerRequest_Kind interface {
+	isServerRequest_Kind()
+}
+
+type ServerRequest_Authorization struct {
+	// The server refused agentd's authorization.
+	Authorization *AuthorizationChallenge `protobuf:"bytes,4,opt,name=authorization,proto3,oneof"`
+}
+
+type ServerRequest_Elicitation struct {
+	// The server asks the user for input.
+	Elicitation *Elicitation `protobuf:"bytes,5,opt,name=elicitation,proto3,oneof"`
+}
+
+func (*ServerRequest_Authorization) isServerRequest_Kind() {}
+
+func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
+
+// AuthorizationChallenge is an HTTP MCP server's refusal.
+type AuthorizationChallenge struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 401 or 403.
+	Status int32 `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The response's WWW-Authenticate header values, as sent.
+	WwwAuthenticate []string `protobuf:"bytes,2,rep,name=www_authenticate,json=wwwAuthenticate,proto3" json:"www_authenticate,omitempty"`
+	// The authorization the refused request carried ("Bearer ..."); empty
+	// when it carried none.
+	Presented     string `protobuf:"bytes,3,opt,name=presented,proto3" json:"presented,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizationChallenge) Reset() {
+	*x = AuthorizationChallenge{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizationChallenge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizationChallenge) ProtoMessage() {}
+
+func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizationChallenge.ProtoReflect.Descriptor instead.
+func (*AuthorizationChallenge) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AuthorizationChallenge) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *AuthorizationChallenge) GetWwwAuthenticate() []string {
+	if x != nil {
+		return x.WwwAuthenticate
+	}
+	return nil
+}
+
+func (x *AuthorizationChallenge) GetPresented() string {
+	if x != nil {
+		return x.Presented
+	}
+	return ""
+}
+
+// Elicitation is a server's elicitation/create request.
+type Elicitation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "form" or "url".
+	Mode    string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// form: the JSON Schema of the content.
+	RequestedSchema *structpb.Struct `protobuf:"bytes,3,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
+	// url: where to send the user.
+	Url string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	// url: the server's id of the elicitation.
+	ElicitationId string `protobuf:"bytes,5,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Elicitation) Reset() {
+	*x = Elicitation{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Elicitation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Elicitation) ProtoMessage() {}
+
+func (x *Elicitation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Elicitation.ProtoReflect.Descriptor instead.
+func (*Elicitation) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *Elicitation) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Elicitation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Elicitation) GetRequestedSchema() *structpb.Struct {
+	if x != nil {
+		return x.RequestedSchema
+	}
+	return nil
+}
+
+func (x *Elicitation) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Elicitation) GetElicitationId() string {
+	if x != nil {
+		return x.ElicitationId
+	}
+	return ""
+}
+
+type AnswerServerRequestRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// ServerRequest.id.
+	Id uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Answer:
+	//
+	//	*AnswerServerRequestRequest_Authorization
+	//	*AnswerServerRequestRequest_Elicitation
+	//	*AnswerServerRequestRequest_Error
+	Answer        isAnswerServerRequestRequest_Answer `protobuf_oneof:"answer"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerServerRequestRequest) Reset() {
+	*x = AnswerServerRequestRequest{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerServerRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerServerRequestRequest) ProtoMessage() {}
+
+func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerServerRequestRequest.ProtoReflect.Descriptor instead.
+func (*AnswerServerRequestRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AnswerServerRequestRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AnswerServerRequestRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AnswerServerRequestRequest) GetAnswer() isAnswerServerRequestRequest_Answer {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+func (x *AnswerServerRequestRequest) GetAuthorization() string {
+	if x != nil {
+		if x, ok := x.Answer.(*AnswerServerRequestRequest_Authorization); ok {
+			return x.Authorization
+		}
+	}
+	return ""
+}
+
+func (x *AnswerServerRequestRequest) GetElicitation() *ElicitationResult {
+	if x != nil {
+		if x, ok := x.Answer.(*AnswerServerRequestRequest_Elicitation); ok {
+			return x.Elicitation
+		}
+	}
+	return nil
+}
+
+func (x *AnswerServerRequestRequest) GetError() *CallError {
+	if x != nil {
+		if x, ok := x.Answer.(*AnswerServerRequestRequest_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isAnswerServerRequestRequest_Answer interface {
+	isAnswerServerRequestRequest_Answer()
+}
+
+type AnswerServerRequestRequest_Authorization struct {
+	// authorization: the Authorization header value to send from now on.
+	Authorization string `protobuf:"bytes,3,opt,name=authorization,proto3,oneof"`
+}
+
+type AnswerServerRequestRequest_Elicitation struct {
+	// elicitation: the user's answer.
+	Elicitation *ElicitationResult `protobuf:"bytes,4,opt,name=elicitation,proto3,oneof"`
+}
+
+type AnswerServerRequestRequest_Error struct {
+	// The request cannot be answered: the server's request fails with
+	// this error.
+	Error *CallError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*AnswerServerRequestRequest_Authorization) isAnswerServerRequestRequest_Answer() {}
+
+func (*AnswerServerRequestRequest_Elicitation) isAnswerServerRequestRequest_Answer() {}
+
+func (*AnswerServerRequestRequest_Error) isAnswerServerRequestRequest_Answer() {}
+
+// ElicitationResult is the user's answer to an Elicitation.
+type ElicitationResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "accept", "decline" or "cancel".
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// accept of a form: the content.
+	Content       *structpb.Struct `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationResult) Reset() {
+	*x = ElicitationResult{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationResult) ProtoMessage() {}
+
+func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
+func (*ElicitationResult) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ElicitationResult) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ElicitationResult) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type AnswerServerRequestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerServerRequestResponse) Reset() {
+	*x = AnswerServerRequestResponse{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerServerRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerServerRequestResponse) ProtoMessage() {}
+
+func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerServerRequestResponse.ProtoReflect.Descriptor instead.
+func (*AnswerServerRequestResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
+}
+
 var File_agentd_bridge_v1_bridge_proto protoreflect.FileDescriptor
 
 const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
@@ -2566,13 +3070,14 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x03ref\x18\x04 \x01(\tH\x00R\x03ref\x12<\n" +
 	"\fread_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vreadTimeout\x12#\n" +
 	"\rallowed_tools\x18\x06 \x03(\tR\fallowedToolsB\v\n" +
-	"\ttransport\"\x94\x02\n" +
+	"\ttransport\"\xaa\x02\n" +
 	"\n" +
 	"HTTPTarget\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12$\n" +
 	"\rauthorization\x18\x02 \x01(\tR\rauthorization\x12C\n" +
 	"\aheaders\x18\x03 \x03(\v2).agentd.bridge.v1.HTTPTarget.HeadersEntryR\aheaders\x12M\n" +
-	"\x15max_reconnection_wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x13maxReconnectionWait\x1a:\n" +
+	"\x15max_reconnection_wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x13maxReconnectionWait\x12\x14\n" +
+	"\x05oauth\x18\x05 \x01(\bR\x05oauth\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\x01\n" +
@@ -2589,10 +3094,11 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x05cache\x18\x02 \x01(\bH\x00R\x05cache\x88\x01\x01\x12\x16\n" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12#\n" +
 	"\rgeneration_id\x18\x04 \x01(\tR\fgenerationIdB\b\n" +
-	"\x06_cache\"\xa0\x01\n" +
+	"\x06_cache\"\xdd\x01\n" +
 	"\x13OpenSessionResponse\x129\n" +
 	"\x06opened\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.SessionOpenedH\x00R\x06opened\x12E\n" +
-	"\rtools_changed\x18\x02 \x01(\v2\x1e.agentd.bridge.v1.ToolsChangedH\x00R\ftoolsChangedB\a\n" +
+	"\rtools_changed\x18\x02 \x01(\v2\x1e.agentd.bridge.v1.ToolsChangedH\x00R\ftoolsChanged\x12;\n" +
+	"\arequest\x18\x03 \x01(\v2\x1f.agentd.bridge.v1.ServerRequestH\x00R\arequestB\a\n" +
 	"\x05event\".\n" +
 	"\rSessionOpened\x12\x1d\n" +
 	"\n" +
@@ -2726,19 +3232,50 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x05waits\x18\n" +
 	" \x01(\x03R\x05waits\x12\x16\n" +
 	"\x06shared\x18\v \x01(\bR\x06shared\x12\x16\n" +
-	"\x06tenant\x18\f \x01(\tR\x06tenant*\x96\x01\n" +
+	"\x06tenant\x18\f \x01(\tR\x06tenant\"\xf6\x01\n" +
+	"\rServerRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x17\n" +
+	"\acall_id\x18\x03 \x01(\x04R\x06callId\x12P\n" +
+	"\rauthorization\x18\x04 \x01(\v2(.agentd.bridge.v1.AuthorizationChallengeH\x00R\rauthorization\x12A\n" +
+	"\velicitation\x18\x05 \x01(\v2\x1d.agentd.bridge.v1.ElicitationH\x00R\velicitationB\x06\n" +
+	"\x04kind\"y\n" +
+	"\x16AuthorizationChallenge\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x12)\n" +
+	"\x10www_authenticate\x18\x02 \x03(\tR\x0fwwwAuthenticate\x12\x1c\n" +
+	"\tpresented\x18\x03 \x01(\tR\tpresented\"\xb8\x01\n" +
+	"\vElicitation\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
+	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
+	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\xfb\x01\n" +
+	"\x1aAnswerServerRequestRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12&\n" +
+	"\rauthorization\x18\x03 \x01(\tH\x00R\rauthorization\x12G\n" +
+	"\velicitation\x18\x04 \x01(\v2#.agentd.bridge.v1.ElicitationResultH\x00R\velicitation\x123\n" +
+	"\x05error\x18\x05 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05errorB\b\n" +
+	"\x06answer\"^\n" +
+	"\x11ElicitationResult\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x121\n" +
+	"\acontent\x18\x02 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x1d\n" +
+	"\x1bAnswerServerRequestResponse*\x96\x01\n" +
 	"\vContentKind\x12\x1c\n" +
 	"\x18CONTENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CONTENT_KIND_IMAGE\x10\x01\x12\x16\n" +
 	"\x12CONTENT_KIND_AUDIO\x10\x02\x12\x1e\n" +
 	"\x1aCONTENT_KIND_RESOURCE_LINK\x10\x03\x12\x19\n" +
-	"\x15CONTENT_KIND_RESOURCE\x10\x042\xcf\x03\n" +
+	"\x15CONTENT_KIND_RESOURCE\x10\x042\xc3\x04\n" +
 	"\rBridgeService\x12\\\n" +
 	"\vOpenSession\x12$.agentd.bridge.v1.OpenSessionRequest\x1a%.agentd.bridge.v1.OpenSessionResponse0\x01\x12]\n" +
 	"\fCloseSession\x12%.agentd.bridge.v1.CloseSessionRequest\x1a&.agentd.bridge.v1.CloseSessionResponse\x12T\n" +
 	"\tListTools\x12\".agentd.bridge.v1.ListToolsRequest\x1a#.agentd.bridge.v1.ListToolsResponse\x12Q\n" +
 	"\bCallTool\x12!.agentd.bridge.v1.CallToolRequest\x1a\".agentd.bridge.v1.CallToolResponse\x12X\n" +
-	"\tCallTools\x12\".agentd.bridge.v1.CallToolsRequest\x1a#.agentd.bridge.v1.CallToolsResponse(\x010\x012\xd4\x04\n" +
+	"\tCallTools\x12\".agentd.bridge.v1.CallToolsRequest\x1a#.agentd.bridge.v1.CallToolsResponse(\x010\x01\x12r\n" +
+	"\x13AnswerServerRequest\x12,.agentd.bridge.v1.AnswerServerRequestRequest\x1a-.agentd.bridge.v1.AnswerServerRequestResponse2\xd4\x04\n" +
 	"\x12BridgeAdminService\x12`\n" +
 	"\rGetCacheStats\x12&.agentd.bridge.v1.GetCacheStatsRequest\x1a'.agentd.bridge.v1.GetCacheStatsResponse\x12W\n" +
 	"\n" +
@@ -2763,111 +3300,126 @@ func file_agentd_bridge_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_bridge_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
-	(ContentKind)(0),                // 0: agentd.bridge.v1.ContentKind
-	(*ServerSpec)(nil),              // 1: agentd.bridge.v1.ServerSpec
-	(*HTTPTarget)(nil),              // 2: agentd.bridge.v1.HTTPTarget
-	(*StdioTarget)(nil),             // 3: agentd.bridge.v1.StdioTarget
-	(*OpenSessionRequest)(nil),      // 4: agentd.bridge.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),     // 5: agentd.bridge.v1.OpenSessionResponse
-	(*SessionOpened)(nil),           // 6: agentd.bridge.v1.SessionOpened
-	(*ToolsChanged)(nil),            // 7: agentd.bridge.v1.ToolsChanged
-	(*CloseSessionRequest)(nil),     // 8: agentd.bridge.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),    // 9: agentd.bridge.v1.CloseSessionResponse
-	(*ListToolsRequest)(nil),        // 10: agentd.bridge.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),       // 11: agentd.bridge.v1.ListToolsResponse
-	(*ServerTools)(nil),             // 12: agentd.bridge.v1.ServerTools
-	(*Tool)(nil),                    // 13: agentd.bridge.v1.Tool
-	(*ToolAnnotations)(nil),         // 14: agentd.bridge.v1.ToolAnnotations
-	(*CallToolRequest)(nil),         // 15: agentd.bridge.v1.CallToolRequest
-	(*CallToolsRequest)(nil),        // 16: agentd.bridge.v1.CallToolsRequest
-	(*CallToolsOpen)(nil),           // 17: agentd.bridge.v1.CallToolsOpen
-	(*StreamedToolCall)(nil),        // 18: agentd.bridge.v1.StreamedToolCall
-	(*CallToolsResponse)(nil),       // 19: agentd.bridge.v1.CallToolsResponse
-	(*ToolProgress)(nil),            // 20: agentd.bridge.v1.ToolProgress
-	(*CallError)(nil),               // 21: agentd.bridge.v1.CallError
-	(*CallToolResponse)(nil),        // 22: agentd.bridge.v1.CallToolResponse
-	(*Content)(nil),                 // 23: agentd.bridge.v1.Content
-	(*GetCacheStatsRequest)(nil),    // 24: agentd.bridge.v1.GetCacheStatsRequest
-	(*GetCacheStatsResponse)(nil),   // 25: agentd.bridge.v1.GetCacheStatsResponse
-	(*CacheSettings)(nil),           // 26: agentd.bridge.v1.CacheSettings
-	(*ClearCacheRequest)(nil),       // 27: agentd.bridge.v1.ClearCacheRequest
-	(*ClearCacheResponse)(nil),      // 28: agentd.bridge.v1.ClearCacheResponse
-	(*ResetCacheRequest)(nil),       // 29: agentd.bridge.v1.ResetCacheRequest
-	(*ResetCacheResponse)(nil),      // 30: agentd.bridge.v1.ResetCacheResponse
-	(*InvalidateCacheRequest)(nil),  // 31: agentd.bridge.v1.InvalidateCacheRequest
-	(*InvalidateCacheResponse)(nil), // 32: agentd.bridge.v1.InvalidateCacheResponse
-	(*ConfigureCacheRequest)(nil),   // 33: agentd.bridge.v1.ConfigureCacheRequest
-	(*ConfigureCacheResponse)(nil),  // 34: agentd.bridge.v1.ConfigureCacheResponse
-	(*GetPoolStatsRequest)(nil),     // 35: agentd.bridge.v1.GetPoolStatsRequest
-	(*GetPoolStatsResponse)(nil),    // 36: agentd.bridge.v1.GetPoolStatsResponse
-	(*PoolStats)(nil),               // 37: agentd.bridge.v1.PoolStats
-	nil,                             // 38: agentd.bridge.v1.HTTPTarget.HeadersEntry
-	nil,                             // 39: agentd.bridge.v1.StdioTarget.EnvEntry
-	nil,                             // 40: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	(*durationpb.Duration)(nil),     // 41: google.protobuf.Duration
-	(*structpb.Struct)(nil),         // 42: google.protobuf.Struct
-	(*anypb.Any)(nil),               // 43: google.protobuf.Any
+	(ContentKind)(0),                    // 0: agentd.bridge.v1.ContentKind
+	(*ServerSpec)(nil),                  // 1: agentd.bridge.v1.ServerSpec
+	(*HTTPTarget)(nil),                  // 2: agentd.bridge.v1.HTTPTarget
+	(*StdioTarget)(nil),                 // 3: agentd.bridge.v1.StdioTarget
+	(*OpenSessionRequest)(nil),          // 4: agentd.bridge.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),         // 5: agentd.bridge.v1.OpenSessionResponse
+	(*SessionOpened)(nil),               // 6: agentd.bridge.v1.SessionOpened
+	(*ToolsChanged)(nil),                // 7: agentd.bridge.v1.ToolsChanged
+	(*CloseSessionRequest)(nil),         // 8: agentd.bridge.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),        // 9: agentd.bridge.v1.CloseSessionResponse
+	(*ListToolsRequest)(nil),            // 10: agentd.bridge.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 11: agentd.bridge.v1.ListToolsResponse
+	(*ServerTools)(nil),                 // 12: agentd.bridge.v1.ServerTools
+	(*Tool)(nil),                        // 13: agentd.bridge.v1.Tool
+	(*ToolAnnotations)(nil),             // 14: agentd.bridge.v1.ToolAnnotations
+	(*CallToolRequest)(nil),             // 15: agentd.bridge.v1.CallToolRequest
+	(*CallToolsRequest)(nil),            // 16: agentd.bridge.v1.CallToolsRequest
+	(*CallToolsOpen)(nil),               // 17: agentd.bridge.v1.CallToolsOpen
+	(*StreamedToolCall)(nil),            // 18: agentd.bridge.v1.StreamedToolCall
+	(*CallToolsResponse)(nil),           // 19: agentd.bridge.v1.CallToolsResponse
+	(*ToolProgress)(nil),                // 20: agentd.bridge.v1.ToolProgress
+	(*CallError)(nil),                   // 21: agentd.bridge.v1.CallError
+	(*CallToolResponse)(nil),            // 22: agentd.bridge.v1.CallToolResponse
+	(*Content)(nil),                     // 23: agentd.bridge.v1.Content
+	(*GetCacheStatsRequest)(nil),        // 24: agentd.bridge.v1.GetCacheStatsRequest
+	(*GetCacheStatsResponse)(nil),       // 25: agentd.bridge.v1.GetCacheStatsResponse
+	(*CacheSettings)(nil),               // 26: agentd.bridge.v1.CacheSettings
+	(*ClearCacheRequest)(nil),           // 27: agentd.bridge.v1.ClearCacheRequest
+	(*ClearCacheResponse)(nil),          // 28: agentd.bridge.v1.ClearCacheResponse
+	(*ResetCacheRequest)(nil),           // 29: agentd.bridge.v1.ResetCacheRequest
+	(*ResetCacheResponse)(nil),          // 30: agentd.bridge.v1.ResetCacheResponse
+	(*InvalidateCacheRequest)(nil),      // 31: agentd.bridge.v1.InvalidateCacheRequest
+	(*InvalidateCacheResponse)(nil),     // 32: agentd.bridge.v1.InvalidateCacheResponse
+	(*ConfigureCacheRequest)(nil),       // 33: agentd.bridge.v1.ConfigureCacheRequest
+	(*ConfigureCacheResponse)(nil),      // 34: agentd.bridge.v1.ConfigureCacheResponse
+	(*GetPoolStatsRequest)(nil),         // 35: agentd.bridge.v1.GetPoolStatsRequest
+	(*GetPoolStatsResponse)(nil),        // 36: agentd.bridge.v1.GetPoolStatsResponse
+	(*PoolStats)(nil),                   // 37: agentd.bridge.v1.PoolStats
+	(*ServerRequest)(nil),               // 38: agentd.bridge.v1.ServerRequest
+	(*AuthorizationChallenge)(nil),      // 39: agentd.bridge.v1.AuthorizationChallenge
+	(*Elicitation)(nil),                 // 40: agentd.bridge.v1.Elicitation
+	(*AnswerServerRequestRequest)(nil),  // 41: agentd.bridge.v1.AnswerServerRequestRequest
+	(*ElicitationResult)(nil),           // 42: agentd.bridge.v1.ElicitationResult
+	(*AnswerServerRequestResponse)(nil), // 43: agentd.bridge.v1.AnswerServerRequestResponse
+	nil,                                 // 44: agentd.bridge.v1.HTTPTarget.HeadersEntry
+	nil,                                 // 45: agentd.bridge.v1.StdioTarget.EnvEntry
+	nil,                                 // 46: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	(*durationpb.Duration)(nil),         // 47: google.protobuf.Duration
+	(*structpb.Struct)(nil),             // 48: google.protobuf.Struct
+	(*anypb.Any)(nil),                   // 49: google.protobuf.Any
 }
 var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	2,  // 0: agentd.bridge.v1.ServerSpec.http:type_name -> agentd.bridge.v1.HTTPTarget
 	3,  // 1: agentd.bridge.v1.ServerSpec.stdio:type_name -> agentd.bridge.v1.StdioTarget
-	41, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
-	38, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
-	41, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
-	39, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
+	47, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
+	44, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
+	47, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
+	45, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
 	1,  // 6: agentd.bridge.v1.OpenSessionRequest.servers:type_name -> agentd.bridge.v1.ServerSpec
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
-	12, // 9: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
-	13, // 10: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	42, // 11: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	14, // 12: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
-	17, // 13: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
-	18, // 14: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
-	41, // 15: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
-	40, // 16: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	22, // 17: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
-	21, // 18: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
-	20, // 19: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
-	43, // 20: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
-	23, // 21: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
-	0,  // 22: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
-	26, // 23: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	41, // 24: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
-	26, // 25: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	1,  // 26: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	41, // 27: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
-	26, // 28: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	37, // 29: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	4,  // 30: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 31: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 32: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 33: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	16, // 34: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
-	24, // 35: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	27, // 36: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	29, // 37: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	31, // 38: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	33, // 39: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	35, // 40: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 41: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 42: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 43: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	22, // 44: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 45: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
-	25, // 46: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	28, // 47: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	30, // 48: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	32, // 49: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	34, // 50: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	36, // 51: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	38, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
+	12, // 10: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
+	13, // 11: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
+	48, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	14, // 13: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
+	17, // 14: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
+	18, // 15: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
+	47, // 16: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	46, // 17: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	22, // 18: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
+	21, // 19: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
+	20, // 20: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
+	49, // 21: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	23, // 22: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
+	0,  // 23: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
+	26, // 24: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	47, // 25: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	26, // 26: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	1,  // 27: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
+	47, // 28: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 29: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	37, // 30: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
+	39, // 31: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
+	40, // 32: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
+	48, // 33: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
+	42, // 34: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
+	21, // 35: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
+	48, // 36: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	4,  // 37: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 38: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 39: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 40: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 41: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	41, // 42: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
+	24, // 43: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	27, // 44: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	29, // 45: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	31, // 46: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	33, // 47: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	35, // 48: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	5,  // 49: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 50: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 51: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	22, // 52: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 53: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	43, // 54: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
+	25, // 55: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	28, // 56: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	30, // 57: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	32, // 58: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	34, // 59: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	36, // 60: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	49, // [49:61] is the sub-list for method output_type
+	37, // [37:49] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }
@@ -2884,6 +3436,7 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 	file_agentd_bridge_v1_bridge_proto_msgTypes[4].OneofWrappers = []any{
 		(*OpenSessionResponse_Opened)(nil),
 		(*OpenSessionResponse_ToolsChanged)(nil),
+		(*OpenSessionResponse_Request)(nil),
 	}
 	file_agentd_bridge_v1_bridge_proto_msgTypes[15].OneofWrappers = []any{
 		(*CallToolsRequest_Open)(nil),
@@ -2900,13 +3453,22 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 		(*Content_Uri)(nil),
 	}
 	file_agentd_bridge_v1_bridge_proto_msgTypes[32].OneofWrappers = []any{}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[37].OneofWrappers = []any{
+		(*ServerRequest_Authorization)(nil),
+		(*ServerRequest_Elicitation)(nil),
+	}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[40].OneofWrappers = []any{
+		(*AnswerServerRequestRequest_Authorization)(nil),
+		(*AnswerServerRequestRequest_Elicitation)(nil),
+		(*AnswerServerRequestRequest_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_bridge_v1_bridge_proto_rawDesc), len(file_agentd_bridge_v1_bridge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

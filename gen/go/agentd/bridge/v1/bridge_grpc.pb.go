@@ -19,11 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	BridgeService_OpenSession_FullMethodName  = "/agentd.bridge.v1.BridgeService/OpenSession"
-	BridgeService_CloseSession_FullMethodName = "/agentd.bridge.v1.BridgeService/CloseSession"
-	BridgeService_ListTools_FullMethodName    = "/agentd.bridge.v1.BridgeService/ListTools"
-	BridgeService_CallTool_FullMethodName     = "/agentd.bridge.v1.BridgeService/CallTool"
-	BridgeService_CallTools_FullMethodName    = "/agentd.bridge.v1.BridgeService/CallTools"
+	BridgeService_OpenSession_FullMethodName         = "/agentd.bridge.v1.BridgeService/OpenSession"
+	BridgeService_CloseSession_FullMethodName        = "/agentd.bridge.v1.BridgeService/CloseSession"
+	BridgeService_ListTools_FullMethodName           = "/agentd.bridge.v1.BridgeService/ListTools"
+	BridgeService_CallTool_FullMethodName            = "/agentd.bridge.v1.BridgeService/CallTool"
+	BridgeService_CallTools_FullMethodName           = "/agentd.bridge.v1.BridgeService/CallTools"
+	BridgeService_AnswerServerRequest_FullMethodName = "/agentd.bridge.v1.BridgeService/AnswerServerRequest"
 )
 
 // BridgeServiceClient is the client API for BridgeService service.
@@ -81,6 +82,10 @@ type BridgeServiceClient interface {
 	// not open, a session that is not open, a second open or an id that a
 	// running call already has end it with InvalidArgument or NotFound.
 	CallTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallToolsRequest, CallToolsResponse], error)
+	// AnswerServerRequest answers a ServerRequest of an open session. An
+	// unknown session is NOT_FOUND; an unknown or already answered request
+	// is answered OK (the request may have ended meanwhile).
+	AnswerServerRequest(ctx context.Context, in *AnswerServerRequestRequest, opts ...grpc.CallOption) (*AnswerServerRequestResponse, error)
 }
 
 type bridgeServiceClient struct {
@@ -153,6 +158,16 @@ func (c *bridgeServiceClient) CallTools(ctx context.Context, opts ...grpc.CallOp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type BridgeService_CallToolsClient = grpc.BidiStreamingClient[CallToolsRequest, CallToolsResponse]
 
+func (c *bridgeServiceClient) AnswerServerRequest(ctx context.Context, in *AnswerServerRequestRequest, opts ...grpc.CallOption) (*AnswerServerRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerServerRequestResponse)
+	err := c.cc.Invoke(ctx, BridgeService_AnswerServerRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BridgeServiceServer is the server API for BridgeService service.
 // All implementations must embed UnimplementedBridgeServiceServer
 // for forward compatibility.
@@ -208,6 +223,10 @@ type BridgeServiceServer interface {
 	// not open, a session that is not open, a second open or an id that a
 	// running call already has end it with InvalidArgument or NotFound.
 	CallTools(grpc.BidiStreamingServer[CallToolsRequest, CallToolsResponse]) error
+	// AnswerServerRequest answers a ServerRequest of an open session. An
+	// unknown session is NOT_FOUND; an unknown or already answered request
+	// is answered OK (the request may have ended meanwhile).
+	AnswerServerRequest(context.Context, *AnswerServerRequestRequest) (*AnswerServerRequestResponse, error)
 	mustEmbedUnimplementedBridgeServiceServer()
 }
 
@@ -232,6 +251,9 @@ func (UnimplementedBridgeServiceServer) CallTool(context.Context, *CallToolReque
 }
 func (UnimplementedBridgeServiceServer) CallTools(grpc.BidiStreamingServer[CallToolsRequest, CallToolsResponse]) error {
 	return status.Error(codes.Unimplemented, "method CallTools not implemented")
+}
+func (UnimplementedBridgeServiceServer) AnswerServerRequest(context.Context, *AnswerServerRequestRequest) (*AnswerServerRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerServerRequest not implemented")
 }
 func (UnimplementedBridgeServiceServer) mustEmbedUnimplementedBridgeServiceServer() {}
 func (UnimplementedBridgeServiceServer) testEmbeddedByValue()                       {}
@@ -326,6 +348,24 @@ func _BridgeService_CallTools_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type BridgeService_CallToolsServer = grpc.BidiStreamingServer[CallToolsRequest, CallToolsResponse]
 
+func _BridgeService_AnswerServerRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerServerRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BridgeServiceServer).AnswerServerRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BridgeService_AnswerServerRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BridgeServiceServer).AnswerServerRequest(ctx, req.(*AnswerServerRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BridgeService_ServiceDesc is the grpc.ServiceDesc for BridgeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -344,6 +384,10 @@ var BridgeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CallTool",
 			Handler:    _BridgeService_CallTool_Handler,
+		},
+		{
+			MethodName: "AnswerServerRequest",
+			Handler:    _BridgeService_AnswerServerRequest_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -14,6 +14,34 @@ CONTENT_KIND_RESOURCE_LINK: ContentKind
 CONTENT_KIND_UNSPECIFIED: ContentKind
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class AnswerServerRequestRequest(_message.Message):
+    __slots__ = ["authorization", "elicitation", "error", "id", "session_id"]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    authorization: str
+    elicitation: ElicitationResult
+    error: CallError
+    id: int
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., id: _Optional[int] = ..., authorization: _Optional[str] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
+
+class AnswerServerRequestResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class AuthorizationChallenge(_message.Message):
+    __slots__ = ["presented", "status", "www_authenticate"]
+    PRESENTED_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    WWW_AUTHENTICATE_FIELD_NUMBER: _ClassVar[int]
+    presented: str
+    status: int
+    www_authenticate: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, status: _Optional[int] = ..., www_authenticate: _Optional[_Iterable[str]] = ..., presented: _Optional[str] = ...) -> None: ...
+
 class CacheSettings(_message.Message):
     __slots__ = ["enabled", "max_entries", "ttl"]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -132,6 +160,28 @@ class Content(_message.Message):
     uri: str
     def __init__(self, kind: _Optional[_Union[ContentKind, str]] = ..., mime_type: _Optional[str] = ..., data: _Optional[bytes] = ..., uri: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
+class Elicitation(_message.Message):
+    __slots__ = ["elicitation_id", "message", "mode", "requested_schema", "url"]
+    ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    elicitation_id: str
+    message: str
+    mode: str
+    requested_schema: _struct_pb2.Struct
+    url: str
+    def __init__(self, mode: _Optional[str] = ..., message: _Optional[str] = ..., requested_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., url: _Optional[str] = ..., elicitation_id: _Optional[str] = ...) -> None: ...
+
+class ElicitationResult(_message.Message):
+    __slots__ = ["action", "content"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    content: _struct_pb2.Struct
+    def __init__(self, action: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
 class GetCacheStatsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -161,7 +211,7 @@ class GetPoolStatsResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[PoolStats, _Mapping]]] = ..., open_sessions: _Optional[int] = ...) -> None: ...
 
 class HTTPTarget(_message.Message):
-    __slots__ = ["authorization", "headers", "max_reconnection_wait", "url"]
+    __slots__ = ["authorization", "headers", "max_reconnection_wait", "oauth", "url"]
     class HeadersEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -172,12 +222,14 @@ class HTTPTarget(_message.Message):
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     MAX_RECONNECTION_WAIT_FIELD_NUMBER: _ClassVar[int]
+    OAUTH_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     authorization: str
     headers: _containers.ScalarMap[str, str]
     max_reconnection_wait: _duration_pb2.Duration
+    oauth: bool
     url: str
-    def __init__(self, url: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, url: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., oauth: bool = ...) -> None: ...
 
 class InvalidateCacheRequest(_message.Message):
     __slots__ = ["server", "tenant"]
@@ -220,12 +272,14 @@ class OpenSessionRequest(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[_Union[ServerSpec, _Mapping]]] = ..., cache: bool = ..., tenant: _Optional[str] = ..., generation_id: _Optional[str] = ...) -> None: ...
 
 class OpenSessionResponse(_message.Message):
-    __slots__ = ["opened", "tools_changed"]
+    __slots__ = ["opened", "request", "tools_changed"]
     OPENED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
     TOOLS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     opened: SessionOpened
+    request: ServerRequest
     tools_changed: ToolsChanged
-    def __init__(self, opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., tools_changed: _Optional[_Union[ToolsChanged, _Mapping]] = ...) -> None: ...
+    def __init__(self, opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., tools_changed: _Optional[_Union[ToolsChanged, _Mapping]] = ..., request: _Optional[_Union[ServerRequest, _Mapping]] = ...) -> None: ...
 
 class PoolStats(_message.Message):
     __slots__ = ["busy", "crashed", "key", "max_processes", "retired", "server_name", "shared", "spawned", "starting", "tenant", "waits", "warm"]
@@ -264,6 +318,20 @@ class ResetCacheResponse(_message.Message):
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     settings: CacheSettings
     def __init__(self, settings: _Optional[_Union[CacheSettings, _Mapping]] = ...) -> None: ...
+
+class ServerRequest(_message.Message):
+    __slots__ = ["authorization", "call_id", "elicitation", "id", "server_name"]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ELICITATION_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    authorization: AuthorizationChallenge
+    call_id: int
+    elicitation: Elicitation
+    id: int
+    server_name: str
+    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., call_id: _Optional[int] = ..., authorization: _Optional[_Union[AuthorizationChallenge, _Mapping]] = ..., elicitation: _Optional[_Union[Elicitation, _Mapping]] = ...) -> None: ...
 
 class ServerSpec(_message.Message):
     __slots__ = ["allowed_tools", "http", "name", "read_timeout", "ref", "stdio"]

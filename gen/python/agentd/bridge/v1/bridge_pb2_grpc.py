@@ -49,6 +49,11 @@ class BridgeServiceStub(object):
                 request_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsRequest.SerializeToString,
                 response_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsResponse.FromString,
                 )
+        self.AnswerServerRequest = channel.unary_unary(
+                '/agentd.bridge.v1.BridgeService/AnswerServerRequest',
+                request_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.AnswerServerRequestRequest.SerializeToString,
+                response_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.AnswerServerRequestResponse.FromString,
+                )
 
 
 class BridgeServiceServicer(object):
@@ -129,6 +134,15 @@ class BridgeServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AnswerServerRequest(self, request, context):
+        """AnswerServerRequest answers a ServerRequest of an open session. An
+        unknown session is NOT_FOUND; an unknown or already answered request
+        is answered OK (the request may have ended meanwhile).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BridgeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +170,11 @@ def add_BridgeServiceServicer_to_server(servicer, server):
                     servicer.CallTools,
                     request_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsRequest.FromString,
                     response_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsResponse.SerializeToString,
+            ),
+            'AnswerServerRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnswerServerRequest,
+                    request_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.AnswerServerRequestRequest.FromString,
+                    response_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.AnswerServerRequestResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -259,6 +278,23 @@ class BridgeService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/agentd.bridge.v1.BridgeService/CallTools',
             agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsRequest.SerializeToString,
             agentd_dot_bridge_dot_v1_dot_bridge__pb2.CallToolsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AnswerServerRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.bridge.v1.BridgeService/AnswerServerRequest',
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.AnswerServerRequestRequest.SerializeToString,
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.AnswerServerRequestResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/bridge/v1/bridge.proto.
  */
 export const file_agentd_bridge_v1_bridge: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi1gEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUiigEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSABCBwoFZXZlbnQiIwoNU2Vzc2lvbk9wZW5lZBISCgpzZXNzaW9uX2lkGAEgASgJIiMKDFRvb2xzQ2hhbmdlZBITCgtzZXJ2ZXJfbmFtZRgBIAEoCSIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiPAoQTGlzdFRvb2xzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHNlcnZlcl9uYW1lcxgCIAMoCSJDChFMaXN0VG9vbHNSZXNwb25zZRIuCgdzZXJ2ZXJzGAEgAygLMh0uYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJUb29scyJcCgtTZXJ2ZXJUb29scxITCgtzZXJ2ZXJfbmFtZRgBIAEoCRIlCgV0b29scxgCIAMoCzIWLmFnZW50ZC5icmlkZ2UudjEuVG9vbBIRCgljYWNoZV9oaXQYAyABKAgikAEKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjYKC2Fubm90YXRpb25zGAQgASgLMiEuYWdlbnRkLmJyaWRnZS52MS5Ub29sQW5ub3RhdGlvbnMihAEKD1Rvb2xBbm5vdGF0aW9ucxINCgV0aXRsZRgBIAEoCRIWCg5yZWFkX29ubHlfaGludBgCIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAMgASgIEhcKD2lkZW1wb3RlbnRfaGludBgEIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBSABKAgiYAoPQ2FsbFRvb2xSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSKRAQoQQ2FsbFRvb2xzUmVxdWVzdBIvCgRvcGVuGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNPcGVuSAASMgoEY2FsbBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbEgAEhAKBmNhbmNlbBgDIAEoBEgAQgYKBGtpbmQiIwoNQ2FsbFRvb2xzT3BlbhISCgpzZXNzaW9uX2lkGAEgASgJIocCChBTdHJlYW1lZFRvb2xDYWxsEgoKAmlkGAEgASgEEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkSKgoHdGltZW91dBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhJLCg10cmFjZV9jb250ZXh0GAYgAygLMjQuYWdlbnRkLmJyaWRnZS52MS5TdHJlYW1lZFRvb2xDYWxsLlRyYWNlQ29udGV4dEVudHJ5GjMKEVRyYWNlQ29udGV4dEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiwgEKEUNhbGxUb29sc1Jlc3BvbnNlEgoKAmlkGAEgASgEEjQKBnJlc3VsdBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXNwb25zZUgAEiwKBWVycm9yGAMgASgLMhsuYWdlbnRkLmJyaWRnZS52MS5DYWxsRXJyb3JIABIyCghwcm9ncmVzcxgEIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbFByb2dyZXNzSABCCQoHb3V0Y29tZSJACgxUb29sUHJvZ3Jlc3MSEAoIcHJvZ3Jlc3MYASABKAESDQoFdG90YWwYAiABKAESDwoHbWVzc2FnZRgDIAEoCSJRCglDYWxsRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJEiUKB2RldGFpbHMYAyADKAsyFC5nb29nbGUucHJvdG9idWYuQW55ImQKEENhbGxUb29sUmVzcG9uc2USDgoGb3V0cHV0GAEgASgJEhAKCGlzX2Vycm9yGAIgASgIEi4KC2F0dGFjaG1lbnRzGAMgAygLMhkuYWdlbnRkLmJyaWRnZS52MS5Db250ZW50IoABCgdDb250ZW50EisKBGtpbmQYASABKA4yHS5hZ2VudGQuYnJpZGdlLnYxLkNvbnRlbnRLaW5kEhEKCW1pbWVfdHlwZRgCIAEoCRIOCgRkYXRhGAMgASgMSAASDQoDdXJpGAQgASgJSAASDAoEbmFtZRgFIAEoCUIICgZzb3VyY2UiFgoUR2V0Q2FjaGVTdGF0c1JlcXVlc3QidgoVR2V0Q2FjaGVTdGF0c1Jlc3BvbnNlEgwKBHNpemUYASABKAMSDAoEaGl0cxgCIAEoAxIOCgZtaXNzZXMYAyABKAMSMQoIc2V0dGluZ3MYBCABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiXQoNQ2FjaGVTZXR0aW5ncxIPCgdlbmFibGVkGAEgASgIEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgttYXhfZW50cmllcxgDIAEoBSITChFDbGVhckNhY2hlUmVxdWVzdCIUChJDbGVhckNhY2hlUmVzcG9uc2UiEwoRUmVzZXRDYWNoZVJlcXVlc3QiRwoSUmVzZXRDYWNoZVJlc3BvbnNlEjEKCHNldHRpbmdzGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIlYKFkludmFsaWRhdGVDYWNoZVJlcXVlc3QSLAoGc2VydmVyGAEgASgLMhwuYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJTcGVjEg4KBnRlbmFudBgCIAEoCSIqChdJbnZhbGlkYXRlQ2FjaGVSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgIIosBChVDb25maWd1cmVDYWNoZVJlcXVlc3QSFAoHZW5hYmxlZBgBIAEoCEgAiAEBEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYCgttYXhfZW50cmllcxgDIAEoBUgBiAEBQgoKCF9lbmFibGVkQg4KDF9tYXhfZW50cmllcyJLChZDb25maWd1cmVDYWNoZVJlc3BvbnNlEjEKCHNldHRpbmdzGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIhUKE0dldFBvb2xTdGF0c1JlcXVlc3QiWQoUR2V0UG9vbFN0YXRzUmVzcG9uc2USKgoFcG9vbHMYASADKAsyGy5hZ2VudGQuYnJpZGdlLnYxLlBvb2xTdGF0cxIVCg1vcGVuX3Nlc3Npb25zGAIgASgFItQBCglQb29sU3RhdHMSEwoLc2VydmVyX25hbWUYASABKAkSCwoDa2V5GAIgASgJEgwKBHdhcm0YAyABKAUSDAoEYnVzeRgEIAEoBRIQCghzdGFydGluZxgFIAEoBRIVCg1tYXhfcHJvY2Vzc2VzGAYgASgFEg8KB3NwYXduZWQYByABKAMSDwoHcmV0aXJlZBgIIAEoAxIPCgdjcmFzaGVkGAkgASgDEg0KBXdhaXRzGAogASgDEg4KBnNoYXJlZBgLIAEoCBIOCgZ0ZW5hbnQYDCABKAkqlgEKC0NvbnRlbnRLaW5kEhwKGENPTlRFTlRfS0lORF9VTlNQRUNJRklFRBAAEhYKEkNPTlRFTlRfS0lORF9JTUFHRRABEhYKEkNPTlRFTlRfS0lORF9BVURJTxACEh4KGkNPTlRFTlRfS0lORF9SRVNPVVJDRV9MSU5LEAMSGQoVQ09OVEVOVF9LSU5EX1JFU09VUkNFEAQyzwMKDUJyaWRnZVNlcnZpY2USXAoLT3BlblNlc3Npb24SJC5hZ2VudGQuYnJpZGdlLnYxLk9wZW5TZXNzaW9uUmVxdWVzdBolLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXNwb25zZTABEl0KDENsb3NlU2Vzc2lvbhIlLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USVAoJTGlzdFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXNwb25zZRJRCghDYWxsVG9vbBIhLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXF1ZXN0GiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlc3BvbnNlElgKCUNhbGxUb29scxIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVxdWVzdBojLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVzcG9uc2UoATABMtQEChJCcmlkZ2VBZG1pblNlcnZpY2USYAoNR2V0Q2FjaGVTdGF0cxImLmFnZW50ZC5icmlkZ2UudjEuR2V0Q2FjaGVTdGF0c1JlcXVlc3QaJy5hZ2VudGQuYnJpZGdlLnYxLkdldENhY2hlU3RhdHNSZXNwb25zZRJXCgpDbGVhckNhY2hlEiMuYWdlbnRkLmJyaWRnZS52MS5DbGVhckNhY2hlUmVxdWVzdBokLmFnZW50ZC5icmlkZ2UudjEuQ2xlYXJDYWNoZVJlc3BvbnNlElcKClJlc2V0Q2FjaGUSIy5hZ2VudGQuYnJpZGdlLnYxLlJlc2V0Q2FjaGVSZXF1ZXN0GiQuYWdlbnRkLmJyaWRnZS52MS5SZXNldENhY2hlUmVzcG9uc2USZgoPSW52YWxpZGF0ZUNhY2hlEiguYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0GikuYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXNwb25zZRJjCg5Db25maWd1cmVDYWNoZRInLmFnZW50ZC5icmlkZ2UudjEuQ29uZmlndXJlQ2FjaGVSZXF1ZXN0GiguYWdlbnRkLmJyaWRnZS52MS5Db25maWd1cmVDYWNoZVJlc3BvbnNlEl0KDEdldFBvb2xTdGF0cxIlLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVzcG9uc2VCwAEKFGNvbS5hZ2VudGQuYnJpZGdlLnYxQgtCcmlkZ2VQcm90b1ABWjlnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9icmlkZ2UvdjE7YnJpZGdldjGiAgNBQliqAhBBZ2VudGQuQnJpZGdlLlYxygIQQWdlbnRkXEJyaWRnZVxWMeICHEFnZW50ZFxCcmlkZ2VcVjFcR1BCTWV0YWRhdGHqAhJBZ2VudGQ6OkJyaWRnZTo6VjFiBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi5QEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBW9hdXRoGAUgASgIGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUivgEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSAASMgoHcmVxdWVzdBgDIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyUmVxdWVzdEgAQgcKBWV2ZW50IiMKDVNlc3Npb25PcGVuZWQSEgoKc2Vzc2lvbl9pZBgBIAEoCSIjCgxUb29sc0NoYW5nZWQSEwoLc2VydmVyX25hbWUYASABKAkiKQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlIjwKEExpc3RUb29sc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxzZXJ2ZXJfbmFtZXMYAiADKAkiQwoRTGlzdFRvb2xzUmVzcG9uc2USLgoHc2VydmVycxgBIAMoCzIdLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyVG9vbHMiXAoLU2VydmVyVG9vbHMSEwoLc2VydmVyX25hbWUYASABKAkSJQoFdG9vbHMYAiADKAsyFi5hZ2VudGQuYnJpZGdlLnYxLlRvb2wSEQoJY2FjaGVfaGl0GAMgASgIIpABCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI2Cgthbm5vdGF0aW9ucxgEIAEoCzIhLmFnZW50ZC5icmlkZ2UudjEuVG9vbEFubm90YXRpb25zIoQBCg9Ub29sQW5ub3RhdGlvbnMSDQoFdGl0bGUYASABKAkSFgoOcmVhZF9vbmx5X2hpbnQYAiABKAgSGAoQZGVzdHJ1Y3RpdmVfaGludBgDIAEoCBIXCg9pZGVtcG90ZW50X2hpbnQYBCABKAgSFwoPb3Blbl93b3JsZF9oaW50GAUgASgIImAKD0NhbGxUb29sUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkikQEKEENhbGxUb29sc1JlcXVlc3QSLwoEb3BlbhgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzT3BlbkgAEjIKBGNhbGwYAiABKAsyIi5hZ2VudGQuYnJpZGdlLnYxLlN0cmVhbWVkVG9vbENhbGxIABIQCgZjYW5jZWwYAyABKARIAEIGCgRraW5kIiMKDUNhbGxUb29sc09wZW4SEgoKc2Vzc2lvbl9pZBgBIAEoCSKHAgoQU3RyZWFtZWRUb29sQ2FsbBIKCgJpZBgBIAEoBBITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEioKB3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SSwoNdHJhY2VfY29udGV4dBgGIAMoCzI0LmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbC5UcmFjZUNvbnRleHRFbnRyeRozChFUcmFjZUNvbnRleHRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIsIBChFDYWxsVG9vbHNSZXNwb25zZRIKCgJpZBgBIAEoBBI0CgZyZXN1bHQYAiABKAsyIi5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sUmVzcG9uc2VIABIsCgVlcnJvchgDIAEoCzIbLmFnZW50ZC5icmlkZ2UudjEuQ2FsbEVycm9ySAASMgoIcHJvZ3Jlc3MYBCABKAsyHi5hZ2VudGQuYnJpZGdlLnYxLlRvb2xQcm9ncmVzc0gAQgkKB291dGNvbWUiQAoMVG9vbFByb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEg0KBXRvdGFsGAIgASgBEg8KB21lc3NhZ2UYAyABKAkiUQoJQ2FsbEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueSJkChBDYWxsVG9vbFJlc3BvbnNlEg4KBm91dHB1dBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBIuCgthdHRhY2htZW50cxgDIAMoCzIZLmFnZW50ZC5icmlkZ2UudjEuQ29udGVudCKAAQoHQ29udGVudBIrCgRraW5kGAEgASgOMh0uYWdlbnRkLmJyaWRnZS52MS5Db250ZW50S2luZBIRCgltaW1lX3R5cGUYAiABKAkSDgoEZGF0YRgDIAEoDEgAEg0KA3VyaRgEIAEoCUgAEgwKBG5hbWUYBSABKAlCCAoGc291cmNlIhYKFEdldENhY2hlU3RhdHNSZXF1ZXN0InYKFUdldENhY2hlU3RhdHNSZXNwb25zZRIMCgRzaXplGAEgASgDEgwKBGhpdHMYAiABKAMSDgoGbWlzc2VzGAMgASgDEjEKCHNldHRpbmdzGAQgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIl0KDUNhY2hlU2V0dGluZ3MSDwoHZW5hYmxlZBgBIAEoCBImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEwoLbWF4X2VudHJpZXMYAyABKAUiEwoRQ2xlYXJDYWNoZVJlcXVlc3QiFAoSQ2xlYXJDYWNoZVJlc3BvbnNlIhMKEVJlc2V0Q2FjaGVSZXF1ZXN0IkcKElJlc2V0Q2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyJWChZJbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0EiwKBnNlcnZlchgBIAEoCzIcLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyU3BlYxIOCgZ0ZW5hbnQYAiABKAkiKgoXSW52YWxpZGF0ZUNhY2hlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCKLAQoVQ29uZmlndXJlQ2FjaGVSZXF1ZXN0EhQKB2VuYWJsZWQYASABKAhIAIgBARImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGAoLbWF4X2VudHJpZXMYAyABKAVIAYgBAUIKCghfZW5hYmxlZEIOCgxfbWF4X2VudHJpZXMiSwoWQ29uZmlndXJlQ2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyIVChNHZXRQb29sU3RhdHNSZXF1ZXN0IlkKFEdldFBvb2xTdGF0c1Jlc3BvbnNlEioKBXBvb2xzGAEgAygLMhsuYWdlbnRkLmJyaWRnZS52MS5Qb29sU3RhdHMSFQoNb3Blbl9zZXNzaW9ucxgCIAEoBSLUAQoJUG9vbFN0YXRzEhMKC3NlcnZlcl9uYW1lGAEgASgJEgsKA2tleRgCIAEoCRIMCgR3YXJtGAMgASgFEgwKBGJ1c3kYBCABKAUSEAoIc3RhcnRpbmcYBSABKAUSFQoNbWF4X3Byb2Nlc3NlcxgGIAEoBRIPCgdzcGF3bmVkGAcgASgDEg8KB3JldGlyZWQYCCABKAMSDwoHY3Jhc2hlZBgJIAEoAxINCgV3YWl0cxgKIAEoAxIOCgZzaGFyZWQYCyABKAgSDgoGdGVuYW50GAwgASgJIsIBCg1TZXJ2ZXJSZXF1ZXN0EgoKAmlkGAEgASgEEhMKC3NlcnZlcl9uYW1lGAIgASgJEg8KB2NhbGxfaWQYAyABKAQSQQoNYXV0aG9yaXphdGlvbhgEIAEoCzIoLmFnZW50ZC5icmlkZ2UudjEuQXV0aG9yaXphdGlvbkNoYWxsZW5nZUgAEjQKC2VsaWNpdGF0aW9uGAUgASgLMh0uYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvbkgAQgYKBGtpbmQiVQoWQXV0aG9yaXphdGlvbkNoYWxsZW5nZRIOCgZzdGF0dXMYASABKAUSGAoQd3d3X2F1dGhlbnRpY2F0ZRgCIAMoCRIRCglwcmVzZW50ZWQYAyABKAkihAEKC0VsaWNpdGF0aW9uEgwKBG1vZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIxChByZXF1ZXN0ZWRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBILCgN1cmwYBCABKAkSFgoOZWxpY2l0YXRpb25faWQYBSABKAkiyQEKGkFuc3dlclNlcnZlclJlcXVlc3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSCgoCaWQYAiABKAQSFwoNYXV0aG9yaXphdGlvbhgDIAEoCUgAEjoKC2VsaWNpdGF0aW9uGAQgASgLMiMuYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvblJlc3VsdEgAEiwKBWVycm9yGAUgASgLMhsuYWdlbnRkLmJyaWRnZS52MS5DYWxsRXJyb3JIAEIICgZhbnN3ZXIiTQoRRWxpY2l0YXRpb25SZXN1bHQSDgoGYWN0aW9uGAEgASgJEigKB2NvbnRlbnQYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ih0KG0Fuc3dlclNlcnZlclJlcXVlc3RSZXNwb25zZSqWAQoLQ29udGVudEtpbmQSHAoYQ09OVEVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSQ09OVEVOVF9LSU5EX0lNQUdFEAESFgoSQ09OVEVOVF9LSU5EX0FVRElPEAISHgoaQ09OVEVOVF9LSU5EX1JFU09VUkNFX0xJTksQAxIZChVDT05URU5UX0tJTkRfUkVTT1VSQ0UQBDLDBAoNQnJpZGdlU2VydmljZRJcCgtPcGVuU2Vzc2lvbhIkLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXF1ZXN0GiUuYWdlbnRkLmJyaWRnZS52MS5PcGVuU2Vzc2lvblJlc3BvbnNlMAESXQoMQ2xvc2VTZXNzaW9uEiUuYWdlbnRkLmJyaWRnZS52MS5DbG9zZVNlc3Npb25SZXF1ZXN0GiYuYWdlbnRkLmJyaWRnZS52MS5DbG9zZVNlc3Npb25SZXNwb25zZRJUCglMaXN0VG9vbHMSIi5hZ2VudGQuYnJpZGdlLnYxLkxpc3RUb29sc1JlcXVlc3QaIy5hZ2VudGQuYnJpZGdlLnYxLkxpc3RUb29sc1Jlc3BvbnNlElEKCENhbGxUb29sEiEuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlcXVlc3QaIi5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sUmVzcG9uc2USWAoJQ2FsbFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNSZXNwb25zZSgBMAEScgoTQW5zd2VyU2VydmVyUmVxdWVzdBIsLmFnZW50ZC5icmlkZ2UudjEuQW5zd2VyU2VydmVyUmVxdWVzdFJlcXVlc3QaLS5hZ2VudGQuYnJpZGdlLnYxLkFuc3dlclNlcnZlclJlcXVlc3RSZXNwb25zZTLUBAoSQnJpZGdlQWRtaW5TZXJ2aWNlEmAKDUdldENhY2hlU3RhdHMSJi5hZ2VudGQuYnJpZGdlLnYxLkdldENhY2hlU3RhdHNSZXF1ZXN0GicuYWdlbnRkLmJyaWRnZS52MS5HZXRDYWNoZVN0YXRzUmVzcG9uc2USVwoKQ2xlYXJDYWNoZRIjLmFnZW50ZC5icmlkZ2UudjEuQ2xlYXJDYWNoZVJlcXVlc3QaJC5hZ2VudGQuYnJpZGdlLnYxLkNsZWFyQ2FjaGVSZXNwb25zZRJXCgpSZXNldENhY2hlEiMuYWdlbnRkLmJyaWRnZS52MS5SZXNldENhY2hlUmVxdWVzdBokLmFnZW50ZC5icmlkZ2UudjEuUmVzZXRDYWNoZVJlc3BvbnNlEmYKD0ludmFsaWRhdGVDYWNoZRIoLmFnZW50ZC5icmlkZ2UudjEuSW52YWxpZGF0ZUNhY2hlUmVxdWVzdBopLmFnZW50ZC5icmlkZ2UudjEuSW52YWxpZGF0ZUNhY2hlUmVzcG9uc2USYwoOQ29uZmlndXJlQ2FjaGUSJy5hZ2VudGQuYnJpZGdlLnYxLkNvbmZpZ3VyZUNhY2hlUmVxdWVzdBooLmFnZW50ZC5icmlkZ2UudjEuQ29uZmlndXJlQ2FjaGVSZXNwb25zZRJdCgxHZXRQb29sU3RhdHMSJS5hZ2VudGQuYnJpZGdlLnYxLkdldFBvb2xTdGF0c1JlcXVlc3QaJi5hZ2VudGQuYnJpZGdlLnYxLkdldFBvb2xTdGF0c1Jlc3BvbnNlQsABChRjb20uYWdlbnRkLmJyaWRnZS52MUILQnJpZGdlUHJvdG9QAVo5Z2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvYnJpZGdlL3YxO2JyaWRnZXYxogIDQUJYqgIQQWdlbnRkLkJyaWRnZS5WMcoCEEFnZW50ZFxCcmlkZ2VcVjHiAhxBZ2VudGRcQnJpZGdlXFYxXEdQQk1ldGFkYXRh6gISQWdlbnRkOjpCcmlkZ2U6OlYxYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * ServerSpec is one MCP server of a session, as the bridge needs it.
@@ -116,6 +116,18 @@ export type HTTPTarget = Message<"agentd.bridge.v1.HTTPTarget"> & {
    * @generated from field: google.protobuf.Duration max_reconnection_wait = 4;
    */
   maxReconnectionWait?: Duration | undefined;
+
+  /**
+   * The server's authorization is agentd's to resolve (an MCP server
+   * declared with oauth): when the server refuses a request with 401, or
+   * 403 insufficient_scope, the bridge asks agentd on the session's
+   * OpenSession stream (ServerRequest.authorization) and sends the request
+   * again with the authorization agentd answers. Without it the refusal
+   * fails the request.
+   *
+   * @generated from field: bool oauth = 5;
+   */
+  oauth: boolean;
 };
 
 /**
@@ -238,6 +250,15 @@ export type OpenSessionResponse = Message<"agentd.bridge.v1.OpenSessionResponse"
      */
     value: ToolsChanged;
     case: "toolsChanged";
+  } | {
+    /**
+     * The session's MCP server asks something only agentd can answer:
+     * answer with AnswerServerRequest.
+     *
+     * @generated from field: agentd.bridge.v1.ServerRequest request = 3;
+     */
+    value: ServerRequest;
+    case: "request";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1304,6 +1325,244 @@ export const PoolStatsSchema: GenMessage<PoolStats> = /*@__PURE__*/
   messageDesc(file_agentd_bridge_v1_bridge, 36);
 
 /**
+ * ServerRequest is something a session's MCP server needs from agentd
+ * while a request of the session runs: authorization that the server
+ * refused, or the user's input (elicitation). The request waits for the
+ * answer; its read timeout does not run meanwhile.
+ *
+ * @generated from message agentd.bridge.v1.ServerRequest
+ */
+export type ServerRequest = Message<"agentd.bridge.v1.ServerRequest"> & {
+  /**
+   * Identifies the request within the session.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The server.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * The CallTools call during which the server asks; 0 for a request of
+   * the session's own (the handshake, a listing).
+   *
+   * @generated from field: uint64 call_id = 3;
+   */
+  callId: bigint;
+
+  /**
+   * @generated from oneof agentd.bridge.v1.ServerRequest.kind
+   */
+  kind: {
+    /**
+     * The server refused agentd's authorization.
+     *
+     * @generated from field: agentd.bridge.v1.AuthorizationChallenge authorization = 4;
+     */
+    value: AuthorizationChallenge;
+    case: "authorization";
+  } | {
+    /**
+     * The server asks the user for input.
+     *
+     * @generated from field: agentd.bridge.v1.Elicitation elicitation = 5;
+     */
+    value: Elicitation;
+    case: "elicitation";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.bridge.v1.ServerRequest.
+ * Use `create(ServerRequestSchema)` to create a new message.
+ */
+export const ServerRequestSchema: GenMessage<ServerRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 37);
+
+/**
+ * AuthorizationChallenge is an HTTP MCP server's refusal.
+ *
+ * @generated from message agentd.bridge.v1.AuthorizationChallenge
+ */
+export type AuthorizationChallenge = Message<"agentd.bridge.v1.AuthorizationChallenge"> & {
+  /**
+   * 401 or 403.
+   *
+   * @generated from field: int32 status = 1;
+   */
+  status: number;
+
+  /**
+   * The response's WWW-Authenticate header values, as sent.
+   *
+   * @generated from field: repeated string www_authenticate = 2;
+   */
+  wwwAuthenticate: string[];
+
+  /**
+   * The authorization the refused request carried ("Bearer ..."); empty
+   * when it carried none.
+   *
+   * @generated from field: string presented = 3;
+   */
+  presented: string;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.AuthorizationChallenge.
+ * Use `create(AuthorizationChallengeSchema)` to create a new message.
+ */
+export const AuthorizationChallengeSchema: GenMessage<AuthorizationChallenge> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 38);
+
+/**
+ * Elicitation is a server's elicitation/create request.
+ *
+ * @generated from message agentd.bridge.v1.Elicitation
+ */
+export type Elicitation = Message<"agentd.bridge.v1.Elicitation"> & {
+  /**
+   * "form" or "url".
+   *
+   * @generated from field: string mode = 1;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * form: the JSON Schema of the content.
+   *
+   * @generated from field: google.protobuf.Struct requested_schema = 3;
+   */
+  requestedSchema?: JsonObject | undefined;
+
+  /**
+   * url: where to send the user.
+   *
+   * @generated from field: string url = 4;
+   */
+  url: string;
+
+  /**
+   * url: the server's id of the elicitation.
+   *
+   * @generated from field: string elicitation_id = 5;
+   */
+  elicitationId: string;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.Elicitation.
+ * Use `create(ElicitationSchema)` to create a new message.
+ */
+export const ElicitationSchema: GenMessage<Elicitation> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 39);
+
+/**
+ * @generated from message agentd.bridge.v1.AnswerServerRequestRequest
+ */
+export type AnswerServerRequestRequest = Message<"agentd.bridge.v1.AnswerServerRequestRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * ServerRequest.id.
+   *
+   * @generated from field: uint64 id = 2;
+   */
+  id: bigint;
+
+  /**
+   * @generated from oneof agentd.bridge.v1.AnswerServerRequestRequest.answer
+   */
+  answer: {
+    /**
+     * authorization: the Authorization header value to send from now on.
+     *
+     * @generated from field: string authorization = 3;
+     */
+    value: string;
+    case: "authorization";
+  } | {
+    /**
+     * elicitation: the user's answer.
+     *
+     * @generated from field: agentd.bridge.v1.ElicitationResult elicitation = 4;
+     */
+    value: ElicitationResult;
+    case: "elicitation";
+  } | {
+    /**
+     * The request cannot be answered: the server's request fails with
+     * this error.
+     *
+     * @generated from field: agentd.bridge.v1.CallError error = 5;
+     */
+    value: CallError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.bridge.v1.AnswerServerRequestRequest.
+ * Use `create(AnswerServerRequestRequestSchema)` to create a new message.
+ */
+export const AnswerServerRequestRequestSchema: GenMessage<AnswerServerRequestRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 40);
+
+/**
+ * ElicitationResult is the user's answer to an Elicitation.
+ *
+ * @generated from message agentd.bridge.v1.ElicitationResult
+ */
+export type ElicitationResult = Message<"agentd.bridge.v1.ElicitationResult"> & {
+  /**
+   * "accept", "decline" or "cancel".
+   *
+   * @generated from field: string action = 1;
+   */
+  action: string;
+
+  /**
+   * accept of a form: the content.
+   *
+   * @generated from field: google.protobuf.Struct content = 2;
+   */
+  content?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.ElicitationResult.
+ * Use `create(ElicitationResultSchema)` to create a new message.
+ */
+export const ElicitationResultSchema: GenMessage<ElicitationResult> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 41);
+
+/**
+ * @generated from message agentd.bridge.v1.AnswerServerRequestResponse
+ */
+export type AnswerServerRequestResponse = Message<"agentd.bridge.v1.AnswerServerRequestResponse"> & {
+};
+
+/**
+ * Describes the message agentd.bridge.v1.AnswerServerRequestResponse.
+ * Use `create(AnswerServerRequestResponseSchema)` to create a new message.
+ */
+export const AnswerServerRequestResponseSchema: GenMessage<AnswerServerRequestResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 42);
+
+/**
  * ContentKind is the MCP type of a content block.
  *
  * @generated from enum agentd.bridge.v1.ContentKind
@@ -1445,6 +1704,18 @@ export const BridgeService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof CallToolsRequestSchema;
     output: typeof CallToolsResponseSchema;
+  },
+  /**
+   * AnswerServerRequest answers a ServerRequest of an open session. An
+   * unknown session is NOT_FOUND; an unknown or already answered request
+   * is answered OK (the request may have ended meanwhile).
+   *
+   * @generated from rpc agentd.bridge.v1.BridgeService.AnswerServerRequest
+   */
+  answerServerRequest: {
+    methodKind: "unary";
+    input: typeof AnswerServerRequestRequestSchema;
+    output: typeof AnswerServerRequestResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_bridge_v1_bridge, 0);
