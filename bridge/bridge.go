@@ -205,6 +205,10 @@ func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.Serv
 			return nil
 		case <-sess.done:
 			return nil
+		case r := <-sess.asks:
+			if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Request{Request: r}}); err != nil {
+				return err
+			}
 		case name := <-sess.changes:
 			if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_ToolsChanged{
 				ToolsChanged: &bridgev1.ToolsChanged{ServerName: name},
@@ -233,6 +237,18 @@ func (s *Service) session(id string) (*session, error) {
 		return nil, fault.New(fault.NotFound, "no open bridge session %q", id)
 	}
 	return sess, nil
+}
+
+// AnswerServerRequest hands agentd's answer to the request of the session
+// that waits for it; an answer that finds none waiting (the request ended
+// meanwhile, or was answered already) changes nothing.
+func (s *Service) AnswerServerRequest(_ context.Context, req *bridgev1.AnswerServerRequestRequest) (*bridgev1.AnswerServerRequestResponse, error) {
+	sess, err := s.session(req.GetSessionId())
+	if err != nil {
+		return nil, fault.GRPC(err)
+	}
+	sess.answer(req)
+	return &bridgev1.AnswerServerRequestResponse{}, nil
 }
 
 func (s *Service) ListTools(ctx context.Context, req *bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
@@ -268,6 +284,7 @@ type target struct {
 	stdio        *mcpconn.StdioSpec
 	ref          string // registered server name, for stdio targets by ref
 	http         *mcpconn.HTTPSpec
+	oauth        bool // http: agentd resolves the server's refusals (X-M1)
 }
 
 // scope is what resolves a session's servers: its tenant's settings, and
@@ -360,6 +377,7 @@ func (s *Service) resolveHTTP(sc *scope, f string, t *target, h *bridgev1.HTTPTa
 		Name: t.name, URL: h.GetUrl(), Authorization: h.GetAuthorization(), Headers: h.GetHeaders(),
 		MaxReconnectionWait: h.GetMaxReconnectionWait().AsDuration(), Transport: transport, NetworksSetting: rules.NetworksSetting(),
 	}
+	t.oauth = h.GetOauth()
 	parts.URL, parts.Authorization, parts.Headers = h.GetUrl(), h.GetAuthorization(), h.GetHeaders()
 }
 

@@ -35,7 +35,12 @@ type session struct {
 	useCache *bool // the session's override of the cache setting
 	servers  []*server
 	byName   map[string]*server
-	changes  chan string // tools_changed events for the OpenSession stream
+	changes  chan string                  // tools_changed events for the OpenSession stream
+	asks     chan *bridgev1.ServerRequest // server requests for the OpenSession stream
+
+	askMu   sync.Mutex
+	lastAsk uint64
+	waiting map[uint64]chan *bridgev1.AnswerServerRequestRequest // by ServerRequest.id
 	// maxResult caps a tool result's bytes (config.Bridge.MaxResultBytes).
 	maxResult int
 
@@ -74,6 +79,8 @@ func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenS
 		useCache:  req.Cache,
 		byName:    make(map[string]*server, len(targets)),
 		changes:   make(chan string, 16),
+		asks:      make(chan *bridgev1.ServerRequest),
+		waiting:   make(map[uint64]chan *bridgev1.AnswerServerRequestRequest),
 		done:      make(chan struct{}),
 		maxResult: s.cfg.MaxResultBytes,
 	}
@@ -158,7 +165,13 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 			srv.conn.Serve(&srv.sess.owner) // its stderr is this session's until given back
 		}
 	} else {
-		conn, err := mcpconn.DialHTTP(ctx, *t.http, t.readTimeout, mcpconn.Options{
+		spec := *t.http
+		if t.oauth {
+			spec.Authorize = func(ctx context.Context, ch mcpconn.Challenge) (string, error) {
+				return srv.sess.authorize(ctx, t.name, ch)
+			}
+		}
+		conn, err := mcpconn.DialHTTP(ctx, spec, t.readTimeout, mcpconn.Options{
 			Logger: srv.sess.log, Propagator: srv.sess.prop, Telemetry: srv.sess.tel, Tenant: srv.sess.owner.Tenant,
 		})
 		if err != nil {

@@ -108,11 +108,47 @@ type Config struct {
 	// Generation configures the tool loop.
 	Generation Generation `yaml:"generation"`
 
+	// OAuth configures agentd as the OAuth client of url MCP servers
+	// declared with oauth (X-M1). See OAuth.
+	OAuth OAuth `yaml:"oauth"`
+
 	// Providers configures the LLM provider adapters, by name: those
 	// providers/registry declares, whose Configure also reads each API
 	// key's and base URL's environment variable where the file leaves it
 	// empty, and refuses a name no provider has.
 	Providers map[string]Provider `yaml:"providers"`
+}
+
+// OAuth is how agentd presents itself to the authorization servers of MCP
+// servers declared with oauth, where a declaration does not say.
+type OAuth struct {
+	// RedirectURL is where an authorization server sends the user back
+	// after an authorization code grant: the client reads the redirect
+	// there and answers the authorization request with it. An MCPServer's
+	// oauth.redirect_url overrides it. Default
+	// "http://127.0.0.1:8976/oauth/callback" (`agentd generate` listens
+	// there). Env AGENTD_OAUTH_REDIRECT_URL.
+	RedirectURL string `yaml:"redirect_url"`
+	// ClientMetadataURL is the https URL (with a path) of agentd's client
+	// ID metadata document, which agentd uses as its client id where an
+	// authorization server accepts such documents; the document itself is
+	// the operator's to publish there. Default: none (dynamic client
+	// registration). Env AGENTD_OAUTH_CLIENT_METADATA_URL.
+	ClientMetadataURL string `yaml:"client_metadata_url"`
+	// ClientName is the client name agentd registers dynamically with.
+	// Default "agentd".
+	ClientName string `yaml:"client_name"`
+}
+
+func (o OAuth) validate(bad func(string, ...any)) {
+	if u, err := url.Parse(o.RedirectURL); err != nil || !u.IsAbs() || (u.Scheme == "http" || u.Scheme == "https") && u.Host == "" {
+		bad("oauth.redirect_url: must be an absolute URL")
+	}
+	if o.ClientMetadataURL != "" {
+		if u, err := url.Parse(o.ClientMetadataURL); err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" {
+			bad("oauth.client_metadata_url: must be an https URL with a path")
+		}
+	}
 }
 
 // TLS configures TLS on a listener. The certificate, key and client CA
@@ -812,6 +848,7 @@ func Default() Config {
 		TLS:           TLS{MinVersion: "1.2"},
 		Admin:         Admin{TLS: TLS{MinVersion: "1.2"}},
 		Reflection:    true,
+		OAuth:         OAuth{RedirectURL: "http://127.0.0.1:8976/oauth/callback", ClientName: "agentd"},
 		Log:           Log{Level: "info", Format: "text"},
 		Store:         Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
 		Bridge: Bridge{
@@ -924,6 +961,8 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_STORE_DRIVER", &c.Store.Driver)
 	str("AGENTD_STORE_DSN", &c.Store.DSN)
 	str("AGENTD_STORE_ENCRYPTION_KEY_FILE", &c.Store.EncryptionKeyFile)
+	str("AGENTD_OAUTH_REDIRECT_URL", &c.OAuth.RedirectURL)
+	str("AGENTD_OAUTH_CLIENT_METADATA_URL", &c.OAuth.ClientMetadataURL)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
 	str("AGENTD_ADMIN_LISTEN", &c.Admin.Listen)
@@ -1006,6 +1045,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateTenants(bad)
 	c.validateAuth(bad)
+	c.OAuth.validate(bad)
 	c.Store.validate(bad)
 	if c.ShutdownDrain < 0 {
 		bad("shutdown_drain: must not be negative, got %s", c.ShutdownDrain)

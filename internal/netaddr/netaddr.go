@@ -10,13 +10,19 @@
 // bridge), the bridge's policy (a request may not name such an address
 // unless bridge.allow_private_networks) and the bridge's dialler (the
 // address actually dialled, after name resolution, so that DNS rebinding
-// cannot get around the policy).
+// cannot get around the policy). Transport is that dialler, for the
+// bridge's MCP connections and agentd's requests to authorization
+// servers alike.
 package netaddr
 
 import (
+	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // shared is the shared address space of carrier-grade NAT (RFC 6598),
@@ -59,4 +65,35 @@ func LoopbackListen(addr string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// ErrNotAllowed is the cause of a refused connection to an address only
+// agentd's own network reaches.
+var ErrNotAllowed = errors.New("the address is loopback, private, shared (100.64/10) or link-local")
+
+// Transport returns an HTTP transport for addresses that requests name
+// (MCP servers, their authorization servers). Unless allowPrivate, it
+// refuses to connect to the addresses Private names; the check runs on
+// the address actually dialled, after name resolution, so a name that
+// resolves to such an address later (DNS rebinding) is refused too. It
+// never goes through HTTP(S)_PROXY: the check must see the peer's
+// address, not a proxy's.
+func Transport(allowPrivate bool) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			if a, err := netip.ParseAddr(host); err != nil || Private(a) {
+				return ErrNotAllowed
+			}
+			return nil
+		}
+	}
+	t.DialContext = dialer.DialContext
+	t.Proxy = nil
+	return t
 }

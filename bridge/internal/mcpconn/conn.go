@@ -104,6 +104,9 @@ type core struct {
 	// refused is the challenge of the last request an HTTP server refused
 	// with 401 or 403, taken by the classification of its failure.
 	refused atomic.Pointer[authChallenge]
+	// authErr is why agentd could not resolve the last refusal of a
+	// server declared with oauth (X-M1): the request's error.
+	authErr atomic.Pointer[error]
 
 	// redact cleans an HTTP error's text of the URL's path and query and
 	// of the server's credentials; redactText does the same to a text.
@@ -581,6 +584,10 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 			"the MCP server %q did not answer %s within %s%s; increase read_timeout on its mcps entry if it needs longer",
 			c.name, request, c.readTimeout, stopped).
 			WithInfo(reasonTimeout, map[string]string{"server": c.name, "request": request, "read_timeout": c.readTimeout.String()})
+	}
+	if e := c.authErr.Swap(nil); e != nil {
+		c.refused.Store(nil)
+		return *e
 	}
 	if errors.Is(err, ErrAddressNotAllowed) {
 		return fault.New(fault.Permission,

@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"math"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,6 +42,37 @@ type HTTPSpec struct {
 	// setting that would allow it. Empty means
 	// bridge.allow_private_networks.
 	NetworksSetting string
+	// Authorize, when set, resolves the server's refusals (X-M1): a
+	// request refused with 401, or 403 insufficient_scope, waits for it
+	// and goes again, once, with the authorization it returns, which
+	// every later request carries too. Its error fails the request. Nil:
+	// a refusal fails the request (X-M3).
+	Authorize func(ctx context.Context, ch Challenge) (authorization string, err error)
+}
+
+// Challenge is an HTTP server's refusal of a request's authorization.
+type Challenge struct {
+	// Status is 401 or 403.
+	Status int
+	// WWWAuthenticate holds the response's WWW-Authenticate values.
+	WWWAuthenticate []string
+	// Presented is the authorization the refused request carried; "" for
+	// none.
+	Presented string
+}
+
+// resolvable reports whether resp refuses authorization in a way a new
+// token may cure: 401, or 403 insufficient_scope (step-up). Any other 403
+// is a refusal that no token changes.
+func resolvable(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		return true
+	case http.StatusForbidden:
+		a := challengeOf(resp)
+		return a != nil && a.errorCode == "insufficient_scope"
+	}
+	return false
 }
 
 // AuthorizationHeader renders an authorization value: a bare token becomes
@@ -69,33 +100,13 @@ func isToken(s string) bool {
 
 // ErrAddressNotAllowed is the cause of a refused connection to an address
 // only agentd's network reaches (internal/netaddr).
-var ErrAddressNotAllowed = errors.New("the address is loopback, private, shared (100.64/10) or link-local")
+var ErrAddressNotAllowed = netaddr.ErrNotAllowed
 
-// NewTransport returns the HTTP transport for MCP servers. Unless
-// allowPrivate, it refuses to connect to the addresses netaddr.Private
-// names (loopback, private, shared, link-local and unspecified); the check
-// runs on the address actually dialled, after name resolution, so a name
-// that resolves to such an address later (DNS rebinding) is refused too.
+// NewTransport returns the HTTP transport for MCP servers: netaddr's,
+// which unless allowPrivate refuses the addresses netaddr.Private names,
+// checked on the address actually dialled.
 func NewTransport(allowPrivate bool) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowPrivate {
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			if a, err := netip.ParseAddr(host); err != nil || netaddr.Private(a) {
-				return ErrAddressNotAllowed
-			}
-			return nil
-		}
-	}
-	t.DialContext = dialer.DialContext
-	// MCP servers are dialled directly, never through HTTP(S)_PROXY: the
-	// address check above must see the server's address, not a proxy's.
-	t.Proxy = nil
-	return t
+	return netaddr.Transport(allowPrivate)
 }
 
 // maxRetriesFor returns the go-sdk's stream reconnection attempts whose
@@ -131,6 +142,12 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	if a := AuthorizationHeader(spec.Authorization); a != "" {
 		header.Set("Authorization", a)
 	}
+	var auth *authorizer
+	if spec.Authorize != nil {
+		auth = &authorizer{resolve: spec.Authorize}
+		auth.current.Store(header.Get("Authorization"))
+		header.Del("Authorization")
+	}
 	origin := originOf(spec.URL)
 	// The lifetime of the connection's streams: the legacy SSE transport
 	// keeps its event stream on the context given to Connect.
@@ -147,7 +164,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	redact := secrets.err
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator, refused: &c.refused}
+		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator, refused: &c.refused, auth: auth, authErr: &c.authErr}
 		t := &mcp.StreamableClientTransport{
 			Endpoint:   spec.URL,
 			HTTPClient: &http.Client{Transport: rt},
@@ -157,7 +174,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		return s, rt, err
 	}
 	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator, refused: &c.refused}
+		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator, refused: &c.refused, auth: auth, authErr: &c.authErr}
 		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
 		// The SSE transport's stream lives on Connect's context; the
 		// handshake is bounded separately.
@@ -353,6 +370,37 @@ type roundTripper struct {
 	// with 401 or 403 (X-M3); the connection's, shared by its round
 	// trippers.
 	refused *atomic.Pointer[authChallenge]
+	// auth holds the authorization of a server whose refusals agentd
+	// resolves (nil for others); authErr, the connection's, keeps why the
+	// last resolution failed, for the request's error.
+	auth    *authorizer
+	authErr *atomic.Pointer[error]
+}
+
+// authorizer is the authorization of a server declared with oauth: the
+// current Authorization value, and how to get a new one. Shared by the
+// connection's round trippers, across sessions the connection redials.
+type authorizer struct {
+	resolve func(context.Context, Challenge) (string, error)
+	current atomic.Value // string
+	mu      sync.Mutex   // one resolution at a time: concurrent refusals wait for it
+}
+
+// renew resolves a refusal of the request that carried presented. A
+// request that carried an authorization since replaced (another request
+// resolved meanwhile) goes again with the new one without asking.
+func (a *authorizer) renew(ctx context.Context, resp *http.Response, presented string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cur := a.current.Load().(string); cur != presented && resp.StatusCode == http.StatusUnauthorized {
+		return cur, nil
+	}
+	v, err := a.resolve(ctx, Challenge{Status: resp.StatusCode, WWWAuthenticate: resp.Header.Values("WWW-Authenticate"), Presented: presented})
+	if err != nil {
+		return "", err
+	}
+	a.current.Store(v)
+	return v, nil
 }
 
 // errSSESessionGone is what a POST of the legacy transport fails with when
@@ -368,6 +416,13 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.origin != "" && strings.EqualFold(req.URL.Scheme+"://"+req.URL.Host, t.origin) {
 		for k, vs := range t.header {
 			req.Header[k] = vs
+		}
+	}
+	sameOrigin := t.origin != "" && strings.EqualFold(req.URL.Scheme+"://"+req.URL.Host, t.origin)
+	presented := ""
+	if t.auth != nil && sameOrigin {
+		if presented = t.auth.current.Load().(string); presented != "" {
+			req.Header.Set("Authorization", presented)
 		}
 	}
 	if t.prop != nil {
@@ -406,6 +461,29 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if timer != nil {
 		timer.Stop()
 	}
+	if err == nil && t.auth != nil && sameOrigin && resolvable(resp) {
+		// The server wants (other) authorization (X-M1): agentd resolves
+		// it, a person perhaps taking their time, so no read timeout runs
+		// meanwhile; then the request goes again, once.
+		if again, ok := t.resend(req); ok {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+			v, aerr := t.auth.renew(ctx, resp, presented)
+			if aerr != nil {
+				t.authErr.Store(&aerr)
+				cancel()
+				return nil, aerr
+			}
+			again.Header.Set("Authorization", v)
+			if bounded {
+				timer = time.AfterFunc(t.idle, timeout)
+			}
+			resp, err = t.base.RoundTrip(again)
+			if timer != nil {
+				timer.Stop()
+			}
+		}
+	}
 	if err != nil {
 		cancel()
 		var op *net.OpError
@@ -440,6 +518,23 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = body
 	}
 	return resp, nil
+}
+
+// resend returns req ready to go again: its body read afresh. False for a
+// request whose body cannot be.
+func (t *roundTripper) resend(req *http.Request) (*http.Request, bool) {
+	again := req.Clone(req.Context())
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return nil, false
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, false
+		}
+		again.Body = body
+	}
+	return again, true
 }
 
 type cancelBody struct {

@@ -86,6 +86,10 @@ type Checkpoint struct {
 	// the start was not sampled or not traced.
 	OriginTraceId []byte `protobuf:"bytes,20,opt,name=origin_trace_id,json=originTraceId,proto3" json:"origin_trace_id,omitempty"`
 	OriginSpanId  []byte `protobuf:"bytes,21,opt,name=origin_span_id,json=originSpanId,proto3" json:"origin_span_id,omitempty"`
+	// The end user the generation acts for (StartGeneration.end_user, or
+	// the principal that started it): whose OAuth tokens its MCP servers
+	// get, on every run (X-M3).
+	EndUser       string `protobuf:"bytes,22,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +269,13 @@ func (x *Checkpoint) GetOriginSpanId() []byte {
 		return x.OriginSpanId
 	}
 	return nil
+}
+
+func (x *Checkpoint) GetEndUser() string {
+	if x != nil {
+		return x.EndUser
+	}
+	return ""
 }
 
 // PausedTurn is the tool turn a generation paused in.
@@ -536,7 +547,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x06\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x06\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -562,7 +573,8 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\bdetached\x18\x12 \x01(\bR\bdetached\x12\x1a\n" +
 	"\bresuming\x18\x13 \x01(\bR\bresuming\x12&\n" +
 	"\x0forigin_trace_id\x18\x14 \x01(\fR\roriginTraceId\x12$\n" +
-	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\"\x99\x01\n" +
+	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\x12\x19\n" +
+	"\bend_user\x18\x16 \x01(\tR\aendUser\"\x99\x01\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +

@@ -19,13 +19,14 @@ class CallState(_message.Message):
     def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "detached", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "tool_turns", "turn", "usage", "version"]
+    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "tool_turns", "turn", "usage", "version"]
     ADDED_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_SEALED_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_FIELD_NUMBER: _ClassVar[int]
     CLAIM_FIELD_NUMBER: _ClassVar[int]
     DETACHED_FIELD_NUMBER: _ClassVar[int]
+    END_USER_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +48,7 @@ class Checkpoint(_message.Message):
     answered: _containers.RepeatedScalarFieldContainer[str]
     claim: Claim
     detached: bool
+    end_user: str
     expires_at: _timestamp_pb2.Timestamp
     generation_id: str
     key_id: str
@@ -62,7 +64,7 @@ class Checkpoint(_message.Message):
     turn: PausedTurn
     usage: _agent_service_pb2.Usage
     version: int
-    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ...) -> None: ...
 
 class Claim(_message.Message):
     __slots__ = ["approval_decisions", "claimed_at", "function_results", "may_have_run", "progressed"]

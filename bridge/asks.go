@@ -1,0 +1,107 @@
+package bridge
+
+import (
+	"context"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentd/agentd/bridge/internal/mcpconn"
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/fault"
+)
+
+// callIDKey holds, in a call's context, its CallTools id: a server request
+// made during the call names it.
+type callIDKey struct{}
+
+func withCallID(ctx context.Context, id uint64) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+// ask sends r, a request of one of the session's servers that only agentd
+// can answer, on the session's OpenSession stream, and waits for
+// agentd's answer (AnswerServerRequest). It gives up when ctx ends (the
+// request that asked is over) or the session closes.
+func (s *session) ask(ctx context.Context, r *bridgev1.ServerRequest) (*bridgev1.AnswerServerRequestRequest, error) {
+	answer := make(chan *bridgev1.AnswerServerRequestRequest, 1)
+	s.askMu.Lock()
+	s.lastAsk++
+	r.Id = s.lastAsk
+	s.waiting[r.Id] = answer
+	s.askMu.Unlock()
+	defer func() {
+		s.askMu.Lock()
+		delete(s.waiting, r.Id)
+		s.askMu.Unlock()
+	}()
+	if id, ok := ctx.Value(callIDKey{}).(uint64); ok {
+		r.CallId = id
+	}
+	select {
+	case s.asks <- r:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-s.done:
+		return nil, errSessionClosed
+	}
+	select {
+	case a := <-answer:
+		return a, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-s.done:
+		return nil, errSessionClosed
+	}
+}
+
+// answer hands a to the request waiting for it, if one still is.
+func (s *session) answer(a *bridgev1.AnswerServerRequestRequest) {
+	s.askMu.Lock()
+	ch := s.waiting[a.GetId()]
+	delete(s.waiting, a.GetId())
+	s.askMu.Unlock()
+	if ch != nil {
+		ch <- a
+	}
+}
+
+// authorize asks agentd to resolve server's refusal ch (X-M1) and returns
+// the authorization to send from now on.
+func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Challenge) (string, error) {
+	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Authorization{
+		Authorization: &bridgev1.AuthorizationChallenge{Status: int32(ch.Status), WwwAuthenticate: ch.WWWAuthenticate, Presented: ch.Presented},
+	}})
+	if err != nil {
+		return "", err
+	}
+	switch k := a.GetAnswer().(type) {
+	case *bridgev1.AnswerServerRequestRequest_Authorization:
+		if k.Authorization == "" {
+			return "", fault.New(fault.Internal, "agentd answered the MCP server %q's authorization request with no authorization", server)
+		}
+		return mcpconn.AuthorizationHeader(k.Authorization), nil
+	case *bridgev1.AnswerServerRequestRequest_Error:
+		return "", answerError(k.Error)
+	default:
+		return "", fault.New(fault.Internal, "agentd answered the MCP server %q's authorization request with something else", server)
+	}
+}
+
+// answerError is the fault agentd's error answer stands for: its code,
+// message and reason, as agentd classified them.
+func answerError(e *bridgev1.CallError) error {
+	kind, ok := fault.KindOfCode(codes.Code(e.GetCode()))
+	if !ok {
+		kind = fault.Internal
+	}
+	f := fault.New(kind, "%s", e.GetMessage())
+	for _, d := range status.FromProto(&spb.Status{Code: e.GetCode(), Message: e.GetMessage(), Details: e.GetDetails()}).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			f = f.WithInfo(info.GetReason(), info.GetMetadata())
+		}
+	}
+	return f
+}
