@@ -284,7 +284,8 @@ func (c *Config) ClientCredentials(ctx context.Context, serverURL string, ch Cha
 
 // Refresh renews t: with its refresh token (keeping it when the server
 // does not rotate it), or, for a client credentials token without one, with
-// a new client credentials grant for the same scopes.
+// a new client credentials grant for the same scopes. The client is t's;
+// c gives only the private key (for private_key_jwt) and the HTTP client.
 func (c *Config) Refresh(ctx context.Context, t *Token) (*Token, error) {
 	cl := clientAuth{id: t.ClientID, secret: t.ClientSecret, method: t.AuthMethod}
 	if t.RefreshToken == "" {

@@ -166,10 +166,12 @@ func TestAuthorizationCode(t *testing.T) {
 func TestRegistration(t *testing.T) {
 	t.Parallel()
 	const cimd = "https://agentd.example/oauth/client.json"
+	key := ecKey(t, elliptic.P256())
 	for _, tc := range []struct {
 		name       string
 		opts       oauthtest.Options
 		preReg     bool
+		key        crypto.Signer
 		cimd       bool
 		wantClient string // "cimd", "pre", "dcr"
 		wantMethod string
@@ -178,6 +180,7 @@ func TestRegistration(t *testing.T) {
 		{name: "cimd preferred", opts: oauthtest.Options{CIMD: true}, preReg: true, cimd: true, wantClient: "cimd", wantMethod: mcpauth.MethodNone},
 		{name: "pre-registered without cimd support", preReg: true, cimd: true, wantClient: "pre", wantMethod: mcpauth.MethodBasic},
 		{name: "pre-registered post only", opts: oauthtest.Options{AuthMethods: []string{"client_secret_post"}}, preReg: true, wantClient: "pre", wantMethod: mcpauth.MethodPost},
+		{name: "pre-registered private_key_jwt", opts: oauthtest.Options{PublicKey: key.Public(), AuthMethods: []string{"private_key_jwt"}}, preReg: true, key: key, wantClient: "pre", wantMethod: mcpauth.MethodPrivateKeyJWT},
 		{name: "dynamic confidential", cimd: true, wantClient: "dcr", wantMethod: mcpauth.MethodBasic},
 		{name: "dynamic public", opts: oauthtest.Options{AuthMethods: []string{"none"}}, wantClient: "dcr", wantMethod: mcpauth.MethodNone},
 		{name: "no way to register", opts: oauthtest.Options{NoDCR: true}, wantErr: fault.Unauthenticated},
@@ -188,6 +191,9 @@ func TestRegistration(t *testing.T) {
 			cfg := mcpauth.Config{RedirectURL: redirectURL, ClientName: "agentd test"}
 			if tc.preReg {
 				cfg.ClientID, cfg.ClientSecret = s.ClientID, s.ClientSecret
+			}
+			if tc.key != nil {
+				cfg.ClientSecret, cfg.PrivateKey = "", tc.key
 			}
 			if tc.cimd {
 				cfg.ClientMetadataURL = cimd
@@ -220,8 +226,9 @@ func TestRegistration(t *testing.T) {
 			if got := s.AuthMethods(); got[tc.wantMethod] != 1 {
 				t.Errorf("server saw methods %v, want one %s", got, tc.wantMethod)
 			}
-			// The registered client refreshes too: the token carries it.
-			if _, err := (&mcpauth.Config{}).Refresh(t.Context(), tok); err != nil {
+			// The registered client refreshes too: the token carries it
+			// (all but a private key).
+			if _, err := (&mcpauth.Config{PrivateKey: tc.key}).Refresh(t.Context(), tok); err != nil {
 				t.Errorf("refresh with the token's client: %v", err)
 			}
 		})

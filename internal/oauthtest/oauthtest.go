@@ -235,6 +235,18 @@ func (s *Server) TokenScopes(access string) []string {
 	return nil
 }
 
+// Issue mints a live access token and a refresh token for the
+// pre-registered client with scopes, without a grant (not counted), for
+// tests that start from a stored token.
+func (s *Server) Issue(scopes ...string) (access, refresh string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	access, refresh = "at-"+rand.Text(), "rt-"+rand.Text()
+	s.access[access] = &grant{clientID: s.ClientID, scopes: scopes, resource: s.MCPURL, expiry: time.Now().Add(s.opts.TokenLifetime)}
+	s.refresh[refresh] = &grant{clientID: s.ClientID, scopes: scopes, resource: s.MCPURL}
+	return access, refresh
+}
+
 // Approve acts as the person: it GETs authURL without following the
 // redirect and returns where the authorization server sends the browser.
 func (s *Server) Approve(ctx context.Context, authURL string) (string, error) {
@@ -553,16 +565,20 @@ func (s *Server) protect(h http.Handler) http.Handler {
 			scopes = slices.Clone(g.scopes)
 		}
 		s.mu.Unlock()
-		if g == nil || !containsAll(scopes, s.opts.Scopes) {
+		if g == nil {
 			ch := fmt.Sprintf(`Bearer resource_metadata=%q`, s.MetadataURL)
 			if s.opts.ChallengeScope {
 				ch += fmt.Sprintf(`, scope=%q`, strings.Join(s.opts.Scopes, " "))
 			}
-			if g != nil {
+			if access != "" {
 				ch += `, error="invalid_token"`
 			}
 			w.Header().Set("WWW-Authenticate", ch)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if !containsAll(scopes, s.opts.Scopes) {
+			s.insufficient(w, union(scopes, s.opts.Scopes))
 			return
 		}
 		if r.Method == http.MethodPost && !slices.Contains(scopes, s.opts.StepUpScope) {
@@ -578,14 +594,29 @@ func (s *Server) protect(h http.Handler) http.Handler {
 				} `json:"params"`
 			}
 			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && msg.Params.Name == s.StepUpTool {
-				want := append(slices.Clone(s.opts.Scopes), s.opts.StepUpScope)
-				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q`, strings.Join(want, " "), s.MetadataURL))
-				http.Error(w, "insufficient scope", http.StatusForbidden)
+				// The challenge names the scopes this call needs; the client
+				// keeps what it was granted besides (SEP-2350).
+				s.insufficient(w, append(slices.Clone(s.opts.Scopes), s.opts.StepUpScope))
 				return
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+func (s *Server) insufficient(w http.ResponseWriter, need []string) {
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q`, strings.Join(need, " "), s.MetadataURL))
+	http.Error(w, "insufficient scope", http.StatusForbidden)
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 type echoIn struct {
