@@ -5,7 +5,11 @@
 # The Go, Python and TypeScript examples (the demo, the demo started
 # detached and followed by attaching, the approval, the bad request), then
 # `agentd generate` with the demo and the approval request. Each demo fails
-# unless its generation completed with the demo's answer.
+# unless its generation completed with the demo's answer. The OAuth examples
+# need an OAuth-protected MCP server, which these runs have none of: they
+# are only built (Go), type-checked (TypeScript, with the other examples)
+# and compiled (Python); examples/go/oauth's test runs the Go one against
+# a fake agentd.
 # Needs bin/agentd and the TypeScript examples built (build/ts); Python
 # runs with $PY (default /usr/bin/python3, with Debian's grpcio).
 set -euo pipefail
@@ -29,3 +33,7 @@ echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js "$@
 echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js "$@" "$addr"
 echo "--- agentd generate"; bin/agentd generate --addr "$addr" "$@" --request examples/demo-start.json
 echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr "$addr" "$@" --request examples/approval-start.json
+echo "--- OAuth examples: built, not run"
+go build -o /dev/null ./examples/go/oauth
+python -c 'import sys; compile(open(sys.argv[1], encoding="utf-8").read(), sys.argv[1], "exec")' examples/python/oauth.py
+test -f build/ts/examples/ts/oauth.js

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -23,8 +22,13 @@ const generateUsage = `usage: agentd generate [flags]
 
 Runs one generation against a running agentd and prints its events.
 Approval requests are asked on the terminal (y/n); function calls ask for
-their result. End the input (Ctrl-D) instead of answering, and the
-generation pauses; resume it later with --resume, answering every pending
+their result. An MCP server's authorization request prints the URL to open
+and reads back the URL the browser is sent to after authorizing; when that
+is a loopback http address (http://127.0.0.1:PORT/...), agentd generate
+also listens there and takes the browser's redirect itself. A server's
+request for input asks for a JSON answer (or, for a web page, Enter once
+done). End the input (Ctrl-D) instead of answering, and the generation
+pauses; resume it later with --resume, answering every pending
 request with --approve, --decline and --result.
 
   agentd generate --request examples/demo-start.json
@@ -119,7 +123,7 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return err
 	}
-	answers := bufio.NewReader(stdin)
+	answers := newLines(stdin, ctx.Done())
 	p := printer{w: stdout}
 	for {
 		ev, err := stream.Recv()
@@ -139,7 +143,7 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 		switch k := ev.GetEvent().(type) {
 		case *agentdv1.GenerateResponse_ApprovalRequest:
 			r := k.ApprovalRequest
-			line, ok := ask(answers, stderr, fmt.Sprintf("%s %s [y/N] ", r.GetPrompt(), r.GetArguments()))
+			line, ok := ask(ctx, answers, stderr, fmt.Sprintf("%s %s [y/N] ", r.GetPrompt(), r.GetArguments()))
 			if ok {
 				approved := strings.EqualFold(line, "y") || strings.EqualFold(line, "yes")
 				answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
@@ -148,11 +152,22 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 			}
 		case *agentdv1.GenerateResponse_FunctionCall:
 			c := k.FunctionCall
-			line, ok := ask(answers, stderr, fmt.Sprintf("result of %s(%s): ", c.GetName(), c.GetArguments()))
+			line, ok := ask(ctx, answers, stderr, fmt.Sprintf("result of %s(%s): ", c.GetName(), c.GetArguments()))
 			if ok {
 				answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_FunctionResult{FunctionResult: &agentdv1.FunctionResult{
 					CallId: c.GetCallId(), Output: line,
 				}}}
+			}
+		case *agentdv1.GenerateResponse_AuthorizationRequest:
+			r := k.AuthorizationRequest
+			if redirect, ok := authorize(ctx, r, answers, stderr); ok {
+				answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
+					RequestId: r.GetId(), RedirectUrl: redirect,
+				}}}
+			}
+		case *agentdv1.GenerateResponse_InputRequest:
+			if resp, ok := askInput(ctx, k.InputRequest, answers, stderr); ok {
+				answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_InputResponse{InputResponse: resp}}
 			}
 		}
 		switch {
@@ -170,18 +185,21 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // ask prompts for one line; ok is false when the input has ended.
-func ask(r *bufio.Reader, w io.Writer, prompt string) (string, bool) {
+func ask(ctx context.Context, in *lines, w io.Writer, prompt string) (string, bool) {
 	fmt.Fprint(w, prompt)
-	line, err := r.ReadString('\n')
-	if err != nil && line == "" {
-		fmt.Fprintln(w)
+	select {
+	case ln := <-in.next():
+		if !ln.ok {
+			fmt.Fprintln(w)
+		}
+		return ln.text, ln.ok
+	case <-ctx.Done():
 		return "", false
 	}
-	return strings.TrimSpace(line), true
 }
 
 func needsAnswer(ev *agentdv1.GenerateResponse) bool {
-	return ev.GetApprovalRequest() != nil || ev.GetFunctionCall() != nil
+	return ev.GetApprovalRequest() != nil || ev.GetFunctionCall() != nil || ev.GetAuthorizationRequest() != nil || ev.GetInputRequest() != nil
 }
 
 func splitIDs(s string) []string {
@@ -276,6 +294,21 @@ func (p *printer) print(ev *agentdv1.GenerateResponse) {
 		p.line("approval requested: %s%s", k.ApprovalRequest.GetToolName(), onServer(k.ApprovalRequest.GetServerName()))
 	case *agentdv1.GenerateResponse_FunctionCall:
 		p.line("function call %s %s", k.FunctionCall.GetName(), k.FunctionCall.GetArguments())
+	case *agentdv1.GenerateResponse_AuthorizationRequest:
+		r := k.AuthorizationRequest
+		why := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(r.GetReason().String(), "AUTHORIZATION_REASON_"), "_", " "))
+		scopes := strings.Join(r.GetScopes(), " ")
+		if scopes == "" {
+			scopes = "(none named)"
+		}
+		p.line("authorization requested by server %s (%s), scopes: %s", r.GetServerName(), why, scopes)
+		p.line("  %s", r.GetUrl())
+	case *agentdv1.GenerateResponse_InputRequest:
+		r := k.InputRequest
+		p.line("input requested by server %s: %s", r.GetServerName(), r.GetMessage())
+		if r.GetUrl() != "" {
+			p.line("  %s", r.GetUrl())
+		}
 	case *agentdv1.GenerateResponse_ProviderToolCall:
 		c := k.ProviderToolCall
 		p.line("provider tool call %s%s: %s", c.GetToolName(), onServer(c.GetServerName()), c.GetOutput())

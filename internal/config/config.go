@@ -108,8 +108,8 @@ type Config struct {
 	// Generation configures the tool loop.
 	Generation Generation `yaml:"generation"`
 
-	// OAuth configures agentd as the OAuth client of url MCP servers
-	// declared with oauth (X-M1). See OAuth.
+	// OAuth is agentd's identity as the OAuth client of MCP servers that
+	// declare an oauth block (X-M1).
 	OAuth OAuth `yaml:"oauth"`
 
 	// Providers configures the LLM provider adapters, by name: those
@@ -119,35 +119,46 @@ type Config struct {
 	Providers map[string]Provider `yaml:"providers"`
 }
 
-// OAuth is how agentd presents itself to the authorization servers of MCP
-// servers declared with oauth, where a declaration does not say.
+// OAuth is how agentd presents itself to the authorization servers of the
+// MCP servers it is the OAuth client of. A server's own oauth block
+// (client_id, redirect_url) overrides these for that server.
 type OAuth struct {
 	// RedirectURL is where an authorization server sends the user back
-	// after an authorization code grant: the client reads the redirect
-	// there and answers the authorization request with it. An MCPServer's
-	// oauth.redirect_url overrides it. Default
-	// "http://127.0.0.1:8976/oauth/callback" (`agentd generate` listens
-	// there). Env AGENTD_OAUTH_REDIRECT_URL.
+	// after an authorization-code grant: the client application catches
+	// the redirect there (agentd generate listens on a loopback one) and
+	// answers the authorization request with it. agentd itself serves
+	// nothing there. Default "http://127.0.0.1:8976/oauth/callback". Env
+	// AGENTD_OAUTH_REDIRECT_URL.
 	RedirectURL string `yaml:"redirect_url"`
-	// ClientMetadataURL is the https URL (with a path) of agentd's client
-	// ID metadata document, which agentd uses as its client id where an
-	// authorization server accepts such documents; the document itself is
-	// the operator's to publish there. Default: none (dynamic client
-	// registration). Env AGENTD_OAUTH_CLIENT_METADATA_URL.
+	// ClientMetadataURL is the https URL of agentd's client ID metadata
+	// document, which agentd uses as its client_id at authorization
+	// servers that accept one (client_id_metadata_document_supported);
+	// the document, served by whoever runs agentd, must list RedirectURL.
+	// Default: none, and agentd registers dynamically instead. Env
+	// AGENTD_OAUTH_CLIENT_METADATA_URL.
 	ClientMetadataURL string `yaml:"client_metadata_url"`
-	// ClientName is the client name agentd registers dynamically with.
-	// Default "agentd".
+	// ClientName is the client_name agentd registers with dynamically.
+	// Default "agentd". Env AGENTD_OAUTH_CLIENT_NAME.
 	ClientName string `yaml:"client_name"`
 }
 
+// DefaultOAuthRedirectURL is oauth.redirect_url's default.
+const DefaultOAuthRedirectURL = "http://127.0.0.1:8976/oauth/callback"
+
+// validate checks o: an absolute redirect URL, and a client metadata URL
+// that is https with a path (the CIMD specification's requirement).
 func (o OAuth) validate(bad func(string, ...any)) {
-	if u, err := url.Parse(o.RedirectURL); err != nil || !u.IsAbs() || (u.Scheme == "http" || u.Scheme == "https") && u.Host == "" {
-		bad("oauth.redirect_url: must be an absolute URL")
+	if u, err := url.Parse(o.RedirectURL); err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" {
+		bad("oauth.redirect_url: must be an absolute URL without a fragment, got %q", o.RedirectURL)
 	}
 	if o.ClientMetadataURL != "" {
-		if u, err := url.Parse(o.ClientMetadataURL); err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" {
-			bad("oauth.client_metadata_url: must be an https URL with a path")
+		u, err := url.Parse(o.ClientMetadataURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" || u.User != nil || u.Fragment != "" {
+			bad("oauth.client_metadata_url: must be an https URL with a path (not the root) and without a fragment, got %q", o.ClientMetadataURL)
 		}
+	}
+	if o.ClientName == "" {
+		bad("oauth.client_name: must not be empty")
 	}
 }
 
@@ -848,9 +859,9 @@ func Default() Config {
 		TLS:           TLS{MinVersion: "1.2"},
 		Admin:         Admin{TLS: TLS{MinVersion: "1.2"}},
 		Reflection:    true,
-		OAuth:         OAuth{RedirectURL: "http://127.0.0.1:8976/oauth/callback", ClientName: "agentd"},
 		Log:           Log{Level: "info", Format: "text"},
 		Store:         Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
+		OAuth:         OAuth{RedirectURL: DefaultOAuthRedirectURL, ClientName: "agentd"},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
 			TLS:            TLS{MinVersion: "1.2"},
@@ -963,6 +974,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_STORE_ENCRYPTION_KEY_FILE", &c.Store.EncryptionKeyFile)
 	str("AGENTD_OAUTH_REDIRECT_URL", &c.OAuth.RedirectURL)
 	str("AGENTD_OAUTH_CLIENT_METADATA_URL", &c.OAuth.ClientMetadataURL)
+	str("AGENTD_OAUTH_CLIENT_NAME", &c.OAuth.ClientName)
 	str("AGENTD_BRIDGE_ADDRESS", &c.Bridge.Address)
 	str("AGENTD_BRIDGE_LISTEN", &c.Bridge.Listen)
 	str("AGENTD_ADMIN_LISTEN", &c.Admin.Listen)
@@ -1047,6 +1059,7 @@ func (c *Config) Validate() error {
 	c.validateAuth(bad)
 	c.OAuth.validate(bad)
 	c.Store.validate(bad)
+	c.OAuth.validate(bad)
 	if c.ShutdownDrain < 0 {
 		bad("shutdown_drain: must not be negative, got %s", c.ShutdownDrain)
 	}

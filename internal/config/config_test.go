@@ -65,6 +65,14 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "oauth: the redirect URL and client metadata document, the client name from the environment",
+			file: "oauth: {redirect_url: \"https://app.example/oauth/callback\", client_metadata_url: \"https://app.example/agentd/client.json\"}\n",
+			env:  map[string]string{"AGENTD_OAUTH_CLIENT_NAME": "acme agent"},
+			want: func(c *Config) {
+				c.OAuth = OAuth{RedirectURL: "https://app.example/oauth/callback", ClientMetadataURL: "https://app.example/agentd/client.json", ClientName: "acme agent"}
+			},
+		},
+		{
 			name: "X-G6 bridge.address lists replicas",
 			file: "bridge: {address: \"10.0.0.1:7071, bridge-b:7071\"}\n",
 			want: func(c *Config) { c.Bridge.Address = "10.0.0.1:7071, bridge-b:7071" },
@@ -230,6 +238,12 @@ func TestLoadRejects(t *testing.T) {
 			file:     "tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem}\ntenants: {acme: {}}\nauth:\n  api_keys: [{name: k, sha256: x, tenant: globex}, {name: j, sha256: y, tenant: acme}]\n  mtls: {principals: [{principal: app, tenant: initech}]}\n",
 			wantErrs: []string{`auth.api_keys[0].tenant: tenant "globex" is not configured`, `auth.mtls.principals[0].tenant: tenant "initech" is not configured`},
 		},
+		{
+			name:     "oauth: a relative redirect URL, a client metadata URL over http or at the root, no client name",
+			file:     "oauth: {redirect_url: /callback, client_metadata_url: \"http://app.example/client.json\", client_name: \"\"}\n",
+			wantErrs: []string{"oauth.redirect_url: must be an absolute URL", "oauth.client_metadata_url: must be an https URL with a path", "oauth.client_name: must not be empty"},
+		},
+		{name: "oauth: a client metadata URL at the root", env: map[string]string{"AGENTD_OAUTH_CLIENT_METADATA_URL": "https://app.example/"}, wantErrs: []string{"oauth.client_metadata_url"}},
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 		{name: "X-G1 store: postgres without a DSN", file: "store: {driver: postgres}\n", wantErrs: []string{"store.dsn: required with store.driver postgres"}},
 		{name: "X-G3 a lease_ttl under a second", file: "generation: {lease_ttl: 500ms}\n", wantErrs: []string{"generation.lease_ttl: must be at least 1s"}},

@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
@@ -20,7 +22,8 @@ import (
 // Agentd is an agentd served in this process for the suite: the default
 // configuration on a loopback listener, its state in a directory of its
 // own, private networks allowed (the suite's servers listen on
-// localhost), no registered MCP server.
+// localhost), no registered MCP server, and the client ID metadata
+// document URL the auth/basic-cimd scenario expects (CIMDURL).
 type Agentd struct {
 	Addr   string
 	cancel context.CancelFunc
@@ -39,6 +42,7 @@ func StartAgentd(log io.Writer) (*Agentd, error) {
 	cfg.ShutdownDrain = 0
 	cfg.Bridge.AllowPrivateNetworks = true
 	cfg.Bridge.Servers = nil // no built-in demo server: this process is not agentd's binary
+	cfg.OAuth.ClientMetadataURL = CIMDURL
 	o := app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	a, err := app.NewAgent(o)
 	if err != nil {
@@ -68,15 +72,24 @@ func (d *Agentd) Stop() error {
 type Outcome struct {
 	// Calls are the tool calls' finished events.
 	Calls []*agentdv1.ToolCallFinished
+	// Authorizations are the authorization requests the shim answered.
+	Authorizations []*agentdv1.AuthorizationRequest
+	// Inputs are the input requests the shim answered.
+	Inputs []*agentdv1.InputRequest
 	// Final is the completed generation's text.
 	Final string
 }
 
 // Generate runs scenario's generation against the server at url on the
-// agentd at addr, to its end.
-func Generate(ctx context.Context, addr, scenario, url string) (Outcome, error) {
+// agentd at addr, to its end, acting as the person where agentd asks one:
+// an authorization request is followed to the authorization server's
+// redirect (Authorize), and an input request is accepted as it is, with
+// no content of its own (so the schema's defaults apply). The stream's
+// send side stays open for those answers; a generation that asks nothing
+// ends as if it were closed.
+func Generate(ctx context.Context, addr, scenario, url string, c Context) (Outcome, error) {
 	var out Outcome
-	agent, err := Agent(scenario, url)
+	agent, err := Agent(scenario, url, c)
 	if err != nil {
 		return out, err
 	}
@@ -85,6 +98,8 @@ func Generate(ctx context.Context, addr, scenario, url string) (Outcome, error) 
 		return out, err
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream when an answer cannot be given
 	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
 	if err != nil {
 		return out, err
@@ -96,9 +111,6 @@ func Generate(ctx context.Context, addr, scenario, url string) (Outcome, error) 
 	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: Recv has the status
 		return out, err
 	}
-	if err := stream.CloseSend(); err != nil {
-		return out, err
-	}
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -107,16 +119,60 @@ func Generate(ctx context.Context, addr, scenario, url string) (Outcome, error) 
 		if err != nil {
 			return out, err
 		}
-		if f := ev.GetToolCallFinished(); f != nil {
-			out.Calls = append(out.Calls, f)
-		}
-		if c := ev.GetCompleted(); c != nil {
-			for _, p := range c.GetMessage().GetParts() {
+		var answer *agentdv1.GenerateRequest
+		switch k := ev.GetEvent().(type) {
+		case *agentdv1.GenerateResponse_ToolCallFinished:
+			out.Calls = append(out.Calls, k.ToolCallFinished)
+		case *agentdv1.GenerateResponse_Completed:
+			for _, p := range k.Completed.GetMessage().GetParts() {
 				out.Final += p.GetText()
 			}
+		case *agentdv1.GenerateResponse_Paused:
+			return out, fmt.Errorf("the generation paused: %v", k.Paused)
+		case *agentdv1.GenerateResponse_AuthorizationRequest:
+			r := k.AuthorizationRequest
+			out.Authorizations = append(out.Authorizations, r)
+			redirect, err := Authorize(ctx, r.GetUrl())
+			if err != nil {
+				return out, fmt.Errorf("authorizing at %s: %w", r.GetServerName(), err)
+			}
+			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
+				RequestId: r.GetId(), RedirectUrl: redirect,
+			}}}
+		case *agentdv1.GenerateResponse_InputRequest:
+			r := k.InputRequest
+			out.Inputs = append(out.Inputs, r)
+			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_InputResponse{InputResponse: &agentdv1.InputResponse{
+				RequestId: r.GetId(), Action: agentdv1.InputAction_INPUT_ACTION_ACCEPT, Content: &structpb.Struct{},
+			}}}
 		}
-		if p := ev.GetPaused(); p != nil {
-			return out, fmt.Errorf("the generation paused: %v", p)
+		if answer != nil {
+			if err := stream.Send(answer); err != nil && !errors.Is(err, io.EOF) {
+				return out, err
+			}
 		}
 	}
+}
+
+// Authorize does what the person's browser does with an authorization
+// URL: it visits it and returns where the authorization server sends the
+// user back (the redirect, with code and state), without following it:
+// nothing listens there. The suite's authorization servers approve at
+// once.
+func Authorize(ctx context.Context, authURL string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return "", err
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		return "", err
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		return "", fmt.Errorf("the authorization server answered %s without a redirect", resp.Status)
+	}
+	return loc.String(), nil
 }

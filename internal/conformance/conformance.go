@@ -96,11 +96,65 @@ var Scripts = map[string]Script{
 // ServerName is the name the scenario's server has in the agent.
 const ServerName = "conformance"
 
+// ContextEnv is set by the suite, for the scenarios that need it, to a
+// JSON object of what a client is given beforehand (Context).
+const ContextEnv = "MCP_CONFORMANCE_CONTEXT"
+
+// Context is what the suite gives the client of some auth scenarios: a
+// client registered in advance, with its secret (pre-registration,
+// client-credentials-basic, cross-app-access-complete-flow) or its
+// private key (client-credentials-jwt). The cross-app scenario also gives
+// an identity provider's ID token (idp_*), which an OAuthClient has no
+// field for.
+type Context struct {
+	ClientID      string `json:"client_id"`
+	ClientSecret  string `json:"client_secret"`
+	PrivateKeyPEM string `json:"private_key_pem"`
+	// SigningAlgorithm is the assertion's algorithm the scenario expects
+	// (ES256); agentd picks it from the key's type.
+	SigningAlgorithm string `json:"signing_algorithm"`
+}
+
+// ParseContext reads ContextEnv's value; empty is no context.
+func ParseContext(raw string) (Context, error) {
+	var c Context
+	if raw == "" {
+		return c, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return c, fmt.Errorf("conformance: %s: %w", ContextEnv, err) // json's errors quote no value
+	}
+	return c, nil
+}
+
+// CIMDURL is the client ID metadata document URL the auth/basic-cimd
+// scenario expects as the client_id: agentd's oauth.client_metadata_url
+// for the suite (its authorization server does not fetch it).
+const CIMDURL = "https://conformance-test.local/client-metadata.json"
+
+// OAuth is the oauth block of scenario's server: none outside the auth
+// scenarios; the client-credentials grant with the context's secret or
+// private key for client-credentials-*; otherwise the authorization-code
+// grant, as the context's pre-registered client when it gives one (the
+// token endpoint's authentication method left to agentd, which picks one
+// the authorization server supports).
+func OAuth(scenario string, c Context) *agentdv1.OAuthClient {
+	if !strings.HasPrefix(scenario, "auth/") {
+		return nil
+	}
+	o := &agentdv1.OAuthClient{ClientId: c.ClientID, ClientSecret: c.ClientSecret, PrivateKey: c.PrivateKeyPEM}
+	if strings.HasPrefix(scenario, "auth/client-credentials-") {
+		o.Grant = agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS
+	}
+	return o
+}
+
 // Agent is the script agent for scenario against the server at url: it
 // declares the server (with the schema cache off, so every generation
-// connects afresh) and, when the scenario calls a tool, calls it, then
+// connects afresh, and, in the auth scenarios, agentd as its OAuth
+// client: OAuth) and, when the scenario calls a tool, calls it, then
 // answers with the tool's output.
-func Agent(scenario, url string) (*agentdv1.Agent, error) {
+func Agent(scenario, url string, c Context) (*agentdv1.Agent, error) {
 	s, ok := Scripts[scenario]
 	if !ok {
 		return nil, fmt.Errorf("conformance: no script for scenario %q", scenario)
@@ -118,7 +172,7 @@ func Agent(scenario, url string) (*agentdv1.Agent, error) {
 	}
 	return &agentdv1.Agent{
 		Provider:        "script",
-		Mcps:            []*agentdv1.MCPServer{{Name: ServerName, Transport: &agentdv1.MCPServer_Url{Url: url}}},
+		Mcps:            []*agentdv1.MCPServer{{Name: ServerName, Transport: &agentdv1.MCPServer_Url{Url: url}, Oauth: OAuth(scenario, c)}},
 		McpCache:        proto.Bool(false),
 		ProviderOptions: opts,
 	}, nil

@@ -11,6 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 // The pinned suite, from the repository's root (installed by npm ci).
@@ -79,16 +82,20 @@ func committedBaseline(t *testing.T) map[string]string {
 }
 
 // X-M7: every scenario's agent declares the scenario's server by URL,
-// with the schema cache off, and its script calls the scenario's tool
-// when there is one.
+// with the schema cache off, as agentd's OAuth client in the auth
+// scenarios only, and its script calls the scenario's tool when there is
+// one.
 func TestAgent(t *testing.T) {
 	for name, s := range Scripts {
-		a, err := Agent(name, "http://localhost:1234/mcp")
+		a, err := Agent(name, "http://localhost:1234/mcp", Context{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if got := a.GetMcps()[0].GetUrl(); got != "http://localhost:1234/mcp" || a.GetMcpCache() {
 			t.Errorf("%s: server %q, cache %v", name, got, a.GetMcpCache())
+		}
+		if got, want := a.GetMcps()[0].GetOauth() != nil, strings.HasPrefix(name, "auth/"); got != want {
+			t.Errorf("%s: oauth block %v, want one %v", name, a.GetMcps()[0].GetOauth(), want)
 		}
 		turns := a.GetProviderOptions().GetFields()["script"].GetStructValue().GetFields()["turns"].GetListValue().GetValues()
 		calls := turns[0].GetStructValue().GetFields()["tool_calls"].GetListValue().GetValues()
@@ -99,7 +106,7 @@ func TestAgent(t *testing.T) {
 			t.Errorf("%s: calls %v, want %s", name, calls, s.Tool)
 		}
 	}
-	if _, err := Agent("no-such-scenario", "http://localhost:1234/mcp"); err == nil {
+	if _, err := Agent("no-such-scenario", "http://localhost:1234/mcp", Context{}); err == nil {
 		t.Error("Agent of an unknown scenario: no error")
 	}
 }
@@ -254,5 +261,48 @@ func TestReadResults(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// X-M7: the auth scenarios' oauth block comes from the scenario and the
+// suite's context (the keys its scenarios give, as the pinned suite
+// names them): the client-credentials grant with the secret or the
+// private key, a pre-registered client, or nothing declared but the
+// authorization-code grant's default.
+func TestOAuth(t *testing.T) {
+	basic, err := ParseContext(`{"name":"auth/client-credentials-basic","client_id":"cc-client","client_secret":"cc-secret"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwt, err := ParseContext(`{"name":"auth/client-credentials-jwt","client_id":"jwt-client","private_key_pem":"-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n","signing_algorithm":"ES256"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := ParseContext(`{"name":"auth/pre-registration","client_id":"pre-client","client_secret":"pre-secret"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		scenario string
+		c        Context
+		want     *agentdv1.OAuthClient
+	}{
+		{"initialize", Context{}, nil},
+		{"auth/metadata-default", Context{}, &agentdv1.OAuthClient{}},
+		{"auth/basic-cimd", Context{}, &agentdv1.OAuthClient{}},
+		{"auth/client-credentials-basic", basic, &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS, ClientId: "cc-client", ClientSecret: "cc-secret"}},
+		{"auth/client-credentials-jwt", jwt, &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS, ClientId: "jwt-client", PrivateKey: jwt.PrivateKeyPEM}},
+		{"auth/pre-registration", pre, &agentdv1.OAuthClient{ClientId: "pre-client", ClientSecret: "pre-secret"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, OAuth(tt.scenario, tt.c), protocmp.Transform()); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.scenario, diff)
+		}
+	}
+	if c, err := ParseContext(""); err != nil || c != (Context{}) {
+		t.Errorf("ParseContext of nothing: %+v, %v", c, err)
+	}
+	if _, err := ParseContext(`{"client_secret": "cnry-secret"`); err == nil || strings.Contains(err.Error(), "cnry") {
+		t.Errorf("ParseContext of broken JSON: %v", err)
 	}
 }

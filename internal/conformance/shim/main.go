@@ -4,7 +4,11 @@
 // conformance.Scripts says the scenario asks, through agentd's public
 // Generate API: a script-provider generation on the agentd at
 // AGENTD_CONFORMANCE_ADDR, or on one it starts in-process when that is
-// unset. With -direct it does the same as a plain go-sdk client instead,
+// unset. In the auth scenarios the server is declared with an oauth block
+// built from the scenario and MCP_CONFORMANCE_CONTEXT, and the shim acts
+// as the person: it follows each authorization request to the
+// authorization server's redirect and answers with it, and accepts each
+// request for input. With -direct it does the same as a plain go-sdk client instead,
 // for comparison: the go-sdk's OAuth handlers authorize it, and it
 // accepts every elicitation. It exits 1 when the generation (or the direct client)
 // fails.
@@ -12,11 +16,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -59,7 +62,17 @@ func run(ctx context.Context, direct bool, scenario, url string) error {
 		defer d.Stop()
 		addr = d.Addr
 	}
-	out, err := conformance.Generate(ctx, addr, scenario, url)
+	c, err := conformance.ParseContext(os.Getenv(conformance.ContextEnv))
+	if err != nil {
+		return err
+	}
+	out, err := conformance.Generate(ctx, addr, scenario, url, c)
+	for _, r := range out.Authorizations {
+		fmt.Printf("authorization request %s (%s, scopes %q): answered with the redirect\n", r.GetId(), r.GetReason(), r.GetScopes())
+	}
+	for _, r := range out.Inputs {
+		fmt.Printf("input request %s (%s): accepted\n", r.GetId(), r.GetMode())
+	}
 	for _, c := range out.Calls {
 		fmt.Printf("tool call %s: error=%v output=%q\n", c.GetToolName(), c.GetIsError(), c.GetOutput())
 	}
@@ -111,7 +124,7 @@ func runDirect(ctx context.Context, scenario, url string) error {
 // The direct client's OAuth identity, as the suite's example client has
 // it: its client ID metadata document and its redirect URL.
 const (
-	cimdURL     = "https://conformance-test.local/client-metadata.json"
+	cimdURL     = conformance.CIMDURL
 	redirectURL = "http://localhost:3000/callback"
 )
 
@@ -122,14 +135,9 @@ const (
 // step is the suite's test authorization server, which approves at once:
 // its redirect carries the code.
 func oauthHandler(scenario string) (auth.OAuthHandler, error) {
-	var c struct {
-		ClientID     string `json:"client_id"`
-		ClientSecret string `json:"client_secret"`
-	}
-	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
-		if err := json.Unmarshal([]byte(raw), &c); err != nil {
-			return nil, fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
-		}
+	c, err := conformance.ParseContext(os.Getenv(conformance.ContextEnv))
+	if err != nil {
+		return nil, err
 	}
 	var pre *oauthex.ClientCredentials
 	if c.ClientID != "" {
@@ -158,19 +166,13 @@ func oauthHandler(scenario string) (auth.OAuthHandler, error) {
 // followAuthorization visits the authorization URL as the person's
 // browser would and reads the code, state and issuer from the redirect.
 func followAuthorization(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
+	redirect, err := conformance.Authorize(ctx, args.URL)
 	if err != nil {
 		return nil, err
 	}
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noFollow.Do(req)
+	loc, err := url.Parse(redirect)
 	if err != nil {
 		return nil, err
-	}
-	resp.Body.Close()
-	loc, err := resp.Location()
-	if err != nil {
-		return nil, fmt.Errorf("the authorization server answered %s without a redirect", resp.Status)
 	}
 	q := loc.Query()
 	return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
