@@ -1059,7 +1059,6 @@ func (c *Config) Validate() error {
 	c.validateAuth(bad)
 	c.OAuth.validate(bad)
 	c.Store.validate(bad)
-	c.OAuth.validate(bad)
 	if c.ShutdownDrain < 0 {
 		bad("shutdown_drain: must not be negative, got %s", c.ShutdownDrain)
 	}
