@@ -1,12 +1,16 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -88,6 +92,61 @@ func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Chall
 	default:
 		return "", fault.New(fault.Internal, "agentd answered the MCP server %q's authorization request with something else", server)
 	}
+}
+
+// elicit asks agentd for a person's answer to server's elicitation/create
+// (X-M4) and returns it for the server. The go-sdk checked the request
+// before, and checks an accepted form's content after, filling in the
+// schema's defaults (SEP-1034). ctx carries the id of the call during
+// which the server asks, when that is known. An error answer fails the
+// server's request with agentd's error.
+func (s *session) elicit(ctx context.Context, server string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	e := &bridgev1.Elicitation{Mode: cmp.Or(p.Mode, "form"), Message: p.Message, Url: p.URL, ElicitationId: p.ElicitationID}
+	if p.RequestedSchema != nil {
+		schema, err := toStruct(p.RequestedSchema)
+		if err != nil {
+			return nil, fault.Wrap(fault.Invalid, err, "the MCP server %q asked for input with a schema agentd cannot pass on", server)
+		}
+		e.RequestedSchema = schema
+	}
+	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Elicitation{Elicitation: e}})
+	if err != nil {
+		return nil, err
+	}
+	switch k := a.GetAnswer().(type) {
+	case *bridgev1.AnswerServerRequestRequest_Elicitation:
+		res := &mcp.ElicitResult{Action: k.Elicitation.GetAction()}
+		switch res.Action {
+		case "accept":
+			if e.GetMode() == "form" {
+				// Content, even empty, is what the go-sdk checks against
+				// the schema and fills with its defaults.
+				res.Content = k.Elicitation.GetContent().AsMap()
+			}
+		case "decline", "cancel":
+		default:
+			return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's elicitation with the action %q", server, res.Action)
+		}
+		return res, nil
+	case *bridgev1.AnswerServerRequestRequest_Error:
+		return nil, answerError(k.Error)
+	default:
+		return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's elicitation with something else", server)
+	}
+}
+
+// toStruct converts a JSON value that is an object, as the go-sdk decoded
+// it, to a Struct.
+func toStruct(v any) (*structpb.Struct, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	return structpb.NewStruct(m)
 }
 
 // answerError is the fault agentd's error answer stands for: its code,

@@ -56,6 +56,9 @@ type server struct {
 	sess   *session
 	pools  *pools
 	entry  *poolEntry // stdio servers: the pool the session attached to
+	// owner is the session as its connection serves it: the session's
+	// owner, whose server requests name this server.
+	owner mcpconn.Owner
 
 	mu    sync.Mutex // held while connecting, so a server connects once
 	conn  *mcpconn.Conn
@@ -85,7 +88,10 @@ func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenS
 		maxResult: s.cfg.MaxResultBytes,
 	}
 	for _, t := range targets {
-		srv := &server{target: t, sess: sess, pools: s.pools}
+		srv := &server{target: t, sess: sess, pools: s.pools, owner: owner}
+		srv.owner.Elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			return sess.elicit(ctx, t.name, p)
+		}
 		if t.stdio != nil {
 			srv.entry = s.pools.attach(req.GetTenant(), t.ref, *t.stdio)
 		}
@@ -160,9 +166,9 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 			return nil, err
 		}
 		srv.lease = lease
-		srv.conn = lease.Conn().View(t.name, t.readTimeout, srv.sess.owner)
+		srv.conn = lease.Conn().View(t.name, t.readTimeout, srv.owner)
 		if !srv.entry.shared {
-			srv.conn.Serve(&srv.sess.owner) // its stderr is this session's until given back
+			srv.conn.Serve(&srv.owner) // its stderr and its questions are this session's until given back
 		}
 	} else {
 		spec := *t.http
@@ -178,7 +184,7 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 			return nil, err
 		}
 		srv.conn = conn
-		conn.Serve(&srv.sess.owner) // dialled for this session alone: its log messages are the session's
+		conn.Serve(&srv.owner) // dialled for this session alone: its log messages and questions are the session's
 	}
 	srv.conn.OnToolsChanged(srv.toolsChanged)
 	srv.sess.log.Debug("mcp server connected", "server", t.name, "pid", srv.conn.Pid())

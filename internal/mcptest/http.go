@@ -105,7 +105,8 @@ type HTTPRequest struct {
 //     "sent N notifications";
 //   - silent: sends nothing and never answers, until the request is
 //     cancelled (counted, see Cancelled) or the server closes;
-//   - authorization: the Authorization header the tool call came with.
+//   - authorization: the Authorization header the tool call came with;
+//   - elicit {mode}: as the stdio fakes' (newServer).
 //
 // Close (run at the end of the test) closes every session and the server.
 type HTTPServer struct {
@@ -358,6 +359,7 @@ func (s *HTTPServer) newServer() *mcp.Server {
 			}
 			return text(req.Extra.Header.Get("Authorization")), nil
 		})
+	addElicit(srv)
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			s.mu.Lock()

@@ -356,6 +356,9 @@ var objectSchema = map[string]any{"type": "object"}
 //   - block: writes BlockRunning to stderr, then answers only once the
 //     call is cancelled (with the error "cancelled"); the server records the notifications/cancelled it
 //     receives in the file named by CancelFileEnv.
+//   - elicit {mode}: asks the client for input (elicitation/create), in
+//     form mode (ElicitForm) or url mode (ElicitURL), and answers with
+//     the client's answer as it came on the wire (ElicitOutput).
 //
 // With stdoutNoise (the Banner server) it also has:
 //
@@ -476,6 +479,7 @@ func newServer(stdoutNoise bool) *mcp.Server {
 			<-ctx.Done()
 			return nil, errors.New("cancelled")
 		})
+	addElicit(s)
 	s.AddReceivingMiddleware(recordCancellations)
 	if stdoutNoise {
 		mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Floods stdout and stderr with garbage."},
@@ -641,4 +645,77 @@ func metaTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult,
 		return nil, err
 	}
 	return text(string(b)), nil
+}
+
+// ElicitInput is elicit's arguments: "form" (or empty) or "url".
+type ElicitInput struct {
+	Mode string `json:"mode,omitempty"`
+}
+
+// ElicitOutput is elicit's structured result: the client's answer as it
+// came on the wire, before the server's go-sdk checks it and fills in
+// defaults itself, so that a test sees what the client sent.
+type ElicitOutput struct {
+	Action  string         `json:"action"`
+	Content map[string]any `json:"content,omitempty"`
+}
+
+// ElicitForm is elicit's form request: every property has a default, and
+// none is required, so an answer with part of the content gets the rest
+// from the client (SEP-1034).
+var ElicitForm = &mcp.ElicitParams{
+	Mode:    "form",
+	Message: "Who are you?",
+	RequestedSchema: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"name":      map[string]any{"type": "string", "default": "Ada"},
+			"age":       map[string]any{"type": "integer", "default": 36},
+			"ratio":     map[string]any{"type": "number", "default": 0.5},
+			"subscribe": map[string]any{"type": "boolean", "default": true},
+			"color":     map[string]any{"type": "string", "enum": []any{"red", "green"}, "default": "green"},
+		},
+	},
+}
+
+// ElicitURL is elicit's url request.
+var ElicitURL = &mcp.ElicitParams{
+	Mode:          "url",
+	Message:       "Connect your account.",
+	URL:           "https://auth.example.com/connect?flow=mcptest",
+	ElicitationID: "mcptest-elicitation-1",
+}
+
+type wireAnswerKey struct{}
+
+// addElicit adds the elicit tool to s.
+func addElicit(s *mcp.Server) {
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit", Description: "Asks the client for input."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in ElicitInput) (*mcp.CallToolResult, ElicitOutput, error) {
+			params := ElicitForm
+			if in.Mode == "url" {
+				params = ElicitURL
+			}
+			var wire ElicitOutput
+			if _, err := req.Session.Elicit(context.WithValue(ctx, wireAnswerKey{}, &wire), params); err != nil {
+				return nil, ElicitOutput{}, err
+			}
+			return nil, wire, nil
+		})
+	// The server's go-sdk fills in defaults too: the answer is recorded
+	// before it does.
+	s.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			wire, _ := ctx.Value(wireAnswerKey{}).(*ElicitOutput)
+			if r, ok := res.(*mcp.ElicitResult); ok && err == nil && wire != nil {
+				wire.Action = r.Action
+				if r.Content != nil {
+					data, _ := json.Marshal(r.Content)
+					_ = json.Unmarshal(data, &wire.Content)
+				}
+			}
+			return res, err
+		}
+	})
 }

@@ -124,8 +124,9 @@ type core struct {
 	toolsChanged atomic.Pointer[func()]
 	// progress routes notifications/progress to their calls (X-M6).
 	progress progressTokens
-	// calls are the running tools/calls of a stdio connection, which a
-	// close cancels before it stops the process.
+	// calls are the running tools/calls: a stdio connection's close
+	// cancels them before it stops the process; a server's elicitation
+	// goes to their session (X-M4).
 	callsMu sync.Mutex
 	calls   map[*inflightCall]struct{}
 	// lines rates the server's log messages, with its stderr lines for
@@ -144,8 +145,10 @@ func newClient(c *core, opts Options) *mcp.Client {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, &mcp.ClientOptions{
 		Logger: opts.Logger,
 		// No roots: a pending roots/list keeps Node servers alive for
-		// seconds after their stdin closes.
-		Capabilities: &mcp.ClientCapabilities{},
+		// seconds after their stdin closes. Elicitation in both modes
+		// (X-M4).
+		Capabilities:       &mcp.ClientCapabilities{Elicitation: elicitationCapabilities},
+		ElicitationHandler: c.elicit,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			if f := c.toolsChanged.Load(); f != nil {
 				(*f)()
@@ -262,19 +265,23 @@ func (c *Conn) Serve(o *Owner) {
 // answer comes on the long-lived event stream, so each wait for data on
 // that stream is bounded: the exchange ends when the stream stays silent
 // for read_timeout.
+//
+// Every transport's timers are the exchange's readTimers, which a server's
+// elicitation during the exchange holds while a person answers (X-M4).
 func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
-	if c.kind == stdioTransport {
-		return context.WithTimeout(ctx, c.readTimeout)
-	}
+	timers := readTimersFor(ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
+	if c.kind == stdioTransport {
+		t := timers.start(c.readTimeout, func() { cancel(errReadTimeout) })
+		return ctx, func() { t.stop(); cancel(nil) }
+	}
 	if c.kind == streamableTransport {
-		hx := &httpExchange{end: cancel}
+		hx := &httpExchange{end: cancel, timers: timers}
 		return context.WithValue(ctx, exchangeKey{}, hx), func() { hx.done.Store(true); cancel(nil) }
 	}
-	hx := &httpExchange{}
+	hx := &httpExchange{timers: timers}
 	ctx = context.WithValue(ctx, exchangeKey{}, hx)
-	e := &exchange{idle: c.readTimeout}
-	e.timer = time.AfterFunc(c.readTimeout, func() { cancel(errReadTimeout) })
+	e := &exchange{timer: timers.start(c.readTimeout, func() { cancel(errReadTimeout) })}
 	c.inflightMu.Lock()
 	if c.inflight == nil {
 		c.inflight = make(map[*exchange]struct{})
@@ -283,7 +290,7 @@ func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
 	c.inflightMu.Unlock()
 	return ctx, func() {
 		hx.done.Store(true)
-		e.timer.Stop()
+		e.timer.stop()
 		c.inflightMu.Lock()
 		delete(c.inflight, e)
 		c.inflightMu.Unlock()
@@ -293,8 +300,7 @@ func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
 
 // exchange is a running request of a legacy SSE connection.
 type exchange struct {
-	timer *time.Timer
-	idle  time.Duration
+	timer *readTimer
 }
 
 // activity restarts the idle timers of the running exchanges: data came on
@@ -303,7 +309,7 @@ func (c *core) activity() {
 	c.inflightMu.Lock()
 	defer c.inflightMu.Unlock()
 	for e := range c.inflight {
-		e.timer.Reset(e.idle)
+		e.timer.reset()
 	}
 }
 
@@ -316,6 +322,8 @@ type httpExchange struct {
 	// end ends a Streamable HTTP exchange whose response went silent for
 	// read_timeout (nil for legacy SSE, whose waits are timed apart).
 	end context.CancelCauseFunc
+	// timers times the exchange's waits for data.
+	timers *readTimers
 	// reached: a POST of the exchange may have reached the server (it got
 	// an answer other than 404, or failed after it was sent). Such a
 	// request is never sent again on a new session: it may have run.
@@ -487,11 +495,8 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	token, retire := c.progress.issue(onProgress)
 	defer retire()
 	caller := ctx
-	var call *inflightCall
-	if c.proc != nil {
-		ctx, call = c.track(ctx)
-		defer c.untrack(ctx, call)
-	}
+	ctx, call := c.track(ctx)
+	defer c.untrack(ctx, call)
 	request := fmt.Sprintf("tools/call for %q", name)
 	var res *mcp.CallToolResult
 	err := c.do(ctx, request, false, func(ctx context.Context, s *mcp.ClientSession) error {
@@ -501,7 +506,7 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 		res, err = s.CallTool(ctx, params)
 		return err
 	})
-	if err != nil && call != nil && call.cut.Load() && caller.Err() == nil {
+	if err != nil && call.cut.Load() && caller.Err() == nil {
 		// The connection's close (its process crashed, or its session
 		// ended) cut the call short, not its caller: the server stopped
 		// during the call, which may or may not have run.

@@ -442,9 +442,14 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		cancel()
 	}
-	var timer *time.Timer
+	// The exchange's timers, which its elicitations hold (X-M4).
+	timers := &readTimers{}
+	if hx != nil && hx.timers != nil {
+		timers = hx.timers
+	}
+	var timer *readTimer
 	if bounded {
-		timer = time.AfterFunc(t.idle, timeout)
+		timer = timers.start(t.idle, timeout)
 	}
 	if req.Method == http.MethodPost && req.GetBody != nil && wantsID(ctx) {
 		// A traced request learns its JSON-RPC id from its POST's body.
@@ -459,7 +464,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.base.RoundTrip(req)
 	if timer != nil {
-		timer.Stop()
+		timer.stop()
 	}
 	if err == nil && t.auth != nil && sameOrigin && resolvable(resp) {
 		// The server wants (other) authorization (X-M1): agentd resolves
@@ -476,11 +481,11 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			again.Header.Set("Authorization", v)
 			if bounded {
-				timer = time.AfterFunc(t.idle, timeout)
+				timer = timers.start(t.idle, timeout)
 			}
 			resp, err = t.base.RoundTrip(again)
 			if timer != nil {
-				timer.Stop()
+				timer.stop()
 			}
 		}
 	}
@@ -513,7 +518,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	if bounded {
-		resp.Body = &idleBody{cancelBody: body, idle: t.idle, timeout: timeout}
+		resp.Body = &idleBody{cancelBody: body, timers: timers, idle: t.idle, timeout: timeout}
 	} else {
 		resp.Body = body
 	}
@@ -548,17 +553,19 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
-// idleBody fails a read that waits longer than idle for data.
+// idleBody fails a read that waits longer than idle for data, unless an
+// elicitation of its exchange holds its timers meanwhile (X-M4).
 type idleBody struct {
 	*cancelBody
+	timers  *readTimers
 	idle    time.Duration
 	timeout func()
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
-	timer := time.AfterFunc(b.idle, b.timeout)
+	timer := b.timers.start(b.idle, b.timeout)
 	n, err := b.ReadCloser.Read(p)
-	if !timer.Stop() && err != nil {
+	if timer.stop() && err != nil {
 		return n, errReadTimeout
 	}
 	return n, err

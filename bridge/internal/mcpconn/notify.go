@@ -155,10 +155,18 @@ func (c *core) served() *Owner {
 // goroutine of its own after the call has returned.
 const cancelNotifyWait = time.Second
 
-// inflightCall is a running tools/call of a stdio connection: a close
-// that cuts it short cancels it, and waits until the server has been told
+// inflightCall is a running tools/call. A stdio connection's close that
+// cuts it short cancels it, and waits until the server has been told
 // (X-M6), so that stopping the process does not overtake the notification.
+// A server's elicitation made during it is asked with its context, and
+// holds its read timers (X-M4).
 type inflightCall struct {
+	view *Conn // the view that called: whose session it is
+	// ctx is the call's own context, kept for the server's requests made
+	// during the call, which the go-sdk hands over without it.
+	ctx      context.Context
+	timersMu sync.Mutex
+	timers   *readTimers // its exchange's; nil until it starts
 	cancel   context.CancelFunc
 	cut      atomic.Bool   // the connection's close cancelled it, not its caller
 	sent     atomic.Bool   // the request was written: the server may be running it
@@ -186,17 +194,20 @@ func written(ctx context.Context, msg jsonrpc.Message, err error) {
 	}
 }
 
-// track registers a stdio call; its context is cancelled by a close.
-func (c *core) track(ctx context.Context) (context.Context, *inflightCall) {
+// track registers a call of the view c; a stdio connection's close
+// cancels its context.
+func (c *Conn) track(ctx context.Context) (context.Context, *inflightCall) {
 	ctx, cancel := context.WithCancel(ctx)
-	call := &inflightCall{cancel: cancel, notified: make(chan struct{}), settled: make(chan struct{})}
+	call := &inflightCall{view: c, cancel: cancel, notified: make(chan struct{}), settled: make(chan struct{})}
+	ctx = context.WithValue(ctx, inflightKey{}, call)
+	call.ctx = ctx
 	c.callsMu.Lock()
 	if c.calls == nil {
 		c.calls = make(map[*inflightCall]struct{})
 	}
 	c.calls[call] = struct{}{}
 	c.callsMu.Unlock()
-	return context.WithValue(ctx, inflightKey{}, call), call
+	return ctx, call
 }
 
 // untrack ends a call once it returned; a call that was cancelled after

@@ -84,13 +84,21 @@ func NewTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*Telemetry,
 }
 
 // Owner is the session a connection serves: the tenant its metrics carry,
-// and the generation and trace that its server's stderr lines carry.
+// the generation and trace that its server's stderr lines carry, and who
+// answers its server's questions.
 type Owner struct {
 	Tenant     string
 	Generation string
 	// TraceID is the hex trace id of the session (of its OpenSession
 	// call); "" without one.
 	TraceID string
+	// Elicit answers the server's elicitation/create requests made for
+	// the session (X-M4), with the person's answer; its error fails the
+	// server's request. ctx holds the values of the tools/call during
+	// which the server asks, when the request is known to be that call's
+	// (see core.elicit), and ends when that call or the request ends.
+	// Nil: the requests are declined.
+	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 }
 
 // labels are an exchange's agentd labels: the server's name as the
