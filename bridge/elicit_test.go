@@ -181,6 +181,26 @@ func TestElicitation(t *testing.T) {
 			if !res.GetResult().GetIsError() || !strings.Contains(res.GetResult().GetOutput(), "nobody is there to answer") {
 				t.Errorf("elicit answered %v, want the tool's failure with agentd's error", res)
 			}
+
+			// X-M4 two calls in flight: the second question cannot be
+			// told apart, and names no call.
+			startCall(t, stream, 12, "asker", "elicit", `{}`)
+			first := nextRequest(t, requests)
+			startCall(t, stream, 13, "asker", "elicit", `{}`)
+			second := nextRequest(t, requests)
+			if first.GetCallId() != 12 || second.GetCallId() != 0 {
+				t.Errorf("call ids of the questions = %d, %d; want 12, then 0 while two calls run", first.GetCallId(), second.GetCallId())
+			}
+			answerElicitation(t, f.client, id, second, &bridgev1.ElicitationResult{Action: "decline"})
+			answerElicitation(t, f.client, id, first, &bridgev1.ElicitationResult{Action: "cancel"})
+			actions := map[uint64]string{}
+			for range 2 {
+				res := recvAnswer(t, stream)
+				actions[res.GetId()] = elicitOutput(t, res).Action
+			}
+			if diff := cmp.Diff(map[uint64]string{12: "cancel", 13: "decline"}, actions); diff != "" {
+				t.Errorf("what the servers received (-want +got):\n%s", diff)
+			}
 		})
 	}
 }

@@ -359,7 +359,7 @@ func (s *HTTPServer) newServer() *mcp.Server {
 			}
 			return text(req.Extra.Header.Get("Authorization")), nil
 		})
-	addElicit(srv)
+	addElicit(srv, s.stop)
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			s.mu.Lock()

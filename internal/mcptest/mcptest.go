@@ -479,7 +479,7 @@ func newServer(stdoutNoise bool) *mcp.Server {
 			<-ctx.Done()
 			return nil, errors.New("cancelled")
 		})
-	addElicit(s)
+	addElicit(s, nil)
 	s.AddReceivingMiddleware(recordCancellations)
 	if stdoutNoise {
 		mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Floods stdout and stderr with garbage."},
@@ -688,10 +688,22 @@ var ElicitURL = &mcp.ElicitParams{
 
 type wireAnswerKey struct{}
 
-// addElicit adds the elicit tool to s.
-func addElicit(s *mcp.Server) {
+// addElicit adds the elicit tool to s. A question still waiting when stop
+// is closed is given up (nil: never), so that closing the server's
+// sessions, which waits for its tools, does not wait for an answer that
+// will not come.
+func addElicit(s *mcp.Server, stop <-chan struct{}) {
 	mcp.AddTool(s, &mcp.Tool{Name: "elicit", Description: "Asks the client for input."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in ElicitInput) (*mcp.CallToolResult, ElicitOutput, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
 			params := ElicitForm
 			if in.Mode == "url" {
 				params = ElicitURL

@@ -34,20 +34,22 @@ func (c *core) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 	for _, call := range calls {
 		defer call.hold()()
 	}
+	// The question ends with the server's request (ctx), and takes its
+	// values from the call it belongs to: the one call in flight. With
+	// several, nothing on the wire says which one the request belongs to:
+	// over stdio, 2025-11-25 relates no request to another, and over
+	// Streamable HTTP the go-sdk does not tell which response stream
+	// carried it. The question is then the session's, with no call's
+	// values (ctx's own are not the session's either: the go-sdk's
+	// connection may keep those of the call that dialled it).
+	base := context.Background()
 	if len(calls) == 1 {
-		// The one call in flight is the one the server asks for: the
-		// question is that call's, and ends with it.
-		actx, cancel := context.WithCancel(calls[0].ctx)
-		defer cancel()
-		defer context.AfterFunc(ctx, cancel)()
-		ctx = actx
+		base = calls[0].ctx
 	}
-	// With several calls in flight, nothing on the wire says which one
-	// the request belongs to: over stdio, 2025-11-25 relates no request to
-	// another, and over Streamable HTTP the go-sdk does not tell which
-	// response stream carried it. The question is then the session's (no
-	// call id), bounded by the request itself and the session.
-	return owner.Elicit(ctx, req.Params)
+	actx, cancel := context.WithCancel(base)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	return owner.Elicit(actx, req.Params)
 }
 
 // elicitee returns the session a server's request is for, and the calls
