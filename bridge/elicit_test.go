@@ -92,7 +92,7 @@ func mustStructOf(t *testing.T, v any) *structpb.Struct {
 }
 
 // elicitServers are the elicit tool's servers of the tests: the stdio
-// fake and the Streamable HTTP fake.
+// fake and the HTTP fake, over Streamable HTTP and legacy HTTP+SSE.
 func elicitServers(t *testing.T) []struct {
 	name string
 	spec func(t *testing.T) *bridgev1.ServerSpec
@@ -104,6 +104,10 @@ func elicitServers(t *testing.T) []struct {
 		{"stdio", func(t *testing.T) *bridgev1.ServerSpec { return commandSpec(t, "asker", mcptest.Tools, nil) }},
 		{"http", func(t *testing.T) *bridgev1.ServerSpec {
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable})
+			return httpSpec("asker", srv.URL, "", roomyTimeout)
+		}},
+		{"sse", func(t *testing.T) *bridgev1.ServerSpec {
+			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE})
 			return httpSpec("asker", srv.URL, "", roomyTimeout)
 		}},
 	}
@@ -239,6 +243,13 @@ func TestElicitationOutlivesReadTimeout(t *testing.T) {
 			},
 			func(t *testing.T) *bridgev1.ServerSpec {
 				return httpSpec("hanger", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable}).URL, "", shortTimeout)
+			}, "silent"},
+		{"sse",
+			func(t *testing.T) *bridgev1.ServerSpec {
+				return httpSpec("asker", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE}).URL, "", shortTimeout)
+			},
+			func(t *testing.T) *bridgev1.ServerSpec {
+				return httpSpec("hanger", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE}).URL, "", shortTimeout)
 			}, "silent"},
 	}
 	for _, tc := range cases {

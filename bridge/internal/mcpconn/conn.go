@@ -8,9 +8,11 @@
 // extend, and a server that misses it is killed; for Streamable HTTP each
 // wait for data, so a response that keeps streaming stays open; for the
 // legacy HTTP+SSE transport, whose answers arrive on a long-lived stream,
-// the whole exchange. Errors are classified with internal/fault and name
-// the server and the request, never a URL path, a header or an environment
-// value.
+// the whole exchange. No read timeout runs while a server's elicitation
+// made during the exchange waits for a person's answer (X-M4): the
+// exchange's timers start afresh once it is answered. Errors are
+// classified with internal/fault and name the server and the request,
+// never a URL path, a header or an environment value.
 package mcpconn
 
 import (

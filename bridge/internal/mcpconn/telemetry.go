@@ -94,10 +94,10 @@ type Owner struct {
 	TraceID string
 	// Elicit answers the server's elicitation/create requests made for
 	// the session (X-M4), with the person's answer; its error fails the
-	// server's request. ctx holds the values of the tools/call during
-	// which the server asks, when the request is known to be that call's
-	// (see core.elicit), and ends when that call or the request ends.
-	// Nil: the requests are declined.
+	// server's request. When one tools/call of the session is in flight,
+	// the request is that call's: ctx holds the call's values and ends
+	// with it. ctx ends with the server's request, and with the
+	// connection. Nil: the requests are declined.
 	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 }
 
