@@ -123,12 +123,12 @@ func TestInstrument(t *testing.T) {
 				"agentd.store.operation.duration{" + sys + ",operation=create}#count":                         1,
 				"agentd.store.operation.duration{" + sys + ",operation=checkpoint}#count":                     1,
 				// A lease lost is a Conflict, whose gRPC code is Aborted.
-				"agentd.store.operation.duration{" + sys + ",error.type=Aborted,operation=finish}#count": 1,
-				"agentd.store.operation.duration{" + sys + ",operation=put_token}#count":                 1,
+				"agentd.store.operation.duration{" + sys + ",error.type=Aborted,operation=finish}#count":     1,
+				"agentd.store.operation.duration{" + sys + ",operation=put_token}#count":                     1,
 				"agentd.store.operation.duration{" + sys + ",error.type=NotFound,operation=get_token}#count": 1,
-				"agentd.store.operation.duration{" + sys + ",operation=delete_tokens}#count":                1,
-				"agentd.generations.paused{tenant=acme}":                                                 2,
-				"agentd.generations.paused{tenant=}":                                                     1,
+				"agentd.store.operation.duration{" + sys + ",operation=delete_tokens}#count":                 1,
+				"agentd.generations.paused{tenant=acme}":                                                     2,
+				"agentd.generations.paused{tenant=}":                                                         1,
 			}
 			if diff := cmp.Diff(want, collectStore(t, reader)); diff != "" {
 				t.Errorf("metrics (-want +got):\n%s", diff)
