@@ -169,7 +169,7 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 		g.resume = &resumption{stopKeeping: func() {}}
 		return g, nil
 	}
-	agent, err := s.openAgent(rec.Tenant, rec.ID, cp)
+	agent, stale, err := s.openAgent(rec.Tenant, rec.ID, cp)
 	if err != nil {
 		return g, err
 	}
@@ -179,6 +179,13 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	}
 	if g.plan, err = s.newPlan("", tenant, agent, g.messages, nil); err != nil {
 		return g, err
+	}
+	if stale {
+		// Sealed under a previous key (a rotation): its later checkpoints
+		// hold it sealed under the current one.
+		if g.agent, err = g.sealAgent(); err != nil {
+			return g, err
+		}
 	}
 	ad := &adoption{turn: cp.GetTurn(), started: make(map[string]bool)}
 	for _, id := range cp.GetTurn().GetStarted() {

@@ -95,7 +95,7 @@ func adoptReplica(t *testing.T, name string, st store.Store, gens store.Generati
 }
 
 // sealingReplica is adoptReplica sealing agents with key (nil: none).
-func sealingReplica(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, key *sealer.Sealer, ps ...providers.Provider) agentdv1.AgentServiceClient {
+func sealingReplica(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, key *sealer.Keyring, ps ...providers.Provider) agentdv1.AgentServiceClient {
 	t.Helper()
 	client, _ := replicaWith(t, name, st, gens, bridge, key, nil, ps...)
 	return client
@@ -103,7 +103,7 @@ func sealingReplica(t *testing.T, name string, st store.Store, gens store.Genera
 
 // replicaWith is sealingReplica logging to log (nil: nowhere); it returns
 // the Service too, to close sooner.
-func replicaWith(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, key *sealer.Sealer, log *slog.Logger, ps ...providers.Provider) (agentdv1.AgentServiceClient, *server.Service) {
+func replicaWith(t *testing.T, name string, st store.Store, gens store.Generations, bridge server.Bridge, key *sealer.Keyring, log *slog.Logger, ps ...providers.Provider) (agentdv1.AgentServiceClient, *server.Service) {
 	t.Helper()
 	reg, err := providers.NewRegistry(ps...)
 	if err != nil {
@@ -367,24 +367,21 @@ func TestDetachedGenerations(t *testing.T) {
 // runs.
 func TestAdoptionNeedsTheAgentsSecrets(t *testing.T) {
 	t.Parallel()
-	keyOf := func(b byte) *sealer.Sealer {
-		k, err := sealer.New(bytes.Repeat([]byte{b}, sealer.KeySize))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+	keyOf := func(b byte, previous ...byte) *sealer.Keyring {
+		return keyring(t, b, previous...)
 	}
 	for _, tc := range []struct {
 		name   string
-		a, b   *sealer.Sealer
+		a, b   *sealer.Keyring
 		secret bool
 		want   codes.Code
 		facts  []string
 	}{
 		{name: "one key", a: keyOf(1), b: keyOf(1), secret: true, want: codes.OK},
+		{name: "a rotated key", a: keyOf(1), b: keyOf(2, 1), secret: true, want: codes.OK},
 		{name: "no key, no secret", want: codes.OK},
 		{name: "no key, a secret", secret: true, want: codes.FailedPrecondition, facts: []string{"store.encryption_key_file", "secrets"}},
-		{name: "another key", a: keyOf(1), b: keyOf(2), secret: true, want: codes.FailedPrecondition, facts: []string{keyOf(1).ID(), keyOf(2).ID()}},
+		{name: "another key", a: keyOf(1), b: keyOf(2, 3), secret: true, want: codes.FailedPrecondition, facts: []string{keyOf(1).ID(), keyOf(2).ID(), keyOf(3).ID()}},
 		{name: "no key to open it", a: keyOf(1), secret: true, want: codes.FailedPrecondition, facts: []string{keyOf(1).ID(), "has none"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -421,6 +418,88 @@ func TestAdoptionNeedsTheAgentsSecrets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// keyring is a ring of the keys made of bytes b (current) and previous.
+func keyring(t *testing.T, b byte, previous ...byte) *sealer.Keyring {
+	t.Helper()
+	key := func(b byte) *sealer.Sealer {
+		k, err := sealer.New(bytes.Repeat([]byte{b}, sealer.KeySize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	var prev []*sealer.Sealer
+	for _, p := range previous {
+		prev = append(prev, key(p))
+	}
+	ring, err := sealer.NewKeyring(key(b), prev...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
+}
+
+// X-G3: after a key rotation, a replica that adopts a generation whose
+// agent is sealed under the previous key opens it and seals it again under
+// the current key in its checkpoints, so that a replica that no longer
+// has the previous key can adopt it in turn.
+func TestAdoptionResealsUnderTheCurrentKey(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	// slow runs until its replica dies: each replica in turn writes a
+	// checkpoint (its model turn's calls), then hangs in slow.
+	newBridge := func() *fakeBridge {
+		return &fakeBridge{onList: offering(serverTools("files", "fast", "slow")), onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+			if tool == "slow" {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return &bridgev1.CallToolResponse{Output: tool + " done"}, nil
+		}}
+	}
+	files := commandServer("files", "files-server")
+	files.Env = map[string]string{"TOKEN": "cnry-sealed-secret"}
+	agent := &agentdv1.Agent{Provider: "script", Mcps: []*agentdv1.MCPServer{files}, ProviderOptions: script(t, `{"turns": [
+		{"tool_calls": [{"name": "fast", "arguments": {}}, {"name": "slow", "arguments": {}}]},
+		{"tool_calls": [{"name": "slow", "arguments": {}}]},
+		{"text": "done"}]}`)}
+	keyID := func(g store.Generation) string {
+		cp := &statev1.Checkpoint{}
+		if err := proto.Unmarshal(g.Checkpoint, cp); err != nil {
+			t.Fatal(err)
+		}
+		return cp.GetKeyId()
+	}
+
+	gensA := &severable{Generations: st.Generations()}
+	a := sealingReplica(t, "replica-a", st, gensA, newBridge(), keyring(t, 1), recordingScript())
+	t.Cleanup(func() { gensA.dead.Store(false) })
+	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
+	waitRecord(t, st.Generations(), id, func(g store.Generation) bool { return keyID(g) == keyring(t, 1).ID() })
+	gensA.dead.Store(true)
+
+	// replica-b rotated: key 2 is current, key 1 previous. It adopts the
+	// generation and checkpoints its second model turn.
+	gensB := &severable{Generations: st.Generations()}
+	sealingReplica(t, "replica-b", st, gensB, newBridge(), keyring(t, 2, 1), recordingScript())
+	t.Cleanup(func() { gensB.dead.Store(false) })
+	waitRecord(t, st.Generations(), id, func(g store.Generation) bool {
+		return g.Lease.Owner == "replica-b" && keyID(g) == keyring(t, 2).ID()
+	})
+	gensB.dead.Store(true)
+
+	// replica-c has dropped key 1.
+	bridgeC := newBridge()
+	c := sealingReplica(t, "replica-c", st, st.Generations(), bridgeC, keyring(t, 2), recordingScript())
+	events, status := attachTo(t, c, id, 0)
+	if status.Code() != codes.OK || events[len(events)-1].GetCompleted() == nil {
+		t.Fatalf("the attached stream ended %v after %v; want it completed", status, kinds(events))
+	}
+	if env := bridgeC.openRequests()[0].GetServers()[0].GetStdio().GetEnv(); env["TOKEN"] != "cnry-sealed-secret" {
+		t.Errorf("replica-c's session has env %v; want the sealed secret", env)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
@@ -91,31 +92,34 @@ func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 }
 
 // openAgent decodes the agent of an adopted generation's checkpoint.
-func (s *Service) openAgent(tenant, id string, cp *statev1.Checkpoint) (*agentdv1.Agent, error) {
+// stale reports that it was sealed under a previous key: the caller seals
+// it again (sealAgent) for the generation's later checkpoints.
+func (s *Service) openAgent(tenant, id string, cp *statev1.Checkpoint) (agent *agentdv1.Agent, stale bool, err error) {
 	data := cp.GetAgent()
 	if len(data) == 0 {
-		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint holds no agent")
+		return nil, false, fault.New(fault.FailedPrecondition, "the generation's checkpoint holds no agent")
 	}
 	if cp.GetAgentSealed() {
 		if s.sealer == nil {
-			return nil, fault.New(fault.FailedPrecondition,
+			return nil, false, fault.New(fault.FailedPrecondition,
 				"the generation's agent is sealed under the encryption key %s, and this replica has none (store.encryption_key_file)", cp.GetKeyId())
 		}
-		plain, err := s.sealer.Open(data, agentAAD(tenant, id))
+		plain, old, err := s.sealer.Open(data, agentAAD(tenant, id))
 		if err != nil {
-			return nil, fault.New(fault.FailedPrecondition,
-				"the generation's agent is sealed under the encryption key %s, not this replica's %s (store.encryption_key_file)", cp.GetKeyId(), s.sealer.ID())
+			return nil, false, fault.New(fault.FailedPrecondition,
+				"the generation's agent is sealed under the encryption key %s, not one of this replica's %s (store.encryption_key_file, store.previous_encryption_key_files)",
+				cp.GetKeyId(), strings.Join(s.sealer.IDs(), ", "))
 		}
-		data = plain
+		data, stale = plain, old
 	} else if cp.GetSecretsWithheld() {
-		return nil, fault.New(fault.FailedPrecondition,
+		return nil, false, fault.New(fault.FailedPrecondition,
 			"the generation's agent declared secrets (authorization, headers, env values, or a url server's URL), which are not stored without store.encryption_key_file, so no other replica can continue it")
 	}
-	agent := &agentdv1.Agent{}
+	agent = &agentdv1.Agent{}
 	if err := proto.Unmarshal(data, agent); err != nil {
-		return nil, fault.Wrap(fault.Internal, err, "decoding the generation's agent")
+		return nil, false, fault.Wrap(fault.Internal, err, "decoding the generation's agent")
 	}
-	return agent, nil
+	return agent, stale, nil
 }
 
 // conversation is the part of a checkpoint, paused or running, that says

@@ -72,8 +72,10 @@ type Options struct {
 	Replica string
 	// Sealer seals the agent in a running generation's checkpoints
 	// (store.encryption_key_file), so that another replica can adopt it
-	// with its secrets; nil stores the agent without them.
-	Sealer *sealer.Sealer
+	// with its secrets, and opens what its previous keys sealed
+	// (store.previous_encryption_key_files); nil stores the agent without
+	// them.
+	Sealer *sealer.Keyring
 	// Tenants returns the settings of the caller's tenant (auth.Caller's;
 	// "" without authentication), and false for a tenant that may not be
 	// served (one the configuration does not know): its calls are
@@ -127,7 +129,7 @@ type Service struct {
 	// pauseMu makes counting a tenant's paused generations and storing
 	// one more a single step, against max_paused_generations.
 	pauseMu sync.Mutex
-	sealer  *sealer.Sealer
+	sealer  *sealer.Keyring
 
 	// The generations that run without a client (detached, adopted) and
 	// the adopter are owned by the Service: bg ends them, Close joins them.

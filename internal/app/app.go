@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/oauthtokens"
 	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tlsconf"
@@ -240,6 +241,7 @@ type Agent struct {
 	mu         sync.Mutex
 	config     config.Config // as last applied, for Reload
 	store      store.Store
+	tokens     oauthtokens.Store  // the OAuth tokens of MCP servers, in store or in memory
 	storeDown  atomic.Bool        // the last ping of the store failed
 	ready      *readiness         // the AgentService's health and readiness
 	stopWatch  context.CancelFunc // stops watchStore and watchBridge; nil when they are not running
@@ -325,12 +327,19 @@ func NewAgent(o Options) (*Agent, error) {
 	if a.embedded == nil {
 		bridge = server.NewReplicatedBridgeClient(a.bridgeConn, log)
 	}
-	var seal *sealer.Sealer
+	var seal *sealer.Keyring
 	if f := o.Config.Store.EncryptionKeyFile; f != "" {
-		if seal, err = sealer.Load(f); err != nil {
+		if seal, err = sealer.LoadKeyring(f, o.Config.Store.PreviousEncryptionKeyFiles); err != nil {
 			a.Close()
 			return nil, err
 		}
+	}
+	// The OAuth tokens of MCP servers (X-M3): sealed in the store with the
+	// key, or without one only in this process's memory, never in the
+	// clear.
+	a.tokens = oauthtokens.NewMemory()
+	if seal != nil {
+		a.tokens = oauthtokens.NewSealed(a.store.Tokens(), seal)
 	}
 	gens := a.store.Generations()
 	if o.generations != nil {
@@ -352,6 +361,7 @@ func NewAgent(o Options) (*Agent, error) {
 	a.svc = svc
 	svc.StartAdopter()
 	svc.Register(a.Server)
+	server.NewAdmin(a.tokens, log).Register(a.Server)
 	a.ready = newReadiness(a.Health)
 	if a.embedded != nil && a.Admin == nil {
 		// The embedded bridge has no address of its own: without

@@ -41,8 +41,9 @@ const (
 	RoleObserver = "observer" // the admin service's reads
 	RoleAdmin    = "admin"    // the admin service's writes, and its reads
 	// RoleTenantAdmin reads and drops the schema cache's entries of the
-	// principal's own tenant, and no others: it admits the calls role
-	// marks tenant-scoped, which bridge/admin.go limits to that tenant.
+	// principal's own tenant, and revokes its OAuth tokens, and no
+	// others': it admits the calls role marks tenant-scoped, which
+	// bridge/admin.go and server/admin.go limit to that tenant.
 	RoleTenantAdmin = "tenant_admin"
 )
 
@@ -393,12 +394,16 @@ func methodOf(ctx context.Context) string {
 // open lists the services every caller may use unauthenticated.
 var open = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
 
-// role is the role a method needs: the admin service's reads need
-// observer, its writes admin; everything else (the AgentService), generate.
-// tenantScoped: tenant_admin may call it too, for its own tenant's
-// entries.
+// role is the role a method needs: the bridge's admin service's reads
+// need observer, its writes admin; agentd's AdminService (which deletes a
+// tenant's OAuth tokens, X-M3) admin; everything else (the AgentService),
+// generate. tenantScoped: tenant_admin may call it too, for its own
+// tenant's entries (the service limits it to them).
 func role(method string) (need string, tenantScoped bool) {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if service == "agentd.v1.AdminService" {
+		return RoleAdmin, true
+	}
 	if strings.HasSuffix(service, ".BridgeAdminService") {
 		scoped := name == "GetCacheStats" || name == "ClearCache" || name == "InvalidateCache"
 		if strings.HasPrefix(name, "Get") {

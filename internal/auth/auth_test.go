@@ -129,6 +129,8 @@ func TestRoles(t *testing.T) {
 		"/agentd.bridge.v1.BridgeAdminService/ResetCache":      {RoleAdmin, false},
 		"/agentd.bridge.v1.BridgeAdminService/ClearCache":      {RoleAdmin, true},
 		"/agentd.bridge.v1.BridgeAdminService/InvalidateCache": {RoleAdmin, true},
+		// X-M3: revoking a tenant's OAuth tokens.
+		"/agentd.v1.AdminService/RevokeTokens": {RoleAdmin, true},
 	} {
 		if got, scoped := role(method); got != want.role || scoped != want.tenantScoped {
 			t.Errorf("X-I5 role(%s) = %s, tenant-scoped %v; want %+v", method, got, scoped, want)

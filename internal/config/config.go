@@ -570,7 +570,19 @@ type Store struct {
 	// secrets (authorization, headers, env values), and a generation whose
 	// agent had any fails when another replica would adopt it. Default:
 	// none. Env AGENTD_STORE_ENCRYPTION_KEY_FILE.
+	//
+	// The same key seals the OAuth tokens that agentd keeps for MCP
+	// servers (X-M3), bound to their tenant, end user and server; without
+	// one, those tokens are kept in the process's memory only.
 	EncryptionKeyFile string `yaml:"encryption_key_file"`
+	// PreviousEncryptionKeyFiles name the files of keys that
+	// encryption_key_file replaced (a rotation), in the same forms: what
+	// they sealed is still opened, and sealed again under the current key
+	// as agentd uses it (an OAuth token when it is read, a generation's
+	// agent at its next checkpoint). Needs encryption_key_file; none may
+	// be it or repeat another. Default: none. Env
+	// AGENTD_STORE_PREVIOUS_ENCRYPTION_KEY_FILES (comma-separated).
+	PreviousEncryptionKeyFiles []string `yaml:"previous_encryption_key_files"`
 }
 
 // Metrics configures the metrics' Prometheus endpoint. The same
@@ -972,6 +984,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	str("AGENTD_STORE_DRIVER", &c.Store.Driver)
 	str("AGENTD_STORE_DSN", &c.Store.DSN)
 	str("AGENTD_STORE_ENCRYPTION_KEY_FILE", &c.Store.EncryptionKeyFile)
+	if v := getenv("AGENTD_STORE_PREVIOUS_ENCRYPTION_KEY_FILES"); v != "" {
+		c.Store.PreviousEncryptionKeyFiles = splitList(v)
+	}
 	str("AGENTD_OAUTH_REDIRECT_URL", &c.OAuth.RedirectURL)
 	str("AGENTD_OAUTH_CLIENT_METADATA_URL", &c.OAuth.ClientMetadataURL)
 	str("AGENTD_OAUTH_CLIENT_NAME", &c.OAuth.ClientName)
@@ -1166,6 +1181,19 @@ func (s Store) validate(bad func(string, ...any)) {
 	}
 	if s.PingInterval <= 0 {
 		bad("store.ping_interval: must be positive, got %s", s.PingInterval)
+	}
+	if len(s.PreviousEncryptionKeyFiles) > 0 && s.EncryptionKeyFile == "" {
+		bad("store.previous_encryption_key_files: needs store.encryption_key_file, the key that replaced them")
+	}
+	for i, f := range s.PreviousEncryptionKeyFiles {
+		switch {
+		case f == "":
+			bad("store.previous_encryption_key_files[%d]: empty", i)
+		case f == s.EncryptionKeyFile:
+			bad("store.previous_encryption_key_files[%d]: is store.encryption_key_file; a rotation puts a new key there", i)
+		case slices.Contains(s.PreviousEncryptionKeyFiles[:i], f):
+			bad("store.previous_encryption_key_files[%d]: listed twice", i)
+		}
 	}
 }
 

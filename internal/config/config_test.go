@@ -125,6 +125,22 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "X-M3 store: a rotation's previous keys in the file",
+			file: "store: {encryption_key_file: /k/new.key, previous_encryption_key_files: [/k/old.key, /k/older.key]}\n",
+			want: func(c *Config) {
+				c.Store.EncryptionKeyFile = "/k/new.key"
+				c.Store.PreviousEncryptionKeyFiles = []string{"/k/old.key", "/k/older.key"}
+			},
+		},
+		{
+			name: "X-M3 store: a rotation's previous keys from the environment",
+			env:  map[string]string{"AGENTD_STORE_ENCRYPTION_KEY_FILE": "/k/new.key", "AGENTD_STORE_PREVIOUS_ENCRYPTION_KEY_FILES": "/k/old.key, ,/k/older.key"},
+			want: func(c *Config) {
+				c.Store.EncryptionKeyFile = "/k/new.key"
+				c.Store.PreviousEncryptionKeyFiles = []string{"/k/old.key", "/k/older.key"}
+			},
+		},
+		{
 			name: "a key of a tenant that tenants.default covers",
 			file: "tenants: {default: {}}\nauth: {api_keys: [{name: k, sha256: x, tenant: globex}]}\n",
 			want: func(c *Config) {
@@ -247,6 +263,12 @@ func TestLoadRejects(t *testing.T) {
 		{name: "answer timeout above its cap", file: "generation: {answer_timeout: 2h}\n", wantErrs: []string{"generation.answer_timeout"}},
 		{name: "X-G1 store: postgres without a DSN", file: "store: {driver: postgres}\n", wantErrs: []string{"store.dsn: required with store.driver postgres"}},
 		{name: "X-G3 a lease_ttl under a second", file: "generation: {lease_ttl: 500ms}\n", wantErrs: []string{"generation.lease_ttl: must be at least 1s"}},
+		{name: "X-M3 store: previous keys without a current one", file: "store: {previous_encryption_key_files: [/k/old.key]}\n", wantErrs: []string{"store.previous_encryption_key_files: needs store.encryption_key_file"}},
+		{
+			name:     "X-M3 store: previous keys that are the current one, repeated, or empty",
+			file:     "store: {encryption_key_file: /k/new.key, previous_encryption_key_files: [/k/new.key, /k/old.key, /k/old.key, \"\"]}\n",
+			wantErrs: []string{"store.previous_encryption_key_files[0]: is store.encryption_key_file", "store.previous_encryption_key_files[2]: listed twice", "store.previous_encryption_key_files[3]: empty"},
+		},
 		{name: "X-G1 store: a ping_interval of zero", file: "store: {ping_interval: 0s}\n", wantErrs: []string{"store.ping_interval: must be positive"}},
 		{name: "X-G1 store: an unknown driver", env: map[string]string{"AGENTD_STORE_DRIVER": "mysql"}, wantErrs: []string{`store.driver: must be sqlite or postgres, got "mysql"`}},
 		{name: "X-G1 store: a DSN that sqlite would ignore", env: map[string]string{"AGENTD_STORE_DSN": "postgres://db/agentd"}, wantErrs: []string{"store.dsn: set, but store.driver is sqlite"}},

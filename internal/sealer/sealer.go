@@ -1,7 +1,13 @@
 // Package sealer seals data at rest with AES-256-GCM under a key read from
 // a file (store.encryption_key_file): what agentd keeps in its store that
 // holds secrets, such as a running generation's agent declaration, which
-// another replica needs whole to adopt the generation.
+// another replica needs whole to adopt the generation, and the OAuth
+// tokens of MCP servers (X-M3).
+//
+// A Keyring rotates the key: the current key seals, and the keys it
+// replaced (store.previous_encryption_key_files) still open what they
+// sealed, saying so, for the caller to seal it again under the current
+// one.
 package sealer
 
 import (
@@ -30,13 +36,18 @@ type Sealer struct {
 // characters) or base64 (standard or URL alphabet), surrounding white space
 // ignored. Errors never quote the file's content.
 func Load(path string) (*Sealer, error) {
+	return load(path, "store.encryption_key_file")
+}
+
+// load is Load, its errors naming setting.
+func load(path, setting string) (*Sealer, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("store.encryption_key_file: %w", err)
+		return nil, fmt.Errorf("%s: %w", setting, err)
 	}
 	key, err := parseKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("store.encryption_key_file: %w", err)
+		return nil, fmt.Errorf("%s: %w", setting, err)
 	}
 	return New(key)
 }

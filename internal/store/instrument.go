@@ -40,7 +40,8 @@ type pausedCounter interface {
 
 // Instrument returns s with its operations measured through mp (X-O1):
 // each call's duration in agentd.store.operation.duration, with
-// operation (the method: create, checkpoint, finish, pause, resume, …),
+// operation (the method: create, checkpoint, finish, pause, resume,
+// get_token, …),
 // db.system.name (sqlite or postgresql) and error.type (the error's
 // fault kind) when it failed; and agentd.generations.paused, observed at
 // each collection by one query of the store: the paused generations
@@ -72,6 +73,7 @@ func Instrument(s Store, mp metric.MeterProvider) Store {
 		return attrs
 	})}
 	in.gens = &instrumentedGenerations{gens: s.Generations(), in: in}
+	in.tokens = &instrumentedTokens{tokens: s.Tokens(), in: in}
 	if pc, ok := s.(pausedCounter); ok {
 		gauge, _ := m.Int64ObservableGauge(PausedGenerations, metric.WithUnit("{generation}"),
 			metric.WithDescription("Paused generations stored, by tenant: the whole store's count, the same on every replica that shares it."))
@@ -117,6 +119,7 @@ func systemName(s Store) string {
 type instrumented struct {
 	Store
 	gens    *instrumentedGenerations
+	tokens  *instrumentedTokens
 	hist    metric.Float64Histogram
 	options *telemetry.MeasurementOptions[operationLabels]
 	reg     metric.Registration // the paused gauge's callback; nil without one
@@ -174,6 +177,8 @@ func (in *instrumented) Ping(ctx context.Context) (err error) {
 }
 
 func (in *instrumented) Generations() Generations { return in.gens }
+
+func (in *instrumented) Tokens() Tokens { return in.tokens }
 
 // Close stops the paused gauge's observations and closes the store.
 func (in *instrumented) Close() error {
@@ -253,4 +258,25 @@ func (g *instrumentedGenerations) ExpirePaused(ctx context.Context, now time.Tim
 func (g *instrumentedGenerations) Sweep(ctx context.Context, before time.Time) (_ int, err error) {
 	defer func(began time.Time) { g.in.done(ctx, "sweep", began, err) }(time.Now())
 	return g.gens.Sweep(ctx, before)
+}
+
+// instrumentedTokens is the Tokens of an instrumented Store.
+type instrumentedTokens struct {
+	tokens Tokens
+	in     *instrumented
+}
+
+func (t *instrumentedTokens) GetToken(ctx context.Context, tenant, endUser, server string) (_ []byte, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "get_token", began, err) }(time.Now())
+	return t.tokens.GetToken(ctx, tenant, endUser, server)
+}
+
+func (t *instrumentedTokens) PutToken(ctx context.Context, tenant, endUser, server string, data []byte) (err error) {
+	defer func(began time.Time) { t.in.done(ctx, "put_token", began, err) }(time.Now())
+	return t.tokens.PutToken(ctx, tenant, endUser, server, data)
+}
+
+func (t *instrumentedTokens) DeleteTokens(ctx context.Context, tenant, endUser, server string) (_ int64, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "delete_tokens", began, err) }(time.Now())
+	return t.tokens.DeleteTokens(ctx, tenant, endUser, server)
 }

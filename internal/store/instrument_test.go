@@ -105,6 +105,16 @@ func TestInstrument(t *testing.T) {
 			if _, err := s.Generations().Finish(ctx, "acme", "r1", 7, store.Outcome{State: store.Completed, Now: now}); err == nil {
 				t.Fatal("Finish under a lease never held succeeded")
 			}
+			// X-M3: the tokens' operations too.
+			if err := s.Tokens().PutToken(ctx, "acme", "u", "k", []byte("sealed")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Tokens().GetToken(ctx, "acme", "u", "other"); err == nil {
+				t.Fatal("GetToken of a missing token succeeded")
+			}
+			if _, err := s.Tokens().DeleteTokens(ctx, "acme", "", ""); err != nil {
+				t.Fatal(err)
+			}
 
 			sys := "db.system.name=" + tt.system
 			want := map[string]float64{
@@ -113,9 +123,12 @@ func TestInstrument(t *testing.T) {
 				"agentd.store.operation.duration{" + sys + ",operation=create}#count":                         1,
 				"agentd.store.operation.duration{" + sys + ",operation=checkpoint}#count":                     1,
 				// A lease lost is a Conflict, whose gRPC code is Aborted.
-				"agentd.store.operation.duration{" + sys + ",error.type=Aborted,operation=finish}#count": 1,
-				"agentd.generations.paused{tenant=acme}":                                                 2,
-				"agentd.generations.paused{tenant=}":                                                     1,
+				"agentd.store.operation.duration{" + sys + ",error.type=Aborted,operation=finish}#count":     1,
+				"agentd.store.operation.duration{" + sys + ",operation=put_token}#count":                     1,
+				"agentd.store.operation.duration{" + sys + ",error.type=NotFound,operation=get_token}#count": 1,
+				"agentd.store.operation.duration{" + sys + ",operation=delete_tokens}#count":                 1,
+				"agentd.generations.paused{tenant=acme}":                                                     2,
+				"agentd.generations.paused{tenant=}":                                                         1,
 			}
 			if diff := cmp.Diff(want, collectStore(t, reader)); diff != "" {
 				t.Errorf("metrics (-want +got):\n%s", diff)

@@ -3,7 +3,8 @@
 // (Checkpoints); and every generation from its start, with the lease of
 // the replica that runs it, its checkpoints and its event log, so that
 // another replica can adopt it when that one dies (Generations, X-G2 and
-// X-G3).
+// X-G3); and the OAuth tokens agentd holds for MCP servers, per tenant,
+// end user and server, sealed by their caller (Tokens, X-M3).
 //
 // Store is the contract, with two implementations: OpenSQLite, the
 // default, an embedded SQLite database in one file (pure Go, no set-up;
@@ -90,13 +91,15 @@ type Checkpoints interface {
 }
 
 // Store is what agentd opens and owns: the Checkpoints of paused
-// generations, the Generations of durable ones (on the same database),
-// and a Ping that its health reports.
+// generations, the Generations of durable ones and the OAuth Tokens (on
+// the same database), and a Ping that its health reports.
 type Store interface {
 	Checkpoints
 	// Generations returns the store's durable generations, valid until
 	// Close.
 	Generations() Generations
+	// Tokens returns the store's OAuth tokens, valid until Close.
+	Tokens() Tokens
 	// Ping reports whether the store can be used now: nil, or an
 	// Unavailable error. Safe for concurrent use.
 	Ping(ctx context.Context) error

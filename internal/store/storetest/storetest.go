@@ -8,7 +8,9 @@
 // lease, writes fenced by the lease's epoch, exactly one winner among
 // concurrent acquisitions and adoptions, List's pages, the retention
 // sweep, the end of pauses that expired (X-G4); and their event logs (X-G2): dense sequence numbers under
-// concurrent appenders, reads in order, atomic batches.
+// concurrent appenders, reads in order, atomic batches. For OAuth tokens
+// (Tokens, X-M3): one per tenant, end user and server, replaced by a put,
+// deleted by tenant and narrowed by end user and server.
 package storetest
 
 import (
@@ -64,6 +66,8 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"Sweep", testSweep},
 		{"ExpirePaused", testExpirePaused},
 		{"ConcurrentExpirePaused", testConcurrentExpirePaused},
+		{"Tokens", testTokens},
+		{"DeleteTokens", testDeleteTokens},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
