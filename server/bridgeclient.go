@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"regexp"
@@ -27,7 +28,19 @@ type Bridge interface {
 	// OpenSession opens a session for one generation. The session lives
 	// until its Close, or until ctx ends, whichever comes first. Safe for
 	// concurrent use.
-	OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest) (BridgeSession, error)
+	// asks answers what the session's servers ask of agentd while it is
+	// open (ServerRequests); nil refuses every such request.
+	OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest, asks ServerRequests) (BridgeSession, error)
+}
+
+// ServerRequests answers what a bridge session's MCP servers ask of
+// agentd: authorization they refused (X-M1), the user's input (X-M4).
+type ServerRequests interface {
+	// ServerRequest returns the answer to r, which the bridge hands to
+	// the server's request. ctx is the context of the tool call during
+	// which the server asks (its values name the call), or the session's;
+	// it ends when the request no longer waits.
+	ServerRequest(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest
 }
 
 // BridgeSession is one open bridge session. ListTools and CallTool may be
@@ -57,11 +70,11 @@ type bridgeClient struct {
 	log        *slog.Logger          // replicated: sessions moving
 }
 
-func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest) (BridgeSession, error) {
+func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest, asks ServerRequests) (BridgeSession, error) {
 	if b.replicated {
-		return b.openReplicated(ctx, req)
+		return b.openReplicated(ctx, req, asks)
 	}
-	s, err := b.open(ctx, req, nil)
+	s, err := b.open(ctx, req, nil, asks)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +83,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 
 // open opens a session. With pin (replicated bridges), every RPC of the
 // session goes where pin says: to the replica that opened it.
-func (b *bridgeClient) open(ctx context.Context, req *bridgev1.OpenSessionRequest, pin *sessionpin.Pin) (*bridgeSession, error) {
+func (b *bridgeClient) open(ctx context.Context, req *bridgev1.OpenSessionRequest, pin *sessionpin.Pin, asks ServerRequests) (*bridgeSession, error) {
 	// The stream's context is the session's lifetime: cancelling it, or the
 	// caller vanishing, makes the bridge close everything.
 	sctx, cancel := context.WithCancel(ctx)
@@ -92,7 +105,7 @@ func (b *bridgeClient) open(ctx context.Context, req *bridgev1.OpenSessionReques
 		cancel()
 		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
 	}
-	s := &bridgeSession{client: b.client, health: b.health, id: id, pin: pin, cancel: cancel, done: make(chan struct{})}
+	s := &bridgeSession{client: b.client, health: b.health, id: id, pin: pin, cancel: cancel, done: make(chan struct{}), life: sctx, asks: asks}
 	if pin != nil {
 		s.addr = pin.Fix()
 	}
@@ -119,16 +132,51 @@ type bridgeSession struct {
 	done   chan struct{} // closed when watch returns: the bridge's session is over
 
 	closeOnce sync.Once
+
+	// life is the session's lifetime; asks answers its servers' requests,
+	// each in a goroutine of asking, joined by Close.
+	life   context.Context
+	asks   ServerRequests
+	asking sync.WaitGroup
 }
 
 // watch reads the session's events until the stream ends.
 func (s *bridgeSession) watch(stream grpc.ServerStreamingClient[bridgev1.OpenSessionResponse]) {
 	defer close(s.done)
 	for {
-		if _, err := stream.Recv(); err != nil {
+		ev, err := stream.Recv()
+		if err != nil {
 			return
 		}
+		if r := ev.GetRequest(); r != nil {
+			s.asking.Go(func() { s.answer(r) })
+		}
 	}
+}
+
+// answer answers a server request of the session: in the context of the
+// call it came during, while that call waits, or else the session's.
+func (s *bridgeSession) answer(r *bridgev1.ServerRequest) {
+	ctx := s.life
+	if r.GetCallId() != 0 && s.calls != nil {
+		if cctx, ok := s.calls.context(r.GetCallId()); ok {
+			ctx = cctx
+		}
+	}
+	var a *bridgev1.AnswerServerRequestRequest
+	if s.asks != nil {
+		a = s.asks.ServerRequest(ctx, r)
+	}
+	if a == nil || a.GetAnswer() == nil {
+		a = &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: &bridgev1.CallError{
+			Code: int32(codes.Unimplemented), Message: fmt.Sprintf("agentd does not answer this request of the MCP server %q", r.GetServerName())}}}
+	}
+	a.SessionId, a.Id = s.id, r.GetId()
+	// The answer goes even if the caller has given up: the bridge drops
+	// an answer nobody waits for.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(s.life), closeTimeout)
+	defer cancel()
+	_, _ = s.client.AnswerServerRequest(s.pinned(actx), a)
 }
 
 // pinned returns ctx for an RPC of the session: one that reaches the
@@ -196,6 +244,7 @@ func (s *bridgeSession) Close(ctx context.Context) {
 		s.cancel()
 		<-s.done
 		s.calls.wait()
+		s.asking.Wait()
 	})
 }
 

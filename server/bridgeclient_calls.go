@@ -146,10 +146,21 @@ func (c *bridgeCallStream) send() {
 	}
 }
 
+// context returns the context of the call id while it waits.
+func (c *bridgeCallStream) context(id uint64) (context.Context, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.waiting[id]
+	if p == nil {
+		return nil, false
+	}
+	return p.ctx, true
+}
+
 // call runs one call and waits for its answer. A caller that gives up
 // returns at once; the bridge is told to cancel the call.
 func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
-	p := &pendingCall{answer: make(chan *bridgev1.CallToolsResponse, 1), wake: make(chan struct{}, 1)}
+	p := &pendingCall{ctx: ctx, answer: make(chan *bridgev1.CallToolsResponse, 1), wake: make(chan struct{}, 1)}
 	onProgress, _ := ctx.Value(progressKey{}).(func(*bridgev1.ToolProgress))
 	c.mu.Lock()
 	c.nextID++
@@ -210,6 +221,7 @@ func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments str
 // receiver never waits on a caller, so a report that comes before the
 // caller took the last replaces it.
 type pendingCall struct {
+	ctx    context.Context                  // the caller's: a server request during the call runs in it
 	answer chan *bridgev1.CallToolsResponse // buffered: one answer
 	wake   chan struct{}                    // a report is pending
 

@@ -109,6 +109,7 @@ type replicaSession struct {
 	// life is the context OpenSession was given: the lifetime of every
 	// session this one opens, as Bridge.OpenSession says.
 	life context.Context
+	asks ServerRequests
 
 	// mu is held while a session opens, so that the calls that find the
 	// session lost wait for one replacement.
@@ -120,8 +121,8 @@ type replicaSession struct {
 	closed  bool
 }
 
-func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSessionRequest) (BridgeSession, error) {
-	r := &replicaSession{b: b, req: req, life: ctx}
+func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSessionRequest, asks ServerRequests) (BridgeSession, error) {
+	r := &replicaSession{b: b, req: req, life: ctx, asks: asks}
 	if _, err := r.session(); err != nil {
 		return nil, err
 	}
@@ -143,7 +144,7 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 		}
 		r.opens++
 		pin := sessionpin.New(r.avoid)
-		s, err := r.b.open(r.life, r.req, pin)
+		s, err := r.b.open(r.life, r.req, pin, r.asks)
 		if err != nil {
 			if fault.KindOf(err) != fault.Unavailable || r.opens >= maxSessionOpens {
 				return nil, err

@@ -167,7 +167,7 @@ func callCount(calls *sync.Map, key string) int32 {
 func TestReplicatedBridgeFailover(t *testing.T) {
 	t.Parallel()
 	rs, holding, calls := holdingReplicas(t, "a", "b")
-	sess, err := replicatedClient(t, rs...).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{GenerationId: "gen-1"})
+	sess, err := replicatedClient(t, rs...).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{GenerationId: "gen-1"}, nil)
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
@@ -238,7 +238,7 @@ func TestReplicatedBridgeListTools(t *testing.T) {
 				},
 			}))
 		}
-		sess, err := replicatedClient(t, rs...).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+		sess, err := replicatedClient(t, rs...).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 		if err != nil {
 			t.Fatalf("OpenSession: %v", err)
 		}
@@ -271,7 +271,7 @@ func TestReplicatedBridgeListTools(t *testing.T) {
 				},
 			}))
 		}
-		sess, err := replicatedClient(t, rs...).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+		sess, err := replicatedClient(t, rs...).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 		if err != nil {
 			t.Fatalf("OpenSession: %v", err)
 		}
@@ -303,7 +303,7 @@ func TestReplicatedBridgeOpen(t *testing.T) {
 		up := startReplica(t, "up", &fakeBridgeService{})
 		client := replicatedClient(t, down, up)
 		for range 4 {
-			sess, err := client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+			sess, err := client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 			if err != nil {
 				t.Fatalf("OpenSession: %v", err)
 			}
@@ -316,7 +316,7 @@ func TestReplicatedBridgeOpen(t *testing.T) {
 	t.Run("all refuse", func(t *testing.T) {
 		t.Parallel()
 		a, b := startReplica(t, "a", refuse(codes.Unavailable)), startReplica(t, "b", refuse(codes.Unavailable))
-		_, err := replicatedClient(t, a, b).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+		_, err := replicatedClient(t, a, b).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 		if fault.KindOf(err) != fault.Unavailable {
 			t.Errorf("OpenSession = %v; want Unavailable", err)
 		}
@@ -327,7 +327,7 @@ func TestReplicatedBridgeOpen(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) {
 		t.Parallel()
 		a, b := startReplica(t, "a", refuse(codes.InvalidArgument)), startReplica(t, "b", refuse(codes.InvalidArgument))
-		_, err := replicatedClient(t, a, b).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+		_, err := replicatedClient(t, a, b).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 		if fault.KindOf(err) != fault.Invalid {
 			t.Errorf("OpenSession = %v; want Invalid", err)
 		}

@@ -344,7 +344,7 @@ func TestBridgeErrors(t *testing.T) {
 func openFake(t *testing.T, fake *fakeBridgeService) server.BridgeSession {
 	t.Helper()
 	conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
-	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
@@ -426,7 +426,7 @@ func TestBridgeCallStreamEnds(t *testing.T) {
 	conn := dial(t, func(r grpc.ServiceRegistrar) {
 		bridgev1.RegisterBridgeServiceServer(r, &endingBridge{fakeBridgeService: fake})
 	})
-	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}

@@ -49,7 +49,7 @@ func TestBridgeSessionCloseIsNotAnError(t *testing.T) {
 	}
 	defer conn.Close()
 
-	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{})
+	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func (g *generation) sealAgent() (*sealedAgent, error) {
 func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 	withheld := false
 	for _, m := range agent.GetMcps() {
-		if m.GetAuthorization() != "" || len(m.GetHeaders()) > 0 || len(m.GetEnv()) > 0 || m.GetUrl() != "" {
+		if m.GetAuthorization() != "" || len(m.GetHeaders()) > 0 || len(m.GetEnv()) > 0 || m.GetUrl() != "" || oauthWithheld(m.GetOauth()) {
 			withheld = true
 		}
 	}
@@ -74,6 +74,7 @@ func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 	c := proto.Clone(agent).(*agentdv1.Agent)
 	for _, m := range c.GetMcps() {
 		m.Authorization = ""
+		withoutOAuthSecrets(m.Oauth)
 		for k := range m.GetHeaders() {
 			m.Headers[k] = ""
 		}
@@ -140,6 +141,7 @@ func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint 
 		// The start's span context, for the later runs' links (X-O2).
 		OriginTraceId: originTraceID(g.origin),
 		OriginSpanId:  originSpanID(g.origin),
+		EndUser:       g.endUser,
 	}
 }
 

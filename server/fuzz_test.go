@@ -749,7 +749,7 @@ func offeredTools(cp *statev1.Checkpoint) ([]*agentdv1.FunctionTool, []*bridgev1
 // answers "ok".
 type fuzzBridge struct{ tools []*bridgev1.ServerTools }
 
-func (b fuzzBridge) OpenSession(context.Context, *bridgev1.OpenSessionRequest) (BridgeSession, error) {
+func (b fuzzBridge) OpenSession(context.Context, *bridgev1.OpenSessionRequest, ServerRequests) (BridgeSession, error) {
 	return b, nil
 }
 

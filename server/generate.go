@@ -180,6 +180,10 @@ func (l *link) receive(stream generateStream) {
 			l.mail.update(func() { l.mail.approvals = append(l.mail.approvals, k.ApprovalDecision) })
 		case *agentdv1.GenerateRequest_FunctionResult:
 			l.mail.update(func() { l.mail.results = append(l.mail.results, k.FunctionResult) })
+		case *agentdv1.GenerateRequest_AuthorizationResponse:
+			l.mail.keep(k.AuthorizationResponse.GetRequestId(), k.AuthorizationResponse.GetRedirectUrl())
+		case *agentdv1.GenerateRequest_InputResponse:
+			l.mail.keep(k.InputResponse.GetRequestId(), k.InputResponse)
 		default:
 			l.mail.update(func() {
 				l.mail.err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "start, resume and attach are only valid as the first message"}})
@@ -257,21 +261,36 @@ func (s *sender) close() {
 	<-s.done
 }
 
+// maxKeyed bounds the answers a mailbox keeps that no request has taken.
+const maxKeyed = 64
+
 // mailbox holds the client's answers until the loop takes them.
 type mailbox struct {
 	mu        sync.Mutex
 	approvals []*agentdv1.ApprovalDecision
 	results   []*agentdv1.FunctionResult
-	ended     bool  // the client answers nothing more
-	err       error // a message the client should not have sent
-	notify    chan struct{}
+	// keyed holds the answers to requests that a tool call waits for
+	// while it runs (authorization requests: the redirect URL; input
+	// requests: the InputResponse), by request id, until their waiters
+	// take them.
+	keyed  map[string]any
+	ended  bool  // the client answers nothing more
+	err    error // a message the client should not have sent
+	notify chan struct{}
+	// changed is closed, and replaced, on every update: the authorization
+	// waiters, which may be many at once, all wake.
+	changed chan struct{}
 }
 
-func newMailbox() *mailbox { return &mailbox{notify: make(chan struct{}, 1)} }
+func newMailbox() *mailbox {
+	return &mailbox{notify: make(chan struct{}, 1), changed: make(chan struct{}), keyed: make(map[string]any)}
+}
 
 func (m *mailbox) update(f func()) {
 	m.mu.Lock()
 	f()
+	close(m.changed)
+	m.changed = make(chan struct{})
 	m.mu.Unlock()
 	select {
 	case m.notify <- struct{}{}:

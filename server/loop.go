@@ -28,10 +28,14 @@ import (
 // generation is one run of the tool loop: a new one, or a paused one
 // resumed.
 type generation struct {
-	s       *Service
-	id      string
-	tenant  string
-	caller  string // who started or resumed it, for audit lines (auth.Caller)
+	s      *Service
+	id     string
+	tenant string
+	caller string // who started or resumed it, for audit lines (auth.Caller)
+	// endUser is whom it acts for: whose OAuth tokens its servers get
+	// (X-M3). StartGeneration.end_user, else the authenticated principal
+	// that started it, else "" (the tenant's shared tokens).
+	endUser string
 	plan    *plan
 	link    *link         // the client's stream
 	session BridgeSession // nil when no server runs in the bridge
@@ -83,10 +87,22 @@ func tenantOf(ctx context.Context) string {
 	return tenant
 }
 
+// maxEndUserBytes bounds StartGeneration.end_user.
+const maxEndUserBytes = 256
+
 // newGeneration validates a start with the tenant's settings, then admits
 // it within the tenant's limits (X-I7): a request refused for what it
 // says takes nothing of them.
 func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGeneration) (*generation, error) {
+	endUser := start.GetEndUser()
+	if len(endUser) > maxEndUserBytes {
+		return nil, fault.InvalidRequest([]fault.Violation{{Field: "start.end_user", Description: fmt.Sprintf("must be at most %d bytes", maxEndUserBytes)}})
+	}
+	if endUser == "" {
+		if p, ok := auth.FromContext(ctx); ok {
+			endUser = p.Name
+		}
+	}
 	var timeout *durationValue
 	if at := start.GetAnswerTimeout(); at != nil {
 		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
@@ -107,6 +123,7 @@ func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGenera
 		s:        s,
 		id:       newGenerationID(),
 		tenant:   name,
+		endUser:  endUser,
 		release:  release,
 		plan:     p,
 		owners:   make(map[string]*toolOwner),
@@ -175,7 +192,7 @@ func (g *generation) run(ctx context.Context) (err error) {
 	}
 	var serverTools []*bridgev1.ServerTools
 	if bridged := g.plan.bridged(); len(bridged) > 0 {
-		sess, err := g.s.bridge.OpenSession(ctx, g.openRequest(bridged))
+		sess, err := g.s.bridge.OpenSession(ctx, g.openRequest(ctx, bridged), g)
 		if err != nil {
 			fields := make([]string, len(bridged))
 			for i, sp := range bridged {
@@ -314,7 +331,7 @@ func (g *generation) appendMessage(m *agentdv1.Message) {
 }
 
 // openRequest describes the bridged servers to the bridge.
-func (g *generation) openRequest(bridged []*serverPlan) *bridgev1.OpenSessionRequest {
+func (g *generation) openRequest(ctx context.Context, bridged []*serverPlan) *bridgev1.OpenSessionRequest {
 	req := &bridgev1.OpenSessionRequest{GenerationId: g.id, Tenant: g.tenant}
 	if g.plan.agent.McpCache != nil {
 		req.Cache = g.plan.agent.McpCache
@@ -324,9 +341,15 @@ func (g *generation) openRequest(bridged []*serverPlan) *bridgev1.OpenSessionReq
 		spec := &bridgev1.ServerSpec{Name: sp.name, ReadTimeout: durationpb.New(sp.readTimeout), AllowedTools: d.GetAllowedTools()}
 		switch t := d.GetTransport().(type) {
 		case *agentdv1.MCPServer_Url:
-			spec.Transport = &bridgev1.ServerSpec_Http{Http: &bridgev1.HTTPTarget{
+			h := &bridgev1.HTTPTarget{
 				Url: t.Url, Authorization: d.GetAuthorization(), Headers: d.GetHeaders(), MaxReconnectionWait: d.GetMaxReconnectionWait(),
-			}}
+			}
+			if d.GetOauth() != nil {
+				// The token agentd keeps for the end user goes with the
+				// first request; a refusal comes back to agentd (X-M1).
+				h.Oauth, h.Authorization = true, g.storedAuthorization(ctx, sp)
+			}
+			spec.Transport = &bridgev1.ServerSpec_Http{Http: h}
 		case *agentdv1.MCPServer_Command:
 			spec.Transport = &bridgev1.ServerSpec_Stdio{Stdio: &bridgev1.StdioTarget{
 				Command: t.Command, Args: d.GetArgs(), Env: d.GetEnv(), UnsetEnv: d.GetUnsetEnv(),

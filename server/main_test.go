@@ -172,7 +172,7 @@ type bridgeCall struct{ Server, Tool, Arguments string }
 // bridgeCounts is how often each bridge method ran.
 type bridgeCounts struct{ Open, List, Call, Close int }
 
-func (b *fakeBridge) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest) (server.BridgeSession, error) {
+func (b *fakeBridge) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest, _ server.ServerRequests) (server.BridgeSession, error) {
 	b.mu.Lock()
 	b.opens = append(b.opens, req)
 	b.mu.Unlock()

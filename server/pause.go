@@ -311,6 +311,7 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 		toolTurns: int(cp.GetToolTurns()),
 		ran:       runStats{began: time.Now()},
 		origin:    checkpointOrigin(cp),
+		endUser:   cp.GetEndUser(),
 	}
 	if g.total == nil {
 		g.total = &agentdv1.Usage{}

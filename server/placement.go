@@ -39,6 +39,7 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 			capable = false
 		}
 		gatedByPolicy := policyCouldGate(sp.decl.GetRequireApproval())
+		oauth := sp.decl.GetOauth() != nil // agentd holds its tokens (X-M1)
 		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
 		sp.placement = agentdv1.Placement_PLACEMENT_BRIDGE
 		switch strategy {
@@ -51,6 +52,9 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 			case !capable:
 				v.add(sp.field, "%s cannot serve the %s MCP server %q itself, but mcp_strategy SERVER requires it to; servers it can serve: %s. Use mcp_strategy AUTO to run the rest in agentd's bridge",
 					provider, transportWord(sp.transport), sp.name, served)
+			case oauth:
+				v.add(sp.field+".oauth", "agentd is the %q MCP server's OAuth client and presents its tokens only from its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or give a token in authorization instead",
+					sp.name, provider)
 			case gatedByPolicy:
 				v.add(sp.field+".require_approval", "the %q MCP server's tool calls need approval, which is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set require_approval to NEVER",
 					sp.name, provider)
@@ -65,7 +69,7 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
 			}
 		default: // AUTO
-			if capable && !gatedByPolicy && len(gatedNames) == 0 {
+			if capable && !gatedByPolicy && !oauth && len(gatedNames) == 0 {
 				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
 			}
 		}

@@ -82,6 +82,9 @@ type Options struct {
 	// PermissionDenied. Nil serves every tenant with Providers and Rules,
 	// unlimited.
 	Tenants func(tenant string) (*Tenant, bool)
+	// OAuth makes agentd the OAuth client of url servers declared with
+	// oauth (X-M1).
+	OAuth OAuthOptions
 }
 
 // Tenant is what one tenant's generations use (X-I7): its provider keys,
@@ -143,6 +146,10 @@ type Service struct {
 	bgMu     sync.Mutex
 	bgClosed bool
 	bgRuns   atomic.Int64 // clientless generations running (detached, adopted)
+
+	oauth          *oauthClient
+	authorizations atomic.Int64 // numbers authorization requests
+	inputs         atomic.Int64 // numbers input requests
 }
 
 // New returns a Service.
@@ -173,6 +180,7 @@ func New(opts Options) *Service {
 		replica:     opts.Replica,
 		tenants:     opts.Tenants,
 		limiter:     quota.New(),
+		oauth:       newOAuthClient(opts.OAuth),
 	}
 }
 

@@ -290,6 +290,7 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 	ctx, span := g.toolSpan(ctx, c, "extension")
 	defer span.End()
 	span.SetAttributes(attribute.String("agentd.mcp.server", owner.server.name))
+	ctx = withToolCall(ctx, c.GetId())
 	ctx = withToolProgress(ctx, func(p *bridgev1.ToolProgress) {
 		g.emitProgress(ctx, &agentdv1.ToolProgress{CallId: c.GetId(), Progress: p.GetProgress(), Total: p.GetTotal(), Message: p.GetMessage()})
 	})

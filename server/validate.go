@@ -308,6 +308,10 @@ func (sp *serverPlan) planURL(v *violations) {
 			v.add(f+".max_reconnection_wait", "must be positive and at most %s", maxReconnectionWait)
 		}
 	}
+	if decl.GetOauth() != nil && sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
+		v.add(f+".oauth", "applies to http and https servers only; the provider authorizes its connectors")
+	}
+	validateOAuth(v, f, decl)
 }
 
 // planStdio validates a command or ref server, named after its command's
@@ -315,8 +319,8 @@ func (sp *serverPlan) planURL(v *violations) {
 func (sp *serverPlan) planStdio(v *violations) {
 	f, decl := sp.field, sp.decl
 	sp.transport = agentdv1.Transport_TRANSPORT_STDIO
-	if decl.GetAuthorization() != "" || len(decl.GetHeaders()) > 0 || decl.GetMaxReconnectionWait() != nil {
-		v.add(f, "authorization, headers and max_reconnection_wait apply to url servers only")
+	if decl.GetAuthorization() != "" || len(decl.GetHeaders()) > 0 || decl.GetMaxReconnectionWait() != nil || decl.GetOauth() != nil {
+		v.add(f, "authorization, headers, max_reconnection_wait and oauth apply to url servers only")
 	}
 	if cmd := decl.GetCommand(); cmd != "" || decl.GetRef() != "" {
 		if sp.name == "" {

@@ -357,6 +357,12 @@ func NewAgent(o Options) (*Agent, error) {
 		Checkpoints:    a.store,
 		Generations:    gens,
 		Replica:        newReplicaID(),
+		OAuth: server.OAuthOptions{
+			Tokens:            a.tokens,
+			RedirectURL:       o.Config.OAuth.RedirectURL,
+			ClientMetadataURL: o.Config.OAuth.ClientMetadataURL,
+			ClientName:        o.Config.OAuth.ClientName,
+		},
 	})
 	a.svc = svc
 	svc.StartAdopter()

@@ -55,7 +55,7 @@ func BenchmarkCallTool(b *testing.B) {
 		client := server.NewBridgeClient(benchBridge(b, config.Server{Command: exe, Env: env}, tel))
 		sess, err := client.OpenSession(context.Background(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{
 			{Name: "tools", Transport: &bridgev1.ServerSpec_Ref{Ref: "tools"}, ReadTimeout: durationpb.New(30 * time.Second)},
-		}})
+		}}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -23,6 +23,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ElicitationPolicy says whether MCP servers may ask the user for input.
+type ElicitationPolicy int32
+
+const (
+	// ASK.
+	ElicitationPolicy_ELICITATION_POLICY_UNSPECIFIED ElicitationPolicy = 0
+	// Each request goes to the client as an InputRequest.
+	ElicitationPolicy_ELICITATION_POLICY_ASK ElicitationPolicy = 1
+	// Every request is declined at once; the client sees none.
+	ElicitationPolicy_ELICITATION_POLICY_DENY ElicitationPolicy = 2
+)
+
+// Enum value maps for ElicitationPolicy.
+var (
+	ElicitationPolicy_name = map[int32]string{
+		0: "ELICITATION_POLICY_UNSPECIFIED",
+		1: "ELICITATION_POLICY_ASK",
+		2: "ELICITATION_POLICY_DENY",
+	}
+	ElicitationPolicy_value = map[string]int32{
+		"ELICITATION_POLICY_UNSPECIFIED": 0,
+		"ELICITATION_POLICY_ASK":         1,
+		"ELICITATION_POLICY_DENY":        2,
+	}
+)
+
+func (x ElicitationPolicy) Enum() *ElicitationPolicy {
+	p := new(ElicitationPolicy)
+	*p = x
+	return p
+}
+
+func (x ElicitationPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElicitationPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_proto_enumTypes[0].Descriptor()
+}
+
+func (ElicitationPolicy) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_proto_enumTypes[0]
+}
+
+func (x ElicitationPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElicitationPolicy.Descriptor instead.
+func (ElicitationPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
 // MCPStrategy says where an agent's MCP servers run.
 type MCPStrategy int32
 
@@ -66,11 +119,11 @@ func (x MCPStrategy) String() string {
 }
 
 func (MCPStrategy) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[1].Descriptor()
 }
 
 func (MCPStrategy) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[0]
+	return &file_agentd_v1_agent_proto_enumTypes[1]
 }
 
 func (x MCPStrategy) Number() protoreflect.EnumNumber {
@@ -79,7 +132,7 @@ func (x MCPStrategy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MCPStrategy.Descriptor instead.
 func (MCPStrategy) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
 // ToolNameConflict says how clashing tool names are handled.
@@ -122,11 +175,11 @@ func (x ToolNameConflict) String() string {
 }
 
 func (ToolNameConflict) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[2].Descriptor()
 }
 
 func (ToolNameConflict) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[1]
+	return &file_agentd_v1_agent_proto_enumTypes[2]
 }
 
 func (x ToolNameConflict) Number() protoreflect.EnumNumber {
@@ -135,7 +188,7 @@ func (x ToolNameConflict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolNameConflict.Descriptor instead.
 func (ToolNameConflict) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 // GrantType is how agentd obtains an access token.
@@ -179,11 +232,11 @@ func (x GrantType) String() string {
 }
 
 func (GrantType) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[3].Descriptor()
 }
 
 func (GrantType) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[2]
+	return &file_agentd_v1_agent_proto_enumTypes[3]
 }
 
 func (x GrantType) Number() protoreflect.EnumNumber {
@@ -192,7 +245,7 @@ func (x GrantType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GrantType.Descriptor instead.
 func (GrantType) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 // ApprovalMode is the shorthand form of an ApprovalPolicy.
@@ -232,11 +285,11 @@ func (x ApprovalMode) String() string {
 }
 
 func (ApprovalMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[4].Descriptor()
 }
 
 func (ApprovalMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[3]
+	return &file_agentd_v1_agent_proto_enumTypes[4]
 }
 
 func (x ApprovalMode) Number() protoreflect.EnumNumber {
@@ -245,7 +298,7 @@ func (x ApprovalMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalMode.Descriptor instead.
 func (ApprovalMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 // Agent declares who answers (provider and model), how (instructions), and
@@ -326,8 +379,11 @@ type Agent struct {
 	// What happens when two sources offer one tool name. Unspecified means
 	// REFUSE.
 	ToolNameConflict ToolNameConflict `protobuf:"varint,11,opt,name=tool_name_conflict,json=toolNameConflict,proto3,enum=agentd.v1.ToolNameConflict" json:"tool_name_conflict,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What agentd does when one of the agent's MCP servers asks the user
+	// for input during a tool call (elicitation, X-M4). Absent: ASK.
+	Elicitation   ElicitationPolicy `protobuf:"varint,12,opt,name=elicitation,proto3,enum=agentd.v1.ElicitationPolicy" json:"elicitation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
@@ -435,6 +491,13 @@ func (x *Agent) GetToolNameConflict() ToolNameConflict {
 		return x.ToolNameConflict
 	}
 	return ToolNameConflict_TOOL_NAME_CONFLICT_UNSPECIFIED
+}
+
+func (x *Agent) GetElicitation() ElicitationPolicy {
+	if x != nil {
+		return x.Elicitation
+	}
+	return ElicitationPolicy_ELICITATION_POLICY_UNSPECIFIED
 }
 
 // MCPServer declares one MCP server. Exactly one of url, command or ref
@@ -990,7 +1053,7 @@ var File_agentd_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x9b\x04\n" +
+	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xdb\x04\n" +
 	"\x05Agent\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\"\n" +
@@ -1003,7 +1066,8 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x0emax_tool_turns\x18\t \x01(\x05H\x01R\fmaxToolTurns\x88\x01\x01\x12B\n" +
 	"\x10provider_options\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\x0fproviderOptions\x12I\n" +
-	"\x12tool_name_conflict\x18\v \x01(\x0e2\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflictB\f\n" +
+	"\x12tool_name_conflict\x18\v \x01(\x0e2\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflict\x12>\n" +
+	"\velicitation\x18\f \x01(\x0e2\x1c.agentd.v1.ElicitationPolicyR\velicitationB\f\n" +
 	"\n" +
 	"_mcp_cacheB\x11\n" +
 	"\x0f_max_tool_turns\"\xcf\x05\n" +
@@ -1052,7 +1116,11 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x127\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\v2\x17.google.protobuf.StructR\n" +
-	"parameters*t\n" +
+	"parameters*p\n" +
+	"\x11ElicitationPolicy\x12\"\n" +
+	"\x1eELICITATION_POLICY_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16ELICITATION_POLICY_ASK\x10\x01\x12\x1b\n" +
+	"\x17ELICITATION_POLICY_DENY\x10\x02*t\n" +
 	"\vMCPStrategy\x12\x1c\n" +
 	"\x18MCP_STRATEGY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MCP_STRATEGY_AUTO\x10\x01\x12\x17\n" +
@@ -1086,46 +1154,48 @@ func file_agentd_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_proto_rawDescData
 }
 
-var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_v1_agent_proto_goTypes = []any{
-	(MCPStrategy)(0),            // 0: agentd.v1.MCPStrategy
-	(ToolNameConflict)(0),       // 1: agentd.v1.ToolNameConflict
-	(GrantType)(0),              // 2: agentd.v1.GrantType
-	(ApprovalMode)(0),           // 3: agentd.v1.ApprovalMode
-	(*Agent)(nil),               // 4: agentd.v1.Agent
-	(*MCPServer)(nil),           // 5: agentd.v1.MCPServer
-	(*OAuthClient)(nil),         // 6: agentd.v1.OAuthClient
-	(*ApprovalPolicy)(nil),      // 7: agentd.v1.ApprovalPolicy
-	(*ToolNames)(nil),           // 8: agentd.v1.ToolNames
-	(*FunctionTool)(nil),        // 9: agentd.v1.FunctionTool
-	nil,                         // 10: agentd.v1.MCPServer.HeadersEntry
-	nil,                         // 11: agentd.v1.MCPServer.EnvEntry
-	(*structpb.Struct)(nil),     // 12: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(ElicitationPolicy)(0),      // 0: agentd.v1.ElicitationPolicy
+	(MCPStrategy)(0),            // 1: agentd.v1.MCPStrategy
+	(ToolNameConflict)(0),       // 2: agentd.v1.ToolNameConflict
+	(GrantType)(0),              // 3: agentd.v1.GrantType
+	(ApprovalMode)(0),           // 4: agentd.v1.ApprovalMode
+	(*Agent)(nil),               // 5: agentd.v1.Agent
+	(*MCPServer)(nil),           // 6: agentd.v1.MCPServer
+	(*OAuthClient)(nil),         // 7: agentd.v1.OAuthClient
+	(*ApprovalPolicy)(nil),      // 8: agentd.v1.ApprovalPolicy
+	(*ToolNames)(nil),           // 9: agentd.v1.ToolNames
+	(*FunctionTool)(nil),        // 10: agentd.v1.FunctionTool
+	nil,                         // 11: agentd.v1.MCPServer.HeadersEntry
+	nil,                         // 12: agentd.v1.MCPServer.EnvEntry
+	(*structpb.Struct)(nil),     // 13: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
 }
 var file_agentd_v1_agent_proto_depIdxs = []int32{
-	9,  // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
-	5,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
-	0,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
-	12, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
-	1,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
-	10, // 5: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
-	13, // 6: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
-	11, // 7: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
-	13, // 8: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
-	7,  // 9: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
-	6,  // 10: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
-	2,  // 11: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
-	3,  // 12: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
-	8,  // 13: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
-	8,  // 14: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
-	12, // 15: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	10, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
+	6,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
+	1,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
+	13, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
+	2,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
+	0,  // 5: agentd.v1.Agent.elicitation:type_name -> agentd.v1.ElicitationPolicy
+	11, // 6: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
+	14, // 7: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
+	12, // 8: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
+	14, // 9: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
+	8,  // 10: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
+	7,  // 11: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
+	3,  // 12: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
+	4,  // 13: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
+	9,  // 14: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
+	9,  // 15: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
+	13, // 16: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_proto_init() }
@@ -1144,7 +1214,7 @@ func file_agentd_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_proto_rawDesc), len(file_agentd_v1_agent_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -10,6 +10,9 @@ APPROVAL_MODE_ALWAYS: ApprovalMode
 APPROVAL_MODE_NEVER: ApprovalMode
 APPROVAL_MODE_UNSPECIFIED: ApprovalMode
 DESCRIPTOR: _descriptor.FileDescriptor
+ELICITATION_POLICY_ASK: ElicitationPolicy
+ELICITATION_POLICY_DENY: ElicitationPolicy
+ELICITATION_POLICY_UNSPECIFIED: ElicitationPolicy
 GRANT_TYPE_AUTHORIZATION_CODE: GrantType
 GRANT_TYPE_CLIENT_CREDENTIALS: GrantType
 GRANT_TYPE_UNSPECIFIED: GrantType
@@ -22,7 +25,8 @@ TOOL_NAME_CONFLICT_REFUSE: ToolNameConflict
 TOOL_NAME_CONFLICT_UNSPECIFIED: ToolNameConflict
 
 class Agent(_message.Message):
-    __slots__ = ["instructions", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
+    __slots__ = ["elicitation", "instructions", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
+    ELICITATION_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     MCPS_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +38,7 @@ class Agent(_message.Message):
     REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    elicitation: ElicitationPolicy
     instructions: str
     max_tool_turns: int
     mcp_cache: bool
@@ -45,7 +50,7 @@ class Agent(_message.Message):
     requires_approval: _containers.RepeatedScalarFieldContainer[str]
     tool_name_conflict: ToolNameConflict
     tools: _containers.RepeatedCompositeFieldContainer[FunctionTool]
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ...) -> None: ...
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ..., elicitation: _Optional[_Union[ElicitationPolicy, str]] = ...) -> None: ...
 
 class ApprovalPolicy(_message.Message):
     __slots__ = ["always", "mode", "never"]
@@ -138,6 +143,9 @@ class ToolNames(_message.Message):
     TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
     tool_names: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, tool_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ElicitationPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class MCPStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent.proto.
  */
 export const file_agentd_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSKVAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdEIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyKpBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQi0wEKC09BdXRoQ2xpZW50EiMKBWdyYW50GAEgASgOMhQuYWdlbnRkLnYxLkdyYW50VHlwZRIRCgljbGllbnRfaWQYAiABKAkSFQoNY2xpZW50X3NlY3JldBgDIAEoCRITCgtwcml2YXRlX2tleRgEIAEoCRIWCg5wcml2YXRlX2tleV9pZBgFIAEoCRIOCgZzY29wZXMYBiADKAkSIgoadG9rZW5fZW5kcG9pbnRfYXV0aF9tZXRob2QYByABKAkSFAoMcmVkaXJlY3RfdXJsGAggASgJIoIBCg5BcHByb3ZhbFBvbGljeRIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLkFwcHJvdmFsTW9kZRIkCgZhbHdheXMYAiABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzEiMKBW5ldmVyGAMgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcyIfCglUb29sTmFtZXMSEgoKdG9vbF9uYW1lcxgBIAMoCSJeCgxGdW5jdGlvblRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCp0CgtNQ1BTdHJhdGVneRIcChhNQ1BfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIVChFNQ1BfU1RSQVRFR1lfQVVUTxABEhcKE01DUF9TVFJBVEVHWV9DTElFTlQQAhIXChNNQ1BfU1RSQVRFR1lfU0VSVkVSEAMqdAoQVG9vbE5hbWVDb25mbGljdBIiCh5UT09MX05BTUVfQ09ORkxJQ1RfVU5TUEVDSUZJRUQQABIdChlUT09MX05BTUVfQ09ORkxJQ1RfUkVGVVNFEAESHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1BSRUZJWBACKm0KCUdyYW50VHlwZRIaChZHUkFOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodR1JBTlRfVFlQRV9BVVRIT1JJWkFUSU9OX0NPREUQARIhCh1HUkFOVF9UWVBFX0NMSUVOVF9DUkVERU5USUFMUxACKmAKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfTU9ERV9ORVZFUhABEhgKFEFQUFJPVkFMX01PREVfQUxXQVlTEAJClAEKDWNvbS5hZ2VudGQudjFCCkFnZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLIAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeUIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyKpBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQi0wEKC09BdXRoQ2xpZW50EiMKBWdyYW50GAEgASgOMhQuYWdlbnRkLnYxLkdyYW50VHlwZRIRCgljbGllbnRfaWQYAiABKAkSFQoNY2xpZW50X3NlY3JldBgDIAEoCRITCgtwcml2YXRlX2tleRgEIAEoCRIWCg5wcml2YXRlX2tleV9pZBgFIAEoCRIOCgZzY29wZXMYBiADKAkSIgoadG9rZW5fZW5kcG9pbnRfYXV0aF9tZXRob2QYByABKAkSFAoMcmVkaXJlY3RfdXJsGAggASgJIoIBCg5BcHByb3ZhbFBvbGljeRIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLkFwcHJvdmFsTW9kZRIkCgZhbHdheXMYAiABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzEiMKBW5ldmVyGAMgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcyIfCglUb29sTmFtZXMSEgoKdG9vbF9uYW1lcxgBIAMoCSJeCgxGdW5jdGlvblRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCpwChFFbGljaXRhdGlvblBvbGljeRIiCh5FTElDSVRBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIaChZFTElDSVRBVElPTl9QT0xJQ1lfQVNLEAESGwoXRUxJQ0lUQVRJT05fUE9MSUNZX0RFTlkQAip0CgtNQ1BTdHJhdGVneRIcChhNQ1BfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIVChFNQ1BfU1RSQVRFR1lfQVVUTxABEhcKE01DUF9TVFJBVEVHWV9DTElFTlQQAhIXChNNQ1BfU1RSQVRFR1lfU0VSVkVSEAMqdAoQVG9vbE5hbWVDb25mbGljdBIiCh5UT09MX05BTUVfQ09ORkxJQ1RfVU5TUEVDSUZJRUQQABIdChlUT09MX05BTUVfQ09ORkxJQ1RfUkVGVVNFEAESHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1BSRUZJWBACKm0KCUdyYW50VHlwZRIaChZHUkFOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodR1JBTlRfVFlQRV9BVVRIT1JJWkFUSU9OX0NPREUQARIhCh1HUkFOVF9UWVBFX0NMSUVOVF9DUkVERU5USUFMUxACKmAKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfTU9ERV9ORVZFUhABEhgKFEFQUFJPVkFMX01PREVfQUxXQVlTEAJClAEKDWNvbS5hZ2VudGQudjFCCkFnZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Agent declares who answers (provider and model), how (instructions), and
@@ -149,6 +149,14 @@ export type Agent = Message<"agentd.v1.Agent"> & {
    * @generated from field: agentd.v1.ToolNameConflict tool_name_conflict = 11;
    */
   toolNameConflict: ToolNameConflict;
+
+  /**
+   * What agentd does when one of the agent's MCP servers asks the user
+   * for input during a tool call (elicitation, X-M4). Absent: ASK.
+   *
+   * @generated from field: agentd.v1.ElicitationPolicy elicitation = 12;
+   */
+  elicitation: ElicitationPolicy;
 };
 
 /**
@@ -505,6 +513,40 @@ export const FunctionToolSchema: GenMessage<FunctionTool> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 5);
 
 /**
+ * ElicitationPolicy says whether MCP servers may ask the user for input.
+ *
+ * @generated from enum agentd.v1.ElicitationPolicy
+ */
+export enum ElicitationPolicy {
+  /**
+   * ASK.
+   *
+   * @generated from enum value: ELICITATION_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Each request goes to the client as an InputRequest.
+   *
+   * @generated from enum value: ELICITATION_POLICY_ASK = 1;
+   */
+  ASK = 1,
+
+  /**
+   * Every request is declined at once; the client sees none.
+   *
+   * @generated from enum value: ELICITATION_POLICY_DENY = 2;
+   */
+  DENY = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.ElicitationPolicy.
+ */
+export const ElicitationPolicySchema: GenEnum<ElicitationPolicy> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent, 0);
+
+/**
  * MCPStrategy says where an agent's MCP servers run.
  *
  * @generated from enum agentd.v1.MCPStrategy
@@ -545,7 +587,7 @@ export enum MCPStrategy {
  * Describes the enum agentd.v1.MCPStrategy.
  */
 export const MCPStrategySchema: GenEnum<MCPStrategy> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 0);
+  enumDesc(file_agentd_v1_agent, 1);
 
 /**
  * ToolNameConflict says how clashing tool names are handled.
@@ -582,7 +624,7 @@ export enum ToolNameConflict {
  * Describes the enum agentd.v1.ToolNameConflict.
  */
 export const ToolNameConflictSchema: GenEnum<ToolNameConflict> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 1);
+  enumDesc(file_agentd_v1_agent, 2);
 
 /**
  * GrantType is how agentd obtains an access token.
@@ -620,7 +662,7 @@ export enum GrantType {
  * Describes the enum agentd.v1.GrantType.
  */
 export const GrantTypeSchema: GenEnum<GrantType> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 2);
+  enumDesc(file_agentd_v1_agent, 3);
 
 /**
  * ApprovalMode is the shorthand form of an ApprovalPolicy.
@@ -654,5 +696,5 @@ export enum ApprovalMode {
  * Describes the enum agentd.v1.ApprovalMode.
  */
 export const ApprovalModeSchema: GenEnum<ApprovalMode> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 3);
+  enumDesc(file_agentd_v1_agent, 4);
 
