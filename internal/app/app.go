@@ -440,12 +440,18 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 	serving, stopDrain := a.drainThenStop(ctx, o.Config.ShutdownDrain, o.Logger)
 	defer stopDrain()
 	// X-O4: each step of the shutdown is logged.
+	logged := make(chan struct{})
 	stopping := context.AfterFunc(serving, func() {
 		o.Logger.Info("stopping: the listeners accept nothing more; running calls have shutdown_grace to finish", "shutdown_grace", o.Config.ShutdownGrace)
+		close(logged)
 	})
-	defer stopping()
 	err := serveAll(serving, o.Config.ShutdownGrace,
 		endpoint{a.Server, a.Health, lis}, endpoint{a.Admin, a.AdminHealth, admin})
+	if !stopping() {
+		// The step's line is on its way on a goroutine of its own: the
+		// steps are logged in order, so the next waits for it.
+		<-logged
+	}
 	o.Logger.Info("stopping: the listeners have stopped")
 	err = errors.Join(err, a.close(o.Logger))
 	o.Logger.Info("agentd stopped")
