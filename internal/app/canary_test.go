@@ -333,6 +333,7 @@ type canaryStack struct {
 	*canaryOutputs
 	client      agentdv1.AgentServiceClient
 	admin       bridgev1.BridgeAdminServiceClient
+	tokenAdmin  agentdv1.AdminServiceClient
 	stateDir    string
 	metricsAddr string // metrics.listen's
 	stop        func()
@@ -361,6 +362,7 @@ func newCanaryStack(t *testing.T, cfg config.Config) *canaryStack {
 	s.metricsAddr = a.MetricsAddr()
 	s.client = agentdv1.NewAgentServiceClient(conn)
 	s.admin = bridgev1.NewBridgeAdminServiceClient(conn)
+	s.tokenAdmin = agentdv1.NewAdminServiceClient(conn)
 	s.stop = stop
 	return s
 }
@@ -895,13 +897,13 @@ func canaryReached(t *testing.T, got map[string]bool) {
 // produced", that none of secrets is in anything captured: o's logs and
 // spans, c's errors, events and responses, the store's files while a
 // generation was paused and, now, in stateDir, and the metrics (X-O1);
-// and that each captured
-// something. With -artifacts, each is kept in t's artifact directory.
-func canaryNoLeaks(t *testing.T, secrets []string, o *canaryOutputs, c *canaryCapture, storeWhilePaused, stateDir string) {
+// and extra; and that each captured something. With -artifacts, each is
+// kept in t's artifact directory.
+func canaryNoLeaks(t *testing.T, secrets []string, o *canaryOutputs, c *canaryCapture, storeWhilePaused, stateDir string, extra ...canarySource) {
 	t.Helper()
 	artifacts := t.ArtifactDir()
 	t.Run("no canary in what agentd produced", func(t *testing.T) {
-		for _, src := range []struct{ name, file, text string }{
+		for _, src := range append([]canarySource{
 			{"log (json)", "log.json", o.jsonLogs.String()},
 			{"log (text)", "log.txt", o.textLogs.String()},
 			{"spans", "spans.txt", canarySpanDump(o.spans.Ended())},
@@ -913,7 +915,7 @@ func canaryNoLeaks(t *testing.T, secrets []string, o *canaryOutputs, c *canaryCa
 			// X-O1: the metrics endpoint, as scraped over HTTP (by
 			// TestSecretsCanary) and as its handler shows it at the end.
 			{"metrics", "metrics.txt", o.scraped + o.metricsNow()},
-		} {
+		}, extra...) {
 			t.Run(src.name, func(t *testing.T) {
 				if src.text == "" {
 					t.Error("nothing captured")
@@ -930,6 +932,10 @@ func canaryNoLeaks(t *testing.T, secrets []string, o *canaryOutputs, c *canaryCa
 		}
 	})
 }
+
+// canarySource is something agentd produced, searched for canaries: its
+// name, the artifact file that keeps it, and its text.
+type canarySource struct{ name, file, text string }
 
 // canaryStoreBytes returns the bytes of agentd's SQLite store: the database, its
 // write-ahead log and its shared-memory index.

@@ -10,8 +10,9 @@
 // none. The MCP server publishes RFC 9728 metadata, refuses requests
 // without a live token (401 with a Bearer challenge) and refuses the
 // step-up tool to tokens without its scope (403 insufficient_scope), so a
-// client has to step up. Tests can expire and revoke tokens and count the
-// grants.
+// client has to step up. Tests can expire and revoke tokens, count the
+// grants and list the secrets issued and received, to search a client's
+// outputs for them.
 package oauthtest
 
 import (
@@ -103,6 +104,8 @@ type Server struct {
 	methods  map[string]int
 	resource []string // every resource parameter received, in order
 	deny     string
+	issued   []string // every code, token and client secret issued, in order
+	proofs   []string // every code verifier and client assertion received, in order
 }
 
 type client struct {
@@ -198,6 +201,24 @@ func (s *Server) Resources() []string {
 	return slices.Clone(s.resource)
 }
 
+// Issued lists every authorization code, access token, refresh token and
+// dynamically registered client secret the server issued, in order: the
+// secrets a client must keep to itself.
+func (s *Server) Issued() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.issued)
+}
+
+// Proofs lists every PKCE code verifier and private_key_jwt client
+// assertion that token requests carried, in order: the client's secrets,
+// as Issued's are.
+func (s *Server) Proofs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.proofs)
+}
+
 // ExpireAll makes every access token issued so far expired; refresh tokens
 // still work.
 func (s *Server) ExpireAll() {
@@ -244,6 +265,7 @@ func (s *Server) Issue(scopes ...string) (access, refresh string) {
 	access, refresh = "at-"+rand.Text(), "rt-"+rand.Text()
 	s.access[access] = &grant{clientID: s.ClientID, scopes: scopes, resource: s.MCPURL, expiry: time.Now().Add(s.opts.TokenLifetime)}
 	s.refresh[refresh] = &grant{clientID: s.ClientID, scopes: scopes, resource: s.MCPURL}
+	s.issued = append(s.issued, access, refresh)
 	return access, refresh
 }
 
@@ -347,6 +369,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			challenge: q.Get("code_challenge"),
 		}
 		rq.Set("code", code)
+		s.issued = append(s.issued, code)
 	}
 	if st := q.Get("state"); st != "" {
 		rq.Set("state", st)
@@ -379,6 +402,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resource = append(s.resource, f.Get("resource"))
+	for _, p := range []string{f.Get("code_verifier"), f.Get("client_assertion")} {
+		if p != "" {
+			s.proofs = append(s.proofs, p)
+		}
+	}
 	id, method, ok := s.authenticate(r)
 	if !ok {
 		tokenErr(w, http.StatusUnauthorized, "invalid_client")
@@ -436,6 +464,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	g.expiry = time.Now().Add(s.opts.TokenLifetime)
 	access := "at-" + rand.Text()
 	s.access[access] = g
+	s.issued = append(s.issued, access)
 	resp := map[string]any{
 		"access_token": access,
 		"token_type":   "Bearer",
@@ -446,6 +475,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		rt := "rt-" + rand.Text()
 		s.refresh[rt] = &grant{clientID: id, scopes: g.scopes, resource: g.resource}
 		resp["refresh_token"] = rt
+		s.issued = append(s.issued, rt)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, resp)
@@ -530,6 +560,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	id := "dcr-" + rand.Text()
 	s.mu.Lock()
 	s.clients[id] = c
+	if c.secret != "" {
+		s.issued = append(s.issued, c.secret)
+	}
 	s.mu.Unlock()
 	resp := map[string]any{
 		"client_id":                  id,

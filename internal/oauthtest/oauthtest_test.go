@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentd/agentd/internal/oauthtest"
 )
 
@@ -152,5 +154,38 @@ func TestProtectedResource(t *testing.T) {
 	s.RevokeAll()
 	if st, _ := mcpStatus(t, s, admin, "echo"); st != http.StatusUnauthorized {
 		t.Errorf("revoked token: %d", st)
+	}
+}
+
+// Issued lists the code, then the tokens of its exchange and of a refresh
+// and Issue's; Proofs the verifier the exchange carried.
+func TestIssuedAndProofs(t *testing.T) {
+	t.Parallel()
+	s := oauthtest.New(t, oauthtest.Options{})
+	loc, err := s.Approve(t.Context(), authorizeURL(s, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(loc)
+	code := u.Query().Get("code")
+	verifier := "verifier-verifier-verifier-verifier-verifier"
+	_, exchanged := tokenRequest(t, s, url.Values{
+		"grant_type":    {"authorization_code"},
+		"code":          {code},
+		"redirect_uri":  {redirect},
+		"code_verifier": {verifier},
+		"resource":      {s.MCPURL},
+	}, true)
+	_, refreshed := tokenRequest(t, s, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {exchanged["refresh_token"].(string)}}, true)
+	access, refresh := s.Issue("mcp:read")
+	want := []string{code,
+		exchanged["access_token"].(string), exchanged["refresh_token"].(string),
+		refreshed["access_token"].(string), refreshed["refresh_token"].(string),
+		access, refresh}
+	if diff := cmp.Diff(want, s.Issued()); diff != "" {
+		t.Errorf("Issued() (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{verifier}, s.Proofs()); diff != "" {
+		t.Errorf("Proofs() (-want +got):\n%s", diff)
 	}
 }
