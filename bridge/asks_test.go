@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/oauthtest"
 )
 
 // oauthSpec declares an HTTP server whose refusals agentd resolves.
@@ -128,4 +129,38 @@ func TestServerRequestsAuthorization(t *testing.T) {
 			t.Errorf("agentd was asked %d times about a server without oauth", n)
 		}
 	})
+}
+
+// TestServerRequestsStepUpOnce: X-M1. Parallel calls that a server refuses
+// for want of a scope (403 insufficient_scope) make the bridge ask agentd
+// once: the calls waiting behind the first resolution go again with its
+// answer.
+func TestServerRequestsStepUpOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, func(c *config.Bridge) { c.AllowPrivateNetworks = true })
+	as := oauthtest.New(t, oauthtest.Options{})
+	base, _ := as.Issue("mcp:read")
+	wide, _ := as.Issue("mcp:read", as.StepUpScope)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	id, stream := open(t, ctx, f.client, oauthSpec("crm", as.MCPURL, base))
+	seen := answerRequests(t, f.client, id, stream, func(*bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
+		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Authorization{Authorization: wide}}
+	})
+	if got := call(t, f.client, id, "crm", "echo", `{"text":"hi"}`); got.GetIsError() {
+		t.Fatalf("echo with the base scope = %v", got)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if got := call(t, f.client, id, "crm", as.StepUpTool, `{"text":"hi"}`); got.GetIsError() {
+				t.Errorf("%s after the step-up = %v", as.StepUpTool, got)
+			}
+		})
+	}
+	wg.Wait()
+	reqs := seen()
+	if len(reqs) != 1 || reqs[0].GetAuthorization().GetStatus() != 403 {
+		t.Errorf("agentd was asked %v; want once, for the 403", reqs)
+	}
 }

@@ -283,7 +283,14 @@ func (s *session) listTools(ctx context.Context, names []string) ([]*bridgev1.Se
 // listTools lists the server's tools, from the cache when it can: a hit
 // connects to nothing.
 func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {
-	tools, hit, err := srv.sess.cache.Fetch(ctx, srv.target.key, srv.sess.useCache, srv.fetchTools)
+	use := srv.sess.useCache
+	if srv.target.oauth {
+		// A server agentd authorizes per end user may list different
+		// tools to each, and the bridge does not know whose token it
+		// holds: its list is never cached (X-M1).
+		use = new(bool)
+	}
+	tools, hit, err := srv.sess.cache.Fetch(ctx, srv.target.key, use, srv.fetchTools)
 	if err != nil {
 		return nil, err
 	}

@@ -17,23 +17,38 @@ var (
 	errAnswerTimeout = errors.New("the client did not answer in time")
 )
 
+// expect registers request id as waiting for its answer; call it before
+// the request goes to the client.
+func (m *mailbox) expect(id string) {
+	m.mu.Lock()
+	m.expected[id] = true
+	m.mu.Unlock()
+}
+
 // keep stores the answer to request id for its waiter. An answer that no
-// request waits for (it ended meanwhile) stays untaken; the map is
-// bounded, so a client cannot grow it without end.
+// request waits for (unknown, or its request ended meanwhile) is
+// dropped, so a client cannot fill the mailbox.
 func (m *mailbox) keep(id string, answer any) {
 	m.update(func() {
-		if _, ok := m.keyed[id]; ok || len(m.keyed) < maxKeyed {
+		if m.expected[id] {
 			m.keyed[id] = answer
 		}
 	})
 }
 
-// await waits for the client's answer to request id. It fails with
-// errUnanswered once the client answers nothing more, errAnswerTimeout
-// after timeout, or ctx's cause.
+// await waits for the client's answer to request id, which expect
+// registered. It fails with errUnanswered once the client answers nothing
+// more, errAnswerTimeout after timeout, or ctx's cause; the request then
+// waits no more.
 func (m *mailbox) await(ctx context.Context, id string, timeout time.Duration) (any, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	defer func() {
+		m.mu.Lock()
+		delete(m.expected, id)
+		delete(m.keyed, id)
+		m.mu.Unlock()
+	}()
 	for {
 		m.mu.Lock()
 		answer, ok := m.keyed[id]

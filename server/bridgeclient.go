@@ -158,13 +158,22 @@ func (s *bridgeSession) watch(stream grpc.ServerStreamingClient[bridgev1.OpenSes
 // call it came during, while that call waits, or else the session's.
 func (s *bridgeSession) answer(r *bridgev1.ServerRequest) {
 	ctx := s.life
+	var a *bridgev1.AnswerServerRequestRequest
 	if r.GetCallId() != 0 && s.calls != nil {
-		if cctx, ok := s.calls.context(r.GetCallId()); ok {
-			ctx = cctx
+		cctx, ok := s.calls.context(r.GetCallId())
+		if !ok {
+			// The call that asked no longer waits: nobody is asked for it.
+			a = &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: &bridgev1.CallError{
+				Code: int32(codes.Canceled), Message: "the tool call that asked is over"}}}
+		} else {
+			// The call's values, and its end, or the session's.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(cctx)
+			defer cancel()
+			defer context.AfterFunc(s.life, cancel)()
 		}
 	}
-	var a *bridgev1.AnswerServerRequestRequest
-	if s.asks != nil {
+	if a == nil && s.asks != nil {
 		a = s.asks.ServerRequest(ctx, r)
 	}
 	if a == nil || a.GetAnswer() == nil {

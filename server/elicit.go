@@ -46,6 +46,7 @@ func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elic
 	if e.GetMode() == "url" {
 		req.Mode, req.Url, req.ElicitationId, req.RequestedSchema = agentdv1.InputMode_INPUT_MODE_URL, e.GetUrl(), e.GetElicitationId(), nil
 	}
+	g.link.mail.expect(req.GetId())
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_InputRequest{InputRequest: req}}); err != nil {
 		return cancelled
 	}

@@ -261,9 +261,6 @@ func (s *sender) close() {
 	<-s.done
 }
 
-// maxKeyed bounds the answers a mailbox keeps that no request has taken.
-const maxKeyed = 64
-
 // mailbox holds the client's answers until the loop takes them.
 type mailbox struct {
 	mu        sync.Mutex
@@ -273,17 +270,20 @@ type mailbox struct {
 	// while it runs (authorization requests: the redirect URL; input
 	// requests: the InputResponse), by request id, until their waiters
 	// take them.
-	keyed  map[string]any
-	ended  bool  // the client answers nothing more
-	err    error // a message the client should not have sent
-	notify chan struct{}
+	keyed map[string]any
+	// expected holds the ids of the requests that wait: an answer to any
+	// other is dropped.
+	expected map[string]bool
+	ended    bool  // the client answers nothing more
+	err      error // a message the client should not have sent
+	notify   chan struct{}
 	// changed is closed, and replaced, on every update: the authorization
 	// waiters, which may be many at once, all wake.
 	changed chan struct{}
 }
 
 func newMailbox() *mailbox {
-	return &mailbox{notify: make(chan struct{}, 1), changed: make(chan struct{}), keyed: make(map[string]any)}
+	return &mailbox{notify: make(chan struct{}, 1), changed: make(chan struct{}), keyed: make(map[string]any), expected: make(map[string]bool)}
 }
 
 func (m *mailbox) update(f func()) {

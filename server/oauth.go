@@ -58,7 +58,7 @@ type oauthClient struct {
 }
 
 type keyLock struct {
-	mu    sync.Mutex
+	turn  chan struct{} // held by the resolution under way
 	users int
 }
 
@@ -76,28 +76,68 @@ func newOAuthClient(o OAuthOptions) *oauthClient {
 	return c
 }
 
-// lock holds k's lock until the returned func runs.
-func (c *oauthClient) lock(k oauthtokens.Key) func() {
+// tryLock takes k's lock if it is free.
+func (c *oauthClient) tryLock(k oauthtokens.Key) (func(), bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // lock then takes a free lock only
+	unlock, err := c.lock(ctx, k)
+	return unlock, err == nil
+}
+
+// lock takes k's lock, waiting at most as long as ctx lasts (a person
+// may be answering under it), and returns its release.
+func (c *oauthClient) lock(ctx context.Context, k oauthtokens.Key) (func(), error) {
 	c.locksMu.Lock()
 	l := c.locks[k]
 	if l == nil {
-		l = &keyLock{}
+		l = &keyLock{turn: make(chan struct{}, 1)}
 		c.locks[k] = l
 	}
 	l.users++
 	c.locksMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
+	leave := func() {
 		c.locksMu.Lock()
 		if l.users--; l.users == 0 {
 			delete(c.locks, k)
 		}
 		c.locksMu.Unlock()
 	}
+	release := func() { <-l.turn; leave() }
+	select {
+	case l.turn <- struct{}{}: // a free lock is taken even when ctx has ended
+		return release, nil
+	default:
+	}
+	select {
+	case l.turn <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		leave()
+		return nil, context.Cause(ctx)
+	}
 }
 
-func (c *oauthClient) load(ctx context.Context, k oauthtokens.Key) (*mcpauth.Token, error) {
+// refreshable reports whether t can be renewed without a person: it has
+// a refresh token, or came of a client-credentials grant.
+func refreshable(t *mcpauth.Token) bool {
+	return t.RefreshToken != "" || t.Grant == mcpauth.ClientCredentials
+}
+
+// keep stores t for k. A store that fails is logged, not the request's
+// failure: the token is good for this generation, and a grant already
+// spent (a rotated refresh token, a person's authorization) is not lost
+// to a store hiccup.
+func (c *oauthClient) keep(ctx context.Context, g *generation, k oauthtokens.Key, server string, t *mcpauth.Token) {
+	if err := c.save(ctx, k, t); err != nil {
+		g.s.log.WarnContext(ctx, "oauth token not stored; it serves this generation only", "tenant", g.tenant, "generation", g.id, "server", server, "err", err)
+	}
+}
+
+// load returns the token kept for k, nil when there is none or it is
+// not cfg's: it came of another grant or another client (an agent that
+// declares the server otherwise), which cfg neither presents nor
+// refreshes; its next grant replaces it.
+func (c *oauthClient) load(ctx context.Context, k oauthtokens.Key, cfg *mcpauth.Config) (*mcpauth.Token, error) {
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	data, err := c.tokens.Get(sctx, k)
@@ -110,6 +150,9 @@ func (c *oauthClient) load(ctx context.Context, k oauthtokens.Key) (*mcpauth.Tok
 	t := &mcpauth.Token{}
 	if err := json.Unmarshal(data, t); err != nil {
 		return nil, nil // unreadable: as if none, and the next grant replaces it
+	}
+	if t.Grant != cfg.Grant || cfg.ClientID != "" && t.ClientID != cfg.ClientID {
+		return nil, nil
 	}
 	return t, nil
 }
@@ -192,25 +235,39 @@ func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.
 	}
 	serverURL := sp.decl.GetUrl()
 	key := oauthtokens.Key{Tenant: g.tenant, EndUser: g.endUser, Server: oauthtokens.ServerKey(serverURL)}
-	unlock := o.lock(key)
-	defer unlock()
-	challenge := mcpauth.Challenge{Status: int(ch.GetStatus()), WWWAuthenticate: ch.GetWwwAuthenticate()}
-	stored, err := o.load(ctx, key)
+	unlock, err := o.lock(ctx, key)
 	if err != nil {
 		return "", err
 	}
-	stepUp := challenge.StepUp()
-	if stored != nil && !stepUp {
+	defer unlock()
+	challenge := mcpauth.Challenge{Status: int(ch.GetStatus()), WWWAuthenticate: ch.GetWwwAuthenticate()}
+	stored, err := o.load(ctx, key, cfg)
+	if err != nil {
+		return "", err
+	}
+	if stored != nil {
 		if v := stored.Authorization(); v != ch.GetPresented() && stored.Fresh(time.Now()) {
-			return v, nil // another request, or generation, renewed it meanwhile
+			// Another request, generation or replica renewed it meanwhile
+			// (stepped up too, perhaps): it goes first.
+			return v, nil
 		}
-		if t, err := cfg.Refresh(ctx, stored); err == nil {
-			return t.Authorization(), o.save(ctx, key, t)
-		} else if ctx.Err() != nil {
+	}
+	stepUp := challenge.StepUp()
+	if stored != nil && !stepUp && refreshable(stored) {
+		t, err := cfg.Refresh(ctx, stored)
+		if err == nil {
+			o.keep(ctx, g, key, server, t)
+			return t.Authorization(), nil
+		}
+		if ctx.Err() != nil {
 			return "", context.Cause(ctx)
-		} else {
-			g.s.log.InfoContext(ctx, "oauth token not refreshed; asking for a new one", "tenant", g.tenant, "generation", g.id, "server", server, "err", err)
 		}
+		// Another replica may have used the refresh token first: its
+		// token then stands.
+		if again, _ := o.load(ctx, key, cfg); again != nil && again.Authorization() != stored.Authorization() && again.Fresh(time.Now()) {
+			return again.Authorization(), nil
+		}
+		g.s.log.InfoContext(ctx, "oauth token not refreshed; asking for a new one", "tenant", g.tenant, "generation", g.id, "server", server, "err", err)
 	}
 	var t *mcpauth.Token
 	if cfg.Grant == mcpauth.ClientCredentials {
@@ -229,9 +286,7 @@ func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.
 	if err != nil {
 		return "", err
 	}
-	if err := o.save(ctx, key, t); err != nil {
-		return "", err
-	}
+	o.keep(ctx, g, key, server, t)
 	g.s.log.InfoContext(ctx, "oauth token obtained", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"server", server, "grant", grantName(cfg.Grant), "scopes", strings.Join(t.Scopes, " "))
 	return t.Authorization(), nil
@@ -269,6 +324,7 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	}
 	g.s.log.InfoContext(ctx, "authorization requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "server", server, "reason", reason.String())
+	g.link.mail.expect(req.GetId())
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_AuthorizationRequest{AuthorizationRequest: req}}); err != nil {
 		return nil, err
 	}
@@ -382,10 +438,12 @@ func absoluteURL(s string) bool {
 // without asking: the server's refusal then brings the question.
 func (g *generation) storedAuthorization(ctx context.Context, sp *serverPlan) string {
 	o := g.s.oauth
+	cfg, err := o.config(sp.decl.GetOauth(), g.allowPrivate())
+	if err != nil {
+		return ""
+	}
 	key := oauthtokens.Key{Tenant: g.tenant, EndUser: g.endUser, Server: oauthtokens.ServerKey(sp.decl.GetUrl())}
-	unlock := o.lock(key)
-	defer unlock()
-	t, err := o.load(ctx, key)
+	t, err := o.load(ctx, key, cfg)
 	if err != nil {
 		g.s.log.WarnContext(ctx, "oauth token not read", "tenant", g.tenant, "generation", g.id, "server", sp.name, "err", err)
 		return ""
@@ -393,20 +451,26 @@ func (g *generation) storedAuthorization(ctx context.Context, sp *serverPlan) st
 	if t == nil {
 		return ""
 	}
-	if t.Fresh(time.Now()) {
+	if t.Fresh(time.Now()) || !refreshable(t) {
+		return t.Authorization() // one that cannot be refreshed is tried: the refusal brings the question
+	}
+	// A refresh happens under the key's lock, so that one refresh token is
+	// used once. When a resolution holds it (a person may be answering),
+	// the generation does not wait at its start: the stale token goes,
+	// and its refusal waits for that resolution instead.
+	unlock, ok := o.tryLock(key)
+	if !ok {
 		return t.Authorization()
 	}
-	cfg, err := o.config(sp.decl.GetOauth(), g.allowPrivate())
-	if err != nil {
-		return ""
+	defer unlock()
+	if again, _ := o.load(ctx, key, cfg); again != nil && again.Fresh(time.Now()) {
+		return again.Authorization() // refreshed meanwhile
 	}
 	nt, err := cfg.Refresh(ctx, t)
 	if err != nil {
 		g.s.log.InfoContext(ctx, "oauth token not refreshed", "tenant", g.tenant, "generation", g.id, "server", sp.name, "err", err)
 		return ""
 	}
-	if err := o.save(ctx, key, nt); err != nil {
-		g.s.log.WarnContext(ctx, "refreshed oauth token not stored", "tenant", g.tenant, "generation", g.id, "server", sp.name, "err", err)
-	}
+	o.keep(ctx, g, key, sp.name, nt)
 	return nt.Authorization()
 }

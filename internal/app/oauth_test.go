@@ -176,4 +176,13 @@ func TestOAuthEndToEnd(t *testing.T) {
 	if as.Grants()["client_credentials"] != 1 {
 		t.Errorf("grants %v, want one client_credentials", as.Grants())
 	}
+
+	// X-M3: a token is its grant's and client's: alice's, obtained by
+	// her authorization, is not what a client-credentials agent presents.
+	if run := oauthGenerate(t, client, machine, "alice", nil); run.err != nil || len(run.requests) != 0 {
+		t.Fatalf("client credentials for alice: err %v, %d requests", run.err, len(run.requests))
+	}
+	if as.Grants()["client_credentials"] != 2 {
+		t.Errorf("grants %v, want a client_credentials grant of its own", as.Grants())
+	}
 }

@@ -170,9 +170,16 @@ func New(t testing.TB, o Options) *Server {
 
 	rsMux := http.NewServeMux()
 	rsMux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", s.prm)
-	rsMux.Handle("/mcp", s.protect(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcpServer() }, nil)))
+	mcpSrv := s.mcpServer()
+	rsMux.Handle("/mcp", s.protect(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, nil)))
 	s.rs = httptest.NewServer(rsMux)
 	t.Cleanup(s.rs.Close)
+	t.Cleanup(func() {
+		// Its sessions' goroutines end with them, not with the listener.
+		for ss := range mcpSrv.Sessions() {
+			_ = ss.Close()
+		}
+	})
 	s.MCPURL = s.rs.URL + "/mcp"
 	s.MetadataURL = s.rs.URL + "/.well-known/oauth-protected-resource/mcp"
 	return s

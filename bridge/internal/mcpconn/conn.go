@@ -106,9 +106,6 @@ type core struct {
 	// refused is the challenge of the last request an HTTP server refused
 	// with 401 or 403, taken by the classification of its failure.
 	refused atomic.Pointer[authChallenge]
-	// authErr is why agentd could not resolve the last refusal of a
-	// server declared with oauth (X-M1): the request's error.
-	authErr atomic.Pointer[error]
 
 	// redact cleans an HTTP error's text of the URL's path and query and
 	// of the server's credentials; redactText does the same to a text.
@@ -333,6 +330,9 @@ type httpExchange struct {
 	// done: the exchange is over; a stream that still carries it (the
 	// go-sdk may resume one later) is no longer its answer.
 	done atomic.Bool
+	// authErr is why agentd could not resolve the server's refusal of a
+	// request of the exchange (X-M1): the exchange's error.
+	authErr atomic.Pointer[error]
 }
 
 // mayHaveReached reports whether a request of the exchange of ctx may
@@ -592,9 +592,13 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 			c.name, request, c.readTimeout, stopped).
 			WithInfo(reasonTimeout, map[string]string{"server": c.name, "request": request, "read_timeout": c.readTimeout.String()})
 	}
-	if e := c.authErr.Swap(nil); e != nil {
-		c.refused.Store(nil)
-		return *e
+	if hx, _ := exchangeCtx.Value(exchangeKey{}).(*httpExchange); hx != nil {
+		if e := hx.authErr.Load(); e != nil {
+			// agentd could not resolve the server's refusal (X-M1): its
+			// reason is the request's error.
+			c.refused.Store(nil)
+			return *e
+		}
 	}
 	if errors.Is(err, ErrAddressNotAllowed) {
 		return fault.New(fault.Permission,

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -144,7 +143,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	}
 	var auth *authorizer
 	if spec.Authorize != nil {
-		auth = &authorizer{resolve: spec.Authorize}
+		auth = &authorizer{resolve: spec.Authorize, turn: make(chan struct{}, 1)}
 		auth.current.Store(header.Get("Authorization"))
 		header.Del("Authorization")
 	}
@@ -164,7 +163,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	redact := secrets.err
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator, refused: &c.refused, auth: auth, authErr: &c.authErr}
+		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator, refused: &c.refused, auth: auth}
 		t := &mcp.StreamableClientTransport{
 			Endpoint:   spec.URL,
 			HTTPClient: &http.Client{Transport: rt},
@@ -174,7 +173,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		return s, rt, err
 	}
 	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator, refused: &c.refused, auth: auth, authErr: &c.authErr}
+		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator, refused: &c.refused, auth: auth}
 		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
 		// The SSE transport's stream lives on Connect's context; the
 		// handshake is bounded separately.
@@ -371,10 +370,8 @@ type roundTripper struct {
 	// trippers.
 	refused *atomic.Pointer[authChallenge]
 	// auth holds the authorization of a server whose refusals agentd
-	// resolves (nil for others); authErr, the connection's, keeps why the
-	// last resolution failed, for the request's error.
-	auth    *authorizer
-	authErr *atomic.Pointer[error]
+	// resolves (nil for others).
+	auth *authorizer
 }
 
 // authorizer is the authorization of a server declared with oauth: the
@@ -383,16 +380,23 @@ type roundTripper struct {
 type authorizer struct {
 	resolve func(context.Context, Challenge) (string, error)
 	current atomic.Value // string
-	mu      sync.Mutex   // one resolution at a time: concurrent refusals wait for it
+	// turn is held by the one resolution under way: concurrent refusals
+	// wait for it (a person is asked once), each as long as its own
+	// request waits.
+	turn chan struct{}
 }
 
 // renew resolves a refusal of the request that carried presented. A
 // request that carried an authorization since replaced (another request
 // resolved meanwhile) goes again with the new one without asking.
 func (a *authorizer) renew(ctx context.Context, resp *http.Response, presented string) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if cur := a.current.Load().(string); cur != presented && resp.StatusCode == http.StatusUnauthorized {
+	select {
+	case a.turn <- struct{}{}:
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+	defer func() { <-a.turn }()
+	if cur := a.current.Load().(string); cur != presented {
 		return cur, nil
 	}
 	v, err := a.resolve(ctx, Challenge{Status: resp.StatusCode, WWWAuthenticate: resp.Header.Values("WWW-Authenticate"), Presented: presented})
@@ -466,16 +470,20 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if timer != nil {
 		timer.stop()
 	}
-	if err == nil && t.auth != nil && sameOrigin && resolvable(resp) {
+	if err == nil && t.auth != nil && sameOrigin && resolvable(resp) && ctx.Err() == nil && t.asksFor(req) {
 		// The server wants (other) authorization (X-M1): agentd resolves
 		// it, a person perhaps taking their time, so no read timeout runs
 		// meanwhile; then the request goes again, once.
 		if again, ok := t.resend(req); ok {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			_ = resp.Body.Close()
+			release := timers.hold()
 			v, aerr := t.auth.renew(ctx, resp, presented)
+			release()
 			if aerr != nil {
-				t.authErr.Store(&aerr)
+				if hx != nil {
+					hx.authErr.Store(&aerr)
+				}
 				cancel()
 				return nil, aerr
 			}
@@ -523,6 +531,34 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = body
 	}
 	return resp, nil
+}
+
+// asksFor reports whether a refusal of req is worth asking agentd about:
+// a POST that carries a request (a notification, such as the
+// cancellation of a call that gave up, is not: nobody waits for it), or
+// the legacy transport's GET that opens its session.
+func (t *roundTripper) asksFor(req *http.Request) bool {
+	if req.Method == http.MethodGet {
+		return t.sse
+	}
+	if req.Method != http.MethodPost || req.GetBody == nil {
+		return false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, 1<<20))
+	if err != nil {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		return true // not ours to judge: the request goes on as it would
+	}
+	r, ok := msg.(*jsonrpc.Request)
+	return !ok || r.ID.IsValid()
 }
 
 // resend returns req ready to go again: its body read afresh. False for a
