@@ -106,7 +106,9 @@ func oauthGenerate(t *testing.T, client agentdv1.AgentServiceClient, agent *agen
 // asks the person (authorization code with PKCE, on the stream), the
 // token is kept for the tenant, end user and server and reused by the
 // next generation without asking; an expired token is refreshed, a tool
-// that needs more scopes steps up; another end user is asked afresh;
+// that needs more scopes steps up; another end user is asked afresh, as
+// is one whose tokens were revoked; a refused token that cannot be
+// refreshed is asked for again (REAUTHORIZE);
 // client credentials need no person; an unanswerable request ends the
 // generation UNAUTHENTICATED, naming the server.
 func TestOAuthEndToEnd(t *testing.T) {
@@ -160,6 +162,25 @@ func TestOAuthEndToEnd(t *testing.T) {
 	// X-M3: tokens are the end user's: bob is asked.
 	if run := oauthGenerate(t, client, code, "bob", approve); run.err != nil || len(run.requests) != 1 {
 		t.Fatalf("bob: err %v, %d requests; want one of his own", run.err, len(run.requests))
+	}
+
+	// X-M3: a revoked token is gone: bob is asked again.
+	admin := agentdv1.NewAdminServiceClient(conn)
+	res, err := admin.RevokeTokens(t.Context(), &agentdv1.RevokeTokensRequest{EndUser: "bob", ServerUrl: as.MCPURL})
+	if err != nil || res.GetRevoked() != 1 {
+		t.Fatalf("RevokeTokens(bob) = %v, %v; want 1 revoked", res, err)
+	}
+	if run := oauthGenerate(t, client, code, "bob", approve); run.err != nil || len(run.requests) != 1 ||
+		run.requests[0].GetReason() != agentdv1.AuthorizationReason_AUTHORIZATION_REASON_FIRST_USE {
+		t.Fatalf("bob after revocation: err %v, requests %v; want a FIRST_USE one", run.err, run.requests)
+	}
+
+	// X-M2: a token refused that cannot be refreshed (the authorization
+	// server forgot every grant) asks again, as REAUTHORIZE.
+	as.RevokeAll()
+	run = oauthGenerate(t, client, code, "alice", approve)
+	if run.err != nil || len(run.requests) != 1 || run.requests[0].GetReason() != agentdv1.AuthorizationReason_AUTHORIZATION_REASON_REAUTHORIZE {
+		t.Fatalf("alice after the grants were revoked: err %v, requests %v; want one REAUTHORIZE", run.err, run.requests)
 	}
 
 	// X-M2: nobody to answer: UNAUTHENTICATED naming the server.
