@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/sealer"
+	"github.com/agentd/agentd/internal/sealer/sealertest"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
@@ -423,23 +424,7 @@ func TestAdoptionNeedsTheAgentsSecrets(t *testing.T) {
 
 // keyring is a ring of the keys made of bytes b (current) and previous.
 func keyring(t *testing.T, b byte, previous ...byte) *sealer.Keyring {
-	t.Helper()
-	key := func(b byte) *sealer.Sealer {
-		k, err := sealer.New(bytes.Repeat([]byte{b}, sealer.KeySize))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	var prev []*sealer.Sealer
-	for _, p := range previous {
-		prev = append(prev, key(p))
-	}
-	ring, err := sealer.NewKeyring(key(b), prev...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ring
+	return sealertest.Keyring(t, b, previous...)
 }
 
 // X-G3: after a key rotation, a replica that adopts a generation whose
