@@ -145,6 +145,14 @@ func TestAdminListener(t *testing.T) {
 			}
 			return err
 		}, codes.OK, ""},
+		{"X-I5 AdminService is on the admin listener", func() error {
+			_, err := agentdv1.NewAdminServiceClient(adminConn).RevokeTokens(bearer(t.Context(), "sk-acme-ops"), &agentdv1.RevokeTokensRequest{})
+			return err
+		}, codes.OK, ""},
+		{"X-I5 AdminService is not beside the AgentService", func() error {
+			_, err := agentdv1.NewAdminServiceClient(conn).RevokeTokens(bearer(t.Context(), "sk-ops"), &agentdv1.RevokeTokensRequest{})
+			return err
+		}, codes.Unimplemented, ""},
 		{"X-I5 the main listener's health knows no admin service", func() error {
 			_, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: bridgev1.BridgeAdminService_ServiceDesc.ServiceName})
 			return err

@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentd/agentd/bridge"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
@@ -367,7 +368,14 @@ func NewAgent(o Options) (*Agent, error) {
 	a.svc = svc
 	svc.StartAdopter()
 	svc.Register(a.Server)
-	server.NewAdmin(a.tokens, log).Register(a.Server)
+	// AdminService goes where the admin service is: on admin.listen when
+	// it is set, else beside the AgentService.
+	if a.Admin != nil {
+		server.NewAdmin(a.tokens, log).Register(a.Admin)
+		a.AdminHealth.SetServingStatus(agentdv1.AdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	} else {
+		server.NewAdmin(a.tokens, log).Register(a.Server)
+	}
 	a.ready = newReadiness(a.Health)
 	if a.embedded != nil && a.Admin == nil {
 		// The embedded bridge has no address of its own: without
