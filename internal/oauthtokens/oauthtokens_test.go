@@ -97,7 +97,7 @@ func TestStores(t *testing.T) {
 			if err := s.Put(ctx, ann, buf); err != nil {
 				t.Fatal(err)
 			}
-			copy(buf, "XXXXX") // the caller reuses its buffer
+			copy(buf, "reuse") // the caller reuses its buffer
 			got, err := s.Get(ctx, ann)
 			if err != nil || string(got) != "first" {
 				t.Fatalf("Get = %q, %v; want first", got, err)

@@ -2105,7 +2105,9 @@ type InputRequest struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The MCP server's name.
 	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
-	// The tool call during which the server asks.
+	// The tool call during which the server asks; empty when the bridge
+	// cannot tell (several calls to one server in flight: protocol
+	// 2025-11-25 does not say which one a server's request belongs to).
 	ToolCallId string `protobuf:"bytes,3,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// What the server says to the user.
 	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`

@@ -934,7 +934,9 @@ export type InputRequest = Message<"agentd.v1.InputRequest"> & {
   serverName: string;
 
   /**
-   * The tool call during which the server asks.
+   * The tool call during which the server asks; empty when the bridge
+   * cannot tell (several calls to one server in flight: protocol
+   * 2025-11-25 does not say which one a server's request belongs to).
    *
    * @generated from field: string tool_call_id = 3;
    */
