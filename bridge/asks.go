@@ -17,6 +17,10 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
+// maxAsks bounds the server requests of one session that wait for agentd
+// at once.
+const maxAsks = 16
+
 // callIDKey holds, in a call's context, its CallTools id: a server request
 // made during the call names it.
 type callIDKey struct{}
@@ -32,6 +36,12 @@ func withCallID(ctx context.Context, id uint64) context.Context {
 func (s *session) ask(ctx context.Context, r *bridgev1.ServerRequest) (*bridgev1.AnswerServerRequestRequest, error) {
 	answer := make(chan *bridgev1.AnswerServerRequestRequest, 1)
 	s.askMu.Lock()
+	if len(s.waiting) >= maxAsks {
+		s.askMu.Unlock()
+		// Each question may become a person's (an input request), so a
+		// server that asks without end is refused rather than queued.
+		return nil, fault.New(fault.Exhausted, "the MCP server %q asks more than %d questions at once of the session; this one is refused", r.GetServerName(), maxAsks)
+	}
 	s.lastAsk++
 	r.Id = s.lastAsk
 	s.waiting[r.Id] = answer
