@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -216,6 +217,9 @@ func TestElicitation(t *testing.T) {
 // read_timeout has passed for the elicit call too) does the answer go:
 // the elicit call still succeeds, answered after the timed-out one. Warm
 // spares keep the short read_timeout off the stdio handshakes (X-H6).
+// The read_timeout is its own, longer than heldTimeout: once the answer
+// goes, the elicit call has a whole read_timeout to finish, which a busy
+// machine running every test at once may need.
 func TestElicitationOutlivesReadTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFixtureWith(t, func(c *config.Bridge) {
@@ -225,8 +229,9 @@ func TestElicitationOutlivesReadTimeout(t *testing.T) {
 	})
 	waitSpare(t, f, "asker")
 	waitSpare(t, f, "hanger")
+	const heldTimeout = 5 * time.Second
 	short := func(s *bridgev1.ServerSpec) *bridgev1.ServerSpec {
-		s.ReadTimeout = durationpb.New(shortTimeout)
+		s.ReadTimeout = durationpb.New(heldTimeout)
 		return s
 	}
 	cases := []struct {
@@ -239,17 +244,17 @@ func TestElicitationOutlivesReadTimeout(t *testing.T) {
 			func(*testing.T) *bridgev1.ServerSpec { return short(refSpec("hanger", "hanger")) }, "hang"},
 		{"http",
 			func(t *testing.T) *bridgev1.ServerSpec {
-				return httpSpec("asker", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable}).URL, "", shortTimeout)
+				return httpSpec("asker", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable}).URL, "", heldTimeout)
 			},
 			func(t *testing.T) *bridgev1.ServerSpec {
-				return httpSpec("hanger", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable}).URL, "", shortTimeout)
+				return httpSpec("hanger", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable}).URL, "", heldTimeout)
 			}, "silent"},
 		{"sse",
 			func(t *testing.T) *bridgev1.ServerSpec {
-				return httpSpec("asker", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE}).URL, "", shortTimeout)
+				return httpSpec("asker", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE}).URL, "", heldTimeout)
 			},
 			func(t *testing.T) *bridgev1.ServerSpec {
-				return httpSpec("hanger", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE}).URL, "", shortTimeout)
+				return httpSpec("hanger", mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE}).URL, "", heldTimeout)
 			}, "silent"},
 	}
 	for _, tc := range cases {
