@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"regexp"
@@ -163,8 +162,7 @@ func (s *bridgeSession) answer(r *bridgev1.ServerRequest) {
 		cctx, ok := s.calls.context(r.GetCallId())
 		if !ok {
 			// The call that asked no longer waits: nobody is asked for it.
-			a = &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: &bridgev1.CallError{
-				Code: int32(codes.Canceled), Message: "the tool call that asked is over"}}}
+			a = refusal(fault.New(fault.Canceled, "the tool call that asked is over"))
 		} else {
 			// The call's values, and its end, or the session's.
 			var cancel context.CancelFunc
@@ -177,8 +175,7 @@ func (s *bridgeSession) answer(r *bridgev1.ServerRequest) {
 		a = s.asks.ServerRequest(ctx, r)
 	}
 	if a == nil || a.GetAnswer() == nil {
-		a = &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: &bridgev1.CallError{
-			Code: int32(codes.Unimplemented), Message: fmt.Sprintf("agentd does not answer this request of the MCP server %q", r.GetServerName())}}}
+		a = refusal(fault.New(fault.FailedPrecondition, "agentd does not answer this request of the MCP server %q", r.GetServerName()))
 	}
 	a.SessionId, a.Id = s.id, r.GetId()
 	// The answer goes even if the caller has given up: the bridge drops

@@ -76,7 +76,7 @@ func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elic
 // elicitAnswer is the bridge's answer to an elicitation.
 func (g *generation) elicitAnswer(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
 	if r.GetElicitation() == nil {
-		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: callError(fault.New(fault.Invalid, "an elicitation request without its elicitation"))}}
+		return refusal(fault.New(fault.Invalid, "an elicitation request without its elicitation"))
 	}
 	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Elicitation{Elicitation: g.elicit(ctx, r.GetServerName(), r.GetElicitation())}}
 }

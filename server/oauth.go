@@ -203,7 +203,7 @@ func (g *generation) ServerRequest(ctx context.Context, r *bridgev1.ServerReques
 	case *bridgev1.ServerRequest_Authorization:
 		v, err := g.authorize(ctx, r.GetServerName(), k.Authorization)
 		if err != nil {
-			return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: callError(err)}}
+			return refusal(err)
 		}
 		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Authorization{Authorization: v}}
 	case *bridgev1.ServerRequest_Elicitation:
@@ -212,10 +212,12 @@ func (g *generation) ServerRequest(ctx context.Context, r *bridgev1.ServerReques
 	return nil
 }
 
-// callError is err as the bridge carries it: its status, with details.
-func callError(err error) *bridgev1.CallError {
+// refusal is the answer that fails a server's request with err, as the
+// bridge carries it: its status, with details.
+func refusal(err error) *bridgev1.AnswerServerRequestRequest {
 	st := fault.Status(err).Proto()
-	return &bridgev1.CallError{Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails()}
+	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: &bridgev1.CallError{
+		Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails()}}}
 }
 
 // authorize resolves a url server's refusal of agentd's authorization
