@@ -103,7 +103,10 @@ type link struct {
 
 	mu       sync.Mutex
 	lostWith error // why the client went away; nil while it is there
-	awaiting bool  // the generation waits for answers: losing the client pauses it
+	// awaiting counts what waits for the client's answers (a tool turn's
+	// approvals, a call's authorization): while one does, losing the
+	// client pauses the generation rather than stop it.
+	awaiting int
 	// clientless: no client is there (a detached or adopted generation).
 	clientless bool
 }
@@ -136,7 +139,7 @@ func (l *link) lost(cause error) {
 	awaiting := l.awaiting
 	l.mu.Unlock()
 	l.mail.update(func() { l.mail.ended = true })
-	if !awaiting {
+	if awaiting == 0 {
 		l.cancel(cause)
 	}
 }
@@ -147,12 +150,16 @@ func (l *link) gone() error {
 	return l.lostWith
 }
 
-// waiting marks whether the generation waits for answers; it reports
-// whether the client has already gone.
+// waiting marks that one more (on) or one less wait for the client's
+// answers; it reports whether the client has already gone.
 func (l *link) waiting(on bool) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.awaiting = on
+	if on {
+		l.awaiting++
+	} else if l.awaiting > 0 {
+		l.awaiting--
+	}
 	return l.lostWith != nil || l.clientless
 }
 

@@ -53,6 +53,8 @@ type generation struct {
 	answered  *answerSet // approval and function-call ids already answered; a repeat is ignored
 
 	resume *resumption // set when the generation continues a pause
+	// deferred are the authorizations this run left to a resume (X-M2).
+	deferred deferrals
 	// origin is the span context of the invoke_agent span of the
 	// generation's start, kept in its checkpoints: the span of a resumed
 	// or adopted run links to it (X-O2). Invalid when unknown.
@@ -190,9 +192,19 @@ func (g *generation) run(ctx context.Context) (err error) {
 		g.resume.stopKeeping = g.keepClaim(ctx)
 		defer g.resume.stopKeeping()
 	}
+	if g.resume != nil && len(g.resume.authorizations) > 0 {
+		// The person's authorizations first: their tokens go with the
+		// servers' first requests.
+		if err := g.completeAuthorizations(ctx); err != nil {
+			return err
+		}
+	}
 	var serverTools []*bridgev1.ServerTools
 	if bridged := g.plan.bridged(); len(bridged) > 0 {
 		sess, err := g.s.bridge.OpenSession(ctx, g.openRequest(ctx, bridged), g)
+		if err != nil && g.deferredWhy() != "" {
+			return g.pauseBeforeTools(ctx)
+		}
 		if err != nil {
 			fields := make([]string, len(bridged))
 			for i, sp := range bridged {
@@ -203,6 +215,9 @@ func (g *generation) run(ctx context.Context) (err error) {
 		defer sess.Close(ctx)
 		g.session = sess
 		if serverTools, err = sess.ListTools(ctx); err != nil {
+			if g.deferredWhy() != "" {
+				return g.pauseBeforeTools(ctx)
+			}
 			return err
 		}
 	}
@@ -219,10 +234,13 @@ func (g *generation) run(ctx context.Context) (err error) {
 		return err
 	}
 	if g.resume != nil {
-		// The paused turn first: its answers arrived with the resume.
-		r, results, err := g.resumeTurn(ctx)
-		if done, err := g.endTurn(ctx, r, results, err); done {
-			return err
+		// The paused turn first: its answers arrived with the resume. A
+		// generation paused before its first model turn has none.
+		if len(g.resume.checkpoint.GetTurn().GetCalls()) > 0 {
+			r, results, err := g.resumeTurn(ctx)
+			if done, err := g.endTurn(ctx, r, results, err); done {
+				return err
+			}
 		}
 		if err := g.progress(ctx); err != nil {
 			return err
@@ -286,6 +304,15 @@ func (g *generation) run(ctx context.Context) (err error) {
 	}
 }
 
+// pauseBeforeTools pauses a generation whose servers' tools could not be
+// listed for want of authorizations deferred to a resume (X-M2): it has
+// no turn to finish, and continues, once they are answered, by listing
+// them again.
+func (g *generation) pauseBeforeTools(ctx context.Context) error {
+	turn := &statev1.PausedTurn{Turn: int32(g.toolTurns), Authorizations: g.pendingAuthorizations()}
+	return g.pause(ctx, turn, &errPause{why: g.deferredWhy()})
+}
+
 // noStates is the states of n calls none of which has a result yet.
 func noStates(n int) []*statev1.CallState {
 	states := make([]*statev1.CallState, n)
@@ -313,7 +340,7 @@ func (g *generation) endTurn(ctx context.Context, r *turnRun, results []*agentdv
 	var pause *errPause
 	switch {
 	case errors.As(err, &pause):
-		return true, g.pause(ctx, r, pause)
+		return true, g.pause(ctx, r.state(), pause)
 	case err != nil:
 		return true, err
 	}

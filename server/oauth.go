@@ -230,6 +230,11 @@ func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.
 	if sp == nil || sp.decl.GetOauth() == nil {
 		return "", fault.New(fault.Internal, "the bridge asked for the authorization of %q, which is not an MCP server of the generation declared with oauth", server)
 	}
+	if d := g.deferredFor(server); d != nil {
+		// The person is asked once: every later refusal of the server in
+		// this run waits for the same answer, on the resume.
+		return "", deferredRefusal(server, d.request.GetId())
+	}
 	o := g.s.oauth
 	cfg, err := o.config(sp.decl.GetOauth(), g.allowPrivate())
 	if err != nil {
@@ -306,12 +311,16 @@ func grantName(gr mcpauth.Grant) string {
 // exchanges the code of the redirect the client answers with (X-M2).
 func (g *generation) authorizationCode(ctx context.Context, server, serverURL string, cfg *mcpauth.Config, ch mcpauth.Challenge, granted []string, reason agentdv1.AuthorizationReason) (*mcpauth.Token, error) {
 	unanswerable := func(why string) error {
-		return fault.New(fault.Unauthenticated,
-			"the MCP server %q needs a person to authorize agentd at its authorization server, and the client %s; answer its authorization_request on the Generate stream", server, why).
+		msg := "the MCP server %q needs a person to authorize agentd at its authorization server, and the client %s; answer its authorization_request on the Generate stream"
+		if g.s.checkpoints != nil {
+			msg += ", or set store.encryption_key_file so that the generation can pause for it"
+		}
+		return fault.New(fault.Unauthenticated, msg, server, why).
 			WithInfo("MCP_AUTHORIZATION_UNANSWERED", map[string]string{"server": server})
 	}
-	if g.link.clientless {
-		return nil, unanswerable("is not attached (the generation runs detached, or another replica adopted it)")
+	const notAttached = "is not attached (the generation runs detached, or another replica adopted it)"
+	if g.link.clientless && !g.canDefer() {
+		return nil, unanswerable(notAttached)
 	}
 	p, err := cfg.Begin(ctx, serverURL, ch, granted)
 	if err != nil {
@@ -326,6 +335,23 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	}
 	g.s.log.InfoContext(ctx, "authorization requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "server", server, "reason", reason.String())
+	// Unanswered, it pauses the generation when it can (X-M2).
+	unanswered := func(why string) error {
+		if g.canDefer() {
+			return g.deferAuthorization(ctx, server, req, p, why)
+		}
+		return unanswerable(why)
+	}
+	if g.link.clientless {
+		return nil, unanswered(notAttached)
+	}
+	if g.canDefer() {
+		// Losing the client while it waits pauses the generation, as
+		// during an approval; the pause keeps it marked waiting.
+		if gone := g.link.waiting(true); gone {
+			return nil, unanswered("has gone away")
+		}
+	}
 	g.link.mail.expect(req.GetId())
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_AuthorizationRequest{AuthorizationRequest: req}}); err != nil {
 		return nil, err
@@ -333,11 +359,16 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	answer, err := g.link.mail.await(ctx, req.GetId(), g.plan.answerTimeout)
 	switch {
 	case errors.Is(err, errUnanswered):
-		return nil, unanswerable("half-closed the stream or went away")
+		return nil, unanswered("half-closed the stream or went away")
 	case errors.Is(err, errAnswerTimeout):
-		return nil, unanswerable(fmt.Sprintf("did not answer within %s", g.plan.answerTimeout))
+		return nil, unanswered(fmt.Sprintf("did not answer within %s", g.plan.answerTimeout))
 	case err != nil:
 		return nil, err
+	}
+	if g.canDefer() && g.link.waiting(false) {
+		// The client went away as the answer came: losing it now stops
+		// the generation, as it would have outside the wait.
+		g.link.cancel(g.link.gone())
 	}
 	redirect, _ := answer.(string)
 	return cfg.Complete(ctx, p, redirect)

@@ -40,25 +40,32 @@ type resumption struct {
 	// interrupted holds the approval requests that an earlier resume,
 	// since gone, had approved: they may have run.
 	interrupted map[string]bool
-	started     bool // an approved call was started
-	progressed  bool // the paused turn is done and the generation went on
+	// authorizations are the resume's answers to the authorizations the
+	// paused turn waits for (X-M2); interruptedAuth, that an earlier
+	// resume, since gone, had brought answers too.
+	authorizations  []*agentdv1.AuthorizationResponse
+	interruptedAuth bool
+	started         bool // an approved call was started
+	progressed      bool // the paused turn is done and the generation went on
 
 	stopKeeping func() // stops keepClaim; nil before it starts
 }
 
 // pause stores the generation with its paused turn, ends the stream with
 // a paused event, and lets the bridge session close (R-A6).
-func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error {
+func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *errPause) error {
 	store := g.s.checkpoints
-	approvals, functions := pendingRequests(r.state())
+	approvals, functions := pendingRequests(turn)
+	authorizations := g.deferredRequests()
+	waiting := len(approvals) + len(functions) + len(authorizations)
 	if store == nil {
 		return fault.New(fault.FailedPrecondition,
 			"the generation waits for %d answers (approval decisions or function results) and the client %s; this agentd has no state store, so it cannot pause the generation",
-			len(approvals)+len(functions), why.why).WithInfo("ANSWERS_MISSING", nil)
+			waiting, why.why).WithInfo("ANSWERS_MISSING", nil)
 	}
 	now := time.Now()
 	expires := now.Add(g.s.cfg.PauseTTL)
-	cp := g.conversation(r.state())
+	cp := g.conversation(turn)
 	cp.PausedAt, cp.ExpiresAt = timestamppb.New(now), timestamppb.New(expires)
 	data, err := proto.Marshal(cp)
 	if err != nil {
@@ -79,7 +86,7 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	}
 	save := func() error { return store.Save(sctx, g.tenant, g.id, data, expires, fence) }
 	if limit := g.plan.tenant.Limits.Paused; fence == 0 && limit.N > 0 {
-		if err := g.saveWithin(sctx, limit, len(approvals)+len(functions), why, save); err != nil {
+		if err := g.saveWithin(sctx, limit, waiting, why, save); err != nil {
 			return err
 		}
 	} else if err := save(); err != nil {
@@ -90,12 +97,13 @@ func (g *generation) pause(ctx context.Context, r *turnRun, why *errPause) error
 	}
 	g.pausedNow = true
 	g.s.log.InfoContext(ctx, "generation paused", "generation", g.id, "tenant", g.tenant,
-		"pending_approvals", len(approvals), "pending_functions", len(functions), "why", "the client "+why.why)
+		"pending_approvals", len(approvals), "pending_functions", len(functions), "pending_authorizations", len(authorizations), "why", "the client "+why.why)
 	return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Paused{Paused: &agentdv1.GenerationPaused{
-		GenerationId:     g.id,
-		ApprovalRequests: approvals,
-		FunctionCalls:    functions,
-		ExpiresAt:        timestamppb.New(expires),
+		GenerationId:          g.id,
+		ApprovalRequests:      approvals,
+		FunctionCalls:         functions,
+		ExpiresAt:             timestamppb.New(expires),
+		AuthorizationRequests: authorizations,
 	}}})
 }
 
@@ -294,6 +302,10 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		decisions:   r.GetApprovalDecisions(),
 		results:     r.GetFunctionResults(),
 		interrupted: interrupted,
+
+		authorizations: r.GetAuthorizationResponses(),
+		// An earlier resume, since gone, may have spent the codes.
+		interruptedAuth: len(cp.GetClaim().GetAuthorized()) > 0,
 	}
 	return g, nil
 }
@@ -382,6 +394,14 @@ func (s *Service) checkClaimable(rec store.Record, cp *statev1.Checkpoint) (inte
 		for _, reqID := range c.GetMayHaveRun() {
 			interrupted[reqID] = true
 		}
+		if len(c.GetAuthorized()) > 0 {
+			// It ran the calls that waited for authorizations again.
+			for _, st := range cp.GetTurn().GetStates() {
+				if a := st.GetAuthorization(); a != nil {
+					interrupted[a.GetToolCallId()] = true
+				}
+			}
+		}
 	}
 	return interrupted, nil
 }
@@ -404,6 +424,7 @@ func (s *Service) checkResume(r *agentdv1.ResumeGeneration, tenant *Tenant, cp *
 			cp.GetProvider(), cp.GetModel(), agent.GetProvider(), agent.GetModel()))
 	}
 	checkAnswers(&v, cp.GetTurn(), r)
+	checkAuthorizationAnswers(&v, cp.GetTurn(), r)
 	if len(v) > 0 {
 		return nil, fault.InvalidRequest(v)
 	}
@@ -417,6 +438,7 @@ func (s *Service) claim(ctx context.Context, tenant string, r *agentdv1.ResumeGe
 	claimed := proto.Clone(cp).(*statev1.Checkpoint)
 	claimed.Claim = &statev1.Claim{
 		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now(),
+		Authorized: authorizedIDs(r.GetAuthorizationResponses()),
 		MayHaveRun: slices.Sorted(maps.Keys(interrupted)),
 	}
 	data, err := proto.Marshal(claimed)
@@ -440,6 +462,9 @@ func consistent(cp *statev1.Checkpoint, id string) bool {
 	if cp.GetVersion() != checkpointVersion || cp.GetGenerationId() != id || t == nil || len(t.GetStates()) != len(t.GetCalls()) {
 		return false
 	}
+	if len(t.GetCalls()) == 0 && len(t.GetAuthorizations()) == 0 {
+		return false // a turn with nothing to wait for
+	}
 	ids := make(map[string]bool, 2*len(t.GetCalls()))
 	unique := func(id string) bool {
 		if id == "" || ids[id] {
@@ -447,6 +472,13 @@ func consistent(cp *statev1.Checkpoint, id string) bool {
 		}
 		ids[id] = true
 		return true
+	}
+	authorizations := make(map[string]bool)
+	for _, pa := range t.GetAuthorizations() {
+		if !unique(pa.GetRequestId()) {
+			return false
+		}
+		authorizations[pa.GetRequestId()] = true
 	}
 	for i, c := range t.GetCalls() {
 		if !unique(c.GetId()) {
@@ -463,6 +495,10 @@ func consistent(cp *statev1.Checkpoint, id string) bool {
 			}
 		case *statev1.CallState_FunctionCall:
 			if st.FunctionCall.GetCallId() != c.GetId() {
+				return false
+			}
+		case *statev1.CallState_Authorization:
+			if st.Authorization.GetToolCallId() != c.GetId() || !authorizations[st.Authorization.GetRequestId()] {
 				return false
 			}
 		default:
@@ -532,8 +568,11 @@ func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.Tool
 	res := g.resume
 	t := res.checkpoint.GetTurn()
 	r := g.newTurnRun(ctx, int(t.GetTurn()), t.GetCalls())
+	var authorized []int // calls that waited for authorizations
 	for i, st := range t.GetStates() {
 		switch s := st.GetState().(type) {
+		case *statev1.CallState_Authorization:
+			authorized = append(authorized, i)
 		case *statev1.CallState_Result:
 			r.results[i] = s.Result
 		case *statev1.CallState_Approval:
@@ -563,10 +602,33 @@ func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.Tool
 				return err
 			}
 		}
+		// The calls refused for want of the authorizations the resume
+		// brought run now, once (X-M2).
+		for _, i := range authorized {
+			c := r.calls[i]
+			if res.interrupted[c.GetId()] {
+				r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
+				continue
+			}
+			r.started = true
+			if err := r.dispatchAuthorized(i); err != nil {
+				return err
+			}
+		}
 		// An approved function call now waits for its result, inline.
 		return r.awaitAnswers()
 	}()
 	res.started = r.started
 	results, err := r.finish(err)
-	return r, results, err
+	return r, results, r.authorizationPause(err)
+}
+
+// dispatchAuthorized runs call i, which waited for an authorization: an
+// MCP call of a tool the agent still offers, as when it first ran.
+func (r *turnRun) dispatchAuthorized(i int) error {
+	owner := r.g.owners[r.calls[i].GetName()]
+	if owner == nil {
+		return r.unknownTool(i)
+	}
+	return r.start(i, owner)
 }

@@ -38,7 +38,10 @@ type turnRun struct {
 	functions map[string]time.Time                 // pending function call id → when it was asked
 	fnSpans   map[string]trace.Span                // pending function calls' execute_tool spans (under mu)
 	started   bool                                 // an approved call was started
-	begun     map[string]bool                      // calls whose start was sent (under mu)
+	// authWaits are the calls refused for an authorization deferred to a
+	// resume (X-M2), by index: request id (under mu).
+	authWaits map[int]string
+	begun     map[string]bool // calls whose start was sent (under mu)
 
 	// asked holds the approval requests this run sent, counted in
 	// agentd.approvals.pending until they are decided or the turn ends.
@@ -109,7 +112,42 @@ func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.T
 		err = r.awaitAnswers()
 	}
 	results, err := r.finish(err)
-	return r, results, err
+	return r, results, r.authorizationPause(err)
+}
+
+// waitAuthorization reports whether call i's failure err is its server's
+// refusal for want of an authorization deferred to a resume; the call
+// then waits for it, to run again (X-M2).
+func (r *turnRun) waitAuthorization(i int, owner *toolOwner, err error) bool {
+	d := r.g.deferredFor(owner.serverName())
+	if d == nil || fault.KindOf(err) != fault.Unauthenticated || r.ctx.Err() != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.authWaits == nil {
+		r.authWaits = make(map[int]string)
+	}
+	r.authWaits[i] = d.request.GetId()
+	return true
+}
+
+// authorizationPause is the end of a turn whose calls otherwise ended
+// with err: a pause when authorizations were deferred (and nothing else
+// failed it), err otherwise.
+func (r *turnRun) authorizationPause(err error) error {
+	var pause *errPause
+	if err != nil && !errors.As(err, &pause) {
+		return err
+	}
+	why := r.g.deferredWhy()
+	if why == "" {
+		return err
+	}
+	if err == nil {
+		return &errPause{why: why}
+	}
+	return err
 }
 
 func (r *turnRun) dispatch() error {
@@ -224,6 +262,9 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 			}
 		}
 		res, finished, err := r.g.callMCP(r.ctx, r.turn, c, owner)
+		if err != nil && r.waitAuthorization(i, owner, err) {
+			return
+		}
 		if err != nil {
 			r.cancel(err)
 			return
@@ -446,6 +487,7 @@ func (r *turnRun) state() *statev1.PausedTurn {
 	for id, i := range r.approvals {
 		pendingApproval[i] = r.requests[id]
 	}
+	t.Authorizations = r.g.pendingAuthorizations()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, c := range r.calls {
@@ -455,6 +497,8 @@ func (r *turnRun) state() *statev1.PausedTurn {
 			st.State = &statev1.CallState_Result{Result: r.results[i]}
 		case pendingApproval[i] != nil:
 			st.State = &statev1.CallState_Approval{Approval: pendingApproval[i]}
+		case r.authWaits[i] != "":
+			st.State = &statev1.CallState_Authorization{Authorization: &statev1.AuthorizationWait{ToolCallId: c.GetId(), RequestId: r.authWaits[i]}}
 		default:
 			st.State = &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}
 		}

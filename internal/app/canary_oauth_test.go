@@ -249,7 +249,32 @@ func oauthCanary(t *testing.T, sealed bool) {
 		fails(t, withSecret, "dave", approve(crm)(t), codes.Unauthenticated)
 	})
 	t.Run("nobody answers", func(t *testing.T) {
-		fails(t, withSecret, "erin", nil, codes.Unauthenticated)
+		if !sealed {
+			fails(t, withSecret, "erin", nil, codes.Unauthenticated)
+			return
+		}
+		// X-M2: with a sealed store the generation pauses (the request's
+		// PKCE verifier and client secret sealed in its checkpoint); the
+		// resume brings the redirect.
+		events, err := c.generate(t, s.client, start(withSecret, "erin"), answer(t, nil))
+		if err != nil {
+			t.Fatalf("nobody answers: %v, want a pause", err)
+		}
+		var paused *agentdv1.GenerationPaused
+		for _, ev := range events {
+			if p := ev.GetPaused(); p != nil {
+				paused = p
+			}
+		}
+		if len(paused.GetAuthorizationRequests()) != 1 {
+			t.Fatalf("paused %v, want one authorization request", paused)
+		}
+		r := paused.GetAuthorizationRequests()[0]
+		events, err = c.generate(t, s.client, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{
+			GenerationId: paused.GetGenerationId(), Agent: withSecret,
+			AuthorizationResponses: []*agentdv1.AuthorizationResponse{{RequestId: r.GetId(), RedirectUrl: approve(crm)(t)(r.GetUrl())}},
+		}}}, nil)
+		canaryCompleted(t, events, err)
 	})
 
 	t.Run("the schema cache and pools of oauth servers", func(t *testing.T) {

@@ -47,6 +47,7 @@ func oauthAgent(t *testing.T, url string, oauth *agentdv1.OAuthClient, tool stri
 type oauthRun struct {
 	requests []*agentdv1.AuthorizationRequest
 	final    string
+	paused   *agentdv1.GenerationPaused
 	err      error
 }
 
@@ -55,6 +56,15 @@ type oauthRun struct {
 // server's redirect), or not at all when approve is nil.
 func oauthGenerate(t *testing.T, client agentdv1.AgentServiceClient, agent *agentdv1.Agent, endUser string, approve func(string) (string, error)) oauthRun {
 	t.Helper()
+	start := &agentdv1.StartGeneration{Agent: agent, EndUser: endUser, AnswerTimeout: durationpb.New(roomyAnswer),
+		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{textPart("go")}}}}
+	return oauthStream(t, client, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}, approve)
+}
+
+// oauthStream sends first on a new Generate stream and reads it to its
+// end as oauthGenerate does.
+func oauthStream(t *testing.T, client agentdv1.AgentServiceClient, first *agentdv1.GenerateRequest, approve func(string) (string, error)) oauthRun {
+	t.Helper()
 	var run oauthRun
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -62,9 +72,7 @@ func oauthGenerate(t *testing.T, client agentdv1.AgentServiceClient, agent *agen
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := &agentdv1.StartGeneration{Agent: agent, EndUser: endUser, AnswerTimeout: durationpb.New(roomyAnswer),
-		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{textPart("go")}}}}
-	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
+	if err := stream.Send(first); err != nil {
 		t.Fatal(err)
 	}
 	if approve == nil {
@@ -97,6 +105,9 @@ func oauthGenerate(t *testing.T, client agentdv1.AgentServiceClient, agent *agen
 			for _, p := range c.GetMessage().GetParts() {
 				run.final += p.GetText()
 			}
+		}
+		if p := ev.GetPaused(); p != nil {
+			run.paused = p
 		}
 	}
 }

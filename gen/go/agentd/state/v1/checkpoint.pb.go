@@ -290,9 +290,13 @@ type PausedTurn struct {
 	// In a running generation's checkpoint: the calls whose start was
 	// logged (their tool_call_started event written before they ran). One
 	// of them without a result may have run.
-	Started       []string `protobuf:"bytes,4,rep,name=started,proto3" json:"started,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Started []string `protobuf:"bytes,4,rep,name=started,proto3" json:"started,omitempty"`
+	// In a paused checkpoint: the authorizations of MCP servers that wait
+	// for a person (X-M2). A turn with no calls and authorizations paused
+	// before its first model turn, when the servers' tools were listed.
+	Authorizations []*PendingAuthorization `protobuf:"bytes,5,rep,name=authorizations,proto3" json:"authorizations,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PausedTurn) Reset() {
@@ -353,6 +357,146 @@ func (x *PausedTurn) GetStarted() []string {
 	return nil
 }
 
+func (x *PausedTurn) GetAuthorizations() []*PendingAuthorization {
+	if x != nil {
+		return x.Authorizations
+	}
+	return nil
+}
+
+// PendingAuthorization is an authorization code grant begun and waiting
+// for the person's redirect.
+type PendingAuthorization struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// AuthorizationRequest.id.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The server it authorizes.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The sealed request: an agentd.v1.AuthorizationRequest and the grant's
+	// state (PKCE verifier, state, token endpoint, client), sealed under
+	// the store's key and bound to the generation and request.
+	Sealed []byte `protobuf:"bytes,3,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	// The key it is sealed under (its id).
+	KeyId         string `protobuf:"bytes,4,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingAuthorization) Reset() {
+	*x = PendingAuthorization{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingAuthorization) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingAuthorization) ProtoMessage() {}
+
+func (x *PendingAuthorization) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingAuthorization.ProtoReflect.Descriptor instead.
+func (*PendingAuthorization) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PendingAuthorization) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PendingAuthorization) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *PendingAuthorization) GetSealed() []byte {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
+func (x *PendingAuthorization) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+// AuthorizationWait is a call an MCP server refused for want of an
+// authorization (the refusal proves it did not run): it runs again once
+// the authorization is answered.
+type AuthorizationWait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's id.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// PendingAuthorization.request_id.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizationWait) Reset() {
+	*x = AuthorizationWait{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizationWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizationWait) ProtoMessage() {}
+
+func (x *AuthorizationWait) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizationWait.ProtoReflect.Descriptor instead.
+func (*AuthorizationWait) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AuthorizationWait) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *AuthorizationWait) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // CallState is where one call of a paused turn stands. In a running
 // generation's checkpoint, a call without a result has no state.
 type CallState struct {
@@ -364,6 +508,7 @@ type CallState struct {
 	//	*CallState_Result
 	//	*CallState_Approval
 	//	*CallState_FunctionCall
+	//	*CallState_Authorization
 	State         isCallState_State `protobuf_oneof:"state"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -371,7 +516,7 @@ type CallState struct {
 
 func (x *CallState) Reset() {
 	*x = CallState{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +528,7 @@ func (x *CallState) String() string {
 func (*CallState) ProtoMessage() {}
 
 func (x *CallState) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +541,7 @@ func (x *CallState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallState.ProtoReflect.Descriptor instead.
 func (*CallState) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CallState) GetState() isCallState_State {
@@ -433,6 +578,15 @@ func (x *CallState) GetFunctionCall() *v1.FunctionCall {
 	return nil
 }
 
+func (x *CallState) GetAuthorization() *AuthorizationWait {
+	if x != nil {
+		if x, ok := x.State.(*CallState_Authorization); ok {
+			return x.Authorization
+		}
+	}
+	return nil
+}
+
 type isCallState_State interface {
 	isCallState_State()
 }
@@ -452,11 +606,18 @@ type CallState_FunctionCall struct {
 	FunctionCall *v1.FunctionCall `protobuf:"bytes,3,opt,name=function_call,json=functionCall,proto3,oneof"`
 }
 
+type CallState_Authorization struct {
+	// The call waits for an authorization (X-M2).
+	Authorization *AuthorizationWait `protobuf:"bytes,4,opt,name=authorization,proto3,oneof"`
+}
+
 func (*CallState_Result) isCallState_State() {}
 
 func (*CallState_Approval) isCallState_State() {}
 
 func (*CallState_FunctionCall) isCallState_State() {}
+
+func (*CallState_Authorization) isCallState_State() {}
 
 // Claim records the answers of the resume that took the checkpoint.
 type Claim struct {
@@ -473,14 +634,17 @@ type Claim struct {
 	// The resume finished the paused turn and went on: the checkpoint no
 	// longer describes where the generation is, so it is never resumed
 	// again (that would repeat the calls made since).
-	Progressed    bool `protobuf:"varint,5,opt,name=progressed,proto3" json:"progressed,omitempty"`
+	Progressed bool `protobuf:"varint,5,opt,name=progressed,proto3" json:"progressed,omitempty"`
+	// The authorization requests it brought answers to (their ids only:
+	// the redirects carry codes, which are never stored).
+	Authorized    []string `protobuf:"bytes,6,rep,name=authorized,proto3" json:"authorized,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +656,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +669,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Claim) GetApprovalDecisions() []*v1.ApprovalDecision {
@@ -543,6 +707,13 @@ func (x *Claim) GetProgressed() bool {
 	return false
 }
 
+func (x *Claim) GetAuthorized() []string {
+	if x != nil {
+		return x.Authorized
+	}
+	return nil
+}
+
 var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
@@ -574,18 +745,32 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\bresuming\x18\x13 \x01(\bR\bresuming\x12&\n" +
 	"\x0forigin_trace_id\x18\x14 \x01(\fR\roriginTraceId\x12$\n" +
 	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\x12\x19\n" +
-	"\bend_user\x18\x16 \x01(\tR\aendUser\"\x99\x01\n" +
+	"\bend_user\x18\x16 \x01(\tR\aendUser\"\xe8\x01\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +
 	"\x05calls\x18\x02 \x03(\v2\x13.agentd.v1.ToolCallR\x05calls\x122\n" +
 	"\x06states\x18\x03 \x03(\v2\x1a.agentd.state.v1.CallStateR\x06states\x12\x18\n" +
-	"\astarted\x18\x04 \x03(\tR\astarted\"\xbf\x01\n" +
+	"\astarted\x18\x04 \x03(\tR\astarted\x12M\n" +
+	"\x0eauthorizations\x18\x05 \x03(\v2%.agentd.state.v1.PendingAuthorizationR\x0eauthorizations\"\x85\x01\n" +
+	"\x14PendingAuthorization\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x16\n" +
+	"\x06sealed\x18\x03 \x01(\fR\x06sealed\x12\x15\n" +
+	"\x06key_id\x18\x04 \x01(\tR\x05keyId\"T\n" +
+	"\x11AuthorizationWait\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\x8b\x02\n" +
 	"\tCallState\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\x06result\x128\n" +
 	"\bapproval\x18\x02 \x01(\v2\x1a.agentd.v1.ApprovalRequestH\x00R\bapproval\x12>\n" +
-	"\rfunction_call\x18\x03 \x01(\v2\x17.agentd.v1.FunctionCallH\x00R\ffunctionCallB\a\n" +
-	"\x05state\"\x96\x02\n" +
+	"\rfunction_call\x18\x03 \x01(\v2\x17.agentd.v1.FunctionCallH\x00R\ffunctionCall\x12J\n" +
+	"\rauthorization\x18\x04 \x01(\v2\".agentd.state.v1.AuthorizationWaitH\x00R\rauthorizationB\a\n" +
+	"\x05state\"\xb6\x02\n" +
 	"\x05Claim\x12J\n" +
 	"\x12approval_decisions\x18\x01 \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\x11approvalDecisions\x12D\n" +
 	"\x10function_results\x18\x02 \x03(\v2\x19.agentd.v1.FunctionResultR\x0ffunctionResults\x129\n" +
@@ -595,7 +780,10 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"mayHaveRun\x12\x1e\n" +
 	"\n" +
 	"progressed\x18\x05 \x01(\bR\n" +
-	"progressedB\xbd\x01\n" +
+	"progressed\x12\x1e\n" +
+	"\n" +
+	"authorized\x18\x06 \x03(\tR\n" +
+	"authorizedB\xbd\x01\n" +
 	"\x13com.agentd.state.v1B\x0fCheckpointProtoP\x01Z7github.com/agentd/agentd/gen/go/agentd/state/v1;statev1\xa2\x02\x03ASX\xaa\x02\x0fAgentd.State.V1\xca\x02\x0fAgentd\\State\\V1\xe2\x02\x1bAgentd\\State\\V1\\GPBMetadata\xea\x02\x11Agentd::State::V1b\x06proto3"
 
 var (
@@ -610,43 +798,47 @@ func file_agentd_state_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_agentd_state_v1_checkpoint_proto_rawDescData
 }
 
-var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentd_state_v1_checkpoint_proto_goTypes = []any{
 	(*Checkpoint)(nil),            // 0: agentd.state.v1.Checkpoint
 	(*PausedTurn)(nil),            // 1: agentd.state.v1.PausedTurn
-	(*CallState)(nil),             // 2: agentd.state.v1.CallState
-	(*Claim)(nil),                 // 3: agentd.state.v1.Claim
-	(*v1.Message)(nil),            // 4: agentd.v1.Message
-	(*v1.Usage)(nil),              // 5: agentd.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*v1.ToolCall)(nil),           // 7: agentd.v1.ToolCall
-	(*v1.ToolResult)(nil),         // 8: agentd.v1.ToolResult
-	(*v1.ApprovalRequest)(nil),    // 9: agentd.v1.ApprovalRequest
-	(*v1.FunctionCall)(nil),       // 10: agentd.v1.FunctionCall
-	(*v1.ApprovalDecision)(nil),   // 11: agentd.v1.ApprovalDecision
-	(*v1.FunctionResult)(nil),     // 12: agentd.v1.FunctionResult
+	(*PendingAuthorization)(nil),  // 2: agentd.state.v1.PendingAuthorization
+	(*AuthorizationWait)(nil),     // 3: agentd.state.v1.AuthorizationWait
+	(*CallState)(nil),             // 4: agentd.state.v1.CallState
+	(*Claim)(nil),                 // 5: agentd.state.v1.Claim
+	(*v1.Message)(nil),            // 6: agentd.v1.Message
+	(*v1.Usage)(nil),              // 7: agentd.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*v1.ToolCall)(nil),           // 9: agentd.v1.ToolCall
+	(*v1.ToolResult)(nil),         // 10: agentd.v1.ToolResult
+	(*v1.ApprovalRequest)(nil),    // 11: agentd.v1.ApprovalRequest
+	(*v1.FunctionCall)(nil),       // 12: agentd.v1.FunctionCall
+	(*v1.ApprovalDecision)(nil),   // 13: agentd.v1.ApprovalDecision
+	(*v1.FunctionResult)(nil),     // 14: agentd.v1.FunctionResult
 }
 var file_agentd_state_v1_checkpoint_proto_depIdxs = []int32{
-	4,  // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
-	4,  // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
-	5,  // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
+	6,  // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
+	6,  // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
+	7,  // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
 	1,  // 3: agentd.state.v1.Checkpoint.turn:type_name -> agentd.state.v1.PausedTurn
-	6,  // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
-	6,  // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
-	7,  // 7: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
-	2,  // 8: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
-	8,  // 9: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
-	9,  // 10: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
-	10, // 11: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
-	11, // 12: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	12, // 13: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
-	6,  // 14: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	8,  // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
+	8,  // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
+	9,  // 7: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
+	4,  // 8: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
+	2,  // 9: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
+	10, // 10: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
+	11, // 11: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
+	12, // 12: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
+	3,  // 13: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
+	13, // 14: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	14, // 15: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
+	8,  // 16: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentd_state_v1_checkpoint_proto_init() }
@@ -654,10 +846,11 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 	if File_agentd_state_v1_checkpoint_proto != nil {
 		return
 	}
-	file_agentd_state_v1_checkpoint_proto_msgTypes[2].OneofWrappers = []any{
+	file_agentd_state_v1_checkpoint_proto_msgTypes[4].OneofWrappers = []any{
 		(*CallState_Result)(nil),
 		(*CallState_Approval)(nil),
 		(*CallState_FunctionCall)(nil),
+		(*CallState_Authorization)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -665,7 +858,7 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_state_v1_checkpoint_proto_rawDesc), len(file_agentd_state_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -8,15 +8,25 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class AuthorizationWait(_message.Message):
+    __slots__ = ["request_id", "tool_call_id"]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    tool_call_id: str
+    def __init__(self, tool_call_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
 class CallState(_message.Message):
-    __slots__ = ["approval", "function_call", "result"]
+    __slots__ = ["approval", "authorization", "function_call", "result"]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     approval: _agent_service_pb2.ApprovalRequest
+    authorization: AuthorizationWait
     function_call: _agent_service_pb2.FunctionCall
     result: _message_pb2.ToolResult
-    def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ...) -> None: ...
+    def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "tool_turns", "turn", "usage", "version"]
@@ -67,27 +77,43 @@ class Checkpoint(_message.Message):
     def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ...) -> None: ...
 
 class Claim(_message.Message):
-    __slots__ = ["approval_decisions", "claimed_at", "function_results", "may_have_run", "progressed"]
+    __slots__ = ["approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
     APPROVAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZED_FIELD_NUMBER: _ClassVar[int]
     CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_RESULTS_FIELD_NUMBER: _ClassVar[int]
     MAY_HAVE_RUN_FIELD_NUMBER: _ClassVar[int]
     PROGRESSED_FIELD_NUMBER: _ClassVar[int]
     approval_decisions: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.ApprovalDecision]
+    authorized: _containers.RepeatedScalarFieldContainer[str]
     claimed_at: _timestamp_pb2.Timestamp
     function_results: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.FunctionResult]
     may_have_run: _containers.RepeatedScalarFieldContainer[str]
     progressed: bool
-    def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., may_have_run: _Optional[_Iterable[str]] = ..., progressed: bool = ...) -> None: ...
+    def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., may_have_run: _Optional[_Iterable[str]] = ..., progressed: bool = ..., authorized: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PausedTurn(_message.Message):
-    __slots__ = ["calls", "started", "states", "turn"]
+    __slots__ = ["authorizations", "calls", "started", "states", "turn"]
+    AUTHORIZATIONS_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
+    authorizations: _containers.RepeatedCompositeFieldContainer[PendingAuthorization]
     calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
     started: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedCompositeFieldContainer[CallState]
     turn: int
-    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ..., started: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ..., started: _Optional[_Iterable[str]] = ..., authorizations: _Optional[_Iterable[_Union[PendingAuthorization, _Mapping]]] = ...) -> None: ...
+
+class PendingAuthorization(_message.Message):
+    __slots__ = ["key_id", "request_id", "sealed", "server_name"]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    request_id: str
+    sealed: bytes
+    server_name: str
+    def __init__(self, request_id: _Optional[str] = ..., server_name: _Optional[str] = ..., sealed: _Optional[bytes] = ..., key_id: _Optional[str] = ...) -> None: ...

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/state/v1/checkpoint.proto.
  */
 export const file_agentd_state_v1_checkpoint: GenFile = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIswECgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgSEAoIcmVzdW1pbmcYEyABKAgSFwoPb3JpZ2luX3RyYWNlX2lkGBQgASgMEhYKDm9yaWdpbl9zcGFuX2lkGBUgASgMEhAKCGVuZF91c2VyGBYgASgJInsKClBhdXNlZFR1cm4SDAoEdHVybhgBIAEoBRIiCgVjYWxscxgCIAMoCzITLmFnZW50ZC52MS5Ub29sQ2FsbBIqCgZzdGF0ZXMYAyADKAsyGi5hZ2VudGQuc3RhdGUudjEuQ2FsbFN0YXRlEg8KB3N0YXJ0ZWQYBCADKAkinwEKCUNhbGxTdGF0ZRInCgZyZXN1bHQYASABKAsyFS5hZ2VudGQudjEuVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAIgASgLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdEgAEjAKDWZ1bmN0aW9uX2NhbGwYAyABKAsyFy5hZ2VudGQudjEuRnVuY3Rpb25DYWxsSABCBwoFc3RhdGUizwEKBUNsYWltEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgBIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYAiADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF5X2hhdmVfcnVuGAQgAygJEhIKCnByb2dyZXNzZWQYBSABKAhCvQEKE2NvbS5hZ2VudGQuc3RhdGUudjFCD0NoZWNrcG9pbnRQcm90b1ABWjdnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9zdGF0ZS92MTtzdGF0ZXYxogIDQVNYqgIPQWdlbnRkLlN0YXRlLlYxygIPQWdlbnRkXFN0YXRlXFYx4gIbQWdlbnRkXFN0YXRlXFYxXEdQQk1ldGFkYXRh6gIRQWdlbnRkOjpTdGF0ZTo6VjFiBnByb3RvMw", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
+  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIswECgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgSEAoIcmVzdW1pbmcYEyABKAgSFwoPb3JpZ2luX3RyYWNlX2lkGBQgASgMEhYKDm9yaWdpbl9zcGFuX2lkGBUgASgMEhAKCGVuZF91c2VyGBYgASgJIroBCgpQYXVzZWRUdXJuEgwKBHR1cm4YASABKAUSIgoFY2FsbHMYAiADKAsyEy5hZ2VudGQudjEuVG9vbENhbGwSKgoGc3RhdGVzGAMgAygLMhouYWdlbnRkLnN0YXRlLnYxLkNhbGxTdGF0ZRIPCgdzdGFydGVkGAQgAygJEj0KDmF1dGhvcml6YXRpb25zGAUgAygLMiUuYWdlbnRkLnN0YXRlLnYxLlBlbmRpbmdBdXRob3JpemF0aW9uIl8KFFBlbmRpbmdBdXRob3JpemF0aW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGc2VhbGVkGAMgASgMEg4KBmtleV9pZBgEIAEoCSI9ChFBdXRob3JpemF0aW9uV2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSLcAQoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABI7Cg1hdXRob3JpemF0aW9uGAQgASgLMiIuYWdlbnRkLnN0YXRlLnYxLkF1dGhvcml6YXRpb25XYWl0SABCBwoFc3RhdGUi4wEKBUNsYWltEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgBIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYAiADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF5X2hhdmVfcnVuGAQgAygJEhIKCnByb2dyZXNzZWQYBSABKAgSEgoKYXV0aG9yaXplZBgGIAMoCUK9AQoTY29tLmFnZW50ZC5zdGF0ZS52MUIPQ2hlY2twb2ludFByb3RvUAFaN2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3N0YXRlL3YxO3N0YXRldjGiAgNBU1iqAg9BZ2VudGQuU3RhdGUuVjHKAg9BZ2VudGRcU3RhdGVcVjHiAhtBZ2VudGRcU3RhdGVcVjFcR1BCTWV0YWRhdGHqAhFBZ2VudGQ6OlN0YXRlOjpWMWIGcHJvdG8z", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
 
 /**
  * Checkpoint is a paused generation as agentd stores it: everything needed
@@ -238,6 +238,15 @@ export type PausedTurn = Message<"agentd.state.v1.PausedTurn"> & {
    * @generated from field: repeated string started = 4;
    */
   started: string[];
+
+  /**
+   * In a paused checkpoint: the authorizations of MCP servers that wait
+   * for a person (X-M2). A turn with no calls and authorizations paused
+   * before its first model turn, when the servers' tools were listed.
+   *
+   * @generated from field: repeated agentd.state.v1.PendingAuthorization authorizations = 5;
+   */
+  authorizations: PendingAuthorization[];
 };
 
 /**
@@ -246,6 +255,81 @@ export type PausedTurn = Message<"agentd.state.v1.PausedTurn"> & {
  */
 export const PausedTurnSchema: GenMessage<PausedTurn> = /*@__PURE__*/
   messageDesc(file_agentd_state_v1_checkpoint, 1);
+
+/**
+ * PendingAuthorization is an authorization code grant begun and waiting
+ * for the person's redirect.
+ *
+ * @generated from message agentd.state.v1.PendingAuthorization
+ */
+export type PendingAuthorization = Message<"agentd.state.v1.PendingAuthorization"> & {
+  /**
+   * AuthorizationRequest.id.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * The server it authorizes.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * The sealed request: an agentd.v1.AuthorizationRequest and the grant's
+   * state (PKCE verifier, state, token endpoint, client), sealed under
+   * the store's key and bound to the generation and request.
+   *
+   * @generated from field: bytes sealed = 3;
+   */
+  sealed: Uint8Array;
+
+  /**
+   * The key it is sealed under (its id).
+   *
+   * @generated from field: string key_id = 4;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message agentd.state.v1.PendingAuthorization.
+ * Use `create(PendingAuthorizationSchema)` to create a new message.
+ */
+export const PendingAuthorizationSchema: GenMessage<PendingAuthorization> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 2);
+
+/**
+ * AuthorizationWait is a call an MCP server refused for want of an
+ * authorization (the refusal proves it did not run): it runs again once
+ * the authorization is answered.
+ *
+ * @generated from message agentd.state.v1.AuthorizationWait
+ */
+export type AuthorizationWait = Message<"agentd.state.v1.AuthorizationWait"> & {
+  /**
+   * The call's id.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * PendingAuthorization.request_id.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message agentd.state.v1.AuthorizationWait.
+ * Use `create(AuthorizationWaitSchema)` to create a new message.
+ */
+export const AuthorizationWaitSchema: GenMessage<AuthorizationWait> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 3);
 
 /**
  * CallState is where one call of a paused turn stands. In a running
@@ -283,6 +367,14 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
      */
     value: FunctionCall;
     case: "functionCall";
+  } | {
+    /**
+     * The call waits for an authorization (X-M2).
+     *
+     * @generated from field: agentd.state.v1.AuthorizationWait authorization = 4;
+     */
+    value: AuthorizationWait;
+    case: "authorization";
   } | { case: undefined; value?: undefined };
 };
 
@@ -291,7 +383,7 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
  * Use `create(CallStateSchema)` to create a new message.
  */
 export const CallStateSchema: GenMessage<CallState> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 2);
+  messageDesc(file_agentd_state_v1_checkpoint, 4);
 
 /**
  * Claim records the answers of the resume that took the checkpoint.
@@ -336,6 +428,14 @@ export type Claim = Message<"agentd.state.v1.Claim"> & {
    * @generated from field: bool progressed = 5;
    */
   progressed: boolean;
+
+  /**
+   * The authorization requests it brought answers to (their ids only:
+   * the redirects carry codes, which are never stored).
+   *
+   * @generated from field: repeated string authorized = 6;
+   */
+  authorized: string[];
 };
 
 /**
@@ -343,5 +443,5 @@ export type Claim = Message<"agentd.state.v1.Claim"> & {
  * Use `create(ClaimSchema)` to create a new message.
  */
 export const ClaimSchema: GenMessage<Claim> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 3);
+  messageDesc(file_agentd_state_v1_checkpoint, 5);
 
