@@ -46,6 +46,7 @@ type deferrals struct {
 	mu     sync.Mutex
 	why    string // why the first was deferred: the client's absence
 	byName map[string]*deferredAuth
+	inputs int // input requests deferred (X-M4, 2026-07-28)
 }
 
 // canDefer reports whether an unanswered authorization may pause the
@@ -86,6 +87,17 @@ func (g *generation) deferredFor(server string) *deferredAuth {
 	g.deferred.mu.Lock()
 	defer g.deferred.mu.Unlock()
 	return g.deferred.byName[server]
+}
+
+// pauseWhy reports why authorizations or input requests were deferred,
+// for the pause of the turn; "" if none was.
+func (g *generation) pauseWhy() string {
+	g.deferred.mu.Lock()
+	defer g.deferred.mu.Unlock()
+	if len(g.deferred.byName) == 0 && g.deferred.inputs == 0 {
+		return ""
+	}
+	return g.deferred.why
 }
 
 // deferredWhy reports why authorizations were deferred; "" if none was.

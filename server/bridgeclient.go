@@ -213,7 +213,11 @@ func (s *bridgeSession) CallTool(ctx context.Context, server, tool, arguments st
 	if !errors.Is(err, errNoCallStream) {
 		return res, s.lost(err)
 	}
-	res, err = s.client.CallTool(s.pinned(ctx), &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments})
+	req := &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments}
+	if rt := inputRetryOf(ctx); rt != nil {
+		req.InputResponses, req.RequestState = rt.responses, rt.state
+	}
+	res, err = s.client.CallTool(s.pinned(ctx), req)
 	if err != nil {
 		err = translateBridgeError(err)
 		if s.gone(ctx, err) {

@@ -169,6 +169,9 @@ func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments str
 	c.mu.Unlock()
 
 	call := &bridgev1.StreamedToolCall{Id: id, ServerName: server, ToolName: tool, Arguments: arguments, TraceContext: map[string]string{}}
+	if rt := inputRetryOf(ctx); rt != nil {
+		call.InputResponses, call.RequestState = rt.responses, rt.state
+	}
 	c.propagator.Inject(ctx, propagation.MapCarrier(call.TraceContext))
 	if deadline, ok := ctx.Deadline(); ok {
 		call.Timeout = durationpb.New(time.Until(deadline))

@@ -25,16 +25,67 @@ func withToolCall(ctx context.Context, id string) context.Context {
 // elicitation policy DENY declines at once. A client that is not there,
 // or does not answer in time, cancels the request: on protocol
 // 2025-11-25 the server's request lives in its MCP session, which cannot
-// outlast a pause.
-func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elicitation) *bridgev1.ElicitationResult {
+// outlast a pause. A deferrable request (a 2026-07-28 input request, in
+// a tools/call result) needs no session: with a state store it is
+// deferred instead (deferred true), and the generation pauses for it
+// like an approval.
+func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elicitation, deferrable bool) (_ *bridgev1.ElicitationResult, deferred bool) {
 	if g.plan.agent.GetElicitation() == agentdv1.ElicitationPolicy_ELICITATION_POLICY_DENY {
-		return &bridgev1.ElicitationResult{Action: "decline"}
+		return &bridgev1.ElicitationResult{Action: "decline"}, false
 	}
 	cancelled := &bridgev1.ElicitationResult{Action: "cancel"}
+	canDefer := deferrable && g.s.checkpoints != nil
+	unanswered := func(why string) (*bridgev1.ElicitationResult, bool) {
+		if canDefer {
+			g.deferInput(ctx, server, why)
+			return nil, true
+		}
+		return cancelled, false
+	}
+	const notAttached = "is not attached (the generation runs detached, or another replica adopted it)"
 	if g.link.clientless {
-		return cancelled
+		return unanswered(notAttached)
 	}
 	callID, _ := ctx.Value(toolCallKey{}).(string)
+	req := g.inputRequest(server, callID, e)
+	if canDefer {
+		// Losing the client while it waits pauses the generation, as
+		// during an approval; the pause keeps it marked waiting.
+		if gone := g.link.waiting(true); gone {
+			return unanswered("has gone away")
+		}
+	}
+	g.link.mail.expect(req.GetId())
+	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_InputRequest{InputRequest: req}}); err != nil {
+		return cancelled, false
+	}
+	answer, err := g.link.mail.await(ctx, req.GetId(), g.plan.answerTimeout)
+	if err != nil {
+		if !errors.Is(err, errUnanswered) && !errors.Is(err, errAnswerTimeout) {
+			return cancelled, false // the call, or the generation, ended
+		}
+		why := "half-closed the stream or went away"
+		if errors.Is(err, errAnswerTimeout) {
+			why = fmt.Sprintf("did not answer within %s", g.plan.answerTimeout)
+		}
+		if canDefer {
+			return unanswered(why)
+		}
+		g.s.log.InfoContext(ctx, "input request cancelled: the client did not answer", "tenant", g.tenant, "generation", g.id, "server", server, "request", req.GetId(), "why", err)
+		return cancelled, false
+	}
+	if canDefer && g.link.waiting(false) {
+		// The client went away as the answer came: losing it now stops
+		// the generation, as it would have outside the wait.
+		g.link.cancel(g.link.gone())
+	}
+	r, _ := answer.(*agentdv1.InputResponse)
+	return elicitationResult(r), false
+}
+
+// inputRequest is the input request, with a new id, that shows the
+// client server's elicitation e during tool call callID.
+func (g *generation) inputRequest(server, callID string, e *bridgev1.Elicitation) *agentdv1.InputRequest {
 	req := &agentdv1.InputRequest{
 		Id:              fmt.Sprintf("input_%d", g.s.inputs.Add(1)),
 		ServerName:      server,
@@ -46,19 +97,11 @@ func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elic
 	if e.GetMode() == "url" {
 		req.Mode, req.Url, req.ElicitationId, req.RequestedSchema = agentdv1.InputMode_INPUT_MODE_URL, e.GetUrl(), e.GetElicitationId(), nil
 	}
-	g.link.mail.expect(req.GetId())
-	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_InputRequest{InputRequest: req}}); err != nil {
-		return cancelled
-	}
-	answer, err := g.link.mail.await(ctx, req.GetId(), g.plan.answerTimeout)
-	if err != nil {
-		if !errors.Is(err, errUnanswered) && !errors.Is(err, errAnswerTimeout) {
-			return cancelled // the call, or the generation, ended
-		}
-		g.s.log.InfoContext(ctx, "input request cancelled: the client did not answer", "tenant", g.tenant, "generation", g.id, "server", server, "request", req.GetId(), "why", err)
-		return cancelled
-	}
-	r, _ := answer.(*agentdv1.InputResponse)
+	return req
+}
+
+// elicitationResult is the server's answer made of the client's r.
+func elicitationResult(r *agentdv1.InputResponse) *bridgev1.ElicitationResult {
 	switch r.GetAction() {
 	case agentdv1.InputAction_INPUT_ACTION_ACCEPT:
 		content := r.GetContent()
@@ -69,7 +112,7 @@ func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elic
 	case agentdv1.InputAction_INPUT_ACTION_DECLINE:
 		return &bridgev1.ElicitationResult{Action: "decline"}
 	default:
-		return cancelled
+		return &bridgev1.ElicitationResult{Action: "cancel"}
 	}
 }
 
@@ -78,5 +121,9 @@ func (g *generation) elicitAnswer(ctx context.Context, r *bridgev1.ServerRequest
 	if r.GetElicitation() == nil {
 		return refusal(fault.New(fault.Invalid, "an elicitation request without its elicitation"))
 	}
-	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Elicitation{Elicitation: g.elicit(ctx, r.GetServerName(), r.GetElicitation())}}
+	res, deferred := g.elicit(ctx, r.GetServerName(), r.GetElicitation(), r.GetDeferrable())
+	if deferred {
+		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Deferred{Deferred: &bridgev1.Deferred{}}}
+	}
+	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Elicitation{Elicitation: res}}
 }

@@ -255,7 +255,7 @@ func TestPauseAndResumeLines(t *testing.T) {
 	}
 	wantPause := map[string]any{
 		"level": "INFO", "msg": "generation paused", "generation": id, "tenant": "",
-		"pending_approvals": 1.0, "pending_functions": 0.0, "pending_authorizations": 0.0, "why": "the client half-closed the stream or went away",
+		"pending_approvals": 1.0, "pending_functions": 0.0, "pending_authorizations": 0.0, "pending_inputs": 0.0, "why": "the client half-closed the stream or went away",
 	}
 	if diff := cmp.Diff(wantPause, pauses[0], ignoreVolatile); diff != "" {
 		t.Errorf("the pause line differs (-want +got):\n%s", diff)

@@ -45,8 +45,9 @@ type resumption struct {
 	// resume, since gone, had brought answers too.
 	authorizations  []*agentdv1.AuthorizationResponse
 	interruptedAuth bool
-	started         bool // an approved call was started
-	progressed      bool // the paused turn is done and the generation went on
+	inputs          []*agentdv1.InputResponse // answers to a 2026-07-28 server's input requests (X-M4)
+	started         bool                      // an approved call was started
+	progressed      bool                      // the paused turn is done and the generation went on
 
 	stopKeeping func() // stops keepClaim; nil before it starts
 }
@@ -57,7 +58,8 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 	store := g.s.checkpoints
 	approvals, functions := pendingRequests(turn)
 	authorizations := g.deferredRequests()
-	waiting := len(approvals) + len(functions) + len(authorizations)
+	inputs := pendingInputs(turn)
+	waiting := len(approvals) + len(functions) + len(authorizations) + len(inputs)
 	if store == nil {
 		return fault.New(fault.FailedPrecondition,
 			"the generation waits for %d answers (approval decisions or function results) and the client %s; this agentd has no state store, so it cannot pause the generation",
@@ -97,13 +99,14 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 	}
 	g.pausedNow = true
 	g.s.log.InfoContext(ctx, "generation paused", "generation", g.id, "tenant", g.tenant,
-		"pending_approvals", len(approvals), "pending_functions", len(functions), "pending_authorizations", len(authorizations), "why", "the client "+why.why)
+		"pending_approvals", len(approvals), "pending_functions", len(functions), "pending_authorizations", len(authorizations), "pending_inputs", len(inputs), "why", "the client "+why.why)
 	return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Paused{Paused: &agentdv1.GenerationPaused{
 		GenerationId:          g.id,
 		ApprovalRequests:      approvals,
 		FunctionCalls:         functions,
 		ExpiresAt:             timestamppb.New(expires),
 		AuthorizationRequests: authorizations,
+		InputRequests:         inputs,
 	}}})
 }
 
@@ -304,6 +307,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		interrupted: interrupted,
 
 		authorizations: r.GetAuthorizationResponses(),
+		inputs:         r.GetInputResponses(),
 		// An earlier resume, since gone, may have spent the codes.
 		interruptedAuth: len(cp.GetClaim().GetAuthorized()) > 0,
 	}
@@ -394,12 +398,14 @@ func (s *Service) checkClaimable(rec store.Record, cp *statev1.Checkpoint) (inte
 		for _, reqID := range c.GetMayHaveRun() {
 			interrupted[reqID] = true
 		}
-		if len(c.GetAuthorized()) > 0 {
-			// It ran the calls that waited for authorizations again.
-			for _, st := range cp.GetTurn().GetStates() {
-				if a := st.GetAuthorization(); a != nil {
-					interrupted[a.GetToolCallId()] = true
-				}
+		for _, st := range cp.GetTurn().GetStates() {
+			// It ran again the calls that waited for the authorizations or
+			// input it had answers to.
+			if a := st.GetAuthorization(); a != nil && len(c.GetAuthorized()) > 0 {
+				interrupted[a.GetToolCallId()] = true
+			}
+			if in := st.GetInput(); in != nil && len(c.GetAnsweredInputs()) > 0 {
+				interrupted[in.GetToolCallId()] = true
 			}
 		}
 	}
@@ -425,6 +431,7 @@ func (s *Service) checkResume(r *agentdv1.ResumeGeneration, tenant *Tenant, cp *
 	}
 	checkAnswers(&v, cp.GetTurn(), r)
 	checkAuthorizationAnswers(&v, cp.GetTurn(), r)
+	checkInputAnswers(&v, cp.GetTurn(), r)
 	if len(v) > 0 {
 		return nil, fault.InvalidRequest(v)
 	}
@@ -438,8 +445,9 @@ func (s *Service) claim(ctx context.Context, tenant string, r *agentdv1.ResumeGe
 	claimed := proto.Clone(cp).(*statev1.Checkpoint)
 	claimed.Claim = &statev1.Claim{
 		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now(),
-		Authorized: authorizedIDs(r.GetAuthorizationResponses()),
-		MayHaveRun: slices.Sorted(maps.Keys(interrupted)),
+		Authorized:     authorizedIDs(r.GetAuthorizationResponses()),
+		AnsweredInputs: answeredInputIDs(r.GetInputResponses()),
+		MayHaveRun:     slices.Sorted(maps.Keys(interrupted)),
 	}
 	data, err := proto.Marshal(claimed)
 	if err != nil {
@@ -500,6 +508,15 @@ func consistent(cp *statev1.Checkpoint, id string) bool {
 		case *statev1.CallState_Authorization:
 			if st.Authorization.GetToolCallId() != c.GetId() || !authorizations[st.Authorization.GetRequestId()] {
 				return false
+			}
+		case *statev1.CallState_Input:
+			if st.Input.GetToolCallId() != c.GetId() || len(st.Input.GetInputs()) == 0 {
+				return false
+			}
+			for _, in := range st.Input.GetInputs() {
+				if in.GetKey() == "" || !unique(in.GetRequest().GetId()) {
+					return false
+				}
 			}
 		default:
 			return false
@@ -568,11 +585,21 @@ func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.Tool
 	res := g.resume
 	t := res.checkpoint.GetTurn()
 	r := g.newTurnRun(ctx, int(t.GetTurn()), t.GetCalls())
-	var authorized []int // calls that waited for authorizations
+	var authorized []int // calls that waited for authorizations or input
+	answers := make(map[string]*agentdv1.InputResponse, len(res.inputs))
+	for _, a := range res.inputs {
+		answers[a.GetRequestId()] = a
+	}
 	for i, st := range t.GetStates() {
 		switch s := st.GetState().(type) {
 		case *statev1.CallState_Authorization:
 			authorized = append(authorized, i)
+		case *statev1.CallState_Input:
+			authorized = append(authorized, i)
+			if r.retries == nil {
+				r.retries = make(map[int]*inputRetry)
+			}
+			r.retries[i] = retryFor(s.Input, answers)
 		case *statev1.CallState_Result:
 			r.results[i] = s.Result
 		case *statev1.CallState_Approval:
@@ -603,7 +630,8 @@ func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.Tool
 			}
 		}
 		// The calls refused for want of the authorizations the resume
-		// brought run now, once (X-M2).
+		// brought (X-M2), or that asked for the input it brought (X-M4),
+		// run now, once.
 		for _, i := range authorized {
 			c := r.calls[i]
 			if res.interrupted[c.GetId()] {
@@ -620,7 +648,7 @@ func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.Tool
 	}()
 	res.started = r.started
 	results, err := r.finish(err)
-	return r, results, r.authorizationPause(err)
+	return r, results, r.deferralPause(err)
 }
 
 // dispatchAuthorized runs call i, which waited for an authorization: an

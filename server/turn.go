@@ -41,7 +41,12 @@ type turnRun struct {
 	// authWaits are the calls refused for an authorization deferred to a
 	// resume (X-M2), by index: request id (under mu).
 	authWaits map[int]string
-	begun     map[string]bool // calls whose start was sent (under mu)
+	// inputWaits are the calls that ended asking for input deferred to a
+	// resume (X-M4, 2026-07-28), by index (under mu).
+	inputWaits map[int]*statev1.InputWait
+	// retries are the answers that calls run on a resume carry, by index.
+	retries map[int]*inputRetry
+	begun   map[string]bool // calls whose start was sent (under mu)
 
 	// asked holds the approval requests this run sent, counted in
 	// agentd.approvals.pending until they are decided or the turn ends.
@@ -112,7 +117,7 @@ func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.T
 		err = r.awaitAnswers()
 	}
 	results, err := r.finish(err)
-	return r, results, r.authorizationPause(err)
+	return r, results, r.deferralPause(err)
 }
 
 // waitAuthorization reports whether call i's failure err is its server's
@@ -132,15 +137,21 @@ func (r *turnRun) waitAuthorization(i int, owner *toolOwner, err error) bool {
 	return true
 }
 
-// authorizationPause is the end of a turn whose calls otherwise ended
-// with err: a pause when authorizations were deferred (and nothing else
-// failed it), err otherwise.
-func (r *turnRun) authorizationPause(err error) error {
+// deferralPause is the end of a turn whose calls otherwise ended with
+// err: a pause when authorizations or input requests were deferred (and
+// nothing else failed it), err otherwise.
+func (r *turnRun) deferralPause(err error) error {
 	var pause *errPause
 	if err != nil && !errors.As(err, &pause) {
 		return err
 	}
-	why := r.g.deferredWhy()
+	why := r.g.pauseWhy()
+	r.mu.Lock()
+	waits := len(r.authWaits) + len(r.inputWaits)
+	r.mu.Unlock()
+	if why == "" && waits > 0 {
+		why = "did not answer the MCP servers' requests" // the bridge deferred them itself
+	}
 	if why == "" {
 		return err
 	}
@@ -261,8 +272,12 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 				return
 			}
 		}
-		res, finished, err := r.g.callMCP(r.ctx, r.turn, c, owner)
-		if err != nil && r.waitAuthorization(i, owner, err) {
+		ctx := r.ctx
+		if rt := r.retries[i]; rt != nil {
+			ctx = withInputRetry(ctx, rt)
+		}
+		res, finished, err := r.g.callMCP(ctx, r.turn, c, owner)
+		if err != nil && (r.waitAuthorization(i, owner, err) || r.waitInput(i, err)) {
 			return
 		}
 		if err != nil {
@@ -340,6 +355,11 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 		span.SetStatus(codes.Error, fault.KindOf(err).String())
 		g.s.approvals.toolExecuted(ctx, g.tenant, owner.server.name, c.GetName(), "extension", telemetry.ErrorType(err), time.Since(began))
 		return nil, nil, err
+	}
+	if ir := res.GetInputRequired(); ir != nil {
+		// No result: the server waits for input agentd deferred.
+		span.AddEvent("input required", trace.WithAttributes(attribute.Int("agentd.input_requests", len(ir.GetRequests()))))
+		return nil, nil, &errInputRequired{server: owner.server.name, callID: c.GetId(), required: ir}
 	}
 	errType := ""
 	if res.GetIsError() {
@@ -499,6 +519,8 @@ func (r *turnRun) state() *statev1.PausedTurn {
 			st.State = &statev1.CallState_Approval{Approval: pendingApproval[i]}
 		case r.authWaits[i] != "":
 			st.State = &statev1.CallState_Authorization{Authorization: &statev1.AuthorizationWait{ToolCallId: c.GetId(), RequestId: r.authWaits[i]}}
+		case r.inputWaits[i] != nil:
+			st.State = &statev1.CallState_Input{Input: r.inputWaits[i]}
 		default:
 			st.State = &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}
 		}

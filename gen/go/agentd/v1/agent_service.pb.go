@@ -846,8 +846,10 @@ type ResumeGeneration struct {
 	// An answer for every pending AuthorizationRequest: the redirect URL the
 	// person came back with.
 	AuthorizationResponses []*AuthorizationResponse `protobuf:"bytes,6,rep,name=authorization_responses,json=authorizationResponses,proto3" json:"authorization_responses,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// An answer for every pending InputRequest.
+	InputResponses []*InputResponse `protobuf:"bytes,7,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ResumeGeneration) Reset() {
@@ -918,6 +920,13 @@ func (x *ResumeGeneration) GetAnswerTimeout() *durationpb.Duration {
 func (x *ResumeGeneration) GetAuthorizationResponses() []*AuthorizationResponse {
 	if x != nil {
 		return x.AuthorizationResponses
+	}
+	return nil
+}
+
+func (x *ResumeGeneration) GetInputResponses() []*InputResponse {
+	if x != nil {
+		return x.InputResponses
 	}
 	return nil
 }
@@ -2637,8 +2646,12 @@ type GenerationPaused struct {
 	// The same requests as the stream's authorization_request events, if
 	// the client saw those.
 	AuthorizationRequests []*AuthorizationRequest `protobuf:"bytes,5,rep,name=authorization_requests,json=authorizationRequests,proto3" json:"authorization_requests,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Input requests of MCP servers on protocol 2026-07-28, which need no
+	// live MCP session (X-M4): the calls that asked run again with the
+	// resume's answers.
+	InputRequests []*InputRequest `protobuf:"bytes,6,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerationPaused) Reset() {
@@ -2702,6 +2715,13 @@ func (x *GenerationPaused) GetExpiresAt() *timestamppb.Timestamp {
 func (x *GenerationPaused) GetAuthorizationRequests() []*AuthorizationRequest {
 	if x != nil {
 		return x.AuthorizationRequests
+	}
+	return nil
+}
+
+func (x *GenerationPaused) GetInputRequests() []*InputRequest {
+	if x != nil {
+		return x.InputRequests
 	}
 	return nil
 }
@@ -3351,14 +3371,15 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12@\n" +
 	"\x0eanswer_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\x12\x16\n" +
 	"\x06detach\x18\x04 \x01(\bR\x06detach\x12\x19\n" +
-	"\bend_user\x18\x05 \x01(\tR\aendUser\"\x8e\x03\n" +
+	"\bend_user\x18\x05 \x01(\tR\aendUser\"\xd1\x03\n" +
 	"\x10ResumeGeneration\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12&\n" +
 	"\x05agent\x18\x02 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12J\n" +
 	"\x12approval_decisions\x18\x03 \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\x11approvalDecisions\x12D\n" +
 	"\x10function_results\x18\x04 \x03(\v2\x19.agentd.v1.FunctionResultR\x0ffunctionResults\x12@\n" +
 	"\x0eanswer_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\x12Y\n" +
-	"\x17authorization_responses\x18\x06 \x03(\v2 .agentd.v1.AuthorizationResponseR\x16authorizationResponses\"e\n" +
+	"\x17authorization_responses\x18\x06 \x03(\v2 .agentd.v1.AuthorizationResponseR\x16authorizationResponses\x12A\n" +
+	"\x0finput_responses\x18\a \x03(\v2\x18.agentd.v1.InputResponseR\x0einputResponses\"e\n" +
 	"\x10ApprovalDecision\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -3482,14 +3503,15 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\rTurnWithdrawn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12#\n" +
 	"\rfrom_sequence\x18\x02 \x01(\x03R\ffromSequence\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd3\x02\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x93\x03\n" +
 	"\x10GenerationPaused\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12G\n" +
 	"\x11approval_requests\x18\x02 \x03(\v2\x1a.agentd.v1.ApprovalRequestR\x10approvalRequests\x12>\n" +
 	"\x0efunction_calls\x18\x03 \x03(\v2\x17.agentd.v1.FunctionCallR\rfunctionCalls\x129\n" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12V\n" +
-	"\x16authorization_requests\x18\x05 \x03(\v2\x1f.agentd.v1.AuthorizationRequestR\x15authorizationRequests\"\x97\x02\n" +
+	"\x16authorization_requests\x18\x05 \x03(\v2\x1f.agentd.v1.AuthorizationRequestR\x15authorizationRequests\x12>\n" +
+	"\x0einput_requests\x18\x06 \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\"\x97\x02\n" +
 	"\x13GenerationCompleted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12,\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12.\n" +
@@ -3677,72 +3699,74 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	13, // 13: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
 	42, // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	24, // 15: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	16, // 16: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
-	19, // 17: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
-	20, // 18: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	21, // 19: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	27, // 20: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	28, // 21: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	29, // 22: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	43, // 23: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	31, // 24: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	32, // 25: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	30, // 26: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
-	22, // 27: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
-	23, // 28: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
-	25, // 29: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
-	17, // 30: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	18, // 31: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,  // 32: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,  // 33: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,  // 34: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 35: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 36: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	42, // 37: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	3,  // 38: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
-	4,  // 39: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	44, // 40: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
-	5,  // 41: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	44, // 42: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	27, // 43: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	28, // 44: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	45, // 45: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 46: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	41, // 47: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	41, // 48: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	29, // 49: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,  // 50: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	40, // 51: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	41, // 52: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	46, // 53: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	17, // 54: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	41, // 55: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	44, // 56: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	39, // 57: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,  // 58: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	39, // 59: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,  // 60: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	45, // 61: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	45, // 62: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 63: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	27, // 64: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	28, // 65: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	45, // 66: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	41, // 67: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	29, // 68: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	8,  // 69: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	33, // 70: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	35, // 71: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	37, // 72: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	15, // 73: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	34, // 74: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	36, // 75: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	38, // 76: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	73, // [73:77] is the sub-list for method output_type
-	69, // [69:73] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	26, // 16: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
+	16, // 17: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
+	19, // 18: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
+	20, // 19: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	21, // 20: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
+	27, // 21: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	28, // 22: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	29, // 23: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	43, // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	31, // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	32, // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	30, // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	22, // 28: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
+	23, // 29: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
+	25, // 30: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
+	17, // 31: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	18, // 32: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,  // 33: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,  // 34: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,  // 35: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 36: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 37: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	42, // 38: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	3,  // 39: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
+	4,  // 40: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
+	44, // 41: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	5,  // 42: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
+	44, // 43: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	27, // 44: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	28, // 45: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	45, // 46: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 47: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	25, // 48: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	41, // 49: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	41, // 50: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	29, // 51: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,  // 52: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	40, // 53: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	41, // 54: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	46, // 55: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	17, // 56: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	41, // 57: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	44, // 58: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	39, // 59: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,  // 60: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	39, // 61: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,  // 62: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	45, // 63: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	45, // 64: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 65: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	27, // 66: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	28, // 67: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	45, // 68: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	41, // 69: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	29, // 70: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	8,  // 71: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	33, // 72: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	35, // 73: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	37, // 74: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	15, // 75: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	34, // 76: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	36, // 77: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	38, // 78: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	75, // [75:79] is the sub-list for method output_type
+	71, // [71:75] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }

@@ -229,18 +229,20 @@ class GenerationCompleted(_message.Message):
     def __init__(self, generation_id: _Optional[str] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., tool_turns: _Optional[int] = ...) -> None: ...
 
 class GenerationPaused(_message.Message):
-    __slots__ = ["approval_requests", "authorization_requests", "expires_at", "function_calls", "generation_id"]
+    __slots__ = ["approval_requests", "authorization_requests", "expires_at", "function_calls", "generation_id", "input_requests"]
     APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALLS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     approval_requests: _containers.RepeatedCompositeFieldContainer[ApprovalRequest]
     authorization_requests: _containers.RepeatedCompositeFieldContainer[AuthorizationRequest]
     expires_at: _timestamp_pb2.Timestamp
     function_calls: _containers.RepeatedCompositeFieldContainer[FunctionCall]
     generation_id: str
-    def __init__(self, generation_id: _Optional[str] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ...) -> None: ...
+    input_requests: _containers.RepeatedCompositeFieldContainer[InputRequest]
+    def __init__(self, generation_id: _Optional[str] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ...) -> None: ...
 
 class GenerationStarted(_message.Message):
     __slots__ = ["adopted", "generation_id", "resumed", "servers", "tools"]
@@ -345,20 +347,22 @@ class PreviewResponse(_message.Message):
     def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_agent_pb2.FunctionTool, _Mapping]]] = ..., provider_servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tool_turns: _Optional[int] = ...) -> None: ...
 
 class ResumeGeneration(_message.Message):
-    __slots__ = ["agent", "answer_timeout", "approval_decisions", "authorization_responses", "function_results", "generation_id"]
+    __slots__ = ["agent", "answer_timeout", "approval_decisions", "authorization_responses", "function_results", "generation_id", "input_responses"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     ANSWER_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_RESULTS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     agent: _agent_pb2.Agent
     answer_timeout: _duration_pb2.Duration
     approval_decisions: _containers.RepeatedCompositeFieldContainer[ApprovalDecision]
     authorization_responses: _containers.RepeatedCompositeFieldContainer[AuthorizationResponse]
     function_results: _containers.RepeatedCompositeFieldContainer[FunctionResult]
     generation_id: str
-    def __init__(self, generation_id: _Optional[str] = ..., agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., approval_decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[FunctionResult, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., authorization_responses: _Optional[_Iterable[_Union[AuthorizationResponse, _Mapping]]] = ...) -> None: ...
+    input_responses: _containers.RepeatedCompositeFieldContainer[InputResponse]
+    def __init__(self, generation_id: _Optional[str] = ..., agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., approval_decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[FunctionResult, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., authorization_responses: _Optional[_Iterable[_Union[AuthorizationResponse, _Mapping]]] = ..., input_responses: _Optional[_Iterable[_Union[InputResponse, _Mapping]]] = ...) -> None: ...
 
 class ServerPlacement(_message.Message):
     __slots__ = ["name", "placement", "transport"]

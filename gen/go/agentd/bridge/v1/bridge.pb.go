@@ -1065,7 +1065,13 @@ type CallToolRequest struct {
 	// The tool's name on that server.
 	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// Arguments as JSON text (an object); empty means {}.
-	Arguments     string `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Arguments string `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The retry of a call that ended with CallToolResponse.input_required
+	// (MCP 2026-07-28, X-M8): the answers to its input requests, by id.
+	InputResponses map[string]*ElicitationResult `protobuf:"bytes,5,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The retry's InputRequired.request_state, echoed as it came (opaque
+	// server data).
+	RequestState  string `protobuf:"bytes,6,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1124,6 +1130,20 @@ func (x *CallToolRequest) GetToolName() string {
 func (x *CallToolRequest) GetArguments() string {
 	if x != nil {
 		return x.Arguments
+	}
+	return ""
+}
+
+func (x *CallToolRequest) GetInputResponses() map[string]*ElicitationResult {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+func (x *CallToolRequest) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
 	}
 	return ""
 }
@@ -1296,7 +1316,11 @@ type StreamedToolCall struct {
 	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// The caller's W3C trace context (traceparent, tracestate, baggage), so
 	// that the call's spans join the caller's trace.
-	TraceContext  map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// As CallToolRequest.input_responses.
+	InputResponses map[string]*ElicitationResult `protobuf:"bytes,7,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// As CallToolRequest.request_state.
+	RequestState  string `protobuf:"bytes,8,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1371,6 +1395,20 @@ func (x *StreamedToolCall) GetTraceContext() map[string]string {
 		return x.TraceContext
 	}
 	return nil
+}
+
+func (x *StreamedToolCall) GetInputResponses() map[string]*ElicitationResult {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+func (x *StreamedToolCall) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
 }
 
 // CallToolsResponse answers one call of a CallTools stream.
@@ -1629,7 +1667,12 @@ type CallToolResponse struct {
 	// The tool failed (JSON-RPC error or isError result).
 	IsError bool `protobuf:"varint,2,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	// Non-text content blocks, kept.
-	Attachments   []*Content `protobuf:"bytes,3,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	Attachments []*Content `protobuf:"bytes,3,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	// Set instead of a result when agentd deferred an input request of the
+	// call (AnswerServerRequestRequest.deferred): the call ended without
+	// its result, and is retried with CallToolRequest.input_responses and
+	// request_state.
+	InputRequired *InputRequired `protobuf:"bytes,4,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1685,6 +1728,69 @@ func (x *CallToolResponse) GetAttachments() []*Content {
 	return nil
 }
 
+func (x *CallToolResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
+	}
+	return nil
+}
+
+// InputRequired is what a 2026-07-28 server needs before it completes a
+// call: its input requests and the state to echo on the retry.
+type InputRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's elicitation input requests, by the server's ids.
+	Requests map[string]*Elicitation `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Opaque server data, echoed as CallToolRequest.request_state.
+	RequestState  string `protobuf:"bytes,2,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequired) Reset() {
+	*x = InputRequired{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequired) ProtoMessage() {}
+
+func (x *InputRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
+func (*InputRequired) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *InputRequired) GetRequests() map[string]*Elicitation {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *InputRequired) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
+}
+
 // Content is one non-text content block of a tool result.
 type Content struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1707,7 +1813,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1825,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[22]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1838,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{22}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Content) GetKind() ContentKind {
@@ -1808,7 +1914,7 @@ type GetCacheStatsRequest struct {
 
 func (x *GetCacheStatsRequest) Reset() {
 	*x = GetCacheStatsRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1926,7 @@ func (x *GetCacheStatsRequest) String() string {
 func (*GetCacheStatsRequest) ProtoMessage() {}
 
 func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[23]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1939,7 @@ func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCacheStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{23}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
 }
 
 // GetCacheStatsResponse reports the schema cache.
@@ -1853,7 +1959,7 @@ type GetCacheStatsResponse struct {
 
 func (x *GetCacheStatsResponse) Reset() {
 	*x = GetCacheStatsResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1971,7 @@ func (x *GetCacheStatsResponse) String() string {
 func (*GetCacheStatsResponse) ProtoMessage() {}
 
 func (x *GetCacheStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[24]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1984,7 @@ func (x *GetCacheStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCacheStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetCacheStatsResponse) GetSize() int64 {
@@ -1924,7 +2030,7 @@ type CacheSettings struct {
 
 func (x *CacheSettings) Reset() {
 	*x = CacheSettings{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2042,7 @@ func (x *CacheSettings) String() string {
 func (*CacheSettings) ProtoMessage() {}
 
 func (x *CacheSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[25]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2055,7 @@ func (x *CacheSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CacheSettings.ProtoReflect.Descriptor instead.
 func (*CacheSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{25}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CacheSettings) GetEnabled() bool {
@@ -1982,7 +2088,7 @@ type ClearCacheRequest struct {
 
 func (x *ClearCacheRequest) Reset() {
 	*x = ClearCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2100,7 @@ func (x *ClearCacheRequest) String() string {
 func (*ClearCacheRequest) ProtoMessage() {}
 
 func (x *ClearCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[26]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2113,7 @@ func (x *ClearCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCacheRequest.ProtoReflect.Descriptor instead.
 func (*ClearCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{26}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{27}
 }
 
 // ClearCacheResponse reports a cleared cache.
@@ -2019,7 +2125,7 @@ type ClearCacheResponse struct {
 
 func (x *ClearCacheResponse) Reset() {
 	*x = ClearCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2137,7 @@ func (x *ClearCacheResponse) String() string {
 func (*ClearCacheResponse) ProtoMessage() {}
 
 func (x *ClearCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[27]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2150,7 @@ func (x *ClearCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCacheResponse.ProtoReflect.Descriptor instead.
 func (*ClearCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{27}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{28}
 }
 
 // ResetCacheRequest resets the schema cache.
@@ -2056,7 +2162,7 @@ type ResetCacheRequest struct {
 
 func (x *ResetCacheRequest) Reset() {
 	*x = ResetCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2174,7 @@ func (x *ResetCacheRequest) String() string {
 func (*ResetCacheRequest) ProtoMessage() {}
 
 func (x *ResetCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[28]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2187,7 @@ func (x *ResetCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCacheRequest.ProtoReflect.Descriptor instead.
 func (*ResetCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{28}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{29}
 }
 
 // ResetCacheResponse reports a reset cache.
@@ -2095,7 +2201,7 @@ type ResetCacheResponse struct {
 
 func (x *ResetCacheResponse) Reset() {
 	*x = ResetCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2213,7 @@ func (x *ResetCacheResponse) String() string {
 func (*ResetCacheResponse) ProtoMessage() {}
 
 func (x *ResetCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[29]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2226,7 @@ func (x *ResetCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCacheResponse.ProtoReflect.Descriptor instead.
 func (*ResetCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{29}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResetCacheResponse) GetSettings() *CacheSettings {
@@ -2143,7 +2249,7 @@ type InvalidateCacheRequest struct {
 
 func (x *InvalidateCacheRequest) Reset() {
 	*x = InvalidateCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2261,7 @@ func (x *InvalidateCacheRequest) String() string {
 func (*InvalidateCacheRequest) ProtoMessage() {}
 
 func (x *InvalidateCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[30]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2274,7 @@ func (x *InvalidateCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCacheRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{30}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InvalidateCacheRequest) GetServer() *ServerSpec {
@@ -2196,7 +2302,7 @@ type InvalidateCacheResponse struct {
 
 func (x *InvalidateCacheResponse) Reset() {
 	*x = InvalidateCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2314,7 @@ func (x *InvalidateCacheResponse) String() string {
 func (*InvalidateCacheResponse) ProtoMessage() {}
 
 func (x *InvalidateCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[31]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2327,7 @@ func (x *InvalidateCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCacheResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{31}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InvalidateCacheResponse) GetRemoved() bool {
@@ -2247,7 +2353,7 @@ type ConfigureCacheRequest struct {
 
 func (x *ConfigureCacheRequest) Reset() {
 	*x = ConfigureCacheRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2365,7 @@ func (x *ConfigureCacheRequest) String() string {
 func (*ConfigureCacheRequest) ProtoMessage() {}
 
 func (x *ConfigureCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[32]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2378,7 @@ func (x *ConfigureCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureCacheRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{32}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConfigureCacheRequest) GetEnabled() bool {
@@ -2307,7 +2413,7 @@ type ConfigureCacheResponse struct {
 
 func (x *ConfigureCacheResponse) Reset() {
 	*x = ConfigureCacheResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2425,7 @@ func (x *ConfigureCacheResponse) String() string {
 func (*ConfigureCacheResponse) ProtoMessage() {}
 
 func (x *ConfigureCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[33]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2438,7 @@ func (x *ConfigureCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureCacheResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{33}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConfigureCacheResponse) GetSettings() *CacheSettings {
@@ -2351,7 +2457,7 @@ type GetPoolStatsRequest struct {
 
 func (x *GetPoolStatsRequest) Reset() {
 	*x = GetPoolStatsRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2469,7 @@ func (x *GetPoolStatsRequest) String() string {
 func (*GetPoolStatsRequest) ProtoMessage() {}
 
 func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[34]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2482,7 @@ func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{34}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{35}
 }
 
 // GetPoolStatsResponse reports every stdio process pool.
@@ -2394,7 +2500,7 @@ type GetPoolStatsResponse struct {
 
 func (x *GetPoolStatsResponse) Reset() {
 	*x = GetPoolStatsResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2512,7 @@ func (x *GetPoolStatsResponse) String() string {
 func (*GetPoolStatsResponse) ProtoMessage() {}
 
 func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2525,7 @@ func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{35}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetPoolStatsResponse) GetPools() []*PoolStats {
@@ -2473,7 +2579,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2591,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2604,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{36}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PoolStats) GetServerName() string {
@@ -2602,14 +2708,17 @@ type ServerRequest struct {
 	//
 	//	*ServerRequest_Authorization
 	//	*ServerRequest_Elicitation
-	Kind          isServerRequest_Kind `protobuf_oneof:"kind"`
+	Kind isServerRequest_Kind `protobuf_oneof:"kind"`
+	// The elicitation came as an input request in a 2026-07-28 tools/call
+	// result: agentd may answer it with deferred, and retry the call later.
+	Deferrable    bool `protobuf:"varint,7,opt,name=deferrable,proto3" json:"deferrable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2730,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2743,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{37}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServerRequest) GetId() uint64 {
@@ -2683,6 +2792,13 @@ func (x *ServerRequest) GetElicitation() *Elicitation {
 	return nil
 }
 
+func (x *ServerRequest) GetDeferrable() bool {
+	if x != nil {
+		return x.Deferrable
+	}
+	return false
+}
+
 type isServerRequest_Kind interface {
 	isServerRequest_Kind()
 }
@@ -2717,7 +2833,7 @@ type AuthorizationChallenge struct {
 
 func (x *AuthorizationChallenge) Reset() {
 	*x = AuthorizationChallenge{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2845,7 @@ func (x *AuthorizationChallenge) String() string {
 func (*AuthorizationChallenge) ProtoMessage() {}
 
 func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2858,7 @@ func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationChallenge.ProtoReflect.Descriptor instead.
 func (*AuthorizationChallenge) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{38}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AuthorizationChallenge) GetStatus() int32 {
@@ -2784,7 +2900,7 @@ type Elicitation struct {
 
 func (x *Elicitation) Reset() {
 	*x = Elicitation{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2912,7 @@ func (x *Elicitation) String() string {
 func (*Elicitation) ProtoMessage() {}
 
 func (x *Elicitation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2925,7 @@ func (x *Elicitation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Elicitation.ProtoReflect.Descriptor instead.
 func (*Elicitation) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Elicitation) GetMode() string {
@@ -2857,6 +2973,7 @@ type AnswerServerRequestRequest struct {
 	//	*AnswerServerRequestRequest_Authorization
 	//	*AnswerServerRequestRequest_Elicitation
 	//	*AnswerServerRequestRequest_Error
+	//	*AnswerServerRequestRequest_Deferred
 	Answer        isAnswerServerRequestRequest_Answer `protobuf_oneof:"answer"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2864,7 +2981,7 @@ type AnswerServerRequestRequest struct {
 
 func (x *AnswerServerRequestRequest) Reset() {
 	*x = AnswerServerRequestRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +2993,7 @@ func (x *AnswerServerRequestRequest) String() string {
 func (*AnswerServerRequestRequest) ProtoMessage() {}
 
 func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3006,7 @@ func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestRequest.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AnswerServerRequestRequest) GetSessionId() string {
@@ -2940,6 +3057,15 @@ func (x *AnswerServerRequestRequest) GetError() *CallError {
 	return nil
 }
 
+func (x *AnswerServerRequestRequest) GetDeferred() *Deferred {
+	if x != nil {
+		if x, ok := x.Answer.(*AnswerServerRequestRequest_Deferred); ok {
+			return x.Deferred
+		}
+	}
+	return nil
+}
+
 type isAnswerServerRequestRequest_Answer interface {
 	isAnswerServerRequestRequest_Answer()
 }
@@ -2960,11 +3086,56 @@ type AnswerServerRequestRequest_Error struct {
 	Error *CallError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
 }
 
+type AnswerServerRequestRequest_Deferred struct {
+	// agentd will not answer now (only a deferrable request): the call
+	// ends with CallToolResponse.input_required.
+	Deferred *Deferred `protobuf:"bytes,7,opt,name=deferred,proto3,oneof"`
+}
+
 func (*AnswerServerRequestRequest_Authorization) isAnswerServerRequestRequest_Answer() {}
 
 func (*AnswerServerRequestRequest_Elicitation) isAnswerServerRequestRequest_Answer() {}
 
 func (*AnswerServerRequestRequest_Error) isAnswerServerRequestRequest_Answer() {}
+
+func (*AnswerServerRequestRequest_Deferred) isAnswerServerRequestRequest_Answer() {}
+
+// Deferred defers a server's request.
+type Deferred struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Deferred) Reset() {
+	*x = Deferred{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deferred) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deferred) ProtoMessage() {}
+
+func (x *Deferred) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deferred.ProtoReflect.Descriptor instead.
+func (*Deferred) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
+}
 
 // ElicitationResult is the user's answer to an Elicitation.
 type ElicitationResult struct {
@@ -2979,7 +3150,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3162,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3175,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ElicitationResult) GetAction() string {
@@ -3029,7 +3200,7 @@ type AnswerServerRequestResponse struct {
 
 func (x *AnswerServerRequestResponse) Reset() {
 	*x = AnswerServerRequestResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3212,7 @@ func (x *AnswerServerRequestResponse) String() string {
 func (*AnswerServerRequestResponse) ProtoMessage() {}
 
 func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3225,7 @@ func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestResponse.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{44}
 }
 
 var File_agentd_bridge_v1_bridge_proto protoreflect.FileDescriptor
@@ -3131,14 +3302,19 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x0eread_only_hint\x18\x02 \x01(\bR\freadOnlyHint\x12)\n" +
 	"\x10destructive_hint\x18\x03 \x01(\bR\x0fdestructiveHint\x12'\n" +
 	"\x0fidempotent_hint\x18\x04 \x01(\bR\x0eidempotentHint\x12&\n" +
-	"\x0fopen_world_hint\x18\x05 \x01(\bR\ropenWorldHint\"\x8c\x01\n" +
+	"\x0fopen_world_hint\x18\x05 \x01(\bR\ropenWorldHint\"\xf9\x02\n" +
 	"\x0fCallToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
 	"serverName\x12\x1b\n" +
 	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1c\n" +
-	"\targuments\x18\x04 \x01(\tR\targuments\"\xa5\x01\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\x12^\n" +
+	"\x0finput_responses\x18\x05 \x03(\v25.agentd.bridge.v1.CallToolRequest.InputResponsesEntryR\x0einputResponses\x12#\n" +
+	"\rrequest_state\x18\x06 \x01(\tR\frequestState\x1af\n" +
+	"\x13InputResponsesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\v2#.agentd.bridge.v1.ElicitationResultR\x05value:\x028\x01\"\xa5\x01\n" +
 	"\x10CallToolsRequest\x125\n" +
 	"\x04open\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.CallToolsOpenH\x00R\x04open\x128\n" +
 	"\x04call\x18\x02 \x01(\v2\".agentd.bridge.v1.StreamedToolCallH\x00R\x04call\x12\x18\n" +
@@ -3146,7 +3322,7 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x04kind\".\n" +
 	"\rCallToolsOpen\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xcf\x02\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xbd\x04\n" +
 	"\x10StreamedToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
@@ -3154,10 +3330,15 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1c\n" +
 	"\targuments\x18\x04 \x01(\tR\targuments\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12Y\n" +
-	"\rtrace_context\x18\x06 \x03(\v24.agentd.bridge.v1.StreamedToolCall.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\rtrace_context\x18\x06 \x03(\v24.agentd.bridge.v1.StreamedToolCall.TraceContextEntryR\ftraceContext\x12_\n" +
+	"\x0finput_responses\x18\a \x03(\v26.agentd.bridge.v1.StreamedToolCall.InputResponsesEntryR\x0einputResponses\x12#\n" +
+	"\rrequest_state\x18\b \x01(\tR\frequestState\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1af\n" +
+	"\x13InputResponsesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\v2#.agentd.bridge.v1.ElicitationResultR\x05value:\x028\x01\"\xdf\x01\n" +
 	"\x11CallToolsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12<\n" +
 	"\x06result\x18\x02 \x01(\v2\".agentd.bridge.v1.CallToolResponseH\x00R\x06result\x123\n" +
@@ -3171,11 +3352,18 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\tCallError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
-	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"\x82\x01\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"\xca\x01\n" +
 	"\x10CallToolResponse\x12\x16\n" +
 	"\x06output\x18\x01 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x12;\n" +
-	"\vattachments\x18\x03 \x03(\v2\x19.agentd.bridge.v1.ContentR\vattachments\"\xa1\x01\n" +
+	"\vattachments\x18\x03 \x03(\v2\x19.agentd.bridge.v1.ContentR\vattachments\x12F\n" +
+	"\x0einput_required\x18\x04 \x01(\v2\x1f.agentd.bridge.v1.InputRequiredR\rinputRequired\"\xdb\x01\n" +
+	"\rInputRequired\x12I\n" +
+	"\brequests\x18\x01 \x03(\v2-.agentd.bridge.v1.InputRequired.RequestsEntryR\brequests\x12#\n" +
+	"\rrequest_state\x18\x02 \x01(\tR\frequestState\x1aZ\n" +
+	"\rRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.agentd.bridge.v1.ElicitationR\x05value:\x028\x01\"\xa1\x01\n" +
 	"\aContent\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.agentd.bridge.v1.ContentKindR\x04kind\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x14\n" +
@@ -3232,14 +3420,17 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x05waits\x18\n" +
 	" \x01(\x03R\x05waits\x12\x16\n" +
 	"\x06shared\x18\v \x01(\bR\x06shared\x12\x16\n" +
-	"\x06tenant\x18\f \x01(\tR\x06tenant\"\xf6\x01\n" +
+	"\x06tenant\x18\f \x01(\tR\x06tenant\"\x96\x02\n" +
 	"\rServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
 	"serverName\x12\x17\n" +
 	"\acall_id\x18\x03 \x01(\x04R\x06callId\x12P\n" +
 	"\rauthorization\x18\x04 \x01(\v2(.agentd.bridge.v1.AuthorizationChallengeH\x00R\rauthorization\x12A\n" +
-	"\velicitation\x18\x05 \x01(\v2\x1d.agentd.bridge.v1.ElicitationH\x00R\velicitationB\x06\n" +
+	"\velicitation\x18\x05 \x01(\v2\x1d.agentd.bridge.v1.ElicitationH\x00R\velicitation\x12\x1e\n" +
+	"\n" +
+	"deferrable\x18\a \x01(\bR\n" +
+	"deferrableB\x06\n" +
 	"\x04kind\"y\n" +
 	"\x16AuthorizationChallenge\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12)\n" +
@@ -3250,15 +3441,18 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
-	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\xfb\x01\n" +
+	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\xb5\x02\n" +
 	"\x1aAnswerServerRequestRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12&\n" +
 	"\rauthorization\x18\x03 \x01(\tH\x00R\rauthorization\x12G\n" +
 	"\velicitation\x18\x04 \x01(\v2#.agentd.bridge.v1.ElicitationResultH\x00R\velicitation\x123\n" +
-	"\x05error\x18\x05 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05errorB\b\n" +
-	"\x06answer\"^\n" +
+	"\x05error\x18\x05 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05error\x128\n" +
+	"\bdeferred\x18\a \x01(\v2\x1a.agentd.bridge.v1.DeferredH\x00R\bdeferredB\b\n" +
+	"\x06answer\"\n" +
+	"\n" +
+	"\bDeferred\"^\n" +
 	"\x11ElicitationResult\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x121\n" +
 	"\acontent\x18\x02 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x1d\n" +
@@ -3300,7 +3494,7 @@ func file_agentd_bridge_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_bridge_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(ContentKind)(0),                    // 0: agentd.bridge.v1.ContentKind
 	(*ServerSpec)(nil),                  // 1: agentd.bridge.v1.ServerSpec
@@ -3325,101 +3519,114 @@ var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(*ToolProgress)(nil),                // 20: agentd.bridge.v1.ToolProgress
 	(*CallError)(nil),                   // 21: agentd.bridge.v1.CallError
 	(*CallToolResponse)(nil),            // 22: agentd.bridge.v1.CallToolResponse
-	(*Content)(nil),                     // 23: agentd.bridge.v1.Content
-	(*GetCacheStatsRequest)(nil),        // 24: agentd.bridge.v1.GetCacheStatsRequest
-	(*GetCacheStatsResponse)(nil),       // 25: agentd.bridge.v1.GetCacheStatsResponse
-	(*CacheSettings)(nil),               // 26: agentd.bridge.v1.CacheSettings
-	(*ClearCacheRequest)(nil),           // 27: agentd.bridge.v1.ClearCacheRequest
-	(*ClearCacheResponse)(nil),          // 28: agentd.bridge.v1.ClearCacheResponse
-	(*ResetCacheRequest)(nil),           // 29: agentd.bridge.v1.ResetCacheRequest
-	(*ResetCacheResponse)(nil),          // 30: agentd.bridge.v1.ResetCacheResponse
-	(*InvalidateCacheRequest)(nil),      // 31: agentd.bridge.v1.InvalidateCacheRequest
-	(*InvalidateCacheResponse)(nil),     // 32: agentd.bridge.v1.InvalidateCacheResponse
-	(*ConfigureCacheRequest)(nil),       // 33: agentd.bridge.v1.ConfigureCacheRequest
-	(*ConfigureCacheResponse)(nil),      // 34: agentd.bridge.v1.ConfigureCacheResponse
-	(*GetPoolStatsRequest)(nil),         // 35: agentd.bridge.v1.GetPoolStatsRequest
-	(*GetPoolStatsResponse)(nil),        // 36: agentd.bridge.v1.GetPoolStatsResponse
-	(*PoolStats)(nil),                   // 37: agentd.bridge.v1.PoolStats
-	(*ServerRequest)(nil),               // 38: agentd.bridge.v1.ServerRequest
-	(*AuthorizationChallenge)(nil),      // 39: agentd.bridge.v1.AuthorizationChallenge
-	(*Elicitation)(nil),                 // 40: agentd.bridge.v1.Elicitation
-	(*AnswerServerRequestRequest)(nil),  // 41: agentd.bridge.v1.AnswerServerRequestRequest
-	(*ElicitationResult)(nil),           // 42: agentd.bridge.v1.ElicitationResult
-	(*AnswerServerRequestResponse)(nil), // 43: agentd.bridge.v1.AnswerServerRequestResponse
-	nil,                                 // 44: agentd.bridge.v1.HTTPTarget.HeadersEntry
-	nil,                                 // 45: agentd.bridge.v1.StdioTarget.EnvEntry
-	nil,                                 // 46: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	(*durationpb.Duration)(nil),         // 47: google.protobuf.Duration
-	(*structpb.Struct)(nil),             // 48: google.protobuf.Struct
-	(*anypb.Any)(nil),                   // 49: google.protobuf.Any
+	(*InputRequired)(nil),               // 23: agentd.bridge.v1.InputRequired
+	(*Content)(nil),                     // 24: agentd.bridge.v1.Content
+	(*GetCacheStatsRequest)(nil),        // 25: agentd.bridge.v1.GetCacheStatsRequest
+	(*GetCacheStatsResponse)(nil),       // 26: agentd.bridge.v1.GetCacheStatsResponse
+	(*CacheSettings)(nil),               // 27: agentd.bridge.v1.CacheSettings
+	(*ClearCacheRequest)(nil),           // 28: agentd.bridge.v1.ClearCacheRequest
+	(*ClearCacheResponse)(nil),          // 29: agentd.bridge.v1.ClearCacheResponse
+	(*ResetCacheRequest)(nil),           // 30: agentd.bridge.v1.ResetCacheRequest
+	(*ResetCacheResponse)(nil),          // 31: agentd.bridge.v1.ResetCacheResponse
+	(*InvalidateCacheRequest)(nil),      // 32: agentd.bridge.v1.InvalidateCacheRequest
+	(*InvalidateCacheResponse)(nil),     // 33: agentd.bridge.v1.InvalidateCacheResponse
+	(*ConfigureCacheRequest)(nil),       // 34: agentd.bridge.v1.ConfigureCacheRequest
+	(*ConfigureCacheResponse)(nil),      // 35: agentd.bridge.v1.ConfigureCacheResponse
+	(*GetPoolStatsRequest)(nil),         // 36: agentd.bridge.v1.GetPoolStatsRequest
+	(*GetPoolStatsResponse)(nil),        // 37: agentd.bridge.v1.GetPoolStatsResponse
+	(*PoolStats)(nil),                   // 38: agentd.bridge.v1.PoolStats
+	(*ServerRequest)(nil),               // 39: agentd.bridge.v1.ServerRequest
+	(*AuthorizationChallenge)(nil),      // 40: agentd.bridge.v1.AuthorizationChallenge
+	(*Elicitation)(nil),                 // 41: agentd.bridge.v1.Elicitation
+	(*AnswerServerRequestRequest)(nil),  // 42: agentd.bridge.v1.AnswerServerRequestRequest
+	(*Deferred)(nil),                    // 43: agentd.bridge.v1.Deferred
+	(*ElicitationResult)(nil),           // 44: agentd.bridge.v1.ElicitationResult
+	(*AnswerServerRequestResponse)(nil), // 45: agentd.bridge.v1.AnswerServerRequestResponse
+	nil,                                 // 46: agentd.bridge.v1.HTTPTarget.HeadersEntry
+	nil,                                 // 47: agentd.bridge.v1.StdioTarget.EnvEntry
+	nil,                                 // 48: agentd.bridge.v1.CallToolRequest.InputResponsesEntry
+	nil,                                 // 49: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	nil,                                 // 50: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
+	nil,                                 // 51: agentd.bridge.v1.InputRequired.RequestsEntry
+	(*durationpb.Duration)(nil),         // 52: google.protobuf.Duration
+	(*structpb.Struct)(nil),             // 53: google.protobuf.Struct
+	(*anypb.Any)(nil),                   // 54: google.protobuf.Any
 }
 var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	2,  // 0: agentd.bridge.v1.ServerSpec.http:type_name -> agentd.bridge.v1.HTTPTarget
 	3,  // 1: agentd.bridge.v1.ServerSpec.stdio:type_name -> agentd.bridge.v1.StdioTarget
-	47, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
-	44, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
-	47, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
-	45, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
+	52, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
+	46, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
+	52, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
+	47, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
 	1,  // 6: agentd.bridge.v1.OpenSessionRequest.servers:type_name -> agentd.bridge.v1.ServerSpec
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
-	38, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
+	39, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
 	12, // 10: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
 	13, // 11: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	48, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	53, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
 	14, // 13: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
-	17, // 14: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
-	18, // 15: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
-	47, // 16: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
-	46, // 17: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	22, // 18: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
-	21, // 19: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
-	20, // 20: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
-	49, // 21: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
-	23, // 22: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
-	0,  // 23: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
-	26, // 24: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	47, // 25: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
-	26, // 26: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	1,  // 27: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	47, // 28: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
-	26, // 29: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	37, // 30: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	39, // 31: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
-	40, // 32: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
-	48, // 33: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
-	42, // 34: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
-	21, // 35: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
-	48, // 36: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	4,  // 37: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 38: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 39: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 40: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	16, // 41: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
-	41, // 42: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
-	24, // 43: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	27, // 44: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	29, // 45: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	31, // 46: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	33, // 47: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	35, // 48: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 49: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 50: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 51: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	22, // 52: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 53: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
-	43, // 54: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
-	25, // 55: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	28, // 56: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	30, // 57: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	32, // 58: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	34, // 59: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	36, // 60: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	49, // [49:61] is the sub-list for method output_type
-	37, // [37:49] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	48, // 14: agentd.bridge.v1.CallToolRequest.input_responses:type_name -> agentd.bridge.v1.CallToolRequest.InputResponsesEntry
+	17, // 15: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
+	18, // 16: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
+	52, // 17: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	49, // 18: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	50, // 19: agentd.bridge.v1.StreamedToolCall.input_responses:type_name -> agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
+	22, // 20: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
+	21, // 21: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
+	20, // 22: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
+	54, // 23: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	24, // 24: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
+	23, // 25: agentd.bridge.v1.CallToolResponse.input_required:type_name -> agentd.bridge.v1.InputRequired
+	51, // 26: agentd.bridge.v1.InputRequired.requests:type_name -> agentd.bridge.v1.InputRequired.RequestsEntry
+	0,  // 27: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
+	27, // 28: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	52, // 29: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	27, // 30: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	1,  // 31: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
+	52, // 32: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	27, // 33: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	38, // 34: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
+	40, // 35: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
+	41, // 36: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
+	53, // 37: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
+	44, // 38: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
+	21, // 39: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
+	43, // 40: agentd.bridge.v1.AnswerServerRequestRequest.deferred:type_name -> agentd.bridge.v1.Deferred
+	53, // 41: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	44, // 42: agentd.bridge.v1.CallToolRequest.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	44, // 43: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	41, // 44: agentd.bridge.v1.InputRequired.RequestsEntry.value:type_name -> agentd.bridge.v1.Elicitation
+	4,  // 45: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 46: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 47: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 48: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 49: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	42, // 50: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
+	25, // 51: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	28, // 52: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	30, // 53: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	32, // 54: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	34, // 55: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	36, // 56: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	5,  // 57: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 58: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 59: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	22, // 60: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 61: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	45, // 62: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
+	26, // 63: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	29, // 64: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	31, // 65: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	33, // 66: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	35, // 67: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	37, // 68: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	57, // [57:69] is the sub-list for method output_type
+	45, // [45:57] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }
@@ -3448,19 +3655,20 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 		(*CallToolsResponse_Error)(nil),
 		(*CallToolsResponse_Progress)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[22].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[23].OneofWrappers = []any{
 		(*Content_Data)(nil),
 		(*Content_Uri)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[32].OneofWrappers = []any{}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[37].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[33].OneofWrappers = []any{}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[38].OneofWrappers = []any{
 		(*ServerRequest_Authorization)(nil),
 		(*ServerRequest_Elicitation)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[40].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[41].OneofWrappers = []any{
 		(*AnswerServerRequestRequest_Authorization)(nil),
 		(*AnswerServerRequestRequest_Elicitation)(nil),
 		(*AnswerServerRequestRequest_Error)(nil),
+		(*AnswerServerRequestRequest_Deferred)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3468,7 +3676,7 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_bridge_v1_bridge_proto_rawDesc), len(file_agentd_bridge_v1_bridge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

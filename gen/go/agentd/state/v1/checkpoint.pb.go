@@ -509,6 +509,7 @@ type CallState struct {
 	//	*CallState_Approval
 	//	*CallState_FunctionCall
 	//	*CallState_Authorization
+	//	*CallState_Input
 	State         isCallState_State `protobuf_oneof:"state"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -587,6 +588,15 @@ func (x *CallState) GetAuthorization() *AuthorizationWait {
 	return nil
 }
 
+func (x *CallState) GetInput() *InputWait {
+	if x != nil {
+		if x, ok := x.State.(*CallState_Input); ok {
+			return x.Input
+		}
+	}
+	return nil
+}
+
 type isCallState_State interface {
 	isCallState_State()
 }
@@ -611,6 +621,12 @@ type CallState_Authorization struct {
 	Authorization *AuthorizationWait `protobuf:"bytes,4,opt,name=authorization,proto3,oneof"`
 }
 
+type CallState_Input struct {
+	// The call ended asking for input (MCP 2026-07-28, X-M4): it runs
+	// again with the answers.
+	Input *InputWait `protobuf:"bytes,5,opt,name=input,proto3,oneof"`
+}
+
 func (*CallState_Result) isCallState_State() {}
 
 func (*CallState_Approval) isCallState_State() {}
@@ -618,6 +634,128 @@ func (*CallState_Approval) isCallState_State() {}
 func (*CallState_FunctionCall) isCallState_State() {}
 
 func (*CallState_Authorization) isCallState_State() {}
+
+func (*CallState_Input) isCallState_State() {}
+
+// InputWait is a call whose server asked for input in its result instead
+// of completing (a 2026-07-28 input request), which agentd deferred.
+type InputWait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's id.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The requests, as the client sees them.
+	Inputs []*PendingInput `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// The server's opaque state, echoed on the retry.
+	RequestState  string `protobuf:"bytes,3,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputWait) Reset() {
+	*x = InputWait{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputWait) ProtoMessage() {}
+
+func (x *InputWait) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputWait.ProtoReflect.Descriptor instead.
+func (*InputWait) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *InputWait) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *InputWait) GetInputs() []*PendingInput {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *InputWait) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
+}
+
+// PendingInput is one input request of an InputWait.
+type PendingInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request as the paused event lists it.
+	Request *v1.InputRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// The server's id of the input request (the key of its answer).
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingInput) Reset() {
+	*x = PendingInput{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingInput) ProtoMessage() {}
+
+func (x *PendingInput) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingInput.ProtoReflect.Descriptor instead.
+func (*PendingInput) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PendingInput) GetRequest() *v1.InputRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *PendingInput) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
 
 // Claim records the answers of the resume that took the checkpoint.
 type Claim struct {
@@ -637,14 +775,16 @@ type Claim struct {
 	Progressed bool `protobuf:"varint,5,opt,name=progressed,proto3" json:"progressed,omitempty"`
 	// The authorization requests it brought answers to (their ids only:
 	// the redirects carry codes, which are never stored).
-	Authorized    []string `protobuf:"bytes,6,rep,name=authorized,proto3" json:"authorized,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Authorized []string `protobuf:"bytes,6,rep,name=authorized,proto3" json:"authorized,omitempty"`
+	// The input requests it brought answers to (their ids).
+	AnsweredInputs []string `protobuf:"bytes,7,rep,name=answered_inputs,json=answeredInputs,proto3" json:"answered_inputs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +796,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +809,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Claim) GetApprovalDecisions() []*v1.ApprovalDecision {
@@ -710,6 +850,13 @@ func (x *Claim) GetProgressed() bool {
 func (x *Claim) GetAuthorized() []string {
 	if x != nil {
 		return x.Authorized
+	}
+	return nil
+}
+
+func (x *Claim) GetAnsweredInputs() []string {
+	if x != nil {
+		return x.AnsweredInputs
 	}
 	return nil
 }
@@ -764,13 +911,22 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"\x8b\x02\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\xbf\x02\n" +
 	"\tCallState\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\x06result\x128\n" +
 	"\bapproval\x18\x02 \x01(\v2\x1a.agentd.v1.ApprovalRequestH\x00R\bapproval\x12>\n" +
 	"\rfunction_call\x18\x03 \x01(\v2\x17.agentd.v1.FunctionCallH\x00R\ffunctionCall\x12J\n" +
-	"\rauthorization\x18\x04 \x01(\v2\".agentd.state.v1.AuthorizationWaitH\x00R\rauthorizationB\a\n" +
-	"\x05state\"\xb6\x02\n" +
+	"\rauthorization\x18\x04 \x01(\v2\".agentd.state.v1.AuthorizationWaitH\x00R\rauthorization\x122\n" +
+	"\x05input\x18\x05 \x01(\v2\x1a.agentd.state.v1.InputWaitH\x00R\x05inputB\a\n" +
+	"\x05state\"\x89\x01\n" +
+	"\tInputWait\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x125\n" +
+	"\x06inputs\x18\x02 \x03(\v2\x1d.agentd.state.v1.PendingInputR\x06inputs\x12#\n" +
+	"\rrequest_state\x18\x03 \x01(\tR\frequestState\"S\n" +
+	"\fPendingInput\x121\n" +
+	"\arequest\x18\x01 \x01(\v2\x17.agentd.v1.InputRequestR\arequest\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xdf\x02\n" +
 	"\x05Claim\x12J\n" +
 	"\x12approval_decisions\x18\x01 \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\x11approvalDecisions\x12D\n" +
 	"\x10function_results\x18\x02 \x03(\v2\x19.agentd.v1.FunctionResultR\x0ffunctionResults\x129\n" +
@@ -783,7 +939,8 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"progressed\x12\x1e\n" +
 	"\n" +
 	"authorized\x18\x06 \x03(\tR\n" +
-	"authorizedB\xbd\x01\n" +
+	"authorized\x12'\n" +
+	"\x0fanswered_inputs\x18\a \x03(\tR\x0eansweredInputsB\xbd\x01\n" +
 	"\x13com.agentd.state.v1B\x0fCheckpointProtoP\x01Z7github.com/agentd/agentd/gen/go/agentd/state/v1;statev1\xa2\x02\x03ASX\xaa\x02\x0fAgentd.State.V1\xca\x02\x0fAgentd\\State\\V1\xe2\x02\x1bAgentd\\State\\V1\\GPBMetadata\xea\x02\x11Agentd::State::V1b\x06proto3"
 
 var (
@@ -798,47 +955,53 @@ func file_agentd_state_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_agentd_state_v1_checkpoint_proto_rawDescData
 }
 
-var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_state_v1_checkpoint_proto_goTypes = []any{
 	(*Checkpoint)(nil),            // 0: agentd.state.v1.Checkpoint
 	(*PausedTurn)(nil),            // 1: agentd.state.v1.PausedTurn
 	(*PendingAuthorization)(nil),  // 2: agentd.state.v1.PendingAuthorization
 	(*AuthorizationWait)(nil),     // 3: agentd.state.v1.AuthorizationWait
 	(*CallState)(nil),             // 4: agentd.state.v1.CallState
-	(*Claim)(nil),                 // 5: agentd.state.v1.Claim
-	(*v1.Message)(nil),            // 6: agentd.v1.Message
-	(*v1.Usage)(nil),              // 7: agentd.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*v1.ToolCall)(nil),           // 9: agentd.v1.ToolCall
-	(*v1.ToolResult)(nil),         // 10: agentd.v1.ToolResult
-	(*v1.ApprovalRequest)(nil),    // 11: agentd.v1.ApprovalRequest
-	(*v1.FunctionCall)(nil),       // 12: agentd.v1.FunctionCall
-	(*v1.ApprovalDecision)(nil),   // 13: agentd.v1.ApprovalDecision
-	(*v1.FunctionResult)(nil),     // 14: agentd.v1.FunctionResult
+	(*InputWait)(nil),             // 5: agentd.state.v1.InputWait
+	(*PendingInput)(nil),          // 6: agentd.state.v1.PendingInput
+	(*Claim)(nil),                 // 7: agentd.state.v1.Claim
+	(*v1.Message)(nil),            // 8: agentd.v1.Message
+	(*v1.Usage)(nil),              // 9: agentd.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*v1.ToolCall)(nil),           // 11: agentd.v1.ToolCall
+	(*v1.ToolResult)(nil),         // 12: agentd.v1.ToolResult
+	(*v1.ApprovalRequest)(nil),    // 13: agentd.v1.ApprovalRequest
+	(*v1.FunctionCall)(nil),       // 14: agentd.v1.FunctionCall
+	(*v1.InputRequest)(nil),       // 15: agentd.v1.InputRequest
+	(*v1.ApprovalDecision)(nil),   // 16: agentd.v1.ApprovalDecision
+	(*v1.FunctionResult)(nil),     // 17: agentd.v1.FunctionResult
 }
 var file_agentd_state_v1_checkpoint_proto_depIdxs = []int32{
-	6,  // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
-	6,  // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
-	7,  // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
+	8,  // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
+	8,  // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
+	9,  // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
 	1,  // 3: agentd.state.v1.Checkpoint.turn:type_name -> agentd.state.v1.PausedTurn
-	8,  // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
-	8,  // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
-	9,  // 7: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
+	10, // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
+	10, // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
+	11, // 7: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
 	4,  // 8: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
 	2,  // 9: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
-	10, // 10: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
-	11, // 11: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
-	12, // 12: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
+	12, // 10: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
+	13, // 11: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
+	14, // 12: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
 	3,  // 13: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
-	13, // 14: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	14, // 15: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
-	8,  // 16: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	5,  // 14: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
+	6,  // 15: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
+	15, // 16: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
+	16, // 17: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	17, // 18: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
+	10, // 19: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agentd_state_v1_checkpoint_proto_init() }
@@ -851,6 +1014,7 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 		(*CallState_Approval)(nil),
 		(*CallState_FunctionCall)(nil),
 		(*CallState_Authorization)(nil),
+		(*CallState_Input)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -858,7 +1022,7 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_state_v1_checkpoint_proto_rawDesc), len(file_agentd_state_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -15,18 +15,20 @@ CONTENT_KIND_UNSPECIFIED: ContentKind
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AnswerServerRequestRequest(_message.Message):
-    __slots__ = ["authorization", "elicitation", "error", "id", "session_id"]
+    __slots__ = ["authorization", "deferred", "elicitation", "error", "id", "session_id"]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     authorization: str
+    deferred: Deferred
     elicitation: ElicitationResult
     error: CallError
     id: int
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., id: _Optional[int] = ..., authorization: _Optional[str] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., id: _Optional[int] = ..., authorization: _Optional[str] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ..., deferred: _Optional[_Union[Deferred, _Mapping]] = ...) -> None: ...
 
 class AnswerServerRequestResponse(_message.Message):
     __slots__ = []
@@ -63,26 +65,39 @@ class CallError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
-    __slots__ = ["arguments", "server_name", "session_id", "tool_name"]
+    __slots__ = ["arguments", "input_responses", "request_state", "server_name", "session_id", "tool_name"]
+    class InputResponsesEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ElicitationResult
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ElicitationResult, _Mapping]] = ...) -> None: ...
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     arguments: str
+    input_responses: _containers.MessageMap[str, ElicitationResult]
+    request_state: str
     server_name: str
     session_id: str
     tool_name: str
-    def __init__(self, session_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., input_responses: _Optional[_Mapping[str, ElicitationResult]] = ..., request_state: _Optional[str] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ["attachments", "is_error", "output"]
+    __slots__ = ["attachments", "input_required", "is_error", "output"]
     ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     attachments: _containers.RepeatedCompositeFieldContainer[Content]
+    input_required: InputRequired
     is_error: bool
     output: str
-    def __init__(self, output: _Optional[str] = ..., is_error: bool = ..., attachments: _Optional[_Iterable[_Union[Content, _Mapping]]] = ...) -> None: ...
+    def __init__(self, output: _Optional[str] = ..., is_error: bool = ..., attachments: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., input_required: _Optional[_Union[InputRequired, _Mapping]] = ...) -> None: ...
 
 class CallToolsOpen(_message.Message):
     __slots__ = ["session_id"]
@@ -160,6 +175,10 @@ class Content(_message.Message):
     uri: str
     def __init__(self, kind: _Optional[_Union[ContentKind, str]] = ..., mime_type: _Optional[str] = ..., data: _Optional[bytes] = ..., uri: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
+class Deferred(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class Elicitation(_message.Message):
     __slots__ = ["elicitation_id", "message", "mode", "requested_schema", "url"]
     ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +249,21 @@ class HTTPTarget(_message.Message):
     oauth: bool
     url: str
     def __init__(self, url: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., oauth: bool = ...) -> None: ...
+
+class InputRequired(_message.Message):
+    __slots__ = ["request_state", "requests"]
+    class RequestsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Elicitation
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Elicitation, _Mapping]] = ...) -> None: ...
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
+    request_state: str
+    requests: _containers.MessageMap[str, Elicitation]
+    def __init__(self, requests: _Optional[_Mapping[str, Elicitation]] = ..., request_state: _Optional[str] = ...) -> None: ...
 
 class InvalidateCacheRequest(_message.Message):
     __slots__ = ["server", "tenant"]
@@ -320,18 +354,20 @@ class ResetCacheResponse(_message.Message):
     def __init__(self, settings: _Optional[_Union[CacheSettings, _Mapping]] = ...) -> None: ...
 
 class ServerRequest(_message.Message):
-    __slots__ = ["authorization", "call_id", "elicitation", "id", "server_name"]
+    __slots__ = ["authorization", "call_id", "deferrable", "elicitation", "id", "server_name"]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    DEFERRABLE_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
     authorization: AuthorizationChallenge
     call_id: int
+    deferrable: bool
     elicitation: Elicitation
     id: int
     server_name: str
-    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., call_id: _Optional[int] = ..., authorization: _Optional[_Union[AuthorizationChallenge, _Mapping]] = ..., elicitation: _Optional[_Union[Elicitation, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., call_id: _Optional[int] = ..., authorization: _Optional[_Union[AuthorizationChallenge, _Mapping]] = ..., elicitation: _Optional[_Union[Elicitation, _Mapping]] = ..., deferrable: bool = ...) -> None: ...
 
 class ServerSpec(_message.Message):
     __slots__ = ["allowed_tools", "http", "name", "read_timeout", "ref", "stdio"]
@@ -385,7 +421,14 @@ class StdioTarget(_message.Message):
     def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StreamedToolCall(_message.Message):
-    __slots__ = ["arguments", "id", "server_name", "timeout", "tool_name", "trace_context"]
+    __slots__ = ["arguments", "id", "input_responses", "request_state", "server_name", "timeout", "tool_name", "trace_context"]
+    class InputResponsesEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ElicitationResult
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ElicitationResult, _Mapping]] = ...) -> None: ...
     class TraceContextEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -395,17 +438,21 @@ class StreamedToolCall(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     arguments: str
     id: int
+    input_responses: _containers.MessageMap[str, ElicitationResult]
+    request_state: str
     server_name: str
     timeout: _duration_pb2.Duration
     tool_name: str
     trace_context: _containers.ScalarMap[str, str]
-    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., input_responses: _Optional[_Mapping[str, ElicitationResult]] = ..., request_state: _Optional[str] = ...) -> None: ...
 
 class Tool(_message.Message):
     __slots__ = ["annotations", "description", "input_schema", "name"]

@@ -17,16 +17,18 @@ class AuthorizationWait(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CallState(_message.Message):
-    __slots__ = ["approval", "authorization", "function_call", "result"]
+    __slots__ = ["approval", "authorization", "function_call", "input", "result"]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     approval: _agent_service_pb2.ApprovalRequest
     authorization: AuthorizationWait
     function_call: _agent_service_pb2.FunctionCall
+    input: InputWait
     result: _message_pb2.ToolResult
-    def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ...) -> None: ...
+    def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ..., input: _Optional[_Union[InputWait, _Mapping]] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "tool_turns", "turn", "usage", "version"]
@@ -77,20 +79,32 @@ class Checkpoint(_message.Message):
     def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ...) -> None: ...
 
 class Claim(_message.Message):
-    __slots__ = ["approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
+    __slots__ = ["answered_inputs", "approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
+    ANSWERED_INPUTS_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZED_FIELD_NUMBER: _ClassVar[int]
     CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_RESULTS_FIELD_NUMBER: _ClassVar[int]
     MAY_HAVE_RUN_FIELD_NUMBER: _ClassVar[int]
     PROGRESSED_FIELD_NUMBER: _ClassVar[int]
+    answered_inputs: _containers.RepeatedScalarFieldContainer[str]
     approval_decisions: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.ApprovalDecision]
     authorized: _containers.RepeatedScalarFieldContainer[str]
     claimed_at: _timestamp_pb2.Timestamp
     function_results: _containers.RepeatedCompositeFieldContainer[_agent_service_pb2.FunctionResult]
     may_have_run: _containers.RepeatedScalarFieldContainer[str]
     progressed: bool
-    def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., may_have_run: _Optional[_Iterable[str]] = ..., progressed: bool = ..., authorized: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., may_have_run: _Optional[_Iterable[str]] = ..., progressed: bool = ..., authorized: _Optional[_Iterable[str]] = ..., answered_inputs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class InputWait(_message.Message):
+    __slots__ = ["inputs", "request_state", "tool_call_id"]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    inputs: _containers.RepeatedCompositeFieldContainer[PendingInput]
+    request_state: str
+    tool_call_id: str
+    def __init__(self, tool_call_id: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[PendingInput, _Mapping]]] = ..., request_state: _Optional[str] = ...) -> None: ...
 
 class PausedTurn(_message.Message):
     __slots__ = ["authorizations", "calls", "started", "states", "turn"]
@@ -117,3 +131,11 @@ class PendingAuthorization(_message.Message):
     sealed: bytes
     server_name: str
     def __init__(self, request_id: _Optional[str] = ..., server_name: _Optional[str] = ..., sealed: _Optional[bytes] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class PendingInput(_message.Message):
+    __slots__ = ["key", "request"]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    request: _agent_service_pb2.InputRequest
+    def __init__(self, request: _Optional[_Union[_agent_service_pb2.InputRequest, _Mapping]] = ..., key: _Optional[str] = ...) -> None: ...

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/bridge/v1/bridge.proto.
  */
 export const file_agentd_bridge_v1_bridge: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi5QEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBW9hdXRoGAUgASgIGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUivgEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSAASMgoHcmVxdWVzdBgDIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyUmVxdWVzdEgAQgcKBWV2ZW50IiMKDVNlc3Npb25PcGVuZWQSEgoKc2Vzc2lvbl9pZBgBIAEoCSIjCgxUb29sc0NoYW5nZWQSEwoLc2VydmVyX25hbWUYASABKAkiKQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlIjwKEExpc3RUb29sc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxzZXJ2ZXJfbmFtZXMYAiADKAkiQwoRTGlzdFRvb2xzUmVzcG9uc2USLgoHc2VydmVycxgBIAMoCzIdLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyVG9vbHMiXAoLU2VydmVyVG9vbHMSEwoLc2VydmVyX25hbWUYASABKAkSJQoFdG9vbHMYAiADKAsyFi5hZ2VudGQuYnJpZGdlLnYxLlRvb2wSEQoJY2FjaGVfaGl0GAMgASgIIpABCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI2Cgthbm5vdGF0aW9ucxgEIAEoCzIhLmFnZW50ZC5icmlkZ2UudjEuVG9vbEFubm90YXRpb25zIoQBCg9Ub29sQW5ub3RhdGlvbnMSDQoFdGl0bGUYASABKAkSFgoOcmVhZF9vbmx5X2hpbnQYAiABKAgSGAoQZGVzdHJ1Y3RpdmVfaGludBgDIAEoCBIXCg9pZGVtcG90ZW50X2hpbnQYBCABKAgSFwoPb3Blbl93b3JsZF9oaW50GAUgASgIImAKD0NhbGxUb29sUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkikQEKEENhbGxUb29sc1JlcXVlc3QSLwoEb3BlbhgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzT3BlbkgAEjIKBGNhbGwYAiABKAsyIi5hZ2VudGQuYnJpZGdlLnYxLlN0cmVhbWVkVG9vbENhbGxIABIQCgZjYW5jZWwYAyABKARIAEIGCgRraW5kIiMKDUNhbGxUb29sc09wZW4SEgoKc2Vzc2lvbl9pZBgBIAEoCSKHAgoQU3RyZWFtZWRUb29sQ2FsbBIKCgJpZBgBIAEoBBITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEioKB3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SSwoNdHJhY2VfY29udGV4dBgGIAMoCzI0LmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbC5UcmFjZUNvbnRleHRFbnRyeRozChFUcmFjZUNvbnRleHRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIsIBChFDYWxsVG9vbHNSZXNwb25zZRIKCgJpZBgBIAEoBBI0CgZyZXN1bHQYAiABKAsyIi5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sUmVzcG9uc2VIABIsCgVlcnJvchgDIAEoCzIbLmFnZW50ZC5icmlkZ2UudjEuQ2FsbEVycm9ySAASMgoIcHJvZ3Jlc3MYBCABKAsyHi5hZ2VudGQuYnJpZGdlLnYxLlRvb2xQcm9ncmVzc0gAQgkKB291dGNvbWUiQAoMVG9vbFByb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEg0KBXRvdGFsGAIgASgBEg8KB21lc3NhZ2UYAyABKAkiUQoJQ2FsbEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueSJkChBDYWxsVG9vbFJlc3BvbnNlEg4KBm91dHB1dBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBIuCgthdHRhY2htZW50cxgDIAMoCzIZLmFnZW50ZC5icmlkZ2UudjEuQ29udGVudCKAAQoHQ29udGVudBIrCgRraW5kGAEgASgOMh0uYWdlbnRkLmJyaWRnZS52MS5Db250ZW50S2luZBIRCgltaW1lX3R5cGUYAiABKAkSDgoEZGF0YRgDIAEoDEgAEg0KA3VyaRgEIAEoCUgAEgwKBG5hbWUYBSABKAlCCAoGc291cmNlIhYKFEdldENhY2hlU3RhdHNSZXF1ZXN0InYKFUdldENhY2hlU3RhdHNSZXNwb25zZRIMCgRzaXplGAEgASgDEgwKBGhpdHMYAiABKAMSDgoGbWlzc2VzGAMgASgDEjEKCHNldHRpbmdzGAQgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIl0KDUNhY2hlU2V0dGluZ3MSDwoHZW5hYmxlZBgBIAEoCBImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEwoLbWF4X2VudHJpZXMYAyABKAUiEwoRQ2xlYXJDYWNoZVJlcXVlc3QiFAoSQ2xlYXJDYWNoZVJlc3BvbnNlIhMKEVJlc2V0Q2FjaGVSZXF1ZXN0IkcKElJlc2V0Q2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyJWChZJbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0EiwKBnNlcnZlchgBIAEoCzIcLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyU3BlYxIOCgZ0ZW5hbnQYAiABKAkiKgoXSW52YWxpZGF0ZUNhY2hlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCKLAQoVQ29uZmlndXJlQ2FjaGVSZXF1ZXN0EhQKB2VuYWJsZWQYASABKAhIAIgBARImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGAoLbWF4X2VudHJpZXMYAyABKAVIAYgBAUIKCghfZW5hYmxlZEIOCgxfbWF4X2VudHJpZXMiSwoWQ29uZmlndXJlQ2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyIVChNHZXRQb29sU3RhdHNSZXF1ZXN0IlkKFEdldFBvb2xTdGF0c1Jlc3BvbnNlEioKBXBvb2xzGAEgAygLMhsuYWdlbnRkLmJyaWRnZS52MS5Qb29sU3RhdHMSFQoNb3Blbl9zZXNzaW9ucxgCIAEoBSLUAQoJUG9vbFN0YXRzEhMKC3NlcnZlcl9uYW1lGAEgASgJEgsKA2tleRgCIAEoCRIMCgR3YXJtGAMgASgFEgwKBGJ1c3kYBCABKAUSEAoIc3RhcnRpbmcYBSABKAUSFQoNbWF4X3Byb2Nlc3NlcxgGIAEoBRIPCgdzcGF3bmVkGAcgASgDEg8KB3JldGlyZWQYCCABKAMSDwoHY3Jhc2hlZBgJIAEoAxINCgV3YWl0cxgKIAEoAxIOCgZzaGFyZWQYCyABKAgSDgoGdGVuYW50GAwgASgJIsIBCg1TZXJ2ZXJSZXF1ZXN0EgoKAmlkGAEgASgEEhMKC3NlcnZlcl9uYW1lGAIgASgJEg8KB2NhbGxfaWQYAyABKAQSQQoNYXV0aG9yaXphdGlvbhgEIAEoCzIoLmFnZW50ZC5icmlkZ2UudjEuQXV0aG9yaXphdGlvbkNoYWxsZW5nZUgAEjQKC2VsaWNpdGF0aW9uGAUgASgLMh0uYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvbkgAQgYKBGtpbmQiVQoWQXV0aG9yaXphdGlvbkNoYWxsZW5nZRIOCgZzdGF0dXMYASABKAUSGAoQd3d3X2F1dGhlbnRpY2F0ZRgCIAMoCRIRCglwcmVzZW50ZWQYAyABKAkihAEKC0VsaWNpdGF0aW9uEgwKBG1vZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIxChByZXF1ZXN0ZWRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBILCgN1cmwYBCABKAkSFgoOZWxpY2l0YXRpb25faWQYBSABKAkiyQEKGkFuc3dlclNlcnZlclJlcXVlc3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSCgoCaWQYAiABKAQSFwoNYXV0aG9yaXphdGlvbhgDIAEoCUgAEjoKC2VsaWNpdGF0aW9uGAQgASgLMiMuYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvblJlc3VsdEgAEiwKBWVycm9yGAUgASgLMhsuYWdlbnRkLmJyaWRnZS52MS5DYWxsRXJyb3JIAEIICgZhbnN3ZXIiTQoRRWxpY2l0YXRpb25SZXN1bHQSDgoGYWN0aW9uGAEgASgJEigKB2NvbnRlbnQYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ih0KG0Fuc3dlclNlcnZlclJlcXVlc3RSZXNwb25zZSqWAQoLQ29udGVudEtpbmQSHAoYQ09OVEVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSQ09OVEVOVF9LSU5EX0lNQUdFEAESFgoSQ09OVEVOVF9LSU5EX0FVRElPEAISHgoaQ09OVEVOVF9LSU5EX1JFU09VUkNFX0xJTksQAxIZChVDT05URU5UX0tJTkRfUkVTT1VSQ0UQBDLDBAoNQnJpZGdlU2VydmljZRJcCgtPcGVuU2Vzc2lvbhIkLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXF1ZXN0GiUuYWdlbnRkLmJyaWRnZS52MS5PcGVuU2Vzc2lvblJlc3BvbnNlMAESXQoMQ2xvc2VTZXNzaW9uEiUuYWdlbnRkLmJyaWRnZS52MS5DbG9zZVNlc3Npb25SZXF1ZXN0GiYuYWdlbnRkLmJyaWRnZS52MS5DbG9zZVNlc3Npb25SZXNwb25zZRJUCglMaXN0VG9vbHMSIi5hZ2VudGQuYnJpZGdlLnYxLkxpc3RUb29sc1JlcXVlc3QaIy5hZ2VudGQuYnJpZGdlLnYxLkxpc3RUb29sc1Jlc3BvbnNlElEKCENhbGxUb29sEiEuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlcXVlc3QaIi5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sUmVzcG9uc2USWAoJQ2FsbFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbHNSZXNwb25zZSgBMAEScgoTQW5zd2VyU2VydmVyUmVxdWVzdBIsLmFnZW50ZC5icmlkZ2UudjEuQW5zd2VyU2VydmVyUmVxdWVzdFJlcXVlc3QaLS5hZ2VudGQuYnJpZGdlLnYxLkFuc3dlclNlcnZlclJlcXVlc3RSZXNwb25zZTLUBAoSQnJpZGdlQWRtaW5TZXJ2aWNlEmAKDUdldENhY2hlU3RhdHMSJi5hZ2VudGQuYnJpZGdlLnYxLkdldENhY2hlU3RhdHNSZXF1ZXN0GicuYWdlbnRkLmJyaWRnZS52MS5HZXRDYWNoZVN0YXRzUmVzcG9uc2USVwoKQ2xlYXJDYWNoZRIjLmFnZW50ZC5icmlkZ2UudjEuQ2xlYXJDYWNoZVJlcXVlc3QaJC5hZ2VudGQuYnJpZGdlLnYxLkNsZWFyQ2FjaGVSZXNwb25zZRJXCgpSZXNldENhY2hlEiMuYWdlbnRkLmJyaWRnZS52MS5SZXNldENhY2hlUmVxdWVzdBokLmFnZW50ZC5icmlkZ2UudjEuUmVzZXRDYWNoZVJlc3BvbnNlEmYKD0ludmFsaWRhdGVDYWNoZRIoLmFnZW50ZC5icmlkZ2UudjEuSW52YWxpZGF0ZUNhY2hlUmVxdWVzdBopLmFnZW50ZC5icmlkZ2UudjEuSW52YWxpZGF0ZUNhY2hlUmVzcG9uc2USYwoOQ29uZmlndXJlQ2FjaGUSJy5hZ2VudGQuYnJpZGdlLnYxLkNvbmZpZ3VyZUNhY2hlUmVxdWVzdBooLmFnZW50ZC5icmlkZ2UudjEuQ29uZmlndXJlQ2FjaGVSZXNwb25zZRJdCgxHZXRQb29sU3RhdHMSJS5hZ2VudGQuYnJpZGdlLnYxLkdldFBvb2xTdGF0c1JlcXVlc3QaJi5hZ2VudGQuYnJpZGdlLnYxLkdldFBvb2xTdGF0c1Jlc3BvbnNlQsABChRjb20uYWdlbnRkLmJyaWRnZS52MUILQnJpZGdlUHJvdG9QAVo5Z2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvYnJpZGdlL3YxO2JyaWRnZXYxogIDQUJYqgIQQWdlbnRkLkJyaWRnZS5WMcoCEEFnZW50ZFxCcmlkZ2VcVjHiAhxBZ2VudGRcQnJpZGdlXFYxXEdQQk1ldGFkYXRh6gISQWdlbnRkOjpCcmlkZ2U6OlYxYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi5QEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBW9hdXRoGAUgASgIGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKIAQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCUIICgZfY2FjaGUivgEKE09wZW5TZXNzaW9uUmVzcG9uc2USMQoGb3BlbmVkGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5TZXNzaW9uT3BlbmVkSAASNwoNdG9vbHNfY2hhbmdlZBgCIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbHNDaGFuZ2VkSAASMgoHcmVxdWVzdBgDIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyUmVxdWVzdEgAQgcKBWV2ZW50IiMKDVNlc3Npb25PcGVuZWQSEgoKc2Vzc2lvbl9pZBgBIAEoCSIjCgxUb29sc0NoYW5nZWQSEwoLc2VydmVyX25hbWUYASABKAkiKQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlIjwKEExpc3RUb29sc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxzZXJ2ZXJfbmFtZXMYAiADKAkiQwoRTGlzdFRvb2xzUmVzcG9uc2USLgoHc2VydmVycxgBIAMoCzIdLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyVG9vbHMiXAoLU2VydmVyVG9vbHMSEwoLc2VydmVyX25hbWUYASABKAkSJQoFdG9vbHMYAiADKAsyFi5hZ2VudGQuYnJpZGdlLnYxLlRvb2wSEQoJY2FjaGVfaGl0GAMgASgIIpABCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI2Cgthbm5vdGF0aW9ucxgEIAEoCzIhLmFnZW50ZC5icmlkZ2UudjEuVG9vbEFubm90YXRpb25zIoQBCg9Ub29sQW5ub3RhdGlvbnMSDQoFdGl0bGUYASABKAkSFgoOcmVhZF9vbmx5X2hpbnQYAiABKAgSGAoQZGVzdHJ1Y3RpdmVfaGludBgDIAEoCBIXCg9pZGVtcG90ZW50X2hpbnQYBCABKAgSFwoPb3Blbl93b3JsZF9oaW50GAUgASgIIqMCCg9DYWxsVG9vbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEk4KD2lucHV0X3Jlc3BvbnNlcxgFIAMoCzI1LmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXF1ZXN0LklucHV0UmVzcG9uc2VzRW50cnkSFQoNcmVxdWVzdF9zdGF0ZRgGIAEoCRpaChNJbnB1dFJlc3BvbnNlc0VudHJ5EgsKA2tleRgBIAEoCRIyCgV2YWx1ZRgCIAEoCzIjLmFnZW50ZC5icmlkZ2UudjEuRWxpY2l0YXRpb25SZXN1bHQ6AjgBIpEBChBDYWxsVG9vbHNSZXF1ZXN0Ei8KBG9wZW4YASABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sc09wZW5IABIyCgRjYWxsGAIgASgLMiIuYWdlbnRkLmJyaWRnZS52MS5TdHJlYW1lZFRvb2xDYWxsSAASEAoGY2FuY2VsGAMgASgESABCBgoEa2luZCIjCg1DYWxsVG9vbHNPcGVuEhIKCnNlc3Npb25faWQYASABKAkiywMKEFN0cmVhbWVkVG9vbENhbGwSCgoCaWQYASABKAQSEwoLc2VydmVyX25hbWUYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCRIqCgd0aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEksKDXRyYWNlX2NvbnRleHQYBiADKAsyNC5hZ2VudGQuYnJpZGdlLnYxLlN0cmVhbWVkVG9vbENhbGwuVHJhY2VDb250ZXh0RW50cnkSTwoPaW5wdXRfcmVzcG9uc2VzGAcgAygLMjYuYWdlbnRkLmJyaWRnZS52MS5TdHJlYW1lZFRvb2xDYWxsLklucHV0UmVzcG9uc2VzRW50cnkSFQoNcmVxdWVzdF9zdGF0ZRgIIAEoCRozChFUcmFjZUNvbnRleHRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGloKE0lucHV0UmVzcG9uc2VzRW50cnkSCwoDa2V5GAEgASgJEjIKBXZhbHVlGAIgASgLMiMuYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvblJlc3VsdDoCOAEiwgEKEUNhbGxUb29sc1Jlc3BvbnNlEgoKAmlkGAEgASgEEjQKBnJlc3VsdBgCIAEoCzIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXNwb25zZUgAEiwKBWVycm9yGAMgASgLMhsuYWdlbnRkLmJyaWRnZS52MS5DYWxsRXJyb3JIABIyCghwcm9ncmVzcxgEIAEoCzIeLmFnZW50ZC5icmlkZ2UudjEuVG9vbFByb2dyZXNzSABCCQoHb3V0Y29tZSJACgxUb29sUHJvZ3Jlc3MSEAoIcHJvZ3Jlc3MYASABKAESDQoFdG90YWwYAiABKAESDwoHbWVzc2FnZRgDIAEoCSJRCglDYWxsRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJEiUKB2RldGFpbHMYAyADKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ip0BChBDYWxsVG9vbFJlc3BvbnNlEg4KBm91dHB1dBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBIuCgthdHRhY2htZW50cxgDIAMoCzIZLmFnZW50ZC5icmlkZ2UudjEuQ29udGVudBI3Cg5pbnB1dF9yZXF1aXJlZBgEIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuSW5wdXRSZXF1aXJlZCK3AQoNSW5wdXRSZXF1aXJlZBI/CghyZXF1ZXN0cxgBIAMoCzItLmFnZW50ZC5icmlkZ2UudjEuSW5wdXRSZXF1aXJlZC5SZXF1ZXN0c0VudHJ5EhUKDXJlcXVlc3Rfc3RhdGUYAiABKAkaTgoNUmVxdWVzdHNFbnRyeRILCgNrZXkYASABKAkSLAoFdmFsdWUYAiABKAsyHS5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uOgI4ASKAAQoHQ29udGVudBIrCgRraW5kGAEgASgOMh0uYWdlbnRkLmJyaWRnZS52MS5Db250ZW50S2luZBIRCgltaW1lX3R5cGUYAiABKAkSDgoEZGF0YRgDIAEoDEgAEg0KA3VyaRgEIAEoCUgAEgwKBG5hbWUYBSABKAlCCAoGc291cmNlIhYKFEdldENhY2hlU3RhdHNSZXF1ZXN0InYKFUdldENhY2hlU3RhdHNSZXNwb25zZRIMCgRzaXplGAEgASgDEgwKBGhpdHMYAiABKAMSDgoGbWlzc2VzGAMgASgDEjEKCHNldHRpbmdzGAQgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIl0KDUNhY2hlU2V0dGluZ3MSDwoHZW5hYmxlZBgBIAEoCBImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEwoLbWF4X2VudHJpZXMYAyABKAUiEwoRQ2xlYXJDYWNoZVJlcXVlc3QiFAoSQ2xlYXJDYWNoZVJlc3BvbnNlIhMKEVJlc2V0Q2FjaGVSZXF1ZXN0IkcKElJlc2V0Q2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyJWChZJbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0EiwKBnNlcnZlchgBIAEoCzIcLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyU3BlYxIOCgZ0ZW5hbnQYAiABKAkiKgoXSW52YWxpZGF0ZUNhY2hlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCKLAQoVQ29uZmlndXJlQ2FjaGVSZXF1ZXN0EhQKB2VuYWJsZWQYASABKAhIAIgBARImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGAoLbWF4X2VudHJpZXMYAyABKAVIAYgBAUIKCghfZW5hYmxlZEIOCgxfbWF4X2VudHJpZXMiSwoWQ29uZmlndXJlQ2FjaGVSZXNwb25zZRIxCghzZXR0aW5ncxgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyIVChNHZXRQb29sU3RhdHNSZXF1ZXN0IlkKFEdldFBvb2xTdGF0c1Jlc3BvbnNlEioKBXBvb2xzGAEgAygLMhsuYWdlbnRkLmJyaWRnZS52MS5Qb29sU3RhdHMSFQoNb3Blbl9zZXNzaW9ucxgCIAEoBSLUAQoJUG9vbFN0YXRzEhMKC3NlcnZlcl9uYW1lGAEgASgJEgsKA2tleRgCIAEoCRIMCgR3YXJtGAMgASgFEgwKBGJ1c3kYBCABKAUSEAoIc3RhcnRpbmcYBSABKAUSFQoNbWF4X3Byb2Nlc3NlcxgGIAEoBRIPCgdzcGF3bmVkGAcgASgDEg8KB3JldGlyZWQYCCABKAMSDwoHY3Jhc2hlZBgJIAEoAxINCgV3YWl0cxgKIAEoAxIOCgZzaGFyZWQYCyABKAgSDgoGdGVuYW50GAwgASgJItYBCg1TZXJ2ZXJSZXF1ZXN0EgoKAmlkGAEgASgEEhMKC3NlcnZlcl9uYW1lGAIgASgJEg8KB2NhbGxfaWQYAyABKAQSQQoNYXV0aG9yaXphdGlvbhgEIAEoCzIoLmFnZW50ZC5icmlkZ2UudjEuQXV0aG9yaXphdGlvbkNoYWxsZW5nZUgAEjQKC2VsaWNpdGF0aW9uGAUgASgLMh0uYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvbkgAEhIKCmRlZmVycmFibGUYByABKAhCBgoEa2luZCJVChZBdXRob3JpemF0aW9uQ2hhbGxlbmdlEg4KBnN0YXR1cxgBIAEoBRIYChB3d3dfYXV0aGVudGljYXRlGAIgAygJEhEKCXByZXNlbnRlZBgDIAEoCSKEAQoLRWxpY2l0YXRpb24SDAoEbW9kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEjEKEHJlcXVlc3RlZF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EgsKA3VybBgEIAEoCRIWCg5lbGljaXRhdGlvbl9pZBgFIAEoCSL5AQoaQW5zd2VyU2VydmVyUmVxdWVzdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIKCgJpZBgCIAEoBBIXCg1hdXRob3JpemF0aW9uGAMgASgJSAASOgoLZWxpY2l0YXRpb24YBCABKAsyIy5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uUmVzdWx0SAASLAoFZXJyb3IYBSABKAsyGy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxFcnJvckgAEi4KCGRlZmVycmVkGAcgASgLMhouYWdlbnRkLmJyaWRnZS52MS5EZWZlcnJlZEgAQggKBmFuc3dlciIKCghEZWZlcnJlZCJNChFFbGljaXRhdGlvblJlc3VsdBIOCgZhY3Rpb24YASABKAkSKAoHY29udGVudBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiHQobQW5zd2VyU2VydmVyUmVxdWVzdFJlc3BvbnNlKpYBCgtDb250ZW50S2luZBIcChhDT05URU5UX0tJTkRfVU5TUEVDSUZJRUQQABIWChJDT05URU5UX0tJTkRfSU1BR0UQARIWChJDT05URU5UX0tJTkRfQVVESU8QAhIeChpDT05URU5UX0tJTkRfUkVTT1VSQ0VfTElOSxADEhkKFUNPTlRFTlRfS0lORF9SRVNPVVJDRRAEMsMECg1CcmlkZ2VTZXJ2aWNlElwKC09wZW5TZXNzaW9uEiQuYWdlbnRkLmJyaWRnZS52MS5PcGVuU2Vzc2lvblJlcXVlc3QaJS5hZ2VudGQuYnJpZGdlLnYxLk9wZW5TZXNzaW9uUmVzcG9uc2UwARJdCgxDbG9zZVNlc3Npb24SJS5hZ2VudGQuYnJpZGdlLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaJi5hZ2VudGQuYnJpZGdlLnYxLkNsb3NlU2Vzc2lvblJlc3BvbnNlElQKCUxpc3RUb29scxIiLmFnZW50ZC5icmlkZ2UudjEuTGlzdFRvb2xzUmVxdWVzdBojLmFnZW50ZC5icmlkZ2UudjEuTGlzdFRvb2xzUmVzcG9uc2USUQoIQ2FsbFRvb2wSIS5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sUmVxdWVzdBoiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXNwb25zZRJYCglDYWxsVG9vbHMSIi5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sc1JlcXVlc3QaIy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxUb29sc1Jlc3BvbnNlKAEwARJyChNBbnN3ZXJTZXJ2ZXJSZXF1ZXN0EiwuYWdlbnRkLmJyaWRnZS52MS5BbnN3ZXJTZXJ2ZXJSZXF1ZXN0UmVxdWVzdBotLmFnZW50ZC5icmlkZ2UudjEuQW5zd2VyU2VydmVyUmVxdWVzdFJlc3BvbnNlMtQEChJCcmlkZ2VBZG1pblNlcnZpY2USYAoNR2V0Q2FjaGVTdGF0cxImLmFnZW50ZC5icmlkZ2UudjEuR2V0Q2FjaGVTdGF0c1JlcXVlc3QaJy5hZ2VudGQuYnJpZGdlLnYxLkdldENhY2hlU3RhdHNSZXNwb25zZRJXCgpDbGVhckNhY2hlEiMuYWdlbnRkLmJyaWRnZS52MS5DbGVhckNhY2hlUmVxdWVzdBokLmFnZW50ZC5icmlkZ2UudjEuQ2xlYXJDYWNoZVJlc3BvbnNlElcKClJlc2V0Q2FjaGUSIy5hZ2VudGQuYnJpZGdlLnYxLlJlc2V0Q2FjaGVSZXF1ZXN0GiQuYWdlbnRkLmJyaWRnZS52MS5SZXNldENhY2hlUmVzcG9uc2USZgoPSW52YWxpZGF0ZUNhY2hlEiguYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXF1ZXN0GikuYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVSZXNwb25zZRJjCg5Db25maWd1cmVDYWNoZRInLmFnZW50ZC5icmlkZ2UudjEuQ29uZmlndXJlQ2FjaGVSZXF1ZXN0GiguYWdlbnRkLmJyaWRnZS52MS5Db25maWd1cmVDYWNoZVJlc3BvbnNlEl0KDEdldFBvb2xTdGF0cxIlLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuR2V0UG9vbFN0YXRzUmVzcG9uc2VCwAEKFGNvbS5hZ2VudGQuYnJpZGdlLnYxQgtCcmlkZ2VQcm90b1ABWjlnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9icmlkZ2UvdjE7YnJpZGdldjGiAgNBQliqAhBBZ2VudGQuQnJpZGdlLlYxygIQQWdlbnRkXEJyaWRnZVxWMeICHEFnZW50ZFxCcmlkZ2VcVjFcR1BCTWV0YWRhdGHqAhJBZ2VudGQ6OkJyaWRnZTo6VjFiBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * ServerSpec is one MCP server of a session, as the bridge needs it.
@@ -556,6 +556,22 @@ export type CallToolRequest = Message<"agentd.bridge.v1.CallToolRequest"> & {
    * @generated from field: string arguments = 4;
    */
   arguments: string;
+
+  /**
+   * The retry of a call that ended with CallToolResponse.input_required
+   * (MCP 2026-07-28, X-M8): the answers to its input requests, by id.
+   *
+   * @generated from field: map<string, agentd.bridge.v1.ElicitationResult> input_responses = 5;
+   */
+  inputResponses: { [key: string]: ElicitationResult };
+
+  /**
+   * The retry's InputRequired.request_state, echoed as it came (opaque
+   * server data).
+   *
+   * @generated from field: string request_state = 6;
+   */
+  requestState: string;
 };
 
 /**
@@ -682,6 +698,20 @@ export type StreamedToolCall = Message<"agentd.bridge.v1.StreamedToolCall"> & {
    * @generated from field: map<string, string> trace_context = 6;
    */
   traceContext: { [key: string]: string };
+
+  /**
+   * As CallToolRequest.input_responses.
+   *
+   * @generated from field: map<string, agentd.bridge.v1.ElicitationResult> input_responses = 7;
+   */
+  inputResponses: { [key: string]: ElicitationResult };
+
+  /**
+   * As CallToolRequest.request_state.
+   *
+   * @generated from field: string request_state = 8;
+   */
+  requestState: string;
 };
 
 /**
@@ -846,6 +876,16 @@ export type CallToolResponse = Message<"agentd.bridge.v1.CallToolResponse"> & {
    * @generated from field: repeated agentd.bridge.v1.Content attachments = 3;
    */
   attachments: Content[];
+
+  /**
+   * Set instead of a result when agentd deferred an input request of the
+   * call (AnswerServerRequestRequest.deferred): the call ended without
+   * its result, and is retried with CallToolRequest.input_responses and
+   * request_state.
+   *
+   * @generated from field: agentd.bridge.v1.InputRequired input_required = 4;
+   */
+  inputRequired?: InputRequired | undefined;
 };
 
 /**
@@ -854,6 +894,35 @@ export type CallToolResponse = Message<"agentd.bridge.v1.CallToolResponse"> & {
  */
 export const CallToolResponseSchema: GenMessage<CallToolResponse> = /*@__PURE__*/
   messageDesc(file_agentd_bridge_v1_bridge, 21);
+
+/**
+ * InputRequired is what a 2026-07-28 server needs before it completes a
+ * call: its input requests and the state to echo on the retry.
+ *
+ * @generated from message agentd.bridge.v1.InputRequired
+ */
+export type InputRequired = Message<"agentd.bridge.v1.InputRequired"> & {
+  /**
+   * The server's elicitation input requests, by the server's ids.
+   *
+   * @generated from field: map<string, agentd.bridge.v1.Elicitation> requests = 1;
+   */
+  requests: { [key: string]: Elicitation };
+
+  /**
+   * Opaque server data, echoed as CallToolRequest.request_state.
+   *
+   * @generated from field: string request_state = 2;
+   */
+  requestState: string;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.InputRequired.
+ * Use `create(InputRequiredSchema)` to create a new message.
+ */
+export const InputRequiredSchema: GenMessage<InputRequired> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 22);
 
 /**
  * Content is one non-text content block of a tool result.
@@ -911,7 +980,7 @@ export type Content = Message<"agentd.bridge.v1.Content"> & {
  * Use `create(ContentSchema)` to create a new message.
  */
 export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 22);
+  messageDesc(file_agentd_bridge_v1_bridge, 23);
 
 /**
  * GetCacheStatsRequest asks for the schema cache's statistics.
@@ -926,7 +995,7 @@ export type GetCacheStatsRequest = Message<"agentd.bridge.v1.GetCacheStatsReques
  * Use `create(GetCacheStatsRequestSchema)` to create a new message.
  */
 export const GetCacheStatsRequestSchema: GenMessage<GetCacheStatsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 23);
+  messageDesc(file_agentd_bridge_v1_bridge, 24);
 
 /**
  * GetCacheStatsResponse reports the schema cache.
@@ -968,7 +1037,7 @@ export type GetCacheStatsResponse = Message<"agentd.bridge.v1.GetCacheStatsRespo
  * Use `create(GetCacheStatsResponseSchema)` to create a new message.
  */
 export const GetCacheStatsResponseSchema: GenMessage<GetCacheStatsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 24);
+  messageDesc(file_agentd_bridge_v1_bridge, 25);
 
 /**
  * CacheSettings are the schema cache's settings.
@@ -1003,7 +1072,7 @@ export type CacheSettings = Message<"agentd.bridge.v1.CacheSettings"> & {
  * Use `create(CacheSettingsSchema)` to create a new message.
  */
 export const CacheSettingsSchema: GenMessage<CacheSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 25);
+  messageDesc(file_agentd_bridge_v1_bridge, 26);
 
 /**
  * ClearCacheRequest clears the schema cache.
@@ -1018,7 +1087,7 @@ export type ClearCacheRequest = Message<"agentd.bridge.v1.ClearCacheRequest"> & 
  * Use `create(ClearCacheRequestSchema)` to create a new message.
  */
 export const ClearCacheRequestSchema: GenMessage<ClearCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 26);
+  messageDesc(file_agentd_bridge_v1_bridge, 27);
 
 /**
  * ClearCacheResponse reports a cleared cache.
@@ -1033,7 +1102,7 @@ export type ClearCacheResponse = Message<"agentd.bridge.v1.ClearCacheResponse"> 
  * Use `create(ClearCacheResponseSchema)` to create a new message.
  */
 export const ClearCacheResponseSchema: GenMessage<ClearCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 27);
+  messageDesc(file_agentd_bridge_v1_bridge, 28);
 
 /**
  * ResetCacheRequest resets the schema cache.
@@ -1048,7 +1117,7 @@ export type ResetCacheRequest = Message<"agentd.bridge.v1.ResetCacheRequest"> & 
  * Use `create(ResetCacheRequestSchema)` to create a new message.
  */
 export const ResetCacheRequestSchema: GenMessage<ResetCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 28);
+  messageDesc(file_agentd_bridge_v1_bridge, 29);
 
 /**
  * ResetCacheResponse reports a reset cache.
@@ -1069,7 +1138,7 @@ export type ResetCacheResponse = Message<"agentd.bridge.v1.ResetCacheResponse"> 
  * Use `create(ResetCacheResponseSchema)` to create a new message.
  */
 export const ResetCacheResponseSchema: GenMessage<ResetCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 29);
+  messageDesc(file_agentd_bridge_v1_bridge, 30);
 
 /**
  * InvalidateCacheRequest drops one server's cache entry.
@@ -1097,7 +1166,7 @@ export type InvalidateCacheRequest = Message<"agentd.bridge.v1.InvalidateCacheRe
  * Use `create(InvalidateCacheRequestSchema)` to create a new message.
  */
 export const InvalidateCacheRequestSchema: GenMessage<InvalidateCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 30);
+  messageDesc(file_agentd_bridge_v1_bridge, 31);
 
 /**
  * InvalidateCacheResponse reports whether an entry was dropped.
@@ -1118,7 +1187,7 @@ export type InvalidateCacheResponse = Message<"agentd.bridge.v1.InvalidateCacheR
  * Use `create(InvalidateCacheResponseSchema)` to create a new message.
  */
 export const InvalidateCacheResponseSchema: GenMessage<InvalidateCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 31);
+  messageDesc(file_agentd_bridge_v1_bridge, 32);
 
 /**
  * ConfigureCacheRequest changes the cache's settings; absent fields keep
@@ -1154,7 +1223,7 @@ export type ConfigureCacheRequest = Message<"agentd.bridge.v1.ConfigureCacheRequ
  * Use `create(ConfigureCacheRequestSchema)` to create a new message.
  */
 export const ConfigureCacheRequestSchema: GenMessage<ConfigureCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 32);
+  messageDesc(file_agentd_bridge_v1_bridge, 33);
 
 /**
  * ConfigureCacheResponse reports the settings now in effect.
@@ -1175,7 +1244,7 @@ export type ConfigureCacheResponse = Message<"agentd.bridge.v1.ConfigureCacheRes
  * Use `create(ConfigureCacheResponseSchema)` to create a new message.
  */
 export const ConfigureCacheResponseSchema: GenMessage<ConfigureCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 33);
+  messageDesc(file_agentd_bridge_v1_bridge, 34);
 
 /**
  * GetPoolStatsRequest asks for the stdio pools' statistics.
@@ -1190,7 +1259,7 @@ export type GetPoolStatsRequest = Message<"agentd.bridge.v1.GetPoolStatsRequest"
  * Use `create(GetPoolStatsRequestSchema)` to create a new message.
  */
 export const GetPoolStatsRequestSchema: GenMessage<GetPoolStatsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 34);
+  messageDesc(file_agentd_bridge_v1_bridge, 35);
 
 /**
  * GetPoolStatsResponse reports every stdio process pool.
@@ -1220,7 +1289,7 @@ export type GetPoolStatsResponse = Message<"agentd.bridge.v1.GetPoolStatsRespons
  * Use `create(GetPoolStatsResponseSchema)` to create a new message.
  */
 export const GetPoolStatsResponseSchema: GenMessage<GetPoolStatsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 35);
+  messageDesc(file_agentd_bridge_v1_bridge, 36);
 
 /**
  * PoolStats reports one stdio process pool.
@@ -1322,7 +1391,7 @@ export type PoolStats = Message<"agentd.bridge.v1.PoolStats"> & {
  * Use `create(PoolStatsSchema)` to create a new message.
  */
 export const PoolStatsSchema: GenMessage<PoolStats> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 36);
+  messageDesc(file_agentd_bridge_v1_bridge, 37);
 
 /**
  * ServerRequest is something a session's MCP server needs from agentd
@@ -1375,6 +1444,14 @@ export type ServerRequest = Message<"agentd.bridge.v1.ServerRequest"> & {
     value: Elicitation;
     case: "elicitation";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * The elicitation came as an input request in a 2026-07-28 tools/call
+   * result: agentd may answer it with deferred, and retry the call later.
+   *
+   * @generated from field: bool deferrable = 7;
+   */
+  deferrable: boolean;
 };
 
 /**
@@ -1382,7 +1459,7 @@ export type ServerRequest = Message<"agentd.bridge.v1.ServerRequest"> & {
  * Use `create(ServerRequestSchema)` to create a new message.
  */
 export const ServerRequestSchema: GenMessage<ServerRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 37);
+  messageDesc(file_agentd_bridge_v1_bridge, 38);
 
 /**
  * AuthorizationChallenge is an HTTP MCP server's refusal.
@@ -1418,7 +1495,7 @@ export type AuthorizationChallenge = Message<"agentd.bridge.v1.AuthorizationChal
  * Use `create(AuthorizationChallengeSchema)` to create a new message.
  */
 export const AuthorizationChallengeSchema: GenMessage<AuthorizationChallenge> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 38);
+  messageDesc(file_agentd_bridge_v1_bridge, 39);
 
 /**
  * Elicitation is a server's elicitation/create request.
@@ -1465,7 +1542,7 @@ export type Elicitation = Message<"agentd.bridge.v1.Elicitation"> & {
  * Use `create(ElicitationSchema)` to create a new message.
  */
 export const ElicitationSchema: GenMessage<Elicitation> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 39);
+  messageDesc(file_agentd_bridge_v1_bridge, 40);
 
 /**
  * @generated from message agentd.bridge.v1.AnswerServerRequestRequest
@@ -1511,6 +1588,15 @@ export type AnswerServerRequestRequest = Message<"agentd.bridge.v1.AnswerServerR
      */
     value: CallError;
     case: "error";
+  } | {
+    /**
+     * agentd will not answer now (only a deferrable request): the call
+     * ends with CallToolResponse.input_required.
+     *
+     * @generated from field: agentd.bridge.v1.Deferred deferred = 7;
+     */
+    value: Deferred;
+    case: "deferred";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1519,7 +1605,22 @@ export type AnswerServerRequestRequest = Message<"agentd.bridge.v1.AnswerServerR
  * Use `create(AnswerServerRequestRequestSchema)` to create a new message.
  */
 export const AnswerServerRequestRequestSchema: GenMessage<AnswerServerRequestRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 40);
+  messageDesc(file_agentd_bridge_v1_bridge, 41);
+
+/**
+ * Deferred defers a server's request.
+ *
+ * @generated from message agentd.bridge.v1.Deferred
+ */
+export type Deferred = Message<"agentd.bridge.v1.Deferred"> & {
+};
+
+/**
+ * Describes the message agentd.bridge.v1.Deferred.
+ * Use `create(DeferredSchema)` to create a new message.
+ */
+export const DeferredSchema: GenMessage<Deferred> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 42);
 
 /**
  * ElicitationResult is the user's answer to an Elicitation.
@@ -1547,7 +1648,7 @@ export type ElicitationResult = Message<"agentd.bridge.v1.ElicitationResult"> & 
  * Use `create(ElicitationResultSchema)` to create a new message.
  */
 export const ElicitationResultSchema: GenMessage<ElicitationResult> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 41);
+  messageDesc(file_agentd_bridge_v1_bridge, 43);
 
 /**
  * @generated from message agentd.bridge.v1.AnswerServerRequestResponse
@@ -1560,7 +1661,7 @@ export type AnswerServerRequestResponse = Message<"agentd.bridge.v1.AnswerServer
  * Use `create(AnswerServerRequestResponseSchema)` to create a new message.
  */
 export const AnswerServerRequestResponseSchema: GenMessage<AnswerServerRequestResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 42);
+  messageDesc(file_agentd_bridge_v1_bridge, 44);
 
 /**
  * ContentKind is the MCP type of a content block.

@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ApprovalDecision, ApprovalRequest, FunctionCall, FunctionResult, Usage } from "../../v1/agent_service_pb.js";
+import type { ApprovalDecision, ApprovalRequest, FunctionCall, FunctionResult, InputRequest, Usage } from "../../v1/agent_service_pb.js";
 import { file_agentd_v1_agent_service } from "../../v1/agent_service_pb.js";
 import type { Message as Message$1, ToolCall, ToolResult } from "../../v1/message_pb.js";
 import { file_agentd_v1_message } from "../../v1/message_pb.js";
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/state/v1/checkpoint.proto.
  */
 export const file_agentd_state_v1_checkpoint: GenFile = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIswECgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgSEAoIcmVzdW1pbmcYEyABKAgSFwoPb3JpZ2luX3RyYWNlX2lkGBQgASgMEhYKDm9yaWdpbl9zcGFuX2lkGBUgASgMEhAKCGVuZF91c2VyGBYgASgJIroBCgpQYXVzZWRUdXJuEgwKBHR1cm4YASABKAUSIgoFY2FsbHMYAiADKAsyEy5hZ2VudGQudjEuVG9vbENhbGwSKgoGc3RhdGVzGAMgAygLMhouYWdlbnRkLnN0YXRlLnYxLkNhbGxTdGF0ZRIPCgdzdGFydGVkGAQgAygJEj0KDmF1dGhvcml6YXRpb25zGAUgAygLMiUuYWdlbnRkLnN0YXRlLnYxLlBlbmRpbmdBdXRob3JpemF0aW9uIl8KFFBlbmRpbmdBdXRob3JpemF0aW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGc2VhbGVkGAMgASgMEg4KBmtleV9pZBgEIAEoCSI9ChFBdXRob3JpemF0aW9uV2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSLcAQoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABI7Cg1hdXRob3JpemF0aW9uGAQgASgLMiIuYWdlbnRkLnN0YXRlLnYxLkF1dGhvcml6YXRpb25XYWl0SABCBwoFc3RhdGUi4wEKBUNsYWltEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgBIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYAiADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF5X2hhdmVfcnVuGAQgAygJEhIKCnByb2dyZXNzZWQYBSABKAgSEgoKYXV0aG9yaXplZBgGIAMoCUK9AQoTY29tLmFnZW50ZC5zdGF0ZS52MUIPQ2hlY2twb2ludFByb3RvUAFaN2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3N0YXRlL3YxO3N0YXRldjGiAgNBU1iqAg9BZ2VudGQuU3RhdGUuVjHKAg9BZ2VudGRcU3RhdGVcVjHiAhtBZ2VudGRcU3RhdGVcVjFcR1BCTWV0YWRhdGHqAhFBZ2VudGQ6OlN0YXRlOjpWMWIGcHJvdG8z", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
+  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIswECgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgSEAoIcmVzdW1pbmcYEyABKAgSFwoPb3JpZ2luX3RyYWNlX2lkGBQgASgMEhYKDm9yaWdpbl9zcGFuX2lkGBUgASgMEhAKCGVuZF91c2VyGBYgASgJIroBCgpQYXVzZWRUdXJuEgwKBHR1cm4YASABKAUSIgoFY2FsbHMYAiADKAsyEy5hZ2VudGQudjEuVG9vbENhbGwSKgoGc3RhdGVzGAMgAygLMhouYWdlbnRkLnN0YXRlLnYxLkNhbGxTdGF0ZRIPCgdzdGFydGVkGAQgAygJEj0KDmF1dGhvcml6YXRpb25zGAUgAygLMiUuYWdlbnRkLnN0YXRlLnYxLlBlbmRpbmdBdXRob3JpemF0aW9uIl8KFFBlbmRpbmdBdXRob3JpemF0aW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGc2VhbGVkGAMgASgMEg4KBmtleV9pZBgEIAEoCSI9ChFBdXRob3JpemF0aW9uV2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSKJAgoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABI7Cg1hdXRob3JpemF0aW9uGAQgASgLMiIuYWdlbnRkLnN0YXRlLnYxLkF1dGhvcml6YXRpb25XYWl0SAASKwoFaW5wdXQYBSABKAsyGi5hZ2VudGQuc3RhdGUudjEuSW5wdXRXYWl0SABCBwoFc3RhdGUiZwoJSW5wdXRXYWl0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRItCgZpbnB1dHMYAiADKAsyHS5hZ2VudGQuc3RhdGUudjEuUGVuZGluZ0lucHV0EhUKDXJlcXVlc3Rfc3RhdGUYAyABKAkiRQoMUGVuZGluZ0lucHV0EigKB3JlcXVlc3QYASABKAsyFy5hZ2VudGQudjEuSW5wdXRSZXF1ZXN0EgsKA2tleRgCIAEoCSL8AQoFQ2xhaW0SNwoSYXBwcm92YWxfZGVjaXNpb25zGAEgAygLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SMwoQZnVuY3Rpb25fcmVzdWx0cxgCIAMoCzIZLmFnZW50ZC52MS5GdW5jdGlvblJlc3VsdBIuCgpjbGFpbWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxtYXlfaGF2ZV9ydW4YBCADKAkSEgoKcHJvZ3Jlc3NlZBgFIAEoCBISCgphdXRob3JpemVkGAYgAygJEhcKD2Fuc3dlcmVkX2lucHV0cxgHIAMoCUK9AQoTY29tLmFnZW50ZC5zdGF0ZS52MUIPQ2hlY2twb2ludFByb3RvUAFaN2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3N0YXRlL3YxO3N0YXRldjGiAgNBU1iqAg9BZ2VudGQuU3RhdGUuVjHKAg9BZ2VudGRcU3RhdGVcVjHiAhtBZ2VudGRcU3RhdGVcVjFcR1BCTWV0YWRhdGHqAhFBZ2VudGQ6OlN0YXRlOjpWMWIGcHJvdG8z", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
 
 /**
  * Checkpoint is a paused generation as agentd stores it: everything needed
@@ -375,6 +375,15 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
      */
     value: AuthorizationWait;
     case: "authorization";
+  } | {
+    /**
+     * The call ended asking for input (MCP 2026-07-28, X-M4): it runs
+     * again with the answers.
+     *
+     * @generated from field: agentd.state.v1.InputWait input = 5;
+     */
+    value: InputWait;
+    case: "input";
   } | { case: undefined; value?: undefined };
 };
 
@@ -384,6 +393,70 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
  */
 export const CallStateSchema: GenMessage<CallState> = /*@__PURE__*/
   messageDesc(file_agentd_state_v1_checkpoint, 4);
+
+/**
+ * InputWait is a call whose server asked for input in its result instead
+ * of completing (a 2026-07-28 input request), which agentd deferred.
+ *
+ * @generated from message agentd.state.v1.InputWait
+ */
+export type InputWait = Message<"agentd.state.v1.InputWait"> & {
+  /**
+   * The call's id.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The requests, as the client sees them.
+   *
+   * @generated from field: repeated agentd.state.v1.PendingInput inputs = 2;
+   */
+  inputs: PendingInput[];
+
+  /**
+   * The server's opaque state, echoed on the retry.
+   *
+   * @generated from field: string request_state = 3;
+   */
+  requestState: string;
+};
+
+/**
+ * Describes the message agentd.state.v1.InputWait.
+ * Use `create(InputWaitSchema)` to create a new message.
+ */
+export const InputWaitSchema: GenMessage<InputWait> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 5);
+
+/**
+ * PendingInput is one input request of an InputWait.
+ *
+ * @generated from message agentd.state.v1.PendingInput
+ */
+export type PendingInput = Message<"agentd.state.v1.PendingInput"> & {
+  /**
+   * The request as the paused event lists it.
+   *
+   * @generated from field: agentd.v1.InputRequest request = 1;
+   */
+  request?: InputRequest | undefined;
+
+  /**
+   * The server's id of the input request (the key of its answer).
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message agentd.state.v1.PendingInput.
+ * Use `create(PendingInputSchema)` to create a new message.
+ */
+export const PendingInputSchema: GenMessage<PendingInput> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 6);
 
 /**
  * Claim records the answers of the resume that took the checkpoint.
@@ -436,6 +509,13 @@ export type Claim = Message<"agentd.state.v1.Claim"> & {
    * @generated from field: repeated string authorized = 6;
    */
   authorized: string[];
+
+  /**
+   * The input requests it brought answers to (their ids).
+   *
+   * @generated from field: repeated string answered_inputs = 7;
+   */
+  answeredInputs: string[];
 };
 
 /**
@@ -443,5 +523,5 @@ export type Claim = Message<"agentd.state.v1.Claim"> & {
  * Use `create(ClaimSchema)` to create a new message.
  */
 export const ClaimSchema: GenMessage<Claim> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 5);
+  messageDesc(file_agentd_state_v1_checkpoint, 7);
 

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// On MCP 2026-07-28 a server asks for input inside a tools/call result
+// (input requests, with an opaque request state), and gets the answers
+// when the client calls again: no MCP session has to outlive the
+// question. So when nobody answers an input request on the stream,
+// agentd defers it (X-M4): the call ends without a result, the
+// generation pauses like an approval, the paused event lists the input
+// requests, and the resume's answers go to the server with the call
+// again, with its request state. 2025-11-25 requests still cancel.
+
+// deferInput records that an input request of server was deferred
+// because the client why.
+func (g *generation) deferInput(ctx context.Context, server, why string) {
+	d := &g.deferred
+	d.mu.Lock()
+	if d.why == "" {
+		d.why = why
+	}
+	d.inputs++
+	d.mu.Unlock()
+	g.s.log.InfoContext(ctx, "input request deferred to a resume", "tenant", g.tenant, "generation", g.id, "server", server, "why", "the client "+why)
+}
+
+// errInputRequired is a call that ended asking for input agentd deferred.
+type errInputRequired struct {
+	server, callID string
+	required       *bridgev1.InputRequired
+}
+
+func (e *errInputRequired) Error() string {
+	return fmt.Sprintf("the MCP server %q asks for input before it completes the call %s", e.server, e.callID)
+}
+
+// waitInput reports whether call i's failure err is its server asking
+// for deferred input; the call then waits for the resume's answers.
+func (r *turnRun) waitInput(i int, err error) bool {
+	var ir *errInputRequired
+	if !errors.As(err, &ir) || r.ctx.Err() != nil {
+		return false
+	}
+	w := &statev1.InputWait{ToolCallId: ir.callID, RequestState: ir.required.GetRequestState()}
+	for _, key := range slices.Sorted(maps.Keys(ir.required.GetRequests())) {
+		w.Inputs = append(w.Inputs, &statev1.PendingInput{Key: key, Request: r.g.inputRequest(ir.server, ir.callID, ir.required.GetRequests()[key])})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inputWaits == nil {
+		r.inputWaits = make(map[int]*statev1.InputWait)
+	}
+	r.inputWaits[i] = w
+	return true
+}
+
+// pendingInputs lists the input requests a paused turn waits for, in
+// call order.
+func pendingInputs(t *statev1.PausedTurn) []*agentdv1.InputRequest {
+	var out []*agentdv1.InputRequest
+	for _, st := range t.GetStates() {
+		for _, in := range st.GetInput().GetInputs() {
+			out = append(out, in.GetRequest())
+		}
+	}
+	return out
+}
+
+// checkInputAnswers requires exactly one answer for every input request
+// the paused turn waits for (R-A7), and an action.
+func checkInputAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
+	pending := make(map[string]bool)
+	var order []string
+	for _, req := range pendingInputs(turn) {
+		pending[req.GetId()] = true
+		order = append(order, req.GetId())
+	}
+	seen := make(map[string]bool)
+	for i, a := range r.GetInputResponses() {
+		field := fmt.Sprintf("resume.input_responses[%d]", i)
+		switch {
+		case !pending[a.GetRequestId()]:
+			v.add(field+".request_id", "%s", fmt.Sprintf("no input request %q is waiting", a.GetRequestId()))
+		case seen[a.GetRequestId()]:
+			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", a.GetRequestId()))
+		}
+		seen[a.GetRequestId()] = true
+		if a.GetAction() == agentdv1.InputAction_INPUT_ACTION_UNSPECIFIED {
+			v.add(field+".action", "is required: ACCEPT, DECLINE or CANCEL")
+		}
+	}
+	var missing []string
+	for _, id := range order {
+		if !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		v.add("resume", "%s", fmt.Sprintf("missing answers for %s", sentence(missing)))
+	}
+}
+
+// answeredInputIDs are the request ids of answers, for a claim.
+func answeredInputIDs(answers []*agentdv1.InputResponse) []string {
+	ids := make([]string, len(answers))
+	for i, a := range answers {
+		ids[i] = a.GetRequestId()
+	}
+	return ids
+}
+
+// inputRetry is what a call that waited for input carries when it runs
+// again: the answers by the server's ids, and its request state.
+type inputRetry struct {
+	responses map[string]*bridgev1.ElicitationResult
+	state     string
+}
+
+// retryFor builds the retry of the call waiting in w from the resume's
+// answers.
+func retryFor(w *statev1.InputWait, answers map[string]*agentdv1.InputResponse) *inputRetry {
+	rt := &inputRetry{responses: make(map[string]*bridgev1.ElicitationResult), state: w.GetRequestState()}
+	for _, in := range w.GetInputs() {
+		rt.responses[in.GetKey()] = elicitationResult(answers[in.GetRequest().GetId()])
+	}
+	return rt
+}
+
+type inputRetryKey struct{}
+
+// withInputRetry marks ctx's call as the retry rt: the bridge sends the
+// call with its answers and request state.
+func withInputRetry(ctx context.Context, rt *inputRetry) context.Context {
+	return context.WithValue(ctx, inputRetryKey{}, rt)
+}
+
+func inputRetryOf(ctx context.Context) *inputRetry {
+	rt, _ := ctx.Value(inputRetryKey{}).(*inputRetry)
+	return rt
+}
