@@ -739,9 +739,9 @@ type Server struct {
 	// at start; surrounding white space is dropped), which keeps it out
 	// of the configuration (a mounted secret, for instance).
 	AuthorizationFile string `yaml:"authorization_file"`
-	// ReadTimeout bounds each wait for its answers; a request's
-	// read_timeout beside the ref: replaces it. Default: the request
-	// default (60s).
+	// ReadTimeout bounds each wait for its answers, at most 1h; a
+	// request's read_timeout beside the ref: replaces it. Default: a
+	// request's default (30s).
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// OAuth makes agentd the server's OAuth client (X-M1), as a
 	// request's oauth declaration does; its tokens are kept per tenant,
@@ -885,7 +885,7 @@ func (s Server) validate(name string, bad func(string, ...any)) {
 }
 
 // maxServerReadTimeout is the longest read_timeout, as a request's.
-const maxServerReadTimeout = 10 * time.Minute
+const maxServerReadTimeout = time.Hour
 
 func (o *ServerOAuth) validate(f string, s Server, bad func(string, ...any)) {
 	if s.Authorization != "" || s.AuthorizationFile != "" {
