@@ -408,6 +408,13 @@ func (s *Service) resolveRef(sc *scope, f string, t *target, ref string, parts *
 	if ts := sc.tenant; ts.Servers != nil && !slices.Contains(ts.Servers, ref) {
 		sc.deny(f, "MCP server %q: the registered server %q is not among %s.servers, the registered servers the tenant may use", t.name, ref, ts.Entry)
 	}
+	if reg.URL != "" {
+		// agentd resolves these (it is their OAuth client) and sends
+		// their url; a ref reaches here from an agentd whose own
+		// configuration lacks the registration.
+		sc.bad(f, "the registered server %q is a url server, which agentd serve resolves from its own bridge.servers; register it in agentd serve's configuration too", ref)
+		return
+	}
 	t.ref = ref
 	t.stdio = &mcpconn.StdioSpec{Name: t.name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: s.cfg.TerminateGrace}
 	parts.Command, parts.Args, parts.Env = "ref:"+ref, reg.Args, reg.Env

@@ -82,7 +82,10 @@ type dialFunc func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*m
 func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.Metrics) *pools {
 	ps := &pools{log: log, cfg: cfg.Pool, servers: cfg.Servers, grace: cfg.TerminateGrace, dial: dial, metrics: metrics, byKey: make(map[poolKey]*poolEntry)}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
-		if cfg.Servers[name].Shared == config.SharedPerTenant {
+		switch {
+		case cfg.Servers[name].URL != "":
+			continue // a url server: no process (agentd resolves its refs)
+		case cfg.Servers[name].Shared == config.SharedPerTenant:
 			continue // made per tenant, on use
 		}
 		id := poolKey{key: "ref:" + name}

@@ -738,3 +738,20 @@ func wantViolations(t *testing.T, st *status.Status, want []violation) {
 		}
 	}
 }
+
+// X-M1: a url server registered under bridge.servers is agentd's to
+// resolve (it is its OAuth client); a ref to one that reaches the bridge
+// (from an agentd whose configuration lacks it) is refused, naming the
+// setting and not the URL, and such a registration has no pool.
+func TestOpenSessionRefToURLServer(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, func(b *config.Bridge) {
+		b.Servers["crm"] = config.Server{URL: "https://crm.example/secret-path/mcp", OAuth: &config.ServerOAuth{}}
+	})
+	err := f.openErr(t, &bridgev1.ServerSpec{Name: "crm", ReadTimeout: durationpb.New(roomyTimeout), Transport: &bridgev1.ServerSpec_Ref{Ref: "crm"}})
+	st := wantCode(t, err, codes.InvalidArgument)
+	wantViolations(t, st, []violation{{"servers[0].ref", "agentd serve resolves"}})
+	if strings.Contains(st.Message(), "secret-path") {
+		t.Errorf("message %q shows the URL's path", st.Message())
+	}
+}

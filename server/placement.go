@@ -32,6 +32,11 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 		case agentdv1.Transport_TRANSPORT_CONNECTOR:
 			capable = caps.ServesConnectors
 		}
+		if sp.ref != "" {
+			// Its URL and secrets are the configuration's, for agentd's
+			// bridge only.
+			capable, why = false, "it is registered in agentd's configuration (bridge.servers), which keeps its URL and secrets in agentd's bridge"
+		}
 		if capable && why == "" && caps.ServerProblem != nil {
 			why = caps.ServerProblem(sp.decl)
 		}

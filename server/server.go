@@ -85,6 +85,13 @@ type Options struct {
 	// OAuth makes agentd the OAuth client of url servers declared with
 	// oauth (X-M1).
 	OAuth OAuthOptions
+	// Registered are the url servers registered under bridge.servers, by
+	// name, as the declarations a ref: to one stands for: url, headers,
+	// authorization, read_timeout and oauth, secrets included. agentd
+	// resolves such a ref itself (it is the server's OAuth client) and
+	// the bridge connects to it as to a url the request declared; a ref
+	// to any other name goes to the bridge as it is. Nil: none.
+	Registered map[string]*agentdv1.MCPServer
 }
 
 // Tenant is what one tenant's generations use (X-I7): its provider keys,
@@ -100,7 +107,6 @@ type Tenant struct {
 	Rules *policy.Rules
 	// Servers lists the registered servers (bridge.servers) it may use
 	// with ref:, when the configuration restricts them; nil: all of them.
-	// Like Rules, known only of the embedded bridge.
 	Servers []string
 	// ServersSetting names the setting that lists Servers, for the error
 	// of a ref: beyond it (e.g. "tenants.acme.servers").
@@ -148,6 +154,7 @@ type Service struct {
 	bgRuns   atomic.Int64 // clientless generations running (detached, adopted)
 
 	oauth          *oauthClient
+	registered     map[string]*agentdv1.MCPServer
 	authorizations atomic.Int64 // numbers authorization requests
 	inputs         atomic.Int64 // numbers input requests
 }
@@ -181,6 +188,7 @@ func New(opts Options) *Service {
 		tenants:     opts.Tenants,
 		limiter:     quota.New(),
 		oauth:       newOAuthClient(opts.OAuth),
+		registered:  opts.Registered,
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -52,6 +54,11 @@ type serverPlan struct {
 	transport   agentdv1.Transport
 	placement   agentdv1.Placement
 	readTimeout time.Duration
+	// ref names the registered url server that decl was resolved from
+	// (Options.Registered): decl is then the registration with the
+	// request's own settings, secrets included, and never leaves agentd
+	// but for the bridge; the request keeps the ref alone.
+	ref string
 }
 
 // violations collects every problem of a request.
@@ -256,7 +263,13 @@ func (s *Service) planServer(v *violations, f string, decl *agentdv1.MCPServer) 
 	switch decl.GetTransport().(type) {
 	case *agentdv1.MCPServer_Url:
 		sp.planURL(v)
-	case *agentdv1.MCPServer_Command, *agentdv1.MCPServer_Ref:
+	case *agentdv1.MCPServer_Ref:
+		if reg := s.registered[decl.GetRef()]; reg != nil {
+			sp.planRegisteredURL(v, reg)
+		} else {
+			sp.planStdio(v)
+		}
+	case *agentdv1.MCPServer_Command:
 		sp.planStdio(v)
 	default:
 		if sp.name == "" {
@@ -312,6 +325,49 @@ func (sp *serverPlan) planURL(v *violations) {
 		v.add(f+".oauth", "applies to http and https servers only; the provider authorizes its connectors")
 	}
 	validateOAuth(v, f, decl)
+}
+
+// planRegisteredURL resolves a ref: to the registered url server reg. The
+// request names it and may set what shapes its use (name, read_timeout,
+// max_reconnection_wait, allowed_tools, require_approval); where it is
+// and how agentd authenticates (its url, headers, authorization, oauth)
+// are the registration's, which the request cannot replace.
+func (sp *serverPlan) planRegisteredURL(v *violations, reg *agentdv1.MCPServer) {
+	f, decl := sp.field, sp.decl
+	sp.transport, sp.ref = agentdv1.Transport_TRANSPORT_HTTP, decl.GetRef()
+	var set []string
+	for _, o := range []struct {
+		set  bool
+		name string
+	}{
+		{decl.GetAuthorization() != "", "authorization"}, {len(decl.GetHeaders()) > 0, "headers"}, {decl.GetOauth() != nil, "oauth"},
+		{len(decl.GetArgs()) > 0, "args"}, {len(decl.GetEnv()) > 0, "env"}, {len(decl.GetUnsetEnv()) > 0, "unset_env"},
+	} {
+		if o.set {
+			set = append(set, o.name)
+		}
+	}
+	if len(set) > 0 {
+		v.add(f, "%q is a url server registered under bridge.servers, whose url, headers, authorization and oauth are its registration's; beside ref: a request may set name, read_timeout, max_reconnection_wait, allowed_tools and require_approval, not %s",
+			sp.decl.GetRef(), sentence(set))
+	}
+	if w := decl.GetMaxReconnectionWait(); w != nil {
+		if d := w.AsDuration(); w.CheckValid() != nil || d <= 0 || d > maxReconnectionWait {
+			v.add(f+".max_reconnection_wait", "must be positive and at most %s", maxReconnectionWait)
+		}
+	}
+	if sp.name == "" {
+		sp.name = sp.ref
+	}
+	resolved := proto.CloneOf(reg)
+	resolved.Name, resolved.AllowedTools, resolved.RequireApproval = decl.GetName(), decl.GetAllowedTools(), decl.GetRequireApproval()
+	if decl.GetReadTimeout() != nil {
+		resolved.ReadTimeout = decl.GetReadTimeout()
+	}
+	if decl.GetMaxReconnectionWait() != nil {
+		resolved.MaxReconnectionWait = decl.GetMaxReconnectionWait()
+	}
+	sp.decl = resolved
 }
 
 // planStdio validates a command or ref server, named after its command's
@@ -396,7 +452,7 @@ func (p *plan) checkCommand(denied *violations, sp *serverPlan) {
 // checkRef refuses a ref: to a registered server that the tenant may not
 // use (tenants.<name>.servers), as the bridge would.
 func (p *plan) checkRef(denied *violations, sp *serverPlan) {
-	ref := sp.decl.GetRef()
+	ref := cmp.Or(sp.ref, sp.decl.GetRef())
 	if ref == "" || p.tenant.Servers == nil || slices.Contains(p.tenant.Servers, ref) {
 		return
 	}
@@ -418,7 +474,11 @@ func (p *plan) checkAddresses(denied *violations) {
 		}
 		if parsed, err := url.Parse(u.Url); err == nil {
 			if why := rules.AddressRefusal(parsed.Hostname()); why != "" {
-				denied.add(sp.field+".url", "%s", why)
+				if sp.ref != "" {
+					denied.add(sp.field+".ref", "the registered server %q: %s", sp.ref, why)
+				} else {
+					denied.add(sp.field+".url", "%s", why)
+				}
 			}
 		}
 	}

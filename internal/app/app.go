@@ -346,7 +346,13 @@ func NewAgent(o Options) (*Agent, error) {
 	if o.generations != nil {
 		gens = o.generations(gens)
 	}
+	registered, err := registeredURLServers(o.Config.Bridge.Servers)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
 	svc := server.New(server.Options{
+		Registered:     registered,
 		Sealer:         seal,
 		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
 		Logger:         log,

@@ -23,6 +23,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/oauthtest"
 )
 
@@ -72,7 +73,10 @@ func canaryECKey(t *testing.T) (*ecdsa.PrivateKey, string, []string) {
 // person who refuses, nobody to answer, invalid declarations). With
 // store.encryption_key_file the tokens are in the store, sealed; without
 // one, no file under the state directory holds them. No MCP server
-// process runs (url servers only), so it may run in parallel.
+// process runs (url servers only), so it may run in parallel. Url servers
+// registered under bridge.servers and used by ref: (a client secret and a
+// private key from files, a static token in the configuration) run the
+// same grants, a pause and its resume, and a refused override.
 func TestOAuthSecretsCanary(t *testing.T) {
 	t.Parallel()
 	for _, sealed := range []bool{true, false} {
@@ -99,6 +103,23 @@ func oauthCanary(t *testing.T, sealed bool) {
 		if err := os.WriteFile(cfg.Store.EncryptionKeyFile, []byte(hex.EncodeToString(randomBytes(t, 32))), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Registered url servers (X-M1), their secrets in files beside the
+	// state directory, and a static token in the configuration itself.
+	docs := oauthtest.New(t, oauthtest.Options{}) // whose tokens no subtest expires
+	static, _ := docs.Issue("mcp:read")
+	secretIn := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg.Bridge.Servers = map[string]config.Server{
+		"reg-crm": {URL: crm.MCPURL, OAuth: &config.ServerOAuth{ClientID: crm.ClientID, ClientSecretFile: secretIn("crm-secret", crm.ClientSecret)}},
+		"reg-erp": {URL: erp.MCPURL, OAuth: &config.ServerOAuth{Grant: config.GrantClientCredentials, ClientID: erp.ClientID,
+			PrivateKeyFile: secretIn("erp.pem", erpPEM), PrivateKeyID: "k1"}},
+		"reg-static": {URL: docs.MCPURL, Authorization: static},
 	}
 	s := newCanaryStack(t, cfg)
 	var c canaryCapture
@@ -220,6 +241,33 @@ func oauthCanary(t *testing.T, sealed bool) {
 		canaryCompleted(t, events, err)
 	})
 
+	t.Run("registered url servers by ref", func(t *testing.T) {
+		completes(t, refAgent(t, "reg-crm", "", "echo"), "frank", approve(crm)(t), 1)
+		completes(t, refAgent(t, "reg-crm", "", "echo"), "frank", nil, 0)
+		completes(t, refAgent(t, "reg-erp", "", "echo"), "grace", nil, 0)
+		completes(t, refAgent(t, "reg-static", "", "echo"), "", nil, 0)
+	})
+	regGated := func() *agentdv1.Agent {
+		a := refAgent(t, "reg-erp", "", "echo")
+		a.Mcps[0].RequireApproval = &agentdv1.ApprovalPolicy{Mode: agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS}
+		a.Mcps = append(a.Mcps, &agentdv1.MCPServer{Transport: &agentdv1.MCPServer_Ref{Ref: "reg-static"}})
+		a.ToolNameConflict = agentdv1.ToolNameConflict_TOOL_NAME_CONFLICT_PREFIX
+		a.ProviderOptions = refAgent(t, "reg-erp", "", "reg-erp__echo").GetProviderOptions()
+		return a
+	}
+	var storeWhilePausedRegistered string
+	t.Run("registered url servers paused at an approval and resumed", func(t *testing.T) {
+		request, paused, store := c.pauseAtApproval(t, s.client, start(regGated(), "grace"), s.stateDir)
+		storeWhilePausedRegistered = store
+		events, err := c.generate(t, s.client, canaryApprove(t, paused, request, regGated()), nil)
+		canaryCompleted(t, events, err)
+	})
+	t.Run("a ref that would replace its registration's secrets", func(t *testing.T) {
+		a := refAgent(t, "reg-crm", "", "echo")
+		a.Mcps[0].Authorization = cnryWrongSecret
+		fails(t, a, "", nil, codes.InvalidArgument)
+	})
+
 	t.Run("client credentials with a wrong secret", func(t *testing.T) {
 		fails(t, oauthAgent(t, crm.MCPURL, &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS,
 			ClientId: crm.ClientID, ClientSecret: cnryWrongSecret}, "echo"), "", nil, codes.Unauthenticated)
@@ -317,7 +365,7 @@ func oauthCanary(t *testing.T, sealed bool) {
 		}
 	})
 	t.Run("previews", func(t *testing.T) {
-		for _, agent := range []*agentdv1.Agent{machine, withSecret, withKey, gated()} {
+		for _, agent := range []*agentdv1.Agent{machine, withSecret, withKey, gated(), regGated()} {
 			preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: agent, Messages: canaryStart(nil).GetStart().GetMessages()})
 			c.rpcError(scenario(t), err, nil)
 			c.response(scenario(t), preview)
@@ -357,12 +405,13 @@ func oauthCanary(t *testing.T, sealed bool) {
 
 	secrets := []string{crm.ClientSecret, erp.ClientSecret, cnryWrongSecret, erpPEM, wrongPEM}
 	secrets = append(append(secrets, erpParts...), wrongParts...)
-	for _, as := range []*oauthtest.Server{crm, erp} {
+	for _, as := range []*oauthtest.Server{crm, erp, docs} {
 		secrets = append(append(secrets, as.Issued()...), as.Proofs()...)
 	}
 	canaryNoLeaks(t, secrets, s.canaryOutputs, &c, storeWhilePaused, s.stateDir,
 		canarySource{"every file under the state directory", "state-files.bin", stateFiles},
-		canarySource{"the store's oauth_tokens rows", "token-rows.txt", rows})
+		canarySource{"the store's oauth_tokens rows", "token-rows.txt", rows},
+		canarySource{"the store while a generation of registered servers was paused", "store-paused-registered.bin", storeWhilePausedRegistered})
 }
 
 // canaryDirBytes returns the bytes of every regular file under dir.

@@ -17,9 +17,11 @@ type tenants struct {
 }
 
 // newTenants builds the tenants' settings of cfg with their provider
-// registries regs. The rules and the registered servers a tenant may use
-// are known only of an embedded bridge: a remote one holds its own
-// configuration and refuses what it does not allow.
+// registries regs. The rules are known only of an embedded bridge: a
+// remote one holds its own configuration and refuses what it does not
+// allow. The registered servers a tenant may use are agentd's to check
+// either way, since agentd resolves a ref to a url server itself
+// (server.Options.Registered) and the bridge never sees the ref.
 func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tenants {
 	t := &tenants{
 		global: &server.Tenant{Providers: regs.Global(), Limits: quota.Configured(cfg.Limits, "", nil)},
@@ -34,8 +36,8 @@ func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tena
 		st := &server.Tenant{Providers: regs.For(name), Limits: quota.Configured(cfg.Limits, name, own.Limits)}
 		if embedded {
 			st.Rules = &settings.Rules
-			st.Servers, st.ServersSetting = settings.Servers, "tenants."+name+".servers"
 		}
+		st.Servers, st.ServersSetting = settings.Servers, "tenants."+name+".servers"
 		t.byName[name] = st
 	}
 	return t

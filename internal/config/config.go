@@ -627,8 +627,8 @@ type Bridge struct {
 	// servers below. Env AGENTD_BRIDGE_ALLOWED_COMMANDS (comma-separated).
 	AllowedCommands []string `yaml:"allowed_commands"`
 
-	// Servers are the stdio MCP servers that requests may use by name with
-	// `ref:`. Default: {"demo": {command: "@self", args: ["mcp-demo"]}}, the
+	// Servers are the MCP servers, stdio or url, that requests may use by
+	// name with `ref:`. Default: {"demo": {command: "@self", args: ["mcp-demo"]}}, the
 	// small demo server built into agentd. Setting servers in a file
 	// replaces the default map.
 	Servers map[string]Server `yaml:"servers"`
@@ -700,9 +700,11 @@ type Bridge struct {
 	Cache Cache `yaml:"cache"`
 }
 
-// Server is an MCP server registered in the configuration.
+// Server is an MCP server registered in the configuration: a stdio
+// server (Command) that the bridge starts, or a remote one (URL) over
+// Streamable HTTP. Exactly one of Command and URL is set.
 type Server struct {
-	// Command is the executable ("@self" for agentd itself). Required.
+	// Command is the executable ("@self" for agentd itself).
 	Command string `yaml:"command"`
 	// Args are its arguments, in order.
 	Args []string `yaml:"args"`
@@ -718,6 +720,230 @@ type Server struct {
 	Warm *int `yaml:"warm"`
 	// MaxProcesses overrides pool.max_processes for this server (0: keep).
 	MaxProcesses int `yaml:"max_processes"`
+
+	// The settings below are a url server's; Args, Env, Shared, Warm and
+	// MaxProcesses are a command server's only. `agentd serve` resolves
+	// a ref: to a url server from its own configuration (it is the
+	// server's OAuth client), and its bridge connects as to a url the
+	// request declared: the tenant's allow_private_networks applies.
+
+	// URL is the server's http or https Streamable HTTP endpoint. Its
+	// path and query are secret, like a request's url.
+	URL string `yaml:"url"`
+	// Headers are added to every request to it. Values are secret.
+	Headers map[string]string `yaml:"headers"`
+	// Authorization is a static credential sent as the Authorization
+	// header (a bare token gets "Bearer "). Secret. Excludes OAuth.
+	Authorization string `yaml:"authorization"`
+	// AuthorizationFile names a file holding Authorization instead (read
+	// at start; surrounding white space is dropped), which keeps it out
+	// of the configuration (a mounted secret, for instance).
+	AuthorizationFile string `yaml:"authorization_file"`
+	// ReadTimeout bounds each wait for its answers, at most 1h; a
+	// request's read_timeout beside the ref: replaces it. Default: a
+	// request's default (30s).
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// OAuth makes agentd the server's OAuth client (X-M1), as a
+	// request's oauth declaration does; its tokens are kept per tenant,
+	// end user and server URL.
+	OAuth *ServerOAuth `yaml:"oauth"`
+}
+
+// ServerOAuth is a registered url server's OAuth client (the request's
+// oauth declaration, agentd.v1.OAuthClient, in configuration form).
+type ServerOAuth struct {
+	// Grant is authorization_code (the default: a person authorizes on
+	// the Generate stream) or client_credentials (agentd itself).
+	Grant string `yaml:"grant"`
+	// ClientID is the pre-registered client's id. Required with
+	// client_credentials and with a secret or key; without one agentd
+	// uses its client ID metadata document or registers dynamically.
+	ClientID string `yaml:"client_id"`
+	// ClientSecret authenticates ClientID (client_secret_basic or
+	// client_secret_post). Secret.
+	ClientSecret string `yaml:"client_secret"`
+	// ClientSecretFile names a file holding ClientSecret instead.
+	ClientSecretFile string `yaml:"client_secret_file"`
+	// PrivateKeyFile names a PEM file holding the RSA or ECDSA P-256
+	// private key (PKCS#8, PKCS#1 or SEC 1) that signs private_key_jwt
+	// assertions. Excludes a client secret.
+	PrivateKeyFile string `yaml:"private_key_file"`
+	// PrivateKeyID is the key's kid in the assertions' header.
+	PrivateKeyID string `yaml:"private_key_id"`
+	// Scopes are asked for; default: those of the server's challenge or
+	// metadata.
+	Scopes []string `yaml:"scopes"`
+	// TokenEndpointAuthMethod is client_secret_basic,
+	// client_secret_post, private_key_jwt or none; default: what the
+	// secret or key and the authorization server's metadata allow.
+	TokenEndpointAuthMethod string `yaml:"token_endpoint_auth_method"`
+	// RedirectURL replaces oauth.redirect_url for this server.
+	RedirectURL string `yaml:"redirect_url"`
+}
+
+// The grants of ServerOAuth.Grant.
+const (
+	GrantAuthorizationCode = "authorization_code"
+	GrantClientCredentials = "client_credentials"
+)
+
+// ServerSecrets are a registered url server's secrets, as Secrets reads
+// them.
+type ServerSecrets struct {
+	Authorization string
+	ClientSecret  string
+	PrivateKeyPEM string
+}
+
+// Secrets reads the secrets of the registered server name: the inline
+// values, or the files that hold them. An error names the setting and
+// the file, never what it holds.
+func (s Server) Secrets(name string) (ServerSecrets, error) {
+	read := func(setting, file string) (string, error) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("bridge.servers.%s.%s: %w", name, setting, err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	out := ServerSecrets{Authorization: s.Authorization}
+	var err error
+	if s.AuthorizationFile != "" {
+		if out.Authorization, err = read("authorization_file", s.AuthorizationFile); err != nil {
+			return ServerSecrets{}, err
+		}
+	}
+	if o := s.OAuth; o != nil {
+		out.ClientSecret = o.ClientSecret
+		if o.ClientSecretFile != "" {
+			if out.ClientSecret, err = read("oauth.client_secret_file", o.ClientSecretFile); err != nil {
+				return ServerSecrets{}, err
+			}
+		}
+		if o.PrivateKeyFile != "" {
+			if out.PrivateKeyPEM, err = read("oauth.private_key_file", o.PrivateKeyFile); err != nil {
+				return ServerSecrets{}, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// validate reports the problems of the registered server name through
+// bad. Values are never echoed but the command's: headers, tokens,
+// secrets and URLs may carry keys.
+func (s Server) validate(name string, bad func(string, ...any)) {
+	f := "bridge.servers." + name
+	if s.Warm != nil && *s.Warm < 0 || s.MaxProcesses < 0 {
+		bad("%s: warm and max_processes must not be negative", f)
+	}
+	switch {
+	case s.Command == "" && s.URL == "":
+		bad("%s: needs a command (a stdio server) or a url (a remote one)", f)
+		return
+	case s.Command != "" && s.URL != "":
+		bad("%s: command and url exclude each other; register a stdio server or a url server", f)
+		return
+	case s.Command != "":
+		if s.Command != filepath.Base(s.Command) && !filepath.IsAbs(s.Command) {
+			bad("%s.command: must be a bare executable name or an absolute path, got %q", f, s.Command)
+		}
+		if s.Authorization != "" || s.AuthorizationFile != "" || len(s.Headers) > 0 || s.ReadTimeout != 0 || s.OAuth != nil {
+			bad("%s: authorization, authorization_file, headers, read_timeout and oauth apply to url servers only", f)
+		}
+		return
+	}
+	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("%s.url: must be an absolute http or https URL", f)
+	}
+	var commandOnly []string
+	for _, o := range []struct {
+		set  bool
+		name string
+	}{{len(s.Args) > 0, "args"}, {len(s.Env) > 0, "env"}, {s.Shared != NotShared, "shared"}, {s.Warm != nil, "warm"}, {s.MaxProcesses != 0, "max_processes"}} {
+		if o.set {
+			commandOnly = append(commandOnly, o.name)
+		}
+	}
+	if len(commandOnly) > 0 {
+		bad("%s: %s apply to command servers only; a url server has no process", f, strings.Join(commandOnly, ", "))
+	}
+	if s.Authorization != "" && s.AuthorizationFile != "" {
+		bad("%s: authorization and authorization_file exclude each other", f)
+	}
+	for k := range s.Headers {
+		if k == "" || strings.ContainsAny(k, " :\r\n") {
+			bad("%s.headers: header names must be non-empty tokens", f)
+		}
+	}
+	if s.ReadTimeout < 0 || s.ReadTimeout > maxServerReadTimeout {
+		bad("%s.read_timeout: must be positive and at most %s", f, maxServerReadTimeout)
+	}
+	if s.OAuth != nil {
+		s.OAuth.validate(f, s, bad)
+	}
+}
+
+// maxServerReadTimeout is the longest read_timeout, as a request's.
+const maxServerReadTimeout = time.Hour
+
+func (o *ServerOAuth) validate(f string, s Server, bad func(string, ...any)) {
+	if s.Authorization != "" || s.AuthorizationFile != "" {
+		bad("%s: authorization and oauth exclude each other: agentd presents the tokens it obtains", f)
+	}
+	for k := range s.Headers {
+		if strings.EqualFold(k, "Authorization") {
+			bad("%s.headers: may not set Authorization with oauth: agentd presents the tokens it obtains", f)
+		}
+	}
+	f += ".oauth"
+	secret := o.ClientSecret != "" || o.ClientSecretFile != ""
+	key := o.PrivateKeyFile != ""
+	switch o.Grant {
+	case "", GrantAuthorizationCode:
+	case GrantClientCredentials:
+		if o.ClientID == "" {
+			bad("%s.client_id: is required with the client_credentials grant", f)
+		}
+		if !secret && !key {
+			bad("%s: the client_credentials grant needs client_secret, client_secret_file or private_key_file", f)
+		}
+	default:
+		bad("%s.grant: must be authorization_code or client_credentials, got %q", f, o.Grant)
+	}
+	if o.ClientSecret != "" && o.ClientSecretFile != "" {
+		bad("%s: client_secret and client_secret_file exclude each other", f)
+	}
+	if secret && key {
+		bad("%s: a client secret and private_key_file exclude each other", f)
+	}
+	if (secret || key) && o.ClientID == "" && o.Grant != GrantClientCredentials {
+		bad("%s.client_id: must be set with a client secret or private_key_file", f)
+	}
+	if o.PrivateKeyID != "" && !key {
+		bad("%s.private_key_id: needs private_key_file", f)
+	}
+	switch m := o.TokenEndpointAuthMethod; m {
+	case "", "none":
+	case "client_secret_basic", "client_secret_post":
+		if !secret {
+			bad("%s.token_endpoint_auth_method: %s needs client_secret or client_secret_file", f, m)
+		}
+	case "private_key_jwt":
+		if !key {
+			bad("%s.token_endpoint_auth_method: private_key_jwt needs private_key_file", f)
+		}
+	default:
+		bad("%s.token_endpoint_auth_method: must be client_secret_basic, client_secret_post, private_key_jwt or none", f)
+	}
+	if r := o.RedirectURL; r != "" {
+		if u, err := url.Parse(r); err != nil || !u.IsAbs() || (u.Scheme == "http" || u.Scheme == "https") && u.Host == "" {
+			bad("%s.redirect_url: must be an absolute URL", f)
+		}
+	}
+	if slices.Contains(o.Scopes, "") {
+		bad("%s.scopes: must not hold an empty scope", f)
+	}
 }
 
 // Shared says which sessions one process of a registered server may serve
@@ -1102,14 +1328,7 @@ func (c *Config) Validate() error {
 		if name == "" {
 			bad("bridge.servers: empty name")
 		}
-		if s.Warm != nil && *s.Warm < 0 || s.MaxProcesses < 0 {
-			bad("bridge.servers.%s: warm and max_processes must not be negative", name)
-		}
-		if s.Command == "" {
-			bad("bridge.servers.%s.command: must not be empty", name)
-		} else if s.Command != filepath.Base(s.Command) && !filepath.IsAbs(s.Command) {
-			bad("bridge.servers.%s.command: must be a bare executable name or an absolute path, got %q", name, s.Command)
-		}
+		s.validate(name, bad)
 	}
 	pool := c.Bridge.Pool
 	if pool.Warm < 0 || pool.CommandWarm < 0 {

@@ -204,7 +204,7 @@ func TestLoadRejects(t *testing.T) {
 		{
 			name:     "every problem at once",
 			file:     "log: {level: loud, format: xml}\ngeneration: {max_tool_turns: 0}\nbridge: {servers: {x: {command: bin/x}, y: {}}}\n",
-			wantErrs: []string{"log.level", "log.format", "generation.max_tool_turns", "bridge.servers.x.command", "bridge.servers.y.command"},
+			wantErrs: []string{"log.level", "log.format", "generation.max_tool_turns", "bridge.servers.x.command", "bridge.servers.y: needs a command"},
 		},
 		{
 			name:     "X-I4 a certificate without its key, a client CA without a certificate, TLS 1.1",
@@ -394,5 +394,161 @@ func TestBridgeAddressList(t *testing.T) {
 		if diff := cmp.Diff(tc.want, Bridge{Address: tc.address}.AddressList()); diff != "" {
 			t.Errorf("AddressList of %q (-want +got):\n%s", tc.address, diff)
 		}
+	}
+}
+
+// Registered url servers (X-M1): what a configuration may declare of one,
+// read as declared.
+func TestLoadRegisteredURLServers(t *testing.T) {
+	t.Parallel()
+	file := `bridge:
+  servers:
+    demo: {command: "@self", args: [mcp-demo]}
+    docs:
+      url: https://docs.example/mcp
+      headers: {X-Team: blue}
+      authorization_file: /run/secrets/docs
+      read_timeout: 90s
+    crm:
+      url: https://crm.example/mcp
+      oauth:
+        client_id: agentd
+        client_secret_file: /run/secrets/crm
+        scopes: [crm.read]
+        token_endpoint_auth_method: client_secret_post
+        redirect_url: https://app.example/callback
+    erp:
+      url: http://erp.internal/mcp
+      oauth: {grant: client_credentials, client_id: agentd, private_key_file: /run/secrets/erp.pem, private_key_id: k1}
+`
+	path := filepath.Join(t.TempDir(), "agentd.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, env(nil), "/opt/agentd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Server{
+		"demo": {Command: "/opt/agentd", Args: []string{"mcp-demo"}},
+		"docs": {URL: "https://docs.example/mcp", Headers: map[string]string{"X-Team": "blue"}, AuthorizationFile: "/run/secrets/docs", ReadTimeout: 90 * time.Second},
+		"crm": {URL: "https://crm.example/mcp", OAuth: &ServerOAuth{ClientID: "agentd", ClientSecretFile: "/run/secrets/crm", Scopes: []string{"crm.read"},
+			TokenEndpointAuthMethod: "client_secret_post", RedirectURL: "https://app.example/callback"}},
+		"erp": {URL: "http://erp.internal/mcp", OAuth: &ServerOAuth{Grant: GrantClientCredentials, ClientID: "agentd", PrivateKeyFile: "/run/secrets/erp.pem", PrivateKeyID: "k1"}},
+	}
+	if diff := cmp.Diff(want, cfg.Bridge.Servers); diff != "" {
+		t.Errorf("bridge.servers (-want +got):\n%s", diff)
+	}
+}
+
+// What a registered url server may not declare, each refusal naming the
+// setting and never a secret's value.
+func TestLoadRejectsRegisteredURLServers(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-cnry-4f1e"
+	tests := []struct {
+		name, server string
+		wantErrs     []string
+	}{
+		{name: "command and url", server: "{command: x, url: https://a.example/mcp}", wantErrs: []string{"bridge.servers.s: command and url exclude each other"}},
+		{name: "neither", server: "{headers: {X-A: b}}", wantErrs: []string{"bridge.servers.s: needs a command"}},
+		{name: "not http", server: "{url: \"ftp://a.example/" + secret + "\"}", wantErrs: []string{"bridge.servers.s.url: must be an absolute http or https URL"}},
+		{name: "relative", server: "{url: /mcp}", wantErrs: []string{"bridge.servers.s.url"}},
+		{
+			name: "process settings", server: "{url: https://a.example/mcp, args: [a], env: {A: b}, shared: true, warm: 1, max_processes: 2}",
+			wantErrs: []string{"bridge.servers.s: args, env, shared, warm, max_processes apply to command servers only"},
+		},
+		{name: "url settings on a command", server: "{command: x, authorization: " + secret + ", read_timeout: 5s}", wantErrs: []string{"apply to url servers only"}},
+		{name: "authorization twice", server: "{url: https://a.example/mcp, authorization: " + secret + ", authorization_file: /f}", wantErrs: []string{"authorization and authorization_file exclude each other"}},
+		{name: "a read_timeout beyond its cap", server: "{url: https://a.example/mcp, read_timeout: 2h}", wantErrs: []string{"bridge.servers.s.read_timeout"}},
+		{name: "oauth and a static token", server: "{url: https://a.example/mcp, authorization: " + secret + ", oauth: {}}", wantErrs: []string{"bridge.servers.s: authorization and oauth exclude each other"}},
+		{name: "oauth and an Authorization header", server: "{url: https://a.example/mcp, headers: {authorization: " + secret + "}, oauth: {}}", wantErrs: []string{"bridge.servers.s.headers: may not set Authorization with oauth"}},
+		{name: "an unknown grant", server: "{url: https://a.example/mcp, oauth: {grant: password}}", wantErrs: []string{`bridge.servers.s.oauth.grant: must be authorization_code or client_credentials, got "password"`}},
+		{
+			name: "client credentials without client or secret", server: "{url: https://a.example/mcp, oauth: {grant: client_credentials}}",
+			wantErrs: []string{"bridge.servers.s.oauth.client_id: is required", "bridge.servers.s.oauth: the client_credentials grant needs client_secret"},
+		},
+		{name: "a secret without a client", server: "{url: https://a.example/mcp, oauth: {client_secret: " + secret + "}}", wantErrs: []string{"bridge.servers.s.oauth.client_id: must be set"}},
+		{
+			name: "secret and key", server: "{url: https://a.example/mcp, oauth: {client_id: c, client_secret: " + secret + ", client_secret_file: /s, private_key_file: /k}}",
+			wantErrs: []string{"client_secret and client_secret_file exclude each other", "a client secret and private_key_file exclude each other"},
+		},
+		{
+			name: "auth methods without their secrets", server: "{url: https://a.example/mcp, oauth: {client_id: c, token_endpoint_auth_method: private_key_jwt, private_key_id: k1}}",
+			wantErrs: []string{"private_key_jwt needs private_key_file", "private_key_id: needs private_key_file"},
+		},
+		{name: "a secret method without a secret", server: "{url: https://a.example/mcp, oauth: {client_id: c, token_endpoint_auth_method: client_secret_basic}}", wantErrs: []string{"client_secret_basic needs client_secret"}},
+		{name: "an unknown method", server: "{url: https://a.example/mcp, oauth: {token_endpoint_auth_method: tls_client_auth}}", wantErrs: []string{"oauth.token_endpoint_auth_method: must be"}},
+		{name: "a relative redirect, an empty scope", server: "{url: https://a.example/mcp, oauth: {redirect_url: /cb, scopes: [a, \"\"]}}", wantErrs: []string{"oauth.redirect_url: must be an absolute URL", "oauth.scopes: must not hold an empty scope"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "agentd.yaml")
+			if err := os.WriteFile(path, []byte("bridge: {servers: {s: "+tt.server+"}}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path, env(nil), "/opt/agentd")
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			for _, want := range tt.wantErrs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q shows a secret", err)
+			}
+		})
+	}
+}
+
+// Secrets reads a registered server's secrets from their files, white
+// space trimmed; a file it cannot read is named, its setting too.
+func TestServerSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pem := "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"
+	tests := []struct {
+		name   string
+		server Server
+		want   ServerSecrets
+		err    string
+	}{
+		{name: "inline", server: Server{Authorization: "tok"}, want: ServerSecrets{Authorization: "tok"}},
+		{name: "authorization_file", server: Server{AuthorizationFile: write("auth", "Bearer tok\n")}, want: ServerSecrets{Authorization: "Bearer tok"}},
+		{name: "oauth inline secret", server: Server{OAuth: &ServerOAuth{ClientSecret: "s"}}, want: ServerSecrets{ClientSecret: "s"}},
+		{
+			name:   "oauth files",
+			server: Server{OAuth: &ServerOAuth{ClientSecretFile: write("secret", " s3 \n"), PrivateKeyFile: write("key.pem", pem+"\n")}},
+			want:   ServerSecrets{ClientSecret: "s3", PrivateKeyPEM: pem},
+		},
+		{name: "a missing file", server: Server{OAuth: &ServerOAuth{PrivateKeyFile: filepath.Join(dir, "none.pem")}}, err: "bridge.servers.erp.oauth.private_key_file: open " + filepath.Join(dir, "none.pem")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tt.server.Secrets("erp")
+			if tt.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.err) {
+					t.Fatalf("Secrets() error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Secrets() (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
