@@ -14,6 +14,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/oauthtest"
 )
 
@@ -33,6 +34,7 @@ func TestOAuthAuthorizationPause(t *testing.T) {
 	if err := os.WriteFile(cfg.Store.EncryptionKeyFile, []byte(hex.EncodeToString(randomBytes(t, 32))), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	cfg.Bridge.Servers = map[string]config.Server{"registered-crm": {URL: as.MCPURL, OAuth: &config.ServerOAuth{ClientID: as.ClientID, ClientSecret: as.ClientSecret}}}
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
 	client := agentdv1.NewAgentServiceClient(conn)
 	decl := &agentdv1.OAuthClient{ClientId: as.ClientID, ClientSecret: as.ClientSecret}
@@ -97,5 +99,17 @@ func TestOAuthAuthorizationPause(t *testing.T) {
 	// The kept token now has the scope: no question, no pause.
 	if r := oauthGenerate(t, client, stepUp, "dana", nil); r.err != nil || r.paused != nil || !strings.Contains(r.final, "hi") {
 		t.Fatalf("after the step-up: err %v, paused %v, final %q", r.err, r.paused, r.final)
+	}
+
+	// A registered url server (ref:) pauses and resumes the same way: the
+	// resume resolves the ref again from the configuration.
+	registered := oauthAgent(t, as.MCPURL, nil, "echo")
+	registered.Mcps[0].Transport, registered.Mcps[0].Oauth = &agentdv1.MCPServer_Ref{Ref: "registered-crm"}, nil
+	run = oauthGenerate(t, client, registered, "emil", nil)
+	if run.err != nil || len(run.paused.GetAuthorizationRequests()) != 1 {
+		t.Fatalf("registered server without an answer: err %v, paused %v; want a pause with one authorization request", run.err, run.paused)
+	}
+	if r := resume(registered, run.paused, answer(run.paused.GetAuthorizationRequests()[0])); r.err != nil || !strings.Contains(r.final, "hi") {
+		t.Fatalf("registered server resume: err %v, final %q; want the tool's output", r.err, r.final)
 	}
 }
