@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/grpcserver"
@@ -29,7 +30,7 @@ also listens there and takes the browser's redirect itself. A server's
 request for input asks for a JSON answer (or, for a web page, Enter once
 done). End the input (Ctrl-D) instead of answering, and the generation
 pauses; resume it later with --resume, answering every pending
-request with --approve, --decline and --result.
+request with --approve, --decline, --result, --authorize and --input.
 
   agentd generate --request examples/demo-start.json
   agentd generate --provider mock --prompt "Hello"
@@ -65,6 +66,10 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 	decline := fs.String("decline", "", "with --resume: approval request ids to decline, comma-separated")
 	var results resultFlags
 	fs.Var(&results, "result", "with --resume: a function result, CALL_ID=OUTPUT (repeatable)")
+	var authorizations authorizeFlags
+	fs.Var(&authorizations, "authorize", "with --resume: an authorization's answer, REQUEST_ID=REDIRECT_URL, the URL the person's browser came back to (repeatable)")
+	var inputs inputFlags
+	fs.Var(&inputs, "input", "with --resume: an input request's answer, REQUEST_ID=accept:JSON_OBJECT, REQUEST_ID=decline or REQUEST_ID=cancel (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,7 +87,8 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	first := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}
 	if *resume != "" {
-		r := &agentdv1.ResumeGeneration{GenerationId: *resume, Agent: start.GetAgent(), FunctionResults: results}
+		r := &agentdv1.ResumeGeneration{GenerationId: *resume, Agent: start.GetAgent(), FunctionResults: results,
+			AuthorizationResponses: authorizations, InputResponses: inputs}
 		for _, id := range splitIDs(*approve) {
 			r.ApprovalDecisions = append(r.ApprovalDecisions, &agentdv1.ApprovalDecision{RequestId: id, Approved: true})
 		}
@@ -212,6 +218,49 @@ func splitIDs(s string) []string {
 	return ids
 }
 
+// authorizeFlags collects --authorize REQUEST_ID=REDIRECT_URL.
+type authorizeFlags []*agentdv1.AuthorizationResponse
+
+func (a *authorizeFlags) String() string { return "" }
+
+func (a *authorizeFlags) Set(v string) error {
+	id, redirect, ok := strings.Cut(v, "=")
+	if !ok || id == "" || redirect == "" {
+		return errors.New("want REQUEST_ID=REDIRECT_URL")
+	}
+	*a = append(*a, &agentdv1.AuthorizationResponse{RequestId: id, RedirectUrl: redirect})
+	return nil
+}
+
+// inputFlags collects --input REQUEST_ID=accept:JSON|decline|cancel.
+type inputFlags []*agentdv1.InputResponse
+
+func (in *inputFlags) String() string { return "" }
+
+func (in *inputFlags) Set(v string) error {
+	id, answer, ok := strings.Cut(v, "=")
+	if !ok || id == "" {
+		return errors.New("want REQUEST_ID=accept:JSON_OBJECT, REQUEST_ID=decline or REQUEST_ID=cancel")
+	}
+	r := &agentdv1.InputResponse{RequestId: id}
+	switch {
+	case answer == "decline":
+		r.Action = agentdv1.InputAction_INPUT_ACTION_DECLINE
+	case answer == "cancel":
+		r.Action = agentdv1.InputAction_INPUT_ACTION_CANCEL
+	case strings.HasPrefix(answer, "accept:"):
+		content := &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(strings.TrimPrefix(answer, "accept:")), content); err != nil {
+			return fmt.Errorf("accept: want a JSON object: %v", err)
+		}
+		r.Action, r.Content = agentdv1.InputAction_INPUT_ACTION_ACCEPT, content
+	default:
+		return errors.New("want REQUEST_ID=accept:JSON_OBJECT, REQUEST_ID=decline or REQUEST_ID=cancel")
+	}
+	*in = append(*in, r)
+	return nil
+}
+
 // resultFlags collects --result CALL_ID=OUTPUT.
 type resultFlags []*agentdv1.FunctionResult
 
@@ -324,8 +373,20 @@ func (p *printer) print(ev *agentdv1.GenerateResponse) {
 		for _, c := range pz.GetFunctionCalls() {
 			ids = append(ids, c.GetCallId()+" (function)")
 		}
+		for _, r := range pz.GetAuthorizationRequests() {
+			ids = append(ids, r.GetId()+" (authorization of "+r.GetServerName()+")")
+		}
+		for _, r := range pz.GetInputRequests() {
+			ids = append(ids, r.GetId()+" (input for "+r.GetServerName()+")")
+		}
 		p.line("paused %s until %s, waiting for: %s", pz.GetGenerationId(), pz.GetExpiresAt().AsTime().Format("2006-01-02 15:04:05 MST"), strings.Join(ids, ", "))
-		p.line("resume it: agentd generate --request <the same request> --resume %s --approve <ids> --decline <ids> --result <call_id>=<output>", pz.GetGenerationId())
+		for _, r := range pz.GetAuthorizationRequests() {
+			p.line("  authorize %s at: %s", r.GetServerName(), r.GetUrl())
+		}
+		for _, r := range pz.GetInputRequests() {
+			p.line("  %s asks: %s", r.GetServerName(), r.GetMessage())
+		}
+		p.line("resume it: agentd generate --request <the same request> --resume %s --approve <ids> --decline <ids> --result <call_id>=<output> --authorize <id>=<redirect url> --input <id>=accept:<json>|decline|cancel", pz.GetGenerationId())
 	case *agentdv1.GenerateResponse_Completed:
 		c := k.Completed
 		p.line("completed (%s, %d tool turns)", strings.ToLower(strings.TrimPrefix(c.GetStopReason().String(), "STOP_REASON_")), c.GetToolTurns())
