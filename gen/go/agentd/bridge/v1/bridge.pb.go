@@ -2602,6 +2602,7 @@ type ServerRequest struct {
 	//
 	//	*ServerRequest_Authorization
 	//	*ServerRequest_Elicitation
+	//	*ServerRequest_Sampling
 	Kind          isServerRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2683,6 +2684,15 @@ func (x *ServerRequest) GetElicitation() *Elicitation {
 	return nil
 }
 
+func (x *ServerRequest) GetSampling() *SamplingRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Sampling); ok {
+			return x.Sampling
+		}
+	}
+	return nil
+}
+
 type isServerRequest_Kind interface {
 	isServerRequest_Kind()
 }
@@ -2697,9 +2707,136 @@ type ServerRequest_Elicitation struct {
 	Elicitation *Elicitation `protobuf:"bytes,5,opt,name=elicitation,proto3,oneof"`
 }
 
+type ServerRequest_Sampling struct {
+	// The server asks agentd's model for a completion
+	// (sampling/createMessage, X-M5).
+	Sampling *SamplingRequest `protobuf:"bytes,6,opt,name=sampling,proto3,oneof"`
+}
+
 func (*ServerRequest_Authorization) isServerRequest_Kind() {}
 
 func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
+
+func (*ServerRequest_Sampling) isServerRequest_Kind() {}
+
+// SamplingRequest is a server's sampling/createMessage request, text
+// only: the bridge refuses one that offers tools or carries other
+// content before agentd sees it.
+type SamplingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation to answer, in order.
+	Messages     []*SamplingMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	SystemPrompt string             `protobuf:"bytes,2,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	// The tokens the server asks for.
+	MaxTokens     int64 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingRequest) Reset() {
+	*x = SamplingRequest{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingRequest) ProtoMessage() {}
+
+func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
+func (*SamplingRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SamplingRequest) GetMessages() []*SamplingMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *SamplingRequest) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *SamplingRequest) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+// SamplingMessage is one text message of a sampling request.
+type SamplingMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "user" or "assistant".
+	Role          string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingMessage) Reset() {
+	*x = SamplingMessage{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingMessage) ProtoMessage() {}
+
+func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
+func (*SamplingMessage) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SamplingMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SamplingMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
 
 // AuthorizationChallenge is an HTTP MCP server's refusal.
 type AuthorizationChallenge struct {
@@ -2717,7 +2854,7 @@ type AuthorizationChallenge struct {
 
 func (x *AuthorizationChallenge) Reset() {
 	*x = AuthorizationChallenge{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2866,7 @@ func (x *AuthorizationChallenge) String() string {
 func (*AuthorizationChallenge) ProtoMessage() {}
 
 func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2879,7 @@ func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationChallenge.ProtoReflect.Descriptor instead.
 func (*AuthorizationChallenge) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{38}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AuthorizationChallenge) GetStatus() int32 {
@@ -2784,7 +2921,7 @@ type Elicitation struct {
 
 func (x *Elicitation) Reset() {
 	*x = Elicitation{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2933,7 @@ func (x *Elicitation) String() string {
 func (*Elicitation) ProtoMessage() {}
 
 func (x *Elicitation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2946,7 @@ func (x *Elicitation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Elicitation.ProtoReflect.Descriptor instead.
 func (*Elicitation) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Elicitation) GetMode() string {
@@ -2857,6 +2994,7 @@ type AnswerServerRequestRequest struct {
 	//	*AnswerServerRequestRequest_Authorization
 	//	*AnswerServerRequestRequest_Elicitation
 	//	*AnswerServerRequestRequest_Error
+	//	*AnswerServerRequestRequest_Sampling
 	Answer        isAnswerServerRequestRequest_Answer `protobuf_oneof:"answer"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2864,7 +3002,7 @@ type AnswerServerRequestRequest struct {
 
 func (x *AnswerServerRequestRequest) Reset() {
 	*x = AnswerServerRequestRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3014,7 @@ func (x *AnswerServerRequestRequest) String() string {
 func (*AnswerServerRequestRequest) ProtoMessage() {}
 
 func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3027,7 @@ func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestRequest.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AnswerServerRequestRequest) GetSessionId() string {
@@ -2940,6 +3078,15 @@ func (x *AnswerServerRequestRequest) GetError() *CallError {
 	return nil
 }
 
+func (x *AnswerServerRequestRequest) GetSampling() *SamplingResult {
+	if x != nil {
+		if x, ok := x.Answer.(*AnswerServerRequestRequest_Sampling); ok {
+			return x.Sampling
+		}
+	}
+	return nil
+}
+
 type isAnswerServerRequestRequest_Answer interface {
 	isAnswerServerRequestRequest_Answer()
 }
@@ -2960,11 +3107,81 @@ type AnswerServerRequestRequest_Error struct {
 	Error *CallError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
 }
 
+type AnswerServerRequestRequest_Sampling struct {
+	// sampling: the model's answer.
+	Sampling *SamplingResult `protobuf:"bytes,6,opt,name=sampling,proto3,oneof"`
+}
+
 func (*AnswerServerRequestRequest_Authorization) isAnswerServerRequestRequest_Answer() {}
 
 func (*AnswerServerRequestRequest_Elicitation) isAnswerServerRequestRequest_Answer() {}
 
 func (*AnswerServerRequestRequest_Error) isAnswerServerRequestRequest_Answer() {}
+
+func (*AnswerServerRequestRequest_Sampling) isAnswerServerRequestRequest_Answer() {}
+
+// SamplingResult is the model's answer to a SamplingRequest.
+type SamplingResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Text  string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// The model that answered.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// "endTurn", "maxTokens" or "stopSequence"; empty when not known.
+	StopReason    string `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingResult) Reset() {
+	*x = SamplingResult{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingResult) ProtoMessage() {}
+
+func (x *SamplingResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
+func (*SamplingResult) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *SamplingResult) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *SamplingResult) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SamplingResult) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
 
 // ElicitationResult is the user's answer to an Elicitation.
 type ElicitationResult struct {
@@ -2979,7 +3196,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3208,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3221,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ElicitationResult) GetAction() string {
@@ -3029,7 +3246,7 @@ type AnswerServerRequestResponse struct {
 
 func (x *AnswerServerRequestResponse) Reset() {
 	*x = AnswerServerRequestResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3258,7 @@ func (x *AnswerServerRequestResponse) String() string {
 func (*AnswerServerRequestResponse) ProtoMessage() {}
 
 func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3271,7 @@ func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestResponse.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{45}
 }
 
 var File_agentd_bridge_v1_bridge_proto protoreflect.FileDescriptor
@@ -3232,15 +3449,24 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x05waits\x18\n" +
 	" \x01(\x03R\x05waits\x12\x16\n" +
 	"\x06shared\x18\v \x01(\bR\x06shared\x12\x16\n" +
-	"\x06tenant\x18\f \x01(\tR\x06tenant\"\xf6\x01\n" +
+	"\x06tenant\x18\f \x01(\tR\x06tenant\"\xb7\x02\n" +
 	"\rServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
 	"serverName\x12\x17\n" +
 	"\acall_id\x18\x03 \x01(\x04R\x06callId\x12P\n" +
 	"\rauthorization\x18\x04 \x01(\v2(.agentd.bridge.v1.AuthorizationChallengeH\x00R\rauthorization\x12A\n" +
-	"\velicitation\x18\x05 \x01(\v2\x1d.agentd.bridge.v1.ElicitationH\x00R\velicitationB\x06\n" +
-	"\x04kind\"y\n" +
+	"\velicitation\x18\x05 \x01(\v2\x1d.agentd.bridge.v1.ElicitationH\x00R\velicitation\x12?\n" +
+	"\bsampling\x18\x06 \x01(\v2!.agentd.bridge.v1.SamplingRequestH\x00R\bsamplingB\x06\n" +
+	"\x04kind\"\x94\x01\n" +
+	"\x0fSamplingRequest\x12=\n" +
+	"\bmessages\x18\x01 \x03(\v2!.agentd.bridge.v1.SamplingMessageR\bmessages\x12#\n" +
+	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x03 \x01(\x03R\tmaxTokens\"9\n" +
+	"\x0fSamplingMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"y\n" +
 	"\x16AuthorizationChallenge\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12)\n" +
 	"\x10www_authenticate\x18\x02 \x03(\tR\x0fwwwAuthenticate\x12\x1c\n" +
@@ -3250,15 +3476,21 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
-	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\xfb\x01\n" +
+	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\xbb\x02\n" +
 	"\x1aAnswerServerRequestRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12&\n" +
 	"\rauthorization\x18\x03 \x01(\tH\x00R\rauthorization\x12G\n" +
 	"\velicitation\x18\x04 \x01(\v2#.agentd.bridge.v1.ElicitationResultH\x00R\velicitation\x123\n" +
-	"\x05error\x18\x05 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05errorB\b\n" +
-	"\x06answer\"^\n" +
+	"\x05error\x18\x05 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05error\x12>\n" +
+	"\bsampling\x18\x06 \x01(\v2 .agentd.bridge.v1.SamplingResultH\x00R\bsamplingB\b\n" +
+	"\x06answer\"[\n" +
+	"\x0eSamplingResult\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\"^\n" +
 	"\x11ElicitationResult\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x121\n" +
 	"\acontent\x18\x02 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x1d\n" +
@@ -3300,7 +3532,7 @@ func file_agentd_bridge_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_bridge_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(ContentKind)(0),                    // 0: agentd.bridge.v1.ContentKind
 	(*ServerSpec)(nil),                  // 1: agentd.bridge.v1.ServerSpec
@@ -3341,85 +3573,91 @@ var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(*GetPoolStatsResponse)(nil),        // 36: agentd.bridge.v1.GetPoolStatsResponse
 	(*PoolStats)(nil),                   // 37: agentd.bridge.v1.PoolStats
 	(*ServerRequest)(nil),               // 38: agentd.bridge.v1.ServerRequest
-	(*AuthorizationChallenge)(nil),      // 39: agentd.bridge.v1.AuthorizationChallenge
-	(*Elicitation)(nil),                 // 40: agentd.bridge.v1.Elicitation
-	(*AnswerServerRequestRequest)(nil),  // 41: agentd.bridge.v1.AnswerServerRequestRequest
-	(*ElicitationResult)(nil),           // 42: agentd.bridge.v1.ElicitationResult
-	(*AnswerServerRequestResponse)(nil), // 43: agentd.bridge.v1.AnswerServerRequestResponse
-	nil,                                 // 44: agentd.bridge.v1.HTTPTarget.HeadersEntry
-	nil,                                 // 45: agentd.bridge.v1.StdioTarget.EnvEntry
-	nil,                                 // 46: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	(*durationpb.Duration)(nil),         // 47: google.protobuf.Duration
-	(*structpb.Struct)(nil),             // 48: google.protobuf.Struct
-	(*anypb.Any)(nil),                   // 49: google.protobuf.Any
+	(*SamplingRequest)(nil),             // 39: agentd.bridge.v1.SamplingRequest
+	(*SamplingMessage)(nil),             // 40: agentd.bridge.v1.SamplingMessage
+	(*AuthorizationChallenge)(nil),      // 41: agentd.bridge.v1.AuthorizationChallenge
+	(*Elicitation)(nil),                 // 42: agentd.bridge.v1.Elicitation
+	(*AnswerServerRequestRequest)(nil),  // 43: agentd.bridge.v1.AnswerServerRequestRequest
+	(*SamplingResult)(nil),              // 44: agentd.bridge.v1.SamplingResult
+	(*ElicitationResult)(nil),           // 45: agentd.bridge.v1.ElicitationResult
+	(*AnswerServerRequestResponse)(nil), // 46: agentd.bridge.v1.AnswerServerRequestResponse
+	nil,                                 // 47: agentd.bridge.v1.HTTPTarget.HeadersEntry
+	nil,                                 // 48: agentd.bridge.v1.StdioTarget.EnvEntry
+	nil,                                 // 49: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	(*durationpb.Duration)(nil),         // 50: google.protobuf.Duration
+	(*structpb.Struct)(nil),             // 51: google.protobuf.Struct
+	(*anypb.Any)(nil),                   // 52: google.protobuf.Any
 }
 var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	2,  // 0: agentd.bridge.v1.ServerSpec.http:type_name -> agentd.bridge.v1.HTTPTarget
 	3,  // 1: agentd.bridge.v1.ServerSpec.stdio:type_name -> agentd.bridge.v1.StdioTarget
-	47, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
-	44, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
-	47, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
-	45, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
+	50, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
+	47, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
+	50, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
+	48, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
 	1,  // 6: agentd.bridge.v1.OpenSessionRequest.servers:type_name -> agentd.bridge.v1.ServerSpec
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
 	38, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
 	12, // 10: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
 	13, // 11: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	48, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	51, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
 	14, // 13: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
 	17, // 14: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
 	18, // 15: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
-	47, // 16: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
-	46, // 17: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	50, // 16: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	49, // 17: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
 	22, // 18: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
 	21, // 19: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
 	20, // 20: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
-	49, // 21: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	52, // 21: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
 	23, // 22: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
 	0,  // 23: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
 	26, // 24: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	47, // 25: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	50, // 25: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
 	26, // 26: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
 	1,  // 27: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	47, // 28: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	50, // 28: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
 	26, // 29: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
 	37, // 30: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	39, // 31: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
-	40, // 32: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
-	48, // 33: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
-	42, // 34: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
-	21, // 35: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
-	48, // 36: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	4,  // 37: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 38: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 39: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 40: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	16, // 41: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
-	41, // 42: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
-	24, // 43: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	27, // 44: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	29, // 45: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	31, // 46: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	33, // 47: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	35, // 48: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 49: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 50: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 51: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	22, // 52: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 53: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
-	43, // 54: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
-	25, // 55: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	28, // 56: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	30, // 57: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	32, // 58: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	34, // 59: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	36, // 60: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	49, // [49:61] is the sub-list for method output_type
-	37, // [37:49] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	41, // 31: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
+	42, // 32: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
+	39, // 33: agentd.bridge.v1.ServerRequest.sampling:type_name -> agentd.bridge.v1.SamplingRequest
+	40, // 34: agentd.bridge.v1.SamplingRequest.messages:type_name -> agentd.bridge.v1.SamplingMessage
+	51, // 35: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
+	45, // 36: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
+	21, // 37: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
+	44, // 38: agentd.bridge.v1.AnswerServerRequestRequest.sampling:type_name -> agentd.bridge.v1.SamplingResult
+	51, // 39: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	4,  // 40: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 41: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 42: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 43: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 44: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	43, // 45: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
+	24, // 46: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	27, // 47: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	29, // 48: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	31, // 49: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	33, // 50: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	35, // 51: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	5,  // 52: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 53: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 54: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	22, // 55: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 56: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	46, // 57: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
+	25, // 58: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	28, // 59: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	30, // 60: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	32, // 61: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	34, // 62: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	36, // 63: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	52, // [52:64] is the sub-list for method output_type
+	40, // [40:52] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }
@@ -3456,11 +3694,13 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 	file_agentd_bridge_v1_bridge_proto_msgTypes[37].OneofWrappers = []any{
 		(*ServerRequest_Authorization)(nil),
 		(*ServerRequest_Elicitation)(nil),
+		(*ServerRequest_Sampling)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[40].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[42].OneofWrappers = []any{
 		(*AnswerServerRequestRequest_Authorization)(nil),
 		(*AnswerServerRequestRequest_Elicitation)(nil),
 		(*AnswerServerRequestRequest_Error)(nil),
+		(*AnswerServerRequestRequest_Sampling)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3468,7 +3708,7 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_bridge_v1_bridge_proto_rawDesc), len(file_agentd_bridge_v1_bridge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
