@@ -112,6 +112,7 @@ func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.T
 		err = r.awaitAnswers()
 	}
 	results, err := r.finish(err)
+	g.foldSamples()
 	return r, results, r.authorizationPause(err)
 }
 
