@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -18,7 +20,9 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // sampleRun runs a generation whose script calls the sample tool of the
@@ -103,13 +107,18 @@ func sampled(t *testing.T, output string) mcptest.SampleOutput {
 // and the tokens asked and granted, and answers once approved; a refusal,
 // a client that answers nothing and DENY (the default) refuse it with an
 // error the server reads. The sample's tokens count in the generation's
-// usage (the turns count 1 and 1 each, the sample 100 and 10).
+// usage (the turns count 1 and 1 each, the sample 100 and 10), and the
+// model call has a span of its own, "sampling asker", below the tool
+// call's, with the GenAI attributes of a chat.
 func TestSamplingThroughAgentd(t *testing.T) {
 	t.Parallel()
 	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable})
 	cfg := testConfig(t)
 	cfg.Bridge.AllowPrivateNetworks = true
-	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler),
+		Telemetry: grpcserver.Telemetry{TracerProvider: tp, Propagator: telemetry.Propagator()}})
 	client := agentdv1.NewAgentServiceClient(conn)
 	allow := &agentdv1.Sampling{Mode: agentdv1.SamplingMode_SAMPLING_MODE_ALLOW}
 	ask := &agentdv1.Sampling{Mode: agentdv1.SamplingMode_SAMPLING_MODE_ASK}
@@ -117,7 +126,6 @@ func TestSamplingThroughAgentd(t *testing.T) {
 	unsampledUsage := &agentdv1.Usage{InputTokens: 2, OutputTokens: 2}
 
 	t.Run("allow", func(t *testing.T) {
-		t.Parallel()
 		approvals, out, _, usage := sampleRun(t, client, srv.URL, allow, map[string]any{"prompt": "ping", "max_tokens": 50}, nil)
 		if len(approvals) != 0 {
 			t.Errorf("approval requests %v, want none", approvals)
@@ -127,6 +135,31 @@ func TestSamplingThroughAgentd(t *testing.T) {
 		}
 		if diff := cmp.Diff(sampledUsage, usage, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.Usage{}, "tool_schema_bytes")); diff != "" {
 			t.Errorf("usage (-want +got):\n%s", diff)
+		}
+		var sample, tool sdktrace.ReadOnlySpan
+		for _, s := range spans.Ended() {
+			switch s.Name() {
+			case "sampling asker":
+				sample = s
+			case "execute_tool sample":
+				tool = s
+			}
+		}
+		if sample == nil || tool == nil {
+			t.Fatalf("no sampling span below a tool span among %d spans", len(spans.Ended()))
+		}
+		if sample.Parent().SpanID() != tool.SpanContext().SpanID() {
+			t.Errorf("the sampling span's parent is not the tool call's span")
+		}
+		attrs := map[string]any{}
+		for _, kv := range sample.Attributes() {
+			attrs[string(kv.Key)] = kv.Value.AsInterface()
+		}
+		for k, v := range map[string]any{"gen_ai.operation.name": "chat", "gen_ai.request.max_tokens": int64(50), "agentd.mcp.server": "asker",
+			"gen_ai.usage.input_tokens": int64(100), "gen_ai.usage.output_tokens": int64(10)} {
+			if attrs[k] != v {
+				t.Errorf("the sampling span's %s = %v, want %v", k, attrs[k], v)
+			}
 		}
 	})
 
