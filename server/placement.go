@@ -40,7 +40,8 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 		}
 		gatedByPolicy := policyCouldGate(sp.decl.GetRequireApproval())
 		oauth := sp.decl.GetOauth() != nil // agentd holds its tokens (X-M1)
-		samples := samplingMode(sp.decl) != agentdv1.SamplingMode_SAMPLING_MODE_DENY // only agentd answers (X-M5)
+		// Only agentd answers its samples (X-M5).
+		samples := samplingMode(sp.decl) != agentdv1.SamplingMode_SAMPLING_MODE_DENY
 		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
 		sp.placement = agentdv1.Placement_PLACEMENT_BRIDGE
 		switch strategy {
