@@ -281,8 +281,8 @@ type mailbox struct {
 	results   []*agentdv1.FunctionResult
 	// keyed holds the answers to requests that a tool call waits for
 	// while it runs (authorization requests: the redirect URL; input
-	// requests: the InputResponse), by request id, until their waiters
-	// take them.
+	// requests: the InputResponse; sampling approval requests: the
+	// ApprovalDecision), by request id, until their waiters take them.
 	keyed map[string]any
 	// expected holds the ids of the requests that wait: an answer to any
 	// other is dropped.
