@@ -92,6 +92,10 @@ func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenS
 		srv.owner.Elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 			return sess.elicit(ctx, t.name, p)
 		}
+		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+		srv.owner.Sample = func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+			return sess.sample(ctx, t.name, p)
+		}
 		if t.stdio != nil {
 			srv.entry = s.pools.attach(req.GetTenant(), t.ref, *t.stdio)
 		}

@@ -105,6 +105,14 @@ type Request struct {
 	MCPServers []*agentdv1.MCPServer
 	// Options is Agent.provider_options, as a JSON object.
 	Options map[string]any
+	// MaxTokens, when positive, is the most tokens the answer may have:
+	// each adapter sends it in its API's field, in place of any limit the
+	// options set. 0: the options' limit, or the adapter's default.
+	MaxTokens int
+	// Sample: the turn answers an MCP server's sampling request (X-M5),
+	// not the agent's conversation. Adapters send it like any turn; the
+	// script provider plays its script's sample turn.
+	Sample bool
 }
 
 // Event is one item of a streamed model turn: *TextDelta, *Reasoning,

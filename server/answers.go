@@ -7,7 +7,8 @@ import (
 )
 
 // The answers a running tool call waits for on the stream: to an
-// authorization request (X-M2) or an input request (X-M4). Unlike
+// authorization request (X-M2), an input request (X-M4) or a sampling
+// approval request (X-M5). Unlike
 // approval decisions and function results, which the loop takes between
 // turns, they come while calls run, each to the call that asked, so the
 // mailbox keeps them by request id and wakes every waiter.

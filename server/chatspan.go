@@ -40,13 +40,21 @@ type chatCall struct {
 // startChat starts the turn's chat span and returns ctx carrying it and
 // the observer that completes it.
 func (g *generation) startChat(ctx context.Context, model string) (context.Context, *chatCall) {
+	return g.startModelCall(ctx, chatSpanName(model), model)
+}
+
+// startModelCall starts a model call's span, named name, with the GenAI
+// attributes of a chat and attrs, and returns ctx carrying it and the
+// observer that completes it: a turn's (startChat) or a server's sample
+// (X-M5).
+func (g *generation) startModelCall(ctx context.Context, name, model string, attrs ...attribute.KeyValue) (context.Context, *chatCall) {
 	provider := g.plan.agent.GetProvider()
-	ctx, span := g.s.tracer.Start(ctx, chatSpanName(model), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	ctx, span := g.s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", providers.GenAIName(provider)),
 		attribute.String("gen_ai.request.model", model),
 		attribute.Bool("gen_ai.request.stream", true),
-	))
+	), trace.WithAttributes(attrs...))
 	c := &chatCall{g: g, span: span, began: time.Now(), provider: provider}
 	return providers.WithObserver(ctx, &providers.Observer{Routed: c.routed, Endpoint: c.endpoint, Retry: c.retry(ctx)}), c
 }

@@ -184,6 +184,12 @@ func (l *link) receive(stream generateStream) {
 			l.mail.update(func() { l.mail.ended = true })
 			return
 		case *agentdv1.GenerateRequest_ApprovalDecision:
+			if isSamplingRequest(k.ApprovalDecision.GetRequestId()) {
+				// A server's sampling request waits for it, not the loop
+				// (X-M5); one no longer waiting is dropped.
+				l.mail.keep(k.ApprovalDecision.GetRequestId(), k.ApprovalDecision)
+				continue
+			}
 			l.mail.update(func() { l.mail.approvals = append(l.mail.approvals, k.ApprovalDecision) })
 		case *agentdv1.GenerateRequest_FunctionResult:
 			l.mail.update(func() { l.mail.results = append(l.mail.results, k.FunctionResult) })
@@ -275,8 +281,8 @@ type mailbox struct {
 	results   []*agentdv1.FunctionResult
 	// keyed holds the answers to requests that a tool call waits for
 	// while it runs (authorization requests: the redirect URL; input
-	// requests: the InputResponse), by request id, until their waiters
-	// take them.
+	// requests: the InputResponse; sampling approval requests: the
+	// ApprovalDecision), by request id, until their waiters take them.
 	keyed map[string]any
 	// expected holds the ids of the requests that wait: an answer to any
 	// other is dropped.

@@ -71,6 +71,10 @@ type generation struct {
 	pausedNow  bool       // it ended paused
 	final      *agentdv1.Message
 	ran        runStats // what this run used, for its end's log line (X-O4)
+	// samples holds what the servers' samples used (X-M5) until the
+	// loop adds it to total and ran (foldSamples): samples are answered
+	// while tool calls run, on goroutines of their own.
+	samples samplesUsage
 }
 
 // toolOwner says who runs a tool offered to the model.
@@ -468,6 +472,7 @@ type reply struct {
 func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err error) {
 	model := g.plan.agent.GetModel()
 	g.ran.turns++
+	g.foldSamples() // those of calls a pause cut short, or asked between calls
 	ctx, chat := g.startChat(ctx, model)
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
 	var providerErr error        // the provider's stream failed

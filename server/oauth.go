@@ -208,6 +208,8 @@ func (g *generation) ServerRequest(ctx context.Context, r *bridgev1.ServerReques
 		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Authorization{Authorization: v}}
 	case *bridgev1.ServerRequest_Elicitation:
 		return g.elicitAnswer(ctx, r)
+	case *bridgev1.ServerRequest_Sampling:
+		return g.sampleAnswer(ctx, r)
 	}
 	return nil
 }

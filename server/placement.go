@@ -45,6 +45,8 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 		}
 		gatedByPolicy := policyCouldGate(sp.decl.GetRequireApproval())
 		oauth := sp.decl.GetOauth() != nil // agentd holds its tokens (X-M1)
+		// Only agentd answers its samples (X-M5).
+		samples := samplingMode(sp.decl) != agentdv1.SamplingMode_SAMPLING_MODE_DENY
 		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
 		sp.placement = agentdv1.Placement_PLACEMENT_BRIDGE
 		switch strategy {
@@ -60,6 +62,9 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 			case oauth:
 				v.add(sp.field+".oauth", "agentd is the %q MCP server's OAuth client and presents its tokens only from its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or give a token in authorization instead",
 					sp.name, provider)
+			case samples:
+				v.add(sp.field+".sampling", "the %q MCP server may sample agentd's model, which only agentd's bridge can let it do, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set sampling.mode to DENY",
+					sp.name, provider)
 			case gatedByPolicy:
 				v.add(sp.field+".require_approval", "the %q MCP server's tool calls need approval, which is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set require_approval to NEVER",
 					sp.name, provider)
@@ -74,7 +79,7 @@ func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string)
 				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
 			}
 		default: // AUTO
-			if capable && !gatedByPolicy && !oauth && len(gatedNames) == 0 {
+			if capable && !gatedByPolicy && !oauth && !samples && len(gatedNames) == 0 {
 				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
 			}
 		}

@@ -19,6 +19,12 @@ import (
 // TestPlacement proves where each MCP server runs (R-S1–R-S4, R-A2, R-A3):
 // what the started event says, what reaches the provider's request, and
 // what the bridge is asked to open.
+// sampling gives s the sampling mode m (X-M5).
+func sampling(s *agentdv1.MCPServer, m agentdv1.SamplingMode) *agentdv1.MCPServer {
+	s.Sampling = &agentdv1.Sampling{Mode: m}
+	return s
+}
+
 func TestPlacement(t *testing.T) {
 	t.Parallel()
 	const (
@@ -59,6 +65,9 @@ func TestPlacement(t *testing.T) {
 		{name: "R-A2 a never list gates the rest, so it stays in the bridge", servesURL: true, mcps: []*agentdv1.MCPServer{withPolicy(&agentdv1.ApprovalPolicy{Never: names("read")})}, want: []agentdv1.Placement{bridged}},
 		{name: "R-A2 an empty never list is present and gates everything", servesURL: true, mcps: []*agentdv1.MCPServer{withPolicy(&agentdv1.ApprovalPolicy{Never: names()})}, want: []agentdv1.Placement{bridged}},
 		{name: "R-A1 always: [] gates nothing, so the provider serves it", servesURL: true, mcps: []*agentdv1.MCPServer{withPolicy(&agentdv1.ApprovalPolicy{Always: names()})}, want: []agentdv1.Placement{provider}},
+		{name: "X-M5 sampling ALLOW keeps a url server in the bridge", servesURL: true, mcps: []*agentdv1.MCPServer{sampling(docs(), agentdv1.SamplingMode_SAMPLING_MODE_ALLOW)}, want: []agentdv1.Placement{bridged}},
+		{name: "X-M5 sampling ASK keeps a url server in the bridge", servesURL: true, mcps: []*agentdv1.MCPServer{sampling(docs(), agentdv1.SamplingMode_SAMPLING_MODE_ASK)}, want: []agentdv1.Placement{bridged}},
+		{name: "X-M5 sampling DENY leaves it at the provider", servesURL: true, mcps: []*agentdv1.MCPServer{sampling(docs(), agentdv1.SamplingMode_SAMPLING_MODE_DENY)}, want: []agentdv1.Placement{provider}},
 		{name: "R-A1 require_approval NEVER leaves it at the provider", servesURL: true, mcps: []*agentdv1.MCPServer{withPolicy(&agentdv1.ApprovalPolicy{Mode: agentdv1.ApprovalMode_APPROVAL_MODE_NEVER})}, want: []agentdv1.Placement{provider}},
 		{name: "R-A3 requires_approval naming a tool the server may offer bridges it", servesURL: true, requiresApproval: []string{"delete"}, mcps: []*agentdv1.MCPServer{docs()}, want: []agentdv1.Placement{bridged}},
 		{name: "R-A3 requires_approval naming only agent tools leaves it at the provider", servesURL: true, tools: []string{"delete"}, requiresApproval: []string{"delete"}, mcps: []*agentdv1.MCPServer{docs()}, want: []agentdv1.Placement{provider}},
@@ -197,6 +206,12 @@ func TestPlacementServerRefusals(t *testing.T) {
 			servesURL: true,
 			mcps:      []*agentdv1.MCPServer{gated},
 			want:      []violation{{"start.agent.mcps[0].require_approval", []string{`"gated"`, "urlprov", "AUTO", "CLIENT", "NEVER"}}},
+		},
+		{
+			name:      "R-S4 X-M5 a server that may sample",
+			servesURL: true,
+			mcps:      []*agentdv1.MCPServer{sampling(urlServer("asker", "https://asker.example.com/mcp"), agentdv1.SamplingMode_SAMPLING_MODE_ASK)},
+			want:      []violation{{"start.agent.mcps[0].sampling", []string{`"asker"`, "urlprov", "AUTO", "CLIENT", "DENY"}}},
 		},
 		{
 			name:             "R-S4 R-A3 requires_approval names a tool the server may offer",

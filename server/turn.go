@@ -117,6 +117,7 @@ func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.T
 		err = r.awaitAnswers()
 	}
 	results, err := r.finish(err)
+	g.foldSamples()
 	return r, results, r.deferralPause(err)
 }
 

@@ -284,6 +284,7 @@ func (s *Service) planServer(v *violations, f string, decl *agentdv1.MCPServer) 
 		}
 	}
 	validateApprovalPolicy(v, f+".require_approval", decl.GetRequireApproval())
+	validateSampling(v, f+".sampling", decl.GetSampling())
 	return sp
 }
 
@@ -428,6 +429,17 @@ func validateApprovalPolicy(v *violations, f string, pol *agentdv1.ApprovalPolic
 	}
 	if pol.GetMode() != agentdv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED && (pol.GetAlways() != nil || pol.GetNever() != nil) {
 		v.add(f, "mode cannot be combined with always or never")
+	}
+}
+
+// validateSampling validates a server's sampling policy (X-M5), at
+// field f: a known mode, and a cap that is not negative.
+func validateSampling(v *violations, f string, s *agentdv1.Sampling) {
+	if _, ok := agentdv1.SamplingMode_name[int32(s.GetMode())]; !ok {
+		v.add(f+".mode", "unknown mode %d", s.GetMode())
+	}
+	if s.GetMaxTokens() < 0 {
+		v.add(f+".max_tokens", "must not be negative")
 	}
 }
 

@@ -87,6 +87,12 @@ func TestGenerateValidation(t *testing.T) {
 			wantFacts: map[string][]string{"start.agent.mcps[1].name": {`"tools"`, "mcps[0]"}},
 		},
 		{
+			name: "X-M5 sampling: a negative max_tokens, an unknown mode",
+			agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{{Name: "files", Transport: &agentdv1.MCPServer_Command{Command: "/usr/bin/files-mcp"},
+				Sampling: &agentdv1.Sampling{Mode: 9, MaxTokens: -1}}}},
+			wantFacts: map[string][]string{"start.agent.mcps[0].sampling.max_tokens": {"negative"}, "start.agent.mcps[0].sampling.mode": {"unknown"}},
+		},
+		{
 			name:      "R-D6 read_timeout zero",
 			agent:     &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{withTimeout(0)}},
 			wantFacts: map[string][]string{"start.agent.mcps[0].read_timeout": {"positive"}},

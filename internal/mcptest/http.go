@@ -107,6 +107,8 @@ type HTTPRequest struct {
 //     cancelled (counted, see Cancelled) or the server closes;
 //   - authorization: the Authorization header the tool call came with;
 //   - elicit {mode}: as the stdio fakes' (newServer).
+//   - sample {prompt, max_tokens, system, tools, image}: as the stdio
+//     fakes' (newServer).
 //
 // Close (run at the end of the test) closes every session and the server.
 type HTTPServer struct {
@@ -360,6 +362,7 @@ func (s *HTTPServer) newServer() *mcp.Server {
 			return text(req.Extra.Header.Get("Authorization")), nil
 		})
 	addElicit(srv, s.stop)
+	addSample(srv, s.stop)
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			s.mu.Lock()

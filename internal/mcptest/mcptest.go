@@ -359,6 +359,9 @@ var objectSchema = map[string]any{"type": "object"}
 //   - elicit {mode}: asks the client for input (elicitation/create), in
 //     form mode (ElicitForm) or url mode (ElicitURL), and answers with
 //     the client's answer as it came on the wire (ElicitOutput).
+//   - sample {prompt, max_tokens, system, tools, image}: asks the client
+//     for a completion (sampling/createMessage) and answers with it
+//     (SampleOutput), or fails with the client's error.
 //
 // With stdoutNoise (the Banner server) it also has:
 //
@@ -480,6 +483,7 @@ func newServer(stdoutNoise bool) *mcp.Server {
 			return nil, errors.New("cancelled")
 		})
 	addElicit(s, nil)
+	addSample(s, nil)
 	s.AddReceivingMiddleware(recordCancellations)
 	if stdoutNoise {
 		mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Floods stdout and stderr with garbage."},

@@ -52,6 +52,9 @@ func requestBody(req *providers.Request) (map[string]any, error) {
 	if _, ok := body["max_tokens"]; !ok {
 		body["max_tokens"] = defaultMaxTokens
 	}
+	if req.MaxTokens > 0 {
+		body["max_tokens"] = req.MaxTokens
+	}
 	if all, _ := body["mcp_servers"].([]any); len(all) > MaxServers {
 		return nil, fault.New(fault.Invalid,
 			"anthropic: %d MCP servers in one request (%d provider-side, %d in provider_options.mcp_servers); Anthropic's MCP connector serves at most %d; use mcp_strategy CLIENT for some",

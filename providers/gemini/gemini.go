@@ -171,6 +171,9 @@ func buildBody(req *providers.Request) map[string]any {
 		body["tools"] = []any{map[string]any{"functionDeclarations": decls}}
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
+	if req.MaxTokens > 0 {
+		httpc.SetNested(body, "generationConfig", "maxOutputTokens", req.MaxTokens)
+	}
 	return body
 }
 

@@ -99,6 +99,9 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 		body["tools"] = httpc.FunctionTools(req.Tools)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
+	if req.MaxTokens > 0 {
+		httpc.SetNested(body, "options", "num_predict", req.MaxTokens)
+	}
 	return body, nil
 }
 

@@ -159,6 +159,12 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 		body["tools"] = httpc.FunctionTools(req.Tools)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
+	if req.MaxTokens > 0 {
+		// max_tokens is the field's deprecated name, which reasoning
+		// models refuse; the two may not be sent together.
+		delete(body, "max_tokens")
+		body["max_completion_tokens"] = req.MaxTokens
+	}
 	return body, nil
 }
 

@@ -59,6 +59,9 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 		}
 	}
 	httpc.MergeOptions(body, req.Options, "tools", "include")
+	if req.MaxTokens > 0 {
+		body["max_output_tokens"] = req.MaxTokens
+	}
 	return body, nil
 }
 

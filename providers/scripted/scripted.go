@@ -27,6 +27,12 @@
 // with that kind (invalid, unavailable, timeout, exhausted, internal). A
 // turn may set "usage": {"input_tokens": n, "output_tokens": m}; otherwise
 // one token is counted per four bytes of text.
+//
+// provider_options.script.sample is the turn played for an MCP server's
+// sampling request (X-M5), whatever the turn; its text may hold
+// {{prompt}}, replaced by the request's last user text. A turn longer
+// than the request's MaxTokens (at four bytes a token) is cut there and
+// stops with MAX_TOKENS, as a model would.
 package scripted
 
 import (
@@ -37,6 +43,7 @@ import (
 	"iter"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -71,7 +78,8 @@ func (scriptProvider) Capabilities() providers.Capabilities {
 
 // script is provider_options.script.
 type script struct {
-	Turns []turn `json:"turns"`
+	Turns  []turn `json:"turns"`
+	Sample *turn  `json:"sample,omitempty"`
 }
 
 type turn struct {
@@ -124,6 +132,9 @@ func parseScript(options map[string]any) (*script, []providers.Problem) {
 	if len(s.Turns) == 0 {
 		problems = append(problems, providers.Problem{Field: "script.turns", Description: "must have at least one turn"})
 	}
+	if t := s.Sample; t != nil && (len(t.ToolCalls) > 0 || t.Text == "" && t.Error == nil) {
+		problems = append(problems, providers.Problem{Field: "script.sample", Description: "needs text or error, and no tool_calls: a server's sampling request gets text"})
+	}
 	for i, t := range s.Turns {
 		field := fmt.Sprintf("script.turns[%d]", i)
 		switch {
@@ -158,6 +169,17 @@ func (scriptProvider) Stream(ctx context.Context, req *providers.Request) iter.S
 	if len(problems) > 0 {
 		return fail(fault.New(fault.Invalid, "script provider: provider_options.%s: %s", problems[0].Field, problems[0].Description))
 	}
+	if req.Sample {
+		if s.Sample == nil {
+			return fail(fault.New(fault.FailedPrecondition, "script provider: an MCP server asked for a sample, and the script has no sample turn"))
+		}
+		t := *s.Sample
+		if t.Error != nil {
+			return fail(fault.New(errorKinds[t.Error.Kind], "script provider: %s", t.Error.Message))
+		}
+		t.Text = strings.ReplaceAll(t.Text, "{{prompt}}", lastUserText(req.Messages))
+		return play(ctx, req, &t)
+	}
 	n := turnIndex(req.Messages)
 	if n >= len(s.Turns) {
 		return fail(fault.New(fault.FailedPrecondition,
@@ -183,6 +205,15 @@ func fail(err error) iter.Seq2[providers.Event, error] {
 // play streams a turn: its text word by word, its tool calls, usage, stop.
 func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
+		stop := &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: req.Model, FinishReason: "end_turn"}}
+		if limit := req.MaxTokens * 4; req.MaxTokens > 0 && len(t.Text) > limit {
+			cut := t.Text[:limit]
+			for !utf8.ValidString(cut) {
+				cut = cut[:len(cut)-1]
+			}
+			t = &turn{Text: cut, Usage: t.Usage}
+			stop.Reason, stop.Response.FinishReason = agentdv1.StopReason_STOP_REASON_MAX_TOKENS, "max_tokens"
+		}
 		var events []providers.Event
 		for _, w := range words(t.Text) {
 			events = append(events, &providers.TextDelta{Text: w})
@@ -194,8 +225,8 @@ func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[provid
 		if t.Usage != nil {
 			usage = &agentdv1.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}
 		}
-		// In process, there is no response id; the model is the one asked for.
-		stop := &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: req.Model, FinishReason: "end_turn"}}
+		// In process, there is no response id; the model is the one asked
+		// for (stop, above).
 		events = append(events, &providers.Usage{Usage: usage}, stop)
 		for _, ev := range events {
 			if err := ctx.Err(); err != nil {

@@ -180,3 +180,56 @@ func TestWordsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptSampleAndMaxTokens: a sampling request (X-M5) plays the
+// script's sample turn, whatever the turn, and a cap cuts the text at
+// four bytes a token and stops with MAX_TOKENS.
+func TestScriptSampleAndMaxTokens(t *testing.T) {
+	t.Parallel()
+	withSample := map[string]any{"script": map[string]any{
+		"turns":  []any{map[string]any{"tool_calls": []any{map[string]any{"name": "echo"}}}},
+		"sample": map[string]any{"text": "You said: {{prompt}}"},
+	}}
+	tests := []struct {
+		name      string
+		options   map[string]any
+		sample    bool
+		maxTokens int
+		wantText  string
+		wantStop  agentdv1.StopReason
+		wantKind  fault.Kind
+	}{
+		{name: "sample", options: withSample, sample: true, wantText: "You said: ping", wantStop: agentdv1.StopReason_STOP_REASON_END_TURN},
+		{name: "sample capped", options: withSample, sample: true, maxTokens: 2, wantText: "You said", wantStop: agentdv1.StopReason_STOP_REASON_MAX_TOKENS},
+		{name: "turn capped", options: twoTurns, maxTokens: 1, wantText: "Look", wantStop: agentdv1.StopReason_STOP_REASON_MAX_TOKENS},
+		{name: "no sample turn", options: twoTurns, sample: true, wantKind: fault.FailedPrecondition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			events, err := collect(t, Script(), &providers.Request{Messages: []*agentdv1.Message{user("ping")}, Options: tt.options, Sample: tt.sample, MaxTokens: tt.maxTokens})
+			if tt.wantKind != 0 {
+				if fault.KindOf(err) != tt.wantKind {
+					t.Fatalf("err = %v, want kind %v", err, tt.wantKind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			var stop agentdv1.StopReason
+			for _, ev := range events {
+				switch ev := ev.(type) {
+				case *providers.TextDelta:
+					text.WriteString(ev.Text)
+				case *providers.Stop:
+					stop = ev.Reason
+				}
+			}
+			if text.String() != tt.wantText || stop != tt.wantStop {
+				t.Errorf("got %q, %v; want %q, %v", text.String(), stop, tt.wantText, tt.wantStop)
+			}
+		})
+	}
+}

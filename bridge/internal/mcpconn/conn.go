@@ -145,9 +145,13 @@ func newClient(c *core, opts Options) *mcp.Client {
 		Logger: opts.Logger,
 		// No roots: a pending roots/list keeps Node servers alive for
 		// seconds after their stdin closes. Elicitation in both modes
-		// (X-M4).
-		Capabilities:       &mcp.ClientCapabilities{Elicitation: elicitationCapabilities},
+		// (X-M4); sampling without tools (X-M5), declared here since the
+		// handler that sees a request's tools would declare tools.
+		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+		Capabilities:       &mcp.ClientCapabilities{Elicitation: elicitationCapabilities, Sampling: samplingCapabilities},
 		ElicitationHandler: c.elicit,
+		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+		CreateMessageWithToolsHandler: c.sample,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			if f := c.toolsChanged.Load(); f != nil {
 				(*f)()

@@ -107,7 +107,7 @@ func TestDialStdio(t *testing.T) {
 	for _, tool := range tools {
 		names = append(names, tool.Name)
 	}
-	want := []string{"add", "add_tool", "big", "block", "crash", "echo", "elicit", "env", "fail", "hang", "log", "media", "meta", "no_schema", "pid", "progress", "raw_args", "rpc_error", "stall", "stderr", "two_texts"}
+	want := []string{"add", "add_tool", "big", "block", "crash", "echo", "elicit", "env", "fail", "hang", "log", "media", "meta", "no_schema", "pid", "progress", "raw_args", "rpc_error", "sample", "stall", "stderr", "two_texts"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("ListTools names (-want +got):\n%s", diff)
 	}

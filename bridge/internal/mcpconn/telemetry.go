@@ -99,6 +99,13 @@ type Owner struct {
 	// with it. ctx ends with the server's request, and with the
 	// connection. Nil: the requests are declined.
 	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// Sample answers the server's sampling/createMessage requests made
+	// for the session (X-M5), text only and without tools (those the
+	// connection refuses before), as Elicit does: with the call's values,
+	// ending with the server's request. Its error fails the server's
+	// request. Nil: the requests are refused.
+	//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+	Sample func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 }
 
 // labels are an exchange's agentd labels: the server's name as the

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -365,4 +366,18 @@ func MergeOptions(body, options map[string]any, listKeys ...string) {
 			body[k] = append(mine, theirs...)
 		}
 	}
+}
+
+// SetNested sets body[object][key] = v after MergeOptions, so that it
+// wins over the options' value: the object the options gave is copied
+// first, since the body shares it with the agent's options, which
+// adapters must not modify. A value there that is not an object is
+// replaced.
+func SetNested(body map[string]any, object, key string, v any) {
+	inner := map[string]any{}
+	if given, ok := body[object].(map[string]any); ok {
+		maps.Copy(inner, given)
+	}
+	inner[key] = v
+	body[object] = inner
 }

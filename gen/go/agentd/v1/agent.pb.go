@@ -191,6 +191,68 @@ func (ToolNameConflict) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
+// SamplingMode says whether an MCP server's sampling requests are
+// answered.
+type SamplingMode int32
+
+const (
+	// DENY.
+	SamplingMode_SAMPLING_MODE_UNSPECIFIED SamplingMode = 0
+	// Every request is refused with an error the server can read.
+	SamplingMode_SAMPLING_MODE_DENY SamplingMode = 1
+	// Each request goes to the client as an ApprovalRequest with sampling
+	// set; the model is asked only once the client approves. A client
+	// that cannot answer (not attached, half-closed, or past
+	// answer_timeout) refuses it: the server's request lives in its MCP
+	// session, which cannot outlast a pause.
+	SamplingMode_SAMPLING_MODE_ASK SamplingMode = 2
+	// Every request is answered without asking.
+	SamplingMode_SAMPLING_MODE_ALLOW SamplingMode = 3
+)
+
+// Enum value maps for SamplingMode.
+var (
+	SamplingMode_name = map[int32]string{
+		0: "SAMPLING_MODE_UNSPECIFIED",
+		1: "SAMPLING_MODE_DENY",
+		2: "SAMPLING_MODE_ASK",
+		3: "SAMPLING_MODE_ALLOW",
+	}
+	SamplingMode_value = map[string]int32{
+		"SAMPLING_MODE_UNSPECIFIED": 0,
+		"SAMPLING_MODE_DENY":        1,
+		"SAMPLING_MODE_ASK":         2,
+		"SAMPLING_MODE_ALLOW":       3,
+	}
+)
+
+func (x SamplingMode) Enum() *SamplingMode {
+	p := new(SamplingMode)
+	*p = x
+	return p
+}
+
+func (x SamplingMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SamplingMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_proto_enumTypes[3].Descriptor()
+}
+
+func (SamplingMode) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_proto_enumTypes[3]
+}
+
+func (x SamplingMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SamplingMode.Descriptor instead.
+func (SamplingMode) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
 // GrantType is how agentd obtains an access token.
 type GrantType int32
 
@@ -232,11 +294,11 @@ func (x GrantType) String() string {
 }
 
 func (GrantType) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[4].Descriptor()
 }
 
 func (GrantType) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[3]
+	return &file_agentd_v1_agent_proto_enumTypes[4]
 }
 
 func (x GrantType) Number() protoreflect.EnumNumber {
@@ -245,7 +307,7 @@ func (x GrantType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GrantType.Descriptor instead.
 func (GrantType) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 // ApprovalMode is the shorthand form of an ApprovalPolicy.
@@ -285,11 +347,11 @@ func (x ApprovalMode) String() string {
 }
 
 func (ApprovalMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[5].Descriptor()
 }
 
 func (ApprovalMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[4]
+	return &file_agentd_v1_agent_proto_enumTypes[5]
 }
 
 func (x ApprovalMode) Number() protoreflect.EnumNumber {
@@ -298,7 +360,7 @@ func (x ApprovalMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalMode.Descriptor instead.
 func (ApprovalMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 // Agent declares who answers (provider and model), how (instructions), and
@@ -559,7 +621,12 @@ type MCPServer struct {
 	// UNAUTHENTICATED or PERMISSION_DENIED. May not be combined with
 	// authorization. A server with oauth stays in the bridge: agentd holds
 	// its tokens.
-	Oauth         *OAuthClient `protobuf:"bytes,14,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	Oauth *OAuthClient `protobuf:"bytes,14,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	// Whether the server may ask agentd's model for a completion during a
+	// tool call (sampling/createMessage, X-M5). Absent: such requests are
+	// refused. A server that may sample stays in the bridge: only agentd
+	// can answer it.
+	Sampling      *Sampling `protobuf:"bytes,15,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -705,6 +772,13 @@ func (x *MCPServer) GetOauth() *OAuthClient {
 	return nil
 }
 
+func (x *MCPServer) GetSampling() *Sampling {
+	if x != nil {
+		return x.Sampling
+	}
+	return nil
+}
+
 type isMCPServer_Transport interface {
 	isMCPServer_Transport()
 }
@@ -734,6 +808,65 @@ func (*MCPServer_Url) isMCPServer_Transport() {}
 func (*MCPServer_Command) isMCPServer_Transport() {}
 
 func (*MCPServer_Ref) isMCPServer_Transport() {}
+
+// Sampling is one MCP server's sampling policy (X-M5). A request the
+// policy lets through is answered by the agent's own provider and model,
+// with the agent's provider options, text only and without tools; its
+// tokens count in the generation's usage.
+type Sampling struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absent: DENY.
+	Mode SamplingMode `protobuf:"varint,1,opt,name=mode,proto3,enum=agentd.v1.SamplingMode" json:"mode,omitempty"`
+	// The most tokens one answer may have: a request asking for more gets
+	// this many. 0: 1024. Must not be negative.
+	MaxTokens     int32 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sampling) Reset() {
+	*x = Sampling{}
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sampling) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sampling) ProtoMessage() {}
+
+func (x *Sampling) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
+func (*Sampling) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Sampling) GetMode() SamplingMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SamplingMode_SAMPLING_MODE_UNSPECIFIED
+}
+
+func (x *Sampling) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
 
 // OAuthClient says how agentd obtains access tokens for one MCP server.
 // The authorization server, its endpoints and the scopes come from the
@@ -780,7 +913,7 @@ type OAuthClient struct {
 
 func (x *OAuthClient) Reset() {
 	*x = OAuthClient{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +925,7 @@ func (x *OAuthClient) String() string {
 func (*OAuthClient) ProtoMessage() {}
 
 func (x *OAuthClient) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +938,7 @@ func (x *OAuthClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthClient.ProtoReflect.Descriptor instead.
 func (*OAuthClient) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OAuthClient) GetGrant() GrantType {
@@ -888,7 +1021,7 @@ type ApprovalPolicy struct {
 
 func (x *ApprovalPolicy) Reset() {
 	*x = ApprovalPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1033,7 @@ func (x *ApprovalPolicy) String() string {
 func (*ApprovalPolicy) ProtoMessage() {}
 
 func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1046,7 @@ func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalPolicy.ProtoReflect.Descriptor instead.
 func (*ApprovalPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApprovalPolicy) GetMode() ApprovalMode {
@@ -949,7 +1082,7 @@ type ToolNames struct {
 
 func (x *ToolNames) Reset() {
 	*x = ToolNames{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1094,7 @@ func (x *ToolNames) String() string {
 func (*ToolNames) ProtoMessage() {}
 
 func (x *ToolNames) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1107,7 @@ func (x *ToolNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolNames.ProtoReflect.Descriptor instead.
 func (*ToolNames) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolNames) GetToolNames() []string {
@@ -1000,7 +1133,7 @@ type FunctionTool struct {
 
 func (x *FunctionTool) Reset() {
 	*x = FunctionTool{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1145,7 @@ func (x *FunctionTool) String() string {
 func (*FunctionTool) ProtoMessage() {}
 
 func (x *FunctionTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1158,7 @@ func (x *FunctionTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionTool.ProtoReflect.Descriptor instead.
 func (*FunctionTool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FunctionTool) GetName() string {
@@ -1070,7 +1203,7 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\velicitation\x18\f \x01(\x0e2\x1c.agentd.v1.ElicitationPolicyR\velicitationB\f\n" +
 	"\n" +
 	"_mcp_cacheB\x11\n" +
-	"\x0f_max_tool_turns\"\xcf\x05\n" +
+	"\x0f_max_tool_turns\"\x80\x06\n" +
 	"\tMCPServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x1a\n" +
@@ -1086,14 +1219,19 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\fread_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\vreadTimeout\x12#\n" +
 	"\rallowed_tools\x18\f \x03(\tR\fallowedTools\x12D\n" +
 	"\x10require_approval\x18\r \x01(\v2\x19.agentd.v1.ApprovalPolicyR\x0frequireApproval\x12,\n" +
-	"\x05oauth\x18\x0e \x01(\v2\x16.agentd.v1.OAuthClientR\x05oauth\x1a:\n" +
+	"\x05oauth\x18\x0e \x01(\v2\x16.agentd.v1.OAuthClientR\x05oauth\x12/\n" +
+	"\bsampling\x18\x0f \x01(\v2\x13.agentd.v1.SamplingR\bsampling\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
-	"\ttransport\"\xba\x02\n" +
+	"\ttransport\"V\n" +
+	"\bSampling\x12+\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x17.agentd.v1.SamplingModeR\x04mode\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x02 \x01(\x05R\tmaxTokens\"\xba\x02\n" +
 	"\vOAuthClient\x12*\n" +
 	"\x05grant\x18\x01 \x01(\x0e2\x14.agentd.v1.GrantTypeR\x05grant\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12#\n" +
@@ -1129,7 +1267,12 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x10ToolNameConflict\x12\"\n" +
 	"\x1eTOOL_NAME_CONFLICT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_NAME_CONFLICT_REFUSE\x10\x01\x12\x1d\n" +
-	"\x19TOOL_NAME_CONFLICT_PREFIX\x10\x02*m\n" +
+	"\x19TOOL_NAME_CONFLICT_PREFIX\x10\x02*u\n" +
+	"\fSamplingMode\x12\x1d\n" +
+	"\x19SAMPLING_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12SAMPLING_MODE_DENY\x10\x01\x12\x15\n" +
+	"\x11SAMPLING_MODE_ASK\x10\x02\x12\x17\n" +
+	"\x13SAMPLING_MODE_ALLOW\x10\x03*m\n" +
 	"\tGrantType\x12\x1a\n" +
 	"\x16GRANT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dGRANT_TYPE_AUTHORIZATION_CODE\x10\x01\x12!\n" +
@@ -1154,48 +1297,52 @@ func file_agentd_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_proto_rawDescData
 }
 
-var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_agentd_v1_agent_proto_goTypes = []any{
 	(ElicitationPolicy)(0),      // 0: agentd.v1.ElicitationPolicy
 	(MCPStrategy)(0),            // 1: agentd.v1.MCPStrategy
 	(ToolNameConflict)(0),       // 2: agentd.v1.ToolNameConflict
-	(GrantType)(0),              // 3: agentd.v1.GrantType
-	(ApprovalMode)(0),           // 4: agentd.v1.ApprovalMode
-	(*Agent)(nil),               // 5: agentd.v1.Agent
-	(*MCPServer)(nil),           // 6: agentd.v1.MCPServer
-	(*OAuthClient)(nil),         // 7: agentd.v1.OAuthClient
-	(*ApprovalPolicy)(nil),      // 8: agentd.v1.ApprovalPolicy
-	(*ToolNames)(nil),           // 9: agentd.v1.ToolNames
-	(*FunctionTool)(nil),        // 10: agentd.v1.FunctionTool
-	nil,                         // 11: agentd.v1.MCPServer.HeadersEntry
-	nil,                         // 12: agentd.v1.MCPServer.EnvEntry
-	(*structpb.Struct)(nil),     // 13: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
+	(SamplingMode)(0),           // 3: agentd.v1.SamplingMode
+	(GrantType)(0),              // 4: agentd.v1.GrantType
+	(ApprovalMode)(0),           // 5: agentd.v1.ApprovalMode
+	(*Agent)(nil),               // 6: agentd.v1.Agent
+	(*MCPServer)(nil),           // 7: agentd.v1.MCPServer
+	(*Sampling)(nil),            // 8: agentd.v1.Sampling
+	(*OAuthClient)(nil),         // 9: agentd.v1.OAuthClient
+	(*ApprovalPolicy)(nil),      // 10: agentd.v1.ApprovalPolicy
+	(*ToolNames)(nil),           // 11: agentd.v1.ToolNames
+	(*FunctionTool)(nil),        // 12: agentd.v1.FunctionTool
+	nil,                         // 13: agentd.v1.MCPServer.HeadersEntry
+	nil,                         // 14: agentd.v1.MCPServer.EnvEntry
+	(*structpb.Struct)(nil),     // 15: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
 }
 var file_agentd_v1_agent_proto_depIdxs = []int32{
-	10, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
-	6,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
+	12, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
+	7,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
 	1,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
-	13, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
+	15, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
 	2,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
 	0,  // 5: agentd.v1.Agent.elicitation:type_name -> agentd.v1.ElicitationPolicy
-	11, // 6: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
-	14, // 7: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
-	12, // 8: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
-	14, // 9: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
-	8,  // 10: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
-	7,  // 11: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
-	3,  // 12: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
-	4,  // 13: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
-	9,  // 14: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
-	9,  // 15: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
-	13, // 16: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	13, // 6: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
+	16, // 7: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
+	14, // 8: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
+	16, // 9: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
+	10, // 10: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
+	9,  // 11: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
+	8,  // 12: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
+	3,  // 13: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
+	4,  // 14: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
+	5,  // 15: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
+	11, // 16: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
+	11, // 17: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
+	15, // 18: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_proto_init() }
@@ -1214,8 +1361,8 @@ func file_agentd_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_proto_rawDesc), len(file_agentd_v1_agent_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   8,
+			NumEnums:      6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

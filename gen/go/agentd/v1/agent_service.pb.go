@@ -2311,7 +2311,14 @@ type ApprovalRequest struct {
 	Prompt string `protobuf:"bytes,6,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	// Hex SHA-256 binding the request to (server, tool, arguments): an
 	// approval cannot be redirected to another server or other arguments.
-	Digest        string `protobuf:"bytes,7,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest string `protobuf:"bytes,7,opt,name=digest,proto3" json:"digest,omitempty"`
+	// Set when an MCP server asks to sample the model (X-M5, sampling mode
+	// ASK) rather than a tool call waiting: tool_call_id is the call
+	// during which the server asks (empty when it is not known),
+	// server_name the server, tool_name and arguments empty, digest empty,
+	// and prompt "Allow <server> to ask the model?". APPROVE lets the
+	// model answer; DENY refuses the server's request.
+	Sampling      *SamplingApproval `protobuf:"bytes,8,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2395,6 +2402,151 @@ func (x *ApprovalRequest) GetDigest() string {
 	return ""
 }
 
+func (x *ApprovalRequest) GetSampling() *SamplingApproval {
+	if x != nil {
+		return x.Sampling
+	}
+	return nil
+}
+
+// SamplingApproval describes an MCP server's sampling request for the
+// person who approves it.
+type SamplingApproval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server asking.
+	ServerName string `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The conversation the server wants answered, in order.
+	Messages []*SamplingMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// The server's system prompt; empty when it gave none.
+	SystemPrompt string `protobuf:"bytes,3,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	// The tokens the server asked for.
+	MaxTokensRequested int32 `protobuf:"varint,4,opt,name=max_tokens_requested,json=maxTokensRequested,proto3" json:"max_tokens_requested,omitempty"`
+	// The tokens the answer may have: the request's, capped by the
+	// server's Sampling.max_tokens.
+	MaxTokensGranted int32 `protobuf:"varint,5,opt,name=max_tokens_granted,json=maxTokensGranted,proto3" json:"max_tokens_granted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SamplingApproval) Reset() {
+	*x = SamplingApproval{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingApproval) ProtoMessage() {}
+
+func (x *SamplingApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingApproval.ProtoReflect.Descriptor instead.
+func (*SamplingApproval) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SamplingApproval) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *SamplingApproval) GetMessages() []*SamplingMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *SamplingApproval) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *SamplingApproval) GetMaxTokensRequested() int32 {
+	if x != nil {
+		return x.MaxTokensRequested
+	}
+	return 0
+}
+
+func (x *SamplingApproval) GetMaxTokensGranted() int32 {
+	if x != nil {
+		return x.MaxTokensGranted
+	}
+	return 0
+}
+
+// SamplingMessage is one message of a sampling request, as text.
+type SamplingMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "user" or "assistant".
+	Role          string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingMessage) Reset() {
+	*x = SamplingMessage{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingMessage) ProtoMessage() {}
+
+func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
+func (*SamplingMessage) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SamplingMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SamplingMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 // FunctionCall asks the client to run one of the agent's function tools and
 // answer with a FunctionResult.
 type FunctionCall struct {
@@ -2412,7 +2564,7 @@ type FunctionCall struct {
 
 func (x *FunctionCall) Reset() {
 	*x = FunctionCall{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2576,7 @@ func (x *FunctionCall) String() string {
 func (*FunctionCall) ProtoMessage() {}
 
 func (x *FunctionCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2589,7 @@ func (x *FunctionCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionCall.ProtoReflect.Descriptor instead.
 func (*FunctionCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FunctionCall) GetCallId() string {
@@ -2487,7 +2639,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2651,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2664,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -2581,7 +2733,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2745,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2758,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -2656,7 +2808,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2820,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2833,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -2748,7 +2900,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2912,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2925,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -2831,7 +2983,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +2995,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +3008,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -2899,7 +3051,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2911,7 +3063,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2924,7 +3076,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -2994,7 +3146,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3158,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3171,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -3039,7 +3191,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3203,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3216,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -3090,7 +3242,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3254,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3267,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -3153,7 +3305,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3317,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3330,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -3229,7 +3381,7 @@ type Generation struct {
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3393,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3406,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -3477,7 +3629,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x16.agentd.v1.InputActionR\x06action\x121\n" +
-	"\acontent\x18\x03 \x01(\v2\x17.google.protobuf.StructR\acontent\"\xcf\x01\n" +
+	"\acontent\x18\x03 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x88\x02\n" +
 	"\x0fApprovalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -3487,7 +3639,18 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12\x1c\n" +
 	"\targuments\x18\x05 \x01(\tR\targuments\x12\x16\n" +
 	"\x06prompt\x18\x06 \x01(\tR\x06prompt\x12\x16\n" +
-	"\x06digest\x18\a \x01(\tR\x06digest\"Y\n" +
+	"\x06digest\x18\a \x01(\tR\x06digest\x127\n" +
+	"\bsampling\x18\b \x01(\v2\x1b.agentd.v1.SamplingApprovalR\bsampling\"\xf0\x01\n" +
+	"\x10SamplingApproval\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x126\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1a.agentd.v1.SamplingMessageR\bmessages\x12#\n" +
+	"\rsystem_prompt\x18\x03 \x01(\tR\fsystemPrompt\x120\n" +
+	"\x14max_tokens_requested\x18\x04 \x01(\x05R\x12maxTokensRequested\x12,\n" +
+	"\x12max_tokens_granted\x18\x05 \x01(\x05R\x10maxTokensGranted\"9\n" +
+	"\x0fSamplingMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"Y\n" +
 	"\fFunctionCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -3632,7 +3795,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                  // 0: agentd.v1.Placement
 	(Transport)(0),                  // 1: agentd.v1.Transport
@@ -3662,25 +3825,27 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*InputRequest)(nil),            // 25: agentd.v1.InputRequest
 	(*InputResponse)(nil),           // 26: agentd.v1.InputResponse
 	(*ApprovalRequest)(nil),         // 27: agentd.v1.ApprovalRequest
-	(*FunctionCall)(nil),            // 28: agentd.v1.FunctionCall
-	(*Usage)(nil),                   // 29: agentd.v1.Usage
-	(*TurnWithdrawn)(nil),           // 30: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),        // 31: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),     // 32: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),          // 33: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),         // 34: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),    // 35: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),   // 36: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),  // 37: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil), // 38: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),              // 39: agentd.v1.Generation
-	(*Agent)(nil),                   // 40: agentd.v1.Agent
-	(*Message)(nil),                 // 41: agentd.v1.Message
-	(*durationpb.Duration)(nil),     // 42: google.protobuf.Duration
-	(*ProviderToolCall)(nil),        // 43: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),         // 44: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
-	(*FunctionTool)(nil),            // 46: agentd.v1.FunctionTool
+	(*SamplingApproval)(nil),        // 28: agentd.v1.SamplingApproval
+	(*SamplingMessage)(nil),         // 29: agentd.v1.SamplingMessage
+	(*FunctionCall)(nil),            // 30: agentd.v1.FunctionCall
+	(*Usage)(nil),                   // 31: agentd.v1.Usage
+	(*TurnWithdrawn)(nil),           // 32: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),        // 33: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),     // 34: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),          // 35: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),         // 36: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),    // 37: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),   // 38: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),  // 39: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil), // 40: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),              // 41: agentd.v1.Generation
+	(*Agent)(nil),                   // 42: agentd.v1.Agent
+	(*Message)(nil),                 // 43: agentd.v1.Message
+	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
+	(*ProviderToolCall)(nil),        // 45: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),         // 46: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 47: google.protobuf.Timestamp
+	(*FunctionTool)(nil),            // 48: agentd.v1.FunctionTool
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10, // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -3691,13 +3856,13 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	9,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
 	24, // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
 	26, // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	40, // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	41, // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	42, // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	40, // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	42, // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	43, // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	44, // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	42, // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	12, // 12: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	13, // 13: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	42, // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	44, // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	24, // 15: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
 	26, // 16: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
 	16, // 17: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
@@ -3705,12 +3870,12 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	20, // 19: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
 	21, // 20: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
 	27, // 21: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	28, // 22: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	29, // 23: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	43, // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	31, // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	32, // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	30, // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	30, // 22: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	31, // 23: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	45, // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	33, // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	34, // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	32, // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
 	22, // 28: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
 	23, // 29: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
 	25, // 30: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
@@ -3721,52 +3886,54 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	2,  // 35: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
 	2,  // 36: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
 	2,  // 37: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	42, // 38: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	44, // 38: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
 	3,  // 39: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
 	4,  // 40: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	44, // 41: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	46, // 41: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
 	5,  // 42: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	44, // 43: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	27, // 44: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	28, // 45: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	45, // 46: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 47: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	25, // 48: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	41, // 49: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	41, // 50: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	29, // 51: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,  // 52: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	40, // 53: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	41, // 54: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	46, // 55: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	17, // 56: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	41, // 57: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	44, // 58: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	39, // 59: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,  // 60: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	39, // 61: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,  // 62: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	45, // 63: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	45, // 64: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 65: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	27, // 66: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	28, // 67: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	45, // 68: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	41, // 69: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	29, // 70: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	8,  // 71: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	33, // 72: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	35, // 73: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	37, // 74: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	15, // 75: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	34, // 76: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	36, // 77: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	38, // 78: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	75, // [75:79] is the sub-list for method output_type
-	71, // [71:75] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	46, // 43: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	28, // 44: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
+	29, // 45: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
+	27, // 46: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	30, // 47: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	47, // 48: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 49: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	25, // 50: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	43, // 51: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	43, // 52: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	31, // 53: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,  // 54: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	42, // 55: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	43, // 56: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	48, // 57: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	17, // 58: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	43, // 59: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	46, // 60: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	41, // 61: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,  // 62: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	41, // 63: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,  // 64: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	47, // 65: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	47, // 66: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	47, // 67: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	27, // 68: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	30, // 69: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	47, // 70: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 71: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	31, // 72: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	8,  // 73: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	35, // 74: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	37, // 75: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	39, // 76: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	15, // 77: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	36, // 78: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	38, // 79: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	40, // 80: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	77, // [77:81] is the sub-list for method output_type
+	73, // [73:77] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -3808,7 +3975,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

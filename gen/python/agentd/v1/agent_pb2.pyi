@@ -20,6 +20,10 @@ MCP_STRATEGY_AUTO: MCPStrategy
 MCP_STRATEGY_CLIENT: MCPStrategy
 MCP_STRATEGY_SERVER: MCPStrategy
 MCP_STRATEGY_UNSPECIFIED: MCPStrategy
+SAMPLING_MODE_ALLOW: SamplingMode
+SAMPLING_MODE_ASK: SamplingMode
+SAMPLING_MODE_DENY: SamplingMode
+SAMPLING_MODE_UNSPECIFIED: SamplingMode
 TOOL_NAME_CONFLICT_PREFIX: ToolNameConflict
 TOOL_NAME_CONFLICT_REFUSE: ToolNameConflict
 TOOL_NAME_CONFLICT_UNSPECIFIED: ToolNameConflict
@@ -73,7 +77,7 @@ class FunctionTool(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class MCPServer(_message.Message):
-    __slots__ = ["allowed_tools", "args", "authorization", "command", "env", "headers", "max_reconnection_wait", "name", "oauth", "read_timeout", "ref", "require_approval", "unset_env", "url"]
+    __slots__ = ["allowed_tools", "args", "authorization", "command", "env", "headers", "max_reconnection_wait", "name", "oauth", "read_timeout", "ref", "require_approval", "sampling", "unset_env", "url"]
     class EnvEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +104,7 @@ class MCPServer(_message.Message):
     READ_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
     UNSET_ENV_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     allowed_tools: _containers.RepeatedScalarFieldContainer[str]
@@ -114,9 +119,10 @@ class MCPServer(_message.Message):
     read_timeout: _duration_pb2.Duration
     ref: str
     require_approval: ApprovalPolicy
+    sampling: Sampling
     unset_env: _containers.RepeatedScalarFieldContainer[str]
     url: str
-    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., command: _Optional[str] = ..., ref: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., require_approval: _Optional[_Union[ApprovalPolicy, _Mapping]] = ..., oauth: _Optional[_Union[OAuthClient, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., command: _Optional[str] = ..., ref: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., require_approval: _Optional[_Union[ApprovalPolicy, _Mapping]] = ..., oauth: _Optional[_Union[OAuthClient, _Mapping]] = ..., sampling: _Optional[_Union[Sampling, _Mapping]] = ...) -> None: ...
 
 class OAuthClient(_message.Message):
     __slots__ = ["client_id", "client_secret", "grant", "private_key", "private_key_id", "redirect_url", "scopes", "token_endpoint_auth_method"]
@@ -138,6 +144,14 @@ class OAuthClient(_message.Message):
     token_endpoint_auth_method: str
     def __init__(self, grant: _Optional[_Union[GrantType, str]] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., private_key: _Optional[str] = ..., private_key_id: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., token_endpoint_auth_method: _Optional[str] = ..., redirect_url: _Optional[str] = ...) -> None: ...
 
+class Sampling(_message.Message):
+    __slots__ = ["max_tokens", "mode"]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    max_tokens: int
+    mode: SamplingMode
+    def __init__(self, mode: _Optional[_Union[SamplingMode, str]] = ..., max_tokens: _Optional[int] = ...) -> None: ...
+
 class ToolNames(_message.Message):
     __slots__ = ["tool_names"]
     TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +165,9 @@ class MCPStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ToolNameConflict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class SamplingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class GrantType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -55,11 +55,12 @@ class ApprovalDecision(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., approved: bool = ..., digest: _Optional[str] = ...) -> None: ...
 
 class ApprovalRequest(_message.Message):
-    __slots__ = ["arguments", "digest", "id", "prompt", "server_name", "tool_call_id", "tool_name"]
+    __slots__ = ["arguments", "digest", "id", "prompt", "sampling", "server_name", "tool_call_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -67,10 +68,11 @@ class ApprovalRequest(_message.Message):
     digest: str
     id: str
     prompt: str
+    sampling: SamplingApproval
     server_name: str
     tool_call_id: str
     tool_name: str
-    def __init__(self, id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., prompt: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., prompt: _Optional[str] = ..., digest: _Optional[str] = ..., sampling: _Optional[_Union[SamplingApproval, _Mapping]] = ...) -> None: ...
 
 class AttachGeneration(_message.Message):
     __slots__ = ["after_sequence", "generation_id"]
@@ -363,6 +365,28 @@ class ResumeGeneration(_message.Message):
     generation_id: str
     input_responses: _containers.RepeatedCompositeFieldContainer[InputResponse]
     def __init__(self, generation_id: _Optional[str] = ..., agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., approval_decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[FunctionResult, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., authorization_responses: _Optional[_Iterable[_Union[AuthorizationResponse, _Mapping]]] = ..., input_responses: _Optional[_Iterable[_Union[InputResponse, _Mapping]]] = ...) -> None: ...
+
+class SamplingApproval(_message.Message):
+    __slots__ = ["max_tokens_granted", "max_tokens_requested", "messages", "server_name", "system_prompt"]
+    MAX_TOKENS_GRANTED_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    max_tokens_granted: int
+    max_tokens_requested: int
+    messages: _containers.RepeatedCompositeFieldContainer[SamplingMessage]
+    server_name: str
+    system_prompt: str
+    def __init__(self, server_name: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[SamplingMessage, _Mapping]]] = ..., system_prompt: _Optional[str] = ..., max_tokens_requested: _Optional[int] = ..., max_tokens_granted: _Optional[int] = ...) -> None: ...
+
+class SamplingMessage(_message.Message):
+    __slots__ = ["role", "text"]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    text: str
+    def __init__(self, role: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class ServerPlacement(_message.Message):
     __slots__ = ["name", "placement", "transport"]

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent.proto.
  */
 export const file_agentd_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLIAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeUIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyKpBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQi0wEKC09BdXRoQ2xpZW50EiMKBWdyYW50GAEgASgOMhQuYWdlbnRkLnYxLkdyYW50VHlwZRIRCgljbGllbnRfaWQYAiABKAkSFQoNY2xpZW50X3NlY3JldBgDIAEoCRITCgtwcml2YXRlX2tleRgEIAEoCRIWCg5wcml2YXRlX2tleV9pZBgFIAEoCRIOCgZzY29wZXMYBiADKAkSIgoadG9rZW5fZW5kcG9pbnRfYXV0aF9tZXRob2QYByABKAkSFAoMcmVkaXJlY3RfdXJsGAggASgJIoIBCg5BcHByb3ZhbFBvbGljeRIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLkFwcHJvdmFsTW9kZRIkCgZhbHdheXMYAiABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzEiMKBW5ldmVyGAMgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcyIfCglUb29sTmFtZXMSEgoKdG9vbF9uYW1lcxgBIAMoCSJeCgxGdW5jdGlvblRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCpwChFFbGljaXRhdGlvblBvbGljeRIiCh5FTElDSVRBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIaChZFTElDSVRBVElPTl9QT0xJQ1lfQVNLEAESGwoXRUxJQ0lUQVRJT05fUE9MSUNZX0RFTlkQAip0CgtNQ1BTdHJhdGVneRIcChhNQ1BfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIVChFNQ1BfU1RSQVRFR1lfQVVUTxABEhcKE01DUF9TVFJBVEVHWV9DTElFTlQQAhIXChNNQ1BfU1RSQVRFR1lfU0VSVkVSEAMqdAoQVG9vbE5hbWVDb25mbGljdBIiCh5UT09MX05BTUVfQ09ORkxJQ1RfVU5TUEVDSUZJRUQQABIdChlUT09MX05BTUVfQ09ORkxJQ1RfUkVGVVNFEAESHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1BSRUZJWBACKm0KCUdyYW50VHlwZRIaChZHUkFOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodR1JBTlRfVFlQRV9BVVRIT1JJWkFUSU9OX0NPREUQARIhCh1HUkFOVF9UWVBFX0NMSUVOVF9DUkVERU5USUFMUxACKmAKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfTU9ERV9ORVZFUhABEhgKFEFQUFJPVkFMX01PREVfQUxXQVlTEAJClAEKDWNvbS5hZ2VudGQudjFCCkFnZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLIAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeUIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyLQBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQSJQoIc2FtcGxpbmcYDyABKAsyEy5hZ2VudGQudjEuU2FtcGxpbmcaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQiRQoIU2FtcGxpbmcSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5TYW1wbGluZ01vZGUSEgoKbWF4X3Rva2VucxgCIAEoBSLTAQoLT0F1dGhDbGllbnQSIwoFZ3JhbnQYASABKA4yFC5hZ2VudGQudjEuR3JhbnRUeXBlEhEKCWNsaWVudF9pZBgCIAEoCRIVCg1jbGllbnRfc2VjcmV0GAMgASgJEhMKC3ByaXZhdGVfa2V5GAQgASgJEhYKDnByaXZhdGVfa2V5X2lkGAUgASgJEg4KBnNjb3BlcxgGIAMoCRIiChp0b2tlbl9lbmRwb2ludF9hdXRoX21ldGhvZBgHIAEoCRIUCgxyZWRpcmVjdF91cmwYCCABKAkiggEKDkFwcHJvdmFsUG9saWN5EiUKBG1vZGUYASABKA4yFy5hZ2VudGQudjEuQXBwcm92YWxNb2RlEiQKBmFsd2F5cxgCIAEoCzIULmFnZW50ZC52MS5Ub29sTmFtZXMSIwoFbmV2ZXIYAyABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzIh8KCVRvb2xOYW1lcxISCgp0b29sX25hbWVzGAEgAygJIl4KDEZ1bmN0aW9uVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEisKCnBhcmFtZXRlcnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KnAKEUVsaWNpdGF0aW9uUG9saWN5EiIKHkVMSUNJVEFUSU9OX1BPTElDWV9VTlNQRUNJRklFRBAAEhoKFkVMSUNJVEFUSU9OX1BPTElDWV9BU0sQARIbChdFTElDSVRBVElPTl9QT0xJQ1lfREVOWRACKnQKC01DUFN0cmF0ZWd5EhwKGE1DUF9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEhUKEU1DUF9TVFJBVEVHWV9BVVRPEAESFwoTTUNQX1NUUkFURUdZX0NMSUVOVBACEhcKE01DUF9TVFJBVEVHWV9TRVJWRVIQAyp0ChBUb29sTmFtZUNvbmZsaWN0EiIKHlRPT0xfTkFNRV9DT05GTElDVF9VTlNQRUNJRklFRBAAEh0KGVRPT0xfTkFNRV9DT05GTElDVF9SRUZVU0UQARIdChlUT09MX05BTUVfQ09ORkxJQ1RfUFJFRklYEAIqdQoMU2FtcGxpbmdNb2RlEh0KGVNBTVBMSU5HX01PREVfVU5TUEVDSUZJRUQQABIWChJTQU1QTElOR19NT0RFX0RFTlkQARIVChFTQU1QTElOR19NT0RFX0FTSxACEhcKE1NBTVBMSU5HX01PREVfQUxMT1cQAyptCglHcmFudFR5cGUSGgoWR1JBTlRfVFlQRV9VTlNQRUNJRklFRBAAEiEKHUdSQU5UX1RZUEVfQVVUSE9SSVpBVElPTl9DT0RFEAESIQodR1JBTlRfVFlQRV9DTElFTlRfQ1JFREVOVElBTFMQAipgCgxBcHByb3ZhbE1vZGUSHQoZQVBQUk9WQUxfTU9ERV9VTlNQRUNJRklFRBAAEhcKE0FQUFJPVkFMX01PREVfTkVWRVIQARIYChRBUFBST1ZBTF9NT0RFX0FMV0FZUxACQpQBCg1jb20uYWdlbnRkLnYxQgpBZ2VudFByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Agent declares who answers (provider and model), how (instructions), and
@@ -311,6 +311,16 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
    * @generated from field: agentd.v1.OAuthClient oauth = 14;
    */
   oauth?: OAuthClient | undefined;
+
+  /**
+   * Whether the server may ask agentd's model for a completion during a
+   * tool call (sampling/createMessage, X-M5). Absent: such requests are
+   * refused. A server that may sample stays in the bridge: only agentd
+   * can answer it.
+   *
+   * @generated from field: agentd.v1.Sampling sampling = 15;
+   */
+  sampling?: Sampling | undefined;
 };
 
 /**
@@ -319,6 +329,38 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
  */
 export const MCPServerSchema: GenMessage<MCPServer> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 1);
+
+/**
+ * Sampling is one MCP server's sampling policy (X-M5). A request the
+ * policy lets through is answered by the agent's own provider and model,
+ * with the agent's provider options, text only and without tools; its
+ * tokens count in the generation's usage.
+ *
+ * @generated from message agentd.v1.Sampling
+ */
+export type Sampling = Message<"agentd.v1.Sampling"> & {
+  /**
+   * Absent: DENY.
+   *
+   * @generated from field: agentd.v1.SamplingMode mode = 1;
+   */
+  mode: SamplingMode;
+
+  /**
+   * The most tokens one answer may have: a request asking for more gets
+   * this many. 0: 1024. Must not be negative.
+   *
+   * @generated from field: int32 max_tokens = 2;
+   */
+  maxTokens: number;
+};
+
+/**
+ * Describes the message agentd.v1.Sampling.
+ * Use `create(SamplingSchema)` to create a new message.
+ */
+export const SamplingSchema: GenMessage<Sampling> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent, 2);
 
 /**
  * OAuthClient says how agentd obtains access tokens for one MCP server.
@@ -408,7 +450,7 @@ export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
  * Use `create(OAuthClientSchema)` to create a new message.
  */
 export const OAuthClientSchema: GenMessage<OAuthClient> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 2);
+  messageDesc(file_agentd_v1_agent, 3);
 
 /**
  * ApprovalPolicy says which of a server's tool calls wait for approval.
@@ -452,7 +494,7 @@ export type ApprovalPolicy = Message<"agentd.v1.ApprovalPolicy"> & {
  * Use `create(ApprovalPolicySchema)` to create a new message.
  */
 export const ApprovalPolicySchema: GenMessage<ApprovalPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 3);
+  messageDesc(file_agentd_v1_agent, 4);
 
 /**
  * ToolNames is a list of tool names (the shape OpenAI's hosted MCP tool
@@ -474,7 +516,7 @@ export type ToolNames = Message<"agentd.v1.ToolNames"> & {
  * Use `create(ToolNamesSchema)` to create a new message.
  */
 export const ToolNamesSchema: GenMessage<ToolNames> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 4);
+  messageDesc(file_agentd_v1_agent, 5);
 
 /**
  * FunctionTool is a tool the agent declares and the client executes.
@@ -510,7 +552,7 @@ export type FunctionTool = Message<"agentd.v1.FunctionTool"> & {
  * Use `create(FunctionToolSchema)` to create a new message.
  */
 export const FunctionToolSchema: GenMessage<FunctionTool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 5);
+  messageDesc(file_agentd_v1_agent, 6);
 
 /**
  * ElicitationPolicy says whether MCP servers may ask the user for input.
@@ -627,6 +669,52 @@ export const ToolNameConflictSchema: GenEnum<ToolNameConflict> = /*@__PURE__*/
   enumDesc(file_agentd_v1_agent, 2);
 
 /**
+ * SamplingMode says whether an MCP server's sampling requests are
+ * answered.
+ *
+ * @generated from enum agentd.v1.SamplingMode
+ */
+export enum SamplingMode {
+  /**
+   * DENY.
+   *
+   * @generated from enum value: SAMPLING_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Every request is refused with an error the server can read.
+   *
+   * @generated from enum value: SAMPLING_MODE_DENY = 1;
+   */
+  DENY = 1,
+
+  /**
+   * Each request goes to the client as an ApprovalRequest with sampling
+   * set; the model is asked only once the client approves. A client
+   * that cannot answer (not attached, half-closed, or past
+   * answer_timeout) refuses it: the server's request lives in its MCP
+   * session, which cannot outlast a pause.
+   *
+   * @generated from enum value: SAMPLING_MODE_ASK = 2;
+   */
+  ASK = 2,
+
+  /**
+   * Every request is answered without asking.
+   *
+   * @generated from enum value: SAMPLING_MODE_ALLOW = 3;
+   */
+  ALLOW = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.SamplingMode.
+ */
+export const SamplingModeSchema: GenEnum<SamplingMode> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent, 3);
+
+/**
  * GrantType is how agentd obtains an access token.
  *
  * @generated from enum agentd.v1.GrantType
@@ -662,7 +750,7 @@ export enum GrantType {
  * Describes the enum agentd.v1.GrantType.
  */
 export const GrantTypeSchema: GenEnum<GrantType> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 3);
+  enumDesc(file_agentd_v1_agent, 4);
 
 /**
  * ApprovalMode is the shorthand form of an ApprovalPolicy.
@@ -696,5 +784,5 @@ export enum ApprovalMode {
  * Describes the enum agentd.v1.ApprovalMode.
  */
 export const ApprovalModeSchema: GenEnum<ApprovalMode> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 4);
+  enumDesc(file_agentd_v1_agent, 5);
 

@@ -2708,6 +2708,7 @@ type ServerRequest struct {
 	//
 	//	*ServerRequest_Authorization
 	//	*ServerRequest_Elicitation
+	//	*ServerRequest_Sampling
 	Kind isServerRequest_Kind `protobuf_oneof:"kind"`
 	// The elicitation came as an input request in a 2026-07-28 tools/call
 	// result: agentd may answer it with deferred, and retry the call later.
@@ -2792,6 +2793,15 @@ func (x *ServerRequest) GetElicitation() *Elicitation {
 	return nil
 }
 
+func (x *ServerRequest) GetSampling() *SamplingRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Sampling); ok {
+			return x.Sampling
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequest) GetDeferrable() bool {
 	if x != nil {
 		return x.Deferrable
@@ -2813,9 +2823,136 @@ type ServerRequest_Elicitation struct {
 	Elicitation *Elicitation `protobuf:"bytes,5,opt,name=elicitation,proto3,oneof"`
 }
 
+type ServerRequest_Sampling struct {
+	// The server asks agentd's model for a completion
+	// (sampling/createMessage, X-M5).
+	Sampling *SamplingRequest `protobuf:"bytes,6,opt,name=sampling,proto3,oneof"`
+}
+
 func (*ServerRequest_Authorization) isServerRequest_Kind() {}
 
 func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
+
+func (*ServerRequest_Sampling) isServerRequest_Kind() {}
+
+// SamplingRequest is a server's sampling/createMessage request, text
+// only: the bridge refuses one that offers tools or carries other
+// content before agentd sees it.
+type SamplingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation to answer, in order.
+	Messages     []*SamplingMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	SystemPrompt string             `protobuf:"bytes,2,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	// The tokens the server asks for.
+	MaxTokens     int64 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingRequest) Reset() {
+	*x = SamplingRequest{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingRequest) ProtoMessage() {}
+
+func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
+func (*SamplingRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SamplingRequest) GetMessages() []*SamplingMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *SamplingRequest) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *SamplingRequest) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+// SamplingMessage is one text message of a sampling request.
+type SamplingMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "user" or "assistant".
+	Role          string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingMessage) Reset() {
+	*x = SamplingMessage{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingMessage) ProtoMessage() {}
+
+func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
+func (*SamplingMessage) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *SamplingMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SamplingMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
 
 // AuthorizationChallenge is an HTTP MCP server's refusal.
 type AuthorizationChallenge struct {
@@ -2833,7 +2970,7 @@ type AuthorizationChallenge struct {
 
 func (x *AuthorizationChallenge) Reset() {
 	*x = AuthorizationChallenge{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +2982,7 @@ func (x *AuthorizationChallenge) String() string {
 func (*AuthorizationChallenge) ProtoMessage() {}
 
 func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +2995,7 @@ func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationChallenge.ProtoReflect.Descriptor instead.
 func (*AuthorizationChallenge) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AuthorizationChallenge) GetStatus() int32 {
@@ -2900,7 +3037,7 @@ type Elicitation struct {
 
 func (x *Elicitation) Reset() {
 	*x = Elicitation{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3049,7 @@ func (x *Elicitation) String() string {
 func (*Elicitation) ProtoMessage() {}
 
 func (x *Elicitation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3062,7 @@ func (x *Elicitation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Elicitation.ProtoReflect.Descriptor instead.
 func (*Elicitation) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Elicitation) GetMode() string {
@@ -2974,6 +3111,7 @@ type AnswerServerRequestRequest struct {
 	//	*AnswerServerRequestRequest_Elicitation
 	//	*AnswerServerRequestRequest_Error
 	//	*AnswerServerRequestRequest_Deferred
+	//	*AnswerServerRequestRequest_Sampling
 	Answer        isAnswerServerRequestRequest_Answer `protobuf_oneof:"answer"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2981,7 +3119,7 @@ type AnswerServerRequestRequest struct {
 
 func (x *AnswerServerRequestRequest) Reset() {
 	*x = AnswerServerRequestRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3131,7 @@ func (x *AnswerServerRequestRequest) String() string {
 func (*AnswerServerRequestRequest) ProtoMessage() {}
 
 func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3144,7 @@ func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestRequest.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AnswerServerRequestRequest) GetSessionId() string {
@@ -3066,6 +3204,15 @@ func (x *AnswerServerRequestRequest) GetDeferred() *Deferred {
 	return nil
 }
 
+func (x *AnswerServerRequestRequest) GetSampling() *SamplingResult {
+	if x != nil {
+		if x, ok := x.Answer.(*AnswerServerRequestRequest_Sampling); ok {
+			return x.Sampling
+		}
+	}
+	return nil
+}
+
 type isAnswerServerRequestRequest_Answer interface {
 	isAnswerServerRequestRequest_Answer()
 }
@@ -3092,6 +3239,11 @@ type AnswerServerRequestRequest_Deferred struct {
 	Deferred *Deferred `protobuf:"bytes,7,opt,name=deferred,proto3,oneof"`
 }
 
+type AnswerServerRequestRequest_Sampling struct {
+	// sampling: the model's answer.
+	Sampling *SamplingResult `protobuf:"bytes,6,opt,name=sampling,proto3,oneof"`
+}
+
 func (*AnswerServerRequestRequest_Authorization) isAnswerServerRequestRequest_Answer() {}
 
 func (*AnswerServerRequestRequest_Elicitation) isAnswerServerRequestRequest_Answer() {}
@@ -3099,6 +3251,8 @@ func (*AnswerServerRequestRequest_Elicitation) isAnswerServerRequestRequest_Answ
 func (*AnswerServerRequestRequest_Error) isAnswerServerRequestRequest_Answer() {}
 
 func (*AnswerServerRequestRequest_Deferred) isAnswerServerRequestRequest_Answer() {}
+
+func (*AnswerServerRequestRequest_Sampling) isAnswerServerRequestRequest_Answer() {}
 
 // Deferred defers a server's request.
 type Deferred struct {
@@ -3109,7 +3263,7 @@ type Deferred struct {
 
 func (x *Deferred) Reset() {
 	*x = Deferred{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3121,7 +3275,7 @@ func (x *Deferred) String() string {
 func (*Deferred) ProtoMessage() {}
 
 func (x *Deferred) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3134,7 +3288,70 @@ func (x *Deferred) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deferred.ProtoReflect.Descriptor instead.
 func (*Deferred) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{44}
+}
+
+// SamplingResult is the model's answer to a SamplingRequest.
+type SamplingResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Text  string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// The model that answered.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// "endTurn", "maxTokens" or "stopSequence"; empty when not known.
+	StopReason    string `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingResult) Reset() {
+	*x = SamplingResult{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingResult) ProtoMessage() {}
+
+func (x *SamplingResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
+func (*SamplingResult) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SamplingResult) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *SamplingResult) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SamplingResult) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
 }
 
 // ElicitationResult is the user's answer to an Elicitation.
@@ -3150,7 +3367,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3379,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3392,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{43}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ElicitationResult) GetAction() string {
@@ -3200,7 +3417,7 @@ type AnswerServerRequestResponse struct {
 
 func (x *AnswerServerRequestResponse) Reset() {
 	*x = AnswerServerRequestResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3212,7 +3429,7 @@ func (x *AnswerServerRequestResponse) String() string {
 func (*AnswerServerRequestResponse) ProtoMessage() {}
 
 func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3225,7 +3442,7 @@ func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestResponse.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{44}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{47}
 }
 
 var File_agentd_bridge_v1_bridge_proto protoreflect.FileDescriptor
@@ -3420,18 +3637,27 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x05waits\x18\n" +
 	" \x01(\x03R\x05waits\x12\x16\n" +
 	"\x06shared\x18\v \x01(\bR\x06shared\x12\x16\n" +
-	"\x06tenant\x18\f \x01(\tR\x06tenant\"\x96\x02\n" +
+	"\x06tenant\x18\f \x01(\tR\x06tenant\"\xd7\x02\n" +
 	"\rServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
 	"serverName\x12\x17\n" +
 	"\acall_id\x18\x03 \x01(\x04R\x06callId\x12P\n" +
 	"\rauthorization\x18\x04 \x01(\v2(.agentd.bridge.v1.AuthorizationChallengeH\x00R\rauthorization\x12A\n" +
-	"\velicitation\x18\x05 \x01(\v2\x1d.agentd.bridge.v1.ElicitationH\x00R\velicitation\x12\x1e\n" +
+	"\velicitation\x18\x05 \x01(\v2\x1d.agentd.bridge.v1.ElicitationH\x00R\velicitation\x12?\n" +
+	"\bsampling\x18\x06 \x01(\v2!.agentd.bridge.v1.SamplingRequestH\x00R\bsampling\x12\x1e\n" +
 	"\n" +
 	"deferrable\x18\a \x01(\bR\n" +
 	"deferrableB\x06\n" +
-	"\x04kind\"y\n" +
+	"\x04kind\"\x94\x01\n" +
+	"\x0fSamplingRequest\x12=\n" +
+	"\bmessages\x18\x01 \x03(\v2!.agentd.bridge.v1.SamplingMessageR\bmessages\x12#\n" +
+	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x03 \x01(\x03R\tmaxTokens\"9\n" +
+	"\x0fSamplingMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"y\n" +
 	"\x16AuthorizationChallenge\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12)\n" +
 	"\x10www_authenticate\x18\x02 \x03(\tR\x0fwwwAuthenticate\x12\x1c\n" +
@@ -3441,7 +3667,7 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
-	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\xb5\x02\n" +
+	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\xf5\x02\n" +
 	"\x1aAnswerServerRequestRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
@@ -3449,10 +3675,16 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\rauthorization\x18\x03 \x01(\tH\x00R\rauthorization\x12G\n" +
 	"\velicitation\x18\x04 \x01(\v2#.agentd.bridge.v1.ElicitationResultH\x00R\velicitation\x123\n" +
 	"\x05error\x18\x05 \x01(\v2\x1b.agentd.bridge.v1.CallErrorH\x00R\x05error\x128\n" +
-	"\bdeferred\x18\a \x01(\v2\x1a.agentd.bridge.v1.DeferredH\x00R\bdeferredB\b\n" +
+	"\bdeferred\x18\a \x01(\v2\x1a.agentd.bridge.v1.DeferredH\x00R\bdeferred\x12>\n" +
+	"\bsampling\x18\x06 \x01(\v2 .agentd.bridge.v1.SamplingResultH\x00R\bsamplingB\b\n" +
 	"\x06answer\"\n" +
 	"\n" +
-	"\bDeferred\"^\n" +
+	"\bDeferred\"[\n" +
+	"\x0eSamplingResult\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\"^\n" +
 	"\x11ElicitationResult\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x121\n" +
 	"\acontent\x18\x02 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x1d\n" +
@@ -3494,7 +3726,7 @@ func file_agentd_bridge_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_bridge_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(ContentKind)(0),                    // 0: agentd.bridge.v1.ContentKind
 	(*ServerSpec)(nil),                  // 1: agentd.bridge.v1.ServerSpec
@@ -3536,97 +3768,103 @@ var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
 	(*GetPoolStatsResponse)(nil),        // 37: agentd.bridge.v1.GetPoolStatsResponse
 	(*PoolStats)(nil),                   // 38: agentd.bridge.v1.PoolStats
 	(*ServerRequest)(nil),               // 39: agentd.bridge.v1.ServerRequest
-	(*AuthorizationChallenge)(nil),      // 40: agentd.bridge.v1.AuthorizationChallenge
-	(*Elicitation)(nil),                 // 41: agentd.bridge.v1.Elicitation
-	(*AnswerServerRequestRequest)(nil),  // 42: agentd.bridge.v1.AnswerServerRequestRequest
-	(*Deferred)(nil),                    // 43: agentd.bridge.v1.Deferred
-	(*ElicitationResult)(nil),           // 44: agentd.bridge.v1.ElicitationResult
-	(*AnswerServerRequestResponse)(nil), // 45: agentd.bridge.v1.AnswerServerRequestResponse
-	nil,                                 // 46: agentd.bridge.v1.HTTPTarget.HeadersEntry
-	nil,                                 // 47: agentd.bridge.v1.StdioTarget.EnvEntry
-	nil,                                 // 48: agentd.bridge.v1.CallToolRequest.InputResponsesEntry
-	nil,                                 // 49: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	nil,                                 // 50: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
-	nil,                                 // 51: agentd.bridge.v1.InputRequired.RequestsEntry
-	(*durationpb.Duration)(nil),         // 52: google.protobuf.Duration
-	(*structpb.Struct)(nil),             // 53: google.protobuf.Struct
-	(*anypb.Any)(nil),                   // 54: google.protobuf.Any
+	(*SamplingRequest)(nil),             // 40: agentd.bridge.v1.SamplingRequest
+	(*SamplingMessage)(nil),             // 41: agentd.bridge.v1.SamplingMessage
+	(*AuthorizationChallenge)(nil),      // 42: agentd.bridge.v1.AuthorizationChallenge
+	(*Elicitation)(nil),                 // 43: agentd.bridge.v1.Elicitation
+	(*AnswerServerRequestRequest)(nil),  // 44: agentd.bridge.v1.AnswerServerRequestRequest
+	(*Deferred)(nil),                    // 45: agentd.bridge.v1.Deferred
+	(*SamplingResult)(nil),              // 46: agentd.bridge.v1.SamplingResult
+	(*ElicitationResult)(nil),           // 47: agentd.bridge.v1.ElicitationResult
+	(*AnswerServerRequestResponse)(nil), // 48: agentd.bridge.v1.AnswerServerRequestResponse
+	nil,                                 // 49: agentd.bridge.v1.HTTPTarget.HeadersEntry
+	nil,                                 // 50: agentd.bridge.v1.StdioTarget.EnvEntry
+	nil,                                 // 51: agentd.bridge.v1.CallToolRequest.InputResponsesEntry
+	nil,                                 // 52: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	nil,                                 // 53: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
+	nil,                                 // 54: agentd.bridge.v1.InputRequired.RequestsEntry
+	(*durationpb.Duration)(nil),         // 55: google.protobuf.Duration
+	(*structpb.Struct)(nil),             // 56: google.protobuf.Struct
+	(*anypb.Any)(nil),                   // 57: google.protobuf.Any
 }
 var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	2,  // 0: agentd.bridge.v1.ServerSpec.http:type_name -> agentd.bridge.v1.HTTPTarget
 	3,  // 1: agentd.bridge.v1.ServerSpec.stdio:type_name -> agentd.bridge.v1.StdioTarget
-	52, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
-	46, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
-	52, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
-	47, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
+	55, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
+	49, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
+	55, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
+	50, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
 	1,  // 6: agentd.bridge.v1.OpenSessionRequest.servers:type_name -> agentd.bridge.v1.ServerSpec
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
 	39, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
 	12, // 10: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
 	13, // 11: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	53, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	56, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
 	14, // 13: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
-	48, // 14: agentd.bridge.v1.CallToolRequest.input_responses:type_name -> agentd.bridge.v1.CallToolRequest.InputResponsesEntry
+	51, // 14: agentd.bridge.v1.CallToolRequest.input_responses:type_name -> agentd.bridge.v1.CallToolRequest.InputResponsesEntry
 	17, // 15: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
 	18, // 16: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
-	52, // 17: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
-	49, // 18: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	50, // 19: agentd.bridge.v1.StreamedToolCall.input_responses:type_name -> agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
+	55, // 17: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	52, // 18: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	53, // 19: agentd.bridge.v1.StreamedToolCall.input_responses:type_name -> agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
 	22, // 20: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
 	21, // 21: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
 	20, // 22: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
-	54, // 23: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	57, // 23: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
 	24, // 24: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
 	23, // 25: agentd.bridge.v1.CallToolResponse.input_required:type_name -> agentd.bridge.v1.InputRequired
-	51, // 26: agentd.bridge.v1.InputRequired.requests:type_name -> agentd.bridge.v1.InputRequired.RequestsEntry
+	54, // 26: agentd.bridge.v1.InputRequired.requests:type_name -> agentd.bridge.v1.InputRequired.RequestsEntry
 	0,  // 27: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
 	27, // 28: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	52, // 29: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	55, // 29: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
 	27, // 30: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
 	1,  // 31: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	52, // 32: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	55, // 32: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
 	27, // 33: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
 	38, // 34: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	40, // 35: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
-	41, // 36: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
-	53, // 37: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
-	44, // 38: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
-	21, // 39: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
-	43, // 40: agentd.bridge.v1.AnswerServerRequestRequest.deferred:type_name -> agentd.bridge.v1.Deferred
-	53, // 41: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	44, // 42: agentd.bridge.v1.CallToolRequest.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
-	44, // 43: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
-	41, // 44: agentd.bridge.v1.InputRequired.RequestsEntry.value:type_name -> agentd.bridge.v1.Elicitation
-	4,  // 45: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 46: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 47: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 48: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	16, // 49: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
-	42, // 50: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
-	25, // 51: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	28, // 52: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	30, // 53: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	32, // 54: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	34, // 55: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	36, // 56: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 57: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 58: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 59: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	22, // 60: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 61: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
-	45, // 62: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
-	26, // 63: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	29, // 64: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	31, // 65: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	33, // 66: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	35, // 67: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	37, // 68: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	57, // [57:69] is the sub-list for method output_type
-	45, // [45:57] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	42, // 35: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
+	43, // 36: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
+	40, // 37: agentd.bridge.v1.ServerRequest.sampling:type_name -> agentd.bridge.v1.SamplingRequest
+	41, // 38: agentd.bridge.v1.SamplingRequest.messages:type_name -> agentd.bridge.v1.SamplingMessage
+	56, // 39: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
+	47, // 40: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
+	21, // 41: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
+	45, // 42: agentd.bridge.v1.AnswerServerRequestRequest.deferred:type_name -> agentd.bridge.v1.Deferred
+	46, // 43: agentd.bridge.v1.AnswerServerRequestRequest.sampling:type_name -> agentd.bridge.v1.SamplingResult
+	56, // 44: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	47, // 45: agentd.bridge.v1.CallToolRequest.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	47, // 46: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	43, // 47: agentd.bridge.v1.InputRequired.RequestsEntry.value:type_name -> agentd.bridge.v1.Elicitation
+	4,  // 48: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 49: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 50: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 51: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 52: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	44, // 53: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
+	25, // 54: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	28, // 55: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	30, // 56: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	32, // 57: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	34, // 58: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	36, // 59: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	5,  // 60: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 61: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 62: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	22, // 63: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 64: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	48, // 65: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
+	26, // 66: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	29, // 67: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	31, // 68: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	33, // 69: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	35, // 70: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	37, // 71: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	60, // [60:72] is the sub-list for method output_type
+	48, // [48:60] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }
@@ -3663,12 +3901,14 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 	file_agentd_bridge_v1_bridge_proto_msgTypes[38].OneofWrappers = []any{
 		(*ServerRequest_Authorization)(nil),
 		(*ServerRequest_Elicitation)(nil),
+		(*ServerRequest_Sampling)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[41].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[43].OneofWrappers = []any{
 		(*AnswerServerRequestRequest_Authorization)(nil),
 		(*AnswerServerRequestRequest_Elicitation)(nil),
 		(*AnswerServerRequestRequest_Error)(nil),
 		(*AnswerServerRequestRequest_Deferred)(nil),
+		(*AnswerServerRequestRequest_Sampling)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3676,7 +3916,7 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_bridge_v1_bridge_proto_rawDesc), len(file_agentd_bridge_v1_bridge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -15,20 +15,22 @@ CONTENT_KIND_UNSPECIFIED: ContentKind
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AnswerServerRequestRequest(_message.Message):
-    __slots__ = ["authorization", "deferred", "elicitation", "error", "id", "session_id"]
+    __slots__ = ["authorization", "deferred", "elicitation", "error", "id", "sampling", "session_id"]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     authorization: str
     deferred: Deferred
     elicitation: ElicitationResult
     error: CallError
     id: int
+    sampling: SamplingResult
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., id: _Optional[int] = ..., authorization: _Optional[str] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ..., deferred: _Optional[_Union[Deferred, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., id: _Optional[int] = ..., authorization: _Optional[str] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ..., deferred: _Optional[_Union[Deferred, _Mapping]] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ...) -> None: ...
 
 class AnswerServerRequestResponse(_message.Message):
     __slots__ = []
@@ -353,21 +355,51 @@ class ResetCacheResponse(_message.Message):
     settings: CacheSettings
     def __init__(self, settings: _Optional[_Union[CacheSettings, _Mapping]] = ...) -> None: ...
 
+class SamplingMessage(_message.Message):
+    __slots__ = ["role", "text"]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    text: str
+    def __init__(self, role: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class SamplingRequest(_message.Message):
+    __slots__ = ["max_tokens", "messages", "system_prompt"]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    max_tokens: int
+    messages: _containers.RepeatedCompositeFieldContainer[SamplingMessage]
+    system_prompt: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[SamplingMessage, _Mapping]]] = ..., system_prompt: _Optional[str] = ..., max_tokens: _Optional[int] = ...) -> None: ...
+
+class SamplingResult(_message.Message):
+    __slots__ = ["model", "stop_reason", "text"]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    stop_reason: str
+    text: str
+    def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+
 class ServerRequest(_message.Message):
-    __slots__ = ["authorization", "call_id", "deferrable", "elicitation", "id", "server_name"]
+    __slots__ = ["authorization", "call_id", "deferrable", "elicitation", "id", "sampling", "server_name"]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     DEFERRABLE_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
     authorization: AuthorizationChallenge
     call_id: int
     deferrable: bool
     elicitation: Elicitation
     id: int
+    sampling: SamplingRequest
     server_name: str
-    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., call_id: _Optional[int] = ..., authorization: _Optional[_Union[AuthorizationChallenge, _Mapping]] = ..., elicitation: _Optional[_Union[Elicitation, _Mapping]] = ..., deferrable: bool = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., server_name: _Optional[str] = ..., call_id: _Optional[int] = ..., authorization: _Optional[_Union[AuthorizationChallenge, _Mapping]] = ..., elicitation: _Optional[_Union[Elicitation, _Mapping]] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., deferrable: bool = ...) -> None: ...
 
 class ServerSpec(_message.Message):
     __slots__ = ["allowed_tools", "http", "name", "read_timeout", "ref", "stdio"]

@@ -1,0 +1,68 @@
+package mcpconn
+
+//lint:file-ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// samplingCapabilities is what agentd declares of sampling (X-M5): plain
+// sampling, without tools (sampling.tools) or context inclusion. The
+// policy of each server is agentd's, which refuses what it denies.
+var samplingCapabilities = &mcp.SamplingCapabilities{}
+
+// errSamplingTools is the refusal of a sampling request that offers
+// tools: agentd's model answers with text alone.
+var errSamplingTools = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "sampling with tools is not supported: this client answers sampling requests with text only"}
+
+// sample is the client's sampling/createMessage handler (X-M5). The
+// handler takes the request with tools (the go-sdk's other handler would
+// drop them unseen), so that a request offering tools, or carrying tool
+// uses or results, is refused with an error the server can read; the
+// rest goes, as its first and only content blocks, to the session it is
+// made for, like an elicitation, holding the read timers of the calls it
+// may belong to while it waits (for the model, and perhaps for a person
+// who approves it). An error returned here reaches the server as a
+// JSON-RPC error.
+func (c *core) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+	p := req.Params
+	if len(p.Tools) > 0 || p.ToolChoice != nil {
+		return nil, errSamplingTools
+	}
+	base := &mcp.CreateMessageParams{MaxTokens: p.MaxTokens, SystemPrompt: p.SystemPrompt, StopSequences: p.StopSequences, Temperature: p.Temperature}
+	for i, m := range p.Messages {
+		if len(m.Content) != 1 {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("sampling message %d has %d content blocks; this client takes one text block a message, and no tools", i, len(m.Content))}
+		}
+		switch m.Content[0].(type) {
+		case *mcp.ToolUseContent, *mcp.ToolResultContent:
+			return nil, errSamplingTools
+		}
+		base.Messages = append(base.Messages, &mcp.SamplingMessage{Role: m.Role, Content: m.Content[0]})
+	}
+	owner, calls := c.elicitee()
+	if owner == nil || owner.Sample == nil {
+		c.log.Info("mcp server asked for a sample that no session can answer; refused", "calls_in_flight", len(calls))
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no session of this client can answer the sampling request"}
+	}
+	for _, call := range calls {
+		defer call.hold()()
+	}
+	// As for an elicitation (elicit): the one call's values, or none.
+	bctx := context.Background()
+	if len(calls) == 1 {
+		bctx = calls[0].ctx
+	}
+	sctx, cancel := context.WithCancel(bctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	res, err := owner.Sample(sctx, base)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CreateMessageWithToolsResult{Content: []mcp.Content{res.Content}, Model: res.Model, Role: res.Role, StopReason: res.StopReason}, nil
+}
