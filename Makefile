@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -35,6 +35,7 @@ help:
 	@echo "make chart             lint, render and check the Helm chart (deploy/helm/agentd) and the Dockerfile"
 	@echo "make conformance       the MCP conformance suite's client scenarios against agentd, held to the baseline"
 	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
+	@echo "make bench-e2e         a whole generation end to end (a fake model, server-everything, agentd over TCP) beside the same work done directly"
 	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
@@ -195,6 +196,26 @@ bench: npm
 	go test -run '^$$' -bench 'FirstCall' -benchtime 10x -count $(BENCH_COUNT) ./bridge/ | tee -a /tmp/agentd-bench.txt
 	go test -run '^$$' -bench 'BenchmarkAuth$$' -benchtime 300x -count $(BENCH_COUNT) ./internal/app/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
+
+# A whole generation end to end (issue 15), cmd/agentd-bench-e2e: bin/agentd
+# as a process over TCP, the openai provider pointed at a fake Chat
+# Completions server of ours (a separate process, streamed), four model turns
+# with three echo calls to server-everything over stdio, registered shared
+# and with the defaults (a process per generation); beside it, in the same
+# run, the floor: the same requests and go-sdk calls made directly. Latency
+# (median, p90), CPU per generation (/proc), allocations, and generations/s
+# at BENCH_E2E_CONCURRENCY, as a markdown table with the ratios to the floor.
+# The counts are generations per window (sequential, concurrent): for the
+# floor and the shared mode, then for the default mode.
+BENCH_E2E_GENS ?= 300
+BENCH_E2E_CONC_GENS ?= 1500
+BENCH_E2E_DEFAULT_GENS ?= 30
+BENCH_E2E_DEFAULT_CONC_GENS ?= 48
+BENCH_E2E_CONCURRENCY ?= 8
+bench-e2e: build npm
+	go run ./cmd/agentd-bench-e2e -agentd bin/agentd -gens $(BENCH_E2E_GENS) -conc-gens $(BENCH_E2E_CONC_GENS) \
+	  -default-gens $(BENCH_E2E_DEFAULT_GENS) -default-conc-gens $(BENCH_E2E_DEFAULT_CONC_GENS) \
+	  -concurrency $(BENCH_E2E_CONCURRENCY) | tee /tmp/agentd-bench-e2e.md
 
 # Durable generations, on SQLite and on one throwaway PostgreSQL
 # (scripts/postgres.sh: fsync off, so the PostgreSQL figures are the

@@ -17,11 +17,13 @@ const module = "github.com/agentd/agentd"
 
 // execAllowed lists the packages that may import os/exec outside tests:
 // the one package that starts MCP server processes, the test helpers
-// that start fake servers or inspect the process table for tests, and the
+// that start fake servers or inspect the process table for tests, the
 // conformance runner (make conformance), which runs the MCP conformance
-// suite under Node.
+// suite under Node, and the end-to-end benchmark (make bench-e2e), which
+// runs agentd, its fake model and the floor's MCP server as processes.
 var execAllowed = []string{
 	module + "/bridge/internal/mcpconn",
+	module + "/cmd/agentd-bench-e2e",
 	module + "/internal/mcptest",
 	module + "/internal/proctest",
 	module + "/internal/conformance/run",

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// The two registrations of server-everything in agentd's configuration.
+const (
+	sharedServer  = "everything-shared" // shared: true
+	defaultServer = "everything"        // the defaults: a process per generation
+)
+
+// agentdProcess is `agentd serve` running as a child of this process.
+type agentdProcess struct {
+	addr    string // where it serves, from its log
+	logPath string
+	cmd     *exec.Cmd
+	logged  chan struct{} // closed once its stderr is drained
+
+	// seen is every MCP server process it was seen running (by the
+	// samplers), checked to be gone after it stops.
+	seen map[int]bool
+}
+
+// agentdConfig is the configuration file: defaults but for the state
+// directory, the port, the drain, and the servers.
+func agentdConfig(stateDir, node, everything string) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+shutdown_drain: 0s
+state_dir: %s
+bridge:
+  servers:
+    %s: {command: %s, args: [%s, stdio], shared: true}
+    %s: {command: %s, args: [%s, stdio]}
+`, strconv.Quote(stateDir), sharedServer, strconv.Quote(node), strconv.Quote(everything),
+		defaultServer, strconv.Quote(node), strconv.Quote(everything))
+}
+
+// servingRE finds the address in agentd's "agentd serving" log line.
+var servingRE = regexp.MustCompile(`msg="?agentd serving"? .*address=(127\.0\.0\.1:\d+)`)
+
+// startAgentd writes the configuration into dir and starts bin, its
+// openai provider pointed at baseURL, then waits for it to serve.
+func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string) (*agentdProcess, error) {
+	cfgPath := filepath.Join(dir, "agentd.yaml")
+	if err := os.WriteFile(cfgPath, []byte(agentdConfig(filepath.Join(dir, "state"), node, everything)), 0o600); err != nil {
+		return nil, err
+	}
+	a := &agentdProcess{logPath: filepath.Join(dir, "agentd.log"), logged: make(chan struct{}), seen: map[int]bool{}}
+	log, err := os.Create(a.logPath)
+	if err != nil {
+		return nil, err
+	}
+	a.cmd = exec.Command(bin, "serve", "--config", cfgPath)
+	a.cmd.Env = append(agentdEnv(os.Environ()), "OPENAI_API_KEY="+apiKey, "OPENAI_BASE_URL="+baseURL)
+	a.cmd.Stdout = log
+	// Its own process group, stopped in order by this process; and told
+	// to stop (and so to stop its servers) if this process dies.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	stderr, err := a.cmd.StderrPipe()
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	if err := a.cmd.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	addr := make(chan string, 1)
+	go func() {
+		defer close(a.logged)
+		defer log.Close()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(log, line)
+			if m := servingRE.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(log, stderr)
+	}()
+	select {
+	case a.addr = <-addr:
+		return a, nil
+	case <-a.logged:
+		err = errors.New("agentd stopped before serving")
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-time.After(time.Minute):
+		err = errors.New("agentd did not serve within a minute")
+	}
+	_ = a.stop()
+	return nil, fmt.Errorf("%w (log: %s)", err, a.logPath)
+}
+
+// agentdEnv is this process's environment without what could change the
+// agentd under test: its own settings and the providers' variables.
+func agentdEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "AGENTD_") || strings.HasPrefix(name, "OPENAI_") || strings.HasPrefix(name, "OTEL_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func (a *agentdProcess) pid() int { return a.cmd.Process.Pid }
+
+// stop stops agentd as an operator would (SIGTERM: it ends its sessions
+// and stops its servers), SIGKILLs its process group if it has not exited
+// within 30 s (shutdown_grace and terminate_grace included), and then
+// checks that no MCP server process it ran is left. It may be called once.
+func (a *agentdProcess) stop() error {
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { <-a.logged; done <- a.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-a.pid(), syscall.SIGKILL)
+		<-done
+		err = errors.New("agentd did not stop within 30s of SIGTERM: killed")
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		err = fmt.Errorf("agentd exited: %w", err)
+	}
+	// Its servers are stopped before it exits; give the kernel a moment to
+	// reap any that was reparented.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var left []int
+		for pid := range a.seen {
+			if alive(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			err = errors.Join(err, fmt.Errorf("MCP server processes %v outlived agentd: killed", left))
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
+// agentdClient runs generations on one gRPC connection to agentd.
+type agentdClient struct {
+	conn    *grpc.ClientConn
+	client  agentdv1.AgentServiceClient
+	timeout time.Duration
+}
+
+func dialAgentd(addr string, timeout time.Duration) (*agentdClient, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return &agentdClient{conn: conn, client: agentdv1.NewAgentServiceClient(conn), timeout: timeout}, nil
+}
+
+// startRequest is the generation of the workload against the server
+// registered as ref.
+func startRequest(ref string) *agentdv1.StartGeneration {
+	maxTurns := int32(toolTurns + 1)
+	return &agentdv1.StartGeneration{
+		Agent: &agentdv1.Agent{
+			Provider:     "openai",
+			Model:        model,
+			Instructions: "You are a benchmark agent. Call echo when asked to.",
+			Mcps:         []*agentdv1.MCPServer{{Transport: &agentdv1.MCPServer_Ref{Ref: ref}}},
+			MaxToolTurns: &maxTurns,
+		},
+		Messages: []*agentdv1.Message{{
+			Role:  agentdv1.Role_ROLE_USER,
+			Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "Call echo three times, then say how it went."}}},
+		}},
+	}
+}
+
+// generator returns a generation function for one worker: each worker
+// sends its own copy of the request.
+func (c *agentdClient) generator(ref string) genFunc {
+	start := startRequest(ref)
+	return func(ctx context.Context) (time.Duration, error) {
+		return c.generate(ctx, proto.CloneOf(start))
+	}
+}
+
+// generate runs one generation and returns how long its completed event
+// took to arrive; err is nil only if it completed as the fake scripts it.
+func (c *agentdClient) generate(ctx context.Context, start *agentdv1.StartGeneration) (time.Duration, error) {
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	stream, err := c.client.Generate(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// A failed Send reports io.EOF; the stream's status comes from Recv.
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err == nil {
+		// Nothing is gated, so half-closing cannot pause the generation.
+		_ = stream.CloseSend()
+	}
+	var completed *agentdv1.GenerationCompleted
+	var toCompleted time.Duration
+	calls := 0
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		switch k := ev.GetEvent().(type) {
+		case *agentdv1.GenerateResponse_ToolCallFinished:
+			calls++
+			if k.ToolCallFinished.GetIsError() {
+				return 0, fmt.Errorf("tool call %s failed: %s", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
+			}
+		case *agentdv1.GenerateResponse_Completed:
+			completed, toCompleted = k.Completed, time.Since(t0)
+		}
+	}
+	var text string
+	for _, p := range completed.GetMessage().GetParts() {
+		text += p.GetText()
+	}
+	switch {
+	case completed == nil:
+		return 0, errors.New("the stream ended OK without a completed event")
+	case calls != toolTurns || int(completed.GetToolTurns()) != toolTurns:
+		return 0, fmt.Errorf("%d tool calls in %d tool turns, want %d", calls, completed.GetToolTurns(), toolTurns)
+	case text != finalText:
+		return 0, fmt.Errorf("final text %q, want %q", text, finalText)
+	}
+	return toCompleted, nil
+}

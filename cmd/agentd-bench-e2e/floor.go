@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// floor does a generation's work directly: the requests agentd sent the
+// fake, replayed, and the tool calls made with the go-sdk on one session.
+// Its methods are safe for concurrent use.
+type floor struct {
+	url     string
+	bodies  [toolTurns + 1][]byte
+	http    *http.Client
+	session *mcp.ClientSession
+	timeout time.Duration
+}
+
+// newFloor fetches the bodies the fake recorded and starts the floor's
+// server-everything process. Close stops it.
+func newFloor(ctx context.Context, baseURL, node, everything string, concurrency int, timeout time.Duration) (*floor, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = concurrency
+	f := &floor{url: baseURL + strings.TrimPrefix(completionsPath, "/v1"), http: &http.Client{Transport: transport}, timeout: timeout}
+	resp, err := f.http.Get(strings.TrimSuffix(baseURL, "/v1") + bodiesPath)
+	if err != nil {
+		return nil, err
+	}
+	var bodies []string
+	err = json.NewDecoder(resp.Body).Decode(&bodies)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("the fake's recorded bodies: %w", err)
+	}
+	if len(bodies) != len(f.bodies) {
+		return nil, fmt.Errorf("the fake recorded %d bodies, want %d", len(bodies), len(f.bodies))
+	}
+	for i, b := range bodies {
+		if b == "" {
+			return nil, fmt.Errorf("the fake recorded no request of turn %d", i+1)
+		}
+		f.bodies[i] = []byte(b)
+	}
+	cmd := exec.Command(node, everything, "stdio")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// No roots capability, as agentd offers none: a pending roots/list
+	// would keep the Node server alive after its stdin closes.
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentd-bench-e2e", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	f.session, err = client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the floor's server-everything: %w", err)
+	}
+	return f, nil
+}
+
+// Close stops the floor's server-everything process.
+func (f *floor) Close() error {
+	f.http.CloseIdleConnections()
+	return f.session.Close()
+}
+
+// generate runs one generation: each turn's request, its stream read to
+// the end and parsed, and the tool call it asked for.
+func (f *floor) generate(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	for turn, body := range f.bodies {
+		name, args, text, err := f.complete(ctx, body)
+		if err != nil {
+			return 0, fmt.Errorf("turn %d: %w", turn+1, err)
+		}
+		if turn == toolTurns {
+			if name != "" || text != finalText {
+				return 0, fmt.Errorf("final turn: call %q, text %q", name, text)
+			}
+			break
+		}
+		res, err := f.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+		if err != nil {
+			return 0, fmt.Errorf("turn %d: %s: %w", turn+1, name, err)
+		}
+		want := fmt.Sprintf("Echo: turn %d", turn+1)
+		if res.IsError || len(res.Content) != 1 {
+			return 0, fmt.Errorf("turn %d: %s answered %d parts, error %v", turn+1, name, len(res.Content), res.IsError)
+		}
+		if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != want {
+			return 0, fmt.Errorf("turn %d: %s answered %v, want %q", turn+1, name, res.Content[0], want)
+		}
+	}
+	return 0, nil
+}
+
+// floorChunk is what the floor reads of a chunk.
+type floorChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+}
+
+// complete sends one request and reads its stream to [DONE]: the call it
+// asks for, if any, and its text.
+func (f *floor) complete(ctx context.Context, body []byte) (name, args, text string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(body))
+	if err != nil {
+		return "", "", "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return "", "", "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return "", "", "", fmt.Errorf("%s: %s", resp.Status, msg)
+	}
+	var argsB, textB strings.Builder
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // before [DONE]
+			}
+			return "", "", "", err
+		}
+		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			break
+		}
+		var c floorChunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			return "", "", "", err
+		}
+		for _, ch := range c.Choices {
+			textB.WriteString(ch.Delta.Content)
+			for _, tc := range ch.Delta.ToolCalls {
+				if tc.Function.Name != "" {
+					name = tc.Function.Name
+				}
+				argsB.WriteString(tc.Function.Arguments)
+			}
+		}
+	}
+	// Read to the end, so that the connection goes back to the pool.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return name, argsB.String(), textB.String(), nil
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentd/agentd/internal/proctest"
+)
+
+func TestMain(m *testing.M) {
+	// The harness starts this test binary as the fake model.
+	serveFakeIfAsked()
+	proctest.VerifyTestMain(m)
+}
+
+// TestFakeModel: the fake answers by the number of tool results in the
+// request, an echo call for each of the first three turns and the final
+// text then, and keeps the first body of each turn for the floor.
+func TestFakeModel(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(newFakeModel())
+	defer srv.Close()
+	fl := &floor{url: srv.URL + completionsPath, http: srv.Client()}
+	messages := []any{map[string]any{"role": "user", "content": "go"}}
+	for turn := range toolTurns + 1 {
+		body, err := json.Marshal(map[string]any{"model": model, "stream": true, "messages": messages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, args, text, err := fl.complete(t.Context(), body)
+		if err != nil {
+			t.Fatalf("turn %d: %v", turn+1, err)
+		}
+		if turn == toolTurns {
+			if name != "" || text != finalText {
+				t.Errorf("final turn: call %q, text %q; want no call, %q", name, text, finalText)
+			}
+			break
+		}
+		var got map[string]string
+		if err := json.Unmarshal([]byte(args), &got); err != nil || name != "echo" || got["message"] != "turn "+string(rune('1'+turn)) {
+			t.Errorf("turn %d: call %q with %q (%v); want echo with turn %d", turn+1, name, args, err, turn+1)
+		}
+		messages = append(messages, map[string]any{"role": "tool", "tool_call_id": "x", "content": "Echo"})
+	}
+
+	resp, err := srv.Client().Get(srv.URL + bodiesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var bodies []string
+	if err := json.NewDecoder(resp.Body).Decode(&bodies); err != nil || len(bodies) != toolTurns+1 {
+		t.Fatalf("bodies %q, %v; want %d", bodies, err, toolTurns+1)
+	}
+	for i, b := range bodies {
+		if n := strings.Count(b, `"role":"tool"`); n != i {
+			t.Errorf("body %d holds %d tool results, want %d", i+1, n, i)
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+completionsPath, strings.NewReader(`{"stream":true,"messages":[]}`))
+	resp, err = srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a request without the key: %s, want 401", resp.Status)
+	}
+}
+
+// everythingOrSkip returns server-everything's entry point, or skips when
+// npm ci has not installed it (fails under AGENTD_REQUIRE_NPM_SERVERS=1).
+func everythingOrSkip(t *testing.T) string {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("..", "..", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, statErr := os.Stat(path)
+	_, nodeErr := exec.LookPath("node")
+	if statErr != nil || nodeErr != nil {
+		if os.Getenv("AGENTD_REQUIRE_NPM_SERVERS") == "1" {
+			t.Fatalf("server-everything or node is missing (%v, %v)", statErr, nodeErr)
+		}
+		t.Skip("server-everything or node is missing: run npm ci")
+	}
+	return path
+}
+
+// buildAgentd builds the agentd binary the harness measures.
+func buildAgentd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agentd")
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../agentd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/agentd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// tiny is a run of two generations in every window.
+func tiny(bin, everything string) []string {
+	return []string{"-agentd", bin, "-everything", everything, "-gens", "2", "-conc-gens", "2",
+		"-default-gens", "2", "-default-conc-gens", "2", "-concurrency", "2", "-warmup", "1"}
+}
+
+// TestBench runs the harness end to end on a tiny workload, then an
+// interrupted run: both print what they should and leave no process
+// behind (TestMain checks the children; the harness checks agentd's).
+// Timings are not asserted.
+//
+// Not parallel: TestMain counts this process's children.
+func TestBench(t *testing.T) {
+	everything := everythingOrSkip(t)
+	bin := buildAgentd(t)
+
+	var out, progress bytes.Buffer
+	if err := run(t.Context(), tiny(bin, everything), &out, &progress); err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	table := out.String()
+	for _, want := range []string{"| floor: ", "| agentd, `shared: true` |", "| agentd, default ", "| shared / floor |", "| default / floor |", "not exposed"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table has no %q:\n%s", want, table)
+		}
+	}
+	if t.Failed() {
+		t.Logf("progress:\n%s", progress.String())
+	}
+
+	// Interrupted once the first window starts.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := &cancelOn{want: "floor, sequential", cancel: cancel}
+	err := run(ctx, tiny(bin, everything), io.Discard, w)
+	if err == nil || !strings.Contains(err.Error(), "context canceled") || !strings.Contains(err.Error(), "agentd's log") {
+		t.Fatalf("an interrupted run: %v; want context canceled, naming agentd's log", err)
+	}
+	// A failed run keeps agentd's state directory, with its log, for a
+	// person to read; a test has read enough.
+	if m := regexp.MustCompile(`agentd's log: (\S+)/agentd\.log\)`).FindStringSubmatch(err.Error()); m != nil {
+		os.RemoveAll(m[1])
+	}
+}
+
+// cancelOn calls cancel once what is written to it holds want.
+type cancelOn struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	want   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.want) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-gens", "0"}, {"-concurrency", "-1"}, {"-timeout", "0s"}, {"extra"}} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) = nil error", args)
+		}
+	}
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil || o.concurrency != 8 || o.agentd != "bin/agentd" {
+		t.Errorf("defaults: %+v, %v", o, err)
+	}
+}

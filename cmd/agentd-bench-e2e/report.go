@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// percentile is the nearest-rank percentile p (0..1] of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[max(int(math.Ceil(p*float64(len(s))))-1, 0)]
+}
+
+func (w window) perGen(d time.Duration) time.Duration { return d / time.Duration(max(w.gens, 1)) }
+
+func (w window) rate() float64 { return float64(w.gens) / w.elapsed.Seconds() }
+
+// ms formats a duration in milliseconds with three significant digits or
+// so.
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v < 10:
+		return fmt.Sprintf("%.2f ms", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return fmt.Sprintf("%.0f ms", v)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// ratio formats a/b with about three significant digits.
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	switch r := a / b; {
+	case r < 0.1:
+		return fmt.Sprintf("%.3f×", r)
+	case r < 10:
+		return fmt.Sprintf("%.2f×", r)
+	case r < 100:
+		return fmt.Sprintf("%.1f×", r)
+	default:
+		return fmt.Sprintf("%.0f×", r)
+	}
+}
+
+// writeMarkdown writes the run's table, its settings and its method.
+func (r *report) writeMarkdown(out io.Writer) error {
+	var b strings.Builder
+	c := r.o.concurrency
+	fmt.Fprintf(&b, "| | sequential: median | p90 | median to `completed` | CPU/gen, sequential | CPU/gen, %d concurrent | MCP servers' CPU/gen, %d concurrent | allocated/gen | %d concurrent: generations/s | peak RSS |\n", c, c, c)
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	row := func(label string, m mode) {
+		toc := "–"
+		if len(m.seq.toCompleted) > 0 {
+			toc = ms(percentile(m.seq.toCompleted, 0.5))
+		}
+		alloc := "not exposed"
+		if m.seq.allocObjs > 0 {
+			alloc = fmt.Sprintf("%.1f KiB, %d objects", float64(m.conc.allocBytes)/float64(m.conc.gens)/1024, m.conc.allocObjs/uint64(m.conc.gens))
+		}
+		peak := mib(max(m.seq.peakRSS, m.conc.peakRSS))
+		if servers := max(m.seq.peakServers, m.conc.peakServers); servers > 0 {
+			peak += fmt.Sprintf(" + %d servers", servers)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", label,
+			ms(percentile(m.seq.latencies, 0.5)), ms(percentile(m.seq.latencies, 0.9)), toc,
+			ms(m.seq.perGen(m.seq.cpu)), ms(m.conc.perGen(m.conc.cpu)), ms(m.conc.perGen(m.conc.serversCPU)),
+			alloc, m.conc.rate(), peak)
+	}
+	ratioRow := func(label string, m mode) {
+		f := r.floor
+		d := func(a, b time.Duration) string { return ratio(float64(a), float64(b)) }
+		fmt.Fprintf(&b, "| %s | %s | %s | | %s | %s | %s | | %s | %s |\n", label,
+			d(percentile(m.seq.latencies, 0.5), percentile(f.seq.latencies, 0.5)),
+			d(percentile(m.seq.latencies, 0.9), percentile(f.seq.latencies, 0.9)),
+			d(m.seq.perGen(m.seq.cpu), f.seq.perGen(f.seq.cpu)),
+			d(m.conc.perGen(m.conc.cpu), f.conc.perGen(f.conc.cpu)),
+			d(m.conc.perGen(m.conc.serversCPU), f.conc.perGen(f.conc.serversCPU)),
+			ratio(m.conc.rate(), f.conc.rate()),
+			ratio(float64(max(m.seq.peakRSS, m.conc.peakRSS)), float64(max(f.seq.peakRSS, f.conc.peakRSS))))
+	}
+	row("floor: the same requests and go-sdk calls, direct", r.floor)
+	row("agentd, `shared: true`", r.shared)
+	row("agentd, default (a warm-pooled process per generation)", r.isolated)
+	ratioRow("shared / floor", r.shared)
+	ratioRow("default / floor", r.isolated)
+
+	fmt.Fprintf(&b, "\nGenerations measured: %d sequential and %d concurrent (floor, shared), %d and %d (default), %d at a time; %d warm-up each. ",
+		r.o.gens, r.o.concGens, r.o.defaultGens, r.o.defConcGens, c, r.o.warmup)
+	fmt.Fprintf(&b, "The fake model's CPU/gen, sequential and concurrent: floor %s, %s; shared %s, %s; default %s, %s. ",
+		ms(r.floor.seq.perGen(r.floor.seq.fakeCPU)), ms(r.floor.conc.perGen(r.floor.conc.fakeCPU)),
+		ms(r.shared.seq.perGen(r.shared.seq.fakeCPU)), ms(r.shared.conc.perGen(r.shared.conc.fakeCPU)),
+		ms(r.isolated.seq.perGen(r.isolated.seq.fakeCPU)), ms(r.isolated.conc.perGen(r.isolated.conc.fakeCPU)))
+	fmt.Fprintf(&b, "Connections the fake accepted per 100 generations, sequential and concurrent: floor %s, %s; shared %s, %s; default %s, %s. ",
+		per100(r.floor.seq), per100(r.floor.conc), per100(r.shared.seq), per100(r.shared.conc), per100(r.isolated.seq), per100(r.isolated.conc))
+	fmt.Fprintf(&b, "%d CPUs, %s, load average %s at the end.\n", runtime.NumCPU(), runtime.Version(), loadAverage())
+	b.WriteString("\nCPU from /proc/<pid>/stat (10 ms ticks) over each window: agentd's process, or for the floor this process (nothing else runs in it meanwhile); " +
+		"MCP servers: their processes' time, reaped ones included. Allocations: the floor's, from runtime.MemStats over its concurrent window; " +
+		"agentd exposes no pprof, expvar or Go runtime metrics, so only its peak RSS (VmRSS sampled every 100 ms) is shown; the floor's RSS is this process's, gRPC client included.\n")
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// per100 is how many connections w's generations opened to the fake per
+// 100 generations.
+func per100(w window) string {
+	return fmt.Sprintf("%.0f", 100*float64(w.fakeConns)/float64(max(w.gens, 1)))
+}
+
+// loadAverage is the 1-minute load average, or "?".
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
