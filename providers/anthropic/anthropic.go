@@ -146,7 +146,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			yield(nil, err)
 			return
 		}
-		defer resp.Body.Close()
+		defer httpc.Finish(ctx, resp.Body)
 		readStream(ctx, resp.Body, yield)
 	}
 }

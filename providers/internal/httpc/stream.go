@@ -29,6 +29,10 @@ func NewHTTPClient(s providers.Settings) *http.Client {
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = timeout
+	// As many idle connections to the provider as concurrent generations
+	// keep streams open: the default 2 per host makes a third concurrent
+	// stream dial anew and a finished one close (issue 15).
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 	if s.Dial != nil {
 		t.DialContext = s.Dial
 		t.Proxy = nil // connections go where Dial takes them
@@ -82,6 +86,33 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		return n, &idleError{idle: b.idle}
 	}
 	return n, err
+}
+
+// maxIdleConns bounds the idle connections an adapter keeps to its
+// provider.
+const maxIdleConns = 64
+
+// Drain bounds: what Finish reads of a response past its terminal event,
+// at most, for its connection to be reused.
+const (
+	drainBytes = 64 << 10
+	drainTime  = time.Second
+)
+
+// Finish closes a streamed response's body. While ctx lives, it first
+// reads what is left of it, at most drainBytes for at most drainTime:
+// an adapter returns at the turn's terminal event, a moment before the
+// body's end, and a body closed before its end takes its connection
+// with it, so that the next turn dials anew. A body of a client the
+// adapter was given (providers.Settings.HTTP) is only closed: its reads
+// have no bound.
+func Finish(ctx context.Context, body io.ReadCloser) {
+	if b, ok := body.(*idleBody); ok && ctx.Err() == nil {
+		timer := time.AfterFunc(drainTime, b.cancel)
+		_, _ = io.CopyN(io.Discard, b.ReadCloser, drainBytes)
+		timer.Stop()
+	}
+	_ = body.Close()
 }
 
 func (b *idleBody) Close() error {

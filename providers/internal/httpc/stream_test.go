@@ -1,18 +1,24 @@
 package httpc
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/internal/ndjson"
 	"github.com/agentd/agentd/providers/internal/sse"
 )
@@ -97,4 +103,47 @@ func TestIdleBody(t *testing.T) {
 			t.Error("the request was not cancelled")
 		}
 	})
+}
+
+// TestFinishReusesConnection: a response closed with Finish after its
+// terminal event, a moment before the body's end, gives its connection
+// back: the next request reuses it (issue 15: every turn used to dial
+// anew). A context already ended closes without reading.
+func TestFinishReusesConnection(t *testing.T) {
+	var conns atomic.Int32
+	rest := make(chan struct{}) // the client read the terminal event
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"done\":true}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-rest:
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n") // what an adapter stops before
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client := NewHTTPClient(providers.Settings{})
+	for range 3 {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(resp.Body).ReadString('\n') // the terminal event
+		if err != nil || !strings.Contains(line, "done") {
+			t.Fatalf("read %q, %v", line, err)
+		}
+		rest <- struct{}{}
+		Finish(t.Context(), resp.Body)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 3 requests, want 1", n)
+	}
 }
