@@ -110,20 +110,26 @@ func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Chall
 // schema's defaults (SEP-1034). ctx carries the id of the call during
 // which the server asks, when that is known. An error answer fails the
 // server's request with agentd's error.
+//
+// An elicitation that came as an input request of a 2026-07-28 tools/call
+// result is deferrable (X-M8): agentd may answer deferred, and the call
+// then ends with input_required (mcpconn.ErrDeferred).
 func (s *session) elicit(ctx context.Context, server string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	e := &bridgev1.Elicitation{Mode: cmp.Or(p.Mode, "form"), Message: p.Message, Url: p.URL, ElicitationId: p.ElicitationID}
-	if p.RequestedSchema != nil {
-		schema, err := toStruct(p.RequestedSchema)
-		if err != nil {
-			return nil, fault.Wrap(fault.Invalid, err, "the MCP server %q asked for input with a schema agentd cannot pass on", server)
-		}
-		e.RequestedSchema = schema
+	e, err := elicitation(server, p)
+	if err != nil {
+		return nil, err
 	}
-	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Elicitation{Elicitation: e}})
+	deferrable := mcpconn.Deferrable(ctx)
+	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Elicitation{Elicitation: e}, Deferrable: deferrable})
 	if err != nil {
 		return nil, err
 	}
 	switch k := a.GetAnswer().(type) {
+	case *bridgev1.AnswerServerRequestRequest_Deferred:
+		if !deferrable {
+			return nil, fault.New(fault.Internal, "agentd deferred the MCP server %q's elicitation, which cannot wait: it came during a 2025-11-25 call", server)
+		}
+		return nil, mcpconn.ErrDeferred
 	case *bridgev1.AnswerServerRequestRequest_Elicitation:
 		res := &mcp.ElicitResult{Action: k.Elicitation.GetAction()}
 		switch res.Action {
@@ -143,6 +149,55 @@ func (s *session) elicit(ctx context.Context, server string, p *mcp.ElicitParams
 	default:
 		return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's elicitation with something else", server)
 	}
+}
+
+// elicitation is a server's elicitation as agentd sees it.
+func elicitation(server string, p *mcp.ElicitParams) (*bridgev1.Elicitation, error) {
+	e := &bridgev1.Elicitation{Mode: cmp.Or(p.Mode, "form"), Message: p.Message, Url: p.URL, ElicitationId: p.ElicitationID}
+	if p.Mode == "" && p.URL != "" {
+		e.Mode = "url"
+	}
+	if p.RequestedSchema != nil {
+		schema, err := toStruct(p.RequestedSchema)
+		if err != nil {
+			return nil, fault.Wrap(fault.Invalid, err, "the MCP server %q asked for input with a schema agentd cannot pass on", server)
+		}
+		e.RequestedSchema = schema
+	}
+	return e, nil
+}
+
+// inputRequired is the answer of a call whose input request agentd
+// deferred (X-M8): the server's elicitation requests and its request
+// state, which the retry echoes.
+func inputRequired(server string, ir *mcpconn.InputRequired) (*bridgev1.CallToolResponse, error) {
+	out := &bridgev1.InputRequired{Requests: make(map[string]*bridgev1.Elicitation, len(ir.Requests)), RequestState: ir.RequestState}
+	for id, p := range ir.Requests {
+		e, err := elicitation(server, p)
+		if err != nil {
+			return nil, err
+		}
+		out.Requests[id] = e
+	}
+	return &bridgev1.CallToolResponse{InputRequired: out}, nil
+}
+
+// withRetry makes the call of ctx the retry of a call that ended with
+// input_required: it carries agentd's answers and the server's request
+// state (X-M8).
+func withRetry(ctx context.Context, answers map[string]*bridgev1.ElicitationResult, state string) context.Context {
+	if len(answers) == 0 && state == "" {
+		return ctx
+	}
+	responses := make(map[string]*mcp.ElicitResult, len(answers))
+	for id, a := range answers {
+		res := &mcp.ElicitResult{Action: a.GetAction()}
+		if a.GetAction() == "accept" && a.GetContent() != nil {
+			res.Content = a.GetContent().AsMap()
+		}
+		responses[id] = res
+	}
+	return mcpconn.WithRetry(ctx, responses, state)
 }
 
 // toStruct converts a JSON value that is an object, as the go-sdk decoded

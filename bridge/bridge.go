@@ -132,7 +132,7 @@ func New(opts Options) (*Service, error) {
 		cfg:        opts.Config,
 		tenants:    tenants,
 		cache:      cache,
-		pools:      newPools(opts.Config, log, stdioDialer(log, prop, tel), poolMetrics),
+		pools:      newPools(opts.Config, log, stdioDialer(log, prop, tel, cache), poolMetrics),
 		transport:  mcpconn.NewTransport(false),
 		private:    mcpconn.NewTransport(true),
 		sessions:   make(map[string]*session),
@@ -268,6 +268,7 @@ func (s *Service) CallTool(ctx context.Context, req *bridgev1.CallToolRequest) (
 	if err != nil {
 		return nil, fault.GRPC(err)
 	}
+	ctx = withRetry(ctx, req.GetInputResponses(), req.GetRequestState())
 	res, err := sess.callTool(ctx, req.GetServerName(), req.GetToolName(), req.GetArguments())
 	if err != nil {
 		return nil, fault.GRPC(err)
@@ -281,6 +282,7 @@ type target struct {
 	readTimeout  time.Duration
 	allowedTools []string
 	key          schemacache.Key // its tool list's cache key
+	serverKey    schemacache.Key // its protocol version's key (X-M8)
 	stdio        *mcpconn.StdioSpec
 	ref          string // registered server name, for stdio targets by ref
 	http         *mcpconn.HTTPSpec
@@ -335,7 +337,7 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 		default:
 			sc.bad(f, "needs http, stdio or ref")
 		}
-		t.key = schemacache.NewKey(parts)
+		t.key, t.serverKey = schemacache.NewKey(parts), schemacache.ServerKey(parts)
 		targets = append(targets, t)
 	}
 	if err := policy.Refusal(sc.invalid, sc.denied); err != nil {

@@ -174,7 +174,9 @@ func TestCacheConcurrentMisses(t *testing.T) {
 	}
 }
 
-// X-C6: notifications/tools/list_changed drops the entry.
+// X-C6: notifications/tools/list_changed drops the entry. X-M8: the
+// go-sdk fake speaks 2026-07-28, where the notification comes on the
+// subscriptions/listen stream the go-sdk opens for agentd's handler.
 func TestToolsChangedInvalidatesCache(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

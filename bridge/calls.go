@@ -234,7 +234,8 @@ func (cs *callStream) start(ctx context.Context, call *bridgev1.StreamedToolCall
 		relay := newProgressRelay(func(p *bridgev1.ToolProgress) {
 			cs.answers <- &bridgev1.CallToolsResponse{Id: id, Outcome: &bridgev1.CallToolsResponse_Progress{Progress: p}}
 		})
-		res, err := cs.sess.callTool(withCallID(mcpconn.WithProgress(ctx, relay.note), id), call.GetServerName(), call.GetToolName(), call.GetArguments())
+		callCtx := withRetry(withCallID(mcpconn.WithProgress(ctx, relay.note), id), call.GetInputResponses(), call.GetRequestState())
+		res, err := cs.sess.callTool(callCtx, call.GetServerName(), call.GetToolName(), call.GetArguments())
 		relay.close()
 		if err != nil && errors.Is(context.Cause(ctx), errSessionClosed) {
 			err = errSessionClosed

@@ -94,24 +94,31 @@ func mustStructOf(t *testing.T, v any) *structpb.Struct {
 
 // elicitServers are the elicit tool's servers of the tests: the stdio
 // fake and the HTTP fake, over Streamable HTTP and legacy HTTP+SSE.
-func elicitServers(t *testing.T) []struct {
-	name string
-	spec func(t *testing.T) *bridgev1.ServerSpec
-} {
-	return []struct {
-		name string
-		spec func(t *testing.T) *bridgev1.ServerSpec
-	}{
-		{"stdio", func(t *testing.T) *bridgev1.ServerSpec { return commandSpec(t, "asker", mcptest.Tools, nil) }},
-		{"http", func(t *testing.T) *bridgev1.ServerSpec {
+func elicitServers(t *testing.T) []elicitServer {
+	return []elicitServer{
+		{"stdio", true, func(t *testing.T) *bridgev1.ServerSpec { return commandSpec(t, "asker", mcptest.Tools, nil) }},
+		{"stateless http", true, func(t *testing.T) *bridgev1.ServerSpec {
+			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Stateless})
+			return httpSpec("asker", srv.URL, "", roomyTimeout)
+		}},
+		{"http", false, func(t *testing.T) *bridgev1.ServerSpec {
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable})
 			return httpSpec("asker", srv.URL, "", roomyTimeout)
 		}},
-		{"sse", func(t *testing.T) *bridgev1.ServerSpec {
+		{"sse", false, func(t *testing.T) *bridgev1.ServerSpec {
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE})
 			return httpSpec("asker", srv.URL, "", roomyTimeout)
 		}},
 	}
+}
+
+// elicitServer is a server of the elicit tool. modern: it negotiates
+// 2026-07-28, where its questions are input requests of the call's result
+// (X-M8).
+type elicitServer struct {
+	name   string
+	modern bool
+	spec   func(t *testing.T) *bridgev1.ServerSpec
 }
 
 // TestElicitation: X-M4. A server's elicitation during a tools/call
@@ -140,7 +147,7 @@ func TestElicitation(t *testing.T) {
 			r := nextRequest(t, requests)
 			want := &bridgev1.ServerRequest{Id: r.GetId(), ServerName: "asker", CallId: 7, Kind: &bridgev1.ServerRequest_Elicitation{Elicitation: &bridgev1.Elicitation{
 				Mode: "form", Message: "Who are you?", RequestedSchema: formSchema,
-			}}}
+			}}, Deferrable: srv.modern}
 			if diff := cmp.Diff(want, r, protocmp.Transform()); diff != "" {
 				t.Errorf("form request (-want +got):\n%s", diff)
 			}
@@ -156,7 +163,7 @@ func TestElicitation(t *testing.T) {
 			r = nextRequest(t, requests)
 			want = &bridgev1.ServerRequest{Id: r.GetId(), ServerName: "asker", CallId: 8, Kind: &bridgev1.ServerRequest_Elicitation{Elicitation: &bridgev1.Elicitation{
 				Mode: "url", Message: mcptest.ElicitURL.Message, Url: mcptest.ElicitURL.URL, ElicitationId: mcptest.ElicitURL.ElicitationID,
-			}}}
+			}}, Deferrable: srv.modern}
 			if diff := cmp.Diff(want, r, protocmp.Transform()); diff != "" {
 				t.Errorf("url request (-want +got):\n%s", diff)
 			}
@@ -188,13 +195,18 @@ func TestElicitation(t *testing.T) {
 			}
 
 			// X-M4 two calls in flight: the second question cannot be
-			// told apart, and names no call.
+			// told apart, and names no call; X-M8 an input request is
+			// its call's.
 			startCall(t, stream, 12, "asker", "elicit", `{}`)
 			first := nextRequest(t, requests)
 			startCall(t, stream, 13, "asker", "elicit", `{}`)
 			second := nextRequest(t, requests)
-			if first.GetCallId() != 12 || second.GetCallId() != 0 {
-				t.Errorf("call ids of the questions = %d, %d; want 12, then 0 while two calls run", first.GetCallId(), second.GetCallId())
+			wantSecond := uint64(0)
+			if srv.modern {
+				wantSecond = 13
+			}
+			if first.GetCallId() != 12 || second.GetCallId() != wantSecond {
+				t.Errorf("call ids of the questions = %d, %d; want 12, then %d while two calls run", first.GetCallId(), second.GetCallId(), wantSecond)
 			}
 			answerElicitation(t, f.client, id, second, &bridgev1.ElicitationResult{Action: "decline"})
 			answerElicitation(t, f.client, id, first, &bridgev1.ElicitationResult{Action: "cancel"})
@@ -316,9 +328,11 @@ func TestElicitationSessionCloses(t *testing.T) {
 }
 
 // TestElicitationSharedProcess: X-M4. A process that serves several
-// sessions asks the session whose call is in flight; when calls of
-// several sessions are, nothing tells whose question it is, and it is
-// declined.
+// sessions asks the session whose call is in flight; on 2025-11-25, when
+// calls of several sessions are, nothing tells whose question it is, and
+// it is declined (mcpconn's elicitee). X-M8: on 2026-07-28, as this go-sdk
+// fake speaks, each question is an input request of its own call's
+// result, so each session is asked its own.
 func TestElicitationSharedProcess(t *testing.T) {
 	t.Parallel()
 	f := newFixtureWith(t, func(c *config.Bridge) {
@@ -340,16 +354,25 @@ func TestElicitationSharedProcess(t *testing.T) {
 		t.Errorf("session a's request = %v, want its server x and call 1", r)
 	}
 	startCall(t, streamB, 1, "y", "elicit", `{}`)
+	// The go-sdk fake speaks 2026-07-28 (X-M8): a question is an input
+	// request of its call's result, so it is known to be session b's.
+	rb := nextRequest(t, requestsB)
+	if rb.GetServerName() != "y" || rb.GetCallId() != 1 || !rb.GetDeferrable() {
+		t.Errorf("session b's request = %v, want its server y and call 1, deferrable", rb)
+	}
+	answerElicitation(t, f.client, b, rb, &bridgev1.ElicitationResult{Action: "decline"})
 	if got := elicitOutput(t, recvAnswer(t, streamB)); got.Action != "decline" {
-		t.Errorf("with calls of two sessions in flight the server received %+v, want decline", got)
+		t.Errorf("session b's server received %+v, want decline", got)
 	}
 	answerElicitation(t, f.client, a, r, &bridgev1.ElicitationResult{Action: "accept", Content: mustStruct(t, map[string]any{})})
 	if got := elicitOutput(t, recvAnswer(t, streamA)); got.Action != "accept" || got.Content["name"] != "Ada" {
 		t.Errorf("session a's server received %+v, want accept with the defaults", got)
 	}
 	select {
+	case r := <-requestsA:
+		t.Errorf("session a was asked again: %v", r)
 	case r := <-requestsB:
-		t.Errorf("session b was asked %v", r)
+		t.Errorf("session b was asked again: %v", r)
 	default:
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	"github.com/agentd/agentd/bridge/internal/pool"
+	"github.com/agentd/agentd/bridge/internal/schemacache"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 )
@@ -142,16 +143,40 @@ func (ps *pools) poolConfig(warm int) pool.Config {
 // and timed by tel (X-O2, X-O1). A pool's
 // processes log with the server's registered (or command) name; sessions
 // see them under their own names.
-func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpconn.Telemetry) dialFunc {
+func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpconn.Telemetry, cache *schemacache.Cache) dialFunc {
 	return func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*mcpconn.Conn] {
+		// Every process of the pool, warm spares included, offers what
+		// the server negotiated before (X-M8).
+		versions := versionMemory{cache, schemacache.ServerKey(schemacache.KeyParts{Tenant: tenant, Command: spec.Command, Args: spec.Args, Env: spec.Env, Unset: spec.Unset})}
+		// While the server's version is unknown, the pool's handshakes
+		// (its first process and its warm spares) go one at a time, so
+		// that the probe is paid once, and a server that exits on it
+		// (go-sdk #1177) is started twice, not twice per process.
+		learning := make(chan struct{}, 1)
 		return func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
-			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop, Telemetry: tel, Tenant: tenant, Server: server})
+			if versions.Version() == "" {
+				select {
+				case learning <- struct{}{}:
+					defer func() { <-learning }()
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop, Telemetry: tel, Tenant: tenant, Server: server, Versions: versions})
 		}
 	}
 }
 
-// commandKey identifies a command configuration without holding its
-// environment's values.
+// versionMemory remembers a server's protocol version in the schema
+// cache, beside its tool list (X-M8).
+type versionMemory struct {
+	cache *schemacache.Cache
+	key   schemacache.Key
+}
+
+func (m versionMemory) Version() string   { return m.cache.ProtocolVersion(m.key) }
+func (m versionMemory) Remember(v string) { m.cache.RememberProtocol(m.key, v) }
+
 func commandKey(spec mcpconn.StdioSpec) string {
 	env := make(map[string]string, len(spec.Env))
 	for k, v := range spec.Env {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -183,6 +184,7 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 		}
 		conn, err := mcpconn.DialHTTP(ctx, spec, t.readTimeout, mcpconn.Options{
 			Logger: srv.sess.log, Propagator: srv.sess.prop, Telemetry: srv.sess.tel, Tenant: srv.sess.owner.Tenant,
+			Versions: versionMemory{srv.sess.cache, t.serverKey},
 		})
 		if err != nil {
 			return nil, err
@@ -294,25 +296,27 @@ func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error)
 		// holds: its list is never cached (X-M1).
 		use = new(bool)
 	}
-	tools, hit, err := srv.sess.cache.Fetch(ctx, srv.target.key, use, srv.fetchTools)
+	tools, hit, err := srv.sess.cache.FetchTTL(ctx, srv.target.key, use, srv.fetchTools)
 	if err != nil {
 		return nil, err
 	}
 	return &bridgev1.ServerTools{ServerName: srv.target.name, Tools: tools, CacheHit: hit}, nil
 }
 
-// fetchTools asks the server for its tools and keeps the allowed ones.
-func (srv *server) fetchTools(ctx context.Context) ([]*bridgev1.Tool, error) {
+// fetchTools asks the server for its tools and keeps the allowed ones,
+// with how long the server lets them be cached (a 2026-07-28 server's
+// ttlMs; nil: no hint).
+func (srv *server) fetchTools(ctx context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
 	conn, err := srv.connection(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tools, err := conn.ListTools(ctx)
+	tools, ttl, err := conn.ListToolsTTL(ctx)
 	if err != nil {
 		if broken(err) {
 			srv.drop(conn)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	var out []*bridgev1.Tool
 	for _, t := range tools {
@@ -321,7 +325,7 @@ func (srv *server) fetchTools(ctx context.Context) ([]*bridgev1.Tool, error) {
 		}
 		out = append(out, convertTool(t))
 	}
-	return out, nil
+	return out, ttl, nil
 }
 
 // convertTool turns an MCP tool into the bridge's form; a missing or
@@ -378,7 +382,12 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 	}
 	res, err := conn.CallTool(ctx, tool, args)
 	var rpcErr *jsonrpc.Error
+	var pending *mcpconn.InputRequired
 	switch {
+	case errors.As(err, &pending):
+		// agentd deferred an input request (X-M8): the call ends, to be
+		// retried with the answers.
+		return inputRequired(serverName, pending)
 	case errors.As(err, &rpcErr):
 		return flattenRPCError(rpcErr), nil
 	case err != nil:

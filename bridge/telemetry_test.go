@@ -131,7 +131,7 @@ func TestMCPTelemetry(t *testing.T) {
 		}
 	}
 	want := map[string]uint64{
-		"tools//initialize//":               1,
+		"tools//server/discover//":          1, // the go-sdk fake speaks 2026-07-28 (X-M8)
 		"t/acme/tools/call/stderr/":         1,
 		"t/acme/tools/call/fail/tool_error": 1,
 	}
@@ -144,7 +144,7 @@ func TestMCPTelemetry(t *testing.T) {
 			names = append(names, sp.Name())
 		}
 	}
-	if diff := cmp.Diff([]string{"initialize", "tools/call stderr", "tools/call fail"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"server/discover", "tools/call stderr", "tools/call fail"}, names); diff != "" {
 		t.Errorf("CLIENT spans (-want +got):\n%s", diff)
 	}
 }

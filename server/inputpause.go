@@ -2,10 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
@@ -79,17 +84,17 @@ func pendingInputs(t *statev1.PausedTurn) []*agentdv1.InputRequest {
 // checkInputAnswers requires exactly one answer for every input request
 // the paused turn waits for (R-A7), and an action.
 func checkInputAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	pending := make(map[string]bool)
+	pending := make(map[string]*agentdv1.InputRequest)
 	var order []string
 	for _, req := range pendingInputs(turn) {
-		pending[req.GetId()] = true
+		pending[req.GetId()] = req
 		order = append(order, req.GetId())
 	}
 	seen := make(map[string]bool)
 	for i, a := range r.GetInputResponses() {
 		field := fmt.Sprintf("resume.input_responses[%d]", i)
 		switch {
-		case !pending[a.GetRequestId()]:
+		case pending[a.GetRequestId()] == nil:
 			v.add(field+".request_id", "%s", fmt.Sprintf("no input request %q is waiting", a.GetRequestId()))
 		case seen[a.GetRequestId()]:
 			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", a.GetRequestId()))
@@ -97,6 +102,11 @@ func checkInputAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.Resu
 		seen[a.GetRequestId()] = true
 		if a.GetAction() == agentdv1.InputAction_INPUT_ACTION_UNSPECIFIED {
 			v.add(field+".action", "is required: ACCEPT, DECLINE or CANCEL")
+		}
+		if req := pending[a.GetRequestId()]; req != nil && a.GetAction() == agentdv1.InputAction_INPUT_ACTION_ACCEPT {
+			if _, err := formContent(req.GetRequestedSchema(), a.GetContent()); err != nil {
+				v.add(field+".content", "%s", err.Error())
+			}
 		}
 	}
 	var missing []string
@@ -131,9 +141,48 @@ type inputRetry struct {
 func retryFor(w *statev1.InputWait, answers map[string]*agentdv1.InputResponse) *inputRetry {
 	rt := &inputRetry{responses: make(map[string]*bridgev1.ElicitationResult), state: w.GetRequestState()}
 	for _, in := range w.GetInputs() {
-		rt.responses[in.GetKey()] = elicitationResult(answers[in.GetRequest().GetId()])
+		res := elicitationResult(answers[in.GetRequest().GetId()])
+		if res.GetAction() == "accept" {
+			// Checked when the resume was; the schema's defaults fill in
+			// what the person left out (SEP-1034), as on the stream.
+			res.Content, _ = formContent(in.GetRequest().GetRequestedSchema(), res.GetContent())
+		}
+		rt.responses[in.GetKey()] = res
 	}
 	return rt
+}
+
+// formContent checks an accepted form's content against the requested
+// schema and fills in the schema's defaults for what it leaves out
+// (SEP-1034), as the bridge does for an answer on the stream. Without a
+// schema (a URL request) the content is taken as it is.
+func formContent(schema, content *structpb.Struct) (*structpb.Struct, error) {
+	if content == nil {
+		content = &structpb.Struct{}
+	}
+	if schema == nil {
+		return content, nil
+	}
+	data, err := protojson.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("the request's schema cannot be read")
+	}
+	var js jsonschema.Schema
+	if err := json.Unmarshal(data, &js); err != nil {
+		return nil, fmt.Errorf("the request's schema cannot be read")
+	}
+	resolved, err := js.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("the request's schema cannot be read")
+	}
+	m := content.AsMap()
+	if err := resolved.Validate(m); err != nil {
+		return nil, fmt.Errorf("does not match the input request's schema: %v", err)
+	}
+	if err := resolved.ApplyDefaults(&m); err != nil {
+		return nil, fmt.Errorf("the schema's defaults cannot be applied: %v", err)
+	}
+	return structpb.NewStruct(m)
 }
 
 type inputRetryKey struct{}

@@ -399,10 +399,12 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 	}
 	var initialized bool
 	for _, s := range spans {
-		initialized = initialized || (s.service == telemetry.ServiceBridge && s.GetName() == "initialize" && s.GetKind() == tracepb.Span_SPAN_KIND_CLIENT)
+		// The go-sdk fake speaks MCP 2026-07-28: the handshake is its
+		// server/discover probe.
+		initialized = initialized || (s.service == telemetry.ServiceBridge && s.GetName() == "server/discover" && s.GetKind() == tracepb.Span_SPAN_KIND_CLIENT)
 	}
 	if !initialized {
-		t.Error("X-O2 no initialize span of the bridge's MCP handshake")
+		t.Error("X-O2 no server/discover span of the bridge's MCP handshake")
 	}
 
 	// The wait for the approval is a span that ends with the pause, which
@@ -486,7 +488,7 @@ func checkOperatorMetrics(t *testing.T, points []otlpMetric, scraped string) {
 		{telemetry.ServiceAgent, "gen_ai.execute_tool.duration", map[string]string{"gen_ai.tool.name": "fail", "error.type": "tool_error", "server": "tools"}},
 		{telemetry.ServiceAgent, "agentd.store.operation.duration", map[string]string{"operation": "pause", "db.system.name": "sqlite"}},
 		{telemetry.ServiceBridge, "mcp.client.operation.duration", map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "meta", "server": "tools"}},
-		{telemetry.ServiceBridge, "mcp.client.operation.duration", map[string]string{"mcp.method.name": "initialize", "server": "tools"}},
+		{telemetry.ServiceBridge, "mcp.client.operation.duration", map[string]string{"mcp.method.name": "server/discover", "server": "tools"}},
 		{telemetry.ServiceBridge, "agentd.pool.processes.spawned", map[string]string{"server": "tools", "tenant": ""}},
 		{telemetry.ServiceBridge, "agentd.pool.wait.duration", map[string]string{"server": "tools"}},
 		{telemetry.ServiceBridge, "agentd.schema_cache.misses", map[string]string{"tenant": "*"}},

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -39,7 +40,11 @@ type FailInput struct {
 
 // NewServer returns the demo server.
 func NewServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "agentd-demo", Version: "1"}, nil)
+	// Its tools never change: on 2026-07-28 it lets clients cache its
+	// lists for an hour (ttlMs), as long as a cache's own TTL allows.
+	s := mcp.NewServer(&mcp.Implementation{Name: "agentd-demo", Version: "1"}, &mcp.ServerOptions{
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs = int(time.Hour.Milliseconds()) },
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Returns the text it is given."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in EchoInput) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil

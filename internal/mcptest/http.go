@@ -64,6 +64,9 @@ type HTTPOptions struct {
 	// FailCalls answers every tools/call with HTTP 500 and a plain-text
 	// body; the tool never runs.
 	FailCalls bool
+	// TTL, when set, is the ttlMs of the server's 2026-07-28 list results
+	// (unset: 0, "immediately stale", the go-sdk's default).
+	TTL *time.Duration
 	// Wrap, when set, wraps the server's handler: tests inject faults
 	// (connection resets, slow bytes) in front of it.
 	Wrap func(http.Handler) http.Handler
@@ -129,6 +132,7 @@ type HTTPServer struct {
 	executions map[string]int
 	cancelled  map[string]int
 	handshakes int
+	discovers  int
 	requests   []HTTPRequest
 
 	closeOnce sync.Once
@@ -185,11 +189,20 @@ func (s *HTTPServer) Cancelled(tool string) int {
 	return s.cancelled[tool]
 }
 
-// Handshakes reports how many initialize requests the server answered.
+// Handshakes reports how many initialize requests the server answered,
+// and server/discover requests it answered (a 2026-07-28 handshake).
 func (s *HTTPServer) Handshakes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.handshakes
+}
+
+// Discovers reports how many server/discover requests (the 2026-07-28
+// probe) the server received, answered or refused.
+func (s *HTTPServer) Discovers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.discovers
 }
 
 // Requests returns every request received so far.
@@ -303,7 +316,11 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *HTTPServer) newServer() *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptest-http", Version: "1"}, nil)
+	var opts *mcp.ServerOptions
+	if s.opts.TTL != nil {
+		opts = &mcp.ServerOptions{SetCacheable: cacheable(*s.opts.TTL)}
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptest-http", Version: "1"}, opts)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Returns the text."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in TextInput) (*mcp.CallToolResult, any, error) {
 			return text(in.Text), nil, nil
@@ -369,6 +386,16 @@ func (s *HTTPServer) newServer() *mcp.Server {
 			switch method {
 			case "initialize":
 				s.handshakes++
+			case "server/discover":
+				s.discovers++
+				s.mu.Unlock()
+				res, err := next(ctx, method, req)
+				s.mu.Lock()
+				if err == nil && s.opts.Mode == Stateless {
+					s.handshakes++ // the 2026-07-28 handshake
+				}
+				s.mu.Unlock()
+				return res, err
 			case "tools/call":
 				if call, ok := req.(*mcp.CallToolRequest); ok {
 					s.executions[call.Params.Name]++

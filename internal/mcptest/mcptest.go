@@ -10,10 +10,13 @@
 package mcptest
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -54,7 +57,63 @@ const (
 	// SlowStart is Tools, but it waits half a second before it reads its
 	// stdin, like a server with a heavy start-up.
 	SlowStart = "slowstart"
+	// ExitOnUnknown is Tools, but it exits when its first request is not
+	// initialize, as some servers do on a request they do not know (go-sdk
+	// issue #1177: the 2026-07-28 server/discover probe ends them).
+	ExitOnUnknown = "exitonunknown"
 )
+
+// TTLEnv names the ttlMs (in milliseconds) the stdio fakes put on their
+// 2026-07-28 tools/list results; unset: an hour, so that a cache keeps
+// their lists as long as its own TTL says.
+const TTLEnv = "AGENTD_MCPTEST_TTLMS"
+
+// ProbeFileEnv names a file to which ExitOnUnknown appends the method of
+// a first request that made it exit.
+const ProbeFileEnv = "AGENTD_MCPTEST_PROBEFILE"
+
+// Probes reads the lines ExitOnUnknown wrote to a ProbeFileEnv file; a
+// missing file holds none.
+func Probes(tb testing.TB, path string) []string { return lines(tb, path) }
+
+// cacheable sets the ttlMs of a fake's list results to ttl.
+func cacheable(ttl time.Duration) func(context.Context, mcp.Request, *mcp.Cacheable) {
+	return func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+		c.TTLMs = int(ttl.Milliseconds())
+	}
+}
+
+// fakeTTL is the stdio fakes' ttlMs: TTLEnv's, or an hour.
+func fakeTTL() time.Duration {
+	if ms, err := strconv.Atoi(os.Getenv(TTLEnv)); err == nil {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return time.Hour
+}
+
+// runExitOnUnknown serves Tools after an initialize first request, and
+// exits at once after any other.
+func runExitOnUnknown(ctx context.Context) error {
+	in := bufio.NewReader(os.Stdin)
+	first, err := in.ReadBytes('\n')
+	if err != nil {
+		return err
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(first, &msg) != nil || msg.Method != "initialize" {
+		fmt.Fprintf(os.Stderr, "mcptest: unknown first request %q; exiting\n", msg.Method)
+		if path := os.Getenv(ProbeFileEnv); path != "" {
+			if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+				fmt.Fprintln(f, msg.Method)
+				_ = f.Close()
+			}
+		}
+		os.Exit(0)
+	}
+	return runOn(ctx, newServer(false), bufio.NewReader(io.MultiReader(bytes.NewReader(first), in)))
+}
 
 const (
 	serverEnv = "AGENTD_MCPTEST_SERVER"
@@ -71,12 +130,13 @@ const (
 )
 
 var servers = map[string]func(ctx context.Context) error{
-	Tools:    func(ctx context.Context) error { return runStdio(ctx, newServer(false)) },
-	Demo:     func(ctx context.Context) error { return mcpdemo.Run(ctx, os.Stdin, os.Stdout) },
-	Banner:   runBanner,
-	Stubborn: runStubborn,
-	HangList: runHangList,
-	Mute:     func(context.Context) error { return sleepForever() },
+	Tools:         func(ctx context.Context) error { return runStdio(ctx, newServer(false)) },
+	Demo:          func(ctx context.Context) error { return mcpdemo.Run(ctx, os.Stdin, os.Stdout) },
+	Banner:        runBanner,
+	Stubborn:      runStubborn,
+	HangList:      runHangList,
+	Mute:          func(context.Context) error { return sleepForever() },
+	ExitOnUnknown: runExitOnUnknown,
 	SlowStart: func(ctx context.Context) error {
 		time.Sleep(500 * time.Millisecond)
 		return runStdio(ctx, newServer(false))
@@ -273,7 +333,50 @@ func sleepForever() error {
 }
 
 func runStdio(ctx context.Context, s *mcp.Server) error {
-	return s.Run(ctx, &mcp.StdioTransport{})
+	return runOn(ctx, s, bufio.NewReader(os.Stdin))
+}
+
+// runOn serves s on in and stdout, as mcp.StdioTransport would, noting
+// the ids of the client's subscriptions/listen requests on the way.
+func runOn(ctx context.Context, s *mcp.Server, in *bufio.Reader) error {
+	return s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(&sniffer{in: in}), Writer: nopWriteCloser{os.Stdout}})
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// listenIDs holds the JSON-RPC ids (as JSON) of the client's
+// subscriptions/listen requests: the long-lived stream a 2026-07-28
+// client opens for change notifications, which it cancels as it closes.
+// Such a cancellation ends no call, and the fakes do not record it.
+var listenIDs sync.Map
+
+// sniffer passes its input through line by line, noting the ids of
+// subscriptions/listen requests.
+type sniffer struct {
+	in  *bufio.Reader
+	buf []byte
+}
+
+func (s *sniffer) Read(p []byte) (int, error) {
+	if len(s.buf) == 0 {
+		line, err := s.in.ReadBytes('\n')
+		if len(line) == 0 {
+			return 0, err
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(line, &msg) == nil && msg.Method == "subscriptions/listen" {
+			listenIDs.Store(string(msg.ID), true)
+		}
+		s.buf = line
+	}
+	n := copy(p, s.buf)
+	s.buf = s.buf[n:]
+	return n, nil
 }
 
 // TextInput is the arguments of echo, fail, rpc_error and stderr.
@@ -369,7 +472,7 @@ var objectSchema = map[string]any{"type": "object"}
 //   - flood {lines}: prints that many lines of garbage on stdout and on
 //     stderr, then answers "ok".
 func newServer(stdoutNoise bool) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, &mcp.ServerOptions{PageSize: 2})
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, &mcp.ServerOptions{PageSize: 2, SetCacheable: cacheable(fakeTTL())})
 	readOnly := false
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "echo", Description: "Returns the text.",
@@ -528,7 +631,13 @@ func newServer(stdoutNoise bool) *mcp.Server {
 func recordCancellations(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if path := os.Getenv(CancelFileEnv); path != "" && method == "notifications/cancelled" {
-			if p, ok := req.GetParams().(*mcp.CancelledParams); ok {
+			p, ok := req.GetParams().(*mcp.CancelledParams)
+			if ok {
+				id, _ := json.Marshal(p.RequestID)
+				_, listen := listenIDs.Load(string(id))
+				ok = !listen
+			}
+			if ok {
 				if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
 					fmt.Fprintf(f, "cancelled %v %s\n", p.RequestID, p.Reason)
 					_ = f.Close()
@@ -692,6 +801,28 @@ var ElicitURL = &mcp.ElicitParams{
 
 type wireAnswerKey struct{}
 
+// ElicitState is the request state of elicit's input request.
+const ElicitState = "mcptest-elicit-state"
+
+// elicitRounds is elicit on a 2026-07-28 session: the first call returns
+// the input request "answer"; its retry, which must echo ElicitState,
+// answers with the client's answer as it came.
+func elicitRounds(req *mcp.CallToolRequest, params *mcp.ElicitParams) (*mcp.CallToolResult, ElicitOutput, error) {
+	r, ok := req.Params.InputResponses["answer"].(*mcp.ElicitResult)
+	if !ok {
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"answer": params}, RequestState: ElicitState}, ElicitOutput{}, nil
+	}
+	if req.Params.RequestState != ElicitState {
+		return nil, ElicitOutput{}, fmt.Errorf("the retry carried the request state %q", req.Params.RequestState)
+	}
+	wire := ElicitOutput{Action: r.Action}
+	if r.Content != nil {
+		data, _ := json.Marshal(r.Content)
+		_ = json.Unmarshal(data, &wire.Content)
+	}
+	return nil, wire, nil
+}
+
 // addElicit adds the elicit tool to s. A question still waiting when stop
 // is closed is given up (nil: never), so that closing the server's
 // sessions, which waits for its tools, does not wait for an answer that
@@ -711,6 +842,11 @@ func addElicit(s *mcp.Server, stop <-chan struct{}) {
 			params := ElicitForm
 			if in.Mode == "url" {
 				params = ElicitURL
+			}
+			if ip := req.Session.InitializeParams(); ip != nil && ip.ProtocolVersion >= "2026-07-28" {
+				// 2026-07-28: the question is an input request in the
+				// result, and the answer comes with the call's retry.
+				return elicitRounds(req, params)
 			}
 			var wire ElicitOutput
 			if _, err := req.Session.Elicit(context.WithValue(ctx, wireAnswerKey{}, &wire), params); err != nil {

@@ -47,6 +47,22 @@ func addSample(s *mcp.Server, stop <-chan struct{}) {
 			if in.Image {
 				content = &mcp.ImageContent{Data: []byte("not really a png"), MIMEType: "image/png"}
 			}
+			if ip := req.Session.InitializeParams(); ip != nil && ip.ProtocolVersion >= "2026-07-28" {
+				// 2026-07-28: the request is an input request in the
+				// result, and the answer comes with the call's retry.
+				res, ok := req.Params.InputResponses["sample"].(*mcp.CreateMessageWithToolsResult)
+				if !ok {
+					p := &mcp.CreateMessageWithToolsParams{
+						MaxTokens: in.MaxTokens, SystemPrompt: in.System,
+						Messages: []*mcp.SamplingMessageV2{{Role: "user", Content: []mcp.Content{content}}},
+					}
+					if in.Tools {
+						p.Tools = []*mcp.Tool{{Name: "lookup", InputSchema: map[string]any{"type": "object"}}}
+					}
+					return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"sample": p}}, SampleOutput{}, nil
+				}
+				return nil, sampleOutput(res), nil
+			}
 			if in.Tools {
 				res, err := req.Session.CreateMessageWithTools(ctx, &mcp.CreateMessageWithToolsParams{
 					MaxTokens: in.MaxTokens, SystemPrompt: in.System,
@@ -56,13 +72,7 @@ func addSample(s *mcp.Server, stop <-chan struct{}) {
 				if err != nil {
 					return nil, SampleOutput{}, err
 				}
-				out := SampleOutput{Role: string(res.Role), Model: res.Model, StopReason: res.StopReason}
-				if len(res.Content) == 1 {
-					if t, ok := res.Content[0].(*mcp.TextContent); ok {
-						out.Text = t.Text
-					}
-				}
-				return nil, out, nil
+				return nil, sampleOutput(res), nil
 			}
 			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
 				MaxTokens: in.MaxTokens, SystemPrompt: in.System,
@@ -77,4 +87,15 @@ func addSample(s *mcp.Server, stop <-chan struct{}) {
 			}
 			return nil, out, nil
 		})
+}
+
+// sampleOutput is sample's result of the client's answer.
+func sampleOutput(res *mcp.CreateMessageWithToolsResult) SampleOutput {
+	out := SampleOutput{Role: string(res.Role), Model: res.Model, StopReason: res.StopReason}
+	if len(res.Content) == 1 {
+		if t, ok := res.Content[0].(*mcp.TextContent); ok {
+			out.Text = t.Text
+		}
+	}
+	return out
 }

@@ -37,11 +37,6 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// ProtocolVersion is the MCP version agentd offers. Pinning it skips the
-// go-sdk's server/discover probe, which costs a round trip against most
-// servers and breaks servers that exit on an unknown first request.
-const ProtocolVersion = "2025-11-25"
-
 // Options are a connection's logger and trace propagation.
 type Options struct {
 	// Logger receives stderr lines, dropped stdout lines and diagnostics.
@@ -62,6 +57,10 @@ type Options struct {
 	// name for a command holds the command's base name, which is not a
 	// label).
 	Server string
+	// Versions remembers the protocol version the server negotiated
+	// (X-M8): a server known to be classic is offered 2025-11-25 at once,
+	// with no server/discover probe. Nil: every connection probes.
+	Versions VersionMemory
 }
 
 // transportKind says how a connection reaches its server.
@@ -135,13 +134,17 @@ type core struct {
 	// its log messages; a stdio process keeps its own.
 	owner atomic.Pointer[Owner]
 
+	// clientOpts are the go-sdk client's options: callRounds answers
+	// input requests through their handlers.
+	clientOpts *mcp.ClientOptions
+
 	closeOnce sync.Once
 	closeErr  error
 	cancel    context.CancelFunc // ends the lifetime of HTTP streams
 }
 
 func newClient(c *core, opts Options) *mcp.Client {
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, &mcp.ClientOptions{
+	c.clientOpts = &mcp.ClientOptions{
 		Logger: opts.Logger,
 		// No roots: a pending roots/list keeps Node servers alive for
 		// seconds after their stdin closes. Elicitation in both modes
@@ -166,7 +169,11 @@ func newClient(c *core, opts Options) *mcp.Client {
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			c.logMessage(req.Params)
 		},
-	})
+		// callRounds answers a 2026-07-28 call's input requests itself,
+		// through these handlers, so that agentd can defer them (X-M8).
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, c.clientOpts)
 	client.AddSendingMiddleware(c.observe)
 	return client
 }
@@ -192,7 +199,30 @@ func discard(log *slog.Logger) *slog.Logger {
 
 // DialStdio starts spec's process and performs the handshake within
 // readTimeout. On any failure the process is stopped before returning.
+//
+// It offers 2026-07-28 unless opts.Versions knows the server as classic
+// (X-M8). A server that ends its connection on the server/discover probe
+// (it exits on a request it does not know: go-sdk issue #1177, which
+// leaves the go-sdk's fallback initialize without a process) gets a fresh
+// process and the classic handshake, and is remembered as classic.
 func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, opts Options) (*Conn, error) {
+	version := offer(opts.Versions)
+	c, err := dialStdio(ctx, spec, readTimeout, opts, version)
+	if err != nil && Modern(version) && errors.Is(err, ErrStopped) && ctx.Err() == nil {
+		discard(opts.Logger).Info("mcp server stopped on the protocol probe; starting it again with the classic handshake",
+			"server", spec.Name, "offered", version, "fallback", ClassicVersion)
+		c, err = dialStdio(ctx, spec, readTimeout, opts, ClassicVersion)
+	}
+	if err != nil {
+		return nil, err
+	}
+	remember(opts.Versions, c.session)
+	return c, nil
+}
+
+// dialStdio starts spec's process and performs the handshake offering
+// version.
+func dialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, opts Options, version string) (*Conn, error) {
 	opts.Logger = discard(opts.Logger)
 	spec.Logger = opts.Logger
 	proc, err := startProcess(spec)
@@ -210,7 +240,7 @@ func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 	transport := observedTransport{&mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin, MaxLineLength: config.MaxMessageBytes + 1<<20}, &c.progress}
 	hctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	session, err := newClient(c.core, opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	session, err := newClient(c.core, opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		proc.kill()
 		_ = proc.close()
@@ -456,21 +486,43 @@ func opaque(err error) error {
 
 // ListTools lists every tool of the server, following pagination.
 func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
+	tools, _, err := c.ListToolsTTL(ctx)
+	return tools, err
+}
+
+// ListToolsTTL lists every tool of the server, following pagination, and
+// says how long the server lets the list be cached: the least ttlMs of
+// its pages on a 2026-07-28 session (0: not at all), nil on a classic
+// one, whose servers give no hint (X-M8).
+func (c *Conn) ListToolsTTL(ctx context.Context) ([]*mcp.Tool, *time.Duration, error) {
 	var tools []*mcp.Tool
+	var ttl *time.Duration
 	err := c.do(ctx, "tools/list", true, func(ctx context.Context, s *mcp.ClientSession) error {
-		tools = tools[:0]
-		for tool, err := range s.Tools(ctx, &mcp.ListToolsParams{}) {
+		tools, ttl = tools[:0], nil
+		modern := s.InitializeResult() != nil && Modern(s.InitializeResult().ProtocolVersion)
+		params := &mcp.ListToolsParams{}
+		for {
+			res, err := s.ListTools(ctx, params)
 			if err != nil {
 				return err
 			}
-			tools = append(tools, tool)
+			tools = append(tools, res.Tools...)
+			if modern {
+				d := time.Duration(max(res.TTLMs, 0)) * time.Millisecond
+				if ttl == nil || d < *ttl {
+					ttl = &d
+				}
+			}
+			if res.NextCursor == "" {
+				return nil
+			}
+			params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 		}
-		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return tools, nil
+	return tools, ttl, nil
 }
 
 // CallTool calls a tool with args: a map[string]any, or a JSON object
@@ -480,8 +532,10 @@ func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 // Cancelling ctx cancels the call at the server too: the go-sdk sends it
 // notifications/cancelled (X-M6). A tool's own failure is
 // not an error: it comes back as a result with IsError, or as a
-// *jsonrpc.Error that the caller turns into data for the model. Other
-// errors are classified.
+// *jsonrpc.Error that the caller turns into data for the model. A call
+// whose input request agentd deferred (2026-07-28) ends with
+// *InputRequired; ctx's WithRetry answers retry it. Other errors are
+// classified.
 func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
 	switch a := args.(type) {
 	case nil:
@@ -505,13 +559,21 @@ func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	defer c.untrack(ctx, call)
 	request := fmt.Sprintf("tools/call for %q", name)
 	var res *mcp.CallToolResult
+	var deferred *InputRequired
 	err := c.do(ctx, request, false, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
 		params := &mcp.CallToolParams{Name: name, Arguments: args}
 		params.SetProgressToken(token)
-		res, err = s.CallTool(ctx, params)
+		res, err = c.callRounds(ctx, s, params)
+		if ir, ok := errors.AsType[*InputRequired](err); ok {
+			deferred = ir
+			return nil
+		}
 		return err
 	})
+	if deferred != nil {
+		return nil, deferred
+	}
 	if err != nil && call.cut.Load() && caller.Err() == nil {
 		// The connection's close (its process crashed, or its session
 		// ended) cut the call short, not its caller: the server stopped

@@ -24,8 +24,12 @@ var elicitationCapabilities = &mcp.ElicitationCapabilities{
 // against the schema and fills in the schema's defaults (SEP-1034), and
 // answers the server with a JSON-RPC error instead when the content does
 // not fit. An error returned here reaches the server as a JSON-RPC error.
+//
+// On a 2026-07-28 session the request is an input request of a tools/call
+// result (callRounds), made in the call's own context: it is that call's,
+// and agentd may defer it (Deferrable, ErrDeferred).
 func (c *core) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	owner, calls := c.elicitee()
+	owner, calls := c.askee(ctx)
 	if owner == nil || owner.Elicit == nil {
 		c.log.Info("mcp server asked for input that no session can answer; declined",
 			"calls_in_flight", len(calls))
@@ -49,7 +53,24 @@ func (c *core) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 	actx, cancel := context.WithCancel(base)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
+	if Deferrable(ctx) { // an input request of its call's result (X-M8)
+		actx = context.WithValue(actx, inputRequestKey{}, true)
+	}
 	return owner.Elicit(actx, req.Params)
+}
+
+// askee returns the session a server's request made with ctx is for, and
+// the calls it may belong to: on a 2026-07-28 session, an input request
+// of a call's result (callRounds) is that call's; otherwise elicitee
+// says.
+func (c *core) askee(ctx context.Context) (*Owner, []*inflightCall) {
+	if call, _ := ctx.Value(inflightKey{}).(*inflightCall); call != nil && ctx.Value(roundKey{}) != nil {
+		if o := c.served(); o != nil {
+			return o, []*inflightCall{call}
+		}
+		return &call.view.owner, []*inflightCall{call}
+	}
+	return c.elicitee()
 }
 
 // elicitee returns the session a server's request is for, and the calls

@@ -169,7 +169,10 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 			HTTPClient: &http.Client{Transport: rt},
 			MaxRetries: maxRetriesFor(spec.MaxReconnectionWait),
 		}
-		s, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+		s, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: offer(opts.Versions)})
+		if err == nil {
+			remember(opts.Versions, s)
+		}
 		return s, rt, err
 	}
 	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
@@ -185,11 +188,15 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		}
 		done := make(chan result, 1)
 		go func() {
-			s, err := client.Connect(life, t, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+			// The legacy transport speaks the classic protocol: no probe.
+			s, err := client.Connect(life, t, &mcp.ClientSessionOptions{ProtocolVersion: ClassicVersion})
 			done <- result{s, err}
 		}()
 		select {
 		case r := <-done:
+			if r.err == nil {
+				remember(opts.Versions, r.s) // the next connection offers the classic handshake at once
+			}
 			return r.s, r.err
 		case <-hctx.Done():
 			go func() {

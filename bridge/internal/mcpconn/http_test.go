@@ -328,7 +328,7 @@ func TestHTTPSessionLost(t *testing.T) {
 		{"streamable restarted", mcptest.Streamable, restart, 2, true},
 		{"streamable replaced", mcptest.Streamable, replace, 2, true},
 		{"streamable-json restarted", mcptest.StreamableJSON, restart, 2, true},
-		{"stateless restarted", mcptest.Stateless, restart, 1, false}, // no session to lose
+		{"stateless restarted", mcptest.Stateless, restart, 1, false}, // no session to lose: 2026-07-28, one server/discover
 		// The legacy transport learns of the loss when its event stream
 		// ends, or from a 404 to its POST.
 		{"sse restarted", mcptest.SSE, restartNoticed, 2, false},

@@ -84,8 +84,8 @@ const serverLogLevel mcp.LoggingLevel = "info"
 // log messages at serverLogLevel and above. A server that refuses is still
 // used: its logs are lost, nothing else.
 func (c *core) enableLogs(ctx context.Context, s *mcp.ClientSession) {
-	if ir := s.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Logging == nil {
-		return
+	if ir := s.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Logging == nil || Modern(ir.ProtocolVersion) {
+		return // a 2026-07-28 session asks per request instead (injectMeta)
 	}
 	if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: serverLogLevel}); err != nil {
 		msg := err.Error()

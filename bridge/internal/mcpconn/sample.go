@@ -44,7 +44,7 @@ func (c *core) sample(ctx context.Context, req *mcp.CreateMessageWithToolsReques
 		}
 		base.Messages = append(base.Messages, &mcp.SamplingMessage{Role: m.Role, Content: m.Content[0]})
 	}
-	owner, calls := c.elicitee()
+	owner, calls := c.askee(ctx)
 	if owner == nil || owner.Sample == nil {
 		c.log.Info("mcp server asked for a sample that no session can answer; refused", "calls_in_flight", len(calls))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no session of this client can answer the sampling request"}

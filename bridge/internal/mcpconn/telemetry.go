@@ -223,7 +223,7 @@ func endpoint(rawURL string) (string, int) {
 
 // tracedMethod reports the methods that have spans and durations.
 func tracedMethod(method string) bool {
-	return method == "initialize" || method == "tools/list" || method == "tools/call"
+	return method == "initialize" || method == "server/discover" || method == "tools/list" || method == "tools/call"
 }
 
 // observe is the client's sending middleware: each traced request is a
@@ -237,7 +237,7 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		if c.tel == nil {
-			c.injectMeta(ctx, req.GetParams())
+			c.injectMeta(ctx, req)
 			return next(ctx, method, req)
 		}
 		lab, ok := ctx.Value(labelsKey{}).(labels)
@@ -266,19 +266,25 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		ctx, span := c.tel.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
 		defer span.End()
-		c.injectMeta(ctx, req.GetParams())
+		c.injectMeta(ctx, req)
 		sent := &sentRequest{wantID: span.IsRecording()}
 		ctx = context.WithValue(ctx, sentKey{}, sent)
 		start := time.Now()
 		res, err := next(ctx, method, req)
 		elapsed := time.Since(start).Seconds()
 
-		version := ProtocolVersion // offered, until the server agreed on one
+		// The negotiated version (X-M8); during the handshake, the one
+		// offered: the probe's, or initialize's.
+		version := ClassicVersion
 		cs, _ := req.GetSession().(*mcp.ClientSession)
 		if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil {
 			version = ir.ProtocolVersion
 		} else if cs != nil && cs.InitializeResult() != nil {
 			version = cs.InitializeResult().ProtocolVersion
+		} else if method == "server/discover" {
+			version = ModernVersion
+		} else if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil {
+			version = p.ProtocolVersion
 		}
 		span.SetAttributes(attribute.String("mcp.protocol.version", version))
 		if id := sent.id.Load(); id != nil {
@@ -308,21 +314,42 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // injectMeta puts the trace context of ctx in the params._meta of
-// tools/list and tools/call.
-func (c *core) injectMeta(ctx context.Context, params mcp.Params) {
-	switch p := params.(type) {
-	case *mcp.CallToolParams:
-		// Beside the call's progress token.
-		m := c.meta(ctx)
-		if p.Meta == nil {
-			p.Meta = m
+// tools/list and tools/call, beside what is there (a call's progress
+// token, a 2026-07-28 session's protocol _meta). On a 2026-07-28 session,
+// which has no logging/setLevel, it also asks for the server's log
+// messages during the request (X-M6): the logLevel _meta key.
+func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
+	m := c.meta(ctx)
+	if cs, ok := req.GetSession().(*mcp.ClientSession); ok && cs.InitializeResult() != nil && Modern(cs.InitializeResult().ProtocolVersion) {
+		if m == nil {
+			m = mcp.Meta{}
 		}
-		for k, v := range m {
-			p.Meta[k] = v
-		}
-	case *mcp.ListToolsParams:
-		p.Meta = c.meta(ctx)
+		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); servers still log so (X-M6)
+		m[mcp.MetaKeyLogLevel] = serverLogLevel
 	}
+	var p interface {
+		GetMeta() map[string]any
+		SetMeta(map[string]any)
+	}
+	switch params := req.GetParams().(type) {
+	case *mcp.CallToolParams:
+		p = params
+	case *mcp.ListToolsParams:
+		p = params
+	default:
+		return
+	}
+	if len(m) == 0 {
+		return
+	}
+	meta := p.GetMeta()
+	if meta == nil {
+		meta = make(map[string]any, len(m))
+	}
+	for k, v := range m {
+		meta[k] = v
+	}
+	p.SetMeta(meta)
 }
 
 // errorType is the error.type of a finished request, low in cardinality

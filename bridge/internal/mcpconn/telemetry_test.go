@@ -159,7 +159,7 @@ func TestTelemetryStdio(t *testing.T) {
 		t.Fatal("rpc_error succeeded")
 	}
 
-	base := map[string]string{"network.transport": "pipe", "mcp.protocol.version": ProtocolVersion, "jsonrpc.request.id": "set"}
+	base := map[string]string{"network.transport": "pipe", "mcp.protocol.version": ModernVersion, "jsonrpc.request.id": "set"}
 	with := func(kv ...string) map[string]string {
 		m := make(map[string]string, len(base)+len(kv)/2)
 		for k, v := range base {
@@ -175,7 +175,9 @@ func TestTelemetryStdio(t *testing.T) {
 	}
 	client := trace.SpanKindClient
 	want := []spanView{
-		{Name: "initialize", Kind: client, Attrs: with("mcp.method.name", "initialize")},
+		// The go-sdk fake speaks 2026-07-28: its handshake is the
+		// server/discover probe (X-M8).
+		{Name: "server/discover", Kind: client, Attrs: with("mcp.method.name", "server/discover")},
 		// The fake pages its tool list two tools at a time: one span a page.
 		{Name: "tools/list", Kind: client, Attrs: with("mcp.method.name", "tools/list")},
 	}
@@ -199,9 +201,9 @@ func TestTelemetryStdio(t *testing.T) {
 		t.Errorf("request ids %v; want one of its own for each request", ids)
 	}
 
-	const common = "mcp.protocol.version=" + ProtocolVersion + " network.transport=pipe"
+	const common = "mcp.protocol.version=" + ModernVersion + " network.transport=pipe"
 	wantPoints := map[string]uint64{
-		"mcp.method.name=initialize " + common + " server=fake tools tenant=pool-tenant":                                                                    1,
+		"mcp.method.name=server/discover " + common + " server=fake tools tenant=pool-tenant":                                                               1,
 		"mcp.method.name=tools/list " + common + " server=mine tenant=acme":                                                                                 uint64(len(got) - 4),
 		"gen_ai.operation.name=execute_tool gen_ai.tool.name=echo mcp.method.name=tools/call " + common + " server=mine tenant=acme":                        1,
 		"error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=fail mcp.method.name=tools/call " + common + " server=mine tenant=acme":  1,
@@ -236,20 +238,22 @@ func TestTelemetryHTTP(t *testing.T) {
 	want := map[string]string{
 		"mcp.method.name": "tools/call", "gen_ai.tool.name": "fail", "gen_ai.operation.name": "execute_tool",
 		"network.transport": "tcp", "server.address": "127.0.0.1", "server.port": "set",
-		"mcp.protocol.version": ProtocolVersion, "jsonrpc.request.id": "set", "mcp.session.id": "set",
+		"mcp.protocol.version": ClassicVersion, "jsonrpc.request.id": "set", "mcp.session.id": "set",
 		"error.type": "tool_error",
 	}
 	got := o.ended()
-	if len(got) != 2 || got[0].Name != "initialize" || got[0].Attrs["server.address"] != "127.0.0.1" {
-		t.Fatalf("spans %+v; want initialize, then the call", got)
+	// The stateful fake speaks 2025-11-25: the probe, then initialize (X-M8).
+	if len(got) != 3 || got[0].Name != "server/discover" || got[1].Name != "initialize" || got[1].Attrs["server.address"] != "127.0.0.1" {
+		t.Fatalf("spans %+v; want server/discover, initialize, then the call", got)
 	}
-	if diff := cmp.Diff(want, got[1].Attrs); diff != "" {
+	if diff := cmp.Diff(want, got[2].Attrs); diff != "" {
 		t.Errorf("tools/call span attributes (-want +got):\n%s", diff)
 	}
-	const common = "mcp.protocol.version=" + ProtocolVersion + " network.transport=tcp server=remote tenant=acme"
+	const common = "mcp.protocol.version=" + ClassicVersion + " network.transport=tcp server=remote tenant=acme"
 	wantPoints := map[string]uint64{
 		"mcp.method.name=initialize " + common: 1,
-		"error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=fail mcp.method.name=tools/call " + common: 1,
+		"mcp.method.name=server/discover mcp.protocol.version=" + ModernVersion + " network.transport=tcp server=remote tenant=acme": 1,
+		"error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=fail mcp.method.name=tools/call " + common:        1,
 	}
 	if diff := cmp.Diff(wantPoints, o.durations(t)); diff != "" {
 		t.Errorf("mcp.client.operation.duration points (-want +got):\n%s", diff)
@@ -272,9 +276,19 @@ func TestTelemetryHandshakeFailure(t *testing.T) {
 		if _, err := DialStdio(t.Context(), StdioSpec{Name: "gone", Command: exe, TerminateGrace: grace}, roomyTimeout, Options{Telemetry: o.tel}); err == nil {
 			t.Fatal("the handshake with false succeeded")
 		}
+		// The probe, the go-sdk's fallback initialize, and the classic
+		// handshake of a fresh process: a server that ends on the probe
+		// may be one that exits on a request it does not know (X-M8).
 		got := o.ended()
-		if len(got) != 1 || got[0].Name != "initialize" || got[0].Status != codes.Error || got[0].Attrs["error.type"] != "connection_closed" {
-			t.Errorf("spans %+v; want one initialize span, an error of type connection_closed", got)
+		var names []string
+		for _, sp := range got {
+			names = append(names, sp.Name)
+			if sp.Status != codes.Error || sp.Attrs["error.type"] != "connection_closed" {
+				t.Errorf("span %+v; want an error of type connection_closed", sp)
+			}
+		}
+		if want := []string{"server/discover", "initialize", "initialize"}; !slices.Equal(names, want) {
+			t.Errorf("spans %v; want %v", names, want)
 		}
 	})
 	t.Run("http 500", func(t *testing.T) {
@@ -289,8 +303,14 @@ func TestTelemetryHandshakeFailure(t *testing.T) {
 			t.Fatal("the handshake with a failing server succeeded")
 		}
 		got := o.ended()
-		if len(got) != 1 || got[0].Name != "initialize" || got[0].Status != codes.Error || got[0].Attrs["error.type"] != "500" {
-			t.Errorf("spans %+v; want one initialize span, an error of type 500", got)
+		// The probe, then the go-sdk's fallback initialize (X-M8).
+		if len(got) != 2 || got[0].Name != "server/discover" || got[1].Name != "initialize" {
+			t.Errorf("spans %+v; want server/discover and initialize", got)
+		}
+		for _, sp := range got {
+			if sp.Status != codes.Error || sp.Attrs["error.type"] != "500" {
+				t.Errorf("span %+v; want an error of type 500", sp)
+			}
 		}
 		o.noSecret(t, "canary-path-1e4f")
 	})
@@ -332,7 +352,7 @@ func TestTelemetryCancelledCall(t *testing.T) {
 	if call.Status != codes.Unset || call.Attrs["agentd.cancelled"] != "true" || call.Attrs["error.type"] != "" {
 		t.Errorf("cancelled call's span: status %v, attributes %v; want unset, agentd.cancelled, no error.type", call.Status, call.Attrs)
 	}
-	const want = "error.type=cancelled gen_ai.operation.name=execute_tool gen_ai.tool.name=stall mcp.method.name=tools/call mcp.protocol.version=" + ProtocolVersion + " network.transport=pipe server=fake tools tenant="
+	const want = "error.type=cancelled gen_ai.operation.name=execute_tool gen_ai.tool.name=stall mcp.method.name=tools/call mcp.protocol.version=" + ModernVersion + " network.transport=pipe server=fake tools tenant="
 	if n := o.durations(t)[want]; n != 1 {
 		t.Errorf("durations %v; want one point %q", o.durations(t), want)
 	}
@@ -369,8 +389,8 @@ func TestStderrOwner(t *testing.T) {
 }
 
 // X-O2: a server that speaks only the legacy HTTP+SSE transport shows the
-// refused Streamable HTTP handshake as a failed initialize span (its HTTP
-// status), then the one that succeeded; its requests carry their ids too.
+// refused Streamable HTTP handshake as failed server/discover and
+// initialize spans (its HTTP status), then the one that succeeded; its requests carry their ids too.
 func TestTelemetrySSE(t *testing.T) {
 	t.Parallel()
 	o := newObserved(t)
@@ -387,7 +407,9 @@ func TestTelemetrySSE(t *testing.T) {
 	for _, v := range o.ended() {
 		got = append(got, v.Name+" "+v.Attrs["error.type"]+" "+v.Attrs["jsonrpc.request.id"]+" "+v.Attrs["mcp.session.id"])
 	}
-	if len(got) != 3 || !strings.HasPrefix(got[0], "initialize 4") || got[1] != "initialize  set " || got[2] != "tools/call echo  set " {
-		t.Errorf("spans (name, error.type, request id, session id) %q; want a refused initialize, an initialize and the call", got)
+	// Streamable HTTP's probe and initialize are refused (X-M8), then the
+	// legacy transport's initialize.
+	if len(got) != 4 || !strings.HasPrefix(got[0], "server/discover 4") || !strings.HasPrefix(got[1], "initialize 4") || got[2] != "initialize  set " || got[3] != "tools/call echo  set " {
+		t.Errorf("spans (name, error.type, request id, session id) %q; want a refused probe and initialize, an initialize and the call", got)
 	}
 }

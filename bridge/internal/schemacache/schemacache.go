@@ -21,6 +21,16 @@
 //
 // The cache records its hits, misses, evictions and entries as
 // OpenTelemetry metrics (X-O1), by tenant, never by key or server.
+//
+// # Protocol versions
+//
+// Beside each server's entry the cache remembers the MCP protocol version
+// the server negotiated (X-M8), under the server's key (ServerKey), so the
+// bridge offers a server known to be classic the classic handshake at once.
+// That memory is the bridge process's own: it is lost when the bridge
+// restarts, and Clear, ClearTenant and Reset drop it too (a server
+// upgraded to 2026-07-28 is probed again). A 2026-07-28 server's ttlMs bounds its
+// entry's life (FetchTTL).
 package schemacache
 
 import (
@@ -167,7 +177,14 @@ type Cache struct {
 	// measurement options.
 	tenants map[string]*lookups
 	meters  meters
+	// versions are the protocol versions the servers negotiated, by
+	// ServerKey.
+	versions map[Key]string
 }
+
+// maxVersions bounds the remembered protocol versions; past it an
+// arbitrary one is forgotten (that server is probed again).
+const maxVersions = 10000
 
 // lookups counts one tenant's hits and misses, and holds the options of
 // its measurements, made once.
@@ -239,7 +256,7 @@ func New(s Settings, mp metric.MeterProvider) (*Cache, error) {
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
-	c := &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups)}
+	c := &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups), versions: make(map[Key]string)}
 	m := mp.Meter("github.com/agentd/agentd/bridge")
 	var errs [5]error
 	c.meters.hits, errs[0] = m.Int64Counter("agentd.schema_cache.hits", metric.WithUnit("{lookup}"),
@@ -280,6 +297,18 @@ func (c *Cache) Close() error { return c.meters.reg.Unregister() }
 // other callers for that key wait for it; if it fails because its own
 // caller gave up, the next waiter fetches in its place.
 func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, error)) (tools []*bridgev1.Tool, hit bool, err error) {
+	return c.FetchTTL(ctx, key, enabled, func(ctx context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
+		tools, err := fetch(ctx)
+		return tools, nil, err
+	})
+}
+
+// FetchTTL is Fetch for a fetch that may also say how long the server lets
+// its list be cached (a 2026-07-28 server's ttlMs; nil: no hint). The
+// entry then lives for the shorter of the cache's TTL and the server's:
+// the configured TTL is a ceiling the server can only lower, and a hint of
+// zero (the protocol's "immediately stale") caches nothing.
+func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, err error) {
 	c.mu.Lock()
 	on := c.settings.Enabled
 	if enabled != nil {
@@ -287,7 +316,7 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 	}
 	if !on {
 		c.mu.Unlock()
-		tools, err := fetch(ctx)
+		tools, _, err := fetch(ctx)
 		return clone(tools), false, err
 	}
 	counted := false // a call counts one hit or one miss
@@ -327,14 +356,19 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 	c.flights[key] = f
 	c.mu.Unlock()
 
-	f.tools, f.err = fetch(ctx)
+	var hint *time.Duration
+	f.tools, hint, f.err = fetch(ctx)
 	f.tools = clone(f.tools)
 
 	c.mu.Lock()
 	delete(c.flights, key)
-	if f.err == nil && c.settings.Enabled && !f.stale {
+	ttl := c.settings.TTL
+	if hint != nil {
+		ttl = min(ttl, *hint)
+	}
+	if f.err == nil && c.settings.Enabled && !f.stale && ttl > 0 {
 		c.writes++
-		c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(c.settings.TTL), written: c.writes}
+		c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(ttl), written: c.writes}
 		c.evict()
 	}
 	c.mu.Unlock()
@@ -410,6 +444,7 @@ func (c *Cache) Clear() {
 	c.staleFlights()
 	c.hits, c.misses = 0, 0
 	clear(c.tenants)
+	clear(c.versions)
 }
 
 // ClearTenant drops the entries of tenant, and zeroes its counters, and
@@ -434,7 +469,42 @@ func (c *Cache) ClearTenant(tenant string) int {
 		}
 	}
 	delete(c.tenants, tenant)
+	for k := range c.versions {
+		if k.tenant == tenant {
+			delete(c.versions, k)
+		}
+	}
 	return n
+}
+
+// ServerKey is the key under which a server's protocol version is
+// remembered: its entry's parts without the allowed tools, which change
+// the list but not the server.
+func ServerKey(p KeyParts) Key {
+	p.AllowedTools = nil
+	return NewKey(p)
+}
+
+// ProtocolVersion is the protocol version the server of key (a ServerKey)
+// negotiated last; "" if unknown.
+func (c *Cache) ProtocolVersion(key Key) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.versions[key]
+}
+
+// RememberProtocol records the protocol version the server of key (a
+// ServerKey) negotiated.
+func (c *Cache) RememberProtocol(key Key, version string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.versions[key]; !ok && len(c.versions) >= maxVersions {
+		for k := range c.versions {
+			delete(c.versions, k)
+			break
+		}
+	}
+	c.versions[key] = version
 }
 
 // Reset clears the cache and restores the settings it was created with.
@@ -445,6 +515,7 @@ func (c *Cache) Reset() Settings {
 	c.staleFlights()
 	c.hits, c.misses = 0, 0
 	clear(c.tenants)
+	clear(c.versions)
 	c.settings = c.defaults
 	return c.settings
 }

@@ -413,3 +413,80 @@ func TestInvalidateDuringFetch(t *testing.T) {
 		})
 	}
 }
+
+// TestServerTTL: X-M8. A 2026-07-28 server's ttlMs bounds its entry's
+// life: the entry lives for the shorter of the cache's TTL and the
+// server's, and a ttlMs of zero caches nothing. Without a hint the cache's
+// TTL alone counts.
+func TestServerTTL(t *testing.T) {
+	t.Parallel()
+	ms := func(d time.Duration) *time.Duration { return &d }
+	for _, tc := range []struct {
+		name string
+		hint *time.Duration
+		// lifetime: cached just before it, gone at it.
+		lifetime time.Duration
+	}{
+		{"no hint", nil, time.Minute},
+		{"shorter", ms(10 * time.Second), 10 * time.Second},
+		{"longer", ms(time.Hour), time.Minute},
+		{"zero", ms(0), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				c := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 10})
+				var calls atomic.Int32
+				fetch := func(context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
+					calls.Add(1)
+					return tools("x"), tc.hint, nil
+				}
+				get := func() bool {
+					t.Helper()
+					_, hit, err := c.FetchTTL(t.Context(), key("a"), nil, fetch)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return hit
+				}
+				get()
+				if tc.lifetime > 0 {
+					time.Sleep(tc.lifetime - time.Millisecond)
+					if !get() {
+						t.Errorf("missed %s after the write, within the entry's life", tc.lifetime-time.Millisecond)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				if get() {
+					t.Errorf("hit %s after the write; want the entry gone", tc.lifetime)
+				}
+			})
+		})
+	}
+}
+
+// TestProtocolMemory: X-M8. The cache remembers each server's protocol
+// version under its ServerKey (the allowed tools do not count); Clear and
+// ClearTenant forget it, so a server upgraded since is probed again.
+func TestProtocolMemory(t *testing.T) {
+	t.Parallel()
+	c := newCache(t, defaults())
+	a := ServerKey(KeyParts{Tenant: "acme", URL: "https://a.example/mcp", AllowedTools: []string{"x"}})
+	if a != ServerKey(KeyParts{Tenant: "acme", URL: "https://a.example/mcp"}) {
+		t.Error("the allowed tools change a server's key")
+	}
+	b := ServerKey(KeyParts{Tenant: "beta", URL: "https://a.example/mcp"})
+	c.RememberProtocol(a, "2025-11-25")
+	c.RememberProtocol(b, "2026-07-28")
+	if got := [2]string{c.ProtocolVersion(a), c.ProtocolVersion(b)}; got != [2]string{"2025-11-25", "2026-07-28"} {
+		t.Errorf("remembered %v", got)
+	}
+	c.ClearTenant("acme")
+	if got := [2]string{c.ProtocolVersion(a), c.ProtocolVersion(b)}; got != [2]string{"", "2026-07-28"} {
+		t.Errorf("after ClearTenant(acme): %v", got)
+	}
+	c.Clear()
+	if got := c.ProtocolVersion(b); got != "" {
+		t.Errorf("after Clear: %q", got)
+	}
+}
