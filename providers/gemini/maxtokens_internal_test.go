@@ -3,10 +3,8 @@ package gemini
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/providertest"
 )
 
 // TestMaxTokensReachTheWire: a request's MaxTokens (a sampling request's
@@ -14,35 +12,9 @@ import (
 // without changing the options.
 func TestMaxTokensReachTheWire(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name      string
-		options   map[string]any
-		maxTokens int
-		want      any
-	}{
-		{name: "no cap", want: nil},
-		{name: "cap", maxTokens: 100, want: 100},
-		{name: "cap over the options' limit", options: map[string]any{"generationConfig": map[string]any{"maxOutputTokens": 9000.0, "temperature": 0.5}}, maxTokens: 100, want: 100},
-		{name: "the options' limit without a cap", options: map[string]any{"generationConfig": map[string]any{"maxOutputTokens": 9000.0, "temperature": 0.5}}, want: 9000.0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			before := cmp.Diff(map[string]any(nil), tt.options)
-			req := &providers.Request{Model: "m", Options: tt.options, MaxTokens: tt.maxTokens,
-				Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}}}}}
-			body := buildBody(req)
-			got := any(body)
-			for _, k := range []string{"generationConfig", "maxOutputTokens"} {
-				m, _ := got.(map[string]any)
-				got = m[k]
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", "generationConfig.maxOutputTokens", diff)
-			}
-			if after := cmp.Diff(map[string]any(nil), tt.options); after != before {
-				t.Errorf("the options changed: %s", after)
-			}
-		})
-	}
+	providertest.MaxTokensWire(t, []string{"generationConfig", "maxOutputTokens"}, nil,
+		func(v float64) map[string]any {
+			return map[string]any{"generationConfig": map[string]any{"maxOutputTokens": v, "temperature": 0.5}}
+		},
+		func(req *providers.Request) (map[string]any, error) { return buildBody(req), nil })
 }
