@@ -108,12 +108,6 @@ func (b *bridgeClient) open(ctx context.Context, req *bridgev1.OpenSessionReques
 	if pin != nil {
 		s.addr = pin.Fix()
 	}
-	calls, err := openBridgeCallStream(sctx, b.client, id)
-	if err != nil {
-		cancel()
-		return nil, translateBridgeError(err)
-	}
-	s.calls = calls
 	go s.watch(stream)
 	return s, nil
 }
@@ -124,11 +118,19 @@ type bridgeSession struct {
 	id     string
 	// pin sends the session's RPCs to its replica, addr; nil, and "",
 	// for the embedded bridge.
-	pin    *sessionpin.Pin
-	addr   string
-	calls  *bridgeCallStream
-	cancel context.CancelFunc
-	done   chan struct{} // closed when watch returns: the bridge's session is over
+	pin  *sessionpin.Pin
+	addr string
+	// calls is the CallTools stream the session's calls go on, opened by
+	// the first call and closed when the generation parks (it waits for
+	// its client with no call in flight), so that a waiting generation
+	// holds no stream's goroutines (issue 15); the next call opens
+	// another. parked are the streams closed so, joined by Close.
+	callsMu sync.Mutex
+	calls   *bridgeCallStream
+	parked  []*bridgeCallStream
+	nextID  uint64 // the last call id of the closed streams: ids go on across them
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when watch returns: the bridge's session is over
 
 	closeOnce sync.Once
 
@@ -158,8 +160,8 @@ func (s *bridgeSession) watch(stream grpc.ServerStreamingClient[bridgev1.OpenSes
 func (s *bridgeSession) answer(r *bridgev1.ServerRequest) {
 	ctx := s.life
 	var a *bridgev1.AnswerServerRequestRequest
-	if r.GetCallId() != 0 && s.calls != nil {
-		cctx, ok := s.calls.context(r.GetCallId())
+	if calls := s.currentCalls(); r.GetCallId() != 0 && calls != nil {
+		cctx, ok := calls.context(r.GetCallId())
 		if !ok {
 			// The call that asked no longer waits: nobody is asked for it.
 			a = refusal(fault.New(fault.Canceled, "the tool call that asked is over"))
@@ -209,15 +211,25 @@ func (s *bridgeSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools,
 // CallTool calls over the session's CallTools stream, or with one RPC per
 // call if the bridge does not serve the stream.
 func (s *bridgeSession) CallTool(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
-	res, err := s.calls.call(ctx, server, tool, arguments)
-	if !errors.Is(err, errNoCallStream) {
-		return res, s.lost(err)
+	for {
+		calls, err := s.callStream()
+		if err != nil {
+			return nil, s.lost(translateBridgeError(err))
+		}
+		res, err := calls.call(ctx, server, tool, arguments)
+		if errors.Is(err, errParked) {
+			continue // parked as the call came: on a new stream
+		}
+		if !errors.Is(err, errNoCallStream) {
+			return res, s.lost(err)
+		}
+		break
 	}
 	req := &bridgev1.CallToolRequest{SessionId: s.id, ServerName: server, ToolName: tool, Arguments: arguments}
 	if rt := inputRetryOf(ctx); rt != nil {
 		req.InputResponses, req.RequestState = rt.responses, rt.state
 	}
-	res, err = s.client.CallTool(s.pinned(ctx), req)
+	res, err := s.client.CallTool(s.pinned(ctx), req)
 	if err != nil {
 		err = translateBridgeError(err)
 		if s.gone(ctx, err) {
@@ -243,7 +255,9 @@ func (s *bridgeSession) Close(ctx context.Context) {
 				// cancelling them first would end their client spans as
 				// errors ("context canceled"), yet a session that closes
 				// after its generation paused or ended is no failure (X-O2).
-				s.calls.endedWithin(ctx)
+				if calls := s.currentCalls(); calls != nil {
+					calls.endedWithin(ctx)
+				}
 				select {
 				case <-s.done:
 				case <-ctx.Done():
@@ -253,9 +267,59 @@ func (s *bridgeSession) Close(ctx context.Context) {
 		}
 		s.cancel()
 		<-s.done
-		s.calls.wait()
+		s.callsMu.Lock()
+		streams := append(s.parked, s.calls)
+		s.callsMu.Unlock()
+		for _, c := range streams {
+			if c != nil {
+				c.wait()
+			}
+		}
 		s.asking.Wait()
 	})
+}
+
+// currentCalls is the session's open CallTools stream; nil if none.
+func (s *bridgeSession) currentCalls() *bridgeCallStream {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	return s.calls
+}
+
+// callStream returns the session's CallTools stream, opening one if the
+// session has none (its first call, or the first since it parked).
+func (s *bridgeSession) callStream() (*bridgeCallStream, error) {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	if s.calls != nil {
+		return s.calls, nil
+	}
+	c, err := openBridgeCallStream(s.life, s.client, s.id, s.nextID)
+	if err != nil {
+		return nil, err
+	}
+	s.calls = c
+	return c, nil
+}
+
+// park closes the session's CallTools stream if no call is in flight on
+// it: the generation waits for its client, maybe for hours, and a
+// stream costs goroutines on both of its ends meanwhile. The bridge ends
+// a half-closed stream with OK; Close joins it.
+func (s *bridgeSession) park() {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	if s.calls == nil || !s.calls.closeIdle() {
+		return
+	}
+	s.nextID = s.calls.lastID()
+	kept := s.parked[:0]
+	for _, c := range s.parked {
+		if !c.over() {
+			kept = append(kept, c)
+		}
+	}
+	s.parked, s.calls = append(kept, s.calls), nil
 }
 
 // translateBridgeError maps a bridge status to a fault: every classified

@@ -30,6 +30,10 @@ const maxCallBytes = 4 << 20
 // bridge): calls go one RPC each instead.
 var errNoCallStream = errors.New("the bridge does not serve CallTools")
 
+// errParked means the stream was closed as idle before the call joined
+// it: the call goes on the session's next stream.
+var errParked = errors.New("the tool-call stream was closed while idle")
+
 // bridgeCallStream carries a session's tool calls over one CallTools stream:
 // callers register a call and hand it to the sender goroutine, which owns
 // Send; the receiver goroutine, which owns Recv, hands each answer to its
@@ -48,13 +52,15 @@ type bridgeCallStream struct {
 	nextID  uint64
 	waiting map[uint64]*pendingCall
 	cancels []uint64 // calls whose callers gave up, for the sender
+	closing bool     // closeIdle asked the sender to half-close: no call may join
 	err     error    // why the stream ended, set before done closes
 	unsent  uint64   // the call whose Send failed, set before sendDone closes
 }
 
 // openBridgeCallStream opens the CallTools stream of session id; ctx is the
-// session's lifetime.
-func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id string) (*bridgeCallStream, error) {
+// session's lifetime. Its call ids go on after lastID, the last of the
+// session's earlier streams.
+func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id string, lastID uint64) (*bridgeCallStream, error) {
 	stream, err := client.CallTools(ctx)
 	if err != nil {
 		return nil, err
@@ -72,6 +78,7 @@ func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClie
 		done:       make(chan struct{}),
 		sendDone:   make(chan struct{}),
 		waiting:    make(map[uint64]*pendingCall),
+		nextID:     lastID,
 	}
 	c.joined.Go(c.receive)
 	c.joined.Go(c.send)
@@ -132,9 +139,15 @@ func (c *bridgeCallStream) send() {
 			}
 		case <-c.wake:
 			c.mu.Lock()
-			ids := c.cancels
+			ids, closing := c.cancels, c.closing
 			c.cancels = nil
 			c.mu.Unlock()
+			if closing {
+				// Idle (closeIdle): half-close; the bridge ends the
+				// stream with OK, and the receiver with it.
+				_ = c.stream.CloseSend()
+				return
+			}
 			for _, id := range ids {
 				if c.stream.Send(&bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Cancel{Cancel: id}}) != nil {
 					return
@@ -143,6 +156,49 @@ func (c *bridgeCallStream) send() {
 		case <-c.done:
 			return
 		}
+	}
+}
+
+// closeIdle asks the sender to half-close the stream if no call waits on
+// it, and reports whether it did; no call joins the stream afterwards.
+func (c *bridgeCallStream) closeIdle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || len(c.waiting) > 0 || len(c.cancels) > 0 {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false // over already: the session's Close joins it
+	default:
+	}
+	c.closing = true
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// lastID is the id of the stream's last call.
+func (c *bridgeCallStream) lastID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nextID
+}
+
+// over reports whether both of the stream's goroutines have ended.
+func (c *bridgeCallStream) over() bool {
+	select {
+	case <-c.done:
+	default:
+		return false
+	}
+	select {
+	case <-c.sendDone:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -163,6 +219,12 @@ func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments str
 	p := &pendingCall{ctx: ctx, answer: make(chan *bridgev1.CallToolsResponse, 1), wake: make(chan struct{}, 1)}
 	onProgress, _ := ctx.Value(progressKey{}).(func(*bridgev1.ToolProgress))
 	c.mu.Lock()
+	if c.closing {
+		// Parked meanwhile: the session opens another stream for the
+		// next call; this one takes none.
+		c.mu.Unlock()
+		return nil, errParked
+	}
 	c.nextID++
 	id := c.nextID
 	c.waiting[id] = p

@@ -209,6 +209,16 @@ func (r *replicaSession) CallTool(ctx context.Context, server, tool, arguments s
 	}
 }
 
+// park parks the current session's tool-call stream (bridgeSession.park).
+func (r *replicaSession) park() {
+	r.mu.Lock()
+	s := r.cur
+	r.mu.Unlock()
+	if s != nil {
+		s.park()
+	}
+}
+
 // lostCallOutput is what the model reads of a call whose bridge was lost
 // while it ran.
 func lostCallOutput(server string) string {

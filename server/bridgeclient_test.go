@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,9 @@ type fakeBridgeService struct {
 	onStreamed func(*bridgev1.StreamedToolCall)
 	// cancels receives the ids of the calls the client cancels.
 	cancels chan uint64
+	// onStream, if set, runs as a CallTools stream opens; the function it
+	// returns, as the stream ends.
+	onStream func() (ended func())
 
 	mu       sync.Mutex
 	closes   int
@@ -63,6 +67,9 @@ func (b *fakeBridgeService) CallTools(s grpc.BidiStreamingServer[bridgev1.CallTo
 		return err
 	}
 	id := first.GetOpen().GetSessionId()
+	if b.onStream != nil {
+		defer b.onStream()()
+	}
 	closed := b.session(id)
 	if closed == nil {
 		return nil // closed already: a stream opened late ends at once
@@ -465,5 +472,59 @@ func TestBridgeCallLargeArguments(t *testing.T) {
 	}
 	if res, err := sess.CallTool(t.Context(), "files", "read", "{}"); err != nil || res.GetOutput() != "ok" {
 		t.Errorf("the next CallTool = %v, %v; want ok", res, err)
+	}
+}
+
+// TestBridgeCallStreamParks: a generation that waits for its client's
+// approval, with no call in flight, closes its session's idle CallTools
+// stream (issue 15: a waiting generation holds none of a stream's
+// goroutines, on either end); the approved call opens another, and the
+// generation completes. A call that starts while the stream is open uses
+// it: only the wait parks.
+func TestBridgeCallStreamParks(t *testing.T) {
+	t.Parallel()
+	var opened atomic.Int32
+	ended := make(chan struct{}, 4)
+	fake := &fakeBridgeService{
+		onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+			return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
+		},
+		onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+			return &bridgev1.CallToolResponse{Output: req.GetToolName() + " ok"}, nil
+		},
+		onStream: func() func() {
+			opened.Add(1)
+			return func() { ended <- struct{}{} }
+		},
+	}
+	conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
+	client := newClient(t, server.NewBridgeClient(conn), recordingScript())
+	agent := &agentdv1.Agent{
+		Provider:         "script",
+		Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
+		RequiresApproval: []string{"write"},
+		ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "read"}, {"name": "read"}]}, {"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`),
+	}
+	events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
+		if r := ev.GetApprovalRequest(); r != nil {
+			<-ended // the stream the reads used, parked
+			if opened.Load() != 1 {
+				t.Errorf("%d CallTools streams before the approval, want 1", opened.Load())
+			}
+			_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+		}
+	})
+	wantCode(t, st, codes.OK)
+	var outputs []string
+	for _, ev := range events {
+		if f := ev.GetToolCallFinished(); f != nil {
+			outputs = append(outputs, f.GetOutput())
+		}
+	}
+	if diff := cmp.Diff([]string{"read ok", "read ok", "write ok"}, outputs); diff != "" {
+		t.Errorf("tool outputs (-want +got):\n%s", diff)
+	}
+	if n := opened.Load(); n != 2 {
+		t.Errorf("%d CallTools streams, want 2 (one before the wait, one after)", n)
 	}
 }

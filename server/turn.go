@@ -389,6 +389,10 @@ func attachments(cs []*bridgev1.Content) []*agentdv1.Media {
 	return out
 }
 
+// parker is a bridge session that can close its idle tool-call stream
+// while the generation waits for its client; the next call opens another.
+type parker interface{ park() }
+
 func (r *turnRun) pending() int { return len(r.approvals) + len(r.functions) }
 
 // awaitAnswers waits on the stream for a decision on every approval
@@ -415,6 +419,9 @@ func (r *turnRun) awaitAnswers() (err error) {
 	if g.journal != nil {
 		g.setState(store.Waiting, r)
 		defer g.setState(store.Running, r)
+	}
+	if p, ok := g.session.(parker); ok {
+		p.park() // a person may take hours: the session holds no idle stream meanwhile
 	}
 	defer func() {
 		// A pause keeps the link waiting: if the client goes away while
