@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store stress fuzz load load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -263,6 +263,13 @@ LOAD_STREAMS ?= 500
 LOAD_DURATION ?= 60s
 load:
 	go run ./cmd/agentd-load -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)
+
+# Idle streams (issue 15): IDLE_STREAMS Generate streams each waiting on an
+# approval, agentd's goroutines and memory while they wait (its clients in
+# a process of their own), then every one answered and completed.
+IDLE_STREAMS ?= 5000
+load-idle:
+	go run ./cmd/agentd-load -idle -streams $(IDLE_STREAMS)
 
 # What metrics cost (X-O1: at most 2%): a tools/call and a whole
 # generation with every instrument recording against none, in paired

@@ -206,45 +206,33 @@ func (l *link) receive(stream generateStream) {
 }
 
 // sender owns stream.Send: every event of a generation passes through its
-// channel, in order. After a failed send it drops the rest. With a durable
+// queue, in order. After a failed send it drops the rest. With a durable
 // record (journal), it sends an event only once the store has it (X-G2):
 // a client never sees an event numbered beyond the store's log, which a
 // replica adopting the generation, should this one die, would number
-// afresh.
+// afresh. Its goroutine runs while events wait and ends when the queue is
+// empty, so that a generation waiting for its client (maybe for hours)
+// holds none (issue 15); the next event starts another. One runs at a
+// time, so events keep their order.
 type sender struct {
-	ch      chan *agentdv1.GenerateResponse
-	done    chan struct{}
+	stream  generateStream // nil: no client, events go nowhere
+	lost    func(error)
 	journal *journal // set before the first numbered event is queued
+
+	mu      sync.Mutex
+	queue   []*agentdv1.GenerateResponse
+	running bool          // a drain goroutine runs
+	failed  bool          // a send failed: the rest are dropped
+	space   chan struct{} // a queued event was taken
+	drains  sync.WaitGroup
 }
 
+// senderQueue bounds the events queued for the client: an emitter waits
+// beyond it, so a client that reads slowly slows the generation.
+const senderQueue = 64
+
 func newSender(stream generateStream, lost func(error)) *sender {
-	s := &sender{ch: make(chan *agentdv1.GenerateResponse, 64), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		failed := false
-		for ev := range s.ch {
-			if failed {
-				continue
-			}
-			if j := s.journal; j != nil && ev.GetSequence() > 0 {
-				switch err := j.awaitSeq(stream.Context(), ev.GetSequence()); {
-				case errors.Is(err, errUnstored):
-					// The store was down as the generation ended: the
-					// client has it at least.
-				case err != nil:
-					// The lease is lost (the generation stops, and its
-					// status says so), or the client has gone.
-					failed = true
-					continue
-				}
-			}
-			if err := stream.Send(ev); err != nil {
-				failed = true
-				lost(err)
-			}
-		}
-	}()
-	return s
+	return &sender{stream: stream, lost: lost, space: make(chan struct{}, 1)}
 }
 
 // emit queues ev, or gives up when ctx ends. Safe for concurrent use until
@@ -253,25 +241,82 @@ func (s *sender) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error 
 	if ctx.Err() != nil { // a cancelled generation sends nothing more
 		return context.Cause(ctx)
 	}
-	if s.ch == nil { // no client
+	if s.stream == nil { // no client
 		return nil
 	}
-	select {
-	case s.ch <- ev:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	s.mu.Lock()
+	for len(s.queue) >= senderQueue {
+		s.mu.Unlock()
+		select {
+		case <-s.space:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		s.mu.Lock()
 	}
+	s.queue = append(s.queue, ev)
+	if !s.running {
+		s.running = true
+		s.drains.Go(s.drain)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// drain sends the queued events until the queue is empty.
+func (s *sender) drain() {
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			s.running = false
+			s.queue = nil // an idle sender keeps no buffer
+			s.mu.Unlock()
+			return
+		}
+		ev := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		failed := s.failed
+		s.mu.Unlock()
+		select {
+		case s.space <- struct{}{}:
+		default:
+		}
+		if failed {
+			continue
+		}
+		if err := s.send(ev); err != nil {
+			s.mu.Lock()
+			s.failed = true
+			s.mu.Unlock()
+		}
+	}
+}
+
+// send sends ev once the store has it (with a journal).
+func (s *sender) send(ev *agentdv1.GenerateResponse) error {
+	if j := s.journal; j != nil && ev.GetSequence() > 0 {
+		switch err := j.awaitSeq(s.stream.Context(), ev.GetSequence()); {
+		case errors.Is(err, errUnstored):
+			// The store was down as the generation ended: the client
+			// has it at least.
+		case err != nil:
+			// The lease is lost (the generation stops, and its status
+			// says so), or the client has gone.
+			return err
+		}
+	}
+	if err := s.stream.Send(ev); err != nil {
+		s.lost(err)
+		return err
+	}
+	return nil
 }
 
 // close flushes the queued events and waits for the sender to finish. Call
 // it once, after every emitter has returned.
 func (s *sender) close() {
-	if s.ch == nil {
-		return
-	}
-	close(s.ch)
-	<-s.done
+	s.drains.Wait()
 }
 
 // mailbox holds the client's answers until the loop takes them.

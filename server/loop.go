@@ -189,7 +189,7 @@ func (g *generation) run(ctx context.Context) (err error) {
 		}
 		g.journal = j
 	}
-	if g.link.out.ch != nil {
+	if g.link.out.stream != nil {
 		g.link.out.journal = g.journal
 	}
 	if g.resume != nil {

@@ -127,6 +127,7 @@ var errFailed = errors.New("the load run failed")
 
 func main() {
 	serveDemoIfAsked()
+	idleClientsIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -160,17 +161,22 @@ var errUsage = errors.New("usage")
 
 // options are the command line.
 type options struct {
-	streams    int
-	duration   time.Duration
-	turns      int
-	addr       string
-	replicas   int
-	store      storeChoice
-	metrics    bool
-	cpuProfile string
-	json       bool
-	settle     time.Duration
-	timeout    time.Duration
+	streams     int
+	duration    time.Duration
+	turns       int
+	addr        string
+	replicas    int
+	store       storeChoice
+	metrics     bool
+	cpuProfile  string
+	json        bool
+	settle      time.Duration
+	timeout     time.Duration
+	idle        bool
+	heapProfile string
+	// idleClients is set in the child process that runs an idle run's
+	// clients: agentd's address.
+	idleClients string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -188,6 +194,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the load before measuring again")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
+	fs.StringVar(&o.idleClients, idleClientsFlag, "", "internal: run an idle run's clients against this address (the -idle run starts this process itself)")
+	fs.StringVar(&o.heapProfile, "heapprofile", "", "with -idle: write a heap profile of agentd while the streams wait to this file")
+	fs.BoolVar(&o.idle, "idle", false, "idle streams: open -streams Generate streams that each wait on an approval, measure agentd's goroutines and memory while they wait, then answer them all (issue 15)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -207,6 +216,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
+	case o.idle && (o.addr != "" || set["replicas"] || set["metrics"] || set["duration"] || set["turns"]):
+		bad = append(bad, errors.New("-idle starts one agentd in this process and runs one approval-gated turn per stream: it does not go with -addr, -replicas, -metrics, -duration or -turns"))
 	case o.addr != "" && (set["replicas"] || set["store"] || set["metrics"]):
 		bad = append(bad, errors.New("-replicas, -store and -metrics start agentds in this process: they do not go with -addr"))
 	case o.store.driver == config.StorePostgres:
@@ -242,6 +253,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.idleClients != "" {
+		return runIdleClients(ctx, o, os.Stdin, stdout)
+	}
+	if o.idle {
+		return runIdle(ctx, o, stdout, stderr)
 	}
 	rep, err := measure(ctx, o, stderr)
 	if err != nil {

@@ -14,8 +14,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The in-process agentd starts this test binary as its demo server.
+	// The in-process agentd starts this test binary as its demo server,
+	// and an idle run as its clients.
 	serveDemoIfAsked()
+	idleClientsIfAsked()
 	proctest.VerifyTestMain(m)
 }
 
@@ -218,5 +220,25 @@ func TestPostgresWithoutDSN(t *testing.T) {
 	err := run(t.Context(), []string{"-store", "postgres"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "AGENTD_STORE_DSN") {
 		t.Errorf("run = %v, want a usage error naming AGENTD_STORE_DSN", err)
+	}
+}
+
+// TestIdle runs the idle mode with 20 streams: every stream waits on its
+// approval, agentd's goroutines per waiting stream stay within the
+// target, and every generation completes once answered (issue 15).
+//
+// Not parallel: it counts this process's goroutines and children.
+func TestIdle(t *testing.T) {
+	var out, progress bytes.Buffer
+	err := run(t.Context(), []string{"-idle", "-streams", "20", "-json"}, &out, &progress)
+	var rep idleReport
+	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+		t.Fatalf("run: %v; the -json report does not parse: %v\n%s\nprogress:\n%s", err, jerr, out.String(), progress.String())
+	}
+	if err != nil || !rep.OK || rep.Waiting != 20 || rep.Completed != 20 || len(rep.Errors) > 0 {
+		t.Errorf("run: %v; report %+v\nprogress:\n%s", err, rep, progress.String())
+	}
+	if rep.GoroutinesPerStream <= 0 || rep.GoroutinesPerStream > idleMaxGoroutinesPerStream {
+		t.Errorf("%.2f goroutines per waiting stream, want (0, %d]", rep.GoroutinesPerStream, idleMaxGoroutinesPerStream)
 	}
 }

@@ -19,11 +19,14 @@ const module = "github.com/agentd/agentd"
 // the one package that starts MCP server processes, the test helpers
 // that start fake servers or inspect the process table for tests, the
 // conformance runner (make conformance), which runs the MCP conformance
-// suite under Node, and the end-to-end benchmark (make bench-e2e), which
-// runs agentd, its fake model and the floor's MCP server as processes.
+// suite under Node, the end-to-end benchmark (make bench-e2e), which
+// runs agentd, its fake model and the floor's MCP server as processes,
+// and the load tool, whose idle mode runs its clients in a process of
+// their own (make load-idle).
 var execAllowed = []string{
 	module + "/bridge/internal/mcpconn",
 	module + "/cmd/agentd-bench-e2e",
+	module + "/cmd/agentd-load",
 	module + "/internal/mcptest",
 	module + "/internal/proctest",
 	module + "/internal/conformance/run",
