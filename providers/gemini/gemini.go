@@ -320,6 +320,7 @@ type chunk struct {
 // its tool calls.
 func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
+	defer r.Close() // its buffer goes back to the pool; no event shares it
 	var usage *agentdv1.Usage
 	var info providers.Response // every chunk repeats the id and model
 	finish, finishMessage := "", ""
