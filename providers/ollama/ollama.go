@@ -96,7 +96,7 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 	}
 	body := map[string]any{"model": req.Model, "messages": msgs, "stream": true}
 	if len(req.Tools) > 0 {
-		body["tools"] = httpc.FunctionTools(req.Tools)
+		body["tools"] = httpc.FunctionTools(req)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
 	if req.MaxTokens > 0 {

@@ -156,7 +156,7 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 		body["model"] = req.Model
 	}
 	if len(req.Tools) > 0 {
-		body["tools"] = httpc.FunctionTools(req.Tools)
+		body["tools"] = httpc.FunctionTools(req)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
 	if req.MaxTokens > 0 {

@@ -11,22 +11,13 @@ import (
 
 // Pieces of the wire formats that several adapters share.
 
-// ToolParameters is a function tool's parameters as a JSON Schema object:
-// an empty object schema when the tool declares none.
-func ToolParameters(t *agentdv1.FunctionTool) map[string]any {
-	if t.GetParameters() == nil {
-		return map[string]any{"type": "object", "properties": map[string]any{}}
-	}
-	return t.GetParameters().AsMap()
-}
-
-// FunctionTools renders function tools in the Chat Completions shape
-// ({"type": "function", "function": {...}}) that OpenAI-compatible APIs
-// and Ollama take.
-func FunctionTools(tools []*agentdv1.FunctionTool) []any {
+// FunctionTools renders req's function tools in the Chat Completions
+// shape ({"type": "function", "function": {...}}) that OpenAI-compatible
+// APIs and Ollama take.
+func FunctionTools(req *providers.Request) []any {
 	var out []any
-	for _, t := range tools {
-		fn := map[string]any{"name": t.GetName(), "parameters": ToolParameters(t)}
+	for i, t := range req.Tools {
+		fn := map[string]any{"name": t.GetName(), "parameters": req.Parameters(i)}
 		if t.GetDescription() != "" {
 			fn["description"] = t.GetDescription()
 		}
