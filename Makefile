@@ -206,7 +206,9 @@ bench: npm
 # (median, p90), CPU per generation (/proc), allocations, and generations/s
 # at BENCH_E2E_CONCURRENCY, as a markdown table with the ratios to the floor.
 # The counts are generations per window (sequential, concurrent): for the
-# floor and the shared mode, then for the default mode.
+# floor and the shared mode, then for the default mode. BENCH_E2E_FLAGS adds
+# flags, e.g. BENCH_E2E_FLAGS="-cpuprofile /tmp/agentd-cpu.pprof" for agentd's
+# CPU profile of the shared 8-concurrent window.
 BENCH_E2E_GENS ?= 300
 BENCH_E2E_CONC_GENS ?= 1500
 BENCH_E2E_DEFAULT_GENS ?= 30
@@ -215,7 +217,7 @@ BENCH_E2E_CONCURRENCY ?= 8
 bench-e2e: build npm
 	go run ./cmd/agentd-bench-e2e -agentd bin/agentd -gens $(BENCH_E2E_GENS) -conc-gens $(BENCH_E2E_CONC_GENS) \
 	  -default-gens $(BENCH_E2E_DEFAULT_GENS) -default-conc-gens $(BENCH_E2E_DEFAULT_CONC_GENS) \
-	  -concurrency $(BENCH_E2E_CONCURRENCY) | tee /tmp/agentd-bench-e2e.md
+	  -concurrency $(BENCH_E2E_CONCURRENCY) $(BENCH_E2E_FLAGS) | tee /tmp/agentd-bench-e2e.md
 
 # Durable generations, on SQLite and on one throwaway PostgreSQL
 # (scripts/postgres.sh: fsync off, so the PostgreSQL figures are the

@@ -100,6 +100,15 @@ type Request struct {
 	// Tools are the function tools offered: the agent's own and those of
 	// bridged MCP servers, in that order.
 	Tools []*agentdv1.FunctionTool
+	// ToolParameters, when it has one entry per tool, holds Tools[i]'s
+	// parameters as ToolParametersJSON encodes them, encoded once by the
+	// caller for all the turns that offer the same tools: a schema does not
+	// change during a generation, and converting it from structpb and
+	// encoding it again on every turn was a sixth of the bytes agentd
+	// allocated (issue 15). Otherwise (nil) adapters encode each tool's
+	// parameters themselves. Adapters read it with Parameters and must not
+	// modify it.
+	ToolParameters []json.RawMessage
 	// MCPServers are the servers the provider runs itself, to render in its
 	// native format.
 	MCPServers []*agentdv1.MCPServer
@@ -113,6 +122,36 @@ type Request struct {
 	// not the agent's conversation. Adapters send it like any turn; the
 	// script provider plays its script's sample turn.
 	Sample bool
+}
+
+// ToolParametersJSON is a function tool's parameters as the JSON Schema
+// object every adapter sends: the schema, or an object schema without
+// properties when it has none (R-T1). Its bytes are those json.Marshal
+// gives the schema's map (keys sorted, HTML escaped), so a request body
+// that splices them in is byte for byte the one that marshals the map.
+func ToolParametersJSON(t *agentdv1.FunctionTool) json.RawMessage {
+	// The map holds JSON values only (AsMap turns NaN and infinities into
+	// strings), so encoding it cannot fail.
+	data, _ := json.Marshal(toolParameters(t))
+	return data
+}
+
+func toolParameters(t *agentdv1.FunctionTool) any {
+	if p := t.GetParameters(); p != nil {
+		return p.AsMap()
+	}
+	return map[string]any{"type": "object", "properties": map[string]any{}}
+}
+
+// Parameters is Tools[i]'s parameters for a JSON request body (which
+// json.Marshal encodes): the bytes of ToolParameters when the caller
+// encoded them, else the schema as a map, which encodes to the same bytes
+// (as one turn of an adapter used alone would).
+func (r *Request) Parameters(i int) any {
+	if len(r.ToolParameters) == len(r.Tools) {
+		return r.ToolParameters[i]
+	}
+	return toolParameters(r.Tools[i])
 }
 
 // Event is one item of a streamed model turn: *TextDelta, *Reasoning,

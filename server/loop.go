@@ -42,6 +42,7 @@ type generation struct {
 	release func()        // gives back its tenant's concurrency slot (quota); idempotent
 
 	tools       []*agentdv1.FunctionTool // offered to the model, in order
+	toolParams  []json.RawMessage        // tools' parameters, encoded once (nil: by the adapter)
 	infos       []*agentdv1.ToolInfo
 	owners      map[string]*toolOwner
 	schemaBytes int64
@@ -437,9 +438,16 @@ func (g *generation) offerTools(serverTools []*bridgev1.ServerTools) error {
 	if len(v) > 0 {
 		return fault.InvalidRequest(v)
 	}
-	for _, t := range g.tools {
-		params, _ := json.Marshal(t.GetParameters().AsMap())
-		g.schemaBytes += int64(len(t.GetName()) + len(t.GetDescription()) + len(params))
+	// Each schema is encoded once, for every turn of the generation
+	// (providers.Request.ToolParameters).
+	g.toolParams = make([]json.RawMessage, len(g.tools))
+	for i, t := range g.tools {
+		g.toolParams[i] = providers.ToolParametersJSON(t)
+		size := len(g.toolParams[i])
+		if t.GetParameters() == nil {
+			size = len("{}") // an absent schema counts as it always did
+		}
+		g.schemaBytes += int64(len(t.GetName()) + len(t.GetDescription()) + size)
 	}
 	return nil
 }
@@ -478,12 +486,13 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	var providerErr error        // the provider's stream failed
 	defer func() { chat.end(ctx, streamed, providerErr, err) }()
 	req := &providers.Request{
-		Model:        model,
-		Instructions: g.plan.agent.GetInstructions(),
-		Messages:     g.messages,
-		Tools:        g.tools,
-		MCPServers:   g.plan.providerServers(),
-		Options:      g.plan.options,
+		Model:          model,
+		Instructions:   g.plan.agent.GetInstructions(),
+		Messages:       g.messages,
+		Tools:          g.tools,
+		ToolParameters: g.toolParams,
+		MCPServers:     g.plan.providerServers(),
+		Options:        g.plan.options,
 	}
 	msg := &content{agentProvider: g.plan.agent.GetProvider()}
 	var calls []*agentdv1.ToolCall

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +33,7 @@ const (
 // agentdProcess is `agentd serve` running as a child of this process.
 type agentdProcess struct {
 	addr    string // where it serves, from its log
+	debug   string // its debug.listen endpoint's address, from its log
 	logPath string
 	cmd     *exec.Cmd
 	logged  chan struct{} // closed once its stderr is drained
@@ -41,10 +44,12 @@ type agentdProcess struct {
 }
 
 // agentdConfig is the configuration file: defaults but for the state
-// directory, the port, the drain, and the servers.
+// directory, the port, the drain, the profiling endpoint (which costs
+// nothing until asked) and the servers.
 func agentdConfig(stateDir, node, everything string) string {
 	return fmt.Sprintf(`listen: 127.0.0.1:0
 shutdown_drain: 0s
+debug: {listen: 127.0.0.1:0}
 state_dir: %s
 bridge:
   servers:
@@ -56,6 +61,10 @@ bridge:
 
 // servingRE finds the address in agentd's "agentd serving" log line.
 var servingRE = regexp.MustCompile(`msg="?agentd serving"? .*address=(127\.0\.0\.1:\d+)`)
+
+// debugRE finds the profiling endpoint's address in agentd's "debug
+// serving" log line, which follows "agentd serving".
+var debugRE = regexp.MustCompile(`msg="?debug serving[^"]*"? .*address=http://(127\.0\.0\.1:\d+)/`)
 
 // startAgentd writes the configuration into dir and starts bin, its
 // openai provider pointed at baseURL, then waits for it to serve.
@@ -84,7 +93,7 @@ func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string
 		log.Close()
 		return nil, err
 	}
-	addr := make(chan string, 1)
+	addr, debug := make(chan string, 1), make(chan string, 1)
 	go func() {
 		defer close(a.logged)
 		defer log.Close()
@@ -93,24 +102,38 @@ func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(log, line)
-			if m := servingRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
+			for _, f := range []struct {
+				re *regexp.Regexp
+				to chan string
+			}{{servingRE, addr}, {debugRE, debug}} {
+				if m := f.re.FindStringSubmatch(line); m != nil {
+					select {
+					case f.to <- m[1]:
+					default:
+					}
 				}
 			}
 		}
 		_, _ = io.Copy(log, stderr)
 	}()
-	select {
-	case a.addr = <-addr:
+	timeout := time.After(time.Minute)
+	for a.addr == "" || a.debug == "" {
+		select {
+		case a.addr = <-addr:
+			continue
+		case a.debug = <-debug:
+			continue
+		case <-a.logged:
+			err = errors.New("agentd stopped before serving")
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-timeout:
+			err = errors.New("agentd did not serve (and its debug endpoint) within a minute")
+		}
+		break
+	}
+	if err == nil {
 		return a, nil
-	case <-a.logged:
-		err = errors.New("agentd stopped before serving")
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-time.After(time.Minute):
-		err = errors.New("agentd did not serve within a minute")
 	}
 	_ = a.stop()
 	return nil, fmt.Errorf("%w (log: %s)", err, a.logPath)
@@ -269,4 +292,66 @@ func (c *agentdClient) generate(ctx context.Context, start *agentdv1.StartGenera
 		return 0, fmt.Errorf("final text %q, want %q", text, finalText)
 	}
 	return toCompleted, nil
+}
+
+// allocs reads agentd's bytes and objects allocated since it started, from
+// its debug endpoint's runtime/metrics.
+func allocs(ctx context.Context, debugAddr string) (bytes, objects uint64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+debugAddr+"/debug/runtime", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("GET /debug/runtime: %s", resp.Status)
+	}
+	var m map[string]float64
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return 0, 0, fmt.Errorf("GET /debug/runtime: %w", err)
+	}
+	b, okB := m["/gc/heap/allocs:bytes"]
+	o, okO := m["/gc/heap/allocs:objects"]
+	if !okB || !okO {
+		return 0, 0, errors.New("GET /debug/runtime: no /gc/heap/allocs metrics")
+	}
+	return uint64(b), uint64(o), nil
+}
+
+// cpuProfile asks agentd's debug endpoint for a CPU profile of the next
+// seconds and writes it to path; done is closed when it has arrived (or
+// failed), with the error in *err.
+func cpuProfile(ctx context.Context, debugAddr string, seconds int, path string) (done <-chan struct{}, err *error) {
+	ch, e := make(chan struct{}), new(error)
+	go func() {
+		defer close(ch)
+		*e = func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, seconds), nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+				return fmt.Errorf("GET /debug/pprof/profile: %s: %s", resp.Status, msg)
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, resp.Body); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		}()
+	}()
+	return ch, e
 }

@@ -2,7 +2,7 @@
 // 15), and beside it, in the same run, the floor: the same work done
 // directly, without agentd.
 //
-//	go run ./cmd/agentd-bench-e2e -agentd bin/agentd [-gens 300] [-conc-gens 1500] [-default-gens 30] [-default-conc-gens 48] [-concurrency 8]
+//	go run ./cmd/agentd-bench-e2e -agentd bin/agentd [-gens 300] [-conc-gens 1500] [-default-gens 30] [-default-conc-gens 48] [-concurrency 8] [-cpuprofile FILE [-cpuprofile-seconds 15]]
 //
 // `make bench-e2e` builds bin/agentd and runs it.
 //
@@ -48,13 +48,18 @@
 // each measured window, divided by the window's generations: agentd's
 // own, the floor's (this process's, which does nothing else meanwhile),
 // and the MCP servers' (live children's time plus the reaped children's,
-// so a process per generation counts too). Allocations per generation are
-// the floor's alone, from runtime/metrics: agentd exposes neither pprof
-// nor expvar nor Go runtime metrics, so for agentd only its peak RSS
-// (/proc/<pid>/status VmRSS sampled every 100 ms) is reported; the floor's
+// so a process per generation counts too). Allocations per generation
+// (bytes and objects) are the floor's from runtime.MemStats and agentd's
+// from runtime/metrics' /gc/heap/allocs, read over each window from its
+// profiling endpoint (debug.listen, on loopback); agentd's peak RSS is
+// /proc/<pid>/status VmRSS sampled every 100 ms, and the floor's
 // RSS is this process's, which also holds the gRPC client. Ratios are
 // agentd/floor from the same run. Timings on a shared machine move by a
 // third from run to run: compare figures of one run.
+//
+// With -cpuprofile FILE, agentd's CPU profile of the shared mode's
+// concurrent window is written to FILE (go tool pprof bin/agentd FILE); that
+// window then runs for -cpuprofile-seconds instead of a count.
 //
 // Any failed generation, floor or agentd, fails the run (exit 1) with the
 // path of agentd's log. On exit, also on failure or interrupt, agentd is
@@ -109,6 +114,11 @@ type options struct {
 	concurrency int
 	warmup      int
 	timeout     time.Duration
+	// cpuProfile, when set, is where agentd's CPU profile of the shared
+	// mode's concurrent window goes; that window then lasts
+	// profileSeconds instead of concGens generations.
+	cpuProfile     string
+	profileSeconds int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -125,6 +135,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 8, "generations at a time in the concurrent windows")
 	fs.IntVar(&o.warmup, "warmup", 5, "unmeasured generations before each mode's windows")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write agentd's CPU profile of the shared mode's concurrent window to this file (go tool pprof); that window then lasts -cpuprofile-seconds")
+	fs.IntVar(&o.profileSeconds, "cpuprofile-seconds", 15, "how long the profiled window lasts, with -cpuprofile")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -135,7 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"gens", o.gens}, {"conc-gens", o.concGens}, {"default-gens", o.defaultGens}, {"default-conc-gens", o.defConcGens}, {"concurrency", o.concurrency}, {"warmup", o.warmup}} {
+	}{{"gens", o.gens}, {"conc-gens", o.concGens}, {"default-gens", o.defaultGens}, {"default-conc-gens", o.defConcGens}, {"concurrency", o.concurrency}, {"warmup", o.warmup}, {"cpuprofile-seconds", o.profileSeconds}} {
 		if n.v < 1 {
 			bad = append(bad, fmt.Errorf("-%s must be at least 1, got %d", n.name, n.v))
 		}

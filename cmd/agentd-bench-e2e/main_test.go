@@ -118,7 +118,8 @@ func tiny(bin, everything string) []string {
 		"-default-gens", "2", "-default-conc-gens", "2", "-concurrency", "2", "-warmup", "1"}
 }
 
-// TestBench runs the harness end to end on a tiny workload, then an
+// TestBench runs the harness end to end on a tiny workload, with agentd's
+// CPU profile of a one-second shared concurrent window, then an
 // interrupted run: both print what they should and leave no process
 // behind (TestMain checks the children; the harness checks agentd's).
 // Timings are not asserted.
@@ -129,14 +130,23 @@ func TestBench(t *testing.T) {
 	bin := buildAgentd(t)
 
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), tiny(bin, everything), &out, &progress); err != nil {
+	profile := filepath.Join(t.TempDir(), "cpu.pprof")
+	if err := run(t.Context(), append(tiny(bin, everything), "-cpuprofile", profile, "-cpuprofile-seconds", "1"), &out, &progress); err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
 	}
 	table := out.String()
-	for _, want := range []string{"| floor: ", "| agentd, `shared: true` |", "| agentd, default ", "| shared / floor |", "| default / floor |", "not exposed"} {
+	for _, want := range []string{"| floor: ", "| agentd, `shared: true` |", "| agentd, default ", "| shared / floor |", "| default / floor |"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table has no %q:\n%s", want, table)
 		}
+	}
+	// agentd's allocations, from its debug endpoint, in every row.
+	if rows := regexp.MustCompile(`(?m)^\| (floor|agentd)[^\n]*\| [0-9.]+ KiB, [1-9][0-9]* objects \|`).FindAllString(table, -1); len(rows) != 3 {
+		t.Errorf("%d rows give allocations per generation, want 3:\n%s", len(rows), table)
+	}
+	// A profile is gzipped protobuf.
+	if data, err := os.ReadFile(profile); err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Errorf("agentd's CPU profile: %d bytes, %v; want a gzipped profile", len(data), err)
 	}
 	if t.Failed() {
 		t.Logf("progress:\n%s", progress.String())

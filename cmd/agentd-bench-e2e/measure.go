@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,9 @@ type subject struct {
 	skip []int
 	// seen collects the MCP server processes the sampler saw (agentd's).
 	seen map[int]bool
+	// debug is agentd's profiling endpoint (debug.listen), whose
+	// runtime/metrics give its allocations.
+	debug string
 }
 
 // window is what one measured window recorded.
@@ -44,7 +48,7 @@ type window struct {
 	serversCPU  time.Duration   // its MCP servers'
 	fakeCPU     time.Duration
 	fakeConns   int64  // connections the fake accepted
-	allocBytes  uint64 // the floor only
+	allocBytes  uint64 // the floor's from runtime.MemStats, agentd's from its debug endpoint
 	allocObjs   uint64
 	peakRSS     int64 // the subject's VmRSS, sampled
 	peakServers int   // live MCP server processes, sampled; agentd only
@@ -54,9 +58,14 @@ type window struct {
 const sampleEvery = 100 * time.Millisecond
 
 // measure runs n generations, concurrency at a time, each worker with the
-// genFunc newGen gives it, and what they cost the subject. The first
-// failed generation stops the window and is returned.
-func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency int, newGen func() genFunc) (window, error) {
+// genFunc newGen gives it, and what they cost the subject. With until
+// non-nil, n is ignored: the workers start generations until it is closed,
+// and the window counts those that ran. The first failed generation stops
+// the window and is returned.
+func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency int, newGen func() genFunc, until <-chan struct{}) (window, error) {
+	if until != nil {
+		n = math.MaxInt
+	}
 	w := window{gens: n, concurrency: concurrency}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -110,6 +119,12 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 	if s.self {
 		runtime.ReadMemStats(&ms0)
 	}
+	var bytes0, objs0 uint64
+	if s.debug != "" {
+		if bytes0, objs0, err = allocs(ctx, s.debug); err != nil {
+			return w, err
+		}
+	}
 
 	began := time.Now()
 	var next atomic.Int64
@@ -121,7 +136,7 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 	for i := range concurrency {
 		gen := newGen()
 		workers.Go(func() {
-			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+			for next.Add(1) <= int64(n) && ctx.Err() == nil && !closed(until) {
 				t0 := time.Now()
 				completed, err := gen(ctx)
 				if err != nil {
@@ -142,6 +157,13 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 		var ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms1)
 		w.allocBytes, w.allocObjs = ms1.TotalAlloc-ms0.TotalAlloc, ms1.Mallocs-ms0.Mallocs
+	}
+	if s.debug != "" {
+		bytes1, objs1, err := allocs(ctx, s.debug)
+		if err != nil && failed == nil {
+			return w, err
+		}
+		w.allocBytes, w.allocObjs = bytes1-bytes0, objs1-objs0
 	}
 	st1, err := readStat(s.pid)
 	if err != nil {
@@ -174,7 +196,18 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 		w.latencies = append(w.latencies, lat[i]...)
 		w.toCompleted = append(w.toCompleted, toc[i]...)
 	}
+	w.gens = len(w.latencies)
 	return w, nil
+}
+
+// closed reports whether ch is closed; never for a nil ch.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // mode is one side of the comparison: its sequential and concurrent
@@ -245,15 +278,15 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		return nil, err
 	}
 	defer c.conn.Close()
-	fmt.Fprintf(progress, "agentd %s serving on %s (pid %d), the fake model on %s\n", bin, a.addr, a.pid(), fake.baseURL)
+	fmt.Fprintf(progress, "agentd %s serving on %s (pid %d, profiles at http://%s/debug/pprof/), the fake model on %s\n", bin, a.addr, a.pid(), a.debug, fake.baseURL)
 
-	onAgentd := subject{pid: a.pid(), seen: a.seen}
+	onAgentd := subject{pid: a.pid(), seen: a.seen, debug: a.debug}
 	agentdGen := func(ref string) func() genFunc {
 		return func() genFunc { return c.generator(ref) }
 	}
 	shared, isolated := agentdGen(sharedServer), agentdGen(defaultServer)
 	for _, ref := range []string{sharedServer, defaultServer} {
-		if _, err := measure(ctx, onAgentd, fake, o.warmup, 1, agentdGen(ref)); err != nil {
+		if _, err := measure(ctx, onAgentd, fake, o.warmup, 1, agentdGen(ref), nil); err != nil {
 			return nil, fmt.Errorf("warm-up, %s: %w", ref, err)
 		}
 	}
@@ -264,7 +297,7 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 	defer func() { err = errors.Join(err, fl.Close()) }()
 	onSelf := subject{pid: os.Getpid(), self: true, skip: []int{fake.cmd.Process.Pid, a.pid()}}
 	floorGen := func() genFunc { return fl.generate }
-	if _, err := measure(ctx, onSelf, fake, o.warmup*o.concurrency, o.concurrency, floorGen); err != nil {
+	if _, err := measure(ctx, onSelf, fake, o.warmup*o.concurrency, o.concurrency, floorGen, nil); err != nil {
 		return nil, fmt.Errorf("warm-up, floor: %w", err)
 	}
 
@@ -275,22 +308,36 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		on   subject
 		n, c int
 		gen  func() genFunc
+		prof bool // the window -cpuprofile profiles
 	}{
-		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen},
-		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared},
-		{"agentd default, sequential", &rep.isolated.seq, onAgentd, o.defaultGens, 1, isolated},
-		{"floor, concurrent", &rep.floor.conc, onSelf, o.concGens, o.concurrency, floorGen},
-		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared},
-		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated},
+		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen, false},
+		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared, false},
+		{"agentd default, sequential", &rep.isolated.seq, onAgentd, o.defaultGens, 1, isolated, false},
+		{"floor, concurrent", &rep.floor.conc, onSelf, o.concGens, o.concurrency, floorGen, false},
+		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared, true},
+		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated, false},
 	}
 	for _, win := range windows {
-		fmt.Fprintf(progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
-		*win.into, err = measure(ctx, win.on, fake, win.n, win.c, win.gen)
+		var until <-chan struct{}
+		var profErr *error
+		if win.prof && o.cpuProfile != "" {
+			// The window lasts as long as the profile: the workers start
+			// generations until it has arrived.
+			fmt.Fprintf(progress, "%s: %d s (agentd's CPU profile to %s), %d at a time ... ", win.name, o.profileSeconds, o.cpuProfile, win.c)
+			until, profErr = cpuProfile(ctx, a.debug, o.profileSeconds, o.cpuProfile)
+		} else {
+			fmt.Fprintf(progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
+		}
+		*win.into, err = measure(ctx, win.on, fake, win.n, win.c, win.gen, until)
+		if until != nil {
+			<-until
+			err = errors.Join(err, *profErr)
+		}
 		if err != nil {
 			fmt.Fprintln(progress, "failed")
 			return nil, fmt.Errorf("%s: %w", win.name, err)
 		}
-		fmt.Fprintf(progress, "%.1fs\n", win.into.elapsed.Seconds())
+		fmt.Fprintf(progress, "%d generations in %.1fs\n", win.into.gens, win.into.elapsed.Seconds())
 	}
 	return rep, nil
 }

@@ -68,8 +68,8 @@ func (r *report) writeMarkdown(out io.Writer) error {
 		if len(m.seq.toCompleted) > 0 {
 			toc = ms(percentile(m.seq.toCompleted, 0.5))
 		}
-		alloc := "not exposed"
-		if m.seq.allocObjs > 0 {
+		alloc := "–"
+		if m.conc.allocObjs > 0 {
 			alloc = fmt.Sprintf("%.1f KiB, %d objects", float64(m.conc.allocBytes)/float64(m.conc.gens)/1024, m.conc.allocObjs/uint64(m.conc.gens))
 		}
 		peak := mib(max(m.seq.peakRSS, m.conc.peakRSS))
@@ -107,10 +107,16 @@ func (r *report) writeMarkdown(out io.Writer) error {
 		ms(r.isolated.seq.perGen(r.isolated.seq.fakeCPU)), ms(r.isolated.conc.perGen(r.isolated.conc.fakeCPU)))
 	fmt.Fprintf(&b, "Connections the fake accepted per 100 generations, sequential and concurrent: floor %s, %s; shared %s, %s; default %s, %s. ",
 		per100(r.floor.seq), per100(r.floor.conc), per100(r.shared.seq), per100(r.shared.conc), per100(r.isolated.seq), per100(r.isolated.conc))
+	perGen := func(w window) string {
+		n := uint64(max(w.gens, 1))
+		return fmt.Sprintf("%.1f KiB, %d objects", float64(w.allocBytes)/float64(n)/1024, w.allocObjs/n)
+	}
+	fmt.Fprintf(&b, "Allocated/gen, sequential: floor %s; shared %s; default %s. ", perGen(r.floor.seq), perGen(r.shared.seq), perGen(r.isolated.seq))
 	fmt.Fprintf(&b, "%d CPUs, %s, load average %s at the end.\n", runtime.NumCPU(), runtime.Version(), loadAverage())
 	b.WriteString("\nCPU from /proc/<pid>/stat (10 ms ticks) over each window: agentd's process, or for the floor this process (nothing else runs in it meanwhile); " +
-		"MCP servers: their processes' time, reaped ones included. Allocations: the floor's, from runtime.MemStats over its concurrent window; " +
-		"agentd exposes no pprof, expvar or Go runtime metrics, so only its peak RSS (VmRSS sampled every 100 ms) is shown; the floor's RSS is this process's, gRPC client included.\n")
+		"MCP servers: their processes' time, reaped ones included. Allocations over the concurrent window (the table) and the sequential one (above), per generation: " +
+		"the floor's from runtime.MemStats, agentd's from /gc/heap/allocs of runtime/metrics on its debug endpoint (debug.listen). " +
+		"Peak RSS: VmRSS sampled every 100 ms; the floor's is this process's, gRPC client included.\n")
 	_, err := io.WriteString(out, b.String())
 	return err
 }

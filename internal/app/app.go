@@ -256,6 +256,7 @@ type Agent struct {
 	bridgeDone chan error
 	cancel     context.CancelFunc
 	metrics    *metricsServer // nil without metrics.listen
+	debug      *debugServer   // nil without debug.listen
 }
 
 // NewAgent builds the AgentService, over TLS when tls names a
@@ -274,6 +275,10 @@ func NewAgent(o Options) (*Agent, error) {
 	}
 	a := &Agent{providers: regs, config: o.Config, log: o.Logger}
 	if a.metrics, err = serveMetrics(o); err != nil {
+		return nil, err
+	}
+	if a.debug, err = serveDebug(o); err != nil {
+		a.Close()
 		return nil, err
 	}
 	if a.store, err = openStore(o.Config, o.Telemetry.MeterProvider); err != nil {
@@ -531,12 +536,18 @@ func (a *Agent) close(log *slog.Logger) error {
 	a.providers.CloseIdleConnections()
 	a.metrics.stop()
 	a.metrics = nil
+	a.debug.stop()
+	a.debug = nil
 	return err
 }
 
 // MetricsAddr is the address of the Prometheus endpoint (metrics.listen);
 // "" when there is none.
 func (a *Agent) MetricsAddr() string { return a.metrics.addr() }
+
+// DebugAddr is the address of the profiling endpoint (debug.listen); ""
+// when there is none.
+func (a *Agent) DebugAddr() string { return a.debug.addr() }
 
 // ServeAgent listens on the configured address (and admin.listen, with an
 // embedded bridge) and serves the AgentService (and the admin service)
@@ -572,6 +583,9 @@ func ServeAgent(ctx context.Context, o Options) error {
 	}
 	if m := a.MetricsAddr(); m != "" {
 		o.Logger.Info("metrics serving", "address", "http://"+m+"/metrics")
+	}
+	if d := a.DebugAddr(); d != "" {
+		o.Logger.Warn("debug serving: profiles may reveal memory contents", "address", "http://"+d+"/debug/pprof/")
 	}
 	if o.Reloads == nil {
 		return a.ServeWithAdmin(ctx, lis, adminLis, o)
@@ -621,6 +635,12 @@ func ServeBridge(ctx context.Context, o Options) error {
 		return err
 	}
 	defer metrics.stop()
+	debug, err := serveDebug(o)
+	if err != nil {
+		closeAll(lis, adminLis)
+		return err
+	}
+	defer debug.stop()
 	b, err := NewBridge(o)
 	if err != nil {
 		closeAll(lis, adminLis)
@@ -630,6 +650,9 @@ func ServeBridge(ctx context.Context, o Options) error {
 		"tls", o.Config.Bridge.TLS.Enabled(), "trusted_peers", len(o.Config.Bridge.TrustedPeers))
 	if m := metrics.addr(); m != "" {
 		o.Logger.Info("metrics serving", "address", "http://"+m+"/metrics")
+	}
+	if d := debug.addr(); d != "" {
+		o.Logger.Warn("debug serving: profiles may reveal memory contents", "address", "http://"+d+"/debug/pprof/")
 	}
 	return b.ServeWithAdmin(ctx, lis, adminLis, o)
 }

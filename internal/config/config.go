@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/policy"
 )
 
@@ -51,6 +52,9 @@ type Config struct {
 
 	// Metrics configures the metrics agentd and its bridge record (X-O1).
 	Metrics Metrics `yaml:"metrics"`
+
+	// Debug serves Go's profiling endpoints, for operators and benchmarks.
+	Debug Debug `yaml:"debug"`
 
 	// Insecure lets `agentd serve` and `agentd bridge` listen on an
 	// address other than loopback although agentd authenticates no caller:
@@ -592,6 +596,22 @@ type Metrics struct {
 	// Listen is the address of a Prometheus scrape endpoint (GET /metrics,
 	// plain HTTP). Empty (the default) serves none. Env
 	// AGENTD_METRICS_LISTEN.
+	Listen string `yaml:"listen"`
+}
+
+// Debug configures the profiling endpoint: net/http/pprof and the Go
+// runtime's metrics, on a listener of its own.
+type Debug struct {
+	// Listen is the address of an HTTP endpoint serving /debug/pprof/
+	// (net/http/pprof: CPU, heap, allocation, goroutine profiles and
+	// execution traces) and GET /debug/runtime (runtime/metrics as JSON:
+	// bytes and objects allocated, GC cycles, goroutines). Empty (the
+	// default) serves none. It must be a loopback address, whatever
+	// Insecure says: the endpoint has no authentication, a profile costs
+	// CPU while it runs, and heap profiles and goroutine dumps may reveal
+	// memory contents (prompts, arguments, keys); reach it from elsewhere
+	// by an SSH tunnel or `kubectl port-forward`. Never served on listen,
+	// admin.listen or metrics.listen. Env AGENTD_DEBUG_LISTEN.
 	Listen string `yaml:"listen"`
 }
 
@@ -1204,6 +1224,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	str("AGENTD_LISTEN", &c.Listen)
 	str("AGENTD_METRICS_LISTEN", &c.Metrics.Listen)
+	str("AGENTD_DEBUG_LISTEN", &c.Debug.Listen)
 	str("AGENTD_LOG_LEVEL", &c.Log.Level)
 	str("AGENTD_LOG_FORMAT", &c.Log.Format)
 	str("AGENTD_STATE_DIR", &c.StateDir)
@@ -1295,6 +1316,9 @@ func (c *Config) Validate() error {
 	c.Bridge.validateAddress(bad)
 	if c.Admin.Listen == "" && (c.Admin.TLS.CertFile != "" || c.Admin.TLS.ClientCAFile != "") {
 		bad("admin.tls: needs admin.listen (without it, the admin service is served beside the main service, over its tls)")
+	}
+	if c.Debug.Listen != "" && !netaddr.LoopbackListen(c.Debug.Listen) {
+		bad("debug.listen: must be a loopback address (127.0.0.1:port, [::1]:port or localhost:port): the profiling endpoint has no authentication and may reveal memory contents")
 	}
 	c.validateTenants(bad)
 	c.validateAuth(bad)

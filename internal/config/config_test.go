@@ -100,6 +100,11 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "issue 15 debug.listen from the environment",
+			env:  map[string]string{"AGENTD_DEBUG_LISTEN": "127.0.0.1:6060"},
+			want: func(c *Config) { c.Debug.Listen = "127.0.0.1:6060" },
+		},
+		{
 			name: "X-I3 an OIDC issuer gets the defaults it leaves unset",
 			file: "auth:\n  oidc:\n    - {issuer: https://idp.example.com, audience: agentd, roles_claim: groups}\n    - {issuer: http://127.0.0.1:8080/realms/x, audience: a, algorithms: [ES384], clock_skew: 5s}\n",
 			want: func(c *Config) {
@@ -225,6 +230,11 @@ func TestLoadRejects(t *testing.T) {
 				`bridge.address: entry 3 of the list, "", is not a host:port`,
 				`bridge.address: entry 4 of the list, ":7071", is not a host:port`,
 			},
+		},
+		{
+			name:     "issue 15 debug.listen beyond loopback, even insecure",
+			file:     "insecure: true\ndebug: {listen: 0.0.0.0:6060}\n",
+			wantErrs: []string{"debug.listen: must be a loopback address"},
 		},
 		{
 			name:     "X-I5 admin.tls without admin.listen",

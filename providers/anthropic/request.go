@@ -36,7 +36,7 @@ func requestBody(req *providers.Request) (map[string]any, error) {
 	}
 	msgs := messages(req.Messages)
 	body["messages"] = msgs
-	tools := functionTools(req.Tools)
+	tools := functionTools(req)
 	servers, toolsets, err := mcpServers(req.MCPServers)
 	if err != nil {
 		return nil, err
@@ -276,16 +276,12 @@ func describe(m *agentdv1.Media) string {
 	return b.String()
 }
 
-// functionTools renders function tools; a missing schema is an empty
-// object schema (R-T1).
-func functionTools(tools []*agentdv1.FunctionTool) []any {
+// functionTools renders req's function tools; a missing schema is an
+// empty object schema (R-T1).
+func functionTools(req *providers.Request) []any {
 	var out []any
-	for _, t := range tools {
-		schema := any(block{"type": "object", "properties": block{}})
-		if p := t.GetParameters(); p != nil {
-			schema = p.AsMap()
-		}
-		b := block{"name": t.GetName(), "input_schema": schema}
+	for i, t := range req.Tools {
+		b := block{"name": t.GetName(), "input_schema": req.Parameters(i)}
 		if d := t.GetDescription(); d != "" {
 			b["description"] = d
 		}

@@ -91,6 +91,7 @@ type reply struct {
 func readStream(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
 	t := &reply{blocks: make(map[int]*openBlock), uses: make(map[string]*openBlock), usage: &agentdv1.Usage{}}
 	r := sse.NewReader(body)
+	defer r.Close() // its buffer goes back to the pool; no event shares it
 	for {
 		raw, err := r.Next()
 		if err != nil { // io.EOF too: the stream ended before message_stop

@@ -159,10 +159,10 @@ func buildBody(req *providers.Request) map[string]any {
 	}
 	if len(req.Tools) > 0 {
 		var decls []any
-		for _, t := range req.Tools {
+		for i, t := range req.Tools {
 			// parametersJsonSchema takes full JSON Schema; "parameters"
 			// takes only an OpenAPI subset that MCP tool schemas exceed.
-			d := map[string]any{"name": t.GetName(), "parametersJsonSchema": httpc.ToolParameters(t)}
+			d := map[string]any{"name": t.GetName(), "parametersJsonSchema": req.Parameters(i)}
 			if t.GetDescription() != "" {
 				d["description"] = t.GetDescription()
 			}
@@ -320,6 +320,7 @@ type chunk struct {
 // its tool calls.
 func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
+	defer r.Close() // its buffer goes back to the pool; no event shares it
 	var usage *agentdv1.Usage
 	var info providers.Response // every chunk repeats the id and model
 	finish, finishMessage := "", ""

@@ -96,7 +96,7 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 	}
 	body := map[string]any{"model": req.Model, "messages": msgs, "stream": true}
 	if len(req.Tools) > 0 {
-		body["tools"] = httpc.FunctionTools(req.Tools)
+		body["tools"] = httpc.FunctionTools(req)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
 	if req.MaxTokens > 0 {
@@ -200,6 +200,7 @@ type chatResponse struct {
 // names its tool calls.
 func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := ndjson.NewReader(body)
+	defer r.Close() // its buffer goes back to the pool; no event shares it
 	for {
 		line, err := r.Next()
 		if err != nil { // io.EOF too: the stream ended before "done"

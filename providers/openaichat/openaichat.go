@@ -156,7 +156,7 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 		body["model"] = req.Model
 	}
 	if len(req.Tools) > 0 {
-		body["tools"] = httpc.FunctionTools(req.Tools)
+		body["tools"] = httpc.FunctionTools(req)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
 	if req.MaxTokens > 0 {
@@ -285,6 +285,7 @@ type pendingCall struct {
 // read parses the SSE stream of one turn and yields its events.
 func (p *provider) read(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
+	defer r.Close() // its buffer goes back to the pool; no event shares it
 	// The calls in the order they began; byIndex holds the one each wire
 	// index is filling. A fragment with a new id at a used index begins
 	// another call: some compatible servers send every parallel call at

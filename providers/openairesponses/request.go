@@ -36,8 +36,8 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 		body["instructions"] = req.Instructions
 	}
 	var tools []any
-	for _, t := range req.Tools {
-		tool := map[string]any{"type": "function", "name": t.GetName(), "parameters": httpc.ToolParameters(t), "strict": false}
+	for i, t := range req.Tools {
+		tool := map[string]any{"type": "function", "name": t.GetName(), "parameters": req.Parameters(i), "strict": false}
 		if t.GetDescription() != "" {
 			tool["description"] = t.GetDescription()
 		}

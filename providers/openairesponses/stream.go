@@ -74,6 +74,7 @@ type pendingCall struct {
 // response.failed, error); a stream that ends before one is truncated.
 func read(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
+	defer r.Close() // its buffer goes back to the pool; no event shares it
 	calls := make(map[int]*pendingCall)
 	for {
 		raw, err := r.Next()

@@ -139,6 +139,10 @@ func (c *call) request(t *testing.T) *providers.Request {
 			t.Fatalf("call.json tool: %v", err)
 		}
 		req.Tools = append(req.Tools, tool)
+		// As the tool loop sends them: encoded once, before the turns
+		// (the map an adapter falls back to encodes to the same bytes:
+		// providers' TestToolParametersJSON).
+		req.ToolParameters = append(req.ToolParameters, providers.ToolParametersJSON(tool))
 	}
 	for _, m := range c.MCPServers {
 		srv := &agentdv1.MCPServer{}

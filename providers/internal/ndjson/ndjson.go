@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // MaxLineSize bounds one line.
@@ -19,16 +20,44 @@ var ErrLineTooLarge = errors.New("ndjson: line too large")
 
 // Reader reads lines from a stream. It is not safe for concurrent use.
 type Reader struct {
-	r *bufio.Reader
+	r *bufio.Reader // nil once closed
 }
 
-// NewReader returns a Reader of r.
-func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 64<<10)} }
+// buffers pools the 64 KiB buffered readers, one per response otherwise
+// (issue 15).
+var buffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
+// NewReader returns a Reader of r, with a buffer from a pool: Close gives
+// it back.
+func NewReader(r io.Reader) *Reader {
+	br := buffers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &Reader{r: br}
+}
+
+// Close gives the Reader's buffer back to the pool for another response.
+// The lines it returned stay valid (they never share its buffer); after
+// Close, Next returns ErrClosed. Close is idempotent; a Reader never closed
+// leaves its buffer to the garbage collector.
+func (r *Reader) Close() {
+	if r.r == nil {
+		return
+	}
+	r.r.Reset(nil) // keep no reference to the stream
+	buffers.Put(r.r)
+	r.r = nil
+}
+
+// ErrClosed reports a Next after Close.
+var ErrClosed = errors.New("ndjson: reader closed")
 
 // Next returns the next non-blank line, without its line ending; io.EOF at
 // the end. A last line without a newline is returned as a line; a line
 // that a read error other than io.EOF cut off is not: the error is.
 func (r *Reader) Next() ([]byte, error) {
+	if r.r == nil {
+		return nil, ErrClosed
+	}
 	for {
 		var line []byte
 		var err error

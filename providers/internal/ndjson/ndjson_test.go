@@ -55,3 +55,30 @@ func TestLineTooLarge(t *testing.T) {
 		t.Errorf("Next = %v; want ErrLineTooLarge", err)
 	}
 }
+
+// TestPooledBuffer (issue 15): a closed Reader's buffer serves the next
+// one, and the lines it returned keep their bytes; a closed Reader reads
+// nothing more.
+func TestPooledBuffer(t *testing.T) {
+	t.Parallel()
+	r1 := NewReader(strings.NewReader("{\"a\":1}\n{\"b\":2}\n"))
+	line, err := r1.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.Close()
+	r1.Close() // idempotent
+	if _, err := r1.Next(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next after Close: %v, want ErrClosed", err)
+	}
+	for range 10 { // whichever reader gets the pooled buffer overwrites it
+		r2 := NewReader(strings.NewReader("{\"X\":9}\n"))
+		if _, err := r2.Next(); err != nil {
+			t.Fatal(err)
+		}
+		r2.Close()
+	}
+	if diff := cmp.Diff(`{"a":1}`, string(line)); diff != "" {
+		t.Errorf("the line read before Close changed (-want +got):\n%s", diff)
+	}
+}

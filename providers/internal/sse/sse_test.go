@@ -61,3 +61,30 @@ func TestTruncated(t *testing.T) {
 		t.Errorf("a stream cut mid-line: %v, want ErrUnexpectedEOF", err)
 	}
 }
+
+// TestPooledBuffer (issue 15): a closed Reader's buffer serves the next
+// one, and the events it returned keep their bytes; a closed Reader reads
+// nothing more.
+func TestPooledBuffer(t *testing.T) {
+	t.Parallel()
+	r1 := NewReader(strings.NewReader("event: first\ndata: one\n\ndata: rest\n\n"))
+	ev, err := r1.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.Close()
+	r1.Close() // idempotent
+	if _, err := r1.Next(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next after Close: %v, want ErrClosed", err)
+	}
+	for range 10 { // whichever reader gets the pooled buffer overwrites it
+		r2 := NewReader(strings.NewReader("event: XXXXX\ndata: XXX\n\n"))
+		if _, err := r2.Next(); err != nil {
+			t.Fatal(err)
+		}
+		r2.Close()
+	}
+	if diff := cmp.Diff(Event{Name: "first", Data: []byte("one")}, ev); diff != "" {
+		t.Errorf("the event read before Close changed (-want +got):\n%s", diff)
+	}
+}
