@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 )
 
 // genFunc runs one generation and returns when its completed event arrived
@@ -40,14 +42,20 @@ type window struct {
 	elapsed     time.Duration
 	latencies   []time.Duration // stream open to stream end
 	toCompleted []time.Duration // stream open to the completed event; agentd only
-	cpu         time.Duration   // the subject's
-	serversCPU  time.Duration   // its MCP servers'
-	fakeCPU     time.Duration
-	fakeConns   int64  // connections the fake accepted
-	allocBytes  uint64 // the floor only
-	allocObjs   uint64
-	peakRSS     int64 // the subject's VmRSS, sampled
-	peakServers int   // live MCP server processes, sampled; agentd only
+	// afterCompleted is, per generation, from the completed event to the
+	// stream's end; agentd only.
+	afterCompleted []time.Duration
+	cpu            time.Duration // the subject's
+	serversCPU     time.Duration // its MCP servers'
+	fakeCPU        time.Duration
+	fakeConns      int64  // connections the fake accepted
+	allocBytes     uint64 // the floor only
+	allocObjs      uint64
+	peakRSS        int64 // the subject's VmRSS, sampled
+	peakServers    int   // live MCP server processes, sampled; agentd only
+	// The default registration's pool over the window (agentd's
+	// GetPoolStats): sessions that waited for a process, processes spawned.
+	poolWaits, poolSpawned int64
 }
 
 // sampleEvery is how often a window samples RSS and the server processes.
@@ -115,6 +123,7 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 	var next atomic.Int64
 	lat := make([][]time.Duration, concurrency)
 	toc := make([][]time.Duration, concurrency)
+	after := make([][]time.Duration, concurrency)
 	var failed error
 	var failOnce sync.Once
 	var workers sync.WaitGroup
@@ -128,9 +137,11 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 					failOnce.Do(func() { failed = err; cancel() })
 					return
 				}
-				lat[i] = append(lat[i], time.Since(t0))
+				d := time.Since(t0)
+				lat[i] = append(lat[i], d)
 				if completed > 0 {
 					toc[i] = append(toc[i], completed)
+					after[i] = append(after[i], d-completed)
 				}
 			}
 		})
@@ -173,6 +184,7 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 	for i := range lat {
 		w.latencies = append(w.latencies, lat[i]...)
 		w.toCompleted = append(w.toCompleted, toc[i]...)
+		w.afterCompleted = append(w.afterCompleted, after[i]...)
 	}
 	return w, nil
 }
@@ -188,6 +200,9 @@ type mode struct {
 type report struct {
 	o                       options
 	floor, shared, isolated mode
+	// spawnFloor is the floor's work with a process spawned for each
+	// generation: the machine's spawn bound on the default mode.
+	spawnFloor mode
 }
 
 // bench runs the whole benchmark: the fake, agentd, warm-ups, then the
@@ -226,7 +241,7 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		return nil, err
 	}
 	defer fake.stop()
-	a, err := startAgentd(ctx, bin, dir, node, everything, fake.baseURL)
+	a, err := startAgentd(ctx, bin, dir, node, everything, fake.baseURL, o.warm)
 	if err != nil {
 		return nil, err // the log is kept
 	}
@@ -268,27 +283,44 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		return nil, fmt.Errorf("warm-up, floor: %w", err)
 	}
 
-	rep = &report{o: o, floor: mode{name: "floor"}, shared: mode{name: "shared"}, isolated: mode{name: "default"}}
+	spawnGen := func() genFunc { return fl.spawnGenerate }
+	rep = &report{o: o, floor: mode{name: "floor"}, shared: mode{name: "shared"}, isolated: mode{name: "default"}, spawnFloor: mode{name: "spawn floor"}}
 	windows := []struct {
 		name string
 		into *window
 		on   subject
 		n, c int
 		gen  func() genFunc
+		pool bool // the default registration's pool is counted
 	}{
-		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen},
-		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared},
-		{"agentd default, sequential", &rep.isolated.seq, onAgentd, o.defaultGens, 1, isolated},
-		{"floor, concurrent", &rep.floor.conc, onSelf, o.concGens, o.concurrency, floorGen},
-		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared},
-		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated},
+		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen, false},
+		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared, false},
+		{"floor, a process per generation, sequential", &rep.spawnFloor.seq, onSelf, o.defaultGens, 1, spawnGen, false},
+		{"agentd default, sequential", &rep.isolated.seq, onAgentd, o.defaultGens, 1, isolated, true},
+		{"floor, concurrent", &rep.floor.conc, onSelf, o.concGens, o.concurrency, floorGen, false},
+		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared, false},
+		{"floor, a process per generation, concurrent", &rep.spawnFloor.conc, onSelf, o.defConcGens, o.concurrency, spawnGen, false},
+		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated, true},
 	}
 	for _, win := range windows {
 		fmt.Fprintf(progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
+		var before *bridgev1.PoolStats
+		if win.pool {
+			if before, err = c.pool(ctx, defaultServer); err != nil {
+				return nil, err
+			}
+		}
 		*win.into, err = measure(ctx, win.on, fake, win.n, win.c, win.gen)
 		if err != nil {
 			fmt.Fprintln(progress, "failed")
 			return nil, fmt.Errorf("%s: %w", win.name, err)
+		}
+		if win.pool {
+			after, err := c.pool(ctx, defaultServer)
+			if err != nil {
+				return nil, err
+			}
+			win.into.poolWaits, win.into.poolSpawned = after.GetWaits()-before.GetWaits(), after.GetSpawned()-before.GetSpawned()
 		}
 		fmt.Fprintf(progress, "%.1fs\n", win.into.elapsed.Seconds())
 	}
