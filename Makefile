@@ -202,7 +202,8 @@ bench: npm
 # Completions server of ours (a separate process, streamed), four model turns
 # with three echo calls to server-everything over stdio, registered shared
 # and with the defaults (a process per generation); beside it, in the same
-# run, the floor: the same requests and go-sdk calls made directly. Latency
+# run, the floor: the same requests and go-sdk calls made directly, and the
+# same with a server process spawned per generation (the spawn bound). Latency
 # (median, p90), CPU per generation (/proc), allocations, and generations/s
 # at BENCH_E2E_CONCURRENCY, as a markdown table with the ratios to the floor.
 # The counts are generations per window (sequential, concurrent): for the
@@ -214,10 +215,12 @@ BENCH_E2E_CONC_GENS ?= 1500
 BENCH_E2E_DEFAULT_GENS ?= 30
 BENCH_E2E_DEFAULT_CONC_GENS ?= 48
 BENCH_E2E_CONCURRENCY ?= 8
+# The default registration's warm spares; -1 keeps bridge.pool.warm (1).
+BENCH_E2E_WARM ?= -1
 bench-e2e: build npm
 	go run ./cmd/agentd-bench-e2e -agentd bin/agentd -gens $(BENCH_E2E_GENS) -conc-gens $(BENCH_E2E_CONC_GENS) \
 	  -default-gens $(BENCH_E2E_DEFAULT_GENS) -default-conc-gens $(BENCH_E2E_DEFAULT_CONC_GENS) \
-	  -concurrency $(BENCH_E2E_CONCURRENCY) $(BENCH_E2E_FLAGS) | tee /tmp/agentd-bench-e2e.md
+	  -concurrency $(BENCH_E2E_CONCURRENCY) -warm $(BENCH_E2E_WARM) $(BENCH_E2E_FLAGS) | tee /tmp/agentd-bench-e2e.md
 
 # Durable generations, on SQLite and on one throwaway PostgreSQL
 # (scripts/postgres.sh: fsync off, so the PostgreSQL figures are the

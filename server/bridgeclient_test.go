@@ -336,6 +336,8 @@ func TestBridgeErrors(t *testing.T) {
 				if tt.hidden != "" && strings.Contains(statusText(st), tt.hidden) {
 					t.Errorf("status carries the bridge's text %q: %v", tt.hidden, st.Proto())
 				}
+				// The session closes after the stream has ended.
+				waitFor(t, func() bool { return fake.closed() >= tt.wantCloses })
 				if got := fake.closed(); got != tt.wantCloses {
 					t.Errorf("CloseSession called %d times; want %d", got, tt.wantCloses)
 				}

@@ -171,7 +171,9 @@ func (g *generation) emitProgress(ctx context.Context, p *agentdv1.ToolProgress)
 
 // run drives the generation to its end: completed, failed, or paused
 // (stored, with a paused event). Every bridge session it opened is closed
-// before it returns, whatever happened.
+// once it returns, whatever happened: on a goroutine of the Service's, so
+// that the stream ends without waiting for the session's processes to
+// stop (sessionLife).
 func (g *generation) run(ctx context.Context) (err error) {
 	g.s.meters.runStarted(ctx, g.tenant)
 	ctx, span := g.s.tracer.Start(ctx, "invoke_agent", g.invokeSpanOptions()...)
@@ -206,7 +208,11 @@ func (g *generation) run(ctx context.Context) (err error) {
 	}
 	var serverTools []*bridgev1.ServerTools
 	if bridged := g.plan.bridged(); len(bridged) > 0 {
-		sess, err := g.s.bridge.OpenSession(ctx, g.openRequest(ctx, bridged), g)
+		// The session is closed once the generation is over, after its
+		// stream has ended (sessionLife).
+		life := g.newSessionLife(ctx)
+		sess, err := g.s.bridge.OpenSession(life.ctx, g.openRequest(ctx, bridged), life)
+		defer func() { life.end(sess) }()
 		if err != nil && g.deferredWhy() != "" {
 			return g.pauseBeforeTools(ctx)
 		}
@@ -217,7 +223,6 @@ func (g *generation) run(ctx context.Context) (err error) {
 			}
 			return relocateViolations(err, fields)
 		}
-		defer sess.Close(ctx)
 		g.session = sess
 		if serverTools, err = sess.ListTools(ctx); err != nil {
 			if g.deferredWhy() != "" {

@@ -452,9 +452,11 @@ func wantFacts(t *testing.T, what, text string, facts ...string) {
 	}
 }
 
-// wantCounts compares how often each bridge method ran.
+// wantCounts compares how often each bridge method ran. A session closes
+// after its generation's stream has ended, so the closes are waited for.
 func wantCounts(t *testing.T, b *fakeBridge, want bridgeCounts) {
 	t.Helper()
+	waitFor(t, func() bool { return b.counts().Close >= want.Close })
 	if diff := cmp.Diff(want, b.counts()); diff != "" {
 		t.Errorf("bridge calls (-want +got):\n%s", diff)
 	}

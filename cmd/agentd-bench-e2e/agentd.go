@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
@@ -45,8 +46,13 @@ type agentdProcess struct {
 
 // agentdConfig is the configuration file: defaults but for the state
 // directory, the port, the drain, the profiling endpoint (which costs
-// nothing until asked) and the servers.
-func agentdConfig(stateDir, node, everything string) string {
+// nothing until asked) and the servers; warm, unless negative, sets the
+// default registration's warm spares.
+func agentdConfig(stateDir, node, everything string, warm int) string {
+	warmSetting := ""
+	if warm >= 0 {
+		warmSetting = fmt.Sprintf(", warm: %d", warm)
+	}
 	return fmt.Sprintf(`listen: 127.0.0.1:0
 shutdown_drain: 0s
 debug: {listen: 127.0.0.1:0}
@@ -54,9 +60,9 @@ state_dir: %s
 bridge:
   servers:
     %s: {command: %s, args: [%s, stdio], shared: true}
-    %s: {command: %s, args: [%s, stdio]}
+    %s: {command: %s, args: [%s, stdio]%s}
 `, strconv.Quote(stateDir), sharedServer, strconv.Quote(node), strconv.Quote(everything),
-		defaultServer, strconv.Quote(node), strconv.Quote(everything))
+		defaultServer, strconv.Quote(node), strconv.Quote(everything), warmSetting)
 }
 
 // servingRE finds the address in agentd's "agentd serving" log line.
@@ -68,9 +74,9 @@ var debugRE = regexp.MustCompile(`msg="?debug serving[^"]*"? .*address=http://(1
 
 // startAgentd writes the configuration into dir and starts bin, its
 // openai provider pointed at baseURL, then waits for it to serve.
-func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string) (*agentdProcess, error) {
+func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string, warm int) (*agentdProcess, error) {
 	cfgPath := filepath.Join(dir, "agentd.yaml")
-	if err := os.WriteFile(cfgPath, []byte(agentdConfig(filepath.Join(dir, "state"), node, everything)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(agentdConfig(filepath.Join(dir, "state"), node, everything, warm)), 0o600); err != nil {
 		return nil, err
 	}
 	a := &agentdProcess{logPath: filepath.Join(dir, "agentd.log"), logged: make(chan struct{}), seen: map[int]bool{}}
@@ -204,6 +210,7 @@ func (a *agentdProcess) stop() error {
 type agentdClient struct {
 	conn    *grpc.ClientConn
 	client  agentdv1.AgentServiceClient
+	admin   bridgev1.BridgeAdminServiceClient
 	timeout time.Duration
 }
 
@@ -212,7 +219,23 @@ func dialAgentd(addr string, timeout time.Duration) (*agentdClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &agentdClient{conn: conn, client: agentdv1.NewAgentServiceClient(conn), timeout: timeout}, nil
+	return &agentdClient{conn: conn, client: agentdv1.NewAgentServiceClient(conn), admin: bridgev1.NewBridgeAdminServiceClient(conn), timeout: timeout}, nil
+}
+
+// pool returns the stats of the pool of the registered server name.
+func (c *agentdClient) pool(ctx context.Context, name string) (*bridgev1.PoolStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := c.admin.GetPoolStats(ctx, &bridgev1.GetPoolStatsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("GetPoolStats: %w", err)
+	}
+	for _, p := range res.GetPools() {
+		if p.GetKey() == "ref:"+name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("GetPoolStats: no pool of %q", name)
 }
 
 // startRequest is the generation of the workload against the server

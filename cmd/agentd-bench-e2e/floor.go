@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +27,12 @@ type floor struct {
 	http    *http.Client
 	session *mcp.ClientSession
 	timeout time.Duration
+
+	// The spawn floor's processes (spawnGenerate), each stopped after its
+	// generation without holding up the next, as agentd stops a
+	// generation's process after its stream ends; Close waits for them.
+	node, everything string
+	stopping         sync.WaitGroup
 }
 
 // newFloor fetches the bodies the fake recorded and starts the floor's
@@ -53,27 +60,53 @@ func newFloor(ctx context.Context, baseURL, node, everything string, concurrency
 		}
 		f.bodies[i] = []byte(b)
 	}
-	cmd := exec.Command(node, everything, "stdio")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// No roots capability, as agentd offers none: a pending roots/list
-	// would keep the Node server alive after its stdin closes.
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentd-bench-e2e", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-	f.session, err = client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
-	if err != nil {
+	f.node, f.everything = node, everything
+	if f.session, err = f.spawn(ctx); err != nil {
 		return nil, fmt.Errorf("the floor's server-everything: %w", err)
 	}
 	return f, nil
 }
 
-// Close stops the floor's server-everything process.
+// spawn starts a server-everything process and initialises its session.
+func (f *floor) spawn(ctx context.Context) (*mcp.ClientSession, error) {
+	cmd := exec.Command(f.node, f.everything, "stdio")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// No roots capability, as agentd offers none: a pending roots/list
+	// would keep the Node server alive after its stdin closes.
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentd-bench-e2e", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	return client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+}
+
+// Close stops the floor's server-everything processes.
 func (f *floor) Close() error {
 	f.http.CloseIdleConnections()
+	f.stopping.Wait()
 	return f.session.Close()
 }
 
-// generate runs one generation: each turn's request, its stream read to
-// the end and parsed, and the tool call it asked for.
+// generate runs one generation on the floor's one process.
 func (f *floor) generate(ctx context.Context) (time.Duration, error) {
+	return f.generateOn(ctx, f.session)
+}
+
+// spawnGenerate runs one generation on a process of its own, spawned and
+// initialised for it and stopped after it (in the background): the bound
+// that the machine's spawn rate puts on agentd's default mode.
+func (f *floor) spawnGenerate(ctx context.Context) (time.Duration, error) {
+	sctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	session, err := f.spawn(sctx)
+	if err != nil {
+		return 0, fmt.Errorf("spawning server-everything: %w", err)
+	}
+	d, err := f.generateOn(ctx, session)
+	f.stopping.Go(func() { _ = session.Close() })
+	return d, err
+}
+
+// generateOn runs one generation on session: each turn's request, its
+// stream read to the end and parsed, and the tool call it asked for.
+func (f *floor) generateOn(ctx context.Context, session *mcp.ClientSession) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	for turn, body := range f.bodies {
@@ -87,7 +120,7 @@ func (f *floor) generate(ctx context.Context) (time.Duration, error) {
 			}
 			break
 		}
-		res, err := f.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
 		if err != nil {
 			return 0, fmt.Errorf("turn %d: %s: %w", turn+1, name, err)
 		}

@@ -2,7 +2,7 @@
 // 15), and beside it, in the same run, the floor: the same work done
 // directly, without agentd.
 //
-//	go run ./cmd/agentd-bench-e2e -agentd bin/agentd [-gens 300] [-conc-gens 1500] [-default-gens 30] [-default-conc-gens 48] [-concurrency 8] [-cpuprofile FILE [-cpuprofile-seconds 15]]
+//	go run ./cmd/agentd-bench-e2e -agentd bin/agentd [-gens 300] [-conc-gens 1500] [-default-gens 30] [-default-conc-gens 48] [-concurrency 8] [-warm N] [-cpuprofile FILE [-cpuprofile-seconds 15]]
 //
 // `make bench-e2e` builds bin/agentd and runs it.
 //
@@ -37,6 +37,16 @@
 // own, with the arguments the stream carried. Its HTTP transport keeps as
 // many idle connections as there are concurrent generations, so the floor
 // dials no connection once warm.
+//
+// The spawn floor is the floor's work with a server-everything process
+// spawned and initialised for each generation and stopped after it, in
+// the background as agentd stops a generation's process after its stream
+// has ended: how many processes per second this machine can spawn and
+// initialise, the bound on agentd's default mode (issue 15's sixth
+// target). -warm sets the default registration's warm spares (warm:
+// max_processes, 8, is the case where sessions wait for processes that
+// are still stopping); the agentd windows of the default mode report how
+// many sessions waited for a process (GetPoolStats).
 //
 // # Figures
 //
@@ -113,6 +123,7 @@ type options struct {
 	defConcGens int    // concurrent generations, default mode
 	concurrency int
 	warmup      int
+	warm        int // the default registration's warm spares; negative: agentd's default
 	timeout     time.Duration
 	// cpuProfile, when set, is where agentd's CPU profile of the shared
 	// mode's concurrent window goes; that window then lasts
@@ -134,6 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.defConcGens, "default-conc-gens", 48, "concurrent generations measured for the default mode")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "generations at a time in the concurrent windows")
 	fs.IntVar(&o.warmup, "warmup", 5, "unmeasured generations before each mode's windows")
+	fs.IntVar(&o.warm, "warm", -1, "warm spares of the default registration (bridge.servers.everything.warm); negative keeps agentd's default (bridge.pool.warm)")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write agentd's CPU profile of the shared mode's concurrent window to this file (go tool pprof); that window then lasts -cpuprofile-seconds")
 	fs.IntVar(&o.profileSeconds, "cpuprofile-seconds", 15, "how long the profiled window lasts, with -cpuprofile")

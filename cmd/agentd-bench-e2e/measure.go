@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 )
 
 // genFunc runs one generation and returns when its completed event arrived
@@ -44,14 +46,20 @@ type window struct {
 	elapsed     time.Duration
 	latencies   []time.Duration // stream open to stream end
 	toCompleted []time.Duration // stream open to the completed event; agentd only
-	cpu         time.Duration   // the subject's
-	serversCPU  time.Duration   // its MCP servers'
-	fakeCPU     time.Duration
-	fakeConns   int64  // connections the fake accepted
-	allocBytes  uint64 // the floor's from runtime.MemStats, agentd's from its debug endpoint
-	allocObjs   uint64
-	peakRSS     int64 // the subject's VmRSS, sampled
-	peakServers int   // live MCP server processes, sampled; agentd only
+	// afterCompleted is, per generation, from the completed event to the
+	// stream's end; agentd only.
+	afterCompleted []time.Duration
+	cpu            time.Duration // the subject's
+	serversCPU     time.Duration // its MCP servers'
+	fakeCPU        time.Duration
+	fakeConns      int64  // connections the fake accepted
+	allocBytes     uint64 // the floor's from runtime.MemStats, agentd's from its debug endpoint
+	allocObjs      uint64
+	peakRSS        int64 // the subject's VmRSS, sampled
+	peakServers    int   // live MCP server processes, sampled; agentd only
+	// The default registration's pool over the window (agentd's
+	// GetPoolStats): sessions that waited for a process, processes spawned.
+	poolWaits, poolSpawned int64
 }
 
 // sampleEvery is how often a window samples RSS and the server processes.
@@ -130,6 +138,7 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 	var next atomic.Int64
 	lat := make([][]time.Duration, concurrency)
 	toc := make([][]time.Duration, concurrency)
+	after := make([][]time.Duration, concurrency)
 	var failed error
 	var failOnce sync.Once
 	var workers sync.WaitGroup
@@ -143,9 +152,11 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 					failOnce.Do(func() { failed = err; cancel() })
 					return
 				}
-				lat[i] = append(lat[i], time.Since(t0))
+				d := time.Since(t0)
+				lat[i] = append(lat[i], d)
 				if completed > 0 {
 					toc[i] = append(toc[i], completed)
+					after[i] = append(after[i], d-completed)
 				}
 			}
 		})
@@ -195,6 +206,7 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 	for i := range lat {
 		w.latencies = append(w.latencies, lat[i]...)
 		w.toCompleted = append(w.toCompleted, toc[i]...)
+		w.afterCompleted = append(w.afterCompleted, after[i]...)
 	}
 	w.gens = len(w.latencies)
 	return w, nil
@@ -221,6 +233,9 @@ type mode struct {
 type report struct {
 	o                       options
 	floor, shared, isolated mode
+	// spawnFloor is the floor's work with a process spawned for each
+	// generation: the machine's spawn bound on the default mode.
+	spawnFloor mode
 }
 
 // bench runs the whole benchmark: the fake, agentd, warm-ups, then the
@@ -259,7 +274,7 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		return nil, err
 	}
 	defer fake.stop()
-	a, err := startAgentd(ctx, bin, dir, node, everything, fake.baseURL)
+	a, err := startAgentd(ctx, bin, dir, node, everything, fake.baseURL, o.warm)
 	if err != nil {
 		return nil, err // the log is kept
 	}
@@ -301,7 +316,8 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		return nil, fmt.Errorf("warm-up, floor: %w", err)
 	}
 
-	rep = &report{o: o, floor: mode{name: "floor"}, shared: mode{name: "shared"}, isolated: mode{name: "default"}}
+	spawnGen := func() genFunc { return fl.spawnGenerate }
+	rep = &report{o: o, floor: mode{name: "floor"}, shared: mode{name: "shared"}, isolated: mode{name: "default"}, spawnFloor: mode{name: "spawn floor"}}
 	windows := []struct {
 		name string
 		into *window
@@ -309,13 +325,16 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		n, c int
 		gen  func() genFunc
 		prof bool // the window -cpuprofile profiles
+		pool bool // the default registration's pool is counted
 	}{
-		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen, false},
-		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared, false},
-		{"agentd default, sequential", &rep.isolated.seq, onAgentd, o.defaultGens, 1, isolated, false},
-		{"floor, concurrent", &rep.floor.conc, onSelf, o.concGens, o.concurrency, floorGen, false},
-		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared, true},
-		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated, false},
+		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen, false, false},
+		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared, false, false},
+		{"floor, a process per generation, sequential", &rep.spawnFloor.seq, onSelf, o.defaultGens, 1, spawnGen, false, false},
+		{"agentd default, sequential", &rep.isolated.seq, onAgentd, o.defaultGens, 1, isolated, false, true},
+		{"floor, concurrent", &rep.floor.conc, onSelf, o.concGens, o.concurrency, floorGen, false, false},
+		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared, true, false},
+		{"floor, a process per generation, concurrent", &rep.spawnFloor.conc, onSelf, o.defConcGens, o.concurrency, spawnGen, false, false},
+		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated, false, true},
 	}
 	for _, win := range windows {
 		var until <-chan struct{}
@@ -328,6 +347,12 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		} else {
 			fmt.Fprintf(progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
 		}
+		var before *bridgev1.PoolStats
+		if win.pool {
+			if before, err = c.pool(ctx, defaultServer); err != nil {
+				return nil, err
+			}
+		}
 		*win.into, err = measure(ctx, win.on, fake, win.n, win.c, win.gen, until)
 		if until != nil {
 			<-until
@@ -336,6 +361,13 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		if err != nil {
 			fmt.Fprintln(progress, "failed")
 			return nil, fmt.Errorf("%s: %w", win.name, err)
+		}
+		if win.pool {
+			after, err := c.pool(ctx, defaultServer)
+			if err != nil {
+				return nil, err
+			}
+			win.into.poolWaits, win.into.poolSpawned = after.GetWaits()-before.GetWaits(), after.GetSpawned()-before.GetSpawned()
 		}
 		fmt.Fprintf(progress, "%d generations in %.1fs\n", win.into.gens, win.into.elapsed.Seconds())
 	}

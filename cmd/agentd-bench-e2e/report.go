@@ -96,8 +96,32 @@ func (r *report) writeMarkdown(out io.Writer) error {
 	row("floor: the same requests and go-sdk calls, direct", r.floor)
 	row("agentd, `shared: true`", r.shared)
 	row("agentd, default (a warm-pooled process per generation)", r.isolated)
+	row("floor with a process per generation: spawned, initialised, stopped after", r.spawnFloor)
 	ratioRow("shared / floor", r.shared)
 	ratioRow("default / floor", r.isolated)
+	fmt.Fprintf(&b, "| default / floor with a process per generation | %s | %s | | | | %s | | %s | |\n",
+		ratio(float64(percentile(r.isolated.seq.latencies, 0.5)), float64(percentile(r.spawnFloor.seq.latencies, 0.5))),
+		ratio(float64(percentile(r.isolated.seq.latencies, 0.9)), float64(percentile(r.spawnFloor.seq.latencies, 0.9))),
+		ratio(float64(r.isolated.conc.perGen(r.isolated.conc.serversCPU)), float64(r.spawnFloor.conc.perGen(r.spawnFloor.conc.serversCPU))),
+		ratio(r.isolated.conc.rate(), r.spawnFloor.conc.rate()))
+
+	// The spawn bound (issue 15's sixth target): how many server-everything
+	// processes per second this machine spawns, initialises and stops, at
+	// the concurrency of the windows, and what one costs in CPU.
+	spawnCPU := r.spawnFloor.conc.perGen(r.spawnFloor.conc.serversCPU)
+	fmt.Fprintf(&b, "\nSpawn bound: %.1f server-everything processes/s spawned and initialised at %d concurrent (one per generation, with the generation's work), %s of the servers' CPU each, so at most %.1f/s on %d CPUs if nothing else ran. ",
+		r.spawnFloor.conc.rate(), c, ms(spawnCPU), float64(runtime.NumCPU())/max(spawnCPU.Seconds(), 1e-9), runtime.NumCPU())
+	warm := "agentd's default (bridge.pool.warm)"
+	if r.o.warm >= 0 {
+		warm = fmt.Sprint(r.o.warm)
+	}
+	fmt.Fprintf(&b, "The stream's end after `completed`, median and p90 per generation: shared, sequential %s, %s, concurrent %s, %s; default, sequential %s, %s, concurrent %s, %s. ",
+		ms(percentile(r.shared.seq.afterCompleted, 0.5)), ms(percentile(r.shared.seq.afterCompleted, 0.9)),
+		ms(percentile(r.shared.conc.afterCompleted, 0.5)), ms(percentile(r.shared.conc.afterCompleted, 0.9)),
+		ms(percentile(r.isolated.seq.afterCompleted, 0.5)), ms(percentile(r.isolated.seq.afterCompleted, 0.9)),
+		ms(percentile(r.isolated.conc.afterCompleted, 0.5)), ms(percentile(r.isolated.conc.afterCompleted, 0.9)))
+	fmt.Fprintf(&b, "The default registration's pool (max_processes 8, warm %s): sessions that waited for a process, sequential and concurrent: %d in %d generations, %d in %d; processes spawned: %d, %d.\n",
+		warm, r.isolated.seq.poolWaits, r.isolated.seq.gens, r.isolated.conc.poolWaits, r.isolated.conc.gens, r.isolated.seq.poolSpawned, r.isolated.conc.poolSpawned)
 
 	fmt.Fprintf(&b, "\nGenerations measured: %d sequential and %d concurrent (floor, shared), %d and %d (default), %d at a time; %d warm-up each. ",
 		r.o.gens, r.o.concGens, r.o.defaultGens, r.o.defConcGens, c, r.o.warmup)

@@ -233,8 +233,13 @@ func TestDemoGeneration(t *testing.T) {
 	if diff := cmp.Diff(want, events, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.GenerateResponse{}, "sequence")); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if kids := proctest.Children(); len(kids) > 0 {
-		t.Errorf("child processes left after the generation: %v", kids)
+	// The generation's process stops after its stream has ended.
+	deadline := time.Now().Add(settle)
+	for kids := proctest.Children(); len(kids) > 0; kids = proctest.Children() {
+		if time.Now().After(deadline) {
+			t.Fatalf("child processes left after the generation: %v", kids)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	// The trace crosses from the AgentService to the bridge: every bridge

@@ -1,8 +1,9 @@
 // Package pool keeps warm stdio MCP server processes for the bridge, the
 // way database/sql keeps connections: Acquire prefers a process that is
-// already spawned and initialized, spawns one below the limit, and
-// otherwise waits; Release retires a process (or, for a shared pool, gives
-// it back).
+// already spawned and initialized, spawns one below the limit (and takes
+// whichever process is ready first, that one or a spare), and otherwise
+// waits; Release retires a process (or, for a shared pool, gives it back).
+// A retired process counts against the limit until it has exited.
 //
 // By default a process serves one session and is then retired, so no state
 // leaks from one generation to the next; a filler goroutine keeps Warm
@@ -168,9 +169,16 @@ func (p *Pool[C]) signal() {
 
 func (p *Pool[C]) live() int { return len(p.idle) + len(p.busy) + p.starting + p.stopping }
 
-// waiting is one Acquire in the queue, known by its address (so it must
-// not be zero-sized: those may all share one).
-type waiting struct{ _ byte }
+// waiting is one Acquire in the queue, known by its address. p.mu guards
+// its fields.
+type waiting struct {
+	// spawning: a process it started is on its way (spawnFor). It goes to
+	// whoever is first in line when it is ready, which need not be this
+	// Acquire: a spare readied meanwhile may have served it first.
+	spawning bool
+	// err is why the process it started failed, while it still waits.
+	err error
+}
 
 // leave removes w from the queue and wakes the others: the next in line
 // may now take its turn. p.mu is held.
@@ -236,25 +244,38 @@ func (p *Pool[C]) acquire(ctx context.Context, timeout time.Duration) (*Lease[C]
 				p.mu.Unlock()
 				return &Lease[C]{p: p, pr: pr}, nil
 			}
-			if p.live() < p.cfg.MaxProcesses {
-				p.starting++
-				p.wg.Add(1) // under mu, not closed: Close joins the spawn
-				p.leave(w)
-				p.mu.Unlock()
-				return p.spawnFor(ctx, timeout)
-			}
 		}
-		if !waited {
+		if err := w.err; err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+		// Below the limit it starts a process, but does not wait for that
+		// one alone: a spare that is readied first (the filler's
+		// replacement, started earlier) serves it sooner, and its own then
+		// serves whoever is next.
+		if !w.spawning && p.live() < p.cfg.MaxProcesses {
+			w.spawning = true
+			p.starting++
+			p.wg.Add(1) // under mu, not closed: Close joins the spawn
+			go p.spawnFor(ctx, timeout, w)
+		}
+		if !waited && !w.spawning {
 			waited = true
 			p.stats.Waits++
 			p.m.waited()
 		}
 		changed := p.changed
+		// While its own start is under way, that start's timeout (the
+		// same) bounds the wait, and its error is the one to report.
+		timedOut := wctx.Done()
+		if w.spawning {
+			timedOut = ctx.Done()
+		}
 		p.mu.Unlock()
 		select {
 		case <-changed:
 			p.mu.Lock()
-		case <-wctx.Done():
+		case <-timedOut:
 			if ctx.Err() == nil {
 				return nil, fault.New(fault.Exhausted,
 					"all %d processes of the MCP server %q are busy; raise its max_processes or wait", p.cfg.MaxProcesses, p.name).
@@ -307,37 +328,46 @@ func (p *Pool[C]) dropHeldLocked(pr *proc[C]) {
 	p.retireAsyncLocked(pr, crash)
 }
 
-// spawnFor starts a process for the caller (p.starting and p.wg were
-// counted). Close cancels the start and waits for it.
-func (p *Pool[C]) spawnFor(ctx context.Context, timeout time.Duration) (*Lease[C], error) {
+// spawnFor starts a process for w, an Acquire that waits (p.starting and
+// p.wg were counted), and makes it ready for whoever is first in line; if
+// it fails while w still waits, w gets the error. It keeps ctx's values
+// (the session's trace), not its end: a process started for a session that
+// stopped waiting serves the next. Close cancels the start and waits for
+// it.
+func (p *Pool[C]) spawnFor(ctx context.Context, timeout time.Duration, w *waiting) {
 	defer p.wg.Done()
-	dctx, cancel := context.WithCancel(ctx)
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(p.ctx, cancel)
 	conn, err := p.dial(dctx, timeout)
 	stop()
 	cancel()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.starting--
-	p.signal()
+	w.spawning = false
+	defer p.signal()
 	if err != nil {
-		p.mu.Unlock()
 		if p.ctx.Err() != nil {
-			return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
+			return // Acquire reports the shutdown
 		}
-		return nil, err
+		if slices.Contains(p.queue, w) {
+			w.err = err
+		} else {
+			p.log.Warn("starting an mcp server process for a session that no longer waits failed", "err", err)
+		}
+		return
 	}
 	p.spawnedLocked()
 	if p.closed {
 		p.retiringLocked(shutdown)
 		p.mu.Unlock()
 		_ = conn.Close()
-		return nil, fault.New(fault.Unavailable, "the bridge is shutting down")
+		p.mu.Lock()
+		return
 	}
-	pr := &proc[C]{conn: conn, born: time.Now(), users: 1}
-	p.busy[pr] = struct{}{}
+	pr := &proc[C]{conn: conn, born: time.Now(), idleSince: time.Now()}
+	p.idle = append(p.idle, pr)
 	p.watch(pr)
-	p.mu.Unlock()
-	return &Lease[C]{p: p, pr: pr}, nil
 }
 
 // watch wakes the filler when pr's process exits, so a crashed spare is
@@ -441,15 +471,26 @@ func (p *Pool[C]) spawnedLocked() {
 	p.m.spawned()
 }
 
-// stop stops pr's process, then no longer counts it. p.mu is not held.
+// stop stops pr's process and returns once its Close has. The process
+// stops counting against MaxProcesses as soon as it has exited (been
+// reaped), not once Close has drained its pipes and ended its MCP session:
+// a spare can start in its place that much sooner. p.mu is not held.
 func (p *Pool[C]) stop(pr *proc[C]) {
-	if err := pr.conn.Close(); err != nil {
-		p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
+	closed := make(chan error, 1)
+	go func() { closed <- pr.conn.Close() }()
+	var err error
+	select {
+	case <-pr.conn.Exited():
+	case err = <-closed: // Close ends with the exit; a fake's may not
+		closed <- err
 	}
 	p.mu.Lock()
 	p.stopping--
 	p.signal()
 	p.mu.Unlock()
+	if err := <-closed; err != nil {
+		p.log.Debug("retired mcp server process", "pid", pr.conn.Pid(), "err", err)
+	}
 }
 
 // fill keeps Warm spares ready and reaps idle and aged processes, until the

@@ -37,6 +37,7 @@ func (c *fakeConn) Close() error {
 	c.f.mu.Unlock()
 	time.Sleep(c.f.stop)
 	c.die()
+	time.Sleep(c.f.linger)
 	return nil
 }
 
@@ -56,6 +57,9 @@ type fakes struct {
 	err   error         // when set, every dial fails with it
 	life  time.Duration // when positive, a process dies this long after its dial
 	stop  time.Duration // how long Close takes
+	// linger is how long Close goes on after the process has exited
+	// (draining its pipes, ending its session).
+	linger time.Duration
 
 	mu     sync.Mutex
 	dials  []event
@@ -236,6 +240,61 @@ func TestStoppingProcessesCount(t *testing.T) {
 		acquire(t, p).Release(false) // waits for the stop: at 2 s
 		if diff := cmp.Diff([]time.Duration{0, 2 * time.Second}, f.dialTimes()); diff != "" {
 			t.Errorf("X-H6 start times (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// A stopping process gives its place back as soon as it has exited, not
+// once its Close has finished draining what it left (issue 15): the next
+// process starts then.
+func TestExitedProcessFreesItsPlace(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		f.stop, f.linger = time.Second, time.Minute
+		p := New("lingering", Config{MaxProcesses: 1}, f.dial, discard)
+		defer p.Close()
+		l := acquire(t, p)
+		released := make(chan time.Duration)
+		go func() { l.Release(false); released <- time.Since(f.start) }()
+		next := acquire(t, p)
+		if diff := cmp.Diff([]time.Duration{0, time.Second}, f.dialTimes()); diff != "" {
+			t.Errorf("start times (-want +got):\n%s", diff)
+		}
+		// Release still returns once Close has.
+		if d := <-released; d != time.Second+time.Minute {
+			t.Errorf("the first Release returned at %v; want once its Close had, at 1m1s", d)
+		}
+		next.Release(false)
+	})
+}
+
+// A session that starts a process does not wait for that one alone: the
+// filler's replacement spare, started earlier, serves it when it is ready
+// first, and the session's own process becomes the next spare (issue 15).
+func TestSpareReadiedFirstServes(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes()
+		p := New("slow", Config{Warm: 1, MaxProcesses: 3}, func(ctx context.Context, timeout time.Duration) (*fakeConn, error) {
+			time.Sleep(time.Second) // Node's start-up, say
+			return f.dial(ctx, timeout)
+		}, discard)
+		defer p.Close()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		a := acquire(t, p) // the first spare, at 1 s; its replacement starts
+		defer a.Release(false)
+		time.Sleep(time.Second / 2)
+		b := acquire(t, p) // starts a process, ready at 2.5 s
+		defer b.Release(false)
+		if got := time.Since(f.start); got != 2*time.Second {
+			t.Errorf("the second session got a process at %v; want 2s, when the replacement spare was ready", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if s := p.Stats(); s.Warm != 1 || s.Busy != 2 || s.Starting != 0 {
+			t.Errorf("stats = %+v; want the session's own process ready as the spare", s)
 		}
 	})
 }
