@@ -140,9 +140,10 @@ func TestBench(t *testing.T) {
 			t.Errorf("the table has no %q:\n%s", want, table)
 		}
 	}
-	// agentd's allocations, from its debug endpoint, in every row.
-	if rows := regexp.MustCompile(`(?m)^\| (floor|agentd)[^\n]*\| [0-9.]+ KiB, [1-9][0-9]* objects \|`).FindAllString(table, -1); len(rows) != 3 {
-		t.Errorf("%d rows give allocations per generation, want 3:\n%s", len(rows), table)
+	// Allocations in every row: the two floors' and agentd's two modes',
+	// agentd's from its debug endpoint.
+	if rows := regexp.MustCompile(`(?m)^\| (floor|agentd)[^\n]*\| [0-9.]+ KiB, [1-9][0-9]* objects \|`).FindAllString(table, -1); len(rows) != 4 {
+		t.Errorf("%d rows give allocations per generation, want 4:\n%s", len(rows), table)
 	}
 	// A profile is gzipped protobuf.
 	if data, err := os.ReadFile(profile); err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
