@@ -9,7 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
+
+	"github.com/agentd/agentd/providers/internal/bufpool"
 )
 
 // MaxLineSize bounds one line.
@@ -23,16 +24,10 @@ type Reader struct {
 	r *bufio.Reader // nil once closed
 }
 
-// buffers pools the 64 KiB buffered readers, one per response otherwise
-// (issue 15).
-var buffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
-
 // NewReader returns a Reader of r, with a buffer from a pool: Close gives
 // it back.
 func NewReader(r io.Reader) *Reader {
-	br := buffers.Get().(*bufio.Reader)
-	br.Reset(r)
-	return &Reader{r: br}
+	return &Reader{r: bufpool.Get(r)}
 }
 
 // Close gives the Reader's buffer back to the pool for another response.
@@ -43,8 +38,7 @@ func (r *Reader) Close() {
 	if r.r == nil {
 		return
 	}
-	r.r.Reset(nil) // keep no reference to the stream
-	buffers.Put(r.r)
+	bufpool.Put(r.r)
 	r.r = nil
 }
 

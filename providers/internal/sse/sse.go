@@ -11,7 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
+
+	"github.com/agentd/agentd/providers/internal/bufpool"
 )
 
 // MaxEventSize bounds one event; a larger one is an error, not a crash.
@@ -29,16 +30,10 @@ type Reader struct {
 	r *bufio.Reader // nil once closed
 }
 
-// buffers pools the 64 KiB buffered readers: allocating one per response
-// was a quarter of the bytes agentd allocated in a generation (issue 15).
-var buffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
-
 // NewReader returns a Reader of r, with a buffer from a pool: Close gives
 // it back.
 func NewReader(r io.Reader) *Reader {
-	br := buffers.Get().(*bufio.Reader)
-	br.Reset(r)
-	return &Reader{r: br}
+	return &Reader{r: bufpool.Get(r)}
 }
 
 // Close gives the Reader's buffer back to the pool for another response.
@@ -49,8 +44,7 @@ func (r *Reader) Close() {
 	if r.r == nil {
 		return
 	}
-	r.r.Reset(nil) // keep no reference to the stream
-	buffers.Put(r.r)
+	bufpool.Put(r.r)
 	r.r = nil
 }
 
