@@ -78,7 +78,7 @@ func TestPooledBuffer(t *testing.T) {
 		t.Errorf("Next after Close: %v, want ErrClosed", err)
 	}
 	for range 10 { // whichever reader gets the pooled buffer overwrites it
-		r2 := NewReader(strings.NewReader("event: XXXXX\ndata: XXX\n\n"))
+		r2 := NewReader(strings.NewReader("event: other\ndata: two\n\n"))
 		if _, err := r2.Next(); err != nil {
 			t.Fatal(err)
 		}
