@@ -527,7 +527,8 @@ func TestAdoptingAWaitingGeneration(t *testing.T) {
 	st := newStore(t, 0)
 	gensA := &severable{Generations: st.Generations()}
 	bridgeA := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	a := adoptReplica(t, "replica-a", st, gensA, bridgeA, recordingScript())
+	var linesA logLines
+	a, _ := replicaWith(t, "replica-a", st, gensA, bridgeA, nil, linesA.logger(), recordingScript())
 	t.Cleanup(func() { gensA.dead.Store(false) })
 	agent := filesAgent(t)
 	id, vanish := startUntilApproval(t, &pausable{client: a, store: st}, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("tidy")})
@@ -563,4 +564,10 @@ func TestAdoptingAWaitingGeneration(t *testing.T) {
 	gensA.dead.Store(false)
 	vanish()
 	waitFor(t, func() bool { return bridgeA.counts().Close > 0 })
+	// Its run is over, store writes and all, once it logged its end
+	// (taken over, or ended with its client gone): only then may the
+	// test's cleanups close the store.
+	waitFor(t, func() bool {
+		return len(linesA.named(t, "generation taken over: another replica holds its lease"))+len(linesA.named(t, "generation ended")) > 0
+	})
 }
