@@ -199,33 +199,59 @@ func (g *generation) deferredRequests() []*agentdv1.AuthorizationRequest {
 // checkAuthorizationAnswers requires exactly one answer, a URL, for every
 // authorization the paused turn waits for (R-A7).
 func checkAuthorizationAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	pending := make(map[string]bool)
+	var pending []string
 	for _, pa := range turn.GetAuthorizations() {
-		pending[pa.GetRequestId()] = true
+		pending = append(pending, pa.GetRequestId())
 	}
-	seen := make(map[string]bool)
-	for i, a := range r.GetAuthorizationResponses() {
-		field := fmt.Sprintf("resume.authorization_responses[%d]", i)
-		switch {
-		case !pending[a.GetRequestId()]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("no authorization request %q is waiting", a.GetRequestId()))
-		case seen[a.GetRequestId()]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", a.GetRequestId()))
-		}
-		seen[a.GetRequestId()] = true
+	matchAnswers(v, "authorization_responses", "authorization", pending, r.GetAuthorizationResponses(), func(field string, a *agentdv1.AuthorizationResponse) {
 		if u, err := url.Parse(a.GetRedirectUrl()); err != nil || !u.IsAbs() {
 			v.add(field+".redirect_url", "must be the absolute URL the authorization server redirected the person to")
 		}
+	})
+}
+
+// requestAnswer is an answer that names the request it answers.
+type requestAnswer interface{ GetRequestId() string }
+
+// matchAnswers requires exactly one of answers (the resume's list of that
+// name) for each pending request id, and none for a request that is not
+// waiting (R-A7); check sees every answer, with its field path, for what
+// else it must hold.
+func matchAnswers[T requestAnswer](v *violations, list, what string, pending []string, answers []T, check func(field string, a T)) {
+	waiting := make(map[string]bool, len(pending))
+	for _, id := range pending {
+		waiting[id] = true
+	}
+	seen := make(map[string]bool)
+	for i, a := range answers {
+		field := fmt.Sprintf("resume.%s[%d]", list, i)
+		switch id := a.GetRequestId(); {
+		case !waiting[id]:
+			v.add(field+".request_id", "%s", fmt.Sprintf("no %s request %q is waiting", what, id))
+		case seen[id]:
+			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", id))
+		}
+		seen[a.GetRequestId()] = true
+		check(field, a)
 	}
 	var missing []string
-	for _, pa := range turn.GetAuthorizations() {
-		if !seen[pa.GetRequestId()] {
-			missing = append(missing, pa.GetRequestId())
+	for _, id := range pending {
+		if !seen[id] {
+			missing = append(missing, id)
 		}
 	}
 	if len(missing) > 0 {
 		v.add("resume", "%s", fmt.Sprintf("missing answers for %s", sentence(missing)))
 	}
+}
+
+// answerIDs are the request ids of answers, for a claim.
+func answerIDs[T requestAnswer](answers []T) []string {
+	ids := make([]string, len(answers))
+	for i, a := range answers {
+		ids[i] = a.GetRequestId()
+	}
+	return ids
 }
 
 // completeAuthorizations exchanges the codes of the resume's answers for
@@ -273,13 +299,4 @@ func (g *generation) completeAuthorizations(ctx context.Context) error {
 			"server", d.server, "grant", grantName(cfg.Grant), "scopes", strings.Join(t.Scopes, " "), "request", pa.GetRequestId())
 	}
 	return nil
-}
-
-// authorizedIDs are the request ids of answers, for a claim.
-func authorizedIDs(answers []*agentdv1.AuthorizationResponse) []string {
-	ids := make([]string, len(answers))
-	for i, a := range answers {
-		ids[i] = a.GetRequestId()
-	}
-	return ids
 }

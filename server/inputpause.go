@@ -82,51 +82,25 @@ func pendingInputs(t *statev1.PausedTurn) []*agentdv1.InputRequest {
 }
 
 // checkInputAnswers requires exactly one answer for every input request
-// the paused turn waits for (R-A7), and an action.
+// the paused turn waits for (R-A7), with an action, and an accepted form
+// that its schema takes.
 func checkInputAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	pending := make(map[string]*agentdv1.InputRequest)
-	var order []string
+	requests := make(map[string]*agentdv1.InputRequest)
+	var pending []string
 	for _, req := range pendingInputs(turn) {
-		pending[req.GetId()] = req
-		order = append(order, req.GetId())
+		requests[req.GetId()] = req
+		pending = append(pending, req.GetId())
 	}
-	seen := make(map[string]bool)
-	for i, a := range r.GetInputResponses() {
-		field := fmt.Sprintf("resume.input_responses[%d]", i)
-		switch {
-		case pending[a.GetRequestId()] == nil:
-			v.add(field+".request_id", "%s", fmt.Sprintf("no input request %q is waiting", a.GetRequestId()))
-		case seen[a.GetRequestId()]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", a.GetRequestId()))
-		}
-		seen[a.GetRequestId()] = true
+	matchAnswers(v, "input_responses", "input", pending, r.GetInputResponses(), func(field string, a *agentdv1.InputResponse) {
 		if a.GetAction() == agentdv1.InputAction_INPUT_ACTION_UNSPECIFIED {
 			v.add(field+".action", "is required: ACCEPT, DECLINE or CANCEL")
 		}
-		if req := pending[a.GetRequestId()]; req != nil && a.GetAction() == agentdv1.InputAction_INPUT_ACTION_ACCEPT {
+		if req := requests[a.GetRequestId()]; req != nil && a.GetAction() == agentdv1.InputAction_INPUT_ACTION_ACCEPT {
 			if _, err := formContent(req.GetRequestedSchema(), a.GetContent()); err != nil {
 				v.add(field+".content", "%s", err.Error())
 			}
 		}
-	}
-	var missing []string
-	for _, id := range order {
-		if !seen[id] {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		v.add("resume", "%s", fmt.Sprintf("missing answers for %s", sentence(missing)))
-	}
-}
-
-// answeredInputIDs are the request ids of answers, for a claim.
-func answeredInputIDs(answers []*agentdv1.InputResponse) []string {
-	ids := make([]string, len(answers))
-	for i, a := range answers {
-		ids[i] = a.GetRequestId()
-	}
-	return ids
+	})
 }
 
 // inputRetry is what a call that waited for input carries when it runs

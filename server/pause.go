@@ -445,8 +445,8 @@ func (s *Service) claim(ctx context.Context, tenant string, r *agentdv1.ResumeGe
 	claimed := proto.Clone(cp).(*statev1.Checkpoint)
 	claimed.Claim = &statev1.Claim{
 		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now(),
-		Authorized:     authorizedIDs(r.GetAuthorizationResponses()),
-		AnsweredInputs: answeredInputIDs(r.GetInputResponses()),
+		Authorized:     answerIDs(r.GetAuthorizationResponses()),
+		AnsweredInputs: answerIDs(r.GetInputResponses()),
 		MayHaveRun:     slices.Sorted(maps.Keys(interrupted)),
 	}
 	data, err := proto.Marshal(claimed)
