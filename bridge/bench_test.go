@@ -102,8 +102,11 @@ func BenchmarkCallTool(b *testing.B) {
 		c.Pool.Warm = 0
 	})
 	conn := benchServe(b, svc)
-	// unary calls with one CallTool RPC each.
-	unary := func() func() {
+	// unary calls with one CallTool RPC each. Each arm's session (and so
+	// its process) is the sub-benchmark's, closed when it ends: -count
+	// runs a sub-benchmark again within one run of this function, and the
+	// pool holds at most max_processes.
+	unary := func(b *testing.B) func() {
 		client := bridgev1.NewBridgeServiceClient(conn)
 		id, cancel := benchOpen(b, client, refSpec("tools", "tools"))
 		b.Cleanup(cancel)
@@ -117,7 +120,7 @@ func BenchmarkCallTool(b *testing.B) {
 		return call
 	}
 	// inProcess calls the handler's session directly.
-	inProcess := func() func() {
+	inProcess := func(b *testing.B) func() {
 		id, cancel := benchOpen(b, bridgev1.NewBridgeServiceClient(conn), refSpec("tools", "tools"))
 		b.Cleanup(cancel)
 		sess, err := svc.session(id)
@@ -140,8 +143,8 @@ func BenchmarkCallTool(b *testing.B) {
 	})
 	b.Run("paired", func(b *testing.B) {
 		mcptest.Paired(b, mcptest.DirectEcho(b, mcptest.Tools, grace),
-			mcptest.Arm{Unit: "session/direct", Call: inProcess()},
-			mcptest.Arm{Unit: "unary/direct", Call: unary()})
+			mcptest.Arm{Unit: "session/direct", Call: inProcess(b)},
+			mcptest.Arm{Unit: "unary/direct", Call: unary(b)})
 	})
 }
 

@@ -178,9 +178,11 @@ func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.StacksWaiting = int64(ms.StackInuse)
-	if o.heapProfile != "" {
-		if err := writeHeapProfile(o.heapProfile); err != nil {
-			return err
+	for _, prof := range []struct{ name, path string }{{"heap", o.heapProfile}, {"goroutine", o.goroutineProfile}} {
+		if prof.path != "" {
+			if err := writeProfile(prof.name, prof.path); err != nil {
+				return err
+			}
 		}
 	}
 	if rep.GoroutinesWaiting, err = labelledGoroutines(); err != nil {
@@ -413,13 +415,14 @@ func phaseReport(errs []error, took time.Duration, phase string) idleClientRepor
 	return r
 }
 
-// writeHeapProfile writes the heap profile (as of the last GC) to path.
-func writeHeapProfile(path string) error {
+// writeProfile writes the named runtime/pprof profile (heap: as of the
+// last GC) to path.
+func writeProfile(name, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
 		return err
 	}

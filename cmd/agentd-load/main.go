@@ -174,6 +174,9 @@ type options struct {
 	timeout     time.Duration
 	idle        bool
 	heapProfile string
+	// goroutineProfile, with idle, is where agentd's goroutines go while
+	// the streams wait.
+	goroutineProfile string
 	// idleClients is set in the child process that runs an idle run's
 	// clients: agentd's address.
 	idleClients string
@@ -196,6 +199,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
 	fs.StringVar(&o.idleClients, idleClientsFlag, "", "internal: run an idle run's clients against this address (the -idle run starts this process itself)")
 	fs.StringVar(&o.heapProfile, "heapprofile", "", "with -idle: write a heap profile of agentd while the streams wait to this file")
+	fs.StringVar(&o.goroutineProfile, "goroutineprofile", "", "with -idle: write a profile of agentd's goroutines while the streams wait to this file")
 	fs.BoolVar(&o.idle, "idle", false, "idle streams: open -streams Generate streams that each wait on an approval, measure agentd's goroutines and memory while they wait, then answer them all (issue 15)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
