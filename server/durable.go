@@ -39,8 +39,8 @@ const (
 )
 
 // journal is a running generation's durable record (X-G3) and event log
-// (X-G2), written under the lease its replica holds. One keeper goroutine,
-// owned by the journal and joined by its end, does every write while the
+// (X-G2), written under the lease its replica holds. Its keeper, owned by
+// the journal and joined by its end, does every write while the
 // generation runs: it renews the lease every third of generation.lease_ttl,
 // records state changes, and appends events; a write the store refuses as
 // unavailable is retried with backoff, and one it refuses with Conflict
@@ -71,10 +71,7 @@ type journal struct {
 	written   store.State                  // the state the record has
 	lost      bool                         // a write was refused with Conflict: write nothing more
 	uncertain bool                         // an append failed as unavailable: it may have taken
-	wake      chan struct{}                // something is due now
-	arm       chan struct{}                // something is pending: flush within flushEvery
-	quit      chan struct{}
-	done      chan struct{}
+	keeper    keeper                       // does the writes and renewals (keeper.go)
 	started   bool
 	settled   bool // settle ran
 	subs      map[*follower]struct{}
@@ -182,7 +179,7 @@ func (s *Service) keepJournal(g *generation, j *journal) {
 	key := liveKey(g.tenant, g.id)
 	s.running.Store(key, j)
 	j.forget = func() { s.running.CompareAndDelete(key, j) }
-	go j.keep()
+	j.keeper.start(j)
 }
 
 // newJournal returns g's journal, not started, for a record this replica
@@ -193,7 +190,7 @@ func (s *Service) newJournal(g *generation) *journal {
 		stop:  func(err error) { g.link.cancel(err) },
 		warn:  func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
 		state: store.Running, written: store.Running, epoch: 1,
-		wake: make(chan struct{}, 1), arm: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), advanced: make(chan struct{}), ended: make(chan struct{}),
+		advanced: make(chan struct{}), ended: make(chan struct{}),
 	}
 }
 
@@ -336,79 +333,6 @@ func (j *journal) setState(s store.State, data []byte) {
 	j.snapN++
 	j.mu.Unlock()
 	j.poke()
-}
-
-// soon asks for a write within flushEvery: the keeper's flush timer runs
-// only while something is pending, so an idle generation (one waiting on
-// its client for hours) costs no wake-ups but its lease's renewals.
-func (j *journal) soon() {
-	select {
-	case j.arm <- struct{}{}:
-	default:
-	}
-}
-
-func (j *journal) poke() {
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
-}
-
-// keep is the keeper goroutine: it renews the lease and writes what is
-// due until quit.
-func (j *journal) keep() {
-	defer close(j.done)
-	renew := time.NewTicker(max(j.ttl/3, 10*time.Millisecond))
-	defer renew.Stop()
-	flush := time.NewTimer(flushEvery)
-	flush.Stop()
-	defer flush.Stop()
-	armed := false // flush runs
-	backoff := retryMin
-	var retry <-chan time.Time
-	for {
-		select {
-		case <-j.quit:
-			return
-		case <-j.arm:
-			if !armed {
-				flush.Reset(flushEvery)
-				armed = true
-			}
-			continue
-		case <-renew.C:
-			j.renew()
-			if retry != nil {
-				continue // the store is failing: the retry's time comes first
-			}
-		case <-j.wake:
-			if retry != nil {
-				continue // a retry is due anyway
-			}
-		case <-flush.C:
-			armed = false
-			if retry != nil {
-				continue
-			}
-		case <-retry:
-			retry = nil
-		}
-		err := j.write()
-		switch {
-		case err == nil:
-			backoff = retryMin
-			if !armed && j.pendingWrite() {
-				flush.Reset(flushEvery) // what came meanwhile
-				armed = true
-			}
-		case j.isLost():
-			return
-		default:
-			retry = time.After(backoff)
-			backoff = min(2*backoff, retryMax)
-		}
-	}
 }
 
 // pendingWrite reports whether events or a checkpoint wait to be written.
@@ -612,15 +536,14 @@ func (j *journal) end() {
 	}
 }
 
-// halt stops the keeper and joins it. Idempotent.
+// halt stops the keeper and joins its write under way. Idempotent.
 func (j *journal) halt() {
 	j.mu.Lock()
 	started := j.started
 	j.started = false
 	j.mu.Unlock()
 	if started {
-		close(j.quit)
-		<-j.done
+		j.keeper.stop()
 	}
 }
 
