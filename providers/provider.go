@@ -107,7 +107,9 @@ type Request struct {
 	// encoding it again on every turn was a sixth of the bytes agentd
 	// allocated (issue 15). Otherwise (nil) adapters encode each tool's
 	// parameters themselves. Adapters read it with Parameters and must not
-	// modify it.
+	// modify it. With it, a tool's Parameters may be nil although it has
+	// a schema (the caller keeps only the encoding), so adapters read
+	// parameters with Parameters alone.
 	ToolParameters []json.RawMessage
 	// MCPServers are the servers the provider runs itself, to render in its
 	// native format.

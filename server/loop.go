@@ -453,6 +453,12 @@ func (g *generation) offerTools(serverTools []*bridgev1.ServerTools) error {
 			size = len("{}") // an absent schema counts as it always did
 		}
 		g.schemaBytes += int64(len(t.GetName()) + len(t.GetDescription()) + size)
+		if g.owners[t.GetName()].origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP {
+			// Encoded, a server's schema is not needed again: the
+			// adapters read ToolParameters, and the generation holds no
+			// decoded copy of the bridge's list while it waits (issue 15).
+			g.tools[i] = &agentdv1.FunctionTool{Name: t.GetName(), Description: t.GetDescription()}
+		}
 	}
 	return nil
 }
