@@ -235,9 +235,7 @@ func dialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 		proc.lines.logLine(c.log, slog.LevelWarn, "mcp server wrote a line that is not JSON-RPC to stdout; dropped", string(line[:min(len(line), maxLogLine)]))
 	})
 	c.stdout = stdout
-	// The SDK's own frame limit (16 MiB by default) sits above ours, so
-	// that a message over the limit is recognised and named (classify).
-	transport := observedTransport{&mcp.IOTransport{Reader: nopCloser{stdout}, Writer: proc.stdin, MaxLineLength: config.MaxMessageBytes + 1<<20}, &c.progress}
+	transport := observedTransport{lineTransport{stdout: stdout, stdin: proc.stdin}, &c.progress}
 	hctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	session, err := newClient(c.core, opts).Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -731,7 +729,3 @@ func (c *Conn) Close() error {
 }
 
 var emptyObject = json.RawMessage("{}")
-
-type nopCloser struct{ *jsonLines }
-
-func (nopCloser) Close() error { return nil }

@@ -10,24 +10,29 @@ import (
 
 // jsonLines passes through the lines of a stdio server's stdout that can be
 // JSON-RPC messages and drops the rest (banners, stray log lines), which
-// would otherwise end the session: the SDK's decoder fails on the first
-// byte that is not JSON. Lines are judged by their first non-blank bytes
-// (see mayBeJSONRPC). A kept line longer than max bytes ends the stream
-// with errMessageTooLarge: the SDK would buffer all of it.
+// would otherwise end the session: the decoder fails on the first line
+// that is not JSON. Lines are judged by their first non-blank bytes (see
+// mayBeJSONRPC). A kept line longer than max bytes ends the stream with
+// errMessageTooLarge, before it is buffered whole.
+//
+// next hands out whole kept lines, for the connection's reader (lineConn);
+// Read streams the same lines as bytes.
 type jsonLines struct {
 	r       *bufio.Reader
 	onDrop  func(line []byte) // called with (the start of) each dropped line
-	pending []byte            // rest of the current kept line, not yet returned
-	midLine bool              // the last chunk read did not end its line
-	keeping bool              // the current line is being kept
-	lineLen int               // bytes of the current line so far
 	max     int               // longest kept line allowed (0: no limit)
-	err     error             // read error to return once pending is empty
+	long    []byte            // a kept line longer than r's buffer, assembled
+	pending []byte            // Read: rest of the current kept line
+	err     error             // what ended the stream, returned from then on
 	tooLong atomic.Bool       // the stream ended with errMessageTooLarge
 }
 
 // errMessageTooLarge ends a stdout stream whose message exceeds the limit.
 var errMessageTooLarge = errors.New("mcpconn: the server wrote a message larger than the limit")
+
+// keptLongBuffer is the largest assembly buffer kept for the next long
+// line; a larger one, left by a rare huge message, is given back.
+const keptLongBuffer = 1 << 20
 
 func newJSONLines(r io.Reader, max int, onDrop func([]byte)) *jsonLines {
 	return &jsonLines{r: bufio.NewReaderSize(r, 64<<10), max: max, onDrop: onDrop}
@@ -36,42 +41,87 @@ func newJSONLines(r io.Reader, max int, onDrop func([]byte)) *jsonLines {
 // overflowed reports whether the stream ended on a message over the limit.
 func (j *jsonLines) overflowed() bool { return j.tooLong.Load() }
 
-func (j *jsonLines) Read(p []byte) (int, error) {
-	for {
-		if len(j.pending) > 0 {
-			n := copy(p, j.pending)
-			j.pending = j.pending[n:]
-			return n, nil
-		}
-		if j.err != nil {
-			return 0, j.err
-		}
-		chunk, err := j.r.ReadSlice('\n')
-		if len(chunk) > 0 {
-			if !j.midLine {
-				j.lineLen = 0
-				j.keeping = mayBeJSONRPC(chunk)
-				if !j.keeping && j.onDrop != nil {
-					j.onDrop(bytes.TrimRight(chunk, "\r\n"))
-				}
-			}
-			j.lineLen += len(chunk)
-			if j.keeping && j.max > 0 && j.lineLen > j.max {
-				j.tooLong.Store(true)
-				j.err = errMessageTooLarge
-				continue
-			}
-			if j.keeping {
-				// ReadSlice's buffer is reused by the next read, which
-				// happens only after pending is consumed.
-				j.pending = chunk
-			}
-			j.midLine = chunk[len(chunk)-1] != '\n'
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) && j.err == nil {
+// next returns the next kept line with its line end; the stream's last
+// line may have none, and then comes with the error that ended the stream
+// (io.EOF on a clean end). The line is valid until the next call: a line
+// that fits the reader's buffer is not copied. Once the stream has ended,
+// next returns no line and that error. Not safe for concurrent use.
+func (j *jsonLines) next() ([]byte, error) {
+	if cap(j.long) > keptLongBuffer {
+		j.long = nil
+	}
+	for j.err == nil {
+		line, err := j.r.ReadSlice('\n')
+		if len(line) == 0 {
 			j.err = err
+			break
+		}
+		keep := mayBeJSONRPC(line)
+		if !keep && j.onDrop != nil {
+			j.onDrop(bytes.TrimRight(line, "\r\n"))
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			line, err = j.rest(line, keep)
+		} else if keep && j.over(len(line)) {
+			line, err = nil, errMessageTooLarge
+		}
+		j.err = err
+		if keep && line != nil {
+			return line, err
 		}
 	}
+	return nil, j.err
+}
+
+// rest reads the rest of a line longer than the reader's buffer, whose
+// first chunk is first: a kept line is assembled in j.long, a dropped one
+// skipped. The error is the one that ended the line, if not its '\n'.
+func (j *jsonLines) rest(first []byte, keep bool) ([]byte, error) {
+	if keep {
+		j.long = append(j.long[:0], first...)
+	}
+	n := len(first)
+	for {
+		chunk, err := j.r.ReadSlice('\n')
+		n += len(chunk)
+		if keep && j.over(n) {
+			return nil, errMessageTooLarge
+		}
+		if keep {
+			j.long = append(j.long, chunk...)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			if !keep {
+				return nil, err
+			}
+			return j.long, err
+		}
+	}
+}
+
+// over reports whether a kept line of n bytes is over the limit, and
+// notes it if so.
+func (j *jsonLines) over(n int) bool {
+	if j.max > 0 && n > j.max {
+		j.tooLong.Store(true)
+		return true
+	}
+	return false
+}
+
+// Read reads the kept lines as one stream, then returns the error that
+// ended it.
+func (j *jsonLines) Read(p []byte) (int, error) {
+	for len(j.pending) == 0 {
+		line, err := j.next()
+		if len(line) == 0 {
+			return 0, err
+		}
+		j.pending = line
+	}
+	n := copy(p, j.pending)
+	j.pending = j.pending[n:]
+	return n, nil
 }
 
 // mayBeJSONRPC reports whether a line, judged by its start, can be a
