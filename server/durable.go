@@ -512,6 +512,11 @@ func (j *journal) confirm(n int, last int64) {
 			}
 		}
 	}
+	// The confirmed events are let go of: the arrays' first n places
+	// would otherwise hold them (their messages and encodings) for as
+	// long as the generation waits.
+	clear(j.msgs[:n])
+	clear(j.pending[:n])
 	j.msgs = j.msgs[n:]
 	j.pending = j.pending[n:]
 	j.bytes = 0

@@ -503,7 +503,7 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 		Tools:          g.tools,
 		ToolParameters: g.toolParams,
 		MCPServers:     g.plan.providerServers(),
-		Options:        g.plan.options,
+		Options:        g.plan.options(),
 	}
 	msg := &content{agentProvider: g.plan.agent.GetProvider()}
 	var calls []*agentdv1.ToolCall

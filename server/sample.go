@@ -174,7 +174,7 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 	var usage *agentdv1.Usage
 	var providerErr error
 	defer func() { chat.end(ctx, usage, providerErr, err) }()
-	req := &providers.Request{Model: model, Instructions: r.GetSystemPrompt(), Options: g.plan.options, MaxTokens: granted, Sample: true}
+	req := &providers.Request{Model: model, Instructions: r.GetSystemPrompt(), Options: g.plan.options(), MaxTokens: granted, Sample: true}
 	for _, m := range r.GetMessages() {
 		role := agentdv1.Role_ROLE_USER
 		if m.GetRole() == "assistant" {

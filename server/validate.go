@@ -41,7 +41,6 @@ type plan struct {
 	agent         *agentdv1.Agent
 	messages      []*agentdv1.Message
 	servers       []*serverPlan // declaration order
-	options       map[string]any
 	maxToolTurns  int
 	answerTimeout time.Duration
 }
@@ -184,12 +183,9 @@ func (s *Service) planSettings(v *violations, field func(string) string, p *plan
 			p.answerTimeout = d
 		}
 	}
-	if agent.GetProviderOptions() != nil {
-		p.options = agent.GetProviderOptions().AsMap()
-	}
 	if p.provider != nil {
 		if ov, ok := p.provider.(providers.OptionsValidator); ok {
-			for _, prob := range ov.ValidateOptions(p.options) {
+			for _, prob := range ov.ValidateOptions(p.options()) {
 				v.add(field("agent.provider_options."+prob.Field), "%s", prob.Description)
 			}
 		}
@@ -519,4 +515,15 @@ func sentence(names []string) string {
 		return names[0]
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// options is Agent.provider_options as a JSON object for the adapters
+// (providers.Request.Options), converted afresh for each turn: a
+// generation that waits on its client holds only the request's own form
+// (issue 15), and no turn sees another's changes.
+func (p *plan) options() map[string]any {
+	if o := p.agent.GetProviderOptions(); o != nil {
+		return o.AsMap()
+	}
+	return nil
 }
