@@ -35,10 +35,13 @@ const benchGrace = 200 * time.Millisecond
 // BenchmarkCallTool compares one tools/call made as agentd makes it (its
 // bridge client, server.NewBridgeClient, over the session's CallTools
 // stream to a bridge served as agentd embeds it) with the same call made
-// directly with the go-sdk, against the same Go stdio server. Target:
-// bridge at most 1.25× direct. "direct" and "bridge" report each alone;
-// "paired" alternates rounds on one machine state and reports the median
-// of the rounds' ratios ("bridge/direct"). The bridge package's
+// directly with the go-sdk, against the same Go stdio server, both on
+// protocol 2026-07-28 (the version the bridge negotiates with it). Target
+// (issue 15): bridge at most 1.10× direct. "direct" and "bridge" report
+// each alone; "paired" alternates rounds on one machine state and reports
+// the median of the rounds' ratios ("bridge/direct"), and, beside them,
+// the direct call on the classic protocol, 2025-11-25 ("classic/direct":
+// what the protocol itself costs the go-sdk). The bridge package's
 // BenchmarkCallTool says where the bridge's share goes. It sits here, above
 // both server and bridge, because it needs both sides of the boundary.
 //
@@ -82,7 +85,8 @@ func BenchmarkCallTool(b *testing.B) {
 		}
 	})
 	b.Run("paired", func(b *testing.B) {
-		mcptest.Paired(b, mcptest.DirectEcho(b, mcptest.Tools, benchGrace), mcptest.Arm{Unit: "bridge/direct", Call: bridged(b)})
+		mcptest.Paired(b, mcptest.DirectEcho(b, mcptest.Tools, benchGrace), mcptest.Arm{Unit: "bridge/direct", Call: bridged(b)},
+			mcptest.Arm{Unit: "classic/direct", Call: mcptest.DirectEchoOn(b, mcptest.Tools, benchGrace, "2025-11-25")})
 	})
 	b.Run("metrics", func(b *testing.B) {
 		metrics, err := telemetry.SetupMetrics(b.Context(), telemetry.ServiceAgent, func(string) string { return "" }, true)

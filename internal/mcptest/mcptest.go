@@ -192,7 +192,17 @@ func Command(tb testing.TB, name string) (string, map[string]string) {
 // (read_timeout, 30 s by default), as the go-sdk recommends for every
 // call. Benchmarks compare agentd's calls with it: the floor of a tool
 // call. The process stops when tb ends, within grace of its stdin closing.
+// It speaks the protocol agentd's bridge ends up on with the go-sdk's
+// servers, 2026-07-28, so that a comparison measures agentd and not the
+// protocol's difference (DirectEchoOn names another: a call on
+// 2026-07-28 costs the go-sdk about 1.2× one on 2025-11-25).
 func DirectEcho(tb testing.TB, name string, grace time.Duration) func() {
+	tb.Helper()
+	return DirectEchoOn(tb, name, grace, "2026-07-28")
+}
+
+// DirectEchoOn is DirectEcho offering protocol version.
+func DirectEchoOn(tb testing.TB, name string, grace time.Duration, version string) func() {
 	tb.Helper()
 	exe, env := Command(tb, name)
 	cmd := exec.Command(exe)
@@ -200,7 +210,7 @@ func DirectEcho(tb testing.TB, name string, grace time.Duration) func() {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: grace}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: grace}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		tb.Fatal(err)
 	}
