@@ -33,11 +33,11 @@ type keeper struct {
 
 // start arms the keeper's renewals for j.
 func (k *keeper) start(j *journal) {
-	k.j = j
-	k.backoff = retryMin
 	every := max(j.ttl/3, 10*time.Millisecond)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.j = j
+	k.backoff = retryMin
 	k.flush = time.AfterFunc(time.Hour, k.flushed)
 	k.flush.Stop()
 	k.retry = time.AfterFunc(time.Hour, k.retried)
