@@ -15,14 +15,12 @@ import (
 // mayBeJSONRPC). A kept line longer than max bytes ends the stream with
 // errMessageTooLarge, before it is buffered whole.
 //
-// next hands out whole kept lines, for the connection's reader (lineConn);
-// Read streams the same lines as bytes.
+// next hands out whole kept lines, for the connection's reader (lineConn).
 type jsonLines struct {
 	r       *bufio.Reader
 	onDrop  func(line []byte) // called with (the start of) each dropped line
 	max     int               // longest kept line allowed (0: no limit)
 	long    []byte            // a kept line longer than r's buffer, assembled
-	pending []byte            // Read: rest of the current kept line
 	err     error             // what ended the stream, returned from then on
 	tooLong atomic.Bool       // the stream ended with errMessageTooLarge
 }
@@ -107,21 +105,6 @@ func (j *jsonLines) over(n int) bool {
 		return true
 	}
 	return false
-}
-
-// Read reads the kept lines as one stream, then returns the error that
-// ended it.
-func (j *jsonLines) Read(p []byte) (int, error) {
-	for len(j.pending) == 0 {
-		line, err := j.next()
-		if len(line) == 0 {
-			return 0, err
-		}
-		j.pending = line
-	}
-	n := copy(p, j.pending)
-	j.pending = j.pending[n:]
-	return n, nil
 }
 
 // mayBeJSONRPC reports whether a line, judged by its start, can be a

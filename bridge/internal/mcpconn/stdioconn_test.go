@@ -314,13 +314,33 @@ func readAll(ctx context.Context, conn mcp.Connection) ([]jsonrpc.Message, error
 
 // sdkRead reads stdout through the go-sdk's IOTransport, as dialStdio did.
 func sdkRead(ctx context.Context, stdout string) ([]jsonrpc.Message, error) {
-	lines := newJSONLines(strings.NewReader(stdout), 0, nil)
+	lines := &lineReader{j: newJSONLines(strings.NewReader(stdout), 0, nil)}
 	conn, err := (&mcp.IOTransport{Reader: io.NopCloser(lines), Writer: nopWriteCloser{io.Discard}}).Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	return readAll(ctx, conn)
+}
+
+// lineReader streams the kept lines of j as bytes, then the error that
+// ended them: what dialStdio handed the go-sdk before lineConn.
+type lineReader struct {
+	j       *jsonLines
+	pending []byte
+}
+
+func (r *lineReader) Read(p []byte) (int, error) {
+	for len(r.pending) == 0 {
+		line, err := r.j.next()
+		if len(line) == 0 {
+			return 0, err
+		}
+		r.pending = line
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
 }
 
 type nopWriteCloser struct{ io.Writer }
