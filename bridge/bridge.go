@@ -194,7 +194,7 @@ func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.Serv
 	}()
 
 	if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{
-		Opened: &bridgev1.SessionOpened{SessionId: sess.id},
+		Opened: &bridgev1.SessionOpened{SessionId: sess.id, Resumable: sess.resumable()},
 	}}); err != nil {
 		return err
 	}

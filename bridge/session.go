@@ -106,6 +106,19 @@ func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenS
 	return sess
 }
 
+// resumable reports whether the session holds nothing of its own: each
+// of its servers is a stdio server whose one process the sessions of its
+// pool share, so another session opened with the same request serves its
+// generation as this one would (SessionOpened.resumable).
+func (s *session) resumable() bool {
+	for _, srv := range s.servers {
+		if srv.entry == nil || !srv.entry.shared {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *session) isClosed() bool {
 	select {
 	case <-s.done:

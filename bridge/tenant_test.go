@@ -115,6 +115,59 @@ func TestSharedPerTenant(t *testing.T) {
 	}
 }
 
+// TestSessionResumable: a session holds nothing of its own when each of
+// its servers is a stdio server shared between sessions (shared: true or
+// global), and its SessionOpened says so (resumable): agentd may then
+// close it while its generation waits for a person and open another for
+// the next call, which reaches the same process. A session with a
+// process of its own (a registered server that is not shared, a
+// request's command) or an HTTP MCP server is not resumable.
+func TestSessionResumable(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, func(c *config.Bridge) {
+		exe, env := mcptest.Command(t, mcptest.Tools)
+		c.Servers["pertenant"] = config.Server{Command: exe, Env: env, Shared: config.SharedPerTenant}
+		c.Servers["global"] = config.Server{Command: exe, Env: env, Shared: config.SharedGlobal}
+		c.Servers["own"] = config.Server{Command: exe, Env: env}
+	})
+	opened := func(specs ...*bridgev1.ServerSpec) *bridgev1.SessionOpened {
+		t.Helper()
+		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name(), Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetOpened()
+	}
+	shared := []*bridgev1.ServerSpec{refSpec("mine", "pertenant"), refSpec("all", "global")}
+	for _, tc := range []struct {
+		name  string
+		specs []*bridgev1.ServerSpec
+		want  bool
+	}{
+		{"no servers", nil, true},
+		{"shared servers", shared, true},
+		{"and a registered server that is not shared", append(slices.Clip(shared), refSpec("own", "own")), false},
+		{"and a request's command", append(slices.Clip(shared), commandSpec(t, "cmd", mcptest.Tools, nil)), false},
+		{"and an HTTP server", append(slices.Clip(shared), httpSpec("web", "https://mcp.example.com/mcp", "", roomyTimeout)), false},
+	} {
+		if got := opened(tc.specs...).GetResumable(); got != tc.want {
+			t.Errorf("%s: resumable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	first := opened(shared...).GetSessionId()
+	pid := callPid(t, f.client, first, "mine", "pid")
+	closeSession(t, f.client, first)
+	next := opened(shared...).GetSessionId()
+	if again := callPid(t, f.client, next, "mine", "pid"); again != pid {
+		t.Errorf("the session opened after a resumable one closed reached process %d, want the same process %d", again, pid)
+	}
+}
+
 // TestNotSharedServesOneSession: X-I6. A registered server that is not
 // shared has one pool for every tenant, and that is safe: a warm spare
 // has served no session, and a process that served one retires with it,

@@ -77,6 +77,11 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 	if err != nil {
 		return nil, err
 	}
+	if s.resumable {
+		// Closed while the generation waits for a person, and opened
+		// again for its next call (replicaSession.park).
+		return &replicaSession{b: b, req: req, life: ctx, asks: asks, cur: s, opens: 1}, nil
+	}
 	return s, nil
 }
 
@@ -104,7 +109,7 @@ func (b *bridgeClient) open(ctx context.Context, req *bridgev1.OpenSessionReques
 		cancel()
 		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
 	}
-	s := &bridgeSession{client: b.client, health: b.health, id: id, pin: pin, cancel: cancel, done: make(chan struct{}), life: sctx, asks: asks}
+	s := &bridgeSession{client: b.client, health: b.health, id: id, resumable: first.GetOpened().GetResumable(), pin: pin, cancel: cancel, done: make(chan struct{}), life: sctx, asks: asks}
 	if pin != nil {
 		s.addr = pin.Fix()
 	}
@@ -116,6 +121,9 @@ type bridgeSession struct {
 	client bridgev1.BridgeServiceClient
 	health healthpb.HealthClient
 	id     string
+	// resumable: the session holds nothing of its own, so another opened
+	// with the same request may take its place (SessionOpened.resumable).
+	resumable bool
 	// pin sends the session's RPCs to its replica, addr; nil, and "",
 	// for the embedded bridge.
 	pin  *sessionpin.Pin

@@ -101,8 +101,12 @@ func (s *bridgeSession) gone(ctx context.Context, err error) bool {
 	}
 }
 
-// replicaSession is a generation's session on replicated bridges: the
-// current bridge session, replaced when it is lost.
+// replicaSession is a generation's session on replicated bridges, or on
+// any bridge whose session is resumable: the current bridge session,
+// replaced when it is lost (replicated bridges), or, if resumable, closed
+// while the generation waits for a person and replaced by another for the
+// generation's next call (park), so that a waiting generation holds no
+// bridge stream at all.
 type replicaSession struct {
 	b   *bridgeClient
 	req *bridgev1.OpenSessionRequest
@@ -114,11 +118,18 @@ type replicaSession struct {
 	// mu is held while a session opens, so that the calls that find the
 	// session lost wait for one replacement.
 	mu      sync.Mutex
-	cur     *bridgeSession // nil once lost, until a call opens the next
+	cur     *bridgeSession // nil once lost or parked, until a call opens the next
 	avoid   string         // the replica of the last loss: the next opens elsewhere
-	opens   int
-	lastErr error // why the last session was lost, for when no more may open
+	opens   int            // sessions opened but for those that followed a park
+	lastErr error          // why the last session was lost, for when no more may open
 	closed  bool
+	// parked: cur was closed as the generation waited; the session that
+	// the next call opens replaces no lost one. busy counts the calls
+	// (ListTools, CallTool) using cur: a session in use is not parked.
+	parked bool
+	busy   int
+	// closing joins the closes of parked sessions.
+	closing sync.WaitGroup
 }
 
 func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSessionRequest, asks ServerRequests) (BridgeSession, error) {
@@ -129,9 +140,11 @@ func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSes
 	return r, nil
 }
 
-// session returns the current session, opening one if there is none. A
-// session that fails to open Unavailable (its replica died meanwhile, or
-// is shutting down) is tried again on another replica: nothing ran.
+// session returns the current session, opening one if there is none,
+// and counts one more call using it, which release ends. A session that
+// fails to open Unavailable on replicated bridges (its replica died
+// meanwhile, or is shutting down) is tried again on another replica:
+// nothing ran.
 func (r *replicaSession) session() (*bridgeSession, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,25 +152,40 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 		return nil, fault.New(fault.FailedPrecondition, "the bridge session is closed")
 	}
 	for r.cur == nil {
-		if r.opens >= maxSessionOpens {
-			return nil, fault.Wrap(fault.Unavailable, r.lastErr, "the generation lost %d bridge sessions; it stops", r.opens)
+		resume := r.parked
+		r.parked = false
+		if !resume {
+			if r.opens >= maxSessionOpens {
+				return nil, fault.Wrap(fault.Unavailable, r.lastErr, "the generation lost %d bridge sessions; it stops", r.opens)
+			}
+			r.opens++
 		}
-		r.opens++
-		pin := sessionpin.New(r.avoid)
+		var pin *sessionpin.Pin
+		if r.b.replicated {
+			pin = sessionpin.New(r.avoid)
+		}
 		s, err := r.b.open(r.life, r.req, pin, r.asks)
 		if err != nil {
-			if fault.KindOf(err) != fault.Unavailable || r.opens >= maxSessionOpens {
+			if pin == nil || fault.KindOf(err) != fault.Unavailable || r.opens >= maxSessionOpens {
 				return nil, err
 			}
 			r.avoid = pin.Addr()
 			continue
 		}
-		if r.opens > 1 {
+		if r.opens > 1 && !resume {
 			r.b.log.InfoContext(r.life, "generation continues on a new bridge session", "generation", r.req.GetGenerationId(), "bridge", s.addr, "opens", r.opens)
 		}
 		r.cur = s
 	}
+	r.busy++
 	return r.cur, nil
+}
+
+// release ends a use of the session that session counted.
+func (r *replicaSession) release() {
+	r.mu.Lock()
+	r.busy--
+	r.mu.Unlock()
 }
 
 // lose replaces s, lost with its replica, by nothing: the next call opens a
@@ -183,6 +211,7 @@ func (r *replicaSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools
 			return nil, err
 		}
 		tools, err := s.ListTools(ctx)
+		r.release()
 		var lost *errSessionLost
 		if !errors.As(err, &lost) {
 			return tools, err
@@ -198,6 +227,7 @@ func (r *replicaSession) CallTool(ctx context.Context, server, tool, arguments s
 			return nil, err
 		}
 		res, err := s.CallTool(ctx, server, tool, arguments)
+		r.release()
 		var lost *errSessionLost
 		if !errors.As(err, &lost) {
 			return res, err
@@ -209,12 +239,23 @@ func (r *replicaSession) CallTool(ctx context.Context, server, tool, arguments s
 	}
 }
 
-// park parks the current session's tool-call stream (bridgeSession.park).
+// park readies the session for a wait that may last hours. A resumable
+// session that no call uses closes, in the background (Close joins it),
+// and the generation's next call opens another: the generation then holds
+// no stream of the bridge's, on either end, while it waits. Any other
+// session parks its tool-call stream (bridgeSession.park).
 func (r *replicaSession) park() {
 	r.mu.Lock()
 	s := r.cur
+	closes := s != nil && s.resumable && r.busy == 0
+	if closes {
+		r.cur, r.parked = nil, true
+	}
 	r.mu.Unlock()
-	if s != nil {
+	switch {
+	case closes:
+		r.closing.Go(func() { s.Close(r.life) })
+	case s != nil:
 		s.park()
 	}
 }
@@ -234,4 +275,5 @@ func (r *replicaSession) Close(ctx context.Context) {
 	if s != nil {
 		s.Close(ctx)
 	}
+	r.closing.Wait()
 }

@@ -36,6 +36,8 @@ type fakeBridgeService struct {
 	onList    func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error)
 	onCall    func(*bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error)
 	unaryOnly bool
+	// resumable is what every session's SessionOpened says.
+	resumable bool
 	// onStreamed, if set, sees each streamed call before onCall runs.
 	onStreamed func(*bridgev1.StreamedToolCall)
 	// cancels receives the ids of the calls the client cancels.
@@ -141,7 +143,7 @@ func (b *fakeBridgeService) OpenSession(req *bridgev1.OpenSessionRequest, s grpc
 	}
 	b.sessions[id] = closed
 	b.mu.Unlock()
-	if err := s.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: &bridgev1.SessionOpened{SessionId: id}}}); err != nil {
+	if err := s.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: &bridgev1.SessionOpened{SessionId: id, Resumable: b.resumable}}}); err != nil {
 		return err
 	}
 	select {
@@ -528,5 +530,85 @@ func TestBridgeCallStreamParks(t *testing.T) {
 	}
 	if n := opened.Load(); n != 2 {
 		t.Errorf("%d CallTools streams, want 2 (one before the wait, one after)", n)
+	}
+}
+
+// TestBridgeSessionResumes: a generation that waits for its client's
+// approval, with no call in flight, closes its bridge session altogether
+// if the bridge said it is resumable (its servers are shared processes:
+// it holds nothing of its own), and the approved call runs on a session
+// opened for it; the generation completes and closes that one. A session
+// that is not resumable stays open through the wait (only its idle
+// tool-call stream parks: TestBridgeCallStreamParks).
+func TestBridgeSessionResumes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		resumable bool
+		// openDuringWait: the sessions open while the approval waits;
+		// sessions: those the calls ran on.
+		openDuringWait int
+		sessions       []string
+	}{
+		{true, 0, []string{"sess-1", "sess-2"}},
+		{false, 1, []string{"sess-1", "sess-1"}},
+	} {
+		t.Run(fmt.Sprintf("resumable=%v", tc.resumable), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var sessions []string
+			fake := &fakeBridgeService{
+				resumable: tc.resumable,
+				onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+					return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
+				},
+				onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+					mu.Lock()
+					sessions = append(sessions, req.GetSessionId())
+					mu.Unlock()
+					return &bridgev1.CallToolResponse{Output: req.GetToolName() + " ok"}, nil
+				},
+			}
+			conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
+			client := newClient(t, server.NewBridgeClient(conn), recordingScript())
+			agent := &agentdv1.Agent{
+				Provider:         "script",
+				Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
+				RequiresApproval: []string{"write"},
+				ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "read"}]}, {"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`),
+			}
+			open := func() int {
+				fake.mu.Lock()
+				defer fake.mu.Unlock()
+				return len(fake.sessions)
+			}
+			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
+				if r := ev.GetApprovalRequest(); r != nil {
+					if tc.resumable {
+						waitFor(t, func() bool { return open() == 0 })
+					}
+					if n := open(); n != tc.openDuringWait {
+						t.Errorf("%d bridge sessions open while the approval waits, want %d", n, tc.openDuringWait)
+					}
+					_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+				}
+			})
+			wantCode(t, st, codes.OK)
+			var outputs []string
+			for _, ev := range events {
+				if f := ev.GetToolCallFinished(); f != nil {
+					outputs = append(outputs, f.GetOutput())
+				}
+			}
+			if diff := cmp.Diff([]string{"read ok", "write ok"}, outputs); diff != "" {
+				t.Errorf("tool outputs (-want +got):\n%s", diff)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff(tc.sessions, sessions); diff != "" {
+				t.Errorf("the sessions the calls ran on (-want +got):\n%s", diff)
+			}
+			// The generation closes its session once its stream has ended.
+			waitFor(t, func() bool { return open() == 0 })
+		})
 	}
 }

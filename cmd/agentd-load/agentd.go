@@ -114,6 +114,7 @@ type inProcess struct {
 	cancel  context.CancelFunc
 	served  chan error // Serve's result
 	metrics string     // metrics.listen's address, with -metrics
+	agent   *app.Agent
 }
 
 // loadConfig is agentd's default configuration with the changes the load
@@ -216,7 +217,7 @@ func (a *inProcess) start(cfg config.Config, tel grpcserver.Telemetry, metrics *
 		lis.Close()
 		return err
 	}
-	a.addr = lis.Addr().String()
+	a.addr, a.agent = lis.Addr().String(), agent
 	a.metrics = agent.MetricsAddr()
 	logger.Info("agentd serving", "address", a.addr, "bridge", "embedded", "store", cfg.Store.Driver, "state", cfg.StateDir)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/app"
 )
 
 // The idle mode (-idle) measures what generations that wait for people
@@ -49,20 +50,24 @@ var agentdLabel = pprof.Labels("agentd-load", "agentd")
 
 // idleReport is what an idle run found.
 type idleReport struct {
-	Streams             int      `json:"streams"`
-	Waiting             int      `json:"waiting"`
-	Completed           int      `json:"completed"`
-	GoroutinesBaseline  int      `json:"agentd_goroutines_baseline"`
-	GoroutinesWaiting   int      `json:"agentd_goroutines_waiting"`
-	GoroutinesPerStream float64  `json:"agentd_goroutines_per_stream"`
-	RSSBaseline         int64    `json:"rss_baseline_bytes"`
-	RSSWaiting          int64    `json:"rss_waiting_bytes"`
-	LiveHeapWaiting     int64    `json:"live_heap_waiting_bytes"`
-	StacksWaiting       int64    `json:"stacks_waiting_bytes"`
-	OpenS               float64  `json:"open_seconds"`
-	AnswerS             float64  `json:"answer_seconds"`
-	Errors              []string `json:"errors,omitempty"`
-	OK                  bool     `json:"ok"`
+	Streams             int     `json:"streams"`
+	Waiting             int     `json:"waiting"`
+	Completed           int     `json:"completed"`
+	GoroutinesBaseline  int     `json:"agentd_goroutines_baseline"`
+	GoroutinesWaiting   int     `json:"agentd_goroutines_waiting"`
+	GoroutinesPerStream float64 `json:"agentd_goroutines_per_stream"`
+	RSSBaseline         int64   `json:"rss_baseline_bytes"`
+	RSSWaiting          int64   `json:"rss_waiting_bytes"`
+	LiveHeapWaiting     int64   `json:"live_heap_waiting_bytes"`
+	StacksWaiting       int64   `json:"stacks_waiting_bytes"`
+	// BridgeSessionsWaiting: the embedded bridge's open sessions while
+	// the streams wait; none, the demo server being shared (a waiting
+	// generation of shared servers holds no bridge session).
+	BridgeSessionsWaiting int      `json:"bridge_sessions_waiting"`
+	OpenS                 float64  `json:"open_seconds"`
+	AnswerS               float64  `json:"answer_seconds"`
+	Errors                []string `json:"errors,omitempty"`
+	OK                    bool     `json:"ok"`
 }
 
 // idleStart is the generation of every idle stream: one echo call of the
@@ -173,6 +178,9 @@ func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("the clients: %w", err)
 	}
 	rep.OpenS, rep.Waiting, rep.Errors = opened.Seconds, opened.Done, opened.Errors
+	// A waiting generation closes its bridge session in the background:
+	// the measurement waits for the closes (for at most settleSessions).
+	rep.BridgeSessionsWaiting = settledSessions(ctx, srv.replicas[0].agent)
 	waiting := take(true)
 	rep.RSSWaiting, rep.LiveHeapWaiting = waiting.RSS, waiting.LiveHeap
 	var ms runtime.MemStats
@@ -218,6 +226,29 @@ func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// settleSessions bounds how long settledSessions waits.
+const settleSessions = 10 * time.Second
+
+// settledSessions is how many sessions agent's embedded bridge holds once
+// none closes any more: when it holds none, or after settleSessions.
+func settledSessions(ctx context.Context, agent *app.Agent) int {
+	ctx, cancel := context.WithTimeout(ctx, settleSessions)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := agent.BridgeSessions()
+		if n <= 0 {
+			return n
+		}
+		select {
+		case <-ctx.Done():
+			return n
+		case <-tick.C:
+		}
+	}
+}
+
 func (r *idleReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "idle streams: %d opened in %.1fs, %d waiting on an approval, %d completed after the answers (%.1fs)\n",
 		r.Streams, r.OpenS, r.Waiting, r.Completed, r.AnswerS)
@@ -225,6 +256,7 @@ func (r *idleReport) writeText(w io.Writer) {
 		r.GoroutinesBaseline, r.GoroutinesWaiting, r.GoroutinesPerStream, idleMaxGoroutinesPerStream)
 	fmt.Fprintf(w, "agentd's memory (this process; the clients run in another): RSS %s at rest, %s while they wait (target <= %s); while they wait, live heap %s, goroutine stacks %s\n",
 		mib(r.RSSBaseline), mib(r.RSSWaiting), mib(idleMaxRSS), mib(r.LiveHeapWaiting), mib(r.StacksWaiting))
+	fmt.Fprintf(w, "the bridge's open sessions while they wait: %d (the demo server is shared: a waiting generation's session closes)\n", r.BridgeSessionsWaiting)
 	if r.Waiting > 0 {
 		fmt.Fprintf(w, "per waiting stream: %.1f KiB of RSS above rest\n", float64(r.RSSWaiting-r.RSSBaseline)/1024/float64(r.Waiting))
 	}
@@ -308,19 +340,26 @@ func labelledGoroutines() (int, error) {
 	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
 		return 0, err
 	}
-	n := 0
-	for rec := range strings.SplitSeq(b.String(), "\n\n") {
-		count, rest, ok := strings.Cut(strings.TrimSpace(rec), " @")
-		if !ok || !strings.Contains(rest, `"agentd-load":"agentd"`) {
+	return countLabelled(b.String()), nil
+}
+
+// countLabelled counts the goroutines of a goroutine profile in its debug=1
+// text that carry agentdLabel. Each group of goroutines opens with a line
+// "N @ pc pc ...", followed by its "# labels: {...}" line if it has any;
+// the profile's first line is its total.
+func countLabelled(profile string) int {
+	n, group := 0, 0
+	for line := range strings.Lines(profile) {
+		if count, _, ok := strings.Cut(line, " @ "); ok {
+			group, _ = strconv.Atoi(count) // 0 for a line that is no group's
 			continue
 		}
-		c, err := strconv.Atoi(count)
-		if err != nil {
-			continue
+		if strings.HasPrefix(line, "# labels: ") && strings.Contains(line, `"agentd-load":"agentd"`) {
+			n += group
+			group = 0
 		}
-		n += c
 	}
-	return n, nil
+	return n
 }
 
 // idleClientsFlag starts an idle run's client process.

@@ -238,7 +238,35 @@ func TestIdle(t *testing.T) {
 	if err != nil || !rep.OK || rep.Waiting != 20 || rep.Completed != 20 || len(rep.Errors) > 0 {
 		t.Errorf("run: %v; report %+v\nprogress:\n%s", err, rep, progress.String())
 	}
+	if rep.BridgeSessionsWaiting != 0 {
+		t.Errorf("the bridge holds %d sessions while the generations wait, want none (their server is shared)", rep.BridgeSessionsWaiting)
+	}
 	if rep.GoroutinesPerStream <= 0 || rep.GoroutinesPerStream > idleMaxGoroutinesPerStream {
 		t.Errorf("%.2f goroutines per waiting stream, want (0, %d]", rep.GoroutinesPerStream, idleMaxGoroutinesPerStream)
+	}
+}
+
+// TestCountLabelled: the idle run counts agentd's goroutines in every
+// group of the profile that carries its label, the first group (the
+// largest, right after the profile's total) included.
+func TestCountLabelled(t *testing.T) {
+	profile := `goroutine profile: total 13
+5 @ 0x1 0x2
+# labels: {"agentd-load":"agentd"}
+#	0x1	a+0x1	a.go:1
+
+4 @ 0x3
+#	0x3	b+0x1	b.go:1
+
+3 @ 0x4 0x5
+# labels: {"agentd-load":"agentd"}
+#	0x4	c+0x1	c.go:1
+
+1 @ 0x6
+# labels: {"other":"label"}
+#	0x6	d+0x1	d.go:1
+`
+	if got := countLabelled(profile); got != 8 {
+		t.Errorf("countLabelled = %d, want 8 (5 + 3)", got)
 	}
 }

@@ -545,6 +545,15 @@ func (a *Agent) close(log *slog.Logger) error {
 // "" when there is none.
 func (a *Agent) MetricsAddr() string { return a.metrics.addr() }
 
+// BridgeSessions is how many sessions the embedded bridge holds open; -1
+// with a remote bridge.
+func (a *Agent) BridgeSessions() int {
+	if a.embedded == nil {
+		return -1
+	}
+	return a.embedded.Service.Sessions()
+}
+
 // DebugAddr is the address of the profiling endpoint (debug.listen); ""
 // when there is none.
 func (a *Agent) DebugAddr() string { return a.debug.addr() }

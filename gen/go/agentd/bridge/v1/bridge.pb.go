@@ -563,7 +563,14 @@ func (*OpenSessionResponse_Request) isOpenSessionResponse_Event() {}
 type SessionOpened struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Use it in every other call of the session.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// True when the session holds nothing of its own: every server of it is
+	// a stdio server whose one process many sessions share. Closing such a
+	// session and opening another with the same request loses nothing, so
+	// agentd closes it while its generation waits for a person and opens
+	// another for the next call. False for a session with a process of its
+	// own or an HTTP MCP session.
+	Resumable     bool `protobuf:"varint,2,opt,name=resumable,proto3" json:"resumable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -603,6 +610,13 @@ func (x *SessionOpened) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *SessionOpened) GetResumable() bool {
+	if x != nil {
+		return x.Resumable
+	}
+	return false
 }
 
 // ToolsChanged reports that a server's tool list changed.
@@ -3487,10 +3501,11 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x06opened\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.SessionOpenedH\x00R\x06opened\x12E\n" +
 	"\rtools_changed\x18\x02 \x01(\v2\x1e.agentd.bridge.v1.ToolsChangedH\x00R\ftoolsChanged\x12;\n" +
 	"\arequest\x18\x03 \x01(\v2\x1f.agentd.bridge.v1.ServerRequestH\x00R\arequestB\a\n" +
-	"\x05event\".\n" +
+	"\x05event\"L\n" +
 	"\rSessionOpened\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"/\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1c\n" +
+	"\tresumable\x18\x02 \x01(\bR\tresumable\"/\n" +
 	"\fToolsChanged\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\"4\n" +

@@ -428,10 +428,12 @@ class ServerTools(_message.Message):
     def __init__(self, server_name: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., cache_hit: bool = ...) -> None: ...
 
 class SessionOpened(_message.Message):
-    __slots__ = ["session_id"]
+    __slots__ = ["resumable", "session_id"]
+    RESUMABLE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    resumable: bool
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., resumable: bool = ...) -> None: ...
 
 class StdioTarget(_message.Message):
     __slots__ = ["args", "command", "env", "unset_env"]
