@@ -193,9 +193,13 @@ func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.Serv
 		s.mu.Unlock()
 	}()
 
-	if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{
-		Opened: &bridgev1.SessionOpened{SessionId: sess.id, Resumable: sess.resumable()},
-	}}); err != nil {
+	opened := &bridgev1.SessionOpened{SessionId: sess.id, Resumable: sess.resumable()}
+	if req.GetListCachedTools() {
+		if servers, ok := sess.cachedTools(); ok {
+			opened.Tools = &bridgev1.ListToolsResponse{Servers: servers}
+		}
+	}
+	if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: opened}}); err != nil {
 		return err
 	}
 	for {

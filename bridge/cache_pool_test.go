@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -82,6 +84,82 @@ func TestCacheSparesConnections(t *testing.T) {
 	}
 	if s := stats.GetSettings(); !s.GetEnabled() || s.GetTtl().AsDuration() != 300*time.Second || s.GetMaxEntries() != 100 {
 		t.Errorf("R-C1 default settings = %v", s)
+	}
+}
+
+// TestOpenWithCachedTools: a session opened with list_cached_tools brings
+// the tool lists in its SessionOpened when the cache holds every server's,
+// each a hit counted once, exactly what ListTools answers; with a server
+// not cached, the cache off for the session, or without the flag, it
+// brings none and counts nothing, and ListTools lists as before. Nothing
+// connects to a server for them.
+func TestOpenWithCachedTools(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	cached, other := pidSpec(t, "tools", pids, nil), pidSpec(t, "more", pids, map[string]string{"OTHER": "1"})
+	off := false
+	opened := func(req *bridgev1.OpenSessionRequest) *bridgev1.SessionOpened {
+		t.Helper()
+		stream, err := f.client.OpenSession(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return first.GetOpened()
+	}
+	stats := func() *bridgev1.GetCacheStatsResponse {
+		t.Helper()
+		s, err := f.svc.Admin().GetCacheStats(t.Context(), &bridgev1.GetCacheStatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if o := opened(&bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{cached}, ListCachedTools: true}); o.GetTools() != nil {
+		t.Errorf("a session opened on a cold cache brought tools: %v", o.GetTools())
+	}
+	first, _ := open(t, t.Context(), f.client, cached)
+	listed := list(t, f.client, first) // fills the cache: one miss
+	closeSession(t, f.client, first)
+	spawned := len(mcptest.Pids(t, pids))
+	before := stats()
+
+	o := opened(&bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{cached}, ListCachedTools: true})
+	got := o.GetTools().GetServers()
+	again := list(t, f.client, o.GetSessionId())
+	if diff := cmp.Diff(again, got, protocmp.Transform()); diff != "" || len(got) != 1 || !got[0].GetCacheHit() {
+		t.Errorf("the tools the session brought, against ListTools's (-ListTools +brought):\n%s", diff)
+	}
+	if diff := cmp.Diff(listed[0].GetTools(), got[0].GetTools(), protocmp.Transform()); diff != "" {
+		t.Errorf("the tools the session brought, against the first listing (-listed +brought):\n%s", diff)
+	}
+	if s := stats(); s.GetHits() != before.GetHits()+2 || s.GetMisses() != before.GetMisses() {
+		t.Errorf("R-C4 after an open that brought the tools and a ListTools: %d hits, %d misses; want %d, %d",
+			s.GetHits(), s.GetMisses(), before.GetHits()+2, before.GetMisses())
+	}
+
+	before = stats()
+	for _, tc := range []struct {
+		name string
+		req  *bridgev1.OpenSessionRequest
+	}{
+		{"a server not cached", &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{cached, other}, ListCachedTools: true}},
+		{"the cache off for the session", &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{cached}, Cache: &off, ListCachedTools: true}},
+		{"no list_cached_tools", &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{cached}}},
+	} {
+		if o := opened(tc.req); o.GetTools() != nil {
+			t.Errorf("%s: the session brought tools %v, want none", tc.name, o.GetTools())
+		}
+	}
+	if s := stats(); s.GetHits() != before.GetHits() || s.GetMisses() != before.GetMisses() {
+		t.Errorf("opens that brought no tools counted %d hits and %d misses, want none", s.GetHits()-before.GetHits(), s.GetMisses()-before.GetMisses())
+	}
+	if n := len(mcptest.Pids(t, pids)); n != spawned {
+		t.Errorf("opening sessions started %d processes, want none", n-spawned)
 	}
 }
 

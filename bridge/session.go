@@ -299,6 +299,29 @@ func (s *session) listTools(ctx context.Context, names []string) ([]*bridgev1.Se
 	return out, nil
 }
 
+// cachedTools is what listTools would answer now if the schema cache holds
+// every server's tool list, each a hit; false, counting nothing, if it does
+// not (a server whose list is never cached, X-M1, or one not cached now).
+// It connects to no server.
+func (s *session) cachedTools() ([]*bridgev1.ServerTools, bool) {
+	keys := make([]schemacache.Key, len(s.servers))
+	for i, srv := range s.servers {
+		if srv.target.oauth {
+			return nil, false
+		}
+		keys[i] = srv.target.key
+	}
+	lists, ok := s.cache.Cached(keys, s.useCache)
+	if !ok {
+		return nil, false
+	}
+	out := make([]*bridgev1.ServerTools, len(lists))
+	for i, tools := range lists {
+		out[i] = &bridgev1.ServerTools{ServerName: s.servers[i].target.name, Tools: tools, CacheHit: true}
+	}
+	return out, true
+}
+
 // listTools lists the server's tools, from the cache when it can: a hit
 // connects to nothing.
 func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {

@@ -80,7 +80,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 	if s.resumable {
 		// Closed while the generation waits for a person, and opened
 		// again for its next call (replicaSession.park).
-		return &replicaSession{b: b, req: req, life: ctx, asks: asks, cur: s, opens: 1}, nil
+		return &replicaSession{b: b, req: laterOpen(req), life: ctx, asks: asks, cur: s, opens: 1}, nil
 	}
 	return s, nil
 }
@@ -110,6 +110,7 @@ func (b *bridgeClient) open(ctx context.Context, req *bridgev1.OpenSessionReques
 		return nil, fault.New(fault.Internal, "the bridge opened a session without an id")
 	}
 	s := &bridgeSession{client: b.client, health: b.health, id: id, resumable: first.GetOpened().GetResumable(), pin: pin, cancel: cancel, done: make(chan struct{}), life: sctx, asks: asks}
+	s.listed = first.GetOpened().GetTools()
 	if pin != nil {
 		s.addr = pin.Fix()
 	}
@@ -124,6 +125,11 @@ type bridgeSession struct {
 	// resumable: the session holds nothing of its own, so another opened
 	// with the same request may take its place (SessionOpened.resumable).
 	resumable bool
+	// listed is the tool lists that came with the session (the request's
+	// list_cached_tools), which the first ListTools returns instead of
+	// calling; nil once taken, or if none came.
+	listedMu sync.Mutex
+	listed   *bridgev1.ListToolsResponse
 	// pin sends the session's RPCs to its replica, addr; nil, and "",
 	// for the embedded bridge.
 	pin  *sessionpin.Pin
@@ -205,6 +211,13 @@ func (s *bridgeSession) pinned(ctx context.Context) context.Context {
 }
 
 func (s *bridgeSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools, error) {
+	s.listedMu.Lock()
+	listed := s.listed
+	s.listed = nil
+	s.listedMu.Unlock()
+	if listed != nil {
+		return listed.GetServers(), nil
+	}
 	res, err := s.client.ListTools(s.pinned(ctx), &bridgev1.ListToolsRequest{SessionId: s.id})
 	if err != nil {
 		err = translateBridgeError(err)

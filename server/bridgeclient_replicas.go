@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -172,6 +173,8 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 			r.avoid = pin.Addr()
 			continue
 		}
+		// The generation has its tools: a later session need not bring them.
+		r.req = laterOpen(r.req)
 		if r.opens > 1 && !resume {
 			r.b.log.InfoContext(r.life, "generation continues on a new bridge session", "generation", r.req.GetGenerationId(), "bridge", s.addr, "opens", r.opens)
 		}
@@ -179,6 +182,18 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 	}
 	r.busy++
 	return r.cur, nil
+}
+
+// laterOpen is req for the sessions a generation opens after its first,
+// which need not bring the tool lists (list_cached_tools): the generation
+// has listed its tools already, and a cache lookup counts as a hit.
+func laterOpen(req *bridgev1.OpenSessionRequest) *bridgev1.OpenSessionRequest {
+	if !req.GetListCachedTools() {
+		return req
+	}
+	later := proto.Clone(req).(*bridgev1.OpenSessionRequest)
+	later.ListCachedTools = false
+	return later
 }
 
 // release ends a use of the session that session counted.

@@ -38,6 +38,11 @@ type fakeBridgeService struct {
 	unaryOnly bool
 	// resumable is what every session's SessionOpened says.
 	resumable bool
+	// bringTools: a session opened with list_cached_tools brings onList's
+	// answer, as the bridge does when its cache holds every list.
+	bringTools bool
+	// listCalls counts the ListTools calls.
+	listCalls atomic.Int32
 	// onStreamed, if set, sees each streamed call before onCall runs.
 	onStreamed func(*bridgev1.StreamedToolCall)
 	// cancels receives the ids of the calls the client cancels.
@@ -143,7 +148,15 @@ func (b *fakeBridgeService) OpenSession(req *bridgev1.OpenSessionRequest, s grpc
 	}
 	b.sessions[id] = closed
 	b.mu.Unlock()
-	if err := s.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: &bridgev1.SessionOpened{SessionId: id, Resumable: b.resumable}}}); err != nil {
+	opened := &bridgev1.SessionOpened{SessionId: id, Resumable: b.resumable}
+	if b.bringTools && req.GetListCachedTools() && b.onList != nil {
+		tools, err := b.onList(&bridgev1.ListToolsRequest{SessionId: id})
+		if err != nil {
+			return err
+		}
+		opened.Tools = tools
+	}
+	if err := s.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: opened}}); err != nil {
 		return err
 	}
 	select {
@@ -165,6 +178,7 @@ func (b *fakeBridgeService) CloseSession(_ context.Context, req *bridgev1.CloseS
 }
 
 func (b *fakeBridgeService) ListTools(_ context.Context, req *bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+	b.listCalls.Add(1)
 	if b.onList == nil {
 		return &bridgev1.ListToolsResponse{}, nil
 	}
@@ -609,6 +623,81 @@ func TestBridgeSessionResumes(t *testing.T) {
 			}
 			// The generation closes its session once its stream has ended.
 			waitFor(t, func() bool { return open() == 0 })
+		})
+	}
+}
+
+// TestBridgeSessionBringsTools: agentd opens a generation's bridge session
+// asking for the cached tool lists (list_cached_tools); when the session
+// brings them, the generation offers them without a ListTools call, and
+// when it does not, ListTools lists them as before. A session the
+// generation opens after its first (after a wait, on a resumable bridge)
+// does not ask again.
+func TestBridgeSessionBringsTools(t *testing.T) {
+	t.Parallel()
+	for _, bring := range []bool{true, false} {
+		t.Run(fmt.Sprintf("brings=%v", bring), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var asked []bool
+			fake := &fakeBridgeService{
+				resumable:  true,
+				bringTools: bring,
+				onOpen: func(req *bridgev1.OpenSessionRequest) error {
+					mu.Lock()
+					asked = append(asked, req.GetListCachedTools())
+					mu.Unlock()
+					return nil
+				},
+				onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+					return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
+				},
+				onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+					return &bridgev1.CallToolResponse{Output: req.GetToolName() + " ok"}, nil
+				},
+			}
+			conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
+			client := newClient(t, server.NewBridgeClient(conn), recordingScript())
+			agent := &agentdv1.Agent{
+				Provider:         "script",
+				Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
+				RequiresApproval: []string{"write"},
+				ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`),
+			}
+			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
+				if r := ev.GetApprovalRequest(); r != nil {
+					_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+				}
+			})
+			wantCode(t, st, codes.OK)
+			var offered []string
+			var outputs []string
+			for _, ev := range events {
+				for _, tool := range ev.GetStarted().GetTools() {
+					offered = append(offered, tool.GetName())
+				}
+				if f := ev.GetToolCallFinished(); f != nil {
+					outputs = append(outputs, f.GetOutput())
+				}
+			}
+			if diff := cmp.Diff([]string{"read", "write"}, offered); diff != "" {
+				t.Errorf("the tools offered (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"write ok"}, outputs); diff != "" {
+				t.Errorf("tool outputs (-want +got):\n%s", diff)
+			}
+			wantLists := int32(1)
+			if bring {
+				wantLists = 0
+			}
+			if n := fake.listCalls.Load(); n != wantLists {
+				t.Errorf("%d ListTools calls, want %d", n, wantLists)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff([]bool{true, false}, asked); diff != "" {
+				t.Errorf("list_cached_tools of the sessions opened, the first and the one after the wait (-want +got):\n%s", diff)
+			}
 		})
 	}
 }

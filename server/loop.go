@@ -369,7 +369,9 @@ func (g *generation) appendMessage(m *agentdv1.Message) {
 
 // openRequest describes the bridged servers to the bridge.
 func (g *generation) openRequest(ctx context.Context, bridged []*serverPlan) *bridgev1.OpenSessionRequest {
-	req := &bridgev1.OpenSessionRequest{GenerationId: g.id, Tenant: g.tenant}
+	// The tools come with the session when the cache has them all: the
+	// ListTools call that follows the open is answered without a call.
+	req := &bridgev1.OpenSessionRequest{GenerationId: g.id, Tenant: g.tenant, ListCachedTools: true}
 	if g.plan.agent.McpCache != nil {
 		req.Cache = g.plan.agent.McpCache
 	}

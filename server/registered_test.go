@@ -52,7 +52,7 @@ func TestRegisteredURLServerRefs(t *testing.T) {
 			AllowedTools: []string{"search"},
 		},
 		{Name: "demo", Transport: &bridgev1.ServerSpec_Ref{Ref: "demo"}, ReadTimeout: durationpb.New(30 * time.Second)},
-	}}}
+	}, ListCachedTools: true}}
 	if diff := protoDiff(want, bridge.openRequests()); diff != "" {
 		t.Errorf("OpenSession requests (-want +got):\n%s", diff)
 	}

@@ -272,7 +272,7 @@ func TestGenerateDeclarations(t *testing.T) {
 				Transport:   &bridgev1.ServerSpec_Ref{Ref: "demo"},
 				ReadTimeout: durationpb.New(time.Hour),
 			},
-		}}}
+		}, ListCachedTools: true}}
 		if diff := protoDiff(want, bridge.openRequests()); diff != "" {
 			t.Errorf("OpenSession requests (-want +got):\n%s", diff)
 		}

@@ -379,6 +379,38 @@ func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func
 	return clone(f.tools), false, nil
 }
 
+// Cached returns the tools cached under each of keys, in their order, if
+// the cache holds a fresh entry for every one of them, counting a hit for
+// each; otherwise it returns false and counts nothing, leaving each key to
+// Fetch. It never fetches. enabled overrides the cache's setting as for
+// Fetch: off, nothing is cached. Callers get copies, as from Fetch.
+func (c *Cache) Cached(keys []Key, enabled *bool) ([][]*bridgev1.Tool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	on := c.settings.Enabled
+	if enabled != nil {
+		on = *enabled
+	}
+	if !on {
+		return nil, false
+	}
+	now := time.Now()
+	entries := make([]*entry, len(keys))
+	for i, key := range keys {
+		e, ok := c.entries[key]
+		if !ok || !now.Before(e.expires) {
+			return nil, false
+		}
+		entries[i] = e
+	}
+	out := make([][]*bridgev1.Tool, len(keys))
+	for i, e := range entries {
+		c.count(keys[i], true)
+		out[i] = clone(e.tools)
+	}
+	return out, true
+}
+
 // evict drops expired entries, then the oldest writes, down to MaxEntries.
 // c.mu is held.
 func (c *Cache) evict() {

@@ -490,3 +490,70 @@ func TestProtocolMemory(t *testing.T) {
 		t.Errorf("after Clear: %q", got)
 	}
 }
+
+// TestCached: Cached answers only when every key has a fresh entry,
+// counting a hit for each, and otherwise counts nothing and fetches
+// nothing; its lists are copies (R-C5), and a disabled cache, or a
+// call's override off, has nothing. The clock is a synctest bubble's.
+func TestCached(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 10})
+		var calls atomic.Int32
+		c.Fetch(t.Context(), key("a"), nil, fetcher(&calls, tools("a1", "a2")))
+		c.Fetch(t.Context(), key("b"), nil, fetcher(&calls, tools("b1")))
+		before := c.Stats()
+		off := false
+		for _, tc := range []struct {
+			name    string
+			keys    []Key
+			enabled *bool
+			want    [][]string
+			hits    int64
+		}{
+			{"every key cached", []Key{key("b"), key("a")}, nil, [][]string{{"b1"}, {"a1", "a2"}}, 2},
+			{"no keys", nil, nil, [][]string{}, 0},
+			{"one key not cached", []Key{key("a"), key("c")}, nil, nil, 0},
+			{"the call's override off", []Key{key("a")}, &off, nil, 0},
+		} {
+			lists, ok := c.Cached(tc.keys, tc.enabled)
+			var got [][]string
+			if ok {
+				got = [][]string{}
+				for _, l := range lists {
+					var names []string
+					for _, tool := range l {
+						names = append(names, tool.GetName())
+					}
+					got = append(got, names)
+				}
+			}
+			if ok != (tc.want != nil) || !cmp.Equal(tc.want, got) {
+				t.Errorf("%s: Cached = %v, %v; want %v", tc.name, got, ok, tc.want)
+			}
+			s := c.Stats()
+			if s.Hits-before.Hits != tc.hits || s.Misses != before.Misses {
+				t.Errorf("%s: hits +%d, misses +%d; want +%d, +0", tc.name, s.Hits-before.Hits, s.Misses-before.Misses, tc.hits)
+			}
+			before = s
+		}
+
+		lists, _ := c.Cached([]Key{key("a")}, nil)
+		lists[0][0].Name = "mutated by the caller"
+		if again, _ := c.Cached([]Key{key("a")}, nil); again[0][0].GetName() != "a1" {
+			t.Errorf("R-C5 an entry changed with the list Cached returned: %q", again[0][0].GetName())
+		}
+
+		time.Sleep(time.Minute)
+		if _, ok := c.Cached([]Key{key("a")}, nil); ok {
+			t.Error("Cached answered with an entry whose TTL had passed")
+		}
+		disabled := newCache(t, Settings{Enabled: false, TTL: time.Minute, MaxEntries: 10})
+		if _, ok := disabled.Cached([]Key{key("a")}, nil); ok {
+			t.Error("a disabled cache answered Cached")
+		}
+		if calls.Load() != 2 {
+			t.Errorf("%d fetches, want 2: Cached fetches nothing", calls.Load())
+		}
+	})
+}

@@ -391,9 +391,14 @@ type OpenSessionRequest struct {
 	// are scoped to it.
 	Tenant string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// The generation the session serves, for logs and traces.
-	GenerationId  string `protobuf:"bytes,4,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GenerationId string `protobuf:"bytes,4,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// true: if the schema cache holds the tool list of every server of the
+	// session, SessionOpened carries them (SessionOpened.tools), sparing the
+	// ListTools call that would follow. The bridge connects to no server for
+	// them: a list it would have to fetch is left to ListTools.
+	ListCachedTools bool `protobuf:"varint,5,opt,name=list_cached_tools,json=listCachedTools,proto3" json:"list_cached_tools,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OpenSessionRequest) Reset() {
@@ -452,6 +457,13 @@ func (x *OpenSessionRequest) GetGenerationId() string {
 		return x.GenerationId
 	}
 	return ""
+}
+
+func (x *OpenSessionRequest) GetListCachedTools() bool {
+	if x != nil {
+		return x.ListCachedTools
+	}
+	return false
 }
 
 // OpenSessionResponse is one event of an open session.
@@ -570,7 +582,11 @@ type SessionOpened struct {
 	// agentd closes it while its generation waits for a person and opens
 	// another for the next call. False for a session with a process of its
 	// own or an HTTP MCP session.
-	Resumable     bool `protobuf:"varint,2,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	Resumable bool `protobuf:"varint,2,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	// Set when the request asked for list_cached_tools and the schema cache
+	// held every server's tool list: what ListTools would answer now, each
+	// list a cache hit (counted as one). Unset otherwise: call ListTools.
+	Tools         *ListToolsResponse `protobuf:"bytes,3,opt,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -617,6 +633,13 @@ func (x *SessionOpened) GetResumable() bool {
 		return x.Resumable
 	}
 	return false
+}
+
+func (x *SessionOpened) GetTools() *ListToolsResponse {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
 }
 
 // ToolsChanged reports that a server's tool list changed.
@@ -3490,22 +3513,24 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\tunset_env\x18\x04 \x03(\tR\bunsetEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x01\n" +
 	"\x12OpenSessionRequest\x126\n" +
 	"\aservers\x18\x01 \x03(\v2\x1c.agentd.bridge.v1.ServerSpecR\aservers\x12\x19\n" +
 	"\x05cache\x18\x02 \x01(\bH\x00R\x05cache\x88\x01\x01\x12\x16\n" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12#\n" +
-	"\rgeneration_id\x18\x04 \x01(\tR\fgenerationIdB\b\n" +
+	"\rgeneration_id\x18\x04 \x01(\tR\fgenerationId\x12*\n" +
+	"\x11list_cached_tools\x18\x05 \x01(\bR\x0flistCachedToolsB\b\n" +
 	"\x06_cache\"\xdd\x01\n" +
 	"\x13OpenSessionResponse\x129\n" +
 	"\x06opened\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.SessionOpenedH\x00R\x06opened\x12E\n" +
 	"\rtools_changed\x18\x02 \x01(\v2\x1e.agentd.bridge.v1.ToolsChangedH\x00R\ftoolsChanged\x12;\n" +
 	"\arequest\x18\x03 \x01(\v2\x1f.agentd.bridge.v1.ServerRequestH\x00R\arequestB\a\n" +
-	"\x05event\"L\n" +
+	"\x05event\"\x87\x01\n" +
 	"\rSessionOpened\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1c\n" +
-	"\tresumable\x18\x02 \x01(\bR\tresumable\"/\n" +
+	"\tresumable\x18\x02 \x01(\bR\tresumable\x129\n" +
+	"\x05tools\x18\x03 \x01(\v2#.agentd.bridge.v1.ListToolsResponseR\x05tools\"/\n" +
 	"\fToolsChanged\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\"4\n" +
@@ -3813,73 +3838,74 @@ var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
 	39, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
-	12, // 10: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
-	13, // 11: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	56, // 12: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	14, // 13: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
-	51, // 14: agentd.bridge.v1.CallToolRequest.input_responses:type_name -> agentd.bridge.v1.CallToolRequest.InputResponsesEntry
-	17, // 15: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
-	18, // 16: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
-	55, // 17: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
-	52, // 18: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	53, // 19: agentd.bridge.v1.StreamedToolCall.input_responses:type_name -> agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
-	22, // 20: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
-	21, // 21: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
-	20, // 22: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
-	57, // 23: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
-	24, // 24: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
-	23, // 25: agentd.bridge.v1.CallToolResponse.input_required:type_name -> agentd.bridge.v1.InputRequired
-	54, // 26: agentd.bridge.v1.InputRequired.requests:type_name -> agentd.bridge.v1.InputRequired.RequestsEntry
-	0,  // 27: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
-	27, // 28: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	55, // 29: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
-	27, // 30: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	1,  // 31: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	55, // 32: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
-	27, // 33: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	38, // 34: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	42, // 35: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
-	43, // 36: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
-	40, // 37: agentd.bridge.v1.ServerRequest.sampling:type_name -> agentd.bridge.v1.SamplingRequest
-	41, // 38: agentd.bridge.v1.SamplingRequest.messages:type_name -> agentd.bridge.v1.SamplingMessage
-	56, // 39: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
-	47, // 40: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
-	21, // 41: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
-	45, // 42: agentd.bridge.v1.AnswerServerRequestRequest.deferred:type_name -> agentd.bridge.v1.Deferred
-	46, // 43: agentd.bridge.v1.AnswerServerRequestRequest.sampling:type_name -> agentd.bridge.v1.SamplingResult
-	56, // 44: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	47, // 45: agentd.bridge.v1.CallToolRequest.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
-	47, // 46: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
-	43, // 47: agentd.bridge.v1.InputRequired.RequestsEntry.value:type_name -> agentd.bridge.v1.Elicitation
-	4,  // 48: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 49: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 50: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 51: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	16, // 52: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
-	44, // 53: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
-	25, // 54: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	28, // 55: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	30, // 56: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	32, // 57: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	34, // 58: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	36, // 59: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 60: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 61: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 62: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	22, // 63: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 64: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
-	48, // 65: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
-	26, // 66: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	29, // 67: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	31, // 68: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	33, // 69: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	35, // 70: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	37, // 71: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	60, // [60:72] is the sub-list for method output_type
-	48, // [48:60] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	11, // 10: agentd.bridge.v1.SessionOpened.tools:type_name -> agentd.bridge.v1.ListToolsResponse
+	12, // 11: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
+	13, // 12: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
+	56, // 13: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	14, // 14: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
+	51, // 15: agentd.bridge.v1.CallToolRequest.input_responses:type_name -> agentd.bridge.v1.CallToolRequest.InputResponsesEntry
+	17, // 16: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
+	18, // 17: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
+	55, // 18: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	52, // 19: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	53, // 20: agentd.bridge.v1.StreamedToolCall.input_responses:type_name -> agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
+	22, // 21: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
+	21, // 22: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
+	20, // 23: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
+	57, // 24: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	24, // 25: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
+	23, // 26: agentd.bridge.v1.CallToolResponse.input_required:type_name -> agentd.bridge.v1.InputRequired
+	54, // 27: agentd.bridge.v1.InputRequired.requests:type_name -> agentd.bridge.v1.InputRequired.RequestsEntry
+	0,  // 28: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
+	27, // 29: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	55, // 30: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	27, // 31: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	1,  // 32: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
+	55, // 33: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	27, // 34: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
+	38, // 35: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
+	42, // 36: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
+	43, // 37: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
+	40, // 38: agentd.bridge.v1.ServerRequest.sampling:type_name -> agentd.bridge.v1.SamplingRequest
+	41, // 39: agentd.bridge.v1.SamplingRequest.messages:type_name -> agentd.bridge.v1.SamplingMessage
+	56, // 40: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
+	47, // 41: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
+	21, // 42: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
+	45, // 43: agentd.bridge.v1.AnswerServerRequestRequest.deferred:type_name -> agentd.bridge.v1.Deferred
+	46, // 44: agentd.bridge.v1.AnswerServerRequestRequest.sampling:type_name -> agentd.bridge.v1.SamplingResult
+	56, // 45: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	47, // 46: agentd.bridge.v1.CallToolRequest.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	47, // 47: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	43, // 48: agentd.bridge.v1.InputRequired.RequestsEntry.value:type_name -> agentd.bridge.v1.Elicitation
+	4,  // 49: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 50: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 51: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 52: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 53: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	44, // 54: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
+	25, // 55: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	28, // 56: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	30, // 57: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	32, // 58: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	34, // 59: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	36, // 60: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	5,  // 61: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 62: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 63: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	22, // 64: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 65: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	48, // 66: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
+	26, // 67: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	29, // 68: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	31, // 69: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	33, // 70: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	35, // 71: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	37, // 72: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	61, // [61:73] is the sub-list for method output_type
+	49, // [49:61] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }

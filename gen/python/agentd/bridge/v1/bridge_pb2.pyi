@@ -296,16 +296,18 @@ class ListToolsResponse(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[_Union[ServerTools, _Mapping]]] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
-    __slots__ = ["cache", "generation_id", "servers", "tenant"]
+    __slots__ = ["cache", "generation_id", "list_cached_tools", "servers", "tenant"]
     CACHE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIST_CACHED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     cache: bool
     generation_id: str
+    list_cached_tools: bool
     servers: _containers.RepeatedCompositeFieldContainer[ServerSpec]
     tenant: str
-    def __init__(self, servers: _Optional[_Iterable[_Union[ServerSpec, _Mapping]]] = ..., cache: bool = ..., tenant: _Optional[str] = ..., generation_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, servers: _Optional[_Iterable[_Union[ServerSpec, _Mapping]]] = ..., cache: bool = ..., tenant: _Optional[str] = ..., generation_id: _Optional[str] = ..., list_cached_tools: bool = ...) -> None: ...
 
 class OpenSessionResponse(_message.Message):
     __slots__ = ["opened", "request", "tools_changed"]
@@ -428,12 +430,14 @@ class ServerTools(_message.Message):
     def __init__(self, server_name: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., cache_hit: bool = ...) -> None: ...
 
 class SessionOpened(_message.Message):
-    __slots__ = ["resumable", "session_id"]
+    __slots__ = ["resumable", "session_id", "tools"]
     RESUMABLE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     resumable: bool
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., resumable: bool = ...) -> None: ...
+    tools: ListToolsResponse
+    def __init__(self, session_id: _Optional[str] = ..., resumable: bool = ..., tools: _Optional[_Union[ListToolsResponse, _Mapping]] = ...) -> None: ...
 
 class StdioTarget(_message.Message):
     __slots__ = ["args", "command", "env", "unset_env"]
