@@ -38,11 +38,13 @@ func TestMain(m *testing.M) {
 }
 
 // dial serves register's services on an in-memory listener and returns a
-// client connection to them; both close when the test ends.
+// client connection to them; both close when the test ends, the server
+// once every handler has returned: a generation's handler may still be
+// writing to the store as its stream ends, and the store closes after.
 func dial(t *testing.T, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.WaitForHandlers(true))
 	register(srv)
 	served := make(chan struct{})
 	go func() {
