@@ -458,12 +458,25 @@ func TestAdoptionResealsUnderTheCurrentKey(t *testing.T) {
 		}
 		return cp.GetKeyId()
 	}
+	// slowStarts counts the slow calls whose start is in the store: a
+	// replica cut off before its slow call's start was stored would leave
+	// the call to the next one, which would run it and hang in it.
+	slowStarts := func(id string) int {
+		n := 0
+		for _, ev := range storedEvents(t, &pausable{store: st}, id) {
+			if ev.GetToolCallStarted().GetToolName() == "slow" {
+				n++
+			}
+		}
+		return n
+	}
 
 	gensA := &severable{Generations: st.Generations()}
 	a := sealingReplica(t, "replica-a", st, gensA, newBridge(), keyring(t, 1), recordingScript())
 	t.Cleanup(func() { gensA.dead.Store(false) })
 	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
 	waitRecord(t, st.Generations(), id, func(g store.Generation) bool { return keyID(g) == keyring(t, 1).ID() })
+	waitFor(t, func() bool { return slowStarts(id) == 1 })
 	gensA.dead.Store(true)
 
 	// replica-b rotated: key 2 is current, key 1 previous. It adopts the
@@ -474,6 +487,7 @@ func TestAdoptionResealsUnderTheCurrentKey(t *testing.T) {
 	waitRecord(t, st.Generations(), id, func(g store.Generation) bool {
 		return g.Lease.Owner == "replica-b" && keyID(g) == keyring(t, 2).ID()
 	})
+	waitFor(t, func() bool { return slowStarts(id) == 2 }) // its second turn's
 	gensB.dead.Store(true)
 
 	// replica-c has dropped key 1.

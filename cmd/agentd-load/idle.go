@@ -98,6 +98,9 @@ func idleClientsIfAsked() {
 }
 
 func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	// The child's stderr, which os/exec copies in a goroutine of its own,
+	// and this process's progress lines share stderr.
+	stderr = &lockedWriter{w: stderr}
 	start, err := idleStart()
 	if err != nil {
 		return err
@@ -224,6 +227,18 @@ func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return errFailed
 	}
 	return nil
+}
+
+// lockedWriter serializes the writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // settleSessions bounds how long settledSessions waits.
