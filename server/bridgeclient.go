@@ -80,7 +80,8 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 	if s.resumable {
 		// Closed while the generation waits for a person, and opened
 		// again for its next call (replicaSession.park).
-		return &replicaSession{b: b, req: laterOpen(req), life: ctx, asks: asks, cur: s, opens: 1}, nil
+		later := laterOpen(req)
+		return &replicaSession{b: b, req: later, reopen: later, life: ctx, asks: asks, cur: s, opens: 1}, nil
 	}
 	return s, nil
 }

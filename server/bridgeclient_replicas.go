@@ -102,15 +102,20 @@ func (s *bridgeSession) gone(ctx context.Context, err error) bool {
 	}
 }
 
-// replicaSession is a generation's session on replicated bridges, or on
-// any bridge whose session is resumable: the current bridge session,
-// replaced when it is lost (replicated bridges), or, if resumable, closed
-// while the generation waits for a person and replaced by another for the
-// generation's next call (park), so that a waiting generation holds no
-// bridge stream at all.
+// replicaSession is a generation's session on replicated bridges, or a
+// resumable session on the embedded bridge: the current bridge session,
+// replaced when it is lost (replicated bridges), or, if resumable and
+// embedded, closed while the generation waits for a person and replaced
+// by another for the generation's next call (park), so that a waiting
+// generation holds no bridge stream at all. (On replicated bridges the
+// next session may open on another replica, with another shared process,
+// so a waiting generation keeps its session there.)
 type replicaSession struct {
-	b   *bridgeClient
-	req *bridgev1.OpenSessionRequest
+	b *bridgeClient
+	// req opens the generation's first session; reopen every later one,
+	// which need not bring the tool lists (laterOpen). Neither changes.
+	req, reopen *bridgev1.OpenSessionRequest
+	first       bool // no session opened yet: the next opens with req
 	// life is the context OpenSession was given: the lifetime of every
 	// session this one opens, as Bridge.OpenSession says.
 	life context.Context
@@ -134,10 +139,11 @@ type replicaSession struct {
 }
 
 func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSessionRequest, asks ServerRequests) (BridgeSession, error) {
-	r := &replicaSession{b: b, req: req, life: ctx, asks: asks}
+	r := &replicaSession{b: b, req: req, reopen: laterOpen(req), first: true, life: ctx, asks: asks}
 	if _, err := r.session(); err != nil {
 		return nil, err
 	}
+	r.release()
 	return r, nil
 }
 
@@ -165,17 +171,21 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 		if r.b.replicated {
 			pin = sessionpin.New(r.avoid)
 		}
-		s, err := r.b.open(r.life, r.req, pin, r.asks)
+		req := r.reopen
+		if r.first {
+			req = r.req
+		}
+		s, err := r.b.open(r.life, req, pin, r.asks)
 		if err != nil {
 			if pin == nil || fault.KindOf(err) != fault.Unavailable || r.opens >= maxSessionOpens {
+				r.parked = resume // a resume that failed is still one: the next call tries again
 				return nil, err
 			}
 			r.avoid = pin.Addr()
 			continue
 		}
-		// The generation has its tools: a later session need not bring them.
-		r.req = laterOpen(r.req)
-		if r.opens > 1 && !resume {
+		r.first = false
+		if r.opens > 1 && !resume && r.b.log != nil {
 			r.b.log.InfoContext(r.life, "generation continues on a new bridge session", "generation", r.req.GetGenerationId(), "bridge", s.addr, "opens", r.opens)
 		}
 		r.cur = s
@@ -226,12 +236,13 @@ func (r *replicaSession) ListTools(ctx context.Context) ([]*bridgev1.ServerTools
 			return nil, err
 		}
 		tools, err := s.ListTools(ctx)
-		r.release()
 		var lost *errSessionLost
 		if !errors.As(err, &lost) {
+			r.release()
 			return tools, err
 		}
-		r.lose(s, lost)
+		r.lose(s, lost) // before the release: a park meanwhile must not take the lost session for idle
+		r.release()
 	}
 }
 
@@ -242,12 +253,13 @@ func (r *replicaSession) CallTool(ctx context.Context, server, tool, arguments s
 			return nil, err
 		}
 		res, err := s.CallTool(ctx, server, tool, arguments)
-		r.release()
 		var lost *errSessionLost
 		if !errors.As(err, &lost) {
+			r.release()
 			return res, err
 		}
-		r.lose(s, lost)
+		r.lose(s, lost) // before the release, as in ListTools
+		r.release()
 		if lost.sent {
 			return &bridgev1.CallToolResponse{IsError: true, Output: lostCallOutput(server)}, nil
 		}
@@ -255,14 +267,15 @@ func (r *replicaSession) CallTool(ctx context.Context, server, tool, arguments s
 }
 
 // park readies the session for a wait that may last hours. A resumable
-// session that no call uses closes, in the background (Close joins it),
-// and the generation's next call opens another: the generation then holds
-// no stream of the bridge's, on either end, while it waits. Any other
-// session parks its tool-call stream (bridgeSession.park).
+// session on the embedded bridge that no call uses closes, in the
+// background (Close joins it), and the generation's next call opens
+// another: the generation then holds no stream of the bridge's, on either
+// end, while it waits. Any other session parks its tool-call stream
+// (bridgeSession.park).
 func (r *replicaSession) park() {
 	r.mu.Lock()
 	s := r.cur
-	closes := s != nil && s.resumable && r.busy == 0
+	closes := s != nil && s.resumable && !r.b.replicated && r.busy == 0
 	if closes {
 		r.cur, r.parked = nil, true
 	}

@@ -549,24 +549,35 @@ func TestBridgeCallStreamParks(t *testing.T) {
 
 // TestBridgeSessionResumes: a generation that waits for its client's
 // approval, with no call in flight, closes its bridge session altogether
-// if the bridge said it is resumable (its servers are shared processes:
-// it holds nothing of its own), and the approved call runs on a session
-// opened for it; the generation completes and closes that one. A session
-// that is not resumable stays open through the wait (only its idle
-// tool-call stream parks: TestBridgeCallStreamParks).
+// if the embedded bridge said it is resumable (its servers are shared
+// processes: it holds nothing of its own), and the approved call runs on
+// a session opened for it; the generation completes and closes that one.
+// A session that is not resumable stays open through the wait (only its
+// idle tool-call stream parks: TestBridgeCallStreamParks), and so does one
+// on replicated bridges, whose next session could open on another replica
+// with another shared process.
 func TestBridgeSessionResumes(t *testing.T) {
 	t.Parallel()
+	embedded := func(t *testing.T, fake *fakeBridgeService) server.Bridge {
+		return server.NewBridgeClient(dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) }))
+	}
+	replicated := func(t *testing.T, fake *fakeBridgeService) server.Bridge {
+		return replicatedClient(t, startReplica(t, "only", fake))
+	}
 	for _, tc := range []struct {
+		name      string
 		resumable bool
+		bridge    func(*testing.T, *fakeBridgeService) server.Bridge
 		// openDuringWait: the sessions open while the approval waits;
 		// sessions: those the calls ran on.
 		openDuringWait int
 		sessions       []string
 	}{
-		{true, 0, []string{"sess-1", "sess-2"}},
-		{false, 1, []string{"sess-1", "sess-1"}},
+		{"resumable", true, embedded, 0, []string{"sess-1", "sess-2"}},
+		{"not resumable", false, embedded, 1, []string{"sess-1", "sess-1"}},
+		{"resumable on replicated bridges", true, replicated, 1, []string{"sess-1", "sess-1"}},
 	} {
-		t.Run(fmt.Sprintf("resumable=%v", tc.resumable), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var sessions []string
@@ -582,8 +593,7 @@ func TestBridgeSessionResumes(t *testing.T) {
 					return &bridgev1.CallToolResponse{Output: req.GetToolName() + " ok"}, nil
 				},
 			}
-			conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
-			client := newClient(t, server.NewBridgeClient(conn), recordingScript())
+			client := newClient(t, tc.bridge(t, fake), recordingScript())
 			agent := &agentdv1.Agent{
 				Provider:         "script",
 				Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
@@ -597,8 +607,8 @@ func TestBridgeSessionResumes(t *testing.T) {
 			}
 			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
 				if r := ev.GetApprovalRequest(); r != nil {
-					if tc.resumable {
-						waitFor(t, func() bool { return open() == 0 })
+					if tc.openDuringWait == 0 {
+						waitFor(t, func() bool { return open() == 0 }) // closed in the background
 					}
 					if n := open(); n != tc.openDuringWait {
 						t.Errorf("%d bridge sessions open while the approval waits, want %d", n, tc.openDuringWait)
@@ -699,5 +709,56 @@ func TestBridgeSessionBringsTools(t *testing.T) {
 				t.Errorf("list_cached_tools of the sessions opened, the first and the one after the wait (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBridgeSessionKeptWhileCallsRun: a wait that begins while a call of
+// the same turn is under way (started, even if it has not reached the
+// bridge yet) keeps a resumable session: the call is using it, and closing
+// it would only make the call open another.
+func TestBridgeSessionKeptWhileCallsRun(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var sessions []string
+	fake := &fakeBridgeService{
+		resumable: true,
+		onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+			return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
+		},
+		onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+			if req.GetToolName() == "read" {
+				<-release
+			}
+			mu.Lock()
+			sessions = append(sessions, req.GetSessionId())
+			mu.Unlock()
+			return &bridgev1.CallToolResponse{Output: req.GetToolName() + " ok"}, nil
+		},
+	}
+	conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
+	client := newClient(t, server.NewBridgeClient(conn), recordingScript())
+	agent := &agentdv1.Agent{
+		Provider:         "script",
+		Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
+		RequiresApproval: []string{"write"},
+		ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "read"}, {"name": "write"}]}, {"text": "done"}]}`),
+	}
+	_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
+		if r := ev.GetApprovalRequest(); r != nil {
+			close(release)
+			_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+		}
+	})
+	wantCode(t, st, codes.OK)
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"sess-1", "sess-1"}, sessions); diff != "" {
+		t.Errorf("the sessions the calls ran on (-want +got):\n%s", diff)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.opened != 1 {
+		t.Errorf("%d sessions opened, want 1", fake.opened)
 	}
 }

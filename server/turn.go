@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -32,6 +33,9 @@ type turnRun struct {
 	cancel  context.CancelCauseFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex // guards results against the MCP calls' goroutines
+	// mcpCalls counts the turn's MCP calls under way: while any is, the
+	// session is in use and the wait does not park it.
+	mcpCalls atomic.Int32
 
 	approvals map[string]int                       // pending approval request id → call index
 	requests  map[string]*agentdv1.ApprovalRequest // pending approval requests by id
@@ -263,7 +267,9 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 	if owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION {
 		return r.askFunction(i)
 	}
+	r.mcpCalls.Add(1)
 	r.wg.Go(func() {
+		defer r.mcpCalls.Add(-1)
 		// Write-ahead (X-G3): the call runs once its start is in the
 		// store, so that a replica adopting the generation knows it may
 		// have run. Calls started together wait for one write.
@@ -420,8 +426,12 @@ func (r *turnRun) awaitAnswers() (err error) {
 		g.setState(store.Waiting, r)
 		defer g.setState(store.Running, r)
 	}
-	if p, ok := g.session.(parker); ok {
-		p.park() // a person may take hours: the session holds no idle stream meanwhile
+	if p, ok := g.session.(parker); ok && r.mcpCalls.Load() == 0 {
+		// A person may take hours: the session holds no idle stream
+		// meanwhile. While calls of the turn run (they may not have
+		// reached the session yet), it is in use: parking it would only
+		// make them open another.
+		p.park()
 	}
 	defer func() {
 		// A pause keeps the link waiting: if the client goes away while

@@ -577,11 +577,13 @@ type SessionOpened struct {
 	// Use it in every other call of the session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// True when the session holds nothing of its own: every server of it is
-	// a stdio server whose one process many sessions share. Closing such a
-	// session and opening another with the same request loses nothing, so
-	// agentd closes it while its generation waits for a person and opens
-	// another for the next call. False for a session with a process of its
-	// own or an HTTP MCP session.
+	// a stdio server whose one process many sessions share. Another session
+	// opened on this bridge with the same request reaches the same
+	// processes, so agentd, with the embedded bridge, closes such a session
+	// while its generation waits for a person and opens another for the next
+	// call. A shared process that no session holds for idle_timeout may be
+	// stopped meanwhile, as between any two sessions. False for a session
+	// with a process of its own or an HTTP MCP session.
 	Resumable bool `protobuf:"varint,2,opt,name=resumable,proto3" json:"resumable,omitempty"`
 	// Set when the request asked for list_cached_tools and the schema cache
 	// held every server's tool list: what ListTools would answer now, each

@@ -294,11 +294,13 @@ export type SessionOpened = Message<"agentd.bridge.v1.SessionOpened"> & {
 
   /**
    * True when the session holds nothing of its own: every server of it is
-   * a stdio server whose one process many sessions share. Closing such a
-   * session and opening another with the same request loses nothing, so
-   * agentd closes it while its generation waits for a person and opens
-   * another for the next call. False for a session with a process of its
-   * own or an HTTP MCP session.
+   * a stdio server whose one process many sessions share. Another session
+   * opened on this bridge with the same request reaches the same
+   * processes, so agentd, with the embedded bridge, closes such a session
+   * while its generation waits for a person and opens another for the next
+   * call. A shared process that no session holds for idle_timeout may be
+   * stopped meanwhile, as between any two sessions. False for a session
+   * with a process of its own or an HTTP MCP session.
    *
    * @generated from field: bool resumable = 2;
    */
