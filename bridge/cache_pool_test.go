@@ -101,15 +101,7 @@ func TestOpenWithCachedTools(t *testing.T) {
 	off := false
 	opened := func(req *bridgev1.OpenSessionRequest) *bridgev1.SessionOpened {
 		t.Helper()
-		stream, err := f.client.OpenSession(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return first.GetOpened()
+		return openedBy(t, f.client, req)
 	}
 	stats := func() *bridgev1.GetCacheStatsResponse {
 		t.Helper()

@@ -145,6 +145,21 @@ func open(t *testing.T, ctx context.Context, client bridgev1.BridgeServiceClient
 	return id, stream
 }
 
+// openedBy opens a session with req on client and returns its first
+// event, the SessionOpened; the session lives until the test ends.
+func openedBy(t *testing.T, client bridgev1.BridgeServiceClient, req *bridgev1.OpenSessionRequest) *bridgev1.SessionOpened {
+	t.Helper()
+	stream, err := client.OpenSession(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetOpened()
+}
+
 // refSpec declares a registered server.
 func refSpec(name, ref string) *bridgev1.ServerSpec {
 	return &bridgev1.ServerSpec{Name: name, Transport: &bridgev1.ServerSpec_Ref{Ref: ref}, ReadTimeout: durationpb.New(roomyTimeout)}

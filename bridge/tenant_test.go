@@ -132,15 +132,7 @@ func TestSessionResumable(t *testing.T) {
 	})
 	opened := func(specs ...*bridgev1.ServerSpec) *bridgev1.SessionOpened {
 		t.Helper()
-		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name(), Tenant: "acme"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.GetOpened()
+		return openedBy(t, f.client, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name(), Tenant: "acme"})
 	}
 	shared := []*bridgev1.ServerSpec{refSpec("mine", "pertenant"), refSpec("all", "global")}
 	for _, tc := range []struct {

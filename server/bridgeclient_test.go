@@ -504,9 +504,7 @@ func TestBridgeCallStreamParks(t *testing.T) {
 	var opened atomic.Int32
 	ended := make(chan struct{}, 4)
 	fake := &fakeBridgeService{
-		onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
-			return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
-		},
+		onList: listFiles,
 		onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
 			return &bridgev1.CallToolResponse{Output: req.GetToolName() + " ok"}, nil
 		},
@@ -517,12 +515,7 @@ func TestBridgeCallStreamParks(t *testing.T) {
 	}
 	conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
 	client := newClient(t, server.NewBridgeClient(conn), recordingScript())
-	agent := &agentdv1.Agent{
-		Provider:         "script",
-		Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
-		RequiresApproval: []string{"write"},
-		ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "read"}, {"name": "read"}]}, {"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`),
-	}
+	agent := writeGated(t, `{"turns": [{"tool_calls": [{"name": "read"}, {"name": "read"}]}, {"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`)
 	events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
 		if r := ev.GetApprovalRequest(); r != nil {
 			<-ended // the stream the reads used, parked
@@ -583,9 +576,7 @@ func TestBridgeSessionResumes(t *testing.T) {
 			var sessions []string
 			fake := &fakeBridgeService{
 				resumable: tc.resumable,
-				onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
-					return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
-				},
+				onList: listFiles,
 				onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
 					mu.Lock()
 					sessions = append(sessions, req.GetSessionId())
@@ -594,12 +585,7 @@ func TestBridgeSessionResumes(t *testing.T) {
 				},
 			}
 			client := newClient(t, tc.bridge(t, fake), recordingScript())
-			agent := &agentdv1.Agent{
-				Provider:         "script",
-				Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
-				RequiresApproval: []string{"write"},
-				ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "read"}]}, {"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`),
-			}
+			agent := writeGated(t, `{"turns": [{"tool_calls": [{"name": "read"}]}, {"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`)
 			open := func() int {
 				fake.mu.Lock()
 				defer fake.mu.Unlock()
@@ -659,21 +645,14 @@ func TestBridgeSessionBringsTools(t *testing.T) {
 					mu.Unlock()
 					return nil
 				},
-				onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
-					return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
-				},
+				onList: listFiles,
 				onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
 					return &bridgev1.CallToolResponse{Output: req.GetToolName() + " ok"}, nil
 				},
 			}
 			conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
 			client := newClient(t, server.NewBridgeClient(conn), recordingScript())
-			agent := &agentdv1.Agent{
-				Provider:         "script",
-				Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
-				RequiresApproval: []string{"write"},
-				ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`),
-			}
+			agent := writeGated(t, `{"turns": [{"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`)
 			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
 				if r := ev.GetApprovalRequest(); r != nil {
 					_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
@@ -723,9 +702,7 @@ func TestBridgeSessionKeptWhileCallsRun(t *testing.T) {
 	var sessions []string
 	fake := &fakeBridgeService{
 		resumable: true,
-		onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
-			return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
-		},
+		onList: listFiles,
 		onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
 			if req.GetToolName() == "read" {
 				<-release
@@ -738,12 +715,7 @@ func TestBridgeSessionKeptWhileCallsRun(t *testing.T) {
 	}
 	conn := dial(t, func(r grpc.ServiceRegistrar) { bridgev1.RegisterBridgeServiceServer(r, fake) })
 	client := newClient(t, server.NewBridgeClient(conn), recordingScript())
-	agent := &agentdv1.Agent{
-		Provider:         "script",
-		Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
-		RequiresApproval: []string{"write"},
-		ProviderOptions:  script(t, `{"turns": [{"tool_calls": [{"name": "read"}, {"name": "write"}]}, {"text": "done"}]}`),
-	}
+	agent := writeGated(t, `{"turns": [{"tool_calls": [{"name": "read"}, {"name": "write"}]}, {"text": "done"}]}`)
 	_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
 		if r := ev.GetApprovalRequest(); r != nil {
 			close(release)
@@ -760,5 +732,23 @@ func TestBridgeSessionKeptWhileCallsRun(t *testing.T) {
 	defer fake.mu.Unlock()
 	if fake.opened != 1 {
 		t.Errorf("%d sessions opened, want 1", fake.opened)
+	}
+}
+
+// listFiles answers ListTools with the files server's read and write.
+func listFiles(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+	return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "read", "write")}}, nil
+}
+
+// writeGated is an agent of the script provider playing turns, whose one
+// server, files (listFiles), offers read and write, write needing an
+// approval.
+func writeGated(t *testing.T, turns string) *agentdv1.Agent {
+	t.Helper()
+	return &agentdv1.Agent{
+		Provider:         "script",
+		Mcps:             []*agentdv1.MCPServer{refServer("files", "files")},
+		RequiresApproval: []string{"write"},
+		ProviderOptions:  script(t, turns),
 	}
 }
