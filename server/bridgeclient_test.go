@@ -576,7 +576,7 @@ func TestBridgeSessionResumes(t *testing.T) {
 			var sessions []string
 			fake := &fakeBridgeService{
 				resumable: tc.resumable,
-				onList: listFiles,
+				onList:    listFiles,
 				onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
 					mu.Lock()
 					sessions = append(sessions, req.GetSessionId())
@@ -702,7 +702,7 @@ func TestBridgeSessionKeptWhileCallsRun(t *testing.T) {
 	var sessions []string
 	fake := &fakeBridgeService{
 		resumable: true,
-		onList: listFiles,
+		onList:    listFiles,
 		onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
 			if req.GetToolName() == "read" {
 				<-release
