@@ -522,16 +522,11 @@ func TestBridgeCallStreamParks(t *testing.T) {
 			if opened.Load() != 1 {
 				t.Errorf("%d CallTools streams before the approval, want 1", opened.Load())
 			}
-			_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+			_ = s.Send(approve(r.GetId(), "", true))
 		}
 	})
 	wantCode(t, st, codes.OK)
-	var outputs []string
-	for _, ev := range events {
-		if f := ev.GetToolCallFinished(); f != nil {
-			outputs = append(outputs, f.GetOutput())
-		}
-	}
+	outputs := toolOutputs(events)
 	if diff := cmp.Diff([]string{"read ok", "read ok", "write ok"}, outputs); diff != "" {
 		t.Errorf("tool outputs (-want +got):\n%s", diff)
 	}
@@ -599,16 +594,11 @@ func TestBridgeSessionResumes(t *testing.T) {
 					if n := open(); n != tc.openDuringWait {
 						t.Errorf("%d bridge sessions open while the approval waits, want %d", n, tc.openDuringWait)
 					}
-					_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+					_ = s.Send(approve(r.GetId(), "", true))
 				}
 			})
 			wantCode(t, st, codes.OK)
-			var outputs []string
-			for _, ev := range events {
-				if f := ev.GetToolCallFinished(); f != nil {
-					outputs = append(outputs, f.GetOutput())
-				}
-			}
+			outputs := toolOutputs(events)
 			if diff := cmp.Diff([]string{"read ok", "write ok"}, outputs); diff != "" {
 				t.Errorf("tool outputs (-want +got):\n%s", diff)
 			}
@@ -655,7 +645,7 @@ func TestBridgeSessionBringsTools(t *testing.T) {
 			agent := writeGated(t, `{"turns": [{"tool_calls": [{"name": "write"}]}, {"text": "done"}]}`)
 			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
 				if r := ev.GetApprovalRequest(); r != nil {
-					_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+					_ = s.Send(approve(r.GetId(), "", true))
 				}
 			})
 			wantCode(t, st, codes.OK)
@@ -719,7 +709,7 @@ func TestBridgeSessionKeptWhileCallsRun(t *testing.T) {
 	_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
 		if r := ev.GetApprovalRequest(); r != nil {
 			close(release)
-			_ = s.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{RequestId: r.GetId(), Approved: true}}})
+			_ = s.Send(approve(r.GetId(), "", true))
 		}
 	})
 	wantCode(t, st, codes.OK)
@@ -751,4 +741,15 @@ func writeGated(t *testing.T, turns string) *agentdv1.Agent {
 		RequiresApproval: []string{"write"},
 		ProviderOptions:  script(t, turns),
 	}
+}
+
+// toolOutputs are the outputs of the tool_call_finished events, in order.
+func toolOutputs(events []*agentdv1.GenerateResponse) []string {
+	var out []string
+	for _, ev := range events {
+		if f := ev.GetToolCallFinished(); f != nil {
+			out = append(out, f.GetOutput())
+		}
+	}
+	return out
 }
