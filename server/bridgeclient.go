@@ -80,8 +80,7 @@ func (b *bridgeClient) OpenSession(ctx context.Context, req *bridgev1.OpenSessio
 	if s.resumable {
 		// Closed while the generation waits for a person, and opened
 		// again for its next call (replicaSession.park).
-		later := laterOpen(req)
-		return &replicaSession{b: b, req: later, reopen: later, life: ctx, asks: asks, cur: s, opens: 1}, nil
+		return &replicaSession{b: b, req: req, life: ctx, asks: asks, cur: s, opens: 1}, nil
 	}
 	return s, nil
 }

@@ -112,8 +112,9 @@ func (s *bridgeSession) gone(ctx context.Context, err error) bool {
 // so a waiting generation keeps its session there.)
 type replicaSession struct {
 	b *bridgeClient
-	// req opens the generation's first session; reopen every later one,
-	// which need not bring the tool lists (laterOpen). Neither changes.
+	// req opens the generation's first session and never changes; reopen
+	// opens every later one, which need not bring the tool lists
+	// (laterOpen), made under mu when first needed.
 	req, reopen *bridgev1.OpenSessionRequest
 	first       bool // no session opened yet: the next opens with req
 	// life is the context OpenSession was given: the lifetime of every
@@ -139,7 +140,7 @@ type replicaSession struct {
 }
 
 func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSessionRequest, asks ServerRequests) (BridgeSession, error) {
-	r := &replicaSession{b: b, req: req, reopen: laterOpen(req), first: true, life: ctx, asks: asks}
+	r := &replicaSession{b: b, req: req, first: true, life: ctx, asks: asks}
 	if _, err := r.session(); err != nil {
 		return nil, err
 	}
@@ -171,9 +172,12 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 		if r.b.replicated {
 			pin = sessionpin.New(r.avoid)
 		}
-		req := r.reopen
-		if r.first {
-			req = r.req
+		req := r.req
+		if !r.first {
+			if r.reopen == nil {
+				r.reopen = laterOpen(r.req)
+			}
+			req = r.reopen
 		}
 		s, err := r.b.open(r.life, req, pin, r.asks)
 		if err != nil {
