@@ -306,7 +306,7 @@ func (s *session) listTools(ctx context.Context, names []string) ([]*bridgev1.Se
 func (s *session) cachedTools() ([]*bridgev1.ServerTools, bool) {
 	keys := make([]schemacache.Key, len(s.servers))
 	for i, srv := range s.servers {
-		if srv.target.oauth {
+		if use := srv.cacheUse(); use != nil && !*use {
 			return nil, false
 		}
 		keys[i] = srv.target.key
@@ -322,17 +322,22 @@ func (s *session) cachedTools() ([]*bridgev1.ServerTools, bool) {
 	return out, true
 }
 
+// cacheUse is the cache setting of the server's tool list: the session's
+// override (nil: the cache's own setting), or off for a server agentd
+// authorizes per end user, which may list different tools to each while
+// the bridge does not know whose token it holds: its list is never cached
+// (X-M1).
+func (srv *server) cacheUse() *bool {
+	if srv.target.oauth {
+		return new(bool)
+	}
+	return srv.sess.useCache
+}
+
 // listTools lists the server's tools, from the cache when it can: a hit
 // connects to nothing.
 func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {
-	use := srv.sess.useCache
-	if srv.target.oauth {
-		// A server agentd authorizes per end user may list different
-		// tools to each, and the bridge does not know whose token it
-		// holds: its list is never cached (X-M1).
-		use = new(bool)
-	}
-	tools, hit, err := srv.sess.cache.FetchTTL(ctx, srv.target.key, use, srv.fetchTools)
+	tools, hit, err := srv.sess.cache.FetchTTL(ctx, srv.target.key, srv.cacheUse(), srv.fetchTools)
 	if err != nil {
 		return nil, err
 	}
