@@ -101,8 +101,9 @@ type Request struct {
 	// bridged MCP servers, in that order.
 	Tools []*agentdv1.FunctionTool
 	// ToolParameters, when it has one entry per tool, holds Tools[i]'s
-	// parameters as ToolParametersJSON encodes them, encoded once by the
-	// caller for all the turns that offer the same tools: a schema does not
+	// parameters as ToolParametersJSON encodes them (its output and nothing
+	// else: adapters append the bytes to a body unchecked), encoded once by
+	// the caller for all the turns that offer the same tools: a schema does not
 	// change during a generation, and converting it from structpb and
 	// encoding it again on every turn was a sixth of the bytes agentd
 	// allocated (issue 15). Otherwise (nil) adapters encode each tool's
@@ -147,14 +148,23 @@ func toolParameters(t *agentdv1.FunctionTool) any {
 
 // Parameters is Tools[i]'s parameters for a JSON request body (which
 // json.Marshal encodes): the bytes of ToolParameters when the caller
-// encoded them, else the schema as a map, which encodes to the same bytes
-// (as one turn of an adapter used alone would).
+// encoded them, as CompactJSON, else the schema as a map, which encodes
+// to the same bytes (as one turn of an adapter used alone would).
 func (r *Request) Parameters(i int) any {
 	if len(r.ToolParameters) == len(r.Tools) {
-		return r.ToolParameters[i]
+		return CompactJSON(r.ToolParameters[i])
 	}
 	return toolParameters(r.Tools[i])
 }
+
+// CompactJSON is JSON text that is valid and compact because json.Marshal
+// made it (ToolParametersJSON's). json.Marshal encodes it as it is, after
+// checking it again; the adapters' body encoder (httpc.Marshal) appends it
+// without the check.
+type CompactJSON []byte
+
+// MarshalJSON returns j.
+func (j CompactJSON) MarshalJSON() ([]byte, error) { return j, nil }
 
 // Event is one item of a streamed model turn: *TextDelta, *Reasoning,
 // *ToolCall, *ProviderToolCall, *Usage or *Stop.

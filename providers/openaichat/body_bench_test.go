@@ -9,13 +9,17 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/internal/httpc"
 )
 
 // BenchmarkBody is one turn's request body as httpc encodes it, offering
 // twelve tools of a few properties each (about server-everything's):
 // "maps" converts and encodes each schema on the turn, as the adapter does
 // when used alone; "encoded" splices the parameters the tool loop encoded
-// once for the generation (providers.Request.ToolParameters).
+// once for the generation (providers.Request.ToolParameters). Both encode
+// with httpc.Marshal, as httpc.Client.Do does; "encoded/json.Marshal" is
+// the encoded body through json.Marshal, which checks and compacts each
+// spliced schema again.
 func BenchmarkBody(b *testing.B) {
 	var tools []*agentdv1.FunctionTool
 	for i := range 12 {
@@ -40,9 +44,10 @@ func BenchmarkBody(b *testing.B) {
 		encoded[i] = providers.ToolParametersJSON(t)
 	}
 	for _, bc := range []struct {
-		name   string
-		params []json.RawMessage
-	}{{"maps", nil}, {"encoded", encoded}} {
+		name    string
+		params  []json.RawMessage
+		marshal func(any) ([]byte, error)
+	}{{"maps", nil, httpc.Marshal}, {"encoded", encoded, httpc.Marshal}, {"encoded/json.Marshal", encoded, json.Marshal}} {
 		b.Run(bc.name, func(b *testing.B) {
 			req := &providers.Request{Model: "m", Instructions: "be brief", Messages: msgs, Tools: tools, ToolParameters: bc.params}
 			b.ReportAllocs()
@@ -51,7 +56,7 @@ func BenchmarkBody(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := json.Marshal(body); err != nil {
+				if _, err := bc.marshal(body); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -95,7 +95,7 @@ func (c *Client) SetSleep(f func(context.Context, time.Duration) error) { c.slee
 // the first attempt that succeeded (2xx); the caller closes its body.
 // Connection failures and retryable statuses are retried with back-off.
 func (c *Client) Do(ctx context.Context, method, path string, body any) (*http.Response, error) {
-	data, err := json.Marshal(body)
+	data, err := Marshal(body)
 	if err != nil {
 		return nil, fault.Wrap(fault.Internal, err, "%s: encoding the request", c.Provider)
 	}

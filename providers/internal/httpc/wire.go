@@ -38,6 +38,32 @@ type function struct {
 	Parameters  any    `json:"parameters"`
 }
 
+// encodeBody writes t as json.Marshal does, its parameters through e.
+func (t functionTool) encodeBody(e *bodyEncoder) error {
+	e.buf.WriteString(`{"function":{`)
+	if t.Function.Description != "" {
+		e.buf.WriteString(`"description":`)
+		if err := e.json(t.Function.Description); err != nil {
+			return err
+		}
+		e.buf.WriteByte(',')
+	}
+	e.buf.WriteString(`"name":`)
+	if err := e.json(t.Function.Name); err != nil {
+		return err
+	}
+	e.buf.WriteString(`,"parameters":`)
+	if err := e.value(t.Function.Parameters); err != nil {
+		return err
+	}
+	e.buf.WriteString(`},"type":`)
+	if err := e.json(t.Type); err != nil {
+		return err
+	}
+	e.buf.WriteByte('}')
+	return nil
+}
+
 // ArgumentsObject is a tool call's arguments for an API that takes them
 // as a JSON object (Anthropic, Gemini, Ollama): by
 // providers.CompactArguments' rule when that makes an object, else "{}",

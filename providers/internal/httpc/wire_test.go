@@ -13,7 +13,8 @@ import (
 
 // TestFunctionToolsBytes (issue 15): the structs FunctionTools renders
 // encode to the bytes of the maps it rendered before, with and without a
-// description, with the parameters encoded once or not.
+// description, with the parameters encoded once or not, by json.Marshal
+// and by Marshal.
 func TestFunctionToolsBytes(t *testing.T) {
 	t.Parallel()
 	schema, err := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string", "description": "<&>"}}})
@@ -39,12 +40,14 @@ func TestFunctionToolsBytes(t *testing.T) {
 	}
 	encoded := []json.RawMessage{providers.ToolParametersJSON(tools[0]), providers.ToolParametersJSON(tools[1])}
 	for _, req := range []*providers.Request{{Tools: tools}, {Tools: tools, ToolParameters: encoded}} {
-		got, err := json.Marshal(map[string]any{"tools": FunctionTools(req)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("FunctionTools encodes to\n%s\nwant\n%s", got, want)
+		for name, marshal := range map[string]func(any) ([]byte, error){"json.Marshal": json.Marshal, "Marshal": Marshal} {
+			got, err := marshal(map[string]any{"tools": FunctionTools(req)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("FunctionTools encodes with %s to\n%s\nwant\n%s", name, got, want)
+			}
 		}
 	}
 }
