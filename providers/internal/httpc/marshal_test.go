@@ -28,7 +28,7 @@ func TestMarshal(t *testing.T) {
 		{name: "nil map and list", body: map[string]any{"a": map[string]any(nil), "b": []any(nil), "c": []any{}}},
 		{name: "sorted keys", body: map[string]any{"z": 1, "a": 2, "ä": 3, "A": 4, "_": 5, "": 6}},
 		{name: "escaped keys and strings", body: map[string]any{"<k&>": "<script>&\u2028\u2029\"\\\n\x01", "bad": "\xff\xfeok"}},
-		{name: "numbers", body: map[string]any{"f": 0.1, "i": 7, "big": 1e21, "small": 1e-7, "n": json.Number("12.50"), "neg": -0.0}},
+		{name: "numbers", body: map[string]any{"f": 0.1, "i": 7, "big": 1e21, "small": 1e-7, "n": json.Number("12.50"), "neg": math.Copysign(0, -1)}},
 		{name: "nested", body: map[string]any{"messages": []any{
 			map[string]any{"role": "user", "content": "hi"},
 			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c", "function": map[string]any{"arguments": `{"x":1}`}}}},
