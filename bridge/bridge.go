@@ -195,7 +195,7 @@ func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.Serv
 
 	opened := &bridgev1.SessionOpened{SessionId: sess.id, Resumable: sess.resumable()}
 	if req.GetListCachedTools() {
-		if servers, ok := sess.cachedTools(); ok {
+		if servers, ok := sess.cachedTools(req.GetKnownRevisions()); ok {
 			opened.Tools = &bridgev1.ListToolsResponse{Servers: servers}
 		}
 	}

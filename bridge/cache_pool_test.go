@@ -89,7 +89,9 @@ func TestCacheSparesConnections(t *testing.T) {
 
 // TestOpenWithCachedTools: a session opened with list_cached_tools brings
 // the tool lists in its SessionOpened when the cache holds every server's,
-// each a hit counted once, exactly what ListTools answers; with a server
+// each a hit counted once, exactly what ListTools answers, with the cache
+// entry's revision (a list whose revision the request names as known comes
+// back unchanged, without its tools); with a server
 // not cached, the cache off for the session, or without the flag, it
 // brings none and counts nothing, and ListTools lists as before. Nothing
 // connects to a server for them.
@@ -131,6 +133,28 @@ func TestOpenWithCachedTools(t *testing.T) {
 	}
 	if s := stats(); s.GetHits() != before.GetHits()+2 || s.GetMisses() != before.GetMisses() {
 		t.Errorf("R-C4 after an open that brought the tools and a ListTools: %d hits, %d misses; want %d, %d",
+			s.GetHits(), s.GetMisses(), before.GetHits()+2, before.GetMisses())
+	}
+
+	// The list has a revision; a session that names it as known gets the
+	// list unchanged, without its tools, still a hit; one that names
+	// another gets the tools.
+	rev := listed[0].GetRevision()
+	if rev == 0 || got[0].GetRevision() != rev || got[0].GetUnchanged() {
+		t.Errorf("revisions: listed %d, brought %d (unchanged %t); want the same, not zero, not unchanged", rev, got[0].GetRevision(), got[0].GetUnchanged())
+	}
+	before = stats()
+	o = opened(&bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{cached}, ListCachedTools: true, KnownRevisions: []uint64{rev}})
+	want := &bridgev1.ServerTools{ServerName: got[0].GetServerName(), CacheHit: true, Revision: rev, Unchanged: true}
+	if diff := cmp.Diff([]*bridgev1.ServerTools{want}, o.GetTools().GetServers(), protocmp.Transform()); diff != "" {
+		t.Errorf("a session naming the cached list's revision as known (-want +got):\n%s", diff)
+	}
+	o = opened(&bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{cached}, ListCachedTools: true, KnownRevisions: []uint64{rev + 1}})
+	if diff := cmp.Diff(got, o.GetTools().GetServers(), protocmp.Transform()); diff != "" {
+		t.Errorf("a session naming another revision as known (-want +got):\n%s", diff)
+	}
+	if s := stats(); s.GetHits() != before.GetHits()+2 || s.GetMisses() != before.GetMisses() {
+		t.Errorf("R-C4 two opens that brought the list, one unchanged: %d hits, %d misses; want %d, %d",
 			s.GetHits(), s.GetMisses(), before.GetHits()+2, before.GetMisses())
 	}
 

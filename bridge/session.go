@@ -302,8 +302,9 @@ func (s *session) listTools(ctx context.Context, names []string) ([]*bridgev1.Se
 // cachedTools is what listTools would answer now if the schema cache holds
 // every server's tool list, each a hit; false, counting nothing, if it does
 // not (a server whose list is never cached, X-M1, or one not cached now).
-// It connects to no server.
-func (s *session) cachedTools() ([]*bridgev1.ServerTools, bool) {
+// It connects to no server. A list whose revision is known[i] (the
+// request's known_revisions) comes back unchanged, without its tools.
+func (s *session) cachedTools(known []uint64) ([]*bridgev1.ServerTools, bool) {
 	keys := make([]schemacache.Key, len(s.servers))
 	for i, srv := range s.servers {
 		if use := srv.cacheUse(); use != nil && !*use {
@@ -311,13 +312,13 @@ func (s *session) cachedTools() ([]*bridgev1.ServerTools, bool) {
 		}
 		keys[i] = srv.target.key
 	}
-	lists, ok := s.cache.Cached(keys, s.useCache)
+	lists, ok := s.cache.Cached(keys, s.useCache, known)
 	if !ok {
 		return nil, false
 	}
 	out := make([]*bridgev1.ServerTools, len(lists))
-	for i, tools := range lists {
-		out[i] = &bridgev1.ServerTools{ServerName: s.servers[i].target.name, Tools: tools, CacheHit: true}
+	for i, l := range lists {
+		out[i] = &bridgev1.ServerTools{ServerName: s.servers[i].target.name, Tools: l.Tools, CacheHit: true, Revision: l.Revision, Unchanged: l.Known}
 	}
 	return out, true
 }
@@ -337,11 +338,11 @@ func (srv *server) cacheUse() *bool {
 // listTools lists the server's tools, from the cache when it can: a hit
 // connects to nothing.
 func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {
-	tools, hit, err := srv.sess.cache.FetchTTL(ctx, srv.target.key, srv.cacheUse(), srv.fetchTools)
+	tools, hit, revision, err := srv.sess.cache.FetchRevision(ctx, srv.target.key, srv.cacheUse(), srv.fetchTools)
 	if err != nil {
 		return nil, err
 	}
-	return &bridgev1.ServerTools{ServerName: srv.target.name, Tools: tools, CacheHit: hit}, nil
+	return &bridgev1.ServerTools{ServerName: srv.target.name, Tools: tools, CacheHit: hit, Revision: revision}, nil
 }
 
 // fetchTools asks the server for its tools and keeps the allowed ones,

@@ -206,7 +206,7 @@ func (g *generation) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	var serverTools []*bridgev1.ServerTools
+	var serverTools []serverList
 	if bridged := g.plan.bridged(); len(bridged) > 0 {
 		// The session is closed once the generation is over, after its
 		// stream has ended (sessionLife).
@@ -224,7 +224,7 @@ func (g *generation) run(ctx context.Context) (err error) {
 			return relocateViolations(err, fields)
 		}
 		g.session = sess
-		if serverTools, err = sess.ListTools(ctx); err != nil {
+		if serverTools, err = g.listTools(ctx, sess); err != nil {
 			if g.deferredWhy() != "" {
 				return g.pauseBeforeTools(ctx)
 			}
@@ -398,18 +398,55 @@ func (g *generation) openRequest(ctx context.Context, bridged []*serverPlan) *br
 		}
 		req.Servers = append(req.Servers, spec)
 	}
+	// The lists agentd has made already need not come again (toolLists).
+	req.KnownRevisions = g.s.toolLists.known(g.tenant, req.GetServers())
 	return req
+}
+
+// serverList is a bridged server's tools, as offered to the model.
+type serverList struct {
+	server string
+	tools  offeredList
+}
+
+// listTools lists the session's tools, each server's list made for the
+// model once per revision (toolLists): a list the session brought as
+// unchanged is the one made before, unless that has been forgotten since,
+// when the session lists them all again.
+func (g *generation) listTools(ctx context.Context, sess BridgeSession) ([]serverList, error) {
+	for range 2 {
+		listed, err := sess.ListTools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		lists, ok := g.s.toolLists.offered(g.tenant, listed)
+		if !ok {
+			continue // ListTools, called again, lists every tool
+		}
+		out := make([]serverList, len(listed))
+		for i, st := range listed {
+			out[i] = serverList{server: st.GetServerName(), tools: lists[i]}
+		}
+		return out, nil
+	}
+	return nil, fault.New(fault.Internal, "the bridge listed a server's tools as unchanged in answer to ListTools")
 }
 
 // offerTools builds the tool list the model sees: the agent's tools, then
 // each bridged server's, in declaration order. Clashing names are refused,
 // naming the tool and both owners, unless the agent asked for prefixing.
-func (g *generation) offerTools(serverTools []*bridgev1.ServerTools) error {
+func (g *generation) offerTools(serverTools []serverList) error {
 	agent := g.plan.agent
+	// Each schema is encoded once, for every turn of the generation
+	// (providers.Request.ToolParameters); a server's, once per revision
+	// of its list (toolLists).
 	for _, t := range agent.GetTools() {
 		g.tools = append(g.tools, t)
 		g.owners[t.GetName()] = &toolOwner{origin: agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION}
 		g.infos = append(g.infos, &agentdv1.ToolInfo{Name: t.GetName(), Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION})
+		params := providers.ToolParametersJSON(t)
+		g.toolParams = append(g.toolParams, params)
+		g.countSchema(t.GetName(), t.GetDescription(), params, t.GetParameters() == nil)
 	}
 	byName := make(map[string]*serverPlan)
 	for _, sp := range g.plan.bridged() {
@@ -418,12 +455,12 @@ func (g *generation) offerTools(serverTools []*bridgev1.ServerTools) error {
 	prefix := agent.GetToolNameConflict() == agentdv1.ToolNameConflict_TOOL_NAME_CONFLICT_PREFIX
 	var v violations
 	for _, st := range serverTools {
-		sp := byName[st.GetServerName()]
+		sp := byName[st.server]
 		if sp == nil {
 			return fault.New(fault.Internal, "the bridge listed tools of an unknown server")
 		}
-		for _, t := range st.GetTools() {
-			name := t.GetName()
+		for _, t := range st.tools {
+			name := t.name
 			if prefix {
 				name = prefixedName(sp.name, name)
 			}
@@ -437,32 +474,31 @@ func (g *generation) offerTools(serverTools []*bridgev1.ServerTools) error {
 				}
 				continue
 			}
-			g.owners[name] = &toolOwner{origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, server: sp, serverTool: t.GetName()}
-			g.tools = append(g.tools, &agentdv1.FunctionTool{Name: name, Description: t.GetDescription(), Parameters: t.GetInputSchema()})
-			g.infos = append(g.infos, &agentdv1.ToolInfo{Name: name, Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, ServerName: sp.name, ServerToolName: t.GetName()})
+			g.owners[name] = &toolOwner{origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, server: sp, serverTool: t.name}
+			// The schema is offered encoded alone: the adapters read
+			// ToolParameters, and the generation holds no decoded copy of
+			// the bridge's list while it waits (issue 15).
+			g.tools = append(g.tools, &agentdv1.FunctionTool{Name: name, Description: t.description})
+			g.toolParams = append(g.toolParams, t.params)
+			g.countSchema(name, t.description, t.params, t.absent)
+			g.infos = append(g.infos, &agentdv1.ToolInfo{Name: name, Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, ServerName: sp.name, ServerToolName: t.name})
 		}
 	}
 	if len(v) > 0 {
 		return fault.InvalidRequest(v)
 	}
-	// Each schema is encoded once, for every turn of the generation
-	// (providers.Request.ToolParameters).
-	g.toolParams = make([]json.RawMessage, len(g.tools))
-	for i, t := range g.tools {
-		g.toolParams[i] = providers.ToolParametersJSON(t)
-		size := len(g.toolParams[i])
-		if t.GetParameters() == nil {
-			size = len("{}") // an absent schema counts as it always did
-		}
-		g.schemaBytes += int64(len(t.GetName()) + len(t.GetDescription()) + size)
-		if g.owners[t.GetName()].origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP {
-			// Encoded, a server's schema is not needed again: the
-			// adapters read ToolParameters, and the generation holds no
-			// decoded copy of the bridge's list while it waits (issue 15).
-			g.tools[i] = &agentdv1.FunctionTool{Name: t.GetName(), Description: t.GetDescription()}
-		}
-	}
 	return nil
+}
+
+// countSchema adds an offered tool to the generation's schema bytes
+// (Usage.tool_schema_bytes): its name, description and encoded parameters,
+// an absent schema counting as "{}", as it always did.
+func (g *generation) countSchema(name, description string, params json.RawMessage, absent bool) {
+	size := len(params)
+	if absent {
+		size = len("{}")
+	}
+	g.schemaBytes += int64(len(name) + len(description) + size)
 }
 
 var unsafeNameChars = regexp.MustCompile(`[^a-zA-Z0-9_-]`)

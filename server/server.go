@@ -157,6 +157,9 @@ type Service struct {
 	registered     map[string]*agentdv1.MCPServer
 	authorizations atomic.Int64 // numbers authorization requests
 	inputs         atomic.Int64 // numbers input requests
+	// toolLists are the bridged servers' tool lists made for the model,
+	// by schema-cache revision, shared by the generations that list them.
+	toolLists *toolLists
 }
 
 // New returns a Service.
@@ -189,6 +192,7 @@ func New(opts Options) *Service {
 		limiter:     quota.New(),
 		oauth:       newOAuthClient(opts.OAuth),
 		registered:  opts.Registered,
+		toolLists:   newToolLists(),
 	}
 }
 

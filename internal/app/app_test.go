@@ -281,6 +281,27 @@ func TestDemoGeneration(t *testing.T) {
 	}
 }
 
+// TestRepeatedGenerations: the generations after the first name the demo
+// server's list by its schema-cache revision, and the bridge answers it
+// unchanged (issue 15); each offers exactly what the first did, so every
+// event of every generation is the same.
+func TestRepeatedGenerations(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, 0)
+	var first []*agentdv1.GenerateResponse
+	for i := range 3 {
+		events := generate(t, s.client, demoStart(t))
+		normalize(events)
+		if i == 0 {
+			first = events
+			continue
+		}
+		if diff := cmp.Diff(first, events, protocmp.Transform()); diff != "" {
+			t.Errorf("generation %d, against the first (-first +got):\n%s", i+1, diff)
+		}
+	}
+}
+
 func descends(sp, ancestor sdktrace.ReadOnlySpan, byID map[trace.SpanID]sdktrace.ReadOnlySpan) bool {
 	for range 10 {
 		parent, ok := byID[sp.Parent().SpanID()]

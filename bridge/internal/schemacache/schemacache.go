@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -146,16 +147,18 @@ type Stats struct {
 }
 
 type entry struct {
-	tools   []*bridgev1.Tool
-	expires time.Time
-	written uint64 // write order, for eviction
+	tools    []*bridgev1.Tool
+	expires  time.Time
+	written  uint64 // write order, for eviction
+	revision uint64 // Revision's
 }
 
 // flight is a fetch in progress that later misses on its key wait for.
 type flight struct {
-	done  chan struct{}
-	tools []*bridgev1.Tool
-	err   error
+	done     chan struct{}
+	tools    []*bridgev1.Tool
+	revision uint64 // the entry it stored; 0: none (c.mu guards it)
+	err      error
 	// stale: the entry was invalidated (or the cache cleared) while the
 	// fetch ran, so what it fetched may predate the change and is not
 	// stored. c.mu guards it.
@@ -170,6 +173,7 @@ type Cache struct {
 	entries  map[Key]*entry
 	flights  map[Key]*flight
 	writes   uint64
+	revision uint64 // the last entry's Revision; starts at random
 	hits     int64
 	misses   int64
 	// tenants counts each tenant's lookups, which ClearTenant zeroes
@@ -256,7 +260,8 @@ func New(s Settings, mp metric.MeterProvider) (*Cache, error) {
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
-	c := &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups), versions: make(map[Key]string)}
+	c := &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups), versions: make(map[Key]string),
+		revision: rand.Uint64() >> 1} // room for 2^63 writes before zero comes round
 	m := mp.Meter("github.com/agentd/agentd/bridge")
 	var errs [5]error
 	c.meters.hits, errs[0] = m.Int64Counter("agentd.schema_cache.hits", metric.WithUnit("{lookup}"),
@@ -309,6 +314,15 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 // the configured TTL is a ceiling the server can only lower, and a hint of
 // zero (the protocol's "immediately stale") caches nothing.
 func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, err error) {
+	tools, hit, _, err = c.FetchRevision(ctx, key, enabled, fetch)
+	return tools, hit, err
+}
+
+// FetchRevision is FetchTTL that also returns the revision of the entry
+// the list is (see Cached): the one it was served from, or the one it was
+// stored as; zero when it was not stored (the cache off for the call, a
+// zero ttlMs, an invalidation while it was fetched).
+func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, revision uint64, err error) {
 	c.mu.Lock()
 	on := c.settings.Enabled
 	if enabled != nil {
@@ -317,7 +331,7 @@ func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func
 	if !on {
 		c.mu.Unlock()
 		tools, _, err := fetch(ctx)
-		return clone(tools), false, err
+		return clone(tools), false, 0, err
 	}
 	counted := false // a call counts one hit or one miss
 	for {
@@ -327,7 +341,7 @@ func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func
 					c.count(key, true)
 				}
 				c.mu.Unlock()
-				return clone(e.tools), !counted, nil
+				return clone(e.tools), !counted, e.revision, nil
 			}
 			delete(c.entries, key) // stale: dropped, never served
 			c.evicted(key.tenant, expired, 1)
@@ -344,11 +358,14 @@ func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return nil, false, 0, ctx.Err()
 		}
 		leaderGaveUp := errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)
 		if f.err == nil || !leaderGaveUp || ctx.Err() != nil {
-			return clone(f.tools), false, f.err
+			c.mu.Lock()
+			revision := f.revision
+			c.mu.Unlock()
+			return clone(f.tools), false, revision, f.err
 		}
 		c.mu.Lock() // the leader gave up: try again, perhaps as leader
 	}
@@ -368,23 +385,48 @@ func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func
 	}
 	if f.err == nil && c.settings.Enabled && !f.stale && ttl > 0 {
 		c.writes++
-		c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(ttl), written: c.writes}
+		c.revision++
+		f.revision = c.revision
+		c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(ttl), written: c.writes, revision: c.revision}
 		c.evict()
 	}
 	c.mu.Unlock()
 	close(f.done)
 	if f.err != nil {
-		return nil, false, f.err
+		return nil, false, 0, f.err
 	}
-	return clone(f.tools), false, nil
+	return clone(f.tools), false, f.revision, nil
 }
 
+// Listed is one key's list as Cached answers it.
+type Listed struct {
+	// Tools is a copy of the entry's list; nil when Known.
+	Tools []*bridgev1.Tool
+	// Revision is the entry's (see Revision).
+	Revision uint64
+	// Known: the caller named Revision as one it holds, so Tools is left
+	// out.
+	Known bool
+}
+
+// Revision names one list the cache stored: each write of an entry gets a
+// revision of its own, unique within the cache's life, and a cache starts
+// its revisions at a random point, so two caches (two bridge processes)
+// are not expected to share one. Equal revisions are the same list, of the
+// same key: a caller that keeps what it made of a list under its revision
+// may use that again when the revision comes back (OpenSessionRequest's
+// known_revisions, issue 15). Zero is no revision: the list was not
+// stored.
+//
 // Cached returns the tools cached under each of keys, in their order, if
 // the cache holds a fresh entry for every one of them, counting a hit for
 // each; otherwise it returns false and counts nothing, leaving each key to
 // Fetch. It never fetches. enabled overrides the cache's setting as for
-// Fetch: off, nothing is cached. Callers get copies, as from Fetch.
-func (c *Cache) Cached(keys []Key, enabled *bool) ([][]*bridgev1.Tool, bool) {
+// Fetch: off, nothing is cached. Callers get copies, as from Fetch, except
+// of the lists whose revision is known[i] (known may be shorter than keys,
+// or nil), which they hold already: those are counted as hits and left
+// out (Listed.Known).
+func (c *Cache) Cached(keys []Key, enabled *bool, known []uint64) ([]Listed, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	on := c.settings.Enabled
@@ -403,10 +445,15 @@ func (c *Cache) Cached(keys []Key, enabled *bool) ([][]*bridgev1.Tool, bool) {
 		}
 		entries[i] = e
 	}
-	out := make([][]*bridgev1.Tool, len(keys))
+	out := make([]Listed, len(keys))
 	for i, e := range entries {
 		c.count(keys[i], true)
-		out[i] = clone(e.tools)
+		out[i].Revision = e.revision
+		if i < len(known) && known[i] == e.revision {
+			out[i].Known = true
+			continue
+		}
+		out[i].Tools = clone(e.tools)
 	}
 	return out, true
 }

@@ -516,13 +516,13 @@ func TestCached(t *testing.T) {
 			{"one key not cached", []Key{key("a"), key("c")}, nil, nil, 0},
 			{"the call's override off", []Key{key("a")}, &off, nil, 0},
 		} {
-			lists, ok := c.Cached(tc.keys, tc.enabled)
+			lists, ok := c.Cached(tc.keys, tc.enabled, nil)
 			var got [][]string
 			if ok {
 				got = [][]string{}
 				for _, l := range lists {
 					var names []string
-					for _, tool := range l {
+					for _, tool := range l.Tools {
 						names = append(names, tool.GetName())
 					}
 					got = append(got, names)
@@ -538,22 +538,117 @@ func TestCached(t *testing.T) {
 			before = s
 		}
 
-		lists, _ := c.Cached([]Key{key("a")}, nil)
-		lists[0][0].Name = "mutated by the caller"
-		if again, _ := c.Cached([]Key{key("a")}, nil); again[0][0].GetName() != "a1" {
-			t.Errorf("R-C5 an entry changed with the list Cached returned: %q", again[0][0].GetName())
+		lists, _ := c.Cached([]Key{key("a")}, nil, nil)
+		lists[0].Tools[0].Name = "mutated by the caller"
+		if again, _ := c.Cached([]Key{key("a")}, nil, nil); again[0].Tools[0].GetName() != "a1" {
+			t.Errorf("R-C5 an entry changed with the list Cached returned: %q", again[0].Tools[0].GetName())
 		}
 
 		time.Sleep(time.Minute)
-		if _, ok := c.Cached([]Key{key("a")}, nil); ok {
+		if _, ok := c.Cached([]Key{key("a")}, nil, nil); ok {
 			t.Error("Cached answered with an entry whose TTL had passed")
 		}
 		disabled := newCache(t, Settings{Enabled: false, TTL: time.Minute, MaxEntries: 10})
-		if _, ok := disabled.Cached([]Key{key("a")}, nil); ok {
+		if _, ok := disabled.Cached([]Key{key("a")}, nil, nil); ok {
 			t.Error("a disabled cache answered Cached")
 		}
 		if calls.Load() != 2 {
 			t.Errorf("%d fetches, want 2: Cached fetches nothing", calls.Load())
 		}
 	})
+}
+
+// TestRevisions: every list the cache stores has a revision of its own
+// (never zero), which FetchRevision returns with the list whether it
+// stored it, served it or waited for it; a list it does not store has
+// none. Cached leaves out, counting a hit, a list whose revision the
+// caller names as known, and a list written again (after an invalidation)
+// has a new revision, so a caller never takes a new list for an old one.
+// Two caches start their revisions apart.
+func TestRevisions(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) { testRevisions(t) })
+}
+
+// testRevisions is TestRevisions in a synctest bubble, which says when a
+// second caller waits on a fetch in progress.
+func testRevisions(t *testing.T) {
+	c := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 10})
+	fetch := func(names ...string) func(context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
+		return func(context.Context) ([]*bridgev1.Tool, *time.Duration, error) { return tools(names...), nil, nil }
+	}
+	revision := func(k Key, enabled *bool, f func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) uint64 {
+		t.Helper()
+		_, _, r, err := c.FetchRevision(t.Context(), k, enabled, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a := revision(key("a"), nil, fetch("a1"))
+	b := revision(key("b"), nil, fetch("b1"))
+	if a == 0 || b == 0 || a == b {
+		t.Fatalf("revisions of two stored lists: %d and %d; want two, neither zero", a, b)
+	}
+	if again := revision(key("a"), nil, fetch("changed")); again != a {
+		t.Errorf("a hit's revision %d; want the entry's, %d", again, a)
+	}
+	off := false
+	if r := revision(key("c"), &off, fetch("c1")); r != 0 {
+		t.Errorf("a list fetched with the cache off has revision %d; want 0", r)
+	}
+	zero := time.Duration(0)
+	if r := revision(key("d"), nil, func(context.Context) ([]*bridgev1.Tool, *time.Duration, error) { return tools("d1"), &zero, nil }); r != 0 {
+		t.Errorf("a list the server said not to cache has revision %d; want 0", r)
+	}
+
+	// A waiter on the fetch in progress gets the revision it stored.
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var leader, waiter uint64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, _, leader, _ = c.FetchRevision(t.Context(), key("e"), nil, func(context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
+			close(started)
+			<-release
+			return tools("e1"), nil, nil
+		})
+	})
+	<-started
+	wg.Go(func() { _, _, waiter, _ = c.FetchRevision(t.Context(), key("e"), nil, fetch("never")) })
+	synctest.Wait() // the second caller waits on the first's fetch
+	close(release)
+	wg.Wait()
+	if leader == 0 || waiter != leader {
+		t.Errorf("the fetch's revision %d, its waiter's %d; want one, not zero", leader, waiter)
+	}
+
+	before := c.Stats()
+	lists, ok := c.Cached([]Key{key("a"), key("b")}, nil, []uint64{a, a})
+	if !ok {
+		t.Fatal("Cached did not answer")
+	}
+	want := []Listed{{Revision: a, Known: true}, {Tools: tools("b1"), Revision: b}}
+	if diff := cmp.Diff(want, lists, protocmp.Transform()); diff != "" {
+		t.Errorf("Cached with a's revision known for both keys (-want +got):\n%s", diff)
+	}
+	if s := c.Stats(); s.Hits-before.Hits != 2 {
+		t.Errorf("hits +%d; want +2: a known list is a hit", s.Hits-before.Hits)
+	}
+	if lists, _ := c.Cached([]Key{key("a"), key("b")}, nil, []uint64{0}); lists[0].Known || lists[0].Tools == nil || lists[1].Known {
+		t.Errorf("Cached with known shorter than keys, naming no revision: %v", lists)
+	}
+
+	c.Invalidate(key("a"))
+	if r := revision(key("a"), nil, fetch("a2")); r == a || r == 0 {
+		t.Errorf("the list written after an invalidation has revision %d; want a new one (the old was %d)", r, a)
+	}
+	if lists, _ := c.Cached([]Key{key("a")}, nil, []uint64{a}); lists[0].Known || len(lists[0].Tools) != 1 || lists[0].Tools[0].GetName() != "a2" {
+		t.Errorf("Cached named the old revision as known after the list changed: %v", lists)
+	}
+
+	other := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 10})
+	if _, _, r, _ := other.FetchRevision(t.Context(), key("a"), nil, fetch("a1")); r == a || r == b {
+		t.Errorf("a second cache's first revision %d is one of the first cache's", r)
+	}
 }

@@ -397,8 +397,16 @@ type OpenSessionRequest struct {
 	// ListTools call that would follow. The bridge connects to no server for
 	// them: a list it would have to fetch is left to ListTools.
 	ListCachedTools bool `protobuf:"varint,5,opt,name=list_cached_tools,json=listCachedTools,proto3" json:"list_cached_tools,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With list_cached_tools: for each server, in the order of servers, the
+	// revision (ServerTools.revision) of a list of that server the caller
+	// holds from an earlier session, or 0 for none; it may be shorter than
+	// servers. A server whose cached list has that revision comes back in
+	// SessionOpened.tools as unchanged, without its tools: agentd uses what
+	// it made of the list before, and the bridge neither copies nor sends
+	// the schemas again.
+	KnownRevisions []uint64 `protobuf:"fixed64,6,rep,packed,name=known_revisions,json=knownRevisions,proto3" json:"known_revisions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *OpenSessionRequest) Reset() {
@@ -464,6 +472,13 @@ func (x *OpenSessionRequest) GetListCachedTools() bool {
 		return x.ListCachedTools
 	}
 	return false
+}
+
+func (x *OpenSessionRequest) GetKnownRevisions() []uint64 {
+	if x != nil {
+		return x.KnownRevisions
+	}
+	return nil
 }
 
 // OpenSessionResponse is one event of an open session.
@@ -882,7 +897,18 @@ type ServerTools struct {
 	// The tools, in the server's order, filtered by allowed_tools.
 	Tools []*Tool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The list came from the schema cache: nothing was contacted.
-	CacheHit      bool `protobuf:"varint,3,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
+	CacheHit bool `protobuf:"varint,3,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
+	// The schema cache's entry the list is, when it came from the cache or
+	// was stored in it; 0 otherwise. Every list the cache stores gets a
+	// revision of its own, unique on this bridge and, as a cache starts its
+	// revisions at a random point, not expected on another: the same
+	// revision is the same list of the same server, tenant and
+	// allowed_tools.
+	Revision uint64 `protobuf:"fixed64,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The request named revision as known (OpenSessionRequest's
+	// known_revisions): tools is left empty, the list being the one the
+	// caller holds under revision.
+	Unchanged     bool `protobuf:"varint,5,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -934,6 +960,20 @@ func (x *ServerTools) GetTools() []*Tool {
 func (x *ServerTools) GetCacheHit() bool {
 	if x != nil {
 		return x.CacheHit
+	}
+	return false
+}
+
+func (x *ServerTools) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ServerTools) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
 	}
 	return false
 }
@@ -3515,13 +3555,14 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\tunset_env\x18\x04 \x03(\tR\bunsetEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x02\n" +
 	"\x12OpenSessionRequest\x126\n" +
 	"\aservers\x18\x01 \x03(\v2\x1c.agentd.bridge.v1.ServerSpecR\aservers\x12\x19\n" +
 	"\x05cache\x18\x02 \x01(\bH\x00R\x05cache\x88\x01\x01\x12\x16\n" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12#\n" +
 	"\rgeneration_id\x18\x04 \x01(\tR\fgenerationId\x12*\n" +
-	"\x11list_cached_tools\x18\x05 \x01(\bR\x0flistCachedToolsB\b\n" +
+	"\x11list_cached_tools\x18\x05 \x01(\bR\x0flistCachedTools\x12'\n" +
+	"\x0fknown_revisions\x18\x06 \x03(\x06R\x0eknownRevisionsB\b\n" +
 	"\x06_cache\"\xdd\x01\n" +
 	"\x13OpenSessionResponse\x129\n" +
 	"\x06opened\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.SessionOpenedH\x00R\x06opened\x12E\n" +
@@ -3545,12 +3586,14 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
 	"\fserver_names\x18\x02 \x03(\tR\vserverNames\"L\n" +
 	"\x11ListToolsResponse\x127\n" +
-	"\aservers\x18\x01 \x03(\v2\x1d.agentd.bridge.v1.ServerToolsR\aservers\"y\n" +
+	"\aservers\x18\x01 \x03(\v2\x1d.agentd.bridge.v1.ServerToolsR\aservers\"\xb3\x01\n" +
 	"\vServerTools\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x12,\n" +
 	"\x05tools\x18\x02 \x03(\v2\x16.agentd.bridge.v1.ToolR\x05tools\x12\x1b\n" +
-	"\tcache_hit\x18\x03 \x01(\bR\bcacheHit\"\xbd\x01\n" +
+	"\tcache_hit\x18\x03 \x01(\bR\bcacheHit\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x06R\brevision\x12\x1c\n" +
+	"\tunchanged\x18\x05 \x01(\bR\tunchanged\"\xbd\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +

@@ -296,18 +296,20 @@ class ListToolsResponse(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[_Union[ServerTools, _Mapping]]] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
-    __slots__ = ["cache", "generation_id", "list_cached_tools", "servers", "tenant"]
+    __slots__ = ["cache", "generation_id", "known_revisions", "list_cached_tools", "servers", "tenant"]
     CACHE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_REVISIONS_FIELD_NUMBER: _ClassVar[int]
     LIST_CACHED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     cache: bool
     generation_id: str
+    known_revisions: _containers.RepeatedScalarFieldContainer[int]
     list_cached_tools: bool
     servers: _containers.RepeatedCompositeFieldContainer[ServerSpec]
     tenant: str
-    def __init__(self, servers: _Optional[_Iterable[_Union[ServerSpec, _Mapping]]] = ..., cache: bool = ..., tenant: _Optional[str] = ..., generation_id: _Optional[str] = ..., list_cached_tools: bool = ...) -> None: ...
+    def __init__(self, servers: _Optional[_Iterable[_Union[ServerSpec, _Mapping]]] = ..., cache: bool = ..., tenant: _Optional[str] = ..., generation_id: _Optional[str] = ..., list_cached_tools: bool = ..., known_revisions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class OpenSessionResponse(_message.Message):
     __slots__ = ["opened", "request", "tools_changed"]
@@ -420,14 +422,18 @@ class ServerSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., http: _Optional[_Union[HTTPTarget, _Mapping]] = ..., stdio: _Optional[_Union[StdioTarget, _Mapping]] = ..., ref: _Optional[str] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ServerTools(_message.Message):
-    __slots__ = ["cache_hit", "server_name", "tools"]
+    __slots__ = ["cache_hit", "revision", "server_name", "tools", "unchanged"]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     cache_hit: bool
+    revision: int
     server_name: str
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
-    def __init__(self, server_name: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., cache_hit: bool = ...) -> None: ...
+    unchanged: bool
+    def __init__(self, server_name: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., cache_hit: bool = ..., revision: _Optional[int] = ..., unchanged: bool = ...) -> None: ...
 
 class SessionOpened(_message.Message):
     __slots__ = ["resumable", "session_id", "tools"]
