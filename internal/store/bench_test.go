@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +70,33 @@ func BenchmarkGenerations(b *testing.B) {
 				c.Now = time.Now()
 				_, err := g.Checkpoint(ctx, "acme", "g", 1, c)
 				return err
+			})
+		})
+		// Eight generations checkpointing at once, as eight concurrent
+		// tool loops do: what a write costs when writes queue (the
+		// SQLite store commits those that wait together).
+		b.Run(st.name+"/Checkpoint/8concurrent", func(b *testing.B) {
+			g := newGeneration(b)
+			ctx := b.Context()
+			var next atomic.Int32
+			b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				id := fmt.Sprint("g", next.Add(1))
+				now := time.Now()
+				if err := g.Create(ctx, store.NewGeneration{
+					Tenant: "acme", ID: id, Owner: "r", Expires: now.Add(24 * time.Hour), Checkpoint: checkpoint, Now: now,
+				}); err != nil {
+					b.Error(err)
+					return
+				}
+				c := store.Checkpoint{State: store.Running, Data: checkpoint, Events: []store.Event{{Kind: "turn_done", Data: []byte("{}")}}}
+				for pb.Next() {
+					c.Now = time.Now()
+					if _, err := g.Checkpoint(ctx, "acme", id, 1, c); err != nil {
+						b.Error(err)
+						return
+					}
+				}
 			})
 		})
 		b.Run(st.name+"/Append", func(b *testing.B) {

@@ -22,9 +22,11 @@ import (
 type SQLite struct {
 	db    *sql.DB
 	stmts map[string]*sql.Stmt // prepareHot's
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	// commit runs the write transactions of durable generations.
+	commit *committer
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 var _ Store = (*SQLite)(nil)
@@ -76,7 +78,7 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %s: %w", filepath.Base(path), err)
 	}
-	s := &SQLite{db: db, stmts: stmts, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &SQLite{db: db, stmts: stmts, commit: newCommitter(db), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.sweep(sweepEvery)
 	return s, nil
 }
@@ -346,12 +348,14 @@ func (s *SQLite) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the sweeper and closes the database. Idempotent.
+// Close stops the sweeper and the committer (failing the writes that
+// wait for it) and closes the database. Idempotent.
 func (s *SQLite) Close() error {
 	var err error
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.done
+		s.commit.close()
 		for _, st := range s.stmts {
 			_ = st.Close()
 		}

@@ -18,12 +18,13 @@ import (
 // A lease is held while its owner is not ”: Release and Finish clear it,
 // so the writes that require it are refused on a finished generation too.
 type sqliteGenerations struct {
-	db    *sql.DB
-	stmts map[string]*sql.Stmt // the hot statements, prepared at open
+	db     *sql.DB
+	stmts  map[string]*sql.Stmt // the hot statements, prepared at open
+	commit *committer           // runs the transactions (sqlite_commit.go)
 }
 
 // Generations returns the store's durable generations.
-func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db, s.stmts} }
+func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db, s.stmts, s.commit} }
 
 // The statements every generation runs several times are prepared once,
 // when the store opens (SQLite otherwise parses each again, a third of
@@ -101,21 +102,12 @@ func scanSQLiteGeneration(row interface{ Scan(...any) error }) (Generation, erro
 	return g, nil
 }
 
-// inTx runs f in a transaction (holding the write lock: _txlock) and
-// commits it, or rolls it back if f fails.
-func (s sqliteGenerations) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return unavailable(err)
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return unavailable(err)
-	}
-	return nil
+// inTx runs f in a transaction (holding the write lock: _txlock), perhaps
+// with other writes (committer), and returns once that has committed, or
+// with f's error, f's work rolled back. f runs its statements with the ctx
+// it is given: ctx's values, without its cancellation.
+func (s sqliteGenerations) inTx(ctx context.Context, f func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.commit.do(ctx, f)
 }
 
 // insertEvents logs events with the sequence numbers from first.
@@ -133,7 +125,7 @@ func (s sqliteGenerations) insertEvents(ctx context.Context, tx *sql.Tx, tenant,
 }
 
 func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n := int64(len(g.Events))
 		now := g.Now.UnixMilli()
 		res, err := s.in(ctx, tx, qCreate).ExecContext(ctx,
@@ -201,7 +193,7 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 	}
 	var last int64
 	events := append(slices.Clip(c.Events), c.After...)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n, covered := int64(len(events)), int64(len(c.Events))
 		err := s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
 			string(c.State), orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
@@ -221,7 +213,7 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 		return 0, err
 	}
 	var last int64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n := int64(len(o.Events))
 		now := o.Now.UnixMilli()
 		err := s.in(ctx, tx, qFinish).QueryRowContext(ctx,
@@ -348,7 +340,7 @@ func (s sqliteGenerations) Append(ctx context.Context, tenant, id string, epoch 
 		}
 		return last, nil
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n := int64(len(events))
 		err := s.in(ctx, tx, qAppend).QueryRowContext(ctx, n, tenant, id, epoch).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
