@@ -21,6 +21,7 @@ import (
 // SQLite is the Store of one SQLite database file.
 type SQLite struct {
 	db    *sql.DB
+	conns *sqliteConnector     // counts the connections, for Close
 	stmts map[string]*sql.Stmt // prepareHot's
 	// commit runs the write transactions of durable generations.
 	commit *committer
@@ -58,10 +59,13 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 	// first could not take it later if another process wrote meanwhile.
 	// Only writes use transactions.
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+q.Encode())
+	registered, err := sql.Open("sqlite", "")
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	conns := &sqliteConnector{driver: registered.Driver(), dsn: "file:" + uriPath(path) + "?" + q.Encode()}
+	_ = registered.Close() // it opened nothing: it only names the driver
+	db := sql.OpenDB(conns)
 	// One connection: SQLite serializes writers anyway, and a single
 	// connection avoids busy retries inside this process.
 	db.SetMaxOpenConns(1)
@@ -78,7 +82,7 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %s: %w", filepath.Base(path), err)
 	}
-	s := &SQLite{db: db, stmts: stmts, commit: newCommitter(db), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &SQLite{db: db, conns: conns, stmts: stmts, commit: newCommitter(db), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.sweep(sweepEvery)
 	return s, nil
 }
@@ -348,8 +352,13 @@ func (s *SQLite) Ping(ctx context.Context) error {
 	return nil
 }
 
+// closeWait bounds how long Close waits for connections still in use.
+const closeWait = 10 * time.Second
+
 // Close stops the sweeper and the committer (failing the writes that
-// wait for it) and closes the database. Idempotent.
+// wait for it) and closes the database, returning once SQLite has closed
+// the file (or after closeWait, if a connection is still in use then).
+// Idempotent.
 func (s *SQLite) Close() error {
 	var err error
 	s.once.Do(func() {
@@ -360,6 +369,9 @@ func (s *SQLite) Close() error {
 			_ = st.Close()
 		}
 		err = s.db.Close()
+		if !s.conns.wait(closeWait) && err == nil {
+			err = fmt.Errorf("store: a connection was still in use %s after the store closed", closeWait)
+		}
 	})
 	return err
 }
