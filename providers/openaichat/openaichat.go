@@ -245,36 +245,46 @@ func mediaURL(m *agentdv1.Media) string {
 }
 
 // chunk is one chat.completion.chunk (and the error chunks some providers
-// send after a 200).
+// send after a 200), as decodeChunk reads it.
 type chunk struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"` // DeepSeek
-			Reasoning        *string `json:"reasoning"`         // OpenRouter, Ollama's /v1
-			ToolCalls        []struct {
-				Index    int    `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int64 `json:"prompt_tokens"`
-		CompletionTokens    int64 `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		PromptCacheHitTokens int64 `json:"prompt_cache_hit_tokens"` // DeepSeek
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   *chunkUsage     `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content"` // DeepSeek
+	Reasoning        *string         `json:"reasoning"`         // OpenRouter, Ollama's /v1
+	ToolCalls        []chunkToolCall `json:"tool_calls"`
+}
+
+type chunkToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chunkUsage struct {
+	PromptTokens         int64              `json:"prompt_tokens"`
+	CompletionTokens     int64              `json:"completion_tokens"`
+	PromptTokensDetails  *chunkTokenDetails `json:"prompt_tokens_details"`
+	PromptCacheHitTokens int64              `json:"prompt_cache_hit_tokens"` // DeepSeek
+}
+
+type chunkTokenDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
 }
 
 type pendingCall struct {
@@ -311,7 +321,7 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 			break
 		}
 		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := decodeChunk(data, &c); err != nil {
 			yield(nil, fault.Wrap(fault.Unavailable, err, "%s: the response stream holds invalid JSON", p.d.Name))
 			return
 		}
