@@ -42,7 +42,7 @@ type generation struct {
 	release func()        // gives back its tenant's concurrency slot (quota); idempotent
 
 	tools       []*agentdv1.FunctionTool // offered to the model, in order
-	toolParams  []json.RawMessage        // tools' parameters, encoded once (nil: by the adapter)
+	toolParams  []json.RawMessage        // tools' parameters, encoded (a server's shared, read-only: toolLists)
 	infos       []*agentdv1.ToolInfo
 	owners      map[string]*toolOwner
 	schemaBytes int64

@@ -150,7 +150,7 @@ type entry struct {
 	tools    []*bridgev1.Tool
 	expires  time.Time
 	written  uint64 // write order, for eviction
-	revision uint64 // Revision's
+	revision uint64 // Listed.Revision
 }
 
 // flight is a fetch in progress that later misses on its key wait for.
@@ -173,7 +173,7 @@ type Cache struct {
 	entries  map[Key]*entry
 	flights  map[Key]*flight
 	writes   uint64
-	revision uint64 // the last entry's Revision; starts at random
+	revision uint64 // the last entry's revision; starts at random
 	hits     int64
 	misses   int64
 	// tenants counts each tenant's lookups, which ClearTenant zeroes
@@ -319,7 +319,7 @@ func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func
 }
 
 // FetchRevision is FetchTTL that also returns the revision of the entry
-// the list is (see Cached): the one it was served from, or the one it was
+// the list is (Listed.Revision): the one it was served from, or the one it was
 // stored as; zero when it was not stored (the cache off for the call, a
 // zero ttlMs, an invalidation while it was fetched).
 func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, revision uint64, err error) {
@@ -402,22 +402,20 @@ func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch
 type Listed struct {
 	// Tools is a copy of the entry's list; nil when Known.
 	Tools []*bridgev1.Tool
-	// Revision is the entry's (see Revision).
+	// Revision names the list the entry stored: each write of an entry
+	// gets a revision of its own, unique within the cache's life, and a
+	// cache starts its revisions at a random point, so two caches (two
+	// bridge processes) are not expected to share one. Equal revisions
+	// are the same list, of the same key: a caller that keeps what it
+	// made of a list under its revision may use that again when the
+	// revision comes back (OpenSessionRequest's known_revisions, issue
+	// 15). Zero is no revision: the list was not stored.
 	Revision uint64
 	// Known: the caller named Revision as one it holds, so Tools is left
 	// out.
 	Known bool
 }
 
-// Revision names one list the cache stored: each write of an entry gets a
-// revision of its own, unique within the cache's life, and a cache starts
-// its revisions at a random point, so two caches (two bridge processes)
-// are not expected to share one. Equal revisions are the same list, of the
-// same key: a caller that keeps what it made of a list under its revision
-// may use that again when the revision comes back (OpenSessionRequest's
-// known_revisions, issue 15). Zero is no revision: the list was not
-// stored.
-//
 // Cached returns the tools cached under each of keys, in their order, if
 // the cache holds a fresh entry for every one of them, counting a hit for
 // each; otherwise it returns false and counts nothing, leaving each key to
