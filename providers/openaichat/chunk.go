@@ -73,18 +73,37 @@ func (d *chunkDecoder) null() bool {
 	return false
 }
 
+// seq reads a sequence between open and close, its items separated by
+// commas, calling item at each.
+func (d *chunkDecoder) seq(open, close byte, item func() bool) bool {
+	if !d.eat(open) {
+		return false
+	}
+	if d.eat(close) {
+		return true
+	}
+	for {
+		if !item() {
+			return false
+		}
+		switch d.peek() {
+		case ',':
+			d.i++
+		case close:
+			d.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // object reads an object, calling member for each key (with d at its
 // value) with the key's raw bytes. Keys with escapes or bytes outside
 // ASCII are refused: json.Unmarshal matches keys to a struct's fields
 // without regard to case, by Unicode's folding.
 func (d *chunkDecoder) object(member func(key []byte) bool) bool {
-	if !d.eat('{') {
-		return false
-	}
-	if d.eat('}') {
-		return true
-	}
-	for {
+	return d.seq('{', '}', func() bool {
 		if d.peek() != '"' {
 			return false
 		}
@@ -101,44 +120,25 @@ func (d *chunkDecoder) object(member func(key []byte) bool) bool {
 		}
 		key := d.data[start:d.i]
 		d.i++
-		if !d.eat(':') || !member(key) {
-			return false
-		}
-		switch d.peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return d.eat(':') && member(key)
+	})
 }
 
-// array reads an array, calling elem for each element; a null element is
-// refused.
-func (d *chunkDecoder) array(elem func() bool) bool {
-	if !d.eat('[') {
-		return false
-	}
-	if d.eat(']') {
+// list reads an array into *s, or a null (which sets *s to nil), each
+// element with elem; a null element is refused.
+func list[T any](d *chunkDecoder, s *[]T, elem func(*T) bool) bool {
+	if d.null() {
+		*s = nil
 		return true
 	}
-	for {
-		if d.peek() == 'n' || !elem() {
+	*s = (*s)[:0]
+	return d.seq('[', ']', func() bool {
+		if d.peek() == 'n' {
 			return false
 		}
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return true
-		default:
-			return false
-		}
-	}
+		*s = append(*s, *new(T))
+		return elem(&(*s)[len(*s)-1])
+	})
 }
 
 // str reads a string.
@@ -321,46 +321,15 @@ func (d *chunkDecoder) skip(depth int) bool {
 	}
 	switch d.peek() {
 	case '{':
-		d.i++
-		if d.eat('}') {
-			return true
-		}
-		for {
+		return d.seq('{', '}', func() bool {
 			if d.peek() != '"' {
 				return false
 			}
-			if _, ok := d.str(); !ok || !d.eat(':') || !d.skip(depth+1) {
-				return false
-			}
-			switch d.peek() {
-			case ',':
-				d.i++
-			case '}':
-				d.i++
-				return true
-			default:
-				return false
-			}
-		}
+			_, ok := d.str()
+			return ok && d.eat(':') && d.skip(depth+1)
+		})
 	case '[':
-		d.i++
-		if d.eat(']') {
-			return true
-		}
-		for {
-			if !d.skip(depth + 1) {
-				return false
-			}
-			switch d.peek() {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
-				return true
-			default:
-				return false
-			}
-		}
+		return d.seq('[', ']', func() bool { return d.skip(depth + 1) })
 	case '"':
 		_, ok := d.str()
 		return ok
@@ -485,15 +454,7 @@ func (d *chunkDecoder) chunk(c *chunk) bool {
 		case 1:
 			return d.optStr(&c.Model)
 		case 2:
-			if d.null() {
-				c.Choices = nil
-				return true
-			}
-			c.Choices = c.Choices[:0]
-			return d.array(func() bool {
-				c.Choices = append(c.Choices, chunkChoice{})
-				return d.choice(&c.Choices[len(c.Choices)-1])
-			})
+			return list(d, &c.Choices, d.choice)
 		case 3:
 			if d.null() {
 				c.Usage = nil
@@ -535,15 +496,7 @@ func (d *chunkDecoder) delta(delta *chunkDelta) bool {
 		case 2:
 			return d.ptrStr(&delta.Reasoning)
 		default:
-			if d.null() {
-				delta.ToolCalls = nil
-				return true
-			}
-			delta.ToolCalls = delta.ToolCalls[:0]
-			return d.array(func() bool {
-				delta.ToolCalls = append(delta.ToolCalls, chunkToolCall{})
-				return d.toolCall(&delta.ToolCalls[len(delta.ToolCalls)-1])
-			})
+			return list(d, &delta.ToolCalls, d.toolCall)
 		}
 	})
 }
