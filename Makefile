@@ -254,7 +254,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := server:FuzzValidate server:FuzzApprovalPolicy server:FuzzResumeCheckpoint \
   providers/internal/sse:FuzzStream providers/internal/sse:FuzzRoundTrip \
   providers/internal/ndjson:FuzzStream providers/internal/ndjson:FuzzRoundTrip \
-  providers/openaichat:FuzzDecodeChunk \
+  providers/openaichat:FuzzDecodeChunk providers/internal/httpc:FuzzMarshalString \
   internal/auth:FuzzBearer internal/auth:FuzzJWT
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/providers"
 )
@@ -20,7 +22,8 @@ import (
 //
 // The body's maps and lists (map[string]any, []any, and values that
 // encode themselves, bodyValue) are walked here, keys sorted as
-// json.Marshal sorts them; every other value is json.Marshal's.
+// json.Marshal sorts them, and its strings, booleans and integers written
+// here as json.Marshal writes them; every other value is json.Marshal's.
 func Marshal(body any) ([]byte, error) {
 	e := encoders.Get().(*bodyEncoder)
 	defer e.release()
@@ -77,9 +80,7 @@ func (e *bodyEncoder) value(v any) error {
 			if i > 0 {
 				e.buf.WriteByte(',')
 			}
-			if err := e.json(k); err != nil {
-				return err
-			}
+			e.str(k)
 			e.buf.WriteByte(':')
 			if err := e.value(v[k]); err != nil {
 				return err
@@ -103,6 +104,18 @@ func (e *bodyEncoder) value(v any) error {
 		}
 		e.buf.WriteByte(']')
 		return nil
+	case string:
+		e.str(v)
+		return nil
+	case bool:
+		e.buf.WriteString(strconv.FormatBool(v))
+		return nil
+	case int:
+		e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), int64(v), 10))
+		return nil
+	case int64:
+		e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), v, 10))
+		return nil
 	case providers.CompactJSON:
 		if len(v) == 0 {
 			break // json.Marshal's error
@@ -122,4 +135,62 @@ func (e *bodyEncoder) json(v any) error {
 	}
 	e.buf.Truncate(e.buf.Len() - 1) // the newline Encode ends a value with
 	return nil
+}
+
+// str appends s as json.Marshal encodes a string: quoted, with '"', '\\'
+// and control characters escaped (\b, \f, \n, \r and \t by name), '<',
+// '>' and '&' as \u003c, \u003e and \u0026 (HTML-safe), U+2028 and
+// U+2029 escaped, and each byte of invalid UTF-8 replaced by \ufffd.
+func (e *bodyEncoder) str(s string) {
+	const hex = "0123456789abcdef"
+	b := e.buf.AvailableBuffer()
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	b = append(b, '"')
+	e.buf.Write(b)
 }

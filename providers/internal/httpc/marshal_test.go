@@ -28,6 +28,8 @@ func TestMarshal(t *testing.T) {
 		{name: "nil map and list", body: map[string]any{"a": map[string]any(nil), "b": []any(nil), "c": []any{}}},
 		{name: "sorted keys", body: map[string]any{"z": 1, "a": 2, "ä": 3, "A": 4, "_": 5, "": 6}},
 		{name: "escaped keys and strings", body: map[string]any{"<k&>": "<script>&\u2028\u2029\"\\\n\x01", "bad": "\xff\xfeok"}},
+		{name: "control characters", body: map[string]any{"s": "\b\f\n\r\t\x00\x1f\x7f é \u2027\u2028\u2029\u202a 😀 \xed\xa0\x80 \xc3"}},
+		{name: "booleans and integers", body: []any{true, false, 0, -1, int64(math.MaxInt64), int64(math.MinInt64), uint8(3), int32(-4)}},
 		{name: "numbers", body: map[string]any{"f": 0.1, "i": 7, "big": 1e21, "small": 1e-7, "n": json.Number("12.50"), "neg": math.Copysign(0, -1)}},
 		{name: "nested", body: map[string]any{"messages": []any{
 			map[string]any{"role": "user", "content": "hi"},
@@ -62,4 +64,21 @@ func TestMarshal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzMarshalString: Marshal writes any string as json.Marshal does.
+func FuzzMarshalString(f *testing.F) {
+	for _, s := range []string{"", "plain", "<a href=\"x\">&amp;</a>", "\x00\x1f\x7f\b\f\n\r\t\\", "\u2028\u2029", "\xff\xfe", "é😀", "\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Marshal(s)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Marshal(%q) = %s, %v; json.Marshal gives %s", s, got, err, want)
+		}
+	})
 }

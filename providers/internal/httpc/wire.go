@@ -43,23 +43,17 @@ func (t functionTool) encodeBody(e *bodyEncoder) error {
 	e.buf.WriteString(`{"function":{`)
 	if t.Function.Description != "" {
 		e.buf.WriteString(`"description":`)
-		if err := e.json(t.Function.Description); err != nil {
-			return err
-		}
+		e.str(t.Function.Description)
 		e.buf.WriteByte(',')
 	}
 	e.buf.WriteString(`"name":`)
-	if err := e.json(t.Function.Name); err != nil {
-		return err
-	}
+	e.str(t.Function.Name)
 	e.buf.WriteString(`,"parameters":`)
 	if err := e.value(t.Function.Parameters); err != nil {
 		return err
 	}
 	e.buf.WriteString(`},"type":`)
-	if err := e.json(t.Type); err != nil {
-		return err
-	}
+	e.str(t.Type)
 	e.buf.WriteByte('}')
 	return nil
 }
