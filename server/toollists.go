@@ -21,10 +21,13 @@ import (
 // digest, and allowed_tools), so a hint that is wrong, stale, or meant for
 // another server of the same name is only a miss: the list comes in full.
 
-// maxOfferedLists and maxListHints bound what toolLists keeps: past them it
-// forgets entries at random, which costs a later generation a full list.
+// maxOfferedLists, maxOfferedBytes (the lists' names, descriptions and
+// encoded schemas) and maxListHints bound what toolLists keeps: past them
+// it forgets entries at random, which costs a later generation a full
+// list. A list larger than maxOfferedBytes alone is offered, not kept.
 const (
 	maxOfferedLists = 512
+	maxOfferedBytes = 64 << 20
 	maxListHints    = 4096
 )
 
@@ -43,6 +46,15 @@ type offeredTool struct {
 // offeredList is a server's tool list made for the model. It is shared,
 // read-only, by every generation that lists the same revision.
 type offeredList []offeredTool
+
+// size is what the list holds, in bytes, for maxOfferedBytes.
+func (list offeredList) size() int {
+	n := 0
+	for _, t := range list {
+		n += len(t.name) + len(t.description) + len(t.params)
+	}
+	return n
+}
 
 // newOfferedList makes one server's list.
 func newOfferedList(tools []*bridgev1.Tool) offeredList {
@@ -76,6 +88,7 @@ type revisionKey struct {
 type toolLists struct {
 	mu    sync.Mutex
 	lists map[revisionKey]offeredList
+	bytes int // the lists' sizes, summed
 	hints map[listKey]uint64
 }
 
@@ -135,24 +148,38 @@ func (l *toolLists) offered(tenant string, listed []*bridgev1.ServerTools) (_ []
 // keep records list as k's, and k's revision as the one its server has
 // now, forgetting the list of the revision it had before.
 func (l *toolLists) keep(k revisionKey, list offeredList) {
+	size := list.size()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old, ok := l.hints[k.listKey]; ok && old != k.revision {
-		delete(l.lists, revisionKey{k.listKey, old})
+		l.drop(revisionKey{k.listKey, old})
 	}
 	if _, ok := l.hints[k.listKey]; !ok && len(l.hints) >= maxListHints {
 		for other := range l.hints { // one at random
-			delete(l.lists, revisionKey{other, l.hints[other]})
+			l.drop(revisionKey{other, l.hints[other]})
 			delete(l.hints, other)
 			break
 		}
 	}
 	l.hints[k.listKey] = k.revision
-	if _, ok := l.lists[k]; !ok && len(l.lists) >= maxOfferedLists {
-		for other := range l.lists {
-			delete(l.lists, other)
+	if size > maxOfferedBytes {
+		return
+	}
+	l.drop(k) // kept already by a generation that listed it meanwhile
+	for len(l.lists) > 0 && (len(l.lists) >= maxOfferedLists || l.bytes+size > maxOfferedBytes) {
+		for other := range l.lists { // one at random
+			l.drop(other)
 			break
 		}
 	}
 	l.lists[k] = list
+	l.bytes += size
+}
+
+// drop forgets k's list, if kept. l.mu is held.
+func (l *toolLists) drop(k revisionKey) {
+	if list, ok := l.lists[k]; ok {
+		l.bytes -= list.size()
+		delete(l.lists, k)
+	}
 }

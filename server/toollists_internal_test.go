@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -67,8 +68,32 @@ func TestToolListsKeeping(t *testing.T) {
 		l.offered(fmt.Sprint("tenant-", i), []*bridgev1.ServerTools{listed("a", uint64(100+i), false, "x")})
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if len(l.hints) > maxListHints || len(l.lists) > maxOfferedLists {
 		t.Errorf("toolLists holds %d hints and %d lists; want at most %d and %d", len(l.hints), len(l.lists), maxListHints, maxOfferedLists)
+	}
+	l.mu.Unlock()
+
+	// The bytes kept stay within maxOfferedBytes, and a list larger than
+	// that alone is offered but not kept.
+	large := func(revision uint64, n int) *bridgev1.ServerTools {
+		return &bridgev1.ServerTools{ServerName: "big", Revision: revision, Tools: []*bridgev1.Tool{{Name: "t", Description: strings.Repeat("d", n)}}}
+	}
+	for i := range 8 {
+		l.offered(fmt.Sprint("big-", i), []*bridgev1.ServerTools{large(uint64(1000+i), maxOfferedBytes/3)})
+	}
+	if lists, ok := l.offered("huge", []*bridgev1.ServerTools{large(2000, maxOfferedBytes+1)}); !ok || len(lists[0]) != 1 {
+		t.Errorf("a list larger than the budget was not offered: %v", ok)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sum := 0
+	for _, list := range l.lists {
+		sum += list.size()
+	}
+	if sum != l.bytes || l.bytes > maxOfferedBytes {
+		t.Errorf("toolLists counts %d bytes and holds %d; want them equal and at most %d", l.bytes, sum, maxOfferedBytes)
+	}
+	if _, kept := l.lists[revisionKey{listKey{"huge", "big"}, 2000}]; kept {
+		t.Error("a list larger than the budget was kept")
 	}
 }
