@@ -86,6 +86,8 @@ type revisionKey struct {
 // toolLists keeps the offered lists by revision and, per server, the
 // revision last seen. It is safe for concurrent use.
 type toolLists struct {
+	maxBytes int // maxOfferedBytes
+
 	mu    sync.Mutex
 	lists map[revisionKey]offeredList
 	bytes int // the lists' sizes, summed
@@ -93,7 +95,7 @@ type toolLists struct {
 }
 
 func newToolLists() *toolLists {
-	return &toolLists{lists: make(map[revisionKey]offeredList), hints: make(map[listKey]uint64)}
+	return &toolLists{maxBytes: maxOfferedBytes, lists: make(map[revisionKey]offeredList), hints: make(map[listKey]uint64)}
 }
 
 // known returns, for each server in order, the revision of its list that
@@ -162,11 +164,11 @@ func (l *toolLists) keep(k revisionKey, list offeredList) {
 		}
 	}
 	l.hints[k.listKey] = k.revision
-	if size > maxOfferedBytes {
+	if size > l.maxBytes {
 		return
 	}
 	l.drop(k) // kept already by a generation that listed it meanwhile
-	for len(l.lists) > 0 && (len(l.lists) >= maxOfferedLists || l.bytes+size > maxOfferedBytes) {
+	for len(l.lists) > 0 && (len(l.lists) >= maxOfferedLists || l.bytes+size > l.maxBytes) {
 		for other := range l.lists { // one at random
 			l.drop(other)
 			break

@@ -73,15 +73,18 @@ func TestToolListsKeeping(t *testing.T) {
 	}
 	l.mu.Unlock()
 
-	// The bytes kept stay within maxOfferedBytes, and a list larger than
-	// that alone is offered but not kept.
+	// The bytes kept stay within the budget (maxOfferedBytes, here a
+	// small one), and a list larger than that alone is offered but not
+	// kept.
+	l = newToolLists()
+	l.maxBytes = 3000
 	large := func(revision uint64, n int) *bridgev1.ServerTools {
 		return &bridgev1.ServerTools{ServerName: "big", Revision: revision, Tools: []*bridgev1.Tool{{Name: "t", Description: strings.Repeat("d", n)}}}
 	}
 	for i := range 8 {
-		l.offered(fmt.Sprint("big-", i), []*bridgev1.ServerTools{large(uint64(1000+i), maxOfferedBytes/3)})
+		l.offered(fmt.Sprint("big-", i), []*bridgev1.ServerTools{large(uint64(1000+i), l.maxBytes/3)})
 	}
-	if lists, ok := l.offered("huge", []*bridgev1.ServerTools{large(2000, maxOfferedBytes+1)}); !ok || len(lists[0]) != 1 {
+	if lists, ok := l.offered("huge", []*bridgev1.ServerTools{large(2000, l.maxBytes+1)}); !ok || len(lists[0]) != 1 {
 		t.Errorf("a list larger than the budget was not offered: %v", ok)
 	}
 	l.mu.Lock()
@@ -90,8 +93,8 @@ func TestToolListsKeeping(t *testing.T) {
 	for _, list := range l.lists {
 		sum += list.size()
 	}
-	if sum != l.bytes || l.bytes > maxOfferedBytes {
-		t.Errorf("toolLists counts %d bytes and holds %d; want them equal and at most %d", l.bytes, sum, maxOfferedBytes)
+	if sum != l.bytes || l.bytes > l.maxBytes || len(l.lists) < 2 {
+		t.Errorf("toolLists counts %d bytes and holds %d in %d lists; want them equal, at most %d, in two lists or more", l.bytes, sum, len(l.lists), l.maxBytes)
 	}
 	if _, kept := l.lists[revisionKey{listKey{"huge", "big"}, 2000}]; kept {
 		t.Error("a list larger than the budget was kept")
