@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -97,6 +98,45 @@ func BenchmarkGenerations(b *testing.B) {
 						return
 					}
 				}
+			})
+		})
+		// A whole generation's record as bench-e2e's workload writes it
+		// (four model turns, three tool calls): created with its 1.1 KB
+		// started event, a checkpoint before each tool call with the
+		// turn's events, and the finish; 17 events in five writes, under
+		// a fresh random id each time, as agentd's ids are.
+		b.Run(st.name+"/Generation", func(b *testing.B) {
+			s := st.open(b)
+			b.Cleanup(func() { _ = s.Close() })
+			g := s.Generations()
+			ctx := b.Context()
+			ev := func(kind string, n int) store.Event {
+				return store.Event{Kind: kind, Data: bytes.Repeat([]byte("e"), n)}
+			}
+			started := []store.Event{ev("started", 1124)}
+			turn := []store.Event{ev("tool_call_finished", 62), ev("text_delta", 11), ev("usage", 14), ev("tool_call_started", 63)}
+			last := []store.Event{ev("tool_call_finished", 62), ev("text_delta", 11), ev("usage", 14), ev("completed", 368)}
+			cp := bytes.Repeat([]byte("c"), 600)
+			latencies(b, func() error {
+				id := fmt.Sprintf("gen_%x", rand.Uint64()) + fmt.Sprintf("%x", rand.Uint64())
+				now := time.Now()
+				if err := g.Create(ctx, store.NewGeneration{
+					Tenant: "", ID: id, Owner: "r", Expires: now.Add(time.Minute), Checkpoint: cp, Events: started, Now: now,
+				}); err != nil {
+					return err
+				}
+				for i := range 3 {
+					events := turn
+					if i == 0 {
+						events = turn[1:]
+					}
+					c := store.Checkpoint{State: store.Running, Data: cp, Events: events, Now: time.Now()}
+					if _, err := g.Checkpoint(ctx, "", id, 1, c); err != nil {
+						return err
+					}
+				}
+				_, err := g.Finish(ctx, "", id, 1, store.Outcome{State: store.Completed, Result: cp[:200], Events: last, Now: time.Now()})
+				return err
 			})
 		})
 		b.Run(st.name+"/Append", func(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -43,6 +44,16 @@ const (
 				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
+	// qCheckpointSameState is qCheckpoint for a generation already in the
+	// state: an UPDATE that sets state rewrites the row's entries in the
+	// partial indexes whose condition reads state (generations_adoptable),
+	// a page written to the WAL for nothing; most checkpoints keep the
+	// state.
+	qCheckpointSameState = `
+			UPDATE generations SET checkpoint = ?, version = version + 1,
+				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> '' AND state = ?
+			RETURNING last_seq`
 	qFinish = `
 			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
 				last_seq = last_seq + ?, updated_at = ?, finished_at = ?
@@ -52,10 +63,29 @@ const (
 			UPDATE generations SET last_seq = last_seq + ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
-	qInsertEvent = `INSERT INTO generation_events (tenant, generation_id, seq, kind, data) VALUES (?, ?, ?, ?, ?)`
 )
 
-var hotStatements = []string{qCreate, qRenew, qCheckpoint, qFinish, qAppend, qInsertEvent}
+// maxEventRows is the most events one INSERT logs: insertEvents writes a
+// write's events in as few statements as that allows, since a statement's
+// round through database/sql and the driver costs more than the row.
+const maxEventRows = 8
+
+// qInsertEvents[k-1] logs k events of one generation from the sequence
+// number ?3: ?1 and ?2 are the tenant and the generation, then each
+// event's kind and data.
+var qInsertEvents = func() (qs [maxEventRows]string) {
+	for k := 1; k <= maxEventRows; k++ {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO generation_events (tenant, generation_id, seq, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)`)
+		for i := 1; i < k; i++ {
+			fmt.Fprintf(&b, `, (?1, ?2, ?3 + %d, ?%d, ?%d)`, i, 4+2*i, 5+2*i)
+		}
+		qs[k-1] = b.String()
+	}
+	return qs
+}()
+
+var hotStatements = append([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend}, qInsertEvents[:]...)
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
@@ -115,11 +145,17 @@ func (s sqliteGenerations) insertEvents(ctx context.Context, tx *sql.Tx, tenant,
 	if len(events) == 0 {
 		return nil
 	}
-	stmt := s.in(ctx, tx, qInsertEvent)
-	for i, e := range events {
-		if _, err := stmt.ExecContext(ctx, tenant, id, first+int64(i), e.Kind, orEmpty(e.Data)); err != nil {
+	args := make([]any, 0, 3+2*min(len(events), maxEventRows))
+	for len(events) > 0 {
+		batch := events[:min(len(events), maxEventRows)]
+		args = append(args[:0], tenant, id, first)
+		for _, e := range batch {
+			args = append(args, e.Kind, orEmpty(e.Data))
+		}
+		if _, err := s.in(ctx, tx, qInsertEvents[len(batch)-1]).ExecContext(ctx, args...); err != nil {
 			return unavailable(err)
 		}
+		events, first = events[len(batch):], first+int64(len(batch))
 	}
 	return nil
 }
@@ -195,8 +231,13 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 	events := append(slices.Clip(c.Events), c.After...)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n, covered := int64(len(events)), int64(len(c.Events))
-		err := s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
-			string(c.State), orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+		err := s.in(ctx, tx, qCheckpointSameState).QueryRowContext(ctx,
+			orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Another state, or the lease lost.
+			err = s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
+				string(c.State), orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
 		}

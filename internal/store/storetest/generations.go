@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -521,6 +522,7 @@ func testEventLog(t *testing.T, db DB) {
 		{ev("delta", "b"), ev("delta", ""), {Kind: "nil", Data: nil}},
 		{ev("big", big)},
 		{ev("tool_call", `{"name":"search"}`), ev("tool_result", "\x00\xff binary")},
+		numbered("long", 8), numbered("longer", 9), numbered("longest", 19),
 	} {
 		last, err := g.Append(ctx, "acme", "g", 1, batch)
 		if err != nil {
@@ -571,6 +573,16 @@ func testEventLog(t *testing.T, db DB) {
 	if diff := cmp.Diff(want, logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
 		t.Errorf("the log after a refused batch (-want +got):\n%s", diff)
 	}
+}
+
+// numbered is n events of kind, their data numbered from 1: a batch the
+// SQLite store writes in several statements when n > 8.
+func numbered(kind string, n int) []store.Event {
+	events := make([]store.Event, n)
+	for i := range events {
+		events[i] = ev(kind, strconv.Itoa(i+1))
+	}
+	return events
 }
 
 // X-G2: appenders on several replicas' handles writing one generation's
