@@ -104,7 +104,7 @@ func BenchmarkGenerations(b *testing.B) {
 		// (four model turns, three tool calls): created with its 1.1 KB
 		// started event, a checkpoint before each tool call with the
 		// turn's events, and the finish; 17 events in five writes, under
-		// a fresh random id each time, as agentd's ids are.
+		// a fresh id each time, made as agentd makes them.
 		b.Run(st.name+"/Generation", func(b *testing.B) {
 			s := st.open(b)
 			b.Cleanup(func() { _ = s.Close() })
@@ -117,8 +117,10 @@ func BenchmarkGenerations(b *testing.B) {
 			turn := []store.Event{ev("tool_call_finished", 62), ev("text_delta", 11), ev("usage", 14), ev("tool_call_started", 63)}
 			last := []store.Event{ev("tool_call_finished", 62), ev("text_delta", 11), ev("usage", 14), ev("completed", 368)}
 			cp := bytes.Repeat([]byte("c"), 600)
+			// agentd's ids: the millisecond, then random digits.
+			idOf := func() string { return fmt.Sprintf("gen_%012x%020x", time.Now().UnixMilli(), rand.Uint64()) }
 			latencies(b, func() error {
-				id := fmt.Sprintf("gen_%x", rand.Uint64()) + fmt.Sprintf("%x", rand.Uint64())
+				id := idOf()
 				now := time.Now()
 				if err := g.Create(ctx, store.NewGeneration{
 					Tenant: "", ID: id, Owner: "r", Expires: now.Add(time.Minute), Checkpoint: cp, Events: started, Now: now,
