@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/gctune"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcpdemo"
 	"github.com/agentd/agentd/internal/telemetry"
@@ -108,7 +109,9 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 		_ = shutdownTraces(ctx)
 		return app.Options{}, nil, nil, err
 	}
+	gc := gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20)
 	shutdown := func(ctx context.Context) error {
+		gc.Stop()
 		return errors.Join(metrics.Shutdown(ctx), shutdownTraces(ctx))
 	}
 	tel := grpcserver.Telemetry{TracerProvider: tp, MeterProvider: metrics.MeterProvider()}

@@ -50,6 +50,16 @@ type Config struct {
 	// AGENTD_SHUTDOWN_DRAIN.
 	ShutdownDrain time.Duration `yaml:"shutdown_drain"`
 
+	// GCHeapFloorMiB keeps the Go garbage collector from starting a
+	// collection before the heap reaches this many MiB, while the live
+	// heap is under half of it (beyond that, Go's default pace): agentd
+	// keeps little alive and allocates fast, so at Go's default pace it
+	// collects many times a second under load. It costs up to this much
+	// memory. Read at start, by `agentd serve` and `agentd bridge`. A GOGC
+	// in the environment overrides it. Default 64; 0 leaves Go's default.
+	// Env AGENTD_GC_HEAP_FLOOR_MIB.
+	GCHeapFloorMiB int `yaml:"gc_heap_floor_mib"`
+
 	// Metrics configures the metrics agentd and its bridge record (X-O1).
 	Metrics Metrics `yaml:"metrics"`
 
@@ -1111,15 +1121,16 @@ const MaxMessageBytes = 64 << 20
 // Default returns the configuration agentd runs with when nothing is set.
 func Default() Config {
 	return Config{
-		Listen:        "127.0.0.1:7070",
-		ShutdownGrace: 10 * time.Second,
-		ShutdownDrain: 5 * time.Second,
-		TLS:           TLS{MinVersion: "1.2"},
-		Admin:         Admin{TLS: TLS{MinVersion: "1.2"}},
-		Reflection:    true,
-		Log:           Log{Level: "info", Format: "text"},
-		Store:         Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
-		OAuth:         OAuth{RedirectURL: DefaultOAuthRedirectURL, ClientName: "agentd"},
+		Listen:         "127.0.0.1:7070",
+		ShutdownGrace:  10 * time.Second,
+		ShutdownDrain:  5 * time.Second,
+		GCHeapFloorMiB: 64,
+		TLS:            TLS{MinVersion: "1.2"},
+		Admin:          Admin{TLS: TLS{MinVersion: "1.2"}},
+		Reflection:     true,
+		Log:            Log{Level: "info", Format: "text"},
+		Store:          Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
+		OAuth:          OAuth{RedirectURL: DefaultOAuthRedirectURL, ClientName: "agentd"},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
 			TLS:            TLS{MinVersion: "1.2"},
@@ -1279,6 +1290,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 		c.Bridge.MaxResultBytes = n
 	}
+	if v := getenv("AGENTD_GC_HEAP_FLOOR_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("config: AGENTD_GC_HEAP_FLOOR_MIB: %w", err)
+		}
+		c.GCHeapFloorMiB = n
+	}
 	if v := getenv("AGENTD_BRIDGE_ALLOWED_COMMANDS"); v != "" {
 		c.Bridge.AllowedCommands = splitList(v)
 	}
@@ -1324,6 +1342,9 @@ func (c *Config) Validate() error {
 	c.validateAuth(bad)
 	c.OAuth.validate(bad)
 	c.Store.validate(bad)
+	if c.GCHeapFloorMiB < 0 || c.GCHeapFloorMiB > 1<<20 {
+		bad("gc_heap_floor_mib: must be from 0 to 1048576 (1 TiB), got %d", c.GCHeapFloorMiB)
+	}
 	if c.ShutdownDrain < 0 {
 		bad("shutdown_drain: must not be negative, got %s", c.ShutdownDrain)
 	}

@@ -105,6 +105,16 @@ func TestLoad(t *testing.T) {
 			want: func(c *Config) { c.Debug.Listen = "127.0.0.1:6060" },
 		},
 		{
+			name: "issue 15 gc_heap_floor_mib 0 from the file",
+			file: "gc_heap_floor_mib: 0\n",
+			want: func(c *Config) { c.GCHeapFloorMiB = 0 },
+		},
+		{
+			name: "issue 15 gc_heap_floor_mib from the environment",
+			env:  map[string]string{"AGENTD_GC_HEAP_FLOOR_MIB": "256"},
+			want: func(c *Config) { c.GCHeapFloorMiB = 256 },
+		},
+		{
 			name: "X-I3 an OIDC issuer gets the defaults it leaves unset",
 			file: "auth:\n  oidc:\n    - {issuer: https://idp.example.com, audience: agentd, roles_claim: groups}\n    - {issuer: http://127.0.0.1:8080/realms/x, audience: a, algorithms: [ES384], clock_skew: 5s}\n",
 			want: func(c *Config) {
@@ -279,6 +289,7 @@ func TestLoadRejects(t *testing.T) {
 			file:     "store: {encryption_key_file: /k/new.key, previous_encryption_key_files: [/k/new.key, /k/old.key, /k/old.key, \"\"]}\n",
 			wantErrs: []string{"store.previous_encryption_key_files[0]: is store.encryption_key_file", "store.previous_encryption_key_files[2]: listed twice", "store.previous_encryption_key_files[3]: empty"},
 		},
+		{name: "issue 15 a negative gc_heap_floor_mib", file: "gc_heap_floor_mib: -1\n", wantErrs: []string{"gc_heap_floor_mib: must be from 0 to 1048576 (1 TiB), got -1"}},
 		{name: "X-G1 store: a ping_interval of zero", file: "store: {ping_interval: 0s}\n", wantErrs: []string{"store.ping_interval: must be positive"}},
 		{name: "X-G1 store: an unknown driver", env: map[string]string{"AGENTD_STORE_DRIVER": "mysql"}, wantErrs: []string{`store.driver: must be sqlite or postgres, got "mysql"`}},
 		{name: "X-G1 store: a DSN that sqlite would ignore", env: map[string]string{"AGENTD_STORE_DSN": "postgres://db/agentd"}, wantErrs: []string{"store.dsn: set, but store.driver is sqlite"}},
