@@ -67,7 +67,7 @@ func TestTuner(t *testing.T) {
 			tuner.mu.Lock()
 			p, live := tuner.percent, tuner.live
 			tuner.mu.Unlock()
-			if p == Percent(live, floor) && p == gogc() {
+			if live > 0 && p == Percent(live, floor) && p == gogc() { // tuned after a collection
 				break
 			}
 			runtime.Gosched()
