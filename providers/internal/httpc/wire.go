@@ -17,7 +17,10 @@ import (
 // tool on every turn; their fields are in the order json.Marshal sorts a
 // map's keys, so the bytes are the same.
 func FunctionTools(req *providers.Request) []any {
-	var out []any
+	if len(req.Tools) == 0 {
+		return nil
+	}
+	out := make([]any, 0, len(req.Tools))
 	for i, t := range req.Tools {
 		out = append(out, functionTool{
 			Function: function{Description: t.GetDescription(), Name: t.GetName(), Parameters: req.Parameters(i)},
