@@ -69,7 +69,9 @@ func Start(floor uint64) *Tuner {
 }
 
 // sentinel is a heap object whose only use is to become unreachable: its
-// cleanup runs once the collection that found it so has ended.
+// cleanup runs once the collection that found it so has ended. It is 16
+// bytes or more: smaller objects without pointers share blocks (Go's tiny
+// allocator), and a cleanup on one may never run.
 type sentinel struct{ _ [16]byte }
 
 // arm registers the cleanup that tunes after the next collection, and
