@@ -148,11 +148,13 @@ func toolParameters(t *agentdv1.FunctionTool) any {
 
 // Parameters is Tools[i]'s parameters for a JSON request body (which
 // json.Marshal encodes): the bytes of ToolParameters when the caller
-// encoded them, as CompactJSON, else the schema as a map, which encodes
-// to the same bytes (as one turn of an adapter used alone would).
+// encoded them, as a *CompactJSON into r.ToolParameters (a pointer, which
+// an interface holds without allocating; the body only reads it), else
+// the schema as a map, which encodes to the same bytes (as one turn of an
+// adapter used alone would).
 func (r *Request) Parameters(i int) any {
 	if len(r.ToolParameters) == len(r.Tools) {
-		return CompactJSON(r.ToolParameters[i])
+		return (*CompactJSON)(&r.ToolParameters[i])
 	}
 	return toolParameters(r.Tools[i])
 }

@@ -122,6 +122,12 @@ func (e *bodyEncoder) value(v any) error {
 		}
 		e.buf.Write(v)
 		return nil
+	case *providers.CompactJSON:
+		if v == nil || len(*v) == 0 {
+			break // json.Marshal's null, or its error
+		}
+		e.buf.Write(*v)
+		return nil
 	case bodyValue:
 		return v.encodeBody(e)
 	}

@@ -14,7 +14,8 @@ import (
 // bytes, and fails where json.Marshal fails: the maps and lists it walks
 // itself (nil ones too), the keys it sorts, the strings it leaves to
 // encoding/json (HTML escaped, invalid UTF-8 replaced), encoded tool
-// schemas, the adapters' tool structs, and the other values options bring.
+// schemas (by value and by pointer), the adapters' tool structs, and the
+// other values options bring.
 func TestMarshal(t *testing.T) {
 	t.Parallel()
 	schema := providers.ToolParametersJSON(&agentdv1.FunctionTool{Name: "t"})
@@ -41,11 +42,16 @@ func TestMarshal(t *testing.T) {
 			functionTool{Function: function{Name: "a<b", Description: "d&", Parameters: providers.CompactJSON(schema)}, Type: "function"},
 			functionTool{Function: function{Name: "b", Parameters: map[string]any{"type": "object"}}, Type: "function"},
 		}}},
+		{name: "function tools by pointer, schemas by pointer", body: map[string]any{"tools": []any{
+			&functionTool{Function: function{Name: "a", Parameters: (*providers.CompactJSON)(&schema)}, Type: "function"},
+		}}},
+		{name: "a nil encoded schema pointer", body: map[string]any{"s": (*providers.CompactJSON)(nil)}},
 		{name: "option values", body: map[string]any{"stop": []string{"a", "<b>"}, "meta": map[string]string{"y": "1", "x": "2"}, "ok": true, "list": []map[string]any{{"k": 1}}}},
 		{name: "unsupported value", body: map[string]any{"t": math.NaN()}, fail: true},
 		{name: "unsupported value in a list", body: []any{1, math.Inf(1)}, fail: true},
 		{name: "unsupported type", body: map[string]any{"c": make(chan int)}, fail: true},
 		{name: "empty encoded schema", body: map[string]any{"s": providers.CompactJSON(nil)}, fail: true},
+		{name: "empty encoded schema by pointer", body: map[string]any{"s": new(providers.CompactJSON)}, fail: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, wantErr := json.Marshal(tc.body)

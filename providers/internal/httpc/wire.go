@@ -20,12 +20,17 @@ func FunctionTools(req *providers.Request) []any {
 	if len(req.Tools) == 0 {
 		return nil
 	}
-	out := make([]any, 0, len(req.Tools))
+	// One array of structs, each in the list by pointer: an interface
+	// holds a pointer without allocating, where a struct is copied to the
+	// heap one by one.
+	tools := make([]functionTool, len(req.Tools))
+	out := make([]any, len(req.Tools))
 	for i, t := range req.Tools {
-		out = append(out, functionTool{
+		tools[i] = functionTool{
 			Function: function{Description: t.GetDescription(), Name: t.GetName(), Parameters: req.Parameters(i)},
 			Type:     "function",
-		})
+		}
+		out[i] = &tools[i]
 	}
 	return out
 }
