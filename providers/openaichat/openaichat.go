@@ -136,16 +136,15 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 
 // body builds the request body, provider options merged in.
 func (p *provider) body(req *providers.Request) (map[string]any, error) {
-	var msgs []any
+	msgs := make([]any, 0, len(req.Messages)+1)
 	if req.Instructions != "" {
-		msgs = append(msgs, map[string]any{"role": "system", "content": req.Instructions})
+		msgs = append(msgs, &httpc.ChatMessage{Role: "system", Text: req.Instructions})
 	}
 	for _, m := range req.Messages {
-		converted, err := p.message(m)
-		if err != nil {
+		var err error
+		if msgs, err = p.message(msgs, m); err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, converted...)
 	}
 	body := map[string]any{
 		"messages":       msgs,
@@ -168,9 +167,9 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 	return body, nil
 }
 
-// message converts one neutral message into chat messages: a tool message
-// becomes one "tool" message per result.
-func (p *provider) message(m *agentdv1.Message) ([]any, error) {
+// message appends one neutral message to msgs as chat messages: a tool
+// message becomes one "tool" message per result.
+func (p *provider) message(msgs []any, m *agentdv1.Message) ([]any, error) {
 	switch m.GetRole() {
 	case agentdv1.Role_ROLE_USER:
 		var texts []string
@@ -186,17 +185,16 @@ func (p *provider) message(m *agentdv1.Message) ([]any, error) {
 			}
 		}
 		if len(media) == 0 {
-			return []any{map[string]any{"role": "user", "content": strings.Join(texts, "\n")}}, nil
+			return append(msgs, &httpc.ChatMessage{Role: "user", Text: strings.Join(texts, "\n")}), nil
 		}
-		var content []any
+		content := make([]any, 0, len(texts)+len(media))
 		for _, t := range texts {
 			content = append(content, map[string]any{"type": "text", "text": t})
 		}
-		return []any{map[string]any{"role": "user", "content": append(content, media...)}}, nil
+		return append(msgs, &httpc.ChatMessage{Role: "user", Parts: append(content, media...)}), nil
 	case agentdv1.Role_ROLE_ASSISTANT:
-		msg := map[string]any{"role": "assistant"}
+		msg := &httpc.ChatMessage{Role: "assistant"}
 		var texts, reasoning []string
-		var calls []any
 		for _, part := range m.GetParts() {
 			switch k := part.GetKind().(type) {
 			case *agentdv1.Part_Text:
@@ -206,30 +204,26 @@ func (p *provider) message(m *agentdv1.Message) ([]any, error) {
 					reasoning = append(reasoning, k.Reasoning.GetText())
 				}
 			case *agentdv1.Part_ToolCall:
-				calls = append(calls, map[string]any{"id": k.ToolCall.GetId(), "type": "function",
-					"function": map[string]any{"name": k.ToolCall.GetName(), "arguments": providers.CompactArguments([]byte(k.ToolCall.GetArguments()))}})
+				msg.ToolCalls = append(msg.ToolCalls, httpc.ChatToolCall{ID: k.ToolCall.GetId(), Name: k.ToolCall.GetName(),
+					Arguments: providers.CompactArguments([]byte(k.ToolCall.GetArguments()))})
 			}
 		}
 		if len(texts) > 0 {
-			msg["content"] = strings.Join(texts, "")
+			msg.Text = strings.Join(texts, "")
 		} else {
-			msg["content"] = nil
+			msg.NullContent = true
 		}
-		if len(calls) > 0 {
-			msg["tool_calls"] = calls
-			if p.d.EchoReasoning && len(reasoning) > 0 {
-				msg["reasoning_content"] = strings.Join(reasoning, "")
-			}
+		if len(msg.ToolCalls) > 0 && p.d.EchoReasoning && len(reasoning) > 0 {
+			msg.ReasoningContent, msg.HasReasoning = strings.Join(reasoning, ""), true
 		}
-		return []any{msg}, nil
+		return append(msgs, msg), nil
 	case agentdv1.Role_ROLE_TOOL:
-		var out []any
 		for _, part := range m.GetParts() {
 			if r := part.GetToolResult(); r != nil {
-				out = append(out, map[string]any{"role": "tool", "tool_call_id": r.GetToolCallId(), "content": r.GetOutput()})
+				msgs = append(msgs, &httpc.ChatMessage{Role: "tool", HasToolCallID: true, ToolCallID: r.GetToolCallId(), Text: r.GetOutput()})
 			}
 		}
-		return out, nil
+		return msgs, nil
 	}
 	return nil, fault.New(fault.Invalid, "%s: a message has no role", p.d.Name)
 }

@@ -126,3 +126,79 @@ func ReservedOptions(options map[string]any, why string, keys ...string) []provi
 	}
 	return problems
 }
+
+// ChatMessage is a message of a Chat Completions request body, written as
+// json.Marshal writes the map of the members it has, keys sorted:
+// "content" always, then "reasoning_content", "role", "tool_call_id" and
+// "tool_calls" where set. A struct rather than a map, to spare the map
+// and its boxed values for every message of the conversation on every
+// turn; it goes into a body by pointer, which an interface holds without
+// allocating.
+type ChatMessage struct {
+	Role string
+	// Content is "content": Parts when not nil, else null when
+	// NullContent, else Text.
+	Text        string
+	NullContent bool
+	Parts       []any
+	// ReasoningContent is "reasoning_content" when HasReasoning.
+	ReasoningContent string
+	HasReasoning     bool
+	// ToolCallID is "tool_call_id" when HasToolCallID (a tool message).
+	ToolCallID    string
+	HasToolCallID bool
+	// ToolCalls is "tool_calls" when not nil.
+	ToolCalls []ChatToolCall
+}
+
+// ChatToolCall is an assistant message's tool call:
+// {"function": {"arguments": Arguments, "name": Name}, "id": ID, "type": "function"}.
+type ChatToolCall struct {
+	ID, Name  string
+	Arguments string // as the API takes them: a string of JSON
+}
+
+// MarshalJSON writes m as Marshal does, for encoding/json.
+func (m *ChatMessage) MarshalJSON() ([]byte, error) { return Marshal(m) }
+
+func (m *ChatMessage) encodeBody(e *bodyEncoder) error {
+	e.buf.WriteString(`{"content":`)
+	switch {
+	case m.Parts != nil:
+		if err := e.value(m.Parts); err != nil {
+			return err
+		}
+	case m.NullContent:
+		e.buf.WriteString("null")
+	default:
+		e.str(m.Text)
+	}
+	if m.HasReasoning {
+		e.buf.WriteString(`,"reasoning_content":`)
+		e.str(m.ReasoningContent)
+	}
+	e.buf.WriteString(`,"role":`)
+	e.str(m.Role)
+	if m.HasToolCallID {
+		e.buf.WriteString(`,"tool_call_id":`)
+		e.str(m.ToolCallID)
+	}
+	if m.ToolCalls != nil {
+		e.buf.WriteString(`,"tool_calls":[`)
+		for i, c := range m.ToolCalls {
+			if i > 0 {
+				e.buf.WriteByte(',')
+			}
+			e.buf.WriteString(`{"function":{"arguments":`)
+			e.str(c.Arguments)
+			e.buf.WriteString(`,"name":`)
+			e.str(c.Name)
+			e.buf.WriteString(`},"id":`)
+			e.str(c.ID)
+			e.buf.WriteString(`,"type":"function"}`)
+		}
+		e.buf.WriteByte(']')
+	}
+	e.buf.WriteByte('}')
+	return nil
+}

@@ -51,3 +51,46 @@ func TestFunctionToolsBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestChatMessageBytes (issue 15): a ChatMessage encodes, by Marshal and by
+// json.Marshal, to the bytes of the map of the members it has.
+func TestChatMessageBytes(t *testing.T) {
+	t.Parallel()
+	parts := []any{map[string]any{"type": "text", "text": "<look>"}, map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64,AA=="}}}
+	for _, tc := range []struct {
+		name string
+		msg  *ChatMessage
+		want map[string]any
+	}{
+		{"system", &ChatMessage{Role: "system", Text: "be <brief> & kind\n"}, map[string]any{"role": "system", "content": "be <brief> & kind\n"}},
+		{"empty user text", &ChatMessage{Role: "user"}, map[string]any{"role": "user", "content": ""}},
+		{"user parts", &ChatMessage{Role: "user", Parts: parts}, map[string]any{"role": "user", "content": parts}},
+		{"assistant text", &ChatMessage{Role: "assistant", Text: "done \u2028"}, map[string]any{"role": "assistant", "content": "done \u2028"}},
+		{
+			"assistant calls, null content, reasoning",
+			&ChatMessage{Role: "assistant", NullContent: true, HasReasoning: true, ReasoningContent: "", ToolCalls: []ChatToolCall{
+				{ID: "call_1", Name: "echo", Arguments: `{"message":"<hi>"}`}, {ID: "", Name: "b", Arguments: "{}"},
+			}},
+			map[string]any{"role": "assistant", "content": nil, "reasoning_content": "", "tool_calls": []any{
+				map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "echo", "arguments": `{"message":"<hi>"}`}},
+				map[string]any{"id": "", "type": "function", "function": map[string]any{"name": "b", "arguments": "{}"}},
+			}},
+		},
+		{"tool result", &ChatMessage{Role: "tool", HasToolCallID: true, ToolCallID: "call_1", Text: "\xff ok"}, map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "\xff ok"}},
+		{"tool result, empty id", &ChatMessage{Role: "tool", HasToolCallID: true}, map[string]any{"role": "tool", "tool_call_id": "", "content": ""}},
+	} {
+		want, err := json.Marshal(map[string]any{"messages": []any{tc.want}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, marshal := range map[string]func(any) ([]byte, error){"json.Marshal": json.Marshal, "Marshal": Marshal} {
+			got, err := marshal(map[string]any{"messages": []any{tc.msg}})
+			if err != nil {
+				t.Fatalf("%s: %s: %v", tc.name, name, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: %s gives\n%s\nwant\n%s", tc.name, name, got, want)
+			}
+		}
+	}
+}
