@@ -110,6 +110,12 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 		return app.Options{}, nil, nil, err
 	}
 	gc := gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20)
+	switch {
+	case gc != nil:
+		log.Info("the garbage collector's pace keeps a heap floor", "gc_heap_floor_mib", cfg.GCHeapFloorMiB)
+	case cfg.GCHeapFloorMiB > 0:
+		log.Info("GOGC is set in the environment: the garbage collector keeps its pace, gc_heap_floor_mib is not applied", "GOGC", os.Getenv("GOGC"))
+	}
 	shutdown := func(ctx context.Context) error {
 		gc.Stop()
 		return errors.Join(metrics.Shutdown(ctx), shutdownTraces(ctx))
