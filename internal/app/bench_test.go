@@ -41,7 +41,10 @@ const benchGrace = 200 * time.Millisecond
 // each alone; "paired" alternates rounds on one machine state and reports
 // the median of the rounds' ratios ("bridge/direct"), and, beside them,
 // the direct call on the classic protocol, 2025-11-25 ("classic/direct":
-// what the protocol itself costs the go-sdk). The bridge package's
+// what the protocol itself costs the go-sdk), and the direct call made
+// behind a bare gRPC round trip ("boundary/direct", bareBoundary: what any
+// call across a real gRPC hop costs at least, DESIGN.md keeping the
+// bridge hop one even in process). The bridge package's
 // BenchmarkCallTool says where the bridge's share goes. It sits here, above
 // both server and bridge, because it needs both sides of the boundary.
 //
@@ -86,7 +89,8 @@ func BenchmarkCallTool(b *testing.B) {
 	})
 	b.Run("paired", func(b *testing.B) {
 		mcptest.Paired(b, mcptest.DirectEcho(b, mcptest.Tools, benchGrace), mcptest.Arm{Unit: "bridge/direct", Call: bridged(b)},
-			mcptest.Arm{Unit: "classic/direct", Call: mcptest.DirectEchoOn(b, mcptest.Tools, benchGrace, "2025-11-25")})
+			mcptest.Arm{Unit: "classic/direct", Call: mcptest.DirectEchoOn(b, mcptest.Tools, benchGrace, "2025-11-25")},
+			mcptest.Arm{Unit: "boundary/direct", Call: bareBoundary(b, mcptest.DirectEcho(b, mcptest.Tools, benchGrace))})
 	})
 	b.Run("metrics", func(b *testing.B) {
 		metrics, err := telemetry.SetupMetrics(b.Context(), telemetry.ServiceAgent, func(string) string { return "" }, true)
@@ -109,7 +113,7 @@ func benchBridge(b *testing.B, srv config.Server, tel grpcserver.Telemetry) *grp
 	cfg.Bridge.Pool.Warm = 0
 	cfg.Bridge.Servers = map[string]config.Server{"tools": srv}
 	o := app.Options{Config: cfg, Logger: telemetry.NewLogger(io.Discard, slog.LevelInfo, "text"), Telemetry: tel}
-	br, err := app.NewBridge(o)
+	br, err := app.NewEmbeddedBridge(o)
 	if err != nil {
 		b.Fatal(err)
 	}

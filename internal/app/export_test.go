@@ -10,3 +10,8 @@ func WithGenerations(o Options, wrap func(store.Generations) store.Generations) 
 	o.generations = wrap
 	return o
 }
+
+// NewEmbeddedBridge is the bridge as agentd embeds it (newBridge for an
+// in-memory listener): no TLS or peer checks, and the server tuned for
+// in-memory connections (grpcserver.Options.InMemory).
+func NewEmbeddedBridge(o Options) (*Bridge, error) { return newBridge(o, true) }
