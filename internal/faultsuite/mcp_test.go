@@ -50,6 +50,10 @@ func TestStdioFlood(t *testing.T) {
 	const lines = 5000
 	o := s.run(t, t.Context(), scripted(t, []map[string]any{call("flood", map[string]any{"lines": lines}), call("echo", map[string]any{"text": "still here"}), say}, ref("noisy", 0)))
 	wantCompleted(t, o, "still here")
+	// The count of the lines left out comes with the next line logged,
+	// or when the server's process stops: the session closes after the
+	// stream has ended, so the log is read once agentd has stopped.
+	s.stop()
 	logged := count(s.logs, "not JSON-RPC") + count(s.logs, "mcp server stderr")
 	if logged == 0 || logged > 2*(100+20*10) {
 		t.Errorf("%d garbage lines logged of %d written to stdout and %d to stderr; want some, at a bounded rate", logged, lines, lines)
