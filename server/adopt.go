@@ -4,11 +4,10 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/toolerror"
 )
@@ -25,18 +24,12 @@ var adoptedUnknown = toolerror.JSON("the agentd replica running this call stoppe
 // adoptBatch bounds how many generations one round of the adopter takes.
 const adoptBatch = 8
 
-// adoption is what an adopted generation continues from, beyond its
-// checkpoint: what its log says happened after the checkpoint.
+// adoption is what an adopted generation continues from: the tool turn
+// its checkpoint was taken in (nil at a turn boundary: a model turn comes
+// next), and what its log says happened after the checkpoint.
 type adoption struct {
-	// turn is the tool turn the checkpoint was taken in; nil when the
-	// checkpoint is at a turn boundary (a model turn comes next).
 	turn *statev1.PausedTurn
-	// withdrawFrom is the first event of a model turn that was cut short
-	// (0: none was logged).
-	withdrawFrom int64
-	// started holds the calls whose start was logged after the
-	// checkpoint: an MCP call among them may have run.
-	started map[string]bool
+	record.Since
 }
 
 // StartAdopter starts the background adopter (X-G3): every
@@ -69,7 +62,7 @@ func (s *Service) StartAdopter() {
 // adoptDue adopts what is due now.
 func (s *Service) adoptDue() {
 	for !s.stopping.Load() {
-		ctx, cancel := context.WithTimeout(s.bg, storeTimeout)
+		ctx, cancel := context.WithTimeout(s.bg, record.Timeout)
 		now := time.Now()
 		recs, err := s.generations.Adopt(ctx, s.replica, now, now.Add(s.cfg.LeaseTTL), adoptBatch)
 		cancel()
@@ -126,28 +119,26 @@ func (s *Service) startAdopted(rec store.Generation) {
 		g = &generation{s: s, id: rec.ID, tenant: rec.Tenant, release: func() {}, total: &agentdv1.Usage{}, answered: &answerSet{}, ran: runStats{began: time.Now()}}
 	}
 	ctx, cancel := s.clientless(g)
-	j := s.newJournal(g)
-	j.epoch, j.last, j.confirmed, j.written, j.state = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State, store.Running
+	j := record.Adopted(s.journalOptions(g), rec)
 	g.journal = j
-	s.keepJournal(g, j)
 	s.log.Info("generation adopted", "generation", g.id, "tenant", g.tenant, "epoch", rec.Lease.Epoch, "after_sequence", rec.LastSeq)
 	switch {
 	case err != nil:
-		j.settle(ctx, store.Failed, g.result(nil, err))
+		j.Settle(ctx, store.Failed, g.result(nil, err))
 		g.logEnd(ctx, err)
 		cancel(nil)
 		return
 	case g.resume != nil:
 		// Its resume died within the paused turn: it is paused again, and
 		// the claim on its paused checkpoint says what may have run.
-		j.settle(ctx, store.Paused, nil)
+		j.Settle(ctx, store.Paused, nil)
 		g.pausedNow = true
 		g.logEnd(ctx, nil)
 		cancel(nil)
 		return
 	}
 	if !s.goRun(g, ctx, cancel) {
-		j.settle(ctx, store.Running, nil) // stopping: hand it on
+		j.Settle(ctx, store.Running, nil) // stopping: hand it on
 	}
 }
 
@@ -155,21 +146,18 @@ func (s *Service) startAdopted(rec store.Generation) {
 // and what its log holds after it. A generation whose resume died within
 // its paused turn comes back with resume set (and nothing to run).
 func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
-	cp := &statev1.Checkpoint{}
-	if err := proto.Unmarshal(rec.Checkpoint, cp); err != nil || cp.GetVersion() != checkpointVersion || cp.GetGenerationId() != rec.ID {
-		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint cannot be read by this agentd")
-	}
-	if t := cp.GetTurn(); t != nil && len(t.GetStates()) != len(t.GetCalls()) {
-		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint cannot be read by this agentd")
+	cp, err := record.DecodeRunning(rec.Checkpoint, rec.ID)
+	if err != nil {
+		return nil, err
 	}
 	g := s.continued(rec.Tenant, cp)
 	g.detached = cp.GetDetached()
-	g.agent = &sealedAgent{data: cp.GetAgent(), sealed: cp.GetAgentSealed(), withheld: cp.GetSecretsWithheld(), keyID: cp.GetKeyId()}
+	g.agent = record.AgentOf(cp)
 	if cp.GetResuming() {
-		g.resume = &resumption{stopKeeping: func() {}}
+		g.resume = &resumption{}
 		return g, nil
 	}
-	agent, stale, err := s.openAgent(rec.Tenant, rec.ID, cp)
+	agent, stale, err := record.OpenAgent(s.sealer, rec.Tenant, rec.ID, cp)
 	if err != nil {
 		return g, err
 	}
@@ -183,48 +171,19 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	if stale {
 		// Sealed under a previous key (a rotation): its later checkpoints
 		// hold it sealed under the current one.
-		if g.agent, err = g.sealAgent(); err != nil {
+		if g.agent, err = record.SealAgent(s.sealer, g.tenant, g.id, agent); err != nil {
 			return g, err
 		}
 	}
-	ad := &adoption{turn: cp.GetTurn(), started: make(map[string]bool)}
-	for _, id := range cp.GetTurn().GetStarted() {
-		ad.started[id] = true
-	}
-	ctx, cancel := context.WithTimeout(s.bg, storeTimeout)
+	ctx, cancel := context.WithTimeout(s.bg, record.Timeout)
 	defer cancel()
-	// Inside a tool turn, the starts the checkpoint covers (another call's
-	// result, written with a later checkpoint, covers every event before
-	// it) are listed in it; the log after it has the later ones.
-	for after := rec.CheckpointSeq; after < rec.LastSeq; {
-		evs, err := s.generations.Read(ctx, rec.Tenant, rec.ID, after, 0)
-		if err != nil {
-			return g, err
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, e := range evs {
-			ev := &agentdv1.GenerateResponse{}
-			if proto.Unmarshal(e.Data, ev) != nil {
-				continue
-			}
-			switch k := ev.GetEvent().(type) {
-			case *agentdv1.GenerateResponse_TextDelta, *agentdv1.GenerateResponse_ProviderToolCall, *agentdv1.GenerateResponse_Usage:
-				if ad.turn == nil && ad.withdrawFrom == 0 {
-					ad.withdrawFrom = e.Seq
-				}
-			case *agentdv1.GenerateResponse_ToolCallStarted:
-				if ad.turn != nil && k.ToolCallStarted.GetTurn() == ad.turn.GetTurn() {
-					ad.started[k.ToolCallStarted.GetCallId()] = true
-				}
-			}
-		}
-		after = evs[len(evs)-1].Seq
+	since, err := record.ReadSince(ctx, s.generations, rec, cp)
+	if err != nil {
+		return g, err
 	}
 	// The model turn after a turn boundary may have been asked already.
-	g.repeatTurn = ad.turn == nil
-	g.adopted = ad
+	g.repeatTurn = cp.GetTurn() == nil
+	g.adopted = &adoption{turn: cp.GetTurn(), Since: since}
 	return g, nil
 }
 
@@ -235,10 +194,10 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 // approval or result (which, with no client, pauses the generation).
 func (g *generation) continueAdopted(ctx context.Context) (done bool, _ error) {
 	ad := g.adopted
-	if ad.withdrawFrom > 0 {
+	if ad.WithdrawFrom > 0 {
 		if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TurnWithdrawn{TurnWithdrawn: &agentdv1.TurnWithdrawn{
 			Turn:         int32(g.toolTurns + 1),
-			FromSequence: ad.withdrawFrom,
+			FromSequence: ad.WithdrawFrom,
 			Reason:       "the agentd replica running this model turn stopped before it ended; discard what it said: the turn is asked again",
 		}}}); err != nil {
 			return true, err
@@ -261,7 +220,7 @@ func (g *generation) continueAdopted(ctx context.Context) (done bool, _ error) {
 			}
 			owner := g.owners[c.GetName()]
 			switch {
-			case owner == nil && ad.started[c.GetId()], owner != nil && owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && ad.started[c.GetId()]:
+			case owner == nil && ad.Started[c.GetId()], owner != nil && owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && ad.Started[c.GetId()]:
 				res := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: adoptedUnknown, IsError: true}
 				if err := r.finishCall(i, res, &agentdv1.ToolCallFinished{
 					CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.serverName(), Origin: originOf(owner),
@@ -269,7 +228,7 @@ func (g *generation) continueAdopted(ctx context.Context) (done bool, _ error) {
 				}); err != nil {
 					return err
 				}
-			case owner != nil && ad.started[c.GetId()]: // a function call: the client is asked again
+			case owner != nil && ad.Started[c.GetId()]: // a function call: the client is asked again
 				if err := r.askFunction(i); err != nil {
 					return err
 				}

@@ -26,6 +26,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/anthropic"
@@ -531,7 +532,7 @@ func FuzzResumeCheckpoint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, answers uint64) {
 		const id = "gen_fuzz"
 		cp := &statev1.Checkpoint{}
-		readable := proto.Unmarshal(data, cp) == nil && cp.GetVersion() == checkpointVersion && cp.GetTurn() != nil
+		readable := proto.Unmarshal(data, cp) == nil && cp.GetVersion() == record.Version && cp.GetTurn() != nil
 		if !readable {
 			cp = &statev1.Checkpoint{Provider: "mock"}
 		}
@@ -612,7 +613,7 @@ func checkPausedAgain(t *testing.T, paused *agentdv1.GenerationPaused, rec store
 		t.Fatalf("a generation paused again is stored as %+v, %v", rec, err)
 	}
 	cp := &statev1.Checkpoint{}
-	if err := proto.Unmarshal(rec.Data, cp); err != nil || cp.GetVersion() != checkpointVersion || cp.GetTurn() == nil || cp.GetGenerationId() != paused.GetGenerationId() {
+	if err := proto.Unmarshal(rec.Data, cp); err != nil || cp.GetVersion() != record.Version || cp.GetTurn() == nil || cp.GetGenerationId() != paused.GetGenerationId() {
 		t.Fatalf("a generation paused again stored a checkpoint that cannot be resumed: %v, %v", cp, err)
 	}
 	approvals, functions := pendingRequests(cp.GetTurn())
@@ -652,7 +653,7 @@ func resumableCheckpoint() *statev1.Checkpoint {
 	}
 	now := time.Now()
 	return &statev1.Checkpoint{
-		Version:      checkpointVersion,
+		Version:      record.Version,
 		GenerationId: "gen_fuzz",
 		Provider:     "mock",
 		Messages:     []*agentdv1.Message{userMessage("Tidy the repository."), assistant},

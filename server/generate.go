@@ -17,6 +17,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -219,7 +220,7 @@ func (l *link) receive(stream generateStream) {
 type sender struct {
 	stream  generateStream // nil: no client, events go nowhere
 	lost    func(error)
-	journal *journal // set before the first numbered event is queued
+	journal *record.Journal // set before the first numbered event is queued
 
 	mu      sync.Mutex
 	queue   []*agentdv1.GenerateResponse
@@ -298,8 +299,8 @@ func (s *sender) drain() {
 // send sends ev once the store has it (with a journal).
 func (s *sender) send(ev *agentdv1.GenerateResponse) error {
 	if j := s.journal; j != nil && ev.GetSequence() > 0 {
-		switch err := j.awaitSeq(s.stream.Context(), ev.GetSequence()); {
-		case errors.Is(err, errUnstored):
+		switch err := j.AwaitSeq(s.stream.Context(), ev.GetSequence()); {
+		case errors.Is(err, record.ErrUnstored):
 			// The store was down as the generation ended: the client
 			// has it at least.
 		case err != nil:
@@ -408,14 +409,14 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 	}
 	g.journal = j
 	if !s.goRun(g, gctx, gcancel) {
-		j.settle(gctx, store.Running, nil) // stopping: another replica runs it
+		j.Settle(gctx, store.Running, nil) // stopping: another replica runs it
 		gcancel(nil)
 		g.release()
 		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
 	}
 	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
 	// The stream ends once it has sent the started event.
-	err = s.follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
+	err = s.events.Follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
 		if err := stream.Send(ev); err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -10,6 +9,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -36,7 +36,7 @@ func (s *Service) getGeneration(ctx context.Context, req *agentdv1.GetGeneration
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, record.Timeout)
 	defer cancel()
 	rec, err := s.generations.Get(ctx, tenant, req.GetGenerationId())
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerat
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, record.Timeout)
 	defer cancel()
 	page, next, err := s.generations.List(ctx, tenant, store.ListOptions{States: states, PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if fault.KindOf(err) == fault.Invalid && req.GetPageToken() != "" {
@@ -157,8 +157,8 @@ func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMe
 	if len(rec.Result) == 0 {
 		return g
 	}
-	var r result
-	if err := json.Unmarshal(rec.Result, &r); err != nil {
+	r, err := record.DecodeResult(rec.Result)
+	if err != nil {
 		s.log.WarnContext(ctx, "a generation's stored result cannot be read", "generation", rec.ID, "err", err)
 		return g
 	}
@@ -188,7 +188,7 @@ func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMe
 // resumed since the record was read) has none: the generation shows
 // without them.
 func (s *Service) addPending(ctx context.Context, tenant string, g *agentdv1.Generation) error {
-	_, cp, err := s.loadPaused(ctx, tenant, g.GetGenerationId())
+	_, cp, err := record.LoadPaused(ctx, s.checkpoints, tenant, g.GetGenerationId())
 	switch {
 	case fault.KindOf(err) == fault.NotFound:
 		return nil

@@ -22,6 +22,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -61,10 +62,10 @@ type generation struct {
 	// or adopted run links to it (X-O2). Invalid when unknown.
 	origin trace.SpanContext
 
-	journal  *journal     // its durable record; nil without Options.Generations
-	agent    *sealedAgent // the agent as its checkpoints hold it
-	detached bool         // it runs without a client (StartGeneration.detach)
-	adopted  *adoption    // set when it continues a dead replica's generation
+	journal  *record.Journal     // its durable record; nil without Options.Generations
+	agent    *record.SealedAgent // the agent as its checkpoints hold it
+	detached bool                // it runs without a client (StartGeneration.detach)
+	adopted  *adoption           // set when it continues a dead replica's generation
 	// repeatTurn marks the next model turn's usage as repeated: an
 	// earlier attempt was cut short.
 	repeatTurn bool
@@ -152,7 +153,7 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	g.journal.record(ev)
+	g.journal.Record(ev)
 	return g.link.out.emit(ctx, ev)
 }
 
@@ -196,8 +197,8 @@ func (g *generation) run(ctx context.Context) (err error) {
 		g.link.out.journal = g.journal
 	}
 	if g.resume != nil {
-		g.resume.stopKeeping = g.keepClaim(ctx)
-		defer g.resume.stopKeeping()
+		g.keepClaim(ctx)
+		defer g.resume.claim.Stop()
 	}
 	if g.resume != nil && len(g.resume.authorizations) > 0 {
 		// The person's authorizations first: their tokens go with the
@@ -260,7 +261,7 @@ func (g *generation) run(ctx context.Context) (err error) {
 		// replica adopting it would pause it again for good.
 		g.checkpoint(nil)
 		if g.journal != nil {
-			if err := g.journal.await(ctx); err != nil {
+			if err := g.journal.Await(ctx); err != nil {
 				return err
 			}
 		}

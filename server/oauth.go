@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/internal/mcpauth"
 	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/oauthtokens"
+	"github.com/agentd/agentd/internal/record"
 )
 
 // OAuthOptions make agentd the OAuth client of the url MCP servers that
@@ -138,7 +139,7 @@ func (c *oauthClient) keep(ctx context.Context, g *generation, k oauthtokens.Key
 // declares the server otherwise), which cfg neither presents nor
 // refreshes; its next grant replaces it.
 func (c *oauthClient) load(ctx context.Context, k oauthtokens.Key, cfg *mcpauth.Config) (*mcpauth.Token, error) {
-	sctx, cancel := storeContext(ctx)
+	sctx, cancel := record.Context(ctx)
 	defer cancel()
 	data, err := c.tokens.Get(sctx, k)
 	if errors.Is(err, oauthtokens.ErrUnreadable) {
@@ -162,7 +163,7 @@ func (c *oauthClient) save(ctx context.Context, k oauthtokens.Key, t *mcpauth.To
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encoding a token")
 	}
-	sctx, cancel := storeContext(context.WithoutCancel(ctx))
+	sctx, cancel := record.Context(context.WithoutCancel(ctx))
 	defer cancel()
 	return c.tokens.Put(sctx, k, data)
 }
@@ -394,18 +395,6 @@ func (p *plan) server(name string) *serverPlan {
 		}
 	}
 	return nil
-}
-
-// withoutOAuthSecrets clears an oauth declaration's secrets in place.
-func withoutOAuthSecrets(o *agentdv1.OAuthClient) {
-	if o != nil {
-		o.ClientSecret, o.PrivateKey = "", ""
-	}
-}
-
-// oauthWithheld reports whether o holds a secret.
-func oauthWithheld(o *agentdv1.OAuthClient) bool {
-	return o.GetClientSecret() != "" || o.GetPrivateKey() != ""
 }
 
 // validateOAuth checks a url server's oauth declaration at field f.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -15,15 +14,9 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/quota"
-	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/toolerror"
 )
-
-// checkpointVersion is the format of the checkpoints this agentd writes.
-const checkpointVersion = 1
-
-// storeTimeout bounds one store operation.
-const storeTimeout = 10 * time.Second
 
 // unknownOutcome is the result of an approved call whose resume died
 // while it may have been running: it is not run a second time.
@@ -32,11 +25,12 @@ var unknownOutcome = toolerror.JSON("agentd stopped while resuming this call, wh
 // resumption is what a resumed generation continues from.
 type resumption struct {
 	checkpoint *statev1.Checkpoint
-	original   []byte              // the stored checkpoint as it was before the claim
-	claimed    *statev1.Checkpoint // the checkpoint as claimed
-	version    int64               // the claimed record's version: every later write is fenced by it
-	decisions  []*agentdv1.ApprovalDecision
-	results    []*agentdv1.FunctionResult
+	// claim holds the paused checkpoint for this resume: every later write
+	// of it is fenced by the claim. Nil for an adopted generation whose
+	// resume died.
+	claim     *record.Claim
+	decisions []*agentdv1.ApprovalDecision
+	results   []*agentdv1.FunctionResult
 	// interrupted holds the approval requests that an earlier resume,
 	// since gone, had approved: they may have run.
 	interrupted map[string]bool
@@ -48,8 +42,6 @@ type resumption struct {
 	inputs          []*agentdv1.InputResponse // answers to a 2026-07-28 server's input requests (X-M4)
 	started         bool                      // an approved call was started
 	progressed      bool                      // the paused turn is done and the generation went on
-
-	stopKeeping func() // stops keepClaim; nil before it starts
 }
 
 // pause stores the generation with its paused turn, ends the stream with
@@ -76,15 +68,15 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 	if ctx.Err() != nil { // cancelled by the client meanwhile: nothing to resume
 		return context.Cause(ctx)
 	}
-	sctx, cancel := storeContext(ctx)
+	sctx, cancel := record.Context(ctx)
 	defer cancel()
 	var fence int64
 	if g.resume != nil {
 		// A resumed generation that pauses again writes over its own claim
 		// only: if another resume took it over, this one stops here. Its
 		// record holds a place among the paused already.
-		g.resume.stopKeeping()
-		fence = g.resume.version
+		g.resume.claim.Stop()
+		fence = g.resume.claim.Fence()
 	}
 	save := func() error { return store.Save(sctx, g.tenant, g.id, data, expires, fence) }
 	if limit := g.plan.tenant.Limits.Paused; fence == 0 && limit.N > 0 {
@@ -95,7 +87,7 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 		return err
 	}
 	if g.resume != nil {
-		g.resume.version = 0 // no longer ours
+		g.resume.claim.Let()
 	}
 	g.pausedNow = true
 	g.s.log.InfoContext(ctx, "generation paused", "generation", g.id, "tenant", g.tenant,
@@ -131,22 +123,15 @@ func (g *generation) saveWithin(ctx context.Context, limit quota.Limit, waiting 
 		waiting, why.why, quota.Who(g.tenant), n, limit.Setting))
 }
 
-// storeContext bounds one store write by storeTimeout, whatever becomes of
-// ctx meanwhile: a write that records what happened must not be cut short
-// by the end of the generation it records.
-func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-}
-
 // settling stops renewing the claim of a resumed generation that is ending
 // and reports whether it still holds one to settle (it may have paused
 // again, or settled already).
 func (g *generation) settling() bool {
 	res := g.resume
-	if res == nil || res.version == 0 {
+	if res == nil || res.claim == nil || !res.claim.Held() {
 		return false
 	}
-	res.stopKeeping()
+	res.claim.Stop()
 	return true
 }
 
@@ -157,13 +142,9 @@ func (g *generation) finished(ctx context.Context) {
 	if !g.settling() {
 		return
 	}
-	res := g.resume
-	sctx, cancel := storeContext(ctx)
-	defer cancel()
-	if err := g.s.checkpoints.Delete(sctx, g.tenant, g.id, res.version); err != nil {
+	if err := g.resume.claim.Remove(ctx); err != nil {
 		g.s.log.WarnContext(ctx, "removing a resumed generation that completed", "generation", g.id, "err", err)
 	}
-	res.version = 0
 }
 
 // failed runs when a resumed generation fails. If it had gone past its
@@ -179,16 +160,14 @@ func (g *generation) failed(ctx context.Context) {
 		return
 	}
 	res := g.resume
-	sctx, cancel := storeContext(ctx)
-	defer cancel()
 	var err error
 	switch {
 	case res.progressed:
-		err = g.s.checkpoints.Delete(sctx, g.tenant, g.id, res.version)
+		err = res.claim.Remove(ctx)
 	case res.started:
 		return
 	default:
-		err = g.s.checkpoints.Save(sctx, g.tenant, g.id, res.original, res.checkpoint.GetExpiresAt().AsTime(), res.version)
+		err = res.claim.GiveBack(ctx)
 	}
 	if err != nil {
 		g.s.log.WarnContext(ctx, "releasing a paused generation after a failed resume", "generation", g.id, "err", err)
@@ -198,59 +177,20 @@ func (g *generation) failed(ctx context.Context) {
 // keepClaim renews the resume's claim while the generation runs, so that
 // no other resume takes over a live one; if another did (this one was
 // stalled past generation.resume_stale_after), the generation stops.
-// The returned stop is idempotent and joins the renewing goroutine.
-func (g *generation) keepClaim(ctx context.Context) func() {
-	res := g.resume
+func (g *generation) keepClaim(ctx context.Context) {
 	every := max(g.s.cfg.ResumeStaleAfter/3, 10*time.Millisecond)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			sctx, cancel := storeContext(ctx)
-			err := g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, nil, time.Now())
-			cancel()
-			switch {
-			case fault.KindOf(err) == fault.Conflict:
-				g.link.cancel(fault.New(fault.Conflict, "another resume took the paused generation %q over while this one was stalled; this one stops", g.id).
-					WithInfo("GENERATION_TAKEN_OVER", map[string]string{"generation_id": g.id}))
-				return
-			case err != nil:
-				g.s.log.WarnContext(ctx, "renewing a resume's claim", "generation", g.id, "err", err)
-			}
-		}
+	g.resume.claim.Keep(ctx, every, g.link.cancel, func(err error) {
+		g.s.log.WarnContext(ctx, "renewing a resume's claim", "generation", g.id, "err", err)
 	})
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-		})
-	}
 }
 
 // progress records that the resumed generation finished its paused turn
 // and goes on: from now on its checkpoint is never resumed again.
 func (g *generation) progress(ctx context.Context) error {
-	res := g.resume
-	cp := proto.Clone(res.claimed).(*statev1.Checkpoint)
-	cp.Claim.Progressed = true
-	data, err := proto.Marshal(cp)
-	if err != nil {
-		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
-	}
-	sctx, cancel := storeContext(ctx)
-	defer cancel()
-	if err := g.s.checkpoints.Renew(sctx, g.tenant, g.id, res.version, data, time.Now()); err != nil {
+	if err := g.resume.claim.Progress(ctx); err != nil {
 		return err // nothing ran since the paused turn: failed may give it back
 	}
-	res.progressed = true
+	g.resume.progressed = true
 	return nil
 }
 
@@ -268,13 +208,13 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	sctx, cancel := context.WithTimeout(ctx, record.Timeout)
 	defer cancel()
-	rec, cp, err := s.loadPaused(sctx, name, r.GetGenerationId())
+	rec, cp, err := record.LoadPaused(sctx, s.checkpoints, name, r.GetGenerationId())
 	if err != nil {
 		return nil, err
 	}
-	interrupted, err := s.checkClaimable(rec, cp)
+	interrupted, err := record.Interrupted(rec, cp, s.cfg.ResumeStaleAfter)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +229,12 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err != nil {
 		return nil, err
 	}
-	claimed, err := s.claim(sctx, name, r, rec, cp, interrupted)
+	claim, err := record.ClaimPaused(sctx, s.checkpoints, name, rec, cp, &statev1.Claim{
+		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(),
+		Authorized:     answerIDs(r.GetAuthorizationResponses()),
+		AnsweredInputs: answerIDs(r.GetInputResponses()),
+		MayHaveRun:     slices.Sorted(maps.Keys(interrupted)),
+	}, s.cfg.ResumeStaleAfter)
 	if err != nil {
 		release()
 		return nil, err
@@ -298,10 +243,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	g.release, g.plan = release, p
 	g.resume = &resumption{
 		checkpoint:  cp,
-		original:    rec.Data,
-		claimed:     claimed,
-		version:     rec.Version + 1,
-		stopKeeping: func() {},
+		claim:       claim,
 		decisions:   r.GetApprovalDecisions(),
 		results:     r.GetFunctionResults(),
 		interrupted: interrupted,
@@ -326,7 +268,7 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 		total:     cp.GetUsage(),
 		toolTurns: int(cp.GetToolTurns()),
 		ran:       runStats{began: time.Now()},
-		origin:    checkpointOrigin(cp),
+		origin:    record.Origin(cp),
 		endUser:   cp.GetEndUser(),
 	}
 	if g.total == nil {
@@ -354,64 +296,6 @@ func checkResumeRequest(r *agentdv1.ResumeGeneration) error {
 	return nil
 }
 
-// loadPaused reads the paused generation id and decodes its checkpoint,
-// refusing one this agentd cannot read (see consistent).
-func (s *Service) loadPaused(ctx context.Context, tenant, id string) (store.Record, *statev1.Checkpoint, error) {
-	if s.checkpoints == nil {
-		return store.Record{}, nil, fault.New(fault.NotFound, "no paused generation %q", id)
-	}
-	rec, err := s.checkpoints.Get(ctx, tenant, id)
-	if err != nil {
-		return store.Record{}, nil, err
-	}
-	cp := &statev1.Checkpoint{}
-	if err := proto.Unmarshal(rec.Data, cp); err != nil || !consistent(cp, id) {
-		return store.Record{}, nil, fault.New(fault.FailedPrecondition, "the paused generation %q cannot be read by this agentd", id)
-	}
-	return rec, cp, nil
-}
-
-// checkClaimable refuses a paused generation that another resume holds, or
-// whose earlier resume went past its paused turn. It returns the approval
-// requests that an earlier resume, since stopped, had approved: they may
-// have run.
-func (s *Service) checkClaimable(rec store.Record, cp *statev1.Checkpoint) (interrupted map[string]bool, _ error) {
-	id := cp.GetGenerationId()
-	if rec.Claimed && rec.ClaimedAt.After(time.Now().Add(-s.cfg.ResumeStaleAfter)) {
-		return nil, fault.New(fault.Conflict, "the paused generation %q is being resumed by another request", id).
-			WithInfo("GENERATION_CLAIMED", map[string]string{"generation_id": id})
-	}
-	// A claim still recorded is an earlier resume's that stopped (it died,
-	// or failed and was itself a takeover): what it approved may have run.
-	interrupted = map[string]bool{}
-	if c := cp.GetClaim(); c != nil {
-		if c.GetProgressed() {
-			return nil, fault.New(fault.FailedPrecondition,
-				"the resume of generation %q stopped after it had gone past its paused turn; resuming it again could repeat the tool calls made since, so it cannot be resumed", id).
-				WithInfo("GENERATION_PROGRESSED", map[string]string{"generation_id": id})
-		}
-		for _, d := range c.GetApprovalDecisions() {
-			if d.GetApproved() {
-				interrupted[d.GetRequestId()] = true
-			}
-		}
-		for _, reqID := range c.GetMayHaveRun() {
-			interrupted[reqID] = true
-		}
-		for _, st := range cp.GetTurn().GetStates() {
-			// It ran again the calls that waited for the authorizations or
-			// input it had answers to.
-			if a := st.GetAuthorization(); a != nil && len(c.GetAuthorized()) > 0 {
-				interrupted[a.GetToolCallId()] = true
-			}
-			if in := st.GetInput(); in != nil && len(c.GetAnsweredInputs()) > 0 {
-				interrupted[in.GetToolCallId()] = true
-			}
-		}
-	}
-	return interrupted, nil
-}
-
 // checkResume validates the resume against its checkpoint: the agent, on
 // the provider and model it paused on, and exactly one answer for every
 // request the paused turn waits for. It returns the plan to run.
@@ -436,93 +320,6 @@ func (s *Service) checkResume(r *agentdv1.ResumeGeneration, tenant *Tenant, cp *
 		return nil, fault.InvalidRequest(v)
 	}
 	return p, nil
-}
-
-// claim records the resume's answers in the checkpoint and claims it, if
-// nobody changed it since rec was read (or the claim that did is stale).
-// It returns the checkpoint as claimed.
-func (s *Service) claim(ctx context.Context, tenant string, r *agentdv1.ResumeGeneration, rec store.Record, cp *statev1.Checkpoint, interrupted map[string]bool) (*statev1.Checkpoint, error) {
-	claimed := proto.Clone(cp).(*statev1.Checkpoint)
-	claimed.Claim = &statev1.Claim{
-		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(), ClaimedAt: timestamppb.Now(),
-		Authorized:     answerIDs(r.GetAuthorizationResponses()),
-		AnsweredInputs: answerIDs(r.GetInputResponses()),
-		MayHaveRun:     slices.Sorted(maps.Keys(interrupted)),
-	}
-	data, err := proto.Marshal(claimed)
-	if err != nil {
-		return nil, fault.Wrap(fault.Internal, err, "encoding the checkpoint")
-	}
-	now := time.Now()
-	if err := s.checkpoints.Claim(ctx, tenant, r.GetGenerationId(), rec.Version, data, now, now.Add(-s.cfg.ResumeStaleAfter)); err != nil {
-		return nil, err
-	}
-	return claimed, nil
-}
-
-// consistent reports whether a decoded checkpoint can be resumed as the
-// generation id: this version, that id, and a paused turn whose every
-// call has exactly one state that belongs to it. A checkpoint that is
-// not (written by another version, or damaged) is refused before anything
-// runs, never half-trusted.
-func consistent(cp *statev1.Checkpoint, id string) bool {
-	t := cp.GetTurn()
-	if cp.GetVersion() != checkpointVersion || cp.GetGenerationId() != id || t == nil || len(t.GetStates()) != len(t.GetCalls()) {
-		return false
-	}
-	if len(t.GetCalls()) == 0 && len(t.GetAuthorizations()) == 0 {
-		return false // a turn with nothing to wait for
-	}
-	ids := make(map[string]bool, 2*len(t.GetCalls()))
-	unique := func(id string) bool {
-		if id == "" || ids[id] {
-			return false
-		}
-		ids[id] = true
-		return true
-	}
-	authorizations := make(map[string]bool)
-	for _, pa := range t.GetAuthorizations() {
-		if !unique(pa.GetRequestId()) {
-			return false
-		}
-		authorizations[pa.GetRequestId()] = true
-	}
-	for i, c := range t.GetCalls() {
-		if !unique(c.GetId()) {
-			return false
-		}
-		switch st := t.GetStates()[i].GetState().(type) {
-		case *statev1.CallState_Result:
-			if st.Result.GetToolCallId() != c.GetId() {
-				return false
-			}
-		case *statev1.CallState_Approval:
-			if st.Approval.GetToolCallId() != c.GetId() || st.Approval.GetId() == c.GetId() || !unique(st.Approval.GetId()) {
-				return false
-			}
-		case *statev1.CallState_FunctionCall:
-			if st.FunctionCall.GetCallId() != c.GetId() {
-				return false
-			}
-		case *statev1.CallState_Authorization:
-			if st.Authorization.GetToolCallId() != c.GetId() || !authorizations[st.Authorization.GetRequestId()] {
-				return false
-			}
-		case *statev1.CallState_Input:
-			if st.Input.GetToolCallId() != c.GetId() || len(st.Input.GetInputs()) == 0 {
-				return false
-			}
-			for _, in := range st.Input.GetInputs() {
-				if in.GetKey() == "" || !unique(in.GetRequest().GetId()) {
-					return false
-				}
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // checkAnswers requires exactly one answer for every pending request of

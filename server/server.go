@@ -27,6 +27,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/quota"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
@@ -130,9 +131,10 @@ type Service struct {
 	checkpoints store.Checkpoints
 	generations store.Generations
 	replica     string
-	// running holds the journals of the generations this replica runs,
-	// by liveKey, for attached streams to follow in memory.
-	running sync.Map
+	// live holds the journals of the generations this replica runs, for
+	// attached streams to follow in memory; events reads their logs.
+	live    record.Live
+	events  *record.Log
 	tenants func(string) (*Tenant, bool)
 	limiter *quota.Limiter
 	// pauseMu makes counting a tenant's paused generations and storing
@@ -173,7 +175,7 @@ func New(opts Options) *Service {
 		tp = noop.NewTracerProvider()
 	}
 	bg, bgCancel := context.WithCancelCause(context.Background())
-	return &Service{
+	s := &Service{
 		bg:          bg,
 		bgCancel:    bgCancel,
 		sealer:      opts.Sealer,
@@ -194,6 +196,8 @@ func New(opts Options) *Service {
 		registered:  opts.Registered,
 		toolLists:   newToolLists(),
 	}
+	s.events = &record.Log{Store: s.generations, Live: &s.live, Adopt: s.adoptOne, Stopping: s.stopping.Load}
+	return s
 }
 
 // tenant returns the settings of the caller's tenant in ctx, or

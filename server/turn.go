@@ -232,7 +232,7 @@ func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1
 	}
 	r.setResult(i, res)
 	g.ran.toolCalls.Add(1)
-	g.journal.recordCheckpoint(ev, g.snapshot(r.runningState()))
+	g.journal.RecordCheckpoint(ev, g.snapshot(r.runningState()))
 	return g.link.out.emit(r.ctx, ev)
 }
 
@@ -274,7 +274,7 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 		// store, so that a replica adopting the generation knows it may
 		// have run. Calls started together wait for one write.
 		if j := r.g.journal; j != nil {
-			if err := j.await(r.ctx); err != nil {
+			if err := j.Await(r.ctx); err != nil {
 				r.cancel(err)
 				return
 			}

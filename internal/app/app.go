@@ -34,6 +34,7 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/oauthtokens"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tlsconf"
@@ -248,8 +249,7 @@ type Agent struct {
 	stopWatch  context.CancelFunc // stops watchStore and watchBridge; nil when they are not running
 	watches    sync.WaitGroup
 	svc        *server.Service
-	stopSweep  context.CancelFunc // stops sweepFinished; nil when it is not running
-	sweepDone  chan struct{}
+	sweeper    *record.Sweeper // ends expired pauses and removes old generations; nil when it is not running
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -402,7 +402,7 @@ func NewAgent(o Options) (*Agent, error) {
 		// one is watched as the store is, at the same interval.
 		a.watchBridge(watchCtx, o.Config.Store.PingInterval, o.Config.Bridge.Address, log)
 	}
-	a.sweepFinished(a.store.Generations(), o.Config.Generation.Retention, o.Config.Generation.PauseTTL, log)
+	a.sweeper = record.StartSweeper(a.store.Generations(), o.Config.Generation.Retention, o.Config.Generation.PauseTTL, log)
 	return a, nil
 }
 
@@ -495,10 +495,9 @@ func (a *Agent) close(log *slog.Logger) error {
 		a.watches.Wait()
 		a.stopWatch = nil
 	}
-	if a.stopSweep != nil {
-		a.stopSweep()
-		<-a.sweepDone
-		a.stopSweep = nil
+	if a.sweeper != nil {
+		a.sweeper.Stop()
+		a.sweeper = nil
 	}
 	for _, srv := range []*grpc.Server{a.Server, a.Admin} {
 		if srv != nil {

@@ -1,4 +1,4 @@
-package server
+package record
 
 import (
 	"context"
@@ -58,17 +58,15 @@ func (c *countingGenerations) setDown(down bool) {
 	c.down = down
 }
 
-// The keeper holds no goroutine between its writes (issue 15: a
-// generation waiting on its client holds timers, not a stack): it renews
+// The keeper holds no goroutine between its writes (a generation waiting
+// on its client holds timers, not a stack): it renews
 // the lease every third of the ttl, flushes events flushEvery after they
 // are recorded, retries a failed write with backoff, and does nothing
 // once stopped.
 func TestKeeperWorksOnDemand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gens := &countingGenerations{}
-		j := &journal{gens: gens, id: "g", ttl: 3 * time.Second, epoch: 1,
-			stop: func(error) {}, warn: func(string, error) {},
-			state: store.Running, written: store.Running, advanced: make(chan struct{}), ended: make(chan struct{})}
+		j := newJournal(Options{Store: gens, ID: "g", TTL: 3 * time.Second, Stop: func(error) {}, Warn: func(string, error) {}})
 		j.started = true
 		j.keeper.start(j)
 		idle := func(when string) {
@@ -94,7 +92,7 @@ func TestKeeperWorksOnDemand(t *testing.T) {
 		idle("after a third of the ttl")
 		want("after a third of the ttl", 1, 0)
 
-		j.record(&agentdv1.GenerateResponse{})
+		j.Record(&agentdv1.GenerateResponse{})
 		time.Sleep(flushEvery - time.Millisecond)
 		idle("before the flush")
 		want("before the flush", 1, 0)
@@ -103,7 +101,7 @@ func TestKeeperWorksOnDemand(t *testing.T) {
 		want("flushed", 1, 1)
 
 		gens.setDown(true)
-		j.record(&agentdv1.GenerateResponse{})
+		j.Record(&agentdv1.GenerateResponse{})
 		j.poke()
 		idle("a failed write")
 		want("a failed write", 1, 2)
@@ -114,7 +112,7 @@ func TestKeeperWorksOnDemand(t *testing.T) {
 		time.Sleep(retryMin)
 		idle("retried")
 		want("retried", 1, 3)
-		if err := j.awaitSeq(t.Context(), 2); err != nil {
+		if err := j.AwaitSeq(t.Context(), 2); err != nil {
 			t.Fatalf("after the retry: %v", err)
 		}
 

@@ -1,4 +1,4 @@
-package server
+package record
 
 import (
 	"sync"
@@ -15,7 +15,7 @@ import (
 // life each renewal. stop joins the worker under way; nothing starts
 // after it.
 type keeper struct {
-	j *journal
+	j *Journal
 
 	mu       sync.Mutex
 	renewDue bool // the lease is due for renewal
@@ -32,8 +32,8 @@ type keeper struct {
 }
 
 // start arms the keeper's renewals for j.
-func (k *keeper) start(j *journal) {
-	every := max(j.ttl/3, 10*time.Millisecond)
+func (k *keeper) start(j *Journal) {
+	every := max(j.o.TTL/3, 10*time.Millisecond)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.j = j
@@ -56,8 +56,8 @@ func (k *keeper) start(j *journal) {
 
 // soon asks for a write within flushEvery: the flush timer runs only
 // while something is pending. Before the keeper starts, soon and poke do
-// nothing: the journal's first writes are its own (openJournal).
-func (j *journal) soon() {
+// nothing: the journal's first writes are its own (Create, Resume).
+func (j *Journal) soon() {
 	k := &j.keeper
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -68,7 +68,7 @@ func (j *journal) soon() {
 }
 
 // poke asks for a write now (unless a retry is due, which writes).
-func (j *journal) poke() {
+func (j *Journal) poke() {
 	k := &j.keeper
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -146,7 +146,7 @@ func (k *keeper) wrote(err error) {
 	if err == nil {
 		pending = k.j.pendingWrite()
 	}
-	lost := err != nil && k.j.isLost()
+	lost := err != nil && k.j.Lost()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	switch {

@@ -1,0 +1,674 @@
+// Package record keeps each generation's durable record in the state
+// store: from its start, a record under the lease of the replica that
+// runs it, with its events numbered and logged and its checkpoints (the
+// journal); the encoding of those checkpoints, with the agent sealed; the
+// paused checkpoints that resumes claim; following a generation's log for
+// an attached stream; and the sweeper that ends expired pauses and removes
+// finished generations after their retention. It depends on the store's
+// contract and on callbacks of its caller, never on the service that runs
+// the generations.
+package record
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// How a generation's events and checkpoints reach the store: in batches,
+// flushed flushEvery after the first unwritten one or once flushBytes of
+// events wait, whichever comes first, and at once when a tool call is
+// about to start (write-ahead: Await) or the generation ends, pauses or
+// stops. A checkpoint goes in the same write as the events it covers. A
+// client receives events once written, so they reach it in these batches.
+// Until a checkpoint is written, a replica that adopts the generation
+// continues from the one before, which is as safe: it holds less, and the
+// log after it says what happened since.
+const (
+	flushEvery = 50 * time.Millisecond
+	flushBytes = 4 << 10
+)
+
+// A store write that failed as unavailable is retried, backing off from
+// retryMin to retryMax; a generation that runs keeps running meanwhile.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = 2 * time.Second
+)
+
+// Timeout bounds one store operation.
+const Timeout = 10 * time.Second
+
+// Context bounds one store write by Timeout, whatever becomes of ctx
+// meanwhile: a write that records what happened must not be cut short by
+// the end of the generation it records.
+func Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), Timeout)
+}
+
+// Options say whose record a journal writes, and what it tells its
+// generation.
+type Options struct {
+	Store  store.Generations
+	Tenant string
+	ID     string
+	// Owner is this replica: the holder of the record's lease.
+	Owner string
+	// TTL is how long the lease holds without a renewal
+	// (generation.lease_ttl); the journal renews it every third of it.
+	TTL time.Duration
+	// Stop stops the generation: its lease is lost (another replica took
+	// it over), or its log no longer ends where this replica numbered it.
+	Stop func(error)
+	// Warn logs a store failure that the journal retries or gives up on.
+	Warn func(msg string, err error)
+	// Live lists the journal while it runs, for attached streams to
+	// follow in memory; nil lists it nowhere.
+	Live *Live
+}
+
+// Journal is a running generation's durable record and event log,
+// written under the lease its replica holds. Its keeper, owned by the
+// journal and joined by its end, does every write while the generation
+// runs: it renews the lease every third of Options.TTL, records state
+// changes, and appends events; a write the store refuses as unavailable
+// is retried with backoff, and one it refuses with Conflict (the lease is
+// lost: another replica took the generation over) stops the generation.
+//
+// Record, RecordCheckpoint, Checkpoint and SetState number and queue what
+// the generation does: the caller serializes them, in the order its
+// client is sent the events. Await, AwaitSeq and Lost are safe for
+// concurrent use.
+type Journal struct {
+	o     Options
+	epoch int64
+
+	mu        sync.Mutex
+	last      int64                        // the last sequence number assigned
+	confirmed int64                        // the last sequence number in the store
+	pending   []store.Event                // assigned, not yet confirmed, in order
+	msgs      []*agentdv1.GenerateResponse // pending's events, decoded
+	bytes     int                          // the bytes pending's events will hold in the log
+	snap      []byte                       // the checkpoint to write, nil when written
+	snapSeq   int64                        // the last sequence number snap covers
+	snapN     int64                        // counts the checkpoints queued
+	advanced  chan struct{}                // closed (and replaced) when confirmed grows
+	ended     chan struct{}                // closed by end
+	state     store.State                  // the state the record should have
+	written   store.State                  // the state the record has
+	lost      bool                         // a write was refused with Conflict: write nothing more
+	uncertain bool                         // an append failed as unavailable: it may have taken
+	keeper    keeper                       // does the writes and renewals
+	started   bool
+	settled   bool // Settle ran
+	subs      map[*follower]struct{}
+}
+
+// newJournal returns a journal, not started, for a record this replica
+// creates (epoch 1).
+func newJournal(o Options) *Journal {
+	return &Journal{
+		o: o, epoch: 1, state: store.Running, written: store.Running,
+		advanced: make(chan struct{}), ended: make(chan struct{}),
+	}
+}
+
+// Create records a new generation, with its first checkpoint, and starts
+// its journal. A store that cannot record it fails it.
+func Create(ctx context.Context, o Options, checkpoint []byte) (*Journal, error) {
+	j := newJournal(o)
+	if err := j.create(ctx, checkpoint); err != nil {
+		return nil, err
+	}
+	j.start()
+	return j, nil
+}
+
+func (j *Journal) create(ctx context.Context, checkpoint []byte) error {
+	sctx, cancel := Context(ctx)
+	defer cancel()
+	now := time.Now()
+	return j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now, Checkpoint: checkpoint})
+}
+
+// Resume takes the record of a paused generation for its resume, or
+// records it afresh if it has none (one paused before agentd kept
+// records), and starts its journal with checkpoint queued: until it is
+// past its paused turn, the resume's claim on the paused checkpoint
+// decides what happens if it dies.
+func Resume(ctx context.Context, o Options, checkpoint []byte) (*Journal, error) {
+	j := newJournal(o)
+	// Its own bound: it may wait out a whole lease, longer than one store
+	// call's.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.TTL+Timeout)
+	rec, err := j.acquire(actx)
+	cancel()
+	switch {
+	case fault.KindOf(err) == fault.NotFound:
+		if err := j.create(ctx, checkpoint); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	default:
+		j.continueFrom(rec)
+		j.snap, j.snapSeq = checkpoint, j.last
+	}
+	j.start()
+	return j, nil
+}
+
+// Adopted starts the journal of a generation whose record this replica
+// has just acquired (store.Generations.Adopt or Acquire): it goes on
+// after the record's last event, running.
+func Adopted(o Options, rec store.Generation) *Journal {
+	j := newJournal(o)
+	j.continueFrom(rec)
+	j.start()
+	return j
+}
+
+// continueFrom takes up rec, acquired under a new lease.
+func (j *Journal) continueFrom(rec store.Generation) {
+	j.epoch, j.last, j.confirmed, j.written = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State
+}
+
+// acquire takes the record of a paused generation for its resume. The
+// resume already holds the pause's claim, which makes it the only one:
+// if the record is still under a lease (its owner is releasing it as the
+// pause settles, or died between pausing and releasing it), it tries
+// again every 50 ms until the lease is released or lapses, for at most
+// one lease TTL.
+func (j *Journal) acquire(ctx context.Context) (store.Generation, error) {
+	deadline := time.Now().Add(j.o.TTL)
+	for {
+		now := time.Now()
+		rec, err := j.o.Store.Acquire(ctx, j.o.Tenant, j.o.ID, j.o.Owner, now, now.Add(j.o.TTL))
+		if fault.KindOf(err) != fault.Conflict {
+			return rec, err
+		}
+		held, gerr := j.o.Store.Get(ctx, j.o.Tenant, j.o.ID)
+		if gerr != nil || held.State.Finished() || now.After(deadline) {
+			return rec, err
+		}
+		t := time.NewTimer(min(50*time.Millisecond, time.Until(deadline)+time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return rec, err
+		case <-t.C:
+		}
+	}
+}
+
+// start lists the journal as running here and starts its keeper.
+func (j *Journal) start() {
+	j.started = true
+	j.o.Live.add(j)
+	j.keeper.start(j)
+}
+
+// Record assigns ev the next sequence number and queues it for the log.
+func (j *Journal) Record(ev *agentdv1.GenerateResponse) {
+	j.mu.Lock()
+	due := j.recordLocked(ev)
+	j.mu.Unlock()
+	if due {
+		j.poke()
+	} else {
+		j.soon()
+	}
+}
+
+// RecordCheckpoint records ev and queues data as the checkpoint covering
+// it in one step, so that the keeper writes them in one write: a tool
+// call's tool_call_finished event is never in the log without the
+// checkpoint that holds the call's result, and a replica that adopts the
+// generation does not run the call again.
+func (j *Journal) RecordCheckpoint(ev *agentdv1.GenerateResponse, data []byte) {
+	j.mu.Lock()
+	j.recordLocked(ev)
+	j.snap, j.snapSeq = data, j.last
+	j.snapN++
+	j.mu.Unlock()
+	j.soon()
+}
+
+// recordLocked is Record with j.mu held; it reports whether a write is
+// due now.
+func (j *Journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
+	j.last++
+	ev.Sequence = j.last
+	data, _ := proto.Marshal(ev)
+	kind := "event"
+	if fd := ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("event")); fd != nil {
+		kind = string(fd.Name())
+	}
+	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
+	j.msgs = append(j.msgs, ev)
+	j.bytes += len(data)
+	return j.bytes >= flushBytes
+}
+
+// Checkpoint queues data as the generation's checkpoint, covering every
+// event numbered so far; it replaces one not yet written.
+func (j *Journal) Checkpoint(data []byte) {
+	j.mu.Lock()
+	j.snap, j.snapSeq = data, j.last
+	j.snapN++
+	j.mu.Unlock()
+	j.soon()
+}
+
+// SetState records that the generation runs or waits on its client, with
+// data, the checkpoint of that moment: the record's state changes only
+// with a checkpoint, so that its checkpoint always covers exactly the
+// events before it.
+func (j *Journal) SetState(s store.State, data []byte) {
+	j.mu.Lock()
+	j.state = s
+	j.snap, j.snapSeq = data, j.last
+	j.snapN++
+	j.mu.Unlock()
+	j.poke()
+}
+
+// Await returns once the events numbered so far are in the store (and
+// the checkpoints queued before them): what a tool call's start waits
+// for, so that another replica adopting the generation knows the call may
+// have run. It fails once the lease is lost, or with ctx.
+func (j *Journal) Await(ctx context.Context) error {
+	j.mu.Lock()
+	seq := j.last
+	j.mu.Unlock()
+	j.poke()
+	return j.AwaitSeq(ctx, seq)
+}
+
+// ErrUnstored says the journal ended without storing the event waited for
+// (the store was down as the generation ended).
+var ErrUnstored = errors.New("the generation ended before the event was stored")
+
+var errLost = fault.New(fault.Conflict, "the generation's lease was lost")
+
+// AwaitSeq returns once event seq is in the store; a Conflict once the
+// lease is lost (the event never will be), ErrUnstored once the journal
+// ended without it.
+func (j *Journal) AwaitSeq(ctx context.Context, seq int64) error {
+	for {
+		j.mu.Lock()
+		confirmed, lost, advanced := j.confirmed, j.lost, j.advanced
+		j.mu.Unlock()
+		switch {
+		case confirmed >= seq:
+			return nil
+		case lost:
+			return errLost
+		}
+		select {
+		case <-advanced:
+		case <-j.ended:
+			j.mu.Lock()
+			confirmed = j.confirmed
+			j.mu.Unlock()
+			if confirmed >= seq {
+				return nil
+			}
+			return ErrUnstored
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// Lost reports whether the store refused a write with Conflict: another
+// replica holds the lease now.
+func (j *Journal) Lost() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lost
+}
+
+// pendingWrite reports whether events or a checkpoint wait to be written.
+func (j *Journal) pendingWrite() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pending) > 0 || j.snap != nil
+}
+
+func (j *Journal) renew() {
+	if j.Lost() {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	err := j.o.Store.Renew(sctx, j.o.Tenant, j.o.ID, j.epoch, time.Now().Add(j.o.TTL))
+	j.check(err, "renewing a generation's lease")
+}
+
+// check classifies a write's error: a Conflict loses the lease and stops
+// the generation; anything else is logged (the write is retried).
+func (j *Journal) check(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if fault.KindOf(err) == fault.Conflict {
+		j.mu.Lock()
+		j.lost = true
+		j.mu.Unlock()
+		j.o.Stop(fault.Wrap(fault.Conflict, err, "the generation's lease was lost: another replica took it over; this one stops").
+			WithInfo("GENERATION_LEASE_LOST", map[string]string{"generation_id": j.o.ID}))
+		return err
+	}
+	j.o.Warn(what, err)
+	return err
+}
+
+// write appends the pending events and records the state.
+func (j *Journal) write() error {
+	j.mu.Lock()
+	if j.lost {
+		j.mu.Unlock()
+		return errLost
+	}
+	batch := j.pending
+	state, written := j.state, j.written
+	snap, snapSeq, snapN := j.snap, j.snapSeq, j.snapN
+	if snap != nil && snapSeq < j.confirmed {
+		// Events after it are stored already: it can no longer go before
+		// them. The next one will (an adopter continues from the one
+		// before, which is as safe).
+		j.snap, snap = nil, nil
+	}
+	j.mu.Unlock()
+	if len(batch) > 0 || snap != nil {
+		// One write: the checkpoint with the events it covers, then the
+		// later ones.
+		k := 0
+		for snap != nil && k < len(batch) && batch[k].Seq <= snapSeq {
+			k++
+		}
+		wrote, err := j.appendEvents(batch, k, snap, state)
+		if err != nil {
+			return err
+		}
+		if wrote {
+			j.mu.Lock()
+			if j.snapN == snapN {
+				j.snap = nil // not replaced meanwhile
+			}
+			j.written = state
+			written = state
+			j.mu.Unlock()
+		}
+	}
+	// A generation that pauses changes state alone: a paused record's
+	// checkpoint is not read (its pause has its own). Running and waiting
+	// change with a checkpoint (SetState), and wait for one otherwise.
+	if state != written && state == store.Paused {
+		return j.writeState(state)
+	}
+	return nil
+}
+
+// writeState records the record's state alone.
+func (j *Journal) writeState(state store.State) error {
+	sctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Now: time.Now()})
+	cancel()
+	if err := j.check(err, "recording a generation's state"); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.written = state
+	j.mu.Unlock()
+	return nil
+}
+
+// appendEvents appends batch, the first pending events, and, when snap
+// is not nil, writes it (with state) as the checkpoint covering the first
+// covered of them, all in one write. After a write that failed as
+// unavailable it reads the log's tail first: if that write took after
+// all, the events are not logged twice (and snap, if events after it took,
+// is not written: wrote is false).
+func (j *Journal) appendEvents(batch []store.Event, covered int, snap []byte, state store.State) (wrote bool, _ error) {
+	sctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if len(batch) == 0 {
+		// A checkpoint alone.
+		_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap, Now: time.Now()})
+		return true, j.check(err, "writing a generation's checkpoint")
+	}
+	tail, err := j.tookAlready(sctx, batch)
+	if err != nil {
+		return false, err
+	}
+	if len(tail) > covered {
+		snap = nil // events after it took: see write
+	}
+	first, rest := batch[0].Seq, batch[len(tail):]
+	last := first - 1 + int64(len(tail))
+	if len(rest) > 0 || snap != nil {
+		if last, err = j.appendRest(sctx, rest, covered-len(tail), snap, state); err != nil {
+			return false, err
+		}
+	}
+	if want := batch[len(batch)-1].Seq; last != want {
+		err := fault.New(fault.Internal, "the generation's log ends at %d, not at %d as this replica numbered its events", last, want)
+		j.mu.Lock()
+		j.lost = true
+		j.mu.Unlock()
+		j.o.Stop(err)
+		return false, err
+	}
+	j.confirm(len(batch), last)
+	return snap != nil, nil
+}
+
+// tookAlready returns the events of batch that the store has already:
+// after an append that failed as unavailable, which may have taken.
+func (j *Journal) tookAlready(ctx context.Context, batch []store.Event) ([]store.Event, error) {
+	j.mu.Lock()
+	uncertain := j.uncertain
+	j.mu.Unlock()
+	if !uncertain {
+		return nil, nil
+	}
+	tail, err := j.o.Store.Read(ctx, j.o.Tenant, j.o.ID, batch[0].Seq-1, len(batch))
+	if err != nil {
+		j.o.Warn("reading a generation's log", err)
+	}
+	return tail, err
+}
+
+// appendRest writes rest, with snap (when not nil) as the checkpoint
+// covering its first covered events, and returns the log's last sequence
+// number.
+func (j *Journal) appendRest(ctx context.Context, rest []store.Event, covered int, snap []byte, state store.State) (int64, error) {
+	var last int64
+	var err error
+	if snap != nil {
+		last, err = j.o.Store.Checkpoint(ctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap, Events: rest[:covered], After: rest[covered:], Now: time.Now()})
+	} else {
+		last, err = j.o.Store.Append(ctx, j.o.Tenant, j.o.ID, j.epoch, rest)
+	}
+	if err := j.check(err, "appending to a generation's log"); err != nil {
+		if fault.KindOf(err) != fault.Conflict {
+			j.mu.Lock()
+			j.uncertain = true
+			j.mu.Unlock()
+		}
+		return 0, err
+	}
+	return last, nil
+}
+
+// confirm records that the first n pending events are in the store, the
+// log ending at last, and passes them to the followers.
+func (j *Journal) confirm(n int, last int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.confirmed = last
+	close(j.advanced)
+	j.advanced = make(chan struct{})
+	j.uncertain = false
+	for _, ev := range j.msgs[:n] {
+		j.passOn(ev)
+	}
+	// The confirmed events are let go of: the arrays' first n places
+	// would otherwise hold them (their messages and encodings) for as
+	// long as the generation waits.
+	clear(j.msgs[:n])
+	clear(j.pending[:n])
+	j.msgs = j.msgs[n:]
+	j.pending = j.pending[n:]
+	j.bytes = 0
+	for _, e := range j.pending {
+		j.bytes += len(e.Data) // as recordLocked counts it
+	}
+}
+
+// end drops the followers, which read what is left from the store, and
+// removes the journal from the running ones.
+func (j *Journal) end() {
+	j.mu.Lock()
+	j.dropFollowers()
+	select {
+	case <-j.ended:
+	default:
+		close(j.ended)
+	}
+	j.mu.Unlock()
+	j.o.Live.remove(j)
+}
+
+// halt stops the keeper and joins its write under way. Idempotent.
+func (j *Journal) halt() {
+	j.mu.Lock()
+	started := j.started
+	j.started = false
+	j.mu.Unlock()
+	if started {
+		j.keeper.stop()
+	}
+}
+
+// Abandon ends the journal of a generation whose lease was lost: it
+// writes nothing more, and the replica that took the generation over
+// settles its record.
+func (j *Journal) Abandon() {
+	j.halt()
+	j.end()
+}
+
+// Settle ends the record once the generation has: finished (completed,
+// failed or cancelled, with its result), paused (released, for a resume
+// to acquire), or running (agentd is stopping: released for another
+// replica to adopt at once). Its writes are retried, with backoff, within
+// Timeout; a failure is logged: the generation has ended either way.
+// Only the first call does anything.
+func (j *Journal) Settle(ctx context.Context, state store.State, result []byte) {
+	j.halt()
+	j.mu.Lock()
+	settled := j.settled
+	j.settled = true
+	j.mu.Unlock()
+	if settled {
+		return
+	}
+	defer j.end()
+	r := &retrier{j: j, ctx: ctx, deadline: time.Now().Add(Timeout), backoff: retryMin}
+	if state == store.Paused || state == store.Running {
+		j.release(r, state)
+		return
+	}
+	j.finish(r, state, result)
+}
+
+// release records a pause, or the hand-over of a generation as agentd
+// stops, and releases the lease.
+func (j *Journal) release(r *retrier, state store.State) {
+	what := "a paused generation"
+	j.mu.Lock()
+	if state == store.Paused {
+		j.state = store.Paused
+	} else {
+		what = "a generation handed over"
+		j.state = j.written
+	}
+	j.mu.Unlock()
+	if !r.try("recording "+what, func(context.Context) error { return j.write() }) {
+		return
+	}
+	r.try("releasing "+what+"'s lease", func(sctx context.Context) error {
+		return j.o.Store.Release(sctx, j.o.Tenant, j.o.ID, j.epoch, time.Now())
+	})
+}
+
+// finish closes the log with the events still pending and the outcome:
+// in the same write, unless an earlier append may have taken (then they
+// are written first, as any). A checkpoint still pending is not written:
+// the end drops it.
+func (j *Journal) finish(r *retrier, state store.State, result []byte) {
+	j.mu.Lock()
+	j.state = j.written // no state change before the end
+	fold := !j.uncertain
+	if fold {
+		j.snap = nil
+	}
+	j.mu.Unlock()
+	if !fold && !r.try("writing a generation's last events", func(context.Context) error { return j.write() }) {
+		return
+	}
+	j.mu.Lock()
+	last := j.pending
+	j.mu.Unlock()
+	r.try("recording a generation's end", func(sctx context.Context) error {
+		end, err := j.o.Store.Finish(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Outcome{State: state, Result: result, Events: last, Now: time.Now()})
+		if err == nil {
+			j.confirm(len(last), end)
+		}
+		return err
+	})
+}
+
+// retrier retries the writes that settle a record, backing off, until
+// its deadline.
+type retrier struct {
+	j        *Journal
+	ctx      context.Context
+	deadline time.Time
+	backoff  time.Duration
+}
+
+// try runs f until it succeeds, the lease is lost, or the deadline
+// passes; it reports whether f succeeded.
+func (r *retrier) try(what string, f func(context.Context) error) bool {
+	for {
+		if r.j.Lost() {
+			return false
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), Timeout)
+		err := f(sctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		conflict := fault.KindOf(err) == fault.Conflict || errors.Is(err, errLost)
+		if conflict || time.Now().Add(r.backoff).After(r.deadline) {
+			if !conflict {
+				r.j.o.Warn(what, err)
+			}
+			return false
+		}
+		time.Sleep(r.backoff)
+		r.backoff = min(2*r.backoff, retryMax)
+	}
+}

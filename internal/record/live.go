@@ -1,0 +1,275 @@
+package record
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// Live holds the journals of the generations this replica runs, for the
+// streams that follow them in memory. The zero value is ready; a nil Live
+// holds nothing. Safe for concurrent use.
+type Live struct{ running sync.Map }
+
+func liveKey(tenant, id string) string { return tenant + "\x00" + id }
+
+func (l *Live) add(j *Journal) {
+	if l != nil {
+		l.running.Store(liveKey(j.o.Tenant, j.o.ID), j)
+	}
+}
+
+func (l *Live) remove(j *Journal) {
+	if l != nil {
+		l.running.CompareAndDelete(liveKey(j.o.Tenant, j.o.ID), j)
+	}
+}
+
+func (l *Live) get(tenant, id string) *Journal {
+	if l == nil {
+		return nil
+	}
+	j, _ := l.running.Load(liveKey(tenant, id))
+	jj, _ := j.(*Journal)
+	return jj
+}
+
+// follower is a stream following a generation of this replica in memory:
+// it receives each event once it is in the store (never one the store may
+// not have: a replica that adopts the generation after this one died
+// numbers its own events from the store's last). One that falls more than
+// followerBuffer events behind is dropped (its channel closed) and reads
+// the rest from the store, as it does once the generation ends.
+type follower struct {
+	ch chan *agentdv1.GenerateResponse
+}
+
+// followerBuffer is how many events a follower may fall behind.
+const followerBuffer = 256
+
+// follow subscribes f to the events stored after now. It returns the
+// last sequence number in the store. ok is false once the journal is
+// settled.
+func (j *Journal) follow() (f *follower, confirmed int64, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || j.lost {
+		return nil, 0, false
+	}
+	f = &follower{ch: make(chan *agentdv1.GenerateResponse, followerBuffer)}
+	if j.subs == nil {
+		j.subs = make(map[*follower]struct{})
+	}
+	j.subs[f] = struct{}{}
+	return f, j.confirmed, true
+}
+
+// unfollow drops f, if it is still there.
+func (j *Journal) unfollow(f *follower) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.subs[f]; ok {
+		delete(j.subs, f)
+		close(f.ch)
+	}
+}
+
+// passOn gives a stored event to every follower; j.mu is held.
+func (j *Journal) passOn(ev *agentdv1.GenerateResponse) {
+	for f := range j.subs {
+		select {
+		case f.ch <- ev:
+		default: // too far behind: it reads the rest from the store
+			delete(j.subs, f)
+			close(f.ch)
+		}
+	}
+}
+
+// dropFollowers closes every follower's channel; j.mu is held.
+func (j *Journal) dropFollowers() {
+	for f := range j.subs {
+		close(f.ch)
+	}
+	j.subs = nil
+}
+
+// pollEvery is how often a stream following a generation that does not
+// run here reads its log for events it has not sent yet.
+const pollEvery = 50 * time.Millisecond
+
+// Log reads generations' event logs for the streams that follow them:
+// from the journal in memory while the generation runs on this replica,
+// from the store otherwise.
+type Log struct {
+	Store store.Generations
+	Live  *Live
+	// Adopt takes tenant's generation id over for a stream that follows
+	// it, once its owner's lease has lapsed or was released (its replica
+	// died or stopped); it reports whether this replica now runs it.
+	Adopt func(ctx context.Context, tenant, id string) bool
+	// Stopping reports whether this agentd is stopping: it adopts
+	// nothing more.
+	Stopping func() bool
+}
+
+// Follow sends the events of tenant's generation id after sequence
+// number after, each once and in order, as long as the generation runs
+// (here, or on another replica), and returns how it ended: nil once it
+// has completed or paused, its status if it failed or was cancelled. A
+// generation whose owner's lease has lapsed is adopted here, at once.
+func (l *Log) Follow(ctx context.Context, tenant, id string, after int64, out func(*agentdv1.GenerateResponse) error) error {
+	c := &cursor{tenant: tenant, id: id, after: after, out: out}
+	if err := l.followHere(ctx, c); err != nil {
+		return err
+	}
+	// Not running here (or no longer, or this stream fell behind): the
+	// store has the rest.
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		rec, err := l.Store.Get(ctx, tenant, id)
+		if err != nil {
+			return orCause(ctx, err)
+		}
+		if err := l.sendStored(ctx, c, rec.LastSeq); err != nil {
+			return err
+		}
+		if c.after >= rec.LastSeq && (rec.State.Finished() || rec.State == store.Paused) {
+			return EndStatus(rec)
+		}
+		adopted, err := l.adoptOrphan(ctx, rec, c)
+		if err != nil {
+			return err
+		}
+		if adopted {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+}
+
+// cursor is where a stream following a generation stands: the last
+// event it was sent.
+type cursor struct {
+	tenant, id string
+	after      int64
+	out        func(*agentdv1.GenerateResponse) error
+}
+
+// send sends ev unless it was sent already.
+func (c *cursor) send(ev *agentdv1.GenerateResponse) error {
+	if ev.GetSequence() <= c.after {
+		return nil
+	}
+	if err := c.out(ev); err != nil {
+		return err
+	}
+	c.after = ev.GetSequence()
+	return nil
+}
+
+// followHere follows the generation in memory if it runs here.
+func (l *Log) followHere(ctx context.Context, c *cursor) error {
+	if j := l.Live.get(c.tenant, c.id); j != nil {
+		return l.followLive(ctx, j, c)
+	}
+	return nil
+}
+
+// adoptOrphan takes over a running generation whose lease lapsed or was
+// released (its replica died or stopped), unless another replica does
+// first, and follows it here. It reports whether it did.
+func (l *Log) adoptOrphan(ctx context.Context, rec store.Generation, c *cursor) (bool, error) {
+	if rec.State.Finished() || rec.State == store.Paused || (rec.Lease.Owner != "" && !time.Now().After(rec.Lease.Expires)) {
+		return false, nil
+	}
+	if l.Adopt(ctx, c.tenant, c.id) {
+		return true, l.followHere(ctx, c)
+	}
+	if l.Stopping() {
+		return false, status.Errorf(codes.Unavailable, "generation %q is not running on any replica and this agentd is stopping; attach to another", c.id)
+	}
+	return false, nil
+}
+
+// sendStored reads and sends the stored events after the cursor, up to
+// last.
+func (l *Log) sendStored(ctx context.Context, c *cursor, last int64) error {
+	for c.after < last {
+		evs, err := l.Store.Read(ctx, c.tenant, c.id, c.after, 0)
+		if err != nil {
+			return orCause(ctx, err)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		if err := sendEvents(evs, c.send); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// followLive follows a generation that this replica runs: the stored
+// events up to what the store has, then each new one as it is stored,
+// until the generation ends here or the stream falls too far behind; then
+// the caller reads the rest from the store.
+func (l *Log) followLive(ctx context.Context, j *Journal, c *cursor) error {
+	f, confirmed, ok := j.follow()
+	if !ok {
+		return nil
+	}
+	defer j.unfollow(f)
+	if err := l.sendStored(ctx, c, confirmed); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case ev, open := <-f.ch:
+			if !open {
+				return nil
+			}
+			if err := c.send(ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sendEvents decodes stored events and sends them.
+func sendEvents(evs []store.Event, send func(*agentdv1.GenerateResponse) error) error {
+	for _, e := range evs {
+		ev := &agentdv1.GenerateResponse{}
+		if err := proto.Unmarshal(e.Data, ev); err != nil {
+			return fault.Wrap(fault.Internal, err, "decoding a stored event")
+		}
+		ev.Sequence = e.Seq
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// orCause is err, or why ctx ended if it did.
+func orCause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
