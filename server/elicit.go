@@ -9,6 +9,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 )
 
@@ -119,7 +120,7 @@ func elicitationResult(r *agentdv1.InputResponse) *bridgev1.ElicitationResult {
 // elicitAnswer is the bridge's answer to an elicitation.
 func (g *generation) elicitAnswer(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
 	if r.GetElicitation() == nil {
-		return refusal(fault.New(fault.Invalid, "an elicitation request without its elicitation"))
+		return bridgeclient.Refusal(fault.New(fault.Invalid, "an elicitation request without its elicitation"))
 	}
 	res, deferred := g.elicit(ctx, r.GetServerName(), r.GetElicitation(), r.GetDeferrable())
 	if deferred {

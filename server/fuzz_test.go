@@ -24,6 +24,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
@@ -750,7 +751,7 @@ func offeredTools(cp *statev1.Checkpoint) ([]*agentdv1.FunctionTool, []*bridgev1
 // answers "ok".
 type fuzzBridge struct{ tools []*bridgev1.ServerTools }
 
-func (b fuzzBridge) OpenSession(context.Context, *bridgev1.OpenSessionRequest, ServerRequests) (BridgeSession, error) {
+func (b fuzzBridge) OpenSession(context.Context, *bridgev1.OpenSessionRequest, bridgeclient.Answerer) (bridgeclient.Session, error) {
 	return b, nil
 }
 

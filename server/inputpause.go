@@ -158,16 +158,3 @@ func formContent(schema, content *structpb.Struct) (*structpb.Struct, error) {
 	}
 	return structpb.NewStruct(m)
 }
-
-type inputRetryKey struct{}
-
-// withInputRetry marks ctx's call as the retry rt: the bridge sends the
-// call with its answers and request state.
-func withInputRetry(ctx context.Context, rt *inputRetry) context.Context {
-	return context.WithValue(ctx, inputRetryKey{}, rt)
-}
-
-func inputRetryOf(ctx context.Context) *inputRetry {
-	rt, _ := ctx.Value(inputRetryKey{}).(*inputRetry)
-	return rt
-}

@@ -21,6 +21,7 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/providers"
@@ -38,9 +39,9 @@ type generation struct {
 	// that started it, else "" (the tenant's shared tokens).
 	endUser string
 	plan    *plan
-	link    *link         // the client's stream
-	session BridgeSession // nil when no server runs in the bridge
-	release func()        // gives back its tenant's concurrency slot (quota); idempotent
+	link    *link                // the client's stream
+	session bridgeclient.Session // nil when no server runs in the bridge
+	release func()               // gives back its tenant's concurrency slot (quota); idempotent
 
 	tools       []*agentdv1.FunctionTool // offered to the model, in order
 	toolParams  []json.RawMessage        // tools' parameters, encoded (a server's shared, read-only: toolLists)
@@ -222,7 +223,7 @@ func (g *generation) run(ctx context.Context) (err error) {
 			for i, sp := range bridged {
 				fields[i] = sp.field
 			}
-			return relocateViolations(err, fields)
+			return bridgeclient.RelocateViolations(err, fields)
 		}
 		g.session = sess
 		if serverTools, err = g.listTools(ctx, sess); err != nil {
@@ -414,7 +415,7 @@ type serverList struct {
 // model once per revision (toolLists): a list the session brought as
 // unchanged is the one made before, unless that has been forgotten since,
 // when the session lists them all again.
-func (g *generation) listTools(ctx context.Context, sess BridgeSession) ([]serverList, error) {
+func (g *generation) listTools(ctx context.Context, sess bridgeclient.Session) ([]serverList, error) {
 	for range 2 {
 		listed, err := sess.ListTools(ctx)
 		if err != nil {

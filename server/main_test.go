@@ -27,6 +27,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/scripted"
@@ -174,7 +175,7 @@ type bridgeCall struct{ Server, Tool, Arguments string }
 // bridgeCounts is how often each bridge method ran.
 type bridgeCounts struct{ Open, List, Call, Close int }
 
-func (b *fakeBridge) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest, _ server.ServerRequests) (server.BridgeSession, error) {
+func (b *fakeBridge) OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest, _ bridgeclient.Answerer) (bridgeclient.Session, error) {
 	b.mu.Lock()
 	b.opens = append(b.opens, req)
 	b.mu.Unlock()

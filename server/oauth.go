@@ -15,6 +15,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpauth"
 	"github.com/agentd/agentd/internal/netaddr"
@@ -197,14 +198,14 @@ func (c *oauthClient) config(o *agentdv1.OAuthClient, allowPrivate bool) (*mcpau
 	return cfg, nil
 }
 
-// ServerRequest answers what the generation's bridged servers ask of
-// agentd (ServerRequests).
-func (g *generation) ServerRequest(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
+// Answer answers what the generation's bridged servers ask of agentd
+// (bridgeclient.Answerer).
+func (g *generation) Answer(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
 	switch k := r.GetKind().(type) {
 	case *bridgev1.ServerRequest_Authorization:
 		v, err := g.authorize(ctx, r.GetServerName(), k.Authorization)
 		if err != nil {
-			return refusal(err)
+			return bridgeclient.Refusal(err)
 		}
 		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Authorization{Authorization: v}}
 	case *bridgev1.ServerRequest_Elicitation:
@@ -213,14 +214,6 @@ func (g *generation) ServerRequest(ctx context.Context, r *bridgev1.ServerReques
 		return g.sampleAnswer(ctx, r)
 	}
 	return nil
-}
-
-// refusal is the answer that fails a server's request with err, as the
-// bridge carries it: its status, with details.
-func refusal(err error) *bridgev1.AnswerServerRequestRequest {
-	st := fault.Status(err).Proto()
-	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Error{Error: &bridgev1.CallError{
-		Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails()}}}
 }
 
 // authorize resolves a url server's refusal of agentd's authorization

@@ -12,6 +12,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
 )
@@ -83,11 +84,11 @@ func (g *generation) foldSamples() {
 // sampleAnswer is the bridge's answer to a sampling request.
 func (g *generation) sampleAnswer(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
 	if r.GetSampling() == nil {
-		return refusal(fault.New(fault.Invalid, "a sampling request without its request"))
+		return bridgeclient.Refusal(fault.New(fault.Invalid, "a sampling request without its request"))
 	}
 	res, err := g.sample(ctx, r.GetServerName(), r.GetSampling())
 	if err != nil {
-		return refusal(err)
+		return bridgeclient.Refusal(err)
 	}
 	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Sampling{Sampling: res}}
 }

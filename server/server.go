@@ -6,7 +6,7 @@
 // approve gated calls, and streams every event back.
 //
 // The server never speaks MCP itself: everything MCP goes through the
-// Bridge interface, implemented over gRPC by NewBridgeClient.
+// Bridge interface, implemented over gRPC by internal/bridgeclient.
 package server
 
 import (
@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -22,7 +21,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/policy"
@@ -33,8 +34,15 @@ import (
 	"github.com/agentd/agentd/providers"
 )
 
-// closeTimeout bounds closing a bridge session after a generation ends.
-const closeTimeout = 30 * time.Second
+// Bridge opens bridge sessions. internal/bridgeclient implements it over
+// gRPC; tests may use any fake.
+type Bridge interface {
+	// OpenSession opens a session for one generation. The session lives
+	// until its Close, or until ctx ends, whichever comes first. Safe for
+	// concurrent use. answers answers what the session's servers ask of
+	// agentd while it is open; nil refuses every such request.
+	OpenSession(ctx context.Context, req *bridgev1.OpenSessionRequest, answers bridgeclient.Answerer) (bridgeclient.Session, error)
+}
 
 // Options configures a Service.
 type Options struct {

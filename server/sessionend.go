@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 )
 
@@ -49,12 +50,12 @@ func (g *generation) newSessionLife(ctx context.Context) *sessionLife {
 	return &sessionLife{s: g.s, g: g, ctx: sctx, cancel: cancel, detach: context.AfterFunc(ctx, cancel), asked: asked, stop: stop}
 }
 
-// ServerRequest hands r to the generation while it runs.
-func (l *sessionLife) ServerRequest(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
+// Answer hands r to the generation while it runs.
+func (l *sessionLife) Answer(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
 	l.mu.Lock()
 	if l.over {
 		l.mu.Unlock()
-		return refusal(fault.New(fault.Canceled, "the generation is over"))
+		return bridgeclient.Refusal(fault.New(fault.Canceled, "the generation is over"))
 	}
 	l.asking.Add(1)
 	l.mu.Unlock()
@@ -62,14 +63,14 @@ func (l *sessionLife) ServerRequest(ctx context.Context, r *bridgev1.ServerReque
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(l.asked, cancel)()
-	return l.g.ServerRequest(ctx, r)
+	return l.g.Answer(ctx, r)
 }
 
 // end is called once the generation is over, with the session it opened
 // (nil if none opened). It returns once no server request touches the
 // generation any more, and closes the session without waiting for it,
 // unless the Service is closing.
-func (l *sessionLife) end(sess BridgeSession) {
+func (l *sessionLife) end(sess bridgeclient.Session) {
 	l.mu.Lock()
 	l.over = true
 	l.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/telemetry"
@@ -281,7 +282,7 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 		}
 		ctx := r.ctx
 		if rt := r.retries[i]; rt != nil {
-			ctx = withInputRetry(ctx, rt)
+			ctx = bridgeclient.WithInputRetry(ctx, rt.responses, rt.state)
 		}
 		res, finished, err := r.g.callMCP(ctx, r.turn, c, owner)
 		if err != nil && (r.waitAuthorization(i, owner, err) || r.waitInput(i, err)) {
@@ -354,7 +355,7 @@ func (g *generation) callMCP(ctx context.Context, turn int, c *agentdv1.ToolCall
 	defer span.End()
 	span.SetAttributes(attribute.String("agentd.mcp.server", owner.server.name))
 	ctx = withToolCall(ctx, c.GetId())
-	ctx = withToolProgress(ctx, func(p *bridgev1.ToolProgress) {
+	ctx = bridgeclient.WithProgress(ctx, func(p *bridgev1.ToolProgress) {
 		g.emitProgress(ctx, &agentdv1.ToolProgress{CallId: c.GetId(), Progress: p.GetProgress(), Total: p.GetTotal(), Message: p.GetMessage()})
 	})
 	res, err := g.session.CallTool(ctx, owner.server.name, owner.serverTool, c.GetArguments())
@@ -397,7 +398,7 @@ func attachments(cs []*bridgev1.Content) []*agentdv1.Media {
 
 // parker is a bridge session that can close its idle tool-call stream
 // while the generation waits for its client; the next call opens another.
-type parker interface{ park() }
+type parker interface{ Park() }
 
 func (r *turnRun) pending() int { return len(r.approvals) + len(r.functions) }
 
@@ -431,7 +432,7 @@ func (r *turnRun) awaitAnswers() (err error) {
 		// meanwhile. While calls of the turn run (they may not have
 		// reached the session yet), it is in use: parking it would only
 		// make them open another.
-		p.park()
+		p.Park()
 	}
 	defer func() {
 		// A pause keeps the link waiting: if the client goes away while

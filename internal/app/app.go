@@ -30,6 +30,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
@@ -329,9 +330,9 @@ func NewAgent(o Options) (*Agent, error) {
 	// it is let in.
 	serverOpts.Stream = append(serverOpts.Stream, a.storeGate(o.Config.Store.PingInterval))
 	a.Server, a.Health = grpcserver.New(serverOpts)
-	bridge := server.NewBridgeClient(a.bridgeConn)
+	bridge := bridgeclient.New(a.bridgeConn)
 	if a.embedded == nil {
-		bridge = server.NewReplicatedBridgeClient(a.bridgeConn, log)
+		bridge = bridgeclient.NewReplicated(a.bridgeConn, log)
 	}
 	var seal *sealer.Keyring
 	if f := o.Config.Store.EncryptionKeyFile; f != "" {

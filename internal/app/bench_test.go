@@ -22,18 +22,18 @@ import (
 	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/auth/oidctest"
+	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry"
-	"github.com/agentd/agentd/server"
 )
 
 // benchGrace bounds a fake server's stop once its stdin closes.
 const benchGrace = 200 * time.Millisecond
 
 // BenchmarkCallTool compares one tools/call made as agentd makes it (its
-// bridge client, server.NewBridgeClient, over the session's CallTools
+// bridge client, bridgeclient.New, over the session's CallTools
 // stream to a bridge served as agentd embeds it) with the same call made
 // directly with the go-sdk, against the same Go stdio server, both on
 // protocol 2026-07-28 (the version the bridge negotiates with it). Target
@@ -46,7 +46,8 @@ const benchGrace = 200 * time.Millisecond
 // call across a real gRPC hop costs at least, DESIGN.md keeping the
 // bridge hop one even in process). The bridge package's
 // BenchmarkCallTool says where the bridge's share goes. It sits here, above
-// both server and bridge, because it needs both sides of the boundary.
+// both the bridge client and the bridge, because it needs both sides of
+// the boundary.
 //
 // "metrics" is what metrics cost a call (X-O1's budget: at most 2%): the
 // same bridged calls with every instrument recording into a meter
@@ -58,7 +59,7 @@ func BenchmarkCallTool(b *testing.B) {
 	// (and so a process of its own), recording metrics into tel's meter
 	// provider when it has one.
 	meteredCalls := func(b *testing.B, tel grpcserver.Telemetry) func() {
-		client := server.NewBridgeClient(benchBridge(b, config.Server{Command: exe, Env: env}, tel))
+		client := bridgeclient.New(benchBridge(b, config.Server{Command: exe, Env: env}, tel))
 		sess, err := client.OpenSession(context.Background(), &bridgev1.OpenSessionRequest{Servers: []*bridgev1.ServerSpec{
 			{Name: "tools", Transport: &bridgev1.ServerSpec_Ref{Ref: "tools"}, ReadTimeout: durationpb.New(30 * time.Second)},
 		}}, nil)

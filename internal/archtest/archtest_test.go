@@ -42,12 +42,16 @@ type pkg struct {
 
 // violations applies the layering rules to a package graph as `go list
 // -deps -test -json` describes it. Test variants (a package compiled with
-// its _test.go files) are checked too: a test is code a newcomer reads,
-// and a benchmark that needs both sides of a boundary belongs above both.
+// its _test.go files, and its external x_test package, checked as the
+// package's own) are checked too: a test is code a newcomer reads, and a
+// benchmark that needs both sides of a boundary belongs above both.
 func violations(pkgs []pkg) []string {
 	var out []string
 	for _, p := range pkgs {
 		self := base(p.ImportPath)
+		if strings.TrimSuffix(self, "_test") == p.ForTest {
+			self = p.ForTest
+		}
 		rel, ok := strings.CutPrefix(self, module+"/")
 		if !ok || strings.HasSuffix(self, ".test") {
 			continue // outside the module, or a generated test main
@@ -66,6 +70,8 @@ func violations(pkgs []pkg) []string {
 			switch {
 			case under(rel, "bridge") && (under(drel, "server") || under(drel, "providers")):
 				out = append(out, rel+" depends on "+drel+": the bridge never reaches server or providers")
+			case under(rel, "internal/bridgeclient") && (under(drel, "server") || under(drel, "providers")):
+				out = append(out, rel+" depends on "+drel+": the bridge client never reaches server or providers")
 			case under(rel, "providers") && (under(drel, "server") || under(drel, "bridge") || under(drel, "internal/app")):
 				out = append(out, rel+" depends on "+drel+": providers never reach server, bridge or internal/app")
 			case under(drel, "cmd") && !under(rel, "cmd"):
@@ -138,7 +144,7 @@ func TestRules(t *testing.T) {
 		want []string
 	}{
 		{"allowed arrows", []pkg{
-			{ImportPath: m("server"), Deps: []string{m("providers"), m("internal/fault"), "fmt"}},
+			{ImportPath: m("server"), Deps: []string{m("providers"), m("internal/bridgeclient"), m("internal/fault"), "fmt"}},
 			{ImportPath: m("cmd/agentd"), Deps: []string{m("internal/app"), m("server"), m("bridge")}},
 			{ImportPath: m("bridge"), Deps: []string{m("internal/config"), m("bridge/internal/mcpconn")}},
 			{ImportPath: m("bridge/internal/mcpconn"), Imports: []string{"os/exec"}},
@@ -147,6 +153,12 @@ func TestRules(t *testing.T) {
 		{"bridge test imports server", []pkg{
 			{ImportPath: m("bridge") + " [" + m("bridge") + ".test]", ForTest: m("bridge"), Deps: []string{m("server") + " [" + m("bridge") + ".test]"}},
 		}, []string{"bridge depends on server: the bridge never reaches server or providers"}},
+		{"bridge client test imports server", []pkg{
+			{ImportPath: m("internal/bridgeclient_test") + " [" + m("internal/bridgeclient") + ".test]", ForTest: m("internal/bridgeclient"), Deps: []string{m("server")}},
+		}, []string{"internal/bridgeclient depends on server: the bridge client never reaches server or providers"}},
+		{"bridge client reaches providers through another package", []pkg{
+			{ImportPath: m("internal/bridgeclient"), Deps: []string{m("internal/x"), m("providers/anthropic")}},
+		}, []string{"internal/bridgeclient depends on providers/anthropic: the bridge client never reaches server or providers"}},
 		{"bridge reaches providers through another package", []pkg{
 			{ImportPath: m("bridge/internal/pool"), Deps: []string{m("internal/x"), m("providers/anthropic")}},
 		}, []string{"bridge/internal/pool depends on providers/anthropic: the bridge never reaches server or providers"}},

@@ -1,4 +1,4 @@
-package server
+package bridgeclient
 
 import (
 	"context"
@@ -34,12 +34,12 @@ var errNoCallStream = errors.New("the bridge does not serve CallTools")
 // it: the call goes on the session's next stream.
 var errParked = errors.New("the tool-call stream was closed while idle")
 
-// bridgeCallStream carries a session's tool calls over one CallTools stream:
+// callStream carries a session's tool calls over one CallTools stream:
 // callers register a call and hand it to the sender goroutine, which owns
 // Send; the receiver goroutine, which owns Recv, hands each answer to its
 // caller. Both end with the stream (its context is the session's), and
 // wait joins them.
-type bridgeCallStream struct {
+type callStream struct {
 	stream     grpc.BidiStreamingClient[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]
 	propagator propagation.TextMapPropagator
 	reqs       chan *bridgev1.CallToolsRequest // calls, to the sender
@@ -57,10 +57,10 @@ type bridgeCallStream struct {
 	unsent  uint64   // the call whose Send failed, set before sendDone closes
 }
 
-// openBridgeCallStream opens the CallTools stream of session id; ctx is the
+// openCallStream opens the CallTools stream of session id; ctx is the
 // session's lifetime. Its call ids go on after lastID, the last of the
 // session's earlier streams.
-func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id string, lastID uint64) (*bridgeCallStream, error) {
+func openCallStream(ctx context.Context, client bridgev1.BridgeServiceClient, id string, lastID uint64) (*callStream, error) {
 	stream, err := client.CallTools(ctx)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClie
 		return nil, err
 	}
 	// A failed open shows on Recv, as the stream's end.
-	c := &bridgeCallStream{
+	c := &callStream{
 		stream:     stream,
 		propagator: telemetry.Propagator(),
 		reqs:       make(chan *bridgev1.CallToolsRequest),
@@ -87,17 +87,17 @@ func openBridgeCallStream(ctx context.Context, client bridgev1.BridgeServiceClie
 
 // wait returns once both goroutines have ended; the stream's context must
 // be over.
-func (c *bridgeCallStream) wait() { c.joined.Wait() }
+func (c *callStream) wait() { c.joined.Wait() }
 
 // endedWithin waits until the stream has ended or ctx does.
-func (c *bridgeCallStream) endedWithin(ctx context.Context) {
+func (c *callStream) endedWithin(ctx context.Context) {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
 	}
 }
 
-func (c *bridgeCallStream) receive() {
+func (c *callStream) receive() {
 	defer close(c.done)
 	for {
 		res, err := c.stream.Recv()
@@ -124,7 +124,7 @@ func (c *bridgeCallStream) receive() {
 	}
 }
 
-func (c *bridgeCallStream) send() {
+func (c *callStream) send() {
 	defer close(c.sendDone)
 	for {
 		select {
@@ -161,7 +161,7 @@ func (c *bridgeCallStream) send() {
 
 // closeIdle asks the sender to half-close the stream if no call waits on
 // it, and reports whether it did; no call joins the stream afterwards.
-func (c *bridgeCallStream) closeIdle() bool {
+func (c *callStream) closeIdle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing || len(c.waiting) > 0 || len(c.cancels) > 0 {
@@ -181,14 +181,14 @@ func (c *bridgeCallStream) closeIdle() bool {
 }
 
 // lastID is the id of the stream's last call.
-func (c *bridgeCallStream) lastID() uint64 {
+func (c *callStream) lastID() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nextID
 }
 
 // over reports whether both of the stream's goroutines have ended.
-func (c *bridgeCallStream) over() bool {
+func (c *callStream) over() bool {
 	select {
 	case <-c.done:
 	default:
@@ -203,7 +203,7 @@ func (c *bridgeCallStream) over() bool {
 }
 
 // context returns the context of the call id while it waits.
-func (c *bridgeCallStream) context(id uint64) (context.Context, bool) {
+func (c *callStream) context(id uint64) (context.Context, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.waiting[id]
@@ -215,7 +215,7 @@ func (c *bridgeCallStream) context(id uint64) (context.Context, bool) {
 
 // call runs one call and waits for its answer. A caller that gives up
 // returns at once; the bridge is told to cancel the call.
-func (c *bridgeCallStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
+func (c *callStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
 	p := &pendingCall{ctx: ctx, answer: make(chan *bridgev1.CallToolsResponse, 1), wake: make(chan struct{}, 1)}
 	onProgress, _ := ctx.Value(progressKey{}).(func(*bridgev1.ToolProgress))
 	c.mu.Lock()
@@ -315,16 +315,7 @@ func (p *pendingCall) report(f func(*bridgev1.ToolProgress)) {
 	}
 }
 
-type progressKey struct{}
-
-// withToolProgress returns ctx for a CallTool whose progress reports (X-M6)
-// go to f, on the caller's goroutine, before its result: the stream
-// relays them; one RPC per call (an older bridge) has none.
-func withToolProgress(ctx context.Context, f func(*bridgev1.ToolProgress)) context.Context {
-	return context.WithValue(ctx, progressKey{}, f)
-}
-
-func (c *bridgeCallStream) forget(id uint64) {
+func (c *callStream) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.waiting, id)
 	c.mu.Unlock()
@@ -348,7 +339,7 @@ func (e *callCut) Unwrap() error { return e.err }
 
 // ended is the error of call id, which the stream's end cut short;
 // handed says the caller had handed it to the sender.
-func (c *bridgeCallStream) ended(id uint64, handed bool) error {
+func (c *callStream) ended(id uint64, handed bool) error {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
@@ -365,13 +356,13 @@ func (c *bridgeCallStream) ended(id uint64, handed bool) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return &callCut{sent: sent, lost: true, err: fault.New(fault.Unavailable, "the bridge ended the tool-call stream")}
 	}
-	return &callCut{sent: sent, lost: status.Code(err) == codes.Unavailable, err: translateBridgeError(err)}
+	return &callCut{sent: sent, lost: status.Code(err) == codes.Unavailable, err: translateError(err)}
 }
 
 // outcome is a call's answer as CallTool would have returned it.
 func outcome(res *bridgev1.CallToolsResponse) (*bridgev1.CallToolResponse, error) {
 	if e := res.GetError(); e != nil {
-		return nil, translateBridgeError(status.FromProto(&spb.Status{Code: e.GetCode(), Message: e.GetMessage(), Details: e.GetDetails()}).Err())
+		return nil, translateError(status.FromProto(&spb.Status{Code: e.GetCode(), Message: e.GetMessage(), Details: e.GetDetails()}).Err())
 	}
 	if res.GetResult() == nil {
 		return nil, fault.New(fault.Internal, "the bridge answered call %d with no outcome", res.GetId())
@@ -382,5 +373,37 @@ func outcome(res *bridgev1.CallToolsResponse) (*bridgev1.CallToolResponse, error
 // contextError is the error of a call whose caller gave up, as a unary
 // call's would be.
 func contextError(ctx context.Context) error {
-	return translateBridgeError(status.FromContextError(ctx.Err()).Err())
+	return translateError(status.FromContextError(ctx.Err()).Err())
+}
+
+type progressKey struct{}
+
+// WithProgress returns ctx for a CallTool whose progress reports (the
+// notifications/progress the server sends while the tool runs) go to f, on
+// the caller's goroutine, before its result: the stream relays them; one
+// RPC per call (an older bridge) has none.
+func WithProgress(ctx context.Context, f func(*bridgev1.ToolProgress)) context.Context {
+	return context.WithValue(ctx, progressKey{}, f)
+}
+
+type inputRetryKey struct{}
+
+// inputRetry is what a call that waited for the user's input carries when
+// it runs again.
+type inputRetry struct {
+	responses map[string]*bridgev1.ElicitationResult
+	state     string
+}
+
+// WithInputRetry marks ctx's CallTool as the retry of a call that waited
+// for the user's input: the bridge sends it with the answers, by the
+// server's ids of its input requests, and the request state the server
+// gave with them.
+func WithInputRetry(ctx context.Context, responses map[string]*bridgev1.ElicitationResult, state string) context.Context {
+	return context.WithValue(ctx, inputRetryKey{}, &inputRetry{responses: responses, state: state})
+}
+
+func inputRetryOf(ctx context.Context) *inputRetry {
+	rt, _ := ctx.Value(inputRetryKey{}).(*inputRetry)
+	return rt
 }

@@ -1,8 +1,6 @@
-package server_test
+package bridgeclient_test
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
 
@@ -12,11 +10,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
-	"github.com/agentd/agentd/server"
+	"github.com/agentd/agentd/internal/bridgeclient"
+	"github.com/agentd/agentd/internal/bridgetest"
 )
 
 // X-O2: a bridge session that closes as its generation pauses or ends is
@@ -28,28 +25,9 @@ func TestBridgeSessionCloseIsNotAnError(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	bridgev1.RegisterBridgeServiceServer(srv, &fakeBridgeService{})
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	defer func() {
-		srv.Stop()
-		<-served
-	}()
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := bridgetest.Dial(t, &bridgetest.Service{}, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp))))
 
-	sess, err := server.NewBridgeClient(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
+	sess, err := bridgeclient.New(conn).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

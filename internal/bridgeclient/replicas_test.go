@@ -1,124 +1,48 @@
-package server_test
+package bridgeclient_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	"github.com/agentd/agentd/internal/bridgeclient"
+	"github.com/agentd/agentd/internal/bridgetest"
 	"github.com/agentd/agentd/internal/fault"
-	"github.com/agentd/agentd/internal/sessionpin"
-	"github.com/agentd/agentd/server"
 )
 
-// replica is a fake bridge replica on a loopback port, with health as a
-// real bridge has.
-type replica struct {
-	name  string
-	fake  *fakeBridgeService
-	srv   *grpc.Server
-	addr  string
-	opens atomic.Int32
-}
-
-// startReplica serves fake as the replica name. Its OpenSession counts
-// opens before fake's own onOpen runs.
-func startReplica(t *testing.T, name string, fake *fakeBridgeService) *replica {
+// replicatedClient is NewReplicated over a connection that resolves to
+// the replicas, balanced as agentd balances them.
+func replicatedClient(t *testing.T, rs ...*bridgetest.Replica) *bridgeclient.Client {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &replica{name: name, fake: fake, srv: grpc.NewServer(), addr: lis.Addr().String()}
-	onOpen := fake.onOpen
-	fake.onOpen = func(req *bridgev1.OpenSessionRequest) error {
-		r.opens.Add(1)
-		if onOpen != nil {
-			return onOpen(req)
-		}
-		return nil
-	}
-	bridgev1.RegisterBridgeServiceServer(r.srv, fake)
-	healthpb.RegisterHealthServer(r.srv, health.NewServer())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = r.srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		r.srv.Stop()
-		<-served
-	})
-	return r
-}
-
-// replicatedClient is NewReplicatedBridgeClient over a connection that
-// resolves to the replicas, balanced as agentd balances them.
-func replicatedClient(t *testing.T, rs ...*replica) server.Bridge {
-	t.Helper()
-	res := manual.NewBuilderWithScheme("replicas")
-	var state resolver.State
-	for _, r := range rs {
-		state.Addresses = append(state.Addresses, resolver.Address{Addr: r.addr})
-	}
-	res.InitialState(state)
-	conn, err := grpc.NewClient(res.Scheme()+":///bridges", grpc.WithResolvers(res),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(sessionpin.ServiceConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	// Every replica connected, as in a bridge deployment that has been up
-	// for a while: unpinned health checks go round the ready ones.
-	seen := make(map[string]bool)
-	for deadline := time.Now().Add(30 * time.Second); len(seen) < len(rs); {
-		var p peer.Peer
-		if _, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{}, grpc.Peer(&p)); err != nil {
-			t.Fatal(err)
-		}
-		seen[p.Addr.String()] = true
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas connected: %v; want %d", seen, len(rs))
-		}
-	}
-	return server.NewReplicatedBridgeClient(conn, slog.New(slog.DiscardHandler))
+	return bridgeclient.NewReplicated(bridgetest.DialReplicas(t, rs...), slog.New(slog.DiscardHandler))
 }
 
 // opened returns the replica that opened exactly one session (and the
 // others, which opened none).
-func opened(t *testing.T, rs ...*replica) (*replica, []*replica) {
+func opened(t *testing.T, rs ...*bridgetest.Replica) (*bridgetest.Replica, []*bridgetest.Replica) {
 	t.Helper()
-	var on *replica
-	var others []*replica
+	var on *bridgetest.Replica
+	var others []*bridgetest.Replica
 	for _, r := range rs {
-		switch r.opens.Load() {
+		switch r.Opens.Load() {
 		case 0:
 			others = append(others, r)
 		case 1:
 			if on != nil {
-				t.Fatalf("sessions opened on %s and %s; want one", on.name, r.name)
+				t.Fatalf("sessions opened on %s and %s; want one", on.Name, r.Name)
 			}
 			on = r
 		default:
-			t.Fatalf("%s opened %d sessions; want at most one", r.name, r.opens.Load())
+			t.Fatalf("%s opened %d sessions; want at most one", r.Name, r.Opens.Load())
 		}
 	}
 	if on == nil {
@@ -130,15 +54,15 @@ func opened(t *testing.T, rs ...*replica) (*replica, []*replica) {
 // holdingReplicas starts replicas whose tool "hold" reports its replica on
 // holding and answers only when the test ends, and whose tool "where"
 // answers its replica's name; calls counts the calls each saw, by tool.
-func holdingReplicas(t *testing.T, names ...string) (rs []*replica, holding chan string, calls *sync.Map) {
+func holdingReplicas(t *testing.T, names ...string) (rs []*bridgetest.Replica, holding chan string, calls *sync.Map) {
 	t.Helper()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	holding = make(chan string, len(names))
 	calls = &sync.Map{}
 	for _, name := range names {
-		rs = append(rs, startReplica(t, name, &fakeBridgeService{
-			onCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
+		rs = append(rs, bridgetest.StartReplica(t, name, &bridgetest.Service{
+			OnCall: func(req *bridgev1.CallToolRequest) (*bridgev1.CallToolResponse, error) {
 				n, _ := calls.LoadOrStore(name+"/"+req.GetToolName(), new(atomic.Int32))
 				n.(*atomic.Int32).Add(1)
 				if req.GetToolName() == "hold" {
@@ -184,10 +108,10 @@ func TestReplicatedBridgeFailover(t *testing.T) {
 		res, err := sess.CallTool(t.Context(), "files", "hold", "{}")
 		held <- answer{res, err}
 	}()
-	if got := <-holding; got != first.name {
-		t.Fatalf("the call ran on %s; the session is on %s", got, first.name)
+	if got := <-holding; got != first.Name {
+		t.Fatalf("the call ran on %s; the session is on %s", got, first.Name)
 	}
-	first.srv.Stop() // the replica dies with the call in flight
+	first.Server.Stop() // the replica dies with the call in flight
 
 	a := <-held
 	if a.err != nil {
@@ -199,18 +123,18 @@ func TestReplicatedBridgeFailover(t *testing.T) {
 		t.Errorf("the call in flight on the lost replica = %v; want a tool error saying it may or may not have run, naming the server", a.res)
 	}
 	res, err := sess.CallTool(t.Context(), "files", "where", "{}")
-	if err != nil || res.GetOutput() != other.name {
-		t.Fatalf("the next call = %v, %v; want it to run on %s", res, err, other.name)
+	if err != nil || res.GetOutput() != other.Name {
+		t.Fatalf("the next call = %v, %v; want it to run on %s", res, err, other.Name)
 	}
-	if n := other.opens.Load(); n != 1 {
-		t.Errorf("%s opened %d sessions; want 1", other.name, n)
+	if n := other.Opens.Load(); n != 1 {
+		t.Errorf("%s opened %d sessions; want 1", other.Name, n)
 	}
-	if n := callCount(calls, first.name+"/hold") + callCount(calls, other.name+"/hold"); n != 1 {
+	if n := callCount(calls, first.Name+"/hold") + callCount(calls, other.Name+"/hold"); n != 1 {
 		t.Errorf("hold was called %d times; want once, never again", n)
 	}
 	sess.Close(context.Background())
-	if n := other.fake.closed(); n != 1 {
-		t.Errorf("%s closed %d sessions; want 1", other.name, n)
+	if n := other.Fake.Closed(); n != 1 {
+		t.Errorf("%s closed %d sessions; want 1", other.Name, n)
 	}
 }
 
@@ -226,15 +150,15 @@ func TestReplicatedBridgeListTools(t *testing.T) {
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) })
 		var listings atomic.Int32
-		var rs []*replica
+		var rs []*bridgetest.Replica
 		for _, name := range []string{"a", "b"} {
-			rs = append(rs, startReplica(t, name, &fakeBridgeService{
-				onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+			rs = append(rs, bridgetest.StartReplica(t, name, &bridgetest.Service{
+				OnList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
 					listing <- name
 					if listings.Add(1) == 1 {
 						<-release // the replica dies meanwhile
 					}
-					return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{serverTools("files", "on_"+name)}}, nil
+					return &bridgev1.ListToolsResponse{Servers: []*bridgev1.ServerTools{{ServerName: "files", Tools: []*bridgev1.Tool{{Name: "on_" + name}}}}}, nil
 				},
 			}))
 		}
@@ -252,21 +176,21 @@ func TestReplicatedBridgeListTools(t *testing.T) {
 			}
 			listed <- tools
 		}()
-		if got := <-listing; got != first.name {
-			t.Fatalf("listed on %s; the session is on %s", got, first.name)
+		if got := <-listing; got != first.Name {
+			t.Fatalf("listed on %s; the session is on %s", got, first.Name)
 		}
-		first.srv.Stop()
+		first.Server.Stop()
 		tools := <-listed
-		if len(tools) != 1 || tools[0].GetTools()[0].GetName() != "on_"+others[0].name {
-			t.Errorf("ListTools = %v; want the tools listed on %s", tools, others[0].name)
+		if len(tools) != 1 || tools[0].GetTools()[0].GetName() != "on_"+others[0].Name {
+			t.Errorf("ListTools = %v; want the tools listed on %s", tools, others[0].Name)
 		}
 	})
 	t.Run("bridge says unavailable", func(t *testing.T) {
 		t.Parallel()
-		var rs []*replica
+		var rs []*bridgetest.Replica
 		for _, name := range []string{"a", "b"} {
-			rs = append(rs, startReplica(t, name, &fakeBridgeService{
-				onList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
+			rs = append(rs, bridgetest.StartReplica(t, name, &bridgetest.Service{
+				OnList: func(*bridgev1.ListToolsRequest) (*bridgev1.ListToolsResponse, error) {
 					return nil, status.Error(codes.Unavailable, `the MCP server "files" cannot be reached`)
 				},
 			}))
@@ -280,7 +204,7 @@ func TestReplicatedBridgeListTools(t *testing.T) {
 		if fault.KindOf(err) != fault.Unavailable || !strings.Contains(err.Error(), "cannot be reached") {
 			t.Errorf("ListTools = %v; want the bridge's Unavailable", err)
 		}
-		if n := rs[0].opens.Load() + rs[1].opens.Load(); n != 1 {
+		if n := rs[0].Opens.Load() + rs[1].Opens.Load(); n != 1 {
 			t.Errorf("%d sessions opened; want 1: the replica was not lost", n)
 		}
 	})
@@ -292,15 +216,15 @@ func TestReplicatedBridgeListTools(t *testing.T) {
 // not tried elsewhere.
 func TestReplicatedBridgeOpen(t *testing.T) {
 	t.Parallel()
-	refuse := func(code codes.Code) *fakeBridgeService {
-		return &fakeBridgeService{onOpen: func(*bridgev1.OpenSessionRequest) error {
+	refuse := func(code codes.Code) *bridgetest.Service {
+		return &bridgetest.Service{OnOpen: func(*bridgev1.OpenSessionRequest) error {
 			return status.Error(code, fmt.Sprintf("refused: %v", code))
 		}}
 	}
 	t.Run("one refuses", func(t *testing.T) {
 		t.Parallel()
-		down := startReplica(t, "down", refuse(codes.Unavailable))
-		up := startReplica(t, "up", &fakeBridgeService{})
+		down := bridgetest.StartReplica(t, "down", refuse(codes.Unavailable))
+		up := bridgetest.StartReplica(t, "up", &bridgetest.Service{})
 		client := replicatedClient(t, down, up)
 		for range 4 {
 			sess, err := client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
@@ -309,29 +233,29 @@ func TestReplicatedBridgeOpen(t *testing.T) {
 			}
 			sess.Close(context.Background())
 		}
-		if n := up.opens.Load(); n != 4 {
+		if n := up.Opens.Load(); n != 4 {
 			t.Errorf("the live replica opened %d of 4 sessions", n)
 		}
 	})
 	t.Run("all refuse", func(t *testing.T) {
 		t.Parallel()
-		a, b := startReplica(t, "a", refuse(codes.Unavailable)), startReplica(t, "b", refuse(codes.Unavailable))
+		a, b := bridgetest.StartReplica(t, "a", refuse(codes.Unavailable)), bridgetest.StartReplica(t, "b", refuse(codes.Unavailable))
 		_, err := replicatedClient(t, a, b).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 		if fault.KindOf(err) != fault.Unavailable {
 			t.Errorf("OpenSession = %v; want Unavailable", err)
 		}
-		if n := a.opens.Load() + b.opens.Load(); n != 4 {
+		if n := a.Opens.Load() + b.Opens.Load(); n != 4 {
 			t.Errorf("%d opens tried; want 4", n)
 		}
 	})
 	t.Run("invalid", func(t *testing.T) {
 		t.Parallel()
-		a, b := startReplica(t, "a", refuse(codes.InvalidArgument)), startReplica(t, "b", refuse(codes.InvalidArgument))
+		a, b := bridgetest.StartReplica(t, "a", refuse(codes.InvalidArgument)), bridgetest.StartReplica(t, "b", refuse(codes.InvalidArgument))
 		_, err := replicatedClient(t, a, b).OpenSession(t.Context(), &bridgev1.OpenSessionRequest{}, nil)
 		if fault.KindOf(err) != fault.Invalid {
 			t.Errorf("OpenSession = %v; want Invalid", err)
 		}
-		if n := a.opens.Load() + b.opens.Load(); n != 1 {
+		if n := a.Opens.Load() + b.Opens.Load(); n != 1 {
 			t.Errorf("%d opens tried; want 1", n)
 		}
 	})

@@ -1,4 +1,4 @@
-package server
+package bridgeclient
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
-// Replicated remote bridges (X-G6). `agentd bridge` may run as several
+// Replicated remote bridges. `agentd bridge` may run as several
 // replicas behind one address. A bridge session holds state in one of
 // them (its stdio servers' processes, its HTTP MCP sessions), so each
 // session is pinned to the replica that opened it (sessionpin), and when
@@ -35,16 +35,16 @@ import (
 // not keep a generation going round.
 const maxSessionOpens = 4
 
-// NewReplicatedBridgeClient returns a Bridge that talks to the BridgeService
-// replicas that conn balances with sessionpin (sessionpin.ServiceConfig).
+// NewReplicated returns a Client that talks to the BridgeService replicas
+// that conn balances with sessionpin (sessionpin.ServiceConfig).
 // Each session's RPCs reach the replica that opened it. A session lost
 // with its replica (the connection to it broke, or the replica ended the
 // session) is replaced by one on another replica: the calls it had sent
 // are answered as of unknown outcome (a tool error for the model; they
 // may or may not have run, and are not sent again), and its later calls
 // go to the new session. log records the moves.
-func NewReplicatedBridgeClient(conn grpc.ClientConnInterface, log *slog.Logger) Bridge {
-	return &bridgeClient{
+func NewReplicated(conn grpc.ClientConnInterface, log *slog.Logger) *Client {
+	return &Client{
 		client:     bridgev1.NewBridgeServiceClient(conn),
 		replicated: true,
 		health:     healthpb.NewHealthClient(conn),
@@ -66,7 +66,7 @@ func (e *errSessionLost) Unwrap() error { return e.err }
 
 // lost turns the error of a call that the loss of a replicated session
 // cut short into *errSessionLost; any other error is returned as it is.
-func (s *bridgeSession) lost(err error) error {
+func (s *session) lost(err error) error {
 	var cut *callCut
 	if s.pin == nil || !errors.As(err, &cut) || !cut.lost {
 		return err
@@ -81,7 +81,7 @@ func (s *bridgeSession) lost(err error) error {
 // stream, on the same connection, at once; a health check pinned to the
 // replica settles a race with that: it fails Unavailable when the replica
 // is not connected.
-func (s *bridgeSession) gone(ctx context.Context, err error) bool {
+func (s *session) gone(ctx context.Context, err error) bool {
 	if s.pin == nil || fault.KindOf(err) != fault.Unavailable {
 		return false
 	}
@@ -106,29 +106,29 @@ func (s *bridgeSession) gone(ctx context.Context, err error) bool {
 // resumable session on the embedded bridge: the current bridge session,
 // replaced when it is lost (replicated bridges), or, if resumable and
 // embedded, closed while the generation waits for a person and replaced
-// by another for the generation's next call (park), so that a waiting
+// by another for the generation's next call (Park), so that a waiting
 // generation holds no bridge stream at all. (On replicated bridges the
 // next session may open on another replica, with another shared process,
 // so a waiting generation keeps its session there.)
 type replicaSession struct {
-	b *bridgeClient
+	c *Client
 	// req opens the generation's first session and never changes; reopen
 	// opens every later one, which need not bring the tool lists
 	// (laterOpen), made under mu when first needed.
 	req, reopen *bridgev1.OpenSessionRequest
 	first       bool // no session opened yet: the next opens with req
 	// life is the context OpenSession was given: the lifetime of every
-	// session this one opens, as Bridge.OpenSession says.
-	life context.Context
-	asks ServerRequests
+	// session this one opens, as Client.OpenSession says.
+	life    context.Context
+	answers Answerer
 
 	// mu is held while a session opens, so that the calls that find the
 	// session lost wait for one replacement.
 	mu      sync.Mutex
-	cur     *bridgeSession // nil once lost or parked, until a call opens the next
-	avoid   string         // the replica of the last loss: the next opens elsewhere
-	opens   int            // sessions opened but for those that followed a park
-	lastErr error          // why the last session was lost, for when no more may open
+	cur     *session // nil once lost or parked, until a call opens the next
+	avoid   string   // the replica of the last loss: the next opens elsewhere
+	opens   int      // sessions opened but for those that followed a park
+	lastErr error    // why the last session was lost, for when no more may open
 	closed  bool
 	// parked: cur was closed as the generation waited; the session that
 	// the next call opens replaces no lost one. busy counts the calls
@@ -139,8 +139,8 @@ type replicaSession struct {
 	closing sync.WaitGroup
 }
 
-func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSessionRequest, asks ServerRequests) (BridgeSession, error) {
-	r := &replicaSession{b: b, req: req, first: true, life: ctx, asks: asks}
+func (c *Client) openReplicated(ctx context.Context, req *bridgev1.OpenSessionRequest, answers Answerer) (Session, error) {
+	r := &replicaSession{c: c, req: req, first: true, life: ctx, answers: answers}
 	if _, err := r.session(); err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (b *bridgeClient) openReplicated(ctx context.Context, req *bridgev1.OpenSes
 // fails to open Unavailable on replicated bridges (its replica died
 // meanwhile, or is shutting down) is tried again on another replica:
 // nothing ran.
-func (r *replicaSession) session() (*bridgeSession, error) {
+func (r *replicaSession) session() (*session, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -169,7 +169,7 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 			r.opens++
 		}
 		var pin *sessionpin.Pin
-		if r.b.replicated {
+		if r.c.replicated {
 			pin = sessionpin.New(r.avoid)
 		}
 		req := r.req
@@ -179,7 +179,7 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 			}
 			req = r.reopen
 		}
-		s, err := r.b.open(r.life, req, pin, r.asks)
+		s, err := r.c.open(r.life, req, pin, r.answers)
 		if err != nil {
 			if pin == nil || fault.KindOf(err) != fault.Unavailable || r.opens >= maxSessionOpens {
 				r.parked = resume // a resume that failed is still one: the next call tries again
@@ -189,8 +189,8 @@ func (r *replicaSession) session() (*bridgeSession, error) {
 			continue
 		}
 		r.first = false
-		if r.opens > 1 && !resume && r.b.log != nil {
-			r.b.log.InfoContext(r.life, "generation continues on a new bridge session", "generation", r.req.GetGenerationId(), "bridge", s.addr, "opens", r.opens)
+		if r.opens > 1 && !resume && r.c.log != nil {
+			r.c.log.InfoContext(r.life, "generation continues on a new bridge session", "generation", r.req.GetGenerationId(), "bridge", s.addr, "opens", r.opens)
 		}
 		r.cur = s
 	}
@@ -220,7 +220,7 @@ func (r *replicaSession) release() {
 // lose replaces s, lost with its replica, by nothing: the next call opens a
 // session on another replica. Calls that find s lost after another has
 // replaced it change nothing.
-func (r *replicaSession) lose(s *bridgeSession, why *errSessionLost) {
+func (r *replicaSession) lose(s *session, why *errSessionLost) {
 	r.mu.Lock()
 	if r.cur != s {
 		r.mu.Unlock()
@@ -228,7 +228,7 @@ func (r *replicaSession) lose(s *bridgeSession, why *errSessionLost) {
 	}
 	r.cur, r.avoid, r.lastErr = nil, why.addr, why.err
 	r.mu.Unlock()
-	r.b.log.WarnContext(r.life, "bridge session lost with its bridge; calls in flight there may or may not have run, and the generation continues on another bridge",
+	r.c.log.WarnContext(r.life, "bridge session lost with its bridge; calls in flight there may or may not have run, and the generation continues on another bridge",
 		"generation", r.req.GetGenerationId(), "bridge", why.addr, "err", why.err)
 	s.Close(r.life)
 }
@@ -270,16 +270,16 @@ func (r *replicaSession) CallTool(ctx context.Context, server, tool, arguments s
 	}
 }
 
-// park readies the session for a wait that may last hours. A resumable
+// Park readies the session for a wait that may last hours. A resumable
 // session on the embedded bridge that no call uses closes, in the
 // background (Close joins it), and the generation's next call opens
 // another: the generation then holds no stream of the bridge's, on either
 // end, while it waits. Any other session parks its tool-call stream
-// (bridgeSession.park).
-func (r *replicaSession) park() {
+// (session.Park).
+func (r *replicaSession) Park() {
 	r.mu.Lock()
 	s := r.cur
-	closes := s != nil && s.resumable && !r.b.replicated && r.busy == 0
+	closes := s != nil && s.resumable && !r.c.replicated && r.busy == 0
 	if closes {
 		r.cur, r.parked = nil, true
 	}
@@ -288,7 +288,7 @@ func (r *replicaSession) park() {
 	case closes:
 		r.closing.Go(func() { s.Close(r.life) })
 	case s != nil:
-		s.park()
+		s.Park()
 	}
 }
 
