@@ -173,10 +173,7 @@ func (c *callStream) closeIdle() bool {
 	default:
 	}
 	c.closing = true
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.wakeSender()
 	return true
 }
 
@@ -217,28 +214,13 @@ func (c *callStream) context(id uint64) (context.Context, bool) {
 // returns at once; the bridge is told to cancel the call.
 func (c *callStream) call(ctx context.Context, server, tool, arguments string) (*bridgev1.CallToolResponse, error) {
 	p := &pendingCall{ctx: ctx, answer: make(chan *bridgev1.CallToolsResponse, 1), wake: make(chan struct{}, 1)}
-	onProgress, _ := ctx.Value(progressKey{}).(func(*bridgev1.ToolProgress))
-	c.mu.Lock()
-	if c.closing {
+	id, ok := c.join(p)
+	if !ok {
 		// Parked meanwhile: the session opens another stream for the
 		// next call; this one takes none.
-		c.mu.Unlock()
 		return nil, errParked
 	}
-	c.nextID++
-	id := c.nextID
-	c.waiting[id] = p
-	c.mu.Unlock()
-
-	call := &bridgev1.StreamedToolCall{Id: id, ServerName: server, ToolName: tool, Arguments: arguments, TraceContext: map[string]string{}}
-	if rt := inputRetryOf(ctx); rt != nil {
-		call.InputResponses, call.RequestState = rt.responses, rt.state
-	}
-	c.propagator.Inject(ctx, propagation.MapCarrier(call.TraceContext))
-	if deadline, ok := ctx.Deadline(); ok {
-		call.Timeout = durationpb.New(time.Until(deadline))
-	}
-	req := &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: call}}
+	req := c.request(ctx, id, server, tool, arguments)
 	if n := proto.Size(req); n > maxCallBytes {
 		c.forget(id)
 		return nil, fault.New(fault.Exhausted, "the arguments of the tool %q are %d bytes, more than the %d the bridge takes", tool, n, maxCallBytes)
@@ -252,6 +234,40 @@ func (c *callStream) call(ctx context.Context, server, tool, arguments string) (
 		c.forget(id)
 		return nil, contextError(ctx)
 	}
+	return c.await(ctx, id, p)
+}
+
+// join makes p a call of the stream, under the next id; false if the
+// stream is closing as idle, when no call joins it.
+func (c *callStream) join(p *pendingCall) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return 0, false
+	}
+	c.nextID++
+	c.waiting[c.nextID] = p
+	return c.nextID, true
+}
+
+// request is the stream's request for call id, carrying ctx's input retry,
+// and its trace context and deadline as a gRPC call would.
+func (c *callStream) request(ctx context.Context, id uint64, server, tool, arguments string) *bridgev1.CallToolsRequest {
+	call := &bridgev1.StreamedToolCall{Id: id, ServerName: server, ToolName: tool, Arguments: arguments, TraceContext: map[string]string{}}
+	if rt := inputRetryOf(ctx); rt != nil {
+		call.InputResponses, call.RequestState = rt.responses, rt.state
+	}
+	c.propagator.Inject(ctx, propagation.MapCarrier(call.TraceContext))
+	if deadline, ok := ctx.Deadline(); ok {
+		call.Timeout = durationpb.New(time.Until(deadline))
+	}
+	return &bridgev1.CallToolsRequest{Kind: &bridgev1.CallToolsRequest_Call{Call: call}}
+}
+
+// await waits for the answer to call id, which the sender has, handing
+// its progress reports to ctx's WithProgress function meanwhile.
+func (c *callStream) await(ctx context.Context, id uint64, p *pendingCall) (*bridgev1.CallToolResponse, error) {
+	onProgress, _ := ctx.Value(progressKey{}).(func(*bridgev1.ToolProgress))
 	for {
 		select {
 		case res := <-p.answer:
@@ -268,16 +284,27 @@ func (c *callStream) call(ctx context.Context, server, tool, arguments string) (
 			}
 			return nil, c.ended(id, true)
 		case <-ctx.Done():
-			c.mu.Lock()
-			delete(c.waiting, id)
-			c.cancels = append(c.cancels, id)
-			c.mu.Unlock()
-			select {
-			case c.wake <- struct{}{}:
-			default:
-			}
+			c.giveUp(id)
 			return nil, contextError(ctx)
 		}
+	}
+}
+
+// giveUp forgets call id, whose caller gave up, and has the sender tell
+// the bridge to cancel it.
+func (c *callStream) giveUp(id uint64) {
+	c.mu.Lock()
+	delete(c.waiting, id)
+	c.cancels = append(c.cancels, id)
+	c.mu.Unlock()
+	c.wakeSender()
+}
+
+// wakeSender has the sender look at cancels and closing; it never blocks.
+func (c *callStream) wakeSender() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -172,14 +172,7 @@ func (r *replicaSession) session() (*session, error) {
 		if r.c.replicated {
 			pin = sessionpin.New(r.avoid)
 		}
-		req := r.req
-		if !r.first {
-			if r.reopen == nil {
-				r.reopen = laterOpen(r.req)
-			}
-			req = r.reopen
-		}
-		s, err := r.c.open(r.life, req, pin, r.answers)
+		s, err := r.c.open(r.life, r.openRequest(), pin, r.answers)
 		if err != nil {
 			if pin == nil || fault.KindOf(err) != fault.Unavailable || r.opens >= maxSessionOpens {
 				r.parked = resume // a resume that failed is still one: the next call tries again
@@ -196,6 +189,18 @@ func (r *replicaSession) session() (*session, error) {
 	}
 	r.busy++
 	return r.cur, nil
+}
+
+// openRequest is the request that opens the next session: req for the
+// generation's first, and reopen for every later one. mu is held.
+func (r *replicaSession) openRequest() *bridgev1.OpenSessionRequest {
+	if r.first {
+		return r.req
+	}
+	if r.reopen == nil {
+		r.reopen = laterOpen(r.req)
+	}
+	return r.reopen
 }
 
 // laterOpen is req for the sessions a generation opens after its first,
