@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpauth"
-	"github.com/agentd/agentd/internal/oauthtokens"
 )
 
 // An authorization code grant that nobody answers on the stream (the
@@ -277,26 +275,23 @@ func (g *generation) completeAuthorizations(ctx context.Context) error {
 			return fault.InvalidRequest([]fault.Violation{{Field: "resume.agent", Description: fmt.Sprintf(
 				"the generation waits for the authorization of the MCP server %q, which the agent no longer declares as a url server with oauth", d.server)}})
 		}
-		o := g.s.oauth
-		cfg, err := o.config(sp.decl.GetOauth(), g.allowPrivate())
+		sub, err := g.oauthSubject(sp)
 		if err != nil {
 			return err
 		}
-		key := oauthtokens.Key{Tenant: g.tenant, EndUser: g.endUser, Server: oauthtokens.ServerKey(sp.decl.GetUrl())}
-		t, err := cfg.Complete(ctx, d.pending, answers[pa.GetRequestId()])
+		t, err := sub.Config.Complete(ctx, d.pending, answers[pa.GetRequestId()])
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			if kept, _ := o.load(ctx, key, cfg); kept != nil && kept.Fresh(time.Now()) && res.interruptedAuth {
+			if kept, _ := g.s.oauth.Load(ctx, sub); kept != nil && kept.Fresh(time.Now()) && res.interruptedAuth {
 				continue
 			}
 			return fault.Wrap(fault.Unauthenticated, err, "the authorization of the MCP server %q failed", d.server).
 				WithInfo("MCP_AUTHORIZATION_FAILED", map[string]string{"server": d.server, "request_id": pa.GetRequestId()})
 		}
-		o.keep(ctx, g, key, d.server, t)
-		g.s.log.InfoContext(ctx, "oauth token obtained", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
-			"server", d.server, "grant", grantName(cfg.Grant), "scopes", strings.Join(t.Scopes, " "), "request", pa.GetRequestId())
+		g.s.oauth.Keep(ctx, sub, t)
+		g.tokenObtained(ctx, d.server, sub.Config.Grant, t, "request", pa.GetRequestId())
 	}
 	return nil
 }

@@ -1,202 +1,20 @@
 package server
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpauth"
-	"github.com/agentd/agentd/internal/netaddr"
-	"github.com/agentd/agentd/internal/oauthtokens"
-	"github.com/agentd/agentd/internal/record"
+	"github.com/agentd/agentd/internal/oauthclient"
 )
-
-// OAuthOptions make agentd the OAuth client of the url MCP servers that
-// requests declare with oauth (X-M1): it answers their challenges with
-// tokens it obtains, keeps per tenant, end user and server (X-M3), and
-// refreshes.
-type OAuthOptions struct {
-	// Tokens keeps the tokens. Nil: process memory (oauthtokens.NewMemory),
-	// so they last until agentd stops and another replica has its own.
-	Tokens oauthtokens.Store
-	// RedirectURL is where authorization servers send the user back, for
-	// servers whose declaration names none (oauth.redirect_url).
-	RedirectURL string
-	// ClientMetadataURL is agentd's client ID metadata document
-	// (oauth.client_metadata_url); "" for none.
-	ClientMetadataURL string
-	// ClientName is the name agentd registers dynamically with.
-	ClientName string
-	// HTTPClient returns the client for the authorization servers of a
-	// tenant whose rules allow private addresses or not. Nil: netaddr's
-	// transport, which refuses private addresses unless allowed.
-	HTTPClient func(allowPrivate bool) *http.Client
-}
-
-// oauthClient is the Service's side of OAuth: the tokens, and one
-// resolution at a time per token (a refresh token may be used once).
-type oauthClient struct {
-	opts   OAuthOptions
-	tokens oauthtokens.Store
-	public *http.Client
-	lan    *http.Client
-	// locks serializes the resolutions of one key (tenant, end user,
-	// server) in this process: concurrent refusals (parallel calls, or
-	// generations of one end user) ask the user, or refresh, once.
-	locksMu sync.Mutex
-	locks   map[oauthtokens.Key]*keyLock
-}
-
-type keyLock struct {
-	turn  chan struct{} // held by the resolution under way
-	users int
-}
-
-func newOAuthClient(o OAuthOptions) *oauthClient {
-	c := &oauthClient{opts: o, tokens: o.Tokens, locks: make(map[oauthtokens.Key]*keyLock)}
-	if c.tokens == nil {
-		c.tokens = oauthtokens.NewMemory()
-	}
-	if o.HTTPClient != nil {
-		c.public, c.lan = o.HTTPClient(false), o.HTTPClient(true)
-	} else {
-		c.public = &http.Client{Transport: netaddr.Transport(false), Timeout: time.Minute}
-		c.lan = &http.Client{Transport: netaddr.Transport(true), Timeout: time.Minute}
-	}
-	return c
-}
-
-// tryLock takes k's lock if it is free.
-func (c *oauthClient) tryLock(k oauthtokens.Key) (func(), bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // lock then takes a free lock only
-	unlock, err := c.lock(ctx, k)
-	return unlock, err == nil
-}
-
-// lock takes k's lock, waiting at most as long as ctx lasts (a person
-// may be answering under it), and returns its release.
-func (c *oauthClient) lock(ctx context.Context, k oauthtokens.Key) (func(), error) {
-	c.locksMu.Lock()
-	l := c.locks[k]
-	if l == nil {
-		l = &keyLock{turn: make(chan struct{}, 1)}
-		c.locks[k] = l
-	}
-	l.users++
-	c.locksMu.Unlock()
-	leave := func() {
-		c.locksMu.Lock()
-		if l.users--; l.users == 0 {
-			delete(c.locks, k)
-		}
-		c.locksMu.Unlock()
-	}
-	release := func() { <-l.turn; leave() }
-	select {
-	case l.turn <- struct{}{}: // a free lock is taken even when ctx has ended
-		return release, nil
-	default:
-	}
-	select {
-	case l.turn <- struct{}{}:
-		return release, nil
-	case <-ctx.Done():
-		leave()
-		return nil, context.Cause(ctx)
-	}
-}
-
-// refreshable reports whether t can be renewed without a person: it has
-// a refresh token, or came of a client-credentials grant.
-func refreshable(t *mcpauth.Token) bool {
-	return t.RefreshToken != "" || t.Grant == mcpauth.ClientCredentials
-}
-
-// keep stores t for k. A store that fails is logged, not the request's
-// failure: the token is good for this generation, and a grant already
-// spent (a rotated refresh token, a person's authorization) is not lost
-// to a store hiccup.
-func (c *oauthClient) keep(ctx context.Context, g *generation, k oauthtokens.Key, server string, t *mcpauth.Token) {
-	if err := c.save(ctx, k, t); err != nil {
-		g.s.log.WarnContext(ctx, "oauth token not stored; it serves this generation only", "tenant", g.tenant, "generation", g.id, "server", server, "err", err)
-	}
-}
-
-// load returns the token kept for k, nil when there is none or it is
-// not cfg's: it came of another grant or another client (an agent that
-// declares the server otherwise), which cfg neither presents nor
-// refreshes; its next grant replaces it.
-func (c *oauthClient) load(ctx context.Context, k oauthtokens.Key, cfg *mcpauth.Config) (*mcpauth.Token, error) {
-	sctx, cancel := record.Context(ctx)
-	defer cancel()
-	data, err := c.tokens.Get(sctx, k)
-	if errors.Is(err, oauthtokens.ErrUnreadable) {
-		return nil, nil // its key is gone: as if none, and the next grant replaces it
-	}
-	if err != nil || data == nil {
-		return nil, err
-	}
-	t := &mcpauth.Token{}
-	if err := json.Unmarshal(data, t); err != nil {
-		return nil, nil // unreadable: as if none, and the next grant replaces it
-	}
-	if t.Grant != cfg.Grant || cfg.ClientID != "" && t.ClientID != cfg.ClientID {
-		return nil, nil
-	}
-	return t, nil
-}
-
-func (c *oauthClient) save(ctx context.Context, k oauthtokens.Key, t *mcpauth.Token) error {
-	data, err := json.Marshal(t)
-	if err != nil {
-		return fault.Wrap(fault.Internal, err, "encoding a token")
-	}
-	sctx, cancel := record.Context(context.WithoutCancel(ctx))
-	defer cancel()
-	return c.tokens.Put(sctx, k, data)
-}
-
-// config is the mcpauth configuration of a server's oauth declaration.
-func (c *oauthClient) config(o *agentdv1.OAuthClient, allowPrivate bool) (*mcpauth.Config, error) {
-	cfg := &mcpauth.Config{
-		ClientID:          o.GetClientId(),
-		ClientSecret:      o.GetClientSecret(),
-		KeyID:             o.GetPrivateKeyId(),
-		Scopes:            o.GetScopes(),
-		AuthMethod:        o.GetTokenEndpointAuthMethod(),
-		RedirectURL:       cmp.Or(o.GetRedirectUrl(), c.opts.RedirectURL),
-		ClientMetadataURL: c.opts.ClientMetadataURL,
-		ClientName:        c.opts.ClientName,
-		HTTPClient:        c.public,
-	}
-	if allowPrivate {
-		cfg.HTTPClient = c.lan
-	}
-	if o.GetGrant() == agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS {
-		cfg.Grant = mcpauth.ClientCredentials
-	}
-	if k := o.GetPrivateKey(); k != "" {
-		signer, err := mcpauth.ParsePrivateKey(k)
-		if err != nil {
-			return nil, err
-		}
-		cfg.PrivateKey = signer
-	}
-	return cfg, nil
-}
 
 // Answer answers what the generation's bridged servers ask of agentd
 // (bridgeclient.Answerer).
@@ -216,11 +34,10 @@ func (g *generation) Answer(ctx context.Context, r *bridgev1.ServerRequest) *bri
 	return nil
 }
 
-// authorize resolves a url server's refusal of agentd's authorization
-// (X-M1): with a token a later one replaced, a refresh, a new
-// client-credentials grant, or, for an authorization code grant, the
-// person on the stream (X-M2). The token is kept for the generation's
-// tenant, end user and server (X-M3).
+// authorize resolves a url server's refusal of agentd's authorization:
+// with a token a later one replaced, a refresh, a new client-credentials
+// grant, or, for an authorization code grant, the person on the stream.
+// The token is kept for the generation's tenant, end user and server.
 func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.AuthorizationChallenge) (string, error) {
 	sp := g.plan.server(server)
 	if sp == nil || sp.decl.GetOauth() == nil {
@@ -231,70 +48,46 @@ func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.
 		// this run waits for the same answer, on the resume.
 		return "", deferredRefusal(server, d.request.GetId())
 	}
-	o := g.s.oauth
-	cfg, err := o.config(sp.decl.GetOauth(), g.allowPrivate())
+	sub, err := g.oauthSubject(sp)
 	if err != nil {
 		return "", err
 	}
-	serverURL := sp.decl.GetUrl()
-	key := oauthtokens.Key{Tenant: g.tenant, EndUser: g.endUser, Server: oauthtokens.ServerKey(serverURL)}
-	unlock, err := o.lock(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
 	challenge := mcpauth.Challenge{Status: int(ch.GetStatus()), WWWAuthenticate: ch.GetWwwAuthenticate()}
-	stored, err := o.load(ctx, key, cfg)
+	ask := func(ctx context.Context, reason agentdv1.AuthorizationReason, granted []string) (*mcpauth.Token, error) {
+		return g.authorizationCode(ctx, server, sub.URL, sub.Config, challenge, granted, reason)
+	}
+	t, obtained, err := g.s.oauth.Resolve(ctx, sub, challenge, ch.GetPresented(), ask)
 	if err != nil {
 		return "", err
 	}
-	if stored != nil {
-		if v := stored.Authorization(); v != ch.GetPresented() && stored.Fresh(time.Now()) {
-			// Another request, generation or replica renewed it meanwhile
-			// (stepped up too, perhaps): it goes first.
-			return v, nil
-		}
+	if obtained {
+		g.tokenObtained(ctx, server, sub.Config.Grant, t)
 	}
-	stepUp := challenge.StepUp()
-	if stored != nil && !stepUp && refreshable(stored) {
-		t, err := cfg.Refresh(ctx, stored)
-		if err == nil {
-			o.keep(ctx, g, key, server, t)
-			return t.Authorization(), nil
-		}
-		if ctx.Err() != nil {
-			return "", context.Cause(ctx)
-		}
-		// Another replica may have used the refresh token first: its
-		// token then stands.
-		if again, _ := o.load(ctx, key, cfg); again != nil && again.Authorization() != stored.Authorization() && again.Fresh(time.Now()) {
-			return again.Authorization(), nil
-		}
-		g.s.log.InfoContext(ctx, "oauth token not refreshed; asking for a new one", "tenant", g.tenant, "generation", g.id, "server", server, "err", err)
-	}
-	var t *mcpauth.Token
-	if cfg.Grant == mcpauth.ClientCredentials {
-		t, err = cfg.ClientCredentials(ctx, serverURL, challenge)
-	} else {
-		reason := agentdv1.AuthorizationReason_AUTHORIZATION_REASON_FIRST_USE
-		var granted []string
-		switch {
-		case stored != nil && stepUp:
-			reason, granted = agentdv1.AuthorizationReason_AUTHORIZATION_REASON_STEP_UP, stored.Scopes
-		case stored != nil:
-			reason = agentdv1.AuthorizationReason_AUTHORIZATION_REASON_REAUTHORIZE
-		}
-		t, err = g.authorizationCode(ctx, server, serverURL, cfg, challenge, granted, reason)
-	}
-	if err != nil {
-		return "", err
-	}
-	o.keep(ctx, g, key, server, t)
-	g.s.log.InfoContext(ctx, "oauth token obtained", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
-		"server", server, "grant", grantName(cfg.Grant), "scopes", strings.Join(t.Scopes, " "))
 	return t.Authorization(), nil
 }
 
+// oauthSubject is the generation's end user's token for sp, a url server
+// declared with oauth, as the OAuth client knows it: the lines it logs
+// name the tenant, the generation and the server.
+func (g *generation) oauthSubject(sp *serverPlan) (*oauthclient.Subject, error) {
+	cfg, err := g.s.oauth.Config(sp.decl.GetOauth(), g.allowPrivate())
+	if err != nil {
+		return nil, err
+	}
+	return &oauthclient.Subject{
+		Tenant: g.tenant, EndUser: g.endUser, URL: sp.decl.GetUrl(), Config: cfg,
+		LogAttrs: []any{"tenant", g.tenant, "generation", g.id, "server", sp.name},
+	}, nil
+}
+
+// tokenObtained writes the audit line of a token a new grant obtained for
+// server, with attrs after its own.
+func (g *generation) tokenObtained(ctx context.Context, server string, gr mcpauth.Grant, t *mcpauth.Token, attrs ...any) {
+	g.s.log.InfoContext(ctx, "oauth token obtained", append([]any{"audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+		"server", server, "grant", grantName(gr), "scopes", strings.Join(t.Scopes, " ")}, attrs...)...)
+}
+
+// grantName is gr as the audit lines name it.
 func grantName(gr mcpauth.Grant) string {
 	if gr == mcpauth.ClientCredentials {
 		return "client_credentials"
@@ -304,7 +97,7 @@ func grantName(gr mcpauth.Grant) string {
 
 // authorizationCode runs an authorization code grant: it sends the
 // authorization URL to the client as an authorization request and
-// exchanges the code of the redirect the client answers with (X-M2).
+// exchanges the code of the redirect the client answers with.
 func (g *generation) authorizationCode(ctx context.Context, server, serverURL string, cfg *mcpauth.Config, ch mcpauth.Challenge, granted []string, reason agentdv1.AuthorizationReason) (*mcpauth.Token, error) {
 	unanswerable := func(why string) error {
 		msg := "the MCP server %q needs a person to authorize agentd at its authorization server, and the client %s; answer its authorization_request on the Generate stream"
@@ -331,7 +124,7 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	}
 	g.s.log.InfoContext(ctx, "authorization requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "server", server, "reason", reason.String())
-	// Unanswered, it pauses the generation when it can (X-M2).
+	// Unanswered, it pauses the generation when it can.
 	unanswered := func(why string) error {
 		if g.canDefer() {
 			return g.deferAuthorization(ctx, server, req, p, why)
@@ -451,43 +244,12 @@ func absoluteURL(s string) bool {
 
 // storedAuthorization is the authorization the token agentd keeps for the
 // generation's end user at sp carries, refreshed first if it expires
-// within a minute (X-M3); "" when there is none, or none can be had
-// without asking: the server's refusal then brings the question.
+// within a minute; "" when there is none, or none can be had without
+// asking: the server's refusal then brings the question.
 func (g *generation) storedAuthorization(ctx context.Context, sp *serverPlan) string {
-	o := g.s.oauth
-	cfg, err := o.config(sp.decl.GetOauth(), g.allowPrivate())
+	sub, err := g.oauthSubject(sp)
 	if err != nil {
 		return ""
 	}
-	key := oauthtokens.Key{Tenant: g.tenant, EndUser: g.endUser, Server: oauthtokens.ServerKey(sp.decl.GetUrl())}
-	t, err := o.load(ctx, key, cfg)
-	if err != nil {
-		g.s.log.WarnContext(ctx, "oauth token not read", "tenant", g.tenant, "generation", g.id, "server", sp.name, "err", err)
-		return ""
-	}
-	if t == nil {
-		return ""
-	}
-	if t.Fresh(time.Now()) || !refreshable(t) {
-		return t.Authorization() // one that cannot be refreshed is tried: the refusal brings the question
-	}
-	// A refresh happens under the key's lock, so that one refresh token is
-	// used once. When a resolution holds it (a person may be answering),
-	// the generation does not wait at its start: the stale token goes,
-	// and its refusal waits for that resolution instead.
-	unlock, ok := o.tryLock(key)
-	if !ok {
-		return t.Authorization()
-	}
-	defer unlock()
-	if again, _ := o.load(ctx, key, cfg); again != nil && again.Fresh(time.Now()) {
-		return again.Authorization() // refreshed meanwhile
-	}
-	nt, err := cfg.Refresh(ctx, t)
-	if err != nil {
-		g.s.log.InfoContext(ctx, "oauth token not refreshed", "tenant", g.tenant, "generation", g.id, "server", sp.name, "err", err)
-		return ""
-	}
-	o.keep(ctx, g, key, sp.name, nt)
-	return nt.Authorization()
+	return g.s.oauth.Authorization(ctx, sub)
 }

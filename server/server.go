@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/oauthclient"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/quota"
 	"github.com/agentd/agentd/internal/record"
@@ -92,8 +93,8 @@ type Options struct {
 	// unlimited.
 	Tenants func(tenant string) (*Tenant, bool)
 	// OAuth makes agentd the OAuth client of url servers declared with
-	// oauth (X-M1).
-	OAuth OAuthOptions
+	// oauth.
+	OAuth oauthclient.Options
 	// Registered are the url servers registered under bridge.servers, by
 	// name, as the declarations a ref: to one stands for: url, headers,
 	// authorization, read_timeout and oauth, secrets included. agentd
@@ -163,7 +164,7 @@ type Service struct {
 	bgClosed bool
 	bgRuns   atomic.Int64 // clientless generations running (detached, adopted)
 
-	oauth          *oauthClient
+	oauth          *oauthclient.Client
 	registered     map[string]*agentdv1.MCPServer
 	authorizations atomic.Int64 // numbers authorization requests
 	inputs         atomic.Int64 // numbers input requests
@@ -200,7 +201,7 @@ func New(opts Options) *Service {
 		replica:     opts.Replica,
 		tenants:     opts.Tenants,
 		limiter:     quota.New(),
-		oauth:       newOAuthClient(opts.OAuth),
+		oauth:       oauthclient.New(opts.OAuth, log),
 		registered:  opts.Registered,
 		toolLists:   newToolLists(),
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/oauthclient"
 	"github.com/agentd/agentd/internal/oauthtokens"
 	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/sealer"
@@ -370,7 +371,7 @@ func NewAgent(o Options) (*Agent, error) {
 		Checkpoints:    a.store,
 		Generations:    gens,
 		Replica:        newReplicaID(),
-		OAuth: server.OAuthOptions{
+		OAuth: oauthclient.Options{
 			Tokens:            a.tokens,
 			RedirectURL:       o.Config.OAuth.RedirectURL,
 			ClientMetadataURL: o.Config.OAuth.ClientMetadataURL,
