@@ -134,25 +134,36 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	if g.link.clientless {
 		return nil, unanswered(notAttached)
 	}
+	redirect, err := g.awaitRedirect(ctx, req, unanswered)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Complete(ctx, p, redirect)
+}
+
+// awaitRedirect sends req to the attached client and waits for the
+// redirect the person came back with; when nobody answers, the error is
+// unanswered's, told why.
+func (g *generation) awaitRedirect(ctx context.Context, req *agentdv1.AuthorizationRequest, unanswered func(why string) error) (string, error) {
 	if g.canDefer() {
 		// Losing the client while it waits pauses the generation, as
 		// during an approval; the pause keeps it marked waiting.
 		if gone := g.link.waiting(true); gone {
-			return nil, unanswered("has gone away")
+			return "", unanswered("has gone away")
 		}
 	}
 	g.link.mail.expect(req.GetId())
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_AuthorizationRequest{AuthorizationRequest: req}}); err != nil {
-		return nil, err
+		return "", err
 	}
 	answer, err := g.link.mail.await(ctx, req.GetId(), g.plan.answerTimeout)
 	switch {
 	case errors.Is(err, errUnanswered):
-		return nil, unanswered("half-closed the stream or went away")
+		return "", unanswered("half-closed the stream or went away")
 	case errors.Is(err, errAnswerTimeout):
-		return nil, unanswered(fmt.Sprintf("did not answer within %s", g.plan.answerTimeout))
+		return "", unanswered(fmt.Sprintf("did not answer within %s", g.plan.answerTimeout))
 	case err != nil:
-		return nil, err
+		return "", err
 	}
 	if g.canDefer() && g.link.waiting(false) {
 		// The client went away as the answer came: losing it now stops
@@ -160,7 +171,7 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 		g.link.cancel(g.link.gone())
 	}
 	redirect, _ := answer.(string)
-	return cfg.Complete(ctx, p, redirect)
+	return redirect, nil
 }
 
 // allowPrivate reports whether the generation's tenant may reach private
