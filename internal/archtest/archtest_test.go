@@ -74,6 +74,8 @@ func violations(pkgs []pkg) []string {
 				out = append(out, rel+" depends on "+drel+": the bridge client never reaches server or providers")
 			case under(rel, "providers") && (under(drel, "server") || under(drel, "bridge") || under(drel, "internal/app")):
 				out = append(out, rel+" depends on "+drel+": providers never reach server, bridge or internal/app")
+			case under(rel, "internal/oauthclient") && under(drel, "server"):
+				out = append(out, rel+" depends on "+drel+": the OAuth client never reaches server")
 			case under(drel, "cmd") && !under(rel, "cmd"):
 				out = append(out, rel+" depends on "+drel+": nothing imports cmd")
 			case under(drel, "cmd") && top(rel) != top(drel):
@@ -176,6 +178,9 @@ func TestRules(t *testing.T) {
 			"cmd/agentd-load depends on cmd/agentd: one command never imports another",
 			"internal/app depends on cmd/agentd: nothing imports cmd",
 		}},
+		{"the OAuth client's test reaches server through app", []pkg{
+			{ImportPath: m("internal/oauthclient") + " [" + m("internal/oauthclient") + ".test]", ForTest: m("internal/oauthclient"), Deps: []string{m("internal/app"), m("server")}},
+		}, []string{"internal/oauthclient depends on server: the OAuth client never reaches server"}},
 		{"os/exec outside mcpconn", []pkg{
 			{ImportPath: m("server"), Imports: []string{"os/exec"}},
 			{ImportPath: m("bridge") + " [" + m("bridge") + ".test]", ForTest: m("bridge"), Imports: []string{"os/exec"}},
