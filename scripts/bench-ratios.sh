@@ -29,7 +29,7 @@ END {
   if (("BenchmarkCallTool/bridge" in m) && ("BenchmarkCallTool/direct" in m))
     printf "tools/call through the bridge / direct go-sdk, separate runs: %.2fx\n", m["BenchmarkCallTool/bridge"] / m["BenchmarkCallTool/direct"]
   if ("bridge/direct" in pr) {
-    printf "tools/call through the bridge / direct go-sdk, paired rounds: %.2fx (target <= 1.25x; issue 15: <= 1.10x)\n", median(pr["bridge/direct"])
+    printf "tools/call through the bridge / direct go-sdk, paired rounds: %.2fx (target <= 1.25x; the tighter end-to-end target: <= 1.10x)\n", median(pr["bridge/direct"])
     if ("boundary/direct" in pr)
       printf "  in the same rounds: the direct call behind a bare gRPC round trip %.2fx; a direct call on protocol 2025-11-25 %.2fx\n", median(pr["boundary/direct"]), median(pr["classic/direct"])
     printf "  in the same rounds: the bridge'"'"'s own work without gRPC %.2fx; one CallTool RPC per call instead of the stream %.2fx\n", median(pr["session/direct"]), median(pr["unary/direct"])

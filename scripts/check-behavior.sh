@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# check-behavior.sh [ROOT]: every behaviour id (R-D1, X-A10, ...) that a Go
-# test names must be described in docs/behavior.md, and every id described
-# there must be named by a test. Prints both differences and fails on
-# either. ROOT is the repository (default: the one holding this script).
+# check-behavior.sh [ROOT]: every behaviour id that a Go test names must be
+# described in docs/behavior.md, and every id described there must be named
+# by a test. Prints both differences and fails on either. ROOT is the
+# repository (default: the one holding this script).
 #
 # An id is R or X, a dash, one or two capitals and a number, standing
-# alone: "XR-A1", "R-A1x" and "R-A1_2" are not ids. Test files are the
-# *_test.go files under ROOT, outside node_modules and .git.
+# alone: with a letter, a digit or an underscore right before its R or X, or
+# right after its number, it is not an id. Test files are the *_test.go
+# files under ROOT, outside node_modules and .git.
 set -euo pipefail
 
 root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}

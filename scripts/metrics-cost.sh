@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # metrics-cost.sh: what recording and serving metrics costs agentd under
-# load (X-O1's budget: at most 2% of generations/s). It runs agentd-load
+# load (its budget: at most 2% of generations/s). It runs agentd-load
 # ROUNDS times without and with -metrics (the order alternating from round
 # to round, so that a drift of the machine's load falls on both), each run
 # LOAD_STREAMS streams for LOAD_DURATION, and prints each round's ratio

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# postgres.sh: a throwaway PostgreSQL server for the tests (X-G1).
+# postgres.sh: a throwaway PostgreSQL server for the tests that run on PostgreSQL.
 #
 #   scripts/postgres.sh run CMD [ARG...]
 #       Runs CMD with AGENTD_TEST_POSTGRES_DSN pointing at a server: the one

@@ -24,7 +24,7 @@ check() { # check ADDR SERVICE
     { echo "$1: health of $2 is not SERVING"; exit 1; }
   echo "$1: lists $2, health, reflection; $2 is SERVING"
 }
-# Kubernetes' probes (X-O5): liveness and readiness, on both.
+# Kubernetes' probes: liveness and readiness, on both.
 probe() { # probe ADDR NAME
   $grpcurl -plaintext -d "{\"service\":\"$2\"}" "$1" grpc.health.v1.Health/Check | grep -q '"SERVING"' ||
     { echo "$1: $2 is not SERVING"; exit 1; }
@@ -34,7 +34,7 @@ for addr in "$agent" "$bridge"; do
   probe "$addr" readiness
   echo "$addr: liveness and readiness are SERVING"
 done
-# X-O6: the build says which it is.
+# agentd version says which build it is: version, commit and Go release.
 bin/agentd version | grep -q '^agentd .* (commit .*, go' || { echo "agentd version: $(bin/agentd version)"; exit 1; }
 echo "$(bin/agentd version)"
 check "$agent" agentd.v1.AgentService
