@@ -251,7 +251,7 @@ stress: npm
 # Fuzz targets, one at a time (their seed corpora run in make test). A short
 # minimize time keeps a run from stalling on a big interesting input.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := server:FuzzValidate server:FuzzApprovalPolicy server:FuzzResumeCheckpoint \
+FUZZ_TARGETS := server:FuzzValidate internal/mcpdecl:FuzzApprovalPolicy server:FuzzResumeCheckpoint \
   providers/internal/sse:FuzzStream providers/internal/sse:FuzzRoundTrip \
   providers/internal/ndjson:FuzzStream providers/internal/ndjson:FuzzRoundTrip \
   providers/openaichat:FuzzDecodeChunk providers/internal/httpc:FuzzMarshalString \

@@ -1,13 +1,14 @@
 package server
 
 import (
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
 	"log/slog"
 	"net/url"
 
 	"google.golang.org/grpc"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/oauthtokens"

@@ -1,36 +1,24 @@
 package server
 
 import (
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
 	"time"
 
-	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
-// errStopping ends the generations that run without a client when agentd
-// stops: their leases are released for another replica to adopt.
-var errStopping = fault.New(fault.Unavailable, "agentd is stopping; another replica continues the generation: attach there")
+// adoptBatch bounds how many generations one round of the adopter takes.
+const adoptBatch = 8
 
 // adoptedUnknown is the result of a call that was running when the
 // replica running its generation died: it may or may not have run, and it
 // is not run again (X-G3).
 var adoptedUnknown = toolerror.JSON("the agentd replica running this call stopped while it ran; it may or may not have run, and it is not run again")
-
-// adoptBatch bounds how many generations one round of the adopter takes.
-const adoptBatch = 8
-
-// adoption is what an adopted generation continues from: the tool turn
-// its checkpoint was taken in (nil at a turn boundary: a model turn comes
-// next), and what its log says happened after the checkpoint.
-type adoption struct {
-	turn *statev1.PausedTurn
-	record.Since
-}
 
 // StartAdopter starts the background adopter (X-G3): every
 // generation.adopt_interval it takes over the running generations whose
@@ -249,66 +237,4 @@ func originOf(o *toolOwner) agentdv1.ToolOrigin {
 		return agentdv1.ToolOrigin_TOOL_ORIGIN_UNSPECIFIED
 	}
 	return o.origin
-}
-
-// clientless gives a generation that runs without a client (detached, or
-// adopted) its context, owned by the Service, and a link to nobody.
-func (s *Service) clientless(g *generation) (context.Context, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(s.bg)
-	g.link = newClientlessLink(cancel)
-	return ctx, cancel
-}
-
-// goRun runs a clientless generation in the background, owned by the
-// Service; false if the Service is closing (nothing ran).
-func (s *Service) goRun(g *generation, ctx context.Context, cancel context.CancelCauseFunc) bool {
-	return s.goBackground(func() {
-		s.bgRuns.Add(1)
-		defer s.bgRuns.Add(-1)
-		defer cancel(nil)
-		defer g.release()
-		err := g.run(ctx)
-		if err != nil {
-			g.failed(ctx)
-		}
-		g.settleJournal(ctx, err)
-		g.link.out.close()
-		g.logEnd(ctx, err)
-	})
-}
-
-// goBackground runs f owned by the Service (Close joins it), unless the
-// Service is closing.
-func (s *Service) goBackground(f func()) bool {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgClosed {
-		return false
-	}
-	s.bgWG.Go(f)
-	return true
-}
-
-// Drain marks the Service as stopping: from now on, a generation that
-// ends because agentd stops (its client's stream cut by the server's
-// stop, or a background one) releases its lease for another replica to
-// adopt at once, and nothing new is adopted here.
-func (s *Service) Drain() { s.stopping.Store(true) }
-
-// Close stops the adopter and the generations running without a client,
-// releasing their leases for other replicas to adopt, and waits for them.
-// Idempotent.
-func (s *Service) Close() {
-	s.Drain()
-	s.bgMu.Lock()
-	closed := s.bgClosed
-	s.bgClosed = true
-	s.bgMu.Unlock()
-	if !closed && s.generations != nil {
-		// X-O4: the shutdown's step, with how many generations it stops
-		// here for another replica to continue (each is logged too).
-		s.log.Info("stopping: handing the generations running without a client over to other replicas", "generations", s.bgRuns.Load())
-	}
-	s.bgCancel(errStopping)
-	s.bgWG.Wait()
 }

@@ -1,77 +1,26 @@
 package server
 
 import (
-	"context"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
-	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/mcpdecl"
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // declinedOutput is what the model gets for a call the user declined.
 var declinedOutput = toolerror.JSON("declined by user")
-
-// policyCouldGate reports whether an approval policy could gate any tool.
-// {always: []} gates nothing.
-func policyCouldGate(p *agentdv1.ApprovalPolicy) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
-		return true
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
-		return false
-	}
-	return len(p.GetAlways().GetToolNames()) > 0 || p.GetNever() != nil
-}
-
-// policyGates reports whether p gates the tool (R-A1).
-func policyGates(p *agentdv1.ApprovalPolicy, tool string) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
-		return true
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
-		return false
-	}
-	if slices.Contains(p.GetAlways().GetToolNames(), tool) {
-		return true
-	}
-	return p.GetNever() != nil && !slices.Contains(p.GetNever().GetToolNames(), tool)
-}
-
-// requiresApprovalServedBy lists the requires_approval names that this
-// server may offer: with allowed_tools, those it allows; without, every
-// name that is not one of the agent's own tools, since the server's tools
-// are unknown until agentd connects to it.
-func requiresApprovalServedBy(agent *agentdv1.Agent, decl *agentdv1.MCPServer, agentTools map[string]int) []string {
-	var names []string
-	for _, name := range agent.GetRequiresApproval() {
-		if allowed := decl.GetAllowedTools(); len(allowed) > 0 {
-			if slices.Contains(allowed, name) {
-				names = append(names, name)
-			}
-		} else if _, own := agentTools[name]; !own {
-			names = append(names, name)
-		}
-	}
-	return names
-}
 
 // gated reports whether a call to name waits for approval (R-A1, R-A4):
 // requires_approval names it (by the name offered to the model or, for a
@@ -82,7 +31,7 @@ func (g *generation) gated(name string, owner *toolOwner) bool {
 	if slices.Contains(names, name) || slices.Contains(names, owner.toolName(name)) {
 		return true
 	}
-	return owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && policyGates(owner.server.decl.GetRequireApproval(), owner.serverTool)
+	return owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && mcpdecl.Gates(owner.server.decl.GetRequireApproval(), owner.serverTool)
 }
 
 // approvalDigest binds an approval to (server, tool, arguments): the
@@ -190,68 +139,4 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	}
 	r.started = true
 	return r.start(i, owner)
-}
-
-// The attributes of the await_approval span (X-O2).
-const (
-	attrApprovalRequestIDs = attribute.Key("agentd.approval.request_ids")
-	attrFunctionCallIDs    = attribute.Key("agentd.function.call_ids")
-	attrApprovalRequestID  = attribute.Key("agentd.approval.request_id")
-	attrApprovalDecision   = attribute.Key("agentd.approval.decision")
-)
-
-// The outcomes of a wait for answers, as its span's
-// agentd.approval.decision, beyond decisionApproved and decisionDenied.
-const (
-	waitMixed     = "mixed"     // some requests approved, some denied
-	waitAnswered  = "answered"  // function results only: nothing to decide
-	waitPaused    = "paused"    // the client went, half-closed or is not attached
-	waitExpired   = "expired"   // the answer timeout ran out: the generation paused
-	waitCancelled = "cancelled" // the generation was cancelled, or lost its client
-	waitFailed    = "failed"    // an invalid answer, or a call that failed the generation
-)
-
-// awaitSpan starts the await_approval span of the turn's wait for its
-// client: INTERNAL, under the invoke_agent span, naming the approval
-// requests and function calls it waits for.
-func (r *turnRun) awaitSpan() trace.Span {
-	var attrs []attribute.KeyValue
-	if ids := slices.Sorted(maps.Keys(r.approvals)); len(ids) > 0 {
-		attrs = append(attrs, attrApprovalRequestIDs.StringSlice(ids))
-	}
-	if ids := slices.Sorted(maps.Keys(r.functions)); len(ids) > 0 {
-		attrs = append(attrs, attrFunctionCallIDs.StringSlice(ids))
-	}
-	_, span := r.g.s.tracer.Start(r.ctx, "await_approval", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return span
-}
-
-// endAwaitSpan ends a wait's span with how it ended, given the approvals
-// and denials decided during it: an error only when the wait failed the
-// generation; a pause, an expiry and a cancellation are not errors.
-func endAwaitSpan(span trace.Span, approved, denied int, err error) {
-	var pause *errPause
-	outcome := ""
-	switch {
-	case errors.As(err, &pause) && pause.expired:
-		outcome = waitExpired
-	case errors.As(err, &pause):
-		outcome = waitPaused
-	case errors.Is(err, context.Canceled) || fault.KindOf(err) == fault.Canceled:
-		outcome = waitCancelled
-	case err != nil:
-		outcome = waitFailed
-		span.SetAttributes(attribute.String("error.type", telemetry.ErrorType(err)))
-		span.SetStatus(codes.Error, telemetry.ErrorType(err))
-	case approved > 0 && denied > 0:
-		outcome = waitMixed
-	case approved > 0:
-		outcome = decisionApproved
-	case denied > 0:
-		outcome = decisionDenied
-	default:
-		outcome = waitAnswered
-	}
-	span.SetAttributes(attrApprovalDecision.String(outcome))
-	span.End()
 }

@@ -1,30 +1,19 @@
 package server
 
 import (
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"io"
-	"sync"
-	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
-	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 )
-
-// errClientCancelled is the cause of a generation the client cancelled.
-var errClientCancelled = fault.New(fault.Canceled, "the client cancelled the generation")
-
-type generateStream = grpc.BidiStreamingServer[agentdv1.GenerateRequest, agentdv1.GenerateResponse]
 
 // Generate runs one generation on a bidirectional stream. The handler's
 // goroutine runs the loop; one sender goroutine owns stream.Send; one
@@ -97,295 +86,6 @@ func (s *Service) Generate(stream generateStream) error {
 	return fault.GRPC(err)
 }
 
-// link is a generation's connection to its client: the events going out,
-// the answers coming in, and what losing the client means.
-type link struct {
-	out    *sender
-	mail   *mailbox
-	cancel context.CancelCauseFunc // ends the generation
-
-	mu       sync.Mutex
-	lostWith error // why the client went away; nil while it is there
-	// awaiting counts what waits for the client's answers (a tool turn's
-	// approvals, a call's authorization): while one does, losing the
-	// client pauses the generation rather than stop it.
-	awaiting int
-	// clientless: no client is there (a detached or adopted generation).
-	clientless bool
-}
-
-func newLink(stream generateStream, cancel context.CancelCauseFunc) *link {
-	l := &link{mail: newMailbox(), cancel: cancel}
-	l.out = newSender(stream, l.lost)
-	return l
-}
-
-// newClientlessLink is the link of a generation that runs without a
-// client (detached, or adopted): its events go only to its record, and it
-// pauses as soon as it needs answers.
-func newClientlessLink(cancel context.CancelCauseFunc) *link {
-	l := &link{mail: newMailbox(), cancel: cancel, clientless: true}
-	l.mail.ended = true
-	l.out = &sender{}
-	return l
-}
-
-// lost records that the client went away (its stream broke). While the
-// generation waits for answers it pauses; otherwise it stops.
-func (l *link) lost(cause error) {
-	l.mu.Lock()
-	if l.lostWith != nil {
-		l.mu.Unlock()
-		return
-	}
-	l.lostWith = cause
-	awaiting := l.awaiting
-	l.mu.Unlock()
-	l.mail.update(func() { l.mail.ended = true })
-	if awaiting == 0 {
-		l.cancel(cause)
-	}
-}
-
-func (l *link) gone() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lostWith
-}
-
-// waiting marks that one more (on) or one less wait for the client's
-// answers; it reports whether the client has already gone.
-func (l *link) waiting(on bool) (gone bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if on {
-		l.awaiting++
-	} else if l.awaiting > 0 {
-		l.awaiting--
-	}
-	return l.lostWith != nil || l.clientless
-}
-
-// receive reads the client's messages after the first until the stream
-// ends. It returns when Recv fails, which grpc guarantees once the handler
-// has returned.
-func (l *link) receive(stream generateStream) {
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			// Half-closed: the client answers nothing more, but still reads.
-			l.mail.update(func() { l.mail.ended = true })
-			return
-		}
-		if err != nil {
-			l.lost(err)
-			return
-		}
-		switch k := msg.GetKind().(type) {
-		case *agentdv1.GenerateRequest_Cancel:
-			l.cancel(errClientCancelled)
-			l.mail.update(func() { l.mail.ended = true })
-			return
-		case *agentdv1.GenerateRequest_ApprovalDecision:
-			if isSamplingRequest(k.ApprovalDecision.GetRequestId()) {
-				// A server's sampling request waits for it, not the loop
-				// (X-M5); one no longer waiting is dropped.
-				l.mail.keep(k.ApprovalDecision.GetRequestId(), k.ApprovalDecision)
-				continue
-			}
-			l.mail.update(func() { l.mail.approvals = append(l.mail.approvals, k.ApprovalDecision) })
-		case *agentdv1.GenerateRequest_FunctionResult:
-			l.mail.update(func() { l.mail.results = append(l.mail.results, k.FunctionResult) })
-		case *agentdv1.GenerateRequest_AuthorizationResponse:
-			l.mail.keep(k.AuthorizationResponse.GetRequestId(), k.AuthorizationResponse.GetRedirectUrl())
-		case *agentdv1.GenerateRequest_InputResponse:
-			l.mail.keep(k.InputResponse.GetRequestId(), k.InputResponse)
-		default:
-			l.mail.update(func() {
-				l.mail.err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "start, resume and attach are only valid as the first message"}})
-			})
-		}
-	}
-}
-
-// sender owns stream.Send: every event of a generation passes through its
-// queue, in order. After a failed send it drops the rest. With a durable
-// record (journal), it sends an event only once the store has it (X-G2):
-// a client never sees an event numbered beyond the store's log, which a
-// replica adopting the generation, should this one die, would number
-// afresh. Its goroutine runs while events wait and ends when the queue is
-// empty, so that a generation waiting for its client (maybe for hours)
-// holds none (issue 15); the next event starts another. One runs at a
-// time, so events keep their order.
-type sender struct {
-	stream  generateStream // nil: no client, events go nowhere
-	lost    func(error)
-	journal *record.Journal // set before the first numbered event is queued
-
-	mu      sync.Mutex
-	queue   []*agentdv1.GenerateResponse
-	running bool          // a drain goroutine runs
-	failed  bool          // a send failed: the rest are dropped
-	space   chan struct{} // a queued event was taken
-	drains  sync.WaitGroup
-}
-
-// senderQueue bounds the events queued for the client: an emitter waits
-// beyond it, so a client that reads slowly slows the generation.
-const senderQueue = 64
-
-func newSender(stream generateStream, lost func(error)) *sender {
-	return &sender{stream: stream, lost: lost, space: make(chan struct{}, 1)}
-}
-
-// emit queues ev, or gives up when ctx ends. Safe for concurrent use until
-// close.
-func (s *sender) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error {
-	if ctx.Err() != nil { // a cancelled generation sends nothing more
-		return context.Cause(ctx)
-	}
-	if s.stream == nil { // no client
-		return nil
-	}
-	s.mu.Lock()
-	for len(s.queue) >= senderQueue {
-		s.mu.Unlock()
-		select {
-		case <-s.space:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		s.mu.Lock()
-	}
-	s.queue = append(s.queue, ev)
-	if !s.running {
-		s.running = true
-		s.drains.Go(s.drain)
-	}
-	s.mu.Unlock()
-	return nil
-}
-
-// drain sends the queued events until the queue is empty.
-func (s *sender) drain() {
-	for {
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.running = false
-			s.queue = nil // an idle sender keeps no buffer
-			s.mu.Unlock()
-			return
-		}
-		ev := s.queue[0]
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-		failed := s.failed
-		s.mu.Unlock()
-		select {
-		case s.space <- struct{}{}:
-		default:
-		}
-		if failed {
-			continue
-		}
-		if err := s.send(ev); err != nil {
-			s.mu.Lock()
-			s.failed = true
-			s.mu.Unlock()
-		}
-	}
-}
-
-// send sends ev once the store has it (with a journal).
-func (s *sender) send(ev *agentdv1.GenerateResponse) error {
-	if j := s.journal; j != nil && ev.GetSequence() > 0 {
-		switch err := j.AwaitSeq(s.stream.Context(), ev.GetSequence()); {
-		case errors.Is(err, record.ErrUnstored):
-			// The store was down as the generation ended: the client
-			// has it at least.
-		case err != nil:
-			// The lease is lost (the generation stops, and its status
-			// says so), or the client has gone.
-			return err
-		}
-	}
-	if err := s.stream.Send(ev); err != nil {
-		s.lost(err)
-		return err
-	}
-	return nil
-}
-
-// close flushes the queued events and waits for the sender to finish. Call
-// it once, after every emitter has returned.
-func (s *sender) close() {
-	s.drains.Wait()
-}
-
-// mailbox holds the client's answers until the loop takes them.
-type mailbox struct {
-	mu        sync.Mutex
-	approvals []*agentdv1.ApprovalDecision
-	results   []*agentdv1.FunctionResult
-	// keyed holds the answers to requests that a tool call waits for
-	// while it runs (authorization requests: the redirect URL; input
-	// requests: the InputResponse; sampling approval requests: the
-	// ApprovalDecision), by request id, until their waiters take them.
-	keyed map[string]any
-	// expected holds the ids of the requests that wait: an answer to any
-	// other is dropped.
-	expected map[string]bool
-	ended    bool  // the client answers nothing more
-	err      error // a message the client should not have sent
-	notify   chan struct{}
-	// changed is closed, and replaced, on every update: the authorization
-	// waiters, which may be many at once, all wake.
-	changed chan struct{}
-}
-
-func newMailbox() *mailbox {
-	return &mailbox{notify: make(chan struct{}, 1), changed: make(chan struct{}), keyed: make(map[string]any), expected: make(map[string]bool)}
-}
-
-func (m *mailbox) update(f func()) {
-	m.mu.Lock()
-	f()
-	close(m.changed)
-	m.changed = make(chan struct{})
-	m.mu.Unlock()
-	select {
-	case m.notify <- struct{}{}:
-	default:
-	}
-}
-
-// take returns and clears what arrived.
-func (m *mailbox) take() (approvals []*agentdv1.ApprovalDecision, results []*agentdv1.FunctionResult, ended bool, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	approvals, results = m.approvals, m.results
-	m.approvals, m.results = nil, nil
-	return approvals, results, m.ended, m.err
-}
-
-// newGenerationID is "gen_" and 32 hex digits: the time in milliseconds
-// (48 bits), then 80 random bits. Ids made later sort later, so a store's
-// indexes on them (every event of the log is keyed by its generation) take
-// new entries at one end instead of at random pages all over, and stay
-// in the cache as they grow; 80 random bits keep an id unguessable.
-func newGenerationID() string { return generationID(time.Now()) }
-
-func generationID(now time.Time) string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	_, _ = rand.Read(b[6:])
-	return "gen_" + hex.EncodeToString(b[:])
-}
-
-// errFollowed ends the stream of a detached generation once its client
-// has its started event.
-var errFollowed = errors.New("the detached generation's client has what it waited for")
-
 // detach runs a new generation without a client (X-G4): it is recorded
 // first (a store that cannot record it refuses it), then runs in the
 // background, owned by the Service. Its stream ends OK once it has sent
@@ -429,4 +129,76 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 		return nil
 	}
 	return followStatus(err)
+}
+
+// errFollowed ends the stream of a detached generation once its client
+// has its started event.
+var errFollowed = errors.New("the detached generation's client has what it waited for")
+
+// attach follows a generation from its stored log (X-G2): every event
+// after a.after_sequence, in order, each once, then the later ones as its
+// owner, on this replica or another, appends them, until the generation
+// has paused or finished. The stream is read-only.
+func (s *Service) attach(stream generateStream, a *agentdv1.AttachGeneration) error {
+	return followStatus(s.attachStream(stream, a))
+}
+
+func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGeneration) error {
+	var v violations
+	if a.GetGenerationId() == "" {
+		v.add("attach.generation_id", "is required")
+	}
+	if a.GetAfterSequence() < 0 {
+		v.add("attach.after_sequence", "must not be negative, got %d", a.GetAfterSequence())
+	}
+	if len(v) > 0 {
+		return fault.InvalidRequest(v)
+	}
+	tenant, _, err := s.tenant(stream.Context())
+	if err != nil {
+		return err
+	}
+	if s.generations == nil {
+		return fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so there is nothing to attach to")
+	}
+	ctx, cancel := readOnly(stream, "an attached stream is read-only: answer on the generation's own stream, or resume it once it has paused")
+	defer cancel(nil)
+	id, after := a.GetGenerationId(), a.GetAfterSequence()
+	if _, err := s.generations.Get(ctx, tenant, id); err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err // another tenant's is not found either
+	}
+	return s.events.Follow(ctx, tenant, id, after, func(ev *agentdv1.GenerateResponse) error { return stream.Send(ev) })
+}
+
+// followStatus is how a followed stream ends after err: nil, or a status
+// already (the generation's, or the stream's), as it is; a fault as its
+// status.
+func followStatus(err error) error {
+	var fe *fault.Error
+	if _, ok := status.FromError(err); ok && !errors.As(err, &fe) {
+		return err
+	}
+	return fault.GRPC(err)
+}
+
+// readOnly watches the client's side of a stream that only follows a
+// generation: its context ends when the client goes away, or, with
+// INVALID_ARGUMENT (misuse), when it sends anything; a half-close is no
+// end (the client still reads).
+func readOnly(stream generateStream, misuse string) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	go func() { // returns when the handler has returned, at the latest
+		_, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF): // half-closed: the client still reads
+		case err != nil:
+			cancel(err)
+		default:
+			cancel(fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: misuse}}))
+		}
+	}()
+	return ctx, cancel
 }

@@ -1,7 +1,11 @@
 package server
 
 import (
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,38 +14,127 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/quota"
 	"github.com/agentd/agentd/internal/record"
-	"github.com/agentd/agentd/internal/toolerror"
 )
 
-// unknownOutcome is the result of an approved call whose resume died
-// while it may have been running: it is not run a second time.
-var unknownOutcome = toolerror.JSON("agentd stopped while resuming this call, which may have run; it is not run again")
+// state records where each call stands, for a checkpoint.
+func (r *turnRun) state() *statev1.PausedTurn {
+	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls}
+	pendingApproval := make(map[int]*agentdv1.ApprovalRequest)
+	for id, i := range r.approvals {
+		pendingApproval[i] = r.requests[id]
+	}
+	t.Authorizations = r.g.pendingAuthorizations()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, c := range r.calls {
+		st := &statev1.CallState{}
+		switch {
+		case r.results[i] != nil:
+			st.State = &statev1.CallState_Result{Result: r.results[i]}
+		case pendingApproval[i] != nil:
+			st.State = &statev1.CallState_Approval{Approval: pendingApproval[i]}
+		case r.authWaits[i] != "":
+			st.State = &statev1.CallState_Authorization{Authorization: &statev1.AuthorizationWait{ToolCallId: c.GetId(), RequestId: r.authWaits[i]}}
+		case r.inputWaits[i] != nil:
+			st.State = &statev1.CallState_Input{Input: r.inputWaits[i]}
+		default:
+			st.State = &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}
+		}
+		t.States = append(t.States, st)
+	}
+	return t
+}
 
-// resumption is what a resumed generation continues from.
-type resumption struct {
-	checkpoint *statev1.Checkpoint
-	// claim holds the paused checkpoint for this resume: every later write
-	// of it is fenced by the claim. Nil for an adopted generation whose
-	// resume died.
-	claim     *record.Claim
-	decisions []*agentdv1.ApprovalDecision
-	results   []*agentdv1.FunctionResult
-	// interrupted holds the approval requests that an earlier resume,
-	// since gone, had approved: they may have run.
-	interrupted map[string]bool
-	// authorizations are the resume's answers to the authorizations the
-	// paused turn waits for (X-M2); interruptedAuth, that an earlier
-	// resume, since gone, had brought answers too.
-	authorizations  []*agentdv1.AuthorizationResponse
-	interruptedAuth bool
-	inputs          []*agentdv1.InputResponse // answers to a 2026-07-28 server's input requests (X-M4)
-	started         bool                      // an approved call was started
-	progressed      bool                      // the paused turn is done and the generation went on
+// pendingRequests lists the approval requests and function calls a paused
+// turn waits for, in call order.
+func pendingRequests(t *statev1.PausedTurn) ([]*agentdv1.ApprovalRequest, []*agentdv1.FunctionCall) {
+	var approvals []*agentdv1.ApprovalRequest
+	var functions []*agentdv1.FunctionCall
+	for _, st := range t.GetStates() {
+		switch s := st.GetState().(type) {
+		case *statev1.CallState_Approval:
+			approvals = append(approvals, s.Approval)
+		case *statev1.CallState_FunctionCall:
+			functions = append(functions, s.FunctionCall)
+		}
+	}
+	return approvals, functions
+}
+
+// pendingInputs lists the input requests a paused turn waits for, in
+// call order.
+func pendingInputs(t *statev1.PausedTurn) []*agentdv1.InputRequest {
+	var out []*agentdv1.InputRequest
+	for _, st := range t.GetStates() {
+		for _, in := range st.GetInput().GetInputs() {
+			out = append(out, in.GetRequest())
+		}
+	}
+	return out
+}
+
+// waitAuthorization reports whether call i's failure err is its server's
+// refusal for want of an authorization deferred to a resume; the call
+// then waits for it, to run again (X-M2).
+func (r *turnRun) waitAuthorization(i int, owner *toolOwner, err error) bool {
+	d := r.g.deferredFor(owner.serverName())
+	if d == nil || fault.KindOf(err) != fault.Unauthenticated || r.ctx.Err() != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.authWaits == nil {
+		r.authWaits = make(map[int]string)
+	}
+	r.authWaits[i] = d.request.GetId()
+	return true
+}
+
+// waitInput reports whether call i's failure err is its server asking
+// for deferred input; the call then waits for the resume's answers.
+func (r *turnRun) waitInput(i int, err error) bool {
+	var ir *errInputRequired
+	if !errors.As(err, &ir) || r.ctx.Err() != nil {
+		return false
+	}
+	w := &statev1.InputWait{ToolCallId: ir.callID, RequestState: ir.required.GetRequestState()}
+	for _, key := range slices.Sorted(maps.Keys(ir.required.GetRequests())) {
+		w.Inputs = append(w.Inputs, &statev1.PendingInput{Key: key, Request: r.g.inputRequest(ir.server, ir.callID, ir.required.GetRequests()[key])})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inputWaits == nil {
+		r.inputWaits = make(map[int]*statev1.InputWait)
+	}
+	r.inputWaits[i] = w
+	return true
+}
+
+// deferralPause is the end of a turn whose calls otherwise ended with
+// err: a pause when authorizations or input requests were deferred (and
+// nothing else failed it), err otherwise.
+func (r *turnRun) deferralPause(err error) error {
+	var pause *errPause
+	if err != nil && !errors.As(err, &pause) {
+		return err
+	}
+	why := r.g.pauseWhy()
+	r.mu.Lock()
+	waits := len(r.authWaits) + len(r.inputWaits)
+	r.mu.Unlock()
+	if why == "" && waits > 0 {
+		why = "did not answer the MCP servers' requests" // the bridge deferred them itself
+	}
+	if why == "" {
+		return err
+	}
+	if err == nil {
+		return &errPause{why: why}
+	}
+	return err
 }
 
 // pause stores the generation with its paused turn, ends the stream with
@@ -123,337 +216,29 @@ func (g *generation) saveWithin(ctx context.Context, limit quota.Limit, waiting 
 		waiting, why.why, quota.Who(g.tenant), n, limit.Setting))
 }
 
-// settling stops renewing the claim of a resumed generation that is ending
-// and reports whether it still holds one to settle (it may have paused
-// again, or settled already).
-func (g *generation) settling() bool {
-	res := g.resume
-	if res == nil || res.claim == nil || !res.claim.Held() {
-		return false
-	}
-	res.claim.Stop()
-	return true
+// canDefer reports whether an unanswered authorization may pause the
+// generation.
+func (g *generation) canDefer() bool {
+	return g.s.checkpoints != nil && g.s.sealer != nil
 }
 
-// finished removes the checkpoint of a resumed generation that completed.
-// A failure is only logged: the generation did complete, and its record,
-// marked progressed, can never be resumed; it expires.
-func (g *generation) finished(ctx context.Context) {
-	if !g.settling() {
-		return
+// pauseWhy reports why authorizations or input requests were deferred,
+// for the pause of the turn; "" if none was.
+func (g *generation) pauseWhy() string {
+	g.deferred.mu.Lock()
+	defer g.deferred.mu.Unlock()
+	if len(g.deferred.byName) == 0 && g.deferred.inputs == 0 {
+		return ""
 	}
-	if err := g.resume.claim.Remove(ctx); err != nil {
-		g.s.log.WarnContext(ctx, "removing a resumed generation that completed", "generation", g.id, "err", err)
-	}
+	return g.deferred.why
 }
 
-// failed runs when a resumed generation fails. If it had gone past its
-// paused turn, it is over: its checkpoint goes (replaying it would repeat
-// the calls made since). If an approved call started, the claim stays: a
-// later resume, once the claim is stale, reports those calls' outcome as
-// unknown rather than run them twice. Otherwise nothing ran, and the
-// checkpoint goes back as it was, so the client may resume again. Every
-// write is fenced by the claim: a resume that was taken over changes
-// nothing.
-func (g *generation) failed(ctx context.Context) {
-	if !g.settling() {
-		return
+// deferredWhy reports why authorizations were deferred; "" if none was.
+func (g *generation) deferredWhy() string {
+	g.deferred.mu.Lock()
+	defer g.deferred.mu.Unlock()
+	if len(g.deferred.byName) == 0 {
+		return ""
 	}
-	res := g.resume
-	var err error
-	switch {
-	case res.progressed:
-		err = res.claim.Remove(ctx)
-	case res.started:
-		return
-	default:
-		err = res.claim.GiveBack(ctx)
-	}
-	if err != nil {
-		g.s.log.WarnContext(ctx, "releasing a paused generation after a failed resume", "generation", g.id, "err", err)
-	}
-}
-
-// keepClaim renews the resume's claim while the generation runs, so that
-// no other resume takes over a live one; if another did (this one was
-// stalled past generation.resume_stale_after), the generation stops.
-func (g *generation) keepClaim(ctx context.Context) {
-	every := max(g.s.cfg.ResumeStaleAfter/3, 10*time.Millisecond)
-	g.resume.claim.Keep(ctx, every, g.link.cancel, func(err error) {
-		g.s.log.WarnContext(ctx, "renewing a resume's claim", "generation", g.id, "err", err)
-	})
-}
-
-// progress records that the resumed generation finished its paused turn
-// and goes on: from now on its checkpoint is never resumed again.
-func (g *generation) progress(ctx context.Context) error {
-	if err := g.resume.claim.Progress(ctx); err != nil {
-		return err // nothing ran since the paused turn: failed may give it back
-	}
-	g.resume.progressed = true
-	return nil
-}
-
-// resumeGeneration validates a resume and claims the paused generation for
-// it: nothing runs before every check passed (R-A7), and of two resumes of
-// one pause, only one gets it (R-A8). It loads the paused generation of
-// the caller's tenant, checks that it may be resumed and that the resume
-// answers it, admits it within the tenant's concurrency limit, then claims
-// it.
-func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGeneration) (*generation, error) {
-	if err := checkResumeRequest(r); err != nil {
-		return nil, err
-	}
-	name, tenant, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, record.Timeout)
-	defer cancel()
-	rec, cp, err := record.LoadPaused(sctx, s.checkpoints, name, r.GetGenerationId())
-	if err != nil {
-		return nil, err
-	}
-	interrupted, err := record.Interrupted(rec, cp, s.cfg.ResumeStaleAfter)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkResume(r, tenant, cp)
-	if err != nil {
-		return nil, err
-	}
-	// A resumed generation runs: it needs a slot (but no token of the
-	// rate), taken before the claim so that a refused resume leaves the
-	// pause as it was.
-	release, err := s.limiter.Resume(name, tenant.Limits)
-	if err != nil {
-		return nil, err
-	}
-	claim, err := record.ClaimPaused(sctx, s.checkpoints, name, rec, cp, &statev1.Claim{
-		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(),
-		Authorized:     answerIDs(r.GetAuthorizationResponses()),
-		AnsweredInputs: answerIDs(r.GetInputResponses()),
-		MayHaveRun:     slices.Sorted(maps.Keys(interrupted)),
-	}, s.cfg.ResumeStaleAfter)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	g := s.continued(name, cp)
-	g.release, g.plan = release, p
-	g.resume = &resumption{
-		checkpoint:  cp,
-		claim:       claim,
-		decisions:   r.GetApprovalDecisions(),
-		results:     r.GetFunctionResults(),
-		interrupted: interrupted,
-
-		authorizations: r.GetAuthorizationResponses(),
-		inputs:         r.GetInputResponses(),
-		// An earlier resume, since gone, may have spent the codes.
-		interruptedAuth: len(cp.GetClaim().GetAuthorized()) > 0,
-	}
-	return g, nil
-}
-
-// continued is tenant's generation as checkpoint cp left it: its
-// conversation, usage, tool turns and answers, with nothing to run yet.
-func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
-	g := &generation{
-		s: s, id: cp.GetGenerationId(), tenant: tenant, release: func() {},
-		owners:    make(map[string]*toolOwner),
-		answered:  &answerSet{},
-		messages:  cp.GetMessages(),
-		added:     cp.GetAdded(),
-		total:     cp.GetUsage(),
-		toolTurns: int(cp.GetToolTurns()),
-		ran:       runStats{began: time.Now()},
-		origin:    record.Origin(cp),
-		endUser:   cp.GetEndUser(),
-	}
-	if g.total == nil {
-		g.total = &agentdv1.Usage{}
-	}
-	for _, id := range cp.GetAnswered() {
-		g.answered.add(id)
-	}
-	return g
-}
-
-// checkResumeRequest requires what a resume must name before anything is
-// loaded: the generation, and the agent to run it with.
-func checkResumeRequest(r *agentdv1.ResumeGeneration) error {
-	var v violations
-	if r.GetGenerationId() == "" {
-		v.add("resume.generation_id", "is required")
-	}
-	if r.GetAgent() == nil {
-		v.add("resume.agent", "is required: the agent's declarations, with their credentials, as when it started")
-	}
-	if len(v) > 0 {
-		return fault.InvalidRequest(v)
-	}
-	return nil
-}
-
-// checkResume validates the resume against its checkpoint: the agent, on
-// the provider and model it paused on, and exactly one answer for every
-// request the paused turn waits for. It returns the plan to run.
-func (s *Service) checkResume(r *agentdv1.ResumeGeneration, tenant *Tenant, cp *statev1.Checkpoint) (*plan, error) {
-	var timeout *durationValue
-	if at := r.GetAnswerTimeout(); at != nil {
-		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
-	}
-	p, err := s.newPlan("resume", tenant, r.GetAgent(), cp.GetMessages(), timeout)
-	if err != nil {
-		return nil, err
-	}
-	var v violations
-	if agent := r.GetAgent(); agent.GetProvider() != cp.GetProvider() || cp.GetModel() != "" && agent.GetModel() != cp.GetModel() {
-		v.add("resume.agent", "%s", fmt.Sprintf("the generation paused on %s (%s); it cannot resume on %s (%s)",
-			cp.GetProvider(), cp.GetModel(), agent.GetProvider(), agent.GetModel()))
-	}
-	checkAnswers(&v, cp.GetTurn(), r)
-	checkAuthorizationAnswers(&v, cp.GetTurn(), r)
-	checkInputAnswers(&v, cp.GetTurn(), r)
-	if len(v) > 0 {
-		return nil, fault.InvalidRequest(v)
-	}
-	return p, nil
-}
-
-// checkAnswers requires exactly one answer for every pending request of
-// the paused turn, and no other (R-A7).
-func checkAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	approvals, functions := pendingRequests(turn)
-	digests := make(map[string]string, len(approvals))
-	for _, a := range approvals {
-		digests[a.GetId()] = a.GetDigest()
-	}
-	pendingFn := make(map[string]bool, len(functions))
-	for _, f := range functions {
-		pendingFn[f.GetCallId()] = true
-	}
-	seen := make(map[string]bool)
-	for i, d := range r.GetApprovalDecisions() {
-		field := fmt.Sprintf("resume.approval_decisions[%d]", i)
-		digest, ok := digests[d.GetRequestId()]
-		switch {
-		case !ok:
-			v.add(field+".request_id", "%s", fmt.Sprintf("no approval request %q is waiting", d.GetRequestId()))
-		case seen[d.GetRequestId()]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", d.GetRequestId()))
-		case d.GetDigest() != "" && d.GetDigest() != digest:
-			v.add(field+".digest", "does not match the approval request")
-		}
-		seen[d.GetRequestId()] = true
-	}
-	for i, fr := range r.GetFunctionResults() {
-		field := fmt.Sprintf("resume.function_results[%d]", i)
-		switch {
-		case !pendingFn[fr.GetCallId()]:
-			v.add(field+".call_id", "%s", fmt.Sprintf("no function call %q is waiting", fr.GetCallId()))
-		case seen[fr.GetCallId()]:
-			v.add(field+".call_id", "%s", fmt.Sprintf("%q is answered twice", fr.GetCallId()))
-		}
-		seen[fr.GetCallId()] = true
-	}
-	var missing []string
-	for _, a := range approvals {
-		if !seen[a.GetId()] {
-			missing = append(missing, a.GetId())
-		}
-	}
-	for _, f := range functions {
-		if !seen[f.GetCallId()] {
-			missing = append(missing, f.GetCallId())
-		}
-	}
-	if len(missing) > 0 {
-		v.add("resume", "%s", fmt.Sprintf("missing answers for %s", sentence(missing)))
-	}
-}
-
-// resumeTurn finishes the paused turn with the resume's answers: declined
-// calls get {"error":"declined by user"}, approved ones run once, function
-// results are taken; then every result of the turn goes to the model
-// together, in call order (R-A8, R-A9).
-func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.ToolResult, error) {
-	res := g.resume
-	t := res.checkpoint.GetTurn()
-	r := g.newTurnRun(ctx, int(t.GetTurn()), t.GetCalls())
-	var authorized []int // calls that waited for authorizations or input
-	answers := make(map[string]*agentdv1.InputResponse, len(res.inputs))
-	for _, a := range res.inputs {
-		answers[a.GetRequestId()] = a
-	}
-	for i, st := range t.GetStates() {
-		switch s := st.GetState().(type) {
-		case *statev1.CallState_Authorization:
-			authorized = append(authorized, i)
-		case *statev1.CallState_Input:
-			authorized = append(authorized, i)
-			if r.retries == nil {
-				r.retries = make(map[int]*inputRetry)
-			}
-			r.retries[i] = retryFor(s.Input, answers)
-		case *statev1.CallState_Result:
-			r.results[i] = s.Result
-		case *statev1.CallState_Approval:
-			r.approvals[s.Approval.GetId()] = i
-			r.requests[s.Approval.GetId()] = s.Approval
-		case *statev1.CallState_FunctionCall:
-			r.functions[s.FunctionCall.GetCallId()] = time.Now()
-		}
-	}
-	err := func() error {
-		for _, d := range res.decisions {
-			if res.interrupted[d.GetRequestId()] {
-				i := r.approvals[d.GetRequestId()]
-				delete(r.approvals, d.GetRequestId())
-				delete(r.requests, d.GetRequestId())
-				g.answered.add(d.GetRequestId())
-				c := r.calls[i]
-				r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
-				continue
-			}
-			if err := r.decide(d); err != nil {
-				return err
-			}
-		}
-		for _, fr := range res.results {
-			if err := r.functionResult(fr); err != nil {
-				return err
-			}
-		}
-		// The calls refused for want of the authorizations the resume
-		// brought (X-M2), or that asked for the input it brought (X-M4),
-		// run now, once.
-		for _, i := range authorized {
-			c := r.calls[i]
-			if res.interrupted[c.GetId()] {
-				r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
-				continue
-			}
-			r.started = true
-			if err := r.dispatchAuthorized(i); err != nil {
-				return err
-			}
-		}
-		// An approved function call now waits for its result, inline.
-		return r.awaitAnswers()
-	}()
-	res.started = r.started
-	results, err := r.finish(err)
-	return r, results, r.deferralPause(err)
-}
-
-// dispatchAuthorized runs call i, which waited for an authorization: an
-// MCP call of a tool the agent still offers, as when it first ran.
-func (r *turnRun) dispatchAuthorized(i int) error {
-	owner := r.g.owners[r.calls[i].GetName()]
-	if owner == nil {
-		return r.unknownTool(i)
-	}
-	return r.start(i, owner)
+	return g.deferred.why
 }

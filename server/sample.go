@@ -1,19 +1,20 @@
 package server
 
 import (
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 
-	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/mcpdecl"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -23,20 +24,6 @@ import (
 // cost.
 const defaultSampleMaxTokens = 1024
 
-// samplingPrefix begins the ids of sampling approval requests, so that
-// their decisions go to the request waiting for them, not to the loop.
-const samplingPrefix = "sampling_"
-
-func isSamplingRequest(id string) bool { return strings.HasPrefix(id, samplingPrefix) }
-
-// samplingMode is a server's sampling mode, DENY when unspecified.
-func samplingMode(decl *agentdv1.MCPServer) agentdv1.SamplingMode {
-	if m := decl.GetSampling().GetMode(); m != agentdv1.SamplingMode_SAMPLING_MODE_UNSPECIFIED {
-		return m
-	}
-	return agentdv1.SamplingMode_SAMPLING_MODE_DENY
-}
-
 // grantedTokens is what a sample may have: what the server asked for,
 // at most the server's cap; the cap when it asked for none.
 func grantedTokens(decl *agentdv1.MCPServer, asked int64) int {
@@ -45,30 +32,6 @@ func grantedTokens(decl *agentdv1.MCPServer, asked int64) int {
 		return int(limit)
 	}
 	return int(asked)
-}
-
-// samplesUsage accumulates what the servers' samples used. Safe for
-// concurrent use.
-type samplesUsage struct {
-	mu    sync.Mutex
-	usage *agentdv1.Usage
-}
-
-func (s *samplesUsage) add(u *agentdv1.Usage) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.usage == nil {
-		s.usage = &agentdv1.Usage{}
-	}
-	addUsage(s.usage, u)
-}
-
-func (s *samplesUsage) take() *agentdv1.Usage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := s.usage
-	s.usage = nil
-	return u
 }
 
 // foldSamples adds what the samples used since the last fold to the
@@ -107,7 +70,7 @@ func (g *generation) sample(ctx context.Context, server string, r *bridgev1.Samp
 		return nil, fault.New(fault.Internal, "the bridge asked for a sample for %q, which is not an MCP server of the generation", server)
 	}
 	granted := grantedTokens(sp.decl, r.GetMaxTokens())
-	switch samplingMode(sp.decl) {
+	switch mcpdecl.SamplingMode(sp.decl) {
 	case agentdv1.SamplingMode_SAMPLING_MODE_ALLOW:
 	case agentdv1.SamplingMode_SAMPLING_MODE_ASK:
 		if err := g.approveSample(ctx, server, r, granted); err != nil {

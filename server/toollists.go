@@ -1,11 +1,12 @@
 package server
 
 import (
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"encoding/json"
 	"sync"
 
-	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/providers"
 )
 

@@ -1,71 +1,22 @@
 package server
 
 import (
-	"cmp"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"fmt"
-	"net/url"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/mcpdecl"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/providers"
 )
 
-// Limits on declarations.
-const (
-	defaultReadTimeout   = 30 * time.Second
-	maxReadTimeout       = time.Hour
-	maxReconnectionWait  = 10 * time.Minute
-	toolNameMaxLen       = 64
-	defaultUnnamedServer = "unnamed server"
-	connectorScheme      = "mcp"
-)
-
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
-// plan is a validated request, resolved: which provider serves it, where
-// each MCP server runs, and the limits in effect. Building a plan performs
-// no I/O.
-type plan struct {
-	tenant        *Tenant
-	provider      providers.Provider
-	agent         *agentdv1.Agent
-	messages      []*agentdv1.Message
-	servers       []*serverPlan // declaration order
-	maxToolTurns  int
-	answerTimeout time.Duration
-}
-
-// serverPlan is one declared MCP server, resolved.
-type serverPlan struct {
-	decl        *agentdv1.MCPServer
-	name        string
-	field       string // path of the declaration in the request
-	transport   agentdv1.Transport
-	placement   agentdv1.Placement
-	readTimeout time.Duration
-	// ref names the registered url server that decl was resolved from
-	// (Options.Registered): decl is then the registration with the
-	// request's own settings, secrets included, and never leaves agentd
-	// but for the bridge; the request keeps the ref alone.
-	ref string
-}
-
-// violations collects every problem of a request.
-type violations []fault.Violation
-
-func (v *violations) add(field, format string, args ...any) {
-	*v = append(*v, fault.Violation{Field: field, Description: fmt.Sprintf(format, args...)})
-}
 
 // newPlan validates a request (an agent and its conversation) of tenant
 // and resolves it with the tenant's providers and rules. root prefixes
@@ -212,13 +163,6 @@ func (s *Service) planServers(v, denied *violations, field func(string) string, 
 	}
 }
 
-// durationValue is an optional request duration, pre-checked.
-type durationValue struct {
-	field string
-	d     time.Duration
-	valid bool
-}
-
 func validateMessage(v *violations, f string, m *agentdv1.Message) {
 	switch m.GetRole() {
 	case agentdv1.Role_ROLE_USER, agentdv1.Role_ROLE_ASSISTANT, agentdv1.Role_ROLE_TOOL:
@@ -251,77 +195,27 @@ func validateMessage(v *violations, f string, m *agentdv1.Message) {
 	}
 }
 
-// planServer validates one declaration and names it (R-D2, R-D3, R-D6):
-// what its transport needs, then what every server may set. Secrets are
+// planServer validates one declaration by the rules of declarations
+// (mcpdecl) and names it; a ref: to a url server registered in agentd's
+// configuration is resolved here, agentd being its client. Secrets are
 // never echoed: problems name fields, not values.
 func (s *Service) planServer(v *violations, f string, decl *agentdv1.MCPServer) *serverPlan {
-	sp := &serverPlan{decl: decl, field: f, name: decl.GetName(), readTimeout: defaultReadTimeout}
-	switch decl.GetTransport().(type) {
-	case *agentdv1.MCPServer_Url:
-		sp.planURL(v)
-	case *agentdv1.MCPServer_Ref:
-		if reg := s.registered[decl.GetRef()]; reg != nil {
-			sp.planRegisteredURL(v, reg)
-		} else {
-			sp.planStdio(v)
+	sp := &serverPlan{decl: decl, field: f}
+	var p mcpdecl.Problems
+	if reg := s.registered[decl.GetRef()]; decl.GetRef() != "" && reg != nil {
+		sp.planRegisteredURL(&p, reg)
+		sp.readTimeout = mcpdecl.DefaultReadTimeout
+		if d, ok := mcpdecl.CheckReadTimeout(&p, sp.decl); ok {
+			sp.readTimeout = d
 		}
-	case *agentdv1.MCPServer_Command:
-		sp.planStdio(v)
-	default:
-		if sp.name == "" {
-			sp.name = defaultUnnamedServer
-		}
-		v.add(f, "MCP server %q needs a url, a command or a ref; it sets only %s", sp.name, setFields(decl))
+		mcpdecl.CheckUse(&p, decl)
+	} else {
+		var srv mcpdecl.Server
+		srv, p = mcpdecl.Check(decl)
+		sp.name, sp.transport, sp.readTimeout = srv.Name, srv.Transport, srv.ReadTimeout
 	}
-	sp.planReadTimeout(v)
-	for j, name := range decl.GetAllowedTools() {
-		if name == "" {
-			v.add(fmt.Sprintf("%s.allowed_tools[%d]", f, j), "must not be empty")
-		}
-	}
-	validateApprovalPolicy(v, f+".require_approval", decl.GetRequireApproval())
-	validateSampling(v, f+".sampling", decl.GetSampling())
+	*v = append(*v, p.Under(f)...)
 	return sp
-}
-
-// planURL validates a url server: an http(s) server, or an OpenAI
-// connector (mcp://), named after its host by default.
-func (sp *serverPlan) planURL(v *violations) {
-	f, decl := sp.field, sp.decl
-	u, err := url.Parse(decl.GetUrl())
-	switch {
-	case err != nil || u.Host == "":
-		v.add(f+".url", "must be an absolute http, https or mcp URL")
-	case u.Scheme == connectorScheme:
-		sp.transport = agentdv1.Transport_TRANSPORT_CONNECTOR
-	case u.Scheme == "http" || u.Scheme == "https":
-		sp.transport = agentdv1.Transport_TRANSPORT_HTTP
-	default:
-		v.add(f+".url", "must be an http, https or mcp URL")
-	}
-	if sp.name == "" {
-		sp.name = defaultUnnamedServer
-		if err == nil && u.Hostname() != "" {
-			sp.name = u.Hostname() // never the path or query: they often carry keys
-		}
-	}
-	for _, only := range []struct {
-		set  bool
-		name string
-	}{{len(decl.GetArgs()) > 0, "args"}, {len(decl.GetEnv()) > 0, "env"}, {len(decl.GetUnsetEnv()) > 0, "unset_env"}} {
-		if only.set {
-			v.add(f+"."+only.name, "applies to command servers only")
-		}
-	}
-	if w := decl.GetMaxReconnectionWait(); w != nil {
-		if d := w.AsDuration(); w.CheckValid() != nil || d <= 0 || d > maxReconnectionWait {
-			v.add(f+".max_reconnection_wait", "must be positive and at most %s", maxReconnectionWait)
-		}
-	}
-	if decl.GetOauth() != nil && sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
-		v.add(f+".oauth", "applies to http and https servers only; the provider authorizes its connectors")
-	}
-	validateOAuth(v, f, decl)
 }
 
 // planRegisteredURL resolves a ref: to the registered url server reg. The
@@ -329,8 +223,8 @@ func (sp *serverPlan) planURL(v *violations) {
 // max_reconnection_wait, allowed_tools, require_approval); where it is
 // and how agentd authenticates (its url, headers, authorization, oauth)
 // are the registration's, which the request cannot replace.
-func (sp *serverPlan) planRegisteredURL(v *violations, reg *agentdv1.MCPServer) {
-	f, decl := sp.field, sp.decl
+func (sp *serverPlan) planRegisteredURL(p *mcpdecl.Problems, reg *agentdv1.MCPServer) {
+	decl := sp.decl
 	sp.transport, sp.ref = agentdv1.Transport_TRANSPORT_HTTP, decl.GetRef()
 	var set []string
 	for _, o := range []struct {
@@ -345,15 +239,11 @@ func (sp *serverPlan) planRegisteredURL(v *violations, reg *agentdv1.MCPServer) 
 		}
 	}
 	if len(set) > 0 {
-		v.add(f, "%q is a url server registered under bridge.servers, whose url, headers, authorization and oauth are its registration's; beside ref: a request may set name, read_timeout, max_reconnection_wait, allowed_tools and require_approval, not %s",
+		p.Add("", "%q is a url server registered under bridge.servers, whose url, headers, authorization and oauth are its registration's; beside ref: a request may set name, read_timeout, max_reconnection_wait, allowed_tools and require_approval, not %s",
 			sp.decl.GetRef(), sentence(set))
 	}
-	if w := decl.GetMaxReconnectionWait(); w != nil {
-		if d := w.AsDuration(); w.CheckValid() != nil || d <= 0 || d > maxReconnectionWait {
-			v.add(f+".max_reconnection_wait", "must be positive and at most %s", maxReconnectionWait)
-		}
-	}
-	if sp.name == "" {
+	mcpdecl.CheckReconnectionWait(p, decl)
+	if sp.name = decl.GetName(); sp.name == "" {
 		sp.name = sp.ref
 	}
 	resolved := proto.CloneOf(reg)
@@ -365,165 +255,4 @@ func (sp *serverPlan) planRegisteredURL(v *violations, reg *agentdv1.MCPServer) 
 		resolved.MaxReconnectionWait = decl.GetMaxReconnectionWait()
 	}
 	sp.decl = resolved
-}
-
-// planStdio validates a command or ref server, named after its command's
-// base name or its ref by default.
-func (sp *serverPlan) planStdio(v *violations) {
-	f, decl := sp.field, sp.decl
-	sp.transport = agentdv1.Transport_TRANSPORT_STDIO
-	if decl.GetAuthorization() != "" || len(decl.GetHeaders()) > 0 || decl.GetMaxReconnectionWait() != nil || decl.GetOauth() != nil {
-		v.add(f, "authorization, headers, max_reconnection_wait and oauth apply to url servers only")
-	}
-	if cmd := decl.GetCommand(); cmd != "" || decl.GetRef() != "" {
-		if sp.name == "" {
-			if cmd != "" {
-				sp.name = "command: " + filepath.Base(cmd)
-			} else {
-				sp.name = decl.GetRef()
-			}
-		}
-	} else {
-		v.add(f, "command and ref must not be empty")
-	}
-	if decl.GetRef() != "" && (len(decl.GetArgs()) > 0 || len(decl.GetEnv()) > 0 || len(decl.GetUnsetEnv()) > 0) {
-		v.add(f, "a ref server takes its args and env from its registration; args, env and unset_env apply to command servers")
-	}
-	for _, name := range decl.GetUnsetEnv() {
-		if _, both := decl.GetEnv()[name]; both {
-			v.add(f+".unset_env", "%s is both set in env and unset", name)
-		}
-	}
-	for name := range decl.GetEnv() {
-		if name == "" || strings.ContainsAny(name, "=\x00") {
-			v.add(f+".env", "variable names must be non-empty and contain no '=' or NUL")
-		}
-	}
-}
-
-// planReadTimeout validates read_timeout, which every server may set.
-func (sp *serverPlan) planReadTimeout(v *violations) {
-	rt := sp.decl.GetReadTimeout()
-	if rt == nil {
-		return
-	}
-	if d := rt.AsDuration(); rt.CheckValid() != nil || d <= 0 || d > maxReadTimeout {
-		v.add(sp.field+".read_timeout", "must be a positive duration of at most %s", maxReadTimeout)
-	} else {
-		sp.readTimeout = d
-	}
-}
-
-// validateApprovalPolicy validates a server's require_approval, at field
-// f: a known mode, or always and never lists, not both.
-func validateApprovalPolicy(v *violations, f string, pol *agentdv1.ApprovalPolicy) {
-	if pol == nil {
-		return
-	}
-	if _, ok := agentdv1.ApprovalMode_name[int32(pol.GetMode())]; !ok {
-		v.add(f+".mode", "unknown mode %d", pol.GetMode())
-	}
-	if pol.GetMode() != agentdv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED && (pol.GetAlways() != nil || pol.GetNever() != nil) {
-		v.add(f, "mode cannot be combined with always or never")
-	}
-}
-
-// validateSampling validates a server's sampling policy (X-M5), at
-// field f: a known mode, and a cap that is not negative.
-func validateSampling(v *violations, f string, s *agentdv1.Sampling) {
-	if _, ok := agentdv1.SamplingMode_name[int32(s.GetMode())]; !ok {
-		v.add(f+".mode", "unknown mode %d", s.GetMode())
-	}
-	if s.GetMaxTokens() < 0 {
-		v.add(f+".max_tokens", "must not be negative")
-	}
-}
-
-// checkCommand refuses what the bridge's rules for the tenant would
-// refuse of a command server (its command, the variables of its env that
-// steer programs), so that it is reported with the request's other
-// problems, not when the session opens.
-func (p *plan) checkCommand(denied *violations, sp *serverPlan) {
-	c, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Command)
-	rules := p.tenant.Rules
-	if !ok || rules == nil {
-		return
-	}
-	if why := rules.CommandRefusal(c.Command); why != "" && c.Command != "" {
-		denied.add(sp.field+".command", "%s", why)
-	}
-	for _, why := range rules.EnvRefusals(sp.decl.GetEnv()) {
-		denied.add(sp.field+".env", "%s", why)
-	}
-}
-
-// checkRef refuses a ref: to a registered server that the tenant may not
-// use (tenants.<name>.servers), as the bridge would.
-func (p *plan) checkRef(denied *violations, sp *serverPlan) {
-	ref := cmp.Or(sp.ref, sp.decl.GetRef())
-	if ref == "" || p.tenant.Servers == nil || slices.Contains(p.tenant.Servers, ref) {
-		return
-	}
-	denied.add(sp.field+".ref", "the registered server %q is not among the servers %s lets this tenant use", ref, p.tenant.ServersSetting)
-}
-
-// checkAddresses refuses the url servers placed in the bridge whose
-// address the tenant's rules would refuse (allow_private_networks). A
-// server the provider runs is reached from its network, not agentd's.
-func (p *plan) checkAddresses(denied *violations) {
-	rules := p.tenant.Rules
-	if rules == nil {
-		return
-	}
-	for _, sp := range p.bridged() {
-		u, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Url)
-		if !ok || sp.transport != agentdv1.Transport_TRANSPORT_HTTP {
-			continue
-		}
-		if parsed, err := url.Parse(u.Url); err == nil {
-			if why := rules.AddressRefusal(parsed.Hostname()); why != "" {
-				if sp.ref != "" {
-					denied.add(sp.field+".ref", "the registered server %q: %s", sp.ref, why)
-				} else {
-					denied.add(sp.field+".url", "%s", why)
-				}
-			}
-		}
-	}
-}
-
-// setFields lists the names of the fields a declaration sets, never their
-// values.
-func setFields(m *agentdv1.MCPServer) string {
-	var names []string
-	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		names = append(names, string(fd.Name()))
-		return true
-	})
-	if len(names) == 0 {
-		return "nothing"
-	}
-	return strings.Join(names, ", ")
-}
-
-// sentence joins names as "a", "a and b", "a, b and c".
-func sentence(names []string) string {
-	switch len(names) {
-	case 0:
-		return ""
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-// options is Agent.provider_options as a JSON object for the adapters
-// (providers.Request.Options), converted afresh for each turn: a
-// generation that waits on its client holds only the request's own form
-// (issue 15), and no turn sees another's changes.
-func (p *plan) options() map[string]any {
-	if o := p.agent.GetProviderOptions(); o != nil {
-		return o.AsMap()
-	}
-	return nil
 }

@@ -1,14 +1,41 @@
 package server
 
 import (
-	"maps"
-	"slices"
-	"sync"
-
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
+	"context"
+
+	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 )
+
+// openJournal records a new generation, or takes the record of a resumed
+// one, and starts its journal (record.Journal). A store that cannot
+// record it fails it.
+func (s *Service) openJournal(ctx context.Context, g *generation) (*record.Journal, error) {
+	agent, err := record.SealAgent(s.sealer, g.tenant, g.id, g.plan.agent)
+	if err != nil {
+		return nil, err
+	}
+	g.agent = agent
+	if g.resume == nil {
+		return record.Create(ctx, s.journalOptions(g), g.snapshot(nil))
+	}
+	return record.Resume(ctx, s.journalOptions(g), g.snapshot(nil))
+}
+
+// journalOptions are the options of g's journal: its lease is this
+// replica's, and losing it stops g.
+func (s *Service) journalOptions(g *generation) record.Options {
+	return record.Options{
+		Store: s.generations, Tenant: g.tenant, ID: g.id, Owner: s.replica, TTL: s.cfg.LeaseTTL,
+		Stop: func(err error) { g.link.cancel(err) },
+		Warn: func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
+		Live: &s.live,
+	}
+}
 
 // conversation is the part of a checkpoint, paused or running, that says
 // where the generation is: its conversation, usage and tool turns, the
@@ -80,32 +107,41 @@ func (r *turnRun) runningState() *statev1.PausedTurn {
 	return t
 }
 
-// answerSet holds the approval and function-call ids a generation has had
-// answered: a repeated answer is ignored. Safe for concurrent use (a
-// checkpoint lists them while a call's goroutine finishes).
-type answerSet struct {
-	mu  sync.Mutex
-	ids map[string]bool
-}
-
-func (a *answerSet) add(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ids == nil {
-		a.ids = make(map[string]bool)
+// emitLast sends the generation's last event, paused or completed, once
+// its record says so (X-G3): a client that has seen it finds the record
+// paused (a resume can take it at once) or completed.
+func (g *generation) emitLast(ctx context.Context, ev *agentdv1.GenerateResponse) error {
+	if g.journal == nil {
+		return g.link.out.emit(ctx, ev)
 	}
-	a.ids[id] = true
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	g.journal.Record(ev)
+	if ev.GetPaused() != nil {
+		g.journal.Settle(ctx, store.Paused, nil)
+	} else {
+		g.journal.Settle(ctx, store.Completed, g.result(g.final, nil))
+	}
+	// The generation has ended as its record says, whether or not its
+	// client still takes the event (it may have gone, or agentd be
+	// stopping, meanwhile): its run ends without an error.
+	_ = g.link.out.emit(ctx, ev)
+	return nil
 }
 
-func (a *answerSet) has(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.ids[id]
-}
-
-// list returns the ids, sorted.
-func (a *answerSet) list() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Sorted(maps.Keys(a.ids))
+// settleJournal ends the generation's record after run returned err.
+func (g *generation) settleJournal(ctx context.Context, err error) {
+	j := g.journal
+	if j == nil {
+		return
+	}
+	if err != nil && fault.KindOf(err) == fault.Conflict && j.Lost() {
+		j.Abandon()
+		return
+	}
+	state, _ := g.outcome(ctx, err)
+	j.Settle(ctx, state, g.result(g.final, err))
 }

@@ -5,36 +5,39 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 
 	"google.golang.org/grpc/codes"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
 )
 
-// runStats is what one run of a generation (from its start, its resume or
-// its adoption to its end on this replica) used, for the line its end
-// logs (X-O4). A resumed generation's line counts only what the resume
-// used, so that adding up the lines of a generation counts nothing twice.
-type runStats struct {
-	began                time.Time
-	input, output, cache int64 // tokens; cache: cache reads
-	turns                int   // model turns asked
-	// toolCalls counts the calls that got a result (finishCall): MCP
-	// calls, function results, calls to unknown tools, adopted calls of
-	// unknown outcome; a call declined by approval ran nothing and is not
-	// counted. MCP calls finish on goroutines of their own.
-	toolCalls atomic.Int64
-}
-
-// modelTurn notes one model turn and its usage.
-func (s *runStats) modelTurn(u *agentdv1.Usage) {
-	s.input += u.GetInputTokens()
-	s.output += u.GetOutputTokens()
-	s.cache += u.GetCacheReadInputTokens()
+// outcome is how this replica's run of the generation ended, after run
+// returned err: the state its record settles in, and the outcome of
+// agentd.generations.ended (X-O1).
+func (g *generation) outcome(ctx context.Context, err error) (store.State, string) {
+	switch {
+	case err == nil && g.pausedNow:
+		return store.Paused, outcomePaused
+	case err == nil:
+		return store.Completed, outcomeCompleted
+	case fault.KindOf(err) == fault.Conflict && g.journal != nil && g.journal.Lost():
+		// Its lease went to another replica, which runs it now.
+		return store.Running, outcomeReleased
+	case g.s.stopping.Load() && (errors.Is(err, errStopping) || errors.Is(context.Cause(ctx), errStopping) || g.link.gone() != nil):
+		// agentd stops under it: another replica adopts it.
+		return store.Running, outcomeReleased
+	case g.resume != nil && !g.resume.progressed:
+		// A resume that failed within its paused turn leaves the pause to
+		// resume again (failed): the record stays paused too.
+		return store.Paused, outcomePaused
+	case errors.Is(err, errClientCancelled) || g.link.gone() != nil || fault.KindOf(err) == fault.Canceled:
+		return store.Cancelled, outcomeCancelled
+	default:
+		return store.Failed, outcomeFailed
+	}
 }
 
 // logEnd writes the one line of a generation's end (X-O4), after run

@@ -1,6 +1,10 @@
 package server
 
 import (
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
 	"errors"
 	"fmt"
@@ -13,9 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
-	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
@@ -62,16 +63,6 @@ type turnRun struct {
 	wait             trace.Span
 	approved, denied int
 }
-
-// errPause says the turn cannot finish without answers the client is not
-// giving on this stream: the generation pauses. expired: the answer
-// timeout ran out.
-type errPause struct {
-	why     string
-	expired bool
-}
-
-func (e *errPause) Error() string { return "the generation pauses: the client " + e.why }
 
 func (g *generation) newTurnRun(ctx context.Context, turn int, calls []*agentdv1.ToolCall) *turnRun {
 	tctx, cancel := context.WithCancelCause(ctx)
@@ -124,47 +115,6 @@ func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.T
 	results, err := r.finish(err)
 	g.foldSamples()
 	return r, results, r.deferralPause(err)
-}
-
-// waitAuthorization reports whether call i's failure err is its server's
-// refusal for want of an authorization deferred to a resume; the call
-// then waits for it, to run again (X-M2).
-func (r *turnRun) waitAuthorization(i int, owner *toolOwner, err error) bool {
-	d := r.g.deferredFor(owner.serverName())
-	if d == nil || fault.KindOf(err) != fault.Unauthenticated || r.ctx.Err() != nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.authWaits == nil {
-		r.authWaits = make(map[int]string)
-	}
-	r.authWaits[i] = d.request.GetId()
-	return true
-}
-
-// deferralPause is the end of a turn whose calls otherwise ended with
-// err: a pause when authorizations or input requests were deferred (and
-// nothing else failed it), err otherwise.
-func (r *turnRun) deferralPause(err error) error {
-	var pause *errPause
-	if err != nil && !errors.As(err, &pause) {
-		return err
-	}
-	why := r.g.pauseWhy()
-	r.mu.Lock()
-	waits := len(r.authWaits) + len(r.inputWaits)
-	r.mu.Unlock()
-	if why == "" && waits > 0 {
-		why = "did not answer the MCP servers' requests" // the bridge deferred them itself
-	}
-	if why == "" {
-		return err
-	}
-	if err == nil {
-		return &errPause{why: why}
-	}
-	return err
 }
 
 func (r *turnRun) dispatch() error {
@@ -237,20 +187,6 @@ func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1
 	return g.link.out.emit(r.ctx, ev)
 }
 
-func (o *toolOwner) serverName() string {
-	if o.server == nil {
-		return ""
-	}
-	return o.server.name
-}
-
-func (o *toolOwner) toolName(offered string) string {
-	if o.serverTool != "" {
-		return o.serverTool
-	}
-	return offered
-}
-
 // start runs call i: an MCP call in its own goroutine, a function call by
 // asking the client.
 func (r *turnRun) start(i int, owner *toolOwner) error {
@@ -312,23 +248,6 @@ func (r *turnRun) askFunction(i int) error {
 	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_FunctionCall{FunctionCall: &agentdv1.FunctionCall{
 		CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments(),
 	}}})
-}
-
-// toolSpan starts the execute_tool span of call c (X-O2), of the tool
-// type given ("extension": an MCP server's; "function": the client's).
-func (g *generation) toolSpan(ctx context.Context, c *agentdv1.ToolCall, toolType string) (context.Context, trace.Span) {
-	return g.s.tracer.Start(ctx, "execute_tool "+c.GetName(), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", c.GetName()),
-		attribute.String("gen_ai.tool.call.id", c.GetId()),
-		attribute.String("gen_ai.tool.type", toolType),
-	))
-}
-
-// toolErrored marks a tool span whose result is flagged as an error.
-func toolErrored(span trace.Span) {
-	span.SetAttributes(attribute.String("error.type", "tool_error"))
-	span.SetStatus(codes.Error, "tool_error")
 }
 
 // endFunctionSpan ends the span of function call id, flagged as a tool
@@ -517,49 +436,4 @@ func (r *turnRun) index(callID string) int {
 		}
 	}
 	return -1
-}
-
-// state records where each call stands, for a checkpoint.
-func (r *turnRun) state() *statev1.PausedTurn {
-	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls}
-	pendingApproval := make(map[int]*agentdv1.ApprovalRequest)
-	for id, i := range r.approvals {
-		pendingApproval[i] = r.requests[id]
-	}
-	t.Authorizations = r.g.pendingAuthorizations()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i, c := range r.calls {
-		st := &statev1.CallState{}
-		switch {
-		case r.results[i] != nil:
-			st.State = &statev1.CallState_Result{Result: r.results[i]}
-		case pendingApproval[i] != nil:
-			st.State = &statev1.CallState_Approval{Approval: pendingApproval[i]}
-		case r.authWaits[i] != "":
-			st.State = &statev1.CallState_Authorization{Authorization: &statev1.AuthorizationWait{ToolCallId: c.GetId(), RequestId: r.authWaits[i]}}
-		case r.inputWaits[i] != nil:
-			st.State = &statev1.CallState_Input{Input: r.inputWaits[i]}
-		default:
-			st.State = &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}
-		}
-		t.States = append(t.States, st)
-	}
-	return t
-}
-
-// pendingRequests lists the approval requests and function calls a paused
-// turn waits for, in call order.
-func pendingRequests(t *statev1.PausedTurn) ([]*agentdv1.ApprovalRequest, []*agentdv1.FunctionCall) {
-	var approvals []*agentdv1.ApprovalRequest
-	var functions []*agentdv1.FunctionCall
-	for _, st := range t.GetStates() {
-		switch s := st.GetState().(type) {
-		case *statev1.CallState_Approval:
-			approvals = append(approvals, s.Approval)
-		case *statev1.CallState_FunctionCall:
-			functions = append(functions, s.FunctionCall)
-		}
-	}
-	return approvals, functions
 }

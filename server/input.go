@@ -1,25 +1,22 @@
 package server
 
 import (
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 )
-
-// toolCallKey holds, in an MCP tool call's context, the call's id: a
-// server's request during the call names it.
-type toolCallKey struct{}
-
-func withToolCall(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, toolCallKey{}, id)
-}
 
 // elicit relays a server's elicitation (X-M4) to the client as an input
 // request and returns the client's answer for the server. The agent's
@@ -127,4 +124,92 @@ func (g *generation) elicitAnswer(ctx context.Context, r *bridgev1.ServerRequest
 		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Deferred{Deferred: &bridgev1.Deferred{}}}
 	}
 	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Elicitation{Elicitation: res}}
+}
+
+// On MCP 2026-07-28 a server asks for input inside a tools/call result
+// (input requests, with an opaque request state), and gets the answers
+// when the client calls again: no MCP session has to outlive the
+// question. So when nobody answers an input request on the stream,
+// agentd defers it (X-M4): the call ends without a result, the
+// generation pauses like an approval, the paused event lists the input
+// requests, and the resume's answers go to the server with the call
+// again, with its request state. 2025-11-25 requests still cancel.
+
+// deferInput records that an input request of server was deferred
+// because the client why.
+func (g *generation) deferInput(ctx context.Context, server, why string) {
+	d := &g.deferred
+	d.mu.Lock()
+	if d.why == "" {
+		d.why = why
+	}
+	d.inputs++
+	d.mu.Unlock()
+	g.s.log.InfoContext(ctx, "input request deferred to a resume", "tenant", g.tenant, "generation", g.id, "server", server, "why", "the client "+why)
+}
+
+// errInputRequired is a call that ended asking for input agentd deferred.
+type errInputRequired struct {
+	server, callID string
+	required       *bridgev1.InputRequired
+}
+
+func (e *errInputRequired) Error() string {
+	return fmt.Sprintf("the MCP server %q asks for input before it completes the call %s", e.server, e.callID)
+}
+
+// inputRetry is what a call that waited for input carries when it runs
+// again: the answers by the server's ids, and its request state.
+type inputRetry struct {
+	responses map[string]*bridgev1.ElicitationResult
+	state     string
+}
+
+// retryFor builds the retry of the call waiting in w from the resume's
+// answers.
+func retryFor(w *statev1.InputWait, answers map[string]*agentdv1.InputResponse) *inputRetry {
+	rt := &inputRetry{responses: make(map[string]*bridgev1.ElicitationResult), state: w.GetRequestState()}
+	for _, in := range w.GetInputs() {
+		res := elicitationResult(answers[in.GetRequest().GetId()])
+		if res.GetAction() == "accept" {
+			// Checked when the resume was; the schema's defaults fill in
+			// what the person left out (SEP-1034), as on the stream.
+			res.Content, _ = formContent(in.GetRequest().GetRequestedSchema(), res.GetContent())
+		}
+		rt.responses[in.GetKey()] = res
+	}
+	return rt
+}
+
+// formContent checks an accepted form's content against the requested
+// schema and fills in the schema's defaults for what it leaves out
+// (SEP-1034), as the bridge does for an answer on the stream. Without a
+// schema (a URL request) the content is taken as it is.
+func formContent(schema, content *structpb.Struct) (*structpb.Struct, error) {
+	if content == nil {
+		content = &structpb.Struct{}
+	}
+	if schema == nil {
+		return content, nil
+	}
+	data, err := protojson.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("the request's schema cannot be read")
+	}
+	var js jsonschema.Schema
+	if err := json.Unmarshal(data, &js); err != nil {
+		return nil, fmt.Errorf("the request's schema cannot be read")
+	}
+	resolved, err := js.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("the request's schema cannot be read")
+	}
+	m := content.AsMap()
+	if err := resolved.Validate(m); err != nil {
+		return nil, fmt.Errorf("does not match the input request's schema: %v", err)
+	}
+	if err := resolved.ApplyDefaults(&m); err != nil {
+		return nil, fmt.Errorf("the schema's defaults cannot be applied: %v", err)
+	}
+	return structpb.NewStruct(m)
 }

@@ -1,56 +1,141 @@
 package server
 
 import (
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
-	"sync"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpauth"
+	"github.com/agentd/agentd/internal/oauthclient"
 )
 
-// An authorization code grant that nobody answers on the stream (the
-// client half-closed, went away, let answer_timeout pass, or was never
-// attached) pauses the generation like an approval (X-M2): the grant's
-// request waits in the checkpoint, sealed, and the resume brings the
-// person's redirect. The calls the server refused for want of it did not
-// run (a 401 is the server's refusal to run them), so they run once the
-// resume has exchanged the code; an authorization asked while the
-// servers' tools were listed pauses the generation before its first
-// model turn. Pausing needs a state store and store.encryption_key_file:
-// the request holds the PKCE verifier and the client's credentials,
-// which, like tokens, are kept only sealed. Without them the generation
-// ends UNAUTHENTICATED as before.
-
-// deferredAuth is an authorization request of the generation that waits
-// for the resume.
-type deferredAuth struct {
-	server  string
-	request *agentdv1.AuthorizationRequest
-	pending *mcpauth.Pending
+// authorize resolves a url server's refusal of agentd's authorization:
+// with a token a later one replaced, a refresh, a new client-credentials
+// grant, or, for an authorization code grant, the person on the stream.
+// The token is kept for the generation's tenant, end user and server.
+func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.AuthorizationChallenge) (string, error) {
+	sp := g.plan.server(server)
+	if sp == nil || sp.decl.GetOauth() == nil {
+		return "", fault.New(fault.Internal, "the bridge asked for the authorization of %q, which is not an MCP server of the generation declared with oauth", server)
+	}
+	if d := g.deferredFor(server); d != nil {
+		// The person is asked once: every later refusal of the server in
+		// this run waits for the same answer, on the resume.
+		return "", deferredRefusal(server, d.request.GetId())
+	}
+	sub, err := g.oauthSubject(sp)
+	if err != nil {
+		return "", err
+	}
+	challenge := mcpauth.Challenge{Status: int(ch.GetStatus()), WWWAuthenticate: ch.GetWwwAuthenticate()}
+	ask := func(ctx context.Context, reason agentdv1.AuthorizationReason, granted []string) (*mcpauth.Token, error) {
+		return g.authorizationCode(ctx, server, sub.URL, sub.Config, challenge, granted, reason)
+	}
+	t, obtained, err := g.s.oauth.Resolve(ctx, sub, challenge, ch.GetPresented(), ask)
+	if err != nil {
+		return "", err
+	}
+	if obtained {
+		g.tokenObtained(ctx, server, sub.Config.Grant, t)
+	}
+	return t.Authorization(), nil
 }
 
-// deferrals are a generation's deferred authorizations, one per server:
-// every later refusal of that server in this run waits for the same one.
-type deferrals struct {
-	mu     sync.Mutex
-	why    string // why the first was deferred: the client's absence
-	byName map[string]*deferredAuth
-	inputs int // input requests deferred (X-M4, 2026-07-28)
+// oauthSubject is the generation's end user's token for sp, a url server
+// declared with oauth, as the OAuth client knows it: the lines it logs
+// name the tenant, the generation and the server.
+func (g *generation) oauthSubject(sp *serverPlan) (*oauthclient.Subject, error) {
+	cfg, err := g.s.oauth.Config(sp.decl.GetOauth(), g.allowPrivate())
+	if err != nil {
+		return nil, err
+	}
+	return &oauthclient.Subject{
+		Tenant: g.tenant, EndUser: g.endUser, URL: sp.decl.GetUrl(), Config: cfg,
+		LogAttrs: []any{"tenant", g.tenant, "generation", g.id, "server", sp.name},
+	}, nil
 }
 
-// canDefer reports whether an unanswered authorization may pause the
-// generation.
-func (g *generation) canDefer() bool {
-	return g.s.checkpoints != nil && g.s.sealer != nil
+// tokenObtained writes the audit line of a token a new grant obtained for
+// server, with attrs after its own.
+func (g *generation) tokenObtained(ctx context.Context, server string, gr mcpauth.Grant, t *mcpauth.Token, attrs ...any) {
+	g.s.log.InfoContext(ctx, "oauth token obtained", append([]any{"audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+		"server", server, "grant", grantName(gr), "scopes", strings.Join(t.Scopes, " ")}, attrs...)...)
+}
+
+// grantName is gr as the audit lines name it.
+func grantName(gr mcpauth.Grant) string {
+	if gr == mcpauth.ClientCredentials {
+		return "client_credentials"
+	}
+	return "authorization_code"
+}
+
+// authorizationCode runs an authorization code grant: it sends the
+// authorization URL to the client as an authorization request and
+// exchanges the code of the redirect the client answers with.
+func (g *generation) authorizationCode(ctx context.Context, server, serverURL string, cfg *mcpauth.Config, ch mcpauth.Challenge, granted []string, reason agentdv1.AuthorizationReason) (*mcpauth.Token, error) {
+	unanswerable := func(why string) error {
+		msg := "the MCP server %q needs a person to authorize agentd at its authorization server, and the client %s; answer its authorization_request on the Generate stream"
+		if g.s.checkpoints != nil {
+			msg += ", or set store.encryption_key_file so that the generation can pause for it"
+		}
+		return fault.New(fault.Unauthenticated, msg, server, why).
+			WithInfo("MCP_AUTHORIZATION_UNANSWERED", map[string]string{"server": server})
+	}
+	const notAttached = "is not attached (the generation runs detached, or another replica adopted it)"
+	if g.link.clientless && !g.canDefer() {
+		return nil, unanswerable(notAttached)
+	}
+	p, err := cfg.Begin(ctx, serverURL, ch, granted)
+	if err != nil {
+		return nil, err
+	}
+	req := &agentdv1.AuthorizationRequest{
+		Id:         fmt.Sprintf("authorization_%d", g.s.authorizations.Add(1)),
+		ServerName: server,
+		Url:        p.AuthURL,
+		Scopes:     p.Scopes,
+		Reason:     reason,
+	}
+	g.s.log.InfoContext(ctx, "authorization requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+		"request", req.GetId(), "server", server, "reason", reason.String())
+	// Unanswered, it pauses the generation when it can.
+	unanswered := func(why string) error {
+		if g.canDefer() {
+			return g.deferAuthorization(ctx, server, req, p, why)
+		}
+		return unanswerable(why)
+	}
+	if g.link.clientless {
+		return nil, unanswered(notAttached)
+	}
+	redirect, err := g.awaitRedirect(ctx, req, unanswered)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Complete(ctx, p, redirect)
+}
+
+// storedAuthorization is the authorization the token agentd keeps for the
+// generation's end user at sp carries, refreshed first if it expires
+// within a minute; "" when there is none, or none can be had without
+// asking: the server's refusal then brings the question.
+func (g *generation) storedAuthorization(ctx context.Context, sp *serverPlan) string {
+	sub, err := g.oauthSubject(sp)
+	if err != nil {
+		return ""
+	}
+	return g.s.oauth.Authorization(ctx, sub)
 }
 
 // deferAuthorization records request (begun as p) for the resume, and
@@ -85,27 +170,6 @@ func (g *generation) deferredFor(server string) *deferredAuth {
 	g.deferred.mu.Lock()
 	defer g.deferred.mu.Unlock()
 	return g.deferred.byName[server]
-}
-
-// pauseWhy reports why authorizations or input requests were deferred,
-// for the pause of the turn; "" if none was.
-func (g *generation) pauseWhy() string {
-	g.deferred.mu.Lock()
-	defer g.deferred.mu.Unlock()
-	if len(g.deferred.byName) == 0 && g.deferred.inputs == 0 {
-		return ""
-	}
-	return g.deferred.why
-}
-
-// deferredWhy reports why authorizations were deferred; "" if none was.
-func (g *generation) deferredWhy() string {
-	g.deferred.mu.Lock()
-	defer g.deferred.mu.Unlock()
-	if len(g.deferred.byName) == 0 {
-		return ""
-	}
-	return g.deferred.why
 }
 
 // sealedDeferral is what a PendingAuthorization seals.
@@ -192,64 +256,6 @@ func (g *generation) deferredRequests() []*agentdv1.AuthorizationRequest {
 	}
 	slices.SortFunc(out, func(a, b *agentdv1.AuthorizationRequest) int { return compareRequestIDs(a.GetId(), b.GetId()) })
 	return out
-}
-
-// checkAuthorizationAnswers requires exactly one answer, a URL, for every
-// authorization the paused turn waits for (R-A7).
-func checkAuthorizationAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	var pending []string
-	for _, pa := range turn.GetAuthorizations() {
-		pending = append(pending, pa.GetRequestId())
-	}
-	matchAnswers(v, "authorization_responses", "authorization", pending, r.GetAuthorizationResponses(), func(field string, a *agentdv1.AuthorizationResponse) {
-		if u, err := url.Parse(a.GetRedirectUrl()); err != nil || !u.IsAbs() {
-			v.add(field+".redirect_url", "must be the absolute URL the authorization server redirected the person to")
-		}
-	})
-}
-
-// requestAnswer is an answer that names the request it answers.
-type requestAnswer interface{ GetRequestId() string }
-
-// matchAnswers requires exactly one of answers (the resume's list of that
-// name) for each pending request id, and none for a request that is not
-// waiting (R-A7); check sees every answer, with its field path, for what
-// else it must hold.
-func matchAnswers[T requestAnswer](v *violations, list, what string, pending []string, answers []T, check func(field string, a T)) {
-	waiting := make(map[string]bool, len(pending))
-	for _, id := range pending {
-		waiting[id] = true
-	}
-	seen := make(map[string]bool)
-	for i, a := range answers {
-		field := fmt.Sprintf("resume.%s[%d]", list, i)
-		switch id := a.GetRequestId(); {
-		case !waiting[id]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("no %s request %q is waiting", what, id))
-		case seen[id]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", id))
-		}
-		seen[a.GetRequestId()] = true
-		check(field, a)
-	}
-	var missing []string
-	for _, id := range pending {
-		if !seen[id] {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		v.add("resume", "%s", fmt.Sprintf("missing answers for %s", sentence(missing)))
-	}
-}
-
-// answerIDs are the request ids of answers, for a claim.
-func answerIDs[T requestAnswer](answers []T) []string {
-	ids := make([]string, len(answers))
-	for i, a := range answers {
-		ids[i] = a.GetRequestId()
-	}
-	return ids
 }
 
 // completeAuthorizations exchanges the codes of the resume's answers for

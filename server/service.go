@@ -1,15 +1,9 @@
-// Package server is agentd's public AgentService. It owns the tool loop:
-// it validates a request up front, decides where each MCP server runs,
-// asks the bridge for the bridged servers' tools, streams the provider's
-// turns, runs the model's tool calls (MCP tools through the bridge, in
-// parallel; function tools by asking the client), asks the client to
-// approve gated calls, and streams every event back.
-//
-// The server never speaks MCP itself: everything MCP goes through the
-// Bridge interface, implemented over gRPC by internal/bridgeclient.
 package server
 
 import (
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
 	"log/slog"
 	"sync"
@@ -19,10 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
-	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
@@ -233,37 +225,56 @@ func (s *Service) tenantNamed(name string) (string, *Tenant, error) {
 	return name, t, nil
 }
 
+// tenantOf is the tenant of the caller in ctx: its API key's, or, without
+// authentication, the one tenant every caller shares (""). A generation
+// belongs to its tenant: another tenant's resume finds nothing, and its
+// MCP servers' tool lists are cached apart.
+func tenantOf(ctx context.Context) string {
+	_, tenant := auth.Caller(ctx)
+	return tenant
+}
+
 // Register registers the service on srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	agentdv1.RegisterAgentServiceServer(srv, s)
 }
 
-// Preview resolves a request without any I/O (R-P1): it never calls the
-// bridge or the provider.
-func (s *Service) Preview(ctx context.Context, req *agentdv1.PreviewRequest) (*agentdv1.PreviewResponse, error) {
-	_, tenant, err := s.tenant(ctx)
-	if err != nil {
-		return nil, fault.GRPC(err)
+// goBackground runs f owned by the Service (Close joins it), unless the
+// Service is closing.
+func (s *Service) goBackground(f func()) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return false
 	}
-	p, err := s.newPlan("", tenant, req.GetAgent(), req.GetMessages(), nil)
-	if err != nil {
-		return nil, fault.GRPC(err)
-	}
-	return &agentdv1.PreviewResponse{
-		Provider:        req.GetAgent().GetProvider(),
-		Model:           req.GetAgent().GetModel(),
-		Instructions:    req.GetAgent().GetInstructions(),
-		Tools:           req.GetAgent().GetTools(),
-		ProviderServers: p.placements(agentdv1.Placement_PLACEMENT_PROVIDER),
-		Messages:        req.GetMessages(),
-		ProviderOptions: req.GetAgent().GetProviderOptions(),
-		MaxToolTurns:    int32(p.maxToolTurns),
-	}, nil
+	s.bgWG.Go(f)
+	return true
 }
 
-// cloneWithName returns a copy of decl with its name set.
-func cloneWithName(decl *agentdv1.MCPServer, name string) *agentdv1.MCPServer {
-	c := proto.Clone(decl).(*agentdv1.MCPServer)
-	c.Name = name
-	return c
+// Drain marks the Service as stopping: from now on, a generation that
+// ends because agentd stops (its client's stream cut by the server's
+// stop, or a background one) releases its lease for another replica to
+// adopt at once, and nothing new is adopted here.
+func (s *Service) Drain() { s.stopping.Store(true) }
+
+// Close stops the adopter and the generations running without a client,
+// releasing their leases for other replicas to adopt, and waits for them.
+// Idempotent.
+func (s *Service) Close() {
+	s.Drain()
+	s.bgMu.Lock()
+	closed := s.bgClosed
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	if !closed && s.generations != nil {
+		// X-O4: the shutdown's step, with how many generations it stops
+		// here for another replica to continue (each is logged too).
+		s.log.Info("stopping: handing the generations running without a client over to other replicas", "generations", s.bgRuns.Load())
+	}
+	s.bgCancel(errStopping)
+	s.bgWG.Wait()
 }
+
+// errStopping ends the generations that run without a client when agentd
+// stops: their leases are released for another replica to adopt.
+var errStopping = fault.New(fault.Unavailable, "agentd is stopping; another replica continues the generation: attach there")

@@ -1,7 +1,12 @@
 package server
 
 import (
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
 	"context"
+	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -9,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/providers"
 )
@@ -181,4 +186,129 @@ func (c *chatCall) end(ctx context.Context, usage *agentdv1.Usage, providerErr, 
 // read from or written to the provider's cache.
 func allInput(u *agentdv1.Usage) int64 {
 	return u.GetInputTokens() + u.GetCacheReadInputTokens() + u.GetCacheWriteInputTokens()
+}
+
+// invokeSpanOptions are the options of a run's invoke_agent span (X-O2):
+// a run that continues the generation (a resume, an adoption) links to
+// its start, whose trace it is not in.
+func (g *generation) invokeSpanOptions() []trace.SpanStartOption {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.provider.name", providers.GenAIName(g.plan.agent.GetProvider())),
+		attribute.String("gen_ai.request.model", g.plan.agent.GetModel()),
+		attribute.String("gen_ai.conversation.id", g.id),
+	)}
+	run := "start"
+	switch {
+	case g.resume != nil:
+		run = "resume"
+	case g.adopted != nil:
+		run = "adoption"
+	}
+	opts = append(opts, trace.WithAttributes(attribute.String("agentd.run", run)))
+	if run != "start" && g.origin.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: g.origin, Attributes: []attribute.KeyValue{
+			attribute.String("agentd.link", "generation start"),
+		}}))
+	}
+	return opts
+}
+
+// endInvokeSpan ends a run's invoke_agent span (X-O2) with what the run
+// used and how it ended: an error status (and error.type) only for a
+// failure; a pause, a cancellation by the client and a hand-over to
+// another replica are not errors.
+func endInvokeSpan(span trace.Span, g *generation, outcome string, err error) {
+	span.SetAttributes(
+		attribute.Int64("gen_ai.usage.input_tokens", g.ran.input),
+		attribute.Int64("gen_ai.usage.output_tokens", g.ran.output),
+		attribute.String("agentd.outcome", outcome),
+	)
+	if outcome == outcomeFailed && err != nil {
+		kind := fault.KindOf(err).String()
+		span.SetAttributes(attribute.String("error.type", kind))
+		span.SetStatus(codes.Error, kind)
+	}
+	span.End()
+}
+
+// toolSpan starts the execute_tool span of call c (X-O2), of the tool
+// type given ("extension": an MCP server's; "function": the client's).
+func (g *generation) toolSpan(ctx context.Context, c *agentdv1.ToolCall, toolType string) (context.Context, trace.Span) {
+	return g.s.tracer.Start(ctx, "execute_tool "+c.GetName(), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", c.GetName()),
+		attribute.String("gen_ai.tool.call.id", c.GetId()),
+		attribute.String("gen_ai.tool.type", toolType),
+	))
+}
+
+// toolErrored marks a tool span whose result is flagged as an error.
+func toolErrored(span trace.Span) {
+	span.SetAttributes(attribute.String("error.type", "tool_error"))
+	span.SetStatus(codes.Error, "tool_error")
+}
+
+// The attributes of the await_approval span (X-O2).
+const (
+	attrApprovalRequestIDs = attribute.Key("agentd.approval.request_ids")
+	attrFunctionCallIDs    = attribute.Key("agentd.function.call_ids")
+	attrApprovalRequestID  = attribute.Key("agentd.approval.request_id")
+	attrApprovalDecision   = attribute.Key("agentd.approval.decision")
+)
+
+// The outcomes of a wait for answers, as its span's
+// agentd.approval.decision, beyond decisionApproved and decisionDenied.
+const (
+	waitMixed     = "mixed"     // some requests approved, some denied
+	waitAnswered  = "answered"  // function results only: nothing to decide
+	waitPaused    = "paused"    // the client went, half-closed or is not attached
+	waitExpired   = "expired"   // the answer timeout ran out: the generation paused
+	waitCancelled = "cancelled" // the generation was cancelled, or lost its client
+	waitFailed    = "failed"    // an invalid answer, or a call that failed the generation
+)
+
+// awaitSpan starts the await_approval span of the turn's wait for its
+// client: INTERNAL, under the invoke_agent span, naming the approval
+// requests and function calls it waits for.
+func (r *turnRun) awaitSpan() trace.Span {
+	var attrs []attribute.KeyValue
+	if ids := slices.Sorted(maps.Keys(r.approvals)); len(ids) > 0 {
+		attrs = append(attrs, attrApprovalRequestIDs.StringSlice(ids))
+	}
+	if ids := slices.Sorted(maps.Keys(r.functions)); len(ids) > 0 {
+		attrs = append(attrs, attrFunctionCallIDs.StringSlice(ids))
+	}
+	_, span := r.g.s.tracer.Start(r.ctx, "await_approval", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return span
+}
+
+// endAwaitSpan ends a wait's span with how it ended, given the approvals
+// and denials decided during it: an error only when the wait failed the
+// generation; a pause, an expiry and a cancellation are not errors.
+func endAwaitSpan(span trace.Span, approved, denied int, err error) {
+	var pause *errPause
+	outcome := ""
+	switch {
+	case errors.As(err, &pause) && pause.expired:
+		outcome = waitExpired
+	case errors.As(err, &pause):
+		outcome = waitPaused
+	case errors.Is(err, context.Canceled) || fault.KindOf(err) == fault.Canceled:
+		outcome = waitCancelled
+	case err != nil:
+		outcome = waitFailed
+		span.SetAttributes(attribute.String("error.type", telemetry.ErrorType(err)))
+		span.SetStatus(codes.Error, telemetry.ErrorType(err))
+	case approved > 0 && denied > 0:
+		outcome = waitMixed
+	case approved > 0:
+		outcome = decisionApproved
+	case denied > 0:
+		outcome = decisionDenied
+	default:
+		outcome = waitAnswered
+	}
+	span.SetAttributes(attrApprovalDecision.String(outcome))
+	span.End()
 }

@@ -1,0 +1,326 @@
+package server
+
+import (
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+
+	"cmp"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/mcpdecl"
+	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/providers"
+)
+
+// plan is a validated request, resolved: which provider serves it, where
+// each MCP server runs, and the limits in effect. Building a plan performs
+// no I/O.
+type plan struct {
+	tenant        *Tenant
+	provider      providers.Provider
+	agent         *agentdv1.Agent
+	messages      []*agentdv1.Message
+	servers       []*serverPlan // declaration order
+	maxToolTurns  int
+	answerTimeout time.Duration
+}
+
+// serverPlan is one declared MCP server, resolved.
+type serverPlan struct {
+	decl        *agentdv1.MCPServer
+	name        string
+	field       string // path of the declaration in the request
+	transport   agentdv1.Transport
+	placement   agentdv1.Placement
+	readTimeout time.Duration
+	// ref names the registered url server that decl was resolved from
+	// (Options.Registered): decl is then the registration with the
+	// request's own settings, secrets included, and never leaves agentd
+	// but for the bridge; the request keeps the ref alone.
+	ref string
+}
+
+// violations collects every problem of a request.
+type violations []fault.Violation
+
+func (v *violations) add(field, format string, args ...any) {
+	*v = append(*v, fault.Violation{Field: field, Description: fmt.Sprintf(format, args...)})
+}
+
+// durationValue is an optional request duration, pre-checked.
+type durationValue struct {
+	field string
+	d     time.Duration
+	valid bool
+}
+
+// place decides where each server runs (R-S1–R-S4, R-A2, R-A3). mcpsField
+// is the path of the request's mcps list.
+func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string) {
+	caps := p.provider.Capabilities()
+	strategy := p.agent.GetMcpStrategy()
+	served := "none"
+	if caps.ServesURLServers {
+		served = "url servers"
+	}
+	provider := p.agent.GetProvider()
+	providerSide := 0
+	for _, sp := range p.servers {
+		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
+			continue
+		}
+		capable, why := false, ""
+		switch sp.transport {
+		case agentdv1.Transport_TRANSPORT_HTTP:
+			capable = caps.ServesURLServers
+			if capable {
+				why = unreachable(sp.decl.GetUrl())
+			}
+		case agentdv1.Transport_TRANSPORT_CONNECTOR:
+			capable = caps.ServesConnectors
+		}
+		if sp.ref != "" {
+			// Its URL and secrets are the configuration's, for agentd's
+			// bridge only.
+			capable, why = false, "it is registered in agentd's configuration (bridge.servers), which keeps its URL and secrets in agentd's bridge"
+		}
+		if capable && why == "" && caps.ServerProblem != nil {
+			why = caps.ServerProblem(sp.decl)
+		}
+		if why != "" {
+			capable = false
+		}
+		gatedByPolicy := mcpdecl.CouldGate(sp.decl.GetRequireApproval())
+		oauth := sp.decl.GetOauth() != nil // agentd holds its tokens (X-M1)
+		// Only agentd answers its samples (X-M5).
+		samples := mcpdecl.SamplingMode(sp.decl) != agentdv1.SamplingMode_SAMPLING_MODE_DENY
+		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
+		sp.placement = agentdv1.Placement_PLACEMENT_BRIDGE
+		switch strategy {
+		case agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT:
+		case agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
+			switch {
+			case why != "":
+				v.add(sp.field, "%s cannot serve the MCP server %q itself: %s; but mcp_strategy SERVER requires it to. Use mcp_strategy AUTO to run it in agentd's bridge",
+					provider, sp.name, why)
+			case !capable:
+				v.add(sp.field, "%s cannot serve the %s MCP server %q itself, but mcp_strategy SERVER requires it to; servers it can serve: %s. Use mcp_strategy AUTO to run the rest in agentd's bridge",
+					provider, transportWord(sp.transport), sp.name, served)
+			case oauth:
+				v.add(sp.field+".oauth", "agentd is the %q MCP server's OAuth client and presents its tokens only from its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or give a token in authorization instead",
+					sp.name, provider)
+			case samples:
+				v.add(sp.field+".sampling", "the %q MCP server may sample agentd's model, which only agentd's bridge can let it do, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set sampling.mode to DENY",
+					sp.name, provider)
+			case gatedByPolicy:
+				v.add(sp.field+".require_approval", "the %q MCP server's tool calls need approval, which is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set require_approval to NEVER",
+					sp.name, provider)
+			case len(gatedNames) > 0:
+				remedy := "list the tools it may offer in allowed_tools"
+				if len(sp.decl.GetAllowedTools()) > 0 {
+					remedy = "remove " + sentence(gatedNames) + " from its allowed_tools"
+				}
+				v.add(sp.field, "requires_approval names %s, which the %q MCP server may offer, and approval is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; %s, or use mcp_strategy AUTO or CLIENT",
+					sentence(gatedNames), sp.name, provider, remedy)
+			default:
+				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
+			}
+		default: // AUTO
+			if capable && !gatedByPolicy && !oauth && !samples && len(gatedNames) == 0 {
+				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
+			}
+		}
+		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
+			providerSide++
+		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR && why != "" {
+			if strategy != agentdv1.MCPStrategy_MCP_STRATEGY_SERVER { // SERVER said so above
+				v.add(sp.field+".url", "%s cannot serve the connector %q: %s", provider, sp.name, why)
+			}
+		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
+			v.add(sp.field+".url", "mcp:// URLs name OpenAI connectors, which only a provider that serves connectors can reach; %s runs this server in agentd's bridge", provider)
+		}
+	}
+	if limit := caps.MaxProviderServers; limit > 0 && providerSide > limit {
+		v.add(mcpsField, "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", provider, limit, providerSide)
+	}
+}
+
+// bridged returns the servers that run in the bridge.
+func (p *plan) bridged() []*serverPlan {
+	var out []*serverPlan
+	for _, sp := range p.servers {
+		if sp.placement == agentdv1.Placement_PLACEMENT_BRIDGE {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// providerServers returns the declarations the provider serves itself.
+func (p *plan) providerServers() []*agentdv1.MCPServer {
+	var out []*agentdv1.MCPServer
+	for _, sp := range p.servers {
+		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
+			d := sp.decl
+			if d.GetName() == "" {
+				d = cloneWithName(d, sp.name)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// placements lists where each server runs, in declaration order.
+func (p *plan) placements(only agentdv1.Placement) []*agentdv1.ServerPlacement {
+	var out []*agentdv1.ServerPlacement
+	for _, sp := range p.servers {
+		if only != agentdv1.Placement_PLACEMENT_UNSPECIFIED && sp.placement != only {
+			continue
+		}
+		out = append(out, &agentdv1.ServerPlacement{Name: sp.name, Placement: sp.placement, Transport: sp.transport})
+	}
+	return out
+}
+
+// checkCommand refuses what the bridge's rules for the tenant would
+// refuse of a command server (its command, the variables of its env that
+// steer programs), so that it is reported with the request's other
+// problems, not when the session opens.
+func (p *plan) checkCommand(denied *violations, sp *serverPlan) {
+	c, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Command)
+	rules := p.tenant.Rules
+	if !ok || rules == nil {
+		return
+	}
+	if why := rules.CommandRefusal(c.Command); why != "" && c.Command != "" {
+		denied.add(sp.field+".command", "%s", why)
+	}
+	for _, why := range rules.EnvRefusals(sp.decl.GetEnv()) {
+		denied.add(sp.field+".env", "%s", why)
+	}
+}
+
+// checkRef refuses a ref: to a registered server that the tenant may not
+// use (tenants.<name>.servers), as the bridge would.
+func (p *plan) checkRef(denied *violations, sp *serverPlan) {
+	ref := cmp.Or(sp.ref, sp.decl.GetRef())
+	if ref == "" || p.tenant.Servers == nil || slices.Contains(p.tenant.Servers, ref) {
+		return
+	}
+	denied.add(sp.field+".ref", "the registered server %q is not among the servers %s lets this tenant use", ref, p.tenant.ServersSetting)
+}
+
+// checkAddresses refuses the url servers placed in the bridge whose
+// address the tenant's rules would refuse (allow_private_networks). A
+// server the provider runs is reached from its network, not agentd's.
+func (p *plan) checkAddresses(denied *violations) {
+	rules := p.tenant.Rules
+	if rules == nil {
+		return
+	}
+	for _, sp := range p.bridged() {
+		u, ok := sp.decl.GetTransport().(*agentdv1.MCPServer_Url)
+		if !ok || sp.transport != agentdv1.Transport_TRANSPORT_HTTP {
+			continue
+		}
+		if parsed, err := url.Parse(u.Url); err == nil {
+			if why := rules.AddressRefusal(parsed.Hostname()); why != "" {
+				if sp.ref != "" {
+					denied.add(sp.field+".ref", "the registered server %q: %s", sp.ref, why)
+				} else {
+					denied.add(sp.field+".url", "%s", why)
+				}
+			}
+		}
+	}
+}
+
+// options is Agent.provider_options as a JSON object for the adapters
+// (providers.Request.Options), converted afresh for each turn: a
+// generation that waits on its client holds only the request's own form
+// (issue 15), and no turn sees another's changes.
+func (p *plan) options() map[string]any {
+	if o := p.agent.GetProviderOptions(); o != nil {
+		return o.AsMap()
+	}
+	return nil
+}
+
+// server returns the declared server named name; nil if none.
+func (p *plan) server(name string) *serverPlan {
+	for _, sp := range p.servers {
+		if sp.name == name {
+			return sp
+		}
+	}
+	return nil
+}
+
+// unreachable says why a provider's cloud cannot reach a url server: a
+// host that netaddr.PrivateHost names (localhost, or a loopback, private,
+// shared, link-local or unspecified address) only resolves on agentd's
+// side (X-H5). "" means nothing is known against it. The text names
+// neither the host nor the path.
+func unreachable(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "" // the bridge reports a malformed URL
+	}
+	if netaddr.PrivateHost(u.Hostname()) {
+		return "its URL names localhost or a loopback, private, shared or link-local address, which only agentd's network can reach"
+	}
+	return ""
+}
+
+func transportWord(t agentdv1.Transport) string {
+	switch t {
+	case agentdv1.Transport_TRANSPORT_STDIO:
+		return "command"
+	case agentdv1.Transport_TRANSPORT_CONNECTOR:
+		return "connector"
+	}
+	return "url"
+}
+
+// cloneWithName returns a copy of decl with its name set.
+func cloneWithName(decl *agentdv1.MCPServer, name string) *agentdv1.MCPServer {
+	c := proto.Clone(decl).(*agentdv1.MCPServer)
+	c.Name = name
+	return c
+}
+
+// sentence joins names as "a", "a and b", "a, b and c".
+func sentence(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// requiresApprovalServedBy lists the requires_approval names that this
+// server may offer: with allowed_tools, those it allows; without, every
+// name that is not one of the agent's own tools, since the server's tools
+// are unknown until agentd connects to it.
+func requiresApprovalServedBy(agent *agentdv1.Agent, decl *agentdv1.MCPServer, agentTools map[string]int) []string {
+	var names []string
+	for _, name := range agent.GetRequiresApproval() {
+		if allowed := decl.GetAllowedTools(); len(allowed) > 0 {
+			if slices.Contains(allowed, name) {
+				names = append(names, name)
+			}
+		} else if _, own := agentTools[name]; !own {
+			names = append(names, name)
+		}
+	}
+	return names
+}
