@@ -175,13 +175,17 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	return g, nil
 }
 
-// continueAdopted withdraws the cut-short model turn's events, if any,
-// then finishes the tool turn the generation was in, if any: calls with a
-// result keep it; an MCP call that had started gets adoptedUnknown, and
-// is not run again; the others run now, or ask the client again for their
-// approval or result (which, with no client, pauses the generation).
+// continueAdopted goes on where an adopted generation's checkpoint left
+// it: it withdraws the events of a model turn cut short, if any, then
+// finishes the tool turn the generation was in, if any (adoptedTurn). A
+// generation that was not adopted, or adopted at a turn boundary with
+// nothing to withdraw, goes on at once. done says the generation ended,
+// with err.
 func (g *generation) continueAdopted(ctx context.Context) (done bool, _ error) {
 	ad := g.adopted
+	if ad == nil {
+		return false, nil
+	}
 	if ad.WithdrawFrom > 0 {
 		if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TurnWithdrawn{TurnWithdrawn: &agentdv1.TurnWithdrawn{
 			Turn:         int32(g.toolTurns + 1),
@@ -194,42 +198,48 @@ func (g *generation) continueAdopted(ctx context.Context) (done bool, _ error) {
 	if ad.turn == nil {
 		return false, nil
 	}
-	t := ad.turn
-	r := g.newTurnRun(ctx, int(t.GetTurn()), t.GetCalls())
-	for i, st := range t.GetStates() {
+	r := g.newTurnRun(ctx, int(ad.turn.GetTurn()), ad.turn.GetCalls())
+	results, err := r.finish(r.adoptedTurn(ad))
+	if done, err := g.endTurn(ctx, r, results, err); done {
+		return true, err
+	}
+	g.checkpoint(nil)
+	return false, nil
+}
+
+// adoptedTurn finishes the tool turn an adopted generation was in: calls
+// with a result keep it; an MCP call that had started gets
+// adoptedUnknown, and is not run again; a function call that had started
+// is asked of the client again; the others run now, or ask the client for
+// their approval (which, with no client, pauses the generation).
+func (r *turnRun) adoptedTurn(ad *adoption) error {
+	for i, st := range ad.turn.GetStates() {
 		if res := st.GetResult(); res != nil {
 			r.results[i] = res
 		}
 	}
-	err := func() error {
-		for i, c := range r.calls {
-			if r.results[i] != nil {
-				continue
-			}
-			owner := g.owners[c.GetName()]
-			switch {
-			case owner == nil && ad.Started[c.GetId()], owner != nil && owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_MCP && ad.Started[c.GetId()]:
-				res := &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: adoptedUnknown, IsError: true}
-				if err := r.finishCall(i, res, &agentdv1.ToolCallFinished{
-					CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.serverName(), Origin: originOf(owner),
-					IsError: true, Output: adoptedUnknown, Turn: int32(r.turn),
-				}); err != nil {
-					return err
-				}
-			case owner != nil && ad.Started[c.GetId()]: // a function call: the client is asked again
-				if err := r.askFunction(i); err != nil {
-					return err
-				}
-			default:
-				if err := r.dispatchCall(i); err != nil {
-					return err
-				}
-			}
+	for i, c := range r.calls {
+		if r.results[i] != nil {
+			continue
 		}
-		return r.awaitAnswers()
-	}()
-	results, err := r.finish(err)
-	return g.endTurn(ctx, r, results, err)
+		owner := r.g.owners[c.GetName()]
+		var err error
+		switch {
+		case !ad.Started[c.GetId()]:
+			err = r.dispatchCall(i)
+		case owner != nil && owner.origin == agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION:
+			err = r.askFunction(i)
+		default: // an MCP call, or a call to a tool no longer offered
+			err = r.finishCall(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: adoptedUnknown, IsError: true}, &agentdv1.ToolCallFinished{
+				CallId: c.GetId(), ToolName: c.GetName(), ServerName: owner.serverName(), Origin: originOf(owner),
+				IsError: true, Output: adoptedUnknown, Turn: int32(r.turn),
+			})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return r.awaitAnswers()
 }
 
 func originOf(o *toolOwner) agentdv1.ToolOrigin {

@@ -67,10 +67,8 @@ func (r *turnRun) askApproval(i int, owner *toolOwner) error {
 		Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
 		Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
 	}
-	r.approvals[req.GetId()] = i
-	r.requests[req.GetId()] = req
+	r.setWait(i, &wait{kind: waitsForApproval, id: req.GetId(), approval: req, counted: true})
 	g := r.g
-	r.asked[req.GetId()] = true
 	g.s.approvals.asked(r.ctx, g.tenant, owner.serverName(), owner.toolName(c.GetName()))
 	g.s.log.InfoContext(r.ctx, "approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest())
@@ -83,7 +81,7 @@ func (r *turnRun) askApproval(i int, owner *toolOwner) error {
 // offered there, they get an error instead, without a call (R-A8).
 func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	g := r.g
-	i, ok := r.approvals[d.GetRequestId()]
+	i, w, ok := r.waitingFor(waitsForApproval, d.GetRequestId())
 	if !ok && g.answered.has(d.GetRequestId()) {
 		// A repeated answer: the call runs at most once. (Pending requests
 		// come first: a provider may reuse a call id in a later turn.)
@@ -92,18 +90,13 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	if !ok {
 		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
 	}
-	req := r.requests[d.GetRequestId()]
+	req := w.approval
 	if d.GetDigest() != "" && d.GetDigest() != req.GetDigest() {
 		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
 	}
-	delete(r.approvals, d.GetRequestId())
-	delete(r.requests, d.GetRequestId())
+	r.answered(waitsForApproval, d.GetRequestId(), false)
 	g.answered.add(d.GetRequestId())
 	c := r.calls[i]
-	if r.asked[d.GetRequestId()] {
-		delete(r.asked, d.GetRequestId())
-		g.s.approvals.settled(r.ctx, g.tenant)
-	}
 	decision := decisionDenied
 	if d.GetApproved() {
 		decision = decisionApproved
@@ -116,8 +109,8 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 		tool = owner.toolName(c.GetName())
 	}
 	g.s.approvals.decision(r.ctx, g.tenant, req.GetServerName(), tool, decision)
-	if r.wait != nil {
-		r.wait.AddEvent("approval decided", trace.WithAttributes(attrApprovalRequestID.String(d.GetRequestId()), attrApprovalDecision.String(decision)))
+	if r.waitSpan != nil {
+		r.waitSpan.AddEvent("approval decided", trace.WithAttributes(attrApprovalRequestID.String(d.GetRequestId()), attrApprovalDecision.String(decision)))
 	}
 	g.s.log.Info("approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", d.GetRequestId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest(), "approved", d.GetApproved())

@@ -6,7 +6,6 @@ import (
 
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/agentd/agentd/internal/bridgeclient"
 )
@@ -37,35 +36,63 @@ func withToolCall(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, toolCallKey{}, id)
 }
 
-// awaitRedirect sends req to the attached client and waits for the
-// redirect the person came back with; when nobody answers, the error is
-// unanswered's, told why.
-func (g *generation) awaitRedirect(ctx context.Context, req *agentdv1.AuthorizationRequest, unanswered func(why string) error) (string, error) {
-	if g.canDefer() {
+// A question is what the generation asks its client while one of its
+// calls runs, because the call's MCP server asked agentd: a person's
+// authorization of the server (authorization.go), the input it asks for
+// (input.go), or the approval of a sample of the agent's model
+// (sample.go). It goes on the stream, and its answer comes from it, keyed
+// by the question's id. When nobody answers, a pausable question waits for
+// a resume (the generation pauses once the turn's calls are done, with
+// the call waiting for it: pause.go); any other is refused, and the
+// server's request with it.
+type question struct {
+	// request makes the question when it is about to be asked: its id and
+	// the event that asks it.
+	request  func() (id string, ev *agentdv1.GenerateResponse)
+	pausable bool
+}
+
+// noAnswer says why nobody answered a question, in words that follow "the
+// client"; cause is the mailbox's error when the client was asked and let
+// it be (errUnanswered, errAnswerTimeout), nil when it was not there to
+// ask.
+type noAnswer struct {
+	why   string
+	cause error
+}
+
+// ask asks q and waits for its answer, at most the answer timeout. No
+// answer is nobody's: none says why, and err is nil. err is the
+// generation's end, or the call's, which stops the wait.
+func (g *generation) ask(ctx context.Context, q question) (answer any, none *noAnswer, err error) {
+	if g.link.clientless {
+		return nil, &noAnswer{why: whyNotAttached}, nil
+	}
+	id, ev := q.request()
+	if q.pausable {
 		// Losing the client while it waits pauses the generation, as
 		// during an approval; the pause keeps it marked waiting.
 		if gone := g.link.waiting(true); gone {
-			return "", unanswered("has gone away")
+			return nil, &noAnswer{why: whyGone}, nil
 		}
 	}
-	g.link.mail.expect(req.GetId())
-	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_AuthorizationRequest{AuthorizationRequest: req}}); err != nil {
-		return "", err
+	g.link.mail.expect(id)
+	if err := g.emit(ctx, ev); err != nil {
+		return nil, nil, err
 	}
-	answer, err := g.link.mail.await(ctx, req.GetId(), g.plan.answerTimeout)
+	answer, err = g.link.mail.await(ctx, id, g.plan.answerTimeout)
 	switch {
 	case errors.Is(err, errUnanswered):
-		return "", unanswered("half-closed the stream or went away")
+		return nil, &noAnswer{why: whyEnded, cause: err}, nil
 	case errors.Is(err, errAnswerTimeout):
-		return "", unanswered(fmt.Sprintf("did not answer within %s", g.plan.answerTimeout))
+		return nil, &noAnswer{why: whyTimedOut(g.plan.answerTimeout), cause: err}, nil
 	case err != nil:
-		return "", err
+		return nil, nil, err
 	}
-	if g.canDefer() && g.link.waiting(false) {
+	if q.pausable && g.link.waiting(false) {
 		// The client went away as the answer came: losing it now stops
 		// the generation, as it would have outside the wait.
 		g.link.cancel(g.link.gone())
 	}
-	redirect, _ := answer.(string)
-	return redirect, nil
+	return answer, nil, nil
 }

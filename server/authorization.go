@@ -92,9 +92,8 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 		return fault.New(fault.Unauthenticated, msg, server, why).
 			WithInfo("MCP_AUTHORIZATION_UNANSWERED", map[string]string{"server": server})
 	}
-	const notAttached = "is not attached (the generation runs detached, or another replica adopted it)"
 	if g.link.clientless && !g.canDefer() {
-		return nil, unanswerable(notAttached)
+		return nil, unanswerable(whyNotAttached)
 	}
 	p, err := cfg.Begin(ctx, serverURL, ch, granted)
 	if err != nil {
@@ -109,20 +108,19 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	}
 	g.s.log.InfoContext(ctx, "authorization requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "server", server, "reason", reason.String())
-	// Unanswered, it pauses the generation when it can.
-	unanswered := func(why string) error {
-		if g.canDefer() {
-			return g.deferAuthorization(ctx, server, req, p, why)
-		}
-		return unanswerable(why)
-	}
-	if g.link.clientless {
-		return nil, unanswered(notAttached)
-	}
-	redirect, err := g.awaitRedirect(ctx, req, unanswered)
-	if err != nil {
+	answer, none, err := g.ask(ctx, question{pausable: g.canDefer(), request: func() (string, *agentdv1.GenerateResponse) {
+		return req.GetId(), &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_AuthorizationRequest{AuthorizationRequest: req}}
+	}})
+	switch {
+	case err != nil:
 		return nil, err
+	case none != nil && g.canDefer():
+		// Unanswered, it pauses the generation.
+		return nil, g.deferAuthorization(ctx, server, req, p, none.why)
+	case none != nil:
+		return nil, unanswerable(none.why)
 	}
+	redirect, _ := answer.(string)
 	return cfg.Complete(ctx, p, redirect)
 }
 

@@ -510,7 +510,8 @@ func checkPausedAgain(t *testing.T, paused *agentdv1.GenerationPaused, rec store
 	if err := proto.Unmarshal(rec.Data, cp); err != nil || cp.GetVersion() != record.Version || cp.GetTurn() == nil || cp.GetGenerationId() != paused.GetGenerationId() {
 		t.Fatalf("a generation paused again stored a checkpoint that cannot be resumed: %v, %v", cp, err)
 	}
-	approvals, functions := pendingRequests(cp.GetTurn())
+	a := askedOf(cp.GetTurn())
+	approvals, functions := a.approvals, a.functions
 	var stored, listed []string
 	for _, a := range approvals {
 		stored = append(stored, a.GetId())
@@ -586,7 +587,8 @@ func resumeAnswering(id string, cp *statev1.Checkpoint, own []*agentdv1.Function
 			{Name: "tools", Transport: &agentdv1.MCPServer_Command{Command: "tools-mcp"}},
 		}},
 	}
-	approvals, functions := pendingRequests(cp.GetTurn())
+	a := askedOf(cp.GetTurn())
+	approvals, functions := a.approvals, a.functions
 	for k, a := range approvals {
 		d := &agentdv1.ApprovalDecision{RequestId: a.GetId(), Approved: answers>>(k%48)&1 == 1}
 		if answers&answerWithDigests != 0 {

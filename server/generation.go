@@ -86,7 +86,7 @@ type toolOwner struct {
 }
 
 func (o *toolOwner) serverName() string {
-	if o.server == nil {
+	if o == nil || o.server == nil {
 		return ""
 	}
 	return o.server.name

@@ -196,7 +196,8 @@ func (s *Service) addPending(ctx context.Context, tenant string, g *agentdv1.Gen
 	case err != nil:
 		return err
 	}
-	g.ApprovalRequests, g.FunctionCalls = pendingRequests(cp.GetTurn())
+	a := askedOf(cp.GetTurn())
+	g.ApprovalRequests, g.FunctionCalls = a.approvals, a.functions
 	g.ExpiresAt = cp.GetExpiresAt()
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -33,49 +32,23 @@ func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elic
 	}
 	cancelled := &bridgev1.ElicitationResult{Action: "cancel"}
 	canDefer := deferrable && g.s.checkpoints != nil
-	unanswered := func(why string) (*bridgev1.ElicitationResult, bool) {
-		if canDefer {
-			g.deferInput(ctx, server, why)
-			return nil, true
+	var req *agentdv1.InputRequest
+	answer, none, err := g.ask(ctx, question{pausable: canDefer, request: func() (string, *agentdv1.GenerateResponse) {
+		callID, _ := ctx.Value(toolCallKey{}).(string)
+		req = g.inputRequest(server, callID, e)
+		return req.GetId(), &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_InputRequest{InputRequest: req}}
+	}})
+	switch {
+	case err != nil:
+		return cancelled, false // the call, or the generation, ended
+	case none != nil && canDefer:
+		g.deferInput(ctx, server, none.why)
+		return nil, true
+	case none != nil:
+		if none.cause != nil {
+			g.s.log.InfoContext(ctx, "input request cancelled: the client did not answer", "tenant", g.tenant, "generation", g.id, "server", server, "request", req.GetId(), "why", none.cause)
 		}
 		return cancelled, false
-	}
-	const notAttached = "is not attached (the generation runs detached, or another replica adopted it)"
-	if g.link.clientless {
-		return unanswered(notAttached)
-	}
-	callID, _ := ctx.Value(toolCallKey{}).(string)
-	req := g.inputRequest(server, callID, e)
-	if canDefer {
-		// Losing the client while it waits pauses the generation, as
-		// during an approval; the pause keeps it marked waiting.
-		if gone := g.link.waiting(true); gone {
-			return unanswered("has gone away")
-		}
-	}
-	g.link.mail.expect(req.GetId())
-	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_InputRequest{InputRequest: req}}); err != nil {
-		return cancelled, false
-	}
-	answer, err := g.link.mail.await(ctx, req.GetId(), g.plan.answerTimeout)
-	if err != nil {
-		if !errors.Is(err, errUnanswered) && !errors.Is(err, errAnswerTimeout) {
-			return cancelled, false // the call, or the generation, ended
-		}
-		why := "half-closed the stream or went away"
-		if errors.Is(err, errAnswerTimeout) {
-			why = fmt.Sprintf("did not answer within %s", g.plan.answerTimeout)
-		}
-		if canDefer {
-			return unanswered(why)
-		}
-		g.s.log.InfoContext(ctx, "input request cancelled: the client did not answer", "tenant", g.tenant, "generation", g.id, "server", server, "request", req.GetId(), "why", err)
-		return cancelled, false
-	}
-	if canDefer && g.link.waiting(false) {
-		// The client went away as the answer came: losing it now stops
-		// the generation, as it would have outside the wait.
-		g.link.cancel(g.link.gone())
 	}
 	r, _ := answer.(*agentdv1.InputResponse)
 	return elicitationResult(r), false

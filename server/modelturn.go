@@ -25,15 +25,40 @@ type reply struct {
 // modelTurn streams one provider turn, forwarding text as it comes, and
 // appends the assistant message to the conversation.
 func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err error) {
-	model := g.plan.agent.GetModel()
 	g.ran.turns++
 	g.foldSamples() // those of calls a pause cut short, or asked between calls
-	ctx, chat := g.startChat(ctx, model)
+	ctx, chat := g.startChat(ctx, g.plan.agent.GetModel())
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
 	var providerErr error        // the provider's stream failed
 	defer func() { chat.end(ctx, streamed, providerErr, err) }()
-	req := &providers.Request{
-		Model:          model,
+	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool)}
+	for ev, err := range g.plan.provider.Stream(ctx, g.request()) {
+		if err != nil {
+			providerErr = err
+			return nil, err
+		}
+		chat.chunk()
+		out, err := t.take(ev, chat)
+		if err != nil {
+			return nil, err
+		}
+		if out != nil {
+			if err := g.emit(ctx, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if t.reported {
+		streamed = t.usage
+	}
+	return g.endModelTurn(ctx, t)
+}
+
+// request is the provider's request for the next model turn: the whole
+// conversation, the tools offered, and the servers the provider runs.
+func (g *generation) request() *providers.Request {
+	return &providers.Request{
+		Model:          g.plan.agent.GetModel(),
 		Instructions:   g.plan.agent.GetInstructions(),
 		Messages:       g.messages,
 		Tools:          g.tools,
@@ -41,56 +66,65 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 		MCPServers:     g.plan.providerServers(),
 		Options:        g.plan.options(),
 	}
-	msg := &content{agentProvider: g.plan.agent.GetProvider()}
-	var calls []*agentdv1.ToolCall
-	usage := &agentdv1.Usage{}
-	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
-	paused := false
-	reported := false // the provider gave the turn's usage
-	seen := make(map[string]bool)
-	for ev, err := range g.plan.provider.Stream(ctx, req) {
-		if err != nil {
-			providerErr = err
-			return nil, err
-		}
-		chat.chunk()
-		switch ev := ev.(type) {
-		case *providers.TextDelta:
-			msg.addText(ev.Text)
-			if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TextDelta{TextDelta: &agentdv1.TextDelta{Text: ev.Text}}}); err != nil {
-				return nil, err
-			}
-		case *providers.Reasoning:
-			msg.addReasoning(ev)
-		case *providers.ToolCall:
-			c := ev.Call
-			if c.GetId() == "" {
-				c.Id = fmt.Sprintf("call_%d_%d", turn, len(calls)+1)
-			}
-			if seen[c.GetId()] {
-				return nil, fault.New(fault.Internal, "the provider returned two tool calls with the id %q", c.GetId())
-			}
-			seen[c.GetId()] = true
-			calls = append(calls, c)
-			msg.add(&agentdv1.Part{Kind: &agentdv1.Part_ToolCall{ToolCall: c}})
-		case *providers.ProviderToolCall:
-			msg.add(&agentdv1.Part{Kind: &agentdv1.Part_ProviderToolCall{ProviderToolCall: ev.Call}})
-			if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ProviderToolCall{ProviderToolCall: ev.Call}}); err != nil {
-				return nil, err
-			}
-		case *providers.Usage:
-			usage = ev.Usage
-			reported = true
-		case *providers.Stop:
-			stop, paused = ev.Reason, ev.Paused
-			chat.response = ev.Response
-		}
+}
+
+// turnStream gathers what one model turn's stream brings: the assistant's
+// message, its tool calls, the usage and why it stopped.
+type turnStream struct {
+	turn     int
+	msg      *content
+	calls    []*agentdv1.ToolCall
+	seen     map[string]bool // the calls' ids
+	usage    *agentdv1.Usage
+	reported bool // the provider gave the turn's usage
+	stop     agentdv1.StopReason
+	paused   bool
+}
+
+// take takes one event of the stream; out is what the client is sent of
+// it, if anything.
+func (t *turnStream) take(ev providers.Event, chat *chatCall) (out *agentdv1.GenerateResponse, _ error) {
+	switch ev := ev.(type) {
+	case *providers.TextDelta:
+		t.msg.addText(ev.Text)
+		return &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TextDelta{TextDelta: &agentdv1.TextDelta{Text: ev.Text}}}, nil
+	case *providers.Reasoning:
+		t.msg.addReasoning(ev)
+	case *providers.ToolCall:
+		return nil, t.call(ev.Call)
+	case *providers.ProviderToolCall:
+		t.msg.add(&agentdv1.Part{Kind: &agentdv1.Part_ProviderToolCall{ProviderToolCall: ev.Call}})
+		return &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ProviderToolCall{ProviderToolCall: ev.Call}}, nil
+	case *providers.Usage:
+		t.usage, t.reported = ev.Usage, true
+	case *providers.Stop:
+		t.stop, t.paused = ev.Reason, ev.Paused
+		chat.response = ev.Response
 	}
-	if reported {
-		streamed = usage
+	return nil, nil
+}
+
+// call takes a tool call of the model's, naming it if the provider gave
+// it no id; two calls with one id are the provider's fault.
+func (t *turnStream) call(c *agentdv1.ToolCall) error {
+	if c.GetId() == "" {
+		c.Id = fmt.Sprintf("call_%d_%d", t.turn, len(t.calls)+1)
 	}
+	if t.seen[c.GetId()] {
+		return fault.New(fault.Internal, "the provider returned two tool calls with the id %q", c.GetId())
+	}
+	t.seen[c.GetId()] = true
+	t.calls = append(t.calls, c)
+	t.msg.add(&agentdv1.Part{Kind: &agentdv1.Part_ToolCall{ToolCall: c}})
+	return nil
+}
+
+// endModelTurn counts the turn's usage, tells the client, and appends the
+// assistant's message to the conversation.
+func (g *generation) endModelTurn(ctx context.Context, t *turnStream) (*reply, error) {
+	usage := t.usage
 	usage.ToolSchemaBytes = g.schemaBytes
-	usage.Turn = int32(turn)
+	usage.Turn = int32(t.turn)
 	usage.Repeated = g.repeatTurn
 	g.repeatTurn = false
 	addUsage(g.total, usage)
@@ -98,9 +132,9 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: usage}}); err != nil {
 		return nil, err
 	}
-	assistant := &agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: msg.done()}
+	assistant := &agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: t.msg.done()}
 	g.appendMessage(assistant)
-	return &reply{message: assistant, calls: calls, stop: stop, paused: paused}, nil
+	return &reply{message: assistant, calls: t.calls, stop: t.stop, paused: t.paused}, nil
 }
 
 // content builds an assistant message's parts in the order the provider

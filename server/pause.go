@@ -1,14 +1,13 @@
 package server
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -19,131 +18,129 @@ import (
 	"github.com/agentd/agentd/internal/record"
 )
 
-// state records where each call stands, for a checkpoint.
-func (r *turnRun) state() *statev1.PausedTurn {
-	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls}
-	pendingApproval := make(map[int]*agentdv1.ApprovalRequest)
-	for id, i := range r.approvals {
-		pendingApproval[i] = r.requests[id]
-	}
-	t.Authorizations = r.g.pendingAuthorizations()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i, c := range r.calls {
-		st := &statev1.CallState{}
-		switch {
-		case r.results[i] != nil:
-			st.State = &statev1.CallState_Result{Result: r.results[i]}
-		case pendingApproval[i] != nil:
-			st.State = &statev1.CallState_Approval{Approval: pendingApproval[i]}
-		case r.authWaits[i] != "":
-			st.State = &statev1.CallState_Authorization{Authorization: &statev1.AuthorizationWait{ToolCallId: c.GetId(), RequestId: r.authWaits[i]}}
-		case r.inputWaits[i] != nil:
-			st.State = &statev1.CallState_Input{Input: r.inputWaits[i]}
-		default:
-			st.State = &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}
-		}
-		t.States = append(t.States, st)
-	}
-	return t
+// A call of a tool turn may wait for its client: for its approval (a
+// gated call), for its result (a function tool's call), or, refused by its
+// MCP server, for a person's authorization of that server or for the
+// input the server asked for. The client answers the first two on the
+// stream, between calls; the last two were asked while the call ran
+// (ask.go) and, nobody answering, deferred to a resume. Whatever a call
+// waits for, it is a wait: when nobody answers, the generation pauses,
+// its paused checkpoint holds each wait as its call's state, the paused
+// event lists them, and the resume answers them (resume.go). What
+// differs between the kinds is data: the wait's request, and the state
+// it takes in the checkpoint.
+
+// waitKind is what a call waits for.
+type waitKind int
+
+const (
+	waitsForApproval waitKind = iota + 1
+	waitsForResult
+	waitsForAuthorization
+	waitsForInput
+)
+
+// wait is what one call waits for from the client.
+type wait struct {
+	kind waitKind
+	// id names the request the answer names: the approval request's id,
+	// the function call's id (its result names the call), or the
+	// authorization request's id. An input wait's requests have ids of
+	// their own.
+	id       string
+	approval *agentdv1.ApprovalRequest // waitsForApproval
+	input    *statev1.InputWait        // waitsForInput
+	asked    time.Time                 // waitsForResult: when the client was asked
+	// span is a function call's execute_tool span while the client runs
+	// it; counted, that this run counted the approval request in
+	// agentd.approvals.pending. The turn settles both when the wait ends.
+	span    trace.Span
+	counted bool
 }
 
-// pendingRequests lists the approval requests and function calls a paused
-// turn waits for, in call order.
-func pendingRequests(t *statev1.PausedTurn) ([]*agentdv1.ApprovalRequest, []*agentdv1.FunctionCall) {
-	var approvals []*agentdv1.ApprovalRequest
-	var functions []*agentdv1.FunctionCall
+// onStream reports whether the client answers w on the stream, between
+// calls; otherwise only a resume does.
+func (w *wait) onStream() bool {
+	return w.kind == waitsForApproval || w.kind == waitsForResult
+}
+
+// state is w as a paused checkpoint holds it, as call c's state.
+func (w *wait) state(c *agentdv1.ToolCall) *statev1.CallState {
+	switch w.kind {
+	case waitsForApproval:
+		return &statev1.CallState{State: &statev1.CallState_Approval{Approval: w.approval}}
+	case waitsForAuthorization:
+		return &statev1.CallState{State: &statev1.CallState_Authorization{Authorization: &statev1.AuthorizationWait{ToolCallId: c.GetId(), RequestId: w.id}}}
+	case waitsForInput:
+		return &statev1.CallState{State: &statev1.CallState_Input{Input: w.input}}
+	}
+	return &statev1.CallState{State: &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}}
+}
+
+// waitOf is the wait a paused call's state holds, asked now; nil for a
+// call with a result.
+func waitOf(st *statev1.CallState) *wait {
+	switch s := st.GetState().(type) {
+	case *statev1.CallState_Approval:
+		return &wait{kind: waitsForApproval, id: s.Approval.GetId(), approval: s.Approval}
+	case *statev1.CallState_FunctionCall:
+		return &wait{kind: waitsForResult, id: s.FunctionCall.GetCallId(), asked: time.Now()}
+	case *statev1.CallState_Authorization:
+		return &wait{kind: waitsForAuthorization, id: s.Authorization.GetRequestId()}
+	case *statev1.CallState_Input:
+		return &wait{kind: waitsForInput, input: s.Input}
+	}
+	return nil
+}
+
+// asked is what a paused turn waits for, kind by kind, in call order: what
+// its paused event lists and its resume must answer. The authorizations'
+// requests are sealed in the checkpoint: their ids only.
+type asked struct {
+	approvals      []*agentdv1.ApprovalRequest
+	functions      []*agentdv1.FunctionCall
+	authorizations []string
+	inputs         []*agentdv1.InputRequest
+}
+
+// askedOf is what the paused turn t waits for.
+func askedOf(t *statev1.PausedTurn) asked {
+	var a asked
+	for _, pa := range t.GetAuthorizations() {
+		a.authorizations = append(a.authorizations, pa.GetRequestId())
+	}
 	for _, st := range t.GetStates() {
 		switch s := st.GetState().(type) {
 		case *statev1.CallState_Approval:
-			approvals = append(approvals, s.Approval)
+			a.approvals = append(a.approvals, s.Approval)
 		case *statev1.CallState_FunctionCall:
-			functions = append(functions, s.FunctionCall)
+			a.functions = append(a.functions, s.FunctionCall)
+		case *statev1.CallState_Input:
+			for _, in := range s.Input.GetInputs() {
+				a.inputs = append(a.inputs, in.GetRequest())
+			}
 		}
 	}
-	return approvals, functions
+	return a
 }
 
-// pendingInputs lists the input requests a paused turn waits for, in
-// call order.
-func pendingInputs(t *statev1.PausedTurn) []*agentdv1.InputRequest {
-	var out []*agentdv1.InputRequest
-	for _, st := range t.GetStates() {
-		for _, in := range st.GetInput().GetInputs() {
-			out = append(out, in.GetRequest())
-		}
-	}
-	return out
-}
+// Why a client answers nothing, in words that follow "the client".
+const (
+	whyNotAttached = "is not attached (the generation runs detached, or another replica adopted it)"
+	whyGone        = "has gone away"
+	whyEnded       = "half-closed the stream or went away"
+)
 
-// waitAuthorization reports whether call i's failure err is its server's
-// refusal for want of an authorization deferred to a resume; the call
-// then waits for it, to run again (X-M2).
-func (r *turnRun) waitAuthorization(i int, owner *toolOwner, err error) bool {
-	d := r.g.deferredFor(owner.serverName())
-	if d == nil || fault.KindOf(err) != fault.Unauthenticated || r.ctx.Err() != nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.authWaits == nil {
-		r.authWaits = make(map[int]string)
-	}
-	r.authWaits[i] = d.request.GetId()
-	return true
-}
-
-// waitInput reports whether call i's failure err is its server asking
-// for deferred input; the call then waits for the resume's answers.
-func (r *turnRun) waitInput(i int, err error) bool {
-	var ir *errInputRequired
-	if !errors.As(err, &ir) || r.ctx.Err() != nil {
-		return false
-	}
-	w := &statev1.InputWait{ToolCallId: ir.callID, RequestState: ir.required.GetRequestState()}
-	for _, key := range slices.Sorted(maps.Keys(ir.required.GetRequests())) {
-		w.Inputs = append(w.Inputs, &statev1.PendingInput{Key: key, Request: r.g.inputRequest(ir.server, ir.callID, ir.required.GetRequests()[key])})
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.inputWaits == nil {
-		r.inputWaits = make(map[int]*statev1.InputWait)
-	}
-	r.inputWaits[i] = w
-	return true
-}
-
-// deferralPause is the end of a turn whose calls otherwise ended with
-// err: a pause when authorizations or input requests were deferred (and
-// nothing else failed it), err otherwise.
-func (r *turnRun) deferralPause(err error) error {
-	var pause *errPause
-	if err != nil && !errors.As(err, &pause) {
-		return err
-	}
-	why := r.g.pauseWhy()
-	r.mu.Lock()
-	waits := len(r.authWaits) + len(r.inputWaits)
-	r.mu.Unlock()
-	if why == "" && waits > 0 {
-		why = "did not answer the MCP servers' requests" // the bridge deferred them itself
-	}
-	if why == "" {
-		return err
-	}
-	if err == nil {
-		return &errPause{why: why}
-	}
-	return err
-}
+// whyTimedOut: the client let the answer timeout pass.
+func whyTimedOut(d time.Duration) string { return fmt.Sprintf("did not answer within %s", d) }
 
 // pause stores the generation with its paused turn, ends the stream with
 // a paused event, and lets the bridge session close (R-A6).
 func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *errPause) error {
 	store := g.s.checkpoints
-	approvals, functions := pendingRequests(turn)
+	a := askedOf(turn)
+	approvals, functions, inputs := a.approvals, a.functions, a.inputs
 	authorizations := g.deferredRequests()
-	inputs := pendingInputs(turn)
 	waiting := len(approvals) + len(functions) + len(authorizations) + len(inputs)
 	if store == nil {
 		return fault.New(fault.FailedPrecondition,

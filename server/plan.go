@@ -60,94 +60,145 @@ type durationValue struct {
 	valid bool
 }
 
-// place decides where each server runs (R-S1–R-S4, R-A2, R-A3). mcpsField
-// is the path of the request's mcps list.
+// place decides where each server runs: in the provider or in agentd's
+// bridge, by the agent's mcp_strategy, what the provider can serve, and
+// what only agentd can do for a server (ask approvals, be its OAuth
+// client, answer its samples). mcpsField is the path of the request's
+// mcps list.
 func (p *plan) place(v *violations, agentTools map[string]int, mcpsField string) {
 	caps := p.provider.Capabilities()
-	strategy := p.agent.GetMcpStrategy()
-	served := "none"
-	if caps.ServesURLServers {
-		served = "url servers"
-	}
-	provider := p.agent.GetProvider()
 	providerSide := 0
 	for _, sp := range p.servers {
 		if sp.transport == agentdv1.Transport_TRANSPORT_UNSPECIFIED {
 			continue
 		}
-		capable, why := false, ""
-		switch sp.transport {
-		case agentdv1.Transport_TRANSPORT_HTTP:
-			capable = caps.ServesURLServers
-			if capable {
-				why = unreachable(sp.decl.GetUrl())
-			}
-		case agentdv1.Transport_TRANSPORT_CONNECTOR:
-			capable = caps.ServesConnectors
-		}
-		if sp.ref != "" {
-			// Its URL and secrets are the configuration's, for agentd's
-			// bridge only.
-			capable, why = false, "it is registered in agentd's configuration (bridge.servers), which keeps its URL and secrets in agentd's bridge"
-		}
-		if capable && why == "" && caps.ServerProblem != nil {
-			why = caps.ServerProblem(sp.decl)
-		}
-		if why != "" {
-			capable = false
-		}
-		gatedByPolicy := mcpdecl.CouldGate(sp.decl.GetRequireApproval())
-		oauth := sp.decl.GetOauth() != nil // agentd holds its tokens (X-M1)
-		// Only agentd answers its samples (X-M5).
-		samples := mcpdecl.SamplingMode(sp.decl) != agentdv1.SamplingMode_SAMPLING_MODE_DENY
-		gatedNames := requiresApprovalServedBy(p.agent, sp.decl, agentTools)
-		sp.placement = agentdv1.Placement_PLACEMENT_BRIDGE
-		switch strategy {
-		case agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT:
-		case agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
-			switch {
-			case why != "":
-				v.add(sp.field, "%s cannot serve the MCP server %q itself: %s; but mcp_strategy SERVER requires it to. Use mcp_strategy AUTO to run it in agentd's bridge",
-					provider, sp.name, why)
-			case !capable:
-				v.add(sp.field, "%s cannot serve the %s MCP server %q itself, but mcp_strategy SERVER requires it to; servers it can serve: %s. Use mcp_strategy AUTO to run the rest in agentd's bridge",
-					provider, transportWord(sp.transport), sp.name, served)
-			case oauth:
-				v.add(sp.field+".oauth", "agentd is the %q MCP server's OAuth client and presents its tokens only from its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or give a token in authorization instead",
-					sp.name, provider)
-			case samples:
-				v.add(sp.field+".sampling", "the %q MCP server may sample agentd's model, which only agentd's bridge can let it do, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set sampling.mode to DENY",
-					sp.name, provider)
-			case gatedByPolicy:
-				v.add(sp.field+".require_approval", "the %q MCP server's tool calls need approval, which is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set require_approval to NEVER",
-					sp.name, provider)
-			case len(gatedNames) > 0:
-				remedy := "list the tools it may offer in allowed_tools"
-				if len(sp.decl.GetAllowedTools()) > 0 {
-					remedy = "remove " + sentence(gatedNames) + " from its allowed_tools"
-				}
-				v.add(sp.field, "requires_approval names %s, which the %q MCP server may offer, and approval is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; %s, or use mcp_strategy AUTO or CLIENT",
-					sentence(gatedNames), sp.name, provider, remedy)
-			default:
-				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
-			}
-		default: // AUTO
-			if capable && !gatedByPolicy && !oauth && !samples && len(gatedNames) == 0 {
-				sp.placement = agentdv1.Placement_PLACEMENT_PROVIDER
-			}
-		}
+		f := p.factsOf(sp, caps, agentTools)
+		sp.placement = p.decide(v, sp, f, caps)
 		if sp.placement == agentdv1.Placement_PLACEMENT_PROVIDER {
 			providerSide++
-		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR && why != "" {
-			if strategy != agentdv1.MCPStrategy_MCP_STRATEGY_SERVER { // SERVER said so above
-				v.add(sp.field+".url", "%s cannot serve the connector %q: %s", provider, sp.name, why)
-			}
-		} else if sp.transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
-			v.add(sp.field+".url", "mcp:// URLs name OpenAI connectors, which only a provider that serves connectors can reach; %s runs this server in agentd's bridge", provider)
+		} else {
+			p.checkConnector(v, sp, f.why)
 		}
 	}
 	if limit := caps.MaxProviderServers; limit > 0 && providerSide > limit {
-		v.add(mcpsField, "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", provider, limit, providerSide)
+		v.add(mcpsField, "%s serves at most %d MCP servers per request, and %d would run there; use mcp_strategy CLIENT for some", p.agent.GetProvider(), limit, providerSide)
+	}
+}
+
+// placeFacts are what decides where one server runs.
+type placeFacts struct {
+	capable bool   // the provider serves servers of its transport
+	why     string // why the provider cannot serve it after all; "" when nothing is known against it
+	// What keeps it in agentd's bridge: approvals its policy could ask,
+	// agentd as its OAuth client (agentd holds its tokens), samples (only
+	// agentd answers them), and the names requires_approval gates that it
+	// may offer.
+	gated, oauth, samples bool
+	gatedNames            []string
+}
+
+// keptInBridge reports whether only agentd's bridge can run the server.
+func (f placeFacts) keptInBridge() bool {
+	return f.gated || f.oauth || f.samples || len(f.gatedNames) > 0
+}
+
+// factsOf finds what decides where sp runs.
+func (p *plan) factsOf(sp *serverPlan, caps providers.Capabilities, agentTools map[string]int) placeFacts {
+	var f placeFacts
+	switch sp.transport {
+	case agentdv1.Transport_TRANSPORT_HTTP:
+		if f.capable = caps.ServesURLServers; f.capable {
+			f.why = unreachable(sp.decl.GetUrl())
+		}
+	case agentdv1.Transport_TRANSPORT_CONNECTOR:
+		f.capable = caps.ServesConnectors
+	}
+	if sp.ref != "" {
+		// Its URL and secrets are the configuration's, for agentd's
+		// bridge only.
+		f.capable, f.why = false, "it is registered in agentd's configuration (bridge.servers), which keeps its URL and secrets in agentd's bridge"
+	}
+	if f.capable && f.why == "" && caps.ServerProblem != nil {
+		f.why = caps.ServerProblem(sp.decl)
+	}
+	if f.why != "" {
+		f.capable = false
+	}
+	f.gated = mcpdecl.CouldGate(sp.decl.GetRequireApproval())
+	f.oauth = sp.decl.GetOauth() != nil
+	f.samples = mcpdecl.SamplingMode(sp.decl) != agentdv1.SamplingMode_SAMPLING_MODE_DENY
+	f.gatedNames = requiresApprovalServedBy(p.agent, sp.decl, agentTools)
+	return f
+}
+
+// decide places sp by the agent's mcp_strategy: CLIENT runs every server
+// in agentd's bridge; AUTO hands the provider what it can serve and only
+// agentd need not run; SERVER requires the provider to serve each, and
+// says why where it cannot.
+func (p *plan) decide(v *violations, sp *serverPlan, f placeFacts, caps providers.Capabilities) agentdv1.Placement {
+	switch p.agent.GetMcpStrategy() {
+	case agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT:
+	case agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
+		if !p.refuseServerStrategy(v, sp, f, caps) {
+			return agentdv1.Placement_PLACEMENT_PROVIDER
+		}
+	default: // AUTO
+		if f.capable && !f.keptInBridge() {
+			return agentdv1.Placement_PLACEMENT_PROVIDER
+		}
+	}
+	return agentdv1.Placement_PLACEMENT_BRIDGE
+}
+
+// refuseServerStrategy says, in v, why mcp_strategy SERVER cannot hand sp
+// to the provider; false when it can.
+func (p *plan) refuseServerStrategy(v *violations, sp *serverPlan, f placeFacts, caps providers.Capabilities) bool {
+	provider := p.agent.GetProvider()
+	switch {
+	case f.why != "":
+		v.add(sp.field, "%s cannot serve the MCP server %q itself: %s; but mcp_strategy SERVER requires it to. Use mcp_strategy AUTO to run it in agentd's bridge",
+			provider, sp.name, f.why)
+	case !f.capable:
+		served := "none"
+		if caps.ServesURLServers {
+			served = "url servers"
+		}
+		v.add(sp.field, "%s cannot serve the %s MCP server %q itself, but mcp_strategy SERVER requires it to; servers it can serve: %s. Use mcp_strategy AUTO to run the rest in agentd's bridge",
+			provider, transportWord(sp.transport), sp.name, served)
+	case f.oauth:
+		v.add(sp.field+".oauth", "agentd is the %q MCP server's OAuth client and presents its tokens only from its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or give a token in authorization instead",
+			sp.name, provider)
+	case f.samples:
+		v.add(sp.field+".sampling", "the %q MCP server may sample agentd's model, which only agentd's bridge can let it do, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set sampling.mode to DENY",
+			sp.name, provider)
+	case f.gated:
+		v.add(sp.field+".require_approval", "the %q MCP server's tool calls need approval, which is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; use mcp_strategy AUTO or CLIENT, or set require_approval to NEVER",
+			sp.name, provider)
+	case len(f.gatedNames) > 0:
+		remedy := "list the tools it may offer in allowed_tools"
+		if len(sp.decl.GetAllowedTools()) > 0 {
+			remedy = "remove " + sentence(f.gatedNames) + " from its allowed_tools"
+		}
+		v.add(sp.field, "requires_approval names %s, which the %q MCP server may offer, and approval is asked only when agentd runs the server in its bridge, but mcp_strategy SERVER hands it to %s; %s, or use mcp_strategy AUTO or CLIENT",
+			sentence(f.gatedNames), sp.name, provider, remedy)
+	default:
+		return false
+	}
+	return true
+}
+
+// checkConnector refuses a connector (mcp://) left in agentd's bridge,
+// which cannot reach it: why says why its provider cannot serve it
+// (mcp_strategy SERVER said so already), else no provider of this kind
+// can.
+func (p *plan) checkConnector(v *violations, sp *serverPlan, why string) {
+	provider := p.agent.GetProvider()
+	switch {
+	case sp.transport != agentdv1.Transport_TRANSPORT_CONNECTOR:
+	case why == "":
+		v.add(sp.field+".url", "mcp:// URLs name OpenAI connectors, which only a provider that serves connectors can reach; %s runs this server in agentd's bridge", provider)
+	case p.agent.GetMcpStrategy() != agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
+		v.add(sp.field+".url", "%s cannot serve the connector %q: %s", provider, sp.name, why)
 	}
 }
 

@@ -57,8 +57,8 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	}
 	claim, err := record.ClaimPaused(sctx, s.checkpoints, name, rec, cp, &statev1.Claim{
 		ApprovalDecisions: r.GetApprovalDecisions(), FunctionResults: r.GetFunctionResults(),
-		Authorized:     answerIDs(r.GetAuthorizationResponses()),
-		AnsweredInputs: answerIDs(r.GetInputResponses()),
+		Authorized:     ids(r.GetAuthorizationResponses(), (*agentdv1.AuthorizationResponse).GetRequestId),
+		AnsweredInputs: ids(r.GetInputResponses(), (*agentdv1.InputResponse).GetRequestId),
 		MayHaveRun:     slices.Sorted(maps.Keys(interrupted)),
 	}, s.cfg.ResumeStaleAfter)
 	if err != nil {
@@ -116,130 +116,117 @@ func (s *Service) checkResume(r *agentdv1.ResumeGeneration, tenant *Tenant, cp *
 			cp.GetProvider(), cp.GetModel(), agent.GetProvider(), agent.GetModel()))
 	}
 	checkAnswers(&v, cp.GetTurn(), r)
-	checkAuthorizationAnswers(&v, cp.GetTurn(), r)
-	checkInputAnswers(&v, cp.GetTurn(), r)
 	if len(v) > 0 {
 		return nil, fault.InvalidRequest(v)
 	}
 	return p, nil
 }
 
-// checkAnswers requires exactly one answer for every pending request of
-// the paused turn, and no other (R-A7).
+// checkAnswers requires exactly one answer for every request the paused
+// turn waits for, and no other: approval decisions (that match their
+// request's digest) and function results, reported together, then the
+// authorizations (each a URL the person came back to) and the inputs
+// (each with an action, an accepted form matching its schema).
 func checkAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	approvals, functions := pendingRequests(turn)
-	digests := make(map[string]string, len(approvals))
-	for _, a := range approvals {
-		digests[a.GetId()] = a.GetDigest()
+	a := askedOf(turn)
+	digests := make(map[string]string, len(a.approvals))
+	for _, req := range a.approvals {
+		digests[req.GetId()] = req.GetDigest()
 	}
-	pendingFn := make(map[string]bool, len(functions))
-	for _, f := range functions {
-		pendingFn[f.GetCallId()] = true
+	decisions := r.GetApprovalDecisions()
+	matchAnswers(v, answerList{
+		list: "approval_decisions", what: "approval request", idField: "request_id",
+		pending: ids(a.approvals, (*agentdv1.ApprovalRequest).GetId), answers: ids(decisions, (*agentdv1.ApprovalDecision).GetRequestId),
+		check: func(i int, field string, first bool) {
+			if d := decisions[i]; first && d.GetDigest() != "" && d.GetDigest() != digests[d.GetRequestId()] {
+				v.add(field+".digest", "does not match the approval request")
+			}
+		},
+	}, answerList{
+		list: "function_results", what: "function call", idField: "call_id",
+		pending: ids(a.functions, (*agentdv1.FunctionCall).GetCallId), answers: ids(r.GetFunctionResults(), (*agentdv1.FunctionResult).GetCallId),
+	})
+	redirects := r.GetAuthorizationResponses()
+	matchAnswers(v, answerList{
+		list: "authorization_responses", what: "authorization request", idField: "request_id",
+		pending: a.authorizations, answers: ids(redirects, (*agentdv1.AuthorizationResponse).GetRequestId),
+		check: func(i int, field string, _ bool) {
+			if u, err := url.Parse(redirects[i].GetRedirectUrl()); err != nil || !u.IsAbs() {
+				v.add(field+".redirect_url", "must be the absolute URL the authorization server redirected the person to")
+			}
+		},
+	})
+	requests := make(map[string]*agentdv1.InputRequest, len(a.inputs))
+	for _, req := range a.inputs {
+		requests[req.GetId()] = req
 	}
-	seen := make(map[string]bool)
-	for i, d := range r.GetApprovalDecisions() {
-		field := fmt.Sprintf("resume.approval_decisions[%d]", i)
-		digest, ok := digests[d.GetRequestId()]
-		switch {
-		case !ok:
-			v.add(field+".request_id", "%s", fmt.Sprintf("no approval request %q is waiting", d.GetRequestId()))
-		case seen[d.GetRequestId()]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", d.GetRequestId()))
-		case d.GetDigest() != "" && d.GetDigest() != digest:
-			v.add(field+".digest", "does not match the approval request")
-		}
-		seen[d.GetRequestId()] = true
-	}
-	for i, fr := range r.GetFunctionResults() {
-		field := fmt.Sprintf("resume.function_results[%d]", i)
-		switch {
-		case !pendingFn[fr.GetCallId()]:
-			v.add(field+".call_id", "%s", fmt.Sprintf("no function call %q is waiting", fr.GetCallId()))
-		case seen[fr.GetCallId()]:
-			v.add(field+".call_id", "%s", fmt.Sprintf("%q is answered twice", fr.GetCallId()))
-		}
-		seen[fr.GetCallId()] = true
-	}
-	var missing []string
-	for _, a := range approvals {
-		if !seen[a.GetId()] {
-			missing = append(missing, a.GetId())
-		}
-	}
-	for _, f := range functions {
-		if !seen[f.GetCallId()] {
-			missing = append(missing, f.GetCallId())
-		}
-	}
-	if len(missing) > 0 {
-		v.add("resume", "%s", fmt.Sprintf("missing answers for %s", sentence(missing)))
-	}
-}
-
-// checkAuthorizationAnswers requires exactly one answer, a URL, for every
-// authorization the paused turn waits for (R-A7).
-func checkAuthorizationAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	var pending []string
-	for _, pa := range turn.GetAuthorizations() {
-		pending = append(pending, pa.GetRequestId())
-	}
-	matchAnswers(v, "authorization_responses", "authorization", pending, r.GetAuthorizationResponses(), func(field string, a *agentdv1.AuthorizationResponse) {
-		if u, err := url.Parse(a.GetRedirectUrl()); err != nil || !u.IsAbs() {
-			v.add(field+".redirect_url", "must be the absolute URL the authorization server redirected the person to")
-		}
+	inputs := r.GetInputResponses()
+	matchAnswers(v, answerList{
+		list: "input_responses", what: "input request", idField: "request_id",
+		pending: ids(a.inputs, (*agentdv1.InputRequest).GetId), answers: ids(inputs, (*agentdv1.InputResponse).GetRequestId),
+		check: func(i int, field string, _ bool) { checkInput(v, field, requests[inputs[i].GetRequestId()], inputs[i]) },
 	})
 }
 
-// checkInputAnswers requires exactly one answer for every input request
-// the paused turn waits for (R-A7), with an action, and an accepted form
-// that its schema takes.
-func checkInputAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
-	requests := make(map[string]*agentdv1.InputRequest)
-	var pending []string
-	for _, req := range pendingInputs(turn) {
-		requests[req.GetId()] = req
-		pending = append(pending, req.GetId())
+// checkInput checks an answer to the input request req (nil when none
+// waits): an action, and an accepted form that the request's schema takes.
+func checkInput(v *violations, field string, req *agentdv1.InputRequest, a *agentdv1.InputResponse) {
+	if a.GetAction() == agentdv1.InputAction_INPUT_ACTION_UNSPECIFIED {
+		v.add(field+".action", "is required: ACCEPT, DECLINE or CANCEL")
 	}
-	matchAnswers(v, "input_responses", "input", pending, r.GetInputResponses(), func(field string, a *agentdv1.InputResponse) {
-		if a.GetAction() == agentdv1.InputAction_INPUT_ACTION_UNSPECIFIED {
-			v.add(field+".action", "is required: ACCEPT, DECLINE or CANCEL")
+	if req != nil && a.GetAction() == agentdv1.InputAction_INPUT_ACTION_ACCEPT {
+		if _, err := formContent(req.GetRequestedSchema(), a.GetContent()); err != nil {
+			v.add(field+".content", "%s", err.Error())
 		}
-		if req := requests[a.GetRequestId()]; req != nil && a.GetAction() == agentdv1.InputAction_INPUT_ACTION_ACCEPT {
-			if _, err := formContent(req.GetRequestedSchema(), a.GetContent()); err != nil {
-				v.add(field+".content", "%s", err.Error())
+	}
+}
+
+// answerList is one of a resume's lists of answers, with the requests of
+// its kind that the paused turn waits for.
+type answerList struct {
+	list    string   // its field in the resume: "approval_decisions"
+	what    string   // what its answers answer: "approval request"
+	idField string   // its answers' field that names the request: "request_id"
+	pending []string // the requests waiting, in order
+	answers []string // the requests its answers name, in order
+	// check checks what else answer i, at field, must hold; first says it
+	// names a waiting request, for the first time.
+	check func(i int, field string, first bool)
+}
+
+// matchAnswers requires exactly one answer for every request that lists
+// wait for, and none for a request that is not waiting; the requests
+// left unanswered in all of lists are reported together.
+func matchAnswers(v *violations, lists ...answerList) {
+	seen := make(map[string]bool)
+	for _, l := range lists {
+		waiting := make(map[string]bool, len(l.pending))
+		for _, id := range l.pending {
+			waiting[id] = true
+		}
+		for i, id := range l.answers {
+			field := fmt.Sprintf("resume.%s[%d]", l.list, i)
+			first := false
+			switch {
+			case !waiting[id]:
+				v.add(field+"."+l.idField, "%s", fmt.Sprintf("no %s %q is waiting", l.what, id))
+			case seen[id]:
+				v.add(field+"."+l.idField, "%s", fmt.Sprintf("%q is answered twice", id))
+			default:
+				first = true
+			}
+			seen[id] = true
+			if l.check != nil {
+				l.check(i, field, first)
 			}
 		}
-	})
-}
-
-// requestAnswer is an answer that names the request it answers.
-type requestAnswer interface{ GetRequestId() string }
-
-// matchAnswers requires exactly one of answers (the resume's list of that
-// name) for each pending request id, and none for a request that is not
-// waiting (R-A7); check sees every answer, with its field path, for what
-// else it must hold.
-func matchAnswers[T requestAnswer](v *violations, list, what string, pending []string, answers []T, check func(field string, a T)) {
-	waiting := make(map[string]bool, len(pending))
-	for _, id := range pending {
-		waiting[id] = true
-	}
-	seen := make(map[string]bool)
-	for i, a := range answers {
-		field := fmt.Sprintf("resume.%s[%d]", list, i)
-		switch id := a.GetRequestId(); {
-		case !waiting[id]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("no %s request %q is waiting", what, id))
-		case seen[id]:
-			v.add(field+".request_id", "%s", fmt.Sprintf("%q is answered twice", id))
-		}
-		seen[a.GetRequestId()] = true
-		check(field, a)
 	}
 	var missing []string
-	for _, id := range pending {
-		if !seen[id] {
-			missing = append(missing, id)
+	for _, l := range lists {
+		for _, id := range l.pending {
+			if !seen[id] {
+				missing = append(missing, id)
+			}
 		}
 	}
 	if len(missing) > 0 {
@@ -247,13 +234,13 @@ func matchAnswers[T requestAnswer](v *violations, list, what string, pending []s
 	}
 }
 
-// answerIDs are the request ids of answers, for a claim.
-func answerIDs[T requestAnswer](answers []T) []string {
-	ids := make([]string, len(answers))
-	for i, a := range answers {
-		ids[i] = a.GetRequestId()
+// ids are the ids of xs, each by id.
+func ids[T any](xs []T, id func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = id(x)
 	}
-	return ids
+	return out
 }
 
 // settling stops renewing the claim of a resumed generation that is ending
@@ -327,78 +314,121 @@ func (g *generation) progress(ctx context.Context) error {
 	return nil
 }
 
+// continueResume finishes a resumed generation's paused turn, if it has
+// one to finish (a generation paused before its first model turn has
+// none), and records that it went past it: from then on its pause can no
+// longer be resumed, and its record says so before it goes on, or a
+// replica adopting it would pause it again for good. A generation that was
+// not resumed goes on at once. done says the generation ended, with err.
+func (g *generation) continueResume(ctx context.Context) (done bool, _ error) {
+	if g.resume == nil {
+		return false, nil
+	}
+	if len(g.resume.checkpoint.GetTurn().GetCalls()) > 0 {
+		r, results, err := g.resumeTurn(ctx)
+		if done, err := g.endTurn(ctx, r, results, err); done {
+			return true, err
+		}
+	}
+	if err := g.progress(ctx); err != nil {
+		return true, err
+	}
+	g.checkpoint(nil)
+	if g.journal != nil {
+		if err := g.journal.Await(ctx); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
 // resumeTurn finishes the paused turn with the resume's answers: declined
 // calls get {"error":"declined by user"}, approved ones run once, function
-// results are taken; then every result of the turn goes to the model
-// together, in call order (R-A8, R-A9).
+// results are taken, and the calls that waited for an authorization or an
+// input run again with what the resume brought; then every result of the
+// turn goes to the model together, in call order.
 func (g *generation) resumeTurn(ctx context.Context) (*turnRun, []*agentdv1.ToolResult, error) {
 	res := g.resume
 	t := res.checkpoint.GetTurn()
 	r := g.newTurnRun(ctx, int(t.GetTurn()), t.GetCalls())
-	var authorized []int // calls that waited for authorizations or input
-	answers := make(map[string]*agentdv1.InputResponse, len(res.inputs))
-	for _, a := range res.inputs {
-		answers[a.GetRequestId()] = a
-	}
-	for i, st := range t.GetStates() {
-		switch s := st.GetState().(type) {
-		case *statev1.CallState_Authorization:
-			authorized = append(authorized, i)
-		case *statev1.CallState_Input:
-			authorized = append(authorized, i)
-			if r.retries == nil {
-				r.retries = make(map[int]*inputRetry)
-			}
-			r.retries[i] = retryFor(s.Input, answers)
-		case *statev1.CallState_Result:
-			r.results[i] = s.Result
-		case *statev1.CallState_Approval:
-			r.approvals[s.Approval.GetId()] = i
-			r.requests[s.Approval.GetId()] = s.Approval
-		case *statev1.CallState_FunctionCall:
-			r.functions[s.FunctionCall.GetCallId()] = time.Now()
-		}
-	}
-	err := func() error {
-		for _, d := range res.decisions {
-			if res.interrupted[d.GetRequestId()] {
-				i := r.approvals[d.GetRequestId()]
-				delete(r.approvals, d.GetRequestId())
-				delete(r.requests, d.GetRequestId())
-				g.answered.add(d.GetRequestId())
-				c := r.calls[i]
-				r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
-				continue
-			}
-			if err := r.decide(d); err != nil {
-				return err
-			}
-		}
-		for _, fr := range res.results {
-			if err := r.functionResult(fr); err != nil {
-				return err
-			}
-		}
-		// The calls refused for want of the authorizations the resume
-		// brought (X-M2), or that asked for the input it brought (X-M4),
-		// run now, once.
-		for _, i := range authorized {
-			c := r.calls[i]
-			if res.interrupted[c.GetId()] {
-				r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
-				continue
-			}
-			r.started = true
-			if err := r.dispatchAuthorized(i); err != nil {
-				return err
-			}
-		}
-		// An approved function call now waits for its result, inline.
-		return r.awaitAnswers()
-	}()
+	again := r.restore(t.GetStates(), res.inputs)
+	err := r.applyAnswers(res, again)
 	res.started = r.started
 	results, err := r.finish(err)
 	return r, results, r.deferralPause(err)
+}
+
+// restore takes up a paused turn's states: the calls' results, and what
+// the others wait for on the stream. It returns the calls that waited for
+// a resume's answers (an authorization, an input): they run again, those
+// that asked for input with the answers.
+func (r *turnRun) restore(states []*statev1.CallState, inputs []*agentdv1.InputResponse) (again []int) {
+	answers := make(map[string]*agentdv1.InputResponse, len(inputs))
+	for _, a := range inputs {
+		answers[a.GetRequestId()] = a
+	}
+	for i, st := range states {
+		if res := st.GetResult(); res != nil {
+			r.results[i] = res
+			continue
+		}
+		switch w := waitOf(st); {
+		case w == nil:
+		case w.onStream():
+			r.waits[i] = w
+		default:
+			again = append(again, i)
+			if w.kind == waitsForInput {
+				if r.retries == nil {
+					r.retries = make(map[int]*inputRetry)
+				}
+				r.retries[i] = retryFor(w.input, answers)
+			}
+		}
+	}
+	return again
+}
+
+// applyAnswers applies the resume's answers to the restored turn: the
+// decisions and results, then the calls in again run, once. What an
+// earlier resume, since gone, may have run is not run again: its outcome
+// is unknown. An approved function call then waits for its result, on the
+// stream.
+func (r *turnRun) applyAnswers(res *resumption, again []int) error {
+	for _, d := range res.decisions {
+		if res.interrupted[d.GetRequestId()] {
+			i, _, _ := r.answered(waitsForApproval, d.GetRequestId(), false)
+			r.g.answered.add(d.GetRequestId())
+			r.mayHaveRun(i)
+			continue
+		}
+		if err := r.decide(d); err != nil {
+			return err
+		}
+	}
+	for _, fr := range res.results {
+		if err := r.functionResult(fr); err != nil {
+			return err
+		}
+	}
+	for _, i := range again {
+		if res.interrupted[r.calls[i].GetId()] {
+			r.mayHaveRun(i)
+			continue
+		}
+		r.started = true
+		if err := r.dispatchAuthorized(i); err != nil {
+			return err
+		}
+	}
+	return r.awaitAnswers()
+}
+
+// mayHaveRun gives call i, which an earlier resume may have run, the
+// result that says so.
+func (r *turnRun) mayHaveRun(i int) {
+	c := r.calls[i]
+	r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: unknownOutcome, IsError: true})
 }
 
 // dispatchAuthorized runs call i, which waited for an authorization: an

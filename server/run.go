@@ -1,6 +1,8 @@
 package server
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
@@ -13,21 +15,67 @@ import (
 )
 
 // run drives the generation to its end: completed, failed, or paused
-// (stored, with a paused event). Every bridge session it opened is closed
-// once it returns, whatever happened: on a goroutine of the Service's, so
-// that the stream ends without waiting for the session's processes to
-// stop (sessionLife).
+// (stored, with a paused event), from its start, its resume or its
+// adoption. Every bridge session it opened is closed once it returns,
+// whatever happened: on a goroutine of the Service's, so that the stream
+// ends without waiting for the session's processes to stop (sessionLife).
 func (g *generation) run(ctx context.Context) (err error) {
+	ctx, span := g.startRun(ctx)
+	defer func() { g.endRun(ctx, span, err) }()
+	if g.resume != nil {
+		defer g.resume.claim.Stop()
+	}
+	if err := g.prepare(ctx); err != nil {
+		return err
+	}
+	tools, closeSession, done, err := g.connect(ctx)
+	defer closeSession()
+	if done {
+		return err
+	}
+	if err := g.begin(ctx, tools); err != nil {
+		return err
+	}
+	if done, err := g.continueResume(ctx); done {
+		return err
+	}
+	if done, err := g.continueAdopted(ctx); done {
+		return err
+	}
+	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
+		r, err := g.modelTurn(ctx, turn)
+		if err != nil {
+			return err
+		}
+		if done, err := g.afterModelTurn(ctx, r); done {
+			return err
+		}
+	}
+}
+
+// startRun counts the run and starts its invoke_agent span. A start's
+// span is the origin its later runs link to.
+func (g *generation) startRun(ctx context.Context) (context.Context, trace.Span) {
 	g.s.meters.runStarted(ctx, g.tenant)
 	ctx, span := g.s.tracer.Start(ctx, "invoke_agent", g.invokeSpanOptions()...)
 	if sc := span.SpanContext(); sc.IsSampled() && g.resume == nil && g.adopted == nil {
 		g.origin = sc // a span that is not recorded is no link's target
 	}
-	defer func() {
-		_, outcome := g.outcome(ctx, err)
-		g.s.meters.runEnded(ctx, g.tenant, outcome)
-		endInvokeSpan(span, g, outcome, err)
-	}()
+	return ctx, span
+}
+
+// endRun counts how the run ended, after run returned err, and ends its
+// span.
+func (g *generation) endRun(ctx context.Context, span trace.Span, err error) {
+	_, outcome := g.outcome(ctx, err)
+	g.s.meters.runEnded(ctx, g.tenant, outcome)
+	endInvokeSpan(span, g, outcome, err)
+}
+
+// prepare opens the generation's record, keeps its resume's claim, and
+// has the resume's authorizations exchanged, before anything connects:
+// their tokens go with the servers' first requests.
+func (g *generation) prepare(ctx context.Context) error {
 	if g.s.generations != nil && g.journal == nil {
 		j, err := g.s.openJournal(ctx, g)
 		if err != nil {
@@ -38,123 +86,106 @@ func (g *generation) run(ctx context.Context) (err error) {
 	if g.link.out.stream != nil {
 		g.link.out.journal = g.journal
 	}
-	if g.resume != nil {
-		g.keepClaim(ctx)
-		defer g.resume.claim.Stop()
+	if g.resume == nil {
+		return nil
 	}
-	if g.resume != nil && len(g.resume.authorizations) > 0 {
-		// The person's authorizations first: their tokens go with the
-		// servers' first requests.
-		if err := g.completeAuthorizations(ctx); err != nil {
-			return err
-		}
+	g.keepClaim(ctx)
+	if len(g.resume.authorizations) > 0 {
+		return g.completeAuthorizations(ctx)
 	}
-	var serverTools []serverList
-	if bridged := g.plan.bridged(); len(bridged) > 0 {
-		// The session is closed once the generation is over, after its
-		// stream has ended (sessionLife).
-		life := g.newSessionLife(ctx)
-		sess, err := g.s.bridge.OpenSession(life.ctx, g.openRequest(ctx, bridged), life)
-		defer func() { life.end(sess) }()
-		if err != nil && g.deferredWhy() != "" {
-			return g.pauseBeforeTools(ctx)
-		}
-		if err != nil {
-			fields := make([]string, len(bridged))
-			for i, sp := range bridged {
-				fields[i] = sp.field
-			}
-			return bridgeclient.RelocateViolations(err, fields)
-		}
+	return nil
+}
+
+// connect opens the bridge session of the generation's bridged servers,
+// if it has any, and lists their tools. closeSession ends the session once
+// the run is over (sessionLife); it is never nil. done says the run ends
+// here, with err: the session could not open or list, or, when a server
+// waits for a person's authorization that was deferred to a resume, the
+// generation paused (err nil) before its first model turn.
+func (g *generation) connect(ctx context.Context) (tools []serverList, closeSession func(), done bool, err error) {
+	bridged := g.plan.bridged()
+	if len(bridged) == 0 {
+		return nil, func() {}, false, nil
+	}
+	life := g.newSessionLife(ctx)
+	sess, err := g.s.bridge.OpenSession(life.ctx, g.openRequest(ctx, bridged), life)
+	closeSession = func() { life.end(sess) }
+	if err == nil {
 		g.session = sess
-		if serverTools, err = g.listTools(ctx, sess); err != nil {
-			if g.deferredWhy() != "" {
-				return g.pauseBeforeTools(ctx)
-			}
-			return err
+		if tools, err = g.listTools(ctx, sess); err == nil {
+			return tools, closeSession, false, nil
 		}
+	} else if g.deferredWhy() == "" {
+		fields := make([]string, len(bridged))
+		for i, sp := range bridged {
+			fields[i] = sp.field
+		}
+		return nil, closeSession, true, bridgeclient.RelocateViolations(err, fields)
 	}
-	if err := g.offerTools(serverTools); err != nil {
+	if g.deferredWhy() != "" {
+		return nil, closeSession, true, g.pauseBeforeTools(ctx)
+	}
+	return nil, closeSession, true, err
+}
+
+// begin offers the model its tools and tells the client the generation
+// has started: its id, where each server runs, and the tools.
+func (g *generation) begin(ctx context.Context, tools []serverList) error {
+	if err := g.offerTools(tools); err != nil {
 		return err
 	}
-	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Started{Started: &agentdv1.GenerationStarted{
+	return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Started{Started: &agentdv1.GenerationStarted{
 		GenerationId: g.id,
 		Servers:      g.plan.placements(agentdv1.Placement_PLACEMENT_UNSPECIFIED),
 		Tools:        g.infos,
 		Resumed:      g.resume != nil,
 		Adopted:      g.adopted != nil,
-	}}}); err != nil {
-		return err
-	}
-	if g.resume != nil {
-		// The paused turn first: its answers arrived with the resume. A
-		// generation paused before its first model turn has none.
-		if len(g.resume.checkpoint.GetTurn().GetCalls()) > 0 {
-			r, results, err := g.resumeTurn(ctx)
-			if done, err := g.endTurn(ctx, r, results, err); done {
-				return err
-			}
-		}
-		if err := g.progress(ctx); err != nil {
-			return err
-		}
-		// Past its paused turn, its pause can no longer be resumed: its
-		// record must say so (not resuming) before it goes on, or a
-		// replica adopting it would pause it again for good.
-		g.checkpoint(nil)
-		if g.journal != nil {
-			if err := g.journal.Await(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	if g.adopted != nil {
-		// A dead replica's generation: from its last checkpoint.
-		if done, err := g.continueAdopted(ctx); done {
-			return err
-		}
-		if g.adopted.turn != nil {
-			g.checkpoint(nil)
-		}
-	}
-	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
-		r, err := g.modelTurn(ctx, turn)
-		if err != nil {
-			return err
-		}
-		if r.paused && len(r.calls) == 0 {
-			// The provider ran tools of its own and paused; sending the
-			// conversation back lets it continue.
-			if err := g.spendToolTurn(); err != nil {
-				return err
-			}
-			g.checkpoint(nil)
-			continue
-		}
-		if len(r.calls) == 0 {
-			g.final = r.message
-			g.finished(ctx)
-			return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
-				GenerationId: g.id,
-				Message:      r.message,
-				Messages:     g.added,
-				Usage:        g.total,
-				StopReason:   r.stop,
-				ToolTurns:    int32(g.toolTurns),
-			}}})
-		}
+	}}})
+}
+
+// afterModelTurn goes on from a model turn's reply: the generation completes
+// when the model called no tool; otherwise the turn's calls run (a tool
+// turn), or, when the provider paused its own turn, the conversation goes
+// back to it. done says the generation ended, with err.
+func (g *generation) afterModelTurn(ctx context.Context, r *reply) (done bool, err error) {
+	switch {
+	case r.paused && len(r.calls) == 0:
+		// The provider ran tools of its own and paused; sending the
+		// conversation back lets it continue.
 		if err := g.spendToolTurn(); err != nil {
-			return err
+			return true, err
 		}
-		// The model's turn is done: its calls are checkpointed before any
-		// runs, and each one's result as it comes (finishCall).
-		g.checkpoint(&statev1.PausedTurn{Turn: int32(g.toolTurns), Calls: r.calls, States: noStates(len(r.calls))})
-		tr, results, err := g.runTools(ctx, g.toolTurns, r.calls)
-		if done, err := g.endTurn(ctx, tr, results, err); done {
-			return err
-		}
-		g.checkpoint(nil) // the turn boundary: a model turn comes next
+		g.checkpoint(nil)
+		return false, nil
+	case len(r.calls) == 0:
+		return true, g.complete(ctx, r)
 	}
+	if err := g.spendToolTurn(); err != nil {
+		return true, err
+	}
+	// The model's turn is done: its calls are checkpointed before any
+	// runs, and each one's result as it comes (finishCall).
+	g.checkpoint(&statev1.PausedTurn{Turn: int32(g.toolTurns), Calls: r.calls, States: noStates(len(r.calls))})
+	tr, results, err := g.runTools(ctx, g.toolTurns, r.calls)
+	if done, err := g.endTurn(ctx, tr, results, err); done {
+		return true, err
+	}
+	g.checkpoint(nil) // the turn boundary: a model turn comes next
+	return false, nil
+}
+
+// complete ends the generation with the model's final answer, r.
+func (g *generation) complete(ctx context.Context, r *reply) error {
+	g.final = r.message
+	g.finished(ctx)
+	return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
+		GenerationId: g.id,
+		Message:      r.message,
+		Messages:     g.added,
+		Usage:        g.total,
+		StopReason:   r.stop,
+		ToolTurns:    int32(g.toolTurns),
+	}}})
 }
 
 // pauseBeforeTools pauses a generation whose servers' tools could not be

@@ -6,7 +6,6 @@ import (
 
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -85,36 +84,21 @@ func (g *generation) sample(ctx context.Context, server string, r *bridgev1.Samp
 // approveSample asks the client to approve a sample, with an
 // ApprovalRequest on the stream, and waits for its decision.
 func (g *generation) approveSample(ctx context.Context, server string, r *bridgev1.SamplingRequest, granted int) error {
-	unanswered := fault.New(fault.FailedPrecondition, "sampling needs a person's approval, which the client did not give in time; the request is refused")
-	if g.link.clientless {
-		return unanswered
-	}
-	callID, _ := ctx.Value(toolCallKey{}).(string)
-	approval := &agentdv1.SamplingApproval{ServerName: server, SystemPrompt: r.GetSystemPrompt(),
-		MaxTokensRequested: int32(min(r.GetMaxTokens(), 1<<31-1)), MaxTokensGranted: int32(granted)}
-	for _, m := range r.GetMessages() {
-		approval.Messages = append(approval.Messages, &agentdv1.SamplingMessage{Role: m.GetRole(), Text: m.GetText()})
-	}
-	req := &agentdv1.ApprovalRequest{
-		Id:         fmt.Sprintf("%s%d", samplingPrefix, g.s.inputs.Add(1)),
-		ToolCallId: callID,
-		ServerName: server,
-		Prompt:     fmt.Sprintf("Allow %s to ask the model?", server),
-		Sampling:   approval,
-	}
-	g.link.mail.expect(req.GetId())
-	g.s.log.InfoContext(ctx, "sampling approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
-		"request", req.GetId(), "server", server)
-	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}}); err != nil {
-		return err
-	}
-	answer, err := g.link.mail.await(ctx, req.GetId(), g.plan.answerTimeout)
-	if err != nil {
-		if !errors.Is(err, errUnanswered) && !errors.Is(err, errAnswerTimeout) {
-			return err // the call, or the generation, ended
+	var req *agentdv1.ApprovalRequest
+	answer, none, err := g.ask(ctx, question{request: func() (string, *agentdv1.GenerateResponse) {
+		req = g.sampleApproval(ctx, server, r, granted)
+		g.s.log.InfoContext(ctx, "sampling approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+			"request", req.GetId(), "server", server)
+		return req.GetId(), &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}}
+	}})
+	switch {
+	case err != nil:
+		return err // the call, or the generation, ended
+	case none != nil:
+		if none.cause != nil {
+			g.s.log.InfoContext(ctx, "sampling request refused: the client did not answer", "tenant", g.tenant, "generation", g.id, "server", server, "request", req.GetId(), "why", none.cause)
 		}
-		g.s.log.InfoContext(ctx, "sampling request refused: the client did not answer", "tenant", g.tenant, "generation", g.id, "server", server, "request", req.GetId(), "why", err)
-		return unanswered
+		return fault.New(fault.FailedPrecondition, "sampling needs a person's approval, which the client did not give in time; the request is refused")
 	}
 	d, _ := answer.(*agentdv1.ApprovalDecision)
 	g.s.log.InfoContext(ctx, "sampling approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
@@ -123,6 +107,24 @@ func (g *generation) approveSample(ctx context.Context, server string, r *bridge
 		return fault.New(fault.Permission, "the user declined the sampling request")
 	}
 	return nil
+}
+
+// sampleApproval is the approval request, with a new id, that asks the
+// client whether server may have a sample of at most granted tokens.
+func (g *generation) sampleApproval(ctx context.Context, server string, r *bridgev1.SamplingRequest, granted int) *agentdv1.ApprovalRequest {
+	callID, _ := ctx.Value(toolCallKey{}).(string)
+	approval := &agentdv1.SamplingApproval{ServerName: server, SystemPrompt: r.GetSystemPrompt(),
+		MaxTokensRequested: int32(min(r.GetMaxTokens(), 1<<31-1)), MaxTokensGranted: int32(granted)}
+	for _, m := range r.GetMessages() {
+		approval.Messages = append(approval.Messages, &agentdv1.SamplingMessage{Role: m.GetRole(), Text: m.GetText()})
+	}
+	return &agentdv1.ApprovalRequest{
+		Id:         fmt.Sprintf("%s%d", samplingPrefix, g.s.inputs.Add(1)),
+		ToolCallId: callID,
+		ServerName: server,
+		Prompt:     fmt.Sprintf("Allow %s to ask the model?", server),
+		Sampling:   approval,
+	}
 }
 
 // runSample has the agent's provider and model answer a sample, with the

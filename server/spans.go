@@ -5,7 +5,6 @@ import (
 
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -272,12 +271,23 @@ const (
 // client: INTERNAL, under the invoke_agent span, naming the approval
 // requests and function calls it waits for.
 func (r *turnRun) awaitSpan() trace.Span {
-	var attrs []attribute.KeyValue
-	if ids := slices.Sorted(maps.Keys(r.approvals)); len(ids) > 0 {
-		attrs = append(attrs, attrApprovalRequestIDs.StringSlice(ids))
+	var approvals, functions []string
+	r.mu.Lock()
+	for _, w := range r.waits {
+		switch w.kind {
+		case waitsForApproval:
+			approvals = append(approvals, w.id)
+		case waitsForResult:
+			functions = append(functions, w.id)
+		}
 	}
-	if ids := slices.Sorted(maps.Keys(r.functions)); len(ids) > 0 {
-		attrs = append(attrs, attrFunctionCallIDs.StringSlice(ids))
+	r.mu.Unlock()
+	var attrs []attribute.KeyValue
+	if len(approvals) > 0 {
+		attrs = append(attrs, attrApprovalRequestIDs.StringSlice(slices.Sorted(slices.Values(approvals))))
+	}
+	if len(functions) > 0 {
+		attrs = append(attrs, attrFunctionCallIDs.StringSlice(slices.Sorted(slices.Values(functions))))
 	}
 	_, span := r.g.s.tracer.Start(r.ctx, "await_approval", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return span

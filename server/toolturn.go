@@ -1,6 +1,9 @@
 package server
 
 import (
+	"maps"
+	"slices"
+
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -24,8 +27,8 @@ import (
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
-// turnRun is one tool turn's calls: their results, and the approval
-// requests and function calls that wait for the client.
+// turnRun is one tool turn's calls: their results, and what the calls
+// that have none wait for from the client.
 type turnRun struct {
 	g       *generation
 	turn    int
@@ -34,33 +37,26 @@ type turnRun struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	wg      sync.WaitGroup
-	mu      sync.Mutex // guards results against the MCP calls' goroutines
+	// mu guards results, waits and begun against the MCP calls'
+	// goroutines.
+	mu sync.Mutex
 	// mcpCalls counts the turn's MCP calls under way: while any is, the
 	// session is in use and the wait does not park it.
 	mcpCalls atomic.Int32
 
-	approvals map[string]int                       // pending approval request id → call index
-	requests  map[string]*agentdv1.ApprovalRequest // pending approval requests by id
-	functions map[string]time.Time                 // pending function call id → when it was asked
-	fnSpans   map[string]trace.Span                // pending function calls' execute_tool spans (under mu)
-	started   bool                                 // an approved call was started
-	// authWaits are the calls refused for an authorization deferred to a
-	// resume (X-M2), by index: request id (under mu).
-	authWaits map[int]string
-	// inputWaits are the calls that ended asking for input deferred to a
-	// resume (X-M4, 2026-07-28), by index (under mu).
-	inputWaits map[int]*statev1.InputWait
+	// waits are what calls wait for from the client, by call index: the
+	// approvals and function results it answers on the stream, and the
+	// authorizations and inputs deferred to a resume (pause.go).
+	waits   map[int]*wait
+	started bool // an approved call was started
 	// retries are the answers that calls run on a resume carry, by index.
 	retries map[int]*inputRetry
-	begun   map[string]bool // calls whose start was sent (under mu)
+	begun   map[string]bool // calls whose start was sent
 
-	// asked holds the approval requests this run sent, counted in
-	// agentd.approvals.pending until they are decided or the turn ends.
-	asked map[string]bool
-	// wait is the await_approval span while the turn waits on the client
-	// (X-O2), nil otherwise; approved and denied count the decisions
+	// waitSpan is the await_approval span while the turn waits on the
+	// client, nil otherwise; approved and denied count the decisions
 	// applied by this run.
-	wait             trace.Span
+	waitSpan         trace.Span
 	approved, denied int
 }
 
@@ -68,11 +64,8 @@ func (g *generation) newTurnRun(ctx context.Context, turn int, calls []*agentdv1
 	tctx, cancel := context.WithCancelCause(ctx)
 	return &turnRun{
 		g: g, turn: turn, calls: calls, ctx: tctx, cancel: cancel,
-		results:   make([]*agentdv1.ToolResult, len(calls)),
-		approvals: make(map[string]int),
-		requests:  make(map[string]*agentdv1.ApprovalRequest),
-		functions: make(map[string]time.Time),
-		asked:     make(map[string]bool),
+		results: make([]*agentdv1.ToolResult, len(calls)),
+		waits:   make(map[int]*wait),
 	}
 }
 
@@ -85,13 +78,11 @@ func (r *turnRun) finish(err error) ([]*agentdv1.ToolResult, error) {
 		r.cancel(err)
 	}
 	r.wg.Wait()
-	for id := range r.functions { // unanswered: the turn paused or failed
-		r.endFunctionSpan(id, false)
+	r.mu.Lock()
+	for _, w := range r.waits { // unanswered: the turn paused or failed
+		r.settle(w, false)
 	}
-	for range r.asked { // undecided: the turn paused or failed
-		r.g.s.approvals.settled(r.ctx, r.g.tenant)
-	}
-	clear(r.asked)
+	r.mu.Unlock()
 	defer r.cancel(nil)
 	if cause := context.Cause(r.ctx); cause != nil {
 		return nil, cause // a call that failed the generation, or cancellation
@@ -235,35 +226,83 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 	return nil
 }
 
+// askFunction asks the client for the result of call i, a function
+// tool's: the call waits for it, under an execute_tool span that ends
+// when the result comes.
 func (r *turnRun) askFunction(i int) error {
 	c := r.calls[i]
-	r.functions[c.GetId()] = time.Now()
 	_, span := r.g.toolSpan(r.ctx, c, "function")
-	r.mu.Lock()
-	if r.fnSpans == nil {
-		r.fnSpans = make(map[string]trace.Span)
-	}
-	r.fnSpans[c.GetId()] = span
-	r.mu.Unlock()
+	r.setWait(i, &wait{kind: waitsForResult, id: c.GetId(), asked: time.Now(), span: span})
 	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_FunctionCall{FunctionCall: &agentdv1.FunctionCall{
 		CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments(),
 	}}})
 }
 
-// endFunctionSpan ends the span of function call id, flagged as a tool
-// error when its result is; a no-op for a call without one.
-func (r *turnRun) endFunctionSpan(id string, isError bool) {
+// setWait records that call i waits for w.
+func (r *turnRun) setWait(i int, w *wait) {
 	r.mu.Lock()
-	span := r.fnSpans[id]
-	delete(r.fnSpans, id)
+	r.waits[i] = w
 	r.mu.Unlock()
-	if span == nil {
-		return
+}
+
+// waitingFor finds the call that waits for the request id, of kind; ok
+// is false when none does.
+func (r *turnRun) waitingFor(kind waitKind, id string) (i int, w *wait, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.findWait(kind, id)
+}
+
+// findWait is waitingFor with r.mu held.
+func (r *turnRun) findWait(kind waitKind, id string) (int, *wait, bool) {
+	for i, w := range r.waits {
+		if w.kind == kind && w.id == id {
+			return i, w, true
+		}
 	}
-	if isError {
-		toolErrored(span)
+	return 0, nil, false
+}
+
+// answered takes the wait of kind for the request id off the turn, now
+// that the client answered it; ok is false when no call waits for it.
+func (r *turnRun) answered(kind waitKind, id string, isError bool) (i int, w *wait, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i, w, ok = r.findWait(kind, id); ok {
+		delete(r.waits, i)
+		r.settle(w, isError)
 	}
-	span.End()
+	return i, w, ok
+}
+
+// settle ends what a wait kept open while it waited: a function call's
+// span (flagged as a tool error when its result is), an approval's
+// place in agentd.approvals.pending. r.mu is held.
+func (r *turnRun) settle(w *wait, isError bool) {
+	if w.span != nil {
+		if isError {
+			toolErrored(w.span)
+		}
+		w.span.End()
+		w.span = nil
+	}
+	if w.counted {
+		w.counted = false
+		r.g.s.approvals.settled(r.ctx, r.g.tenant)
+	}
+}
+
+// onStream counts the calls that wait for an answer on the stream.
+func (r *turnRun) onStream() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, w := range r.waits {
+		if w.onStream() {
+			n++
+		}
+	}
+	return n
 }
 
 // callMCP runs one MCP tool call through the bridge and returns its
@@ -319,28 +358,26 @@ func attachments(cs []*bridgev1.Content) []*agentdv1.Media {
 // while the generation waits for its client; the next call opens another.
 type parker interface{ Park() }
 
-func (r *turnRun) pending() int { return len(r.approvals) + len(r.functions) }
-
 // awaitAnswers waits on the stream for a decision on every approval
 // request and a result for every function call of the turn. If the client
 // half-closes, goes away, or does not answer within the answer timeout,
 // it returns an *errPause (R-A5, R-A6).
 func (r *turnRun) awaitAnswers() (err error) {
-	if r.pending() == 0 {
+	if r.onStream() == 0 {
 		return nil
 	}
 	g := r.g
-	r.wait = r.awaitSpan()
+	r.waitSpan = r.awaitSpan()
 	approved, denied := r.approved, r.denied
 	defer func() {
-		endAwaitSpan(r.wait, r.approved-approved, r.denied-denied, err)
-		r.wait = nil
+		endAwaitSpan(r.waitSpan, r.approved-approved, r.denied-denied, err)
+		r.waitSpan = nil
 	}()
 	if gone := g.link.waiting(true); gone {
 		if g.link.clientless {
-			return &errPause{why: "is not attached (the generation runs detached, or another replica adopted it)"}
+			return &errPause{why: whyNotAttached}
 		}
-		return &errPause{why: "has gone away"}
+		return &errPause{why: whyGone}
 	}
 	if g.journal != nil {
 		g.setState(store.Waiting, r)
@@ -365,75 +402,164 @@ func (r *turnRun) awaitAnswers() (err error) {
 			g.link.cancel(g.link.gone())
 		}
 	}()
-	timer := time.NewTimer(g.plan.answerTimeout)
+	return r.takeAnswers()
+}
+
+// takeAnswers applies the client's answers as they arrive until no call
+// waits on the stream. It fails on an answer that answers nothing, and
+// pauses (*errPause) when the client half-closes, goes away or lets the
+// answer timeout pass.
+func (r *turnRun) takeAnswers() error {
+	mail := r.g.link.mail
+	timer := time.NewTimer(r.g.plan.answerTimeout)
 	defer timer.Stop()
 	for {
-		decisions, results, ended, err := g.link.mail.take()
-		if err != nil {
+		if done, err := r.applyMail(); done {
 			return err
 		}
-		for _, d := range decisions {
-			if err := r.decide(d); err != nil {
-				return err
-			}
-		}
-		for _, fr := range results {
-			if err := r.functionResult(fr); err != nil {
-				return err
-			}
-		}
-		if r.pending() == 0 {
-			return nil
-		}
-		if r.ctx.Err() != nil {
-			return context.Cause(r.ctx) // cancelled (a cancel message also ends the mailbox)
-		}
-		if ended {
-			return &errPause{why: "half-closed the stream or went away"}
-		}
 		select {
-		case <-g.link.mail.notify:
+		case <-mail.notify:
 		case <-timer.C:
-			return &errPause{why: fmt.Sprintf("did not answer within %s", g.plan.answerTimeout), expired: true}
+			return &errPause{why: whyTimedOut(r.g.plan.answerTimeout), expired: true}
 		case <-r.ctx.Done():
 			return context.Cause(r.ctx)
 		}
 	}
 }
 
+// applyMail applies what the client sent since the last time. done says
+// the wait is over: every call has its answer (err nil), or not, with err.
+func (r *turnRun) applyMail() (done bool, err error) {
+	decisions, results, ended, err := r.g.link.mail.take()
+	if err != nil {
+		return true, err
+	}
+	for _, d := range decisions {
+		if err := r.decide(d); err != nil {
+			return true, err
+		}
+	}
+	for _, fr := range results {
+		if err := r.functionResult(fr); err != nil {
+			return true, err
+		}
+	}
+	switch {
+	case r.onStream() == 0:
+		return true, nil
+	case r.ctx.Err() != nil:
+		return true, context.Cause(r.ctx) // cancelled (a cancel message also ends the mailbox)
+	case ended:
+		return true, &errPause{why: whyEnded}
+	}
+	return false, nil
+}
+
+// functionResult takes the client's result of a function call, once: a
+// repeated one is ignored, and one for no call that waits is invalid.
 func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
 	g := r.g
-	asked, ok := r.functions[fr.GetCallId()]
+	i, w, ok := r.answered(waitsForResult, fr.GetCallId(), fr.GetIsError())
 	if !ok && g.answered.has(fr.GetCallId()) {
 		return nil // a repeated answer
 	}
 	if !ok {
 		return fault.InvalidRequest([]fault.Violation{{Field: "function_result.call_id", Description: fmt.Sprintf("%q is not a pending function call", fr.GetCallId())}})
 	}
-	delete(r.functions, fr.GetCallId())
 	g.answered.add(fr.GetCallId())
-	r.endFunctionSpan(fr.GetCallId(), fr.GetIsError())
-	i := r.index(fr.GetCallId())
 	c := r.calls[i]
 	errType := ""
 	if fr.GetIsError() {
 		errType = "tool_error"
 	}
-	g.s.approvals.toolExecuted(r.ctx, g.tenant, "", c.GetName(), "function", errType, time.Since(asked))
-	if r.wait != nil {
-		r.wait.AddEvent("function result", trace.WithAttributes(attribute.String("gen_ai.tool.call.id", fr.GetCallId())))
+	g.s.approvals.toolExecuted(r.ctx, g.tenant, "", c.GetName(), "function", errType, time.Since(w.asked))
+	if r.waitSpan != nil {
+		r.waitSpan.AddEvent("function result", trace.WithAttributes(attribute.String("gen_ai.tool.call.id", fr.GetCallId())))
 	}
 	return r.finishCall(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: fr.GetOutput(), IsError: fr.GetIsError()}, &agentdv1.ToolCallFinished{
 		CallId: c.GetId(), ToolName: c.GetName(), Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_FUNCTION,
-		Duration: durationpb.New(time.Since(asked)), IsError: fr.GetIsError(), Output: fr.GetOutput(), Turn: int32(r.turn),
+		Duration: durationpb.New(time.Since(w.asked)), IsError: fr.GetIsError(), Output: fr.GetOutput(), Turn: int32(r.turn),
 	})
 }
 
-func (r *turnRun) index(callID string) int {
+// state records where each call stands, for a paused checkpoint: its
+// result, or what it waits for.
+func (r *turnRun) state() *statev1.PausedTurn {
+	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls, Authorizations: r.g.pendingAuthorizations()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for i, c := range r.calls {
-		if c.GetId() == callID {
-			return i
+		st := &statev1.CallState{}
+		switch w := r.waits[i]; {
+		case r.results[i] != nil:
+			st.State = &statev1.CallState_Result{Result: r.results[i]}
+		case w != nil:
+			st = w.state(c)
+		default:
+			st.State = &statev1.CallState_FunctionCall{FunctionCall: &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}}
+		}
+		t.States = append(t.States, st)
+	}
+	return t
+}
+
+// waitAuthorization reports whether call i's failure err is its server's
+// refusal for want of an authorization deferred to a resume; the call
+// then waits for it, to run again.
+func (r *turnRun) waitAuthorization(i int, owner *toolOwner, err error) bool {
+	d := r.g.deferredFor(owner.serverName())
+	if d == nil || fault.KindOf(err) != fault.Unauthenticated || r.ctx.Err() != nil {
+		return false
+	}
+	r.setWait(i, &wait{kind: waitsForAuthorization, id: d.request.GetId()})
+	return true
+}
+
+// waitInput reports whether call i's failure err is its server asking
+// for deferred input; the call then waits for the resume's answers.
+func (r *turnRun) waitInput(i int, err error) bool {
+	var ir *errInputRequired
+	if !errors.As(err, &ir) || r.ctx.Err() != nil {
+		return false
+	}
+	w := &statev1.InputWait{ToolCallId: ir.callID, RequestState: ir.required.GetRequestState()}
+	for _, key := range slices.Sorted(maps.Keys(ir.required.GetRequests())) {
+		w.Inputs = append(w.Inputs, &statev1.PendingInput{Key: key, Request: r.g.inputRequest(ir.server, ir.callID, ir.required.GetRequests()[key])})
+	}
+	r.setWait(i, &wait{kind: waitsForInput, input: w})
+	return true
+}
+
+// deferralPause is the end of a turn whose calls otherwise ended with
+// err: a pause when authorizations or input requests were deferred (and
+// nothing else failed it), err otherwise.
+func (r *turnRun) deferralPause(err error) error {
+	var pause *errPause
+	if err != nil && !errors.As(err, &pause) {
+		return err
+	}
+	why := r.g.pauseWhy()
+	if why == "" && r.forResume() > 0 {
+		why = "did not answer the MCP servers' requests" // the bridge deferred them itself
+	}
+	if why == "" {
+		return err
+	}
+	if err == nil {
+		return &errPause{why: why}
+	}
+	return err
+}
+
+// forResume counts the calls that wait for a resume's answers.
+func (r *turnRun) forResume() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, w := range r.waits {
+		if !w.onStream() {
+			n++
 		}
 	}
-	return -1
+	return n
 }

@@ -124,22 +124,27 @@ func (s *Service) planSettings(v *violations, field func(string) string, p *plan
 			p.maxToolTurns = int(n)
 		}
 	}
-	if answerTimeout != nil {
-		switch d := answerTimeout.d; {
-		case !answerTimeout.valid || d < 0:
-			v.add(field(answerTimeout.field), "must be a valid, non-negative duration")
-		case d > s.cfg.MaxAnswerTimeout:
-			v.add(field(answerTimeout.field), "must be at most %s (generation.max_answer_timeout)", s.cfg.MaxAnswerTimeout)
-		default:
-			p.answerTimeout = d
+	s.planAnswerTimeout(v, field, p, answerTimeout)
+	if ov, ok := p.provider.(providers.OptionsValidator); ok {
+		for _, prob := range ov.ValidateOptions(p.options()) {
+			v.add(field("agent.provider_options."+prob.Field), "%s", prob.Description)
 		}
 	}
-	if p.provider != nil {
-		if ov, ok := p.provider.(providers.OptionsValidator); ok {
-			for _, prob := range ov.ValidateOptions(p.options()) {
-				v.add(field("agent.provider_options."+prob.Field), "%s", prob.Description)
-			}
-		}
+}
+
+// planAnswerTimeout checks the request's answer_timeout, if it sets one:
+// a valid duration within generation.max_answer_timeout.
+func (s *Service) planAnswerTimeout(v *violations, field func(string) string, p *plan, answerTimeout *durationValue) {
+	if answerTimeout == nil {
+		return
+	}
+	switch d := answerTimeout.d; {
+	case !answerTimeout.valid || d < 0:
+		v.add(field(answerTimeout.field), "must be a valid, non-negative duration")
+	case d > s.cfg.MaxAnswerTimeout:
+		v.add(field(answerTimeout.field), "must be at most %s (generation.max_answer_timeout)", s.cfg.MaxAnswerTimeout)
+	default:
+		p.answerTimeout = d
 	}
 }
 
