@@ -67,6 +67,7 @@ tools: deb npm
 
 generate: tools
 	$(BUF) generate
+	go test ./internal/config -run '^TestReference$$' -update
 
 # Lint: the protos (buf), Go formatting, vet and staticcheck (pinned in
 # tools/go.mod), both modules tidy, and no build output committed.
