@@ -96,6 +96,9 @@ func setup(ctx context.Context, name string, args []string, stderr io.Writer, br
 	level, _ := cfg.Log.SlogLevel()
 	log := telemetry.NewLogger(stderr, level, cfg.Log.Format)
 	telemetry.LogErrors(log)
+	for _, w := range config.EnvWarnings(os.Environ()) {
+		log.Warn(w)
+	}
 	service := telemetry.ServiceAgent
 	if bridge {
 		service = telemetry.ServiceBridge
