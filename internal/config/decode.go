@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -133,12 +134,12 @@ func (d *fileDecoder) section(n *yaml.Node, v reflect.Value, key string) {
 		d.wrongType(n, v, key)
 		return
 	}
-	fields := yamlFields(v.Type())
+	fields := maps.Collect(keysOf(v.Type()))
 	for _, p := range d.pairs(n, key) {
 		at := join(key, p.key.Value)
 		f, ok := fields[p.key.Value]
 		if !ok {
-			d.errs = append(d.errs, fmt.Errorf("%s:%d: %s", d.src.file, p.key.Line, unknownKey(at, yamlNames(v.Type()))))
+			d.errs = append(d.errs, fmt.Errorf("%s:%d: %s", d.src.file, p.key.Line, unknownKey(at, v.Type())))
 			continue
 		}
 		d.src.lines[at] = p.key.Line
@@ -229,27 +230,4 @@ func (d *fileDecoder) merged(n *yaml.Node, key string) []pair {
 	}
 	d.bad(n, join(key, "<<"), errors.New("merges only a map or a list of maps"))
 	return nil
-}
-
-// yamlFields are the fields of struct type t by the names the file gives
-// them.
-func yamlFields(t reflect.Type) map[string]reflect.StructField {
-	fields := make(map[string]reflect.StructField)
-	for i := range t.NumField() {
-		if f := t.Field(i); yamlName(f) != "" {
-			fields[yamlName(f)] = f
-		}
-	}
-	return fields
-}
-
-// yamlNames are the keys of struct type t, in declaration order.
-func yamlNames(t reflect.Type) []string {
-	var names []string
-	for i := range t.NumField() {
-		if name := yamlName(t.Field(i)); name != "" {
-			names = append(names, name)
-		}
-	}
-	return names
 }

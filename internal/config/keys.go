@@ -1,6 +1,7 @@
 package config
 
 import (
+	"iter"
 	"reflect"
 	"strings"
 	"time"
@@ -54,12 +55,7 @@ type scope struct {
 // depth first in declaration order; a section's own setting (a struct,
 // map or list field) comes before those within it.
 func walkSettings(t reflect.Type, at scope, visit func(setting)) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name := yamlName(f)
-		if name == "" {
-			continue
-		}
+	for name, f := range keysOf(t) {
 		s, inner := at.field(t, f, name)
 		visit(s)
 		walkInner(f.Type, inner, visit)
@@ -140,6 +136,19 @@ func isLeaf(t reflect.Type) bool {
 		return isLeaf(t.Elem())
 	}
 	return true
+}
+
+// keysOf yields the keys of struct type t, in declaration order, with
+// their fields.
+func keysOf(t reflect.Type) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name := yamlName(f); name != "" && !yield(name, f) {
+				return
+			}
+		}
+	}
 }
 
 // yamlName is the key that field f has in the file, "" for none.

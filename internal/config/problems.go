@@ -140,9 +140,13 @@ func howToWriteList(t reflect.Type, raw string) string {
 	return `[a, b], or one "- item" line per item`
 }
 
-// unknownKey is the message for a key that a section does not have:
-// known are the keys it has.
-func unknownKey(key string, known []string) string {
+// unknownKey is the message for a key that a section of type t does not
+// have.
+func unknownKey(key string, t reflect.Type) string {
+	var known []string
+	for k := range keysOf(t) {
+		known = append(known, k)
+	}
 	name := key[strings.LastIndex(key, ".")+1:]
 	msg := key + ": unknown key"
 	if near, ok := closest(name, known); ok {
@@ -210,13 +214,7 @@ func (a *allowed) admits(s string) bool {
 // enum tag does not list.
 func (p *problems) enums(v reflect.Value, key string) {
 	l, _ := v.Interface().(lenient)
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name := yamlName(f)
-		if name == "" {
-			continue
-		}
+	for name, f := range keysOf(v.Type()) {
 		var a *allowed
 		if values := enum(f); values != nil {
 			a = &allowed{values: values}
@@ -224,7 +222,7 @@ func (p *problems) enums(v reflect.Value, key string) {
 				a.also = func(s string) bool { return l.admits(f.Name, s) }
 			}
 		}
-		p.enumsIn(v.Field(i), join(key, name), a)
+		p.enumsIn(v.FieldByIndex(f.Index), join(key, name), a)
 	}
 }
 

@@ -263,9 +263,9 @@ func formatValue(v reflect.Value) string {
 		return "{" + strings.Join(items, ", ") + "}"
 	case reflect.Struct:
 		var items []string
-		for i := range v.NumField() {
-			if name := yamlName(v.Type().Field(i)); name != "" && !v.Field(i).IsZero() {
-				items = append(items, name+": "+formatValue(v.Field(i)))
+		for name, f := range keysOf(v.Type()) {
+			if fv := v.FieldByIndex(f.Index); !fv.IsZero() {
+				items = append(items, name+": "+formatValue(fv))
 			}
 		}
 		return "{" + strings.Join(items, ", ") + "}"
