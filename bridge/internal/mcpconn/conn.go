@@ -35,6 +35,7 @@ import (
 
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/redact"
 )
 
 // Options are a connection's logger and trace propagation.
@@ -106,11 +107,10 @@ type core struct {
 	// with 401 or 403, taken by the classification of its failure.
 	refused atomic.Pointer[authChallenge]
 
-	// redact cleans an HTTP error's text of the URL's path and query and
-	// of the server's credentials; redactText does the same to a text.
-	// Both nil for stdio.
-	redact     func(error) error
-	redactText func(string) string
+	// redactor hides an HTTP server's URL path and query and its
+	// credentials in the texts of its errors; nil (hiding nothing) for
+	// stdio.
+	redactor *redact.Redactor
 	// networksSetting names the setting that lets an HTTP server reach a
 	// private address, for the refusal of one.
 	networksSetting string
@@ -417,7 +417,7 @@ func (c *Conn) exchange(ectx, ctx context.Context, request string, readOnly bool
 	if err == nil || c.redial == nil || !notSent(err) || !readOnly && mayHaveReached(ectx) || ectx.Err() != nil {
 		return c.classifyOrPass(ectx, ctx, request, err)
 	}
-	c.log.Info("mcp server session lost; initializing a new one", "server", c.name, "request", request, "err", c.redact(err))
+	c.log.Info("mcp server session lost; initializing a new one", "server", c.name, "request", request, "err", c.redactor.Err(err))
 	fresh, rerr := c.replace(ectx, session)
 	if rerr != nil {
 		return c.classify(ectx, ctx, request, rerr)
@@ -452,9 +452,9 @@ func (c *Conn) classifyOrPass(exchangeCtx, callerCtx context.Context, request st
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && !rejectedByTransport(rpcErr) {
-		if c.redactText != nil {
+		if c.redactor != nil {
 			// A gateway's error may quote the request's credentials.
-			return &jsonrpc.Error{Code: rpcErr.Code, Message: c.redactText(rpcErr.Message)}
+			return &jsonrpc.Error{Code: rpcErr.Code, Message: c.redactor.Text(rpcErr.Message)}
 		}
 		return rpcErr
 	}
@@ -643,9 +643,7 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	if errors.As(err, &fe) {
 		return fe
 	}
-	if c.redact != nil {
-		err = c.redact(err)
-	}
+	err = c.redactor.Err(err)
 	if timedOut(exchangeCtx) || errors.Is(err, errReadTimeout) {
 		stopped := ""
 		if c.proc != nil {
@@ -720,10 +718,7 @@ func (c *Conn) Close() error {
 		if c.cancel != nil {
 			c.cancel()
 		}
-		if c.redact != nil {
-			err = c.redact(err)
-		}
-		c.closeErr = err
+		c.closeErr = c.redactor.Err(err)
 	})
 	return c.closeErr
 }

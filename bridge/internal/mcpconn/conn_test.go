@@ -39,86 +39,6 @@ func TestAuthorizationHeader(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		raw     string
-		err     string
-		want    string   // exact text, when set
-		secrets []string // must not appear
-		keep    []string // must appear
-	}{
-		{
-			name:    "R-X4 full URL in the text",
-			raw:     "https://mcp.example.com/v1/tenant-42/mcp?api_key=sk-123",
-			err:     `Post "https://mcp.example.com/v1/tenant-42/mcp?api_key=sk-123": dial tcp: lookup mcp.example.com: no such host`,
-			secrets: []string{"tenant-42", "api_key", "sk-123"},
-			keep:    []string{"mcp.example.com", "no such host"},
-		},
-		{
-			name:    "R-X4 path alone in the text",
-			raw:     "https://h.example/secret/path",
-			err:     "404 Not Found at /secret/path",
-			secrets: []string{"/secret/path"},
-			keep:    []string{"404 Not Found"},
-		},
-		{
-			name:    "R-X4 query alone in the text",
-			raw:     "https://h.example/x?key=sk-123",
-			err:     "rejected key=sk-123",
-			secrets: []string{"sk-123"},
-		},
-		{
-			name:    "R-X4 user info in the URL",
-			raw:     "https://user:pw-secret@h.example/p",
-			err:     `Get "https://user:pw-secret@h.example/p": EOF`,
-			secrets: []string{"pw-secret"},
-			keep:    []string{"h.example"},
-		},
-		{
-			// The host holds the path's text: the replacement must not
-			// rewrite its own output.
-			name: "host containing the path",
-			raw:  "https://mcp.example.com/mcp",
-			err:  `Post "https://mcp.example.com/mcp": EOF`,
-			want: `Post "https://mcp.example.com/…": EOF`,
-		},
-		{
-			name: "no path",
-			raw:  "https://h.example",
-			err:  `Post "https://h.example": EOF`,
-			want: `Post "https://h.example/…": EOF`,
-		},
-		{
-			name:    "unparsable URL",
-			raw:     "https://h.example/%zz?key=sk-123",
-			err:     "failed for https://h.example/%zz?key=sk-123",
-			want:    "connection failed",
-			secrets: []string{"sk-123"},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got := redactURL(errors.New(tc.err), tc.raw).Error()
-			if tc.want != "" && got != tc.want {
-				t.Errorf("redactURL = %q, want %q", got, tc.want)
-			}
-			for _, s := range tc.secrets {
-				if strings.Contains(got, s) {
-					t.Errorf("redactURL = %q: contains %q", got, s)
-				}
-			}
-			for _, s := range tc.keep {
-				if !strings.Contains(got, s) {
-					t.Errorf("redactURL = %q: lost %q", got, s)
-				}
-			}
-		})
-	}
-}
-
 // TestDialHTTPHeaders checks R-D4 on the wire: the Authorization header and
 // the extra headers reach the server on every request.
 func TestDialHTTPHeaders(t *testing.T) {
@@ -213,13 +133,14 @@ func TestDialHTTPErrorRedactsURL(t *testing.T) {
 }
 
 // An HTTP server's credentials, quoted back in its errors, are redacted
-// with its URL: the authorization whole and as its token alone, and every
-// header value.
+// with its URL: the authorization whole, as the header it becomes and as
+// its token alone, and every header value (internal/redact holds the
+// rules' cases).
 func TestRedactorCredentials(t *testing.T) {
 	t.Parallel()
 	r := newRedactor(HTTPSpec{URL: "https://h.example/k-path?key=q-secret", Authorization: "tok-1234", Headers: map[string]string{"X-Key": "hdr-5678", "X-Short": "ab"}})
 	in := `403 from https://h.example/k-path?key=q-secret: "Authorization: Bearer tok-1234", X-Key hdr-5678, ab`
-	got := r.err(errors.New(in)).Error()
+	got := r.Err(errors.New(in)).Error()
 	for _, s := range []string{"k-path", "q-secret", "tok-1234", "hdr-5678"} {
 		if strings.Contains(got, s) {
 			t.Errorf("%q shows %q", got, s)
@@ -228,7 +149,7 @@ func TestRedactorCredentials(t *testing.T) {
 	if want := `403 from https://h.example/…: "Authorization: [redacted]", X-Key [redacted], ab`; got != want {
 		t.Errorf("redacted to %q, want %q", got, want)
 	}
-	if r.text(in) != got {
-		t.Errorf("text and err disagree: %q", r.text(in))
+	if r.Text(in) != got {
+		t.Errorf("Text and Err disagree: %q", r.Text(in))
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/redact"
 )
 
 // HTTPSpec says how to reach an HTTP server.
@@ -159,8 +159,8 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		c.networksSetting = "bridge.allow_private_networks"
 	}
 	client := newClient(c.core, opts)
-	secrets := newRedactor(spec)
-	redact := secrets.err
+	// Set before the handshake: classify cleans its error.
+	c.redactor = newRedactor(spec)
 
 	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
 		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator, refused: &c.refused, auth: auth}
@@ -218,12 +218,11 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 		session, err = dialSSE(ctx)
 	}
 	if err != nil {
-		err = c.classify(hctx, ctx, "the handshake", redact(err))
+		err = c.classify(hctx, ctx, "the handshake", err)
 		done()
 		cancel()
 		return nil, err
 	}
-	c.redact, c.redactText = redact, secrets.text
 	c.enableLogs(hctx, session)
 	done()
 	c.session = session
@@ -264,88 +263,17 @@ func notSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial" && !errors.Is(err, ErrAddressNotAllowed)
 }
 
-// redactor cleans text of what an HTTP server's declaration holds secret:
-// its URL's path and query (the URL becomes scheme://host/…: paths and
-// queries often carry keys) and its credentials, the authorization (whole,
-// and its token alone) and every header value, which a server or a
-// gateway may quote back in its errors.
-type redactor struct {
-	replacer *strings.Replacer
-	broken   bool // the URL does not parse: nothing of the text is kept
-}
-
-// secretMark replaces a credential in a text.
-const secretMark = "[redacted]"
-
-func newRedactor(spec HTTPSpec) *redactor {
-	u, err := url.Parse(spec.URL)
-	if err != nil {
-		return &redactor{broken: true}
-	}
-	safe := u.Scheme + "://" + u.Host + "/…"
-	type pair struct{ old, new string }
-	var pairs []pair
-	for _, s := range []string{spec.URL, u.String(), u.RequestURI(), u.RawQuery, u.Path} {
-		if s != "" && s != "/" {
-			pairs = append(pairs, pair{s, safe})
-		}
-	}
-	secrets := []string{spec.Authorization, AuthorizationHeader(spec.Authorization)}
-	if _, token, ok := strings.Cut(strings.TrimSpace(spec.Authorization), " "); ok {
-		secrets = append(secrets, strings.TrimSpace(token))
-	}
+// newRedactor hides what an HTTP server's declaration holds secret in
+// the texts of its errors: its URL's path and query, and its credentials,
+// the authorization (as given, and as the header it becomes) and every
+// header value, which a server or a gateway may quote back.
+func newRedactor(spec HTTPSpec) *redact.Redactor {
+	credentials := []string{spec.Authorization, AuthorizationHeader(spec.Authorization)}
 	for _, v := range spec.Headers {
-		secrets = append(secrets, v)
+		credentials = append(credentials, v)
 	}
-	for _, s := range secrets {
-		if len(s) >= 4 { // a tiny value would shred the text and guards nothing
-			pairs = append(pairs, pair{s, secretMark})
-		}
-	}
-	// One pass, longest first where several match at one place: replacing
-	// form by form would rewrite the safe text itself when the host
-	// contains the path ("https://mcp.example.com/mcp").
-	slices.SortStableFunc(pairs, func(a, b pair) int { return len(b.old) - len(a.old) })
-	args := make([]string, 0, 2*len(pairs))
-	for _, p := range pairs {
-		args = append(args, p.old, p.new)
-	}
-	return &redactor{replacer: strings.NewReplacer(args...)}
+	return redact.ForEndpoint(spec.URL, credentials...)
 }
-
-// text cleans a text.
-func (r *redactor) text(s string) string {
-	if r.broken {
-		return secretMark
-	}
-	return r.replacer.Replace(s)
-}
-
-// err cleans an error's text, keeping its chain for errors.Is and As.
-func (r *redactor) err(err error) error {
-	if err == nil {
-		return nil
-	}
-	if r.broken {
-		return errors.New("connection failed")
-	}
-	return &redacted{text: r.replacer.Replace(err.Error()), err: err}
-}
-
-// redactURL cleans err's text of a URL's path and query.
-func redactURL(err error, raw string) error {
-	return newRedactor(HTTPSpec{URL: raw}).err(err)
-}
-
-// redacted is an error whose text has been cleaned but that still answers
-// errors.Is and errors.As for its cause.
-type redacted struct {
-	text string
-	err  error
-}
-
-func (r *redacted) Error() string { return r.text }
-func (r *redacted) Unwrap() error { return r.err }
 
 // originOf is a URL's scheme and host, lower-cased ("" if it does not
 // parse).

@@ -88,11 +88,7 @@ func (c *core) enableLogs(ctx context.Context, s *mcp.ClientSession) {
 		return // a 2026-07-28 session asks per request instead (injectMeta)
 	}
 	if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: serverLogLevel}); err != nil {
-		msg := err.Error()
-		if c.redactText != nil {
-			msg = c.redactText(msg)
-		}
-		c.log.Debug("mcp server refused logging/setLevel; its log messages are not received", "err", msg)
+		c.log.Debug("mcp server refused logging/setLevel; its log messages are not received", "err", c.redactor.Text(err.Error()))
 	}
 }
 

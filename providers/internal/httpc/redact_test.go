@@ -11,6 +11,8 @@ import (
 	"github.com/agentd/agentd/providers/internal/httpc"
 )
 
+// Redact hides secrets in a fault's message and metadata alike, keeping
+// its kind (internal/redact holds the rules' cases).
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	quoting := func(msg string) error {
@@ -23,8 +25,6 @@ func TestRedact(t *testing.T) {
 		want    string // message and metadata after redaction
 	}{
 		{"a key", quoting("bad key sk-canary-123"), []string{"sk-canary-123"}, "bad key [redacted]"},
-		{"an authorization value and its token alone", quoting("got Bearer tok-1234 then tok-1234"), []string{"Bearer tok-1234"}, "got [redacted] then [redacted]"},
-		{"tiny and empty values are skipped", quoting("the key abc"), []string{"", "abc", "Bearer x"}, "the key abc"},
 		{"nothing to redact", quoting("quota exceeded"), []string{"sk-canary-123"}, "quota exceeded"},
 	}
 	for _, tt := range tests {
