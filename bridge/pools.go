@@ -3,9 +3,6 @@ package bridge
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -55,10 +52,22 @@ type pools struct {
 	closed bool
 }
 
-// poolKey identifies a pool: its configuration ("ref:<name>", or
-// commandKey's "command:<hash>") and the tenant it serves ("" for a pool
-// that serves every tenant).
-type poolKey struct{ tenant, key string }
+// poolKey identifies a pool: the registered server whose processes it runs
+// (ref), or the command configuration (command, stdioKey's), and the
+// tenant it serves ("" for a pool that serves every tenant).
+type poolKey struct {
+	tenant, ref string
+	command     schemacache.Key
+}
+
+// String is the pool's key on the admin API (PoolStats.key), which never
+// names the tenant: "ref:<name>", or "command:<hash>".
+func (k poolKey) String() string {
+	if k.ref != "" {
+		return "ref:" + k.ref
+	}
+	return "command:" + k.command.String()
+}
 
 type poolEntry struct {
 	pool      *pool.Pool[*mcpconn.Conn]
@@ -89,7 +98,7 @@ func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.
 		case cfg.Servers[name].Shared == config.SharedPerTenant:
 			continue // made per tenant, on use
 		}
-		id := poolKey{key: "ref:" + name}
+		id := poolKey{ref: name}
 		pc := ps.registeredConfig(name)
 		ps.byKey[id] = &poolEntry{pool: ps.newPool(id, name, name, pc, ps.registeredSpec(name), log), name: name, id: id, permanent: true, shared: pc.Shared}
 	}
@@ -147,7 +156,7 @@ func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpc
 	return func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*mcpconn.Conn] {
 		// Every process of the pool, warm spares included, offers what
 		// the server negotiated before (X-M8).
-		versions := versionMemory{cache, schemacache.ServerKey(schemacache.KeyParts{Tenant: tenant, Command: spec.Command, Args: spec.Args, Env: spec.Env, Unset: spec.Unset})}
+		versions := versionMemory{cache, stdioKey(tenant, spec)}
 		// While the server's version is unknown, the pool's handshakes
 		// (its first process and its warm spares) go one at a time, so
 		// that the probe is paid once, and a server that exits on it
@@ -177,19 +186,11 @@ type versionMemory struct {
 func (m versionMemory) Version() string   { return m.cache.ProtocolVersion(m.key) }
 func (m versionMemory) Remember(v string) { m.cache.RememberProtocol(m.key, v) }
 
-func commandKey(spec mcpconn.StdioSpec) string {
-	env := make(map[string]string, len(spec.Env))
-	for k, v := range spec.Env {
-		sum := sha256.Sum256([]byte(v))
-		env[k] = hex.EncodeToString(sum[:])
-	}
-	data, _ := json.Marshal(struct {
-		Command     string
-		Args, Unset []string
-		Env         map[string]string
-	}{spec.Command, spec.Args, slices.Sorted(slices.Values(spec.Unset)), env})
-	sum := sha256.Sum256(data)
-	return "command:" + hex.EncodeToString(sum[:12])
+// stdioKey is the key of tenant's stdio server started as spec says
+// (schemacache.ServerKey): it finds the server's pool (tenant "", since
+// poolKey holds the tenant apart) and its protocol version.
+func stdioKey(tenant string, spec mcpconn.StdioSpec) schemacache.Key {
+	return schemacache.ServerKey(schemacache.KeyParts{Tenant: tenant, Command: spec.Command, Args: spec.Args, Env: spec.Env, Unset: spec.Unset})
 }
 
 // attach returns the pool that serves tenant's session with a registered
@@ -202,11 +203,11 @@ func (ps *pools) attach(tenant, ref string, spec mcpconn.StdioSpec) *poolEntry {
 	var id poolKey
 	switch {
 	case ref == "":
-		id = poolKey{tenant, commandKey(spec)}
+		id = poolKey{tenant: tenant, command: stdioKey("", spec)}
 	case ps.servers[ref].Shared == config.SharedPerTenant:
-		id = poolKey{tenant, "ref:" + ref}
+		id = poolKey{tenant: tenant, ref: ref}
 	default:
-		id = poolKey{key: "ref:" + ref} // made at start-up
+		id = poolKey{ref: ref} // made at start-up
 	}
 	e := ps.byKey[id]
 	if e == nil {
@@ -266,13 +267,13 @@ func (ps *pools) stats() []*bridgev1.PoolStats {
 	entries := slices.Collect(maps.Values(ps.byKey))
 	ps.mu.Unlock()
 	slices.SortFunc(entries, func(a, b *poolEntry) int {
-		return cmp.Or(cmp.Compare(a.id.key, b.id.key), cmp.Compare(a.id.tenant, b.id.tenant))
+		return cmp.Or(cmp.Compare(a.id.String(), b.id.String()), cmp.Compare(a.id.tenant, b.id.tenant))
 	})
 	out := make([]*bridgev1.PoolStats, 0, len(entries))
 	for _, e := range entries {
 		s := e.pool.Stats()
 		out = append(out, &bridgev1.PoolStats{
-			ServerName: e.name, Key: e.id.key, Tenant: e.id.tenant,
+			ServerName: e.name, Key: e.id.String(), Tenant: e.id.tenant,
 			Warm: int32(s.Warm), Busy: int32(s.Busy), Starting: int32(s.Starting), MaxProcesses: int32(s.MaxProcesses),
 			Spawned: s.Spawned, Retired: s.Retired, Crashed: s.Crashed, Waits: s.Waits, Shared: s.Shared,
 		})

@@ -85,7 +85,9 @@ type Key struct {
 
 func (k Key) String() string { return hex.EncodeToString(k.sum[:8]) }
 
-// KeyParts are what isolates one cache entry from another. The display
+// KeyParts are what isolates one cache entry from another, and one
+// server from another wherever the bridge keeps something per server (its
+// protocol version, the pool of its processes: ServerKey). The display
 // name of a server is deliberately not among them: renaming a server keeps
 // its entry.
 type KeyParts struct {
@@ -554,9 +556,10 @@ func (c *Cache) ClearTenant(tenant string) int {
 	return n
 }
 
-// ServerKey is the key under which a server's protocol version is
-// remembered: its entry's parts without the allowed tools, which change
-// the list but not the server.
+// ServerKey is the key of a server rather than of its tool list: its
+// entry's parts without the allowed tools, which change the list but not
+// the server. The cache remembers the server's protocol version under it,
+// and the bridge finds a command's process pool by it.
 func ServerKey(p KeyParts) Key {
 	p.AllowedTools = nil
 	return NewKey(p)
