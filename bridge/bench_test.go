@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/test/bufconn"
@@ -19,6 +18,7 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // The benchmarks behind the bridge's figures in the README; `make bench`
@@ -202,20 +202,18 @@ func BenchmarkFirstCall(b *testing.B) {
 	}
 }
 
+// waitWarm waits until the pool of the registered server name holds a
+// warm spare.
 func waitWarm(b *testing.B, svc *Service, name string) {
 	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(b, "a warm spare", func() bool {
 		for _, s := range svc.pools.stats() {
 			if s.GetServerName() == name && s.GetWarm() > 0 {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			b.Fatal("no warm spare")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	})
 }
 
 // BenchmarkWarmCacheSetup measures a generation's set-up with a warm

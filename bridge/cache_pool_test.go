@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // list lists every server of a session.
@@ -404,24 +406,21 @@ func openSessions(t *testing.T, f *fixture) int32 {
 	return res.GetOpenSessions()
 }
 
+// waitPools waits until a pool of server name meets cond.
 func waitPools(t *testing.T, f *fixture, name string, cond func(*bridgev1.PoolStats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(roomyTimeout)
-	for {
+	testwait.Until(t, func() error {
 		res, err := f.svc.Admin().GetPoolStats(t.Context(), &bridgev1.GetPoolStatsRequest{})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for _, s := range res.GetPools() {
 			if s.GetServerName() == name && cond(s) {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool %q never reached the wanted state: %v", name, res.GetPools())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("pool %q never reached the wanted state: %v", name, res.GetPools())
+	})
 }
 
 // X-S1, security: a request's env may not steer loaders or interpreters
@@ -487,13 +486,7 @@ func TestUnusedCommandPoolGoes(t *testing.T) {
 		return n
 	}
 	closeSession(t, f.client, id)
-	deadline := time.Now().Add(roomyTimeout)
-	for commandPools() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the unused command pool is still there")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, "the unused command pool to go", func() bool { return commandPools() == 0 })
 	for _, pid := range mcptest.Pids(t, pids) {
 		mcptest.WaitGone(t, pid)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 type callsStream = grpc.BidiStreamingClient[bridgev1.CallToolsRequest, bridgev1.CallToolsResponse]
@@ -227,7 +228,7 @@ func TestCallToolsSessionCloses(t *testing.T) {
 	id, _ := open(t, t.Context(), f.client, refSpec("t", "tools"))
 	stream := openCalls(t, t.Context(), f.client, id)
 	startCall(t, stream, 1, "t", "stall", "")
-	await(t, running, "the call to run")
+	testwait.Recv(t, running, "the call to run")
 
 	if _, err := f.client.CloseSession(t.Context(), &bridgev1.CloseSessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)

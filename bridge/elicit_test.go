@@ -18,6 +18,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // serverRequests forwards the server requests of a session's stream, in
@@ -42,13 +43,7 @@ func serverRequests(stream grpc.ServerStreamingClient[bridgev1.OpenSessionRespon
 // nextRequest waits for the next server request.
 func nextRequest(t *testing.T, requests <-chan *bridgev1.ServerRequest) *bridgev1.ServerRequest {
 	t.Helper()
-	done := make(chan struct{})
-	var r *bridgev1.ServerRequest
-	go func() {
-		defer close(done)
-		r = <-requests
-	}()
-	await(t, done, "a server request on the session's stream")
+	r := testwait.Recv(t, requests, "a server request on the session's stream")
 	if r == nil {
 		t.Fatal("the session's stream ended before a server request came")
 	}
@@ -66,30 +61,27 @@ func answerElicitation(t *testing.T, client bridgev1.BridgeServiceClient, sessio
 	}
 }
 
-// elicitOutput is the elicit tool's report of the answer it received.
-func elicitOutput(t *testing.T, res *bridgev1.CallToolsResponse) mcptest.ElicitOutput {
+// toolOutput decodes the report a fake's tool (elicit, sample) makes of
+// the answer it received.
+func toolOutput[T any](t *testing.T, tool string, res *bridgev1.CallToolsResponse) T {
 	t.Helper()
 	if res.GetResult() == nil || res.GetResult().GetIsError() {
-		t.Fatalf("elicit answered %v, want a result", res)
+		t.Fatalf("%s answered %v, want a result", tool, res)
 	}
-	var out mcptest.ElicitOutput
+	var out T
 	if err := json.Unmarshal([]byte(res.GetResult().GetOutput()), &out); err != nil {
-		t.Fatalf("elicit's output %q: %v", res.GetResult().GetOutput(), err)
+		t.Fatalf("%s's output %q: %v", tool, res.GetResult().GetOutput(), err)
 	}
 	return out
 }
 
 func mustStructOf(t *testing.T, v any) *structpb.Struct {
 	t.Helper()
-	data, err := json.Marshal(v)
+	s, err := toStruct(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	return mustStruct(t, m)
+	return s
 }
 
 // elicitServers are the elicit tool's servers of the tests: the stdio
@@ -152,7 +144,7 @@ func TestElicitation(t *testing.T) {
 				t.Errorf("form request (-want +got):\n%s", diff)
 			}
 			answerElicitation(t, f.client, id, r, &bridgev1.ElicitationResult{Action: "accept", Content: mustStruct(t, map[string]any{"name": "Grace", "age": 40})})
-			got := elicitOutput(t, recvAnswer(t, stream))
+			got := toolOutput[mcptest.ElicitOutput](t, "elicit", recvAnswer(t, stream))
 			wantOut := mcptest.ElicitOutput{Action: "accept", Content: map[string]any{"name": "Grace", "age": 40.0, "ratio": 0.5, "subscribe": true, "color": "green"}}
 			if diff := cmp.Diff(wantOut, got); diff != "" {
 				t.Errorf("what the server received (-want +got):\n%s", diff)
@@ -168,7 +160,7 @@ func TestElicitation(t *testing.T) {
 				t.Errorf("url request (-want +got):\n%s", diff)
 			}
 			answerElicitation(t, f.client, id, r, &bridgev1.ElicitationResult{Action: "accept"})
-			if got := elicitOutput(t, recvAnswer(t, stream)); got.Action != "accept" || got.Content != nil {
+			if got := toolOutput[mcptest.ElicitOutput](t, "elicit", recvAnswer(t, stream)); got.Action != "accept" || got.Content != nil {
 				t.Errorf("the server received %+v, want a bare accept", got)
 			}
 
@@ -176,7 +168,7 @@ func TestElicitation(t *testing.T) {
 			for i, action := range []string{"decline", "cancel"} {
 				startCall(t, stream, uint64(9+i), "asker", "elicit", `{}`)
 				answerElicitation(t, f.client, id, nextRequest(t, requests), &bridgev1.ElicitationResult{Action: action})
-				if got := elicitOutput(t, recvAnswer(t, stream)); got.Action != action || got.Content != nil {
+				if got := toolOutput[mcptest.ElicitOutput](t, "elicit", recvAnswer(t, stream)); got.Action != action || got.Content != nil {
 					t.Errorf("the server received %+v, want %s", got, action)
 				}
 			}
@@ -213,7 +205,7 @@ func TestElicitation(t *testing.T) {
 			actions := map[uint64]string{}
 			for range 2 {
 				res := recvAnswer(t, stream)
-				actions[res.GetId()] = elicitOutput(t, res).Action
+				actions[res.GetId()] = toolOutput[mcptest.ElicitOutput](t, "elicit", res).Action
 			}
 			if diff := cmp.Diff(map[uint64]string{12: "cancel", 13: "decline"}, actions); diff != "" {
 				t.Errorf("what the servers received (-want +got):\n%s", diff)
@@ -290,7 +282,7 @@ func TestElicitationOutlivesReadTimeout(t *testing.T) {
 			if res.GetId() != 1 {
 				t.Fatalf("answer = %v; want the elicit call's", res)
 			}
-			if got := elicitOutput(t, res); got.Action != "accept" || got.Content["name"] != "Grace" {
+			if got := toolOutput[mcptest.ElicitOutput](t, "elicit", res); got.Action != "accept" || got.Content["name"] != "Grace" {
 				t.Errorf("the server received %+v, want the late answer", got)
 			}
 		})
@@ -361,11 +353,11 @@ func TestElicitationSharedProcess(t *testing.T) {
 		t.Errorf("session b's request = %v, want its server y and call 1, deferrable", rb)
 	}
 	answerElicitation(t, f.client, b, rb, &bridgev1.ElicitationResult{Action: "decline"})
-	if got := elicitOutput(t, recvAnswer(t, streamB)); got.Action != "decline" {
+	if got := toolOutput[mcptest.ElicitOutput](t, "elicit", recvAnswer(t, streamB)); got.Action != "decline" {
 		t.Errorf("session b's server received %+v, want decline", got)
 	}
 	answerElicitation(t, f.client, a, r, &bridgev1.ElicitationResult{Action: "accept", Content: mustStruct(t, map[string]any{})})
-	if got := elicitOutput(t, recvAnswer(t, streamA)); got.Action != "accept" || got.Content["name"] != "Ada" {
+	if got := toolOutput[mcptest.ElicitOutput](t, "elicit", recvAnswer(t, streamA)); got.Action != "accept" || got.Content["name"] != "Ada" {
 		t.Errorf("session a's server received %+v, want accept with the defaults", got)
 	}
 	select {

@@ -2,13 +2,13 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/proctest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
@@ -17,6 +17,8 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/proctest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -214,25 +216,13 @@ func waitSpare(t *testing.T, f *fixture, name string) {
 	waitPools(t, f, name, func(s *bridgev1.PoolStats) bool { return s.GetWarm() == 1 })
 }
 
-// await waits until ch is closed, failing the test after a generous
-// deadline: it proves that a state is reached, not how fast.
-func await(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(roomyTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 // waitSessions waits until the service holds n sessions.
 func waitSessions(t *testing.T, svc *Service, n int) {
 	t.Helper()
-	deadline := time.Now().Add(roomyTimeout)
-	for svc.Sessions() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("Sessions() = %d, want %d", svc.Sessions(), n)
+	testwait.Until(t, func() error {
+		if got := svc.Sessions(); got != n {
+			return fmt.Errorf("Sessions() = %d, want %d", got, n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

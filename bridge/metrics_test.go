@@ -5,36 +5,29 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry/metrictest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // waitMetrics waits until every metric of want has its value.
 func waitMetrics(t *testing.T, reader sdkmetric.Reader, what string, want map[string]float64) map[string]float64 {
 	t.Helper()
-	deadline := time.Now().Add(roomyTimeout)
-	for {
-		got := collectMetrics(t, reader)
-		missing := ""
+	var got map[string]float64
+	testwait.Until(t, func() error {
+		got = collectMetrics(t, reader)
 		for k, v := range want {
 			if got[k] != v {
-				missing = fmt.Sprintf("%s = %v, want %v", k, got[k], v)
-				break
+				return fmt.Errorf("X-O1 %s: %s = %v, want %v; all: %v", what, k, got[k], v, got)
 			}
 		}
-		if missing == "" {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("X-O1 %s: %s; all: %v", what, missing, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // TestMetrics (X-O1): the bridge's pools and schema cache record to the

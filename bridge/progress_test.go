@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // X-M6: a streamed call's progress reports reach the client as progress
@@ -155,12 +156,7 @@ func TestServerLogsCarryTheSession(t *testing.T) {
 	if res := recvAnswer(t, stream); res.GetResult().GetOutput() != "ok" {
 		t.Fatalf("the log tool answered %v", res)
 	}
-	var got map[string]string
-	select {
-	case got = <-watch.seen:
-	case <-time.After(roomyTimeout):
-		t.Fatal("the server's log message was not logged")
-	}
+	got := testwait.Recv(t, watch.seen, "the server's log message to be logged")
 	for k, v := range map[string]string{"line": "cache warmed", "level": "ERROR", "logger": "cache", "mcp_level": "error", "generation": t.Name()} {
 		if got[k] != v {
 			t.Errorf("the log record's %s is %q; want %q (%v)", k, got[k], v, got)
@@ -184,7 +180,7 @@ func TestCallToolsCancelReachesTheServer(t *testing.T) {
 	id, _ := open(t, t.Context(), f.client, commandSpec(t, "b", mcptest.Tools, map[string]string{mcptest.CancelFileEnv: file}))
 	stream := openCalls(t, t.Context(), f.client, id)
 	startCall(t, stream, 1, "b", "block", "")
-	await(t, running, "the block tool to run")
+	testwait.Recv(t, running, "the block tool to run")
 	cancelCall(t, stream, 1)
 	if res := recvAnswer(t, stream); res.GetId() != 1 || res.GetError() == nil {
 		t.Fatalf("the cancelled call's answer %v; want an error", res)

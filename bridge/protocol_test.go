@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -15,6 +14,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // TestProtocolVersions: X-M8. The bridge offers 2026-07-28 and falls back
@@ -75,15 +75,9 @@ func TestProtocolVersions(t *testing.T) {
 		}
 		// The pool keeps a warm spare: wait for it (the probe's process,
 		// the first one, the spare).
-		deadline := time.Now().Add(roomyTimeout)
-		for len(mcptest.Pids(t, pids)) < 3 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.For(t, "three processes: the probe's, the first and the warm spare", func() bool { return len(mcptest.Pids(t, pids)) >= 3 })
 		if got := mcptest.Probes(t, probes); len(got) != 1 || got[0] != "server/discover" {
 			t.Errorf("processes ended by the probe: %q; want one, by server/discover", got)
-		}
-		if n := len(mcptest.Pids(t, pids)); n < 3 {
-			t.Errorf("%d processes started; want the probe's, the first and the warm spare", n)
 		}
 		st := spec.GetStdio()
 		key := schemacache.ServerKey(schemacache.KeyParts{Command: st.GetCommand(), Env: st.GetEnv()})

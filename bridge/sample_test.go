@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -14,19 +13,6 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcptest"
 )
-
-// sampleOutput is the sample tool's report of the answer it received.
-func sampleOutput(t *testing.T, res *bridgev1.CallToolsResponse) mcptest.SampleOutput {
-	t.Helper()
-	if res.GetResult() == nil || res.GetResult().GetIsError() {
-		t.Fatalf("sample answered %v, want a result", res)
-	}
-	var out mcptest.SampleOutput
-	if err := json.Unmarshal([]byte(res.GetResult().GetOutput()), &out); err != nil {
-		t.Fatalf("sample's output %q: %v", res.GetResult().GetOutput(), err)
-	}
-	return out
-}
 
 // sampleFailed checks that the sample call failed with a message holding
 // want: the server read the client's error.
@@ -71,7 +57,7 @@ func TestSampling(t *testing.T) {
 				Answer: &bridgev1.AnswerServerRequestRequest_Sampling{Sampling: &bridgev1.SamplingResult{Text: "hi", Model: "m-1", StopReason: "endTurn"}}}); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(mcptest.SampleOutput{Role: "assistant", Text: "hi", Model: "m-1", StopReason: "endTurn"}, sampleOutput(t, recvAnswer(t, stream))); diff != "" {
+			if diff := cmp.Diff(mcptest.SampleOutput{Role: "assistant", Text: "hi", Model: "m-1", StopReason: "endTurn"}, toolOutput[mcptest.SampleOutput](t, "sample", recvAnswer(t, stream))); diff != "" {
 				t.Errorf("what the server received (-want +got):\n%s", diff)
 			}
 

@@ -20,6 +20,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
@@ -642,7 +643,7 @@ func TestServerStopsMidCall(t *testing.T) {
 		srv.mu.Lock()
 		held := srv.conn
 		srv.mu.Unlock()
-		await(t, held.Exited(), "the crashed process to be reaped")
+		testwait.Recv(t, held.Exited(), "the crashed process to be reaped")
 		if second := callPid(t, f.client, b, "files", "pid"); second == first {
 			t.Errorf("X-L8 the other session's next call ran on the crashed process %d", first)
 		}

@@ -3,10 +3,10 @@ package bridge
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -22,6 +22,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // telemetryFixture is a fixture whose spans, metrics and JSON log a test
@@ -50,20 +51,21 @@ func newTelemetryFixture(t *testing.T, edit func(*config.Bridge)) *telemetryFixt
 // returns its attributes.
 func (tf *telemetryFixture) stderrLine(t *testing.T, line string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(roomyTimeout)
-	for {
-		sc := bufio.NewScanner(strings.NewReader(tf.logs.String()))
+	var found map[string]any
+	// The line is forwarded by its own goroutine.
+	testwait.Until(t, func() error {
+		logs := tf.logs.String()
+		sc := bufio.NewScanner(strings.NewReader(logs))
 		for sc.Scan() {
 			var rec map[string]any
 			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "mcp server stderr" && rec["line"] == line {
-				return rec
+				found = rec
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no stderr record of %q in:\n%s", line, tf.logs.String())
-		}
-		time.Sleep(10 * time.Millisecond) // the line is forwarded by its own goroutine
-	}
+		return fmt.Errorf("no stderr record of %q in:\n%s", line, logs)
+	})
+	return found
 }
 
 // durations returns the attribute sets of mcp.client.operation.duration's

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // openAs opens a session of tenant's, as agentd does for one of its
@@ -232,22 +234,18 @@ func TestTenantPoolsGo(t *testing.T) {
 		callPid(t, f.client, id, "cmd", "pid")
 		closeSession(t, f.client, id)
 	}
-	deadline := time.Now().Add(roomyTimeout)
-	for {
+	testwait.Until(t, func() error {
 		var left []string
 		for _, p := range f.svc.pools.stats() {
 			if p.GetTenant() != "" {
 				left = append(left, p.GetTenant()+" "+p.GetServerName())
 			}
 		}
-		if len(left) == 0 {
-			break
+		if len(left) > 0 {
+			return fmt.Errorf("X-I6 tenant pools still there after idle_timeout: %q", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("X-I6 tenant pools still there after idle_timeout: %q", left)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, pid := range mcptest.Pids(t, pids) {
 		mcptest.WaitGone(t, pid)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // A call in flight when its session goes (another request of the
@@ -18,13 +19,13 @@ import (
 func TestInFlightCallNotResent(t *testing.T) {
 	t.Parallel()
 	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable})
-	conn := dialFake(t, srv, roomy)
+	conn := dialFake(t, srv, roomyTimeout)
 	done := make(chan error, 1)
 	go func() {
 		_, err := conn.CallTool(t.Context(), "stream", map[string]any{"ticks": 10, "interval_ms": 200})
 		done <- err
 	}()
-	waitFor(t, "the call to run", func() bool { return srv.Executions("stream") > 0 })
+	testwait.For(t, "the call to run", func() bool { return srv.Executions("stream") > 0 })
 	srv.Replace()                      // e.g. a balancer moves the client; or the session expired
 	_, _ = conn.ListTools(t.Context()) // finds the session gone
 	<-done                             // it fails, or finishes: either way it ran once

@@ -18,16 +18,12 @@ import (
 
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
-const (
-	// roomy leaves a loaded machine plenty of time: it bounds only what
-	// must not fail (X-H6).
-	roomy = 2 * time.Minute
-	// idle is the read_timeout of the tests that need one to pass: several
-	// times the stream tool's interval between notifications.
-	idle = time.Second
-)
+// idle is the read_timeout of the tests that need one to pass: several
+// times the stream tool's interval between notifications.
+const idle = time.Second
 
 // privateTransport returns a transport that may reach the fakes on
 // 127.0.0.1, its idle connections closed when the test ends.
@@ -123,7 +119,7 @@ func TestHTTPModes(t *testing.T) {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			t.Parallel()
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: tc.mode})
-			conn := dialFake(t, srv, roomy)
+			conn := dialFake(t, srv, roomyTimeout)
 			if conn.kind != tc.kind {
 				t.Errorf("transport = %v, want %v", conn.kind, tc.kind)
 			}
@@ -225,7 +221,7 @@ func TestHTTPBearerToken(t *testing.T) {
 			t.Parallel()
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: tc.mode, Token: token})
 			spec := HTTPSpec{Name: "secured", URL: srv.URL, Authorization: tc.authorization, Transport: privateTransport(t)}
-			conn, err := DialHTTP(t.Context(), spec, roomy, Options{})
+			conn, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{})
 			if !tc.ok {
 				if err == nil {
 					_ = conn.Close()
@@ -293,7 +289,7 @@ func TestHTTPRefusalNamed(t *testing.T) {
 			t.Parallel()
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable, Token: "tok-right", Challenge: challenge, RefuseStatus: tc.status})
 			spec := HTTPSpec{Name: "files", URL: srv.URL, Authorization: "tok-s3cret", Transport: privateTransport(t)}
-			conn, err := DialHTTP(t.Context(), spec, roomy, Options{})
+			conn, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{})
 			if err == nil {
 				_ = conn.Close()
 				t.Fatal("DialHTTP succeeded with a refused token")
@@ -338,7 +334,7 @@ func TestHTTPSessionLost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: tc.mode})
-			conn := dialFake(t, srv, roomy)
+			conn := dialFake(t, srv, roomyTimeout)
 			count := func(want string) {
 				t.Helper()
 				res, err := conn.CallTool(t.Context(), "count", nil)
@@ -389,7 +385,7 @@ var (
 func TestHTTPSessionLostConcurrent(t *testing.T) {
 	t.Parallel()
 	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable})
-	conn := dialFake(t, srv, roomy)
+	conn := dialFake(t, srv, roomyTimeout)
 	if _, err := conn.CallTool(t.Context(), "count", nil); err != nil {
 		t.Fatalf("CallTool(count): %v", err)
 	}
@@ -484,7 +480,7 @@ func TestHTTPReadTimeout(t *testing.T) {
 				// no session to which a cancellation could refer: the
 				// client can only drop the request.
 				if mode != mcptest.Stateless {
-					waitFor(t, "the server sees the request cancelled", func() bool { return srv.Cancelled("silent") == 1 })
+					testwait.For(t, "the server to see the request cancelled", func() bool { return srv.Cancelled("silent") == 1 })
 				}
 			})
 		}
@@ -502,7 +498,7 @@ func TestHTTPServerError(t *testing.T) {
 			t.Parallel()
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mode, FailCalls: true})
 			spec := HTTPSpec{Name: "fake", URL: srv.Base + "/tenant-42/mcp?key=sk-query", Authorization: "tok-secret", Transport: privateTransport(t)}
-			conn, err := DialHTTP(t.Context(), spec, roomy, Options{})
+			conn, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{})
 			if err != nil {
 				t.Fatalf("DialHTTP: %v", err)
 			}
@@ -549,7 +545,7 @@ func TestHTTPPrivateAddressRefused(t *testing.T) {
 			t.Cleanup(tr.CloseIdleConnections)
 			url := "http://" + net.JoinHostPort(tc.host, port) + "/tenant-42/mcp?key=sk-query"
 			spec := HTTPSpec{Name: "local", URL: url, Authorization: "tok-secret", Transport: tr}
-			conn, err := DialHTTP(t.Context(), spec, roomy, Options{})
+			conn, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{})
 			if err == nil {
 				_ = conn.Close()
 				t.Fatal("DialHTTP reached a loopback server")
@@ -564,14 +560,14 @@ func TestHTTPPrivateAddressRefused(t *testing.T) {
 	t.Run("X-I7 the refusal names the tenant's setting it was given", func(t *testing.T) {
 		t.Parallel()
 		spec := HTTPSpec{Name: "local", URL: "http://127.0.0.1:" + port + "/mcp", NetworksSetting: "tenants.acme.allow_private_networks"}
-		_, err := DialHTTP(t.Context(), spec, roomy, Options{})
+		_, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{})
 		if k := fault.KindOf(err); k != fault.Permission || !strings.Contains(err.Error(), "tenants.acme.allow_private_networks") {
 			t.Errorf("DialHTTP = %v, want Permission naming tenants.acme.allow_private_networks", err)
 		}
 	})
 	t.Run("nil transport is the refusing one", func(t *testing.T) {
 		t.Parallel()
-		_, err := DialHTTP(t.Context(), HTTPSpec{Name: "local", URL: "http://127.0.0.1:" + port + "/mcp"}, roomy, Options{})
+		_, err := DialHTTP(t.Context(), HTTPSpec{Name: "local", URL: "http://127.0.0.1:" + port + "/mcp"}, roomyTimeout, Options{})
 		if k := fault.KindOf(err); k != fault.Permission {
 			t.Errorf("DialHTTP without a transport = %v, want Permission", err)
 		}
@@ -674,7 +670,7 @@ func TestHTTPErrorsRedacted(t *testing.T) {
 				Authorization: "tok-wrong", Headers: map[string]string{"X-Api-Key": "hdr-secret"},
 				Transport: privateTransport(t),
 			}
-			_, err := DialHTTP(t.Context(), spec, roomy, Options{})
+			_, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{})
 			if err == nil {
 				t.Fatal("DialHTTP succeeded")
 			}
@@ -686,18 +682,5 @@ func TestHTTPErrorsRedacted(t *testing.T) {
 			}
 			noSecrets(t, err, "tenant-42", "/v1/", "api_key", "sk-query", "tok-wrong", "hdr-secret")
 		})
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline. It proves that something happens, not how fast.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(roomy)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

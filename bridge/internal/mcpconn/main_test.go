@@ -6,11 +6,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/agentd/agentd/internal/proctest"
 
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/proctest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -76,14 +75,11 @@ func (r *recorder) find(match func(record) bool) (record, bool) {
 // forwarded by its own goroutine.
 func (r *recorder) waitFor(t *testing.T, what string, match func(record) bool) record {
 	t.Helper()
-	deadline := time.Now().Add(roomyTimeout)
-	for {
-		if rec, ok := r.find(match); ok {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log record: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var rec record
+	testwait.For(t, "a log record: "+what, func() bool {
+		var ok bool
+		rec, ok = r.find(match)
+		return ok
+	})
+	return rec
 }

@@ -60,7 +60,7 @@ func TestProtocolVersions(t *testing.T) {
 				srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: tc.mode})
 				mem := &memory{}
 				for range 2 {
-					conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomy, Options{Versions: mem})
+					conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomyTimeout, Options{Versions: mem})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -156,7 +156,7 @@ func TestListToolsTTL(t *testing.T) {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			t.Parallel()
 			srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: tc.mode, TTL: &ttl})
-			conn := dialFake(t, srv, roomy)
+			conn := dialFake(t, srv, roomyTimeout)
 			tools, got, err := conn.ListToolsTTL(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -182,7 +182,7 @@ func TestInputRequests(t *testing.T) {
 	type dialer func(t *testing.T) *Conn
 	for name, connect := range map[string]dialer{
 		"stateless http": func(t *testing.T) *Conn {
-			return dialFake(t, mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Stateless}), roomy)
+			return dialFake(t, mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Stateless}), roomyTimeout)
 		},
 		"stdio": func(t *testing.T) *Conn { return dial(t, stdioSpec(t, mcptest.Tools), roomyTimeout, nil) },
 	} {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 type sniffWriter struct {
@@ -65,11 +67,8 @@ func TestQuietResumedStandaloneStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	select { // X-H6: the event below must go on the stream, so wait for it
-	case <-open:
-	case <-time.After(roomy):
-		t.Fatal("the standalone stream never opened")
-	}
+	// X-H6: the event below must go on the stream, so wait for it.
+	testwait.Recv(t, open, "the standalone stream to open")
 	mcp.AddTool(srv, &mcp.Tool{Name: "other"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{}, nil, nil
 	}) // notifications/tools/list_changed on the standalone stream

@@ -227,7 +227,7 @@ func TestTelemetryHTTP(t *testing.T) {
 		Name: "remote", URL: srv.Base + "/canary-path-9a7c/mcp?key=canary-query-3b2e", Authorization: token,
 		Headers: map[string]string{"X-Api-Key": "canary-header-77d0"}, Transport: privateTransport(t),
 	}
-	conn, err := DialHTTP(t.Context(), spec, roomy, Options{Telemetry: o.tel, Tenant: "acme"})
+	conn, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{Telemetry: o.tel, Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestTelemetryHandshakeFailure(t *testing.T) {
 		defer ts.Close()
 		o := newObserved(t)
 		spec := HTTPSpec{Name: "down", URL: ts.URL + "/canary-path-1e4f", Transport: privateTransport(t)}
-		if _, err := DialHTTP(t.Context(), spec, roomy, Options{Telemetry: o.tel}); err == nil {
+		if _, err := DialHTTP(t.Context(), spec, roomyTimeout, Options{Telemetry: o.tel}); err == nil {
 			t.Fatal("the handshake with a failing server succeeded")
 		}
 		got := o.ended()
@@ -395,7 +395,7 @@ func TestTelemetrySSE(t *testing.T) {
 	t.Parallel()
 	o := newObserved(t)
 	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.SSE})
-	conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "legacy", URL: srv.URL, Transport: privateTransport(t)}, roomy, Options{Telemetry: o.tel})
+	conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "legacy", URL: srv.URL, Transport: privateTransport(t)}, roomyTimeout, Options{Telemetry: o.tel})
 	if err != nil {
 		t.Fatal(err)
 	}

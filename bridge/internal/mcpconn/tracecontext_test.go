@@ -48,7 +48,7 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 
 	t.Run("stdio", func(t *testing.T) {
 		t.Parallel()
-		conn, err := DialStdio(t.Context(), stdioSpec(t, "tools"), roomy, Options{Propagator: prop})
+		conn, err := DialStdio(t.Context(), stdioSpec(t, "tools"), roomyTimeout, Options{Propagator: prop})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		t.Parallel()
 		srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{})
-		conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomy, Options{Propagator: prop})
+		conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomyTimeout, Options{Propagator: prop})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 	t.Run("no propagator", func(t *testing.T) {
 		t.Parallel()
 		srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{})
-		conn := dialFake(t, srv, roomy)
+		conn := dialFake(t, srv, roomyTimeout)
 		got := metaOf(t, ctx, conn)
 		if _, ok := got["progressToken"]; !ok || len(got) != 1 {
 			t.Errorf("_meta %v; want the progress token alone (X-M6)", got)

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/bridge/internal/mcpconn"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/proctest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -54,18 +55,6 @@ func newPool(t *testing.T, cfg Config, server string) (*Pool[*mcpconn.Conn], *at
 	return p, &spawns
 }
 
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(startTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func acquire[C Conn](t *testing.T, p *Pool[C]) *Lease[C] {
 	t.Helper()
 	l, err := p.Acquire(t.Context(), startTimeout)
@@ -96,7 +85,7 @@ func pidOf(t *testing.T, l *Lease[*mcpconn.Conn]) int {
 func TestWarmSpareServesFirstCall(t *testing.T) {
 	t.Parallel()
 	p, _ := newPool(t, Config{Warm: 1, MaxProcesses: 2}, mcptest.SlowStart)
-	waitFor(t, "a warm spare", func() bool { return p.Stats().Warm == 1 })
+	testwait.For(t, "a warm spare", func() bool { return p.Stats().Warm == 1 })
 	p.mu.Lock()
 	spare := p.idle[0].conn.Pid()
 	p.mu.Unlock()
@@ -113,7 +102,7 @@ func TestWarmSpareServesFirstCall(t *testing.T) {
 	if !mcptest.Gone(first) {
 		t.Errorf("process %d still runs after its session released it", first)
 	}
-	waitFor(t, "a replacement spare", func() bool { return p.Stats().Warm == 1 })
+	testwait.For(t, "a replacement spare", func() bool { return p.Stats().Warm == 1 })
 	l2 := acquire(t, p)
 	defer l2.Release(false)
 	if second := pidOf(t, l2); second == first {
@@ -176,7 +165,7 @@ func TestMaxProcesses(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, "the second waiter", func() bool { return p.Stats().Waits == 2 })
+	testwait.For(t, "the second waiter", func() bool { return p.Stats().Waits == 2 })
 	l.Release(false)
 	l2 := <-got
 	if l2 == nil {
@@ -192,14 +181,14 @@ func TestMaxProcesses(t *testing.T) {
 func TestCrashedSpareIsReplaced(t *testing.T) {
 	t.Parallel()
 	p, _ := newPool(t, Config{Warm: 1, MaxProcesses: 2}, mcptest.Tools)
-	waitFor(t, "a warm spare", func() bool { return p.Stats().Warm == 1 })
+	testwait.For(t, "a warm spare", func() bool { return p.Stats().Warm == 1 })
 	p.mu.Lock()
 	victim := p.idle[0].conn.Pid()
 	p.mu.Unlock()
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the crash to be counted and the spare replaced", func() bool {
+	testwait.For(t, "the crash to be counted and the spare replaced", func() bool {
 		s := p.Stats()
 		return s.Crashed == 1 && s.Warm == 1
 	})
@@ -229,7 +218,7 @@ func TestClose(t *testing.T) {
 	t.Parallel()
 	var spawns atomic.Int32
 	p := New("fake", Config{Warm: 2, MaxProcesses: 3, StartTimeout: startTimeout}, dialer(t, mcptest.Stubborn, &spawns), discard)
-	waitFor(t, "two warm spares", func() bool { return p.Stats().Warm == 2 })
+	testwait.For(t, "two warm spares", func() bool { return p.Stats().Warm == 2 })
 	l := acquire(t, p)
 	var pids []int
 	p.mu.Lock()
@@ -266,7 +255,7 @@ func TestWaitersServedInOrder(t *testing.T) {
 			got <- i
 			l.Release(false)
 		}()
-		waitFor(t, "the session to queue", func() bool { return p.Stats().Waits > waits })
+		testwait.For(t, "the session to queue", func() bool { return p.Stats().Waits > waits })
 	}
 	first.Release(false)
 	for want := range 3 {
@@ -325,18 +314,13 @@ func TestReleaseDuringCall(t *testing.T) {
 		_, err := l.Conn().View("fake", time.Hour, mcpconn.Owner{}).CallTool(context.Background(), "stall", nil)
 		done <- err
 	}()
-	await(t, running, "the call to run")
+	testwait.Recv(t, running, "the call to run")
 	l.Release(false)
 	if !mcptest.Gone(pid) {
 		t.Errorf("process %d runs after Release", pid)
 	}
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Error("the call in flight succeeded after its process stopped")
-		}
-	case <-time.After(startTimeout):
-		t.Fatal("the call in flight still runs after Release stopped its process")
+	if err := testwait.Recv(t, done, "the call in flight to end once Release stopped its process"); err == nil {
+		t.Error("the call in flight succeeded after its process stopped")
 	}
 }
 
@@ -352,23 +336,12 @@ func TestFailingRealSpares(t *testing.T) {
 		return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{})
 	}, discard)
 	t.Cleanup(p.Close)
-	waitFor(t, "a second failed start", func() bool {
+	testwait.For(t, "a second failed start", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.failures >= 2
 	})
 	if s := p.Stats(); s.Warm != 0 || s.Spawned != 0 {
 		t.Errorf("stats = %+v; want no spare and nothing counted as spawned", s)
-	}
-}
-
-// await waits until ch is closed, failing the test after a generous
-// deadline: it proves that a state is reached, not how fast.
-func await(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(startTimeout):
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }
