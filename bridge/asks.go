@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 
@@ -153,10 +152,7 @@ func (s *session) elicit(ctx context.Context, server string, p *mcp.ElicitParams
 
 // elicitation is a server's elicitation as agentd sees it.
 func elicitation(server string, p *mcp.ElicitParams) (*bridgev1.Elicitation, error) {
-	e := &bridgev1.Elicitation{Mode: cmp.Or(p.Mode, "form"), Message: p.Message, Url: p.URL, ElicitationId: p.ElicitationID}
-	if p.Mode == "" && p.URL != "" {
-		e.Mode = "url"
-	}
+	e := &bridgev1.Elicitation{Mode: mcpconn.ElicitationMode(p), Message: p.Message, Url: p.URL, ElicitationId: p.ElicitationID}
 	if p.RequestedSchema != nil {
 		schema, err := toStruct(p.RequestedSchema)
 		if err != nil {

@@ -134,17 +134,13 @@ type core struct {
 	// its log messages; a stdio process keeps its own.
 	owner atomic.Pointer[Owner]
 
-	// clientOpts are the go-sdk client's options: callRounds answers
-	// input requests through their handlers.
-	clientOpts *mcp.ClientOptions
-
 	closeOnce sync.Once
 	closeErr  error
 	cancel    context.CancelFunc // ends the lifetime of HTTP streams
 }
 
 func newClient(c *core, opts Options) *mcp.Client {
-	c.clientOpts = &mcp.ClientOptions{
+	clientOpts := &mcp.ClientOptions{
 		Logger: opts.Logger,
 		// No roots: a pending roots/list keeps Node servers alive for
 		// seconds after their stdin closes. Elicitation in both modes
@@ -173,7 +169,7 @@ func newClient(c *core, opts Options) *mcp.Client {
 		// through these handlers, so that agentd can defer them (X-M8).
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, c.clientOpts)
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, clientOpts)
 	client.AddSendingMiddleware(c.observe)
 	return client
 }
@@ -496,31 +492,37 @@ func (c *Conn) ListToolsTTL(ctx context.Context) ([]*mcp.Tool, *time.Duration, e
 	var tools []*mcp.Tool
 	var ttl *time.Duration
 	err := c.do(ctx, "tools/list", true, func(ctx context.Context, s *mcp.ClientSession) error {
-		tools, ttl = tools[:0], nil
-		modern := s.InitializeResult() != nil && Modern(s.InitializeResult().ProtocolVersion)
-		params := &mcp.ListToolsParams{}
-		for {
-			res, err := s.ListTools(ctx, params)
-			if err != nil {
-				return err
-			}
-			tools = append(tools, res.Tools...)
-			if modern {
-				d := time.Duration(max(res.TTLMs, 0)) * time.Millisecond
-				if ttl == nil || d < *ttl {
-					ttl = &d
-				}
-			}
-			if res.NextCursor == "" {
-				return nil
-			}
-			params = &mcp.ListToolsParams{Cursor: res.NextCursor}
-		}
+		var err error
+		tools, ttl, err = listAll(ctx, s)
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return tools, ttl, nil
+}
+
+// listAll lists every page of the session's tools, with the least ttlMs of
+// the pages on a 2026-07-28 session (nil on a classic one).
+func listAll(ctx context.Context, s *mcp.ClientSession) ([]*mcp.Tool, *time.Duration, error) {
+	var tools []*mcp.Tool
+	var ttl *time.Duration
+	modern := s.InitializeResult() != nil && Modern(s.InitializeResult().ProtocolVersion)
+	params := &mcp.ListToolsParams{}
+	for {
+		res, err := s.ListTools(ctx, params)
+		if err != nil {
+			return nil, nil, err
+		}
+		tools = append(tools, res.Tools...)
+		if d := time.Duration(max(res.TTLMs, 0)) * time.Millisecond; modern && (ttl == nil || d < *ttl) {
+			ttl = &d
+		}
+		if res.NextCursor == "" {
+			return tools, ttl, nil
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
 }
 
 // CallTool calls a tool with args: a map[string]any, or a JSON object
@@ -535,18 +537,7 @@ func (c *Conn) ListToolsTTL(ctx context.Context) ([]*mcp.Tool, *time.Duration, e
 // *InputRequired; ctx's WithRetry answers retry it. Other errors are
 // classified.
 func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
-	switch a := args.(type) {
-	case nil:
-		args = emptyObject
-	case map[string]any:
-		if a == nil {
-			args = emptyObject
-		}
-	case json.RawMessage:
-		if len(a) == 0 {
-			args = emptyObject
-		}
-	}
+	args = callArguments(args)
 	// Every call carries a progress token of its own (X-M6); the reports
 	// go to the caller's WithProgress function, if any, until it returns.
 	onProgress, _ := ctx.Value(progressKey{}).(func(Progress))
@@ -639,35 +630,22 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	if callerCtx.Err() != nil {
 		return callerCtx.Err()
 	}
-	var fe *fault.Error
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*fault.Error](err); ok {
 		return fe
 	}
 	err = c.redactor.Err(err)
 	if timedOut(exchangeCtx) || errors.Is(err, errReadTimeout) {
-		stopped := ""
-		if c.proc != nil {
-			stopped = ", so it was stopped"
-		}
-		return fault.New(fault.Timeout,
-			"the MCP server %q did not answer %s within %s%s; increase read_timeout on its mcps entry if it needs longer",
-			c.name, request, c.readTimeout, stopped).
-			WithInfo(reasonTimeout, map[string]string{"server": c.name, "request": request, "read_timeout": c.readTimeout.String()})
+		return c.timedOutDuring(request)
 	}
-	if hx, _ := exchangeCtx.Value(exchangeKey{}).(*httpExchange); hx != nil {
-		if e := hx.authErr.Load(); e != nil {
-			// agentd could not resolve the server's refusal (X-M1): its
-			// reason is the request's error.
-			c.refused.Store(nil)
-			return *e
-		}
+	if aerr := c.unresolved(exchangeCtx); aerr != nil {
+		return aerr
 	}
 	if errors.Is(err, ErrAddressNotAllowed) {
 		return fault.New(fault.Permission,
 			"the MCP server %q resolves to a loopback, private, shared or link-local address, which %s does not allow", c.name, c.networksSetting).
 			WithInfo("MCP_ADDRESS_NOT_ALLOWED", map[string]string{"server": c.name})
 	}
-	if c.stdout != nil && c.stdout.overflowed() {
+	if c.stdout.overflowed() {
 		return fault.New(fault.Unavailable,
 			"the MCP server %q wrote a message larger than %d MiB during %s, so it was stopped", c.name, config.MaxMessageBytes>>20, request).
 			WithInfo(reasonTooLarge, map[string]string{"server": c.name, "request": request})
@@ -675,6 +653,43 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 	if a := c.refused.Swap(nil); a != nil {
 		return a.fault(c.name, request)
 	}
+	return c.failedDuring(request, err)
+}
+
+// timedOutDuring is the failure of request whose server missed its read
+// timeout; a stdio server was stopped for it.
+func (c *Conn) timedOutDuring(request string) error {
+	stopped := ""
+	if c.proc != nil {
+		stopped = ", so it was stopped"
+	}
+	return fault.New(fault.Timeout,
+		"the MCP server %q did not answer %s within %s%s; increase read_timeout on its mcps entry if it needs longer",
+		c.name, request, c.readTimeout, stopped).
+		WithInfo(reasonTimeout, map[string]string{"server": c.name, "request": request, "read_timeout": c.readTimeout.String()})
+}
+
+// unresolved is why agentd could not resolve the server's refusal of a
+// request of the exchange of ctx (X-M1), which is the exchange's error;
+// nil if it resolved every refusal, or met none.
+func (c *Conn) unresolved(exchangeCtx context.Context) error {
+	hx, _ := exchangeCtx.Value(exchangeKey{}).(*httpExchange)
+	if hx == nil {
+		return nil
+	}
+	e := hx.authErr.Load()
+	if e == nil {
+		return nil
+	}
+	c.refused.Store(nil) // the refusal is told by its resolution's error
+	return *e
+}
+
+// failedDuring is the failure of request whose server went away or
+// failed: a stdio server that stopped, a connection the server closed, or
+// any other failure, its cause (redacted for HTTP: it names the host,
+// never the path) kept.
+func (c *Conn) failedDuring(request string, err error) error {
 	cause := opaque(err)
 	if c.proc != nil && ended(err) {
 		return c.stoppedDuring(request, cause)
@@ -683,7 +698,6 @@ func (c *Conn) classify(exchangeCtx, callerCtx context.Context, request string, 
 		return fault.Hide(fault.Unavailable, cause, "the MCP server %q closed the connection during %s", c.name, request).
 			WithInfo("MCP_CONNECTION_CLOSED", map[string]string{"server": c.name, "request": request})
 	}
-	// HTTP errors were redacted above: they name the host, never the path.
 	return fault.Wrap(fault.Unavailable, cause, "the MCP server %q failed during %s", c.name, request).
 		WithInfo("MCP_UNAVAILABLE", map[string]string{"server": c.name, "request": request})
 }
@@ -723,4 +737,23 @@ func (c *Conn) Close() error {
 	return c.closeErr
 }
 
+// emptyObject is the arguments of a call given none.
 var emptyObject = json.RawMessage("{}")
+
+// callArguments is what a call sends as its arguments: args, or an empty
+// object for nil and empty ones.
+func callArguments(args any) any {
+	switch a := args.(type) {
+	case nil:
+		return emptyObject
+	case map[string]any:
+		if a == nil {
+			return emptyObject
+		}
+	case json.RawMessage:
+		if len(a) == 0 {
+			return emptyObject
+		}
+	}
+	return args
+}

@@ -35,28 +35,43 @@ func (c *core) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 			"calls_in_flight", len(calls))
 		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
-	for _, call := range calls {
-		defer call.hold()()
+	actx, end := askContext(ctx, calls)
+	defer end()
+	if Deferrable(ctx) { // an input request of its call's result (X-M8)
+		actx = context.WithValue(actx, inputRequestKey{}, true)
 	}
-	// The question ends with the server's request (ctx), and takes its
-	// values from the call it belongs to: the one call in flight. With
-	// several, nothing on the wire says which one the request belongs to:
-	// over stdio, 2025-11-25 relates no request to another, and over
-	// Streamable HTTP the go-sdk does not tell which response stream
-	// carried it. The question is then the session's, with no call's
-	// values (ctx's own are not the session's either: the go-sdk's
-	// connection may keep those of the call that dialled it).
+	return owner.Elicit(actx, req.Params)
+}
+
+// askContext is the context that a server's request, made with ctx, is
+// asked of its session in, and the function that ends it. The question
+// ends with the server's request (ctx), and takes its values from the
+// call it belongs to: the one call in flight. With several, nothing on
+// the wire says which one the request belongs to: over stdio, 2025-11-25
+// relates no request to another, and over Streamable HTTP the go-sdk does
+// not tell which response stream carried it. The question is then the
+// session's, with no call's values (ctx's own are not the session's
+// either: the go-sdk's connection may keep those of the call that dialled
+// it). Until it ends, the read timers of the calls it may belong to are
+// held: a person's answer is not the server's silence.
+func askContext(ctx context.Context, calls []*inflightCall) (context.Context, func()) {
+	releases := make([]func(), len(calls))
+	for i, call := range calls {
+		releases[i] = call.hold()
+	}
 	base := context.Background()
 	if len(calls) == 1 {
 		base = calls[0].ctx
 	}
 	actx, cancel := context.WithCancel(base)
-	defer cancel()
-	defer context.AfterFunc(ctx, cancel)()
-	if Deferrable(ctx) { // an input request of its call's result (X-M8)
-		actx = context.WithValue(actx, inputRequestKey{}, true)
+	stop := context.AfterFunc(ctx, cancel)
+	return actx, func() {
+		stop()
+		cancel()
+		for _, release := range releases {
+			release()
+		}
 	}
-	return owner.Elicit(actx, req.Params)
 }
 
 // askee returns the session a server's request made with ctx is for, and

@@ -1,22 +1,18 @@
 package mcpconn
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/redact"
@@ -58,20 +54,6 @@ type Challenge struct {
 	// Presented is the authorization the refused request carried; "" for
 	// none.
 	Presented string
-}
-
-// resolvable reports whether resp refuses authorization in a way a new
-// token may cure: 401, or 403 insufficient_scope (step-up). Any other 403
-// is a refusal that no token changes.
-func resolvable(resp *http.Response) bool {
-	switch resp.StatusCode {
-	case http.StatusUnauthorized:
-		return true
-	case http.StatusForbidden:
-		a := challengeOf(resp)
-		return a != nil && a.errorCode == "insufficient_scope"
-	}
-	return false
 }
 
 // AuthorizationHeader renders an authorization value: a bare token becomes
@@ -130,92 +112,16 @@ func maxRetriesFor(limit time.Duration) int {
 // each wait for data is bounded by readTimeout.
 func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opts Options) (*Conn, error) {
 	opts.Logger = discard(opts.Logger)
-	base := spec.Transport
-	if base == nil {
-		base = NewTransport(false)
-	}
-	header := make(http.Header)
-	for k, v := range spec.Headers {
-		header.Set(k, v)
-	}
-	if a := AuthorizationHeader(spec.Authorization); a != "" {
-		header.Set("Authorization", a)
-	}
-	var auth *authorizer
-	if spec.Authorize != nil {
-		auth = &authorizer{resolve: spec.Authorize, turn: make(chan struct{}, 1)}
-		auth.current.Store(header.Get("Authorization"))
-		header.Del("Authorization")
-	}
-	origin := originOf(spec.URL)
 	// The lifetime of the connection's streams: the legacy SSE transport
 	// keeps its event stream on the context given to Connect.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	address, port := endpoint(spec.URL)
-	c := &Conn{core: &core{kind: streamableTransport, log: opts.Logger.With("server", spec.Name), prop: opts.Propagator, cancel: cancel, networksSetting: spec.NetworksSetting,
-		tel: opts.Telemetry, labels: labels{spec.Name, opts.Tenant}, address: address, port: port, lines: newLineLimiter()},
-		name: spec.Name, readTimeout: readTimeout, owner: Owner{Tenant: opts.Tenant}}
-	if c.networksSetting == "" {
-		c.networksSetting = "bridge.allow_private_networks"
-	}
-	client := newClient(c.core, opts)
-	// Set before the handshake: classify cleans its error.
-	c.redactor = newRedactor(spec)
-
-	dialStreamable := func(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, idle: readTimeout, prop: opts.Propagator, refused: &c.refused, auth: auth}
-		t := &mcp.StreamableClientTransport{
-			Endpoint:   spec.URL,
-			HTTPClient: &http.Client{Transport: rt},
-			MaxRetries: maxRetriesFor(spec.MaxReconnectionWait),
-		}
-		s, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: offer(opts.Versions)})
-		if err == nil {
-			remember(opts.Versions, s)
-		}
-		return s, rt, err
-	}
-	dialSSE := func(ctx context.Context) (*mcp.ClientSession, error) {
-		rt := &roundTripper{base: base, header: header, origin: origin, sse: true, activity: c.activity, prop: opts.Propagator, refused: &c.refused, auth: auth}
-		t := &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: &http.Client{Transport: rt}}
-		// The SSE transport's stream lives on Connect's context; the
-		// handshake is bounded separately.
-		hctx, stop := context.WithTimeout(ctx, readTimeout)
-		defer stop()
-		type result struct {
-			s   *mcp.ClientSession
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			// The legacy transport speaks the classic protocol: no probe.
-			s, err := client.Connect(life, t, &mcp.ClientSessionOptions{ProtocolVersion: ClassicVersion})
-			done <- result{s, err}
-		}()
-		select {
-		case r := <-done:
-			if r.err == nil {
-				remember(opts.Versions, r.s) // the next connection offers the classic handshake at once
-			}
-			return r.s, r.err
-		case <-hctx.Done():
-			go func() {
-				if r := <-done; r.s != nil {
-					_ = r.s.Close()
-				}
-			}()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, errReadTimeout
-		}
-	}
-
+	c := newHTTPConn(spec, readTimeout, opts, cancel)
+	d := newHTTPDialer(c, spec, opts, life)
 	hctx, done := c.exchangeContext(ctx)
-	session, rt, err := dialStreamable(hctx)
+	session, rt, err := d.streamable(hctx)
 	if err != nil && legacyOnly(rt.firstStatus.Load()) {
 		c.kind = sseTransport
-		session, err = dialSSE(ctx)
+		session, err = d.sse(ctx)
 	}
 	if err != nil {
 		err = c.classify(hctx, ctx, "the handshake", err)
@@ -226,24 +132,152 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, readTimeout time.Duration, opt
 	c.enableLogs(hctx, session)
 	done()
 	c.session = session
-	if c.kind == sseTransport {
-		c.redial = func(ctx context.Context) (*mcp.ClientSession, error) {
-			s, err := dialSSE(ctx)
-			if err == nil {
-				c.enableLogs(ctx, s)
-			}
-			return s, err
-		}
-	} else {
-		c.redial = func(ctx context.Context) (*mcp.ClientSession, error) {
-			s, _, err := dialStreamable(ctx)
-			if err == nil {
-				c.enableLogs(ctx, s)
-			}
-			return s, err
-		}
-	}
+	c.redial = d.redial
 	return c, nil
+}
+
+// newHTTPConn makes the connection to spec's server, without a session
+// yet; cancel ends the lifetime of its streams.
+func newHTTPConn(spec HTTPSpec, readTimeout time.Duration, opts Options, cancel context.CancelFunc) *Conn {
+	address, port := endpoint(spec.URL)
+	return &Conn{
+		core: &core{
+			kind: streamableTransport, log: opts.Logger.With("server", spec.Name), prop: opts.Propagator, cancel: cancel,
+			tel: opts.Telemetry, labels: labels{spec.Name, opts.Tenant}, address: address, port: port, lines: newLineLimiter(),
+			networksSetting: cmp.Or(spec.NetworksSetting, "bridge.allow_private_networks"),
+			// Set before the handshake: classify cleans its error.
+			redactor: newRedactor(spec),
+		},
+		name: spec.Name, readTimeout: readTimeout, owner: Owner{Tenant: opts.Tenant},
+	}
+}
+
+// httpDialer opens the sessions of one HTTP connection: the first, and a
+// new one whenever the server lost the last (redial).
+type httpDialer struct {
+	c        *Conn
+	client   *mcp.Client
+	url      string
+	base     http.RoundTripper
+	header   http.Header // every request's, to the server's own origin
+	origin   string
+	auth     *authorizer // nil unless agentd resolves the server's refusals
+	prop     propagation.TextMapPropagator
+	versions VersionMemory
+	retries  int             // the Streamable HTTP event stream's reconnection attempts
+	life     context.Context // the lifetime of the connection's streams
+}
+
+func newHTTPDialer(c *Conn, spec HTTPSpec, opts Options, life context.Context) *httpDialer {
+	d := &httpDialer{
+		c: c, client: newClient(c.core, opts), url: spec.URL, base: spec.Transport, origin: originOf(spec.URL),
+		prop: opts.Propagator, versions: opts.Versions, retries: maxRetriesFor(spec.MaxReconnectionWait), life: life,
+	}
+	if d.base == nil {
+		d.base = NewTransport(false)
+	}
+	d.header, d.auth = requestHeaders(spec)
+	return d
+}
+
+// requestHeaders are the headers every request to spec's server carries,
+// and, for a server whose refusals agentd resolves (spec.Authorize), the
+// authorizer that holds its authorization instead of the headers: the
+// value changes as agentd resolves refusals.
+func requestHeaders(spec HTTPSpec) (http.Header, *authorizer) {
+	header := make(http.Header)
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	if a := AuthorizationHeader(spec.Authorization); a != "" {
+		header.Set("Authorization", a)
+	}
+	if spec.Authorize == nil {
+		return header, nil
+	}
+	auth := &authorizer{resolve: spec.Authorize, turn: make(chan struct{}, 1)}
+	auth.current.Store(header.Get("Authorization"))
+	header.Del("Authorization")
+	return header, auth
+}
+
+// roundTripper makes the transport of one session's requests: the legacy
+// transport's (sse) reports the activity of its event stream; Streamable
+// HTTP's bounds each wait for data of an answer by read_timeout.
+func (d *httpDialer) roundTripper(sse bool) *roundTripper {
+	rt := &roundTripper{base: d.base, header: d.header, origin: d.origin, prop: d.prop, refused: &d.c.refused, auth: d.auth}
+	if sse {
+		rt.sse, rt.activity = true, d.c.activity
+	} else {
+		rt.idle = d.c.readTimeout
+	}
+	return rt
+}
+
+// streamable opens a Streamable HTTP session, offering the version the
+// server negotiated before (or the modern one). Its round tripper tells
+// the status of the first POST.
+func (d *httpDialer) streamable(ctx context.Context) (*mcp.ClientSession, *roundTripper, error) {
+	rt := d.roundTripper(false)
+	t := &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: d.retries}
+	s, err := d.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: offer(d.versions)})
+	if err == nil {
+		remember(d.versions, s)
+	}
+	return s, rt, err
+}
+
+// sse opens a session over the legacy HTTP+SSE transport, its handshake
+// bounded by read_timeout.
+func (d *httpDialer) sse(ctx context.Context) (*mcp.ClientSession, error) {
+	t := &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: &http.Client{Transport: d.roundTripper(true)}}
+	// The SSE transport's stream lives on Connect's context; the
+	// handshake is bounded separately.
+	hctx, stop := context.WithTimeout(ctx, d.c.readTimeout)
+	defer stop()
+	type result struct {
+		s   *mcp.ClientSession
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// The legacy transport speaks the classic protocol: no probe.
+		s, err := d.client.Connect(d.life, t, &mcp.ClientSessionOptions{ProtocolVersion: ClassicVersion})
+		done <- result{s, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			remember(d.versions, r.s) // the next connection offers the classic handshake at once
+		}
+		return r.s, r.err
+	case <-hctx.Done():
+		go func() {
+			if r := <-done; r.s != nil {
+				_ = r.s.Close()
+			}
+		}()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errReadTimeout
+	}
+}
+
+// redial opens a new session over the connection's transport, and asks
+// the server for its log messages on it.
+func (d *httpDialer) redial(ctx context.Context) (*mcp.ClientSession, error) {
+	var s *mcp.ClientSession
+	var err error
+	if d.c.kind == sseTransport {
+		s, err = d.sse(ctx)
+	} else {
+		s, _, err = d.streamable(ctx)
+	}
+	if err == nil {
+		d.c.enableLogs(ctx, s)
+	}
+	return s, err
 }
 
 // legacyOnly reports whether the status of the first POST says the server
@@ -284,277 +318,3 @@ func originOf(rawURL string) string {
 	}
 	return strings.ToLower(u.Scheme + "://" + u.Host)
 }
-
-// roundTripper adds the server's headers to requests to the server's own
-// origin (never to another host a redirect or an SSE endpoint names),
-// records the status of the first POST and whether an exchange's POST may
-// have reached the server, and bounds each wait for data of the answer to
-// a request: a POST's response, or its resumption (a GET with
-// Last-Event-ID).
-type roundTripper struct {
-	base        http.RoundTripper
-	header      http.Header
-	origin      string                        // scheme://host of the server's URL
-	idle        time.Duration                 // 0: unbounded
-	sse         bool                          // the legacy transport's: see errSSESessionGone
-	activity    func()                        // legacy SSE: called when the event stream delivers data
-	prop        propagation.TextMapPropagator // the request's trace context as headers (nil: none)
-	firstStatus atomic.Int32
-	// refused keeps the challenge of the last POST the server refused
-	// with 401 or 403 (X-M3); the connection's, shared by its round
-	// trippers.
-	refused *atomic.Pointer[authChallenge]
-	// auth holds the authorization of a server whose refusals agentd
-	// resolves (nil for others).
-	auth *authorizer
-}
-
-// authorizer is the authorization of a server declared with oauth: the
-// current Authorization value, and how to get a new one. Shared by the
-// connection's round trippers, across sessions the connection redials.
-type authorizer struct {
-	resolve func(context.Context, Challenge) (string, error)
-	current atomic.Value // string
-	// turn is held by the one resolution under way: concurrent refusals
-	// wait for it (a person is asked once), each as long as its own
-	// request waits.
-	turn chan struct{}
-}
-
-// renew resolves a refusal of the request that carried presented. A
-// request that carried an authorization since replaced (another request
-// resolved meanwhile) goes again with the new one without asking.
-func (a *authorizer) renew(ctx context.Context, resp *http.Response, presented string) (string, error) {
-	select {
-	case a.turn <- struct{}{}:
-	case <-ctx.Done():
-		return "", context.Cause(ctx)
-	}
-	defer func() { <-a.turn }()
-	if cur := a.current.Load().(string); cur != presented {
-		return cur, nil
-	}
-	v, err := a.resolve(ctx, Challenge{Status: resp.StatusCode, WWWAuthenticate: resp.Header.Values("WWW-Authenticate"), Presented: presented})
-	if err != nil {
-		return "", err
-	}
-	a.current.Store(v)
-	return v, nil
-}
-
-// errSSESessionGone is what a POST of the legacy transport fails with when
-// the server answers 404: it does not know the session (it restarted, or
-// another replica answered) and did not take the message, so the session
-// is lost as for Streamable HTTP and the request may go again on a new
-// one. The go-sdk would report only "failed to write".
-var errSSESessionGone = fmt.Errorf("the server does not know the session: %w", mcp.ErrSessionMissing)
-
-func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
-	req = req.Clone(ctx)
-	if t.origin != "" && strings.EqualFold(req.URL.Scheme+"://"+req.URL.Host, t.origin) {
-		for k, vs := range t.header {
-			req.Header[k] = vs
-		}
-	}
-	sameOrigin := t.origin != "" && strings.EqualFold(req.URL.Scheme+"://"+req.URL.Host, t.origin)
-	presented := ""
-	if t.auth != nil && sameOrigin {
-		if presented = t.auth.current.Load().(string); presented != "" {
-			req.Header.Set("Authorization", presented)
-		}
-	}
-	if t.prop != nil {
-		t.prop.Inject(ctx, propagation.HeaderCarrier(req.Header)) // X-O3
-	}
-	// The standalone GET stream waits for server-initiated messages and may
-	// rightly stay silent; only answers to requests are bounded.
-	hx, _ := ctx.Value(exchangeKey{}).(*httpExchange)
-	// A GET with Last-Event-ID resumes a stream: an exchange's answer while
-	// that exchange runs (bounded like its POST), or the standalone stream,
-	// which may rightly stay silent.
-	resumesAnswer := req.Header.Get("Last-Event-ID") != "" && hx != nil && !hx.done.Load()
-	bounded := t.idle > 0 && (req.Method == http.MethodPost || resumesAnswer)
-	timeout := func() {
-		if hx != nil && hx.end != nil {
-			hx.end(errReadTimeout) // the go-sdk then cancels the request on the server
-		}
-		cancel()
-	}
-	// The exchange's timers, which its elicitations hold (X-M4).
-	timers := &readTimers{}
-	if hx != nil && hx.timers != nil {
-		timers = hx.timers
-	}
-	var timer *readTimer
-	if bounded {
-		timer = timers.start(t.idle, timeout)
-	}
-	if req.Method == http.MethodPost && req.GetBody != nil && wantsID(ctx) {
-		// A traced request learns its JSON-RPC id from its POST's body.
-		if body, err := req.GetBody(); err == nil {
-			if data, err := io.ReadAll(body); err == nil {
-				if msg, err := jsonrpc.DecodeMessage(data); err == nil {
-					noteSent(ctx, msg)
-				}
-			}
-			_ = body.Close()
-		}
-	}
-	resp, err := t.base.RoundTrip(req)
-	if timer != nil {
-		timer.stop()
-	}
-	if err == nil && t.auth != nil && sameOrigin && resolvable(resp) && ctx.Err() == nil && t.asksFor(req) {
-		// The server wants (other) authorization (X-M1): agentd resolves
-		// it, a person perhaps taking their time, so no read timeout runs
-		// meanwhile; then the request goes again, once.
-		if again, ok := t.resend(req); ok {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			_ = resp.Body.Close()
-			release := timers.hold()
-			v, aerr := t.auth.renew(ctx, resp, presented)
-			release()
-			if aerr != nil {
-				if hx != nil {
-					hx.authErr.Store(&aerr)
-				}
-				cancel()
-				return nil, aerr
-			}
-			again.Header.Set("Authorization", v)
-			if bounded {
-				timer = timers.start(t.idle, timeout)
-			}
-			resp, err = t.base.RoundTrip(again)
-			if timer != nil {
-				timer.stop()
-			}
-		}
-	}
-	if err != nil {
-		cancel()
-		var op *net.OpError
-		if hx != nil && req.Method == http.MethodPost && !(errors.As(err, &op) && op.Op == "dial") {
-			hx.reached.Store(true) // it may have been sent before it failed
-		}
-		return nil, err
-	}
-	if a := challengeOf(resp); a != nil && t.refused != nil {
-		t.refused.Store(a)
-	}
-	if req.Method == http.MethodPost {
-		noteStatus(ctx, resp.StatusCode)
-		if hx != nil && resp.StatusCode != http.StatusNotFound {
-			hx.reached.Store(true)
-		}
-		t.firstStatus.CompareAndSwap(0, int32(resp.StatusCode))
-		if t.sse && resp.StatusCode == http.StatusNotFound {
-			_ = resp.Body.Close()
-			cancel()
-			return nil, errSSESessionGone
-		}
-	}
-	body := &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-	if t.sse && req.Method == http.MethodGet && t.activity != nil {
-		resp.Body = &activityBody{cancelBody: body, activity: t.activity}
-		return resp, nil
-	}
-	if bounded {
-		resp.Body = &idleBody{cancelBody: body, timers: timers, idle: t.idle, timeout: timeout}
-	} else {
-		resp.Body = body
-	}
-	return resp, nil
-}
-
-// asksFor reports whether a refusal of req is worth asking agentd about:
-// a POST that carries a request (a notification, such as the
-// cancellation of a call that gave up, is not: nobody waits for it), or
-// the legacy transport's GET that opens its session.
-func (t *roundTripper) asksFor(req *http.Request) bool {
-	if req.Method == http.MethodGet {
-		return t.sse
-	}
-	if req.Method != http.MethodPost || req.GetBody == nil {
-		return false
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return false
-	}
-	defer body.Close()
-	data, err := io.ReadAll(io.LimitReader(body, 1<<20))
-	if err != nil {
-		return false
-	}
-	msg, err := jsonrpc.DecodeMessage(data)
-	if err != nil {
-		return true // not ours to judge: the request goes on as it would
-	}
-	r, ok := msg.(*jsonrpc.Request)
-	return !ok || r.ID.IsValid()
-}
-
-// resend returns req ready to go again: its body read afresh. False for a
-// request whose body cannot be.
-func (t *roundTripper) resend(req *http.Request) (*http.Request, bool) {
-	again := req.Clone(req.Context())
-	if req.Body != nil && req.Body != http.NoBody {
-		if req.GetBody == nil {
-			return nil, false
-		}
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, false
-		}
-		again.Body = body
-	}
-	return again, true
-}
-
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
-}
-
-// idleBody fails a read that waits longer than idle for data, unless an
-// elicitation of its exchange holds its timers meanwhile (X-M4).
-type idleBody struct {
-	*cancelBody
-	timers  *readTimers
-	idle    time.Duration
-	timeout func()
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	timer := b.timers.start(b.idle, b.timeout)
-	n, err := b.ReadCloser.Read(p)
-	if timer.stop() && err != nil {
-		return n, errReadTimeout
-	}
-	return n, err
-}
-
-// activityBody reports every read of the legacy transport's event stream.
-type activityBody struct {
-	*cancelBody
-	activity func()
-}
-
-func (b *activityBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.activity()
-	}
-	return n, err
-}
-
-// errReadTimeout ends a response that sent nothing for read_timeout.
-var errReadTimeout = errors.New("no data within read_timeout")

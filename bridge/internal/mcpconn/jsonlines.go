@@ -36,8 +36,9 @@ func newJSONLines(r io.Reader, max int, onDrop func([]byte)) *jsonLines {
 	return &jsonLines{r: bufio.NewReaderSize(r, 64<<10), max: max, onDrop: onDrop}
 }
 
-// overflowed reports whether the stream ended on a message over the limit.
-func (j *jsonLines) overflowed() bool { return j.tooLong.Load() }
+// overflowed reports whether the stream ended on a message over the limit;
+// false for nil (an HTTP connection has no stdout).
+func (j *jsonLines) overflowed() bool { return j != nil && j.tooLong.Load() }
 
 // next returns the next kept line with its line end; the stream's last
 // line may have none, and then comes with the error that ended the stream

@@ -137,15 +137,7 @@ const (
 // elicitation can be deferred: then the call ends with *InputRequired.
 // On a classic session no result asks for input and this is one call.
 func (c *core) callRounds(ctx context.Context, s *mcp.ClientSession, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	if r, ok := ctx.Value(retryKey{}).(retry); ok {
-		params.RequestState = r.state
-		if len(r.responses) > 0 {
-			params.InputResponses = make(mcp.InputResponseMap, len(r.responses))
-			for id, res := range r.responses {
-				params.InputResponses[id] = res
-			}
-		}
-	}
+	applyRetry(ctx, params)
 	empty := 0
 	for round := 1; ; round++ {
 		res, err := s.CallTool(ctx, params)
@@ -153,35 +145,67 @@ func (c *core) callRounds(ctx context.Context, s *mcp.ClientSession, params *mcp
 			return res, err
 		}
 		if len(res.InputRequests) == 0 {
-			if empty++; empty >= maxEmptyRound {
-				return nil, fmt.Errorf("the server asked for input %d times without saying what (it sheds load)", empty)
-			}
+			empty++
 		}
-		if round >= maxRounds {
-			return nil, fmt.Errorf("the server still asked for input after %d rounds", round)
+		if err := checkRounds(round, empty); err != nil {
+			return nil, err
 		}
 		responses, deferred, err := c.fulfil(ctx, s, res.InputRequests)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, err
+		case err != nil:
 			// As on a classic session, where the server's request fails
 			// and its tool with it: the call is the tool's failure.
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
-		}
-		if deferred {
-			ir := &InputRequired{Requests: make(map[string]*mcp.ElicitParams), RequestState: res.RequestState}
-			for id, r := range res.InputRequests {
-				if p, ok := r.(*mcp.ElicitParams); ok {
-					ir.Requests[id] = p
-				}
-			}
-			return nil, ir
+		case deferred:
+			return nil, inputRequired(res)
 		}
 		next := *params
 		next.InputResponses, next.RequestState = responses, res.RequestState
 		params = &next
 	}
+}
+
+// applyRetry makes params the retry that ctx may carry (WithRetry): the
+// answers to the input requests of the call it retries, and the server's
+// request state.
+func applyRetry(ctx context.Context, params *mcp.CallToolParams) {
+	r, ok := ctx.Value(retryKey{}).(retry)
+	if !ok {
+		return
+	}
+	params.RequestState = r.state
+	if len(r.responses) > 0 {
+		params.InputResponses = make(mcp.InputResponseMap, len(r.responses))
+		for id, res := range r.responses {
+			params.InputResponses[id] = res
+		}
+	}
+}
+
+// checkRounds ends a call whose server still asks for input after
+// maxRounds rounds, or maxEmptyRound times without saying what.
+func checkRounds(round, empty int) error {
+	if empty >= maxEmptyRound {
+		return fmt.Errorf("the server asked for input %d times without saying what (it sheds load)", empty)
+	}
+	if round >= maxRounds {
+		return fmt.Errorf("the server still asked for input after %d rounds", round)
+	}
+	return nil
+}
+
+// inputRequired is how a call whose round agentd deferred ends: the
+// round's elicitations and the server's request state.
+func inputRequired(res *mcp.CallToolResult) *InputRequired {
+	ir := &InputRequired{Requests: make(map[string]*mcp.ElicitParams), RequestState: res.RequestState}
+	for id, r := range res.InputRequests {
+		if p, ok := r.(*mcp.ElicitParams); ok {
+			ir.Requests[id] = p
+		}
+	}
+	return ir
 }
 
 // fulfil answers one round's input requests at once, each through the
@@ -222,35 +246,17 @@ func (c *core) fulfil(ctx context.Context, s *mcp.ClientSession, reqs mcp.InputR
 	return responses, false, nil
 }
 
-// fulfilOne answers one input request through the client's handler, as
-// the go-sdk's own middleware would: elicitation (checked before and
-// after, as the go-sdk checks elicitation/create), sampling, roots.
+// fulfilOne answers one input request through the client's own handler
+// for its kind, as the go-sdk's middleware would: elicitation (checked
+// before and after, as the go-sdk checks elicitation/create), sampling
+// (which the go-sdk decodes with its tools, if any), roots.
 func (c *core) fulfilOne(ctx context.Context, s *mcp.ClientSession, r mcp.InputRequest) (mcp.InputResponse, error) {
-	opts := c.clientOpts
 	ctx = context.WithValue(ctx, roundKey{}, true)
 	switch p := r.(type) {
 	case *mcp.ElicitParams:
-		if opts.ElicitationHandler == nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "client does not support elicitation"}
-		}
 		return c.elicitInput(context.WithValue(ctx, inputRequestKey{}, true), s, p)
 	case *mcp.CreateMessageWithToolsParams:
-		if opts.CreateMessageWithToolsHandler != nil {
-			return opts.CreateMessageWithToolsHandler(ctx, &mcp.CreateMessageWithToolsRequest{Session: s, Params: p})
-		}
-		if opts.CreateMessageHandler != nil {
-			base, err := baseSampling(p)
-			if err != nil {
-				return nil, err
-			}
-			return opts.CreateMessageHandler(ctx, &mcp.CreateMessageRequest{Session: s, Params: base})
-		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "client does not support sampling"}
-	case *mcp.CreateMessageParams:
-		if opts.CreateMessageHandler != nil {
-			return opts.CreateMessageHandler(ctx, &mcp.CreateMessageRequest{Session: s, Params: p})
-		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "client does not support sampling"}
+		return c.sample(ctx, &mcp.CreateMessageWithToolsRequest{Session: s, Params: p})
 	case *mcp.ListRootsParams:
 		return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil // agentd declares no roots
 	default:
@@ -258,77 +264,85 @@ func (c *core) fulfilOne(ctx context.Context, s *mcp.ClientSession, r mcp.InputR
 	}
 }
 
-// baseSampling turns a sampling request with tools into the basic form the
-// CreateMessageHandler takes: one content block per message.
-func baseSampling(p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageParams, error) {
-	if len(p.Tools) > 0 {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "client does not support tools in sampling"}
-	}
-	out := &mcp.CreateMessageParams{
-		Meta: p.Meta, IncludeContext: p.IncludeContext, MaxTokens: p.MaxTokens, Metadata: p.Metadata,
-		ModelPreferences: p.ModelPreferences, StopSequences: p.StopSequences, SystemPrompt: p.SystemPrompt, Temperature: p.Temperature,
-	}
-	for _, m := range p.Messages {
-		if len(m.Content) != 1 {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "a sampling message with other than one content block"}
-		}
-		out.Messages = append(out.Messages, &mcp.SamplingMessage{Role: m.Role, Content: m.Content[0]})
-	}
-	return out, nil
-}
-
 // elicitInput answers an elicitation input request through the client's
-// elicitation handler, with the checks the go-sdk makes of an
+// elicitation handler (elicit), with the checks the go-sdk makes of an
 // elicitation/create: a form's schema before, an accepted form's content
 // against it after, its defaults filled in (SEP-1034).
 func (c *core) elicitInput(ctx context.Context, s *mcp.ClientSession, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	mode := p.Mode
-	if mode == "" {
-		mode = "form"
-		if p.URL != "" {
-			mode = "url"
-		}
+	schema, err := checkElicitation(p)
+	if err != nil {
+		return nil, err
 	}
-	invalid := func(format string, args ...any) error {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
-	}
-	var schema *jsonschema.Resolved
-	switch mode {
-	case "form":
-		if p.URL != "" {
-			return nil, invalid("URL must not be set for form elicitation")
-		}
-		if p.RequestedSchema != nil {
-			data, err := json.Marshal(p.RequestedSchema)
-			if err != nil {
-				return nil, invalid("invalid requested schema: %v", err)
-			}
-			var js jsonschema.Schema
-			if err := json.Unmarshal(data, &js); err != nil {
-				return nil, invalid("invalid requested schema: %v", err)
-			}
-			if schema, err = js.Resolve(nil); err != nil {
-				return nil, invalid("invalid requested schema: %v", err)
-			}
-		}
-	case "url":
-		if p.RequestedSchema != nil || p.URL == "" {
-			return nil, invalid("a URL elicitation needs a URL and no schema")
-		}
-	default:
-		return nil, invalid("unsupported elicitation mode: %q", mode)
-	}
-	res, err := c.clientOpts.ElicitationHandler(ctx, &mcp.ElicitRequest{Session: s, Params: p})
+	res, err := c.elicit(ctx, &mcp.ElicitRequest{Session: s, Params: p})
 	if err != nil {
 		return nil, err
 	}
 	if res.Action == "accept" && schema != nil && res.Content != nil {
 		if err := schema.Validate(res.Content); err != nil {
-			return nil, invalid("elicitation result content does not match requested schema: %v", err)
+			return nil, invalidParams("elicitation result content does not match requested schema: %v", err)
 		}
 		if err := schema.ApplyDefaults(&res.Content); err != nil {
-			return nil, invalid("failed to apply schema defaults to elicitation result: %v", err)
+			return nil, invalidParams("failed to apply schema defaults to elicitation result: %v", err)
 		}
 	}
 	return res, nil
+}
+
+// ElicitationMode is an elicitation's mode: its own, or, when it names
+// none, "url" for one that gives a URL and "form" otherwise.
+func ElicitationMode(p *mcp.ElicitParams) string {
+	switch {
+	case p.Mode != "":
+		return p.Mode
+	case p.URL != "":
+		return "url"
+	}
+	return "form"
+}
+
+// checkElicitation checks an elicitation as the go-sdk checks an
+// elicitation/create before it asks, and returns a form's schema,
+// resolved (nil for a form without one, and for a URL elicitation).
+func checkElicitation(p *mcp.ElicitParams) (*jsonschema.Resolved, error) {
+	switch mode := ElicitationMode(p); mode {
+	case "form":
+		if p.URL != "" {
+			return nil, invalidParams("URL must not be set for form elicitation")
+		}
+		return resolveSchema(p.RequestedSchema)
+	case "url":
+		if p.RequestedSchema != nil || p.URL == "" {
+			return nil, invalidParams("a URL elicitation needs a URL and no schema")
+		}
+		return nil, nil
+	default:
+		return nil, invalidParams("unsupported elicitation mode: %q", mode)
+	}
+}
+
+// resolveSchema resolves a form's requested schema, as the go-sdk
+// decoded it; nil for none.
+func resolveSchema(requested any) (*jsonschema.Resolved, error) {
+	if requested == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(requested)
+	if err != nil {
+		return nil, invalidParams("invalid requested schema: %v", err)
+	}
+	var js jsonschema.Schema
+	if err := json.Unmarshal(data, &js); err != nil {
+		return nil, invalidParams("invalid requested schema: %v", err)
+	}
+	schema, err := js.Resolve(nil)
+	if err != nil {
+		return nil, invalidParams("invalid requested schema: %v", err)
+	}
+	return schema, nil
+}
+
+// invalidParams is a JSON-RPC invalid-params error, which the server
+// reads.
+func invalidParams(format string, args ...any) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
 }

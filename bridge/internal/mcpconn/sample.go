@@ -29,7 +29,28 @@ var errSamplingTools = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: 
 // who approves it). An error returned here reaches the server as a
 // JSON-RPC error.
 func (c *core) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
-	p := req.Params
+	base, err := textSampling(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	owner, calls := c.askee(ctx)
+	if owner == nil || owner.Sample == nil {
+		c.log.Info("mcp server asked for a sample that no session can answer; refused", "calls_in_flight", len(calls))
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no session of this client can answer the sampling request"}
+	}
+	sctx, end := askContext(ctx, calls)
+	defer end()
+	res, err := owner.Sample(sctx, base)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CreateMessageWithToolsResult{Content: []mcp.Content{res.Content}, Model: res.Model, Role: res.Role, StopReason: res.StopReason}, nil
+}
+
+// textSampling is a sampling request in the basic form, each message's
+// one content block; a request that offers tools, or carries tool uses or
+// results, is refused with an error the server can read.
+func textSampling(p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageParams, error) {
 	if len(p.Tools) > 0 || p.ToolChoice != nil {
 		return nil, errSamplingTools
 	}
@@ -44,25 +65,5 @@ func (c *core) sample(ctx context.Context, req *mcp.CreateMessageWithToolsReques
 		}
 		base.Messages = append(base.Messages, &mcp.SamplingMessage{Role: m.Role, Content: m.Content[0]})
 	}
-	owner, calls := c.askee(ctx)
-	if owner == nil || owner.Sample == nil {
-		c.log.Info("mcp server asked for a sample that no session can answer; refused", "calls_in_flight", len(calls))
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no session of this client can answer the sampling request"}
-	}
-	for _, call := range calls {
-		defer call.hold()()
-	}
-	// As for an elicitation (elicit): the one call's values, or none.
-	bctx := context.Background()
-	if len(calls) == 1 {
-		bctx = calls[0].ctx
-	}
-	sctx, cancel := context.WithCancel(bctx)
-	defer cancel()
-	defer context.AfterFunc(ctx, cancel)()
-	res, err := owner.Sample(sctx, base)
-	if err != nil {
-		return nil, err
-	}
-	return &mcp.CreateMessageWithToolsResult{Content: []mcp.Content{res.Content}, Model: res.Model, Role: res.Role, StopReason: res.StopReason}, nil
+	return base, nil
 }

@@ -62,13 +62,7 @@ func (c *lineConn) readLines(stdout *jsonLines) {
 	for {
 		line, readErr := stdout.next()
 		msgs, err := decodeLine(line)
-		if err != nil && readErr != nil && !segjson.Valid(line) {
-			// The stream ended inside the message.
-			err = readErr
-			if errors.Is(readErr, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-		}
+		err = cutShort(line, err, readErr)
 		if err == nil {
 			for _, m := range msgs {
 				if !c.hand(lineMessage{msg: m}) {
@@ -82,6 +76,19 @@ func (c *lineConn) readLines(stdout *jsonLines) {
 			return
 		}
 	}
+}
+
+// cutShort is the error of a line that did not decode (decodeErr): the
+// stream's own (readErr; an unexpected EOF for a clean end) when the
+// stream ended inside the message, which is not valid JSON.
+func cutShort(line []byte, decodeErr, readErr error) error {
+	if decodeErr == nil || readErr == nil || segjson.Valid(line) {
+		return decodeErr
+	}
+	if errors.Is(readErr, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return readErr
 }
 
 // hand gives m to Read; false if the connection closed first.
@@ -160,18 +167,7 @@ func decodeLine(line []byte) ([]jsonrpc.Message, error) {
 		// Elements share the line's bytes only until they are decoded.
 		var batch []json.RawMessage
 		if parseAll(data, &batch, segjson.DontCopyRawMessage) == nil {
-			if len(batch) == 0 {
-				return nil, errors.New("empty batch")
-			}
-			msgs := make([]jsonrpc.Message, len(batch))
-			for i, raw := range batch {
-				m, err := decodeMessage(raw)
-				if err != nil {
-					return nil, err
-				}
-				msgs[i] = m
-			}
-			return msgs, nil
+			return decodeBatch(batch)
 		}
 	}
 	m, err := decodeMessage(data)
@@ -179,6 +175,22 @@ func decodeLine(line []byte) ([]jsonrpc.Message, error) {
 		return nil, err
 	}
 	return []jsonrpc.Message{m}, nil
+}
+
+// decodeBatch decodes the messages of a batch, which holds at least one.
+func decodeBatch(batch []json.RawMessage) ([]jsonrpc.Message, error) {
+	if len(batch) == 0 {
+		return nil, errors.New("empty batch")
+	}
+	msgs := make([]jsonrpc.Message, len(batch))
+	for i, raw := range batch {
+		m, err := decodeMessage(raw)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	return msgs, nil
 }
 
 // wireMessage is the go-sdk's decoding form of a JSON-RPC message

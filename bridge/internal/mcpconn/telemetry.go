@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strconv"
 	"sync/atomic"
@@ -49,13 +50,20 @@ func durationAttrs(l durationLabels) []attribute.KeyValue {
 		attribute.String("server", l.server),
 		attribute.String("tenant", l.tenant),
 	}
-	if l.tool != "" {
-		attrs = append(attrs, attribute.String("gen_ai.tool.name", l.tool), attribute.String("gen_ai.operation.name", "execute_tool"))
-	}
+	attrs = append(attrs, toolAttrs(l.tool)...)
 	if l.errType != "" {
 		attrs = append(attrs, attribute.String("error.type", l.errType))
 	}
 	return attrs
+}
+
+// toolAttrs are the attributes that name a tools/call's tool; none for
+// another request (tool "").
+func toolAttrs(tool string) []attribute.KeyValue {
+	if tool == "" {
+		return nil
+	}
+	return []attribute.KeyValue{attribute.String("gen_ai.tool.name", tool), attribute.String("gen_ai.operation.name", "execute_tool")}
 }
 
 // operationBuckets are the conventions' bucket boundaries for
@@ -240,76 +248,97 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 			c.injectMeta(ctx, req)
 			return next(ctx, method, req)
 		}
-		lab, ok := ctx.Value(labelsKey{}).(labels)
-		if !ok {
-			lab = c.labels
-		}
-		name, tool := method, ""
-		if p, ok := req.GetParams().(*mcp.CallToolParams); ok {
-			tool = p.Name
-			name = method + " " + tool
-		}
-		transport := "pipe"
-		if c.kind != stdioTransport {
-			transport = "tcp"
-		}
-		common := []attribute.KeyValue{
-			attribute.String("mcp.method.name", method),
-			attribute.String("network.transport", transport),
-		}
-		if tool != "" {
-			common = append(common, attribute.String("gen_ai.tool.name", tool), attribute.String("gen_ai.operation.name", "execute_tool"))
-		}
-		spanAttrs := common
-		if c.address != "" {
-			spanAttrs = append(spanAttrs[:len(spanAttrs):len(spanAttrs)], attribute.String("server.address", c.address), attribute.Int("server.port", c.port))
-		}
-		ctx, span := c.tel.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
-		defer span.End()
-		c.injectMeta(ctx, req)
-		sent := &sentRequest{wantID: span.IsRecording()}
-		ctx = context.WithValue(ctx, sentKey{}, sent)
-		start := time.Now()
-		res, err := next(ctx, method, req)
-		elapsed := time.Since(start).Seconds()
+		return c.traced(ctx, method, req, next)
+	}
+}
 
-		// The negotiated version (X-M8); during the handshake, the one
-		// offered: the probe's, or initialize's.
-		version := ClassicVersion
-		cs, _ := req.GetSession().(*mcp.ClientSession)
-		if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil {
-			version = ir.ProtocolVersion
-		} else if cs != nil && cs.InitializeResult() != nil {
-			version = cs.InitializeResult().ProtocolVersion
-		} else if method == "server/discover" {
-			version = ModernVersion
-		} else if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil {
-			version = p.ProtocolVersion
-		}
-		span.SetAttributes(attribute.String("mcp.protocol.version", version))
-		if id := sent.id.Load(); id != nil {
-			span.SetAttributes(attribute.String("jsonrpc.request.id", *id))
-		}
-		if c.kind == streamableTransport && cs != nil && cs.ID() != "" {
-			span.SetAttributes(attribute.String("mcp.session.id", cs.ID()))
-		}
-		errType, cancelled := c.errorType(ctx, sent, res, err)
-		switch {
-		case cancelled:
-			// The caller's cancellation (a pause, the generation's end, the
-			// client's cancel) is no failure of the request.
-			span.SetAttributes(attribute.Bool("agentd.cancelled", true))
-		case errType != "":
-			span.SetAttributes(attribute.String("error.type", errType))
-			span.SetStatus(codes.Error, errType)
-		}
-		if c.tel.metered {
-			c.tel.duration.Record(context.WithoutCancel(ctx), elapsed, c.tel.options.For(durationLabels{
-				method: method, transport: transport, tool: tool, version: version,
-				server: lab.server, tenant: lab.tenant, errType: errType,
-			}))
-		}
-		return res, err
+// traced sends a traced request through next within its span, and records
+// its duration.
+func (c *core) traced(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	lab, ok := ctx.Value(labelsKey{}).(labels)
+	if !ok {
+		lab = c.labels
+	}
+	name, tool := method, ""
+	if p, ok := req.GetParams().(*mcp.CallToolParams); ok {
+		tool = p.Name
+		name = method + " " + tool
+	}
+	transport := "pipe"
+	if c.kind != stdioTransport {
+		transport = "tcp"
+	}
+	ctx, span := c.tel.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(c.spanAttrs(method, transport, tool)...))
+	defer span.End()
+	c.injectMeta(ctx, req)
+	sent := &sentRequest{wantID: span.IsRecording()}
+	ctx = context.WithValue(ctx, sentKey{}, sent)
+	start := time.Now()
+	res, err := next(ctx, method, req)
+	elapsed := time.Since(start).Seconds()
+	version := requestVersion(method, req, res)
+	errType, cancelled := c.errorType(ctx, sent, res, err)
+	c.endSpan(span, req, sent, version, errType, cancelled)
+	if c.tel.metered {
+		c.tel.duration.Record(context.WithoutCancel(ctx), elapsed, c.tel.options.For(durationLabels{
+			method: method, transport: transport, tool: tool, version: version,
+			server: lab.server, tenant: lab.tenant, errType: errType,
+		}))
+	}
+	return res, err
+}
+
+// spanAttrs are a request's span attributes at its start: an HTTP
+// server's address and port beside what its duration records.
+func (c *core) spanAttrs(method, transport, tool string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("mcp.method.name", method),
+		attribute.String("network.transport", transport),
+	}
+	attrs = append(attrs, toolAttrs(tool)...)
+	if c.address != "" {
+		attrs = append(attrs, attribute.String("server.address", c.address), attribute.Int("server.port", c.port))
+	}
+	return attrs
+}
+
+// requestVersion is the protocol version a request went with: the one its
+// session negotiated (X-M8); during the handshake, the one offered: the
+// probe's, or initialize's.
+func requestVersion(method string, req mcp.Request, res mcp.Result) string {
+	if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil {
+		return ir.ProtocolVersion
+	}
+	if cs, _ := req.GetSession().(*mcp.ClientSession); cs != nil && cs.InitializeResult() != nil {
+		return cs.InitializeResult().ProtocolVersion
+	}
+	if method == "server/discover" {
+		return ModernVersion
+	}
+	if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil {
+		return p.ProtocolVersion
+	}
+	return ClassicVersion
+}
+
+// endSpan records on a request's span how it ended: its version, its
+// JSON-RPC id, a Streamable HTTP session's id, and its failure
+// (error.type), or the caller's cancellation (a pause, the generation's
+// end, the client's cancel), which is no failure of the request.
+func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, version, errType string, cancelled bool) {
+	span.SetAttributes(attribute.String("mcp.protocol.version", version))
+	if id := sent.id.Load(); id != nil {
+		span.SetAttributes(attribute.String("jsonrpc.request.id", *id))
+	}
+	if cs, _ := req.GetSession().(*mcp.ClientSession); c.kind == streamableTransport && cs != nil && cs.ID() != "" {
+		span.SetAttributes(attribute.String("mcp.session.id", cs.ID()))
+	}
+	switch {
+	case cancelled:
+		span.SetAttributes(attribute.Bool("agentd.cancelled", true))
+	case errType != "":
+		span.SetAttributes(attribute.String("error.type", errType))
+		span.SetStatus(codes.Error, errType)
 	}
 }
 
@@ -319,14 +348,6 @@ func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 // which has no logging/setLevel, it also asks for the server's log
 // messages during the request (X-M6): the logLevel _meta key.
 func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
-	m := c.meta(ctx)
-	if cs, ok := req.GetSession().(*mcp.ClientSession); ok && cs.InitializeResult() != nil && Modern(cs.InitializeResult().ProtocolVersion) {
-		if m == nil {
-			m = mcp.Meta{}
-		}
-		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); servers still log so (X-M6)
-		m[mcp.MetaKeyLogLevel] = serverLogLevel
-	}
 	var p interface {
 		GetMeta() map[string]any
 		SetMeta(map[string]any)
@@ -339,6 +360,7 @@ func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
 	default:
 		return
 	}
+	m := c.requestMeta(ctx, req)
 	if len(m) == 0 {
 		return
 	}
@@ -346,38 +368,66 @@ func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
 	if meta == nil {
 		meta = make(map[string]any, len(m))
 	}
-	for k, v := range m {
-		meta[k] = v
-	}
+	maps.Copy(meta, m)
 	p.SetMeta(meta)
 }
 
+// requestMeta is what agentd adds to a request's _meta: the trace context
+// of ctx, and on a 2026-07-28 session the log level it asks for.
+func (c *core) requestMeta(ctx context.Context, req mcp.Request) mcp.Meta {
+	m := c.meta(ctx)
+	if cs, ok := req.GetSession().(*mcp.ClientSession); ok && cs.InitializeResult() != nil && Modern(cs.InitializeResult().ProtocolVersion) {
+		if m == nil {
+			m = mcp.Meta{}
+		}
+		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); servers still log so (X-M6)
+		m[mcp.MetaKeyLogLevel] = serverLogLevel
+	}
+	return m
+}
+
 // errorType is the error.type of a finished request, low in cardinality
-// and free of the server's text: the JSON-RPC error code, tool_error for a
-// result flagged isError, an HTTP error status, timeout, cancelled (the
-// caller's cancellation: cancelled reports it, as it is no failure of the
-// request), address_not_allowed, message_too_large, connection_closed, or
-// _OTHER; "" for a success.
-func (c *core) errorType(ctx context.Context, sent *sentRequest, res mcp.Result, err error) (string, bool) {
+// and free of the server's text: tool_error for a result flagged isError,
+// what the server answered (answerErrorType), or a failure of agentd's
+// side (failureType); "" for a success. cancelled reports the caller's
+// cancellation, which is no failure of the request.
+func (c *core) errorType(ctx context.Context, sent *sentRequest, res mcp.Result, err error) (errType string, cancelled bool) {
 	if err == nil {
 		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
 			return "tool_error", false
 		}
 		return "", false
 	}
-	var rpcErr *jsonrpc.Error
+	if t := answerErrorType(sent, err); t != "" {
+		return t, false
+	}
+	return c.failureType(ctx, err)
+}
+
+// answerErrorType is the error a server answered a request with: its
+// JSON-RPC error code, or its HTTP error status; "" for neither.
+func answerErrorType(sent *sentRequest, err error) string {
+	if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok && !rejectedByTransport(rpcErr) {
+		return strconv.Itoa(int(rpcErr.Code))
+	}
+	if status := sent.status.Load(); status != 0 {
+		return strconv.Itoa(int(status))
+	}
+	return ""
+}
+
+// failureType is the error.type of a request the server did not answer:
+// timeout, cancelled (the caller's cancellation: cancelled reports it),
+// address_not_allowed, message_too_large, connection_closed, or _OTHER.
+func (c *core) failureType(ctx context.Context, err error) (errType string, cancelled bool) {
 	switch {
-	case errors.As(err, &rpcErr) && !rejectedByTransport(rpcErr):
-		return strconv.Itoa(int(rpcErr.Code)), false
-	case sent.status.Load() != 0:
-		return strconv.Itoa(int(sent.status.Load())), false
 	case timedOut(ctx) || errors.Is(err, errReadTimeout) || errors.Is(err, context.DeadlineExceeded):
 		return "timeout", false
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return "cancelled", true
 	case errors.Is(err, ErrAddressNotAllowed):
 		return "address_not_allowed", false
-	case c.stdout != nil && c.stdout.overflowed():
+	case c.stdout.overflowed():
 		return "message_too_large", false
 	case ended(err) || errors.Is(err, mcp.ErrSessionMissing):
 		return "connection_closed", false
