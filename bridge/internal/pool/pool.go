@@ -357,6 +357,13 @@ func (p *Pool[C]) spawnFor(ctx context.Context, timeout time.Duration, w *waitin
 		}
 		return
 	}
+	p.readyLocked(conn)
+}
+
+// readyLocked counts a process started and makes it a spare, or, if the
+// pool closed while it started, stops it. p.mu is held, and released
+// while a process stops.
+func (p *Pool[C]) readyLocked(conn C) {
 	p.spawnedLocked()
 	if p.closed {
 		p.retiringLocked(shutdown)
@@ -590,17 +597,7 @@ func (p *Pool[C]) spawnSpare() {
 		}
 		return
 	}
-	p.spawnedLocked()
-	if p.closed {
-		p.retiringLocked(shutdown)
-		p.mu.Unlock()
-		_ = conn.Close()
-		p.mu.Lock()
-		return
-	}
-	pr := &proc[C]{conn: conn, born: time.Now(), idleSince: time.Now()}
-	p.idle = append(p.idle, pr)
-	p.watch(pr)
+	p.readyLocked(conn)
 }
 
 // Stats reports the pool.

@@ -326,27 +326,48 @@ func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func
 // zero ttlMs, an invalidation while it was fetched).
 func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, revision uint64, err error) {
 	c.mu.Lock()
-	on := c.settings.Enabled
-	if enabled != nil {
-		on = *enabled
-	}
-	if !on {
+	if !c.enabledFor(enabled) {
 		c.mu.Unlock()
 		tools, _, err := fetch(ctx)
 		return clone(tools), false, 0, err
 	}
-	counted := false // a call counts one hit or one miss
+	o, ok := c.serve(ctx, key)
+	if !ok {
+		o = c.lead(ctx, key, fetch)
+	}
+	return o.tools, o.hit, o.revision, o.err
+}
+
+// enabledFor reports whether a call reads and writes the cache: enabled,
+// the call's override, or the cache's setting. c.mu is held.
+func (c *Cache) enabledFor(enabled *bool) bool {
+	if enabled != nil {
+		return *enabled
+	}
+	return c.settings.Enabled
+}
+
+// outcome is what FetchRevision answers.
+type outcome struct {
+	tools    []*bridgev1.Tool
+	hit      bool
+	revision uint64
+	err      error
+}
+
+// serve answers a lookup of key from a fresh entry, or from the fetch
+// another caller runs for it, once that is done; it counts the lookup's
+// one hit or miss. c.mu is held on entry. False: there is no entry and no
+// fetch under way, and c.mu is still held, for the caller to fetch (lead).
+func (c *Cache) serve(ctx context.Context, key Key) (outcome, bool) {
+	counted := false
 	for {
-		if e, ok := c.entries[key]; ok {
-			if time.Now().Before(e.expires) {
-				if !counted {
-					c.count(key, true)
-				}
-				c.mu.Unlock()
-				return clone(e.tools), !counted, e.revision, nil
+		if e := c.fresh(key); e != nil {
+			if !counted {
+				c.count(key, true)
 			}
-			delete(c.entries, key) // stale: dropped, never served
-			c.evicted(key.tenant, expired, 1)
+			c.mu.Unlock()
+			return outcome{tools: clone(e.tools), hit: !counted, revision: e.revision}, true
 		}
 		if !counted {
 			c.count(key, false)
@@ -354,23 +375,54 @@ func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch
 		}
 		f, waiting := c.flights[key]
 		if !waiting {
-			break
+			return outcome{}, false
 		}
 		c.mu.Unlock()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return nil, false, 0, ctx.Err()
-		}
-		leaderGaveUp := errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)
-		if f.err == nil || !leaderGaveUp || ctx.Err() != nil {
-			c.mu.Lock()
-			revision := f.revision
-			c.mu.Unlock()
-			return clone(f.tools), false, revision, f.err
+		if o, ok := c.wait(ctx, f); ok {
+			return o, true
 		}
 		c.mu.Lock() // the leader gave up: try again, perhaps as leader
 	}
+}
+
+// fresh returns key's entry unless it has expired: an expired entry is
+// dropped, never served. c.mu is held.
+func (c *Cache) fresh(key Key) *entry {
+	e, ok := c.entries[key]
+	if !ok {
+		return nil
+	}
+	if time.Now().Before(e.expires) {
+		return e
+	}
+	delete(c.entries, key)
+	c.evicted(key.tenant, expired, 1)
+	return nil
+}
+
+// wait waits for another caller's fetch f and answers with what it
+// fetched; false if it failed because its own caller gave up, and this
+// caller, still waiting, tries again. c.mu is not held.
+func (c *Cache) wait(ctx context.Context, f *flight) (outcome, bool) {
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return outcome{err: ctx.Err()}, true
+	}
+	leaderGaveUp := errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)
+	if f.err != nil && leaderGaveUp && ctx.Err() == nil {
+		return outcome{}, false
+	}
+	c.mu.Lock()
+	revision := f.revision
+	c.mu.Unlock()
+	return outcome{tools: clone(f.tools), revision: revision, err: f.err}, true
+}
+
+// lead fetches key's list, for this caller and every one that misses on
+// key meanwhile, and stores it (store). c.mu is held on entry and
+// released on return.
+func (c *Cache) lead(ctx context.Context, key Key, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) outcome {
 	f := &flight{done: make(chan struct{})}
 	c.flights[key] = f
 	c.mu.Unlock()
@@ -381,23 +433,32 @@ func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch
 
 	c.mu.Lock()
 	delete(c.flights, key)
+	c.store(key, f, hint)
+	c.mu.Unlock()
+	close(f.done)
+	if f.err != nil {
+		return outcome{err: f.err}
+	}
+	return outcome{tools: clone(f.tools), revision: f.revision}
+}
+
+// store keeps the list that f fetched under key, for the shorter of the
+// TTL and the server's hint, unless the fetch failed, the cache was
+// turned off or the entry invalidated meanwhile (f.stale), or the hint is
+// zero. c.mu is held.
+func (c *Cache) store(key Key, f *flight, hint *time.Duration) {
 	ttl := c.settings.TTL
 	if hint != nil {
 		ttl = min(ttl, *hint)
 	}
-	if f.err == nil && c.settings.Enabled && !f.stale && ttl > 0 {
-		c.writes++
-		c.revision++
-		f.revision = c.revision
-		c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(ttl), written: c.writes, revision: c.revision}
-		c.evict()
+	if f.err != nil || !c.settings.Enabled || f.stale || ttl <= 0 {
+		return
 	}
-	c.mu.Unlock()
-	close(f.done)
-	if f.err != nil {
-		return nil, false, 0, f.err
-	}
-	return clone(f.tools), false, f.revision, nil
+	c.writes++
+	c.revision++
+	f.revision = c.revision
+	c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(ttl), written: c.writes, revision: c.revision}
+	c.evict()
 }
 
 // Listed is one key's list as Cached answers it.
@@ -429,11 +490,7 @@ type Listed struct {
 func (c *Cache) Cached(keys []Key, enabled *bool, known []uint64) ([]Listed, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	on := c.settings.Enabled
-	if enabled != nil {
-		on = *enabled
-	}
-	if !on {
+	if !c.enabledFor(enabled) {
 		return nil, false
 	}
 	now := time.Now()
@@ -519,6 +576,12 @@ func (c *Cache) staleFlights() {
 func (c *Cache) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.clearAllLocked()
+}
+
+// clearAllLocked drops every entry and remembered protocol version, marks
+// the fetches under way stale, and zeroes the counters. c.mu is held.
+func (c *Cache) clearAllLocked() {
 	c.clearLocked()
 	c.staleFlights()
 	c.hits, c.misses = 0, 0
@@ -591,11 +654,7 @@ func (c *Cache) RememberProtocol(key Key, version string) {
 func (c *Cache) Reset() Settings {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.clearLocked()
-	c.staleFlights()
-	c.hits, c.misses = 0, 0
-	clear(c.tenants)
-	clear(c.versions)
+	c.clearAllLocked()
 	c.settings = c.defaults
 	return c.settings
 }
