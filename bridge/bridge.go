@@ -202,23 +202,28 @@ func (s *Service) OpenSession(req *bridgev1.OpenSessionRequest, stream grpc.Serv
 	if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Opened{Opened: opened}}); err != nil {
 		return err
 	}
+	return sess.relay(stream)
+}
+
+// relay sends the session's events on its OpenSession stream, its
+// servers' requests for agentd and their tools_changed, until the session
+// closes or its caller goes away (the stream's owner then closes the
+// session, stopping everything).
+func (s *session) relay(stream grpc.ServerStreamingServer[bridgev1.OpenSessionResponse]) error {
 	for {
+		ev := &bridgev1.OpenSessionResponse{}
 		select {
 		case <-stream.Context().Done():
-			// The caller went away: the deferred close stops everything.
 			return nil
-		case <-sess.done:
+		case <-s.done:
 			return nil
-		case r := <-sess.asks:
-			if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_Request{Request: r}}); err != nil {
-				return err
-			}
-		case name := <-sess.changes:
-			if err := stream.Send(&bridgev1.OpenSessionResponse{Event: &bridgev1.OpenSessionResponse_ToolsChanged{
-				ToolsChanged: &bridgev1.ToolsChanged{ServerName: name},
-			}}); err != nil {
-				return err
-			}
+		case r := <-s.asks:
+			ev.Event = &bridgev1.OpenSessionResponse_Request{Request: r}
+		case name := <-s.changes:
+			ev.Event = &bridgev1.OpenSessionResponse_ToolsChanged{ToolsChanged: &bridgev1.ToolsChanged{ServerName: name}}
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
 		}
 	}
 }

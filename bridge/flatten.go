@@ -18,11 +18,16 @@ const emptyErrorMessage = "The MCP server returned an empty error."
 
 // flattenRPCError turns a tool's JSON-RPC error into data for the model.
 func flattenRPCError(err *jsonrpc.Error) *bridgev1.CallToolResponse {
-	msg := err.Message
+	return &bridgev1.CallToolResponse{Output: errorOutput(err.Message), IsError: true}
+}
+
+// errorOutput is a tool's failure as the model reads it: {"error": msg},
+// with emptyErrorMessage for a blank msg.
+func errorOutput(msg string) string {
 	if strings.TrimSpace(msg) == "" {
 		msg = emptyErrorMessage
 	}
-	return &bridgev1.CallToolResponse{Output: toolerror.JSON(msg), IsError: true}
+	return toolerror.JSON(msg)
 }
 
 // flatten turns a tool result into what the model sees: structured content
@@ -33,46 +38,56 @@ func flatten(res *mcp.CallToolResult) *bridgev1.CallToolResponse {
 	var texts []string
 	var attachments []*bridgev1.Content
 	for _, c := range res.Content {
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			texts = append(texts, c.Text)
-		case *mcp.ImageContent:
-			attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_IMAGE, MimeType: c.MIMEType, Source: &bridgev1.Content_Data{Data: c.Data}})
-		case *mcp.AudioContent:
-			attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_AUDIO, MimeType: c.MIMEType, Source: &bridgev1.Content_Data{Data: c.Data}})
-		case *mcp.ResourceLink:
-			attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_RESOURCE_LINK, MimeType: c.MIMEType, Name: c.Name, Source: &bridgev1.Content_Uri{Uri: c.URI}})
-		case *mcp.EmbeddedResource:
-			if r := c.Resource; r != nil {
-				data := r.Blob
-				if data == nil {
-					data = []byte(r.Text)
-				}
-				attachments = append(attachments, &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_RESOURCE, MimeType: r.MIMEType, Name: r.URI, Source: &bridgev1.Content_Data{Data: data}})
-			}
+		if t, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, t.Text)
+		} else if a := attachment(c); a != nil {
+			attachments = append(attachments, a)
 		}
 	}
-	out := &bridgev1.CallToolResponse{IsError: res.IsError, Attachments: attachments}
-	switch {
-	case res.IsError:
-		msg := strings.Join(texts, "\n")
-		if strings.TrimSpace(msg) == "" {
-			msg = emptyErrorMessage
+	return &bridgev1.CallToolResponse{IsError: res.IsError, Attachments: attachments, Output: output(res, texts)}
+}
+
+// attachment is a content block other than text as the model's client
+// gets it; nil for a block it does not pass on.
+func attachment(c mcp.Content) *bridgev1.Content {
+	switch c := c.(type) {
+	case *mcp.ImageContent:
+		return &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_IMAGE, MimeType: c.MIMEType, Source: &bridgev1.Content_Data{Data: c.Data}}
+	case *mcp.AudioContent:
+		return &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_AUDIO, MimeType: c.MIMEType, Source: &bridgev1.Content_Data{Data: c.Data}}
+	case *mcp.ResourceLink:
+		return &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_RESOURCE_LINK, MimeType: c.MIMEType, Name: c.Name, Source: &bridgev1.Content_Uri{Uri: c.URI}}
+	case *mcp.EmbeddedResource:
+		r := c.Resource
+		if r == nil {
+			return nil
 		}
-		out.Output = toolerror.JSON(msg)
-	case res.StructuredContent != nil:
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(res.StructuredContent); err == nil {
-			out.Output = strings.TrimSuffix(b.String(), "\n")
-			break
+		data := r.Blob
+		if data == nil {
+			data = []byte(r.Text)
 		}
-		out.Output = strings.Join(texts, "\n")
-	default:
-		out.Output = strings.Join(texts, "\n")
+		return &bridgev1.Content{Kind: bridgev1.ContentKind_CONTENT_KIND_RESOURCE, MimeType: r.MIMEType, Name: r.URI, Source: &bridgev1.Content_Data{Data: data}}
 	}
-	return out
+	return nil
+}
+
+// output is a result's text for the model: an isError result's text as
+// {"error": ...}, structured content as JSON, or the text blocks.
+func output(res *mcp.CallToolResult, texts []string) string {
+	joined := strings.Join(texts, "\n")
+	if res.IsError {
+		return errorOutput(joined)
+	}
+	if res.StructuredContent == nil {
+		return joined
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res.StructuredContent); err != nil {
+		return joined
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // capResult replaces a result larger than limit bytes (its output plus its
