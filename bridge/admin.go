@@ -18,7 +18,7 @@ import (
 //
 // Under authentication (internal/auth's interceptors admit each call by
 // its role), a caller that holds only tenant_admin reaches its own
-// tenant's cache entries and nothing else (X-I5): GetCacheStats counts
+// tenant's cache entries and nothing else: GetCacheStats counts
 // them alone, ClearCache drops them alone, and InvalidateCache drops an
 // entry of its own tenant (the request's tenant, or its own when the
 // request names none); another tenant's entries are invisible to it, as
@@ -84,8 +84,8 @@ func (a *Admin) ResetCache(ctx context.Context, _ *bridgev1.ResetCacheRequest) (
 	return &bridgev1.ResetCacheResponse{Settings: settings(now)}, nil
 }
 
-// audit logs an admin write (X-I9): who made it (the principal and its
-// tenant), and what it changed.
+// audit logs an admin write in a line marked audit=true: who made it (the
+// principal and its tenant), and what it changed.
 func (a *Admin) audit(ctx context.Context, method string, changed ...any) {
 	who, tenant := auth.Caller(ctx)
 	a.s.log.Info("admin change", append([]any{"audit", true, "principal", who, "tenant", tenant, "method", method}, changed...)...)

@@ -81,8 +81,9 @@ func (s *session) answer(a *bridgev1.AnswerServerRequestRequest) {
 	}
 }
 
-// authorize asks agentd to resolve server's refusal ch (X-M1) and returns
-// the authorization to send from now on.
+// authorize asks agentd, the OAuth client of a server declared with
+// oauth, to resolve server's refusal ch and returns the authorization to
+// send from now on.
 func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Challenge) (string, error) {
 	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Authorization{
 		Authorization: &bridgev1.AuthorizationChallenge{Status: int32(ch.Status), WwwAuthenticate: ch.WWWAuthenticate, Presented: ch.Presented},
@@ -104,14 +105,14 @@ func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Chall
 }
 
 // elicit asks agentd for a person's answer to server's elicitation/create
-// (X-M4) and returns it for the server. The go-sdk checked the request
+// and returns it for the server. The go-sdk checked the request
 // before, and checks an accepted form's content after, filling in the
 // schema's defaults (SEP-1034). ctx carries the id of the call during
 // which the server asks, when that is known. An error answer fails the
 // server's request with agentd's error.
 //
 // An elicitation that came as an input request of a 2026-07-28 tools/call
-// result is deferrable (X-M8): agentd may answer deferred, and the call
+// result is deferrable: agentd may answer deferred, and the call
 // then ends with input_required (mcpconn.ErrDeferred).
 func (s *session) elicit(ctx context.Context, server string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	e, err := elicitation(server, p)
@@ -164,7 +165,7 @@ func elicitation(server string, p *mcp.ElicitParams) (*bridgev1.Elicitation, err
 }
 
 // inputRequired is the answer of a call whose input request agentd
-// deferred (X-M8): the server's elicitation requests and its request
+// deferred: the server's elicitation requests and its request
 // state, which the retry echoes.
 func inputRequired(server string, ir *mcpconn.InputRequired) (*bridgev1.CallToolResponse, error) {
 	out := &bridgev1.InputRequired{Requests: make(map[string]*bridgev1.Elicitation, len(ir.Requests)), RequestState: ir.RequestState}
@@ -180,7 +181,7 @@ func inputRequired(server string, ir *mcpconn.InputRequired) (*bridgev1.CallTool
 
 // withRetry makes the call of ctx the retry of a call that ended with
 // input_required: it carries agentd's answers and the server's request
-// state (X-M8).
+// state.
 func withRetry(ctx context.Context, answers map[string]*bridgev1.ElicitationResult, state string) context.Context {
 	if len(answers) == 0 && state == "" {
 		return ctx

@@ -58,12 +58,13 @@ type Options struct {
 	// Nil: every tenant has Config's rules and every registered server.
 	Tenants func(tenant string) (config.TenantSettings, bool)
 	// TracerProvider makes the spans of the MCP requests (initialize,
-	// tools/list, tools/call; X-O2); nil means the global one.
+	// tools/list, tools/call); nil means the global one.
 	TracerProvider trace.TracerProvider
 	// Propagator reads the trace context that CallTools calls carry; nil
 	// means telemetry.Propagator().
 	Propagator propagation.TextMapPropagator
-	// MeterProvider makes the bridge's metrics (X-O1); nil records none.
+	// MeterProvider makes the bridge's OpenTelemetry metrics (its pools,
+	// schema cache and MCP request durations); nil records none.
 	MeterProvider metric.MeterProvider
 }
 
@@ -291,11 +292,11 @@ type target struct {
 	readTimeout  time.Duration
 	allowedTools []string
 	key          schemacache.Key // its tool list's cache key
-	serverKey    schemacache.Key // its protocol version's key (X-M8)
+	serverKey    schemacache.Key // the key its negotiated protocol version is remembered under
 	stdio        *mcpconn.StdioSpec
 	ref          string // registered server name, for stdio targets by ref
 	http         *mcpconn.HTTPSpec
-	oauth        bool // http: agentd resolves the server's refusals (X-M1)
+	oauth        bool // http: agentd, the server's OAuth client, resolves its refusals
 }
 
 // scope is what resolves a session's servers: its tenant's settings, and
@@ -307,7 +308,7 @@ type scope struct {
 
 // resolve validates a session's servers, resolving refs against the
 // registered servers that the tenant may use and checking commands,
-// environments and addresses against the tenant's rules (X-I7). Every
+// environments and addresses against the tenant's rules. Every
 // problem is reported at once, by policy.Refusal: InvalidArgument if any
 // declaration is invalid, and PermissionDenied, naming each setting
 // (the tenant's own, or the global one it keeps), if the configuration's

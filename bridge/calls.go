@@ -230,7 +230,7 @@ func (cs *callStream) start(ctx context.Context, call *bridgev1.StreamedToolCall
 	cs.mu.Unlock()
 	go func() {
 		defer cs.calls.Done()
-		// The server's progress reports go ahead of the answer (X-M6).
+		// The server's progress reports go ahead of the answer.
 		relay := newProgressRelay(func(p *bridgev1.ToolProgress) {
 			cs.answers <- &bridgev1.CallToolsResponse{Id: id, Outcome: &bridgev1.CallToolsResponse_Progress{Progress: p}}
 		})

@@ -21,7 +21,7 @@ import (
 )
 
 // pools owns the bridge's stdio process pools, and keeps what one tenant's
-// sessions ran from ever serving another tenant's (X-I6):
+// sessions ran from ever serving another tenant's:
 //   - a registered server that is not shared has one pool that serves
 //     every tenant, made at start-up so that its spares are warm before
 //     the first request: a spare has served no session, so it holds no
@@ -44,7 +44,7 @@ type pools struct {
 	servers map[string]config.Server
 	grace   time.Duration
 	dial    dialFunc
-	metrics *pool.Metrics  // the pools' instruments (X-O1)
+	metrics *pool.Metrics  // the pools' instruments
 	drops   sync.WaitGroup // pools being closed after idle_timeout unused
 
 	mu     sync.Mutex
@@ -106,7 +106,7 @@ func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.
 }
 
 // newPool makes the pool id of a server, named name in logs and errors;
-// its metrics (X-O1) carry server, which is the registered server's name or
+// its metrics carry server, which is the registered server's name or
 // the one the request that made a command's pool gave it (never its
 // command line), and the pool's tenant ("" for a pool that serves every
 // tenant).
@@ -148,19 +148,20 @@ func (ps *pools) poolConfig(warm int) pool.Config {
 }
 
 // stdioDialer returns the dialFunc that starts processes logging to log,
-// whose requests carry their trace context with prop (X-O3) and are traced
-// and timed by tel (X-O2, X-O1). A pool's
+// whose requests carry their trace context with prop and are traced
+// and timed by tel. A pool's
 // processes log with the server's registered (or command) name; sessions
 // see them under their own names.
 func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpconn.Telemetry, cache *schemacache.Cache) dialFunc {
 	return func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*mcpconn.Conn] {
 		// Every process of the pool, warm spares included, offers what
-		// the server negotiated before (X-M8).
+		// the server negotiated before.
 		versions := versionMemory{cache, stdioKey(tenant, spec)}
 		// While the server's version is unknown, the pool's handshakes
 		// (its first process and its warm spares) go one at a time, so
-		// that the probe is paid once, and a server that exits on it
-		// (go-sdk #1177) is started twice, not twice per process.
+		// that the probe is paid once, and a server that exits on it (as
+		// some do on a request they do not know) is started twice, not
+		// twice per process.
 		learning := make(chan struct{}, 1)
 		return func(ctx context.Context, timeout time.Duration) (*mcpconn.Conn, error) {
 			if versions.Version() == "" {
@@ -177,7 +178,7 @@ func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpc
 }
 
 // versionMemory remembers a server's protocol version in the schema
-// cache, beside its tool list (X-M8).
+// cache, beside its tool list.
 type versionMemory struct {
 	cache *schemacache.Cache
 	key   schemacache.Key

@@ -9,7 +9,7 @@ import (
 )
 
 // progressInterval is the least time between two progress responses of
-// one call: at most ten a second go to the client (X-M6), whatever the
+// one call: at most ten a second go to the client, whatever the
 // server sends.
 const progressInterval = 100 * time.Millisecond
 

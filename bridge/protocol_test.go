@@ -22,9 +22,9 @@ import (
 // entry, what each server negotiated, so a classic server's later
 // connections pay no server/discover probe: a stateless go-sdk HTTP
 // server negotiates 2026-07-28, a stateful one 2025-11-25 (one probe over
-// two sessions), and a stdio server that exits on the probe (go-sdk #1177)
-// gets a fresh process with the classic handshake, once: its pool's later
-// processes, the warm spare included, start classic.
+// two sessions), and a stdio server that exits on the probe (a request it
+// does not know) gets a fresh process with the classic handshake, once:
+// its pool's later processes, the warm spare included, start classic.
 func TestProtocolVersions(t *testing.T) {
 	t.Parallel()
 	f := newFixtureWith(t, func(c *config.Bridge) {

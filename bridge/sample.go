@@ -1,6 +1,6 @@
 package bridge
 
-//lint:file-ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+//lint:file-ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// sample asks agentd to answer server's sampling/createMessage (X-M5)
+// sample asks agentd to answer server's sampling/createMessage
 // with its model, under the server's policy, and returns the answer for
 // the server. The connection has refused a request with tools; sample
 // refuses one with content other than text (images, audio), which

@@ -31,7 +31,7 @@ type session struct {
 	log      *slog.Logger
 	owner    mcpconn.Owner                 // its tenant, generation and trace, for metrics and stderr lines
 	tel      *mcpconn.Telemetry            // the MCP requests' spans and durations
-	prop     propagation.TextMapPropagator // carries calls' trace context to the servers (X-O3)
+	prop     propagation.TextMapPropagator // carries calls' trace context to the servers
 	cache    *schemacache.Cache
 	useCache *bool // the session's override of the cache setting
 	servers  []*server
@@ -93,7 +93,7 @@ func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenS
 		srv.owner.Elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 			return sess.elicit(ctx, t.name, p)
 		}
-		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample
 		srv.owner.Sample = func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 			return sess.sample(ctx, t.name, p)
 		}
@@ -301,7 +301,8 @@ func (s *session) listTools(ctx context.Context, names []string) ([]*bridgev1.Se
 
 // cachedTools is what listTools would answer now if the schema cache holds
 // every server's tool list, each a hit; false, counting nothing, if it does
-// not (a server whose list is never cached, X-M1, or one not cached now).
+// not (a server agentd authorizes per end user, whose list is never
+// cached, or one not cached now).
 // It connects to no server. A list whose revision is known[i] (the
 // request's known_revisions) comes back unchanged, without its tools.
 func (s *session) cachedTools(known []uint64) ([]*bridgev1.ServerTools, bool) {
@@ -326,8 +327,8 @@ func (s *session) cachedTools(known []uint64) ([]*bridgev1.ServerTools, bool) {
 // cacheUse is the cache setting of the server's tool list: the session's
 // override (nil: the cache's own setting), or off for a server agentd
 // authorizes per end user, which may list different tools to each while
-// the bridge does not know whose token it holds: its list is never cached
-// (X-M1).
+// the bridge does not know whose token it holds: its list is never
+// cached.
 func (srv *server) cacheUse() *bool {
 	if srv.target.oauth {
 		return new(bool)
@@ -401,14 +402,14 @@ func convertTool(t *mcp.Tool) *bridgev1.Tool {
 }
 
 // callTool calls one tool. Bad arguments, the tool's own failures and a
-// stdio server that stops during the call (X-L8: it crashed or was killed;
+// stdio server that stops during the call (it crashed or was killed;
 // the model is told, and the server's next call starts a fresh process)
 // are results for the model; connection, timeout and protocol failures are
 // errors, and so is a call that the session's close cut short.
 //
 // The call's span, tools/call {tool} of kind CLIENT, is mcpconn's: it
 // covers the request itself, and its trace context is the one the server
-// gets in params._meta (X-O2, X-O3).
+// gets in params._meta.
 func (s *session) callTool(ctx context.Context, serverName, tool, arguments string) (*bridgev1.CallToolResponse, error) {
 	srv := s.byName[serverName]
 	if srv == nil {
@@ -427,7 +428,7 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 	var pending *mcpconn.InputRequired
 	switch {
 	case errors.As(err, &pending):
-		// agentd deferred an input request (X-M8): the call ends, to be
+		// agentd deferred an input request: the call ends, to be
 		// retried with the answers.
 		return inputRequired(serverName, pending)
 	case errors.As(err, &rpcErr):

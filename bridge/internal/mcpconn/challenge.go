@@ -13,7 +13,7 @@ import (
 )
 
 // authChallenge is what an HTTP MCP server's refusal of agentd's
-// credentials said (X-M3): its status, 401 or 403, and the parameters of
+// credentials said: its status, 401 or 403, and the parameters of
 // its Bearer challenge (WWW-Authenticate) that agentd may repeat: the
 // error code, the scope it asks for, and the host of its
 // protected-resource metadata, never that URL's path, which may mirror
@@ -77,10 +77,11 @@ func scopeList(s string) string {
 	return strings.Join(out, " ")
 }
 
-// fault is the failure of a request that the server refused as a: the
-// generation ends Unauthenticated (401) or PermissionDenied (403), naming
-// the server and what it asked for, rather than Unavailable. agentd has
-// no OAuth client to answer the challenge with yet (X-M1).
+// fault is the failure of a request that the server refused as a, when
+// agentd does not resolve the server's refusals (it was not declared with
+// oauth), or could not: the generation ends Unauthenticated (401) or
+// PermissionDenied (403), naming the server and what it asked for, rather
+// than Unavailable.
 func (a *authChallenge) fault(server, request string) error {
 	asked := ""
 	if a.scope != "" {

@@ -9,7 +9,7 @@
 // wait for data, so a response that keeps streaming stays open; for the
 // legacy HTTP+SSE transport, whose answers arrive on a long-lived stream,
 // the whole exchange. No read timeout runs while a server's elicitation
-// made during the exchange waits for a person's answer (X-M4): the
+// made during the exchange waits for a person's answer: the
 // exchange's timers start afresh once it is answered. Errors are
 // classified with internal/fault and name the server and the request,
 // never a URL path, a header or an environment value.
@@ -42,12 +42,12 @@ import (
 type Options struct {
 	// Logger receives stderr lines, dropped stdout lines and diagnostics.
 	Logger *slog.Logger
-	// Propagator carries the trace context of each request to the server
-	// (X-O3): in the request's params._meta (traceparent, tracestate) on
-	// every transport, and as HTTP headers on HTTP. Nil carries none.
+	// Propagator carries the trace context of each request to the server:
+	// in the request's params._meta (traceparent, tracestate) on every
+	// transport, and as HTTP headers on HTTP. Nil carries none.
 	Propagator propagation.TextMapPropagator
-	// Telemetry makes the spans and durations of the requests (X-O2,
-	// X-O1); nil makes none.
+	// Telemetry makes the spans and the duration histogram of the
+	// requests; nil makes none.
 	Telemetry *Telemetry
 	// Tenant is the tenant the connection serves, on the durations of its
 	// handshake ("" for a pool's process that serves every tenant): a
@@ -58,9 +58,9 @@ type Options struct {
 	// name for a command holds the command's base name, which is not a
 	// label).
 	Server string
-	// Versions remembers the protocol version the server negotiated
-	// (X-M8): a server known to be classic is offered 2025-11-25 at once,
-	// with no server/discover probe. Nil: every connection probes.
+	// Versions remembers the protocol version the server negotiated: a
+	// server known to be classic is offered 2025-11-25 at once, with no
+	// server/discover probe. Nil: every connection probes.
 	Versions VersionMemory
 }
 
@@ -120,11 +120,11 @@ type core struct {
 	inflight   map[*exchange]struct{}
 	// toolsChanged is called on notifications/tools/list_changed.
 	toolsChanged atomic.Pointer[func()]
-	// progress routes notifications/progress to their calls (X-M6).
+	// progress routes notifications/progress to their calls.
 	progress progressTokens
 	// calls are the running tools/calls: a stdio connection's close
 	// cancels them before it stops the process; a server's elicitation
-	// goes to their session (X-M4).
+	// goes to their session.
 	callsMu sync.Mutex
 	calls   map[*inflightCall]struct{}
 	// lines rates the server's log messages, with its stderr lines for
@@ -143,13 +143,13 @@ func newClient(c *core, opts Options) *mcp.Client {
 	clientOpts := &mcp.ClientOptions{
 		Logger: opts.Logger,
 		// No roots: a pending roots/list keeps Node servers alive for
-		// seconds after their stdin closes. Elicitation in both modes
-		// (X-M4); sampling without tools (X-M5), declared here since the
-		// handler that sees a request's tools would declare tools.
-		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+		// seconds after their stdin closes. Elicitation in both modes;
+		// sampling without tools, declared here since the handler that
+		// sees a request's tools would declare tools.
+		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample
 		Capabilities:       &mcp.ClientCapabilities{Elicitation: elicitationCapabilities, Sampling: samplingCapabilities},
 		ElicitationHandler: c.elicit,
-		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+		//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample
 		CreateMessageWithToolsHandler: c.sample,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			if f := c.toolsChanged.Load(); f != nil {
@@ -161,12 +161,12 @@ func newClient(c *core, opts Options) *mcp.Client {
 				c.progress.notify(req.Params)
 			}
 		},
-		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); agentd speaks 2025-11-25, where servers log so (X-M6)
+		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); agentd speaks 2025-11-25, where servers log so
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			c.logMessage(req.Params)
 		},
 		// callRounds answers a 2026-07-28 call's input requests itself,
-		// through these handlers, so that agentd can defer them (X-M8).
+		// through these handlers, so that agentd can defer them.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, clientOpts)
@@ -196,11 +196,11 @@ func discard(log *slog.Logger) *slog.Logger {
 // DialStdio starts spec's process and performs the handshake within
 // readTimeout. On any failure the process is stopped before returning.
 //
-// It offers 2026-07-28 unless opts.Versions knows the server as classic
-// (X-M8). A server that ends its connection on the server/discover probe
-// (it exits on a request it does not know: go-sdk issue #1177, which
-// leaves the go-sdk's fallback initialize without a process) gets a fresh
-// process and the classic handshake, and is remembered as classic.
+// It offers 2026-07-28 unless opts.Versions knows the server as
+// classic. A server that ends its connection on the server/discover probe
+// (it exits on a request it does not know, which leaves the go-sdk's
+// fallback initialize without a process) gets a fresh process and the
+// classic handshake, and is remembered as classic.
 func DialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, opts Options) (*Conn, error) {
 	version := offer(opts.Versions)
 	c, err := dialStdio(ctx, spec, readTimeout, opts, version)
@@ -274,7 +274,7 @@ func (c *Conn) View(name string, readTimeout time.Duration, owner Owner) *Conn {
 }
 
 // Serve says whom a connection serves now, for a stdio server's stderr
-// lines (X-O4) and any server's log messages (X-M6): a session that has
+// lines and any server's log messages: a session that has
 // the connection to itself sets its owner when it takes it and nil when it
 // gives it back. A process that serves many sessions at once has none.
 func (c *Conn) Serve(o *Owner) {
@@ -294,7 +294,7 @@ func (c *Conn) Serve(o *Owner) {
 // for read_timeout.
 //
 // Every transport's timers are the exchange's readTimers, which a server's
-// elicitation during the exchange holds while a person answers (X-M4).
+// elicitation during the exchange holds while a person answers.
 func (c *Conn) exchangeContext(ctx context.Context) (context.Context, func()) {
 	timers := readTimersFor(ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -359,7 +359,7 @@ type httpExchange struct {
 	// go-sdk may resume one later) is no longer its answer.
 	done atomic.Bool
 	// authErr is why agentd could not resolve the server's refusal of a
-	// request of the exchange (X-M1): the exchange's error.
+	// request of the exchange: the exchange's error.
 	authErr atomic.Pointer[error]
 }
 
@@ -487,7 +487,7 @@ func (c *Conn) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 // ListToolsTTL lists every tool of the server, following pagination, and
 // says how long the server lets the list be cached: the least ttlMs of
 // its pages on a 2026-07-28 session (0: not at all), nil on a classic
-// one, whose servers give no hint (X-M8).
+// one, whose servers give no hint.
 func (c *Conn) ListToolsTTL(ctx context.Context) ([]*mcp.Tool, *time.Duration, error) {
 	var tools []*mcp.Tool
 	var ttl *time.Duration
@@ -530,7 +530,7 @@ func listAll(ctx context.Context, s *mcp.ClientSession) ([]*mcp.Tool, *time.Dura
 // "arguments": null, which many servers reject). The call carries a
 // progress token; ctx's WithProgress function gets the server's reports.
 // Cancelling ctx cancels the call at the server too: the go-sdk sends it
-// notifications/cancelled (X-M6). A tool's own failure is
+// notifications/cancelled. A tool's own failure is
 // not an error: it comes back as a result with IsError, or as a
 // *jsonrpc.Error that the caller turns into data for the model. A call
 // whose input request agentd deferred (2026-07-28) ends with
@@ -538,7 +538,7 @@ func listAll(ctx context.Context, s *mcp.ClientSession) ([]*mcp.Tool, *time.Dura
 // classified.
 func (c *Conn) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
 	args = callArguments(args)
-	// Every call carries a progress token of its own (X-M6); the reports
+	// Every call carries a progress token of its own; the reports
 	// go to the caller's WithProgress function, if any, until it returns.
 	onProgress, _ := ctx.Value(progressKey{}).(func(Progress))
 	token, retire := c.progress.issue(onProgress)
@@ -670,7 +670,7 @@ func (c *Conn) timedOutDuring(request string) error {
 }
 
 // unresolved is why agentd could not resolve the server's refusal of a
-// request of the exchange of ctx (X-M1), which is the exchange's error;
+// request of the exchange of ctx, which is the exchange's error;
 // nil if it resolved every refusal, or met none.
 func (c *Conn) unresolved(exchangeCtx context.Context) error {
 	hx, _ := exchangeCtx.Value(exchangeKey{}).(*httpExchange)

@@ -9,13 +9,13 @@ import (
 )
 
 // elicitationCapabilities is what agentd declares: both modes of
-// elicitation (X-M4). Roots stay undeclared (see newClient).
+// elicitation. Roots stay undeclared (see newClient).
 var elicitationCapabilities = &mcp.ElicitationCapabilities{
 	Form: &mcp.FormElicitationCapabilities{},
 	URL:  &mcp.URLElicitationCapabilities{},
 }
 
-// elicit is the client's elicitation/create handler (X-M4): it hands the
+// elicit is the client's elicitation/create handler: it hands the
 // server's request to the session it is made for (elicitee) and holds
 // the read timers of the calls it may belong to while a person answers.
 //
@@ -37,7 +37,7 @@ func (c *core) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 	}
 	actx, end := askContext(ctx, calls)
 	defer end()
-	if Deferrable(ctx) { // an input request of its call's result (X-M8)
+	if Deferrable(ctx) { // an input request of its call's result
 		actx = context.WithValue(actx, inputRequestKey{}, true)
 	}
 	return owner.Elicit(actx, req.Params)
@@ -143,8 +143,8 @@ func readTimersFor(ctx context.Context) *readTimers {
 }
 
 // readTimers are the read timers of one exchange. While a request of the
-// server made during the exchange waits for a person (an elicitation,
-// X-M4), they are held: a timer that runs out meanwhile does not fire,
+// server made during the exchange waits for a person (an elicitation),
+// they are held: a timer that runs out meanwhile does not fire,
 // and once the last hold is released each starts afresh. read_timeout
 // bounds the server's silences, never the person's. Safe for concurrent
 // use.

@@ -37,11 +37,11 @@ type HTTPSpec struct {
 	// setting that would allow it. Empty means
 	// bridge.allow_private_networks.
 	NetworksSetting string
-	// Authorize, when set, resolves the server's refusals (X-M1): a
+	// Authorize, when set, resolves the server's refusals: a
 	// request refused with 401, or 403 insufficient_scope, waits for it
 	// and goes again, once, with the authorization it returns, which
 	// every later request carries too. Its error fails the request. Nil:
-	// a refusal fails the request (X-M3).
+	// a refusal fails the request.
 	Authorize func(ctx context.Context, ch Challenge) (authorization string, err error)
 }
 

@@ -1,4 +1,4 @@
-//lint:file-ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); agentd speaks 2025-11-25, where servers log so (X-M6)
+//lint:file-ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); agentd speaks 2025-11-25, where servers log so
 
 package mcpconn
 
@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Progress is one notifications/progress of a running tools/call (X-M6).
+// Progress is one notifications/progress of a running tools/call.
 type Progress struct {
 	Progress float64
 	Total    float64 // 0: unknown
@@ -107,8 +107,8 @@ func slogLevel(l mcp.LoggingLevel) slog.Level {
 	return slog.LevelInfo
 }
 
-// logMessage logs a server's notifications/message in agentd's log
-// (X-M6): with the server's name (c.log's), its logger, its level mapped onto
+// logMessage logs a server's notifications/message in agentd's log:
+// with the server's name (c.log's), its logger, its level mapped onto
 // slog's, and the session the connection serves (tenant, generation,
 // trace) when it serves one. It shares the rate of the server's stderr
 // lines.
@@ -153,9 +153,10 @@ const cancelNotifyWait = time.Second
 
 // inflightCall is a running tools/call. A stdio connection's close that
 // cuts it short cancels it, and waits until the server has been told
-// (X-M6), so that stopping the process does not overtake the notification.
+// (notifications/cancelled), so that stopping the process does not
+// overtake the notification.
 // A server's elicitation made during it is asked with its context, and
-// holds its read timers (X-M4).
+// holds its read timers.
 type inflightCall struct {
 	view *Conn // the view that called: whose session it is
 	// ctx is the call's own context, kept for the server's requests made

@@ -171,7 +171,7 @@ func (p *process) forwardStderr() {
 		if line != "" {
 			log := p.log
 			if o := p.owner.Load(); o != nil {
-				// X-O4: the line names the session it was written for.
+				// The line names the session it was written for.
 				log = log.With("tenant", o.Tenant, "generation", o.Generation, "trace_id", o.TraceID)
 			}
 			p.lines.logLine(log, slog.LevelInfo, "mcp server stderr", line)

@@ -1,6 +1,6 @@
 package mcpconn
 
-//lint:file-ignore SA1019 sampling and roots are deprecated from MCP 2026-07-28 (SEP-2577); servers still ask for them as input requests (X-M8)
+//lint:file-ignore SA1019 sampling and roots are deprecated from MCP 2026-07-28 (SEP-2577); servers still ask for them as input requests
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The MCP protocol versions agentd speaks (X-M8): it offers the modern
+// The MCP protocol versions agentd speaks: it offers the modern
 // one and falls back to the classic handshake, as the go-sdk does.
 const (
 	// ModernVersion is the stateless revision: a server/discover probe
@@ -33,7 +33,7 @@ const (
 func Modern(version string) bool { return version >= ModernVersion }
 
 // VersionMemory remembers which protocol version a server negotiated, so
-// that the probe is paid once per server, not per connection (X-M8).
+// that the probe is paid once per server, not per connection.
 // Implementations are safe for concurrent use.
 type VersionMemory interface {
 	// Version is the version the server negotiated last; "" if unknown.

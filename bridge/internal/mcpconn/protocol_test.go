@@ -36,8 +36,8 @@ func (m *memory) Remember(v string) {
 // TestProtocolVersions: X-M8. agentd offers 2026-07-28 and falls back to
 // the classic handshake: a stateless go-sdk HTTP server and a go-sdk
 // stdio server negotiate 2026-07-28, a stateful HTTP server 2025-11-25,
-// and a stdio server that exits on the probe (go-sdk #1177) gets a fresh
-// process and the classic handshake. Each is remembered; the second
+// and a stdio server that exits on the probe (a request it does not know)
+// gets a fresh process and the classic handshake. Each is remembered; the second
 // connection pays no probe to a classic server.
 func TestProtocolVersions(t *testing.T) {
 	t.Parallel()
@@ -132,8 +132,8 @@ func TestProtocolVersions(t *testing.T) {
 	})
 	t.Run("no memory", func(t *testing.T) {
 		t.Parallel()
-		// Without a memory every connection probes; #1177's server still
-		// gets its fresh process.
+		// Without a memory every connection probes; the server that exits
+		// on the probe still gets its fresh process.
 		conn := dial(t, stdioSpec(t, mcptest.ExitOnUnknown), roomyTimeout, nil)
 		if got := conn.ProtocolVersion(); got != ClassicVersion {
 			t.Errorf("negotiated %q, want %q", got, ClassicVersion)

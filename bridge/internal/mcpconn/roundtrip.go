@@ -44,7 +44,7 @@ type roundTripper struct {
 	prop        propagation.TextMapPropagator // the request's trace context as headers (nil: none)
 	firstStatus atomic.Int32                  // of the first POST; 0 until it is answered
 	// refused keeps the challenge of the last POST the server refused
-	// with 401 or 403 (X-M3); the connection's, shared by its round
+	// with 401 or 403; the connection's, shared by its round
 	// trippers.
 	refused *atomic.Pointer[authChallenge]
 	// auth holds the authorization of a server whose refusals agentd
@@ -99,15 +99,15 @@ var errSSESessionGone = fmt.Errorf("the server does not know the session: %w", m
 // client's RoundTripper:
 //
 //   - the server's headers and authorization go to its own origin only
-//     (prepare), with the request's trace context (X-O3);
+//     (prepare), with the request's trace context;
 //   - each wait for data of the answer to a request is bounded by
 //     read_timeout (send, and the response's body), and ends the exchange
 //     when it runs out;
-//   - a refusal that agentd resolves (X-M1) is resolved, with no read
+//   - a refusal that agentd resolves is resolved, with no read
 //     timeout running while a person may be asked, and the request goes
 //     again, once (reauthorize);
 //   - what the connection must learn of the response is noted: a
-//     refusal's challenge (X-M3), the first POST's status (which tells a
+//     refusal's challenge, the first POST's status (which tells a
 //     legacy server), whether the exchange's POST may have reached the
 //     server (failed, answered).
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -139,7 +139,7 @@ type trip struct {
 	// stream, which waits for the server's own messages.
 	hx *httpExchange
 	// timers are the exchange's read timers, which its elicitations hold
-	// (X-M4).
+	// while a person answers.
 	timers *readTimers
 	// bounded: each wait for data of the answer is bounded by idle. The
 	// standalone stream may rightly stay silent; only answers are bounded.
@@ -162,7 +162,7 @@ func (t *roundTripper) prepare(req *http.Request) *trip {
 		tr.presentAuthorization()
 	}
 	if t.prop != nil {
-		t.prop.Inject(ctx, propagation.HeaderCarrier(tr.req.Header)) // X-O3
+		t.prop.Inject(ctx, propagation.HeaderCarrier(tr.req.Header))
 	}
 	tr.hx, _ = ctx.Value(exchangeKey{}).(*httpExchange)
 	if tr.hx != nil && tr.hx.timers != nil {
@@ -231,7 +231,7 @@ func (tr *trip) timeout() {
 }
 
 // mayReauthorize reports whether agentd resolves the server's refusal in
-// resp (X-M1): it resolves the server's refusals, the request went to the
+// resp: it resolves the server's refusals, the request went to the
 // server's own origin, a new token may cure the refusal, the request
 // still runs, and a refusal of it is worth asking about (asksFor).
 func (tr *trip) mayReauthorize(resp *http.Response) bool {
@@ -277,7 +277,7 @@ func (tr *trip) failed(err error) error {
 }
 
 // answered takes the server's response: it keeps a refusal's challenge
-// for the classification of the failure (X-M3), notes a POST's status
+// for the classification of the failure, notes a POST's status
 // (posted), and wraps the body (body).
 func (tr *trip) answered(resp *http.Response) (*http.Response, error) {
 	if a := challengeOf(resp); a != nil && tr.t.refused != nil {
@@ -382,7 +382,7 @@ func (b *cancelBody) Close() error {
 }
 
 // idleBody fails a read that waits longer than idle for data, unless an
-// elicitation of its exchange holds its timers meanwhile (X-M4).
+// elicitation of its exchange holds its timers meanwhile.
 type idleBody struct {
 	*cancelBody
 	timers  *readTimers

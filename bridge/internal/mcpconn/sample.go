@@ -1,6 +1,6 @@
 package mcpconn
 
-//lint:file-ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+//lint:file-ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// samplingCapabilities is what agentd declares of sampling (X-M5): plain
+// samplingCapabilities is what agentd declares of sampling: plain
 // sampling, without tools (sampling.tools) or context inclusion. The
 // policy of each server is agentd's, which refuses what it denies.
 var samplingCapabilities = &mcp.SamplingCapabilities{}
@@ -19,7 +19,7 @@ var samplingCapabilities = &mcp.SamplingCapabilities{}
 // tools: agentd's model answers with text alone.
 var errSamplingTools = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "sampling with tools is not supported: this client answers sampling requests with text only"}
 
-// sample is the client's sampling/createMessage handler (X-M5). The
+// sample is the client's sampling/createMessage handler. The
 // handler takes the request with tools (the go-sdk's other handler would
 // drop them unseen), so that a request offering tools, or carrying tool
 // uses or results, is refused with an error the server can read; the

@@ -19,7 +19,7 @@ import (
 // stdin. It frames messages as the go-sdk's IOTransport does, and decodes
 // them as the go-sdk does, but without a decoder per message: the go-sdk's
 // ioConn decodes each message through a fresh JSON decoder whose 32 KiB
-// buffer was most of the bytes a tools/call allocated (issue 15).
+// buffer was most of the bytes a tools/call allocated.
 type lineTransport struct {
 	stdout *jsonLines
 	stdin  io.WriteCloser

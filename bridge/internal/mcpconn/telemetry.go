@@ -23,8 +23,8 @@ import (
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
-// Telemetry makes the MCP client spans (X-O2) and the
-// mcp.client.operation.duration histogram (X-O1) of the requests agentd
+// Telemetry makes the MCP client spans and the
+// mcp.client.operation.duration histogram of the requests agentd
 // sends: initialize, tools/list and tools/call, after the OpenTelemetry
 // MCP semantic conventions. One Telemetry serves every connection.
 type Telemetry struct {
@@ -101,18 +101,18 @@ type Owner struct {
 	// call); "" without one.
 	TraceID string
 	// Elicit answers the server's elicitation/create requests made for
-	// the session (X-M4), with the person's answer; its error fails the
+	// the session, with the person's answer; its error fails the
 	// server's request. When one tools/call of the session is in flight,
 	// the request is that call's: ctx holds the call's values and ends
 	// with it. ctx ends with the server's request, and with the
 	// connection. Nil: the requests are declined.
 	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	// Sample answers the server's sampling/createMessage requests made
-	// for the session (X-M5), text only and without tools (those the
+	// for the session, text only and without tools (those the
 	// connection refuses before), as Elicit does: with the call's values,
 	// ending with the server's request. Its error fails the server's
 	// request. Nil: the requests are refused.
-	//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample (X-M5)
+	//lint:ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); servers still sample
 	Sample func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 }
 
@@ -168,7 +168,7 @@ func noteStatus(ctx context.Context, status int) {
 
 // observedTransport lets a stdio connection's writes tell the traced
 // requests their ids, and hands its progress notifications to their calls
-// as they are read (X-M6): the go-sdk runs notification handlers on a
+// as they are read: the go-sdk runs notification handlers on a
 // goroutine of their own, which may run a call's last report after the
 // call's answer, read later, has returned. (Streamable HTTP's connection
 // cannot be wrapped, since the go-sdk tells it of the session through an
@@ -238,7 +238,7 @@ func tracedMethod(method string) bool {
 // span of kind CLIENT, {mcp.method.name} {tool} for tools/call, and one
 // mcp.client.operation.duration record; tools/list and tools/call carry
 // the trace context (of their own span, when there is one) in
-// params._meta (X-O3).
+// params._meta.
 func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if !tracedMethod(method) {
@@ -303,7 +303,7 @@ func (c *core) spanAttrs(method, transport, tool string) []attribute.KeyValue {
 }
 
 // requestVersion is the protocol version a request went with: the one its
-// session negotiated (X-M8); during the handshake, the one offered: the
+// session negotiated; during the handshake, the one offered: the
 // probe's, or initialize's.
 func requestVersion(method string, req mcp.Request, res mcp.Result) string {
 	if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil {
@@ -346,7 +346,7 @@ func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, vers
 // tools/list and tools/call, beside what is there (a call's progress
 // token, a 2026-07-28 session's protocol _meta). On a 2026-07-28 session,
 // which has no logging/setLevel, it also asks for the server's log
-// messages during the request (X-M6): the logLevel _meta key.
+// messages during the request: the logLevel _meta key.
 func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
 	var p interface {
 		GetMeta() map[string]any
@@ -380,7 +380,7 @@ func (c *core) requestMeta(ctx context.Context, req mcp.Request) mcp.Meta {
 		if m == nil {
 			m = mcp.Meta{}
 		}
-		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); servers still log so (X-M6)
+		//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); servers still log so
 		m[mcp.MetaKeyLogLevel] = serverLogLevel
 	}
 	return m

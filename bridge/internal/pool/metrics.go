@@ -13,7 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
-// Metrics are the pools' instruments (X-O1), made once per meter provider
+// Metrics are the pools' instruments, made once per meter provider
 // and shared by every pool given them in its Config; each pool records
 // under its Config.Attributes. A pool's events (spawns, retirements,
 // crashes, waits) are counted where they happen, with measurement options

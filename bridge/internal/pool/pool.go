@@ -44,7 +44,7 @@ type Config struct {
 	// Shared: one process serves every session at once, and lives on
 	// between sessions.
 	Shared bool
-	// Metrics records the pool's events and processes (X-O1), each
+	// Metrics records the pool's events and processes, each
 	// measurement with Attributes; nil records nothing.
 	Metrics    *Metrics
 	Attributes attribute.Set
@@ -610,7 +610,7 @@ func (p *Pool[C]) Stats() Stats {
 	return s
 }
 
-// observe reports the pool's processes by state, and its limit (X-O1).
+// observe reports the pool's processes by state, and its limit.
 func (p *Pool[C]) observe(o metric.Observer, processes, limit metric.Int64Observable) {
 	s := p.Stats()
 	p.m.observe(o, processes, [len(states)]int{s.Warm, s.Busy, s.Starting, s.Stopping})

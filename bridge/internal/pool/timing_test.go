@@ -245,8 +245,9 @@ func TestStoppingProcessesCount(t *testing.T) {
 }
 
 // A stopping process gives its place back as soon as it has exited, not
-// once its Close has finished draining what it left (issue 15): the next
-// process starts then.
+// once its Close has finished draining what it left: the next process
+// starts then, and a session waiting for it waits no longer than the
+// exit.
 func TestExitedProcessFreesItsPlace(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -271,7 +272,7 @@ func TestExitedProcessFreesItsPlace(t *testing.T) {
 
 // A session that starts a process does not wait for that one alone: the
 // filler's replacement spare, started earlier, serves it when it is ready
-// first, and the session's own process becomes the next spare (issue 15).
+// first, and the session's own process becomes the next spare.
 func TestSpareReadiedFirstServes(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -20,12 +20,12 @@
 // lookups apart, for an admin whose reach is one tenant.
 //
 // The cache records its hits, misses, evictions and entries as
-// OpenTelemetry metrics (X-O1), by tenant, never by key or server.
+// OpenTelemetry metrics, by tenant, never by key or server.
 //
 // # Protocol versions
 //
 // Beside each server's entry the cache remembers the MCP protocol version
-// the server negotiated (X-M8), under the server's key (ServerKey), so the
+// the server negotiated, under the server's key (ServerKey), so the
 // bridge offers a server known to be classic the classic handshake at once.
 // That memory is the bridge process's own: it is lost when the bridge
 // restarts, and Clear, ClearTenant and Reset drop it too (a server
@@ -246,7 +246,7 @@ func (c *Cache) evicted(tenant string, why reason, n int64) {
 	c.meters.evictions.Add(context.Background(), n, c.tenant(tenant).evicted[why])
 }
 
-// meters are the cache's instruments (X-O1).
+// meters are the cache's instruments.
 type meters struct {
 	hits, misses, evictions metric.Int64Counter
 	reg                     metric.Registration
@@ -471,8 +471,8 @@ type Listed struct {
 	// bridge processes) are not expected to share one. Equal revisions
 	// are the same list, of the same key: a caller that keeps what it
 	// made of a list under its revision may use that again when the
-	// revision comes back (OpenSessionRequest's known_revisions, issue
-	// 15). Zero is no revision: the list was not stored.
+	// revision comes back (OpenSessionRequest's known_revisions). Zero is
+	// no revision: the list was not stored.
 	Revision uint64
 	// Known: the caller named Revision as one it holds, so Tools is left
 	// out.
