@@ -33,9 +33,9 @@ type Admin struct {
 // Admin returns the service's admin API.
 func (s *Service) Admin() *Admin { return &Admin{s: s} }
 
-// Register registers the admin service on srv.
-func (a *Admin) Register(srv grpc.ServiceRegistrar) {
-	bridgev1.RegisterBridgeAdminServiceServer(srv, a)
+// Register registers the admin service on registrar.
+func (a *Admin) Register(registrar grpc.ServiceRegistrar) {
+	bridgev1.RegisterBridgeAdminServiceServer(registrar, a)
 }
 
 func settings(s schemacache.Settings) *bridgev1.CacheSettings {

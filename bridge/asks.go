@@ -82,10 +82,10 @@ func (s *session) answer(a *bridgev1.AnswerServerRequestRequest) {
 }
 
 // authorize asks agentd, the OAuth client of a server declared with
-// oauth, to resolve server's refusal ch and returns the authorization to
-// send from now on.
-func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Challenge) (string, error) {
-	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Authorization{
+// oauth, to resolve the refusal ch of the server serverName, and returns
+// the authorization to send from now on.
+func (s *session) authorize(ctx context.Context, serverName string, ch mcpconn.Challenge) (string, error) {
+	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: serverName, Kind: &bridgev1.ServerRequest_Authorization{
 		Authorization: &bridgev1.AuthorizationChallenge{Status: int32(ch.Status), WwwAuthenticate: ch.WWWAuthenticate, Presented: ch.Presented},
 	}})
 	if err != nil {
@@ -94,18 +94,18 @@ func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Chall
 	switch k := a.GetAnswer().(type) {
 	case *bridgev1.AnswerServerRequestRequest_Authorization:
 		if k.Authorization == "" {
-			return "", fault.New(fault.Internal, "agentd answered the MCP server %q's authorization request with no authorization", server)
+			return "", fault.New(fault.Internal, "agentd answered the MCP server %q's authorization request with no authorization", serverName)
 		}
 		return mcpconn.AuthorizationHeader(k.Authorization), nil
 	case *bridgev1.AnswerServerRequestRequest_Error:
 		return "", answerError(k.Error)
 	default:
-		return "", fault.New(fault.Internal, "agentd answered the MCP server %q's authorization request with something else", server)
+		return "", fault.New(fault.Internal, "agentd answered the MCP server %q's authorization request with something else", serverName)
 	}
 }
 
-// elicit asks agentd for a person's answer to server's elicitation/create
-// and returns it for the server. The go-sdk checked the request
+// elicit asks agentd for a person's answer to the elicitation/create of
+// the server serverName, and returns it for the server. The go-sdk checked the request
 // before, and checks an accepted form's content after, filling in the
 // schema's defaults (SEP-1034). ctx carries the id of the call during
 // which the server asks, when that is known. An error answer fails the
@@ -114,20 +114,20 @@ func (s *session) authorize(ctx context.Context, server string, ch mcpconn.Chall
 // An elicitation that came as an input request of a 2026-07-28 tools/call
 // result is deferrable: agentd may answer deferred, and the call
 // then ends with input_required (mcpconn.ErrDeferred).
-func (s *session) elicit(ctx context.Context, server string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	e, err := elicitation(server, p)
+func (s *session) elicit(ctx context.Context, serverName string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	e, err := elicitation(serverName, p)
 	if err != nil {
 		return nil, err
 	}
 	deferrable := mcpconn.Deferrable(ctx)
-	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Elicitation{Elicitation: e}, Deferrable: deferrable})
+	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: serverName, Kind: &bridgev1.ServerRequest_Elicitation{Elicitation: e}, Deferrable: deferrable})
 	if err != nil {
 		return nil, err
 	}
 	switch k := a.GetAnswer().(type) {
 	case *bridgev1.AnswerServerRequestRequest_Deferred:
 		if !deferrable {
-			return nil, fault.New(fault.Internal, "agentd deferred the MCP server %q's elicitation, which cannot wait: it came during a 2025-11-25 call", server)
+			return nil, fault.New(fault.Internal, "agentd deferred the MCP server %q's elicitation, which cannot wait: it came during a 2025-11-25 call", serverName)
 		}
 		return nil, mcpconn.ErrDeferred
 	case *bridgev1.AnswerServerRequestRequest_Elicitation:
@@ -141,23 +141,23 @@ func (s *session) elicit(ctx context.Context, server string, p *mcp.ElicitParams
 			}
 		case "decline", "cancel":
 		default:
-			return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's elicitation with the action %q", server, res.Action)
+			return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's elicitation with the action %q", serverName, res.Action)
 		}
 		return res, nil
 	case *bridgev1.AnswerServerRequestRequest_Error:
 		return nil, answerError(k.Error)
 	default:
-		return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's elicitation with something else", server)
+		return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's elicitation with something else", serverName)
 	}
 }
 
 // elicitation is a server's elicitation as agentd sees it.
-func elicitation(server string, p *mcp.ElicitParams) (*bridgev1.Elicitation, error) {
+func elicitation(serverName string, p *mcp.ElicitParams) (*bridgev1.Elicitation, error) {
 	e := &bridgev1.Elicitation{Mode: mcpconn.ElicitationMode(p), Message: p.Message, Url: p.URL, ElicitationId: p.ElicitationID}
 	if p.RequestedSchema != nil {
 		schema, err := toStruct(p.RequestedSchema)
 		if err != nil {
-			return nil, fault.Wrap(fault.Invalid, err, "the MCP server %q asked for input with a schema agentd cannot pass on", server)
+			return nil, fault.Wrap(fault.Invalid, err, "the MCP server %q asked for input with a schema agentd cannot pass on", serverName)
 		}
 		e.RequestedSchema = schema
 	}
@@ -167,10 +167,10 @@ func elicitation(server string, p *mcp.ElicitParams) (*bridgev1.Elicitation, err
 // inputRequired is the answer of a call whose input request agentd
 // deferred: the server's elicitation requests and its request
 // state, which the retry echoes.
-func inputRequired(server string, ir *mcpconn.InputRequired) (*bridgev1.CallToolResponse, error) {
+func inputRequired(serverName string, ir *mcpconn.InputRequired) (*bridgev1.CallToolResponse, error) {
 	out := &bridgev1.InputRequired{Requests: make(map[string]*bridgev1.Elicitation, len(ir.Requests)), RequestState: ir.RequestState}
 	for id, p := range ir.Requests {
-		e, err := elicitation(server, p)
+		e, err := elicitation(serverName, p)
 		if err != nil {
 			return nil, err
 		}

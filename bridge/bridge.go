@@ -140,9 +140,9 @@ func New(opts Options) (*Service, error) {
 	}, nil
 }
 
-// Register registers the service on srv.
-func (s *Service) Register(srv grpc.ServiceRegistrar) {
-	bridgev1.RegisterBridgeServiceServer(srv, s)
+// Register registers the service on registrar.
+func (s *Service) Register(registrar grpc.ServiceRegistrar) {
+	bridgev1.RegisterBridgeServiceServer(registrar, s)
 }
 
 // Close closes every open session and pool, stopping every process, and

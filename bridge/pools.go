@@ -39,13 +39,13 @@ import (
 // session has used it for idle_timeout: they do not pile up as tenants
 // and commands come and go.
 type pools struct {
-	log     *slog.Logger
-	cfg     config.Pool
-	servers map[string]config.Server
-	grace   time.Duration
-	dial    dialFunc
-	metrics *pool.Metrics  // the pools' instruments
-	drops   sync.WaitGroup // pools being closed after idle_timeout unused
+	log        *slog.Logger
+	cfg        config.Pool
+	registered map[string]config.Server // bridge.servers
+	grace      time.Duration
+	dial       dialFunc
+	metrics    *pool.Metrics  // the pools' instruments
+	drops      sync.WaitGroup // pools being closed after idle_timeout unused
 
 	mu     sync.Mutex
 	byKey  map[poolKey]*poolEntry
@@ -81,16 +81,16 @@ type poolEntry struct {
 }
 
 // dialFunc makes the dialer of a pool's processes from their spec, the
-// tenant the pool serves ("" for every tenant) and the server's name on
-// the pool's metrics (server: the registered name, or the request's name
-// for a command, never the command).
-type dialFunc func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*mcpconn.Conn]
+// tenant the pool serves ("" for every tenant) and serverName, the
+// server's name on the pool's metrics (the registered name, or the
+// request's name for a command, never the command).
+type dialFunc func(spec mcpconn.StdioSpec, tenant, serverName string) pool.Dialer[*mcpconn.Conn]
 
 // newPools makes the pools of cfg's registered servers that serve every
 // tenant, whose processes dial starts (stdioDialer, but in tests of the
 // pools' timing), and which record to metrics. close closes metrics.
 func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.Metrics) *pools {
-	ps := &pools{log: log, cfg: cfg.Pool, servers: cfg.Servers, grace: cfg.TerminateGrace, dial: dial, metrics: metrics, byKey: make(map[poolKey]*poolEntry)}
+	ps := &pools{log: log, cfg: cfg.Pool, registered: cfg.Servers, grace: cfg.TerminateGrace, dial: dial, metrics: metrics, byKey: make(map[poolKey]*poolEntry)}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
 		switch {
 		case cfg.Servers[name].URL != "":
@@ -106,20 +106,20 @@ func newPools(cfg config.Bridge, log *slog.Logger, dial dialFunc, metrics *pool.
 }
 
 // newPool makes the pool id of a server, named name in logs and errors;
-// its metrics carry server, which is the registered server's name or
-// the one the request that made a command's pool gave it (never its
+// its metrics carry serverName as server: the registered server's name,
+// or the one the request that made a command's pool gave it (never its
 // command line), and the pool's tenant ("" for a pool that serves every
 // tenant).
-func (ps *pools) newPool(id poolKey, name, server string, pc pool.Config, spec mcpconn.StdioSpec, log *slog.Logger) *pool.Pool[*mcpconn.Conn] {
+func (ps *pools) newPool(id poolKey, name, serverName string, pc pool.Config, spec mcpconn.StdioSpec, log *slog.Logger) *pool.Pool[*mcpconn.Conn] {
 	pc.Metrics = ps.metrics
-	pc.Attributes = attribute.NewSet(attribute.String("server", server), attribute.String("tenant", id.tenant))
-	return pool.New(name, pc, ps.dial(spec, id.tenant, server), log)
+	pc.Attributes = attribute.NewSet(attribute.String("server", serverName), attribute.String("tenant", id.tenant))
+	return pool.New(name, pc, ps.dial(spec, id.tenant, serverName), log)
 }
 
 // registeredConfig is the pool configuration of the registered server
 // name.
 func (ps *pools) registeredConfig(name string) pool.Config {
-	reg := ps.servers[name]
+	reg := ps.registered[name]
 	pc := ps.poolConfig(ps.cfg.Warm)
 	if reg.Warm != nil {
 		pc.Warm = *reg.Warm
@@ -133,7 +133,7 @@ func (ps *pools) registeredConfig(name string) pool.Config {
 
 // registeredSpec is how the registered server name's processes start.
 func (ps *pools) registeredSpec(name string) mcpconn.StdioSpec {
-	reg := ps.servers[name]
+	reg := ps.registered[name]
 	return mcpconn.StdioSpec{Name: name, Command: reg.Command, Args: reg.Args, Env: reg.Env, TerminateGrace: ps.grace}
 }
 
@@ -153,7 +153,7 @@ func (ps *pools) poolConfig(warm int) pool.Config {
 // processes log with the server's registered (or command) name; sessions
 // see them under their own names.
 func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpconn.Telemetry, cache *schemacache.Cache) dialFunc {
-	return func(spec mcpconn.StdioSpec, tenant, server string) pool.Dialer[*mcpconn.Conn] {
+	return func(spec mcpconn.StdioSpec, tenant, serverName string) pool.Dialer[*mcpconn.Conn] {
 		// Every process of the pool, warm spares included, offers what
 		// the server negotiated before.
 		versions := versionMemory{cache, stdioKey(tenant, spec)}
@@ -172,7 +172,7 @@ func stdioDialer(log *slog.Logger, prop propagation.TextMapPropagator, tel *mcpc
 					return nil, ctx.Err()
 				}
 			}
-			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop, Telemetry: tel, Tenant: tenant, Server: server, Versions: versions})
+			return mcpconn.DialStdio(ctx, spec, timeout, mcpconn.Options{Logger: log, Propagator: prop, Telemetry: tel, Tenant: tenant, ServerName: serverName, Versions: versions})
 		}
 	}
 }
@@ -205,20 +205,20 @@ func (ps *pools) attach(tenant, ref string, spec mcpconn.StdioSpec) *poolEntry {
 	switch {
 	case ref == "":
 		id = poolKey{tenant: tenant, command: stdioKey("", spec)}
-	case ps.servers[ref].Shared == config.SharedPerTenant:
+	case ps.registered[ref].Shared == config.SharedPerTenant:
 		id = poolKey{tenant: tenant, ref: ref}
 	default:
 		id = poolKey{ref: ref} // made at start-up
 	}
 	e := ps.byKey[id]
 	if e == nil {
-		server := spec.Name // the request's name for its command
+		serverName := spec.Name // the request's name for its command
 		name, pc := "command: "+filepath.Base(spec.Command), ps.poolConfig(ps.cfg.CommandWarm)
 		if ref != "" {
-			server, name, pc, spec = ref, ref, ps.registeredConfig(ref), ps.registeredSpec(ref)
+			serverName, name, pc, spec = ref, ref, ps.registeredConfig(ref), ps.registeredSpec(ref)
 		}
 		spec.Name = name
-		e = &poolEntry{pool: ps.newPool(id, name, server, pc, spec, ps.log.With("tenant", tenant)), name: name, id: id, shared: pc.Shared}
+		e = &poolEntry{pool: ps.newPool(id, name, serverName, pc, spec, ps.log.With("tenant", tenant)), name: name, id: id, shared: pc.Shared}
 		ps.byKey[id] = e
 	}
 	e.refs++

@@ -11,14 +11,14 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// sample asks agentd to answer server's sampling/createMessage
-// with its model, under the server's policy, and returns the answer for
+// sample asks agentd to answer the sampling/createMessage of the server
+// serverName with its model, under the server's policy, and returns the answer for
 // the server. The connection has refused a request with tools; sample
 // refuses one with content other than text (images, audio), which
 // agentd's model is not asked to read. An error answer (the policy
 // denies, the person refused, the model failed) fails the server's
 // request with agentd's error.
-func (s *session) sample(ctx context.Context, server string, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+func (s *session) sample(ctx context.Context, serverName string, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	r := &bridgev1.SamplingRequest{SystemPrompt: p.SystemPrompt, MaxTokens: p.MaxTokens}
 	for i, m := range p.Messages {
 		t, ok := m.Content.(*mcp.TextContent)
@@ -27,7 +27,7 @@ func (s *session) sample(ctx context.Context, server string, p *mcp.CreateMessag
 		}
 		r.Messages = append(r.Messages, &bridgev1.SamplingMessage{Role: string(m.Role), Text: t.Text})
 	}
-	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: server, Kind: &bridgev1.ServerRequest_Sampling{Sampling: r}})
+	a, err := s.ask(ctx, &bridgev1.ServerRequest{ServerName: serverName, Kind: &bridgev1.ServerRequest_Sampling{Sampling: r}})
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +40,6 @@ func (s *session) sample(ctx context.Context, server string, p *mcp.CreateMessag
 	case *bridgev1.AnswerServerRequestRequest_Error:
 		return nil, answerError(k.Error)
 	default:
-		return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's sampling request with something else", server)
+		return nil, fault.New(fault.Internal, "agentd answered the MCP server %q's sampling request with something else", serverName)
 	}
 }

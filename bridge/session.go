@@ -34,8 +34,8 @@ type session struct {
 	prop     propagation.TextMapPropagator // carries calls' trace context to the servers
 	cache    *schemacache.Cache
 	useCache *bool // the session's override of the cache setting
-	servers  []*server
-	byName   map[string]*server
+	servers  []*mcpServer
+	byName   map[string]*mcpServer
 	changes  chan string                  // tools_changed events for the OpenSession stream
 	asks     chan *bridgev1.ServerRequest // server requests for the OpenSession stream
 
@@ -50,9 +50,9 @@ type session struct {
 	closing   sync.WaitGroup // closes of broken connections
 }
 
-// server is one server of a session and its lazily made connection: a
-// process leased from the server's pool, or an HTTP session.
-type server struct {
+// mcpServer is one MCP server of a session and its lazily made
+// connection: a process leased from the server's pool, or an HTTP session.
+type mcpServer struct {
 	target *target
 	sess   *session
 	pools  *pools
@@ -81,7 +81,7 @@ func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenS
 		prop:      s.propagator,
 		cache:     s.cache,
 		useCache:  req.Cache,
-		byName:    make(map[string]*server, len(targets)),
+		byName:    make(map[string]*mcpServer, len(targets)),
 		changes:   make(chan string, 16),
 		asks:      make(chan *bridgev1.ServerRequest),
 		waiting:   make(map[uint64]chan *bridgev1.AnswerServerRequestRequest),
@@ -89,7 +89,7 @@ func (s *Service) newSession(ctx context.Context, id string, req *bridgev1.OpenS
 		maxResult: s.cfg.MaxResultBytes,
 	}
 	for _, t := range targets {
-		srv := &server{target: t, sess: sess, pools: s.pools, owner: owner}
+		srv := &mcpServer{target: t, sess: sess, pools: s.pools, owner: owner}
 		srv.owner.Elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 			return sess.elicit(ctx, t.name, p)
 		}
@@ -150,7 +150,7 @@ func (s *session) close() {
 
 // toolsChanged drops the server's cached tool list and tells the session's
 // caller.
-func (srv *server) toolsChanged() {
+func (srv *mcpServer) toolsChanged() {
 	srv.sess.cache.Invalidate(srv.target.key)
 	select {
 	case srv.sess.changes <- srv.target.name:
@@ -161,7 +161,7 @@ func (srv *server) toolsChanged() {
 // connection returns the server's connection, making it if needed (or
 // if its process has exited): a stdio server's process comes from its pool
 // (a warm spare when there is one), an HTTP server is dialled.
-func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
+func (srv *mcpServer) connection(ctx context.Context) (*mcpconn.Conn, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.sess.isClosed() {
@@ -213,7 +213,7 @@ func (srv *server) connection(ctx context.Context) (*mcpconn.Conn, error) {
 // drop forgets conn after a failure that left it unusable (a timeout
 // killed it, it crashed, the server went away), so the next use starts
 // afresh.
-func (srv *server) drop(conn *mcpconn.Conn) {
+func (srv *mcpServer) drop(conn *mcpconn.Conn) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.conn == conn {
@@ -221,7 +221,7 @@ func (srv *server) drop(conn *mcpconn.Conn) {
 	}
 }
 
-func (srv *server) close() {
+func (srv *mcpServer) close() {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	srv.disconnect(false)
@@ -229,7 +229,7 @@ func (srv *server) close() {
 
 // disconnect gives the connection back: a leased process to its pool, an
 // HTTP session closed. srv.mu is held.
-func (srv *server) disconnect(broken bool) {
+func (srv *mcpServer) disconnect(broken bool) {
 	conn := srv.conn
 	if conn == nil {
 		return
@@ -329,7 +329,7 @@ func (s *session) cachedTools(known []uint64) ([]*bridgev1.ServerTools, bool) {
 // authorizes per end user, which may list different tools to each while
 // the bridge does not know whose token it holds: its list is never
 // cached.
-func (srv *server) cacheUse() *bool {
+func (srv *mcpServer) cacheUse() *bool {
 	if srv.target.oauth {
 		return new(bool)
 	}
@@ -338,7 +338,7 @@ func (srv *server) cacheUse() *bool {
 
 // listTools lists the server's tools, from the cache when it can: a hit
 // connects to nothing.
-func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {
+func (srv *mcpServer) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {
 	tools, hit, revision, err := srv.sess.cache.FetchRevision(ctx, srv.target.key, srv.cacheUse(), srv.fetchTools)
 	if err != nil {
 		return nil, err
@@ -349,7 +349,7 @@ func (srv *server) listTools(ctx context.Context) (*bridgev1.ServerTools, error)
 // fetchTools asks the server for its tools and keeps the allowed ones,
 // with how long the server lets them be cached (a 2026-07-28 server's
 // ttlMs; nil: no hint).
-func (srv *server) fetchTools(ctx context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
+func (srv *mcpServer) fetchTools(ctx context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
 	conn, err := srv.connection(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -451,9 +451,9 @@ func (s *session) callTool(ctx context.Context, serverName, tool, arguments stri
 
 // stoppedResult is what the model sees of a call whose stdio server stopped
 // before it answered.
-func stoppedResult(server string) *bridgev1.CallToolResponse {
+func stoppedResult(serverName string) *bridgev1.CallToolResponse {
 	return &bridgev1.CallToolResponse{IsError: true, Output: toolerror.JSON(fmt.Sprintf(
-		"the MCP server %q stopped during the call; it may or may not have run", server))}
+		"the MCP server %q stopped during the call; it may or may not have run", serverName))}
 }
 
 // jsonObject reports whether data is empty (no arguments) or one valid JSON

@@ -53,11 +53,11 @@ type Options struct {
 	// handshake ("" for a pool's process that serves every tenant): a
 	// view's own Owner says it for the view's requests.
 	Tenant string
-	// Server is the server's name on the durations of a stdio
+	// ServerName is the server's name on the durations of a stdio
 	// connection's handshake, when it is not the spec's Name (a pool's
 	// name for a command holds the command's base name, which is not a
 	// label).
-	Server string
+	ServerName string
 	// Versions remembers the protocol version the server negotiated: a
 	// server known to be classic is offered 2025-11-25 at once, with no
 	// server/discover probe. Nil: every connection probes.
@@ -225,7 +225,7 @@ func dialStdio(ctx context.Context, spec StdioSpec, readTimeout time.Duration, o
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "")
 	}
-	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log, lines: proc.lines, prop: opts.Propagator, tel: opts.Telemetry, labels: labels{cmp.Or(opts.Server, spec.Name), opts.Tenant}},
+	c := &Conn{core: &core{kind: stdioTransport, proc: proc, log: proc.log, lines: proc.lines, prop: opts.Propagator, tel: opts.Telemetry, labels: labels{cmp.Or(opts.ServerName, spec.Name), opts.Tenant}},
 		name: spec.Name, readTimeout: readTimeout, owner: Owner{Tenant: opts.Tenant}}
 	stdout := newJSONLines(proc.stdout, config.MaxMessageBytes, func(line []byte) {
 		proc.lines.logLine(c.log, slog.LevelWarn, "mcp server wrote a line that is not JSON-RPC to stdout; dropped", string(line[:min(len(line), maxLogLine)]))
