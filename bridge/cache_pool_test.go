@@ -373,10 +373,7 @@ func TestWarmPool(t *testing.T) {
 // A registered server marked shared serves every session from one process.
 func TestSharedRegistration(t *testing.T) {
 	t.Parallel()
-	f := newFixtureWith(t, func(c *config.Bridge) {
-		exe, env := mcptest.Command(t, mcptest.Tools)
-		c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: config.SharedPerTenant}
-	})
+	f := newFixtureWith(t, registeredTools(t, map[string]config.Shared{"shared": config.SharedPerTenant}))
 	a, _ := open(t, t.Context(), f.client, refSpec("x", "shared"))
 	b, _ := open(t, t.Context(), f.client, refSpec("y", "shared"))
 	pa, pb := callPid(t, f.client, a, "x", "pid"), callPid(t, f.client, b, "y", "pid")

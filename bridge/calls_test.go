@@ -125,10 +125,7 @@ func TestCallTools(t *testing.T) {
 // short read_timeout bounds it alone, never a handshake.
 func TestCallToolsErrors(t *testing.T) {
 	t.Parallel()
-	f := newFixtureWith(t, warmTools(t, "slow"))
-	waitSpare(t, f, "slow")
-	spec := refSpec("slow", "slow")
-	spec.ReadTimeout = durationpb.New(shortTimeout)
+	f, spec := slowFixture(t)
 	id, _ := open(t, t.Context(), f.client, spec, refSpec("t", "tools"))
 	stream := openCalls(t, t.Context(), f.client, id)
 

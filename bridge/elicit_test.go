@@ -40,6 +40,14 @@ func serverRequests(stream grpc.ServerStreamingClient[bridgev1.OpenSessionRespon
 	return out
 }
 
+// openAsking opens a session of specs, and a CallTools stream on it; the
+// channel gets the server requests its OpenSession stream carries.
+func openAsking(t *testing.T, ctx context.Context, client bridgev1.BridgeServiceClient, specs ...*bridgev1.ServerSpec) (string, <-chan *bridgev1.ServerRequest, callsStream) {
+	t.Helper()
+	id, events := open(t, ctx, client, specs...)
+	return id, serverRequests(events), openCalls(t, ctx, client, id)
+}
+
 // nextRequest waits for the next server request.
 func nextRequest(t *testing.T, requests <-chan *bridgev1.ServerRequest) *bridgev1.ServerRequest {
 	t.Helper()
@@ -130,9 +138,7 @@ func TestElicitation(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			id, events := open(t, ctx, f.client, srv.spec(t))
-			requests := serverRequests(events)
-			stream := openCalls(t, ctx, f.client, id)
+			id, requests, stream := openAsking(t, ctx, f.client, srv.spec(t))
 
 			// X-M4 form, accepted with part of the content.
 			startCall(t, stream, 7, "asker", "elicit", `{}`)
@@ -266,9 +272,7 @@ func TestElicitationOutlivesReadTimeout(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			id, events := open(t, ctx, f.client, tc.asker(t), tc.hang(t))
-			requests := serverRequests(events)
-			stream := openCalls(t, ctx, f.client, id)
+			id, requests, stream := openAsking(t, ctx, f.client, tc.asker(t), tc.hang(t))
 			list(t, f.client, id) // connects both: no handshake is timed below
 
 			startCall(t, stream, 1, "asker", "elicit", `{}`)
@@ -298,9 +302,7 @@ func TestElicitationSessionCloses(t *testing.T) {
 	for _, srv := range elicitServers(t) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
-			id, events := open(t, t.Context(), f.client, srv.spec(t))
-			requests := serverRequests(events)
-			stream := openCalls(t, t.Context(), f.client, id)
+			id, requests, stream := openAsking(t, t.Context(), f.client, srv.spec(t))
 			startCall(t, stream, 1, "asker", "elicit", `{}`)
 			r := nextRequest(t, requests)
 			if r.GetCallId() != 1 {
@@ -327,10 +329,7 @@ func TestElicitationSessionCloses(t *testing.T) {
 // result, so each session is asked its own.
 func TestElicitationSharedProcess(t *testing.T) {
 	t.Parallel()
-	f := newFixtureWith(t, func(c *config.Bridge) {
-		exe, env := mcptest.Command(t, mcptest.Tools)
-		c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: config.SharedPerTenant}
-	})
+	f := newFixtureWith(t, registeredTools(t, map[string]config.Shared{"shared": config.SharedPerTenant}))
 	a, eventsA := open(t, t.Context(), f.client, refSpec("x", "shared"))
 	b, eventsB := open(t, t.Context(), f.client, refSpec("y", "shared"))
 	requestsA, requestsB := serverRequests(eventsA), serverRequests(eventsB)

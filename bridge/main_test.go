@@ -128,11 +128,12 @@ func (f *fixture) dial(t *testing.T) *grpc.ClientConn {
 	return conn
 }
 
-// open opens a session on client and returns its id and stream. The
-// session lives until ctx ends, the stream is dropped or it is closed.
-func open(t *testing.T, ctx context.Context, client bridgev1.BridgeServiceClient, specs ...*bridgev1.ServerSpec) (string, grpc.ServerStreamingClient[bridgev1.OpenSessionResponse]) {
+// openWith opens a session with req on client and returns its first
+// event, the SessionOpened, and its stream. The session lives until ctx
+// ends, the stream is dropped or it is closed.
+func openWith(t *testing.T, ctx context.Context, client bridgev1.BridgeServiceClient, req *bridgev1.OpenSessionRequest) (*bridgev1.SessionOpened, grpc.ServerStreamingClient[bridgev1.OpenSessionResponse]) {
 	t.Helper()
-	stream, err := client.OpenSession(ctx, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name()})
+	stream, err := client.OpenSession(ctx, req)
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
@@ -140,26 +141,26 @@ func open(t *testing.T, ctx context.Context, client bridgev1.BridgeServiceClient
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
-	id := resp.GetOpened().GetSessionId()
-	if id == "" {
+	if resp.GetOpened().GetSessionId() == "" {
 		t.Fatalf("first OpenSession event = %v, want opened", resp)
 	}
-	return id, stream
+	return resp.GetOpened(), stream
 }
 
-// openedBy opens a session with req on client and returns its first
-// event, the SessionOpened; the session lives until the test ends.
+// open opens a session of specs on client for the test's generation, and
+// returns its id and stream, as openWith.
+func open(t *testing.T, ctx context.Context, client bridgev1.BridgeServiceClient, specs ...*bridgev1.ServerSpec) (string, grpc.ServerStreamingClient[bridgev1.OpenSessionResponse]) {
+	t.Helper()
+	opened, stream := openWith(t, ctx, client, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name()})
+	return opened.GetSessionId(), stream
+}
+
+// openedBy opens a session with req on client and returns its
+// SessionOpened; the session lives until the test ends.
 func openedBy(t *testing.T, client bridgev1.BridgeServiceClient, req *bridgev1.OpenSessionRequest) *bridgev1.SessionOpened {
 	t.Helper()
-	stream, err := client.OpenSession(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.GetOpened()
+	opened, _ := openWith(t, t.Context(), client, req)
+	return opened
 }
 
 // refSpec declares a registered server.
@@ -207,6 +208,31 @@ func warmTools(t *testing.T, name string) func(*config.Bridge) {
 		warm := 1
 		c.Servers[name] = config.Server{Command: exe, Env: env, Warm: &warm}
 	}
+}
+
+// registeredTools registers the Tools fake under each name of shared,
+// shared as its value says.
+func registeredTools(t *testing.T, shared map[string]config.Shared) func(*config.Bridge) {
+	t.Helper()
+	exe, env := mcptest.Command(t, mcptest.Tools)
+	return func(c *config.Bridge) {
+		for name, s := range shared {
+			c.Servers[name] = config.Server{Command: exe, Env: env, Shared: s}
+		}
+	}
+}
+
+// slowFixture is a fixture whose registered server slow, the Tools fake,
+// keeps a warm spare, and slow's declaration with the short read_timeout
+// of the timeout tests: a hanging call runs on the spare, so its
+// read_timeout bounds no handshake, which a busy machine may slow.
+func slowFixture(t *testing.T) (*fixture, *bridgev1.ServerSpec) {
+	t.Helper()
+	f := newFixtureWith(t, warmTools(t, "slow"))
+	waitSpare(t, f, "slow")
+	spec := refSpec("slow", "slow")
+	spec.ReadTimeout = durationpb.New(shortTimeout)
+	return f, spec
 }
 
 // waitSpare waits until the pool of the registered server name holds a

@@ -8,7 +8,6 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/mcptest"
 	"github.com/agentd/agentd/internal/telemetry/metrictest"
 	"github.com/agentd/agentd/internal/testwait"
@@ -49,18 +48,7 @@ func TestMetrics(t *testing.T) {
 
 	openAcme := func() string {
 		t.Helper()
-		stream, err := f.client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{
-			Tenant: "acme", GenerationId: t.Name(),
-			Servers: []*bridgev1.ServerSpec{refSpec("w", "warm"), commandSpec(t, "mine", mcptest.Tools, nil)},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.GetOpened().GetSessionId()
+		return openAs(t, f.client, "acme", refSpec("w", "warm"), commandSpec(t, "mine", mcptest.Tools, nil))
 	}
 	id := openAcme()
 	list(t, f.client, id) // both connect: the spare, and a process started for the command

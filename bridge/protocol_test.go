@@ -118,9 +118,7 @@ func TestDeferredInputRequest(t *testing.T) {
 	t.Parallel()
 	f := newFixtureWith(t, func(c *config.Bridge) { c.AllowPrivateNetworks = true })
 	srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Stateless})
-	id, events := open(t, t.Context(), f.client, httpSpec("asker", srv.URL, "", roomyTimeout))
-	requests := serverRequests(events)
-	stream := openCalls(t, t.Context(), f.client, id)
+	id, requests, stream := openAsking(t, t.Context(), f.client, httpSpec("asker", srv.URL, "", roomyTimeout))
 
 	startCall(t, stream, 1, "asker", "elicit", `{}`)
 	r := nextRequest(t, requests)
@@ -171,9 +169,7 @@ func TestDeferredInputRequest(t *testing.T) {
 	// A deferral of a question that cannot wait (2025-11-25) is agentd's
 	// mistake: the server's request fails, and the call with it.
 	classic := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable})
-	id2, events2 := open(t, t.Context(), f.client, httpSpec("asker", classic.URL, "", roomyTimeout))
-	requests2 := serverRequests(events2)
-	stream2 := openCalls(t, t.Context(), f.client, id2)
+	id2, requests2, stream2 := openAsking(t, t.Context(), f.client, httpSpec("asker", classic.URL, "", roomyTimeout))
 	startCall(t, stream2, 1, "asker", "elicit", `{}`)
 	r = nextRequest(t, requests2)
 	if r.GetDeferrable() {

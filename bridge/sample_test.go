@@ -40,9 +40,7 @@ func TestSampling(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			id, events := open(t, ctx, f.client, srv.spec(t))
-			requests := serverRequests(events)
-			stream := openCalls(t, ctx, f.client, id)
+			id, requests, stream := openAsking(t, ctx, f.client, srv.spec(t))
 
 			// X-M5 answered.
 			startCall(t, stream, 1, "asker", "sample", `{"prompt":"Say hi","system":"Be brief.","max_tokens":50}`)

@@ -531,10 +531,7 @@ func TestCloseSession(t *testing.T) {
 // machine a handshake under it failed the test).
 func TestCallToolTimeout(t *testing.T) {
 	t.Parallel()
-	f := newFixtureWith(t, warmTools(t, "slow"))
-	waitSpare(t, f, "slow")
-	spec := refSpec("slow", "slow")
-	spec.ReadTimeout = durationpb.New(shortTimeout)
+	f, spec := slowFixture(t)
 	id, _ := open(t, t.Context(), f.client, spec)
 	first := callPid(t, f.client, id, "slow", "pid")
 
@@ -621,10 +618,7 @@ func TestServerStopsMidCall(t *testing.T) {
 	}
 	t.Run("X-L8 a shared server's other sessions go on on a fresh process", func(t *testing.T) {
 		t.Parallel()
-		f := newFixtureWith(t, func(c *config.Bridge) {
-			exe, env := mcptest.Command(t, mcptest.Tools)
-			c.Servers["shared"] = config.Server{Command: exe, Env: env, Shared: config.SharedPerTenant}
-		})
+		f := newFixtureWith(t, registeredTools(t, map[string]config.Shared{"shared": config.SharedPerTenant}))
 		a, _ := open(t, t.Context(), f.client, refSpec("files", "shared"))
 		b, _ := open(t, t.Context(), f.client, refSpec("files", "shared"))
 		first := callPid(t, f.client, a, "files", "pid")

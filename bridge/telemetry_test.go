@@ -96,15 +96,8 @@ func (tf *telemetryFixture) durations(t *testing.T) map[string]uint64 {
 func (tf *telemetryFixture) openTraced(t *testing.T, parent trace.SpanContext, tenant, generation string, specs ...*bridgev1.ServerSpec) string {
 	t.Helper()
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent", "00-"+parent.TraceID().String()+"-"+parent.SpanID().String()+"-01")
-	stream, err := tf.client.OpenSession(ctx, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: generation, Tenant: tenant})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.GetOpened().GetSessionId()
+	opened, _ := openWith(t, ctx, tf.client, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: generation, Tenant: tenant})
+	return opened.GetSessionId()
 }
 
 var telemetryParent = trace.NewSpanContext(trace.SpanContextConfig{

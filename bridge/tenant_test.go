@@ -22,15 +22,7 @@ import (
 // generations, and returns its id.
 func openAs(t *testing.T, client bridgev1.BridgeServiceClient, tenant string, specs ...*bridgev1.ServerSpec) string {
 	t.Helper()
-	stream, err := client.OpenSession(t.Context(), &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name(), Tenant: tenant})
-	if err != nil {
-		t.Fatalf("OpenSession(%s): %v", tenant, err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatalf("OpenSession(%s): %v", tenant, err)
-	}
-	return resp.GetOpened().GetSessionId()
+	return openedBy(t, client, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name(), Tenant: tenant}).GetSessionId()
 }
 
 // openErrAs is openErr for a session of tenant's.
@@ -86,11 +78,7 @@ func tenantsOf(pools []*bridgev1.PoolStats) []string {
 // whose each pool is.
 func TestSharedPerTenant(t *testing.T) {
 	t.Parallel()
-	f := newFixtureWith(t, func(c *config.Bridge) {
-		exe, env := mcptest.Command(t, mcptest.Tools)
-		c.Servers["pertenant"] = config.Server{Command: exe, Env: env, Shared: config.SharedPerTenant}
-		c.Servers["global"] = config.Server{Command: exe, Env: env, Shared: config.SharedGlobal}
-	})
+	f := newFixtureWith(t, registeredTools(t, map[string]config.Shared{"pertenant": config.SharedPerTenant, "global": config.SharedGlobal}))
 	if got := tenantsOf(poolsOf(t, f, "pertenant")); len(got) != 0 {
 		t.Errorf("X-I6 per-tenant pools before any session: %q, want none", got)
 	}
@@ -126,12 +114,7 @@ func TestSharedPerTenant(t *testing.T) {
 // request's command) or an HTTP MCP server is not resumable.
 func TestSessionResumable(t *testing.T) {
 	t.Parallel()
-	f := newFixtureWith(t, func(c *config.Bridge) {
-		exe, env := mcptest.Command(t, mcptest.Tools)
-		c.Servers["pertenant"] = config.Server{Command: exe, Env: env, Shared: config.SharedPerTenant}
-		c.Servers["global"] = config.Server{Command: exe, Env: env, Shared: config.SharedGlobal}
-		c.Servers["own"] = config.Server{Command: exe, Env: env}
-	})
+	f := newFixtureWith(t, registeredTools(t, map[string]config.Shared{"pertenant": config.SharedPerTenant, "global": config.SharedGlobal, "own": config.NotShared}))
 	opened := func(specs ...*bridgev1.ServerSpec) *bridgev1.SessionOpened {
 		t.Helper()
 		return openedBy(t, f.client, &bridgev1.OpenSessionRequest{Servers: specs, GenerationId: t.Name(), Tenant: "acme"})

@@ -86,22 +86,32 @@ func TestServerLogMessages(t *testing.T) {
 	}
 }
 
+// blockingCall connects to the Tools fake, which writes each
+// notifications/cancelled it receives to file, and starts its block tool
+// with ctx; it returns once the tool runs, with the connection and the
+// call's end.
+func blockingCall(t *testing.T, ctx context.Context) (conn *Conn, done <-chan error, file string) {
+	t.Helper()
+	log := newRecorder()
+	spec := stdioSpec(t, mcptest.Tools)
+	file = filepath.Join(t.TempDir(), "cancelled")
+	spec.Env[mcptest.CancelFileEnv] = file
+	conn = dial(t, spec, roomyTimeout, log)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := conn.CallTool(ctx, "block", nil)
+		ended <- err
+	}()
+	log.waitFor(t, "the block tool running", func(r record) bool { return r.attrs["line"] == mcptest.BlockRunning })
+	return conn, ended, file
+}
+
 // X-M6: a call whose caller gives up is cancelled at the server: the
 // go-sdk sends notifications/cancelled, which the server receives.
 func TestCancelReachesTheServer(t *testing.T) {
 	t.Parallel()
-	log := newRecorder()
-	spec := stdioSpec(t, mcptest.Tools)
-	file := filepath.Join(t.TempDir(), "cancelled")
-	spec.Env[mcptest.CancelFileEnv] = file
-	conn := dial(t, spec, roomyTimeout, log)
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := conn.CallTool(ctx, "block", nil)
-		done <- err
-	}()
-	log.waitFor(t, "the block tool running", func(r record) bool { return r.attrs["line"] == mcptest.BlockRunning })
+	conn, done, file := blockingCall(t, ctx)
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled call succeeded")
@@ -121,17 +131,7 @@ func TestCancelReachesTheServer(t *testing.T) {
 // the server so before its stdin closes.
 func TestCloseCancelsAtTheServer(t *testing.T) {
 	t.Parallel()
-	log := newRecorder()
-	spec := stdioSpec(t, mcptest.Tools)
-	file := filepath.Join(t.TempDir(), "cancelled")
-	spec.Env[mcptest.CancelFileEnv] = file
-	conn := dial(t, spec, roomyTimeout, log)
-	done := make(chan error, 1)
-	go func() {
-		_, err := conn.CallTool(t.Context(), "block", nil)
-		done <- err
-	}()
-	log.waitFor(t, "the block tool running", func(r record) bool { return r.attrs["line"] == mcptest.BlockRunning })
+	conn, done, file := blockingCall(t, t.Context())
 	_ = conn.Close()
 	if err := <-done; err == nil {
 		t.Fatal("the call the close cut short succeeded")

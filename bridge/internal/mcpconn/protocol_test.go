@@ -33,6 +33,30 @@ func (m *memory) Remember(v string) {
 	m.v = v
 }
 
+// connectTwice makes two connections with dial, sharing one memory, and
+// checks that each negotiates want and serves a call, and that the memory
+// keeps want.
+func connectTwice(t *testing.T, want string, dial func(*memory) (*Conn, error)) {
+	t.Helper()
+	mem := &memory{}
+	for range 2 {
+		conn, err := dial(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := conn.ProtocolVersion(); got != want {
+			t.Errorf("negotiated %q, want %q", got, want)
+		}
+		if got := callText(t, conn, "echo", map[string]any{"text": "hi"}); got != "hi" {
+			t.Errorf("echo = %q", got)
+		}
+		_ = conn.Close()
+	}
+	if got := mem.Version(); got != want {
+		t.Errorf("remembered %q, want %q", got, want)
+	}
+}
+
 // TestProtocolVersions: X-M8. agentd offers 2026-07-28 and falls back to
 // the classic handshake: a stateless go-sdk HTTP server and a go-sdk
 // stdio server negotiate 2026-07-28, a stateful HTTP server 2025-11-25,
@@ -58,23 +82,9 @@ func TestProtocolVersions(t *testing.T) {
 			t.Run(tc.mode.String(), func(t *testing.T) {
 				t.Parallel()
 				srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: tc.mode})
-				mem := &memory{}
-				for range 2 {
-					conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomyTimeout, Options{Versions: mem})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got := conn.ProtocolVersion(); got != tc.want {
-						t.Errorf("negotiated %q, want %q", got, tc.want)
-					}
-					if got := callText(t, conn, "echo", map[string]any{"text": "hi"}); got != "hi" {
-						t.Errorf("echo = %q", got)
-					}
-					_ = conn.Close()
-				}
-				if got := mem.Version(); got != tc.want {
-					t.Errorf("remembered %q, want %q", got, tc.want)
-				}
+				connectTwice(t, tc.want, func(mem *memory) (*Conn, error) {
+					return DialHTTP(t.Context(), HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomyTimeout, Options{Versions: mem})
+				})
 				probes := 0
 				for _, r := range srv.Requests() {
 					if r.RPCMethod == "server/discover" {
@@ -103,23 +113,9 @@ func TestProtocolVersions(t *testing.T) {
 				spec := stdioSpec(t, tc.server)
 				pids := filepath.Join(t.TempDir(), "pids")
 				spec.Env[mcptest.PidFileEnv] = pids
-				mem := &memory{}
-				for range 2 {
-					conn, err := DialStdio(t.Context(), spec, roomyTimeout, Options{Versions: mem})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got := conn.ProtocolVersion(); got != tc.want {
-						t.Errorf("negotiated %q, want %q", got, tc.want)
-					}
-					if got := callText(t, conn, "echo", map[string]any{"text": "hi"}); got != "hi" {
-						t.Errorf("echo = %q", got)
-					}
-					_ = conn.Close()
-				}
-				if got := mem.Version(); got != tc.want {
-					t.Errorf("remembered %q, want %q", got, tc.want)
-				}
+				connectTwice(t, tc.want, func(mem *memory) (*Conn, error) {
+					return DialStdio(t.Context(), spec, roomyTimeout, Options{Versions: mem})
+				})
 				started := mcptest.Pids(t, pids)
 				if len(started) != tc.wantSpawns {
 					t.Errorf("%d processes started over two connections, want %d", len(started), tc.wantSpawns)
