@@ -103,13 +103,15 @@ var errSSESessionGone = fmt.Errorf("the server does not know the session: %w", m
 //   - each wait for data of the answer to a request is bounded by
 //     read_timeout (send, and the response's body), and ends the exchange
 //     when it runs out;
-//   - a refusal that agentd resolves is resolved, with no read
-//     timeout running while a person may be asked, and the request goes
-//     again, once (reauthorize);
+//   - a refusal of a server whose OAuth client agentd is (401, or 403
+//     asking for more scope) is resolved, with no read timeout running
+//     while a person may be asked, and the request goes again, once
+//     (reauthorize);
 //   - what the connection must learn of the response is noted: a
-//     refusal's challenge, the first POST's status (which tells a
-//     legacy server), whether the exchange's POST may have reached the
-//     server (failed, answered).
+//     refusal's challenge, for the error that names it; the first POST's
+//     status, which tells a server that speaks only the legacy transport;
+//     whether the exchange's POST may have reached the server, which then
+//     never sends it again on a new session (failed, answered).
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	tr := t.prepare(req)
 	resp, err := tr.send(tr.req)
