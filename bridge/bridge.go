@@ -41,6 +41,7 @@ import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/mcpdecl"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/telemetry"
 )
@@ -333,8 +334,8 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 			sc.bad(f+".name", "%q is used twice", t.name)
 		}
 		seen[t.name] = true
-		if t.readTimeout <= 0 {
-			sc.bad(f+".read_timeout", "must be positive")
+		if t.readTimeout <= 0 || t.readTimeout > mcpdecl.MaxReadTimeout {
+			sc.bad(f+".read_timeout", "must be a positive duration of at most %s", mcpdecl.MaxReadTimeout)
 		}
 		parts := schemacache.KeyParts{Tenant: tenant, AllowedTools: t.allowedTools}
 		switch tr := spec.GetTransport().(type) {
@@ -375,8 +376,7 @@ func (p *problems) deny(field, format string, args ...any) {
 // private address (and, dialled, reaches none).
 func (s *Service) resolveHTTP(sc *scope, f string, t *target, h *bridgev1.HTTPTarget, parts *schemacache.KeyParts) {
 	rules := sc.tenant.Rules
-	u, err := url.Parse(h.GetUrl())
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if u, err := url.Parse(h.GetUrl()); err != nil || !mcpdecl.HTTPURL(h.GetUrl()) {
 		sc.bad(f+".url", "must be an http or https URL")
 	} else if why := rules.AddressRefusal(u.Hostname()); why != "" {
 		sc.deny(f+".url", "MCP server %q: %s", t.name, why)

@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcpauth"
@@ -31,14 +29,6 @@ func registeredURLServers(servers map[string]config.Server) (map[string]*agentdv
 		if reg.AuthorizationFile != "" && sec.Authorization == "" {
 			return nil, fmt.Errorf("%s.authorization_file: the file is empty", f)
 		}
-		decl := &agentdv1.MCPServer{
-			Transport:     &agentdv1.MCPServer_Url{Url: reg.URL},
-			Headers:       reg.Headers,
-			Authorization: sec.Authorization,
-		}
-		if reg.ReadTimeout > 0 {
-			decl.ReadTimeout = durationpb.New(reg.ReadTimeout)
-		}
 		if o := reg.OAuth; o != nil {
 			if o.ClientSecretFile != "" && sec.ClientSecret == "" {
 				return nil, fmt.Errorf("%s.oauth.client_secret_file: the file is empty", f)
@@ -48,21 +38,8 @@ func registeredURLServers(servers map[string]config.Server) (map[string]*agentdv
 					return nil, fmt.Errorf("%s.oauth.private_key_file: must hold an RSA or ECDSA P-256 private key in PEM (PKCS#8, PKCS#1 or SEC 1)", f)
 				}
 			}
-			grant := agentdv1.GrantType_GRANT_TYPE_AUTHORIZATION_CODE
-			if o.Grant == config.GrantClientCredentials {
-				grant = agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS
-			}
-			decl.Oauth = &agentdv1.OAuthClient{
-				Grant:                   grant,
-				ClientId:                o.ClientID,
-				ClientSecret:            sec.ClientSecret,
-				PrivateKey:              sec.PrivateKeyPEM,
-				PrivateKeyId:            o.PrivateKeyID,
-				Scopes:                  o.Scopes,
-				TokenEndpointAuthMethod: o.TokenEndpointAuthMethod,
-				RedirectUrl:             o.RedirectURL,
-			}
 		}
+		decl := reg.Declaration(sec)
 		out[name] = decl
 	}
 	return out, nil

@@ -482,9 +482,9 @@ func TestLoadRejectsRegisteredURLServers(t *testing.T) {
 		{name: "url settings on a command", server: "{command: x, authorization: " + secret + ", read_timeout: 5s}", wantErrs: []string{"apply to url servers only"}},
 		{name: "authorization twice", server: "{url: https://a.example/mcp, authorization: " + secret + ", authorization_file: /f}", wantErrs: []string{"authorization and authorization_file exclude each other"}},
 		{name: "a read_timeout beyond its cap", server: "{url: https://a.example/mcp, read_timeout: 2h}", wantErrs: []string{"bridge.servers.s.read_timeout"}},
-		{name: "oauth and a static token", server: "{url: https://a.example/mcp, authorization: " + secret + ", oauth: {}}", wantErrs: []string{"bridge.servers.s: authorization and oauth exclude each other"}},
+		{name: "oauth and a static token", server: "{url: https://a.example/mcp, authorization: " + secret + ", oauth: {}}", wantErrs: []string{"bridge.servers.s.authorization: may not be combined with oauth"}},
 		{name: "oauth and an Authorization header", server: "{url: https://a.example/mcp, headers: {authorization: " + secret + "}, oauth: {}}", wantErrs: []string{"bridge.servers.s.headers: may not set Authorization with oauth"}},
-		{name: "an unknown grant", server: "{url: https://a.example/mcp, oauth: {grant: password}}", wantErrs: []string{`bridge.servers.s.oauth.grant: must be authorization_code or client_credentials, got "password"`}},
+		{name: "an unknown grant", server: "{url: https://a.example/mcp, oauth: {grant: password}}", wantErrs: []string{`bridge.servers.s.oauth.grant: "password" is not one of authorization_code, client_credentials`}},
 		{
 			name: "client credentials without client or secret", server: "{url: https://a.example/mcp, oauth: {grant: client_credentials}}",
 			wantErrs: []string{"bridge.servers.s.oauth.client_id: is required", "bridge.servers.s.oauth: the client_credentials grant needs client_secret"},

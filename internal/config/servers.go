@@ -2,14 +2,16 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/mcpdecl"
 )
 
 // Server is an MCP server registered in the configuration: a stdio
@@ -65,7 +67,7 @@ type Server struct {
 type ServerOAuth struct {
 	// Grant is the OAuth grant: authorization_code (a person authorizes
 	// on the Generate stream) or client_credentials (agentd itself).
-	Grant string `yaml:"grant" default:"authorization_code"`
+	Grant string `yaml:"grant" enum:",authorization_code,client_credentials" default:"authorization_code"`
 	// ClientID is the pre-registered client's id. Required with
 	// client_credentials and with a secret or key; without one agentd
 	// uses its client ID metadata document or registers dynamically.
@@ -168,9 +170,12 @@ func (s Server) validateCommand(f string, bad func(string, ...any)) {
 	}
 }
 
-// validateURL is validate for a url server, registered at f.
+// validateURL is validate for a url server, registered at f: what a
+// registration allows beside the declaration it stands for, then that
+// declaration by the request's rules (mcpdecl), its secrets' files
+// standing as set.
 func (s Server) validateURL(f string, bad func(string, ...any)) {
-	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !mcpdecl.HTTPURL(s.URL) {
 		bad("%s.url: must be an absolute http or https URL", f)
 	}
 	var commandOnly []string
@@ -185,15 +190,6 @@ func (s Server) validateURL(f string, bad func(string, ...any)) {
 	if len(commandOnly) > 0 {
 		bad("%s: %s apply to command servers only; a url server has no process", f, strings.Join(commandOnly, ", "))
 	}
-	s.validateHTTP(f, bad)
-	if s.OAuth != nil {
-		s.OAuth.validate(f, s, bad)
-	}
-}
-
-// validateHTTP checks what a url server sends with its requests and how
-// long it waits for their answers.
-func (s Server) validateHTTP(f string, bad func(string, ...any)) {
 	if s.Authorization != "" && s.AuthorizationFile != "" {
 		bad("%s: authorization and authorization_file exclude each other", f)
 	}
@@ -202,96 +198,87 @@ func (s Server) validateHTTP(f string, bad func(string, ...any)) {
 			bad("%s.headers: header names must be non-empty tokens", f)
 		}
 	}
-	if s.ReadTimeout < 0 || s.ReadTimeout > maxServerReadTimeout {
-		bad("%s.read_timeout: must be positive and at most %s", f, maxServerReadTimeout)
+	if o := s.OAuth; o != nil {
+		o.validateFiles(f+".oauth", bad)
+	}
+	var p mcpdecl.Problems
+	decl := s.Declaration(s.declared())
+	mcpdecl.CheckReadTimeout(&p, decl)
+	mcpdecl.CheckOAuthIn(&p, decl, registeredTerms)
+	for _, v := range p.Under(f) {
+		bad("%s: %s", v.Field, v.Description)
 	}
 }
 
-// maxServerReadTimeout is the longest read_timeout, as a request's.
-const maxServerReadTimeout = time.Hour
-
-// validate reports the problems of the oauth block of s, registered at f.
-func (o *ServerOAuth) validate(f string, s Server, bad func(string, ...any)) {
-	if s.Authorization != "" || s.AuthorizationFile != "" {
-		bad("%s: authorization and oauth exclude each other: agentd presents the tokens it obtains", f)
-	}
-	for k := range s.Headers {
-		if strings.EqualFold(k, "Authorization") {
-			bad("%s.headers: may not set Authorization with oauth: agentd presents the tokens it obtains", f)
-		}
-	}
-	f += ".oauth"
-	secret := o.ClientSecret != "" || o.ClientSecretFile != ""
-	key := o.PrivateKeyFile != ""
-	o.validateClient(f, secret, key, bad)
-	o.validateAuthMethod(f, secret, key, bad)
-	o.validateRequest(f, bad)
+// registeredTerms name a registered server's credentials in its settings'
+// words.
+var registeredTerms = mcpdecl.Terms{
+	Secret: "a client secret", SecretSetting: "client_secret or client_secret_file",
+	Key: "private_key_file", CredentialsGrant: "the client_credentials grant",
 }
 
-// validateRequest checks what the authorization request asks for: the
-// redirect URL and the scopes.
-func (o *ServerOAuth) validateRequest(f string, bad func(string, ...any)) {
-	if r := o.RedirectURL; r != "" {
-		if u, err := url.Parse(r); err != nil || !u.IsAbs() || (u.Scheme == "http" || u.Scheme == "https") && u.Host == "" {
-			bad("%s.redirect_url: must be an absolute URL", f)
-		}
-	}
-	if slices.Contains(o.Scopes, "") {
-		bad("%s.scopes: must not hold an empty scope", f)
-	}
-}
-
-// validateClient checks the grant and the client's credentials, secret
-// (a client secret) or key (private_key_file), of the oauth block at f.
-func (o *ServerOAuth) validateClient(f string, secret, key bool, bad func(string, ...any)) {
-	o.validateGrant(f, secret, key, bad)
+// validateFiles checks what the oauth block at f may set in a file, and
+// what the client_credentials grant needs beside a client id: agentd
+// itself is the client, with a secret or a key.
+func (o *ServerOAuth) validateFiles(f string, bad func(string, ...any)) {
 	if o.ClientSecret != "" && o.ClientSecretFile != "" {
 		bad("%s: client_secret and client_secret_file exclude each other", f)
 	}
-	if secret && key {
-		bad("%s: a client secret and private_key_file exclude each other", f)
-	}
-	if (secret || key) && o.ClientID == "" && o.Grant != GrantClientCredentials {
-		bad("%s.client_id: must be set with a client secret or private_key_file", f)
-	}
-	if o.PrivateKeyID != "" && !key {
+	if o.PrivateKeyID != "" && o.PrivateKeyFile == "" {
 		bad("%s.private_key_id: needs private_key_file", f)
 	}
-}
-
-// validateGrant checks the grant, and what the client_credentials grant
-// needs.
-func (o *ServerOAuth) validateGrant(f string, secret, key bool, bad func(string, ...any)) {
-	switch o.Grant {
-	case "", GrantAuthorizationCode:
-	case GrantClientCredentials:
-		if o.ClientID == "" {
-			bad("%s.client_id: is required with the client_credentials grant", f)
-		}
-		if !secret && !key {
-			bad("%s: the client_credentials grant needs client_secret, client_secret_file or private_key_file", f)
-		}
-	default:
-		bad("%s.grant: must be authorization_code or client_credentials, got %q", f, o.Grant)
+	if o.Grant == GrantClientCredentials && o.ClientSecret == "" && o.ClientSecretFile == "" && o.PrivateKeyFile == "" {
+		bad("%s: the client_credentials grant needs client_secret, client_secret_file or private_key_file", f)
 	}
 }
 
-// validateAuthMethod checks that the token endpoint's authentication
-// method has the credential it needs.
-func (o *ServerOAuth) validateAuthMethod(f string, secret, key bool, bad func(string, ...any)) {
-	switch m := o.TokenEndpointAuthMethod; m {
-	case "", "none":
-	case "client_secret_basic", "client_secret_post":
-		if !secret {
-			bad("%s.token_endpoint_auth_method: %s needs client_secret or client_secret_file", f, m)
-		}
-	case "private_key_jwt":
-		if !key {
-			bad("%s.token_endpoint_auth_method: private_key_jwt needs private_key_file", f)
-		}
-	default:
-		bad("%s.token_endpoint_auth_method: must be client_secret_basic, client_secret_post, private_key_jwt or none", f)
+// Declaration is the registered url server s in the request's form: the
+// declaration a ref: to it stands for, with its secrets sec.
+func (s Server) Declaration(sec ServerSecrets) *agentdv1.MCPServer {
+	decl := &agentdv1.MCPServer{
+		Transport:     &agentdv1.MCPServer_Url{Url: s.URL},
+		Headers:       s.Headers,
+		Authorization: sec.Authorization,
 	}
+	if s.ReadTimeout != 0 {
+		decl.ReadTimeout = durationpb.New(s.ReadTimeout)
+	}
+	if o := s.OAuth; o != nil {
+		grant := agentdv1.GrantType_GRANT_TYPE_AUTHORIZATION_CODE
+		if o.Grant == GrantClientCredentials {
+			grant = agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS
+		}
+		decl.Oauth = &agentdv1.OAuthClient{
+			Grant:                   grant,
+			ClientId:                o.ClientID,
+			ClientSecret:            sec.ClientSecret,
+			PrivateKey:              sec.PrivateKeyPEM,
+			PrivateKeyId:            o.PrivateKeyID,
+			Scopes:                  o.Scopes,
+			TokenEndpointAuthMethod: o.TokenEndpointAuthMethod,
+			RedirectUrl:             o.RedirectURL,
+		}
+	}
+	return decl
+}
+
+// declared are the secrets of s as its settings declare them, those its
+// files hold standing as mcpdecl.FromFile.
+func (s Server) declared() ServerSecrets {
+	sec := ServerSecrets{Authorization: s.Authorization}
+	if s.AuthorizationFile != "" {
+		sec.Authorization = mcpdecl.FromFile
+	}
+	if o := s.OAuth; o != nil {
+		sec.ClientSecret = o.ClientSecret
+		if o.ClientSecretFile != "" {
+			sec.ClientSecret = mcpdecl.FromFile
+		}
+		if o.PrivateKeyFile != "" {
+			sec.PrivateKeyPEM = mcpdecl.FromFile
+		}
+	}
+	return sec
 }
 
 // Shared says which sessions one process of a registered server may serve

@@ -19,11 +19,34 @@ var authMethods = map[string]string{
 	"private_key_jwt":     "private_key",
 }
 
-// CheckOAuth checks a url server's oauth block: agentd presents the tokens
-// it obtains, so no static authorization may stand beside it; a secret or
-// key goes with a client id, and the token endpoint's method with the
-// secret or key it needs.
-func CheckOAuth(p *Problems, decl *agentdv1.MCPServer) {
+// Terms are the words a declaration's problems name its credentials by:
+// the request's fields (RequestTerms), or the settings of a server
+// registered in the configuration, whose secrets files may hold.
+type Terms struct {
+	Secret        string // the client secret: "client_secret"
+	SecretSetting string // what may set it: "client_secret"
+	Key           string // the private key: "private_key"
+	// CredentialsGrant names the client credentials grant: "the
+	// CLIENT_CREDENTIALS grant".
+	CredentialsGrant string
+}
+
+// RequestTerms are a request's words.
+var RequestTerms = Terms{Secret: "client_secret", SecretSetting: "client_secret", Key: "private_key", CredentialsGrant: "the CLIENT_CREDENTIALS grant"}
+
+// FromFile stands, in a declaration made of a registered server's
+// settings, for a secret that a file holds: it counts as set, and what the
+// file holds is checked where the file is read.
+const FromFile = "\x00held in a file"
+
+// CheckOAuth checks a url server's oauth block, in the request's words.
+func CheckOAuth(p *Problems, decl *agentdv1.MCPServer) { CheckOAuthIn(p, decl, RequestTerms) }
+
+// CheckOAuthIn checks a url server's oauth block, naming credentials in
+// terms: agentd presents the tokens it obtains, so no static
+// authorization may stand beside it; a secret or key goes with a client
+// id, and the token endpoint's method with the secret or key it needs.
+func CheckOAuthIn(p *Problems, decl *agentdv1.MCPServer, terms Terms) {
 	o := decl.GetOauth()
 	if o == nil {
 		return
@@ -36,8 +59,8 @@ func CheckOAuth(p *Problems, decl *agentdv1.MCPServer) {
 			p.Add("headers", "may not set Authorization with oauth: agentd presents the tokens it obtains")
 		}
 	}
-	checkClient(p, o)
-	checkAuthMethod(p, o)
+	checkClient(p, o, terms)
+	checkAuthMethod(p, o, terms)
 	if r := o.GetRedirectUrl(); r != "" && !AbsoluteURL(r) {
 		p.Add("oauth.redirect_url", "must be an absolute URL")
 	}
@@ -48,37 +71,44 @@ func CheckOAuth(p *Problems, decl *agentdv1.MCPServer) {
 
 // checkClient checks the client's identity: a secret or a key, not both,
 // with the client id they authenticate.
-func checkClient(p *Problems, o *agentdv1.OAuthClient) {
+func checkClient(p *Problems, o *agentdv1.OAuthClient, terms Terms) {
 	secret, key := o.GetClientSecret() != "", o.GetPrivateKey() != ""
 	if secret && key {
-		p.Add("oauth", "client_secret and private_key exclude each other")
+		p.Add("oauth", "%s and %s exclude each other", terms.Secret, terms.Key)
 	}
-	if key {
+	if key && o.GetPrivateKey() != FromFile {
 		if _, err := mcpauth.ParsePrivateKey(o.GetPrivateKey()); err != nil {
 			p.Add("oauth.private_key", "must be an RSA or ECDSA P-256 private key in PEM (PKCS#8, PKCS#1 or SEC 1)")
 		}
 	}
 	if (secret || key) && o.GetClientId() == "" {
-		p.Add("oauth.client_id", "must be set with client_secret or private_key")
+		p.Add("oauth.client_id", "must be set with %s or %s", terms.Secret, terms.Key)
 	}
 	if o.GetGrant() == agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS && o.GetClientId() == "" {
-		p.Add("oauth.client_id", "is required with the CLIENT_CREDENTIALS grant")
+		p.Add("oauth.client_id", "is required with %s", terms.CredentialsGrant)
 	}
 }
 
 // checkAuthMethod checks token_endpoint_auth_method against the secret or
 // key it needs.
-func checkAuthMethod(p *Problems, o *agentdv1.OAuthClient) {
+func checkAuthMethod(p *Problems, o *agentdv1.OAuthClient, terms Terms) {
 	m := o.GetTokenEndpointAuthMethod()
 	needs, known := authMethods[m]
 	switch {
 	case !known:
 		p.Add("oauth.token_endpoint_auth_method", "must be client_secret_basic, client_secret_post, private_key_jwt or none")
 	case needs == "client_secret" && o.GetClientSecret() == "":
-		p.Add("oauth.token_endpoint_auth_method", "%s needs client_secret", m)
+		p.Add("oauth.token_endpoint_auth_method", "%s needs %s", m, terms.SecretSetting)
 	case needs == "private_key" && o.GetPrivateKey() == "":
-		p.Add("oauth.token_endpoint_auth_method", "%s needs private_key", m)
+		p.Add("oauth.token_endpoint_auth_method", "%s needs %s", m, terms.Key)
 	}
+}
+
+// HTTPURL reports whether raw is an absolute http or https URL with a
+// host: where a Streamable HTTP server can be.
+func HTTPURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // AbsoluteURL reports whether s is an absolute URL; an http(s) one needs
