@@ -145,3 +145,20 @@ func (g *generation) settleJournal(ctx context.Context, err error) {
 	state, _ := g.outcome(ctx, err)
 	j.Settle(ctx, state, g.result(g.final, err))
 }
+
+// StartSweeper starts ending, until Close, the paused generations whose
+// pause expired (generation.pause_ttl) and removing the generations that
+// finished more than generation.retention ago, with their event logs
+// (record.Sweeper). A no-op without a durable record.
+func (s *Service) StartSweeper() {
+	if s.generations == nil {
+		return
+	}
+	sw := record.StartSweeper(s.generations, s.cfg.Retention, s.cfg.PauseTTL, s.log)
+	if !s.goBackground(func() {
+		<-s.bg.Done()
+		sw.Stop()
+	}) {
+		sw.Stop()
+	}
+}

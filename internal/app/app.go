@@ -36,7 +36,6 @@ import (
 	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/oauthclient"
 	"github.com/agentd/agentd/internal/oauthtokens"
-	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tlsconf"
@@ -251,7 +250,6 @@ type Agent struct {
 	stopWatch  context.CancelFunc // stops watchStore and watchBridge; nil when they are not running
 	watches    sync.WaitGroup
 	svc        *server.Service
-	sweeper    *record.Sweeper // ends expired pauses and removes old generations; nil when it is not running
 	bridgeConn *grpc.ClientConn
 	embedded   *Bridge // nil with a remote bridge
 	bridgeLis  *bufconn.Listener
@@ -380,6 +378,7 @@ func NewAgent(o Options) (*Agent, error) {
 	})
 	a.svc = svc
 	svc.StartAdopter()
+	svc.StartSweeper()
 	svc.Register(a.Server)
 	// AdminService goes where the admin service is: on admin.listen when
 	// it is set, else beside the AgentService.
@@ -404,7 +403,6 @@ func NewAgent(o Options) (*Agent, error) {
 		// one is watched as the store is, at the same interval.
 		a.watchBridge(watchCtx, o.Config.Store.PingInterval, o.Config.Bridge.Address, log)
 	}
-	a.sweeper = record.StartSweeper(a.store.Generations(), o.Config.Generation.Retention, o.Config.Generation.PauseTTL, log)
 	return a, nil
 }
 
@@ -496,10 +494,6 @@ func (a *Agent) close(log *slog.Logger) error {
 		a.stopWatch()
 		a.watches.Wait()
 		a.stopWatch = nil
-	}
-	if a.sweeper != nil {
-		a.sweeper.Stop()
-		a.sweeper = nil
 	}
 	for _, srv := range []*grpc.Server{a.Server, a.Admin} {
 		if srv != nil {

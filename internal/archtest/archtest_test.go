@@ -67,19 +67,11 @@ func violations(pkgs []pkg) []string {
 			if !ok || d == self {
 				continue
 			}
-			switch {
-			case under(rel, "bridge") && (under(drel, "server") || under(drel, "providers")):
-				out = append(out, rel+" depends on "+drel+": the bridge never reaches server or providers")
-			case under(rel, "internal/bridgeclient") && (under(drel, "server") || under(drel, "providers")):
-				out = append(out, rel+" depends on "+drel+": the bridge client never reaches server or providers")
-			case under(rel, "providers") && (under(drel, "server") || under(drel, "bridge") || under(drel, "internal/app")):
-				out = append(out, rel+" depends on "+drel+": providers never reach server, bridge or internal/app")
-			case under(rel, "internal/oauthclient") && under(drel, "server"):
-				out = append(out, rel+" depends on "+drel+": the OAuth client never reaches server")
-			case under(drel, "cmd") && !under(rel, "cmd"):
-				out = append(out, rel+" depends on "+drel+": nothing imports cmd")
-			case under(drel, "cmd") && top(rel) != top(drel):
-				out = append(out, rel+" depends on "+drel+": one command never imports another")
+			for _, r := range layers {
+				if r.breaks(rel, drel, slices.Contains(p.Imports, d)) {
+					out = append(out, rel+" depends on "+drel+": "+r.why)
+					break
+				}
 			}
 		}
 		if p.ForTest == "" && slices.Contains(p.Imports, "os/exec") && !slices.Contains(execAllowed, self) {
@@ -88,6 +80,47 @@ func violations(pkgs []pkg) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// layer is one rule of the module's layers: a package under from never
+// depends on one under any of never (directly when direct is set: a
+// dependency through another package is that package's business), or,
+// for a rule that is not about one folder, match says what breaks it.
+type layer struct {
+	from   string
+	never  []string
+	direct bool
+	match  func(rel, drel string) bool
+	why    string
+}
+
+// breaks reports whether a dependency of rel on drel (imported directly
+// or not) breaks the rule.
+func (l layer) breaks(rel, drel string, imported bool) bool {
+	if l.match != nil {
+		return l.match(rel, drel)
+	}
+	if !under(rel, l.from) || (l.direct && !imported) {
+		return false
+	}
+	return slices.ContainsFunc(l.never, func(dir string) bool { return under(drel, dir) })
+}
+
+// layers are the module's rules, checked in order: a dependency breaks
+// the first it matches.
+var layers = []layer{
+	{from: "bridge", never: []string{"server", "providers"}, why: "the bridge never reaches server or providers"},
+	{from: "internal/bridgeclient", never: []string{"server", "providers"}, why: "the bridge client never reaches server or providers"},
+	{from: "providers", never: []string{"server", "bridge", "internal/app"}, why: "providers never reach server, bridge or internal/app"},
+	{from: "internal/oauthclient", never: []string{"server"}, why: "the OAuth client never reaches server"},
+	{from: "internal/record", never: []string{"server", "internal/app", "bridge", "providers"},
+		why: "the record depends on the store's contract and its caller's callbacks, never on server, internal/app, bridge or providers"},
+	{from: "internal/mcpdecl", never: []string{"server", "internal/config", "internal/app", "bridge"},
+		why: "the rules of declarations stand below everything that declares servers"},
+	{from: "internal/app", never: []string{"internal/record"}, direct: true,
+		why: "the composition root does not reach into the record's rules: server applies them"},
+	{match: func(rel, drel string) bool { return under(drel, "cmd") && !under(rel, "cmd") }, why: "nothing imports cmd"},
+	{match: func(rel, drel string) bool { return under(drel, "cmd") && top(rel) != top(drel) }, why: "one command never imports another"},
 }
 
 // base strips the " [x.test]" suffix go list gives a test variant.
@@ -181,6 +214,16 @@ func TestRules(t *testing.T) {
 		{"the OAuth client's test reaches server through app", []pkg{
 			{ImportPath: m("internal/oauthclient") + " [" + m("internal/oauthclient") + ".test]", ForTest: m("internal/oauthclient"), Deps: []string{m("internal/app"), m("server")}},
 		}, []string{"internal/oauthclient depends on server: the OAuth client never reaches server"}},
+		{"the record reaches server through the bridge client", []pkg{
+			{ImportPath: m("internal/record"), Deps: []string{m("internal/bridgeclient"), m("server")}},
+		}, []string{"internal/record depends on server: the record depends on the store's contract and its caller's callbacks, never on server, internal/app, bridge or providers"}},
+		{"the declarations' rules read the configuration", []pkg{
+			{ImportPath: m("internal/mcpdecl") + " [" + m("internal/mcpdecl") + ".test]", ForTest: m("internal/mcpdecl"), Deps: []string{m("internal/config")}},
+		}, []string{"internal/mcpdecl depends on internal/config: the rules of declarations stand below everything that declares servers"}},
+		{"the composition root imports the record, not through server", []pkg{
+			{ImportPath: m("internal/app"), Imports: []string{m("server")}, Deps: []string{m("server"), m("internal/record")}},
+			{ImportPath: m("internal/app/apptest"), Imports: []string{m("internal/record")}, Deps: []string{m("internal/record")}},
+		}, []string{"internal/app/apptest depends on internal/record: the composition root does not reach into the record's rules: server applies them"}},
 		{"os/exec outside mcpconn", []pkg{
 			{ImportPath: m("server"), Imports: []string{"os/exec"}},
 			{ImportPath: m("bridge") + " [" + m("bridge") + ".test]", ForTest: m("bridge"), Imports: []string{"os/exec"}},
