@@ -15,7 +15,7 @@ import (
 )
 
 // Admin implements agentd.v1.AdminService: what agentd keeps for
-// tenants, managed by their administrators (X-M3).
+// tenants, managed by their administrators.
 //
 // Under authentication, internal/auth admits its calls from principals
 // holding admin, or tenant_admin; a call that names another tenant than

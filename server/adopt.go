@@ -17,10 +17,10 @@ const adoptBatch = 8
 
 // adoptedUnknown is the result of a call that was running when the
 // replica running its generation died: it may or may not have run, and it
-// is not run again (X-G3).
+// is not run again.
 var adoptedUnknown = toolerror.JSON("the agentd replica running this call stopped while it ran; it may or may not have run, and it is not run again")
 
-// StartAdopter starts the background adopter (X-G3): every
+// StartAdopter starts the background adopter: every
 // generation.adopt_interval it takes over the running generations whose
 // owners' leases lapsed (their replicas died) or were released (their
 // replicas stopped), and continues them. Close stops it. A no-op without
@@ -80,7 +80,7 @@ func (s *Service) adoptOne(ctx context.Context, tenant, id string) bool {
 	rec, err := s.generations.Acquire(ctx, tenant, id, s.replica, now, now.Add(s.cfg.LeaseTTL))
 	if err != nil {
 		// Another replica took it first, or it is gone: the attached
-		// stream reads on. Anything else is the store's failure (X-O4).
+		// stream reads on. Anything else is the store's failure.
 		if k := fault.KindOf(err); k != fault.Conflict && k != fault.NotFound && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "adopting a generation for an attached client", "generation", id, "tenant", tenant, "err", err)
 		}

@@ -22,7 +22,7 @@ import (
 // declinedOutput is what the model gets for a call the user declined.
 var declinedOutput = toolerror.JSON("declined by user")
 
-// gated reports whether a call to name waits for approval (R-A1, R-A4):
+// gated reports whether a call to name waits for approval:
 // requires_approval names it (by the name offered to the model or, for a
 // prefixed MCP tool, its server's name for it), or its server's policy
 // gates it.
@@ -77,8 +77,8 @@ func (r *turnRun) askApproval(i int, owner *toolOwner) error {
 
 // decide applies an approval decision: declined calls get {"error":
 // "declined by user"} without running; approved ones run once, on the
-// server the approval is bound to (X-A10) — if its tool is no longer
-// offered there, they get an error instead, without a call (R-A8).
+// server the approval is bound to — if its tool is no longer
+// offered there, they get an error instead, without a call.
 func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	g := r.g
 	i, w, ok := r.waitingFor(waitsForApproval, d.GetRequestId())

@@ -86,7 +86,7 @@ func (s *Service) Generate(stream generateStream) error {
 	return fault.GRPC(err)
 }
 
-// detach runs a new generation without a client (X-G4): it is recorded
+// detach runs a new generation without a client: it is recorded
 // first (a store that cannot record it refuses it), then runs in the
 // background, owned by the Service. Its stream ends OK once it has sent
 // the started event (the generation's id, its servers and tools); a
@@ -135,7 +135,7 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 // has its started event.
 var errFollowed = errors.New("the detached generation's client has what it waited for")
 
-// attach follows a generation from its stored log (X-G2): every event
+// attach follows a generation from its stored log: every event
 // after a.after_sequence, in order, each once, then the later ones as its
 // owner, on this replica or another, appends them, until the generation
 // has paused or finished. The stream is read-only.

@@ -32,9 +32,9 @@ type generation struct {
 	id     string
 	tenant string
 	caller string // who started or resumed it, for audit lines (auth.Caller)
-	// endUser is whom it acts for: whose OAuth tokens its servers get
-	// (X-M3). StartGeneration.end_user, else the authenticated principal
-	// that started it, else "" (the tenant's shared tokens).
+	// endUser is whom it acts for: whose OAuth tokens its servers get.
+	// StartGeneration.end_user, else the authenticated principal that started
+	// it, else "" (the tenant's shared tokens).
 	endUser string
 	plan    *plan
 	link    *link                // the client's stream
@@ -54,11 +54,11 @@ type generation struct {
 	answered  *answerSet // approval and function-call ids already answered; a repeat is ignored
 
 	resume *resumption // set when the generation continues a pause
-	// deferred are the authorizations this run left to a resume (X-M2).
+	// deferred are the authorizations this run left to a resume.
 	deferred deferrals
 	// origin is the span context of the invoke_agent span of the
 	// generation's start, kept in its checkpoints: the span of a resumed
-	// or adopted run links to it (X-O2). Invalid when unknown.
+	// or adopted run links to it. Invalid when unknown.
 	origin trace.SpanContext
 
 	journal  *record.Journal     // its durable record; nil without Options.Generations
@@ -71,8 +71,8 @@ type generation struct {
 	emitMu     sync.Mutex // numbers and queues events in one order
 	pausedNow  bool       // it ended paused
 	final      *agentdv1.Message
-	ran        runStats // what this run used, for its end's log line (X-O4)
-	// samples holds what the servers' samples used (X-M5) until the
+	ran        runStats // what this run used, for its end's log line
+	// samples holds what the servers' samples used until the
 	// loop adds it to total and ran (foldSamples): samples are answered
 	// while tool calls run, on goroutines of their own.
 	samples samplesUsage
@@ -103,7 +103,7 @@ func (o *toolOwner) toolName(offered string) string {
 const maxEndUserBytes = 256
 
 // newGeneration validates a start with the tenant's settings, then admits
-// it within the tenant's limits (X-I7): a request refused for what it
+// it within the tenant's limits: a request refused for what it
 // says takes nothing of them.
 func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGeneration) (*generation, error) {
 	endUser := start.GetEndUser()
@@ -185,7 +185,7 @@ func generationID(now time.Time) string {
 }
 
 // emit sends ev to the client and, with a durable record, numbers it and
-// logs it (X-G2): the client's sequence numbers are the log's.
+// logs it: the client's sequence numbers are the log's.
 func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error {
 	if g.journal == nil {
 		return g.link.out.emit(ctx, ev)
@@ -199,7 +199,7 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 	return g.link.out.emit(ctx, ev)
 }
 
-// emitProgress sends a tool call's progress (X-M6) to the client. Progress
+// emitProgress sends a tool call's progress to the client. Progress
 // is ephemeral: it is neither numbered nor stored, even with a durable
 // record, so it takes no part in the order emitMu keeps. It goes through
 // the sender all the same, whose queue keeps it behind the call's
@@ -272,7 +272,7 @@ func (a *answerSet) list() []string {
 
 // runStats is what one run of a generation (from its start, its resume or
 // its adoption to its end on this replica) used, for the line its end
-// logs (X-O4). A resumed generation's line counts only what the resume
+// logs. A resumed generation's line counts only what the resume
 // used, so that adding up the lines of a generation counts nothing twice.
 type runStats struct {
 	began                time.Time
@@ -318,7 +318,7 @@ func (s *samplesUsage) take() *agentdv1.Usage {
 
 // An authorization code grant that nobody answers on the stream (the
 // client half-closed, went away, let answer_timeout pass, or was never
-// attached) pauses the generation like an approval (X-M2): the grant's
+// attached) pauses the generation like an approval: the grant's
 // request waits in the checkpoint, sealed, and the resume brings the
 // person's redirect. The calls the server refused for want of it did not
 // run (a 401 is the server's refusal to run them), so they run once the
@@ -343,7 +343,7 @@ type deferrals struct {
 	mu     sync.Mutex
 	why    string // why the first was deferred: the client's absence
 	byName map[string]*deferredAuth
-	inputs int // input requests deferred (X-M4, 2026-07-28)
+	inputs int // input requests deferred (protocol 2026-07-28)
 }
 
 // resumption is what a resumed generation continues from.
@@ -359,11 +359,11 @@ type resumption struct {
 	// since gone, had approved: they may have run.
 	interrupted map[string]bool
 	// authorizations are the resume's answers to the authorizations the
-	// paused turn waits for (X-M2); interruptedAuth, that an earlier
+	// paused turn waits for; interruptedAuth, that an earlier
 	// resume, since gone, had brought answers too.
 	authorizations  []*agentdv1.AuthorizationResponse
 	interruptedAuth bool
-	inputs          []*agentdv1.InputResponse // answers to a 2026-07-28 server's input requests (X-M4)
+	inputs          []*agentdv1.InputResponse // answers to a 2026-07-28 server's input requests
 	started         bool                      // an approved call was started
 	progressed      bool                      // the paused turn is done and the generation went on
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// GetGeneration returns one of the caller's tenant's generations (X-G4)
+// GetGeneration returns one of the caller's tenant's generations
 // from its durable record: live, or finished and not yet swept
 // (generation.retention). A paused one shows what it waits for, from its
 // paused checkpoint; a finished one its usage, why it failed, and, once
@@ -52,10 +52,9 @@ func (s *Service) getGeneration(ctx context.Context, req *agentdv1.GetGeneration
 	return g, nil
 }
 
-// ListGenerations returns a page of the caller's tenant's generations
-// (X-G4), newest first, optionally only those in the given states. Each
-// is as GetGeneration shows it, without the final message and the
-// pending requests.
+// ListGenerations returns a page of the caller's tenant's generations, newest
+// first, optionally only those in the given states. Each is as GetGeneration
+// shows it, without the final message and the pending requests.
 func (s *Service) ListGenerations(ctx context.Context, req *agentdv1.ListGenerationsRequest) (*agentdv1.ListGenerationsResponse, error) {
 	res, err := s.listGenerations(ctx, req)
 	if err != nil {

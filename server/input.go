@@ -17,7 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// elicit relays a server's elicitation (X-M4) to the client as an input
+// elicit relays a server's elicitation to the client as an input
 // request and returns the client's answer for the server. The agent's
 // elicitation policy DENY declines at once. A client that is not there,
 // or does not answer in time, cancels the request: on protocol
@@ -103,7 +103,7 @@ func (g *generation) elicitAnswer(ctx context.Context, r *bridgev1.ServerRequest
 // (input requests, with an opaque request state), and gets the answers
 // when the client calls again: no MCP session has to outlive the
 // question. So when nobody answers an input request on the stream,
-// agentd defers it (X-M4): the call ends without a result, the
+// agentd defers it: the call ends without a result, the
 // generation pauses like an approval, the paused event lists the input
 // requests, and the resume's answers go to the server with the call
 // again, with its request state. 2025-11-25 requests still cancel.

@@ -108,7 +108,7 @@ func (r *turnRun) runningState() *statev1.PausedTurn {
 }
 
 // emitLast sends the generation's last event, paused or completed, once
-// its record says so (X-G3): a client that has seen it finds the record
+// its record says so: a client that has seen it finds the record
 // paused (a resume can take it at once) or completed.
 func (g *generation) emitLast(ctx context.Context, ev *agentdv1.GenerateResponse) error {
 	if g.journal == nil {

@@ -112,8 +112,8 @@ func (l *link) receive(stream generateStream) {
 			return
 		case *agentdv1.GenerateRequest_ApprovalDecision:
 			if isSamplingRequest(k.ApprovalDecision.GetRequestId()) {
-				// A server's sampling request waits for it, not the loop
-				// (X-M5); one no longer waiting is dropped.
+				// A server's sampling request waits for it, not the loop; one
+				// no longer waiting is dropped.
 				l.mail.keep(k.ApprovalDecision.GetRequestId(), k.ApprovalDecision)
 				continue
 			}
@@ -134,12 +134,12 @@ func (l *link) receive(stream generateStream) {
 
 // sender owns stream.Send: every event of a generation passes through its
 // queue, in order. After a failed send it drops the rest. With a durable
-// record (journal), it sends an event only once the store has it (X-G2):
+// record (journal), it sends an event only once the store has it:
 // a client never sees an event numbered beyond the store's log, which a
 // replica adopting the generation, should this one die, would number
 // afresh. Its goroutine runs while events wait and ends when the queue is
 // empty, so that a generation waiting for its client (maybe for hours)
-// holds none (issue 15); the next event starts another. One runs at a
+// holds none; the next event starts another. One runs at a
 // time, so events keep their order.
 type sender struct {
 	stream  generateStream // nil: no client, events go nowhere
@@ -293,8 +293,8 @@ func (m *mailbox) take() (approvals []*agentdv1.ApprovalDecision, results []*age
 }
 
 // The answers a running tool call waits for on the stream: to an
-// authorization request (X-M2), an input request (X-M4) or a sampling
-// approval request (X-M5). Unlike
+// authorization request, an input request or a sampling
+// approval request. Unlike
 // approval decisions and function results, which the loop takes between
 // turns, they come while calls run, each to the call that asked, so the
 // mailbox keeps them by request id and wakes every waiter.

@@ -14,11 +14,11 @@ import (
 	"github.com/agentd/agentd/providers"
 )
 
-// meters are the Service's instruments (X-O1): the OTel GenAI client
+// meters are the Service's instruments: the OTel GenAI client
 // metrics of its model turns, and agentd's own of generations, tool
-// calls, provider retries and prompt-cache tokens. Every measurement carries the generation's tenant ("" when
-// none); no attribute holds a generation id, a URL, the conversation or a
-// secret.
+// calls, provider retries and prompt-cache tokens. Every measurement carries
+// the generation's tenant ("" when none); no attribute holds a generation id,
+// a URL, the conversation or a secret.
 type meters struct {
 	tokens    metric.Int64Histogram   // gen_ai.client.token.usage
 	duration  metric.Float64Histogram // gen_ai.client.operation.duration
@@ -183,7 +183,7 @@ func (m *meters) modelTurn(ctx context.Context, tenant string, t turnTelemetry) 
 	m.duration.Record(ctx, t.duration.Seconds(), m.turns.For(series))
 }
 
-// providerRetry counts a retry of a provider request (X-O1), by provider
+// providerRetry counts a retry of a provider request, by provider
 // and status, or error.type for an attempt without a response.
 func (m *meters) providerRetry(ctx context.Context, tenant, provider string, r providers.Retry) {
 	attrs := []attribute.KeyValue{attribute.String("gen_ai.provider.name", provider), tenantAttr(tenant)}
@@ -217,7 +217,7 @@ func (l toolCallLabels) attrs() []attribute.KeyValue {
 		attribute.String("server", l.server), attribute.String("tool", l.tool), attribute.String("outcome", l.outcome)}
 }
 
-// countToolCall counts call c answered, as an error or not (X-O1).
+// countToolCall counts call c answered, as an error or not.
 func (g *generation) countToolCall(ctx context.Context, c *agentdv1.ToolCall, isError bool) {
 	owner := g.owners[c.GetName()]
 	if owner == nil {
@@ -232,7 +232,7 @@ func (g *generation) countToolCall(ctx context.Context, c *agentdv1.ToolCall, is
 }
 
 // approvalMeters are the Service's instruments of approvals and tool
-// executions (X-O1). Like meters, every measurement carries the
+// executions. Like meters, every measurement carries the
 // generation's tenant, and none an approval request id, a call id, the
 // arguments or an error message.
 type approvalMeters struct {

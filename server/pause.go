@@ -135,7 +135,7 @@ const (
 func whyTimedOut(d time.Duration) string { return fmt.Sprintf("did not answer within %s", d) }
 
 // pause stores the generation with its paused turn, ends the stream with
-// a paused event, and lets the bridge session close (R-A6).
+// a paused event, and lets the bridge session close.
 func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *errPause) error {
 	store := g.s.checkpoints
 	a := askedOf(turn)
@@ -193,7 +193,7 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 }
 
 // saveWithin saves a newly paused generation unless its tenant has as
-// many paused as max_paused_generations allows (X-I7): then the generation
+// many paused as max_paused_generations allows: then the generation
 // fails instead, ResourceExhausted, with the time until one of the
 // tenant's paused generations expires as when to retry (a resume that
 // completes may free a place sooner). Counting and saving are one step

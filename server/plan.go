@@ -295,8 +295,8 @@ func (p *plan) checkAddresses(denied *violations) {
 
 // options is Agent.provider_options as a JSON object for the adapters
 // (providers.Request.Options), converted afresh for each turn: a
-// generation that waits on its client holds only the request's own form
-// (issue 15), and no turn sees another's changes.
+// generation that waits on its client holds only the request's own form,
+// and no turn sees another's changes.
 func (p *plan) options() map[string]any {
 	if o := p.agent.GetProviderOptions(); o != nil {
 		return o.AsMap()
@@ -317,7 +317,7 @@ func (p *plan) server(name string) *serverPlan {
 // unreachable says why a provider's cloud cannot reach a url server: a
 // host that netaddr.PrivateHost names (localhost, or a loopback, private,
 // shared, link-local or unspecified address) only resolves on agentd's
-// side (X-H5). "" means nothing is known against it. The text names
+// side. "" means nothing is known against it. The text names
 // neither the host nor the path.
 func unreachable(raw string) string {
 	u, err := url.Parse(raw)

@@ -8,7 +8,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// Preview resolves a request without any I/O (R-P1): it never calls the
+// Preview resolves a request without any I/O: it never calls the
 // bridge or the provider.
 func (s *Service) Preview(ctx context.Context, req *agentdv1.PreviewRequest) (*agentdv1.PreviewResponse, error) {
 	_, tenant, err := s.tenant(ctx)

@@ -21,8 +21,8 @@ import (
 var unknownOutcome = toolerror.JSON("agentd stopped while resuming this call, which may have run; it is not run again")
 
 // resumeGeneration validates a resume and claims the paused generation for
-// it: nothing runs before every check passed (R-A7), and of two resumes of
-// one pause, only one gets it (R-A8). It loads the paused generation of
+// it: nothing runs before every check passed, and of two resumes of
+// one pause, only one gets it. It loads the paused generation of
 // the caller's tenant, checks that it may be resumed and that the resume
 // answers it, admits it within the tenant's concurrency limit, then claims
 // it.

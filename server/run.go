@@ -189,7 +189,7 @@ func (g *generation) complete(ctx context.Context, r *reply) error {
 }
 
 // pauseBeforeTools pauses a generation whose servers' tools could not be
-// listed for want of authorizations deferred to a resume (X-M2): it has
+// listed for want of authorizations deferred to a resume: it has
 // no turn to finish, and continues, once they are answered, by listing
 // them again.
 func (g *generation) pauseBeforeTools(ctx context.Context) error {

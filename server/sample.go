@@ -18,7 +18,7 @@ import (
 )
 
 // defaultSampleMaxTokens caps a server's samples when its
-// Sampling.max_tokens is 0 (X-M5): room for a short answer, which is
+// Sampling.max_tokens is 0: room for a short answer, which is
 // what servers sample for (a summary, a classification), at a bounded
 // cost.
 const defaultSampleMaxTokens = 1024
@@ -55,7 +55,7 @@ func (g *generation) sampleAnswer(ctx context.Context, r *bridgev1.ServerRequest
 	return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Sampling{Sampling: res}}
 }
 
-// sample answers a server's sampling request (X-M5) under the server's
+// sample answers a server's sampling request under the server's
 // policy: DENY refuses it; ASK asks the client first, and refuses it
 // unless the client approves in time (a client that is not there, has
 // half-closed, or does not answer within answer_timeout refuses it: on

@@ -39,7 +39,7 @@ type Bridge interface {
 
 // Options configures a Service.
 type Options struct {
-	// Logger receives one line per generation end (X-O4), its pauses and
+	// Logger receives one line per generation end, its pauses and
 	// resumes, approval decisions, and what goes wrong in the background.
 	Logger *slog.Logger
 	// Providers are the provider adapters requests may name, for every
@@ -60,13 +60,13 @@ type Options struct {
 	// means none.
 	TracerProvider trace.TracerProvider
 	// MeterProvider makes the metrics of model turns, generations and
-	// tool calls (X-O1); nil means none.
+	// tool calls; nil means none.
 	MeterProvider metric.MeterProvider
 	// Checkpoints stores paused generations; nil means generations cannot
 	// pause (they fail when they would).
 	Checkpoints store.Checkpoints
-	// Generations records every generation from its start (X-G3) with its
-	// event log (X-G2), under a lease that Replica holds; nil keeps no
+	// Generations records every generation from its start with its
+	// event log, under a lease that Replica holds; nil keeps no
 	// record (events carry no sequence numbers).
 	Generations store.Generations
 	// Replica is this agentd's replica id: the owner of the leases of the
@@ -96,7 +96,7 @@ type Options struct {
 	Registered map[string]*agentdv1.MCPServer
 }
 
-// Tenant is what one tenant's generations use (X-I7): its provider keys,
+// Tenant is what one tenant's generations use: its provider keys,
 // its rules, the registered servers it may use, and its limits. A
 // generation uses its own tenant's, never another's.
 type Tenant struct {
@@ -267,7 +267,7 @@ func (s *Service) Close() {
 	s.bgClosed = true
 	s.bgMu.Unlock()
 	if !closed && s.generations != nil {
-		// X-O4: the shutdown's step, with how many generations it stops
+		// The shutdown's step, with how many generations it stops
 		// here for another replica to continue (each is logged too).
 		s.log.Info("stopping: handing the generations running without a client over to other replicas", "generations", s.bgRuns.Load())
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/agentd/agentd/server"
 )
 
-// TestStreamEndsBeforeTheSessionCloses (issue 15) proves that a
+// TestStreamEndsBeforeTheSessionCloses proves that a
 // generation's stream ends, completed, without waiting for its bridge
 // session to close (its processes to stop), and that the Service's Close,
 // agentd's shutdown, still waits for that close: no process outlives it.

@@ -18,7 +18,7 @@ import (
 	"github.com/agentd/agentd/providers"
 )
 
-// chatCall is the telemetry of one model turn (X-O1, X-O2, X-O4): its
+// chatCall is the telemetry of one model turn: its
 // `chat {model}` span, what the provider's adapter reported on the way
 // (through the providers.Observer it puts in the turn's context: the
 // provider a router chose, the endpoint, each retry), the first chunk's
@@ -49,8 +49,7 @@ func (g *generation) startChat(ctx context.Context, model string) (context.Conte
 
 // startModelCall starts a model call's span, named name, with the GenAI
 // attributes of a chat and attrs, and returns ctx carrying it and the
-// observer that completes it: a turn's (startChat) or a server's sample
-// (X-M5).
+// observer that completes it: a turn's (startChat) or a server's sample.
 func (g *generation) startModelCall(ctx context.Context, name, model string, attrs ...attribute.KeyValue) (context.Context, *chatCall) {
 	provider := g.plan.agent.GetProvider()
 	ctx, span := g.s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
@@ -99,7 +98,7 @@ func serverAttrs(address string, port int) []attribute.KeyValue {
 	return attrs
 }
 
-// retry records a retry of the turn's request (X-O4): an event on the
+// retry records a retry of the turn's request: an event on the
 // chat span, a warn line and agentd.provider.retries.
 func (c *chatCall) retry(ctx context.Context) func(providers.Retry) {
 	return func(r providers.Retry) {
@@ -187,7 +186,7 @@ func allInput(u *agentdv1.Usage) int64 {
 	return u.GetInputTokens() + u.GetCacheReadInputTokens() + u.GetCacheWriteInputTokens()
 }
 
-// invokeSpanOptions are the options of a run's invoke_agent span (X-O2):
+// invokeSpanOptions are the options of a run's invoke_agent span:
 // a run that continues the generation (a resume, an adoption) links to
 // its start, whose trace it is not in.
 func (g *generation) invokeSpanOptions() []trace.SpanStartOption {
@@ -213,7 +212,7 @@ func (g *generation) invokeSpanOptions() []trace.SpanStartOption {
 	return opts
 }
 
-// endInvokeSpan ends a run's invoke_agent span (X-O2) with what the run
+// endInvokeSpan ends a run's invoke_agent span with what the run
 // used and how it ended: an error status (and error.type) only for a
 // failure; a pause, a cancellation by the client and a hand-over to
 // another replica are not errors.
@@ -231,7 +230,7 @@ func endInvokeSpan(span trace.Span, g *generation, outcome string, err error) {
 	span.End()
 }
 
-// toolSpan starts the execute_tool span of call c (X-O2), of the tool
+// toolSpan starts the execute_tool span of call c, of the tool
 // type given ("extension": an MCP server's; "function": the client's).
 func (g *generation) toolSpan(ctx context.Context, c *agentdv1.ToolCall, toolType string) (context.Context, trace.Span) {
 	return g.s.tracer.Start(ctx, "execute_tool "+c.GetName(), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
@@ -248,7 +247,7 @@ func toolErrored(span trace.Span) {
 	span.SetStatus(codes.Error, "tool_error")
 }
 
-// The attributes of the await_approval span (X-O2).
+// The attributes of the await_approval span.
 const (
 	attrApprovalRequestIDs = attribute.Key("agentd.approval.request_ids")
 	attrFunctionCallIDs    = attribute.Key("agentd.function.call_ids")

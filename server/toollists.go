@@ -11,7 +11,7 @@ import (
 )
 
 // A server's tool list, as a generation offers it, is made once per
-// revision of the bridge's schema cache (issue 15). The bridge gives each
+// revision of the bridge's schema cache. The bridge gives each
 // list it caches a revision of its own (bridgev1.ServerTools.revision); an
 // open session names, per server, the revision agentd last saw for that
 // server of that tenant (OpenSessionRequest.known_revisions), and when the

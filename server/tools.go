@@ -48,7 +48,7 @@ type sessionLife struct {
 	cancel context.CancelFunc
 	detach func() bool // stops the generation's end from reaching ctx
 
-	// The servers' requests (X-M1, X-M4, X-M5) reach the generation only
+	// The servers' requests reach the generation only
 	// while it runs: its end cancels those under way (asking) and refuses
 	// later ones, which find its stream already closed.
 	g      *generation
@@ -117,7 +117,7 @@ func (g *generation) openRequest(ctx context.Context, bridged []*serverPlan) *br
 			}
 			if d.GetOauth() != nil {
 				// The token agentd keeps for the end user goes with the
-				// first request; a refusal comes back to agentd (X-M1).
+				// first request; a refusal comes back to agentd.
 				h.Oauth, h.Authorization = true, g.storedAuthorization(ctx, sp)
 			}
 			spec.Transport = &bridgev1.ServerSpec_Http{Http: h}
@@ -209,7 +209,7 @@ func (g *generation) offerTools(serverTools []serverList) error {
 			g.owners[name] = &toolOwner{origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, server: sp, serverTool: t.name}
 			// The schema is offered encoded alone: the adapters read
 			// ToolParameters, and the generation holds no decoded copy of
-			// the bridge's list while it waits (issue 15).
+			// the bridge's list while it waits.
 			g.tools = append(g.tools, &agentdv1.FunctionTool{Name: name, Description: t.description})
 			g.toolParams = append(g.toolParams, t.params)
 			g.countSchema(name, t.description, t.params, t.absent)

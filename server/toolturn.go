@@ -96,7 +96,7 @@ func (r *turnRun) finish(err error) ([]*agentdv1.ToolResult, error) {
 // runTools runs one turn's calls and returns their results in call order.
 // MCP calls run in parallel as soon as they may; gated calls wait for the
 // client's decision and function calls for the client's result, on the
-// open stream (X-F1, X-F2, R-A4, R-A5).
+// open stream.
 func (g *generation) runTools(ctx context.Context, turn int, calls []*agentdv1.ToolCall) (*turnRun, []*agentdv1.ToolResult, error) {
 	r := g.newTurnRun(ctx, turn, calls)
 	err := r.dispatch()
@@ -139,7 +139,7 @@ func (r *turnRun) setResult(i int, res *agentdv1.ToolResult) {
 }
 
 // unknownTool answers a call to a tool nobody offers with an error the
-// model can recover from (R-T3); the client sees the call too.
+// model can recover from; the client sees the call too.
 func (r *turnRun) unknownTool(i int) error {
 	c := r.calls[i]
 	out := toolerror.JSON(fmt.Sprintf("no tool named %q is offered", c.GetName()))
@@ -156,7 +156,7 @@ func (r *turnRun) unknownTool(i int) error {
 
 // finishCall gives call i its result and sends its tool_call_finished
 // event, and, with a durable record, checkpoints the turn with that result
-// (X-G3) in the same step: a replica that adopts the generation later
+// in the same step: a replica that adopts the generation later
 // does not run the call again.
 func (r *turnRun) finishCall(i int, res *agentdv1.ToolResult, finished *agentdv1.ToolCallFinished) error {
 	g := r.g
@@ -198,7 +198,7 @@ func (r *turnRun) start(i int, owner *toolOwner) error {
 	r.mcpCalls.Add(1)
 	r.wg.Go(func() {
 		defer r.mcpCalls.Add(-1)
-		// Write-ahead (X-G3): the call runs once its start is in the
+		// Write-ahead: the call runs once its start is in the
 		// store, so that a replica adopting the generation knows it may
 		// have run. Calls started together wait for one write.
 		if j := r.g.journal; j != nil {
@@ -361,7 +361,7 @@ type parker interface{ Park() }
 // awaitAnswers waits on the stream for a decision on every approval
 // request and a result for every function call of the turn. If the client
 // half-closes, goes away, or does not answer within the answer timeout,
-// it returns an *errPause (R-A5, R-A6).
+// it returns an *errPause.
 func (r *turnRun) awaitAnswers() (err error) {
 	if r.onStream() == 0 {
 		return nil

@@ -22,7 +22,7 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // and resolves it with the tenant's providers and rules. root prefixes
 // field paths ("start", "resume" or "" for Preview). Every problem is
 // reported at once, as field violations: what the tenant's rules refuse
-// with the rest (X-D9), by policy.Refusal's rule.
+// with the rest, by policy.Refusal's rule.
 func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, messages []*agentdv1.Message, answerTimeout *durationValue) (*plan, error) {
 	var v, denied violations
 	field := func(f string) string {

@@ -48,7 +48,7 @@ type Options struct {
 	Config    config.Config
 	Logger    *slog.Logger
 	Telemetry grpcserver.Telemetry
-	// Metrics serves GET /metrics on metrics.listen (X-O1): the Handler
+	// Metrics serves GET /metrics on metrics.listen: the Handler
 	// of the telemetry.Metrics whose MeterProvider Telemetry holds.
 	// Required when metrics.listen is set; unused otherwise.
 	Metrics http.Handler
@@ -79,7 +79,7 @@ type Bridge struct {
 
 // NewBridge builds a BridgeService server with health and reflection (unless
 // reflection is off), over TLS when bridge.tls names a certificate, serving
-// only the peers bridge.trusted_peers lists when it lists any (X-I8), and
+// only the peers bridge.trusted_peers lists when it lists any, and
 // the admin service: beside it, or with admin.listen set on a server of its
 // own (newAdminServer). The registered servers' pools start their warm
 // spares.
@@ -122,7 +122,7 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	svc.Register(b.Server)
 	b.Health.SetServingStatus(bridgev1.BridgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if !inMemory {
-		// agentd bridge's probes (X-O5): both SERVING until its shutdown.
+		// agentd bridge's probes: both SERVING until its shutdown.
 		b.Health.SetServingStatus(HealthLiveness, healthpb.HealthCheckResponse_SERVING)
 		b.Health.SetServingStatus(HealthReadiness, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -264,10 +264,10 @@ type Agent struct {
 // starts an embedded BridgeService on an in-memory listener, so the
 // boundary is always a real gRPC hop, and serves its admin service beside
 // the AgentService, or with admin.listen set on a server of its own
-// (Admin); otherwise it dials that address, over TLS as bridge.tls says
-// (X-I8), balancing the bridge's replicas with each session pinned to its
-// own (X-G6), and admin.listen is the remote bridge's business. Close releases
-// what NewAgent started if Serve is never called.
+// (Admin); otherwise it dials that address, over TLS as bridge.tls says,
+// balancing the bridge's replicas with each session pinned to its own, and
+// admin.listen is the remote bridge's business. Close releases what NewAgent
+// started if Serve is never called.
 func NewAgent(o Options) (*Agent, error) {
 	regs, err := registry.NewTenants(&o.Config)
 	if err != nil {
@@ -340,7 +340,7 @@ func NewAgent(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	// The OAuth tokens of MCP servers (X-M3): sealed in the store with the
+	// The OAuth tokens of MCP servers: sealed in the store with the
 	// key, or without one only in this process's memory, never in the
 	// clear.
 	a.tokens = oauthtokens.NewMemory()
@@ -449,16 +449,16 @@ func (a *Agent) Serve(ctx context.Context, lis net.Listener, o Options) error {
 // gracefully, then stops the bridge (and every MCP server process it
 // runs). When ctx ends, readiness and the AgentService's health turn
 // NOT_SERVING first, and both keep serving for shutdown_drain before the
-// graceful stop (X-O5).
+// graceful stop.
 func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o Options) error {
 	// From the moment agentd starts stopping, a generation that ends
 	// because of it is handed to another replica rather than cancelled.
 	stop := context.AfterFunc(ctx, a.svc.Drain)
 	defer stop()
-	// First the drain (X-O5): health turns, the listeners still accept.
+	// First the drain: health turns, the listeners still accept.
 	serving, stopDrain := a.drainThenStop(ctx, o.Config.ShutdownDrain, o.Logger)
 	defer stopDrain()
-	// X-O4: each step of the shutdown is logged.
+	// Each step of the shutdown is logged.
 	logged := make(chan struct{})
 	stopping := context.AfterFunc(serving, func() {
 		o.Logger.Info("stopping: the listeners accept nothing more; running calls have shutdown_grace to finish", "shutdown_grace", o.Config.ShutdownGrace)
@@ -483,7 +483,7 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 // providers' idle connections. Idempotent.
 func (a *Agent) Close() error { return a.close(nil) }
 
-// close is Close, logging its steps to log (X-O4) unless it is nil.
+// close is Close, logging its steps to log unless it is nil.
 func (a *Agent) close(log *slog.Logger) error {
 	step := func(msg string, args ...any) {
 		if log != nil {
@@ -620,7 +620,7 @@ func ServeAgent(ctx context.Context, o Options) error {
 // until ctx ends (what `agentd bridge` does once configured).
 func ServeBridge(ctx context.Context, o Options) error {
 	// A bridge that serves only verified, listed peers authenticates its
-	// callers (X-I8).
+	// callers.
 	lis, err := listen(o.Config.Bridge.Listen, "bridge.listen", o.Config.Bridge.VerifiesPeers(), o)
 	if errors.Is(err, ErrExposed) {
 		return fmt.Errorf("%w; or serve only the agentd instances listed in bridge.trusted_peers, with bridge.tls.client_ca_file", err)
@@ -662,7 +662,7 @@ func ServeBridge(ctx context.Context, o Options) error {
 }
 
 // listenAdmin listens on admin.listen, under the rule of listen: beyond
-// loopback only with authentication (X-I1, X-I5). Nil when it is not set.
+// loopback only with authentication. Nil when it is not set.
 func listenAdmin(o Options) (net.Listener, error) {
 	if o.Config.Admin.Listen == "" {
 		return nil, nil
@@ -687,7 +687,7 @@ func closeAll(listeners ...net.Listener) {
 	}
 }
 
-// serverCreds are the TLS credentials of a listener (X-I4) from settings,
+// serverCreds are the TLS credentials of a listener from settings,
 // the setting named setting (which errors and logs name instead of the
 // files' paths), or nil for plaintext when settings name no certificate.
 func serverCreds(settings config.TLS, setting string, log *slog.Logger) (credentials.TransportCredentials, error) {
@@ -709,7 +709,7 @@ var ErrExposed = errors.New("not a loopback address, and no caller is authentica
 // certificate gives a principal only through auth.mtls), an address other
 // than loopback would let anyone who reaches it use agentd (run
 // generations on the configured provider keys, or the bridge's MCP
-// servers) (X-I1): it is refused, naming the setting, unless the
+// servers): it is refused, naming the setting, unless the
 // configuration says insecure, which then logs a warning at every start.
 // A reload cannot turn authentication off (auth.Authenticator.Reload), so
 // what was decided here holds while agentd serves.

@@ -283,7 +283,7 @@ func TestDemoGeneration(t *testing.T) {
 
 // TestRepeatedGenerations: the generations after the first name the demo
 // server's list by its schema-cache revision, and the bridge answers it
-// unchanged (issue 15); each offers exactly what the first did, so every
+// unchanged; each offers exactly what the first did, so every
 // event of every generation is the same.
 func TestRepeatedGenerations(t *testing.T) {
 	t.Parallel()

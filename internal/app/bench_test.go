@@ -36,8 +36,8 @@ const benchGrace = 200 * time.Millisecond
 // bridge client, bridgeclient.New, over the session's CallTools
 // stream to a bridge served as agentd embeds it) with the same call made
 // directly with the go-sdk, against the same Go stdio server, both on
-// protocol 2026-07-28 (the version the bridge negotiates with it). Target
-// (issue 15): bridge at most 1.10× direct. "direct" and "bridge" report
+// protocol 2026-07-28 (the version the bridge negotiates with it). The
+// target: bridge at most 1.10× direct. "direct" and "bridge" report
 // each alone; "paired" alternates rounds on one machine state and reports
 // the median of the rounds' ratios ("bridge/direct"), and, beside them,
 // the direct call on the classic protocol, 2025-11-25 ("classic/direct":

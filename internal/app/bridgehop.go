@@ -22,7 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/tlsconf"
 )
 
-// The hop between `agentd serve` and a remote `agentd bridge` (X-I8):
+// The hop between `agentd serve` and a remote `agentd bridge`:
 // agentd dials over TLS with its client certificate (bridge.tls), and a
 // bridge with bridge.trusted_peers serves only the agentd instances whose
 // verified certificates it lists, since their requests name the tenant.
@@ -36,7 +36,7 @@ const (
 // dialRemoteBridge connects to the remote bridge at bridge.address, over
 // TLS when bridge.tls says so (plaintext, with a warning, beyond this
 // machine otherwise). The address may resolve to several replicas, or list
-// them; sessionpin balances them (X-G6): each session's RPCs reach the
+// them; sessionpin balances them: each session's RPCs reach the
 // replica that opened it. Errors of the hop that the bridge did not return
 // itself name the bridge (bridgeHopErrors).
 func dialRemoteBridge(o Options, extra ...grpc.DialOption) (*grpc.ClientConn, error) {

@@ -40,8 +40,9 @@ const (
 	cnryTenantKey = "cnry-tenantkey-1f2e" // tenant acme's own OpenAI key
 )
 
-// TestAuthSecretsCanary is TestSecretsCanary for the credentials of
-// issue 11 (X-I2, X-I3, X-I4, X-I8, X-I9): API keys (a valid one, an
+// TestAuthSecretsCanary is TestSecretsCanary for the credentials that
+// authenticate callers and the hop to a remote bridge (X-I2, X-I3, X-I4,
+// X-I8, X-I9): API keys (a valid one, an
 // unknown one, ones in malformed headers), OIDC tokens (valid, of a role
 // not enough, expired, for another audience, mis-signed; each with a
 // canary claim) and the paths and contents of TLS keys (agentd's tls, the

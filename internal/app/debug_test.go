@@ -13,7 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/app/apptest"
 )
 
-// TestDebugEndpoint (issue 15): with debug.listen set, agentd serves
+// TestDebugEndpoint: with debug.listen set, agentd serves
 // net/http/pprof and the runtime's metrics there, the allocation totals
 // growing with a generation; nothing of it is served without debug.listen,
 // and the endpoint stops with agentd.
@@ -50,7 +50,7 @@ func TestDebugEndpoint(t *testing.T) {
 	}
 }
 
-// TestDebugOffByDefault (issue 15): no profiling endpoint unless asked.
+// TestDebugOffByDefault: no profiling endpoint unless asked.
 func TestDebugOffByDefault(t *testing.T) {
 	t.Parallel()
 	a, _, _ := apptest.ServeAgent(t, app.Options{Config: demoConfig(t, 0), Logger: slog.New(slog.DiscardHandler)})

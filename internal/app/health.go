@@ -15,7 +15,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
-// Health service names with Kubernetes' meanings (X-O5), beside the
+// Health service names with Kubernetes' meanings, beside the
 // services' own names in the gRPC health service:
 //
 //   - HealthLiveness is SERVING while the process runs, until its
@@ -114,7 +114,7 @@ func probeBridge(conn *grpc.ClientConn) func(context.Context) error {
 }
 
 // watchBridge keeps the AgentService's health and readiness in step with
-// the remote bridge (X-O5): NOT_SERVING from the first health check that
+// the remote bridge: NOT_SERVING from the first health check that
 // fails, SERVING again (unless the store is down, or agentd drains) from
 // the first that passes. Each change is logged once.
 func (a *Agent) watchBridge(ctx context.Context, every time.Duration, address string, log *slog.Logger) {

@@ -124,7 +124,8 @@ func runGeneration(ctx context.Context, client agentdv1.AgentServiceClient, agen
 	return finish(stream)
 }
 
-// X-I4, X-I5, X-I6, X-I7, end to end (issue 11's proof): one agentd over
+// X-I4, X-I5, X-I6, X-I7, end to end, the proof of tenants and identities:
+// one agentd over
 // real TLS on a loopback TCP port, two tenants with API keys, and, in
 // order on it:
 //

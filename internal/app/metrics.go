@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// metricsServer serves the Prometheus endpoint of metrics.listen (X-O1):
+// metricsServer serves the Prometheus endpoint of metrics.listen:
 // plain HTTP, GET /metrics, on a listener of its own.
 type metricsServer struct {
 	lis  net.Listener

@@ -187,7 +187,7 @@ func otlpTelemetry(t *testing.T, service string) (grpcserver.Telemetry, *telemet
 	return grpcserver.Telemetry{TracerProvider: tp, MeterProvider: metrics.MeterProvider(), Propagator: telemetry.Propagator()}, metrics, flush
 }
 
-// TestOperatorView is issue 13's proof, as an operator sees agentd: the
+// TestOperatorView proves the telemetry as an operator sees agentd: the
 // standard OTEL_* variables point agentd and a remote `agentd bridge` at
 // an OTLP receiver. One generation meets a provider 429, calls a tool
 // that fails and one that shows the trace context it received, waits for

@@ -23,9 +23,9 @@ const storeOpenTimeout = time.Minute
 // generations.
 const storeSweepEvery = time.Minute
 
-// openStore opens the store that store.driver names (X-G1): agentd.db in
+// openStore opens the store that store.driver names: agentd.db in
 // state_dir, or the PostgreSQL database of store.dsn; its operations are
-// measured through mp (X-O1).
+// measured through mp.
 func openStore(cfg config.Config, mp metric.MeterProvider) (store.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 	defer cancel()
@@ -50,10 +50,10 @@ func storeName(cfg config.Config) string {
 }
 
 // watchStore pings the store every interval until ctx ends, keeping the
-// AgentService's health (and readiness) and storeGate in step with it
-// (X-G1, X-O5): NOT_SERVING from the first ping that fails, SERVING again
-// (unless a remote bridge is down, or agentd drains) from the first that
-// passes. Each change is logged once.
+// AgentService's health (and readiness) and storeGate in step with it:
+// NOT_SERVING from the first ping that fails, SERVING again (unless a remote
+// bridge is down, or agentd drains) from the first that passes. Each change is
+// logged once.
 func (a *Agent) watchStore(ctx context.Context, every time.Duration, name string, log *slog.Logger) {
 	a.watches.Go(func() {
 		watch(ctx, every, a.store.Ping, func(err error) {

@@ -8,7 +8,7 @@ import (
 )
 
 // tenants resolves a caller's tenant to its settings as the AgentService
-// uses them (X-I7), each built once at start: the global settings, and
+// uses them, each built once at start: the global settings, and
 // each configured tenant's (tenants.<name>, merged over the global ones by
 // config.ForTenant).
 type tenants struct {
