@@ -124,10 +124,9 @@ func runGeneration(ctx context.Context, client agentdv1.AgentServiceClient, agen
 	return finish(stream)
 }
 
-// X-I4, X-I5, X-I6, X-I7, end to end, the proof of tenants and identities:
-// one agentd over
-// real TLS on a loopback TCP port, two tenants with API keys, and, in
-// order on it:
+// X-I4, X-I5, X-I6, X-I7, end to end, the proof of tenants and
+// identities: one agentd over real TLS on a loopback TCP port, two tenants
+// with API keys, and, in order on it:
 //
 //  1. bravo cannot resume, see or clear anything of acme's: its resume of
 //     acme's paused generation is NotFound exactly as for an unknown id;
