@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/sealer/sealertest"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
@@ -137,7 +138,7 @@ func startDetached(t *testing.T, client agentdv1.AgentServiceClient, start *agen
 func waitRecord(t *testing.T, gens store.Generations, id string, cond func(store.Generation) bool) store.Generation {
 	t.Helper()
 	var g store.Generation
-	waitFor(t, func() bool {
+	testwait.For(t, "the generation's record in the state awaited", func() bool {
 		var err error
 		g, err = gens.Get(t.Context(), "", id)
 		return err == nil && cond(g)
@@ -177,7 +178,7 @@ func TestAdoptionContinuesFromTheCheckpoint(t *testing.T) {
 	defer close(slowGate)
 
 	// The fast call finished (its result checkpointed) and the slow one runs.
-	waitFor(t, func() bool { return bridgeA.callsTo("slow") == 1 })
+	testwait.For(t, "the call to slow", func() bool { return bridgeA.callsTo("slow") == 1 })
 	waitRecord(t, st.Generations(), id, func(g store.Generation) bool {
 		cp := &statev1.Checkpoint{}
 		_ = proto.Unmarshal(g.Checkpoint, cp)
@@ -218,7 +219,7 @@ func TestAdoptionContinuesFromTheCheckpoint(t *testing.T) {
 	// replica-a comes back: its slow call ends, and its writes are refused.
 	gensA.dead.Store(false)
 	slowGate <- struct{}{}
-	waitFor(t, func() bool { return bridgeA.counts().Close > 0 })
+	testwait.For(t, "a bridge session closed", func() bool { return bridgeA.counts().Close > 0 })
 	if again, _ := record(t, &pausable{store: st}, id); again.LastSeq != g.LastSeq || again.State != store.Completed {
 		t.Errorf("after replica-a came back the record is %+v; want it untouched (%+v)", again, g)
 	}
@@ -261,7 +262,7 @@ func TestAdoptionWithdrawsTheCutShortTurn(t *testing.T) {
 	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain"}, Messages: userSays("hi")})
 	// The partial text is in the log (deltas are flushed within 50 ms).
 	var partial int64
-	waitFor(t, func() bool {
+	testwait.For(t, "the partial text in the log", func() bool {
 		for _, ev := range storedEvents(t, &pausable{store: st}, id) {
 			if ev.GetTextDelta() != nil {
 				partial = ev.GetSequence()
@@ -396,7 +397,7 @@ func TestAdoptionNeedsTheAgentsSecrets(t *testing.T) {
 				files.Env = map[string]string{"TOKEN": "cnry-sealed-secret"}
 			}
 			id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{files}}, Messages: userSays("hi")})
-			waitFor(t, func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
+			testwait.For(t, "two events in the log", func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
 			rec, _ := record(t, &pausable{store: st}, id)
 			if bytes.Contains(rec.Checkpoint, []byte("cnry-sealed-secret")) {
 				t.Fatal("the checkpoint holds the secret in the clear")
@@ -476,7 +477,7 @@ func TestAdoptionResealsUnderTheCurrentKey(t *testing.T) {
 	t.Cleanup(func() { gensA.dead.Store(false) })
 	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
 	waitRecord(t, st.Generations(), id, func(g store.Generation) bool { return keyID(g) == keyring(t, 1).ID() })
-	waitFor(t, func() bool { return slowStarts(id) == 1 })
+	testwait.For(t, "the first call to slow", func() bool { return slowStarts(id) == 1 })
 	gensA.dead.Store(true)
 
 	// replica-b rotated: key 2 is current, key 1 previous. It adopts the
@@ -487,7 +488,7 @@ func TestAdoptionResealsUnderTheCurrentKey(t *testing.T) {
 	waitRecord(t, st.Generations(), id, func(g store.Generation) bool {
 		return g.Lease.Owner == "replica-b" && keyID(g) == keyring(t, 2).ID()
 	})
-	waitFor(t, func() bool { return slowStarts(id) == 2 }) // its second turn's
+	testwait.For(t, "the second call to slow", func() bool { return slowStarts(id) == 2 }) // its second turn's
 	gensB.dead.Store(true)
 
 	// replica-c has dropped key 1.
@@ -518,7 +519,7 @@ func TestStoppingReplicaHandsItsGenerationsOver(t *testing.T) {
 	svcA := server.New(server.Options{Providers: reg, Bridge: &fakeBridge{}, Config: cfg, Checkpoints: st, Generations: st.Generations(), Replica: "replica-a"})
 	a := agentdv1.NewAgentServiceClient(dial(t, svcA.Register))
 	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain"}, Messages: userSays("hi")})
-	waitFor(t, func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
+	testwait.For(t, "two events in the log", func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
 	svcA.Close()
 	g, _ := record(t, &pausable{store: st}, id)
 	if g.State != store.Running || g.Lease.Owner != "" {
@@ -577,11 +578,11 @@ func TestAdoptingAWaitingGeneration(t *testing.T) {
 	// join).
 	gensA.dead.Store(false)
 	vanish()
-	waitFor(t, func() bool { return bridgeA.counts().Close > 0 })
+	testwait.For(t, "a bridge session closed", func() bool { return bridgeA.counts().Close > 0 })
 	// Its run is over, store writes and all, once it logged its end
 	// (taken over, or ended with its client gone): only then may the
 	// test's cleanups close the store.
-	waitFor(t, func() bool {
+	testwait.For(t, "the replica's end of the generation logged", func() bool {
 		return len(linesA.named(t, "generation taken over: another replica holds its lease"))+len(linesA.named(t, "generation ended")) > 0
 	})
 }

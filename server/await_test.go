@@ -20,6 +20,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
@@ -315,8 +316,8 @@ func TestAdoptionLinksToStart(t *testing.T) {
 	agent := &agentdv1.Agent{Provider: "script", Mcps: []*agentdv1.MCPServer{commandServer("files", "files-server")}, ProviderOptions: script(t, `{"turns": [
 		{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "done"}]}`)}
 	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
-	waitFor(t, func() bool { return bridgeA.callsTo("slow") == 1 }) // checkpointed before it ran
-	gensA.dead.Store(true)                                          // replica-a dies
+	testwait.For(t, "the call to slow", func() bool { return bridgeA.callsTo("slow") == 1 }) // checkpointed before it ran
+	gensA.dead.Store(true)                                                                   // replica-a dies
 
 	b := replica("replica-b", st.Generations(), &fakeBridge{onList: offering(serverTools("files", "slow"))})
 	events, status := attachTo(t, b, id, 0)
@@ -328,7 +329,7 @@ func TestAdoptionLinksToStart(t *testing.T) {
 	// returns, which may be after the attached stream has its completed
 	// event; the start's once its hung call has ended.
 	var start, adopted sdktrace.ReadOnlySpan
-	waitFor(t, func() bool {
+	testwait.For(t, "the runs' invoke_agent spans ended", func() bool {
 		for _, s := range spans.Ended() {
 			if s.Name() == "invoke_agent" {
 				switch attrs(s)["agentd.run"] {

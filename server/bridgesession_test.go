@@ -20,6 +20,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/bridgetest"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/server"
 )
 
@@ -178,7 +179,7 @@ func TestBridgeErrors(t *testing.T) {
 					t.Errorf("status carries the bridge's text %q: %v", tt.hidden, st.Proto())
 				}
 				// The session closes after the stream has ended.
-				waitFor(t, func() bool { return fake.Closed() >= tt.wantCloses })
+				testwait.For(t, "the sessions closed", func() bool { return fake.Closed() >= tt.wantCloses })
 				if got := fake.Closed(); got != tt.wantCloses {
 					t.Errorf("CloseSession called %d times; want %d", got, tt.wantCloses)
 				}
@@ -282,7 +283,7 @@ func TestBridgeSessionResumes(t *testing.T) {
 			events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, func(ev *agentdv1.GenerateResponse, s stream) {
 				if r := ev.GetApprovalRequest(); r != nil {
 					if tc.openDuringWait == 0 {
-						waitFor(t, func() bool { return open() == 0 }) // closed in the background
+						testwait.For(t, "every session closed", func() bool { return open() == 0 }) // closed in the background
 					}
 					if n := open(); n != tc.openDuringWait {
 						t.Errorf("%d bridge sessions open while the approval waits, want %d", n, tc.openDuringWait)
@@ -301,7 +302,7 @@ func TestBridgeSessionResumes(t *testing.T) {
 				t.Errorf("the sessions the calls ran on (-want +got):\n%s", diff)
 			}
 			// The generation closes its session once its stream has ended.
-			waitFor(t, func() bool { return open() == 0 })
+			testwait.For(t, "every session closed", func() bool { return open() == 0 })
 		})
 	}
 }

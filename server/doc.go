@@ -29,7 +29,9 @@
 //     adopt.go continues the generations of replicas that died or stopped.
 //   - metrics.go and spans.go are its telemetry; admin.go the token admin.
 //
-// The server never speaks MCP itself: everything MCP goes through the
+// The package never speaks MCP itself: everything MCP goes through the
 // bridge (internal/bridgeclient), and everything durable through the
-// record (internal/record).
+// record (internal/record). In its identifiers and comments, "server"
+// means an MCP server; the gRPC server is the registrar a Service
+// registers on, and a provider's HTTP endpoint is an endpoint.
 package server

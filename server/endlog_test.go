@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
@@ -331,7 +332,7 @@ func TestAdoptedGenerationEndLine(t *testing.T) {
 				files.Env = map[string]string{"TOKEN": "cnry-sealed-secret"}
 			}
 			id := startDetached(t, a, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{files}}, Messages: userSays("hi")})
-			waitFor(t, func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
+			testwait.For(t, "two events in the log", func() bool { return len(storedEvents(t, &pausable{store: st}, id)) >= 2 })
 			gensA.dead.Store(true)
 
 			b, svcB := replicaWith(t, "replica-b", st, st.Generations(), &fakeBridge{}, nil, linesB.logger(), plainProvider())

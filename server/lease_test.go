@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/server"
 )
 
@@ -83,27 +84,13 @@ func TestLostLeaseStopsTheGeneration(t *testing.T) {
 	gens.down.Store(false)
 	// The first replica's next renewal is refused: its generation stops
 	// and closes its bridge session.
-	waitFor(t, func() bool { return bridge.counts().Close > 0 })
+	testwait.For(t, "a bridge session closed", func() bool { return bridge.counts().Close > 0 })
 	g, _ := record(t, a, id)
 	if g.Lease.Owner != "replica-x" || g.Lease.Epoch != taken.Lease.Epoch || g.State != store.Waiting || g.LastSeq != taken.LastSeq {
 		t.Errorf("record after the takeover: %+v; want it as replica-x took it, untouched", g)
 	}
 	if _, err := a.store.Get(t.Context(), "", id); err == nil {
 		t.Errorf("the replica that lost the lease paused the generation")
-	}
-}
-
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-t.Context().Done():
-			t.Fatal("the condition never held")
-		case <-tick.C:
-		}
 	}
 }
 
@@ -147,7 +134,7 @@ func TestEventsReachClientsOnceStored(t *testing.T) {
 	// The model's first turn has been played (its events numbered):
 	// nothing is stored, so nothing was sent; and the read call waits for
 	// its start to be stored before it runs (X-G3).
-	waitFor(t, func() bool { return len(script.calls()) == 1 })
+	testwait.For(t, "the model asked once", func() bool { return len(script.calls()) == 1 })
 	if len(ownCh) != 0 {
 		t.Fatalf("the client received %d events the store does not have", len(ownCh))
 	}

@@ -29,6 +29,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/scripted"
 	"github.com/agentd/agentd/server"
@@ -459,7 +460,7 @@ func wantFacts(t *testing.T, what, text string, facts ...string) {
 // after its generation's stream has ended, so the closes are waited for.
 func wantCounts(t *testing.T, b *fakeBridge, want bridgeCounts) {
 	t.Helper()
-	waitFor(t, func() bool { return b.counts().Close >= want.Close })
+	testwait.For(t, "the bridge sessions closed", func() bool { return b.counts().Close >= want.Close })
 	if diff := cmp.Diff(want, b.counts()); diff != "" {
 		t.Errorf("bridge calls (-want +got):\n%s", diff)
 	}

@@ -58,7 +58,7 @@ func (s turnSeries) attrs() []attribute.KeyValue {
 	if s.responseModel != "" {
 		attrs = append(attrs, attribute.String("gen_ai.response.model", s.responseModel))
 	}
-	attrs = append(attrs, serverAttrs(s.address, s.port)...)
+	attrs = append(attrs, endpointAttrs(s.address, s.port)...)
 	if s.tokens != "" {
 		attrs = append(attrs, attribute.String("gen_ai.token.type", s.tokens))
 	}

@@ -139,7 +139,7 @@ func (p *plan) decide(v *violations, sp *serverPlan, f placeFacts, caps provider
 	switch p.agent.GetMcpStrategy() {
 	case agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT:
 	case agentdv1.MCPStrategy_MCP_STRATEGY_SERVER:
-		if !p.refuseServerStrategy(v, sp, f, caps) {
+		if !p.refuseProviderSide(v, sp, f, caps) {
 			return agentdv1.Placement_PLACEMENT_PROVIDER
 		}
 	default: // AUTO
@@ -150,9 +150,9 @@ func (p *plan) decide(v *violations, sp *serverPlan, f placeFacts, caps provider
 	return agentdv1.Placement_PLACEMENT_BRIDGE
 }
 
-// refuseServerStrategy says, in v, why mcp_strategy SERVER cannot hand sp
+// refuseProviderSide says, in v, why mcp_strategy SERVER cannot hand sp
 // to the provider; false when it can.
-func (p *plan) refuseServerStrategy(v *violations, sp *serverPlan, f placeFacts, caps providers.Capabilities) bool {
+func (p *plan) refuseProviderSide(v *violations, sp *serverPlan, f placeFacts, caps providers.Capabilities) bool {
 	provider := p.agent.GetProvider()
 	switch {
 	case f.why != "":

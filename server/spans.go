@@ -82,12 +82,13 @@ func (c *chatCall) endpoint(address string, port int) {
 	c.mu.Lock()
 	c.address, c.port = address, port
 	c.mu.Unlock()
-	c.span.SetAttributes(serverAttrs(address, port)...)
+	c.span.SetAttributes(endpointAttrs(address, port)...)
 }
 
-// serverAttrs are server.address and server.port; none without an
-// address, and no port when it is unknown.
-func serverAttrs(address string, port int) []attribute.KeyValue {
+// endpointAttrs are the provider endpoint's server.address and
+// server.port (the semantic conventions' names); none without an address,
+// and no port when it is unknown.
+func endpointAttrs(address string, port int) []attribute.KeyValue {
 	if address == "" {
 		return nil
 	}
