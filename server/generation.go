@@ -187,6 +187,15 @@ func generationID(now time.Time) string {
 // emit sends ev to the client and, with a durable record, numbers it and
 // logs it: the client's sequence numbers are the log's.
 func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error {
+	return g.emitRecorded(ctx, ev, nil)
+}
+
+// emitRecorded is emit, with settle, when not nil, run once ev is logged
+// and before the client is sent it: the end of the generation's record,
+// which its last event must not reach the client before. The numbering
+// and the queueing are one step under emitMu, so that the client's order
+// is the log's.
+func (g *generation) emitRecorded(ctx context.Context, ev *agentdv1.GenerateResponse, settle func()) error {
 	if g.journal == nil {
 		return g.link.out.emit(ctx, ev)
 	}
@@ -196,7 +205,15 @@ func (g *generation) emit(ctx context.Context, ev *agentdv1.GenerateResponse) er
 		return context.Cause(ctx)
 	}
 	g.journal.Record(ev)
-	return g.link.out.emit(ctx, ev)
+	if settle == nil {
+		return g.link.out.emit(ctx, ev)
+	}
+	settle()
+	// The generation has ended as its record says, whether or not its
+	// client still takes the event (it may have gone, or agentd be
+	// stopping, meanwhile): its run ends without an error.
+	_ = g.link.out.emit(ctx, ev)
+	return nil
 }
 
 // emitProgress sends a tool call's progress to the client. Progress

@@ -111,25 +111,13 @@ func (r *turnRun) runningState() *statev1.PausedTurn {
 // its record says so: a client that has seen it finds the record
 // paused (a resume can take it at once) or completed.
 func (g *generation) emitLast(ctx context.Context, ev *agentdv1.GenerateResponse) error {
-	if g.journal == nil {
-		return g.link.out.emit(ctx, ev)
-	}
-	g.emitMu.Lock()
-	defer g.emitMu.Unlock()
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	g.journal.Record(ev)
-	if ev.GetPaused() != nil {
-		g.journal.Settle(ctx, store.Paused, nil)
-	} else {
-		g.journal.Settle(ctx, store.Completed, g.result(g.final, nil))
-	}
-	// The generation has ended as its record says, whether or not its
-	// client still takes the event (it may have gone, or agentd be
-	// stopping, meanwhile): its run ends without an error.
-	_ = g.link.out.emit(ctx, ev)
-	return nil
+	return g.emitRecorded(ctx, ev, func() {
+		if ev.GetPaused() != nil {
+			g.journal.Settle(ctx, store.Paused, nil)
+		} else {
+			g.journal.Settle(ctx, store.Completed, g.result(g.final, nil))
+		}
+	})
 }
 
 // settleJournal ends the generation's record after run returned err.

@@ -29,24 +29,16 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	g.foldSamples() // those of calls a pause cut short, or asked between calls
 	ctx, chat := g.startChat(ctx, g.plan.agent.GetModel())
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
-	var providerErr error        // the provider's stream failed
-	defer func() { chat.end(ctx, streamed, providerErr, err) }()
+	defer func() { chat.end(ctx, streamed, err) }()
 	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool)}
-	for ev, err := range g.plan.provider.Stream(ctx, g.request()) {
-		if err != nil {
-			providerErr = err
-			return nil, err
-		}
-		chat.chunk()
+	if err := chat.stream(ctx, g.plan.provider, g.request(), func(ev providers.Event) error {
 		out, err := t.take(ev, chat)
-		if err != nil {
-			return nil, err
+		if err != nil || out == nil {
+			return err
 		}
-		if out != nil {
-			if err := g.emit(ctx, out); err != nil {
-				return nil, err
-			}
-		}
+		return g.emit(ctx, out)
+	}); err != nil {
+		return nil, err
 	}
 	if t.reported {
 		streamed = t.usage

@@ -138,8 +138,7 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 		attribute.String("agentd.mcp.server", server),
 		attribute.String("agentd.model_call", "sampling"))
 	var usage *agentdv1.Usage
-	var providerErr error
-	defer func() { chat.end(ctx, usage, providerErr, err) }()
+	defer func() { chat.end(ctx, usage, err) }()
 	req := &providers.Request{Model: model, Instructions: r.GetSystemPrompt(), Options: g.plan.options(), MaxTokens: granted, Sample: true}
 	for _, m := range r.GetMessages() {
 		role := agentdv1.Role_ROLE_USER
@@ -150,12 +149,7 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 	}
 	var text strings.Builder
 	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
-	for ev, err := range g.plan.provider.Stream(ctx, req) {
-		if err != nil {
-			providerErr = err
-			return nil, err
-		}
-		chat.chunk()
+	if err := chat.stream(ctx, g.plan.provider, req, func(ev providers.Event) error {
 		switch ev := ev.(type) {
 		case *providers.TextDelta:
 			text.WriteString(ev.Text)
@@ -165,6 +159,9 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 			stop = ev.Reason
 			chat.response = ev.Response
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if usage != nil {
 		g.samples.add(usage)

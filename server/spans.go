@@ -39,6 +39,7 @@ type chatCall struct {
 
 	firstChunk time.Duration // 0 until the stream yields its first event
 	response   providers.Response
+	failed     error // the provider's stream failed
 }
 
 // startChat starts the turn's chat span and returns ctx carrying it and
@@ -125,19 +126,30 @@ func (c *chatCall) retry(ctx context.Context) func(providers.Retry) {
 	}
 }
 
-// chunk notes an event of the provider's stream: the first one's time is
-// the turn's time to first chunk.
-func (c *chatCall) chunk() {
-	if c.firstChunk == 0 {
-		c.firstChunk = max(time.Since(c.began), time.Nanosecond)
+// stream streams req from p, giving take each event, and notes what the
+// stream tells the call's telemetry: the first chunk's time, and its
+// failure, which marks the span an error. It returns the stream's error
+// or take's.
+func (c *chatCall) stream(ctx context.Context, p providers.Provider, req *providers.Request, take func(providers.Event) error) error {
+	for ev, err := range p.Stream(ctx, req) {
+		if err != nil {
+			c.failed = err
+			return err
+		}
+		if c.firstChunk == 0 {
+			c.firstChunk = max(time.Since(c.began), time.Nanosecond)
+		}
+		if err := take(ev); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // end ends the span with what the turn used and how it ended, and
 // records the turn's metrics. usage is the provider's report (nil when
-// its stream ended without one); providerErr the stream's failure, which
-// marks the span an error; err the turn's, for the metrics.
-func (c *chatCall) end(ctx context.Context, usage *agentdv1.Usage, providerErr, err error) {
+// its stream ended without one); err the turn's, for the metrics.
+func (c *chatCall) end(ctx context.Context, usage *agentdv1.Usage, err error) {
 	defer c.span.End()
 	c.mu.Lock()
 	t := turnTelemetry{
@@ -172,8 +184,8 @@ func (c *chatCall) end(ctx context.Context, usage *agentdv1.Usage, providerErr, 
 			attrs = append(attrs, attribute.Int64("gen_ai.usage.cache_creation.input_tokens", n))
 		}
 	}
-	if providerErr != nil {
-		kind := telemetry.ErrorType(providerErr)
+	if c.failed != nil {
+		kind := telemetry.ErrorType(c.failed)
 		attrs = append(attrs, attribute.String("error.type", kind))
 		c.span.SetStatus(codes.Error, kind)
 	}

@@ -9,15 +9,24 @@ import (
 // CouldGate reports whether an approval policy could gate any tool.
 // {always: []} gates nothing.
 func CouldGate(p *agentdv1.ApprovalPolicy) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
-		return true
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
-		return false
+	if gates, decided := byMode(p); decided {
+		return gates
 	}
 	return len(p.GetAlways().GetToolNames()) > 0 || p.GetNever() != nil
+}
+
+// byMode is what p decides whatever the tool: decided, with gates, for no
+// policy, and for the modes NEVER and ALWAYS; otherwise its lists decide.
+func byMode(p *agentdv1.ApprovalPolicy) (gates, decided bool) {
+	switch {
+	case p == nil:
+		return false, true
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
+		return true, true
+	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
+		return false, true
+	}
+	return false, false
 }
 
 // Gates reports whether p gates the tool: absent or NEVER gates nothing,
@@ -25,13 +34,8 @@ func CouldGate(p *agentdv1.ApprovalPolicy) bool {
 // every tool it does not name, and both together the always tools plus
 // everything outside never.
 func Gates(p *agentdv1.ApprovalPolicy, tool string) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS:
-		return true
-	case p.GetMode() == agentdv1.ApprovalMode_APPROVAL_MODE_NEVER:
-		return false
+	if gates, decided := byMode(p); decided {
+		return gates
 	}
 	if slices.Contains(p.GetAlways().GetToolNames(), tool) {
 		return true
