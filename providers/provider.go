@@ -106,7 +106,7 @@ type Request struct {
 	// the caller for all the turns that offer the same tools: a schema does not
 	// change during a generation, and converting it from structpb and
 	// encoding it again on every turn was a sixth of the bytes agentd
-	// allocated (issue 15). Otherwise (nil) adapters encode each tool's
+	// allocated. Otherwise (nil) adapters encode each tool's
 	// parameters themselves. Adapters read it with Parameters and must not
 	// modify it. With it, a tool's Parameters may be nil although it has
 	// a schema (the caller keeps only the encoding), so adapters read
@@ -121,7 +121,7 @@ type Request struct {
 	// each adapter sends it in its API's field, in place of any limit the
 	// options set. 0: the options' limit, or the adapter's default.
 	MaxTokens int
-	// Sample: the turn answers an MCP server's sampling request (X-M5),
+	// Sample: the turn answers an MCP server's sampling request,
 	// not the agent's conversation. Adapters send it like any turn; the
 	// script provider plays its script's sample turn.
 	Sample bool
@@ -129,7 +129,7 @@ type Request struct {
 
 // ToolParametersJSON is a function tool's parameters as the JSON Schema
 // object every adapter sends: the schema, or an object schema without
-// properties when it has none (R-T1). Its bytes are those json.Marshal
+// properties when it has none. Its bytes are those json.Marshal
 // gives the schema's map (keys sorted, HTML escaped), so a request body
 // that splices them in is byte for byte the one that marshals the map.
 func ToolParametersJSON(t *agentdv1.FunctionTool) json.RawMessage {
@@ -205,7 +205,7 @@ type ToolCall struct{ Call *agentdv1.ToolCall }
 // Invalid arguments are kept rather than replaced by "{}" because "{}"
 // would run the tool with arguments the model never gave (and show them
 // in an approval prompt), whereas the bridge refuses arguments that are
-// not a JSON object as a failed tool result (R-T4), which tells the model
+// not a JSON object as a failed tool result, which tells the model
 // its mistake so it can correct it.
 func CompactArguments(raw []byte) string {
 	t := bytes.TrimSpace(raw)

@@ -11,7 +11,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
-// TestToolParametersJSON (issue 15): a request body that splices in the
+// TestToolParametersJSON: a request body that splices in the
 // parameters encoded once is byte for byte the body that encodes each
 // schema's map, whatever the schema holds.
 func TestToolParametersJSON(t *testing.T) {

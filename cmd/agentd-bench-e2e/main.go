@@ -8,74 +8,71 @@
 //
 // # The workload
 //
-// A generation is four model turns: the first three each ask for one call
-// of server-everything's echo tool ({"message": "turn N"}), the fourth
-// answers text. The model is a fake OpenAI-compatible Chat Completions
-// server of our own, streaming its answers as server-sent events, run as
-// a separate process (this executable started as `agentd-bench-e2e
-// fake-model`; it stops when its stdin closes). Its answers depend only on
-// how many tool results a request holds, so a replayed request gets the
-// same answer.
+// A generation is four model turns: the first three each ask for one call of
+// server-everything's echo tool ({"message": "turn N"}), the fourth answers
+// text. The model is a fake OpenAI-compatible Chat Completions server of our
+// own, streaming its answers as server-sent events, run as a separate process
+// (this executable started as `agentd-bench-e2e fake-model`; it stops when its
+// stdin closes). Its answers depend only on how many tool results a request
+// holds, so a replayed request gets the same answer.
 //
-// agentd is the real binary (-agentd), started as `agentd serve` over
-// loopback TCP with its default configuration but for a state directory
-// of its own, an ephemeral port, no shutdown drain, the openai provider
-// pointed at the fake (OPENAI_BASE_URL, OPENAI_API_KEY) and two registered
-// servers, both @modelcontextprotocol/server-everything over stdio:
-// "everything-shared" with shared: true (one process serves every
-// session) and "everything" with the defaults (a warm-pooled process per
-// generation, retired after it). The client is agentd's generated Go
-// client on one gRPC connection; each generation is a Generate stream,
-// checked to complete with three successful tool calls and the fake's
-// final text.
+// agentd is the real binary (-agentd), started as `agentd serve` over loopback
+// TCP with its default configuration but for a state directory of its own, an
+// ephemeral port, no shutdown drain, the openai provider pointed at the fake
+// (OPENAI_BASE_URL, OPENAI_API_KEY) and two registered servers, both
+// @modelcontextprotocol/server-everything over stdio: "everything-shared" with
+// shared: true (one process serves every session) and "everything" with the
+// defaults (a warm-pooled process per generation, retired after it). The
+// client is agentd's generated Go client on one gRPC connection; each
+// generation is a Generate stream, checked to complete with three successful
+// tool calls and the fake's final text.
 //
-// The floor is the same work in this process with nothing between: the
-// very request bodies agentd sent the fake (recorded by the fake during
-// the warm-up, replayed byte for byte with the same headers), each
-// streamed answer read to its end and parsed, and each echo call made with
-// the go-sdk client, on one session to a server-everything process of its
-// own, with the arguments the stream carried. Its HTTP transport keeps as
-// many idle connections as there are concurrent generations, so the floor
-// dials no connection once warm.
+// The floor is the same work in this process with nothing between: the very
+// request bodies agentd sent the fake (recorded by the fake during the
+// warm-up, replayed byte for byte with the same headers), each streamed answer
+// read to its end and parsed, and each echo call made with the go-sdk client,
+// on one session to a server-everything process of its own, with the arguments
+// the stream carried. Its HTTP transport keeps as many idle connections as
+// there are concurrent generations, so the floor dials no connection once
+// warm.
 //
-// The spawn floor is the floor's work with a server-everything process
-// spawned and initialised for each generation and stopped after it, in
-// the background as agentd stops a generation's process after its stream
-// has ended: how many processes per second this machine can spawn and
-// initialise, the bound on agentd's default mode (issue 15's sixth
-// target). -warm sets the default registration's warm spares (warm:
-// max_processes, 8, is the case where sessions wait for processes that
-// are still stopping); the agentd windows of the default mode report how
-// many sessions waited for a process (GetPoolStats).
+// The spawn floor is the floor's work with a server-everything process spawned
+// and initialised for each generation and stopped after it, in the background
+// as agentd stops a generation's process after its stream has ended: how many
+// processes per second this machine can spawn and initialise, the bound on
+// agentd's default mode (the spawn bound). -warm sets the default
+// registration's warm spares (warm: max_processes, 8, is the case where
+// sessions wait for processes that are still stopping); the agentd windows of
+// the default mode report how many sessions waited for a process
+// (GetPoolStats).
 //
 // # Figures
 //
 // For the floor, the shared and the default mode: latency of sequential
-// generations (median, p90; a generation runs from opening its stream to
-// the stream's end, and agentd's also to its completed event), and
-// generations/s with -concurrency (8) generations at a time. CPU comes
-// from /proc/<pid>/stat (utime+stime, in the kernel's 10 ms ticks) over
-// each measured window, divided by the window's generations: agentd's
-// own, the floor's (this process's, which does nothing else meanwhile),
-// and the MCP servers' (live children's time plus the reaped children's,
-// so a process per generation counts too). Allocations per generation
-// (bytes and objects) are the floor's from runtime.MemStats and agentd's
-// from runtime/metrics' /gc/heap/allocs, read over each window from its
-// profiling endpoint (debug.listen, on loopback); agentd's peak RSS is
-// /proc/<pid>/status VmRSS sampled every 100 ms, and the floor's
-// RSS is this process's, which also holds the gRPC client. Ratios are
-// agentd/floor from the same run. Timings on a shared machine move by a
-// third from run to run: compare figures of one run.
+// generations (median, p90; a generation runs from opening its stream to the
+// stream's end, and agentd's also to its completed event), and generations/s
+// with -concurrency (8) generations at a time. CPU comes from /proc/<pid>/stat
+// (utime+stime, in the kernel's 10 ms ticks) over each measured window,
+// divided by the window's generations: agentd's own, the floor's (this
+// process's, which does nothing else meanwhile), and the MCP servers' (live
+// children's time plus the reaped children's, so a process per generation
+// counts too). Allocations per generation (bytes and objects) are the floor's
+// from runtime.MemStats and agentd's from runtime/metrics' /gc/heap/allocs,
+// read over each window from its profiling endpoint (debug.listen, on
+// loopback); agentd's peak RSS is /proc/<pid>/status VmRSS sampled every 100
+// ms, and the floor's RSS is this process's, which also holds the gRPC client.
+// Ratios are agentd/floor from the same run. Timings on a shared machine move
+// by a third from run to run: compare figures of one run.
 //
-// With -cpuprofile FILE, agentd's CPU profile of the shared mode's
-// concurrent window is written to FILE (go tool pprof bin/agentd FILE); that
-// window then runs for -cpuprofile-seconds instead of a count.
+// With -cpuprofile FILE, agentd's CPU profile of the shared mode's concurrent
+// window is written to FILE (go tool pprof bin/agentd FILE); that window then
+// runs for -cpuprofile-seconds instead of a count.
 //
-// Any failed generation, floor or agentd, fails the run (exit 1) with the
-// path of agentd's log. On exit, also on failure or interrupt, agentd is
-// stopped (SIGTERM, then SIGKILL to its process group), then the fake and
-// the floor's server; every MCP server process agentd was seen running is
-// checked to be gone.
+// Any failed generation, floor or agentd, fails the run (exit 1) with the path
+// of agentd's log. On exit, also on failure or interrupt, agentd is stopped
+// (SIGTERM, then SIGKILL to its process group), then the fake and the floor's
+// server; every MCP server process agentd was seen running is checked to be
+// gone.
 package main
 
 import (

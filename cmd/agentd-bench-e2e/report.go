@@ -105,7 +105,7 @@ func (r *report) writeMarkdown(out io.Writer) error {
 		ratio(float64(r.isolated.conc.perGen(r.isolated.conc.serversCPU)), float64(r.spawnFloor.conc.perGen(r.spawnFloor.conc.serversCPU))),
 		ratio(r.isolated.conc.rate(), r.spawnFloor.conc.rate()))
 
-	// The spawn bound (issue 15's sixth target): how many server-everything
+	// The spawn bound: how many server-everything
 	// processes per second this machine spawns, initialises and stops, at
 	// the concurrency of the windows, and what one costs in CPU.
 	spawnCPU := r.spawnFloor.conc.perGen(r.spawnFloor.conc.serversCPU)

@@ -26,8 +26,8 @@ import (
 )
 
 // The idle mode (-idle) measures what generations that wait for people
-// cost (issue 15, target 5: 5,000 streams each waiting on an approval in
-// at most 500 MiB of agentd's memory and 10 of its goroutines each). It
+// cost (the target: 5,000 streams each waiting on an approval in at
+// most 500 MiB of agentd's memory and 10 of its goroutines each). It
 // starts one agentd in this process under a pprof label, so that the
 // goroutines agentd starts (and those they start) are told from the
 // clients'; has a child process of its own (this executable with

@@ -200,7 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.idleClients, idleClientsFlag, "", "internal: run an idle run's clients against this address (the -idle run starts this process itself)")
 	fs.StringVar(&o.heapProfile, "heapprofile", "", "with -idle: write a heap profile of agentd while the streams wait to this file")
 	fs.StringVar(&o.goroutineProfile, "goroutineprofile", "", "with -idle: write a profile of agentd's goroutines while the streams wait to this file")
-	fs.BoolVar(&o.idle, "idle", false, "idle streams: open -streams Generate streams that each wait on an approval, measure agentd's goroutines and memory while they wait, then answer them all (issue 15)")
+	fs.BoolVar(&o.idle, "idle", false, "idle streams: open -streams Generate streams that each wait on an approval, measure agentd's goroutines and memory while they wait, then answer them all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

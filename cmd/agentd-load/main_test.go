@@ -225,7 +225,7 @@ func TestPostgresWithoutDSN(t *testing.T) {
 
 // TestIdle runs the idle mode with 20 streams: every stream waits on its
 // approval, agentd's goroutines per waiting stream stay within the
-// target, and every generation completes once answered (issue 15).
+// target, and every generation completes once answered.
 //
 // Not parallel: it counts this process's goroutines and children.
 func TestIdle(t *testing.T) {

@@ -21,7 +21,7 @@ func gogc() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// Issue 15: `agentd serve` paces the garbage collector to
+// TestServePacesTheCollector: `agentd serve` paces the garbage collector to
 // gc_heap_floor_mib while it runs (GOGC above Go's default once a
 // collection has measured the small live heap), says so in its log, and
 // gives the default back when it stops.

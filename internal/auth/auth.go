@@ -165,13 +165,13 @@ func newAuthenticator(cfg config.Config, log *slog.Logger, now func() time.Time)
 	return a, nil
 }
 
-// Reload replaces the configuration with cfg's auth and tenants, at once
-// for every call that starts after it; calls already authenticated keep
-// their principal. An issuer configured exactly as before keeps its
-// fetched keys, the tokens it verified and its ca_file as first read. A configuration New would
-// refuse, or one that turns authentication off (the listener's address
-// was chosen for an authenticated service), leaves the current one in
-// place, and the error says why.
+// Reload replaces the configuration with cfg's auth and tenants, at once for
+// every call that starts after it; calls already authenticated keep their
+// principal. An issuer configured exactly as before keeps its fetched keys,
+// the tokens it verified and its ca_file as first read. A configuration New
+// would refuse, or one that turns authentication off (the listener's address
+// was chosen for an authenticated service), leaves the current one in place,
+// and the error says why.
 func (a *Authenticator) Reload(cfg config.Config) error {
 	old := a.state.Load()
 	if old.src.Enabled() && !cfg.Auth.Enabled() {
@@ -396,7 +396,7 @@ var open = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflec
 
 // role is the role a method needs: the bridge's admin service's reads
 // need observer, its writes admin; agentd's AdminService (which deletes a
-// tenant's OAuth tokens, X-M3) admin; everything else (the AgentService),
+// tenant's OAuth tokens) admin; everything else (the AgentService),
 // generate. tenantScoped: tenant_admin may call it too, for its own
 // tenant's entries (the service limits it to them).
 func role(method string) (need string, tenantScoped bool) {

@@ -38,7 +38,7 @@ const (
 	maxCachedTokens = 10000
 )
 
-// oidcAuth verifies JWTs from the configured issuers (X-I3), with
+// oidcAuth verifies JWTs from the configured issuers, with
 // coreos/go-oidc checking the signature, issuer, audience and algorithm,
 // and remembers each token it verified until the token expires, so that a
 // caller sending one token on every call pays a hash and a map look-up.

@@ -1,6 +1,6 @@
 // Package conformance runs the official MCP conformance suite's client
 // scenarios (@modelcontextprotocol/conformance, pinned in package.json)
-// against agentd (X-M7). For each scenario the suite starts a test MCP
+// against agentd. For each scenario the suite starts a test MCP
 // server and runs a client command with the server's URL; the client
 // here is the shim (internal/conformance/shim), which drives agentd
 // through its public Generate API: a script-provider generation whose

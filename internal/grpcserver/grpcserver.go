@@ -41,7 +41,7 @@ import (
 type Telemetry struct {
 	TracerProvider trace.TracerProvider
 	// MeterProvider records otelgrpc's rpc.server.* and rpc.client.*
-	// metrics (X-O1); nil records none.
+	// metrics; nil records none.
 	MeterProvider metric.MeterProvider
 	Propagator    propagation.TextMapPropagator
 }

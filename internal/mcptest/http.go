@@ -92,7 +92,7 @@ type HTTPRequest struct {
 	RPCMethod     string // the JSON-RPC method of a POSTed request, if any
 	Authorization string
 	SessionID     string // the Mcp-Session-Id header
-	Traceparent   string // the traceparent header (X-O3)
+	Traceparent   string // the traceparent header agentd propagates
 	Status        int    // 0 while the response runs
 }
 

@@ -58,8 +58,8 @@ const (
 	// stdin, like a server with a heavy start-up.
 	SlowStart = "slowstart"
 	// ExitOnUnknown is Tools, but it exits when its first request is not
-	// initialize, as some servers do on a request they do not know (go-sdk
-	// issue #1177: the 2026-07-28 server/discover probe ends them).
+	// initialize, as some servers do on a request they do not know (the
+	// go-sdk's 2026-07-28 server/discover probe ends them).
 	ExitOnUnknown = "exitonunknown"
 )
 
@@ -760,8 +760,8 @@ func runStubborn(ctx context.Context) error {
 	return sleepForever()
 }
 
-// metaTool answers with the request's _meta, as JSON: what the client
-// sent with the call (its trace context, X-O3).
+// metaTool answers with the request's _meta, as JSON: what the client sent
+// with the call (its trace context, which agentd propagates to the server).
 func metaTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	b, err := json.Marshal(req.Params.Meta)
 	if err != nil {

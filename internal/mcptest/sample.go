@@ -1,6 +1,6 @@
 package mcptest
 
-//lint:file-ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); the fake samples as servers still do (X-M5)
+//lint:file-ignore SA1019 sampling is deprecated from MCP 2026-07-28 (SEP-2577); the fake samples as servers still do
 
 import (
 	"context"

@@ -1,5 +1,5 @@
 // Package oauthtokens keeps the OAuth tokens that agentd obtains for MCP
-// servers (X-M3): one per tenant, end user and server, reused by later
+// servers: one per tenant, end user and server, reused by later
 // generations until it is replaced or revoked. A server is known by
 // ServerKey, a hash of its URL, so that no part of the URL (whose path
 // may carry a secret) is stored or shown.

@@ -1,4 +1,4 @@
-// Package quota holds a tenant's generations to its limits (X-I7): how
+// Package quota holds a tenant's generations to its limits: how
 // many run at once (limits.max_concurrent_generations), how many start a
 // minute (limits.generations_per_minute, a token bucket), and the error of
 // any limit reached, paused generations included

@@ -2,7 +2,7 @@
 // a file (store.encryption_key_file): what agentd keeps in its store that
 // holds secrets, such as a running generation's agent declaration, which
 // another replica needs whole to adopt the generation, and the OAuth
-// tokens of MCP servers (X-M3).
+// tokens of MCP servers.
 //
 // A Keyring rotates the key: the current key seals, and the keys it
 // replaced (store.previous_encryption_key_files) still open what they

@@ -1,5 +1,5 @@
 // Package sessionpin is the gRPC load balancer of agentd's hop to
-// replicated bridges (X-G6): it spreads new sessions round-robin across the
+// replicated bridges: it spreads new sessions round-robin across the
 // backends a target resolves to, and sends every later RPC of a session to
 // the backend that opened it.
 //

@@ -162,8 +162,8 @@ const (
 	MaxReadEvents   = 1000
 )
 
-// Generations stores durable generations (X-G3) and their event logs
-// (X-G2). All methods are safe for concurrent use, by this process and
+// Generations stores durable generations and their event logs. All
+// methods are safe for concurrent use, by this process and
 // by other replicas sharing the database. Times come from the caller and
 // are kept to the millisecond; replicas that share a store compare their
 // clocks through it (a lease one replica set expires by another's clock),

@@ -12,7 +12,7 @@ import (
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
-// The store's instruments (X-O1).
+// The store's instruments, in the OpenTelemetry metrics agentd exports.
 const (
 	// OperationDuration is the histogram of every store operation's
 	// duration, in seconds, by operation, db.system.name and, when the
@@ -38,7 +38,7 @@ type pausedCounter interface {
 	countPaused(ctx context.Context, now time.Time) (map[string]int, error)
 }
 
-// Instrument returns s with its operations measured through mp (X-O1):
+// Instrument returns s with its operations measured through mp:
 // each call's duration in agentd.store.operation.duration, with
 // operation (the method: create, checkpoint, finish, pause, resume,
 // get_token, …),

@@ -11,7 +11,7 @@ import (
 
 // committer runs an SQLite store's write transactions (sqliteGenerations'
 // inTx) on one goroutine of its own, and those that wait together in one
-// SQLite transaction: a group commit (issue 15). SQLite has one writer,
+// SQLite transaction: a group commit. SQLite has one writer,
 // and the store one connection, so concurrent writes queued for it
 // anyway, each paying its own BEGIN and COMMIT (the WAL's frames and its
 // index) and, under a caller's cancellable context, database/sql's and

@@ -1,30 +1,29 @@
-// Package store keeps generations durably (X-G1): paused generations, so
-// that a resume works on any replica and after a restart, exactly once
-// (Checkpoints); and every generation from its start, with the lease of
-// the replica that runs it, its checkpoints and its event log, so that
-// another replica can adopt it when that one dies (Generations, X-G2 and
-// X-G3); and the OAuth tokens agentd holds for MCP servers, per tenant,
-// end user and server, sealed by their caller (Tokens, X-M3).
+// Package store keeps generations durably: paused generations, so that a
+// resume works on any replica and after a restart, exactly once (Checkpoints);
+// and every generation from its start, with the lease of the replica that runs
+// it, its checkpoints and its event log, so that another replica can adopt it
+// when that one dies (Generations); and the OAuth tokens agentd holds for MCP
+// servers, per tenant, end user and server, sealed by their caller (Tokens).
 //
-// Store is the contract, with two implementations: OpenSQLite, the
-// default, an embedded SQLite database in one file (pure Go, no set-up;
-// replicas on one machine may share it), and OpenPostgres, a PostgreSQL
-// database that replicas on several machines share. Open picks one by
-// driver. One conformance suite (storetest) runs against both.
+// Store is the contract, with two implementations: OpenSQLite, the default, an
+// embedded SQLite database in one file (pure Go, no set-up; replicas on one
+// machine may share it), and OpenPostgres, a PostgreSQL database that replicas
+// on several machines share. Open picks one by driver. One conformance suite
+// (storetest) runs against both.
 //
 // Each opens its schema by applying the migrations embedded in the binary
-// (migrations/<dialect>/NNNN_name.sql) that the database's
-// schema_migrations table does not list yet; replicas starting together
-// are safe, one migrates and the others wait.
+// (migrations/<dialect>/NNNN_name.sql) that the database's schema_migrations
+// table does not list yet; replicas starting together are safe, one migrates
+// and the others wait.
 //
 // Records are scoped to a tenant (the caller's identity): one tenant never
 // sees another's. Times are kept to the millisecond. Errors are classified
-// with internal/fault: NotFound for an unknown or expired generation,
-// Conflict for a claim that another resume won or a write under a lease
-// that was lost, Invalid for arguments the contract refuses (a state
-// where another is due, a page token of no List), Unavailable for a store
-// that cannot be reached or failed (retry may help); their messages never
-// carry the store's DSN or any part of it.
+// with internal/fault: NotFound for an unknown or expired generation, Conflict
+// for a claim that another resume won or a write under a lease that was lost,
+// Invalid for arguments the contract refuses (a state where another is due, a
+// page token of no List), Unavailable for a store that cannot be reached or
+// failed (retry may help); their messages never carry the store's DSN or any
+// part of it.
 package store
 
 import (

@@ -6,8 +6,8 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// Tokens stores the OAuth tokens that agentd holds for MCP servers
-// (X-M3): one per tenant, end user and server. The store keeps them as
+// Tokens stores the OAuth tokens that agentd holds for MCP servers:
+// one per tenant, end user and server. The store keeps them as
 // given: the caller seals them (internal/oauthtokens), and server is an
 // opaque key of the caller's (a hash of the server's URL, whose path may
 // carry a secret), never a URL. An empty endUser is an end user like

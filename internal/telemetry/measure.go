@@ -15,7 +15,7 @@ import (
 // series, the measurement option of its attributes, made (sorted and
 // hashed into an attribute.Set) the first time K is seen and reused after
 // that, so that a measurement on a hot path allocates nothing for its
-// attributes. K must be bounded, as every label of agentd's is (X-O1):
+// attributes. K must be bounded, as every label of agentd's is:
 // the options are never dropped. Safe for concurrent use.
 type MeasurementOptions[K comparable] struct {
 	attrs func(K) []attribute.KeyValue

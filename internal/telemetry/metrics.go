@@ -15,7 +15,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
-// Metrics is agentd's meter provider (X-O1) and its readers: a Prometheus
+// Metrics is agentd's meter provider and its readers: a Prometheus
 // registry of its own, when asked for (metrics.listen), and an OTLP
 // exporter, when the standard OTEL_* variables ask for one. Both readers
 // see the same instruments.

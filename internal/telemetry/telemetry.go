@@ -80,7 +80,7 @@ func newTracerProvider(ctx context.Context, service string, exporter sdktrace.Sp
 }
 
 // Service names: agentd serve's, and agentd bridge's, told apart in every
-// span and metric (X-O6).
+// span and metric.
 const (
 	ServiceAgent  = "agentd"
 	ServiceBridge = "agentd-bridge"
@@ -95,7 +95,7 @@ var InstanceID = sync.OnceValue(func() string {
 })
 
 // Resource describes this process to OpenTelemetry, for its tracer and
-// meter providers alike (X-O6): service.name (service, ServiceAgent or
+// meter providers alike: service.name (service, ServiceAgent or
 // ServiceBridge), service.version (internal/version), service.instance.id
 // (InstanceID), the host's name, the OS type, and the
 // process's pid, executable name, owner and Go runtime. Never the command
@@ -143,11 +143,11 @@ func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.Span
 }
 
 // otlpProtocol decides, as the standard variables say, whether a signal
-// (TRACES, METRICS) is exported by OTLP and with which protocol: "" for
-// none (OTEL_<signal>_EXPORTER=none, or neither it nor an OTLP endpoint
-// set), else "grpc" or "http/protobuf", from OTEL_EXPORTER_OTLP_<signal>_PROTOCOL
-// or OTEL_EXPORTER_OTLP_PROTOCOL. hint follows the refusal of an
-// unsupported exporter.
+// (TRACES, METRICS) is exported by OTLP and with which protocol: "" for none
+// (OTEL_<signal>_EXPORTER=none, or neither it nor an OTLP endpoint set), else
+// "grpc" or "http/protobuf", from OTEL_EXPORTER_OTLP_<signal>_PROTOCOL or
+// OTEL_EXPORTER_OTLP_PROTOCOL. hint follows the refusal of an unsupported
+// exporter.
 func otlpProtocol(getenv func(string) string, signal, hint string) (string, error) {
 	switch exporter := getenv("OTEL_" + signal + "_EXPORTER"); exporter {
 	case "none":

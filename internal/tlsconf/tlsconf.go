@@ -1,10 +1,10 @@
 // Package tlsconf builds the server side of TLS for agentd's listeners
-// from config.TLS (X-I4): it owns reading the certificate, key and client
+// from config.TLS: it owns reading the certificate, key and client
 // CA files, and reading them again when they change, so that they rotate
 // without a restart. A changed set of files that cannot be used leaves
 // the previous one serving, and the log says why. Dialling builds the
 // client side from config.TLS the same way, for `agentd serve` dialling a
-// remote bridge (X-I8); Client builds it from files, for `agentd
+// remote bridge; Client builds it from files, for `agentd
 // generate`.
 //
 // Errors and logs name a file by its setting (tls.key_file,

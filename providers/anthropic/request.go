@@ -210,7 +210,7 @@ func assistantContent(m *agentdv1.Message) []any {
 }
 
 // toolResult renders a tool's result: its text, then its attachments
-// (X-T5), flagged when the call failed (R-T4).
+// (images, audio and resource links), flagged when the call failed.
 func toolResult(r *agentdv1.ToolResult) block {
 	b := block{"type": "tool_result", "tool_use_id": r.GetToolCallId()}
 	var content []any
@@ -277,7 +277,7 @@ func describe(m *agentdv1.Media) string {
 }
 
 // functionTools renders req's function tools; a missing schema is an
-// empty object schema (R-T1).
+// empty object schema.
 func functionTools(req *providers.Request) []any {
 	var out []any
 	for i, t := range req.Tools {
@@ -290,7 +290,7 @@ func functionTools(req *providers.Request) []any {
 	return out
 }
 
-// mcpServers renders provider-side servers for the MCP connector (R-S7):
+// mcpServers renders provider-side servers for the MCP connector:
 // the server list, and the one toolset per server that the API requires.
 func mcpServers(servers []*agentdv1.MCPServer) (list, toolsets []any, err error) {
 	for _, s := range servers {

@@ -10,7 +10,7 @@ import (
 // decodeChunk decodes one chunk of the response stream into c as
 // json.Unmarshal does (but that an empty list may come out nil, which
 // reads the same), about four times faster for the chunks providers
-// send (issue 15: json.Unmarshal of the chunks was 6% of agentd's CPU).
+// send (json.Unmarshal of the chunks was 6% of agentd's CPU).
 // The fast decoder accepts only what it can decode to json.Unmarshal's
 // result: anything else (an object key in another case or spelled with
 // escapes, a key twice, a number that is not a plain integer, a null in a

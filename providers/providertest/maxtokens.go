@@ -11,7 +11,7 @@ import (
 )
 
 // MaxTokensWire checks that a request's MaxTokens (a sampling request's
-// cap, X-M5) goes out at path in the body that build makes, over any
+// cap) goes out at path in the body that build makes, over any
 // limit the options set there, and without changing the options. noCap is
 // what the body holds at path without a cap or options (nil: nothing);
 // limit makes the options that set a limit of 9000 at path (with

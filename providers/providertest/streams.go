@@ -27,7 +27,7 @@ import (
 const StreamIdleTimeout = 30 * time.Second
 
 // CheckStreamFailures proves that a response stream failing after it
-// began fails alike on every adapter (X-H4): a stream that goes silent
+// began fails alike on every adapter: a stream that goes silent
 // for longer than the adapter's timeout is DeadlineExceeded, one cut short
 // (closed before the turn's terminal event, or reset mid-event) is
 // Unavailable, each with a message that begins with the provider's name
@@ -51,9 +51,9 @@ func CheckStreamFailures(t *testing.T, newProvider func(s providers.Settings) pr
 		code          codes.Code
 		reason        string
 	}{
-		{name: "X-H4 idle mid-event", begin: "\n{", silent: true, code: codes.DeadlineExceeded, reason: "PROVIDER_STREAM_IDLE"},
-		{name: "X-H4 closed before the end", begin: "\n", code: codes.Unavailable, reason: "PROVIDER_STREAM_TRUNCATED"},
-		{name: "X-H4 reset mid-event", begin: "\n{", reset: true, code: codes.Unavailable, reason: "PROVIDER_STREAM_TRUNCATED"},
+		{name: "idle mid-event", begin: "\n{", silent: true, code: codes.DeadlineExceeded, reason: "PROVIDER_STREAM_IDLE"},
+		{name: "closed before the end", begin: "\n", code: codes.Unavailable, reason: "PROVIDER_STREAM_TRUNCATED"},
+		{name: "reset mid-event", begin: "\n{", reset: true, code: codes.Unavailable, reason: "PROVIDER_STREAM_TRUNCATED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -128,7 +128,7 @@ func New(configured map[string]config.Provider) (*providers.Registry, error) {
 	return reg, err
 }
 
-// Tenants are the registries agentd serves by tenant (X-I7): the global
+// Tenants are the registries agentd serves by tenant: the global
 // one, configured by providers, and one of its own for each configured
 // tenant that sets provider keys or base URLs (tenants.<name>.providers,
 // merged over providers by config.ForTenant). A tenant's generations thus

@@ -29,7 +29,7 @@
 // one token is counted per four bytes of text.
 //
 // provider_options.script.sample is the turn played for an MCP server's
-// sampling request (X-M5), whatever the turn; its text may hold
+// sampling request, whatever the turn; its text may hold
 // {{prompt}}, replaced by the request's last user text. A turn longer
 // than the request's MaxTokens (at four bytes a token) is cut there and
 // stops with MAX_TOKENS, as a model would.

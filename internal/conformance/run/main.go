@@ -1,5 +1,5 @@
 // Command run runs the MCP conformance suite's client scenarios against
-// agentd (X-M7) and holds the results against the baseline: `make
+// agentd and holds the results against the baseline: `make
 // conformance` and `make test` run it from the repository's root. It
 // builds the shim, serves one agentd in-process for every scenario, runs
 // the suite (all client scenarios, in parallel) with the pinned Node 22,

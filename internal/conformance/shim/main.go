@@ -1,17 +1,15 @@
-// Command shim is the client the MCP conformance suite runs for each of
-// its client scenarios (X-M7): `shim [-direct] <server URL>`, with the
-// scenario in MCP_CONFORMANCE_SCENARIO. It does what
-// conformance.Scripts says the scenario asks, through agentd's public
-// Generate API: a script-provider generation on the agentd at
-// AGENTD_CONFORMANCE_ADDR, or on one it starts in-process when that is
-// unset. In the auth scenarios the server is declared with an oauth block
-// built from the scenario and MCP_CONFORMANCE_CONTEXT, and the shim acts
-// as the person: it follows each authorization request to the
-// authorization server's redirect and answers with it, and accepts each
-// request for input. With -direct it does the same as a plain go-sdk client instead,
-// for comparison: the go-sdk's OAuth handlers authorize it, and it
-// accepts every elicitation. It exits 1 when the generation (or the direct client)
-// fails.
+// Command shim is the client the MCP conformance suite runs for each of its
+// client scenarios: `shim [-direct] <server URL>`, with the scenario in
+// MCP_CONFORMANCE_SCENARIO. It does what conformance.Scripts says the scenario
+// asks, through agentd's public Generate API: a script-provider generation on
+// the agentd at AGENTD_CONFORMANCE_ADDR, or on one it starts in-process when
+// that is unset. In the auth scenarios the server is declared with an oauth
+// block built from the scenario and MCP_CONFORMANCE_CONTEXT, and the shim acts
+// as the person: it follows each authorization request to the authorization
+// server's redirect and answers with it, and accepts each request for input.
+// With -direct it does the same as a plain go-sdk client instead, for
+// comparison: the go-sdk's OAuth handlers authorize it, and it accepts every
+// elicitation. It exits 1 when the generation (or the direct client) fails.
 package main
 
 import (

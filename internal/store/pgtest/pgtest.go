@@ -1,4 +1,4 @@
-// Package pgtest gives tests a PostgreSQL database of their own (X-G1), on
+// Package pgtest gives tests a PostgreSQL database of their own, on
 // the server that AGENTD_TEST_POSTGRES_DSN names: `make test` starts a
 // throwaway one (scripts/postgres.sh) and sets it, with
 // AGENTD_REQUIRE_POSTGRES=1 so that these tests fail rather than skip

@@ -16,8 +16,8 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// The generations' tests: X-G3 (the record, its lease and its fenced
-// writes, adoption, List, retention) and X-G2 (the event log). Their
+// The generations' tests: the record, its lease and its fenced writes,
+// adoption, List, retention, and the event log. Their
 // times are the caller's, as agentd's are: the store reads no clock.
 
 // t0 is the tests' time zero, on a millisecond as the stores keep it.
@@ -83,11 +83,11 @@ var equateEmpty = cmp.Options{
 	cmp.FilterValues(func(a, b []store.Event) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore()),
 }
 
-// X-G3: a generation's record from Create to Finish: its state, lease,
-// checkpoint and version, the sequence numbers its writes' events get,
-// the result kept once it has finished and the checkpoint dropped; a
-// retried Finish changes nothing; writes a state refuses are Invalid;
-// the record and its log outlive a reopen.
+// testGenerationLifecycle: a generation's record from Create to Finish: its
+// state, lease, checkpoint and version, the sequence numbers its writes'
+// events get, the result kept once it has finished and the checkpoint dropped;
+// a retried Finish changes nothing; writes a state refuses are Invalid; the
+// record and its log outlive a reopen.
 func testGenerationLifecycle(t *testing.T, db DB) {
 	s := open(t, db, 0)
 	g := s.Generations()
@@ -197,9 +197,9 @@ func testGenerationLifecycle(t *testing.T, db DB) {
 	}
 }
 
-// X-G3: one tenant never sees, acquires or writes another's generation:
-// to it, another tenant's generation is not found, with the same error as
-// an id that exists nowhere; its fenced writes are refused and change
+// testGenerationTenants: one tenant never sees, acquires or writes another's
+// generation: to it, another tenant's generation is not found, with the same
+// error as an id that exists nowhere; its fenced writes are refused and change
 // nothing. The same id in two tenants is two generations, with two logs.
 func testGenerationTenants(t *testing.T, db DB) {
 	g := generations(t, db)
@@ -265,13 +265,13 @@ func testGenerationTenants(t *testing.T, db DB) {
 	}
 }
 
-// X-G3: the lease fences every write. A replica that lost its lease
-// (another acquired it after it expired, with the next epoch) has every
-// write refused with Conflict, and they change nothing; a live lease
-// cannot be acquired; a released lease fences its holder too and frees
-// the generation at once: a released paused generation for a resume's
-// Acquire, a released running one for Adopt. The epoch alone fences: a
-// lease that expired but that nobody took is still its holder's.
+// testGenerationFencing: the lease fences every write. A replica that lost its
+// lease (another acquired it after it expired, with the next epoch) has every
+// write refused with Conflict, and they change nothing; a live lease cannot be
+// acquired; a released lease fences its holder too and frees the generation at
+// once: a released paused generation for a resume's Acquire, a released
+// running one for Adopt. The epoch alone fences: a lease that expired but that
+// nobody took is still its holder's.
 func testGenerationFencing(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
@@ -358,7 +358,7 @@ func testGenerationFencing(t *testing.T, db DB) {
 	wantKind(t, "Checkpoint by the holder that released it", err, fault.Conflict)
 }
 
-// X-G3: of replicas acquiring one generation at once (a client
+// testConcurrentAcquire: of replicas acquiring one generation at once (a client
 // reattaching to two of them, say), exactly one gets it.
 func testConcurrentAcquire(t *testing.T, db DB) {
 	a, b := generations(t, db), generations(t, db)
@@ -395,10 +395,10 @@ func testConcurrentAcquire(t *testing.T, db DB) {
 	}
 }
 
-// X-G3: adopters on several replicas at once, each taking a few at a
-// time until none is left, adopt every running or waiting generation
-// whose lease expired, of any tenant, each exactly once, with the next
-// epoch; they leave live leases, paused generations and finished ones.
+// testConcurrentAdopt: adopters on several replicas at once, each taking a few
+// at a time until none is left, adopt every running or waiting generation
+// whose lease expired, of any tenant, each exactly once, with the next epoch;
+// they leave live leases, paused generations and finished ones.
 func testConcurrentAdopt(t *testing.T, db DB) {
 	const replicas, adoptersEach, expired = 3, 2, 40
 	handles := make([]store.Generations, replicas)
@@ -502,10 +502,10 @@ func testConcurrentAdopt(t *testing.T, db DB) {
 	}
 }
 
-// X-G2: the event log: sequence numbers from 1 without gaps, assigned by
-// the store; Read after any sequence number, up to a limit, in order;
-// kinds and payloads kept as given; an append under a lost lease logs
-// nothing of its batch.
+// testEventLog: the event log: sequence numbers from 1 without gaps, assigned
+// by the store; Read after any sequence number, up to a limit, in order; kinds
+// and payloads kept as given; an append under a lost lease logs nothing of its
+// batch.
 func testEventLog(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
@@ -585,11 +585,11 @@ func numbered(kind string, n int) []store.Event {
 	return events
 }
 
-// X-G2: appenders on several replicas' handles writing one generation's
-// log under the same lease at once each get a run of consecutive
-// sequence numbers, in their batch's order, and together the log is
-// dense; readers following the log meanwhile never see an event while
-// one before it is missing.
+// testConcurrentAppends: appenders on several replicas' handles writing one
+// generation's log under the same lease at once each get a run of consecutive
+// sequence numbers, in their batch's order, and together the log is dense;
+// readers following the log meanwhile never see an event while one before it
+// is missing.
 func testConcurrentAppends(t *testing.T, db DB) {
 	const replicas, appenders, batches = 3, 6, 15
 	handles := make([]store.Generations, replicas)
@@ -700,14 +700,13 @@ func testConcurrentAppends(t *testing.T, db DB) {
 	}
 }
 
-// X-G2: how a model turn in flight at a crash is withdrawn. The owner's
-// checkpoint at the turn boundary says the log's sequence number then;
-// the turn's deltas follow it; the owner dies. Its adopter finds the
-// events after CheckpointSeq (the partial turn), appends an event that
-// withdraws them, and asks the turn again; the dead owner's late writes
-// are refused. A client replaying the log from any point sees the
-// partial turn, then its withdrawal, then the turn again: what a client
-// watching live saw.
+// testWithdrawnTurn: how a model turn in flight at a crash is withdrawn. The
+// owner's checkpoint at the turn boundary says the log's sequence number then;
+// the turn's deltas follow it; the owner dies. Its adopter finds the events
+// after CheckpointSeq (the partial turn), appends an event that withdraws
+// them, and asks the turn again; the dead owner's late writes are refused. A
+// client replaying the log from any point sees the partial turn, then its
+// withdrawal, then the turn again: what a client watching live saw.
 func testWithdrawnTurn(t *testing.T, db DB) {
 	r1, r2 := generations(t, db), generations(t, db)
 	ctx := t.Context()
@@ -757,7 +756,7 @@ func testWithdrawnTurn(t *testing.T, db DB) {
 	}
 }
 
-// X-G3: List pages through a tenant's generations newest first (by
+// testListPages: List pages through a tenant's generations newest first (by
 // creation, then id), each once, with the token of the next page, "" at
 // the end; filtered by state; without checkpoints. A generation created
 // between pages appears on none of the later ones, and none repeats. A
@@ -874,7 +873,7 @@ func testListPages(t *testing.T, db DB) {
 	}
 }
 
-// X-G3: Sweep removes the generations that finished at or before the
+// testSweep: Sweep removes the generations that finished at or before the
 // time given (now less the retention), of every tenant, with their logs,
 // and leaves the rest: later-finished and live ones, however old. Two
 // replicas sweeping at once remove each once.
@@ -976,7 +975,7 @@ func pause(t *testing.T, s store.Store, tenant, id string, release bool, expires
 	}
 }
 
-// X-G4: ExpirePaused cancels, with the result given, the paused
+// testExpirePaused: ExpirePaused cancels, with the result given, the paused
 // generations of every tenant whose pause (their checkpoint in
 // Checkpoints, of the same tenant) expired at or before now unclaimed,
 // or is gone, and that nobody holds; finished at now, their checkpoint
@@ -1075,10 +1074,11 @@ func testExpirePaused(t *testing.T, db DB) {
 	wantKind(t, "Get of a swept expired pause", err, fault.NotFound)
 }
 
-// X-G4: of an Acquire (a resume) and ExpirePaused running at once on a
-// paused generation whose pause has expired, exactly one takes effect:
-// the resume holds it, paused, or it is cancelled and the Acquire fails
-// with Conflict. Replicas expiring at once end each generation once.
+// testConcurrentExpirePaused: of an Acquire (a resume) and ExpirePaused
+// running at once on a paused generation whose pause has expired, exactly one
+// takes effect: the resume holds it, paused, or it is cancelled and the
+// Acquire fails with Conflict. Replicas expiring at once end each generation
+// once.
 func testConcurrentExpirePaused(t *testing.T, db DB) {
 	const n = 24
 	sa, sb := open(t, db, 0), open(t, db, 0)
@@ -1133,7 +1133,7 @@ func testConcurrentExpirePaused(t *testing.T, db DB) {
 	}
 }
 
-// testCheckpointWithLaterEvents: X-G3 a checkpoint written with the events
+// testCheckpointWithLaterEvents: a checkpoint written with the events
 // it covers and, in the same write, events after it: the log holds them
 // all, in order, and CheckpointSeq is the last one it covers, so a
 // replica adopting the generation reads the later ones as what happened

@@ -1,16 +1,15 @@
-// Package storetest is the conformance suite of store.Store (X-G1): one
-// set of tests that every implementation runs (SQLite and PostgreSQL,
-// from internal/store's tests), so that what agentd relies on holds
-// whichever store it runs on. For paused generations (Checkpoints):
-// tenant scoping, versions, fenced claims of which exactly one wins,
-// expiry, durability, schema migrations that several replicas may start
-// at once. For durable generations (Generations, X-G3): the record and its
-// lease, writes fenced by the lease's epoch, exactly one winner among
-// concurrent acquisitions and adoptions, List's pages, the retention
-// sweep, the end of pauses that expired (X-G4); and their event logs (X-G2): dense sequence numbers under
-// concurrent appenders, reads in order, atomic batches. For OAuth tokens
-// (Tokens, X-M3): one per tenant, end user and server, replaced by a put,
-// deleted by tenant and narrowed by end user and server.
+// Package storetest is the conformance suite of store.Store: one set of tests
+// that every implementation runs (SQLite and PostgreSQL, from internal/store's
+// tests), so that what agentd relies on holds whichever store it runs on. For
+// paused generations (Checkpoints): tenant scoping, versions, fenced claims of
+// which exactly one wins, expiry, durability, schema migrations that several
+// replicas may start at once. For durable generations (Generations): the
+// record and its lease, writes fenced by the lease's epoch, exactly one winner
+// among concurrent acquisitions and adoptions, List's pages, the retention
+// sweep, the end of pauses that expired; and their event logs: dense sequence
+// numbers under concurrent appenders, reads in order, atomic batches. For
+// OAuth tokens (Tokens): one per tenant, end user and server, replaced by a
+// put, deleted by tenant and narrowed by end user and server.
 package storetest
 
 import (
@@ -276,7 +275,7 @@ func testConcurrentClaims(t *testing.T, db DB) {
 // Get ignores an expired record at once; the sweeper removes it on its
 // next tick, but keeps a claimed record a day past its last claim or
 // renewal, whatever its expiry (its resume may still run); a record
-// survives a reopen. X-H6: the store reads synctest's clock, so every time
+// survives a reopen. The store reads synctest's clock, so every time
 // here is exact, not a guess at how long a loaded machine takes.
 func testExpiryAndDurability(t *testing.T, db DB) {
 	synctest.Test(t, func(t *testing.T) {
@@ -362,7 +361,7 @@ func testExpiryAndDurability(t *testing.T, db DB) {
 	})
 }
 
-// X-I7: Count is a tenant's paused generations that have not expired,
+// testCount: Count is a tenant's paused generations that have not expired,
 // claimed ones included, and the earliest expiry among them: what
 // limits.max_paused_generations is held to, and when a place frees.
 func testCount(t *testing.T, db DB) {

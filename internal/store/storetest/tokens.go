@@ -12,10 +12,10 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// The tokens' tests (X-M3): the store keeps one token per tenant, end user
+// The tokens' tests: the store keeps one token per tenant, end user
 // and server, as given, and never lets one tenant's reach another's.
 
-// X-M3: a put stores a token and a later one replaces it; another
+// testTokens: a put stores a token and a later one replaces it; another
 // tenant, end user or server does not see it; the tokens outlive a
 // reopen, and another replica sees them; of concurrent puts one stays
 // whole.
@@ -86,8 +86,8 @@ func testTokens(t *testing.T, db DB) {
 	}
 }
 
-// X-M3: DeleteTokens deletes a tenant's tokens, all of them or only an
-// end user's, a server's, or an end user's of one server, and says how
+// testDeleteTokens: DeleteTokens deletes a tenant's tokens, all of them or
+// only an end user's, a server's, or an end user's of one server, and says how
 // many; another tenant's are never touched; deleting none is no error.
 func testDeleteTokens(t *testing.T, db DB) {
 	type key struct{ tenant, user, server string }

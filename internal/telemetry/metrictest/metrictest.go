@@ -1,5 +1,5 @@
 // Package metrictest reads what an OpenTelemetry manual reader collected,
-// for the tests of agentd's instruments (X-O1): every data point as
+// for the tests of agentd's instruments: every data point as
 // "name{k=v,...}" (its attributes sorted) → its value.
 package metrictest
 

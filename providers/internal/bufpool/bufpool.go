@@ -1,6 +1,6 @@
 // Package bufpool pools the 64 KiB buffered readers the stream readers
 // (sse, ndjson) put in front of a response: allocating one per response
-// was a quarter of the bytes agentd allocated in a generation (issue 15).
+// was a quarter of the bytes agentd allocated in a generation.
 package bufpool
 
 import (

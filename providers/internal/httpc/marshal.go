@@ -18,7 +18,7 @@ import (
 // json.Marshal calls such a value's MarshalJSON and then scans and
 // compacts what it returns, on every turn: with a dozen tools that was
 // three quarters of a Chat Completions body's encoding, and 6% of agentd's
-// CPU under load (issue 15).
+// CPU under load.
 //
 // The body's maps and lists (map[string]any, []any, and values that
 // encode themselves, bodyValue) are walked here, keys sorted as

@@ -10,7 +10,7 @@ import (
 	"github.com/agentd/agentd/providers"
 )
 
-// TestMarshal (issue 15): Marshal encodes every body to json.Marshal's
+// TestMarshal: Marshal encodes every body to json.Marshal's
 // bytes, and fails where json.Marshal fails: the maps and lists it walks
 // itself (nil ones too), the keys it sorts, the strings it leaves to
 // encoding/json (HTML escaped, invalid UTF-8 replaced), encoded tool

@@ -31,7 +31,7 @@ func NewHTTPClient(s providers.Settings) *http.Client {
 	t.ResponseHeaderTimeout = timeout
 	// As many idle connections to the provider as concurrent generations
 	// keep streams open: the default 2 per host makes a third concurrent
-	// stream dial anew and a finished one close (issue 15).
+	// stream dial anew and a finished one close.
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 	if s.Dial != nil {
 		t.DialContext = s.Dial
@@ -130,7 +130,7 @@ func (e *idleError) Error() string { return "the provider sent nothing for " + e
 func (e *idleError) Timeout() bool { return true }
 
 // StreamError classifies the failure to read a response stream after it
-// began, the one rule every adapter follows (X-H4):
+// began, the one rule every adapter follows:
 //
 //   - the caller's context ended: its error, as is;
 //   - the stream went silent for longer than the adapter's timeout (or

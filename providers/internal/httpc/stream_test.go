@@ -105,10 +105,10 @@ func TestIdleBody(t *testing.T) {
 	})
 }
 
-// TestFinishReusesConnection: a response closed with Finish after its
-// terminal event, a moment before the body's end, gives its connection
-// back: the next request reuses it (issue 15: every turn used to dial
-// anew). A context already ended closes without reading.
+// TestFinishReusesConnection: a response closed with Finish after its terminal
+// event, a moment before the body's end, gives its connection back: the next
+// request reuses it (every turn used to dial anew). A context already ended
+// closes without reading.
 func TestFinishReusesConnection(t *testing.T) {
 	var conns atomic.Int32
 	rest := make(chan struct{}) // the client read the terminal event

@@ -11,7 +11,7 @@ import (
 	"github.com/agentd/agentd/providers"
 )
 
-// TestFunctionToolsBytes (issue 15): the structs FunctionTools renders
+// TestFunctionToolsBytes: the structs FunctionTools renders
 // encode to the bytes of the maps it rendered before, with and without a
 // description, with the parameters encoded once or not, by json.Marshal
 // and by Marshal.
@@ -52,7 +52,7 @@ func TestFunctionToolsBytes(t *testing.T) {
 	}
 }
 
-// TestChatMessageBytes (issue 15): a ChatMessage encodes, by Marshal and by
+// TestChatMessageBytes: a ChatMessage encodes, by Marshal and by
 // json.Marshal, to the bytes of the map of the members it has.
 func TestChatMessageBytes(t *testing.T) {
 	t.Parallel()

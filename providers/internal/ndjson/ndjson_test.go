@@ -56,7 +56,7 @@ func TestLineTooLarge(t *testing.T) {
 	}
 }
 
-// TestPooledBuffer (issue 15): a closed Reader's buffer serves the next
+// TestPooledBuffer: a closed Reader's buffer serves the next
 // one, and the lines it returned keep their bytes; a closed Reader reads
 // nothing more.
 func TestPooledBuffer(t *testing.T) {

@@ -62,7 +62,7 @@ func TestTruncated(t *testing.T) {
 	}
 }
 
-// TestPooledBuffer (issue 15): a closed Reader's buffer serves the next
+// TestPooledBuffer: a closed Reader's buffer serves the next
 // one, and the events it returned keep their bytes; a closed Reader reads
 // nothing more.
 func TestPooledBuffer(t *testing.T) {
