@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"cmp"
 	"encoding/base64"
 	"slices"
 	"strconv"
@@ -49,16 +50,9 @@ func requestBody(req *providers.Request) (map[string]any, error) {
 		body["mcp_servers"] = servers
 	}
 	httpc.MergeOptions(body, req.Options, "tools", "mcp_servers")
-	if _, ok := body["max_tokens"]; !ok {
-		body["max_tokens"] = defaultMaxTokens
-	}
-	if req.MaxTokens > 0 {
-		body["max_tokens"] = req.MaxTokens
-	}
-	if all, _ := body["mcp_servers"].([]any); len(all) > MaxServers {
-		return nil, fault.New(fault.Invalid,
-			"anthropic: %d MCP servers in one request (%d provider-side, %d in provider_options.mcp_servers); Anthropic's MCP connector serves at most %d; use mcp_strategy CLIENT for some",
-			len(all), len(servers), len(all)-len(servers), MaxServers)
+	setMaxTokens(body, req.MaxTokens)
+	if err := checkServerCount(body, len(servers)); err != nil {
+		return nil, err
 	}
 	var lastTool block
 	if len(tools) > 0 {
@@ -68,26 +62,55 @@ func requestBody(req *providers.Request) (map[string]any, error) {
 	return body, nil
 }
 
+// checkServerCount refuses a body with more servers than the MCP
+// connector serves, ours (provider-side) and the options' together.
+func checkServerCount(body map[string]any, ours int) error {
+	if all, _ := body["mcp_servers"].([]any); len(all) > MaxServers {
+		return fault.New(fault.Invalid,
+			"anthropic: %d MCP servers in one request (%d provider-side, %d in provider_options.mcp_servers); Anthropic's MCP connector serves at most %d; use mcp_strategy CLIENT for some",
+			len(all), ours, len(all)-ours, MaxServers)
+	}
+	return nil
+}
+
+// setMaxTokens sets max_tokens, which the API requires: the request's
+// cap, else the options', else defaultMaxTokens.
+func setMaxTokens(body map[string]any, capTokens int) {
+	if _, ok := body["max_tokens"]; !ok {
+		body["max_tokens"] = defaultMaxTokens
+	}
+	if capTokens > 0 {
+		body["max_tokens"] = capTokens
+	}
+}
+
 // markBreakpoints puts cache breakpoints on the blocks given, in order of
 // priority, as far as the limit allows once the breakpoints of the
 // provider options are counted. The options' own entries are never
 // marked: they pass untouched.
 func markBreakpoints(body map[string]any, blocks ...block) {
-	budget := maxBreakpoints
-	for _, key := range []string{"tools", "system"} {
-		list, _ := body[key].([]any)
-		for _, e := range list {
-			if m, ok := e.(map[string]any); ok && m["cache_control"] != nil {
-				budget--
-			}
-		}
-	}
+	budget := maxBreakpoints - optionBreakpoints(body)
 	for _, b := range blocks {
 		if b != nil && budget > 0 {
 			b["cache_control"] = block{"type": "ephemeral"}
 			budget--
 		}
 	}
+}
+
+// optionBreakpoints counts the breakpoints of the provider options' tools
+// and system blocks.
+func optionBreakpoints(body map[string]any) int {
+	n := 0
+	for _, key := range []string{"tools", "system"} {
+		list, _ := body[key].([]any)
+		for _, e := range list {
+			if m, ok := e.(map[string]any); ok && m["cache_control"] != nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // lastCacheable is the last block of the last message that can carry a
@@ -111,11 +134,29 @@ func lastCacheable(msgs []any) block {
 // user and assistant to alternate and all results of one assistant turn
 // in a single user message, before any text.
 func messages(msgs []*agentdv1.Message) []any {
-	type msg struct {
-		role    string
-		content []any
+	turns := alternate(msgs)
+	out := make([]any, len(turns))
+	for i, t := range turns {
+		if t.role == "user" {
+			slices.SortStableFunc(t.content, func(a, b any) int {
+				return resultRank(a) - resultRank(b)
+			})
+		}
+		out[i] = block{"role": t.role, "content": t.content}
 	}
-	var turns []*msg
+	return out
+}
+
+// turn is one message of the request: a role and its content blocks.
+type turn struct {
+	role    string
+	content []any
+}
+
+// alternate renders msgs as turns, dropping empty ones and merging
+// consecutive ones of one role.
+func alternate(msgs []*agentdv1.Message) []*turn {
+	var turns []*turn
 	for _, m := range msgs {
 		role, content := "user", userContent(m)
 		if m.GetRole() == agentdv1.Role_ROLE_ASSISTANT {
@@ -128,18 +169,9 @@ func messages(msgs []*agentdv1.Message) []any {
 			turns[n-1].content = append(turns[n-1].content, content...)
 			continue
 		}
-		turns = append(turns, &msg{role: role, content: content})
+		turns = append(turns, &turn{role: role, content: content})
 	}
-	out := make([]any, len(turns))
-	for i, t := range turns {
-		if t.role == "user" {
-			slices.SortStableFunc(t.content, func(a, b any) int {
-				return resultRank(a) - resultRank(b)
-			})
-		}
-		out[i] = block{"role": t.role, "content": t.content}
-	}
-	return out
+	return turns
 }
 
 func resultRank(b any) int {
@@ -173,16 +205,8 @@ func assistantContent(m *agentdv1.Message) []any {
 	for _, p := range m.GetParts() {
 		switch k := p.GetKind().(type) {
 		case *agentdv1.Part_Reasoning:
-			// Only Anthropic's own thinking goes back, and only signed:
-			// the API verifies the signature and refuses a block
-			// without one.
-			r := k.Reasoning
-			switch {
-			case r.GetProvider() != name || r.GetSignature() == "":
-			case r.GetRedacted():
-				out = append(out, block{"type": "redacted_thinking", "data": r.GetSignature()})
-			default:
-				out = append(out, block{"type": "thinking", "thinking": r.GetText(), "signature": r.GetSignature()})
+			if b := thinkingBlock(k.Reasoning); b != nil {
+				out = append(out, b)
 			}
 		case *agentdv1.Part_Text:
 			if k.Text != "" {
@@ -192,21 +216,38 @@ func assistantContent(m *agentdv1.Message) []any {
 			c := k.ToolCall
 			out = append(out, block{"type": "tool_use", "id": c.GetId(), "name": c.GetName(), "input": httpc.ArgumentsObject(c.GetArguments())})
 		case *agentdv1.Part_ProviderToolCall:
-			// The connector's calls stay in the conversation as the blocks
-			// the API sent, so the model sees what it already did.
-			c := k.ProviderToolCall
-			out = append(out, block{
-				"type": "mcp_tool_use", "id": c.GetId(), "name": c.GetToolName(),
-				"server_name": c.GetServerName(), "input": httpc.ArgumentsObject(c.GetArguments()),
-			})
-			result := block{"type": "mcp_tool_result", "tool_use_id": c.GetId(), "is_error": c.GetIsError()}
-			if c.GetOutput() != "" {
-				result["content"] = []any{textBlock(c.GetOutput())}
-			}
-			out = append(out, result)
+			out = append(out, connectorBlocks(k.ProviderToolCall)...)
 		}
 	}
 	return out
+}
+
+// thinkingBlock renders reasoning as a thinking or redacted_thinking
+// block; nil for any but Anthropic's own, signed: the API verifies the
+// signature and refuses a block without one.
+func thinkingBlock(r *agentdv1.Reasoning) block {
+	switch {
+	case r.GetProvider() != name || r.GetSignature() == "":
+		return nil
+	case r.GetRedacted():
+		return block{"type": "redacted_thinking", "data": r.GetSignature()}
+	}
+	return block{"type": "thinking", "thinking": r.GetText(), "signature": r.GetSignature()}
+}
+
+// connectorBlocks renders a call of the MCP connector as the mcp_tool_use
+// and mcp_tool_result blocks the API sent: they stay in the conversation
+// so that the model sees what it already did.
+func connectorBlocks(c *agentdv1.ProviderToolCall) []any {
+	use := block{
+		"type": "mcp_tool_use", "id": c.GetId(), "name": c.GetToolName(),
+		"server_name": c.GetServerName(), "input": httpc.ArgumentsObject(c.GetArguments()),
+	}
+	result := block{"type": "mcp_tool_result", "tool_use_id": c.GetId(), "is_error": c.GetIsError()}
+	if c.GetOutput() != "" {
+		result["content"] = []any{textBlock(c.GetOutput())}
+	}
+	return []any{use, result}
 }
 
 // toolResult renders a tool's result: its text, then its attachments
@@ -238,14 +279,8 @@ var imageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 // accepts it, and otherwise as a text note, so the model still learns that
 // the content exists.
 func mediaBlock(m *agentdv1.Media) block {
-	mt, data, uri := m.GetMimeType(), m.GetData(), m.GetUri()
-	var source block
-	switch {
-	case len(data) > 0:
-		source = block{"type": "base64", "media_type": mt, "data": base64.StdEncoding.EncodeToString(data)}
-	case strings.HasPrefix(uri, "https://") || strings.HasPrefix(uri, "http://"):
-		source = block{"type": "url", "url": uri}
-	}
+	mt, data := m.GetMimeType(), m.GetData()
+	source := mediaSource(m)
 	switch {
 	case source != nil && slices.Contains(imageTypes, mt):
 		return block{"type": "image", "source": source}
@@ -257,6 +292,18 @@ func mediaBlock(m *agentdv1.Media) block {
 	return textBlock(describe(m))
 }
 
+// mediaSource is where the API can read media from: its data, or its
+// URI when that is a web address; nil when neither.
+func mediaSource(m *agentdv1.Media) block {
+	if data := m.GetData(); len(data) > 0 {
+		return block{"type": "base64", "media_type": m.GetMimeType(), "data": base64.StdEncoding.EncodeToString(data)}
+	}
+	if uri := m.GetUri(); strings.HasPrefix(uri, "https://") || strings.HasPrefix(uri, "http://") {
+		return block{"type": "url", "url": uri}
+	}
+	return nil
+}
+
 // describe names media the API cannot take.
 func describe(m *agentdv1.Media) string {
 	var b strings.Builder
@@ -264,11 +311,7 @@ func describe(m *agentdv1.Media) string {
 	if n := m.GetName(); n != "" {
 		b.WriteString(" " + strconv.Quote(n))
 	}
-	mt := m.GetMimeType()
-	if mt == "" {
-		mt = "unknown type"
-	}
-	b.WriteString(" (" + mt + ")")
+	b.WriteString(" (" + cmp.Or(m.GetMimeType(), "unknown type") + ")")
 	if u := m.GetUri(); u != "" {
 		b.WriteString(" at " + u)
 	}

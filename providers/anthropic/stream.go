@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -99,26 +100,46 @@ func readStream(ctx context.Context, body io.Reader, yield func(providers.Event,
 			return
 		}
 		var ev event
-		if err := json.Unmarshal(raw.Data, &ev); err != nil {
-			yield(nil, fault.Wrap(fault.Unavailable, err, "anthropic: the response stream holds an invalid %q event", raw.Name))
+		kind, err := decodeEvent(raw, &ev)
+		if err != nil {
+			yield(nil, err)
 			return
-		}
-		kind := raw.Name
-		if kind == "" {
-			kind = ev.Type
 		}
 		if kind == "message_stop" {
-			if yield(&providers.Usage{Usage: t.usage}, nil) {
-				yield(&providers.Stop{Reason: t.stop, Paused: t.paused, Response: t.response}, nil)
-			}
+			t.finish(yield)
 			return
 		}
-		for _, out := range t.handle(kind, &ev) {
-			if !yield(out.ev, out.err) || out.err != nil {
-				return
-			}
+		if !yieldAll(t.handle(kind, &ev), yield) {
+			return
 		}
 	}
+}
+
+// decodeEvent decodes an event's data into ev and returns its kind: the
+// event's name, else its data's type.
+func decodeEvent(raw sse.Event, ev *event) (string, error) {
+	if err := json.Unmarshal(raw.Data, ev); err != nil {
+		return "", fault.Wrap(fault.Unavailable, err, "anthropic: the response stream holds an invalid %q event", raw.Name)
+	}
+	return cmp.Or(raw.Name, ev.Type), nil
+}
+
+// finish yields the turn's usage and its stop, at message_stop.
+func (t *reply) finish(yield func(providers.Event, error) bool) {
+	if yield(&providers.Usage{Usage: t.usage}, nil) {
+		yield(&providers.Stop{Reason: t.stop, Paused: t.paused, Response: t.response}, nil)
+	}
+}
+
+// yieldAll yields what an event completed; false when the stream ends
+// there, on an error or when no more is wanted.
+func yieldAll(results []result, yield func(providers.Event, error) bool) bool {
+	for _, out := range results {
+		if !yield(out.ev, out.err) || out.err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // result is an event, or the error that ends the stream.
@@ -131,79 +152,15 @@ type result struct {
 func (t *reply) handle(kind string, ev *event) []result {
 	switch kind {
 	case "message_start":
-		if ev.Message != nil {
-			t.response.ID, t.response.Model = ev.Message.ID, ev.Message.Model
-			t.addUsage(&ev.Message.Usage)
-		}
+		t.messageStart(ev)
 	case "content_block_start":
-		if ev.ContentBlock == nil {
-			return nil
-		}
-		b := &openBlock{block: *ev.ContentBlock}
-		t.blocks[ev.Index] = b
-		switch b.block.Type {
-		case "text":
-			if b.block.Text != "" {
-				return one(&providers.TextDelta{Text: b.block.Text})
-			}
-		case "thinking":
-			if b.block.Thinking != "" || b.block.Signature != "" {
-				return one(&providers.Reasoning{Text: b.block.Thinking, Signature: b.block.Signature})
-			}
-		case "redacted_thinking":
-			if b.block.Data != "" {
-				return one(&providers.Reasoning{Signature: b.block.Data, Redacted: true})
-			}
-		}
+		return t.blockStart(ev)
 	case "content_block_delta":
-		b := t.blocks[ev.Index]
-		if b == nil || ev.Delta == nil {
-			return nil
-		}
-		d := ev.Delta
-		switch d.Type {
-		case "text_delta":
-			if b.block.Type == "mcp_tool_result" {
-				b.text.WriteString(d.Text)
-				return nil
-			}
-			if d.Text != "" {
-				return one(&providers.TextDelta{Text: d.Text})
-			}
-		case "thinking_delta":
-			if d.Thinking != "" {
-				return one(&providers.Reasoning{Text: d.Thinking})
-			}
-		case "signature_delta":
-			if d.Signature != "" {
-				return one(&providers.Reasoning{Signature: d.Signature})
-			}
-		case "input_json_delta":
-			b.input.WriteString(d.PartialJSON)
-		}
+		return t.blockDelta(ev)
 	case "content_block_stop":
-		b := t.blocks[ev.Index]
-		delete(t.blocks, ev.Index)
-		if b == nil {
-			return nil
-		}
-		switch b.block.Type {
-		case "tool_use":
-			return one(&providers.ToolCall{Call: &agentdv1.ToolCall{Id: b.block.ID, Name: b.block.Name, Arguments: b.arguments()}})
-		case "mcp_tool_use":
-			t.uses[b.block.ID] = b
-		case "mcp_tool_result":
-			return one(&providers.ProviderToolCall{Call: t.providerCall(b)})
-		}
+		return t.blockStop(ev)
 	case "message_delta":
-		if ev.Delta != nil && ev.Delta.StopReason != "" {
-			t.stop = stopReason(ev.Delta.StopReason)
-			t.response.FinishReason = ev.Delta.StopReason
-			t.paused = ev.Delta.StopReason == "pause_turn"
-		}
-		if ev.Usage != nil {
-			t.addUsage(ev.Usage)
-		}
+		t.messageDelta(ev)
 	case "error":
 		e := ev.Error
 		if e == nil {
@@ -212,6 +169,109 @@ func (t *reply) handle(kind string, ev *event) []result {
 		return []result{{err: httpc.Classify(name, 0, e.Type, e.Message)}}
 	}
 	return nil // ping, and event types newer than this adapter
+}
+
+// messageStart takes the response's id, model and first usage.
+func (t *reply) messageStart(ev *event) {
+	if ev.Message != nil {
+		t.response.ID, t.response.Model = ev.Message.ID, ev.Message.Model
+		t.addUsage(&ev.Message.Usage)
+	}
+}
+
+// blockStart opens a content block, and yields the text or reasoning it
+// begins with.
+func (t *reply) blockStart(ev *event) []result {
+	if ev.ContentBlock == nil {
+		return nil
+	}
+	b := &openBlock{block: *ev.ContentBlock}
+	t.blocks[ev.Index] = b
+	switch b.block.Type {
+	case "text":
+		if b.block.Text != "" {
+			return one(&providers.TextDelta{Text: b.block.Text})
+		}
+	case "thinking":
+		if b.block.Thinking != "" || b.block.Signature != "" {
+			return one(&providers.Reasoning{Text: b.block.Thinking, Signature: b.block.Signature})
+		}
+	case "redacted_thinking":
+		if b.block.Data != "" {
+			return one(&providers.Reasoning{Signature: b.block.Data, Redacted: true})
+		}
+	}
+	return nil
+}
+
+// blockDelta yields a delta's text or reasoning, or gathers it into its
+// block: a tool's input, and the text of a provider-side tool's result.
+func (t *reply) blockDelta(ev *event) []result {
+	b := t.blocks[ev.Index]
+	if b == nil || ev.Delta == nil {
+		return nil
+	}
+	d := ev.Delta
+	switch d.Type {
+	case "text_delta":
+		return b.textDelta(d.Text)
+	case "thinking_delta":
+		if d.Thinking != "" {
+			return one(&providers.Reasoning{Text: d.Thinking})
+		}
+	case "signature_delta":
+		if d.Signature != "" {
+			return one(&providers.Reasoning{Signature: d.Signature})
+		}
+	case "input_json_delta":
+		b.input.WriteString(d.PartialJSON)
+	}
+	return nil
+}
+
+// textDelta yields a block's text, or gathers it when it is the result of
+// a provider-side tool.
+func (b *openBlock) textDelta(text string) []result {
+	if b.block.Type == "mcp_tool_result" {
+		b.text.WriteString(text)
+		return nil
+	}
+	if text != "" {
+		return one(&providers.TextDelta{Text: text})
+	}
+	return nil
+}
+
+// blockStop closes a block and yields the call it completes: a tool call,
+// or a provider-side call once its result has come (its use is kept until
+// then).
+func (t *reply) blockStop(ev *event) []result {
+	b := t.blocks[ev.Index]
+	delete(t.blocks, ev.Index)
+	if b == nil {
+		return nil
+	}
+	switch b.block.Type {
+	case "tool_use":
+		return one(&providers.ToolCall{Call: &agentdv1.ToolCall{Id: b.block.ID, Name: b.block.Name, Arguments: b.arguments()}})
+	case "mcp_tool_use":
+		t.uses[b.block.ID] = b
+	case "mcp_tool_result":
+		return one(&providers.ProviderToolCall{Call: t.providerCall(b)})
+	}
+	return nil
+}
+
+// messageDelta takes the stop reason and the usage so far.
+func (t *reply) messageDelta(ev *event) {
+	if ev.Delta != nil && ev.Delta.StopReason != "" {
+		t.stop = stopReasons[ev.Delta.StopReason]
+		t.response.FinishReason = ev.Delta.StopReason
+		t.paused = ev.Delta.StopReason == "pause_turn"
+	}
+	if ev.Usage != nil {
+		t.addUsage(ev.Usage)
+	}
 }
 
 func one(ev providers.Event) []result { return []result{{ev: ev}} }
@@ -278,21 +338,17 @@ func resultText(content json.RawMessage) string {
 	return strings.Join(texts, "\n")
 }
 
-// stopReason maps Anthropic's stop reasons. tool_use and pause_turn end
-// the turn like end_turn: the tool calls yielded say whether the loop goes
-// on, and a pause_turn also sets Stop.Paused so that the loop sends the
-// turn back for the server to continue. A context window filled up ends
-// the output like max_tokens.
-func stopReason(r string) agentdv1.StopReason {
-	switch r {
-	case "end_turn", "tool_use", "pause_turn":
-		return agentdv1.StopReason_STOP_REASON_END_TURN
-	case "max_tokens", "model_context_window_exceeded":
-		return agentdv1.StopReason_STOP_REASON_MAX_TOKENS
-	case "stop_sequence":
-		return agentdv1.StopReason_STOP_REASON_STOP_SEQUENCE
-	case "refusal":
-		return agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
-	}
-	return agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+// stopReasons maps Anthropic's stop reasons; any other is unspecified.
+// tool_use and pause_turn end the turn like end_turn: the tool calls
+// yielded say whether the loop goes on, and a pause_turn also sets
+// Stop.Paused so that the loop sends the turn back for the server to
+// continue. A context window filled up ends the output like max_tokens.
+var stopReasons = map[string]agentdv1.StopReason{
+	"end_turn":                      agentdv1.StopReason_STOP_REASON_END_TURN,
+	"tool_use":                      agentdv1.StopReason_STOP_REASON_END_TURN,
+	"pause_turn":                    agentdv1.StopReason_STOP_REASON_END_TURN,
+	"max_tokens":                    agentdv1.StopReason_STOP_REASON_MAX_TOKENS,
+	"model_context_window_exceeded": agentdv1.StopReason_STOP_REASON_MAX_TOKENS,
+	"stop_sequence":                 agentdv1.StopReason_STOP_REASON_STOP_SEQUENCE,
+	"refusal":                       agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
 }

@@ -15,6 +15,7 @@ package gemini
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -158,23 +159,28 @@ func buildBody(req *providers.Request) map[string]any {
 		body["systemInstruction"] = map[string]any{"parts": []any{map[string]any{"text": req.Instructions}}}
 	}
 	if len(req.Tools) > 0 {
-		var decls []any
-		for i, t := range req.Tools {
-			// parametersJsonSchema takes full JSON Schema; "parameters"
-			// takes only an OpenAPI subset that MCP tool schemas exceed.
-			d := map[string]any{"name": t.GetName(), "parametersJsonSchema": req.Parameters(i)}
-			if t.GetDescription() != "" {
-				d["description"] = t.GetDescription()
-			}
-			decls = append(decls, d)
-		}
-		body["tools"] = []any{map[string]any{"functionDeclarations": decls}}
+		body["tools"] = []any{map[string]any{"functionDeclarations": functionDeclarations(req)}}
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
 	if req.MaxTokens > 0 {
 		httpc.SetNested(body, "generationConfig", "maxOutputTokens", req.MaxTokens)
 	}
 	return body
+}
+
+// functionDeclarations declares req's function tools.
+func functionDeclarations(req *providers.Request) []any {
+	var decls []any
+	for i, t := range req.Tools {
+		// parametersJsonSchema takes full JSON Schema; "parameters"
+		// takes only an OpenAPI subset that MCP tool schemas exceed.
+		d := map[string]any{"name": t.GetName(), "parametersJsonSchema": req.Parameters(i)}
+		if t.GetDescription() != "" {
+			d["description"] = t.GetDescription()
+		}
+		decls = append(decls, d)
+	}
+	return decls
 }
 
 // content converts one neutral message into a Gemini content, or nil when
@@ -184,38 +190,55 @@ func content(m *agentdv1.Message) map[string]any {
 	role := "user"
 	switch m.GetRole() {
 	case agentdv1.Role_ROLE_USER:
-		for _, part := range m.GetParts() {
-			switch k := part.GetKind().(type) {
-			case *agentdv1.Part_Text:
-				parts = append(parts, map[string]any{"text": k.Text})
-			case *agentdv1.Part_Media:
-				if u := k.Media.GetUri(); u != "" {
-					parts = append(parts, map[string]any{"fileData": map[string]any{"mimeType": k.Media.GetMimeType(), "fileUri": u}})
-				} else {
-					parts = append(parts, map[string]any{"inlineData": map[string]any{
-						"mimeType": k.Media.GetMimeType(), "data": base64.StdEncoding.EncodeToString(k.Media.GetData()),
-					}})
-				}
-			}
-		}
+		parts = userParts(m.GetParts())
 	case agentdv1.Role_ROLE_ASSISTANT:
 		role = "model"
 		parts = modelParts(m.GetParts())
 	case agentdv1.Role_ROLE_TOOL:
-		// One content answers every call of the previous turn: Gemini
-		// refuses a turn whose response count differs from its call count.
-		for _, part := range m.GetParts() {
-			if r := part.GetToolResult(); r != nil {
-				parts = append(parts, map[string]any{"functionResponse": map[string]any{
-					"id": r.GetToolCallId(), "name": r.GetName(), "response": response(r),
-				}})
-			}
-		}
+		parts = responseParts(m.GetParts())
 	}
 	if len(parts) == 0 {
 		return nil
 	}
 	return map[string]any{"role": role, "parts": parts}
+}
+
+// userParts converts a user message: text, and media by URI or inline.
+func userParts(in []*agentdv1.Part) []any {
+	var parts []any
+	for _, part := range in {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			parts = append(parts, map[string]any{"text": k.Text})
+		case *agentdv1.Part_Media:
+			parts = append(parts, mediaPart(k.Media))
+		}
+	}
+	return parts
+}
+
+func mediaPart(m *agentdv1.Media) map[string]any {
+	if u := m.GetUri(); u != "" {
+		return map[string]any{"fileData": map[string]any{"mimeType": m.GetMimeType(), "fileUri": u}}
+	}
+	return map[string]any{"inlineData": map[string]any{
+		"mimeType": m.GetMimeType(), "data": base64.StdEncoding.EncodeToString(m.GetData()),
+	}}
+}
+
+// responseParts converts a tool message. One content answers every call
+// of the previous turn: Gemini refuses a turn whose response count
+// differs from its call count.
+func responseParts(in []*agentdv1.Part) []any {
+	var parts []any
+	for _, part := range in {
+		if r := part.GetToolResult(); r != nil {
+			parts = append(parts, map[string]any{"functionResponse": map[string]any{
+				"id": r.GetToolCallId(), "name": r.GetName(), "response": response(r),
+			}})
+		}
+	}
+	return parts
 }
 
 // modelParts converts an assistant message. The tool loop keeps a turn's
@@ -246,13 +269,20 @@ func modelParts(in []*agentdv1.Part) []any {
 			parts = append(parts, p)
 		}
 	}
-	if len(pending) > 0 && len(parts) > 0 {
-		last := parts[len(parts)-1].(map[string]any)
-		if _, ok := last["thoughtSignature"]; !ok {
-			last["thoughtSignature"] = pending[len(pending)-1]
-		}
-	}
+	signLast(parts, pending)
 	return parts
+}
+
+// signLast puts the last of the signatures no call took on the last part,
+// unless that part has one.
+func signLast(parts []any, pending []string) {
+	if len(pending) == 0 || len(parts) == 0 {
+		return
+	}
+	last := parts[len(parts)-1].(map[string]any)
+	if _, ok := last["thoughtSignature"]; !ok {
+		last["thoughtSignature"] = pending[len(pending)-1]
+	}
 }
 
 // response is a functionResponse's response object: {"result": output}
@@ -286,34 +316,40 @@ func parseJSON(s string) any {
 type chunk struct {
 	Candidates []struct {
 		Content struct {
-			Parts []struct {
-				Text             string `json:"text"`
-				Thought          bool   `json:"thought"`
-				ThoughtSignature string `json:"thoughtSignature"`
-				FunctionCall     *struct {
-					ID   string          `json:"id"`
-					Name string          `json:"name"`
-					Args json.RawMessage `json:"args"`
-				} `json:"functionCall"`
-			} `json:"parts"`
+			Parts []chunkPart `json:"parts"`
 		} `json:"content"`
 		FinishReason  string `json:"finishReason"`
 		FinishMessage string `json:"finishMessage"`
 	} `json:"candidates"`
-	PromptFeedback *struct {
-		BlockReason        string `json:"blockReason"`
-		BlockReasonMessage string `json:"blockReasonMessage"`
-	} `json:"promptFeedback"`
-	UsageMetadata *struct {
-		PromptTokenCount        int64 `json:"promptTokenCount"`
-		CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
-		ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
-		CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
-		ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
-	} `json:"usageMetadata"`
-	ResponseID   string          `json:"responseId"`
-	ModelVersion string          `json:"modelVersion"`
-	Error        json.RawMessage `json:"error"`
+	PromptFeedback *promptFeedback `json:"promptFeedback"`
+	UsageMetadata  *usageMetadata  `json:"usageMetadata"`
+	ResponseID     string          `json:"responseId"`
+	ModelVersion   string          `json:"modelVersion"`
+	Error          json.RawMessage `json:"error"`
+}
+
+type chunkPart struct {
+	Text             string `json:"text"`
+	Thought          bool   `json:"thought"`
+	ThoughtSignature string `json:"thoughtSignature"`
+	FunctionCall     *struct {
+		ID   string          `json:"id"`
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"args"`
+	} `json:"functionCall"`
+}
+
+type promptFeedback struct {
+	BlockReason        string `json:"blockReason"`
+	BlockReasonMessage string `json:"blockReasonMessage"`
+}
+
+type usageMetadata struct {
+	PromptTokenCount        int64 `json:"promptTokenCount"`
+	CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+	CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+	ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
 }
 
 // read parses the SSE stream of one turn and yields its events; ids names
@@ -321,129 +357,154 @@ type chunk struct {
 func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
 	defer r.Close() // its buffer goes back to the pool; no event shares it
-	var usage *agentdv1.Usage
-	var info providers.Response // every chunk repeats the id and model
-	finish, finishMessage := "", ""
+	t := turn{ids: ids}
 	for {
 		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			t.end(ctx, yield)
+			return
 		}
 		if err != nil {
 			yield(nil, httpc.StreamError(ctx, name, err))
 			return
 		}
 		data := bytes.TrimSpace(ev.Data)
-		if len(data) == 0 {
-			continue
-		}
-		if data[0] == '[' { // an error, array-wrapped as on the HTTP error path
-			msg, typ := errorMessage(data)
-			yield(nil, httpc.Classify(name, 0, typ, msg))
+		if len(data) > 0 && !t.chunk(data, yield) {
 			return
-		}
-		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
-			yield(nil, fault.Wrap(fault.Unavailable, err, "gemini: the response stream holds invalid JSON"))
-			return
-		}
-		if len(c.Error) > 0 && string(c.Error) != "null" {
-			msg, typ := errorObject(c.Error)
-			yield(nil, httpc.Classify(name, 0, typ, msg))
-			return
-		}
-		if pf := c.PromptFeedback; pf != nil && pf.BlockReason != "" {
-			msg := pf.BlockReasonMessage
-			if msg == "" {
-				msg = "the prompt was blocked"
-			}
-			yield(nil, fault.New(fault.Invalid, "gemini: %s (%s)", msg, pf.BlockReason).
-				WithInfo("PROVIDER_PROMPT_BLOCKED", map[string]string{"provider": name, "block_reason": pf.BlockReason}))
-			return
-		}
-		if c.ResponseID != "" {
-			info.ID = c.ResponseID
-		}
-		if c.ModelVersion != "" {
-			info.Model = c.ModelVersion
-		}
-		if u := c.UsageMetadata; u != nil {
-			// promptTokenCount includes the cached tokens; input_tokens
-			// counts those billed at the full rate.
-			usage = &agentdv1.Usage{
-				InputTokens:          u.PromptTokenCount - u.CachedContentTokenCount + u.ToolUsePromptTokenCount,
-				OutputTokens:         u.CandidatesTokenCount + u.ThoughtsTokenCount,
-				CacheReadInputTokens: u.CachedContentTokenCount,
-			}
-		}
-		if len(c.Candidates) == 0 {
-			continue
-		}
-		cand := c.Candidates[0]
-		for _, part := range cand.Content.Parts {
-			var events []providers.Event
-			switch {
-			case part.FunctionCall != nil:
-				if part.ThoughtSignature != "" {
-					events = append(events, &providers.Reasoning{Signature: part.ThoughtSignature})
-				}
-				events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{
-					Id: ids.Next(part.FunctionCall.ID), Name: part.FunctionCall.Name, Arguments: providers.CompactArguments(part.FunctionCall.Args),
-				}})
-			case part.Thought:
-				if part.Text != "" || part.ThoughtSignature != "" {
-					events = append(events, &providers.Reasoning{Text: part.Text, Signature: part.ThoughtSignature})
-				}
-			default:
-				if part.ThoughtSignature != "" {
-					events = append(events, &providers.Reasoning{Signature: part.ThoughtSignature})
-				}
-				if part.Text != "" {
-					events = append(events, &providers.TextDelta{Text: part.Text})
-				}
-			}
-			for _, e := range events {
-				if !yield(e, nil) {
-					return
-				}
-			}
-		}
-		if cand.FinishReason != "" {
-			finish, finishMessage = cand.FinishReason, cand.FinishMessage
 		}
 	}
-	if finish == "" {
+}
+
+// turn is what read gathers of one turn's chunks: the usage, the
+// response's id and model, and how the turn finished.
+type turn struct {
+	ids                   *httpc.CallIDs
+	usage                 *agentdv1.Usage
+	info                  providers.Response // every chunk repeats the id and model
+	finish, finishMessage string
+}
+
+// chunk takes in one chunk, yielding its parts' events; false when the
+// turn ends there, failed or no longer wanted.
+func (t *turn) chunk(data []byte, yield func(providers.Event, error) bool) bool {
+	var c chunk
+	if err := decodeChunk(data, &c); err != nil {
+		yield(nil, err)
+		return false
+	}
+	t.info.ID = cmp.Or(c.ResponseID, t.info.ID)
+	t.info.Model = cmp.Or(c.ModelVersion, t.info.Model)
+	if u := c.UsageMetadata; u != nil {
+		t.usage = u.usage()
+	}
+	if len(c.Candidates) == 0 {
+		return true
+	}
+	cand := &c.Candidates[0]
+	for i := range cand.Content.Parts {
+		if !t.part(&cand.Content.Parts[i], yield) {
+			return false
+		}
+	}
+	if cand.FinishReason != "" {
+		t.finish, t.finishMessage = cand.FinishReason, cand.FinishMessage
+	}
+	return true
+}
+
+// decodeChunk decodes one event's data into c; an error the stream
+// carries (array-wrapped as on the HTTP error path, or in an error
+// member) and a blocked prompt are the errors returned.
+func decodeChunk(data []byte, c *chunk) error {
+	if data[0] == '[' {
+		msg, typ := errorMessage(data)
+		return httpc.Classify(name, 0, typ, msg)
+	}
+	if err := json.Unmarshal(data, c); err != nil {
+		return fault.Wrap(fault.Unavailable, err, "gemini: the response stream holds invalid JSON")
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		msg, typ := errorObject(c.Error)
+		return httpc.Classify(name, 0, typ, msg)
+	}
+	return c.PromptFeedback.err()
+}
+
+// err is the error of a prompt Gemini blocked; nil when it did not.
+func (pf *promptFeedback) err() error {
+	if pf == nil || pf.BlockReason == "" {
+		return nil
+	}
+	msg := cmp.Or(pf.BlockReasonMessage, "the prompt was blocked")
+	return fault.New(fault.Invalid, "gemini: %s (%s)", msg, pf.BlockReason).
+		WithInfo("PROVIDER_PROMPT_BLOCKED", map[string]string{"provider": name, "block_reason": pf.BlockReason})
+}
+
+// usage converts the usage metadata. promptTokenCount includes the cached
+// tokens; input_tokens counts those billed at the full rate.
+func (u *usageMetadata) usage() *agentdv1.Usage {
+	return &agentdv1.Usage{
+		InputTokens:          u.PromptTokenCount - u.CachedContentTokenCount + u.ToolUsePromptTokenCount,
+		OutputTokens:         u.CandidatesTokenCount + u.ThoughtsTokenCount,
+		CacheReadInputTokens: u.CachedContentTokenCount,
+	}
+}
+
+// part yields a part's events: a function call after the signature it
+// carries, a thought, or text after a signature.
+func (t *turn) part(p *chunkPart, yield func(providers.Event, error) bool) bool {
+	switch {
+	case p.FunctionCall != nil:
+		return yieldSignature(p.ThoughtSignature, yield) && yield(&providers.ToolCall{Call: &agentdv1.ToolCall{
+			Id: t.ids.Next(p.FunctionCall.ID), Name: p.FunctionCall.Name, Arguments: providers.CompactArguments(p.FunctionCall.Args),
+		}}, nil)
+	case p.Thought:
+		return p.Text == "" && p.ThoughtSignature == "" ||
+			yield(&providers.Reasoning{Text: p.Text, Signature: p.ThoughtSignature}, nil)
+	}
+	return yieldSignature(p.ThoughtSignature, yield) && (p.Text == "" || yield(&providers.TextDelta{Text: p.Text}, nil))
+}
+
+// yieldSignature yields a thought signature as Reasoning, if there is one.
+func yieldSignature(sig string, yield func(providers.Event, error) bool) bool {
+	return sig == "" || yield(&providers.Reasoning{Signature: sig}, nil)
+}
+
+// end yields the turn's end once the stream is done: its usage and stop,
+// or the error of a stream cut short or of a call the model botched.
+func (t *turn) end(ctx context.Context, yield func(providers.Event, error) bool) {
+	if t.finish == "" {
 		yield(nil, httpc.StreamError(ctx, name, io.ErrUnexpectedEOF))
 		return
 	}
-	switch finish {
-	case "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS":
+	if badToolCall[t.finish] {
 		// The turn produced no usable call; ending it as an answer would
 		// hand the user an empty reply. Asking again may well work.
-		msg := finishMessage
-		if msg == "" {
-			msg = "the model's function call could not be used"
-		}
-		yield(nil, fault.New(fault.Unavailable, "gemini: %s (%s)", msg, finish).
-			WithInfo("PROVIDER_BAD_TOOL_CALL", map[string]string{"provider": name, "finish_reason": finish}))
+		msg := cmp.Or(t.finishMessage, "the model's function call could not be used")
+		yield(nil, fault.New(fault.Unavailable, "gemini: %s (%s)", msg, t.finish).
+			WithInfo("PROVIDER_BAD_TOOL_CALL", map[string]string{"provider": name, "finish_reason": t.finish}))
 		return
 	}
-	if usage != nil && !yield(&providers.Usage{Usage: usage}, nil) {
+	if t.usage != nil && !yield(&providers.Usage{Usage: t.usage}, nil) {
 		return
 	}
-	info.FinishReason = finish
-	yield(&providers.Stop{Reason: stopReason(finish), Response: info}, nil)
+	t.info.FinishReason = t.finish
+	yield(&providers.Stop{Reason: stopReasons[t.finish], Response: t.info}, nil)
 }
 
-func stopReason(r string) agentdv1.StopReason {
-	switch r {
-	case "STOP":
-		return agentdv1.StopReason_STOP_REASON_END_TURN
-	case "MAX_TOKENS":
-		return agentdv1.StopReason_STOP_REASON_MAX_TOKENS
-	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
-		"IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION":
-		return agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
-	}
-	return agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+// badToolCall are the finish reasons of a turn whose call cannot be used.
+var badToolCall = map[string]bool{"MALFORMED_FUNCTION_CALL": true, "UNEXPECTED_TOOL_CALL": true, "TOO_MANY_TOOL_CALLS": true}
+
+// stopReasons maps Gemini's finish reasons; any other is unspecified.
+var stopReasons = map[string]agentdv1.StopReason{
+	"STOP":                     agentdv1.StopReason_STOP_REASON_END_TURN,
+	"MAX_TOKENS":               agentdv1.StopReason_STOP_REASON_MAX_TOKENS,
+	"SAFETY":                   agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+	"RECITATION":               agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+	"BLOCKLIST":                agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+	"PROHIBITED_CONTENT":       agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+	"SPII":                     agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+	"IMAGE_SAFETY":             agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+	"IMAGE_PROHIBITED_CONTENT": agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+	"IMAGE_RECITATION":         agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
 }

@@ -3,6 +3,7 @@ package openaichat
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -105,24 +106,29 @@ func (d *chunkDecoder) seq(open, close byte, item func() bool) bool {
 // without regard to case, by Unicode's folding.
 func (d *chunkDecoder) object(member func(key []byte) bool) bool {
 	return d.seq('{', '}', func() bool {
-		if d.peek() != '"' {
-			return false
-		}
-		d.i++
-		start := d.i
-		for d.i < len(d.data) && d.data[d.i] != '"' {
-			if b := d.data[d.i]; b == '\\' || b < 0x20 || b >= 0x80 {
-				return false
-			}
-			d.i++
-		}
-		if d.i == len(d.data) {
-			return false
-		}
-		key := d.data[start:d.i]
-		d.i++
-		return d.eat(':') && member(key)
+		key, ok := d.key()
+		return ok && d.eat(':') && member(key)
 	})
+}
+
+// key reads an object's key, refusing escapes and bytes outside ASCII.
+func (d *chunkDecoder) key() ([]byte, bool) {
+	if d.peek() != '"' {
+		return nil, false
+	}
+	d.i++
+	start := d.i
+	for d.i < len(d.data) && d.data[d.i] != '"' {
+		if b := d.data[d.i]; b == '\\' || b < 0x20 || b >= 0x80 {
+			return nil, false
+		}
+		d.i++
+	}
+	if d.i == len(d.data) {
+		return nil, false
+	}
+	d.i++
+	return d.data[start : d.i-1], true
 }
 
 // list reads an array into *s, or a null (which sets *s to nil), each
@@ -140,6 +146,17 @@ func list[T any](d *chunkDecoder, s *[]T, elem func(*T) bool) bool {
 		*s = append(*s, *new(T))
 		return elem(&(*s)[len(*s)-1])
 	})
+}
+
+// ptr reads a value into a new *p with read, or a null (which sets *p to
+// nil).
+func ptr[T any](d *chunkDecoder, p **T, read func(*T) bool) bool {
+	if d.null() {
+		*p = nil
+		return true
+	}
+	*p = new(T)
+	return read(*p)
 }
 
 // str reads a string.
@@ -175,8 +192,7 @@ func (d *chunkDecoder) escaped(start int) (string, bool) {
 	buf := make([]byte, 0, d.i-start+16)
 	buf = append(buf, d.data[start:d.i]...)
 	for d.i < len(d.data) {
-		b := d.data[d.i]
-		switch {
+		switch b := d.data[d.i]; {
 		case b == '"':
 			d.i++
 			if !utf8.Valid(buf) {
@@ -185,53 +201,58 @@ func (d *chunkDecoder) escaped(start int) (string, bool) {
 			return string(buf), true
 		case b < 0x20:
 			return "", false
-		case b != '\\':
-			buf = append(buf, b)
-			d.i++
-			continue
-		}
-		if d.i+1 >= len(d.data) {
-			return "", false
-		}
-		d.i += 2
-		switch e := d.data[d.i-1]; e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := d.hex4()
-			if !ok {
+		case b == '\\':
+			var ok bool
+			if buf, ok = d.escape(buf); !ok {
 				return "", false
 			}
-			if utf16.IsSurrogate(r) {
-				// Only a pair: json.Unmarshal makes a lone surrogate U+FFFD.
-				if d.i+1 >= len(d.data) || d.data[d.i] != '\\' || d.data[d.i+1] != 'u' {
-					return "", false
-				}
-				d.i += 2
-				r2, ok := d.hex4()
-				if !ok {
-					return "", false
-				}
-				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					return "", false
-				}
-			}
-			buf = utf8.AppendRune(buf, r)
 		default:
-			return "", false
+			buf = append(buf, b)
+			d.i++
 		}
 	}
 	return "", false
+}
+
+// unescaped maps the byte after a backslash to the byte it stands for, 0
+// for those that stand for none ('u' begins a code point, read by escape).
+var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// escape appends to buf what the escape at i stands for.
+func (d *chunkDecoder) escape(buf []byte) ([]byte, bool) {
+	if d.i+1 >= len(d.data) {
+		return buf, false
+	}
+	d.i += 2
+	e := d.data[d.i-1]
+	if c := unescaped[e]; c != 0 {
+		return append(buf, c), true
+	}
+	if e != 'u' {
+		return buf, false
+	}
+	r, ok := d.codePoint()
+	return utf8.AppendRune(buf, r), ok
+}
+
+// codePoint reads the four hex digits of a \u escape, and a second escape
+// after it when the first is half of a surrogate pair.
+func (d *chunkDecoder) codePoint() (rune, bool) {
+	r, ok := d.hex4()
+	if !ok || !utf16.IsSurrogate(r) {
+		return r, ok
+	}
+	// Only a pair: json.Unmarshal makes a lone surrogate U+FFFD.
+	if d.i+1 >= len(d.data) || d.data[d.i] != '\\' || d.data[d.i+1] != 'u' {
+		return 0, false
+	}
+	d.i += 2
+	r2, ok := d.hex4()
+	if !ok {
+		return 0, false
+	}
+	r = utf16.DecodeRune(r, r2)
+	return r, r != utf8.RuneError
 }
 
 func (d *chunkDecoder) hex4() (rune, bool) {
@@ -240,20 +261,19 @@ func (d *chunkDecoder) hex4() (rune, bool) {
 	}
 	var r rune
 	for _, b := range d.data[d.i : d.i+4] {
-		switch {
-		case '0' <= b && b <= '9':
-			b -= '0'
-		case 'a' <= b && b <= 'f':
-			b -= 'a' - 10
-		case 'A' <= b && b <= 'F':
-			b -= 'A' - 10
-		default:
+		v, ok := hexDigit(b)
+		if !ok {
 			return 0, false
 		}
-		r = r<<4 | rune(b)
+		r = r<<4 | v
 	}
 	d.i += 4
 	return r, true
+}
+
+func hexDigit(b byte) (rune, bool) {
+	v := strings.IndexByte("0123456789abcdef", asciiLower(b))
+	return rune(v), v >= 0
 }
 
 // optStr reads a string or a null (which leaves *s as it is).
@@ -285,21 +305,11 @@ func (d *chunkDecoder) integer(n *int64) bool {
 	}
 	d.ws()
 	start := d.i
-	if d.i < len(d.data) && d.data[d.i] == '-' {
-		d.i++
-	}
-	digits := d.i
-	for d.i < len(d.data) && '0' <= d.data[d.i] && d.data[d.i] <= '9' {
-		d.i++
-	}
-	if count := d.i - digits; count == 0 || count > 18 || count > 1 && d.data[digits] == '0' {
+	if count := d.whole(); count == 0 || count > 18 {
 		return false
 	}
-	if d.i < len(d.data) {
-		switch d.data[d.i] {
-		case '.', 'e', 'E':
-			return false
-		}
+	if d.next('.') || d.next('e') || d.next('E') {
+		return false
 	}
 	v, err := strconv.ParseInt(string(d.data[start:d.i]), 10, 64)
 	*n = v
@@ -334,16 +344,15 @@ func (d *chunkDecoder) skip(depth int) bool {
 	case '"':
 		_, ok := d.str()
 		return ok
-	case 't':
-		return d.literal("true")
-	case 'f':
-		return d.literal("false")
-	case 'n':
-		return d.null()
+	case 't', 'f', 'n':
+		return d.literal(literals[d.data[d.i]])
 	default:
 		return d.number()
 	}
 }
+
+// literals are the literal values, by their first byte.
+var literals = [256]string{'t': "true", 'f': "false", 'n': "null"}
 
 func (d *chunkDecoder) literal(s string) bool {
 	if len(d.data)-d.i >= len(s) && string(d.data[d.i:d.i+len(s)]) == s {
@@ -356,32 +365,40 @@ func (d *chunkDecoder) literal(s string) bool {
 // number reads a JSON number.
 func (d *chunkDecoder) number() bool {
 	d.ws()
-	if d.i < len(d.data) && d.data[d.i] == '-' {
-		d.i++
-	}
-	start := d.i
-	for d.i < len(d.data) && '0' <= d.data[d.i] && d.data[d.i] <= '9' {
-		d.i++
-	}
-	if n := d.i - start; n == 0 || n > 1 && d.data[start] == '0' {
+	if d.whole() == 0 {
 		return false
 	}
-	if d.i < len(d.data) && d.data[d.i] == '.' {
-		d.i++
-		if !d.digits() {
-			return false
-		}
+	if d.next('.') && !d.digits() {
+		return false
 	}
-	if d.i < len(d.data) && (d.data[d.i] == 'e' || d.data[d.i] == 'E') {
-		d.i++
-		if d.i < len(d.data) && (d.data[d.i] == '+' || d.data[d.i] == '-') {
-			d.i++
+	if d.next('e') || d.next('E') {
+		if !d.next('+') {
+			d.next('-')
 		}
-		if !d.digits() {
-			return false
-		}
+		return d.digits()
 	}
 	return true
+}
+
+// next consumes b if it is the next byte.
+func (d *chunkDecoder) next(b byte) bool {
+	if d.i < len(d.data) && d.data[d.i] == b {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// whole reads a number's sign and the digits of its integer part, and
+// returns how many digits there were: 0 when there are none, or when a
+// zero leads others, which JSON refuses.
+func (d *chunkDecoder) whole() int {
+	d.next('-')
+	start := d.i
+	if !d.digits() || d.i-start > 1 && d.data[start] == '0' {
+		return 0
+	}
+	return d.i - start
 }
 
 func (d *chunkDecoder) digits() bool {
@@ -422,18 +439,18 @@ func asciiEqualFold(key []byte, name string) bool {
 		return false
 	}
 	for i := range len(key) {
-		a, b := key[i], name[i]
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if a != b {
+		if asciiLower(key[i]) != asciiLower(name[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func asciiLower(b byte) byte {
+	if 'A' <= b && b <= 'Z' {
+		return b + 'a' - 'A'
+	}
+	return b
 }
 
 var (
@@ -457,12 +474,7 @@ func (d *chunkDecoder) chunk(c *chunk) bool {
 		case 2:
 			return list(d, &c.Choices, d.choice)
 		case 3:
-			if d.null() {
-				c.Usage = nil
-				return true
-			}
-			c.Usage = &chunkUsage{}
-			return d.usage(c.Usage)
+			return ptr(d, &c.Usage, d.usage)
 		default: // an error: json.Unmarshal keeps its raw bytes
 			return false
 		}
@@ -531,14 +543,13 @@ func (d *chunkDecoder) usage(u *chunkUsage) bool {
 		case 1:
 			return d.integer(&u.CompletionTokens)
 		case 2:
-			if d.null() {
-				u.PromptTokensDetails = nil
-				return true
-			}
-			u.PromptTokensDetails = &chunkTokenDetails{}
-			return d.members(detailsFields, func(int) bool { return d.integer(&u.PromptTokensDetails.CachedTokens) })
+			return ptr(d, &u.PromptTokensDetails, d.details)
 		default:
 			return d.integer(&u.PromptCacheHitTokens)
 		}
 	})
+}
+
+func (d *chunkDecoder) details(t *chunkTokenDetails) bool {
+	return d.members(detailsFields, func(int) bool { return d.integer(&t.CachedTokens) })
 }

@@ -13,6 +13,7 @@ package openaichat
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -63,6 +64,16 @@ type provider struct {
 
 // New returns the provider of dialect d.
 func New(d Dialect, s providers.Settings) providers.Provider {
+	p := &provider{d: d, s: s, client: httpc.New(d.Name, s, d.DefaultBaseURL, d.header(s))}
+	if p.client.BaseURL == "" {
+		p.err = fault.New(fault.FailedPrecondition, "%s: no base URL is configured: set providers.%s.base_url", d.Name, d.Name)
+	}
+	return p
+}
+
+// header is what every request of the dialect sends: the key, as the
+// dialect authenticates, and its fixed headers.
+func (d Dialect) header(s providers.Settings) http.Header {
 	h := make(http.Header)
 	h.Set("Accept", "text/event-stream")
 	if s.APIKey != "" {
@@ -75,11 +86,7 @@ func New(d Dialect, s providers.Settings) providers.Provider {
 	if d.Headers != nil {
 		d.Headers(h, s)
 	}
-	p := &provider{d: d, s: s, client: httpc.New(d.Name, s, d.DefaultBaseURL, h)}
-	if p.client.BaseURL == "" {
-		p.err = fault.New(fault.FailedPrecondition, "%s: no base URL is configured: set providers.%s.base_url", d.Name, d.Name)
-	}
-	return p
+	return h
 }
 
 // CloseIdleConnections closes the adapter's idle connections.
@@ -105,46 +112,51 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			yield(nil, httpc.MissingKey(p.d.Name, p.s))
 			return
 		}
-		yield = httpc.RedactErrors(yield, p.s.APIKey)
-		body, err := p.body(req)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		path, query := "/chat/completions", url.Values(nil)
-		if p.d.Path != nil {
-			if path, query, err = p.d.Path(p.s, req.Model); err != nil {
-				yield(nil, err)
-				return
-			}
-		}
-		client := p.client
-		if len(query) > 0 {
-			c := *p.client
-			c.Query = query
-			client = &c
-		}
-		resp, err := client.Do(ctx, http.MethodPost, path, body)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		defer httpc.Finish(ctx, resp.Body)
-		p.read(ctx, resp.Body, yield)
+		p.stream(ctx, req, httpc.RedactErrors(yield, p.s.APIKey))
 	}
+}
+
+// stream sends req and yields the events of its response.
+func (p *provider) stream(ctx context.Context, req *providers.Request, yield func(providers.Event, error) bool) {
+	body, err := p.body(req)
+	if err != nil {
+		yield(nil, err)
+		return
+	}
+	client, path, err := p.route(req.Model)
+	if err != nil {
+		yield(nil, err)
+		return
+	}
+	resp, err := client.Do(ctx, http.MethodPost, path, body)
+	if err != nil {
+		yield(nil, err)
+		return
+	}
+	defer httpc.Finish(ctx, resp.Body)
+	p.read(ctx, resp.Body, yield)
+}
+
+// route returns the client and path of model's requests: the dialect's
+// path, and a copy of the client with the query that path needs.
+func (p *provider) route(model string) (*httpc.Client, string, error) {
+	if p.d.Path == nil {
+		return p.client, "/chat/completions", nil
+	}
+	path, query, err := p.d.Path(p.s, model)
+	if err != nil || len(query) == 0 {
+		return p.client, path, err
+	}
+	c := *p.client
+	c.Query = query
+	return &c, path, nil
 }
 
 // body builds the request body, provider options merged in.
 func (p *provider) body(req *providers.Request) (map[string]any, error) {
-	msgs := make([]any, 0, len(req.Messages)+1)
-	if req.Instructions != "" {
-		msgs = append(msgs, &httpc.ChatMessage{Role: "system", Text: req.Instructions})
-	}
-	for _, m := range req.Messages {
-		var err error
-		if msgs, err = p.message(msgs, m); err != nil {
-			return nil, err
-		}
+	msgs, err := p.messages(req)
+	if err != nil {
+		return nil, err
 	}
 	body := map[string]any{
 		"messages":       msgs,
@@ -167,65 +179,105 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 	return body, nil
 }
 
+// messages renders the conversation: the instructions as a system
+// message, then each of req's messages.
+func (p *provider) messages(req *providers.Request) ([]any, error) {
+	msgs := make([]any, 0, len(req.Messages)+1)
+	if req.Instructions != "" {
+		msgs = append(msgs, &httpc.ChatMessage{Role: "system", Text: req.Instructions})
+	}
+	for _, m := range req.Messages {
+		var err error
+		if msgs, err = p.message(msgs, m); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
 // message appends one neutral message to msgs as chat messages: a tool
 // message becomes one "tool" message per result.
 func (p *provider) message(msgs []any, m *agentdv1.Message) ([]any, error) {
 	switch m.GetRole() {
 	case agentdv1.Role_ROLE_USER:
-		var texts []string
-		var media []any
-		for _, part := range m.GetParts() {
-			switch k := part.GetKind().(type) {
-			case *agentdv1.Part_Text:
-				texts = append(texts, k.Text)
-			case *agentdv1.Part_Media:
-				if url := mediaURL(k.Media); url != "" && strings.HasPrefix(k.Media.GetMimeType(), "image/") {
-					media = append(media, map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}})
-				}
-			}
-		}
-		if len(media) == 0 {
-			return append(msgs, &httpc.ChatMessage{Role: "user", Text: strings.Join(texts, "\n")}), nil
-		}
-		content := make([]any, 0, len(texts)+len(media))
-		for _, t := range texts {
-			content = append(content, map[string]any{"type": "text", "text": t})
-		}
-		return append(msgs, &httpc.ChatMessage{Role: "user", Parts: append(content, media...)}), nil
+		return append(msgs, userMessage(m)), nil
 	case agentdv1.Role_ROLE_ASSISTANT:
-		msg := &httpc.ChatMessage{Role: "assistant"}
-		var texts, reasoning []string
-		for _, part := range m.GetParts() {
-			switch k := part.GetKind().(type) {
-			case *agentdv1.Part_Text:
-				texts = append(texts, k.Text)
-			case *agentdv1.Part_Reasoning:
-				if k.Reasoning.GetProvider() == p.d.Name {
-					reasoning = append(reasoning, k.Reasoning.GetText())
-				}
-			case *agentdv1.Part_ToolCall:
-				msg.ToolCalls = append(msg.ToolCalls, httpc.ChatToolCall{ID: k.ToolCall.GetId(), Name: k.ToolCall.GetName(),
-					Arguments: providers.CompactArguments([]byte(k.ToolCall.GetArguments()))})
-			}
-		}
-		if len(texts) > 0 {
-			msg.Text = strings.Join(texts, "")
-		} else {
-			msg.NullContent = true
-		}
-		if len(msg.ToolCalls) > 0 && p.d.EchoReasoning && len(reasoning) > 0 {
-			msg.ReasoningContent, msg.HasReasoning = strings.Join(reasoning, ""), true
-		}
-		return append(msgs, msg), nil
+		return append(msgs, p.assistantMessage(m)), nil
 	case agentdv1.Role_ROLE_TOOL:
-		for _, part := range m.GetParts() {
-			if r := part.GetToolResult(); r != nil {
-				msgs = append(msgs, &httpc.ChatMessage{Role: "tool", HasToolCallID: true, ToolCallID: r.GetToolCallId(), Text: r.GetOutput()})
-			}
-		}
-		return msgs, nil
+		return toolMessages(msgs, m), nil
 	}
 	return nil, fault.New(fault.Invalid, "%s: a message has no role", p.d.Name)
+}
+
+// toolMessages appends a "tool" message for each of m's tool results.
+func toolMessages(msgs []any, m *agentdv1.Message) []any {
+	for _, part := range m.GetParts() {
+		if r := part.GetToolResult(); r != nil {
+			msgs = append(msgs, &httpc.ChatMessage{Role: "tool", HasToolCallID: true, ToolCallID: r.GetToolCallId(), Text: r.GetOutput()})
+		}
+	}
+	return msgs
+}
+
+// userMessage renders a user message: its texts joined by newlines, or,
+// when it holds images, a list of parts with the texts first.
+func userMessage(m *agentdv1.Message) *httpc.ChatMessage {
+	var texts []string
+	var media []any
+	for _, part := range m.GetParts() {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			texts = append(texts, k.Text)
+		case *agentdv1.Part_Media:
+			if img := imagePart(k.Media); img != nil {
+				media = append(media, img)
+			}
+		}
+	}
+	if len(media) == 0 {
+		return &httpc.ChatMessage{Role: "user", Text: strings.Join(texts, "\n")}
+	}
+	content := make([]any, 0, len(texts)+len(media))
+	for _, t := range texts {
+		content = append(content, map[string]any{"type": "text", "text": t})
+	}
+	return &httpc.ChatMessage{Role: "user", Parts: append(content, media...)}
+}
+
+// assistantMessage renders an assistant message: its text (null content
+// when it has none) and its tool calls, with this dialect's own reasoning
+// echoed beside calls when the dialect asks for it back.
+func (p *provider) assistantMessage(m *agentdv1.Message) *httpc.ChatMessage {
+	msg := &httpc.ChatMessage{Role: "assistant"}
+	var texts, reasoning []string
+	for _, part := range m.GetParts() {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			texts = append(texts, k.Text)
+		case *agentdv1.Part_Reasoning:
+			if k.Reasoning.GetProvider() == p.d.Name {
+				reasoning = append(reasoning, k.Reasoning.GetText())
+			}
+		case *agentdv1.Part_ToolCall:
+			msg.ToolCalls = append(msg.ToolCalls, httpc.ChatToolCall{ID: k.ToolCall.GetId(), Name: k.ToolCall.GetName(),
+				Arguments: providers.CompactArguments([]byte(k.ToolCall.GetArguments()))})
+		}
+	}
+	msg.Text, msg.NullContent = strings.Join(texts, ""), len(texts) == 0
+	if len(msg.ToolCalls) > 0 && p.d.EchoReasoning && len(reasoning) > 0 {
+		msg.ReasoningContent, msg.HasReasoning = strings.Join(reasoning, ""), true
+	}
+	return msg
+}
+
+// imagePart renders an image as an image_url part; nil for other media,
+// and for an image with neither a URI nor data.
+func imagePart(m *agentdv1.Media) any {
+	url := mediaURL(m)
+	if url == "" || !strings.HasPrefix(m.GetMimeType(), "image/") {
+		return nil
+	}
+	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}}
 }
 
 func mediaURL(m *agentdv1.Media) string {
@@ -290,20 +342,11 @@ type pendingCall struct {
 func (p *provider) read(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
 	defer r.Close() // its buffer goes back to the pool; no event shares it
-	// The calls in the order they began; byIndex holds the one each wire
-	// index is filling. A fragment with a new id at a used index begins
-	// another call: some compatible servers send every parallel call at
-	// index 0.
-	var calls []*pendingCall
-	byIndex := make(map[int]*pendingCall)
-	var usage *agentdv1.Usage
-	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
-	var info providers.Response // every chunk repeats the id and model
-	finished := false
+	t := turn{name: p.d.Name, byIndex: make(map[int]*pendingCall)}
 	for {
 		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			err = io.ErrUnexpectedEOF // the stream ended before [DONE]
 		}
 		if err != nil {
 			yield(nil, httpc.StreamError(ctx, p.d.Name, err))
@@ -311,104 +354,147 @@ func (p *provider) read(ctx context.Context, body io.Reader, yield func(provider
 		}
 		data := bytes.TrimSpace(ev.Data)
 		if string(data) == "[DONE]" {
-			finished = true
-			break
-		}
-		var c chunk
-		if err := decodeChunk(data, &c); err != nil {
-			yield(nil, fault.Wrap(fault.Unavailable, err, "%s: the response stream holds invalid JSON", p.d.Name))
+			t.finish(yield)
 			return
 		}
-		if len(c.Error) > 0 && string(c.Error) != "null" {
-			msg, typ := httpc.ErrorObject(c.Error)
-			yield(nil, httpc.Classify(p.d.Name, 0, typ, msg))
+		if !t.chunk(data, yield) {
 			return
 		}
-		if c.ID != "" {
-			info.ID = c.ID
-		}
-		if c.Model != "" {
-			info.Model = c.Model
-		}
-		for _, ch := range c.Choices {
-			d := ch.Delta
-			if d.ReasoningContent != nil && *d.ReasoningContent != "" {
-				if !yield(&providers.Reasoning{Text: *d.ReasoningContent}, nil) {
-					return
-				}
-			} else if d.Reasoning != nil && *d.Reasoning != "" {
-				if !yield(&providers.Reasoning{Text: *d.Reasoning}, nil) {
-					return
-				}
-			}
-			if d.Content != nil && *d.Content != "" {
-				if !yield(&providers.TextDelta{Text: *d.Content}, nil) {
-					return
-				}
-			}
-			for _, tc := range d.ToolCalls {
-				pc := byIndex[tc.Index]
-				if pc == nil || tc.ID != "" && pc.id != "" && tc.ID != pc.id {
-					pc = &pendingCall{}
-					byIndex[tc.Index] = pc
-					calls = append(calls, pc)
-				}
-				if tc.ID != "" {
-					pc.id = tc.ID
-				}
-				if tc.Function.Name != "" {
-					pc.name = tc.Function.Name
-				}
-				pc.args.WriteString(tc.Function.Arguments)
-			}
-			if ch.FinishReason != nil {
-				stop = stopReason(*ch.FinishReason)
-				info.FinishReason = *ch.FinishReason
-				if *ch.FinishReason == "error" {
-					yield(nil, httpc.Classify(p.d.Name, 0, "", "the provider ended the response with an error"))
-					return
-				}
-			}
-		}
-		if c.Usage != nil {
-			// prompt_tokens includes the cached ones; input_tokens counts
-			// those billed at the full rate.
-			usage = &agentdv1.Usage{OutputTokens: c.Usage.CompletionTokens}
-			if c.Usage.PromptTokensDetails != nil {
-				usage.CacheReadInputTokens = c.Usage.PromptTokensDetails.CachedTokens
-			}
-			if c.Usage.PromptCacheHitTokens > 0 {
-				usage.CacheReadInputTokens = c.Usage.PromptCacheHitTokens
-			}
-			usage.InputTokens = max(c.Usage.PromptTokens-usage.CacheReadInputTokens, 0)
+	}
+}
+
+// turn is what read gathers of one turn's chunks: the tool calls, yielded
+// whole once the stream is done, the usage, the stop reason and the
+// response's id and model.
+type turn struct {
+	name string // the dialect's, for errors
+	// The calls in the order they began; byIndex holds the one each wire
+	// index is filling. A fragment with a new id at a used index begins
+	// another call: some compatible servers send every parallel call at
+	// index 0.
+	calls   []*pendingCall
+	byIndex map[int]*pendingCall
+	usage   *agentdv1.Usage
+	stop    agentdv1.StopReason
+	info    providers.Response // every chunk repeats the id and model
+}
+
+// chunk takes in one chunk, yielding its deltas; false when the turn
+// ends there, failed or no longer wanted.
+func (t *turn) chunk(data []byte, yield func(providers.Event, error) bool) bool {
+	var c chunk
+	if err := decodeChunk(data, &c); err != nil {
+		yield(nil, fault.Wrap(fault.Unavailable, err, "%s: the response stream holds invalid JSON", t.name))
+		return false
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		msg, typ := httpc.ErrorObject(c.Error)
+		yield(nil, httpc.Classify(t.name, 0, typ, msg))
+		return false
+	}
+	t.info.ID = cmp.Or(c.ID, t.info.ID)
+	t.info.Model = cmp.Or(c.Model, t.info.Model)
+	for i := range c.Choices {
+		if !t.choice(&c.Choices[i], yield) {
+			return false
 		}
 	}
-	if !finished {
-		yield(nil, httpc.StreamError(ctx, p.d.Name, io.ErrUnexpectedEOF))
-		return
+	if c.Usage != nil {
+		t.usage = usage(c.Usage)
 	}
-	for _, pc := range calls {
+	return true
+}
+
+// choice yields a choice's reasoning and text, gathers its tool call
+// fragments and notes its finish reason.
+func (t *turn) choice(ch *chunkChoice, yield func(providers.Event, error) bool) bool {
+	d := &ch.Delta
+	if text := d.reasoning(); text != "" && !yield(&providers.Reasoning{Text: text}, nil) {
+		return false
+	}
+	if d.Content != nil && *d.Content != "" && !yield(&providers.TextDelta{Text: *d.Content}, nil) {
+		return false
+	}
+	for i := range d.ToolCalls {
+		t.toolCall(&d.ToolCalls[i])
+	}
+	return ch.FinishReason == nil || t.finishReason(*ch.FinishReason, yield)
+}
+
+// finishReason notes the reason a choice finished; "error" fails the turn.
+func (t *turn) finishReason(reason string, yield func(providers.Event, error) bool) bool {
+	t.stop = stopReasons[reason]
+	t.info.FinishReason = reason
+	if reason == "error" {
+		yield(nil, httpc.Classify(t.name, 0, "", "the provider ended the response with an error"))
+		return false
+	}
+	return true
+}
+
+// reasoning is the delta's reasoning text: DeepSeek's reasoning_content
+// when it has some, else OpenRouter's and Ollama's reasoning.
+func (d *chunkDelta) reasoning() string {
+	if d.ReasoningContent != nil && *d.ReasoningContent != "" {
+		return *d.ReasoningContent
+	}
+	if d.Reasoning != nil {
+		return *d.Reasoning
+	}
+	return ""
+}
+
+// toolCall adds a fragment to the call its index is filling, or begins
+// a call.
+func (t *turn) toolCall(tc *chunkToolCall) {
+	pc := t.byIndex[tc.Index]
+	if pc == nil || tc.ID != "" && pc.id != "" && tc.ID != pc.id {
+		pc = &pendingCall{}
+		t.byIndex[tc.Index] = pc
+		t.calls = append(t.calls, pc)
+	}
+	pc.id = cmp.Or(tc.ID, pc.id)
+	pc.name = cmp.Or(tc.Function.Name, pc.name)
+	pc.args.WriteString(tc.Function.Arguments)
+}
+
+// usage converts a chunk's usage. prompt_tokens includes the cached
+// ones; input_tokens counts those billed at the full rate.
+func usage(u *chunkUsage) *agentdv1.Usage {
+	usage := &agentdv1.Usage{OutputTokens: u.CompletionTokens}
+	if u.PromptTokensDetails != nil {
+		usage.CacheReadInputTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if u.PromptCacheHitTokens > 0 {
+		usage.CacheReadInputTokens = u.PromptCacheHitTokens
+	}
+	usage.InputTokens = max(u.PromptTokens-usage.CacheReadInputTokens, 0)
+	return usage
+}
+
+// finish yields what the turn gathered once its stream is done: the tool
+// calls, the usage, then the stop.
+func (t *turn) finish(yield func(providers.Event, error) bool) {
+	for _, pc := range t.calls {
 		call := &agentdv1.ToolCall{Id: pc.id, Name: pc.name, Arguments: providers.CompactArguments([]byte(pc.args.String()))}
 		if !yield(&providers.ToolCall{Call: call}, nil) {
 			return
 		}
 	}
-	if usage != nil && !yield(&providers.Usage{Usage: usage}, nil) {
+	if t.usage != nil && !yield(&providers.Usage{Usage: t.usage}, nil) {
 		return
 	}
-	yield(&providers.Stop{Reason: stop, Response: info}, nil)
+	yield(&providers.Stop{Reason: t.stop, Response: t.info}, nil)
 }
 
-func stopReason(r string) agentdv1.StopReason {
-	switch r {
-	case "stop", "tool_calls", "function_call":
-		return agentdv1.StopReason_STOP_REASON_END_TURN
-	case "length":
-		return agentdv1.StopReason_STOP_REASON_MAX_TOKENS
-	case "content_filter":
-		return agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
-	}
-	return agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+// stopReasons maps a choice's finish_reason to the turn's stop reason;
+// any other is unspecified.
+var stopReasons = map[string]agentdv1.StopReason{
+	"stop":           agentdv1.StopReason_STOP_REASON_END_TURN,
+	"tool_calls":     agentdv1.StopReason_STOP_REASON_END_TURN,
+	"function_call":  agentdv1.StopReason_STOP_REASON_END_TURN,
+	"length":         agentdv1.StopReason_STOP_REASON_MAX_TOKENS,
+	"content_filter": agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
 }
 
 // The dialects.
@@ -418,14 +504,7 @@ func stopReason(r string) agentdv1.StopReason {
 func OpenAI(s providers.Settings) providers.Provider {
 	return New(Dialect{
 		Name: "openai", DefaultBaseURL: "https://api.openai.com/v1",
-		Headers: func(h http.Header, s providers.Settings) {
-			if v := s.Options["organization"]; v != "" {
-				h.Set("OpenAI-Organization", v)
-			}
-			if v := s.Options["project"]; v != "" {
-				h.Set("OpenAI-Project", v)
-			}
-		},
+		Headers: httpc.OpenAIHeaders,
 	}, s)
 }
 
@@ -444,17 +523,11 @@ func Azure(s providers.Settings) providers.Provider {
 			if v1 {
 				return "/openai/v1/chat/completions", nil, nil
 			}
-			deployment := s.Options["deployment"]
-			if deployment == "" {
-				deployment = model
-			}
+			deployment := cmp.Or(s.Options["deployment"], model)
 			if deployment == "" {
 				return "", nil, fault.New(fault.Invalid, "azure: no deployment: set the agent's model or providers.azure.options.deployment")
 			}
-			version := s.Options["api_version"]
-			if version == "" {
-				version = "2024-10-21"
-			}
+			version := cmp.Or(s.Options["api_version"], "2024-10-21")
 			return "/openai/deployments/" + url.PathEscape(deployment) + "/chat/completions", url.Values{"api-version": {version}}, nil
 		},
 	}, s)

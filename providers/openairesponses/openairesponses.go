@@ -71,12 +71,7 @@ func New(s providers.Settings) providers.Provider {
 	if s.APIKey != "" {
 		h.Set("Authorization", "Bearer "+s.APIKey)
 	}
-	if v := s.Options["organization"]; v != "" {
-		h.Set("OpenAI-Organization", v)
-	}
-	if v := s.Options["project"]; v != "" {
-		h.Set("OpenAI-Project", v)
-	}
+	httpc.OpenAIHeaders(h, s)
 	return &provider{
 		client: httpc.New(name, s, defaultBaseURL, h),
 		s:      s,

@@ -1,6 +1,7 @@
 package openairesponses
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"slices"
@@ -35,6 +36,26 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 	if req.Instructions != "" {
 		body["instructions"] = req.Instructions
 	}
+	tools, err := requestTools(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(tools) > 0 {
+		body["tools"] = tools
+	}
+	if wantsEncryptedReasoning(req.Options) {
+		body["include"] = []any{encryptedReasoning}
+	}
+	httpc.MergeOptions(body, req.Options, "tools", "include")
+	if req.MaxTokens > 0 {
+		body["max_output_tokens"] = req.MaxTokens
+	}
+	return body, nil
+}
+
+// requestTools renders req's function tools, then its provider-side MCP
+// servers.
+func requestTools(req *providers.Request) ([]any, error) {
 	var tools []any
 	for i, t := range req.Tools {
 		tool := map[string]any{"type": "function", "name": t.GetName(), "parameters": req.Parameters(i), "strict": false}
@@ -50,98 +71,127 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 		}
 		tools = append(tools, tool)
 	}
-	if len(tools) > 0 {
-		body["tools"] = tools
-	}
-	if _, ok := req.Options["reasoning"]; ok {
-		if given, _ := req.Options["include"].([]any); !slices.Contains(given, any(encryptedReasoning)) {
-			body["include"] = []any{encryptedReasoning}
-		}
-	}
-	httpc.MergeOptions(body, req.Options, "tools", "include")
-	if req.MaxTokens > 0 {
-		body["max_output_tokens"] = req.MaxTokens
-	}
-	return body, nil
+	return tools, nil
 }
 
-// inputItems converts one neutral message into input items. An assistant
-// message becomes one item per part, in the order of its parts, with
-// consecutive texts joined into one message item.
+// wantsEncryptedReasoning reports whether the options ask for reasoning
+// without including its encrypted form, which agentd then includes.
+func wantsEncryptedReasoning(options map[string]any) bool {
+	if _, ok := options["reasoning"]; !ok {
+		return false
+	}
+	given, _ := options["include"].([]any)
+	return !slices.Contains(given, any(encryptedReasoning))
+}
+
+// inputItems converts one neutral message into input items.
 func inputItems(m *agentdv1.Message) ([]any, error) {
 	switch m.GetRole() {
 	case agentdv1.Role_ROLE_USER:
-		var content []any
-		for _, part := range m.GetParts() {
-			switch k := part.GetKind().(type) {
-			case *agentdv1.Part_Text:
-				content = append(content, map[string]any{"type": "input_text", "text": k.Text})
-			case *agentdv1.Part_Media:
-				c, err := mediaContent(k.Media)
-				if err != nil {
-					return nil, err
-				}
-				content = append(content, c)
-			}
-		}
-		if len(content) == 0 {
-			return nil, nil
-		}
-		return []any{map[string]any{"role": "user", "content": content}}, nil
+		return userItems(m)
 	case agentdv1.Role_ROLE_ASSISTANT:
-		var items []any
-		var text []string
-		flush := func() {
-			if len(text) > 0 {
-				items = append(items, map[string]any{"role": "assistant", "content": []any{
-					map[string]any{"type": "output_text", "text": strings.Join(text, "")},
-				}})
-				text = nil
-			}
-		}
-		for _, part := range m.GetParts() {
-			switch k := part.GetKind().(type) {
-			case *agentdv1.Part_Text:
-				if k.Text != "" {
-					text = append(text, k.Text)
-				}
-			case *agentdv1.Part_Reasoning:
-				r := k.Reasoning
-				if r.GetProvider() != name || r.GetSignature() == "" {
-					continue // nothing the API could use: store is false, so only the encrypted form counts
-				}
-				flush()
-				items = append(items, map[string]any{"type": "reasoning", "encrypted_content": r.GetSignature(), "summary": []any{}})
-			case *agentdv1.Part_ToolCall:
-				flush()
-				c := k.ToolCall
-				items = append(items, map[string]any{"type": "function_call", "call_id": c.GetId(), "name": c.GetName(), "arguments": providers.CompactArguments([]byte(c.GetArguments()))})
-			case *agentdv1.Part_ProviderToolCall:
-				flush()
-				c := k.ProviderToolCall
-				item := map[string]any{"type": "mcp_call", "id": c.GetId(), "server_label": c.GetServerName(), "name": c.GetToolName(), "arguments": providers.CompactArguments([]byte(c.GetArguments()))}
-				if c.GetIsError() {
-					item["error"] = c.GetOutput()
-				} else {
-					item["output"] = c.GetOutput()
-				}
-				items = append(items, item)
-			}
-		}
-		flush()
-		return items, nil
+		return assistantItems(m), nil
 	case agentdv1.Role_ROLE_TOOL:
-		var items []any
-		for _, part := range m.GetParts() {
-			if r := part.GetToolResult(); r != nil {
-				// A failed result's output is already {"error": ...}: the
-				// wire has no flag to carry is_error.
-				items = append(items, map[string]any{"type": "function_call_output", "call_id": r.GetToolCallId(), "output": r.GetOutput()})
-			}
-		}
-		return items, nil
+		return outputItems(m), nil
 	}
 	return nil, fault.New(fault.Invalid, "%s: a message has no role", name)
+}
+
+// outputItems converts a tool message: a function_call_output item per
+// result. A failed result's output is already {"error": ...}: the wire
+// has no flag to carry is_error.
+func outputItems(m *agentdv1.Message) []any {
+	var items []any
+	for _, part := range m.GetParts() {
+		if r := part.GetToolResult(); r != nil {
+			items = append(items, map[string]any{"type": "function_call_output", "call_id": r.GetToolCallId(), "output": r.GetOutput()})
+		}
+	}
+	return items
+}
+
+// userItems converts a user message: one item of its texts and media, or
+// none when it has neither.
+func userItems(m *agentdv1.Message) ([]any, error) {
+	var content []any
+	for _, part := range m.GetParts() {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			content = append(content, map[string]any{"type": "input_text", "text": k.Text})
+		case *agentdv1.Part_Media:
+			c, err := mediaContent(k.Media)
+			if err != nil {
+				return nil, err
+			}
+			content = append(content, c)
+		}
+	}
+	if len(content) == 0 {
+		return nil, nil
+	}
+	return []any{map[string]any{"role": "user", "content": content}}, nil
+}
+
+// assistantItems converts an assistant message into one item per part,
+// in the order of its parts, with consecutive texts joined into one
+// message item.
+func assistantItems(m *agentdv1.Message) []any {
+	var b assistantItemsBuilder
+	for _, part := range m.GetParts() {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			if k.Text != "" {
+				b.text = append(b.text, k.Text)
+			}
+		case *agentdv1.Part_Reasoning:
+			r := k.Reasoning
+			if r.GetProvider() == name && r.GetSignature() != "" { // else nothing the API could use: store is false, so only the encrypted form counts
+				b.add(map[string]any{"type": "reasoning", "encrypted_content": r.GetSignature(), "summary": []any{}})
+			}
+		case *agentdv1.Part_ToolCall:
+			c := k.ToolCall
+			b.add(map[string]any{"type": "function_call", "call_id": c.GetId(), "name": c.GetName(), "arguments": providers.CompactArguments([]byte(c.GetArguments()))})
+		case *agentdv1.Part_ProviderToolCall:
+			b.add(mcpCallItem(k.ProviderToolCall))
+		}
+	}
+	b.flush()
+	return b.items
+}
+
+// assistantItemsBuilder gathers an assistant message's items, holding its
+// texts until an item of another kind (or the end) closes them.
+type assistantItemsBuilder struct {
+	items []any
+	text  []string
+}
+
+// add appends an item after the texts before it.
+func (b *assistantItemsBuilder) add(item map[string]any) {
+	b.flush()
+	b.items = append(b.items, item)
+}
+
+// flush appends the texts held as one message item.
+func (b *assistantItemsBuilder) flush() {
+	if len(b.text) > 0 {
+		b.items = append(b.items, map[string]any{"role": "assistant", "content": []any{
+			map[string]any{"type": "output_text", "text": strings.Join(b.text, "")},
+		}})
+		b.text = nil
+	}
+}
+
+// mcpCallItem renders a provider-side call as the mcp_call item the API
+// sent.
+func mcpCallItem(c *agentdv1.ProviderToolCall) map[string]any {
+	item := map[string]any{"type": "mcp_call", "id": c.GetId(), "server_label": c.GetServerName(), "name": c.GetToolName(), "arguments": providers.CompactArguments([]byte(c.GetArguments()))}
+	if c.GetIsError() {
+		item["error"] = c.GetOutput()
+	} else {
+		item["output"] = c.GetOutput()
+	}
+	return item
 }
 
 // mediaContent renders a user's media part: images as input_image, other
@@ -160,11 +210,7 @@ func mediaContent(m *agentdv1.Media) (map[string]any, error) {
 			file["file_url"] = ref
 		} else {
 			file["file_data"] = ref
-			filename := m.GetName()
-			if filename == "" {
-				filename = "document.pdf"
-			}
-			file["filename"] = filename
+			file["filename"] = cmp.Or(m.GetName(), "document.pdf")
 		}
 		return file, nil
 	}
@@ -272,13 +318,17 @@ func mcpTool(srv *agentdv1.MCPServer) (map[string]any, error) {
 		tool["headers"] = headers
 	}
 	if names := srv.GetAllowedTools(); len(names) > 0 {
-		allowed := make([]any, len(names))
-		for i, n := range names {
-			allowed[i] = n
-		}
-		tool["allowed_tools"] = allowed
+		tool["allowed_tools"] = allowedTools(names)
 	}
 	return tool, nil
+}
+
+func allowedTools(names []string) []any {
+	allowed := make([]any, len(names))
+	for i, n := range names {
+		allowed[i] = n
+	}
+	return allowed
 }
 
 // splitAuthorization reads an MCPServer's authorization the way the bridge
@@ -298,10 +348,10 @@ func splitAuthorization(v string) (token, header string) {
 
 // isToken reports whether s is an HTTP auth-scheme token.
 func isToken(s string) bool {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
-			return false
-		}
-	}
-	return s != ""
+	return s != "" && strings.IndexFunc(s, notTokenChar) < 0
+}
+
+// notTokenChar reports whether r cannot be in an HTTP token.
+func notTokenChar(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
 }

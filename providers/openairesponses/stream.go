@@ -1,6 +1,7 @@
 package openairesponses
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -53,13 +54,15 @@ type response struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
-	Usage *struct {
-		InputTokens        int64 `json:"input_tokens"`
-		OutputTokens       int64 `json:"output_tokens"`
-		InputTokensDetails *struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
-	} `json:"usage"`
+	Usage *responseUsage `json:"usage"`
+}
+
+type responseUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	InputTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
 }
 
 // pendingCall is a function call being streamed.
@@ -75,7 +78,7 @@ type pendingCall struct {
 func read(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
 	defer r.Close() // its buffer goes back to the pool; no event shares it
-	calls := make(map[int]*pendingCall)
+	calls := make(calls)
 	for {
 		raw, err := r.Next()
 		if err != nil { // io.EOF too: the stream ended before a terminal event
@@ -83,74 +86,106 @@ func read(ctx context.Context, body io.Reader, yield func(providers.Event, error
 			return
 		}
 		var ev streamEvent
-		if err := json.Unmarshal(raw.Data, &ev); err != nil {
-			yield(nil, fault.Wrap(fault.Unavailable, err, "%s: the response stream holds invalid JSON", name))
+		typ, err := decodeEvent(raw, &ev)
+		if err != nil {
+			yield(nil, err)
 			return
 		}
-		typ := raw.Name
-		if typ == "" {
-			typ = ev.Type
-		}
-		switch typ {
-		case "response.output_text.delta", "response.refusal.delta":
-			// A refusal is what the model said instead of an answer; the
-			// user sees it like text.
-			if ev.Delta != "" && !yield(&providers.TextDelta{Text: ev.Delta}, nil) {
-				return
-			}
-		case "response.reasoning_summary_text.delta":
-			if ev.Delta != "" && !yield(&providers.Reasoning{Text: ev.Delta}, nil) {
-				return
-			}
-		case "response.reasoning_summary_part.added":
-			// Summary parts are paragraphs; keep them apart in the text.
-			if ev.SummaryIndex > 0 && !yield(&providers.Reasoning{Text: "\n\n"}, nil) {
-				return
-			}
-		case "response.output_item.added":
-			if ev.Item == nil {
-				continue
-			}
-			switch ev.Item.Type {
-			case "function_call":
-				// name and call_id are reliable only here.
-				calls[ev.OutputIndex] = &pendingCall{callID: ev.Item.CallID, name: ev.Item.Name}
-			case "mcp_approval_request":
-				yield(nil, approvalRequested(ev.Item))
-				return
-			}
-		case "response.function_call_arguments.delta":
-			if c := calls[ev.OutputIndex]; c != nil {
-				c.args.WriteString(ev.Delta)
-			}
-		case "response.function_call_arguments.done":
-			if c := calls[ev.OutputIndex]; c != nil && ev.Arguments != nil {
-				c.done = ev.Arguments
-			}
-		case "response.output_item.done":
-			if ev.Item == nil {
-				continue
-			}
-			out, err := itemDone(ev.Item, calls[ev.OutputIndex])
-			delete(calls, ev.OutputIndex)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if out != nil && !yield(out, nil) {
-				return
-			}
-		case "response.completed", "response.incomplete":
-			finish(ev.Response, yield)
-			return
-		case "response.failed":
-			yield(nil, failed(ev.Response))
-			return
-		case "error":
-			yield(nil, streamError(&ev))
+		if !calls.handle(typ, &ev, yield) {
 			return
 		}
 	}
+}
+
+// decodeEvent decodes an event's data into ev and returns its type: the
+// event's name, else its data's type.
+func decodeEvent(raw sse.Event, ev *streamEvent) (string, error) {
+	if err := json.Unmarshal(raw.Data, ev); err != nil {
+		return "", fault.Wrap(fault.Unavailable, err, "%s: the response stream holds invalid JSON", name)
+	}
+	return cmp.Or(raw.Name, ev.Type), nil
+}
+
+// calls are the function calls being streamed, by output index.
+type calls map[int]*pendingCall
+
+// handle applies one event of type typ; false when the turn ends there: a
+// terminal event, a failure, or no more events wanted.
+func (cs calls) handle(typ string, ev *streamEvent, yield func(providers.Event, error) bool) bool {
+	switch typ {
+	case "response.output_text.delta", "response.refusal.delta":
+		// A refusal is what the model said instead of an answer; the
+		// user sees it like text.
+		return ev.Delta == "" || yield(&providers.TextDelta{Text: ev.Delta}, nil)
+	case "response.reasoning_summary_text.delta":
+		return ev.Delta == "" || yield(&providers.Reasoning{Text: ev.Delta}, nil)
+	case "response.reasoning_summary_part.added":
+		// Summary parts are paragraphs; keep them apart in the text.
+		return ev.SummaryIndex == 0 || yield(&providers.Reasoning{Text: "\n\n"}, nil)
+	case "response.output_item.added":
+		return cs.added(ev, yield)
+	case "response.function_call_arguments.delta":
+		cs.argumentsDelta(ev)
+	case "response.function_call_arguments.done":
+		cs.argumentsDone(ev)
+	case "response.output_item.done":
+		return cs.done(ev, yield)
+	case "response.completed", "response.incomplete":
+		finish(ev.Response, yield)
+		return false
+	case "response.failed":
+		yield(nil, failed(ev.Response))
+		return false
+	case "error":
+		yield(nil, streamError(ev))
+		return false
+	}
+	return true
+}
+
+// added begins a function call's item; an approval request fails the
+// turn.
+func (cs calls) added(ev *streamEvent, yield func(providers.Event, error) bool) bool {
+	if ev.Item == nil {
+		return true
+	}
+	switch ev.Item.Type {
+	case "function_call":
+		// name and call_id are reliable only here.
+		cs[ev.OutputIndex] = &pendingCall{callID: ev.Item.CallID, name: ev.Item.Name}
+	case "mcp_approval_request":
+		yield(nil, approvalRequested(ev.Item))
+		return false
+	}
+	return true
+}
+
+// argumentsDelta adds a fragment of a call's arguments.
+func (cs calls) argumentsDelta(ev *streamEvent) {
+	if c := cs[ev.OutputIndex]; c != nil {
+		c.args.WriteString(ev.Delta)
+	}
+}
+
+// argumentsDone takes a call's whole arguments.
+func (cs calls) argumentsDone(ev *streamEvent) {
+	if c := cs[ev.OutputIndex]; c != nil && ev.Arguments != nil {
+		c.done = ev.Arguments
+	}
+}
+
+// done yields what a finished item is, if anything.
+func (cs calls) done(ev *streamEvent, yield func(providers.Event, error) bool) bool {
+	if ev.Item == nil {
+		return true
+	}
+	out, err := itemDone(ev.Item, cs[ev.OutputIndex])
+	delete(cs, ev.OutputIndex)
+	if err != nil {
+		yield(nil, err)
+		return false
+	}
+	return out == nil || yield(out, nil)
 }
 
 // itemDone turns a finished output item into its event, or none for items
@@ -159,32 +194,9 @@ func read(ctx context.Context, body io.Reader, yield func(providers.Event, error
 func itemDone(it *outputItem, c *pendingCall) (providers.Event, error) {
 	switch it.Type {
 	case "function_call":
-		call := &agentdv1.ToolCall{Id: it.CallID, Name: it.Name, Arguments: it.Arguments}
-		if c != nil {
-			if c.callID != "" {
-				call.Id = c.callID
-			}
-			if c.name != "" {
-				call.Name = c.name
-			}
-			switch {
-			case c.done != nil:
-				call.Arguments = *c.done
-			case c.args.Len() > 0:
-				call.Arguments = c.args.String()
-			}
-		}
-		call.Arguments = providers.CompactArguments([]byte(call.Arguments))
-		return &providers.ToolCall{Call: call}, nil
+		return &providers.ToolCall{Call: functionCall(it, c)}, nil
 	case "mcp_call":
-		call := &agentdv1.ProviderToolCall{Id: it.ID, ServerName: it.ServerLabel, ToolName: it.Name, Arguments: providers.CompactArguments([]byte(it.Arguments)), Output: text(it.Output)}
-		if msg := errorText(it.Error); msg != "" {
-			call.IsError = true
-			if call.Output == "" {
-				call.Output = msg
-			}
-		}
-		return &providers.ProviderToolCall{Call: call}, nil
+		return &providers.ProviderToolCall{Call: connectorCall(it)}, nil
 	case "reasoning":
 		if it.EncryptedContent != "" {
 			return &providers.Reasoning{Signature: it.EncryptedContent}, nil
@@ -193,6 +205,36 @@ func itemDone(it *outputItem, c *pendingCall) (providers.Event, error) {
 		return nil, approvalRequested(it)
 	}
 	return nil, nil
+}
+
+// functionCall is a finished function_call item, with what its stream
+// said (c, nil when it said nothing) over what the item repeats.
+func functionCall(it *outputItem, c *pendingCall) *agentdv1.ToolCall {
+	call := &agentdv1.ToolCall{Id: it.CallID, Name: it.Name, Arguments: it.Arguments}
+	if c != nil {
+		call.Id = cmp.Or(c.callID, call.Id)
+		call.Name = cmp.Or(c.name, call.Name)
+		switch {
+		case c.done != nil:
+			call.Arguments = *c.done
+		case c.args.Len() > 0:
+			call.Arguments = c.args.String()
+		}
+	}
+	call.Arguments = providers.CompactArguments([]byte(call.Arguments))
+	return call
+}
+
+// connectorCall is a finished mcp_call item: a call the API made to a
+// provider-side server; a failed one's output is its error when it has
+// no other.
+func connectorCall(it *outputItem) *agentdv1.ProviderToolCall {
+	call := &agentdv1.ProviderToolCall{Id: it.ID, ServerName: it.ServerLabel, ToolName: it.Name, Arguments: providers.CompactArguments([]byte(it.Arguments)), Output: text(it.Output)}
+	if msg := errorText(it.Error); msg != "" {
+		call.IsError = true
+		call.Output = cmp.Or(call.Output, msg)
+	}
+	return call
 }
 
 // approvalRequested is the failure of a turn that stopped for an MCP
@@ -211,35 +253,39 @@ func finish(resp *response, yield func(providers.Event, error) bool) {
 		yield(nil, fault.New(fault.Unavailable, "%s: the response stream's terminal event holds no response", name))
 		return
 	}
-	if u := resp.Usage; u != nil {
-		usage := &agentdv1.Usage{OutputTokens: u.OutputTokens, InputTokens: u.InputTokens}
-		if d := u.InputTokensDetails; d != nil {
-			// OpenAI counts cached tokens within input_tokens; agentd's
-			// input_tokens are those billed at the full rate.
-			usage.CacheReadInputTokens = d.CachedTokens
-			usage.InputTokens = max(u.InputTokens-d.CachedTokens, 0)
-		}
-		if !yield(&providers.Usage{Usage: usage}, nil) {
-			return
-		}
+	if u := resp.Usage; u != nil && !yield(&providers.Usage{Usage: u.usage()}, nil) {
+		return
 	}
-	stop := agentdv1.StopReason_STOP_REASON_END_TURN
 	// The API gives no finish reason but a status, and why an incomplete
 	// response stopped.
 	info := providers.Response{ID: resp.ID, Model: resp.Model, FinishReason: resp.Status}
+	stop := agentdv1.StopReason_STOP_REASON_END_TURN
 	if resp.Status == "incomplete" {
 		stop = agentdv1.StopReason_STOP_REASON_UNSPECIFIED
 		if d := resp.IncompleteDetails; d != nil {
 			info.FinishReason = d.Reason
-			switch d.Reason {
-			case "max_output_tokens":
-				stop = agentdv1.StopReason_STOP_REASON_MAX_TOKENS
-			case "content_filter":
-				stop = agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
-			}
+			stop = incompleteReasons[d.Reason]
 		}
 	}
 	yield(&providers.Stop{Reason: stop, Response: info}, nil)
+}
+
+// incompleteReasons maps why a response is incomplete to the stop
+// reason; any other is unspecified.
+var incompleteReasons = map[string]agentdv1.StopReason{
+	"max_output_tokens": agentdv1.StopReason_STOP_REASON_MAX_TOKENS,
+	"content_filter":    agentdv1.StopReason_STOP_REASON_CONTENT_FILTER,
+}
+
+// usage converts a response's usage. OpenAI counts cached tokens within
+// input_tokens; agentd's input_tokens are those billed at the full rate.
+func (u *responseUsage) usage() *agentdv1.Usage {
+	usage := &agentdv1.Usage{OutputTokens: u.OutputTokens, InputTokens: u.InputTokens}
+	if d := u.InputTokensDetails; d != nil {
+		usage.CacheReadInputTokens = d.CachedTokens
+		usage.InputTokens = max(u.InputTokens-d.CachedTokens, 0)
+	}
+	return usage
 }
 
 // failed is the fault of a response.failed event.
@@ -247,11 +293,7 @@ func failed(resp *response) error {
 	if resp == nil || resp.Error == nil {
 		return httpc.Classify(name, 0, "", "the response failed")
 	}
-	msg := resp.Error.Message
-	if msg == "" {
-		msg = "the response failed"
-	}
-	return httpc.Classify(name, 0, resp.Error.Code, msg)
+	return httpc.Classify(name, 0, resp.Error.Code, cmp.Or(resp.Error.Message, "the response failed"))
 }
 
 // streamError is the fault of an "error" event: {"type": "error", "code",
@@ -263,10 +305,7 @@ func streamError(ev *streamEvent) error {
 		m, code = httpc.ErrorObject(ev.Error)
 		msg = m
 	}
-	if msg == "" {
-		msg = "the API reported an error"
-	}
-	return httpc.Classify(name, 0, code, msg)
+	return httpc.Classify(name, 0, code, cmp.Or(msg, "the API reported an error"))
 }
 
 // text renders a JSON value as text: a string as itself, null as "",

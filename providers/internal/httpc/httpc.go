@@ -70,6 +70,19 @@ func New(provider string, s providers.Settings, defaultBase string, h http.Heade
 	return &Client{Provider: provider, BaseURL: base, Header: h, HTTP: NewHTTPClient(s), MaxRetries: s.Retries()}
 }
 
+// OpenAIHeaders sets the headers that OpenAI's options name, for the
+// adapters of its APIs: "organization" sets OpenAI-Organization and
+// "project" OpenAI-Project.
+func OpenAIHeaders(h http.Header, s providers.Settings) {
+	for option, header := range openAIHeaders {
+		if v := s.Options[option]; v != "" {
+			h.Set(header, v)
+		}
+	}
+}
+
+var openAIHeaders = map[string]string{"organization": "OpenAI-Organization", "project": "OpenAI-Project"}
+
 // MissingKey is the error of a request made without an API key, saying
 // where to set one.
 func MissingKey(provider string, s providers.Settings) error {
