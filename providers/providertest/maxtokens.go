@@ -40,11 +40,7 @@ func MaxTokensWire(t *testing.T, path []string, noCap any, limit func(float64) m
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := any(body)
-			for _, k := range path {
-				m, _ := got.(map[string]any)
-				got = m[k]
-			}
+			got := at(body, path)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("%s (-want +got):\n%s", field, diff)
 			}
@@ -53,4 +49,14 @@ func MaxTokensWire(t *testing.T, path []string, noCap any, limit func(float64) m
 			}
 		})
 	}
+}
+
+// at is the value at path in body; nil when there is none.
+func at(body map[string]any, path []string) any {
+	v := any(body)
+	for _, k := range path {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
 }

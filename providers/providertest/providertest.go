@@ -62,6 +62,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/tools/txtar"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -105,8 +106,8 @@ func Run(t *testing.T, dir string, newProvider Factory) {
 			t.Errorf("providertest: %s has no transcript for the required scenario %q", dir, want)
 		}
 	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txtar"), func(t *testing.T) {
+	for i, f := range files {
+		t.Run(names[i], func(t *testing.T) {
 			t.Parallel()
 			RunFile(t, f, newProvider)
 		})
@@ -126,32 +127,31 @@ type call struct {
 func (c *call) request(t *testing.T) *providers.Request {
 	t.Helper()
 	req := &providers.Request{Model: c.Model, Instructions: c.Instructions, Options: c.Options}
-	for _, m := range c.Messages {
-		msg := &agentdv1.Message{}
-		if err := protojson.Unmarshal(m, msg); err != nil {
-			t.Fatalf("call.json message: %v", err)
-		}
-		req.Messages = append(req.Messages, msg)
-	}
-	for _, m := range c.Tools {
-		tool := &agentdv1.FunctionTool{}
-		if err := protojson.Unmarshal(m, tool); err != nil {
-			t.Fatalf("call.json tool: %v", err)
-		}
-		req.Tools = append(req.Tools, tool)
+	req.Messages = unmarshalAll(t, "message", c.Messages, func() *agentdv1.Message { return &agentdv1.Message{} })
+	req.Tools = unmarshalAll(t, "tool", c.Tools, func() *agentdv1.FunctionTool { return &agentdv1.FunctionTool{} })
+	for _, tool := range req.Tools {
 		// As the tool loop sends them: encoded once, before the turns
 		// (the map an adapter falls back to encodes to the same bytes:
 		// providers' TestToolParametersJSON).
 		req.ToolParameters = append(req.ToolParameters, providers.ToolParametersJSON(tool))
 	}
-	for _, m := range c.MCPServers {
-		srv := &agentdv1.MCPServer{}
-		if err := protojson.Unmarshal(m, srv); err != nil {
-			t.Fatalf("call.json mcp server: %v", err)
-		}
-		req.MCPServers = append(req.MCPServers, srv)
-	}
+	req.MCPServers = unmarshalAll(t, "mcp server", c.MCPServers, func() *agentdv1.MCPServer { return &agentdv1.MCPServer{} })
 	return req
+}
+
+// unmarshalAll decodes each of raws into a new T; what names them in
+// errors.
+func unmarshalAll[T proto.Message](t *testing.T, what string, raws []json.RawMessage, newT func() T) []T {
+	t.Helper()
+	var out []T
+	for _, m := range raws {
+		v := newT()
+		if err := protojson.Unmarshal(m, v); err != nil {
+			t.Fatalf("call.json %s: %v", what, err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // exchange is one expected request and its recorded response.
@@ -194,63 +194,110 @@ func RunFile(t *testing.T, file string, newProvider Factory) {
 	if err := json.Unmarshal(parts["call.json"], &c); err != nil {
 		t.Fatalf("call.json: %v", err)
 	}
+	rp := &replay{t: t, exchanges: parseExchanges(t, parts)}
+	srv := httptest.NewServer(rp)
+	defer srv.Close()
+
+	p := newProvider(t, srv.URL)
+	rec := &recorder{}
+	got := collect(providers.WithObserver(t.Context(), rec.observer()), p, c.request(t), &rec.observed)
+	rec.checkEndpoints(t, strings.TrimPrefix(srv.URL, "http://"))
+	rp.checkAllMade()
+	gotLines := marshalEvents(t, got)
+	if *update {
+		updateEvents(t, file, ar, gotLines)
+		return
+	}
+	compareEvents(t, parts["events.json"], gotLines)
+}
+
+// parseExchanges reads the transcript's numbered requests and responses.
+func parseExchanges(t *testing.T, parts map[string][]byte) []*exchange {
+	t.Helper()
 	var exchanges []*exchange
 	for i := 1; ; i++ {
 		reqData, ok := parts[fmt.Sprintf("request%d.http", i)]
 		if !ok {
 			break
 		}
-		first, header, body, err := parseHTTP(reqData)
-		if err != nil {
-			t.Fatalf("request%d.http: %v", i, err)
-		}
-		method, path, _ := strings.Cut(first, " ")
-		ex := &exchange{method: method, path: path, header: header, body: body}
-		statusLine, respHeader, respBody, err := parseHTTP(parts[fmt.Sprintf("response%d.http", i)])
-		if err != nil {
-			t.Fatalf("response%d.http: %v", i, err)
-		}
-		if ex.status, err = strconv.Atoi(statusLine); err != nil {
-			t.Fatalf("response%d.http: status %q", i, statusLine)
-		}
-		ex.respHeader, ex.respBody = respHeader, respBody
-		exchanges = append(exchanges, ex)
+		exchanges = append(exchanges, parseExchange(t, i, reqData, parts[fmt.Sprintf("response%d.http", i)]))
 	}
 	if len(exchanges) == 0 {
 		t.Fatal("no request1.http")
 	}
+	return exchanges
+}
 
-	var mu sync.Mutex
-	next := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		i := next
-		next++
-		mu.Unlock()
-		if i >= len(exchanges) {
-			t.Errorf("unexpected request %d: %s %s", i+1, r.Method, r.URL.Path)
-			http.Error(w, "unexpected request", http.StatusTeapot)
-			return
-		}
-		ex := exchanges[i]
-		checkRequest(t, i+1, ex, r)
-		for k, vs := range ex.respHeader {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(ex.status)
-		_, _ = w.Write(ex.respBody)
-	}))
-	defer srv.Close()
+// parseExchange reads the transcript's request and response number i.
+func parseExchange(t *testing.T, i int, reqData, respData []byte) *exchange {
+	t.Helper()
+	first, header, body, err := parseHTTP(reqData)
+	if err != nil {
+		t.Fatalf("request%d.http: %v", i, err)
+	}
+	method, path, _ := strings.Cut(first, " ")
+	ex := &exchange{method: method, path: path, header: header, body: body}
+	statusLine, respHeader, respBody, err := parseHTTP(respData)
+	if err != nil {
+		t.Fatalf("response%d.http: %v", i, err)
+	}
+	if ex.status, err = strconv.Atoi(statusLine); err != nil {
+		t.Fatalf("response%d.http: status %q", i, statusLine)
+	}
+	ex.respHeader, ex.respBody = respHeader, respBody
+	return ex
+}
 
-	p := newProvider(t, srv.URL)
-	// The observer's reports join the events, in order (retries), or are
-	// checked against the fake server (the endpoint: its host and port,
-	// never a path).
-	var observed []any
-	var endpoints []string
-	obs := &providers.Observer{
+// replay is the fake provider: it checks each request against the
+// transcript's next exchange and answers with that exchange's response.
+type replay struct {
+	t         *testing.T
+	exchanges []*exchange
+	mu        sync.Mutex
+	next      int
+}
+
+func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rp.mu.Lock()
+	i := rp.next
+	rp.next++
+	rp.mu.Unlock()
+	if i >= len(rp.exchanges) {
+		rp.t.Errorf("unexpected request %d: %s %s", i+1, r.Method, r.URL.Path)
+		http.Error(w, "unexpected request", http.StatusTeapot)
+		return
+	}
+	ex := rp.exchanges[i]
+	checkRequest(rp.t, i+1, ex, r)
+	for k, vs := range ex.respHeader {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(ex.status)
+	_, _ = w.Write(ex.respBody)
+}
+
+// checkAllMade checks that the adapter made every request of the
+// transcript.
+func (rp *replay) checkAllMade() {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.next != len(rp.exchanges) {
+		rp.t.Errorf("the adapter made %d requests; the transcript has %d", rp.next, len(rp.exchanges))
+	}
+}
+
+// recorder keeps the observer's reports: retries join the events, in
+// order, and the endpoints are checked against the fake server (its host
+// and port, never a path).
+type recorder struct {
+	observed  []any
+	endpoints []string
+}
+
+func (rec *recorder) observer() *providers.Observer {
+	return &providers.Observer{
 		Endpoint: func(address string, port int) {
-			endpoints = append(endpoints, net.JoinHostPort(address, strconv.Itoa(port)))
+			rec.endpoints = append(rec.endpoints, net.JoinHostPort(address, strconv.Itoa(port)))
 		},
 		Retry: func(r providers.Retry) {
 			// Not the delay: without retry-after it has a random jitter.
@@ -261,58 +308,70 @@ func RunFile(t *testing.T, file string, newProvider Factory) {
 			if r.Failure != "" {
 				retry["failure"] = r.Failure
 			}
-			observed = append(observed, map[string]any{"retry": retry})
+			rec.observed = append(rec.observed, map[string]any{"retry": retry})
 		},
 	}
-	got := collect(providers.WithObserver(t.Context(), obs), p, c.request(t), &observed)
-	wantEndpoint := strings.TrimPrefix(srv.URL, "http://")
-	for _, e := range endpoints {
-		if e != wantEndpoint {
-			t.Errorf("the adapter reported the endpoint %s; the server is at %s", e, wantEndpoint)
+}
+
+// checkEndpoints checks that the adapter reported the server's endpoint,
+// and no other.
+func (rec *recorder) checkEndpoints(t *testing.T, want string) {
+	t.Helper()
+	for _, e := range rec.endpoints {
+		if e != want {
+			t.Errorf("the adapter reported the endpoint %s; the server is at %s", e, want)
 		}
 	}
-	if len(endpoints) == 0 {
+	if len(rec.endpoints) == 0 {
 		t.Errorf("the adapter reported no endpoint")
 	}
-	mu.Lock()
-	if next != len(exchanges) {
-		t.Errorf("the adapter made %d requests; the transcript has %d", next, len(exchanges))
-	}
-	mu.Unlock()
+}
 
-	var gotLines []string
+// marshalEvents renders the events collected, one JSON line each.
+func marshalEvents(t *testing.T, got []any) []string {
+	t.Helper()
+	var lines []string
 	for _, ev := range got {
 		b, err := json.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		gotLines = append(gotLines, string(b))
+		lines = append(lines, string(b))
 	}
-	if *update {
-		out := strings.Join(gotLines, "\n") + "\n"
-		for i, f := range ar.Files {
-			if f.Name == "events.json" {
-				ar.Files[i].Data = []byte(out)
-			}
-		}
-		if _, ok := parts["events.json"]; !ok {
-			ar.Files = append(ar.Files, txtar.File{Name: "events.json", Data: []byte(out)})
-		}
-		if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
+	return lines
+}
+
+// updateEvents rewrites the transcript's events.json with the events
+// collected (-update).
+func updateEvents(t *testing.T, file string, ar *txtar.Archive, gotLines []string) {
+	t.Helper()
+	out := []byte(strings.Join(gotLines, "\n") + "\n")
+	i := slices.IndexFunc(ar.Files, func(f txtar.File) bool { return f.Name == "events.json" })
+	if i < 0 {
+		ar.Files = append(ar.Files, txtar.File{Name: "events.json", Data: out})
+	} else {
+		ar.Files[i].Data = out
 	}
+	if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// compareEvents compares the events collected with the transcript's
+// events.json, line by line as normalized JSON.
+func compareEvents(t *testing.T, events []byte, gotLines []string) {
+	t.Helper()
 	var want []string
-	for _, l := range strings.Split(strings.TrimSpace(string(parts["events.json"])), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(string(events)), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
 			want = append(want, normalizeJSON(t, []byte(l)))
 		}
 	}
-	for i := range gotLines {
-		gotLines[i] = normalizeJSON(t, []byte(gotLines[i]))
+	got := make([]string, len(gotLines))
+	for i, l := range gotLines {
+		got[i] = normalizeJSON(t, []byte(l))
 	}
-	if diff := cmp.Diff(want, gotLines); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
@@ -336,11 +395,16 @@ func checkRequest(t *testing.T, n int, ex *exchange, r *http.Request) {
 		t.Errorf("request %d: %v", n, err)
 		return
 	}
-	if len(bytes.TrimSpace(ex.body)) == 0 {
-		return
+	if len(bytes.TrimSpace(ex.body)) > 0 {
+		checkBody(t, n, ex.body, body)
 	}
+}
+
+// checkBody compares a request's body with the transcript's, as JSON.
+func checkBody(t *testing.T, n int, wantBody, body []byte) {
+	t.Helper()
 	var want, got any
-	if err := json.Unmarshal(ex.body, &want); err != nil {
+	if err := json.Unmarshal(wantBody, &want); err != nil {
 		t.Errorf("request%d.http body: %v", n, err)
 		return
 	}
@@ -368,50 +432,71 @@ func normalizeJSON(t *testing.T, b []byte) string {
 // its way comes before that event.
 func collect(ctx context.Context, p providers.Provider, req *providers.Request, observed *[]any) []any {
 	var out []any
-	marshal := protojson.MarshalOptions{UseProtoNames: true}
 	for ev, err := range p.Stream(ctx, req) {
 		out = append(out, *observed...)
 		*observed = (*observed)[:0]
 		if err != nil {
-			var fe *fault.Error
-			kind := "Internal"
-			if errors.As(err, &fe) {
-				kind = fe.Kind.String()
-			}
-			out = append(out, map[string]any{"error": map[string]any{"kind": kind, "message": err.Error()}})
+			out = append(out, errorValue(err))
 			break
 		}
-		switch ev := ev.(type) {
-		case *providers.TextDelta:
-			out = append(out, map[string]any{"text_delta": ev.Text})
-		case *providers.ToolCall:
-			b, _ := marshal.Marshal(ev.Call)
-			out = append(out, map[string]any{"tool_call": json.RawMessage(b)})
-		case *providers.ProviderToolCall:
-			b, _ := marshal.Marshal(ev.Call)
-			out = append(out, map[string]any{"provider_tool_call": json.RawMessage(b)})
-		case *providers.Usage:
-			b, _ := marshal.Marshal(ev.Usage)
-			out = append(out, map[string]any{"usage": json.RawMessage(b)})
-		case *providers.Reasoning:
-			r := map[string]any{"text": ev.Text, "signature": ev.Signature}
-			if ev.Redacted {
-				r["redacted"] = true
-			}
-			if ev.Provider != "" {
-				r["provider"] = ev.Provider
-			}
-			out = append(out, map[string]any{"reasoning": r})
-		case *providers.Stop:
-			stop := map[string]any{"stop": ev.Reason.String()}
-			if ev.Paused {
-				stop["paused"] = true
-			}
-			if r := ev.Response; r != (providers.Response{}) {
-				stop["response"] = map[string]any{"id": r.ID, "model": r.Model, "finish_reason": r.FinishReason}
-			}
-			out = append(out, stop)
+		if v := eventValue(ev); v != nil {
+			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// errorValue renders the error that ended a turn: its kind and message.
+func errorValue(err error) any {
+	var fe *fault.Error
+	kind := "Internal"
+	if errors.As(err, &fe) {
+		kind = fe.Kind.String()
+	}
+	return map[string]any{"error": map[string]any{"kind": kind, "message": err.Error()}}
+}
+
+// eventValue renders one event; nil for a kind it does not know.
+func eventValue(ev providers.Event) any {
+	marshal := protojson.MarshalOptions{UseProtoNames: true}
+	switch ev := ev.(type) {
+	case *providers.TextDelta:
+		return map[string]any{"text_delta": ev.Text}
+	case *providers.ToolCall:
+		b, _ := marshal.Marshal(ev.Call)
+		return map[string]any{"tool_call": json.RawMessage(b)}
+	case *providers.ProviderToolCall:
+		b, _ := marshal.Marshal(ev.Call)
+		return map[string]any{"provider_tool_call": json.RawMessage(b)}
+	case *providers.Usage:
+		b, _ := marshal.Marshal(ev.Usage)
+		return map[string]any{"usage": json.RawMessage(b)}
+	case *providers.Reasoning:
+		return map[string]any{"reasoning": reasoningValue(ev)}
+	case *providers.Stop:
+		return stopValue(ev)
+	}
+	return nil
+}
+
+func reasoningValue(ev *providers.Reasoning) map[string]any {
+	r := map[string]any{"text": ev.Text, "signature": ev.Signature}
+	if ev.Redacted {
+		r["redacted"] = true
+	}
+	if ev.Provider != "" {
+		r["provider"] = ev.Provider
+	}
+	return r
+}
+
+func stopValue(ev *providers.Stop) map[string]any {
+	stop := map[string]any{"stop": ev.Reason.String()}
+	if ev.Paused {
+		stop["paused"] = true
+	}
+	if r := ev.Response; r != (providers.Response{}) {
+		stop["response"] = map[string]any{"id": r.ID, "model": r.Model, "finish_reason": r.FinishReason}
+	}
+	return stop
 }

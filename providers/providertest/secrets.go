@@ -34,19 +34,7 @@ func CheckSecrets(t *testing.T, newProvider func(baseURL, apiKey string) provide
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			t.Parallel()
 			var carried strings.Builder
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, _ := io.ReadAll(r.Body)
-				var echo strings.Builder
-				for _, vs := range r.Header {
-					echo.WriteString(strings.Join(vs, " ") + " ")
-				}
-				echo.WriteString(r.URL.RawQuery + " " + string(body))
-				carried.WriteString(echo.String())
-				msg := strings.NewReplacer(`"`, `'`, "\n", " ", `\`, "/").Replace(echo.String())
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(status)
-				fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","code":%d,"status":"INVALID_ARGUMENT","message":"refused: %s"}}`, status, msg)
-			}))
+			srv := httptest.NewServer(echoRefusal(status, &carried))
 			defer srv.Close()
 			p := newProvider(srv.URL, CanaryKey)
 			req := &providers.Request{
@@ -67,15 +55,40 @@ func CheckSecrets(t *testing.T, newProvider func(baseURL, apiKey string) provide
 			if !strings.Contains(carried.String(), CanaryKey) {
 				t.Fatalf("the request did not carry the API key: the check checks nothing")
 			}
-			st := fault.Status(err)
-			for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), st.Message(), fmt.Sprint(st.Details())} {
-				for _, secret := range []string{CanaryKey, CanaryToken} {
-					if strings.Contains(text, secret) {
-						t.Errorf("the error shows %q: %s", secret, text)
-					}
-				}
-			}
+			checkNoSecrets(t, err)
 		})
+	}
+}
+
+// echoRefusal answers every request with status and an error body that
+// echoes the request's header values, query and body, which it also
+// writes to carried.
+func echoRefusal(status int, carried *strings.Builder) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var echo strings.Builder
+		for _, vs := range r.Header {
+			echo.WriteString(strings.Join(vs, " ") + " ")
+		}
+		echo.WriteString(r.URL.RawQuery + " " + string(body))
+		carried.WriteString(echo.String())
+		msg := strings.NewReplacer(`"`, `'`, "\n", " ", `\`, "/").Replace(echo.String())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","code":%d,"status":"INVALID_ARGUMENT","message":"refused: %s"}}`, status, msg)
+	})
+}
+
+// checkNoSecrets checks that no rendering of err shows the canaries.
+func checkNoSecrets(t *testing.T, err error) {
+	t.Helper()
+	st := fault.Status(err)
+	for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), st.Message(), fmt.Sprint(st.Details())} {
+		for _, secret := range []string{CanaryKey, CanaryToken} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the error shows %q: %s", secret, text)
+			}
+		}
 	}
 }
 

@@ -73,25 +73,31 @@ func CheckStreamFailures(t *testing.T, newProvider func(s providers.Settings) pr
 				req := &providers.Request{Model: "canary-model", Messages: []*agentdv1.Message{{
 					Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}},
 				}}}
-				err := FirstError(t.Context(), p, req)
-				if err == nil {
-					t.Fatal("the turn ended without an error")
-				}
-				st := fault.Status(err)
-				if st.Code() != tc.code || !strings.HasPrefix(st.Message(), p.Name()+": the response stream ") {
-					t.Errorf("%v %q; want %v, %q and what became of the response stream", st.Code(), st.Message(), tc.code, p.Name()+": ")
-				}
-				var info *errdetails.ErrorInfo
-				for _, d := range st.Details() {
-					if i, ok := d.(*errdetails.ErrorInfo); ok {
-						info = i
-					}
-				}
-				if info.GetReason() != tc.reason || info.GetMetadata()["provider"] != p.Name() {
-					t.Errorf("ErrorInfo %v; want reason %s naming provider %q", info, tc.reason, p.Name())
-				}
+				checkStreamFailure(t, FirstError(t.Context(), p, req), p.Name(), tc.code, tc.reason)
 			})
 		})
+	}
+}
+
+// checkStreamFailure checks that err is the failure of provider's
+// response stream, with code and an ErrorInfo of reason.
+func checkStreamFailure(t *testing.T, err error, provider string, code codes.Code, reason string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("the turn ended without an error")
+	}
+	st := fault.Status(err)
+	if st.Code() != code || !strings.HasPrefix(st.Message(), provider+": the response stream ") {
+		t.Errorf("%v %q; want %v, %q and what became of the response stream", st.Code(), st.Message(), code, provider+": ")
+	}
+	var info *errdetails.ErrorInfo
+	for _, d := range st.Details() {
+		if i, ok := d.(*errdetails.ErrorInfo); ok {
+			info = i
+		}
+	}
+	if info.GetReason() != reason || info.GetMetadata()["provider"] != provider {
+		t.Errorf("ErrorInfo %v; want reason %s naming provider %q", info, reason, provider)
 	}
 }
 

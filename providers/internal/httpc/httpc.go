@@ -10,6 +10,7 @@ package httpc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,53 +117,71 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (*http.R
 	if len(c.Query) > 0 {
 		u += "?" + c.Query.Encode()
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
 	obs := providers.Observe(ctx)
 	if host, port, ok := endpoint(c.BaseURL); ok {
 		obs.Sending(host, port)
 	}
 	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(data))
-		if err != nil {
-			return nil, fault.Wrap(fault.Internal, err, "%s: building the request", c.Provider)
+		o := c.attempt(ctx, method, u, data)
+		if o.err == nil || !o.retry || attempt >= c.MaxRetries {
+			return o.resp, o.err
 		}
-		for k, vs := range c.Header {
-			req.Header[k] = vs
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			ferr := fault.Hide(fault.Unavailable, err, "%s: the API could not be reached", c.Provider)
-			if attempt >= c.MaxRetries {
-				return nil, ferr
-			}
-			failure := "connection"
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				failure = "timeout"
-			}
-			if err := c.wait(ctx, obs, providers.Retry{Attempt: attempt + 1, Failure: failure}, nil); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			return resp, nil
-		}
-		ferr := c.classify(resp)
-		if attempt >= c.MaxRetries || !c.retryable(resp) {
-			return nil, ferr
-		}
-		if err := c.wait(ctx, obs, providers.Retry{Attempt: attempt + 1, Status: resp.StatusCode}, resp.Header); errors.Is(err, errWaitTooLong) {
-			return nil, ferr
+		o.report.Attempt = attempt + 1
+		if err := c.wait(ctx, obs, o.report, o.header); errors.Is(err, errWaitTooLong) {
+			return nil, o.err
 		} else if err != nil {
 			return nil, err
 		}
+	}
+}
+
+// outcome is what one attempt came to: its response when it succeeded;
+// else its error, whether another attempt may follow, and what to report
+// of that retry (the failure or the status) with the response's header,
+// which may say how long to wait.
+type outcome struct {
+	resp   *http.Response
+	err    error
+	retry  bool
+	report providers.Retry
+	header http.Header
+}
+
+// attempt sends one request.
+func (c *Client) attempt(ctx context.Context, method, u string, data []byte) outcome {
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(data))
+	if err != nil {
+		return outcome{err: fault.Wrap(fault.Internal, err, "%s: building the request", c.Provider)}
+	}
+	for k, vs := range c.Header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := cmp.Or(c.HTTP, http.DefaultClient).Do(req)
+	if err != nil {
+		return c.unreached(ctx, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return outcome{resp: resp}
+	}
+	ferr := c.classify(resp)
+	return outcome{err: ferr, retry: c.retryable(resp), report: providers.Retry{Status: resp.StatusCode}, header: resp.Header}
+}
+
+// unreached is the outcome of a request that got no response: the
+// caller's context ended, or a connection failed or timed out, which may
+// be retried.
+func (c *Client) unreached(ctx context.Context, err error) outcome {
+	if ctx.Err() != nil {
+		return outcome{err: ctx.Err()}
+	}
+	failure := "connection"
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		failure = "timeout"
+	}
+	return outcome{
+		err:   fault.Hide(fault.Unavailable, err, "%s: the API could not be reached", c.Provider),
+		retry: true, report: providers.Retry{Failure: failure},
 	}
 }
 
@@ -209,52 +228,60 @@ func endpoint(base string) (host string, port int, ok bool) {
 // first. It returns errWaitTooLong, without sleeping or reporting, when
 // the provider asks for more than a minute.
 func (c *Client) wait(ctx context.Context, obs *providers.Observer, r providers.Retry, h http.Header) error {
-	attempt := r.Attempt - 1
-	d := time.Duration(-1)
-	if h != nil {
-		if ms, err := strconv.ParseFloat(h.Get("retry-after-ms"), 64); err == nil && ms >= 0 {
-			d = time.Duration(ms * float64(time.Millisecond))
-		} else if s := h.Get("retry-after"); s != "" {
-			if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
-				d = time.Duration(secs * float64(time.Second))
-			} else if t, err := http.ParseTime(s); err == nil {
-				d = max(time.Until(t), 0)
-			}
-		}
-	}
-	minB, maxB := c.MinBackoff, c.MaxBackoff
-	if minB <= 0 {
-		minB = 500 * time.Millisecond
-	}
-	if maxB <= 0 {
-		maxB = 8 * time.Second
-	}
+	d := retryAfter(h)
 	switch {
 	case d > time.Minute:
 		return errWaitTooLong // a server asking for longer gets its error now
 	case d < 0:
-		d = maxB
-		if attempt < 20 && minB<<attempt < maxB { // a larger shift overflows
-			d = minB << attempt
-		}
-		d = d/2 + rand.N(d/2+1)
+		d = c.backoff(r.Attempt - 1)
 	}
 	r.Delay = d
 	obs.Retrying(r)
 	sleep := c.sleep
 	if sleep == nil {
-		sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+		sleep = sleepContext
 	}
 	return sleep(ctx, d)
+}
+
+// retryAfter is how long the provider asked to wait (retry-after-ms, else
+// retry-after in seconds or as a date); negative when it did not ask.
+func retryAfter(h http.Header) time.Duration {
+	if ms, err := strconv.ParseFloat(h.Get("retry-after-ms"), 64); err == nil && ms >= 0 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	s := h.Get("retry-after")
+	if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(s); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return -1
+}
+
+// backoff is the wait before the retry after attempt (from 0): doubling
+// from MinBackoff (500ms) up to MaxBackoff (8s), half of it jitter.
+func (c *Client) backoff(attempt int) time.Duration {
+	minB := cmp.Or(max(c.MinBackoff, 0), 500*time.Millisecond)
+	maxB := cmp.Or(max(c.MaxBackoff, 0), 8*time.Second)
+	d := maxB
+	if attempt < 20 && minB<<attempt < maxB { // a larger shift overflows
+		d = minB << attempt
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleepContext sleeps for d, or until ctx ends.
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // classify reads an error response and turns it into a fault: the kind
@@ -280,21 +307,11 @@ func (c *Client) classify(resp *http.Response) error {
 func Classify(provider string, status int, errType, msg string) error {
 	kind, reason := fault.Unavailable, "PROVIDER_ERROR"
 	lower := strings.ToLower(msg + " " + errType)
-	switch {
-	case contextTooLong(lower):
-		kind, reason = fault.Invalid, "CONTEXT_TOO_LONG"
-	case status == http.StatusTooManyRequests || strings.Contains(lower, "rate_limit") || strings.Contains(lower, "resource_exhausted"):
-		kind, reason = fault.Exhausted, "RATE_LIMITED"
-	case status == 529 || status == http.StatusServiceUnavailable || strings.Contains(lower, "overloaded"):
-		kind, reason = fault.Unavailable, "OVERLOADED"
-	case status == http.StatusUnauthorized || strings.Contains(lower, "authentication"):
-		kind, reason = fault.Unauthenticated, "PROVIDER_AUTHENTICATION"
-	case status == http.StatusForbidden || status == http.StatusPaymentRequired:
-		kind, reason = fault.Permission, "PROVIDER_PERMISSION"
-	case status == http.StatusBadRequest || status == http.StatusNotFound || status == http.StatusUnprocessableEntity || status == http.StatusRequestEntityTooLarge || strings.Contains(lower, "invalid_request"):
-		kind, reason = fault.Invalid, "PROVIDER_INVALID_REQUEST"
-	case status == http.StatusGatewayTimeout || status == http.StatusRequestTimeout:
-		kind, reason = fault.Timeout, "PROVIDER_TIMEOUT"
+	for _, c := range errorClasses {
+		if slices.Contains(c.statuses, status) || containsAny(lower, c.words) {
+			kind, reason = c.kind, c.reason
+			break
+		}
 	}
 	detail := fmt.Sprintf("%d %s", status, http.StatusText(status))
 	if status == 0 {
@@ -304,14 +321,34 @@ func Classify(provider string, status int, errType, msg string) error {
 		WithInfo(reason, map[string]string{"provider": provider, "status": strconv.Itoa(status)})
 }
 
-func contextTooLong(s string) bool {
-	for _, m := range []string{"context_length", "context length", "context window", "too many tokens", "prompt is too long", "maximum context", "request_too_large",
-		"exceeds the maximum number of tokens"} { // Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)"
-		if strings.Contains(s, m) {
+func containsAny(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
 			return true
 		}
 	}
 	return false
+}
+
+// errorClasses are the kinds of provider errors, the first that matches
+// an error winning: by its HTTP status, or by words in its message and
+// error type. Any other error is PROVIDER_ERROR, unavailable.
+var errorClasses = []struct {
+	kind     fault.Kind
+	reason   string
+	statuses []int
+	words    []string
+}{
+	{fault.Invalid, "CONTEXT_TOO_LONG", nil, []string{
+		"context_length", "context length", "context window", "too many tokens", "prompt is too long", "maximum context", "request_too_large",
+		"exceeds the maximum number of tokens", // Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)"
+	}},
+	{fault.Exhausted, "RATE_LIMITED", []int{http.StatusTooManyRequests}, []string{"rate_limit", "resource_exhausted"}},
+	{fault.Unavailable, "OVERLOADED", []int{529, http.StatusServiceUnavailable}, []string{"overloaded"}},
+	{fault.Unauthenticated, "PROVIDER_AUTHENTICATION", []int{http.StatusUnauthorized}, []string{"authentication"}},
+	{fault.Permission, "PROVIDER_PERMISSION", []int{http.StatusForbidden, http.StatusPaymentRequired}, nil},
+	{fault.Invalid, "PROVIDER_INVALID_REQUEST", []int{http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge}, []string{"invalid_request"}},
+	{fault.Timeout, "PROVIDER_TIMEOUT", []int{http.StatusGatewayTimeout, http.StatusRequestTimeout}, nil},
 }
 
 // OpenAIError reads {"error": {"message", "type", "code"}} (OpenAI, Azure,

@@ -68,42 +68,9 @@ type bodyEncoder struct {
 func (e *bodyEncoder) value(v any) error {
 	switch v := v.(type) {
 	case map[string]any:
-		if v == nil {
-			e.buf.WriteString("null")
-			return nil
-		}
-		e.buf.WriteByte('{')
-		var small [16]string
-		keys := slices.AppendSeq(small[:0], maps.Keys(v))
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				e.buf.WriteByte(',')
-			}
-			e.str(k)
-			e.buf.WriteByte(':')
-			if err := e.value(v[k]); err != nil {
-				return err
-			}
-		}
-		e.buf.WriteByte('}')
-		return nil
+		return e.object(v)
 	case []any:
-		if v == nil {
-			e.buf.WriteString("null")
-			return nil
-		}
-		e.buf.WriteByte('[')
-		for i, item := range v {
-			if i > 0 {
-				e.buf.WriteByte(',')
-			}
-			if err := e.value(item); err != nil {
-				return err
-			}
-		}
-		e.buf.WriteByte(']')
-		return nil
+		return e.list(v)
 	case string:
 		e.str(v)
 		return nil
@@ -134,6 +101,49 @@ func (e *bodyEncoder) value(v any) error {
 	return e.json(v)
 }
 
+// object appends a map as an object, its keys sorted.
+func (e *bodyEncoder) object(m map[string]any) error {
+	if m == nil {
+		e.buf.WriteString("null")
+		return nil
+	}
+	e.buf.WriteByte('{')
+	var small [16]string
+	keys := slices.AppendSeq(small[:0], maps.Keys(m))
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i > 0 {
+			e.buf.WriteByte(',')
+		}
+		e.str(k)
+		e.buf.WriteByte(':')
+		if err := e.value(m[k]); err != nil {
+			return err
+		}
+	}
+	e.buf.WriteByte('}')
+	return nil
+}
+
+// list appends a list as an array.
+func (e *bodyEncoder) list(l []any) error {
+	if l == nil {
+		e.buf.WriteString("null")
+		return nil
+	}
+	e.buf.WriteByte('[')
+	for i, item := range l {
+		if i > 0 {
+			e.buf.WriteByte(',')
+		}
+		if err := e.value(item); err != nil {
+			return err
+		}
+	}
+	e.buf.WriteByte(']')
+	return nil
+}
+
 // json appends v as json.Marshal encodes it.
 func (e *bodyEncoder) json(v any) error {
 	if err := e.enc.Encode(v); err != nil {
@@ -148,55 +158,64 @@ func (e *bodyEncoder) json(v any) error {
 // '>' and '&' as \u003c, \u003e and \u0026 (HTML-safe), U+2028 and
 // U+2029 escaped, and each byte of invalid UTF-8 replaced by \ufffd.
 func (e *bodyEncoder) str(s string) {
-	const hex = "0123456789abcdef"
 	b := e.buf.AvailableBuffer()
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
 			i++
-			start = i
+			if escapedASCII[c] {
+				b = appendEscaped(append(b, s[start:i-1]...), c)
+				start = i
+			}
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
+		if esc := runeEscape(r, size); esc != "" {
+			b = append(append(b, s[start:i]...), esc...)
+			start = i + size
 		}
 		i += size
 	}
 	b = append(b, s[start:]...)
 	b = append(b, '"')
 	e.buf.Write(b)
+}
+
+// escapedASCII are the ASCII bytes json.Marshal escapes in a string:
+// control characters, '"', '\\', and '<', '>' and '&' (HTML-safe).
+var escapedASCII = [utf8.RuneSelf]bool{
+	0x00: true, 0x01: true, 0x02: true, 0x03: true, 0x04: true, 0x05: true, 0x06: true, 0x07: true,
+	0x08: true, 0x09: true, 0x0a: true, 0x0b: true, 0x0c: true, 0x0d: true, 0x0e: true, 0x0f: true,
+	0x10: true, 0x11: true, 0x12: true, 0x13: true, 0x14: true, 0x15: true, 0x16: true, 0x17: true,
+	0x18: true, 0x19: true, 0x1a: true, 0x1b: true, 0x1c: true, 0x1d: true, 0x1e: true, 0x1f: true,
+	'"': true, '\\': true, '<': true, '>': true, '&': true,
+}
+
+// namedEscapes are the escapes json.Marshal writes by name, by the byte
+// they stand for; it writes the others as \u00XX.
+var namedEscapes = [utf8.RuneSelf]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
+// appendEscaped appends the escape of ASCII byte c.
+func appendEscaped(b []byte, c byte) []byte {
+	const hex = "0123456789abcdef"
+	if n := namedEscapes[c]; n != 0 {
+		return append(b, '\\', n)
+	}
+	return append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+}
+
+// runeEscape is what json.Marshal writes for the rune r of size bytes
+// instead of the rune itself: \ufffd for a byte of invalid UTF-8, and
+// U+2028 and U+2029 escaped; "" for any other.
+func runeEscape(r rune, size int) string {
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return `\ufffd`
+	case r == '\u2028':
+		return `\u2028`
+	case r == '\u2029':
+		return `\u2029`
+	}
+	return ""
 }

@@ -53,28 +53,31 @@ func (r *Reader) Next() ([]byte, error) {
 		return nil, ErrClosed
 	}
 	for {
-		var line []byte
-		var err error
-		for {
-			var chunk []byte
-			chunk, err = r.r.ReadSlice('\n')
-			line = append(line, chunk...)
-			if len(line) > MaxLineSize {
-				return nil, fmt.Errorf("%w (over %d bytes)", ErrLineTooLarge, MaxLineSize)
-			}
-			if !errors.Is(err, bufio.ErrBufferFull) {
-				break
-			}
-		}
+		line, err := r.readLine()
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		trimmed := bytes.TrimSpace(line)
-		if len(trimmed) > 0 {
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
 			return trimmed, nil
 		}
 		if err != nil {
 			return nil, err
+		}
+	}
+}
+
+// readLine reads up to and including the next newline, or to the end of
+// the stream, and the error that ended the read there.
+func (r *Reader) readLine() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxLineSize {
+			return nil, fmt.Errorf("%w (over %d bytes)", ErrLineTooLarge, MaxLineSize)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
 		}
 	}
 }

@@ -62,51 +62,70 @@ func (r *Reader) Next() (Event, error) {
 	if r.r == nil {
 		return Event{}, ErrClosed
 	}
-	var ev Event
-	var data bytes.Buffer
-	hasData := false
+	var b builder
 	size := 0
 	for {
 		line, err := r.readLine(&size)
-		if err != nil {
-			if errors.Is(err, io.EOF) && line == nil {
-				if hasData {
-					ev.Data = data.Bytes()
-					return ev, nil
-				}
-				return Event{}, io.EOF
-			}
-			if errors.Is(err, io.EOF) {
-				return Event{}, io.ErrUnexpectedEOF
-			}
-			return Event{}, err
-		}
-		if len(line) == 0 {
-			if hasData {
-				ev.Data = data.Bytes()
-				return ev, nil
-			}
-			ev = Event{}
-			continue
-		}
-		if line[0] == ':' {
-			continue // a comment: keep-alive, OPENROUTER PROCESSING, ...
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "event":
-			ev.Name = string(value)
-		case "data":
-			if hasData {
-				data.WriteByte('\n')
-			}
-			data.Write(value)
-			hasData = true
-		case "id":
-			ev.ID = string(value)
+		switch {
+		case err != nil:
+			return b.end(line, err)
+		case len(line) > 0:
+			b.field(line)
+		case b.hasData: // a blank line dispatches the event
+			return b.event(), nil
+		default:
+			b.ev = Event{} // nothing to dispatch
 		}
 	}
+}
+
+// builder gathers an event's fields until it is dispatched.
+type builder struct {
+	ev      Event
+	data    bytes.Buffer
+	hasData bool
+}
+
+// field takes one line of the event: an "event", "data" or "id" field;
+// comment lines and other fields are skipped.
+func (b *builder) field(line []byte) {
+	if line[0] == ':' {
+		return // a comment: keep-alive, OPENROUTER PROCESSING, ...
+	}
+	field, value, _ := bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(field) {
+	case "event":
+		b.ev.Name = string(value)
+	case "data":
+		if b.hasData {
+			b.data.WriteByte('\n')
+		}
+		b.data.Write(value)
+		b.hasData = true
+	case "id":
+		b.ev.ID = string(value)
+	}
+}
+
+func (b *builder) event() Event {
+	b.ev.Data = b.data.Bytes()
+	return b.ev
+}
+
+// end is what Next returns when a read fails with err after line: at a
+// clean end of the stream, the event cut off by it if it has data, else
+// io.EOF; io.ErrUnexpectedEOF mid-line.
+func (b *builder) end(line []byte, err error) (Event, error) {
+	switch {
+	case !errors.Is(err, io.EOF):
+		return Event{}, err
+	case line != nil:
+		return Event{}, io.ErrUnexpectedEOF
+	case b.hasData:
+		return b.event(), nil
+	}
+	return Event{}, io.EOF
 }
 
 // readLine reads one line without its LF or CRLF; a nil line with io.EOF
@@ -135,10 +154,15 @@ func (r *Reader) readLine(size *int) ([]byte, error) {
 			}
 			return line, err
 		}
-		line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
-		if line == nil {
-			line = []byte{}
-		}
-		return line, nil
+		return trimEOL(line), nil
 	}
+}
+
+// trimEOL cuts a line's LF or CRLF; an empty line is empty, not nil.
+func trimEOL(line []byte) []byte {
+	line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
+	if line == nil {
+		return []byte{}
+	}
+	return line
 }
