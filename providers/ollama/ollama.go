@@ -110,62 +110,82 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 func message(m *agentdv1.Message) ([]any, error) {
 	switch m.GetRole() {
 	case agentdv1.Role_ROLE_USER:
-		var texts, images []string
-		for _, part := range m.GetParts() {
-			switch k := part.GetKind().(type) {
-			case *agentdv1.Part_Text:
-				texts = append(texts, k.Text)
-			case *agentdv1.Part_Media:
-				// Ollama takes images as base64 and fetches nothing itself;
-				// anything else would be dropped without the model knowing.
-				if len(k.Media.GetData()) == 0 || !strings.HasPrefix(k.Media.GetMimeType(), "image/") {
-					return nil, fault.New(fault.Invalid, "ollama: a user message holds %q media%s; Ollama accepts only inline images",
-						k.Media.GetMimeType(), byURI(k.Media))
-				}
-				images = append(images, base64.StdEncoding.EncodeToString(k.Media.GetData()))
-			}
-		}
-		msg := map[string]any{"role": "user", "content": strings.Join(texts, "\n")}
-		if len(images) > 0 {
-			msg["images"] = images
+		msg, err := userMessage(m)
+		if err != nil {
+			return nil, err
 		}
 		return []any{msg}, nil
 	case agentdv1.Role_ROLE_ASSISTANT:
-		var texts, thinking []string
-		var calls []any
-		for _, part := range m.GetParts() {
-			switch k := part.GetKind().(type) {
-			case *agentdv1.Part_Text:
-				texts = append(texts, k.Text)
-			case *agentdv1.Part_Reasoning:
-				// Another provider's reasoning means nothing to this model.
-				if k.Reasoning.GetProvider() == name {
-					thinking = append(thinking, k.Reasoning.GetText())
-				}
-			case *agentdv1.Part_ToolCall:
-				calls = append(calls, map[string]any{"function": map[string]any{
-					"name": k.ToolCall.GetName(), "arguments": httpc.ArgumentsObject(k.ToolCall.GetArguments()),
-				}})
-			}
-		}
-		msg := map[string]any{"role": "assistant", "content": strings.Join(texts, "")}
-		if t := strings.Join(thinking, ""); t != "" {
-			msg["thinking"] = t
-		}
-		if len(calls) > 0 {
-			msg["tool_calls"] = calls
-		}
-		return []any{msg}, nil
+		return []any{assistantMessage(m)}, nil
 	case agentdv1.Role_ROLE_TOOL:
-		var out []any
-		for _, part := range m.GetParts() {
-			if r := part.GetToolResult(); r != nil {
-				out = append(out, map[string]any{"role": "tool", "content": r.GetOutput(), "tool_name": r.GetName()})
-			}
-		}
-		return out, nil
+		return toolMessages(m), nil
 	}
 	return nil, fault.New(fault.Invalid, "ollama: a message has no role")
+}
+
+// toolMessages converts a tool message: a "tool" message per result.
+func toolMessages(m *agentdv1.Message) []any {
+	var out []any
+	for _, part := range m.GetParts() {
+		if r := part.GetToolResult(); r != nil {
+			out = append(out, map[string]any{"role": "tool", "content": r.GetOutput(), "tool_name": r.GetName()})
+		}
+	}
+	return out
+}
+
+// userMessage converts a user message: its texts and its images. Ollama
+// takes images as base64 and fetches nothing itself; other media would be
+// dropped without the model knowing, so they are refused.
+func userMessage(m *agentdv1.Message) (map[string]any, error) {
+	var texts, images []string
+	for _, part := range m.GetParts() {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			texts = append(texts, k.Text)
+		case *agentdv1.Part_Media:
+			if len(k.Media.GetData()) == 0 || !strings.HasPrefix(k.Media.GetMimeType(), "image/") {
+				return nil, fault.New(fault.Invalid, "ollama: a user message holds %q media%s; Ollama accepts only inline images",
+					k.Media.GetMimeType(), byURI(k.Media))
+			}
+			images = append(images, base64.StdEncoding.EncodeToString(k.Media.GetData()))
+		}
+	}
+	msg := map[string]any{"role": "user", "content": strings.Join(texts, "\n")}
+	if len(images) > 0 {
+		msg["images"] = images
+	}
+	return msg, nil
+}
+
+// assistantMessage converts an assistant message: its text, its own
+// thinking (another provider's reasoning means nothing to this model)
+// and its tool calls.
+func assistantMessage(m *agentdv1.Message) map[string]any {
+	var texts, thinking []string
+	var calls []any
+	for _, part := range m.GetParts() {
+		switch k := part.GetKind().(type) {
+		case *agentdv1.Part_Text:
+			texts = append(texts, k.Text)
+		case *agentdv1.Part_Reasoning:
+			if k.Reasoning.GetProvider() == name {
+				thinking = append(thinking, k.Reasoning.GetText())
+			}
+		case *agentdv1.Part_ToolCall:
+			calls = append(calls, map[string]any{"function": map[string]any{
+				"name": k.ToolCall.GetName(), "arguments": httpc.ArgumentsObject(k.ToolCall.GetArguments()),
+			}})
+		}
+	}
+	msg := map[string]any{"role": "assistant", "content": strings.Join(texts, "")}
+	if t := strings.Join(thinking, ""); t != "" {
+		msg["thinking"] = t
+	}
+	if len(calls) > 0 {
+		msg["tool_calls"] = calls
+	}
+	return msg
 }
 
 func byURI(m *agentdv1.Media) string {
@@ -212,40 +232,48 @@ func read(ctx context.Context, body io.Reader, ids *httpc.CallIDs, yield func(pr
 			yield(nil, fault.Wrap(fault.Unavailable, err, "ollama: the response stream holds invalid JSON"))
 			return
 		}
-		if c.Error != "" {
-			yield(nil, httpc.Classify(name, 0, "", c.Error))
-			return
-		}
-		if c.Message.Thinking != "" && !yield(&providers.Reasoning{Text: c.Message.Thinking}, nil) {
-			return
-		}
-		if c.Message.Content != "" && !yield(&providers.TextDelta{Text: c.Message.Content}, nil) {
-			return
-		}
-		for _, tc := range c.Message.ToolCalls {
-			call := &agentdv1.ToolCall{Id: ids.Next(tc.ID), Name: tc.Function.Name, Arguments: providers.CompactArguments(tc.Function.Arguments)}
-			if !yield(&providers.ToolCall{Call: call}, nil) {
-				return
-			}
-		}
-		if c.Done {
-			usage := &agentdv1.Usage{InputTokens: c.PromptEvalCount, OutputTokens: c.EvalCount}
-			if yield(&providers.Usage{Usage: usage}, nil) {
-				// Ollama names no response: an answer has no id.
-				info := providers.Response{Model: c.Model, FinishReason: c.DoneReason}
-				yield(&providers.Stop{Reason: stopReason(c.DoneReason), Response: info}, nil)
-			}
+		if !c.yield(ids, yield) || c.Done {
 			return
 		}
 	}
 }
 
-func stopReason(r string) agentdv1.StopReason {
-	switch r {
-	case "stop":
-		return agentdv1.StopReason_STOP_REASON_END_TURN
-	case "length":
-		return agentdv1.StopReason_STOP_REASON_MAX_TOKENS
+// yield yields what one line of the stream holds: its thinking, text and
+// tool calls and, on the last, the usage and stop; an error the line
+// carries ends the stream. It returns false when no more is wanted.
+func (c *chatResponse) yield(ids *httpc.CallIDs, yield func(providers.Event, error) bool) bool {
+	if c.Error != "" {
+		yield(nil, httpc.Classify(name, 0, "", c.Error))
+		return false
 	}
-	return agentdv1.StopReason_STOP_REASON_UNSPECIFIED
+	if c.Message.Thinking != "" && !yield(&providers.Reasoning{Text: c.Message.Thinking}, nil) {
+		return false
+	}
+	if c.Message.Content != "" && !yield(&providers.TextDelta{Text: c.Message.Content}, nil) {
+		return false
+	}
+	for _, tc := range c.Message.ToolCalls {
+		call := &agentdv1.ToolCall{Id: ids.Next(tc.ID), Name: tc.Function.Name, Arguments: providers.CompactArguments(tc.Function.Arguments)}
+		if !yield(&providers.ToolCall{Call: call}, nil) {
+			return false
+		}
+	}
+	return !c.Done || c.finish(yield)
+}
+
+// finish yields the usage and stop of the stream's last line.
+func (c *chatResponse) finish(yield func(providers.Event, error) bool) bool {
+	usage := &agentdv1.Usage{InputTokens: c.PromptEvalCount, OutputTokens: c.EvalCount}
+	if !yield(&providers.Usage{Usage: usage}, nil) {
+		return false
+	}
+	// Ollama names no response: an answer has no id.
+	info := providers.Response{Model: c.Model, FinishReason: c.DoneReason}
+	return yield(&providers.Stop{Reason: stopReasons[c.DoneReason], Response: info}, nil)
+}
+
+// stopReasons maps Ollama's done reasons; any other is unspecified.
+var stopReasons = map[string]agentdv1.StopReason{
+	"stop":   agentdv1.StopReason_STOP_REASON_END_TURN,
+	"length": agentdv1.StopReason_STOP_REASON_MAX_TOKENS,
 }

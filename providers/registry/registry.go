@@ -10,6 +10,7 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -74,16 +75,10 @@ func Configure(file map[string]config.Provider, getenv func(string) string) (map
 	for _, a := range Declared {
 		p, configured := file[a.Name]
 		if p.APIKey == "" {
-			p.APIKey = getenv(a.Key)
-			if p.APIKey == "" && a.KeyFallback != "" {
-				p.APIKey = getenv(a.KeyFallback)
-			}
+			p.APIKey = a.keyFromEnv(getenv)
 		}
 		if p.BaseURL == "" {
-			p.BaseURL = getenv(a.BaseURL)
-			if a.HostPort && p.BaseURL != "" && !strings.Contains(p.BaseURL, "://") {
-				p.BaseURL = "http://" + p.BaseURL
-			}
+			p.BaseURL = a.baseURLFromEnv(getenv)
 		}
 		if configured || p.APIKey != "" || p.BaseURL != "" {
 			if out == nil {
@@ -93,6 +88,25 @@ func Configure(file map[string]config.Provider, getenv func(string) string) (map
 		}
 	}
 	return out, nil
+}
+
+// keyFromEnv is the adapter's API key from its variable, else from its
+// fallback variable.
+func (a Adapter) keyFromEnv(getenv func(string) string) string {
+	if a.KeyFallback == "" {
+		return getenv(a.Key)
+	}
+	return cmp.Or(getenv(a.Key), getenv(a.KeyFallback))
+}
+
+// baseURLFromEnv is the adapter's base URL from its variable; a host and
+// port alone (as OLLAMA_HOST may be) is an http URL.
+func (a Adapter) baseURLFromEnv(getenv func(string) string) string {
+	u := getenv(a.BaseURL)
+	if a.HostPort && u != "" && !strings.Contains(u, "://") {
+		return "http://" + u
+	}
+	return u
 }
 
 // checkNames refuses a provider configured under setting ("providers",

@@ -113,6 +113,7 @@ var errorKinds = map[string]fault.Kind{
 	"internal":    fault.Internal,
 }
 
+// parseScript reads provider_options.script, and what is wrong with it.
 func parseScript(options map[string]any) (*script, []providers.Problem) {
 	raw, ok := options["script"]
 	if !ok {
@@ -136,27 +137,35 @@ func parseScript(options map[string]any) (*script, []providers.Problem) {
 		problems = append(problems, providers.Problem{Field: "script.sample", Description: "needs text or error, and no tool_calls: a server's sampling request gets text"})
 	}
 	for i, t := range s.Turns {
-		field := fmt.Sprintf("script.turns[%d]", i)
-		switch {
-		case t.Error != nil && (t.Text != "" || len(t.ToolCalls) > 0):
-			problems = append(problems, providers.Problem{Field: field, Description: "an error turn has no text or tool_calls"})
-		case t.Error != nil:
-			if _, ok := errorKinds[t.Error.Kind]; !ok {
-				problems = append(problems, providers.Problem{Field: field + ".error.kind", Description: "must be one of invalid, unavailable, timeout, exhausted, internal"})
-			}
-		case t.Text == "" && len(t.ToolCalls) == 0:
-			problems = append(problems, providers.Problem{Field: field, Description: "needs text, tool_calls or error"})
-		}
-		for j, c := range t.ToolCalls {
-			if c.Name == "" {
-				problems = append(problems, providers.Problem{Field: fmt.Sprintf("%s.tool_calls[%d].name", field, j), Description: "must not be empty"})
-			}
-			if len(c.Arguments) > 0 && !bytes.HasPrefix(bytes.TrimSpace(c.Arguments), []byte("{")) {
-				problems = append(problems, providers.Problem{Field: fmt.Sprintf("%s.tool_calls[%d].arguments", field, j), Description: "must be a JSON object"})
-			}
-		}
+		problems = append(problems, t.problems(fmt.Sprintf("script.turns[%d]", i))...)
 	}
 	return &s, problems
+}
+
+// problems says what is wrong with a turn of the script, at field: an
+// error with text or calls, an unknown error kind, a turn with nothing to
+// play, a call without a name or with arguments that are not an object.
+func (t *turn) problems(field string) []providers.Problem {
+	var problems []providers.Problem
+	switch {
+	case t.Error != nil && (t.Text != "" || len(t.ToolCalls) > 0):
+		problems = append(problems, providers.Problem{Field: field, Description: "an error turn has no text or tool_calls"})
+	case t.Error != nil:
+		if _, ok := errorKinds[t.Error.Kind]; !ok {
+			problems = append(problems, providers.Problem{Field: field + ".error.kind", Description: "must be one of invalid, unavailable, timeout, exhausted, internal"})
+		}
+	case t.Text == "" && len(t.ToolCalls) == 0:
+		problems = append(problems, providers.Problem{Field: field, Description: "needs text, tool_calls or error"})
+	}
+	for j, c := range t.ToolCalls {
+		if c.Name == "" {
+			problems = append(problems, providers.Problem{Field: fmt.Sprintf("%s.tool_calls[%d].name", field, j), Description: "must not be empty"})
+		}
+		if len(c.Arguments) > 0 && !bytes.HasPrefix(bytes.TrimSpace(c.Arguments), []byte("{")) {
+			problems = append(problems, providers.Problem{Field: fmt.Sprintf("%s.tool_calls[%d].arguments", field, j), Description: "must be a JSON object"})
+		}
+	}
+	return problems
 }
 
 func (scriptProvider) ValidateOptions(options map[string]any) []providers.Problem {
@@ -169,33 +178,41 @@ func (scriptProvider) Stream(ctx context.Context, req *providers.Request) iter.S
 	if len(problems) > 0 {
 		return fail(fault.New(fault.Invalid, "script provider: provider_options.%s: %s", problems[0].Field, problems[0].Description))
 	}
-	if req.Sample {
-		if s.Sample == nil {
-			return fail(fault.New(fault.FailedPrecondition, "script provider: an MCP server asked for a sample, and the script has no sample turn"))
-		}
-		t := *s.Sample
-		if t.Error != nil {
-			return fail(fault.New(errorKinds[t.Error.Kind], "script provider: %s", t.Error.Message))
-		}
-		t.Text = strings.ReplaceAll(t.Text, "{{prompt}}", lastUserText(req.Messages))
-		return play(ctx, req, &t)
+	t, err := s.next(req)
+	if err != nil {
+		return fail(err)
 	}
-	n := turnIndex(req.Messages)
-	if n >= len(s.Turns) {
-		return fail(fault.New(fault.FailedPrecondition,
-			"script provider: the script has %d turns and the conversation asks for turn %d", len(s.Turns), n+1))
-	}
-	t := s.Turns[n]
 	if t.Error != nil {
 		return fail(fault.New(errorKinds[t.Error.Kind], "script provider: %s", t.Error.Message))
 	}
+	return play(ctx, req, t)
+}
+
+// next is the turn the script plays for req: its sample turn, with the
+// prompt put in, for a sampling request; else the turn the conversation
+// is at, with the latest tool outputs put in and its calls named.
+func (s *script) next(req *providers.Request) (*turn, error) {
+	if req.Sample {
+		if s.Sample == nil {
+			return nil, fault.New(fault.FailedPrecondition, "script provider: an MCP server asked for a sample, and the script has no sample turn")
+		}
+		t := *s.Sample
+		t.Text = strings.ReplaceAll(t.Text, "{{prompt}}", lastUserText(req.Messages))
+		return &t, nil
+	}
+	n := turnIndex(req.Messages)
+	if n >= len(s.Turns) {
+		return nil, fault.New(fault.FailedPrecondition,
+			"script provider: the script has %d turns and the conversation asks for turn %d", len(s.Turns), n+1)
+	}
+	t := s.Turns[n]
 	t.Text = strings.ReplaceAll(t.Text, "{{tool_outputs}}", latestToolOutputs(req.Messages))
 	for i := range t.ToolCalls {
 		if t.ToolCalls[i].ID == "" {
 			t.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", n+1, i+1)
 		}
 	}
-	return play(ctx, req, &t)
+	return &t, nil
 }
 
 func fail(err error) iter.Seq2[providers.Event, error] {
@@ -205,30 +222,7 @@ func fail(err error) iter.Seq2[providers.Event, error] {
 // play streams a turn: its text word by word, its tool calls, usage, stop.
 func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		stop := &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: req.Model, FinishReason: "end_turn"}}
-		if limit := req.MaxTokens * 4; req.MaxTokens > 0 && len(t.Text) > limit {
-			cut := t.Text[:limit]
-			for !utf8.ValidString(cut) {
-				cut = cut[:len(cut)-1]
-			}
-			t = &turn{Text: cut, Usage: t.Usage}
-			stop.Reason, stop.Response.FinishReason = agentdv1.StopReason_STOP_REASON_MAX_TOKENS, "max_tokens"
-		}
-		var events []providers.Event
-		for _, w := range words(t.Text) {
-			events = append(events, &providers.TextDelta{Text: w})
-		}
-		for _, c := range t.ToolCalls {
-			events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{Id: c.ID, Name: c.Name, Arguments: providers.CompactArguments(c.Arguments)}})
-		}
-		usage := &agentdv1.Usage{InputTokens: estimateTokens(req), OutputTokens: tokens(len(t.Text))}
-		if t.Usage != nil {
-			usage = &agentdv1.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}
-		}
-		// In process, there is no response id; the model is the one asked
-		// for (stop, above).
-		events = append(events, &providers.Usage{Usage: usage}, stop)
-		for _, ev := range events {
+		for _, ev := range t.events(req) {
 			if err := ctx.Err(); err != nil {
 				yield(nil, err)
 				return
@@ -238,6 +232,39 @@ func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[provid
 			}
 		}
 	}
+}
+
+// events are what a turn streams: its text word by word, cut at req's
+// MaxTokens (four bytes a token), its tool calls, its usage (the
+// script's, else estimated) and its stop.
+func (t *turn) events(req *providers.Request) []providers.Event {
+	// In process, there is no response id; the model is the one asked for.
+	stop := &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: req.Model, FinishReason: "end_turn"}}
+	if limit := req.MaxTokens * 4; req.MaxTokens > 0 && len(t.Text) > limit {
+		t = &turn{Text: cutUTF8(t.Text, limit), Usage: t.Usage}
+		stop.Reason, stop.Response.FinishReason = agentdv1.StopReason_STOP_REASON_MAX_TOKENS, "max_tokens"
+	}
+	var events []providers.Event
+	for _, w := range words(t.Text) {
+		events = append(events, &providers.TextDelta{Text: w})
+	}
+	for _, c := range t.ToolCalls {
+		events = append(events, &providers.ToolCall{Call: &agentdv1.ToolCall{Id: c.ID, Name: c.Name, Arguments: providers.CompactArguments(c.Arguments)}})
+	}
+	usage := &agentdv1.Usage{InputTokens: estimateTokens(req), OutputTokens: tokens(len(t.Text))}
+	if t.Usage != nil {
+		usage = &agentdv1.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}
+	}
+	return append(events, &providers.Usage{Usage: usage}, stop)
+}
+
+// cutUTF8 cuts s to at most n bytes, and no rune in half.
+func cutUTF8(s string, n int) string {
+	cut := s[:n]
+	for !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return cut
 }
 
 // turnIndex counts the assistant messages after the last user message.
