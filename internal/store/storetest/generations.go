@@ -49,6 +49,17 @@ func must[T any](t *testing.T, what string) func(T, error) T {
 	}
 }
 
+// check fails t at once on an error.
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// errOf is the error of a call that returns a value too, for check.
+func errOf[T any](_ T, err error) error { return err }
+
 func ev(kind, data string) store.Event { return store.Event{Kind: kind, Data: []byte(data)} }
 
 // logOf reads the whole of a generation's log, a page at a time.
@@ -96,9 +107,7 @@ func testGenerationLifecycle(t *testing.T, db DB) {
 		Tenant: "acme", ID: "g1", Owner: "replica-1", Expires: at(15 * time.Second),
 		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", "s")}, Now: t0,
 	}
-	if err := g.Create(ctx, create); err != nil {
-		t.Fatal(err)
-	}
+	check(t, g.Create(ctx, create))
 	want := store.Generation{
 		Tenant: "acme", ID: "g1", State: store.Running,
 		Lease:      store.Lease{Owner: "replica-1", Epoch: 1, Expires: at(15 * time.Second)},
@@ -187,9 +196,7 @@ func testGenerationLifecycle(t *testing.T, db DB) {
 		t.Errorf("the log (-want +got):\n%s", diff)
 	}
 
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Close())
 	g = generations(t, db)
 	get("after reopening")
 	if diff := cmp.Diff(wantLog, logOf(t, g, "acme", "g1"), equateEmpty); diff != "" {
@@ -220,12 +227,10 @@ func testGenerationTenants(t *testing.T, db DB) {
 			t.Errorf("an id that exists nowhere: %s; want NotFound", e)
 		}
 	}
-	if err := g.Create(ctx, store.NewGeneration{
+	check(t, g.Create(ctx, store.NewGeneration{
 		Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Second), // expired at once: only the tenant stops Acquire
 		Checkpoint: []byte("acme's"), Events: []store.Event{ev("started", "acme")}, Now: t0,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	before := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g"))
 	if diff := cmp.Diff(nowhere, errs()); diff != "" {
 		t.Errorf("globex's errors for acme's generation differ from those for an id that exists nowhere (-nowhere +acme's):\n%s", diff)
@@ -275,11 +280,9 @@ func testGenerationTenants(t *testing.T, db DB) {
 func testGenerationFencing(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	if err := g.Create(ctx, store.NewGeneration{
+	check(t, g.Create(ctx, store.NewGeneration{
 		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second), Checkpoint: []byte("c0"), Now: t0,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	_, err := g.Acquire(ctx, "acme", "g", "r2", at(15*time.Second-time.Millisecond), at(time.Minute))
 	wantKind(t, "Acquire of a live lease", err, fault.Conflict)
 
@@ -295,13 +298,20 @@ func testGenerationFencing(t *testing.T, db DB) {
 	if want := (store.Lease{Owner: "r2", Epoch: 2, Expires: at(35 * time.Second)}); !cmp.Equal(got.Lease, want) || string(got.Checkpoint) != "c0" {
 		t.Errorf("Acquire returned %+v with checkpoint %q; want lease %+v, checkpoint c0", got.Lease, got.Checkpoint, want)
 	}
-	if _, err := g.Append(ctx, "acme", "g", 2, []store.Event{ev("by", "r2")}); err != nil {
-		t.Fatal(err)
-	}
-	before := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g"))
+	check(t, errOf(g.Append(ctx, "acme", "g", 2, []store.Event{ev("by", "r2")})))
+	checkLostLeaseWritesNothing(t, g)
+	checkReleasedPaused(t, g)
+	checkReleasedRunning(t, g)
+}
 
-	// r1, which lost it, writes nothing.
-	_, err = g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("stale"), Events: []store.Event{ev("by", "r1")}, Now: at(21 * time.Second)})
+// checkLostLeaseWritesNothing: r1, which lost g's lease to r2 (epoch 2),
+// writes nothing: every write is a Conflict, and the record and log stay
+// as r2 left them.
+func checkLostLeaseWritesNothing(t *testing.T, g store.Generations) {
+	t.Helper()
+	ctx := t.Context()
+	before := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g"))
+	_, err := g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("stale"), Events: []store.Event{ev("by", "r1")}, Now: at(21 * time.Second)})
 	wantKind(t, "the old holder's Checkpoint", err, fault.Conflict)
 	_, err = g.Append(ctx, "acme", "g", 1, []store.Event{ev("by", "r1"), ev("by", "r1")})
 	wantKind(t, "the old holder's Append", err, fault.Conflict)
@@ -318,34 +328,34 @@ func testGenerationFencing(t *testing.T, db DB) {
 	if diff := cmp.Diff(seqs(1, ev("by", "r2")), logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
 		t.Errorf("the old holder's writes changed the log (-want +got):\n%s", diff)
 	}
+}
 
-	// r2 pauses it and lets it go: it writes no more, Adopt passes it
-	// over, and a resume acquires it at once.
-	if _, err := g.Checkpoint(ctx, "acme", "g", 2, store.Checkpoint{State: store.Paused, Data: []byte("paused"), Now: at(22 * time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Release(ctx, "acme", "g", 2, at(22*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = g.Append(ctx, "acme", "g", 2, []store.Event{ev("after", "release")})
+// checkReleasedPaused: r2 pauses g and lets it go: it writes no more,
+// Adopt passes it over, and a resume acquires it at once.
+func checkReleasedPaused(t *testing.T, g store.Generations) {
+	t.Helper()
+	ctx := t.Context()
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 2, store.Checkpoint{State: store.Paused, Data: []byte("paused"), Now: at(22 * time.Second)})))
+	check(t, g.Release(ctx, "acme", "g", 2, at(22*time.Second)))
+	_, err := g.Append(ctx, "acme", "g", 2, []store.Event{ev("after", "release")})
 	wantKind(t, "Append after Release", err, fault.Conflict)
 	wantKind(t, "Renew after Release", g.Renew(ctx, "acme", "g", 2, at(time.Hour)), fault.Conflict)
 	if adopted := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "r9", at(time.Hour), at(2*time.Hour), 10)); len(adopted) != 0 {
 		t.Errorf("Adopt took a paused generation: %+v", adopted)
 	}
-	got, err = g.Acquire(ctx, "acme", "g", "r3", at(23*time.Second), at(38*time.Second))
+	got, err := g.Acquire(ctx, "acme", "g", "r3", at(23*time.Second), at(38*time.Second))
 	if err != nil || got.Lease.Epoch != 3 || got.State != store.Paused || string(got.Checkpoint) != "paused" {
 		t.Fatalf("a resume's Acquire of the released paused generation: %+v, %v; want epoch 3, paused", got, err)
 	}
+}
 
-	// r3 runs it and lets it go (shutting down): Adopt takes it at once,
-	// long before r3's lease would have expired.
-	if _, err := g.Checkpoint(ctx, "acme", "g", 3, store.Checkpoint{State: store.Running, Data: []byte("running"), Now: at(24 * time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Release(ctx, "acme", "g", 3, at(25*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+// checkReleasedRunning: r3 runs g and lets it go (shutting down): Adopt
+// takes it at once, long before r3's lease would have expired.
+func checkReleasedRunning(t *testing.T, g store.Generations) {
+	t.Helper()
+	ctx := t.Context()
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 3, store.Checkpoint{State: store.Running, Data: []byte("running"), Now: at(24 * time.Second)})))
+	check(t, g.Release(ctx, "acme", "g", 3, at(25*time.Second)))
 	adopted := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "r4", at(25*time.Second), at(40*time.Second), 10))
 	if len(adopted) != 1 {
 		t.Fatalf("Adopt of the released running generation: %d adopted; want 1", len(adopted))
@@ -354,7 +364,7 @@ func testGenerationFencing(t *testing.T, db DB) {
 		string(a.Checkpoint) != "running" || a.State != store.Running {
 		t.Errorf("Adopt returned %+v", a)
 	}
-	_, err = g.Checkpoint(ctx, "acme", "g", 3, store.Checkpoint{State: store.Running, Now: at(26 * time.Second)})
+	_, err := g.Checkpoint(ctx, "acme", "g", 3, store.Checkpoint{State: store.Running, Now: at(26 * time.Second)})
 	wantKind(t, "Checkpoint by the holder that released it", err, fault.Conflict)
 }
 
@@ -363,9 +373,7 @@ func testGenerationFencing(t *testing.T, db DB) {
 func testConcurrentAcquire(t *testing.T, db DB) {
 	a, b := generations(t, db), generations(t, db)
 	ctx := t.Context()
-	if err := a.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "dead", Expires: t0, Now: t0}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, a.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "dead", Expires: t0, Now: t0}))
 	var mu sync.Mutex
 	var won []string
 	var wg sync.WaitGroup
@@ -400,28 +408,37 @@ func testConcurrentAcquire(t *testing.T, db DB) {
 // whose lease expired, of any tenant, each exactly once, with the next epoch;
 // they leave live leases, paused generations and finished ones.
 func testConcurrentAdopt(t *testing.T, db DB) {
-	const replicas, adoptersEach, expired = 3, 2, 40
+	const replicas = 3
 	handles := make([]store.Generations, replicas)
 	for i := range handles {
 		handles[i] = generations(t, db)
 	}
+	want := seedAdoption(t, handles[0])
+	now, until := at(time.Minute), at(time.Hour+time.Minute)
+	got := adoptConcurrently(t, handles, now, until)
+	checkAdoptedOnce(t, handles[0], want, got)
+	if more := must[[]store.Generation](t, "Adopt")(handles[0].Adopt(t.Context(), "late", now, until, 100)); len(more) != 0 {
+		t.Errorf("an Adopt after all took %d more", len(more))
+	}
+}
+
+// seedAdoption creates, across two tenants, 40 generations whose leases
+// expired (a third of them waiting), which it returns as tenant/id, and
+// beside them live, paused and finished ones.
+func seedAdoption(t *testing.T, g store.Generations) map[string]bool {
+	t.Helper()
 	ctx := t.Context()
-	g := handles[0]
 	create := func(tenant, id string, expires time.Time) {
 		t.Helper()
-		if err := g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "dead", Expires: expires, Checkpoint: []byte(id), Now: t0}); err != nil {
-			t.Fatal(err)
-		}
+		check(t, g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "dead", Expires: expires, Checkpoint: []byte(id), Now: t0}))
 	}
 	want := map[string]bool{}
-	for i := range expired {
+	for i := range 40 {
 		tenant := []string{"acme", "globex"}[i%2]
 		id := fmt.Sprintf("expired-%02d", i)
 		create(tenant, id, at(time.Duration(i)*time.Millisecond))
 		if i%3 == 0 {
-			if _, err := g.Checkpoint(ctx, tenant, id, 1, store.Checkpoint{State: store.Waiting, Data: []byte(id), Now: t0}); err != nil {
-				t.Fatal(err)
-			}
+			check(t, errOf(g.Checkpoint(ctx, tenant, id, 1, store.Checkpoint{State: store.Waiting, Data: []byte(id), Now: t0})))
 		}
 		want[tenant+"/"+id] = true
 	}
@@ -431,28 +448,29 @@ func testConcurrentAdopt(t *testing.T, db DB) {
 	for i := range 3 {
 		id := fmt.Sprintf("paused-%d", i)
 		create("acme", id, t0)
-		if _, err := g.Checkpoint(ctx, "acme", id, 1, store.Checkpoint{State: store.Paused, Now: t0}); err != nil {
-			t.Fatal(err)
-		}
+		check(t, errOf(g.Checkpoint(ctx, "acme", id, 1, store.Checkpoint{State: store.Paused, Now: t0})))
 	}
 	for i := range 3 {
 		id := fmt.Sprintf("finished-%d", i)
 		create("globex", id, t0)
-		if _, err := g.Finish(ctx, "globex", id, 1, store.Outcome{State: store.Failed, Now: t0}); err != nil {
-			t.Fatal(err)
-		}
+		check(t, errOf(g.Finish(ctx, "globex", id, 1, store.Outcome{State: store.Failed, Now: t0})))
 	}
+	return want
+}
 
-	now, until := at(time.Minute), at(time.Hour+time.Minute)
+// adoptConcurrently runs two adopters on each handle, each adopting at
+// most 3 at a time until none is left, and returns each tenant/id's
+// adopters.
+func adoptConcurrently(t *testing.T, handles []store.Generations, now, until time.Time) map[string][]string {
 	var mu sync.Mutex
-	got := map[string][]string{} // tenant/id: its adopters
+	got := map[string][]string{}
 	var wg sync.WaitGroup
-	for r := range replicas {
-		for a := range adoptersEach {
+	for r := range handles {
+		for a := range 2 {
 			owner := fmt.Sprintf("replica-%d/%d", r, a)
 			wg.Go(func() {
 				for {
-					adopted, err := handles[r].Adopt(ctx, owner, now, until, 3)
+					adopted, err := handles[r].Adopt(t.Context(), owner, now, until, 3)
 					if err != nil {
 						t.Errorf("%s: Adopt: %v", owner, err)
 						return
@@ -460,14 +478,9 @@ func testConcurrentAdopt(t *testing.T, db DB) {
 					if len(adopted) == 0 {
 						return
 					}
-					if len(adopted) > 3 {
-						t.Errorf("%s: Adopt of at most 3 returned %d", owner, len(adopted))
-					}
+					checkAdoptedBatch(t, owner, until, adopted)
 					mu.Lock()
 					for _, x := range adopted {
-						if x.Lease.Owner != owner || x.Lease.Epoch != 2 || !x.Lease.Expires.Equal(until) || string(x.Checkpoint) != x.ID {
-							t.Errorf("%s adopted %s/%s: lease %+v, checkpoint %q", owner, x.Tenant, x.ID, x.Lease, x.Checkpoint)
-						}
 						got[x.Tenant+"/"+x.ID] = append(got[x.Tenant+"/"+x.ID], owner)
 					}
 					mu.Unlock()
@@ -476,29 +489,41 @@ func testConcurrentAdopt(t *testing.T, db DB) {
 		}
 	}
 	wg.Wait()
+	return got
+}
+
+// checkAdoptedBatch checks what one Adopt returned: at most 3, each with
+// owner's lease at the next epoch, until until, and its checkpoint.
+func checkAdoptedBatch(t *testing.T, owner string, until time.Time, adopted []store.Generation) {
+	if len(adopted) > 3 {
+		t.Errorf("%s: Adopt of at most 3 returned %d", owner, len(adopted))
+	}
+	for _, x := range adopted {
+		if x.Lease.Owner != owner || x.Lease.Epoch != 2 || !x.Lease.Expires.Equal(until) || string(x.Checkpoint) != x.ID {
+			t.Errorf("%s adopted %s/%s: lease %+v, checkpoint %q", owner, x.Tenant, x.ID, x.Lease, x.Checkpoint)
+		}
+	}
+}
+
+// checkAdoptedOnce checks that exactly the generations in want were
+// adopted, each once, and that each record says its adopter.
+func checkAdoptedOnce(t *testing.T, g store.Generations, want map[string]bool, got map[string][]string) {
+	t.Helper()
 	for key, owners := range got {
 		if !want[key] {
 			t.Errorf("%s was adopted (by %v); its lease had not expired, or it is paused or finished", key, owners)
 		} else if len(owners) != 1 {
 			t.Errorf("%s was adopted %d times, by %v", key, len(owners), owners)
 		}
+		tenant, id, _ := strings.Cut(key, "/")
+		if r, err := g.Get(t.Context(), tenant, id); err != nil || r.Lease.Owner != owners[0] || r.Lease.Epoch != 2 {
+			t.Errorf("%s: the record's lease is %+v, %v; want %s's", key, r.Lease, err, owners[0])
+		}
 	}
 	for key := range want {
 		if len(got[key]) == 0 {
 			t.Errorf("%s was not adopted", key)
 		}
-	}
-	if len(got) > 0 {
-		// Each record says its adopter.
-		for key, owners := range got {
-			tenant, id, _ := strings.Cut(key, "/")
-			if r, err := g.Get(ctx, tenant, id); err != nil || r.Lease.Owner != owners[0] || r.Lease.Epoch != 2 {
-				t.Errorf("%s: the record's lease is %+v, %v; want %s's", key, r.Lease, err, owners[0])
-			}
-		}
-	}
-	if more := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "late", now, until, 100)); len(more) != 0 {
-		t.Errorf("an Adopt after all took %d more", len(more))
 	}
 }
 
@@ -509,9 +534,7 @@ func testConcurrentAdopt(t *testing.T, db DB) {
 func testEventLog(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Second), Now: t0}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Second), Now: t0}))
 	if events, err := g.Read(ctx, "acme", "g", 0, 0); err != nil || len(events) != 0 {
 		t.Errorf("Read of an empty log: %v, %v", events, err)
 	}
@@ -561,9 +584,7 @@ func testEventLog(t *testing.T, db DB) {
 	_, err := g.Read(ctx, "acme", "unknown", 0, 0)
 	wantKind(t, "Read of an unknown generation", err, fault.NotFound)
 
-	if _, err := g.Acquire(ctx, "acme", "g", "r2", at(time.Second), at(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	check(t, errOf(g.Acquire(ctx, "acme", "g", "r2", at(time.Second), at(time.Minute))))
 	_, err = g.Append(ctx, "acme", "g", 1, []store.Event{ev("stale", "1"), ev("stale", "2"), ev("stale", "3")})
 	wantKind(t, "Append under the lost lease", err, fault.Conflict)
 	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 2, []store.Event{ev("delta", "r2")})); last != int64(len(want))+1 {
@@ -597,65 +618,15 @@ func testConcurrentAppends(t *testing.T, db DB) {
 		handles[i] = generations(t, db)
 	}
 	ctx := t.Context()
-	if err := handles[0].Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Hour), Now: t0}); err != nil {
-		t.Fatal(err)
-	}
-	type batch struct {
-		events []store.Event
-		last   int64
-	}
-	written := make([][]batch, appenders)
-	total := 0
-	for w := range appenders {
-		for b := range batches {
-			n := 1 + (w+b)%3
-			var events []store.Event
-			for k := range n {
-				events = append(events, ev("delta", fmt.Sprintf("w%d-b%d-%d", w, b, k)))
-			}
-			written[w] = append(written[w], batch{events: events})
-			total += n
-		}
-	}
+	check(t, handles[0].Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Hour), Now: t0}))
+	written, total := appendBatches(appenders, batches)
 
 	done := make(chan struct{})
 	var readers sync.WaitGroup
 	for r := range 2 {
 		g := handles[r%replicas]
-		readers.Go(func() {
-			var seen int64
-			finalPass := false
-			for {
-				events, err := g.Read(ctx, "acme", "g", seen, 10)
-				if err != nil {
-					t.Errorf("reader %d: %v", r, err)
-					return
-				}
-				for _, e := range events {
-					if e.Seq != seen+1 {
-						t.Errorf("reader %d read %d after %d: a gap", r, e.Seq, seen)
-						return
-					}
-					seen = e.Seq
-				}
-				if len(events) > 0 {
-					continue
-				}
-				if finalPass {
-					if seen != int64(total) {
-						t.Errorf("reader %d saw %d events; want %d", r, seen, total)
-					}
-					return
-				}
-				select { // poll while the appenders run
-				case <-done:
-					finalPass = true
-				case <-time.After(time.Millisecond):
-				}
-			}
-		})
+		readers.Go(func() { followLog(t, g, r, total, done) })
 	}
-
 	var appending sync.WaitGroup
 	for w := range appenders {
 		g := handles[w%replicas]
@@ -674,7 +645,77 @@ func testConcurrentAppends(t *testing.T, db DB) {
 	close(done)
 	readers.Wait()
 
-	log := logOf(t, handles[1], "acme", "g")
+	checkAppendedBatches(t, logOf(t, handles[1], "acme", "g"), written, total)
+	if got := must[store.Generation](t, "Get")(handles[2].Get(ctx, "acme", "g")); got.LastSeq != int64(total) {
+		t.Errorf("the record's LastSeq is %d; want %d", got.LastSeq, total)
+	}
+}
+
+// appendBatch is one Append's events, and the last sequence number the
+// store gave them.
+type appendBatch struct {
+	events []store.Event
+	last   int64
+}
+
+// appendBatches makes each appender's batches, of 1 to 3 events, and
+// says how many events they hold in all.
+func appendBatches(appenders, batches int) (written [][]appendBatch, total int) {
+	written = make([][]appendBatch, appenders)
+	for w := range appenders {
+		for b := range batches {
+			n := 1 + (w+b)%3
+			var events []store.Event
+			for k := range n {
+				events = append(events, ev("delta", fmt.Sprintf("w%d-b%d-%d", w, b, k)))
+			}
+			written[w] = append(written[w], appendBatch{events: events})
+			total += n
+		}
+	}
+	return written, total
+}
+
+// followLog is reader r following g's log while the appenders run: it
+// never sees an event while one before it is missing, and once done is
+// closed it has seen all total.
+func followLog(t *testing.T, g store.Generations, r, total int, done <-chan struct{}) {
+	var seen int64
+	finalPass := false
+	for {
+		events, err := g.Read(t.Context(), "acme", "g", seen, 10)
+		if err != nil {
+			t.Errorf("reader %d: %v", r, err)
+			return
+		}
+		for _, e := range events {
+			if e.Seq != seen+1 {
+				t.Errorf("reader %d read %d after %d: a gap", r, e.Seq, seen)
+				return
+			}
+			seen = e.Seq
+		}
+		switch {
+		case len(events) > 0:
+			continue
+		case finalPass:
+			if seen != int64(total) {
+				t.Errorf("reader %d saw %d events; want %d", r, seen, total)
+			}
+			return
+		}
+		select { // poll while the appenders run
+		case <-done:
+			finalPass = true
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// checkAppendedBatches checks that the log is dense and holds every batch
+// where its Append said, in order.
+func checkAppendedBatches(t *testing.T, log []store.Event, written [][]appendBatch, total int) {
+	t.Helper()
 	if len(log) != total {
 		t.Fatalf("the log holds %d events; want %d", len(log), total)
 	}
@@ -695,9 +736,6 @@ func testConcurrentAppends(t *testing.T, db DB) {
 			}
 		}
 	}
-	if got := must[store.Generation](t, "Get")(handles[2].Get(ctx, "acme", "g")); got.LastSeq != int64(total) {
-		t.Errorf("the record's LastSeq is %d; want %d", got.LastSeq, total)
-	}
 }
 
 // testWithdrawnTurn: how a model turn in flight at a crash is withdrawn. The
@@ -710,20 +748,14 @@ func testConcurrentAppends(t *testing.T, db DB) {
 func testWithdrawnTurn(t *testing.T, db DB) {
 	r1, r2 := generations(t, db), generations(t, db)
 	ctx := t.Context()
-	if err := r1.Create(ctx, store.NewGeneration{
+	check(t, r1.Create(ctx, store.NewGeneration{
 		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second),
 		Checkpoint: []byte("turn 0"), Events: []store.Event{ev("started", "")}, Now: t0,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r1.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{
+	}))
+	check(t, errOf(r1.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{
 		State: store.Running, Data: []byte("turn 1 done"), Events: []store.Event{ev("delta", "turn 1"), ev("turn_done", "1")}, Now: at(time.Second),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r1.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "turn 2, part"), ev("delta", "of it")}); err != nil {
-		t.Fatal(err)
-	}
+	})))
+	check(t, errOf(r1.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "turn 2, part"), ev("delta", "of it")})))
 	// r1 dies; its lease expires.
 	adopted := must[[]store.Generation](t, "Adopt")(r2.Adopt(ctx, "r2", at(16*time.Second), at(31*time.Second), 10))
 	if len(adopted) != 1 {
@@ -737,12 +769,8 @@ func testWithdrawnTurn(t *testing.T, db DB) {
 		t.Errorf("the dead owner's late Append: %v; want Conflict", err)
 	}
 	withdraw := ev("withdrawn", fmt.Sprint(a.CheckpointSeq+1))
-	if _, err := r2.Append(ctx, "acme", "g", a.Lease.Epoch, []store.Event{withdraw, ev("delta", "turn 2, again")}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r2.Finish(ctx, "acme", "g", a.Lease.Epoch, store.Outcome{State: store.Completed, Events: []store.Event{ev("done", "")}, Now: at(17 * time.Second)}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, errOf(r2.Append(ctx, "acme", "g", a.Lease.Epoch, []store.Event{withdraw, ev("delta", "turn 2, again")})))
+	check(t, errOf(r2.Finish(ctx, "acme", "g", a.Lease.Epoch, store.Outcome{State: store.Completed, Events: []store.Event{ev("done", "")}, Now: at(17 * time.Second)})))
 	want := seqs(1, ev("started", ""), ev("delta", "turn 1"), ev("turn_done", "1"),
 		ev("delta", "turn 2, part"), ev("delta", "of it"), withdraw, ev("delta", "turn 2, again"), ev("done", ""))
 	for after := range int64(len(want)) {
@@ -764,74 +792,7 @@ func testWithdrawnTurn(t *testing.T, db DB) {
 func testListPages(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	// id: its creation and how it ends up.
-	gens := []struct {
-		id      string
-		created time.Duration
-		state   store.State
-	}{
-		{"a", 0, store.Running},
-		{"b", time.Second, store.Completed},
-		{"c", time.Second, store.Paused}, // the same millisecond as b: by id
-		{"d", 2 * time.Second, store.Waiting},
-		{"e", 3 * time.Second, store.Failed},
-		{"f", 4 * time.Second, store.Running},
-		{"g", 5 * time.Second, store.Cancelled},
-	}
-	for _, x := range gens {
-		for _, tenant := range []string{"acme", "globex"} {
-			if tenant == "globex" && x.id > "b" {
-				continue
-			}
-			if err := g.Create(ctx, store.NewGeneration{
-				Tenant: tenant, ID: x.id, Owner: "r", Expires: at(time.Hour), Checkpoint: []byte("big checkpoint"),
-				Events: []store.Event{ev("started", "")}, Now: at(x.created),
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		switch {
-		case x.state.Finished():
-			_, err := g.Finish(ctx, "acme", x.id, 1, store.Outcome{State: x.state, Result: []byte("result of " + x.id), Now: at(time.Minute)})
-			if err != nil {
-				t.Fatal(err)
-			}
-		case x.state != store.Running:
-			_, err := g.Checkpoint(ctx, "acme", x.id, 1, store.Checkpoint{State: x.state, Data: []byte("c"), Now: at(time.Minute)})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	list := func(o store.ListOptions) (ids []string, pages int) {
-		t.Helper()
-		for {
-			page, next, err := g.List(ctx, "acme", o)
-			if err != nil {
-				t.Fatalf("List(%+v): %v", o, err)
-			}
-			pages++
-			if o.PageSize > 0 && len(page) > o.PageSize {
-				t.Errorf("a page of %d holds %d", o.PageSize, len(page))
-			}
-			for _, x := range page {
-				if x.Tenant != "acme" || x.Checkpoint != nil || x.LastSeq != 1 || x.CreatedAt.IsZero() {
-					t.Errorf("List returned %+v; want acme's, without its checkpoint", x)
-				}
-				if x.State.Finished() && string(x.Result) != "result of "+x.ID {
-					t.Errorf("List returned %s without its result: %q", x.ID, x.Result)
-				}
-				ids = append(ids, x.ID)
-			}
-			if next == "" {
-				return ids, pages
-			}
-			if pages > 20 {
-				t.Fatal("List does not end")
-			}
-			o.PageToken = next
-		}
-	}
+	seedListPages(t, g)
 	for _, tt := range []struct {
 		o         store.ListOptions
 		want      []string
@@ -845,7 +806,7 @@ func testListPages(t *testing.T, db DB) {
 		{store.ListOptions{States: []store.State{store.Running}}, []string{"f", "a"}, 1},
 		{store.ListOptions{States: []store.State{store.Paused, store.Waiting}}, []string{"d", "c"}, 1},
 	} {
-		ids, pages := list(tt.o)
+		ids, pages := listAll(t, g, tt.o)
 		if !slices.Equal(ids, tt.want) || pages != tt.wantPages {
 			t.Errorf("List(%+v): %v in %d pages; want %v in %d", tt.o, ids, pages, tt.want, tt.wantPages)
 		}
@@ -855,10 +816,8 @@ func testListPages(t *testing.T, db DB) {
 	if err != nil || len(first) != 2 || next == "" {
 		t.Fatalf("the first page: %d, %q, %v", len(first), next, err)
 	}
-	if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "newer", Owner: "r", Expires: at(time.Hour), Now: at(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	ids, _ := list(store.ListOptions{PageSize: 2, PageToken: next})
+	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "newer", Owner: "r", Expires: at(time.Hour), Now: at(time.Hour)}))
+	ids, _ := listAll(t, g, store.ListOptions{PageSize: 2, PageToken: next})
 	if want := []string{"e", "d", "c", "b", "a"}; !slices.Equal(ids, want) {
 		t.Errorf("the pages after a generation was created: %v; want %v", ids, want)
 	}
@@ -873,6 +832,83 @@ func testListPages(t *testing.T, db DB) {
 	}
 }
 
+// seedListPages creates acme's generations a to g, each created and
+// ending up as listed, and globex's a and b.
+func seedListPages(t *testing.T, g store.Generations) {
+	t.Helper()
+	ctx := t.Context()
+	for _, x := range []struct {
+		id      string
+		created time.Duration
+		state   store.State
+	}{
+		{"a", 0, store.Running},
+		{"b", time.Second, store.Completed},
+		{"c", time.Second, store.Paused}, // the same millisecond as b: by id
+		{"d", 2 * time.Second, store.Waiting},
+		{"e", 3 * time.Second, store.Failed},
+		{"f", 4 * time.Second, store.Running},
+		{"g", 5 * time.Second, store.Cancelled},
+	} {
+		tenants := []string{"acme", "globex"}
+		if x.id > "b" {
+			tenants = tenants[:1]
+		}
+		for _, tenant := range tenants {
+			check(t, g.Create(ctx, store.NewGeneration{
+				Tenant: tenant, ID: x.id, Owner: "r", Expires: at(time.Hour), Checkpoint: []byte("big checkpoint"),
+				Events: []store.Event{ev("started", "")}, Now: at(x.created),
+			}))
+		}
+		switch {
+		case x.state.Finished():
+			check(t, errOf(g.Finish(ctx, "acme", x.id, 1, store.Outcome{State: x.state, Result: []byte("result of " + x.id), Now: at(time.Minute)})))
+		case x.state != store.Running:
+			check(t, errOf(g.Checkpoint(ctx, "acme", x.id, 1, store.Checkpoint{State: x.state, Data: []byte("c"), Now: at(time.Minute)})))
+		}
+	}
+}
+
+// listAll lists acme's generations with o, page after page, and returns
+// their ids and how many pages they came in; each must be acme's,
+// without its checkpoint, and a finished one with its result.
+func listAll(t *testing.T, g store.Generations, o store.ListOptions) (ids []string, pages int) {
+	t.Helper()
+	for {
+		page, next, err := g.List(t.Context(), "acme", o)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", o, err)
+		}
+		pages++
+		if o.PageSize > 0 && len(page) > o.PageSize {
+			t.Errorf("a page of %d holds %d", o.PageSize, len(page))
+		}
+		for _, x := range page {
+			checkListed(t, x)
+			ids = append(ids, x.ID)
+		}
+		if next == "" {
+			return ids, pages
+		}
+		if pages > 20 {
+			t.Fatal("List does not end")
+		}
+		o.PageToken = next
+	}
+}
+
+// checkListed checks a generation List returned: acme's, without its
+// checkpoint, and a finished one with its result.
+func checkListed(t *testing.T, x store.Generation) {
+	t.Helper()
+	if x.Tenant != "acme" || x.Checkpoint != nil || x.LastSeq != 1 || x.CreatedAt.IsZero() {
+		t.Errorf("List returned %+v; want acme's, without its checkpoint", x)
+	}
+	if x.State.Finished() && string(x.Result) != "result of "+x.ID {
+		t.Errorf("List returned %s without its result: %q", x.ID, x.Result)
+	}
+}
+
 // testSweep: Sweep removes the generations that finished at or before the
 // time given (now less the retention), of every tenant, with their logs,
 // and leaves the rest: later-finished and live ones, however old. Two
@@ -882,24 +918,18 @@ func testSweep(t *testing.T, db DB) {
 	ctx := t.Context()
 	finish := func(tenant, id string, finished time.Duration) {
 		t.Helper()
-		if err := a.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: t0, Events: []store.Event{ev("started", id)}, Now: t0}); err != nil {
-			t.Fatal(err)
-		}
+		check(t, a.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: t0, Events: []store.Event{ev("started", id)}, Now: t0}))
 		if finished < 0 {
 			return
 		}
-		if _, err := a.Finish(ctx, tenant, id, 1, store.Outcome{State: store.Completed, Result: []byte("r"), Events: []store.Event{ev("done", id)}, Now: at(finished)}); err != nil {
-			t.Fatal(err)
-		}
+		check(t, errOf(a.Finish(ctx, tenant, id, 1, store.Outcome{State: store.Completed, Result: []byte("r"), Events: []store.Event{ev("done", id)}, Now: at(finished)})))
 	}
 	finish("acme", "at-1h", time.Hour)
 	finish("globex", "at-1h", time.Hour)
 	finish("acme", "at-2h", 2*time.Hour)
 	finish("acme", "live", -1)
 	finish("globex", "live", -1)
-	if _, err := a.Checkpoint(ctx, "globex", "live", 1, store.Checkpoint{State: store.Paused, Now: t0}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, errOf(a.Checkpoint(ctx, "globex", "live", 1, store.Checkpoint{State: store.Paused, Now: t0})))
 	exists := func(tenant, id string) bool {
 		t.Helper()
 		_, err := a.Get(ctx, tenant, id)
@@ -955,23 +985,15 @@ func pause(t *testing.T, s store.Store, tenant, id string, release bool, expires
 	t.Helper()
 	ctx := t.Context()
 	g := s.Generations()
-	if err := g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(15 * time.Second),
-		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", id)}, Now: t0}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(15 * time.Second),
+		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", id)}, Now: t0}))
 	if !expires.IsZero() {
-		if err := s.Save(ctx, tenant, id, []byte("pause of "+id), expires, 0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Save(ctx, tenant, id, []byte("pause of "+id), expires, 0))
 	}
-	if _, err := g.Checkpoint(ctx, tenant, id, 1, store.Checkpoint{State: store.Paused, Data: []byte("c1"),
-		Events: []store.Event{ev("paused", id)}, Now: at(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, errOf(g.Checkpoint(ctx, tenant, id, 1, store.Checkpoint{State: store.Paused, Data: []byte("c1"),
+		Events: []store.Event{ev("paused", id)}, Now: at(time.Minute)})))
 	if release {
-		if err := g.Release(ctx, tenant, id, 1, at(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
+		check(t, g.Release(ctx, tenant, id, 1, at(time.Minute)))
 	}
 }
 
@@ -1001,34 +1023,20 @@ func testExpirePaused(t *testing.T, db DB) {
 	paused("globex", "expired", true, at(30*time.Minute), true)
 	paused("acme", "unexpired", true, at(2*time.Hour), false)
 	paused("acme", "claimed", true, at(30*time.Minute), false)
-	if err := s.Claim(ctx, "acme", "claimed", 1, []byte("claimed"), at(20*time.Minute), t0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Claim(ctx, "acme", "claimed", 1, []byte("claimed"), at(20*time.Minute), t0))
 	paused("acme", "leased", false, at(30*time.Minute), false)
 	paused("acme", "resumed", true, at(30*time.Minute), false)
-	if _, err := g.Acquire(ctx, "acme", "resumed", "resumer", at(20*time.Minute), at(2*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	check(t, errOf(g.Acquire(ctx, "acme", "resumed", "resumer", at(20*time.Minute), at(2*time.Hour))))
 	// Another tenant's pause of the same id, not expired, is not this one.
 	paused("globex", "shadowed", true, at(30*time.Minute), true)
-	if err := s.Save(ctx, "acme", "shadowed", []byte("acme's"), at(2*time.Hour), 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Save(ctx, "acme", "shadowed", []byte("acme's"), at(2*time.Hour), 0))
 	for _, id := range []string{"running", "waiting", "completed"} {
-		if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: id, Owner: "r", Expires: at(15 * time.Second), Now: t0}); err != nil {
-			t.Fatal(err)
-		}
+		check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: id, Owner: "r", Expires: at(15 * time.Second), Now: t0}))
 		ends["acme/"+id] = false
 	}
-	if _, err := g.Checkpoint(ctx, "acme", "waiting", 1, store.Checkpoint{State: store.Waiting, Now: t0}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Release(ctx, "acme", "waiting", 1, t0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.Finish(ctx, "acme", "completed", 1, store.Outcome{State: store.Completed, Result: []byte("done"), Now: at(10 * time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, errOf(g.Checkpoint(ctx, "acme", "waiting", 1, store.Checkpoint{State: store.Waiting, Now: t0})))
+	check(t, g.Release(ctx, "acme", "waiting", 1, t0))
+	check(t, errOf(g.Finish(ctx, "acme", "completed", 1, store.Outcome{State: store.Completed, Result: []byte("done"), Now: at(10 * time.Minute)})))
 	before := map[string]store.Generation{}
 	for key := range ends {
 		tenant, id, _ := strings.Cut(key, "/")
@@ -1141,9 +1149,7 @@ func testConcurrentExpirePaused(t *testing.T, db DB) {
 func testCheckpointWithLaterEvents(t *testing.T, db DB) {
 	ctx := t.Context()
 	g := generations(t, db)
-	if err := g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Events: []store.Event{ev("started", "s")}, Now: t0}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Events: []store.Event{ev("started", "s")}, Now: t0}))
 	last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
 		State: store.Running, Data: []byte("calls"), Events: []store.Event{ev("usage", "u")},
 		After: []store.Event{ev("tool_call_started", "a"), ev("tool_call_started", "b")}, Now: at(time.Second),

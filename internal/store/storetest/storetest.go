@@ -94,9 +94,7 @@ func testSaveGetClaimDelete(t *testing.T, db DB) {
 	if _, err := s.Get(ctx, "acme", "g1"); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("Get of nothing: %v", err)
 	}
-	if err := s.Save(ctx, "acme", "g1", []byte("v1"), later, 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Save(ctx, "acme", "g1", []byte("v1"), later, 0))
 	r, err := s.Get(ctx, "acme", "g1")
 	if err != nil || string(r.Data) != "v1" || r.Claimed {
 		t.Fatalf("Get = %+v, %v", r, err)
@@ -121,15 +119,11 @@ func testSaveGetClaimDelete(t *testing.T, db DB) {
 		t.Errorf("takeover of a stale claim: %v", err)
 	}
 	// Saving again (the generation paused again) unclaims it.
-	if err := s.Save(ctx, "acme", "g1", []byte("v2"), later, 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Save(ctx, "acme", "g1", []byte("v2"), later, 0))
 	if r, _ := s.Get(ctx, "acme", "g1"); r.Claimed || string(r.Data) != "v2" {
 		t.Errorf("after Save: %+v", r)
 	}
-	if err := s.Delete(ctx, "acme", "g1", 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Delete(ctx, "acme", "g1", 0))
 	if err := s.Delete(ctx, "acme", "g1", 0); err != nil {
 		t.Errorf("second Delete: %v", err)
 	}
@@ -144,9 +138,7 @@ func testTenantsIsolated(t *testing.T, db DB) {
 	s := open(t, db, 0)
 	ctx := t.Context()
 	later := time.Now().Add(time.Hour)
-	if err := s.Save(ctx, "acme", "g", []byte("acme's"), later, 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Save(ctx, "acme", "g", []byte("acme's"), later, 0))
 	r, _ := s.Get(ctx, "acme", "g")
 	if _, err := s.Get(ctx, "globex", "g"); fault.KindOf(err) != fault.NotFound {
 		t.Errorf("another tenant read the record: %v", err)
@@ -158,9 +150,7 @@ func testTenantsIsolated(t *testing.T, db DB) {
 	if err := s.Save(ctx, "globex", "g", []byte("x"), later, r.Version); fault.KindOf(err) != fault.Conflict {
 		t.Errorf("another tenant's fenced Save: %v; want Conflict", err)
 	}
-	if err := s.Delete(ctx, "globex", "g", 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Delete(ctx, "globex", "g", 0))
 	if n, _, err := s.Count(ctx, "globex"); err != nil || n != 0 {
 		t.Errorf("globex counts %d, %v; want 0", n, err)
 	}
@@ -168,9 +158,7 @@ func testTenantsIsolated(t *testing.T, db DB) {
 		t.Errorf("another tenant's writes changed acme's record: %+v, %v", got, err)
 	}
 	// The same id in two tenants is two records.
-	if err := s.Save(ctx, "globex", "g", []byte("globex's"), later, 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Save(ctx, "globex", "g", []byte("globex's"), later, 0))
 	if got, _ := s.Get(ctx, "acme", "g"); string(got.Data) != "acme's" {
 		t.Errorf("globex's Save replaced acme's record: %+v", got)
 	}
@@ -183,14 +171,10 @@ func testFencedWrites(t *testing.T, db DB) {
 	s := open(t, db, 0)
 	ctx := t.Context()
 	later := time.Now().Add(time.Hour)
-	if err := s.Save(ctx, "", "g", []byte("paused"), later, 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Save(ctx, "", "g", []byte("paused"), later, 0))
 	r, _ := s.Get(ctx, "", "g")
 	now := time.Now()
-	if err := s.Claim(ctx, "", "g", r.Version, []byte("claim A"), now, now.Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Claim(ctx, "", "g", r.Version, []byte("claim A"), now, now.Add(-time.Minute)))
 	a := r.Version + 1
 	if err := s.Renew(ctx, "", "g", a, nil, now.Add(time.Second)); err != nil {
 		t.Fatalf("Renew by the holder: %v", err)
@@ -207,9 +191,7 @@ func testFencedWrites(t *testing.T, db DB) {
 		t.Fatalf("after Renew: %+v", got)
 	}
 	// B takes the claim over (A looked stale).
-	if err := s.Claim(ctx, "", "g", a, []byte("claim B"), now, now.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Claim(ctx, "", "g", a, []byte("claim B"), now, now.Add(time.Hour)))
 	if err := s.Renew(ctx, "", "g", a, nil, now); fault.KindOf(err) != fault.Conflict {
 		t.Errorf("Renew by the old holder: %v; want Conflict", err)
 	}
@@ -233,9 +215,7 @@ func testFencedWrites(t *testing.T, db DB) {
 		t.Errorf("Renew of an unclaimed record: %v; want Conflict", err)
 	}
 	// A Delete with the holder's version removes the record.
-	if err := s.Delete(ctx, "", "g", a+2); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Delete(ctx, "", "g", a+2))
 	if _, err := s.Get(ctx, "", "g"); fault.KindOf(err) != fault.NotFound {
 		t.Errorf("after the holder's Delete: %v", err)
 	}
@@ -246,9 +226,7 @@ func testFencedWrites(t *testing.T, db DB) {
 func testConcurrentClaims(t *testing.T, db DB) {
 	a, b := open(t, db, 0), open(t, db, 0) // two replicas sharing the database
 	ctx := t.Context()
-	if err := a.Save(ctx, "", "g", []byte("x"), time.Now().Add(time.Hour), 0); err != nil {
-		t.Fatal(err)
-	}
+	check(t, a.Save(ctx, "", "g", []byte("x"), time.Now().Add(time.Hour), 0))
 	r, _ := a.Get(ctx, "", "g")
 	var won atomic.Int32
 	var wg sync.WaitGroup
@@ -301,26 +279,18 @@ func testExpiryAndDurability(t *testing.T, db DB) {
 			synctest.Wait()
 		}
 
-		if err := s.Save(ctx, "", "short", []byte("x"), t0, 0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Save(ctx, "", "short", []byte("x"), t0, 0))
 		if _, err := s.Get(ctx, "", "short"); fault.KindOf(err) != fault.NotFound {
 			t.Errorf("a record was returned at its expiry: %v", err)
 		}
-		if err := s.Save(ctx, "", "long", []byte("kept"), t0.Add(48*time.Hour), 0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Save(ctx, "", "long", []byte("kept"), t0.Add(48*time.Hour), 0))
 		// A record claimed before it expires: its resume still runs.
-		if err := s.Save(ctx, "", "resuming", []byte("x"), t0.Add(time.Minute), 0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Save(ctx, "", "resuming", []byte("x"), t0.Add(time.Minute), 0))
 		r, err := s.Get(ctx, "", "resuming")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Claim(ctx, "", "resuming", r.Version, []byte("claimed"), t0, t0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Claim(ctx, "", "resuming", r.Version, []byte("claimed"), t0, t0))
 
 		sleep(sweepEvery - time.Millisecond)
 		if !stored("short") {
@@ -346,9 +316,7 @@ func testExpiryAndDurability(t *testing.T, db DB) {
 			t.Fatalf("the claimed record outlived the tick after %v (a day past its renewal at %v)", time.Since(t0), renewed.Sub(t0))
 		}
 
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Close())
 		reopened, err := db.Open(0)
 		if err != nil {
 			t.Fatal(err)
@@ -391,29 +359,21 @@ func testCount(t *testing.T, db DB) {
 			t.Fatalf("an empty store counts %d", n)
 		}
 		for id, expires := range map[string]time.Duration{"a": time.Hour, "b": 2 * time.Hour, "gone": 0} {
-			if err := s.Save(ctx, "acme", id, []byte("x"), t0.Add(expires), 0); err != nil {
-				t.Fatal(err)
-			}
+			check(t, s.Save(ctx, "acme", id, []byte("x"), t0.Add(expires), 0))
 		}
-		if err := s.Save(ctx, "globex", "c", []byte("x"), t0.Add(time.Minute), 0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Save(ctx, "globex", "c", []byte("x"), t0.Add(time.Minute), 0))
 		if n, next := count("acme"); n != 2 || next != time.Hour {
 			t.Errorf("acme: %d, next expiry in %s; want 2 (the expired one not counted), in 1h", n, next)
 		}
 		r, _ := s.Get(ctx, "acme", "a")
-		if err := s.Claim(ctx, "acme", "a", r.Version, []byte("claimed"), t0, t0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Claim(ctx, "acme", "a", r.Version, []byte("claimed"), t0, t0))
 		if n, _ := count("acme"); n != 2 {
 			t.Errorf("acme with one claimed: %d; want 2", n)
 		}
 		if n, next := count("globex"); n != 1 || next != time.Minute {
 			t.Errorf("globex: %d, in %s; want 1, in 1m", n, next)
 		}
-		if err := s.Delete(ctx, "acme", "b", 0); err != nil {
-			t.Fatal(err)
-		}
+		check(t, s.Delete(ctx, "acme", "b", 0))
 		time.Sleep(time.Hour)
 		if n, _ := count("acme"); n != 0 {
 			t.Errorf("acme after its records expired or went: %d", n)
@@ -473,9 +433,7 @@ func testPingAndClose(t *testing.T, db DB) {
 	if err := s.Ping(t.Context()); err != nil {
 		t.Errorf("Ping of an open store: %v", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	check(t, s.Close())
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}

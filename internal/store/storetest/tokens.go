@@ -64,9 +64,7 @@ func testTokens(t *testing.T, db DB) {
 
 	// Binary data, as sealed tokens are, comes back byte for byte.
 	sealed := []byte{0, 1, 2, 0xff, 0, 'x'}
-	if err := tok.PutToken(ctx, "acme", "carol", "srv1", sealed); err != nil {
-		t.Fatal(err)
-	}
+	check(t, tok.PutToken(ctx, "acme", "carol", "srv1", sealed))
 	if got, err := other.GetToken(ctx, "acme", "carol", "srv1"); err != nil || !slices.Equal(got, sealed) {
 		t.Errorf("binary token read back as %v, %v", got, err)
 	}
@@ -113,9 +111,7 @@ func testDeleteTokens(t *testing.T, db DB) {
 			s := open(t, db, 0).Tokens()
 			ctx := t.Context()
 			for _, k := range all {
-				if err := s.PutToken(ctx, k.tenant, k.user, k.server, []byte("tok")); err != nil {
-					t.Fatal(err)
-				}
+				check(t, s.PutToken(ctx, k.tenant, k.user, k.server, []byte("tok")))
 			}
 			n, err := s.DeleteTokens(ctx, tt.tenant, tt.user, tt.server)
 			if err != nil || n != int64(len(tt.deleted)) {
