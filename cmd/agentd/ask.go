@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -41,30 +42,32 @@ func newLines(r io.Reader, done <-chan struct{}) *lines {
 // next is where the next line arrives. Only generate's goroutine calls
 // it; the reader stops at the end of the input or when done is closed.
 func (l *lines) next() <-chan line {
-	l.once.Do(func() {
-		go func() {
-			for {
-				s, err := l.r.ReadString('\n')
-				ln := line{text: strings.TrimSpace(s), ok: err == nil || s != ""}
-				select {
-				case l.c <- ln:
-				case <-l.done:
-					return
-				}
-				if err != nil {
-					// The end of the input answers every later question too.
-					for {
-						select {
-						case l.c <- line{}:
-						case <-l.done:
-							return
-						}
-					}
-				}
-			}
-		}()
-	})
+	l.once.Do(func() { go l.read() })
 	return l.c
+}
+
+// read sends each line read to the questions until the input ends; the
+// end of the input then answers every later question too.
+func (l *lines) read() {
+	for {
+		s, err := l.r.ReadString('\n')
+		ln := line{text: strings.TrimSpace(s), ok: err == nil || s != ""}
+		select {
+		case l.c <- ln:
+		case <-l.done:
+			return
+		}
+		if err != nil {
+			break
+		}
+	}
+	for {
+		select {
+		case l.c <- line{}:
+		case <-l.done:
+			return
+		}
+	}
 }
 
 // loopbackRedirect is the redirect target of the authorization URL raw (its
@@ -107,6 +110,25 @@ type redirectCatcher struct {
 // carrying state (any state when the authorization URL has none). Close
 // stops it.
 func catchRedirect(target *url.URL, state string) (*redirectCatcher, error) {
+	listeners, err := listenLoopback(target)
+	if err != nil {
+		return nil, err
+	}
+	c := &redirectCatcher{got: make(chan string, 1)}
+	c.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: c.handler(target, state)}
+	for _, lis := range listeners {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.srv.Serve(lis)
+		}()
+	}
+	return c, nil
+}
+
+// listenLoopback listens at target's port on its host, or for localhost
+// on 127.0.0.1 and, where there is one, [::1].
+func listenLoopback(target *url.URL) ([]net.Listener, error) {
 	hosts := []string{target.Hostname()}
 	if hosts[0] == "localhost" {
 		hosts = []string{"127.0.0.1", "::1"}
@@ -122,38 +144,36 @@ func catchRedirect(target *url.URL, state string) (*redirectCatcher, error) {
 		}
 		listeners = append(listeners, lis)
 	}
-	c := &redirectCatcher{got: make(chan string, 1)}
-	path := target.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	c.srv = &http.Server{
-		ReadHeaderTimeout: 10 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			q := r.URL.Query()
-			if r.URL.EscapedPath() != path || (state != "" && q.Get("state") != state) || (q.Get("code") == "" && q.Get("error") == "") {
-				http.Error(w, "agentd is waiting for another authorization's redirect", http.StatusBadRequest)
-				return
-			}
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			io.WriteString(w, closePage)
-			redirect := *target
-			redirect.RawQuery = r.URL.RawQuery
-			redirect.Fragment = ""
-			select {
-			case c.got <- redirect.String():
-			default: // a second redirect: the first one answers
-			}
-		}),
-	}
-	for _, lis := range listeners {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.srv.Serve(lis)
-		}()
-	}
-	return c, nil
+	return listeners, nil
+}
+
+// handler takes the first redirect to target's path that carries state
+// (any, when state is "") and a code or an error, and shows the browser
+// closePage; it refuses any other request.
+func (c *redirectCatcher) handler(target *url.URL, state string) http.Handler {
+	path := cmp.Or(target.EscapedPath(), "/")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isRedirect(r, path, state) {
+			http.Error(w, "agentd is waiting for another authorization's redirect", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, closePage)
+		redirect := *target
+		redirect.RawQuery = r.URL.RawQuery
+		redirect.Fragment = ""
+		select {
+		case c.got <- redirect.String():
+		default: // a second redirect: the first one answers
+		}
+	})
+}
+
+// isRedirect reports whether r is the authorization's redirect: to path,
+// with state (when there is one), and a code or an error.
+func isRedirect(r *http.Request, path, state string) bool {
+	q := r.URL.Query()
+	return r.URL.EscapedPath() == path && (state == "" || q.Get("state") == state) && (q.Get("code") != "" || q.Get("error") != "")
 }
 
 // Close stops listening, letting the page being sent finish first, and
@@ -177,19 +197,10 @@ func (c *redirectCatcher) Close() {
 func authorize(ctx context.Context, r *agentdv1.AuthorizationRequest, in *lines, prompt io.Writer) (string, bool) {
 	var caught <-chan string
 	where := ""
-	if target, ok := loopbackRedirect(r.GetUrl()); ok {
-		state := ""
-		if u, err := url.Parse(r.GetUrl()); err == nil {
-			state = u.Query().Get("state")
-		}
-		c, err := catchRedirect(target, state)
-		if err != nil {
-			fmt.Fprintf(prompt, "cannot catch the redirect (%v): paste it instead\n", err)
-		} else {
-			defer c.Close()
-			caught = c.got
-			where = " (or finish in a browser on this machine: agentd generate is listening at " + target.Host + ")"
-		}
+	if c, target := catchLoopbackRedirect(r.GetUrl(), prompt); c != nil {
+		defer c.Close()
+		caught = c.got
+		where = " (or finish in a browser on this machine: agentd generate is listening at " + target.Host + ")"
 	}
 	for {
 		fmt.Fprintf(prompt, "open the URL above, authorize, and paste the URL the browser is sent back to%s: ", where)
@@ -211,6 +222,26 @@ func authorize(ctx context.Context, r *agentdv1.AuthorizationRequest, in *lines,
 	}
 }
 
+// catchLoopbackRedirect catches the redirect of the authorization URL raw
+// when it is to a loopback http URL, which it returns; nil when it is not,
+// or when it cannot listen there (which it tells the person).
+func catchLoopbackRedirect(raw string, prompt io.Writer) (*redirectCatcher, *url.URL) {
+	target, ok := loopbackRedirect(raw)
+	if !ok {
+		return nil, nil
+	}
+	state := ""
+	if u, err := url.Parse(raw); err == nil {
+		state = u.Query().Get("state")
+	}
+	c, err := catchRedirect(target, state)
+	if err != nil {
+		fmt.Fprintf(prompt, "cannot catch the redirect (%v): paste it instead\n", err)
+		return nil, nil
+	}
+	return c, target
+}
+
 // askInput asks the person to answer an MCP server's request for input:
 // for a form, a JSON object (checked against the schema by agentd), for a
 // web page, Enter once they are done there; "decline" or "cancel" instead
@@ -227,24 +258,28 @@ func askInput(ctx context.Context, r *agentdv1.InputRequest, in *lines, prompt i
 		if !ok {
 			return nil, false
 		}
-		resp := &agentdv1.InputResponse{RequestId: r.GetId(), Action: agentdv1.InputAction_INPUT_ACTION_ACCEPT}
-		switch {
-		case strings.EqualFold(text, "decline"):
-			resp.Action = agentdv1.InputAction_INPUT_ACTION_DECLINE
-		case strings.EqualFold(text, "cancel"):
-			resp.Action = agentdv1.InputAction_INPUT_ACTION_CANCEL
-		case r.GetMode() == agentdv1.InputMode_INPUT_MODE_URL:
-		default:
-			content := &structpb.Struct{}
-			if text == "" {
-				text = "{}"
-			}
-			if err := protojson.Unmarshal([]byte(text), content); err != nil {
-				fmt.Fprintf(prompt, "not a JSON object: %v\n", err)
-				continue
-			}
-			resp.Content = content
+		resp, err := inputAnswer(r, text)
+		if err != nil {
+			fmt.Fprintf(prompt, "not a JSON object: %v\n", err)
+			continue
 		}
 		return resp, true
 	}
+}
+
+// inputAnswer reads the person's answer text to r: decline, cancel, or
+// accept, with a form's JSON object ("" is {}).
+func inputAnswer(r *agentdv1.InputRequest, text string) (*agentdv1.InputResponse, error) {
+	resp := &agentdv1.InputResponse{RequestId: r.GetId(), Action: agentdv1.InputAction_INPUT_ACTION_ACCEPT}
+	action, refused := refusals[strings.ToLower(text)]
+	switch {
+	case refused:
+		resp.Action = action
+	case r.GetMode() != agentdv1.InputMode_INPUT_MODE_URL:
+		resp.Content = &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(cmp.Or(text, "{}")), resp.Content); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
 }
