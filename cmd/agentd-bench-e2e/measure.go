@@ -78,68 +78,148 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	stopSampling := make(chan struct{})
-	var sampling sync.WaitGroup
-	sample := func() {
-		if r, err := rss(s.pid); err == nil {
-			w.peakRSS = max(w.peakRSS, r)
-		}
-		if s.self {
-			return
-		}
-		kids := children(s.pid)
-		w.peakServers = max(w.peakServers, len(kids))
-		for _, k := range kids {
-			s.seen[k] = true
-		}
+	smp := startSampler(s)
+	defer smp.stop()
+	c0, err := readCosts(s, fake)
+	if err != nil {
+		return w, err
 	}
-	sample()
-	sampling.Go(func() {
+	a0, err := readAllocs(ctx, s)
+	if err != nil {
+		return w, err
+	}
+
+	began := time.Now()
+	r := runWorkers(ctx, cancel, n, concurrency, newGen, until)
+	w.elapsed = time.Since(began)
+
+	a1, err := readAllocs(ctx, s)
+	if err != nil && r.failed == nil {
+		return w, err
+	}
+	w.allocBytes, w.allocObjs = a1.bytes-a0.bytes, a1.objs-a0.objs
+	c1, err := readCosts(s, fake)
+	if err != nil {
+		return w, err
+	}
+	smp.stop()
+	w.peakRSS, w.peakServers = smp.peakRSS, smp.peakServers
+	w.fakeConns = c1.fakeConns - c0.fakeConns
+	w.cpu, w.serversCPU, w.fakeCPU = c1.cpu-c0.cpu, c1.serversCPU-c0.serversCPU, c1.fakeCPU-c0.fakeCPU
+
+	if r.failed != nil {
+		return w, r.failed
+	}
+	if err := ctx.Err(); err != nil {
+		return w, err // interrupted
+	}
+	r.into(&w)
+	return w, nil
+}
+
+// sampler samples the subject's RSS and, unless it is this process, its
+// MCP server processes every sampleEvery, keeping the peaks.
+type sampler struct {
+	s           subject
+	peakRSS     int64 // written by the sampler's goroutine until stop
+	peakServers int
+	quit        chan struct{}
+	wg          sync.WaitGroup
+	once        sync.Once
+}
+
+// startSampler takes a first sample and starts sampling.
+func startSampler(s subject) *sampler {
+	sm := &sampler{s: s, quit: make(chan struct{})}
+	sm.sample()
+	sm.wg.Go(func() {
 		t := time.NewTicker(sampleEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-stopSampling:
+			case <-sm.quit:
 				return
 			case <-t.C:
-				sample()
+				sm.sample()
 			}
 		}
 	})
+	return sm
+}
 
-	st0, err := readStat(s.pid)
-	if err != nil {
-		return w, err
+func (sm *sampler) sample() {
+	if r, err := rss(sm.s.pid); err == nil {
+		sm.peakRSS = max(sm.peakRSS, r)
 	}
-	servers0, _, err := childrenCPU(s.pid, s.skip...)
-	if err != nil {
-		return w, err
+	if sm.s.self {
+		return
 	}
-	fake0, err := fake.cpu()
-	if err != nil {
-		return w, err
+	kids := children(sm.s.pid)
+	sm.peakServers = max(sm.peakServers, len(kids))
+	for _, k := range kids {
+		sm.s.seen[k] = true
 	}
-	conns0, err := fake.conns()
-	if err != nil {
-		return w, err
-	}
-	var ms0 runtime.MemStats
-	if s.self {
-		runtime.ReadMemStats(&ms0)
-	}
-	var bytes0, objs0 uint64
-	if s.debug != "" {
-		if bytes0, objs0, err = allocs(ctx, s.debug); err != nil {
-			return w, err
-		}
-	}
+}
 
-	began := time.Now()
+// stop stops sampling and waits for the sampler; it may be called again.
+func (sm *sampler) stop() {
+	sm.once.Do(func() { close(sm.quit) })
+	sm.wg.Wait()
+}
+
+// costs are the CPU the subject, its MCP servers and the fake have used
+// so far, and the connections the fake has accepted.
+type costs struct {
+	cpu, serversCPU, fakeCPU time.Duration
+	fakeConns                int64
+}
+
+func readCosts(s subject, fake *fakeProcess) (costs, error) {
+	var c costs
+	st, err := readStat(s.pid)
+	if err != nil {
+		return c, err
+	}
+	c.cpu = st.self
+	if c.serversCPU, _, err = childrenCPU(s.pid, s.skip...); err != nil {
+		return c, err
+	}
+	if c.fakeCPU, err = fake.cpu(); err != nil {
+		return c, err
+	}
+	c.fakeConns, err = fake.conns()
+	return c, err
+}
+
+// allocCount is what the subject has allocated so far: this process's
+// from runtime.MemStats, agentd's from its debug endpoint.
+type allocCount struct{ bytes, objs uint64 }
+
+func readAllocs(ctx context.Context, s subject) (allocCount, error) {
+	switch {
+	case s.debug != "":
+		bytes, objs, err := allocs(ctx, s.debug)
+		return allocCount{bytes, objs}, err
+	case s.self:
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return allocCount{ms.TotalAlloc, ms.Mallocs}, nil
+	}
+	return allocCount{}, nil
+}
+
+// runs are what a window's workers recorded, each its own: latencies,
+// times to the completed event and after it; and the first failure.
+type runs struct {
+	lat, toc, after [][]time.Duration
+	failed          error
+}
+
+// runWorkers runs n generations, concurrency at a time (or, with until,
+// until it is closed); the first failure cancels the rest.
+func runWorkers(ctx context.Context, cancel context.CancelFunc, n, concurrency int, newGen func() genFunc, until <-chan struct{}) *runs {
+	r := &runs{lat: make([][]time.Duration, concurrency), toc: make([][]time.Duration, concurrency), after: make([][]time.Duration, concurrency)}
 	var next atomic.Int64
-	lat := make([][]time.Duration, concurrency)
-	toc := make([][]time.Duration, concurrency)
-	after := make([][]time.Duration, concurrency)
-	var failed error
 	var failOnce sync.Once
 	var workers sync.WaitGroup
 	for i := range concurrency {
@@ -149,67 +229,35 @@ func measure(ctx context.Context, s subject, fake *fakeProcess, n, concurrency i
 				t0 := time.Now()
 				completed, err := gen(ctx)
 				if err != nil {
-					failOnce.Do(func() { failed = err; cancel() })
+					failOnce.Do(func() { r.failed = err; cancel() })
 					return
 				}
-				d := time.Since(t0)
-				lat[i] = append(lat[i], d)
-				if completed > 0 {
-					toc[i] = append(toc[i], completed)
-					after[i] = append(after[i], d-completed)
-				}
+				r.record(i, time.Since(t0), completed)
 			}
 		})
 	}
 	workers.Wait()
-	w.elapsed = time.Since(began)
+	return r
+}
 
-	if s.self {
-		var ms1 runtime.MemStats
-		runtime.ReadMemStats(&ms1)
-		w.allocBytes, w.allocObjs = ms1.TotalAlloc-ms0.TotalAlloc, ms1.Mallocs-ms0.Mallocs
+// record records worker i's generation, which took d, its completed
+// event after completed (0: none).
+func (r *runs) record(i int, d, completed time.Duration) {
+	r.lat[i] = append(r.lat[i], d)
+	if completed > 0 {
+		r.toc[i] = append(r.toc[i], completed)
+		r.after[i] = append(r.after[i], d-completed)
 	}
-	if s.debug != "" {
-		bytes1, objs1, err := allocs(ctx, s.debug)
-		if err != nil && failed == nil {
-			return w, err
-		}
-		w.allocBytes, w.allocObjs = bytes1-bytes0, objs1-objs0
-	}
-	st1, err := readStat(s.pid)
-	if err != nil {
-		return w, err
-	}
-	servers1, _, err := childrenCPU(s.pid, s.skip...)
-	if err != nil {
-		return w, err
-	}
-	fake1, err := fake.cpu()
-	if err != nil {
-		return w, err
-	}
-	conns1, err := fake.conns()
-	if err != nil {
-		return w, err
-	}
-	w.fakeConns = conns1 - conns0
-	close(stopSampling)
-	sampling.Wait()
-	w.cpu, w.serversCPU, w.fakeCPU = st1.self-st0.self, servers1-servers0, fake1-fake0
+}
 
-	if failed != nil {
-		return w, failed
-	}
-	if err := ctx.Err(); err != nil {
-		return w, err // interrupted
-	}
-	for i := range lat {
-		w.latencies = append(w.latencies, lat[i]...)
-		w.toCompleted = append(w.toCompleted, toc[i]...)
-		w.afterCompleted = append(w.afterCompleted, after[i]...)
+// into puts the workers' records into w, and counts its generations.
+func (r *runs) into(w *window) {
+	for i := range r.lat {
+		w.latencies = append(w.latencies, r.lat[i]...)
+		w.toCompleted = append(w.toCompleted, r.toc[i]...)
+		w.afterCompleted = append(w.afterCompleted, r.after[i]...)
 	}
 	w.gens = len(w.latencies)
-	return w, nil
 }
 
 // closed reports whether ch is closed; never for a nil ch.
@@ -242,26 +290,9 @@ type report struct {
 // sequential windows (floor, shared, default) and the concurrent ones in
 // the same order. Progress goes to progress.
 func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err error) {
-	bin, err := filepath.Abs(o.agentd)
+	bin, node, everything, err := programs(o)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("the agentd binary: %w (make build)", err)
-	}
-	node, err := exec.LookPath(o.node)
-	if err != nil {
-		return nil, err
-	}
-	if node, err = filepath.Abs(node); err != nil {
-		return nil, err
-	}
-	everything, err := filepath.Abs(o.everything)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(everything); err != nil {
-		return nil, fmt.Errorf("server-everything: %w (npm ci installs it)", err)
 	}
 	dir, err := os.MkdirTemp("", "agentd-bench-e2e-")
 	if err != nil {
@@ -318,15 +349,8 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 
 	spawnGen := func() genFunc { return fl.spawnGenerate }
 	rep = &report{o: o, floor: mode{name: "floor"}, shared: mode{name: "shared"}, isolated: mode{name: "default"}, spawnFloor: mode{name: "spawn floor"}}
-	windows := []struct {
-		name string
-		into *window
-		on   subject
-		n, c int
-		gen  func() genFunc
-		prof bool // the window -cpuprofile profiles
-		pool bool // the default registration's pool is counted
-	}{
+	r := windowRunner{fake: fake, c: c, debug: a.debug, o: o, progress: progress}
+	for _, win := range []benchWindow{
 		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen, false, false},
 		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared, false, false},
 		{"floor, a process per generation, sequential", &rep.spawnFloor.seq, onSelf, o.defaultGens, 1, spawnGen, false, false},
@@ -335,41 +359,96 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared, true, false},
 		{"floor, a process per generation, concurrent", &rep.spawnFloor.conc, onSelf, o.defConcGens, o.concurrency, spawnGen, false, false},
 		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated, false, true},
-	}
-	for _, win := range windows {
-		var until <-chan struct{}
-		var profErr *error
-		if win.prof && o.cpuProfile != "" {
-			// The window lasts as long as the profile: the workers start
-			// generations until it has arrived.
-			fmt.Fprintf(progress, "%s: %d s (agentd's CPU profile to %s), %d at a time ... ", win.name, o.profileSeconds, o.cpuProfile, win.c)
-			until, profErr = cpuProfile(ctx, a.debug, o.profileSeconds, o.cpuProfile)
-		} else {
-			fmt.Fprintf(progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
+	} {
+		if err := r.run(ctx, win); err != nil {
+			return nil, err
 		}
-		var before *bridgev1.PoolStats
-		if win.pool {
-			if before, err = c.pool(ctx, defaultServer); err != nil {
-				return nil, err
-			}
-		}
-		*win.into, err = measure(ctx, win.on, fake, win.n, win.c, win.gen, until)
-		if until != nil {
-			<-until
-			err = errors.Join(err, *profErr)
-		}
-		if err != nil {
-			fmt.Fprintln(progress, "failed")
-			return nil, fmt.Errorf("%s: %w", win.name, err)
-		}
-		if win.pool {
-			after, err := c.pool(ctx, defaultServer)
-			if err != nil {
-				return nil, err
-			}
-			win.into.poolWaits, win.into.poolSpawned = after.GetWaits()-before.GetWaits(), after.GetSpawned()-before.GetSpawned()
-		}
-		fmt.Fprintf(progress, "%d generations in %.1fs\n", win.into.gens, win.into.elapsed.Seconds())
 	}
 	return rep, nil
+}
+
+// programs are the absolute paths of the agentd binary, node and
+// server-everything that o names, each of which must exist.
+func programs(o options) (bin, node, everything string, err error) {
+	if bin, err = filepath.Abs(o.agentd); err != nil {
+		return "", "", "", err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return "", "", "", fmt.Errorf("the agentd binary: %w (make build)", err)
+	}
+	if node, err = exec.LookPath(o.node); err != nil {
+		return "", "", "", err
+	}
+	if node, err = filepath.Abs(node); err != nil {
+		return "", "", "", err
+	}
+	if everything, err = filepath.Abs(o.everything); err != nil {
+		return "", "", "", err
+	}
+	if _, err := os.Stat(everything); err != nil {
+		return "", "", "", fmt.Errorf("server-everything: %w (npm ci installs it)", err)
+	}
+	return bin, node, everything, nil
+}
+
+// benchWindow is one measured window of the benchmark.
+type benchWindow struct {
+	name string
+	into *window
+	on   subject
+	n, c int
+	gen  func() genFunc
+	prof bool // the window -cpuprofile profiles
+	pool bool // the default registration's pool is counted
+}
+
+// windowRunner measures the benchmark's windows against one fake and one
+// agentd (its client c and its debug endpoint).
+type windowRunner struct {
+	fake     *fakeProcess
+	c        *agentdClient
+	debug    string
+	o        options
+	progress io.Writer
+}
+
+// run measures win into win.into: as long as agentd's CPU profile when it
+// is the profiled window, and with the default pool's waits and spawns
+// when it counts them.
+func (r *windowRunner) run(ctx context.Context, win benchWindow) error {
+	var until <-chan struct{}
+	var profErr *error
+	if win.prof && r.o.cpuProfile != "" {
+		// The window lasts as long as the profile: the workers start
+		// generations until it has arrived.
+		fmt.Fprintf(r.progress, "%s: %d s (agentd's CPU profile to %s), %d at a time ... ", win.name, r.o.profileSeconds, r.o.cpuProfile, win.c)
+		until, profErr = cpuProfile(ctx, r.debug, r.o.profileSeconds, r.o.cpuProfile)
+	} else {
+		fmt.Fprintf(r.progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
+	}
+	var before *bridgev1.PoolStats
+	var err error
+	if win.pool {
+		if before, err = r.c.pool(ctx, defaultServer); err != nil {
+			return err
+		}
+	}
+	*win.into, err = measure(ctx, win.on, r.fake, win.n, win.c, win.gen, until)
+	if until != nil {
+		<-until
+		err = errors.Join(err, *profErr)
+	}
+	if err != nil {
+		fmt.Fprintln(r.progress, "failed")
+		return fmt.Errorf("%s: %w", win.name, err)
+	}
+	if win.pool {
+		after, err := r.c.pool(ctx, defaultServer)
+		if err != nil {
+			return err
+		}
+		win.into.poolWaits, win.into.poolSpawned = after.GetWaits()-before.GetWaits(), after.GetSpawned()-before.GetSpawned()
+	}
+	fmt.Fprintf(r.progress, "%d generations in %.1fs\n", win.into.gens, win.into.elapsed.Seconds())
+	return nil
 }

@@ -121,25 +121,77 @@ func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		_ = srv.removeState()
 	}()
 	addr := srv.addrs()[0]
-	var conns []*grpc.ClientConn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	client := func(i int) (agentdv1.AgentServiceClient, error) {
-		for len(conns) <= i/idleStreamsPerConn {
-			c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				return nil, err
-			}
-			conns = append(conns, c)
-		}
-		return agentdv1.NewAgentServiceClient(conns[i/idleStreamsPerConn]), nil
+	conns := &idleConns{addr: addr}
+	defer conns.close()
+	if err := warmUpIdle(ctx, conns, start, srv); err != nil {
+		return err
 	}
-	// Warm-up: one generation approved at once, so that the demo server
-	// runs and agentd's lazily made parts exist before the baseline.
-	c0, err := client(0)
+	rep := &idleReport{Streams: o.streams}
+	base := take(true)
+	rep.RSSBaseline = base.RSS
+	if rep.GoroutinesBaseline, err = labelledGoroutines(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stderr, "agentd-load: opening %d streams that each wait on an approval, from a child process\n", o.streams)
+	child, err := startIdleClients(ctx, exe, addr, o.streams, stderr)
+	if err != nil {
+		return err
+	}
+	defer child.close()
+	var opened idleClientReport
+	if err := readClientReport(child.lines, &opened); err != nil {
+		return fmt.Errorf("the clients: %w", err)
+	}
+	rep.OpenS, rep.Waiting, rep.Errors = opened.Seconds, opened.Done, opened.Errors
+	if err := measureWaiting(ctx, o, srv, rep); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "agentd-load: %d streams wait; answering them all\n", rep.Waiting)
+	if _, err := io.WriteString(child.stdin, "approve\n"); err != nil {
+		return err
+	}
+	var answered idleClientReport
+	if err := readClientReport(child.lines, &answered); err != nil {
+		return fmt.Errorf("the clients: %w", err)
+	}
+	rep.AnswerS, rep.Completed = answered.Seconds, answered.Done
+	rep.Errors = append(rep.Errors, answered.Errors...)
+	rep.OK = rep.Waiting == o.streams && rep.Completed == o.streams &&
+		rep.GoroutinesPerStream <= idleMaxGoroutinesPerStream && rep.RSSWaiting <= idleMaxRSS
+	return writeIdleReport(rep, o.json, stdout)
+}
+
+// idleConns are the client connections to agentd, idleStreamsPerConn
+// streams to each.
+type idleConns struct {
+	addr  string
+	conns []*grpc.ClientConn
+}
+
+// client is the client of stream i, on a connection made when first
+// needed.
+func (c *idleConns) client(i int) (agentdv1.AgentServiceClient, error) {
+	for len(c.conns) <= i/idleStreamsPerConn {
+		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		c.conns = append(c.conns, conn)
+	}
+	return agentdv1.NewAgentServiceClient(c.conns[i/idleStreamsPerConn]), nil
+}
+
+func (c *idleConns) close() {
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+}
+
+// warmUpIdle runs one generation approved at once, so that the demo
+// server runs and agentd's lazily made parts exist before the baseline.
+func warmUpIdle(ctx context.Context, conns *idleConns, start *agentdv1.StartGeneration, srv *fleet) error {
+	c0, err := conns.client(0)
 	if err != nil {
 		return err
 	}
@@ -150,37 +202,46 @@ func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := w.approve(); err != nil {
 		return fmt.Errorf("the warm-up generation: %w", err)
 	}
-	rep := &idleReport{Streams: o.streams}
-	base := take(true)
-	rep.RSSBaseline = base.RSS
-	if rep.GoroutinesBaseline, err = labelledGoroutines(); err != nil {
-		return err
-	}
+	return nil
+}
 
-	fmt.Fprintf(stderr, "agentd-load: opening %d streams that each wait on an approval, from a child process\n", o.streams)
-	cmd := exec.CommandContext(ctx, exe, "-"+idleClientsFlag, addr, "-streams", strconv.Itoa(o.streams))
+// idleChild is the child process that opens the waiting streams: its
+// reports come as lines on its stdout, its orders go to its stdin.
+type idleChild struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines *bufio.Scanner
+}
+
+// startIdleClients starts exe as the child that opens streams streams to
+// addr.
+func startIdleClients(ctx context.Context, exe, addr string, streams int, stderr io.Writer) (*idleChild, error) {
+	cmd := exec.CommandContext(ctx, exe, "-"+idleClientsFlag, addr, "-streams", strconv.Itoa(streams))
 	cmd.Stderr = stderr
 	toChild, err := cmd.StdinPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fromChild, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
-		toChild.Close()
-		_ = cmd.Wait()
-	}()
-	lines := bufio.NewScanner(fromChild)
-	var opened idleClientReport
-	if err := readClientReport(lines, &opened); err != nil {
-		return fmt.Errorf("the clients: %w", err)
-	}
-	rep.OpenS, rep.Waiting, rep.Errors = opened.Seconds, opened.Done, opened.Errors
+	return &idleChild{cmd: cmd, stdin: toChild, lines: bufio.NewScanner(fromChild)}, nil
+}
+
+// close ends the child's input and waits for it.
+func (c *idleChild) close() {
+	c.stdin.Close()
+	_ = c.cmd.Wait()
+}
+
+// measureWaiting measures agentd while the streams wait: its bridge
+// sessions, memory, stacks and goroutines, writing the profiles o asks
+// for.
+func measureWaiting(ctx context.Context, o options, srv *fleet, rep *idleReport) error {
 	// A waiting generation closes its bridge session in the background:
 	// the measurement waits for the closes (for at most settleSessions).
 	rep.BridgeSessionsWaiting = settledSessions(ctx, srv.replicas[0].agent)
@@ -196,25 +257,20 @@ func runIdle(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	var err error
 	if rep.GoroutinesWaiting, err = labelledGoroutines(); err != nil {
 		return err
 	}
 	if rep.Waiting > 0 {
 		rep.GoroutinesPerStream = float64(rep.GoroutinesWaiting-rep.GoroutinesBaseline) / float64(rep.Waiting)
 	}
-	fmt.Fprintf(stderr, "agentd-load: %d streams wait; answering them all\n", rep.Waiting)
-	if _, err := io.WriteString(toChild, "approve\n"); err != nil {
-		return err
-	}
-	var answered idleClientReport
-	if err := readClientReport(lines, &answered); err != nil {
-		return fmt.Errorf("the clients: %w", err)
-	}
-	rep.AnswerS, rep.Completed = answered.Seconds, answered.Done
-	rep.Errors = append(rep.Errors, answered.Errors...)
-	rep.OK = rep.Waiting == o.streams && rep.Completed == o.streams &&
-		rep.GoroutinesPerStream <= idleMaxGoroutinesPerStream && rep.RSSWaiting <= idleMaxRSS
-	if o.json {
+	return nil
+}
+
+// writeIdleReport writes rep, as JSON or as text; errFailed when the run
+// missed its targets.
+func writeIdleReport(rep *idleReport, asJSON bool, stdout io.Writer) error {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {

@@ -96,41 +96,62 @@ func (d *driver) generate(ctx context.Context, client agentdv1.AgentServiceClien
 		// Nothing is gated, so half-closing cannot pause the generation.
 		_ = stream.CloseSend()
 	}
-	var completed *agentdv1.GenerationCompleted
-	var toolErr string
+	return d.check(receive(stream))
+}
+
+// received is what a generation's stream said: how many tool calls
+// finished, the first failed call's output, and the completed event.
+type received struct {
+	toolCalls int
+	toolErr   string
+	completed *agentdv1.GenerationCompleted
+}
+
+// receive reads stream to its end.
+func receive(stream agentdv1.AgentService_GenerateClient) (received, error) {
+	var r received
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			break
+			return r, nil
 		}
 		if err != nil {
-			return toolCalls, err
+			return r, err
 		}
 		switch k := ev.GetEvent().(type) {
 		case *agentdv1.GenerateResponse_ToolCallFinished:
-			toolCalls++
-			if k.ToolCallFinished.GetIsError() && toolErr == "" {
-				toolErr = k.ToolCallFinished.GetOutput()
+			r.toolCalls++
+			if k.ToolCallFinished.GetIsError() && r.toolErr == "" {
+				r.toolErr = k.ToolCallFinished.GetOutput()
 			}
 		case *agentdv1.GenerateResponse_Completed:
-			completed = k.Completed
+			r.completed = k.Completed
 		}
 	}
+}
+
+// check returns how many tool calls finished, and an error unless the
+// generation completed as scripted: every turn's call ran and the final
+// text is the script's.
+func (d *driver) check(r received, err error) (int, error) {
+	if err != nil {
+		return r.toolCalls, err
+	}
 	var text string
-	for _, p := range completed.GetMessage().GetParts() {
+	for _, p := range r.completed.GetMessage().GetParts() {
 		text += p.GetText()
 	}
 	switch {
-	case completed == nil:
-		return toolCalls, &badResult{"the stream ended OK without a completed event"}
-	case toolErr != "":
-		return toolCalls, &badResult{"a tool call failed: " + toolErr}
-	case toolCalls != d.turns || int(completed.GetToolTurns()) != d.turns:
-		return toolCalls, &badResult{fmt.Sprintf("%d tool calls in %d tool turns, want %d", toolCalls, completed.GetToolTurns(), d.turns)}
+	case r.completed == nil:
+		return r.toolCalls, &badResult{"the stream ended OK without a completed event"}
+	case r.toolErr != "":
+		return r.toolCalls, &badResult{"a tool call failed: " + r.toolErr}
+	case r.toolCalls != d.turns || int(r.completed.GetToolTurns()) != d.turns:
+		return r.toolCalls, &badResult{fmt.Sprintf("%d tool calls in %d tool turns, want %d", r.toolCalls, r.completed.GetToolTurns(), d.turns)}
 	case text != wantText(d.turns):
-		return toolCalls, &badResult{fmt.Sprintf("final text %q, want %q", text, wantText(d.turns))}
+		return r.toolCalls, &badResult{fmt.Sprintf("final text %q, want %q", text, wantText(d.turns))}
 	}
-	return toolCalls, nil
+	return r.toolCalls, nil
 }
 
 // tally is what the streams recorded.

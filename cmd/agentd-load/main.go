@@ -208,28 +208,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		bad = append(bad, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	if o.streams < 1 {
-		bad = append(bad, fmt.Errorf("-streams must be at least 1, got %d", o.streams))
-	}
-	if o.duration <= 0 || o.timeout <= 0 || o.settle < 0 {
-		bad = append(bad, errors.New("-duration and -timeout must be positive, -settle not negative"))
-	}
-	if o.replicas < 1 {
-		bad = append(bad, fmt.Errorf("-replicas must be at least 1, got %d", o.replicas))
-	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	switch {
-	case o.idle && (o.addr != "" || set["replicas"] || set["metrics"] || set["duration"] || set["turns"]):
-		bad = append(bad, errors.New("-idle starts one agentd in this process and runs one approval-gated turn per stream: it does not go with -addr, -replicas, -metrics, -duration or -turns"))
-	case o.addr != "" && (set["replicas"] || set["store"] || set["metrics"]):
-		bad = append(bad, errors.New("-replicas, -store and -metrics start agentds in this process: they do not go with -addr"))
-	case o.store.driver == config.StorePostgres:
-		if o.store.dsn = os.Getenv("AGENTD_STORE_DSN"); o.store.dsn == "" {
-			bad = append(bad, errors.New("-store postgres: set AGENTD_STORE_DSN to the database's DSN"))
-		}
-	case o.store.driver != config.StoreSQLite:
-		bad = append(bad, fmt.Errorf("-store must be sqlite or postgres, got %q", o.store.driver))
+	bad = append(bad, o.rangeProblems()...)
+	if err := o.modeProblem(set); err != nil {
+		bad = append(bad, err)
 	}
 	if o.turns < 0 || o.turns > config.MaxToolTurnsLimit {
 		bad = append(bad, fmt.Errorf("-turns must be 0..%d, got %d", config.MaxToolTurnsLimit, o.turns))
@@ -240,6 +223,41 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// rangeProblems are the numeric flags out of their range.
+func (o *options) rangeProblems() []error {
+	var bad []error
+	if o.streams < 1 {
+		bad = append(bad, fmt.Errorf("-streams must be at least 1, got %d", o.streams))
+	}
+	if o.duration <= 0 || o.timeout <= 0 || o.settle < 0 {
+		bad = append(bad, errors.New("-duration and -timeout must be positive, -settle not negative"))
+	}
+	if o.replicas < 1 {
+		bad = append(bad, fmt.Errorf("-replicas must be at least 1, got %d", o.replicas))
+	}
+	return bad
+}
+
+// modeProblem is what is wrong with the flags set together, and the store
+// (set are the flags given): -idle and -addr each go without the flags of
+// the other modes, and -store postgres needs AGENTD_STORE_DSN, which it
+// reads.
+func (o *options) modeProblem(set map[string]bool) error {
+	switch {
+	case o.idle && (o.addr != "" || set["replicas"] || set["metrics"] || set["duration"] || set["turns"]):
+		return errors.New("-idle starts one agentd in this process and runs one approval-gated turn per stream: it does not go with -addr, -replicas, -metrics, -duration or -turns")
+	case o.addr != "" && (set["replicas"] || set["store"] || set["metrics"]):
+		return errors.New("-replicas, -store and -metrics start agentds in this process: they do not go with -addr")
+	case o.store.driver == config.StorePostgres:
+		if o.store.dsn = os.Getenv("AGENTD_STORE_DSN"); o.store.dsn == "" {
+			return errors.New("-store postgres: set AGENTD_STORE_DSN to the database's DSN")
+		}
+	case o.store.driver != config.StoreSQLite:
+		return fmt.Errorf("-store must be sqlite or postgres, got %q", o.store.driver)
+	}
+	return nil
+}
+
 // run parses args, runs the load and writes the report to stdout; progress
 // goes to stderr. It returns errFailed when the run did not pass.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -248,15 +266,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+		stop, err := startCPUProfile(o.cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if o.idleClients != "" {
 		return runIdleClients(ctx, o, os.Stdin, stdout)
@@ -268,7 +282,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.json {
+	return rep.write(stdout, o.json)
+}
+
+// startCPUProfile starts profiling the process's CPU to path; stop ends
+// it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// write writes rep, as JSON or as text; errFailed when the run did not
+// pass.
+func (rep *report) write(stdout io.Writer, asJSON bool) error {
+	var err error
+	if asJSON {
 		err = rep.writeJSON(stdout)
 	} else {
 		err = rep.writeText(stdout)

@@ -47,13 +47,9 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 	if o.addr != "" {
 		rep.Target = "remote"
 	} else {
-		var exe string
-		if exe, err = os.Executable(); err != nil {
-			return nil, err
-		}
 		proc.Before = take(true)
-		if srv, err = startAgentds(exe, o.replicas, o.store, o.metrics); err != nil {
-			return nil, fmt.Errorf("starting agentd: %w", err)
+		if srv, err = startLocal(o); err != nil {
+			return nil, err
 		}
 		defer func() {
 			// err is measure's result: a run that could not be measured
@@ -69,32 +65,14 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 	}
 
 	d := &driver{start: start, turns: o.turns, timeout: o.timeout}
-	admins := make([]bridgev1.BridgeAdminServiceClient, len(addrs))
-	var conns []*grpc.ClientConn
-	closeConns := func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		conns = nil
+	c, err := dialAll(addrs, d)
+	defer c.close()
+	if err != nil {
+		return nil, err
 	}
-	defer closeConns()
-	for i, addr := range addrs {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		conns = append(conns, conn)
-		d.clients = append(d.clients, agentdv1.NewAgentServiceClient(conn))
-		admins[i] = bridgev1.NewBridgeAdminServiceClient(conn)
-	}
-	poolsBefore := make([][]*bridgev1.PoolStats, len(addrs))
-	for i, client := range d.clients {
-		if _, err := d.generate(ctx, client, start); err != nil {
-			return nil, fmt.Errorf("the warm-up generation failed: %w", err)
-		}
-		if poolsBefore[i], err = poolStats(ctx, admins[i]); err != nil {
-			return nil, err
-		}
+	poolsBefore, err := warmUp(ctx, d, c.admins)
+	if err != nil {
+		return nil, err
 	}
 	if srv != nil {
 		proc.Baseline = take(true)
@@ -117,50 +95,134 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 
 	sleep(ctx, o.settle)
 	rep.SettleS = o.settle.Seconds()
+	if rep.Pools, err = settledPools(ctx, c.admins, poolsBefore); err != nil {
+		return nil, err
+	}
+	if srv != nil {
+		proc.Settled = take(true)
+	}
+	c.close()
+
+	if srv != nil {
+		stopLocal(srv, rep, &proc)
+	}
+	rep.judge()
+	if srv != nil {
+		keepLog(srv, rep, progress)
+	}
+	return rep, nil
+}
+
+// startLocal starts o's agentd replicas in this process's executable.
+func startLocal(o options) (*fleet, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := startAgentds(exe, o.replicas, o.store, o.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("starting agentd: %w", err)
+	}
+	return srv, nil
+}
+
+// clients are the load's connections, one per agentd, and each one's
+// bridge admin client.
+type clients struct {
+	conns  []*grpc.ClientConn
+	admins []bridgev1.BridgeAdminServiceClient
+}
+
+// dialAll connects to each of addrs, giving d a generation client of
+// each.
+func dialAll(addrs []string, d *driver) (*clients, error) {
+	c := &clients{}
+	for _, addr := range addrs {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return c, err
+		}
+		c.conns = append(c.conns, conn)
+		d.clients = append(d.clients, agentdv1.NewAgentServiceClient(conn))
+		c.admins = append(c.admins, bridgev1.NewBridgeAdminServiceClient(conn))
+	}
+	return c, nil
+}
+
+// close closes the connections; it may be called again.
+func (c *clients) close() {
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+// warmUp runs one generation on each agentd, and returns the pools'
+// counts after it.
+func warmUp(ctx context.Context, d *driver, admins []bridgev1.BridgeAdminServiceClient) ([][]*bridgev1.PoolStats, error) {
+	poolsBefore := make([][]*bridgev1.PoolStats, len(admins))
+	for i, client := range d.clients {
+		if _, err := d.generate(ctx, client, d.start); err != nil {
+			return nil, fmt.Errorf("the warm-up generation failed: %w", err)
+		}
+		var err error
+		if poolsBefore[i], err = poolStats(ctx, admins[i]); err != nil {
+			return nil, err
+		}
+	}
+	return poolsBefore, nil
+}
+
+// settledPools reports each agentd's pools once the load has settled,
+// against their counts before it; each names its replica when there are
+// several.
+func settledPools(ctx context.Context, admins []bridgev1.BridgeAdminServiceClient, poolsBefore [][]*bridgev1.PoolStats) ([]poolReport, error) {
+	var out []poolReport
 	for i, admin := range admins {
 		poolsAfter, err := poolStats(context.WithoutCancel(ctx), admin)
 		if err != nil {
 			return nil, err
 		}
 		pools := poolReports(poolsBefore[i], poolsAfter)
-		if len(addrs) > 1 {
+		if len(admins) > 1 {
 			for j := range pools {
 				pools[j].Replica = i + 1
 			}
 		}
-		rep.Pools = append(rep.Pools, pools...)
+		out = append(out, pools...)
 	}
-	if srv != nil {
-		proc.Settled = take(true)
-	}
-	closeConns()
+	return out, nil
+}
 
-	if srv != nil {
-		serveErr := srv.Close()
-		rep.MetricsScrapes = srv.scraper.scrapes
-		proc.Shutdown = take(false)
-		deadline := time.Now().Add(shutdownWait)
-		for proc.Shutdown.Goroutines > proc.Before.Goroutines+goroutineSlack && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			proc.Shutdown.Goroutines = take(false).Goroutines
-		}
-		proc.HWM, _ = statusBytes("VmHWM")
-		rep.Process = &proc
-		if serveErr != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("agentd's Serve failed: %v", serveErr))
-		}
+// stopLocal stops the agentd replicas and records the process at
+// shutdown: its goroutines once they have ended (or shutdownWait has
+// passed), its peak resident memory and whether Serve failed.
+func stopLocal(srv *fleet, rep *report, proc *processReport) {
+	serveErr := srv.Close()
+	rep.MetricsScrapes = srv.scraper.scrapes
+	proc.Shutdown = take(false)
+	deadline := time.Now().Add(shutdownWait)
+	for proc.Shutdown.Goroutines > proc.Before.Goroutines+goroutineSlack && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		proc.Shutdown.Goroutines = take(false).Goroutines
 	}
-	rep.judge()
-	if srv != nil {
-		if rep.OK {
-			if err := srv.removeState(); err != nil {
-				fmt.Fprintf(progress, "agentd-load: %v\n", err)
-			}
-		} else {
-			rep.Log = srv.logs()
-		}
+	proc.HWM, _ = statusBytes("VmHWM")
+	rep.Process = proc
+	if serveErr != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("agentd's Serve failed: %v", serveErr))
 	}
-	return rep, nil
+}
+
+// keepLog removes the replicas' state after a run that passed, and keeps
+// their log in the report of one that failed.
+func keepLog(srv *fleet, rep *report, progress io.Writer) {
+	if !rep.OK {
+		rep.Log = srv.logs()
+		return
+	}
+	if err := srv.removeState(); err != nil {
+		fmt.Fprintf(progress, "agentd-load: %v\n", err)
+	}
 }
 
 // poolStats reads the bridge's pools through its admin API; nil when the

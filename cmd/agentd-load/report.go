@@ -179,20 +179,7 @@ func (r *report) judge() {
 		bad("no generation completed")
 	}
 	if p := r.Process; p != nil {
-		if p.Settled.Goroutines > p.Baseline.Goroutines+goroutineSlack {
-			bad("goroutines did not come back: %d after settling, %d at the baseline (up to %d more allowed)",
-				p.Settled.Goroutines, p.Baseline.Goroutines, goroutineSlack)
-		}
-		if p.Settled.Children > p.Baseline.Children {
-			bad("child processes did not come back: %d after settling, %d at the baseline", p.Settled.Children, p.Baseline.Children)
-		}
-		if p.Shutdown.Children > 0 {
-			bad("%d child processes survived agentd's shutdown", p.Shutdown.Children)
-		}
-		if p.Shutdown.Goroutines > p.Before.Goroutines+goroutineSlack {
-			bad("goroutines survived agentd's shutdown: %d, %d before it started (up to %d more allowed)",
-				p.Shutdown.Goroutines, p.Before.Goroutines, goroutineSlack)
-		}
+		p.judge(bad)
 	}
 	for _, p := range r.Pools {
 		if p.Busy > 0 || p.Starting > 0 {
@@ -208,6 +195,25 @@ func (r *report) judge() {
 	}
 }
 
+// judge reports, through bad, the goroutines and child processes that did
+// not come back after the load or survived agentd's shutdown.
+func (p *processReport) judge(bad func(format string, args ...any)) {
+	if p.Settled.Goroutines > p.Baseline.Goroutines+goroutineSlack {
+		bad("goroutines did not come back: %d after settling, %d at the baseline (up to %d more allowed)",
+			p.Settled.Goroutines, p.Baseline.Goroutines, goroutineSlack)
+	}
+	if p.Settled.Children > p.Baseline.Children {
+		bad("child processes did not come back: %d after settling, %d at the baseline", p.Settled.Children, p.Baseline.Children)
+	}
+	if p.Shutdown.Children > 0 {
+		bad("%d child processes survived agentd's shutdown", p.Shutdown.Children)
+	}
+	if p.Shutdown.Goroutines > p.Before.Goroutines+goroutineSlack {
+		bad("goroutines survived agentd's shutdown: %d, %d before it started (up to %d more allowed)",
+			p.Shutdown.Goroutines, p.Before.Goroutines, goroutineSlack)
+	}
+}
+
 func (r *report) writeJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -216,18 +222,8 @@ func (r *report) writeJSON(w io.Writer) error {
 
 func (r *report) writeText(w io.Writer) error {
 	var b strings.Builder
-	target := r.Target + " agentd"
-	if len(r.Replicas) > 0 {
-		target = fmt.Sprintf("%d %s agentd replicas", len(r.Replicas), r.Target)
-	}
-	if r.Store != "" {
-		target += " (store " + r.Store + ")"
-	}
-	if r.MetricsScrapes > 0 {
-		target += fmt.Sprintf(", metrics on (scraped %d times)", r.MetricsScrapes)
-	}
 	fmt.Fprintf(&b, "agentd-load: %d streams for %gs, %d tool turns per generation, %s on %s\n\n",
-		r.Streams, r.DurationS, r.Turns, target, r.Address)
+		r.Streams, r.DurationS, r.Turns, r.targetText(), r.Address)
 	fmt.Fprintf(&b, "generations  %d completed in %.1fs: %.1f/s\n", r.Generations, r.ElapsedS, r.GenerationsPerSec)
 	for i, rr := range r.Replicas {
 		fmt.Fprintf(&b, "  replica %d  %d on %s\n", i+1, rr.Generations, rr.Address)
@@ -243,52 +239,85 @@ func (r *report) writeText(w io.Writer) error {
 	}
 
 	if p := r.Process; p != nil {
-		fmt.Fprintf(&b, "\nthis process (agentd and the %d clients); peak RSS (VmHWM) %s\n", r.Streams, mib(p.HWM))
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "\tbefore start\tbaseline\tpeak\tend of load\tsettled (+%gs)\tafter shutdown\t\n", r.SettleS)
-		points := []snapshot{p.Before, p.Baseline, p.Peak, p.End, p.Settled, p.Shutdown}
-		row := func(name string, f func(snapshot) string) {
-			fmt.Fprintf(tw, "%s\t", name)
-			for _, s := range points {
-				fmt.Fprintf(tw, "%s\t", f(s))
-			}
-			fmt.Fprintln(tw)
-		}
-		row("RSS", func(s snapshot) string { return mib(s.RSS) })
-		row("live heap", func(s snapshot) string {
-			if s.LiveHeap == 0 {
-				return "-"
-			}
-			return mib(s.LiveHeap)
-		})
-		row("goroutines", func(s snapshot) string { return fmt.Sprint(s.Goroutines) })
-		row("children", func(s snapshot) string { return fmt.Sprint(s.Children) })
-		tw.Flush()
+		p.writeText(&b, r.Streams, r.SettleS)
 	}
+	r.writePools(&b)
+	r.writeVerdict(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// targetText names the agentd the load ran against: remote or in this
+// process, its replicas, store and metrics.
+func (r *report) targetText() string {
+	target := r.Target + " agentd"
+	if len(r.Replicas) > 0 {
+		target = fmt.Sprintf("%d %s agentd replicas", len(r.Replicas), r.Target)
+	}
+	if r.Store != "" {
+		target += " (store " + r.Store + ")"
+	}
+	if r.MetricsScrapes > 0 {
+		target += fmt.Sprintf(", metrics on (scraped %d times)", r.MetricsScrapes)
+	}
+	return target
+}
+
+// writeText writes the process's table: its memory, goroutines and
+// children at each point of the run.
+func (p *processReport) writeText(b *strings.Builder, streams int, settleS float64) {
+	fmt.Fprintf(b, "\nthis process (agentd and the %d clients); peak RSS (VmHWM) %s\n", streams, mib(p.HWM))
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\tbefore start\tbaseline\tpeak\tend of load\tsettled (+%gs)\tafter shutdown\t\n", settleS)
+	points := []snapshot{p.Before, p.Baseline, p.Peak, p.End, p.Settled, p.Shutdown}
+	row := func(name string, f func(snapshot) string) {
+		fmt.Fprintf(tw, "%s\t", name)
+		for _, s := range points {
+			fmt.Fprintf(tw, "%s\t", f(s))
+		}
+		fmt.Fprintln(tw)
+	}
+	row("RSS", func(s snapshot) string { return mib(s.RSS) })
+	row("live heap", func(s snapshot) string {
+		if s.LiveHeap == 0 {
+			return "-"
+		}
+		return mib(s.LiveHeap)
+	})
+	row("goroutines", func(s snapshot) string { return fmt.Sprint(s.Goroutines) })
+	row("children", func(s snapshot) string { return fmt.Sprint(s.Children) })
+	tw.Flush()
+}
+
+// writePools writes a line for each pool: its counts during the load and
+// once settled.
+func (r *report) writePools(b *strings.Builder) {
 	if len(r.Pools) > 0 {
-		fmt.Fprintln(&b)
+		fmt.Fprintln(b)
 	}
 	for _, p := range r.Pools {
 		mode := "one session per process"
 		if p.Shared {
 			mode = "shared"
 		}
-		fmt.Fprintf(&b, "pool %s (%s, max %d): during the load %d spawned, %d retired, %d crashed, %d waits; settled: %d warm, %d busy, %d starting\n",
+		fmt.Fprintf(b, "pool %s (%s, max %d): during the load %d spawned, %d retired, %d crashed, %d waits; settled: %d warm, %d busy, %d starting\n",
 			p.name(), mode, p.MaxProcesses, p.Spawned, p.Retired, p.Crashed, p.Waits, p.Warm, p.Busy, p.Starting)
 	}
+}
+
+// writeVerdict writes PASS, or FAIL with the problems and agentd's log.
+func (r *report) writeVerdict(b *strings.Builder) {
 	if r.OK {
-		fmt.Fprintln(&b, "\nPASS")
-	} else {
-		fmt.Fprintln(&b, "\nFAIL")
-		for _, p := range r.Problems {
-			fmt.Fprintf(&b, "  %s\n", p)
-		}
-		if r.Log != "" {
-			fmt.Fprintf(&b, "  agentd's log: %s\n", r.Log)
-		}
+		fmt.Fprintln(b, "\nPASS")
+		return
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	fmt.Fprintln(b, "\nFAIL")
+	for _, p := range r.Problems {
+		fmt.Fprintf(b, "  %s\n", p)
+	}
+	if r.Log != "" {
+		fmt.Fprintf(b, "  agentd's log: %s\n", r.Log)
+	}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
