@@ -100,49 +100,57 @@ func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string
 		return nil, err
 	}
 	addr, debug := make(chan string, 1), make(chan string, 1)
-	go func() {
-		defer close(a.logged)
-		defer log.Close()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(log, line)
-			for _, f := range []struct {
-				re *regexp.Regexp
-				to chan string
-			}{{servingRE, addr}, {debugRE, debug}} {
-				if m := f.re.FindStringSubmatch(line); m != nil {
-					select {
-					case f.to <- m[1]:
-					default:
-					}
+	go a.follow(stderr, log, addr, debug)
+	if err := a.waitServing(ctx, addr, debug); err != nil {
+		_ = a.stop()
+		return nil, fmt.Errorf("%w (log: %s)", err, a.logPath)
+	}
+	return a, nil
+}
+
+// follow copies agentd's stderr to log, sending the serving and debug
+// addresses its lines announce to addr and debug; logged closes at the
+// end of its stderr.
+func (a *agentdProcess) follow(stderr io.Reader, log *os.File, addr, debug chan<- string) {
+	defer close(a.logged)
+	defer log.Close()
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(log, line)
+		for _, f := range []struct {
+			re *regexp.Regexp
+			to chan<- string
+		}{{servingRE, addr}, {debugRE, debug}} {
+			if m := f.re.FindStringSubmatch(line); m != nil {
+				select {
+				case f.to <- m[1]:
+				default:
 				}
 			}
 		}
-		_, _ = io.Copy(log, stderr)
-	}()
+	}
+	_, _ = io.Copy(log, stderr)
+}
+
+// waitServing waits for agentd to announce its address and its debug
+// endpoint's, for at most a minute.
+func (a *agentdProcess) waitServing(ctx context.Context, addr, debug <-chan string) error {
 	timeout := time.After(time.Minute)
 	for a.addr == "" || a.debug == "" {
 		select {
 		case a.addr = <-addr:
-			continue
 		case a.debug = <-debug:
-			continue
 		case <-a.logged:
-			err = errors.New("agentd stopped before serving")
+			return errors.New("agentd stopped before serving")
 		case <-ctx.Done():
-			err = ctx.Err()
+			return ctx.Err()
 		case <-timeout:
-			err = errors.New("agentd did not serve (and its debug endpoint) within a minute")
+			return errors.New("agentd did not serve (and its debug endpoint) within a minute")
 		}
-		break
 	}
-	if err == nil {
-		return a, nil
-	}
-	_ = a.stop()
-	return nil, fmt.Errorf("%w (log: %s)", err, a.logPath)
+	return nil
 }
 
 // agentdEnv is this process's environment without what could change the
@@ -281,40 +289,64 @@ func (c *agentdClient) generate(ctx context.Context, start *agentdv1.StartGenera
 		// Nothing is gated, so half-closing cannot pause the generation.
 		_ = stream.CloseSend()
 	}
-	var completed *agentdv1.GenerationCompleted
-	var toCompleted time.Duration
-	calls := 0
+	r, err := receive(stream, t0)
+	if err == nil {
+		err = r.check()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return r.toCompleted, nil
+}
+
+// received is what a generation's stream said: how many tool calls
+// finished, and its completed event and when it arrived.
+type received struct {
+	calls       int
+	completed   *agentdv1.GenerationCompleted
+	toCompleted time.Duration
+}
+
+// receive reads stream to its end (t0: when it opened); a failed tool
+// call is an error.
+func receive(stream agentdv1.AgentService_GenerateClient, t0 time.Time) (received, error) {
+	var r received
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			break
+			return r, nil
 		}
 		if err != nil {
-			return 0, err
+			return r, err
 		}
 		switch k := ev.GetEvent().(type) {
 		case *agentdv1.GenerateResponse_ToolCallFinished:
-			calls++
+			r.calls++
 			if k.ToolCallFinished.GetIsError() {
-				return 0, fmt.Errorf("tool call %s failed: %s", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
+				return r, fmt.Errorf("tool call %s failed: %s", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
 			}
 		case *agentdv1.GenerateResponse_Completed:
-			completed, toCompleted = k.Completed, time.Since(t0)
+			r.completed, r.toCompleted = k.Completed, time.Since(t0)
 		}
 	}
+}
+
+// check checks that the generation ran as the fake scripts it: it
+// completed, after its tool turns, with the final text.
+func (r received) check() error {
 	var text string
-	for _, p := range completed.GetMessage().GetParts() {
+	for _, p := range r.completed.GetMessage().GetParts() {
 		text += p.GetText()
 	}
 	switch {
-	case completed == nil:
-		return 0, errors.New("the stream ended OK without a completed event")
-	case calls != toolTurns || int(completed.GetToolTurns()) != toolTurns:
-		return 0, fmt.Errorf("%d tool calls in %d tool turns, want %d", calls, completed.GetToolTurns(), toolTurns)
+	case r.completed == nil:
+		return errors.New("the stream ended OK without a completed event")
+	case r.calls != toolTurns || int(r.completed.GetToolTurns()) != toolTurns:
+		return fmt.Errorf("%d tool calls in %d tool turns, want %d", r.calls, r.completed.GetToolTurns(), toolTurns)
 	case text != finalText:
-		return 0, fmt.Errorf("final text %q, want %q", text, finalText)
+		return fmt.Errorf("final text %q, want %q", text, finalText)
 	}
-	return toCompleted, nil
+	return nil
 }
 
 // allocs reads agentd's bytes and objects allocated since it started, from

@@ -166,6 +166,30 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // complete answers one Chat Completions request, streamed: each event is
 // flushed on its own, as a provider's arrive.
+// requestTurn is the turn a request asks for: how many tool results it
+// holds. refusal says why the fake refuses it: not a streamed JSON
+// request, or more tool results than the script has turns.
+func requestTurn(body []byte) (turn int, refusal string) {
+	var req struct {
+		Stream   bool `json:"stream"`
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || !req.Stream {
+		return 0, "want a streamed JSON request"
+	}
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			turn++
+		}
+	}
+	if turn > toolTurns {
+		return 0, "too many tool results"
+	}
+	return turn, ""
+}
+
 func (f *fakeModel) complete(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "Bearer "+apiKey {
 		http.Error(w, `{"error":{"message":"bad key","type":"invalid_request_error"}}`, http.StatusUnauthorized)
@@ -175,24 +199,9 @@ func (f *fakeModel) complete(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	var req struct {
-		Stream   bool `json:"stream"`
-		Messages []struct {
-			Role string `json:"role"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil || !req.Stream {
-		http.Error(w, `{"error":{"message":"want a streamed JSON request","type":"invalid_request_error"}}`, http.StatusBadRequest)
-		return
-	}
-	turn := 0
-	for _, m := range req.Messages {
-		if m.Role == "tool" {
-			turn++
-		}
-	}
-	if turn > toolTurns {
-		http.Error(w, `{"error":{"message":"too many tool results","type":"invalid_request_error"}}`, http.StatusBadRequest)
+	turn, refusal := requestTurn(body)
+	if refusal != "" {
+		http.Error(w, `{"error":{"message":"`+refusal+`","type":"invalid_request_error"}}`, http.StatusBadRequest)
 		return
 	}
 	f.mu.Lock()

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -169,8 +170,19 @@ func (f *floor) complete(ctx context.Context, body []byte) (name, args, text str
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 		return "", "", "", fmt.Errorf("%s: %s", resp.Status, msg)
 	}
+	name, args, text, err = readAnswer(bufio.NewReader(resp.Body))
+	if err != nil {
+		return "", "", "", err
+	}
+	// Read to the end, so that the connection goes back to the pool.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return name, args, text, nil
+}
+
+// readAnswer reads a streamed answer up to [DONE]: the name and arguments
+// of the tool it calls, and its text.
+func readAnswer(r *bufio.Reader) (name, args, text string, err error) {
 	var argsB, textB strings.Builder
-	r := bufio.NewReader(resp.Body)
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
@@ -184,7 +196,7 @@ func (f *floor) complete(ctx context.Context, body []byte) (name, args, text str
 			continue
 		}
 		if string(data) == "[DONE]" {
-			break
+			return name, argsB.String(), textB.String(), nil
 		}
 		var c floorChunk
 		if err := json.Unmarshal(data, &c); err != nil {
@@ -193,14 +205,9 @@ func (f *floor) complete(ctx context.Context, body []byte) (name, args, text str
 		for _, ch := range c.Choices {
 			textB.WriteString(ch.Delta.Content)
 			for _, tc := range ch.Delta.ToolCalls {
-				if tc.Function.Name != "" {
-					name = tc.Function.Name
-				}
+				name = cmp.Or(tc.Function.Name, name)
 				argsB.WriteString(tc.Function.Arguments)
 			}
 		}
 	}
-	// Read to the end, so that the connection goes back to the pool.
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return name, argsB.String(), textB.String(), nil
 }
