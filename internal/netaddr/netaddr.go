@@ -82,18 +82,22 @@ func Transport(allowPrivate bool) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			if a, err := netip.ParseAddr(host); err != nil || Private(a) {
-				return ErrNotAllowed
-			}
-			return nil
-		}
+		dialer.Control = refusePrivate
 	}
 	t.DialContext = dialer.DialContext
 	t.Proxy = nil
 	return t
+}
+
+// refusePrivate is a dialer's Control: it refuses to connect to a Private
+// address.
+func refusePrivate(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if a, err := netip.ParseAddr(host); err != nil || Private(a) {
+		return ErrNotAllowed
+	}
+	return nil
 }

@@ -22,19 +22,23 @@ func Children() []int {
 	self := strconv.Itoa(os.Getpid())
 	var kids []int
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 && fields[1] == self && fields[0] != "Z" {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && liveChildOf(e.Name(), self) {
 			kids = append(kids, pid)
 		}
 	}
 	return kids
+}
+
+// liveChildOf reports whether process pid is a child of parent that has
+// not exited (not a zombie), as its /proc stat says; false when it is
+// gone.
+func liveChildOf(pid, parent string) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return false // gone meanwhile
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	state, rest, _ := strings.Cut(strings.TrimSpace(string(stat[bytes.LastIndexByte(stat, ')')+1:])), " ")
+	ppid, _, _ := strings.Cut(rest, " ")
+	return ppid == parent && state != "Z"
 }

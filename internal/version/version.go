@@ -11,6 +11,7 @@
 package version
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -48,34 +49,34 @@ func Get() Info { return get() }
 func resolve(version, commit string, bi *debug.BuildInfo) Info {
 	i := Info{Version: version, Commit: commit, GoVersion: runtime.Version()}
 	if bi != nil {
-		if i.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		if i.Version == "" && bi.Main.Version != "(devel)" {
 			i.Version = bi.Main.Version
 		}
-		if i.Commit == "" {
-			var rev string
-			var modified bool
-			for _, s := range bi.Settings {
-				switch s.Key {
-				case "vcs.revision":
-					rev = s.Value
-				case "vcs.modified":
-					modified = s.Value == "true"
-				}
-			}
-			if len(rev) > 12 {
-				rev = rev[:12]
-			}
-			if rev != "" && modified {
-				rev += "-dirty"
-			}
-			i.Commit = rev
+		i.Commit = cmp.Or(i.Commit, vcsCommit(bi.Settings))
+	}
+	i.Version = cmp.Or(i.Version, "dev")
+	i.Commit = cmp.Or(i.Commit, "unknown")
+	return i
+}
+
+// vcsCommit is the short revision the toolchain recorded, with "-dirty"
+// when the work tree had changes; "" when it recorded none.
+func vcsCommit(settings []debug.BuildSetting) string {
+	var rev string
+	var modified bool
+	for _, s := range settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
 		}
 	}
-	if i.Version == "" {
-		i.Version = "dev"
+	if len(rev) > 12 {
+		rev = rev[:12]
 	}
-	if i.Commit == "" {
-		i.Commit = "unknown"
+	if rev != "" && modified {
+		rev += "-dirty"
 	}
-	return i
+	return rev
 }

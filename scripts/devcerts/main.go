@@ -53,30 +53,10 @@ func run(dir string, valid time.Duration, clientURI string) error {
 	}
 	notBefore := time.Now().Add(-time.Hour) // a little clock skew between machines
 	notAfter := time.Now().Add(valid)
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, caKey, err := writeCA(dir, notBefore, notAfter)
 	if err != nil {
 		return err
 	}
-	caTmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "agentd development CA"},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := sign(caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(filepath.Join(dir, "ca.pem"), "CERTIFICATE", caDER, 0o644); err != nil {
-		return err
-	}
-
 	server := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "localhost"},
 		DNSNames:    []string{"localhost"},
@@ -97,26 +77,58 @@ func run(dir string, valid time.Duration, clientURI string) error {
 	for name, tmpl := range map[string]*x509.Certificate{"server": server, "client": client} {
 		tmpl.NotBefore, tmpl.NotAfter = notBefore, notAfter
 		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		der, err := sign(tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			return err
-		}
-		if err := errors.Join(
-			writePEM(filepath.Join(dir, name+".pem"), "CERTIFICATE", der, 0o644),
-			writePEM(filepath.Join(dir, name+"-key.pem"), "PRIVATE KEY", keyDER, 0o600),
-		); err != nil {
+		if err := writeLeaf(dir, name, tmpl, ca, caKey); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeCA makes the development CA, valid from notBefore to notAfter, and
+// writes its certificate to dir/ca.pem.
+func writeCA(dir string, notBefore, notAfter time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	caTmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: "agentd development CA"},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := sign(caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ca, caKey, writePEM(filepath.Join(dir, "ca.pem"), "CERTIFICATE", caDER, 0o644)
+}
+
+// writeLeaf makes a key and tmpl's certificate, signed by the CA, and
+// writes them to dir/name.pem and dir/name-key.pem.
+func writeLeaf(dir, name string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := sign(tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return errors.Join(
+		writePEM(filepath.Join(dir, name+".pem"), "CERTIFICATE", der, 0o644),
+		writePEM(filepath.Join(dir, name+"-key.pem"), "PRIVATE KEY", keyDER, 0o600),
+	)
 }
 
 // sign makes tmpl a certificate that parent's key signs, with a random
