@@ -100,58 +100,85 @@ func Generate(ctx context.Context, addr, scenario, url string, c Context) (Outco
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream when an answer cannot be given
-	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
+	stream, err := start(ctx, conn, agent)
 	if err != nil {
 		return out, err
+	}
+	err = out.follow(ctx, stream)
+	return out, err
+}
+
+// start opens a Generate stream and sends the generation's start: agent,
+// and the user's "go".
+func start(ctx context.Context, conn *grpc.ClientConn, agent *agentdv1.Agent) (agentdv1.AgentService_GenerateClient, error) {
+	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
+	if err != nil {
+		return nil, err
 	}
 	err = stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{
 		Agent:    agent,
 		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "go"}}}}},
 	}}})
 	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: Recv has the status
-		return out, err
+		return nil, err
 	}
+	return stream, nil
+}
+
+// follow records the stream's events in out, to its end, answering those
+// that ask.
+func (out *Outcome) follow(ctx context.Context, stream agentdv1.AgentService_GenerateClient) error {
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return out, err
+			return err
 		}
-		var answer *agentdv1.GenerateRequest
-		switch k := ev.GetEvent().(type) {
-		case *agentdv1.GenerateResponse_ToolCallFinished:
-			out.Calls = append(out.Calls, k.ToolCallFinished)
-		case *agentdv1.GenerateResponse_Completed:
-			for _, p := range k.Completed.GetMessage().GetParts() {
-				out.Final += p.GetText()
-			}
-		case *agentdv1.GenerateResponse_Paused:
-			return out, fmt.Errorf("the generation paused: %v", k.Paused)
-		case *agentdv1.GenerateResponse_AuthorizationRequest:
-			r := k.AuthorizationRequest
-			out.Authorizations = append(out.Authorizations, r)
-			redirect, err := Authorize(ctx, r.GetUrl())
-			if err != nil {
-				return out, fmt.Errorf("authorizing at %s: %w", r.GetServerName(), err)
-			}
-			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
-				RequestId: r.GetId(), RedirectUrl: redirect,
-			}}}
-		case *agentdv1.GenerateResponse_InputRequest:
-			r := k.InputRequest
-			out.Inputs = append(out.Inputs, r)
-			answer = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_InputResponse{InputResponse: &agentdv1.InputResponse{
-				RequestId: r.GetId(), Action: agentdv1.InputAction_INPUT_ACTION_ACCEPT, Content: &structpb.Struct{},
-			}}}
+		answer, err := out.take(ctx, ev)
+		if err != nil {
+			return err
 		}
 		if answer != nil {
 			if err := stream.Send(answer); err != nil && !errors.Is(err, io.EOF) {
-				return out, err
+				return err
 			}
 		}
 	}
+}
+
+// take records ev in out and returns the person's answer to it, if it
+// asks for one; a paused generation, or an authorization that fails, is
+// an error.
+func (out *Outcome) take(ctx context.Context, ev *agentdv1.GenerateResponse) (*agentdv1.GenerateRequest, error) {
+	switch k := ev.GetEvent().(type) {
+	case *agentdv1.GenerateResponse_ToolCallFinished:
+		out.Calls = append(out.Calls, k.ToolCallFinished)
+	case *agentdv1.GenerateResponse_Completed:
+		for _, p := range k.Completed.GetMessage().GetParts() {
+			out.Final += p.GetText()
+		}
+	case *agentdv1.GenerateResponse_Paused:
+		return nil, fmt.Errorf("the generation paused: %v", k.Paused)
+	case *agentdv1.GenerateResponse_AuthorizationRequest:
+		r := k.AuthorizationRequest
+		out.Authorizations = append(out.Authorizations, r)
+		redirect, err := Authorize(ctx, r.GetUrl())
+		if err != nil {
+			return nil, fmt.Errorf("authorizing at %s: %w", r.GetServerName(), err)
+		}
+		return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
+			RequestId: r.GetId(), RedirectUrl: redirect,
+		}}}, nil
+	case *agentdv1.GenerateResponse_InputRequest:
+		r := k.InputRequest
+		out.Inputs = append(out.Inputs, r)
+		return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_InputResponse{InputResponse: &agentdv1.InputResponse{
+			RequestId: r.GetId(), Action: agentdv1.InputAction_INPUT_ACTION_ACCEPT, Content: &structpb.Struct{},
+		}}}, nil
+	}
+	return nil, nil
 }
 
 // Authorize does what the person's browser does with an authorization

@@ -17,11 +17,13 @@ package conformance
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -198,14 +200,9 @@ func ParseBaseline(r io.Reader) (map[string]string, error) {
 		case !inClient:
 			continue
 		}
-		item, ok := strings.CutPrefix(trimmed, "- ")
-		if !ok {
-			return nil, fmt.Errorf("baseline line %d: want \"- <scenario>  # <reason>\", got %q", n, trimmed)
-		}
-		name, reason, _ := strings.Cut(item, "#")
-		name, reason = strings.TrimSpace(name), strings.TrimSpace(reason)
-		if name == "" || reason == "" {
-			return nil, fmt.Errorf("baseline line %d: every entry names a scenario and gives its reason after #: %q", n, trimmed)
+		name, reason, err := baselineEntry(n, trimmed)
+		if err != nil {
+			return nil, err
 		}
 		if _, dup := entries[name]; dup {
 			return nil, fmt.Errorf("baseline line %d: %s is listed twice", n, name)
@@ -213,6 +210,20 @@ func ParseBaseline(r io.Reader) (map[string]string, error) {
 		entries[name] = reason
 	}
 	return entries, sc.Err()
+}
+
+// baselineEntry reads the entry on line n: "- <scenario>  # <reason>".
+func baselineEntry(n int, line string) (name, reason string, err error) {
+	item, ok := strings.CutPrefix(line, "- ")
+	if !ok {
+		return "", "", fmt.Errorf("baseline line %d: want \"- <scenario>  # <reason>\", got %q", n, line)
+	}
+	name, reason, _ = strings.Cut(item, "#")
+	name, reason = strings.TrimSpace(name), strings.TrimSpace(reason)
+	if name == "" || reason == "" {
+		return "", "", fmt.Errorf("baseline line %d: every entry names a scenario and gives its reason after #: %q", n, line)
+	}
+	return name, reason, nil
 }
 
 // Check is one of the suite's checks, as checks.json holds it.
@@ -240,19 +251,7 @@ type Result struct {
 func Judge(scenario string, checks []Check) Result {
 	r := Result{Scenario: scenario}
 	for _, c := range checks {
-		switch c.Status {
-		case "SUCCESS":
-			r.Succeeded++
-		case "FAILURE", "WARNING":
-			if c.Status == "FAILURE" {
-				r.Failed++
-			} else {
-				r.Warnings++
-			}
-			if r.Why == "" {
-				r.Why = c.Name + ": " + firstLine(cmpOr(c.ErrorMessage, c.Description))
-			}
-		}
+		r.count(c)
 	}
 	r.Passed = r.Failed == 0 && r.Warnings == 0 && r.Succeeded > 0
 	if r.Succeeded == 0 && r.Why == "" {
@@ -261,11 +260,23 @@ func Judge(scenario string, checks []Check) Result {
 	return r
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// count counts check c by its status; the first failed (or warning)
+// check says why the scenario failed.
+func (r *Result) count(c Check) {
+	switch c.Status {
+	case "SUCCESS":
+		r.Succeeded++
+		return
+	case "FAILURE":
+		r.Failed++
+	case "WARNING":
+		r.Warnings++
+	default:
+		return
 	}
-	return b
+	if r.Why == "" {
+		r.Why = c.Name + ": " + firstLine(cmp.Or(c.ErrorMessage, c.Description))
+	}
 }
 
 func firstLine(s string) string {
@@ -289,26 +300,35 @@ func ReadResults(dir string) (map[string]Result, error) {
 		if err != nil || d.IsDir() || d.Name() != "checks.json" {
 			return err
 		}
-		rel, err := filepath.Rel(dir, filepath.Dir(path))
-		if err != nil {
-			return err
+		scenario, checks, err := readChecks(dir, path)
+		if err == nil {
+			results[scenario] = Judge(scenario, checks)
 		}
-		m := resultDir.FindStringSubmatch(filepath.ToSlash(rel))
-		if m == nil {
-			return fmt.Errorf("conformance: unexpected results directory %s", rel)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		var checks []Check
-		if err := json.Unmarshal(b, &checks); err != nil {
-			return fmt.Errorf("conformance: %s: %w", path, err)
-		}
-		results[m[1]] = Judge(m[1], checks)
-		return nil
+		return err
 	})
 	return results, err
+}
+
+// readChecks reads the checks.json at path, under dir, and the scenario
+// its directory is named after.
+func readChecks(dir, path string) (string, []Check, error) {
+	rel, err := filepath.Rel(dir, filepath.Dir(path))
+	if err != nil {
+		return "", nil, err
+	}
+	m := resultDir.FindStringSubmatch(filepath.ToSlash(rel))
+	if m == nil {
+		return "", nil, fmt.Errorf("conformance: unexpected results directory %s", rel)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	var checks []Check
+	if err := json.Unmarshal(b, &checks); err != nil {
+		return "", nil, fmt.Errorf("conformance: %s: %w", path, err)
+	}
+	return m[1], checks, nil
 }
 
 // Report is a run held against the baseline.
@@ -336,24 +356,10 @@ func (r Report) OK() bool {
 // Compare holds results against baseline (reason by scenario) and the
 // scenarios that should have run (the suite's list).
 func Compare(results map[string]Result, baseline map[string]string, scenarios []string) Report {
-	names := map[string]bool{}
-	for n := range results {
-		names[n] = true
-	}
-	for n := range baseline {
-		names[n] = true
-	}
-	for _, n := range scenarios {
-		names[n] = true
-	}
+	names := slices.Concat(slices.Collect(maps.Keys(results)), slices.Collect(maps.Keys(baseline)), scenarios)
+	slices.Sort(names)
 	var rep Report
-	for _, n := range slices.Sorted(func(yield func(string) bool) {
-		for n := range names {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, n := range slices.Compact(names) {
 		res, ran := results[n]
 		reason, listed := baseline[n]
 		row := Row{Result: res, Ran: ran, Expected: reason}
@@ -390,17 +396,7 @@ func (r Report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tRESULT\tCHECKS\tNOTE")
 	for _, row := range r.Rows {
-		result, note := "pass", ""
-		switch {
-		case !row.Ran:
-			result, note = "NOT RUN", "the suite did not run it"
-		case row.Passed && row.Expected != "":
-			result, note = "PASS (stale)", "passes but the baseline expects a failure: remove its entry"
-		case !row.Passed && row.Expected != "":
-			result, note = "fail (expected)", row.Expected
-		case !row.Passed:
-			result, note = "FAIL", row.Why
-		}
+		result, note := row.verdict()
 		checks := ""
 		if row.Ran {
 			checks = fmt.Sprintf("%d ok, %d failed", row.Succeeded, row.Failed+row.Warnings)
@@ -412,6 +408,28 @@ func (r Report) Write(w io.Writer) error {
 	}
 	passed, ran := r.Counts()
 	fmt.Fprintf(w, "\n%d of %d scenarios pass.\n", passed, ran)
+	r.writeDifferences(w)
+	return nil
+}
+
+// verdict is the row's result in the table, and the note beside it.
+func (row Row) verdict() (result, note string) {
+	switch {
+	case !row.Ran:
+		return "NOT RUN", "the suite did not run it"
+	case row.Passed && row.Expected != "":
+		return "PASS (stale)", "passes but the baseline expects a failure: remove its entry"
+	case !row.Passed && row.Expected != "":
+		return "fail (expected)", row.Expected
+	case !row.Passed:
+		return "FAIL", row.Why
+	}
+	return "pass", ""
+}
+
+// writeDifferences writes how the run differs from the baseline, and
+// what to do.
+func (r Report) writeDifferences(w io.Writer) {
 	if len(r.Unexpected) > 0 {
 		fmt.Fprintf(w, "Unexpected failures (not in the baseline): %s\n", strings.Join(r.Unexpected, ", "))
 	}
@@ -421,7 +439,6 @@ func (r Report) Write(w io.Writer) error {
 	if len(r.Missing) > 0 {
 		fmt.Fprintf(w, "Did not run: %s\n", strings.Join(r.Missing, ", "))
 	}
-	return nil
 }
 
 // ParseList reads the client scenarios from the suite's `list` output:

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,12 +49,7 @@ func main() {
 
 func run(ctx context.Context, baselineFile, node, suite string, direct, verbose bool) (bool, error) {
 	start := time.Now()
-	f, err := os.Open(baselineFile)
-	if err != nil {
-		return false, err
-	}
-	baseline, err := conformance.ParseBaseline(f)
-	f.Close()
+	baseline, err := readBaseline(baselineFile)
 	if err != nil {
 		return false, err
 	}
@@ -67,10 +63,8 @@ func run(ctx context.Context, baselineFile, node, suite string, direct, verbose 
 	}
 	defer os.RemoveAll(tmp)
 	shim := filepath.Join(tmp, "shim")
-	build := exec.CommandContext(ctx, "go", "build", "-o", shim, "./internal/conformance/shim")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return false, fmt.Errorf("building the shim: %w", err)
+	if err := buildShim(ctx, shim); err != nil {
+		return false, err
 	}
 
 	var agentdLog bytes.Buffer
@@ -97,31 +91,64 @@ func run(ctx context.Context, baselineFile, node, suite string, direct, verbose 
 		if err != nil {
 			return false, err
 		}
-		passed, ran := conformance.Compare(plain, nil, scenarios).Counts()
-		ap, _ := report.Counts()
-		fmt.Printf("\nA plain go-sdk client (the shim's -direct, with the go-sdk's OAuth handlers) passes %d of %d; agentd %d.\n", passed, ran, ap)
-		var onlySDK, onlyAgentd, neither []string
-		for _, s := range scenarios {
-			switch a, p := results[s].Passed, plain[s].Passed; {
-			case p && !a:
-				onlySDK = append(onlySDK, s)
-			case a && !p:
-				onlyAgentd = append(onlyAgentd, s)
-			case !a && !p:
-				neither = append(neither, s)
-			}
-		}
-		for _, l := range []struct {
-			what  string
-			names []string
-		}{{"go-sdk only", onlySDK}, {"agentd only", onlyAgentd}, {"neither", neither}} {
-			if len(l.names) > 0 {
-				fmt.Printf("  passed by %s: %s\n", l.what, strings.Join(l.names, ", "))
-			}
-		}
+		compareDirect(report, results, plain, scenarios)
 	}
 	fmt.Printf("(%s)\n", time.Since(start).Round(100*time.Millisecond))
 	return report.OK(), nil
+}
+
+// readBaseline reads the baseline file's expected failures.
+func readBaseline(file string) (map[string]string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return conformance.ParseBaseline(f)
+}
+
+// buildShim builds the shim to path.
+func buildShim(ctx context.Context, path string) error {
+	build := exec.CommandContext(ctx, "go", "build", "-o", path, "./internal/conformance/shim")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building the shim: %w", err)
+	}
+	return nil
+}
+
+// compareDirect prints how agentd's results compare with a plain go-sdk
+// client's: how many each passes, and which scenarios only one passes, or
+// neither.
+func compareDirect(report conformance.Report, results, plain map[string]conformance.Result, scenarios []string) {
+	passed, ran := conformance.Compare(plain, nil, scenarios).Counts()
+	ap, _ := report.Counts()
+	fmt.Printf("\nA plain go-sdk client (the shim's -direct, with the go-sdk's OAuth handlers) passes %d of %d; agentd %d.\n", passed, ran, ap)
+	passedBy := map[string][]string{}
+	for _, s := range scenarios {
+		if by := whoPassed(results[s].Passed, plain[s].Passed); by != "" {
+			passedBy[by] = append(passedBy[by], s)
+		}
+	}
+	for _, by := range []string{"go-sdk only", "agentd only", "neither"} {
+		if names := passedBy[by]; len(names) > 0 {
+			fmt.Printf("  passed by %s: %s\n", by, strings.Join(names, ", "))
+		}
+	}
+}
+
+// whoPassed names who passed a scenario when agentd and the plain client
+// differ, or neither did; "" when both did.
+func whoPassed(agentd, plain bool) string {
+	switch {
+	case plain && !agentd:
+		return "go-sdk only"
+	case agentd && !plain:
+		return "agentd only"
+	case !agentd && !plain:
+		return "neither"
+	}
+	return ""
 }
 
 // listScenarios is the suite's list of client scenarios.
@@ -156,12 +183,17 @@ func runSuite(ctx context.Context, node, suite, command, out string, env []strin
 	}
 	results, rerr := conformance.ReadResults(out)
 	if rerr == nil && len(results) == 0 {
-		sc := bufio.NewScanner(&log)
-		var tail []string
-		for sc.Scan() {
-			tail = append(tail, sc.Text())
-		}
-		rerr = fmt.Errorf("the suite wrote no results (%v):\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
+		rerr = fmt.Errorf("the suite wrote no results (%v):\n%s", err, lastLines(&log, 20))
 	}
 	return results, rerr
+}
+
+// lastLines is the last n lines of r.
+func lastLines(r io.Reader, n int) string {
+	sc := bufio.NewScanner(r)
+	var tail []string
+	for sc.Scan() {
+		tail = append(tail, sc.Text())
+	}
+	return strings.Join(tail[max(0, len(tail)-n):], "\n")
 }

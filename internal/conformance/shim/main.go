@@ -65,6 +65,17 @@ func run(ctx context.Context, direct bool, scenario, url string) error {
 		return err
 	}
 	out, err := conformance.Generate(ctx, addr, scenario, url, c)
+	printOutcome(out)
+	if err != nil {
+		return fmt.Errorf("generation: %w", err)
+	}
+	fmt.Printf("completed: %q\n", out.Final)
+	return nil
+}
+
+// printOutcome prints the requests the shim answered and the tool calls'
+// outcomes, for the suite's log.
+func printOutcome(out conformance.Outcome) {
 	for _, r := range out.Authorizations {
 		fmt.Printf("authorization request %s (%s, scopes %q): answered with the redirect\n", r.GetId(), r.GetReason(), r.GetScopes())
 	}
@@ -74,11 +85,6 @@ func run(ctx context.Context, direct bool, scenario, url string) error {
 	for _, c := range out.Calls {
 		fmt.Printf("tool call %s: error=%v output=%q\n", c.GetToolName(), c.GetIsError(), c.GetOutput())
 	}
-	if err != nil {
-		return fmt.Errorf("generation: %w", err)
-	}
-	fmt.Printf("completed: %q\n", out.Final)
-	return nil
 }
 
 // runDirect is the plain go-sdk client: connect (authorizing with the
@@ -103,6 +109,12 @@ func runDirect(ctx context.Context, scenario, url string) error {
 		return err
 	}
 	defer cs.Close()
+	return listAndCall(ctx, cs, s)
+}
+
+// listAndCall lists the server's tools and calls the script's tool, if
+// it names one.
+func listAndCall(ctx context.Context, cs *mcp.ClientSession, s conformance.Script) error {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		return err
 	}
@@ -137,13 +149,7 @@ func oauthHandler(scenario string) (auth.OAuthHandler, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pre *oauthex.ClientCredentials
-	if c.ClientID != "" {
-		pre = &oauthex.ClientCredentials{ClientID: c.ClientID}
-		if c.ClientSecret != "" {
-			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: c.ClientSecret}
-		}
-	}
+	pre := preregistered(c)
 	if scenario == "auth/client-credentials-basic" && pre != nil {
 		return extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{Credentials: pre})
 	}
@@ -159,6 +165,19 @@ func oauthHandler(scenario string) (auth.OAuthHandler, error) {
 		cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: cimdURL}
 	}
 	return auth.NewAuthorizationCodeHandler(cfg)
+}
+
+// preregistered is the context's pre-registered client, with its secret
+// if it has one; nil when there is none.
+func preregistered(c conformance.Context) *oauthex.ClientCredentials {
+	if c.ClientID == "" {
+		return nil
+	}
+	pre := &oauthex.ClientCredentials{ClientID: c.ClientID}
+	if c.ClientSecret != "" {
+		pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: c.ClientSecret}
+	}
+	return pre
 }
 
 // followAuthorization visits the authorization URL as the person's
