@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentd/agentd/examples/go/internal/connect"
 	"github.com/agentd/agentd/examples/go/internal/reconnect"
@@ -36,12 +35,8 @@ func main() {
 }
 
 func run(o connect.Options, file string, detach bool) error {
-	data, err := os.ReadFile(file)
+	start, err := connect.ReadStart(file)
 	if err != nil {
-		return err
-	}
-	start := &agentdv1.StartGeneration{}
-	if err := protojson.Unmarshal(data, start); err != nil {
 		return err
 	}
 	start.Detach = detach
@@ -56,50 +51,62 @@ func run(o connect.Options, file string, detach bool) error {
 	defer cancel()
 	first := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}
 	follow := reconnect.Default
-	follow.OnAttach = func(id string, after int64, cause error) {
-		why := "the stream ended before the generation did"
-		if cause != nil {
-			why = status.Convert(cause).Message()
-		}
-		fmt.Printf("attach %s after %d (%s)\n", id, after, why)
-	}
+	follow.OnAttach = printAttach
 	var text reconnect.Text // what a UI would show of the model's text
 	var final string
 	for ev, err := range follow.Generate(ctx, agentdv1.NewAgentServiceClient(conn), first) {
 		if err != nil {
 			return err
 		}
-		withdrawn := text.Apply(ev)
-		switch k := ev.GetEvent().(type) {
-		case *agentdv1.GenerateResponse_Started:
-			fmt.Println("started", k.Started.GetGenerationId())
-		case *agentdv1.GenerateResponse_TextDelta:
-			fmt.Printf("text_delta %q\n", k.TextDelta.GetText())
-		case *agentdv1.GenerateResponse_ToolCallStarted:
-			fmt.Println("tool_call_started", k.ToolCallStarted.GetToolName(), k.ToolCallStarted.GetArguments())
-		case *agentdv1.GenerateResponse_ToolProgress:
-			p := k.ToolProgress
-			fmt.Printf("tool_progress %s %g/%g %s\n", p.GetCallId(), p.GetProgress(), p.GetTotal(), p.GetMessage())
-		case *agentdv1.GenerateResponse_ToolCallFinished:
-			fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
-		case *agentdv1.GenerateResponse_TurnWithdrawn:
-			fmt.Printf("turn_withdrawn %d (%s): discarding %q, the turn is asked again\n",
-				k.TurnWithdrawn.GetTurn(), k.TurnWithdrawn.GetReason(), withdrawn)
-		case *agentdv1.GenerateResponse_Usage:
-			repeated := ""
-			if k.Usage.GetRepeated() {
-				repeated = " (repeated turn)"
-			}
-			fmt.Printf("usage %d %d%s\n", k.Usage.GetInputTokens(), k.Usage.GetOutputTokens(), repeated)
-		case *agentdv1.GenerateResponse_Completed:
-			for _, p := range k.Completed.GetMessage().GetParts() {
-				final += p.GetText()
-			}
-			fmt.Println("completed", final)
-		}
+		final += printEvent(ev, text.Apply(ev))
 	}
 	if !strings.Contains(final, "hello from agentd") {
 		return fmt.Errorf("the generation did not complete with the demo answer (got %q)", final)
 	}
 	return nil
+}
+
+// printAttach says that the example attaches to the generation again,
+// and why.
+func printAttach(id string, after int64, cause error) {
+	why := "the stream ended before the generation did"
+	if cause != nil {
+		why = status.Convert(cause).Message()
+	}
+	fmt.Printf("attach %s after %d (%s)\n", id, after, why)
+}
+
+// printEvent prints one event (withdrawn: the text a withdrawn turn had
+// shown) and returns the completed generation's text, if it is that.
+func printEvent(ev *agentdv1.GenerateResponse, withdrawn string) (final string) {
+	switch k := ev.GetEvent().(type) {
+	case *agentdv1.GenerateResponse_Started:
+		fmt.Println("started", k.Started.GetGenerationId())
+	case *agentdv1.GenerateResponse_TextDelta:
+		fmt.Printf("text_delta %q\n", k.TextDelta.GetText())
+	case *agentdv1.GenerateResponse_ToolCallStarted:
+		fmt.Println("tool_call_started", k.ToolCallStarted.GetToolName(), k.ToolCallStarted.GetArguments())
+	case *agentdv1.GenerateResponse_ToolProgress:
+		p := k.ToolProgress
+		fmt.Printf("tool_progress %s %g/%g %s\n", p.GetCallId(), p.GetProgress(), p.GetTotal(), p.GetMessage())
+	case *agentdv1.GenerateResponse_ToolCallFinished:
+		fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
+	case *agentdv1.GenerateResponse_TurnWithdrawn:
+		fmt.Printf("turn_withdrawn %d (%s): discarding %q, the turn is asked again\n",
+			k.TurnWithdrawn.GetTurn(), k.TurnWithdrawn.GetReason(), withdrawn)
+	case *agentdv1.GenerateResponse_Usage:
+		printUsage(k.Usage)
+	case *agentdv1.GenerateResponse_Completed:
+		final = connect.Text(k.Completed.GetMessage())
+		fmt.Println("completed", final)
+	}
+	return final
+}
+
+func printUsage(u *agentdv1.Usage) {
+	repeated := ""
+	if u.GetRepeated() {
+		repeated = " (repeated turn)"
+	}
+	fmt.Printf("usage %d %d%s\n", u.GetInputTokens(), u.GetOutputTokens(), repeated)
 }

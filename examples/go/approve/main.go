@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/agentd/agentd/examples/go/internal/connect"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
@@ -33,12 +31,8 @@ func main() {
 }
 
 func run(o connect.Options, file string) error {
-	data, err := os.ReadFile(file)
+	start, err := connect.ReadStart(file)
 	if err != nil {
-		return err
-	}
-	start := &agentdv1.StartGeneration{}
-	if err := protojson.Unmarshal(data, start); err != nil {
 		return err
 	}
 	conn, err := o.Dial()
@@ -48,15 +42,11 @@ func run(o connect.Options, file string) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
+	stream, err := connect.Start(ctx, conn, start)
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
-		return err
-	}
-	var final string
-	approved := 0
+	a := approver{stream: stream}
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -65,29 +55,43 @@ func run(o connect.Options, file string) error {
 		if err != nil {
 			return err
 		}
-		switch k := ev.GetEvent().(type) {
-		case *agentdv1.GenerateResponse_ApprovalRequest:
-			r := k.ApprovalRequest
-			fmt.Println("approval_request", r.GetToolName(), r.GetArguments(), "-> approve")
-			if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
-				RequestId: r.GetId(), Approved: true, Digest: r.GetDigest(),
-			}}}); err != nil {
-				return err
-			}
-			approved++
-		case *agentdv1.GenerateResponse_ToolCallFinished:
-			fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
-		case *agentdv1.GenerateResponse_Paused:
-			fmt.Println("paused", k.Paused.GetGenerationId())
-		case *agentdv1.GenerateResponse_Completed:
-			for _, p := range k.Completed.GetMessage().GetParts() {
-				final += p.GetText()
-			}
-			fmt.Println("completed", final)
+		if err := a.handle(ev); err != nil {
+			return err
 		}
 	}
-	if approved != 1 || !strings.Contains(final, "approved by a person") {
-		return fmt.Errorf("the approved call did not complete (approved %d, final %q)", approved, final)
+	if a.approved != 1 || !strings.Contains(a.final, "approved by a person") {
+		return fmt.Errorf("the approved call did not complete (approved %d, final %q)", a.approved, a.final)
+	}
+	return nil
+}
+
+// approver approves every call the generation asks about, and keeps how
+// many it approved and the final text.
+type approver struct {
+	stream   agentdv1.AgentService_GenerateClient
+	approved int
+	final    string
+}
+
+// handle prints ev, and approves it if it is an approval request.
+func (a *approver) handle(ev *agentdv1.GenerateResponse) error {
+	switch k := ev.GetEvent().(type) {
+	case *agentdv1.GenerateResponse_ApprovalRequest:
+		r := k.ApprovalRequest
+		fmt.Println("approval_request", r.GetToolName(), r.GetArguments(), "-> approve")
+		if err := a.stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+			RequestId: r.GetId(), Approved: true, Digest: r.GetDigest(),
+		}}}); err != nil {
+			return err
+		}
+		a.approved++
+	case *agentdv1.GenerateResponse_ToolCallFinished:
+		fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
+	case *agentdv1.GenerateResponse_Paused:
+		fmt.Println("paused", k.Paused.GetGenerationId())
+	case *agentdv1.GenerateResponse_Completed:
+		a.final += connect.Text(k.Completed.GetMessage())
+		fmt.Println("completed", a.final)
 	}
 	return nil
 }

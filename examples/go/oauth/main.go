@@ -27,8 +27,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/agentd/agentd/examples/go/internal/connect"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
@@ -42,12 +40,8 @@ func main() {
 }
 
 func run(o connect.Options, file string, stdin io.Reader, stdout io.Writer) error {
-	data, err := os.ReadFile(file)
+	start, err := connect.ReadStart(file)
 	if err != nil {
-		return err
-	}
-	start := &agentdv1.StartGeneration{}
-	if err := protojson.Unmarshal(data, start); err != nil {
 		return err
 	}
 	conn, err := o.Dial()
@@ -58,15 +52,11 @@ func run(o connect.Options, file string, stdin io.Reader, stdout io.Writer) erro
 	// A person authorizes: give them time.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
+	stream, err := connect.Start(ctx, conn, start)
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
-		return err
-	}
-	answers := bufio.NewScanner(stdin)
-	completed := false
+	p := person{stream: stream, answers: bufio.NewScanner(stdin), out: stdout}
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -75,42 +65,56 @@ func run(o connect.Options, file string, stdin io.Reader, stdout io.Writer) erro
 		if err != nil {
 			return err
 		}
-		switch k := ev.GetEvent().(type) {
-		case *agentdv1.GenerateResponse_Started:
-			var tools []string
-			for _, t := range k.Started.GetTools() {
-				tools = append(tools, t.GetName())
-			}
-			fmt.Fprintln(stdout, "started", k.Started.GetGenerationId(), "tools:", strings.Join(tools, ", "))
-		case *agentdv1.GenerateResponse_AuthorizationRequest:
-			r := k.AuthorizationRequest
-			fmt.Fprintf(stdout, "authorization_request from %s (scopes %s): open this URL and authorize:\n  %s\n", r.GetServerName(), strings.Join(r.GetScopes(), " "), r.GetUrl())
-			fmt.Fprint(stdout, "then paste the URL your browser was sent to: ")
-			if !answers.Scan() {
-				// No answer: half-close, and agentd ends (or pauses) the generation.
-				if err := stream.CloseSend(); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
-				RequestId: r.GetId(), RedirectUrl: strings.TrimSpace(answers.Text()),
-			}}}); err != nil {
-				return err
-			}
-		case *agentdv1.GenerateResponse_ToolCallFinished:
-			fmt.Fprintln(stdout, "tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
-		case *agentdv1.GenerateResponse_Completed:
-			var final string
-			for _, p := range k.Completed.GetMessage().GetParts() {
-				final += p.GetText()
-			}
-			fmt.Fprintln(stdout, "completed", final)
-			completed = true
+		if err := p.handle(ev); err != nil {
+			return err
 		}
 	}
-	if !completed {
+	if !p.completed {
 		return errors.New("the generation did not complete")
 	}
 	return nil
+}
+
+// person is the user at the terminal: shown the events, asked to
+// authorize, answering with what they paste.
+type person struct {
+	stream    agentdv1.AgentService_GenerateClient
+	answers   *bufio.Scanner
+	out       io.Writer
+	completed bool
+}
+
+// handle prints ev, and has the person answer it if it is an
+// authorization request.
+func (p *person) handle(ev *agentdv1.GenerateResponse) error {
+	switch k := ev.GetEvent().(type) {
+	case *agentdv1.GenerateResponse_Started:
+		var tools []string
+		for _, t := range k.Started.GetTools() {
+			tools = append(tools, t.GetName())
+		}
+		fmt.Fprintln(p.out, "started", k.Started.GetGenerationId(), "tools:", strings.Join(tools, ", "))
+	case *agentdv1.GenerateResponse_AuthorizationRequest:
+		return p.authorize(k.AuthorizationRequest)
+	case *agentdv1.GenerateResponse_ToolCallFinished:
+		fmt.Fprintln(p.out, "tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
+	case *agentdv1.GenerateResponse_Completed:
+		fmt.Fprintln(p.out, "completed", connect.Text(k.Completed.GetMessage()))
+		p.completed = true
+	}
+	return nil
+}
+
+// authorize shows the authorization URL and answers with the URL the
+// person pastes; with no answer it half-closes, and agentd ends (or
+// pauses) the generation.
+func (p *person) authorize(r *agentdv1.AuthorizationRequest) error {
+	fmt.Fprintf(p.out, "authorization_request from %s (scopes %s): open this URL and authorize:\n  %s\n", r.GetServerName(), strings.Join(r.GetScopes(), " "), r.GetUrl())
+	fmt.Fprint(p.out, "then paste the URL your browser was sent to: ")
+	if !p.answers.Scan() {
+		return p.stream.CloseSend()
+	}
+	return p.stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
+		RequestId: r.GetId(), RedirectUrl: strings.TrimSpace(p.answers.Text()),
+	}}})
 }

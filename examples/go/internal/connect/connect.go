@@ -25,6 +25,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 // Options are how an example connects to agentd.
@@ -99,39 +102,58 @@ func (o Options) transport() (credentials.TransportCredentials, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.TLSCA != "" {
-		pem, err := os.ReadFile(o.TLSCA)
+		pool, err := readCAs(o.TLSCA)
 		if err != nil {
 			return nil, err
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate in it", o.TLSCA)
-		}
+		cfg.RootCAs = pool
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
 	if o.TLSCert != "" {
-		certPEM, err := os.ReadFile(o.TLSCert)
+		cert, err := readKeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
 			return nil, err
-		}
-		// The key's path is as secret as the key: errors name the flag.
-		keyPEM, err := os.ReadFile(o.TLSKey)
-		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return nil, fmt.Errorf("--tls-key: %w", err)
-		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert with --tls-key: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// readCAs reads the CA certificates in the PEM file path.
+func readCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+	}
+	return pool, nil
+}
+
+// readKeyPair reads the client certificate and its key. The key's path
+// is as secret as the key: errors name the flag.
+func readKeyPair(certPath, keyPath string) (tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return tls.Certificate{}, fmt.Errorf("--tls-key: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("--tls-cert with --tls-key: %w", err)
+	}
+	return cert, nil
 }
 
 // bearer sends an API key as "authorization: Bearer <key>". It goes over
@@ -143,3 +165,38 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (bearer) RequireTransportSecurity() bool { return false }
+
+// ReadStart reads the request file Parse returned: a StartGeneration in
+// the proto JSON mapping.
+func ReadStart(file string) (*agentdv1.StartGeneration, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	start := &agentdv1.StartGeneration{}
+	if err := protojson.Unmarshal(data, start); err != nil {
+		return nil, err
+	}
+	return start, nil
+}
+
+// Text is the text of a message's parts, joined.
+func Text(m *agentdv1.Message) string {
+	var text string
+	for _, p := range m.GetParts() {
+		text += p.GetText()
+	}
+	return text
+}
+
+// Start opens a Generate stream on conn and sends start.
+func Start(ctx context.Context, conn grpc.ClientConnInterface, start *agentdv1.StartGeneration) (agentdv1.AgentService_GenerateClient, error) {
+	stream, err := agentdv1.NewAgentServiceClient(conn).Generate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}); err != nil {
+		return nil, err
+	}
+	return stream, nil
+}

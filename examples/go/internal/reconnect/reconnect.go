@@ -59,64 +59,111 @@ func (p Policy) Generate(ctx context.Context, client agentdv1.AgentServiceClient
 	return func(yield func(*agentdv1.GenerateResponse, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel() // ends the last stream, however the loop ends
-		var id string
-		var last int64
-		var done bool // the generation completed or paused
-		req, failures, wait := first, 0, p.Backoff
+		f := follower{p: p, wait: p.Backoff}
+		req := first
 		for {
 			// An attach waits for the connection (within ctx) instead of
 			// failing at once while it reconnects.
-			stream, err := open(ctx, client, req, grpc.WaitForReady(id != ""))
-			for err == nil {
-				var ev *agentdv1.GenerateResponse
-				if ev, err = stream.Recv(); err != nil {
-					break
-				}
-				if seq := ev.GetSequence(); seq > 0 && seq <= last {
-					continue // yielded already (the server does not replay these; this is defence)
-				}
-				last, failures, wait = max(last, ev.GetSequence()), 0, p.Backoff
-				if s := ev.GetStarted(); s != nil {
-					id = s.GetGenerationId()
-				}
-				if !yield(ev, nil) {
+			stream, err := open(ctx, client, req, grpc.WaitForReady(f.id != ""))
+			if err == nil {
+				var stopped bool
+				if stopped, err = f.read(stream, yield); stopped {
 					return
 				}
-				done = done || ev.GetCompleted() != nil || ev.GetPaused() != nil
 			}
-			if done {
+			if f.done {
 				return // and however its stream ended, nothing is missing
 			}
-			ended := errors.Is(err, io.EOF) // without a status, as a detached start's stream does
-			switch {
-			case id == "" && ended:
-				yield(nil, errors.New("the stream ended before the generation started"))
-				return
-			case id == "" || !ended && status.Code(err) != codes.Unavailable:
+			cause, err := f.retry(ctx, err)
+			if err != nil {
 				yield(nil, err)
 				return
-			case failures >= p.Attempts:
-				yield(nil, fmt.Errorf("generation %s: gave up after %d attempts to attach: %w", id, failures, err))
-				return
-			}
-			if ended {
-				err = nil // and attach at once
-			} else {
-				select {
-				case <-ctx.Done():
-					yield(nil, ctx.Err())
-					return
-				case <-time.After(wait/2 + rand.N(wait/2+1)):
-				}
-				wait = min(2*wait, p.MaxBackoff)
 			}
 			if p.OnAttach != nil {
-				p.OnAttach(id, last, err)
+				p.OnAttach(f.id, f.last, cause)
 			}
-			failures++
-			req = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: id, AfterSequence: last}}}
+			f.failures++
+			req = &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: f.id, AfterSequence: f.last}}}
 		}
 	}
+}
+
+// follower is where Generate's loop stands: the generation's id once
+// started, the last sequence number yielded, whether it completed or
+// paused, and the attempts to attach since the last new event with the
+// back-off before the next.
+type follower struct {
+	p        Policy
+	id       string
+	last     int64
+	done     bool
+	failures int
+	wait     time.Duration
+}
+
+// read yields the stream's events that were not yielded yet, until it
+// ends, and returns the error that ended it; stopped when the loop was
+// stopped.
+func (f *follower) read(stream grpc.BidiStreamingClient[agentdv1.GenerateRequest, agentdv1.GenerateResponse], yield func(*agentdv1.GenerateResponse, error) bool) (stopped bool, err error) {
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return false, err
+		}
+		if !f.record(ev) {
+			continue // yielded already (the server does not replay these; this is defence)
+		}
+		if !yield(ev, nil) {
+			return true, nil
+		}
+		f.done = f.done || ev.GetCompleted() != nil || ev.GetPaused() != nil
+	}
+}
+
+// record notes a new event: its sequence number, the generation's id
+// when it is started, and that the attempts start over. It returns false
+// for an event yielded already.
+func (f *follower) record(ev *agentdv1.GenerateResponse) bool {
+	if seq := ev.GetSequence(); seq > 0 && seq <= f.last {
+		return false
+	}
+	f.last, f.failures, f.wait = max(f.last, ev.GetSequence()), 0, f.p.Backoff
+	if s := ev.GetStarted(); s != nil {
+		f.id = s.GetGenerationId()
+	}
+	return true
+}
+
+// retry decides whether to attach again after a stream ended with err
+// before the generation completed or paused: a stream that broke
+// (UNAVAILABLE) waits out the back-off first, one that ended without a
+// status attaches at once, and anything else, or too many attempts,
+// ends the loop with final. cause is what OnAttach is told.
+func (f *follower) retry(ctx context.Context, err error) (cause, final error) {
+	ended := errors.Is(err, io.EOF) // without a status, as a detached start's stream does
+	switch {
+	case f.id == "" && ended:
+		return nil, errors.New("the stream ended before the generation started")
+	case f.id == "" || !ended && status.Code(err) != codes.Unavailable:
+		return nil, err
+	case f.failures >= f.p.Attempts:
+		return nil, fmt.Errorf("generation %s: gave up after %d attempts to attach: %w", f.id, f.failures, err)
+	case ended:
+		return nil, nil
+	}
+	return err, f.backOff(ctx)
+}
+
+// backOff waits between half the back-off and all of it, and doubles it
+// up to MaxBackoff.
+func (f *follower) backOff(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(f.wait/2 + rand.N(f.wait/2+1)):
+	}
+	f.wait = min(2*f.wait, f.p.MaxBackoff)
+	return nil
 }
 
 // open opens a Generate stream, sends req and half-closes.
@@ -151,14 +198,19 @@ func (t *Text) Apply(ev *agentdv1.GenerateResponse) (withdrawn string) {
 	if d := ev.GetTextDelta(); d != nil {
 		t.deltas = append(t.deltas, delta{ev.GetSequence(), d.GetText()})
 	}
-	w := ev.GetTurnWithdrawn()
-	if w == nil {
-		return ""
+	if w := ev.GetTurnWithdrawn(); w != nil {
+		return t.withdraw(w.GetFromSequence())
 	}
+	return ""
+}
+
+// withdraw takes back the deltas from sequence number from on, and
+// returns their text.
+func (t *Text) withdraw(from int64) string {
 	var b strings.Builder
 	kept := t.deltas[:0]
 	for _, d := range t.deltas {
-		if d.seq >= w.GetFromSequence() {
+		if d.seq >= from {
 			b.WriteString(d.text)
 		} else {
 			kept = append(kept, d)
