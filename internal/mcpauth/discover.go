@@ -1,6 +1,7 @@
 package mcpauth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -58,45 +59,69 @@ func (c *Config) discover(ctx context.Context, serverURL string, ch Challenge) (
 	if err != nil || (su.Scheme != "https" && su.Scheme != "http") || su.Host == "" {
 		return nil, fault.New(fault.Invalid, "mcpauth: the MCP server URL must be an http or https URL")
 	}
-	host := su.Host
 	cs := ch.parse()
-	d := &discovery{challenge: strings.Fields(bearerParam(cs, "scope"))}
-
+	d := &discovery{challenge: strings.Fields(bearerParam(cs, "scope")), resource: serverURL}
 	origin := url.URL{Scheme: su.Scheme, Host: su.Host}
-	type candidate struct{ metadata, resource string }
-	var cands []candidate
-	if m := bearerParam(cs, "resource_metadata"); m != "" {
-		cands = append(cands, candidate{m, serverURL})
-	}
-	if p := strings.Trim(su.Path, "/"); p != "" {
-		cands = append(cands, candidate{origin.String() + "/.well-known/oauth-protected-resource/" + p, serverURL})
-	}
-	cands = append(cands, candidate{origin.String() + "/.well-known/oauth-protected-resource", origin.String()})
-
-	var prm *oauthex.ProtectedResourceMetadata
-	for _, cand := range cands {
-		if err := ctx.Err(); err != nil {
-			return nil, ctxError(err, host)
-		}
-		// A location that fails (absent, wrong resource, bad JSON) is
-		// skipped, as the spec's ordered discovery asks.
-		m, err := oauthex.GetProtectedResourceMetadata(ctx, cand.metadata, cand.resource, c.httpClient())
-		if err == nil && m != nil {
-			prm = m
-			break
-		}
+	prm, err := c.resourceMetadata(ctx, resourceCandidates(su, serverURL, cs), su.Host)
+	if err != nil {
+		return nil, err
 	}
 	asURL := origin.String()
-	d.resource = serverURL
 	if prm != nil {
 		if len(prm.AuthorizationServers) == 0 {
-			return nil, fault.New(fault.Unauthenticated, "mcpauth: the protected-resource metadata of %s names no authorization server", host)
+			return nil, fault.New(fault.Unauthenticated, "mcpauth: the protected-resource metadata of %s names no authorization server", su.Host)
 		}
 		asURL = prm.AuthorizationServers[0]
 		d.resource = prm.Resource
 		d.scopesSupported = prm.ScopesSupported
 	}
+	if d.as, err = c.authServer(ctx, asURL); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
 
+// resourceCandidate is a place to look for protected-resource metadata,
+// and the resource it must name.
+type resourceCandidate struct{ metadata, resource string }
+
+// resourceCandidates are where the protected-resource metadata of the
+// server at su (serverURL) may be, in the order they are tried: the
+// challenge's resource_metadata, the well-known location under the
+// server's path, the root one.
+func resourceCandidates(su *url.URL, serverURL string, cs []oauthex.Challenge) []resourceCandidate {
+	origin := url.URL{Scheme: su.Scheme, Host: su.Host}
+	var cands []resourceCandidate
+	if m := bearerParam(cs, "resource_metadata"); m != "" {
+		cands = append(cands, resourceCandidate{m, serverURL})
+	}
+	if p := strings.Trim(su.Path, "/"); p != "" {
+		cands = append(cands, resourceCandidate{origin.String() + "/.well-known/oauth-protected-resource/" + p, serverURL})
+	}
+	return append(cands, resourceCandidate{origin.String() + "/.well-known/oauth-protected-resource", origin.String()})
+}
+
+// resourceMetadata is the first of cands' metadata that can be had; nil
+// when none can (a 2025-03-26 server). A location that fails (absent,
+// wrong resource, bad JSON) is skipped, as the spec's ordered discovery
+// asks.
+func (c *Config) resourceMetadata(ctx context.Context, cands []resourceCandidate, host string) (*oauthex.ProtectedResourceMetadata, error) {
+	for _, cand := range cands {
+		if err := ctx.Err(); err != nil {
+			return nil, ctxError(err, host)
+		}
+		m, err := oauthex.GetProtectedResourceMetadata(ctx, cand.metadata, cand.resource, c.httpClient())
+		if err == nil && m != nil {
+			return m, nil
+		}
+	}
+	return nil, nil
+}
+
+// authServer is the metadata of the authorization server at asURL, or
+// the 2025-03-26 default endpoints when it has none; it must have a
+// token endpoint.
+func (c *Config) authServer(ctx context.Context, asURL string) (*oauthex.AuthServerMeta, error) {
 	as, err := auth.GetAuthServerMetadata(ctx, asURL, c.httpClient())
 	if err != nil {
 		if ctx.Err() != nil {
@@ -117,8 +142,7 @@ func (c *Config) discover(ctx context.Context, serverURL string, ch Challenge) (
 	if as.TokenEndpoint == "" {
 		return nil, fault.New(fault.Unauthenticated, "mcpauth: authorization server %s has no token endpoint", hostOf(asURL))
 	}
-	d.as = as
-	return d, nil
+	return as, nil
 }
 
 // clientAuth is the client agentd is at one authorization server.
@@ -138,6 +162,12 @@ func (c *Config) client(ctx context.Context, d *discovery) (clientAuth, error) {
 	default:
 		return clientAuth{}, fault.New(fault.Unauthenticated, "mcpauth: authorization server %s offers no way to register agentd (no client ID metadata documents, no dynamic registration) and no client ID is configured", hostOf(d.as.Issuer))
 	}
+	return c.register(ctx, d.as.RegistrationEndpoint, supported)
+}
+
+// register registers agentd at the registration endpoint, asking for the
+// first of basic and post the server supports (none otherwise).
+func (c *Config) register(ctx context.Context, endpoint string, supported []string) (clientAuth, error) {
 	asked := MethodNone
 	for _, m := range []string{MethodBasic, MethodPost} {
 		if slices.Contains(supported, m) {
@@ -145,41 +175,50 @@ func (c *Config) client(ctx context.Context, d *discovery) (clientAuth, error) {
 			break
 		}
 	}
-	name := c.ClientName
-	if name == "" {
-		name = "agentd"
-	}
 	meta := &oauthex.ClientRegistrationMetadata{
 		RedirectURIs:            []string{c.RedirectURL},
 		TokenEndpointAuthMethod: asked,
 		GrantTypes:              []string{"authorization_code", "refresh_token"},
 		ResponseTypes:           []string{"code"},
-		ClientName:              name,
+		ClientName:              cmp.Or(c.ClientName, "agentd"),
 	}
-	reg, err := oauthex.RegisterClient(ctx, d.as.RegistrationEndpoint, meta, c.httpClient())
+	reg, err := oauthex.RegisterClient(ctx, endpoint, meta, c.httpClient())
 	if err != nil {
-		if ctx.Err() != nil {
-			return clientAuth{}, ctxError(ctx.Err(), hostOf(d.as.RegistrationEndpoint))
-		}
-		var re *oauthex.ClientRegistrationError
-		if errors.As(err, &re) {
-			return clientAuth{}, fault.Hide(fault.Unauthenticated, err, "mcpauth: authorization server %s refused to register agentd (%s)", hostOf(d.as.RegistrationEndpoint), safeCode(re.ErrorCode))
-		}
-		// The go-sdk's error may quote the response body, which may hold a
-		// client secret.
-		return clientAuth{}, fault.Hide(fault.Unavailable, err, "mcpauth: dynamic registration at %s failed", hostOf(d.as.RegistrationEndpoint))
+		return clientAuth{}, registrationError(ctx, err, endpoint)
 	}
 	cl := clientAuth{id: reg.ClientID, secret: reg.ClientSecret, method: reg.TokenEndpointAuthMethod}
 	if cl.method == "" {
-		// RFC 7591: the server may leave out what it accepted as asked.
-		cl.method = asked
-		if cl.secret == "" {
-			cl.method = MethodNone
-		} else if asked == MethodNone {
-			cl.method = MethodBasic
-		}
+		cl.method = acceptedMethod(asked, cl.secret)
 	}
 	return cl, nil
+}
+
+// acceptedMethod is the method of a registration whose answer left it
+// out: RFC 7591 lets the server leave out what it accepted as asked. A
+// client without a secret can only be none, one with a secret asked for
+// none is basic.
+func acceptedMethod(asked, secret string) string {
+	switch {
+	case secret == "":
+		return MethodNone
+	case asked == MethodNone:
+		return MethodBasic
+	}
+	return asked
+}
+
+// registrationError is the fault of a failed registration at endpoint.
+func registrationError(ctx context.Context, err error, endpoint string) error {
+	if ctx.Err() != nil {
+		return ctxError(ctx.Err(), hostOf(endpoint))
+	}
+	var re *oauthex.ClientRegistrationError
+	if errors.As(err, &re) {
+		return fault.Hide(fault.Unauthenticated, err, "mcpauth: authorization server %s refused to register agentd (%s)", hostOf(endpoint), safeCode(re.ErrorCode))
+	}
+	// The go-sdk's error may quote the response body, which may hold a
+	// client secret.
+	return fault.Hide(fault.Unavailable, err, "mcpauth: dynamic registration at %s failed", hostOf(endpoint))
 }
 
 // method is the token endpoint authentication method of a configured

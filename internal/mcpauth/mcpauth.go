@@ -183,13 +183,7 @@ func (c *Config) Begin(ctx context.Context, serverURL string, ch Challenge, gran
 	if err != nil {
 		return nil, err
 	}
-	scopes := d.scopes(c.Scopes)
-	if slices.Contains(d.as.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
-		// SEP-2207: agentd wants refresh tokens, and this server grants
-		// them for this scope.
-		scopes = append(scopes, "offline_access")
-	}
-	scopes = union(granted, scopes)
+	scopes := union(granted, d.requestScopes(c.Scopes))
 
 	p := &Pending{
 		Scopes:       scopes,
@@ -214,36 +208,25 @@ func (c *Config) Begin(ctx context.Context, serverURL string, ch Challenge, gran
 	return p, nil
 }
 
+// requestScopes are the scopes to ask for (d.scopes of configured), with
+// offline_access when the server grants refresh tokens for it (SEP-2207:
+// agentd wants refresh tokens).
+func (d *discovery) requestScopes(configured []string) []string {
+	scopes := d.scopes(configured)
+	if slices.Contains(d.as.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
+		scopes = append(scopes, "offline_access")
+	}
+	return scopes
+}
+
 // Complete finishes the flow p began: it reads the code, state, iss and
 // error parameters of redirectURL (where the authorization server sent the
 // person back), checks the state and issuer, and exchanges the code, with
 // the PKCE verifier and the resource indicator, for a token.
 func (c *Config) Complete(ctx context.Context, p *Pending, redirectURL string) (*Token, error) {
-	u, err := url.Parse(redirectURL)
+	code, err := p.code(redirectURL)
 	if err != nil {
-		return nil, fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect is not a URL")
-	}
-	q := u.Query()
-	// The state comes first: an error response for somebody else's flow
-	// says nothing about ours.
-	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(p.State)) != 1 || p.State == "" {
-		return nil, fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect's state does not match the request's")
-	}
-	if e := q.Get("error"); e != "" {
-		return nil, fault.New(fault.Unauthenticated, "mcpauth: authorization server %s refused the authorization (%s)", hostOf(p.Issuer), safeCode(e)).
-			WithInfo("OAUTH_REFUSED", map[string]string{"error": safeCode(e)})
-	}
-	// RFC 9207: an iss that is there must be the issuer's; one that was
-	// promised must be there.
-	switch iss := q.Get("iss"); {
-	case iss == "" && p.IssSupported:
-		return nil, fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect has no iss though authorization server %s promised it", hostOf(p.Issuer))
-	case iss != "" && iss != p.Issuer:
-		return nil, fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect's iss is not authorization server %s", hostOf(p.Issuer))
-	}
-	code := q.Get("code")
-	if code == "" {
-		return nil, fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect has no code")
+		return nil, err
 	}
 	cl := clientAuth{id: p.ClientID, secret: p.ClientSecret, method: p.AuthMethod}
 	oc, params, err := c.tokenConfig(cl, p.TokenURL, p.Issuer)
@@ -260,6 +243,45 @@ func (c *Config) Complete(ctx context.Context, p *Pending, redirectURL string) (
 		return nil, tokenError(err, p.TokenURL)
 	}
 	return newToken(ot, AuthorizationCode, p.Scopes, cl, p.TokenURL, p.Issuer, p.Resource), nil
+}
+
+// code reads the code of the redirect to redirectURL, once its state,
+// error and issuer are checked.
+func (p *Pending) code(redirectURL string) (string, error) {
+	u, err := url.Parse(redirectURL)
+	if err != nil {
+		return "", fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect is not a URL")
+	}
+	q := u.Query()
+	// The state comes first: an error response for somebody else's flow
+	// says nothing about ours.
+	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(p.State)) != 1 || p.State == "" {
+		return "", fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect's state does not match the request's")
+	}
+	if e := q.Get("error"); e != "" {
+		return "", fault.New(fault.Unauthenticated, "mcpauth: authorization server %s refused the authorization (%s)", hostOf(p.Issuer), safeCode(e)).
+			WithInfo("OAUTH_REFUSED", map[string]string{"error": safeCode(e)})
+	}
+	if err := p.checkIss(q.Get("iss")); err != nil {
+		return "", err
+	}
+	code := q.Get("code")
+	if code == "" {
+		return "", fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect has no code")
+	}
+	return code, nil
+}
+
+// checkIss checks the redirect's iss (RFC 9207): one that is there must
+// be the issuer's; one that was promised must be there.
+func (p *Pending) checkIss(iss string) error {
+	switch {
+	case iss == "" && p.IssSupported:
+		return fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect has no iss though authorization server %s promised it", hostOf(p.Issuer))
+	case iss != "" && iss != p.Issuer:
+		return fault.New(fault.Unauthenticated, "mcpauth: the authorization redirect's iss is not authorization server %s", hostOf(p.Issuer))
+	}
+	return nil
 }
 
 // ClientCredentials discovers the MCP server's authorization server as Begin
@@ -333,6 +355,25 @@ func (c *Config) clientCredentials(ctx context.Context, cl clientAuth, tokenURL,
 }
 
 func (c *Config) validate() error {
+	if err := c.validateMethod(); err != nil {
+		return err
+	}
+	if c.ClientMetadataURL != "" && !httpsWithPath(c.ClientMetadataURL) {
+		return fault.New(fault.Invalid, "mcpauth: the client ID metadata document URL must be https with a path")
+	}
+	return nil
+}
+
+// httpsWithPath reports whether raw is an https URL with a host and a
+// path, as a client ID metadata document URL must be.
+func httpsWithPath(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Scheme == "https" && u.Host != "" && strings.Trim(u.Path, "/") != ""
+}
+
+// validateMethod refuses an unknown token endpoint authentication method,
+// and private_key_jwt without a key.
+func (c *Config) validateMethod() error {
 	switch c.AuthMethod {
 	case "", MethodBasic, MethodPost, MethodNone:
 	case MethodPrivateKeyJWT:
@@ -341,12 +382,6 @@ func (c *Config) validate() error {
 		}
 	default:
 		return fault.New(fault.Invalid, "mcpauth: unknown token endpoint authentication method %q", safeCode(c.AuthMethod))
-	}
-	if c.ClientMetadataURL != "" {
-		u, err := url.Parse(c.ClientMetadataURL)
-		if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
-			return fault.New(fault.Invalid, "mcpauth: the client ID metadata document URL must be https with a path")
-		}
 	}
 	return nil
 }
@@ -407,13 +442,14 @@ func hostOf(raw string) string {
 // safeCode bounds an OAuth error code or other short token from a peer
 // before it goes into an error message.
 func safeCode(s string) string {
-	if len(s) > 64 {
+	if len(s) > 64 || strings.IndexFunc(s, unsafeInCode) >= 0 {
 		return "(invalid)"
 	}
-	for _, r := range s {
-		if r <= ' ' || r > '~' || r == '"' || r == '\\' {
-			return "(invalid)"
-		}
-	}
 	return s
+}
+
+// unsafeInCode reports whether r may not appear in a code safeCode
+// passes: anything but printable ASCII, and quotes and backslashes.
+func unsafeInCode(r rune) bool {
+	return r <= ' ' || r > '~' || r == '"' || r == '\\'
 }

@@ -1,6 +1,7 @@
 package mcpauth
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -60,10 +61,7 @@ func (c *Config) tokenConfig(cl clientAuth, tokenURL, issuer string) (*oauth2.Co
 // server's issuer identifier, as RFC 7523bis settles it (and as the MCP
 // conformance suite checks), else the token endpoint.
 func audience(issuer, tokenURL string) string {
-	if issuer != "" {
-		return issuer
-	}
-	return tokenURL
+	return cmp.Or(issuer, tokenURL)
 }
 
 // ccConfig is a client credentials request with oc's client and params;
@@ -85,17 +83,9 @@ func (c *Config) assertion(clientID, aud string) (string, error) {
 	if c.PrivateKey == nil {
 		return "", fault.New(fault.Invalid, "mcpauth: private_key_jwt needs a private key")
 	}
-	var alg jose.SignatureAlgorithm
-	switch k := c.PrivateKey.(type) {
-	case *rsa.PrivateKey:
-		alg = jose.RS256
-	case *ecdsa.PrivateKey:
-		if k.Curve != elliptic.P256() {
-			return "", fault.New(fault.Invalid, "mcpauth: private_key_jwt supports P-256 EC keys only")
-		}
-		alg = jose.ES256
-	default:
-		return "", fault.New(fault.Invalid, "mcpauth: private_key_jwt needs an RSA or P-256 EC key")
+	alg, err := signingAlgorithm(c.PrivateKey)
+	if err != nil {
+		return "", err
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: jose.JSONWebKey{Key: c.PrivateKey, KeyID: c.KeyID}},
 		(&jose.SignerOptions{}).WithType("JWT"))
@@ -124,31 +114,41 @@ func ParsePrivateKey(pemText string) (crypto.Signer, error) {
 	if block == nil {
 		return nil, fault.New(fault.Invalid, "mcpauth: the private key is not PEM")
 	}
-	var key any
-	var err error
-	switch block.Type {
-	case "PRIVATE KEY":
-		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	case "RSA PRIVATE KEY":
-		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	case "EC PRIVATE KEY":
-		key, err = x509.ParseECPrivateKey(block.Bytes)
-	default:
+	parse, ok := keyParsers[block.Type]
+	if !ok {
 		return nil, fault.New(fault.Invalid, "mcpauth: the private key's PEM type must be PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY")
 	}
+	key, err := parse(block.Bytes)
 	if err != nil {
 		return nil, fault.New(fault.Invalid, "mcpauth: the private key's %s block does not parse", block.Type)
 	}
+	if _, err := signingAlgorithm(key); err != nil {
+		return nil, err
+	}
+	return key.(crypto.Signer), nil
+}
+
+// keyParsers parse a private key's DER, by its PEM block's type.
+var keyParsers = map[string]func([]byte) (any, error){
+	"PRIVATE KEY":     x509.ParsePKCS8PrivateKey,
+	"RSA PRIVATE KEY": func(der []byte) (any, error) { return x509.ParsePKCS1PrivateKey(der) },
+	"EC PRIVATE KEY":  func(der []byte) (any, error) { return x509.ParseECPrivateKey(der) },
+}
+
+// signingAlgorithm is the algorithm of private_key_jwt assertions signed
+// with key: RS256 for an RSA key, ES256 for a P-256 EC key; no other key
+// is supported.
+func signingAlgorithm(key any) (jose.SignatureAlgorithm, error) {
 	switch k := key.(type) {
 	case *rsa.PrivateKey:
-		return k, nil
+		return jose.RS256, nil
 	case *ecdsa.PrivateKey:
 		if k.Curve != elliptic.P256() {
-			return nil, fault.New(fault.Invalid, "mcpauth: private_key_jwt supports P-256 EC keys only")
+			return "", fault.New(fault.Invalid, "mcpauth: private_key_jwt supports P-256 EC keys only")
 		}
-		return k, nil
+		return jose.ES256, nil
 	}
-	return nil, fault.New(fault.Invalid, "mcpauth: private_key_jwt needs an RSA or P-256 EC key")
+	return "", fault.New(fault.Invalid, "mcpauth: private_key_jwt needs an RSA or P-256 EC key")
 }
 
 // tokenError classifies a failed token request without repeating the
@@ -162,10 +162,7 @@ func tokenError(err error, tokenURL string) error {
 	case errors.As(err, &re) && re.Response != nil && re.Response.StatusCode >= 500:
 		return fault.Hide(fault.Unavailable, err, "mcpauth: authorization server %s failed (HTTP %d)", host, re.Response.StatusCode)
 	case errors.As(err, &re):
-		code := safeCode(re.ErrorCode)
-		if code == "" {
-			code = "no error code"
-		}
+		code := cmp.Or(safeCode(re.ErrorCode), "no error code")
 		return fault.Hide(fault.Unauthenticated, err, "mcpauth: authorization server %s refused the token request (%s)", host, code).
 			WithInfo("OAUTH_REFUSED", map[string]string{"error": code})
 	}
