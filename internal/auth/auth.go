@@ -189,50 +189,10 @@ func (a *Authenticator) Reload(cfg config.Config) error {
 // did not change.
 func (a *Authenticator) build(cfg config.Config, old *state) (*state, error) {
 	st := &state{src: cfg.Auth, mtlsFrom: cfg.Auth.MTLS.PrincipalFrom, tenants: config.Config{Tenants: cfg.Tenants}}
-	var problems []error
-	checkRoles := func(at string, rs []string) {
-		for _, r := range rs {
-			if !slices.Contains(roles, r) {
-				problems = append(problems, fmt.Errorf("%s.roles: unknown role %q; one of %s", at, r, strings.Join(roles, ", ")))
-			}
-		}
-	}
-	names := make(map[string]bool)
-	for i, k := range cfg.Auth.APIKeys {
-		at := fmt.Sprintf("auth.api_keys[%d]", i)
-		if k.Name == "" || names[k.Name] {
-			problems = append(problems, fmt.Errorf("%s.name: must be set and distinct", at))
-		}
-		names[k.Name] = true
-		raw, err := hex.DecodeString(k.SHA256)
-		if err != nil || len(raw) != sha256.Size {
-			problems = append(problems, fmt.Errorf("%s.sha256: must be 64 hex digits (agentd keys hash prints them)", at))
-		}
-		if k.Tenant == "" {
-			problems = append(problems, fmt.Errorf("%s.tenant: must be set", at))
-		}
-		checkRoles(at, k.Roles)
-		var h [sha256.Size]byte
-		copy(h[:], raw)
-		st.keys = append(st.keys, key{hash: h, principal: Principal{Name: k.Name, Tenant: k.Tenant, Roles: k.Roles}})
-	}
-	if m := cfg.Auth.MTLS; len(m.Principals) > 0 {
-		if !slices.Contains([]string{tlsconf.PrincipalAuto, tlsconf.PrincipalURI, tlsconf.PrincipalDNS, tlsconf.PrincipalCN}, m.PrincipalFrom) {
-			problems = append(problems, fmt.Errorf("auth.mtls.principal_from: must be uri, dns or cn, got %q", m.PrincipalFrom))
-		}
-		st.mtls = make(map[string]Principal, len(m.Principals))
-		for i, p := range m.Principals {
-			at := fmt.Sprintf("auth.mtls.principals[%d]", i)
-			if _, dup := st.mtls[p.Principal]; p.Principal == "" || dup {
-				problems = append(problems, fmt.Errorf("%s.principal: must be set and distinct", at))
-			}
-			if p.Tenant == "" {
-				problems = append(problems, fmt.Errorf("%s.tenant: must be set", at))
-			}
-			checkRoles(at, p.Roles)
-			st.mtls[p.Principal] = Principal{Name: p.Principal, Tenant: p.Tenant, Roles: p.Roles}
-		}
-	}
+	var problems, more []error
+	st.keys, problems = apiKeys(cfg.Auth.APIKeys)
+	st.mtls, more = mtlsPrincipals(cfg.Auth.MTLS)
+	problems = append(problems, more...)
 	if len(cfg.Auth.OIDC) > 0 {
 		if old != nil && old.oidc != nil && reflect.DeepEqual(old.src.OIDC, cfg.Auth.OIDC) {
 			st.oidc = old.oidc
@@ -247,6 +207,70 @@ func (a *Authenticator) build(cfg config.Config, old *state) (*state, error) {
 		return nil, errors.Join(problems...)
 	}
 	return st, nil
+}
+
+// apiKeys reads auth.api_keys, and what is wrong with them: each needs a
+// distinct name, a SHA-256 in hex, a tenant and known roles.
+func apiKeys(configured []config.APIKey) ([]key, []error) {
+	var keys []key
+	var problems []error
+	names := make(map[string]bool)
+	for i, k := range configured {
+		at := fmt.Sprintf("auth.api_keys[%d]", i)
+		if k.Name == "" || names[k.Name] {
+			problems = append(problems, fmt.Errorf("%s.name: must be set and distinct", at))
+		}
+		names[k.Name] = true
+		raw, err := hex.DecodeString(k.SHA256)
+		if err != nil || len(raw) != sha256.Size {
+			problems = append(problems, fmt.Errorf("%s.sha256: must be 64 hex digits (agentd keys hash prints them)", at))
+		}
+		if k.Tenant == "" {
+			problems = append(problems, fmt.Errorf("%s.tenant: must be set", at))
+		}
+		problems = append(problems, checkRoles(at, k.Roles)...)
+		var h [sha256.Size]byte
+		copy(h[:], raw)
+		keys = append(keys, key{hash: h, principal: Principal{Name: k.Name, Tenant: k.Tenant, Roles: k.Roles}})
+	}
+	return keys, problems
+}
+
+// mtlsPrincipals reads auth.mtls, and what is wrong with it: where the
+// principal comes from, and each principal's distinct name, tenant and
+// known roles. Nil when it lists no principal.
+func mtlsPrincipals(m config.MTLS) (map[string]Principal, []error) {
+	if len(m.Principals) == 0 {
+		return nil, nil
+	}
+	var problems []error
+	if !slices.Contains([]string{tlsconf.PrincipalAuto, tlsconf.PrincipalURI, tlsconf.PrincipalDNS, tlsconf.PrincipalCN}, m.PrincipalFrom) {
+		problems = append(problems, fmt.Errorf("auth.mtls.principal_from: must be uri, dns or cn, got %q", m.PrincipalFrom))
+	}
+	principals := make(map[string]Principal, len(m.Principals))
+	for i, p := range m.Principals {
+		at := fmt.Sprintf("auth.mtls.principals[%d]", i)
+		if _, dup := principals[p.Principal]; p.Principal == "" || dup {
+			problems = append(problems, fmt.Errorf("%s.principal: must be set and distinct", at))
+		}
+		if p.Tenant == "" {
+			problems = append(problems, fmt.Errorf("%s.tenant: must be set", at))
+		}
+		problems = append(problems, checkRoles(at, p.Roles)...)
+		principals[p.Principal] = Principal{Name: p.Principal, Tenant: p.Tenant, Roles: p.Roles}
+	}
+	return principals, problems
+}
+
+// checkRoles refuses the roles at at that are not agentd's.
+func checkRoles(at string, rs []string) []error {
+	var problems []error
+	for _, r := range rs {
+		if !slices.Contains(roles, r) {
+			problems = append(problems, fmt.Errorf("%s.roles: unknown role %q; one of %s", at, r, strings.Join(roles, ", ")))
+		}
+	}
+	return problems
 }
 
 // Authenticate returns the principal that ctx's call authenticates as:
@@ -272,14 +296,7 @@ func (a *Authenticator) identify(ctx context.Context, st *state) (Principal, err
 	values := metadata.ValueFromIncomingContext(ctx, "authorization")
 	switch len(values) {
 	case 0:
-		if cert := tlsconf.PeerCertificate(ctx); cert != nil && st.mtls != nil {
-			name := tlsconf.Principal(cert, st.mtlsFrom)
-			if p, ok := st.mtls[name]; ok {
-				return p, nil
-			}
-			return Principal{}, a.refuse(ctx, "authentication failed", "client certificate principal not listed in auth.mtls.principals", errUnauthenticated, "principal", name)
-		}
-		return Principal{}, a.fail(ctx, "no credential")
+		return a.byCertificate(ctx, st)
 	case 1:
 	default:
 		return Principal{}, a.fail(ctx, "more than one authorization header")
@@ -289,17 +306,37 @@ func (a *Authenticator) identify(ctx context.Context, st *state) (Principal, err
 		return Principal{}, a.fail(ctx, "malformed authorization (want Bearer and a credential)")
 	}
 	if st.oidc != nil && looksLikeJWT(token) {
-		p, err := st.oidc.authenticate(ctx, token)
-		var refusal *tokenRefusal
-		switch {
-		case err == nil:
-			return p, nil
-		case errors.As(err, &refusal) && refusal.unavailable:
-			return Principal{}, a.refuse(ctx, "authentication failed", refusal.reason, errUnavailable)
-		}
-		return Principal{}, a.fail(ctx, err.Error())
+		return a.byToken(ctx, st, token)
 	}
 	return st.apiKey(ctx, a, token)
+}
+
+// byCertificate returns the principal of the call's verified client
+// certificate, when auth.mtls lists it.
+func (a *Authenticator) byCertificate(ctx context.Context, st *state) (Principal, error) {
+	cert := tlsconf.PeerCertificate(ctx)
+	if cert == nil || st.mtls == nil {
+		return Principal{}, a.fail(ctx, "no credential")
+	}
+	name := tlsconf.Principal(cert, st.mtlsFrom)
+	if p, ok := st.mtls[name]; ok {
+		return p, nil
+	}
+	return Principal{}, a.refuse(ctx, "authentication failed", "client certificate principal not listed in auth.mtls.principals", errUnauthenticated, "principal", name)
+}
+
+// byToken returns the principal of a JWT an issuer verifies; a token
+// whose issuer's keys cannot be fetched is Unavailable.
+func (a *Authenticator) byToken(ctx context.Context, st *state, token string) (Principal, error) {
+	p, err := st.oidc.authenticate(ctx, token)
+	var refusal *tokenRefusal
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.As(err, &refusal) && refusal.unavailable:
+		return Principal{}, a.refuse(ctx, "authentication failed", refusal.reason, errUnavailable)
+	}
+	return Principal{}, a.fail(ctx, err.Error())
 }
 
 // apiKey returns the principal of an API key. Every key is compared, in
@@ -333,23 +370,14 @@ func bearer(value string) (string, bool) {
 // one). API keys are never sent to an issuer's verification, nor tokens
 // compared with API keys.
 func looksLikeJWT(token string) bool {
-	parts := 0
-	empty := true
-	for i := 0; i < len(token); i++ {
-		switch c := token[i]; {
-		case c == '.':
-			if empty && parts < 2 {
-				return false
-			}
-			parts++
-			empty = true
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
-			empty = false
-		default:
-			return false
-		}
-	}
-	return parts == 2
+	header, rest, _ := strings.Cut(token, ".")
+	payload, _, _ := strings.Cut(rest, ".")
+	return strings.Count(token, ".") == 2 && header != "" && payload != "" && !strings.ContainsFunc(token, notInJWT)
+}
+
+// notInJWT reports whether r is neither base64url nor a dot.
+func notInJWT(r rune) bool {
+	return !('A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.')
 }
 
 // fail logs why an authentication failed and returns the one error

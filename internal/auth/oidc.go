@@ -144,44 +144,19 @@ type issuer struct {
 }
 
 func newIssuer(c config.OIDCIssuer, at string, now func() time.Time) (*issuer, error) {
-	var problems []error
-	if !config.OIDCURL(c.Issuer) {
-		problems = append(problems, fmt.Errorf("%s.issuer: must be an https URL (or http to a loopback address)", at))
-	}
-	if c.Audience == "" {
-		problems = append(problems, fmt.Errorf("%s.audience: must be set", at))
-	}
+	problems := issuerProblems(c, at)
 	is := &issuer{cfg: c, at: at, now: now, fetching: make(chan struct{}, 1)}
 	for _, alg := range c.Algorithms {
-		if !slices.Contains(config.OIDCAlgorithms, alg) {
-			problems = append(problems, fmt.Errorf("%s.algorithms: %q is not allowed; one of %s", at, alg, strings.Join(config.OIDCAlgorithms, ", ")))
-		}
 		is.algs = append(is.algs, jose.SignatureAlgorithm(alg))
 	}
-	if c.ClockSkew < 0 || c.RefreshInterval < 0 {
-		problems = append(problems, fmt.Errorf("%s: clock_skew and refresh_interval must not be negative", at))
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	// A fetch is rare (at most one per refresh_interval): an idle
-	// connection kept for the next would only hold a goroutine.
-	transport.DisableKeepAlives = true
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		pool := x509.NewCertPool()
-		if err != nil || !pool.AppendCertsFromPEM(pem) {
-			problems = append(problems, fmt.Errorf("%s.ca_file: cannot be read as PEM certificates", at))
-		}
-		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	transport, err := fetchTransport(c.CAFile)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("%s.ca_file: %w", at, err))
 	}
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
-	is.client = &http.Client{Transport: limitedBody{transport}, Timeout: fetchTimeout, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 5 || req.URL.Scheme != "https" && !config.OIDCURL(req.URL.Scheme+"://"+req.URL.Host) {
-			return errors.New("redirected too often, or to neither https nor http on loopback")
-		}
-		return nil
-	}}
+	is.client = &http.Client{Transport: limitedBody{transport}, Timeout: fetchTimeout, CheckRedirect: checkRedirect}
 	is.verifier = oidc.NewVerifier(c.Issuer, is, &oidc.Config{
 		ClientID:             c.Audience,
 		SupportedSigningAlgs: c.Algorithms,
@@ -190,6 +165,55 @@ func newIssuer(c config.OIDCIssuer, at string, now func() time.Time) (*issuer, e
 		SkipExpiryCheck: true,
 	})
 	return is, nil
+}
+
+// issuerProblems says what is wrong with the issuer at at: its URL, its
+// audience, its algorithms, negative durations.
+func issuerProblems(c config.OIDCIssuer, at string) []error {
+	var problems []error
+	if !config.OIDCURL(c.Issuer) {
+		problems = append(problems, fmt.Errorf("%s.issuer: must be an https URL (or http to a loopback address)", at))
+	}
+	if c.Audience == "" {
+		problems = append(problems, fmt.Errorf("%s.audience: must be set", at))
+	}
+	for _, alg := range c.Algorithms {
+		if !slices.Contains(config.OIDCAlgorithms, alg) {
+			problems = append(problems, fmt.Errorf("%s.algorithms: %q is not allowed; one of %s", at, alg, strings.Join(config.OIDCAlgorithms, ", ")))
+		}
+	}
+	if c.ClockSkew < 0 || c.RefreshInterval < 0 {
+		problems = append(problems, fmt.Errorf("%s: clock_skew and refresh_interval must not be negative", at))
+	}
+	return problems
+}
+
+// fetchTransport is the transport of an issuer's fetches, trusting the
+// CA certificates in caFile when it is set. A fetch is rare (at most one
+// per refresh_interval): an idle connection kept for the next would only
+// hold a goroutine.
+func fetchTransport(caFile string) (*http.Transport, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DisableKeepAlives = true
+	if caFile == "" {
+		return transport, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	pool := x509.NewCertPool()
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("cannot be read as PEM certificates")
+	}
+	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return transport, nil
+}
+
+// checkRedirect follows at most five redirects of a fetch, each to https
+// or to http on loopback.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 || req.URL.Scheme != "https" && !config.OIDCURL(req.URL.Scheme+"://"+req.URL.Host) {
+		return errors.New("redirected too often, or to neither https nor http on loopback")
+	}
+	return nil
 }
 
 // verify verifies a token and returns its principal and until when it
@@ -207,31 +231,47 @@ func (is *issuer) verify(ctx context.Context, token string, now time.Time) (Prin
 	if err := idt.Claims(&claims); err != nil {
 		return Principal{}, time.Time{}, refused("token claims: %v", err)
 	}
+	until, err := is.checkTimes(claims, now)
+	if err != nil {
+		return Principal{}, time.Time{}, err
+	}
+	p, err := is.principal(claims)
+	return p, until, err
+}
+
+// checkTimes checks the token's exp, nbf and iat against now, with
+// clock_skew, and returns until when it may be remembered as verified.
+func (is *issuer) checkTimes(claims map[string]json.RawMessage, now time.Time) (time.Time, error) {
 	skew := is.cfg.ClockSkew
 	exp, ok, err := numericDate(claims, "exp")
 	switch {
 	case err != nil:
-		return Principal{}, time.Time{}, err
+		return time.Time{}, err
 	case !ok:
-		return Principal{}, time.Time{}, refused("token has no exp")
+		return time.Time{}, refused("token has no exp")
 	case now.After(exp.Add(skew)):
-		return Principal{}, time.Time{}, refused("token expired")
+		return time.Time{}, refused("token expired")
 	}
 	for _, c := range []struct{ name, refusal string }{{"nbf", "token not valid yet (nbf)"}, {"iat", "token issued in the future (iat)"}} {
 		t, ok, err := numericDate(claims, c.name)
 		if err != nil {
-			return Principal{}, time.Time{}, err
+			return time.Time{}, err
 		}
 		if ok && now.Add(skew).Before(t) {
-			return Principal{}, time.Time{}, refused("%s", c.refusal)
+			return time.Time{}, refused("%s", c.refusal)
 		}
 	}
+	return exp.Add(skew), nil
+}
+
+// principal is the token's principal: its name, tenant and roles claims.
+func (is *issuer) principal(claims map[string]json.RawMessage) (Principal, error) {
 	p := Principal{Name: stringClaim(claims, is.cfg.PrincipalClaim), Tenant: stringClaim(claims, is.cfg.TenantClaim)}
 	if p.Name == "" || p.Tenant == "" {
-		return Principal{}, time.Time{}, refused("token lacks a string %s claim (%s.principal_claim) or %s claim (%s.tenant_claim)", is.cfg.PrincipalClaim, is.at, is.cfg.TenantClaim, is.at)
+		return Principal{}, refused("token lacks a string %s claim (%s.principal_claim) or %s claim (%s.tenant_claim)", is.cfg.PrincipalClaim, is.at, is.cfg.TenantClaim, is.at)
 	}
 	p.Roles = rolesClaim(claims[is.cfg.RolesClaim])
-	return p, exp.Add(skew), nil
+	return p, nil
 }
 
 // numericDate reads a NumericDate claim (seconds since the epoch, perhaps
@@ -369,52 +409,73 @@ func (is *issuer) refresh(ctx context.Context) error {
 // path may be something only its users should know.
 func (is *issuer) fetch(ctx context.Context, jwksURL string) ([]jose.JSONWebKey, string, error) {
 	if jwksURL == "" {
-		p, err := oidc.NewProvider(oidc.ClientContext(ctx, is.client), is.cfg.Issuer)
-		if err != nil {
-			return nil, "", fmt.Errorf("discovery: %s", describe(err))
+		var err error
+		if jwksURL, err = is.discover(ctx); err != nil {
+			return nil, "", err
 		}
-		var doc struct {
-			JWKSURL string `json:"jwks_uri"`
-		}
-		if err := p.Claims(&doc); err != nil || !config.OIDCURL(doc.JWKSURL) {
-			return nil, "", errors.New("discovery: jwks_uri is not an https URL (or http to a loopback address)")
-		}
-		jwksURL = doc.JWKSURL
 	}
+	keys, err := is.fetchKeys(ctx, jwksURL)
+	return keys, jwksURL, err
+}
+
+// discover reads the issuer's discovery document for its jwks_uri.
+func (is *issuer) discover(ctx context.Context) (string, error) {
+	p, err := oidc.NewProvider(oidc.ClientContext(ctx, is.client), is.cfg.Issuer)
+	if err != nil {
+		return "", fmt.Errorf("discovery: %s", describe(err))
+	}
+	var doc struct {
+		JWKSURL string `json:"jwks_uri"`
+	}
+	if err := p.Claims(&doc); err != nil || !config.OIDCURL(doc.JWKSURL) {
+		return "", errors.New("discovery: jwks_uri is not an https URL (or http to a loopback address)")
+	}
+	return doc.JWKSURL, nil
+}
+
+// fetchKeys reads the key set at jwksURL.
+func (is *issuer) fetchKeys(ctx context.Context, jwksURL string) ([]jose.JSONWebKey, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, jwksURL, nil)
 	if err != nil {
-		return nil, "", errors.New("keys: jwks_uri is not a URL")
+		return nil, errors.New("keys: jwks_uri is not a URL")
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := is.client.Do(req)
 	if err != nil {
-		return nil, "", fmt.Errorf("keys: %s", describe(err))
+		return nil, fmt.Errorf("keys: %s", describe(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("keys: HTTP %d", resp.StatusCode)
+		return nil, fmt.Errorf("keys: HTTP %d", resp.StatusCode)
 	}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
-		return nil, "", fmt.Errorf("keys: not a JSON key set: %v", err)
+		return nil, fmt.Errorf("keys: not a JSON key set: %v", err)
 	}
 	var keys []jose.JSONWebKey
 	for _, raw := range set.Keys {
-		// A key of a type or algorithm go-jose does not know is left out,
-		// not the whole set (RFC 7517 §5); so is any key that is not an
-		// asymmetric public signing key.
-		var k jose.JSONWebKey
-		if json.Unmarshal(raw, &k) != nil || !k.Valid() || !k.IsPublic() || k.Use != "" && k.Use != "sig" {
-			continue
-		}
-		switch k.Key.(type) {
-		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+		if k, ok := signingKey(raw); ok {
 			keys = append(keys, k)
 		}
 	}
-	return keys, jwksURL, nil
+	return keys, nil
+}
+
+// signingKey reads one key of the set. A key of a type or algorithm
+// go-jose does not know is left out, not the whole set (RFC 7517 §5); so
+// is any key that is not an asymmetric public signing key.
+func signingKey(raw json.RawMessage) (jose.JSONWebKey, bool) {
+	var k jose.JSONWebKey
+	if json.Unmarshal(raw, &k) != nil || !k.Valid() || !k.IsPublic() || k.Use != "" && k.Use != "sig" {
+		return k, false
+	}
+	switch k.Key.(type) {
+	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+		return k, true
+	}
+	return k, false
 }
 
 // describe is err without the URL an HTTP client's error quotes, and cut
