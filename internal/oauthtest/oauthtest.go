@@ -339,22 +339,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.resource = append(s.resource, q.Get("resource"))
 	id, redirect := q.Get("client_id"), q.Get("redirect_uri")
-	c := s.clientLocked(id)
-	switch {
-	case c == nil:
-		http.Error(w, "unknown client", http.StatusBadRequest)
-		return
-	case redirect == "" || (len(c.redirects) > 0 && !slices.Contains(c.redirects, redirect)):
-		http.Error(w, "redirect_uri not registered", http.StatusBadRequest)
-		return
-	case q.Get("response_type") != "code":
-		http.Error(w, "response_type must be code", http.StatusBadRequest)
-		return
-	case q.Get("code_challenge") == "" || q.Get("code_challenge_method") != "S256":
-		http.Error(w, "PKCE S256 required", http.StatusBadRequest)
-		return
-	case q.Get("resource") != s.MCPURL:
-		http.Error(w, "resource must be the MCP server", http.StatusBadRequest)
+	if problem := s.authorizeProblem(q); problem != "" {
+		http.Error(w, problem, http.StatusBadRequest)
 		return
 	}
 	u, err := url.Parse(redirect)
@@ -367,16 +353,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		rq.Set("error", s.deny)
 		s.deny = ""
 	} else {
-		code := rand.Text()
-		s.codes[code] = &grant{
-			clientID:  id,
-			scopes:    strings.Fields(q.Get("scope")),
-			resource:  q.Get("resource"),
-			redirect:  redirect,
-			challenge: q.Get("code_challenge"),
-		}
-		rq.Set("code", code)
-		s.issued = append(s.issued, code)
+		rq.Set("code", s.newCode(id, redirect, q))
 	}
 	if st := q.Get("state"); st != "" {
 		rq.Set("state", st)
@@ -386,6 +363,40 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	u.RawQuery = rq.Encode()
 	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+// authorizeProblem says why an authorization request is refused: an
+// unknown client, a redirect it did not register, no code flow, no PKCE
+// S256, or a resource other than the MCP server; "" when it is not.
+func (s *Server) authorizeProblem(q url.Values) string {
+	c, redirect := s.clientLocked(q.Get("client_id")), q.Get("redirect_uri")
+	switch {
+	case c == nil:
+		return "unknown client"
+	case redirect == "" || (len(c.redirects) > 0 && !slices.Contains(c.redirects, redirect)):
+		return "redirect_uri not registered"
+	case q.Get("response_type") != "code":
+		return "response_type must be code"
+	case q.Get("code_challenge") == "" || q.Get("code_challenge_method") != "S256":
+		return "PKCE S256 required"
+	case q.Get("resource") != s.MCPURL:
+		return "resource must be the MCP server"
+	}
+	return ""
+}
+
+// newCode issues an authorization code of client id for the request q.
+func (s *Server) newCode(id, redirect string, q url.Values) string {
+	code := rand.Text()
+	s.codes[code] = &grant{
+		clientID:  id,
+		scopes:    strings.Fields(q.Get("scope")),
+		resource:  q.Get("resource"),
+		redirect:  redirect,
+		challenge: q.Get("code_challenge"),
+	}
+	s.issued = append(s.issued, code)
+	return code
 }
 
 // clientLocked is a known client: registered, or a CIMD URL when those are
@@ -420,50 +431,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gt := f.Get("grant_type")
-	var g *grant
-	switch gt {
-	case "authorization_code":
-		c := s.codes[f.Get("code")]
-		delete(s.codes, f.Get("code"))
-		switch {
-		case c == nil || c.clientID != id:
-			tokenErr(w, http.StatusBadRequest, "invalid_grant")
-			return
-		case f.Get("redirect_uri") != c.redirect:
-			tokenErr(w, http.StatusBadRequest, "invalid_grant")
-			return
-		case challenge(f.Get("code_verifier")) != c.challenge:
-			tokenErr(w, http.StatusBadRequest, "invalid_grant")
-			return
-		case f.Get("resource") != c.resource:
-			tokenErr(w, http.StatusBadRequest, "invalid_target")
-			return
-		}
-		g = &grant{clientID: id, scopes: c.scopes, resource: c.resource}
-	case "refresh_token":
-		old := s.refresh[f.Get("refresh_token")]
-		switch {
-		case old == nil || old.clientID != id:
-			tokenErr(w, http.StatusBadRequest, "invalid_grant")
-			return
-		case f.Get("resource") != "" && f.Get("resource") != old.resource:
-			tokenErr(w, http.StatusBadRequest, "invalid_target")
-			return
-		}
-		delete(s.refresh, f.Get("refresh_token")) // rotation: the old one is spent
-		g = &grant{clientID: id, scopes: old.scopes, resource: old.resource}
-	case "client_credentials":
-		if method == "none" {
-			tokenErr(w, http.StatusUnauthorized, "unauthorized_client")
-			return
-		}
-		if res := f.Get("resource"); res != "" && res != s.MCPURL {
-			tokenErr(w, http.StatusBadRequest, "invalid_target")
-			return
-		}
-		g = &grant{clientID: id, scopes: strings.Fields(f.Get("scope")), resource: s.MCPURL}
-	default:
-		tokenErr(w, http.StatusBadRequest, "unsupported_grant_type")
+	g, status, code := s.grantOf(gt, f, id, method)
+	if g == nil {
+		tokenErr(w, status, code)
 		return
 	}
 	s.grants[gt]++
@@ -488,6 +458,59 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// grantOf is what a token request of grant type gt by client id (which
+// authenticated with method) is granted; nil with the refusal's status
+// and error code when it is refused.
+func (s *Server) grantOf(gt string, f url.Values, id, method string) (*grant, int, string) {
+	switch gt {
+	case "authorization_code":
+		return s.codeGrant(f, id)
+	case "refresh_token":
+		return s.refreshGrant(f, id)
+	case "client_credentials":
+		if method == "none" {
+			return nil, http.StatusUnauthorized, "unauthorized_client"
+		}
+		if res := f.Get("resource"); res != "" && res != s.MCPURL {
+			return nil, http.StatusBadRequest, "invalid_target"
+		}
+		return &grant{clientID: id, scopes: strings.Fields(f.Get("scope")), resource: s.MCPURL}, 0, ""
+	}
+	return nil, http.StatusBadRequest, "unsupported_grant_type"
+}
+
+// codeGrant exchanges an authorization code, once: it must be id's, with
+// the redirect, PKCE verifier and resource of its authorization.
+func (s *Server) codeGrant(f url.Values, id string) (*grant, int, string) {
+	c := s.codes[f.Get("code")]
+	delete(s.codes, f.Get("code"))
+	switch {
+	case c == nil || c.clientID != id:
+		return nil, http.StatusBadRequest, "invalid_grant"
+	case f.Get("redirect_uri") != c.redirect:
+		return nil, http.StatusBadRequest, "invalid_grant"
+	case challenge(f.Get("code_verifier")) != c.challenge:
+		return nil, http.StatusBadRequest, "invalid_grant"
+	case f.Get("resource") != c.resource:
+		return nil, http.StatusBadRequest, "invalid_target"
+	}
+	return &grant{clientID: id, scopes: c.scopes, resource: c.resource}, 0, ""
+}
+
+// refreshGrant spends a refresh token of id's (they rotate) for the same
+// scopes and resource.
+func (s *Server) refreshGrant(f url.Values, id string) (*grant, int, string) {
+	old := s.refresh[f.Get("refresh_token")]
+	switch {
+	case old == nil || old.clientID != id:
+		return nil, http.StatusBadRequest, "invalid_grant"
+	case f.Get("resource") != "" && f.Get("resource") != old.resource:
+		return nil, http.StatusBadRequest, "invalid_target"
+	}
+	delete(s.refresh, f.Get("refresh_token")) // rotation: the old one is spent
+	return &grant{clientID: id, scopes: old.scopes, resource: old.resource}, 0, ""
+}
+
 // authenticate finds the client of a token request and the method it
 // authenticated with.
 func (s *Server) authenticate(r *http.Request) (id, method string, ok bool) {
@@ -497,7 +520,7 @@ func (s *Server) authenticate(r *http.Request) (id, method string, ok bool) {
 		id, _ = url.QueryUnescape(u)
 		secret, _ := url.QueryUnescape(p)
 		c := s.clients[id]
-		return id, "client_secret_basic", allowed("client_secret_basic") && c != nil && c.secret != "" && c.secret == secret && (c.method == "" || c.method == "client_secret_basic")
+		return id, "client_secret_basic", allowed("client_secret_basic") && c.hasSecret(secret, "client_secret_basic")
 	}
 	if a := f.Get("client_assertion"); a != "" {
 		id, ok := s.verifyAssertion(a, f.Get("client_assertion_type"))
@@ -509,9 +532,15 @@ func (s *Server) authenticate(r *http.Request) (id, method string, ok bool) {
 		return id, "", false
 	}
 	if secret := f.Get("client_secret"); secret != "" {
-		return id, "client_secret_post", allowed("client_secret_post") && c.secret == secret && (c.method == "" || c.method == "client_secret_post")
+		return id, "client_secret_post", allowed("client_secret_post") && c.hasSecret(secret, "client_secret_post")
 	}
 	return id, "none", allowed("none") && c.secret == ""
+}
+
+// hasSecret reports whether c is a client with secret, registered for
+// method (or for none in particular).
+func (c *client) hasSecret(secret, method string) bool {
+	return c != nil && c.secret != "" && c.secret == secret && (c.method == "" || c.method == method)
 }
 
 // verifyAssertion checks an RFC 7523 client assertion of the
@@ -606,14 +635,7 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		}
 		s.mu.Unlock()
 		if g == nil {
-			ch := fmt.Sprintf(`Bearer resource_metadata=%q`, s.MetadataURL)
-			if s.opts.ChallengeScope {
-				ch += fmt.Sprintf(`, scope=%q`, strings.Join(s.opts.Scopes, " "))
-			}
-			if access != "" {
-				ch += `, error="invalid_token"`
-			}
-			w.Header().Set("WWW-Authenticate", ch)
+			w.Header().Set("WWW-Authenticate", s.bearerChallenge(access != ""))
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -622,18 +644,12 @@ func (s *Server) protect(h http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && !slices.Contains(scopes, s.opts.StepUpScope) {
-			body, err := readBody(r)
+			stepUp, err := s.callsStepUpTool(r)
 			if err != nil {
 				http.Error(w, "bad body", http.StatusBadRequest)
 				return
 			}
-			var msg struct {
-				Method string `json:"method"`
-				Params struct {
-					Name string `json:"name"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && msg.Params.Name == s.StepUpTool {
+			if stepUp {
 				// The challenge names the scopes this call needs; the client
 				// keeps what it was granted besides (SEP-2350).
 				s.insufficient(w, append(slices.Clone(s.opts.Scopes), s.opts.StepUpScope))
@@ -642,6 +658,36 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bearerChallenge is the WWW-Authenticate of a request without a live token:
+// the metadata's URL, the scopes when the options name them, and
+// invalid_token when the request had a token.
+func (s *Server) bearerChallenge(hadToken bool) string {
+	ch := fmt.Sprintf(`Bearer resource_metadata=%q`, s.MetadataURL)
+	if s.opts.ChallengeScope {
+		ch += fmt.Sprintf(`, scope=%q`, strings.Join(s.opts.Scopes, " "))
+	}
+	if hadToken {
+		ch += `, error="invalid_token"`
+	}
+	return ch
+}
+
+// callsStepUpTool reports whether r is a tools/call of the step-up tool;
+// its body is put back for the next handler.
+func (s *Server) callsStepUpTool(r *http.Request) (bool, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return false, err
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	return json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && msg.Params.Name == s.StepUpTool, nil
 }
 
 func (s *Server) insufficient(w http.ResponseWriter, need []string) {
