@@ -57,6 +57,22 @@ func check(t *testing.T, err error) {
 	}
 }
 
+// errorIf fails t on an error, saying what failed.
+func errorIf(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// fatalIf fails t at once on an error, saying what failed.
+func fatalIf(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // errOf is the error of a call that returns a value too, for check.
 func errOf[T any](_ T, err error) error { return err }
 
@@ -101,87 +117,129 @@ var equateEmpty = cmp.Options{
 // record and its log outlive a reopen.
 func testGenerationLifecycle(t *testing.T, db DB) {
 	s := open(t, db, 0)
-	g := s.Generations()
-	ctx := t.Context()
+	l := &lifecycle{g: s.Generations()}
+	l.create(t)
+	l.checkpoint(t)
+	l.renewAndAppend(t)
+	l.finish(t)
+	l.finishedRefuses(t)
+	wantLog := seqs(1, ev("started", "s"), ev("turn", "t1"), ev("approval", "a"), ev("delta", "d"), ev("done", ""))
+	checkLog(t, "the log", l.g, "acme", "g1", wantLog)
+
+	check(t, s.Close())
+	l.g = generations(t, db)
+	l.get(t, "after reopening")
+	checkLog(t, "the log after reopening", l.g, "acme", "g1", wantLog)
+}
+
+// lifecycle is testGenerationLifecycle's generation, acme's g1, and the
+// record it should have.
+type lifecycle struct {
+	g    store.Generations
+	want store.Generation
+}
+
+// get checks the record, when what happened.
+func (l *lifecycle) get(t *testing.T, when string) {
+	t.Helper()
+	got, err := l.g.Get(t.Context(), "acme", "g1")
+	if err != nil {
+		t.Fatalf("%s: Get: %v", when, err)
+	}
+	if diff := cmp.Diff(l.want, got, equateEmpty); diff != "" {
+		t.Errorf("%s: the record (-want +got):\n%s", when, diff)
+	}
+}
+
+// create creates the generation, running under replica-1's lease, which
+// a second Create of its id cannot replace.
+func (l *lifecycle) create(t *testing.T) {
 	create := store.NewGeneration{
 		Tenant: "acme", ID: "g1", Owner: "replica-1", Expires: at(15 * time.Second),
 		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", "s")}, Now: t0,
 	}
-	check(t, g.Create(ctx, create))
-	want := store.Generation{
+	check(t, l.g.Create(t.Context(), create))
+	l.want = store.Generation{
 		Tenant: "acme", ID: "g1", State: store.Running,
 		Lease:      store.Lease{Owner: "replica-1", Epoch: 1, Expires: at(15 * time.Second)},
 		Checkpoint: []byte("c0"), Version: 1, CheckpointSeq: 1, LastSeq: 1,
 		CreatedAt: t0, UpdatedAt: t0,
 	}
-	get := func(when string) {
-		t.Helper()
-		got, err := g.Get(ctx, "acme", "g1")
-		if err != nil {
-			t.Fatalf("%s: Get: %v", when, err)
-		}
-		if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
-			t.Errorf("%s: the record (-want +got):\n%s", when, diff)
-		}
-	}
-	get("after Create")
-	wantKind(t, "Create of an id the tenant has", g.Create(ctx, create), fault.Conflict)
+	l.get(t, "after Create")
+	wantKind(t, "Create of an id the tenant has", l.g.Create(t.Context(), create), fault.Conflict)
+}
 
-	last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
+// checkpoint checkpoints it waiting, with two events; a checkpoint to a
+// finished or unknown state, and a Finish in a live or no state, are
+// Invalid and change nothing.
+func (l *lifecycle) checkpoint(t *testing.T) {
+	ctx := t.Context()
+	last := must[int64](t, "Checkpoint")(l.g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
 		State: store.Waiting, Data: []byte("c1"), Events: []store.Event{ev("turn", "t1"), ev("approval", "a")}, Now: at(time.Second),
 	}))
 	if last != 3 {
 		t.Errorf("Checkpoint with two events after one: last %d; want 3", last)
 	}
-	want.State, want.Checkpoint, want.Version, want.CheckpointSeq, want.LastSeq, want.UpdatedAt =
+	l.want.State, l.want.Checkpoint, l.want.Version, l.want.CheckpointSeq, l.want.LastSeq, l.want.UpdatedAt =
 		store.Waiting, []byte("c1"), 2, 3, 3, at(time.Second)
-	get("after Checkpoint")
+	l.get(t, "after Checkpoint")
 
 	for _, bad := range []store.State{store.Completed, "lost"} {
-		_, err := g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: bad, Data: []byte("x"), Now: t0})
+		_, err := l.g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: bad, Data: []byte("x"), Now: t0})
 		wantKind(t, fmt.Sprintf("Checkpoint to %q", bad), err, fault.Invalid)
 	}
 	for _, bad := range []store.State{store.Running, store.Paused, ""} {
-		_, err := g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: bad, Now: t0})
+		_, err := l.g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: bad, Now: t0})
 		wantKind(t, fmt.Sprintf("Finish as %q", bad), err, fault.Invalid)
 	}
-	get("after refused writes")
+	l.get(t, "after refused writes")
+}
 
-	if err := g.Renew(ctx, "acme", "g1", 1, at(30*time.Second)); err != nil {
-		t.Fatalf("Renew: %v", err)
-	}
-	want.Lease.Expires = at(30 * time.Second)
-	get("after Renew (which leaves UpdatedAt)")
+// renewAndAppend renews the lease, which leaves UpdatedAt, and appends
+// one event and then none, which leave the checkpoint's sequence number.
+func (l *lifecycle) renewAndAppend(t *testing.T) {
+	ctx := t.Context()
+	fatalIf(t, "Renew", l.g.Renew(ctx, "acme", "g1", 1, at(30*time.Second)))
+	l.want.Lease.Expires = at(30 * time.Second)
+	l.get(t, "after Renew (which leaves UpdatedAt)")
 
-	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g1", 1, []store.Event{ev("delta", "d")})); last != 4 {
+	if last := must[int64](t, "Append")(l.g.Append(ctx, "acme", "g1", 1, []store.Event{ev("delta", "d")})); last != 4 {
 		t.Errorf("Append of one: last %d; want 4", last)
 	}
-	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g1", 1, nil)); last != 4 {
+	if last := must[int64](t, "Append")(l.g.Append(ctx, "acme", "g1", 1, nil)); last != 4 {
 		t.Errorf("Append of none: last %d; want the log's last, 4", last)
 	}
-	want.LastSeq = 4
-	get("after Append (which leaves the checkpoint's sequence number)")
+	l.want.LastSeq = 4
+	l.get(t, "after Append (which leaves the checkpoint's sequence number)")
+}
 
+// finish finishes it completed, keeping the result and dropping the
+// checkpoint. A retry of the Finish (its answer was lost) is no error,
+// and logs nothing twice; a Finish in another state is a Conflict.
+func (l *lifecycle) finish(t *testing.T) {
+	ctx := t.Context()
 	outcome := store.Outcome{State: store.Completed, Result: []byte("done: 42"), Events: []store.Event{ev("done", "")}, Now: at(2 * time.Second)}
-	if last := must[int64](t, "Finish")(g.Finish(ctx, "acme", "g1", 1, outcome)); last != 5 {
+	if last := must[int64](t, "Finish")(l.g.Finish(ctx, "acme", "g1", 1, outcome)); last != 5 {
 		t.Errorf("Finish with one event: last %d; want 5", last)
 	}
-	want.State, want.Result, want.Checkpoint, want.LastSeq = store.Completed, []byte("done: 42"), nil, 5
-	want.Lease = store.Lease{Owner: "", Epoch: 1, Expires: at(2 * time.Second)}
-	want.UpdatedAt, want.FinishedAt = at(2*time.Second), at(2*time.Second)
-	get("after Finish")
+	l.want.State, l.want.Result, l.want.Checkpoint, l.want.LastSeq = store.Completed, []byte("done: 42"), nil, 5
+	l.want.Lease = store.Lease{Owner: "", Epoch: 1, Expires: at(2 * time.Second)}
+	l.want.UpdatedAt, l.want.FinishedAt = at(2*time.Second), at(2*time.Second)
+	l.get(t, "after Finish")
 
-	// A retry of the Finish (its answer was lost) is no error, and logs
-	// nothing twice.
-	if last, err := g.Finish(ctx, "acme", "g1", 1, outcome); err != nil || last != 5 {
+	if last, err := l.g.Finish(ctx, "acme", "g1", 1, outcome); err != nil || last != 5 {
 		t.Errorf("Finish again: %d, %v; want 5, nil", last, err)
 	}
-	_, err := g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: store.Failed, Now: at(3 * time.Second)})
+	_, err := l.g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: store.Failed, Now: at(3 * time.Second)})
 	wantKind(t, "Finish again in another state", err, fault.Conflict)
-	get("after Finish again")
+	l.get(t, "after Finish again")
+}
 
-	// A finished generation takes no more writes, and no lease.
-	_, err = g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Running, Now: at(3 * time.Second)})
+// finishedRefuses: a finished generation takes no more writes, and no
+// lease.
+func (l *lifecycle) finishedRefuses(t *testing.T) {
+	ctx, g := t.Context(), l.g
+	_, err := g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Running, Now: at(3 * time.Second)})
 	wantKind(t, "Checkpoint of a finished generation", err, fault.Conflict)
 	_, err = g.Append(ctx, "acme", "g1", 1, []store.Event{ev("late", "")})
 	wantKind(t, "Append to a finished generation", err, fault.Conflict)
@@ -189,18 +247,14 @@ func testGenerationLifecycle(t *testing.T, db DB) {
 	wantKind(t, "Release of a finished generation", g.Release(ctx, "acme", "g1", 1, at(time.Hour)), fault.Conflict)
 	_, err = g.Acquire(ctx, "acme", "g1", "replica-2", at(time.Hour), at(2*time.Hour))
 	wantKind(t, "Acquire of a finished generation", err, fault.Conflict)
-	get("after writes to the finished generation")
+	l.get(t, "after writes to the finished generation")
+}
 
-	wantLog := seqs(1, ev("started", "s"), ev("turn", "t1"), ev("approval", "a"), ev("delta", "d"), ev("done", ""))
-	if diff := cmp.Diff(wantLog, logOf(t, g, "acme", "g1"), equateEmpty); diff != "" {
-		t.Errorf("the log (-want +got):\n%s", diff)
-	}
-
-	check(t, s.Close())
-	g = generations(t, db)
-	get("after reopening")
-	if diff := cmp.Diff(wantLog, logOf(t, g, "acme", "g1"), equateEmpty); diff != "" {
-		t.Errorf("the log after reopening (-want +got):\n%s", diff)
+// checkLog checks tenant's log of id against want.
+func checkLog(t *testing.T, what string, g store.Generations, tenant, id string, want []store.Event) {
+	t.Helper()
+	if diff := cmp.Diff(want, logOf(t, g, tenant, id), equateEmpty); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
 	}
 }
 
@@ -211,17 +265,7 @@ func testGenerationLifecycle(t *testing.T, db DB) {
 func testGenerationTenants(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	errs := func() []string {
-		_, getErr := g.Get(ctx, "globex", "g")
-		_, readErr := g.Read(ctx, "globex", "g", 0, 0)
-		_, acqErr := g.Acquire(ctx, "globex", "g", "r", at(time.Hour), at(2*time.Hour))
-		out := []string{}
-		for _, err := range []error{getErr, readErr, acqErr} {
-			out = append(out, fmt.Sprintf("%v: %v", fault.KindOf(err), err))
-		}
-		return out
-	}
-	nowhere := errs()
+	nowhere := otherTenantErrors(t, g)
 	for _, e := range nowhere {
 		if !strings.HasPrefix(e, fault.NotFound.String()) {
 			t.Errorf("an id that exists nowhere: %s; want NotFound", e)
@@ -231,10 +275,33 @@ func testGenerationTenants(t *testing.T, db DB) {
 		Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Second), // expired at once: only the tenant stops Acquire
 		Checkpoint: []byte("acme's"), Events: []store.Event{ev("started", "acme")}, Now: t0,
 	}))
-	before := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g"))
-	if diff := cmp.Diff(nowhere, errs()); diff != "" {
+	if diff := cmp.Diff(nowhere, otherTenantErrors(t, g)); diff != "" {
 		t.Errorf("globex's errors for acme's generation differ from those for an id that exists nowhere (-nowhere +acme's):\n%s", diff)
 	}
+	checkOtherTenantWritesNothing(t, g)
+	checkSameIDTwoTenants(t, g)
+}
+
+// otherTenantErrors are the errors of globex's Get, Read and Acquire of
+// the id g, each with its kind.
+func otherTenantErrors(t *testing.T, g store.Generations) []string {
+	ctx := t.Context()
+	_, getErr := g.Get(ctx, "globex", "g")
+	_, readErr := g.Read(ctx, "globex", "g", 0, 0)
+	_, acqErr := g.Acquire(ctx, "globex", "g", "r", at(time.Hour), at(2*time.Hour))
+	out := []string{}
+	for _, err := range []error{getErr, readErr, acqErr} {
+		out = append(out, fmt.Sprintf("%v: %v", fault.KindOf(err), err))
+	}
+	return out
+}
+
+// checkOtherTenantWritesNothing: globex lists none of acme's generation
+// g, its fenced writes to it are refused, its sweep passes it over, and
+// none of that changes it.
+func checkOtherTenantWritesNothing(t *testing.T, g store.Generations) {
+	ctx := t.Context()
+	before := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g"))
 	if page, _, err := g.List(ctx, "globex", store.ListOptions{}); err != nil || len(page) != 0 {
 		t.Errorf("globex lists %d generations, %v; want none", len(page), err)
 	}
@@ -252,21 +319,21 @@ func testGenerationTenants(t *testing.T, db DB) {
 	if after, err := g.Get(ctx, "acme", "g"); err != nil || !cmp.Equal(before, after, equateEmpty) {
 		t.Errorf("globex's writes changed acme's generation: %s, %v", cmp.Diff(before, after, equateEmpty), err)
 	}
+}
 
-	if err := g.Create(ctx, store.NewGeneration{
+// checkSameIDTwoTenants: globex creates the id acme has, and each
+// tenant's generation keeps its own checkpoint and log.
+func checkSameIDTwoTenants(t *testing.T, g store.Generations) {
+	fatalIf(t, "globex's Create of the id acme has", g.Create(t.Context(), store.NewGeneration{
 		Tenant: "globex", ID: "g", Owner: "r", Expires: at(time.Hour),
 		Checkpoint: []byte("globex's"), Events: []store.Event{ev("started", "globex")}, Now: t0,
-	}); err != nil {
-		t.Fatalf("globex's Create of the id acme has: %v", err)
-	}
+	}))
 	for _, tenant := range []string{"acme", "globex"} {
-		got := must[store.Generation](t, "Get")(g.Get(ctx, tenant, "g"))
+		got := must[store.Generation](t, "Get")(g.Get(t.Context(), tenant, "g"))
 		if string(got.Checkpoint) != tenant+"'s" {
 			t.Errorf("%s's generation holds %q", tenant, got.Checkpoint)
 		}
-		if diff := cmp.Diff(seqs(1, ev("started", tenant)), logOf(t, g, tenant, "g"), equateEmpty); diff != "" {
-			t.Errorf("%s's log (-want +got):\n%s", tenant, diff)
-		}
+		checkLog(t, tenant+"'s log", g, tenant, "g", seqs(1, ev("started", tenant)))
 	}
 }
 
@@ -287,9 +354,7 @@ func testGenerationFencing(t *testing.T, db DB) {
 	wantKind(t, "Acquire of a live lease", err, fault.Conflict)
 
 	// r1's lease expired and nobody took it: it is still r1's.
-	if err := g.Renew(ctx, "acme", "g", 1, at(20*time.Second)); err != nil {
-		t.Fatalf("Renew of an expired lease that nobody took: %v", err)
-	}
+	fatalIf(t, "Renew of an expired lease that nobody took", g.Renew(ctx, "acme", "g", 1, at(20*time.Second)))
 
 	got, err := g.Acquire(ctx, "acme", "g", "r2", at(20*time.Second), at(35*time.Second))
 	if err != nil {
@@ -325,9 +390,7 @@ func checkLostLeaseWritesNothing(t *testing.T, g store.Generations) {
 	if after, err := g.Get(ctx, "acme", "g"); err != nil || !cmp.Equal(before, after, equateEmpty) {
 		t.Errorf("the old holder's writes changed the record: %s, %v", cmp.Diff(before, after, equateEmpty), err)
 	}
-	if diff := cmp.Diff(seqs(1, ev("by", "r2")), logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
-		t.Errorf("the old holder's writes changed the log (-want +got):\n%s", diff)
-	}
+	checkLog(t, "the old holder's writes changed the log", g, "acme", "g", seqs(1, ev("by", "r2")))
 }
 
 // checkReleasedPaused: r2 pauses g and lets it go: it writes no more,
@@ -372,8 +435,19 @@ func checkReleasedRunning(t *testing.T, g store.Generations) {
 // reattaching to two of them, say), exactly one gets it.
 func testConcurrentAcquire(t *testing.T, db DB) {
 	a, b := generations(t, db), generations(t, db)
-	ctx := t.Context()
-	check(t, a.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "dead", Expires: t0, Now: t0}))
+	check(t, a.Create(t.Context(), store.NewGeneration{Tenant: "acme", ID: "g", Owner: "dead", Expires: t0, Now: t0}))
+	won := acquireTogether(t, a, b)
+	if len(won) != 1 {
+		t.Fatalf("%d Acquires won (%v); want 1", len(won), won)
+	}
+	if got := must[store.Generation](t, "Get")(a.Get(t.Context(), "acme", "g")); got.Lease.Owner != won[0] || got.Lease.Epoch != 2 {
+		t.Errorf("the record's lease is %+v; want %s's, epoch 2", got.Lease, won[0])
+	}
+}
+
+// acquireTogether runs eight Acquires of acme's g at once, on a and b,
+// and returns the owners that won; the others lose with Conflict.
+func acquireTogether(t *testing.T, a, b store.Generations) []string {
 	var mu sync.Mutex
 	var won []string
 	var wg sync.WaitGroup
@@ -381,7 +455,7 @@ func testConcurrentAcquire(t *testing.T, db DB) {
 		g := []store.Generations{a, b}[i%2]
 		wg.Go(func() {
 			owner := fmt.Sprintf("r%d", i)
-			got, err := g.Acquire(ctx, "acme", "g", owner, at(time.Second), at(time.Minute))
+			got, err := g.Acquire(t.Context(), "acme", "g", owner, at(time.Second), at(time.Minute))
 			if err != nil {
 				wantKind(t, "a losing Acquire", err, fault.Conflict)
 				return
@@ -395,12 +469,7 @@ func testConcurrentAcquire(t *testing.T, db DB) {
 		})
 	}
 	wg.Wait()
-	if len(won) != 1 {
-		t.Fatalf("%d Acquires won (%v); want 1", len(won), won)
-	}
-	if got := must[store.Generation](t, "Get")(a.Get(ctx, "acme", "g")); got.Lease.Owner != won[0] || got.Lease.Epoch != 2 {
-		t.Errorf("the record's lease is %+v; want %s's, epoch 2", got.Lease, won[0])
-	}
+	return won
 }
 
 // testConcurrentAdopt: adopters on several replicas at once, each taking a few
@@ -492,6 +561,16 @@ func adoptConcurrently(t *testing.T, handles []store.Generations, now, until tim
 	return got
 }
 
+// checkAdopter checks that the record of tenant/id (key) says its adopter
+// owner, at the next epoch.
+func checkAdopter(t *testing.T, g store.Generations, key, owner string) {
+	t.Helper()
+	tenant, id, _ := strings.Cut(key, "/")
+	if r, err := g.Get(t.Context(), tenant, id); err != nil || r.Lease.Owner != owner || r.Lease.Epoch != 2 {
+		t.Errorf("%s: the record's lease is %+v, %v; want %s's", key, r.Lease, err, owner)
+	}
+}
+
 // checkAdoptedBatch checks what one Adopt returned: at most 3, each with
 // owner's lease at the next epoch, until until, and its checkpoint.
 func checkAdoptedBatch(t *testing.T, owner string, until time.Time, adopted []store.Generation) {
@@ -515,10 +594,7 @@ func checkAdoptedOnce(t *testing.T, g store.Generations, want map[string]bool, g
 		} else if len(owners) != 1 {
 			t.Errorf("%s was adopted %d times, by %v", key, len(owners), owners)
 		}
-		tenant, id, _ := strings.Cut(key, "/")
-		if r, err := g.Get(t.Context(), tenant, id); err != nil || r.Lease.Owner != owners[0] || r.Lease.Epoch != 2 {
-			t.Errorf("%s: the record's lease is %+v, %v; want %s's", key, r.Lease, err, owners[0])
-		}
+		checkAdopter(t, g, key, owners[0])
 	}
 	for key := range want {
 		if len(got[key]) == 0 {
@@ -538,27 +614,46 @@ func testEventLog(t *testing.T, db DB) {
 	if events, err := g.Read(ctx, "acme", "g", 0, 0); err != nil || len(events) != 0 {
 		t.Errorf("Read of an empty log: %v, %v", events, err)
 	}
-	big := strings.Repeat("x", 64<<10)
+	want := appendBatchesOf(t, g)
+	checkLog(t, "the log", g, "acme", "g", want)
+	checkReads(t, g, want)
+	wantKind(t, "Read of an unknown generation", errOf(g.Read(ctx, "acme", "unknown", 0, 0)), fault.NotFound)
+
+	check(t, errOf(g.Acquire(ctx, "acme", "g", "r2", at(time.Second), at(time.Minute))))
+	_, err := g.Append(ctx, "acme", "g", 1, []store.Event{ev("stale", "1"), ev("stale", "2"), ev("stale", "3")})
+	wantKind(t, "Append under the lost lease", err, fault.Conflict)
+	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 2, []store.Event{ev("delta", "r2")})); last != int64(len(want))+1 {
+		t.Errorf("the new holder's Append: last %d; want %d (the refused batch took no numbers)", last, len(want)+1)
+	}
+	want = append(want, seqs(int64(len(want))+1, ev("delta", "r2"))...)
+	checkLog(t, "the log after a refused batch", g, "acme", "g", want)
+}
+
+// appendBatchesOf appends batches of every shape to acme's g (empty and
+// nil payloads, a large one, binary, long batches) and returns the log
+// they make, each batch's last sequence number checked.
+func appendBatchesOf(t *testing.T, g store.Generations) []store.Event {
 	var want []store.Event
 	for i, batch := range [][]store.Event{
 		{ev("delta", "a")},
 		{ev("delta", "b"), ev("delta", ""), {Kind: "nil", Data: nil}},
-		{ev("big", big)},
+		{ev("big", strings.Repeat("x", 64<<10))},
 		{ev("tool_call", `{"name":"search"}`), ev("tool_result", "\x00\xff binary")},
 		numbered("long", 8), numbered("longer", 9), numbered("longest", 19),
 	} {
-		last, err := g.Append(ctx, "acme", "g", 1, batch)
-		if err != nil {
-			t.Fatalf("batch %d: %v", i, err)
-		}
+		last, err := g.Append(t.Context(), "acme", "g", 1, batch)
+		fatalIf(t, fmt.Sprintf("batch %d", i), err)
 		want = append(want, seqs(int64(len(want))+1, batch...)...)
 		if last != int64(len(want)) {
 			t.Errorf("batch %d: last %d; want %d", i, last, len(want))
 		}
 	}
-	if diff := cmp.Diff(want, logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
-		t.Errorf("the log (-want +got):\n%s", diff)
-	}
+	return want
+}
+
+// checkReads reads acme's g after sequence numbers and up to limits: the
+// events after, in order.
+func checkReads(t *testing.T, g store.Generations, want []store.Event) {
 	for _, tt := range []struct {
 		after      int64
 		limit      int
@@ -572,7 +667,7 @@ func testEventLog(t *testing.T, db DB) {
 		{100, 0, 0, 0},
 		{-5, 1, 0, 1},
 	} {
-		got, err := g.Read(ctx, "acme", "g", tt.after, tt.limit)
+		got, err := g.Read(t.Context(), "acme", "g", tt.after, tt.limit)
 		if err != nil {
 			t.Errorf("Read(after %d, limit %d): %v", tt.after, tt.limit, err)
 			continue
@@ -580,19 +675,6 @@ func testEventLog(t *testing.T, db DB) {
 		if diff := cmp.Diff(want[tt.first:tt.end], got, equateEmpty); diff != "" {
 			t.Errorf("Read(after %d, limit %d) (-want +got):\n%s", tt.after, tt.limit, diff)
 		}
-	}
-	_, err := g.Read(ctx, "acme", "unknown", 0, 0)
-	wantKind(t, "Read of an unknown generation", err, fault.NotFound)
-
-	check(t, errOf(g.Acquire(ctx, "acme", "g", "r2", at(time.Second), at(time.Minute))))
-	_, err = g.Append(ctx, "acme", "g", 1, []store.Event{ev("stale", "1"), ev("stale", "2"), ev("stale", "3")})
-	wantKind(t, "Append under the lost lease", err, fault.Conflict)
-	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 2, []store.Event{ev("delta", "r2")})); last != int64(len(want))+1 {
-		t.Errorf("the new holder's Append: last %d; want %d (the refused batch took no numbers)", last, len(want)+1)
-	}
-	want = append(want, seqs(int64(len(want))+1, ev("delta", "r2"))...)
-	if diff := cmp.Diff(want, logOf(t, g, "acme", "g"), equateEmpty); diff != "" {
-		t.Errorf("the log after a refused batch (-want +got):\n%s", diff)
 	}
 }
 
@@ -651,6 +733,20 @@ func testConcurrentAppends(t *testing.T, db DB) {
 	}
 }
 
+// checkDense checks that log holds total events, numbered from 1 without
+// gaps.
+func checkDense(t *testing.T, log []store.Event, total int) {
+	t.Helper()
+	if len(log) != total {
+		t.Fatalf("the log holds %d events; want %d", len(log), total)
+	}
+	for i, e := range log {
+		if e.Seq != int64(i)+1 {
+			t.Fatalf("the log's event %d has sequence number %d", i, e.Seq)
+		}
+	}
+}
+
 // appendBatch is one Append's events, and the last sequence number the
 // store gave them.
 type appendBatch struct {
@@ -683,20 +779,11 @@ func followLog(t *testing.T, g store.Generations, r, total int, done <-chan stru
 	var seen int64
 	finalPass := false
 	for {
-		events, err := g.Read(t.Context(), "acme", "g", seen, 10)
-		if err != nil {
-			t.Errorf("reader %d: %v", r, err)
-			return
-		}
-		for _, e := range events {
-			if e.Seq != seen+1 {
-				t.Errorf("reader %d read %d after %d: a gap", r, e.Seq, seen)
-				return
-			}
-			seen = e.Seq
-		}
+		n, ok := readAfter(t, g, r, &seen)
 		switch {
-		case len(events) > 0:
+		case !ok:
+			return
+		case n > 0:
 			continue
 		case finalPass:
 			if seen != int64(total) {
@@ -712,18 +799,30 @@ func followLog(t *testing.T, g store.Generations, r, total int, done <-chan stru
 	}
 }
 
+// readAfter is reader r reading a page of the log after *seen, which it
+// moves on; it returns how many events it read, and false after a
+// failure or a gap.
+func readAfter(t *testing.T, g store.Generations, r int, seen *int64) (int, bool) {
+	events, err := g.Read(t.Context(), "acme", "g", *seen, 10)
+	if err != nil {
+		t.Errorf("reader %d: %v", r, err)
+		return 0, false
+	}
+	for _, e := range events {
+		if e.Seq != *seen+1 {
+			t.Errorf("reader %d read %d after %d: a gap", r, e.Seq, *seen)
+			return 0, false
+		}
+		*seen = e.Seq
+	}
+	return len(events), true
+}
+
 // checkAppendedBatches checks that the log is dense and holds every batch
 // where its Append said, in order.
 func checkAppendedBatches(t *testing.T, log []store.Event, written [][]appendBatch, total int) {
 	t.Helper()
-	if len(log) != total {
-		t.Fatalf("the log holds %d events; want %d", len(log), total)
-	}
-	for i, e := range log {
-		if e.Seq != int64(i)+1 {
-			t.Fatalf("the log's event %d has sequence number %d", i, e.Seq)
-		}
-	}
+	checkDense(t, log, total)
 	for w := range written {
 		for b, bt := range written[w] {
 			first := bt.last - int64(len(bt.events)) + 1
@@ -748,14 +847,7 @@ func checkAppendedBatches(t *testing.T, log []store.Event, written [][]appendBat
 func testWithdrawnTurn(t *testing.T, db DB) {
 	r1, r2 := generations(t, db), generations(t, db)
 	ctx := t.Context()
-	check(t, r1.Create(ctx, store.NewGeneration{
-		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second),
-		Checkpoint: []byte("turn 0"), Events: []store.Event{ev("started", "")}, Now: t0,
-	}))
-	check(t, errOf(r1.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{
-		State: store.Running, Data: []byte("turn 1 done"), Events: []store.Event{ev("delta", "turn 1"), ev("turn_done", "1")}, Now: at(time.Second),
-	})))
-	check(t, errOf(r1.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "turn 2, part"), ev("delta", "of it")})))
+	crashMidTurn(t, r1)
 	// r1 dies; its lease expires.
 	adopted := must[[]store.Generation](t, "Adopt")(r2.Adopt(ctx, "r2", at(16*time.Second), at(31*time.Second), 10))
 	if len(adopted) != 1 {
@@ -765,23 +857,39 @@ func testWithdrawnTurn(t *testing.T, db DB) {
 	if a.CheckpointSeq != 3 || a.LastSeq != 5 || string(a.Checkpoint) != "turn 1 done" {
 		t.Fatalf("the adopted record: checkpoint %q at %d, log at %d; want \"turn 1 done\" at 3, log at 5", a.Checkpoint, a.CheckpointSeq, a.LastSeq)
 	}
-	if _, err := r1.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "late")}); fault.KindOf(err) != fault.Conflict {
-		t.Errorf("the dead owner's late Append: %v; want Conflict", err)
-	}
+	wantKind(t, "the dead owner's late Append", errOf(r1.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "late")})), fault.Conflict)
 	withdraw := ev("withdrawn", fmt.Sprint(a.CheckpointSeq+1))
 	check(t, errOf(r2.Append(ctx, "acme", "g", a.Lease.Epoch, []store.Event{withdraw, ev("delta", "turn 2, again")})))
 	check(t, errOf(r2.Finish(ctx, "acme", "g", a.Lease.Epoch, store.Outcome{State: store.Completed, Events: []store.Event{ev("done", "")}, Now: at(17 * time.Second)})))
 	want := seqs(1, ev("started", ""), ev("delta", "turn 1"), ev("turn_done", "1"),
 		ev("delta", "turn 2, part"), ev("delta", "of it"), withdraw, ev("delta", "turn 2, again"), ev("done", ""))
+	checkReplays(t, r1, want)
+}
+
+// checkReplays checks what a client reads of acme's g from each point of
+// the log: the rest of want.
+func checkReplays(t *testing.T, g store.Generations, want []store.Event) {
 	for after := range int64(len(want)) {
-		got, err := r1.Read(ctx, "acme", "g", after, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, err := g.Read(t.Context(), "acme", "g", after, 0)
+		check(t, err)
 		if diff := cmp.Diff(want[after:], got, equateEmpty); diff != "" {
 			t.Errorf("a client that saw up to %d reads (-want +got):\n%s", after, diff)
 		}
 	}
+}
+
+// crashMidTurn runs acme's g on g (replica r1) to a checkpoint after its
+// first turn, and two deltas of the second.
+func crashMidTurn(t *testing.T, g store.Generations) {
+	ctx := t.Context()
+	check(t, g.Create(ctx, store.NewGeneration{
+		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second),
+		Checkpoint: []byte("turn 0"), Events: []store.Event{ev("started", "")}, Now: t0,
+	}))
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{
+		State: store.Running, Data: []byte("turn 1 done"), Events: []store.Event{ev("delta", "turn 1"), ev("turn_done", "1")}, Now: at(time.Second),
+	})))
+	check(t, errOf(g.Append(ctx, "acme", "g", 1, []store.Event{ev("delta", "turn 2, part"), ev("delta", "of it")})))
 }
 
 // testListPages: List pages through a tenant's generations newest first (by
@@ -880,13 +988,7 @@ func listAll(t *testing.T, g store.Generations, o store.ListOptions) (ids []stri
 			t.Fatalf("List(%+v): %v", o, err)
 		}
 		pages++
-		if o.PageSize > 0 && len(page) > o.PageSize {
-			t.Errorf("a page of %d holds %d", o.PageSize, len(page))
-		}
-		for _, x := range page {
-			checkListed(t, x)
-			ids = append(ids, x.ID)
-		}
+		ids = append(ids, checkPage(t, o.PageSize, page)...)
 		if next == "" {
 			return ids, pages
 		}
@@ -895,6 +997,21 @@ func listAll(t *testing.T, g store.Generations, o store.ListOptions) (ids []stri
 		}
 		o.PageToken = next
 	}
+}
+
+// checkPage checks a page of at most size (0: any) that List returned,
+// and returns its ids.
+func checkPage(t *testing.T, size int, page []store.Generation) []string {
+	t.Helper()
+	if size > 0 && len(page) > size {
+		t.Errorf("a page of %d holds %d", size, len(page))
+	}
+	var ids []string
+	for _, x := range page {
+		checkListed(t, x)
+		ids = append(ids, x.ID)
+	}
+	return ids
 }
 
 // checkListed checks a generation List returned: acme's, without its
@@ -916,65 +1033,72 @@ func checkListed(t *testing.T, x store.Generation) {
 func testSweep(t *testing.T, db DB) {
 	a, b := generations(t, db), generations(t, db)
 	ctx := t.Context()
-	finish := func(tenant, id string, finished time.Duration) {
-		t.Helper()
-		check(t, a.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: t0, Events: []store.Event{ev("started", id)}, Now: t0}))
-		if finished < 0 {
-			return
-		}
-		check(t, errOf(a.Finish(ctx, tenant, id, 1, store.Outcome{State: store.Completed, Result: []byte("r"), Events: []store.Event{ev("done", id)}, Now: at(finished)})))
-	}
-	finish("acme", "at-1h", time.Hour)
-	finish("globex", "at-1h", time.Hour)
-	finish("acme", "at-2h", 2*time.Hour)
-	finish("acme", "live", -1)
-	finish("globex", "live", -1)
+	createFinished(t, a, "acme", "at-1h", time.Hour)
+	createFinished(t, a, "globex", "at-1h", time.Hour)
+	createFinished(t, a, "acme", "at-2h", 2*time.Hour)
+	createFinished(t, a, "acme", "live", -1)
+	createFinished(t, a, "globex", "live", -1)
 	check(t, errOf(a.Checkpoint(ctx, "globex", "live", 1, store.Checkpoint{State: store.Paused, Now: t0})))
-	exists := func(tenant, id string) bool {
-		t.Helper()
-		_, err := a.Get(ctx, tenant, id)
-		if err != nil && fault.KindOf(err) != fault.NotFound {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
 
 	if n := must[int](t, "Sweep")(a.Sweep(ctx, at(time.Hour-time.Millisecond))); n != 0 {
 		t.Errorf("Sweep before any finished: %d removed", n)
 	}
+	sweepTogether(t, a, b, at(time.Hour))
+	for _, x := range []struct {
+		tenant, id string
+		want       bool
+	}{{"acme", "at-1h", false}, {"globex", "at-1h", false}, {"acme", "at-2h", true}, {"acme", "live", true}, {"globex", "live", true}} {
+		if got := exists(t, a, x.tenant, x.id); got != x.want {
+			t.Errorf("after the sweep at 1h, %s/%s exists: %v; want %v", x.tenant, x.id, got, x.want)
+		}
+	}
+	wantKind(t, "Read of a swept generation", errOf(a.Read(ctx, "acme", "at-1h", 0, 0)), fault.NotFound)
+
+	if n := must[int](t, "Sweep")(b.Sweep(ctx, at(1000*time.Hour))); n != 1 {
+		t.Errorf("the sweep at 1000h removed %d; want 1 (the live ones stay)", n)
+	}
+	if !exists(t, a, "acme", "live") || !exists(t, a, "globex", "live") {
+		t.Error("a sweep removed a live generation")
+	}
+	// The log went with its generation: the id made anew starts a log of
+	// its own.
+	createFinished(t, a, "acme", "at-1h", -1)
+	checkLog(t, "the log of a generation made anew after its sweep", a, "acme", "at-1h", seqs(1, ev("started", "at-1h")))
+}
+
+// createFinished creates tenant's generation id and, unless finished is
+// negative, finishes it completed then.
+func createFinished(t *testing.T, g store.Generations, tenant, id string, finished time.Duration) {
+	t.Helper()
+	check(t, g.Create(t.Context(), store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: t0, Events: []store.Event{ev("started", id)}, Now: t0}))
+	if finished >= 0 {
+		check(t, errOf(g.Finish(t.Context(), tenant, id, 1, store.Outcome{State: store.Completed, Result: []byte("r"), Events: []store.Event{ev("done", id)}, Now: at(finished)})))
+	}
+}
+
+// sweepTogether sweeps on a and b at once, up to before: between them
+// they remove the two generations that finished by then.
+func sweepTogether(t *testing.T, a, b store.Generations, before time.Time) {
 	var wg sync.WaitGroup
 	var n [2]int
 	var errs [2]error
 	for i, g := range []store.Generations{a, b} {
-		wg.Go(func() { n[i], errs[i] = g.Sweep(ctx, at(time.Hour)) })
+		wg.Go(func() { n[i], errs[i] = g.Sweep(t.Context(), before) })
 	}
 	wg.Wait()
 	if errs[0] != nil || errs[1] != nil || n[0]+n[1] != 2 {
 		t.Errorf("two Sweeps at once removed %v (errors %v); want 2 in all", n, errs)
 	}
-	for _, x := range []struct {
-		tenant, id string
-		want       bool
-	}{{"acme", "at-1h", false}, {"globex", "at-1h", false}, {"acme", "at-2h", true}, {"acme", "live", true}, {"globex", "live", true}} {
-		if got := exists(x.tenant, x.id); got != x.want {
-			t.Errorf("after the sweep at 1h, %s/%s exists: %v; want %v", x.tenant, x.id, got, x.want)
-		}
-	}
-	_, err := a.Read(ctx, "acme", "at-1h", 0, 0)
-	wantKind(t, "Read of a swept generation", err, fault.NotFound)
+}
 
-	if n := must[int](t, "Sweep")(b.Sweep(ctx, at(1000*time.Hour))); n != 1 {
-		t.Errorf("the sweep at 1000h removed %d; want 1 (the live ones stay)", n)
+// exists reports whether tenant's generation id exists.
+func exists(t *testing.T, g store.Generations, tenant, id string) bool {
+	t.Helper()
+	_, err := g.Get(t.Context(), tenant, id)
+	if err != nil && fault.KindOf(err) != fault.NotFound {
+		t.Fatal(err)
 	}
-	if !exists("acme", "live") || !exists("globex", "live") {
-		t.Error("a sweep removed a live generation")
-	}
-	// The log went with its generation: the id made anew starts a log of
-	// its own.
-	finish("acme", "at-1h", -1)
-	if diff := cmp.Diff(seqs(1, ev("started", "at-1h")), logOf(t, a, "acme", "at-1h"), equateEmpty); diff != "" {
-		t.Errorf("the log of a generation made anew after its sweep (-want +got):\n%s", diff)
-	}
+	return err == nil
 }
 
 // pause records tenant's generation id as a paused one, owned by "r"
@@ -1011,6 +1135,28 @@ func testExpirePaused(t *testing.T, db DB) {
 	g := s.Generations()
 	ctx := t.Context()
 	now := at(time.Hour)
+	ends := seedExpirePaused(t, s, now)
+	before := map[string]store.Generation{}
+	for key := range ends {
+		tenant, id, _ := strings.Cut(key, "/")
+		before[key] = must[store.Generation](t, "Get")(g.Get(ctx, tenant, id))
+	}
+
+	result := []byte(`{"error":"the pause expired"}`)
+	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, now, result)); n != 5 {
+		t.Errorf("ExpirePaused ended %d; want 5", n)
+	}
+	checkExpired(t, g, ends, before, result, now)
+	checkExpireAfter(t, g, result, now)
+}
+
+// seedExpirePaused pauses generations whose pause expired by now or did
+// not, released, claimed, leased or resumed, and creates live and
+// finished ones; it returns, by tenant/id, whether ExpirePaused at now
+// ends each.
+func seedExpirePaused(t *testing.T, s store.Store, now time.Time) map[string]bool {
+	g := s.Generations()
+	ctx := t.Context()
 	ends := map[string]bool{}
 	paused := func(tenant, id string, release bool, expires time.Time, end bool) {
 		t.Helper()
@@ -1037,49 +1183,47 @@ func testExpirePaused(t *testing.T, db DB) {
 	check(t, errOf(g.Checkpoint(ctx, "acme", "waiting", 1, store.Checkpoint{State: store.Waiting, Now: t0})))
 	check(t, g.Release(ctx, "acme", "waiting", 1, t0))
 	check(t, errOf(g.Finish(ctx, "acme", "completed", 1, store.Outcome{State: store.Completed, Result: []byte("done"), Now: at(10 * time.Minute)})))
-	before := map[string]store.Generation{}
-	for key := range ends {
-		tenant, id, _ := strings.Cut(key, "/")
-		before[key] = must[store.Generation](t, "Get")(g.Get(ctx, tenant, id))
-	}
+	return ends
+}
 
-	result := []byte(`{"error":"the pause expired"}`)
-	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, now, result)); n != 5 {
-		t.Errorf("ExpirePaused ended %d; want 5", n)
-	}
+// checkExpired checks each generation after ExpirePaused at now: those it
+// ends cancelled with result, the others as they were before; an expired
+// pause keeps its log and can no longer be resumed.
+func checkExpired(t *testing.T, g store.Generations, ends map[string]bool, before map[string]store.Generation, result []byte, now time.Time) {
 	for key, end := range ends {
 		tenant, id, _ := strings.Cut(key, "/")
 		want := before[key]
 		if end {
 			want.State, want.Result, want.Checkpoint, want.UpdatedAt, want.FinishedAt = store.Cancelled, result, nil, now, now
 		}
-		if diff := cmp.Diff(want, must[store.Generation](t, "Get")(g.Get(ctx, tenant, id)), equateEmpty); diff != "" {
+		if diff := cmp.Diff(want, must[store.Generation](t, "Get")(g.Get(t.Context(), tenant, id)), equateEmpty); diff != "" {
 			t.Errorf("%s after ExpirePaused (-want +got):\n%s", key, diff)
 		}
 	}
-	if diff := cmp.Diff(seqs(1, ev("started", "expired"), ev("paused", "expired")), logOf(t, g, "acme", "expired"), equateEmpty); diff != "" {
-		t.Errorf("the log of an expired pause (-want +got):\n%s", diff)
-	}
-	_, err := g.Acquire(ctx, "acme", "expired", "late-resume", now, at(2*time.Hour))
+	checkLog(t, "the log of an expired pause", g, "acme", "expired", seqs(1, ev("started", "expired"), ev("paused", "expired")))
+	_, err := g.Acquire(t.Context(), "acme", "expired", "late-resume", now, at(2*time.Hour))
 	wantKind(t, "Acquire of an expired pause", err, fault.Conflict)
+}
 
+// checkExpireAfter: ExpirePaused again at now ends nothing more; the
+// pause that had not expired ends once it has; finished, they go with the
+// retention sweep.
+func checkExpireAfter(t *testing.T, g store.Generations, result []byte, now time.Time) {
+	ctx := t.Context()
 	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, now, result)); n != 0 {
 		t.Errorf("ExpirePaused again ended %d more; want none", n)
 	}
-	// The pause that had not expired ends once it has.
 	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, at(2*time.Hour), result)); n != 1 {
 		t.Errorf("ExpirePaused at 2h ended %d; want 1", n)
 	}
 	if got := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "unexpired")); got.State != store.Cancelled || !got.FinishedAt.Equal(at(2*time.Hour)) {
 		t.Errorf("the pause that expired at 2h: %s, finished at %v", got.State, got.FinishedAt)
 	}
-	// Finished, they go with the retention sweep: the five ended at 1h,
-	// and the one completed before.
+	// The five ended at 1h, and the one completed before.
 	if n := must[int](t, "Sweep")(g.Sweep(ctx, now)); n != 6 {
 		t.Errorf("the sweep at 1h removed %d; want 6", n)
 	}
-	_, err = g.Get(ctx, "globex", "expired")
-	wantKind(t, "Get of a swept expired pause", err, fault.NotFound)
+	wantKind(t, "Get of a swept expired pause", errOf(g.Get(ctx, "globex", "expired")), fault.NotFound)
 }
 
 // testConcurrentExpirePaused: of an Acquire (a resume) and ExpirePaused
@@ -1091,11 +1235,27 @@ func testConcurrentExpirePaused(t *testing.T, db DB) {
 	const n = 24
 	sa, sb := open(t, db, 0), open(t, db, 0)
 	a, b := sa.Generations(), sb.Generations()
-	ctx := t.Context()
 	for i := range n {
 		pause(t, sa, "acme", fmt.Sprintf("g%02d", i), true, at(30*time.Minute))
 	}
-	now := at(time.Hour)
+	acquired, expired := raceExpiry(t, a, b, n, at(time.Hour))
+	nAcquired := 0
+	for i, ok := range acquired {
+		if ok {
+			nAcquired++
+		}
+		checkRaced(t, a, i, ok)
+	}
+	if nAcquired+expired[0]+expired[1] != n {
+		t.Errorf("%d acquired, %v expired; want one or the other for each of %d", nAcquired, expired, n)
+	}
+}
+
+// raceExpiry runs, at once, an Acquire (a resume) of each of n paused
+// generations on a or b, and ExpirePaused at now on both; it returns
+// which Acquires won, and how many each ExpirePaused ended.
+func raceExpiry(t *testing.T, a, b store.Generations, n int, now time.Time) ([]bool, [2]int) {
+	ctx := t.Context()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	acquired := make([]bool, n)
@@ -1115,30 +1275,37 @@ func testConcurrentExpirePaused(t *testing.T, db DB) {
 		wg.Go(func() {
 			<-start
 			var err error
-			if expired[i], err = g.ExpirePaused(ctx, now, []byte("expired")); err != nil {
-				t.Errorf("ExpirePaused: %v", err)
-			}
+			expired[i], err = g.ExpirePaused(ctx, now, []byte("expired"))
+			errorIf(t, "ExpirePaused", err)
 		})
 	}
 	close(start)
 	wg.Wait()
-	nAcquired := 0
-	for i, ok := range acquired {
-		id := fmt.Sprintf("g%02d", i)
-		got := must[store.Generation](t, "Get")(a.Get(ctx, "acme", id))
-		switch {
-		case ok:
-			nAcquired++
-			if got.State != store.Paused || got.Lease.Owner != fmt.Sprintf("r%d", i) || got.Lease.Epoch != 2 {
-				t.Errorf("%s, acquired: %s, lease %+v; want paused, r%d's, epoch 2", id, got.State, got.Lease, i)
-			}
-		case got.State != store.Cancelled || got.Lease.Owner != "" || got.Lease.Epoch != 1:
-			t.Errorf("%s, not acquired: %s, lease %+v; want cancelled, unleased, epoch 1", id, got.State, got.Lease)
+	return acquired, expired
+}
+
+// checkRaced checks generation i after the race: paused under its
+// resumer's lease when its Acquire won, else cancelled and unleased.
+func checkRaced(t *testing.T, g store.Generations, i int, acquired bool) {
+	id := fmt.Sprintf("g%02d", i)
+	got := must[store.Generation](t, "Get")(g.Get(t.Context(), "acme", id))
+	switch {
+	case acquired:
+		if got.State != store.Paused || got.Lease.Owner != fmt.Sprintf("r%d", i) || got.Lease.Epoch != 2 {
+			t.Errorf("%s, acquired: %s, lease %+v; want paused, r%d's, epoch 2", id, got.State, got.Lease, i)
 		}
+	case got.State != store.Cancelled || got.Lease.Owner != "" || got.Lease.Epoch != 1:
+		t.Errorf("%s, not acquired: %s, lease %+v; want cancelled, unleased, epoch 1", id, got.State, got.Lease)
 	}
-	if nAcquired+expired[0]+expired[1] != n {
-		t.Errorf("%d acquired, %v expired; want one or the other for each of %d", nAcquired, expired, n)
+}
+
+// logText is tenant's log of id in short, "seq:data" each.
+func logText(t *testing.T, g store.Generations, tenant, id string) string {
+	var kinds []string
+	for _, e := range logOf(t, g, tenant, id) {
+		kinds = append(kinds, fmt.Sprintf("%d:%s", e.Seq, e.Data))
 	}
+	return strings.Join(kinds, " ")
 }
 
 // testCheckpointWithLaterEvents: a checkpoint written with the events
@@ -1158,14 +1325,16 @@ func testCheckpointWithLaterEvents(t *testing.T, db DB) {
 	if last != 4 || rec.LastSeq != 4 || rec.CheckpointSeq != 2 || string(rec.Checkpoint) != "calls" {
 		t.Errorf("after a checkpoint with 1 event covered and 2 after: last %d, record %+v; want the log at 4, the checkpoint at 2", last, rec)
 	}
-	var kinds []string
-	for _, e := range logOf(t, g, "acme", "g1") {
-		kinds = append(kinds, fmt.Sprintf("%d:%s", e.Seq, e.Data))
-	}
-	if got, want := strings.Join(kinds, " "), "1:s 2:u 3:a 4:b"; got != want {
+	if got, want := logText(t, g, "acme", "g1"), "1:s 2:u 3:a 4:b"; got != want {
 		t.Errorf("the log is %s; want %s", got, want)
 	}
-	// Only later events: the checkpoint covers what was there before.
+	checkOnlyLaterEvents(t, g)
+}
+
+// checkOnlyLaterEvents: a checkpoint with only later events covers what
+// was there before.
+func checkOnlyLaterEvents(t *testing.T, g store.Generations) {
+	ctx := t.Context()
 	must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
 		State: store.Running, Data: []byte("c2"), After: []store.Event{ev("text_delta", "t")}, Now: at(2 * time.Second),
 	}))
