@@ -189,29 +189,38 @@ func (a *agentdProcess) stop() error {
 	if errors.As(err, &exit) {
 		err = fmt.Errorf("agentd exited: %w", err)
 	}
-	// Its servers are stopped before it exits; give the kernel a moment to
-	// reap any that was reparented.
+	return errors.Join(err, a.killSurvivors())
+}
+
+// killSurvivors kills the MCP server processes agentd ran that outlived
+// it, and says which. Its servers are stopped before it exits; the kernel
+// gets a moment to reap any that was reparented.
+func (a *agentdProcess) killSurvivors() error {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		var left []int
-		for pid := range a.seen {
-			if alive(pid) {
-				left = append(left, pid)
-			}
-		}
+		left := a.alive()
 		if len(left) == 0 {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
 			for _, pid := range left {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
-			err = errors.Join(err, fmt.Errorf("MCP server processes %v outlived agentd: killed", left))
-			break
+			return fmt.Errorf("MCP server processes %v outlived agentd: killed", left)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return err
+}
+
+// alive lists the MCP server processes agentd ran that are alive.
+func (a *agentdProcess) alive() []int {
+	var left []int
+	for pid := range a.seen {
+		if alive(pid) {
+			left = append(left, pid)
+		}
+	}
+	return left
 }
 
 // agentdClient runs generations on one gRPC connection to agentd.
@@ -352,21 +361,9 @@ func (r received) check() error {
 // allocs reads agentd's bytes and objects allocated since it started, from
 // its debug endpoint's runtime/metrics.
 func allocs(ctx context.Context, debugAddr string) (bytes, objects uint64, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+debugAddr+"/debug/runtime", nil)
+	m, err := runtimeMetrics(ctx, debugAddr)
 	if err != nil {
 		return 0, 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("GET /debug/runtime: %s", resp.Status)
-	}
-	var m map[string]float64
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-		return 0, 0, fmt.Errorf("GET /debug/runtime: %w", err)
 	}
 	b, okB := m["/gc/heap/allocs:bytes"]
 	o, okO := m["/gc/heap/allocs:objects"]
@@ -374,6 +371,28 @@ func allocs(ctx context.Context, debugAddr string) (bytes, objects uint64, err e
 		return 0, 0, errors.New("GET /debug/runtime: no /gc/heap/allocs metrics")
 	}
 	return uint64(b), uint64(o), nil
+}
+
+// runtimeMetrics reads agentd's /debug/runtime: its runtime/metrics by
+// name.
+func runtimeMetrics(ctx context.Context, debugAddr string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+debugAddr+"/debug/runtime", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /debug/runtime: %s", resp.Status)
+	}
+	var m map[string]float64
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return nil, fmt.Errorf("GET /debug/runtime: %w", err)
+	}
+	return m, nil
 }
 
 // cpuProfile asks agentd's debug endpoint for a CPU profile of the next

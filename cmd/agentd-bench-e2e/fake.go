@@ -209,6 +209,11 @@ func (f *fakeModel) complete(w http.ResponseWriter, r *http.Request) {
 		f.bodies[turn] = string(body)
 	}
 	f.mu.Unlock()
+	f.answer(w, turn)
+}
+
+// answer streams the script's answer to turn, an event at a time.
+func (f *fakeModel) answer(w http.ResponseWriter, turn int) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -233,6 +238,25 @@ type fakeProcess struct {
 
 // startFake starts this executable as the fake model and waits for its
 // base URL.
+// firstLine is the first line the fake writes, its base URL; "" when
+// none comes within 30 s (or ctx ends first). The rest of its output is
+// discarded.
+func firstLine(ctx context.Context, stdout io.Reader) string {
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- strings.TrimSpace(s)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l := <-line:
+		return l
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
+	}
+	return ""
+}
+
 func startFake(ctx context.Context) (*fakeProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -254,17 +278,7 @@ func startFake(ctx context.Context) (*fakeProcess, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- strings.TrimSpace(s)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case p.baseURL = <-line:
-	case <-ctx.Done():
-	case <-time.After(30 * time.Second):
-	}
+	p.baseURL = firstLine(ctx, stdout)
 	if !strings.HasPrefix(p.baseURL, "http://") {
 		p.stop()
 		return nil, fmt.Errorf("the fake model did not start (it said %q)", p.baseURL)

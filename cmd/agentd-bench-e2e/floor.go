@@ -38,19 +38,28 @@ type floor struct {
 
 // newFloor fetches the bodies the fake recorded and starts the floor's
 // server-everything process. Close stops it.
+// recordedBodies reads, at url, the request bodies the fake recorded
+// agentd sending, one per turn.
+func (f *floor) recordedBodies(url string) ([]string, error) {
+	resp, err := f.http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var bodies []string
+	if err := json.NewDecoder(resp.Body).Decode(&bodies); err != nil {
+		return nil, fmt.Errorf("the fake's recorded bodies: %w", err)
+	}
+	return bodies, nil
+}
+
 func newFloor(ctx context.Context, baseURL, node, everything string, concurrency int, timeout time.Duration) (*floor, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = concurrency
 	f := &floor{url: baseURL + strings.TrimPrefix(completionsPath, "/v1"), http: &http.Client{Transport: transport}, timeout: timeout}
-	resp, err := f.http.Get(strings.TrimSuffix(baseURL, "/v1") + bodiesPath)
+	bodies, err := f.recordedBodies(strings.TrimSuffix(baseURL, "/v1") + bodiesPath)
 	if err != nil {
 		return nil, err
-	}
-	var bodies []string
-	err = json.NewDecoder(resp.Body).Decode(&bodies)
-	resp.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("the fake's recorded bodies: %w", err)
 	}
 	if len(bodies) != len(f.bodies) {
 		return nil, fmt.Errorf("the fake recorded %d bodies, want %d", len(bodies), len(f.bodies))
@@ -121,19 +130,28 @@ func (f *floor) generateOn(ctx context.Context, session *mcp.ClientSession) (tim
 			}
 			break
 		}
-		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
-		if err != nil {
-			return 0, fmt.Errorf("turn %d: %s: %w", turn+1, name, err)
-		}
-		want := fmt.Sprintf("Echo: turn %d", turn+1)
-		if res.IsError || len(res.Content) != 1 {
-			return 0, fmt.Errorf("turn %d: %s answered %d parts, error %v", turn+1, name, len(res.Content), res.IsError)
-		}
-		if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != want {
-			return 0, fmt.Errorf("turn %d: %s answered %v, want %q", turn+1, name, res.Content[0], want)
+		if err := callEcho(ctx, session, turn+1, name, args); err != nil {
+			return 0, err
 		}
 	}
 	return 0, nil
+}
+
+// callEcho calls the tool the model asked for in turn, which must echo
+// "Echo: turn N".
+func callEcho(ctx context.Context, session *mcp.ClientSession, turn int, name, args string) error {
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+	if err != nil {
+		return fmt.Errorf("turn %d: %s: %w", turn, name, err)
+	}
+	want := fmt.Sprintf("Echo: turn %d", turn)
+	if res.IsError || len(res.Content) != 1 {
+		return fmt.Errorf("turn %d: %s answered %d parts, error %v", turn, name, len(res.Content), res.IsError)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != want {
+		return fmt.Errorf("turn %d: %s answered %v, want %q", turn, name, res.Content[0], want)
+	}
+	return nil
 }
 
 // floorChunk is what the floor reads of a chunk.
@@ -202,12 +220,19 @@ func readAnswer(r *bufio.Reader) (name, args, text string, err error) {
 		if err := json.Unmarshal(data, &c); err != nil {
 			return "", "", "", err
 		}
-		for _, ch := range c.Choices {
-			textB.WriteString(ch.Delta.Content)
-			for _, tc := range ch.Delta.ToolCalls {
-				name = cmp.Or(tc.Function.Name, name)
-				argsB.WriteString(tc.Function.Arguments)
-			}
+		name = c.add(name, &argsB, &textB)
+	}
+}
+
+// add adds the chunk's text and tool call fragments to the answer's, and
+// returns the tool's name (name, unless the chunk names it).
+func (c *floorChunk) add(name string, args, text *strings.Builder) string {
+	for _, ch := range c.Choices {
+		text.WriteString(ch.Delta.Content)
+		for _, tc := range ch.Delta.ToolCalls {
+			name = cmp.Or(tc.Function.Name, name)
+			args.WriteString(tc.Function.Arguments)
 		}
 	}
+	return name
 }

@@ -331,10 +331,8 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		return func() genFunc { return c.generator(ref) }
 	}
 	shared, isolated := agentdGen(sharedServer), agentdGen(defaultServer)
-	for _, ref := range []string{sharedServer, defaultServer} {
-		if _, err := measure(ctx, onAgentd, fake, o.warmup, 1, agentdGen(ref), nil); err != nil {
-			return nil, fmt.Errorf("warm-up, %s: %w", ref, err)
-		}
+	if err := warmUp(ctx, onAgentd, fake, o.warmup, agentdGen); err != nil {
+		return nil, err
 	}
 	fl, err := newFloor(ctx, fake.baseURL, node, everything, o.concurrency, o.timeout)
 	if err != nil {
@@ -365,6 +363,29 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		}
 	}
 	return rep, nil
+}
+
+// begin says what window win measures and, when it is the profiled one,
+// starts agentd's CPU profile: the window then lasts as long as the
+// profile, until it has arrived (until), with its error in profErr.
+func (r *windowRunner) begin(ctx context.Context, win benchWindow) (until <-chan struct{}, profErr *error) {
+	if !win.prof || r.o.cpuProfile == "" {
+		fmt.Fprintf(r.progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
+		return nil, nil
+	}
+	fmt.Fprintf(r.progress, "%s: %d s (agentd's CPU profile to %s), %d at a time ... ", win.name, r.o.profileSeconds, r.o.cpuProfile, win.c)
+	return cpuProfile(ctx, r.debug, r.o.profileSeconds, r.o.cpuProfile)
+}
+
+// warmUp runs n generations on agentd with each registration, shared and
+// default, one at a time.
+func warmUp(ctx context.Context, onAgentd subject, fake *fakeProcess, n int, agentdGen func(ref string) func() genFunc) error {
+	for _, ref := range []string{sharedServer, defaultServer} {
+		if _, err := measure(ctx, onAgentd, fake, n, 1, agentdGen(ref), nil); err != nil {
+			return fmt.Errorf("warm-up, %s: %w", ref, err)
+		}
+	}
+	return nil
 }
 
 // programs are the absolute paths of the agentd binary, node and
@@ -416,16 +437,7 @@ type windowRunner struct {
 // is the profiled window, and with the default pool's waits and spawns
 // when it counts them.
 func (r *windowRunner) run(ctx context.Context, win benchWindow) error {
-	var until <-chan struct{}
-	var profErr *error
-	if win.prof && r.o.cpuProfile != "" {
-		// The window lasts as long as the profile: the workers start
-		// generations until it has arrived.
-		fmt.Fprintf(r.progress, "%s: %d s (agentd's CPU profile to %s), %d at a time ... ", win.name, r.o.profileSeconds, r.o.cpuProfile, win.c)
-		until, profErr = cpuProfile(ctx, r.debug, r.o.profileSeconds, r.o.cpuProfile)
-	} else {
-		fmt.Fprintf(r.progress, "%s: %d generations, %d at a time ... ", win.name, win.n, win.c)
-	}
+	until, profErr := r.begin(ctx, win)
 	var before *bridgev1.PoolStats
 	var err error
 	if win.pool {

@@ -58,16 +58,18 @@ func children(pid int) []int {
 	}
 	var kids []int
 	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := readStat(child)
-		if err == nil && st.ppid == pid && !st.zombie {
+		if child, err := strconv.Atoi(e.Name()); err == nil && liveChildOf(child, pid) {
 			kids = append(kids, child)
 		}
 	}
 	return kids
+}
+
+// liveChildOf reports whether process child is a live (not zombie) child
+// of pid; false when it is gone.
+func liveChildOf(child, pid int) bool {
+	st, err := readStat(child)
+	return err == nil && st.ppid == pid && !st.zombie
 }
 
 // childrenCPU is the CPU time of pid's children but those in skip: the
