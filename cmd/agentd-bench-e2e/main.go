@@ -153,6 +153,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		bad = append(bad, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
+	if bad = append(bad, o.problems()...); len(bad) > 0 {
+		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(bad...))
+	}
+	return o, nil
+}
+
+// problems are the flags out of their range: every count at least 1, the
+// timeout positive.
+func (o options) problems() []error {
+	var bad []error
 	for _, n := range []struct {
 		name string
 		v    int
@@ -164,10 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.timeout <= 0 {
 		bad = append(bad, errors.New("-timeout must be positive"))
 	}
-	if len(bad) > 0 {
-		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(bad...))
-	}
-	return o, nil
+	return bad
 }
 
 // run parses args, runs the benchmark and writes the table to stdout;
