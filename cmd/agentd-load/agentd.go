@@ -174,16 +174,8 @@ func startAgentds(exe string, n int, st storeChoice, withMetrics bool) (f *fleet
 		tel.MeterProvider = f.metrics.MeterProvider()
 		cfg.Metrics.Listen = "127.0.0.1:0"
 	}
-	for i := range n {
-		name := "agentd.log"
-		if n > 1 {
-			name = fmt.Sprintf("agentd-%d.log", i+1)
-		}
-		a := &inProcess{logPath: filepath.Join(dir, name), served: make(chan error, 1)}
-		f.replicas = append(f.replicas, a)
-		if err := a.start(cfg, tel, f.metrics); err != nil {
-			return f, err
-		}
+	if err := f.startReplicas(n, cfg, tel); err != nil {
+		return f, err
 	}
 	if withMetrics {
 		var addrs []string
@@ -193,6 +185,23 @@ func startAgentds(exe string, n int, st storeChoice, withMetrics bool) (f *fleet
 		f.scraper.start(addrs)
 	}
 	return f, nil
+}
+
+// startReplicas starts n agentds of cfg, each logging to a file of its
+// own in the fleet's directory.
+func (f *fleet) startReplicas(n int, cfg config.Config, tel grpcserver.Telemetry) error {
+	for i := range n {
+		name := "agentd.log"
+		if n > 1 {
+			name = fmt.Sprintf("agentd-%d.log", i+1)
+		}
+		a := &inProcess{logPath: filepath.Join(f.dir, name), served: make(chan error, 1)}
+		f.replicas = append(f.replicas, a)
+		if err := a.start(cfg, tel, f.metrics); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // start starts a with cfg; metrics, when not nil, is what it serves on
@@ -252,20 +261,7 @@ func (f *fleet) Close() error {
 		return f.closeErr
 	}
 	f.closed = true
-	f.closeErr = f.scraper.halt()
-	for _, a := range f.replicas {
-		if a.cancel != nil {
-			a.cancel()
-		}
-	}
-	for _, a := range f.replicas {
-		if a.cancel != nil {
-			f.closeErr = errors.Join(f.closeErr, <-a.served)
-		}
-		if a.log != nil {
-			f.closeErr = errors.Join(f.closeErr, a.log.Close())
-		}
-	}
+	f.closeErr = errors.Join(f.scraper.halt(), f.stopReplicas())
 	if f.telemetry != nil {
 		f.closeErr = errors.Join(f.closeErr, f.telemetry(context.Background()))
 	}
@@ -276,4 +272,24 @@ func (f *fleet) Close() error {
 }
 
 // removeState deletes the state directory and the logs.
+// stopReplicas stops every replica that started, all at once, and waits
+// for each, closing its log.
+func (f *fleet) stopReplicas() error {
+	for _, a := range f.replicas {
+		if a.cancel != nil {
+			a.cancel()
+		}
+	}
+	var err error
+	for _, a := range f.replicas {
+		if a.cancel != nil {
+			err = errors.Join(err, <-a.served)
+		}
+		if a.log != nil {
+			err = errors.Join(err, a.log.Close())
+		}
+	}
+	return err
+}
+
 func (f *fleet) removeState() error { return os.RemoveAll(f.dir) }

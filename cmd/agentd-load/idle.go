@@ -462,33 +462,15 @@ func runIdleClients(ctx context.Context, o options, in io.Reader, out io.Writer)
 	if err != nil {
 		return err
 	}
-	var conns []*grpc.ClientConn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for range (o.streams + idleStreamsPerConn - 1) / idleStreamsPerConn {
-		c, err := grpc.NewClient(o.idleClients, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		conns = append(conns, c)
+	conns := &idleConns{addr: o.idleClients}
+	defer conns.close()
+	// Every connection made before the streams open, concurrently.
+	if _, err := conns.client(o.streams - 1); err != nil {
+		return err
 	}
 	enc := json.NewEncoder(out)
 	began := time.Now()
-	streams := make([]*waitingStream, o.streams)
-	errs := make([]error, o.streams)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64) // streams opening, or answered, at once
-	for i := range o.streams {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			streams[i], errs[i] = openWaiting(ctx, agentdv1.NewAgentServiceClient(conns[i/idleStreamsPerConn]), start)
-		})
-	}
-	wg.Wait()
+	streams, errs := openAll(ctx, conns, start, o.streams)
 	if err := enc.Encode(phaseReport(errs, time.Since(began), "opening")); err != nil {
 		return err
 	}
@@ -496,6 +478,37 @@ func runIdleClients(ctx context.Context, o options, in io.Reader, out io.Writer)
 		return err
 	}
 	began = time.Now()
+	approveAll(streams, errs)
+	return enc.Encode(phaseReport(errs, time.Since(began), "answering"))
+}
+
+// idleAtOnce bounds the streams opening, or answered, at once.
+const idleAtOnce = 64
+
+// openAll opens n streams that each wait on an approval, on conns made
+// for them all; errs[i] is why stream i did not open.
+func openAll(ctx context.Context, conns *idleConns, start *agentdv1.StartGeneration, n int) ([]*waitingStream, []error) {
+	streams := make([]*waitingStream, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, idleAtOnce)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			client, _ := conns.client(i) // made already
+			streams[i], errs[i] = openWaiting(ctx, client, start)
+		})
+	}
+	wg.Wait()
+	return streams, errs
+}
+
+// approveAll answers every stream opened; errs[i] becomes why stream i's
+// generation did not complete.
+func approveAll(streams []*waitingStream, errs []error) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, idleAtOnce)
 	for i, s := range streams {
 		if s == nil {
 			errs[i] = errors.New("not opened")
@@ -508,7 +521,6 @@ func runIdleClients(ctx context.Context, o options, in io.Reader, out io.Writer)
 		})
 	}
 	wg.Wait()
-	return enc.Encode(phaseReport(errs, time.Since(began), "answering"))
 }
 
 // phaseReport sums up one phase's errors (at most five shown).

@@ -110,6 +110,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"time"
 
@@ -244,9 +245,9 @@ func (o *options) rangeProblems() []error {
 // reads.
 func (o *options) modeProblem(set map[string]bool) error {
 	switch {
-	case o.idle && (o.addr != "" || set["replicas"] || set["metrics"] || set["duration"] || set["turns"]):
+	case o.idle && (o.addr != "" || anySet(set, "replicas", "metrics", "duration", "turns")):
 		return errors.New("-idle starts one agentd in this process and runs one approval-gated turn per stream: it does not go with -addr, -replicas, -metrics, -duration or -turns")
-	case o.addr != "" && (set["replicas"] || set["store"] || set["metrics"]):
+	case o.addr != "" && anySet(set, "replicas", "store", "metrics"):
 		return errors.New("-replicas, -store and -metrics start agentds in this process: they do not go with -addr")
 	case o.store.driver == config.StorePostgres:
 		if o.store.dsn = os.Getenv("AGENTD_STORE_DSN"); o.store.dsn == "" {
@@ -256,6 +257,11 @@ func (o *options) modeProblem(set map[string]bool) error {
 		return fmt.Errorf("-store must be sqlite or postgres, got %q", o.store.driver)
 	}
 	return nil
+}
+
+// anySet reports whether any of the flags is in set.
+func anySet(set map[string]bool, flags ...string) bool {
+	return slices.ContainsFunc(flags, func(f string) bool { return set[f] })
 }
 
 // run parses args, runs the load and writes the report to stdout; progress

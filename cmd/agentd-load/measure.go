@@ -79,19 +79,7 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 	}
 
 	fmt.Fprintf(progress, "agentd-load: %d streams for %s against %s agentd on %s\n", o.streams, o.duration, rep.Target, rep.Address)
-	mon := startMonitor(d, srv != nil, proc.Baseline, progress)
-	total, perReplica, elapsed := d.load(ctx, o.streams, o.duration)
-	proc.Peak = mon.stop()
-	if srv != nil {
-		proc.End = take(false)
-		proc.Peak = proc.Peak.max(proc.End)
-	}
-	rep.fill(total, elapsed)
-	if len(addrs) > 1 {
-		for i, addr := range addrs {
-			rep.Replicas = append(rep.Replicas, replicaReport{Address: addr, Generations: perReplica[i]})
-		}
-	}
+	runLoad(ctx, o, d, rep, &proc, srv != nil, addrs, progress)
 
 	sleep(ctx, o.settle)
 	rep.SettleS = o.settle.Seconds()
@@ -111,6 +99,25 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 		keepLog(srv, rep, progress)
 	}
 	return rep, nil
+}
+
+// runLoad runs o's streams for o's duration, sampling this process (when
+// it runs agentd, local) meanwhile, and reports the generations, each
+// replica's among them.
+func runLoad(ctx context.Context, o options, d *driver, rep *report, proc *processReport, local bool, addrs []string, progress io.Writer) {
+	mon := startMonitor(d, local, proc.Baseline, progress)
+	total, perReplica, elapsed := d.load(ctx, o.streams, o.duration)
+	proc.Peak = mon.stop()
+	if local {
+		proc.End = take(false)
+		proc.Peak = proc.Peak.max(proc.End)
+	}
+	rep.fill(total, elapsed)
+	if len(addrs) > 1 {
+		for i, addr := range addrs {
+			rep.Replicas = append(rep.Replicas, replicaReport{Address: addr, Generations: perReplica[i]})
+		}
+	}
 }
 
 // startLocal starts o's agentd replicas in this process's executable.

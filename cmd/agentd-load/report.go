@@ -182,12 +182,7 @@ func (r *report) judge() {
 		p.judge(bad)
 	}
 	for _, p := range r.Pools {
-		if p.Busy > 0 || p.Starting > 0 {
-			bad("pool %s: %d busy and %d starting processes after settling", p.name(), p.Busy, p.Starting)
-		}
-		if p.Crashed > 0 {
-			bad("pool %s: %d processes crashed or missed a deadline during the load", p.name(), p.Crashed)
-		}
+		p.judge(bad)
 	}
 	r.OK = len(r.Problems) == 0
 	if r.Problems == nil {
@@ -211,6 +206,17 @@ func (p *processReport) judge(bad func(format string, args ...any)) {
 	if p.Shutdown.Goroutines > p.Before.Goroutines+goroutineSlack {
 		bad("goroutines survived agentd's shutdown: %d, %d before it started (up to %d more allowed)",
 			p.Shutdown.Goroutines, p.Before.Goroutines, goroutineSlack)
+	}
+}
+
+// judge reports, through bad, a pool's processes still busy or starting
+// after the load settled, and those that crashed during it.
+func (p poolReport) judge(bad func(format string, args ...any)) {
+	if p.Busy > 0 || p.Starting > 0 {
+		bad("pool %s: %d busy and %d starting processes after settling", p.name(), p.Busy, p.Starting)
+	}
+	if p.Crashed > 0 {
+		bad("pool %s: %d processes crashed or missed a deadline during the load", p.name(), p.Crashed)
 	}
 }
 
