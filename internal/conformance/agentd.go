@@ -137,15 +137,22 @@ func (out *Outcome) follow(ctx context.Context, stream agentdv1.AgentService_Gen
 			return err
 		}
 		answer, err := out.take(ctx, ev)
+		if err == nil && answer != nil {
+			err = send(stream, answer)
+		}
 		if err != nil {
 			return err
 		}
-		if answer != nil {
-			if err := stream.Send(answer); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-		}
 	}
+}
+
+// send sends an answer; io.EOF (the stream has ended) is left for Recv,
+// which has the status.
+func send(stream agentdv1.AgentService_GenerateClient, answer *agentdv1.GenerateRequest) error {
+	if err := stream.Send(answer); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
 }
 
 // take records ev in out and returns the person's answer to it, if it
@@ -162,23 +169,33 @@ func (out *Outcome) take(ctx context.Context, ev *agentdv1.GenerateResponse) (*a
 	case *agentdv1.GenerateResponse_Paused:
 		return nil, fmt.Errorf("the generation paused: %v", k.Paused)
 	case *agentdv1.GenerateResponse_AuthorizationRequest:
-		r := k.AuthorizationRequest
-		out.Authorizations = append(out.Authorizations, r)
-		redirect, err := Authorize(ctx, r.GetUrl())
-		if err != nil {
-			return nil, fmt.Errorf("authorizing at %s: %w", r.GetServerName(), err)
-		}
-		return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
-			RequestId: r.GetId(), RedirectUrl: redirect,
-		}}}, nil
+		return out.authorize(ctx, k.AuthorizationRequest)
 	case *agentdv1.GenerateResponse_InputRequest:
-		r := k.InputRequest
-		out.Inputs = append(out.Inputs, r)
-		return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_InputResponse{InputResponse: &agentdv1.InputResponse{
-			RequestId: r.GetId(), Action: agentdv1.InputAction_INPUT_ACTION_ACCEPT, Content: &structpb.Struct{},
-		}}}, nil
+		return out.accept(k.InputRequest), nil
 	}
 	return nil, nil
+}
+
+// accept records r and accepts it as it is, with no content of its own
+// (so the schema's defaults apply).
+func (out *Outcome) accept(r *agentdv1.InputRequest) *agentdv1.GenerateRequest {
+	out.Inputs = append(out.Inputs, r)
+	return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_InputResponse{InputResponse: &agentdv1.InputResponse{
+		RequestId: r.GetId(), Action: agentdv1.InputAction_INPUT_ACTION_ACCEPT, Content: &structpb.Struct{},
+	}}}
+}
+
+// authorize records r and follows it to the authorization server's
+// redirect, the answer.
+func (out *Outcome) authorize(ctx context.Context, r *agentdv1.AuthorizationRequest) (*agentdv1.GenerateRequest, error) {
+	out.Authorizations = append(out.Authorizations, r)
+	redirect, err := Authorize(ctx, r.GetUrl())
+	if err != nil {
+		return nil, fmt.Errorf("authorizing at %s: %w", r.GetServerName(), err)
+	}
+	return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_AuthorizationResponse{AuthorizationResponse: &agentdv1.AuthorizationResponse{
+		RequestId: r.GetId(), RedirectUrl: redirect,
+	}}}, nil
 }
 
 // Authorize does what the person's browser does with an authorization

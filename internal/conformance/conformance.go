@@ -190,17 +190,10 @@ func ParseBaseline(r io.Reader) (map[string]string, error) {
 	inClient := false
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
-			continue
-		case !strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "-"):
-			inClient = trimmed == "client:"
-			continue
-		case !inClient:
+		if !clientEntry(line, &inClient) {
 			continue
 		}
-		name, reason, err := baselineEntry(n, trimmed)
+		name, reason, err := baselineEntry(n, strings.TrimSpace(line))
 		if err != nil {
 			return nil, err
 		}
@@ -210,6 +203,21 @@ func ParseBaseline(r io.Reader) (map[string]string, error) {
 		entries[name] = reason
 	}
 	return entries, sc.Err()
+}
+
+// clientEntry reports whether a baseline line is an entry of the client
+// list; a heading line sets *inClient, whether the client list follows.
+// Blank lines and comments are neither.
+func clientEntry(line string, inClient *bool) bool {
+	trimmed := strings.TrimSpace(line)
+	switch {
+	case trimmed == "" || strings.HasPrefix(trimmed, "#"):
+		return false
+	case !strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "-"):
+		*inClient = trimmed == "client:"
+		return false
+	}
+	return *inClient
 }
 
 // baselineEntry reads the entry on line n: "- <scenario>  # <reason>".
@@ -254,8 +262,8 @@ func Judge(scenario string, checks []Check) Result {
 		r.count(c)
 	}
 	r.Passed = r.Failed == 0 && r.Warnings == 0 && r.Succeeded > 0
-	if r.Succeeded == 0 && r.Why == "" {
-		r.Why = "no check passed: the client never reached the server"
+	if r.Succeeded == 0 {
+		r.Why = cmp.Or(r.Why, "no check passed: the client never reached the server")
 	}
 	return r
 }
@@ -312,13 +320,9 @@ func ReadResults(dir string) (map[string]Result, error) {
 // readChecks reads the checks.json at path, under dir, and the scenario
 // its directory is named after.
 func readChecks(dir, path string) (string, []Check, error) {
-	rel, err := filepath.Rel(dir, filepath.Dir(path))
+	scenario, err := scenarioOf(dir, path)
 	if err != nil {
 		return "", nil, err
-	}
-	m := resultDir.FindStringSubmatch(filepath.ToSlash(rel))
-	if m == nil {
-		return "", nil, fmt.Errorf("conformance: unexpected results directory %s", rel)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -328,7 +332,21 @@ func readChecks(dir, path string) (string, []Check, error) {
 	if err := json.Unmarshal(b, &checks); err != nil {
 		return "", nil, fmt.Errorf("conformance: %s: %w", path, err)
 	}
-	return m[1], checks, nil
+	return scenario, checks, nil
+}
+
+// scenarioOf is the scenario whose results directory, under dir, holds
+// path.
+func scenarioOf(dir, path string) (string, error) {
+	rel, err := filepath.Rel(dir, filepath.Dir(path))
+	if err != nil {
+		return "", err
+	}
+	m := resultDir.FindStringSubmatch(filepath.ToSlash(rel))
+	if m == nil {
+		return "", fmt.Errorf("conformance: unexpected results directory %s", rel)
+	}
+	return m[1], nil
 }
 
 // Report is a run held against the baseline.
@@ -362,19 +380,26 @@ func Compare(results map[string]Result, baseline map[string]string, scenarios []
 	for _, n := range slices.Compact(names) {
 		res, ran := results[n]
 		reason, listed := baseline[n]
-		row := Row{Result: res, Ran: ran, Expected: reason}
-		row.Scenario = n
-		rep.Rows = append(rep.Rows, row)
-		switch {
-		case !ran:
-			rep.Missing = append(rep.Missing, n)
-		case !res.Passed && !listed:
-			rep.Unexpected = append(rep.Unexpected, n)
-		case res.Passed && listed:
-			rep.Stale = append(rep.Stale, n)
-		}
+		rep.add(n, res, ran, reason, listed)
 	}
 	return rep
+}
+
+// add adds scenario n's row: its result when it ran, and the baseline's
+// reason when it lists it; one that did not run is missing, one that
+// failed unlisted unexpected, one that passed listed stale.
+func (rep *Report) add(n string, res Result, ran bool, reason string, listed bool) {
+	row := Row{Result: res, Ran: ran, Expected: reason}
+	row.Scenario = n
+	rep.Rows = append(rep.Rows, row)
+	switch {
+	case !ran:
+		rep.Missing = append(rep.Missing, n)
+	case !res.Passed && !listed:
+		rep.Unexpected = append(rep.Unexpected, n)
+	case res.Passed && listed:
+		rep.Stale = append(rep.Stale, n)
+	}
 }
 
 // Counts is how many scenarios ran and passed.
@@ -441,6 +466,22 @@ func (r Report) writeDifferences(w io.Writer) {
 	}
 }
 
+// listedScenario is the scenario a line of the list names, if it is an
+// item under "Client scenarios"; a heading line sets *inClient, whether
+// those follow.
+func listedScenario(line string, inClient *bool) (string, bool) {
+	if !strings.HasPrefix(line, " ") {
+		*inClient = strings.HasPrefix(line, "Client scenarios")
+		return "", false
+	}
+	item, ok := strings.CutPrefix(strings.TrimSpace(line), "- ")
+	if !*inClient || !ok {
+		return "", false
+	}
+	name, _, _ := strings.Cut(item, " ")
+	return name, true
+}
+
 // ParseList reads the client scenarios from the suite's `list` output:
 // the "  - <name> [<spec versions>]" lines under "Client scenarios".
 func ParseList(r io.Reader) ([]string, error) {
@@ -448,17 +489,9 @@ func ParseList(r io.Reader) ([]string, error) {
 	sc := bufio.NewScanner(r)
 	inClient := false
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, " ") {
-			inClient = strings.HasPrefix(line, "Client scenarios")
-			continue
+		if name, ok := listedScenario(sc.Text(), &inClient); ok {
+			names = append(names, name)
 		}
-		item, ok := strings.CutPrefix(strings.TrimSpace(line), "- ")
-		if !inClient || !ok {
-			continue
-		}
-		name, _, _ := strings.Cut(item, " ")
-		names = append(names, name)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

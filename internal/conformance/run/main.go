@@ -68,12 +68,7 @@ func run(ctx context.Context, baselineFile, node, suite string, direct, verbose 
 	}
 
 	var agentdLog bytes.Buffer
-	d, err := conformance.StartAgentd(&agentdLog)
-	if err != nil {
-		return false, err
-	}
-	results, err := runSuite(ctx, node, suite, shim, filepath.Join(tmp, "agentd"), []string{conformance.AddrEnv + "=" + d.Addr}, verbose)
-	err = errors.Join(err, d.Stop())
+	results, err := runOnAgentd(ctx, node, suite, shim, filepath.Join(tmp, "agentd"), &agentdLog, verbose)
 	if err != nil {
 		return false, err
 	}
@@ -95,6 +90,20 @@ func run(ctx context.Context, baselineFile, node, suite string, direct, verbose 
 	}
 	fmt.Printf("(%s)\n", time.Since(start).Round(100*time.Millisecond))
 	return report.OK(), nil
+}
+
+// runOnAgentd runs the suite with the shim as the client, against an
+// agentd served here that logs to log, its results written under out.
+func runOnAgentd(ctx context.Context, node, suite, shim, out string, log io.Writer, verbose bool) (map[string]conformance.Result, error) {
+	d, err := conformance.StartAgentd(log)
+	if err != nil {
+		return nil, err
+	}
+	results, err := runSuite(ctx, node, suite, shim, out, []string{conformance.AddrEnv + "=" + d.Addr}, verbose)
+	if err = errors.Join(err, d.Stop()); err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 // readBaseline reads the baseline file's expected failures.
@@ -177,13 +186,20 @@ func runSuite(ctx context.Context, node, suite, command, out string, env []strin
 	if verbose {
 		os.Stdout.Write(log.Bytes())
 	}
+	return suiteResults(out, err, &log)
+}
+
+// suiteResults reads the results the suite wrote under out, after it
+// exited with err; none is an error, which quotes the end of its log. A
+// nonzero exit is the suite's verdict, judged here.
+func suiteResults(out string, err error, log io.Reader) (map[string]conformance.Result, error) {
 	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) { // a nonzero exit is the suite's verdict, judged here
+	if err != nil && !errors.As(err, &exit) {
 		return nil, fmt.Errorf("the suite: %w", err)
 	}
 	results, rerr := conformance.ReadResults(out)
 	if rerr == nil && len(results) == 0 {
-		rerr = fmt.Errorf("the suite wrote no results (%v):\n%s", err, lastLines(&log, 20))
+		rerr = fmt.Errorf("the suite wrote no results (%v):\n%s", err, lastLines(log, 20))
 	}
 	return results, rerr
 }

@@ -51,15 +51,11 @@ func run(ctx context.Context, direct bool, scenario, url string) error {
 	if direct {
 		return runDirect(ctx, scenario, url)
 	}
-	addr := os.Getenv(conformance.AddrEnv)
-	if addr == "" {
-		d, err := conformance.StartAgentd(os.Stderr)
-		if err != nil {
-			return err
-		}
-		defer d.Stop()
-		addr = d.Addr
+	addr, stop, err := agentdAddr()
+	if err != nil {
+		return err
 	}
+	defer stop()
 	c, err := conformance.ParseContext(os.Getenv(conformance.ContextEnv))
 	if err != nil {
 		return err
@@ -71,6 +67,19 @@ func run(ctx context.Context, direct bool, scenario, url string) error {
 	}
 	fmt.Printf("completed: %q\n", out.Final)
 	return nil
+}
+
+// agentdAddr is the address of the agentd the run serves (AddrEnv), or,
+// run alone, of one served here until stop.
+func agentdAddr() (addr string, stop func(), err error) {
+	if addr := os.Getenv(conformance.AddrEnv); addr != "" {
+		return addr, func() {}, nil
+	}
+	d, err := conformance.StartAgentd(os.Stderr)
+	if err != nil {
+		return "", nil, err
+	}
+	return d.Addr, func() { _ = d.Stop() }, nil
 }
 
 // printOutcome prints the requests the shim answered and the tool calls'
