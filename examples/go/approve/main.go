@@ -11,9 +11,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -47,17 +45,8 @@ func run(o connect.Options, file string) error {
 		return err
 	}
 	a := approver{stream: stream}
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := a.handle(ev); err != nil {
-			return err
-		}
+	if err := connect.Each(stream, a.handle); err != nil {
+		return err
 	}
 	if a.approved != 1 || !strings.Contains(a.final, "approved by a person") {
 		return fmt.Errorf("the approved call did not complete (approved %d, final %q)", a.approved, a.final)
@@ -73,18 +62,23 @@ type approver struct {
 	final    string
 }
 
+// approve approves the call r asks about.
+func (a *approver) approve(r *agentdv1.ApprovalRequest) error {
+	fmt.Println("approval_request", r.GetToolName(), r.GetArguments(), "-> approve")
+	if err := a.stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+		RequestId: r.GetId(), Approved: true, Digest: r.GetDigest(),
+	}}}); err != nil {
+		return err
+	}
+	a.approved++
+	return nil
+}
+
 // handle prints ev, and approves it if it is an approval request.
 func (a *approver) handle(ev *agentdv1.GenerateResponse) error {
 	switch k := ev.GetEvent().(type) {
 	case *agentdv1.GenerateResponse_ApprovalRequest:
-		r := k.ApprovalRequest
-		fmt.Println("approval_request", r.GetToolName(), r.GetArguments(), "-> approve")
-		if err := a.stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
-			RequestId: r.GetId(), Approved: true, Digest: r.GetDigest(),
-		}}}); err != nil {
-			return err
-		}
-		a.approved++
+		return a.approve(k.ApprovalRequest)
 	case *agentdv1.GenerateResponse_ToolCallFinished:
 		fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
 	case *agentdv1.GenerateResponse_Paused:

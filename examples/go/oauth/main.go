@@ -57,17 +57,8 @@ func run(o connect.Options, file string, stdin io.Reader, stdout io.Writer) erro
 		return err
 	}
 	p := person{stream: stream, answers: bufio.NewScanner(stdin), out: stdout}
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := p.handle(ev); err != nil {
-			return err
-		}
+	if err := connect.Each(stream, p.handle); err != nil {
+		return err
 	}
 	if !p.completed {
 		return errors.New("the generation did not complete")

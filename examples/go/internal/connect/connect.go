@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
@@ -199,4 +200,21 @@ func Start(ctx context.Context, conn grpc.ClientConnInterface, start *agentdv1.S
 		return nil, err
 	}
 	return stream, nil
+}
+
+// Each calls handle with each of stream's events, until the stream ends
+// (nil), or Recv or handle fails.
+func Each(stream agentdv1.AgentService_GenerateClient, handle func(*agentdv1.GenerateResponse) error) error {
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := handle(ev); err != nil {
+			return err
+		}
+	}
 }

@@ -62,16 +62,8 @@ func (p Policy) Generate(ctx context.Context, client agentdv1.AgentServiceClient
 		f := follower{p: p, wait: p.Backoff}
 		req := first
 		for {
-			// An attach waits for the connection (within ctx) instead of
-			// failing at once while it reconnects.
-			stream, err := open(ctx, client, req, grpc.WaitForReady(f.id != ""))
-			if err == nil {
-				var stopped bool
-				if stopped, err = f.read(stream, yield); stopped {
-					return
-				}
-			}
-			if f.done {
+			stopped, err := f.follow(ctx, client, req, yield)
+			if stopped || f.done {
 				return // and however its stream ended, nothing is missing
 			}
 			cause, err := f.retry(ctx, err)
@@ -99,6 +91,17 @@ type follower struct {
 	done     bool
 	failures int
 	wait     time.Duration
+}
+
+// follow opens a stream with req and reads it to its end. An attach
+// waits for the connection (within ctx) instead of failing at once while
+// it reconnects.
+func (f *follower) follow(ctx context.Context, client agentdv1.AgentServiceClient, req *agentdv1.GenerateRequest, yield func(*agentdv1.GenerateResponse, error) bool) (stopped bool, err error) {
+	stream, err := open(ctx, client, req, grpc.WaitForReady(f.id != ""))
+	if err != nil {
+		return false, err
+	}
+	return f.read(stream, yield)
 }
 
 // read yields the stream's events that were not yielded yet, until it
