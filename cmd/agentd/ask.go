@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,9 +59,15 @@ func (l *lines) read() {
 			return
 		}
 		if err != nil {
-			break
+			l.ended()
+			return
 		}
 	}
+}
+
+// ended answers every later question with the end of the input, until
+// done is closed.
+func (l *lines) ended() {
 	for {
 		select {
 		case l.c <- line{}:
@@ -79,15 +86,14 @@ func loopbackRedirect(raw string) (*url.URL, bool) {
 		return nil, false
 	}
 	target, err := url.Parse(u.Query().Get("redirect_uri"))
-	if err != nil || target.Scheme != "http" || target.Port() == "" || target.User != nil {
+	if err != nil || target.Scheme != "http" || target.Port() == "" || target.User != nil || !slices.Contains(loopbackHosts, target.Hostname()) {
 		return nil, false
 	}
-	switch target.Hostname() {
-	case "127.0.0.1", "localhost", "::1":
-		return target, true
-	}
-	return nil, false
+	return target, true
 }
+
+// loopbackHosts are the hosts of a loopback redirect target.
+var loopbackHosts = []string{"127.0.0.1", "localhost", "::1"}
 
 // closePage is what the browser shows once its redirect is caught.
 const closePage = `<!doctype html>

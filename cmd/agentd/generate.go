@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -52,11 +53,7 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	creds, err := f.credentials()
-	if err != nil {
-		return err
-	}
-	conn, err := grpcserver.Dial(f.addr, grpcserver.Telemetry{}, creds)
+	conn, err := f.dial()
 	if err != nil {
 		return err
 	}
@@ -150,6 +147,15 @@ func (f *generateFlags) firstRequest() (*agentdv1.GenerateRequest, error) {
 	return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: r}}, nil
 }
 
+// dial connects to --addr, over TLS when a TLS flag is given.
+func (f *generateFlags) dial() (*grpc.ClientConn, error) {
+	creds, err := f.credentials()
+	if err != nil {
+		return nil, err
+	}
+	return grpcserver.Dial(f.addr, grpcserver.Telemetry{}, creds)
+}
+
 // credentials are TLS's when any TLS flag is given; nil dials in
 // plaintext.
 func (f *generateFlags) credentials() (credentials.TransportCredentials, error) {
@@ -189,12 +195,7 @@ func converse(ctx context.Context, stream agentdv1.AgentService_GenerateClient, 
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			b, _ := protojson.Marshal(ev)
-			fmt.Fprintln(stdout, string(b))
-		} else {
-			p.print(ev)
-		}
+		p.show(ev, asJSON)
 		switch answer := answerFor(ctx, ev, answers, stderr); {
 		case answer != nil:
 			err = stream.Send(answer)
@@ -372,6 +373,16 @@ type printer struct {
 	inText bool
 }
 
+// show prints ev for a person or, asJSON, as one line of JSON.
+func (p *printer) show(ev *agentdv1.GenerateResponse, asJSON bool) {
+	if asJSON {
+		b, _ := protojson.Marshal(ev)
+		fmt.Fprintln(p.w, string(b))
+		return
+	}
+	p.print(ev)
+}
+
 func (p *printer) line(format string, args ...any) {
 	if p.inText {
 		fmt.Fprintln(p.w)
@@ -387,6 +398,32 @@ func (p *printer) print(ev *agentdv1.GenerateResponse) {
 	case *agentdv1.GenerateResponse_TextDelta:
 		fmt.Fprint(p.w, k.TextDelta.GetText())
 		p.inText = true
+	case *agentdv1.GenerateResponse_AuthorizationRequest:
+		p.authorizationRequest(k.AuthorizationRequest)
+	case *agentdv1.GenerateResponse_InputRequest:
+		r := k.InputRequest
+		p.line("input requested by server %s: %s", r.GetServerName(), r.GetMessage())
+		if r.GetUrl() != "" {
+			p.line("  %s", r.GetUrl())
+		}
+	case *agentdv1.GenerateResponse_Usage:
+		u := k.Usage
+		p.line("usage turn %d: %d input, %d output tokens, %d bytes of tool schemas", u.GetTurn(), u.GetInputTokens(), u.GetOutputTokens(), u.GetToolSchemaBytes())
+	case *agentdv1.GenerateResponse_Paused:
+		p.paused(k.Paused)
+	case *agentdv1.GenerateResponse_Completed:
+		c := k.Completed
+		p.line("completed (%s, %d tool turns)", enumWord(c.GetStopReason().String(), "STOP_REASON_"), c.GetToolTurns())
+	default:
+		p.toolCall(ev)
+	}
+}
+
+// toolCall prints the events of a tool call: its start and end, the
+// approval it waits for, a function call for the client, and a call the
+// provider made itself.
+func (p *printer) toolCall(ev *agentdv1.GenerateResponse) {
+	switch k := ev.GetEvent().(type) {
 	case *agentdv1.GenerateResponse_ToolCallStarted:
 		t := k.ToolCallStarted
 		p.line("tool call %s %s%s", t.GetToolName(), t.GetArguments(), onServer(t.GetServerName()))
@@ -401,25 +438,9 @@ func (p *printer) print(ev *agentdv1.GenerateResponse) {
 		p.line("approval requested: %s%s", k.ApprovalRequest.GetToolName(), onServer(k.ApprovalRequest.GetServerName()))
 	case *agentdv1.GenerateResponse_FunctionCall:
 		p.line("function call %s %s", k.FunctionCall.GetName(), k.FunctionCall.GetArguments())
-	case *agentdv1.GenerateResponse_AuthorizationRequest:
-		p.authorizationRequest(k.AuthorizationRequest)
-	case *agentdv1.GenerateResponse_InputRequest:
-		r := k.InputRequest
-		p.line("input requested by server %s: %s", r.GetServerName(), r.GetMessage())
-		if r.GetUrl() != "" {
-			p.line("  %s", r.GetUrl())
-		}
 	case *agentdv1.GenerateResponse_ProviderToolCall:
 		c := k.ProviderToolCall
 		p.line("provider tool call %s%s: %s", c.GetToolName(), onServer(c.GetServerName()), c.GetOutput())
-	case *agentdv1.GenerateResponse_Usage:
-		u := k.Usage
-		p.line("usage turn %d: %d input, %d output tokens, %d bytes of tool schemas", u.GetTurn(), u.GetInputTokens(), u.GetOutputTokens(), u.GetToolSchemaBytes())
-	case *agentdv1.GenerateResponse_Paused:
-		p.paused(k.Paused)
-	case *agentdv1.GenerateResponse_Completed:
-		c := k.Completed
-		p.line("completed (%s, %d tool turns)", enumWord(c.GetStopReason().String(), "STOP_REASON_"), c.GetToolTurns())
 	}
 }
 
