@@ -346,23 +346,32 @@ func (r *resultFlags) Set(v string) error {
 	return nil
 }
 
+// startRequest is the generation's start: --request's file, else the
+// prompt to the provider and model given.
 func startRequest(file, provider, model, prompt string) (*agentdv1.StartGeneration, error) {
-	start := &agentdv1.StartGeneration{}
 	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		if err := protojson.Unmarshal(data, start); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		return start, nil
+		return readStartRequest(file)
 	}
 	if prompt == "" {
 		return nil, errors.New("give --request FILE, or --prompt (with --provider and --model)")
 	}
-	start.Agent = &agentdv1.Agent{Provider: provider, Model: model}
-	start.Messages = []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: prompt}}}}}
+	return &agentdv1.StartGeneration{
+		Agent:    &agentdv1.Agent{Provider: provider, Model: model},
+		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: prompt}}}}},
+	}, nil
+}
+
+// readStartRequest reads a StartGeneration, in the proto JSON mapping,
+// from file.
+func readStartRequest(file string) (*agentdv1.StartGeneration, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	start := &agentdv1.StartGeneration{}
+	if err := protojson.Unmarshal(data, start); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	return start, nil
 }
 
