@@ -333,43 +333,8 @@ func (s *HTTPServer) newServer() *mcp.Server {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(fmt.Sprint(s.Executions("count"))), nil
 		})
-	mcp.AddTool(srv, &mcp.Tool{Name: "stream", Description: "Sends progress, then answers."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in StreamInput) (*mcp.CallToolResult, any, error) {
-			ticks, interval := StreamTicks, StreamInterval
-			if in.Ticks > 0 {
-				ticks = in.Ticks
-			}
-			if in.IntervalMS > 0 {
-				interval = time.Duration(in.IntervalMS) * time.Millisecond
-			}
-			for i := range ticks {
-				select {
-				case <-ctx.Done():
-					return nil, nil, ctx.Err()
-				case <-s.stop:
-					return nil, nil, errors.New("server closed")
-				case <-time.After(interval):
-				}
-				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: "stream", Progress: float64(i + 1), Total: float64(ticks), Message: "still working",
-				}); err != nil {
-					return nil, nil, err
-				}
-			}
-			return text(fmt.Sprintf("sent %d notifications", ticks)), nil, nil
-		})
-	srv.AddTool(&mcp.Tool{Name: "silent", Description: "Never answers.", InputSchema: objectSchema},
-		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			select {
-			case <-ctx.Done():
-				s.mu.Lock()
-				s.cancelled["silent"]++
-				s.mu.Unlock()
-				return nil, ctx.Err()
-			case <-s.stop:
-				return nil, errors.New("server closed")
-			}
-		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "stream", Description: "Sends progress, then answers."}, s.stream)
+	srv.AddTool(&mcp.Tool{Name: "silent", Description: "Never answers.", InputSchema: objectSchema}, s.silent)
 	srv.AddTool(&mcp.Tool{Name: "meta", Description: "The call's _meta, as JSON.", InputSchema: objectSchema}, metaTool)
 	srv.AddTool(&mcp.Tool{Name: "authorization", Description: "The Authorization header of the call.", InputSchema: objectSchema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -380,30 +345,77 @@ func (s *HTTPServer) newServer() *mcp.Server {
 		})
 	addElicit(srv, s.stop)
 	addSample(srv, s.stop)
-	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	srv.AddReceivingMiddleware(s.countRequests)
+	return srv
+}
+
+// stream is the stream tool: it sends a progress notification every
+// interval (StreamInterval, or the input's), ticks times (StreamTicks, or
+// the input's), then answers.
+func (s *HTTPServer) stream(ctx context.Context, req *mcp.CallToolRequest, in StreamInput) (*mcp.CallToolResult, any, error) {
+	ticks, interval := StreamTicks, StreamInterval
+	if in.Ticks > 0 {
+		ticks = in.Ticks
+	}
+	if in.IntervalMS > 0 {
+		interval = time.Duration(in.IntervalMS) * time.Millisecond
+	}
+	for i := range ticks {
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-s.stop:
+			return nil, nil, errors.New("server closed")
+		case <-time.After(interval):
+		}
+		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: "stream", Progress: float64(i + 1), Total: float64(ticks), Message: "still working",
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return text(fmt.Sprintf("sent %d notifications", ticks)), nil, nil
+}
+
+// silent is the silent tool: it answers only when its call is cancelled
+// (which it counts) or the server closes.
+func (s *HTTPServer) silent(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	select {
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.cancelled["silent"]++
+		s.mu.Unlock()
+		return nil, ctx.Err()
+	case <-s.stop:
+		return nil, errors.New("server closed")
+	}
+}
+
+// countRequests is the server's middleware that counts handshakes
+// (initialize, and a stateless server's discover), discovers and tool
+// executions.
+func (s *HTTPServer) countRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		s.mu.Lock()
+		switch method {
+		case "initialize":
+			s.handshakes++
+		case "server/discover":
+			s.discovers++
+			s.mu.Unlock()
+			res, err := next(ctx, method, req)
 			s.mu.Lock()
-			switch method {
-			case "initialize":
-				s.handshakes++
-			case "server/discover":
-				s.discovers++
-				s.mu.Unlock()
-				res, err := next(ctx, method, req)
-				s.mu.Lock()
-				if err == nil && s.opts.Mode == Stateless {
-					s.handshakes++ // the 2026-07-28 handshake
-				}
-				s.mu.Unlock()
-				return res, err
-			case "tools/call":
-				if call, ok := req.(*mcp.CallToolRequest); ok {
-					s.executions[call.Params.Name]++
-				}
+			if err == nil && s.opts.Mode == Stateless {
+				s.handshakes++ // the 2026-07-28 handshake
 			}
 			s.mu.Unlock()
-			return next(ctx, method, req)
+			return res, err
+		case "tools/call":
+			if call, ok := req.(*mcp.CallToolRequest); ok {
+				s.executions[call.Params.Name]++
+			}
 		}
-	})
-	return srv
+		s.mu.Unlock()
+		return next(ctx, method, req)
+	}
 }

@@ -43,37 +43,49 @@ func Collect(t testing.TB, reader sdkmetric.Reader, sums Sums) map[string]float6
 	out := make(map[string]float64)
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					out[Key(m.Name, p.Attributes)] = float64(p.Value)
-				}
-			case metricdata.Sum[float64]:
-				for _, p := range d.DataPoints {
-					out[Key(m.Name, p.Attributes)] = p.Value
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					out[Key(m.Name, p.Attributes)] = float64(p.Value)
-				}
-			case metricdata.Gauge[float64]:
-				for _, p := range d.DataPoints {
-					out[Key(m.Name, p.Attributes)] = p.Value
-				}
-			case metricdata.Histogram[int64]:
-				for _, p := range d.DataPoints {
-					histogram(out, sums, m.Name, p.Attributes, float64(p.Sum), p.Count)
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					histogram(out, sums, m.Name, p.Attributes, p.Sum, p.Count)
-				}
-			default:
+			if !put(out, sums, m) {
 				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
 			}
 		}
 	}
 	return out
+}
+
+// put puts m's points into out; false for a kind of data it does not
+// read.
+func put(out map[string]float64, sums Sums, m metricdata.Metrics) bool {
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		putPoints(out, m.Name, d.DataPoints)
+	case metricdata.Sum[float64]:
+		putPoints(out, m.Name, d.DataPoints)
+	case metricdata.Gauge[int64]:
+		putPoints(out, m.Name, d.DataPoints)
+	case metricdata.Gauge[float64]:
+		putPoints(out, m.Name, d.DataPoints)
+	case metricdata.Histogram[int64]:
+		putHistograms(out, sums, m.Name, d.DataPoints)
+	case metricdata.Histogram[float64]:
+		putHistograms(out, sums, m.Name, d.DataPoints)
+	default:
+		return false
+	}
+	return true
+}
+
+// putPoints puts each point's value under its key.
+func putPoints[N int64 | float64](out map[string]float64, name string, points []metricdata.DataPoint[N]) {
+	for _, p := range points {
+		out[Key(name, p.Attributes)] = float64(p.Value)
+	}
+}
+
+// putHistograms puts each histogram's count and, when sums says so, its
+// sum.
+func putHistograms[N int64 | float64](out map[string]float64, sums Sums, name string, points []metricdata.HistogramDataPoint[N]) {
+	for _, p := range points {
+		histogram(out, sums, name, p.Attributes, float64(p.Sum), p.Count)
+	}
 }
 
 func histogram(out map[string]float64, sums Sums, name string, attrs attribute.Set, sum float64, count uint64) {
