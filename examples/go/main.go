@@ -84,13 +84,6 @@ func printEvent(ev *agentdv1.GenerateResponse, withdrawn string) (final string) 
 		fmt.Println("started", k.Started.GetGenerationId())
 	case *agentdv1.GenerateResponse_TextDelta:
 		fmt.Printf("text_delta %q\n", k.TextDelta.GetText())
-	case *agentdv1.GenerateResponse_ToolCallStarted:
-		fmt.Println("tool_call_started", k.ToolCallStarted.GetToolName(), k.ToolCallStarted.GetArguments())
-	case *agentdv1.GenerateResponse_ToolProgress:
-		p := k.ToolProgress
-		fmt.Printf("tool_progress %s %g/%g %s\n", p.GetCallId(), p.GetProgress(), p.GetTotal(), p.GetMessage())
-	case *agentdv1.GenerateResponse_ToolCallFinished:
-		fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
 	case *agentdv1.GenerateResponse_TurnWithdrawn:
 		fmt.Printf("turn_withdrawn %d (%s): discarding %q, the turn is asked again\n",
 			k.TurnWithdrawn.GetTurn(), k.TurnWithdrawn.GetReason(), withdrawn)
@@ -99,8 +92,23 @@ func printEvent(ev *agentdv1.GenerateResponse, withdrawn string) (final string) 
 	case *agentdv1.GenerateResponse_Completed:
 		final = connect.Text(k.Completed.GetMessage())
 		fmt.Println("completed", final)
+	default:
+		printToolEvent(ev)
 	}
 	return final
+}
+
+// printToolEvent prints a tool call's start, progress and end.
+func printToolEvent(ev *agentdv1.GenerateResponse) {
+	switch k := ev.GetEvent().(type) {
+	case *agentdv1.GenerateResponse_ToolCallStarted:
+		fmt.Println("tool_call_started", k.ToolCallStarted.GetToolName(), k.ToolCallStarted.GetArguments())
+	case *agentdv1.GenerateResponse_ToolProgress:
+		p := k.ToolProgress
+		fmt.Printf("tool_progress %s %g/%g %s\n", p.GetCallId(), p.GetProgress(), p.GetTotal(), p.GetMessage())
+	case *agentdv1.GenerateResponse_ToolCallFinished:
+		fmt.Println("tool_call_finished", k.ToolCallFinished.GetToolName(), k.ToolCallFinished.GetOutput())
+	}
 }
 
 func printUsage(u *agentdv1.Usage) {

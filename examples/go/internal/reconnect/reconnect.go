@@ -144,17 +144,28 @@ func (f *follower) record(ev *agentdv1.GenerateResponse) bool {
 // ends the loop with final. cause is what OnAttach is told.
 func (f *follower) retry(ctx context.Context, err error) (cause, final error) {
 	ended := errors.Is(err, io.EOF) // without a status, as a detached start's stream does
-	switch {
-	case f.id == "" && ended:
-		return nil, errors.New("the stream ended before the generation started")
-	case f.id == "" || !ended && status.Code(err) != codes.Unavailable:
-		return nil, err
-	case f.failures >= f.p.Attempts:
-		return nil, fmt.Errorf("generation %s: gave up after %d attempts to attach: %w", f.id, f.failures, err)
-	case ended:
+	if final := f.giveUp(err, ended); final != nil {
+		return nil, final
+	}
+	if ended {
 		return nil, nil
 	}
 	return err, f.backOff(ctx)
+}
+
+// giveUp is the error that ends the loop after a stream ended with err
+// (ended: without a status): one before the generation started, one
+// other than UNAVAILABLE, or the last attempt's; nil to attach again.
+func (f *follower) giveUp(err error, ended bool) error {
+	switch {
+	case f.id == "" && ended:
+		return errors.New("the stream ended before the generation started")
+	case f.id == "" || !ended && status.Code(err) != codes.Unavailable:
+		return err
+	case f.failures >= f.p.Attempts:
+		return fmt.Errorf("generation %s: gave up after %d attempts to attach: %w", f.id, f.failures, err)
+	}
+	return nil
 }
 
 // backOff waits between half the back-off and all of it, and doubles it
