@@ -96,7 +96,7 @@ func measure(ctx context.Context, o options, progress io.Writer) (rep *report, e
 	}
 	rep.judge()
 	if srv != nil {
-		keepLog(srv, rep, progress)
+		cleanUp(srv, rep, progress)
 	}
 	return rep, nil
 }
@@ -220,9 +220,9 @@ func stopLocal(srv *fleet, rep *report, proc *processReport) {
 	}
 }
 
-// keepLog removes the replicas' state after a run that passed, and keeps
+// cleanUp removes the replicas' state after a run that passed, and keeps
 // their log in the report of one that failed.
-func keepLog(srv *fleet, rep *report, progress io.Writer) {
+func cleanUp(srv *fleet, rep *report, progress io.Writer) {
 	if !rep.OK {
 		rep.Log = srv.logs()
 		return
