@@ -27,7 +27,7 @@ BRIDGE_ADDR  ?= 127.0.0.1:17071
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
 	@echo "make test              install test dependencies, then run every check and test"
-	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript)"
+	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript) and docs/configuration.md"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
 	@echo "make image             the container image (Dockerfile, target agentd) as $(IMAGE):VERSION; needs a Docker engine"
@@ -70,7 +70,12 @@ generate: tools
 	go test ./internal/config -run '^TestReference$$' -update
 
 # Lint: the protos (buf), Go formatting, vet and staticcheck (pinned in
-# tools/go.mod), both modules tidy, and no build output committed.
+# tools/go.mod), both modules tidy, no build output committed, and the
+# code's cyclomatic complexity (gocyclo, pinned in tools/go.mod): its
+# average and the functions over 15 printed, failing over an average of
+# 4.0 or on a function of 25 or more that does not say why it stays long;
+# and server/'s files readable in an order (tools/filerefs: fewer of their
+# references to each other point back than forward).
 STATICCHECK := go tool -modfile=tools/go.mod staticcheck
 lint: tools check-behavior
 	scripts/check-tracked-files.sh
@@ -82,6 +87,8 @@ lint: tools check-behavior
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	go vet ./...
 	$(STATICCHECK) ./...
+	scripts/cyclo.sh
+	cd tools && go run ./filerefs -dir .. -check ./server
 
 # Every behaviour id a test names is described in docs/behavior.md, and every
 # id described there is named by a test.

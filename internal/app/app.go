@@ -277,67 +277,110 @@ func NewAgent(o Options) (*Agent, error) {
 	if a.metrics, err = serveMetrics(o); err != nil {
 		return nil, err
 	}
-	if a.debug, err = serveDebug(o); err != nil {
+	if err := a.build(o); err != nil {
 		a.Close()
 		return nil, err
+	}
+	return a, nil
+}
+
+// build starts the rest of the agent, in order: the debug endpoint, the
+// store, the bridge (or the connection to a remote one), the servers with
+// their authentication, the AgentService, the admin services, and the
+// watches of the store and the remote bridge. Close stops what it started.
+func (a *Agent) build(o Options) error {
+	var err error
+	if a.debug, err = serveDebug(o); err != nil {
+		return err
 	}
 	if a.store, err = openStore(o.Config, o.Telemetry.MeterProvider); err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
+	if err := a.connectBridge(o); err != nil {
+		return err
+	}
+	log := o.Logger.With("component", "agent")
+	if err := a.newServers(o, log); err != nil {
+		return err
+	}
+	if err := a.startService(o, log); err != nil {
+		return err
+	}
+	a.serveAdmin(log)
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	a.stopWatch = stopWatch
+	a.watchStore(watchCtx, o.Config.Store.PingInterval, storeName(o.Config), log)
+	if a.embedded == nil {
+		// The embedded bridge lives and dies with this process; a remote
+		// one is watched as the store is, at the same interval.
+		a.watchBridge(watchCtx, o.Config.Store.PingInterval, o.Config.Bridge.Address, log)
+	}
+	return nil
+}
+
+// connectBridge dials the remote bridge bridge.address names, or starts
+// the embedded one on an in-memory listener and dials that.
+func (a *Agent) connectBridge(o Options) error {
 	// A tool result may be as large as the bridge lets it be (up to
 	// config.MaxMessageBytes), more than gRPC's default 4 MiB.
 	bridgeResults := grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(config.MaxMessageBytes + 1<<20))
+	var err error
 	if o.Config.Bridge.Address != "" {
 		a.bridgeConn, err = dialRemoteBridge(o, bridgeResults)
-	} else {
-		if a.embedded, err = newBridge(o, true); err != nil {
-			a.Close()
-			return nil, err
-		}
-		a.bridgeLis = bufconn.Listen(1 << 20)
-		ctx, cancel := context.WithCancel(context.Background())
-		a.cancel = cancel
-		a.bridgeDone = make(chan error, 1)
-		go func() { a.bridgeDone <- a.embedded.Serve(ctx, a.bridgeLis, o) }()
-		a.bridgeConn, err = grpcserver.Dial("passthrough:///agentd-bridge", o.Telemetry, nil,
-			append(grpcserver.InMemoryDialOptions(), bridgeResults,
-				grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.bridgeLis.DialContext(ctx) }))...)
+		return err
 	}
-	if err != nil {
-		a.Close()
-		return nil, err
+	if a.embedded, err = newBridge(o, true); err != nil {
+		return err
 	}
-	log := o.Logger.With("component", "agent")
+	a.bridgeLis = bufconn.Listen(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.bridgeDone = make(chan error, 1)
+	go func() { a.bridgeDone <- a.embedded.Serve(ctx, a.bridgeLis, o) }()
+	a.bridgeConn, err = grpcserver.Dial("passthrough:///agentd-bridge", o.Telemetry, nil,
+		append(grpcserver.InMemoryDialOptions(), bridgeResults,
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.bridgeLis.DialContext(ctx) }))...)
+	return err
+}
+
+// newServers makes the agent's gRPC server, with its TLS and its
+// callers' authentication, and the admin server when admin.listen sets one
+// for the embedded bridge.
+func (a *Agent) newServers(o Options, log *slog.Logger) error {
 	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
+	var err error
 	if serverOpts.Creds, err = serverCreds(o.Config.TLS, "tls", log); err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
 	if a.authn, err = authenticator(o, log); err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
 	withAuth(&serverOpts, a.authn)
 	if a.embedded != nil && o.Config.Admin.Listen != "" {
 		if a.Admin, a.AdminHealth, err = newAdminServer(o, a.embedded.Service, a.authn); err != nil {
-			a.Close()
-			return nil, err
+			return err
 		}
 	}
 	// After authentication: a caller learns the store is down only once
 	// it is let in.
 	serverOpts.Stream = append(serverOpts.Stream, a.storeGate(o.Config.Store.PingInterval))
 	a.Server, a.Health = grpcserver.New(serverOpts)
+	return nil
+}
+
+// startService makes the AgentService, with its bridge client, its
+// sealer and the OAuth tokens it keeps, starts its background work and
+// registers it.
+func (a *Agent) startService(o Options, log *slog.Logger) error {
 	bridge := bridgeclient.New(a.bridgeConn)
 	if a.embedded == nil {
 		bridge = bridgeclient.NewReplicated(a.bridgeConn, log)
 	}
 	var seal *sealer.Keyring
 	if f := o.Config.Store.EncryptionKeyFile; f != "" {
+		var err error
 		if seal, err = sealer.LoadKeyring(f, o.Config.Store.PreviousEncryptionKeyFiles); err != nil {
-			a.Close()
-			return nil, err
+			return err
 		}
 	}
 	// The OAuth tokens of MCP servers: sealed in the store with the
@@ -353,15 +396,14 @@ func NewAgent(o Options) (*Agent, error) {
 	}
 	registered, err := registeredURLServers(o.Config.Bridge.Servers)
 	if err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
-	svc := server.New(server.Options{
+	a.svc = server.New(server.Options{
 		Registered:     registered,
 		Sealer:         seal,
-		Tenants:        newTenants(&o.Config, regs, a.embedded != nil).lookup,
+		Tenants:        newTenants(&o.Config, a.providers, a.embedded != nil).lookup,
 		Logger:         log,
-		Providers:      regs.Global(),
+		Providers:      a.providers.Global(),
 		Bridge:         bridge,
 		Config:         o.Config.Generation,
 		TracerProvider: o.Telemetry.TracerProvider,
@@ -376,12 +418,16 @@ func NewAgent(o Options) (*Agent, error) {
 			ClientName:        o.Config.OAuth.ClientName,
 		},
 	})
-	a.svc = svc
-	svc.StartAdopter()
-	svc.StartSweeper()
-	svc.Register(a.Server)
-	// AdminService goes where the admin service is: on admin.listen when
-	// it is set, else beside the AgentService.
+	a.svc.StartAdopter()
+	a.svc.StartSweeper()
+	a.svc.Register(a.Server)
+	return nil
+}
+
+// serveAdmin registers the AdminService where the admin service is: on
+// admin.listen when it is set, else beside the AgentService, and the
+// embedded bridge's admin API beside it.
+func (a *Agent) serveAdmin(log *slog.Logger) {
 	if a.Admin != nil {
 		server.NewAdmin(a.tokens, log).Register(a.Admin)
 		a.AdminHealth.SetServingStatus(agentdv1.AdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -395,15 +441,6 @@ func NewAgent(o Options) (*Agent, error) {
 		a.embedded.Service.Admin().Register(a.Server)
 		a.Health.SetServingStatus(bridgev1.BridgeAdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	a.stopWatch = stopWatch
-	a.watchStore(watchCtx, o.Config.Store.PingInterval, storeName(o.Config), log)
-	if a.embedded == nil {
-		// The embedded bridge lives and dies with this process; a remote
-		// one is watched as the store is, at the same interval.
-		a.watchBridge(watchCtx, o.Config.Store.PingInterval, o.Config.Bridge.Address, log)
-	}
-	return a, nil
 }
 
 // Reload applies cfg's auth (which credentials are accepted, and as which

@@ -170,6 +170,13 @@ func CheckCommand(p *Problems, decl *agentdv1.MCPServer, name *string) agentdv1.
 	if decl.GetRef() != "" && (len(decl.GetArgs()) > 0 || len(decl.GetEnv()) > 0 || len(decl.GetUnsetEnv()) > 0) {
 		p.Add("", "a ref server takes its args and env from its registration; args, env and unset_env apply to command servers")
 	}
+	checkEnv(p, decl)
+	return agentdv1.Transport_TRANSPORT_STDIO
+}
+
+// checkEnv checks a command server's env and unset_env: names that can be
+// set, none both set and unset.
+func checkEnv(p *Problems, decl *agentdv1.MCPServer) {
 	for _, name := range decl.GetUnsetEnv() {
 		if _, both := decl.GetEnv()[name]; both {
 			p.Add("unset_env", "%s is both set in env and unset", name)
@@ -180,7 +187,6 @@ func CheckCommand(p *Problems, decl *agentdv1.MCPServer, name *string) agentdv1.
 			p.Add("env", "variable names must be non-empty and contain no '=' or NUL")
 		}
 	}
-	return agentdv1.Transport_TRANSPORT_STDIO
 }
 
 // CheckReadTimeout checks read_timeout, which every server may set, and

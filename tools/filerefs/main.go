@@ -3,9 +3,11 @@
 // in B (a package-level name, a method or a struct field). A reference
 // points back when B also refers to A, so that neither file reads without
 // the other; otherwise it points forward. It prints the counts,
-// and with -v every reference that points back.
+// and with -v every reference that points back; with -check it fails
+// unless fewer point back than forward: a package whose files can be read
+// in an order, each after those it uses.
 //
-//	cd tools && go run ./filerefs -dir .. [-v] [-tests] ./server
+//	cd tools && go run ./filerefs -dir .. [-v] [-tests] [-check] ./server
 package main
 
 import (
@@ -26,6 +28,7 @@ func main() {
 	verbose := flag.Bool("v", false, "list every reference that points back")
 	tests := flag.Bool("tests", false, "include the package's _test.go files")
 	dir := flag.String("dir", ".", "the module the package is in")
+	check := flag.Bool("check", false, "fail unless fewer references point back than forward")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		log.Fatal("usage: filerefs [-v] [-tests] <package>")
@@ -51,11 +54,18 @@ func main() {
 		files[e[0]], files[e[1]] = true, true
 	}
 	fmt.Printf("%s: %d files, %d references: %d point forward, %d point back\n", p.PkgPath, len(p.Syntax), len(edges), len(forward), len(back))
+	failed := *check && len(back) >= len(forward)
+	if failed {
+		fmt.Printf("%s: as many references point back as forward, or more: its files read only together (-v lists them)\n", p.PkgPath)
+	}
 	if *verbose {
 		slices.SortFunc(back, func(a, b [2]string) int { return strings.Compare(a[0]+a[1], b[0]+b[1]) })
 		for _, e := range back {
 			fmt.Printf("  %s -> %s\n", e[0], e[1])
 		}
+	}
+	if failed {
+		os.Exit(1)
 	}
 }
 
