@@ -334,8 +334,8 @@ func (s *Service) resolve(specs []*bridgev1.ServerSpec, tenant string) ([]*targe
 			sc.bad(f+".name", "%q is used twice", t.name)
 		}
 		seen[t.name] = true
-		if t.readTimeout <= 0 || t.readTimeout > mcpdecl.MaxReadTimeout {
-			sc.bad(f+".read_timeout", "must be a positive duration of at most %s", mcpdecl.MaxReadTimeout)
+		if t.readTimeout <= 0 {
+			sc.bad(f+".read_timeout", "must be positive")
 		}
 		parts := schemacache.KeyParts{Tenant: tenant, AllowedTools: t.allowedTools}
 		switch tr := spec.GetTransport().(type) {

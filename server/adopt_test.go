@@ -158,34 +158,8 @@ func waitRecord(t *testing.T, gens store.Generations, id string, cond func(store
 func TestAdoptionContinuesFromTheCheckpoint(t *testing.T) {
 	t.Parallel()
 	st := newStore(t, 0)
-	slowGate := make(chan struct{})
-	bridgeA := &fakeBridge{onList: offering(serverTools("files", "fast", "slow")), onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
-		if tool == "slow" {
-			select {
-			case <-slowGate:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		return &bridgev1.CallToolResponse{Output: tool + " done"}, nil
-	}}
-	gensA := &severable{Generations: st.Generations()}
-	a := adoptReplica(t, "replica-a", st, gensA, bridgeA, recordingScript())
-	agent := &agentdv1.Agent{Provider: "script", Mcps: []*agentdv1.MCPServer{commandServer("files", "files-server")}, ProviderOptions: script(t, `{"turns": [
-		{"tool_calls": [{"name": "fast", "arguments": {}}, {"name": "slow", "arguments": {}}]},
-		{"text": "results: {{tool_outputs}}"}]}`)}
-	id := startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
+	id, bridgeA, gensA, slowGate := diesMidTurn(t, st)
 	defer close(slowGate)
-
-	// The fast call finished (its result checkpointed) and the slow one runs.
-	testwait.For(t, "the call to slow", func() bool { return bridgeA.callsTo("slow") == 1 })
-	waitRecord(t, st.Generations(), id, func(g store.Generation) bool {
-		cp := &statev1.Checkpoint{}
-		_ = proto.Unmarshal(g.Checkpoint, cp)
-		states := cp.GetTurn().GetStates()
-		return len(states) == 2 && states[0].GetResult() != nil && states[1].GetResult() == nil
-	})
-	gensA.dead.Store(true) // replica-a dies
 
 	bridgeB := &fakeBridge{onList: offering(serverTools("files", "fast", "slow"))}
 	b := adoptReplica(t, "replica-b", st, st.Generations(), bridgeB, recordingScript())
@@ -222,6 +196,70 @@ func TestAdoptionContinuesFromTheCheckpoint(t *testing.T) {
 	testwait.For(t, "a bridge session closed", func() bool { return bridgeA.counts().Close > 0 })
 	if again, _ := record(t, &pausable{store: st}, id); again.LastSeq != g.LastSeq || again.State != store.Completed {
 		t.Errorf("after replica-a came back the record is %+v; want it untouched (%+v)", again, g)
+	}
+}
+
+// diesMidTurn starts a detached generation on replica-a whose tool turn
+// calls fast and slow, and kills replica-a (its store writes fail) once
+// fast's result is checkpointed and slow runs. slowGate, once sent to,
+// lets slow end; closed, it lets the test end.
+func diesMidTurn(t *testing.T, st store.Store) (id string, bridgeA *fakeBridge, gensA *severable, slowGate chan struct{}) {
+	t.Helper()
+	slowGate = make(chan struct{})
+	bridgeA = &fakeBridge{onList: offering(serverTools("files", "fast", "slow")), onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+		if tool == "slow" {
+			select {
+			case <-slowGate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return &bridgev1.CallToolResponse{Output: tool + " done"}, nil
+	}}
+	gensA = &severable{Generations: st.Generations()}
+	a := adoptReplica(t, "replica-a", st, gensA, bridgeA, recordingScript())
+	agent := &agentdv1.Agent{Provider: "script", Mcps: []*agentdv1.MCPServer{commandServer("files", "files-server")}, ProviderOptions: script(t, `{"turns": [
+		{"tool_calls": [{"name": "fast", "arguments": {}}, {"name": "slow", "arguments": {}}]},
+		{"text": "results: {{tool_outputs}}"}]}`)}
+	id = startDetached(t, a, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")})
+
+	// The fast call finished (its result checkpointed) and the slow one runs.
+	testwait.For(t, "the call to slow", func() bool { return bridgeA.callsTo("slow") == 1 })
+	waitRecord(t, st.Generations(), id, func(g store.Generation) bool {
+		cp := &statev1.Checkpoint{}
+		_ = proto.Unmarshal(g.Checkpoint, cp)
+		states := cp.GetTurn().GetStates()
+		return len(states) == 2 && states[0].GetResult() != nil && states[1].GetResult() == nil
+	})
+	gensA.dead.Store(true) // replica-a dies
+	return id, bridgeA, gensA, slowGate
+}
+
+// X-G3: a call that had started when its replica died, to a tool the
+// adopting replica's servers no longer offer, reaches the model as of
+// unknown outcome, naming no server, and the generation completes.
+func TestAdoptionOfACallToAToolNoLongerOffered(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 0)
+	id, _, _, slowGate := diesMidTurn(t, st)
+	defer close(slowGate)
+	bridgeB := &fakeBridge{onList: offering(serverTools("files", "fast"))}
+	b := adoptReplica(t, "replica-b", st, st.Generations(), bridgeB, recordingScript())
+	events, status := attachTo(t, b, id, 0)
+	if status.Code() != codes.OK {
+		t.Fatalf("the attached stream ended %v after %v", status, kinds(events))
+	}
+	var unknown *agentdv1.ToolCallFinished
+	for _, ev := range events {
+		if f := ev.GetToolCallFinished(); f.GetToolName() == "slow" && strings.Contains(f.GetOutput(), "may or may not have run") {
+			unknown = f
+		}
+	}
+	if unknown == nil || !unknown.GetIsError() || unknown.GetServerName() != "" || events[len(events)-1].GetCompleted() == nil {
+		t.Fatalf("events %v (slow: %v): want slow of unknown outcome, naming no server, and completed", kinds(events), unknown)
+	}
+	if got := bridgeB.calls(); len(got) != 0 {
+		t.Errorf("the adopting replica ran %v; no call may run twice", got)
 	}
 }
 

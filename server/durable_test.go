@@ -310,6 +310,9 @@ func TestAttachIsReadOnly(t *testing.T) {
 	id, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
 	defer waitForState(t, a, id, store.Paused) // its own client goes: it pauses
 	defer vanish()
+	// The record says it waits once the keeper has written the state,
+	// which may come after the client has the approval request.
+	waitForState(t, a, id, store.Waiting)
 	events, st := run(t, a.client, &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: id}}},
 		func(ev *agentdv1.GenerateResponse, s stream) {
 			if req := ev.GetApprovalRequest(); req != nil {

@@ -397,9 +397,11 @@ func (r *turnRun) restore(states []*statev1.CallState, inputs []*agentdv1.InputR
 func (r *turnRun) applyAnswers(res *resumption, again []int) error {
 	for _, d := range res.decisions {
 		if res.interrupted[d.GetRequestId()] {
-			i, _, _ := r.answered(waitsForApproval, d.GetRequestId(), false)
-			r.g.answered.add(d.GetRequestId())
-			r.mayHaveRun(i)
+			i, _, ok := r.answered(waitsForApproval, d.GetRequestId(), false)
+			if ok {
+				r.g.answered.add(d.GetRequestId())
+				r.mayHaveRun(i)
+			}
 			continue
 		}
 		if err := r.decide(d); err != nil {

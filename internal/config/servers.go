@@ -204,7 +204,7 @@ func (s Server) validateURL(f string, bad func(string, ...any)) {
 	var p mcpdecl.Problems
 	decl := s.Declaration(s.declared())
 	mcpdecl.CheckReadTimeout(&p, decl)
-	mcpdecl.CheckOAuthIn(&p, decl, registeredTerms)
+	mcpdecl.CheckOAuth(&p, decl, registeredTerms)
 	for _, v := range p.Under(f) {
 		bad("%s: %s", v.Field, v.Description)
 	}
@@ -214,7 +214,7 @@ func (s Server) validateURL(f string, bad func(string, ...any)) {
 // words.
 var registeredTerms = mcpdecl.Terms{
 	Secret: "a client secret", SecretSetting: "client_secret or client_secret_file",
-	Key: "private_key_file", CredentialsGrant: "the client_credentials grant",
+	Key: "private_key_file", CredentialsGrant: "the client_credentials grant", Files: true,
 }
 
 // validateFiles checks what the oauth block at f may set in a file, and

@@ -31,12 +31,12 @@ const (
 	MaxReconnectionWait = 10 * time.Minute
 )
 
-// Unnamed is the name of a server that sets none and has nothing to be
+// unnamed is the name of a server that sets none and has nothing to be
 // named after.
-const Unnamed = "unnamed server"
+const unnamed = "unnamed server"
 
-// ConnectorScheme is the scheme of the URLs that name OpenAI connectors.
-const ConnectorScheme = "mcp"
+// connectorScheme is the scheme of the URLs that name OpenAI connectors.
+const connectorScheme = "mcp"
 
 // Server is what a checked declaration resolves to.
 type Server struct {
@@ -92,10 +92,10 @@ func Check(decl *agentdv1.MCPServer) (Server, Problems) {
 	case *agentdv1.MCPServer_Url:
 		s.Transport = checkURL(&p, decl, &s.Name)
 	case *agentdv1.MCPServer_Command, *agentdv1.MCPServer_Ref:
-		s.Transport = CheckCommand(&p, decl, &s.Name)
+		s.Transport = checkCommand(&p, decl, &s.Name)
 	default:
 		if s.Name == "" {
-			s.Name = Unnamed
+			s.Name = unnamed
 		}
 		p.Add("", "MCP server %q needs a url, a command or a ref; it sets only %s", s.Name, setFields(decl))
 	}
@@ -114,7 +114,7 @@ func checkURL(p *Problems, decl *agentdv1.MCPServer, name *string) agentdv1.Tran
 	switch {
 	case err != nil || u.Host == "":
 		p.Add("url", "must be an absolute http, https or mcp URL")
-	case u.Scheme == ConnectorScheme:
+	case u.Scheme == connectorScheme:
 		transport = agentdv1.Transport_TRANSPORT_CONNECTOR
 	case u.Scheme == "http" || u.Scheme == "https":
 		transport = agentdv1.Transport_TRANSPORT_HTTP
@@ -122,7 +122,7 @@ func checkURL(p *Problems, decl *agentdv1.MCPServer, name *string) agentdv1.Tran
 		p.Add("url", "must be an http, https or mcp URL")
 	}
 	if *name == "" {
-		*name = Unnamed
+		*name = unnamed
 		if err == nil && u.Hostname() != "" {
 			*name = u.Hostname() // never the path or query: they often carry keys
 		}
@@ -139,7 +139,7 @@ func checkURL(p *Problems, decl *agentdv1.MCPServer, name *string) agentdv1.Tran
 	if decl.GetOauth() != nil && transport == agentdv1.Transport_TRANSPORT_CONNECTOR {
 		p.Add("oauth", "applies to http and https servers only; the provider authorizes its connectors")
 	}
-	CheckOAuth(p, decl)
+	CheckOAuth(p, decl, requestTerms)
 	return transport
 }
 
@@ -152,9 +152,9 @@ func CheckReconnectionWait(p *Problems, decl *agentdv1.MCPServer) {
 	}
 }
 
-// CheckCommand checks a command or ref server, named after its command's
+// checkCommand checks a command or ref server, named after its command's
 // base name or its ref by default.
-func CheckCommand(p *Problems, decl *agentdv1.MCPServer, name *string) agentdv1.Transport {
+func checkCommand(p *Problems, decl *agentdv1.MCPServer, name *string) agentdv1.Transport {
 	if decl.GetAuthorization() != "" || len(decl.GetHeaders()) > 0 || decl.GetMaxReconnectionWait() != nil || decl.GetOauth() != nil {
 		p.Add("", "authorization, headers, max_reconnection_wait and oauth apply to url servers only")
 	}

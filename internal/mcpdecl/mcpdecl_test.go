@@ -29,7 +29,7 @@ func TestCheckNamesAndTransports(t *testing.T) {
 		{&agentdv1.MCPServer{Name: "mine", Transport: &agentdv1.MCPServer_Ref{Ref: "demo"}},
 			Server{Name: "mine", Transport: agentdv1.Transport_TRANSPORT_STDIO, ReadTimeout: DefaultReadTimeout}},
 		{&agentdv1.MCPServer{},
-			Server{Name: Unnamed, ReadTimeout: DefaultReadTimeout}},
+			Server{Name: unnamed, ReadTimeout: DefaultReadTimeout}},
 	} {
 		got, _ := Check(tc.decl)
 		if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -62,9 +62,9 @@ func TestCheckProblems(t *testing.T) {
 // a key its file holds counts as set without being read.
 func TestCheckOAuthInTerms(t *testing.T) {
 	t.Parallel()
-	terms := Terms{Secret: "a client secret", SecretSetting: "client_secret or client_secret_file", Key: "private_key_file", CredentialsGrant: "the client_credentials grant"}
+	terms := Terms{Secret: "a client secret", SecretSetting: "client_secret or client_secret_file", Key: "private_key_file", CredentialsGrant: "the client_credentials grant", Files: true}
 	var p Problems
-	CheckOAuthIn(&p, &agentdv1.MCPServer{Oauth: &agentdv1.OAuthClient{
+	CheckOAuth(&p, &agentdv1.MCPServer{Oauth: &agentdv1.OAuthClient{
 		Grant: agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS, ClientSecret: FromFile, PrivateKey: FromFile, TokenEndpointAuthMethod: "client_secret_post",
 	}}, terms)
 	want := Problems{
@@ -74,5 +74,16 @@ func TestCheckOAuthInTerms(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+// A request's secret is never taken to be in a file: FromFile, in a
+// request, is a key like any other, and not a valid one.
+func TestRequestKeysAreParsed(t *testing.T) {
+	t.Parallel()
+	_, p := Check(&agentdv1.MCPServer{Transport: &agentdv1.MCPServer_Url{Url: "https://a.example/mcp"},
+		Oauth: &agentdv1.OAuthClient{ClientId: "c", PrivateKey: FromFile}})
+	if !hasViolation(p, "oauth.private_key") {
+		t.Errorf("problems %v; want the key refused", p)
 	}
 }

@@ -29,24 +29,25 @@ type Terms struct {
 	// CredentialsGrant names the client credentials grant: "the
 	// CLIENT_CREDENTIALS grant".
 	CredentialsGrant string
+	// Files lets a secret stand as FromFile: a registered server's
+	// secrets may be held in files, read and checked at start.
+	Files bool
 }
 
-// RequestTerms are a request's words.
-var RequestTerms = Terms{Secret: "client_secret", SecretSetting: "client_secret", Key: "private_key", CredentialsGrant: "the CLIENT_CREDENTIALS grant"}
+// requestTerms are a request's words; no secret of a request is held in a
+// file.
+var requestTerms = Terms{Secret: "client_secret", SecretSetting: "client_secret", Key: "private_key", CredentialsGrant: "the CLIENT_CREDENTIALS grant"}
 
 // FromFile stands, in a declaration made of a registered server's
-// settings, for a secret that a file holds: it counts as set, and what the
-// file holds is checked where the file is read.
+// settings (Terms.Files), for a secret that a file holds: it counts as
+// set, and what the file holds is checked where the file is read.
 const FromFile = "\x00held in a file"
 
-// CheckOAuth checks a url server's oauth block, in the request's words.
-func CheckOAuth(p *Problems, decl *agentdv1.MCPServer) { CheckOAuthIn(p, decl, RequestTerms) }
-
-// CheckOAuthIn checks a url server's oauth block, naming credentials in
+// CheckOAuth checks a url server's oauth block, naming credentials in
 // terms: agentd presents the tokens it obtains, so no static
 // authorization may stand beside it; a secret or key goes with a client
 // id, and the token endpoint's method with the secret or key it needs.
-func CheckOAuthIn(p *Problems, decl *agentdv1.MCPServer, terms Terms) {
+func CheckOAuth(p *Problems, decl *agentdv1.MCPServer, terms Terms) {
 	o := decl.GetOauth()
 	if o == nil {
 		return
@@ -61,7 +62,7 @@ func CheckOAuthIn(p *Problems, decl *agentdv1.MCPServer, terms Terms) {
 	}
 	checkClient(p, o, terms)
 	checkAuthMethod(p, o, terms)
-	if r := o.GetRedirectUrl(); r != "" && !AbsoluteURL(r) {
+	if r := o.GetRedirectUrl(); r != "" && !absoluteURL(r) {
 		p.Add("oauth.redirect_url", "must be an absolute URL")
 	}
 	if slices.Contains(o.GetScopes(), "") {
@@ -76,7 +77,7 @@ func checkClient(p *Problems, o *agentdv1.OAuthClient, terms Terms) {
 	if secret && key {
 		p.Add("oauth", "%s and %s exclude each other", terms.Secret, terms.Key)
 	}
-	if key && o.GetPrivateKey() != FromFile {
+	if key && !(terms.Files && o.GetPrivateKey() == FromFile) {
 		if _, err := mcpauth.ParsePrivateKey(o.GetPrivateKey()); err != nil {
 			p.Add("oauth.private_key", "must be an RSA or ECDSA P-256 private key in PEM (PKCS#8, PKCS#1 or SEC 1)")
 		}
@@ -111,9 +112,9 @@ func HTTPURL(raw string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-// AbsoluteURL reports whether s is an absolute URL; an http(s) one needs
+// absoluteURL reports whether s is an absolute URL; an http(s) one needs
 // a host.
-func AbsoluteURL(s string) bool {
+func absoluteURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && u.IsAbs() && (u.Host != "" || u.Scheme != "http" && u.Scheme != "https")
 }

@@ -122,8 +122,11 @@ func (c *Claim) Fence() int64 { return c.version }
 func (c *Claim) Held() bool { return c.version != 0 }
 
 // Let records that the claim is no longer the resume's: it paused again,
-// writing over it.
-func (c *Claim) Let() { c.version = 0 }
+// writing over it. It stops Keep first.
+func (c *Claim) Let() {
+	c.Stop()
+	c.version = 0
+}
 
 // Keep renews the claim every every while the generation runs, so that
 // no other resume takes over a live one; if another did (this one was

@@ -144,7 +144,7 @@ func (l *Log) Follow(ctx context.Context, tenant, id string, after int64, out fu
 			return err
 		}
 		if c.after >= rec.LastSeq && (rec.State.Finished() || rec.State == store.Paused) {
-			return EndStatus(rec)
+			return endStatus(rec)
 		}
 		adopted, err := l.adoptOrphan(ctx, rec, c)
 		if err != nil {

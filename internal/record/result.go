@@ -67,10 +67,10 @@ func DecodeResult(data []byte) (Result, error) {
 	return r, err
 }
 
-// EndStatus is how a stream following a generation ends: OK for one that
+// endStatus is how a stream following a generation ends: OK for one that
 // completed or paused, its own status for one that failed or was
 // cancelled.
-func EndStatus(rec store.Generation) error {
+func endStatus(rec store.Generation) error {
 	if rec.State != store.Failed && rec.State != store.Cancelled {
 		return nil
 	}
