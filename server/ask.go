@@ -1,32 +1,11 @@
 package server
 
 import (
-	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
 	"context"
 	"errors"
-
-	"github.com/agentd/agentd/internal/bridgeclient"
 )
-
-// Answer answers what the generation's bridged servers ask of agentd
-// (bridgeclient.Answerer).
-func (g *generation) Answer(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
-	switch k := r.GetKind().(type) {
-	case *bridgev1.ServerRequest_Authorization:
-		v, err := g.authorize(ctx, r.GetServerName(), k.Authorization)
-		if err != nil {
-			return bridgeclient.Refusal(err)
-		}
-		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Authorization{Authorization: v}}
-	case *bridgev1.ServerRequest_Elicitation:
-		return g.elicitAnswer(ctx, r)
-	case *bridgev1.ServerRequest_Sampling:
-		return g.sampleAnswer(ctx, r)
-	}
-	return nil
-}
 
 // toolCallKey holds, in an MCP tool call's context, the call's id: a
 // server's request during the call names it.

@@ -210,20 +210,6 @@ func (g *generation) pendingAuthorizations() []*statev1.PendingAuthorization {
 	return out
 }
 
-// compareRequestIDs orders "authorization_<n>" ids by n.
-func compareRequestIDs(a, b string) int {
-	if len(a) != len(b) {
-		return len(a) - len(b)
-	}
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // openAuthorization unseals a paused checkpoint's authorization.
 func (s *Service) openAuthorization(tenant, id string, pa *statev1.PendingAuthorization) (*deferredAuth, error) {
 	if s.sealer == nil {
@@ -241,19 +227,6 @@ func (s *Service) openAuthorization(tenant, id string, pa *statev1.PendingAuthor
 		return nil, fault.New(fault.FailedPrecondition, "the paused generation %q cannot be read by this agentd", id)
 	}
 	return &deferredAuth{server: pa.GetServerName(), request: req, pending: sd.Pending}, nil
-}
-
-// deferredRequests are the run's deferred authorization requests, in
-// request order, as the paused event lists them.
-func (g *generation) deferredRequests() []*agentdv1.AuthorizationRequest {
-	g.deferred.mu.Lock()
-	defer g.deferred.mu.Unlock()
-	var out []*agentdv1.AuthorizationRequest
-	for _, d := range g.deferred.byName {
-		out = append(out, d.request)
-	}
-	slices.SortFunc(out, func(a, b *agentdv1.AuthorizationRequest) int { return compareRequestIDs(a.GetId(), b.GetId()) })
-	return out
 }
 
 // completeAuthorizations exchanges the codes of the resume's answers for
@@ -298,4 +271,10 @@ func (g *generation) completeAuthorizations(ctx context.Context) error {
 		g.tokenObtained(ctx, d.server, sub.Config.Grant, t, "request", pa.GetRequestId())
 	}
 	return nil
+}
+
+// canDefer reports whether an unanswered authorization may pause the
+// generation.
+func (g *generation) canDefer() bool {
+	return g.s.checkpoints != nil && g.s.sealer != nil
 }

@@ -202,3 +202,29 @@ func readOnly(stream generateStream, misuse string) (context.Context, context.Ca
 	}()
 	return ctx, cancel
 }
+
+// clientless gives a generation that runs without a client (detached, or
+// adopted) its context, owned by the Service, and a link to nobody.
+func (s *Service) clientless(g *generation) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(s.bg)
+	g.link = newClientlessLink(cancel)
+	return ctx, cancel
+}
+
+// goRun runs a clientless generation in the background, owned by the
+// Service; false if the Service is closing (nothing ran).
+func (s *Service) goRun(g *generation, ctx context.Context, cancel context.CancelCauseFunc) bool {
+	return s.goBackground(func() {
+		s.bgRuns.Add(1)
+		defer s.bgRuns.Add(-1)
+		defer cancel(nil)
+		defer g.release()
+		err := g.run(ctx)
+		if err != nil {
+			g.failed(ctx)
+		}
+		g.settleJournal(ctx, err)
+		g.link.out.close()
+		g.logEnd(ctx, err)
+	})
+}

@@ -81,32 +81,6 @@ func (g *generation) checkpoint(turn *statev1.PausedTurn) {
 	g.journal.Checkpoint(g.snapshot(turn))
 }
 
-// setState records that the generation, in tool turn r, waits on its
-// client or runs again, with the turn's checkpoint.
-func (g *generation) setState(st store.State, r *turnRun) {
-	g.emitMu.Lock()
-	defer g.emitMu.Unlock()
-	g.journal.SetState(st, g.snapshot(r.runningState()))
-}
-
-// runningState is a tool turn's calls and the results it has, for a
-// running generation's checkpoint: a call without a result has no state.
-func (r *turnRun) runningState() *statev1.PausedTurn {
-	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls, States: make([]*statev1.CallState, len(r.calls))}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i, c := range r.calls {
-		st := &statev1.CallState{}
-		if res := r.results[i]; res != nil {
-			st.State = &statev1.CallState_Result{Result: res}
-		} else if r.begun[c.GetId()] {
-			t.Started = append(t.Started, c.GetId())
-		}
-		t.States[i] = st
-	}
-	return t
-}
-
 // emitLast sends the generation's last event, paused or completed, once
 // its record says so: a client that has seen it finds the record
 // paused (a resume can take it at once) or completed.

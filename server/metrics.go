@@ -217,20 +217,6 @@ func (l toolCallLabels) attrs() []attribute.KeyValue {
 		attribute.String("server", l.server), attribute.String("tool", l.tool), attribute.String("outcome", l.outcome)}
 }
 
-// countToolCall counts call c answered, as an error or not.
-func (g *generation) countToolCall(ctx context.Context, c *agentdv1.ToolCall, isError bool) {
-	owner := g.owners[c.GetName()]
-	if owner == nil {
-		g.s.meters.toolCall(ctx, g.tenant, "", "", toolUnknown)
-		return
-	}
-	outcome := toolOK
-	if isError {
-		outcome = toolError
-	}
-	g.s.meters.toolCall(ctx, g.tenant, owner.serverName(), owner.toolName(c.GetName()), outcome)
-}
-
 // approvalMeters are the Service's instruments of approvals and tool
 // executions. Like meters, every measurement carries the
 // generation's tenant, and none an approval request id, a call id, the
@@ -316,4 +302,24 @@ func (m *approvalMeters) decision(ctx context.Context, tenant, server, tool, d s
 // result flagged as an error, the fault's kind for a call that failed).
 func (m *approvalMeters) toolExecuted(ctx context.Context, tenant, server, tool, toolType, errType string, d time.Duration) {
 	m.toolTime.Record(ctx, d.Seconds(), m.toolTimes.For(toolTimeLabels{tenant, server, tool, toolType, errType}))
+}
+
+// endpointAttrs are the provider endpoint's server.address and
+// server.port (the semantic conventions' names); none without an address,
+// and no port when it is unknown.
+func endpointAttrs(address string, port int) []attribute.KeyValue {
+	if address == "" {
+		return nil
+	}
+	attrs := []attribute.KeyValue{attribute.String("server.address", address)}
+	if port > 0 {
+		attrs = append(attrs, attribute.Int("server.port", port))
+	}
+	return attrs
+}
+
+// allInput is every input token of u: those at the full rate and those
+// read from or written to the provider's cache.
+func allInput(u *agentdv1.Usage) int64 {
+	return u.GetInputTokens() + u.GetCacheReadInputTokens() + u.GetCacheWriteInputTokens()
 }

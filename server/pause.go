@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/otel/trace"
 
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
@@ -213,12 +215,6 @@ func (g *generation) saveWithin(ctx context.Context, limit quota.Limit, waiting 
 		waiting, why.why, quota.Who(g.tenant), n, limit.Setting))
 }
 
-// canDefer reports whether an unanswered authorization may pause the
-// generation.
-func (g *generation) canDefer() bool {
-	return g.s.checkpoints != nil && g.s.sealer != nil
-}
-
 // pauseWhy reports why authorizations or input requests were deferred,
 // for the pause of the turn; "" if none was.
 func (g *generation) pauseWhy() string {
@@ -238,4 +234,31 @@ func (g *generation) deferredWhy() string {
 		return ""
 	}
 	return g.deferred.why
+}
+
+// deferredRequests are the run's deferred authorization requests, in
+// request order, as the paused event lists them.
+func (g *generation) deferredRequests() []*agentdv1.AuthorizationRequest {
+	g.deferred.mu.Lock()
+	defer g.deferred.mu.Unlock()
+	var out []*agentdv1.AuthorizationRequest
+	for _, d := range g.deferred.byName {
+		out = append(out, d.request)
+	}
+	slices.SortFunc(out, func(a, b *agentdv1.AuthorizationRequest) int { return compareRequestIDs(a.GetId(), b.GetId()) })
+	return out
+}
+
+// compareRequestIDs orders "authorization_<n>" ids by n.
+func compareRequestIDs(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -7,7 +7,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/agentd/agentd/internal/bridgeclient"
@@ -215,49 +214,4 @@ func (g *generation) spendToolTurn() error {
 	}
 	g.toolTurns++
 	return nil
-}
-
-// endTurn gives a tool turn's results to the conversation, or ends the
-// generation: paused (stored) when the turn needs answers the client is
-// not giving, failed otherwise. done says the generation ended.
-func (g *generation) endTurn(ctx context.Context, r *turnRun, results []*agentdv1.ToolResult, err error) (done bool, _ error) {
-	var pause *errPause
-	switch {
-	case errors.As(err, &pause):
-		return true, g.pause(ctx, r.state(), pause)
-	case err != nil:
-		return true, err
-	}
-	parts := make([]*agentdv1.Part, len(results))
-	for i, res := range results {
-		parts[i] = &agentdv1.Part{Kind: &agentdv1.Part_ToolResult{ToolResult: res}}
-	}
-	g.appendMessage(&agentdv1.Message{Role: agentdv1.Role_ROLE_TOOL, Parts: parts})
-	return false, nil
-}
-
-// clientless gives a generation that runs without a client (detached, or
-// adopted) its context, owned by the Service, and a link to nobody.
-func (s *Service) clientless(g *generation) (context.Context, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(s.bg)
-	g.link = newClientlessLink(cancel)
-	return ctx, cancel
-}
-
-// goRun runs a clientless generation in the background, owned by the
-// Service; false if the Service is closing (nothing ran).
-func (s *Service) goRun(g *generation, ctx context.Context, cancel context.CancelCauseFunc) bool {
-	return s.goBackground(func() {
-		s.bgRuns.Add(1)
-		defer s.bgRuns.Add(-1)
-		defer cancel(nil)
-		defer g.release()
-		err := g.run(ctx)
-		if err != nil {
-			g.failed(ctx)
-		}
-		g.settleJournal(ctx, err)
-		g.link.out.close()
-		g.logEnd(ctx, err)
-	})
 }

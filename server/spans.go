@@ -5,7 +5,6 @@ import (
 
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -84,20 +83,6 @@ func (c *chatCall) endpoint(address string, port int) {
 	c.address, c.port = address, port
 	c.mu.Unlock()
 	c.span.SetAttributes(endpointAttrs(address, port)...)
-}
-
-// endpointAttrs are the provider endpoint's server.address and
-// server.port (the semantic conventions' names); none without an address,
-// and no port when it is unknown.
-func endpointAttrs(address string, port int) []attribute.KeyValue {
-	if address == "" {
-		return nil
-	}
-	attrs := []attribute.KeyValue{attribute.String("server.address", address)}
-	if port > 0 {
-		attrs = append(attrs, attribute.Int("server.port", port))
-	}
-	return attrs
 }
 
 // retry records a retry of the turn's request: an event on the
@@ -193,12 +178,6 @@ func (c *chatCall) end(ctx context.Context, usage *agentdv1.Usage, err error) {
 	c.g.s.meters.modelTurn(ctx, c.g.tenant, t)
 }
 
-// allInput is every input token of u: those at the full rate and those
-// read from or written to the provider's cache.
-func allInput(u *agentdv1.Usage) int64 {
-	return u.GetInputTokens() + u.GetCacheReadInputTokens() + u.GetCacheWriteInputTokens()
-}
-
 // invokeSpanOptions are the options of a run's invoke_agent span:
 // a run that continues the generation (a resume, an adoption) links to
 // its start, whose trace it is not in.
@@ -278,32 +257,6 @@ const (
 	waitCancelled = "cancelled" // the generation was cancelled, or lost its client
 	waitFailed    = "failed"    // an invalid answer, or a call that failed the generation
 )
-
-// awaitSpan starts the await_approval span of the turn's wait for its
-// client: INTERNAL, under the invoke_agent span, naming the approval
-// requests and function calls it waits for.
-func (r *turnRun) awaitSpan() trace.Span {
-	var approvals, functions []string
-	r.mu.Lock()
-	for _, w := range r.waits {
-		switch w.kind {
-		case waitsForApproval:
-			approvals = append(approvals, w.id)
-		case waitsForResult:
-			functions = append(functions, w.id)
-		}
-	}
-	r.mu.Unlock()
-	var attrs []attribute.KeyValue
-	if len(approvals) > 0 {
-		attrs = append(attrs, attrApprovalRequestIDs.StringSlice(slices.Sorted(slices.Values(approvals))))
-	}
-	if len(functions) > 0 {
-		attrs = append(attrs, attrFunctionCallIDs.StringSlice(slices.Sorted(slices.Values(functions))))
-	}
-	_, span := r.g.s.tracer.Start(r.ctx, "await_approval", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return span
-}
 
 // endAwaitSpan ends a wait's span with how it ended, given the approvals
 // and denials decided during it: an error only when the wait failed the

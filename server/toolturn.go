@@ -503,6 +503,24 @@ func (r *turnRun) state() *statev1.PausedTurn {
 	return t
 }
 
+// runningState is a tool turn's calls and the results it has, for a
+// running generation's checkpoint: a call without a result has no state.
+func (r *turnRun) runningState() *statev1.PausedTurn {
+	t := &statev1.PausedTurn{Turn: int32(r.turn), Calls: r.calls, States: make([]*statev1.CallState, len(r.calls))}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, c := range r.calls {
+		st := &statev1.CallState{}
+		if res := r.results[i]; res != nil {
+			st.State = &statev1.CallState_Result{Result: res}
+		} else if r.begun[c.GetId()] {
+			t.Started = append(t.Started, c.GetId())
+		}
+		t.States[i] = st
+	}
+	return t
+}
+
 // waitAuthorization reports whether call i's failure err is its server's
 // refusal for want of an authorization deferred to a resume; the call
 // then waits for it, to run again.
@@ -562,4 +580,151 @@ func (r *turnRun) forResume() int {
 		}
 	}
 	return n
+}
+
+// endTurn gives a tool turn's results to the conversation, or ends the
+// generation: paused (stored) when the turn needs answers the client is
+// not giving, failed otherwise. done says the generation ended.
+func (g *generation) endTurn(ctx context.Context, r *turnRun, results []*agentdv1.ToolResult, err error) (done bool, _ error) {
+	var pause *errPause
+	switch {
+	case errors.As(err, &pause):
+		return true, g.pause(ctx, r.state(), pause)
+	case err != nil:
+		return true, err
+	}
+	parts := make([]*agentdv1.Part, len(results))
+	for i, res := range results {
+		parts[i] = &agentdv1.Part{Kind: &agentdv1.Part_ToolResult{ToolResult: res}}
+	}
+	g.appendMessage(&agentdv1.Message{Role: agentdv1.Role_ROLE_TOOL, Parts: parts})
+	return false, nil
+}
+
+// setState records that the generation, in tool turn r, waits on its
+// client or runs again, with the turn's checkpoint.
+func (g *generation) setState(st store.State, r *turnRun) {
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	g.journal.SetState(st, g.snapshot(r.runningState()))
+}
+
+// askApproval asks the client whether call i may run: an approval request
+// whose digest binds the decision to the call's server, tool and arguments.
+func (r *turnRun) askApproval(i int, owner *toolOwner) error {
+	c := r.calls[i]
+	req := &agentdv1.ApprovalRequest{
+		Id:         "approval_" + c.GetId(),
+		ToolCallId: c.GetId(),
+		ServerName: owner.serverName(),
+		ToolName:   c.GetName(),
+		Arguments:  c.GetArguments(),
+		Prompt:     fmt.Sprintf("Allow %s to run?", c.GetName()),
+		Digest:     approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()),
+	}
+	r.setWait(i, &wait{kind: waitsForApproval, id: req.GetId(), approval: req, counted: true})
+	g := r.g
+	g.s.approvals.asked(r.ctx, g.tenant, owner.serverName(), owner.toolName(c.GetName()))
+	g.s.log.InfoContext(r.ctx, "approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+		"request", req.GetId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest())
+	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}})
+}
+
+// decide applies an approval decision: declined calls get {"error":
+// "declined by user"} without running; approved ones run once, on the
+// server the approval is bound to — if its tool is no longer
+// offered there, they get an error instead, without a call.
+func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
+	g := r.g
+	i, w, ok := r.waitingFor(waitsForApproval, d.GetRequestId())
+	if !ok && g.answered.has(d.GetRequestId()) {
+		// A repeated answer: the call runs at most once. (Pending requests
+		// come first: a provider may reuse a call id in a later turn.)
+		return nil
+	}
+	if !ok {
+		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
+	}
+	req := w.approval
+	if d.GetDigest() != "" && d.GetDigest() != req.GetDigest() {
+		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
+	}
+	r.answered(waitsForApproval, d.GetRequestId(), false)
+	g.answered.add(d.GetRequestId())
+	c := r.calls[i]
+	decision := decisionDenied
+	if d.GetApproved() {
+		decision = decisionApproved
+		r.approved++
+	} else {
+		r.denied++
+	}
+	tool := c.GetName() // a tool no longer offered: the name it had
+	if owner := g.owners[c.GetName()]; owner != nil {
+		tool = owner.toolName(c.GetName())
+	}
+	g.s.approvals.decision(r.ctx, g.tenant, req.GetServerName(), tool, decision)
+	if r.waitSpan != nil {
+		r.waitSpan.AddEvent("approval decided", trace.WithAttributes(attrApprovalRequestID.String(d.GetRequestId()), attrApprovalDecision.String(decision)))
+	}
+	g.s.log.Info("approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+		"request", d.GetRequestId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest(), "approved", d.GetApproved())
+	if !d.GetApproved() {
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
+		g.checkpoint(r.runningState())
+		return nil
+	}
+	owner := g.owners[c.GetName()]
+	if owner == nil || approvalDigest(owner.serverName(), owner.toolName(c.GetName()), c.GetArguments()) != req.GetDigest() {
+		what := "is no longer offered"
+		if req.GetServerName() != "" {
+			what = "is no longer offered by its MCP server"
+		}
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), IsError: true,
+			Output: toolerror.JSON(fmt.Sprintf("%s %s", c.GetName(), what))})
+		g.checkpoint(r.runningState())
+		return nil
+	}
+	r.started = true
+	return r.start(i, owner)
+}
+
+// awaitSpan starts the await_approval span of the turn's wait for its
+// client: INTERNAL, under the invoke_agent span, naming the approval
+// requests and function calls it waits for.
+func (r *turnRun) awaitSpan() trace.Span {
+	var approvals, functions []string
+	r.mu.Lock()
+	for _, w := range r.waits {
+		switch w.kind {
+		case waitsForApproval:
+			approvals = append(approvals, w.id)
+		case waitsForResult:
+			functions = append(functions, w.id)
+		}
+	}
+	r.mu.Unlock()
+	var attrs []attribute.KeyValue
+	if len(approvals) > 0 {
+		attrs = append(attrs, attrApprovalRequestIDs.StringSlice(slices.Sorted(slices.Values(approvals))))
+	}
+	if len(functions) > 0 {
+		attrs = append(attrs, attrFunctionCallIDs.StringSlice(slices.Sorted(slices.Values(functions))))
+	}
+	_, span := r.g.s.tracer.Start(r.ctx, "await_approval", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return span
+}
+
+// countToolCall counts call c answered, as an error or not.
+func (g *generation) countToolCall(ctx context.Context, c *agentdv1.ToolCall, isError bool) {
+	owner := g.owners[c.GetName()]
+	if owner == nil {
+		g.s.meters.toolCall(ctx, g.tenant, "", "", toolUnknown)
+		return
+	}
+	outcome := toolOK
+	if isError {
+		outcome = toolError
+	}
+	g.s.meters.toolCall(ctx, g.tenant, owner.serverName(), owner.toolName(c.GetName()), outcome)
 }

@@ -248,3 +248,21 @@ func prefixedName(server, tool string) string {
 	sum := sha256.Sum256([]byte(server + "\x00" + tool))
 	return full[:toolNameMaxLen-9] + "_" + hex.EncodeToString(sum[:4])
 }
+
+// Answer answers what the generation's bridged servers ask of agentd
+// (bridgeclient.Answerer).
+func (g *generation) Answer(ctx context.Context, r *bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest {
+	switch k := r.GetKind().(type) {
+	case *bridgev1.ServerRequest_Authorization:
+		v, err := g.authorize(ctx, r.GetServerName(), k.Authorization)
+		if err != nil {
+			return bridgeclient.Refusal(err)
+		}
+		return &bridgev1.AnswerServerRequestRequest{Answer: &bridgev1.AnswerServerRequestRequest_Authorization{Authorization: v}}
+	case *bridgev1.ServerRequest_Elicitation:
+		return g.elicitAnswer(ctx, r)
+	case *bridgev1.ServerRequest_Sampling:
+		return g.sampleAnswer(ctx, r)
+	}
+	return nil
+}
