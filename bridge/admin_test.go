@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -28,7 +30,7 @@ import (
 // an audit line with the principal and its tenant.
 func TestTenantAdmin(t *testing.T) {
 	t.Parallel()
-	logs := new(lockedBuffer)
+	logs := new(logtest.Logs)
 	f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	fill := func(tenant string, spec *bridgev1.ServerSpec) {
 		t.Helper()

@@ -11,10 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/logtest"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -139,24 +140,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// lockedBuffer collects a process's output for the test log.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startHTTPServer starts `node script mode` with PORT set, in its own
 // process group, marked with mark, and waits until it accepts connections
 // on 127.0.0.1; it returns the port. When the test ends the whole group
@@ -181,7 +164,7 @@ func startHTTPServer(t *testing.T, node, script, mode, mark string) int {
 func tryHTTPServer(t *testing.T, node, script, mode, mark string) (port int, output string, listening bool) {
 	t.Helper()
 	port = freePort(t)
-	out := new(lockedBuffer)
+	out := new(logtest.Logs)
 	cmd := exec.Command(node, script, mode)
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), markEnv+"="+mark)
 	cmd.Stdout, cmd.Stderr = out, out

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,12 +34,12 @@ type telemetryFixture struct {
 	*fixture
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
-	logs   *lockedBuffer
+	logs   *logtest.Logs
 }
 
 func newTelemetryFixture(t *testing.T, edit func(*config.Bridge)) *telemetryFixture {
 	t.Helper()
-	tf := &telemetryFixture{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader(), logs: new(lockedBuffer)}
+	tf := &telemetryFixture{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader(), logs: new(logtest.Logs)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tf.spans))
 	tf.fixture = newFixtureOptions(t, edit, func(o *Options) {
 		o.TracerProvider = tp

@@ -1,14 +1,14 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/agentd/agentd/internal/logtest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,27 +24,9 @@ import (
 	"github.com/agentd/agentd/server"
 )
 
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serveAdmin serves an AdminService over tokens behind authn's
 // interceptors (nil: none), logging to log, until the test ends.
-func serveAdmin(t *testing.T, tokens oauthtokens.Store, authn *auth.Authenticator, log *syncBuffer) agentdv1.AdminServiceClient {
+func serveAdmin(t *testing.T, tokens oauthtokens.Store, authn *auth.Authenticator, log *logtest.Logs) agentdv1.AdminServiceClient {
 	t.Helper()
 	var opts []grpc.ServerOption
 	if authn != nil {
@@ -137,7 +119,7 @@ func TestRevokeTokens(t *testing.T) {
 			t.Parallel()
 			tokens := oauthtokens.NewMemory()
 			seedTokens(t, tokens)
-			var log syncBuffer
+			var log logtest.Logs
 			client := serveAdmin(t, tokens, authn, &log)
 			ctx := t.Context()
 			if tt.key != "" {
@@ -182,7 +164,7 @@ func TestRevokeTokensUnauthenticated(t *testing.T) {
 	if err := tokens.Put(t.Context(), oauthtokens.Key{EndUser: "ann", Server: oauthtokens.ServerKey(urlA)}, []byte("token")); err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log logtest.Logs
 	client := serveAdmin(t, tokens, nil, &log)
 	for _, tc := range []struct {
 		tenant string

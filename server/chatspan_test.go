@@ -153,7 +153,7 @@ func TestChatSpanOfARetriedTurn(t *testing.T) {
 
 	lines := log.named(t, "provider call retried")
 	if len(lines) != 1 {
-		t.Fatalf("%d retry lines; want 1:\n%s", len(lines), log.text())
+		t.Fatalf("%d retry lines; want 1:\n%s", len(lines), log.String())
 	}
 	line := lines[0]
 	for k, v := range map[string]any{"level": "WARN", "generation": id, "tenant": "", "provider": "anthropic", "model": "claude-sonnet-4-5", "status": float64(429), "attempt": float64(1), "delay_ms": float64(0)} {
@@ -258,7 +258,7 @@ func canary(t *testing.T, rec *tracetest.SpanRecorder, log *logLines, metrics ma
 			}
 		}
 	}
-	b.WriteString(log.text())
+	b.WriteString(log.String())
 	for k := range metrics {
 		fmt.Fprintln(&b, k)
 	}

@@ -1,15 +1,15 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"iter"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/agentd/agentd/internal/logtest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -25,22 +25,7 @@ import (
 )
 
 // logLines is a JSON log written by concurrent goroutines.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logLines) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logLines struct{ logtest.Logs }
 
 // logger writes JSON lines, from debug up, into l.
 func (l *logLines) logger() *slog.Logger {
@@ -51,7 +36,7 @@ func (l *logLines) logger() *slog.Logger {
 func (l *logLines) named(t *testing.T, msg string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for line := range strings.Lines(l.text()) {
+	for line := range strings.Lines(l.String()) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("a log line is not JSON: %q: %v", line, err)
@@ -136,7 +121,7 @@ func endLine(t *testing.T, lines *logLines, id string) map[string]any {
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%d \"generation ended\" lines for %s; want exactly 1:\n%s", len(found), id, lines.text())
+		t.Fatalf("%d \"generation ended\" lines for %s; want exactly 1:\n%s", len(found), id, lines.String())
 	}
 	return found[0]
 }
@@ -224,8 +209,8 @@ func TestGenerationEndLine(t *testing.T) {
 			}
 			wantNumber(t, got, "duration")
 			for _, secret := range []string{secretAuthorization, "sk-live", secretPath, "hunter2"} {
-				if strings.Contains(lines.text(), secret) {
-					t.Errorf("the log holds %q:\n%s", secret, lines.text())
+				if strings.Contains(lines.String(), secret) {
+					t.Errorf("the log holds %q:\n%s", secret, lines.String())
 				}
 			}
 		})
@@ -252,7 +237,7 @@ func TestPauseAndResumeLines(t *testing.T) {
 
 	pauses := lines.named(t, "generation paused")
 	if len(pauses) != 1 {
-		t.Fatalf("%d \"generation paused\" lines; want 1:\n%s", len(pauses), lines.text())
+		t.Fatalf("%d \"generation paused\" lines; want 1:\n%s", len(pauses), lines.String())
 	}
 	wantPause := map[string]any{
 		"level": "INFO", "msg": "generation paused", "generation": id, "tenant": "",
@@ -351,7 +336,7 @@ func TestAdoptedGenerationEndLine(t *testing.T) {
 					t.Errorf("the dead replica logged an end: %v", l)
 				}
 			}
-			if strings.Contains(linesA.text()+linesB.text(), "cnry-sealed-secret") {
+			if strings.Contains(linesA.String()+linesB.String(), "cnry-sealed-secret") {
 				t.Error("a log holds the agent's secret")
 			}
 		})

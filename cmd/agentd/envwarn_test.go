@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 // `agentd serve` and `agentd bridge` start although an AGENTD_* variable
@@ -17,7 +17,7 @@ func TestStartWarnsOfMisspeltVariables(t *testing.T) {
 	if err := os.WriteFile(path, []byte("gc_heap_floor_mib: 0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	_, _, shutdown, err := setup(t.Context(), "bridge", []string{"--config", path}, &logs, true)
 	if err != nil {
 		t.Fatalf("setup: %v", err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 // gogc is the GOGC in force.
@@ -39,7 +39,7 @@ func TestServePacesTheCollector(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- serveReloading(ctx, []string{"--config", path}, &logs, make(chan os.Signal)) }()

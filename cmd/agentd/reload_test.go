@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/app/apptest"
+	"github.com/agentd/agentd/internal/logtest"
+
 	"github.com/agentd/agentd/internal/auth"
 )
 
@@ -33,7 +34,7 @@ func TestSIGHUPReloadsKeys(t *testing.T) {
 		}
 	}
 	writeConfig("sk-before")
-	var logs apptest.Logs
+	var logs logtest.Logs
 	hup := make(chan os.Signal)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -56,7 +58,7 @@ func TestAdminListener(t *testing.T) {
 	cfg := demoConfig(t, 0)
 	cfg.Admin.Listen = "127.0.0.1:0" // apptest serves it in memory
 	cfg.Auth.APIKeys = adminKeys
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, adminConn, _ := apptest.ServeWithAdmin(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	agent, agentOnAdmin := agentdv1.NewAgentServiceClient(conn), agentdv1.NewAgentServiceClient(adminConn)
 	admin, adminOnMain := bridgev1.NewBridgeAdminServiceClient(adminConn), bridgev1.NewBridgeAdminServiceClient(conn)

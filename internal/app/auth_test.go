@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -31,7 +33,7 @@ func TestAPIKeys(t *testing.T) {
 		{Name: "watch", SHA256: auth.HashKey("sk-watch-secret"), Tenant: "acme", Roles: []string{auth.RoleObserver}},
 		{Name: "ops", SHA256: auth.HashKey("sk-ops-secret"), Tenant: "acme", Roles: []string{auth.RoleAdmin}},
 	}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	agent := agentdv1.NewAgentServiceClient(conn)
 	admin := bridgev1.NewBridgeAdminServiceClient(conn)
@@ -101,7 +103,7 @@ func TestTenantsAndAudit(t *testing.T) {
 		{Name: "globex-app", SHA256: auth.HashKey("sk-globex"), Tenant: "globex", Roles: []string{auth.RoleGenerate}},
 		{Name: "ops", SHA256: auth.HashKey("sk-ops"), Tenant: "acme", Roles: []string{auth.RoleAdmin}},
 	}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	agent := agentdv1.NewAgentServiceClient(conn)
 	as := func(key string) context.Context { return bearer(t.Context(), key) }

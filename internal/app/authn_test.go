@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,7 +52,7 @@ func TestOIDCTokens(t *testing.T) {
 	// and must see the new one at once.
 	cfg.Auth.OIDC = []config.OIDCIssuer{{Issuer: is.URL, Audience: oidctest.Audience, RefreshInterval: time.Nanosecond}}
 	cfg.Tenants = map[string]config.Tenant{"acme": {}}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	now := time.Now().Unix()
 	token := func(k oidctest.Key, tenant string, roles []string, edits oidctest.Claims) string {
@@ -109,7 +111,7 @@ func TestReloadRevokesKey(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.Auth.APIKeys = []config.APIKey{{Name: "old", SHA256: auth.HashKey("sk-old"), Tenant: "acme", Roles: []string{auth.RoleGenerate}}}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	a, conn, _ := apptest.ServeAgent(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err := previewAs(t.Context(), conn, "sk-old"); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -44,7 +46,7 @@ func peerLeaf(t *testing.T, ca *tlstest.CA, name, principal string) tlstest.Pair
 // mtlsBridge serves `agentd bridge` on loopback with its certificate from
 // ca, requiring client certificates from ca, and trusting the listed
 // peers; it returns the bridge's address.
-func mtlsBridge(t *testing.T, ca *tlstest.CA, logs *apptest.Logs, edit func(*config.Config), trusted ...string) string {
+func mtlsBridge(t *testing.T, ca *tlstest.CA, logs *logtest.Logs, edit func(*config.Config), trusted ...string) string {
 	t.Helper()
 	cfg := demoConfig(t, 0)
 	cfg.Bridge.TLS = tlsFiles(t, ca.Leaf(t, "bridge"), ca, time.Now())
@@ -124,7 +126,7 @@ func generateErr(ctx context.Context, client agentdv1.AgentServiceClient, start 
 func TestRemoteBridgeMTLS(t *testing.T) {
 	t.Parallel()
 	ca, other := tlstest.NewCA(t), tlstest.NewCA(t)
-	var logs apptest.Logs
+	var logs logtest.Logs
 	addr := mtlsBridge(t, ca, &logs, nil, agentdPrincipal)
 	// Grouped, so that the checks after the group see every case done.
 	t.Run("cases", func(t *testing.T) {
@@ -172,7 +174,7 @@ func TestRemoteBridgeMTLS(t *testing.T) {
 func TestBridgeTrustedPeers(t *testing.T) {
 	t.Parallel()
 	ca, other := tlstest.NewCA(t), tlstest.NewCA(t)
-	var logs, cnLogs apptest.Logs
+	var logs, cnLogs logtest.Logs
 	addr := mtlsBridge(t, ca, &logs, nil, agentdPrincipal)
 	byCN := mtlsBridge(t, ca, &cnLogs, func(c *config.Config) { c.Auth.MTLS.PrincipalFrom = "cn" }, "agentd-by-name")
 	trusted := peerLeaf(t, ca, "agentd", agentdPrincipal).Certificate(t)
@@ -225,7 +227,7 @@ func TestBridgeTrustedPeers(t *testing.T) {
 func TestBridgeTrustedPeersListen(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t)
-	options := func(trusted []string, logs *apptest.Logs) app.Options {
+	options := func(trusted []string, logs *logtest.Logs) app.Options {
 		cfg := demoConfig(t, 0)
 		cfg.Bridge.Listen = "0.0.0.0:0"
 		cfg.Bridge.TLS = tlsFiles(t, ca.Leaf(t, "bridge"), ca, time.Now())
@@ -233,13 +235,13 @@ func TestBridgeTrustedPeersListen(t *testing.T) {
 		return app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	}
 
-	var refused apptest.Logs
+	var refused logtest.Logs
 	err := app.ServeBridge(t.Context(), options(nil, &refused))
 	if !errors.Is(err, app.ErrExposed) || !strings.Contains(err.Error(), "bridge.trusted_peers") {
 		t.Errorf("X-I8 mutual TLS without trusted_peers beyond loopback: ServeBridge = %v, want ErrExposed naming bridge.trusted_peers", err)
 	}
 
-	var logs apptest.Logs
+	var logs logtest.Logs
 	serveUntilLogged(t, "X-I8 ServeBridge", &logs, "agentd bridge serving", func(ctx context.Context) error {
 		return app.ServeBridge(ctx, options([]string{agentdPrincipal}, &logs))
 	})
@@ -269,7 +271,7 @@ func TestRemoteBridgePlaintextWarns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var logs apptest.Logs
+			var logs logtest.Logs
 			cfg := demoConfig(t, 0)
 			cfg.Bridge.Address, cfg.Bridge.TLS = tc.address, tc.settings
 			a, err := app.NewAgent(app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})

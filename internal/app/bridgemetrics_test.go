@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"github.com/agentd/agentd/internal/app"
-	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/telemetry"
 )
@@ -28,7 +29,7 @@ func TestBridgeMetricsEndpoint(t *testing.T) {
 	cfg := demoConfig(t, 1)
 	cfg.Bridge.Listen = "127.0.0.1:0"
 	cfg.Metrics.Listen = "127.0.0.1:0"
-	var logs apptest.Logs
+	var logs logtest.Logs
 	o := app.Options{
 		Config: cfg, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: m.Handler(),
 		Telemetry: grpcserver.Telemetry{MeterProvider: m.MeterProvider()},

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -237,7 +239,7 @@ func processesOf(t *testing.T, pids string, bridge int) []int {
 // is left behind.
 func TestBridgeReplicas(t *testing.T) {
 	replicas, calls, pids := startBridgeReplicas(t, 2)
-	var logs apptest.Logs
+	var logs logtest.Logs
 	cfg := testConfig(t)
 	cfg.Bridge.Address = replicas[0].addr + ", " + replicas[1].addr
 	if err := cfg.Validate(); err != nil {
@@ -338,7 +340,7 @@ func TestBridgeReplicas(t *testing.T) {
 func TestBridgeReplicasMTLS(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t)
-	var logs apptest.Logs
+	var logs logtest.Logs
 	addrs := []string{mtlsBridge(t, ca, &logs, nil, agentdPrincipal), mtlsBridge(t, ca, &logs, nil, agentdPrincipal)}
 	agentdCert := peerLeaf(t, ca, "agentd", agentdPrincipal)
 	client := agentdVia(t, strings.Join(addrs, ","), hopTLS(t, ca, agentdCert))

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -290,7 +292,7 @@ func canaryText(w http.ResponseWriter, text string) {
 // metrics (X-O1), as its Prometheus endpoint shows them.
 type canaryOutputs struct {
 	spans              *tracetest.SpanRecorder
-	jsonLogs, textLogs *apptest.Logs
+	jsonLogs, textLogs *logtest.Logs
 	logger             *slog.Logger
 	tel                grpcserver.Telemetry
 	metrics            *telemetry.Metrics
@@ -299,7 +301,7 @@ type canaryOutputs struct {
 
 func newCanaryOutputs(t *testing.T) *canaryOutputs {
 	t.Helper()
-	o := &canaryOutputs{spans: tracetest.NewSpanRecorder(), jsonLogs: &apptest.Logs{}, textLogs: &apptest.Logs{}}
+	o := &canaryOutputs{spans: tracetest.NewSpanRecorder(), jsonLogs: &logtest.Logs{}, textLogs: &logtest.Logs{}}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	o.logger = slog.New(slog.NewMultiHandler(

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -84,7 +86,7 @@ func TestRemoteBridgeOutageHealth(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	health := healthpb.NewHealthClient(conn)
 	service := watchHealth(t, health, agentdv1.AgentService_ServiceDesc.ServiceName)
@@ -119,7 +121,7 @@ func TestShutdownDrain(t *testing.T) {
 	// Long enough for a new connection and a call on a loaded machine;
 	// the test waits for states, never for this.
 	cfg.ShutdownDrain = time.Second
-	var logs apptest.Logs
+	var logs logtest.Logs
 	o := app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	a, err := app.NewAgent(o)
 	if err != nil {

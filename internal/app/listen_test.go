@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"github.com/agentd/agentd/internal/app"
-	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/tlsconf/tlstest"
@@ -22,7 +23,7 @@ var servingLine = regexp.MustCompile(`msg="agentd serving" address=(\S+) bridge=
 
 // serveUntilLogged runs serve (named name: ServeAgent, ServeBridge) until
 // log holds serving, then ends its context: serve must return nil.
-func serveUntilLogged(t *testing.T, name string, log *apptest.Logs, serving string, serve func(context.Context) error) {
+func serveUntilLogged(t *testing.T, name string, log *logtest.Logs, serving string, serve func(context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -52,7 +53,7 @@ func serveUntilLogged(t *testing.T, name string, log *apptest.Logs, serving stri
 // certificates mapped to principals (auth.mtls), without one.
 func TestListenBeyondLoopback(t *testing.T) {
 	t.Parallel()
-	options := func(edit func(*config.Config), log *apptest.Logs) app.Options {
+	options := func(edit func(*config.Config), log *logtest.Logs) app.Options {
 		cfg := config.Default()
 		cfg.StateDir = t.TempDir()
 		cfg.ShutdownDrain = 0
@@ -81,7 +82,7 @@ func TestListenBeyondLoopback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var log apptest.Logs
+			var log logtest.Logs
 			err := tc.serve(t.Context(), options(tc.edit, &log))
 			if !errors.Is(err, app.ErrExposed) {
 				t.Fatalf("serve = %v; want ErrExposed", err)
@@ -115,7 +116,7 @@ func TestListenBeyondLoopback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var log apptest.Logs
+			var log logtest.Logs
 			serveUntilLogged(t, "ServeAgent", &log, "agentd serving", func(ctx context.Context) error {
 				return app.ServeAgent(ctx, options(func(c *config.Config) {
 					c.Listen = "0.0.0.0:0"

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -75,7 +77,7 @@ func TestRetentionSweepsFinishedGenerations(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.Generation.Retention = 300 * time.Millisecond
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	client := agentdv1.NewAgentServiceClient(conn)
 
@@ -128,7 +130,7 @@ func TestExpiredPauseIsCancelledThenSwept(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Generation.PauseTTL = 300 * time.Millisecond
 	cfg.Generation.Retention = time.Second
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	client := agentdv1.NewAgentServiceClient(conn)
 

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,9 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/logtest"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -75,7 +75,7 @@ func TestShutdownWithHalfClosedGeneration(t *testing.T) {
 // and the end.
 func TestShutdownStepsLogged(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Logs
 	conn, stop, served := serveForShutdown(t, time.Millisecond, slog.New(slog.NewJSONHandler(&logs, nil)))
 	defer stop()
 	start := &agentdv1.StartGeneration{}
@@ -136,24 +136,6 @@ func TestShutdownStepsLogged(t *testing.T) {
 	if diff := cmp.Diff(want, steps); diff != "" {
 		t.Errorf("shutdown steps logged (-want +got):\n%s", diff)
 	}
-}
-
-// syncBuffer is a log written by concurrent goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // serveForShutdown serves agentd over TCP, logging to logger, with the

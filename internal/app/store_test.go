@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -67,7 +69,7 @@ func TestPostgresReplicas(t *testing.T) {
 	t.Parallel()
 	dsn := storeDSN(t)
 	counter := filepath.Join(t.TempDir(), "calls")
-	var logs [2]apptest.Logs
+	var logs [2]logtest.Logs
 	var clients [2]agentdv1.AgentServiceClient
 	for i := range clients {
 		o := app.Options{Config: counterConfig(t, dsn, counter), Logger: slog.New(slog.NewTextHandler(&logs[i], &slog.HandlerOptions{Level: slog.LevelDebug}))}
@@ -136,7 +138,7 @@ func TestStoreOutage(t *testing.T) {
 	counter := filepath.Join(t.TempDir(), "calls")
 	cfg := counterConfig(t, dsn, counter)
 	cfg.Store.PingInterval = 50 * time.Millisecond
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	client, health := agentdv1.NewAgentServiceClient(conn), healthpb.NewHealthClient(conn)
 	agent := deleteAgent(t)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -55,7 +57,7 @@ func TestTenantConfiguration(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `auth.api_keys[2].tenant: tenant "initech" is not configured`) {
 		t.Fatalf("Validate = %v; want the initech key refused", err)
 	}
-	var logs apptest.Logs
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	client := agentdv1.NewAgentServiceClient(conn)
 	generate := func(key string) (*agentdv1.GenerateResponse, error) {

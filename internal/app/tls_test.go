@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -22,7 +24,6 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/app"
-	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
@@ -76,7 +77,7 @@ func tlsFiles(t *testing.T, pair tlstest.Pair, ca *tlstest.CA, mod time.Time) co
 }
 
 // tlsAgent serves agentd over TLS with settings, logging to logs.
-func tlsAgent(t *testing.T, settings config.TLS, logs *apptest.Logs) string {
+func tlsAgent(t *testing.T, settings config.TLS, logs *logtest.Logs) string {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.TLS = settings
@@ -131,7 +132,7 @@ func TestTLSRotation(t *testing.T) {
 	first, second, third := ca.Leaf(t, "first"), ca.Leaf(t, "second"), ca.Leaf(t, "third")
 	mod := time.Now().Add(-time.Hour)
 	settings := tlsFiles(t, first, nil, mod)
-	var logs apptest.Logs
+	var logs logtest.Logs
 	addr := tlsAgent(t, settings, &logs)
 	trusting := &tls.Config{RootCAs: ca.Pool()}
 	wantSerial := func(t *testing.T, name string, conn *grpc.ClientConn, want tlstest.Pair) {
@@ -183,7 +184,7 @@ func TestTLSRotation(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	ca, clients, other := tlstest.NewCA(t), tlstest.NewCA(t), tlstest.NewCA(t)
-	var logs apptest.Logs
+	var logs logtest.Logs
 	addr := tlsAgent(t, tlsFiles(t, ca.Leaf(t, "agentd"), clients, time.Now()), &logs)
 	for _, tc := range []struct {
 		name  string

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
@@ -179,7 +181,7 @@ func TestMTLS(t *testing.T) {
 		{Principal: "spiffe://example.org/app", Tenant: "acme", Roles: []string{RoleGenerate}},
 		{Principal: "ops.example.org", Tenant: "acme", Roles: []string{RoleAdmin}},
 	}
-	var log logBuffer
+	var log logtest.Logs
 	a, err := New(cfg, slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +277,7 @@ func TestReload(t *testing.T) {
 	is := oidctest.New(t)
 	key := is.PublishNewKey(t, "k1", jose.ES256)
 	clk := newClock()
-	var log logBuffer
+	var log logtest.Logs
 	a := newOIDCAuth(t, is, clk, &log, func(c *config.Config) {
 		c.Auth.APIKeys = []config.APIKey{{Name: "old", SHA256: HashKey("key-old"), Tenant: "acme", Roles: []string{RoleGenerate}}}
 	})

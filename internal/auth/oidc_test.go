@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/base64"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/logtest"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
@@ -45,24 +46,6 @@ func (c *clock) advance(d time.Duration) {
 
 func (c *clock) unix() int64 { return c.now().Unix() }
 
-// logBuffer is a log sink safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // issuerConfig configures is as an issuer of tokens for oidctest.Audience.
 func issuerConfig(is *oidctest.Issuer) config.OIDCIssuer {
 	return config.OIDCIssuer{Issuer: is.URL, Audience: oidctest.Audience, CAFile: is.CAFile}
@@ -70,7 +53,7 @@ func issuerConfig(is *oidctest.Issuer) config.OIDCIssuer {
 
 // newOIDCAuth is an Authenticator trusting is, on clk, logging to log,
 // with edit applied to its configuration.
-func newOIDCAuth(t *testing.T, is *oidctest.Issuer, clk *clock, log *logBuffer, edit func(*config.Config)) *Authenticator {
+func newOIDCAuth(t *testing.T, is *oidctest.Issuer, clk *clock, log *logtest.Logs, edit func(*config.Config)) *Authenticator {
 	t.Helper()
 	cfg := config.Config{Auth: config.Auth{OIDC: []config.OIDCIssuer{issuerConfig(is)}}}
 	if edit != nil {
@@ -164,7 +147,7 @@ func TestOIDC(t *testing.T) {
 	var refusal string
 	for _, tc := range tokens {
 		// An Authenticator each: the log holds 10 refusals a minute.
-		var log logBuffer
+		var log logtest.Logs
 		p, err := bearerCall(newOIDCAuth(t, is, clk, &log, nil), tc.token)
 		if tc.want != nil {
 			if err != nil {
@@ -202,7 +185,7 @@ func TestOIDCLazyAndCached(t *testing.T) {
 	is := oidctest.New(t)
 	key := is.PublishNewKey(t, "k1", jose.ES256)
 	clk := newClock()
-	var log logBuffer
+	var log logtest.Logs
 	a := newOIDCAuth(t, is, clk, &log, nil)
 	if d, k := is.Fetches(); d != 0 || k != 0 {
 		t.Fatalf("New fetched discovery %d and keys %d times; want none before a token", d, k)
@@ -240,7 +223,7 @@ func TestOIDCKeyRotation(t *testing.T) {
 	k1, k2, k3 := oidctest.NewKey(t, "k1", jose.ES256), oidctest.NewKey(t, "k2", jose.ES256), oidctest.NewKey(t, "k3", jose.ES256)
 	is.Publish(k1)
 	clk := newClock()
-	var log logBuffer
+	var log logtest.Logs
 	a := newOIDCAuth(t, is, clk, &log, nil)
 	token := tokenSigner(t, is, clk)
 	wantFetches := func(name string, want int) {
@@ -305,7 +288,7 @@ func TestOIDCIssuerDown(t *testing.T) {
 	k1, k2 := oidctest.NewKey(t, "k1", jose.ES256), oidctest.NewKey(t, "k2", jose.ES256)
 	is.Publish(k1)
 	clk := newClock()
-	var log logBuffer
+	var log logtest.Logs
 	a := newOIDCAuth(t, is, clk, &log, nil)
 	token := tokenSigner(t, is, clk)
 	is.SetDown(true)
@@ -344,7 +327,7 @@ func TestOIDCCAFile(t *testing.T) {
 	key := is.PublishNewKey(t, "k1", jose.ES256)
 	clk := newClock()
 	token := oidctest.Sign(t, key, is.Claims(clk.unix(), "alice", "acme", nil, nil))
-	var log logBuffer
+	var log logtest.Logs
 	if _, err := bearerCall(newOIDCAuth(t, is, clk, &log, nil), token); err != nil {
 		t.Errorf("X-I3 with ca_file: %v", err)
 	}

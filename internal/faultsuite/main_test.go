@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/logtest"
+
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,7 +48,7 @@ const settle = time.Minute
 type stack struct {
 	client agentdv1.AgentServiceClient
 	admin  bridgev1.BridgeAdminServiceClient
-	logs   *apptest.Logs
+	logs   *logtest.Logs
 	stop   func()
 }
 
@@ -89,7 +91,7 @@ func newStack(t *testing.T, opts ...options) *stack {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	logs := &apptest.Logs{}
+	logs := &logtest.Logs{}
 	conn, stop := apptest.Serve(t, app.Options{Config: cfg, Logger: telemetry.NewLogger(logs, slog.LevelInfo, "json"), Telemetry: grpcserver.Telemetry{}})
 	s := &stack{client: agentdv1.NewAgentServiceClient(conn), admin: bridgev1.NewBridgeAdminServiceClient(conn), logs: logs}
 	var once sync.Once
@@ -196,7 +198,7 @@ func openFiles() int {
 }
 
 // count is how many log lines contain s.
-func count(logs *apptest.Logs, s string) int {
+func count(logs *logtest.Logs, s string) int {
 	return strings.Count(logs.String(), s)
 }
 

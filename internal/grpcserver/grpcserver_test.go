@@ -1,7 +1,6 @@
 package grpcserver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/logtest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -47,26 +47,9 @@ var panicDesc = grpc.ServiceDesc{
 	}},
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestServerRecoversAndLogs(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Logs
 	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelDebug, "text")})
 	lis := bufconn.Listen(1 << 16)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -93,7 +76,7 @@ func TestServerRecoversAndLogs(t *testing.T) {
 
 func TestRecovery(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Logs
 	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelInfo, "text")})
 	srv.RegisterService(&panicDesc, struct{}{})
 	lis := bufconn.Listen(1 << 16)
@@ -175,7 +158,7 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) error {
 // other calls keep their level. grpc.time_ms is a JSON number.
 func TestCallLogLevels(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Logs
 	srv, hs := New(Options{Logger: telemetry.NewLogger(&logs, slog.LevelDebug, "json")})
 	srv.RegisterService(&panicDesc, struct{}{})
 	lis := bufconn.Listen(1 << 16)

@@ -5,7 +5,6 @@
 package apptest
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"sync"
@@ -93,23 +92,4 @@ func serve(t testing.TB, o app.Options, withAdmin bool) (a *app.Agent, conn, adm
 		admin = dial(adminLis)
 	}
 	return a, conn, admin, stop
-}
-
-// Logs is a log sink safe for concurrent writes and reads.
-type Logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *Logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String is everything written so far.
-func (l *Logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
