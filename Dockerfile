@@ -1,4 +1,4 @@
-# agentd's container images (X-O7), two targets:
+# agentd's container images, two targets:
 #
 #   agentd       the default: the static agentd binary on distroless, run as
 #                UID 65532 (non-root), with CA certificates and nothing else

@@ -29,8 +29,8 @@ const (
 // AdminService manages what agentd keeps for tenants. Its methods need the
 // role "admin", or "tenant_admin" for the caller's own tenant.
 type AdminServiceClient interface {
-	// RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers
-	// (X-M3): a later generation that needs one asks again. It deletes the
+	// RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers:
+	// a later generation that needs one asks again. It deletes the
 	// stored tokens only; it does not revoke them at the authorization
 	// server.
 	RevokeTokens(ctx context.Context, in *RevokeTokensRequest, opts ...grpc.CallOption) (*RevokeTokensResponse, error)
@@ -61,8 +61,8 @@ func (c *adminServiceClient) RevokeTokens(ctx context.Context, in *RevokeTokensR
 // AdminService manages what agentd keeps for tenants. Its methods need the
 // role "admin", or "tenant_admin" for the caller's own tenant.
 type AdminServiceServer interface {
-	// RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers
-	// (X-M3): a later generation that needs one asks again. It deletes the
+	// RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers:
+	// a later generation that needs one asks again. It deletes the
 	// stored tokens only; it does not revoke them at the authorization
 	// server.
 	RevokeTokens(context.Context, *RevokeTokensRequest) (*RevokeTokensResponse, error)

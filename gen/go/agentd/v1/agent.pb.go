@@ -442,7 +442,7 @@ type Agent struct {
 	// REFUSE.
 	ToolNameConflict ToolNameConflict `protobuf:"varint,11,opt,name=tool_name_conflict,json=toolNameConflict,proto3,enum=agentd.v1.ToolNameConflict" json:"tool_name_conflict,omitempty"`
 	// What agentd does when one of the agent's MCP servers asks the user
-	// for input during a tool call (elicitation, X-M4). Absent: ASK.
+	// for input during a tool call (elicitation). Absent: ASK.
 	Elicitation   ElicitationPolicy `protobuf:"varint,12,opt,name=elicitation,proto3,enum=agentd.v1.ElicitationPolicy" json:"elicitation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -623,7 +623,7 @@ type MCPServer struct {
 	// its tokens.
 	Oauth *OAuthClient `protobuf:"bytes,14,opt,name=oauth,proto3" json:"oauth,omitempty"`
 	// Whether the server may ask agentd's model for a completion during a
-	// tool call (sampling/createMessage, X-M5). Absent: such requests are
+	// tool call (sampling/createMessage). Absent: such requests are
 	// refused. A server that may sample stays in the bridge: only agentd
 	// can answer it.
 	Sampling      *Sampling `protobuf:"bytes,15,opt,name=sampling,proto3" json:"sampling,omitempty"`
@@ -809,7 +809,7 @@ func (*MCPServer_Command) isMCPServer_Transport() {}
 
 func (*MCPServer_Ref) isMCPServer_Transport() {}
 
-// Sampling is one MCP server's sampling policy (X-M5). A request the
+// Sampling is one MCP server's sampling policy. A request the
 // policy lets through is answered by the agent's own provider and model,
 // with the agent's provider options, text only and without tools; its
 // tokens count in the generation's usage.

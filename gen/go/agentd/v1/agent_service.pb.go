@@ -639,8 +639,8 @@ type GenerateRequest_Cancel struct {
 }
 
 type GenerateRequest_Attach struct {
-	// First message: follow a generation from after a sequence number
-	// (X-G2), e.g. after a broken stream.
+	// First message: follow a generation from after a sequence number,
+	// e.g. after a broken stream.
 	Attach *AttachGeneration `protobuf:"bytes,6,opt,name=attach,proto3,oneof"`
 }
 
@@ -746,7 +746,7 @@ type StartGeneration struct {
 	// results before pausing. Absent: the service's default. Capped at the
 	// service's maximum; zero pauses at once.
 	AnswerTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=answer_timeout,json=answerTimeout,proto3" json:"answer_timeout,omitempty"`
-	// Run the generation without a client (X-G4): the stream ends after the
+	// Run the generation without a client: the stream ends after the
 	// started event, and the generation goes on. A detached generation that
 	// needs approval decisions or function results pauses at once, as when
 	// a client goes away; follow it with attach, GetGeneration or
@@ -1129,7 +1129,7 @@ type GenerateResponse struct {
 	//	*GenerateResponse_AuthorizationRequest
 	//	*GenerateResponse_InputRequest
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
-	// The event's sequence number in its generation (X-G2): 1 for the first
+	// The event's sequence number in its generation: 1 for the first
 	// event, then one more for each event, without gaps, across the whole
 	// generation (a resume continues the count of the generation it
 	// resumes). It equals the event's number in the generation's stored
@@ -1368,12 +1368,12 @@ type GenerateResponse_Completed struct {
 type GenerateResponse_TurnWithdrawn struct {
 	// The events of a model turn cut short (its replica died) are
 	// withdrawn: discard what they said (text, provider tool calls) from
-	// from_sequence on; the turn is asked again (X-G2).
+	// from_sequence on; the turn is asked again.
 	TurnWithdrawn *TurnWithdrawn `protobuf:"bytes,12,opt,name=turn_withdrawn,json=turnWithdrawn,proto3,oneof"`
 }
 
 type GenerateResponse_ToolProgress struct {
-	// A running MCP tool call reported its progress (X-M6). Ephemeral:
+	// A running MCP tool call reported its progress. Ephemeral:
 	// never stored, so it has no sequence number (0) and a client that
 	// attaches later, or resumes after the call, does not see it.
 	ToolProgress *ToolProgress `protobuf:"bytes,13,opt,name=tool_progress,json=toolProgress,proto3,oneof"`
@@ -1432,7 +1432,7 @@ type GenerationStarted struct {
 	// The generation was resumed from a pause.
 	Resumed bool `protobuf:"varint,4,opt,name=resumed,proto3" json:"resumed,omitempty"`
 	// Another replica took the generation over after the one running it
-	// died (X-G3): it continues from its last checkpoint. Its tools were
+	// died: it continues from its last checkpoint. Its tools were
 	// listed again, and what follows may withdraw a cut-short model turn
 	// (turn_withdrawn) or report calls of unknown outcome.
 	Adopted       bool `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
@@ -2312,7 +2312,7 @@ type ApprovalRequest struct {
 	// Hex SHA-256 binding the request to (server, tool, arguments): an
 	// approval cannot be redirected to another server or other arguments.
 	Digest string `protobuf:"bytes,7,opt,name=digest,proto3" json:"digest,omitempty"`
-	// Set when an MCP server asks to sample the model (X-M5, sampling mode
+	// Set when an MCP server asks to sample the model (sampling mode
 	// ASK) rather than a tool call waiting: tool_call_id is the call
 	// during which the server asks (empty when it is not known),
 	// server_name the server, tool_name and arguments empty, digest empty,
@@ -2793,13 +2793,13 @@ type GenerationPaused struct {
 	FunctionCalls []*FunctionCall `protobuf:"bytes,3,rep,name=function_calls,json=functionCalls,proto3" json:"function_calls,omitempty"`
 	// After this time the paused generation is discarded.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	// Authorizations of MCP servers that need a person (X-M2): the tool
+	// Authorizations of MCP servers that need a person: the tool
 	// calls they refused run again once the resume brings the answers.
 	// The same requests as the stream's authorization_request events, if
 	// the client saw those.
 	AuthorizationRequests []*AuthorizationRequest `protobuf:"bytes,5,rep,name=authorization_requests,json=authorizationRequests,proto3" json:"authorization_requests,omitempty"`
 	// Input requests of MCP servers on protocol 2026-07-28, which need no
-	// live MCP session (X-M4): the calls that asked run again with the
+	// live MCP session: the calls that asked run again with the
 	// resume's answers.
 	InputRequests []*InputRequest `protobuf:"bytes,6,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
 	unknownFields protoimpl.UnknownFields

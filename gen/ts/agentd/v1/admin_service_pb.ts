@@ -80,8 +80,8 @@ export const RevokeTokensResponseSchema: GenMessage<RevokeTokensResponse> = /*@_
  */
 export const AdminService: GenService<{
   /**
-   * RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers
-   * (X-M3): a later generation that needs one asks again. It deletes the
+   * RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers:
+   * a later generation that needs one asks again. It deletes the
    * stored tokens only; it does not revoke them at the authorization
    * server.
    *

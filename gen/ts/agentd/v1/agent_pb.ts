@@ -152,7 +152,7 @@ export type Agent = Message<"agentd.v1.Agent"> & {
 
   /**
    * What agentd does when one of the agent's MCP servers asks the user
-   * for input during a tool call (elicitation, X-M4). Absent: ASK.
+   * for input during a tool call (elicitation). Absent: ASK.
    *
    * @generated from field: agentd.v1.ElicitationPolicy elicitation = 12;
    */
@@ -314,7 +314,7 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
 
   /**
    * Whether the server may ask agentd's model for a completion during a
-   * tool call (sampling/createMessage, X-M5). Absent: such requests are
+   * tool call (sampling/createMessage). Absent: such requests are
    * refused. A server that may sample stays in the bridge: only agentd
    * can answer it.
    *
@@ -331,7 +331,7 @@ export const MCPServerSchema: GenMessage<MCPServer> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 1);
 
 /**
- * Sampling is one MCP server's sampling policy (X-M5). A request the
+ * Sampling is one MCP server's sampling policy. A request the
  * policy lets through is answered by the agent's own provider and model,
  * with the agent's provider options, text only and without tools; its
  * tokens count in the generation's usage.

@@ -71,8 +71,8 @@ export type GenerateRequest = Message<"agentd.v1.GenerateRequest"> & {
     case: "cancel";
   } | {
     /**
-     * First message: follow a generation from after a sequence number
-     * (X-G2), e.g. after a broken stream.
+     * First message: follow a generation from after a sequence number,
+     * e.g. after a broken stream.
      *
      * @generated from field: agentd.v1.AttachGeneration attach = 6;
      */
@@ -172,7 +172,7 @@ export type StartGeneration = Message<"agentd.v1.StartGeneration"> & {
   answerTimeout?: Duration | undefined;
 
   /**
-   * Run the generation without a client (X-G4): the stream ends after the
+   * Run the generation without a client: the stream ends after the
    * started event, and the generation goes on. A detached generation that
    * needs approval decisions or function results pauses at once, as when
    * a client goes away; follow it with attach, GetGeneration or
@@ -456,7 +456,7 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
     /**
      * The events of a model turn cut short (its replica died) are
      * withdrawn: discard what they said (text, provider tool calls) from
-     * from_sequence on; the turn is asked again (X-G2).
+     * from_sequence on; the turn is asked again.
      *
      * @generated from field: agentd.v1.TurnWithdrawn turn_withdrawn = 12;
      */
@@ -464,7 +464,7 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
     case: "turnWithdrawn";
   } | {
     /**
-     * A running MCP tool call reported its progress (X-M6). Ephemeral:
+     * A running MCP tool call reported its progress. Ephemeral:
      * never stored, so it has no sequence number (0) and a client that
      * attaches later, or resumes after the call, does not see it.
      *
@@ -494,7 +494,7 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * The event's sequence number in its generation (X-G2): 1 for the first
+   * The event's sequence number in its generation: 1 for the first
    * event, then one more for each event, without gaps, across the whole
    * generation (a resume continues the count of the generation it
    * resumes). It equals the event's number in the generation's stored
@@ -550,7 +550,7 @@ export type GenerationStarted = Message<"agentd.v1.GenerationStarted"> & {
 
   /**
    * Another replica took the generation over after the one running it
-   * died (X-G3): it continues from its last checkpoint. Its tools were
+   * died: it continues from its last checkpoint. Its tools were
    * listed again, and what follows may withdraw a cut-short model turn
    * (turn_withdrawn) or report calls of unknown outcome.
    *
@@ -1094,7 +1094,7 @@ export type ApprovalRequest = Message<"agentd.v1.ApprovalRequest"> & {
   digest: string;
 
   /**
-   * Set when an MCP server asks to sample the model (X-M5, sampling mode
+   * Set when an MCP server asks to sample the model (sampling mode
    * ASK) rather than a tool call waiting: tool_call_id is the call
    * during which the server asks (empty when it is not known),
    * server_name the server, tool_name and arguments empty, digest empty,
@@ -1365,7 +1365,7 @@ export type GenerationPaused = Message<"agentd.v1.GenerationPaused"> & {
   expiresAt?: Timestamp | undefined;
 
   /**
-   * Authorizations of MCP servers that need a person (X-M2): the tool
+   * Authorizations of MCP servers that need a person: the tool
    * calls they refused run again once the resume brings the answers.
    * The same requests as the stream's authorization_request events, if
    * the client saw those.
@@ -1376,7 +1376,7 @@ export type GenerationPaused = Message<"agentd.v1.GenerationPaused"> & {
 
   /**
    * Input requests of MCP servers on protocol 2026-07-28, which need no
-   * live MCP session (X-M4): the calls that asked run again with the
+   * live MCP session: the calls that asked run again with the
    * resume's answers.
    *
    * @generated from field: repeated agentd.v1.InputRequest input_requests = 6;

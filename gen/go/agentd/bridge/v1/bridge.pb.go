@@ -1146,7 +1146,7 @@ type CallToolRequest struct {
 	// Arguments as JSON text (an object); empty means {}.
 	Arguments string `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The retry of a call that ended with CallToolResponse.input_required
-	// (MCP 2026-07-28, X-M8): the answers to its input requests, by id.
+	// (MCP 2026-07-28): the answers to its input requests, by id.
 	InputResponses map[string]*ElicitationResult `protobuf:"bytes,5,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The retry's InputRequired.request_state, echoed as it came (opaque
 	// server data).
@@ -2904,7 +2904,7 @@ type ServerRequest_Elicitation struct {
 
 type ServerRequest_Sampling struct {
 	// The server asks agentd's model for a completion
-	// (sampling/createMessage, X-M5).
+	// (sampling/createMessage).
 	Sampling *SamplingRequest `protobuf:"bytes,6,opt,name=sampling,proto3,oneof"`
 }
 

@@ -82,13 +82,13 @@ type Checkpoint struct {
 	// The span context of the generation's start: the trace id (16 bytes)
 	// and span id (8 bytes) of the invoke_agent span of its first run. A
 	// resumed or adopted run's invoke_agent span links to it, so that the
-	// runs of one generation are found from each other (X-O2). Empty when
+	// runs of one generation are found from each other. Empty when
 	// the start was not sampled or not traced.
 	OriginTraceId []byte `protobuf:"bytes,20,opt,name=origin_trace_id,json=originTraceId,proto3" json:"origin_trace_id,omitempty"`
 	OriginSpanId  []byte `protobuf:"bytes,21,opt,name=origin_span_id,json=originSpanId,proto3" json:"origin_span_id,omitempty"`
 	// The end user the generation acts for (StartGeneration.end_user, or
 	// the principal that started it): whose OAuth tokens its MCP servers
-	// get, on every run (X-M3).
+	// get, on every run.
 	EndUser       string `protobuf:"bytes,22,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -292,7 +292,7 @@ type PausedTurn struct {
 	// of them without a result may have run.
 	Started []string `protobuf:"bytes,4,rep,name=started,proto3" json:"started,omitempty"`
 	// In a paused checkpoint: the authorizations of MCP servers that wait
-	// for a person (X-M2). A turn with no calls and authorizations paused
+	// for a person. A turn with no calls and authorizations paused
 	// before its first model turn, when the servers' tools were listed.
 	Authorizations []*PendingAuthorization `protobuf:"bytes,5,rep,name=authorizations,proto3" json:"authorizations,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -617,12 +617,12 @@ type CallState_FunctionCall struct {
 }
 
 type CallState_Authorization struct {
-	// The call waits for an authorization (X-M2).
+	// The call waits for an authorization.
 	Authorization *AuthorizationWait `protobuf:"bytes,4,opt,name=authorization,proto3,oneof"`
 }
 
 type CallState_Input struct {
-	// The call ended asking for input (MCP 2026-07-28, X-M4): it runs
+	// The call ended asking for input (MCP 2026-07-28): it runs
 	// again with the answers.
 	Input *InputWait `protobuf:"bytes,5,opt,name=input,proto3,oneof"`
 }

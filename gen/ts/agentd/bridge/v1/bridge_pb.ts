@@ -626,7 +626,7 @@ export type CallToolRequest = Message<"agentd.bridge.v1.CallToolRequest"> & {
 
   /**
    * The retry of a call that ended with CallToolResponse.input_required
-   * (MCP 2026-07-28, X-M8): the answers to its input requests, by id.
+   * (MCP 2026-07-28): the answers to its input requests, by id.
    *
    * @generated from field: map<string, agentd.bridge.v1.ElicitationResult> input_responses = 5;
    */
@@ -1513,7 +1513,7 @@ export type ServerRequest = Message<"agentd.bridge.v1.ServerRequest"> & {
   } | {
     /**
      * The server asks agentd's model for a completion
-     * (sampling/createMessage, X-M5).
+     * (sampling/createMessage).
      *
      * @generated from field: agentd.bridge.v1.SamplingRequest sampling = 6;
      */

@@ -174,7 +174,7 @@ export type Checkpoint = Message<"agentd.state.v1.Checkpoint"> & {
    * The span context of the generation's start: the trace id (16 bytes)
    * and span id (8 bytes) of the invoke_agent span of its first run. A
    * resumed or adopted run's invoke_agent span links to it, so that the
-   * runs of one generation are found from each other (X-O2). Empty when
+   * runs of one generation are found from each other. Empty when
    * the start was not sampled or not traced.
    *
    * @generated from field: bytes origin_trace_id = 20;
@@ -189,7 +189,7 @@ export type Checkpoint = Message<"agentd.state.v1.Checkpoint"> & {
   /**
    * The end user the generation acts for (StartGeneration.end_user, or
    * the principal that started it): whose OAuth tokens its MCP servers
-   * get, on every run (X-M3).
+   * get, on every run.
    *
    * @generated from field: string end_user = 22;
    */
@@ -241,7 +241,7 @@ export type PausedTurn = Message<"agentd.state.v1.PausedTurn"> & {
 
   /**
    * In a paused checkpoint: the authorizations of MCP servers that wait
-   * for a person (X-M2). A turn with no calls and authorizations paused
+   * for a person. A turn with no calls and authorizations paused
    * before its first model turn, when the servers' tools were listed.
    *
    * @generated from field: repeated agentd.state.v1.PendingAuthorization authorizations = 5;
@@ -369,7 +369,7 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
     case: "functionCall";
   } | {
     /**
-     * The call waits for an authorization (X-M2).
+     * The call waits for an authorization.
      *
      * @generated from field: agentd.state.v1.AuthorizationWait authorization = 4;
      */
@@ -377,7 +377,7 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
     case: "authorization";
   } | {
     /**
-     * The call ended asking for input (MCP 2026-07-28, X-M4): it runs
+     * The call ended asking for input (MCP 2026-07-28): it runs
      * again with the answers.
      *
      * @generated from field: agentd.state.v1.InputWait input = 5;
