@@ -483,6 +483,7 @@ func TestLoadRejectsRegisteredURLServers(t *testing.T) {
 		{name: "authorization twice", server: "{url: https://a.example/mcp, authorization: " + secret + ", authorization_file: /f}", wantErrs: []string{"authorization and authorization_file exclude each other"}},
 		{name: "a read_timeout beyond its cap", server: "{url: https://a.example/mcp, read_timeout: 2h}", wantErrs: []string{"bridge.servers.s.read_timeout"}},
 		{name: "oauth and a static token", server: "{url: https://a.example/mcp, authorization: " + secret + ", oauth: {}}", wantErrs: []string{"bridge.servers.s.authorization: may not be combined with oauth"}},
+		{name: "oauth and a token's file", server: "{url: https://a.example/mcp, authorization_file: /run/secrets/t, oauth: {}}", wantErrs: []string{"bridge.servers.s.authorization_file: may not be combined with oauth"}},
 		{name: "oauth and an Authorization header", server: "{url: https://a.example/mcp, headers: {authorization: " + secret + "}, oauth: {}}", wantErrs: []string{"bridge.servers.s.headers: may not set Authorization with oauth"}},
 		{name: "an unknown grant", server: "{url: https://a.example/mcp, oauth: {grant: password}}", wantErrs: []string{`bridge.servers.s.oauth.grant: "password" is not one of authorization_code, client_credentials`}},
 		{

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,11 +23,11 @@ func decodeFile(data []byte, cfg *Config, src *sources) []error {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return []error{syntaxError(src.file, err)}
 	}
-	if len(doc.Content) == 0 {
-		return nil // an empty file: the defaults
+	if len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
+		return nil // an empty file, or one that is null: the defaults
 	}
 	if root := doc.Content[0]; root.Kind != yaml.MappingNode {
-		return []error{fmt.Errorf(`%s:%d: %s is not a map of keys; write one "key: value" line each`, src.file, root.Line, shown(root))}
+		return []error{fmt.Errorf(`%s:%d: the file holds %s, not a map of keys; write one "key: value" line each`, src.file, root.Line, what(root))}
 	}
 	d := fileDecoder{src: src}
 	d.value(doc.Content[0], reflect.ValueOf(cfg).Elem(), "")
@@ -101,24 +102,41 @@ func (d *fileDecoder) byKind(n *yaml.Node, v reflect.Value, key string) {
 	}
 }
 
-// shown is n as a message quotes it: a scalar's text, else what it is.
-func shown(n *yaml.Node) string {
+// what is what n is: a map, a list or a single value.
+func what(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a map"
 	case yaml.SequenceNode:
 		return "a list"
 	}
-	return strconv.Quote(n.Value)
+	return "a single value"
 }
 
-// wrongType reports n, which is not of v's type.
+// wrongType reports n, which is not of v's type. A scalar is quoted, and
+// shapes the example, only where v takes a boolean, a number or a
+// duration: a value written where a string, a list or a section belongs
+// may be a secret (a token, a header's value, a URL's path), and the
+// message never shows it.
 func (d *fileDecoder) wrongType(n *yaml.Node, v reflect.Value, key string) {
-	raw := ""
-	if n.Kind == yaml.ScalarNode {
-		raw = n.Value
+	shown, raw := what(n), ""
+	if n.Kind == yaml.ScalarNode && quotable(v.Type()) {
+		shown, raw = strconv.Quote(n.Value), n.Value
 	}
-	d.bad(n, key, notA(shown(n), v.Type(), raw))
+	d.bad(n, key, notA(shown, v.Type(), raw))
+}
+
+// quotable reports whether a value of type t may be quoted in a message:
+// a boolean, a number or a duration, which no secret is.
+func quotable(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Float64:
+		return true
+	}
+	return false
 }
 
 // scalar decodes n into v, a string, boolean, integer or duration.
@@ -172,11 +190,16 @@ func (d *fileDecoder) list(n *yaml.Node, v reflect.Value, key string) {
 		d.wrongType(n, v, key)
 		return
 	}
-	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	s := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+	keepsNull := slices.Contains([]reflect.Kind{reflect.Pointer, reflect.Map, reflect.Slice}, v.Type().Elem().Kind())
 	for i, item := range n.Content {
+		if item.ShortTag() == "!!null" && !keepsNull {
+			continue // a null item of a list of values or sections is none, as yaml.v3 has it
+		}
 		at := fmt.Sprintf("%s[%d]", key, i)
 		d.src.lines[at] = item.Line
-		d.value(item, s.Index(i), at)
+		s = reflect.Append(s, reflect.New(v.Type().Elem()).Elem())
+		d.value(item, s.Index(s.Len()-1), at)
 	}
 	v.Set(s)
 }

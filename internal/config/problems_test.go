@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestLoadSaysWhereAndWhat(t *testing.T) {
 		{
 			name: "one value for a list",
 			file: "bridge:\n  allowed_commands: npx\n",
-			want: []string{`agentd.yaml:2: bridge.allowed_commands: "npx" is not a list; write [npx]`},
+			want: []string{`agentd.yaml:2: bridge.allowed_commands: a single value is not a list; write [a, b], or one "- item" line per item`},
 		},
 		{
 			name: "a list for a map",
@@ -87,7 +88,7 @@ func TestLoadSaysWhereAndWhat(t *testing.T) {
 		{
 			name: "a value for a section",
 			file: "log: debug\n",
-			want: []string{`agentd.yaml:1: log: "debug" is not a section; write its keys indented beneath it, one "key: value" line each`},
+			want: []string{`agentd.yaml:1: log: a single value is not a section; write its keys indented beneath it, one "key: value" line each`},
 		},
 		{
 			name: "a list for a string",
@@ -107,7 +108,7 @@ func TestLoadSaysWhereAndWhat(t *testing.T) {
 		{
 			name: "a file that is no map",
 			file: "- listen: 127.0.0.1:1\n",
-			want: []string{`agentd.yaml:1: a list is not a map of keys; write one "key: value" line each`},
+			want: []string{`agentd.yaml:1: the file holds a list, not a map of keys; write one "key: value" line each`},
 		},
 		{
 			name: "every problem of the file at once",
@@ -264,5 +265,48 @@ func TestClosest(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("closest(%q) = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A value written where a section, a map, a list or a string belongs may
+// be a secret: a problem says where it is and what to write, never what
+// it holds; a file that is one value (a token file given as --config, say)
+// too.
+func TestLoadNeverShowsAValue(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-cnry-7a1d"
+	for _, file := range []string{
+		"providers: {openai: " + secret + "}\n",
+		"bridge: {servers: {x: " + secret + "}}\n",
+		"bridge: {servers: {x: {url: https://a.example/mcp, headers: " + secret + "}}}\n",
+		"bridge: {servers: {x: {command: x, args: --token=" + secret + "}}}\n",
+		secret + "\n",
+	} {
+		_, lines := loadFile(t, file, nil)
+		if len(lines) == 0 {
+			t.Errorf("%q loaded", file)
+		}
+		if text := strings.Join(lines, "\n"); strings.Contains(text, secret) {
+			t.Errorf("%q: the error shows the value:\n%s", file, text)
+		}
+	}
+}
+
+// A null list item is no item, as YAML decoders have it, and a file that
+// is null is an empty one: the defaults.
+func TestLoadNulls(t *testing.T) {
+	t.Parallel()
+	cfg, lines := loadFile(t, "bridge:\n  allowed_commands: [npx, ~]\n  servers: {x: {command: x, args: [--verbose, ~]}}\n", nil)
+	if lines != nil {
+		t.Fatalf("Load: %v", lines)
+	}
+	if got := cfg.Bridge.AllowedCommands; !slices.Equal(got, []string{"npx"}) {
+		t.Errorf("allowed_commands = %q; want [npx]", got)
+	}
+	if got := cfg.Bridge.Servers["x"].Args; !slices.Equal(got, []string{"--verbose"}) {
+		t.Errorf("args = %q; want [--verbose]", got)
+	}
+	if cfg, lines := loadFile(t, "---\n~\n", nil); lines != nil || cfg.Listen != Default().Listen {
+		t.Errorf("a null file: %v, listen %q; want the defaults", lines, cfg.Listen)
 	}
 }

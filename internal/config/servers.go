@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,6 +201,9 @@ func (s Server) validateURL(f string, bad func(string, ...any)) {
 	}
 	if o := s.OAuth; o != nil {
 		o.validateFiles(f+".oauth", bad)
+		if s.AuthorizationFile != "" {
+			bad("%s.authorization_file: may not be combined with oauth: agentd presents the tokens it obtains", f)
+		}
 	}
 	var p mcpdecl.Problems
 	decl := s.Declaration(s.declared())
@@ -263,10 +267,11 @@ func (s Server) Declaration(sec ServerSecrets) *agentdv1.MCPServer {
 }
 
 // declared are the secrets of s as its settings declare them, those its
-// files hold standing as mcpdecl.FromFile.
+// files hold standing as mcpdecl.FromFile, but for an authorization_file
+// beside oauth, which validateURL names itself.
 func (s Server) declared() ServerSecrets {
 	sec := ServerSecrets{Authorization: s.Authorization}
-	if s.AuthorizationFile != "" {
+	if s.AuthorizationFile != "" && s.OAuth == nil {
 		sec.Authorization = mcpdecl.FromFile
 	}
 	if o := s.OAuth; o != nil {
@@ -325,5 +330,9 @@ func (s *Shared) UnmarshalYAML(n *yaml.Node) error {
 		*s = SharedGlobal
 		return nil
 	}
-	return fmt.Errorf("%s is not one of %s", shown(n), enumText(fieldEnum[Server]("Shared")))
+	shown := what(n) // an enum's value is no secret: a scalar is quoted
+	if n.Kind == yaml.ScalarNode {
+		shown = strconv.Quote(n.Value)
+	}
+	return fmt.Errorf("%s is not one of %s", shown, enumText(fieldEnum[Server]("Shared")))
 }

@@ -69,7 +69,9 @@ func ForEndpoint(endpoint string, credentials ...string) *Redactor {
 	safe := u.Scheme + "://" + u.Host + "/…"
 	r := &Redactor{}
 	for _, s := range append([]string{endpoint, u.String()}, urlParts(u)...) {
-		r.rules = append(r.rules, rule{s, safe})
+		if s != "" {
+			r.rules = append(r.rules, rule{s, safe})
+		}
 	}
 	r.addCredentials(credentials)
 	return r
@@ -147,20 +149,15 @@ func (r *Redactor) Text(s string) string {
 	return b.String()
 }
 
-// find lists every appearance of every secret in s, overlapping ones
-// included, in order of their start, the longest first among those that
-// start together.
+// find lists every run of overlapping appearances of each secret in s, in
+// order of their start, the longest first among those that start
+// together.
 func (r *Redactor) find(s string) []span {
 	var spans []span
 	for _, ru := range r.rules {
-		for at := 0; ; {
-			i := strings.Index(s[at:], ru.old)
-			if i < 0 {
-				break
-			}
-			spans = append(spans, span{at + i, at + i + len(ru.old), ru.new})
-			at += i + 1
-		}
+		appearances(s, ru.old, func(start, end int) {
+			spans = append(spans, span{start, end, ru.new})
+		})
 	}
 	// Stable: a URL's form and a credential of the same text, starting
 	// together, keep the URL's replacement, whose rules come first.
@@ -168,6 +165,60 @@ func (r *Redactor) find(s string) []span {
 		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(b.end, a.end))
 	})
 	return spans
+}
+
+// appearances calls emit with each run of overlapping appearances of old
+// in s, merged ([start, end)), in order. strings.Index finds a run's
+// first appearance; Knuth, Morris and Pratt's automaton follows the run
+// from there. So a text and a secret that repeat themselves ("aaaa…", as
+// a hostile server's error may be) take time linear in their lengths, not
+// in their product.
+func appearances(s, old string, emit func(start, end int)) {
+	m := len(old)
+	if m == 0 {
+		return
+	}
+	border := borders(old)
+	for at := 0; at+m <= len(s); {
+		i := strings.Index(s[at:], old)
+		if i < 0 {
+			return
+		}
+		start := at + i
+		end := start + m
+		// A later appearance overlaps the run if it starts before end: it
+		// ends before end+m-1. k is how much of old the text read so far
+		// ends with.
+		for j, k := end, border[m-1]; j < len(s) && j-k < end; j++ {
+			for k > 0 && s[j] != old[k] {
+				k = border[k-1]
+			}
+			if s[j] == old[k] {
+				k++
+			}
+			if k == m {
+				end, k = j+1, border[m-1]
+			}
+		}
+		emit(start, end)
+		at = end
+	}
+}
+
+// borders is old's failure function: for each prefix of old, the length
+// of its longest proper prefix that is also its suffix.
+func borders(old string) []int {
+	b := make([]int, len(old))
+	for i, k := 1, 0; i < len(old); i++ {
+		for k > 0 && old[i] != old[k] {
+			k = b[k-1]
+		}
+		if old[i] == old[k] {
+			k++
+		}
+		b[i] = k
+	}
+	return b
 }
 
 // errUnreadable stands for an error whose text cannot be cleaned.

@@ -183,3 +183,34 @@ func TestURLSecrets(t *testing.T) {
 		t.Errorf("URLSecrets of a URL without path = %q, want none", got)
 	}
 }
+
+// An endpoint whose forms are empty ("", "#") hides nothing it has not
+// got, and does not fail.
+func TestEmptyEndpointForms(t *testing.T) {
+	t.Parallel()
+	for _, endpoint := range []string{"", "#"} {
+		if got := redact.ForEndpoint(endpoint, "sk-secret-1").Text("refused sk-secret-1"); got != "refused "+redact.Mark {
+			t.Errorf("ForEndpoint(%q).Text = %q; want the credential hidden", endpoint, got)
+		}
+	}
+}
+
+// A secret that repeats itself, in a text that does too, is hidden as one
+// run of overlapping appearances: the text becomes one mark, and the work
+// is linear in the lengths (a hostile server's error may be large).
+func TestSelfOverlappingSecrets(t *testing.T) {
+	t.Parallel()
+	text := strings.Repeat("a", 1<<20)
+	for _, secret := range []string{strings.Repeat("a", 1<<16), "aaaa", "aaab"} {
+		want := redact.Mark
+		if secret == "aaab" {
+			want = text // not there
+		}
+		if got := redact.New(secret).Text(text); got != want {
+			t.Errorf("secret %.8q…: the text became %.20q… (%d bytes); want %.20q…", secret, got, len(got), want)
+		}
+	}
+	if got := redact.New("abab").Text("xabababay abab"); got != "x"+redact.Mark+"ay "+redact.Mark {
+		t.Errorf("overlapping runs: %q", got)
+	}
+}
