@@ -50,7 +50,7 @@ func (s *Service) StartAdopter() {
 // adoptDue adopts what is due now.
 func (s *Service) adoptDue() {
 	for !s.stopping.Load() {
-		ctx, cancel := context.WithTimeout(s.bg, record.Timeout)
+		ctx, cancel := context.WithTimeout(s.bg, store.Timeout)
 		now := time.Now()
 		recs, err := s.generations.Adopt(ctx, s.replica, now, now.Add(s.cfg.LeaseTTL), adoptBatch)
 		cancel()
@@ -163,7 +163,7 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 			return g, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(s.bg, record.Timeout)
+	ctx, cancel := context.WithTimeout(s.bg, store.Timeout)
 	defer cancel()
 	since, err := record.ReadSince(ctx, s.generations, rec, cp)
 	if err != nil {

@@ -37,7 +37,7 @@ func (s *Service) getGeneration(ctx context.Context, req *agentdv1.GetGeneration
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, record.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, store.Timeout)
 	defer cancel()
 	rec, err := s.generations.Get(ctx, tenant, req.GetGenerationId())
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerat
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, record.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, store.Timeout)
 	defer cancel()
 	page, next, err := s.generations.List(ctx, tenant, store.ListOptions{States: states, PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if fault.KindOf(err) == fault.Invalid && req.GetPageToken() != "" {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/quota"
-	"github.com/agentd/agentd/internal/record"
+	"github.com/agentd/agentd/internal/store"
 )
 
 // A call of a tool turn may wait for its client: for its approval (a
@@ -139,12 +139,12 @@ func whyTimedOut(d time.Duration) string { return fmt.Sprintf("did not answer wi
 // pause stores the generation with its paused turn, ends the stream with
 // a paused event, and lets the bridge session close.
 func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *errPause) error {
-	store := g.s.checkpoints
+	cps := g.s.checkpoints
 	a := askedOf(turn)
 	approvals, functions, inputs := a.approvals, a.functions, a.inputs
 	authorizations := g.deferredRequests()
 	waiting := len(approvals) + len(functions) + len(authorizations) + len(inputs)
-	if store == nil {
+	if cps == nil {
 		return fault.New(fault.FailedPrecondition,
 			"the generation waits for %d answers (approval decisions or function results) and the client %s; this agentd has no state store, so it cannot pause the generation",
 			waiting, why.why).WithInfo("ANSWERS_MISSING", nil)
@@ -160,7 +160,7 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 	if ctx.Err() != nil { // cancelled by the client meanwhile: nothing to resume
 		return context.Cause(ctx)
 	}
-	sctx, cancel := record.Context(ctx)
+	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	var fence int64
 	if g.resume != nil {
@@ -170,7 +170,7 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 		g.resume.claim.Stop()
 		fence = g.resume.claim.Fence()
 	}
-	save := func() error { return store.Save(sctx, g.tenant, g.id, data, expires, fence) }
+	save := func() error { return cps.Save(sctx, g.tenant, g.id, data, expires, fence) }
 	if limit := g.plan.tenant.Limits.Paused; fence == 0 && limit.N > 0 {
 		if err := g.saveWithin(sctx, limit, waiting, why, save); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
@@ -34,7 +35,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, record.Timeout)
+	sctx, cancel := context.WithTimeout(ctx, store.Timeout)
 	defer cancel()
 	rec, cp, err := record.LoadPaused(sctx, s.checkpoints, name, r.GetGenerationId())
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/agentd/agentd/internal/mcpauth"
 	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/oauthtokens"
+	"github.com/agentd/agentd/internal/store"
 )
 
 // Options make agentd the OAuth client of the url MCP servers that
@@ -50,9 +51,6 @@ type Options struct {
 	// transport, which refuses private addresses unless allowed.
 	HTTPClient func(allowPrivate bool) *http.Client
 }
-
-// storeTimeout bounds one operation of the token store.
-const storeTimeout = 10 * time.Second
 
 // Client holds the tokens and the keys' locks. Its methods are safe for
 // concurrent use.
@@ -144,7 +142,7 @@ func (c *Client) logErr(ctx context.Context, level slog.Level, msg string, s *Su
 // declares the server otherwise), which the Config neither presents nor
 // refreshes; its next grant replaces it.
 func (c *Client) Load(ctx context.Context, s *Subject) (*mcpauth.Token, error) {
-	sctx, cancel := storeContext(ctx)
+	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	data, err := c.tokens.Get(sctx, s.key())
 	if errors.Is(err, oauthtokens.ErrUnreadable) {
@@ -178,16 +176,9 @@ func (c *Client) save(ctx context.Context, k oauthtokens.Key, t *mcpauth.Token) 
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encoding a token")
 	}
-	sctx, cancel := storeContext(context.WithoutCancel(ctx))
+	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	return c.tokens.Put(sctx, k, data)
-}
-
-// storeContext bounds one store operation by storeTimeout, whatever
-// becomes of ctx meanwhile: a token obtained or read is not lost to the
-// end of the generation that asked for it.
-func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 }
 
 // refreshable reports whether t can be renewed without a person: it has

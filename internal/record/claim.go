@@ -145,7 +145,7 @@ func (c *Claim) Keep(ctx context.Context, every time.Duration, takenOver func(er
 				return
 			case <-tick.C:
 			}
-			sctx, cancel := Context(ctx)
+			sctx, cancel := store.WriteContext(ctx)
 			err := c.cps.Renew(sctx, c.tenant, c.id, c.version, nil, time.Now())
 			cancel()
 			switch {
@@ -179,7 +179,7 @@ func (c *Claim) Progress(ctx context.Context) error {
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encoding the checkpoint")
 	}
-	sctx, cancel := Context(ctx)
+	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	return c.cps.Renew(sctx, c.tenant, c.id, c.version, data, time.Now())
 }
@@ -189,7 +189,7 @@ func (c *Claim) Progress(ctx context.Context) error {
 // made since).
 func (c *Claim) Remove(ctx context.Context) error {
 	c.Stop()
-	sctx, cancel := Context(ctx)
+	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	err := c.cps.Delete(sctx, c.tenant, c.id, c.version)
 	c.version = 0
@@ -200,7 +200,7 @@ func (c *Claim) Remove(ctx context.Context) error {
 // the resume failed with nothing run, and the client may resume again.
 func (c *Claim) GiveBack(ctx context.Context) error {
 	c.Stop()
-	sctx, cancel := Context(ctx)
+	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	return c.cps.Save(sctx, c.tenant, c.id, c.original, c.expires, c.version)
 }

@@ -43,16 +43,6 @@ const (
 	retryMax = 2 * time.Second
 )
 
-// Timeout bounds one store operation.
-const Timeout = 10 * time.Second
-
-// Context bounds one store write by Timeout, whatever becomes of ctx
-// meanwhile: a write that records what happened must not be cut short by
-// the end of the generation it records.
-func Context(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), Timeout)
-}
-
 // Options say whose record a journal writes, and what it tells its
 // generation.
 type Options struct {
@@ -132,7 +122,7 @@ func Create(ctx context.Context, o Options, checkpoint []byte) (*Journal, error)
 }
 
 func (j *Journal) create(ctx context.Context, checkpoint []byte) error {
-	sctx, cancel := Context(ctx)
+	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	now := time.Now()
 	return j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now, Checkpoint: checkpoint})
@@ -147,7 +137,7 @@ func Resume(ctx context.Context, o Options, checkpoint []byte) (*Journal, error)
 	j := newJournal(o)
 	// Its own bound: it may wait out a whole lease, longer than one store
 	// call's.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.TTL+Timeout)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.TTL+store.Timeout)
 	rec, err := j.acquire(actx)
 	cancel()
 	switch {
@@ -347,7 +337,7 @@ func (j *Journal) renew() {
 	if j.Lost() {
 		return
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	sctx, cancel := context.WithTimeout(context.Background(), store.Timeout)
 	defer cancel()
 	err := j.o.Store.Renew(sctx, j.o.Tenant, j.o.ID, j.epoch, time.Now().Add(j.o.TTL))
 	j.check(err, "renewing a generation's lease")
@@ -420,7 +410,7 @@ func (j *Journal) write() error {
 
 // writeState records the record's state alone.
 func (j *Journal) writeState(state store.State) error {
-	sctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	sctx, cancel := context.WithTimeout(context.Background(), store.Timeout)
 	_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Now: time.Now()})
 	cancel()
 	if err := j.check(err, "recording a generation's state"); err != nil {
@@ -439,7 +429,7 @@ func (j *Journal) writeState(state store.State) error {
 // all, the events are not logged twice (and snap, if events after it took,
 // is not written: wrote is false).
 func (j *Journal) appendEvents(batch []store.Event, covered int, snap []byte, state store.State) (wrote bool, _ error) {
-	sctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	sctx, cancel := context.WithTimeout(context.Background(), store.Timeout)
 	defer cancel()
 	if len(batch) == 0 {
 		// A checkpoint alone.
@@ -572,7 +562,7 @@ func (j *Journal) Abandon() {
 // failed or cancelled, with its result), paused (released, for a resume
 // to acquire), or running (agentd is stopping: released for another
 // replica to adopt at once). Its writes are retried, with backoff, within
-// Timeout; a failure is logged: the generation has ended either way.
+// store.Timeout; a failure is logged: the generation has ended either way.
 // Only the first call does anything.
 func (j *Journal) Settle(ctx context.Context, state store.State, result []byte) {
 	j.halt()
@@ -584,7 +574,7 @@ func (j *Journal) Settle(ctx context.Context, state store.State, result []byte) 
 		return
 	}
 	defer j.end()
-	r := &retrier{j: j, ctx: ctx, deadline: time.Now().Add(Timeout), backoff: retryMin}
+	r := &retrier{j: j, ctx: ctx, deadline: time.Now().Add(store.Timeout), backoff: retryMin}
 	if state == store.Paused || state == store.Running {
 		j.release(r, state)
 		return
@@ -655,7 +645,7 @@ func (r *retrier) try(what string, f func(context.Context) error) bool {
 		if r.j.Lost() {
 			return false
 		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), Timeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), store.Timeout)
 		err := f(sctx)
 		cancel()
 		if err == nil {

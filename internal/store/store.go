@@ -104,6 +104,16 @@ type Store interface {
 	Ping(ctx context.Context) error
 }
 
+// Timeout bounds one store operation.
+const Timeout = 10 * time.Second
+
+// WriteContext bounds one store write by Timeout, whatever becomes of ctx
+// meanwhile: a write that records what happened must not be cut short by
+// the end of what it records (a generation, a grant).
+func WriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), Timeout)
+}
+
 // The drivers that Open knows.
 const (
 	DriverSQLite   = "sqlite"
