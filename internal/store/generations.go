@@ -103,6 +103,15 @@ type Event struct {
 	Data []byte
 }
 
+// Item is one entry of a generation's conversation, as the caller
+// encodes it: numbered by the caller from 0, written once with the write
+// that adds it, never rewritten. A write that names an item the store has
+// already (a retry of a write that took) leaves it as it is.
+type Item struct {
+	N    int64
+	Data []byte
+}
+
 // NewGeneration is what Create records.
 type NewGeneration struct {
 	Tenant, ID string
@@ -115,7 +124,9 @@ type NewGeneration struct {
 	// Events start the log (sequence numbers from 1), in the same
 	// transaction.
 	Events []Event
-	Now    time.Time
+	// Items start the conversation, in the same transaction.
+	Items []Item
+	Now   time.Time
 }
 
 // Checkpoint is what a fenced Checkpoint writes, in one transaction.
@@ -129,6 +140,8 @@ type Checkpoint struct {
 	// After are appended after Events, in the same transaction; the
 	// checkpoint does not cover them (CheckpointSeq is Events' last).
 	After []Event
+	// Items are added to the conversation, in the same transaction.
+	Items []Item
 	Now   time.Time
 }
 
@@ -140,7 +153,9 @@ type Outcome struct {
 	Result []byte
 	// Events close the log.
 	Events []Event
-	Now    time.Time
+	// Items end the conversation, in the same transaction.
+	Items []Item
+	Now   time.Time
 }
 
 // ListOptions selects a page of List.
@@ -184,7 +199,7 @@ const (
 // twice if the first took, unless it reads the log's tail first.
 type Generations interface {
 	// Create records a new running generation under a lease held by
-	// g.Owner (epoch 1), with its first checkpoint and events. It fails
+	// g.Owner (epoch 1), with its first checkpoint, events and items. It fails
 	// with Conflict if the tenant has a generation of that id.
 	Create(ctx context.Context, g NewGeneration) error
 
@@ -206,13 +221,13 @@ type Generations interface {
 	Release(ctx context.Context, tenant, id string, epoch int64, now time.Time) error
 
 	// Checkpoint replaces the state and checkpoint of a live generation
-	// under the lease of the given epoch and appends c.Events, then
-	// c.After, all or nothing. It returns the log's last sequence number
+	// under the lease of the given epoch, appends c.Events, then c.After,
+	// and adds c.Items, all or nothing. It returns the log's last sequence number
 	// (the events are numbered up to it, in that order).
 	Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (last int64, err error)
 
 	// Finish ends a generation under the lease of the given epoch: it
-	// sets o.State and o.Result, appends o.Events, drops the checkpoint
+	// sets o.State and o.Result, appends o.Events, adds o.Items, drops the checkpoint
 	// and releases the lease, all or nothing. It returns the log's last
 	// sequence number. Finishing again under the same epoch with the same
 	// state (a retry) is no error and changes nothing.
@@ -244,6 +259,12 @@ type Generations interface {
 	// of consecutive numbers, in their order.
 	Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (last int64, err error)
 
+	// Items returns up to limit items of tenant's generation id numbered
+	// after after (-1 for the first), in order (limit: MaxReadEvents when
+	// 0 or less, at most MaxReadEvents). An unknown generation, or
+	// another tenant's, is NotFound.
+	Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error)
+
 	// Read returns up to limit events of tenant's generation id after
 	// sequence number after, in order (limit: MaxReadEvents when 0 or
 	// less, at most MaxReadEvents). Events become visible in order: a
@@ -266,7 +287,7 @@ type Generations interface {
 	ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error)
 
 	// Sweep removes the generations, of any tenant, that finished at or
-	// before before, with their logs, and returns how many. Replicas may
+	// before before, with their logs and items, and returns how many. Replicas may
 	// sweep at once.
 	Sweep(ctx context.Context, before time.Time) (int, error)
 }
@@ -420,6 +441,16 @@ func eventColumns(events []Event) (kinds []string, data [][]byte) {
 		}
 	}
 	return kinds, data
+}
+
+// itemColumns splits items into the columns the stores insert.
+func itemColumns(items []Item) (ns []int64, data [][]byte) {
+	ns = make([]int64, len(items))
+	data = make([][]byte, len(items))
+	for i, it := range items {
+		ns[i], data[i] = it.N, orEmpty(it.Data)
+	}
+	return ns, data
 }
 
 // orEmpty is b, or an empty slice for nil: the stores' columns are NOT

@@ -58,8 +58,22 @@ func pgEvents(n, kinds, data string) string {
 	)`
 }
 
+// pgItems is the CTE that adds a write's items, whose numbers and data are
+// the parameters ns and data, once CTE g has returned the generation's row
+// (nothing is added when the write is refused); an item there already (a
+// retried write) is left.
+func pgItems(ns, data string) string {
+	return `i AS (
+		INSERT INTO generation_items (tenant, generation_id, n, data)
+		SELECT $1, $2, i.n, i.data
+		FROM g, unnest(` + ns + `::bigint[], ` + data + `::bytea[]) AS i(n, data)
+		ON CONFLICT (tenant, generation_id, n) DO NOTHING
+	)`
+}
+
 func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
 	kinds, data := eventColumns(g.Events)
+	ns, items := itemColumns(g.Items)
 	var n int
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
@@ -68,9 +82,9 @@ func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
 			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $6, $6, NULL, $7, $7, NULL)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING last_seq
-		), `+pgEvents("$6", "$8", "$9")+`
+		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`
 		SELECT count(*) FROM g`,
-		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data).Scan(&n)
+		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items).Scan(&n)
 	if err != nil {
 		return classify(err)
 	}
@@ -132,6 +146,7 @@ func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch 
 	}
 	events := append(slices.Clip(c.Events), c.After...)
 	kinds, data := eventColumns(events)
+	ns, items := itemColumns(c.Items)
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
@@ -139,9 +154,9 @@ func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch 
 				last_seq = last_seq + $6, checkpoint_seq = last_seq + $10, updated_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
-		), `+pgEvents("$6", "$8", "$9")+`
+		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$11", "$12")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events))).Scan(&last)
+		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, leaseLost(id)
 	}
@@ -156,6 +171,7 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 		return 0, err
 	}
 	kinds, data := eventColumns(o.Events)
+	ns, items := itemColumns(o.Items)
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
@@ -163,9 +179,9 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 				last_seq = last_seq + $6, updated_at = $7, finished_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
-		), `+pgEvents("$6", "$8", "$9")+`
+		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data).Scan(&last)
+		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A retry of a Finish that committed finds it done.
 		var state string
@@ -329,6 +345,46 @@ func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64,
 	return out, nil
 }
 
+func (p pgGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error) {
+	// One statement, one snapshot, as Read.
+	rows, err := p.pool.Query(ctx, `
+		SELECT i.n, i.data FROM generations g
+		LEFT JOIN LATERAL (
+			SELECT n, data FROM generation_items
+			WHERE tenant = g.tenant AND generation_id = g.id AND n > $3
+			ORDER BY n LIMIT $4
+		) i ON true
+		WHERE g.tenant = $1 AND g.id = $2
+		ORDER BY i.n`,
+		tenant, id, after, readLimit(limit))
+	if err != nil {
+		return nil, classify(err)
+	}
+	found := false
+	var out []Item
+	for rows.Next() {
+		found = true
+		var n *int64
+		var data []byte
+		if err := rows.Scan(&n, &data); err != nil {
+			rows.Close()
+			return nil, classify(err)
+		}
+		if n == nil {
+			break
+		}
+		out = append(out, Item{N: *n, Data: data})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, classify(err)
+	}
+	if !found {
+		return nil, noGeneration(id)
+	}
+	return out, nil
+}
+
 func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error) {
 	// Each row is updated under its lock: an Acquire that took it first
 	// set an owner, and the recheck of the WHERE leaves it; an Acquire
@@ -350,7 +406,7 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 }
 
 func (p pgGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
-	// The events go with their generation (ON DELETE CASCADE).
+	// The events and items go with their generation (ON DELETE CASCADE).
 	tag, err := p.pool.Exec(ctx, `DELETE FROM generations WHERE finished_at IS NOT NULL AND finished_at <= $1`, ms(before))
 	if err != nil {
 		return 0, classify(err)

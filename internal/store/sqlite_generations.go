@@ -85,7 +85,12 @@ var qInsertEvents = func() (qs [maxEventRows]string) {
 	return qs
 }()
 
-var hotStatements = append([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend}, qInsertEvents[:]...)
+// qInsertItem adds one item to a generation's conversation; a retried
+// write finds it there and leaves it.
+const qInsertItem = `INSERT INTO generation_items (tenant, generation_id, n, data) VALUES (?, ?, ?, ?)
+			ON CONFLICT (tenant, generation_id, n) DO NOTHING`
+
+var hotStatements = append([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qInsertItem}, qInsertEvents[:]...)
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
@@ -160,6 +165,16 @@ func (s sqliteGenerations) insertEvents(ctx context.Context, tx *sql.Tx, tenant,
 	return nil
 }
 
+// insertItems adds items to the conversation.
+func (s sqliteGenerations) insertItems(ctx context.Context, tx *sql.Tx, tenant, id string, items []Item) error {
+	for _, it := range items {
+		if _, err := s.in(ctx, tx, qInsertItem).ExecContext(ctx, tenant, id, it.N, orEmpty(it.Data)); err != nil {
+			return unavailable(err)
+		}
+	}
+	return nil
+}
+
 func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n := int64(len(g.Events))
@@ -173,6 +188,9 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 			return unavailable(err)
 		} else if n != 1 {
 			return generationExists(g.ID)
+		}
+		if err := s.insertItems(ctx, tx, g.Tenant, g.ID, g.Items); err != nil {
+			return err
 		}
 		return s.insertEvents(ctx, tx, g.Tenant, g.ID, 1, g.Events)
 	})
@@ -244,6 +262,9 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 		if err != nil {
 			return unavailable(err)
 		}
+		if err := s.insertItems(ctx, tx, tenant, id, c.Items); err != nil {
+			return err
+		}
 		return s.insertEvents(ctx, tx, tenant, id, last-n+1, events)
 	})
 	return last, err
@@ -275,6 +296,9 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 		}
 		if err != nil {
 			return unavailable(err)
+		}
+		if err := s.insertItems(ctx, tx, tenant, id, o.Items); err != nil {
+			return err
 		}
 		return s.insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
 	})
@@ -417,16 +441,49 @@ func (s sqliteGenerations) Read(ctx context.Context, tenant, id string, after in
 		return nil, unavailable(err)
 	}
 	if len(out) == 0 {
-		var one int
-		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, noGeneration(id)
-		}
-		if err != nil {
-			return nil, unavailable(err)
-		}
+		return nil, s.exists(ctx, tenant, id)
 	}
 	return out, nil
+}
+
+func (s sqliteGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT n, data FROM generation_items
+		WHERE tenant = ? AND generation_id = ? AND n > ?
+		ORDER BY n LIMIT ?`,
+		tenant, id, after, readLimit(limit))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []Item
+	for rows.Next() {
+		var it Item
+		if err := rows.Scan(&it.N, &it.Data); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	if len(out) == 0 {
+		return nil, s.exists(ctx, tenant, id)
+	}
+	return out, nil
+}
+
+// exists is nil if tenant has generation id, NotFound if not.
+func (s sqliteGenerations) exists(ctx context.Context, tenant, id string) error {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return noGeneration(id)
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
 }
 
 func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error) {
@@ -447,7 +504,7 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 }
 
 func (s sqliteGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
-	// The events go with their generation (ON DELETE CASCADE).
+	// The events and items go with their generation (ON DELETE CASCADE).
 	res, err := s.db.ExecContext(ctx, `DELETE FROM generations WHERE finished_at IS NOT NULL AND finished_at <= ?`, before.UnixMilli())
 	return affected(res, err)
 }

@@ -58,6 +58,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ConcurrentAcquire", testConcurrentAcquire},
 		{"ConcurrentAdopt", testConcurrentAdopt},
 		{"EventLog", testEventLog},
+		{"Items", testItems},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"WithdrawnTurn", testWithdrawnTurn},
 		{"CheckpointWithLaterEvents", testCheckpointWithLaterEvents},

@@ -1,0 +1,12 @@
+-- The conversation of a durable generation, one row per message, each
+-- written once when the generation adds it: the checkpoint says how many
+-- of them the conversation has, instead of copying it. Numbered by the
+-- writer from 0; an item is never rewritten.
+CREATE TABLE generation_items (
+	tenant        text    NOT NULL,
+	generation_id text    NOT NULL,
+	n             bigint  NOT NULL,
+	data          bytea   NOT NULL,
+	PRIMARY KEY (tenant, generation_id, n),
+	FOREIGN KEY (tenant, generation_id) REFERENCES generations (tenant, id) ON DELETE CASCADE
+);

@@ -1,0 +1,49 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/store"
+)
+
+func item(n int64, data string) store.Item { return store.Item{N: n, Data: []byte(data)} }
+
+// testItems: a generation's conversation items, written with Create,
+// Checkpoint and Finish in the same transaction as the rest of the write;
+// an item written again (a retried write) is left as it was; a write
+// refused under a lost lease adds none; Items reads after any number, up
+// to a limit, in order; Sweep removes them with their generation.
+func testItems(t *testing.T, db DB) {
+	g := generations(t, db)
+	ctx := t.Context()
+	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Minute), Now: t0,
+		Items: []store.Item{item(0, "system"), item(1, "user")}}))
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("cp"), Now: at(time.Second),
+		Items: []store.Item{item(2, "assistant")}})))
+	// A retry of that write: item 2 stays as first written.
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("cp"), Now: at(time.Second),
+		Items: []store.Item{item(2, "other"), item(3, "tool")}})))
+	wantKind(t, "Checkpoint under a lost lease", errOf(g.Checkpoint(ctx, "acme", "g", 7, store.Checkpoint{State: store.Running, Now: at(time.Second),
+		Items: []store.Item{item(4, "stale")}})), fault.Conflict)
+	check(t, errOf(g.Finish(ctx, "acme", "g", 1, store.Outcome{State: store.Completed, Now: at(2 * time.Second),
+		Items: []store.Item{item(4, "final")}})))
+
+	want := []store.Item{item(0, "system"), item(1, "user"), item(2, "assistant"), item(3, "tool"), item(4, "final")}
+	if got := must[[]store.Item](t, "Items")(g.Items(ctx, "acme", "g", -1, 0)); !cmp.Equal(got, want) {
+		t.Errorf("Items: %s", cmp.Diff(want, got))
+	}
+	if got := must[[]store.Item](t, "Items")(g.Items(ctx, "acme", "g", 1, 2)); !cmp.Equal(got, want[2:4]) {
+		t.Errorf("Items after 1, limit 2: %s", cmp.Diff(want[2:4], got))
+	}
+	if got := must[[]store.Item](t, "Items")(g.Items(ctx, "acme", "g", 4, 0)); len(got) != 0 {
+		t.Errorf("Items after the last: %v", got)
+	}
+	wantKind(t, "Items of another tenant's generation", errOf(g.Items(ctx, "other", "g", -1, 0)), fault.NotFound)
+
+	check(t, errOf(g.Sweep(ctx, at(time.Hour))))
+	wantKind(t, "Items of a swept generation", errOf(g.Items(ctx, "acme", "g", -1, 0)), fault.NotFound)
+}
