@@ -138,6 +138,11 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(s.bg, store.Timeout)
+	defer cancel()
+	if err := record.Restore(ctx, s.generations, rec, cp); err != nil {
+		return nil, err
+	}
 	g := s.continued(rec.Tenant, cp)
 	g.detached = cp.GetDetached()
 	g.agent = record.AgentOf(cp)
@@ -163,8 +168,6 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 			return g, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(s.bg, store.Timeout)
-	defer cancel()
 	since, err := record.ReadSince(ctx, s.generations, rec, cp)
 	if err != nil {
 		return g, err

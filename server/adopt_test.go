@@ -229,7 +229,8 @@ func diesMidTurn(t *testing.T, st store.Store) (id string, bridgeA *fakeBridge, 
 		cp := &statev1.Checkpoint{}
 		_ = proto.Unmarshal(g.Checkpoint, cp)
 		states := cp.GetTurn().GetStates()
-		return len(states) == 2 && states[0].GetResult() != nil && states[1].GetResult() == nil
+		finished := func(st *statev1.CallState) bool { return st.GetResult() != nil || st.GetLoggedResult() > 0 }
+		return len(states) == 2 && finished(states[0]) && !finished(states[1])
 	})
 	gensA.dead.Store(true) // replica-a dies
 	return id, bridgeA, gensA, slowGate

@@ -13,11 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
+	agentdrecord "github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
@@ -48,22 +48,16 @@ func record(t *testing.T, a *pausable, id string) (store.Generation, storedResul
 // storedEvents reads a generation's whole log, each event decoded.
 func storedEvents(t *testing.T, a *pausable, id string) []*agentdv1.GenerateResponse {
 	t.Helper()
-	evs, err := a.store.Generations().Read(t.Context(), "", id, 0, 0)
+	evs, err := agentdrecord.ReadEvents(t.Context(), a.store.Generations(), "", id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*agentdv1.GenerateResponse
-	for i, e := range evs {
-		ev := &agentdv1.GenerateResponse{}
-		if err := proto.Unmarshal(e.Data, ev); err != nil {
-			t.Fatal(err)
+	for i, ev := range evs {
+		if ev.GetSequence() != int64(i+1) {
+			t.Errorf("stored event %d: sequence %d", i, ev.GetSequence())
 		}
-		if ev.GetSequence() != e.Seq || e.Seq != int64(i+1) {
-			t.Errorf("stored event %d: seq %d, sequence %d", i, e.Seq, ev.GetSequence())
-		}
-		out = append(out, ev)
 	}
-	return out
+	return evs
 }
 
 // wantSequences fails unless events are numbered from..from+len-1.

@@ -59,15 +59,15 @@ func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint 
 	return cp
 }
 
-// snapshot encodes the generation's running checkpoint: its conversation
+// snapshot is the generation's running checkpoint: its conversation
 // and, inside a tool turn, the turn (its calls, and the results of those
-// that finished), with its agent.
-func (g *generation) snapshot(turn *statev1.PausedTurn) []byte {
+// that finished), with its agent. The journal stores what of it is new.
+func (g *generation) snapshot(turn *statev1.PausedTurn) *statev1.Checkpoint {
 	cp := g.conversation(turn)
 	g.agent.Put(cp)
 	cp.Detached = g.detached
 	cp.Resuming = g.resume != nil && !g.resume.progressed
-	return record.Encode(cp)
+	return cp
 }
 
 // checkpoint queues the generation's checkpoint, covering every event

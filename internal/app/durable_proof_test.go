@@ -20,12 +20,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/pgtest"
 )
@@ -323,22 +323,15 @@ func (c *proofCluster) logged(t *testing.T, id string) []*agentdv1.GenerateRespo
 	t.Helper()
 	var out []*agentdv1.GenerateResponse
 	for after := int64(0); ; {
-		evs, err := c.store.Generations().Read(t.Context(), "", id, after, 0)
+		evs, err := record.ReadEvents(t.Context(), c.store.Generations(), "", id, after)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(evs) == 0 {
 			return out
 		}
-		for _, e := range evs {
-			ev := &agentdv1.GenerateResponse{}
-			if err := proto.Unmarshal(e.Data, ev); err != nil {
-				t.Fatal(err)
-			}
-			ev.Sequence = e.Seq
-			out = append(out, ev)
-		}
-		after = evs[len(evs)-1].Seq
+		out = append(out, evs...)
+		after = evs[len(evs)-1].GetSequence()
 	}
 }
 

@@ -22,8 +22,10 @@ import (
 // is written at every turn boundary (the model's turn done with its
 // calls; each call's result; the tool turn done) and replaced each time,
 // and the replica that adopts the generation continues from the last one
-// written. A paused generation's waits in the checkpoint store for its
-// resume.
+// written. It names its conversation rather than holding it: the journal
+// stores each message once, as an item, and what the log holds already
+// not at all (items.go); Restore rebuilds it. A paused generation's waits
+// in the checkpoint store for its resume, whole.
 
 // Version is the format of the checkpoints this agentd writes.
 const Version = 1
@@ -46,7 +48,7 @@ func DecodeRunning(data []byte, id string) (*statev1.Checkpoint, error) {
 	if err := proto.Unmarshal(data, cp); err != nil || cp.GetVersion() != Version || cp.GetGenerationId() != id {
 		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint cannot be read by this agentd")
 	}
-	if t := cp.GetTurn(); t != nil && len(t.GetStates()) != len(t.GetCalls()) {
+	if t := cp.GetTurn(); t != nil && !t.GetCallsInConversation() && len(t.GetStates()) != len(t.GetCalls()) {
 		return nil, fault.New(fault.FailedPrecondition, "the generation's checkpoint cannot be read by this agentd")
 	}
 	return cp, nil

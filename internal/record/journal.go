@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
@@ -87,6 +88,8 @@ type Journal struct {
 	msgs      []*agentdv1.GenerateResponse // pending's events, decoded
 	bytes     int                          // the bytes pending's events will hold in the log
 	snap      []byte                       // the checkpoint to write, nil when written
+	items     []store.Item                 // the conversation's items to write with it
+	conv      conversation                 // what is stored once, and where
 	snapSeq   int64                        // the last sequence number snap covers
 	snapN     int64                        // counts the checkpoints queued
 	advanced  chan struct{}                // closed (and replaced) when confirmed grows
@@ -111,21 +114,26 @@ func newJournal(o Options) *Journal {
 }
 
 // Create records a new generation, with its first checkpoint, and starts
-// its journal. A store that cannot record it fails it.
-func Create(ctx context.Context, o Options, checkpoint []byte) (*Journal, error) {
+// its journal. A store that cannot record it fails it. The checkpoints
+// that the journal is given, here and after, hold the generation's whole
+// conversation; the journal takes them over, and stores each message once
+// (items.go).
+func Create(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, error) {
 	j := newJournal(o)
-	if err := j.create(ctx, checkpoint); err != nil {
+	if err := j.create(ctx, cp); err != nil {
 		return nil, err
 	}
 	j.start()
 	return j, nil
 }
 
-func (j *Journal) create(ctx context.Context, checkpoint []byte) error {
+func (j *Journal) create(ctx context.Context, cp *statev1.Checkpoint) error {
+	items := j.conv.itemize(cp)
 	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	now := time.Now()
-	return j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now, Checkpoint: checkpoint})
+	return j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
+		Checkpoint: Encode(cp), Items: items})
 }
 
 // Resume takes the record of a paused generation for its resume, or
@@ -133,7 +141,7 @@ func (j *Journal) create(ctx context.Context, checkpoint []byte) error {
 // records), and starts its journal with checkpoint queued: until it is
 // past its paused turn, the resume's claim on the paused checkpoint
 // decides what happens if it dies.
-func Resume(ctx context.Context, o Options, checkpoint []byte) (*Journal, error) {
+func Resume(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, error) {
 	j := newJournal(o)
 	// Its own bound: it may wait out a whole lease, longer than one store
 	// call's.
@@ -142,14 +150,14 @@ func Resume(ctx context.Context, o Options, checkpoint []byte) (*Journal, error)
 	cancel()
 	switch {
 	case fault.KindOf(err) == fault.NotFound:
-		if err := j.create(ctx, checkpoint); err != nil {
+		if err := j.create(ctx, cp); err != nil {
 			return nil, err
 		}
 	case err != nil:
 		return nil, err
 	default:
-		j.continueFrom(rec)
-		j.snap, j.snapSeq = checkpoint, j.last
+		j.continueFrom(rec, storedItems(rec))
+		j.queueLocked(cp)
 	}
 	j.start()
 	return j, nil
@@ -160,14 +168,27 @@ func Resume(ctx context.Context, o Options, checkpoint []byte) (*Journal, error)
 // after the record's last event, running.
 func Adopted(o Options, rec store.Generation) *Journal {
 	j := newJournal(o)
-	j.continueFrom(rec)
+	j.continueFrom(rec, storedItems(rec))
 	j.start()
 	return j
 }
 
-// continueFrom takes up rec, acquired under a new lease.
-func (j *Journal) continueFrom(rec store.Generation) {
+// continueFrom takes up rec, acquired under a new lease, whose
+// conversation has items stored.
+func (j *Journal) continueFrom(rec store.Generation, items int64) {
 	j.epoch, j.last, j.confirmed, j.written = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State
+	j.conv.items = items
+}
+
+// storedItems is how many items rec's conversation has, as its
+// checkpoint says (none when it holds its conversation itself, or cannot
+// be read: the journal then stores them all, and those stored are left).
+func storedItems(rec store.Generation) int64 {
+	cp := &statev1.Checkpoint{}
+	if proto.Unmarshal(rec.Checkpoint, cp) != nil {
+		return 0
+	}
+	return cp.GetConversation().GetCount()
 }
 
 // acquire takes the record of a paused generation for its resume. The
@@ -217,16 +238,15 @@ func (j *Journal) Record(ev *agentdv1.GenerateResponse) {
 	}
 }
 
-// RecordCheckpoint records ev and queues data as the checkpoint covering
+// RecordCheckpoint records ev and queues cp as the checkpoint covering
 // it in one step, so that the keeper writes them in one write: a tool
 // call's tool_call_finished event is never in the log without the
 // checkpoint that holds the call's result, and a replica that adopts the
 // generation does not run the call again.
-func (j *Journal) RecordCheckpoint(ev *agentdv1.GenerateResponse, data []byte) {
+func (j *Journal) RecordCheckpoint(ev *agentdv1.GenerateResponse, cp *statev1.Checkpoint) {
 	j.mu.Lock()
 	j.recordLocked(ev)
-	j.snap, j.snapSeq = data, j.last
-	j.snapN++
+	j.queueLocked(cp)
 	j.mu.Unlock()
 	j.soon()
 }
@@ -236,38 +256,46 @@ func (j *Journal) RecordCheckpoint(ev *agentdv1.GenerateResponse, data []byte) {
 func (j *Journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
 	j.last++
 	ev.Sequence = j.last
-	data, _ := proto.Marshal(ev)
 	kind := "event"
 	if fd := ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("event")); fd != nil {
 		kind = string(fd.Name())
 	}
+	kind, logged := j.conv.noteEvent(j.last, ev, kind)
+	data, _ := proto.Marshal(logged)
 	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
 	j.msgs = append(j.msgs, ev)
 	j.bytes += len(data)
 	return j.bytes >= flushBytes
 }
 
-// Checkpoint queues data as the generation's checkpoint, covering every
-// event numbered so far; it replaces one not yet written.
-func (j *Journal) Checkpoint(data []byte) {
+// Checkpoint queues cp as the generation's checkpoint, covering every
+// event numbered so far; it replaces one not yet written (the items of
+// both are written).
+func (j *Journal) Checkpoint(cp *statev1.Checkpoint) {
 	j.mu.Lock()
-	j.snap, j.snapSeq = data, j.last
-	j.snapN++
+	j.queueLocked(cp)
 	j.mu.Unlock()
 	j.soon()
 }
 
 // SetState records that the generation runs or waits on its client, with
-// data, the checkpoint of that moment: the record's state changes only
+// cp, the checkpoint of that moment: the record's state changes only
 // with a checkpoint, so that its checkpoint always covers exactly the
 // events before it.
-func (j *Journal) SetState(s store.State, data []byte) {
+func (j *Journal) SetState(s store.State, cp *statev1.Checkpoint) {
 	j.mu.Lock()
 	j.state = s
-	j.snap, j.snapSeq = data, j.last
-	j.snapN++
+	j.queueLocked(cp)
 	j.mu.Unlock()
 	j.poke()
+}
+
+// queueLocked queues cp, covering every event numbered so far, with the
+// conversation's new items. j.mu is held.
+func (j *Journal) queueLocked(cp *statev1.Checkpoint) {
+	j.items = append(j.items, j.conv.itemize(cp)...)
+	j.snap, j.snapSeq = Encode(cp), j.last
+	j.snapN++
 }
 
 // Await returns once the events numbered so far are in the store (and
@@ -370,12 +398,12 @@ func (j *Journal) write() error {
 	}
 	batch := j.pending
 	state, written := j.state, j.written
-	snap, snapSeq, snapN := j.snap, j.snapSeq, j.snapN
+	snap, snapSeq, snapN, items := j.snap, j.snapSeq, j.snapN, j.items
 	if snap != nil && snapSeq < j.confirmed {
-		// Events after it are stored already: it can no longer go before
-		// them. The next one will (an adopter continues from the one
-		// before, which is as safe).
-		j.snap, snap = nil, nil
+		// Events after it are stored already: a write that may have
+		// failed took them, and it with them (with its items). It can no
+		// longer go before them.
+		j.snap, snap, j.items, items = nil, nil, nil, nil
 	}
 	j.mu.Unlock()
 	if len(batch) > 0 || snap != nil {
@@ -385,19 +413,21 @@ func (j *Journal) write() error {
 		for snap != nil && k < len(batch) && batch[k].Seq <= snapSeq {
 			k++
 		}
-		wrote, err := j.appendEvents(batch, k, snap, state)
+		wrote, err := j.appendEvents(batch, k, pendingSnap{snap, items}, state)
 		if err != nil {
 			return err
 		}
+		j.mu.Lock()
+		// Written now, or by the write that may have failed.
+		j.items = j.items[len(items):]
 		if wrote {
-			j.mu.Lock()
 			if j.snapN == snapN {
 				j.snap = nil // not replaced meanwhile
 			}
 			j.written = state
 			written = state
-			j.mu.Unlock()
 		}
+		j.mu.Unlock()
 	}
 	// A generation that pauses changes state alone: a paused record's
 	// checkpoint is not read (its pause has its own). Running and waiting
@@ -422,18 +452,25 @@ func (j *Journal) writeState(state store.State) error {
 	return nil
 }
 
+// pendingSnap is a checkpoint to write (nil when none) and the
+// conversation's items that go with it.
+type pendingSnap struct {
+	data  []byte
+	items []store.Item
+}
+
 // appendEvents appends batch, the first pending events, and, when snap
 // is not nil, writes it (with state) as the checkpoint covering the first
 // covered of them, all in one write. After a write that failed as
 // unavailable it reads the log's tail first: if that write took after
 // all, the events are not logged twice (and snap, if events after it took,
 // is not written: wrote is false).
-func (j *Journal) appendEvents(batch []store.Event, covered int, snap []byte, state store.State) (wrote bool, _ error) {
+func (j *Journal) appendEvents(batch []store.Event, covered int, snap pendingSnap, state store.State) (wrote bool, _ error) {
 	sctx, cancel := context.WithTimeout(context.Background(), store.Timeout)
 	defer cancel()
 	if len(batch) == 0 {
 		// A checkpoint alone.
-		_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap, Now: time.Now()})
+		_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Items: snap.items, Now: time.Now()})
 		return true, j.check(err, "writing a generation's checkpoint")
 	}
 	tail, err := j.tookAlready(sctx, batch)
@@ -441,11 +478,11 @@ func (j *Journal) appendEvents(batch []store.Event, covered int, snap []byte, st
 		return false, err
 	}
 	if len(tail) > covered {
-		snap = nil // events after it took: see write
+		snap = pendingSnap{} // events after it took: see write
 	}
 	first, rest := batch[0].Seq, batch[len(tail):]
 	last := first - 1 + int64(len(tail))
-	if len(rest) > 0 || snap != nil {
+	if len(rest) > 0 || snap.data != nil {
 		if last, err = j.appendRest(sctx, rest, covered-len(tail), snap, state); err != nil {
 			return false, err
 		}
@@ -459,7 +496,7 @@ func (j *Journal) appendEvents(batch []store.Event, covered int, snap []byte, st
 		return false, err
 	}
 	j.confirm(len(batch), last)
-	return snap != nil, nil
+	return snap.data != nil, nil
 }
 
 // tookAlready returns the events of batch that the store has already:
@@ -481,11 +518,12 @@ func (j *Journal) tookAlready(ctx context.Context, batch []store.Event) ([]store
 // appendRest writes rest, with snap (when not nil) as the checkpoint
 // covering its first covered events, and returns the log's last sequence
 // number.
-func (j *Journal) appendRest(ctx context.Context, rest []store.Event, covered int, snap []byte, state store.State) (int64, error) {
+func (j *Journal) appendRest(ctx context.Context, rest []store.Event, covered int, snap pendingSnap, state store.State) (int64, error) {
 	var last int64
 	var err error
-	if snap != nil {
-		last, err = j.o.Store.Checkpoint(ctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap, Events: rest[:covered], After: rest[covered:], Now: time.Now()})
+	if snap.data != nil {
+		last, err = j.o.Store.Checkpoint(ctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Items: snap.items,
+			Events: rest[:covered], After: rest[covered:], Now: time.Now()})
 	} else {
 		last, err = j.o.Store.Append(ctx, j.o.Tenant, j.o.ID, j.epoch, rest)
 	}
@@ -618,10 +656,10 @@ func (j *Journal) finish(r *retrier, state store.State, result []byte) {
 		return
 	}
 	j.mu.Lock()
-	last := j.pending
+	last, items := j.pending, j.items
 	j.mu.Unlock()
 	r.try("recording a generation's end", func(sctx context.Context) error {
-		end, err := j.o.Store.Finish(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Outcome{State: state, Result: result, Events: last, Now: time.Now()})
+		end, err := j.o.Store.Finish(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Outcome{State: state, Result: result, Events: last, Items: items, Now: time.Now()})
 		if err == nil {
 			j.confirm(len(last), end)
 		}

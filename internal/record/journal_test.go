@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
@@ -25,7 +26,7 @@ func newJournal(t *testing.T, gens store.Generations, live *record.Live, id stri
 		Stop: func(err error) { t.Errorf("the generation is stopped: %v", err) },
 		Warn: func(msg string, err error) { t.Errorf("%s: %v", msg, err) },
 	}
-	j, err := record.Create(t.Context(), o, []byte("checkpoint"))
+	j, err := record.Create(t.Context(), o, &statev1.Checkpoint{Version: record.Version, GenerationId: id})
 	if err != nil {
 		t.Fatal(err)
 	}

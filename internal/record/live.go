@@ -7,10 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -127,7 +125,7 @@ type Log struct {
 // has completed or paused, its status if it failed or was cancelled. A
 // generation whose owner's lease has lapsed is adopted here, at once.
 func (l *Log) Follow(ctx context.Context, tenant, id string, after int64, out func(*agentdv1.GenerateResponse) error) error {
-	c := &cursor{tenant: tenant, id: id, after: after, out: out}
+	c := &cursor{tenant: tenant, id: id, after: after, out: out, log: &logReader{gens: l.Store, tenant: tenant, id: id}}
 	if err := l.followHere(ctx, c); err != nil {
 		return err
 	}
@@ -167,6 +165,7 @@ type cursor struct {
 	tenant, id string
 	after      int64
 	out        func(*agentdv1.GenerateResponse) error
+	log        *logReader // reads the stored events
 }
 
 // send sends ev unless it was sent already.
@@ -216,7 +215,7 @@ func (l *Log) sendStored(ctx context.Context, c *cursor, last int64) error {
 		if len(evs) == 0 {
 			return nil
 		}
-		if err := sendEvents(evs, c.send); err != nil {
+		if err := c.sendEvents(ctx, evs); err != nil {
 			return err
 		}
 	}
@@ -252,14 +251,16 @@ func (l *Log) followLive(ctx context.Context, j *Journal, c *cursor) error {
 }
 
 // sendEvents decodes stored events and sends them.
-func sendEvents(evs []store.Event, send func(*agentdv1.GenerateResponse) error) error {
+func (c *cursor) sendEvents(ctx context.Context, evs []store.Event) error {
 	for _, e := range evs {
-		ev := &agentdv1.GenerateResponse{}
-		if err := proto.Unmarshal(e.Data, ev); err != nil {
-			return fault.Wrap(fault.Internal, err, "decoding a stored event")
+		if e.Seq <= c.after {
+			continue
 		}
-		ev.Sequence = e.Seq
-		if err := send(ev); err != nil {
+		ev, err := c.log.event(ctx, e)
+		if err != nil {
+			return err
+		}
+		if err := c.send(ev); err != nil {
 			return err
 		}
 	}

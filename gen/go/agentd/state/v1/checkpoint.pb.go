@@ -89,7 +89,13 @@ type Checkpoint struct {
 	// The end user the generation acts for (StartGeneration.end_user, or
 	// the principal that started it): whose OAuth tokens its MCP servers
 	// get, on every run.
-	EndUser       string `protobuf:"bytes,22,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	EndUser string `protobuf:"bytes,22,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	// In a running generation's checkpoint, the conversation as the record
+	// keeps it: one item per message, each written once, when the
+	// generation added it. Set, messages and added are empty: the
+	// conversation is the record's first conversation.count items. Unset
+	// (a checkpoint written before agentd kept items), messages holds it.
+	Conversation  *Conversation `protobuf:"bytes,23,opt,name=conversation,proto3" json:"conversation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +284,193 @@ func (x *Checkpoint) GetEndUser() string {
 	return ""
 }
 
+func (x *Checkpoint) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+// Conversation says which of a generation's stored items its checkpoint
+// covers.
+type Conversation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation is items 0 to count-1.
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// The messages the generation added are the items from added_from on.
+	AddedFrom     int64 `protobuf:"varint,2,opt,name=added_from,json=addedFrom,proto3" json:"added_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Conversation) Reset() {
+	*x = Conversation{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Conversation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Conversation) ProtoMessage() {}
+
+func (x *Conversation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Conversation.ProtoReflect.Descriptor instead.
+func (*Conversation) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Conversation) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Conversation) GetAddedFrom() int64 {
+	if x != nil {
+		return x.AddedFrom
+	}
+	return 0
+}
+
+// Item is one message of a generation's conversation as its record keeps
+// it. What the event log holds already is not stored again: the parts that
+// logged names are left empty in message, and filled from the log when the
+// conversation is read.
+type Item struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message.
+	Message *v1.Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// Its parts whose content is in the event log.
+	Logged        []*LoggedPart `protobuf:"bytes,2,rep,name=logged,proto3" json:"logged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Item) Reset() {
+	*x = Item{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Item) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Item) ProtoMessage() {}
+
+func (x *Item) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Item.ProtoReflect.Descriptor instead.
+func (*Item) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Item) GetMessage() *v1.Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *Item) GetLogged() []*LoggedPart {
+	if x != nil {
+		return x.Logged
+	}
+	return nil
+}
+
+// LoggedPart is a part of an item whose content is in the event log.
+type LoggedPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The part's index in Item.message.parts.
+	Part int32 `protobuf:"varint,1,opt,name=part,proto3" json:"part,omitempty"`
+	// A text part: its text is the text of the text_delta events numbered
+	// first to last, concatenated. A tool_result part: the result is the
+	// tool_call_finished event numbered first (its output, is_error and
+	// tool name), and last equals first.
+	First         int64 `protobuf:"varint,2,opt,name=first,proto3" json:"first,omitempty"`
+	Last          int64 `protobuf:"varint,3,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoggedPart) Reset() {
+	*x = LoggedPart{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoggedPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoggedPart) ProtoMessage() {}
+
+func (x *LoggedPart) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoggedPart.ProtoReflect.Descriptor instead.
+func (*LoggedPart) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LoggedPart) GetPart() int32 {
+	if x != nil {
+		return x.Part
+	}
+	return 0
+}
+
+func (x *LoggedPart) GetFirst() int64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *LoggedPart) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
 // PausedTurn is the tool turn a generation paused in.
 type PausedTurn struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -295,13 +488,17 @@ type PausedTurn struct {
 	// for a person. A turn with no calls and authorizations paused
 	// before its first model turn, when the servers' tools were listed.
 	Authorizations []*PendingAuthorization `protobuf:"bytes,5,rep,name=authorizations,proto3" json:"authorizations,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// In a running generation's checkpoint that keeps its conversation as
+	// items: calls is empty, and the turn's calls are the tool calls of the
+	// conversation's last message, in order.
+	CallsInConversation bool `protobuf:"varint,6,opt,name=calls_in_conversation,json=callsInConversation,proto3" json:"calls_in_conversation,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PausedTurn) Reset() {
 	*x = PausedTurn{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +510,7 @@ func (x *PausedTurn) String() string {
 func (*PausedTurn) ProtoMessage() {}
 
 func (x *PausedTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +523,7 @@ func (x *PausedTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PausedTurn.ProtoReflect.Descriptor instead.
 func (*PausedTurn) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PausedTurn) GetTurn() int32 {
@@ -364,6 +561,13 @@ func (x *PausedTurn) GetAuthorizations() []*PendingAuthorization {
 	return nil
 }
 
+func (x *PausedTurn) GetCallsInConversation() bool {
+	if x != nil {
+		return x.CallsInConversation
+	}
+	return false
+}
+
 // PendingAuthorization is an authorization code grant begun and waiting
 // for the person's redirect.
 type PendingAuthorization struct {
@@ -384,7 +588,7 @@ type PendingAuthorization struct {
 
 func (x *PendingAuthorization) Reset() {
 	*x = PendingAuthorization{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +600,7 @@ func (x *PendingAuthorization) String() string {
 func (*PendingAuthorization) ProtoMessage() {}
 
 func (x *PendingAuthorization) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +613,7 @@ func (x *PendingAuthorization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAuthorization.ProtoReflect.Descriptor instead.
 func (*PendingAuthorization) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PendingAuthorization) GetRequestId() string {
@@ -455,7 +659,7 @@ type AuthorizationWait struct {
 
 func (x *AuthorizationWait) Reset() {
 	*x = AuthorizationWait{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +671,7 @@ func (x *AuthorizationWait) String() string {
 func (*AuthorizationWait) ProtoMessage() {}
 
 func (x *AuthorizationWait) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +684,7 @@ func (x *AuthorizationWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationWait.ProtoReflect.Descriptor instead.
 func (*AuthorizationWait) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AuthorizationWait) GetToolCallId() string {
@@ -510,6 +714,7 @@ type CallState struct {
 	//	*CallState_FunctionCall
 	//	*CallState_Authorization
 	//	*CallState_Input
+	//	*CallState_LoggedResult
 	State         isCallState_State `protobuf_oneof:"state"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -517,7 +722,7 @@ type CallState struct {
 
 func (x *CallState) Reset() {
 	*x = CallState{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +734,7 @@ func (x *CallState) String() string {
 func (*CallState) ProtoMessage() {}
 
 func (x *CallState) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +747,7 @@ func (x *CallState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallState.ProtoReflect.Descriptor instead.
 func (*CallState) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CallState) GetState() isCallState_State {
@@ -597,6 +802,15 @@ func (x *CallState) GetInput() *InputWait {
 	return nil
 }
 
+func (x *CallState) GetLoggedResult() int64 {
+	if x != nil {
+		if x, ok := x.State.(*CallState_LoggedResult); ok {
+			return x.LoggedResult
+		}
+	}
+	return 0
+}
+
 type isCallState_State interface {
 	isCallState_State()
 }
@@ -627,6 +841,13 @@ type CallState_Input struct {
 	Input *InputWait `protobuf:"bytes,5,opt,name=input,proto3,oneof"`
 }
 
+type CallState_LoggedResult struct {
+	// In a running generation's checkpoint: the call finished, and its
+	// result is the tool_call_finished event of this sequence number in
+	// the event log (its output, is_error and tool name).
+	LoggedResult int64 `protobuf:"varint,6,opt,name=logged_result,json=loggedResult,proto3,oneof"`
+}
+
 func (*CallState_Result) isCallState_State() {}
 
 func (*CallState_Approval) isCallState_State() {}
@@ -636,6 +857,8 @@ func (*CallState_FunctionCall) isCallState_State() {}
 func (*CallState_Authorization) isCallState_State() {}
 
 func (*CallState_Input) isCallState_State() {}
+
+func (*CallState_LoggedResult) isCallState_State() {}
 
 // InputWait is a call whose server asked for input in its result instead
 // of completing (a 2026-07-28 input request), which agentd deferred.
@@ -653,7 +876,7 @@ type InputWait struct {
 
 func (x *InputWait) Reset() {
 	*x = InputWait{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +888,7 @@ func (x *InputWait) String() string {
 func (*InputWait) ProtoMessage() {}
 
 func (x *InputWait) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +901,7 @@ func (x *InputWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputWait.ProtoReflect.Descriptor instead.
 func (*InputWait) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InputWait) GetToolCallId() string {
@@ -715,7 +938,7 @@ type PendingInput struct {
 
 func (x *PendingInput) Reset() {
 	*x = PendingInput{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +950,7 @@ func (x *PendingInput) String() string {
 func (*PendingInput) ProtoMessage() {}
 
 func (x *PendingInput) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +963,7 @@ func (x *PendingInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingInput.ProtoReflect.Descriptor instead.
 func (*PendingInput) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PendingInput) GetRequest() *v1.InputRequest {
@@ -784,7 +1007,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +1019,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1032,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{7}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Claim) GetApprovalDecisions() []*v1.ApprovalDecision {
@@ -865,7 +1088,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x06\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x06\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -892,14 +1115,28 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\bresuming\x18\x13 \x01(\bR\bresuming\x12&\n" +
 	"\x0forigin_trace_id\x18\x14 \x01(\fR\roriginTraceId\x12$\n" +
 	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\x12\x19\n" +
-	"\bend_user\x18\x16 \x01(\tR\aendUser\"\xe8\x01\n" +
+	"\bend_user\x18\x16 \x01(\tR\aendUser\x12A\n" +
+	"\fconversation\x18\x17 \x01(\v2\x1d.agentd.state.v1.ConversationR\fconversation\"C\n" +
+	"\fConversation\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x1d\n" +
+	"\n" +
+	"added_from\x18\x02 \x01(\x03R\taddedFrom\"i\n" +
+	"\x04Item\x12,\n" +
+	"\amessage\x18\x01 \x01(\v2\x12.agentd.v1.MessageR\amessage\x123\n" +
+	"\x06logged\x18\x02 \x03(\v2\x1b.agentd.state.v1.LoggedPartR\x06logged\"J\n" +
+	"\n" +
+	"LoggedPart\x12\x12\n" +
+	"\x04part\x18\x01 \x01(\x05R\x04part\x12\x14\n" +
+	"\x05first\x18\x02 \x01(\x03R\x05first\x12\x12\n" +
+	"\x04last\x18\x03 \x01(\x03R\x04last\"\x9c\x02\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +
 	"\x05calls\x18\x02 \x03(\v2\x13.agentd.v1.ToolCallR\x05calls\x122\n" +
 	"\x06states\x18\x03 \x03(\v2\x1a.agentd.state.v1.CallStateR\x06states\x12\x18\n" +
 	"\astarted\x18\x04 \x03(\tR\astarted\x12M\n" +
-	"\x0eauthorizations\x18\x05 \x03(\v2%.agentd.state.v1.PendingAuthorizationR\x0eauthorizations\"\x85\x01\n" +
+	"\x0eauthorizations\x18\x05 \x03(\v2%.agentd.state.v1.PendingAuthorizationR\x0eauthorizations\x122\n" +
+	"\x15calls_in_conversation\x18\x06 \x01(\bR\x13callsInConversation\"\x85\x01\n" +
 	"\x14PendingAuthorization\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n" +
@@ -911,13 +1148,14 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"\xbf\x02\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\xe6\x02\n" +
 	"\tCallState\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\x06result\x128\n" +
 	"\bapproval\x18\x02 \x01(\v2\x1a.agentd.v1.ApprovalRequestH\x00R\bapproval\x12>\n" +
 	"\rfunction_call\x18\x03 \x01(\v2\x17.agentd.v1.FunctionCallH\x00R\ffunctionCall\x12J\n" +
 	"\rauthorization\x18\x04 \x01(\v2\".agentd.state.v1.AuthorizationWaitH\x00R\rauthorization\x122\n" +
-	"\x05input\x18\x05 \x01(\v2\x1a.agentd.state.v1.InputWaitH\x00R\x05inputB\a\n" +
+	"\x05input\x18\x05 \x01(\v2\x1a.agentd.state.v1.InputWaitH\x00R\x05input\x12%\n" +
+	"\rlogged_result\x18\x06 \x01(\x03H\x00R\floggedResultB\a\n" +
 	"\x05state\"\x89\x01\n" +
 	"\tInputWait\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -955,53 +1193,59 @@ func file_agentd_state_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_agentd_state_v1_checkpoint_proto_rawDescData
 }
 
-var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_agentd_state_v1_checkpoint_proto_goTypes = []any{
 	(*Checkpoint)(nil),            // 0: agentd.state.v1.Checkpoint
-	(*PausedTurn)(nil),            // 1: agentd.state.v1.PausedTurn
-	(*PendingAuthorization)(nil),  // 2: agentd.state.v1.PendingAuthorization
-	(*AuthorizationWait)(nil),     // 3: agentd.state.v1.AuthorizationWait
-	(*CallState)(nil),             // 4: agentd.state.v1.CallState
-	(*InputWait)(nil),             // 5: agentd.state.v1.InputWait
-	(*PendingInput)(nil),          // 6: agentd.state.v1.PendingInput
-	(*Claim)(nil),                 // 7: agentd.state.v1.Claim
-	(*v1.Message)(nil),            // 8: agentd.v1.Message
-	(*v1.Usage)(nil),              // 9: agentd.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*v1.ToolCall)(nil),           // 11: agentd.v1.ToolCall
-	(*v1.ToolResult)(nil),         // 12: agentd.v1.ToolResult
-	(*v1.ApprovalRequest)(nil),    // 13: agentd.v1.ApprovalRequest
-	(*v1.FunctionCall)(nil),       // 14: agentd.v1.FunctionCall
-	(*v1.InputRequest)(nil),       // 15: agentd.v1.InputRequest
-	(*v1.ApprovalDecision)(nil),   // 16: agentd.v1.ApprovalDecision
-	(*v1.FunctionResult)(nil),     // 17: agentd.v1.FunctionResult
+	(*Conversation)(nil),          // 1: agentd.state.v1.Conversation
+	(*Item)(nil),                  // 2: agentd.state.v1.Item
+	(*LoggedPart)(nil),            // 3: agentd.state.v1.LoggedPart
+	(*PausedTurn)(nil),            // 4: agentd.state.v1.PausedTurn
+	(*PendingAuthorization)(nil),  // 5: agentd.state.v1.PendingAuthorization
+	(*AuthorizationWait)(nil),     // 6: agentd.state.v1.AuthorizationWait
+	(*CallState)(nil),             // 7: agentd.state.v1.CallState
+	(*InputWait)(nil),             // 8: agentd.state.v1.InputWait
+	(*PendingInput)(nil),          // 9: agentd.state.v1.PendingInput
+	(*Claim)(nil),                 // 10: agentd.state.v1.Claim
+	(*v1.Message)(nil),            // 11: agentd.v1.Message
+	(*v1.Usage)(nil),              // 12: agentd.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*v1.ToolCall)(nil),           // 14: agentd.v1.ToolCall
+	(*v1.ToolResult)(nil),         // 15: agentd.v1.ToolResult
+	(*v1.ApprovalRequest)(nil),    // 16: agentd.v1.ApprovalRequest
+	(*v1.FunctionCall)(nil),       // 17: agentd.v1.FunctionCall
+	(*v1.InputRequest)(nil),       // 18: agentd.v1.InputRequest
+	(*v1.ApprovalDecision)(nil),   // 19: agentd.v1.ApprovalDecision
+	(*v1.FunctionResult)(nil),     // 20: agentd.v1.FunctionResult
 }
 var file_agentd_state_v1_checkpoint_proto_depIdxs = []int32{
-	8,  // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
-	8,  // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
-	9,  // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
-	1,  // 3: agentd.state.v1.Checkpoint.turn:type_name -> agentd.state.v1.PausedTurn
-	10, // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
-	10, // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
-	11, // 7: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
-	4,  // 8: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
-	2,  // 9: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
-	12, // 10: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
-	13, // 11: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
-	14, // 12: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
-	3,  // 13: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
-	5,  // 14: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
-	6,  // 15: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
-	15, // 16: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
-	16, // 17: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	17, // 18: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
-	10, // 19: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	11, // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
+	11, // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
+	12, // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
+	4,  // 3: agentd.state.v1.Checkpoint.turn:type_name -> agentd.state.v1.PausedTurn
+	13, // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
+	13, // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
+	1,  // 7: agentd.state.v1.Checkpoint.conversation:type_name -> agentd.state.v1.Conversation
+	11, // 8: agentd.state.v1.Item.message:type_name -> agentd.v1.Message
+	3,  // 9: agentd.state.v1.Item.logged:type_name -> agentd.state.v1.LoggedPart
+	14, // 10: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
+	7,  // 11: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
+	5,  // 12: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
+	15, // 13: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
+	16, // 14: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
+	17, // 15: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
+	6,  // 16: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
+	8,  // 17: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
+	9,  // 18: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
+	18, // 19: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
+	19, // 20: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	20, // 21: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
+	13, // 22: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_agentd_state_v1_checkpoint_proto_init() }
@@ -1009,12 +1253,13 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 	if File_agentd_state_v1_checkpoint_proto != nil {
 		return
 	}
-	file_agentd_state_v1_checkpoint_proto_msgTypes[4].OneofWrappers = []any{
+	file_agentd_state_v1_checkpoint_proto_msgTypes[7].OneofWrappers = []any{
 		(*CallState_Result)(nil),
 		(*CallState_Approval)(nil),
 		(*CallState_FunctionCall)(nil),
 		(*CallState_Authorization)(nil),
 		(*CallState_Input)(nil),
+		(*CallState_LoggedResult)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1022,7 +1267,7 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_state_v1_checkpoint_proto_rawDesc), len(file_agentd_state_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

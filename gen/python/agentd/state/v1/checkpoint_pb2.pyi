@@ -17,26 +17,29 @@ class AuthorizationWait(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CallState(_message.Message):
-    __slots__ = ["approval", "authorization", "function_call", "input", "result"]
+    __slots__ = ["approval", "authorization", "function_call", "input", "logged_result", "result"]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
+    LOGGED_RESULT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     approval: _agent_service_pb2.ApprovalRequest
     authorization: AuthorizationWait
     function_call: _agent_service_pb2.FunctionCall
     input: InputWait
+    logged_result: int
     result: _message_pb2.ToolResult
-    def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ..., input: _Optional[_Union[InputWait, _Mapping]] = ...) -> None: ...
+    def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ..., input: _Optional[_Union[InputWait, _Mapping]] = ..., logged_result: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "tool_turns", "turn", "usage", "version"]
+    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "tool_turns", "turn", "usage", "version"]
     ADDED_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_SEALED_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_FIELD_NUMBER: _ClassVar[int]
     CLAIM_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_FIELD_NUMBER: _ClassVar[int]
     DETACHED_FIELD_NUMBER: _ClassVar[int]
     END_USER_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +62,7 @@ class Checkpoint(_message.Message):
     agent_sealed: bool
     answered: _containers.RepeatedScalarFieldContainer[str]
     claim: Claim
+    conversation: Conversation
     detached: bool
     end_user: str
     expires_at: _timestamp_pb2.Timestamp
@@ -76,7 +80,7 @@ class Checkpoint(_message.Message):
     turn: PausedTurn
     usage: _agent_service_pb2.Usage
     version: int
-    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ...) -> None: ...
 
 class Claim(_message.Message):
     __slots__ = ["answered_inputs", "approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
@@ -96,6 +100,14 @@ class Claim(_message.Message):
     progressed: bool
     def __init__(self, approval_decisions: _Optional[_Iterable[_Union[_agent_service_pb2.ApprovalDecision, _Mapping]]] = ..., function_results: _Optional[_Iterable[_Union[_agent_service_pb2.FunctionResult, _Mapping]]] = ..., claimed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., may_have_run: _Optional[_Iterable[str]] = ..., progressed: bool = ..., authorized: _Optional[_Iterable[str]] = ..., answered_inputs: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class Conversation(_message.Message):
+    __slots__ = ["added_from", "count"]
+    ADDED_FROM_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    added_from: int
+    count: int
+    def __init__(self, count: _Optional[int] = ..., added_from: _Optional[int] = ...) -> None: ...
+
 class InputWait(_message.Message):
     __slots__ = ["inputs", "request_state", "tool_call_id"]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
@@ -106,19 +118,39 @@ class InputWait(_message.Message):
     tool_call_id: str
     def __init__(self, tool_call_id: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[PendingInput, _Mapping]]] = ..., request_state: _Optional[str] = ...) -> None: ...
 
+class Item(_message.Message):
+    __slots__ = ["logged", "message"]
+    LOGGED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    logged: _containers.RepeatedCompositeFieldContainer[LoggedPart]
+    message: _message_pb2.Message
+    def __init__(self, message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., logged: _Optional[_Iterable[_Union[LoggedPart, _Mapping]]] = ...) -> None: ...
+
+class LoggedPart(_message.Message):
+    __slots__ = ["first", "last", "part"]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    last: int
+    part: int
+    def __init__(self, part: _Optional[int] = ..., first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
+
 class PausedTurn(_message.Message):
-    __slots__ = ["authorizations", "calls", "started", "states", "turn"]
+    __slots__ = ["authorizations", "calls", "calls_in_conversation", "started", "states", "turn"]
     AUTHORIZATIONS_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
+    CALLS_IN_CONVERSATION_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     authorizations: _containers.RepeatedCompositeFieldContainer[PendingAuthorization]
     calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
+    calls_in_conversation: bool
     started: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedCompositeFieldContainer[CallState]
     turn: int
-    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ..., started: _Optional[_Iterable[str]] = ..., authorizations: _Optional[_Iterable[_Union[PendingAuthorization, _Mapping]]] = ...) -> None: ...
+    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ..., started: _Optional[_Iterable[str]] = ..., authorizations: _Optional[_Iterable[_Union[PendingAuthorization, _Mapping]]] = ..., calls_in_conversation: bool = ...) -> None: ...
 
 class PendingAuthorization(_message.Message):
     __slots__ = ["key_id", "request_id", "sealed", "server_name"]

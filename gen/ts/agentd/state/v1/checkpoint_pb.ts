@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/state/v1/checkpoint.proto.
  */
 export const file_agentd_state_v1_checkpoint: GenFile = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIswECgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgSEAoIcmVzdW1pbmcYEyABKAgSFwoPb3JpZ2luX3RyYWNlX2lkGBQgASgMEhYKDm9yaWdpbl9zcGFuX2lkGBUgASgMEhAKCGVuZF91c2VyGBYgASgJIroBCgpQYXVzZWRUdXJuEgwKBHR1cm4YASABKAUSIgoFY2FsbHMYAiADKAsyEy5hZ2VudGQudjEuVG9vbENhbGwSKgoGc3RhdGVzGAMgAygLMhouYWdlbnRkLnN0YXRlLnYxLkNhbGxTdGF0ZRIPCgdzdGFydGVkGAQgAygJEj0KDmF1dGhvcml6YXRpb25zGAUgAygLMiUuYWdlbnRkLnN0YXRlLnYxLlBlbmRpbmdBdXRob3JpemF0aW9uIl8KFFBlbmRpbmdBdXRob3JpemF0aW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGc2VhbGVkGAMgASgMEg4KBmtleV9pZBgEIAEoCSI9ChFBdXRob3JpemF0aW9uV2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSKJAgoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABI7Cg1hdXRob3JpemF0aW9uGAQgASgLMiIuYWdlbnRkLnN0YXRlLnYxLkF1dGhvcml6YXRpb25XYWl0SAASKwoFaW5wdXQYBSABKAsyGi5hZ2VudGQuc3RhdGUudjEuSW5wdXRXYWl0SABCBwoFc3RhdGUiZwoJSW5wdXRXYWl0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRItCgZpbnB1dHMYAiADKAsyHS5hZ2VudGQuc3RhdGUudjEuUGVuZGluZ0lucHV0EhUKDXJlcXVlc3Rfc3RhdGUYAyABKAkiRQoMUGVuZGluZ0lucHV0EigKB3JlcXVlc3QYASABKAsyFy5hZ2VudGQudjEuSW5wdXRSZXF1ZXN0EgsKA2tleRgCIAEoCSL8AQoFQ2xhaW0SNwoSYXBwcm92YWxfZGVjaXNpb25zGAEgAygLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SMwoQZnVuY3Rpb25fcmVzdWx0cxgCIAMoCzIZLmFnZW50ZC52MS5GdW5jdGlvblJlc3VsdBIuCgpjbGFpbWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxtYXlfaGF2ZV9ydW4YBCADKAkSEgoKcHJvZ3Jlc3NlZBgFIAEoCBISCgphdXRob3JpemVkGAYgAygJEhcKD2Fuc3dlcmVkX2lucHV0cxgHIAMoCUK9AQoTY29tLmFnZW50ZC5zdGF0ZS52MUIPQ2hlY2twb2ludFByb3RvUAFaN2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3N0YXRlL3YxO3N0YXRldjGiAgNBU1iqAg9BZ2VudGQuU3RhdGUuVjHKAg9BZ2VudGRcU3RhdGVcVjHiAhtBZ2VudGRcU3RhdGVcVjFcR1BCTWV0YWRhdGHqAhFBZ2VudGQ6OlN0YXRlOjpWMWIGcHJvdG8z", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
+  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIoEFCgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgSEAoIcmVzdW1pbmcYEyABKAgSFwoPb3JpZ2luX3RyYWNlX2lkGBQgASgMEhYKDm9yaWdpbl9zcGFuX2lkGBUgASgMEhAKCGVuZF91c2VyGBYgASgJEjMKDGNvbnZlcnNhdGlvbhgXIAEoCzIdLmFnZW50ZC5zdGF0ZS52MS5Db252ZXJzYXRpb24iMQoMQ29udmVyc2F0aW9uEg0KBWNvdW50GAEgASgDEhIKCmFkZGVkX2Zyb20YAiABKAMiWAoESXRlbRIjCgdtZXNzYWdlGAEgASgLMhIuYWdlbnRkLnYxLk1lc3NhZ2USKwoGbG9nZ2VkGAIgAygLMhsuYWdlbnRkLnN0YXRlLnYxLkxvZ2dlZFBhcnQiNwoKTG9nZ2VkUGFydBIMCgRwYXJ0GAEgASgFEg0KBWZpcnN0GAIgASgDEgwKBGxhc3QYAyABKAMi2QEKClBhdXNlZFR1cm4SDAoEdHVybhgBIAEoBRIiCgVjYWxscxgCIAMoCzITLmFnZW50ZC52MS5Ub29sQ2FsbBIqCgZzdGF0ZXMYAyADKAsyGi5hZ2VudGQuc3RhdGUudjEuQ2FsbFN0YXRlEg8KB3N0YXJ0ZWQYBCADKAkSPQoOYXV0aG9yaXphdGlvbnMYBSADKAsyJS5hZ2VudGQuc3RhdGUudjEuUGVuZGluZ0F1dGhvcml6YXRpb24SHQoVY2FsbHNfaW5fY29udmVyc2F0aW9uGAYgASgIIl8KFFBlbmRpbmdBdXRob3JpemF0aW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGc2VhbGVkGAMgASgMEg4KBmtleV9pZBgEIAEoCSI9ChFBdXRob3JpemF0aW9uV2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSKiAgoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABI7Cg1hdXRob3JpemF0aW9uGAQgASgLMiIuYWdlbnRkLnN0YXRlLnYxLkF1dGhvcml6YXRpb25XYWl0SAASKwoFaW5wdXQYBSABKAsyGi5hZ2VudGQuc3RhdGUudjEuSW5wdXRXYWl0SAASFwoNbG9nZ2VkX3Jlc3VsdBgGIAEoA0gAQgcKBXN0YXRlImcKCUlucHV0V2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSLQoGaW5wdXRzGAIgAygLMh0uYWdlbnRkLnN0YXRlLnYxLlBlbmRpbmdJbnB1dBIVCg1yZXF1ZXN0X3N0YXRlGAMgASgJIkUKDFBlbmRpbmdJbnB1dBIoCgdyZXF1ZXN0GAEgASgLMhcuYWdlbnRkLnYxLklucHV0UmVxdWVzdBILCgNrZXkYAiABKAki/AEKBUNsYWltEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgBIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYAiADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF5X2hhdmVfcnVuGAQgAygJEhIKCnByb2dyZXNzZWQYBSABKAgSEgoKYXV0aG9yaXplZBgGIAMoCRIXCg9hbnN3ZXJlZF9pbnB1dHMYByADKAlCvQEKE2NvbS5hZ2VudGQuc3RhdGUudjFCD0NoZWNrcG9pbnRQcm90b1ABWjdnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9zdGF0ZS92MTtzdGF0ZXYxogIDQVNYqgIPQWdlbnRkLlN0YXRlLlYxygIPQWdlbnRkXFN0YXRlXFYx4gIbQWdlbnRkXFN0YXRlXFYxXEdQQk1ldGFkYXRh6gIRQWdlbnRkOjpTdGF0ZTo6VjFiBnByb3RvMw", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
 
 /**
  * Checkpoint is a paused generation as agentd stores it: everything needed
@@ -194,6 +194,17 @@ export type Checkpoint = Message<"agentd.state.v1.Checkpoint"> & {
    * @generated from field: string end_user = 22;
    */
   endUser: string;
+
+  /**
+   * In a running generation's checkpoint, the conversation as the record
+   * keeps it: one item per message, each written once, when the
+   * generation added it. Set, messages and added are empty: the
+   * conversation is the record's first conversation.count items. Unset
+   * (a checkpoint written before agentd kept items), messages holds it.
+   *
+   * @generated from field: agentd.state.v1.Conversation conversation = 23;
+   */
+  conversation?: Conversation | undefined;
 };
 
 /**
@@ -202,6 +213,102 @@ export type Checkpoint = Message<"agentd.state.v1.Checkpoint"> & {
  */
 export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
   messageDesc(file_agentd_state_v1_checkpoint, 0);
+
+/**
+ * Conversation says which of a generation's stored items its checkpoint
+ * covers.
+ *
+ * @generated from message agentd.state.v1.Conversation
+ */
+export type Conversation = Message<"agentd.state.v1.Conversation"> & {
+  /**
+   * The conversation is items 0 to count-1.
+   *
+   * @generated from field: int64 count = 1;
+   */
+  count: bigint;
+
+  /**
+   * The messages the generation added are the items from added_from on.
+   *
+   * @generated from field: int64 added_from = 2;
+   */
+  addedFrom: bigint;
+};
+
+/**
+ * Describes the message agentd.state.v1.Conversation.
+ * Use `create(ConversationSchema)` to create a new message.
+ */
+export const ConversationSchema: GenMessage<Conversation> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 1);
+
+/**
+ * Item is one message of a generation's conversation as its record keeps
+ * it. What the event log holds already is not stored again: the parts that
+ * logged names are left empty in message, and filled from the log when the
+ * conversation is read.
+ *
+ * @generated from message agentd.state.v1.Item
+ */
+export type Item = Message<"agentd.state.v1.Item"> & {
+  /**
+   * The message.
+   *
+   * @generated from field: agentd.v1.Message message = 1;
+   */
+  message?: Message$1 | undefined;
+
+  /**
+   * Its parts whose content is in the event log.
+   *
+   * @generated from field: repeated agentd.state.v1.LoggedPart logged = 2;
+   */
+  logged: LoggedPart[];
+};
+
+/**
+ * Describes the message agentd.state.v1.Item.
+ * Use `create(ItemSchema)` to create a new message.
+ */
+export const ItemSchema: GenMessage<Item> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 2);
+
+/**
+ * LoggedPart is a part of an item whose content is in the event log.
+ *
+ * @generated from message agentd.state.v1.LoggedPart
+ */
+export type LoggedPart = Message<"agentd.state.v1.LoggedPart"> & {
+  /**
+   * The part's index in Item.message.parts.
+   *
+   * @generated from field: int32 part = 1;
+   */
+  part: number;
+
+  /**
+   * A text part: its text is the text of the text_delta events numbered
+   * first to last, concatenated. A tool_result part: the result is the
+   * tool_call_finished event numbered first (its output, is_error and
+   * tool name), and last equals first.
+   *
+   * @generated from field: int64 first = 2;
+   */
+  first: bigint;
+
+  /**
+   * @generated from field: int64 last = 3;
+   */
+  last: bigint;
+};
+
+/**
+ * Describes the message agentd.state.v1.LoggedPart.
+ * Use `create(LoggedPartSchema)` to create a new message.
+ */
+export const LoggedPartSchema: GenMessage<LoggedPart> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 3);
 
 /**
  * PausedTurn is the tool turn a generation paused in.
@@ -247,6 +354,15 @@ export type PausedTurn = Message<"agentd.state.v1.PausedTurn"> & {
    * @generated from field: repeated agentd.state.v1.PendingAuthorization authorizations = 5;
    */
   authorizations: PendingAuthorization[];
+
+  /**
+   * In a running generation's checkpoint that keeps its conversation as
+   * items: calls is empty, and the turn's calls are the tool calls of the
+   * conversation's last message, in order.
+   *
+   * @generated from field: bool calls_in_conversation = 6;
+   */
+  callsInConversation: boolean;
 };
 
 /**
@@ -254,7 +370,7 @@ export type PausedTurn = Message<"agentd.state.v1.PausedTurn"> & {
  * Use `create(PausedTurnSchema)` to create a new message.
  */
 export const PausedTurnSchema: GenMessage<PausedTurn> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 1);
+  messageDesc(file_agentd_state_v1_checkpoint, 4);
 
 /**
  * PendingAuthorization is an authorization code grant begun and waiting
@@ -299,7 +415,7 @@ export type PendingAuthorization = Message<"agentd.state.v1.PendingAuthorization
  * Use `create(PendingAuthorizationSchema)` to create a new message.
  */
 export const PendingAuthorizationSchema: GenMessage<PendingAuthorization> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 2);
+  messageDesc(file_agentd_state_v1_checkpoint, 5);
 
 /**
  * AuthorizationWait is a call an MCP server refused for want of an
@@ -329,7 +445,7 @@ export type AuthorizationWait = Message<"agentd.state.v1.AuthorizationWait"> & {
  * Use `create(AuthorizationWaitSchema)` to create a new message.
  */
 export const AuthorizationWaitSchema: GenMessage<AuthorizationWait> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 3);
+  messageDesc(file_agentd_state_v1_checkpoint, 6);
 
 /**
  * CallState is where one call of a paused turn stands. In a running
@@ -384,6 +500,16 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
      */
     value: InputWait;
     case: "input";
+  } | {
+    /**
+     * In a running generation's checkpoint: the call finished, and its
+     * result is the tool_call_finished event of this sequence number in
+     * the event log (its output, is_error and tool name).
+     *
+     * @generated from field: int64 logged_result = 6;
+     */
+    value: bigint;
+    case: "loggedResult";
   } | { case: undefined; value?: undefined };
 };
 
@@ -392,7 +518,7 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
  * Use `create(CallStateSchema)` to create a new message.
  */
 export const CallStateSchema: GenMessage<CallState> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 4);
+  messageDesc(file_agentd_state_v1_checkpoint, 7);
 
 /**
  * InputWait is a call whose server asked for input in its result instead
@@ -428,7 +554,7 @@ export type InputWait = Message<"agentd.state.v1.InputWait"> & {
  * Use `create(InputWaitSchema)` to create a new message.
  */
 export const InputWaitSchema: GenMessage<InputWait> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 5);
+  messageDesc(file_agentd_state_v1_checkpoint, 8);
 
 /**
  * PendingInput is one input request of an InputWait.
@@ -456,7 +582,7 @@ export type PendingInput = Message<"agentd.state.v1.PendingInput"> & {
  * Use `create(PendingInputSchema)` to create a new message.
  */
 export const PendingInputSchema: GenMessage<PendingInput> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 6);
+  messageDesc(file_agentd_state_v1_checkpoint, 9);
 
 /**
  * Claim records the answers of the resume that took the checkpoint.
@@ -523,5 +649,5 @@ export type Claim = Message<"agentd.state.v1.Claim"> & {
  * Use `create(ClaimSchema)` to create a new message.
  */
 export const ClaimSchema: GenMessage<Claim> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 7);
+  messageDesc(file_agentd_state_v1_checkpoint, 10);
 
