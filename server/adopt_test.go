@@ -317,7 +317,7 @@ func TestAdoptionWithdrawsTheCutShortTurn(t *testing.T) {
 	if status.Code() != codes.OK {
 		t.Fatalf("the attached stream ended %v after %v", status, kinds(events))
 	}
-	wantSequences(t, events, 1)
+	wantSequencesAdopted(t, events)
 	var withdrawn *agentdv1.TurnWithdrawn
 	var text string
 	var repeated bool

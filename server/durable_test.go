@@ -70,6 +70,24 @@ func wantSequences(t *testing.T, events []*agentdv1.GenerateResponse, from int64
 	}
 }
 
+// wantSequencesAdopted fails unless events are numbered from 1, one more
+// each, but for the adopting replica's first event (its started), numbered
+// past the show window after the dead replica's last stored one: no
+// number the dead replica may have shown unstored is used again.
+func wantSequencesAdopted(t *testing.T, events []*agentdv1.GenerateResponse) {
+	t.Helper()
+	want := int64(1)
+	for i, ev := range events {
+		if ev.GetStarted().GetAdopted() {
+			want += agentdrecord.ShowWindow
+		}
+		if ev.GetSequence() != want {
+			t.Fatalf("event %d (%v) has sequence %d; want %d", i, kinds(events[i:i+1]), ev.GetSequence(), want)
+		}
+		want++
+	}
+}
+
 func textAgent(t *testing.T, text string) *agentdv1.Agent {
 	t.Helper()
 	return &agentdv1.Agent{Provider: "script", ProviderOptions: script(t, `{"turns": [{"text": "`+text+`"}]}`)}

@@ -220,9 +220,14 @@ func (s *sender) drain() {
 	}
 }
 
-// send sends ev once the store has it (with a journal).
+// send sends ev once the store has it (with a journal), but the model's
+// text as it comes: a chat shows words as the model says them. A
+// text_delta may reach the client before it is stored, within the
+// journal's show window (record.Journal.ShowEarly); should this replica die
+// before storing it, the replica that adopts the generation withdraws the
+// turn (turn_withdrawn) and numbers its own events past the window.
 func (s *sender) send(ev *agentdv1.GenerateResponse) error {
-	if j := s.journal; j != nil && ev.GetSequence() > 0 {
+	if j := s.journal; j != nil && ev.GetSequence() > 0 && !(ev.GetTextDelta() != nil && j.ShowEarly(ev.GetSequence())) {
 		switch err := j.AwaitSeq(s.stream.Context(), ev.GetSequence()); {
 		case errors.Is(err, record.ErrUnstored):
 			// The store was down as the generation ended: the client

@@ -15,7 +15,9 @@ import (
 // the generation was, the log what it did since.
 type Since struct {
 	// WithdrawFrom is the first event of a model turn that was cut short,
-	// asked after a turn boundary; 0 when none was logged.
+	// asked after a turn boundary: the first one logged, or, when none
+	// was, the number after the log's end (its text may have been shown
+	// before it was stored); 0 inside a tool turn.
 	WithdrawFrom int64
 	// Started holds the calls of the checkpoint's tool turn whose start
 	// the checkpoint lists or the log holds after it: an MCP call among
@@ -45,6 +47,9 @@ func ReadSince(ctx context.Context, gens store.Generations, rec store.Generation
 			s.note(e, turn)
 		}
 		after = evs[len(evs)-1].Seq
+	}
+	if turn == nil && s.WithdrawFrom == 0 {
+		s.WithdrawFrom = rec.LastSeq + 1
 	}
 	return s, nil
 }

@@ -156,7 +156,7 @@ func Resume(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, e
 	case err != nil:
 		return nil, err
 	default:
-		j.continueFrom(rec, storedItems(rec))
+		j.continueFrom(rec, storedCheckpoint(rec).GetConversation().GetCount())
 		j.queueLocked(cp)
 	}
 	j.start()
@@ -168,7 +168,14 @@ func Resume(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, e
 // after the record's last event, running.
 func Adopted(o Options, rec store.Generation) *Journal {
 	j := newJournal(o)
-	j.continueFrom(rec, storedItems(rec))
+	cp := storedCheckpoint(rec)
+	j.continueFrom(rec, cp.GetConversation().GetCount())
+	if cp.GetTurn() == nil {
+		// At a turn boundary, the dead replica may have shown its
+		// clients text it had not stored (ShowEarly): no number it may
+		// have shown is used again.
+		j.last += ShowWindow
+	}
 	j.start()
 	return j
 }
@@ -180,15 +187,16 @@ func (j *Journal) continueFrom(rec store.Generation, items int64) {
 	j.conv.items = items
 }
 
-// storedItems is how many items rec's conversation has, as its
-// checkpoint says (none when it holds its conversation itself, or cannot
-// be read: the journal then stores them all, and those stored are left).
-func storedItems(rec store.Generation) int64 {
+// storedCheckpoint is rec's checkpoint as stored (empty if it cannot be
+// read). Its conversation's count is how many items are stored: none when
+// it holds its conversation itself, or cannot be read (the journal then
+// stores them all, and those stored are left).
+func storedCheckpoint(rec store.Generation) *statev1.Checkpoint {
 	cp := &statev1.Checkpoint{}
 	if proto.Unmarshal(rec.Checkpoint, cp) != nil {
-		return 0
+		return &statev1.Checkpoint{}
 	}
-	return cp.GetConversation().GetCount()
+	return cp
 }
 
 // acquire takes the record of a paused generation for its resume. The
@@ -262,6 +270,8 @@ func (j *Journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
 	}
 	kind, logged := j.conv.noteEvent(j.last, ev, kind)
 	data, _ := proto.Marshal(logged)
+	// The first pending event's number tells the store where the log
+	// goes on, past numbers skipped (Adopted).
 	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
 	j.msgs = append(j.msgs, ev)
 	j.bytes += len(data)
@@ -297,6 +307,29 @@ func (j *Journal) queueLocked(cp *statev1.Checkpoint) {
 	j.snap, j.snapSeq = Encode(cp), j.last
 	j.snapN++
 }
+
+// ShowWindow bounds how far beyond the stored log a generation's client
+// may be shown text: a text_delta numbered at most ShowWindow past the
+// last stored event may reach the client before it is stored (ShowEarly).
+// A replica that adopts the generation numbers its events past that
+// window, and withdraws the turn.
+const ShowWindow = 256
+
+// ShowEarly reports whether event seq, a text_delta, may be shown to the
+// client before it is stored: it is within ShowWindow of the stored log,
+// the lease holds, and no checkpoint recorded before it waits to be
+// written, so that a replica adopting the generation continues from the
+// turn boundary before it and withdraws what it said.
+func (j *Journal) ShowEarly(seq int64) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return !j.lost && seq <= j.confirmed+ShowWindow && (j.snap == nil || j.snapSeq >= seq)
+}
+
+// Flush asks for what is recorded to be written now rather than within
+// flushEvery: a model turn about to stream its text wants the checkpoint
+// before it stored, so that its text may be shown early.
+func (j *Journal) Flush() { j.poke() }
 
 // Await returns once the events numbered so far are in the store (and
 // the checkpoints queued before them): what a tool call's start waits

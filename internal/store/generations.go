@@ -97,7 +97,9 @@ type Generation struct {
 // turn, then its withdrawal.
 type Event struct {
 	// Seq is the event's sequence number in its generation's log: 1, 2,
-	// ... without gaps, assigned by the store. Ignored on append.
+	// ..., assigned by the store. Ignored on append, but for the first
+	// event of a write: a number beyond the log's next makes the log skip
+	// to it (the numbers between are never used; see skipTo).
 	Seq  int64
 	Kind string
 	Data []byte
@@ -441,6 +443,18 @@ func eventColumns(events []Event) (kinds []string, data [][]byte) {
 		}
 	}
 	return kinds, data
+}
+
+// skipTo is the sequence number that a write's events follow at least:
+// one before its first event's Seq. A replica that adopts a generation
+// numbers its events past those that the dead one may have shown its
+// clients before storing them, so that no client has seen a number of the
+// log for another event.
+func skipTo(events []Event) int64 {
+	if len(events) == 0 || events[0].Seq <= 0 {
+		return 0
+	}
+	return events[0].Seq - 1
 }
 
 // itemColumns splits items into the columns the stores insert.

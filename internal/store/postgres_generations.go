@@ -151,12 +151,12 @@ func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch 
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
 			UPDATE generations SET state = $4, checkpoint = $5, version = version + 1,
-				last_seq = last_seq + $6, checkpoint_seq = last_seq + $10, updated_at = $7
+				last_seq = GREATEST(last_seq, $13) + $6, checkpoint_seq = GREATEST(last_seq, $13) + $10, updated_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$11", "$12")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items).Scan(&last)
+		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items, skipTo(events)).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, leaseLost(id)
 	}
@@ -176,12 +176,12 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
 			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
-				last_seq = last_seq + $6, updated_at = $7, finished_at = $7
+				last_seq = GREATEST(last_seq, $12) + $6, updated_at = $7, finished_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items).Scan(&last)
+		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items, skipTo(o.Events)).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A retry of a Finish that committed finds it done.
 		var state string
@@ -288,12 +288,12 @@ func (p pgGenerations) Append(ctx context.Context, tenant, id string, epoch int6
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			UPDATE generations SET last_seq = last_seq + $4
+			UPDATE generations SET last_seq = GREATEST(last_seq, $7) + $4
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
 		), `+pgEvents("$4", "$5", "$6")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, int64(len(events)), kinds, data).Scan(&last)
+		tenant, id, epoch, int64(len(events)), kinds, data, skipTo(events)).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, leaseLost(id)
 	}

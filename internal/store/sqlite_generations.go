@@ -41,7 +41,7 @@ const (
 		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`
 	qCheckpoint = `
 			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
-				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
+				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
 	// qCheckpointSameState is qCheckpoint for a generation already in the
@@ -51,16 +51,16 @@ const (
 	// state.
 	qCheckpointSameState = `
 			UPDATE generations SET checkpoint = ?, version = version + 1,
-				last_seq = last_seq + ?, checkpoint_seq = last_seq + ?, updated_at = ?
+				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> '' AND state = ?
 			RETURNING last_seq`
 	qFinish = `
 			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
-				last_seq = last_seq + ?, updated_at = ?, finished_at = ?
+				last_seq = max(last_seq, ?) + ?, updated_at = ?, finished_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
 	qAppend = `
-			UPDATE generations SET last_seq = last_seq + ?
+			UPDATE generations SET last_seq = max(last_seq, ?) + ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
 )
@@ -248,13 +248,13 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 	var last int64
 	events := append(slices.Clip(c.Events), c.After...)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		n, covered := int64(len(events)), int64(len(c.Events))
+		n, covered, skip := int64(len(events)), int64(len(c.Events)), skipTo(events)
 		err := s.in(ctx, tx, qCheckpointSameState).QueryRowContext(ctx,
-			orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
+			orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Another state, or the lease lost.
 			err = s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
-				string(c.State), orEmpty(c.Data), n, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+				string(c.State), orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
@@ -279,7 +279,7 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 		n := int64(len(o.Events))
 		now := o.Now.UnixMilli()
 		err := s.in(ctx, tx, qFinish).QueryRowContext(ctx,
-			string(o.State), orEmpty(o.Result), now, n, now, now, tenant, id, epoch).Scan(&last)
+			string(o.State), orEmpty(o.Result), now, skipTo(o.Events), n, now, now, tenant, id, epoch).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			// A retry of a Finish that committed finds it done.
 			var state string
@@ -407,7 +407,7 @@ func (s sqliteGenerations) Append(ctx context.Context, tenant, id string, epoch 
 	}
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n := int64(len(events))
-		err := s.in(ctx, tx, qAppend).QueryRowContext(ctx, n, tenant, id, epoch).Scan(&last)
+		err := s.in(ctx, tx, qAppend).QueryRowContext(ctx, skipTo(events), n, tenant, id, epoch).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
 		}

@@ -82,8 +82,8 @@ func ev(kind, data string) store.Event { return store.Event{Kind: kind, Data: []
 func logOf(t *testing.T, g store.Generations, tenant, id string) []store.Event {
 	t.Helper()
 	var out []store.Event
-	for {
-		page, err := g.Read(t.Context(), tenant, id, int64(len(out)), 7)
+	for after := int64(0); ; after = out[len(out)-1].Seq {
+		page, err := g.Read(t.Context(), tenant, id, after, 7)
 		if err != nil {
 			t.Fatalf("Read(%s, %s): %v", tenant, id, err)
 		}

@@ -47,3 +47,38 @@ func testItems(t *testing.T, db DB) {
 	check(t, errOf(g.Sweep(ctx, at(time.Hour))))
 	wantKind(t, "Items of a swept generation", errOf(g.Items(ctx, "acme", "g", -1, 0)), fault.NotFound)
 }
+
+// testSkip: a write whose first event names a sequence number beyond the
+// log's next skips to it (the numbers between are never used), in Append,
+// Checkpoint and Finish alike; one that names a number at or below the
+// log's end is numbered as any.
+func testSkip(t *testing.T, db DB) {
+	g := generations(t, db)
+	ctx := t.Context()
+	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Minute), Now: t0, Events: []store.Event{ev("started", "")}}))
+	skipped := store.Event{Seq: 10, Kind: "withdrawn"}
+	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 1, []store.Event{skipped, ev("delta", "a")})); last != 11 {
+		t.Errorf("Append skipping to 10: last %d; want 11", last)
+	}
+	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 1, []store.Event{{Seq: 3, Kind: "delta"}})); last != 12 {
+		t.Errorf("Append naming 3: last %d; want 12", last)
+	}
+	if last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Now: t0,
+		Events: []store.Event{{Seq: 20, Kind: "delta"}}})); last != 20 {
+		t.Errorf("Checkpoint skipping to 20: last %d; want 20", last)
+	}
+	if rec := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g")); rec.CheckpointSeq != 20 {
+		t.Errorf("the checkpoint covers up to %d; want 20", rec.CheckpointSeq)
+	}
+	if last := must[int64](t, "Finish")(g.Finish(ctx, "acme", "g", 1, store.Outcome{State: store.Completed, Now: t0,
+		Events: []store.Event{{Seq: 30, Kind: "completed"}}})); last != 30 {
+		t.Errorf("Finish skipping to 30: last %d; want 30", last)
+	}
+	var got []int64
+	for _, e := range logOf(t, g, "acme", "g") {
+		got = append(got, e.Seq)
+	}
+	if want := []int64{1, 10, 11, 12, 20, 30}; !cmp.Equal(got, want) {
+		t.Errorf("the log's numbers: %v; want %v", got, want)
+	}
+}

@@ -59,6 +59,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ConcurrentAdopt", testConcurrentAdopt},
 		{"EventLog", testEventLog},
 		{"Items", testItems},
+		{"Skip", testSkip},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"WithdrawnTurn", testWithdrawnTurn},
 		{"CheckpointWithLaterEvents", testCheckpointWithLaterEvents},

@@ -1130,12 +1130,16 @@ type GenerateResponse struct {
 	//	*GenerateResponse_InputRequest
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation: 1 for the first
-	// event, then one more for each event, without gaps, across the whole
-	// generation (a resume continues the count of the generation it
-	// resumes). It equals the event's number in the generation's stored
-	// event log, so a client that lost its stream can ask for the events
-	// after the last one it saw. 0 when the agentd keeps no durable record
-	// of its generations, and for tool_progress, which is never stored.
+	// event, then one more for each event, across the whole generation (a
+	// resume continues the count of the generation it resumes). It equals
+	// the event's number in the generation's stored event log, so a client
+	// that lost its stream can ask for the events after the last one it
+	// saw. The model's text (text_delta) may reach the generation's own
+	// stream before it is stored; should its replica die first, the replica
+	// that adopts the generation numbers its events from 256 past the log's
+	// last (the one jump a client sees) and withdraws the turn
+	// (turn_withdrawn). 0 when the agentd keeps no durable record of its
+	// generations, and for tool_progress, which is never stored.
 	Sequence      int64 `protobuf:"varint,11,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2723,7 +2727,8 @@ type TurnWithdrawn struct {
 	// The model turn withdrawn, from 1.
 	Turn int32 `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
 	// The first withdrawn event's sequence number: every event from it up
-	// to this one belongs to the cut-short turn.
+	// to this one belongs to the cut-short turn (some of them, text shown
+	// before it was stored, may not be in the log).
 	FromSequence int64 `protobuf:"varint,2,opt,name=from_sequence,json=fromSequence,proto3" json:"from_sequence,omitempty"`
 	// Why, for people.
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`

@@ -495,12 +495,16 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
 
   /**
    * The event's sequence number in its generation: 1 for the first
-   * event, then one more for each event, without gaps, across the whole
-   * generation (a resume continues the count of the generation it
-   * resumes). It equals the event's number in the generation's stored
-   * event log, so a client that lost its stream can ask for the events
-   * after the last one it saw. 0 when the agentd keeps no durable record
-   * of its generations, and for tool_progress, which is never stored.
+   * event, then one more for each event, across the whole generation (a
+   * resume continues the count of the generation it resumes). It equals
+   * the event's number in the generation's stored event log, so a client
+   * that lost its stream can ask for the events after the last one it
+   * saw. The model's text (text_delta) may reach the generation's own
+   * stream before it is stored; should its replica die first, the replica
+   * that adopts the generation numbers its events from 256 past the log's
+   * last (the one jump a client sees) and withdraws the turn
+   * (turn_withdrawn). 0 when the agentd keeps no durable record of its
+   * generations, and for tool_progress, which is never stored.
    *
    * @generated from field: int64 sequence = 11;
    */
@@ -1309,7 +1313,8 @@ export type TurnWithdrawn = Message<"agentd.v1.TurnWithdrawn"> & {
 
   /**
    * The first withdrawn event's sequence number: every event from it up
-   * to this one belongs to the cut-short turn.
+   * to this one belongs to the cut-short turn (some of them, text shown
+   * before it was stored, may not be in the log).
    *
    * @generated from field: int64 from_sequence = 2;
    */
