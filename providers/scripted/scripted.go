@@ -22,7 +22,9 @@
 // message, so a script restarts with every new user message and resumes
 // correctly after a pause. In text, {{tool_outputs}} is replaced by the
 // outputs of the latest tool results, joined by newlines. A tool call's id
-// defaults to "call_<turn>_<index>". An error turn
+// defaults to "call_<turn>_<index>". A turn with "repeat": n is played n
+// times in a row, as n turns (absent: once), so that a long conversation
+// needs no long script. An error turn
 // {"error": {"kind": "unavailable", "message": "..."}} fails the model call
 // with that kind (invalid, unavailable, timeout, exhausted, internal). A
 // turn may set "usage": {"input_tokens": n, "output_tokens": m}; otherwise
@@ -87,6 +89,7 @@ type turn struct {
 	ToolCalls []scriptCall `json:"tool_calls,omitempty"`
 	Error     *scriptError `json:"error,omitempty"`
 	Usage     *scriptUsage `json:"usage,omitempty"`
+	Repeat    int          `json:"repeat,omitempty"`
 }
 
 type scriptCall struct {
@@ -144,9 +147,13 @@ func parseScript(options map[string]any) (*script, []providers.Problem) {
 
 // problems says what is wrong with a turn of the script, at field: an
 // error with text or calls, an unknown error kind, a turn with nothing to
-// play, a call without a name or with arguments that are not an object.
+// play, a negative repeat, a call without a name or with arguments that
+// are not an object.
 func (t *turn) problems(field string) []providers.Problem {
 	var problems []providers.Problem
+	if t.Repeat < 0 {
+		problems = append(problems, providers.Problem{Field: field + ".repeat", Description: "must be 1 or more"})
+	}
 	switch {
 	case t.Error != nil && (t.Text != "" || len(t.ToolCalls) > 0):
 		problems = append(problems, providers.Problem{Field: field, Description: "an error turn has no text or tool_calls"})
@@ -201,11 +208,11 @@ func (s *script) next(req *providers.Request) (*turn, error) {
 		return &t, nil
 	}
 	n := turnIndex(req.Messages)
-	if n >= len(s.Turns) {
+	t, ok := s.at(n)
+	if !ok {
 		return nil, fault.New(fault.FailedPrecondition,
-			"script provider: the script has %d turns and the conversation asks for turn %d", len(s.Turns), n+1)
+			"script provider: the script has %d turns and the conversation asks for turn %d", s.length(), n+1)
 	}
-	t := s.Turns[n]
 	t.Text = strings.ReplaceAll(t.Text, "{{tool_outputs}}", latestToolOutputs(req.Messages))
 	for i := range t.ToolCalls {
 		if t.ToolCalls[i].ID == "" {
@@ -214,6 +221,30 @@ func (s *script) next(req *providers.Request) (*turn, error) {
 	}
 	return &t, nil
 }
+
+// at is the script's turn n (from 0), a repeated turn counting as many
+// turns as it repeats.
+func (s *script) at(n int) (turn, bool) {
+	for _, t := range s.Turns {
+		if n < t.times() {
+			return t, true
+		}
+		n -= t.times()
+	}
+	return turn{}, false
+}
+
+// length is how many turns the script plays.
+func (s *script) length() int {
+	n := 0
+	for _, t := range s.Turns {
+		n += t.times()
+	}
+	return n
+}
+
+// times is how many turns t plays.
+func (t *turn) times() int { return max(t.Repeat, 1) }
 
 func fail(err error) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) { yield(nil, err) }

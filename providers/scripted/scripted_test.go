@@ -107,6 +107,45 @@ func TestScriptPlaysTurnsInOrder(t *testing.T) {
 	}
 }
 
+// TestScriptRepeat: a turn with repeat plays that many turns in a row,
+// each call named by the turn it is played as, and the script's length
+// counts them.
+func TestScriptRepeat(t *testing.T) {
+	t.Parallel()
+	opts := map[string]any{"script": map[string]any{"turns": []any{
+		map[string]any{"repeat": 3, "tool_calls": []any{map[string]any{"name": "echo", "arguments": map[string]any{"text": "again"}}}},
+		map[string]any{"text": "done"},
+	}}}
+	// conversation is the request after played turns.
+	conversation := func(played int) []*agentdv1.Message {
+		msgs := []*agentdv1.Message{user("go")}
+		for range played {
+			msgs = append(msgs, assistant(), toolResults("again"))
+		}
+		return msgs
+	}
+	for _, tt := range []struct {
+		played int
+		want   providers.Event
+	}{
+		{0, &providers.ToolCall{Call: &agentdv1.ToolCall{Id: "call_1_1", Name: "echo", Arguments: `{"text":"again"}`}}},
+		{2, &providers.ToolCall{Call: &agentdv1.ToolCall{Id: "call_3_1", Name: "echo", Arguments: `{"text":"again"}`}}},
+		{3, &providers.TextDelta{Text: "done"}},
+	} {
+		events, err := collect(t, Script(), &providers.Request{Messages: conversation(tt.played), Options: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, events[0], protocmp.Transform()); diff != "" {
+			t.Errorf("after %d turns (-want +got):\n%s", tt.played, diff)
+		}
+	}
+	_, err := collect(t, Script(), &providers.Request{Messages: conversation(4), Options: opts})
+	if fault.KindOf(err) != fault.FailedPrecondition || !strings.Contains(err.Error(), "has 4 turns and the conversation asks for turn 5") {
+		t.Errorf("past the repeated script's end: %v", err)
+	}
+}
+
 func TestScriptErrorTurn(t *testing.T) {
 	t.Parallel()
 	opts := map[string]any{"script": map[string]any{"turns": []any{map[string]any{"error": map[string]any{"kind": "unavailable", "message": "overloaded"}}}}}
@@ -133,7 +172,8 @@ func TestValidateOptions(t *testing.T) {
 			map[string]any{"text": "x", "error": map[string]any{"kind": "unavailable"}},
 			map[string]any{"error": map[string]any{"kind": "bogus"}},
 			map[string]any{"tool_calls": []any{map[string]any{"arguments": []any{1}}}},
-		}}}, want: []string{"script.turns[0]", "script.turns[1]", "script.turns[2].error.kind", "script.turns[3].tool_calls[0].name", "script.turns[3].tool_calls[0].arguments"}},
+			map[string]any{"text": "x", "repeat": -1},
+		}}}, want: []string{"script.turns[0]", "script.turns[1]", "script.turns[2].error.kind", "script.turns[3].tool_calls[0].name", "script.turns[3].tool_calls[0].arguments", "script.turns[4].repeat"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

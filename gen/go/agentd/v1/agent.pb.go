@@ -430,6 +430,8 @@ type Agent struct {
 	//     Internal;
 	//   - "usage": {"input_tokens": n, "output_tokens": m} sets the turn's
 	//     token counts (absent: one token per four bytes).
+	//   - "repeat": n plays the turn n times in a row, each a turn of its
+	//     own (absent: once).
 	//
 	// The turn played is the number of assistant messages since the last user
 	// message: a script starts again at every new user message and goes on
