@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -37,6 +37,7 @@ help:
 	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
 	@echo "make bench-e2e         a whole generation end to end (a fake model, server-everything, agentd over TCP) beside the same work done directly"
 	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
+	@echo "make bench-record      what one long generation's record writes and costs per turn (10 to 160 tool turns), SQLite and a throwaway PostgreSQL"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
@@ -247,6 +248,21 @@ bench-store:
 	  go test -run "^$$" -bench Durability -benchtime $(DURABILITY_ROUNDS)x -count $(BENCH_COUNT) ./internal/app/; \
 	  go test -run "^$$" -bench AttachReplay -count $(BENCH_COUNT) ./internal/app/' | tee /tmp/agentd-bench-store.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench-store.txt
+
+# What one long generation's durable record costs (BenchmarkRecordGrowth),
+# on SQLite and on one throwaway PostgreSQL (scripts/postgres.sh: fsync
+# off, which leaves the bytes counted alone): generations of 10, 40 and 160
+# tool turns, each an echo of 8 KiB, with the script provider, and of 10
+# and 160 with the openai codec against a fake model in the process. The
+# bytes the store wrote (SQLite: this process's write_bytes; PostgreSQL:
+# the WAL plus the database's growth) against the generation's content,
+# and the CPU per turn. Each run is one generation, RECORD_COUNT runs of
+# each; then the table, the medians and the target ratios.
+RECORD_COUNT ?= 3
+bench-record:
+	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 \
+	  go test -run '^$$' -bench RecordGrowth -benchtime 1x -count $(RECORD_COUNT) -timeout 60m ./internal/app/ | tee /tmp/agentd-bench-record.txt
+	@echo; scripts/bench-ratios.sh /tmp/agentd-bench-record.txt
 
 # The long part of the fault-injection suite (internal/faultsuite): with the
 # stress tag, full-size faults (50 MB results, 64 MiB messages) and rounds

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # bench-ratios.sh FILE: medians of `go test -bench -count N` output and the
 # target ratios (BENCHMARKS.md): the bridge's (make bench), durability's
-# with the stores' latencies (make bench-store), and metrics' (make
-# bench-metrics).
+# with the stores' latencies (make bench-store), metrics' (make
+# bench-metrics), and a long generation's record as a table (make
+# bench-record).
 set -euo pipefail
 awk '
+/^BenchmarkRecordGrowth\// {
+  name = $1; sub(/-[0-9]+$/, "", name)
+  rg[name] = 1
+  for (i = 3; i < NF; i++) if ($(i+1) ~ /\/(gen|turn|op|content)$/) rgm[name, $(i+1)] = rgm[name, $(i+1)] " " $i
+  next
+}
 /^Benchmark/ {
   name = $1; sub(/-[0-9]+$/, "", name)
   for (i = 3; i < NF; i++) {
@@ -49,4 +56,40 @@ END {
     printf "durability on the tool loop, %s: the record on / off, paired rounds: %.2fx (target <= %sx)\n", b, median(du[b]), target
   }
   for (k in au) printf "a Generate authenticated, %s: %.1f µs per call, paired rounds (target <= 50 µs)\n", k, median(au[k])
+  recordTable()
+}
+# recordTable prints BenchmarkRecordGrowth/<store>/<model>/turns=<n> as a
+# table of medians (SQLite first, the script before openai, by turns),
+# and for each store and model the worst written/content and the CPU per
+# turn at its most turns over that at its fewest. The targets are the
+# script'"'"'s: openai'"'"'s codec encodes the whole conversation at every turn.
+function recordTable(   n, m, i, j, t, f, k, names, keys, cpu, ratio, lo, hi, worst, arm, arms, target) {
+  n = 0
+  for (k in rg) {
+    split(k, f, "/"); sub(/^turns=/, "", f[4])
+    names[++n] = k; keys[n] = sprintf("%d%d%06d", f[2] != "sqlite", f[3] != "script", f[4])
+  }
+  if (n == 0) return
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (keys[j] < keys[i]) {
+    t = keys[i]; keys[i] = keys[j]; keys[j] = t; t = names[i]; names[i] = names[j]; names[j] = t
+  }
+  print "\none long generation'"'"'s record (BenchmarkRecordGrowth), medians:"
+  printf "| %-8s | %-6s | %5s | %15s | %16s | %16s | %15s | %11s | %15s | %10s |\n", "store", "model", "turns", "written MiB/gen", "written KiB/turn", "content KiB/turn", "written/content", "CPU ms/turn", "checkpoints/gen", "wall s/gen"
+  for (i = 1; i <= n; i++) {
+    k = names[i]; split(k, f, "/"); sub(/^turns=/, "", f[4])
+    cpu = median(rgm[k, "cpu-ms/turn"]); ratio = median(rgm[k, "written/content"])
+    printf "| %-8s | %-6s | %5d | %15.1f | %16.0f | %16.1f | %14.1fx | %11.2f | %15.0f | %10.2f |\n", f[2], f[3], f[4],
+      median(rgm[k, "written-MiB/gen"]), median(rgm[k, "written-KiB/turn"]), median(rgm[k, "content-KiB/turn"]),
+      ratio, cpu, median(rgm[k, "checkpoints/gen"]), median(rgm[k, "ns/op"]) / 1e9
+    arm = f[2] " " f[3]
+    if (!(arm in lo)) { lo[arm] = cpu; lo[arm, "n"] = f[4] + 0; arms[++m] = arm }
+    hi[arm] = cpu; hi[arm, "n"] = f[4] + 0
+    if (ratio > worst[arm]) worst[arm] = ratio
+  }
+  for (i = 1; i <= m; i++) {
+    arm = arms[i]; target = arm ~ /script$/
+    printf "%s: written/content at most %.1fx%s", arm, worst[arm], target ? " (target <= 4x at every N)" : ""
+    if (hi[arm, "n"] > lo[arm, "n"]) printf "; CPU per turn, %d turns / %d: %.2fx%s", hi[arm, "n"], lo[arm, "n"], hi[arm] / lo[arm], target ? " (target <= 2x)" : ""
+    printf "\n"
+  }
 }' "$1"

@@ -144,38 +144,7 @@ func toolLoopRequest(b *testing.B) *agentdv1.GenerateRequest {
 // succeeded.
 func toolLoop(b *testing.B, conn *grpc.ClientConn, start *agentdv1.GenerateRequest) func() {
 	client := agentdv1.NewAgentServiceClient(conn)
-	return func() {
-		stream, err := client.Generate(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := stream.Send(start); err != nil {
-			b.Fatal(err)
-		}
-		if err := stream.CloseSend(); err != nil {
-			b.Fatal(err)
-		}
-		calls, completed := 0, false
-		for {
-			ev, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			if f := ev.GetToolCallFinished(); f != nil {
-				if f.GetIsError() {
-					b.Fatalf("tool call failed: %s", f.GetOutput())
-				}
-				calls++
-			}
-			completed = completed || ev.GetCompleted() != nil
-		}
-		if !completed || calls != 3 {
-			b.Fatalf("generation ended with completed %v after %d tool calls; want completed after 3", completed, calls)
-		}
-	}
+	return func() { toolGeneration(b, client, start, 3) }
 }
 
 // BenchmarkAttachReplay measures an attach that replays 1,000 events
