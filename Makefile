@@ -37,7 +37,7 @@ help:
 	@echo "make bench             the bridge's benchmarks (and the tool call as agentd makes it) with their target ratios"
 	@echo "make bench-e2e         a whole generation end to end (a fake model, server-everything, agentd over TCP) beside the same work done directly"
 	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
-	@echo "make bench-record      what one long generation's record writes and costs per turn (10 to 160 tool turns), SQLite and a throwaway PostgreSQL"
+	@echo "make bench-record      what one long generation's record writes and costs per turn (10 to 160 tool turns), its adoption's rebuild, the model's words' latency; SQLite and a throwaway PostgreSQL"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
@@ -257,11 +257,18 @@ bench-store:
 # bytes the store wrote (SQLite: this process's write_bytes; PostgreSQL:
 # the WAL plus the database's growth) against the generation's content,
 # and the CPU per turn. Each run is one generation, RECORD_COUNT runs of
-# each; then the table, the medians and the target ratios.
+# each. Then what an adopting replica spends reading and rebuilding a
+# 160-turn generation (BenchmarkAdoptionRebuild), and how late the model's
+# words reach the client (BenchmarkTextLatency: a fake model streaming 40
+# chunks, 2 ms apart, through the openai codec). Then the table, the
+# medians and the target ratios.
 RECORD_COUNT ?= 3
 bench-record:
-	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 \
-	  go test -run '^$$' -bench RecordGrowth -benchtime 1x -count $(RECORD_COUNT) -timeout 60m ./internal/app/ | tee /tmp/agentd-bench-record.txt
+	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 bash -c ' \
+	  set -eo pipefail; \
+	  go test -run "^$$" -bench RecordGrowth -benchtime 1x -count $(RECORD_COUNT) -timeout 60m ./internal/app/; \
+	  go test -run "^$$" -bench AdoptionRebuild -benchtime 20x -count $(RECORD_COUNT) ./internal/record/; \
+	  go test -run "^$$" -bench TextLatency -benchtime 50x -count $(RECORD_COUNT) ./internal/app/' | tee /tmp/agentd-bench-record.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench-record.txt
 
 # The long part of the fault-injection suite (internal/faultsuite): with the

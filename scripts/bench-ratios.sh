@@ -2,8 +2,8 @@
 # bench-ratios.sh FILE: medians of `go test -bench -count N` output and the
 # target ratios (BENCHMARKS.md): the bridge's (make bench), durability's
 # with the stores' latencies (make bench-store), metrics' (make
-# bench-metrics), and a long generation's record as a table (make
-# bench-record).
+# bench-metrics), and a long generation's record as a table, with its
+# adoption's rebuild and the model's words' latency (make bench-record).
 set -euo pipefail
 awk '
 /^BenchmarkRecordGrowth\// {
@@ -56,6 +56,12 @@ END {
     printf "durability on the tool loop, %s: the record on / off, paired rounds: %.2fx (target <= %sx)\n", b, median(du[b]), target
   }
   for (k in au) printf "a Generate authenticated, %s: %.1f µs per call, paired rounds (target <= 50 µs)\n", k, median(au[k])
+  for (b in m) if (b ~ /^BenchmarkAdoptionRebuild\//)
+    printf "adoption of a 160-turn generation, %s: %.1f ms reading and rebuilding it (target <= 200 ms)\n", b, m[b] / 1e6
+  for (k in st) if (k ~ /^BenchmarkTextLatency\/.* (first|later)-chunk-p50-ms$/) {
+    split(k, f, " ")
+    printf "the model'"'"'s words reaching the client, %s, %s: %.2f ms (target <= 2 ms)\n", f[1], f[2], median(st[k])
+  }
   recordTable()
 }
 # recordTable prints BenchmarkRecordGrowth/<store>/<model>/turns=<n> as a

@@ -52,11 +52,7 @@ func storedEvents(t *testing.T, a *pausable, id string) []*agentdv1.GenerateResp
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, ev := range evs {
-		if ev.GetSequence() != int64(i+1) {
-			t.Errorf("stored event %d: sequence %d", i, ev.GetSequence())
-		}
-	}
+	wantSequencesAdopted(t, evs)
 	return evs
 }
 

@@ -31,11 +31,6 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
 	defer func() { chat.end(ctx, streamed, err) }()
 	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool)}
-	if g.journal != nil {
-		// The checkpoint before the turn stored while the model thinks:
-		// its text may then reach the client as it comes (sender.send).
-		g.journal.Flush()
-	}
 	if err := chat.stream(ctx, g.plan.provider, g.request(), func(ev providers.Event) error {
 		out, err := t.take(ev, chat)
 		if err != nil || out == nil {

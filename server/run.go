@@ -177,6 +177,9 @@ func (g *generation) afterModelTurn(ctx context.Context, r *reply) (done bool, e
 func (g *generation) complete(ctx context.Context, r *reply) error {
 	g.final = r.message
 	g.finished(ctx)
+	// The final answer joins the record's conversation, whose items the
+	// completed event then names rather than carries.
+	g.checkpoint(nil)
 	return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 		GenerationId: g.id,
 		Message:      r.message,

@@ -271,6 +271,29 @@ type timedGenerations struct {
 
 	mu    sync.Mutex
 	calls map[string][]time.Duration
+	given int64 // the bytes of the checkpoints, events and items written
+}
+
+// add counts the bytes of a write's checkpoint, events and items.
+func (t *timedGenerations) add(checkpoint []byte, events []store.Event, items []store.Item) {
+	n := len(checkpoint)
+	for _, e := range events {
+		n += len(e.Kind) + len(e.Data)
+	}
+	for _, it := range items {
+		n += len(it.Data)
+	}
+	t.mu.Lock()
+	t.given += int64(n)
+	t.mu.Unlock()
+}
+
+// written is how many bytes of checkpoints, events and items the store
+// was given.
+func (t *timedGenerations) written() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.given
 }
 
 func (t *timedGenerations) note(method string, start time.Time) {
@@ -286,26 +309,30 @@ func (t *timedGenerations) note(method string, start time.Time) {
 func (t *timedGenerations) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.calls = nil
+	t.calls, t.given = nil, 0
 }
 
 func (t *timedGenerations) Create(ctx context.Context, g store.NewGeneration) error {
 	defer t.note("create", time.Now())
+	t.add(g.Checkpoint, g.Events, g.Items)
 	return t.Generations.Create(ctx, g)
 }
 
 func (t *timedGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c store.Checkpoint) (int64, error) {
 	defer t.note("checkpoint", time.Now())
+	t.add(c.Data, append(slices.Clip(c.Events), c.After...), c.Items)
 	return t.Generations.Checkpoint(ctx, tenant, id, epoch, c)
 }
 
 func (t *timedGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []store.Event) (int64, error) {
 	defer t.note("append", time.Now())
+	t.add(nil, events, nil)
 	return t.Generations.Append(ctx, tenant, id, epoch, events)
 }
 
 func (t *timedGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o store.Outcome) (int64, error) {
 	defer t.note("finish", time.Now())
+	t.add(o.Result, o.Events, o.Items)
 	return t.Generations.Finish(ctx, tenant, id, epoch, o)
 }
 

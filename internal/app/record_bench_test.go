@@ -124,6 +124,8 @@ func recordGrowth(b *testing.B, cfg config.Config, start *agentdv1.GenerateReque
 	b.ReportMetric(float64(written)/float64(content), "written/content")
 	b.ReportMetric(float64(cpu)/allTurns/float64(time.Millisecond), "cpu-ms/turn")
 	b.ReportMetric(float64(timed.count("checkpoint"))/gens, "checkpoints/gen")
+	b.ReportMetric(float64(timed.count("append"))/gens, "appends/gen")
+	b.ReportMetric(float64(timed.written())/float64(content), "given/content")
 	for name, v := range after {
 		if name != "written" {
 			b.ReportMetric(float64(v-before[name])/gens/(1<<20), name+"-MiB/gen")

@@ -14,10 +14,11 @@ import (
 // checkpoint, for the replica that adopts it: the checkpoint says where
 // the generation was, the log what it did since.
 type Since struct {
-	// WithdrawFrom is the first event of a model turn that was cut short,
-	// asked after a turn boundary: the first one logged, or, when none
-	// was, the number after the log's end (its text may have been shown
-	// before it was stored); 0 inside a tool turn.
+	// WithdrawFrom is the first event of a model turn that may have been
+	// cut short: at a turn boundary, its first event logged; otherwise
+	// (none logged, or inside a tool turn, which the dead replica may have
+	// finished and gone on from) the number after the log's end, since
+	// its text may have been shown before it was stored.
 	WithdrawFrom int64
 	// Started holds the calls of the checkpoint's tool turn whose start
 	// the checkpoint lists or the log holds after it: an MCP call among
@@ -48,7 +49,7 @@ func ReadSince(ctx context.Context, gens store.Generations, rec store.Generation
 		}
 		after = evs[len(evs)-1].Seq
 	}
-	if turn == nil && s.WithdrawFrom == 0 {
+	if s.WithdrawFrom == 0 {
 		s.WithdrawFrom = rec.LastSeq + 1
 	}
 	return s, nil

@@ -27,7 +27,13 @@ import (
 
 // argsKind marks a logged event whose arguments were left out: its kind is
 // the event's, argsKind and the number of the item that holds them.
-const argsKind = "@item="
+// itemsKind marks a completed event logged without its messages: its kind
+// is the event's, itemsKind and the numbers of the first item and the one
+// after the last, "3-9" (its message is the last of them).
+const (
+	argsKind  = "@item="
+	itemsKind = "@items="
+)
 
 // conversation is what a journal knows of its generation's conversation
 // and log, to store each piece once. Its methods run under the journal's
@@ -37,6 +43,8 @@ type conversation struct {
 	text    textRun                 // the text_delta events since the last item
 	results map[string]loggedResult // the logged results, by call id, until their item
 	args    map[string]callArgs     // the tool calls in items, by call id
+	msgs    []*agentdv1.Message     // the conversation as the last checkpoint had it
+	added   int64                   // the first of msgs the generation added
 }
 
 // textRun is the text of consecutive text_delta events.
@@ -71,12 +79,46 @@ func (c *conversation) noteEvent(seq int64, ev *agentdv1.GenerateResponse, kind 
 		}
 		c.results[k.ToolCallFinished.GetCallId()] = loggedResult{seq, k.ToolCallFinished}
 	}
+	if done := ev.GetCompleted(); done != nil {
+		if from, to, ok := c.itemized(done); ok {
+			return kind + itemsKind + strconv.FormatInt(from, 10) + "-" + strconv.FormatInt(to, 10), withoutMessages(ev)
+		}
+		return kind, ev
+	}
 	id, args := argumentsOf(ev)
 	in, ok := c.args[id]
 	if !ok || args == "" || args != in.args {
 		return kind, ev
 	}
 	return kind + argsKind + strconv.FormatInt(in.item, 10), withoutArguments(ev)
+}
+
+// itemized reports whether the messages a completed event carries are the
+// items from to to-1, its message the last of them: the generation's
+// added messages, every one stored (its last checkpoint had them all).
+func (c *conversation) itemized(done *agentdv1.GenerationCompleted) (from, to int64, ok bool) {
+	msgs := done.GetMessages()
+	from, to = c.added, c.added+int64(len(msgs))
+	if len(msgs) == 0 || to != int64(len(c.msgs)) || to > c.items || done.GetMessage() != msgs[len(msgs)-1] {
+		return 0, 0, false
+	}
+	for i, m := range msgs {
+		if m != c.msgs[from+int64(i)] {
+			return 0, 0, false
+		}
+	}
+	return from, to, true
+}
+
+// withoutMessages is a copy of ev, a completed event, without its
+// messages; ev itself, not yet sent, is left as it was.
+func withoutMessages(ev *agentdv1.GenerateResponse) *agentdv1.GenerateResponse {
+	done := ev.GetCompleted()
+	msg, msgs := done.Message, done.Messages
+	done.Message, done.Messages = nil, nil
+	slim := proto.CloneOf(ev)
+	done.Message, done.Messages = msg, msgs
+	return slim
 }
 
 // argumentsOf is the call id and arguments of the events that show a tool
@@ -124,7 +166,8 @@ func (c *conversation) itemize(cp *statev1.Checkpoint) []store.Item {
 		items = append(items, store.Item{N: n, Data: c.item(n, msgs[n])})
 	}
 	c.items = max(c.items, int64(len(msgs)))
-	cp.Conversation = &statev1.Conversation{Count: int64(len(msgs)), AddedFrom: int64(len(msgs) - len(cp.GetAdded()))}
+	c.msgs, c.added = msgs, int64(len(msgs)-len(cp.GetAdded()))
+	cp.Conversation = &statev1.Conversation{Count: int64(len(msgs)), AddedFrom: c.added}
 	cp.Turn = c.turn(cp.GetTurn(), msgs)
 	cp.Messages, cp.Added = nil, nil
 	if cp.Turn == nil {
@@ -285,6 +328,9 @@ func (r *logReader) event(ctx context.Context, e store.Event) (*agentdv1.Generat
 		return nil, fault.Wrap(fault.Internal, err, "decoding a stored event")
 	}
 	ev.Sequence = e.Seq
+	if _, ref, ok := strings.Cut(e.Kind, itemsKind); ok {
+		return ev, r.fillCompleted(ctx, ev, ref)
+	}
 	_, ref, ok := strings.Cut(e.Kind, argsKind)
 	if !ok {
 		return ev, nil
@@ -305,6 +351,24 @@ func (r *logReader) event(ctx context.Context, e store.Event) (*agentdv1.Generat
 		}
 	}
 	return nil, fault.New(fault.Internal, "the stored event %d names item %d, which has no call %q", e.Seq, n, id)
+}
+
+// fillCompleted gives a completed event logged without its messages
+// those of items ref ("from-to").
+func (r *logReader) fillCompleted(ctx context.Context, ev *agentdv1.GenerateResponse, ref string) error {
+	a, b, _ := strings.Cut(ref, "-")
+	from, err1 := strconv.ParseInt(a, 10, 64)
+	to, err2 := strconv.ParseInt(b, 10, 64)
+	done := ev.GetCompleted()
+	if err1 != nil || err2 != nil || to <= from || done == nil {
+		return fault.New(fault.Internal, "a stored completed event names items %q", ref)
+	}
+	msgs, _, err := itemSource{r.gens, r.tenant, r.id}.messages(ctx, from, to, nil)
+	if err != nil {
+		return err
+	}
+	done.Messages, done.Message = msgs, msgs[len(msgs)-1]
+	return nil
 }
 
 // item reads item n, and those after it, once.

@@ -1,8 +1,11 @@
 package record_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,11 +18,15 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
+// agentBytes stands for a generation's encoded agent: its instructions
+// alone may run to kilobytes.
+var agentBytes = []byte(strings.Repeat("instructions ", 200))
+
 // scripted is a generation driven through its journal as the server drives
 // one: model turns streaming text and calling a tool, tool turns with
 // their results, a checkpoint at each boundary.
 type scripted struct {
-	t        *testing.T
+	t        testing.TB
 	j        *record.Journal
 	msgs     []*agentdv1.Message
 	added    []*agentdv1.Message
@@ -29,7 +36,7 @@ type scripted struct {
 }
 
 func (s *scripted) checkpoint(turn *statev1.PausedTurn) *statev1.Checkpoint {
-	return &statev1.Checkpoint{Version: record.Version, GenerationId: "gen_1", Messages: s.msgs, Added: s.added, ToolTurns: s.toolTurn, Turn: turn}
+	return &statev1.Checkpoint{Version: record.Version, GenerationId: "gen_1", Messages: s.msgs, Added: s.added, ToolTurns: s.toolTurn, Turn: turn, Agent: agentBytes}
 }
 
 func (s *scripted) add(m *agentdv1.Message) {
@@ -75,7 +82,22 @@ func (s *scripted) turn(text, args, output string, stop bool) {
 	s.j.Checkpoint(s.checkpoint(nil))
 }
 
-func newScripted(t *testing.T, gens store.Generations) *scripted {
+// complete ends the generation with a final answer: checkpointed, then
+// the completed event that carries the messages the generation added.
+func (s *scripted) complete(text string) {
+	for _, w := range strings.SplitAfter(text, " ") {
+		s.record(&agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_TextDelta{TextDelta: &agentdv1.TextDelta{Text: w}}})
+	}
+	final := &agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: text}}}}
+	s.add(final)
+	s.j.Checkpoint(s.checkpoint(nil))
+	s.record(&agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
+		GenerationId: "gen_1", Message: final, Messages: s.added, ToolTurns: s.toolTurn}}})
+	s.content += len(text)
+	s.j.Settle(s.t.Context(), store.Completed, record.EncodeResult(final, nil, nil))
+}
+
+func newScripted(t testing.TB, gens store.Generations) *scripted {
 	s := &scripted{t: t, msgs: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "go"}}}}}}
 	o := record.Options{Store: gens, Tenant: "t", ID: "gen_1", Owner: "replica-1", TTL: 60e9,
 		Stop: func(err error) { t.Errorf("the generation is stopped: %v", err) },
@@ -91,7 +113,7 @@ func newScripted(t *testing.T, gens store.Generations) *scripted {
 
 // restored is the generation's running checkpoint as an adopting replica
 // rebuilds it from the store.
-func restored(t *testing.T, gens store.Generations) *statev1.Checkpoint {
+func restored(t testing.TB, gens store.Generations) *statev1.Checkpoint {
 	t.Helper()
 	rec, err := gens.Get(t.Context(), "t", "gen_1")
 	if err != nil {
@@ -143,14 +165,15 @@ func TestRestoreRebuildsTheConversation(t *testing.T) {
 	s.j.Settle(t.Context(), store.Completed, record.EncodeResult(nil, nil, nil))
 }
 
-// X-G3: what a generation stores grows with what happened: each turn's
-// arguments, result and text are stored once (in the conversation's items
-// or the event log, not both, nor again in every checkpoint), so that the
-// record's bytes stay within the content plus a bounded overhead per turn
-// however long the generation runs.
-func TestRecordStoresEachPieceOnce(t *testing.T) {
+// X-G3: what a generation writes grows with what happened: each turn's
+// arguments, result and text are written once (in the conversation's
+// items or the event log, not both, nor again in every checkpoint), and
+// its agent once, beside its checkpoints, so that the bytes written stay
+// within the content plus a bounded overhead per turn however long the
+// generation runs.
+func TestRecordWritesEachPieceOnce(t *testing.T) {
 	t.Parallel()
-	gens := newStore(t).Generations()
+	gens := &countingGenerations{Generations: newStore(t).Generations()}
 	s := newScripted(t, gens)
 	const turns, k = 40, 8 << 10
 	for i := range turns {
@@ -159,32 +182,66 @@ func TestRecordStoresEachPieceOnce(t *testing.T) {
 	if err := s.j.Await(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	stored := 0
-	items, err := gens.Items(t.Context(), "t", "gen_1", -1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, it := range items {
-		stored += len(it.Data)
-	}
-	evs, err := gens.Read(t.Context(), "t", "gen_1", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range evs {
-		stored += len(e.Data) + len(e.Kind)
-	}
-	rec, err := gens.Get(t.Context(), "t", "gen_1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored += len(rec.Checkpoint)
-	const perTurn = 512 // ids, names, framing
-	if limit := s.content + perTurn*turns; stored > limit {
-		t.Errorf("the record holds %d bytes for %d bytes of content in %d turns; want at most %d", stored, s.content, turns, limit)
-	}
-	if cp := restored(t, gens); !proto.Equal(&agentdv1.Message{Parts: s.msgs[len(s.msgs)-1].GetParts(), Role: agentdv1.Role_ROLE_TOOL}, cp.GetMessages()[len(cp.GetMessages())-1]) {
+	if cp := restored(t, gens); !proto.Equal(s.msgs[len(s.msgs)-1], cp.GetMessages()[len(cp.GetMessages())-1]) {
 		t.Error("the restored conversation does not end with the last tool result")
 	}
-	s.j.Settle(t.Context(), store.Completed, record.EncodeResult(nil, nil, nil))
+	s.complete("all the echoes came back")
+	const perTurn = 512 // three checkpoints and events: ids, names, counts, framing (245 bytes measured)
+	if written, limit := gens.written(), int64(s.content+len(agentBytes)+perTurn*turns); written > limit {
+		t.Errorf("the record wrote %d bytes for %d bytes of content in %d turns; want at most %d", written, s.content, turns, limit)
+	}
+	got, err := record.ReadEvents(t.Context(), gens, "t", "gen_1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s.events, got, protocmp.Transform()); diff != "" {
+		t.Errorf("replayed events (-sent +replayed):\n%s", diff)
+	}
+}
+
+// countingGenerations counts the bytes of the checkpoints, agents, events
+// and items written.
+type countingGenerations struct {
+	store.Generations
+	mu sync.Mutex
+	n  int64
+}
+
+func (c *countingGenerations) add(data, agent []byte, events []store.Event, items []store.Item) {
+	n := len(data) + len(agent)
+	for _, e := range events {
+		n += len(e.Kind) + len(e.Data)
+	}
+	for _, it := range items {
+		n += len(it.Data)
+	}
+	c.mu.Lock()
+	c.n += int64(n)
+	c.mu.Unlock()
+}
+
+func (c *countingGenerations) written() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func (c *countingGenerations) Create(ctx context.Context, g store.NewGeneration) error {
+	c.add(g.Checkpoint, g.Agent, g.Events, g.Items)
+	return c.Generations.Create(ctx, g)
+}
+
+func (c *countingGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, cp store.Checkpoint) (int64, error) {
+	c.add(cp.Data, cp.Agent, append(slices.Clip(cp.Events), cp.After...), cp.Items)
+	return c.Generations.Checkpoint(ctx, tenant, id, epoch, cp)
+}
+
+func (c *countingGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o store.Outcome) (int64, error) {
+	c.add(o.Result, nil, o.Events, o.Items)
+	return c.Generations.Finish(ctx, tenant, id, epoch, o)
+}
+
+func (c *countingGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []store.Event) (int64, error) {
+	c.add(nil, nil, events, nil)
+	return c.Generations.Append(ctx, tenant, id, epoch, events)
 }

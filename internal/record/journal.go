@@ -10,6 +10,7 @@
 package record
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -89,6 +90,8 @@ type Journal struct {
 	bytes     int                          // the bytes pending's events will hold in the log
 	snap      []byte                       // the checkpoint to write, nil when written
 	items     []store.Item                 // the conversation's items to write with it
+	agentDue  []byte                       // the agent to write with it, nil when the store has it
+	agent     []byte                       // the agent the store has
 	conv      conversation                 // what is stored once, and where
 	snapSeq   int64                        // the last sequence number snap covers
 	snapN     int64                        // counts the checkpoints queued
@@ -129,11 +132,28 @@ func Create(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, e
 
 func (j *Journal) create(ctx context.Context, cp *statev1.Checkpoint) error {
 	items := j.conv.itemize(cp)
+	j.takeAgent(cp)
 	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	now := time.Now()
-	return j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
-		Checkpoint: Encode(cp), Items: items})
+	err := j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
+		Checkpoint: Encode(cp), Agent: j.agentDue, Items: items})
+	j.agentDue = nil
+	return err
+}
+
+// takeAgent moves cp's agent out of it: the record keeps it beside the
+// checkpoint, written when it changes (a generation's run seals it once),
+// not with every checkpoint.
+func (j *Journal) takeAgent(cp *statev1.Checkpoint) {
+	a := cp.GetAgent()
+	if len(a) == 0 {
+		return
+	}
+	if !bytes.Equal(a, j.agent) {
+		j.agentDue, j.agent = a, a
+	}
+	cp.Agent = nil
 }
 
 // Resume takes the record of a paused generation for its resume, or
@@ -168,14 +188,10 @@ func Resume(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, e
 // after the record's last event, running.
 func Adopted(o Options, rec store.Generation) *Journal {
 	j := newJournal(o)
-	cp := storedCheckpoint(rec)
-	j.continueFrom(rec, cp.GetConversation().GetCount())
-	if cp.GetTurn() == nil {
-		// At a turn boundary, the dead replica may have shown its
-		// clients text it had not stored (ShowEarly): no number it may
-		// have shown is used again.
-		j.last += ShowWindow
-	}
+	j.continueFrom(rec, storedCheckpoint(rec).GetConversation().GetCount())
+	// The dead replica may have shown its clients text it had not stored
+	// (ShowEarly): no number it may have shown is used again.
+	j.last += ShowWindow
 	j.start()
 	return j
 }
@@ -184,7 +200,7 @@ func Adopted(o Options, rec store.Generation) *Journal {
 // conversation has items stored.
 func (j *Journal) continueFrom(rec store.Generation, items int64) {
 	j.epoch, j.last, j.confirmed, j.written = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State
-	j.conv.items = items
+	j.conv.items, j.agent = items, rec.Agent
 }
 
 // storedCheckpoint is rec's checkpoint as stored (empty if it cannot be
@@ -304,6 +320,7 @@ func (j *Journal) SetState(s store.State, cp *statev1.Checkpoint) {
 // conversation's new items. j.mu is held.
 func (j *Journal) queueLocked(cp *statev1.Checkpoint) {
 	j.items = append(j.items, j.conv.itemize(cp)...)
+	j.takeAgent(cp)
 	j.snap, j.snapSeq = Encode(cp), j.last
 	j.snapN++
 }
@@ -317,19 +334,13 @@ const ShowWindow = 256
 
 // ShowEarly reports whether event seq, a text_delta, may be shown to the
 // client before it is stored: it is within ShowWindow of the stored log,
-// the lease holds, and no checkpoint recorded before it waits to be
-// written, so that a replica adopting the generation continues from the
-// turn boundary before it and withdraws what it said.
+// and the lease holds. Should this replica die before storing it, the one
+// that adopts the generation withdraws what it said.
 func (j *Journal) ShowEarly(seq int64) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return !j.lost && seq <= j.confirmed+ShowWindow && (j.snap == nil || j.snapSeq >= seq)
+	return !j.lost && seq <= j.confirmed+ShowWindow
 }
-
-// Flush asks for what is recorded to be written now rather than within
-// flushEvery: a model turn about to stream its text wants the checkpoint
-// before it stored, so that its text may be shown early.
-func (j *Journal) Flush() { j.poke() }
 
 // Await returns once the events numbered so far are in the store (and
 // the checkpoints queued before them): what a tool call's start waits
@@ -431,12 +442,12 @@ func (j *Journal) write() error {
 	}
 	batch := j.pending
 	state, written := j.state, j.written
-	snap, snapSeq, snapN, items := j.snap, j.snapSeq, j.snapN, j.items
+	snap, snapSeq, snapN, items, agent := j.snap, j.snapSeq, j.snapN, j.items, j.agentDue
 	if snap != nil && snapSeq < j.confirmed {
 		// Events after it are stored already: a write that may have
-		// failed took them, and it with them (with its items). It can no
-		// longer go before them.
-		j.snap, snap, j.items, items = nil, nil, nil, nil
+		// failed took them, and it with them (with its items and agent).
+		// It can no longer go before them.
+		j.snap, snap, j.items, items, j.agentDue = nil, nil, nil, nil, nil
 	}
 	j.mu.Unlock()
 	if len(batch) > 0 || snap != nil {
@@ -446,13 +457,16 @@ func (j *Journal) write() error {
 		for snap != nil && k < len(batch) && batch[k].Seq <= snapSeq {
 			k++
 		}
-		wrote, err := j.appendEvents(batch, k, pendingSnap{snap, items}, state)
+		wrote, err := j.appendEvents(batch, k, pendingSnap{snap, items, agent}, state)
 		if err != nil {
 			return err
 		}
 		j.mu.Lock()
 		// Written now, or by the write that may have failed.
 		j.items = j.items[len(items):]
+		if snap != nil && bytes.Equal(j.agentDue, agent) {
+			j.agentDue = nil
+		}
 		if wrote {
 			if j.snapN == snapN {
 				j.snap = nil // not replaced meanwhile
@@ -490,6 +504,7 @@ func (j *Journal) writeState(state store.State) error {
 type pendingSnap struct {
 	data  []byte
 	items []store.Item
+	agent []byte // nil: the store has it
 }
 
 // appendEvents appends batch, the first pending events, and, when snap
@@ -503,7 +518,7 @@ func (j *Journal) appendEvents(batch []store.Event, covered int, snap pendingSna
 	defer cancel()
 	if len(batch) == 0 {
 		// A checkpoint alone.
-		_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Items: snap.items, Now: time.Now()})
+		_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Agent: snap.agent, Items: snap.items, Now: time.Now()})
 		return true, j.check(err, "writing a generation's checkpoint")
 	}
 	tail, err := j.tookAlready(sctx, batch)
@@ -555,7 +570,7 @@ func (j *Journal) appendRest(ctx context.Context, rest []store.Event, covered in
 	var last int64
 	var err error
 	if snap.data != nil {
-		last, err = j.o.Store.Checkpoint(ctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Items: snap.items,
+		last, err = j.o.Store.Checkpoint(ctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Agent: snap.agent, Items: snap.items,
 			Events: rest[:covered], After: rest[covered:], Now: time.Now()})
 	} else {
 		last, err = j.o.Store.Append(ctx, j.o.Tenant, j.o.ID, j.epoch, rest)

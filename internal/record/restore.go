@@ -13,39 +13,60 @@ import (
 )
 
 // Restore gives running checkpoint cp of rec, as DecodeRunning decoded it,
-// what the record keeps of it elsewhere (items.go): its conversation, from
-// the items it covers, and its tool turn's calls and results, filling in
-// from the event log what the items and the turn name there. A checkpoint
-// that holds its conversation itself is left as it is.
+// what the record keeps of it elsewhere (items.go): its agent, beside it;
+// its conversation, from the items it covers, and its tool turn's calls
+// and results, filling in from the event log what the items and the turn
+// name there. A checkpoint that holds its conversation itself is left as
+// it is.
 func Restore(ctx context.Context, gens store.Generations, rec store.Generation, cp *statev1.Checkpoint) error {
+	if len(cp.GetAgent()) == 0 {
+		cp.Agent = rec.Agent // kept beside the checkpoint
+	}
 	conv := cp.GetConversation()
 	if conv == nil {
 		return nil
 	}
-	items, err := readItems(ctx, gens, rec, conv.GetCount())
+	src := itemSource{gens, rec.Tenant, rec.ID}
+	msgs, logged, err := src.messages(ctx, 0, conv.GetCount(), cp.GetTurn())
 	if err != nil {
 		return err
-	}
-	logged, err := readLogged(ctx, gens, rec, neededSeqs(items, cp.GetTurn()))
-	if err != nil {
-		return err
-	}
-	msgs := make([]*agentdv1.Message, len(items))
-	for i, it := range items {
-		if msgs[i], err = logged.message(it); err != nil {
-			return err
-		}
 	}
 	from := min(max(conv.GetAddedFrom(), 0), int64(len(msgs)))
 	cp.Messages, cp.Added = msgs, msgs[from:]
 	return logged.turn(cp.GetTurn(), msgs)
 }
 
-// readItems reads the first count items of rec's conversation.
-func readItems(ctx context.Context, gens store.Generations, rec store.Generation, count int64) ([]*statev1.Item, error) {
-	items := make([]*statev1.Item, 0, count)
-	for int64(len(items)) < count {
-		stored, err := gens.Items(ctx, rec.Tenant, rec.ID, int64(len(items))-1, int(min(count-int64(len(items)), store.MaxReadEvents)))
+// itemSource reads a generation's items.
+type itemSource struct {
+	gens       store.Generations
+	tenant, id string
+}
+
+// messages reads the messages of items from to to-1, with what the log
+// holds of them, and of turn's results, filled in.
+func (src itemSource) messages(ctx context.Context, from, to int64, turn *statev1.PausedTurn) ([]*agentdv1.Message, loggedEvents, error) {
+	items, err := src.items(ctx, from, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	logged, err := src.logged(ctx, neededSeqs(items, turn))
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs := make([]*agentdv1.Message, len(items))
+	for i, it := range items {
+		if msgs[i], err = logged.message(it); err != nil {
+			return nil, nil, err
+		}
+	}
+	return msgs, logged, nil
+}
+
+// items reads items from to to-1.
+func (src itemSource) items(ctx context.Context, from, to int64) ([]*statev1.Item, error) {
+	items := make([]*statev1.Item, 0, max(to-from, 0))
+	for next := from; next < to; {
+		stored, err := src.gens.Items(ctx, src.tenant, src.id, next-1, int(min(to-next, store.MaxReadEvents)))
 		if err != nil {
 			return nil, err
 		}
@@ -54,10 +75,11 @@ func readItems(ctx context.Context, gens store.Generations, rec store.Generation
 		}
 		for _, s := range stored {
 			it := &statev1.Item{}
-			if s.N != int64(len(items)) || proto.Unmarshal(s.Data, it) != nil {
+			if s.N != next || proto.Unmarshal(s.Data, it) != nil {
 				return nil, unreadable()
 			}
 			items = append(items, it)
+			next++
 		}
 	}
 	return items, nil
@@ -96,12 +118,11 @@ func neededSeqs(items []*statev1.Item, turn *statev1.PausedTurn) seqRange {
 // text deltas and finished calls, by sequence number.
 type loggedEvents map[int64]*agentdv1.GenerateResponse
 
-// readLogged reads the text deltas and finished calls of rec's log within
-// r.
-func readLogged(ctx context.Context, gens store.Generations, rec store.Generation, r seqRange) (loggedEvents, error) {
+// logged reads the text deltas and finished calls of the log within r.
+func (src itemSource) logged(ctx context.Context, r seqRange) (loggedEvents, error) {
 	out := make(loggedEvents)
 	for after := r.first - 1; r.first > 0 && after < r.last; {
-		evs, err := gens.Read(ctx, rec.Tenant, rec.ID, after, 0)
+		evs, err := src.gens.Read(ctx, src.tenant, src.id, after, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -65,6 +65,10 @@ type Generation struct {
 	// Checkpoint is the latest checkpoint, opaque to the store: nil in
 	// List's results, and empty once the generation has finished.
 	Checkpoint []byte
+	// Agent is the agent the generation runs, opaque to the store, as
+	// Create or the last Checkpoint that gave one wrote it: nil in List's
+	// results, and empty once the generation has finished.
+	Agent []byte
 	// Version counts the checkpoints written: 1 after Create, one more
 	// with each Checkpoint.
 	Version int64
@@ -123,6 +127,8 @@ type NewGeneration struct {
 	Expires time.Time
 	// Checkpoint is the first checkpoint (version 1).
 	Checkpoint []byte
+	// Agent is the generation's agent.
+	Agent []byte
 	// Events start the log (sequence numbers from 1), in the same
 	// transaction.
 	Events []Event
@@ -137,6 +143,8 @@ type Checkpoint struct {
 	State State
 	// Data replaces the checkpoint.
 	Data []byte
+	// Agent, when not nil, replaces the generation's agent.
+	Agent []byte
 	// Events are appended with it; the checkpoint covers them.
 	Events []Event
 	// After are appended after Events, in the same transaction; the
@@ -309,13 +317,14 @@ func whyNotAcquired(id, state string, err, noRows error, classify func(error) er
 }
 
 // generationColumns lists a generation's columns, each after prefix, in
-// the order that the stores scan them; with leave, the checkpoint is that
-// expression (NULL) rather than the column, for List to leave it out.
+// the order that the stores scan them; with leave, the checkpoint and the
+// agent are that expression (NULL) rather than the columns, for List to
+// leave them out.
 func generationColumns(prefix, leave string) string {
-	cols := []string{"tenant", "id", "state", "owner", "epoch", "lease_expires", "version", "checkpoint",
+	cols := []string{"tenant", "id", "state", "owner", "epoch", "lease_expires", "version", "checkpoint", "agent",
 		"checkpoint_seq", "last_seq", "result", "created_at", "updated_at", "finished_at"}
 	for i, c := range cols {
-		if c == "checkpoint" && leave != "" {
+		if (c == "checkpoint" || c == "agent") && leave != "" {
 			cols[i] = leave
 			continue
 		}
@@ -465,6 +474,14 @@ func itemColumns(items []Item) (ns []int64, data [][]byte) {
 		ns[i], data[i] = it.N, orEmpty(it.Data)
 	}
 	return ns, data
+}
+
+// orNull is b, or NULL for nil: a write that leaves a column as it is.
+func orNull(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
 }
 
 // orEmpty is b, or an empty slice for nil: the stores' columns are NOT

@@ -33,7 +33,7 @@ func scanPgGeneration(row pgx.Row) (Generation, error) {
 	var g Generation
 	var state string
 	var finished *time.Time
-	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &g.Lease.Expires, &g.Version, &g.Checkpoint,
+	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &g.Lease.Expires, &g.Version, &g.Checkpoint, &g.Agent,
 		&g.CheckpointSeq, &g.LastSeq, &g.Result, &g.CreatedAt, &g.UpdatedAt, &finished)
 	if err != nil {
 		return Generation{}, err
@@ -77,14 +77,14 @@ func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
 	var n int
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
+			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint, agent,
 				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
-			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $6, $6, NULL, $7, $7, NULL)
+			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $12, $6, $6, NULL, $7, $7, NULL)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`
 		SELECT count(*) FROM g`,
-		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items).Scan(&n)
+		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orEmpty(g.Agent)).Scan(&n)
 	if err != nil {
 		return classify(err)
 	}
@@ -150,13 +150,13 @@ func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch 
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			UPDATE generations SET state = $4, checkpoint = $5, version = version + 1,
+			UPDATE generations SET state = $4, checkpoint = $5, agent = COALESCE($14::bytea, agent), version = version + 1,
 				last_seq = GREATEST(last_seq, $13) + $6, checkpoint_seq = GREATEST(last_seq, $13) + $10, updated_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$11", "$12")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items, skipTo(events)).Scan(&last)
+		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items, skipTo(events), orNull(c.Agent)).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, leaseLost(id)
 	}
@@ -175,7 +175,7 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
+			UPDATE generations SET state = $4, result = $5, checkpoint = '', agent = '', owner = '', lease_expires = $7,
 				last_seq = GREATEST(last_seq, $12) + $6, updated_at = $7, finished_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
@@ -393,7 +393,7 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 	// resume's, on its way to Acquire; the store's sweeper removes it
 	// once the claim is a day stale.
 	tag, err := p.pool.Exec(ctx, `
-		UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', updated_at = $2, finished_at = $2
+		UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', agent = '', updated_at = $2, finished_at = $2
 		WHERE state = 'paused' AND owner = ''
 			AND NOT EXISTS (SELECT 1 FROM paused_generations pg
 				WHERE pg.tenant = generations.tenant AND pg.id = generations.id

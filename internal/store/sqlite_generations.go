@@ -32,15 +32,15 @@ func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db, s.st
 // its work on a checkpoint).
 const (
 	qCreate = `
-			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
+			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint, agent,
 				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
-			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL)
+			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, ?, NULL, ?, ?, NULL)
 			ON CONFLICT (tenant, id) DO NOTHING`
 	qRenew = `
 		UPDATE generations SET lease_expires = ?
 		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`
 	qCheckpoint = `
-			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
+			UPDATE generations SET state = ?, checkpoint = ?, agent = coalesce(?, agent), version = version + 1,
 				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
@@ -50,12 +50,12 @@ const (
 	// a page written to the WAL for nothing; most checkpoints keep the
 	// state.
 	qCheckpointSameState = `
-			UPDATE generations SET checkpoint = ?, version = version + 1,
+			UPDATE generations SET checkpoint = ?, agent = coalesce(?, agent), version = version + 1,
 				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> '' AND state = ?
 			RETURNING last_seq`
 	qFinish = `
-			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
+			UPDATE generations SET state = ?, result = ?, checkpoint = x'', agent = x'', owner = '', lease_expires = ?,
 				last_seq = max(last_seq, ?) + ?, updated_at = ?, finished_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
@@ -123,7 +123,7 @@ func scanSQLiteGeneration(row interface{ Scan(...any) error }) (Generation, erro
 	var state string
 	var expires, created, updated int64
 	var finished sql.NullInt64
-	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &expires, &g.Version, &g.Checkpoint,
+	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &expires, &g.Version, &g.Checkpoint, &g.Agent,
 		&g.CheckpointSeq, &g.LastSeq, &g.Result, &created, &updated, &finished)
 	if err != nil {
 		return Generation{}, err
@@ -180,7 +180,7 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 		n := int64(len(g.Events))
 		now := g.Now.UnixMilli()
 		res, err := s.in(ctx, tx, qCreate).ExecContext(ctx,
-			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now)
+			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), orEmpty(g.Agent), n, n, now, now)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -250,11 +250,11 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n, covered, skip := int64(len(events)), int64(len(c.Events)), skipTo(events)
 		err := s.in(ctx, tx, qCheckpointSameState).QueryRowContext(ctx,
-			orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
+			orEmpty(c.Data), orNull(c.Agent), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Another state, or the lease lost.
 			err = s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
-				string(c.State), orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+				string(c.State), orEmpty(c.Data), orNull(c.Agent), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
@@ -494,7 +494,7 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 	// sweeper removes it once the claim is a day stale.
 	t := now.UnixMilli()
 	res, err := s.db.ExecContext(ctx, `
-		UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', updated_at = ?, finished_at = ?
+		UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', agent = x'', updated_at = ?, finished_at = ?
 		WHERE state = 'paused' AND owner = ''
 			AND NOT EXISTS (SELECT 1 FROM paused_generations p
 				WHERE p.tenant = generations.tenant AND p.id = generations.id

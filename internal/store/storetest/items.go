@@ -14,6 +14,8 @@ func item(n int64, data string) store.Item { return store.Item{N: n, Data: []byt
 
 // testItems: a generation's conversation items, written with Create,
 // Checkpoint and Finish in the same transaction as the rest of the write;
+// its agent, written by Create, replaced by a Checkpoint that gives one,
+// dropped by Finish;
 // an item written again (a retried write) is left as it was; a write
 // refused under a lost lease adds none; Items reads after any number, up
 // to a limit, in order; Sweep removes them with their generation.
@@ -21,9 +23,15 @@ func testItems(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
 	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Minute), Now: t0,
-		Items: []store.Item{item(0, "system"), item(1, "user")}}))
+		Agent: []byte("agent"), Items: []store.Item{item(0, "system"), item(1, "user")}}))
 	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("cp"), Now: at(time.Second),
 		Items: []store.Item{item(2, "assistant")}})))
+	wantAgent(t, g, "after a checkpoint that gives none", "agent")
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("cp"), Agent: []byte("resealed"), Now: at(time.Second)})))
+	wantAgent(t, g, "after a checkpoint that gives one", "resealed")
+	if page, _, err := g.List(ctx, "acme", store.ListOptions{}); err != nil || len(page) != 1 || page[0].Agent != nil {
+		t.Errorf("List: %+v, %v; want the generation without its agent", page, err)
+	}
 	// A retry of that write: item 2 stays as first written.
 	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("cp"), Now: at(time.Second),
 		Items: []store.Item{item(2, "other"), item(3, "tool")}})))
@@ -32,6 +40,7 @@ func testItems(t *testing.T, db DB) {
 	check(t, errOf(g.Finish(ctx, "acme", "g", 1, store.Outcome{State: store.Completed, Now: at(2 * time.Second),
 		Items: []store.Item{item(4, "final")}})))
 
+	wantAgent(t, g, "once finished", "")
 	want := []store.Item{item(0, "system"), item(1, "user"), item(2, "assistant"), item(3, "tool"), item(4, "final")}
 	if got := must[[]store.Item](t, "Items")(g.Items(ctx, "acme", "g", -1, 0)); !cmp.Equal(got, want) {
 		t.Errorf("Items: %s", cmp.Diff(want, got))
@@ -46,6 +55,13 @@ func testItems(t *testing.T, db DB) {
 
 	check(t, errOf(g.Sweep(ctx, at(time.Hour))))
 	wantKind(t, "Items of a swept generation", errOf(g.Items(ctx, "acme", "g", -1, 0)), fault.NotFound)
+}
+
+func wantAgent(t *testing.T, g store.Generations, when, want string) {
+	t.Helper()
+	if rec := must[store.Generation](t, "Get")(g.Get(t.Context(), "acme", "g")); string(rec.Agent) != want {
+		t.Errorf("the agent %s: %q; want %q", when, rec.Agent, want)
+	}
 }
 
 // testSkip: a write whose first event names a sequence number beyond the

@@ -10,3 +10,8 @@ CREATE TABLE generation_items (
 	PRIMARY KEY (tenant, generation_id, n),
 	FOREIGN KEY (tenant, generation_id) REFERENCES generations (tenant, id) ON DELETE CASCADE
 );
+
+-- The agent a generation runs, as the caller encodes it (sealed): written
+-- when the generation is created and when the caller seals it again, not
+-- with every checkpoint.
+ALTER TABLE generations ADD COLUMN agent bytea   NOT NULL DEFAULT '';
