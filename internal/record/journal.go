@@ -84,6 +84,7 @@ type Journal struct {
 
 	mu        sync.Mutex
 	last      int64                        // the last sequence number assigned
+	held      int64                        // the last one its client is sent only once stored
 	confirmed int64                        // the last sequence number in the store
 	pending   []store.Event                // assigned, not yet confirmed, in order
 	msgs      []*agentdv1.GenerateResponse // pending's events, decoded
@@ -91,7 +92,7 @@ type Journal struct {
 	snap      []byte                       // the checkpoint to write, nil when written
 	items     []store.Item                 // the conversation's items to write with it
 	agentDue  []byte                       // the agent to write with it, nil when the store has it
-	agent     []byte                       // the agent the store has
+	agent     []byte                       // the agent the store has, as this run wrote it
 	conv      conversation                 // what is stored once, and where
 	snapSeq   int64                        // the last sequence number snap covers
 	snapN     int64                        // counts the checkpoints queued
@@ -200,7 +201,7 @@ func Adopted(o Options, rec store.Generation) *Journal {
 // conversation has items stored.
 func (j *Journal) continueFrom(rec store.Generation, items int64) {
 	j.epoch, j.last, j.confirmed, j.written = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State
-	j.conv.items, j.agent = items, rec.Agent
+	j.conv.items = items
 }
 
 // storedCheckpoint is rec's checkpoint as stored (empty if it cannot be
@@ -276,10 +277,17 @@ func (j *Journal) RecordCheckpoint(ev *agentdv1.GenerateResponse, cp *statev1.Ch
 }
 
 // recordLocked is Record with j.mu held; it reports whether a write is
-// due now.
+// due now: flushBytes of events wait, or the model's text, which its
+// client is sent as it comes (ShowEarly), would wait behind an event that
+// is sent only once stored.
 func (j *Journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
 	j.last++
 	ev.Sequence = j.last
+	text := ev.GetTextDelta() != nil
+	blocked := text && j.held > j.confirmed
+	if !text {
+		j.held = j.last
+	}
 	kind := "event"
 	if fd := ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("event")); fd != nil {
 		kind = string(fd.Name())
@@ -291,7 +299,7 @@ func (j *Journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
 	j.pending = append(j.pending, store.Event{Seq: j.last, Kind: kind, Data: data})
 	j.msgs = append(j.msgs, ev)
 	j.bytes += len(data)
-	return j.bytes >= flushBytes
+	return j.bytes >= flushBytes || blocked
 }
 
 // Checkpoint queues cp as the generation's checkpoint, covering every

@@ -20,7 +20,12 @@ import (
 // it is.
 func Restore(ctx context.Context, gens store.Generations, rec store.Generation, cp *statev1.Checkpoint) error {
 	if len(cp.GetAgent()) == 0 {
-		cp.Agent = rec.Agent // kept beside the checkpoint
+		// Kept beside the checkpoint.
+		agent, err := gens.Agent(ctx, rec.Tenant, rec.ID)
+		if err != nil {
+			return err
+		}
+		cp.Agent = agent
 	}
 	conv := cp.GetConversation()
 	if conv == nil {

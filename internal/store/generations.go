@@ -65,10 +65,6 @@ type Generation struct {
 	// Checkpoint is the latest checkpoint, opaque to the store: nil in
 	// List's results, and empty once the generation has finished.
 	Checkpoint []byte
-	// Agent is the agent the generation runs, opaque to the store, as
-	// Create or the last Checkpoint that gave one wrote it: nil in List's
-	// results, and empty once the generation has finished.
-	Agent []byte
 	// Version counts the checkpoints written: 1 after Create, one more
 	// with each Checkpoint.
 	Version int64
@@ -237,7 +233,7 @@ type Generations interface {
 	Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (last int64, err error)
 
 	// Finish ends a generation under the lease of the given epoch: it
-	// sets o.State and o.Result, appends o.Events, adds o.Items, drops the checkpoint
+	// sets o.State and o.Result, appends o.Events, adds o.Items, drops the checkpoint and the agent
 	// and releases the lease, all or nothing. It returns the log's last
 	// sequence number. Finishing again under the same epoch with the same
 	// state (a retry) is no error and changes nothing.
@@ -268,6 +264,11 @@ type Generations interface {
 	// events, the log's last). Concurrent appends are each given a run
 	// of consecutive numbers, in their order.
 	Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (last int64, err error)
+
+	// Agent returns the agent of tenant's live generation id as Create or
+	// the last Checkpoint that gave one wrote it; none once it has
+	// finished. An unknown generation, or another tenant's, is NotFound.
+	Agent(ctx context.Context, tenant, id string) ([]byte, error)
 
 	// Items returns up to limit items of tenant's generation id numbered
 	// after after (-1 for the first), in order (limit: MaxReadEvents when
@@ -317,14 +318,13 @@ func whyNotAcquired(id, state string, err, noRows error, classify func(error) er
 }
 
 // generationColumns lists a generation's columns, each after prefix, in
-// the order that the stores scan them; with leave, the checkpoint and the
-// agent are that expression (NULL) rather than the columns, for List to
-// leave them out.
+// the order that the stores scan them; with leave, the checkpoint is that
+// expression (NULL) rather than the column, for List to leave it out.
 func generationColumns(prefix, leave string) string {
-	cols := []string{"tenant", "id", "state", "owner", "epoch", "lease_expires", "version", "checkpoint", "agent",
+	cols := []string{"tenant", "id", "state", "owner", "epoch", "lease_expires", "version", "checkpoint",
 		"checkpoint_seq", "last_seq", "result", "created_at", "updated_at", "finished_at"}
 	for i, c := range cols {
-		if (c == "checkpoint" || c == "agent") && leave != "" {
+		if c == "checkpoint" && leave != "" {
 			cols[i] = leave
 			continue
 		}

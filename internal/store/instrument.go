@@ -245,6 +245,11 @@ func (g *instrumentedGenerations) Append(ctx context.Context, tenant, id string,
 	return g.gens.Append(ctx, tenant, id, epoch, events)
 }
 
+func (g *instrumentedGenerations) Agent(ctx context.Context, tenant, id string) (_ []byte, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "agent", began, err) }(time.Now())
+	return g.gens.Agent(ctx, tenant, id)
+}
+
 func (g *instrumentedGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) (_ []Item, err error) {
 	defer func(began time.Time) { g.in.done(ctx, "items", began, err) }(time.Now())
 	return g.gens.Items(ctx, tenant, id, after, limit)

@@ -33,7 +33,7 @@ func scanPgGeneration(row pgx.Row) (Generation, error) {
 	var g Generation
 	var state string
 	var finished *time.Time
-	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &g.Lease.Expires, &g.Version, &g.Checkpoint, &g.Agent,
+	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &g.Lease.Expires, &g.Version, &g.Checkpoint,
 		&g.CheckpointSeq, &g.LastSeq, &g.Result, &g.CreatedAt, &g.UpdatedAt, &finished)
 	if err != nil {
 		return Generation{}, err
@@ -71,20 +71,30 @@ func pgItems(ns, data string) string {
 	)`
 }
 
+// pgAgent is the CTE that writes a generation's agent, the parameter
+// agent (NULL: none to write), once CTE g has returned its row.
+func pgAgent(agent string) string {
+	return `a AS (
+		INSERT INTO generation_agents (tenant, generation_id, data)
+		SELECT $1, $2, ` + agent + `::bytea FROM g WHERE ` + agent + `::bytea IS NOT NULL
+		ON CONFLICT (tenant, generation_id) DO UPDATE SET data = excluded.data
+	)`
+}
+
 func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
 	kinds, data := eventColumns(g.Events)
 	ns, items := itemColumns(g.Items)
 	var n int
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint, agent,
+			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
 				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
-			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $12, $6, $6, NULL, $7, $7, NULL)
+			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $6, $6, NULL, $7, $7, NULL)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING last_seq
-		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`
+		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`, `+pgAgent("$12")+`
 		SELECT count(*) FROM g`,
-		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orEmpty(g.Agent)).Scan(&n)
+		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orNull(g.Agent)).Scan(&n)
 	if err != nil {
 		return classify(err)
 	}
@@ -150,11 +160,11 @@ func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch 
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			UPDATE generations SET state = $4, checkpoint = $5, agent = COALESCE($14::bytea, agent), version = version + 1,
+			UPDATE generations SET state = $4, checkpoint = $5, version = version + 1,
 				last_seq = GREATEST(last_seq, $13) + $6, checkpoint_seq = GREATEST(last_seq, $13) + $10, updated_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
-		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$11", "$12")+`
+		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$11", "$12")+`, `+pgAgent("$14")+`
 		SELECT last_seq FROM g`,
 		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items, skipTo(events), orNull(c.Agent)).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -175,11 +185,13 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			UPDATE generations SET state = $4, result = $5, checkpoint = '', agent = '', owner = '', lease_expires = $7,
+			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
 				last_seq = GREATEST(last_seq, $12) + $6, updated_at = $7, finished_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
-		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`
+		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`, a AS (
+			DELETE FROM generation_agents WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
+		)
 		SELECT last_seq FROM g`,
 		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items, skipTo(o.Events)).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -345,6 +357,22 @@ func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64,
 	return out, nil
 }
 
+func (p pgGenerations) Agent(ctx context.Context, tenant, id string) ([]byte, error) {
+	var found bool
+	var agent []byte
+	err := p.pool.QueryRow(ctx, `
+		SELECT true, a.data FROM generations g
+		LEFT JOIN generation_agents a ON a.tenant = g.tenant AND a.generation_id = g.id
+		WHERE g.tenant = $1 AND g.id = $2`, tenant, id).Scan(&found, &agent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, noGeneration(id)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return agent, nil
+}
+
 func (p pgGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error) {
 	// One statement, one snapshot, as Read.
 	rows, err := p.pool.Query(ctx, `
@@ -393,7 +421,7 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 	// resume's, on its way to Acquire; the store's sweeper removes it
 	// once the claim is a day stale.
 	tag, err := p.pool.Exec(ctx, `
-		UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', agent = '', updated_at = $2, finished_at = $2
+		UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', updated_at = $2, finished_at = $2
 		WHERE state = 'paused' AND owner = ''
 			AND NOT EXISTS (SELECT 1 FROM paused_generations pg
 				WHERE pg.tenant = generations.tenant AND pg.id = generations.id

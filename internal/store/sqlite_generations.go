@@ -32,15 +32,15 @@ func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db, s.st
 // its work on a checkpoint).
 const (
 	qCreate = `
-			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint, agent,
+			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
 				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
-			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, ?, NULL, ?, ?, NULL)
+			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL)
 			ON CONFLICT (tenant, id) DO NOTHING`
 	qRenew = `
 		UPDATE generations SET lease_expires = ?
 		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`
 	qCheckpoint = `
-			UPDATE generations SET state = ?, checkpoint = ?, agent = coalesce(?, agent), version = version + 1,
+			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
 				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
@@ -50,12 +50,12 @@ const (
 	// a page written to the WAL for nothing; most checkpoints keep the
 	// state.
 	qCheckpointSameState = `
-			UPDATE generations SET checkpoint = ?, agent = coalesce(?, agent), version = version + 1,
+			UPDATE generations SET checkpoint = ?, version = version + 1,
 				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> '' AND state = ?
 			RETURNING last_seq`
 	qFinish = `
-			UPDATE generations SET state = ?, result = ?, checkpoint = x'', agent = x'', owner = '', lease_expires = ?,
+			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
 				last_seq = max(last_seq, ?) + ?, updated_at = ?, finished_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
@@ -90,7 +90,11 @@ var qInsertEvents = func() (qs [maxEventRows]string) {
 const qInsertItem = `INSERT INTO generation_items (tenant, generation_id, n, data) VALUES (?, ?, ?, ?)
 			ON CONFLICT (tenant, generation_id, n) DO NOTHING`
 
-var hotStatements = append([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qInsertItem}, qInsertEvents[:]...)
+// qPutAgent writes a generation's agent.
+const qPutAgent = `INSERT INTO generation_agents (tenant, generation_id, data) VALUES (?, ?, ?)
+			ON CONFLICT (tenant, generation_id) DO UPDATE SET data = excluded.data`
+
+var hotStatements = append([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qInsertItem, qPutAgent}, qInsertEvents[:]...)
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
@@ -123,7 +127,7 @@ func scanSQLiteGeneration(row interface{ Scan(...any) error }) (Generation, erro
 	var state string
 	var expires, created, updated int64
 	var finished sql.NullInt64
-	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &expires, &g.Version, &g.Checkpoint, &g.Agent,
+	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &expires, &g.Version, &g.Checkpoint,
 		&g.CheckpointSeq, &g.LastSeq, &g.Result, &created, &updated, &finished)
 	if err != nil {
 		return Generation{}, err
@@ -165,6 +169,17 @@ func (s sqliteGenerations) insertEvents(ctx context.Context, tx *sql.Tx, tenant,
 	return nil
 }
 
+// putAgent writes the generation's agent, if there is one to write.
+func (s sqliteGenerations) putAgent(ctx context.Context, tx *sql.Tx, tenant, id string, agent []byte) error {
+	if agent == nil {
+		return nil
+	}
+	if _, err := s.in(ctx, tx, qPutAgent).ExecContext(ctx, tenant, id, agent); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
 // insertItems adds items to the conversation.
 func (s sqliteGenerations) insertItems(ctx context.Context, tx *sql.Tx, tenant, id string, items []Item) error {
 	for _, it := range items {
@@ -180,7 +195,7 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 		n := int64(len(g.Events))
 		now := g.Now.UnixMilli()
 		res, err := s.in(ctx, tx, qCreate).ExecContext(ctx,
-			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), orEmpty(g.Agent), n, n, now, now)
+			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -188,6 +203,9 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 			return unavailable(err)
 		} else if n != 1 {
 			return generationExists(g.ID)
+		}
+		if err := s.putAgent(ctx, tx, g.Tenant, g.ID, g.Agent); err != nil {
+			return err
 		}
 		if err := s.insertItems(ctx, tx, g.Tenant, g.ID, g.Items); err != nil {
 			return err
@@ -250,17 +268,20 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n, covered, skip := int64(len(events)), int64(len(c.Events)), skipTo(events)
 		err := s.in(ctx, tx, qCheckpointSameState).QueryRowContext(ctx,
-			orEmpty(c.Data), orNull(c.Agent), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
+			orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Another state, or the lease lost.
 			err = s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
-				string(c.State), orEmpty(c.Data), orNull(c.Agent), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+				string(c.State), orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
 		}
 		if err != nil {
 			return unavailable(err)
+		}
+		if err := s.putAgent(ctx, tx, tenant, id, c.Agent); err != nil {
+			return err
 		}
 		if err := s.insertItems(ctx, tx, tenant, id, c.Items); err != nil {
 			return err
@@ -299,6 +320,9 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 		}
 		if err := s.insertItems(ctx, tx, tenant, id, o.Items); err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM generation_agents WHERE tenant = ? AND generation_id = ?`, tenant, id); err != nil {
+			return unavailable(err)
 		}
 		return s.insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
 	})
@@ -446,6 +470,18 @@ func (s sqliteGenerations) Read(ctx context.Context, tenant, id string, after in
 	return out, nil
 }
 
+func (s sqliteGenerations) Agent(ctx context.Context, tenant, id string) ([]byte, error) {
+	var agent []byte
+	err := s.db.QueryRowContext(ctx, `SELECT data FROM generation_agents WHERE tenant = ? AND generation_id = ?`, tenant, id).Scan(&agent)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, s.exists(ctx, tenant, id)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return agent, nil
+}
+
 func (s sqliteGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT n, data FROM generation_items
@@ -494,7 +530,7 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 	// sweeper removes it once the claim is a day stale.
 	t := now.UnixMilli()
 	res, err := s.db.ExecContext(ctx, `
-		UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', agent = x'', updated_at = ?, finished_at = ?
+		UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', updated_at = ?, finished_at = ?
 		WHERE state = 'paused' AND owner = ''
 			AND NOT EXISTS (SELECT 1 FROM paused_generations p
 				WHERE p.tenant = generations.tenant AND p.id = generations.id
