@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -252,11 +253,37 @@ type Generations interface {
 
 	// Adopt takes up to limit running or waiting generations, of any
 	// tenant, whose leases are released or expired by now (their owners
-	// died, or gave them up), for owner until expires, each with its next
-	// epoch; the oldest expiries first. It returns the records so
-	// acquired. Of adopters running at once, on any replicas, each
-	// generation goes to exactly one.
+	// died, or gave them up), or whose owner is known dead, for owner
+	// until expires, each with its next epoch; the oldest expiries first.
+	// It returns the records so acquired. Of adopters running at once, on
+	// any replicas, each generation goes to exactly one.
+	//
+	// An owner is known dead, whatever its leases say, when it attended
+	// (Attend) and its liveness is gone without its attendance closing:
+	// its process ended (SIGKILL, OOM, the machine lost). Only an adopter
+	// that attends itself, through this store, asks: from its second
+	// Adopt on the same liveness (one taken up again after a store outage
+	// waits one Adopt more, for the others to take theirs up too). A
+	// replica that is alive keeps its liveness, stopped (SIGSTOP) or not,
+	// and so do the generations of a replica that attends again under the
+	// same id: they are adopted once their leases lapse, and their
+	// owner's later writes are fenced by the epoch as always. Asking
+	// costs one read of the replicas attending, and their locks; more
+	// only when one of them died.
 	Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) ([]Generation, error)
+
+	// Attend holds owner's liveness, for other replicas' Adopt to know
+	// when owner dies, until the returned Closer's Close (which a replica
+	// calls as it stops, after its generations are released; idempotent;
+	// before the store's Close). Its process holds a lock that ends with
+	// it (PostgreSQL: a session-level advisory lock, in a connection of
+	// its own that is watched and, if it breaks, taken again; SQLite: a
+	// file lock in the directory <database>.replicas), and the replicas
+	// table lists owner. A replica attends before it creates or acquires
+	// any generation. It fails with Conflict if owner attends already,
+	// here or in a live process elsewhere, once ctx ends. Renewing a lease
+	// costs nothing more for it.
+	Attend(ctx context.Context, owner string) (io.Closer, error)
 
 	// Append adds events to the log of a live generation under the lease
 	// of the given epoch, all or nothing, with the next sequence numbers,

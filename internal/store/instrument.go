@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -238,6 +239,11 @@ func (g *instrumentedGenerations) List(ctx context.Context, tenant string, o Lis
 func (g *instrumentedGenerations) Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) (_ []Generation, err error) {
 	defer func(began time.Time) { g.in.done(ctx, "adopt", began, err) }(time.Now())
 	return g.gens.Adopt(ctx, owner, now, expires, limit)
+}
+
+func (g *instrumentedGenerations) Attend(ctx context.Context, owner string) (_ io.Closer, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "attend", began, err) }(time.Now())
+	return g.gens.Attend(ctx, owner)
 }
 
 func (g *instrumentedGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (_ int64, err error) {

@@ -32,7 +32,8 @@ func TestInstrumentedSQLite(t *testing.T) {
 				}
 				return store.Instrument(s, mp), nil
 			},
-			Stored: sqliteStored(path),
+			Stored:          sqliteStored(path),
+			AttendElsewhere: attendElsewhere(store.Options{Driver: store.DriverSQLite, Path: path}),
 		}
 	})
 }

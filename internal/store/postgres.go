@@ -21,6 +21,7 @@ import (
 // replica that opens it: for replicas on several machines.
 type Postgres struct {
 	pool *pgxpool.Pool
+	live *attendances // the replicas attending through this store
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -53,7 +54,7 @@ func OpenPostgres(ctx context.Context, dsn string, sweepEvery time.Duration) (*P
 		pool.Close()
 		return nil, openError(err)
 	}
-	p := &Postgres{pool: pool, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Postgres{pool: pool, live: newAttendances(), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.sweep(sweepEvery)
 	return p, nil
 }

@@ -17,10 +17,13 @@ import (
 // under a lease updates the generation's row first and so holds its lock
 // until it commits: writes to one generation are serialized, and its
 // events commit in sequence order.
-type pgGenerations struct{ pool *pgxpool.Pool }
+type pgGenerations struct {
+	pool *pgxpool.Pool
+	live *attendances // the replicas attending through this store
+}
 
 // Generations returns the store's durable generations.
-func (p *Postgres) Generations() Generations { return pgGenerations{p.pool} }
+func (p *Postgres) Generations() Generations { return pgGenerations{p.pool, p.live} }
 
 var (
 	pgGenerationCols = generationColumns("", "")
@@ -269,22 +272,23 @@ func (p pgGenerations) List(ctx context.Context, tenant string, o ListOptions) (
 // Adopt picks its generations with FOR UPDATE SKIP LOCKED: adopters
 // running at once lock disjoint rows rather than queue behind each other,
 // and a row that another adopter took meanwhile no longer matches (its
-// lease is fresh) when this one comes to lock it.
+// lease is fresh) when this one comes to lock it. A generation of a dead
+// owner is taken only while its owner's lock can be held, shared, until
+// the adoption commits: a replica attending again under that id cannot
+// write one meanwhile.
 func (p pgGenerations) Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) ([]Generation, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := p.pool.Query(ctx, `
-		WITH c AS (
-			SELECT tenant, id FROM generations
-			WHERE state IN ('running', 'waiting') AND lease_expires <= $2
-			ORDER BY lease_expires LIMIT $4
-			FOR UPDATE SKIP LOCKED
-		)
-		UPDATE generations g SET owner = $1, epoch = g.epoch + 1, lease_expires = $3
-		FROM c WHERE g.tenant = c.tenant AND g.id = c.id
-		RETURNING `+pgAdoptedCols,
-		owner, ms(now), ms(expires), limit)
+	dead, err := p.deadOwners(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	q, args := pgAdoptLapsed, []any{owner, ms(now), ms(expires), limit}
+	if len(dead) > 0 {
+		q, args = pgAdoptLapsedOrDead, append(args, dead, livenessClass)
+	}
+	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -292,7 +296,30 @@ func (p pgGenerations) Adopt(ctx context.Context, owner string, now, expires tim
 	if err != nil {
 		return nil, classify(err)
 	}
+	if len(dead) > 0 && len(out) < limit {
+		p.forgetDead(ctx, dead)
+	}
 	return out, nil
+}
+
+// Adopt's statements: of the generations whose leases lapsed, or also of
+// those whose owners ($5) are dead.
+var (
+	pgAdoptLapsed       = pgAdopt(`lease_expires <= $2`)
+	pgAdoptLapsedOrDead = pgAdopt(`(lease_expires <= $2 OR (owner = ANY($5) AND pg_try_advisory_xact_lock_shared($6, hashtext(owner))))`)
+)
+
+func pgAdopt(due string) string {
+	return `
+		WITH c AS (
+			SELECT tenant, id FROM generations
+			WHERE state IN ('running', 'waiting') AND ` + due + `
+			ORDER BY lease_expires LIMIT $4
+			FOR UPDATE SKIP LOCKED
+		)
+		UPDATE generations g SET owner = $1, epoch = g.epoch + 1, lease_expires = $3
+		FROM c WHERE g.tenant = c.tenant AND g.id = c.id
+		RETURNING ` + pgAdoptedCols
 }
 
 func (p pgGenerations) Append(ctx context.Context, tenant, id string, epoch int64, events []Event) (int64, error) {

@@ -28,6 +28,11 @@ type SQLite struct {
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+
+	// replicas is the directory of the replicas' liveness files, live the
+	// replicas attending through this store (sqlite_liveness.go).
+	replicas string
+	live     *attendances
 }
 
 var _ Store = (*SQLite)(nil)
@@ -82,7 +87,8 @@ func OpenSQLite(path string, sweepEvery time.Duration) (*SQLite, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %s: %w", filepath.Base(path), err)
 	}
-	s := &SQLite{db: db, conns: conns, stmts: stmts, commit: newCommitter(db), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &SQLite{db: db, conns: conns, stmts: stmts, commit: newCommitter(db), replicas: replicasDir(path), live: newAttendances(),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go s.sweep(sweepEvery)
 	return s, nil
 }

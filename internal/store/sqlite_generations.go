@@ -22,10 +22,16 @@ type sqliteGenerations struct {
 	db     *sql.DB
 	stmts  map[string]*sql.Stmt // the hot statements, prepared at open
 	commit *committer           // runs the transactions (sqlite_commit.go)
+	// replicas is the directory of the replicas' liveness files, live
+	// the replicas attending through this store (sqlite_liveness.go).
+	replicas string
+	live     *attendances
 }
 
 // Generations returns the store's durable generations.
-func (s *SQLite) Generations() Generations { return sqliteGenerations{s.db, s.stmts, s.commit} }
+func (s *SQLite) Generations() Generations {
+	return sqliteGenerations{s.db, s.stmts, s.commit, s.replicas, s.live}
+}
 
 // The statements every generation runs several times are prepared once,
 // when the store opens (SQLite otherwise parses each again, a third of
@@ -384,20 +390,19 @@ func (s sqliteGenerations) List(ctx context.Context, tenant string, o ListOption
 	return page, next, nil
 }
 
+// Adopt takes the generations of dead owners while it holds their files
+// locked, shared: a replica attending again under one of their ids cannot
+// write one meanwhile.
 func (s sqliteGenerations) Adopt(ctx context.Context, owner string, now, expires time.Time, limit int) ([]Generation, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	// One statement: it holds the write lock from its start, so of
-	// adopters on several processes one picks at a time.
-	rows, err := s.db.QueryContext(ctx, `
-		UPDATE generations SET owner = ?, epoch = epoch + 1, lease_expires = ?
-		WHERE (tenant, id) IN (
-			SELECT tenant, id FROM generations
-			WHERE state IN ('running', 'waiting') AND lease_expires <= ?
-			ORDER BY lease_expires LIMIT ?)
-		RETURNING `+sqliteGenerationCols,
-		owner, expires.UnixMilli(), now.UnixMilli(), limit)
+	dead, err := s.deadOwners(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	defer dead.release()
+	rows, err := s.sqliteAdopt(ctx, owner, now, expires, limit, dead)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -412,6 +417,9 @@ func (s sqliteGenerations) Adopt(ctx context.Context, owner string, now, expires
 	}
 	if err := rows.Err(); err != nil {
 		return nil, unavailable(err)
+	}
+	if len(dead) > 0 && len(out) < limit {
+		s.forgetDead(ctx, dead)
 	}
 	return out, nil
 }

@@ -21,8 +21,9 @@ func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.DB {
 		path := filepath.Join(t.TempDir(), "agentd.db")
 		return storetest.DB{
-			Open:   func(sweepEvery time.Duration) (store.Store, error) { return store.OpenSQLite(path, sweepEvery) },
-			Stored: sqliteStored(path),
+			Open:            func(sweepEvery time.Duration) (store.Store, error) { return store.OpenSQLite(path, sweepEvery) },
+			Stored:          sqliteStored(path),
+			AttendElsewhere: attendElsewhere(store.Options{Driver: store.DriverSQLite, Path: path}),
 		}
 	})
 }
@@ -66,6 +67,7 @@ func TestPostgres(t *testing.T) {
 				err = conn.QueryRow(ctx, `SELECT count(*) FROM paused_generations WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&n)
 				return n == 1, err
 			},
+			AttendElsewhere: attendElsewhere(store.Options{Driver: store.DriverPostgres, DSN: dsn}),
 		}
 	})
 }

@@ -9,11 +9,17 @@
 // sweep, the end of pauses that expired; and their event logs: dense sequence
 // numbers under concurrent appenders, reads in order, atomic batches. For
 // OAuth tokens (Tokens): one per tenant, end user and server, replaced by a
-// put, deleted by tenant and narrowed by end user and server.
+// put, deleted by tenant and narrowed by end user and server. For replicas'
+// liveness (Generations.Attend): the generations of a replica that attended
+// and was SIGKILLed are adopted before their leases lapse, and those of one
+// alive, stopped (SIGSTOP), attending again under the same id, or that never
+// attended, are not; these tests run replicas as processes of their own,
+// the test binary started again (Main).
 package storetest
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +41,12 @@ type DB struct {
 	// Stored reports whether the database holds tenant's record id,
 	// expired or not: what the sweeper has left.
 	Stored func(tenant, id string) (bool, error)
+	// AttendElsewhere starts a replica that attends as owner on the
+	// database, in a process of its own: the test binary started again
+	// with ReplicaEnv, whose TestMain calls Main. It returns once the
+	// replica attends; the liveness tests signal it (SIGKILL, SIGSTOP,
+	// SIGCONT), and it is killed when t ends.
+	AttendElsewhere func(t *testing.T, owner string) *os.Process
 }
 
 // Run runs the suite. newDB makes an empty database for one test, removed
@@ -67,6 +79,9 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"Sweep", testSweep},
 		{"ExpirePaused", testExpirePaused},
 		{"ConcurrentExpirePaused", testConcurrentExpirePaused},
+		{"DeadOwner", testDeadOwner},
+		{"SameIDAgain", testSameIDAgain},
+		{"Attendance", testAttendance},
 		{"Tokens", testTokens},
 		{"DeleteTokens", testDeleteTokens},
 	}
