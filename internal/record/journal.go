@@ -385,11 +385,17 @@ func (j *Journal) AwaitSeq(ctx context.Context, seq int64) error {
 		select {
 		case <-advanced:
 		case <-j.ended:
+			// A lease lost ends the journal too (its generation stops),
+			// and wakes nothing else: the refused event must not reach
+			// the client as merely unstored.
 			j.mu.Lock()
-			confirmed = j.confirmed
+			confirmed, lost = j.confirmed, j.lost
 			j.mu.Unlock()
-			if confirmed >= seq {
+			switch {
+			case confirmed >= seq:
 				return nil
+			case lost:
+				return errLost
 			}
 			return ErrUnstored
 		case <-ctx.Done():
