@@ -22,8 +22,11 @@ var adoptedUnknown = toolerror.JSON("the agentd replica running this call stoppe
 
 // StartAdopter starts the background adopter: every
 // generation.adopt_interval it takes over the running generations whose
-// owners' leases lapsed (their replicas died) or were released (their
-// replicas stopped), and continues them. Close stops it. A no-op without
+// owners died (the store saw their liveness end, or their leases lapsed)
+// or released them (they stopped), and continues them. When both hold
+// their liveness in the store (store.Generations.Attend, as agentd's
+// replicas do), a replica that dies is adopted at the next round, within
+// an adopt interval rather than a lease. Close stops it. A no-op without
 // a durable record.
 func (s *Service) StartAdopter() {
 	if s.generations == nil {

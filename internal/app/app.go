@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -244,6 +245,7 @@ type Agent struct {
 	mu         sync.Mutex
 	config     config.Config // as last applied, for Reload
 	store      store.Store
+	attendance io.Closer          // this replica's liveness in the store, for adopters to see it die
 	tokens     oauthtokens.Store  // the OAuth tokens of MCP servers, in store or in memory
 	storeDown  atomic.Bool        // the last ping of the store failed
 	ready      *readiness         // the AgentService's health and readiness
@@ -398,6 +400,10 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	replica := newReplicaID()
+	if a.attendance, err = attend(a.store, replica); err != nil {
+		return err
+	}
 	a.svc = server.New(server.Options{
 		Registered:     registered,
 		Sealer:         seal,
@@ -410,7 +416,7 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 		MeterProvider:  o.Telemetry.MeterProvider,
 		Checkpoints:    a.store,
 		Generations:    gens,
-		Replica:        newReplicaID(),
+		Replica:        replica,
 		OAuth: oauthclient.Options{
 			Tokens:            a.tokens,
 			RedirectURL:       o.Config.OAuth.RedirectURL,
@@ -554,6 +560,12 @@ func (a *Agent) close(log *slog.Logger) error {
 		step("stopping: closing the connection to the bridge")
 		err = errors.Join(err, a.bridgeConn.Close())
 		a.bridgeConn = nil
+	}
+	if a.attendance != nil {
+		// Once its generations are released: another replica that found
+		// this one gone sooner would adopt what it still runs.
+		err = errors.Join(err, a.attendance.Close())
+		a.attendance = nil
 	}
 	if a.store != nil {
 		if log != nil {
@@ -759,6 +771,14 @@ func listen(addr, setting string, authenticated bool, o Options) (net.Listener, 
 			"setting", setting, "address", addr)
 	}
 	return net.Listen("tcp", addr)
+}
+
+// attend holds replica's liveness in s, so that the other replicas adopt
+// its generations as soon as it dies, rather than once their leases lapse.
+func attend(s store.Store, replica string) (io.Closer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), store.Timeout)
+	defer cancel()
+	return s.Generations().Attend(ctx, replica)
 }
 
 // newReplicaID names this agentd process among the replicas sharing its
