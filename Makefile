@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
@@ -38,6 +38,7 @@ help:
 	@echo "make bench-e2e         a whole generation end to end (a fake model, server-everything, agentd over TCP) beside the same work done directly"
 	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
 	@echo "make bench-record      what one long generation's record writes and costs per turn (10 to 160 tool turns), its adoption's rebuild, the model's words' latency; SQLite and a throwaway PostgreSQL"
+	@echo "make bench-failover    a replica SIGKILLed FAILOVER_KILLS (10) times on each store: the time until another adopts its generation"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
 	@echo "make load              LOAD_STREAMS (500) concurrent generations for LOAD_DURATION (60s)"
@@ -270,6 +271,16 @@ bench-record:
 	  go test -run "^$$" -bench AdoptionRebuild -benchtime 20x -count $(RECORD_COUNT) ./internal/record/; \
 	  go test -run "^$$" -bench TextLatency -benchtime 50x -count $(RECORD_COUNT) ./internal/app/' | tee /tmp/agentd-bench-record.txt
 	@echo; scripts/bench-ratios.sh /tmp/agentd-bench-record.txt
+
+# Failover, cmd/agentd-bench-failover: two bin/agentd replicas with the
+# default lease_ttl and adopt_interval on one store, SQLite then a throwaway
+# PostgreSQL; one of them, running a generation, SIGKILLed FAILOVER_KILLS
+# times (started again each time), and the time from each kill until the
+# other logs "generation adopted": median and worst, as a markdown table.
+FAILOVER_KILLS ?= 10
+bench-failover: build
+	scripts/postgres.sh run bash -c 'AGENTD_STORE_DSN="$$AGENTD_TEST_POSTGRES_DSN" exec go run ./cmd/agentd-bench-failover \
+	  -agentd bin/agentd -kills $(FAILOVER_KILLS)' | tee /tmp/agentd-bench-failover.md
 
 # The long part of the fault-injection suite (internal/faultsuite): with the
 # stress tag, full-size faults (50 MB results, 64 MiB messages) and rounds

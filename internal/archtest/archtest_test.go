@@ -21,11 +21,13 @@ const module = "github.com/agentd/agentd"
 // conformance runner (make conformance), which runs the MCP conformance
 // suite under Node, the end-to-end benchmark (make bench-e2e), which
 // runs agentd, its fake model and the floor's MCP server as processes,
-// and the load tool, whose idle mode runs its clients in a process of
-// their own (make load-idle).
+// the failover benchmark (make bench-failover), which runs agentd
+// replicas and kills them, and the load tool, whose idle mode runs its
+// clients in a process of their own (make load-idle).
 var execAllowed = []string{
 	module + "/bridge/internal/mcpconn",
 	module + "/cmd/agentd-bench-e2e",
+	module + "/cmd/agentd-bench-failover",
 	module + "/cmd/agentd-load",
 	module + "/internal/mcptest",
 	module + "/internal/proctest",
