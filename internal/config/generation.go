@@ -31,7 +31,8 @@ type Generation struct {
 	// lapses.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// AdoptInterval is how often each replica looks for running
-	// generations whose owner's lease lapsed (it died) and adopts them.
+	// generations whose owner died (the store saw its liveness end, or its
+	// lease lapsed) or let them go, and adopts them.
 	AdoptInterval time.Duration `yaml:"adopt_interval"`
 	// Retention is how long a finished generation's record (its state,
 	// result and event log) is kept for GetGeneration, ListGenerations and
