@@ -463,6 +463,18 @@ func checkRun(t *testing.T, id string, evs []*agentdv1.GenerateResponse) (adopte
 	return adopted
 }
 
+// adoptedOnce returns generation id's log, checked by checkRun and
+// required to hold one adoption, and the index of its adopted started
+// event.
+func (c *proofCluster) adoptedOnce(t *testing.T, id string) ([]*agentdv1.GenerateResponse, int) {
+	t.Helper()
+	logged := c.logged(t, id)
+	if adopted := checkRun(t, id, logged); adopted != 1 {
+		t.Errorf("X-G3 the log has %d started events with adopted set; want 1: %v", adopted, kinds(logged))
+	}
+	return logged, slices.IndexFunc(logged, func(ev *agentdv1.GenerateResponse) bool { return ev.GetStarted().GetAdopted() })
+}
+
 // X-G5 (with X-G3, X-G2): two agentd replicas, separate processes on one
 // store, and a generation whose tool turn has two calls: "delete", which
 // finishes at once, and "gate", which runs until the test lets it pass.
@@ -550,11 +562,7 @@ func killMidTool(t *testing.T, driver string, attached bool) {
 		t.Errorf("X-G5 the counting server saw the fast call %d times and the slow one %d times; want each once", n, m)
 	}
 
-	logged := c.logged(t, id)
-	if adopted := checkRun(t, id, logged); adopted != 1 {
-		t.Errorf("X-G3 the log has %d started events with adopted set; want 1: %v", adopted, kinds(logged))
-	}
-	adoptedAt := slices.IndexFunc(logged, func(ev *agentdv1.GenerateResponse) bool { return ev.GetStarted().GetAdopted() })
+	logged, adoptedAt := c.adoptedOnce(t, id)
 	for i, ev := range logged {
 		switch {
 		case ev.GetTurnWithdrawn() != nil && (i != adoptedAt+1 || ev.GetTurnWithdrawn().GetFromSequence() <= logged[adoptedAt-1].GetSequence()):

@@ -63,11 +63,7 @@ func stoppedReplica(t *testing.T, driver string) {
 	if n, m := c.count(t, "gate:slow"), c.count(t, "after"); n != 1 || m != 1 {
 		t.Errorf("X-G5 the counting server saw the gate call %d times and the delete %d times; want each once (the delete by B alone)", n, m)
 	}
-	logged := c.logged(t, id)
-	if adopted := checkRun(t, id, logged); adopted != 1 {
-		t.Errorf("X-G3 the log has %d started events with adopted set; want 1: %v", adopted, kinds(logged))
-	}
-	adoptedAt := slices.IndexFunc(logged, func(ev *agentdv1.GenerateResponse) bool { return ev.GetStarted().GetAdopted() })
+	logged, adoptedAt := c.adoptedOnce(t, id)
 	for _, ev := range seen {
 		i := int(ev.GetSequence()) - 1
 		switch {

@@ -16,6 +16,30 @@ import (
 	"github.com/agentd/agentd/internal/store/pgtest"
 )
 
+// benchStores are the stores the benchmarks run on, each opened on an
+// empty database of the benchmark's own.
+var benchStores = []struct {
+	name string
+	open func(b *testing.B) store.Store
+}{
+	{"sqlite", func(b *testing.B) store.Store {
+		s, err := store.OpenSQLite(filepath.Join(b.TempDir(), "agentd.db"), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}},
+	{"postgres", func(b *testing.B) store.Store {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := store.OpenPostgres(ctx, pgtest.DSN(b), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}},
+}
+
 // The cost of durability at the store, on each store: a checkpoint at a
 // turn boundary (an 8 KiB checkpoint and the turn's closing event), one
 // event appended (a 256-byte text delta), and reading back 1,000 events
@@ -25,30 +49,9 @@ import (
 //	go test -run '^$' -bench Generations ./internal/store/
 //	scripts/postgres.sh run go test -run '^$' -bench Generations ./internal/store/
 func BenchmarkGenerations(b *testing.B) {
-	stores := []struct {
-		name string
-		open func(b *testing.B) store.Store
-	}{
-		{"sqlite", func(b *testing.B) store.Store {
-			s, err := store.OpenSQLite(filepath.Join(b.TempDir(), "agentd.db"), 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-		{"postgres", func(b *testing.B) store.Store {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			s, err := store.OpenPostgres(ctx, pgtest.DSN(b), 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-	}
 	checkpoint := bytes.Repeat([]byte("c"), 8<<10)
 	delta := store.Event{Kind: "delta", Data: bytes.Repeat([]byte("d"), 256)}
-	for _, st := range stores {
+	for _, st := range benchStores {
 		// newGeneration opens the store and creates a running generation
 		// in it, held until long after the benchmark.
 		newGeneration := func(b *testing.B) store.Generations {

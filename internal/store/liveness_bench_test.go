@@ -1,14 +1,11 @@
 package store_test
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/internal/store"
-	"github.com/agentd/agentd/internal/store/pgtest"
 )
 
 // What asking after the replicas' liveness adds to the adopter's round,
@@ -20,27 +17,7 @@ import (
 //	go test -run '^$' -bench AdoptRound ./internal/store/
 //	scripts/postgres.sh run go test -run '^$' -bench AdoptRound ./internal/store/
 func BenchmarkAdoptRound(b *testing.B) {
-	for _, st := range []struct {
-		name string
-		open func(b *testing.B) store.Store
-	}{
-		{"sqlite", func(b *testing.B) store.Store {
-			s, err := store.OpenSQLite(filepath.Join(b.TempDir(), "agentd.db"), 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-		{"postgres", func(b *testing.B) store.Store {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			s, err := store.OpenPostgres(ctx, pgtest.DSN(b), 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-	} {
+	for _, st := range benchStores {
 		for _, attending := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/attending=%v", st.name, attending), func(b *testing.B) {
 				g := liveReplicas(b, st.open(b))
