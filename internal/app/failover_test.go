@@ -64,20 +64,30 @@ func stoppedReplica(t *testing.T, driver string) {
 		t.Errorf("X-G5 the counting server saw the gate call %d times and the delete %d times; want each once (the delete by B alone)", n, m)
 	}
 	logged, adoptedAt := c.adoptedOnce(t, id)
-	for _, ev := range seen {
-		i := int(ev.GetSequence()) - 1
-		switch {
-		case i >= adoptedAt:
-			t.Errorf("X-G3 the stopped replica's client got %s numbered %d, after B adopted the generation at %d", kind(ev), ev.GetSequence(), adoptedAt+1)
-		case !cmp.Equal(ev, logged[i], protocmp.Transform()):
-			t.Errorf("X-G2 the stopped replica's client got %v; the log holds %v there", ev, logged[i])
-		}
-	}
+	checkSentBefore(t, seen, logged, logged[adoptedAt].GetSequence())
 	if f := logged[slices.IndexFunc(logged, func(ev *agentdv1.GenerateResponse) bool { return ev.GetToolCallFinished().GetToolName() == "gate" })].GetToolCallFinished(); !unknownOutcome(f.GetOutput()) {
 		t.Errorf("X-G3 the gate call finished as %v; want of unknown outcome, as B found it", f)
 	}
 	b.attach(t, id, 0) // B serves the log whole
 	t.Logf("A's lease lapsed at %v; B adopted at or after it", lapsed)
+}
+
+// checkSentBefore requires every event a replica's client was sent to be
+// the log's event of that number, numbered before the adoption's.
+func checkSentBefore(t *testing.T, sent, logged []*agentdv1.GenerateResponse, adoption int64) {
+	t.Helper()
+	bySeq := make(map[int64]*agentdv1.GenerateResponse, len(logged))
+	for _, ev := range logged {
+		bySeq[ev.GetSequence()] = ev
+	}
+	for _, ev := range sent {
+		switch seq := ev.GetSequence(); {
+		case seq >= adoption:
+			t.Errorf("X-G3 the stopped replica's client got %s numbered %d, after B adopted the generation at %d", kind(ev), seq, adoption)
+		case !cmp.Equal(ev, bySeq[seq], protocmp.Transform()):
+			t.Errorf("X-G2 the stopped replica's client got %v; the log holds %v there", ev, bySeq[seq])
+		}
+	}
 }
 
 // adoptedFromStopped waits until another replica adopts generation id
