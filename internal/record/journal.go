@@ -449,54 +449,85 @@ func (j *Journal) check(err error, what string) error {
 
 // write appends the pending events and records the state.
 func (j *Journal) write() error {
-	j.mu.Lock()
-	if j.lost {
-		j.mu.Unlock()
-		return errLost
+	d, err := j.due()
+	if err != nil {
+		return err
 	}
-	batch := j.pending
-	state, written := j.state, j.written
-	snap, snapSeq, snapN, items, agent := j.snap, j.snapSeq, j.snapN, j.items, j.agentDue
-	if snap != nil && snapSeq < j.confirmed {
-		// Events after it are stored already: a write that may have
-		// failed took them, and it with them (with its items and agent).
-		// It can no longer go before them.
-		j.snap, snap, j.items, items, j.agentDue = nil, nil, nil, nil, nil
-	}
-	j.mu.Unlock()
-	if len(batch) > 0 || snap != nil {
+	written := d.written
+	if len(d.batch) > 0 || d.snap.data != nil {
 		// One write: the checkpoint with the events it covers, then the
 		// later ones.
-		k := 0
-		for snap != nil && k < len(batch) && batch[k].Seq <= snapSeq {
-			k++
-		}
-		wrote, err := j.appendEvents(batch, k, pendingSnap{snap, items, agent}, state)
+		wrote, err := j.appendEvents(d.batch, d.covered(), d.snap, d.state)
 		if err != nil {
 			return err
 		}
-		j.mu.Lock()
-		// Written now, or by the write that may have failed.
-		j.items = j.items[len(items):]
-		if snap != nil && bytes.Equal(j.agentDue, agent) {
-			j.agentDue = nil
+		if j.wrote(d, wrote) {
+			written = d.state
 		}
-		if wrote {
-			if j.snapN == snapN {
-				j.snap = nil // not replaced meanwhile
-			}
-			j.written = state
-			written = state
-		}
-		j.mu.Unlock()
 	}
 	// A generation that pauses changes state alone: a paused record's
 	// checkpoint is not read (its pause has its own). Running and waiting
 	// change with a checkpoint (SetState), and wait for one otherwise.
-	if state != written && state == store.Paused {
-		return j.writeState(state)
+	if d.state != written && d.state == store.Paused {
+		return j.writeState(d.state)
 	}
 	return nil
+}
+
+// dueWrite is what a write takes from the journal: the pending events,
+// the checkpoint queued (with its items and agent) and the state.
+type dueWrite struct {
+	batch          []store.Event
+	state, written store.State
+	snap           pendingSnap
+	snapSeq, snapN int64
+}
+
+// covered is how many of the batch's events the checkpoint covers.
+func (d dueWrite) covered() int {
+	k := 0
+	for d.snap.data != nil && k < len(d.batch) && d.batch[k].Seq <= d.snapSeq {
+		k++
+	}
+	return k
+}
+
+// due takes what is to be written.
+func (j *Journal) due() (dueWrite, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.lost {
+		return dueWrite{}, errLost
+	}
+	if j.snap != nil && j.snapSeq < j.confirmed {
+		// Events after it are stored already: a write that may have
+		// failed took them, and it with them (with its items and agent).
+		// It can no longer go before them.
+		j.snap, j.items, j.agentDue = nil, nil, nil
+	}
+	return dueWrite{
+		batch: j.pending, state: j.state, written: j.written,
+		snap: pendingSnap{j.snap, j.items, j.agentDue}, snapSeq: j.snapSeq, snapN: j.snapN,
+	}, nil
+}
+
+// wrote records that d was written, its checkpoint too if wrote (else
+// events after it were stored already, by a write that may have failed,
+// and it with them); it returns wrote.
+func (j *Journal) wrote(d dueWrite, wrote bool) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.items = j.items[len(d.snap.items):]
+	if d.snap.data != nil && bytes.Equal(j.agentDue, d.snap.agent) {
+		j.agentDue = nil
+	}
+	if wrote {
+		if j.snapN == d.snapN {
+			j.snap = nil // not replaced meanwhile
+		}
+		j.written = d.state
+	}
+	return wrote
 }
 
 // writeState records the record's state alone.
