@@ -22,8 +22,11 @@ import (
 // their sequence numbers; a tool call's arguments are in the item of the
 // model's message, and the events that show them (tool_call_started,
 // approval_request, function_call) are logged without them, their kind
-// naming the item, and filled in when the log is read. Each of these is
-// done only where the pieces are equal: anything else is stored whole.
+// naming the item, as the completed event is logged without the messages
+// it carries, all filled in when the log is read (logReader). Each of
+// these is done only where the pieces are equal: anything else is stored
+// whole. The agent, which checkpoints hold too, is kept beside them,
+// written once per run (Journal.takeAgent).
 
 // argsKind marks a logged event whose arguments were left out: its kind is
 // the event's, argsKind and the number of the item that holds them.
@@ -64,7 +67,8 @@ type callArgs struct {
 }
 
 // noteEvent takes in ev, numbered seq, and returns how it is logged: its
-// kind, and the event to encode (ev, or a copy without its arguments).
+// kind, and the event to encode (ev, or a copy without its arguments or
+// messages).
 func (c *conversation) noteEvent(seq int64, ev *agentdv1.GenerateResponse, kind string) (string, *agentdv1.GenerateResponse) {
 	switch k := ev.GetEvent().(type) {
 	case *agentdv1.GenerateResponse_TextDelta:
