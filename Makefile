@@ -212,14 +212,22 @@ bench: npm
 # Completions server of ours (a separate process, streamed), four model turns
 # with three echo calls to server-everything over stdio, registered shared
 # and with the defaults (a process per generation); beside it, in the same
-# run, the floor: the same requests and go-sdk calls made directly, and the
-# same with a server process spawned per generation (the spawn bound). Latency
-# (median, p90), CPU per generation (/proc), allocations, and generations/s
-# at BENCH_E2E_CONCURRENCY, as a markdown table with the ratios to the floor.
-# The counts are generations per window (sequential, concurrent): for the
-# floor and the shared mode, then for the default mode. BENCH_E2E_FLAGS adds
-# flags, e.g. BENCH_E2E_FLAGS="-cpuprofile /tmp/agentd-cpu.pprof" for agentd's
-# CPU profile of the shared 8-concurrent window.
+# run, the floor: the same requests and go-sdk calls made directly, writing
+# nothing; the durable floor: the floor plus the durable steps any correct
+# durable runtime takes for this workload (the start, a write-ahead before
+# each tool call, the end), each one INSERT into one append-only table
+# committed in a transaction of its own, in an SQLite file opened with
+# agentd's SQLite store's driver, pragmas and synchronous=NORMAL; and the
+# floor with a server process spawned per generation (the spawn bound).
+# Latency (median, p90), CPU per generation (/proc), allocations, and
+# generations/s at BENCH_E2E_CONCURRENCY, as a markdown table with agentd's
+# ratios to the floor and to the durable floor. The counts are generations
+# per window (sequential, concurrent): for the floors and the shared mode,
+# then for the default mode. BENCH_E2E_FLAGS adds flags, e.g.
+# BENCH_E2E_FLAGS="-cpuprofile /tmp/agentd-cpu.pprof" for agentd's CPU
+# profile of the shared 8-concurrent window, or "-postgres DSN" for agentd's
+# store and the durable floor's table both on PostgreSQL:
+#   scripts/postgres.sh run sh -c 'make bench-e2e BENCH_E2E_FLAGS="-postgres $AGENTD_TEST_POSTGRES_DSN"'
 BENCH_E2E_GENS ?= 300
 BENCH_E2E_CONC_GENS ?= 1500
 BENCH_E2E_DEFAULT_GENS ?= 30
@@ -336,7 +344,7 @@ bench-metrics:
 # across them. agentd-load reads the DSN from AGENTD_STORE_DSN.
 LOAD_REPLICAS ?= 2
 load-replicas:
-	scripts/postgres.sh run bash -c 'AGENTD_STORE_DSN="$$AGENTD_TEST_POSTGRES_DSN" exec go run ./cmd/agentd-load \
+	scripts/postgres.sh run bash -c 'AGENTD_STORE_DSN="$AGENTD_TEST_POSTGRES_DSN" exec go run ./cmd/agentd-load \
 	  -replicas $(LOAD_REPLICAS) -store postgres -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)'
 
 # The client examples (scripts/examples.sh: every Go, Python and TypeScript

@@ -47,21 +47,25 @@ type agentdProcess struct {
 // agentdConfig is the configuration file: defaults but for the state
 // directory, the port, the drain, the profiling endpoint (which costs
 // nothing until asked) and the servers; warm, unless negative, sets the
-// default registration's warm spares.
-func agentdConfig(stateDir, node, everything string, warm int) string {
-	warmSetting := ""
+// default registration's warm spares; with postgres, the store is
+// PostgreSQL (its DSN goes in the environment: see startAgentd).
+func agentdConfig(stateDir, node, everything string, warm int, postgres bool) string {
+	warmSetting, store := "", ""
 	if warm >= 0 {
 		warmSetting = fmt.Sprintf(", warm: %d", warm)
+	}
+	if postgres {
+		store = "store: {driver: postgres}\n"
 	}
 	return fmt.Sprintf(`listen: 127.0.0.1:0
 shutdown_drain: 0s
 debug: {listen: 127.0.0.1:0}
 state_dir: %s
-bridge:
+%sbridge:
   servers:
     %s: {command: %s, args: [%s, stdio], shared: true}
     %s: {command: %s, args: [%s, stdio]%s}
-`, strconv.Quote(stateDir), sharedServer, strconv.Quote(node), strconv.Quote(everything),
+`, strconv.Quote(stateDir), store, sharedServer, strconv.Quote(node), strconv.Quote(everything),
 		defaultServer, strconv.Quote(node), strconv.Quote(everything), warmSetting)
 }
 
@@ -73,10 +77,12 @@ var servingRE = regexp.MustCompile(`msg="?agentd serving"? .*address=(127\.0\.0\
 var debugRE = regexp.MustCompile(`msg="?debug serving[^"]*"? .*address=http://(127\.0\.0\.1:\d+)/`)
 
 // startAgentd writes the configuration into dir and starts bin, its
-// openai provider pointed at baseURL, then waits for it to serve.
-func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string, warm int) (*agentdProcess, error) {
+// openai provider pointed at baseURL and its store on the PostgreSQL
+// database pgDSN names (in its environment, as a secret goes), if any,
+// then waits for it to serve.
+func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string, warm int, pgDSN string) (*agentdProcess, error) {
 	cfgPath := filepath.Join(dir, "agentd.yaml")
-	if err := os.WriteFile(cfgPath, []byte(agentdConfig(filepath.Join(dir, "state"), node, everything, warm)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(agentdConfig(filepath.Join(dir, "state"), node, everything, warm, pgDSN != "")), 0o600); err != nil {
 		return nil, err
 	}
 	a := &agentdProcess{logPath: filepath.Join(dir, "agentd.log"), logged: make(chan struct{}), seen: map[int]bool{}}
@@ -86,6 +92,9 @@ func startAgentd(ctx context.Context, bin, dir, node, everything, baseURL string
 	}
 	a.cmd = exec.Command(bin, "serve", "--config", cfgPath)
 	a.cmd.Env = append(agentdEnv(os.Environ()), "OPENAI_API_KEY="+apiKey, "OPENAI_BASE_URL="+baseURL)
+	if pgDSN != "" {
+		a.cmd.Env = append(a.cmd.Env, "AGENTD_STORE_DSN="+pgDSN)
+	}
 	a.cmd.Stdout = log
 	// Its own process group, stopped in order by this process; and told
 	// to stop (and so to stop its servers) if this process dies.

@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 // floor does a generation's work directly: the requests agentd sent the
@@ -28,6 +31,10 @@ type floor struct {
 	http    *http.Client
 	session *mcp.ClientSession
 	timeout time.Duration
+	// The durable floor's record (durableGenerate), and its first step:
+	// the generation's request as agentd receives it, encoded.
+	steps steps
+	start []byte
 
 	// The spawn floor's processes (spawnGenerate), each stopped after its
 	// generation without holding up the next, as agentd stops a
@@ -36,8 +43,6 @@ type floor struct {
 	stopping         sync.WaitGroup
 }
 
-// newFloor fetches the bodies the fake recorded and starts the floor's
-// server-everything process. Close stops it.
 // recordedBodies reads, at url, the request bodies the fake recorded
 // agentd sending, one per turn.
 func (f *floor) recordedBodies(url string) ([]string, error) {
@@ -53,28 +58,47 @@ func (f *floor) recordedBodies(url string) ([]string, error) {
 	return bodies, nil
 }
 
-func newFloor(ctx context.Context, baseURL, node, everything string, concurrency int, timeout time.Duration) (*floor, error) {
+// newFloor fetches the bodies the fake recorded, starts the floor's
+// server-everything process and opens the durable floor's record: on
+// o.postgres, if set, else in an SQLite file at dbPath. Close stops and
+// closes them.
+func newFloor(ctx context.Context, o options, baseURL, node, everything, dbPath string) (*floor, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = concurrency
-	f := &floor{url: baseURL + strings.TrimPrefix(completionsPath, "/v1"), http: &http.Client{Transport: transport}, timeout: timeout}
-	bodies, err := f.recordedBodies(strings.TrimSuffix(baseURL, "/v1") + bodiesPath)
-	if err != nil {
+	transport.MaxIdleConnsPerHost = o.concurrency
+	f := &floor{url: baseURL + strings.TrimPrefix(completionsPath, "/v1"), http: &http.Client{Transport: transport}, timeout: o.timeout, node: node, everything: everything}
+	if err := f.replay(strings.TrimSuffix(baseURL, "/v1") + bodiesPath); err != nil {
 		return nil, err
 	}
+	var err error
+	if f.start, err = proto.Marshal(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: startRequest(sharedServer)}}); err != nil {
+		return nil, err
+	}
+	if f.steps, err = openSteps(ctx, o.postgres, dbPath); err != nil {
+		return nil, err
+	}
+	if f.session, err = f.spawn(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("the floor's server-everything: %w", err), f.steps.Close())
+	}
+	return f, nil
+}
+
+// replay takes the bodies the fake recorded, served at url, as the ones
+// the floor sends.
+func (f *floor) replay(url string) error {
+	bodies, err := f.recordedBodies(url)
+	if err != nil {
+		return err
+	}
 	if len(bodies) != len(f.bodies) {
-		return nil, fmt.Errorf("the fake recorded %d bodies, want %d", len(bodies), len(f.bodies))
+		return fmt.Errorf("the fake recorded %d bodies, want %d", len(bodies), len(f.bodies))
 	}
 	for i, b := range bodies {
 		if b == "" {
-			return nil, fmt.Errorf("the fake recorded no request of turn %d", i+1)
+			return fmt.Errorf("the fake recorded no request of turn %d", i+1)
 		}
 		f.bodies[i] = []byte(b)
 	}
-	f.node, f.everything = node, everything
-	if f.session, err = f.spawn(ctx); err != nil {
-		return nil, fmt.Errorf("the floor's server-everything: %w", err)
-	}
-	return f, nil
+	return nil
 }
 
 // spawn starts a server-everything process and initialises its session.
@@ -87,16 +111,23 @@ func (f *floor) spawn(ctx context.Context) (*mcp.ClientSession, error) {
 	return client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
 }
 
-// Close stops the floor's server-everything processes.
+// Close stops the floor's server-everything processes and closes the
+// durable floor's record.
 func (f *floor) Close() error {
 	f.http.CloseIdleConnections()
 	f.stopping.Wait()
-	return f.session.Close()
+	return errors.Join(f.session.Close(), f.steps.Close())
 }
 
 // generate runs one generation on the floor's one process.
 func (f *floor) generate(ctx context.Context) (time.Duration, error) {
-	return f.generateOn(ctx, f.session)
+	return f.generateOn(ctx, f.session, newRecord(nil))
+}
+
+// durableGenerate runs one generation of the durable floor: the floor's,
+// on the floor's one process, with its steps committed to its record.
+func (f *floor) durableGenerate(ctx context.Context) (time.Duration, error) {
+	return f.generateOn(ctx, f.session, newRecord(f.steps))
 }
 
 // spawnGenerate runs one generation on a process of its own, spawned and
@@ -109,16 +140,22 @@ func (f *floor) spawnGenerate(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("spawning server-everything: %w", err)
 	}
-	d, err := f.generateOn(ctx, session)
+	d, err := f.generateOn(ctx, session, newRecord(nil))
 	f.stopping.Go(func() { _ = session.Close() })
 	return d, err
 }
 
 // generateOn runs one generation on session: each turn's request, its
-// stream read to the end and parsed, and the tool call it asked for.
-func (f *floor) generateOn(ctx context.Context, session *mcp.ClientSession) (time.Duration, error) {
+// stream read to the end and parsed, and the tool call it asked for; and
+// rec's steps: the start, a write-ahead before each tool call (which
+// holds the call), the end.
+func (f *floor) generateOn(ctx context.Context, session *mcp.ClientSession, rec *record) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	if err := rec.start(ctx, f.start); err != nil {
+		return 0, err
+	}
+	var result string
 	for turn, body := range f.bodies {
 		name, args, text, err := f.complete(ctx, body)
 		if err != nil {
@@ -128,9 +165,12 @@ func (f *floor) generateOn(ctx context.Context, session *mcp.ClientSession) (tim
 			if name != "" || text != finalText {
 				return 0, fmt.Errorf("final turn: call %q, text %q", name, text)
 			}
-			break
+			return 0, rec.step(ctx, stepData{Result: result, Text: text})
 		}
-		if err := callEcho(ctx, session, turn+1, name, args); err != nil {
+		if err := rec.step(ctx, stepData{Result: result, Tool: name, Arguments: json.RawMessage(args)}); err != nil {
+			return 0, err
+		}
+		if result, err = callEcho(ctx, session, turn+1, name, args); err != nil {
 			return 0, err
 		}
 	}
@@ -138,20 +178,20 @@ func (f *floor) generateOn(ctx context.Context, session *mcp.ClientSession) (tim
 }
 
 // callEcho calls the tool the model asked for in turn, which must echo
-// "Echo: turn N".
-func callEcho(ctx context.Context, session *mcp.ClientSession, turn int, name, args string) error {
+// "Echo: turn N", and returns its text.
+func callEcho(ctx context.Context, session *mcp.ClientSession, turn int, name, args string) (string, error) {
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
 	if err != nil {
-		return fmt.Errorf("turn %d: %s: %w", turn, name, err)
+		return "", fmt.Errorf("turn %d: %s: %w", turn, name, err)
 	}
 	want := fmt.Sprintf("Echo: turn %d", turn)
 	if res.IsError || len(res.Content) != 1 {
-		return fmt.Errorf("turn %d: %s answered %d parts, error %v", turn, name, len(res.Content), res.IsError)
+		return "", fmt.Errorf("turn %d: %s answered %d parts, error %v", turn, name, len(res.Content), res.IsError)
 	}
 	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != want {
-		return fmt.Errorf("turn %d: %s answered %v, want %q", turn, name, res.Content[0], want)
+		return "", fmt.Errorf("turn %d: %s answered %v, want %q", turn, name, res.Content[0], want)
 	}
-	return nil
+	return want, nil
 }
 
 // floorChunk is what the floor reads of a chunk.

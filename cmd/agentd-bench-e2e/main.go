@@ -1,8 +1,9 @@
-// Command agentd-bench-e2e measures a whole generation end to end (issue
-// 15), and beside it, in the same run, the floor: the same work done
-// directly, without agentd.
+// Command agentd-bench-e2e measures a whole generation end to end, and
+// beside it, in the same run, the floors: the same work done directly,
+// without agentd, with and without the durable steps any durable runtime
+// takes.
 //
-//	go run ./cmd/agentd-bench-e2e -agentd bin/agentd [-gens 300] [-conc-gens 1500] [-default-gens 30] [-default-conc-gens 48] [-concurrency 8] [-warm N] [-cpuprofile FILE [-cpuprofile-seconds 15]]
+//	go run ./cmd/agentd-bench-e2e -agentd bin/agentd [-gens 300] [-conc-gens 1500] [-default-gens 30] [-default-conc-gens 48] [-concurrency 8] [-warm N] [-cpuprofile FILE [-cpuprofile-seconds 15]] [-postgres DSN]
 //
 // `make bench-e2e` builds bin/agentd and runs it.
 //
@@ -36,6 +37,21 @@
 // there are concurrent generations, so the floor dials no connection once
 // warm.
 //
+// The durable floor is the floor plus the durable steps that any correct
+// durable runtime must take for this workload, taken as the smallest
+// program would take them: the start (the generation's request, as agentd
+// receives it), a write-ahead before each tool call (the call, and the
+// previous call's result), the end (the last result and the final text),
+// each one INSERT into one append-only table without an index, committed
+// in a transaction of its own before the generation goes on. The table is
+// in an SQLite file beside agentd's state directory, opened with agentd's
+// SQLite store's driver, pragmas (WAL, synchronous=NORMAL) and locking
+// (BEGIN IMMEDIATE, one connection); with -postgres DSN, agentd's store
+// and the durable floor's table are both in that PostgreSQL database
+// (pgxpool with agentd's defaults, each INSERT alone, one round trip). The
+// floor writes nothing; agentd keeps its durable record of every
+// generation, which the durable floor's steps are the least of.
+//
 // The spawn floor is the floor's work with a server-everything process spawned
 // and initialised for each generation and stopped after it, in the background
 // as agentd stops a generation's process after its stream has ended: how many
@@ -48,20 +64,21 @@
 //
 // # Figures
 //
-// For the floor, the shared and the default mode: latency of sequential
+// For the floors, the shared and the default mode: latency of sequential
 // generations (median, p90; a generation runs from opening its stream to the
 // stream's end, and agentd's also to its completed event), and generations/s
 // with -concurrency (8) generations at a time. CPU comes from /proc/<pid>/stat
 // (utime+stime, in the kernel's 10 ms ticks) over each measured window,
-// divided by the window's generations: agentd's own, the floor's (this
-// process's, which does nothing else meanwhile), and the MCP servers' (live
+// divided by the window's generations: agentd's own, the floors' (this
+// process's, which does nothing else meanwhile, SQLite's work included, and
+// PostgreSQL's server not), and the MCP servers' (live
 // children's time plus the reaped children's, so a process per generation
 // counts too). Allocations per generation (bytes and objects) are the floor's
 // from runtime.MemStats and agentd's from runtime/metrics' /gc/heap/allocs,
 // read over each window from its profiling endpoint (debug.listen, on
 // loopback); agentd's peak RSS is /proc/<pid>/status VmRSS sampled every 100
 // ms, and the floor's RSS is this process's, which also holds the gRPC client.
-// Ratios are agentd/floor from the same run. Timings on a shared machine move
+// Ratios are agentd's to each floor's from the same run. Timings on a shared machine move
 // by a third from run to run: compare figures of one run.
 //
 // With -cpuprofile FILE, agentd's CPU profile of the shared mode's concurrent
@@ -127,6 +144,10 @@ type options struct {
 	// profileSeconds instead of concGens generations.
 	cpuProfile     string
 	profileSeconds int
+	// postgres, when set, is the DSN of a PostgreSQL database that holds
+	// agentd's store and the durable floor's record, instead of SQLite
+	// files.
+	postgres string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -146,6 +167,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on one generation")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write agentd's CPU profile of the shared mode's concurrent window to this file (go tool pprof); that window then lasts -cpuprofile-seconds")
 	fs.IntVar(&o.profileSeconds, "cpuprofile-seconds", 15, "how long the profiled window lasts, with -cpuprofile")
+	fs.StringVar(&o.postgres, "postgres", "", "the DSN of a PostgreSQL database for agentd's store and the durable floor's record (default: SQLite files of their own)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

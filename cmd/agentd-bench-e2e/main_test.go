@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +16,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentd/agentd/internal/proctest"
+	"github.com/agentd/agentd/internal/store/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -135,15 +140,15 @@ func TestBench(t *testing.T) {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
 	}
 	table := out.String()
-	for _, want := range []string{"| floor: ", "| agentd, `shared: true` |", "| agentd, default ", "| shared / floor |", "| default / floor |"} {
+	for _, want := range []string{"| floor: ", "| durable floor: ", "| agentd, `shared: true` (SQLite) |", "| agentd, default ", "| shared / floor |", "| shared / durable floor |", "| default / floor |"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table has no %q:\n%s", want, table)
 		}
 	}
-	// Allocations in every row: the two floors' and agentd's two modes',
+	// Allocations in every row: the three floors' and agentd's two modes',
 	// agentd's from its debug endpoint.
-	if rows := regexp.MustCompile(`(?m)^\| (floor|agentd)[^\n]*\| [0-9.]+ KiB, [1-9][0-9]* objects \|`).FindAllString(table, -1); len(rows) != 4 {
-		t.Errorf("%d rows give allocations per generation, want 4:\n%s", len(rows), table)
+	if rows := regexp.MustCompile(`(?m)^\| (floor|durable floor|agentd)[^\n]*\| [0-9.]+ KiB, [1-9][0-9]* objects \|`).FindAllString(table, -1); len(rows) != 5 {
+		t.Errorf("%d rows give allocations per generation, want 5:\n%s", len(rows), table)
 	}
 	// A profile is gzipped protobuf.
 	if data, err := os.ReadFile(profile); err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
@@ -197,4 +202,90 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || o.concurrency != 8 || o.agentd != "bin/agentd" {
 		t.Errorf("defaults: %+v, %v", o, err)
 	}
+}
+
+// TestSteps: a generation's record is its steps, numbered from 1, each
+// committed in the durable floor's one table; the floor's records nothing.
+func TestSteps(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) steps
+	}{
+		{"sqlite", func(t *testing.T) steps {
+			s, err := openSQLiteSteps(filepath.Join(t.TempDir(), "floor.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"postgres", func(t *testing.T) steps {
+			s, err := openPostgresSteps(t.Context(), pgtest.DSN(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := tc.open(t)
+			if err := newRecord(nil).step(t.Context(), stepData{Text: "nothing"}); err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecord(s)
+			if err := rec.start(t.Context(), []byte("request")); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []stepData{{Tool: "echo", Arguments: json.RawMessage(`{"message":"turn 1"}`)}, {Result: "Echo: turn 1", Text: finalText}} {
+				if err := rec.step(t.Context(), d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := readSteps(t, s)
+			want := []string{
+				"1 request",
+				`2 {"tool":"echo","arguments":{"message":"turn 1"}}`,
+				`3 {"result":"Echo: turn 1","text":"` + finalText + `"}`,
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the steps (-want +got):\n%s", diff)
+			}
+			if err := s.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// readSteps reads back every step s holds, as "seq payload".
+func readSteps(t *testing.T, s steps) []string {
+	t.Helper()
+	const q = `SELECT seq, payload FROM floor_steps ORDER BY generation, seq`
+	var got []string
+	add := func(seq int, payload []byte) { got = append(got, fmt.Sprintf("%d %s", seq, payload)) }
+	switch s := s.(type) {
+	case *sqliteSteps:
+		rows, err := s.db.QueryContext(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var seq int
+			var payload []byte
+			if err := rows.Scan(&seq, &payload); err != nil {
+				t.Fatal(err)
+			}
+			add(seq, payload)
+		}
+	case *pgSteps:
+		rows, _ := s.pool.Query(t.Context(), q)
+		var seq int
+		var payload []byte
+		if _, err := pgx.ForEachRow(rows, []any{&seq, &payload}, func() error { add(seq, payload); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
 }

@@ -281,14 +281,18 @@ type mode struct {
 type report struct {
 	o                       options
 	floor, shared, isolated mode
+	// durableFloor is the floor's work with the durable steps any durable
+	// runtime takes.
+	durableFloor mode
 	// spawnFloor is the floor's work with a process spawned for each
 	// generation: the machine's spawn bound on the default mode.
 	spawnFloor mode
 }
 
 // bench runs the whole benchmark: the fake, agentd, warm-ups, then the
-// sequential windows (floor, shared, default) and the concurrent ones in
-// the same order. Progress goes to progress.
+// sequential windows (the floor, the durable floor, shared, the spawn
+// floor, default) and the concurrent ones in the same order. Progress
+// goes to progress.
 func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err error) {
 	bin, node, everything, err := programs(o)
 	if err != nil {
@@ -305,7 +309,7 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 		return nil, err
 	}
 	defer fake.stop()
-	a, err := startAgentd(ctx, bin, dir, node, everything, fake.baseURL, o.warm)
+	a, err := startAgentd(ctx, bin, dir, node, everything, fake.baseURL, o.warm, o.postgres)
 	if err != nil {
 		return nil, err // the log is kept
 	}
@@ -334,26 +338,29 @@ func bench(ctx context.Context, o options, progress io.Writer) (rep *report, err
 	if err := warmUp(ctx, onAgentd, fake, o.warmup, agentdGen); err != nil {
 		return nil, err
 	}
-	fl, err := newFloor(ctx, fake.baseURL, node, everything, o.concurrency, o.timeout)
+	fl, err := newFloor(ctx, o, fake.baseURL, node, everything, filepath.Join(dir, "floor.db"))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, fl.Close()) }()
 	onSelf := subject{pid: os.Getpid(), self: true, skip: []int{fake.cmd.Process.Pid, a.pid()}}
 	floorGen := func() genFunc { return fl.generate }
-	if _, err := measure(ctx, onSelf, fake, o.warmup*o.concurrency, o.concurrency, floorGen, nil); err != nil {
-		return nil, fmt.Errorf("warm-up, floor: %w", err)
+	durableGen := func() genFunc { return fl.durableGenerate }
+	if err := warmUpFloors(ctx, onSelf, fake, o, floorGen, durableGen); err != nil {
+		return nil, err
 	}
 
 	spawnGen := func() genFunc { return fl.spawnGenerate }
-	rep = &report{o: o, floor: mode{name: "floor"}, shared: mode{name: "shared"}, isolated: mode{name: "default"}, spawnFloor: mode{name: "spawn floor"}}
+	rep = &report{o: o, floor: mode{name: "floor"}, durableFloor: mode{name: "durable floor"}, shared: mode{name: "shared"}, isolated: mode{name: "default"}, spawnFloor: mode{name: "spawn floor"}}
 	r := windowRunner{fake: fake, c: c, debug: a.debug, o: o, progress: progress}
 	for _, win := range []benchWindow{
 		{"floor, sequential", &rep.floor.seq, onSelf, o.gens, 1, floorGen, false, false},
+		{"durable floor, sequential", &rep.durableFloor.seq, onSelf, o.gens, 1, durableGen, false, false},
 		{"agentd shared, sequential", &rep.shared.seq, onAgentd, o.gens, 1, shared, false, false},
 		{"floor, a process per generation, sequential", &rep.spawnFloor.seq, onSelf, o.defaultGens, 1, spawnGen, false, false},
 		{"agentd default, sequential", &rep.isolated.seq, onAgentd, o.defaultGens, 1, isolated, false, true},
 		{"floor, concurrent", &rep.floor.conc, onSelf, o.concGens, o.concurrency, floorGen, false, false},
+		{"durable floor, concurrent", &rep.durableFloor.conc, onSelf, o.concGens, o.concurrency, durableGen, false, false},
 		{"agentd shared, concurrent", &rep.shared.conc, onAgentd, o.concGens, o.concurrency, shared, true, false},
 		{"floor, a process per generation, concurrent", &rep.spawnFloor.conc, onSelf, o.defConcGens, o.concurrency, spawnGen, false, false},
 		{"agentd default, concurrent", &rep.isolated.conc, onAgentd, o.defConcGens, o.concurrency, isolated, false, true},
@@ -383,6 +390,17 @@ func warmUp(ctx context.Context, onAgentd subject, fake *fakeProcess, n int, age
 	for _, ref := range []string{sharedServer, defaultServer} {
 		if _, err := measure(ctx, onAgentd, fake, n, 1, agentdGen(ref), nil); err != nil {
 			return fmt.Errorf("warm-up, %s: %w", ref, err)
+		}
+	}
+	return nil
+}
+
+// warmUpFloors runs warm-up generations of each floor, o.concurrency at a
+// time.
+func warmUpFloors(ctx context.Context, onSelf subject, fake *fakeProcess, o options, gens ...func() genFunc) error {
+	for _, gen := range gens {
+		if _, err := measure(ctx, onSelf, fake, o.warmup*o.concurrency, o.concurrency, gen, nil); err != nil {
+			return fmt.Errorf("warm-up, floors: %w", err)
 		}
 	}
 	return nil

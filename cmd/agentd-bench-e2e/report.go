@@ -81,8 +81,7 @@ func (r *report) writeMarkdown(out io.Writer) error {
 			ms(m.seq.perGen(m.seq.cpu)), ms(m.conc.perGen(m.conc.cpu)), ms(m.conc.perGen(m.conc.serversCPU)),
 			alloc, m.conc.rate(), peak)
 	}
-	ratioRow := func(label string, m mode) {
-		f := r.floor
+	ratioRow := func(label string, m, f mode) {
 		d := func(a, b time.Duration) string { return ratio(float64(a), float64(b)) }
 		fmt.Fprintf(&b, "| %s | %s | %s | | %s | %s | %s | | %s | %s |\n", label,
 			d(percentile(m.seq.latencies, 0.5), percentile(f.seq.latencies, 0.5)),
@@ -94,11 +93,13 @@ func (r *report) writeMarkdown(out io.Writer) error {
 			ratio(float64(max(m.seq.peakRSS, m.conc.peakRSS)), float64(max(f.seq.peakRSS, f.conc.peakRSS))))
 	}
 	row("floor: the same requests and go-sdk calls, direct", r.floor)
-	row("agentd, `shared: true`", r.shared)
+	row(fmt.Sprintf("durable floor: the floor and its %d steps, each an INSERT committed alone (%s)", toolTurns+2, r.storeName()), r.durableFloor)
+	row(fmt.Sprintf("agentd, `shared: true` (%s)", r.storeName()), r.shared)
 	row("agentd, default (a warm-pooled process per generation)", r.isolated)
 	row("floor with a process per generation: spawned, initialised, stopped after", r.spawnFloor)
-	ratioRow("shared / floor", r.shared)
-	ratioRow("default / floor", r.isolated)
+	ratioRow("shared / floor", r.shared, r.floor)
+	ratioRow("shared / durable floor", r.shared, r.durableFloor)
+	ratioRow("default / floor", r.isolated, r.floor)
 	fmt.Fprintf(&b, "| default / floor with a process per generation | %s | %s | | | | %s | | %s | |\n",
 		ratio(float64(percentile(r.isolated.seq.latencies, 0.5)), float64(percentile(r.spawnFloor.seq.latencies, 0.5))),
 		ratio(float64(percentile(r.isolated.seq.latencies, 0.9)), float64(percentile(r.spawnFloor.seq.latencies, 0.9))),
@@ -123,7 +124,7 @@ func (r *report) writeMarkdown(out io.Writer) error {
 	fmt.Fprintf(&b, "The default registration's pool (max_processes 8, warm %s): sessions that waited for a process, sequential and concurrent: %d in %d generations, %d in %d; processes spawned: %d, %d.\n",
 		warm, r.isolated.seq.poolWaits, r.isolated.seq.gens, r.isolated.conc.poolWaits, r.isolated.conc.gens, r.isolated.seq.poolSpawned, r.isolated.conc.poolSpawned)
 
-	fmt.Fprintf(&b, "\nGenerations measured: %d sequential and %d concurrent (floor, shared), %d and %d (default), %d at a time; %d warm-up each. ",
+	fmt.Fprintf(&b, "\nGenerations measured: %d sequential and %d concurrent (the floors, shared), %d and %d (default), %d at a time; %d warm-up each. ",
 		r.o.gens, r.o.concGens, r.o.defaultGens, r.o.defConcGens, c, r.o.warmup)
 	fmt.Fprintf(&b, "The fake model's CPU/gen, sequential and concurrent: floor %s, %s; shared %s, %s; default %s, %s. ",
 		ms(r.floor.seq.perGen(r.floor.seq.fakeCPU)), ms(r.floor.conc.perGen(r.floor.conc.fakeCPU)),
@@ -137,12 +138,20 @@ func (r *report) writeMarkdown(out io.Writer) error {
 	}
 	fmt.Fprintf(&b, "Allocated/gen, sequential: floor %s; shared %s; default %s. ", perGen(r.floor.seq), perGen(r.shared.seq), perGen(r.isolated.seq))
 	fmt.Fprintf(&b, "%d CPUs, %s, load average %s at the end.\n", runtime.NumCPU(), runtime.Version(), loadAverage())
-	b.WriteString("\nCPU from /proc/<pid>/stat (10 ms ticks) over each window: agentd's process, or for the floor this process (nothing else runs in it meanwhile); " +
+	b.WriteString("\nCPU from /proc/<pid>/stat (10 ms ticks) over each window: agentd's process, or for the floors this process (nothing else runs in it meanwhile; a PostgreSQL server's CPU is in neither); " +
 		"MCP servers: their processes' time, reaped ones included. Allocations over the concurrent window (the table) and the sequential one (above), per generation: " +
-		"the floor's from runtime.MemStats, agentd's from /gc/heap/allocs of runtime/metrics on its debug endpoint (debug.listen). " +
-		"Peak RSS: VmRSS sampled every 100 ms; the floor's is this process's, gRPC client included.\n")
+		"the floors' from runtime.MemStats, agentd's from /gc/heap/allocs of runtime/metrics on its debug endpoint (debug.listen). " +
+		"Peak RSS: VmRSS sampled every 100 ms; the floors' is this process's, gRPC client included.\n")
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// storeName names the store that agentd and the durable floor write.
+func (r *report) storeName() string {
+	if r.o.postgres != "" {
+		return "PostgreSQL"
+	}
+	return "SQLite"
 }
 
 // per100 is how many connections w's generations opened to the fake per
