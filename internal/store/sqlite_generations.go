@@ -91,16 +91,32 @@ var qInsertEvents = func() (qs [maxEventRows]string) {
 	return qs
 }()
 
-// qInsertItem adds one item to a generation's conversation; a retried
-// write finds it there and leaves it.
-const qInsertItem = `INSERT INTO generation_items (tenant, generation_id, n, data) VALUES (?, ?, ?, ?)
-			ON CONFLICT (tenant, generation_id, n) DO NOTHING`
+// qInsertItems[k-1] adds k items to a generation's conversation, as
+// qInsertEvents logs events: ?1 and ?2 are the tenant and the generation,
+// then each item's number and data. A retried write finds them there and
+// leaves them.
+var qInsertItems = func() (qs [maxEventRows]string) {
+	for k := 1; k <= maxEventRows; k++ {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO generation_items (tenant, generation_id, n, data) VALUES (?1, ?2, ?3, ?4)`)
+		for i := 1; i < k; i++ {
+			fmt.Fprintf(&b, `, (?1, ?2, ?%d, ?%d)`, 3+2*i, 4+2*i)
+		}
+		b.WriteString(` ON CONFLICT (tenant, generation_id, n) DO NOTHING`)
+		qs[k-1] = b.String()
+	}
+	return qs
+}()
+
+// qDropAgent drops a finished generation's agent.
+const qDropAgent = `DELETE FROM generation_agents WHERE tenant = ? AND generation_id = ?`
 
 // qPutAgent writes a generation's agent.
 const qPutAgent = `INSERT INTO generation_agents (tenant, generation_id, data) VALUES (?, ?, ?)
 			ON CONFLICT (tenant, generation_id) DO UPDATE SET data = excluded.data`
 
-var hotStatements = append([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qInsertItem, qPutAgent}, qInsertEvents[:]...)
+var hotStatements = slices.Concat([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qPutAgent, qDropAgent},
+	qInsertEvents[:], qInsertItems[:])
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
@@ -188,10 +204,17 @@ func (s sqliteGenerations) putAgent(ctx context.Context, tx *sql.Tx, tenant, id 
 
 // insertItems adds items to the conversation.
 func (s sqliteGenerations) insertItems(ctx context.Context, tx *sql.Tx, tenant, id string, items []Item) error {
-	for _, it := range items {
-		if _, err := s.in(ctx, tx, qInsertItem).ExecContext(ctx, tenant, id, it.N, orEmpty(it.Data)); err != nil {
+	args := make([]any, 0, 2+2*min(len(items), maxEventRows))
+	for len(items) > 0 {
+		batch := items[:min(len(items), maxEventRows)]
+		args = append(args[:0], tenant, id)
+		for _, it := range batch {
+			args = append(args, it.N, orEmpty(it.Data))
+		}
+		if _, err := s.in(ctx, tx, qInsertItems[len(batch)-1]).ExecContext(ctx, args...); err != nil {
 			return unavailable(err)
 		}
+		items = items[len(batch):]
 	}
 	return nil
 }
@@ -327,7 +350,7 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 		if err := s.insertItems(ctx, tx, tenant, id, o.Items); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM generation_agents WHERE tenant = ? AND generation_id = ?`, tenant, id); err != nil {
+		if _, err := s.in(ctx, tx, qDropAgent).ExecContext(ctx, tenant, id); err != nil {
 			return unavailable(err)
 		}
 		return s.insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
