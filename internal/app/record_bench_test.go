@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -244,26 +243,9 @@ func recordRequest(b *testing.B, model string, turns int, text string) *agentdv1
 // and the model's text. It fails b unless the generation completed after
 // turns tool calls that succeeded.
 func toolGeneration(b *testing.B, client agentdv1.AgentServiceClient, start *agentdv1.GenerateRequest, turns int) int64 {
-	stream, err := client.Generate(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := stream.Send(start); err != nil {
-		b.Fatal(err)
-	}
-	if err := stream.CloseSend(); err != nil {
-		b.Fatal(err)
-	}
 	var content int64
 	calls, completed := 0, false
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+	for ev := range generated(b, client, start) {
 		if f := ev.GetToolCallFinished(); f != nil {
 			if f.GetIsError() {
 				b.Fatalf("tool call failed: %s", f.GetOutput())

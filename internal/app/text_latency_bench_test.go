@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -68,25 +69,8 @@ func BenchmarkTextLatency(b *testing.B) {
 // streamed runs one generation of start to its end and returns the latency
 // of each of its text chunks, in order.
 func streamed(b *testing.B, client agentdv1.AgentServiceClient, start *agentdv1.GenerateRequest) []time.Duration {
-	stream, err := client.Generate(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := stream.Send(start); err != nil {
-		b.Fatal(err)
-	}
-	if err := stream.CloseSend(); err != nil {
-		b.Fatal(err)
-	}
 	var lat []time.Duration
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+	for ev := range generated(b, client, start) {
 		if d := ev.GetTextDelta(); d != nil {
 			now := time.Now()
 			for _, stamp := range strings.Fields(d.GetText()) {
@@ -102,6 +86,35 @@ func streamed(b *testing.B, client agentdv1.AgentServiceClient, start *agentdv1.
 		b.Fatalf("the client got %d chunks; want %d", len(lat), textChunks)
 	}
 	return lat
+}
+
+// generated runs one generation of start on client and yields its events
+// as they come, to the stream's end; it fails b on an error.
+func generated(b *testing.B, client agentdv1.AgentServiceClient, start *agentdv1.GenerateRequest) iter.Seq[*agentdv1.GenerateResponse] {
+	return func(yield func(*agentdv1.GenerateResponse) bool) {
+		stream, err := client.Generate(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := stream.Send(start); err != nil {
+			b.Fatal(err)
+		}
+		if err := stream.CloseSend(); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !yield(ev) {
+				return
+			}
+		}
+	}
 }
 
 // stampedAnswer streams a Chat Completions answer of textChunks chunks,

@@ -343,9 +343,7 @@ func (p pgGenerations) Append(ctx context.Context, tenant, id string, epoch int6
 }
 
 func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error) {
-	// One statement, one snapshot: the events, and whether the
-	// generation exists (a row of NULLs when it has no events after).
-	rows, err := p.pool.Query(ctx, `
+	return pgPage(ctx, p.pool, id, `
 		SELECT e.seq, e.kind, e.data FROM generations g
 		LEFT JOIN LATERAL (
 			SELECT seq, kind, data FROM generation_events
@@ -353,26 +351,40 @@ func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64,
 			ORDER BY seq LIMIT $4
 		) e ON true
 		WHERE g.tenant = $1 AND g.id = $2
-		ORDER BY e.seq`,
-		tenant, id, after, readLimit(limit))
+		ORDER BY e.seq`, []any{tenant, id, after, readLimit(limit)},
+		func(rows pgx.Rows) (Event, bool, error) {
+			var seq *int64
+			var kind *string
+			var data []byte
+			if err := rows.Scan(&seq, &kind, &data); err != nil || seq == nil {
+				return Event{}, false, err
+			}
+			return Event{Seq: *seq, Kind: *kind, Data: data}, true, nil
+		})
+}
+
+// pgPage runs q, a page of a generation's rows in one statement, one
+// snapshot: the rows, and whether the generation exists, as a row of
+// NULLs when it has none in the page, for which scan reports false. A
+// generation that does not exist is NotFound.
+func pgPage[T any](ctx context.Context, pool *pgxpool.Pool, id, q string, args []any, scan func(pgx.Rows) (T, bool, error)) ([]T, error) {
+	rows, err := pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, classify(err)
 	}
+	defer rows.Close()
 	found := false
-	var out []Event
+	var out []T
 	for rows.Next() {
 		found = true
-		var seq *int64
-		var kind *string
-		var data []byte
-		if err := rows.Scan(&seq, &kind, &data); err != nil {
-			rows.Close()
+		v, ok, err := scan(rows)
+		if err != nil {
 			return nil, classify(err)
 		}
-		if seq == nil {
+		if !ok {
 			break
 		}
-		out = append(out, Event{Seq: *seq, Kind: *kind, Data: data})
+		out = append(out, v)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -401,8 +413,7 @@ func (p pgGenerations) Agent(ctx context.Context, tenant, id string) ([]byte, er
 }
 
 func (p pgGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error) {
-	// One statement, one snapshot, as Read.
-	rows, err := p.pool.Query(ctx, `
+	return pgPage(ctx, p.pool, id, `
 		SELECT i.n, i.data FROM generations g
 		LEFT JOIN LATERAL (
 			SELECT n, data FROM generation_items
@@ -410,34 +421,15 @@ func (p pgGenerations) Items(ctx context.Context, tenant, id string, after int64
 			ORDER BY n LIMIT $4
 		) i ON true
 		WHERE g.tenant = $1 AND g.id = $2
-		ORDER BY i.n`,
-		tenant, id, after, readLimit(limit))
-	if err != nil {
-		return nil, classify(err)
-	}
-	found := false
-	var out []Item
-	for rows.Next() {
-		found = true
-		var n *int64
-		var data []byte
-		if err := rows.Scan(&n, &data); err != nil {
-			rows.Close()
-			return nil, classify(err)
-		}
-		if n == nil {
-			break
-		}
-		out = append(out, Item{N: *n, Data: data})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, classify(err)
-	}
-	if !found {
-		return nil, noGeneration(id)
-	}
-	return out, nil
+		ORDER BY i.n`, []any{tenant, id, after, readLimit(limit)},
+		func(rows pgx.Rows) (Item, bool, error) {
+			var n *int64
+			var data []byte
+			if err := rows.Scan(&n, &data); err != nil || n == nil {
+				return Item{}, false, err
+			}
+			return Item{N: *n, Data: data}, true, nil
+		})
 }
 
 func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error) {
