@@ -118,16 +118,18 @@ func TestPreviewValidation(t *testing.T) {
 		Provider:    "urlprov",
 		McpStrategy: agentdv1.MCPStrategy_MCP_STRATEGY_SERVER,
 		Mcps:        []*agentdv1.MCPServer{commandServer("files", "/usr/bin/files-mcp")},
+		Tools:       []*agentdv1.FunctionTool{{Name: "search", Parameters: parameters(t, `{"type":"object","properties":{"q":{"type":"no-such-type"}}}`)}},
 	}
 
 	_, err := client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: agent, Messages: userSays("hi")})
 
 	st := status.Convert(err)
 	wantCode(t, st, codes.InvalidArgument)
-	if diff := cmp.Diff([]string{"agent.mcps[0]"}, violationFields(st)); diff != "" {
+	if diff := cmp.Diff([]string{"agent.tools[0].parameters.properties.q.type", "agent.mcps[0]"}, violationFields(st)); diff != "" {
 		t.Errorf("violated fields (-want +got):\n%s", diff)
 	}
 	wantFacts(t, "agent.mcps[0]", description(t, st, "agent.mcps[0]"), `"files"`, "url servers", "AUTO")
+	wantFacts(t, "agent.tools[0].parameters.properties.q.type", description(t, st, "agent.tools[0].parameters.properties.q.type"), "not a JSON Schema")
 	wantCounts(t, bridge, bridgeCounts{})
 }
 

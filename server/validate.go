@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpdecl"
 	"github.com/agentd/agentd/internal/policy"
+	"github.com/agentd/agentd/internal/schemacheck"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -95,6 +96,11 @@ func validateTools(v *violations, field func(string) string, tools []*agentdv1.F
 		if params := t.GetParameters(); params != nil {
 			if typ, ok := params.GetFields()["type"]; ok && typ.GetStringValue() != "object" {
 				v.add(f+".parameters", `must be a JSON Schema of "type": "object"`)
+			}
+			// The model is sent it: a broken one is refused here, before
+			// anything is recorded or connects, not by the provider later.
+			for _, prob := range schemacheck.Check(params.AsMap()) {
+				v.add(f+".parameters"+prob.Path, "is not a JSON Schema: %s", prob.Description)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -181,6 +183,25 @@ func TestGenerateValidation(t *testing.T) {
 			secrets: []string{"SECRET-TOKEN-000"},
 		},
 	}
+	tests = append(tests, struct {
+		name      string
+		agent     *agentdv1.Agent
+		messages  []*agentdv1.Message
+		noMsgs    bool
+		wantFacts map[string][]string
+		secrets   []string
+	}{
+		name: "a function tool's parameters that are not a JSON Schema, each problem at its path",
+		agent: &agentdv1.Agent{Provider: "plain", Tools: []*agentdv1.FunctionTool{
+			{Name: "search", Parameters: parameters(t, `{"type":"object","properties":{"q":{"type":"no-such-type"}}}`)},
+			{Name: "find", Parameters: parameters(t, `{"type":"object","required":"q"}`)},
+			{Name: "fine", Parameters: parameters(t, `{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)},
+		}},
+		wantFacts: map[string][]string{
+			"start.agent.tools[0].parameters.properties.q.type": {"not a JSON Schema", "'string'"},
+			"start.agent.tools[1].parameters.required":          {"not a JSON Schema", "want array"},
+		},
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -219,6 +240,20 @@ func TestGenerateValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parameters is a function tool's parameters, from JSON.
+func parameters(t *testing.T, schema string) *structpb.Struct {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	p, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestGenerateDeclarations proves what valid declarations become: an
