@@ -131,7 +131,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			yield(nil, httpc.MissingKey(name, p.s))
 			return
 		}
-		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.s.APIKey)...)
+		yield = httpc.RedactErrors(yield, req, append(httpc.RequestSecrets(req), p.s.APIKey)...)
 		body, err := requestBody(req)
 		if err != nil {
 			yield(nil, err)

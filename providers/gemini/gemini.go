@@ -133,7 +133,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 		}
 		// Gemini does not echo keys, but proxies and gateways in front of
 		// it have been seen to.
-		yield = httpc.RedactErrors(yield, p.s.APIKey)
+		yield = httpc.RedactErrors(yield, req, p.s.APIKey)
 		body := buildBody(req)
 		resp, err := p.client.Do(ctx, http.MethodPost, "/v1beta/models/"+url.PathEscape(model)+":streamGenerateContent", body)
 		if err != nil {

@@ -64,7 +64,7 @@ func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
 
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		yield = httpc.RedactErrors(yield, p.key)
+		yield = httpc.RedactErrors(yield, req, p.key)
 		body, err := buildBody(req)
 		if err != nil {
 			yield(nil, err)

@@ -112,7 +112,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			yield(nil, httpc.MissingKey(p.d.Name, p.s))
 			return
 		}
-		p.stream(ctx, req, httpc.RedactErrors(yield, p.s.APIKey))
+		p.stream(ctx, req, httpc.RedactErrors(yield, req, p.s.APIKey))
 	}
 }
 

@@ -114,7 +114,7 @@ func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2
 			return
 		}
 		// OpenAI's own 401 quotes part of the key; gateways may quote more.
-		yield = httpc.RedactErrors(yield, append(httpc.RequestSecrets(req), p.s.APIKey)...)
+		yield = httpc.RedactErrors(yield, req, append(httpc.RequestSecrets(req), p.s.APIKey)...)
 		body, err := buildBody(req)
 		if err != nil {
 			yield(nil, err)

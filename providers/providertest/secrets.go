@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,9 +22,18 @@ const (
 	CanaryToken = "mcp-canary-9876543210"
 )
 
-// CheckSecrets proves that an adapter's errors never carry its API key or
-// a provider-side MCP server's token, even when the API quotes back the
-// whole request it refuses (as gateways do): it answers every attempt
+// The conversation CheckSecrets sends, and looks for in the errors: what
+// was said stays out of them as secrets do.
+const (
+	CanaryInstructions = "cnry-instructions: answer as the canary"
+	CanaryMessage      = "cnry-message: what the user said"
+	CanaryTool         = "cnry-tool: what the tool does"
+)
+
+// CheckSecrets proves that an adapter's errors never carry its API key, a
+// provider-side MCP server's token, or the conversation (instructions,
+// messages, tools' descriptions), even when the API quotes back the whole
+// request it refuses (as gateways do): it answers every attempt
 // with the given status and an error body, in the shapes the adapters
 // read, that echoes the request's header values, query and body. newProvider
 // makes the adapter with baseURL and apiKey; it must not retry with real
@@ -38,10 +48,13 @@ func CheckSecrets(t *testing.T, newProvider func(baseURL, apiKey string) provide
 			defer srv.Close()
 			p := newProvider(srv.URL, CanaryKey)
 			req := &providers.Request{
-				Model: "canary-model",
+				Model:        "canary-model",
+				Instructions: CanaryInstructions,
 				Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{
-					{Kind: &agentdv1.Part_Text{Text: "hi"}},
+					{Kind: &agentdv1.Part_Text{Text: CanaryMessage}},
 				}}},
+				Tools:          []*agentdv1.FunctionTool{{Name: "canary_tool", Description: CanaryTool}},
+				ToolParameters: []json.RawMessage{json.RawMessage(`{"type":"object"}`)},
 			}
 			if p.Capabilities().ServesURLServers {
 				req.MCPServers = []*agentdv1.MCPServer{{
@@ -52,8 +65,10 @@ func CheckSecrets(t *testing.T, newProvider func(baseURL, apiKey string) provide
 			if err == nil {
 				t.Fatalf("status %d: no error", status)
 			}
-			if !strings.Contains(carried.String(), CanaryKey) {
-				t.Fatalf("the request did not carry the API key: the check checks nothing")
+			for _, c := range []string{CanaryKey, CanaryMessage, CanaryInstructions, CanaryTool} {
+				if !strings.Contains(carried.String(), c) {
+					t.Fatalf("the request did not carry %q: the check checks nothing", c)
+				}
 			}
 			checkNoSecrets(t, err)
 		})
@@ -84,7 +99,7 @@ func checkNoSecrets(t *testing.T, err error) {
 	t.Helper()
 	st := fault.Status(err)
 	for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), st.Message(), fmt.Sprint(st.Details())} {
-		for _, secret := range []string{CanaryKey, CanaryToken} {
+		for _, secret := range []string{CanaryKey, CanaryToken, CanaryMessage, CanaryInstructions, CanaryTool} {
 			if strings.Contains(text, secret) {
 				t.Errorf("the error shows %q: %s", secret, text)
 			}

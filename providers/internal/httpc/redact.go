@@ -10,25 +10,27 @@ import (
 )
 
 // Redact returns err with every secret hidden in its message and metadata
-// (internal/redact's rules for credentials): provider error texts reach
+// (internal/redact's rules for credentials), and the part of them that
+// quotes the conversation cut out (echo.go): provider error texts reach
 // clients, and an API or a gateway in front of it may quote the request
 // it refuses (OpenAI's 401 shows part of the key). The message is then
 // shortened, so that a cut never leaves the start of a secret behind.
 // Errors that are not faults are returned as they are: adapters classify
 // every error they yield.
-func Redact(err error, secrets ...string) error {
+func Redact(err error, conversation []string, secrets ...string) error {
 	var fe *fault.Error
 	if err == nil || !errors.As(err, &fe) {
 		return err
 	}
 	r := redact.New(secrets...)
-	msg := shorten(r.Text(fe.Msg), maxMessage)
+	clean := func(s string) string { return r.Text(cutEchoes(s, conversation)) }
+	msg := shorten(clean(fe.Msg), maxMessage)
 	changed := msg != fe.Msg
 	var meta map[string]string
 	if fe.Metadata != nil {
 		meta = make(map[string]string, len(fe.Metadata))
 		for k, v := range fe.Metadata {
-			meta[k] = r.Text(v)
+			meta[k] = clean(v)
 			changed = changed || meta[k] != v
 		}
 	}
@@ -57,10 +59,12 @@ func shorten(s string, n int) string {
 }
 
 // RedactErrors wraps a stream's yield so that every error it passes on is
-// redacted of secrets.
-func RedactErrors(yield func(providers.Event, error) bool, secrets ...string) func(providers.Event, error) bool {
+// redacted of secrets, and of req's conversation should the provider
+// quote the request back (echo.go).
+func RedactErrors(yield func(providers.Event, error) bool, req *providers.Request, secrets ...string) func(providers.Event, error) bool {
+	conversation := RequestTexts(req)
 	return func(ev providers.Event, err error) bool {
-		return yield(ev, Redact(err, secrets...))
+		return yield(ev, Redact(err, conversation, secrets...))
 	}
 }
 

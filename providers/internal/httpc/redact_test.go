@@ -11,13 +11,18 @@ import (
 	"github.com/agentd/agentd/providers/internal/httpc"
 )
 
-// Redact hides secrets in a fault's message and metadata alike, keeping
-// its kind (internal/redact holds the rules' cases).
+// echoCut is the marker where a quoted request was cut out.
+const echoCut = "[the request, quoted back by the provider, cut]"
+
+// Redact hides secrets in a fault's message and metadata alike, and cuts
+// out what quotes the conversation back, keeping its kind (internal/redact
+// holds the secrets' rules' cases).
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	quoting := func(msg string) error {
 		return fault.New(fault.Unauthenticated, "%s", msg).WithInfo("PROVIDER_AUTHENTICATION", map[string]string{"echo": msg})
 	}
+	said := []string{"tell me about the canary conversation", `{"q":"a \"quoted\" search"}`}
 	tests := []struct {
 		name    string
 		err     error
@@ -26,11 +31,16 @@ func TestRedact(t *testing.T) {
 	}{
 		{"a key", quoting("bad key sk-canary-123"), []string{"sk-canary-123"}, "bad key [redacted]"},
 		{"nothing to redact", quoting("quota exceeded"), []string{"sk-canary-123"}, "quota exceeded"},
+		{"the request quoted back as JSON, with the key", quoting(`invalid api key sk-canary-123 for request: {"model":"m","messages":[{"role":"user","content":"tell me about the canary conversation"}]} (status 401)`),
+			[]string{"sk-canary-123"}, "invalid api key [redacted] for request " + echoCut},
+		{"an argument quoted, as JSON writes it in a string", quoting(`bad tool call: "{\"q\":\"a \\\"quoted\\\" search\"}"`), nil, "bad tool call " + echoCut},
+		{"the conversation's words, unquoted", quoting("refused: tell me about the canary conversation"), nil, "refused " + echoCut},
+		{"a short word is no echo", quoting("model not found"), nil, "model not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := httpc.Redact(tt.err, tt.secrets...)
+			got := httpc.Redact(tt.err, said, tt.secrets...)
 			var fe *fault.Error
 			if !errors.As(got, &fe) {
 				t.Fatalf("Redact returned %T, want a *fault.Error", got)
@@ -43,11 +53,11 @@ func TestRedact(t *testing.T) {
 			}
 		})
 	}
-	if httpc.Redact(nil, "sk-canary-123") != nil {
+	if httpc.Redact(nil, nil, "sk-canary-123") != nil {
 		t.Error("Redact(nil) is not nil")
 	}
 	plain := errors.New("sk-canary-123")
-	if httpc.Redact(plain, "sk-canary-123") != plain {
+	if httpc.Redact(plain, nil, "sk-canary-123") != plain {
 		t.Error("an error that is not a fault was changed; adapters classify every error they yield")
 	}
 }
@@ -59,7 +69,7 @@ func TestRequestSecrets(t *testing.T) {
 		{Name: "b", Transport: &agentdv1.MCPServer_Url{Url: "mcp://gmail"}},
 	}}
 	err := fault.New(fault.Invalid, "server https://mcp.example.com/k-path/mcp?key=q-secret refused Bearer tok-a with hdr-a; mcp://gmail too")
-	got := httpc.Redact(err, httpc.RequestSecrets(req)...).Error()
+	got := httpc.Redact(err, nil, httpc.RequestSecrets(req)...).Error()
 	for _, secret := range []string{"k-path", "q-secret", "tok-a", "hdr-a"} {
 		if strings.Contains(got, secret) {
 			t.Errorf("%q shows %q", got, secret)
@@ -78,7 +88,7 @@ func TestRedactShortensAfterward(t *testing.T) {
 	t.Parallel()
 	const key = "sk-ant-api03-SECRETSECRETSECRETSECRET"
 	msg := strings.Repeat("x", 980) + "x-api-key: " + key + strings.Repeat(" page", 200)
-	err := httpc.Redact(fault.New(fault.Invalid, "%s", msg), key)
+	err := httpc.Redact(fault.New(fault.Invalid, "%s", msg), nil, key)
 	got := err.Error()
 	if strings.Contains(got, "sk-ant") || strings.Contains(got, "SECRET") {
 		t.Errorf("part of the key survived: ...%s", got[max(0, len(got)-80):])
