@@ -123,6 +123,7 @@ func TestChatSpanOfARetriedTurn(t *testing.T) {
 		"gen_ai.provider.name":                     "anthropic",
 		"gen_ai.request.model":                     "claude-sonnet-4-5",
 		"gen_ai.request.stream":                    "true",
+		"gen_ai.conversation.id":                   id,
 		"gen_ai.response.id":                       "msg_01Span",
 		"gen_ai.response.model":                    "claude-sonnet-4-5-20250929",
 		"gen_ai.response.finish_reasons":           `["end_turn"]`,

@@ -57,6 +57,9 @@ func (g *generation) startModelCall(ctx context.Context, name, model string, att
 		attribute.String("gen_ai.provider.name", providers.GenAIName(provider)),
 		attribute.String("gen_ai.request.model", model),
 		attribute.Bool("gen_ai.request.stream", true),
+		// Conditionally required by the GenAI conventions when known: the
+		// generation is the conversation every model call belongs to.
+		attribute.String("gen_ai.conversation.id", g.id),
 	), trace.WithAttributes(attrs...))
 	c := &chatCall{g: g, span: span, began: time.Now(), provider: provider}
 	return providers.WithObserver(ctx, &providers.Observer{Routed: c.routed, Endpoint: c.endpoint, Retry: c.retry(ctx)}), c

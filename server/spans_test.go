@@ -86,7 +86,7 @@ func TestGenerationSpans(t *testing.T) {
 		}
 		return sp
 	}
-	chat := span{Name: "chat", Kind: trace.SpanKindClient, Parent: "invoke_agent", Attrs: map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "script"}}
+	chat := span{Name: "chat", Kind: trace.SpanKindClient, Parent: "invoke_agent", Attrs: map[string]string{"gen_ai.operation.name": "chat", "gen_ai.conversation.id": id, "gen_ai.provider.name": "script"}}
 	want := map[string]span{
 		"invoke_agent": {Name: "invoke_agent", Kind: trace.SpanKindInternal, Attrs: map[string]string{
 			"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": id, "gen_ai.provider.name": "script", "agentd.outcome": "completed",

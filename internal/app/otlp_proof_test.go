@@ -349,8 +349,8 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 		for _, s := range chats {
 			attrs := attrMap(s.GetAttributes())
 			if s.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || attrs["gen_ai.provider.name"] != "openai" || attrs["server.address"] != "127.0.0.1" ||
-				attrs["gen_ai.response.finish_reasons"] != "tool_calls" || attrs["gen_ai.usage.input_tokens"] != "10" {
-				t.Errorf("X-O2 chat span %v %v; want CLIENT, openai at 127.0.0.1, finishing with tool_calls, 10 input tokens", s.GetKind(), attrs)
+				attrs["gen_ai.response.finish_reasons"] != "tool_calls" || attrs["gen_ai.usage.input_tokens"] != "10" || attrs["gen_ai.conversation.id"] != generation {
+				t.Errorf("X-O2 chat span %v %v; want CLIENT, openai at 127.0.0.1, finishing with tool_calls, 10 input tokens, in the conversation %q", s.GetKind(), attrs, generation)
 			}
 			for _, ev := range s.GetEvents() {
 				if ev.GetName() == "retry" && attrMap(ev.GetAttributes())["http.response.status_code"] == "429" {
