@@ -93,7 +93,9 @@ type HTTPRequest struct {
 	Authorization string
 	SessionID     string // the Mcp-Session-Id header
 	Traceparent   string // the traceparent header agentd propagates
-	Status        int    // 0 while the response runs
+	// MetaTraceparent is the params._meta.traceparent of a POSTed request.
+	MetaTraceparent string
+	Status          int // 0 while the response runs
 }
 
 // HTTPServer is a fake MCP server over HTTP, on 127.0.0.1, made with the
@@ -263,9 +265,14 @@ func (s *HTTPServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var msg struct {
 			Method string `json:"method"`
+			Params struct {
+				Meta struct {
+					Traceparent string `json:"traceparent"`
+				} `json:"_meta"`
+			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
-		rec.RPCMethod = msg.Method
+		rec.RPCMethod, rec.MetaTraceparent = msg.Method, msg.Params.Meta.Traceparent
 	}
 	// Recorded on arrival, in order; the status when the response ends.
 	s.mu.Lock()

@@ -300,7 +300,7 @@ func (tr *trip) answered(resp *http.Response) (*http.Response, error) {
 // that speaks only the legacy transport. A legacy SSE server's 404 fails
 // the request with errSSESessionGone.
 func (tr *trip) posted(resp *http.Response) error {
-	noteStatus(tr.ctx, resp.StatusCode)
+	noteResponse(tr.ctx, resp)
 	if tr.hx != nil && resp.StatusCode != http.StatusNotFound {
 		tr.hx.reached.Store(true)
 	}

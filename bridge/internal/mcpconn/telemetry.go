@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"strconv"
 	"sync/atomic"
@@ -38,7 +39,7 @@ type Telemetry struct {
 // series. Their values are bounded (methods, tools, servers, tenants,
 // versions, error types), so the options made for them are kept.
 type durationLabels struct {
-	method, transport, tool, version, server, tenant, errType string
+	method, transport, tool, version, server, tenant, errType, rpcCode string
 }
 
 // durationAttrs are the attributes of l's series.
@@ -53,6 +54,9 @@ func durationAttrs(l durationLabels) []attribute.KeyValue {
 	attrs = append(attrs, toolAttrs(l.tool)...)
 	if l.errType != "" {
 		attrs = append(attrs, attribute.String("error.type", l.errType))
+	}
+	if l.rpcCode != "" {
+		attrs = append(attrs, attribute.String("rpc.response.status_code", l.rpcCode))
 	}
 	return attrs
 }
@@ -135,6 +139,7 @@ type sentRequest struct {
 	wantID bool
 	id     atomic.Pointer[string]
 	status atomic.Int32
+	proto  atomic.Pointer[string] // the HTTP version its POST was answered in ("1.1", "2")
 }
 
 // wantsID reports whether ctx belongs to a traced request whose id is
@@ -159,11 +164,21 @@ func noteSent(ctx context.Context, msg jsonrpc.Message) {
 	}
 }
 
-// noteStatus records a failed HTTP status of the traced request of ctx.
-func noteStatus(ctx context.Context, status int) {
-	if sent, _ := ctx.Value(sentKey{}).(*sentRequest); sent != nil && status >= 400 {
-		sent.status.Store(int32(status))
+// noteResponse records, of the HTTP response to the traced request of
+// ctx, the version it came in and a failed status.
+func noteResponse(ctx context.Context, resp *http.Response) {
+	sent, _ := ctx.Value(sentKey{}).(*sentRequest)
+	if sent == nil {
+		return
 	}
+	if resp.StatusCode >= 400 {
+		sent.status.Store(int32(resp.StatusCode))
+	}
+	v := strconv.Itoa(resp.ProtoMajor)
+	if resp.ProtoMajor == 1 {
+		v += "." + strconv.Itoa(resp.ProtoMinor)
+	}
+	sent.proto.Store(&v)
 }
 
 // observedTransport lets a stdio connection's writes tell the traced
@@ -236,9 +251,8 @@ func tracedMethod(method string) bool {
 
 // observe is the client's sending middleware: each traced request is a
 // span of kind CLIENT, {mcp.method.name} {tool} for tools/call, and one
-// mcp.client.operation.duration record; tools/list and tools/call carry
-// the trace context (of their own span, when there is one) in
-// params._meta.
+// mcp.client.operation.duration record; each carries the trace context
+// (of its own span, when there is one) in params._meta.
 func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if !tracedMethod(method) {
@@ -278,14 +292,24 @@ func (c *core) traced(ctx context.Context, method string, req mcp.Request, next 
 	elapsed := time.Since(start).Seconds()
 	version := requestVersion(method, req, res)
 	errType, cancelled := c.errorType(ctx, sent, res, err)
-	c.endSpan(span, req, sent, version, errType, cancelled)
+	rpcCode := rpcErrorCode(err)
+	c.endSpan(span, req, sent, version, errType, cancelled, err)
 	if c.tel.metered {
 		c.tel.duration.Record(context.WithoutCancel(ctx), elapsed, c.tel.options.For(durationLabels{
 			method: method, transport: transport, tool: tool, version: version,
-			server: lab.server, tenant: lab.tenant, errType: errType,
+			server: lab.server, tenant: lab.tenant, errType: errType, rpcCode: rpcCode,
 		}))
 	}
 	return res, err
+}
+
+// rpcErrorCode is the code of the JSON-RPC error a server answered with,
+// as the conventions' rpc.response.status_code; "" for anything else.
+func rpcErrorCode(err error) string {
+	if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok && !rejectedByTransport(rpcErr) {
+		return strconv.Itoa(int(rpcErr.Code))
+	}
+	return ""
 }
 
 // spanAttrs are a request's span attributes at its start: an HTTP
@@ -298,6 +322,9 @@ func (c *core) spanAttrs(method, transport, tool string) []attribute.KeyValue {
 	attrs = append(attrs, toolAttrs(tool)...)
 	if c.address != "" {
 		attrs = append(attrs, attribute.String("server.address", c.address), attribute.Int("server.port", c.port))
+	}
+	if c.kind != stdioTransport {
+		attrs = append(attrs, attribute.String("network.protocol.name", "http"))
 	}
 	return attrs
 }
@@ -325,10 +352,13 @@ func requestVersion(method string, req mcp.Request, res mcp.Result) string {
 // JSON-RPC id, a Streamable HTTP session's id, and its failure
 // (error.type), or the caller's cancellation (a pause, the generation's
 // end, the client's cancel), which is no failure of the request.
-func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, version, errType string, cancelled bool) {
+func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, version, errType string, cancelled bool, err error) {
 	span.SetAttributes(attribute.String("mcp.protocol.version", version))
 	if id := sent.id.Load(); id != nil {
 		span.SetAttributes(attribute.String("jsonrpc.request.id", *id))
+	}
+	if v := sent.proto.Load(); v != nil {
+		span.SetAttributes(attribute.String("network.protocol.version", *v))
 	}
 	if cs, _ := req.GetSession().(*mcp.ClientSession); c.kind == streamableTransport && cs != nil && cs.ID() != "" {
 		span.SetAttributes(attribute.String("mcp.session.id", cs.ID()))
@@ -338,13 +368,27 @@ func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, vers
 		span.SetAttributes(attribute.Bool("agentd.cancelled", true))
 	case errType != "":
 		span.SetAttributes(attribute.String("error.type", errType))
-		span.SetStatus(codes.Error, errType)
+		span.SetStatus(codes.Error, statusDescription(errType, err))
+		if code := rpcErrorCode(err); code != "" {
+			span.SetAttributes(attribute.String("rpc.response.status_code", code))
+		}
 	}
 }
 
-// injectMeta puts the trace context of ctx in the params._meta of
-// tools/list and tools/call, beside what is there (a call's progress
-// token, a 2026-07-28 session's protocol _meta). On a 2026-07-28 session,
+// statusDescription is a failed request's span status description: a
+// JSON-RPC error's message, as the conventions ask; otherwise its
+// error.type.
+func statusDescription(errType string, err error) string {
+	if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok && !rejectedByTransport(rpcErr) && rpcErr.Message != "" {
+		return rpcErr.Message
+	}
+	return errType
+}
+
+// injectMeta puts the trace context of ctx in the params._meta of the
+// handshake's server/discover and initialize, tools/list and tools/call,
+// beside what is there (a call's
+// progress token, a 2026-07-28 session's protocol _meta). On a 2026-07-28 session,
 // which has no logging/setLevel, it also asks for the server's log
 // messages during the request: the logLevel _meta key.
 func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
@@ -356,6 +400,10 @@ func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
 	case *mcp.CallToolParams:
 		p = params
 	case *mcp.ListToolsParams:
+		p = params
+	case *mcp.InitializeParams:
+		p = params
+	case *mcp.DiscoverParams:
 		p = params
 	default:
 		return

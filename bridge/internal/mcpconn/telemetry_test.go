@@ -45,7 +45,10 @@ type spanView struct {
 	Name   string
 	Kind   trace.SpanKind
 	Status codes.Code
-	Attrs  map[string]string
+	// Says is the status description of a failed span whose request a
+	// server answered with a JSON-RPC error: the error's message.
+	Says  string
+	Attrs map[string]string
 }
 
 // ended returns the ended spans in the order they ended, their request ids
@@ -54,6 +57,9 @@ func (o *observed) ended() []spanView {
 	var out []spanView
 	for _, sp := range o.spans.Ended() {
 		v := spanView{Name: sp.Name(), Kind: sp.SpanKind(), Status: sp.Status().Code, Attrs: attrMap(sp.Attributes())}
+		if v.Attrs["rpc.response.status_code"] != "" {
+			v.Says = sp.Status().Description
+		}
 		for _, k := range []string{"jsonrpc.request.id", "mcp.session.id", "server.port"} {
 			if v.Attrs[k] != "" {
 				v.Attrs[k] = "set"
@@ -188,7 +194,7 @@ func TestTelemetryStdio(t *testing.T) {
 	want = append(want,
 		spanView{Name: "tools/call echo", Kind: client, Attrs: call("echo")},
 		spanView{Name: "tools/call fail", Kind: client, Status: codes.Error, Attrs: call("fail", "error.type", "tool_error")},
-		spanView{Name: "tools/call rpc_error", Kind: client, Status: codes.Error, Attrs: call("rpc_error", "error.type", "-32000")},
+		spanView{Name: "tools/call rpc_error", Kind: client, Status: codes.Error, Says: "x" /* the error's message: the text */, Attrs: call("rpc_error", "error.type", "-32000", "rpc.response.status_code", "-32000")},
 	)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("spans (-want +got):\n%s", diff)
@@ -203,11 +209,11 @@ func TestTelemetryStdio(t *testing.T) {
 
 	const common = "mcp.protocol.version=" + ModernVersion + " network.transport=pipe"
 	wantPoints := map[string]uint64{
-		"mcp.method.name=server/discover " + common + " server=fake tools tenant=pool-tenant":                                                               1,
-		"mcp.method.name=tools/list " + common + " server=mine tenant=acme":                                                                                 uint64(len(got) - 4),
-		"gen_ai.operation.name=execute_tool gen_ai.tool.name=echo mcp.method.name=tools/call " + common + " server=mine tenant=acme":                        1,
-		"error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=fail mcp.method.name=tools/call " + common + " server=mine tenant=acme":  1,
-		"error.type=-32000 gen_ai.operation.name=execute_tool gen_ai.tool.name=rpc_error mcp.method.name=tools/call " + common + " server=mine tenant=acme": 1,
+		"mcp.method.name=server/discover " + common + " server=fake tools tenant=pool-tenant":                                                                                               1,
+		"mcp.method.name=tools/list " + common + " server=mine tenant=acme":                                                                                                                 uint64(len(got) - 4),
+		"gen_ai.operation.name=execute_tool gen_ai.tool.name=echo mcp.method.name=tools/call " + common + " server=mine tenant=acme":                                                        1,
+		"error.type=tool_error gen_ai.operation.name=execute_tool gen_ai.tool.name=fail mcp.method.name=tools/call " + common + " server=mine tenant=acme":                                  1,
+		"error.type=-32000 gen_ai.operation.name=execute_tool gen_ai.tool.name=rpc_error mcp.method.name=tools/call " + common + " rpc.response.status_code=-32000 server=mine tenant=acme": 1,
 	}
 	if diff := cmp.Diff(wantPoints, o.durations(t)); diff != "" {
 		t.Errorf("mcp.client.operation.duration points (-want +got):\n%s", diff)
@@ -237,7 +243,7 @@ func TestTelemetryHTTP(t *testing.T) {
 	}
 	want := map[string]string{
 		"mcp.method.name": "tools/call", "gen_ai.tool.name": "fail", "gen_ai.operation.name": "execute_tool",
-		"network.transport": "tcp", "server.address": "127.0.0.1", "server.port": "set",
+		"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1", "server.address": "127.0.0.1", "server.port": "set",
 		"mcp.protocol.version": ClassicVersion, "jsonrpc.request.id": "set", "mcp.session.id": "set",
 		"error.type": "tool_error",
 	}

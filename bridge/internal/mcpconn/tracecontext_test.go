@@ -38,9 +38,10 @@ func metaOf(t *testing.T, ctx context.Context, conn *Conn) map[string]any {
 }
 
 // X-O3: the trace context of a call reaches the MCP server, in the
-// request's params._meta (traceparent) on stdio and on HTTP, and as the
-// traceparent header of HTTP requests; without a propagator, nothing is
-// added beside the call's progress token.
+// request's params._meta (traceparent) on stdio and on HTTP, as the
+// handshake's initialize does, and as the traceparent header of HTTP
+// requests; without a propagator, nothing is added beside the call's
+// progress token.
 func TestTraceContextReachesTheServer(t *testing.T) {
 	t.Parallel()
 	ctx, want := traced()
@@ -60,7 +61,7 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		t.Parallel()
 		srv := mcptest.NewHTTP(t, mcptest.HTTPOptions{})
-		conn, err := DialHTTP(t.Context(), HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomyTimeout, Options{Propagator: prop})
+		conn, err := DialHTTP(ctx, HTTPSpec{Name: "fake", URL: srv.URL, Transport: privateTransport(t)}, roomyTimeout, Options{Propagator: prop})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,10 +70,17 @@ func TestTraceContextReachesTheServer(t *testing.T) {
 			t.Errorf("_meta.traceparent %v; want %s", got, want)
 		}
 		var headed bool
+		handshake := map[string]bool{}
 		for _, r := range srv.Requests() {
-			if r.RPCMethod == "tools/call" {
+			switch r.RPCMethod {
+			case "tools/call":
 				headed = r.Traceparent == want
+			case "server/discover", "initialize":
+				handshake[r.RPCMethod] = r.MetaTraceparent == want
 			}
+		}
+		if !handshake["server/discover"] || !handshake["initialize"] {
+			t.Errorf("the handshake's requests had no _meta.traceparent %s: %+v", want, srv.Requests())
 		}
 		if !headed {
 			t.Errorf("the tools/call POST had no traceparent header %s: %+v", want, srv.Requests())
