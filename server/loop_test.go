@@ -84,7 +84,7 @@ func TestToolLoopEvents(t *testing.T) {
 			Tools:   []*agentdv1.ToolInfo{{Name: "echo", Origin: mcp, ServerName: "demo", ServerToolName: "echo"}},
 		}}},
 		delta("Let"), delta(" me"), delta(" check."),
-		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 10, OutputTokens: 3, Turn: 1}}},
+		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 10, OutputTokens: 3, Turn: 1, StopReason: agentdv1.StopReason_STOP_REASON_TOOL_USE}}},
 		{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
 			CallId: "call_1_1", ToolName: "echo", ServerName: "demo", Origin: mcp, Arguments: `{"text":"hi"}`, Turn: 1,
 		}}},
@@ -92,7 +92,7 @@ func TestToolLoopEvents(t *testing.T) {
 			CallId: "call_1_1", ToolName: "echo", ServerName: "demo", Origin: mcp, Output: "hi", Turn: 1,
 		}}},
 		delta("It"), delta(" said"), delta(" hi"),
-		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 20, OutputTokens: 4, Turn: 2}}},
+		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 20, OutputTokens: 4, Turn: 2, StopReason: agentdv1.StopReason_STOP_REASON_END_TURN}}},
 		{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 			Message:    assistant2,
 			Messages:   []*agentdv1.Message{assistant1, toolMsg, assistant2},
@@ -461,7 +461,7 @@ func TestFunctionTools(t *testing.T) {
 		{Event: &agentdv1.GenerateResponse_Started{Started: &agentdv1.GenerationStarted{
 			Tools: []*agentdv1.ToolInfo{{Name: "get_weather", Origin: fn}},
 		}}},
-		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 5, OutputTokens: 1, Turn: 1}}},
+		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 5, OutputTokens: 1, Turn: 1, StopReason: agentdv1.StopReason_STOP_REASON_TOOL_USE}}},
 		{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
 			CallId: "call_1_1", ToolName: "get_weather", Origin: fn, Arguments: `{"city":"Paris"}`, Turn: 1,
 		}}},
@@ -470,7 +470,7 @@ func TestFunctionTools(t *testing.T) {
 			CallId: "call_1_1", ToolName: "get_weather", Origin: fn, Output: "sunny", Turn: 1,
 		}}},
 		delta("It"), delta(" is"), delta(" sunny"),
-		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 7, OutputTokens: 3, Turn: 2}}},
+		{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 7, OutputTokens: 3, Turn: 2, StopReason: agentdv1.StopReason_STOP_REASON_END_TURN}}},
 		{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 			Message:    assistant2,
 			Messages:   []*agentdv1.Message{assistant1, toolMsg, assistant2},

@@ -111,13 +111,20 @@ func (t *turnStream) call(c *agentdv1.ToolCall) error {
 	return nil
 }
 
-// endModelTurn counts the turn's usage, tells the client, and appends the
-// assistant's message to the conversation.
+// endModelTurn counts the turn's usage, tells the client (with why the
+// turn stopped), and appends the assistant's message to the conversation.
 func (g *generation) endModelTurn(ctx context.Context, t *turnStream) (*reply, error) {
+	if len(t.calls) > 0 && (t.stop == agentdv1.StopReason_STOP_REASON_END_TURN || t.stop == agentdv1.StopReason_STOP_REASON_UNSPECIFIED) {
+		// Providers say so in their own words, or not at all (Gemini's
+		// STOP, a Responses' completed): a turn that called tools stopped
+		// for them.
+		t.stop = agentdv1.StopReason_STOP_REASON_TOOL_USE
+	}
 	usage := t.usage
 	usage.ToolSchemaBytes = g.schemaBytes
 	usage.Turn = int32(t.turn)
 	usage.Repeated = g.repeatTurn
+	usage.StopReason = t.stop
 	g.repeatTurn = false
 	addUsage(g.total, usage)
 	g.ran.modelTurn(usage)

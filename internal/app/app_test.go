@@ -194,9 +194,9 @@ func TestDemoGeneration(t *testing.T) {
 	mcpTool := func(name string) *agentdv1.ToolInfo {
 		return &agentdv1.ToolInfo{Name: name, Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, ServerName: "demo", ServerToolName: name}
 	}
-	usage := func(turn int32, in, out int64) *agentdv1.GenerateResponse {
+	usage := func(turn int32, in, out int64, stop agentdv1.StopReason) *agentdv1.GenerateResponse {
 		return &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{
-			Turn: turn, InputTokens: in, OutputTokens: out, ToolSchemaBytes: 579,
+			Turn: turn, InputTokens: in, OutputTokens: out, ToolSchemaBytes: 579, StopReason: stop,
 		}}}
 	}
 	want := []*agentdv1.GenerateResponse{
@@ -206,7 +206,7 @@ func TestDemoGeneration(t *testing.T) {
 			Tools:        []*agentdv1.ToolInfo{mcpTool("add"), mcpTool("echo"), mcpTool("fail")},
 		}}},
 		text("Let"), text(" me"), text(" ask"), text(" the"), text(" demo"), text(" server."),
-		usage(1, 15, 7),
+		usage(1, 15, 7, agentdv1.StopReason_STOP_REASON_TOOL_USE),
 		{Event: &agentdv1.GenerateResponse_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{
 			CallId: "call_1_1", ToolName: "echo", ServerName: "demo", Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, Arguments: `{"text":"hello from agentd"}`, Turn: 1,
 		}}},
@@ -214,7 +214,7 @@ func TestDemoGeneration(t *testing.T) {
 			CallId: "call_1_1", ToolName: "echo", ServerName: "demo", Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, Duration: durationpb.New(0), Output: "hello from agentd", Turn: 1,
 		}}},
 		text("The"), text(" demo"), text(" server"), text(" answered:"), text(" hello"), text(" from"), text(" agentd"),
-		usage(2, 33, 11),
+		usage(2, 33, 11, agentdv1.StopReason_STOP_REASON_END_TURN),
 		{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 			GenerationId: "gen",
 			Message:      final,

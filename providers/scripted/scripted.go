@@ -271,6 +271,9 @@ func play(ctx context.Context, req *providers.Request, t *turn) iter.Seq2[provid
 func (t *turn) events(req *providers.Request) []providers.Event {
 	// In process, there is no response id; the model is the one asked for.
 	stop := &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: req.Model, FinishReason: "end_turn"}}
+	if len(t.ToolCalls) > 0 {
+		stop.Reason, stop.Response.FinishReason = agentdv1.StopReason_STOP_REASON_TOOL_USE, "tool_use"
+	}
 	if limit := req.MaxTokens * 4; req.MaxTokens > 0 && len(t.Text) > limit {
 		t = &turn{Text: cutUTF8(t.Text, limit), Usage: t.Usage}
 		stop.Reason, stop.Response.FinishReason = agentdv1.StopReason_STOP_REASON_MAX_TOKENS, "max_tokens"

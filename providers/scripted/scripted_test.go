@@ -60,8 +60,9 @@ func TestScriptPlaysTurnsInOrder(t *testing.T) {
 		&providers.ToolCall{Call: &agentdv1.ToolCall{Id: "call_1_1", Name: "echo", Arguments: `{"text":"hi"}`}},
 		&providers.ToolCall{Call: &agentdv1.ToolCall{Id: "mine", Name: "add", Arguments: "{}"}},
 		&providers.Usage{Usage: &agentdv1.Usage{InputTokens: 1, OutputTokens: 2}},
-		// X-O2: the response's model and finish reason, for the chat span.
-		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: "m", FinishReason: "end_turn"}},
+		// X-O2: the response's model and finish reason, for the chat span:
+		// a turn that calls tools stops for them.
+		&providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_TOOL_USE, Response: providers.Response{Model: "m", FinishReason: "tool_use"}},
 	}
 	if diff := cmp.Diff(want, first, protocmp.Transform()); diff != "" {
 		t.Errorf("turn 1 (-want +got):\n%s", diff)

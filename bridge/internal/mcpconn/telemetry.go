@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -368,7 +369,7 @@ func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, vers
 		span.SetAttributes(attribute.Bool("agentd.cancelled", true))
 	case errType != "":
 		span.SetAttributes(attribute.String("error.type", errType))
-		span.SetStatus(codes.Error, statusDescription(errType, err))
+		span.SetStatus(codes.Error, c.statusDescription(errType, err))
 		if code := rpcErrorCode(err); code != "" {
 			span.SetAttributes(attribute.String("rpc.response.status_code", code))
 		}
@@ -376,13 +377,28 @@ func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, vers
 }
 
 // statusDescription is a failed request's span status description: a
-// JSON-RPC error's message, as the conventions ask; otherwise its
-// error.type.
-func statusDescription(errType string, err error) string {
+// JSON-RPC error's message, as the conventions ask, with the connection's
+// secrets hidden (a server may quote the request it refuses) and at most
+// maxDescription bytes; otherwise its error.type.
+func (c *core) statusDescription(errType string, err error) string {
 	if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok && !rejectedByTransport(rpcErr) && rpcErr.Message != "" {
-		return rpcErr.Message
+		return shortened(c.redactor.Text(rpcErr.Message), maxDescription)
 	}
 	return errType
+}
+
+// maxDescription bounds a span's status description.
+const maxDescription = 256
+
+// shortened is s cut to at most n bytes on a rune boundary, the cut marked.
+func shortened(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // injectMeta puts the trace context of ctx in the params._meta of the

@@ -368,6 +368,8 @@ const (
 	StopReason_STOP_REASON_STOP_SEQUENCE StopReason = 3
 	// The provider filtered or refused the content.
 	StopReason_STOP_REASON_CONTENT_FILTER StopReason = 4
+	// The model called tools: the generation runs them and asks it again.
+	StopReason_STOP_REASON_TOOL_USE StopReason = 5
 )
 
 // Enum value maps for StopReason.
@@ -378,6 +380,7 @@ var (
 		2: "STOP_REASON_MAX_TOKENS",
 		3: "STOP_REASON_STOP_SEQUENCE",
 		4: "STOP_REASON_CONTENT_FILTER",
+		5: "STOP_REASON_TOOL_USE",
 	}
 	StopReason_value = map[string]int32{
 		"STOP_REASON_UNSPECIFIED":    0,
@@ -385,6 +388,7 @@ var (
 		"STOP_REASON_MAX_TOKENS":     2,
 		"STOP_REASON_STOP_SEQUENCE":  3,
 		"STOP_REASON_CONTENT_FILTER": 4,
+		"STOP_REASON_TOOL_USE":       5,
 	}
 )
 
@@ -2636,7 +2640,10 @@ type Usage struct {
 	// The turn was asked again: an earlier attempt was cut short when its
 	// replica died, and its events were withdrawn (TurnWithdrawn). What the
 	// cut-short attempt consumed is not known and not counted.
-	Repeated      bool `protobuf:"varint,7,opt,name=repeated,proto3" json:"repeated,omitempty"`
+	Repeated bool `protobuf:"varint,7,opt,name=repeated,proto3" json:"repeated,omitempty"`
+	// Why the model turn stopped (TOOL_USE when it called tools);
+	// unspecified in a total.
+	StopReason    StopReason `protobuf:"varint,8,opt,name=stop_reason,json=stopReason,proto3,enum=agentd.v1.StopReason" json:"stop_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2718,6 +2725,13 @@ func (x *Usage) GetRepeated() bool {
 		return x.Repeated
 	}
 	return false
+}
+
+func (x *Usage) GetStopReason() StopReason {
+	if x != nil {
+		return x.StopReason
+	}
+	return StopReason_STOP_REASON_UNSPECIFIED
 }
 
 // TurnWithdrawn withdraws the events of a model turn that was cut short:
@@ -3659,7 +3673,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\fFunctionCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"\x9b\x02\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\xd3\x02\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x125\n" +
@@ -3667,7 +3681,9 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x18cache_write_input_tokens\x18\x04 \x01(\x03R\x15cacheWriteInputTokens\x12*\n" +
 	"\x11tool_schema_bytes\x18\x05 \x01(\x03R\x0ftoolSchemaBytes\x12\x12\n" +
 	"\x04turn\x18\x06 \x01(\x05R\x04turn\x12\x1a\n" +
-	"\brepeated\x18\a \x01(\bR\brepeated\"`\n" +
+	"\brepeated\x18\a \x01(\bR\brepeated\x126\n" +
+	"\vstop_reason\x18\b \x01(\x0e2\x15.agentd.v1.StopReasonR\n" +
+	"stopReason\"`\n" +
 	"\rTurnWithdrawn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12#\n" +
 	"\rfrom_sequence\x18\x02 \x01(\x03R\ffromSequence\x12\x16\n" +
@@ -3763,14 +3779,15 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x18INPUT_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13INPUT_ACTION_ACCEPT\x10\x01\x12\x18\n" +
 	"\x14INPUT_ACTION_DECLINE\x10\x02\x12\x17\n" +
-	"\x13INPUT_ACTION_CANCEL\x10\x03*\x9e\x01\n" +
+	"\x13INPUT_ACTION_CANCEL\x10\x03*\xb8\x01\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14STOP_REASON_END_TURN\x10\x01\x12\x1a\n" +
 	"\x16STOP_REASON_MAX_TOKENS\x10\x02\x12\x1d\n" +
 	"\x19STOP_REASON_STOP_SEQUENCE\x10\x03\x12\x1e\n" +
-	"\x1aSTOP_REASON_CONTENT_FILTER\x10\x04*\xe9\x01\n" +
+	"\x1aSTOP_REASON_CONTENT_FILTER\x10\x04\x12\x18\n" +
+	"\x14STOP_REASON_TOOL_USE\x10\x05*\xe9\x01\n" +
 	"\x0fGenerationState\x12 \n" +
 	"\x1cGENERATION_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18GENERATION_STATE_RUNNING\x10\x01\x12\x1c\n" +
@@ -3899,46 +3916,47 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	46, // 43: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
 	28, // 44: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
 	29, // 45: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
-	27, // 46: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	30, // 47: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	47, // 48: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 49: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	25, // 50: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	43, // 51: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	43, // 52: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	31, // 53: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,  // 54: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	42, // 55: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	43, // 56: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	48, // 57: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	17, // 58: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	43, // 59: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	46, // 60: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	41, // 61: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,  // 62: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	41, // 63: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,  // 64: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	47, // 65: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	47, // 66: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	47, // 67: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	27, // 68: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	30, // 69: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	47, // 70: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	43, // 71: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	31, // 72: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	8,  // 73: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	35, // 74: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	37, // 75: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	39, // 76: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	15, // 77: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	36, // 78: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	38, // 79: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	40, // 80: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	77, // [77:81] is the sub-list for method output_type
-	73, // [73:77] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	6,  // 46: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
+	27, // 47: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	30, // 48: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	47, // 49: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 50: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	25, // 51: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	43, // 52: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	43, // 53: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	31, // 54: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,  // 55: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	42, // 56: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	43, // 57: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	48, // 58: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	17, // 59: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	43, // 60: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	46, // 61: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	41, // 62: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,  // 63: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	41, // 64: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,  // 65: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	47, // 66: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	47, // 67: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	47, // 68: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	27, // 69: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	30, // 70: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	47, // 71: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 72: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	31, // 73: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	8,  // 74: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	35, // 75: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	37, // 76: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	39, // 77: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	15, // 78: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	36, // 79: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	38, // 80: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	40, // 81: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	78, // [78:82] is the sub-list for method output_type
+	74, // [74:78] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }

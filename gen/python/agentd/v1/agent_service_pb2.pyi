@@ -35,6 +35,7 @@ STOP_REASON_CONTENT_FILTER: StopReason
 STOP_REASON_END_TURN: StopReason
 STOP_REASON_MAX_TOKENS: StopReason
 STOP_REASON_STOP_SEQUENCE: StopReason
+STOP_REASON_TOOL_USE: StopReason
 STOP_REASON_UNSPECIFIED: StopReason
 TOOL_ORIGIN_FUNCTION: ToolOrigin
 TOOL_ORIGIN_MCP: ToolOrigin
@@ -489,12 +490,13 @@ class TurnWithdrawn(_message.Message):
     def __init__(self, turn: _Optional[int] = ..., from_sequence: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "input_tokens", "output_tokens", "repeated", "tool_schema_bytes", "turn"]
+    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "input_tokens", "output_tokens", "repeated", "stop_reason", "tool_schema_bytes", "turn"]
     CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REPEATED_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     TOOL_SCHEMA_BYTES_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     cache_read_input_tokens: int
@@ -502,9 +504,10 @@ class Usage(_message.Message):
     input_tokens: int
     output_tokens: int
     repeated: bool
+    stop_reason: StopReason
     tool_schema_bytes: int
     turn: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ..., repeated: bool = ...) -> None: ...
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ..., repeated: bool = ..., stop_reason: _Optional[_Union[StopReason, str]] = ...) -> None: ...
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
