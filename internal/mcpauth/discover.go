@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -104,8 +105,12 @@ func resourceCandidates(su *url.URL, serverURL string, cs []oauthex.Challenge) [
 // resourceMetadata is the first of cands' metadata that can be had; nil
 // when none can (a 2025-03-26 server). A location that fails (absent,
 // wrong resource, bad JSON) is skipped, as the spec's ordered discovery
-// asks.
+// asks; but when none is usable and one named another resource, the
+// server has metadata that agentd must not use (RFC 9728), and going on
+// as for a server without any would end in a registration that fails
+// for reasons nobody could tell: that is said instead.
 func (c *Config) resourceMetadata(ctx context.Context, cands []resourceCandidate, host string) (*oauthex.ProtectedResourceMetadata, error) {
+	named := ""
 	for _, cand := range cands {
 		if err := ctx.Err(); err != nil {
 			return nil, ctxError(err, host)
@@ -114,8 +119,35 @@ func (c *Config) resourceMetadata(ctx context.Context, cands []resourceCandidate
 		if err == nil && m != nil {
 			return m, nil
 		}
+		if r, ok := otherResource(err); ok && named == "" {
+			named = r
+		}
+	}
+	if named != "" {
+		return nil, fault.New(fault.Unauthenticated,
+			"mcpauth: the protected-resource metadata of %s names a resource at %s other than this server's URL, so it cannot be used (RFC 9728)", host, hostOf(named))
 	}
 	return nil, nil
+}
+
+// The go-sdk's words for metadata that names another resource, and for
+// authorization server metadata whose issuer is not the one asked.
+var (
+	otherResourceText = regexp.MustCompile(`got metadata resource "([^"]*)", want`)
+	otherIssuerText   = regexp.MustCompile(`metadata issuer "([^"]*)" does not match issuer URL "([^"]*)"`)
+)
+
+// otherResource is the resource that protected-resource metadata named
+// instead of the server's, when err says that is why it was refused.
+func otherResource(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	m := otherResourceText.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
 }
 
 // authServer is the metadata of the authorization server at asURL, or
@@ -126,6 +158,12 @@ func (c *Config) authServer(ctx context.Context, asURL string) (*oauthex.AuthSer
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx.Err(), hostOf(asURL))
+		}
+		if m := otherIssuerText.FindStringSubmatch(err.Error()); m != nil {
+			// RFC 8414: the metadata must name the issuer it was asked
+			// for. Issuers are public identifiers.
+			return nil, fault.New(fault.Unauthenticated,
+				"mcpauth: the metadata of authorization server %s names the issuer %q, not %q as it must (RFC 8414)", hostOf(asURL), m[1], m[2])
 		}
 		// The go-sdk's error may quote metadata URLs; keep it for logs only.
 		return nil, fault.Hide(fault.Unavailable, err, "mcpauth: no usable metadata from authorization server %s", hostOf(asURL))

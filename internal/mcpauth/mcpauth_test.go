@@ -568,11 +568,12 @@ func TestDiscovery(t *testing.T) {
 		wantToken     string
 		wantResource  string
 		wantScopeFrom string
+		wantErr       string // the metadata cannot be used: the error says why
 	}{
 		{name: "challenge URL", prmAt: "/custom/prm.json", prmResource: "/mcp/x", inChallenge: true, asMeta: true, wantAuth: "/tenant/auth", wantToken: "/tenant/tok", wantResource: "/mcp/x", wantScopeFrom: "s1"},
 		{name: "path well-known", prmAt: "/.well-known/oauth-protected-resource/mcp/x", prmResource: "/mcp/x", asMeta: true, wantAuth: "/tenant/auth", wantToken: "/tenant/tok", wantResource: "/mcp/x", wantScopeFrom: "s1"},
 		{name: "root well-known", prmAt: "/.well-known/oauth-protected-resource", prmResource: "", asMeta: true, wantAuth: "/tenant/auth", wantToken: "/tenant/tok", wantResource: "", wantScopeFrom: "s1"},
-		{name: "challenge URL with wrong resource skipped", prmAt: "/custom/prm.json", prmResource: "/elsewhere", inChallenge: true, asMeta: true, wantAuth: "/auth", wantToken: "/tok", wantResource: "/mcp/x"},
+		{name: "challenge URL with wrong resource refused, said so", prmAt: "/custom/prm.json", prmResource: "/elsewhere", inChallenge: true, asMeta: true, wantErr: "other than this server's URL"},
 		{name: "2025-03-26 metadata at origin", asMeta: true, wantAuth: "/auth", wantToken: "/tok", wantResource: "/mcp/x"},
 		{name: "2025-03-26 default endpoints", wantAuth: "/authorize", wantToken: "/token", wantResource: "/mcp/x"},
 	} {
@@ -585,6 +586,13 @@ func TestDiscovery(t *testing.T) {
 			}
 			cfg := mcpauth.Config{ClientID: "c", RedirectURL: redirectURL}
 			p, err := cfg.Begin(t.Context(), origin+"/mcp/x", ch, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "/mcp/x") {
+					t.Fatalf("Begin: %v; want an error saying %q, without the server's path", err, tc.wantErr)
+				}
+				wantKind(t, err, fault.Unauthenticated)
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -598,6 +606,28 @@ func TestDiscovery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An authorization server whose metadata names another issuer than the
+// one it was asked for is refused (RFC 8414), and the error names both.
+func TestIssuerMismatch(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	var base string
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"issuer":"https://other.example","authorization_endpoint":%q,"token_endpoint":%q,"response_types_supported":["code"],"code_challenge_methods_supported":["S256"]}`,
+			base+"/auth", base+"/tok")
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	base = ts.URL
+	_, err := (&mcpauth.Config{ClientID: "c", RedirectURL: redirectURL}).Begin(t.Context(), base+"/mcp/tok_abcdef", mcpauth.Challenge{}, nil)
+	wantKind(t, err, fault.Unauthenticated)
+	if err == nil || !strings.Contains(err.Error(), `"https://other.example"`) || !strings.Contains(err.Error(), fmt.Sprintf("%q", base)) {
+		t.Errorf("Begin: %v; want the issuer the metadata named and the one expected", err)
+	}
+	checkClean(t, err, "tok_abcdef")
 }
 
 // X-M1: errors name hosts only: never a secret, token, code, verifier or
