@@ -44,6 +44,7 @@ type generation struct {
 	tools       []*agentdv1.FunctionTool // offered to the model, in order
 	toolParams  []json.RawMessage        // tools' parameters, encoded (a server's shared, read-only: toolLists)
 	infos       []*agentdv1.ToolInfo
+	omitted     []*agentdv1.Warning // the servers' tools left out: their schemas are not JSON Schemas
 	owners      map[string]*toolOwner
 	schemaBytes int64
 

@@ -128,18 +128,27 @@ func (g *generation) connect(ctx context.Context) (tools []serverList, closeSess
 }
 
 // begin offers the model its tools and tells the client the generation
-// has started: its id, where each server runs, and the tools.
+// has started: its id, where each server runs, and the tools; then what
+// was left out (a tool whose schema is not one).
 func (g *generation) begin(ctx context.Context, tools []serverList) error {
 	if err := g.offerTools(tools); err != nil {
 		return err
 	}
-	return g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Started{Started: &agentdv1.GenerationStarted{
+	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Started{Started: &agentdv1.GenerationStarted{
 		GenerationId: g.id,
 		Servers:      g.plan.placements(agentdv1.Placement_PLACEMENT_UNSPECIFIED),
 		Tools:        g.infos,
 		Resumed:      g.resume != nil,
 		Adopted:      g.adopted != nil,
-	}}})
+	}}}); err != nil {
+		return err
+	}
+	for _, w := range g.omitted {
+		if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Warning{Warning: w}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // afterModelTurn goes on from a model turn's reply: the generation completes

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
@@ -192,6 +194,10 @@ func (g *generation) offerTools(serverTools []serverList) error {
 			return fault.New(fault.Internal, "the bridge listed tools of an unknown server")
 		}
 		for _, t := range st.tools {
+			if t.invalid != "" {
+				g.omitted = append(g.omitted, omittedTool(sp.name, t))
+				continue
+			}
 			name := t.name
 			if prefix {
 				name = prefixedName(sp.name, name)
@@ -220,6 +226,16 @@ func (g *generation) offerTools(serverTools []serverList) error {
 		return fault.InvalidRequest(v)
 	}
 	return nil
+}
+
+// omittedTool is the warning that a server's tool t is left out of the
+// generation: its schema is not a JSON Schema, which the model must be
+// sent. The rest of the generation goes on without it.
+func omittedTool(server string, t offeredTool) *agentdv1.Warning {
+	return &agentdv1.Warning{
+		Code: "TOOL_SCHEMA_INVALID", ServerName: server, ToolName: t.name,
+		Message: fmt.Sprintf("the MCP server %q lists the tool %q with an input schema that is not a JSON Schema (%s); the tool is not offered to the model", server, t.name, t.invalid),
+	}
 }
 
 // countSchema adds an offered tool to the generation's schema bytes

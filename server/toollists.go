@@ -3,6 +3,7 @@ package server
 import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/schemacheck"
 
 	"encoding/json"
 	"sync"
@@ -42,6 +43,9 @@ type offeredTool struct {
 	// absent: the server gave no schema (params is the empty object
 	// providers.ToolParametersJSON stands in), which usage counts as "{}".
 	absent bool
+	// invalid says why the schema the server gave is not a JSON Schema
+	// (its first problem); "" when it is one. Such a tool is not offered.
+	invalid string
 }
 
 // offeredList is a server's tool list made for the model. It is shared,
@@ -57,7 +61,8 @@ func (list offeredList) size() int {
 	return n
 }
 
-// newOfferedList makes one server's list.
+// newOfferedList makes one server's list, its schemas checked (once per
+// revision, as the list is made).
 func newOfferedList(tools []*bridgev1.Tool) offeredList {
 	out := make(offeredList, len(tools))
 	for i, t := range tools {
@@ -67,6 +72,11 @@ func newOfferedList(tools []*bridgev1.Tool) offeredList {
 			description: t.GetDescription(),
 			params:      providers.ToolParametersJSON(&agentdv1.FunctionTool{Parameters: schema}),
 			absent:      schema == nil,
+		}
+		if schema != nil {
+			if probs := schemacheck.Check(schema.AsMap()); len(probs) > 0 {
+				out[i].invalid = "inputSchema" + probs[0].Path + ": " + probs[0].Description
+			}
 		}
 	}
 	return out

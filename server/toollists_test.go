@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -175,4 +177,43 @@ func TestToolListRevisions(t *testing.T) {
 		t.Errorf("the tools offered after listing again were %v; want %v", forgotten.Tools, want)
 	}
 	run("the generation after that", []uint64{9, 0}, 1)
+}
+
+// A tool whose input schema, as its server lists it, is not a JSON Schema
+// is left out of the generation: the model is not offered it, and the
+// client is told, after started, which server and tool, and why; the
+// generation goes on with the server's other tools.
+func TestToolWithBrokenSchemaLeftOut(t *testing.T) {
+	t.Parallel()
+	files := serverTools("files", "read", "broken")
+	files.Tools[1].InputSchema = parameters(t, `{"type":"object","properties":{"q":{"type":"no-such-type"}}}`)
+	bridge := &fakeBridge{onList: offering(files)}
+	prov := plainProvider()
+	client := newClient(t, bridge, prov)
+	events, st := generate(t, client, &agentdv1.StartGeneration{
+		Agent:    &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{commandServer("files", "files-server")}},
+		Messages: userSays("hi"),
+	}, nil)
+	wantCode(t, st, codes.OK)
+	if len(events) < 2 || events[0].GetStarted() == nil || events[1].GetWarning() == nil {
+		t.Fatalf("events %v; want started, then a warning", kinds(events))
+	}
+	var offered []string
+	for _, tool := range events[0].GetStarted().GetTools() {
+		offered = append(offered, tool.GetName())
+	}
+	if !slices.Equal(offered, []string{"read"}) {
+		t.Errorf("started offers %v; want read alone", offered)
+	}
+	w := events[1].GetWarning()
+	if w.GetCode() != "TOOL_SCHEMA_INVALID" || w.GetServerName() != "files" || w.GetToolName() != "broken" || !strings.Contains(w.GetMessage(), "inputSchema.properties.q.type") {
+		t.Errorf("warning %v; want TOOL_SCHEMA_INVALID naming files, broken and the schema's path", w)
+	}
+	for _, call := range prov.calls() {
+		for _, tool := range call.Tools {
+			if tool.GetName() == "broken" {
+				t.Errorf("the model was offered broken: %v", call.Tools)
+			}
+		}
+	}
 }

@@ -1132,6 +1132,7 @@ type GenerateResponse struct {
 	//	*GenerateResponse_ToolProgress
 	//	*GenerateResponse_AuthorizationRequest
 	//	*GenerateResponse_InputRequest
+	//	*GenerateResponse_Warning
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation: 1 for the first
 	// event, then one more for each event, across the whole generation (a
@@ -1312,6 +1313,15 @@ func (x *GenerateResponse) GetInputRequest() *InputRequest {
 	return nil
 }
 
+func (x *GenerateResponse) GetWarning() *Warning {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_Warning); ok {
+			return x.Warning
+		}
+	}
+	return nil
+}
+
 func (x *GenerateResponse) GetSequence() int64 {
 	if x != nil {
 		return x.Sequence
@@ -1400,6 +1410,12 @@ type GenerateResponse_InputRequest struct {
 	InputRequest *InputRequest `protobuf:"bytes,15,opt,name=input_request,json=inputRequest,proto3,oneof"`
 }
 
+type GenerateResponse_Warning struct {
+	// Something went wrong that did not stop the generation: a tool an
+	// MCP server listed was left out, say. Sent after started.
+	Warning *Warning `protobuf:"bytes,16,opt,name=warning,proto3,oneof"`
+}
+
 func (*GenerateResponse_Started) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TextDelta) isGenerateResponse_Event() {}
@@ -1427,6 +1443,8 @@ func (*GenerateResponse_ToolProgress) isGenerateResponse_Event() {}
 func (*GenerateResponse_AuthorizationRequest) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_InputRequest) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_Warning) isGenerateResponse_Event() {}
 
 // GenerationStarted is the first event of every generation.
 type GenerationStarted struct {
@@ -2734,6 +2752,80 @@ func (x *Usage) GetStopReason() StopReason {
 	return StopReason_STOP_REASON_UNSPECIFIED
 }
 
+// Warning says what went wrong without stopping the generation.
+type Warning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened, for programs: TOOL_SCHEMA_INVALID (a tool's input
+	// schema is not a JSON Schema; the tool is not offered to the model).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// What happened, for people.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The MCP server concerned, as declared; empty when none is.
+	ServerName string `protobuf:"bytes,3,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The tool concerned, by the server's name for it; empty when none is.
+	ToolName      string `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Warning) Reset() {
+	*x = Warning{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Warning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Warning) ProtoMessage() {}
+
+func (x *Warning) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Warning.ProtoReflect.Descriptor instead.
+func (*Warning) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Warning) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *Warning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Warning) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *Warning) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
 // TurnWithdrawn withdraws the events of a model turn that was cut short:
 // the replica running it died and another adopted the generation.
 type TurnWithdrawn struct {
@@ -2752,7 +2844,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2856,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2869,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -2827,7 +2919,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +2931,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +2944,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -2919,7 +3011,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3023,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3036,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -3002,7 +3094,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3106,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3119,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -3070,7 +3162,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3174,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3187,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -3165,7 +3257,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3269,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3282,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -3210,7 +3302,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3314,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3327,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -3261,7 +3353,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3365,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3378,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -3324,7 +3416,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3336,7 +3428,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3349,7 +3441,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -3400,7 +3492,7 @@ type Generation struct {
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3504,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3517,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -3561,7 +3653,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd1\a\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x81\b\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -3578,7 +3670,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x0eturn_withdrawn\x18\f \x01(\v2\x18.agentd.v1.TurnWithdrawnH\x00R\rturnWithdrawn\x12>\n" +
 	"\rtool_progress\x18\r \x01(\v2\x17.agentd.v1.ToolProgressH\x00R\ftoolProgress\x12V\n" +
 	"\x15authorization_request\x18\x0e \x01(\v2\x1f.agentd.v1.AuthorizationRequestH\x00R\x14authorizationRequest\x12>\n" +
-	"\rinput_request\x18\x0f \x01(\v2\x17.agentd.v1.InputRequestH\x00R\finputRequest\x12\x1a\n" +
+	"\rinput_request\x18\x0f \x01(\v2\x17.agentd.v1.InputRequestH\x00R\finputRequest\x12.\n" +
+	"\awarning\x18\x10 \x01(\v2\x12.agentd.v1.WarningH\x00R\awarning\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xcd\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
@@ -3683,7 +3776,13 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x04turn\x18\x06 \x01(\x05R\x04turn\x12\x1a\n" +
 	"\brepeated\x18\a \x01(\bR\brepeated\x126\n" +
 	"\vstop_reason\x18\b \x01(\x0e2\x15.agentd.v1.StopReasonR\n" +
-	"stopReason\"`\n" +
+	"stopReason\"u\n" +
+	"\aWarning\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
+	"\vserver_name\x18\x03 \x01(\tR\n" +
+	"serverName\x12\x1b\n" +
+	"\ttool_name\x18\x04 \x01(\tR\btoolName\"`\n" +
 	"\rTurnWithdrawn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12#\n" +
 	"\rfrom_sequence\x18\x02 \x01(\x03R\ffromSequence\x12\x16\n" +
@@ -3817,7 +3916,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                  // 0: agentd.v1.Placement
 	(Transport)(0),                  // 1: agentd.v1.Transport
@@ -3851,23 +3950,24 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*SamplingMessage)(nil),         // 29: agentd.v1.SamplingMessage
 	(*FunctionCall)(nil),            // 30: agentd.v1.FunctionCall
 	(*Usage)(nil),                   // 31: agentd.v1.Usage
-	(*TurnWithdrawn)(nil),           // 32: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),        // 33: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),     // 34: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),          // 35: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),         // 36: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),    // 37: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),   // 38: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),  // 39: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil), // 40: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),              // 41: agentd.v1.Generation
-	(*Agent)(nil),                   // 42: agentd.v1.Agent
-	(*Message)(nil),                 // 43: agentd.v1.Message
-	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
-	(*ProviderToolCall)(nil),        // 45: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),         // 46: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 47: google.protobuf.Timestamp
-	(*FunctionTool)(nil),            // 48: agentd.v1.FunctionTool
+	(*Warning)(nil),                 // 32: agentd.v1.Warning
+	(*TurnWithdrawn)(nil),           // 33: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),        // 34: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),     // 35: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),          // 36: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),         // 37: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),    // 38: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),   // 39: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),  // 40: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil), // 41: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),              // 42: agentd.v1.Generation
+	(*Agent)(nil),                   // 43: agentd.v1.Agent
+	(*Message)(nil),                 // 44: agentd.v1.Message
+	(*durationpb.Duration)(nil),     // 45: google.protobuf.Duration
+	(*ProviderToolCall)(nil),        // 46: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),         // 47: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 48: google.protobuf.Timestamp
+	(*FunctionTool)(nil),            // 49: agentd.v1.FunctionTool
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10, // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -3878,13 +3978,13 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	9,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
 	24, // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
 	26, // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	42, // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	43, // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	44, // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	42, // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	43, // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	44, // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	45, // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	43, // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	12, // 12: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	13, // 13: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	44, // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	45, // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	24, // 15: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
 	26, // 16: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
 	16, // 17: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
@@ -3894,69 +3994,70 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	27, // 21: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
 	30, // 22: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
 	31, // 23: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	45, // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	33, // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	34, // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	32, // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	46, // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	34, // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	35, // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	33, // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
 	22, // 28: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
 	23, // 29: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
 	25, // 30: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
-	17, // 31: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	18, // 32: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,  // 33: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,  // 34: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,  // 35: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 36: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 37: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	44, // 38: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	3,  // 39: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
-	4,  // 40: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	46, // 41: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
-	5,  // 42: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	46, // 43: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	28, // 44: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
-	29, // 45: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
-	6,  // 46: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
-	27, // 47: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	30, // 48: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	47, // 49: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 50: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	25, // 51: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	43, // 52: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	43, // 53: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	31, // 54: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,  // 55: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	42, // 56: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	43, // 57: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	48, // 58: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	17, // 59: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	43, // 60: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	46, // 61: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	41, // 62: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,  // 63: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	41, // 64: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,  // 65: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	47, // 66: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	47, // 67: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	47, // 68: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	27, // 69: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	30, // 70: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	47, // 71: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	43, // 72: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	31, // 73: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	8,  // 74: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	35, // 75: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	37, // 76: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	39, // 77: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	15, // 78: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	36, // 79: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	38, // 80: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	40, // 81: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	78, // [78:82] is the sub-list for method output_type
-	74, // [74:78] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	32, // 31: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
+	17, // 32: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	18, // 33: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,  // 34: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,  // 35: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,  // 36: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 37: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,  // 38: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	45, // 39: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	3,  // 40: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
+	4,  // 41: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
+	47, // 42: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	5,  // 43: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
+	47, // 44: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	28, // 45: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
+	29, // 46: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
+	6,  // 47: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
+	27, // 48: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	30, // 49: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	48, // 50: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 51: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	25, // 52: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	44, // 53: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	44, // 54: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	31, // 55: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,  // 56: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	43, // 57: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	44, // 58: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	49, // 59: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	17, // 60: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	44, // 61: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	47, // 62: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	42, // 63: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,  // 64: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	42, // 65: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,  // 66: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	48, // 67: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	48, // 68: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 69: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	27, // 70: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	30, // 71: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	48, // 72: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	44, // 73: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	31, // 74: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	8,  // 75: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	36, // 76: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	38, // 77: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	40, // 78: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	15, // 79: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	37, // 80: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	39, // 81: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	41, // 82: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	79, // [79:83] is the sub-list for method output_type
+	75, // [75:79] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -3991,6 +4092,7 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_ToolProgress)(nil),
 		(*GenerateResponse_AuthorizationRequest)(nil),
 		(*GenerateResponse_InputRequest)(nil),
+		(*GenerateResponse_Warning)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3998,7 +4100,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
