@@ -29,7 +29,6 @@ import (
 	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/grpcserver"
-	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
 
@@ -59,7 +58,7 @@ func runBridge() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	log := telemetry.NewLogger(os.Stderr, slog.LevelWarn, "text")
+	log := childLogger()
 	if err := app.ServeBridge(ctx, app.Options{Config: cfg, Logger: log, Telemetry: grpcserver.Telemetry{}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

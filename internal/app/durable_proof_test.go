@@ -90,12 +90,28 @@ func newProofCluster(t *testing.T, driver, providerURL string) *proofCluster {
 // dsn (the cluster's, or a proxy's in front of it).
 func (c *proofCluster) start(t *testing.T, dsn string) *proofReplica {
 	t.Helper()
+	c.replicas++
+	for range 3 {
+		addr := freeAddr(t)
+		if p, ok := tryStartChild(t, serveEnv, c.config(t, dsn, addr), addr); ok {
+			if c.store == nil {
+				c.openStore(t) // after the first replica has migrated it
+			}
+			return &proofReplica{agentdProcess: p, client: dialAgentd(t, addr)}
+		}
+	}
+	t.Fatal("agentd exited before it served, three times")
+	return nil
+}
+
+// config writes the configuration of the cluster's next replica, on addr
+// and dsn, and returns its path.
+func (c *proofCluster) config(t *testing.T, dsn, addr string) string {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.replicas++
-	addr := freeAddr(t)
 	storeYAML := fmt.Sprintf("state_dir: %q\nstore: {driver: sqlite}\n", filepath.Join(c.dir, "state"))
 	if c.driver == config.StorePostgres {
 		storeYAML = fmt.Sprintf("state_dir: %q\nstore: {driver: postgres, dsn: %q}\n", filepath.Join(c.dir, fmt.Sprintf("state-%d", c.replicas)), dsn)
@@ -122,11 +138,7 @@ bridge:
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startAgentd(t, path, addr)
-	if c.store == nil {
-		c.openStore(t) // after the first replica has migrated it
-	}
-	return &proofReplica{agentdProcess: p, client: dialAgentd(t, addr)}
+	return path
 }
 
 func (c *proofCluster) openStore(t *testing.T) {

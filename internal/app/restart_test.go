@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func runServe() int {
 	cfg.ShutdownDrain = 0 // SIGTERMed by the test, with no load balancer to tell
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	log := telemetry.NewLogger(os.Stderr, slog.LevelWarn, "text")
+	log := childLogger()
 	if err := app.ServeAgent(ctx, app.Options{Config: cfg, Logger: log, Telemetry: grpcserver.Telemetry{}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -145,20 +146,41 @@ func startAgentd(t *testing.T, configPath, addr string) *agentdProcess {
 
 // startChild runs the test binary as the agentd command that env selects
 // (serveEnv, bridgeEnv), configured by configPath, and returns once it
-// listens on addr. The process is killed when the test ends, if it still
+// serves on addr. The process is killed when the test ends, if it still
 // runs.
 func startChild(t *testing.T, env, configPath, addr string) *agentdProcess {
+	t.Helper()
+	p, ok := tryStartChild(t, env, configPath, addr)
+	if !ok {
+		t.Fatalf("agentd exited before it served on %s: %v", addr, p.waitErr)
+	}
+	return p
+}
+
+// tryStartChild is startChild, reporting false when the process exits
+// before it serves: addr, free when freeAddr chose it, may have been
+// taken since by another socket of this machine. It waits for the
+// process's own word that it serves on addr (its log line), not for addr
+// to answer, which another process could.
+func tryStartChild(t *testing.T, env, configPath, addr string) (*agentdProcess, bool) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), env+"=1", "AGENTD_CONFIG="+configPath)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	_ = pw.Close() // the child holds its own copy
+	serving := make(chan struct{})
+	go relayUntilServing(pr, addr, serving)
 	p := &agentdProcess{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -168,17 +190,59 @@ func startChild(t *testing.T, env, configPath, addr string) *agentdProcess {
 		_ = cmd.Process.Kill()
 		<-p.exited
 	})
-	deadline := time.Now().Add(settle)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agentd does not listen on %s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-serving:
+		return p, true
+	case <-p.exited:
+		return p, false
+	case <-time.After(settle):
+		t.Fatalf("agentd does not serve on %s", addr)
+		return p, false
 	}
+}
+
+// childLogger is the log of agentd run as a child process: warnings and
+// worse, and the line that says it serves, which tryStartChild waits for.
+func childLogger() *slog.Logger {
+	return slog.New(servingOrWarn{telemetry.NewLogger(os.Stderr, slog.LevelInfo, "text").Handler()})
+}
+
+// servingOrWarn passes records of level Warn and above, and the one that
+// says agentd serves.
+type servingOrWarn struct{ slog.Handler }
+
+func (h servingOrWarn) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn && !strings.HasSuffix(r.Message, " serving") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h servingOrWarn) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return servingOrWarn{h.Handler.WithAttrs(attrs)}
+}
+
+func (h servingOrWarn) WithGroup(name string) slog.Handler {
+	return servingOrWarn{h.Handler.WithGroup(name)}
+}
+
+// relayUntilServing copies a child's log lines to this process's stderr,
+// closing serving at the line that says it serves on addr, until the child
+// closes its end.
+func relayUntilServing(r *os.File, addr string, serving chan struct{}) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	said := false
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(os.Stderr, line)
+		if !said && strings.Contains(line, "serving") && strings.Contains(line, addr) {
+			said = true
+			close(serving)
+		}
+	}
+	_, _ = io.Copy(os.Stderr, r)
 }
 
 func freeAddr(t *testing.T) string {
