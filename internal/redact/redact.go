@@ -28,6 +28,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Mark replaces a credential in a text.
@@ -245,3 +246,18 @@ type redacted struct {
 
 func (r *redacted) Error() string { return r.text }
 func (r *redacted) Unwrap() error { return r.err }
+
+// Shorten cuts s to at most n bytes, on a rune boundary, marking the cut:
+// a text from outside (a provider's error, a server's message) may run to
+// pages, and one cut after redaction never leaves the start of a secret
+// behind.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -214,3 +214,23 @@ func TestSelfOverlappingSecrets(t *testing.T) {
 		t.Errorf("overlapping runs: %q", got)
 	}
 }
+
+// Shorten keeps a text within n bytes, never splitting a rune, and marks
+// the cut; a short text is left as it is.
+func TestShorten(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"a longer text", 8, "a longer…"},
+		{"héllo", 2, "h…"}, // é is two bytes: the cut goes before it
+	} {
+		if got := redact.Shorten(tc.s, tc.n); got != tc.want {
+			t.Errorf("Shorten(%q, %d) = %q; want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/agentd/agentd/internal/redact"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -382,24 +382,13 @@ func (c *core) endSpan(span trace.Span, req mcp.Request, sent *sentRequest, vers
 // maxDescription bytes; otherwise its error.type.
 func (c *core) statusDescription(errType string, err error) string {
 	if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok && !rejectedByTransport(rpcErr) && rpcErr.Message != "" {
-		return shortened(c.redactor.Text(rpcErr.Message), maxDescription)
+		return redact.Shorten(c.redactor.Text(rpcErr.Message), maxDescription)
 	}
 	return errType
 }
 
 // maxDescription bounds a span's status description.
 const maxDescription = 256
-
-// shortened is s cut to at most n bytes on a rune boundary, the cut marked.
-func shortened(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
 
 // injectMeta puts the trace context of ctx in the params._meta of the
 // handshake's server/discover and initialize, tools/list and tools/call,

@@ -2,7 +2,6 @@ package httpc
 
 import (
 	"errors"
-	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/redact"
@@ -24,7 +23,7 @@ func Redact(err error, conversation []string, secrets ...string) error {
 	}
 	r := redact.New(secrets...)
 	clean := func(s string) string { return r.Text(cutEchoes(s, conversation)) }
-	msg := shorten(clean(fe.Msg), maxMessage)
+	msg := redact.Shorten(clean(fe.Msg), maxMessage)
 	changed := msg != fe.Msg
 	var meta map[string]string
 	if fe.Metadata != nil {
@@ -45,18 +44,6 @@ func Redact(err error, conversation []string, secrets ...string) error {
 // maxMessage is the longest error message Redact passes on: a provider or
 // gateway may answer an error with a whole page.
 const maxMessage = 1000
-
-// shorten cuts s to at most n bytes, on a rune boundary, marking the cut.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
 
 // RedactErrors wraps a stream's yield so that every error it passes on is
 // redacted of secrets, and of req's conversation should the provider
