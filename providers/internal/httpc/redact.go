@@ -49,9 +49,13 @@ const maxMessage = 1000
 // redacted of secrets, and of req's conversation should the provider
 // quote the request back (echo.go).
 func RedactErrors(yield func(providers.Event, error) bool, req *providers.Request, secrets ...string) func(providers.Event, error) bool {
-	conversation := RequestTexts(req)
 	return func(ev providers.Event, err error) bool {
-		return yield(ev, Redact(err, conversation, secrets...))
+		if err == nil {
+			return yield(ev, nil)
+		}
+		// Gathered for an error alone: every turn would walk the whole
+		// conversation otherwise.
+		return yield(ev, Redact(err, RequestTexts(req), secrets...))
 	}
 }
 
