@@ -74,8 +74,11 @@ func (g *generation) tokenObtained(ctx context.Context, server string, gr mcpaut
 
 // grantName is gr as the audit lines name it.
 func grantName(gr mcpauth.Grant) string {
-	if gr == mcpauth.ClientCredentials {
+	switch gr {
+	case mcpauth.ClientCredentials:
 		return "client_credentials"
+	case mcpauth.EnterpriseManaged:
+		return "enterprise_managed"
 	}
 	return "authorization_code"
 }

@@ -223,6 +223,7 @@ func (s *Service) planServer(v *violations, f string, decl *agentdv1.MCPServer) 
 	} else {
 		var srv mcpdecl.Server
 		srv, p = mcpdecl.Check(decl)
+		s.oauth.CheckIdentity(&p, decl.GetOauth())
 		sp.name, sp.transport, sp.readTimeout = srv.Name, srv.Transport, srv.ReadTimeout
 	}
 	*v = append(*v, p.Under(f)...)

@@ -400,6 +400,10 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	idp, err := identityProvider(o.Config.OAuth.IdentityProvider)
+	if err != nil {
+		return err
+	}
 	replica := newReplicaID()
 	if a.attendance, err = attend(a.store, replica); err != nil {
 		return err
@@ -422,6 +426,7 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 			RedirectURL:       o.Config.OAuth.RedirectURL,
 			ClientMetadataURL: o.Config.OAuth.ClientMetadataURL,
 			ClientName:        o.Config.OAuth.ClientName,
+			IdentityProvider:  idp,
 		},
 	})
 	a.svc.StartAdopter()

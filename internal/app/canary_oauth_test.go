@@ -66,7 +66,10 @@ func canaryECKey(t *testing.T) (*ecdsa.PrivateKey, string, []string) {
 // (X-O1), events (the authorization requests' URLs included), errors,
 // RPC answers or store files. It runs an authorization code grant
 // answered on the stream, the kept token's reuse, a refresh, the same
-// with private_key_jwt, client credentials (and their renewal), cached
+// with private_key_jwt, client credentials (and their renewal), the
+// enterprise-managed grant (an end user's ID token exchanged, from the
+// request or from the service's file, the identity assertion grant
+// presented, paused and resumed), cached
 // tool listings, a generation paused at an approval with both
 // declarations and its resume, Previews, a revocation, and the refusals
 // (a wrong secret, an unregistered key, a redirect with another state, a
@@ -93,6 +96,7 @@ func oauthCanary(t *testing.T, sealed bool) {
 	_, wrongPEM, wrongParts := canaryECKey(t)
 	crm := oauthtest.New(t, oauthtest.Options{ChallengeScope: true, OfflineAccess: true})
 	erp := oauthtest.New(t, oauthtest.Options{ChallengeScope: true, OfflineAccess: true, PublicKey: &erpKey.PublicKey})
+	hr := oauthtest.New(t, oauthtest.Options{IdentityProvider: true})
 
 	dir := t.TempDir()
 	cfg := testConfig(t)
@@ -120,7 +124,10 @@ func oauthCanary(t *testing.T, sealed bool) {
 		"reg-erp": {URL: erp.MCPURL, OAuth: &config.ServerOAuth{Grant: config.GrantClientCredentials, ClientID: erp.ClientID,
 			PrivateKeyFile: secretIn("erp.pem", erpPEM), PrivateKeyID: "k1"}},
 		"reg-static": {URL: docs.MCPURL, Authorization: static},
+		"reg-hr":     {URL: hr.MCPURL, OAuth: &config.ServerOAuth{Grant: config.GrantEnterpriseManaged, ClientID: hr.ClientID, ClientSecretFile: secretIn("hr-secret", hr.ClientSecret)}},
 	}
+	cfg.OAuth.IdentityProvider = config.IdentityProvider{Issuer: hr.IdP.Issuer, ClientID: hr.IdP.ClientID,
+		IDTokenFile: secretIn("id-token", hr.IdP.IDToken(t, "workload@example.com"))}
 	s := newCanaryStack(t, cfg)
 	var c canaryCapture
 
@@ -186,6 +193,9 @@ func oauthCanary(t *testing.T, sealed bool) {
 		canaryStatus(t, err, want)
 	}
 
+	enterpriseDecl := &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED, ClientId: hr.ClientID, ClientSecret: hr.ClientSecret,
+		IdentityProvider: &agentdv1.IdentityProvider{IdToken: hr.IdP.IDToken(t, "henry@example.com")}}
+	enterprise := oauthAgent(t, hr.MCPURL, enterpriseDecl, "echo")
 	withSecret := oauthAgent(t, crm.MCPURL, secretDecl, "echo")
 	withKey := oauthAgent(t, erp.MCPURL, keyDecl, "echo")
 	machine := oauthAgent(t, erp.MCPURL, machineDecl, "echo")
@@ -216,6 +226,27 @@ func oauthCanary(t *testing.T, sealed bool) {
 		if erp.Grants()["client_credentials"] != 2 {
 			t.Errorf("grants %v, want two client_credentials", erp.Grants())
 		}
+	})
+
+	t.Run("enterprise-managed grant: an ID token exchanged, kept, renewed", func(t *testing.T) {
+		completes(t, enterprise, "henry", nil, 0)
+		completes(t, enterprise, "henry", nil, 0)
+		hr.ExpireAll()
+		completes(t, enterprise, "henry", nil, 0)
+		completes(t, refAgent(t, "reg-hr", "", "echo"), "ivy", nil, 0)
+		if got := hr.Grants()["urn:ietf:params:oauth:grant-type:jwt-bearer"]; got != 3 {
+			t.Errorf("grants %v, want three JWT bearer grants", hr.Grants())
+		}
+	})
+	t.Run("enterprise-managed grant paused at an approval and resumed", func(t *testing.T) {
+		gatedHR := func() *agentdv1.Agent {
+			a := oauthAgent(t, hr.MCPURL, enterpriseDecl, "echo")
+			a.Mcps[0].RequireApproval = &agentdv1.ApprovalPolicy{Mode: agentdv1.ApprovalMode_APPROVAL_MODE_ALWAYS}
+			return a
+		}
+		request, paused, _ := c.pauseAtApproval(t, s.client, start(gatedHR(), "henry"), s.stateDir)
+		events, err := c.generate(t, s.client, canaryApprove(t, paused, request, gatedHR()), nil)
+		canaryCompleted(t, events, err)
 	})
 
 	// Both declarations, secret and key, in a paused generation's
@@ -365,7 +396,7 @@ func oauthCanary(t *testing.T, sealed bool) {
 		}
 	})
 	t.Run("previews", func(t *testing.T) {
-		for _, agent := range []*agentdv1.Agent{machine, withSecret, withKey, gated(), regGated()} {
+		for _, agent := range []*agentdv1.Agent{machine, withSecret, withKey, gated(), regGated(), enterprise} {
 			preview, err := s.client.Preview(t.Context(), &agentdv1.PreviewRequest{Agent: agent, Messages: canaryStart(nil).GetStart().GetMessages()})
 			c.rpcError(scenario(t), err, nil)
 			c.response(scenario(t), preview)
@@ -392,6 +423,7 @@ func oauthCanary(t *testing.T, sealed bool) {
 			"crm exchanged a code and refreshed":            crm.Grants()["authorization_code"] >= 1 && crm.Grants()["refresh_token"] >= 1,
 			"crm got a PKCE verifier":                       len(crm.Proofs()) > 0,
 			"erp got client assertions":                     len(erp.Proofs()) > 0,
+			"hr got identity assertion grants":              len(hr.Proofs()) >= 3,
 		})
 		// With a key the tokens are in the store, so searching it means
 		// something; without one, they must be nowhere on disk.
@@ -403,9 +435,9 @@ func oauthCanary(t *testing.T, sealed bool) {
 		}
 	})
 
-	secrets := []string{crm.ClientSecret, erp.ClientSecret, cnryWrongSecret, erpPEM, wrongPEM}
+	secrets := []string{crm.ClientSecret, erp.ClientSecret, hr.ClientSecret, cnryWrongSecret, erpPEM, wrongPEM}
 	secrets = append(append(secrets, erpParts...), wrongParts...)
-	for _, as := range []*oauthtest.Server{crm, erp, docs} {
+	for _, as := range []*oauthtest.Server{crm, erp, docs, hr} {
 		secrets = append(append(secrets, as.Issued()...), as.Proofs()...)
 	}
 	canaryNoLeaks(t, secrets, s.canaryOutputs, &c, storeWhilePaused, s.stateDir,

@@ -3,11 +3,14 @@ package app
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcpauth"
+	"github.com/agentd/agentd/internal/oauthclient"
 )
 
 // registeredURLServers are the url servers of bridge.servers as the
@@ -43,4 +46,18 @@ func registeredURLServers(servers map[string]config.Server) (map[string]*agentdv
 		out[name] = decl
 	}
 	return out, nil
+}
+
+// identityProvider is oauth.identity_provider with its client's secret
+// read from its file; the ID token file is read at each grant instead.
+func identityProvider(c config.IdentityProvider) (oauthclient.IdentityProvider, error) {
+	p := oauthclient.IdentityProvider{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, IDTokenFile: c.IDTokenFile}
+	if c.ClientSecretFile != "" {
+		b, err := os.ReadFile(c.ClientSecretFile)
+		if err != nil {
+			return p, fmt.Errorf("oauth.identity_provider.client_secret_file: %w", err)
+		}
+		p.ClientSecret = strings.TrimSpace(string(b))
+	}
+	return p, nil
 }

@@ -243,6 +243,7 @@ func (c *Config) validate(p *problems) {
 	c.validateTenants(p.bad)
 	c.validateAuth(p.bad)
 	c.OAuth.validate(p.bad)
+	c.validateEnterpriseServers(p.bad)
 	c.Store.validate(p.bad)
 	c.Bridge.validate(p.bad)
 	c.Generation.validate(p.bad)

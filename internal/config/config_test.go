@@ -485,7 +485,11 @@ func TestLoadRejectsRegisteredURLServers(t *testing.T) {
 		{name: "oauth and a static token", server: "{url: https://a.example/mcp, authorization: " + secret + ", oauth: {}}", wantErrs: []string{"bridge.servers.s.authorization: may not be combined with oauth"}},
 		{name: "oauth and a token's file", server: "{url: https://a.example/mcp, authorization_file: /run/secrets/t, oauth: {}}", wantErrs: []string{"bridge.servers.s.authorization_file: may not be combined with oauth"}},
 		{name: "oauth and an Authorization header", server: "{url: https://a.example/mcp, headers: {authorization: " + secret + "}, oauth: {}}", wantErrs: []string{"bridge.servers.s.headers: may not set Authorization with oauth"}},
-		{name: "an unknown grant", server: "{url: https://a.example/mcp, oauth: {grant: password}}", wantErrs: []string{`bridge.servers.s.oauth.grant: "password" is not one of authorization_code, client_credentials`}},
+		{name: "an unknown grant", server: "{url: https://a.example/mcp, oauth: {grant: password}}", wantErrs: []string{`bridge.servers.s.oauth.grant: "password" is not one of authorization_code, client_credentials, enterprise_managed`}},
+		{
+			name: "enterprise managed without a client or an identity provider", server: "{url: https://a.example/mcp, oauth: {grant: enterprise_managed}}",
+			wantErrs: []string{"bridge.servers.s.oauth.client_id: is required with the enterprise_managed grant", "bridge.servers.s.oauth: the enterprise_managed grant needs oauth.identity_provider"},
+		},
 		{
 			name: "client credentials without client or secret", server: "{url: https://a.example/mcp, oauth: {grant: client_credentials}}",
 			wantErrs: []string{"bridge.servers.s.oauth.client_id: is required", "bridge.servers.s.oauth: the client_credentials grant needs client_secret"},

@@ -1,6 +1,10 @@
 package config
 
-import "net/url"
+import (
+	"maps"
+	"net/url"
+	"slices"
+)
 
 // OAuth is how agentd presents itself to the authorization servers of
 // the MCP servers it is the OAuth client of: those registered or
@@ -21,6 +25,54 @@ type OAuth struct {
 	ClientMetadataURL string `yaml:"client_metadata_url" env:"AGENTD_OAUTH_CLIENT_METADATA_URL"`
 	// ClientName is the client_name agentd registers with dynamically.
 	ClientName string `yaml:"client_name" env:"AGENTD_OAUTH_CLIENT_NAME"`
+	// IdentityProvider is the enterprise identity provider of the
+	// enterprise-managed grant: registered servers of that grant use it,
+	// and a request's ENTERPRISE_MANAGED declaration takes from it what
+	// it leaves empty.
+	IdentityProvider IdentityProvider `yaml:"identity_provider"`
+}
+
+// IdentityProvider is where agentd exchanges an end user's ID token for
+// an identity assertion grant (RFC 8693) in the enterprise-managed grant.
+type IdentityProvider struct {
+	// Issuer is the identity provider's issuer; its token endpoint is read
+	// from its OpenID Connect discovery document. Excludes token_endpoint.
+	Issuer string `yaml:"issuer" env:"AGENTD_OAUTH_IDENTITY_PROVIDER_ISSUER"`
+	// TokenEndpoint is the identity provider's token endpoint, instead of
+	// discovering it.
+	TokenEndpoint string `yaml:"token_endpoint" env:"AGENTD_OAUTH_IDENTITY_PROVIDER_TOKEN_ENDPOINT"`
+	// ClientID is the client agentd is at the identity provider, which
+	// the ID tokens are issued to.
+	ClientID string `yaml:"client_id" env:"AGENTD_OAUTH_IDENTITY_PROVIDER_CLIENT_ID"`
+	// ClientSecretFile names a file holding that client's secret, if it
+	// has one.
+	ClientSecretFile string `yaml:"client_secret_file" env:"AGENTD_OAUTH_IDENTITY_PROVIDER_CLIENT_SECRET_FILE"`
+	// IDTokenFile names a file holding the ID token presented when a
+	// request passes none: a workload identity, the same for every
+	// generation, read at each grant (whoever writes it may rotate it).
+	IDTokenFile string `yaml:"id_token_file" env:"AGENTD_OAUTH_IDENTITY_PROVIDER_ID_TOKEN_FILE"`
+}
+
+// Usable reports whether p names an identity provider and agentd's
+// client there; an ID token may still come with each request.
+func (p IdentityProvider) Usable() bool {
+	return (p.Issuer != "" || p.TokenEndpoint != "") && p.ClientID != ""
+}
+
+// validate checks p: URLs where URLs go, one way to the token endpoint.
+func (p IdentityProvider) validate(bad func(string, ...any)) {
+	const f = "oauth.identity_provider"
+	if p.Issuer != "" && p.TokenEndpoint != "" {
+		bad("%s: issuer and token_endpoint exclude each other", f)
+	}
+	for _, u := range []struct{ key, v string }{{"issuer", p.Issuer}, {"token_endpoint", p.TokenEndpoint}} {
+		if u.v != "" && !redirectURL(u.v) {
+			bad("%s.%s: must be an absolute http or https URL without a fragment", f, u.key)
+		}
+	}
+	if p.ClientSecretFile != "" && p.ClientID == "" {
+		bad("%s.client_secret_file: needs client_id", f)
+	}
 }
 
 // DefaultOAuthRedirectURL is oauth.redirect_url's default.
@@ -38,6 +90,7 @@ func (o OAuth) validate(bad func(string, ...any)) {
 	if o.ClientName == "" {
 		bad("oauth.client_name: must not be empty")
 	}
+	o.IdentityProvider.validate(bad)
 }
 
 // redirectURL reports whether raw may be oauth.redirect_url: an absolute
@@ -53,4 +106,20 @@ func redirectURL(raw string) bool {
 func clientMetadataURL(raw string) bool {
 	u, err := url.Parse(raw)
 	return err == nil && u.Scheme == "https" && u.Host != "" && u.Path != "" && u.Path != "/" && u.User == nil && u.Fragment == ""
+}
+
+// validateEnterpriseServers checks that the registered servers of the
+// enterprise_managed grant have an identity provider, and an ID token:
+// no request can pass one for a registered server, so it is the file's.
+func (c *Config) validateEnterpriseServers(bad func(string, ...any)) {
+	idp := c.OAuth.IdentityProvider
+	for _, name := range slices.Sorted(maps.Keys(c.Bridge.Servers)) {
+		o := c.Bridge.Servers[name].OAuth
+		if o == nil || o.Grant != GrantEnterpriseManaged {
+			continue
+		}
+		if !idp.Usable() || idp.IDTokenFile == "" {
+			bad("bridge.servers.%s.oauth: the enterprise_managed grant needs oauth.identity_provider with an issuer or token_endpoint, client_id and id_token_file", name)
+		}
+	}
 }

@@ -310,3 +310,21 @@ func TestLoadNulls(t *testing.T) {
 		t.Errorf("a null file: %v, listen %q; want the defaults", lines, cfg.Listen)
 	}
 }
+
+// oauth.identity_provider names one way to the identity provider's token
+// endpoint, by absolute URLs, and a secret file only for a client.
+func TestIdentityProviderSettings(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	cfg.OAuth.IdentityProvider = IdentityProvider{Issuer: "idp.example", TokenEndpoint: "https://idp.example/token", ClientSecretFile: "/run/secrets/idp"}
+	want := "oauth.identity_provider: issuer and token_endpoint exclude each other\n" +
+		"oauth.identity_provider.issuer: must be an absolute http or https URL without a fragment\n" +
+		"oauth.identity_provider.client_secret_file: needs client_id"
+	if err := cfg.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v, want %q", err, want)
+	}
+	cfg.OAuth.IdentityProvider = IdentityProvider{Issuer: "https://idp.example", ClientID: "agentd"}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate() = %v", err)
+	}
+}

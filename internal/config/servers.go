@@ -67,8 +67,10 @@ type Server struct {
 // oauth declaration, agentd.v1.OAuthClient, in configuration form).
 type ServerOAuth struct {
 	// Grant is the OAuth grant: authorization_code (a person authorizes
-	// on the Generate stream) or client_credentials (agentd itself).
-	Grant string `yaml:"grant" enum:",authorization_code,client_credentials" default:"authorization_code"`
+	// on the Generate stream), client_credentials (agentd itself) or
+	// enterprise_managed (the ID token of oauth.identity_provider's
+	// id_token_file exchanged there; nobody is asked).
+	Grant string `yaml:"grant" enum:",authorization_code,client_credentials,enterprise_managed" default:"authorization_code"`
 	// ClientID is the pre-registered client's id. Required with
 	// client_credentials and with a secret or key; without one agentd
 	// uses its client ID metadata document or registers dynamically.
@@ -98,6 +100,7 @@ type ServerOAuth struct {
 const (
 	GrantAuthorizationCode = "authorization_code"
 	GrantClientCredentials = "client_credentials"
+	GrantEnterpriseManaged = "enterprise_managed"
 )
 
 // ServerSecrets are a registered url server's secrets, as Secrets reads
@@ -218,7 +221,7 @@ func (s Server) validateURL(f string, bad func(string, ...any)) {
 // words.
 var registeredTerms = mcpdecl.Terms{
 	Secret: "a client secret", SecretSetting: "client_secret or client_secret_file",
-	Key: "private_key_file", CredentialsGrant: "the client_credentials grant", Files: true,
+	Key: "private_key_file", CredentialsGrant: "the client_credentials grant", EnterpriseGrant: "the enterprise_managed grant", Files: true,
 }
 
 // validateFiles checks what the oauth block at f may set in a file, and
@@ -248,12 +251,8 @@ func (s Server) Declaration(sec ServerSecrets) *agentdv1.MCPServer {
 		decl.ReadTimeout = durationpb.New(s.ReadTimeout)
 	}
 	if o := s.OAuth; o != nil {
-		grant := agentdv1.GrantType_GRANT_TYPE_AUTHORIZATION_CODE
-		if o.Grant == GrantClientCredentials {
-			grant = agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS
-		}
 		decl.Oauth = &agentdv1.OAuthClient{
-			Grant:                   grant,
+			Grant:                   grants[o.Grant],
 			ClientId:                o.ClientID,
 			ClientSecret:            sec.ClientSecret,
 			PrivateKey:              sec.PrivateKeyPEM,
@@ -264,6 +263,14 @@ func (s Server) Declaration(sec ServerSecrets) *agentdv1.MCPServer {
 		}
 	}
 	return decl
+}
+
+// grants are the request's grant of each grant setting.
+var grants = map[string]agentdv1.GrantType{
+	"":                     agentdv1.GrantType_GRANT_TYPE_AUTHORIZATION_CODE,
+	GrantAuthorizationCode: agentdv1.GrantType_GRANT_TYPE_AUTHORIZATION_CODE,
+	GrantClientCredentials: agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS,
+	GrantEnterpriseManaged: agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED,
 }
 
 // declared are the secrets of s as its settings declare them, those its

@@ -106,8 +106,8 @@ const ContextEnv = "MCP_CONFORMANCE_CONTEXT"
 // client registered in advance, with its secret (pre-registration,
 // client-credentials-basic, cross-app-access-complete-flow) or its
 // private key (client-credentials-jwt). The cross-app scenario also gives
-// an identity provider's ID token (idp_*), which an OAuthClient has no
-// field for.
+// an identity provider, agentd's client there and the end user's ID
+// token from it (idp_*).
 type Context struct {
 	ClientID      string `json:"client_id"`
 	ClientSecret  string `json:"client_secret"`
@@ -115,6 +115,11 @@ type Context struct {
 	// SigningAlgorithm is the assertion's algorithm the scenario expects
 	// (ES256); agentd picks it from the key's type.
 	SigningAlgorithm string `json:"signing_algorithm"`
+
+	IdPClientID      string `json:"idp_client_id"`
+	IdPIDToken       string `json:"idp_id_token"`
+	IdPIssuer        string `json:"idp_issuer"`
+	IdPTokenEndpoint string `json:"idp_token_endpoint"`
 }
 
 // ParseContext reads ContextEnv's value; empty is no context.
@@ -136,17 +141,23 @@ const CIMDURL = "https://conformance-test.local/client-metadata.json"
 
 // OAuth is the oauth block of scenario's server: none outside the auth
 // scenarios; the client-credentials grant with the context's secret or
-// private key for client-credentials-*; otherwise the authorization-code
-// grant, as the context's pre-registered client when it gives one (the
-// token endpoint's authentication method left to agentd, which picks one
-// the authorization server supports).
+// private key for client-credentials-*; the enterprise-managed grant with
+// the context's identity provider and ID token where it gives them
+// (cross-app access); otherwise the authorization-code grant, as the
+// context's pre-registered client when it gives one (the token
+// endpoint's authentication method left to agentd, which picks one the
+// authorization server supports).
 func OAuth(scenario string, c Context) *agentdv1.OAuthClient {
 	if !strings.HasPrefix(scenario, "auth/") {
 		return nil
 	}
 	o := &agentdv1.OAuthClient{ClientId: c.ClientID, ClientSecret: c.ClientSecret, PrivateKey: c.PrivateKeyPEM}
-	if strings.HasPrefix(scenario, "auth/client-credentials-") {
+	switch {
+	case strings.HasPrefix(scenario, "auth/client-credentials-"):
 		o.Grant = agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS
+	case c.IdPIDToken != "":
+		o.Grant = agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED
+		o.IdentityProvider = &agentdv1.IdentityProvider{TokenEndpoint: c.IdPTokenEndpoint, ClientId: c.IdPClientID, IdToken: c.IdPIDToken}
 	}
 	return o
 }

@@ -282,6 +282,11 @@ func TestOAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	xaa, err := ParseContext(`{"client_id":"xaa-client","client_secret":"xaa-secret","idp_client_id":"idp-client","idp_id_token":"eyJ.id.token",` +
+		`"idp_issuer":"http://localhost:1","idp_token_endpoint":"http://localhost:1/token"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		scenario string
 		c        Context
@@ -293,6 +298,10 @@ func TestOAuth(t *testing.T) {
 		{"auth/client-credentials-basic", basic, &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS, ClientId: "cc-client", ClientSecret: "cc-secret"}},
 		{"auth/client-credentials-jwt", jwt, &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS, ClientId: "jwt-client", PrivateKey: jwt.PrivateKeyPEM}},
 		{"auth/pre-registration", pre, &agentdv1.OAuthClient{ClientId: "pre-client", ClientSecret: "pre-secret"}},
+		{"auth/cross-app-access-complete-flow", xaa, &agentdv1.OAuthClient{
+			Grant: agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED, ClientId: "xaa-client", ClientSecret: "xaa-secret",
+			IdentityProvider: &agentdv1.IdentityProvider{TokenEndpoint: "http://localhost:1/token", ClientId: "idp-client", IdToken: "eyJ.id.token"},
+		}},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, OAuth(tt.scenario, tt.c), protocmp.Transform()); diff != "" {

@@ -3,8 +3,11 @@
 // the server's protected-resource metadata and its authorization server,
 // client registration (client ID metadata document, pre-registration or
 // dynamic registration), the authorization code grant with PKCE, resource
-// indicators and scope step-up, refresh, and the client credentials grant
-// with client_secret_basic, client_secret_post or private_key_jwt.
+// indicators and scope step-up, refresh, the client credentials grant
+// with client_secret_basic, client_secret_post or private_key_jwt, and
+// enterprise-managed authorization (an identity provider's ID token
+// exchanged for an identity assertion grant, RFC 8693, presented as an
+// RFC 7523 JWT bearer grant).
 //
 // The authorization code flow is split in two (Begin, Complete) because a
 // person has to visit the authorization URL between them, possibly while
@@ -43,6 +46,10 @@ const (
 	// ClientCredentials authenticates agentd itself, with no person
 	// involved (Config.ClientCredentials).
 	ClientCredentials
+	// EnterpriseManaged exchanges the end user's ID token from an
+	// enterprise identity provider for an identity assertion grant, and
+	// that for a token, with no person involved (Config.EnterpriseManaged).
+	EnterpriseManaged
 )
 
 // Token endpoint client authentication methods (RFC 7591 names).
@@ -85,6 +92,9 @@ type Config struct {
 	// ClientName is the client_name of dynamic registrations ("agentd"
 	// when empty).
 	ClientName string
+	// IdentityProvider is where the EnterpriseManaged grant exchanges the
+	// end user's ID token.
+	IdentityProvider *IdentityProvider
 	// HTTPClient makes every request; nil means http.DefaultClient.
 	HTTPClient *http.Client
 }

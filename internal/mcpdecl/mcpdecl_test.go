@@ -87,3 +87,35 @@ func TestRequestKeysAreParsed(t *testing.T) {
 		t.Errorf("problems %v; want the key refused", p)
 	}
 }
+
+// X-M1: the enterprise-managed grant's declaration: the client at the
+// authorization server, an identity provider only with that grant, one
+// way to its token endpoint, and URLs.
+func TestCheckIdentityProvider(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		oauth *agentdv1.OAuthClient
+		want  Problems
+	}{
+		{name: "whole", oauth: &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED, ClientId: "c",
+			IdentityProvider: &agentdv1.IdentityProvider{Issuer: "https://idp.example", ClientId: "i", IdToken: "t"}}},
+		{name: "no client", oauth: &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED},
+			want: Problems{{Field: "oauth.client_id", Description: "is required with the ENTERPRISE_MANAGED grant: the client registered at the MCP server's authorization server"}}},
+		{name: "another grant", oauth: &agentdv1.OAuthClient{IdentityProvider: &agentdv1.IdentityProvider{}},
+			want: Problems{{Field: "oauth.identity_provider", Description: "applies to the ENTERPRISE_MANAGED grant only"}}},
+		{name: "both endpoints, not URLs", oauth: &agentdv1.OAuthClient{Grant: agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED, ClientId: "c",
+			IdentityProvider: &agentdv1.IdentityProvider{Issuer: "idp.example", TokenEndpoint: "ftp://idp.example/token"}},
+			want: Problems{
+				{Field: "oauth.identity_provider", Description: "issuer and token_endpoint exclude each other"},
+				{Field: "oauth.identity_provider.issuer", Description: "must be an absolute http or https URL"},
+				{Field: "oauth.identity_provider.token_endpoint", Description: "must be an absolute http or https URL"},
+			}},
+	} {
+		var p Problems
+		CheckOAuth(&p, &agentdv1.MCPServer{Oauth: tc.oauth}, requestTerms)
+		if diff := cmp.Diff(tc.want, p); diff != "" {
+			t.Errorf("%s: problems (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

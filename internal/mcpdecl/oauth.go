@@ -29,6 +29,9 @@ type Terms struct {
 	// CredentialsGrant names the client credentials grant: "the
 	// CLIENT_CREDENTIALS grant".
 	CredentialsGrant string
+	// EnterpriseGrant names the enterprise-managed grant: "the
+	// ENTERPRISE_MANAGED grant".
+	EnterpriseGrant string
 	// Files lets a secret stand as FromFile: a registered server's
 	// secrets may be held in files, read and checked at start.
 	Files bool
@@ -36,7 +39,10 @@ type Terms struct {
 
 // requestTerms are a request's words; no secret of a request is held in a
 // file.
-var requestTerms = Terms{Secret: "client_secret", SecretSetting: "client_secret", Key: "private_key", CredentialsGrant: "the CLIENT_CREDENTIALS grant"}
+var requestTerms = Terms{
+	Secret: "client_secret", SecretSetting: "client_secret", Key: "private_key",
+	CredentialsGrant: "the CLIENT_CREDENTIALS grant", EnterpriseGrant: "the ENTERPRISE_MANAGED grant",
+}
 
 // FromFile stands, in a declaration made of a registered server's
 // settings (Terms.Files), for a secret that a file holds: it counts as
@@ -62,6 +68,7 @@ func CheckOAuth(p *Problems, decl *agentdv1.MCPServer, terms Terms) {
 	}
 	checkClient(p, o, terms)
 	checkAuthMethod(p, o, terms)
+	checkIdentityProvider(p, o, terms)
 	if r := o.GetRedirectUrl(); r != "" && !absoluteURL(r) {
 		p.Add("oauth.redirect_url", "must be an absolute URL")
 	}
@@ -87,6 +94,33 @@ func checkClient(p *Problems, o *agentdv1.OAuthClient, terms Terms) {
 	}
 	if o.GetGrant() == agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS && o.GetClientId() == "" {
 		p.Add("oauth.client_id", "is required with %s", terms.CredentialsGrant)
+	}
+}
+
+// checkIdentityProvider checks the enterprise-managed grant's parts: the
+// client registered at the MCP server's authorization server, which
+// presents the identity assertion grant, and the identity provider's
+// endpoints. What the declaration leaves empty comes from the service's
+// oauth.identity_provider, which its caller checks.
+func checkIdentityProvider(p *Problems, o *agentdv1.OAuthClient, terms Terms) {
+	enterprise := o.GetGrant() == agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED
+	if enterprise && o.GetClientId() == "" {
+		p.Add("oauth.client_id", "is required with %s: the client registered at the MCP server's authorization server", terms.EnterpriseGrant)
+	}
+	idp := o.GetIdentityProvider()
+	if idp == nil {
+		return
+	}
+	if !enterprise {
+		p.Add("oauth.identity_provider", "applies to %s only", terms.EnterpriseGrant)
+	}
+	if idp.GetIssuer() != "" && idp.GetTokenEndpoint() != "" {
+		p.Add("oauth.identity_provider", "issuer and token_endpoint exclude each other")
+	}
+	for _, u := range []struct{ field, v string }{{"issuer", idp.GetIssuer()}, {"token_endpoint", idp.GetTokenEndpoint()}} {
+		if u.v != "" && !HTTPURL(u.v) {
+			p.Add("oauth.identity_provider."+u.field, "must be an absolute http or https URL")
+		}
 	}
 }
 

@@ -46,6 +46,10 @@ type Options struct {
 	ClientMetadataURL string
 	// ClientName is the name agentd registers dynamically with.
 	ClientName string
+	// IdentityProvider holds the enterprise identity provider settings
+	// (oauth.identity_provider) that an ENTERPRISE_MANAGED declaration's
+	// empty fields take.
+	IdentityProvider IdentityProvider
 	// HTTPClient returns the client for the authorization servers of a
 	// tenant whose rules allow private addresses or not. Nil: netaddr's
 	// transport, which refuses private addresses unless allowed.
@@ -99,8 +103,12 @@ func (c *Client) Config(o *agentdv1.OAuthClient, allowPrivate bool) (*mcpauth.Co
 	if allowPrivate {
 		cfg.HTTPClient = c.lan
 	}
-	if o.GetGrant() == agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS {
+	switch o.GetGrant() {
+	case agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS:
 		cfg.Grant = mcpauth.ClientCredentials
+	case agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED:
+		cfg.Grant = mcpauth.EnterpriseManaged
+		cfg.IdentityProvider = c.opts.IdentityProvider.with(o.GetIdentityProvider())
 	}
 	if k := o.GetPrivateKey(); k != "" {
 		signer, err := mcpauth.ParsePrivateKey(k)
@@ -182,7 +190,8 @@ func (c *Client) save(ctx context.Context, k oauthtokens.Key, t *mcpauth.Token) 
 }
 
 // refreshable reports whether t can be renewed without a person: it has
-// a refresh token, or came of a client-credentials grant.
+// a refresh token, or came of a client-credentials grant. A token of an
+// enterprise-managed grant is renewed by a new grant when refused.
 func refreshable(t *mcpauth.Token) bool {
 	return t.RefreshToken != "" || t.Grant == mcpauth.ClientCredentials
 }

@@ -21,8 +21,9 @@ type AskPerson func(ctx context.Context, reason agentdv1.AuthorizationReason, gr
 // when it is fresh and not the one refused (another request, generation
 // or replica renewed it meanwhile, stepped up perhaps); a refresh of the
 // kept token, unless the server asks for more scopes; a new
-// client-credentials grant, for a declaration of that grant; else the
-// person's authorization code grant, which ask runs. The token is kept.
+// client-credentials or enterprise-managed grant, for a declaration of
+// that grant; else the person's authorization code grant, which ask runs.
+// The token is kept.
 //
 // It waits for the key's resolution under way, if any, as long as ctx
 // lasts: that one may be asking the person already. obtained reports a
@@ -41,9 +42,12 @@ func (c *Client) Resolve(ctx context.Context, s *Subject, ch mcpauth.Challenge, 
 	if t, err := c.renew(ctx, s, ch, presented, stored); t != nil || err != nil {
 		return t, false, err
 	}
-	if s.Config.Grant == mcpauth.ClientCredentials {
+	switch s.Config.Grant {
+	case mcpauth.ClientCredentials:
 		t, err = s.Config.ClientCredentials(ctx, s.URL, ch)
-	} else {
+	case mcpauth.EnterpriseManaged:
+		t, err = s.Config.EnterpriseManaged(ctx, s.URL, ch)
+	default:
 		reason, granted := askReason(stored, ch.StepUp())
 		t, err = ask(ctx, reason, granted)
 	}

@@ -5,7 +5,8 @@
 // authorization request at once (redirecting with code, state and, when
 // asked, iss), registers clients dynamically, and issues tokens for the
 // authorization_code (PKCE S256 and the resource indicator checked),
-// refresh_token (rotating) and client_credentials grants, authenticating
+// refresh_token (rotating), client_credentials and, beside an enterprise
+// identity provider of its own (idp.go), JWT bearer grants, authenticating
 // clients with client_secret_basic, client_secret_post, private_key_jwt or
 // none. The MCP server publishes RFC 9728 metadata, refuses requests
 // without a live token (401 with a Bearer challenge) and refuses the
@@ -73,6 +74,10 @@ type Options struct {
 	// PublicKey verifies the pre-registered client's private_key_jwt
 	// assertions (RS256 or ES256).
 	PublicKey crypto.PublicKey
+	// IdentityProvider starts an enterprise identity provider beside the
+	// authorization server (Server.IdP), whose identity assertion grants
+	// the pre-registered client may present (RFC 7523 JWT bearer).
+	IdentityProvider bool
 }
 
 // Server is a running authorization server and MCP server. Its methods are
@@ -90,6 +95,8 @@ type Server struct {
 	// scopes only.
 	StepUpTool  string
 	StepUpScope string
+	// IdP is the identity provider, with Options.IdentityProvider.
+	IdP *IdentityProvider
 
 	opts Options
 	as   *httptest.Server
@@ -182,6 +189,9 @@ func New(t testing.TB, o Options) *Server {
 	})
 	s.MCPURL = s.rs.URL + "/mcp"
 	s.MetadataURL = s.rs.URL + "/.well-known/oauth-protected-resource/mcp"
+	if o.IdentityProvider {
+		s.IdP = s.startIdentityProvider(t)
+	}
 	return s
 }
 
@@ -305,7 +315,7 @@ func (s *Server) asMetadata(w http.ResponseWriter, _ *http.Request) {
 		"authorization_endpoint":                s.Issuer + "/authorize",
 		"token_endpoint":                        s.Issuer + "/token",
 		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code", "refresh_token", "client_credentials"},
+		"grant_types_supported":                 s.grantTypes(),
 		"code_challenge_methods_supported":      []string{"S256"},
 		"token_endpoint_auth_methods_supported": s.opts.AuthMethods,
 		"scopes_supported":                      scopes,
@@ -323,6 +333,15 @@ func (s *Server) asMetadata(w http.ResponseWriter, _ *http.Request) {
 		m["authorization_response_iss_parameter_supported"] = true
 	}
 	writeJSON(w, http.StatusOK, m)
+}
+
+// grantTypes are the grant types the authorization server supports.
+func (s *Server) grantTypes() []string {
+	g := []string{"authorization_code", "refresh_token", "client_credentials"}
+	if s.IdP != nil {
+		g = append(g, jwtBearerGrant)
+	}
+	return g
 }
 
 func (s *Server) prm(w http.ResponseWriter, _ *http.Request) {
@@ -448,7 +467,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		"expires_in":   int(s.opts.TokenLifetime / time.Second),
 		"scope":        strings.Join(g.scopes, " "),
 	}
-	if gt != "client_credentials" {
+	if gt != "client_credentials" && gt != jwtBearerGrant {
 		rt := "rt-" + rand.Text()
 		s.refresh[rt] = &grant{clientID: id, scopes: g.scopes, resource: g.resource}
 		resp["refresh_token"] = rt
@@ -475,6 +494,8 @@ func (s *Server) grantOf(gt string, f url.Values, id, method string) (*grant, in
 			return nil, http.StatusBadRequest, "invalid_target"
 		}
 		return &grant{clientID: id, scopes: strings.Fields(f.Get("scope")), resource: s.MCPURL}, 0, ""
+	case jwtBearerGrant:
+		return s.jagGrant(f, id, method)
 	}
 	return nil, http.StatusBadRequest, "unsupported_grant_type"
 }

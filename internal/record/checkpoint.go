@@ -129,7 +129,8 @@ func OpenAgent(k *sealer.Keyring, tenant, id string, cp *statev1.Checkpoint) (ag
 
 // withoutSecrets returns agent without what is secret (a server's
 // authorization, its headers' and env variables' values, its oauth
-// block's client secret and private key, and its URL's path, query and
+// block's client secret, private key, identity provider's client secret
+// and ID token, and its URL's path, query and
 // user information, which may carry a token) and whether it had any.
 func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 	if !slices.ContainsFunc(agent.GetMcps(), holdsSecrets) {
@@ -140,6 +141,9 @@ func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 		m.Authorization = ""
 		if o := m.Oauth; o != nil {
 			o.ClientSecret, o.PrivateKey = "", ""
+			if idp := o.IdentityProvider; idp != nil {
+				idp.ClientSecret, idp.IdToken = "", ""
+			}
 		}
 		for k := range m.GetHeaders() {
 			m.Headers[k] = ""
@@ -159,7 +163,8 @@ func withoutSecrets(agent *agentdv1.Agent) (*agentdv1.Agent, bool) {
 func holdsSecrets(m *agentdv1.MCPServer) bool {
 	o := m.GetOauth()
 	return m.GetAuthorization() != "" || len(m.GetHeaders()) > 0 || len(m.GetEnv()) > 0 || m.GetUrl() != "" ||
-		o.GetClientSecret() != "" || o.GetPrivateKey() != ""
+		o.GetClientSecret() != "" || o.GetPrivateKey() != "" ||
+		o.GetIdentityProvider().GetClientSecret() != "" || o.GetIdentityProvider().GetIdToken() != ""
 }
 
 // origin is a URL's scheme and host alone; "" if it does not parse.

@@ -267,6 +267,14 @@ const (
 	// agentd authenticates as the client itself (machine to machine); no
 	// person is asked.
 	GrantType_GRANT_TYPE_CLIENT_CREDENTIALS GrantType = 2
+	// Enterprise-managed authorization (the MCP extension for an
+	// enterprise identity provider, SEP-990): agentd exchanges the end
+	// user's ID token at the identity provider (identity_provider) for an
+	// identity assertion grant addressed to the MCP server's authorization
+	// server, then presents that grant there (RFC 7523 JWT bearer grant),
+	// authenticating as client_id. No person is asked; the token is kept
+	// for the tenant, end user and server, and renewed by a new exchange.
+	GrantType_GRANT_TYPE_ENTERPRISE_MANAGED GrantType = 3
 )
 
 // Enum value maps for GrantType.
@@ -275,11 +283,13 @@ var (
 		0: "GRANT_TYPE_UNSPECIFIED",
 		1: "GRANT_TYPE_AUTHORIZATION_CODE",
 		2: "GRANT_TYPE_CLIENT_CREDENTIALS",
+		3: "GRANT_TYPE_ENTERPRISE_MANAGED",
 	}
 	GrantType_value = map[string]int32{
 		"GRANT_TYPE_UNSPECIFIED":        0,
 		"GRANT_TYPE_AUTHORIZATION_CODE": 1,
 		"GRANT_TYPE_CLIENT_CREDENTIALS": 2,
+		"GRANT_TYPE_ENTERPRISE_MANAGED": 3,
 	}
 )
 
@@ -908,9 +918,13 @@ type OAuthClient struct {
 	// back; the client reads the redirect there and answers the
 	// AuthorizationRequest with it. Empty: the service's
 	// oauth.redirect_url.
-	RedirectUrl   string `protobuf:"bytes,8,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RedirectUrl string `protobuf:"bytes,8,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
+	// ENTERPRISE_MANAGED: the enterprise identity provider whose ID token
+	// agentd exchanges. Each field left empty takes the service's
+	// oauth.identity_provider setting of the same name.
+	IdentityProvider *IdentityProvider `protobuf:"bytes,9,opt,name=identity_provider,json=identityProvider,proto3" json:"identity_provider,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OAuthClient) Reset() {
@@ -999,6 +1013,106 @@ func (x *OAuthClient) GetRedirectUrl() string {
 	return ""
 }
 
+func (x *OAuthClient) GetIdentityProvider() *IdentityProvider {
+	if x != nil {
+		return x.IdentityProvider
+	}
+	return nil
+}
+
+// IdentityProvider is the enterprise identity provider of an
+// ENTERPRISE_MANAGED grant: where agentd exchanges the end user's ID
+// token for an identity assertion grant (RFC 8693 token exchange,
+// requested_token_type urn:ietf:params:oauth:token-type:id-jag).
+type IdentityProvider struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity provider's issuer; its token endpoint is read from its
+	// OpenID Connect discovery document. Excludes token_endpoint.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// The identity provider's token endpoint, instead of discovering it
+	// from issuer.
+	TokenEndpoint string `protobuf:"bytes,2,opt,name=token_endpoint,json=tokenEndpoint,proto3" json:"token_endpoint,omitempty"`
+	// agentd's client at the identity provider, which the ID token was
+	// issued to.
+	ClientId string `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// That client's secret (sent in the token exchange's body), if it has
+	// one. A secret, like OAuthClient.client_secret.
+	ClientSecret string `protobuf:"bytes,4,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	// The end user's ID token from the identity provider, passed with
+	// each generation: the identity agentd acts for. A secret: never
+	// logged, traced, stored in the clear or used in a cache key. Empty:
+	// the token in the service's oauth.identity_provider.id_token_file
+	// (a workload identity, the same for every generation).
+	IdToken       string `protobuf:"bytes,5,opt,name=id_token,json=idToken,proto3" json:"id_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdentityProvider) Reset() {
+	*x = IdentityProvider{}
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdentityProvider) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdentityProvider) ProtoMessage() {}
+
+func (x *IdentityProvider) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdentityProvider.ProtoReflect.Descriptor instead.
+func (*IdentityProvider) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *IdentityProvider) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *IdentityProvider) GetTokenEndpoint() string {
+	if x != nil {
+		return x.TokenEndpoint
+	}
+	return ""
+}
+
+func (x *IdentityProvider) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *IdentityProvider) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
+func (x *IdentityProvider) GetIdToken() string {
+	if x != nil {
+		return x.IdToken
+	}
+	return ""
+}
+
 // ApprovalPolicy says which of a server's tool calls wait for approval.
 //
 //   - absent, or mode NEVER: none;
@@ -1023,7 +1137,7 @@ type ApprovalPolicy struct {
 
 func (x *ApprovalPolicy) Reset() {
 	*x = ApprovalPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1149,7 @@ func (x *ApprovalPolicy) String() string {
 func (*ApprovalPolicy) ProtoMessage() {}
 
 func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1162,7 @@ func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalPolicy.ProtoReflect.Descriptor instead.
 func (*ApprovalPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApprovalPolicy) GetMode() ApprovalMode {
@@ -1084,7 +1198,7 @@ type ToolNames struct {
 
 func (x *ToolNames) Reset() {
 	*x = ToolNames{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1210,7 @@ func (x *ToolNames) String() string {
 func (*ToolNames) ProtoMessage() {}
 
 func (x *ToolNames) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1223,7 @@ func (x *ToolNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolNames.ProtoReflect.Descriptor instead.
 func (*ToolNames) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolNames) GetToolNames() []string {
@@ -1135,7 +1249,7 @@ type FunctionTool struct {
 
 func (x *FunctionTool) Reset() {
 	*x = FunctionTool{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1261,7 @@ func (x *FunctionTool) String() string {
 func (*FunctionTool) ProtoMessage() {}
 
 func (x *FunctionTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1274,7 @@ func (x *FunctionTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionTool.ProtoReflect.Descriptor instead.
 func (*FunctionTool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FunctionTool) GetName() string {
@@ -1233,7 +1347,7 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\bSampling\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.agentd.v1.SamplingModeR\x04mode\x12\x1d\n" +
 	"\n" +
-	"max_tokens\x18\x02 \x01(\x05R\tmaxTokens\"\xba\x02\n" +
+	"max_tokens\x18\x02 \x01(\x05R\tmaxTokens\"\x84\x03\n" +
 	"\vOAuthClient\x12*\n" +
 	"\x05grant\x18\x01 \x01(\x0e2\x14.agentd.v1.GrantTypeR\x05grant\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12#\n" +
@@ -1243,7 +1357,14 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x0eprivate_key_id\x18\x05 \x01(\tR\fprivateKeyId\x12\x16\n" +
 	"\x06scopes\x18\x06 \x03(\tR\x06scopes\x12;\n" +
 	"\x1atoken_endpoint_auth_method\x18\a \x01(\tR\x17tokenEndpointAuthMethod\x12!\n" +
-	"\fredirect_url\x18\b \x01(\tR\vredirectUrl\"\x97\x01\n" +
+	"\fredirect_url\x18\b \x01(\tR\vredirectUrl\x12H\n" +
+	"\x11identity_provider\x18\t \x01(\v2\x1b.agentd.v1.IdentityProviderR\x10identityProvider\"\xae\x01\n" +
+	"\x10IdentityProvider\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12%\n" +
+	"\x0etoken_endpoint\x18\x02 \x01(\tR\rtokenEndpoint\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12#\n" +
+	"\rclient_secret\x18\x04 \x01(\tR\fclientSecret\x12\x19\n" +
+	"\bid_token\x18\x05 \x01(\tR\aidToken\"\x97\x01\n" +
 	"\x0eApprovalPolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.agentd.v1.ApprovalModeR\x04mode\x12,\n" +
 	"\x06always\x18\x02 \x01(\v2\x14.agentd.v1.ToolNamesR\x06always\x12*\n" +
@@ -1274,11 +1395,12 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x19SAMPLING_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SAMPLING_MODE_DENY\x10\x01\x12\x15\n" +
 	"\x11SAMPLING_MODE_ASK\x10\x02\x12\x17\n" +
-	"\x13SAMPLING_MODE_ALLOW\x10\x03*m\n" +
+	"\x13SAMPLING_MODE_ALLOW\x10\x03*\x90\x01\n" +
 	"\tGrantType\x12\x1a\n" +
 	"\x16GRANT_TYPE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dGRANT_TYPE_AUTHORIZATION_CODE\x10\x01\x12!\n" +
-	"\x1dGRANT_TYPE_CLIENT_CREDENTIALS\x10\x02*`\n" +
+	"\x1dGRANT_TYPE_CLIENT_CREDENTIALS\x10\x02\x12!\n" +
+	"\x1dGRANT_TYPE_ENTERPRISE_MANAGED\x10\x03*`\n" +
 	"\fApprovalMode\x12\x1d\n" +
 	"\x19APPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13APPROVAL_MODE_NEVER\x10\x01\x12\x18\n" +
@@ -1300,7 +1422,7 @@ func file_agentd_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_agentd_v1_agent_proto_goTypes = []any{
 	(ElicitationPolicy)(0),      // 0: agentd.v1.ElicitationPolicy
 	(MCPStrategy)(0),            // 1: agentd.v1.MCPStrategy
@@ -1312,39 +1434,41 @@ var file_agentd_v1_agent_proto_goTypes = []any{
 	(*MCPServer)(nil),           // 7: agentd.v1.MCPServer
 	(*Sampling)(nil),            // 8: agentd.v1.Sampling
 	(*OAuthClient)(nil),         // 9: agentd.v1.OAuthClient
-	(*ApprovalPolicy)(nil),      // 10: agentd.v1.ApprovalPolicy
-	(*ToolNames)(nil),           // 11: agentd.v1.ToolNames
-	(*FunctionTool)(nil),        // 12: agentd.v1.FunctionTool
-	nil,                         // 13: agentd.v1.MCPServer.HeadersEntry
-	nil,                         // 14: agentd.v1.MCPServer.EnvEntry
-	(*structpb.Struct)(nil),     // 15: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
+	(*IdentityProvider)(nil),    // 10: agentd.v1.IdentityProvider
+	(*ApprovalPolicy)(nil),      // 11: agentd.v1.ApprovalPolicy
+	(*ToolNames)(nil),           // 12: agentd.v1.ToolNames
+	(*FunctionTool)(nil),        // 13: agentd.v1.FunctionTool
+	nil,                         // 14: agentd.v1.MCPServer.HeadersEntry
+	nil,                         // 15: agentd.v1.MCPServer.EnvEntry
+	(*structpb.Struct)(nil),     // 16: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
 }
 var file_agentd_v1_agent_proto_depIdxs = []int32{
-	12, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
+	13, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
 	7,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
 	1,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
-	15, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
+	16, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
 	2,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
 	0,  // 5: agentd.v1.Agent.elicitation:type_name -> agentd.v1.ElicitationPolicy
-	13, // 6: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
-	16, // 7: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
-	14, // 8: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
-	16, // 9: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
-	10, // 10: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
+	14, // 6: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
+	17, // 7: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
+	15, // 8: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
+	17, // 9: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
+	11, // 10: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
 	9,  // 11: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
 	8,  // 12: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
 	3,  // 13: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
 	4,  // 14: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
-	5,  // 15: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
-	11, // 16: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
-	11, // 17: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
-	15, // 18: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	10, // 15: agentd.v1.OAuthClient.identity_provider:type_name -> agentd.v1.IdentityProvider
+	5,  // 16: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
+	12, // 17: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
+	12, // 18: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
+	16, // 19: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_proto_init() }
@@ -1364,7 +1488,7 @@ func file_agentd_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_proto_rawDesc), len(file_agentd_v1_agent_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -15,6 +15,7 @@ ELICITATION_POLICY_DENY: ElicitationPolicy
 ELICITATION_POLICY_UNSPECIFIED: ElicitationPolicy
 GRANT_TYPE_AUTHORIZATION_CODE: GrantType
 GRANT_TYPE_CLIENT_CREDENTIALS: GrantType
+GRANT_TYPE_ENTERPRISE_MANAGED: GrantType
 GRANT_TYPE_UNSPECIFIED: GrantType
 MCP_STRATEGY_AUTO: MCPStrategy
 MCP_STRATEGY_CLIENT: MCPStrategy
@@ -76,6 +77,20 @@ class FunctionTool(_message.Message):
     parameters: _struct_pb2.Struct
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
+class IdentityProvider(_message.Message):
+    __slots__ = ["client_id", "client_secret", "id_token", "issuer", "token_endpoint"]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SECRET_FIELD_NUMBER: _ClassVar[int]
+    ID_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ISSUER_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    client_secret: str
+    id_token: str
+    issuer: str
+    token_endpoint: str
+    def __init__(self, issuer: _Optional[str] = ..., token_endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., id_token: _Optional[str] = ...) -> None: ...
+
 class MCPServer(_message.Message):
     __slots__ = ["allowed_tools", "args", "authorization", "command", "env", "headers", "max_reconnection_wait", "name", "oauth", "read_timeout", "ref", "require_approval", "sampling", "unset_env", "url"]
     class EnvEntry(_message.Message):
@@ -125,10 +140,11 @@ class MCPServer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., command: _Optional[str] = ..., ref: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., require_approval: _Optional[_Union[ApprovalPolicy, _Mapping]] = ..., oauth: _Optional[_Union[OAuthClient, _Mapping]] = ..., sampling: _Optional[_Union[Sampling, _Mapping]] = ...) -> None: ...
 
 class OAuthClient(_message.Message):
-    __slots__ = ["client_id", "client_secret", "grant", "private_key", "private_key_id", "redirect_url", "scopes", "token_endpoint_auth_method"]
+    __slots__ = ["client_id", "client_secret", "grant", "identity_provider", "private_key", "private_key_id", "redirect_url", "scopes", "token_endpoint_auth_method"]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SECRET_FIELD_NUMBER: _ClassVar[int]
     GRANT_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_PROVIDER_FIELD_NUMBER: _ClassVar[int]
     PRIVATE_KEY_FIELD_NUMBER: _ClassVar[int]
     PRIVATE_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     REDIRECT_URL_FIELD_NUMBER: _ClassVar[int]
@@ -137,12 +153,13 @@ class OAuthClient(_message.Message):
     client_id: str
     client_secret: str
     grant: GrantType
+    identity_provider: IdentityProvider
     private_key: str
     private_key_id: str
     redirect_url: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
     token_endpoint_auth_method: str
-    def __init__(self, grant: _Optional[_Union[GrantType, str]] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., private_key: _Optional[str] = ..., private_key_id: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., token_endpoint_auth_method: _Optional[str] = ..., redirect_url: _Optional[str] = ...) -> None: ...
+    def __init__(self, grant: _Optional[_Union[GrantType, str]] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., private_key: _Optional[str] = ..., private_key_id: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., token_endpoint_auth_method: _Optional[str] = ..., redirect_url: _Optional[str] = ..., identity_provider: _Optional[_Union[IdentityProvider, _Mapping]] = ...) -> None: ...
 
 class Sampling(_message.Message):
     __slots__ = ["max_tokens", "mode"]

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent.proto.
  */
 export const file_agentd_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLIAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeUIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyLQBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQSJQoIc2FtcGxpbmcYDyABKAsyEy5hZ2VudGQudjEuU2FtcGxpbmcaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQiRQoIU2FtcGxpbmcSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5TYW1wbGluZ01vZGUSEgoKbWF4X3Rva2VucxgCIAEoBSLTAQoLT0F1dGhDbGllbnQSIwoFZ3JhbnQYASABKA4yFC5hZ2VudGQudjEuR3JhbnRUeXBlEhEKCWNsaWVudF9pZBgCIAEoCRIVCg1jbGllbnRfc2VjcmV0GAMgASgJEhMKC3ByaXZhdGVfa2V5GAQgASgJEhYKDnByaXZhdGVfa2V5X2lkGAUgASgJEg4KBnNjb3BlcxgGIAMoCRIiChp0b2tlbl9lbmRwb2ludF9hdXRoX21ldGhvZBgHIAEoCRIUCgxyZWRpcmVjdF91cmwYCCABKAkiggEKDkFwcHJvdmFsUG9saWN5EiUKBG1vZGUYASABKA4yFy5hZ2VudGQudjEuQXBwcm92YWxNb2RlEiQKBmFsd2F5cxgCIAEoCzIULmFnZW50ZC52MS5Ub29sTmFtZXMSIwoFbmV2ZXIYAyABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzIh8KCVRvb2xOYW1lcxISCgp0b29sX25hbWVzGAEgAygJIl4KDEZ1bmN0aW9uVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEisKCnBhcmFtZXRlcnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KnAKEUVsaWNpdGF0aW9uUG9saWN5EiIKHkVMSUNJVEFUSU9OX1BPTElDWV9VTlNQRUNJRklFRBAAEhoKFkVMSUNJVEFUSU9OX1BPTElDWV9BU0sQARIbChdFTElDSVRBVElPTl9QT0xJQ1lfREVOWRACKnQKC01DUFN0cmF0ZWd5EhwKGE1DUF9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEhUKEU1DUF9TVFJBVEVHWV9BVVRPEAESFwoTTUNQX1NUUkFURUdZX0NMSUVOVBACEhcKE01DUF9TVFJBVEVHWV9TRVJWRVIQAyp0ChBUb29sTmFtZUNvbmZsaWN0EiIKHlRPT0xfTkFNRV9DT05GTElDVF9VTlNQRUNJRklFRBAAEh0KGVRPT0xfTkFNRV9DT05GTElDVF9SRUZVU0UQARIdChlUT09MX05BTUVfQ09ORkxJQ1RfUFJFRklYEAIqdQoMU2FtcGxpbmdNb2RlEh0KGVNBTVBMSU5HX01PREVfVU5TUEVDSUZJRUQQABIWChJTQU1QTElOR19NT0RFX0RFTlkQARIVChFTQU1QTElOR19NT0RFX0FTSxACEhcKE1NBTVBMSU5HX01PREVfQUxMT1cQAyptCglHcmFudFR5cGUSGgoWR1JBTlRfVFlQRV9VTlNQRUNJRklFRBAAEiEKHUdSQU5UX1RZUEVfQVVUSE9SSVpBVElPTl9DT0RFEAESIQodR1JBTlRfVFlQRV9DTElFTlRfQ1JFREVOVElBTFMQAipgCgxBcHByb3ZhbE1vZGUSHQoZQVBQUk9WQUxfTU9ERV9VTlNQRUNJRklFRBAAEhcKE0FQUFJPVkFMX01PREVfTkVWRVIQARIYChRBUFBST1ZBTF9NT0RFX0FMV0FZUxACQpQBCg1jb20uYWdlbnRkLnYxQgpBZ2VudFByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLIAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeUIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyLQBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQSJQoIc2FtcGxpbmcYDyABKAsyEy5hZ2VudGQudjEuU2FtcGxpbmcaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQiRQoIU2FtcGxpbmcSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5TYW1wbGluZ01vZGUSEgoKbWF4X3Rva2VucxgCIAEoBSKLAgoLT0F1dGhDbGllbnQSIwoFZ3JhbnQYASABKA4yFC5hZ2VudGQudjEuR3JhbnRUeXBlEhEKCWNsaWVudF9pZBgCIAEoCRIVCg1jbGllbnRfc2VjcmV0GAMgASgJEhMKC3ByaXZhdGVfa2V5GAQgASgJEhYKDnByaXZhdGVfa2V5X2lkGAUgASgJEg4KBnNjb3BlcxgGIAMoCRIiChp0b2tlbl9lbmRwb2ludF9hdXRoX21ldGhvZBgHIAEoCRIUCgxyZWRpcmVjdF91cmwYCCABKAkSNgoRaWRlbnRpdHlfcHJvdmlkZXIYCSABKAsyGy5hZ2VudGQudjEuSWRlbnRpdHlQcm92aWRlciJ2ChBJZGVudGl0eVByb3ZpZGVyEg4KBmlzc3VlchgBIAEoCRIWCg50b2tlbl9lbmRwb2ludBgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSFQoNY2xpZW50X3NlY3JldBgEIAEoCRIQCghpZF90b2tlbhgFIAEoCSKCAQoOQXBwcm92YWxQb2xpY3kSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5BcHByb3ZhbE1vZGUSJAoGYWx3YXlzGAIgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcxIjCgVuZXZlchgDIAEoCzIULmFnZW50ZC52MS5Ub29sTmFtZXMiHwoJVG9vbE5hbWVzEhIKCnRvb2xfbmFtZXMYASADKAkiXgoMRnVuY3Rpb25Ub29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqcAoRRWxpY2l0YXRpb25Qb2xpY3kSIgoeRUxJQ0lUQVRJT05fUE9MSUNZX1VOU1BFQ0lGSUVEEAASGgoWRUxJQ0lUQVRJT05fUE9MSUNZX0FTSxABEhsKF0VMSUNJVEFUSU9OX1BPTElDWV9ERU5ZEAIqdAoLTUNQU3RyYXRlZ3kSHAoYTUNQX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASFQoRTUNQX1NUUkFURUdZX0FVVE8QARIXChNNQ1BfU1RSQVRFR1lfQ0xJRU5UEAISFwoTTUNQX1NUUkFURUdZX1NFUlZFUhADKnQKEFRvb2xOYW1lQ29uZmxpY3QSIgoeVE9PTF9OQU1FX0NPTkZMSUNUX1VOU1BFQ0lGSUVEEAASHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1JFRlVTRRABEh0KGVRPT0xfTkFNRV9DT05GTElDVF9QUkVGSVgQAip1CgxTYW1wbGluZ01vZGUSHQoZU0FNUExJTkdfTU9ERV9VTlNQRUNJRklFRBAAEhYKElNBTVBMSU5HX01PREVfREVOWRABEhUKEVNBTVBMSU5HX01PREVfQVNLEAISFwoTU0FNUExJTkdfTU9ERV9BTExPVxADKpABCglHcmFudFR5cGUSGgoWR1JBTlRfVFlQRV9VTlNQRUNJRklFRBAAEiEKHUdSQU5UX1RZUEVfQVVUSE9SSVpBVElPTl9DT0RFEAESIQodR1JBTlRfVFlQRV9DTElFTlRfQ1JFREVOVElBTFMQAhIhCh1HUkFOVF9UWVBFX0VOVEVSUFJJU0VfTUFOQUdFRBADKmAKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfTU9ERV9ORVZFUhABEhgKFEFQUFJPVkFMX01PREVfQUxXQVlTEAJClAEKDWNvbS5hZ2VudGQudjFCCkFnZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Agent declares who answers (provider and model), how (instructions), and
@@ -445,6 +445,15 @@ export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
    * @generated from field: string redirect_url = 8;
    */
   redirectUrl: string;
+
+  /**
+   * ENTERPRISE_MANAGED: the enterprise identity provider whose ID token
+   * agentd exchanges. Each field left empty takes the service's
+   * oauth.identity_provider setting of the same name.
+   *
+   * @generated from field: agentd.v1.IdentityProvider identity_provider = 9;
+   */
+  identityProvider?: IdentityProvider | undefined;
 };
 
 /**
@@ -453,6 +462,66 @@ export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
  */
 export const OAuthClientSchema: GenMessage<OAuthClient> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 3);
+
+/**
+ * IdentityProvider is the enterprise identity provider of an
+ * ENTERPRISE_MANAGED grant: where agentd exchanges the end user's ID
+ * token for an identity assertion grant (RFC 8693 token exchange,
+ * requested_token_type urn:ietf:params:oauth:token-type:id-jag).
+ *
+ * @generated from message agentd.v1.IdentityProvider
+ */
+export type IdentityProvider = Message<"agentd.v1.IdentityProvider"> & {
+  /**
+   * The identity provider's issuer; its token endpoint is read from its
+   * OpenID Connect discovery document. Excludes token_endpoint.
+   *
+   * @generated from field: string issuer = 1;
+   */
+  issuer: string;
+
+  /**
+   * The identity provider's token endpoint, instead of discovering it
+   * from issuer.
+   *
+   * @generated from field: string token_endpoint = 2;
+   */
+  tokenEndpoint: string;
+
+  /**
+   * agentd's client at the identity provider, which the ID token was
+   * issued to.
+   *
+   * @generated from field: string client_id = 3;
+   */
+  clientId: string;
+
+  /**
+   * That client's secret (sent in the token exchange's body), if it has
+   * one. A secret, like OAuthClient.client_secret.
+   *
+   * @generated from field: string client_secret = 4;
+   */
+  clientSecret: string;
+
+  /**
+   * The end user's ID token from the identity provider, passed with
+   * each generation: the identity agentd acts for. A secret: never
+   * logged, traced, stored in the clear or used in a cache key. Empty:
+   * the token in the service's oauth.identity_provider.id_token_file
+   * (a workload identity, the same for every generation).
+   *
+   * @generated from field: string id_token = 5;
+   */
+  idToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.IdentityProvider.
+ * Use `create(IdentityProviderSchema)` to create a new message.
+ */
+export const IdentityProviderSchema: GenMessage<IdentityProvider> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent, 4);
 
 /**
  * ApprovalPolicy says which of a server's tool calls wait for approval.
@@ -496,7 +565,7 @@ export type ApprovalPolicy = Message<"agentd.v1.ApprovalPolicy"> & {
  * Use `create(ApprovalPolicySchema)` to create a new message.
  */
 export const ApprovalPolicySchema: GenMessage<ApprovalPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 4);
+  messageDesc(file_agentd_v1_agent, 5);
 
 /**
  * ToolNames is a list of tool names (the shape OpenAI's hosted MCP tool
@@ -518,7 +587,7 @@ export type ToolNames = Message<"agentd.v1.ToolNames"> & {
  * Use `create(ToolNamesSchema)` to create a new message.
  */
 export const ToolNamesSchema: GenMessage<ToolNames> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 5);
+  messageDesc(file_agentd_v1_agent, 6);
 
 /**
  * FunctionTool is a tool the agent declares and the client executes.
@@ -554,7 +623,7 @@ export type FunctionTool = Message<"agentd.v1.FunctionTool"> & {
  * Use `create(FunctionToolSchema)` to create a new message.
  */
 export const FunctionToolSchema: GenMessage<FunctionTool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 6);
+  messageDesc(file_agentd_v1_agent, 7);
 
 /**
  * ElicitationPolicy says whether MCP servers may ask the user for input.
@@ -746,6 +815,19 @@ export enum GrantType {
    * @generated from enum value: GRANT_TYPE_CLIENT_CREDENTIALS = 2;
    */
   CLIENT_CREDENTIALS = 2,
+
+  /**
+   * Enterprise-managed authorization (the MCP extension for an
+   * enterprise identity provider, SEP-990): agentd exchanges the end
+   * user's ID token at the identity provider (identity_provider) for an
+   * identity assertion grant addressed to the MCP server's authorization
+   * server, then presents that grant there (RFC 7523 JWT bearer grant),
+   * authenticating as client_id. No person is asked; the token is kept
+   * for the tenant, end user and server, and renewed by a new exchange.
+   *
+   * @generated from enum value: GRANT_TYPE_ENTERPRISE_MANAGED = 3;
+   */
+  ENTERPRISE_MANAGED = 3,
 }
 
 /**
