@@ -1,12 +1,10 @@
 package app_test
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -16,26 +14,9 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/internal/oauthtest"
 )
-
-// syncBuffer is a log destination that tests read while agentd writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestOAuthEnterpriseManaged: X-M1 and X-M3 for the enterprise-managed
 // grant, through the public API. The end user's ID token, passed with the
@@ -60,7 +41,7 @@ func TestOAuthEnterpriseManaged(t *testing.T) {
 	cfg.Bridge.Servers = map[string]config.Server{
 		"reg-hr": {URL: as.MCPURL, OAuth: &config.ServerOAuth{Grant: config.GrantEnterpriseManaged, ClientID: as.ClientID, ClientSecret: as.ClientSecret}},
 	}
-	var logs syncBuffer
+	var logs logtest.Logs
 	conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	client := agentdv1.NewAgentServiceClient(conn)
 	decl := func(idToken string) *agentdv1.OAuthClient {
