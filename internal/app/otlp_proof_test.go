@@ -190,21 +190,24 @@ func otlpTelemetry(t *testing.T, service string) (grpcserver.Telemetry, *telemet
 // TestOperatorView proves the telemetry as an operator sees agentd: the
 // standard OTEL_* variables point agentd and a remote `agentd bridge` at
 // an OTLP receiver. One generation meets a provider 429, calls a tool
-// that fails and one that shows the trace context it received, waits for
+// that fails, one that shows the trace context it received and, on a
+// Streamable HTTP server, one answered with a JSON-RPC error, waits for
 // an approval until its client leaves (a pause), and is resumed with the
 // approval to completion. The receiver must then hold one trace per run
-// of the generation, with the span tree of X-O2, the MCP server must have
-// seen the trace context (X-O3), and the metrics must arrive with their
-// labels (X-O1).
+// of the generation, with the span tree of X-O2, the MCP servers must
+// have seen the trace context (X-O3), and the metrics must arrive with
+// their labels (X-O1).
 func TestOperatorView(t *testing.T) {
 	receiver := startOTLPReceiver(t)
 	exe, env := mcptest.Command(t, mcptest.Tools)
+	web := mcptest.NewHTTP(t, mcptest.HTTPOptions{Mode: mcptest.Streamable})
 
 	// The remote bridge, exporting as agentd-bridge.
 	bridgeTel, bridgeMetrics, flushBridge := otlpTelemetry(t, telemetry.ServiceBridge)
 	bcfg := testConfig(t)
 	bcfg.Bridge.Servers = map[string]config.Server{"tools": {Command: exe, Env: env}}
 	bcfg.Bridge.TerminateGrace = 500 * time.Millisecond
+	bcfg.Bridge.AllowPrivateNetworks = true
 	if err := bcfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +228,7 @@ func TestOperatorView(t *testing.T) {
 			w.Header().Set("retry-after-ms", "1")
 			canaryJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{"message": "slow down", "type": "rate_limit"}})
 		case 2:
-			canaryToolCalls(w, n, [2]string{"fail", `{"text":"it broke"}`}, [2]string{"meta", `{}`})
+			canaryToolCalls(w, n, [2]string{"fail", `{"text":"it broke"}`}, [2]string{"meta", `{}`}, [2]string{"rpc_error", rpcErrorArgs})
 		case 3:
 			canaryToolCalls(w, n, [2]string{"echo", `{"text":"approved"}`})
 		default:
@@ -238,6 +241,7 @@ func TestOperatorView(t *testing.T) {
 	cfg.Bridge.Address = bridgeAddr
 	cfg.Providers = map[string]config.Provider{"openai": {APIKey: "sk-proof", BaseURL: apiSrv.URL + "/v1", MaxRetries: 2}}
 	cfg.Metrics.Listen = "127.0.0.1:0"
+	cfg.Bridge.AllowPrivateNetworks = true
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +249,10 @@ func TestOperatorView(t *testing.T) {
 	client := agentdv1.NewAgentServiceClient(conn)
 
 	agent := &agentdv1.Agent{Provider: "openai", Model: "gpt-4o-mini", RequiresApproval: []string{"echo"},
-		Mcps: []*agentdv1.MCPServer{{Name: "tools", Transport: &agentdv1.MCPServer_Ref{Ref: "tools"}}}}
+		Mcps: []*agentdv1.MCPServer{
+			{Name: "tools", Transport: &agentdv1.MCPServer_Ref{Ref: "tools"}, AllowedTools: []string{"echo", "fail", "meta"}},
+			{Name: "web", Transport: &agentdv1.MCPServer_Url{Url: web.URL}, AllowedTools: []string{"rpc_error"}, Headers: map[string]string{"X-Proof-Key": proofKey}},
+		}}
 	var c canaryCapture
 	request, paused, _ := c.pauseAtApproval(t, client, canaryStart(agent), cfg.StateDir)
 	// While it is paused, the store-wide gauge counts it (an observed
@@ -284,8 +291,17 @@ func TestOperatorView(t *testing.T) {
 	spans, points := slices.Clone(receiver.spans), slices.Clone(receiver.metrics)
 	receiver.mu.Unlock()
 	checkOperatorTraces(t, spans, generation, metaOut)
+	checkHTTPSpans(t, spans, web.Requests())
 	checkOperatorMetrics(t, points, scraped)
 }
+
+// proofKey is a header of the web server's declaration: a secret the
+// server quotes back in its JSON-RPC error, which no span may show.
+const proofKey = "proof-key-5f0c2a"
+
+// rpcErrorArgs are the arguments of web's rpc_error call: the error's
+// message quotes proofKey and runs past a span description's 256 bytes.
+var rpcErrorArgs = fmt.Sprintf(`{"text":"refused: the key %s is unknown %s"}`, proofKey, strings.Repeat("x", 300))
 
 // grepLines is text's lines that hold sub.
 func grepLines(text, sub string) string {
@@ -425,8 +441,13 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 	if echo := inTrace(resume)["execute_tool echo"]; len(echo) != 1 {
 		t.Errorf("X-O2 want the approved echo call's execute_tool span in the resume's trace, got %d", len(echo))
 	}
+	for _, s := range inTrace(resume)["chat gpt-4o-mini"] {
+		if id := attrMap(s.GetAttributes())["gen_ai.conversation.id"]; id != generation {
+			t.Errorf("X-O2 the resume's chat span has gen_ai.conversation.id %q; want the generation %q", id, generation)
+		}
+	}
 
-	// Nothing but the failing tool is an error: not the pause, not the
+	// Nothing but the failing tools is an error: not the pause, not the
 	// retried 429, not the bridge session the pause closed.
 	var errs []string
 	for _, s := range spans {
@@ -435,8 +456,72 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 		}
 	}
 	slices.Sort(errs)
-	if want := []string{"agentd execute_tool fail", "agentd-bridge tools/call fail"}; !slices.Equal(errs, want) {
+	if want := []string{"agentd execute_tool fail", "agentd execute_tool rpc_error", "agentd-bridge tools/call fail", "agentd-bridge tools/call rpc_error"}; !slices.Equal(errs, want) {
 		t.Errorf("X-O2 the spans that are errors: %q; want only %q", errs, want)
+	}
+}
+
+// checkHTTPSpans checks the bridge's MCP client spans of the Streamable
+// HTTP server web (X-O2): each names its protocol, http and the version;
+// its rpc_error call, answered with a JSON-RPC error, has the code as
+// rpc.response.status_code and the error's message as its status, the
+// declaration's secret hidden and the text cut short. And each request web
+// received that has a span, its handshake's among them, named that span
+// in params._meta.traceparent (X-O3).
+func checkHTTPSpans(t *testing.T, spans []otlpSpan, received []mcptest.HTTPRequest) {
+	t.Helper()
+	byID := map[string]otlpSpan{}
+	methods := map[string]int{}
+	for _, s := range spans {
+		attrs := attrMap(s.GetAttributes())
+		if s.service != telemetry.ServiceBridge || s.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || attrs["network.transport"] != "tcp" {
+			continue
+		}
+		byID[spanID(s.GetSpanId())] = s
+		methods[attrs["mcp.method.name"]]++
+		if attrs["network.protocol.name"] != "http" || attrs["network.protocol.version"] != "1.1" {
+			t.Errorf("X-O2 web's %s span has network.protocol.name %q and version %q; want http 1.1", s.GetName(), attrs["network.protocol.name"], attrs["network.protocol.version"])
+		}
+		if s.GetName() == "tools/call rpc_error" {
+			checkRPCErrorSpan(t, s)
+		}
+	}
+	if methods["initialize"]+methods["server/discover"] == 0 || methods["tools/list"] == 0 || methods["tools/call"] != 1 {
+		t.Errorf("X-O2 web's spans are of %v; want its handshake, tools/list and the rpc_error call", methods)
+	}
+	traced := 0
+	for _, r := range received {
+		switch r.RPCMethod {
+		case "initialize", "server/discover", "tools/list", "tools/call":
+		default:
+			continue
+		}
+		traced++
+		parts := strings.Split(r.MetaTraceparent, "-")
+		if len(parts) != 4 {
+			t.Errorf("X-O3 web's %s request carried the traceparent %q in params._meta; want one", r.RPCMethod, r.MetaTraceparent)
+			continue
+		}
+		if s, ok := byID[parts[2]]; !ok || attrMap(s.GetAttributes())["mcp.method.name"] != r.RPCMethod || hex.EncodeToString(s.GetTraceId()) != parts[1] {
+			t.Errorf("X-O3 web's %s request carried the traceparent %q in params._meta; want its own %s span's", r.RPCMethod, r.MetaTraceparent, r.RPCMethod)
+		}
+	}
+	if traced != len(byID) {
+		t.Errorf("X-O3 web received %d requests with spans, of %d spans", traced, len(byID))
+	}
+}
+
+// checkRPCErrorSpan checks the span of web's rpc_error call (X-O2).
+func checkRPCErrorSpan(t *testing.T, s otlpSpan) {
+	t.Helper()
+	attrs := attrMap(s.GetAttributes())
+	if attrs["rpc.response.status_code"] != "-32000" || attrs["error.type"] != "-32000" || s.GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("X-O2 tools/call rpc_error has rpc.response.status_code %q, error.type %q and status %v; want -32000, -32000, an error",
+			attrs["rpc.response.status_code"], attrs["error.type"], s.GetStatus().GetCode())
+	}
+	desc := s.GetStatus().GetMessage()
+	if !strings.HasPrefix(desc, "refused: the key ") || strings.Contains(desc, proofKey) || len(desc) > 256+len("…") || !strings.HasSuffix(desc, "…") {
+		t.Errorf("X-O2 tools/call rpc_error's status description is %q; want the error's message, the key hidden, cut to 256 bytes", desc)
 	}
 }
 

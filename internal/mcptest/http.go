@@ -110,6 +110,7 @@ type HTTPRequest struct {
 //     "sent N notifications";
 //   - silent: sends nothing and never answers, until the request is
 //     cancelled (counted, see Cancelled) or the server closes;
+//   - rpc_error {text}: a JSON-RPC error whose message is the text;
 //   - authorization: the Authorization header the tool call came with;
 //   - elicit {mode}: as the stdio fakes' (newServer).
 //   - sample {prompt, max_tokens, system, tools, image}: as the stdio
@@ -343,6 +344,7 @@ func (s *HTTPServer) newServer() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "stream", Description: "Sends progress, then answers."}, s.stream)
 	srv.AddTool(&mcp.Tool{Name: "silent", Description: "Never answers.", InputSchema: objectSchema}, s.silent)
 	srv.AddTool(&mcp.Tool{Name: "meta", Description: "The call's _meta, as JSON.", InputSchema: objectSchema}, metaTool)
+	srv.AddTool(&mcp.Tool{Name: "rpc_error", Description: "Answers with a JSON-RPC error.", InputSchema: objectSchema}, rpcErrorTool)
 	srv.AddTool(&mcp.Tool{Name: "authorization", Description: "The Authorization header of the call.", InputSchema: objectSchema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			if req.Extra == nil || req.Extra.Header == nil {

@@ -498,12 +498,7 @@ func newServer(stdoutNoise bool) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in TextInput) (*mcp.CallToolResult, any, error) {
 			return nil, nil, errors.New(in.Text)
 		})
-	s.AddTool(&mcp.Tool{Name: "rpc_error", Description: "Answers with a JSON-RPC error.", InputSchema: objectSchema},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var in TextInput
-			_ = json.Unmarshal(req.Params.Arguments, &in)
-			return nil, &jsonrpc.Error{Code: -32000, Message: in.Text}
-		})
+	s.AddTool(&mcp.Tool{Name: "rpc_error", Description: "Answers with a JSON-RPC error.", InputSchema: objectSchema}, rpcErrorTool)
 	s.AddTool(&mcp.Tool{Name: "two_texts", InputSchema: objectSchema},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "one"}, &mcp.TextContent{Text: "two"}}}, nil
@@ -762,6 +757,14 @@ func runStubborn(ctx context.Context) error {
 
 // metaTool answers with the request's _meta, as JSON: what the client sent
 // with the call (its trace context, which agentd propagates to the server).
+// rpcErrorTool answers its call with the JSON-RPC error -32000, whose
+// message is the call's text, as a server that refuses a request does.
+func rpcErrorTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in TextInput
+	_ = json.Unmarshal(req.Params.Arguments, &in)
+	return nil, &jsonrpc.Error{Code: -32000, Message: in.Text}
+}
+
 func metaTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	b, err := json.Marshal(req.Params.Meta)
 	if err != nil {

@@ -134,7 +134,7 @@ func TestHTTPModes(t *testing.T) {
 			for _, tool := range tools {
 				names = append(names, tool.Name)
 			}
-			if want := []string{"authorization", "count", "echo", "elicit", "fail", "meta", "sample", "silent", "stream"}; !cmp.Equal(want, names) {
+			if want := []string{"authorization", "count", "echo", "elicit", "fail", "meta", "rpc_error", "sample", "silent", "stream"}; !cmp.Equal(want, names) {
 				t.Errorf("ListTools = %v, want %v", names, want)
 			}
 
