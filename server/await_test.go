@@ -149,8 +149,8 @@ func TestAwaitApprovalSpan(t *testing.T) {
 				t.Fatalf("events %v; paused: %v, want %v", kinds(events), got, tt.paused)
 			}
 
+			invoke := runsEnded(t, o.spans, 1)
 			waits := o.ended("await_approval")
-			invoke := o.ended("invoke_agent")
 			if len(waits) != 1 || len(invoke) != 1 {
 				t.Fatalf("%d await_approval and %d invoke_agent spans; want one each", len(waits), len(invoke))
 			}
@@ -216,7 +216,7 @@ func TestResumeLinksToStart(t *testing.T) {
 		t.Fatalf("resumed events %v; want completed", k)
 	}
 
-	runs := o.ended("invoke_agent")
+	runs := runsEnded(t, o.spans, 2)
 	if len(runs) != 2 {
 		t.Fatalf("%d invoke_agent spans; want the start's and the resume's", len(runs))
 	}

@@ -20,15 +20,16 @@ import (
 // ends without waiting for the session's processes to stop (sessionLife).
 func (g *generation) run(ctx context.Context) (err error) {
 	ctx, span := g.startRun(ctx)
-	defer func() { g.endRun(ctx, span, err) }()
+	var life *sessionLife
+	defer func() { g.endRun(ctx, span, life, err) }()
 	if g.resume != nil {
 		defer g.resume.claim.Stop()
 	}
 	if err := g.prepare(ctx); err != nil {
 		return err
 	}
-	tools, closeSession, done, err := g.connect(ctx)
-	defer closeSession()
+	tools, life, done, err := g.connect(ctx)
+	defer life.end()
 	if done {
 		return err
 	}
@@ -63,12 +64,15 @@ func (g *generation) startRun(ctx context.Context) (context.Context, trace.Span)
 	return ctx, span
 }
 
-// endRun counts how the run ended, after run returned err, and ends its
-// span.
-func (g *generation) endRun(ctx context.Context, span trace.Span, err error) {
+// endRun counts how the run ended, after run returned err, and records
+// it on the run's span, which ends once life's session has closed: the
+// span covers the whole run, its session's close included, although that
+// close goes on after the client has the run's last event.
+func (g *generation) endRun(ctx context.Context, span trace.Span, life *sessionLife, err error) {
 	_, outcome := g.outcome(ctx, err)
 	g.s.meters.runEnded(ctx, g.tenant, outcome)
-	endInvokeSpan(span, g, outcome, err)
+	describeRunEnd(span, g, outcome, err)
+	life.close(func() { span.End() })
 }
 
 // prepare opens the generation's record, keeps its resume's claim, and
@@ -96,35 +100,36 @@ func (g *generation) prepare(ctx context.Context) error {
 }
 
 // connect opens the bridge session of the generation's bridged servers,
-// if it has any, and lists their tools. closeSession ends the session once
-// the run is over (sessionLife); it is never nil. done says the run ends
-// here, with err: the session could not open or list, or, when a server
-// waits for a person's authorization that was deferred to a resume, the
-// generation paused (err nil) before its first model turn.
-func (g *generation) connect(ctx context.Context) (tools []serverList, closeSession func(), done bool, err error) {
+// if it has any, and lists their tools. life is the session's, which the
+// run ends and closes once it is over; nil without bridged servers. done
+// says the run ends here, with err: the session could not open or list,
+// or, when a server waits for a person's authorization that was deferred
+// to a resume, the generation paused (err nil) before its first model
+// turn.
+func (g *generation) connect(ctx context.Context) (tools []serverList, life *sessionLife, done bool, err error) {
 	bridged := g.plan.bridged()
 	if len(bridged) == 0 {
-		return nil, func() {}, false, nil
+		return nil, nil, false, nil
 	}
-	life := g.newSessionLife(ctx)
+	life = g.newSessionLife(ctx)
 	sess, err := g.s.bridge.OpenSession(life.ctx, g.openRequest(ctx, bridged), life)
-	closeSession = func() { life.end(sess) }
+	life.sess = sess
 	if err == nil {
 		g.session = sess
 		if tools, err = g.listTools(ctx, sess); err == nil {
-			return tools, closeSession, false, nil
+			return tools, life, false, nil
 		}
 	} else if g.deferredWhy() == "" {
 		fields := make([]string, len(bridged))
 		for i, sp := range bridged {
 			fields[i] = sp.field
 		}
-		return nil, closeSession, true, bridgeclient.RelocateViolations(err, fields)
+		return nil, life, true, bridgeclient.RelocateViolations(err, fields)
 	}
 	if g.deferredWhy() != "" {
-		return nil, closeSession, true, g.pauseBeforeTools(ctx)
+		return nil, life, true, g.pauseBeforeTools(ctx)
 	}
-	return nil, closeSession, true, err
+	return nil, life, true, err
 }
 
 // begin offers the model its tools and tells the client the generation

@@ -30,7 +30,8 @@ func (g *generation) newSessionLife(ctx context.Context) *sessionLife {
 
 // sessionLife is a generation's bridge session as the generation holds it:
 // the context the session lives in, and the gate its servers' requests
-// pass on their way to the generation.
+// pass on their way to the generation. A nil sessionLife is that of a run
+// that opened no session.
 //
 // Stopping a session's processes takes time that is the servers', not the
 // generation's: a stdio server gets terminate_grace to exit after its
@@ -41,7 +42,8 @@ func (g *generation) newSessionLife(ctx context.Context) *sessionLife {
 // counted in their pools until they have stopped, and the Service's Close
 // waits for every such close, so that none outlives agentd's shutdown.
 type sessionLife struct {
-	s *Service
+	s    *Service
+	sess bridgeclient.Session // nil until it opened, or if it did not
 	// ctx is the session's lifetime: the generation's while it runs (a
 	// cancelled generation's session is cut at once), then its own until
 	// its close is done, so that the close ends the session's streams with
@@ -77,26 +79,36 @@ func (l *sessionLife) Answer(ctx context.Context, r *bridgev1.ServerRequest) *br
 	return l.g.Answer(ctx, r)
 }
 
-// end is called once the generation is over, with the session it opened
-// (nil if none opened). It returns once no server request touches the
-// generation any more, and closes the session without waiting for it,
-// unless the Service is closing.
-func (l *sessionLife) end(sess bridgeclient.Session) {
+// end is called once the generation is over. It returns once no server
+// request touches the generation any more.
+func (l *sessionLife) end() {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	l.over = true
 	l.mu.Unlock()
 	l.stop()
 	l.asking.Wait()
 	l.detach()
-	if sess == nil {
-		l.cancel()
+}
+
+// close closes the session, after end, and then calls then: on a
+// goroutine the Service owns, which the caller does not wait for, unless
+// the Service is closing or no session opened.
+func (l *sessionLife) close(then func()) {
+	if l == nil {
+		then()
 		return
 	}
 	closeSession := func() {
-		sess.Close(l.ctx)
+		if l.sess != nil {
+			l.sess.Close(l.ctx)
+		}
 		l.cancel()
+		then()
 	}
-	if !l.s.goBackground(closeSession) {
+	if l.sess == nil || !l.s.goBackground(closeSession) {
 		closeSession()
 	}
 }

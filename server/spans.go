@@ -207,11 +207,11 @@ func (g *generation) invokeSpanOptions() []trace.SpanStartOption {
 	return opts
 }
 
-// endInvokeSpan ends a run's invoke_agent span with what the run
-// used and how it ended: an error status (and error.type) only for a
-// failure; a pause, a cancellation by the client and a hand-over to
-// another replica are not errors.
-func endInvokeSpan(span trace.Span, g *generation, outcome string, err error) {
+// describeRunEnd records on a run's invoke_agent span what the run used
+// and how it ended: an error status (and error.type) only for a failure;
+// a pause, a cancellation by the client and a hand-over to another
+// replica are not errors.
+func describeRunEnd(span trace.Span, g *generation, outcome string, err error) {
 	span.SetAttributes(
 		attribute.Int64("gen_ai.usage.input_tokens", g.ran.input),
 		attribute.Int64("gen_ai.usage.output_tokens", g.ran.output),
@@ -222,7 +222,6 @@ func endInvokeSpan(span trace.Span, g *generation, outcome string, err error) {
 		span.SetAttributes(attribute.String("error.type", kind))
 		span.SetStatus(codes.Error, kind)
 	}
-	span.End()
 }
 
 // toolSpan starts the execute_tool span of call c, of the tool

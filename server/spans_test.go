@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,6 +15,7 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/server"
 )
 
@@ -24,6 +26,24 @@ type span struct {
 	Parent string // the parent's name; "" for a root
 	Attrs  map[string]string
 	Error  bool
+}
+
+// runsEnded waits until n invoke_agent spans have ended, and returns
+// them: a run's span ends once its bridge session has closed, which may
+// be after its stream ended.
+func runsEnded(t *testing.T, rec *tracetest.SpanRecorder, n int) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	var runs []sdktrace.ReadOnlySpan
+	testwait.For(t, fmt.Sprintf("%d invoke_agent spans ended", n), func() bool {
+		runs = runs[:0]
+		for _, s := range rec.Ended() {
+			if s.Name() == "invoke_agent" {
+				runs = append(runs, s)
+			}
+		}
+		return len(runs) >= n
+	})
+	return runs
 }
 
 // X-O2 (first part): a generation is one invoke_agent span (INTERNAL)
@@ -54,6 +74,7 @@ func TestGenerationSpans(t *testing.T) {
 	})
 	wantCode(t, st, grpccodes.OK)
 	id := started(t, events).GetGenerationId()
+	runsEnded(t, rec, 1)
 
 	got := map[string]span{}
 	names := map[trace.SpanID]string{}

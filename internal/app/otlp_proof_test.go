@@ -194,7 +194,8 @@ func otlpTelemetry(t *testing.T, service string) (grpcserver.Telemetry, *telemet
 // Streamable HTTP server, one answered with a JSON-RPC error, waits for
 // an approval until its client leaves (a pause), and is resumed with the
 // approval to completion. The receiver must then hold one trace per run
-// of the generation, with the span tree of X-O2, the MCP servers must
+// of the generation, with the span tree of X-O2 (each run's bridge
+// session closing within its invoke_agent span), the MCP servers must
 // have seen the trace context (X-O3), and the metrics must arrive with
 // their labels (X-O1).
 func TestOperatorView(t *testing.T) {
@@ -291,6 +292,7 @@ func TestOperatorView(t *testing.T) {
 	spans, points := slices.Clone(receiver.spans), slices.Clone(receiver.metrics)
 	receiver.mu.Unlock()
 	checkOperatorTraces(t, spans, generation, metaOut)
+	checkSessionsClose(t, spans)
 	checkHTTPSpans(t, spans, web.Requests())
 	checkOperatorMetrics(t, points, scraped)
 }
@@ -458,6 +460,37 @@ func checkOperatorTraces(t *testing.T, spans []otlpSpan, generation, metaOut str
 	slices.Sort(errs)
 	if want := []string{"agentd execute_tool fail", "agentd execute_tool rpc_error", "agentd-bridge tools/call fail", "agentd-bridge tools/call rpc_error"}; !slices.Equal(errs, want) {
 		t.Errorf("X-O2 the spans that are errors: %q; want only %q", errs, want)
+	}
+}
+
+// checkSessionsClose checks that each run's bridge session closes within
+// the run's invoke_agent span (X-O2), although it closes after the client
+// has the run's last event: its CloseSession call is a child of the run,
+// and it, like every other child (the session's streams among them), ended
+// no later than the run did.
+func checkSessionsClose(t *testing.T, spans []otlpSpan) {
+	t.Helper()
+	for _, run := range spans {
+		if run.GetName() != "invoke_agent" {
+			continue
+		}
+		which := attrMap(run.GetAttributes())["agentd.run"]
+		closes := 0
+		for _, s := range spans {
+			if string(s.GetParentSpanId()) != string(run.GetSpanId()) {
+				continue
+			}
+			if strings.HasSuffix(s.GetName(), "/CloseSession") && s.GetKind() == tracepb.Span_SPAN_KIND_CLIENT {
+				closes++
+			}
+			if s.GetEndTimeUnixNano() > run.GetEndTimeUnixNano() {
+				t.Errorf("X-O2 %s ended %v after its parent, the %s run's invoke_agent; want the run to cover it", s.GetName(),
+					time.Duration(s.GetEndTimeUnixNano()-run.GetEndTimeUnixNano()), which)
+			}
+		}
+		if closes != 1 {
+			t.Errorf("X-O2 the %s run's invoke_agent has %d CloseSession children; want its session's close", which, closes)
+		}
 	}
 }
 
