@@ -526,6 +526,9 @@ func checkHTTPSpans(t *testing.T, spans []otlpSpan, received []mcptest.HTTPReque
 	for _, r := range received {
 		switch r.RPCMethod {
 		case "initialize", "server/discover", "tools/list", "tools/call":
+		case "logging/setLevel":
+			checkSetLevelContext(t, r.MetaTraceparent, byID)
+			continue
 		default:
 			continue
 		}
@@ -542,6 +545,20 @@ func checkHTTPSpans(t *testing.T, spans []otlpSpan, received []mcptest.HTTPReque
 	if traced != len(byID) {
 		t.Errorf("X-O3 web received %d requests with spans, of %d spans", traced, len(byID))
 	}
+}
+
+// checkSetLevelContext checks (X-O3) that the handshake's
+// logging/setLevel, which has no span of its own, carries in
+// params._meta the trace of web's spans.
+func checkSetLevelContext(t *testing.T, traceparent string, byID map[string]otlpSpan) {
+	t.Helper()
+	parts := strings.Split(traceparent, "-")
+	for _, s := range byID {
+		if len(parts) == 4 && hex.EncodeToString(s.GetTraceId()) == parts[1] {
+			return
+		}
+	}
+	t.Errorf("X-O3 web's logging/setLevel request carried the traceparent %q in params._meta; want one of its spans' trace", traceparent)
 }
 
 // checkRPCErrorSpan checks the span of web's rpc_error call (X-O2).

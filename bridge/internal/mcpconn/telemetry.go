@@ -257,6 +257,7 @@ func tracedMethod(method string) bool {
 func (c *core) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if !tracedMethod(method) {
+			c.injectMeta(ctx, req) // the handshake's logging/setLevel carries the connection's context
 			return next(ctx, method, req)
 		}
 		if c.tel == nil {
@@ -391,7 +392,9 @@ func (c *core) statusDescription(errType string, err error) string {
 const maxDescription = 256
 
 // injectMeta puts the trace context of ctx in the params._meta of the
-// handshake's server/discover and initialize, tools/list and tools/call,
+// handshake's server/discover, initialize and logging/setLevel (which has
+// no span of its own: it carries its connection's context), tools/list
+// and tools/call,
 // beside what is there (a call's
 // progress token, a 2026-07-28 session's protocol _meta). On a 2026-07-28 session,
 // which has no logging/setLevel, it also asks for the server's log
@@ -409,6 +412,8 @@ func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
 	case *mcp.InitializeParams:
 		p = params
 	case *mcp.DiscoverParams:
+		p = params
+	case *mcp.SetLoggingLevelParams:
 		p = params
 	default:
 		return
