@@ -40,8 +40,10 @@ type HTTPSpec struct {
 	// Authorize, when set, resolves the server's refusals: a
 	// request refused with 401, or 403 insufficient_scope, waits for it
 	// and goes again, once, with the authorization it returns, which
-	// every later request carries too. Its error fails the request. Nil:
-	// a refusal fails the request.
+	// every later request carries too. Its error fails the request, and
+	// every later refusal of the same authorization asking the same (status
+	// and scopes) without another call, unless it was cancelled or timed
+	// out. Nil: a refusal fails the request.
 	Authorize func(ctx context.Context, ch Challenge) (authorization string, err error)
 }
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/agentd/agentd/internal/fault"
 )
 
 // resolvable reports whether resp refuses authorization in a way a new
@@ -62,11 +65,40 @@ type authorizer struct {
 	// wait for it (a person is asked once), each as long as its own
 	// request waits.
 	turn chan struct{}
+	// failed keeps why each failed resolution failed, so that a later
+	// refusal of the same authorization asking for the same thing fails
+	// alike rather than ask a person again (a connection's probe and the
+	// classic handshake it falls back to are refused alike). Held with
+	// turn.
+	failed map[refusal]error
+}
+
+// refusal is what a resolution answers: the authorization a refused
+// request carried, and what the refusal asked for (its status, and the
+// scopes of a step-up as a sorted set). A 401 after a failed step-up, or
+// a step-up to other scopes, is another question.
+type refusal struct {
+	presented string
+	status    int
+	scopes    string
+}
+
+// refusalOf is resp's refusal of a request that carried presented.
+func refusalOf(resp *http.Response, presented string) refusal {
+	r := refusal{presented: presented, status: resp.StatusCode}
+	if a := challengeOf(resp); a != nil {
+		scopes := strings.Fields(a.scope)
+		slices.Sort(scopes)
+		r.scopes = strings.Join(slices.Compact(scopes), " ")
+	}
+	return r
 }
 
 // renew resolves a refusal of the request that carried presented. A
 // request that carried an authorization since replaced (another request
-// resolved meanwhile) goes again with the new one without asking.
+// resolved meanwhile) goes again with the new one without asking; one
+// whose refusal a resolution already failed to resolve fails with its
+// error.
 func (a *authorizer) renew(ctx context.Context, resp *http.Response, presented string) (string, error) {
 	select {
 	case a.turn <- struct{}{}:
@@ -77,12 +109,30 @@ func (a *authorizer) renew(ctx context.Context, resp *http.Response, presented s
 	if cur := a.current.Load().(string); cur != presented {
 		return cur, nil
 	}
+	r := refusalOf(resp, presented)
+	if err, ok := a.failed[r]; ok {
+		return "", err
+	}
 	v, err := a.resolve(ctx, Challenge{Status: resp.StatusCode, WWWAuthenticate: resp.Header.Values("WWW-Authenticate"), Presented: presented})
 	if err != nil {
+		a.remember(ctx, r, err)
 		return "", err
 	}
 	a.current.Store(v)
 	return v, nil
+}
+
+// remember keeps err as the answer to r, unless the resolution was cut
+// short: a cancelled or timed-out wait says nothing about the grant, and
+// the next refusal may ask again. a.turn is held.
+func (a *authorizer) remember(ctx context.Context, r refusal, err error) {
+	if ctx.Err() != nil || fault.KindOf(err) == fault.Canceled || fault.KindOf(err) == fault.Timeout {
+		return
+	}
+	if a.failed == nil {
+		a.failed = make(map[refusal]error)
+	}
+	a.failed[r] = err
 }
 
 // errSSESessionGone is what a POST of the legacy transport fails with when
