@@ -60,6 +60,12 @@ type Checkpoint struct {
 	// anything runs: if that resume dies midway, the calls it approved may
 	// have run, and a later resume must not run them again.
 	Claim *Claim `protobuf:"bytes,13,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The step-ups the generation asked a person for, in paused and running
+	// checkpoints alike: a server that still refuses for the same scopes
+	// once a person was asked is not asked again, on this run or a later
+	// one (a resume, an adoption), and its request fails instead. Sorted by
+	// server, then scopes.
+	StepUps []*StepUp `protobuf:"bytes,24,rep,name=step_ups,json=stepUps,proto3" json:"step_ups,omitempty"`
 	// The agent as the generation started it, encoded (agentd.v1.Agent).
 	// With store.encryption_key_file it is sealed whole with AES-256-GCM
 	// (agent_sealed): nonce, then ciphertext, the generation's tenant and id
@@ -221,6 +227,13 @@ func (x *Checkpoint) GetClaim() *Claim {
 	return nil
 }
 
+func (x *Checkpoint) GetStepUps() []*StepUp {
+	if x != nil {
+		return x.StepUps
+	}
+	return nil
+}
+
 func (x *Checkpoint) GetAgent() []byte {
 	if x != nil {
 		return x.Agent
@@ -291,6 +304,63 @@ func (x *Checkpoint) GetConversation() *Conversation {
 	return nil
 }
 
+// StepUp is an MCP server's refusal of a token for want of scopes (403
+// insufficient_scope) that a person was asked to authorize.
+type StepUp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server, as the agent names it.
+	ServerName string `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// The scopes its challenge asked for (its scope parameter), sorted, each
+	// once.
+	Scopes        []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepUp) Reset() {
+	*x = StepUp{}
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepUp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepUp) ProtoMessage() {}
+
+func (x *StepUp) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepUp.ProtoReflect.Descriptor instead.
+func (*StepUp) Descriptor() ([]byte, []int) {
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StepUp) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *StepUp) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
 // Conversation says which of a generation's stored items its checkpoint
 // covers.
 type Conversation struct {
@@ -305,7 +375,7 @@ type Conversation struct {
 
 func (x *Conversation) Reset() {
 	*x = Conversation{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +387,7 @@ func (x *Conversation) String() string {
 func (*Conversation) ProtoMessage() {}
 
 func (x *Conversation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +400,7 @@ func (x *Conversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conversation.ProtoReflect.Descriptor instead.
 func (*Conversation) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Conversation) GetCount() int64 {
@@ -363,7 +433,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +445,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +458,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Item) GetMessage() *v1.Message {
@@ -422,7 +492,7 @@ type LoggedPart struct {
 
 func (x *LoggedPart) Reset() {
 	*x = LoggedPart{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +504,7 @@ func (x *LoggedPart) String() string {
 func (*LoggedPart) ProtoMessage() {}
 
 func (x *LoggedPart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +517,7 @@ func (x *LoggedPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedPart.ProtoReflect.Descriptor instead.
 func (*LoggedPart) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LoggedPart) GetPart() int32 {
@@ -498,7 +568,7 @@ type PausedTurn struct {
 
 func (x *PausedTurn) Reset() {
 	*x = PausedTurn{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +580,7 @@ func (x *PausedTurn) String() string {
 func (*PausedTurn) ProtoMessage() {}
 
 func (x *PausedTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +593,7 @@ func (x *PausedTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PausedTurn.ProtoReflect.Descriptor instead.
 func (*PausedTurn) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PausedTurn) GetTurn() int32 {
@@ -588,7 +658,7 @@ type PendingAuthorization struct {
 
 func (x *PendingAuthorization) Reset() {
 	*x = PendingAuthorization{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +670,7 @@ func (x *PendingAuthorization) String() string {
 func (*PendingAuthorization) ProtoMessage() {}
 
 func (x *PendingAuthorization) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +683,7 @@ func (x *PendingAuthorization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAuthorization.ProtoReflect.Descriptor instead.
 func (*PendingAuthorization) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PendingAuthorization) GetRequestId() string {
@@ -659,7 +729,7 @@ type AuthorizationWait struct {
 
 func (x *AuthorizationWait) Reset() {
 	*x = AuthorizationWait{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +741,7 @@ func (x *AuthorizationWait) String() string {
 func (*AuthorizationWait) ProtoMessage() {}
 
 func (x *AuthorizationWait) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +754,7 @@ func (x *AuthorizationWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationWait.ProtoReflect.Descriptor instead.
 func (*AuthorizationWait) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AuthorizationWait) GetToolCallId() string {
@@ -722,7 +792,7 @@ type CallState struct {
 
 func (x *CallState) Reset() {
 	*x = CallState{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +804,7 @@ func (x *CallState) String() string {
 func (*CallState) ProtoMessage() {}
 
 func (x *CallState) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +817,7 @@ func (x *CallState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallState.ProtoReflect.Descriptor instead.
 func (*CallState) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{7}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CallState) GetState() isCallState_State {
@@ -876,7 +946,7 @@ type InputWait struct {
 
 func (x *InputWait) Reset() {
 	*x = InputWait{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +958,7 @@ func (x *InputWait) String() string {
 func (*InputWait) ProtoMessage() {}
 
 func (x *InputWait) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +971,7 @@ func (x *InputWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputWait.ProtoReflect.Descriptor instead.
 func (*InputWait) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{8}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InputWait) GetToolCallId() string {
@@ -938,7 +1008,7 @@ type PendingInput struct {
 
 func (x *PendingInput) Reset() {
 	*x = PendingInput{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[9]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1020,7 @@ func (x *PendingInput) String() string {
 func (*PendingInput) ProtoMessage() {}
 
 func (x *PendingInput) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[9]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1033,7 @@ func (x *PendingInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingInput.ProtoReflect.Descriptor instead.
 func (*PendingInput) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{9}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PendingInput) GetRequest() *v1.InputRequest {
@@ -1007,7 +1077,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[10]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1089,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[10]
+	mi := &file_agentd_state_v1_checkpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1102,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{10}
+	return file_agentd_state_v1_checkpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Claim) GetApprovalDecisions() []*v1.ApprovalDecision {
@@ -1088,7 +1158,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x06\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\a\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -1106,7 +1176,8 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\tpaused_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x129\n" +
 	"\n" +
 	"expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12,\n" +
-	"\x05claim\x18\r \x01(\v2\x16.agentd.state.v1.ClaimR\x05claim\x12\x14\n" +
+	"\x05claim\x18\r \x01(\v2\x16.agentd.state.v1.ClaimR\x05claim\x122\n" +
+	"\bstep_ups\x18\x18 \x03(\v2\x17.agentd.state.v1.StepUpR\astepUps\x12\x14\n" +
 	"\x05agent\x18\x0e \x01(\fR\x05agent\x12!\n" +
 	"\fagent_sealed\x18\x0f \x01(\bR\vagentSealed\x12)\n" +
 	"\x10secrets_withheld\x18\x10 \x01(\bR\x0fsecretsWithheld\x12\x15\n" +
@@ -1116,7 +1187,11 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\x0forigin_trace_id\x18\x14 \x01(\fR\roriginTraceId\x12$\n" +
 	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\x12\x19\n" +
 	"\bend_user\x18\x16 \x01(\tR\aendUser\x12A\n" +
-	"\fconversation\x18\x17 \x01(\v2\x1d.agentd.state.v1.ConversationR\fconversation\"C\n" +
+	"\fconversation\x18\x17 \x01(\v2\x1d.agentd.state.v1.ConversationR\fconversation\"A\n" +
+	"\x06StepUp\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\"C\n" +
 	"\fConversation\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x1d\n" +
 	"\n" +
@@ -1193,59 +1268,61 @@ func file_agentd_state_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_agentd_state_v1_checkpoint_proto_rawDescData
 }
 
-var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_agentd_state_v1_checkpoint_proto_goTypes = []any{
 	(*Checkpoint)(nil),            // 0: agentd.state.v1.Checkpoint
-	(*Conversation)(nil),          // 1: agentd.state.v1.Conversation
-	(*Item)(nil),                  // 2: agentd.state.v1.Item
-	(*LoggedPart)(nil),            // 3: agentd.state.v1.LoggedPart
-	(*PausedTurn)(nil),            // 4: agentd.state.v1.PausedTurn
-	(*PendingAuthorization)(nil),  // 5: agentd.state.v1.PendingAuthorization
-	(*AuthorizationWait)(nil),     // 6: agentd.state.v1.AuthorizationWait
-	(*CallState)(nil),             // 7: agentd.state.v1.CallState
-	(*InputWait)(nil),             // 8: agentd.state.v1.InputWait
-	(*PendingInput)(nil),          // 9: agentd.state.v1.PendingInput
-	(*Claim)(nil),                 // 10: agentd.state.v1.Claim
-	(*v1.Message)(nil),            // 11: agentd.v1.Message
-	(*v1.Usage)(nil),              // 12: agentd.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*v1.ToolCall)(nil),           // 14: agentd.v1.ToolCall
-	(*v1.ToolResult)(nil),         // 15: agentd.v1.ToolResult
-	(*v1.ApprovalRequest)(nil),    // 16: agentd.v1.ApprovalRequest
-	(*v1.FunctionCall)(nil),       // 17: agentd.v1.FunctionCall
-	(*v1.InputRequest)(nil),       // 18: agentd.v1.InputRequest
-	(*v1.ApprovalDecision)(nil),   // 19: agentd.v1.ApprovalDecision
-	(*v1.FunctionResult)(nil),     // 20: agentd.v1.FunctionResult
+	(*StepUp)(nil),                // 1: agentd.state.v1.StepUp
+	(*Conversation)(nil),          // 2: agentd.state.v1.Conversation
+	(*Item)(nil),                  // 3: agentd.state.v1.Item
+	(*LoggedPart)(nil),            // 4: agentd.state.v1.LoggedPart
+	(*PausedTurn)(nil),            // 5: agentd.state.v1.PausedTurn
+	(*PendingAuthorization)(nil),  // 6: agentd.state.v1.PendingAuthorization
+	(*AuthorizationWait)(nil),     // 7: agentd.state.v1.AuthorizationWait
+	(*CallState)(nil),             // 8: agentd.state.v1.CallState
+	(*InputWait)(nil),             // 9: agentd.state.v1.InputWait
+	(*PendingInput)(nil),          // 10: agentd.state.v1.PendingInput
+	(*Claim)(nil),                 // 11: agentd.state.v1.Claim
+	(*v1.Message)(nil),            // 12: agentd.v1.Message
+	(*v1.Usage)(nil),              // 13: agentd.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*v1.ToolCall)(nil),           // 15: agentd.v1.ToolCall
+	(*v1.ToolResult)(nil),         // 16: agentd.v1.ToolResult
+	(*v1.ApprovalRequest)(nil),    // 17: agentd.v1.ApprovalRequest
+	(*v1.FunctionCall)(nil),       // 18: agentd.v1.FunctionCall
+	(*v1.InputRequest)(nil),       // 19: agentd.v1.InputRequest
+	(*v1.ApprovalDecision)(nil),   // 20: agentd.v1.ApprovalDecision
+	(*v1.FunctionResult)(nil),     // 21: agentd.v1.FunctionResult
 }
 var file_agentd_state_v1_checkpoint_proto_depIdxs = []int32{
-	11, // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
-	11, // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
-	12, // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
-	4,  // 3: agentd.state.v1.Checkpoint.turn:type_name -> agentd.state.v1.PausedTurn
-	13, // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
-	13, // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
-	1,  // 7: agentd.state.v1.Checkpoint.conversation:type_name -> agentd.state.v1.Conversation
-	11, // 8: agentd.state.v1.Item.message:type_name -> agentd.v1.Message
-	3,  // 9: agentd.state.v1.Item.logged:type_name -> agentd.state.v1.LoggedPart
-	14, // 10: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
-	7,  // 11: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
-	5,  // 12: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
-	15, // 13: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
-	16, // 14: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
-	17, // 15: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
-	6,  // 16: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
-	8,  // 17: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
-	9,  // 18: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
-	18, // 19: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
-	19, // 20: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	20, // 21: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
-	13, // 22: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	12, // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
+	12, // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
+	13, // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
+	5,  // 3: agentd.state.v1.Checkpoint.turn:type_name -> agentd.state.v1.PausedTurn
+	14, // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
+	14, // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
+	1,  // 7: agentd.state.v1.Checkpoint.step_ups:type_name -> agentd.state.v1.StepUp
+	2,  // 8: agentd.state.v1.Checkpoint.conversation:type_name -> agentd.state.v1.Conversation
+	12, // 9: agentd.state.v1.Item.message:type_name -> agentd.v1.Message
+	4,  // 10: agentd.state.v1.Item.logged:type_name -> agentd.state.v1.LoggedPart
+	15, // 11: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
+	8,  // 12: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
+	6,  // 13: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
+	16, // 14: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
+	17, // 15: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
+	18, // 16: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
+	7,  // 17: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
+	9,  // 18: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
+	10, // 19: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
+	19, // 20: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
+	20, // 21: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	21, // 22: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
+	14, // 23: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_agentd_state_v1_checkpoint_proto_init() }
@@ -1253,7 +1330,7 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 	if File_agentd_state_v1_checkpoint_proto != nil {
 		return
 	}
-	file_agentd_state_v1_checkpoint_proto_msgTypes[7].OneofWrappers = []any{
+	file_agentd_state_v1_checkpoint_proto_msgTypes[8].OneofWrappers = []any{
 		(*CallState_Result)(nil),
 		(*CallState_Approval)(nil),
 		(*CallState_FunctionCall)(nil),
@@ -1267,7 +1344,7 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_state_v1_checkpoint_proto_rawDesc), len(file_agentd_state_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

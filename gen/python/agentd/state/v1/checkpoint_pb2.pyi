@@ -33,7 +33,7 @@ class CallState(_message.Message):
     def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ..., input: _Optional[_Union[InputWait, _Mapping]] = ..., logged_result: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "tool_turns", "turn", "usage", "version"]
+    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "step_ups", "tool_turns", "turn", "usage", "version"]
     ADDED_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_SEALED_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class Checkpoint(_message.Message):
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     RESUMING_FIELD_NUMBER: _ClassVar[int]
     SECRETS_WITHHELD_FIELD_NUMBER: _ClassVar[int]
+    STEP_UPS_FIELD_NUMBER: _ClassVar[int]
     TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
@@ -76,11 +77,12 @@ class Checkpoint(_message.Message):
     provider: str
     resuming: bool
     secrets_withheld: bool
+    step_ups: _containers.RepeatedCompositeFieldContainer[StepUp]
     tool_turns: int
     turn: PausedTurn
     usage: _agent_service_pb2.Usage
     version: int
-    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., step_ups: _Optional[_Iterable[_Union[StepUp, _Mapping]]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ...) -> None: ...
 
 class Claim(_message.Message):
     __slots__ = ["answered_inputs", "approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
@@ -171,3 +173,11 @@ class PendingInput(_message.Message):
     key: str
     request: _agent_service_pb2.InputRequest
     def __init__(self, request: _Optional[_Union[_agent_service_pb2.InputRequest, _Mapping]] = ..., key: _Optional[str] = ...) -> None: ...
+
+class StepUp(_message.Message):
+    __slots__ = ["scopes", "server_name"]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    server_name: str
+    def __init__(self, server_name: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/state/v1/checkpoint.proto.
  */
 export const file_agentd_state_v1_checkpoint: GenFile = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIoEFCgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRINCgVhZ2VudBgOIAEoDBIUCgxhZ2VudF9zZWFsZWQYDyABKAgSGAoQc2VjcmV0c193aXRoaGVsZBgQIAEoCBIOCgZrZXlfaWQYESABKAkSEAoIZGV0YWNoZWQYEiABKAgSEAoIcmVzdW1pbmcYEyABKAgSFwoPb3JpZ2luX3RyYWNlX2lkGBQgASgMEhYKDm9yaWdpbl9zcGFuX2lkGBUgASgMEhAKCGVuZF91c2VyGBYgASgJEjMKDGNvbnZlcnNhdGlvbhgXIAEoCzIdLmFnZW50ZC5zdGF0ZS52MS5Db252ZXJzYXRpb24iMQoMQ29udmVyc2F0aW9uEg0KBWNvdW50GAEgASgDEhIKCmFkZGVkX2Zyb20YAiABKAMiWAoESXRlbRIjCgdtZXNzYWdlGAEgASgLMhIuYWdlbnRkLnYxLk1lc3NhZ2USKwoGbG9nZ2VkGAIgAygLMhsuYWdlbnRkLnN0YXRlLnYxLkxvZ2dlZFBhcnQiNwoKTG9nZ2VkUGFydBIMCgRwYXJ0GAEgASgFEg0KBWZpcnN0GAIgASgDEgwKBGxhc3QYAyABKAMi2QEKClBhdXNlZFR1cm4SDAoEdHVybhgBIAEoBRIiCgVjYWxscxgCIAMoCzITLmFnZW50ZC52MS5Ub29sQ2FsbBIqCgZzdGF0ZXMYAyADKAsyGi5hZ2VudGQuc3RhdGUudjEuQ2FsbFN0YXRlEg8KB3N0YXJ0ZWQYBCADKAkSPQoOYXV0aG9yaXphdGlvbnMYBSADKAsyJS5hZ2VudGQuc3RhdGUudjEuUGVuZGluZ0F1dGhvcml6YXRpb24SHQoVY2FsbHNfaW5fY29udmVyc2F0aW9uGAYgASgIIl8KFFBlbmRpbmdBdXRob3JpemF0aW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGc2VhbGVkGAMgASgMEg4KBmtleV9pZBgEIAEoCSI9ChFBdXRob3JpemF0aW9uV2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSKiAgoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABI7Cg1hdXRob3JpemF0aW9uGAQgASgLMiIuYWdlbnRkLnN0YXRlLnYxLkF1dGhvcml6YXRpb25XYWl0SAASKwoFaW5wdXQYBSABKAsyGi5hZ2VudGQuc3RhdGUudjEuSW5wdXRXYWl0SAASFwoNbG9nZ2VkX3Jlc3VsdBgGIAEoA0gAQgcKBXN0YXRlImcKCUlucHV0V2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSLQoGaW5wdXRzGAIgAygLMh0uYWdlbnRkLnN0YXRlLnYxLlBlbmRpbmdJbnB1dBIVCg1yZXF1ZXN0X3N0YXRlGAMgASgJIkUKDFBlbmRpbmdJbnB1dBIoCgdyZXF1ZXN0GAEgASgLMhcuYWdlbnRkLnYxLklucHV0UmVxdWVzdBILCgNrZXkYAiABKAki/AEKBUNsYWltEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgBIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYAiADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF5X2hhdmVfcnVuGAQgAygJEhIKCnByb2dyZXNzZWQYBSABKAgSEgoKYXV0aG9yaXplZBgGIAMoCRIXCg9hbnN3ZXJlZF9pbnB1dHMYByADKAlCvQEKE2NvbS5hZ2VudGQuc3RhdGUudjFCD0NoZWNrcG9pbnRQcm90b1ABWjdnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9zdGF0ZS92MTtzdGF0ZXYxogIDQVNYqgIPQWdlbnRkLlN0YXRlLlYxygIPQWdlbnRkXFN0YXRlXFYx4gIbQWdlbnRkXFN0YXRlXFYxXEdQQk1ldGFkYXRh6gIRQWdlbnRkOjpTdGF0ZTo6VjFiBnByb3RvMw", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
+  fileDesc("CiBhZ2VudGQvc3RhdGUvdjEvY2hlY2twb2ludC5wcm90bxIPYWdlbnRkLnN0YXRlLnYxIqwFCgpDaGVja3BvaW50Eg8KB3ZlcnNpb24YASABKA0SFQoNZ2VuZXJhdGlvbl9pZBgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIkCghtZXNzYWdlcxgFIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEiEKBWFkZGVkGAYgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHwoFdXNhZ2UYByABKAsyEC5hZ2VudGQudjEuVXNhZ2USEgoKdG9vbF90dXJucxgIIAEoBRIpCgR0dXJuGAkgASgLMhsuYWdlbnRkLnN0YXRlLnYxLlBhdXNlZFR1cm4SEAoIYW5zd2VyZWQYCiADKAkSLQoJcGF1c2VkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVjbGFpbRgNIAEoCzIWLmFnZW50ZC5zdGF0ZS52MS5DbGFpbRIpCghzdGVwX3VwcxgYIAMoCzIXLmFnZW50ZC5zdGF0ZS52MS5TdGVwVXASDQoFYWdlbnQYDiABKAwSFAoMYWdlbnRfc2VhbGVkGA8gASgIEhgKEHNlY3JldHNfd2l0aGhlbGQYECABKAgSDgoGa2V5X2lkGBEgASgJEhAKCGRldGFjaGVkGBIgASgIEhAKCHJlc3VtaW5nGBMgASgIEhcKD29yaWdpbl90cmFjZV9pZBgUIAEoDBIWCg5vcmlnaW5fc3Bhbl9pZBgVIAEoDBIQCghlbmRfdXNlchgWIAEoCRIzCgxjb252ZXJzYXRpb24YFyABKAsyHS5hZ2VudGQuc3RhdGUudjEuQ29udmVyc2F0aW9uIi0KBlN0ZXBVcBITCgtzZXJ2ZXJfbmFtZRgBIAEoCRIOCgZzY29wZXMYAiADKAkiMQoMQ29udmVyc2F0aW9uEg0KBWNvdW50GAEgASgDEhIKCmFkZGVkX2Zyb20YAiABKAMiWAoESXRlbRIjCgdtZXNzYWdlGAEgASgLMhIuYWdlbnRkLnYxLk1lc3NhZ2USKwoGbG9nZ2VkGAIgAygLMhsuYWdlbnRkLnN0YXRlLnYxLkxvZ2dlZFBhcnQiNwoKTG9nZ2VkUGFydBIMCgRwYXJ0GAEgASgFEg0KBWZpcnN0GAIgASgDEgwKBGxhc3QYAyABKAMi2QEKClBhdXNlZFR1cm4SDAoEdHVybhgBIAEoBRIiCgVjYWxscxgCIAMoCzITLmFnZW50ZC52MS5Ub29sQ2FsbBIqCgZzdGF0ZXMYAyADKAsyGi5hZ2VudGQuc3RhdGUudjEuQ2FsbFN0YXRlEg8KB3N0YXJ0ZWQYBCADKAkSPQoOYXV0aG9yaXphdGlvbnMYBSADKAsyJS5hZ2VudGQuc3RhdGUudjEuUGVuZGluZ0F1dGhvcml6YXRpb24SHQoVY2FsbHNfaW5fY29udmVyc2F0aW9uGAYgASgIIl8KFFBlbmRpbmdBdXRob3JpemF0aW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGc2VhbGVkGAMgASgMEg4KBmtleV9pZBgEIAEoCSI9ChFBdXRob3JpemF0aW9uV2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSKiAgoJQ2FsbFN0YXRlEicKBnJlc3VsdBgBIAEoCzIVLmFnZW50ZC52MS5Ub29sUmVzdWx0SAASLgoIYXBwcm92YWwYAiABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgDIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABI7Cg1hdXRob3JpemF0aW9uGAQgASgLMiIuYWdlbnRkLnN0YXRlLnYxLkF1dGhvcml6YXRpb25XYWl0SAASKwoFaW5wdXQYBSABKAsyGi5hZ2VudGQuc3RhdGUudjEuSW5wdXRXYWl0SAASFwoNbG9nZ2VkX3Jlc3VsdBgGIAEoA0gAQgcKBXN0YXRlImcKCUlucHV0V2FpdBIUCgx0b29sX2NhbGxfaWQYASABKAkSLQoGaW5wdXRzGAIgAygLMh0uYWdlbnRkLnN0YXRlLnYxLlBlbmRpbmdJbnB1dBIVCg1yZXF1ZXN0X3N0YXRlGAMgASgJIkUKDFBlbmRpbmdJbnB1dBIoCgdyZXF1ZXN0GAEgASgLMhcuYWdlbnRkLnYxLklucHV0UmVxdWVzdBILCgNrZXkYAiABKAki/AEKBUNsYWltEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgBIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEjMKEGZ1bmN0aW9uX3Jlc3VsdHMYAiADKAsyGS5hZ2VudGQudjEuRnVuY3Rpb25SZXN1bHQSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF5X2hhdmVfcnVuGAQgAygJEhIKCnByb2dyZXNzZWQYBSABKAgSEgoKYXV0aG9yaXplZBgGIAMoCRIXCg9hbnN3ZXJlZF9pbnB1dHMYByADKAlCvQEKE2NvbS5hZ2VudGQuc3RhdGUudjFCD0NoZWNrcG9pbnRQcm90b1ABWjdnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9zdGF0ZS92MTtzdGF0ZXYxogIDQVNYqgIPQWdlbnRkLlN0YXRlLlYxygIPQWdlbnRkXFN0YXRlXFYx4gIbQWdlbnRkXFN0YXRlXFYxXEdQQk1ldGFkYXRh6gIRQWdlbnRkOjpTdGF0ZTo6VjFiBnByb3RvMw", [file_agentd_v1_agent_service, file_agentd_v1_message, file_google_protobuf_timestamp]);
 
 /**
  * Checkpoint is a paused generation as agentd stores it: everything needed
@@ -124,6 +124,17 @@ export type Checkpoint = Message<"agentd.state.v1.Checkpoint"> & {
   claim?: Claim | undefined;
 
   /**
+   * The step-ups the generation asked a person for, in paused and running
+   * checkpoints alike: a server that still refuses for the same scopes
+   * once a person was asked is not asked again, on this run or a later
+   * one (a resume, an adoption), and its request fails instead. Sorted by
+   * server, then scopes.
+   *
+   * @generated from field: repeated agentd.state.v1.StepUp step_ups = 24;
+   */
+  stepUps: StepUp[];
+
+  /**
    * The agent as the generation started it, encoded (agentd.v1.Agent).
    * With store.encryption_key_file it is sealed whole with AES-256-GCM
    * (agent_sealed): nonce, then ciphertext, the generation's tenant and id
@@ -215,6 +226,36 @@ export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
   messageDesc(file_agentd_state_v1_checkpoint, 0);
 
 /**
+ * StepUp is an MCP server's refusal of a token for want of scopes (403
+ * insufficient_scope) that a person was asked to authorize.
+ *
+ * @generated from message agentd.state.v1.StepUp
+ */
+export type StepUp = Message<"agentd.state.v1.StepUp"> & {
+  /**
+   * The server, as the agent names it.
+   *
+   * @generated from field: string server_name = 1;
+   */
+  serverName: string;
+
+  /**
+   * The scopes its challenge asked for (its scope parameter), sorted, each
+   * once.
+   *
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+};
+
+/**
+ * Describes the message agentd.state.v1.StepUp.
+ * Use `create(StepUpSchema)` to create a new message.
+ */
+export const StepUpSchema: GenMessage<StepUp> = /*@__PURE__*/
+  messageDesc(file_agentd_state_v1_checkpoint, 1);
+
+/**
  * Conversation says which of a generation's stored items its checkpoint
  * covers.
  *
@@ -241,7 +282,7 @@ export type Conversation = Message<"agentd.state.v1.Conversation"> & {
  * Use `create(ConversationSchema)` to create a new message.
  */
 export const ConversationSchema: GenMessage<Conversation> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 1);
+  messageDesc(file_agentd_state_v1_checkpoint, 2);
 
 /**
  * Item is one message of a generation's conversation as its record keeps
@@ -272,7 +313,7 @@ export type Item = Message<"agentd.state.v1.Item"> & {
  * Use `create(ItemSchema)` to create a new message.
  */
 export const ItemSchema: GenMessage<Item> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 2);
+  messageDesc(file_agentd_state_v1_checkpoint, 3);
 
 /**
  * LoggedPart is a part of an item whose content is in the event log.
@@ -308,7 +349,7 @@ export type LoggedPart = Message<"agentd.state.v1.LoggedPart"> & {
  * Use `create(LoggedPartSchema)` to create a new message.
  */
 export const LoggedPartSchema: GenMessage<LoggedPart> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 3);
+  messageDesc(file_agentd_state_v1_checkpoint, 4);
 
 /**
  * PausedTurn is the tool turn a generation paused in.
@@ -370,7 +411,7 @@ export type PausedTurn = Message<"agentd.state.v1.PausedTurn"> & {
  * Use `create(PausedTurnSchema)` to create a new message.
  */
 export const PausedTurnSchema: GenMessage<PausedTurn> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 4);
+  messageDesc(file_agentd_state_v1_checkpoint, 5);
 
 /**
  * PendingAuthorization is an authorization code grant begun and waiting
@@ -415,7 +456,7 @@ export type PendingAuthorization = Message<"agentd.state.v1.PendingAuthorization
  * Use `create(PendingAuthorizationSchema)` to create a new message.
  */
 export const PendingAuthorizationSchema: GenMessage<PendingAuthorization> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 5);
+  messageDesc(file_agentd_state_v1_checkpoint, 6);
 
 /**
  * AuthorizationWait is a call an MCP server refused for want of an
@@ -445,7 +486,7 @@ export type AuthorizationWait = Message<"agentd.state.v1.AuthorizationWait"> & {
  * Use `create(AuthorizationWaitSchema)` to create a new message.
  */
 export const AuthorizationWaitSchema: GenMessage<AuthorizationWait> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 6);
+  messageDesc(file_agentd_state_v1_checkpoint, 7);
 
 /**
  * CallState is where one call of a paused turn stands. In a running
@@ -518,7 +559,7 @@ export type CallState = Message<"agentd.state.v1.CallState"> & {
  * Use `create(CallStateSchema)` to create a new message.
  */
 export const CallStateSchema: GenMessage<CallState> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 7);
+  messageDesc(file_agentd_state_v1_checkpoint, 8);
 
 /**
  * InputWait is a call whose server asked for input in its result instead
@@ -554,7 +595,7 @@ export type InputWait = Message<"agentd.state.v1.InputWait"> & {
  * Use `create(InputWaitSchema)` to create a new message.
  */
 export const InputWaitSchema: GenMessage<InputWait> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 8);
+  messageDesc(file_agentd_state_v1_checkpoint, 9);
 
 /**
  * PendingInput is one input request of an InputWait.
@@ -582,7 +623,7 @@ export type PendingInput = Message<"agentd.state.v1.PendingInput"> & {
  * Use `create(PendingInputSchema)` to create a new message.
  */
 export const PendingInputSchema: GenMessage<PendingInput> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 9);
+  messageDesc(file_agentd_state_v1_checkpoint, 10);
 
 /**
  * Claim records the answers of the resume that took the checkpoint.
@@ -649,5 +690,5 @@ export type Claim = Message<"agentd.state.v1.Claim"> & {
  * Use `create(ClaimSchema)` to create a new message.
  */
 export const ClaimSchema: GenMessage<Claim> = /*@__PURE__*/
-  messageDesc(file_agentd_state_v1_checkpoint, 10);
+  messageDesc(file_agentd_state_v1_checkpoint, 11);
 
