@@ -5,11 +5,14 @@ import (
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -39,6 +42,9 @@ func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.
 	}
 	challenge := mcpauth.Challenge{Status: int(ch.GetStatus()), WWWAuthenticate: ch.GetWwwAuthenticate()}
 	ask := func(ctx context.Context, reason agentdv1.AuthorizationReason, granted []string) (*mcpauth.Token, error) {
+		if reason == agentdv1.AuthorizationReason_AUTHORIZATION_REASON_STEP_UP && !g.stepUps.first(server, challenge.Scopes()) {
+			return nil, stepUpRefused(server, challenge.Scopes())
+		}
 		return g.authorizationCode(ctx, server, sub.URL, sub.Config, challenge, granted, reason)
 	}
 	t, obtained, err := g.s.oauth.Resolve(ctx, sub, challenge, ch.GetPresented(), ask)
@@ -280,4 +286,65 @@ func (g *generation) completeAuthorizations(ctx context.Context) error {
 // generation.
 func (g *generation) canDefer() bool {
 	return g.s.checkpoints != nil && g.s.sealer != nil
+}
+
+// stepUps are the step-ups a generation asked a person for, each a
+// server's and a set of scopes, kept in its checkpoints. A server that
+// refuses the token a person's step-up got, for the same scopes, would
+// have the person asked again on every resume of a paused generation:
+// the generation asks once, and the request fails after. Safe for
+// concurrent use (refusals are resolved while calls run).
+type stepUps struct {
+	mu    sync.Mutex
+	asked map[stepUp]bool
+}
+
+// stepUp is a server's step-up, its scopes space-separated.
+type stepUp struct{ server, scopes string }
+
+// first reports whether the step-up of server to scopes (a set) was not
+// asked before, and notes that it is.
+func (s *stepUps) first(server string, scopes []string) bool {
+	k := stepUp{server, strings.Join(scopes, " ")}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.asked[k] {
+		return false
+	}
+	if s.asked == nil {
+		s.asked = make(map[stepUp]bool)
+	}
+	s.asked[k] = true
+	return true
+}
+
+// list is the step-ups asked, for a checkpoint: sorted by server, then
+// scopes.
+func (s *stepUps) list() []*statev1.StepUp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*statev1.StepUp, 0, len(s.asked))
+	for _, k := range slices.SortedFunc(maps.Keys(s.asked), func(a, b stepUp) int {
+		return cmp.Or(strings.Compare(a.server, b.server), strings.Compare(a.scopes, b.scopes))
+	}) {
+		out = append(out, &statev1.StepUp{ServerName: k.server, Scopes: strings.Fields(k.scopes)})
+	}
+	return out
+}
+
+// restore notes the step-ups a checkpoint says were asked.
+func (s *stepUps) restore(cp *statev1.Checkpoint) {
+	for _, su := range cp.GetStepUps() {
+		s.first(su.GetServerName(), su.GetScopes())
+	}
+}
+
+// stepUpRefused fails a server's request refused for scopes a person was
+// asked to authorize in this generation: as the server's refusal of the
+// request that follows a step-up does on a live stream.
+func stepUpRefused(server string, scopes []string) error {
+	scope := strings.Join(scopes, " ")
+	return fault.New(fault.Permission,
+		"the MCP server %q still refuses agentd for the scope %q, which a person was asked to authorize in this generation; not asking again", server, scope).
+		WithInfo("MCP_FORBIDDEN", map[string]string{"server": server, "status": "403", "error": "insufficient_scope", "scope": scope})
 }

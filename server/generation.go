@@ -53,6 +53,7 @@ type generation struct {
 	total     *agentdv1.Usage
 	toolTurns int
 	answered  *answerSet // approval and function-call ids already answered; a repeat is ignored
+	stepUps   stepUps    // the step-ups a person was asked for
 
 	resume *resumption // set when the generation continues a pause
 	// deferred are the authorizations this run left to a resume.
@@ -168,6 +169,7 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 	for _, id := range cp.GetAnswered() {
 		g.answered.add(id)
 	}
+	g.stepUps.restore(cp)
 	return g
 }
 

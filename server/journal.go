@@ -52,6 +52,7 @@ func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint 
 		ToolTurns:    int32(g.toolTurns),
 		Turn:         turn,
 		Answered:     g.answered.list(),
+		StepUps:      g.stepUps.list(),
 		EndUser:      g.endUser,
 	}
 	// The start's span context, for the later runs' links.

@@ -114,6 +114,14 @@ func (c Challenge) StepUp() bool {
 	return c.Status == http.StatusForbidden && bearerParam(c.parse(), "error") == "insufficient_scope"
 }
 
+// Scopes are the scopes the challenge asks for (its Bearer scope
+// parameter) as a set: sorted, each once.
+func (c Challenge) Scopes() []string {
+	s := strings.Fields(bearerParam(c.parse(), "scope"))
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
 // Token is an access token with what it takes to refresh it. It is
 // JSON-serialisable and holds secrets: store it sealed.
 type Token struct {

@@ -78,6 +78,11 @@ type Options struct {
 	// authorization server (Server.IdP), whose identity assertion grants
 	// the pre-registered client may present (RFC 7523 JWT bearer).
 	IdentityProvider bool
+
+	// StepUpNeverSucceeds refuses every call of StepUpTool for want of
+	// StepUpScope, even with a token that has it (the conformance
+	// suite's "scope upgrade will never succeed").
+	StepUpNeverSucceeds bool
 }
 
 // Server is a running authorization server and MCP server. Its methods are
@@ -664,7 +669,7 @@ func (s *Server) protect(h http.Handler) http.Handler {
 			s.insufficient(w, union(scopes, s.opts.Scopes))
 			return
 		}
-		if r.Method == http.MethodPost && !slices.Contains(scopes, s.opts.StepUpScope) {
+		if r.Method == http.MethodPost && s.needsStepUp(scopes) {
 			stepUp, err := s.callsStepUpTool(r)
 			if err != nil {
 				http.Error(w, "bad body", http.StatusBadRequest)
@@ -679,6 +684,12 @@ func (s *Server) protect(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// needsStepUp reports whether a token with scopes is refused the step-up
+// tool.
+func (s *Server) needsStepUp(scopes []string) bool {
+	return !slices.Contains(scopes, s.opts.StepUpScope) || s.opts.StepUpNeverSucceeds
 }
 
 // bearerChallenge is the WWW-Authenticate of a request without a live token:
