@@ -413,6 +413,7 @@ func (c *core) injectMeta(ctx context.Context, req mcp.Request) {
 		p = params
 	case *mcp.DiscoverParams:
 		p = params
+	//lint:ignore SA1019 logging is deprecated from MCP 2026-07-28 (SEP-2577); classic servers are still asked for their logs
 	case *mcp.SetLoggingLevelParams:
 		p = params
 	default:
