@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -14,7 +15,13 @@ import (
 // the key stays out of the shell's history and the process list) and
 // prints its SHA-256, which is all auth.api_keys holds of it.
 func keys(args []string, stdin io.Reader, stdout io.Writer) error {
-	if len(args) != 1 || args[0] != "hash" {
+	positional, err := parseFlags(newFlagSet("agentd keys", usages["keys"]), args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	// Not the flag package's error, which would show a key given as a
+	// flag.
+	if err != nil || len(positional) != 1 || positional[0] != "hash" {
 		return errors.New("usage: agentd keys hash < key-file (prints the key's sha256 for auth.api_keys)")
 	}
 	line, err := bufio.NewReader(stdin).ReadString('\n')

@@ -33,7 +33,7 @@ func (f *commonFlags) register(fs *flag.FlagSet, withBridgeAddr bool) {
 	fs.StringVar(&f.listen, "listen", "", "address to serve on (default from config: 127.0.0.1:7070 for serve, 127.0.0.1:7071 for bridge)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve the bridge's admin service on this address of its own, not beside the main service (env AGENTD_ADMIN_LISTEN)")
 	if withBridgeAddr {
-		fs.StringVar(&f.bridgeAddr, "bridge-addr", "", "address of a remote `agentd bridge`: host:port, dns:///name:port, or a comma-separated list of host:port replicas (default: embedded bridge)")
+		fs.StringVar(&f.bridgeAddr, "bridge-addr", "", "the `address` of a remote agentd bridge: host:port, dns:///name:port, or a comma-separated list of host:port replicas (default: embedded bridge)")
 	}
 	fs.BoolVar(&f.insecure, "insecure", false, "serve on an address other than loopback although no caller is authenticated (env AGENTD_INSECURE); warns at every start")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")

@@ -74,8 +74,8 @@ func TestGenerateUsageHidesEnvironment(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("generate -h: %v; want flag.ErrHelp", err)
 	}
-	if !strings.Contains(errOut.String(), "AGENTD_TLS_KEY") {
-		t.Errorf("the usage does not name AGENTD_TLS_KEY:\n%s", errOut.String())
+	if !strings.Contains(out.String(), "AGENTD_TLS_KEY") {
+		t.Errorf("the usage does not name AGENTD_TLS_KEY:\n%s", out.String())
 	}
 	if strings.Contains(out.String()+errOut.String(), "cnry") {
 		t.Errorf("the usage shows what the environment holds:\n%s%s", out.String(), errOut.String())

@@ -79,11 +79,11 @@ func splitList(v string) []string {
 }
 
 // Variables that agentd reads besides the configuration's: AGENTD_CONFIG
-// (the file), the defaults of `agentd generate`'s flags (which the
-// examples read too), the address the conformance shim dials, and the
-// test harnesses', by their prefixes.
+// (the file), the defaults of the client commands' flags (the examples
+// read the token and TLS ones too), the address the conformance shim
+// dials, and the test harnesses', by their prefixes.
 var (
-	otherVariables = []string{"AGENTD_CONFIG", "AGENTD_TOKEN", "AGENTD_TLS_CA", "AGENTD_TLS_CERT", "AGENTD_TLS_KEY", "AGENTD_CONFORMANCE_ADDR"}
+	otherVariables = []string{"AGENTD_CONFIG", "AGENTD_ADDR", "AGENTD_TOKEN", "AGENTD_TLS_CA", "AGENTD_TLS_CERT", "AGENTD_TLS_KEY", "AGENTD_CONFORMANCE_ADDR"}
 	otherPrefixes  = []string{"AGENTD_TEST_", "AGENTD_REQUIRE_", "AGENTD_MCPTEST_"}
 )
 
