@@ -50,7 +50,7 @@ func (f *fakeAgent) Generate(s agentdv1.AgentService_GenerateServer) error {
 }
 
 // serveFake serves f on a loopback port until the test ends.
-func serveFake(t *testing.T, f *fakeAgent) string {
+func serveFake(t *testing.T, f agentdv1.AgentServiceServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

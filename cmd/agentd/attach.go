@@ -33,15 +33,10 @@ func attach(ctx context.Context, args []string, getenv func(string) string, stdi
 	c.register(fs)
 	a.register(fs)
 	fs.Int64Var(&after, "after", 0, "print the events after sequence number `N` (0: every event)")
-	positional, err := parseFlags(fs, args, stdout)
+	id, err := c.parseWithID(fs, args, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	id, err := oneID(fs, positional)
-	if err != nil {
-		return err
-	}
-	c.fromEnv(fs, getenv)
 	agent, err := a.agent()
 	if err != nil {
 		return err

@@ -7,14 +7,12 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -225,28 +223,13 @@ type fakeService struct {
 
 func (f *fakeService) Generate(s agentdv1.AgentService_GenerateServer) error { return f.generate(s) }
 
-// serveService serves s on a loopback port until the test ends.
-func serveService(t *testing.T, s agentdv1.AgentServiceServer) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	agentdv1.RegisterAgentServiceServer(srv, s)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Stop(); <-done })
-	return lis.Addr().String()
-}
-
 // agentd resume sends no agent unless --request or the agent flags
 // declare one; when agentd answers that it needs the agent, the error says
 // to give --request. The answers go as given.
 func TestResumeWithoutAgent(t *testing.T) {
 	t.Parallel()
 	got := make(chan *agentdv1.ResumeGeneration, 2)
-	addr := serveService(t, &fakeService{generate: func(s agentdv1.AgentService_GenerateServer) error {
+	addr := serveFake(t, &fakeService{generate: func(s agentdv1.AgentService_GenerateServer) error {
 		first, err := s.Recv()
 		if err != nil {
 			return err

@@ -32,15 +32,10 @@ func get(ctx context.Context, args []string, getenv func(string) string, _ io.Re
 	var c clientFlags
 	fs := newFlagSet("agentd get", getUsage)
 	c.register(fs)
-	positional, err := parseFlags(fs, args, stdout)
+	id, err := c.parseWithID(fs, args, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	id, err := oneID(fs, positional)
-	if err != nil {
-		return err
-	}
-	c.fromEnv(fs, getenv)
 	p := c.printing(stdout, stderr)
 	return c.call(ctx, func(ctx context.Context, client agentdv1.AgentServiceClient) error {
 		res, err := client.GetGeneration(ctx, &agentdv1.GetGenerationRequest{GenerationId: id})

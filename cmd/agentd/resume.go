@@ -41,15 +41,10 @@ func resume(ctx context.Context, args []string, getenv func(string) string, stdi
 	c.register(fs)
 	a.register(fs)
 	answers.register(fs, "")
-	positional, err := parseFlags(fs, args, stdout)
+	id, err := c.parseWithID(fs, args, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	id, err := oneID(fs, positional)
-	if err != nil {
-		return err
-	}
-	c.fromEnv(fs, getenv)
 	return resumeWith(ctx, &c, &a, answers.resume(id, nil), stdin, stdout, stderr)
 }
 
