@@ -82,6 +82,17 @@ func (g *generation) checkpoint(turn *statev1.PausedTurn) {
 	g.journal.Checkpoint(g.snapshot(turn))
 }
 
+// finalCheckpoint queues the checkpoint whose conversation ends with the
+// final answer, for the record's end alone (record.Journal.Final).
+func (g *generation) finalCheckpoint() {
+	if g.journal == nil {
+		return
+	}
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	g.journal.Final(g.snapshot(nil))
+}
+
 // emitLast sends the generation's last event, paused or completed, once
 // its record says so: a client that has seen it finds the record
 // paused (a resume can take it at once) or completed.

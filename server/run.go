@@ -192,8 +192,9 @@ func (g *generation) complete(ctx context.Context, r *reply) error {
 	g.final = r.message
 	g.finished(ctx)
 	// The final answer joins the record's conversation, whose items the
-	// completed event then names rather than carries.
-	g.checkpoint(nil)
+	// completed event then names rather than carries; they are written
+	// with that event, never before it.
+	g.finalCheckpoint()
 	return g.emitLast(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Completed{Completed: &agentdv1.GenerationCompleted{
 		GenerationId: g.id,
 		Message:      r.message,

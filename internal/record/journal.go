@@ -96,6 +96,7 @@ type Journal struct {
 	conv      conversation                 // what is stored once, and where
 	snapSeq   int64                        // the last sequence number snap covers
 	snapN     int64                        // counts the checkpoints queued
+	final     bool                         // snap holds the final answer: it goes with the end alone (Final)
 	advanced  chan struct{}                // closed (and replaced) when confirmed grows
 	ended     chan struct{}                // closed by end
 	state     store.State                  // the state the record should have
@@ -312,6 +313,20 @@ func (j *Journal) Checkpoint(cp *statev1.Checkpoint) {
 	j.soon()
 }
 
+// Final queues cp, the generation's last checkpoint, whose conversation
+// ends with its final answer, so that the completed event may name the
+// answer's items rather than carry it. Its items are written with the
+// end (Settle) and never before: a record holding the final answer
+// without the completed event after it would make the replica that
+// adopts it ask the model again, past the answer. Events recorded meanwhile
+// are written as usual.
+func (j *Journal) Final(cp *statev1.Checkpoint) {
+	j.mu.Lock()
+	j.queueLocked(cp)
+	j.final = true
+	j.mu.Unlock()
+}
+
 // SetState records that the generation runs or waits on its client, with
 // cp, the checkpoint of that moment: the record's state changes only
 // with a checkpoint, so that its checkpoint always covers exactly the
@@ -505,10 +520,11 @@ func (j *Journal) due() (dueWrite, error) {
 		// It can no longer go before them.
 		j.snap, j.items, j.agentDue = nil, nil, nil
 	}
-	return dueWrite{
-		batch: j.pending, state: j.state, written: j.written,
-		snap: pendingSnap{j.snap, j.items, j.agentDue}, snapSeq: j.snapSeq, snapN: j.snapN,
-	}, nil
+	d := dueWrite{batch: j.pending, state: j.state, written: j.written, snapSeq: j.snapSeq, snapN: j.snapN}
+	if !j.final {
+		d.snap = pendingSnap{j.snap, j.items, j.agentDue}
+	}
+	return d, nil
 }
 
 // wrote records that d was written, its checkpoint too if wrote (else
