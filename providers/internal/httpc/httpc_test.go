@@ -27,6 +27,10 @@ func server(t *testing.T, statuses []int, header http.Header, body string) (*htt
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := int(n.Add(1)) - 1
 		s := statuses[min(i, len(statuses)-1)]
+		// Each answer on a connection of its own, so that no connection
+		// kept alive from an earlier answer (or from another test's server
+		// on a port since reused) takes part in the count.
+		w.Header().Set("Connection", "close")
 		for k, vs := range header {
 			w.Header()[k] = vs
 		}
