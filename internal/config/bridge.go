@@ -40,10 +40,14 @@ type Bridge struct {
 	AllowedCommands []string `yaml:"allowed_commands" env:"AGENTD_BRIDGE_ALLOWED_COMMANDS"`
 
 	// Servers are the MCP servers, stdio or url, that requests may use by
-	// name with `ref:`; servers set in a file replace the default
-	// registrations. By default, demo is the small MCP server built into
-	// agentd.
+	// name with `ref:`. The demo server built into agentd is registered
+	// beside those a file sets (bridge.demo).
 	Servers map[string]Server `yaml:"servers"`
+
+	// Demo registers the small MCP server built into agentd (`agentd
+	// mcp-demo`) as bridge.servers.demo, beside the servers a file registers,
+	// unless one of them is named demo itself; false leaves it out.
+	Demo bool `yaml:"demo" env:"AGENTD_BRIDGE_DEMO"`
 
 	// TerminateGrace is how long a stdio server gets to exit after its
 	// stdin closes, and again after SIGTERM, before its process group is

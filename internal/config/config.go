@@ -23,6 +23,31 @@ import (
 // {command: "@self", args: ["mcp-demo"]}.
 const Self = "@self"
 
+// DemoServer is the name under bridge.servers of the demo MCP server
+// built into agentd (bridge.demo).
+const DemoServer = "demo"
+
+// builtinDemo is the registration of the demo MCP server built into
+// agentd.
+func builtinDemo() Server { return Server{Command: Self, Args: []string{"mcp-demo"}} }
+
+// placeDemo registers the built-in demo server as demo says: beside the
+// servers a file registers (whose map replaces the default's, demo
+// included), unless the file registers a demo of its own (fileDemo), which
+// stays; with demo false, the built-in one is left out.
+func (b *Bridge) placeDemo(fileDemo bool) {
+	switch {
+	case fileDemo:
+	case b.Demo:
+		if b.Servers == nil {
+			b.Servers = make(map[string]Server)
+		}
+		b.Servers[DemoServer] = builtinDemo()
+	default:
+		delete(b.Servers, DemoServer)
+	}
+}
+
 // Config is the whole configuration of agentd.
 type Config struct {
 	// Listen is where `agentd serve` serves the AgentService, with health
@@ -135,7 +160,8 @@ func Default() Config {
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
 			TLS:            TLS{MinVersion: "1.2"},
-			Servers:        map[string]Server{"demo": {Command: Self, Args: []string{"mcp-demo"}}},
+			Servers:        map[string]Server{DemoServer: builtinDemo()},
+			Demo:           true,
 			TerminateGrace: 2 * time.Second,
 			MaxResultBytes: DefaultMaxResultBytes,
 			Pool:           DefaultPool(),
@@ -177,6 +203,8 @@ func Load(path string, getenv func(string) string, executable string) (Config, e
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
+	_, fileDemo := src.lines["bridge.servers."+DemoServer]
+	cfg.Bridge.placeDemo(fileDemo)
 	cfg.complete(getenv, executable)
 	p := problems{src: src}
 	cfg.validate(&p)

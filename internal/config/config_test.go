@@ -40,10 +40,39 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
-			name: "servers in a file replace the default registrations",
+			name: "servers in a file are registered beside the built-in demo",
 			file: "bridge:\n  servers:\n    files: {command: /usr/bin/mcp-files, args: [--root, /tmp], env: {A: b}}\n",
 			want: func(c *Config) {
-				c.Bridge.Servers = map[string]Server{"files": {Command: "/usr/bin/mcp-files", Args: []string{"--root", "/tmp"}, Env: map[string]string{"A": "b"}}}
+				c.Bridge.Servers["files"] = Server{Command: "/usr/bin/mcp-files", Args: []string{"--root", "/tmp"}, Env: map[string]string{"A": "b"}}
+			},
+		},
+		{
+			name: "bridge.demo false leaves the built-in demo out",
+			file: "bridge:\n  demo: false\n  servers:\n    files: {command: /usr/bin/mcp-files}\n",
+			want: func(c *Config) {
+				c.Bridge.Demo = false
+				c.Bridge.Servers = map[string]Server{"files": {Command: "/usr/bin/mcp-files"}}
+			},
+		},
+		{
+			name: "bridge.demo false with no servers registers none",
+			env:  map[string]string{"AGENTD_BRIDGE_DEMO": "false"},
+			want: func(c *Config) {
+				c.Bridge.Demo = false
+				c.Bridge.Servers = map[string]Server{}
+			},
+		},
+		{
+			name: "a demo the file registers replaces the built-in one",
+			file: "bridge:\n  servers:\n    demo: {command: /usr/bin/my-demo}\n",
+			want: func(c *Config) { c.Bridge.Servers = map[string]Server{"demo": {Command: "/usr/bin/my-demo"}} },
+		},
+		{
+			name: "a demo the file registers stays with bridge.demo false",
+			file: "bridge:\n  demo: false\n  servers:\n    demo: {command: /usr/bin/my-demo}\n",
+			want: func(c *Config) {
+				c.Bridge.Demo = false
+				c.Bridge.Servers = map[string]Server{"demo": {Command: "/usr/bin/my-demo"}}
 			},
 		},
 		{
@@ -52,6 +81,7 @@ func TestLoad(t *testing.T) {
 			want: func(c *Config) {
 				c.Bridge.Servers = map[string]Server{
 					"a": {Command: "a"}, "b": {Command: "b", Shared: SharedPerTenant}, "c": {Command: "c", Shared: SharedGlobal}, "d": {Command: "d"},
+					"demo": {Command: "/opt/agentd", Args: []string{"mcp-demo"}},
 				}
 			},
 		},
@@ -225,6 +255,12 @@ func TestLoadRejects(t *testing.T) {
 			name:     "X-I4 a certificate without its key, a client CA without a certificate, TLS 1.1",
 			file:     "tls: {cert_file: c.pem, min_version: \"1.1\"}\nbridge: {tls: {client_ca_file: ca.pem}}\n",
 			wantErrs: []string{"tls: cert_file and key_file must be set together", "tls.min_version", "bridge.tls.client_ca_file"},
+		},
+		{name: "bridge.demo not a boolean", file: "bridge: {demo: maybe}\n", wantErrs: []string{`agentd.yaml:1: bridge.demo: "maybe" is not a boolean`}},
+		{
+			name:     "a tenant's demo left out by bridge.demo false",
+			file:     "bridge: {demo: false}\ntenants: {acme: {servers: [demo]}}\n",
+			wantErrs: []string{`tenants.acme.servers: "demo" is not among bridge.servers`},
 		},
 		{name: "X-I6 shared neither true, false nor global", file: "bridge: {servers: {a: {command: a, shared: always}}}\n", wantErrs: []string{`agentd.yaml:1: bridge.servers.a.shared: "always" is not one of false, true, global`}},
 		{

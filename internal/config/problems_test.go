@@ -245,7 +245,7 @@ generation:
 	a := Server{Command: "/usr/bin/x", Args: []string{"--quiet"}, MaxProcesses: 2}
 	b := a
 	b.MaxProcesses = 3
-	want.Bridge.Servers = map[string]Server{"a": a, "b": b, "c": a}
+	want.Bridge.Servers = map[string]Server{"a": a, "b": b, "c": a, "demo": {Command: "/opt/agentd", Args: []string{"mcp-demo"}}}
 	want.Generation.MaxToolTurns, want.Generation.LeaseTTL = 7, 30*time.Second
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
