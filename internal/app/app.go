@@ -19,6 +19,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -775,7 +776,32 @@ func listen(addr, setting string, authenticated bool, o Options) (net.Listener, 
 		o.Logger.Warn("serving unauthenticated callers beyond this machine (insecure): anyone who reaches this address can run generations on the configured provider keys",
 			"setting", setting, "address", addr)
 	}
-	return net.Listen("tcp", addr)
+	return listenTCP(addr, setting)
+}
+
+// listenerSettings say, for each listener's setting, what else sets it:
+// its variable, and the flags (and make variable) that do.
+var listenerSettings = map[string]string{
+	"listen":         "AGENTD_LISTEN, --listen, or make run LISTEN=host:port",
+	"admin.listen":   "AGENTD_ADMIN_LISTEN or --admin-listen",
+	"bridge.listen":  "AGENTD_BRIDGE_LISTEN, or agentd bridge --listen",
+	"metrics.listen": "AGENTD_METRICS_LISTEN",
+	"debug.listen":   "AGENTD_DEBUG_LISTEN",
+}
+
+// listenTCP listens on addr, the setting named setting. An address in use
+// is the first thing a second agentd on one machine meets: the error
+// names the setting and every way to set it.
+func listenTCP(addr, setting string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%s: %w: another agentd, or another program, listens there; stop it, or set %s (%s) to a free address",
+			setting, err, setting, listenerSettings[setting])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", setting, err)
+	}
+	return lis, nil
 }
 
 // attend holds replica's liveness in s, so that the other replicas adopt

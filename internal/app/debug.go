@@ -2,7 +2,6 @@ package app
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -28,9 +27,9 @@ func serveDebug(o Options) (*debugServer, error) {
 	if o.Config.Debug.Listen == "" {
 		return nil, nil
 	}
-	lis, err := net.Listen("tcp", o.Config.Debug.Listen)
+	lis, err := listenTCP(o.Config.Debug.Listen, "debug.listen")
 	if err != nil {
-		return nil, fmt.Errorf("debug.listen: %w", err)
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,6 +132,51 @@ func TestListenBeyondLoopback(t *testing.T) {
 			}
 			if warned := strings.Contains(log.String(), "serving unauthenticated"); warned != tc.warn {
 				t.Errorf("warned that agentd serves unauthenticated callers: %v, want %v; log:\n%s", warned, tc.warn, log.String())
+			}
+		})
+	}
+}
+
+// An address already in use, the first thing a second agentd on one
+// machine meets, refuses the start naming the listener's setting and every
+// way to set it, for each listener agentd serve and agentd bridge open.
+func TestListenAddressInUse(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { taken.Close() })
+	addr := taken.Addr().String()
+	for _, tc := range []struct {
+		setting string
+		serve   func(context.Context, app.Options) error
+		edit    func(*config.Config)
+		setBy   []string
+	}{
+		{"listen", app.ServeAgent, func(c *config.Config) { c.Listen = addr }, []string{"AGENTD_LISTEN", "--listen", "make run LISTEN="}},
+		{"admin.listen", app.ServeAgent, func(c *config.Config) { c.Admin.Listen = addr }, []string{"AGENTD_ADMIN_LISTEN", "--admin-listen"}},
+		{"metrics.listen", app.ServeAgent, func(c *config.Config) { c.Metrics.Listen = addr }, []string{"AGENTD_METRICS_LISTEN"}},
+		{"debug.listen", app.ServeAgent, func(c *config.Config) { c.Debug.Listen = addr }, []string{"AGENTD_DEBUG_LISTEN"}},
+		{"bridge.listen", app.ServeBridge, func(c *config.Config) { c.Bridge.Listen = addr }, []string{"AGENTD_BRIDGE_LISTEN", "agentd bridge --listen"}},
+	} {
+		t.Run(tc.setting, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			cfg.StateDir = t.TempDir()
+			cfg.Listen, cfg.Bridge.Listen = "127.0.0.1:0", "127.0.0.1:0"
+			cfg.Bridge.Pool.Warm = 0
+			tc.edit(&cfg)
+			var log logtest.Logs
+			o := app.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&log, nil)), Metrics: http.NotFoundHandler()}
+			err := tc.serve(t.Context(), o)
+			if !errors.Is(err, syscall.EADDRINUSE) {
+				t.Fatalf("serve = %v; want the address in use", err)
+			}
+			for _, want := range append([]string{tc.setting + ": listen tcp " + addr, "address already in use", "set " + tc.setting + " ("}, tc.setBy...) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -31,9 +30,9 @@ func serveMetrics(o Options) (*metricsServer, error) {
 	if o.Metrics == nil {
 		return nil, errNoMetricsHandler
 	}
-	lis, err := net.Listen("tcp", o.Config.Metrics.Listen)
+	lis, err := listenTCP(o.Config.Metrics.Listen, "metrics.listen")
 	if err != nil {
-		return nil, fmt.Errorf("metrics.listen: %w", err)
+		return nil, err
 	}
 	m := &metricsServer{lis: lis, srv: &http.Server{Handler: o.Metrics, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
 	go func() {
