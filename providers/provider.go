@@ -57,6 +57,18 @@ type ModelValidator interface {
 	ValidateModel(model string) error
 }
 
+// ConfigChecker is implemented by providers that cannot serve a request
+// until agentd's configuration gives them something, an API key or a
+// base URL: a request for one that lacks it is refused before its
+// generation starts, rather than failing at its first model turn.
+type ConfigChecker interface {
+	// CheckConfig returns nil when the provider, as configured, can serve
+	// model; else the FailedPrecondition error (internal/fault) that a
+	// request for model fails with, naming what to set. Safe for
+	// concurrent use.
+	CheckConfig(model string) error
+}
+
 // Problem is one invalid provider option.
 type Problem struct {
 	Field       string // path below provider_options, e.g. "script.turns[2]"

@@ -784,9 +784,15 @@ func (m *memCheckpoints) Count(context.Context, string) (int, time.Time, error) 
 func (*memCheckpoints) Close() error { return nil }
 
 // allProviders registers every provider agentd serves, as internal/app
-// does, unconfigured; planning reaches none of them over the network.
+// does, each with a key and a base URL (a provider without what it needs
+// refuses its requests before they are planned); planning reaches none of
+// them over the network.
 func allProviders(tb testing.TB) *providers.Registry {
-	reg, err := registry.New(nil)
+	keys := make(map[string]config.Provider)
+	for _, a := range registry.Declared {
+		keys[a.Name] = config.Provider{APIKey: "sk-test", BaseURL: "https://llm.example"}
+	}
+	reg, err := registry.New(keys)
 	if err != nil {
 		tb.Fatal(err)
 	}

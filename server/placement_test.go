@@ -377,7 +377,7 @@ func withHeaders(s *agentdv1.MCPServer) *agentdv1.MCPServer {
 func TestPlacementSharedAddress(t *testing.T) {
 	t.Parallel()
 	bridge, _ := noIO(t)
-	client := newClient(t, bridge, anthropic.New(providers.Settings{}))
+	client := newClient(t, bridge, anthropic.New(providers.Settings{APIKey: "sk-test"}))
 	t.Cleanup(func() { wantCounts(t, bridge, bridgeCounts{}) })
 	public := urlServer("public", "https://mcp.example.com/mcp")
 	for _, raw := range []string{"https://100.64.1.2/mcp", "https://[::ffff:100.64.1.2]/mcp", "https://100.127.0.9:8443/mcp"} {

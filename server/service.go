@@ -113,6 +113,10 @@ type Tenant struct {
 	// ServersSetting names the setting that lists Servers, for the error
 	// of a ref: beyond it (e.g. "tenants.acme.servers").
 	ServersSetting string
+	// ProvidersSetting names the setting of its own provider keys, for
+	// the error of a request for a provider without one (e.g.
+	// "tenants.acme.providers"); "" where tenants are not configured.
+	ProvidersSetting string
 	// Limits are its limits.
 	Limits quota.Limits
 }

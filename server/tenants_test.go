@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/policy"
 	"github.com/agentd/agentd/internal/quota"
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
@@ -568,5 +569,78 @@ func TestResumeLimits(t *testing.T) {
 	_, s = generate(t, acme, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "held"}, Messages: userSays("hi")}, nil)
 	if s.Code() != codes.ResourceExhausted || !strings.Contains(s.Message(), "limits.generations_per_minute") {
 		t.Errorf("a third start in a minute of 2: %v %q; want the rate's ResourceExhausted (the resume took no token)", s.Code(), s.Message())
+	}
+}
+
+// keylessProvider is plainProvider, which agentd's configuration gives no
+// API key.
+type keylessProvider struct{ *fakeProvider }
+
+func (keylessProvider) CheckConfig(string) error {
+	return fault.New(fault.FailedPrecondition, "plain: no API key is configured: set PLAIN_API_KEY or providers.plain.api_key")
+}
+
+// R-P1, X-D9, X-I7: what agentd's configuration lacks for a request (its
+// provider's API key) is found with the request's other problems, before
+// anything runs or is recorded: alone, it is FailedPrecondition naming the
+// provider, the setting and, for a configured tenant, its own; beside an
+// invalid problem the request is InvalidArgument, beside a refused one
+// PermissionDenied, every problem listed. Preview says the same.
+func TestUnconfiguredProvider(t *testing.T) {
+	t.Parallel()
+	prov := keylessProvider{plainProvider()}
+	bridge, _ := noIO(t)
+	st := newStore(t, 0)
+	clients := tenantClients(t, server.Options{
+		Bridge: bridge, Checkpoints: st, Generations: st.Generations(), Replica: "replica-a",
+		Providers: registryOf(t, prov),
+		Tenants: tenantsOf(map[string]*server.Tenant{
+			"":     {Rules: &policy.Rules{}},
+			"acme": {Rules: &policy.Rules{}, ProvidersSetting: "tenants.acme.providers"},
+		}),
+	})
+	zero := int32(0)
+	for _, tc := range []struct {
+		name   string
+		tenant string
+		agent  *agentdv1.Agent
+		code   codes.Code
+		others []string // the other fields violated
+		saying []string
+	}{
+		{"R-P1 no key", "", &agentdv1.Agent{Provider: "plain"}, codes.FailedPrecondition, nil,
+			[]string{"plain: no API key is configured: set PLAIN_API_KEY or providers.plain.api_key"}},
+		{"X-I7 no key, for a configured tenant", "acme", &agentdv1.Agent{Provider: "plain"}, codes.FailedPrecondition, nil,
+			[]string{"set PLAIN_API_KEY or providers.plain.api_key, or under tenants.acme.providers for this tenant alone"}},
+		{"X-D9 no key and an invalid setting", "", &agentdv1.Agent{Provider: "plain", MaxToolTurns: &zero}, codes.InvalidArgument,
+			[]string{"agent.max_tool_turns"}, []string{"PLAIN_API_KEY"}},
+		{"X-D9 no key and a command the rules refuse", "", &agentdv1.Agent{Provider: "plain", Mcps: []*agentdv1.MCPServer{commandServer("", "/usr/bin/files-mcp")}},
+			codes.PermissionDenied, []string{"agent.mcps[0].command"}, []string{"PLAIN_API_KEY"}},
+	} {
+		client := clients(tc.tenant)
+		pst := preview(client, t.Context(), tc.agent)
+		events, gst := generate(t, client, &agentdv1.StartGeneration{Agent: tc.agent, Messages: userSays("hi")}, nil)
+		if len(events) != 0 {
+			t.Errorf("%s: the refused start sent %v", tc.name, kinds(events))
+		}
+		for _, c := range []struct {
+			what, root string
+			st         *status.Status
+		}{{"Preview", "", pst}, {"Generate", "start.", gst}} {
+			if c.st.Code() != tc.code {
+				t.Errorf("%s: %s %v %q; want %v", tc.name, c.what, c.st.Code(), c.st.Message(), tc.code)
+				continue
+			}
+			wantFacts(t, tc.name+": "+c.what, description(t, c.st, c.root+"agent.provider"), tc.saying...)
+			for _, f := range tc.others {
+				description(t, c.st, c.root+f)
+			}
+		}
+	}
+	if n := len(prov.calls()); n != 0 {
+		t.Errorf("the provider was asked %d turns", n)
+	}
+	if page, _, err := st.Generations().List(t.Context(), "", store.ListOptions{}); err != nil || len(page) != 0 {
+		t.Errorf("the refused starts were recorded: %v, %v", page, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -22,10 +23,11 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // newPlan validates a request (an agent and its conversation) of tenant
 // and resolves it with the tenant's providers and rules. root prefixes
 // field paths ("start", "resume" or "" for Preview). Every problem is
-// reported at once, as field violations: what the tenant's rules refuse
-// with the rest, by policy.Refusal's rule.
+// reported at once, as field violations: what the tenant's rules refuse,
+// and what agentd's configuration lacks for it, with the rest, by
+// refusal's rule.
 func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, messages []*agentdv1.Message, answerTimeout *durationValue) (*plan, error) {
-	var v, denied violations
+	var v, denied, unset violations
 	field := func(f string) string {
 		if root == "" {
 			return f
@@ -37,7 +39,7 @@ func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, me
 		v.add(field("agent"), "is required")
 		return nil, fault.InvalidRequest(v)
 	}
-	s.planProvider(&v, field, p)
+	s.planProvider(&v, &unset, field, p)
 	if len(messages) == 0 {
 		v.add(field("messages"), "needs at least one message")
 	}
@@ -53,14 +55,31 @@ func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, me
 		p.place(&v, toolNames, field("agent.mcps"))
 		p.checkAddresses(&denied)
 	}
-	if err := policy.Refusal(v, denied); err != nil {
+	if err := refusal(v, denied, unset); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// planProvider finds the provider the agent names and checks its model.
-func (s *Service) planProvider(v *violations, field func(string) string, p *plan) {
+// refusal is the error that refuses a request for its problems:
+// policy.Refusal's for the invalid and the denied ones, with what agentd's
+// configuration lacks for it (unset) among the denied; and when that is
+// all, FailedPrecondition: the request is right, and whoever runs agentd,
+// not its caller, has something to set. Nil when there is no problem.
+func refusal(invalid, denied, unset violations) error {
+	if len(invalid) > 0 || len(denied) > 0 || len(unset) == 0 {
+		return policy.Refusal(invalid, slices.Concat(denied, unset))
+	}
+	err := fault.InvalidRequest(unset)
+	err.Kind = fault.FailedPrecondition
+	err.Msg = "agentd's configuration lacks what this request needs: " + strings.TrimPrefix(err.Msg, "invalid request: ")
+	return err
+}
+
+// planProvider finds the provider the agent names and checks its model,
+// and, in unset, that agentd's configuration gives the provider what it
+// needs to serve it (its API key).
+func (s *Service) planProvider(v, unset *violations, field func(string) string, p *plan) {
 	agent, reg := p.agent, p.tenant.Providers
 	provider, ok := reg.Lookup(agent.GetProvider())
 	switch {
@@ -77,6 +96,25 @@ func (s *Service) planProvider(v *violations, field func(string) string, p *plan
 				v.add(field("agent.model"), "%s", err.Error())
 			}
 		}
+		p.checkConfigured(unset, field("agent.provider"))
+	}
+}
+
+// checkConfigured reports in unset, at f, what the provider lacks of
+// agentd's configuration to serve the agent's model: the setting to set,
+// and, for a configured tenant, its own.
+func (p *plan) checkConfigured(unset *violations, f string) {
+	cc, ok := p.provider.(providers.ConfigChecker)
+	if !ok {
+		return
+	}
+	err := cc.CheckConfig(p.agent.GetModel())
+	switch {
+	case err == nil:
+	case p.tenant.ProvidersSetting != "":
+		unset.add(f, "%s, or under %s for this tenant alone", err.Error(), p.tenant.ProvidersSetting)
+	default:
+		unset.add(f, "%s", err.Error())
 	}
 }
 

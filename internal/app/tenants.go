@@ -38,6 +38,7 @@ func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tena
 			st.Rules = &settings.Rules
 		}
 		st.Servers, st.ServersSetting = settings.Servers, "tenants."+name+".servers"
+		st.ProvidersSetting = "tenants." + name + ".providers"
 		t.byName[name] = st
 	}
 	return t

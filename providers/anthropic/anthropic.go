@@ -125,10 +125,18 @@ func (p *provider) Capabilities() providers.Capabilities {
 	}
 }
 
+// CheckConfig reports a missing key.
+func (p *provider) CheckConfig(string) error {
+	if p.s.APIKey == "" {
+		return httpc.MissingKey(name, p.s)
+	}
+	return nil
+}
+
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.s.APIKey == "" {
-			yield(nil, httpc.MissingKey(name, p.s))
+		if err := p.CheckConfig(req.Model); err != nil {
+			yield(nil, err)
 			return
 		}
 		yield = httpc.RedactErrors(yield, req, append(httpc.RequestSecrets(req), p.s.APIKey)...)

@@ -120,10 +120,18 @@ func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
 	return httpc.ReservedOptions(options, httpc.SetByAgentd, "contents")
 }
 
+// CheckConfig reports a missing key.
+func (p *provider) CheckConfig(string) error {
+	if p.s.APIKey == "" {
+		return httpc.MissingKey(name, p.s)
+	}
+	return nil
+}
+
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.s.APIKey == "" {
-			yield(nil, httpc.MissingKey(name, p.s))
+		if err := p.CheckConfig(req.Model); err != nil {
+			yield(nil, err)
 			return
 		}
 		model := strings.TrimPrefix(req.Model, "models/")

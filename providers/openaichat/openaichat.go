@@ -102,14 +102,21 @@ func (p *provider) ValidateOptions(options map[string]any) []providers.Problem {
 	return httpc.ReservedOptions(options, httpc.SetByAgentd, "model", "messages", "stream", "stream_options")
 }
 
+// CheckConfig reports a missing base URL, then a missing key.
+func (p *provider) CheckConfig(string) error {
+	if p.err != nil {
+		return p.err
+	}
+	if p.s.APIKey == "" {
+		return httpc.MissingKey(p.d.Name, p.s)
+	}
+	return nil
+}
+
 func (p *provider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	return func(yield func(providers.Event, error) bool) {
-		if p.err != nil {
-			yield(nil, p.err)
-			return
-		}
-		if p.s.APIKey == "" {
-			yield(nil, httpc.MissingKey(p.d.Name, p.s))
+		if err := p.CheckConfig(req.Model); err != nil {
+			yield(nil, err)
 			return
 		}
 		p.stream(ctx, req, httpc.RedactErrors(yield, req, p.s.APIKey))

@@ -58,7 +58,19 @@ func TestMissingKeyNamesItsVariable(t *testing.T) {
 				Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}},
 			}}}
 			err := providertest.FirstError(t.Context(), p, req)
+			// What the stream fails with, a generation is refused with
+			// before it starts.
+			var checked error
+			if c, ok := p.(providers.ConfigChecker); ok {
+				checked = c.CheckConfig(req.Model)
+			}
+			if fault.KindOf(err) == fault.FailedPrecondition && (checked == nil || checked.Error() != err.Error()) {
+				t.Errorf("CheckConfig = %v; want the stream's error, %v", checked, err)
+			}
 			if fault.KindOf(err) != fault.FailedPrecondition {
+				if checked != nil {
+					t.Errorf("CheckConfig = %v for a provider that sent the request", checked)
+				}
 				if requests.Load() == 0 {
 					t.Errorf("error %v without a request; want a FailedPrecondition for the missing key", err)
 				}

@@ -78,6 +78,19 @@ func (r *router) ValidateModel(model string) error {
 	return err
 }
 
+// CheckConfig reports what the provider that model routes to lacks; a
+// model it cannot route is ValidateModel's to report.
+func (r *router) CheckConfig(model string) error {
+	p, routed, err := r.Resolve(model)
+	if err != nil {
+		return nil
+	}
+	if c, ok := p.(providers.ConfigChecker); ok {
+		return c.CheckConfig(routed)
+	}
+	return nil
+}
+
 func (r *router) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	p, model, err := r.Resolve(req.Model)
 	if err != nil {

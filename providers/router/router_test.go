@@ -102,3 +102,31 @@ func TestReasoningLabelled(t *testing.T) {
 		t.Errorf("reasoning providers = %q, want %q", got, want)
 	}
 }
+
+// keyless needs an API key it does not have, for every model.
+type keyless struct{ named }
+
+func (keyless) CheckConfig(string) error {
+	return fault.New(fault.FailedPrecondition, "anthropic: no API key is configured")
+}
+
+// The router's configuration check is that of the provider a model routes
+// to: what it lacks, nothing for one that lacks nothing, and nothing for
+// a model it cannot route (ValidateModel's to report).
+func TestCheckConfigRoutes(t *testing.T) {
+	t.Parallel()
+	var seen string
+	reg, err := providers.NewRegistry(keyless{named{"anthropic", &seen}}, named{"openai", &seen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := router.New(reg.Lookup).(providers.ConfigChecker)
+	if err := r.CheckConfig("claude-haiku-4-5"); fault.KindOf(err) != fault.FailedPrecondition {
+		t.Errorf("CheckConfig of a model of a provider without a key = %v, want FailedPrecondition", err)
+	}
+	for _, model := range []string{"gpt-4o-mini", "openai/gpt-5", "mistral-large"} {
+		if err := r.CheckConfig(model); err != nil {
+			t.Errorf("CheckConfig(%q) = %v, want nil", model, err)
+		}
+	}
+}
