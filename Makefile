@@ -25,7 +25,7 @@ BRIDGE_ADDR  ?= 127.0.0.1:17071
 .PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
 
 help:
-	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge)"
+	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
 	@echo "make test              install test dependencies, then run every check and test"
 	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript) and docs/configuration.md"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
@@ -130,18 +130,13 @@ build:
 build/ts/examples/ts/demo.js: npm examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
 	$(TSC) -p examples/ts
 
+# LISTEN: where make run serves (AGENTD_LISTEN), e.g. make run
+# LISTEN=127.0.0.1:7171; port 0 takes a free one. Unset: the
+# configuration's listen (127.0.0.1:7070). Once agentd serves,
+# scripts/run.sh prints what to try against the address it bound.
+LISTEN ?=
 run: build
-	@echo
-	@echo "agentd starts on 127.0.0.1:7070 with its embedded bridge and the built-in demo MCP server."
-	@echo "In another terminal, try:"
-	@echo "  bin/agentd generate --request examples/demo-start.json      # the demo: a tool call through the bridge"
-	@echo "  bin/agentd generate --provider mock --prompt 'Hello'"
-	@echo "  $(GRPCURL) -plaintext 127.0.0.1:7070 list"
-	@echo "  go run ./examples/go"
-	@echo "  PYTHONPATH=gen/python $(PY) examples/python/demo.py"
-	@echo "  make build/ts/examples/ts/demo.js && node build/ts/examples/ts/demo.js"
-	@echo
-	bin/agentd serve
+	@scripts/run.sh bin/agentd "$(GRPCURL)" $(PY) $(LISTEN)
 
 test: tools lint check-generated breaking chart go-test examples examples-auth smoke conformance
 

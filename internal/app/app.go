@@ -628,6 +628,10 @@ func ServeAgent(ctx context.Context, o Options) error {
 		closeAll(lis, adminLis)
 		return err
 	}
+	// What it serves first, then where: what a newcomer reads last, at
+	// the foot of the start, is the address.
+	logProviders(o.Logger, &o.Config, a.providers.Global())
+	logServers(o.Logger, o.Config.Bridge, o.Config.Bridge.Address != "")
 	if b := o.Config.Bridge; b.Address != "" {
 		hop := "plaintext"
 		switch {
@@ -640,8 +644,6 @@ func ServeAgent(ctx context.Context, o Options) error {
 	} else {
 		o.Logger.Info("agentd serving", "address", lis.Addr().String(), "bridge", "embedded", "admin", adminAddr(lis, adminLis), "store", storeName(o.Config))
 	}
-	logProviders(o.Logger, &o.Config, a.providers.Global())
-	logServers(o.Logger, o.Config.Bridge, o.Config.Bridge.Address != "")
 	if m := a.MetricsAddr(); m != "" {
 		o.Logger.Info("metrics serving", "address", "http://"+m+"/metrics")
 	}
@@ -707,9 +709,9 @@ func ServeBridge(ctx context.Context, o Options) error {
 		closeAll(lis, adminLis)
 		return err
 	}
+	logServers(o.Logger, o.Config.Bridge, false)
 	o.Logger.Info("agentd bridge serving", "address", lis.Addr().String(), "admin", adminAddr(lis, adminLis),
 		"tls", o.Config.Bridge.TLS.Enabled(), "trusted_peers", len(o.Config.Bridge.TrustedPeers))
-	logServers(o.Logger, o.Config.Bridge, false)
 	if m := metrics.addr(); m != "" {
 		o.Logger.Info("metrics serving", "address", "http://"+m+"/metrics")
 	}
