@@ -294,11 +294,46 @@ func TestResumeApproved(t *testing.T) {
 	if completed.GetToolTurns() != 1 || len(completed.GetMessages()) != 3 {
 		t.Errorf("completed = %v; want the whole generation's messages and tool turns", completed)
 	}
-	// R-A8: the same resume again runs nothing.
+	// R-A8: the same resume again runs nothing, and says the generation
+	// has completed.
 	_, st = run(t, a.client, resume, nil)
-	wantCode(t, st, codes.NotFound)
+	wantCode(t, st, codes.FailedPrecondition)
+	wantFacts(t, "a repeated resume", st.Message(), paused.GetGenerationId(), "has ended, completed", "only a paused generation can be resumed")
+	if info := errorInfo(st); info.GetReason() != "GENERATION_FINISHED" || info.GetMetadata()["state"] != "completed" {
+		t.Errorf("a repeated resume's ErrorInfo = %v; want GENERATION_FINISHED, completed", info)
+	}
 	if n := bridge.callsTo("delete"); n != 1 {
 		t.Errorf("a repeated resume ran delete again (%d)", n)
+	}
+}
+
+// R-A7: a resume of the caller's own generation that is not paused says
+// what it is instead, FailedPrecondition: failed, or running (waiting for
+// its client's answers on its stream).
+func TestResumeNotPaused(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	down := failing(fault.New(fault.Unavailable, "the provider is down"))
+	down.name = "plain"
+	a := newPausable(t, bridge, nil, recordingScript(), down)
+	events, st := generate(t, a.client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "plain", Model: "m"}, Messages: userSays("hi")}, nil)
+	wantCode(t, st, codes.Unavailable)
+	failed := started(t, events).GetGenerationId()
+	waiting, vanish := startUntilApproval(t, a, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
+	defer vanish()
+	for _, tc := range []struct {
+		id, state, reason string
+		saying            []string
+	}{
+		{failed, "failed", "GENERATION_FINISHED", []string{"has ended, failed", "GetGeneration"}},
+		{waiting, "waiting", "GENERATION_RUNNING", []string{"is waiting, not paused", "attach"}},
+	} {
+		_, st := run(t, a.client, resumeRequest(tc.id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}), nil)
+		wantCode(t, st, codes.FailedPrecondition)
+		wantFacts(t, "the resume of a generation "+tc.state, st.Message(), append(tc.saying, tc.id)...)
+		if info := errorInfo(st); info.GetReason() != tc.reason || info.GetMetadata()["state"] != tc.state {
+			t.Errorf("ErrorInfo = %v; want %s, %s", info, tc.reason, tc.state)
+		}
 	}
 }
 
@@ -527,8 +562,8 @@ func TestStaleClaimTakeover(t *testing.T) {
 
 // Paused generations expire exactly pause_ttl after they paused: a resume
 // a millisecond before is heard (here refused for a missing answer, which
-// leaves the pause as it was), one at the expiry finds nothing. X-H6: the
-// times are synctest's, exact.
+// leaves the pause as it was), one at the expiry is told the pause
+// expired, and runs nothing. X-H6: the times are synctest's, exact.
 func TestPausedGenerationExpires(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -547,7 +582,8 @@ func TestPausedGenerationExpires(t *testing.T) {
 		wantCode(t, st, codes.InvalidArgument)
 		time.Sleep(time.Millisecond)
 		_, st = run(t, a.client, resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}), nil)
-		wantCode(t, st, codes.NotFound)
+		wantCode(t, st, codes.FailedPrecondition)
+		wantFacts(t, "a resume at the expiry", st.Message(), "expired (generation.pause_ttl)")
 		if n := bridge.callsTo("delete"); n != 0 {
 			t.Errorf("delete ran %d times", n)
 		}
@@ -609,7 +645,8 @@ func TestFailedTakeoverKeepsInterrupted(t *testing.T) {
 }
 
 // A resumed generation that fails after it went past its paused turn is
-// over: replaying it would repeat the calls made since.
+// over: replaying it would repeat the calls made since. A resume then
+// says it failed, and why.
 func TestResumeFailsAfterProgress(t *testing.T) {
 	t.Parallel()
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete", "write"))}
@@ -627,7 +664,8 @@ func TestResumeFailsAfterProgress(t *testing.T) {
 	_, st := run(t, a.client, resumeRequest(id, agent, decline), nil)
 	wantCode(t, st, codes.Unavailable)
 	_, st = run(t, a.client, resumeRequest(id, agent, decline), nil)
-	wantCode(t, st, codes.NotFound)
+	wantCode(t, st, codes.FailedPrecondition)
+	wantFacts(t, "a resume of the failed generation", st.Message(), "has ended, failed: script provider: overloaded")
 	if n := bridge.callsTo("write"); n != 1 {
 		t.Errorf("write ran %d times; want once", n)
 	}

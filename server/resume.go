@@ -39,7 +39,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	defer cancel()
 	rec, cp, err := record.LoadPaused(sctx, s.checkpoints, name, r.GetGenerationId())
 	if err != nil {
-		return nil, err
+		return nil, s.notPaused(sctx, name, r.GetGenerationId(), err)
 	}
 	interrupted, err := record.Interrupted(rec, cp, s.cfg.ResumeStaleAfter)
 	if err != nil {
@@ -81,6 +81,38 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 		interruptedAuth: len(cp.GetClaim().GetAuthorized()) > 0,
 	}
 	return g, nil
+}
+
+// notPaused is err, LoadPaused's, unless that found no paused generation
+// id of tenant and the record of generations says why: it has ended, or
+// it runs. A resume then fails FailedPrecondition saying so, rather than
+// NotFound, which stays for another tenant's generation and for an id
+// nobody made: the record is the tenant's alone.
+func (s *Service) notPaused(ctx context.Context, tenant, id string, err error) error {
+	if fault.KindOf(err) != fault.NotFound || s.generations == nil {
+		return err
+	}
+	rec, gerr := s.generations.Get(ctx, tenant, id)
+	if gerr != nil {
+		return err
+	}
+	info := map[string]string{"generation_id": id, "state": string(rec.State)}
+	switch rec.State {
+	case store.Completed, store.Failed, store.Cancelled:
+		why := ""
+		if r, _ := record.DecodeResult(rec.Result); r.Error != "" {
+			why = ": " + r.Error
+		}
+		return fault.New(fault.FailedPrecondition, "the generation %q has ended, %s%s; only a paused generation can be resumed (GetGeneration returns its result)", id, rec.State, why).
+			WithInfo("GENERATION_FINISHED", info)
+	case store.Running, store.Waiting:
+		return fault.New(fault.FailedPrecondition, "the generation %q is %s, not paused; only a paused generation can be resumed (attach to follow it)", id, rec.State).
+			WithInfo("GENERATION_RUNNING", info)
+	}
+	// Paused, with no checkpoint to resume: it expired, and the sweeper
+	// has yet to cancel it.
+	return fault.New(fault.FailedPrecondition, "the pause of the generation %q expired (generation.pause_ttl) before a resume", id).
+		WithInfo("GENERATION_PAUSE_EXPIRED", info)
 }
 
 // checkResumeRequest requires what a resume must name before anything is

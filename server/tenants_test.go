@@ -230,12 +230,15 @@ func TestTenantSettings(t *testing.T) {
 
 // X-I6: a paused generation belongs to its tenant: another tenant's
 // resume of it is NotFound, exactly as for an id that never existed, and
-// its own tenant's resume continues it.
+// its own tenant's resume continues it. Once it has completed, its own
+// tenant's resume says so (FailedPrecondition); another's is still
+// NotFound, alike.
 func TestPausedGenerationsAreTenants(t *testing.T) {
 	t.Parallel()
 	st := newStore(t, 0)
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
-	clients := tenantClients(t, server.Options{Bridge: bridge, Checkpoints: st, Tenants: tenantsOf(map[string]*server.Tenant{"acme": {}, "globex": {}})}, recordingScript())
+	clients := tenantClients(t, server.Options{Bridge: bridge, Checkpoints: st, Generations: st.Generations(), Replica: "replica-a",
+		Tenants: tenantsOf(map[string]*server.Tenant{"acme": {}, "globex": {}})}, recordingScript())
 	events, _ := generate(t, clients("acme"), &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
 	paused := pausedEvent(t, events)
 	decision := &agentdv1.ApprovalDecision{RequestId: paused.GetApprovalRequests()[0].GetId(), Approved: true}
@@ -249,6 +252,15 @@ func TestPausedGenerationsAreTenants(t *testing.T) {
 	wantCode(t, resumed, codes.OK)
 	if kinds(events)[len(events)-1] != "completed" {
 		t.Errorf("X-I6 its own tenant's resume: %v; want it completed", kinds(events))
+	}
+	_, again := run(t, clients("acme"), resumeRequest(paused.GetGenerationId(), filesAgent(t), decision), nil)
+	if again.Code() != codes.FailedPrecondition || !strings.Contains(again.Message(), "has ended, completed") {
+		t.Errorf("X-I6 its own tenant's resume of it completed: %v %q; want FailedPrecondition saying it completed", again.Code(), again.Message())
+	}
+	_, other = run(t, clients("globex"), resumeRequest(paused.GetGenerationId(), filesAgent(t), decision), nil)
+	if other.Code() != codes.NotFound ||
+		strings.ReplaceAll(other.Message(), paused.GetGenerationId(), "ID") != strings.ReplaceAll(unknown.Message(), "gen_00000000000000000000000000000000", "ID") {
+		t.Errorf("X-I6 another tenant's resume of it completed: %v %q; want NotFound, as for an unknown id", other.Code(), other.Message())
 	}
 }
 

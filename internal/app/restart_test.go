@@ -386,10 +386,11 @@ func sendResume(t *testing.T, client agentdv1.AgentServiceClient, paused *agentd
 // X-A11, R-A8: generations paused for approval survive agentd being
 // killed with SIGKILL while others run; a restarted agentd resumes every
 // paused one, and the MCP server sees each approved call exactly once,
-// even when a resume is repeated. A generation that was running (its
-// client still connected) ends with the process: its client sees the
-// stream fail, and there is nothing to resume. The old agentd's MCP
-// server processes do not survive it (X-L7).
+// even when a resume is repeated, which then says the generation has
+// ended. A generation that was running (its client still connected) ends
+// with the process: its client sees the stream fail, and a resume of it
+// says it is not paused. The old agentd's MCP server processes do not
+// survive it (X-L7).
 func TestRestartResumesExactlyOnce(t *testing.T) {
 	configPath, addr, counter, pids := counterSetup(t)
 	agent := deleteAgent(t)
@@ -425,11 +426,11 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 			t.Errorf("final text = %q", final)
 		}
 	}
-	if code := resumeCode(t, client, paused[0], agent); code != codes.NotFound {
-		t.Errorf("resuming a finished generation again: %v; want NotFound", code)
+	if code := resumeCode(t, client, paused[0], agent); code != codes.FailedPrecondition {
+		t.Errorf("resuming a finished generation again: %v; want FailedPrecondition", code)
 	}
-	if code := resumeCode(t, client, &agentdv1.GenerationPaused{GenerationId: runningID, ApprovalRequests: paused[0].GetApprovalRequests()}, agent); code != codes.NotFound {
-		t.Errorf("resuming the generation that was running: %v; want NotFound", code)
+	if code := resumeCode(t, client, &agentdv1.GenerationPaused{GenerationId: runningID, ApprovalRequests: paused[0].GetApprovalRequests()}, agent); code != codes.FailedPrecondition {
+		t.Errorf("resuming the generation that was running: %v; want FailedPrecondition", code)
 	}
 	if got := lines(t, counter); len(got) != len(paused) {
 		t.Errorf("R-A8 the MCP server saw %d calls (%v); want exactly one per paused generation (%d)", len(got), got, len(paused))

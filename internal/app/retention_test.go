@@ -123,7 +123,8 @@ func TestRetentionSweepsFinishedGenerations(t *testing.T) {
 // before a resume ends: GetGeneration and ListGenerations show it
 // cancelled, finished, with DEADLINE_EXCEEDED and why, nothing pending;
 // an attached stream replays its log and ends with that status; a resume
-// of it is NOT_FOUND, as before; and it is swept once it finished
+// of it is FAILED_PRECONDITION saying it was cancelled because its pause
+// expired (NOT_FOUND once it is swept); and it is swept once it finished
 // generation.retention ago, like any finished generation.
 func TestExpiredPauseIsCancelledThenSwept(t *testing.T) {
 	t.Parallel()
@@ -209,8 +210,15 @@ func TestExpiredPauseIsCancelledThenSwept(t *testing.T) {
 	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Resume{Resume: &agentdv1.ResumeGeneration{GenerationId: id, Agent: agent}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.Recv(); status.Code(err) != codes.NotFound {
-		t.Errorf("a resume of the expired pause: %v; want NOT_FOUND", err)
+	_, err = stream.Recv()
+	switch st := status.Convert(err); {
+	case st.Code() == codes.NotFound:
+		// Swept meanwhile: GetGeneration does not find it either.
+		if g, code := stateOf(t, client, id); code != codes.NotFound {
+			t.Errorf("a resume of the expired pause: %v, though the generation is there, %v", err, g)
+		}
+	case st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "has ended, cancelled: the pause expired"):
+		t.Errorf("a resume of the expired pause: %v; want FAILED_PRECONDITION, cancelled as the pause expired", err)
 	}
 
 	if g := waitState(agentdv1.GenerationState_GENERATION_STATE_CANCELLED); g != nil {

@@ -82,8 +82,8 @@ func TestPostgresReplicas(t *testing.T) {
 	if final := resume(t, clients[1], paused, agent, true); final != "deleted draft.txt" {
 		t.Errorf("the resume on the other replica ended with %q", final)
 	}
-	if code := resumeCode(t, clients[0], paused, agent); code != codes.NotFound {
-		t.Errorf("resuming it again on the first replica: %v; want NotFound", code)
+	if code := resumeCode(t, clients[0], paused, agent); code != codes.FailedPrecondition {
+		t.Errorf("resuming it again on the first replica: %v; want FailedPrecondition, it has completed", code)
 	}
 	if got := lines(t, counter); len(got) != 1 {
 		t.Errorf("the MCP server saw %d calls (%v); want 1", len(got), got)
