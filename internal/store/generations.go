@@ -138,7 +138,8 @@ type NewGeneration struct {
 type Checkpoint struct {
 	// State is Running, Waiting or Paused.
 	State State
-	// Data replaces the checkpoint.
+	// Data, when not nil, replaces the checkpoint; nil keeps the one
+	// stored, and its CheckpointSeq (a change of state alone).
 	Data []byte
 	// Agent, when not nil, replaces the generation's agent.
 	Agent []byte

@@ -163,13 +163,14 @@ func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch 
 	var last int64
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
-			UPDATE generations SET state = $4, checkpoint = $5, version = version + 1,
-				last_seq = GREATEST(last_seq, $13) + $6, checkpoint_seq = GREATEST(last_seq, $13) + $10, updated_at = $7
+			UPDATE generations SET state = $4, checkpoint = COALESCE($5::bytea, checkpoint), version = version + 1,
+				last_seq = GREATEST(last_seq, $13) + $6,
+				checkpoint_seq = CASE WHEN $5::bytea IS NULL THEN checkpoint_seq ELSE GREATEST(last_seq, $13) + $10 END, updated_at = $7
 			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$11", "$12")+`, `+pgAgent("$14")+`
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(c.State), orEmpty(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items, skipTo(events), orNull(c.Agent)).Scan(&last)
+		tenant, id, epoch, string(c.State), orNull(c.Data), int64(len(events)), ms(c.Now), kinds, data, int64(len(c.Events)), ns, items, skipTo(events), orNull(c.Agent)).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, leaseLost(id)
 	}
@@ -438,18 +439,26 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 	// that waited on the lock finds the generation finished. Likewise a
 	// replica expiring at once ends none twice. A claimed checkpoint is a
 	// resume's, on its way to Acquire; the store's sweeper removes it
-	// once the claim is a day stale.
-	tag, err := p.pool.Exec(ctx, `
-		UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', updated_at = $2, finished_at = $2
-		WHERE state = 'paused' AND owner = ''
-			AND NOT EXISTS (SELECT 1 FROM paused_generations pg
-				WHERE pg.tenant = generations.tenant AND pg.id = generations.id
-					AND (pg.expires_at > $2 OR pg.claimed_at IS NOT NULL))`,
-		orEmpty(result), ms(now))
+	// once the claim is a day stale. The agents of the generations it
+	// ends go with their end, as Finish's do.
+	var n int
+	err := p.pool.QueryRow(ctx, `
+		WITH e AS (
+			UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', updated_at = $2, finished_at = $2
+			WHERE state = 'paused' AND owner = ''
+				AND NOT EXISTS (SELECT 1 FROM paused_generations pg
+					WHERE pg.tenant = generations.tenant AND pg.id = generations.id
+						AND (pg.expires_at > $2 OR pg.claimed_at IS NOT NULL))
+			RETURNING tenant, id
+		), a AS (
+			DELETE FROM generation_agents ga USING e WHERE ga.tenant = e.tenant AND ga.generation_id = e.id
+		)
+		SELECT count(*) FROM e`,
+		orEmpty(result), ms(now)).Scan(&n)
 	if err != nil {
 		return 0, classify(err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 func (p pgGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {

@@ -45,9 +45,11 @@ const (
 	qRenew = `
 		UPDATE generations SET lease_expires = ?
 		WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''`
+	// A NULL checkpoint keeps the one stored, and what it covers.
 	qCheckpoint = `
-			UPDATE generations SET state = ?, checkpoint = ?, version = version + 1,
-				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
+			UPDATE generations SET state = ?, checkpoint = coalesce(?, checkpoint), version = version + 1,
+				last_seq = max(last_seq, ?) + ?,
+				checkpoint_seq = CASE WHEN ? IS NULL THEN checkpoint_seq ELSE max(last_seq, ?) + ? END, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
 	// qCheckpointSameState is qCheckpoint for a generation already in the
@@ -56,8 +58,9 @@ const (
 	// a page written to the WAL for nothing; most checkpoints keep the
 	// state.
 	qCheckpointSameState = `
-			UPDATE generations SET checkpoint = ?, version = version + 1,
-				last_seq = max(last_seq, ?) + ?, checkpoint_seq = max(last_seq, ?) + ?, updated_at = ?
+			UPDATE generations SET checkpoint = coalesce(?, checkpoint), version = version + 1,
+				last_seq = max(last_seq, ?) + ?,
+				checkpoint_seq = CASE WHEN ? IS NULL THEN checkpoint_seq ELSE max(last_seq, ?) + ? END, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> '' AND state = ?
 			RETURNING last_seq`
 	qFinish = `
@@ -296,12 +299,13 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 	events := append(slices.Clip(c.Events), c.After...)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n, covered, skip := int64(len(events)), int64(len(c.Events)), skipTo(events)
+		data := orNull(c.Data)
 		err := s.in(ctx, tx, qCheckpointSameState).QueryRowContext(ctx,
-			orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
+			data, skip, n, data, skip, covered, c.Now.UnixMilli(), tenant, id, epoch, string(c.State)).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Another state, or the lease lost.
 			err = s.in(ctx, tx, qCheckpoint).QueryRowContext(ctx,
-				string(c.State), orEmpty(c.Data), skip, n, skip, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
+				string(c.State), data, skip, n, data, skip, covered, c.Now.UnixMilli(), tenant, id, epoch).Scan(&last)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return leaseLost(id)
@@ -554,20 +558,52 @@ func (s sqliteGenerations) exists(ctx context.Context, tenant, id string) error 
 }
 
 func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error) {
-	// One statement: it holds the write lock from its start, so an
+	// One transaction, holding the write lock from its start, so an
 	// Acquire comes wholly before it (and holds a lease, which it
 	// leaves) or after it (and finds the generation finished). A claimed
 	// checkpoint is a resume's, on its way to Acquire; the store's
-	// sweeper removes it once the claim is a day stale.
+	// sweeper removes it once the claim is a day stale. The agents of
+	// the generations it ends go with their end, as Finish's do.
 	t := now.UnixMilli()
-	res, err := s.db.ExecContext(ctx, `
-		UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', updated_at = ?, finished_at = ?
-		WHERE state = 'paused' AND owner = ''
-			AND NOT EXISTS (SELECT 1 FROM paused_generations p
-				WHERE p.tenant = generations.tenant AND p.id = generations.id
-					AND (p.expires_at > ? OR p.claimed_at IS NOT NULL))`,
-		orEmpty(result), t, t, t)
-	return affected(res, err)
+	var ended [][2]string
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		ended = ended[:0]
+		rows, err := tx.QueryContext(ctx, `
+			UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', updated_at = ?, finished_at = ?
+			WHERE state = 'paused' AND owner = ''
+				AND NOT EXISTS (SELECT 1 FROM paused_generations p
+					WHERE p.tenant = generations.tenant AND p.id = generations.id
+						AND (p.expires_at > ? OR p.claimed_at IS NOT NULL))
+			RETURNING tenant, id`,
+			orEmpty(result), t, t, t)
+		if err != nil {
+			return unavailable(err)
+		}
+		if ended, err = scanKeys(rows); err != nil {
+			return unavailable(err)
+		}
+		for _, k := range ended {
+			if _, err := s.in(ctx, tx, qDropAgent).ExecContext(ctx, k[0], k[1]); err != nil {
+				return unavailable(err)
+			}
+		}
+		return nil
+	})
+	return len(ended), err
+}
+
+// scanKeys reads rows of tenant and id, and closes them.
+func scanKeys(rows *sql.Rows) ([][2]string, error) {
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
 }
 
 func (s sqliteGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {

@@ -1110,7 +1110,7 @@ func pause(t *testing.T, s store.Store, tenant, id string, release bool, expires
 	ctx := t.Context()
 	g := s.Generations()
 	check(t, g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(15 * time.Second),
-		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", id)}, Now: t0}))
+		Checkpoint: []byte("c0"), Agent: []byte("agent of " + id), Events: []store.Event{ev("started", id)}, Now: t0}))
 	if !expires.IsZero() {
 		check(t, s.Save(ctx, tenant, id, []byte("pause of "+id), expires, 0))
 	}
@@ -1125,11 +1125,11 @@ func pause(t *testing.T, s store.Store, tenant, id string, release bool, expires
 // generations of every tenant whose pause (their checkpoint in
 // Checkpoints, of the same tenant) expired at or before now unclaimed,
 // or is gone, and that nobody holds; finished at now, their checkpoint
-// dropped, their log and lease kept, no Acquire takes them after, and
-// Sweep removes them. It leaves a pause not yet expired (until it has),
-// one a resume claimed, paused generations under a lease (a resume's,
-// or their owner's before it released them), running, waiting and
-// finished ones.
+// and agent dropped, their log and lease kept, no Acquire takes them
+// after, and Sweep removes them. It leaves a pause not yet expired (until
+// it has), with its agent, one a resume claimed, paused generations under
+// a lease (a resume's, or their owner's before it released them),
+// running, waiting and finished ones.
 func testExpirePaused(t *testing.T, db DB) {
 	s := open(t, db, 0)
 	g := s.Generations()
@@ -1198,6 +1198,16 @@ func checkExpired(t *testing.T, g store.Generations, ends map[string]bool, befor
 		}
 		if diff := cmp.Diff(want, must[store.Generation](t, "Get")(g.Get(t.Context(), tenant, id)), equateEmpty); diff != "" {
 			t.Errorf("%s after ExpirePaused (-want +got):\n%s", key, diff)
+		}
+	}
+	for _, key := range []string{"acme/expired", "globex/expired", "acme/gone", "acme/unexpired", "acme/claimed"} {
+		tenant, id, _ := strings.Cut(key, "/")
+		want := "agent of " + id
+		if ends[key] {
+			want = ""
+		}
+		if got := must[[]byte](t, "Agent")(g.Agent(t.Context(), tenant, id)); string(got) != want {
+			t.Errorf("the agent of %s after ExpirePaused: %q; want %q", key, got, want)
 		}
 	}
 	checkLog(t, "the log of an expired pause", g, "acme", "expired", seqs(1, ev("started", "expired"), ev("paused", "expired")))
@@ -1340,5 +1350,28 @@ func checkOnlyLaterEvents(t *testing.T, g store.Generations) {
 	}))
 	if rec := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1")); rec.CheckpointSeq != 4 || rec.LastSeq != 5 {
 		t.Errorf("after a checkpoint with only later events: checkpoint at %d, log at %d; want 4 and 5", rec.CheckpointSeq, rec.LastSeq)
+	}
+}
+
+// testStateAlone: a Checkpoint without data changes the state alone (a
+// generation that pauses): the checkpoint stored stays, and so does its
+// CheckpointSeq, though events are appended with it; the version counts
+// it. One with data replaces both.
+func testStateAlone(t *testing.T, db DB) {
+	ctx := t.Context()
+	g := generations(t, db)
+	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Checkpoint: []byte("c1"),
+		Events: []store.Event{ev("started", "s")}, Now: t0}))
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Running, Data: []byte("c2"), Events: []store.Event{ev("usage", "u")}, Now: at(time.Second)})))
+	check(t, errOf(g.Append(ctx, "acme", "g1", 1, []store.Event{ev("approval_request", "a")})))
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Paused, Events: []store.Event{ev("paused", "p")}, Now: at(2 * time.Second)})))
+	rec := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1"))
+	if rec.State != store.Paused || string(rec.Checkpoint) != "c2" || rec.CheckpointSeq != 2 || rec.LastSeq != 4 || rec.Version != 3 {
+		t.Errorf("after a change of state alone: %s, checkpoint %q at %d, log at %d, version %d; want paused, c2 at 2, 4, 3",
+			rec.State, rec.Checkpoint, rec.CheckpointSeq, rec.LastSeq, rec.Version)
+	}
+	check(t, errOf(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Paused, Data: []byte{}, Now: at(3 * time.Second)})))
+	if rec := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1")); len(rec.Checkpoint) != 0 || rec.CheckpointSeq != 4 {
+		t.Errorf("after an empty checkpoint: %q at %d; want it empty, at 4", rec.Checkpoint, rec.CheckpointSeq)
 	}
 }

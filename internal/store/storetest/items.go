@@ -77,7 +77,7 @@ func testSkip(t *testing.T, db DB) {
 	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 1, []store.Event{{Seq: 3, Kind: "delta"}})); last != 12 {
 		t.Errorf("Append naming 3: last %d; want 12", last)
 	}
-	if last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Now: t0,
+	if last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("cp"), Now: t0,
 		Events: []store.Event{{Seq: 20, Kind: "delta"}}})); last != 20 {
 		t.Errorf("Checkpoint skipping to 20: last %d; want 20", last)
 	}

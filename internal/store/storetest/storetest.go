@@ -75,6 +75,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"WithdrawnTurn", testWithdrawnTurn},
 		{"CheckpointWithLaterEvents", testCheckpointWithLaterEvents},
+		{"StateAlone", testStateAlone},
 		{"ListPages", testListPages},
 		{"Sweep", testSweep},
 		{"ExpirePaused", testExpirePaused},
