@@ -155,7 +155,7 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	}
 	agent, stale, err := record.OpenAgent(s.sealer, rec.Tenant, rec.ID, cp)
 	if err != nil {
-		return g, err
+		return g, fault.Wrap(fault.KindOf(err), err, "this replica cannot continue the generation")
 	}
 	_, tenant, err := s.tenantNamed(rec.Tenant)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/pgtest"
 	"github.com/agentd/agentd/providers"
@@ -422,7 +423,8 @@ func TestResumeValidation(t *testing.T) {
 		{"unknown id", resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}, &agentdv1.ApprovalDecision{RequestId: "approval_x"}), codes.InvalidArgument, "approval_x"},
 		{"wrong digest", resumeRequest(id, filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Digest: "00"}), codes.InvalidArgument, "digest"},
 		{"other provider", resumeRequest(id, other, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}), codes.InvalidArgument, "cannot resume on plain"},
-		{"no agent", resumeRequest(id, nil, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}), codes.InvalidArgument, "resume.agent"},
+		{"no id", resumeRequest("", filesAgent(t), &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2"}), codes.InvalidArgument, "resume.generation_id"},
+		{"no agent, and a missing answer", resumeRequest(id, nil), codes.InvalidArgument, "missing answers for approval_call_1_2"},
 	} {
 		_, st := run(t, a.client, tc.req, nil)
 		wantCode(t, st, tc.code)
@@ -810,4 +812,77 @@ func holdingDelete() (bridge *fakeBridge, deleting chan struct{}, release chan s
 		},
 	}
 	return bridge, deleting, release
+}
+
+// envSecretAgent is filesAgent with its server a command whose env holds a
+// secret, which agentd stores only sealed.
+func envSecretAgent(t *testing.T) *agentdv1.Agent {
+	t.Helper()
+	agent := filesAgent(t)
+	files := commandServer("files", "files-server")
+	files.Env = map[string]string{"TOKEN": "cnry-resume-secret"}
+	agent.Mcps = []*agentdv1.MCPServer{files}
+	return agent
+}
+
+// R-A7, X-G3: a resume may leave the agent out when the generation's
+// record keeps it whole: sealed under store.encryption_key_file, secrets
+// and all, or, without a key, when it declared no secret. It then runs
+// with the agent it started with, secrets included, and the record drops
+// the agent once the generation ends. Otherwise resume.agent is required,
+// InvalidArgument saying why (its secrets were not stored; it is sealed
+// under a key this agentd lacks; no record is kept), and the pause stays
+// as it was: a resume that gives the agent goes on.
+func TestResumeWithoutAgent(t *testing.T) {
+	t.Parallel()
+	approve := &agentdv1.ApprovalDecision{RequestId: "approval_call_1_2", Approved: true}
+	for _, tc := range []struct {
+		name         string
+		agent        func(*testing.T) *agentdv1.Agent
+		key, resumer *sealer.Keyring
+		noRecord     bool
+		facts        []string // of the refusal; none: the resume runs
+	}{
+		{name: "R-A7 no key, no secret", agent: filesAgent},
+		{name: "X-G3 a key, a secret", agent: envSecretAgent, key: keyring(t, 1), resumer: keyring(t, 1)},
+		{name: "X-G3 a rotated key", agent: envSecretAgent, key: keyring(t, 1), resumer: keyring(t, 2, 1)},
+		{name: "X-G3 no key, a secret", agent: envSecretAgent, facts: []string{"declared secrets", "store.encryption_key_file", "give the agent again"}},
+		{name: "X-G3 sealed under a key the resuming agentd lacks", agent: envSecretAgent, key: keyring(t, 1),
+			facts: []string{"sealed under the encryption key " + keyring(t, 1).ID(), "has none"}},
+		{name: "R-A7 no record of generations", agent: filesAgent, noRecord: true, facts: []string{"keeps no record"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t, 0)
+			var gens store.Generations
+			if !tc.noRecord {
+				gens = st.Generations()
+			}
+			bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+			starter := sealingReplica(t, "replica-a", st, gens, bridge, tc.key, recordingScript())
+			resumer := sealingReplica(t, "replica-b", st, gens, bridge, tc.resumer, recordingScript())
+			events, _ := generate(t, starter, &agentdv1.StartGeneration{Agent: tc.agent(t), Messages: userSays("tidy")}, nil)
+			id := pausedEvent(t, events).GetGenerationId()
+
+			events, status := run(t, resumer, resumeRequest(id, nil, approve), nil)
+			if len(tc.facts) > 0 {
+				wantCode(t, status, codes.InvalidArgument)
+				wantFacts(t, "resume.agent", description(t, status, "resume.agent"), tc.facts...)
+				events, status = run(t, resumer, resumeRequest(id, tc.agent(t), approve), nil)
+			}
+			wantCode(t, status, codes.OK)
+			if kinds(events)[len(events)-1] != "completed" || bridge.callsTo("delete") != 1 {
+				t.Fatalf("the resume: %v, delete ran %d times", kinds(events), bridge.callsTo("delete"))
+			}
+			opens := bridge.openRequests()
+			if diff := protoDiff(opens[0].GetServers(), opens[len(opens)-1].GetServers()); diff != "" {
+				t.Errorf("the resumed session's servers are not those of the start (-start +resume):\n%s", diff)
+			}
+			if gens != nil {
+				if agent, err := gens.Agent(t.Context(), "", id); err != nil || len(agent) != 0 {
+					t.Errorf("the record of the ended generation keeps its agent: %d bytes, %v", len(agent), err)
+				}
+			}
+		})
+	}
 }

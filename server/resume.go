@@ -45,7 +45,13 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.checkResume(r, tenant, cp)
+	agent := r.GetAgent()
+	if agent == nil {
+		if agent, err = s.storedAgent(sctx, name, r.GetGenerationId()); err != nil {
+			return nil, err
+		}
+	}
+	p, err := s.checkResume(r, agent, tenant, cp)
 	if err != nil {
 		return nil, err
 	}
@@ -116,35 +122,51 @@ func (s *Service) notPaused(ctx context.Context, tenant, id string, err error) e
 }
 
 // checkResumeRequest requires what a resume must name before anything is
-// loaded: the generation, and the agent to run it with.
+// loaded: the generation.
 func checkResumeRequest(r *agentdv1.ResumeGeneration) error {
-	var v violations
 	if r.GetGenerationId() == "" {
-		v.add("resume.generation_id", "is required")
-	}
-	if r.GetAgent() == nil {
-		v.add("resume.agent", "is required: the agent's declarations, with their credentials, as when it started")
-	}
-	if len(v) > 0 {
-		return fault.InvalidRequest(v)
+		return fault.InvalidRequest([]fault.Violation{{Field: "resume.generation_id", Description: "is required"}})
 	}
 	return nil
 }
 
-// checkResume validates the resume against its checkpoint: the agent, on
-// the provider and model it paused on, and exactly one answer for every
-// request the paused turn waits for. It returns the plan to run.
-func (s *Service) checkResume(r *agentdv1.ResumeGeneration, tenant *Tenant, cp *statev1.Checkpoint) (*plan, error) {
+// storedAgent is the agent of tenant's paused generation id that its
+// record keeps (record.StoredAgent), for a resume that gives none. Where
+// it cannot stand for the agent, resume.agent is required, saying why.
+func (s *Service) storedAgent(ctx context.Context, tenant, id string) (*agentdv1.Agent, error) {
+	if s.generations == nil {
+		return nil, agentRequired("this agentd keeps no record of its generations, so it keeps no agent")
+	}
+	agent, err := record.StoredAgent(ctx, s.generations, s.sealer, tenant, id)
+	switch fault.KindOf(err) {
+	case fault.FailedPrecondition, fault.NotFound:
+		return nil, agentRequired(err.Error())
+	}
+	return agent, err
+}
+
+// agentRequired refuses a resume without an agent, saying why agentd's
+// own cannot stand for it.
+func agentRequired(why string) error {
+	return fault.InvalidRequest([]fault.Violation{{Field: "resume.agent", Description: "is required: " + why +
+		"; give the agent again, with its secrets, as when it started (with store.encryption_key_file set, agentd keeps a paused generation's agent sealed, secrets and all, and a resume may leave it out)"}})
+}
+
+// checkResume validates the resume, run with agent (its own or the
+// stored one), against its checkpoint: the agent, on the provider and
+// model it paused on, and exactly one answer for every request the paused
+// turn waits for. It returns the plan to run.
+func (s *Service) checkResume(r *agentdv1.ResumeGeneration, agent *agentdv1.Agent, tenant *Tenant, cp *statev1.Checkpoint) (*plan, error) {
 	var timeout *durationValue
 	if at := r.GetAnswerTimeout(); at != nil {
 		timeout = &durationValue{field: "answer_timeout", d: at.AsDuration(), valid: at.CheckValid() == nil}
 	}
-	p, err := s.newPlan("resume", tenant, r.GetAgent(), cp.GetMessages(), timeout)
+	p, err := s.newPlan("resume", tenant, agent, cp.GetMessages(), timeout)
 	if err != nil {
 		return nil, err
 	}
 	var v violations
-	if agent := r.GetAgent(); agent.GetProvider() != cp.GetProvider() || cp.GetModel() != "" && agent.GetModel() != cp.GetModel() {
+	if agent.GetProvider() != cp.GetProvider() || cp.GetModel() != "" && agent.GetModel() != cp.GetModel() {
 		v.add("resume.agent", "%s", fmt.Sprintf("the generation paused on %s (%s); it cannot resume on %s (%s)",
 			cp.GetProvider(), cp.GetModel(), agent.GetProvider(), agent.GetModel()))
 	}

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/sealer"
+	"github.com/agentd/agentd/internal/store"
 )
 
 // A generation's checkpoint, running or paused, is a statev1.Checkpoint:
@@ -96,35 +98,66 @@ func AgentOf(cp *statev1.Checkpoint) *SealedAgent {
 	return &SealedAgent{data: cp.GetAgent(), sealed: cp.GetAgentSealed(), withheld: cp.GetSecretsWithheld(), keyID: cp.GetKeyId()}
 }
 
-// OpenAgent decodes the agent of an adopted generation's checkpoint,
-// opened with k. stale reports that it was sealed under a previous key:
-// the caller seals it again for the generation's later checkpoints.
+// OpenAgent decodes the agent of a generation's running checkpoint,
+// opened with k: for a replica that adopts the generation, or a resume
+// that does not give the agent again. stale reports that it was sealed
+// under a previous key: the caller seals it again for the generation's
+// later checkpoints. An agent that cannot stand for the one the
+// generation started with is FailedPrecondition, saying why.
 func OpenAgent(k *sealer.Keyring, tenant, id string, cp *statev1.Checkpoint) (agent *agentdv1.Agent, stale bool, err error) {
 	data := cp.GetAgent()
 	if len(data) == 0 {
-		return nil, false, fault.New(fault.FailedPrecondition, "the generation's checkpoint holds no agent")
+		return nil, false, fault.New(fault.FailedPrecondition, "the generation's record holds no agent")
 	}
 	if cp.GetAgentSealed() {
 		if k == nil {
 			return nil, false, fault.New(fault.FailedPrecondition,
-				"the generation's agent is sealed under the encryption key %s, and this replica has none (store.encryption_key_file)", cp.GetKeyId())
+				"the generation's agent is sealed under the encryption key %s, and this agentd has none (store.encryption_key_file)", cp.GetKeyId())
 		}
 		plain, old, err := k.Open(data, agentAAD(tenant, id))
 		if err != nil {
 			return nil, false, fault.New(fault.FailedPrecondition,
-				"the generation's agent is sealed under the encryption key %s, not one of this replica's %s (store.encryption_key_file, store.previous_encryption_key_files)",
+				"the generation's agent is sealed under the encryption key %s, not one of this agentd's %s (store.encryption_key_file, store.previous_encryption_key_files)",
 				cp.GetKeyId(), strings.Join(k.IDs(), ", "))
 		}
 		data, stale = plain, old
 	} else if cp.GetSecretsWithheld() {
 		return nil, false, fault.New(fault.FailedPrecondition,
-			"the generation's agent declared secrets (authorization, headers, env values, or a url server's URL), which are not stored without store.encryption_key_file, so no other replica can continue it")
+			"the generation's agent declared secrets (authorization, headers, env values, or a url server's URL), which agentd does not store without store.encryption_key_file")
 	}
 	agent = &agentdv1.Agent{}
 	if err := proto.Unmarshal(data, agent); err != nil {
 		return nil, false, fault.Wrap(fault.Internal, err, "decoding the generation's agent")
 	}
 	return agent, stale, nil
+}
+
+// StoredAgent is the agent of tenant's live generation id as its record
+// keeps it, opened with k (OpenAgent): the record keeps it from the
+// generation's start while it runs and while it is paused, and drops it
+// when the generation ends. It stands for the agent that a resume, or
+// another answer to what the generation waits for, would otherwise have
+// to give again. An ended generation, or none, is NotFound.
+func StoredAgent(ctx context.Context, gens store.Generations, k *sealer.Keyring, tenant, id string) (*agentdv1.Agent, error) {
+	rec, err := gens.Get(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State.Finished() {
+		return nil, fault.New(fault.NotFound, "the generation %q has ended, and its record keeps its agent no more", id)
+	}
+	cp, err := DecodeRunning(rec.Checkpoint, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(cp.GetAgent()) == 0 {
+		// Kept beside the checkpoint (Journal.takeAgent).
+		if cp.Agent, err = gens.Agent(ctx, tenant, id); err != nil {
+			return nil, err
+		}
+	}
+	agent, _, err := OpenAgent(k, tenant, id, cp)
+	return agent, err
 }
 
 // withoutSecrets returns agent without what is secret (a server's

@@ -480,9 +480,10 @@ func (j *Journal) write() error {
 			written = d.state
 		}
 	}
-	// A generation that pauses changes state alone: a paused record's
-	// checkpoint is not read (its pause has its own). Running and waiting
-	// change with a checkpoint (SetState), and wait for one otherwise.
+	// A generation that pauses changes state alone, keeping its last
+	// checkpoint, which says how its agent is kept (StoredAgent). Running
+	// and waiting change with a checkpoint (SetState), and wait for one
+	// otherwise.
 	if d.state != written && d.state == store.Paused {
 		return j.writeState(d.state)
 	}

@@ -837,9 +837,14 @@ type ResumeGeneration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// GenerationPaused.generation_id. Required.
 	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
-	// The agent again, with the same provider and model. Secrets
-	// (authorization, headers, env) are never stored with a paused
-	// generation, so the servers' declarations must be given again.
+	// The agent again, with the same provider and model; the generation then
+	// runs with it. Optional when agentd keeps the generation's agent whole:
+	// with store.encryption_key_file it keeps it sealed, secrets and all,
+	// until the generation ends; without, it keeps an agent only without its
+	// secrets (authorization, headers, env values, oauth secrets, a url
+	// server's URL), so one that declared any must be given again. Left out
+	// where it must be given, the resume is INVALID_ARGUMENT on
+	// resume.agent, saying why.
 	Agent *Agent `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
 	// A decision for every pending ApprovalRequest.
 	ApprovalDecisions []*ApprovalDecision `protobuf:"bytes,3,rep,name=approval_decisions,json=approvalDecisions,proto3" json:"approval_decisions,omitempty"`

@@ -216,9 +216,14 @@ export type ResumeGeneration = Message<"agentd.v1.ResumeGeneration"> & {
   generationId: string;
 
   /**
-   * The agent again, with the same provider and model. Secrets
-   * (authorization, headers, env) are never stored with a paused
-   * generation, so the servers' declarations must be given again.
+   * The agent again, with the same provider and model; the generation then
+   * runs with it. Optional when agentd keeps the generation's agent whole:
+   * with store.encryption_key_file it keeps it sealed, secrets and all,
+   * until the generation ends; without, it keeps an agent only without its
+   * secrets (authorization, headers, env values, oauth secrets, a url
+   * server's URL), so one that declared any must be given again. Left out
+   * where it must be given, the resume is INVALID_ARGUMENT on
+   * resume.agent, saying why.
    *
    * @generated from field: agentd.v1.Agent agent = 2;
    */
