@@ -42,10 +42,12 @@ type Store struct {
 	// EncryptionKeyFile names a file holding the 32-byte key (raw, hex or
 	// base64) that seals a running generation's agent declaration,
 	// secrets included, in its checkpoint (AES-256-GCM), so that another
-	// replica can adopt it. Every replica sharing the store needs the
-	// same key. Without one, the declaration is stored without its
-	// secrets (authorization, headers, env values), and a generation whose
-	// agent had any fails when another replica would adopt it.
+	// replica can adopt it, and a resume may leave the agent out. Every
+	// replica sharing the store needs the same key. Without one, the
+	// declaration is stored without its secrets (authorization, headers,
+	// env values), and a generation whose agent had any fails when
+	// another replica would adopt it, and needs its agent given again to
+	// resume.
 	//
 	// The same key seals the OAuth tokens that agentd keeps for MCP
 	// servers, bound to their tenant, end user and server; without one,
