@@ -3,7 +3,6 @@
 package scripts
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,13 +104,7 @@ func TestCheckBehavior(t *testing.T) {
 				}
 			}
 			out, err := exec.CommandContext(t.Context(), "bash", script, root).CombinedOutput()
-			code := 0
-			if exit, ok := errors.AsType[*exec.ExitError](err); ok {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tt.wantCode {
+			if code := exitCode(t, err); code != tt.wantCode {
 				t.Errorf("exit code %d, want %d", code, tt.wantCode)
 			}
 			if diff := cmp.Diff(strings.ReplaceAll(tt.want, "~", "-"), string(out)); diff != "" {

@@ -79,13 +79,7 @@ func TestRun(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), "bash", args...)
 			cmd.Env = append(os.Environ(), "AGENTD_LISTEN=", "FAKE_FORMAT="+tc.format, "FAKE_EXIT="+tc.exit)
 			out, err := cmd.CombinedOutput()
-			code := 0
-			if exit, ok := errors.AsType[*exec.ExitError](err); ok {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tc.wantCode {
+			if code := exitCode(t, err); code != tc.wantCode {
 				t.Errorf("exit code %d, want %d", code, tc.wantCode)
 			}
 			got := string(out)
@@ -106,4 +100,17 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exitCode is the exit code of a command that ended with err (what Run
+// or CombinedOutput returned); an error that is no exit fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0
 }
