@@ -11,6 +11,7 @@ package record
 
 import (
 	"bytes"
+	"slices"
 	"context"
 	"errors"
 	"sync"
@@ -96,17 +97,19 @@ type Journal struct {
 	conv      conversation                 // what is stored once, and where
 	snapSeq   int64                        // the last sequence number snap covers
 	snapN     int64                        // counts the checkpoints queued
-	final     bool                         // snap holds the final answer: it goes with the end alone (Final)
-	advanced  chan struct{}                // closed (and replaced) when confirmed grows
-	ended     chan struct{}                // closed by end
-	state     store.State                  // the state the record should have
-	written   store.State                  // the state the record has
-	lost      bool                         // a write was refused with Conflict: write nothing more
-	uncertain bool                         // an append failed as unavailable: it may have taken
-	keeper    keeper                       // does the writes and renewals
-	started   bool
-	settled   bool // Settle ran
-	subs      map[*follower]struct{}
+	// finalItems are the final answer's items, for the end's write alone
+	// (Final).
+	finalItems []store.Item
+	advanced   chan struct{} // closed (and replaced) when confirmed grows
+	ended      chan struct{} // closed by end
+	state      store.State   // the state the record should have
+	written    store.State   // the state the record has
+	lost       bool          // a write was refused with Conflict: write nothing more
+	uncertain  bool          // an append failed as unavailable: it may have taken
+	keeper     keeper        // does the writes and renewals
+	started    bool
+	settled    bool // Settle ran
+	subs       map[*follower]struct{}
 }
 
 // newJournal returns a journal, not started, for a record this replica
@@ -313,17 +316,17 @@ func (j *Journal) Checkpoint(cp *statev1.Checkpoint) {
 	j.soon()
 }
 
-// Final queues cp, the generation's last checkpoint, whose conversation
+// Final takes cp, the generation's last checkpoint, whose conversation
 // ends with its final answer, so that the completed event may name the
-// answer's items rather than carry it. Its items are written with the
+// answer's items rather than carry it. Those items are written with the
 // end (Settle) and never before: a record holding the final answer
 // without the completed event after it would make the replica that
-// adopts it ask the model again, past the answer. Events recorded meanwhile
-// are written as usual.
+// adopts it ask the model again, past the answer. cp itself is not
+// written (the end has no checkpoint), and one queued before it still
+// is, with the events it covers.
 func (j *Journal) Final(cp *statev1.Checkpoint) {
 	j.mu.Lock()
-	j.queueLocked(cp)
-	j.final = true
+	j.finalItems = j.conv.itemize(cp)
 	j.mu.Unlock()
 }
 
@@ -521,11 +524,10 @@ func (j *Journal) due() (dueWrite, error) {
 		// It can no longer go before them.
 		j.snap, j.items, j.agentDue = nil, nil, nil
 	}
-	d := dueWrite{batch: j.pending, state: j.state, written: j.written, snapSeq: j.snapSeq, snapN: j.snapN}
-	if !j.final {
-		d.snap = pendingSnap{j.snap, j.items, j.agentDue}
-	}
-	return d, nil
+	return dueWrite{
+		batch: j.pending, state: j.state, written: j.written,
+		snap: pendingSnap{j.snap, j.items, j.agentDue}, snapSeq: j.snapSeq, snapN: j.snapN,
+	}, nil
 }
 
 // wrote records that d was written, its checkpoint too if wrote (else
@@ -766,7 +768,7 @@ func (j *Journal) finish(r *retrier, state store.State, result []byte) {
 		return
 	}
 	j.mu.Lock()
-	last, items := j.pending, j.items
+	last, items := j.pending, append(slices.Clip(j.items), j.finalItems...)
 	j.mu.Unlock()
 	r.try("recording a generation's end", func(sctx context.Context) error {
 		end, err := j.o.Store.Finish(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Outcome{State: state, Result: result, Events: last, Items: items, Now: time.Now()})
