@@ -22,7 +22,7 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
@@ -127,7 +127,7 @@ LDFLAGS     := -X $(VERSION_PKG).Version=$(GIT_VERSION) -X $(VERSION_PKG).Commit
 build:
 	go build -ldflags '$(LDFLAGS)' -o bin/agentd ./cmd/agentd
 
-build/ts/examples/ts/demo.js: npm examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
+build/ts/examples/ts/demo.js: node_modules/.stamp examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
 	$(TSC) -p examples/ts
 
 # LISTEN: where make run serves (AGENTD_LISTEN), e.g. make run
@@ -342,14 +342,20 @@ load-replicas:
 	scripts/postgres.sh run bash -c 'AGENTD_STORE_DSN="$AGENTD_TEST_POSTGRES_DSN" exec go run ./cmd/agentd-load \
 	  -replicas $(LOAD_REPLICAS) -store postgres -streams $(LOAD_STREAMS) -duration $(LOAD_DURATION)'
 
+# The Go examples, built once for every run of scripts/examples.sh.
+GO_EXAMPLES := build/examples
+go-examples:
+	go build -o $(GO_EXAMPLES)/ ./examples/go/...
+
 # The client examples (scripts/examples.sh: every Go, Python and TypeScript
 # example and agentd generate) against a live agentd that this target starts
-# and stops.
-examples: build build/ts/examples/ts/demo.js
+# and stops, found at AGENTD_ADDR.
+EXAMPLES_BUILT := build build/ts/examples/ts/demo.js go-examples
+examples: $(EXAMPLES_BUILT)
 	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
 	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state" EXIT; \
 	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
-	  PY=$(PY) scripts/examples.sh $(EXAMPLE_ADDR)
+	  AGENTD_ADDR=$(EXAMPLE_ADDR) GO_EXAMPLES=$(GO_EXAMPLES) PY=$(PY) scripts/examples.sh
 
 # Every client example against an agentd that serves mutual TLS (certificates
 # from scripts/devcerts) and requires an API key (auth.api_keys): with
@@ -357,8 +363,8 @@ examples: build build/ts/examples/ts/demo.js
 # AGENTD_TLS_CA, AGENTD_TLS_CERT, AGENTD_TLS_KEY and --token; without the key,
 # or without a client certificate, they are refused.
 AUTH_EXAMPLE_ADDR ?= 127.0.0.1:17072
-examples-auth: build build/ts/examples/ts/demo.js
-	@PY=$(PY) scripts/examples-auth.sh $(AUTH_EXAMPLE_ADDR)
+examples-auth: $(EXAMPLES_BUILT)
+	@GO_EXAMPLES=$(GO_EXAMPLES) PY=$(PY) scripts/examples-auth.sh $(AUTH_EXAMPLE_ADDR)
 
 # What a newcomer checks by hand after `make run`, with grpcurl: the services,
 # health and reflection of `agentd serve` and of `agentd bridge`.

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # examples-auth.sh ADDR: every client example (scripts/examples.sh: Go,
-# Python, TypeScript, agentd generate) against an agentd that serves mutual
-# TLS and requires an API key: each connects with --tls-ca, --tls-cert and
-# --tls-key and AGENTD_TOKEN, then again with AGENTD_TLS_CA,
-# AGENTD_TLS_CERT, AGENTD_TLS_KEY and --token. A call without the key is
-# refused UNAUTHENTICATED, a connection without a client certificate in the
-# handshake. The certificates are made for the run by scripts/devcerts.
+# Python, TypeScript, agentd generate) against an agentd at ADDR that serves
+# mutual TLS and requires an API key: each connects with --tls-ca,
+# --tls-cert and --tls-key and AGENTD_TOKEN, then again with AGENTD_TLS_CA,
+# AGENTD_TLS_CERT, AGENTD_TLS_KEY and --token, both times finding agentd at
+# AGENTD_ADDR. A call without the key is refused UNAUTHENTICATED, a
+# connection without a client certificate in the handshake; these two give
+# the Go example the address as its argument. The certificates are made for
+# the run by scripts/devcerts. Needs what scripts/examples.sh needs.
 set -euo pipefail
 addr=$1
 # What the clients are given is what this script gives them.
-unset AGENTD_TOKEN AGENTD_TLS_CA AGENTD_TLS_CERT AGENTD_TLS_KEY
+unset AGENTD_ADDR AGENTD_TOKEN AGENTD_TLS_CA AGENTD_TLS_CERT AGENTD_TLS_KEY
 dir=$(mktemp -d)
 pid=
 cleanup() {
@@ -50,13 +52,14 @@ refused() {
   grep -q "$want" <<<"$out" || { echo "want $want, got: $out"; exit 1; }
   echo "$out"
 }
-refused "without a key" Unauthenticated go run ./examples/go "${tls[@]}" "$addr"
+example=${GO_EXAMPLES:-build/examples}/go
+refused "without a key" Unauthenticated "$example" "${tls[@]}" "$addr"
 refused "without a client certificate" Unavailable \
-  env AGENTD_TOKEN="$key" go run ./examples/go --tls-ca "$certs/ca.pem" "$addr"
+  env AGENTD_TOKEN="$key" "$example" --tls-ca "$certs/ca.pem" "$addr"
 
 echo "=== every example, over mutual TLS with --tls-ca, --tls-cert, --tls-key and AGENTD_TOKEN"
-AGENTD_TOKEN=$key scripts/examples.sh "$addr" "${tls[@]}"
+AGENTD_ADDR=$addr AGENTD_TOKEN=$key scripts/examples.sh "${tls[@]}"
 echo "=== every example, over mutual TLS with AGENTD_TLS_CA, AGENTD_TLS_CERT, AGENTD_TLS_KEY and --token"
-AGENTD_TLS_CA=$certs/ca.pem AGENTD_TLS_CERT=$certs/client.pem AGENTD_TLS_KEY=$certs/client-key.pem \
-  scripts/examples.sh "$addr" --token "$key"
+AGENTD_ADDR=$addr AGENTD_TLS_CA=$certs/ca.pem AGENTD_TLS_CERT=$certs/client.pem AGENTD_TLS_KEY=$certs/client-key.pem \
+  scripts/examples.sh --token "$key"
 if grep -q -- "$key" "$dir/agentd.log"; then echo "agentd's log quotes the key"; exit 1; fi

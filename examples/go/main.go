@@ -29,7 +29,7 @@ func main() {
 	detach := flag.Bool("detach", false, "start the generation detached, then attach to follow it")
 	o, file := connect.Parse("examples/demo-start.json")
 	if err := run(o, file, *detach); err != nil {
-		fmt.Fprintln(os.Stderr, "go example:", err)
+		fmt.Fprintln(os.Stderr, "go example:", o.Explain(err))
 		os.Exit(1)
 	}
 }

@@ -63,5 +63,6 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(connect.parse("Approves a tool call inline, on the open Generate stream.",
-                                "examples/approval-start.json", sys.argv[1:])))
+    args = connect.parse("Approves a tool call inline, on the open Generate stream.",
+                         "examples/approval-start.json", sys.argv[1:])
+    sys.exit(connect.run(main, args))

@@ -47,6 +47,8 @@ def main(args) -> int:
                                        metadata=connect.metadata(args)):
                 print("unexpected event", event.WhichOneof("event"))
         except grpc.RpcError as err:
+            if connect.not_listening(err):
+                raise
             print(err.code().name, err.details())
             violations = list(field_violations(err))
             for v in violations:
@@ -58,5 +60,6 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(connect.parse("Sends a deliberately invalid request and prints each field violation.",
-                                "examples/bad-request.json", sys.argv[1:])))
+    args = connect.parse("Sends a deliberately invalid request and prints each field violation.",
+                         "examples/bad-request.json", sys.argv[1:])
+    sys.exit(connect.run(main, args))

@@ -5,16 +5,20 @@
     --tls-cert  connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)
     --tls-key   the PEM private key of --tls-cert (env AGENTD_TLS_KEY)
 
-and two positional arguments, agentd's address (127.0.0.1:7070) and the
-request file. With any TLS option the channel is TLS (no --tls-ca: the
-system's roots), plaintext otherwise; a flag overrides its environment
-variable. The token goes over plaintext too, for an agentd on loopback:
-use TLS anywhere else.
+and two positional arguments, agentd's address and the request file. The
+address is the argument, else AGENTD_ADDR, else 127.0.0.1:7070 (where
+`make run` starts agentd). With any TLS option the channel is TLS (no
+--tls-ca: the system's roots), plaintext otherwise; a flag overrides its
+environment variable. The token goes over plaintext too, for an agentd on
+loopback: use TLS anywhere else.
 """
 import argparse
 import os
+import sys
 
 import grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:7070"
 
 
 def parse(description, request, argv, switches=None):
@@ -25,7 +29,8 @@ def parse(description, request, argv, switches=None):
     p = argparse.ArgumentParser(description=description)
     for name, text in (switches or {}).items():
         p.add_argument("--" + name, action="store_true", help=text)
-    p.add_argument("address", nargs="?", default="127.0.0.1:7070")
+    p.add_argument("address", nargs="?", default=os.environ.get("AGENTD_ADDR") or DEFAULT_ADDRESS,
+                   help=f"agentd's address, host:port (env AGENTD_ADDR, else {DEFAULT_ADDRESS})")
     p.add_argument("request", nargs="?", default=request)
     p.add_argument("--token", default=os.environ.get("AGENTD_TOKEN"),
                    help='API key, sent as "authorization: Bearer" (env AGENTD_TOKEN)')
@@ -69,3 +74,24 @@ def channel(args):
 def metadata(args):
     """The metadata every call sends: the token, if any."""
     return [("authorization", "Bearer " + args.token)] if args.token else None
+
+
+def not_listening(err):
+    """Whether err is a call's failure to connect because nothing listens at the address.
+
+    gRPC reports the refused connection only in the status's details.
+    """
+    return err.code() == grpc.StatusCode.UNAVAILABLE and "connection refused" in (err.details() or "").lower()
+
+
+def run(main, args):
+    """main(args)'s exit status; a call that found nothing listening at args.address says so."""
+    try:
+        return main(args)
+    except grpc.RpcError as err:
+        if not not_listening(err):
+            raise
+        name = os.path.basename(sys.argv[0])
+        print(f"{name}: agentd is not listening at {args.address}: start it (make run) or set AGENTD_ADDR",
+              file=sys.stderr)
+        return 1

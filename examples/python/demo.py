@@ -69,6 +69,7 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(connect.parse("Runs the demo generation against a running agentd.",
-                                "examples/demo-start.json", sys.argv[1:],
-                                switches={"detach": "start the generation detached, then attach to follow it"})))
+    args = connect.parse("Runs the demo generation against a running agentd.",
+                         "examples/demo-start.json", sys.argv[1:],
+                         switches={"detach": "start the generation detached, then attach to follow it"})
+    sys.exit(connect.run(main, args))

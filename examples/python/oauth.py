@@ -76,5 +76,6 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(connect.parse("Runs a generation whose MCP server requires OAuth, answering its authorization request.",
-                                "examples/oauth-start.json", sys.argv[1:])))
+    args = connect.parse("Runs a generation whose MCP server requires OAuth, answering its authorization request.",
+                         "examples/oauth-start.json", sys.argv[1:])
+    sys.exit(connect.run(main, args))

@@ -16,7 +16,7 @@ import {
   type GenerateRequest,
 } from "../../gen/ts/agentd/v1/agent_service_pb.js";
 import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
-import { connect } from "./connect.js";
+import { connect, notListening } from "./connect.js";
 
 const { requestFile, transport, headers } = connect("examples/bad-request.json");
 const start = fromJson(StartGenerationSchema, JSON.parse(readFileSync(requestFile, "utf8")) as JsonValue);
@@ -33,6 +33,7 @@ try {
     console.log("unexpected event", event.event.case);
   }
 } catch (err) {
+  if (notListening(err)) throw err;
   const e = ConnectError.from(err);
   console.log(Code[e.code], e.rawMessage);
   const violations = e.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations);

@@ -6,17 +6,21 @@
 //   --tls-cert  connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)
 //   --tls-key   the PEM private key of --tls-cert (env AGENTD_TLS_KEY)
 //
-// and two positional arguments, agentd's address (127.0.0.1:7070) and the
-// request file. With any TLS option the transport is TLS (Node's HTTP/2
-// session options carry the CA, the client certificate and its key; no
-// --tls-ca: Node's roots), plaintext otherwise; a flag overrides its
-// environment variable. The token goes over plaintext too, for an agentd
-// on loopback: use TLS anywhere else.
-import { ConnectError, type Transport } from "@connectrpc/connect";
+// and two positional arguments, agentd's address and the request file. The
+// address is the argument, else AGENTD_ADDR, else 127.0.0.1:7070 (where
+// `make run` starts agentd). With any TLS option the transport is TLS
+// (Node's HTTP/2 session options carry the CA, the client certificate and
+// its key; no --tls-ca: Node's roots), plaintext otherwise; a flag
+// overrides its environment variable. The token goes over plaintext too,
+// for an agentd on loopback: use TLS anywhere else.
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
+
+/** Where `make run` starts agentd. */
+const defaultAddress = "127.0.0.1:7070";
 
 /** How an example reaches agentd, from its command line. */
 export interface Connection {
@@ -41,14 +45,22 @@ function read(path: string | undefined, option: string): Buffer | undefined {
   }
 }
 
-function fail(message: string): never {
+function fail(message: string, status = 2): never {
   console.error(`${basename(process.argv[1])}: ${message}`);
-  process.exit(2);
+  process.exit(status);
+}
+
+/** Whether err is a call's failure to connect because nothing listens at the address. */
+export function notListening(err: unknown): boolean {
+  return err instanceof ConnectError && err.code === Code.Unavailable && (err.cause as NodeJS.ErrnoException | undefined)?.code === "ECONNREFUSED";
 }
 
 /**
  * The connection that the command line (process.argv) and the environment
- * describe; switches are the example's own on/off options (--name).
+ * describe; switches are the example's own on/off options (--name). An
+ * example's calls run at its top level, so an error it does not catch ends
+ * it here: a refused connection with a line that says what to do, any
+ * other as Node would, printed with exit status 1.
  */
 export function connect(defaultRequest: string, switches: string[] = []): Connection {
   const { values: opts, positionals } = parseArgs({
@@ -61,7 +73,12 @@ export function connect(defaultRequest: string, switches: string[] = []): Connec
       ...Object.fromEntries(switches.map((name) => [name, { type: "boolean" as const }])),
     },
   });
-  const address = positionals[0] ?? "127.0.0.1:7070";
+  const address = positionals[0] || process.env.AGENTD_ADDR || defaultAddress;
+  process.on("uncaughtException", (err) => {
+    if (notListening(err)) fail(`agentd is not listening at ${address}: start it (make run) or set AGENTD_ADDR`, 1);
+    console.error(err);
+    process.exit(1);
+  });
   const [ca, cert, key] = [opts["tls-ca"], opts["tls-cert"], opts["tls-key"]];
   if (!cert !== !key) fail("--tls-cert and --tls-key go together");
   const tls = Boolean(ca || cert);

@@ -23,7 +23,7 @@ import (
 func main() {
 	o, file := connect.Parse("examples/approval-start.json")
 	if err := run(o, file); err != nil {
-		fmt.Fprintln(os.Stderr, "go approval example:", err)
+		fmt.Fprintln(os.Stderr, "go approval example:", o.Explain(err))
 		os.Exit(1)
 	}
 }

@@ -34,7 +34,7 @@ import (
 func main() {
 	o, file := connect.Parse("examples/oauth-start.json")
 	if err := run(o, file, os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "go oauth example:", err)
+		fmt.Fprintln(os.Stderr, "go oauth example:", o.Explain(err))
 		os.Exit(1)
 	}
 }

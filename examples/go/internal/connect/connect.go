@@ -6,13 +6,15 @@
 //	--tls-cert  connect over TLS, presenting this PEM client certificate (env AGENTD_TLS_CERT)
 //	--tls-key   the PEM private key of --tls-cert (env AGENTD_TLS_KEY)
 //
-// and two positional arguments, agentd's address (127.0.0.1:7070) and the
-// request file. With any TLS option the connection is TLS (no --tls-ca:
-// the system's roots), plaintext otherwise; a flag overrides its
+// and two positional arguments, agentd's address and the request file. The
+// address is the argument, else AGENTD_ADDR, else 127.0.0.1:7070 (where
+// `make run` starts agentd). With any TLS option the connection is TLS (no
+// --tls-ca: the system's roots), plaintext otherwise; a flag overrides its
 // environment variable.
 package connect
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -22,14 +24,20 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
+
+// defaultAddress is where `make run` starts agentd.
+const defaultAddress = "127.0.0.1:7070"
 
 // Options are how an example connects to agentd.
 type Options struct {
@@ -63,6 +71,7 @@ func Parse(request string) (Options, string) {
 	}
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] [address] [request.json]\n", os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "address: agentd's, host:port (default: env AGENTD_ADDR, else %s)\n", defaultAddress)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -73,10 +82,7 @@ func Parse(request string) (Options, string) {
 			*v.v = os.Getenv(v.env)
 		}
 	}
-	o.Address = "127.0.0.1:7070"
-	if flag.NArg() > 0 {
-		o.Address = flag.Arg(0)
-	}
+	o.Address = cmp.Or(flag.Arg(0), os.Getenv("AGENTD_ADDR"), defaultAddress)
 	if flag.NArg() > 1 {
 		request = flag.Arg(1)
 	}
@@ -120,6 +126,17 @@ func (o Options) transport() (credentials.TransportCredentials, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// Explain returns err, or, when err is a call's failure to connect
+// because nothing listens at o.Address, an error that says so and how to
+// put agentd there. grpc-go reports the refused dial only in the status
+// message, so that is where it is looked for.
+func (o Options) Explain(err error) error {
+	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "connection refused") {
+		return err
+	}
+	return fmt.Errorf("agentd is not listening at %s: start it (make run) or set AGENTD_ADDR", o.Address)
 }
 
 // readCAs reads the CA certificates in the PEM file path.

@@ -1,12 +1,16 @@
 package connect
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/tlsconf/tlstest"
 )
 
@@ -73,5 +77,33 @@ func TestBearer(t *testing.T) {
 	}
 	if b.RequireTransportSecurity() {
 		t.Error("the token needs TLS; want it sent over plaintext too")
+	}
+}
+
+// A call to an address where nothing listens fails with a line that says
+// so and how to fix it; other failures are left as they are.
+func TestExplain(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Address: lis.Addr().String()}
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := o.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = agentdv1.NewAgentServiceClient(conn).GetGeneration(t.Context(), &agentdv1.GetGenerationRequest{GenerationId: "gen_1"})
+	want := "agentd is not listening at " + o.Address + ": start it (make run) or set AGENTD_ADDR"
+	if got := o.Explain(err); got == nil || got.Error() != want {
+		t.Errorf("Explain(%v) = %v; want %q", err, got, want)
+	}
+	other := status.Error(codes.Unavailable, "the replica stopped")
+	if got := o.Explain(other); got != other {
+		t.Errorf("Explain(%v) = %v; want it unchanged", other, got)
 	}
 }
