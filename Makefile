@@ -5,9 +5,14 @@
 #
 # Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
 # tools/go.mod (grpcurl, staticcheck, helm), package.json + package-lock.json (buf, protoc-gen-es,
-# Connect-ES, typescript, the MCP conformance suite and the Node 22 it runs on), Debian (protoc 3.21.12 and grpc_python_plugin for
-# Python, python3-grpcio and python3-protobuf to run the Python example;
+# Connect-ES, typescript, the MCP conformance suite and the Node 22 it runs on),
+# examples/python/requirements.txt (grpcio and protobuf for the Python
+# examples, installed by `make python-env` into .venv from the Python package
+# index), Debian (protoc 3.21.12 and grpc_python_plugin for Python;
 # postgresql for the store's tests, which scripts/postgres.sh installs).
+# make test runs the Python examples with Debian's python3-grpcio and
+# python3-protobuf instead of .venv: the machines it runs on, CI's among
+# them, reach Debian's archive but no Python package index.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -15,14 +20,19 @@ SHELL := /bin/bash
 BUF      := node_modules/.bin/buf
 TSC      := node_modules/.bin/tsc
 GRPCURL  := go tool -modfile=tools/go.mod grpcurl
-PY       := /usr/bin/python3
+# The Python that runs the examples in make test (PY=.venv/bin/python after
+# make python-env runs them the way docs/clients.md shows), and the one
+# python-env makes .venv from.
+PY       ?= /usr/bin/python3
+PYTHON   ?= python3
+VENV     := .venv
 API_IMAGE := proto/accepted-api.binpb
 DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python3-grpcio
 # Addresses for the example run inside `make test`, away from `make run`'s.
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics tools deb npm generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics tools deb npm python-env generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
@@ -30,6 +40,7 @@ help:
 	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript) and docs/configuration.md"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd and the TypeScript example"
+	@echo "make python-env        .venv for the Python examples: the pinned grpcio and protobuf (PYTHON=python3.x picks the interpreter)"
 	@echo "make image             the container image (Dockerfile, target agentd) as $(IMAGE):VERSION; needs a Docker engine"
 	@echo "make image-node        the same with Node.js for npx-launched MCP servers, as $(IMAGE)-node:VERSION"
 	@echo "make chart             lint, render and check the Helm chart (deploy/helm/agentd) and the Dockerfile"
@@ -64,6 +75,19 @@ npm: node_modules/.stamp
 tools: deb npm
 	go mod download
 	cd tools && go mod download
+
+# The Python examples' virtual environment: the pinned grpcio and protobuf
+# from the Python package index, and gen/python on its path (a .pth file),
+# so that `.venv/bin/python examples/python/demo.py` runs as it is.
+python-env: $(VENV)/.stamp
+
+$(VENV)/.stamp: examples/python/requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+	  { echo "make python-env: $(PYTHON) is $$($(PYTHON) -V 2>&1); the examples need Python 3.10 or later (PYTHON=python3.12 picks another)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r examples/python/requirements.txt
+	@echo "$(CURDIR)/gen/python" > "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/agentd-gen.pth"
+	@touch $@
 
 ## Code generation and API checks -------------------------------------------
 
@@ -372,4 +396,4 @@ smoke: build
 	@scripts/smoke.sh "$(GRPCURL)" $(EXAMPLE_ADDR) $(BRIDGE_ADDR)
 
 clean:
-	rm -rf bin build
+	rm -rf bin build $(VENV)

@@ -5,7 +5,7 @@ tool only with a person's approval. agentd sends an approval_request and
 waits on the stream; this client answers with an approval_decision (always
 yes here) and the generation goes on, its MCP server still running.
 
-    PYTHONPATH=gen/python /usr/bin/python3 examples/python/approve.py [options] [address] [request.json]
+    make python-env && .venv/bin/python examples/python/approve.py [options] [address] [request.json]
 
 Its options (--token, --tls-ca, --tls-cert, --tls-key) are every
 example's: see examples/python/connect.py.

@@ -3,11 +3,12 @@
 agentd checks a whole request before anything connects and reports every
 problem at once: the call fails INVALID_ARGUMENT, and the status details
 (the grpc-status-details-bin trailer) hold a google.rpc.BadRequest listing
-each field and what is wrong with it. Debian's python3-grpcio has no
-grpcio-status, so the google.rpc messages come from gen/python/google/rpc,
-generated from third_party/googleapis.
+each field and what is wrong with it. The google.rpc messages come from
+gen/python/google/rpc, generated from third_party/googleapis, so that
+nothing beyond grpcio and protobuf is needed (not grpcio-status, which
+Debian does not package).
 
-    PYTHONPATH=gen/python /usr/bin/python3 examples/python/bad_request.py [options] [address] [request.json]
+    make python-env && .venv/bin/python examples/python/bad_request.py [options] [address] [request.json]
 
 Its options (--token, --tls-ca, --tls-cert, --tls-key) are every
 example's: see examples/python/connect.py.

@@ -1,10 +1,11 @@
 """Runs the demo generation against a running agentd and prints its events,
 reattaching if its stream breaks (examples/python/reconnect.py).
 
-Uses Debian's python3-grpcio and python3-protobuf and the code generated in
-gen/python:
+Runs in the virtual environment that `make python-env` makes (the pinned
+grpcio and protobuf of requirements.txt, and the code generated in
+gen/python on its path):
 
-    PYTHONPATH=gen/python /usr/bin/python3 examples/python/demo.py [options] [address] [request.json]
+    make python-env && .venv/bin/python examples/python/demo.py [options] [address] [request.json]
 
 --detach starts the generation detached: agentd ends the stream after
 started, and the example attaches to follow it to its end. The other

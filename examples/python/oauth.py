@@ -11,7 +11,7 @@ the code and state), and answers with an authorization_response. agentd
 exchanges the code and the generation goes on; a later generation for the
 same end user is not asked again.
 
-    PYTHONPATH=gen/python /usr/bin/python3 examples/python/oauth.py [options] [address] [request.json]
+    make python-env && .venv/bin/python examples/python/oauth.py [options] [address] [request.json]
 
 Its options (--token, --tls-ca, --tls-cert, --tls-key) are every
 example's: see examples/python/connect.py.
