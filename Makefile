@@ -4,7 +4,7 @@
 #               the API, run every Go test with -race, and the client examples
 #
 # Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
-# tools/go.mod (grpcurl, staticcheck, helm), package.json + package-lock.json (buf, protoc-gen-es,
+# tools/go.mod (grpcurl, staticcheck, gocyclo, helm), package.json + package-lock.json (buf, protoc-gen-es,
 # Connect-ES, typescript, the MCP conformance suite and the Node 22 it runs on),
 # examples/python/requirements.txt (grpcio and protobuf for the Python
 # examples, installed by `make python-env` into .venv from the Python package
@@ -32,14 +32,15 @@ DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics tools deb npm python-env generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics deps tools deb npm python-env generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
 	@echo "make test              install test dependencies, then run every check and test"
 	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript) and docs/configuration.md"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
-	@echo "make build             build bin/agentd and the TypeScript example"
+	@echo "make build             build bin/agentd"
+	@echo "make tools             build every tool the Makefile and docs run (grpcurl, helm, staticcheck, ...) once; minutes the first time"
 	@echo "make python-env        .venv for the Python examples: the pinned grpcio and protobuf (PYTHON=python3.x picks the interpreter)"
 	@echo "make image             the container image (Dockerfile, target agentd) as $(IMAGE):VERSION; needs a Docker engine"
 	@echo "make image-node        the same with Node.js for npx-launched MCP servers, as $(IMAGE)-node:VERSION"
@@ -72,9 +73,24 @@ node_modules/.stamp: package.json package-lock.json
 
 npm: node_modules/.stamp
 
-tools: deb npm
+# What every other target needs: the Debian packages, node_modules, and the
+# Go modules of both go.mod files.
+deps: deb npm
 	go mod download
 	cd tools && go mod download
+
+# Every tool the Makefile, README.md and docs/ run with `go tool`, built
+# into the Go build cache now rather than on its first use, which from a
+# cold cache takes minutes without a word (go tool -n builds the tool and
+# prints its path).
+GO_TOOLS       := protoc-gen-go protoc-gen-go-grpc
+TOOLS_GO_TOOLS := grpcurl helm staticcheck gocyclo
+tools: deps
+	@echo "make tools: building $(GO_TOOLS) $(TOOLS_GO_TOOLS): a few minutes on a cold Go build cache, seconds after"
+	@start=$$(date +%s); \
+	  for t in $(GO_TOOLS); do go tool -n $$t >/dev/null; done; \
+	  for t in $(TOOLS_GO_TOOLS); do go tool -modfile=tools/go.mod -n $$t >/dev/null; done; \
+	  echo "make tools: built in $$(( $$(date +%s) - start ))s"
 
 # The Python examples' virtual environment: the pinned grpcio and protobuf
 # from the Python package index, and gen/python on its path (a .pth file),
@@ -91,7 +107,7 @@ $(VENV)/.stamp: examples/python/requirements.txt
 
 ## Code generation and API checks -------------------------------------------
 
-generate: tools
+generate: deps
 	$(BUF) generate
 	go test ./internal/config -run '^TestReference$$' -update
 
@@ -103,7 +119,7 @@ generate: tools
 # and server/'s files readable in an order (tools/filerefs: fewer of their
 # references to each other point back than forward).
 STATICCHECK := go tool -modfile=tools/go.mod staticcheck
-lint: tools check-behavior
+lint: deps check-behavior
 	scripts/check-tracked-files.sh
 	go mod tidy -diff
 	cd tools && go mod tidy -diff
@@ -122,7 +138,7 @@ check-behavior:
 	@scripts/check-behavior.sh
 
 # The committed gen/ must be exactly what buf generate writes.
-check-generated: tools
+check-generated: deps
 	$(BUF) generate
 	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
 	  git status --porcelain -- gen; git diff --stat -- gen; \
@@ -133,10 +149,10 @@ check-generated: tools
 # deliberate act that accepts a change. Both name the proto module: the
 # vendored third_party/googleapis is not agentd's API, and buf compares a
 # two-module workspace with no single image.
-breaking: tools
+breaking: deps
 	$(BUF) breaking proto --against $(API_IMAGE)
 
-accept-api: tools
+accept-api: deps
 	$(BUF) build proto -o $(API_IMAGE)
 
 ## Build, run, test -----------------------------------------------------------
@@ -162,7 +178,7 @@ LISTEN ?=
 run: build
 	@scripts/run.sh bin/agentd "$(GRPCURL)" $(PY) $(LISTEN)
 
-test: tools lint check-generated breaking chart go-test examples examples-auth smoke conformance
+test: deps lint check-generated breaking chart go-test examples examples-auth smoke conformance
 
 # The official MCP conformance suite's client scenarios against agentd:
 # internal/conformance/run builds the shim, serves one agentd
@@ -391,8 +407,11 @@ examples-auth: $(EXAMPLES_BUILT)
 	@GO_EXAMPLES=$(GO_EXAMPLES) PY=$(PY) scripts/examples-auth.sh $(AUTH_EXAMPLE_ADDR)
 
 # What a newcomer checks by hand after `make run`, with grpcurl: the services,
-# health and reflection of `agentd serve` and of `agentd bridge`.
+# health and reflection of `agentd serve` and of `agentd bridge`. grpcurl is
+# built first, saying so: on a cold Go build cache that takes minutes.
 smoke: build
+	@echo "smoke: building grpcurl (tools/go.mod) unless built: a few minutes on a cold Go build cache"
+	@go tool -modfile=tools/go.mod -n grpcurl >/dev/null
 	@scripts/smoke.sh "$(GRPCURL)" $(EXAMPLE_ADDR) $(BRIDGE_ADDR)
 
 clean:
