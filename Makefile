@@ -28,11 +28,14 @@ PYTHON   ?= python3
 VENV     := .venv
 API_IMAGE := proto/accepted-api.binpb
 DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python3-grpcio
-# Addresses for the example run inside `make test`, away from `make run`'s.
+# Addresses for the example and smoke runs inside `make test`, away from
+# `make run`'s and from each other's, since make test runs them side by side
+# (examples-auth's is AUTH_EXAMPLE_ADDR).
 EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
+SMOKE_ADDR   ?= 127.0.0.1:17073
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics deps tools deb npm python-env generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics deps go-mod tools deb npm python-env generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clients clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
@@ -74,8 +77,10 @@ node_modules/.stamp: package.json package-lock.json
 npm: node_modules/.stamp
 
 # What every other target needs: the Debian packages, node_modules, and the
-# Go modules of both go.mod files.
-deps: deb npm
+# Go modules of both go.mod files; make test fetches them side by side.
+deps: deb npm go-mod
+
+go-mod:
 	go mod download
 	cd tools && go mod download
 
@@ -178,7 +183,28 @@ LISTEN ?=
 run: build
 	@scripts/run.sh bin/agentd "$(GRPCURL)" $(PY) $(LISTEN)
 
-test: deps lint check-generated breaking chart go-test examples examples-auth smoke conformance
+# Every check, in four steps: the downloads side by side; gen/ and the API
+# (buf generate rewrites gen/, so nothing compiles meanwhile); bin/agentd,
+# whose packages every later non-race build shares; then lint, chart, the
+# Go tests and the client checks side by side, four at a time. Most of a cold
+# run is compiling, which each go command spreads over the cores, and most
+# of a warm one is tests waiting on processes, sockets and PostgreSQL,
+# which leaves a core free for the others. -O prints each one's output
+# whole, when it ends. The Go tests leave vet to lint, which runs every
+# analyzer of go vet on the same packages, a superset of go test's.
+TEST_MAKE := $(MAKE) --no-print-directory
+test:
+	@step() { local name=$$1 t=$$SECONDS; shift; "$$@"; echo "make test: $$name took $$(( SECONDS - t ))s"; }; \
+	  step "the downloads" $(TEST_MAKE) -j4 deps; \
+	  step "gen/ and the API" $(TEST_MAKE) check-generated breaking; \
+	  step "bin/agentd" $(TEST_MAKE) build; \
+	  echo "make test: lint, chart, go-test and the client checks run side by side; each one's output comes when it ends"; \
+	  step "lint, chart, go-test and the client checks" $(TEST_MAKE) -j4 -O lint chart go-test clients GO_TEST_VET=off; \
+	  echo "make test: passed in $$SECONDS s"
+
+# The checks that run the clients against live agentd processes, each on
+# addresses of its own.
+clients: examples examples-auth smoke conformance
 
 # The official MCP conformance suite's client scenarios against agentd:
 # internal/conformance/run builds the shim, serves one agentd
@@ -228,10 +254,13 @@ chart:
 # a server of yours instead, and then nothing is started. The server
 # package's tests (pauses, durable records, attach, adoption) run a second
 # time with AGENTD_TEST_STORE=postgres: on PostgreSQL instead of SQLite.
+# GO_TEST_VET: go test's -vet, its own analyzers when empty (make test sets
+# it off: lint vets).
+GO_TEST_VET ?=
 go-test: npm
 	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 sh -c ' \
-	  go test -race -shuffle=on -count=1 ./... && \
-	  AGENTD_TEST_STORE=postgres go test -race -shuffle=on -count=1 ./server/'
+	  go test -race -vet=$(GO_TEST_VET) -shuffle=on -count=1 ./... && \
+	  AGENTD_TEST_STORE=postgres go test -race -vet=$(GO_TEST_VET) -shuffle=on -count=1 ./server/'
 
 # Benchmarks: timings on a shared machine are noisy, so each runs 5 times and
 # the medians are compared (scripts/bench-ratios.sh).
@@ -412,7 +441,7 @@ examples-auth: $(EXAMPLES_BUILT)
 smoke: build
 	@echo "smoke: building grpcurl (tools/go.mod) unless built: a few minutes on a cold Go build cache"
 	@go tool -modfile=tools/go.mod -n grpcurl >/dev/null
-	@scripts/smoke.sh "$(GRPCURL)" $(EXAMPLE_ADDR) $(BRIDGE_ADDR)
+	@scripts/smoke.sh "$(GRPCURL)" $(SMOKE_ADDR) $(BRIDGE_ADDR)
 
 clean:
 	rm -rf bin build $(VENV)
