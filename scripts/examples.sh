@@ -35,8 +35,8 @@ echo "--- TypeScript example"; node build/ts/examples/ts/demo.js "$@"
 echo "--- TypeScript example, detached"; attached node build/ts/examples/ts/demo.js --detach "$@"
 echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js "$@"
 echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js "$@"
-echo "--- agentd generate"; bin/agentd generate --addr "$AGENTD_ADDR" "$@" --request examples/demo-start.json
-echo "--- agentd generate, approving"; echo y | bin/agentd generate --addr "$AGENTD_ADDR" "$@" --request examples/approval-start.json
+echo "--- agentd generate"; bin/agentd generate "$@" --request examples/demo-start.json
+echo "--- agentd generate, approving"; echo y | bin/agentd generate "$@" --request examples/approval-start.json
 echo "--- OAuth examples: built, not run"
 test -x "$bin/oauth"
 python -c 'import sys; compile(open(sys.argv[1], encoding="utf-8").read(), sys.argv[1], "exec")' examples/python/oauth.py
