@@ -11,9 +11,9 @@ package record
 
 import (
 	"bytes"
-	"slices"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
