@@ -24,7 +24,7 @@ In another terminal, try:
   ${env}$agentd generate --provider mock --prompt 'Hello'
   $grpcurl -plaintext $addr list
   go run ./examples/go$arg
-  PYTHONPATH=gen/python $py examples/python/demo.py$arg
+  make python-env && .venv/bin/python examples/python/demo.py$arg
   make build/ts/examples/ts/demo.js && node build/ts/examples/ts/demo.js$arg
 
 BANNER
