@@ -255,11 +255,11 @@ chart:
 # package's tests (pauses, durable records, attach, adoption) run a second
 # time with AGENTD_TEST_STORE=postgres: on PostgreSQL instead of SQLite.
 # GO_TEST_VET: go test's -vet, its own analyzers when empty (make test sets
-# it off: lint vets). AGENTD_BIN: the documents' commands (internal/docstest)
+# it off: lint vets). AGENTD_TEST_BIN: the documents' commands (internal/docstest)
 # run bin/agentd, built first, rather than a binary of their own.
 GO_TEST_VET ?=
 go-test: npm build
-	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 AGENTD_BIN=$(CURDIR)/bin/agentd sh -c ' \
+	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 AGENTD_TEST_BIN=$(CURDIR)/bin/agentd sh -c ' \
 	  go test -race -vet=$(GO_TEST_VET) -shuffle=on -count=1 ./... && \
 	  AGENTD_TEST_STORE=postgres go test -race -vet=$(GO_TEST_VET) -shuffle=on -count=1 ./server/'
 

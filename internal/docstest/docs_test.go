@@ -86,7 +86,7 @@ type stack struct {
 	env []string
 }
 
-// startStack builds agentd (or takes AGENTD_BIN, which make test sets to
+// startStack builds agentd (or takes AGENTD_TEST_BIN, which make test sets to
 // the binary it built), makes the copy of the repository with it, starts
 // the fake model and an agentd pointed at it, and returns where blocks
 // run. The test's cleanup stops them.
@@ -106,11 +106,11 @@ func startStack(t *testing.T) stack {
 	return stack{dir: dir, env: append(os.Environ(), "AGENTD_ADDR="+addr)}
 }
 
-// agentdBinary is the agentd the blocks run: $AGENTD_BIN (relative to the
+// agentdBinary is the agentd the blocks run: $AGENTD_TEST_BIN (relative to the
 // top level), else one built into tmp.
 func agentdBinary(t *testing.T, tmp string) string {
 	t.Helper()
-	if bin := os.Getenv("AGENTD_BIN"); bin != "" {
+	if bin := os.Getenv("AGENTD_TEST_BIN"); bin != "" {
 		if !filepath.IsAbs(bin) {
 			bin = filepath.Join(root, bin) // as make test names it, from the top level
 		}
