@@ -6,24 +6,25 @@ import (
 	"time"
 )
 
-// openAI answers a Chat Completions request, streamed.
-func openAI(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Model    string `json:"model"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if !decode(w, r, &req) {
-		return
-	}
+// chatRequest is what the fake reads of a request in the shape OpenAI's
+// Chat Completions and Ollama's chat share: messages with roles, tool
+// results as "tool" messages, and function tools.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// turn is what the request asks of the fake.
+func (req *chatRequest) turn() turn {
 	var t turn
 	for _, tl := range req.Tools {
 		t.tools = append(t.tools, tool{name: tl.Function.Name, schema: tl.Function.Parameters})
@@ -36,6 +37,16 @@ func openAI(w http.ResponseWriter, r *http.Request) {
 			t.answered, t.result = true, t.result+textOf(m.Content)
 		}
 	}
+	return t
+}
+
+// openAI answers a Chat Completions request, streamed.
+func openAI(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	t := req.turn()
 	w.Header().Set("Content-Type", "text/event-stream")
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": req.Model,
@@ -115,34 +126,11 @@ func anthropic(w http.ResponseWriter, r *http.Request) {
 
 // ollama answers a chat request, streamed as NDJSON.
 func ollama(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Model    string `json:"model"`
-		Messages []struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
+	var req chatRequest
 	if !decode(w, r, &req) {
 		return
 	}
-	var t turn
-	for _, tl := range req.Tools {
-		t.tools = append(t.tools, tool{name: tl.Function.Name, schema: tl.Function.Parameters})
-	}
-	for _, m := range req.Messages {
-		switch m.Role {
-		case "user":
-			t.said, t.answered, t.result = m.Content, false, ""
-		case "tool":
-			t.answered, t.result = true, t.result+m.Content
-		}
-	}
+	t := req.turn()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	line := func(msg map[string]any, done bool) {
