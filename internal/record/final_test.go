@@ -10,8 +10,8 @@ import (
 )
 
 // X-G3: the checkpoint that holds a generation's final answer is written
-// with its end and never before: events recorded after it are stored as
-// usual, but no record holds the final answer without the completed
+// with its end and never before: the events recorded before it are stored
+// as usual, but no record holds the final answer without the completed
 // event, which would make the replica adopting it (had this one died
 // between the two writes) ask the model again, past the answer.
 func TestFinalAnswerGoesWithTheEnd(t *testing.T) {
@@ -21,8 +21,8 @@ func TestFinalAnswerGoesWithTheEnd(t *testing.T) {
 	j.Record(text("ok"))
 	user := &agentdv1.Message{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "hi"}}}}
 	answer := &agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "ok"}}}}
-	j.Final(&statev1.Checkpoint{Version: record.Version, GenerationId: "gen_1", Messages: []*agentdv1.Message{user, answer}, Added: []*agentdv1.Message{answer}})
 	j.Record(&agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{InputTokens: 1}}})
+	j.Final(&statev1.Checkpoint{Version: record.Version, GenerationId: "gen_1", Messages: []*agentdv1.Message{user, answer}, Added: []*agentdv1.Message{answer}})
 	if err := j.Await(t.Context()); err != nil { // every event recorded so far stored
 		t.Fatal(err)
 	}

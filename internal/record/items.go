@@ -99,7 +99,8 @@ func (c *conversation) noteEvent(seq int64, ev *agentdv1.GenerateResponse, kind 
 
 // itemized reports whether the messages a completed event carries are the
 // items from to to-1, its message the last of them: the generation's
-// added messages, every one stored (its last checkpoint had them all).
+// added messages, every one itemized (its last checkpoint, Final's, had
+// them all) and stored with the event or before it.
 func (c *conversation) itemized(done *agentdv1.GenerationCompleted) (from, to int64, ok bool) {
 	msgs := done.GetMessages()
 	from, to = c.added, c.added+int64(len(msgs))

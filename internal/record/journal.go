@@ -98,8 +98,10 @@ type Journal struct {
 	snapSeq   int64                        // the last sequence number snap covers
 	snapN     int64                        // counts the checkpoints queued
 	// finalItems are the final answer's items, for the end's write alone
-	// (Final).
+	// (Final); the events after finalSeq (the completed event, which names
+	// them) wait for that write too.
 	finalItems []store.Item
+	finalSeq   int64
 	advanced   chan struct{} // closed (and replaced) when confirmed grows
 	ended      chan struct{} // closed by end
 	state      store.State   // the state the record should have
@@ -326,7 +328,7 @@ func (j *Journal) Checkpoint(cp *statev1.Checkpoint) {
 // is, with the events it covers.
 func (j *Journal) Final(cp *statev1.Checkpoint) {
 	j.mu.Lock()
-	j.finalItems = j.conv.itemize(cp)
+	j.finalItems, j.finalSeq = j.conv.itemize(cp), j.last
 	j.mu.Unlock()
 }
 
@@ -524,8 +526,16 @@ func (j *Journal) due() (dueWrite, error) {
 		// It can no longer go before them.
 		j.snap, j.items, j.agentDue = nil, nil, nil
 	}
+	batch := j.pending
+	if j.finalItems != nil {
+		k := 0
+		for k < len(batch) && batch[k].Seq <= j.finalSeq {
+			k++
+		}
+		batch = batch[:k]
+	}
 	return dueWrite{
-		batch: j.pending, state: j.state, written: j.written,
+		batch: batch, state: j.state, written: j.written,
 		snap: pendingSnap{j.snap, j.items, j.agentDue}, snapSeq: j.snapSeq, snapN: j.snapN,
 	}, nil
 }
