@@ -61,7 +61,7 @@ func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.
 // declared with oauth, as the OAuth client knows it: the lines it logs
 // name the tenant, the generation and the server.
 func (g *generation) oauthSubject(sp *serverPlan) (*oauthclient.Subject, error) {
-	cfg, err := g.s.oauth.Config(sp.decl.GetOauth(), g.allowPrivate())
+	cfg, err := g.s.oauth.Config(sp.decl.GetOauth(), g.allowPrivate(), sp.ref != "")
 	if err != nil {
 		return nil, err
 	}

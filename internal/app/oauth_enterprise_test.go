@@ -25,8 +25,9 @@ import (
 // authorization server: nobody is asked. The token is kept for the
 // tenant, end user and server and reused; once expired it is renewed by a
 // new exchange. A registered server of that grant uses the service's
-// identity provider and its ID token file. A declaration that lacks what
-// neither it nor the service gives is refused before anything connects.
+// identity provider and its ID token file; a request's server must bring
+// the end user's ID token. Neither a forged ID token's refusal nor
+// anything else puts a token, a grant or a secret in the logs.
 // The audit line names the grant.
 func TestOAuthEnterpriseManaged(t *testing.T) {
 	t.Parallel()
@@ -71,23 +72,26 @@ func TestOAuthEnterpriseManaged(t *testing.T) {
 		t.Fatalf("after expiry: err %v, %d requests, grants %v; want a new exchange", run.err, len(run.requests), as.Grants())
 	}
 
-	// The service's identity provider and ID token file: for a request
-	// that passes no ID token, and for a registered server.
-	if run := oauthGenerate(t, client, oauthAgent(t, as.MCPURL, decl(""), "echo"), "svc", nil); run.err != nil || exchanges() != 3 {
-		t.Fatalf("with the ID token file: err %v, grants %v", run.err, as.Grants())
-	}
-	if run := oauthGenerate(t, client, refAgent(t, "reg-hr", "", "echo"), "reg", nil); run.err != nil || !strings.Contains(run.final, "hi") || exchanges() != 4 {
+	// The service's ID token file is a registered server's alone: a
+	// request's server must bring the end user's.
+	if run := oauthGenerate(t, client, refAgent(t, "reg-hr", "", "echo"), "reg", nil); run.err != nil || !strings.Contains(run.final, "hi") || exchanges() != 3 {
 		t.Fatalf("registered server: err %v, final %q, grants %v", run.err, run.final, as.Grants())
+	}
+	if run := oauthGenerate(t, client, oauthAgent(t, as.MCPURL, decl(""), "echo"), "svc", nil); status.Code(run.err) != codes.InvalidArgument || exchanges() != 3 {
+		t.Fatalf("a request's server without an ID token: err %v, grants %v; want INVALID_ARGUMENT and no exchange", run.err, as.Grants())
 	}
 
 	// An ID token the identity provider did not issue is refused there.
 	other := oauthtest.New(t, oauthtest.Options{IdentityProvider: true})
-	forged := oauthAgent(t, as.MCPURL, decl(other.IdP.IDToken(t, "mallory@example.com")), "echo")
+	forgedToken := other.IdP.IDToken(t, "mallory@example.com")
+	forged := oauthAgent(t, as.MCPURL, decl(forgedToken), "echo")
 	if run := oauthGenerate(t, client, forged, "mallory", nil); status.Code(run.err) != codes.Unauthenticated {
 		t.Errorf("a forged ID token: %v, want Unauthenticated", run.err)
 	}
-	if strings.Contains(logs.String(), "mallory@example.com") || strings.Contains(logs.String(), as.ClientSecret) {
-		t.Error("the logs show an ID token's claims or the client secret")
+	for _, secret := range append([]string{forgedToken, as.ClientSecret}, as.Issued()...) {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the logs show a secret: an ID token, a grant, a token or the client secret")
+		}
 	}
 }
 
@@ -108,7 +112,7 @@ func TestOAuthEnterpriseManagedRefused(t *testing.T) {
 		"oauth.client_id: is required with the ENTERPRISE_MANAGED grant",
 		"oauth.identity_provider: issuer and token_endpoint exclude each other",
 		"oauth.identity_provider.issuer: must be an absolute http or https URL",
-		"oauth.identity_provider.client_id: is required",
+		"oauth.identity_provider.client_id: is required: a declaration that names its own identity provider takes nothing from the service's",
 		"oauth.identity_provider.id_token: is required",
 	} {
 		if got := strings.Join(detailTexts(st), "\n"); st.Code() != codes.InvalidArgument || !strings.Contains(got, want) {

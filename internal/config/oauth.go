@@ -27,8 +27,8 @@ type OAuth struct {
 	ClientName string `yaml:"client_name" env:"AGENTD_OAUTH_CLIENT_NAME"`
 	// IdentityProvider is the enterprise identity provider of the
 	// enterprise-managed grant: registered servers of that grant use it,
-	// and a request's ENTERPRISE_MANAGED declaration takes from it what
-	// it leaves empty.
+	// and a request's ENTERPRISE_MANAGED declaration that names no
+	// provider of its own takes its issuer and client from it.
 	IdentityProvider IdentityProvider `yaml:"identity_provider"`
 }
 
@@ -47,9 +47,11 @@ type IdentityProvider struct {
 	// ClientSecretFile names a file holding that client's secret, if it
 	// has one.
 	ClientSecretFile string `yaml:"client_secret_file" env:"AGENTD_OAUTH_IDENTITY_PROVIDER_CLIENT_SECRET_FILE"`
-	// IDTokenFile names a file holding the ID token presented when a
-	// request passes none: a workload identity, the same for every
-	// generation, read at each grant (whoever writes it may rotate it).
+	// IDTokenFile names a file holding the ID token that registered
+	// servers of the enterprise_managed grant present: a workload
+	// identity, the same for every generation, read at each grant
+	// (whoever writes it may rotate it). A request's server never gets
+	// it: a request passes its end user's own.
 	IDTokenFile string `yaml:"id_token_file" env:"AGENTD_OAUTH_IDENTITY_PROVIDER_ID_TOKEN_FILE"`
 }
 

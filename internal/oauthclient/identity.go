@@ -22,24 +22,35 @@ type IdentityProvider struct {
 	IDTokenFile string
 }
 
-// with is the identity provider of declaration d (nil for none): d's
-// fields, each empty one taking the service's. Issuer and token endpoint
-// go together: a declaration that names either names the provider.
-func (p IdentityProvider) with(d *agentdv1.IdentityProvider) *mcpauth.IdentityProvider {
-	out := &mcpauth.IdentityProvider{
-		Issuer:        p.Issuer,
-		TokenEndpoint: p.TokenEndpoint,
-		ClientID:      cmp.Or(d.GetClientId(), p.ClientID),
-		ClientSecret:  cmp.Or(d.GetClientSecret(), p.ClientSecret),
-		IDToken:       p.idToken,
+// with is the identity provider of declaration d (nil for none). A
+// declaration that names a provider of its own (an issuer or a token
+// endpoint) takes nothing from the service's: the service's client secret
+// goes to the service's provider alone. Otherwise each empty field takes
+// the service's. The ID token is d's; the service's file (a workload
+// identity) stands in only for a server the configuration registers
+// (registered), never for one a request declares.
+func (p IdentityProvider) with(d *agentdv1.IdentityProvider, registered bool) *mcpauth.IdentityProvider {
+	out := &mcpauth.IdentityProvider{Issuer: d.GetIssuer(), TokenEndpoint: d.GetTokenEndpoint(), ClientID: d.GetClientId(), ClientSecret: d.GetClientSecret()}
+	if !ownProvider(d) {
+		out.Issuer, out.TokenEndpoint = p.Issuer, p.TokenEndpoint
+		out.ClientID, out.ClientSecret = cmp.Or(d.GetClientId(), p.ClientID), cmp.Or(d.GetClientSecret(), p.ClientSecret)
 	}
-	if d.GetIssuer() != "" || d.GetTokenEndpoint() != "" {
-		out.Issuer, out.TokenEndpoint = d.GetIssuer(), d.GetTokenEndpoint()
-	}
-	if tok := d.GetIdToken(); tok != "" {
+	switch tok := d.GetIdToken(); {
+	case tok != "":
 		out.IDToken = func() (string, error) { return tok, nil }
+	case registered:
+		out.IDToken = p.idToken
+	default:
+		out.IDToken = func() (string, error) {
+			return "", fault.New(fault.Invalid, "the ENTERPRISE_MANAGED grant of a request's server needs the end user's ID token: identity_provider.id_token")
+		}
 	}
 	return out
+}
+
+// ownProvider reports whether d names an identity provider of its own.
+func ownProvider(d *agentdv1.IdentityProvider) bool {
+	return d.GetIssuer() != "" || d.GetTokenEndpoint() != ""
 }
 
 // idToken reads the ID token file. Its errors name the setting, never
@@ -67,15 +78,19 @@ func (c *Client) CheckIdentity(p *mcpdecl.Problems, o *agentdv1.OAuthClient) {
 	if o.GetGrant() != agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED {
 		return
 	}
-	const service = ", in the declaration or the service's oauth.identity_provider"
-	idp, d := c.opts.IdentityProvider.with(o.GetIdentityProvider()), o.GetIdentityProvider()
+	service := ", in the declaration or the service's oauth.identity_provider"
+	d := o.GetIdentityProvider()
+	if ownProvider(d) {
+		service = ": a declaration that names its own identity provider takes nothing from the service's"
+	}
+	idp := c.opts.IdentityProvider.with(d, false)
 	if idp.Issuer == "" && idp.TokenEndpoint == "" {
 		p.Add("oauth.identity_provider.issuer", "is required (or token_endpoint)%s", service)
 	}
 	if idp.ClientID == "" {
 		p.Add("oauth.identity_provider.client_id", "is required%s", service)
 	}
-	if d.GetIdToken() == "" && c.opts.IdentityProvider.IDTokenFile == "" {
-		p.Add("oauth.identity_provider.id_token", "is required: the end user's ID token (or the service's oauth.identity_provider.id_token_file)")
+	if d.GetIdToken() == "" {
+		p.Add("oauth.identity_provider.id_token", "is required: the end user's ID token (the service's oauth.identity_provider.id_token_file serves the servers registered under bridge.servers only)")
 	}
 }

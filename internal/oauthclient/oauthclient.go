@@ -88,7 +88,10 @@ func New(o Options, log *slog.Logger) *Client {
 // Config is the mcpauth configuration of a server's oauth declaration o,
 // for a tenant that may reach private addresses or not (its
 // authorization servers may be there too).
-func (c *Client) Config(o *agentdv1.OAuthClient, allowPrivate bool) (*mcpauth.Config, error) {
+//
+// registered says the server is one the configuration registers, whose
+// enterprise-managed grant may present the service's own ID token.
+func (c *Client) Config(o *agentdv1.OAuthClient, allowPrivate, registered bool) (*mcpauth.Config, error) {
 	cfg := &mcpauth.Config{
 		ClientID:          o.GetClientId(),
 		ClientSecret:      o.GetClientSecret(),
@@ -108,7 +111,7 @@ func (c *Client) Config(o *agentdv1.OAuthClient, allowPrivate bool) (*mcpauth.Co
 		cfg.Grant = mcpauth.ClientCredentials
 	case agentdv1.GrantType_GRANT_TYPE_ENTERPRISE_MANAGED:
 		cfg.Grant = mcpauth.EnterpriseManaged
-		cfg.IdentityProvider = c.opts.IdentityProvider.with(o.GetIdentityProvider())
+		cfg.IdentityProvider = c.opts.IdentityProvider.with(o.GetIdentityProvider(), registered)
 	}
 	if k := o.GetPrivateKey(); k != "" {
 		signer, err := mcpauth.ParsePrivateKey(k)

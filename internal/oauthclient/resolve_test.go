@@ -38,7 +38,7 @@ func newFixture(t *testing.T, decl *agentdv1.OAuthClient, store oauthtokens.Stor
 	if decl.GetGrant() == agentdv1.GrantType_GRANT_TYPE_CLIENT_CREDENTIALS {
 		decl.ClientId, decl.ClientSecret = f.srv.ClientID, f.srv.ClientSecret
 	}
-	cfg, err := f.client.Config(decl, true) // oauthtest listens on loopback
+	cfg, err := f.client.Config(decl, true, false) // oauthtest listens on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := c.Config(tc.decl, tc.allowPrivate)
+			got, err := c.Config(tc.decl, tc.allowPrivate, false)
 			if tc.want == nil {
 				if err == nil {
 					t.Errorf("Config: %+v, want an error", got)

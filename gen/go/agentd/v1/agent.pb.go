@@ -920,8 +920,10 @@ type OAuthClient struct {
 	// oauth.redirect_url.
 	RedirectUrl string `protobuf:"bytes,8,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
 	// ENTERPRISE_MANAGED: the enterprise identity provider whose ID token
-	// agentd exchanges. Each field left empty takes the service's
-	// oauth.identity_provider setting of the same name.
+	// agentd exchanges. When it names neither issuer nor token_endpoint,
+	// the service's oauth.identity_provider is the provider, and client_id
+	// and client_secret left empty take its; one that names its own
+	// provider takes nothing from the service's. id_token is required.
 	IdentityProvider *IdentityProvider `protobuf:"bytes,9,opt,name=identity_provider,json=identityProvider,proto3" json:"identity_provider,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -1040,9 +1042,9 @@ type IdentityProvider struct {
 	ClientSecret string `protobuf:"bytes,4,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
 	// The end user's ID token from the identity provider, passed with
 	// each generation: the identity agentd acts for. A secret: never
-	// logged, traced, stored in the clear or used in a cache key. Empty:
-	// the token in the service's oauth.identity_provider.id_token_file
-	// (a workload identity, the same for every generation).
+	// logged, traced, stored in the clear or used in a cache key.
+	// Required (the service's oauth.identity_provider.id_token_file serves
+	// the servers registered under bridge.servers only).
 	IdToken       string `protobuf:"bytes,5,opt,name=id_token,json=idToken,proto3" json:"id_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -448,8 +448,10 @@ export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
 
   /**
    * ENTERPRISE_MANAGED: the enterprise identity provider whose ID token
-   * agentd exchanges. Each field left empty takes the service's
-   * oauth.identity_provider setting of the same name.
+   * agentd exchanges. When it names neither issuer nor token_endpoint,
+   * the service's oauth.identity_provider is the provider, and client_id
+   * and client_secret left empty take its; one that names its own
+   * provider takes nothing from the service's. id_token is required.
    *
    * @generated from field: agentd.v1.IdentityProvider identity_provider = 9;
    */
@@ -507,9 +509,9 @@ export type IdentityProvider = Message<"agentd.v1.IdentityProvider"> & {
   /**
    * The end user's ID token from the identity provider, passed with
    * each generation: the identity agentd acts for. A secret: never
-   * logged, traced, stored in the clear or used in a cache key. Empty:
-   * the token in the service's oauth.identity_provider.id_token_file
-   * (a workload identity, the same for every generation).
+   * logged, traced, stored in the clear or used in a cache key.
+   * Required (the service's oauth.identity_provider.id_token_file serves
+   * the servers registered under bridge.servers only).
    *
    * @generated from field: string id_token = 5;
    */
