@@ -114,8 +114,8 @@ func (a *agentFlags) args() []string {
 		}
 		switch name {
 		case "mcp":
-			for _, spec := range a.mcps.specs {
-				args = append(args, "--mcp", spec)
+			for i, spec := range a.mcps.specs {
+				args = append(args, "--mcp", shownSpec(spec, a.mcps.servers[i]))
 			}
 		default:
 			args = append(args, "--"+name, a.fs.Lookup(name).Value.String())

@@ -288,7 +288,7 @@ func TestHelp(t *testing.T) {
 			t.Errorf("agentd %s wrote on stderr:\n%s", strings.Join(args, " "), errOut.String())
 		}
 	}
-	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}, {"-h", "-h"}, {"--help", "help"}} {
 		var out bytes.Buffer
 		if err := run(t.Context(), args, strings.NewReader(""), &out, io.Discard); exitCode(err, io.Discard) != 0 || !strings.Contains(out.String(), "resume     resume a paused generation") {
 			t.Errorf("agentd %s: %v\n%s", strings.Join(args, " "), err, out.String())

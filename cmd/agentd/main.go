@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"os/signal"
 	"syscall"
 
@@ -125,7 +126,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // help prints agentd's usage, or with a command's name that command's.
 func help(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stdout, usage)
+		return nil
+	case strings.HasPrefix(args[0], "-") || args[0] == "help":
+		// Help about help is the usage: going round again would not end.
 		fmt.Fprint(stdout, usage)
 		return nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"mvdan.cc/sh/v3/expand"
@@ -29,6 +30,20 @@ func (m *mcpFlags) Set(spec string) error {
 	m.servers = append(m.servers, s)
 	m.specs = append(m.specs, spec)
 	return nil
+}
+
+// shownSpec is spec as a printed command may show it: as given, unless
+// the server it declares holds what may be a secret (environment values,
+// or a URL's user, path or query, which often carry a key): then the
+// name alone, with a mark that the rest is to be given again.
+func shownSpec(spec string, s *agentdv1.MCPServer) string {
+	name, _, _ := strings.Cut(spec, "=")
+	u, err := url.Parse(s.GetUrl())
+	secretURL := s.GetUrl() != "" && (err != nil || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "")
+	if len(s.GetEnv()) > 0 || secretURL {
+		return name + "=<as you gave it>"
+	}
+	return spec
 }
 
 // parseMCP reads one --mcp: NAME=URL (http, https, or an OpenAI connector's

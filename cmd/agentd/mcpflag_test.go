@@ -77,3 +77,26 @@ func TestMCPFlag(t *testing.T) {
 		}
 	}
 }
+
+// A printed command (a pause's hint) shows an --mcp as given unless its
+// server holds what may be a secret: an environment value, or a URL's
+// user, path or query.
+func TestShownSpec(t *testing.T) {
+	t.Parallel()
+	for spec, want := range map[string]string{
+		"files=npx -y @modelcontextprotocol/server-filesystem .": "files=npx -y @modelcontextprotocol/server-filesystem .",
+		"gh=GITHUB_TOKEN=ghp_secret npx -y server-github":        "gh=<as you gave it>",
+		"docs=https://docs.example":                              "docs=https://docs.example",
+		"docs=https://docs.example/mcp?key=k1":                   "docs=<as you gave it>",
+		"docs=https://u:p@docs.example":                          "docs=<as you gave it>",
+		"demo":                                                   "demo",
+	} {
+		s, err := parseMCP(spec)
+		if err != nil {
+			t.Fatalf("%q: %v", spec, err)
+		}
+		if got := shownSpec(spec, s); got != want {
+			t.Errorf("shownSpec(%q) = %q; want %q", spec, got, want)
+		}
+	}
+}
