@@ -90,7 +90,7 @@ go-mod:
 # prints its path).
 GO_TOOLS       := protoc-gen-go protoc-gen-go-grpc
 TOOLS_GO_TOOLS := grpcurl helm staticcheck gocyclo
-tools: deps
+tools: go-mod
 	@echo "make tools: building $(GO_TOOLS) $(TOOLS_GO_TOOLS): a few minutes on a cold Go build cache, seconds after"
 	@start=$$(date +%s); \
 	  for t in $(GO_TOOLS); do go tool -n $$t >/dev/null; done; \

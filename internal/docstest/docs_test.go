@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/fakemodel"
+	"github.com/agentd/agentd/providers/registry"
 )
 
 // blockTimeout bounds one block: what the documents run takes seconds;
@@ -99,11 +100,30 @@ func startStack(t *testing.T) stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fake.Close() })
-	serverEnv := append(append(os.Environ(), fake.Env()...),
+	serverEnv := append(append(cleanEnv(), fake.Env()...),
 		"AGENTD_LISTEN=127.0.0.1:0", "AGENTD_STATE_DIR="+filepath.Join(tmp, "state"), "AGENTD_SHUTDOWN_DRAIN=0",
 		"AGENTD_BRIDGE_ALLOWED_COMMANDS=npx,node", "AGENTD_CONFIG=")
 	addr := serve(t, dir, serverEnv)
-	return stack{dir: dir, env: append(os.Environ(), "AGENTD_ADDR="+addr)}
+	return stack{dir: dir, env: append(cleanEnv(), "AGENTD_ADDR="+addr)}
+}
+
+// cleanEnv is the test's environment without what would make the blocks
+// read as they should not: agentd's own variables (a developer's
+// AGENTD_TOKEN, say) and the providers' keys and addresses, so that no
+// block reaches a real provider with a real key.
+func cleanEnv() []string {
+	drop := map[string]bool{}
+	for _, a := range registry.Declared {
+		drop[a.Key], drop[a.KeyFallback], drop[a.BaseURL] = true, true, true
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !drop[name] && (!strings.HasPrefix(name, "AGENTD_") || strings.HasPrefix(name, "AGENTD_TEST_")) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // agentdBinary is the agentd the blocks run: $AGENTD_TEST_BIN (relative to the
@@ -129,27 +149,24 @@ func agentdBinary(t *testing.T, tmp string) string {
 	return bin
 }
 
-// mirror makes dir a copy of the repository's top level in links, but
-// for bin/, which holds bin/agentd alone, so that what a block writes
-// at the top level stays out of the repository.
+// mirror makes dir a copy of the repository's top level in links: the
+// entries git tracks, and node_modules and build, which the tree's
+// commands use; bin/ holds bin/agentd alone. What a block writes at the
+// top level (work/, say) stays out of the repository.
 func mirror(t *testing.T, dir, agentd string) string {
 	t.Helper()
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadDir(abs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		if e.Name() == "bin" || e.Name() == ".git" {
+	for _, name := range append(trackedTop(t), "node_modules", "build") {
+		if _, err := os.Lstat(filepath.Join(abs, name)); err != nil || name == "bin" {
 			continue
 		}
-		if err := os.Symlink(filepath.Join(abs, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+		if err := os.Symlink(filepath.Join(abs, name), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -217,6 +234,9 @@ func runBlock(t *testing.T, s stack, b Block) {
 	cmd.Dir, cmd.Env = s.dir, s.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A process the block left behind may hold its output open: Wait
+	// gives up on it, and the group's check below names it.
+	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +257,8 @@ func runBlock(t *testing.T, s stack, b Block) {
 		t.Errorf("the block ran past %s:\n%s\n--- its output:\n%s", blockTimeout, b.Text, out.String())
 	case err != nil:
 		t.Errorf("the block failed (%v):\n%s\n--- its output:\n%s", err, b.Text, out.String())
+	case isFake(b) && !strings.Contains(out.String(), "completed"):
+		t.Errorf("the block, written for a real provider, did not complete a generation:\n%s\n--- its output:\n%s", b.Text, out.String())
 	default:
 		t.Logf("output:\n%s", out.String())
 	}
@@ -250,4 +272,10 @@ func answerYes(w io.WriteCloser) {
 			return // the block ended, or closed its input
 		}
 	}
+}
+
+// isFake reports whether b was written for a real provider (fake=).
+func isFake(b Block) bool {
+	name, _ := b.Fake()
+	return name != ""
 }

@@ -53,9 +53,22 @@ func TestLayoutTable(t *testing.T) {
 	}
 }
 
-// trackedDirs are the top-level directories holding tracked files, but
-// the hidden ones.
-func trackedDirs(t *testing.T) []string {
+// trackedTop are the repository's tracked top-level entries, files and
+// directories.
+func trackedTop(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, f := range lsFiles(t) {
+		top, _, _ := strings.Cut(f, "/")
+		if !slices.Contains(out, top) {
+			out = append(out, top)
+		}
+	}
+	return out
+}
+
+// lsFiles are the files git tracks, relative to the top level.
+func lsFiles(t *testing.T) []string {
 	t.Helper()
 	cmd := exec.Command("git", "ls-files")
 	cmd.Dir = root
@@ -63,8 +76,15 @@ func trackedDirs(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
 	}
+	return strings.Fields(string(out))
+}
+
+// trackedDirs are the top-level directories holding tracked files, but
+// the hidden ones.
+func trackedDirs(t *testing.T) []string {
+	t.Helper()
 	var dirs []string
-	for f := range strings.Lines(string(out)) {
+	for _, f := range lsFiles(t) {
 		d, _, nested := strings.Cut(f, "/")
 		if nested && !strings.HasPrefix(d, ".") && !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
