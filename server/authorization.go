@@ -42,7 +42,7 @@ func (g *generation) authorize(ctx context.Context, server string, ch *bridgev1.
 	}
 	challenge := mcpauth.Challenge{Status: int(ch.GetStatus()), WWWAuthenticate: ch.GetWwwAuthenticate()}
 	ask := func(ctx context.Context, reason agentdv1.AuthorizationReason, granted []string) (*mcpauth.Token, error) {
-		if reason == agentdv1.AuthorizationReason_AUTHORIZATION_REASON_STEP_UP && !g.stepUps.first(server, challenge.Scopes()) {
+		if reason == agentdv1.AuthorizationReason_AUTHORIZATION_REASON_STEP_UP && g.stepUps.was(server, challenge.Scopes()) {
 			return nil, stepUpRefused(server, challenge.Scopes())
 		}
 		return g.authorizationCode(ctx, server, sub.URL, sub.Config, challenge, granted, reason)
@@ -117,6 +117,9 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	}
 	g.s.log.InfoContext(ctx, "authorization requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "server", server, "reason", reason.String())
+	if reason == agentdv1.AuthorizationReason_AUTHORIZATION_REASON_STEP_UP {
+		g.stepUps.note(server, ch.Scopes()) // asked now: never again for these scopes
+	}
 	answer, none, err := g.ask(ctx, question{pausable: g.canDefer(), request: func() (string, *agentdv1.GenerateResponse) {
 		return req.GetId(), &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_AuthorizationRequest{AuthorizationRequest: req}}
 	}})
@@ -302,20 +305,22 @@ type stepUps struct {
 // stepUp is a server's step-up, its scopes space-separated.
 type stepUp struct{ server, scopes string }
 
-// first reports whether the step-up of server to scopes (a set) was not
-// asked before, and notes that it is.
-func (s *stepUps) first(server string, scopes []string) bool {
-	k := stepUp{server, strings.Join(scopes, " ")}
+// was reports whether a person was asked the step-up of server to scopes
+// (a set) in this generation.
+func (s *stepUps) was(server string, scopes []string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.asked[k] {
-		return false
-	}
+	return s.asked[stepUp{server, strings.Join(scopes, " ")}]
+}
+
+// note records that a person is asked the step-up of server to scopes.
+func (s *stepUps) note(server string, scopes []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.asked == nil {
 		s.asked = make(map[stepUp]bool)
 	}
-	s.asked[k] = true
-	return true
+	s.asked[stepUp{server, strings.Join(scopes, " ")}] = true
 }
 
 // list is the step-ups asked, for a checkpoint: sorted by server, then
@@ -335,7 +340,7 @@ func (s *stepUps) list() []*statev1.StepUp {
 // restore notes the step-ups a checkpoint says were asked.
 func (s *stepUps) restore(cp *statev1.Checkpoint) {
 	for _, su := range cp.GetStepUps() {
-		s.first(su.GetServerName(), su.GetScopes())
+		s.note(su.GetServerName(), su.GetScopes())
 	}
 }
 

@@ -23,12 +23,13 @@ func TestStepUpsKept(t *testing.T) {
 		server string
 		scopes []string
 	}{{"docs", []string{"read", "write"}}, {"crm", []string{"admin"}}, {"crm", nil}} {
-		if !g.stepUps.first(su.server, su.scopes) {
-			t.Fatalf("first(%s, %v) = false on a new generation", su.server, su.scopes)
+		if g.stepUps.was(su.server, su.scopes) {
+			t.Fatalf("was(%s, %v) = true on a new generation", su.server, su.scopes)
 		}
+		g.stepUps.note(su.server, su.scopes)
 	}
-	if g.stepUps.first("crm", []string{"admin"}) {
-		t.Error("first(crm, admin) = true the second time")
+	if !g.stepUps.was("crm", []string{"admin"}) {
+		t.Error("was(crm, admin) = false once noted")
 	}
 
 	data, err := proto.Marshal(g.conversation(nil))
@@ -57,8 +58,8 @@ func TestStepUpsKept(t *testing.T) {
 		{"files", []string{"admin"}, true},
 	}
 	for _, tc := range tests {
-		if got := next.stepUps.first(tc.server, tc.scopes); got != tc.first {
-			t.Errorf("after the checkpoint, first(%s, %v) = %v, want %v", tc.server, tc.scopes, got, tc.first)
+		if got := !next.stepUps.was(tc.server, tc.scopes); got != tc.first {
+			t.Errorf("after the checkpoint, was(%s, %v) = %v, want %v", tc.server, tc.scopes, !got, !tc.first)
 		}
 	}
 }

@@ -118,9 +118,18 @@ func (c Challenge) StepUp() bool {
 // parameter) as a set: sorted, each once.
 func (c Challenge) Scopes() []string {
 	s := strings.Fields(bearerParam(c.parse(), "scope"))
+	// The server's text, bound before it names anything in errors and
+	// checkpoints: a scope agentd would not repeat reads "(invalid)".
+	s = s[:min(len(s), maxChallengeScopes)]
+	for i := range s {
+		s[i] = safeCode(s[i])
+	}
 	slices.Sort(s)
 	return slices.Compact(s)
 }
+
+// maxChallengeScopes bounds the scopes a challenge is taken to ask.
+const maxChallengeScopes = 32
 
 // Token is an access token with what it takes to refresh it. It is
 // JSON-serialisable and holds secrets: store it sealed.

@@ -126,7 +126,15 @@ func (a *authorizer) renew(ctx context.Context, resp *http.Response, presented s
 // short: a cancelled or timed-out wait says nothing about the grant, and
 // the next refusal may ask again. a.turn is held.
 func (a *authorizer) remember(ctx context.Context, r refusal, err error) {
-	if ctx.Err() != nil || fault.KindOf(err) == fault.Canceled || fault.KindOf(err) == fault.Timeout {
+	// Only an answer is remembered (a person declined, an authorization
+	// server refused): a wait cut short, or a dependency that failed, says
+	// nothing of the next attempt.
+	switch fault.KindOf(err) {
+	case fault.Unauthenticated, fault.Permission, fault.Invalid, fault.FailedPrecondition:
+	default:
+		return
+	}
+	if ctx.Err() != nil {
 		return
 	}
 	if a.failed == nil {

@@ -70,13 +70,14 @@ func TestHTTPFailedResolutionAskedOnce(t *testing.T) {
 // TestAuthorizerRemembersByRefusal (X-M1): a failed resolution answers
 // later refusals of the same authorization that ask for the same thing;
 // one asking for another scope, or a 401 after a failed step-up, is a new
-// question and is resolved.
+// question and is resolved. A failure that is no answer (a dependency
+// down) is not remembered.
 func TestAuthorizerRemembersByRefusal(t *testing.T) {
 	t.Parallel()
 	refusal := func(status int, challenge string) *http.Response {
 		return &http.Response{StatusCode: status, Header: http.Header{"Www-Authenticate": {challenge}}}
 	}
-	declined := errors.New("declined")
+	declined := fault.New(fault.Unauthenticated, "declined")
 	var calls int
 	a := &authorizer{turn: make(chan struct{}, 1), resolve: func(context.Context, Challenge) (string, error) {
 		calls++
@@ -100,5 +101,13 @@ func TestAuthorizerRemembersByRefusal(t *testing.T) {
 		if calls != s.wantCalls {
 			t.Errorf("step %d: the resolver ran %d times, want %d", i, calls, s.wantCalls)
 		}
+	}
+	down := fault.New(fault.Unavailable, "the authorization server could not be reached")
+	a.resolve = func(context.Context, Challenge) (string, error) { calls++; return "", down }
+	for range 2 {
+		_, _ = a.renew(t.Context(), refusal(403, `Bearer error="insufficient_scope", scope="d"`), "Bearer old")
+	}
+	if calls != 5 {
+		t.Errorf("an unavailable authorization server: the resolver ran %d times in all, want 5 (asked again)", calls)
 	}
 }
