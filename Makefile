@@ -181,7 +181,7 @@ build/ts/examples/ts/demo.js: node_modules/.stamp examples/ts/*.ts $(wildcard ge
 # scripts/run.sh prints what to try against the address it bound.
 LISTEN ?=
 run: build
-	@scripts/run.sh bin/agentd "$(GRPCURL)" $(PY) $(LISTEN)
+	@scripts/run.sh bin/agentd "$(GRPCURL)" $(LISTEN)
 
 # Every check, in four steps: the downloads side by side; gen/ and the API
 # (buf generate rewrites gen/, so nothing compiles meanwhile); bin/agentd,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh AGENTD GRPCURL PY [LISTEN]: what `make run` runs. It starts
+# run.sh AGENTD GRPCURL [LISTEN]: what `make run` runs. It starts
 # `AGENTD serve` in the foreground, on LISTEN when given (as AGENTD_LISTEN;
 # otherwise where the configuration says), passes its log through, and
 # once agentd says where it serves, prints what to try against that
@@ -7,7 +7,7 @@
 # command runs against another address than the default with it
 # (AGENTD_ADDR=... for agentd's own client). It exits as agentd does.
 set -euo pipefail
-agentd=$1 grpcurl=$2 py=$3 listen=${4:-}
+agentd=$1 grpcurl=$2 listen=${3:-}
 default=127.0.0.1:7070
 
 # banner prints what to try against agentd serving on $1.

@@ -72,7 +72,7 @@ func TestRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			args := []string{script, agentd, "grpcurl", "/usr/bin/python3"}
+			args := []string{script, agentd, "grpcurl"}
 			if tc.listen != "" {
 				args = append(args, tc.listen)
 			}
