@@ -67,17 +67,24 @@ func TestOAuthEnterpriseManaged(t *testing.T) {
 	if run := oauthGenerate(t, client, alice, "alice", nil); run.err != nil || exchanges() != 1 {
 		t.Fatalf("second generation: err %v, grants %v; want the kept token", run.err, as.Grants())
 	}
+	// X-M3: a token is the ID token's subject's: another's ID token under
+	// the same end user (an application that names none) is exchanged
+	// anew, never served the first one's token.
+	bob := oauthAgent(t, as.MCPURL, decl(as.IdP.IDToken(t, "bob@example.com")), "echo")
+	if run := oauthGenerate(t, client, bob, "alice", nil); run.err != nil || exchanges() != 2 {
+		t.Fatalf("another's ID token under the same end user: err %v, grants %v; want an exchange of its own", run.err, as.Grants())
+	}
 	as.ExpireAll()
-	if run := oauthGenerate(t, client, alice, "alice", nil); run.err != nil || len(run.requests) != 0 || exchanges() != 2 {
+	if run := oauthGenerate(t, client, alice, "alice", nil); run.err != nil || len(run.requests) != 0 || exchanges() != 3 {
 		t.Fatalf("after expiry: err %v, %d requests, grants %v; want a new exchange", run.err, len(run.requests), as.Grants())
 	}
 
 	// The service's ID token file is a registered server's alone: a
 	// request's server must bring the end user's.
-	if run := oauthGenerate(t, client, refAgent(t, "reg-hr", "", "echo"), "reg", nil); run.err != nil || !strings.Contains(run.final, "hi") || exchanges() != 3 {
+	if run := oauthGenerate(t, client, refAgent(t, "reg-hr", "", "echo"), "reg", nil); run.err != nil || !strings.Contains(run.final, "hi") || exchanges() != 4 {
 		t.Fatalf("registered server: err %v, final %q, grants %v", run.err, run.final, as.Grants())
 	}
-	if run := oauthGenerate(t, client, oauthAgent(t, as.MCPURL, decl(""), "echo"), "svc", nil); status.Code(run.err) != codes.InvalidArgument || exchanges() != 3 {
+	if run := oauthGenerate(t, client, oauthAgent(t, as.MCPURL, decl(""), "echo"), "svc", nil); status.Code(run.err) != codes.InvalidArgument || exchanges() != 4 {
 		t.Fatalf("a request's server without an ID token: err %v, grants %v; want INVALID_ARGUMENT and no exchange", run.err, as.Grants())
 	}
 

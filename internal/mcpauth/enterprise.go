@@ -2,10 +2,14 @@ package mcpauth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/url"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
@@ -71,7 +75,26 @@ func (c *Config) EnterpriseManaged(ctx context.Context, serverURL string, ch Cha
 	if err != nil {
 		return nil, tokenError(err, d.as.TokenEndpoint)
 	}
-	return newToken(ot, EnterpriseManaged, scopes, cl, d.as.TokenEndpoint, d.as.Issuer, d.resource), nil
+	t := newToken(ot, EnterpriseManaged, scopes, cl, d.as.TokenEndpoint, d.as.Issuer, d.resource)
+	t.Identity = IdentityOf(idToken)
+	return t, nil
+}
+
+// IdentityOf names whose ID token idToken is without holding any of it:
+// a hash of its issuer and subject, read without checking its signature
+// (the identity provider checks it when it is exchanged). "" when it is
+// not a JWT.
+func IdentityOf(idToken string) string {
+	tok, err := jwt.ParseSigned(idToken, []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.PS256, jose.EdDSA})
+	if err != nil {
+		return ""
+	}
+	var c jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&c); err != nil || c.Subject == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(c.Issuer + "\x00" + c.Subject))
+	return hex.EncodeToString(sum[:])
 }
 
 // identityAssertion exchanges idToken at the identity provider for an

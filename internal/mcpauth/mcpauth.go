@@ -148,6 +148,10 @@ type Token struct {
 	Issuer   string `json:"issuer,omitempty"`
 	// Resource is the RFC 8707 resource indicator the token is for.
 	Resource string `json:"resource,omitempty"`
+	// Identity is whose ID token an enterprise-managed grant exchanged
+	// for the token (IdentityOf), so that another's is never presented
+	// in its place.
+	Identity string `json:"identity,omitempty"`
 	// The client that got the token (a dynamically registered one's too).
 	ClientID     string `json:"client_id"`
 	ClientSecret string `json:"client_secret,omitempty"`

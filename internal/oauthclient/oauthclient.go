@@ -166,10 +166,21 @@ func (c *Client) Load(ctx context.Context, s *Subject) (*mcpauth.Token, error) {
 	if err := json.Unmarshal(data, t); err != nil {
 		return nil, nil // unreadable: as if none, and the next grant replaces it
 	}
-	if t.Grant != s.Config.Grant || s.Config.ClientID != "" && t.ClientID != s.Config.ClientID {
+	if t.Grant != s.Config.Grant || s.Config.ClientID != "" && t.ClientID != s.Config.ClientID || !sameIdentity(t, s.Config) {
 		return nil, nil
 	}
 	return t, nil
+}
+
+// sameIdentity reports whether t, if an enterprise-managed grant's, was
+// obtained for the ID token cfg presents now: an application that names
+// no end user would otherwise have one user's token serve another's.
+func sameIdentity(t *mcpauth.Token, cfg *mcpauth.Config) bool {
+	if t.Grant != mcpauth.EnterpriseManaged || cfg.IdentityProvider == nil {
+		return true
+	}
+	idToken, err := cfg.IdentityProvider.IDToken()
+	return err == nil && mcpauth.IdentityOf(idToken) == t.Identity
 }
 
 // Keep stores t as s's token. A store that fails is logged, not the
