@@ -99,7 +99,7 @@ func startStack(t *testing.T) stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = fake.Close() })
+	t.Cleanup(fake.Close)
 	serverEnv := append(append(cleanEnv(), fake.Env()...),
 		"AGENTD_LISTEN=127.0.0.1:0", "AGENTD_STATE_DIR="+filepath.Join(tmp, "state"), "AGENTD_SHUTDOWN_DRAIN=0",
 		"AGENTD_BRIDGE_ALLOWED_COMMANDS=npx,node", "AGENTD_CONFIG=")

@@ -12,8 +12,8 @@ package fakemodel
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"unicode/utf8"
 )
@@ -27,28 +27,19 @@ const (
 )
 
 // Server is a running fake model.
-type Server struct {
-	srv *http.Server
-	lis net.Listener
-}
+type Server struct{ srv *httptest.Server }
 
 // Start serves the fake model on a loopback port.
 func Start() (*Server, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+openAIPath, openAI)
 	mux.HandleFunc("POST "+anthropicPath, anthropic)
 	mux.HandleFunc("POST "+ollamaPath, ollama)
-	s := &Server{srv: &http.Server{Handler: mux}, lis: lis}
-	go func() { _ = s.srv.Serve(lis) }()
-	return s, nil
+	return &Server{srv: httptest.NewServer(mux)}, nil
 }
 
 // Addr is the server's host:port (Ollama's OLLAMA_HOST).
-func (s *Server) Addr() string { return s.lis.Addr().String() }
+func (s *Server) Addr() string { return s.srv.Listener.Addr().String() }
 
 // Origin is the server's http://host:port (Anthropic's base URL; OpenAI's
 // is Origin()+"/v1").
@@ -65,8 +56,8 @@ func (s *Server) Env() []string {
 	}
 }
 
-// Close stops the server.
-func (s *Server) Close() error { return s.srv.Close() }
+// Close stops the server and waits for its requests to end.
+func (s *Server) Close() { s.srv.Close() }
 
 // tool is a tool the request offers.
 type tool struct {

@@ -24,7 +24,7 @@ func TestAdaptersUnderstandTheFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = fake.Close() })
+	t.Cleanup(fake.Close)
 	for _, tc := range []struct {
 		name string
 		p    providers.Provider
