@@ -95,10 +95,7 @@ func startStack(t *testing.T) stack {
 	t.Helper()
 	tmp := t.TempDir()
 	dir := mirror(t, filepath.Join(tmp, "repo"), agentdBinary(t, tmp))
-	fake, err := fakemodel.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := fakemodel.Start()
 	t.Cleanup(fake.Close)
 	serverEnv := append(append(cleanEnv(), fake.Env()...),
 		"AGENTD_LISTEN=127.0.0.1:0", "AGENTD_STATE_DIR="+filepath.Join(tmp, "state"), "AGENTD_SHUTDOWN_DRAIN=0",

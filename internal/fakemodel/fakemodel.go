@@ -30,12 +30,12 @@ const (
 type Server struct{ srv *httptest.Server }
 
 // Start serves the fake model on a loopback port.
-func Start() (*Server, error) {
+func Start() *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+openAIPath, openAI)
 	mux.HandleFunc("POST "+anthropicPath, anthropic)
 	mux.HandleFunc("POST "+ollamaPath, ollama)
-	return &Server{srv: httptest.NewServer(mux)}, nil
+	return &Server{srv: httptest.NewServer(mux)}
 }
 
 // Addr is the server's host:port (Ollama's OLLAMA_HOST).

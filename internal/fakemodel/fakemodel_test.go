@@ -20,10 +20,7 @@ import (
 // text that quotes it.
 func TestAdaptersUnderstandTheFake(t *testing.T) {
 	t.Parallel()
-	fake, err := fakemodel.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := fakemodel.Start()
 	t.Cleanup(fake.Close)
 	for _, tc := range []struct {
 		name string
