@@ -484,6 +484,67 @@ func (GenerationState) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
+// PendingRequestKind is what a pending request asks for.
+type PendingRequestKind int32
+
+const (
+	PendingRequestKind_PENDING_REQUEST_KIND_UNSPECIFIED PendingRequestKind = 0
+	// An ApprovalRequest.
+	PendingRequestKind_PENDING_REQUEST_KIND_APPROVAL PendingRequestKind = 1
+	// An AuthorizationRequest.
+	PendingRequestKind_PENDING_REQUEST_KIND_AUTHORIZATION PendingRequestKind = 2
+	// An InputRequest.
+	PendingRequestKind_PENDING_REQUEST_KIND_INPUT PendingRequestKind = 3
+	// A FunctionCall: only the generation's client can answer it, with a
+	// FunctionResult; listed, not decidable.
+	PendingRequestKind_PENDING_REQUEST_KIND_FUNCTION_CALL PendingRequestKind = 4
+)
+
+// Enum value maps for PendingRequestKind.
+var (
+	PendingRequestKind_name = map[int32]string{
+		0: "PENDING_REQUEST_KIND_UNSPECIFIED",
+		1: "PENDING_REQUEST_KIND_APPROVAL",
+		2: "PENDING_REQUEST_KIND_AUTHORIZATION",
+		3: "PENDING_REQUEST_KIND_INPUT",
+		4: "PENDING_REQUEST_KIND_FUNCTION_CALL",
+	}
+	PendingRequestKind_value = map[string]int32{
+		"PENDING_REQUEST_KIND_UNSPECIFIED":   0,
+		"PENDING_REQUEST_KIND_APPROVAL":      1,
+		"PENDING_REQUEST_KIND_AUTHORIZATION": 2,
+		"PENDING_REQUEST_KIND_INPUT":         3,
+		"PENDING_REQUEST_KIND_FUNCTION_CALL": 4,
+	}
+)
+
+func (x PendingRequestKind) Enum() *PendingRequestKind {
+	p := new(PendingRequestKind)
+	*p = x
+	return p
+}
+
+func (x PendingRequestKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PendingRequestKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_service_proto_enumTypes[8].Descriptor()
+}
+
+func (PendingRequestKind) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_service_proto_enumTypes[8]
+}
+
+func (x PendingRequestKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PendingRequestKind.Descriptor instead.
+func (PendingRequestKind) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{8}
+}
+
 // GenerateRequest is one client message on the Generate stream.
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -950,7 +1011,11 @@ type ApprovalDecision struct {
 	Approved bool `protobuf:"varint,2,opt,name=approved,proto3" json:"approved,omitempty"`
 	// Optional ApprovalRequest.digest; when set it must match, so that an
 	// approval cannot be applied to a different call.
-	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	// Why, for the record (at most 1,000 characters): kept with the
+	// decision, shown in approval_decided and in the audit line; a declined
+	// call's reason reaches the model with the refusal.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1002,6 +1067,13 @@ func (x *ApprovalDecision) GetApproved() bool {
 func (x *ApprovalDecision) GetDigest() string {
 	if x != nil {
 		return x.Digest
+	}
+	return ""
+}
+
+func (x *ApprovalDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -1138,6 +1210,7 @@ type GenerateResponse struct {
 	//	*GenerateResponse_AuthorizationRequest
 	//	*GenerateResponse_InputRequest
 	//	*GenerateResponse_Warning
+	//	*GenerateResponse_ApprovalDecided
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation: 1 for the first
 	// event, then one more for each event, across the whole generation (a
@@ -1327,6 +1400,15 @@ func (x *GenerateResponse) GetWarning() *Warning {
 	return nil
 }
 
+func (x *GenerateResponse) GetApprovalDecided() *ApprovalDecided {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_ApprovalDecided); ok {
+			return x.ApprovalDecided
+		}
+	}
+	return nil
+}
+
 func (x *GenerateResponse) GetSequence() int64 {
 	if x != nil {
 		return x.Sequence
@@ -1421,6 +1503,12 @@ type GenerateResponse_Warning struct {
 	Warning *Warning `protobuf:"bytes,16,opt,name=warning,proto3,oneof"`
 }
 
+type GenerateResponse_ApprovalDecided struct {
+	// A pending request was answered: by this stream, or by someone
+	// else's DecideRequests.
+	ApprovalDecided *ApprovalDecided `protobuf:"bytes,17,opt,name=approval_decided,json=approvalDecided,proto3,oneof"`
+}
+
 func (*GenerateResponse_Started) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TextDelta) isGenerateResponse_Event() {}
@@ -1450,6 +1538,8 @@ func (*GenerateResponse_AuthorizationRequest) isGenerateResponse_Event() {}
 func (*GenerateResponse_InputRequest) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_Warning) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_ApprovalDecided) isGenerateResponse_Event() {}
 
 // GenerationStarted is the first event of every generation.
 type GenerationStarted struct {
@@ -3489,10 +3579,15 @@ type Generation struct {
 	Usage *Usage `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Why a failed or cancelled generation ended: its gRPC status code and
 	// message, as the stream ended with.
-	ErrorCode     int32  `protobuf:"varint,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	ErrorMessage  string `protobuf:"bytes,13,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ErrorCode    int32  `protobuf:"varint,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string `protobuf:"bytes,13,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// A waiting or paused generation's pending authorizations and inputs
+	// (GetGeneration only), beside approval_requests and function_calls,
+	// which now also list a waiting generation's.
+	AuthorizationRequests []*AuthorizationRequest `protobuf:"bytes,14,rep,name=authorization_requests,json=authorizationRequests,proto3" json:"authorization_requests,omitempty"`
+	InputRequests         []*InputRequest         `protobuf:"bytes,15,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Generation) Reset() {
@@ -3616,6 +3711,895 @@ func (x *Generation) GetErrorMessage() string {
 	return ""
 }
 
+func (x *Generation) GetAuthorizationRequests() []*AuthorizationRequest {
+	if x != nil {
+		return x.AuthorizationRequests
+	}
+	return nil
+}
+
+func (x *Generation) GetInputRequests() []*InputRequest {
+	if x != nil {
+		return x.InputRequests
+	}
+	return nil
+}
+
+// CreateGenerationRequest starts a generation detached.
+type CreateGenerationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation, as Generate's start; detach is implied. Over HTTP
+	// (POST /v1/generations) it is the whole body.
+	Start         *StartGeneration `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateGenerationRequest) Reset() {
+	*x = CreateGenerationRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateGenerationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateGenerationRequest) ProtoMessage() {}
+
+func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateGenerationRequest.ProtoReflect.Descriptor instead.
+func (*CreateGenerationRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CreateGenerationRequest) GetStart() *StartGeneration {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+// CreateGenerationResponse names the generation started.
+type CreateGenerationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Follow, get or decide with it.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// The sequence number of its first event (started): follow after
+	// first_sequence - 1 to see every event.
+	FirstSequence int64 `protobuf:"varint,2,opt,name=first_sequence,json=firstSequence,proto3" json:"first_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateGenerationResponse) Reset() {
+	*x = CreateGenerationResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateGenerationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateGenerationResponse) ProtoMessage() {}
+
+func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateGenerationResponse.ProtoReflect.Descriptor instead.
+func (*CreateGenerationResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CreateGenerationResponse) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *CreateGenerationResponse) GetFirstSequence() int64 {
+	if x != nil {
+		return x.FirstSequence
+	}
+	return 0
+}
+
+// FollowGenerationRequest names the generation to follow.
+type FollowGenerationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// Send the events whose sequence is greater than this; 0 for all.
+	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowGenerationRequest) Reset() {
+	*x = FollowGenerationRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowGenerationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowGenerationRequest) ProtoMessage() {}
+
+func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowGenerationRequest.ProtoReflect.Descriptor instead.
+func (*FollowGenerationRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *FollowGenerationRequest) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *FollowGenerationRequest) GetAfterSequence() int64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+// FollowGenerationResponse is one event of the generation followed.
+type FollowGenerationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As on the Generate stream, with its sequence.
+	Event         *GenerateResponse `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowGenerationResponse) Reset() {
+	*x = FollowGenerationResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowGenerationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowGenerationResponse) ProtoMessage() {}
+
+func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowGenerationResponse.ProtoReflect.Descriptor instead.
+func (*FollowGenerationResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *FollowGenerationResponse) GetEvent() *GenerateResponse {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// StreamGenerationEventsRequest names the generation to follow over SSE.
+type StreamGenerationEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// Send the events whose sequence is greater than this; the
+	// Last-Event-ID header, when given, wins.
+	After         int64 `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamGenerationEventsRequest) Reset() {
+	*x = StreamGenerationEventsRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamGenerationEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamGenerationEventsRequest) ProtoMessage() {}
+
+func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamGenerationEventsRequest.ProtoReflect.Descriptor instead.
+func (*StreamGenerationEventsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *StreamGenerationEventsRequest) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *StreamGenerationEventsRequest) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+// StreamGenerationEventsResponse is a chunk of the event stream.
+type StreamGenerationEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamGenerationEventsResponse) Reset() {
+	*x = StreamGenerationEventsResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamGenerationEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamGenerationEventsResponse) ProtoMessage() {}
+
+func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
+func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+}
+
+// DecideRequestsRequest answers pending requests of one generation.
+type DecideRequestsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// Decisions of its pending ApprovalRequests (digest optional, reason
+	// recorded).
+	ApprovalDecisions []*ApprovalDecision `protobuf:"bytes,2,rep,name=approval_decisions,json=approvalDecisions,proto3" json:"approval_decisions,omitempty"`
+	// Answers of its pending AuthorizationRequests.
+	AuthorizationResponses []*AuthorizationResponse `protobuf:"bytes,3,rep,name=authorization_responses,json=authorizationResponses,proto3" json:"authorization_responses,omitempty"`
+	// Answers of its pending InputRequests.
+	InputResponses []*InputResponse `protobuf:"bytes,4,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DecideRequestsRequest) Reset() {
+	*x = DecideRequestsRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideRequestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideRequestsRequest) ProtoMessage() {}
+
+func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideRequestsRequest.ProtoReflect.Descriptor instead.
+func (*DecideRequestsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DecideRequestsRequest) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *DecideRequestsRequest) GetApprovalDecisions() []*ApprovalDecision {
+	if x != nil {
+		return x.ApprovalDecisions
+	}
+	return nil
+}
+
+func (x *DecideRequestsRequest) GetAuthorizationResponses() []*AuthorizationResponse {
+	if x != nil {
+		return x.AuthorizationResponses
+	}
+	return nil
+}
+
+func (x *DecideRequestsRequest) GetInputResponses() []*InputResponse {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+// DecideRequestsResponse is what was recorded.
+type DecideRequestsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per answer given, in the request's order.
+	Decisions []*ApprovalDecided `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// The generation after the decisions (RUNNING once a paused one
+	// resumed).
+	Generation    *Generation `protobuf:"bytes,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideRequestsResponse) Reset() {
+	*x = DecideRequestsResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideRequestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideRequestsResponse) ProtoMessage() {}
+
+func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideRequestsResponse.ProtoReflect.Descriptor instead.
+func (*DecideRequestsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DecideRequestsResponse) GetDecisions() []*ApprovalDecided {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+func (x *DecideRequestsResponse) GetGeneration() *Generation {
+	if x != nil {
+		return x.Generation
+	}
+	return nil
+}
+
+// ApprovalDecided says a pending request was answered, and by whom.
+type ApprovalDecided struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's id (ApprovalRequest.id, AuthorizationRequest.id,
+	// InputRequest.id).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// What kind of request it was.
+	Kind PendingRequestKind `protobuf:"varint,2,opt,name=kind,proto3,enum=agentd.v1.PendingRequestKind" json:"kind,omitempty"`
+	// An approval's decision.
+	Approved bool `protobuf:"varint,3,opt,name=approved,proto3" json:"approved,omitempty"`
+	// An input request's answer.
+	Action InputAction `protobuf:"varint,4,opt,name=action,proto3,enum=agentd.v1.InputAction" json:"action,omitempty"`
+	// The principal who decided (its name, never its credential); empty
+	// without authentication.
+	DecidedBy string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// ApprovalDecision.reason.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When the decision was recorded.
+	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalDecided) Reset() {
+	*x = ApprovalDecided{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalDecided) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalDecided) ProtoMessage() {}
+
+func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
+func (*ApprovalDecided) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ApprovalDecided) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetKind() PendingRequestKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PendingRequestKind_PENDING_REQUEST_KIND_UNSPECIFIED
+}
+
+func (x *ApprovalDecided) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ApprovalDecided) GetAction() InputAction {
+	if x != nil {
+		return x.Action
+	}
+	return InputAction_INPUT_ACTION_UNSPECIFIED
+}
+
+func (x *ApprovalDecided) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
+// ListPendingRequestsRequest selects a page of pending requests: every
+// field given narrows the selection.
+type ListPendingRequestsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only these kinds; empty: all.
+	Kinds []PendingRequestKind `protobuf:"varint,1,rep,packed,name=kinds,proto3,enum=agentd.v1.PendingRequestKind" json:"kinds,omitempty"`
+	// Only requests concerning this MCP server, as declared.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// Only approvals of this tool (the server's name for it).
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Only generations started for this end user.
+	EndUser string `protobuf:"bytes,4,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// ListPendingRequestsResponse.next_page_token of the previous page;
+	// empty for the first.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingRequestsRequest) Reset() {
+	*x = ListPendingRequestsRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingRequestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingRequestsRequest) ProtoMessage() {}
+
+func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingRequestsRequest.ProtoReflect.Descriptor instead.
+func (*ListPendingRequestsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListPendingRequestsRequest) GetKinds() []PendingRequestKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *ListPendingRequestsRequest) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *ListPendingRequestsRequest) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ListPendingRequestsRequest) GetEndUser() string {
+	if x != nil {
+		return x.EndUser
+	}
+	return ""
+}
+
+func (x *ListPendingRequestsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPendingRequestsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListPendingRequestsResponse is one page.
+type ListPendingRequestsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Requests []*PendingRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// The next page's token; empty after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingRequestsResponse) Reset() {
+	*x = ListPendingRequestsResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingRequestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingRequestsResponse) ProtoMessage() {}
+
+func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingRequestsResponse.ProtoReflect.Descriptor instead.
+func (*ListPendingRequestsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ListPendingRequestsResponse) GetRequests() []*PendingRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ListPendingRequestsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// PendingRequest is one request a generation waits for.
+type PendingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation that asks.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// What it asks for.
+	Kind PendingRequestKind `protobuf:"varint,2,opt,name=kind,proto3,enum=agentd.v1.PendingRequestKind" json:"kind,omitempty"`
+	// The request, by kind.
+	//
+	// Types that are valid to be assigned to Request:
+	//
+	//	*PendingRequest_Approval
+	//	*PendingRequest_Authorization
+	//	*PendingRequest_Input
+	//	*PendingRequest_FunctionCall
+	Request isPendingRequest_Request `protobuf_oneof:"request"`
+	// WAITING (on its stream) or PAUSED.
+	State GenerationState `protobuf:"varint,7,opt,name=state,proto3,enum=agentd.v1.GenerationState" json:"state,omitempty"`
+	// When the generation asked.
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// When an unanswered request stops being answerable: a waiting
+	// generation pauses at its answer timeout, a paused one is discarded.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// StartGeneration.end_user.
+	EndUser string `protobuf:"bytes,10,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	// The principal that started the generation.
+	StartedBy string `protobuf:"bytes,11,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// The agent's provider and model.
+	Provider      string `protobuf:"bytes,12,opt,name=provider,proto3" json:"provider,omitempty"`
+	Model         string `protobuf:"bytes,13,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingRequest) Reset() {
+	*x = PendingRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingRequest) ProtoMessage() {}
+
+func (x *PendingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingRequest.ProtoReflect.Descriptor instead.
+func (*PendingRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *PendingRequest) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *PendingRequest) GetKind() PendingRequestKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PendingRequestKind_PENDING_REQUEST_KIND_UNSPECIFIED
+}
+
+func (x *PendingRequest) GetRequest() isPendingRequest_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *PendingRequest) GetApproval() *ApprovalRequest {
+	if x != nil {
+		if x, ok := x.Request.(*PendingRequest_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
+func (x *PendingRequest) GetAuthorization() *AuthorizationRequest {
+	if x != nil {
+		if x, ok := x.Request.(*PendingRequest_Authorization); ok {
+			return x.Authorization
+		}
+	}
+	return nil
+}
+
+func (x *PendingRequest) GetInput() *InputRequest {
+	if x != nil {
+		if x, ok := x.Request.(*PendingRequest_Input); ok {
+			return x.Input
+		}
+	}
+	return nil
+}
+
+func (x *PendingRequest) GetFunctionCall() *FunctionCall {
+	if x != nil {
+		if x, ok := x.Request.(*PendingRequest_FunctionCall); ok {
+			return x.FunctionCall
+		}
+	}
+	return nil
+}
+
+func (x *PendingRequest) GetState() GenerationState {
+	if x != nil {
+		return x.State
+	}
+	return GenerationState_GENERATION_STATE_UNSPECIFIED
+}
+
+func (x *PendingRequest) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *PendingRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *PendingRequest) GetEndUser() string {
+	if x != nil {
+		return x.EndUser
+	}
+	return ""
+}
+
+func (x *PendingRequest) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *PendingRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *PendingRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+type isPendingRequest_Request interface {
+	isPendingRequest_Request()
+}
+
+type PendingRequest_Approval struct {
+	Approval *ApprovalRequest `protobuf:"bytes,3,opt,name=approval,proto3,oneof"`
+}
+
+type PendingRequest_Authorization struct {
+	Authorization *AuthorizationRequest `protobuf:"bytes,4,opt,name=authorization,proto3,oneof"`
+}
+
+type PendingRequest_Input struct {
+	Input *InputRequest `protobuf:"bytes,5,opt,name=input,proto3,oneof"`
+}
+
+type PendingRequest_FunctionCall struct {
+	FunctionCall *FunctionCall `protobuf:"bytes,6,opt,name=function_call,json=functionCall,proto3,oneof"`
+}
+
+func (*PendingRequest_Approval) isPendingRequest_Request() {}
+
+func (*PendingRequest_Authorization) isPendingRequest_Request() {}
+
+func (*PendingRequest_Input) isPendingRequest_Request() {}
+
+func (*PendingRequest_FunctionCall) isPendingRequest_Request() {}
+
 var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
@@ -3647,18 +4631,19 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x10function_results\x18\x04 \x03(\v2\x19.agentd.v1.FunctionResultR\x0ffunctionResults\x12@\n" +
 	"\x0eanswer_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\x12Y\n" +
 	"\x17authorization_responses\x18\x06 \x03(\v2 .agentd.v1.AuthorizationResponseR\x16authorizationResponses\x12A\n" +
-	"\x0finput_responses\x18\a \x03(\v2\x18.agentd.v1.InputResponseR\x0einputResponses\"e\n" +
+	"\x0finput_responses\x18\a \x03(\v2\x18.agentd.v1.InputResponseR\x0einputResponses\"}\n" +
 	"\x10ApprovalDecision\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\tR\x06digest\"\\\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\\\n" +
 	"\x0eFunctionResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x16\n" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x81\b\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xca\b\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -3676,7 +4661,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\rtool_progress\x18\r \x01(\v2\x17.agentd.v1.ToolProgressH\x00R\ftoolProgress\x12V\n" +
 	"\x15authorization_request\x18\x0e \x01(\v2\x1f.agentd.v1.AuthorizationRequestH\x00R\x14authorizationRequest\x12>\n" +
 	"\rinput_request\x18\x0f \x01(\v2\x17.agentd.v1.InputRequestH\x00R\finputRequest\x12.\n" +
-	"\awarning\x18\x10 \x01(\v2\x12.agentd.v1.WarningH\x00R\awarning\x12\x1a\n" +
+	"\awarning\x18\x10 \x01(\v2\x12.agentd.v1.WarningH\x00R\awarning\x12G\n" +
+	"\x10approval_decided\x18\x11 \x01(\v2\x1a.agentd.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xcd\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
@@ -3834,7 +4820,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"z\n" +
 	"\x17ListGenerationsResponse\x127\n" +
 	"\vgenerations\x18\x01 \x03(\v2\x15.agentd.v1.GenerationR\vgenerations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x99\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb1\x06\n" +
 	"\n" +
 	"Generation\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x120\n" +
@@ -3855,7 +4841,74 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x05usage\x18\v \x01(\v2\x10.agentd.v1.UsageR\x05usage\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\f \x01(\x05R\terrorCode\x12#\n" +
-	"\rerror_message\x18\r \x01(\tR\ferrorMessage*T\n" +
+	"\rerror_message\x18\r \x01(\tR\ferrorMessage\x12V\n" +
+	"\x16authorization_requests\x18\x0e \x03(\v2\x1f.agentd.v1.AuthorizationRequestR\x15authorizationRequests\x12>\n" +
+	"\x0einput_requests\x18\x0f \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\"K\n" +
+	"\x17CreateGenerationRequest\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationR\x05start\"f\n" +
+	"\x18CreateGenerationResponse\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
+	"\x0efirst_sequence\x18\x02 \x01(\x03R\rfirstSequence\"e\n" +
+	"\x17FollowGenerationRequest\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"M\n" +
+	"\x18FollowGenerationResponse\x121\n" +
+	"\x05event\x18\x01 \x01(\v2\x1b.agentd.v1.GenerateResponseR\x05event\"Z\n" +
+	"\x1dStreamGenerationEventsRequest\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05after\" \n" +
+	"\x1eStreamGenerationEventsResponse\"\xa6\x02\n" +
+	"\x15DecideRequestsRequest\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12J\n" +
+	"\x12approval_decisions\x18\x02 \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\x11approvalDecisions\x12Y\n" +
+	"\x17authorization_responses\x18\x03 \x03(\v2 .agentd.v1.AuthorizationResponseR\x16authorizationResponses\x12A\n" +
+	"\x0finput_responses\x18\x04 \x03(\v2\x18.agentd.v1.InputResponseR\x0einputResponses\"\x89\x01\n" +
+	"\x16DecideRequestsResponse\x128\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x1a.agentd.v1.ApprovalDecidedR\tdecisions\x125\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\v2\x15.agentd.v1.GenerationR\n" +
+	"generation\"\xa1\x02\n" +
+	"\x0fApprovalDecided\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1d.agentd.v1.PendingRequestKindR\x04kind\x12\x1a\n" +
+	"\bapproved\x18\x03 \x01(\bR\bapproved\x12.\n" +
+	"\x06action\x18\x04 \x01(\x0e2\x16.agentd.v1.InputActionR\x06action\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x05 \x01(\tR\tdecidedBy\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x129\n" +
+	"\n" +
+	"decided_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"\xe6\x01\n" +
+	"\x1aListPendingRequestsRequest\x123\n" +
+	"\x05kinds\x18\x01 \x03(\x0e2\x1d.agentd.v1.PendingRequestKindR\x05kinds\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x19\n" +
+	"\bend_user\x18\x04 \x01(\tR\aendUser\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"|\n" +
+	"\x1bListPendingRequestsResponse\x125\n" +
+	"\brequests\x18\x01 \x03(\v2\x19.agentd.v1.PendingRequestR\brequests\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xff\x04\n" +
+	"\x0ePendingRequest\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x121\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1d.agentd.v1.PendingRequestKindR\x04kind\x128\n" +
+	"\bapproval\x18\x03 \x01(\v2\x1a.agentd.v1.ApprovalRequestH\x00R\bapproval\x12G\n" +
+	"\rauthorization\x18\x04 \x01(\v2\x1f.agentd.v1.AuthorizationRequestH\x00R\rauthorization\x12/\n" +
+	"\x05input\x18\x05 \x01(\v2\x17.agentd.v1.InputRequestH\x00R\x05input\x12>\n" +
+	"\rfunction_call\x18\x06 \x01(\v2\x17.agentd.v1.FunctionCallH\x00R\ffunctionCall\x120\n" +
+	"\x05state\x18\a \x01(\x0e2\x1a.agentd.v1.GenerationStateR\x05state\x12=\n" +
+	"\frequested_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x19\n" +
+	"\bend_user\x18\n" +
+	" \x01(\tR\aendUser\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\v \x01(\tR\tstartedBy\x12\x1a\n" +
+	"\bprovider\x18\f \x01(\tR\bprovider\x12\x14\n" +
+	"\x05model\x18\r \x01(\tR\x05modelB\t\n" +
+	"\arequest*T\n" +
 	"\tPlacement\x12\x19\n" +
 	"\x15PLACEMENT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PLACEMENT_PROVIDER\x10\x01\x12\x14\n" +
@@ -3899,12 +4952,23 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x17GENERATION_STATE_PAUSED\x10\x03\x12\x1e\n" +
 	"\x1aGENERATION_STATE_COMPLETED\x10\x04\x12\x1b\n" +
 	"\x17GENERATION_STATE_FAILED\x10\x05\x12\x1e\n" +
-	"\x1aGENERATION_STATE_CANCELLED\x10\x062\xc7\x02\n" +
+	"\x1aGENERATION_STATE_CANCELLED\x10\x06*\xcd\x01\n" +
+	"\x12PendingRequestKind\x12$\n" +
+	" PENDING_REQUEST_KIND_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dPENDING_REQUEST_KIND_APPROVAL\x10\x01\x12&\n" +
+	"\"PENDING_REQUEST_KIND_AUTHORIZATION\x10\x02\x12\x1e\n" +
+	"\x1aPENDING_REQUEST_KIND_INPUT\x10\x03\x12&\n" +
+	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xb1\x06\n" +
 	"\fAgentService\x12G\n" +
 	"\bGenerate\x12\x1a.agentd.v1.GenerateRequest\x1a\x1b.agentd.v1.GenerateResponse(\x010\x01\x12@\n" +
 	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponse\x12R\n" +
 	"\rGetGeneration\x12\x1f.agentd.v1.GetGenerationRequest\x1a .agentd.v1.GetGenerationResponse\x12X\n" +
-	"\x0fListGenerations\x12!.agentd.v1.ListGenerationsRequest\x1a\".agentd.v1.ListGenerationsResponseB\x9b\x01\n" +
+	"\x0fListGenerations\x12!.agentd.v1.ListGenerationsRequest\x1a\".agentd.v1.ListGenerationsResponse\x12[\n" +
+	"\x10CreateGeneration\x12\".agentd.v1.CreateGenerationRequest\x1a#.agentd.v1.CreateGenerationResponse\x12]\n" +
+	"\x10FollowGeneration\x12\".agentd.v1.FollowGenerationRequest\x1a#.agentd.v1.FollowGenerationResponse0\x01\x12o\n" +
+	"\x16StreamGenerationEvents\x12(.agentd.v1.StreamGenerationEventsRequest\x1a).agentd.v1.StreamGenerationEventsResponse0\x01\x12U\n" +
+	"\x0eDecideRequests\x12 .agentd.v1.DecideRequestsRequest\x1a!.agentd.v1.DecideRequestsResponse\x12d\n" +
+	"\x13ListPendingRequests\x12%.agentd.v1.ListPendingRequestsRequest\x1a&.agentd.v1.ListPendingRequestsResponseB\x9b\x01\n" +
 	"\rcom.agentd.v1B\x11AgentServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -3920,149 +4984,195 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_service_proto_rawDescData
 }
 
-var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
-	(Placement)(0),                  // 0: agentd.v1.Placement
-	(Transport)(0),                  // 1: agentd.v1.Transport
-	(ToolOrigin)(0),                 // 2: agentd.v1.ToolOrigin
-	(AuthorizationReason)(0),        // 3: agentd.v1.AuthorizationReason
-	(InputMode)(0),                  // 4: agentd.v1.InputMode
-	(InputAction)(0),                // 5: agentd.v1.InputAction
-	(StopReason)(0),                 // 6: agentd.v1.StopReason
-	(GenerationState)(0),            // 7: agentd.v1.GenerationState
-	(*GenerateRequest)(nil),         // 8: agentd.v1.GenerateRequest
-	(*AttachGeneration)(nil),        // 9: agentd.v1.AttachGeneration
-	(*StartGeneration)(nil),         // 10: agentd.v1.StartGeneration
-	(*ResumeGeneration)(nil),        // 11: agentd.v1.ResumeGeneration
-	(*ApprovalDecision)(nil),        // 12: agentd.v1.ApprovalDecision
-	(*FunctionResult)(nil),          // 13: agentd.v1.FunctionResult
-	(*CancelGeneration)(nil),        // 14: agentd.v1.CancelGeneration
-	(*GenerateResponse)(nil),        // 15: agentd.v1.GenerateResponse
-	(*GenerationStarted)(nil),       // 16: agentd.v1.GenerationStarted
-	(*ServerPlacement)(nil),         // 17: agentd.v1.ServerPlacement
-	(*ToolInfo)(nil),                // 18: agentd.v1.ToolInfo
-	(*TextDelta)(nil),               // 19: agentd.v1.TextDelta
-	(*ToolCallStarted)(nil),         // 20: agentd.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),        // 21: agentd.v1.ToolCallFinished
-	(*ToolProgress)(nil),            // 22: agentd.v1.ToolProgress
-	(*AuthorizationRequest)(nil),    // 23: agentd.v1.AuthorizationRequest
-	(*AuthorizationResponse)(nil),   // 24: agentd.v1.AuthorizationResponse
-	(*InputRequest)(nil),            // 25: agentd.v1.InputRequest
-	(*InputResponse)(nil),           // 26: agentd.v1.InputResponse
-	(*ApprovalRequest)(nil),         // 27: agentd.v1.ApprovalRequest
-	(*SamplingApproval)(nil),        // 28: agentd.v1.SamplingApproval
-	(*SamplingMessage)(nil),         // 29: agentd.v1.SamplingMessage
-	(*FunctionCall)(nil),            // 30: agentd.v1.FunctionCall
-	(*Usage)(nil),                   // 31: agentd.v1.Usage
-	(*Warning)(nil),                 // 32: agentd.v1.Warning
-	(*TurnWithdrawn)(nil),           // 33: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),        // 34: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),     // 35: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),          // 36: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),         // 37: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),    // 38: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),   // 39: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),  // 40: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil), // 41: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),              // 42: agentd.v1.Generation
-	(*Agent)(nil),                   // 43: agentd.v1.Agent
-	(*Message)(nil),                 // 44: agentd.v1.Message
-	(*durationpb.Duration)(nil),     // 45: google.protobuf.Duration
-	(*ProviderToolCall)(nil),        // 46: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),         // 47: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 48: google.protobuf.Timestamp
-	(*FunctionTool)(nil),            // 49: agentd.v1.FunctionTool
+	(Placement)(0),                         // 0: agentd.v1.Placement
+	(Transport)(0),                         // 1: agentd.v1.Transport
+	(ToolOrigin)(0),                        // 2: agentd.v1.ToolOrigin
+	(AuthorizationReason)(0),               // 3: agentd.v1.AuthorizationReason
+	(InputMode)(0),                         // 4: agentd.v1.InputMode
+	(InputAction)(0),                       // 5: agentd.v1.InputAction
+	(StopReason)(0),                        // 6: agentd.v1.StopReason
+	(GenerationState)(0),                   // 7: agentd.v1.GenerationState
+	(PendingRequestKind)(0),                // 8: agentd.v1.PendingRequestKind
+	(*GenerateRequest)(nil),                // 9: agentd.v1.GenerateRequest
+	(*AttachGeneration)(nil),               // 10: agentd.v1.AttachGeneration
+	(*StartGeneration)(nil),                // 11: agentd.v1.StartGeneration
+	(*ResumeGeneration)(nil),               // 12: agentd.v1.ResumeGeneration
+	(*ApprovalDecision)(nil),               // 13: agentd.v1.ApprovalDecision
+	(*FunctionResult)(nil),                 // 14: agentd.v1.FunctionResult
+	(*CancelGeneration)(nil),               // 15: agentd.v1.CancelGeneration
+	(*GenerateResponse)(nil),               // 16: agentd.v1.GenerateResponse
+	(*GenerationStarted)(nil),              // 17: agentd.v1.GenerationStarted
+	(*ServerPlacement)(nil),                // 18: agentd.v1.ServerPlacement
+	(*ToolInfo)(nil),                       // 19: agentd.v1.ToolInfo
+	(*TextDelta)(nil),                      // 20: agentd.v1.TextDelta
+	(*ToolCallStarted)(nil),                // 21: agentd.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),               // 22: agentd.v1.ToolCallFinished
+	(*ToolProgress)(nil),                   // 23: agentd.v1.ToolProgress
+	(*AuthorizationRequest)(nil),           // 24: agentd.v1.AuthorizationRequest
+	(*AuthorizationResponse)(nil),          // 25: agentd.v1.AuthorizationResponse
+	(*InputRequest)(nil),                   // 26: agentd.v1.InputRequest
+	(*InputResponse)(nil),                  // 27: agentd.v1.InputResponse
+	(*ApprovalRequest)(nil),                // 28: agentd.v1.ApprovalRequest
+	(*SamplingApproval)(nil),               // 29: agentd.v1.SamplingApproval
+	(*SamplingMessage)(nil),                // 30: agentd.v1.SamplingMessage
+	(*FunctionCall)(nil),                   // 31: agentd.v1.FunctionCall
+	(*Usage)(nil),                          // 32: agentd.v1.Usage
+	(*Warning)(nil),                        // 33: agentd.v1.Warning
+	(*TurnWithdrawn)(nil),                  // 34: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),               // 35: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),            // 36: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),                 // 37: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),                // 38: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),           // 39: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),          // 40: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),         // 41: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil),        // 42: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),                     // 43: agentd.v1.Generation
+	(*CreateGenerationRequest)(nil),        // 44: agentd.v1.CreateGenerationRequest
+	(*CreateGenerationResponse)(nil),       // 45: agentd.v1.CreateGenerationResponse
+	(*FollowGenerationRequest)(nil),        // 46: agentd.v1.FollowGenerationRequest
+	(*FollowGenerationResponse)(nil),       // 47: agentd.v1.FollowGenerationResponse
+	(*StreamGenerationEventsRequest)(nil),  // 48: agentd.v1.StreamGenerationEventsRequest
+	(*StreamGenerationEventsResponse)(nil), // 49: agentd.v1.StreamGenerationEventsResponse
+	(*DecideRequestsRequest)(nil),          // 50: agentd.v1.DecideRequestsRequest
+	(*DecideRequestsResponse)(nil),         // 51: agentd.v1.DecideRequestsResponse
+	(*ApprovalDecided)(nil),                // 52: agentd.v1.ApprovalDecided
+	(*ListPendingRequestsRequest)(nil),     // 53: agentd.v1.ListPendingRequestsRequest
+	(*ListPendingRequestsResponse)(nil),    // 54: agentd.v1.ListPendingRequestsResponse
+	(*PendingRequest)(nil),                 // 55: agentd.v1.PendingRequest
+	(*Agent)(nil),                          // 56: agentd.v1.Agent
+	(*Message)(nil),                        // 57: agentd.v1.Message
+	(*durationpb.Duration)(nil),            // 58: google.protobuf.Duration
+	(*ProviderToolCall)(nil),               // 59: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),                // 60: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 61: google.protobuf.Timestamp
+	(*FunctionTool)(nil),                   // 62: agentd.v1.FunctionTool
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	10, // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
-	11, // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
-	12, // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	13, // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
-	14, // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
-	9,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
-	24, // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
-	26, // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	43, // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	44, // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	45, // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	43, // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
-	12, // 12: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	13, // 13: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	45, // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	24, // 15: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	26, // 16: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
-	16, // 17: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
-	19, // 18: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
-	20, // 19: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	21, // 20: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	27, // 21: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	30, // 22: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	31, // 23: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	46, // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	34, // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	35, // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	33, // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
-	22, // 28: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
-	23, // 29: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
-	25, // 30: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
-	32, // 31: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
-	17, // 32: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	18, // 33: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,  // 34: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,  // 35: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,  // 36: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 37: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,  // 38: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	45, // 39: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	3,  // 40: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
-	4,  // 41: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	47, // 42: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
-	5,  // 43: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	47, // 44: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	28, // 45: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
-	29, // 46: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
-	6,  // 47: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
-	27, // 48: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	30, // 49: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	48, // 50: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 51: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	25, // 52: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	44, // 53: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	44, // 54: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	31, // 55: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,  // 56: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	43, // 57: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	44, // 58: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	49, // 59: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	17, // 60: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	44, // 61: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	47, // 62: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	42, // 63: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,  // 64: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	42, // 65: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,  // 66: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	48, // 67: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	48, // 68: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	48, // 69: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	27, // 70: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	30, // 71: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	48, // 72: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	44, // 73: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	31, // 74: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	8,  // 75: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	36, // 76: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	38, // 77: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	40, // 78: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	15, // 79: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	37, // 80: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	39, // 81: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	41, // 82: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	79, // [79:83] is the sub-list for method output_type
-	75, // [75:79] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
+	12,  // 1: agentd.v1.GenerateRequest.resume:type_name -> agentd.v1.ResumeGeneration
+	13,  // 2: agentd.v1.GenerateRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	14,  // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
+	15,  // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
+	10,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
+	25,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
+	27,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
+	56,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	57,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	58,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	56,  // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	13,  // 12: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	14,  // 13: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
+	58,  // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	25,  // 15: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	27,  // 16: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
+	17,  // 17: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
+	20,  // 18: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
+	21,  // 19: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	22,  // 20: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
+	28,  // 21: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	31,  // 22: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	32,  // 23: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	59,  // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	35,  // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	36,  // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	34,  // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	23,  // 28: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
+	24,  // 29: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 30: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
+	33,  // 31: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
+	52,  // 32: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
+	18,  // 33: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	19,  // 34: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,   // 35: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,   // 36: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,   // 37: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 38: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 39: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	58,  // 40: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	3,   // 41: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
+	4,   // 42: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
+	60,  // 43: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	5,   // 44: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
+	60,  // 45: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	29,  // 46: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
+	30,  // 47: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
+	6,   // 48: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
+	28,  // 49: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	31,  // 50: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	61,  // 51: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	24,  // 52: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 53: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	57,  // 54: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	57,  // 55: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	32,  // 56: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,   // 57: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	56,  // 58: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	57,  // 59: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	62,  // 60: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	18,  // 61: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	57,  // 62: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	60,  // 63: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	43,  // 64: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,   // 65: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	43,  // 66: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,   // 67: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	61,  // 68: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	61,  // 69: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	61,  // 70: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	28,  // 71: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	31,  // 72: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	61,  // 73: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	57,  // 74: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	32,  // 75: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	24,  // 76: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 77: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
+	11,  // 78: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
+	16,  // 79: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
+	13,  // 80: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	25,  // 81: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	27,  // 82: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	52,  // 83: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	43,  // 84: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 85: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 86: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	61,  // 87: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 88: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	55,  // 89: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 90: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	28,  // 91: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	24,  // 92: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 93: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	31,  // 94: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 95: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	61,  // 96: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	61,  // 97: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 98: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	37,  // 99: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	39,  // 100: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	41,  // 101: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	44,  // 102: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	46,  // 103: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	48,  // 104: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	50,  // 105: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	53,  // 106: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	16,  // 107: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	38,  // 108: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	40,  // 109: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	42,  // 110: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	45,  // 111: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	47,  // 112: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	49,  // 113: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	51,  // 114: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	54,  // 115: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	107, // [107:116] is the sub-list for method output_type
+	98,  // [98:107] is the sub-list for method input_type
+	98,  // [98:98] is the sub-list for extension type_name
+	98,  // [98:98] is the sub-list for extension extendee
+	0,   // [0:98] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -4098,14 +5208,21 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_AuthorizationRequest)(nil),
 		(*GenerateResponse_InputRequest)(nil),
 		(*GenerateResponse_Warning)(nil),
+		(*GenerateResponse_ApprovalDecided)(nil),
+	}
+	file_agentd_v1_agent_service_proto_msgTypes[46].OneofWrappers = []any{
+		(*PendingRequest_Approval)(nil),
+		(*PendingRequest_Authorization)(nil),
+		(*PendingRequest_Input)(nil),
+		(*PendingRequest_FunctionCall)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   35,
+			NumEnums:      9,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

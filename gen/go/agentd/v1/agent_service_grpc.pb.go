@@ -19,10 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_Generate_FullMethodName        = "/agentd.v1.AgentService/Generate"
-	AgentService_Preview_FullMethodName         = "/agentd.v1.AgentService/Preview"
-	AgentService_GetGeneration_FullMethodName   = "/agentd.v1.AgentService/GetGeneration"
-	AgentService_ListGenerations_FullMethodName = "/agentd.v1.AgentService/ListGenerations"
+	AgentService_Generate_FullMethodName               = "/agentd.v1.AgentService/Generate"
+	AgentService_Preview_FullMethodName                = "/agentd.v1.AgentService/Preview"
+	AgentService_GetGeneration_FullMethodName          = "/agentd.v1.AgentService/GetGeneration"
+	AgentService_ListGenerations_FullMethodName        = "/agentd.v1.AgentService/ListGenerations"
+	AgentService_CreateGeneration_FullMethodName       = "/agentd.v1.AgentService/CreateGeneration"
+	AgentService_FollowGeneration_FullMethodName       = "/agentd.v1.AgentService/FollowGeneration"
+	AgentService_StreamGenerationEvents_FullMethodName = "/agentd.v1.AgentService/StreamGenerationEvents"
+	AgentService_DecideRequests_FullMethodName         = "/agentd.v1.AgentService/DecideRequests"
+	AgentService_ListPendingRequests_FullMethodName    = "/agentd.v1.AgentService/ListPendingRequests"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -67,6 +72,49 @@ type AgentServiceClient interface {
 	// ListGenerations returns a page of the caller's tenant's generations,
 	// newest first, optionally only those in the given states.
 	ListGenerations(ctx context.Context, in *ListGenerationsRequest, opts ...grpc.CallOption) (*ListGenerationsResponse, error)
+	// CreateGeneration starts a generation detached, for a caller that
+	// cannot stream a request body (a browser, a script): it returns once
+	// the generation is recorded and running, with its id and the sequence
+	// number of its first event. Follow it with FollowGeneration (or
+	// StreamGenerationEvents over HTTP) and answer what it asks with
+	// DecideRequests. It refuses what Generate refuses, alike; it needs the
+	// durable record (UNIMPLEMENTED without one).
+	CreateGeneration(ctx context.Context, in *CreateGenerationRequest, opts ...grpc.CallOption) (*CreateGenerationResponse, error)
+	// FollowGeneration streams the events of one of the caller's tenant's
+	// generations after a sequence number, on any replica that shares the
+	// store, as Generate's attach does: each event once and in order, until
+	// the generation completes or pauses (the stream ends after that
+	// event) or fails (the stream ends with its status). A follower only
+	// watches: it answers nothing; DecideRequests does.
+	FollowGeneration(ctx context.Context, in *FollowGenerationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowGenerationResponse], error)
+	// StreamGenerationEvents is FollowGeneration as Server-Sent Events, for
+	// HTTP clients: GET /v1/generations/{generation_id}/events answers
+	// text/event-stream, one event per stored event (id: its sequence,
+	// event: its kind, data: its JSON), with a comment line as heartbeat
+	// while nothing happens. The Last-Event-ID header, or the after query
+	// parameter, resumes after that sequence. The stream ends after
+	// completed or paused, or after an error event carrying the status a
+	// failed or cancelled generation ended with. Over gRPC and Connect each
+	// message is a chunk of that text.
+	StreamGenerationEvents(ctx context.Context, in *StreamGenerationEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamGenerationEventsResponse], error)
+	// DecideRequests answers pending requests of one of the caller's
+	// tenant's generations (approvals, authorizations, inputs), whether it
+	// waits live on another caller's stream or is paused; it needs the
+	// role "generate" or "approve". Each decision is recorded once, across
+	// replicas: a second decision of the same request is refused
+	// FAILED_PRECONDITION naming who decided first, and nothing of the
+	// request is changed. The replica running the generation applies the
+	// decisions, and its stream shows each as approval_decided. A paused
+	// generation whose every pending request is decided resumes, detached,
+	// with the agent it was stored with; one that needs what was not
+	// stored (function results, secrets) keeps the decisions for its next
+	// resume.
+	DecideRequests(ctx context.Context, in *DecideRequestsRequest, opts ...grpc.CallOption) (*DecideRequestsResponse, error)
+	// ListPendingRequests returns a page of the caller's tenant's pending
+	// requests, across its waiting and paused generations, newest first:
+	// what an approval inbox shows. It needs the role "generate" or
+	// "approve".
+	ListPendingRequests(ctx context.Context, in *ListPendingRequestsRequest, opts ...grpc.CallOption) (*ListPendingRequestsResponse, error)
 }
 
 type agentServiceClient struct {
@@ -120,6 +168,74 @@ func (c *agentServiceClient) ListGenerations(ctx context.Context, in *ListGenera
 	return out, nil
 }
 
+func (c *agentServiceClient) CreateGeneration(ctx context.Context, in *CreateGenerationRequest, opts ...grpc.CallOption) (*CreateGenerationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateGenerationResponse)
+	err := c.cc.Invoke(ctx, AgentService_CreateGeneration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) FollowGeneration(ctx context.Context, in *FollowGenerationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowGenerationResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[1], AgentService_FollowGeneration_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FollowGenerationRequest, FollowGenerationResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_FollowGenerationClient = grpc.ServerStreamingClient[FollowGenerationResponse]
+
+func (c *agentServiceClient) StreamGenerationEvents(ctx context.Context, in *StreamGenerationEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamGenerationEventsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[2], AgentService_StreamGenerationEvents_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamGenerationEventsRequest, StreamGenerationEventsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_StreamGenerationEventsClient = grpc.ServerStreamingClient[StreamGenerationEventsResponse]
+
+func (c *agentServiceClient) DecideRequests(ctx context.Context, in *DecideRequestsRequest, opts ...grpc.CallOption) (*DecideRequestsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecideRequestsResponse)
+	err := c.cc.Invoke(ctx, AgentService_DecideRequests_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListPendingRequests(ctx context.Context, in *ListPendingRequestsRequest, opts ...grpc.CallOption) (*ListPendingRequestsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingRequestsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListPendingRequests_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -162,6 +278,49 @@ type AgentServiceServer interface {
 	// ListGenerations returns a page of the caller's tenant's generations,
 	// newest first, optionally only those in the given states.
 	ListGenerations(context.Context, *ListGenerationsRequest) (*ListGenerationsResponse, error)
+	// CreateGeneration starts a generation detached, for a caller that
+	// cannot stream a request body (a browser, a script): it returns once
+	// the generation is recorded and running, with its id and the sequence
+	// number of its first event. Follow it with FollowGeneration (or
+	// StreamGenerationEvents over HTTP) and answer what it asks with
+	// DecideRequests. It refuses what Generate refuses, alike; it needs the
+	// durable record (UNIMPLEMENTED without one).
+	CreateGeneration(context.Context, *CreateGenerationRequest) (*CreateGenerationResponse, error)
+	// FollowGeneration streams the events of one of the caller's tenant's
+	// generations after a sequence number, on any replica that shares the
+	// store, as Generate's attach does: each event once and in order, until
+	// the generation completes or pauses (the stream ends after that
+	// event) or fails (the stream ends with its status). A follower only
+	// watches: it answers nothing; DecideRequests does.
+	FollowGeneration(*FollowGenerationRequest, grpc.ServerStreamingServer[FollowGenerationResponse]) error
+	// StreamGenerationEvents is FollowGeneration as Server-Sent Events, for
+	// HTTP clients: GET /v1/generations/{generation_id}/events answers
+	// text/event-stream, one event per stored event (id: its sequence,
+	// event: its kind, data: its JSON), with a comment line as heartbeat
+	// while nothing happens. The Last-Event-ID header, or the after query
+	// parameter, resumes after that sequence. The stream ends after
+	// completed or paused, or after an error event carrying the status a
+	// failed or cancelled generation ended with. Over gRPC and Connect each
+	// message is a chunk of that text.
+	StreamGenerationEvents(*StreamGenerationEventsRequest, grpc.ServerStreamingServer[StreamGenerationEventsResponse]) error
+	// DecideRequests answers pending requests of one of the caller's
+	// tenant's generations (approvals, authorizations, inputs), whether it
+	// waits live on another caller's stream or is paused; it needs the
+	// role "generate" or "approve". Each decision is recorded once, across
+	// replicas: a second decision of the same request is refused
+	// FAILED_PRECONDITION naming who decided first, and nothing of the
+	// request is changed. The replica running the generation applies the
+	// decisions, and its stream shows each as approval_decided. A paused
+	// generation whose every pending request is decided resumes, detached,
+	// with the agent it was stored with; one that needs what was not
+	// stored (function results, secrets) keeps the decisions for its next
+	// resume.
+	DecideRequests(context.Context, *DecideRequestsRequest) (*DecideRequestsResponse, error)
+	// ListPendingRequests returns a page of the caller's tenant's pending
+	// requests, across its waiting and paused generations, newest first:
+	// what an approval inbox shows. It needs the role "generate" or
+	// "approve".
+	ListPendingRequests(context.Context, *ListPendingRequestsRequest) (*ListPendingRequestsResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -183,6 +342,21 @@ func (UnimplementedAgentServiceServer) GetGeneration(context.Context, *GetGenera
 }
 func (UnimplementedAgentServiceServer) ListGenerations(context.Context, *ListGenerationsRequest) (*ListGenerationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListGenerations not implemented")
+}
+func (UnimplementedAgentServiceServer) CreateGeneration(context.Context, *CreateGenerationRequest) (*CreateGenerationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateGeneration not implemented")
+}
+func (UnimplementedAgentServiceServer) FollowGeneration(*FollowGenerationRequest, grpc.ServerStreamingServer[FollowGenerationResponse]) error {
+	return status.Error(codes.Unimplemented, "method FollowGeneration not implemented")
+}
+func (UnimplementedAgentServiceServer) StreamGenerationEvents(*StreamGenerationEventsRequest, grpc.ServerStreamingServer[StreamGenerationEventsResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamGenerationEvents not implemented")
+}
+func (UnimplementedAgentServiceServer) DecideRequests(context.Context, *DecideRequestsRequest) (*DecideRequestsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DecideRequests not implemented")
+}
+func (UnimplementedAgentServiceServer) ListPendingRequests(context.Context, *ListPendingRequestsRequest) (*ListPendingRequestsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPendingRequests not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -266,6 +440,82 @@ func _AgentService_ListGenerations_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_CreateGeneration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateGenerationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).CreateGeneration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_CreateGeneration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).CreateGeneration(ctx, req.(*CreateGenerationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_FollowGeneration_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FollowGenerationRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).FollowGeneration(m, &grpc.GenericServerStream[FollowGenerationRequest, FollowGenerationResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_FollowGenerationServer = grpc.ServerStreamingServer[FollowGenerationResponse]
+
+func _AgentService_StreamGenerationEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamGenerationEventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).StreamGenerationEvents(m, &grpc.GenericServerStream[StreamGenerationEventsRequest, StreamGenerationEventsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_StreamGenerationEventsServer = grpc.ServerStreamingServer[StreamGenerationEventsResponse]
+
+func _AgentService_DecideRequests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideRequestsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DecideRequests(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DecideRequests_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DecideRequests(ctx, req.(*DecideRequestsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListPendingRequests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingRequestsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListPendingRequests(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListPendingRequests_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListPendingRequests(ctx, req.(*ListPendingRequestsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -285,6 +535,18 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListGenerations",
 			Handler:    _AgentService_ListGenerations_Handler,
 		},
+		{
+			MethodName: "CreateGeneration",
+			Handler:    _AgentService_CreateGeneration_Handler,
+		},
+		{
+			MethodName: "DecideRequests",
+			Handler:    _AgentService_DecideRequests_Handler,
+		},
+		{
+			MethodName: "ListPendingRequests",
+			Handler:    _AgentService_ListPendingRequests_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -292,6 +554,16 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _AgentService_Generate_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "FollowGeneration",
+			Handler:       _AgentService_FollowGeneration_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "StreamGenerationEvents",
+			Handler:       _AgentService_StreamGenerationEvents_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "agentd/v1/agent_service.proto",

@@ -11,9 +11,10 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/admin_service.proto\x12\tagentd.v1\"g\n\x13RevokeTokensRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n\x08\x65nd_user\x18\x02 \x01(\tR\x07\x65ndUser\x12\x1d\n\nserver_url\x18\x03 \x01(\tR\tserverUrl\"0\n\x14RevokeTokensResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x03R\x07revoked2_\n\x0c\x41\x64minService\x12O\n\x0cRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponseB\x9b\x01\n\rcom.agentd.v1B\x11\x41\x64minServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\"g\n\x13RevokeTokensRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n\x08\x65nd_user\x18\x02 \x01(\tR\x07\x65ndUser\x12\x1d\n\nserver_url\x18\x03 \x01(\tR\tserverUrl\"0\n\x14RevokeTokensResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x03R\x07revoked2}\n\x0c\x41\x64minService\x12m\n\x0cRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revokeB\x9b\x01\n\rcom.agentd.v1B\x11\x41\x64minServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.admin_service_pb2', globals())
@@ -21,10 +22,12 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\rcom.agentd.v1B\021AdminServiceProtoP\001Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\242\002\003AXX\252\002\tAgentd.V1\312\002\tAgentd\\V1\342\002\025Agentd\\V1\\GPBMetadata\352\002\nAgentd::V1'
-  _REVOKETOKENSREQUEST._serialized_start=44
-  _REVOKETOKENSREQUEST._serialized_end=147
-  _REVOKETOKENSRESPONSE._serialized_start=149
-  _REVOKETOKENSRESPONSE._serialized_end=197
-  _ADMINSERVICE._serialized_start=199
-  _ADMINSERVICE._serialized_end=294
+  _ADMINSERVICE.methods_by_name['RevokeTokens']._options = None
+  _ADMINSERVICE.methods_by_name['RevokeTokens']._serialized_options = b'\202\323\344\223\002\026:\001*\"\021/v1/tokens:revoke'
+  _REVOKETOKENSREQUEST._serialized_start=74
+  _REVOKETOKENSREQUEST._serialized_end=177
+  _REVOKETOKENSRESPONSE._serialized_start=179
+  _REVOKETOKENSRESPONSE._serialized_end=227
+  _ADMINSERVICE._serialized_start=229
+  _ADMINSERVICE._serialized_end=354
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,7 @@
 from agentd.v1 import agent_pb2 as _agent_pb2
 from agentd.v1 import message_pb2 as _message_pb2
+from google.api import annotations_pb2 as _annotations_pb2
+from google.api import httpbody_pb2 as _httpbody_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -28,6 +30,11 @@ INPUT_ACTION_UNSPECIFIED: InputAction
 INPUT_MODE_FORM: InputMode
 INPUT_MODE_UNSPECIFIED: InputMode
 INPUT_MODE_URL: InputMode
+PENDING_REQUEST_KIND_APPROVAL: PendingRequestKind
+PENDING_REQUEST_KIND_AUTHORIZATION: PendingRequestKind
+PENDING_REQUEST_KIND_FUNCTION_CALL: PendingRequestKind
+PENDING_REQUEST_KIND_INPUT: PendingRequestKind
+PENDING_REQUEST_KIND_UNSPECIFIED: PendingRequestKind
 PLACEMENT_BRIDGE: Placement
 PLACEMENT_PROVIDER: Placement
 PLACEMENT_UNSPECIFIED: Placement
@@ -45,15 +52,35 @@ TRANSPORT_HTTP: Transport
 TRANSPORT_STDIO: Transport
 TRANSPORT_UNSPECIFIED: Transport
 
+class ApprovalDecided(_message.Message):
+    __slots__ = ["action", "approved", "decided_at", "decided_by", "kind", "reason", "request_id"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    APPROVED_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    action: InputAction
+    approved: bool
+    decided_at: _timestamp_pb2.Timestamp
+    decided_by: str
+    kind: PendingRequestKind
+    reason: str
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ..., kind: _Optional[_Union[PendingRequestKind, str]] = ..., approved: bool = ..., action: _Optional[_Union[InputAction, str]] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class ApprovalDecision(_message.Message):
-    __slots__ = ["approved", "digest", "request_id"]
+    __slots__ = ["approved", "digest", "reason", "request_id"]
     APPROVED_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     approved: bool
     digest: str
+    reason: str
     request_id: str
-    def __init__(self, request_id: _Optional[str] = ..., approved: bool = ..., digest: _Optional[str] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., approved: bool = ..., digest: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ApprovalRequest(_message.Message):
     __slots__ = ["arguments", "digest", "id", "prompt", "sampling", "server_name", "tool_call_id", "tool_name"]
@@ -111,6 +138,54 @@ class CancelGeneration(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class CreateGenerationRequest(_message.Message):
+    __slots__ = ["start"]
+    START_FIELD_NUMBER: _ClassVar[int]
+    start: StartGeneration
+    def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ...) -> None: ...
+
+class CreateGenerationResponse(_message.Message):
+    __slots__ = ["first_sequence", "generation_id"]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    first_sequence: int
+    generation_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., first_sequence: _Optional[int] = ...) -> None: ...
+
+class DecideRequestsRequest(_message.Message):
+    __slots__ = ["approval_decisions", "authorization_responses", "generation_id", "input_responses"]
+    APPROVAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    approval_decisions: _containers.RepeatedCompositeFieldContainer[ApprovalDecision]
+    authorization_responses: _containers.RepeatedCompositeFieldContainer[AuthorizationResponse]
+    generation_id: str
+    input_responses: _containers.RepeatedCompositeFieldContainer[InputResponse]
+    def __init__(self, generation_id: _Optional[str] = ..., approval_decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., authorization_responses: _Optional[_Iterable[_Union[AuthorizationResponse, _Mapping]]] = ..., input_responses: _Optional[_Iterable[_Union[InputResponse, _Mapping]]] = ...) -> None: ...
+
+class DecideRequestsResponse(_message.Message):
+    __slots__ = ["decisions", "generation"]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    decisions: _containers.RepeatedCompositeFieldContainer[ApprovalDecided]
+    generation: Generation
+    def __init__(self, decisions: _Optional[_Iterable[_Union[ApprovalDecided, _Mapping]]] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
+
+class FollowGenerationRequest(_message.Message):
+    __slots__ = ["after_sequence", "generation_id"]
+    AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    after_sequence: int
+    generation_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+
+class FollowGenerationResponse(_message.Message):
+    __slots__ = ["event"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: GenerateResponse
+    def __init__(self, event: _Optional[_Union[GenerateResponse, _Mapping]] = ...) -> None: ...
+
 class FunctionCall(_message.Message):
     __slots__ = ["arguments", "call_id", "name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
@@ -152,7 +227,8 @@ class GenerateRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ..., authorization_response: _Optional[_Union[AuthorizationResponse, _Mapping]] = ..., input_response: _Optional[_Union[InputResponse, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ["approval_request", "authorization_request", "completed", "function_call", "input_request", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage", "warning"]
+    __slots__ = ["approval_decided", "approval_request", "authorization_request", "completed", "function_call", "input_request", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage", "warning"]
+    APPROVAL_DECIDED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUEST_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +245,7 @@ class GenerateResponse(_message.Message):
     TURN_WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     WARNING_FIELD_NUMBER: _ClassVar[int]
+    approval_decided: ApprovalDecided
     approval_request: ApprovalRequest
     authorization_request: AuthorizationRequest
     completed: GenerationCompleted
@@ -185,11 +262,12 @@ class GenerateResponse(_message.Message):
     turn_withdrawn: TurnWithdrawn
     usage: Usage
     warning: Warning
-    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
-    __slots__ = ["approval_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "last_sequence", "message", "state", "updated_at", "usage"]
+    __slots__ = ["approval_requests", "authorization_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "message", "state", "updated_at", "usage"]
     APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -197,12 +275,14 @@ class Generation(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALLS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     approval_requests: _containers.RepeatedCompositeFieldContainer[ApprovalRequest]
+    authorization_requests: _containers.RepeatedCompositeFieldContainer[AuthorizationRequest]
     created_at: _timestamp_pb2.Timestamp
     error_code: int
     error_message: str
@@ -210,12 +290,13 @@ class Generation(_message.Message):
     finished_at: _timestamp_pb2.Timestamp
     function_calls: _containers.RepeatedCompositeFieldContainer[FunctionCall]
     generation_id: str
+    input_requests: _containers.RepeatedCompositeFieldContainer[InputRequest]
     last_sequence: int
     message: _message_pb2.Message
     state: GenerationState
     updated_at: _timestamp_pb2.Timestamp
     usage: Usage
-    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ...) -> None: ...
 
 class GenerationCompleted(_message.Message):
     __slots__ = ["generation_id", "message", "messages", "stop_reason", "tool_turns", "usage"]
@@ -323,6 +404,60 @@ class ListGenerationsResponse(_message.Message):
     next_page_token: str
     def __init__(self, generations: _Optional[_Iterable[_Union[Generation, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ListPendingRequestsRequest(_message.Message):
+    __slots__ = ["end_user", "kinds", "page_size", "page_token", "server_name", "tool_name"]
+    END_USER_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    end_user: str
+    kinds: _containers.RepeatedScalarFieldContainer[PendingRequestKind]
+    page_size: int
+    page_token: str
+    server_name: str
+    tool_name: str
+    def __init__(self, kinds: _Optional[_Iterable[_Union[PendingRequestKind, str]]] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., end_user: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListPendingRequestsResponse(_message.Message):
+    __slots__ = ["next_page_token", "requests"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    requests: _containers.RepeatedCompositeFieldContainer[PendingRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[PendingRequest, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PendingRequest(_message.Message):
+    __slots__ = ["approval", "authorization", "end_user", "expires_at", "function_call", "generation_id", "input", "kind", "model", "provider", "requested_at", "started_by", "state"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    END_USER_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalRequest
+    authorization: AuthorizationRequest
+    end_user: str
+    expires_at: _timestamp_pb2.Timestamp
+    function_call: FunctionCall
+    generation_id: str
+    input: InputRequest
+    kind: PendingRequestKind
+    model: str
+    provider: str
+    requested_at: _timestamp_pb2.Timestamp
+    started_by: str
+    state: GenerationState
+    def __init__(self, generation_id: _Optional[str] = ..., kind: _Optional[_Union[PendingRequestKind, str]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input: _Optional[_Union[InputRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., state: _Optional[_Union[GenerationState, str]] = ..., requested_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end_user: _Optional[str] = ..., started_by: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
 class PreviewRequest(_message.Message):
     __slots__ = ["agent", "messages"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -414,6 +549,20 @@ class StartGeneration(_message.Message):
     end_user: str
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detach: bool = ..., end_user: _Optional[str] = ...) -> None: ...
+
+class StreamGenerationEventsRequest(_message.Message):
+    __slots__ = ["after", "generation_id"]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    after: int
+    generation_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., after: _Optional[int] = ...) -> None: ...
+
+class StreamGenerationEventsResponse(_message.Message):
+    __slots__ = ["chunk"]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    chunk: _httpbody_pb2.HttpBody
+    def __init__(self, chunk: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class TextDelta(_message.Message):
     __slots__ = ["text"]
@@ -545,4 +694,7 @@ class StopReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class GenerationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PendingRequestKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

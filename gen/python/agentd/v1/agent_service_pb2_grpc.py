@@ -35,6 +35,31 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsResponse.FromString,
                 )
+        self.CreateGeneration = channel.unary_unary(
+                '/agentd.v1.AgentService/CreateGeneration',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.CreateGenerationRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.CreateGenerationResponse.FromString,
+                )
+        self.FollowGeneration = channel.unary_stream(
+                '/agentd.v1.AgentService/FollowGeneration',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.FollowGenerationRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.FollowGenerationResponse.FromString,
+                )
+        self.StreamGenerationEvents = channel.unary_stream(
+                '/agentd.v1.AgentService/StreamGenerationEvents',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsResponse.FromString,
+                )
+        self.DecideRequests = channel.unary_unary(
+                '/agentd.v1.AgentService/DecideRequests',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.DecideRequestsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.DecideRequestsResponse.FromString,
+                )
+        self.ListPendingRequests = channel.unary_unary(
+                '/agentd.v1.AgentService/ListPendingRequests',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -97,6 +122,74 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateGeneration(self, request, context):
+        """CreateGeneration starts a generation detached, for a caller that
+        cannot stream a request body (a browser, a script): it returns once
+        the generation is recorded and running, with its id and the sequence
+        number of its first event. Follow it with FollowGeneration (or
+        StreamGenerationEvents over HTTP) and answer what it asks with
+        DecideRequests. It refuses what Generate refuses, alike; it needs the
+        durable record (UNIMPLEMENTED without one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FollowGeneration(self, request, context):
+        """FollowGeneration streams the events of one of the caller's tenant's
+        generations after a sequence number, on any replica that shares the
+        store, as Generate's attach does: each event once and in order, until
+        the generation completes or pauses (the stream ends after that
+        event) or fails (the stream ends with its status). A follower only
+        watches: it answers nothing; DecideRequests does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamGenerationEvents(self, request, context):
+        """StreamGenerationEvents is FollowGeneration as Server-Sent Events, for
+        HTTP clients: GET /v1/generations/{generation_id}/events answers
+        text/event-stream, one event per stored event (id: its sequence,
+        event: its kind, data: its JSON), with a comment line as heartbeat
+        while nothing happens. The Last-Event-ID header, or the after query
+        parameter, resumes after that sequence. The stream ends after
+        completed or paused, or after an error event carrying the status a
+        failed or cancelled generation ended with. Over gRPC and Connect each
+        message is a chunk of that text.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideRequests(self, request, context):
+        """DecideRequests answers pending requests of one of the caller's
+        tenant's generations (approvals, authorizations, inputs), whether it
+        waits live on another caller's stream or is paused; it needs the
+        role "generate" or "approve". Each decision is recorded once, across
+        replicas: a second decision of the same request is refused
+        FAILED_PRECONDITION naming who decided first, and nothing of the
+        request is changed. The replica running the generation applies the
+        decisions, and its stream shows each as approval_decided. A paused
+        generation whose every pending request is decided resumes, detached,
+        with the agent it was stored with; one that needs what was not
+        stored (function results, secrets) keeps the decisions for its next
+        resume.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPendingRequests(self, request, context):
+        """ListPendingRequests returns a page of the caller's tenant's pending
+        requests, across its waiting and paused generations, newest first:
+        what an approval inbox shows. It needs the role "generate" or
+        "approve".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -119,6 +212,31 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListGenerations,
                     request_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_agent__service__pb2.ListGenerationsResponse.SerializeToString,
+            ),
+            'CreateGeneration': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateGeneration,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.CreateGenerationRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.CreateGenerationResponse.SerializeToString,
+            ),
+            'FollowGeneration': grpc.unary_stream_rpc_method_handler(
+                    servicer.FollowGeneration,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.FollowGenerationRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.FollowGenerationResponse.SerializeToString,
+            ),
+            'StreamGenerationEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamGenerationEvents,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsResponse.SerializeToString,
+            ),
+            'DecideRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideRequests,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.DecideRequestsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.DecideRequestsResponse.SerializeToString,
+            ),
+            'ListPendingRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPendingRequests,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -196,5 +314,90 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListGenerations',
             agentd_dot_v1_dot_agent__service__pb2.ListGenerationsRequest.SerializeToString,
             agentd_dot_v1_dot_agent__service__pb2.ListGenerationsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/CreateGeneration',
+            agentd_dot_v1_dot_agent__service__pb2.CreateGenerationRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.CreateGenerationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def FollowGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/FollowGeneration',
+            agentd_dot_v1_dot_agent__service__pb2.FollowGenerationRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.FollowGenerationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StreamGenerationEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/StreamGenerationEvents',
+            agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DecideRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/DecideRequests',
+            agentd_dot_v1_dot_agent__service__pb2.DecideRequestsRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.DecideRequestsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPendingRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListPendingRequests',
+            agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

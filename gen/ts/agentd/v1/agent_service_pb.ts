@@ -8,6 +8,9 @@ import type { Agent, FunctionTool } from "./agent_pb.js";
 import { file_agentd_v1_agent } from "./agent_pb.js";
 import type { Message as Message$1, ProviderToolCall } from "./message_pb.js";
 import { file_agentd_v1_message } from "./message_pb.js";
+import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { HttpBody } from "../../google/api/httpbody_pb.js";
+import { file_google_api_httpbody } from "../../google/api/httpbody_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -16,7 +19,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent_service.proto.
  */
 export const file_agentd_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIrsDCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IABItCgZhdHRhY2gYBiABKAsyGy5hZ2VudGQudjEuQXR0YWNoR2VuZXJhdGlvbkgAEkIKFmF1dGhvcml6YXRpb25fcmVzcG9uc2UYByABKAsyIC5hZ2VudGQudjEuQXV0aG9yaXphdGlvblJlc3BvbnNlSAASMgoOaW5wdXRfcmVzcG9uc2UYCCABKAsyGC5hZ2VudGQudjEuSW5wdXRSZXNwb25zZUgAQgYKBGtpbmQiQQoQQXR0YWNoR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIq0BCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZkZXRhY2gYBCABKAgSEAoIZW5kX3VzZXIYBSABKAki4QIKEFJlc3VtZUdlbmVyYXRpb24SFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIfCgVhZ2VudBgCIAEoCzIQLmFnZW50ZC52MS5BZ2VudBI3ChJhcHByb3ZhbF9kZWNpc2lvbnMYAyADKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIzChBmdW5jdGlvbl9yZXN1bHRzGAQgAygLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0EjEKDmFuc3dlcl90aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEkEKF2F1dGhvcml6YXRpb25fcmVzcG9uc2VzGAYgAygLMiAuYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZXNwb25zZRIxCg9pbnB1dF9yZXNwb25zZXMYByADKAsyGC5hZ2VudGQudjEuSW5wdXRSZXNwb25zZSJIChBBcHByb3ZhbERlY2lzaW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEAoIYXBwcm92ZWQYAiABKAgSDgoGZGlnZXN0GAMgASgJIkMKDkZ1bmN0aW9uUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSDgoGb3V0cHV0GAIgASgJEhAKCGlzX2Vycm9yGAMgASgIIiIKEENhbmNlbEdlbmVyYXRpb24SDgoGcmVhc29uGAEgASgJIqsGChBHZW5lcmF0ZVJlc3BvbnNlEi8KB3N0YXJ0ZWQYASABKAsyHC5hZ2VudGQudjEuR2VuZXJhdGlvblN0YXJ0ZWRIABIqCgp0ZXh0X2RlbHRhGAIgASgLMhQuYWdlbnRkLnYxLlRleHREZWx0YUgAEjcKEXRvb2xfY2FsbF9zdGFydGVkGAMgASgLMhouYWdlbnRkLnYxLlRvb2xDYWxsU3RhcnRlZEgAEjkKEnRvb2xfY2FsbF9maW5pc2hlZBgEIAEoCzIbLmFnZW50ZC52MS5Ub29sQ2FsbEZpbmlzaGVkSAASNgoQYXBwcm92YWxfcmVxdWVzdBgFIAEoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RIABIwCg1mdW5jdGlvbl9jYWxsGAYgASgLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uQ2FsbEgAEiEKBXVzYWdlGAcgASgLMhAuYWdlbnRkLnYxLlVzYWdlSAASOQoScHJvdmlkZXJfdG9vbF9jYWxsGAggASgLMhsuYWdlbnRkLnYxLlByb3ZpZGVyVG9vbENhbGxIABItCgZwYXVzZWQYCSABKAsyGy5hZ2VudGQudjEuR2VuZXJhdGlvblBhdXNlZEgAEjMKCWNvbXBsZXRlZBgKIAEoCzIeLmFnZW50ZC52MS5HZW5lcmF0aW9uQ29tcGxldGVkSAASMgoOdHVybl93aXRoZHJhd24YDCABKAsyGC5hZ2VudGQudjEuVHVybldpdGhkcmF3bkgAEjAKDXRvb2xfcHJvZ3Jlc3MYDSABKAsyFy5hZ2VudGQudjEuVG9vbFByb2dyZXNzSAASQAoVYXV0aG9yaXphdGlvbl9yZXF1ZXN0GA4gASgLMh8uYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZXF1ZXN0SAASMAoNaW5wdXRfcmVxdWVzdBgPIAEoCzIXLmFnZW50ZC52MS5JbnB1dFJlcXVlc3RIABIlCgd3YXJuaW5nGBAgASgLMhIuYWdlbnRkLnYxLldhcm5pbmdIABIQCghzZXF1ZW5jZRgLIAEoA0IHCgVldmVudCKdAQoRR2VuZXJhdGlvblN0YXJ0ZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIrCgdzZXJ2ZXJzGAIgAygLMhouYWdlbnRkLnYxLlNlcnZlclBsYWNlbWVudBIiCgV0b29scxgDIAMoCzITLmFnZW50ZC52MS5Ub29sSW5mbxIPCgdyZXN1bWVkGAQgASgIEg8KB2Fkb3B0ZWQYBSABKAgicQoPU2VydmVyUGxhY2VtZW50EgwKBG5hbWUYASABKAkSJwoJcGxhY2VtZW50GAIgASgOMhQuYWdlbnRkLnYxLlBsYWNlbWVudBInCgl0cmFuc3BvcnQYAyABKA4yFC5hZ2VudGQudjEuVHJhbnNwb3J0Im4KCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSJQoGb3JpZ2luGAIgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEwoLc2VydmVyX25hbWUYAyABKAkSGAoQc2VydmVyX3Rvb2xfbmFtZRgEIAEoCSIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSKSAQoPVG9vbENhbGxTdGFydGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEhEKCWFyZ3VtZW50cxgFIAEoCRIMCgR0dXJuGAYgASgFIs8BChBUb29sQ2FsbEZpbmlzaGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGlzX2Vycm9yGAYgASgIEg4KBm91dHB1dBgHIAEoCRIMCgR0dXJuGAggASgFIlEKDFRvb2xQcm9ncmVzcxIPCgdjYWxsX2lkGAEgASgJEhAKCHByb2dyZXNzGAIgASgBEg0KBXRvdGFsGAMgASgBEg8KB21lc3NhZ2UYBCABKAkihAEKFEF1dGhvcml6YXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJEhMKC3NlcnZlcl9uYW1lGAIgASgJEgsKA3VybBgDIAEoCRIOCgZzY29wZXMYBCADKAkSLgoGcmVhc29uGAUgASgOMh4uYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZWFzb24iQQoVQXV0aG9yaXphdGlvblJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSFAoMcmVkaXJlY3RfdXJsGAIgASgJItIBCgxJbnB1dFJlcXVlc3QSCgoCaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSFAoMdG9vbF9jYWxsX2lkGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIgoEbW9kZRgFIAEoDjIULmFnZW50ZC52MS5JbnB1dE1vZGUSMQoQcmVxdWVzdGVkX3NjaGVtYRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSCwoDdXJsGAcgASgJEhYKDmVsaWNpdGF0aW9uX2lkGAggASgJInUKDUlucHV0UmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRImCgZhY3Rpb24YAiABKA4yFi5hZ2VudGQudjEuSW5wdXRBY3Rpb24SKAoHY29udGVudBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QivQEKD0FwcHJvdmFsUmVxdWVzdBIKCgJpZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhEKCWFyZ3VtZW50cxgFIAEoCRIOCgZwcm9tcHQYBiABKAkSDgoGZGlnZXN0GAcgASgJEi0KCHNhbXBsaW5nGAggASgLMhsuYWdlbnRkLnYxLlNhbXBsaW5nQXBwcm92YWwipgEKEFNhbXBsaW5nQXBwcm92YWwSEwoLc2VydmVyX25hbWUYASABKAkSLAoIbWVzc2FnZXMYAiADKAsyGi5hZ2VudGQudjEuU2FtcGxpbmdNZXNzYWdlEhUKDXN5c3RlbV9wcm9tcHQYAyABKAkSHAoUbWF4X3Rva2Vuc19yZXF1ZXN0ZWQYBCABKAUSGgoSbWF4X3Rva2Vuc19ncmFudGVkGAUgASgFIi0KD1NhbXBsaW5nTWVzc2FnZRIMCgRyb2xlGAEgASgJEgwKBHRleHQYAiABKAkiQAoMRnVuY3Rpb25DYWxsEg8KB2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIRCglhcmd1bWVudHMYAyABKAki3gEKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh8KF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAMgASgDEiAKGGNhY2hlX3dyaXRlX2lucHV0X3Rva2VucxgEIAEoAxIZChF0b29sX3NjaGVtYV9ieXRlcxgFIAEoAxIMCgR0dXJuGAYgASgFEhAKCHJlcGVhdGVkGAcgASgIEioKC3N0b3BfcmVhc29uGAggASgOMhUuYWdlbnRkLnYxLlN0b3BSZWFzb24iUAoHV2FybmluZxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJIkQKDVR1cm5XaXRoZHJhd24SDAoEdHVybhgBIAEoBRIVCg1mcm9tX3NlcXVlbmNlGAIgASgDEg4KBnJlYXNvbhgDIAEoCSKzAgoQR2VuZXJhdGlvblBhdXNlZBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEjUKEWFwcHJvdmFsX3JlcXVlc3RzGAIgAygLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdBIvCg5mdW5jdGlvbl9jYWxscxgDIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGwSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPwoWYXV0aG9yaXphdGlvbl9yZXF1ZXN0cxgFIAMoCzIfLmFnZW50ZC52MS5BdXRob3JpemF0aW9uUmVxdWVzdBIvCg5pbnB1dF9yZXF1ZXN0cxgGIAMoCzIXLmFnZW50ZC52MS5JbnB1dFJlcXVlc3Qi2AEKE0dlbmVyYXRpb25Db21wbGV0ZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIjCgdtZXNzYWdlGAIgASgLMhIuYWdlbnRkLnYxLk1lc3NhZ2USJAoIbWVzc2FnZXMYAyADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIfCgV1c2FnZRgEIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRIqCgtzdG9wX3JlYXNvbhgFIAEoDjIVLmFnZW50ZC52MS5TdG9wUmVhc29uEhIKCnRvb2xfdHVybnMYBiABKAUiVwoOUHJldmlld1JlcXVlc3QSHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZSKXAgoPUHJldmlld1Jlc3BvbnNlEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhQKDGluc3RydWN0aW9ucxgDIAEoCRImCgV0b29scxgEIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvblRvb2wSNAoQcHJvdmlkZXJfc2VydmVycxgFIAMoCzIaLmFnZW50ZC52MS5TZXJ2ZXJQbGFjZW1lbnQSJAoIbWVzc2FnZXMYBiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxChBwcm92aWRlcl9vcHRpb25zGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCg5tYXhfdG9vbF90dXJucxgIIAEoBSItChRHZXRHZW5lcmF0aW9uUmVxdWVzdBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJIkIKFUdldEdlbmVyYXRpb25SZXNwb25zZRIpCgpnZW5lcmF0aW9uGAEgASgLMhUuYWdlbnRkLnYxLkdlbmVyYXRpb24iawoWTGlzdEdlbmVyYXRpb25zUmVxdWVzdBIqCgZzdGF0ZXMYASADKA4yGi5hZ2VudGQudjEuR2VuZXJhdGlvblN0YXRlEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl4KF0xpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlEioKC2dlbmVyYXRpb25zGAEgAygLMhUuYWdlbnRkLnYxLkdlbmVyYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIv8DCgpHZW5lcmF0aW9uEhUKDWdlbmVyYXRpb25faWQYASABKAkSKQoFc3RhdGUYAiABKA4yGi5hZ2VudGQudjEuR2VuZXJhdGlvblN0YXRlEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEjUKEWFwcHJvdmFsX3JlcXVlc3RzGAcgAygLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdBIvCg5mdW5jdGlvbl9jYWxscxgIIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGwSLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIwoHbWVzc2FnZRgKIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEh8KBXVzYWdlGAsgASgLMhAuYWdlbnRkLnYxLlVzYWdlEhIKCmVycm9yX2NvZGUYDCABKAUSFQoNZXJyb3JfbWVzc2FnZRgNIAEoCSpUCglQbGFjZW1lbnQSGQoVUExBQ0VNRU5UX1VOU1BFQ0lGSUVEEAASFgoSUExBQ0VNRU5UX1BST1ZJREVSEAESFAoQUExBQ0VNRU5UX0JSSURHRRACKmgKCVRyYW5zcG9ydBIZChVUUkFOU1BPUlRfVU5TUEVDSUZJRUQQABISCg5UUkFOU1BPUlRfSFRUUBABEhMKD1RSQU5TUE9SVF9TVERJTxACEhcKE1RSQU5TUE9SVF9DT05ORUNUT1IQAypYCgpUb29sT3JpZ2luEhsKF1RPT0xfT1JJR0lOX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9PUklHSU5fRlVOQ1RJT04QARITCg9UT09MX09SSUdJTl9NQ1AQAiqnAQoTQXV0aG9yaXphdGlvblJlYXNvbhIkCiBBVVRIT1JJWkFUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEiIKHkFVVEhPUklaQVRJT05fUkVBU09OX0ZJUlNUX1VTRRABEiAKHEFVVEhPUklaQVRJT05fUkVBU09OX1NURVBfVVAQAhIkCiBBVVRIT1JJWkFUSU9OX1JFQVNPTl9SRUFVVEhPUklaRRADKlAKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASEwoPSU5QVVRfTU9ERV9GT1JNEAESEgoOSU5QVVRfTU9ERV9VUkwQAip3CgtJbnB1dEFjdGlvbhIcChhJTlBVVF9BQ1RJT05fVU5TUEVDSUZJRUQQABIXChNJTlBVVF9BQ1RJT05fQUNDRVBUEAESGAoUSU5QVVRfQUNUSU9OX0RFQ0xJTkUQAhIXChNJTlBVVF9BQ1RJT05fQ0FOQ0VMEAMquAEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRTVE9QX1JFQVNPTl9FTkRfVFVSThABEhoKFlNUT1BfUkVBU09OX01BWF9UT0tFTlMQAhIdChlTVE9QX1JFQVNPTl9TVE9QX1NFUVVFTkNFEAMSHgoaU1RPUF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBBIYChRTVE9QX1JFQVNPTl9UT09MX1VTRRAFKukBCg9HZW5lcmF0aW9uU3RhdGUSIAocR0VORVJBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhwKGEdFTkVSQVRJT05fU1RBVEVfUlVOTklORxABEhwKGEdFTkVSQVRJT05fU1RBVEVfV0FJVElORxACEhsKF0dFTkVSQVRJT05fU1RBVEVfUEFVU0VEEAMSHgoaR0VORVJBVElPTl9TVEFURV9DT01QTEVURUQQBBIbChdHRU5FUkFUSU9OX1NUQVRFX0ZBSUxFRBAFEh4KGkdFTkVSQVRJT05fU1RBVEVfQ0FOQ0VMTEVEEAYyxwIKDEFnZW50U2VydmljZRJHCghHZW5lcmF0ZRIaLmFnZW50ZC52MS5HZW5lcmF0ZVJlcXVlc3QaGy5hZ2VudGQudjEuR2VuZXJhdGVSZXNwb25zZSgBMAESQAoHUHJldmlldxIZLmFnZW50ZC52MS5QcmV2aWV3UmVxdWVzdBoaLmFnZW50ZC52MS5QcmV2aWV3UmVzcG9uc2USUgoNR2V0R2VuZXJhdGlvbhIfLmFnZW50ZC52MS5HZXRHZW5lcmF0aW9uUmVxdWVzdBogLmFnZW50ZC52MS5HZXRHZW5lcmF0aW9uUmVzcG9uc2USWAoPTGlzdEdlbmVyYXRpb25zEiEuYWdlbnRkLnYxLkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QaIi5hZ2VudGQudjEuTGlzdEdlbmVyYXRpb25zUmVzcG9uc2VCmwEKDWNvbS5hZ2VudGQudjFCEUFnZW50U2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_agentd_v1_agent, file_agentd_v1_message, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIrsDCg9HZW5lcmF0ZVJlcXVlc3QSKwoFc3RhcnQYASABKAsyGi5hZ2VudGQudjEuU3RhcnRHZW5lcmF0aW9uSAASLQoGcmVzdW1lGAIgASgLMhsuYWdlbnRkLnYxLlJlc3VtZUdlbmVyYXRpb25IABI4ChFhcHByb3ZhbF9kZWNpc2lvbhgDIAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uSAASNAoPZnVuY3Rpb25fcmVzdWx0GAQgASgLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0SAASLQoGY2FuY2VsGAUgASgLMhsuYWdlbnRkLnYxLkNhbmNlbEdlbmVyYXRpb25IABItCgZhdHRhY2gYBiABKAsyGy5hZ2VudGQudjEuQXR0YWNoR2VuZXJhdGlvbkgAEkIKFmF1dGhvcml6YXRpb25fcmVzcG9uc2UYByABKAsyIC5hZ2VudGQudjEuQXV0aG9yaXphdGlvblJlc3BvbnNlSAASMgoOaW5wdXRfcmVzcG9uc2UYCCABKAsyGC5hZ2VudGQudjEuSW5wdXRSZXNwb25zZUgAQgYKBGtpbmQiQQoQQXR0YWNoR2VuZXJhdGlvbhIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDIq0BCg9TdGFydEdlbmVyYXRpb24SHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxCg5hbnN3ZXJfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZkZXRhY2gYBCABKAgSEAoIZW5kX3VzZXIYBSABKAki4QIKEFJlc3VtZUdlbmVyYXRpb24SFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIfCgVhZ2VudBgCIAEoCzIQLmFnZW50ZC52MS5BZ2VudBI3ChJhcHByb3ZhbF9kZWNpc2lvbnMYAyADKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIzChBmdW5jdGlvbl9yZXN1bHRzGAQgAygLMhkuYWdlbnRkLnYxLkZ1bmN0aW9uUmVzdWx0EjEKDmFuc3dlcl90aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEkEKF2F1dGhvcml6YXRpb25fcmVzcG9uc2VzGAYgAygLMiAuYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZXNwb25zZRIxCg9pbnB1dF9yZXNwb25zZXMYByADKAsyGC5hZ2VudGQudjEuSW5wdXRSZXNwb25zZSJYChBBcHByb3ZhbERlY2lzaW9uEhIKCnJlcXVlc3RfaWQYASABKAkSEAoIYXBwcm92ZWQYAiABKAgSDgoGZGlnZXN0GAMgASgJEg4KBnJlYXNvbhgEIAEoCSJDCg5GdW5jdGlvblJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEg4KBm91dHB1dBgCIAEoCRIQCghpc19lcnJvchgDIAEoCCIiChBDYW5jZWxHZW5lcmF0aW9uEg4KBnJlYXNvbhgBIAEoCSLjBgoQR2VuZXJhdGVSZXNwb25zZRIvCgdzdGFydGVkGAEgASgLMhwuYWdlbnRkLnYxLkdlbmVyYXRpb25TdGFydGVkSAASKgoKdGV4dF9kZWx0YRgCIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABI3ChF0b29sX2NhbGxfc3RhcnRlZBgDIAEoCzIaLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0ZWRIABI5ChJ0b29sX2NhbGxfZmluaXNoZWQYBCABKAsyGy5hZ2VudGQudjEuVG9vbENhbGxGaW5pc2hlZEgAEjYKEGFwcHJvdmFsX3JlcXVlc3QYBSABKAsyGi5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgGIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABIhCgV1c2FnZRgHIAEoCzIQLmFnZW50ZC52MS5Vc2FnZUgAEjkKEnByb3ZpZGVyX3Rvb2xfY2FsbBgIIAEoCzIbLmFnZW50ZC52MS5Qcm92aWRlclRvb2xDYWxsSAASLQoGcGF1c2VkGAkgASgLMhsuYWdlbnRkLnYxLkdlbmVyYXRpb25QYXVzZWRIABIzCgljb21wbGV0ZWQYCiABKAsyHi5hZ2VudGQudjEuR2VuZXJhdGlvbkNvbXBsZXRlZEgAEjIKDnR1cm5fd2l0aGRyYXduGAwgASgLMhguYWdlbnRkLnYxLlR1cm5XaXRoZHJhd25IABIwCg10b29sX3Byb2dyZXNzGA0gASgLMhcuYWdlbnRkLnYxLlRvb2xQcm9ncmVzc0gAEkAKFWF1dGhvcml6YXRpb25fcmVxdWVzdBgOIAEoCzIfLmFnZW50ZC52MS5BdXRob3JpemF0aW9uUmVxdWVzdEgAEjAKDWlucHV0X3JlcXVlc3QYDyABKAsyFy5hZ2VudGQudjEuSW5wdXRSZXF1ZXN0SAASJQoHd2FybmluZxgQIAEoCzISLmFnZW50ZC52MS5XYXJuaW5nSAASNgoQYXBwcm92YWxfZGVjaWRlZBgRIAEoCzIaLmFnZW50ZC52MS5BcHByb3ZhbERlY2lkZWRIABIQCghzZXF1ZW5jZRgLIAEoA0IHCgVldmVudCKdAQoRR2VuZXJhdGlvblN0YXJ0ZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIrCgdzZXJ2ZXJzGAIgAygLMhouYWdlbnRkLnYxLlNlcnZlclBsYWNlbWVudBIiCgV0b29scxgDIAMoCzITLmFnZW50ZC52MS5Ub29sSW5mbxIPCgdyZXN1bWVkGAQgASgIEg8KB2Fkb3B0ZWQYBSABKAgicQoPU2VydmVyUGxhY2VtZW50EgwKBG5hbWUYASABKAkSJwoJcGxhY2VtZW50GAIgASgOMhQuYWdlbnRkLnYxLlBsYWNlbWVudBInCgl0cmFuc3BvcnQYAyABKA4yFC5hZ2VudGQudjEuVHJhbnNwb3J0Im4KCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSJQoGb3JpZ2luGAIgASgOMhUuYWdlbnRkLnYxLlRvb2xPcmlnaW4SEwoLc2VydmVyX25hbWUYAyABKAkSGAoQc2VydmVyX3Rvb2xfbmFtZRgEIAEoCSIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSKSAQoPVG9vbENhbGxTdGFydGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEhEKCWFyZ3VtZW50cxgFIAEoCRIMCgR0dXJuGAYgASgFIs8BChBUb29sQ2FsbEZpbmlzaGVkEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEiUKBm9yaWdpbhgEIAEoDjIVLmFnZW50ZC52MS5Ub29sT3JpZ2luEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGlzX2Vycm9yGAYgASgIEg4KBm91dHB1dBgHIAEoCRIMCgR0dXJuGAggASgFIlEKDFRvb2xQcm9ncmVzcxIPCgdjYWxsX2lkGAEgASgJEhAKCHByb2dyZXNzGAIgASgBEg0KBXRvdGFsGAMgASgBEg8KB21lc3NhZ2UYBCABKAkihAEKFEF1dGhvcml6YXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJEhMKC3NlcnZlcl9uYW1lGAIgASgJEgsKA3VybBgDIAEoCRIOCgZzY29wZXMYBCADKAkSLgoGcmVhc29uGAUgASgOMh4uYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZWFzb24iQQoVQXV0aG9yaXphdGlvblJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSFAoMcmVkaXJlY3RfdXJsGAIgASgJItIBCgxJbnB1dFJlcXVlc3QSCgoCaWQYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSFAoMdG9vbF9jYWxsX2lkGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSIgoEbW9kZRgFIAEoDjIULmFnZW50ZC52MS5JbnB1dE1vZGUSMQoQcmVxdWVzdGVkX3NjaGVtYRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSCwoDdXJsGAcgASgJEhYKDmVsaWNpdGF0aW9uX2lkGAggASgJInUKDUlucHV0UmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRImCgZhY3Rpb24YAiABKA4yFi5hZ2VudGQudjEuSW5wdXRBY3Rpb24SKAoHY29udGVudBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QivQEKD0FwcHJvdmFsUmVxdWVzdBIKCgJpZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEhEKCWFyZ3VtZW50cxgFIAEoCRIOCgZwcm9tcHQYBiABKAkSDgoGZGlnZXN0GAcgASgJEi0KCHNhbXBsaW5nGAggASgLMhsuYWdlbnRkLnYxLlNhbXBsaW5nQXBwcm92YWwipgEKEFNhbXBsaW5nQXBwcm92YWwSEwoLc2VydmVyX25hbWUYASABKAkSLAoIbWVzc2FnZXMYAiADKAsyGi5hZ2VudGQudjEuU2FtcGxpbmdNZXNzYWdlEhUKDXN5c3RlbV9wcm9tcHQYAyABKAkSHAoUbWF4X3Rva2Vuc19yZXF1ZXN0ZWQYBCABKAUSGgoSbWF4X3Rva2Vuc19ncmFudGVkGAUgASgFIi0KD1NhbXBsaW5nTWVzc2FnZRIMCgRyb2xlGAEgASgJEgwKBHRleHQYAiABKAkiQAoMRnVuY3Rpb25DYWxsEg8KB2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIRCglhcmd1bWVudHMYAyABKAki3gEKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh8KF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAMgASgDEiAKGGNhY2hlX3dyaXRlX2lucHV0X3Rva2VucxgEIAEoAxIZChF0b29sX3NjaGVtYV9ieXRlcxgFIAEoAxIMCgR0dXJuGAYgASgFEhAKCHJlcGVhdGVkGAcgASgIEioKC3N0b3BfcmVhc29uGAggASgOMhUuYWdlbnRkLnYxLlN0b3BSZWFzb24iUAoHV2FybmluZxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJIkQKDVR1cm5XaXRoZHJhd24SDAoEdHVybhgBIAEoBRIVCg1mcm9tX3NlcXVlbmNlGAIgASgDEg4KBnJlYXNvbhgDIAEoCSKzAgoQR2VuZXJhdGlvblBhdXNlZBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEjUKEWFwcHJvdmFsX3JlcXVlc3RzGAIgAygLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdBIvCg5mdW5jdGlvbl9jYWxscxgDIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGwSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPwoWYXV0aG9yaXphdGlvbl9yZXF1ZXN0cxgFIAMoCzIfLmFnZW50ZC52MS5BdXRob3JpemF0aW9uUmVxdWVzdBIvCg5pbnB1dF9yZXF1ZXN0cxgGIAMoCzIXLmFnZW50ZC52MS5JbnB1dFJlcXVlc3Qi2AEKE0dlbmVyYXRpb25Db21wbGV0ZWQSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIjCgdtZXNzYWdlGAIgASgLMhIuYWdlbnRkLnYxLk1lc3NhZ2USJAoIbWVzc2FnZXMYAyADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIfCgV1c2FnZRgEIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRIqCgtzdG9wX3JlYXNvbhgFIAEoDjIVLmFnZW50ZC52MS5TdG9wUmVhc29uEhIKCnRvb2xfdHVybnMYBiABKAUiVwoOUHJldmlld1JlcXVlc3QSHwoFYWdlbnQYASABKAsyEC5hZ2VudGQudjEuQWdlbnQSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZSKXAgoPUHJldmlld1Jlc3BvbnNlEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhQKDGluc3RydWN0aW9ucxgDIAEoCRImCgV0b29scxgEIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvblRvb2wSNAoQcHJvdmlkZXJfc2VydmVycxgFIAMoCzIaLmFnZW50ZC52MS5TZXJ2ZXJQbGFjZW1lbnQSJAoIbWVzc2FnZXMYBiADKAsyEi5hZ2VudGQudjEuTWVzc2FnZRIxChBwcm92aWRlcl9vcHRpb25zGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCg5tYXhfdG9vbF90dXJucxgIIAEoBSItChRHZXRHZW5lcmF0aW9uUmVxdWVzdBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJIkIKFUdldEdlbmVyYXRpb25SZXNwb25zZRIpCgpnZW5lcmF0aW9uGAEgASgLMhUuYWdlbnRkLnYxLkdlbmVyYXRpb24iawoWTGlzdEdlbmVyYXRpb25zUmVxdWVzdBIqCgZzdGF0ZXMYASADKA4yGi5hZ2VudGQudjEuR2VuZXJhdGlvblN0YXRlEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl4KF0xpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlEioKC2dlbmVyYXRpb25zGAEgAygLMhUuYWdlbnRkLnYxLkdlbmVyYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIvEECgpHZW5lcmF0aW9uEhUKDWdlbmVyYXRpb25faWQYASABKAkSKQoFc3RhdGUYAiABKA4yGi5hZ2VudGQudjEuR2VuZXJhdGlvblN0YXRlEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEjUKEWFwcHJvdmFsX3JlcXVlc3RzGAcgAygLMhouYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdBIvCg5mdW5jdGlvbl9jYWxscxgIIAMoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGwSLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIwoHbWVzc2FnZRgKIAEoCzISLmFnZW50ZC52MS5NZXNzYWdlEh8KBXVzYWdlGAsgASgLMhAuYWdlbnRkLnYxLlVzYWdlEhIKCmVycm9yX2NvZGUYDCABKAUSFQoNZXJyb3JfbWVzc2FnZRgNIAEoCRI/ChZhdXRob3JpemF0aW9uX3JlcXVlc3RzGA4gAygLMh8uYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZXF1ZXN0Ei8KDmlucHV0X3JlcXVlc3RzGA8gAygLMhcuYWdlbnRkLnYxLklucHV0UmVxdWVzdCJEChdDcmVhdGVHZW5lcmF0aW9uUmVxdWVzdBIpCgVzdGFydBgBIAEoCzIaLmFnZW50ZC52MS5TdGFydEdlbmVyYXRpb24iSQoYQ3JlYXRlR2VuZXJhdGlvblJlc3BvbnNlEhUKDWdlbmVyYXRpb25faWQYASABKAkSFgoOZmlyc3Rfc2VxdWVuY2UYAiABKAMiSAoXRm9sbG93R2VuZXJhdGlvblJlcXVlc3QSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoAyJGChhGb2xsb3dHZW5lcmF0aW9uUmVzcG9uc2USKgoFZXZlbnQYASABKAsyGy5hZ2VudGQudjEuR2VuZXJhdGVSZXNwb25zZSJFCh1TdHJlYW1HZW5lcmF0aW9uRXZlbnRzUmVxdWVzdBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEg0KBWFmdGVyGAIgASgDIkUKHlN0cmVhbUdlbmVyYXRpb25FdmVudHNSZXNwb25zZRIjCgVjaHVuaxgBIAEoCzIULmdvb2dsZS5hcGkuSHR0cEJvZHki3QEKFURlY2lkZVJlcXVlc3RzUmVxdWVzdBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEjcKEmFwcHJvdmFsX2RlY2lzaW9ucxgCIAMoCzIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEkEKF2F1dGhvcml6YXRpb25fcmVzcG9uc2VzGAMgAygLMiAuYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZXNwb25zZRIxCg9pbnB1dF9yZXNwb25zZXMYBCADKAsyGC5hZ2VudGQudjEuSW5wdXRSZXNwb25zZSJyChZEZWNpZGVSZXF1ZXN0c1Jlc3BvbnNlEi0KCWRlY2lzaW9ucxgBIAMoCzIaLmFnZW50ZC52MS5BcHByb3ZhbERlY2lkZWQSKQoKZ2VuZXJhdGlvbhgCIAEoCzIVLmFnZW50ZC52MS5HZW5lcmF0aW9uIuABCg9BcHByb3ZhbERlY2lkZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIrCgRraW5kGAIgASgOMh0uYWdlbnRkLnYxLlBlbmRpbmdSZXF1ZXN0S2luZBIQCghhcHByb3ZlZBgDIAEoCBImCgZhY3Rpb24YBCABKA4yFi5hZ2VudGQudjEuSW5wdXRBY3Rpb24SEgoKZGVjaWRlZF9ieRgFIAEoCRIOCgZyZWFzb24YBiABKAkSLgoKZGVjaWRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiqwEKGkxpc3RQZW5kaW5nUmVxdWVzdHNSZXF1ZXN0EiwKBWtpbmRzGAEgAygOMh0uYWdlbnRkLnYxLlBlbmRpbmdSZXF1ZXN0S2luZBITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEAoIZW5kX3VzZXIYBCABKAkSEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiYwobTGlzdFBlbmRpbmdSZXF1ZXN0c1Jlc3BvbnNlEisKCHJlcXVlc3RzGAEgAygLMhkuYWdlbnRkLnYxLlBlbmRpbmdSZXF1ZXN0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSL5AwoOUGVuZGluZ1JlcXVlc3QSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIrCgRraW5kGAIgASgOMh0uYWdlbnRkLnYxLlBlbmRpbmdSZXF1ZXN0S2luZBIuCghhcHByb3ZhbBgDIAEoCzIaLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RIABI4Cg1hdXRob3JpemF0aW9uGAQgASgLMh8uYWdlbnRkLnYxLkF1dGhvcml6YXRpb25SZXF1ZXN0SAASKAoFaW5wdXQYBSABKAsyFy5hZ2VudGQudjEuSW5wdXRSZXF1ZXN0SAASMAoNZnVuY3Rpb25fY2FsbBgGIAEoCzIXLmFnZW50ZC52MS5GdW5jdGlvbkNhbGxIABIpCgVzdGF0ZRgHIAEoDjIaLmFnZW50ZC52MS5HZW5lcmF0aW9uU3RhdGUSMAoMcmVxdWVzdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghlbmRfdXNlchgKIAEoCRISCgpzdGFydGVkX2J5GAsgASgJEhAKCHByb3ZpZGVyGAwgASgJEg0KBW1vZGVsGA0gASgJQgkKB3JlcXVlc3QqVAoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhYKElBMQUNFTUVOVF9QUk9WSURFUhABEhQKEFBMQUNFTUVOVF9CUklER0UQAipoCglUcmFuc3BvcnQSGQoVVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASEgoOVFJBTlNQT1JUX0hUVFAQARITCg9UUkFOU1BPUlRfU1RESU8QAhIXChNUUkFOU1BPUlRfQ09OTkVDVE9SEAMqWAoKVG9vbE9yaWdpbhIbChdUT09MX09SSUdJTl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfT1JJR0lOX0ZVTkNUSU9OEAESEwoPVE9PTF9PUklHSU5fTUNQEAIqpwEKE0F1dGhvcml6YXRpb25SZWFzb24SJAogQVVUSE9SSVpBVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIiCh5BVVRIT1JJWkFUSU9OX1JFQVNPTl9GSVJTVF9VU0UQARIgChxBVVRIT1JJWkFUSU9OX1JFQVNPTl9TVEVQX1VQEAISJAogQVVUSE9SSVpBVElPTl9SRUFTT05fUkVBVVRIT1JJWkUQAypQCglJbnB1dE1vZGUSGgoWSU5QVVRfTU9ERV9VTlNQRUNJRklFRBAAEhMKD0lOUFVUX01PREVfRk9STRABEhIKDklOUFVUX01PREVfVVJMEAIqdwoLSW5wdXRBY3Rpb24SHAoYSU5QVVRfQUNUSU9OX1VOU1BFQ0lGSUVEEAASFwoTSU5QVVRfQUNUSU9OX0FDQ0VQVBABEhgKFElOUFVUX0FDVElPTl9ERUNMSU5FEAISFwoTSU5QVVRfQUNUSU9OX0NBTkNFTBADKrgBCgpTdG9wUmVhc29uEhsKF1NUT1BfUkVBU09OX1VOU1BFQ0lGSUVEEAASGAoUU1RPUF9SRUFTT05fRU5EX1RVUk4QARIaChZTVE9QX1JFQVNPTl9NQVhfVE9LRU5TEAISHQoZU1RPUF9SRUFTT05fU1RPUF9TRVFVRU5DRRADEh4KGlNUT1BfUkVBU09OX0NPTlRFTlRfRklMVEVSEAQSGAoUU1RPUF9SRUFTT05fVE9PTF9VU0UQBSrpAQoPR2VuZXJhdGlvblN0YXRlEiAKHEdFTkVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIcChhHRU5FUkFUSU9OX1NUQVRFX1JVTk5JTkcQARIcChhHRU5FUkFUSU9OX1NUQVRFX1dBSVRJTkcQAhIbChdHRU5FUkFUSU9OX1NUQVRFX1BBVVNFRBADEh4KGkdFTkVSQVRJT05fU1RBVEVfQ09NUExFVEVEEAQSGwoXR0VORVJBVElPTl9TVEFURV9GQUlMRUQQBRIeChpHRU5FUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAGKs0BChJQZW5kaW5nUmVxdWVzdEtpbmQSJAogUEVORElOR19SRVFVRVNUX0tJTkRfVU5TUEVDSUZJRUQQABIhCh1QRU5ESU5HX1JFUVVFU1RfS0lORF9BUFBST1ZBTBABEiYKIlBFTkRJTkdfUkVRVUVTVF9LSU5EX0FVVEhPUklaQVRJT04QAhIeChpQRU5ESU5HX1JFUVVFU1RfS0lORF9JTlBVVBADEiYKIlBFTkRJTkdfUkVRVUVTVF9LSU5EX0ZVTkNUSU9OX0NBTEwQBDK2CAoMQWdlbnRTZXJ2aWNlEkcKCEdlbmVyYXRlEhouYWdlbnRkLnYxLkdlbmVyYXRlUmVxdWVzdBobLmFnZW50ZC52MS5HZW5lcmF0ZVJlc3BvbnNlKAEwARJYCgdQcmV2aWV3EhkuYWdlbnRkLnYxLlByZXZpZXdSZXF1ZXN0GhouYWdlbnRkLnYxLlByZXZpZXdSZXNwb25zZSIWgtPkkwIQOgEqIgsvdjEvcHJldmlldxJ7Cg1HZXRHZW5lcmF0aW9uEh8uYWdlbnRkLnYxLkdldEdlbmVyYXRpb25SZXF1ZXN0GiAuYWdlbnRkLnYxLkdldEdlbmVyYXRpb25SZXNwb25zZSIngtPkkwIhEh8vdjEvZ2VuZXJhdGlvbnMve2dlbmVyYXRpb25faWR9EnEKD0xpc3RHZW5lcmF0aW9ucxIhLmFnZW50ZC52MS5MaXN0R2VuZXJhdGlvbnNSZXF1ZXN0GiIuYWdlbnRkLnYxLkxpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlIheC0+STAhESDy92MS9nZW5lcmF0aW9ucxJ7ChBDcmVhdGVHZW5lcmF0aW9uEiIuYWdlbnRkLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXF1ZXN0GiMuYWdlbnRkLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXNwb25zZSIegtPkkwIYOgVzdGFydCIPL3YxL2dlbmVyYXRpb25zEl0KEEZvbGxvd0dlbmVyYXRpb24SIi5hZ2VudGQudjEuRm9sbG93R2VuZXJhdGlvblJlcXVlc3QaIy5hZ2VudGQudjEuRm9sbG93R2VuZXJhdGlvblJlc3BvbnNlMAESpgEKFlN0cmVhbUdlbmVyYXRpb25FdmVudHMSKC5hZ2VudGQudjEuU3RyZWFtR2VuZXJhdGlvbkV2ZW50c1JlcXVlc3QaKS5hZ2VudGQudjEuU3RyZWFtR2VuZXJhdGlvbkV2ZW50c1Jlc3BvbnNlIjWC0+STAi9iBWNodW5rEiYvdjEvZ2VuZXJhdGlvbnMve2dlbmVyYXRpb25faWR9L2V2ZW50czABEogBCg5EZWNpZGVSZXF1ZXN0cxIgLmFnZW50ZC52MS5EZWNpZGVSZXF1ZXN0c1JlcXVlc3QaIS5hZ2VudGQudjEuRGVjaWRlUmVxdWVzdHNSZXNwb25zZSIxgtPkkwIrOgEqIiYvdjEvZ2VuZXJhdGlvbnMve2dlbmVyYXRpb25faWR9OmRlY2lkZRKCAQoTTGlzdFBlbmRpbmdSZXF1ZXN0cxIlLmFnZW50ZC52MS5MaXN0UGVuZGluZ1JlcXVlc3RzUmVxdWVzdBomLmFnZW50ZC52MS5MaXN0UGVuZGluZ1JlcXVlc3RzUmVzcG9uc2UiHILT5JMCFhIUL3YxL3BlbmRpbmctcmVxdWVzdHNCmwEKDWNvbS5hZ2VudGQudjFCEUFnZW50U2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_agentd_v1_agent, file_agentd_v1_message, file_google_api_annotations, file_google_api_httpbody, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * GenerateRequest is one client message on the Generate stream.
@@ -301,6 +304,15 @@ export type ApprovalDecision = Message<"agentd.v1.ApprovalDecision"> & {
    * @generated from field: string digest = 3;
    */
   digest: string;
+
+  /**
+   * Why, for the record (at most 1,000 characters): kept with the
+   * decision, shown in approval_decided and in the audit line; a declined
+   * call's reason reaches the model with the refusal.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
 };
 
 /**
@@ -505,6 +517,15 @@ export type GenerateResponse = Message<"agentd.v1.GenerateResponse"> & {
      */
     value: Warning;
     case: "warning";
+  } | {
+    /**
+     * A pending request was answered: by this stream, or by someone
+     * else's DecideRequests.
+     *
+     * @generated from field: agentd.v1.ApprovalDecided approval_decided = 17;
+     */
+    value: ApprovalDecided;
+    case: "approvalDecided";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -1812,6 +1833,20 @@ export type Generation = Message<"agentd.v1.Generation"> & {
    * @generated from field: string error_message = 13;
    */
   errorMessage: string;
+
+  /**
+   * A waiting or paused generation's pending authorizations and inputs
+   * (GetGeneration only), beside approval_requests and function_calls,
+   * which now also list a waiting generation's.
+   *
+   * @generated from field: repeated agentd.v1.AuthorizationRequest authorization_requests = 14;
+   */
+  authorizationRequests: AuthorizationRequest[];
+
+  /**
+   * @generated from field: repeated agentd.v1.InputRequest input_requests = 15;
+   */
+  inputRequests: InputRequest[];
 };
 
 /**
@@ -1820,6 +1855,487 @@ export type Generation = Message<"agentd.v1.Generation"> & {
  */
 export const GenerationSchema: GenMessage<Generation> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_service, 34);
+
+/**
+ * CreateGenerationRequest starts a generation detached.
+ *
+ * @generated from message agentd.v1.CreateGenerationRequest
+ */
+export type CreateGenerationRequest = Message<"agentd.v1.CreateGenerationRequest"> & {
+  /**
+   * The generation, as Generate's start; detach is implied. Over HTTP
+   * (POST /v1/generations) it is the whole body.
+   *
+   * @generated from field: agentd.v1.StartGeneration start = 1;
+   */
+  start?: StartGeneration | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.CreateGenerationRequest.
+ * Use `create(CreateGenerationRequestSchema)` to create a new message.
+ */
+export const CreateGenerationRequestSchema: GenMessage<CreateGenerationRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 35);
+
+/**
+ * CreateGenerationResponse names the generation started.
+ *
+ * @generated from message agentd.v1.CreateGenerationResponse
+ */
+export type CreateGenerationResponse = Message<"agentd.v1.CreateGenerationResponse"> & {
+  /**
+   * Follow, get or decide with it.
+   *
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * The sequence number of its first event (started): follow after
+   * first_sequence - 1 to see every event.
+   *
+   * @generated from field: int64 first_sequence = 2;
+   */
+  firstSequence: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.CreateGenerationResponse.
+ * Use `create(CreateGenerationResponseSchema)` to create a new message.
+ */
+export const CreateGenerationResponseSchema: GenMessage<CreateGenerationResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 36);
+
+/**
+ * FollowGenerationRequest names the generation to follow.
+ *
+ * @generated from message agentd.v1.FollowGenerationRequest
+ */
+export type FollowGenerationRequest = Message<"agentd.v1.FollowGenerationRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * Send the events whose sequence is greater than this; 0 for all.
+   *
+   * @generated from field: int64 after_sequence = 2;
+   */
+  afterSequence: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.FollowGenerationRequest.
+ * Use `create(FollowGenerationRequestSchema)` to create a new message.
+ */
+export const FollowGenerationRequestSchema: GenMessage<FollowGenerationRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 37);
+
+/**
+ * FollowGenerationResponse is one event of the generation followed.
+ *
+ * @generated from message agentd.v1.FollowGenerationResponse
+ */
+export type FollowGenerationResponse = Message<"agentd.v1.FollowGenerationResponse"> & {
+  /**
+   * As on the Generate stream, with its sequence.
+   *
+   * @generated from field: agentd.v1.GenerateResponse event = 1;
+   */
+  event?: GenerateResponse | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.FollowGenerationResponse.
+ * Use `create(FollowGenerationResponseSchema)` to create a new message.
+ */
+export const FollowGenerationResponseSchema: GenMessage<FollowGenerationResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 38);
+
+/**
+ * StreamGenerationEventsRequest names the generation to follow over SSE.
+ *
+ * @generated from message agentd.v1.StreamGenerationEventsRequest
+ */
+export type StreamGenerationEventsRequest = Message<"agentd.v1.StreamGenerationEventsRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * Send the events whose sequence is greater than this; the
+   * Last-Event-ID header, when given, wins.
+   *
+   * @generated from field: int64 after = 2;
+   */
+  after: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.StreamGenerationEventsRequest.
+ * Use `create(StreamGenerationEventsRequestSchema)` to create a new message.
+ */
+export const StreamGenerationEventsRequestSchema: GenMessage<StreamGenerationEventsRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 39);
+
+/**
+ * StreamGenerationEventsResponse is a chunk of the event stream.
+ *
+ * @generated from message agentd.v1.StreamGenerationEventsResponse
+ */
+export type StreamGenerationEventsResponse = Message<"agentd.v1.StreamGenerationEventsResponse"> & {
+  /**
+   * text/event-stream: whole events and heartbeat comments, never part
+   * of one. Over HTTP it is the response body itself.
+   *
+   * @generated from field: google.api.HttpBody chunk = 1;
+   */
+  chunk?: HttpBody | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.StreamGenerationEventsResponse.
+ * Use `create(StreamGenerationEventsResponseSchema)` to create a new message.
+ */
+export const StreamGenerationEventsResponseSchema: GenMessage<StreamGenerationEventsResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 40);
+
+/**
+ * DecideRequestsRequest answers pending requests of one generation.
+ *
+ * @generated from message agentd.v1.DecideRequestsRequest
+ */
+export type DecideRequestsRequest = Message<"agentd.v1.DecideRequestsRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * Decisions of its pending ApprovalRequests (digest optional, reason
+   * recorded).
+   *
+   * @generated from field: repeated agentd.v1.ApprovalDecision approval_decisions = 2;
+   */
+  approvalDecisions: ApprovalDecision[];
+
+  /**
+   * Answers of its pending AuthorizationRequests.
+   *
+   * @generated from field: repeated agentd.v1.AuthorizationResponse authorization_responses = 3;
+   */
+  authorizationResponses: AuthorizationResponse[];
+
+  /**
+   * Answers of its pending InputRequests.
+   *
+   * @generated from field: repeated agentd.v1.InputResponse input_responses = 4;
+   */
+  inputResponses: InputResponse[];
+};
+
+/**
+ * Describes the message agentd.v1.DecideRequestsRequest.
+ * Use `create(DecideRequestsRequestSchema)` to create a new message.
+ */
+export const DecideRequestsRequestSchema: GenMessage<DecideRequestsRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 41);
+
+/**
+ * DecideRequestsResponse is what was recorded.
+ *
+ * @generated from message agentd.v1.DecideRequestsResponse
+ */
+export type DecideRequestsResponse = Message<"agentd.v1.DecideRequestsResponse"> & {
+  /**
+   * One per answer given, in the request's order.
+   *
+   * @generated from field: repeated agentd.v1.ApprovalDecided decisions = 1;
+   */
+  decisions: ApprovalDecided[];
+
+  /**
+   * The generation after the decisions (RUNNING once a paused one
+   * resumed).
+   *
+   * @generated from field: agentd.v1.Generation generation = 2;
+   */
+  generation?: Generation | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.DecideRequestsResponse.
+ * Use `create(DecideRequestsResponseSchema)` to create a new message.
+ */
+export const DecideRequestsResponseSchema: GenMessage<DecideRequestsResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 42);
+
+/**
+ * ApprovalDecided says a pending request was answered, and by whom.
+ *
+ * @generated from message agentd.v1.ApprovalDecided
+ */
+export type ApprovalDecided = Message<"agentd.v1.ApprovalDecided"> & {
+  /**
+   * The request's id (ApprovalRequest.id, AuthorizationRequest.id,
+   * InputRequest.id).
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * What kind of request it was.
+   *
+   * @generated from field: agentd.v1.PendingRequestKind kind = 2;
+   */
+  kind: PendingRequestKind;
+
+  /**
+   * An approval's decision.
+   *
+   * @generated from field: bool approved = 3;
+   */
+  approved: boolean;
+
+  /**
+   * An input request's answer.
+   *
+   * @generated from field: agentd.v1.InputAction action = 4;
+   */
+  action: InputAction;
+
+  /**
+   * The principal who decided (its name, never its credential); empty
+   * without authentication.
+   *
+   * @generated from field: string decided_by = 5;
+   */
+  decidedBy: string;
+
+  /**
+   * ApprovalDecision.reason.
+   *
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * When the decision was recorded.
+   *
+   * @generated from field: google.protobuf.Timestamp decided_at = 7;
+   */
+  decidedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ApprovalDecided.
+ * Use `create(ApprovalDecidedSchema)` to create a new message.
+ */
+export const ApprovalDecidedSchema: GenMessage<ApprovalDecided> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 43);
+
+/**
+ * ListPendingRequestsRequest selects a page of pending requests: every
+ * field given narrows the selection.
+ *
+ * @generated from message agentd.v1.ListPendingRequestsRequest
+ */
+export type ListPendingRequestsRequest = Message<"agentd.v1.ListPendingRequestsRequest"> & {
+  /**
+   * Only these kinds; empty: all.
+   *
+   * @generated from field: repeated agentd.v1.PendingRequestKind kinds = 1;
+   */
+  kinds: PendingRequestKind[];
+
+  /**
+   * Only requests concerning this MCP server, as declared.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * Only approvals of this tool (the server's name for it).
+   *
+   * @generated from field: string tool_name = 3;
+   */
+  toolName: string;
+
+  /**
+   * Only generations started for this end user.
+   *
+   * @generated from field: string end_user = 4;
+   */
+  endUser: string;
+
+  /**
+   * At most this many (default 50, at most 1000).
+   *
+   * @generated from field: int32 page_size = 5;
+   */
+  pageSize: number;
+
+  /**
+   * ListPendingRequestsResponse.next_page_token of the previous page;
+   * empty for the first.
+   *
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.ListPendingRequestsRequest.
+ * Use `create(ListPendingRequestsRequestSchema)` to create a new message.
+ */
+export const ListPendingRequestsRequestSchema: GenMessage<ListPendingRequestsRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 44);
+
+/**
+ * ListPendingRequestsResponse is one page.
+ *
+ * @generated from message agentd.v1.ListPendingRequestsResponse
+ */
+export type ListPendingRequestsResponse = Message<"agentd.v1.ListPendingRequestsResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated agentd.v1.PendingRequest requests = 1;
+   */
+  requests: PendingRequest[];
+
+  /**
+   * The next page's token; empty after the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.ListPendingRequestsResponse.
+ * Use `create(ListPendingRequestsResponseSchema)` to create a new message.
+ */
+export const ListPendingRequestsResponseSchema: GenMessage<ListPendingRequestsResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 45);
+
+/**
+ * PendingRequest is one request a generation waits for.
+ *
+ * @generated from message agentd.v1.PendingRequest
+ */
+export type PendingRequest = Message<"agentd.v1.PendingRequest"> & {
+  /**
+   * The generation that asks.
+   *
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * What it asks for.
+   *
+   * @generated from field: agentd.v1.PendingRequestKind kind = 2;
+   */
+  kind: PendingRequestKind;
+
+  /**
+   * The request, by kind.
+   *
+   * @generated from oneof agentd.v1.PendingRequest.request
+   */
+  request: {
+    /**
+     * @generated from field: agentd.v1.ApprovalRequest approval = 3;
+     */
+    value: ApprovalRequest;
+    case: "approval";
+  } | {
+    /**
+     * @generated from field: agentd.v1.AuthorizationRequest authorization = 4;
+     */
+    value: AuthorizationRequest;
+    case: "authorization";
+  } | {
+    /**
+     * @generated from field: agentd.v1.InputRequest input = 5;
+     */
+    value: InputRequest;
+    case: "input";
+  } | {
+    /**
+     * @generated from field: agentd.v1.FunctionCall function_call = 6;
+     */
+    value: FunctionCall;
+    case: "functionCall";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * WAITING (on its stream) or PAUSED.
+   *
+   * @generated from field: agentd.v1.GenerationState state = 7;
+   */
+  state: GenerationState;
+
+  /**
+   * When the generation asked.
+   *
+   * @generated from field: google.protobuf.Timestamp requested_at = 8;
+   */
+  requestedAt?: Timestamp | undefined;
+
+  /**
+   * When an unanswered request stops being answerable: a waiting
+   * generation pauses at its answer timeout, a paused one is discarded.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 9;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * StartGeneration.end_user.
+   *
+   * @generated from field: string end_user = 10;
+   */
+  endUser: string;
+
+  /**
+   * The principal that started the generation.
+   *
+   * @generated from field: string started_by = 11;
+   */
+  startedBy: string;
+
+  /**
+   * The agent's provider and model.
+   *
+   * @generated from field: string provider = 12;
+   */
+  provider: string;
+
+  /**
+   * @generated from field: string model = 13;
+   */
+  model: string;
+};
+
+/**
+ * Describes the message agentd.v1.PendingRequest.
+ * Use `create(PendingRequestSchema)` to create a new message.
+ */
+export const PendingRequestSchema: GenMessage<PendingRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 46);
 
 /**
  * Placement says who runs an MCP server.
@@ -2156,6 +2672,53 @@ export const GenerationStateSchema: GenEnum<GenerationState> = /*@__PURE__*/
   enumDesc(file_agentd_v1_agent_service, 7);
 
 /**
+ * PendingRequestKind is what a pending request asks for.
+ *
+ * @generated from enum agentd.v1.PendingRequestKind
+ */
+export enum PendingRequestKind {
+  /**
+   * @generated from enum value: PENDING_REQUEST_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * An ApprovalRequest.
+   *
+   * @generated from enum value: PENDING_REQUEST_KIND_APPROVAL = 1;
+   */
+  APPROVAL = 1,
+
+  /**
+   * An AuthorizationRequest.
+   *
+   * @generated from enum value: PENDING_REQUEST_KIND_AUTHORIZATION = 2;
+   */
+  AUTHORIZATION = 2,
+
+  /**
+   * An InputRequest.
+   *
+   * @generated from enum value: PENDING_REQUEST_KIND_INPUT = 3;
+   */
+  INPUT = 3,
+
+  /**
+   * A FunctionCall: only the generation's client can answer it, with a
+   * FunctionResult; listed, not decidable.
+   *
+   * @generated from enum value: PENDING_REQUEST_KIND_FUNCTION_CALL = 4;
+   */
+  FUNCTION_CALL = 4,
+}
+
+/**
+ * Describes the enum agentd.v1.PendingRequestKind.
+ */
+export const PendingRequestKindSchema: GenEnum<PendingRequestKind> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_service, 8);
+
+/**
  * AgentService runs LLM agents whose tools come from MCP servers.
  *
  * @generated from service agentd.v1.AgentService
@@ -2228,6 +2791,89 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof ListGenerationsRequestSchema;
     output: typeof ListGenerationsResponseSchema;
+  },
+  /**
+   * CreateGeneration starts a generation detached, for a caller that
+   * cannot stream a request body (a browser, a script): it returns once
+   * the generation is recorded and running, with its id and the sequence
+   * number of its first event. Follow it with FollowGeneration (or
+   * StreamGenerationEvents over HTTP) and answer what it asks with
+   * DecideRequests. It refuses what Generate refuses, alike; it needs the
+   * durable record (UNIMPLEMENTED without one).
+   *
+   * @generated from rpc agentd.v1.AgentService.CreateGeneration
+   */
+  createGeneration: {
+    methodKind: "unary";
+    input: typeof CreateGenerationRequestSchema;
+    output: typeof CreateGenerationResponseSchema;
+  },
+  /**
+   * FollowGeneration streams the events of one of the caller's tenant's
+   * generations after a sequence number, on any replica that shares the
+   * store, as Generate's attach does: each event once and in order, until
+   * the generation completes or pauses (the stream ends after that
+   * event) or fails (the stream ends with its status). A follower only
+   * watches: it answers nothing; DecideRequests does.
+   *
+   * @generated from rpc agentd.v1.AgentService.FollowGeneration
+   */
+  followGeneration: {
+    methodKind: "server_streaming";
+    input: typeof FollowGenerationRequestSchema;
+    output: typeof FollowGenerationResponseSchema;
+  },
+  /**
+   * StreamGenerationEvents is FollowGeneration as Server-Sent Events, for
+   * HTTP clients: GET /v1/generations/{generation_id}/events answers
+   * text/event-stream, one event per stored event (id: its sequence,
+   * event: its kind, data: its JSON), with a comment line as heartbeat
+   * while nothing happens. The Last-Event-ID header, or the after query
+   * parameter, resumes after that sequence. The stream ends after
+   * completed or paused, or after an error event carrying the status a
+   * failed or cancelled generation ended with. Over gRPC and Connect each
+   * message is a chunk of that text.
+   *
+   * @generated from rpc agentd.v1.AgentService.StreamGenerationEvents
+   */
+  streamGenerationEvents: {
+    methodKind: "server_streaming";
+    input: typeof StreamGenerationEventsRequestSchema;
+    output: typeof StreamGenerationEventsResponseSchema;
+  },
+  /**
+   * DecideRequests answers pending requests of one of the caller's
+   * tenant's generations (approvals, authorizations, inputs), whether it
+   * waits live on another caller's stream or is paused; it needs the
+   * role "generate" or "approve". Each decision is recorded once, across
+   * replicas: a second decision of the same request is refused
+   * FAILED_PRECONDITION naming who decided first, and nothing of the
+   * request is changed. The replica running the generation applies the
+   * decisions, and its stream shows each as approval_decided. A paused
+   * generation whose every pending request is decided resumes, detached,
+   * with the agent it was stored with; one that needs what was not
+   * stored (function results, secrets) keeps the decisions for its next
+   * resume.
+   *
+   * @generated from rpc agentd.v1.AgentService.DecideRequests
+   */
+  decideRequests: {
+    methodKind: "unary";
+    input: typeof DecideRequestsRequestSchema;
+    output: typeof DecideRequestsResponseSchema;
+  },
+  /**
+   * ListPendingRequests returns a page of the caller's tenant's pending
+   * requests, across its waiting and paused generations, newest first:
+   * what an approval inbox shows. It needs the role "generate" or
+   * "approve".
+   *
+   * @generated from rpc agentd.v1.AgentService.ListPendingRequests
+   */
+  listPendingRequests: {
+    methodKind: "unary";
+    input: typeof ListPendingRequestsRequestSchema;
+    output: typeof ListPendingRequestsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_v1_agent_service, 0);
