@@ -3,7 +3,7 @@
 #   make test   install what the tests need, then lint, check generated code and
 #               the API, run every Go test with -race, and the client examples
 #
-# Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc as tool directives),
+# Pins: go.mod (protoc-gen-go, protoc-gen-go-grpc, protoc-gen-connect-openapi as tool directives),
 # tools/go.mod (grpcurl, staticcheck, gocyclo, helm), package.json + package-lock.json (buf, protoc-gen-es,
 # Connect-ES, typescript, the MCP conformance suite and the Node 22 it runs on),
 # examples/python/requirements.txt (grpcio and protobuf for the Python
@@ -40,7 +40,7 @@ SMOKE_ADDR   ?= 127.0.0.1:17073
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
 	@echo "make test              install test dependencies, then run every check and test"
-	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript) and docs/configuration.md"
+	@echo "make generate          regenerate gen/ from proto/ (Go, Python, TypeScript, OpenAPI) and docs/configuration.md"
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd"
 	@echo "make tools             build every tool the Makefile and docs run (grpcurl, helm, staticcheck, ...) once; minutes the first time"
@@ -88,7 +88,7 @@ go-mod:
 # into the Go build cache now rather than on its first use, which from a
 # cold cache takes minutes without a word (go tool -n builds the tool and
 # prints its path).
-GO_TOOLS       := protoc-gen-go protoc-gen-go-grpc
+GO_TOOLS       := protoc-gen-go protoc-gen-go-grpc protoc-gen-connect-openapi
 TOOLS_GO_TOOLS := grpcurl helm staticcheck gocyclo
 tools: go-mod
 	@echo "make tools: building $(GO_TOOLS) $(TOOLS_GO_TOOLS): a few minutes on a cold Go build cache, seconds after"
