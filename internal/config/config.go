@@ -92,6 +92,10 @@ type Config struct {
 	// certificate.
 	TLS TLS `yaml:"tls" env:"AGENTD_TLS_"`
 
+	// HTTP configures what listen serves to HTTP clients beside gRPC:
+	// Connect, gRPC-Web and HTTP/JSON.
+	HTTP HTTP `yaml:"http"`
+
 	// Auth authenticates agentd's callers. With no method configured,
 	// every caller is served unauthenticated, and agentd listens only on
 	// loopback unless insecure.
@@ -267,6 +271,7 @@ func (c *Config) Validate() error {
 func (c *Config) validate(p *problems) {
 	p.enums(reflect.ValueOf(c).Elem(), "")
 	c.validateListeners(p.bad)
+	c.HTTP.CORS.validate(p.bad)
 	c.validateDebug(p.bad)
 	c.validateTenants(p.bad)
 	c.validateAuth(p.bad)

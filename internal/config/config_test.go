@@ -278,6 +278,15 @@ func TestLoadRejects(t *testing.T) {
 			},
 		},
 		{
+			name: "CORS origins a browser never sends, and * beside others",
+			env:  map[string]string{"AGENTD_HTTP_CORS_ALLOWED_ORIGINS": "https://app.example.com,https://app.example.com/,app.example.com,*"},
+			wantErrs: []string{
+				`http.cors.allowed_origins: "*" allows every origin`,
+				`http.cors.allowed_origins[1]: "https://app.example.com/" is not an origin`,
+				`http.cors.allowed_origins[2]: "app.example.com" is not an origin`,
+			},
+		},
+		{
 			name:     "debug.listen beyond loopback, even insecure",
 			file:     "insecure: true\ndebug: {listen: 0.0.0.0:6060}\n",
 			wantErrs: []string{"debug.listen: must be a loopback address"},

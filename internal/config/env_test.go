@@ -19,7 +19,8 @@ func TestEnvVariables(t *testing.T) {
 	want := map[string]string{
 		"AGENTD_LISTEN": "listen", "AGENTD_SHUTDOWN_GRACE": "shutdown_grace", "AGENTD_SHUTDOWN_DRAIN": "shutdown_drain",
 		"AGENTD_GC_HEAP_FLOOR_MIB": "gc_heap_floor_mib", "AGENTD_METRICS_LISTEN": "metrics.listen", "AGENTD_DEBUG_LISTEN": "debug.listen",
-		"AGENTD_INSECURE": "insecure", "AGENTD_REFLECTION": "reflection", "AGENTD_LOG_LEVEL": "log.level", "AGENTD_LOG_FORMAT": "log.format",
+		"AGENTD_HTTP_CORS_ALLOWED_ORIGINS": "http.cors.allowed_origins",
+		"AGENTD_INSECURE":                  "insecure", "AGENTD_REFLECTION": "reflection", "AGENTD_LOG_LEVEL": "log.level", "AGENTD_LOG_FORMAT": "log.format",
 		"AGENTD_STATE_DIR": "state_dir", "AGENTD_STORE_DRIVER": "store.driver", "AGENTD_STORE_DSN": "store.dsn",
 		"AGENTD_STORE_ENCRYPTION_KEY_FILE": "store.encryption_key_file", "AGENTD_STORE_PREVIOUS_ENCRYPTION_KEY_FILES": "store.previous_encryption_key_files",
 		"AGENTD_OAUTH_REDIRECT_URL": "oauth.redirect_url", "AGENTD_OAUTH_CLIENT_METADATA_URL": "oauth.client_metadata_url", "AGENTD_OAUTH_CLIENT_NAME": "oauth.client_name",
