@@ -7,6 +7,7 @@
 package agentdv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -139,16 +140,16 @@ var File_agentd_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/admin_service.proto\x12\tagentd.v1\"g\n" +
+	"\x1dagentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\"g\n" +
 	"\x13RevokeTokensRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n" +
 	"\bend_user\x18\x02 \x01(\tR\aendUser\x12\x1d\n" +
 	"\n" +
 	"server_url\x18\x03 \x01(\tR\tserverUrl\"0\n" +
 	"\x14RevokeTokensResponse\x12\x18\n" +
-	"\arevoked\x18\x01 \x01(\x03R\arevoked2_\n" +
-	"\fAdminService\x12O\n" +
-	"\fRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponseB\x9b\x01\n" +
+	"\arevoked\x18\x01 \x01(\x03R\arevoked2}\n" +
+	"\fAdminService\x12m\n" +
+	"\fRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revokeB\x9b\x01\n" +
 	"\rcom.agentd.v1B\x11AdminServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 

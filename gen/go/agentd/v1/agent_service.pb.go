@@ -7,6 +7,8 @@
 package agentdv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
+	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -3987,7 +3989,10 @@ func (x *StreamGenerationEventsRequest) GetAfter() int64 {
 
 // StreamGenerationEventsResponse is a chunk of the event stream.
 type StreamGenerationEventsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// text/event-stream: whole events and heartbeat comments, never part
+	// of one. Over HTTP it is the response body itself.
+	Chunk         *httpbody.HttpBody `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4020,6 +4025,13 @@ func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *StreamGenerationEventsResponse) GetChunk() *httpbody.HttpBody {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
 }
 
 // DecideRequestsRequest answers pending requests of one generation.
@@ -4604,7 +4616,7 @@ var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x04\n" +
+	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x04\n" +
 	"\x0fGenerateRequest\x122\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationH\x00R\x05start\x125\n" +
 	"\x06resume\x18\x02 \x01(\v2\x1b.agentd.v1.ResumeGenerationH\x00R\x06resume\x12J\n" +
@@ -4856,8 +4868,9 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x05event\x18\x01 \x01(\v2\x1b.agentd.v1.GenerateResponseR\x05event\"Z\n" +
 	"\x1dStreamGenerationEventsRequest\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12\x14\n" +
-	"\x05after\x18\x02 \x01(\x03R\x05after\" \n" +
-	"\x1eStreamGenerationEventsResponse\"\xa6\x02\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05after\"L\n" +
+	"\x1eStreamGenerationEventsResponse\x12*\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x14.google.api.HttpBodyR\x05chunk\"\xa6\x02\n" +
 	"\x15DecideRequestsRequest\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12J\n" +
 	"\x12approval_decisions\x18\x02 \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\x11approvalDecisions\x12Y\n" +
@@ -4958,17 +4971,17 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x1dPENDING_REQUEST_KIND_APPROVAL\x10\x01\x12&\n" +
 	"\"PENDING_REQUEST_KIND_AUTHORIZATION\x10\x02\x12\x1e\n" +
 	"\x1aPENDING_REQUEST_KIND_INPUT\x10\x03\x12&\n" +
-	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xb1\x06\n" +
+	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xb6\b\n" +
 	"\fAgentService\x12G\n" +
-	"\bGenerate\x12\x1a.agentd.v1.GenerateRequest\x1a\x1b.agentd.v1.GenerateResponse(\x010\x01\x12@\n" +
-	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponse\x12R\n" +
-	"\rGetGeneration\x12\x1f.agentd.v1.GetGenerationRequest\x1a .agentd.v1.GetGenerationResponse\x12X\n" +
-	"\x0fListGenerations\x12!.agentd.v1.ListGenerationsRequest\x1a\".agentd.v1.ListGenerationsResponse\x12[\n" +
-	"\x10CreateGeneration\x12\".agentd.v1.CreateGenerationRequest\x1a#.agentd.v1.CreateGenerationResponse\x12]\n" +
-	"\x10FollowGeneration\x12\".agentd.v1.FollowGenerationRequest\x1a#.agentd.v1.FollowGenerationResponse0\x01\x12o\n" +
-	"\x16StreamGenerationEvents\x12(.agentd.v1.StreamGenerationEventsRequest\x1a).agentd.v1.StreamGenerationEventsResponse0\x01\x12U\n" +
-	"\x0eDecideRequests\x12 .agentd.v1.DecideRequestsRequest\x1a!.agentd.v1.DecideRequestsResponse\x12d\n" +
-	"\x13ListPendingRequests\x12%.agentd.v1.ListPendingRequestsRequest\x1a&.agentd.v1.ListPendingRequestsResponseB\x9b\x01\n" +
+	"\bGenerate\x12\x1a.agentd.v1.GenerateRequest\x1a\x1b.agentd.v1.GenerateResponse(\x010\x01\x12X\n" +
+	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/preview\x12{\n" +
+	"\rGetGeneration\x12\x1f.agentd.v1.GetGenerationRequest\x1a .agentd.v1.GetGenerationResponse\"'\x82\xd3\xe4\x93\x02!\x12\x1f/v1/generations/{generation_id}\x12q\n" +
+	"\x0fListGenerations\x12!.agentd.v1.ListGenerationsRequest\x1a\".agentd.v1.ListGenerationsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/generations\x12{\n" +
+	"\x10CreateGeneration\x12\".agentd.v1.CreateGenerationRequest\x1a#.agentd.v1.CreateGenerationResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x05start\"\x0f/v1/generations\x12]\n" +
+	"\x10FollowGeneration\x12\".agentd.v1.FollowGenerationRequest\x1a#.agentd.v1.FollowGenerationResponse0\x01\x12\xa6\x01\n" +
+	"\x16StreamGenerationEvents\x12(.agentd.v1.StreamGenerationEventsRequest\x1a).agentd.v1.StreamGenerationEventsResponse\"5\x82\xd3\xe4\x93\x02/b\x05chunk\x12&/v1/generations/{generation_id}/events0\x01\x12\x88\x01\n" +
+	"\x0eDecideRequests\x12 .agentd.v1.DecideRequestsRequest\x1a!.agentd.v1.DecideRequestsResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/generations/{generation_id}:decide\x12\x82\x01\n" +
+	"\x13ListPendingRequests\x12%.agentd.v1.ListPendingRequestsRequest\x1a&.agentd.v1.ListPendingRequestsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/pending-requestsB\x9b\x01\n" +
 	"\rcom.agentd.v1B\x11AgentServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -5050,6 +5063,7 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*structpb.Struct)(nil),                // 60: google.protobuf.Struct
 	(*timestamppb.Timestamp)(nil),          // 61: google.protobuf.Timestamp
 	(*FunctionTool)(nil),                   // 62: agentd.v1.FunctionTool
+	(*httpbody.HttpBody)(nil),              // 63: google.api.HttpBody
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -5132,47 +5146,48 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	26,  // 77: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
 	11,  // 78: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
 	16,  // 79: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
-	13,  // 80: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	25,  // 81: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	27,  // 82: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
-	52,  // 83: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
-	43,  // 84: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
-	8,   // 85: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
-	5,   // 86: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
-	61,  // 87: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
-	8,   // 88: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
-	55,  // 89: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
-	8,   // 90: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
-	28,  // 91: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
-	24,  // 92: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 93: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
-	31,  // 94: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
-	7,   // 95: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
-	61,  // 96: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
-	61,  // 97: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,   // 98: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	37,  // 99: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	39,  // 100: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	41,  // 101: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	44,  // 102: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
-	46,  // 103: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
-	48,  // 104: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
-	50,  // 105: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
-	53,  // 106: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
-	16,  // 107: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	38,  // 108: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	40,  // 109: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	42,  // 110: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	45,  // 111: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
-	47,  // 112: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
-	49,  // 113: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
-	51,  // 114: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
-	54,  // 115: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
-	107, // [107:116] is the sub-list for method output_type
-	98,  // [98:107] is the sub-list for method input_type
-	98,  // [98:98] is the sub-list for extension type_name
-	98,  // [98:98] is the sub-list for extension extendee
-	0,   // [0:98] is the sub-list for field type_name
+	63,  // 80: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
+	13,  // 81: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	25,  // 82: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	27,  // 83: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	52,  // 84: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	43,  // 85: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 86: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 87: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	61,  // 88: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 89: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	55,  // 90: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 91: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	28,  // 92: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	24,  // 93: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 94: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	31,  // 95: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 96: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	61,  // 97: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	61,  // 98: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 99: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	37,  // 100: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	39,  // 101: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	41,  // 102: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	44,  // 103: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	46,  // 104: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	48,  // 105: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	50,  // 106: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	53,  // 107: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	16,  // 108: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	38,  // 109: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	40,  // 110: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	42,  // 111: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	45,  // 112: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	47,  // 113: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	49,  // 114: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	51,  // 115: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	54,  // 116: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	108, // [108:117] is the sub-list for method output_type
+	99,  // [99:108] is the sub-list for method input_type
+	99,  // [99:99] is the sub-list for extension type_name
+	99,  // [99:99] is the sub-list for extension extendee
+	0,   // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
