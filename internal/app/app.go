@@ -113,7 +113,7 @@ func newBridge(o Options, inMemory bool) (*Bridge, error) {
 	if !inMemory && o.Config.Admin.Listen != "" {
 		authn, err := authenticator(o, log)
 		if err == nil {
-			b.Admin, b.AdminHealth, err = newAdminServer(o, svc, authn)
+			b.Admin, b.AdminHealth, err = newAdminServer(o, svc, authn, nil)
 		}
 		if err != nil {
 			svc.Close()
@@ -146,8 +146,8 @@ func (b *Bridge) Serve(ctx context.Context, lis net.Listener, o Options) error {
 // (admin.listen) until ctx ends or either fails, then stops both
 // gracefully and stops every MCP server process.
 func (b *Bridge) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o Options) error {
-	err := serveAll(ctx, o.Config.ShutdownGrace,
-		endpoint{b.Server, b.Health, lis}, endpoint{b.Admin, b.AdminHealth, admin})
+	err := serveAll(ctx, o.Config.ShutdownGrace, o.Logger,
+		endpoint{b.Server, b.Health, lis, nil}, endpoint{b.Admin, b.AdminHealth, admin, nil})
 	b.Service.Close()
 	return err
 }
@@ -155,12 +155,19 @@ func (b *Bridge) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o 
 // newAdminServer builds the server of admin.listen: svc's admin service,
 // with health and reflection (unless reflection is off), over admin.tls
 // when it names a certificate, its callers authenticated by authn under
-// the same roles as beside the AgentService.
-func newAdminServer(o Options, svc *bridge.Service, authn *auth.Authenticator) (*grpc.Server, *health.Server, error) {
+// the same roles as beside the AgentService. With web, the listener is a
+// port shared with HTTP (agentd serve's, where the AdminService joins it),
+// which web is configured for.
+func newAdminServer(o Options, svc *bridge.Service, authn *auth.Authenticator, web *port) (*grpc.Server, *health.Server, error) {
 	log := o.Logger.With("component", "admin")
 	opts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
 	var err error
-	if opts.Creds, err = serverCreds(o.Config.Admin.TLS, "admin.tls", log); err != nil {
+	if web != nil {
+		err = web.configure(&opts, o.Config.Admin.TLS, "admin.tls", log)
+	} else {
+		opts.Creds, err = serverCreds(o.Config.Admin.TLS, "admin.tls", log)
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	withAuth(&opts, authn)
@@ -184,12 +191,14 @@ func withAuth(opts *grpcserver.Options, authn *auth.Authenticator) {
 	opts.Stream = append(opts.Stream, authn.StreamInterceptor())
 }
 
-// endpoint is a gRPC server and the listener it serves; both nil for a
-// server that is not there (no admin.listen).
+// endpoint is a gRPC server and the listener it serves, shared with HTTP
+// when port is not nil; srv and lis both nil for a server that is not
+// there (no admin.listen).
 type endpoint struct {
-	srv *grpc.Server
-	hs  *health.Server
-	lis net.Listener
+	srv  *grpc.Server
+	hs   *health.Server
+	lis  net.Listener
+	port *port
 }
 
 // errAdminListener is a listener for the admin service given where
@@ -197,8 +206,9 @@ type endpoint struct {
 var errAdminListener = errors.New("the admin service's listener does not match admin.listen: serve with ServeWithAdmin and a listener exactly when admin.listen is set")
 
 // serveAll serves every endpoint until ctx ends or one of them stops on
-// its own (a failed listener), then stops them all gracefully.
-func serveAll(ctx context.Context, grace time.Duration, eps ...endpoint) error {
+// its own (a failed listener), then stops them all gracefully; log
+// receives the HTTP servers' own errors.
+func serveAll(ctx context.Context, grace time.Duration, log *slog.Logger, eps ...endpoint) error {
 	for _, ep := range eps {
 		if (ep.srv == nil) != (ep.lis == nil) {
 			for _, ep := range eps {
@@ -217,7 +227,7 @@ func serveAll(ctx context.Context, grace time.Duration, eps ...endpoint) error {
 		}
 		n++
 		go func() {
-			err := grpcserver.Serve(ctx, ep.srv, ep.hs, ep.lis, grace)
+			err := ep.serve(ctx, grace, log)
 			cancel() // one server stopping stops the others
 			errc <- err
 		}()
@@ -239,6 +249,9 @@ type Agent struct {
 	// when the bridge is remote (and its admin service is its own).
 	Admin       *grpc.Server
 	AdminHealth *health.Server
+
+	// web and adminWeb share listen and admin.listen with HTTP.
+	web, adminWeb port
 
 	providers  *registry.Tenants
 	authn      *auth.Authenticator
@@ -310,6 +323,9 @@ func (a *Agent) build(o Options) error {
 		return err
 	}
 	a.serveAdmin(log)
+	if err := a.serveHTTP(o.Config); err != nil {
+		return err
+	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	a.stopWatch = stopWatch
 	a.watchStore(watchCtx, o.Config.Store.PingInterval, storeName(o.Config), log)
@@ -352,7 +368,7 @@ func (a *Agent) connectBridge(o Options) error {
 func (a *Agent) newServers(o Options, log *slog.Logger) error {
 	serverOpts := grpcserver.Options{Logger: log, Telemetry: o.Telemetry, NoReflection: !o.Config.Reflection}
 	var err error
-	if serverOpts.Creds, err = serverCreds(o.Config.TLS, "tls", log); err != nil {
+	if err = a.web.configure(&serverOpts, o.Config.TLS, "tls", log); err != nil {
 		return err
 	}
 	if a.authn, err = authenticator(o, log); err != nil {
@@ -360,7 +376,7 @@ func (a *Agent) newServers(o Options, log *slog.Logger) error {
 	}
 	withAuth(&serverOpts, a.authn)
 	if a.embedded != nil && o.Config.Admin.Listen != "" {
-		if a.Admin, a.AdminHealth, err = newAdminServer(o, a.embedded.Service, a.authn); err != nil {
+		if a.Admin, a.AdminHealth, err = newAdminServer(o, a.embedded.Service, a.authn, &a.adminWeb); err != nil {
 			return err
 		}
 	}
@@ -513,8 +529,8 @@ func (a *Agent) ServeWithAdmin(ctx context.Context, lis, admin net.Listener, o O
 		o.Logger.Info("stopping: the listeners accept nothing more; running calls have shutdown_grace to finish", "shutdown_grace", o.Config.ShutdownGrace)
 		close(logged)
 	})
-	err := serveAll(serving, o.Config.ShutdownGrace,
-		endpoint{a.Server, a.Health, lis}, endpoint{a.Admin, a.AdminHealth, admin})
+	err := serveAll(serving, o.Config.ShutdownGrace, o.Logger,
+		endpoint{a.Server, a.Health, lis, &a.web}, endpoint{a.Admin, a.AdminHealth, admin, &a.adminWeb})
 	if !stopping() {
 		// The step's line is on its way on a goroutine of its own: the
 		// steps are logged in order, so the next waits for it.

@@ -169,7 +169,7 @@ func grpcOverHTTP(client *http.Client, baseURL string, ctx context.Context) erro
 	return err
 }
 
-// Native gRPC goes to the gRPC server's own transport; HTTP/1.1 and
+// X-HT7: native gRPC goes to the gRPC server's own transport; HTTP/1.1 and
 // HTTP/2 to the handler, which on a connection opened by another request
 // still serves gRPC.
 func TestSplit(t *testing.T) {
@@ -206,7 +206,7 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-// With TLS, the port terminates it, offering h2 and http/1.1, and a
+// X-HT7: with TLS, the port terminates it, offering h2 and http/1.1, and a
 // verified client certificate is the peer's on either side, gRPC served
 // natively or through the handler.
 func TestTLS(t *testing.T) {
@@ -247,8 +247,8 @@ func TestTLS(t *testing.T) {
 	}
 }
 
-// The shutdown gives running calls and requests the grace, then cuts
-// them; a connection that never sent a request does not hold it up.
+// X-HT8: the shutdown gives running calls and requests the grace, then
+// cuts them; a connection that never sent a request does not hold it up.
 func TestShutdownCutsAfterGrace(t *testing.T) {
 	t.Parallel()
 	p := serve(t, nil, 50*time.Millisecond)
