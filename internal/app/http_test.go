@@ -68,13 +68,14 @@ var httpStatus = map[connect.Code]int{
 type webStack struct {
 	addr    string
 	clients map[string]*http.Client
-	grpc    agentdv1.AgentServiceClient // native, for what the tests set up
+	conn    *grpc.ClientConn            // native, for what the tests set up
+	grpc    agentdv1.AgentServiceClient // on conn
 	logs    *logtest.Logs
 	spans   *tracetest.SpanRecorder
 	metrics *sdkmetric.ManualReader
 }
 
-func startWeb(t *testing.T, cfg config.Config) *webStack {
+func startWeb(t testing.TB, cfg config.Config) *webStack {
 	t.Helper()
 	s := &webStack{logs: &logtest.Logs{}, spans: tracetest.NewSpanRecorder(), metrics: sdkmetric.NewManualReader()}
 	o := app.Options{
@@ -107,7 +108,7 @@ func startWeb(t *testing.T, cfg config.Config) *webStack {
 			c.CloseIdleConnections()
 		}
 	})
-	s.grpc = agentdv1.NewAgentServiceClient(conn)
+	s.conn, s.grpc = conn, agentdv1.NewAgentServiceClient(conn)
 	return s
 }
 
@@ -166,13 +167,13 @@ func badRequestFields(m proto.Message) []string {
 
 // A caller makes one call over protocol p, with key as its bearer ("":
 // none) and hdr's headers.
-type caller func(t *testing.T, s *webStack, p, key string, hdr http.Header, req proto.Message) outcome
+type caller func(t testing.TB, s *webStack, p, key string, hdr http.Header, req proto.Message) outcome
 
 // unary is the caller of a unary RPC: procedure over connect-go, or the
 // route of its google.api.http annotation over HTTP/JSON (route gives the
 // method and path, and whether the request is the body).
 func unary[Req, Res any](procedure string, route func(*Req) (method, path string, body bool)) caller {
-	return func(t *testing.T, s *webStack, p, key string, hdr http.Header, msg proto.Message) outcome {
+	return func(t testing.TB, s *webStack, p, key string, hdr http.Header, msg proto.Message) outcome {
 		req := any(msg).(*Req)
 		if p == protoJSON {
 			method, path, body := route(req)
@@ -200,7 +201,7 @@ func setHeaders(h http.Header, key string, hdr http.Header) {
 
 // callJSON makes an HTTP/JSON request and reads its answer into res, or
 // its error.
-func (s *webStack) callJSON(t *testing.T, method, path, key string, hdr http.Header, req proto.Message, withBody bool, res proto.Message) outcome {
+func (s *webStack) callJSON(t testing.TB, method, path, key string, hdr http.Header, req proto.Message, withBody bool, res proto.Message) outcome {
 	t.Helper()
 	var body io.Reader
 	if withBody {
@@ -268,7 +269,7 @@ var (
 // generateOver sends a Generate stream's start over connect-go and
 // returns the outcome of its first answer. HTTP/JSON has no route for
 // the bidirectional stream.
-func generateOver(t *testing.T, s *webStack, p, key string, hdr http.Header, msg proto.Message) outcome {
+func generateOver(t testing.TB, s *webStack, p, key string, hdr http.Header, msg proto.Message) outcome {
 	client := connect.NewClient[agentdv1.GenerateRequest, agentdv1.GenerateResponse](s.clients[p],
 		"http://"+s.addr+agentdv1.AgentService_Generate_FullMethodName, connectOptions(p)...)
 	stream := client.CallBidiStream(t.Context())

@@ -39,7 +39,7 @@ func serveTCP(t *testing.T, serve func(context.Context, net.Listener) error) str
 // startTCP is serveTCP that also returns stop, which ends serve and waits
 // for it, reporting its error; stop is idempotent and also runs when the
 // test ends.
-func startTCP(t *testing.T, serve func(context.Context, net.Listener) error) (addr string, stop func()) {
+func startTCP(t testing.TB, serve func(context.Context, net.Listener) error) (addr string, stop func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
