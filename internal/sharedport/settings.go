@@ -8,11 +8,11 @@ import (
 )
 
 // settingsAckListener hands the HTTP server its connections without the
-// acknowledgement of the SETTINGS that the gRPC matcher sent. The matcher
-// sends them to every HTTP/2 connection, since gRPC clients wait for them
-// before their first request; the client acknowledges them, and Go's
-// HTTP/2 server ends a connection that acknowledges more SETTINGS than it
-// sent itself.
+// acknowledgements of the SETTINGS that the gRPC matchers sent. Each
+// matcher sends them to every HTTP/2 connection it reads, since gRPC
+// clients wait for them before their first request; the client
+// acknowledges them, and Go's HTTP/2 server ends a connection that
+// acknowledges more SETTINGS than it sent itself.
 type settingsAckListener struct{ net.Listener }
 
 func (l settingsAckListener) Accept() (net.Conn, error) {
@@ -32,13 +32,15 @@ const (
 )
 
 // ackFilter reads its connection as it is, except that an HTTP/2
-// connection's first SETTINGS acknowledgement is left out. It parses the
-// connection's frames only until then: from the client, SETTINGS come
-// first and the acknowledgement within its first round trip.
+// connection's first len(grpcMatchers) SETTINGS acknowledgements are left
+// out. It parses the connection's frames only until then: from the
+// client, SETTINGS come first and the acknowledgements within its first
+// round trip.
 type ackFilter struct {
 	net.Conn
 	started bool   // the preface has been looked at
-	through bool   // the acknowledgement was dropped, or the connection is not HTTP/2
+	dropped int    // acknowledgements left out
+	through bool   // every one was dropped, or the connection is not HTTP/2
 	pending []byte // read from Conn, not yet returned
 }
 
@@ -60,7 +62,7 @@ func (c *ackFilter) Read(p []byte) (int, error) {
 }
 
 // next reads the preface, or the next frame, into pending, unless it is
-// the acknowledgement to leave out.
+// an acknowledgement to leave out.
 func (c *ackFilter) next() error {
 	if !c.started {
 		c.started = true
@@ -73,7 +75,8 @@ func (c *ackFilter) next() error {
 	length := int(frame[0])<<16 | int(frame[1])<<8 | int(frame[2])
 	switch {
 	case length == 0 && http2.FrameType(frame[3]) == http2.FrameSettings && http2.Flags(frame[4]).Has(http2.FlagSettingsAck):
-		c.through = true
+		c.dropped++
+		c.through = c.dropped == len(grpcMatchers)
 		return nil
 	case length > initialMaxFrameSize:
 		// Larger than a client may send before it has the server's

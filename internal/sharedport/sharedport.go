@@ -34,6 +34,18 @@ import (
 // where it goes; and an HTTP request's headers.
 const firstRequestTimeout = 20 * time.Second
 
+// grpcMatchers find a gRPC connection by its first request's content
+// type: application/grpc (grpc-go, grpc-java, Python's grpcio) or
+// application/grpc+codec (Connect-ES's gRPC transport), not gRPC-Web's. gRPC
+// clients wait for the server's SETTINGS before they send their first
+// request, so each matcher sends SETTINGS: every HTTP/2 connection
+// that neither matches has had len(grpcMatchers) of them
+// (settingsAckListener).
+var grpcMatchers = []cmux.MatchWriter{
+	cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"),
+	cmux.HTTP2MatchHeaderFieldPrefixSendSettings("content-type", "application/grpc+"),
+}
+
 // idleTimeout closes an HTTP connection that has carried no request for
 // this long. gRPC's connections have keepalives of their own
 // (internal/grpcserver).
@@ -105,9 +117,7 @@ func newPort(lis net.Listener, o Options) *port {
 	// Both sides' Close stop the multiplexer and the listener once: the
 	// servers close their listener as they stop, in any order.
 	closer := &onceCloser{close: func() { p.mux.Close(); root.Close() }}
-	// gRPC clients wait for the server's SETTINGS before they send their
-	// first request: the matcher sends them.
-	p.grpcLis = closingListener{p.mux.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc")), closer}
+	p.grpcLis = closingListener{p.mux.MatchWithWriters(grpcMatchers...), closer}
 	p.httpLis = settingsAckListener{closingListener{p.mux.Match(cmux.Any()), closer}}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,6 +204,34 @@ func TestSplit(t *testing.T) {
 	before = p.http.Load()
 	if err := grpcOverHTTP(fresh, "http://"+p.addr, t.Context()); err != nil || p.http.Load() != before {
 		t.Errorf("gRPC first on a new h2c connection: %v, %d requests to the handler; want none", err, p.http.Load()-before)
+	}
+}
+
+// X-HT7: a first request of content type application/grpc+proto (as
+// Connect-ES's gRPC transport sends) goes to the gRPC server too.
+func TestSplitGRPCWithCodec(t *testing.T) {
+	t.Parallel()
+	p := serve(t, nil, time.Second)
+	client := h2c()
+	defer client.CloseIdleConnections()
+	// An empty HealthCheckRequest, framed as gRPC frames a message.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+p.addr+healthpb.Health_Check_FullMethodName,
+		strings.NewReader("\x00\x00\x00\x00\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc+proto")
+	req.Header.Set("Te", "trailers")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if _, err := io.ReadAll(res.Body); err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Trailer.Get("Grpc-Status"); got != "0" || p.http.Load() != 0 {
+		t.Errorf("grpc-status %q, %d requests to the handler; want 0 and none", got, p.http.Load())
 	}
 }
 
