@@ -290,7 +290,7 @@ func generateOver(t testing.TB, s *webStack, p, key string, hdr http.Header, msg
 	return outcome{res: res}
 }
 
-// X-HT1: every protocol on the one port keeps the same rules, from the
+// Every protocol on the one port keeps the same rules, from the
 // same gRPC server's interceptors: authentication, roles, tenants,
 // validation, limits and the store's answers come out alike over gRPC,
 // Connect, gRPC-Web and HTTP/JSON (there with the HTTP status of the code),
@@ -374,7 +374,7 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 				continue
 			}
 			got := tc.call(t, s, p, tc.key, nil, tc.req)
-			name := fmt.Sprintf("X-HT1 %s over %s", tc.name, p)
+			name := fmt.Sprintf("%s over %s", tc.name, p)
 			if got.code != tc.want || !strings.Contains(got.msg, tc.says) {
 				t.Errorf("%s: %v %q; want %v saying %q", name, got.code, got.msg, tc.want, tc.says)
 			}
@@ -399,7 +399,7 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 		}
 	}
 	if audits != len(protocols) {
-		t.Errorf("X-HT1: %d audit lines of RevokeTokens; want one per protocol, %d:\n%s", audits, len(protocols), s.logs.String())
+		t.Errorf("%d audit lines of RevokeTokens; want one per protocol, %d:\n%s", audits, len(protocols), s.logs.String())
 	}
 }
 
@@ -418,7 +418,7 @@ func (c withContext) Generate(_ context.Context, opts ...grpc.CallOption) (grpc.
 	return c.AgentServiceClient.Generate(c.ctx, opts...)
 }
 
-// X-HT2: a call over any protocol is one trace, continuing the caller's
+// A call over any protocol is one trace, continuing the caller's
 // traceparent, and one call in agentd's RPC metrics.
 func TestProtocolsTraceAndCount(t *testing.T) {
 	t.Parallel()

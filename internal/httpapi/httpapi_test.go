@@ -113,7 +113,7 @@ func retryable(code codes.Code, after time.Duration) error {
 	return st.Err()
 }
 
-// X-HT3: HTTP/JSON answers each error with the status users expect and a
+// HTTP/JSON answers each error with the status users expect and a
 // JSON body saying what is wrong, whether the call failed or never
 // began; a status that says when to retry gives Retry-After, in whole
 // seconds rounded up.
@@ -133,16 +133,16 @@ func TestErrors(t *testing.T) {
 		says        string
 		retryAfter  string
 	}{
-		{name: "X-HT3 a tenant over its limit", err: retryable(codes.ResourceExhausted, 1500*time.Millisecond), want: http.StatusTooManyRequests, code: codes.ResourceExhausted, says: "later", retryAfter: "2"},
-		{name: "X-HT3 unavailable", err: retryable(codes.Unavailable, time.Second), want: http.StatusServiceUnavailable, code: codes.Unavailable, says: "later", retryAfter: "1"},
-		{name: "X-HT3 unauthenticated", err: status.Error(codes.Unauthenticated, "who"), want: http.StatusUnauthorized, code: codes.Unauthenticated, says: "who"},
-		{name: "X-HT3 malformed JSON", body: `{"agent":`, want: http.StatusBadRequest, code: codes.InvalidArgument, says: "unexpected EOF"},
-		{name: "X-HT3 an unknown field", body: `{"agnt":{}}`, want: http.StatusBadRequest, code: codes.InvalidArgument, says: `unknown field "agnt"`},
-		{name: "X-HT3 a body over the limit", body: big, want: http.StatusRequestEntityTooLarge, code: codes.ResourceExhausted, says: "larger than"},
-		{name: "X-HT3 a body over the limit, chunked", body: big, chunked: true, want: http.StatusRequestEntityTooLarge, code: codes.ResourceExhausted, says: "larger than"},
-		{name: "X-HT3 a wrong content type", contentType: "text/plain", want: http.StatusUnsupportedMediaType, code: codes.InvalidArgument, says: `content type "text/plain"`},
-		{name: "X-HT3 an unknown route", method: http.MethodGet, path: "/v1/nothing", want: http.StatusNotFound, code: codes.NotFound, says: "no route for GET /v1/nothing"},
-		{name: "X-HT3 a method the route does not take", method: http.MethodDelete, want: http.StatusMethodNotAllowed, code: codes.Unimplemented},
+		{name: "a tenant over its limit", err: retryable(codes.ResourceExhausted, 1500*time.Millisecond), want: http.StatusTooManyRequests, code: codes.ResourceExhausted, says: "later", retryAfter: "2"},
+		{name: "unavailable", err: retryable(codes.Unavailable, time.Second), want: http.StatusServiceUnavailable, code: codes.Unavailable, says: "later", retryAfter: "1"},
+		{name: "unauthenticated", err: status.Error(codes.Unauthenticated, "who"), want: http.StatusUnauthorized, code: codes.Unauthenticated, says: "who"},
+		{name: "malformed JSON", body: `{"agent":`, want: http.StatusBadRequest, code: codes.InvalidArgument, says: "unexpected EOF"},
+		{name: "an unknown field", body: `{"agnt":{}}`, want: http.StatusBadRequest, code: codes.InvalidArgument, says: `unknown field "agnt"`},
+		{name: "a body over the limit", body: big, want: http.StatusRequestEntityTooLarge, code: codes.ResourceExhausted, says: "larger than"},
+		{name: "a body over the limit, chunked", body: big, chunked: true, want: http.StatusRequestEntityTooLarge, code: codes.ResourceExhausted, says: "larger than"},
+		{name: "a wrong content type", contentType: "text/plain", want: http.StatusUnsupportedMediaType, code: codes.InvalidArgument, says: `content type "text/plain"`},
+		{name: "an unknown route", method: http.MethodGet, path: "/v1/nothing", want: http.StatusNotFound, code: codes.NotFound, says: "no route for GET /v1/nothing"},
+		{name: "a method the route does not take", method: http.MethodDelete, want: http.StatusMethodNotAllowed, code: codes.Unimplemented},
 		{name: "a good call", want: http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// X-HT3: Connect, like HTTP/JSON, reads JSON strictly, and carries
+// Connect, like HTTP/JSON, reads JSON strictly, and carries
 // Retry-After.
 func TestConnectErrors(t *testing.T) {
 	t.Parallel()
@@ -203,7 +203,7 @@ func TestConnectErrors(t *testing.T) {
 	}
 }
 
-// X-HT4: gRPC requests reach every service of the gRPC server through the
+// gRPC requests reach every service of the gRPC server through the
 // handler; Connect, gRPC-Web and HTTP/JSON reach only the public ones.
 func TestPublicServicesOnly(t *testing.T) {
 	t.Parallel()
@@ -228,7 +228,7 @@ func TestPublicServicesOnly(t *testing.T) {
 	}
 }
 
-// X-HT5: the OpenAPI document is served without a credential.
+// The OpenAPI document is served without a credential.
 func TestOpenAPI(t *testing.T) {
 	t.Parallel()
 	url := serve(t, fakeAgent{}, config.CORS{})
@@ -247,7 +247,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 }
 
-// X-HT6: CORS answers the preflights of the configured origins only, with
+// CORS answers the preflights of the configured origins only, with
 // Connect's, gRPC-Web's and agentd's headers, never allowing
 // credentials; without origins, no CORS header at all.
 func TestCORS(t *testing.T) {

@@ -170,7 +170,7 @@ func grpcOverHTTP(client *http.Client, baseURL string, ctx context.Context) erro
 	return err
 }
 
-// X-HT7: native gRPC goes to the gRPC server's own transport; HTTP/1.1 and
+// Native gRPC goes to the gRPC server's own transport; HTTP/1.1 and
 // HTTP/2 to the handler, which on a connection opened by another request
 // still serves gRPC.
 func TestSplit(t *testing.T) {
@@ -207,7 +207,7 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-// X-HT7: a first request of content type application/grpc+proto (as
+// A first request of content type application/grpc+proto (as
 // Connect-ES's gRPC transport sends) goes to the gRPC server too.
 func TestSplitGRPCWithCodec(t *testing.T) {
 	t.Parallel()
@@ -235,7 +235,7 @@ func TestSplitGRPCWithCodec(t *testing.T) {
 	}
 }
 
-// X-HT7: with TLS, the port terminates it, offering h2 and http/1.1, and a
+// With TLS, the port terminates it, offering h2 and http/1.1, and a
 // verified client certificate is the peer's on either side, gRPC served
 // natively or through the handler.
 func TestTLS(t *testing.T) {
@@ -276,7 +276,7 @@ func TestTLS(t *testing.T) {
 	}
 }
 
-// X-HT8: the shutdown gives running calls and requests the grace, then
+// The shutdown gives running calls and requests the grace, then
 // cuts them; a connection that never sent a request does not hold it up.
 func TestShutdownCutsAfterGrace(t *testing.T) {
 	t.Parallel()
