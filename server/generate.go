@@ -86,12 +86,10 @@ func (s *Service) Generate(stream generateStream) error {
 	return fault.GRPC(err)
 }
 
-// detach runs a new generation without a client: it is recorded
-// first (a store that cannot record it refuses it), then runs in the
-// background, owned by the Service. Its stream ends OK once it has sent
-// the started event (the generation's id, its servers and tools); a
-// client that wants the events attaches. A client that goes away before
-// leaves the generation running too.
+// detach runs a new generation without a client (startDetached). Its
+// stream ends OK once it has sent the started event (the generation's id,
+// its servers and tools); a client that wants the events attaches. A
+// client that goes away before leaves the generation running too.
 func (s *Service) detach(stream generateStream, g *generation) error {
 	if s.generations == nil {
 		g.release()
@@ -99,6 +97,15 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 	}
 	ctx, cancel := readOnly(stream, "the stream of a detached generation is read-only: it pauses when it needs answers; resume it then")
 	defer cancel(nil)
+	return s.startDetached(ctx, g, stream.Send)
+}
+
+// startDetached runs a new generation without a client: it is recorded
+// first (a store that cannot record it refuses it), then runs in the
+// background, owned by the Service. It passes the generation's events to
+// out up to its started event, and returns the status to end the call
+// with: OK once out has the started event.
+func (s *Service) startDetached(ctx context.Context, g *generation, out func(*agentdv1.GenerateResponse) error) error {
 	g.detached = true
 	gctx, gcancel := s.clientless(g)
 	j, err := s.openJournal(gctx, g)
@@ -115,9 +122,8 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
 	}
 	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
-	// The stream ends once it has sent the started event.
 	err = s.events.Follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
-		if err := stream.Send(ev); err != nil {
+		if err := out(ev); err != nil {
 			return err
 		}
 		if ev.GetStarted() != nil {
@@ -144,44 +150,14 @@ func (s *Service) attach(stream generateStream, a *agentdv1.AttachGeneration) er
 }
 
 func (s *Service) attachStream(stream generateStream, a *agentdv1.AttachGeneration) error {
-	var v violations
-	if a.GetGenerationId() == "" {
-		v.add("attach.generation_id", "is required")
-	}
-	if a.GetAfterSequence() < 0 {
-		v.add("attach.after_sequence", "must not be negative, got %d", a.GetAfterSequence())
-	}
-	if len(v) > 0 {
-		return fault.InvalidRequest(v)
-	}
-	tenant, _, err := s.tenant(stream.Context())
-	if err != nil {
-		return err
-	}
-	if s.generations == nil {
-		return fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so there is nothing to attach to")
-	}
 	ctx, cancel := readOnly(stream, "an attached stream is read-only: answer on the generation's own stream, or resume it once it has paused")
 	defer cancel(nil)
 	id, after := a.GetGenerationId(), a.GetAfterSequence()
-	if _, err := s.generations.Get(ctx, tenant, id); err != nil {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		return err // another tenant's is not found either
-	}
-	return s.events.Follow(ctx, tenant, id, after, func(ev *agentdv1.GenerateResponse) error { return stream.Send(ev) })
-}
-
-// followStatus is how a followed stream ends after err: nil, or a status
-// already (the generation's, or the stream's), as it is; a fault as its
-// status.
-func followStatus(err error) error {
-	var fe *fault.Error
-	if _, ok := status.FromError(err); ok && !errors.As(err, &fe) {
+	tenant, err := s.followed(ctx, followFields{"attach.generation_id", "attach.after_sequence"}, id, after)
+	if err != nil {
 		return err
 	}
-	return fault.GRPC(err)
+	return s.events.Follow(ctx, tenant, id, after, func(ev *agentdv1.GenerateResponse) error { return stream.Send(ev) })
 }
 
 // readOnly watches the client's side of a stream that only follows a
