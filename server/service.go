@@ -167,6 +167,8 @@ type Service struct {
 	// toolLists are the bridged servers' tool lists made for the model,
 	// by schema-cache revision, shared by the generations that list them.
 	toolLists *toolLists
+	// blocks are the encoded events that event streams share.
+	blocks sseBlocks
 }
 
 // New returns a Service.

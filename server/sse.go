@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -69,7 +70,9 @@ func (s *Service) StreamGenerationEvents(req *agentdv1.StreamGenerationEventsReq
 	if err := stream.SendHeader(sseHeaders); err != nil {
 		return err
 	}
-	w := sseStream{send: stream.Send}
+	blocks := s.blocks.open(tenant, id)
+	defer s.blocks.release(tenant, id, blocks)
+	w := sseStream{send: stream.Send, blocks: blocks}
 	return followStatus(w.relay(ctx, func(ctx context.Context, out func(*agentdv1.GenerateResponse) error) error {
 		return s.events.Follow(ctx, tenant, id, after, out)
 	}))
@@ -93,18 +96,33 @@ func lastEventID(ctx context.Context, after int64) (int64, error) {
 // sseStream writes a followed generation's events as chunks of an event
 // stream, each holding whole events or a comment only.
 type sseStream struct {
-	send func(*agentdv1.StreamGenerationEventsResponse) error
+	send   func(*agentdv1.StreamGenerationEventsResponse) error
+	blocks *genBlocks
 }
+
+// sseBacklog is how many events a stream's relay holds for its writer:
+// those there when it writes go out in one chunk (up to maxChunkBytes),
+// so that a stream behind the generation catches up in fewer writes and
+// flushes, not one of each per event.
+const sseBacklog = 64
+
+// maxChunkBytes bounds a chunk of several events (one event may be
+// larger).
+const maxChunkBytes = 64 << 10
+
+// keepBytes is the most a stream keeps of a buffer between chunks: what
+// a few events take.
+const keepBytes = 4 << 10
 
 // relay runs follow, which passes a generation's events to its out, on a
 // goroutine of its own (relay joins it), and writes the events as they
 // come; on its own goroutine, the one that owns the stream's Send, it
 // writes a heartbeat first and whenever heartbeatEvery passes without a
-// chunk. It returns once follow has ended and the stream's end is
+// chunk, and the events that wait behind one in the same chunk. It returns once follow has ended and the stream's end is
 // written, or once a send fails.
 func (w sseStream) relay(ctx context.Context, follow func(context.Context, func(*agentdv1.GenerateResponse) error) error) error {
 	fctx, cancel := context.WithCancel(ctx)
-	events := make(chan *agentdv1.GenerateResponse)
+	events := make(chan *agentdv1.GenerateResponse, sseBacklog)
 	ended := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -122,10 +140,14 @@ func (w sseStream) relay(ctx context.Context, follow func(context.Context, func(
 	beat := time.NewTimer(heartbeatEvery)
 	defer beat.Stop()
 	err := w.chunk(heartbeat)
+	var buf []byte // the chunk of events, reused: Send has encoded it when it returns
 	for err == nil {
 		select {
 		case ev := <-events:
-			err = w.event(ev)
+			buf, err = w.events(buf[:0], ev, events)
+			if cap(buf) > keepBytes {
+				buf = nil // a catch-up's chunk: a thousand idle streams would keep theirs
+			}
 		case <-beat.C:
 			err = w.chunk(heartbeat)
 		case ended := <-ended:
@@ -136,13 +158,105 @@ func (w sseStream) relay(ctx context.Context, follow func(context.Context, func(
 	return err
 }
 
-// event writes one event: its id (none for an ephemeral event, which has
-// no sequence number and so must not move the client's Last-Event-ID),
-// its kind and its JSON, which protojson writes on one line.
-func (w sseStream) event(ev *agentdv1.GenerateResponse) error {
+// events writes ev and the events already waiting in more, up to
+// maxChunkBytes, in one chunk built in buf, which it returns.
+func (w sseStream) events(buf []byte, ev *agentdv1.GenerateResponse, more <-chan *agentdv1.GenerateResponse) ([]byte, error) {
+	buf, err := w.blocks.append(buf, ev)
+	// Only this goroutine receives from more: what its length counts is there.
+	for err == nil && len(buf) < maxChunkBytes && len(more) > 0 {
+		buf, err = w.blocks.append(buf, <-more)
+	}
+	if err != nil {
+		return buf, err
+	}
+	return buf, w.chunk(buf)
+}
+
+// sseBlocks shares the blocks of events (an event's lines, encoded) among
+// the event streams that follow a generation on this replica, so that an
+// event is encoded once, not once per stream. Safe for concurrent use;
+// the zero value is ready.
+type sseBlocks struct {
+	mu   sync.Mutex
+	gens map[string]*genBlocks // by liveKey
+}
+
+// genBlocks are the latest blocks of one generation, by sequence number:
+// in a generation's log a number names one event for good, whether a
+// stream has it live or read from the store, so two streams that encode
+// it at once store the same block.
+type genBlocks struct {
+	streams int // following it; under sseBlocks.mu
+	recent  [blockRing]atomic.Pointer[block]
+}
+
+// blockRing is how many of a generation's latest blocks are kept: more
+// than a stream may fall behind the others and still be handed the
+// events live.
+const blockRing = 512
+
+type block struct {
+	seq  int64
+	data []byte
+}
+
+func blocksKey(tenant, id string) string { return tenant + "\x00" + id }
+
+// open returns the blocks of tenant's generation id for one more stream;
+// release gives them back.
+func (b *sseBlocks) open(tenant, id string) *genBlocks {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gens == nil {
+		b.gens = make(map[string]*genBlocks)
+	}
+	g := b.gens[blocksKey(tenant, id)]
+	if g == nil {
+		g = &genBlocks{}
+		b.gens[blocksKey(tenant, id)] = g
+	}
+	g.streams++
+	return g
+}
+
+// release ends one stream's use of g: the last one's drops them.
+func (b *sseBlocks) release(tenant, id string, g *genBlocks) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g.streams--; g.streams == 0 {
+		delete(b.gens, blocksKey(tenant, id))
+	}
+}
+
+// append appends ev's block to buf: encoded by the first stream that
+// needs it. One without a sequence number (an ephemeral event) is
+// encoded each time.
+func (g *genBlocks) append(buf []byte, ev *agentdv1.GenerateResponse) ([]byte, error) {
+	seq := ev.GetSequence()
+	if seq == 0 {
+		data, err := eventBlock(ev)
+		return append(buf, data...), err
+	}
+	slot := &g.recent[seq%blockRing]
+	if b := slot.Load(); b != nil && b.seq == seq {
+		return append(buf, b.data...), nil
+	}
+	data, err := eventBlock(ev)
+	if err != nil {
+		return buf, err
+	}
+	slot.Store(&block{seq: seq, data: data})
+	return append(buf, data...), nil
+}
+
+// eventBlock is one event's block: its id (none for an ephemeral event,
+// which has no sequence number and so must not move the client's
+// Last-Event-ID), its kind and its JSON, which protojson writes on one
+// line.
+func eventBlock(ev *agentdv1.GenerateResponse) ([]byte, error) {
 	data, err := protojson.Marshal(ev)
 	if err != nil {
-		return fault.Wrap(fault.Internal, err, "writing event %d as JSON", ev.GetSequence())
+		return nil, fault.Wrap(fault.Internal, err, "writing event %d as JSON", ev.GetSequence())
 	}
 	var b []byte
 	if seq := ev.GetSequence(); seq != 0 {
@@ -152,8 +266,7 @@ func (w sseStream) event(ev *agentdv1.GenerateResponse) error {
 	if kind := ev.ProtoReflect().WhichOneof(eventKinds); kind != nil {
 		b = append(append(append(b, "event: "...), kind.Name()...), '\n')
 	}
-	b = append(append(append(b, "data: "...), data...), "\n\n"...)
-	return w.chunk(b)
+	return append(append(append(b, "data: "...), data...), "\n\n"...), nil
 }
 
 // sseError is an error event's data: the status a generation ended with,

@@ -125,6 +125,9 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 		}
 		c.pending = append(c.pending[:0], c.pending[5+n:]...)
 	}
+	if len(c.pending) == 0 && cap(c.pending) > keepBytes {
+		c.pending = nil
+	}
 	return len(p), nil
 }
 
