@@ -3,15 +3,12 @@ package app_test
 import (
 	"errors"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"github.com/agentd/agentd/internal/app"
-	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
 )
 
@@ -52,19 +49,7 @@ func TestAttachAcrossReplicas(t *testing.T) {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			counter := filepath.Join(t.TempDir(), "calls")
-			dir, dsn := t.TempDir(), "postgres://unused/"
-			if driver == config.StorePostgres {
-				dsn = storeDSN(t)
-			}
-			var clients [2]agentdv1.AgentServiceClient
-			for i := range clients {
-				cfg := counterConfig(t, dsn, counter)
-				if driver == config.StoreSQLite { // one file, shared
-					cfg.Store.Driver, cfg.Store.DSN, cfg.StateDir = config.StoreSQLite, "", dir
-				}
-				conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
-				clients[i] = agentdv1.NewAgentServiceClient(conn)
-			}
+			clients := twoReplicas(t, driver, counter)
 			agent := deleteAgent(t)
 			paused := startAndPause(t, clients[0], agent)
 			id := paused.GetGenerationId()

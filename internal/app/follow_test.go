@@ -34,6 +34,27 @@ func followAll(t *testing.T, client agentdv1.AgentServiceClient, id string, afte
 	}
 }
 
+// twoReplicas serves two agentd replicas on one store of driver's (one
+// SQLite file, or one PostgreSQL database), whose registered server
+// "files" is the counting MCP server writing to counter.
+func twoReplicas(t *testing.T, driver, counter string) [2]agentdv1.AgentServiceClient {
+	t.Helper()
+	dir, dsn := t.TempDir(), "postgres://unused/"
+	if driver == config.StorePostgres {
+		dsn = storeDSN(t)
+	}
+	var clients [2]agentdv1.AgentServiceClient
+	for i := range clients {
+		cfg := counterConfig(t, dsn, counter)
+		if driver == config.StoreSQLite { // one file, shared
+			cfg.Store.Driver, cfg.Store.DSN, cfg.StateDir = config.StoreSQLite, "", dir
+		}
+		conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+		clients[i] = agentdv1.NewAgentServiceClient(conn)
+	}
+	return clients
+}
+
 // X-G7: on both stores, two agentd replicas: a generation created on one
 // (CreateGeneration, detached: it pauses at its approval) is followed on
 // the other, every event numbered from 1 and ending with paused; resumed
@@ -45,19 +66,7 @@ func TestFollowAcrossReplicas(t *testing.T) {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			counter := filepath.Join(t.TempDir(), "calls")
-			dir, dsn := t.TempDir(), "postgres://unused/"
-			if driver == config.StorePostgres {
-				dsn = storeDSN(t)
-			}
-			var clients [2]agentdv1.AgentServiceClient
-			for i := range clients {
-				cfg := counterConfig(t, dsn, counter)
-				if driver == config.StoreSQLite { // one file, shared
-					cfg.Store.Driver, cfg.Store.DSN, cfg.StateDir = config.StoreSQLite, "", dir
-				}
-				conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
-				clients[i] = agentdv1.NewAgentServiceClient(conn)
-			}
+			clients := twoReplicas(t, driver, counter)
 			agent := deleteAgent(t)
 			res, err := clients[0].CreateGeneration(t.Context(), &agentdv1.CreateGenerationRequest{Start: &agentdv1.StartGeneration{
 				Agent: agent, Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "tidy up"}}}}},
