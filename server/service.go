@@ -167,8 +167,9 @@ type Service struct {
 	// toolLists are the bridged servers' tool lists made for the model,
 	// by schema-cache revision, shared by the generations that list them.
 	toolLists *toolLists
-	// blocks are the encoded events that event streams share.
-	blocks sseBlocks
+	// blocks holds, by tenant and generation, the encoded events that
+	// the event streams following it share (*genBlocks).
+	blocks sync.Map
 }
 
 // New returns a Service.

@@ -70,8 +70,8 @@ func (s *Service) StreamGenerationEvents(req *agentdv1.StreamGenerationEventsReq
 	if err := stream.SendHeader(sseHeaders); err != nil {
 		return err
 	}
-	blocks := s.blocks.open(tenant, id)
-	defer s.blocks.release(tenant, id, blocks)
+	blocks := s.openBlocks(tenant, id)
+	defer s.releaseBlocks(tenant, id, blocks)
 	w := sseStream{send: stream.Send, blocks: blocks}
 	return followStatus(w.relay(ctx, func(ctx context.Context, out func(*agentdv1.GenerateResponse) error) error {
 		return s.events.Follow(ctx, tenant, id, after, out)
@@ -172,21 +172,12 @@ func (w sseStream) events(buf []byte, ev *agentdv1.GenerateResponse, more <-chan
 	return buf, w.chunk(buf)
 }
 
-// sseBlocks shares the blocks of events (an event's lines, encoded) among
-// the event streams that follow a generation on this replica, so that an
-// event is encoded once, not once per stream. Safe for concurrent use;
-// the zero value is ready.
-type sseBlocks struct {
-	mu   sync.Mutex
-	gens map[string]*genBlocks // by liveKey
-}
-
 // genBlocks are the latest blocks of one generation, by sequence number:
 // in a generation's log a number names one event for good, whether a
 // stream has it live or read from the store, so two streams that encode
 // it at once store the same block.
 type genBlocks struct {
-	streams int // following it; under sseBlocks.mu
+	streams atomic.Int64 // following it
 	recent  [blockRing]atomic.Pointer[block]
 }
 
@@ -202,29 +193,26 @@ type block struct {
 
 func blocksKey(tenant, id string) string { return tenant + "\x00" + id }
 
-// open returns the blocks of tenant's generation id for one more stream;
-// release gives them back.
-func (b *sseBlocks) open(tenant, id string) *genBlocks {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.gens == nil {
-		b.gens = make(map[string]*genBlocks)
+// openBlocks returns the blocks of tenant's generation id, shared by the
+// event streams that follow it on this replica (Service.blocks), so that
+// each event is encoded once, not once per stream; releaseBlocks gives
+// them back. A stream that takes them just as the last one lets go may
+// keep them to itself: it encodes for itself alone, no less right.
+func (s *Service) openBlocks(tenant, id string) *genBlocks {
+	key := blocksKey(tenant, id)
+	v, ok := s.blocks.Load(key)
+	if !ok {
+		v, _ = s.blocks.LoadOrStore(key, &genBlocks{})
 	}
-	g := b.gens[blocksKey(tenant, id)]
-	if g == nil {
-		g = &genBlocks{}
-		b.gens[blocksKey(tenant, id)] = g
-	}
-	g.streams++
+	g := v.(*genBlocks)
+	g.streams.Add(1)
 	return g
 }
 
-// release ends one stream's use of g: the last one's drops them.
-func (b *sseBlocks) release(tenant, id string, g *genBlocks) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if g.streams--; g.streams == 0 {
-		delete(b.gens, blocksKey(tenant, id))
+// releaseBlocks ends one stream's use of g: the last one's drops them.
+func (s *Service) releaseBlocks(tenant, id string, g *genBlocks) {
+	if g.streams.Add(-1) == 0 {
+		s.blocks.CompareAndDelete(blocksKey(tenant, id), g)
 	}
 }
 
