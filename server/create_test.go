@@ -13,7 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// X-G7: CreateGeneration starts a generation detached and returns once it
+// CreateGeneration starts a generation detached and returns once it
 // is recorded and running: its id and its started event's sequence
 // number. The generation runs to its end without a client; following it
 // after first_sequence-1 shows every event, as its log stores them. Its
@@ -50,7 +50,7 @@ func TestCreateGeneration(t *testing.T) {
 	}
 }
 
-// X-G7: CreateGeneration refuses what Generate's start refuses, with the
+// CreateGeneration refuses what Generate's start refuses, with the
 // same code, message and field violations, before anything is recorded;
 // without a durable record of generations it is UNIMPLEMENTED.
 func TestCreateGenerationRefuses(t *testing.T) {

@@ -36,7 +36,7 @@ func follow(t *testing.T, client agentdv1.AgentServiceClient, id string, after i
 	}
 }
 
-// X-G7: FollowGeneration follows a running generation, on the replica
+// FollowGeneration follows a running generation, on the replica
 // that runs it and on another sharing its store, after any sequence
 // number: each later event once, in order, the stored ones first, until
 // the generation pauses (the stream ends OK after paused); following
@@ -79,7 +79,7 @@ func TestFollowGeneration(t *testing.T) {
 	}
 }
 
-// X-G7: a follower of a generation that fails sees its events and then
+// A follower of a generation that fails sees its events and then
 // the failure's status; another tenant's generation is NOT_FOUND with the
 // same message as one that does not exist, and a request without an id
 // or with a negative sequence number is INVALID_ARGUMENT on those fields.

@@ -117,7 +117,7 @@ func (r *sseResponse) next(t *testing.T) sseEvent {
 	return ev
 }
 
-// X-G7: over HTTP/1.1, through vanguard and a reverse proxy, as a browser
+// Over HTTP/1.1, through vanguard and a reverse proxy, as a browser
 // would: POST /v1/generations starts a generation; GET its events is an
 // event stream with the headers that keep proxies from buffering it, ids
 // that are sequence numbers, kinds, heartbeats that pass the proxy while
@@ -217,7 +217,7 @@ func createOverHTTP(t *testing.T, client *http.Client, start *agentdv1.StartGene
 	return created.GetGenerationId()
 }
 
-// X-G7: over HTTP, an event stream that cannot begin answers the HTTP
+// Over HTTP, an event stream that cannot begin answers the HTTP
 // status of its code and the google.rpc.Status as JSON, as the
 // transcoded routes do: 404 for a generation the caller's tenant does
 // not have, 400 for an after that is not a sequence number.

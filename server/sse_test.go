@@ -162,7 +162,7 @@ func gatedTurns(gates ...chan struct{}) *fakeProvider {
 	}}
 }
 
-// X-G7: StreamGenerationEvents writes a generation's events as an event
+// StreamGenerationEvents writes a generation's events as an event
 // stream, each chunk whole blocks: a comment first, then each stored
 // event with its sequence as id, its kind as event and its JSON as data,
 // until completed; its headers forbid caching and proxy buffering. The
@@ -205,7 +205,7 @@ func TestStreamGenerationEvents(t *testing.T) {
 	}
 }
 
-// X-G7: a generation that fails ends its event stream with an error
+// A generation that fails ends its event stream with an error
 // event naming its status (the HTTP response has begun: its status can
 // no longer change), and then OK. Before anything is sent, another
 // tenant's generation is NOT_FOUND, and a Last-Event-ID that is not a
@@ -250,7 +250,7 @@ func TestStreamGenerationEventsErrors(t *testing.T) {
 	}
 }
 
-// X-G7: on synctest's clock, an event stream that has nothing to send
+// On synctest's clock, an event stream that has nothing to send
 // sends a comment line 15 s after its last chunk, and again 15 s later;
 // the events that come after go out as they are stored, and the stream
 // ends after completed.

@@ -55,7 +55,7 @@ func twoReplicas(t *testing.T, driver, counter string) [2]agentdv1.AgentServiceC
 	return clients
 }
 
-// X-G7: on both stores, two agentd replicas: a generation created on one
+// On both stores, two agentd replicas: a generation created on one
 // (CreateGeneration, detached: it pauses at its approval) is followed on
 // the other, every event numbered from 1 and ending with paused; resumed
 // there, its resumed part is followed back on the first, numbered on from
