@@ -22,11 +22,11 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/vanguard/vanguardgrpc"
 	"google.golang.org/grpc"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/httpapi"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
@@ -43,7 +43,7 @@ const (
 
 // BenchmarkSSEFollowers measures benchFollowers event streams of one
 // running generation on one replica, over HTTP/1.1 on loopback TCP, as
-// agentd serves them (server.EventStreamHandler before vanguard's
+// agentd serves them (internal/httpapi: its event-stream route beside vanguard's
 // transcoder of the gRPC server), each read by an SSE parser in a process
 // of their own (this test binary again, TestSSEFollowers): how much this
 // process's resident memory grows while they follow, and how late each
@@ -71,11 +71,11 @@ func BenchmarkSSEFollowers(b *testing.B) {
 	srv := grpc.NewServer()
 	svc.Register(srv)
 	b.Cleanup(srv.Stop)
-	transcoder, err := vanguardgrpc.NewTranscoder(srv)
+	handler, err := httpapi.New(srv, httpapi.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	web := httptest.NewServer(server.EventStreamHandler(srv, transcoder))
+	web := httptest.NewServer(handler)
 	b.Cleanup(web.Close)
 
 	var delays []time.Duration

@@ -15,7 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"connectrpc.com/vanguard/vanguardgrpc"
 	"github.com/google/go-cmp/cmp"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -27,6 +26,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/httpapi"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/server"
@@ -54,20 +54,19 @@ func serveHTTP(t *testing.T, h http.Handler) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// transcoded serves svc over HTTP: its event streams by
-// server.EventStreamHandler, the rest by vanguard's transcoder of its gRPC
-// server, behind a reverse proxy that speaks HTTP/1.1 to it, and returns
-// a client of the proxy.
+// transcoded serves svc over HTTP as agentd does (internal/httpapi, over
+// its gRPC server), behind a reverse proxy that speaks HTTP/1.1 to it,
+// and returns a client of the proxy.
 func transcoded(t *testing.T, svc *server.Service) *http.Client {
 	t.Helper()
 	srv := grpc.NewServer()
 	svc.Register(srv)
 	t.Cleanup(srv.Stop)
-	transcoder, err := vanguardgrpc.NewTranscoder(srv)
+	web, err := httpapi.New(srv, httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := serveHTTP(t, server.EventStreamHandler(srv, transcoder))
+	backend := serveHTTP(t, web)
 	proxy := &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: "agentd"}) },
 		Transport: backend.Transport,

@@ -14,7 +14,10 @@
 // call begins (an unknown route, a content type it does not read, a body
 // over MaxBodyBytes), reads JSON strictly (an unknown field is an error
 // naming it), answers CORS preflights for the configured origins, and
-// hands native gRPC requests to the grpc.Server as they are.
+// hands native gRPC requests to the grpc.Server as they are. The event
+// stream of a generation (Server-Sent Events) is the one route it serves
+// itself, through the same grpc.Server, since the transcoder holds a
+// REST response until its call ends (events.go).
 package httpapi
 
 import (
@@ -71,13 +74,13 @@ func New(srv *grpc.Server, o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	web := withCORS(o.CORS, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			serveOpenAPI(w)
-			return
-		}
-		serveWithJSONErrors(transcoder, w, r)
-	}))
+	mux := http.NewServeMux()
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveWithJSONErrors(transcoder, w, r) }))
+	mux.Handle("GET /openapi.json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { serveOpenAPI(w) }))
+	if _, ok := registered[agentdv1.AgentService_ServiceDesc.ServiceName]; ok {
+		mux.Handle(eventsRoute, eventStream{srv})
+	}
+	web := withCORS(o.CORS, mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isGRPC(r.Header.Get("Content-Type")) {
 			srv.ServeHTTP(w, r)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -21,9 +21,12 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 )
 
-// EventStreamHandler serves StreamGenerationEvents' HTTP route, GET
-// /v1/generations/{generation_id}/events, as the event stream it is,
-// and every other request with next.
+// eventsRoute is StreamGenerationEvents' HTTP route, which eventStream
+// serves rather than the transcoder.
+const eventsRoute = "GET /v1/generations/{generation_id}/events"
+
+// eventStream serves StreamGenerationEvents' HTTP route as the event
+// stream it is.
 //
 // A transcoder of the google.api.http routes (vanguard v0.4.0) holds a
 // REST call's whole response until the call ends, to answer the call's
@@ -35,14 +38,6 @@ import (
 // Last-Event-ID), its ?after= the request's after. A call that fails
 // before its first chunk answers the HTTP status of its code, with the
 // google.rpc.Status as JSON, as the transcoder answers its routes.
-func EventStreamHandler(grpcServer, next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", next)
-	mux.Handle("GET /v1/generations/{generation_id}/events", eventStream{grpcServer})
-	return mux
-}
-
-// eventStream serves one event stream over HTTP through the gRPC server.
 type eventStream struct{ grpc http.Handler }
 
 func (h eventStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -86,6 +81,10 @@ func grpcCall(r *http.Request, msg []byte) *http.Request {
 	return c
 }
 
+// keepPending is the most a stream keeps of its buffer between messages:
+// a large event's buffer goes once it is written.
+const keepPending = 4 << 10
+
 // chunkWriter is the ResponseWriter of the gRPC call: it writes each
 // message's chunk to w as it comes, after the call's headers, and keeps
 // the call's status (written as headers after the messages) for its end.
@@ -125,7 +124,7 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 		}
 		c.pending = append(c.pending[:0], c.pending[5+n:]...)
 	}
-	if len(c.pending) == 0 && cap(c.pending) > keepBytes {
+	if len(c.pending) == 0 && cap(c.pending) > keepPending {
 		c.pending = nil
 	}
 	return len(p), nil
