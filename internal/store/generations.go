@@ -131,7 +131,9 @@ type NewGeneration struct {
 	Events []Event
 	// Items start the conversation, in the same transaction.
 	Items []Item
-	Now   time.Time
+	// Origin says who started it, for whom, and on what.
+	Origin Origin
+	Now    time.Time
 }
 
 // Checkpoint is what a fenced Checkpoint writes, in one transaction.
@@ -150,7 +152,11 @@ type Checkpoint struct {
 	After []Event
 	// Items are added to the conversation, in the same transaction.
 	Items []Item
-	Now   time.Time
+	// ReplacePending replaces the generation's pending requests with
+	// Pending, in the same transaction; false leaves them as they are.
+	ReplacePending bool
+	Pending        []PendingRequest
+	Now            time.Time
 }
 
 // Outcome is what Finish writes, in one transaction.
@@ -235,8 +241,8 @@ type Generations interface {
 	Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (last int64, err error)
 
 	// Finish ends a generation under the lease of the given epoch: it
-	// sets o.State and o.Result, appends o.Events, adds o.Items, drops the checkpoint and the agent
-	// and releases the lease, all or nothing. It returns the log's last
+	// sets o.State and o.Result, appends o.Events, adds o.Items, drops the checkpoint, the agent
+	// and the pending requests and releases the lease, all or nothing. It returns the log's last
 	// sequence number. Finishing again under the same epoch with the same
 	// state (a retry) is no error and changes nothing.
 	Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (last int64, err error)
@@ -317,7 +323,7 @@ type Generations interface {
 	// the same database's Checkpoints, which decides whether a resume may
 	// take it, has expired by now unclaimed, or is gone (swept). It
 	// becomes Cancelled, finished at now with result, its checkpoint
-	// dropped, its log and epoch kept: as Finish leaves a generation, so
+	// dropped with its pending requests, its log and epoch kept: as Finish leaves a generation, so
 	// that Sweep removes it after the retention. It takes no lease and
 	// does not race a resume: of it and an Acquire of one generation,
 	// exactly one takes effect (an Acquire after it finds the generation
@@ -326,9 +332,32 @@ type Generations interface {
 	ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error)
 
 	// Sweep removes the generations, of any tenant, that finished at or
-	// before before, with their logs and items, and returns how many. Replicas may
+	// before before, with their logs, items and decisions, and returns how many. Replicas may
 	// sweep at once.
 	Sweep(ctx context.Context, before time.Time) (int, error)
+
+	// ListPending returns a page of tenant's pending requests, of its
+	// live generations, newest first (by the time they were asked, then
+	// by generation and request id), each with its generation's Origin,
+	// and the token of the next page ("" after the last). A token that
+	// ListPending did not return is Invalid.
+	ListPending(ctx context.Context, tenant string, o PendingOptions) (page []PendingRequest, next string, err error)
+
+	// Decide records ds, decisions of requests of tenant's generation id,
+	// all or none: only if each names a request that the generation's
+	// pending requests list, and none has a decision yet. When some have,
+	// it records nothing and returns theirs (the first decisions, in ds's
+	// order); a request that is not pending (never was, or no longer is,
+	// or another tenant's) is NotFound, and nothing is recorded. Of
+	// concurrent Decides of one request, on any replicas, exactly one
+	// records it; a decision, once recorded, stays until the generation
+	// is swept.
+	Decide(ctx context.Context, tenant, id string, ds []Decision) (first []Decision, err error)
+
+	// Decisions returns the decisions recorded for tenant's generation id
+	// of the requests requestIDs (every one of its decisions when nil),
+	// by request id. An unknown generation has none.
+	Decisions(ctx context.Context, tenant, id string, requestIDs []string) ([]Decision, error)
 }
 
 // whyNotAcquired says why an Acquire matched no row, from the state that
@@ -395,6 +424,15 @@ func checkState(s State, ok bool, want string) error {
 
 func checkLive(s State) error {
 	return checkState(s, s.live(), "running, waiting or paused")
+}
+
+// checkCheckpoint refuses a Checkpoint the contract refuses: a state not
+// live, or pending requests it refuses.
+func checkCheckpoint(c Checkpoint) error {
+	if err := checkLive(c.State); err != nil {
+		return err
+	}
+	return checkPending(c.Pending)
 }
 
 func checkFinished(s State) error {

@@ -276,6 +276,21 @@ func (g *instrumentedGenerations) Sweep(ctx context.Context, before time.Time) (
 	return g.gens.Sweep(ctx, before)
 }
 
+func (g *instrumentedGenerations) ListPending(ctx context.Context, tenant string, o PendingOptions) (_ []PendingRequest, _ string, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "list_pending", began, err) }(time.Now())
+	return g.gens.ListPending(ctx, tenant, o)
+}
+
+func (g *instrumentedGenerations) Decide(ctx context.Context, tenant, id string, ds []Decision) (_ []Decision, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "decide", began, err) }(time.Now())
+	return g.gens.Decide(ctx, tenant, id, ds)
+}
+
+func (g *instrumentedGenerations) Decisions(ctx context.Context, tenant, id string, requestIDs []string) (_ []Decision, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "decisions", began, err) }(time.Now())
+	return g.gens.Decisions(ctx, tenant, id, requestIDs)
+}
+
 // instrumentedTokens is the Tokens of an instrumented Store.
 type instrumentedTokens struct {
 	tokens Tokens

@@ -91,13 +91,14 @@ func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
 	err := p.pool.QueryRow(ctx, `
 		WITH g AS (
 			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
-				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
-			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $6, $6, NULL, $7, $7, NULL)
+				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model)
+			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $6, $6, NULL, $7, $7, NULL, $13, $14, $15, $16)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`, `+pgAgent("$12")+`
 		SELECT count(*) FROM g`,
-		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orNull(g.Agent)).Scan(&n)
+		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orNull(g.Agent),
+		g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model).Scan(&n)
 	if err != nil {
 		return classify(err)
 	}
@@ -154,14 +155,42 @@ func (p pgGenerations) Release(ctx context.Context, tenant, id string, epoch int
 }
 
 func (p pgGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (int64, error) {
-	if err := checkLive(c.State); err != nil {
+	if err := checkCheckpoint(c); err != nil {
 		return 0, err
 	}
+	if !c.ReplacePending {
+		return pgCheckpoint(ctx, p.pool, tenant, id, epoch, c)
+	}
+	// The pending requests are replaced in the same transaction, after the
+	// generation's row: its lock, which the checkpoint holds, serializes
+	// the writes of one generation.
+	var last int64
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		var err error
+		if last, err = pgCheckpoint(ctx, tx, tenant, id, epoch, c); err != nil {
+			return err
+		}
+		return pgReplacePending(ctx, tx, tenant, id, c.Pending)
+	})
+	if err != nil {
+		return 0, classifyFault(err)
+	}
+	return last, nil
+}
+
+// pgRower runs a statement that returns a row: the pool, or a
+// transaction.
+type pgRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// pgCheckpoint is Checkpoint's statement, on q.
+func pgCheckpoint(ctx context.Context, q pgRower, tenant, id string, epoch int64, c Checkpoint) (int64, error) {
 	events := append(slices.Clip(c.Events), c.After...)
 	kinds, data := eventColumns(events)
 	ns, items := itemColumns(c.Items)
 	var last int64
-	err := p.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 		WITH g AS (
 			UPDATE generations SET state = $4, checkpoint = COALESCE($5::bytea, checkpoint), version = version + 1,
 				last_seq = GREATEST(last_seq, $13) + $6,
@@ -195,6 +224,8 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`, a AS (
 			DELETE FROM generation_agents WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
+		), p AS (
+			DELETE FROM pending_requests WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
 		)
 		SELECT last_seq FROM g`,
 		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items, skipTo(o.Events)).Scan(&last)
@@ -440,7 +471,8 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 	// replica expiring at once ends none twice. A claimed checkpoint is a
 	// resume's, on its way to Acquire; the store's sweeper removes it
 	// once the claim is a day stale. The agents of the generations it
-	// ends go with their end, as Finish's do.
+	// ends go with their end, as Finish's do, and so do their pending
+	// requests.
 	var n int
 	err := p.pool.QueryRow(ctx, `
 		WITH e AS (
@@ -452,6 +484,8 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 			RETURNING tenant, id
 		), a AS (
 			DELETE FROM generation_agents ga USING e WHERE ga.tenant = e.tenant AND ga.generation_id = e.id
+		), p AS (
+			DELETE FROM pending_requests pr USING e WHERE pr.tenant = e.tenant AND pr.generation_id = e.id
 		)
 		SELECT count(*) FROM e`,
 		orEmpty(result), ms(now)).Scan(&n)

@@ -39,8 +39,8 @@ func (s *SQLite) Generations() Generations {
 const (
 	qCreate = `
 			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
-				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at)
-			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL)
+				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model)
+			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL, ?, ?, ?, ?)
 			ON CONFLICT (tenant, id) DO NOTHING`
 	qRenew = `
 		UPDATE generations SET lease_expires = ?
@@ -205,6 +205,18 @@ func (s sqliteGenerations) putAgent(ctx context.Context, tx *sql.Tx, tenant, id 
 	return nil
 }
 
+// dropLive drops what a generation keeps only while it is live: its
+// agent and its pending requests.
+func (s sqliteGenerations) dropLive(ctx context.Context, tx *sql.Tx, tenant, id string) error {
+	if _, err := s.in(ctx, tx, qDropAgent).ExecContext(ctx, tenant, id); err != nil {
+		return unavailable(err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM pending_requests WHERE tenant = ? AND generation_id = ?`, tenant, id); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
 // insertItems adds items to the conversation.
 func (s sqliteGenerations) insertItems(ctx context.Context, tx *sql.Tx, tenant, id string, items []Item) error {
 	args := make([]any, 0, 2+2*min(len(items), maxEventRows))
@@ -227,7 +239,8 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 		n := int64(len(g.Events))
 		now := g.Now.UnixMilli()
 		res, err := s.in(ctx, tx, qCreate).ExecContext(ctx,
-			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now)
+			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now,
+			g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -292,7 +305,7 @@ func (s sqliteGenerations) Release(ctx context.Context, tenant, id string, epoch
 }
 
 func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, epoch int64, c Checkpoint) (int64, error) {
-	if err := checkLive(c.State); err != nil {
+	if err := checkCheckpoint(c); err != nil {
 		return 0, err
 	}
 	var last int64
@@ -318,6 +331,11 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 		}
 		if err := s.insertItems(ctx, tx, tenant, id, c.Items); err != nil {
 			return err
+		}
+		if c.ReplacePending {
+			if err := s.replacePending(ctx, tx, tenant, id, c.Pending); err != nil {
+				return err
+			}
 		}
 		return s.insertEvents(ctx, tx, tenant, id, last-n+1, events)
 	})
@@ -354,8 +372,8 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 		if err := s.insertItems(ctx, tx, tenant, id, o.Items); err != nil {
 			return err
 		}
-		if _, err := s.in(ctx, tx, qDropAgent).ExecContext(ctx, tenant, id); err != nil {
-			return unavailable(err)
+		if err := s.dropLive(ctx, tx, tenant, id); err != nil {
+			return err
 		}
 		return s.insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
 	})
@@ -563,7 +581,8 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 	// leaves) or after it (and finds the generation finished). A claimed
 	// checkpoint is a resume's, on its way to Acquire; the store's
 	// sweeper removes it once the claim is a day stale. The agents of
-	// the generations it ends go with their end, as Finish's do.
+	// the generations it ends go with their end, as Finish's do, and so
+	// do their pending requests.
 	t := now.UnixMilli()
 	var ended [][2]string
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -583,8 +602,8 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 			return unavailable(err)
 		}
 		for _, k := range ended {
-			if _, err := s.in(ctx, tx, qDropAgent).ExecContext(ctx, k[0], k[1]); err != nil {
-				return unavailable(err)
+			if err := s.dropLive(ctx, tx, k[0], k[1]); err != nil {
+				return err
 			}
 		}
 		return nil

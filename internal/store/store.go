@@ -2,7 +2,8 @@
 // resume works on any replica and after a restart, exactly once (Checkpoints);
 // and every generation from its start, with the lease of the replica that runs
 // it, its checkpoints and its event log, so that another replica can adopt it
-// when that one dies (Generations); and the OAuth tokens agentd holds for MCP
+// when that one dies, and the requests it waits for with their decisions, each
+// recorded once whichever replica decides (Generations); and the OAuth tokens agentd holds for MCP
 // servers, per tenant, end user and server, sealed by their caller (Tokens).
 //
 // Store is the contract, with two implementations: OpenSQLite, the default, an

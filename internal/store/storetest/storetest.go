@@ -7,7 +7,9 @@
 // record and its lease, writes fenced by the lease's epoch, exactly one winner
 // among concurrent acquisitions and adoptions, List's pages, the retention
 // sweep, the end of pauses that expired; and their event logs: dense sequence
-// numbers under concurrent appenders, reads in order, atomic batches. For
+// numbers under concurrent appenders, reads in order, atomic batches; and
+// their pending requests and decisions: replaced under the lease, listed
+// newest first in pages, each request decided once, whoever decides first. For
 // OAuth tokens (Tokens): one per tenant, end user and server, replaced by a
 // put, deleted by tenant and narrowed by end user and server. For replicas'
 // liveness (Generations.Attend): the generations of a replica that attended
@@ -83,6 +85,9 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"DeadOwner", testDeadOwner},
 		{"SameIDAgain", testSameIDAgain},
 		{"Attendance", testAttendance},
+		{"PendingRequests", testPendingRequests},
+		{"Decide", testDecide},
+		{"ConcurrentDecide", testConcurrentDecide},
 		{"Tokens", testTokens},
 		{"DeleteTokens", testDeleteTokens},
 	}
