@@ -65,6 +65,8 @@ type Options struct {
 	// Live lists the journal while it runs, for attached streams to
 	// follow in memory; nil lists it nowhere.
 	Live *Live
+	// Origin is recorded with a generation the journal creates.
+	Origin store.Origin
 }
 
 // Journal is a running generation's durable record and event log,
@@ -93,10 +95,15 @@ type Journal struct {
 	snap      []byte                       // the checkpoint to write, nil when written
 	items     []store.Item                 // the conversation's items to write with it
 	agentDue  []byte                       // the agent to write with it, nil when the store has it
-	agent     []byte                       // the agent the store has, as this run wrote it
-	conv      conversation                 // what is stored once, and where
-	snapSeq   int64                        // the last sequence number snap covers
-	snapN     int64                        // counts the checkpoints queued
+	// requests replace the generation's pending requests with the next
+	// write when requestsDue; requestsN counts the replacements queued.
+	requests    []store.PendingRequest
+	requestsDue bool
+	requestsN   int64
+	agent       []byte       // the agent the store has, as this run wrote it
+	conv        conversation // what is stored once, and where
+	snapSeq     int64        // the last sequence number snap covers
+	snapN       int64        // counts the checkpoints queued
 	// finalItems are the final answer's items, for the end's write alone
 	// (Final); the events after finalSeq (the completed event, which names
 	// them) wait for that write too.
@@ -144,7 +151,7 @@ func (j *Journal) create(ctx context.Context, cp *statev1.Checkpoint) error {
 	defer cancel()
 	now := time.Now()
 	err := j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
-		Checkpoint: Encode(cp), Agent: j.agentDue, Items: items})
+		Checkpoint: Encode(cp), Agent: j.agentDue, Items: items, Origin: j.o.Origin})
 	j.agentDue = nil
 	return err
 }
@@ -197,8 +204,11 @@ func Adopted(o Options, rec store.Generation) *Journal {
 	j := newJournal(o)
 	j.continueFrom(rec, storedCheckpoint(rec).GetConversation().GetCount())
 	// The dead replica may have shown its clients text it had not stored
-	// (ShowEarly): no number it may have shown is used again.
+	// (ShowEarly): no number it may have shown is used again. What it
+	// waited for is asked again, if it still is: its pending requests go
+	// with the first write.
 	j.last += ShowWindow
+	j.requestsDue = true
 	j.start()
 	return j
 }
@@ -306,6 +316,19 @@ func (j *Journal) recordLocked(ev *agentdv1.GenerateResponse) bool {
 	j.msgs = append(j.msgs, ev)
 	j.bytes += len(data)
 	return j.bytes >= flushBytes || blocked
+}
+
+// SetPending queues reqs to replace the generation's pending requests
+// with its next write, in the same write as the events recorded so far
+// (at the latest): an event that asks a request reaches the log, and so
+// the generation's client, no sooner than the request's row, which
+// another replica's decision needs. The caller serializes it with Record.
+func (j *Journal) SetPending(reqs []store.PendingRequest) {
+	j.mu.Lock()
+	j.requests, j.requestsDue = reqs, true
+	j.requestsN++
+	j.mu.Unlock()
+	j.soon()
 }
 
 // Checkpoint queues cp as the generation's checkpoint, covering every
@@ -436,7 +459,7 @@ func (j *Journal) Lost() bool {
 func (j *Journal) pendingWrite() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return len(j.pending) > 0 || j.snap != nil
+	return len(j.pending) > 0 || j.snap != nil || j.requestsDue
 }
 
 func (j *Journal) renew() {
@@ -474,16 +497,14 @@ func (j *Journal) write() error {
 		return err
 	}
 	written := d.written
-	if len(d.batch) > 0 || d.snap.data != nil {
-		// One write: the checkpoint with the events it covers, then the
-		// later ones.
-		wrote, err := j.appendEvents(d.batch, d.covered(), d.snap, d.state)
+	if len(d.batch) > 0 || d.snap.data != nil || d.snap.replace {
+		// One write: the checkpoint (and the pending requests) with the
+		// events it covers, then the later ones.
+		st, err := j.appendEvents(d)
 		if err != nil {
 			return err
 		}
-		if j.wrote(d, wrote) {
-			written = d.state
-		}
+		written = j.wrote(d, st)
 	}
 	// A generation that pauses changes state alone, keeping its last
 	// checkpoint, which says how its agent is kept (StoredAgent). Running
@@ -496,12 +517,14 @@ func (j *Journal) write() error {
 }
 
 // dueWrite is what a write takes from the journal: the pending events,
-// the checkpoint queued (with its items and agent) and the state.
+// the checkpoint queued (with its items, agent and pending requests) and
+// the state.
 type dueWrite struct {
 	batch          []store.Event
 	state, written store.State
 	snap           pendingSnap
 	snapSeq, snapN int64
+	pendingN       int64
 }
 
 // covered is how many of the batch's events the checkpoint covers.
@@ -511,6 +534,16 @@ func (d dueWrite) covered() int {
 		k++
 	}
 	return k
+}
+
+// stateWith is the state a write with checkpoint data (nil: none)
+// records: the state due, which changes with a checkpoint, or by itself
+// for a pause; otherwise the state the record has.
+func (d dueWrite) stateWith(data []byte) store.State {
+	if data != nil || d.state == store.Paused {
+		return d.state
+	}
+	return d.written
 }
 
 // due takes what is to be written.
@@ -536,27 +569,32 @@ func (j *Journal) due() (dueWrite, error) {
 	}
 	return dueWrite{
 		batch: batch, state: j.state, written: j.written,
-		snap: pendingSnap{j.snap, j.items, j.agentDue}, snapSeq: j.snapSeq, snapN: j.snapN,
+		snap:    pendingSnap{data: j.snap, items: j.items, agent: j.agentDue, replace: j.requestsDue, requests: j.requests},
+		snapSeq: j.snapSeq, snapN: j.snapN, pendingN: j.requestsN,
 	}, nil
 }
 
-// wrote records that d was written, its checkpoint too if wrote (else
-// events after it were stored already, by a write that may have failed,
-// and it with them); it returns wrote.
-func (j *Journal) wrote(d dueWrite, wrote bool) bool {
+// wrote records that d was written, having recorded the state st ("":
+// none, and no checkpoint); its checkpoint too if st was recorded with
+// it (else events after it were stored already, by a write that may have
+// failed, and it with them). It returns the state the record has.
+func (j *Journal) wrote(d dueWrite, st store.State) store.State {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.items = j.items[len(d.snap.items):]
 	if d.snap.data != nil && bytes.Equal(j.agentDue, d.snap.agent) {
 		j.agentDue = nil
 	}
-	if wrote {
-		if j.snapN == d.snapN {
-			j.snap = nil // not replaced meanwhile
-		}
-		j.written = d.state
+	if st != "" && d.snap.replace && j.requestsN == d.pendingN {
+		j.requestsDue, j.requests = false, nil // not replaced meanwhile
 	}
-	return wrote
+	if st == d.state && d.snap.data != nil && j.snapN == d.snapN {
+		j.snap = nil // not replaced meanwhile
+	}
+	if st != "" {
+		j.written = st
+	}
+	return j.written
 }
 
 // writeState records the record's state alone.
@@ -573,40 +611,58 @@ func (j *Journal) writeState(state store.State) error {
 	return nil
 }
 
-// pendingSnap is a checkpoint to write (nil when none) and the
-// conversation's items that go with it.
+// pendingSnap is a checkpoint to write (nil when none) and what goes
+// with it: the conversation's items, the agent, and the pending requests
+// when they are to be replaced.
 type pendingSnap struct {
-	data  []byte
-	items []store.Item
-	agent []byte // nil: the store has it
+	data     []byte
+	items    []store.Item
+	agent    []byte // nil: the store has it
+	replace  bool   // the pending requests are replaced with requests
+	requests []store.PendingRequest
 }
 
-// appendEvents appends batch, the first pending events, and, when snap
-// is not nil, writes it (with state) as the checkpoint covering the first
-// covered of them, all in one write. After a write that failed as
-// unavailable it reads the log's tail first: if that write took after
-// all, the events are not logged twice (and snap, if events after it took,
-// is not written: wrote is false).
-func (j *Journal) appendEvents(batch []store.Event, covered int, snap pendingSnap, state store.State) (wrote bool, _ error) {
+// checkpoint is what a Checkpoint of s writes, in state st.
+func (s pendingSnap) checkpoint(st store.State, events, after []store.Event) store.Checkpoint {
+	return store.Checkpoint{State: st, Data: s.data, Agent: s.agent, Items: s.items, ReplacePending: s.replace, Pending: s.requests,
+		Events: events, After: after, Now: time.Now()}
+}
+
+// appendEvents appends d's batch, the first pending events, and, when its
+// snap has data, writes it as the checkpoint covering the first covered
+// of them, with the pending requests when they are due, all in one write.
+// After a write that failed as unavailable it reads the log's tail first:
+// if that write took after all, the events are not logged twice (and the
+// checkpoint, if events after it took, is not written). It returns the
+// state the write recorded: "" when it recorded none (an append alone).
+func (j *Journal) appendEvents(d dueWrite) (store.State, error) {
 	sctx, cancel := context.WithTimeout(context.Background(), store.Timeout)
 	defer cancel()
+	batch, covered, snap := d.batch, d.covered(), d.snap
 	if len(batch) == 0 {
-		// A checkpoint alone.
-		_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Agent: snap.agent, Items: snap.items, Now: time.Now()})
-		return true, j.check(err, "writing a generation's checkpoint")
+		// A checkpoint alone, or the pending requests.
+		st := d.stateWith(snap.data)
+		_, err := j.o.Store.Checkpoint(sctx, j.o.Tenant, j.o.ID, j.epoch, snap.checkpoint(st, nil, nil))
+		return st, j.check(err, "writing a generation's checkpoint")
 	}
 	tail, err := j.tookAlready(sctx, batch)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	if len(tail) > covered {
-		snap = pendingSnap{} // events after it took: see write
+		// Events after it took: see write. The pending requests are
+		// written again all the same: a replacement may repeat.
+		snap.data, snap.items, snap.agent, covered = nil, nil, nil, len(tail)
 	}
 	first, rest := batch[0].Seq, batch[len(tail):]
 	last := first - 1 + int64(len(tail))
-	if len(rest) > 0 || snap.data != nil {
-		if last, err = j.appendRest(sctx, rest, covered-len(tail), snap, state); err != nil {
-			return false, err
+	st := store.State("")
+	if len(rest) > 0 || snap.data != nil || snap.replace {
+		if snap.data != nil || snap.replace {
+			st = d.stateWith(snap.data)
+		}
+		if last, err = j.appendRest(sctx, rest, covered-len(tail), snap, st); err != nil {
+			return "", err
 		}
 	}
 	if want := batch[len(batch)-1].Seq; last != want {
@@ -615,10 +671,10 @@ func (j *Journal) appendEvents(batch []store.Event, covered int, snap pendingSna
 		j.lost = true
 		j.mu.Unlock()
 		j.o.Stop(err)
-		return false, err
+		return "", err
 	}
 	j.confirm(len(batch), last)
-	return snap.data != nil, nil
+	return st, nil
 }
 
 // tookAlready returns the events of batch that the store has already:
@@ -637,15 +693,19 @@ func (j *Journal) tookAlready(ctx context.Context, batch []store.Event) ([]store
 	return tail, err
 }
 
-// appendRest writes rest, with snap (when not nil) as the checkpoint
-// covering its first covered events, and returns the log's last sequence
+// appendRest writes rest, with snap (when it has data, or pending
+// requests to replace) as the checkpoint covering its first covered
+// events, recorded in state st, and returns the log's last sequence
 // number.
-func (j *Journal) appendRest(ctx context.Context, rest []store.Event, covered int, snap pendingSnap, state store.State) (int64, error) {
+func (j *Journal) appendRest(ctx context.Context, rest []store.Event, covered int, snap pendingSnap, st store.State) (int64, error) {
 	var last int64
 	var err error
-	if snap.data != nil {
-		last, err = j.o.Store.Checkpoint(ctx, j.o.Tenant, j.o.ID, j.epoch, store.Checkpoint{State: state, Data: snap.data, Agent: snap.agent, Items: snap.items,
-			Events: rest[:covered], After: rest[covered:], Now: time.Now()})
+	if snap.data != nil || snap.replace {
+		covered = max(min(covered, len(rest)), 0)
+		if snap.data == nil {
+			covered = 0 // no checkpoint covers them
+		}
+		last, err = j.o.Store.Checkpoint(ctx, j.o.Tenant, j.o.ID, j.epoch, snap.checkpoint(st, rest[:covered], rest[covered:]))
 	} else {
 		last, err = j.o.Store.Append(ctx, j.o.Tenant, j.o.ID, j.epoch, rest)
 	}
