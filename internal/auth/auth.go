@@ -35,9 +35,15 @@ import (
 	"github.com/agentd/agentd/internal/tlsconf"
 )
 
-// Roles a principal may hold. Admin implies observer and tenant_admin.
+// Roles a principal may hold. Admin implies observer and tenant_admin;
+// generate implies approve.
 const (
-	RoleGenerate = "generate" // AgentService: Generate, Preview
+	RoleGenerate = "generate" // AgentService: every call
+	// RoleApprove decides what its tenant's generations wait for and
+	// reads them, without starting any: DecideRequests,
+	// ListPendingRequests, GetGeneration, ListGenerations,
+	// FollowGeneration, StreamGenerationEvents.
+	RoleApprove  = "approve"
 	RoleObserver = "observer" // the admin service's reads
 	RoleAdmin    = "admin"    // the admin service's writes, and its reads
 	// RoleTenantAdmin reads and drops the schema cache's entries of the
@@ -48,7 +54,7 @@ const (
 )
 
 // roles are the roles a configuration may give.
-var roles = []string{RoleGenerate, RoleObserver, RoleAdmin, RoleTenantAdmin}
+var roles = []string{RoleGenerate, RoleApprove, RoleObserver, RoleAdmin, RoleTenantAdmin}
 
 // Principal is an authenticated caller.
 type Principal struct {
@@ -61,9 +67,17 @@ type Principal struct {
 }
 
 // Has reports whether p holds role (admin holds observer and
-// tenant_admin too).
+// tenant_admin too; generate holds approve).
 func (p Principal) Has(role string) bool {
-	return slices.Contains(p.Roles, role) || (role == RoleObserver || role == RoleTenantAdmin) && slices.Contains(p.Roles, RoleAdmin)
+	switch {
+	case slices.Contains(p.Roles, role):
+		return true
+	case role == RoleObserver || role == RoleTenantAdmin:
+		return slices.Contains(p.Roles, RoleAdmin)
+	case role == RoleApprove:
+		return slices.Contains(p.Roles, RoleGenerate)
+	}
+	return false
 }
 
 type principalKey struct{}
@@ -422,15 +436,25 @@ func methodOf(ctx context.Context) string {
 // open lists the services every caller may use unauthenticated.
 var open = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
 
+// approving are the AgentService's calls that approve admits: deciding
+// what a generation of the caller's tenant waits for, and reading the
+// generations.
+var approving = []string{"DecideRequests", "ListPendingRequests", "GetGeneration", "ListGenerations", "FollowGeneration", "StreamGenerationEvents"}
+
 // role is the role a method needs: the bridge's admin service's reads
 // need observer, its writes admin; agentd's AdminService (which deletes a
-// tenant's OAuth tokens) admin; everything else (the AgentService),
-// generate. tenantScoped: tenant_admin may call it too, for its own
-// tenant's entries (the service limits it to them).
+// tenant's OAuth tokens) admin; the AgentService's decisions and reads
+// (approving) approve, which generate holds too; everything else (the
+// rest of the AgentService), generate. tenantScoped: tenant_admin may
+// call it too, for its own tenant's entries (the service limits it to
+// them).
 func role(method string) (need string, tenantScoped bool) {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	if service == "agentd.v1.AdminService" {
 		return RoleAdmin, true
+	}
+	if service == "agentd.v1.AgentService" && slices.Contains(approving, name) {
+		return RoleApprove, false
 	}
 	if strings.HasSuffix(service, ".BridgeAdminService") {
 		scoped := name == "GetCacheStats" || name == "ClearCache" || name == "InvalidateCache"
@@ -456,6 +480,9 @@ func (a *Authenticator) authorize(ctx context.Context, method string) (context.C
 		also := ""
 		if scoped {
 			also = fmt.Sprintf(" (or %q, for its own tenant's entries)", RoleTenantAdmin)
+		}
+		if need == RoleApprove {
+			also = fmt.Sprintf(" (or %q)", RoleGenerate)
 		}
 		return nil, status.Errorf(codes.PermissionDenied, "this call needs the role %q%s, which the caller's credential does not give", need, also)
 	}

@@ -108,6 +108,9 @@ func TestRoles(t *testing.T) {
 		{RoleTenantAdmin, RoleObserver, false},
 		{RoleTenantAdmin, RoleAdmin, false},
 		{RoleObserver, RoleTenantAdmin, false},
+		{RoleGenerate, RoleApprove, true},
+		{RoleApprove, RoleGenerate, false},
+		{RoleAdmin, RoleApprove, false},
 	} {
 		if got := (Principal{Roles: []string{tc.held}}).Has(tc.role); got != tc.want {
 			t.Errorf("X-I5 %s holds %s: %v, want %v", tc.held, tc.role, got, tc.want)
@@ -118,13 +121,19 @@ func TestRoles(t *testing.T) {
 		tenantScoped bool
 	}
 	// X-G4: GetGeneration and ListGenerations read the caller's own
-	// tenant's generations (the service scopes them) and need what
-	// starting one does.
+	// tenant's generations (the service scopes them). X-A13: they, the
+	// decisions and the follows need approve, which generate holds;
+	// starting or resuming a generation needs generate.
 	for method, want := range map[string]need{
 		"/agentd.v1.AgentService/Generate":                     {RoleGenerate, false},
+		"/agentd.v1.AgentService/CreateGeneration":             {RoleGenerate, false},
 		"/agentd.v1.AgentService/Preview":                      {RoleGenerate, false},
-		"/agentd.v1.AgentService/GetGeneration":                {RoleGenerate, false},
-		"/agentd.v1.AgentService/ListGenerations":              {RoleGenerate, false},
+		"/agentd.v1.AgentService/GetGeneration":                {RoleApprove, false},
+		"/agentd.v1.AgentService/ListGenerations":              {RoleApprove, false},
+		"/agentd.v1.AgentService/DecideRequests":               {RoleApprove, false},
+		"/agentd.v1.AgentService/ListPendingRequests":          {RoleApprove, false},
+		"/agentd.v1.AgentService/FollowGeneration":             {RoleApprove, false},
+		"/agentd.v1.AgentService/StreamGenerationEvents":       {RoleApprove, false},
 		"/agentd.bridge.v1.BridgeAdminService/GetCacheStats":   {RoleObserver, true},
 		"/agentd.bridge.v1.BridgeAdminService/GetPoolStats":    {RoleObserver, false},
 		"/agentd.bridge.v1.BridgeAdminService/ConfigureCache":  {RoleAdmin, false},
@@ -148,7 +157,7 @@ func TestNewRefusesBadKeys(t *testing.T) {
 		config.APIKey{Name: "a", SHA256: HashKey("k")},
 		config.APIKey{Name: "b", SHA256: HashKey("k2"), Tenant: "t", Roles: []string{RoleTenantAdmin}},
 	), slog.New(slog.DiscardHandler))
-	for _, want := range []string{"auth.api_keys[0].sha256", `unknown role "root"; one of generate, observer, admin, tenant_admin`, "auth.api_keys[1].name", "auth.api_keys[1].tenant"} {
+	for _, want := range []string{"auth.api_keys[0].sha256", `unknown role "root"; one of generate, approve, observer, admin, tenant_admin`, "auth.api_keys[1].name", "auth.api_keys[1].tenant"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New = %v; want it to say %q", err, want)
 		}

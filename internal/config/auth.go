@@ -40,11 +40,14 @@ type APIKey struct {
 	SHA256 string `yaml:"sha256"`
 	// Tenant is the tenant its caller acts for.
 	Tenant string `yaml:"tenant"`
-	// Roles are what its caller may do: generate (AgentService), observer
-	// (the admin service's reads), admin (its writes and reads),
-	// tenant_admin (the schema cache's stats, clear and invalidate, for
-	// its own tenant's entries only).
-	Roles []string `yaml:"roles" enum:"generate,observer,admin,tenant_admin"`
+	// Roles are what its caller may do: generate (AgentService), approve
+	// (decide what its tenant's generations wait for, and read them:
+	// DecideRequests, ListPendingRequests, GetGeneration, ListGenerations,
+	// FollowGeneration, StreamGenerationEvents), observer (the admin
+	// service's reads), admin (its writes and reads), tenant_admin (the
+	// schema cache's stats, clear and invalidate, for its own tenant's
+	// entries only).
+	Roles []string `yaml:"roles" enum:"generate,approve,observer,admin,tenant_admin"`
 }
 
 // OIDCIssuer is one OpenID Connect issuer whose ID or access tokens
@@ -118,7 +121,7 @@ type MTLSPrincipal struct {
 	// Tenant is the tenant its caller acts for.
 	Tenant string `yaml:"tenant"`
 	// Roles are what its caller may do, as an API key's roles.
-	Roles []string `yaml:"roles" enum:"generate,observer,admin,tenant_admin"`
+	Roles []string `yaml:"roles" enum:"generate,approve,observer,admin,tenant_admin"`
 }
 
 // validateAuth checks auth.oidc and auth.mtls, and that every tenant an

@@ -137,7 +137,7 @@ func TestLoadSaysWhereAndWhat(t *testing.T) {
 		{
 			name: "a role no one has, at its entry's line",
 			file: "auth:\n  api_keys:\n    - name: ci\n      sha256: x\n      roles: [generate, superuser]\n",
-			want: []string{`agentd.yaml:5: auth.api_keys[0].roles[1]: "superuser" is not one of generate, observer, admin, tenant_admin`},
+			want: []string{`agentd.yaml:5: auth.api_keys[0].roles[1]: "superuser" is not one of generate, approve, observer, admin, tenant_admin`},
 		},
 		{
 			name: "a TLS version from a variable",
