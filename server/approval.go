@@ -15,8 +15,14 @@ import (
 	"github.com/agentd/agentd/internal/toolerror"
 )
 
-// declinedOutput is what the model gets for a call the user declined.
-var declinedOutput = toolerror.JSON("declined by user")
+// declinedOutput is what the model gets for a call the user declined,
+// and why, when the decision said.
+func declinedOutput(reason string) string {
+	if reason == "" {
+		return toolerror.JSON("declined by user")
+	}
+	return toolerror.JSON("declined by user: " + reason)
+}
 
 // gated reports whether a call to name waits for approval:
 // requires_approval names it (by the name offered to the model or, for a

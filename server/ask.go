@@ -40,10 +40,13 @@ type noAnswer struct {
 	cause error
 }
 
-// ask asks q and waits for its answer, at most the answer timeout. No
-// answer is nobody's: none says why, and err is nil. err is the
-// generation's end, or the call's, which stops the wait.
-func (g *generation) ask(ctx context.Context, q question) (answer any, none *noAnswer, err error) {
+// ask asks q and waits for its answer, at most the answer timeout: the
+// stream holder's, or a decision made through DecideRequests, whichever
+// is recorded first (takeDecision). No answer is nobody's: none says
+// why, and err is nil. err is the generation's end, or the call's, which
+// stops the wait. The request is pending meanwhile, and after, when a
+// pausable one waits for a resume.
+func (g *generation) ask(ctx context.Context, q question) (answer *decision, none *noAnswer, err error) {
 	if g.link.clientless {
 		return nil, &noAnswer{why: whyNotAttached}, nil
 	}
@@ -56,10 +59,30 @@ func (g *generation) ask(ctx context.Context, q question) (answer any, none *noA
 		}
 	}
 	g.link.mail.expect(id)
+	req, server := g.pendingAsked(ev)
+	g.addPending(ctx, req, server, "")
 	if err := g.emit(ctx, ev); err != nil {
+		g.dropPending(id)
 		return nil, nil, err
 	}
-	answer, err = g.link.mail.await(ctx, id, g.plan.answerTimeout)
+	answer, none, err = g.awaitAnswer(ctx, id)
+	if none == nil || !q.pausable {
+		g.dropPending(id)
+	}
+	if err != nil || none != nil {
+		return nil, none, err
+	}
+	if q.pausable && g.link.waiting(false) {
+		// The client went away as the answer came: losing it now stops
+		// the generation, as it would have outside the wait.
+		g.link.cancel(g.link.gone())
+	}
+	return answer, nil, nil
+}
+
+// awaitAnswer waits for the answer to request id and takes it.
+func (g *generation) awaitAnswer(ctx context.Context, id string) (*decision, *noAnswer, error) {
+	answer, err := g.link.mail.await(ctx, id, g.plan.answerTimeout)
 	switch {
 	case errors.Is(err, errUnanswered):
 		return nil, &noAnswer{why: whyEnded, cause: err}, nil
@@ -68,10 +91,25 @@ func (g *generation) ask(ctx context.Context, q question) (answer any, none *noA
 	case err != nil:
 		return nil, nil, err
 	}
-	if q.pausable && g.link.waiting(false) {
-		// The client went away as the answer came: losing it now stops
-		// the generation, as it would have outside the wait.
-		g.link.cancel(g.link.gone())
+	taken, err := g.takeDecision(ctx, answer)
+	return taken, nil, err
+}
+
+// pendingAsked is the request that ev, an event that asks a question,
+// makes pending, and the server it concerns.
+func (g *generation) pendingAsked(ev *agentdv1.GenerateResponse) (*agentdv1.PendingRequest, string) {
+	var req *agentdv1.PendingRequest
+	switch e := ev.GetEvent().(type) {
+	case *agentdv1.GenerateResponse_ApprovalRequest:
+		req = g.waitingRequest(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_APPROVAL)
+		req.Request = &agentdv1.PendingRequest_Approval{Approval: e.ApprovalRequest}
+		return req, e.ApprovalRequest.GetServerName()
+	case *agentdv1.GenerateResponse_AuthorizationRequest:
+		req = g.waitingRequest(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_AUTHORIZATION)
+		req.Request = &agentdv1.PendingRequest_Authorization{Authorization: e.AuthorizationRequest}
+		return req, e.AuthorizationRequest.GetServerName()
 	}
-	return answer, nil, nil
+	req = g.waitingRequest(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_INPUT)
+	req.Request = &agentdv1.PendingRequest_Input{Input: ev.GetInputRequest()}
+	return req, ev.GetInputRequest().GetServerName()
 }

@@ -132,8 +132,7 @@ func (g *generation) authorizationCode(ctx context.Context, server, serverURL st
 	case none != nil:
 		return nil, unanswerable(none.why)
 	}
-	redirect, _ := answer.(string)
-	return cfg.Complete(ctx, p, redirect)
+	return cfg.Complete(ctx, p, answer.authorization.GetRedirectUrl())
 }
 
 // storedAuthorization is the authorization the token agentd keeps for the

@@ -24,7 +24,11 @@
 //     end.go says how a run ended, and logs it.
 //   - What a call waits for from the client is a wait (pause.go); when
 //     nobody answers, the generation pauses, and a later resume
-//     (resume.go), on any replica, continues it. While a call runs, its MCP
+//     (resume.go), on any replica, continues it. What it waits for from a
+//     person is a pending request of its record (pending.go), which
+//     whoever may decide answers, on its stream or with DecideRequests
+//     (decide.go), on any replica: the first decision recorded wins, and
+//     the generation takes it (decided.go); pendinglist.go lists them. While a call runs, its MCP
 //     server may make the generation ask its client (ask.go): for a
 //     person's authorization of the server, agentd being its OAuth client
 //     (authorization.go), for input (input.go), or to approve a sample of

@@ -58,6 +58,7 @@ func (s *Service) Generate(stream generateStream) error {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(stream.Context()))
 	defer cancel(nil)
 	g.link = newLink(stream, cancel)
+	g.link.late = g.lateAnswer
 	// The stream's end (the client went away, or the server is stopping)
 	// reaches the generation even after the client half-closed, when no
 	// receive is pending to notice it: it pauses if it waits for answers,

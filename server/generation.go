@@ -32,6 +32,9 @@ type generation struct {
 	id     string
 	tenant string
 	caller string // who started or resumed it, for audit lines (auth.Caller)
+	// startedBy names the principal that started it ("" without
+	// authentication), for its record.
+	startedBy string
 	// endUser is whom it acts for: whose OAuth tokens its servers get.
 	// StartGeneration.end_user, else the authenticated principal that started
 	// it, else "" (the tenant's shared tokens).
@@ -54,6 +57,7 @@ type generation struct {
 	toolTurns int
 	answered  *answerSet // approval and function-call ids already answered; a repeat is ignored
 	stepUps   stepUps    // the step-ups a person was asked for
+	pending   pendingSet // what it waits for from whoever may answer
 
 	resume *resumption // set when the generation continues a pause
 	// deferred are the authorizations this run left to a resume.
@@ -134,17 +138,18 @@ func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGenera
 		return nil, err
 	}
 	return &generation{
-		s:        s,
-		id:       newGenerationID(),
-		tenant:   name,
-		endUser:  endUser,
-		release:  release,
-		plan:     p,
-		owners:   make(map[string]*toolOwner),
-		answered: &answerSet{},
-		messages: slices.Clone(start.GetMessages()),
-		total:    &agentdv1.Usage{},
-		ran:      runStats{began: time.Now()},
+		s:         s,
+		id:        newGenerationID(),
+		tenant:    name,
+		startedBy: principalName(ctx),
+		endUser:   endUser,
+		release:   release,
+		plan:      p,
+		owners:    make(map[string]*toolOwner),
+		answered:  &answerSet{},
+		messages:  slices.Clone(start.GetMessages()),
+		total:     &agentdv1.Usage{},
+		ran:       runStats{began: time.Now()},
 	}, nil
 }
 
@@ -384,8 +389,11 @@ type resumption struct {
 	authorizations  []*agentdv1.AuthorizationResponse
 	interruptedAuth bool
 	inputs          []*agentdv1.InputResponse // answers to a 2026-07-28 server's input requests
-	started         bool                      // an approved call was started
-	progressed      bool                      // the paused turn is done and the generation went on
+	// decided are its answers as decisions (approvals, authorizations,
+	// inputs), recorded: who decided each, and when.
+	decided    []*decision
+	started    bool // an approved call was started
+	progressed bool // the paused turn is done and the generation went on
 }
 
 // adoption is what an adopted generation continues from: the tool turn

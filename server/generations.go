@@ -17,7 +17,8 @@ import (
 // GetGeneration returns one of the caller's tenant's generations
 // from its durable record: live, or finished and not yet swept
 // (generation.retention). A paused one shows what it waits for, from its
-// paused checkpoint; a finished one its usage, why it failed, and, once
+// paused checkpoint, and a waiting one from the pending requests its
+// record lists; a finished one its usage, why it failed, and, once
 // completed, its final message. Another tenant's generation is NOT_FOUND
 // with the same message as an id that exists nowhere. Without a durable
 // record of generations, FAILED_PRECONDITION.
@@ -44,10 +45,14 @@ func (s *Service) getGeneration(ctx context.Context, req *agentdv1.GetGeneration
 		return nil, err
 	}
 	g := s.generationOf(ctx, rec, true)
-	if rec.State == store.Paused {
-		if err := s.addPending(ctx, tenant, g); err != nil {
-			return nil, err
-		}
+	switch {
+	case rec.State == store.Paused:
+		err = s.addPending(ctx, tenant, g)
+	case !rec.State.Finished():
+		err = s.addWaiting(ctx, tenant, g)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -184,7 +189,8 @@ func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMe
 }
 
 // addPending adds to a paused generation what it waits for and when the
-// pause expires, from its paused checkpoint. A pause that expired (or was
+// pause expires, from its paused checkpoint (its authorizations, sealed
+// there, as far as this agentd can open them). A pause that expired (or was
 // resumed since the record was read) has none: the generation shows
 // without them.
 func (s *Service) addPending(ctx context.Context, tenant string, g *agentdv1.Generation) error {
@@ -196,7 +202,35 @@ func (s *Service) addPending(ctx context.Context, tenant string, g *agentdv1.Gen
 		return err
 	}
 	a := askedOf(cp.GetTurn())
-	g.ApprovalRequests, g.FunctionCalls = a.approvals, a.functions
+	g.ApprovalRequests, g.FunctionCalls, g.InputRequests = a.approvals, a.functions, a.inputs
+	for _, pa := range cp.GetTurn().GetAuthorizations() {
+		if d, err := s.openAuthorization(tenant, g.GetGenerationId(), pa); err == nil {
+			g.AuthorizationRequests = append(g.AuthorizationRequests, d.request)
+		}
+	}
 	g.ExpiresAt = cp.GetExpiresAt()
+	return nil
+}
+
+// addWaiting adds to a live generation that is not paused what it waits
+// for on its stream: the requests its record lists, in the order they
+// were asked.
+func (s *Service) addWaiting(ctx context.Context, tenant string, g *agentdv1.Generation) error {
+	reqs, err := pendingRequests(ctx, s.generations, s.sealer, tenant, g.GetGenerationId())
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		switch x := r.GetRequest().(type) {
+		case *agentdv1.PendingRequest_Approval:
+			g.ApprovalRequests = append(g.ApprovalRequests, x.Approval)
+		case *agentdv1.PendingRequest_FunctionCall:
+			g.FunctionCalls = append(g.FunctionCalls, x.FunctionCall)
+		case *agentdv1.PendingRequest_Authorization:
+			g.AuthorizationRequests = append(g.AuthorizationRequests, x.Authorization)
+		case *agentdv1.PendingRequest_Input:
+			g.InputRequests = append(g.InputRequests, x.Input)
+		}
+	}
 	return nil
 }

@@ -168,30 +168,33 @@ func TestGetRunningGeneration(t *testing.T) {
 	}
 }
 
-// X-G4: a generation that waits on its client for an approval is waiting;
-// once paused (its client half-closed), it shows the approval requests it
-// waits for and when the pause expires, exactly as its paused event did,
-// to GetGeneration (ListGenerations leaves them out).
+// X-G4: a generation that waits on its client for an approval is waiting,
+// and shows the approval request it waits for (X-A16); once paused (its
+// client half-closed), it shows the approval requests it waits for and
+// when the pause expires, exactly as its paused event did, to
+// GetGeneration (ListGenerations leaves them out).
 func TestGetPausedGeneration(t *testing.T) {
 	t.Parallel()
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
 	a := newPausable(t, bridge, nil, recordingScript())
 	var id string
 	var waiting *agentdv1.Generation
+	var asked *agentdv1.ApprovalRequest
 	events, st := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")},
 		func(ev *agentdv1.GenerateResponse, s stream) {
 			if started := ev.GetStarted(); started != nil {
 				id = started.GetGenerationId()
 			}
 			if ev.GetApprovalRequest() != nil {
+				asked = ev.GetApprovalRequest()
 				waitForState(t, a, id, store.Waiting)
 				waiting = mustGet(t, a.client, id)
 				_ = s.CloseSend() // answer later: it pauses
 			}
 		})
 	wantCode(t, st, codes.OK)
-	if waiting.GetState() != agentdv1.GenerationState_GENERATION_STATE_WAITING || len(waiting.GetApprovalRequests()) != 0 {
-		t.Errorf("at its approval request: %v; want waiting (its requests are on its stream)", waiting)
+	if diff := cmp.Diff([]*agentdv1.ApprovalRequest{asked}, waiting.GetApprovalRequests(), protocmp.Transform()); waiting.GetState() != agentdv1.GenerationState_GENERATION_STATE_WAITING || diff != "" {
+		t.Errorf("at its approval request: %v; want waiting, for the request on its stream (-want +got):\n%s", waiting.GetState(), diff)
 	}
 	paused := events[len(events)-1].GetPaused()
 	if paused == nil || len(paused.GetApprovalRequests()) == 0 {

@@ -50,8 +50,7 @@ func (g *generation) elicit(ctx context.Context, server string, e *bridgev1.Elic
 		}
 		return cancelled, false
 	}
-	r, _ := answer.(*agentdv1.InputResponse)
-	return elicitationResult(r), false
+	return elicitationResult(answer.input), false
 }
 
 // inputRequest is the input request, with a new id, that shows the

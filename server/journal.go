@@ -31,10 +31,20 @@ func (s *Service) openJournal(ctx context.Context, g *generation) (*record.Journ
 func (s *Service) journalOptions(g *generation) record.Options {
 	return record.Options{
 		Store: s.generations, Tenant: g.tenant, ID: g.id, Owner: s.replica, TTL: s.cfg.LeaseTTL,
-		Stop: func(err error) { g.link.cancel(err) },
-		Warn: func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
-		Live: &s.live,
+		Stop:   func(err error) { g.link.cancel(err) },
+		Warn:   func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
+		Live:   &s.live,
+		Origin: g.recordOrigin(),
 	}
+}
+
+// recordOrigin is what g's record keeps of its start.
+func (g *generation) recordOrigin() store.Origin {
+	o := store.Origin{StartedBy: g.startedBy, EndUser: g.endUser}
+	if g.plan != nil {
+		o.Provider, o.Model = g.plan.agent.GetProvider(), g.plan.agent.GetModel()
+	}
+	return o
 }
 
 // conversation is the part of a checkpoint, paused or running, that says

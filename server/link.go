@@ -27,6 +27,12 @@ type link struct {
 	out    *sender
 	mail   *mailbox
 	cancel context.CancelCauseFunc // ends the generation
+	// holder names the stream's authenticated principal, who decides what
+	// it answers; "" without authentication (or without a stream).
+	holder string
+	// late handles the holder's answer to a request that waited once and
+	// no longer does (generation.lateAnswer); set before receive starts.
+	late func(ctx context.Context, d *decision) error
 
 	mu       sync.Mutex
 	lostWith error // why the client went away; nil while it is there
@@ -39,7 +45,7 @@ type link struct {
 }
 
 func newLink(stream generateStream, cancel context.CancelCauseFunc) *link {
-	l := &link{mail: newMailbox(), cancel: cancel}
+	l := &link{mail: newMailbox(), cancel: cancel, holder: principalName(stream.Context()), late: func(context.Context, *decision) error { return nil }}
 	l.out = newSender(stream, l.lost)
 	return l
 }
@@ -111,24 +117,37 @@ func (l *link) receive(stream generateStream) {
 			l.mail.update(func() { l.mail.ended = true })
 			return
 		case *agentdv1.GenerateRequest_ApprovalDecision:
-			if isSamplingRequest(k.ApprovalDecision.GetRequestId()) {
-				// A server's sampling request waits for it, not the loop; one
-				// no longer waiting is dropped.
-				l.mail.keep(k.ApprovalDecision.GetRequestId(), k.ApprovalDecision)
-				continue
+			d := approvalDecision(k.ApprovalDecision, l.holder)
+			switch {
+			case isSamplingRequest(d.requestID):
+				// A server's sampling request waits for it, not the loop.
+				l.keep(stream.Context(), d)
+			case l.mail.finished(d.requestID):
+				// Taken already: the loop may wait no more to say so.
+				_ = l.late(stream.Context(), d)
+			default:
+				l.mail.update(func() { l.mail.approvals = append(l.mail.approvals, d) })
 			}
-			l.mail.update(func() { l.mail.approvals = append(l.mail.approvals, k.ApprovalDecision) })
 		case *agentdv1.GenerateRequest_FunctionResult:
 			l.mail.update(func() { l.mail.results = append(l.mail.results, k.FunctionResult) })
 		case *agentdv1.GenerateRequest_AuthorizationResponse:
-			l.mail.keep(k.AuthorizationResponse.GetRequestId(), k.AuthorizationResponse.GetRedirectUrl())
+			l.keep(stream.Context(), authorizationDecision(k.AuthorizationResponse, l.holder))
 		case *agentdv1.GenerateRequest_InputResponse:
-			l.mail.keep(k.InputResponse.GetRequestId(), k.InputResponse)
+			l.keep(stream.Context(), inputDecision(k.InputResponse, l.holder))
 		default:
 			l.mail.update(func() {
 				l.mail.err = fault.InvalidRequest([]fault.Violation{{Field: "kind", Description: "start, resume and attach are only valid as the first message"}})
 			})
 		}
+	}
+}
+
+// keep gives the holder's answer d to the call that waits for it; one to
+// a request that no longer waits goes to late, which refuses it if
+// another decided it.
+func (l *link) keep(ctx context.Context, d *decision) {
+	if late := l.mail.keep(d); late {
+		_ = l.late(ctx, d) // a warning the client may not read: it goes on answering
 	}
 }
 
@@ -150,6 +169,7 @@ type sender struct {
 	queue   []*agentdv1.GenerateResponse
 	running bool          // a drain goroutine runs
 	failed  bool          // a send failed: the rest are dropped
+	closed  bool          // close ran: what comes after is dropped
 	space   chan struct{} // a queued event was taken
 	drains  sync.WaitGroup
 }
@@ -172,6 +192,12 @@ func (s *sender) emit(ctx context.Context, ev *agentdv1.GenerateResponse) error 
 		return nil
 	}
 	s.mu.Lock()
+	if s.closed {
+		// The generation has ended: a warning for an answer that came
+		// after it goes nowhere.
+		s.mu.Unlock()
+		return nil
+	}
 	for len(s.queue) >= senderQueue {
 		s.mu.Unlock()
 		select {
@@ -246,24 +272,31 @@ func (s *sender) send(ev *agentdv1.GenerateResponse) error {
 }
 
 // close flushes the queued events and waits for the sender to finish. Call
-// it once, after every emitter has returned.
+// it once, after the generation's emitters have returned; an event
+// emitted after it (a late answer's warning, from the receiver) is
+// dropped.
 func (s *sender) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.drains.Wait()
 }
 
-// mailbox holds the client's answers until the loop takes them.
+// mailbox holds the answers until the loop takes them: the client's,
+// and the decisions recorded elsewhere (DecideRequests).
 type mailbox struct {
 	mu        sync.Mutex
-	approvals []*agentdv1.ApprovalDecision
+	approvals []*decision
 	results   []*agentdv1.FunctionResult
 	// keyed holds the answers to requests that a tool call waits for
-	// while it runs (authorization requests: the redirect URL; input
-	// requests: the InputResponse; sampling approval requests: the
-	// ApprovalDecision), by request id, until their waiters take them.
-	keyed map[string]any
+	// while it runs (authorization requests, input requests, sampling
+	// approval requests), by request id, until their waiters take them.
+	keyed map[string]*decision
 	// expected holds the ids of the requests that wait: an answer to any
-	// other is dropped.
+	// other is dropped. done holds those that waited and no longer do:
+	// an answer to one is late.
 	expected map[string]bool
+	done     map[string]bool
 	ended    bool  // the client answers nothing more
 	err      error // a message the client should not have sent
 	notify   chan struct{}
@@ -273,7 +306,7 @@ type mailbox struct {
 }
 
 func newMailbox() *mailbox {
-	return &mailbox{notify: make(chan struct{}, 1), changed: make(chan struct{}), keyed: make(map[string]any), expected: make(map[string]bool)}
+	return &mailbox{notify: make(chan struct{}, 1), changed: make(chan struct{}), keyed: make(map[string]*decision), expected: make(map[string]bool), done: make(map[string]bool)}
 }
 
 func (m *mailbox) update(f func()) {
@@ -289,7 +322,7 @@ func (m *mailbox) update(f func()) {
 }
 
 // take returns and clears what arrived.
-func (m *mailbox) take() (approvals []*agentdv1.ApprovalDecision, results []*agentdv1.FunctionResult, ended bool, err error) {
+func (m *mailbox) take() (approvals []*decision, results []*agentdv1.FunctionResult, ended bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	approvals, results = m.approvals, m.results
@@ -317,13 +350,46 @@ func (m *mailbox) expect(id string) {
 	m.mu.Unlock()
 }
 
-// keep stores the answer to request id for its waiter. An answer that no
+// keep stores the answer d for the request's waiter. An answer that no
 // request waits for (unknown, or its request ended meanwhile) is
-// dropped, so a client cannot fill the mailbox.
-func (m *mailbox) keep(id string, answer any) {
+// dropped, so a client cannot fill the mailbox; late says its request
+// waited once.
+func (m *mailbox) keep(d *decision) (late bool) {
 	m.update(func() {
-		if m.expected[id] {
-			m.keyed[id] = answer
+		if m.expected[d.requestID] {
+			m.keyed[d.requestID] = d
+			return
+		}
+		late = m.done[d.requestID]
+	})
+	return late
+}
+
+// finish records that request id no longer waits: the loop took a
+// decision for it.
+func (m *mailbox) finish(id string) {
+	m.mu.Lock()
+	m.done[id] = true
+	m.mu.Unlock()
+}
+
+// finished reports whether request id waited and no longer does.
+func (m *mailbox) finished(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.done[id]
+}
+
+// deliver gives the generation a decision recorded elsewhere: to the
+// call that waits for it, or to the loop's approvals, which take only
+// what their turn waits for.
+func (m *mailbox) deliver(d *decision) {
+	m.update(func() {
+		switch {
+		case m.expected[d.requestID]:
+			m.keyed[d.requestID] = d
+		case d.kind == agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_APPROVAL:
+			m.approvals = append(m.approvals, d)
 		}
 	})
 }
@@ -332,13 +398,14 @@ func (m *mailbox) keep(id string, answer any) {
 // registered. It fails with errUnanswered once the client answers nothing
 // more, errAnswerTimeout after timeout, or ctx's cause; the request then
 // waits no more.
-func (m *mailbox) await(ctx context.Context, id string, timeout time.Duration) (any, error) {
+func (m *mailbox) await(ctx context.Context, id string, timeout time.Duration) (*decision, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	defer func() {
 		m.mu.Lock()
 		delete(m.expected, id)
 		delete(m.keyed, id)
+		m.done[id] = true
 		m.mu.Unlock()
 	}()
 	for {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"slices"
 
 	"go.opentelemetry.io/otel/trace"
@@ -181,6 +182,7 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 	if g.resume != nil {
 		g.resume.claim.Let()
 	}
+	g.setPaused(a, authorizations, expires)
 	g.pausedNow = true
 	g.s.log.InfoContext(ctx, "generation paused", "generation", g.id, "tenant", g.tenant,
 		"pending_approvals", len(approvals), "pending_functions", len(functions), "pending_authorizations", len(authorizations), "pending_inputs", len(inputs), "why", "the client "+why.why)
@@ -192,6 +194,64 @@ func (g *generation) pause(ctx context.Context, turn *statev1.PausedTurn, why *e
 		AuthorizationRequests: authorizations,
 		InputRequests:         inputs,
 	}}})
+}
+
+// setPaused replaces the generation's pending requests in its record
+// with what its pause waits for, a (and the authorizations), until
+// expires: recorded with the pause's state, in one write. A request
+// asked on the stream keeps the time it was asked.
+func (g *generation) setPaused(a asked, authorizations []*agentdv1.AuthorizationRequest, expires time.Time) {
+	if g.journal == nil {
+		return
+	}
+	var reqs []*agentdv1.PendingRequest
+	add := func(kind agentdv1.PendingRequestKind, set func(*agentdv1.PendingRequest)) {
+		r := &agentdv1.PendingRequest{GenerationId: g.id, Kind: kind, State: agentdv1.GenerationState_GENERATION_STATE_PAUSED, ExpiresAt: timestamppb.New(expires)}
+		set(r)
+		r.RequestedAt = timestamppb.Now()
+		if e := g.pending.get(requestIDOf(r)); e != nil {
+			r.RequestedAt = e.req.GetRequestedAt()
+		}
+		reqs = append(reqs, r)
+	}
+	for _, req := range a.approvals {
+		add(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_APPROVAL, func(r *agentdv1.PendingRequest) { r.Request = &agentdv1.PendingRequest_Approval{Approval: req} })
+	}
+	for _, req := range a.functions {
+		add(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_FUNCTION_CALL, func(r *agentdv1.PendingRequest) { r.Request = &agentdv1.PendingRequest_FunctionCall{FunctionCall: req} })
+	}
+	for _, req := range authorizations {
+		add(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_AUTHORIZATION, func(r *agentdv1.PendingRequest) {
+			r.Request = &agentdv1.PendingRequest_Authorization{Authorization: req}
+		})
+	}
+	for _, req := range a.inputs {
+		add(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_INPUT, func(r *agentdv1.PendingRequest) { r.Request = &agentdv1.PendingRequest_Input{Input: req} })
+	}
+	rows := make([]store.PendingRequest, len(reqs))
+	for i, r := range reqs {
+		rows[i] = newEntry(g.s.sealer, g.tenant, g.id, store.Paused, r, pendingServer(r), g.approvalTool(r.GetApproval())).row
+	}
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	g.journal.SetPending(rows)
+}
+
+// pendingServer is the server a pending request concerns; "" for none.
+func pendingServer(r *agentdv1.PendingRequest) string {
+	return cmp.Or(r.GetApproval().GetServerName(), r.GetAuthorization().GetServerName(), r.GetInput().GetServerName())
+}
+
+// approvalTool is the server's name for the tool of approval request
+// req, as the generation offers it; "" for none.
+func (g *generation) approvalTool(req *agentdv1.ApprovalRequest) string {
+	if req == nil || req.GetSampling() != nil {
+		return ""
+	}
+	if owner := g.owners[req.GetToolName()]; owner != nil {
+		return owner.toolName(req.GetToolName())
+	}
+	return req.GetToolName()
 }
 
 // saveWithin saves a newly paused generation unless its tenant has as

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
 	"github.com/agentd/agentd/internal/store"
@@ -21,12 +23,8 @@ import (
 // while it may have been running: it is not run a second time.
 var unknownOutcome = toolerror.JSON("agentd stopped while resuming this call, which may have run; it is not run again")
 
-// resumeGeneration validates a resume and claims the paused generation for
-// it: nothing runs before every check passed, and of two resumes of
-// one pause, only one gets it. It loads the paused generation of
-// the caller's tenant, checks that it may be resumed and that the resume
-// answers it, admits it within the tenant's concurrency limit, then claims
-// it.
+// resumeGeneration validates a resume of the caller's and claims the
+// paused generation for it (resumeIn).
 func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGeneration) (*generation, error) {
 	if err := checkResumeRequest(r); err != nil {
 		return nil, err
@@ -35,6 +33,17 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err != nil {
 		return nil, err
 	}
+	return s.resumeIn(ctx, name, tenant, r, principalName(ctx))
+}
+
+// resumeIn validates a resume of tenant's, by the principal by, and claims
+// the paused generation for it: nothing runs before every check passed,
+// and of two resumes of one pause, only one gets it. It loads the paused
+// generation, checks that it may be resumed and that the resume, with
+// the decisions recorded for it, answers it, records the resume's own
+// answers as decisions, admits it within the tenant's concurrency limit,
+// then claims it.
+func (s *Service) resumeIn(ctx context.Context, name string, tenant *Tenant, r *agentdv1.ResumeGeneration, by string) (*generation, error) {
 	sctx, cancel := context.WithTimeout(ctx, store.Timeout)
 	defer cancel()
 	rec, cp, err := record.LoadPaused(sctx, s.checkpoints, name, r.GetGenerationId())
@@ -45,6 +54,11 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	if err != nil {
 		return nil, err
 	}
+	answers, err := s.withDecisions(sctx, name, r, cp, by)
+	if err != nil {
+		return nil, err
+	}
+	r = answers.resume
 	agent := r.GetAgent()
 	if agent == nil {
 		if agent, err = s.storedAgent(sctx, name, r.GetGenerationId()); err != nil {
@@ -53,6 +67,9 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	}
 	p, err := s.checkResume(r, agent, tenant, cp)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.recordAnswers(sctx, name, r.GetGenerationId(), answers.fresh); err != nil {
 		return nil, err
 	}
 	// A resumed generation runs: it needs a slot (but no token of the
@@ -74,6 +91,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 	}
 	g := s.continued(name, cp)
 	g.release, g.plan = release, p
+	g.startedBy = by // for a record it must create: one paused before agentd kept them
 	g.resume = &resumption{
 		checkpoint:  cp,
 		claim:       claim,
@@ -83,6 +101,7 @@ func (s *Service) resumeGeneration(ctx context.Context, r *agentdv1.ResumeGenera
 
 		authorizations: r.GetAuthorizationResponses(),
 		inputs:         r.GetInputResponses(),
+		decided:        answers.decided,
 		// An earlier resume, since gone, may have spent the codes.
 		interruptedAuth: len(cp.GetClaim().GetAuthorized()) > 0,
 	}
@@ -340,13 +359,28 @@ func (g *generation) failed(ctx context.Context) {
 	case res.progressed:
 		err = res.claim.Remove(ctx)
 	case res.started:
+		g.restorePaused()
 		return
 	default:
+		g.restorePaused()
 		err = res.claim.GiveBack(ctx)
 	}
 	if err != nil {
 		g.s.log.WarnContext(ctx, "releasing a paused generation after a failed resume", "generation", g.id, "err", err)
 	}
+}
+
+// restorePaused puts back in the record the pending requests of the
+// pause that a resume which failed within its paused turn goes back to.
+func (g *generation) restorePaused() {
+	cp := g.resume.checkpoint
+	var authorizations []*agentdv1.AuthorizationRequest
+	for _, pa := range cp.GetTurn().GetAuthorizations() {
+		if d, err := g.s.openAuthorization(g.tenant, g.id, pa); err == nil {
+			authorizations = append(authorizations, d.request)
+		}
+	}
+	g.setPaused(askedOf(cp.GetTurn()), authorizations, cp.GetExpiresAt().AsTime())
 }
 
 // keepClaim renews the resume's claim while the generation runs, so that
@@ -379,6 +413,9 @@ func (g *generation) continueResume(ctx context.Context) (done bool, _ error) {
 	if g.resume == nil {
 		return false, nil
 	}
+	if err := g.announceResumed(ctx); err != nil {
+		return true, err
+	}
 	if len(g.resume.checkpoint.GetTurn().GetCalls()) > 0 {
 		r, results, err := g.resumeTurn(ctx)
 		if done, err := g.endTurn(ctx, r, results, err); done {
@@ -388,6 +425,7 @@ func (g *generation) continueResume(ctx context.Context) (done bool, _ error) {
 	if err := g.progress(ctx); err != nil {
 		return true, err
 	}
+	g.clearPaused()
 	g.checkpoint(nil)
 	if g.journal != nil {
 		if err := g.journal.Await(ctx); err != nil {
@@ -450,11 +488,14 @@ func (r *turnRun) restore(states []*statev1.CallState, inputs []*agentdv1.InputR
 // is unknown. An approved function call then waits for its result, on the
 // stream.
 func (r *turnRun) applyAnswers(res *resumption, again []int) error {
-	for _, d := range res.decisions {
-		if res.interrupted[d.GetRequestId()] {
-			i, _, ok := r.answered(waitsForApproval, d.GetRequestId(), false)
+	for _, d := range res.decided {
+		if d.approval == nil {
+			continue
+		}
+		if res.interrupted[d.requestID] {
+			i, _, ok := r.answered(waitsForApproval, d.requestID, false)
 			if ok {
-				r.g.answered.add(d.GetRequestId())
+				r.g.answered.add(d.requestID)
 				r.mayHaveRun(i)
 			}
 			continue
@@ -496,4 +537,146 @@ func (r *turnRun) dispatchAuthorized(i int) error {
 		return r.unknownTool(i)
 	}
 	return r.start(i, owner)
+}
+
+// resumeAnswers are a resume's answers with the decisions recorded for
+// its paused turn's requests.
+type resumeAnswers struct {
+	// resume is the resume with a recorded decision for each request it
+	// leaves out.
+	resume *agentdv1.ResumeGeneration
+	// decided are its answers as decisions: those recorded before, and its
+	// own.
+	decided []*decision
+	// fresh are its own, to record.
+	fresh []*decision
+}
+
+// withDecisions adds to the resume r of tenant's paused generation cp
+// the decisions recorded for the requests its paused turn waits for: a
+// decision stands for an answer r leaves out, and one r gives must agree
+// with it (FAILED_PRECONDITION otherwise, naming who decided first).
+// The resume's own answers are decisions by by.
+func (s *Service) withDecisions(ctx context.Context, tenant string, r *agentdv1.ResumeGeneration, cp *statev1.Checkpoint, by string) (resumeAnswers, error) {
+	given := decisionsOf(r.GetApprovalDecisions(), r.GetAuthorizationResponses(), r.GetInputResponses(), by)
+	if s.generations == nil {
+		return resumeAnswers{resume: r, decided: given}, nil
+	}
+	a := askedOf(cp.GetTurn())
+	ids := slices.Concat(ids(a.approvals, (*agentdv1.ApprovalRequest).GetId), a.authorizations, ids(a.inputs, (*agentdv1.InputRequest).GetId))
+	stored, err := s.decisionsFor(ctx, tenant, cp.GetGenerationId(), ids)
+	if err != nil {
+		return resumeAnswers{}, err
+	}
+	out := resumeAnswers{resume: proto.CloneOf(r)}
+	for _, d := range given {
+		first := stored[d.requestID]
+		switch {
+		case first == nil:
+			out.fresh = append(out.fresh, d)
+			out.decided = append(out.decided, d)
+			continue
+		case !first.same(d):
+			return resumeAnswers{}, decidedAlready(cp.GetGenerationId(), first)
+		}
+		out.decided = append(out.decided, first)
+		delete(stored, d.requestID)
+	}
+	for _, id := range ids {
+		if first := stored[id]; first != nil {
+			out.decided = append(out.decided, first)
+			addAnswer(out.resume, first)
+		}
+	}
+	return out, nil
+}
+
+// decisionsFor are the decisions recorded for tenant's generation id's
+// requests ids, by request id.
+func (s *Service) decisionsFor(ctx context.Context, tenant, id string, ids []string) (map[string]*decision, error) {
+	found, err := s.generations.Decisions(ctx, tenant, id, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*decision, len(found))
+	for _, sd := range found {
+		d, err := decisionFrom(s.sealer, tenant, id, sd)
+		if err != nil {
+			return nil, err
+		}
+		out[d.requestID] = d
+	}
+	return out, nil
+}
+
+// addAnswer adds d's answer to the resume r.
+func addAnswer(r *agentdv1.ResumeGeneration, d *decision) {
+	switch {
+	case d.approval != nil:
+		r.ApprovalDecisions = append(r.ApprovalDecisions, d.approval)
+	case d.authorization != nil:
+		r.AuthorizationResponses = append(r.AuthorizationResponses, d.authorization)
+	case d.input != nil:
+		r.InputResponses = append(r.InputResponses, d.input)
+	}
+}
+
+// recordAnswers records a resume's own answers, fresh, as decisions of
+// tenant's generation id, before it claims the pause: one that another
+// decided meanwhile, otherwise, refuses the resume. A pause whose record
+// lists no pending requests (one paused by an agentd before it listed
+// them) has its answers recorded by its claim alone.
+func (s *Service) recordAnswers(ctx context.Context, tenant, id string, fresh []*decision) error {
+	if s.generations == nil || len(fresh) == 0 {
+		return nil
+	}
+	ds := make([]store.Decision, len(fresh))
+	for i, d := range fresh {
+		ds[i] = d.stored(s.sealer, tenant, id)
+	}
+	first, err := s.generations.Decide(ctx, tenant, id, ds)
+	switch {
+	case fault.KindOf(err) == fault.NotFound:
+	case err != nil:
+		return err
+	case len(first) > 0:
+		d, err := decisionFrom(s.sealer, tenant, id, first[0])
+		if err != nil {
+			return err
+		}
+		return decidedAlready(id, d)
+	}
+	for _, d := range fresh {
+		d.recorded = true
+	}
+	return nil
+}
+
+// announceResumed takes the resume's authorizations and inputs, which
+// its run uses before its paused turn (they were recorded, and
+// approval_decided shows them); its approvals are taken as its turn
+// applies them.
+func (g *generation) announceResumed(ctx context.Context) error {
+	for _, d := range g.resume.decided {
+		if d.approval != nil {
+			continue
+		}
+		d.recorded = true
+		if _, err := g.takeDecision(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clearPaused replaces the pending requests the generation's pause left
+// in its record with those it waits for now: past its paused turn, none
+// of those.
+func (g *generation) clearPaused() {
+	if g.journal == nil {
+		return
+	}
+	g.emitMu.Lock()
+	defer g.emitMu.Unlock()
+	g.journal.SetPending(g.pending.rows())
 }

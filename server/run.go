@@ -28,6 +28,8 @@ func (g *generation) run(ctx context.Context) (err error) {
 	if err := g.prepare(ctx); err != nil {
 		return err
 	}
+	g.startDeciding()
+	defer g.stopDeciding()
 	tools, life, done, err := g.connect(ctx)
 	defer life.end()
 	if done {
@@ -69,6 +71,9 @@ func (g *generation) startRun(ctx context.Context) (context.Context, trace.Span)
 // span covers the whole run, its session's close included, although that
 // close goes on after the client has the run's last event.
 func (g *generation) endRun(ctx context.Context, span trace.Span, life *sessionLife, err error) {
+	if g.pausedNow && err == nil {
+		g.resumeAfterPause()
+	}
 	_, outcome := g.outcome(ctx, err)
 	g.s.meters.runEnded(ctx, g.tenant, outcome)
 	describeRunEnd(span, g, outcome, err)

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpdecl"
@@ -100,8 +101,8 @@ func (g *generation) approveSample(ctx context.Context, server string, r *bridge
 		}
 		return fault.New(fault.FailedPrecondition, "sampling needs a person's approval, which the client did not give in time; the request is refused")
 	}
-	d, _ := answer.(*agentdv1.ApprovalDecision)
-	g.s.log.InfoContext(ctx, "sampling approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
+	d := answer.approval
+	g.s.log.InfoContext(ctx, "sampling approval decided", "audit", true, "principal", cmp.Or(answer.by, auth.Anonymous), "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "server", server, "approved", d.GetApproved())
 	if !d.GetApproved() {
 		return fault.New(fault.Permission, "the user declined the sampling request")

@@ -76,14 +76,18 @@ func TestSamplingDecisionsGoToTheirRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&agentdv1.ApprovalDecision{RequestId: "sampling_1", Approved: true}, got, protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(&agentdv1.ApprovalDecision{RequestId: "sampling_1", Approved: true}, got.approval, protocmp.Transform()); diff != "" {
 		t.Errorf("sampling_1's answer (-want +got):\n%s", diff)
 	}
 	approvals, _, _, err := l.mail.take()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]*agentdv1.ApprovalDecision{{RequestId: "approval_call_1"}}, approvals, protocmp.Transform()); diff != "" {
+	var loop []*agentdv1.ApprovalDecision
+	for _, d := range approvals {
+		loop = append(loop, d.approval)
+	}
+	if diff := cmp.Diff([]*agentdv1.ApprovalDecision{{RequestId: "approval_call_1"}}, loop, protocmp.Transform()); diff != "" {
 		t.Errorf("the loop's approvals (-want +got):\n%s", diff)
 	}
 }

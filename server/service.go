@@ -6,6 +6,7 @@ import (
 
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -164,6 +165,9 @@ type Service struct {
 	registered     map[string]*agentdv1.MCPServer
 	authorizations atomic.Int64 // numbers authorization requests
 	inputs         atomic.Int64 // numbers input requests
+	// deciding holds the generations that run here with a durable
+	// record, for the decisions made here to reach them (decided.go).
+	deciding sync.Map
 	// toolLists are the bridged servers' tool lists made for the model,
 	// by schema-cache revision, shared by the generations that list them.
 	toolLists *toolLists
@@ -205,6 +209,11 @@ func New(opts Options) *Service {
 		toolLists:   newToolLists(),
 	}
 	s.events = &record.Log{Store: s.generations, Live: &s.live, Adopt: s.adoptOne, Stopping: s.stopping.Load}
+	// A request's id is its generation's once, on every replica that runs
+	// it (its decision is recorded by it): each agentd numbers them from
+	// a start of its own.
+	s.authorizations.Store(rand.Int64N(1 << 32))
+	s.inputs.Store(rand.Int64N(1 << 32))
 	return s
 }
 

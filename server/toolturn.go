@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/bridgeclient"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
@@ -233,9 +235,11 @@ func (r *turnRun) askFunction(i int) error {
 	c := r.calls[i]
 	_, span := r.g.toolSpan(r.ctx, c, "function")
 	r.setWait(i, &wait{kind: waitsForResult, id: c.GetId(), asked: time.Now(), span: span})
-	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_FunctionCall{FunctionCall: &agentdv1.FunctionCall{
-		CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments(),
-	}}})
+	fc := &agentdv1.FunctionCall{CallId: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}
+	req := r.g.waitingRequest(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_FUNCTION_CALL)
+	req.Request = &agentdv1.PendingRequest_FunctionCall{FunctionCall: fc}
+	r.g.addPending(r.ctx, req, "", "")
+	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_FunctionCall{FunctionCall: fc}})
 }
 
 // setWait records that call i waits for w.
@@ -467,6 +471,7 @@ func (r *turnRun) functionResult(fr *agentdv1.FunctionResult) error {
 		return fault.InvalidRequest([]fault.Violation{{Field: "function_result.call_id", Description: fmt.Sprintf("%q is not a pending function call", fr.GetCallId())}})
 	}
 	g.answered.add(fr.GetCallId())
+	g.dropPending(fr.GetCallId())
 	c := r.calls[i]
 	errType := ""
 	if fr.GetIsError() {
@@ -614,7 +619,7 @@ func (g *generation) setState(st store.State, r *turnRun) {
 func (r *turnRun) askApproval(i int, owner *toolOwner) error {
 	c := r.calls[i]
 	req := &agentdv1.ApprovalRequest{
-		Id:         "approval_" + c.GetId(),
+		Id:         r.approvalID(c.GetId()),
 		ToolCallId: c.GetId(),
 		ServerName: owner.serverName(),
 		ToolName:   c.GetName(),
@@ -627,30 +632,68 @@ func (r *turnRun) askApproval(i int, owner *toolOwner) error {
 	g.s.approvals.asked(r.ctx, g.tenant, owner.serverName(), owner.toolName(c.GetName()))
 	g.s.log.InfoContext(r.ctx, "approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 		"request", req.GetId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest())
+	pr := g.waitingRequest(agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_APPROVAL)
+	pr.Request = &agentdv1.PendingRequest_Approval{Approval: req}
+	g.addPending(r.ctx, pr, owner.serverName(), owner.toolName(c.GetName()))
 	return r.g.emit(r.ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}})
 }
 
-// decide applies an approval decision: declined calls get {"error":
-// "declined by user"} without running; approved ones run once, on the
-// server the approval is bound to — if its tool is no longer
-// offered there, they get an error instead, without a call.
-func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
+// approvalID is the id of the approval request of call callID: once in
+// its generation, for its decision is recorded by it. A provider may use
+// a call id again in a later turn; that call's request is told apart by
+// a number.
+func (r *turnRun) approvalID(callID string) string {
+	id := "approval_" + callID
+	for n := 2; r.g.answered.has(id) || r.asksFor(id); n++ {
+		id = fmt.Sprintf("approval_%s.%d", callID, n)
+	}
+	return id
+}
+
+// asksFor reports whether a call of the turn waits for approval id.
+func (r *turnRun) asksFor(id string) bool {
+	_, _, ok := r.waitingFor(waitsForApproval, id)
+	return ok
+}
+
+// decide takes an approval decision, the stream holder's or one
+// recorded elsewhere, for a call that waits for it (takeDecision) and
+// applies the decision taken. One for a call that no longer waits is the
+// holder's late answer (or a recorded decision delivered twice, ignored).
+func (r *turnRun) decide(d *decision) error {
 	g := r.g
-	i, w, ok := r.waitingFor(waitsForApproval, d.GetRequestId())
-	if !ok && g.answered.has(d.GetRequestId()) {
-		// A repeated answer: the call runs at most once. (Pending requests
-		// come first: a provider may reuse a call id in a later turn.)
-		return nil
-	}
-	if !ok {
-		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.GetRequestId())}})
-	}
-	req := w.approval
-	if d.GetDigest() != "" && d.GetDigest() != req.GetDigest() {
+	_, w, ok := r.waitingFor(waitsForApproval, d.requestID)
+	switch {
+	case !ok && (d.recorded || g.answered.has(d.requestID)):
+		// Answered: the call runs at most once. (Pending requests come
+		// first: a provider may reuse a call id in a later turn.)
+		return g.lateAnswer(r.ctx, d)
+	case !ok:
+		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.request_id", Description: fmt.Sprintf("%q is not a pending approval request", d.requestID)}})
+	case d.approval.GetDigest() != "" && d.approval.GetDigest() != w.approval.GetDigest():
 		return fault.InvalidRequest([]fault.Violation{{Field: "approval_decision.digest", Description: "does not match the approval request"}})
 	}
-	r.answered(waitsForApproval, d.GetRequestId(), false)
+	taken, err := g.takeDecision(r.ctx, d)
+	if err != nil {
+		return err
+	}
+	return r.applyDecision(taken)
+}
+
+// applyDecision applies the decision taken for an approval request:
+// declined calls get {"error": "declined by user"} (with the reason, if
+// one was given) without running; approved ones run once, on the server
+// the approval is bound to — if its tool is no longer offered there, they
+// get an error instead, without a call.
+func (r *turnRun) applyDecision(taken *decision) error {
+	g, d := r.g, taken.approval
+	i, w, ok := r.answered(waitsForApproval, d.GetRequestId(), false)
+	if !ok {
+		return nil // taken meanwhile by another answer
+	}
+	req := w.approval
 	g.answered.add(d.GetRequestId())
+	g.link.mail.finish(d.GetRequestId())
 	c := r.calls[i]
 	decision := decisionDenied
 	if d.GetApproved() {
@@ -667,10 +710,10 @@ func (r *turnRun) decide(d *agentdv1.ApprovalDecision) error {
 	if r.waitSpan != nil {
 		r.waitSpan.AddEvent("approval decided", trace.WithAttributes(attrApprovalRequestID.String(d.GetRequestId()), attrApprovalDecision.String(decision)))
 	}
-	g.s.log.Info("approval decided", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
-		"request", d.GetRequestId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest(), "approved", d.GetApproved())
+	g.s.log.Info("approval decided", "audit", true, "principal", cmp.Or(taken.by, auth.Anonymous), "tenant", g.tenant, "generation", g.id,
+		"request", d.GetRequestId(), "tool", c.GetName(), "server", req.GetServerName(), "digest", req.GetDigest(), "approved", d.GetApproved(), "reason", d.GetReason())
 	if !d.GetApproved() {
-		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput, IsError: true})
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: declinedOutput(d.GetReason()), IsError: true})
 		g.checkpoint(r.runningState())
 		return nil
 	}
