@@ -171,6 +171,20 @@ func (g *generation) recordDecision(ctx context.Context, d *decision) (*decision
 	return d, nil
 }
 
+// undecide withdraws the decision of request id, which could not be
+// applied (an authorization whose code was refused): the request may be
+// decided again.
+func (g *generation) undecide(ctx context.Context, id string) {
+	if g.s.generations == nil {
+		return
+	}
+	sctx, cancel := store.WriteContext(ctx)
+	defer cancel()
+	if err := g.s.generations.Undecide(sctx, g.tenant, g.id, []string{id}); err != nil {
+		g.s.log.WarnContext(ctx, "withdrawing a decision that could not be applied", "generation", g.id, "request", id, "err", err)
+	}
+}
+
 // checkReason refuses a decision whose reason, at field, is longer than
 // maxReasonChars.
 func checkReason(field string, d *decision) error {

@@ -351,8 +351,14 @@ type Generations interface {
 	// or another tenant's) is NotFound, and nothing is recorded. Of
 	// concurrent Decides of one request, on any replicas, exactly one
 	// records it; a decision, once recorded, stays until the generation
-	// is swept.
+	// is swept, or its caller withdraws it (Undecide).
 	Decide(ctx context.Context, tenant, id string, ds []Decision) (first []Decision, err error)
+
+	// Undecide withdraws the decisions of tenant's generation id's requests
+	// requestIDs, for a decision that could not be applied and left its
+	// request waiting (an authorization whose code was refused): the
+	// request may then be decided again. Withdrawing none is no error.
+	Undecide(ctx context.Context, tenant, id string, requestIDs []string) error
 
 	// Decisions returns the decisions recorded for tenant's generation id
 	// of the requests requestIDs (every one of its decisions when nil),

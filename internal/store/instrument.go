@@ -286,6 +286,11 @@ func (g *instrumentedGenerations) Decide(ctx context.Context, tenant, id string,
 	return g.gens.Decide(ctx, tenant, id, ds)
 }
 
+func (g *instrumentedGenerations) Undecide(ctx context.Context, tenant, id string, requestIDs []string) (err error) {
+	defer func(began time.Time) { g.in.done(ctx, "undecide", began, err) }(time.Now())
+	return g.gens.Undecide(ctx, tenant, id, requestIDs)
+}
+
 func (g *instrumentedGenerations) Decisions(ctx context.Context, tenant, id string, requestIDs []string) (_ []Decision, err error) {
 	defer func(began time.Time) { g.in.done(ctx, "decisions", began, err) }(time.Now())
 	return g.gens.Decisions(ctx, tenant, id, requestIDs)

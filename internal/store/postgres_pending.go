@@ -165,6 +165,17 @@ func pgLockPending(ctx context.Context, tx pgx.Tx, tenant, id string, ids []stri
 	return nil
 }
 
+func (p pgGenerations) Undecide(ctx context.Context, tenant, id string, requestIDs []string) error {
+	if len(requestIDs) == 0 {
+		return nil
+	}
+	_, err := p.pool.Exec(ctx, `DELETE FROM generation_decisions WHERE tenant = $1 AND generation_id = $2 AND request_id = ANY($3)`, tenant, id, requestIDs)
+	if err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
 func (p pgGenerations) Decisions(ctx context.Context, tenant, id string, requestIDs []string) ([]Decision, error) {
 	if requestIDs != nil && len(requestIDs) == 0 {
 		return nil, nil

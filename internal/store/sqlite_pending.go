@@ -106,6 +106,22 @@ func (s sqliteGenerations) Decide(ctx context.Context, tenant, id string, ds []D
 	return first, err
 }
 
+func (s sqliteGenerations) Undecide(ctx context.Context, tenant, id string, requestIDs []string) error {
+	if len(requestIDs) == 0 {
+		return nil
+	}
+	args := []any{tenant, id}
+	for _, r := range requestIDs {
+		args = append(args, r)
+	}
+	_, err := s.db.ExecContext(ctx, `DELETE FROM generation_decisions WHERE tenant = ? AND generation_id = ? AND request_id IN (?`+
+		strings.Repeat(", ?", len(requestIDs)-1)+`)`, args...)
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
 func (s sqliteGenerations) Decisions(ctx context.Context, tenant, id string, requestIDs []string) ([]Decision, error) {
 	if requestIDs != nil && len(requestIDs) == 0 {
 		return nil, nil

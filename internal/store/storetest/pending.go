@@ -185,8 +185,9 @@ func decision(id, kind, who string, when time.Duration) store.Decision {
 
 // testDecide (X-A14): Decide records decisions of pending requests only, all or
 // none; a second decision of a request records nothing and returns the
-// first; decisions stay once their request is no longer pending, and go
-// with the generation's sweep; another tenant decides nothing of it.
+// first; a withdrawn decision (Undecide) may be made again; decisions stay
+// once their request is no longer pending, and go with the generation's
+// sweep; another tenant decides nothing of it.
 func testDecide(t *testing.T, db DB) {
 	s := open(t, db, 0)
 	g := s.Generations()
@@ -214,6 +215,14 @@ func testDecide(t *testing.T, db DB) {
 	}
 	wantDecisions(t, g, "after a Decide that found one decided (a2 is not recorded either)", first)
 
+	check(t, g.Undecide(ctx, "acme", "g1", []string{"i1"}))
+	wantDecisions(t, g, "after i1's was withdrawn", first[:1])
+	refirst := decision("i1", store.KindInput, "ben", 3*time.Second)
+	if got := must[[]store.Decision](t, "Decide a withdrawn one again")(g.Decide(ctx, "acme", "g1", []store.Decision{refirst})); len(got) != 0 {
+		t.Errorf("deciding a withdrawn decision's request again found %v", got)
+	}
+	first[1] = refirst
+	check(t, g.Undecide(ctx, "acme", "g1", nil))
 	setPending(t, g, "acme", "g1", store.Running)
 	wantDecisions(t, g, "once the requests are no longer pending", first)
 	_, err = g.Decide(ctx, "acme", "g1", []store.Decision{decision("a2", store.KindApproval, "ben", 3*time.Second)})
