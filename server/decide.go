@@ -159,28 +159,13 @@ func (s *Service) recordDecisions(ctx context.Context, tenant, id string, ds []*
 	if err := s.checkDecisions(sctx, tenant, id, ds, pending); err != nil {
 		return err
 	}
-	stored := make([]store.Decision, len(ds))
-	for i, d := range ds {
-		stored[i] = d.stored(s.sealer, tenant, id)
-	}
 	wctx, wcancel := store.WriteContext(ctx)
 	defer wcancel()
-	first, err := s.generations.Decide(wctx, tenant, id, stored)
-	switch {
-	case fault.KindOf(err) == fault.NotFound:
+	if err := s.decideAll(wctx, tenant, id, ds); fault.KindOf(err) == fault.NotFound {
 		// Answered meanwhile, or no longer waited for.
 		return s.notDecidable(sctx, tenant, id, ds)
-	case err != nil:
+	} else if err != nil {
 		return err
-	case len(first) > 0:
-		d, err := decisionFrom(s.sealer, tenant, id, first[0])
-		if err != nil {
-			return err
-		}
-		return decidedAlready(id, d)
-	}
-	for _, d := range ds {
-		d.recorded = true
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -14,10 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -74,26 +71,8 @@ func decidingReplica(t *testing.T, st store.Store, name string, bridge server.Br
 	log := &logtest.Logs{}
 	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: config.Default().Generation, Checkpoints: st, Generations: st.Generations(),
 		Replica: name, Sealer: key, Logger: slog.New(slog.NewTextHandler(log, nil))})
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.WaitForHandlers(true), grpc.ChainUnaryInterceptor(authn.UnaryInterceptor()), grpc.ChainStreamInterceptor(authn.StreamInterceptor()))
-	svc.Register(srv)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		svc.Close()
-		_ = conn.Close()
-		srv.Stop()
-		<-served
-	})
+	conn := dial(t, svc.Register, grpc.ChainUnaryInterceptor(authn.UnaryInterceptor()), grpc.ChainStreamInterceptor(authn.StreamInterceptor()))
+	t.Cleanup(svc.Close) // before the connection closes: cleanups run last first
 	return &deciding{client: agentdv1.NewAgentServiceClient(conn), store: st, log: log}
 }
 

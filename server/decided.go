@@ -185,6 +185,31 @@ func (g *generation) undecide(ctx context.Context, id string) {
 	}
 }
 
+// decideAll records ds as decisions of tenant's generation id, all or
+// none (store.Generations.Decide): a request decided already refuses
+// them, naming who decided it; one not pending is the store's NotFound.
+func (s *Service) decideAll(ctx context.Context, tenant, id string, ds []*decision) error {
+	stored := make([]store.Decision, len(ds))
+	for i, d := range ds {
+		stored[i] = d.stored(s.sealer, tenant, id)
+	}
+	first, err := s.generations.Decide(ctx, tenant, id, stored)
+	switch {
+	case err != nil:
+		return err
+	case len(first) > 0:
+		d, err := decisionFrom(s.sealer, tenant, id, first[0])
+		if err != nil {
+			return err
+		}
+		return decidedAlready(id, d)
+	}
+	for _, d := range ds {
+		d.recorded = true
+	}
+	return nil
+}
+
 // checkReason refuses a decision whose reason, at field, is longer than
 // maxReasonChars.
 func checkReason(field string, d *decision) error {

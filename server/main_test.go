@@ -43,10 +43,10 @@ func TestMain(m *testing.M) {
 // client connection to them; both close when the test ends, the server
 // once every handler has returned: a generation's handler may still be
 // writing to the store as its stream ends, and the store closes after.
-func dial(t *testing.T, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
+func dial(t *testing.T, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.WaitForHandlers(true))
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
 	register(srv)
 	served := make(chan struct{})
 	go func() {

@@ -630,24 +630,8 @@ func (s *Service) recordAnswers(ctx context.Context, tenant, id string, fresh []
 	if s.generations == nil || len(fresh) == 0 {
 		return nil
 	}
-	ds := make([]store.Decision, len(fresh))
-	for i, d := range fresh {
-		ds[i] = d.stored(s.sealer, tenant, id)
-	}
-	first, err := s.generations.Decide(ctx, tenant, id, ds)
-	switch {
-	case fault.KindOf(err) == fault.NotFound:
-	case err != nil:
+	if err := s.decideAll(ctx, tenant, id, fresh); fault.KindOf(err) != fault.NotFound {
 		return err
-	case len(first) > 0:
-		d, err := decisionFrom(s.sealer, tenant, id, first[0])
-		if err != nil {
-			return err
-		}
-		return decidedAlready(id, d)
-	}
-	for _, d := range fresh {
-		d.recorded = true
 	}
 	return nil
 }

@@ -45,33 +45,16 @@ func twoReplicas(t *testing.T, driver, counter string) [2]agentdv1.AgentServiceC
 }
 
 // waitingOn starts a generation of deleteAgent on client, on a stream
-// that stays open, and reads it to its approval request: the generation
-// waits there, on this replica.
+// that stays open at its approval request: the generation waits there,
+// on this replica, and shows the request it waits for.
 func waitingOn(t *testing.T, client agentdv1.AgentServiceClient) (agentdv1.AgentService_GenerateClient, string, *agentdv1.ApprovalRequest) {
 	t.Helper()
-	stream, err := client.Generate(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	stream, id := startAndWait(t, client, deleteAgent(t))
+	g, err := client.GetGeneration(t.Context(), &agentdv1.GetGenerationRequest{GenerationId: id})
+	if err != nil || len(g.GetGeneration().GetApprovalRequests()) != 1 {
+		t.Fatalf("GetGeneration of the waiting generation: %v, %v; want its approval request", g, err)
 	}
-	if err := stream.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{
-		Agent: deleteAgent(t), AnswerTimeout: durationpb.New(roomyAnswer),
-		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{textPart("tidy up")}}},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("before the approval request: %v", err)
-		}
-		if s := ev.GetStarted(); s != nil {
-			id = s.GetGenerationId()
-		}
-		if r := ev.GetApprovalRequest(); r != nil {
-			return stream, id, r
-		}
-	}
+	return stream, id, g.GetGeneration().GetApprovalRequests()[0]
 }
 
 // drain reads the stream to its end: the approval_decided events it

@@ -95,28 +95,30 @@ type Decision struct {
 // checkPending refuses requests the contract refuses: each needs an id
 // (once), a kind and a live state.
 func checkPending(reqs []PendingRequest) error {
-	seen := make(map[string]bool, len(reqs))
 	for _, r := range reqs {
-		if r.RequestID == "" || seen[r.RequestID] || r.Kind == "" {
-			return fault.New(fault.Invalid, "store: a pending request needs an id, once, and a kind")
-		}
-		seen[r.RequestID] = true
 		if err := checkState(r.State, r.State == Waiting || r.State == Paused, "waiting or paused"); err != nil {
 			return err
 		}
 	}
-	return nil
+	return checkKeys("a pending request", len(reqs), func(i int) (string, string) { return reqs[i].RequestID, reqs[i].Kind })
 }
 
 // checkDecisions refuses decisions the contract refuses: each needs a
 // request id, once, and a kind.
 func checkDecisions(ds []Decision) error {
-	seen := make(map[string]bool, len(ds))
-	for _, d := range ds {
-		if d.RequestID == "" || seen[d.RequestID] || d.Kind == "" {
-			return fault.New(fault.Invalid, "store: a decision needs a request id, once, and a kind")
+	return checkKeys("a decision", len(ds), func(i int) (string, string) { return ds[i].RequestID, ds[i].Kind })
+}
+
+// checkKeys refuses n entries, what they are, unless each has a request
+// id, none twice, and a kind.
+func checkKeys(what string, n int, key func(i int) (id, kind string)) error {
+	seen := make(map[string]bool, n)
+	for i := range n {
+		id, kind := key(i)
+		if id == "" || seen[id] || kind == "" {
+			return fault.New(fault.Invalid, "store: %s needs a request id, once, and a kind", what)
 		}
-		seen[d.RequestID] = true
+		seen[id] = true
 	}
 	return nil
 }
