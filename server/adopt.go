@@ -122,15 +122,32 @@ func (s *Service) startAdopted(rec store.Generation) {
 	case g.resume != nil:
 		// Its resume died within the paused turn: it is paused again, and
 		// the claim on its paused checkpoint says what may have run.
+		s.restorePending(ctx, g)
 		j.Settle(ctx, store.Paused, nil)
 		g.pausedNow = true
 		g.logEnd(ctx, nil)
 		cancel(nil)
 		return
 	}
+	// What the dead replica waited for is asked again, if it still is.
+	g.clearPaused()
 	if !s.goRun(g, ctx, cancel) {
 		j.Settle(ctx, store.Running, nil) // stopping: hand it on
 	}
+}
+
+// restorePending puts back the pending requests of the pause that g,
+// whose resume died, is paused again at: its dead resume may have
+// replaced them.
+func (s *Service) restorePending(ctx context.Context, g *generation) {
+	sctx, cancel := context.WithTimeout(ctx, store.Timeout)
+	defer cancel()
+	_, cp, err := record.LoadPaused(sctx, s.checkpoints, g.tenant, g.id)
+	if err != nil {
+		return // nothing to resume, or nothing this agentd reads: nothing to list
+	}
+	g.resume.checkpoint = cp
+	g.restorePaused()
 }
 
 // adoptedGeneration rebuilds a generation from its record: its checkpoint,

@@ -204,11 +204,8 @@ func Adopted(o Options, rec store.Generation) *Journal {
 	j := newJournal(o)
 	j.continueFrom(rec, storedCheckpoint(rec).GetConversation().GetCount())
 	// The dead replica may have shown its clients text it had not stored
-	// (ShowEarly): no number it may have shown is used again. What it
-	// waited for is asked again, if it still is: its pending requests go
-	// with the first write.
+	// (ShowEarly): no number it may have shown is used again.
 	j.last += ShowWindow
-	j.requestsDue = true
 	j.start()
 	return j
 }
