@@ -244,8 +244,8 @@ func (s *Service) openAuthorization(tenant, id string, pa *statev1.PendingAuthor
 // tokens, kept for the generation's end user, before its servers are
 // connected. An exchange that fails (a code refused, a state that does
 // not match) fails the resume with nothing run: the checkpoint stays, its
-// decision is withdrawn, and the person may authorize again with the same
-// request. One that an
+// decision is withdrawn once the pause is given back, and the person may
+// authorize again with the same request. One that an
 // earlier resume, since gone, already spent is taken as done when the
 // token it obtained is kept.
 func (g *generation) completeAuthorizations(ctx context.Context) error {
@@ -276,8 +276,9 @@ func (g *generation) completeAuthorizations(ctx context.Context) error {
 			if kept, _ := g.s.oauth.Load(ctx, sub); kept != nil && kept.Fresh(time.Now()) && res.interruptedAuth {
 				continue
 			}
-			// The person may authorize again, for the same request.
-			g.undecide(ctx, pa.GetRequestId())
+			// The person may authorize again, for the same request, once
+			// the pause is given back (failed).
+			res.refused = append(res.refused, pa.GetRequestId())
 			return fault.Wrap(fault.Unauthenticated, err, "the authorization of the MCP server %q failed", d.server).
 				WithInfo("MCP_AUTHORIZATION_FAILED", map[string]string{"server": d.server, "request_id": pa.GetRequestId()})
 		}

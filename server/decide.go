@@ -89,7 +89,8 @@ func checkDecideRequest(req *agentdv1.DecideRequestsRequest, by string) ([]*deci
 	}
 	seen := make(map[string]bool, len(ds))
 	for _, d := range ds {
-		field := decisionField(req, d)
+		d.field = decisionField(req, d)
+		field := d.field
 		switch {
 		case d.requestID == "":
 			v.add(field+".request_id", "is required")
@@ -185,14 +186,14 @@ func (s *Service) checkDecisions(ctx context.Context, tenant, id string, ds []*d
 			unknown = append(unknown, d)
 			continue
 		}
-		checkDecision(&v, "", d, p)
+		checkDecision(&v, d, p)
 	}
 	if len(unknown) > 0 {
 		if err := s.decidedBefore(ctx, tenant, id, unknown); err != nil {
 			return err
 		}
 		for _, d := range unknown {
-			v.add("request_id", "%s", fmt.Sprintf("the generation %q has no pending request %q", id, d.requestID))
+			v.add(d.field+".request_id", "%s", fmt.Sprintf("the generation %q has no pending request %q", id, d.requestID))
 		}
 	}
 	if len(v) > 0 {
@@ -202,22 +203,19 @@ func (s *Service) checkDecisions(ctx context.Context, tenant, id string, ds []*d
 }
 
 // checkDecision checks d against p, the request it answers.
-func checkDecision(v *violations, field string, d *decision, p *agentdv1.PendingRequest) {
-	field = cmp.Or(field, d.requestID)
+func checkDecision(v *violations, d *decision, p *agentdv1.PendingRequest) {
+	field := d.field
 	switch {
 	case p.GetKind() == agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_FUNCTION_CALL:
-		v.add(field, "is a function call: only the generation's client answers it, with a function_result on its stream or in a resume")
+		v.add(field+".request_id", "%s", fmt.Sprintf("%q is a function call: only the generation's client answers it, with a function_result on its stream or in a resume", d.requestID))
 	case p.GetKind() != d.kind:
-		v.add(field, "%s", fmt.Sprintf("is an %s request, not an %s", kindName(p.GetKind()), kindName(d.kind)))
+		v.add(field+".request_id", "%s", fmt.Sprintf("%q is an %s request, not an %s", d.requestID, kindName(p.GetKind()), kindName(d.kind)))
 	case d.approval.GetDigest() != "" && d.approval.GetDigest() != p.GetApproval().GetDigest():
 		v.add(field+".digest", "does not match the approval request")
 	case d.input != nil:
 		checkInput(v, field, p.GetInput(), d.input)
 	}
 }
-
-// kindName names a kind of request in messages: "approval".
-func kindName(k agentdv1.PendingRequestKind) string { return storeKinds[k] }
 
 // decidedBefore refuses decisions of requests that do not wait because
 // they were decided: naming who decided the first.

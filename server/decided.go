@@ -3,6 +3,7 @@ package server
 import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
 )
@@ -171,17 +173,17 @@ func (g *generation) recordDecision(ctx context.Context, d *decision) (*decision
 	return d, nil
 }
 
-// undecide withdraws the decision of request id, which could not be
-// applied (an authorization whose code was refused): the request may be
+// undecide withdraws the decisions of the requests ids, which could not
+// be applied (authorizations whose codes were refused): they may be
 // decided again.
-func (g *generation) undecide(ctx context.Context, id string) {
-	if g.s.generations == nil {
+func (g *generation) undecide(ctx context.Context, ids []string) {
+	if g.s.generations == nil || len(ids) == 0 {
 		return
 	}
 	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
-	if err := g.s.generations.Undecide(sctx, g.tenant, g.id, []string{id}); err != nil {
-		g.s.log.WarnContext(ctx, "withdrawing a decision that could not be applied", "generation", g.id, "request", id, "err", err)
+	if err := g.s.generations.Undecide(sctx, g.tenant, g.id, ids); err != nil {
+		g.s.log.WarnContext(ctx, "withdrawing decisions that could not be applied", "generation", g.id, "requests", ids, "err", err)
 	}
 }
 
@@ -250,14 +252,16 @@ func (g *generation) lateAnswer(ctx context.Context, d *decision) error {
 	return g.warnDecided(ctx, d, first)
 }
 
-// auditDecision writes the audit line of a decision the generation
-// takes.
+// auditDecision writes the audit line of an authorization or input
+// decision the generation takes; an approval's is its call's ("approval
+// decided") or its sample's.
 func (g *generation) auditDecision(ctx context.Context, d *decision) {
-	attrs := []any{"audit", true, "principal", d.by, "tenant", g.tenant, "generation", g.id, "request", d.requestID, "kind", d.kind.String()}
-	switch {
-	case d.approval != nil:
-		attrs = append(attrs, "approved", d.approval.GetApproved(), "reason", d.approval.GetReason())
-	case d.input != nil:
+	if d.approval != nil {
+		return
+	}
+	attrs := []any{"audit", true, "principal", cmp.Or(d.by, auth.Anonymous), "tenant", g.tenant, "generation", g.id,
+		"request", d.requestID, "kind", kindName(d.kind)}
+	if d.input != nil {
 		attrs = append(attrs, "action", d.input.GetAction().String())
 	}
 	g.s.log.InfoContext(ctx, "request decided", attrs...)

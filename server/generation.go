@@ -390,8 +390,11 @@ type resumption struct {
 	interruptedAuth bool
 	inputs          []*agentdv1.InputResponse // answers to a 2026-07-28 server's input requests
 	// decided are its answers as decisions (approvals, authorizations,
-	// inputs), recorded: who decided each, and when.
+	// inputs), recorded: who decided each, and when. refused are those of
+	// its authorizations whose codes were refused: withdrawn once the
+	// pause is given back, they may be decided again.
 	decided    []*decision
+	refused    []string
 	started    bool // an approved call was started
 	progressed bool // the paused turn is done and the generation went on
 }

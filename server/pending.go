@@ -40,7 +40,13 @@ type decision struct {
 	// recorded: the store has it already (DecideRequests, a resume);
 	// otherwise it is the stream holder's, still to record.
 	recorded bool
+	// field names the answer in the DecideRequests that gave it, for its
+	// violations; "" for another's.
+	field string
 }
+
+// kindName names a kind of request in messages: "approval".
+func kindName(k agentdv1.PendingRequestKind) string { return storeKinds[k] }
 
 // principalName names the authenticated principal of ctx's call, who
 // decides what it answers: "" without authentication.

@@ -363,7 +363,9 @@ func (g *generation) failed(ctx context.Context) {
 		return
 	default:
 		g.restorePaused()
-		err = res.claim.GiveBack(ctx)
+		if err = res.claim.GiveBack(ctx); err == nil {
+			g.undecide(ctx, res.refused)
+		}
 	}
 	if err != nil {
 		g.s.log.WarnContext(ctx, "releasing a paused generation after a failed resume", "generation", g.id, "err", err)

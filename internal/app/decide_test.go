@@ -22,6 +22,8 @@ import (
 	"github.com/agentd/agentd/internal/app/apptest"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/oauthtest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // twoReplicas serves two agentd replicas on one store of driver, whose
@@ -288,5 +290,45 @@ func followToEnd(t *testing.T, client agentdv1.AgentServiceClient, id string) ([
 		if st := g.GetGeneration().GetState(); st != agentdv1.GenerationState_GENERATION_STATE_PAUSED && st != agentdv1.GenerationState_GENERATION_STATE_RUNNING && st != agentdv1.GenerationState_GENERATION_STATE_COMPLETED {
 			t.Fatalf("the decided generation is %v", st)
 		}
+	}
+}
+
+// X-A12, X-A14: an authorization a paused generation waits for is decided
+// through DecideRequests, and the generation, whose record keeps its agent
+// sealed, resumes with the person's redirect. A redirect whose code the
+// authorization server refuses (another state) fails that resume with
+// nothing run: its decision is withdrawn, the generation is paused
+// again, and the person's next answer resumes it.
+func TestDecideAuthorization(t *testing.T) {
+	t.Parallel()
+	as := oauthtest.New(t, oauthtest.Options{ChallengeScope: true, OfflineAccess: true})
+	conn, _ := apptest.Serve(t, app.Options{Config: pausingConfig(t), Logger: slog.New(slog.DiscardHandler)})
+	client := agentdv1.NewAgentServiceClient(conn)
+	agent := oauthAgent(t, as.MCPURL, &agentdv1.OAuthClient{ClientId: as.ClientID, ClientSecret: as.ClientSecret}, "echo")
+	run := oauthGenerate(t, client, agent, "dana", nil)
+	if run.err != nil || run.paused == nil || len(run.paused.GetAuthorizationRequests()) != 1 {
+		t.Fatalf("nobody answers: err %v, paused %v; want a pause for one authorization", run.err, run.paused)
+	}
+	id, req := run.paused.GetGenerationId(), run.paused.GetAuthorizationRequests()[0]
+	good := oauthAnswer(t, as, req)
+	forged := &agentdv1.AuthorizationResponse{RequestId: req.GetId(), RedirectUrl: strings.Replace(good.GetRedirectUrl(), "state=", "state=x", 1)}
+	decide := func(a *agentdv1.AuthorizationResponse) error {
+		_, err := client.DecideRequests(t.Context(), &agentdv1.DecideRequestsRequest{GenerationId: id, AuthorizationResponses: []*agentdv1.AuthorizationResponse{a}})
+		return err
+	}
+	if err := decide(forged); err != nil {
+		t.Fatalf("DecideRequests with a forged redirect: %v (it is recorded, then refused when exchanged)", err)
+	}
+	testwait.For(t, "the forged redirect's resume fails and the decision is withdrawn", func() bool {
+		found, err := client.ListPendingRequests(t.Context(), &agentdv1.ListPendingRequestsRequest{})
+		return err == nil && len(found.GetRequests()) == 1 && found.GetRequests()[0].GetState() == agentdv1.GenerationState_GENERATION_STATE_PAUSED &&
+			decide(good) == nil
+	})
+	decided, final := followToEnd(t, client, id)
+	if !strings.Contains(final, "hi") {
+		t.Errorf("the resumed generation ended with %q; want the tool's output", final)
+	}
+	if n := len(decided); n == 0 || decided[n-1].GetKind() != agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_AUTHORIZATION {
+		t.Errorf("approval_decided events %v; want the authorization's", decided)
 	}
 }
