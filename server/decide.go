@@ -59,7 +59,7 @@ func (s *Service) decideRequests(ctx context.Context, req *agentdv1.DecideReques
 			g.link.mail.deliver(d)
 		}
 	}
-	resumed := s.resumeDecided(ctx, tenant, id, by)
+	resumed := s.resumeDecided(ctx, tenant, id, by, false)
 	gen, err := s.getGeneration(ctx, &agentdv1.GetGenerationRequest{GenerationId: id})
 	if err != nil {
 		return nil, err
@@ -266,10 +266,12 @@ func (s *Service) auditDecisions(ctx context.Context, tenant, id string, ds []*d
 // replica, when the decisions recorded answer every request its pause
 // waits for and it needs nothing its record does not keep: no function
 // result, and its agent whole. The resume's claim makes it once, however
-// many try at once. It reports whether this call resumed it; otherwise
-// the decisions wait for the next resume.
-func (s *Service) resumeDecided(ctx context.Context, tenant, id, by string) bool {
-	if s.checkpoints == nil || !s.allDecided(ctx, tenant, id) {
+// many try at once. With beforePause, only decisions recorded before the
+// generation paused count: one recorded since is a resume's, which runs
+// it, or DecideRequests', which resumes it itself. It reports whether
+// this call resumed it; otherwise the decisions wait for the next resume.
+func (s *Service) resumeDecided(ctx context.Context, tenant, id, by string, beforePause bool) bool {
+	if s.checkpoints == nil || !s.allDecided(ctx, tenant, id, beforePause) {
 		return false
 	}
 	name, t, err := s.tenantNamed(tenant)
@@ -294,13 +296,14 @@ func (s *Service) resumeDecided(ctx context.Context, tenant, id, by string) bool
 	return true
 }
 
-// allDecided reports whether tenant's generation id is paused, waiting
-// for decisions alone (no function result), each recorded.
-func (s *Service) allDecided(ctx context.Context, tenant, id string) bool {
+// allDecided reports whether tenant's generation id is paused, no resume
+// holding it, waiting for decisions alone (no function result), each
+// recorded (with beforePause, before it paused).
+func (s *Service) allDecided(ctx context.Context, tenant, id string, beforePause bool) bool {
 	sctx, cancel := context.WithTimeout(ctx, store.Timeout)
 	defer cancel()
-	_, cp, err := record.LoadPaused(sctx, s.checkpoints, tenant, id)
-	if err != nil {
+	rec, cp, err := record.LoadPaused(sctx, s.checkpoints, tenant, id)
+	if err != nil || rec.Claimed {
 		return false
 	}
 	a := askedOf(cp.GetTurn())
@@ -309,7 +312,10 @@ func (s *Service) allDecided(ctx context.Context, tenant, id string) bool {
 		return false
 	}
 	found, err := s.generations.Decisions(sctx, tenant, id, want)
-	return err == nil && len(found) == len(want)
+	if err != nil || len(found) != len(want) {
+		return false
+	}
+	return !beforePause || !slices.ContainsFunc(found, func(d store.Decision) bool { return d.DecidedAt.After(cp.GetPausedAt().AsTime()) })
 }
 
 // resumeAfterPause has g, which paused, resumed if decisions recorded
@@ -322,5 +328,5 @@ func (g *generation) resumeAfterPause() {
 		return
 	}
 	g.release()
-	s.goBackground(func() { s.resumeDecided(s.bg, tenant, id, "") })
+	s.goBackground(func() { s.resumeDecided(s.bg, tenant, id, "", true) })
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/sealer"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/pgtest"
+	"github.com/agentd/agentd/internal/testwait"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/server"
 )
@@ -409,6 +410,8 @@ func TestResumeValidation(t *testing.T) {
 	a := newPausable(t, bridge, nil, recordingScript(), plainProvider())
 	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")}, nil)
 	id := pausedEvent(t, events).GetGenerationId()
+	// The paused run's session closes after its stream ended.
+	testwait.For(t, "the paused run's session closed", func() bool { return bridge.counts().Close == 1 })
 	before := bridge.counts()
 	other := filesAgent(t)
 	other.Provider = "plain"
