@@ -26,26 +26,6 @@ import (
 	"github.com/agentd/agentd/internal/testwait"
 )
 
-// twoReplicas serves two agentd replicas on one store of driver, whose
-// registered server "files" counts its calls in counter.
-func twoReplicas(t *testing.T, driver, counter string) [2]agentdv1.AgentServiceClient {
-	t.Helper()
-	dir, dsn := t.TempDir(), "postgres://unused/"
-	if driver == config.StorePostgres {
-		dsn = storeDSN(t)
-	}
-	var clients [2]agentdv1.AgentServiceClient
-	for i := range clients {
-		cfg := counterConfig(t, dsn, counter)
-		if driver == config.StoreSQLite { // one file, shared
-			cfg.Store.Driver, cfg.Store.DSN, cfg.StateDir = config.StoreSQLite, "", dir
-		}
-		conn, _ := apptest.Serve(t, app.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
-		clients[i] = agentdv1.NewAgentServiceClient(conn)
-	}
-	return clients
-}
-
 // waitingOn starts a generation of deleteAgent on client, on a stream
 // that stays open at its approval request: the generation waits there,
 // on this replica, and shows the request it waits for.
