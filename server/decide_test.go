@@ -222,7 +222,7 @@ func approvedBy(id, by, reason string, approved bool) *agentdv1.ApprovalDecided 
 	return &agentdv1.ApprovalDecided{RequestId: id, Kind: agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_APPROVAL, Approved: approved, DecidedBy: by, Reason: reason}
 }
 
-// X-A12: a generation that waits on alice's stream for an approval is
+// A generation that waits on alice's stream for an approval is
 // decided by bob, who holds only approve: it goes on at once, on alice's
 // stream, which sees who decided, with the reason; the call runs once,
 // the inbox empties, and the audit line names bob and his decision.
@@ -283,7 +283,7 @@ func deletesOf(b *fakeBridge, path string) int {
 	return n
 }
 
-// X-A14: the stream's holder and DecideRequests decide one request: the
+// The stream's holder and DecideRequests decide one request: the
 // first recorded wins, once. Whichever comes second is refused, naming
 // who decided first: DecideRequests with FAILED_PRECONDITION, the
 // stream's answer with a warning on the stream; the call runs as the
@@ -373,7 +373,7 @@ func checkRace(t *testing.T, order, request string, st *status.Status, events []
 	}
 }
 
-// X-A15: a paused generation whose every request bob decides resumes at
+// A paused generation whose every request bob decides resumes at
 // once, detached, on the agent its record keeps: once, though bob and
 // alice decide its two requests at once, each its own; each call runs as
 // decided, the log shows who decided what, and a second decision of a
@@ -438,7 +438,7 @@ func TestDecidePausedResumesOnce(t *testing.T) {
 	wantFacts(t, "a second decision, once the generation completed", st.Message(), "decided already", `"alice"`)
 }
 
-// X-A15: decisions of a paused generation that needs what its record
+// Decisions of a paused generation that needs what its record
 // does not keep (a function result here) wait for its next resume, which
 // takes them as its answers; a resume that answers a decided request
 // otherwise is refused, naming who decided it.
@@ -501,7 +501,7 @@ func TestDecisionsWaitForTheResume(t *testing.T) {
 	wantDecided(t, "the resume's stream", []*agentdv1.ApprovalDecided{approvedBy(req.GetId(), "bob", "ok", true)}, decidedEvents(events))
 }
 
-// X-A15: a paused generation whose agent declared secrets, which its
+// A paused generation whose agent declared secrets, which its
 // record does not keep without store.encryption_key_file, keeps the
 // decisions for its next resume, which brings the agent.
 func TestDecisionsWaitForTheAgent(t *testing.T) {
@@ -535,7 +535,7 @@ func TestDecisionsWaitForTheAgent(t *testing.T) {
 	}
 }
 
-// X-A17: a declined call's reason reaches the model with the refusal, on
+// A declined call's reason reaches the model with the refusal, on
 // the stream as through DecideRequests.
 func TestDeclineReasonReachesTheModel(t *testing.T) {
 	t.Parallel()
@@ -568,7 +568,7 @@ func TestDeclineReasonReachesTheModel(t *testing.T) {
 	}
 }
 
-// X-A13: bob, who holds only approve, lists, reads and decides his
+// Bob, who holds only approve, lists, reads and decides his
 // tenant's generations, and may not start or resume one, nor preview.
 func TestApproveRole(t *testing.T) {
 	t.Parallel()
@@ -610,7 +610,7 @@ func TestApproveRole(t *testing.T) {
 	wantCode(t, st, codes.OK)
 }
 
-// X-A12: what DecideRequests refuses, and how: another tenant's
+// What DecideRequests refuses, and how: another tenant's
 // generation is NOT_FOUND, as an unknown one; an unknown request, a
 // request of another generation, another call's digest, a long reason, a
 // request answered twice are INVALID_ARGUMENT; a finished generation is
@@ -654,7 +654,7 @@ func TestDecideRefusals(t *testing.T) {
 	}
 }
 
-// X-A16: ListPendingRequests lists the tenant's waiting and paused
+// ListPendingRequests lists the tenant's waiting and paused
 // generations' requests, newest first, each with its generation's state,
 // times, end user, starter, provider and model; narrowed by kind, server,
 // tool and end user; in pages; another tenant's are not listed.

@@ -169,7 +169,7 @@ func TestGetRunningGeneration(t *testing.T) {
 }
 
 // X-G4: a generation that waits on its client for an approval is waiting,
-// and shows the approval request it waits for (X-A16); once paused (its
+// and shows the approval request it waits for; once paused (its
 // client half-closed), it shows the approval requests it waits for and
 // when the pause expires, exactly as its paused event did, to
 // GetGeneration (ListGenerations leaves them out).

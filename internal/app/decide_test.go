@@ -60,7 +60,7 @@ func drain(t *testing.T, stream agentdv1.AgentService_GenerateClient) (decided [
 	}
 }
 
-// X-A12, X-A14: on both stores, two agentd replicas. A generation waits on
+// On both stores, two agentd replicas. A generation waits on
 // a stream of replica A for an approval; it is decided on replica B, which
 // does not run it: A takes the decision from the store (its pending
 // request is listed on B), its stream shows it, and the call runs once.
@@ -144,7 +144,7 @@ func elicitAgent(t *testing.T, url string) *agentdv1.Agent {
 		Mcps: []*agentdv1.MCPServer{{Name: "asker", Transport: &agentdv1.MCPServer_Url{Url: url}}}}
 }
 
-// X-A12: an MCP server's input request is decided through DecideRequests
+// An MCP server's input request is decided through DecideRequests
 // like an approval, and checked as a resume's answer is: while the
 // generation waits for it on a stream (2025-11-25, in the server's
 // session), the answer reaches the call that asked; once it paused
@@ -273,7 +273,7 @@ func followToEnd(t *testing.T, client agentdv1.AgentServiceClient, id string) ([
 	}
 }
 
-// X-A12, X-A14: an authorization a paused generation waits for is decided
+// An authorization a paused generation waits for is decided
 // through DecideRequests, and the generation, whose record keeps its agent
 // sealed, resumes with the person's redirect. A redirect whose code the
 // authorization server refuses (another state) fails that resume with

@@ -121,7 +121,7 @@ func TestRoles(t *testing.T) {
 		tenantScoped bool
 	}
 	// X-G4: GetGeneration and ListGenerations read the caller's own
-	// tenant's generations (the service scopes them). X-A13: they, the
+	// tenant's generations (the service scopes them). They, the
 	// decisions and the follows need approve, which generate holds;
 	// starting or resuming a generation needs generate.
 	for method, want := range map[string]need{

@@ -67,7 +67,7 @@ func keysOf(reqs []store.PendingRequest) []string {
 	return out
 }
 
-// testPendingRequests (X-A16): a Checkpoint replaces a generation's pending
+// testPendingRequests: a Checkpoint replaces a generation's pending
 // requests, ListPending lists a tenant's newest first with each
 // generation's origin, narrowed by generation, kind, server, tool and
 // end user, in pages; a lost lease writes none; Finish and ExpirePaused
@@ -183,7 +183,7 @@ func decision(id, kind, who string, when time.Duration) store.Decision {
 	return store.Decision{RequestID: id, Kind: kind, DecidedBy: who, DecidedAt: at(when), Data: []byte(who + " on " + id)}
 }
 
-// testDecide (X-A14): Decide records decisions of pending requests only, all or
+// testDecide: Decide records decisions of pending requests only, all or
 // none; a second decision of a request records nothing and returns the
 // first; a withdrawn decision (Undecide) may be made again; decisions stay
 // once their request is no longer pending, and go with the generation's
@@ -248,7 +248,7 @@ func wantDecisions(t *testing.T, g store.Generations, when string, want []store.
 	}
 }
 
-// testConcurrentDecide (X-A14): replicas deciding one request at once, each on
+// testConcurrentDecide: replicas deciding one request at once, each on
 // its own handle: exactly one records it, and every other is told its
 // decision.
 func testConcurrentDecide(t *testing.T, db DB) {
