@@ -9,7 +9,8 @@
 # examples/python/requirements.txt (grpcio and protobuf for the Python
 # examples, installed by `make python-env` into .venv from the Python package
 # index), Debian (protoc 3.21.12 and grpc_python_plugin for Python;
-# postgresql for the store's tests, which scripts/postgres.sh installs).
+# postgresql for the store's tests, which scripts/postgres.sh installs;
+# chromium for the browser example's test).
 # make test runs the Python examples with Debian's python3-grpcio and
 # python3-protobuf instead of .venv: the machines it runs on, CI's among
 # them, reach Debian's archive but no Python package index.
@@ -27,7 +28,7 @@ PY       ?= /usr/bin/python3
 PYTHON   ?= python3
 VENV     := .venv
 API_IMAGE := proto/accepted-api.binpb
-DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python3-grpcio
+DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python3-grpcio chromium
 # Addresses for the example and smoke runs inside `make test`, away from
 # `make run`'s and from each other's, since make test runs them side by side
 # (examples-auth's is AUTH_EXAMPLE_ADDR).
@@ -35,7 +36,7 @@ EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 SMOKE_ADDR   ?= 127.0.0.1:17073
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics deps go-mod tools deb npm python-env generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clients clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-failover stress fuzz load load-idle load-replicas bench-metrics deps go-mod tools deb npm python-env web generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clients clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
@@ -44,6 +45,7 @@ help:
 	@echo "make accept-api        accept the current protos as the API that breaking checks guard"
 	@echo "make build             build bin/agentd"
 	@echo "make tools             build every tool the Makefile and docs run (grpcurl, helm, staticcheck, ...) once; minutes the first time"
+	@echo "make web               the browser example, bundled into build/web (docs/clients.md)"
 	@echo "make python-env        .venv for the Python examples: the pinned grpcio and protobuf (PYTHON=python3.x picks the interpreter)"
 	@echo "make image             the container image (Dockerfile, target agentd) as $(IMAGE):VERSION; needs a Docker engine"
 	@echo "make image-node        the same with Node.js for npx-launched MCP servers, as $(IMAGE)-node:VERSION"
@@ -175,6 +177,15 @@ build:
 build/ts/examples/ts/demo.js: node_modules/.stamp examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
 	$(TSC) -p examples/ts
 
+# The browser example (examples/web), type-checked and bundled with the
+# pinned esbuild into build/web: serve that directory from any origin that
+# http.cors.allowed_origins names, and open index.html?agentd=http://ADDR.
+web: build/web/app.js
+build/web/app.js: node_modules/.stamp examples/web/*.ts examples/web/index.html examples/approval-start.json $(wildcard gen/ts/agentd/v1/*.ts)
+	$(TSC) -p examples/web
+	node_modules/.bin/esbuild examples/web/app.ts --bundle --format=esm --target=es2022 --minify --log-level=warning --outfile=$@
+	cp examples/web/index.html build/web/
+
 # LISTEN: where make run serves (AGENTD_LISTEN), e.g. make run
 # LISTEN=127.0.0.1:7171; port 0 takes a free one. Unset: the
 # configuration's listen (127.0.0.1:7070). Once agentd serves,
@@ -251,7 +262,9 @@ chart:
 # run on a throwaway server that scripts/postgres.sh starts for the whole run
 # (installing Debian's postgresql if missing) and stops when go test ends,
 # passed, failed or interrupted; AGENTD_TEST_POSTGRES_DSN=<dsn> points them at
-# a server of yours instead, and then nothing is started. The server
+# a server of yours instead, and then nothing is started.
+# AGENTD_REQUIRE_BROWSER: the browser example's test (internal/docstest, in
+# headless Chromium) fails instead of skipping when Chromium is missing. The server
 # package's tests (pauses, durable records, attach, adoption) run a second
 # time with AGENTD_TEST_STORE=postgres: on PostgreSQL instead of SQLite.
 # GO_TEST_VET: go test's -vet, its own analyzers when empty (make test sets
@@ -259,7 +272,7 @@ chart:
 # run bin/agentd, built first, rather than a binary of their own.
 GO_TEST_VET ?=
 go-test: npm build
-	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 AGENTD_TEST_BIN=$(CURDIR)/bin/agentd sh -c ' \
+	scripts/postgres.sh run env AGENTD_REQUIRE_NPM_SERVERS=1 AGENTD_REQUIRE_POSTGRES=1 AGENTD_REQUIRE_BROWSER=1 AGENTD_TEST_BIN=$(CURDIR)/bin/agentd sh -c ' \
 	  go test -race -vet=$(GO_TEST_VET) -shuffle=on -count=1 ./... && \
 	  AGENTD_TEST_STORE=postgres go test -race -vet=$(GO_TEST_VET) -shuffle=on -count=1 ./server/'
 
@@ -420,7 +433,7 @@ go-examples:
 # The client examples (scripts/examples.sh: every Go, Python and TypeScript
 # example and agentd generate) against a live agentd that this target starts
 # and stops, found at AGENTD_ADDR.
-EXAMPLES_BUILT := build build/ts/examples/ts/demo.js go-examples
+EXAMPLES_BUILT := build build/ts/examples/ts/demo.js build/web/app.js go-examples
 examples: $(EXAMPLES_BUILT)
 	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
 	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state" EXIT; \

@@ -17,6 +17,9 @@
 // provider is served by internal/fakemodel, which speaks its wire
 // format, so the command stays as a reader types it. Any other fenced
 // block is illustration.
+//
+// The browser example (examples/web) runs here too, in headless Chromium
+// against an agentd of its own (browser_test.go).
 package docstest
 
 import (
