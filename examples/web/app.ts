@@ -26,10 +26,13 @@ const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? "";
 $<HTMLInputElement>("agentd").value = params.get("agentd") ?? location.origin;
 $<HTMLSelectElement>("mode").value = params.get("mode") === "sse" ? "sse" : "connect";
 
-// A way to reach agentd: start a generation, follow its events, decide.
+// A way to reach agentd: start a generation, follow its events after a
+// sequence number until the stream ends (completed, or paused: a
+// generation started detached pauses while it waits for a decision, and
+// the decision resumes it), decide.
 interface Channel {
   start(): Promise<string>;
-  follow(id: string, onEvent: (ev: GenerateResponse) => void): Promise<void>;
+  follow(id: string, after: bigint, onEvent: (ev: GenerateResponse) => void): Promise<void>;
   decide(id: string, decision: ApprovalDecision): Promise<void>;
 }
 
@@ -48,8 +51,8 @@ function connectChannel(baseUrl: string): Channel {
       const start = fromJson(StartGenerationSchema, startRequest as JsonValue);
       return (await client.createGeneration({ start })).generationId;
     },
-    async follow(generationId, onEvent) {
-      for await (const res of client.followGeneration({ generationId })) {
+    async follow(generationId, afterSequence, onEvent) {
+      for await (const res of client.followGeneration({ generationId, afterSequence })) {
         if (res.event) onEvent(res.event);
       }
     },
@@ -76,7 +79,7 @@ function sseChannel(baseUrl: string): Channel {
     async start() {
       return (await post("/v1/generations", startRequest)).generationId;
     },
-    follow: (id, onEvent) => followSSE(`${baseUrl}/v1/generations/${encodeURIComponent(id)}/events`, onEvent),
+    follow: (id, after, onEvent) => followSSE(`${baseUrl}/v1/generations/${encodeURIComponent(id)}/events`, after, onEvent),
     async decide(id, decision) {
       await post(`/v1/generations/${encodeURIComponent(id)}:decide`, {
         approvalDecisions: [JSON.parse(toJsonString(ApprovalDecisionSchema, decision))],
@@ -86,11 +89,12 @@ function sseChannel(baseUrl: string): Channel {
 }
 
 // followSSE reads Server-Sent Events with fetch, which, unlike
-// EventSource, can send the Authorization header. A stream cut before the
-// generation ended is opened again with Last-Event-ID: the events resume
-// exactly after the last one received.
-async function followSSE(url: string, onEvent: (ev: GenerateResponse) => void): Promise<void> {
-  let lastId = "";
+// EventSource, can send the Authorization header. It starts after the
+// sequence number after (Last-Event-ID); a stream cut before the
+// generation paused or ended is opened again the same way: the events
+// resume exactly after the last one received.
+async function followSSE(url: string, after: bigint, onEvent: (ev: GenerateResponse) => void): Promise<void> {
+  let lastId = after > 0n ? after.toString() : "";
   for (let attempt = 0; attempt < 5; attempt++) {
     const headers: Record<string, string> = { Accept: "text/event-stream", ...authorization() };
     if (lastId) headers["Last-Event-ID"] = lastId;
@@ -173,7 +177,9 @@ function describe(ev: GenerateResponse): string {
   }
 }
 
-function askApproval(channel: Channel, id: string, req: ApprovalRequest) {
+// askApproval shows req and resolves once the person's decision is
+// recorded.
+function askApproval(channel: Channel, id: string, req: ApprovalRequest): Promise<void> {
   $("approval-tool").textContent = req.toolName;
   $("approval-server").textContent = req.serverName;
   let args = req.arguments;
@@ -184,18 +190,49 @@ function askApproval(channel: Channel, id: string, req: ApprovalRequest) {
   }
   $("approval-arguments").textContent = args;
   $("approval").hidden = false;
-  const answer = (approved: boolean) => async () => {
-    $("approval").hidden = true;
-    const reason = $<HTMLInputElement>("reason").value;
-    const decision = create(ApprovalDecisionSchema, { requestId: req.id, approved, digest: req.digest, reason });
-    try {
-      await channel.decide(id, decision);
-    } catch (err) {
-      setStatus("failed", `deciding failed: ${err}`);
-    }
-  };
-  $("approve").onclick = answer(true);
-  $("decline").onclick = answer(false);
+  return new Promise((resolve, reject) => {
+    const answer = (approved: boolean) => () => {
+      $("approval").hidden = true;
+      const reason = $<HTMLInputElement>("reason").value;
+      const decision = create(ApprovalDecisionSchema, { requestId: req.id, approved, digest: req.digest, reason });
+      channel.decide(id, decision).then(resolve, reject);
+    };
+    $("approve").onclick = answer(true);
+    $("decline").onclick = answer(false);
+  });
+}
+
+// follow shows the generation's events until it completes, answering
+// each approval it asks for, and following on after each pause.
+async function follow(channel: Channel, id: string) {
+  let after = 0n;
+  let decisions: Promise<void>[] = [];
+  let done = false;
+  while (!done) {
+    await channel.follow(id, after, (ev) => {
+      logEvent(ev);
+      if (ev.sequence > after) after = ev.sequence;
+      switch (ev.event.case) {
+        case "approvalRequest":
+          setStatus("waiting", "waiting for your decision");
+          decisions.push(askApproval(channel, id, ev.event.value));
+          break;
+        case "approvalDecided":
+          setStatus("running");
+          break;
+        case "completed": {
+          const parts = ev.event.value.message?.parts ?? [];
+          $("answer").textContent = parts.map((p) => (p.kind.case === "text" ? p.kind.value : "")).join("");
+          setStatus("completed");
+          done = true;
+          break;
+        }
+      }
+    });
+    if (!done && decisions.length === 0) throw new Error("the event stream ended before the generation did");
+    await Promise.all(decisions); // a paused generation resumes once decided
+    decisions = [];
+  }
 }
 
 async function run(e: Event) {
@@ -209,16 +246,7 @@ async function run(e: Event) {
     const id = await channel.start();
     $("generation").textContent = id;
     setStatus("running");
-    await channel.follow(id, (ev) => {
-      logEvent(ev);
-      if (ev.event.case === "approvalRequest") askApproval(channel, id, ev.event.value);
-      if (ev.event.case === "completed") {
-        const parts = ev.event.value.message?.parts ?? [];
-        $("answer").textContent = parts.map((p) => (p.kind.case === "text" ? p.kind.value : "")).join("");
-        setStatus("completed");
-      }
-      if (ev.event.case === "paused") setStatus("paused");
-    });
+    await follow(channel, id);
   } catch (err) {
     setStatus("failed", String(err));
   }

@@ -140,11 +140,11 @@ func approveInBrowser(t *testing.T, chromium, u, shot string) (decided, answer s
 	}))
 	must(t, "opening the page", chromedp.Do(ctx, chromedp.Navigate(u), chromedp.Click(chromedp.ID("start")),
 		chromedp.WaitVisible(chromedp.CSS(`#approval:not([hidden]), #status[data-state="failed"]`))))
-	if status := text(t, ctx, "#status"); status != "running" {
+	if status := text(t, ctx, "#status"); status != "waiting for your decision" {
 		t.Fatalf("the page shows no approval; its status: %q", status)
 	}
 	must(t, "approving", chromedp.Do(ctx, chromedp.Click(chromedp.ID("approve")),
-		chromedp.WaitVisible(chromedp.CSS(`#status:not([data-state="running"])`))))
+		chromedp.WaitVisible(chromedp.CSS(`#status[data-state="completed"], #status[data-state="failed"]`))))
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
 	must(t, "taking a screenshot", err)
 	writeScreenshot(t, shot, png)
