@@ -145,7 +145,7 @@ func approveInBrowser(t *testing.T, chromium, u, shot string) (decided, answer s
 	}
 	must(t, "approving", chromedp.Do(ctx, chromedp.Click(chromedp.ID("approve")),
 		chromedp.WaitVisible(chromedp.CSS(`#status[data-state="completed"], #status[data-state="failed"]`))))
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	must(t, "taking a screenshot", err)
 	writeScreenshot(t, shot, png)
 	if status := text(t, ctx, "#status"); status != "completed" {
