@@ -10,7 +10,7 @@
 # examples, installed by `make python-env` into .venv from the Python package
 # index), Debian (protoc 3.21.12 and grpc_python_plugin for Python;
 # postgresql for the store's tests, which scripts/postgres.sh installs;
-# chromium for the browser example's test).
+# chromium for the browser example's test; jq for docs/http.md's curl).
 # make test runs the Python examples with Debian's python3-grpcio and
 # python3-protobuf instead of .venv: the machines it runs on, CI's among
 # them, reach Debian's archive but no Python package index.
@@ -28,7 +28,7 @@ PY       ?= /usr/bin/python3
 PYTHON   ?= python3
 VENV     := .venv
 API_IMAGE := proto/accepted-api.binpb
-DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python3-grpcio chromium
+DEB_PACKAGES := protobuf-compiler protobuf-compiler-grpc python3-protobuf python3-grpcio chromium jq
 # Addresses for the example and smoke runs inside `make test`, away from
 # `make run`'s and from each other's, since make test runs them side by side
 # (examples-auth's is AUTH_EXAMPLE_ADDR).
