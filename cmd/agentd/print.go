@@ -107,8 +107,8 @@ func (p *printer) print(ev *agentdv1.GenerateResponse) {
 }
 
 // other prints the events of a tool call (its start and end, the
-// approval it waits for, a function call for the client, a call the
-// provider made itself), warnings and withdrawn turns.
+// approval it waits for and who decided it, a function call for the
+// client, a call the provider made itself), warnings and withdrawn turns.
 func (p *printer) other(ev *agentdv1.GenerateResponse) {
 	switch k := ev.GetEvent().(type) {
 	case *agentdv1.GenerateResponse_ToolCallStarted:
@@ -130,9 +130,33 @@ func (p *printer) other(ev *agentdv1.GenerateResponse) {
 		p.line("provider tool call %s%s: %s", c.GetToolName(), onServer(c.GetServerName()), c.GetOutput())
 	case *agentdv1.GenerateResponse_Warning:
 		p.line("warning: %s", k.Warning.GetMessage())
+	case *agentdv1.GenerateResponse_ApprovalDecided:
+		p.line("%s", decided(k.ApprovalDecided))
 	case *agentdv1.GenerateResponse_TurnWithdrawn:
 		p.line("turn %d withdrawn, it is asked again: %s", k.TurnWithdrawn.GetTurn(), k.TurnWithdrawn.GetReason())
 	}
+}
+
+// decided says what was decided of a request, by whom and why.
+func decided(d *agentdv1.ApprovalDecided) string {
+	what := "answered"
+	switch d.GetKind() {
+	case agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_APPROVAL:
+		what = "declined"
+		if d.GetApproved() {
+			what = "approved"
+		}
+	case agentdv1.PendingRequestKind_PENDING_REQUEST_KIND_INPUT:
+		what = "answered (" + enumWord(d.GetAction().String(), "INPUT_ACTION_") + ")"
+	}
+	line := fmt.Sprintf("%s %s", d.GetRequestId(), what)
+	if by := d.GetDecidedBy(); by != "" {
+		line += " by " + by
+	}
+	if r := d.GetReason(); r != "" {
+		line += ": " + r
+	}
+	return line
 }
 
 // enumWord is an enum value's name in lower case, without its prefix.
