@@ -23,6 +23,7 @@ In another terminal, try:
   ${env}$agentd generate --request examples/demo-start.json      # the demo: a tool call through the bridge
   ${env}$agentd generate --provider mock --prompt 'Hello'
   $grpcurl -plaintext $addr list
+  curl -sS http://$addr/v1/generations -H 'Content-Type: application/json' -d @examples/demo-start.json   # HTTP/JSON: docs/http.md
   go run ./examples/go$arg
   make python-env && .venv/bin/python examples/python/demo.py$arg
   make build/ts/examples/ts/demo.js && node build/ts/examples/ts/demo.js$arg
