@@ -1,8 +1,10 @@
 package app_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,12 +12,15 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -138,6 +143,7 @@ type outcome struct {
 	retryAfter string
 	fields     []string // the field violations of a google.rpc.BadRequest
 	res        proto.Message
+	events     []*agentdv1.GenerateResponse // what a follow received
 }
 
 // outcomeOf is a connect-go call's error as an outcome.
@@ -169,15 +175,18 @@ func badRequestFields(m proto.Message) []string {
 // none) and hdr's headers.
 type caller func(t testing.TB, s *webStack, p, key string, hdr http.Header, req proto.Message) outcome
 
-// unary is the caller of a unary RPC: procedure over connect-go, or the
-// route of its google.api.http annotation over HTTP/JSON (route gives the
-// method and path, and whether the request is the body).
-func unary[Req, Res any](procedure string, route func(*Req) (method, path string, body bool)) caller {
+// A jsonRoute is a unary RPC's google.api.http annotation for one request:
+// its method, its path, and the body it sends (nil: none).
+type jsonRoute[Req any] func(*Req) (method, path string, body proto.Message)
+
+// unary is the caller of a unary RPC: procedure over connect-go, or its
+// route over HTTP/JSON.
+func unary[Req, Res any](procedure string, route jsonRoute[Req]) caller {
 	return func(t testing.TB, s *webStack, p, key string, hdr http.Header, msg proto.Message) outcome {
 		req := any(msg).(*Req)
 		if p == protoJSON {
 			method, path, body := route(req)
-			return s.callJSON(t, method, path, key, hdr, msg, body, any(new(Res)).(proto.Message))
+			return s.callJSON(t, method, path, key, hdr, body, any(new(Res)).(proto.Message))
 		}
 		client := connect.NewClient[Req, Res](s.clients[p], "http://"+s.addr+procedure, connectOptions(p)...)
 		creq := connect.NewRequest(req)
@@ -199,48 +208,65 @@ func setHeaders(h http.Header, key string, hdr http.Header) {
 	}
 }
 
-// callJSON makes an HTTP/JSON request and reads its answer into res, or
-// its error.
-func (s *webStack) callJSON(t testing.TB, method, path, key string, hdr http.Header, req proto.Message, withBody bool, res proto.Message) outcome {
+// requestJSON makes an HTTP/JSON request, whose body is body's JSON (nil:
+// none).
+func (s *webStack) requestJSON(t testing.TB, method, path, key string, hdr http.Header, body proto.Message) *http.Response {
 	t.Helper()
-	var body io.Reader
-	if withBody {
-		data, err := protojson.Marshal(req)
+	var r io.Reader
+	if body != nil {
+		data, err := protojson.Marshal(body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body = bytes.NewReader(data)
+		r = bytes.NewReader(data)
 	}
-	r, err := http.NewRequestWithContext(t.Context(), method, "http://"+s.addr+path, body)
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://"+s.addr+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if withBody {
-		r.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
-	setHeaders(r.Header, key, hdr)
-	resp, err := s.clients[protoJSON].Do(r)
+	setHeaders(req.Header, key, hdr)
+	resp, err := s.clients[protoJSON].Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// callJSON makes an HTTP/JSON request and reads its answer into res, or
+// its error.
+func (s *webStack) callJSON(t testing.TB, method, path, key string, hdr http.Header, body, res proto.Message) outcome {
+	t.Helper()
+	resp := s.requestJSON(t, method, path, key, hdr, body)
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errorJSON(t, resp)
+	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := outcome{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
-	if resp.StatusCode == http.StatusOK {
-		if err := protojson.Unmarshal(data, res); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, path, err, data)
-		}
-		o.res = res
-		return o
+	if err := protojson.Unmarshal(data, res); err != nil {
+		t.Fatalf("%s %s: %v in %s", method, path, err, data)
+	}
+	return outcome{status: resp.StatusCode, res: res}
+}
+
+// errorJSON is the outcome of an HTTP/JSON answer that is an error: its
+// status, and the google.rpc.Status its body holds.
+func errorJSON(t testing.TB, resp *http.Response) outcome {
+	t.Helper()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var st statuspb.Status
 	if err := protojson.Unmarshal(data, &st); err != nil {
-		t.Fatalf("%s %s: %d with %q, not a JSON error: %v", method, path, resp.StatusCode, data, err)
+		t.Fatalf("%s %s: %d with %q, not a JSON error: %v", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, data, err)
 	}
-	o.code, o.msg = connect.Code(st.GetCode()), st.GetMessage()
+	o := outcome{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), code: connect.Code(st.GetCode()), msg: st.GetMessage()}
 	for _, d := range st.GetDetails() {
 		if v, err := d.UnmarshalNew(); err == nil {
 			o.fields = append(o.fields, badRequestFields(v)...)
@@ -251,50 +277,143 @@ func (s *webStack) callJSON(t testing.TB, method, path, key string, hdr http.Hea
 
 var (
 	preview = unary[agentdv1.PreviewRequest, agentdv1.PreviewResponse](agentdv1.AgentService_Preview_FullMethodName,
-		func(*agentdv1.PreviewRequest) (string, string, bool) { return http.MethodPost, "/v1/preview", true })
+		func(r *agentdv1.PreviewRequest) (string, string, proto.Message) {
+			return http.MethodPost, "/v1/preview", r
+		})
 	getGeneration = unary[agentdv1.GetGenerationRequest, agentdv1.GetGenerationResponse](agentdv1.AgentService_GetGeneration_FullMethodName,
-		func(r *agentdv1.GetGenerationRequest) (string, string, bool) {
-			return http.MethodGet, "/v1/generations/" + r.GetGenerationId(), false
+		func(r *agentdv1.GetGenerationRequest) (string, string, proto.Message) {
+			return http.MethodGet, "/v1/generations/" + r.GetGenerationId(), nil
 		})
 	listGenerations = unary[agentdv1.ListGenerationsRequest, agentdv1.ListGenerationsResponse](agentdv1.AgentService_ListGenerations_FullMethodName,
-		func(*agentdv1.ListGenerationsRequest) (string, string, bool) {
-			return http.MethodGet, "/v1/generations", false
+		func(*agentdv1.ListGenerationsRequest) (string, string, proto.Message) {
+			return http.MethodGet, "/v1/generations", nil
+		})
+	createGeneration = unary[agentdv1.CreateGenerationRequest, agentdv1.CreateGenerationResponse](agentdv1.AgentService_CreateGeneration_FullMethodName,
+		func(r *agentdv1.CreateGenerationRequest) (string, string, proto.Message) {
+			return http.MethodPost, "/v1/generations", r.GetStart()
 		})
 	revokeTokens = unary[agentdv1.RevokeTokensRequest, agentdv1.RevokeTokensResponse](agentdv1.AdminService_RevokeTokens_FullMethodName,
-		func(*agentdv1.RevokeTokensRequest) (string, string, bool) {
-			return http.MethodPost, "/v1/tokens:revoke", true
+		func(r *agentdv1.RevokeTokensRequest) (string, string, proto.Message) {
+			return http.MethodPost, "/v1/tokens:revoke", r
 		})
 )
 
-// generateOver sends a Generate stream's start over connect-go and
-// returns the outcome of its first answer. HTTP/JSON has no route for
-// the bidirectional stream.
-func generateOver(t testing.TB, s *webStack, p, key string, hdr http.Header, msg proto.Message) outcome {
-	client := connect.NewClient[agentdv1.GenerateRequest, agentdv1.GenerateResponse](s.clients[p],
-		"http://"+s.addr+agentdv1.AgentService_Generate_FullMethodName, connectOptions(p)...)
-	stream := client.CallBidiStream(t.Context())
-	setHeaders(stream.RequestHeader(), key, hdr)
-	defer func() { _ = stream.CloseResponse() }()
-	if err := stream.Send(msg.(*agentdv1.GenerateRequest)); err != nil && !errors.Is(err, io.EOF) {
+// follow follows a generation (a FollowGenerationRequest) to its end:
+// with FollowGeneration over connect-go, or over HTTP/JSON with its event
+// stream, StreamGenerationEvents' route.
+func follow(t testing.TB, s *webStack, p, key string, hdr http.Header, msg proto.Message) outcome {
+	req := msg.(*agentdv1.FollowGenerationRequest)
+	if p == protoJSON {
+		return s.eventStream(t, req, key, hdr)
+	}
+	client := connect.NewClient[agentdv1.FollowGenerationRequest, agentdv1.FollowGenerationResponse](s.clients[p],
+		"http://"+s.addr+agentdv1.AgentService_FollowGeneration_FullMethodName, connectOptions(p)...)
+	creq := connect.NewRequest(req)
+	setHeaders(creq.Header(), key, hdr)
+	stream, err := client.CallServerStream(t.Context(), creq)
+	if err != nil {
 		return outcomeOf(err)
 	}
-	_ = stream.CloseRequest()
-	res, err := stream.Receive()
-	if err != nil {
-		o := outcomeOf(err)
-		if o.retryAfter == "" {
-			o.retryAfter = stream.ResponseHeader().Get("Retry-After")
-		}
-		return o
+	defer stream.Close()
+	var events []*agentdv1.GenerateResponse
+	for stream.Receive() {
+		events = append(events, stream.Msg().GetEvent())
 	}
-	return outcome{res: res}
+	var o outcome
+	if err := stream.Err(); err != nil {
+		o = outcomeOf(err)
+	}
+	o.events = events
+	return o
+}
+
+// eventStream reads GET /v1/generations/{id}/events?after= to its end, as
+// an EventSource would: each event's data decoded, its id the sequence
+// and its type the kind; an error event is the outcome's status.
+func (s *webStack) eventStream(t testing.TB, req *agentdv1.FollowGenerationRequest, key string, hdr http.Header) outcome {
+	t.Helper()
+	path := fmt.Sprintf("/v1/generations/%s/events?after=%d", req.GetGenerationId(), req.GetAfterSequence())
+	resp := s.requestJSON(t, http.MethodGet, path, key, hdr, nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errorJSON(t, resp)
+	}
+	o := outcome{status: resp.StatusCode}
+	r := bufio.NewReader(resp.Body)
+	for {
+		id, typ, data, err := readEvent(r)
+		if errors.Is(err, io.EOF) {
+			return o
+		}
+		if err != nil {
+			t.Fatalf("reading %s: %v", path, err)
+		}
+		o.add(t, id, typ, data)
+	}
+}
+
+// add adds an event stream's event to o: one of the generation's, or its
+// error.
+func (o *outcome) add(t testing.TB, id, typ string, data []byte) {
+	t.Helper()
+	switch typ {
+	case "": // a comment
+	case "error":
+		var e struct {
+			Code    connect.Code `json:"code"`
+			Message string       `json:"message"`
+		}
+		if err := json.Unmarshal(data, &e); err != nil {
+			t.Fatalf("an error event of %q: %v", data, err)
+		}
+		o.code, o.msg = e.Code, e.Message
+	default:
+		ev := &agentdv1.GenerateResponse{}
+		if err := protojson.Unmarshal(data, ev); err != nil {
+			t.Fatalf("an event of %q: %v", data, err)
+		}
+		if id != strconv.FormatInt(ev.GetSequence(), 10) || typ != kind(ev) {
+			t.Errorf("event %s of type %s holds %v", id, typ, ev)
+		}
+		o.events = append(o.events, ev)
+	}
+}
+
+// readEvent reads one event of an event stream up to its blank line, as
+// much of it as agentd's streams use (a comment alone has none of the
+// three); io.EOF at the stream's end.
+func readEvent(r *bufio.Reader) (id, typ string, data []byte, err error) {
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(line) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", "", nil, err
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if len(line) == 0 {
+			return id, typ, data, nil
+		}
+		field, value, _ := bytes.Cut(line, []byte(": "))
+		switch string(field) {
+		case "id":
+			id = string(value)
+		case "event":
+			typ = string(value)
+		case "data":
+			data = append(data, value...)
+		}
+	}
 }
 
 // Every protocol on the one port keeps the same rules, from the
 // same gRPC server's interceptors: authentication, roles, tenants,
 // validation, limits and the store's answers come out alike over gRPC,
 // Connect, gRPC-Web and HTTP/JSON (there with the HTTP status of the code),
-// each call leaving the same audit line.
+// each call leaving the same audit line. Each starts a generation with
+// CreateGeneration and follows one to its end, with FollowGeneration or,
+// over HTTP/JSON, its event stream: the same events, in the same order.
 func TestProtocolsKeepTheRules(t *testing.T) {
 	t.Parallel()
 	is := oidctest.New(t)
@@ -316,6 +435,12 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 		t.Fatalf("the demo generation ended with %v", events[len(events)-1])
 	}
 	id := done.GetGenerationId()
+	var logged []*agentdv1.GenerateResponse // its events that a follow replays: those in its log
+	for _, ev := range events {
+		if ev.GetSequence() != 0 {
+			logged = append(logged, ev)
+		}
+	}
 	// acme's one generation at a time is taken, by one that waits for an
 	// approval.
 	holdCtx, release := context.WithCancel(acme)
@@ -337,26 +462,25 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 		Agent:    &agentdv1.Agent{Provider: "mock"},
 		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{textPart("hi")}}},
 	}
-	start := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: demoStart(t)}}
+	start := &agentdv1.CreateGenerationRequest{Start: demoStart(t)}
 	for _, tc := range []struct {
-		name      string
-		call      caller
-		key       string
-		req       proto.Message
-		protocols []string // nil: every one
-		want      connect.Code
-		says      string
-		field     string // a field violation the error names
-		retry     string // Retry-After
-		check     func(proto.Message) bool
+		name   string
+		call   caller
+		key    string
+		req    proto.Message
+		want   connect.Code
+		says   string
+		field  string // a field violation the error names
+		retry  string // Retry-After
+		check  func(proto.Message) bool
+		events []string // what a follow receives, as kinds has them
 	}{
 		{name: "no credential", call: preview, req: good, want: connect.CodeUnauthenticated, says: "authentication required"},
 		{name: "an unknown key", call: preview, key: "sk-guess", req: good, want: connect.CodeUnauthenticated, says: "authentication required"},
 		{name: "a key without the role", call: preview, key: "sk-watch", req: good, want: connect.CodePermissionDenied, says: `needs the role "generate"`},
 		{name: "another tenant's generation", call: getGeneration, key: "sk-globex", req: &agentdv1.GetGenerationRequest{GenerationId: id}, want: connect.CodeNotFound},
 		{name: "an invalid request", call: preview, key: "sk-acme", req: &agentdv1.PreviewRequest{}, want: connect.CodeInvalidArgument, says: "agent", field: "agent"},
-		{name: "a tenant over its limit", call: generateOver, key: "sk-acme", req: start, protocols: []string{protoGRPC, protoConnect, protoGRPCWeb},
-			want: connect.CodeResourceExhausted, says: "max_concurrent_generations", retry: "1"},
+		{name: "a tenant over its limit", call: createGeneration, key: "sk-acme", req: start, want: connect.CodeResourceExhausted, says: "max_concurrent_generations", retry: "1"},
 		{name: "a token whose issuer is down", call: preview, key: token, req: good, want: connect.CodeUnavailable, says: "try again later"},
 		{name: "Preview", call: preview, key: "sk-acme", req: good, check: func(m proto.Message) bool {
 			return m.(*agentdv1.PreviewResponse).GetProvider() == "mock"
@@ -367,12 +491,18 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 		{name: "ListGenerations", call: listGenerations, key: "sk-acme", req: &agentdv1.ListGenerationsRequest{}, check: func(m proto.Message) bool {
 			return slices.ContainsFunc(m.(*agentdv1.ListGenerationsResponse).GetGenerations(), func(g *agentdv1.Generation) bool { return g.GetGenerationId() == id })
 		}},
+		{name: "CreateGeneration", call: createGeneration, key: "sk-globex", req: start, check: func(m proto.Message) bool {
+			res := m.(*agentdv1.CreateGenerationResponse)
+			return res.GetGenerationId() != "" && res.GetFirstSequence() == 1
+		}},
+		{name: "CreateGeneration of an invalid start", call: createGeneration, key: "sk-globex", req: &agentdv1.CreateGenerationRequest{Start: &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: "mock"}}},
+			want: connect.CodeInvalidArgument, says: "messages", field: "start.messages"},
+		{name: "CreateGeneration without a credential", call: createGeneration, req: start, want: connect.CodeUnauthenticated, says: "authentication required"},
+		{name: "following a generation", call: follow, key: "sk-acme", req: &agentdv1.FollowGenerationRequest{GenerationId: id}, events: kinds(logged)},
+		{name: "following another tenant's generation", call: follow, key: "sk-globex", req: &agentdv1.FollowGenerationRequest{GenerationId: id}, want: connect.CodeNotFound},
 		{name: "RevokeTokens", call: revokeTokens, key: "sk-ops", req: &agentdv1.RevokeTokensRequest{}},
 	} {
 		for _, p := range protocols {
-			if tc.protocols != nil && !slices.Contains(tc.protocols, p) {
-				continue
-			}
 			got := tc.call(t, s, p, tc.key, nil, tc.req)
 			name := fmt.Sprintf("%s over %s", tc.name, p)
 			if got.code != tc.want || !strings.Contains(got.msg, tc.says) {
@@ -389,6 +519,9 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 			}
 			if tc.check != nil && (got.res == nil || !tc.check(got.res)) {
 				t.Errorf("%s: answered %v", name, got.res)
+			}
+			if diff := cmp.Diff(tc.events, kinds(got.events), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s: events differ from the log's (-log +followed):\n%s", name, diff)
 			}
 		}
 	}
