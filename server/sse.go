@@ -118,8 +118,9 @@ const keepBytes = 4 << 10
 // goroutine of its own (relay joins it), and writes the events as they
 // come; on its own goroutine, the one that owns the stream's Send, it
 // writes a heartbeat first and whenever heartbeatEvery passes without a
-// chunk, and the events that wait behind one in the same chunk. It returns once follow has ended and the stream's end is
-// written, or once a send fails.
+// chunk, and the events that wait behind one in the same chunk. It
+// returns once follow has ended and every event it passed and the
+// stream's end are written, or once a send fails.
 func (w sseStream) relay(ctx context.Context, follow func(context.Context, func(*agentdv1.GenerateResponse) error) error) error {
 	fctx, cancel := context.WithCancel(ctx)
 	events := make(chan *agentdv1.GenerateResponse, sseBacklog)
@@ -151,6 +152,9 @@ func (w sseStream) relay(ctx context.Context, follow func(context.Context, func(
 		case <-beat.C:
 			err = w.chunk(heartbeat)
 		case ended := <-ended:
+			if err := w.rest(buf, events); err != nil {
+				return err
+			}
 			return w.end(ctx, ended)
 		}
 		beat.Reset(heartbeatEvery)
@@ -255,6 +259,17 @@ func eventBlock(ev *agentdv1.GenerateResponse) ([]byte, error) {
 		b = append(append(append(b, "event: "...), kind.Name()...), '\n')
 	}
 	return append(append(append(b, "data: "...), data...), "\n\n"...), nil
+}
+
+// rest writes the events still waiting in events once the follow that
+// passed them has returned: a select picks at random among its ready
+// cases, so the follow's end may come before its last events.
+func (w sseStream) rest(buf []byte, events <-chan *agentdv1.GenerateResponse) error {
+	var err error
+	for err == nil && len(events) > 0 {
+		buf, err = w.events(buf[:0], <-events, events)
+	}
+	return err
 }
 
 // sseError is an error event's data: the status a generation ended with,
