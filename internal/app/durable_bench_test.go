@@ -114,7 +114,7 @@ func alternateRounds(b *testing.B, gens int, base, other func()) (perGen [2][]fl
 
 // toolLoopRequest is the tool-loop workload: three model turns that each
 // call the "tools" server's echo, then a text turn.
-func toolLoopRequest(b *testing.B) *agentdv1.GenerateRequest {
+func toolLoopRequest(b testing.TB) *agentdv1.GenerateRequest {
 	b.Helper()
 	var turns []any
 	for i := range 3 {
@@ -142,7 +142,7 @@ func toolLoopRequest(b *testing.B) *agentdv1.GenerateRequest {
 // toolLoop returns a function that runs one generation of start on conn
 // to its end and fails b unless it completed with three tool calls that
 // succeeded.
-func toolLoop(b *testing.B, conn *grpc.ClientConn, start *agentdv1.GenerateRequest) func() {
+func toolLoop(b testing.TB, conn *grpc.ClientConn, start *agentdv1.GenerateRequest) func() {
 	client := agentdv1.NewAgentServiceClient(conn)
 	return func() { toolGeneration(b, client, start, 3) }
 }

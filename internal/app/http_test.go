@@ -92,11 +92,23 @@ func startWeb(t testing.TB, cfg config.Config) *webStack {
 			Propagator:     telemetry.Propagator(),
 		},
 	}
+	s.serve(t, o)
+	return s
+}
+
+// serve serves the agentd of o on a TCP port of its own until t ends,
+// and makes s's clients of it.
+func (s *webStack) serve(t testing.TB, o app.Options) {
 	a, err := app.NewAgent(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.addr, _ = startTCP(t, func(ctx context.Context, lis net.Listener) error { return a.Serve(ctx, lis, o) })
+	s.dial(t)
+}
+
+// dial makes s's clients of the agentd at s.addr.
+func (s *webStack) dial(t testing.TB) {
 	// One client per protocol, so that each one's first request opens its
 	// connection: a gRPC client's goes to the gRPC server's own transport.
 	s.clients = map[string]*http.Client{protoJSON: {Transport: &http.Transport{}}}
@@ -114,7 +126,6 @@ func startWeb(t testing.TB, cfg config.Config) *webStack {
 		}
 	})
 	s.conn, s.grpc = conn, agentdv1.NewAgentServiceClient(conn)
-	return s
 }
 
 // h2cClient speaks HTTP/2 without TLS, as gRPC and streams need.
@@ -452,9 +463,13 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 	if err := hold.Send(&agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: exampleStart(t, "approval-start.json")}}); err != nil {
 		t.Fatal(err)
 	}
+	var running string // its id
 	for ev, err := hold.Recv(); ev.GetApprovalRequest() == nil; ev, err = hold.Recv() {
 		if err != nil {
 			t.Fatal(err)
+		}
+		if ev.GetStarted() != nil {
+			running = ev.GetStarted().GetGenerationId()
 		}
 	}
 	token := oidctest.Sign(t, oidctest.NewKey(t, "k1", jose.ES256), is.Claims(time.Now().Unix(), "alice", "acme", []string{"generate"}, nil))
@@ -500,6 +515,7 @@ func TestProtocolsKeepTheRules(t *testing.T) {
 		{name: "CreateGeneration without a credential", call: createGeneration, req: start, want: connect.CodeUnauthenticated, says: "authentication required"},
 		{name: "following a generation", call: follow, key: "sk-acme", req: &agentdv1.FollowGenerationRequest{GenerationId: id}, events: kinds(logged)},
 		{name: "following another tenant's generation", call: follow, key: "sk-globex", req: &agentdv1.FollowGenerationRequest{GenerationId: id}, want: connect.CodeNotFound},
+		{name: "following another tenant's running generation", call: follow, key: "sk-globex", req: &agentdv1.FollowGenerationRequest{GenerationId: running}, want: connect.CodeNotFound},
 		{name: "RevokeTokens", call: revokeTokens, key: "sk-ops", req: &agentdv1.RevokeTokensRequest{}},
 	} {
 		for _, p := range protocols {

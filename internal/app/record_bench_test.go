@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -187,7 +188,7 @@ func procIO(b *testing.B) map[string]int64 {
 }
 
 // cpuTime is the CPU time this process has used, user and system.
-func cpuTime(b *testing.B) time.Duration {
+func cpuTime(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
@@ -239,13 +240,19 @@ func recordRequest(b *testing.B, model string, turns int, text string) *agentdv1
 }
 
 // toolGeneration runs one generation of start on client to its end and
-// returns its content in bytes: the calls' arguments, the tools' outputs
-// and the model's text. It fails b unless the generation completed after
-// turns tool calls that succeeded.
-func toolGeneration(b *testing.B, client agentdv1.AgentServiceClient, start *agentdv1.GenerateRequest, turns int) int64 {
+// returns its content in bytes, as toolEvents does.
+func toolGeneration(b testing.TB, client agentdv1.AgentServiceClient, start *agentdv1.GenerateRequest, turns int) int64 {
+	return toolEvents(b, generated(b, client, start), turns)
+}
+
+// toolEvents reads a generation's events and returns its content in bytes:
+// the calls' arguments, the tools' outputs and the model's text. It fails
+// b unless the generation completed after turns tool calls that
+// succeeded.
+func toolEvents(b testing.TB, events iter.Seq[*agentdv1.GenerateResponse], turns int) int64 {
 	var content int64
 	calls, completed := 0, false
-	for ev := range generated(b, client, start) {
+	for ev := range events {
 		if f := ev.GetToolCallFinished(); f != nil {
 			if f.GetIsError() {
 				b.Fatalf("tool call failed: %s", f.GetOutput())

@@ -90,7 +90,7 @@ func streamed(b *testing.B, client agentdv1.AgentServiceClient, start *agentdv1.
 
 // generated runs one generation of start on client and yields its events
 // as they come, to the stream's end; it fails b on an error.
-func generated(b *testing.B, client agentdv1.AgentServiceClient, start *agentdv1.GenerateRequest) iter.Seq[*agentdv1.GenerateResponse] {
+func generated(b testing.TB, client agentdv1.AgentServiceClient, start *agentdv1.GenerateRequest) iter.Seq[*agentdv1.GenerateResponse] {
 	return func(yield func(*agentdv1.GenerateResponse) bool) {
 		stream, err := client.Generate(context.Background())
 		if err != nil {
