@@ -35,9 +35,10 @@ func (s *Service) FollowGeneration(req *agentdv1.FollowGenerationRequest, stream
 type followFields struct{ id, after string }
 
 // followed checks a request to follow generation id after sequence number
-// after, and returns the caller's tenant, whose generation it must be:
-// another tenant's is not found, with the same error as one that never
-// existed, before anything is sent.
+// after, and returns the caller's tenant, whose generation it must be. It
+// reads nothing: the follow finds another tenant's generation not found,
+// with the same error as one that never existed, before it sends
+// anything (in memory when the generation runs here, else in the store).
 func (s *Service) followed(ctx context.Context, f followFields, id string, after int64) (string, error) {
 	var v violations
 	if id == "" {
@@ -56,13 +57,19 @@ func (s *Service) followed(ctx context.Context, f followFields, id string, after
 	if s.generations == nil {
 		return "", fault.New(fault.FailedPrecondition, "this agentd keeps no record of its generations, so there is nothing to follow")
 	}
+	return tenant, nil
+}
+
+// stored returns nil if tenant's generation id is in the store, else why
+// not: for a stream that must know before it sends its first bytes.
+func (s *Service) stored(ctx context.Context, tenant, id string) error {
 	if _, err := s.generations.Get(ctx, tenant, id); err != nil {
 		if ctx.Err() != nil {
-			return "", context.Cause(ctx)
+			return context.Cause(ctx)
 		}
-		return "", err
+		return err
 	}
-	return tenant, nil
+	return nil
 }
 
 // followStatus is how a followed stream ends after err: nil, or a status

@@ -64,6 +64,11 @@ func (s *Service) StreamGenerationEvents(req *agentdv1.StreamGenerationEventsReq
 	}
 	id := req.GetGenerationId()
 	tenant, err := s.followed(ctx, followFields{"generation_id", "after"}, id, after)
+	if err == nil {
+		// Its headers and first comment go out before the follow begins:
+		// a generation it will not find must be an HTTP error first.
+		err = s.stored(ctx, tenant, id)
+	}
 	if err != nil {
 		return fault.GRPC(err)
 	}
