@@ -59,7 +59,8 @@ func (s *Service) getGeneration(ctx context.Context, req *agentdv1.GetGeneration
 
 // ListGenerations returns a page of the caller's tenant's generations, newest
 // first, optionally only those in the given states. Each is as GetGeneration
-// shows it, without the final message and the pending requests.
+// shows it, without the final message; a waiting or paused one with the
+// requests it waits for, as its record lists them.
 func (s *Service) ListGenerations(ctx context.Context, req *agentdv1.ListGenerationsRequest) (*agentdv1.ListGenerationsResponse, error) {
 	res, err := s.listGenerations(ctx, req)
 	if err != nil {
@@ -99,7 +100,13 @@ func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerat
 	}
 	res := &agentdv1.ListGenerationsResponse{NextPageToken: next}
 	for _, rec := range page {
-		res.Generations = append(res.Generations, s.generationOf(ctx, rec, false))
+		g := s.generationOf(ctx, rec, false)
+		if rec.State == store.Waiting || rec.State == store.Paused {
+			if err := s.addWaiting(ctx, tenant, g); err != nil {
+				return nil, err
+			}
+		}
+		res.Generations = append(res.Generations, g)
 	}
 	return res, nil
 }

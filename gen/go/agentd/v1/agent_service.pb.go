@@ -3569,11 +3569,11 @@ type Generation struct {
 	// The sequence number of its last logged event: attach after a smaller
 	// one to read the rest.
 	LastSequence int64 `protobuf:"varint,6,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
-	// A paused generation's pending approval requests and function calls
-	// (GetGeneration only).
+	// A waiting or paused generation's pending approval requests and
+	// function calls.
 	ApprovalRequests []*ApprovalRequest `protobuf:"bytes,7,rep,name=approval_requests,json=approvalRequests,proto3" json:"approval_requests,omitempty"`
 	FunctionCalls    []*FunctionCall    `protobuf:"bytes,8,rep,name=function_calls,json=functionCalls,proto3" json:"function_calls,omitempty"`
-	// When a paused generation is discarded.
+	// When a paused generation is discarded (GetGeneration only).
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// A completed generation's final assistant message (GetGeneration only).
 	Message *Message `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
@@ -3583,9 +3583,8 @@ type Generation struct {
 	// message, as the stream ended with.
 	ErrorCode    int32  `protobuf:"varint,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	ErrorMessage string `protobuf:"bytes,13,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// A waiting or paused generation's pending authorizations and inputs
-	// (GetGeneration only), beside approval_requests and function_calls,
-	// which now also list a waiting generation's.
+	// A waiting or paused generation's pending authorizations and inputs,
+	// beside approval_requests and function_calls.
 	AuthorizationRequests []*AuthorizationRequest `protobuf:"bytes,14,rep,name=authorization_requests,json=authorizationRequests,proto3" json:"authorization_requests,omitempty"`
 	InputRequests         []*InputRequest         `protobuf:"bytes,15,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
 	unknownFields         protoimpl.UnknownFields

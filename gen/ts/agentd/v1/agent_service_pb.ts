@@ -1788,8 +1788,8 @@ export type Generation = Message<"agentd.v1.Generation"> & {
   lastSequence: bigint;
 
   /**
-   * A paused generation's pending approval requests and function calls
-   * (GetGeneration only).
+   * A waiting or paused generation's pending approval requests and
+   * function calls.
    *
    * @generated from field: repeated agentd.v1.ApprovalRequest approval_requests = 7;
    */
@@ -1801,7 +1801,7 @@ export type Generation = Message<"agentd.v1.Generation"> & {
   functionCalls: FunctionCall[];
 
   /**
-   * When a paused generation is discarded.
+   * When a paused generation is discarded (GetGeneration only).
    *
    * @generated from field: google.protobuf.Timestamp expires_at = 9;
    */
@@ -1835,9 +1835,8 @@ export type Generation = Message<"agentd.v1.Generation"> & {
   errorMessage: string;
 
   /**
-   * A waiting or paused generation's pending authorizations and inputs
-   * (GetGeneration only), beside approval_requests and function_calls,
-   * which now also list a waiting generation's.
+   * A waiting or paused generation's pending authorizations and inputs,
+   * beside approval_requests and function_calls.
    *
    * @generated from field: repeated agentd.v1.AuthorizationRequest authorization_requests = 14;
    */
