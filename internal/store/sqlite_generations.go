@@ -111,15 +111,37 @@ var qInsertItems = func() (qs [maxEventRows]string) {
 	return qs
 }()
 
-// qDropAgent drops a finished generation's agent.
-const qDropAgent = `DELETE FROM generation_agents WHERE tenant = ? AND generation_id = ?`
+// qDropAgent drops a finished generation's agent, qDropPending its
+// pending requests.
+const (
+	qDropAgent   = `DELETE FROM generation_agents WHERE tenant = ? AND generation_id = ?`
+	qDropPending = `DELETE FROM pending_requests WHERE tenant = ? AND generation_id = ?`
+)
 
 // qPutAgent writes a generation's agent.
 const qPutAgent = `INSERT INTO generation_agents (tenant, generation_id, data) VALUES (?, ?, ?)
 			ON CONFLICT (tenant, generation_id) DO UPDATE SET data = excluded.data`
 
-var hotStatements = slices.Concat([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qPutAgent, qDropAgent},
-	qInsertEvents[:], qInsertItems[:])
+// The reads of the streams that follow a generation (its record, its
+// events, the conversation items they name) are as hot as the writes: a
+// follow makes them as it begins and ends, and every 50 ms while it polls
+// a generation that runs on another replica.
+var (
+	qGet    = `SELECT ` + sqliteGenerationCols + ` FROM generations WHERE tenant = ? AND id = ?`
+	qExists = `SELECT 1 FROM generations WHERE tenant = ? AND id = ?`
+	qRead   = `
+		SELECT seq, kind, data FROM generation_events
+		WHERE tenant = ? AND generation_id = ? AND seq > ?
+		ORDER BY seq LIMIT ?`
+	qItems = `
+		SELECT n, data FROM generation_items
+		WHERE tenant = ? AND generation_id = ? AND n > ?
+		ORDER BY n LIMIT ?`
+	qAgent = `SELECT data FROM generation_agents WHERE tenant = ? AND generation_id = ?`
+)
+
+var hotStatements = slices.Concat([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qPutAgent, qDropAgent, qDropPending,
+	qGet, qExists, qRead, qItems, qAgent}, qInsertEvents[:], qInsertItems[:])
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
@@ -211,7 +233,7 @@ func (s sqliteGenerations) dropLive(ctx context.Context, tx *sql.Tx, tenant, id 
 	if _, err := s.in(ctx, tx, qDropAgent).ExecContext(ctx, tenant, id); err != nil {
 		return unavailable(err)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM pending_requests WHERE tenant = ? AND generation_id = ?`, tenant, id); err != nil {
+	if _, err := s.in(ctx, tx, qDropPending).ExecContext(ctx, tenant, id); err != nil {
 		return unavailable(err)
 	}
 	return nil
@@ -381,8 +403,7 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 }
 
 func (s sqliteGenerations) Get(ctx context.Context, tenant, id string) (Generation, error) {
-	g, err := scanSQLiteGeneration(s.db.QueryRowContext(ctx,
-		`SELECT `+sqliteGenerationCols+` FROM generations WHERE tenant = ? AND id = ?`, tenant, id))
+	g, err := scanSQLiteGeneration(s.stmts[qGet].QueryRowContext(ctx, tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Generation{}, noGeneration(id)
 	}
@@ -497,11 +518,7 @@ func (s sqliteGenerations) Append(ctx context.Context, tenant, id string, epoch 
 }
 
 func (s sqliteGenerations) Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, `
-		SELECT seq, kind, data FROM generation_events
-		WHERE tenant = ? AND generation_id = ? AND seq > ?
-		ORDER BY seq LIMIT ?`,
-		tenant, id, after, readLimit(limit))
+	rows, err := s.stmts[qRead].QueryContext(ctx, tenant, id, after, readLimit(limit))
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -525,7 +542,7 @@ func (s sqliteGenerations) Read(ctx context.Context, tenant, id string, after in
 
 func (s sqliteGenerations) Agent(ctx context.Context, tenant, id string) ([]byte, error) {
 	var agent []byte
-	err := s.db.QueryRowContext(ctx, `SELECT data FROM generation_agents WHERE tenant = ? AND generation_id = ?`, tenant, id).Scan(&agent)
+	err := s.stmts[qAgent].QueryRowContext(ctx, tenant, id).Scan(&agent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, s.exists(ctx, tenant, id)
 	}
@@ -536,11 +553,7 @@ func (s sqliteGenerations) Agent(ctx context.Context, tenant, id string) ([]byte
 }
 
 func (s sqliteGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error) {
-	rows, err := s.db.QueryContext(ctx, `
-		SELECT n, data FROM generation_items
-		WHERE tenant = ? AND generation_id = ? AND n > ?
-		ORDER BY n LIMIT ?`,
-		tenant, id, after, readLimit(limit))
+	rows, err := s.stmts[qItems].QueryContext(ctx, tenant, id, after, readLimit(limit))
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -565,7 +578,7 @@ func (s sqliteGenerations) Items(ctx context.Context, tenant, id string, after i
 // exists is nil if tenant has generation id, NotFound if not.
 func (s sqliteGenerations) exists(ctx context.Context, tenant, id string) error {
 	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
+	err := s.stmts[qExists].QueryRowContext(ctx, tenant, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return noGeneration(id)
 	}

@@ -10,7 +10,7 @@ import (
 // replacePending replaces the pending requests of tenant's generation id
 // with reqs, in tx.
 func (s sqliteGenerations) replacePending(ctx context.Context, tx *sql.Tx, tenant, id string, reqs []PendingRequest) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM pending_requests WHERE tenant = ? AND generation_id = ?`, tenant, id); err != nil {
+	if _, err := s.in(ctx, tx, qDropPending).ExecContext(ctx, tenant, id); err != nil {
 		return unavailable(err)
 	}
 	for _, r := range reqs {
