@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,7 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -47,6 +50,36 @@ func TestCreateGeneration(t *testing.T) {
 	audit := lines.named(t, "generation detached")
 	if len(audit) != 1 || audit[0]["generation"] != id || audit[0]["audit"] != true {
 		t.Errorf("audit lines %v; want one detached start of %s", audit, id)
+	}
+}
+
+// A detached start whose generation ends before its started event (its
+// session cannot open) ends as the generation did, with what its log
+// holds, over CreateGeneration and over a detached Generate stream alike;
+// the record says it failed.
+func TestCreateGenerationEndsBeforeStarted(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onOpen: func(context.Context, *bridgev1.OpenSessionRequest) error {
+		return fault.New(fault.Unavailable, "bridge unavailable")
+	}}
+	a := newPausable(t, bridge, nil, recordingScript())
+	start := &agentdv1.StartGeneration{Messages: userSays("go"), Agent: &agentdv1.Agent{
+		Provider: "script", Mcps: []*agentdv1.MCPServer{refServer("", "demo")}, ProviderOptions: script(t, `{"turns": [{"text": "done"}]}`)}}
+	_, err := a.client.CreateGeneration(t.Context(), &agentdv1.CreateGenerationRequest{Start: start})
+	cst := status.Convert(err)
+	wantCode(t, cst, codes.Unavailable)
+	detached := proto.CloneOf(start)
+	detached.Detach = true
+	events, gst := generate(t, a.client, detached, nil)
+	if cst.Code() != gst.Code() || cst.Message() != gst.Message() {
+		t.Errorf("CreateGeneration: %v; Generate: %v; want the same", cst, gst)
+	}
+	if len(events) != 0 {
+		t.Errorf("the detached stream sent %v; want nothing", kinds(events))
+	}
+	page, _, err := a.store.Generations().List(t.Context(), "", store.ListOptions{})
+	if err != nil || len(page) != 2 || page[0].State != store.Failed || page[1].State != store.Failed {
+		t.Errorf("the store holds %v (%v); want two failed generations", page, err)
 	}
 }
 

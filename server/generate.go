@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -104,8 +105,8 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 // startDetached runs a new generation without a client: it is recorded
 // first (a store that cannot record it refuses it), then runs in the
 // background, owned by the Service. It passes the generation's events to
-// out up to its started event, and returns the status to end the call
-// with: OK once out has the started event.
+// out up to its started event, each once it is stored, and returns the
+// status to end the call with: OK once out has the started event.
 func (s *Service) startDetached(ctx context.Context, g *generation, out func(*agentdv1.GenerateResponse) error) error {
 	g.detached = true
 	gctx, gcancel := s.clientless(g)
@@ -116,6 +117,8 @@ func (s *Service) startDetached(ctx context.Context, g *generation, out func(*ag
 		return fault.GRPC(err)
 	}
 	g.journal = j
+	first := &firstEvents{recorded: make(chan struct{}, 1)}
+	g.first = first
 	if !s.goRun(g, gctx, gcancel) {
 		j.Settle(gctx, store.Running, nil) // stopping: another replica runs it
 		gcancel(nil)
@@ -123,7 +126,103 @@ func (s *Service) startDetached(ctx context.Context, g *generation, out func(*ag
 		return status.Error(codes.Unavailable, "agentd is stopping; the detached generation runs on another replica")
 	}
 	s.log.Info("generation detached", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id)
-	err = s.events.Follow(ctx, g.tenant, g.id, 0, func(ev *agentdv1.GenerateResponse) error {
+	return s.passFirst(ctx, gctx, g, first, out)
+}
+
+// firstEvents are a detached generation's events up to its started
+// event, which its start passes on (passFirst) as the run records them:
+// the start has them without following the generation's log. Safe for
+// concurrent use.
+type firstEvents struct {
+	mu       sync.Mutex
+	events   []*agentdv1.GenerateResponse
+	recorded chan struct{} // signalled, without waiting, as an event is added
+}
+
+// add adds ev; the run's emitMu is held.
+func (f *firstEvents) add(ev *agentdv1.GenerateResponse) {
+	f.mu.Lock()
+	f.events = append(f.events, ev)
+	f.mu.Unlock()
+	select {
+	case f.recorded <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the events added since the last take.
+func (f *firstEvents) take() []*agentdv1.GenerateResponse {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	evs := f.events
+	f.events = nil
+	return evs
+}
+
+// recordedFirst gives a detached start ev, which the journal has just
+// numbered, until the started event; emitMu is held.
+func (g *generation) recordedFirst(ev *agentdv1.GenerateResponse) {
+	if g.first == nil {
+		return
+	}
+	g.first.add(ev)
+	if ev.GetStarted() != nil {
+		g.first = nil
+	}
+}
+
+// passFirst passes out g's first events, up to its started event, each
+// once its journal has stored it, as a follow of the generation's log
+// would. Should the run end (run is its context) before it records a
+// started event, the log has the rest and the status to end with: the
+// start follows it from there.
+func (s *Service) passFirst(ctx, run context.Context, g *generation, first *firstEvents, out func(*agentdv1.GenerateResponse) error) error {
+	var sent int64
+	for {
+		ended := run.Err() != nil // before take: every event the run recorded is then taken
+		if done, err := s.passStored(ctx, g, first.take(), &sent, out); done {
+			return err
+		}
+		if ended {
+			return s.followFirst(ctx, g, sent, out)
+		}
+		select {
+		case <-first.recorded:
+		case <-run.Done():
+		case <-ctx.Done():
+			return followStatus(context.Cause(ctx))
+		}
+	}
+}
+
+// passStored passes out evs, each once g's journal has stored it, up to
+// the started event, sent being the last one passed. done says the start
+// is over, with err its status. An event the journal will not store (the
+// lease lost, the store down as the generation ended) leaves the rest to
+// the log.
+func (s *Service) passStored(ctx context.Context, g *generation, evs []*agentdv1.GenerateResponse, sent *int64, out func(*agentdv1.GenerateResponse) error) (done bool, err error) {
+	for _, ev := range evs {
+		if err := g.journal.AwaitSeq(ctx, ev.GetSequence()); err != nil {
+			if ctx.Err() != nil {
+				return true, followStatus(context.Cause(ctx))
+			}
+			return true, s.followFirst(ctx, g, *sent, out)
+		}
+		if err := out(ev); err != nil {
+			return true, followStatus(err)
+		}
+		if ev.GetStarted() != nil {
+			return true, nil
+		}
+		*sent = ev.GetSequence()
+	}
+	return false, nil
+}
+
+// followFirst follows g's log after sequence number after, passing out
+// its events up to its started event.
+func (s *Service) followFirst(ctx context.Context, g *generation, after int64, out func(*agentdv1.GenerateResponse) error) error {
+	err := s.events.Follow(ctx, g.tenant, g.id, after, func(ev *agentdv1.GenerateResponse) error {
 		if err := out(ev); err != nil {
 			return err
 		}

@@ -70,6 +70,7 @@ type generation struct {
 	journal  *record.Journal     // its durable record; nil without Options.Generations
 	agent    *record.SealedAgent // the agent as its checkpoints hold it
 	detached bool                // it runs without a client (StartGeneration.detach)
+	first    *firstEvents        // a detached start's, until its started event is recorded
 	adopted  *adoption           // set when it continues a dead replica's generation
 	// repeatTurn marks the next model turn's usage as repeated: an
 	// earlier attempt was cut short.
@@ -213,6 +214,7 @@ func (g *generation) emitRecorded(ctx context.Context, ev *agentdv1.GenerateResp
 		return context.Cause(ctx)
 	}
 	g.journal.Record(ev)
+	g.recordedFirst(ev)
 	if settle == nil {
 		return g.link.out.emit(ctx, ev)
 	}
