@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,10 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/httpapi"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/providers"
@@ -43,16 +43,19 @@ const (
 
 // BenchmarkSSEFollowers measures benchFollowers event streams of one
 // running generation on one replica, over HTTP/1.1 on loopback TCP, as
-// agentd serves them (internal/httpapi: its event-stream route beside vanguard's
-// transcoder of the gRPC server), each read by an SSE parser in a process
-// of their own (this test binary again, TestSSEFollowers): how much this
-// process's resident memory grows while they follow, and how late each
-// event reaches the last of them, from the moment its write to the store
-// returned (stamped by a wrapper of the store). It reports the growth in
-// MiB at its peak, the p50, p99 and maximum over events of that delay
-// (targets: at most 100 MiB and a p99 of at most 50 ms), and how often
-// the log was read once the words came: followers that fell behind the
-// journal's fan-out read the rest from the store.
+// agentd serves them (internal/httpapi: its event-stream route beside
+// vanguard's transcoder of a gRPC server built as agentd builds its own,
+// with its interceptors and stats handler), each read by an SSE parser in
+// a process of their own (this test binary again, TestSSEFollowers): how
+// much this process's resident memory grows while they follow, and how
+// late each event reaches the last of them, from the moment its write to
+// the store returned (stamped by a wrapper of the store). It reports the
+// growth in MiB at its peak, the p50, p99 and maximum over events of that
+// delay (targets: at most 100 MiB and a p99 of at most 50 ms), and how
+// often the log was read once the words came: followers that fell behind
+// the journal's fan-out read the rest from the store. Where the memory
+// goes, once every stream has its first event: the goroutines per stream,
+// the live heap and the goroutines' stacks, in MiB.
 func BenchmarkSSEFollowers(b *testing.B) {
 	st, err := store.OpenSQLite(filepath.Join(b.TempDir(), "agentd.db"), 0)
 	if err != nil {
@@ -68,7 +71,7 @@ func BenchmarkSSEFollowers(b *testing.B) {
 	svc := server.New(server.Options{Providers: reg, Bridge: &fakeBridge{}, Config: config.Default().Generation,
 		Checkpoints: st, Generations: log, Replica: "replica-a"})
 	b.Cleanup(svc.Close)
-	srv := grpc.NewServer()
+	srv, _ := grpcserver.New(grpcserver.Options{Logger: slog.New(slog.DiscardHandler)})
 	svc.Register(srv)
 	b.Cleanup(srv.Stop)
 	handler, err := httpapi.New(srv, httpapi.Options{})
@@ -78,30 +81,47 @@ func BenchmarkSSEFollowers(b *testing.B) {
 	web := httptest.NewServer(handler)
 	b.Cleanup(web.Close)
 
-	var delays []time.Duration
-	var growth float64
-	var reads int64
+	var f followFigures
 	for b.Loop() {
-		d, g, r := followOnce(b, svc, web.URL, log, release)
-		delays, growth, reads = append(delays, d...), max(growth, g), reads+r
+		f.add(followOnce(b, svc, web.URL, log, release))
 	}
-	slices.Sort(delays)
-	b.ReportMetric(growth, "rss-growth-MiB")
-	b.ReportMetric(ms(delays[len(delays)/2]), "delay-p50-ms")
-	b.ReportMetric(ms(delays[len(delays)*99/100]), "delay-p99-ms")
-	b.ReportMetric(ms(delays[len(delays)-1]), "delay-max-ms")
-	b.ReportMetric(float64(reads)/float64(b.N), "store-reads/op")
+	slices.Sort(f.delays)
+	b.ReportMetric(f.growth, "rss-growth-MiB")
+	b.ReportMetric(ms(f.delays[len(f.delays)/2]), "delay-p50-ms")
+	b.ReportMetric(ms(f.delays[len(f.delays)*99/100]), "delay-p99-ms")
+	b.ReportMetric(ms(f.delays[len(f.delays)-1]), "delay-max-ms")
+	b.ReportMetric(float64(f.reads)/float64(b.N), "store-reads/op")
+	b.ReportMetric(f.goroutines, "goroutines/stream")
+	b.ReportMetric(f.heap, "heap-MiB")
+	b.ReportMetric(f.stacks, "stacks-MiB")
+}
+
+// followFigures are what followOnce measured, over every run: each stored
+// word's delay to its last follower, the resident memory's growth at its
+// peak, the reads of the log once the words came; and, with every stream
+// following, the goroutines per stream, the live heap and the stacks (the
+// largest of any run).
+type followFigures struct {
+	delays                   []time.Duration
+	growth                   float64
+	reads                    int64
+	goroutines, heap, stacks float64
+}
+
+func (f *followFigures) add(g followFigures) {
+	f.delays = append(f.delays, g.delays...)
+	f.reads += g.reads
+	f.growth, f.goroutines = max(f.growth, g.growth), max(f.goroutines, g.goroutines)
+	f.heap, f.stacks = max(f.heap, g.heap), max(f.stacks, g.stacks)
 }
 
 // followOnce starts a generation, has benchFollowers follow it from its
 // start, releases its words once they all have its started event, and
-// returns each stored word's delay to its last follower, the resident
-// memory's growth at its peak, in MiB, and how often the followers read
-// the log once the words came.
-func followOnce(b *testing.B, svc *server.Service, base string, log *stampedLog, release chan<- struct{}) ([]time.Duration, float64, int64) {
+// returns what it measured.
+func followOnce(b *testing.B, svc *server.Service, base string, log *stampedLog, release chan<- struct{}) followFigures {
 	runtime.GC()
 	debug.FreeOSMemory()
-	before := rss(b)
+	before, goroutines := rss(b), runtime.NumGoroutine()
 	log.reset()
 	res, err := createDirect(b.Context(), svc)
 	if err != nil {
@@ -125,6 +145,8 @@ func followOnce(b *testing.B, svc *server.Service, base string, log *stampedLog,
 	for lines.Scan() && lines.Text() != "sse-ready" {
 	}
 	peak := sampleRSS(b)
+	f := followFigures{goroutines: float64(runtime.NumGoroutine()-goroutines) / benchFollowers}
+	f.heap, f.stacks = memoryInUse()
 	released, reads := time.Now(), log.reads.Load()
 	release <- struct{}{}
 	arrivals := map[int64]time.Time{}
@@ -137,8 +159,18 @@ func followOnce(b *testing.B, svc *server.Service, base string, log *stampedLog,
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("the followers' process: %v", err)
 	}
-	growth := float64(peak()-before) / (1 << 20)
-	return log.delays(released, arrivals), growth, log.reads.Load() - reads
+	f.growth = float64(peak()-before) / (1 << 20)
+	f.delays, f.reads = log.delays(released, arrivals), log.reads.Load()-reads
+	return f
+}
+
+// memoryInUse returns the live heap and the goroutines' stacks, in MiB,
+// after a collection (which also shrinks the stacks that may shrink).
+func memoryInUse() (heap, stacks float64) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20), float64(m.StackInuse) / (1 << 20)
 }
 
 // followersEnv names the event stream that TestSSEFollowers follows, as
