@@ -118,7 +118,7 @@ type Journal struct {
 	keeper     keeper        // does the writes and renewals
 	started    bool
 	settled    bool // Settle ran
-	subs       map[*follower]struct{}
+	feed       feed // what the streams following in memory read (live.go)
 }
 
 // newJournal returns a journal, not started, for a record this replica

@@ -40,64 +40,114 @@ func (l *Live) get(tenant, id string) *Journal {
 	return jj
 }
 
-// follower is a stream following a generation of this replica in memory:
-// it receives each event once it is in the store (never one the store may
+// feed is what a journal passes on to the streams that follow it in
+// memory (j.mu guards it): its latest events, which each follower reads
+// at its own pace, waking when the journal's advanced closes. A follower
+// receives each event once it is in the store (never one the store may
 // not have: a replica that adopts the generation after this one died
-// numbers its own events from the store's last). One that falls more than
-// followerBuffer events behind is dropped (its channel closed) and reads
-// the rest from the store, as it does once the generation ends.
-type follower struct {
-	ch chan *agentdv1.GenerateResponse
+// numbers its own events from the store's last). One that falls more
+// than followerBuffer events behind reads the rest from the store, as
+// every follower does once the journal ends. One ring for all followers,
+// rather than a channel each, is what lets a thousand of them follow one
+// generation: a stored event costs the journal one slot, not a send to
+// each, and a follower costs a counter.
+type feed struct {
+	recent *[followerBuffer]*agentdv1.GenerateResponse // the latest events, at their count modulo followerBuffer; nil while nobody follows
+	passed int64                                       // the events passed on while followed
+	subs   int                                         // the followers
+	behind int                                         // the followers that have not read every event passed on
+	ended  bool                                        // the journal ended: nothing more comes
 }
+
+// follower is a stream following a generation of this replica in memory:
+// how many of its feed's events it has read.
+type follower struct{ read int64 }
 
 // followerBuffer is how many events a follower may fall behind.
 const followerBuffer = 256
 
-// follow subscribes f to the events stored after now. It returns the
-// last sequence number in the store. ok is false once the journal is
-// settled.
+// follow subscribes a follower to the events stored after now. It
+// returns the last sequence number in the store. ok is false once the
+// journal is settled.
 func (j *Journal) follow() (f *follower, confirmed int64, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.settled || j.lost {
+	fd := &j.feed
+	if j.settled || j.lost || fd.ended {
 		return nil, 0, false
 	}
-	f = &follower{ch: make(chan *agentdv1.GenerateResponse, followerBuffer)}
-	if j.subs == nil {
-		j.subs = make(map[*follower]struct{})
+	if fd.recent == nil {
+		fd.recent = new([followerBuffer]*agentdv1.GenerateResponse)
 	}
-	j.subs[f] = struct{}{}
-	return f, j.confirmed, true
+	fd.subs++
+	return &follower{read: fd.passed}, j.confirmed, true
 }
 
-// unfollow drops f, if it is still there.
+// unfollow drops f.
 func (j *Journal) unfollow(f *follower) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if _, ok := j.subs[f]; ok {
-		delete(j.subs, f)
-		close(f.ch)
+	fd := &j.feed
+	fd.subs--
+	if f.read < fd.passed {
+		fd.caughtUp()
+	}
+	if fd.subs == 0 {
+		fd.recent = nil
 	}
 }
 
-// passOn gives a stored event to every follower; j.mu is held.
+// read copies into evs the events f has not read yet, as many as fit,
+// and returns how many, and the channel that closes when more are
+// stored. ok is false once f is to read the rest from the store: the
+// journal ended and f has read every event it passed on, or f fell more
+// than followerBuffer events behind.
+func (j *Journal) read(f *follower, evs []*agentdv1.GenerateResponse) (n int, more <-chan struct{}, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	fd := &j.feed
+	unread := fd.passed - f.read
+	switch {
+	case unread > followerBuffer:
+		return 0, nil, false
+	case unread == 0:
+		return 0, j.advanced, !fd.ended
+	}
+	for n < len(evs) && f.read < fd.passed {
+		evs[n] = fd.recent[f.read%followerBuffer]
+		f.read++
+		n++
+	}
+	if f.read == fd.passed {
+		fd.caughtUp()
+	}
+	return n, j.advanced, true
+}
+
+// caughtUp counts a follower that was behind as having read every event
+// passed on: once none is behind, the ring lets go of them.
+func (fd *feed) caughtUp() {
+	fd.behind--
+	if fd.behind == 0 && fd.recent != nil {
+		clear(fd.recent[:])
+	}
+}
+
+// passOn gives a stored event to the followers; j.mu is held.
 func (j *Journal) passOn(ev *agentdv1.GenerateResponse) {
-	for f := range j.subs {
-		select {
-		case f.ch <- ev:
-		default: // too far behind: it reads the rest from the store
-			delete(j.subs, f)
-			close(f.ch)
-		}
+	fd := &j.feed
+	if fd.subs == 0 {
+		return
 	}
+	fd.recent[fd.passed%followerBuffer] = ev
+	fd.passed++
+	fd.behind = fd.subs
 }
 
-// dropFollowers closes every follower's channel; j.mu is held.
+// dropFollowers ends the feed: each follower reads what it has not yet,
+// then the rest from the store; j.mu is held.
 func (j *Journal) dropFollowers() {
-	for f := range j.subs {
-		close(f.ch)
-	}
-	j.subs = nil
+	j.feed.ended = true
 }
 
 // pollEvery is how often a stream following a generation that does not
@@ -235,19 +285,41 @@ func (l *Log) followLive(ctx context.Context, j *Journal, c *cursor) error {
 	if err := l.sendStored(ctx, c, confirmed); err != nil {
 		return err
 	}
+	var evs [liveBatch]*agentdv1.GenerateResponse
 	for {
+		n, more, ok := j.read(f, evs[:])
+		if !ok {
+			return nil
+		}
+		err := c.sendAll(evs[:n])
+		clear(evs[:n]) // this stack would hold them while it waits
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case ev, open := <-f.ch:
-			if !open {
-				return nil
-			}
-			if err := c.send(ev); err != nil {
-				return err
-			}
+		case <-more:
+		case <-j.ended:
 		}
 	}
+}
+
+// liveBatch is how many events a follower takes from its journal at a
+// time.
+const liveBatch = 16
+
+// sendAll sends evs.
+func (c *cursor) sendAll(evs []*agentdv1.GenerateResponse) error {
+	for _, ev := range evs {
+		if err := c.send(ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sendEvents decodes stored events and sends them.
