@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentd/agentd/internal/fault"
+	"github.com/agentd/agentd/internal/record"
 )
 
 // heartbeatEvery is how long an event stream stays silent before it
@@ -77,10 +77,12 @@ func (s *Service) StreamGenerationEvents(req *agentdv1.StreamGenerationEventsReq
 	}
 	blocks := s.openBlocks(tenant, id)
 	defer s.releaseBlocks(tenant, id, blocks)
-	w := sseStream{send: stream.Send, blocks: blocks}
-	return followStatus(w.relay(ctx, func(ctx context.Context, out func(*agentdv1.GenerateResponse) error) error {
-		return s.events.Follow(ctx, tenant, id, after, out)
-	}))
+	w := &sseStream{send: stream.Send, blocks: blocks}
+	if err := w.chunk(heartbeat); err != nil {
+		return err
+	}
+	err = s.events.FollowTo(ctx, tenant, id, after, record.Sink{Send: w.event, Flush: w.flush, Idle: w.beat, IdleEvery: heartbeatEvery})
+	return followStatus(w.end(ctx, err))
 }
 
 // lastEventID is the sequence number to follow after: the Last-Event-ID
@@ -99,17 +101,19 @@ func lastEventID(ctx context.Context, after int64) (int64, error) {
 }
 
 // sseStream writes a followed generation's events as chunks of an event
-// stream, each holding whole events or a comment only.
+// stream, each holding whole events or a comment only. It follows the
+// generation on the goroutine of the stream's handler, the one that owns
+// its Send, with no goroutine or channel of its own: the events at hand
+// go out in one chunk (up to maxChunkBytes) once the follower is about to
+// block, on the store or waiting for more, so that a stream behind the
+// generation catches up in fewer writes and flushes, not one of each per
+// event; and a heartbeat whenever heartbeatEvery passes without a chunk.
 type sseStream struct {
 	send   func(*agentdv1.StreamGenerationEventsResponse) error
 	blocks *genBlocks
+	buf    []byte // the events gathered for the next chunk, reused: Send has encoded it when it returns
+	failed error  // an event could not be encoded or a send failed: the stream ends with nothing more
 }
-
-// sseBacklog is how many events a stream's relay holds for its writer:
-// those there when it writes go out in one chunk (up to maxChunkBytes),
-// so that a stream behind the generation catches up in fewer writes and
-// flushes, not one of each per event.
-const sseBacklog = 64
 
 // maxChunkBytes bounds a chunk of several events (one event may be
 // larger).
@@ -119,67 +123,35 @@ const maxChunkBytes = 64 << 10
 // a few events take.
 const keepBytes = 4 << 10
 
-// relay runs follow, which passes a generation's events to its out, on a
-// goroutine of its own (relay joins it), and writes the events as they
-// come; on its own goroutine, the one that owns the stream's Send, it
-// writes a heartbeat first and whenever heartbeatEvery passes without a
-// chunk, and the events that wait behind one in the same chunk. It
-// returns once follow has ended and every event it passed and the
-// stream's end are written, or once a send fails.
-func (w sseStream) relay(ctx context.Context, follow func(context.Context, func(*agentdv1.GenerateResponse) error) error) error {
-	fctx, cancel := context.WithCancel(ctx)
-	events := make(chan *agentdv1.GenerateResponse, sseBacklog)
-	ended := make(chan error, 1)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() {
-		ended <- follow(fctx, func(ev *agentdv1.GenerateResponse) error {
-			select {
-			case events <- ev:
-				return nil
-			case <-fctx.Done():
-				return context.Cause(fctx)
-			}
-		})
-	})
-	beat := time.NewTimer(heartbeatEvery)
-	defer beat.Stop()
-	err := w.chunk(heartbeat)
-	var buf []byte // the chunk of events, reused: Send has encoded it when it returns
-	for err == nil {
-		select {
-		case ev := <-events:
-			buf, err = w.events(buf[:0], ev, events)
-			if cap(buf) > keepBytes {
-				buf = nil // a catch-up's chunk: a thousand idle streams would keep theirs
-			}
-		case <-beat.C:
-			err = w.chunk(heartbeat)
-		case ended := <-ended:
-			if err := w.rest(buf, events); err != nil {
-				return err
-			}
-			return w.end(ctx, ended)
-		}
-		beat.Reset(heartbeatEvery)
+// event gathers ev for the next chunk, which it writes once it holds
+// maxChunkBytes.
+func (w *sseStream) event(ev *agentdv1.GenerateResponse) error {
+	var err error
+	if w.buf, err = w.blocks.append(w.buf, ev); err != nil {
+		w.failed = err
+		return err
+	}
+	if len(w.buf) >= maxChunkBytes {
+		return w.flush()
+	}
+	return nil
+}
+
+// flush writes the events gathered, if any, in one chunk.
+func (w *sseStream) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.chunk(w.buf)
+	w.buf = w.buf[:0]
+	if cap(w.buf) > keepBytes {
+		w.buf = nil // a catch-up's chunk: a thousand idle streams would keep theirs
 	}
 	return err
 }
 
-// events writes ev and the events already waiting in more, up to
-// maxChunkBytes, in one chunk built in buf, which it returns.
-func (w sseStream) events(buf []byte, ev *agentdv1.GenerateResponse, more <-chan *agentdv1.GenerateResponse) ([]byte, error) {
-	buf, err := w.blocks.append(buf, ev)
-	// Only this goroutine receives from more: what its length counts is there.
-	for err == nil && len(buf) < maxChunkBytes && len(more) > 0 {
-		buf, err = w.blocks.append(buf, <-more)
-	}
-	if err != nil {
-		return buf, err
-	}
-	return buf, w.chunk(buf)
-}
+// beat writes a heartbeat.
+func (w *sseStream) beat() error { return w.chunk(heartbeat) }
 
 // genBlocks are the latest blocks of one generation, by sequence number:
 // in a generation's log a number names one event for good, whether a
@@ -266,17 +238,6 @@ func eventBlock(ev *agentdv1.GenerateResponse) ([]byte, error) {
 	return append(append(append(b, "data: "...), data...), "\n\n"...), nil
 }
 
-// rest writes the events still waiting in events once the follow that
-// passed them has returned: a select picks at random among its ready
-// cases, so the follow's end may come before its last events.
-func (w sseStream) rest(buf []byte, events <-chan *agentdv1.GenerateResponse) error {
-	var err error
-	for err == nil && len(events) > 0 {
-		buf, err = w.events(buf[:0], <-events, events)
-	}
-	return err
-}
-
 // sseError is an error event's data: the status a generation ended with,
 // its code as Connect names it (the gRPC code in snake case), as a
 // Connect error's JSON has it.
@@ -285,15 +246,22 @@ type sseError struct {
 	Message string `json:"message"`
 }
 
-// end writes how the followed generation ended, after err: nothing more
-// once it completed or paused, an error event otherwise. A stream whose
-// client went away ends as it is: nobody reads it.
-func (w sseStream) end(ctx context.Context, err error) error {
+// end writes the events gathered and how the followed generation ended,
+// after err: nothing more once it completed or paused, an error event
+// otherwise. A stream that failed, or whose client went away, ends as it
+// is.
+func (w *sseStream) end(ctx context.Context, err error) error {
+	if w.failed != nil {
+		return w.failed
+	}
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if ferr := w.flush(); ferr != nil {
+		return ferr
+	}
 	if err == nil {
 		return nil
-	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
 	}
 	st := status.Convert(followStatus(err))
 	data, err := json.Marshal(sseError{Code: connect.Code(st.Code()).String(), Message: st.Message()})
@@ -303,6 +271,10 @@ func (w sseStream) end(ctx context.Context, err error) error {
 	return w.chunk(append(append([]byte("event: error\ndata: "), data...), "\n\n"...))
 }
 
-func (w sseStream) chunk(data []byte) error {
-	return w.send(&agentdv1.StreamGenerationEventsResponse{Chunk: &httpbody.HttpBody{ContentType: sseContentType, Data: data}})
+func (w *sseStream) chunk(data []byte) error {
+	if err := w.send(&agentdv1.StreamGenerationEventsResponse{Chunk: &httpbody.HttpBody{ContentType: sseContentType, Data: data}}); err != nil {
+		w.failed = err
+		return err
+	}
+	return nil
 }

@@ -2,43 +2,41 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 // An event stream writes every event its follow passed, even those still
-// waiting for the writer when the follow returns: the end of a
+// gathered for the next chunk when the follow returns: the end of a
 // generation, passed at once after the events before it, is its last
-// chunk, never lost to the stream's end.
-func TestRelayWritesEveryEventBeforeTheEnd(t *testing.T) {
+// chunk, never lost to the stream's end, and comes before the error event
+// of a generation that failed.
+func TestStreamWritesEveryEventBeforeTheEnd(t *testing.T) {
 	t.Parallel()
 	const events = 3
-	for range 20 { // which of two ready cases a select takes is random
-		followed := make(chan struct{})
-		var sent [][]byte
-		w := sseStream{blocks: &genBlocks{}, send: func(res *agentdv1.StreamGenerationEventsResponse) error {
-			if sent == nil { // the heartbeat: the follow has passed every event and returned meanwhile
-				<-followed
-			}
-			sent = append(sent, res.GetChunk().GetData())
+	for _, ended := range []error{nil, status.Error(codes.Unavailable, "the provider is down")} {
+		var sent []byte
+		w := &sseStream{blocks: &genBlocks{}, send: func(res *agentdv1.StreamGenerationEventsResponse) error {
+			sent = append(sent, res.GetChunk().GetData()...)
 			return nil
 		}}
-		err := w.relay(t.Context(), func(_ context.Context, out func(*agentdv1.GenerateResponse) error) error {
-			defer close(followed)
-			for seq := range int64(events) {
-				if err := out(&agentdv1.GenerateResponse{Sequence: seq + 1, Event: &agentdv1.GenerateResponse_Usage{}}); err != nil {
-					return err
-				}
+		for seq := range int64(events) {
+			if err := w.event(&agentdv1.GenerateResponse{Sequence: seq + 1, Event: &agentdv1.GenerateResponse_Usage{}}); err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		})
-		if err != nil {
+		}
+		if err := w.end(t.Context(), ended); err != nil {
 			t.Fatal(err)
 		}
-		if got := bytes.Count(bytes.Join(sent, nil), []byte("event: usage\n")); got != events {
-			t.Fatalf("the stream wrote %d events in %q; want %d", got, sent, events)
+		if got := bytes.Count(sent, []byte("event: usage\n")); got != events {
+			t.Errorf("after %v, the stream wrote %d events in %q; want %d", ended, got, sent, events)
+		}
+		if last := bytes.LastIndex(sent, []byte("event: usage\n")); ended != nil && bytes.Index(sent, []byte("event: error\n")) < last {
+			t.Errorf("after %v, the stream wrote %q; want the error event last", ended, sent)
 		}
 	}
 }

@@ -175,16 +175,56 @@ type Log struct {
 // has completed or paused, its status if it failed or was cancelled. A
 // generation whose owner's lease has lapsed is adopted here, at once.
 func (l *Log) Follow(ctx context.Context, tenant, id string, after int64, out func(*agentdv1.GenerateResponse) error) error {
-	c := &cursor{tenant: tenant, id: id, after: after, out: out, log: &logReader{gens: l.Store, tenant: tenant, id: id}}
+	return l.FollowTo(ctx, tenant, id, after, Sink{Send: out})
+}
+
+// Sink takes a followed generation's events, on the goroutine that
+// follows it.
+type Sink struct {
+	// Send takes each event, once and in order.
+	Send func(*agentdv1.GenerateResponse) error
+	// Flush, when set, is called whenever every event at hand has been
+	// sent and FollowTo is about to block, on the store or waiting for
+	// more: a sink that gathers events writes them then. FollowTo does
+	// not call it as it returns.
+	Flush func() error
+	// Idle, when set, is called whenever IdleEvery passes while FollowTo
+	// waits, with nothing sent since it began waiting or last called
+	// Idle; IdleEvery starts with FollowTo.
+	Idle      func() error
+	IdleEvery time.Duration
+}
+
+// FollowTo is Follow sending to sink, which may gather events and write
+// them whenever it is flushed, and write something of its own when idle,
+// all on the caller's goroutine.
+func (l *Log) FollowTo(ctx context.Context, tenant, id string, after int64, sink Sink) error {
+	c := &cursor{tenant: tenant, id: id, after: after, sink: sink, log: &logReader{gens: l.Store, tenant: tenant, id: id}}
+	if sink.Idle != nil {
+		c.idle = time.NewTimer(sink.IdleEvery)
+		defer c.idle.Stop()
+	}
 	if err := l.followHere(ctx, c); err != nil {
 		return err
 	}
 	// Not running here (or no longer, or this stream fell behind): the
 	// store has the rest.
+	return l.poll(ctx, c)
+}
+
+// poll follows a generation in the store, until it ends or this replica
+// adopts it. A function of its own, so that its frame, the largest of
+// following, is not on the stack on which a stream that follows in
+// memory waits: the garbage collector halves a waiting goroutine's stack
+// only while a quarter of it holds what it uses.
+func (l *Log) poll(ctx context.Context, c *cursor) error {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
-		rec, err := l.Store.Get(ctx, tenant, id)
+		if err := c.flush(); err != nil {
+			return err
+		}
+		rec, err := l.Store.Get(ctx, c.tenant, c.id)
 		if err != nil {
 			return orCause(ctx, err)
 		}
@@ -201,10 +241,8 @@ func (l *Log) Follow(ctx context.Context, tenant, id string, after int64, out fu
 		if adopted {
 			continue
 		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-tick.C:
+		if err := c.wait(ctx, nil, nil, tick.C); err != nil {
+			return err
 		}
 	}
 }
@@ -214,8 +252,10 @@ func (l *Log) Follow(ctx context.Context, tenant, id string, after int64, out fu
 type cursor struct {
 	tenant, id string
 	after      int64
-	out        func(*agentdv1.GenerateResponse) error
-	log        *logReader // reads the stored events
+	sink       Sink
+	log        *logReader  // reads the stored events
+	idle       *time.Timer // fires when the sink's Idle is due; nil without one
+	sent       bool        // an event was sent since the last wait began
 }
 
 // send sends ev unless it was sent already.
@@ -223,11 +263,55 @@ func (c *cursor) send(ev *agentdv1.GenerateResponse) error {
 	if ev.GetSequence() <= c.after {
 		return nil
 	}
-	if err := c.out(ev); err != nil {
+	if err := c.sink.Send(ev); err != nil {
 		return err
 	}
 	c.after = ev.GetSequence()
+	c.sent = true
 	return nil
+}
+
+// flush has the sink write what it gathered: Follow is about to block,
+// on the store or waiting for events.
+func (c *cursor) flush() error {
+	if c.sink.Flush == nil {
+		return nil
+	}
+	return c.sink.Flush()
+}
+
+// wait flushes the sink, then waits until more or ended closes, tick
+// ticks, or ctx ends, calling the sink's Idle each time it is due
+// meanwhile. A nil channel is not waited for.
+func (c *cursor) wait(ctx context.Context, more, ended <-chan struct{}, tick <-chan time.Time) error {
+	if err := c.flush(); err != nil {
+		return err
+	}
+	var idle <-chan time.Time
+	if c.idle != nil {
+		if c.sent {
+			c.idle.Reset(c.sink.IdleEvery)
+		}
+		idle = c.idle.C
+	}
+	c.sent = false
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-more:
+			return nil
+		case <-ended:
+			return nil
+		case <-tick:
+			return nil
+		case <-idle:
+			c.idle.Reset(c.sink.IdleEvery)
+			if err := c.sink.Idle(); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // followHere follows the generation in memory if it runs here.
@@ -258,6 +342,9 @@ func (l *Log) adoptOrphan(ctx context.Context, rec store.Generation, c *cursor) 
 // last.
 func (l *Log) sendStored(ctx context.Context, c *cursor, last int64) error {
 	for c.after < last {
+		if err := c.flush(); err != nil {
+			return err
+		}
 		evs, err := l.Store.Read(ctx, c.tenant, c.id, c.after, 0)
 		if err != nil {
 			return orCause(ctx, err)
@@ -299,11 +386,8 @@ func (l *Log) followLive(ctx context.Context, j *Journal, c *cursor) error {
 		if n > 0 {
 			continue
 		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-more:
-		case <-j.ended:
+		if err := c.wait(ctx, more, j.ended, nil); err != nil {
+			return err
 		}
 	}
 }
