@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentd/agentd/internal/fault"
@@ -93,7 +94,9 @@ type chunkWriter struct {
 	w       http.ResponseWriter
 	header  http.Header // the call's headers, then its status
 	code    int         // the HTTP status the gRPC server wrote: not 200 if it refused the call itself
-	pending []byte      // what was written of a message not yet whole
+	prefix  [5]byte     // the gRPC prefix of the message being written: compressed, then its length
+	got     int         // how much of prefix was written
+	pending []byte      // what was written of a message that came in pieces
 	began   bool        // the event stream's headers are out
 }
 
@@ -108,34 +111,60 @@ func (c *chunkWriter) Flush() {
 }
 
 // Write takes the gRPC messages written, in any pieces, and writes the
-// chunk of each that is whole.
+// chunk of each that is whole. The gRPC server writes a message's prefix
+// and then the message: one written whole is read where it is, not
+// copied.
 func (c *chunkWriter) Write(p []byte) (int, error) {
 	if c.code != 0 && c.code != http.StatusOK {
 		return len(p), nil // the gRPC server's own refusal: end answers it
 	}
-	c.pending = append(c.pending, p...)
-	for len(c.pending) >= 5 {
-		n := int(binary.BigEndian.Uint32(c.pending[1:5]))
-		if len(c.pending)-5 < n {
-			break
+	n := len(p)
+	for {
+		if c.got < len(c.prefix) {
+			k := copy(c.prefix[c.got:], p)
+			c.got, p = c.got+k, p[k:]
+			if c.got < len(c.prefix) {
+				return n, nil
+			}
 		}
-		if err := c.chunk(c.pending[5 : 5+n]); err != nil {
+		msg, whole := c.message(&p)
+		if !whole {
+			return n, nil
+		}
+		if err := c.chunk(msg); err != nil {
 			return 0, err
 		}
-		c.pending = append(c.pending[:0], c.pending[5+n:]...)
+		c.got, c.pending = 0, c.pending[:0]
+		if cap(c.pending) > keepPending {
+			c.pending = nil
+		}
+		if len(p) == 0 {
+			return n, nil
+		}
 	}
-	if len(c.pending) == 0 && cap(c.pending) > keepPending {
-		c.pending = nil
+}
+
+// message takes from *p what it holds of the message whose prefix is
+// written, and returns the message once it is whole.
+func (c *chunkWriter) message(p *[]byte) ([]byte, bool) {
+	size := int(binary.BigEndian.Uint32(c.prefix[1:]))
+	if len(c.pending) == 0 && len(*p) >= size {
+		msg := (*p)[:size]
+		*p = (*p)[size:]
+		return msg, true
 	}
-	return len(p), nil
+	k := min(size-len(c.pending), len(*p))
+	c.pending = append(c.pending, (*p)[:k]...)
+	*p = (*p)[k:]
+	return c.pending, len(c.pending) == size
 }
 
 // chunk writes one message's chunk, after the stream's headers the
 // first time: the call's own (Cache-Control, X-Accel-Buffering), not
 // gRPC's.
 func (c *chunkWriter) chunk(msg []byte) error {
-	var res agentdv1.StreamGenerationEventsResponse
-	if err := proto.Unmarshal(msg, &res); err != nil {
+	contentType, data, err := httpBodyOf(msg)
+	if err != nil {
 		return err
 	}
 	if !c.began {
@@ -145,12 +174,62 @@ func (c *chunkWriter) chunk(msg []byte) error {
 				h[k] = vv
 			}
 		}
-		h.Set("Content-Type", res.GetChunk().GetContentType())
+		h.Set("Content-Type", string(contentType))
 		c.w.WriteHeader(http.StatusOK)
 		c.began = true
 	}
-	_, err := c.w.Write(res.GetChunk().GetData())
+	_, err = c.w.Write(data)
 	return err
+}
+
+// The fields that httpBodyOf reads: StreamGenerationEventsResponse's
+// chunk, and its google.api.HttpBody's content_type and data.
+const (
+	chunkField       = 1
+	contentTypeField = 1
+	dataField        = 2
+)
+
+// httpBodyOf reads msg, a StreamGenerationEventsResponse in protobuf's
+// binary encoding, for its chunk's content type and data, where they are:
+// one stream's thousand chunks then cost no message, string or copy each.
+func httpBodyOf(msg []byte) (contentType, data []byte, err error) {
+	chunk, err := bytesField(msg, chunkField)
+	if err != nil {
+		return nil, nil, err
+	}
+	if contentType, err = bytesField(chunk, contentTypeField); err != nil {
+		return nil, nil, err
+	}
+	data, err = bytesField(chunk, dataField)
+	return contentType, data, err
+}
+
+// bytesField returns the value of field num, of the bytes wire type, in
+// msg: its last, as protobuf reads a field given twice; nil if absent.
+func bytesField(msg []byte, num protowire.Number) ([]byte, error) {
+	var value []byte
+	for len(msg) > 0 {
+		n, typ, k := protowire.ConsumeTag(msg)
+		if k < 0 {
+			return nil, protowire.ParseError(k)
+		}
+		msg = msg[k:]
+		if n == num && typ == protowire.BytesType {
+			v, k := protowire.ConsumeBytes(msg)
+			if k < 0 {
+				return nil, protowire.ParseError(k)
+			}
+			value, msg = v, msg[k:]
+			continue
+		}
+		k = protowire.ConsumeFieldValue(n, typ, msg)
+		if k < 0 {
+			return nil, protowire.ParseError(k)
+		}
+		msg = msg[k:]
+	}
+	return value, nil
 }
 
 // end answers a call that sent no chunk with its status. One that did
