@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,7 +46,8 @@ const (
 // running generation on one replica, over HTTP/1.1 on loopback TCP, as
 // agentd serves them (internal/httpapi: its event-stream route beside
 // vanguard's transcoder of a gRPC server built as agentd builds its own,
-// with its interceptors and stats handler), each read by an SSE parser in
+// with grpcserver's interceptors and stats handler, not the store gate
+// and authentication that internal/app adds), each read by an SSE parser in
 // a process of their own (this test binary again, TestSSEFollowers): how
 // much this process's resident memory grows while they follow, and how
 // late each event reaches the last of them, from the moment its write to
@@ -53,9 +55,11 @@ const (
 // growth in MiB at its peak, the p50, p99 and maximum over events of that
 // delay (targets: at most 100 MiB and a p99 of at most 50 ms), and how
 // often the log was read once the words came: followers that fell behind
-// the journal's fan-out read the rest from the store. Where the memory
-// goes, once every stream has its first event: the goroutines per stream,
-// the live heap and the goroutines' stacks, in MiB.
+// the journal's fan-out read the rest from the store; and this process's
+// CPU time from then to the end, what the fan-out costs, which the
+// machine's load moves less than the delays. Where the memory goes, once
+// every stream has its first event: the goroutines per stream, the live
+// heap and the goroutines' stacks, in MiB.
 func BenchmarkSSEFollowers(b *testing.B) {
 	st, err := store.OpenSQLite(filepath.Join(b.TempDir(), "agentd.db"), 0)
 	if err != nil {
@@ -91,6 +95,7 @@ func BenchmarkSSEFollowers(b *testing.B) {
 	b.ReportMetric(ms(f.delays[len(f.delays)*99/100]), "delay-p99-ms")
 	b.ReportMetric(ms(f.delays[len(f.delays)-1]), "delay-max-ms")
 	b.ReportMetric(float64(f.reads)/float64(b.N), "store-reads/op")
+	b.ReportMetric(ms(f.cpu)/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(f.goroutines, "goroutines/stream")
 	b.ReportMetric(f.heap, "heap-MiB")
 	b.ReportMetric(f.stacks, "stacks-MiB")
@@ -98,19 +103,21 @@ func BenchmarkSSEFollowers(b *testing.B) {
 
 // followFigures are what followOnce measured, over every run: each stored
 // word's delay to its last follower, the resident memory's growth at its
-// peak, the reads of the log once the words came; and, with every stream
-// following, the goroutines per stream, the live heap and the stacks (the
-// largest of any run).
+// peak, the reads of the log and this process's CPU time once the words
+// came; and, with every stream following, the goroutines per stream, the
+// live heap and the stacks (the largest of any run).
 type followFigures struct {
 	delays                   []time.Duration
 	growth                   float64
 	reads                    int64
+	cpu                      time.Duration
 	goroutines, heap, stacks float64
 }
 
 func (f *followFigures) add(g followFigures) {
 	f.delays = append(f.delays, g.delays...)
 	f.reads += g.reads
+	f.cpu += g.cpu
 	f.growth, f.goroutines = max(f.growth, g.growth), max(f.goroutines, g.goroutines)
 	f.heap, f.stacks = max(f.heap, g.heap), max(f.stacks, g.stacks)
 }
@@ -147,7 +154,7 @@ func followOnce(b *testing.B, svc *server.Service, base string, log *stampedLog,
 	peak := sampleRSS(b)
 	f := followFigures{goroutines: float64(runtime.NumGoroutine()-goroutines) / benchFollowers}
 	f.heap, f.stacks = memoryInUse()
-	released, reads := time.Now(), log.reads.Load()
+	released, reads, cpu := time.Now(), log.reads.Load(), cpuTime(b)
 	release <- struct{}{}
 	arrivals := map[int64]time.Time{}
 	for lines.Scan() {
@@ -159,6 +166,7 @@ func followOnce(b *testing.B, svc *server.Service, base string, log *stampedLog,
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("the followers' process: %v", err)
 	}
+	f.cpu = cpuTime(b) - cpu
 	f.growth = float64(peak()-before) / (1 << 20)
 	f.delays, f.reads = log.delays(released, arrivals), log.reads.Load()-reads
 	return f
@@ -374,6 +382,15 @@ func sampleRSS(b *testing.B) func() int64 {
 		wg.Wait()
 		return peak.Load()
 	}
+}
+
+// cpuTime is the CPU time this process has used, in user and system mode.
+func cpuTime(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // rss is the process's resident memory in bytes (VmRSS).
