@@ -23,6 +23,11 @@ type errorBody struct {
 // writeError answers status with a JSON error saying msg.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	body, _ := json.Marshal(errorBody{Code: codeOf(status), Message: msg, Details: []any{}})
+	writeJSON(w, status, body)
+}
+
+// writeJSON answers status with body, a JSON error.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Del("Content-Length")
 	h.Set("Content-Type", "application/json")

@@ -294,7 +294,5 @@ func writeHTTPStatus(w http.ResponseWriter, st *status.Status) {
 		body = []byte(`{"code":13,"message":"encoding the status failed"}`)
 		code = http.StatusInternalServerError
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
+	writeJSON(w, code, body)
 }
