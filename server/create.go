@@ -16,11 +16,12 @@ import (
 // detach does, for a caller that cannot stream a request body: it returns
 // once the generation is recorded and its started event stored, with its
 // id and that event's sequence number. It refuses what Generate refuses,
-// alike. Without a durable record of generations it is UNIMPLEMENTED:
-// nothing could follow or decide what it started.
+// alike. Without a durable record of generations it is
+// FAILED_PRECONDITION, as a detached start and every read of the record
+// are: nothing could follow or decide what it started.
 func (s *Service) CreateGeneration(ctx context.Context, req *agentdv1.CreateGenerationRequest) (*agentdv1.CreateGenerationResponse, error) {
 	if s.generations == nil {
-		return nil, status.Error(codes.Unimplemented, "this agentd keeps no record of its generations (it has no state store), so it cannot start one to follow")
+		return nil, status.Error(codes.FailedPrecondition, "this agentd keeps no record of its generations (it has no state store), so it cannot start one to follow")
 	}
 	g, err := s.newGeneration(ctx, req.GetStart())
 	if err != nil {

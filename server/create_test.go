@@ -85,7 +85,7 @@ func TestCreateGenerationEndsBeforeStarted(t *testing.T) {
 
 // CreateGeneration refuses what Generate's start refuses, with the
 // same code, message and field violations, before anything is recorded;
-// without a durable record of generations it is UNIMPLEMENTED.
+// without a durable record of generations it is FAILED_PRECONDITION.
 func TestCreateGenerationRefuses(t *testing.T) {
 	t.Parallel()
 	a := newPausable(t, &fakeBridge{}, nil, recordingScript())
@@ -121,5 +121,5 @@ func TestCreateGenerationRefuses(t *testing.T) {
 	}
 
 	_, err = newClient(t, &fakeBridge{}, recordingScript()).CreateGeneration(t.Context(), &agentdv1.CreateGenerationRequest{Start: &agentdv1.StartGeneration{Agent: textAgent(t, "hi"), Messages: userSays("hi")}})
-	wantCode(t, status.Convert(err), codes.Unimplemented)
+	wantCode(t, status.Convert(err), codes.FailedPrecondition)
 }

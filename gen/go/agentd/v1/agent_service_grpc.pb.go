@@ -66,8 +66,8 @@ type AgentServiceClient interface {
 	// or finished (finished ones are kept for generation.retention): its
 	// state, the requests a waiting or paused one waits for, and the final
 	// message, usage or error of a finished one. Another tenant's generation
-	// is NOT_FOUND, like one that never existed. UNIMPLEMENTED when the
-	// agentd keeps no durable record of its generations.
+	// is NOT_FOUND, like one that never existed. FAILED_PRECONDITION when
+	// the agentd keeps no durable record of its generations.
 	GetGeneration(ctx context.Context, in *GetGenerationRequest, opts ...grpc.CallOption) (*GetGenerationResponse, error)
 	// ListGenerations returns a page of the caller's tenant's generations,
 	// newest first, optionally only those in the given states.
@@ -78,7 +78,7 @@ type AgentServiceClient interface {
 	// number of its first event. Follow it with FollowGeneration (or
 	// StreamGenerationEvents over HTTP) and answer what it asks with
 	// DecideRequests. It refuses what Generate refuses, alike; it needs the
-	// durable record (UNIMPLEMENTED without one).
+	// durable record (FAILED_PRECONDITION without one).
 	CreateGeneration(ctx context.Context, in *CreateGenerationRequest, opts ...grpc.CallOption) (*CreateGenerationResponse, error)
 	// FollowGeneration streams the events of one of the caller's tenant's
 	// generations after a sequence number, on any replica that shares the
@@ -272,8 +272,8 @@ type AgentServiceServer interface {
 	// or finished (finished ones are kept for generation.retention): its
 	// state, the requests a waiting or paused one waits for, and the final
 	// message, usage or error of a finished one. Another tenant's generation
-	// is NOT_FOUND, like one that never existed. UNIMPLEMENTED when the
-	// agentd keeps no durable record of its generations.
+	// is NOT_FOUND, like one that never existed. FAILED_PRECONDITION when
+	// the agentd keeps no durable record of its generations.
 	GetGeneration(context.Context, *GetGenerationRequest) (*GetGenerationResponse, error)
 	// ListGenerations returns a page of the caller's tenant's generations,
 	// newest first, optionally only those in the given states.
@@ -284,7 +284,7 @@ type AgentServiceServer interface {
 	// number of its first event. Follow it with FollowGeneration (or
 	// StreamGenerationEvents over HTTP) and answer what it asks with
 	// DecideRequests. It refuses what Generate refuses, alike; it needs the
-	// durable record (UNIMPLEMENTED without one).
+	// durable record (FAILED_PRECONDITION without one).
 	CreateGeneration(context.Context, *CreateGenerationRequest) (*CreateGenerationResponse, error)
 	// FollowGeneration streams the events of one of the caller's tenant's
 	// generations after a sequence number, on any replica that shares the

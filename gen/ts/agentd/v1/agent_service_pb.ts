@@ -2770,8 +2770,8 @@ export const AgentService: GenService<{
    * or finished (finished ones are kept for generation.retention): its
    * state, the requests a waiting or paused one waits for, and the final
    * message, usage or error of a finished one. Another tenant's generation
-   * is NOT_FOUND, like one that never existed. UNIMPLEMENTED when the
-   * agentd keeps no durable record of its generations.
+   * is NOT_FOUND, like one that never existed. FAILED_PRECONDITION when
+   * the agentd keeps no durable record of its generations.
    *
    * @generated from rpc agentd.v1.AgentService.GetGeneration
    */
@@ -2798,7 +2798,7 @@ export const AgentService: GenService<{
    * number of its first event. Follow it with FollowGeneration (or
    * StreamGenerationEvents over HTTP) and answer what it asks with
    * DecideRequests. It refuses what Generate refuses, alike; it needs the
-   * durable record (UNIMPLEMENTED without one).
+   * durable record (FAILED_PRECONDITION without one).
    *
    * @generated from rpc agentd.v1.AgentService.CreateGeneration
    */
