@@ -37,20 +37,22 @@ func (g *generation) startDeciding() {
 		return
 	}
 	g.pending.poll = g.pollDecisions()
-	g.s.deciding.Store(decidingKey(g.tenant, g.id), g)
+	g.s.deciding.Store(generationKey(g.tenant, g.id), g)
 }
 
 // stopDeciding ends what startDeciding began, as the run ends.
 func (g *generation) stopDeciding() {
-	g.s.deciding.CompareAndDelete(decidingKey(g.tenant, g.id), g)
+	g.s.deciding.CompareAndDelete(generationKey(g.tenant, g.id), g)
 	g.pending.clear()
 }
 
-func decidingKey(tenant, id string) string { return tenant + "\x00" + id }
+// generationKey names tenant's generation id in the Service's maps of
+// the generations this replica serves (deciding, blocks).
+func generationKey(tenant, id string) string { return tenant + "\x00" + id }
 
 // deciding returns tenant's generation id if it runs here; nil if not.
 func (s *Service) decidingHere(tenant, id string) *generation {
-	g, _ := s.deciding.Load(decidingKey(tenant, id))
+	g, _ := s.deciding.Load(generationKey(tenant, id))
 	gg, _ := g.(*generation)
 	return gg
 }

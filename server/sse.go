@@ -172,15 +172,13 @@ type block struct {
 	data []byte
 }
 
-func blocksKey(tenant, id string) string { return tenant + "\x00" + id }
-
 // openBlocks returns the blocks of tenant's generation id, shared by the
 // event streams that follow it on this replica (Service.blocks), so that
 // each event is encoded once, not once per stream; releaseBlocks gives
 // them back. A stream that takes them just as the last one lets go may
 // keep them to itself: it encodes for itself alone, no less right.
 func (s *Service) openBlocks(tenant, id string) *genBlocks {
-	key := blocksKey(tenant, id)
+	key := generationKey(tenant, id)
 	v, ok := s.blocks.Load(key)
 	if !ok {
 		v, _ = s.blocks.LoadOrStore(key, &genBlocks{})
@@ -193,7 +191,7 @@ func (s *Service) openBlocks(tenant, id string) *genBlocks {
 // releaseBlocks ends one stream's use of g: the last one's drops them.
 func (s *Service) releaseBlocks(tenant, id string, g *genBlocks) {
 	if g.streams.Add(-1) == 0 {
-		s.blocks.CompareAndDelete(blocksKey(tenant, id), g)
+		s.blocks.CompareAndDelete(generationKey(tenant, id), g)
 	}
 }
 
