@@ -455,7 +455,10 @@ type Agent struct {
 	ToolNameConflict ToolNameConflict `protobuf:"varint,11,opt,name=tool_name_conflict,json=toolNameConflict,proto3,enum=agentd.v1.ToolNameConflict" json:"tool_name_conflict,omitempty"`
 	// What agentd does when one of the agent's MCP servers asks the user
 	// for input during a tool call (elicitation). Absent: ASK.
-	Elicitation   ElicitationPolicy `protobuf:"varint,12,opt,name=elicitation,proto3,enum=agentd.v1.ElicitationPolicy" json:"elicitation,omitempty"`
+	Elicitation ElicitationPolicy `protobuf:"varint,12,opt,name=elicitation,proto3,enum=agentd.v1.ElicitationPolicy" json:"elicitation,omitempty"`
+	// How the conversation is fitted to the model's context window when it
+	// outgrows it (a long thread). Absent: the whole conversation is sent.
+	Context       *ContextPolicy `protobuf:"bytes,13,opt,name=context,proto3" json:"context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +577,97 @@ func (x *Agent) GetElicitation() ElicitationPolicy {
 	return ElicitationPolicy_ELICITATION_POLICY_UNSPECIFIED
 }
 
+func (x *Agent) GetContext() *ContextPolicy {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+// ContextPolicy fits a conversation to a budget of input tokens before
+// each model turn, leaving the stored conversation as it is. Tokens are
+// estimated (four bytes of text to a token). First the oldest tool
+// results' outputs are replaced by a short note, then the oldest turns
+// are left out whole; a tool call is never separated from its result,
+// the first message (usually the instructions' context) is kept when
+// keep_first is set, and the last user message and what follows it are
+// always sent. The usage event of each turn says what was left out.
+type ContextPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The budget of input tokens for the conversation. 0: the model's
+	// context window where agentd knows it (its table of the providers'
+	// published windows), less reserve_output_tokens; for a model it does
+	// not know: no trimming.
+	MaxInputTokens int64 `protobuf:"varint,1,opt,name=max_input_tokens,json=maxInputTokens,proto3" json:"max_input_tokens,omitempty"`
+	// Tokens kept free for the answer when the budget is the model's
+	// window. 0: 4096.
+	ReserveOutputTokens int64 `protobuf:"varint,2,opt,name=reserve_output_tokens,json=reserveOutputTokens,proto3" json:"reserve_output_tokens,omitempty"`
+	// Keep the conversation's first message whatever its age.
+	KeepFirst bool `protobuf:"varint,3,opt,name=keep_first,json=keepFirst,proto3" json:"keep_first,omitempty"`
+	// Leave tool results whole (drop only whole turns).
+	KeepToolResults bool `protobuf:"varint,4,opt,name=keep_tool_results,json=keepToolResults,proto3" json:"keep_tool_results,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ContextPolicy) Reset() {
+	*x = ContextPolicy{}
+	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextPolicy) ProtoMessage() {}
+
+func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
+func (*ContextPolicy) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ContextPolicy) GetMaxInputTokens() int64 {
+	if x != nil {
+		return x.MaxInputTokens
+	}
+	return 0
+}
+
+func (x *ContextPolicy) GetReserveOutputTokens() int64 {
+	if x != nil {
+		return x.ReserveOutputTokens
+	}
+	return 0
+}
+
+func (x *ContextPolicy) GetKeepFirst() bool {
+	if x != nil {
+		return x.KeepFirst
+	}
+	return false
+}
+
+func (x *ContextPolicy) GetKeepToolResults() bool {
+	if x != nil {
+		return x.KeepToolResults
+	}
+	return false
+}
+
 // MCPServer declares one MCP server. Exactly one of url, command or ref
 // selects the transport.
 type MCPServer struct {
@@ -645,7 +739,7 @@ type MCPServer struct {
 
 func (x *MCPServer) Reset() {
 	*x = MCPServer{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +751,7 @@ func (x *MCPServer) String() string {
 func (*MCPServer) ProtoMessage() {}
 
 func (x *MCPServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +764,7 @@ func (x *MCPServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MCPServer.ProtoReflect.Descriptor instead.
 func (*MCPServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MCPServer) GetName() string {
@@ -838,7 +932,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +944,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +957,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Sampling) GetMode() SamplingMode {
@@ -931,7 +1025,7 @@ type OAuthClient struct {
 
 func (x *OAuthClient) Reset() {
 	*x = OAuthClient{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1037,7 @@ func (x *OAuthClient) String() string {
 func (*OAuthClient) ProtoMessage() {}
 
 func (x *OAuthClient) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1050,7 @@ func (x *OAuthClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthClient.ProtoReflect.Descriptor instead.
 func (*OAuthClient) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OAuthClient) GetGrant() GrantType {
@@ -1052,7 +1146,7 @@ type IdentityProvider struct {
 
 func (x *IdentityProvider) Reset() {
 	*x = IdentityProvider{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1158,7 @@ func (x *IdentityProvider) String() string {
 func (*IdentityProvider) ProtoMessage() {}
 
 func (x *IdentityProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1171,7 @@ func (x *IdentityProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentityProvider.ProtoReflect.Descriptor instead.
 func (*IdentityProvider) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *IdentityProvider) GetIssuer() string {
@@ -1139,7 +1233,7 @@ type ApprovalPolicy struct {
 
 func (x *ApprovalPolicy) Reset() {
 	*x = ApprovalPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1245,7 @@ func (x *ApprovalPolicy) String() string {
 func (*ApprovalPolicy) ProtoMessage() {}
 
 func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1258,7 @@ func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalPolicy.ProtoReflect.Descriptor instead.
 func (*ApprovalPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApprovalPolicy) GetMode() ApprovalMode {
@@ -1200,7 +1294,7 @@ type ToolNames struct {
 
 func (x *ToolNames) Reset() {
 	*x = ToolNames{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1306,7 @@ func (x *ToolNames) String() string {
 func (*ToolNames) ProtoMessage() {}
 
 func (x *ToolNames) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1319,7 @@ func (x *ToolNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolNames.ProtoReflect.Descriptor instead.
 func (*ToolNames) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolNames) GetToolNames() []string {
@@ -1251,7 +1345,7 @@ type FunctionTool struct {
 
 func (x *FunctionTool) Reset() {
 	*x = FunctionTool{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1357,7 @@ func (x *FunctionTool) String() string {
 func (*FunctionTool) ProtoMessage() {}
 
 func (x *FunctionTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1370,7 @@ func (x *FunctionTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionTool.ProtoReflect.Descriptor instead.
 func (*FunctionTool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FunctionTool) GetName() string {
@@ -1304,7 +1398,7 @@ var File_agentd_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xdb\x04\n" +
+	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8f\x05\n" +
 	"\x05Agent\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\"\n" +
@@ -1318,10 +1412,17 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x10provider_options\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\x0fproviderOptions\x12I\n" +
 	"\x12tool_name_conflict\x18\v \x01(\x0e2\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflict\x12>\n" +
-	"\velicitation\x18\f \x01(\x0e2\x1c.agentd.v1.ElicitationPolicyR\velicitationB\f\n" +
+	"\velicitation\x18\f \x01(\x0e2\x1c.agentd.v1.ElicitationPolicyR\velicitation\x122\n" +
+	"\acontext\x18\r \x01(\v2\x18.agentd.v1.ContextPolicyR\acontextB\f\n" +
 	"\n" +
 	"_mcp_cacheB\x11\n" +
-	"\x0f_max_tool_turns\"\x80\x06\n" +
+	"\x0f_max_tool_turns\"\xb8\x01\n" +
+	"\rContextPolicy\x12(\n" +
+	"\x10max_input_tokens\x18\x01 \x01(\x03R\x0emaxInputTokens\x122\n" +
+	"\x15reserve_output_tokens\x18\x02 \x01(\x03R\x13reserveOutputTokens\x12\x1d\n" +
+	"\n" +
+	"keep_first\x18\x03 \x01(\bR\tkeepFirst\x12*\n" +
+	"\x11keep_tool_results\x18\x04 \x01(\bR\x0fkeepToolResults\"\x80\x06\n" +
 	"\tMCPServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x1a\n" +
@@ -1424,7 +1525,7 @@ func file_agentd_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_agentd_v1_agent_proto_goTypes = []any{
 	(ElicitationPolicy)(0),      // 0: agentd.v1.ElicitationPolicy
 	(MCPStrategy)(0),            // 1: agentd.v1.MCPStrategy
@@ -1433,44 +1534,46 @@ var file_agentd_v1_agent_proto_goTypes = []any{
 	(GrantType)(0),              // 4: agentd.v1.GrantType
 	(ApprovalMode)(0),           // 5: agentd.v1.ApprovalMode
 	(*Agent)(nil),               // 6: agentd.v1.Agent
-	(*MCPServer)(nil),           // 7: agentd.v1.MCPServer
-	(*Sampling)(nil),            // 8: agentd.v1.Sampling
-	(*OAuthClient)(nil),         // 9: agentd.v1.OAuthClient
-	(*IdentityProvider)(nil),    // 10: agentd.v1.IdentityProvider
-	(*ApprovalPolicy)(nil),      // 11: agentd.v1.ApprovalPolicy
-	(*ToolNames)(nil),           // 12: agentd.v1.ToolNames
-	(*FunctionTool)(nil),        // 13: agentd.v1.FunctionTool
-	nil,                         // 14: agentd.v1.MCPServer.HeadersEntry
-	nil,                         // 15: agentd.v1.MCPServer.EnvEntry
-	(*structpb.Struct)(nil),     // 16: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
+	(*ContextPolicy)(nil),       // 7: agentd.v1.ContextPolicy
+	(*MCPServer)(nil),           // 8: agentd.v1.MCPServer
+	(*Sampling)(nil),            // 9: agentd.v1.Sampling
+	(*OAuthClient)(nil),         // 10: agentd.v1.OAuthClient
+	(*IdentityProvider)(nil),    // 11: agentd.v1.IdentityProvider
+	(*ApprovalPolicy)(nil),      // 12: agentd.v1.ApprovalPolicy
+	(*ToolNames)(nil),           // 13: agentd.v1.ToolNames
+	(*FunctionTool)(nil),        // 14: agentd.v1.FunctionTool
+	nil,                         // 15: agentd.v1.MCPServer.HeadersEntry
+	nil,                         // 16: agentd.v1.MCPServer.EnvEntry
+	(*structpb.Struct)(nil),     // 17: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
 }
 var file_agentd_v1_agent_proto_depIdxs = []int32{
-	13, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
-	7,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
+	14, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
+	8,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
 	1,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
-	16, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
+	17, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
 	2,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
 	0,  // 5: agentd.v1.Agent.elicitation:type_name -> agentd.v1.ElicitationPolicy
-	14, // 6: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
-	17, // 7: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
-	15, // 8: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
-	17, // 9: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
-	11, // 10: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
-	9,  // 11: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
-	8,  // 12: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
-	3,  // 13: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
-	4,  // 14: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
-	10, // 15: agentd.v1.OAuthClient.identity_provider:type_name -> agentd.v1.IdentityProvider
-	5,  // 16: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
-	12, // 17: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
-	12, // 18: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
-	16, // 19: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	7,  // 6: agentd.v1.Agent.context:type_name -> agentd.v1.ContextPolicy
+	15, // 7: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
+	18, // 8: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
+	16, // 9: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
+	18, // 10: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
+	12, // 11: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
+	10, // 12: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
+	9,  // 13: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
+	3,  // 14: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
+	4,  // 15: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
+	11, // 16: agentd.v1.OAuthClient.identity_provider:type_name -> agentd.v1.IdentityProvider
+	5,  // 17: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
+	13, // 18: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
+	13, // 19: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
+	17, // 20: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_proto_init() }
@@ -1479,7 +1582,7 @@ func file_agentd_v1_agent_proto_init() {
 		return
 	}
 	file_agentd_v1_agent_proto_msgTypes[0].OneofWrappers = []any{}
-	file_agentd_v1_agent_proto_msgTypes[1].OneofWrappers = []any{
+	file_agentd_v1_agent_proto_msgTypes[2].OneofWrappers = []any{
 		(*MCPServer_Url)(nil),
 		(*MCPServer_Command)(nil),
 		(*MCPServer_Ref)(nil),
@@ -1490,7 +1593,7 @@ func file_agentd_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_proto_rawDesc), len(file_agentd_v1_agent_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -825,7 +825,24 @@ type StartGeneration struct {
 	// of MCP servers are kept per tenant, end user and server: a later
 	// generation for the same end user reuses them. Empty: the caller's
 	// authenticated principal, or, without one, the tenant's shared tokens.
-	EndUser       string `protobuf:"bytes,5,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	EndUser string `protobuf:"bytes,5,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	// Run on this thread of the caller's tenant: the conversation is the
+	// thread's items followed by messages (which may then hold only the new
+	// user message), and when the generation completes, messages and what
+	// it added are appended to the thread, once, atomically with its end.
+	// An unknown thread is NOT_FOUND.
+	ThreadId string `protobuf:"bytes,6,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// Continue from a generation of the caller's tenant that completed
+	// (OpenAI's previous_response_id): its thread when it was the last to
+	// append to it, else a new thread holding its whole conversation (a
+	// fork, when it ran on a thread). Exclusive with thread_id.
+	PreviousGenerationId string `protobuf:"bytes,7,opt,name=previous_generation_id,json=previousGenerationId,proto3" json:"previous_generation_id,omitempty"`
+	// What this start does while another generation holds the thread.
+	// Unspecified: REJECT.
+	Multitask Multitask `protobuf:"varint,8,opt,name=multitask,proto3,enum=agentd.v1.Multitask" json:"multitask,omitempty"`
+	// What the thread keeps of this generation if it fails or is
+	// cancelled. Unspecified: DISCARD.
+	OnFailure     OnFailure `protobuf:"varint,9,opt,name=on_failure,json=onFailure,proto3,enum=agentd.v1.OnFailure" json:"on_failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -893,6 +910,34 @@ func (x *StartGeneration) GetEndUser() string {
 		return x.EndUser
 	}
 	return ""
+}
+
+func (x *StartGeneration) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *StartGeneration) GetPreviousGenerationId() string {
+	if x != nil {
+		return x.PreviousGenerationId
+	}
+	return ""
+}
+
+func (x *StartGeneration) GetMultitask() Multitask {
+	if x != nil {
+		return x.Multitask
+	}
+	return Multitask_MULTITASK_UNSPECIFIED
+}
+
+func (x *StartGeneration) GetOnFailure() OnFailure {
+	if x != nil {
+		return x.OnFailure
+	}
+	return OnFailure_ON_FAILURE_UNSPECIFIED
 }
 
 // ResumeGeneration continues a paused generation.
@@ -1558,7 +1603,10 @@ type GenerationStarted struct {
 	// died: it continues from its last checkpoint. Its tools were
 	// listed again, and what follows may withdraw a cut-short model turn
 	// (turn_withdrawn) or report calls of unknown outcome.
-	Adopted       bool `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	Adopted bool `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	// The thread the generation runs on (StartGeneration.thread_id, or the
+	// one previous_generation_id led to).
+	ThreadId      string `protobuf:"bytes,6,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1626,6 +1674,13 @@ func (x *GenerationStarted) GetAdopted() bool {
 		return x.Adopted
 	}
 	return false
+}
+
+func (x *GenerationStarted) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
 }
 
 // ServerPlacement says where one MCP server runs.
@@ -2758,7 +2813,10 @@ type Usage struct {
 	Repeated bool `protobuf:"varint,7,opt,name=repeated,proto3" json:"repeated,omitempty"`
 	// Why the model turn stopped (TOOL_USE when it called tools);
 	// unspecified in a total.
-	StopReason    StopReason `protobuf:"varint,8,opt,name=stop_reason,json=stopReason,proto3,enum=agentd.v1.StopReason" json:"stop_reason,omitempty"`
+	StopReason StopReason `protobuf:"varint,8,opt,name=stop_reason,json=stopReason,proto3,enum=agentd.v1.StopReason" json:"stop_reason,omitempty"`
+	// What the agent's context policy left out of this turn's request to
+	// fit the model's window; absent when it sent the whole conversation.
+	Context       *ContextTrim `protobuf:"bytes,9,opt,name=context,proto3" json:"context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2849,6 +2907,105 @@ func (x *Usage) GetStopReason() StopReason {
 	return StopReason_STOP_REASON_UNSPECIFIED
 }
 
+func (x *Usage) GetContext() *ContextTrim {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+// ContextTrim says what a model turn's request left out of the
+// conversation.
+type ContextTrim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The estimated input tokens of the whole conversation, and of what was
+	// sent, and the budget it was fitted to (Agent.context).
+	ConversationTokens int64 `protobuf:"varint,1,opt,name=conversation_tokens,json=conversationTokens,proto3" json:"conversation_tokens,omitempty"`
+	SentTokens         int64 `protobuf:"varint,2,opt,name=sent_tokens,json=sentTokens,proto3" json:"sent_tokens,omitempty"`
+	BudgetTokens       int64 `protobuf:"varint,3,opt,name=budget_tokens,json=budgetTokens,proto3" json:"budget_tokens,omitempty"`
+	// Tool results whose output was replaced by a short note.
+	ResultsElided int32 `protobuf:"varint,4,opt,name=results_elided,json=resultsElided,proto3" json:"results_elided,omitempty"`
+	// Messages left out whole (the oldest turns).
+	MessagesDropped int32 `protobuf:"varint,5,opt,name=messages_dropped,json=messagesDropped,proto3" json:"messages_dropped,omitempty"`
+	// The budget could not be met even so: what remains is the last user
+	// message and what followed it.
+	OverBudget    bool `protobuf:"varint,6,opt,name=over_budget,json=overBudget,proto3" json:"over_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextTrim) Reset() {
+	*x = ContextTrim{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextTrim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextTrim) ProtoMessage() {}
+
+func (x *ContextTrim) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextTrim.ProtoReflect.Descriptor instead.
+func (*ContextTrim) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ContextTrim) GetConversationTokens() int64 {
+	if x != nil {
+		return x.ConversationTokens
+	}
+	return 0
+}
+
+func (x *ContextTrim) GetSentTokens() int64 {
+	if x != nil {
+		return x.SentTokens
+	}
+	return 0
+}
+
+func (x *ContextTrim) GetBudgetTokens() int64 {
+	if x != nil {
+		return x.BudgetTokens
+	}
+	return 0
+}
+
+func (x *ContextTrim) GetResultsElided() int32 {
+	if x != nil {
+		return x.ResultsElided
+	}
+	return 0
+}
+
+func (x *ContextTrim) GetMessagesDropped() int32 {
+	if x != nil {
+		return x.MessagesDropped
+	}
+	return 0
+}
+
+func (x *ContextTrim) GetOverBudget() bool {
+	if x != nil {
+		return x.OverBudget
+	}
+	return false
+}
+
 // Warning says what went wrong without stopping the generation.
 type Warning struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2867,7 +3024,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +3036,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +3049,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Warning) GetCode() string {
@@ -2941,7 +3098,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3110,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3123,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -3016,7 +3173,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3185,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3198,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -3108,7 +3265,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3277,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3290,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -3191,7 +3348,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3360,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3373,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -3259,7 +3416,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3428,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3441,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -3354,7 +3511,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3523,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3536,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -3399,7 +3556,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3568,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3581,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -3450,7 +3607,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3619,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3632,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -3513,7 +3670,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3682,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3695,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -3587,13 +3744,15 @@ type Generation struct {
 	// beside approval_requests and function_calls.
 	AuthorizationRequests []*AuthorizationRequest `protobuf:"bytes,14,rep,name=authorization_requests,json=authorizationRequests,proto3" json:"authorization_requests,omitempty"`
 	InputRequests         []*InputRequest         `protobuf:"bytes,15,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The thread it runs on; empty for none.
+	ThreadId      string `protobuf:"bytes,16,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3605,7 +3764,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3618,7 +3777,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -3726,6 +3885,13 @@ func (x *Generation) GetInputRequests() []*InputRequest {
 	return nil
 }
 
+func (x *Generation) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
 // CreateGenerationRequest starts a generation detached.
 type CreateGenerationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3738,7 +3904,7 @@ type CreateGenerationRequest struct {
 
 func (x *CreateGenerationRequest) Reset() {
 	*x = CreateGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +3916,7 @@ func (x *CreateGenerationRequest) String() string {
 func (*CreateGenerationRequest) ProtoMessage() {}
 
 func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +3929,7 @@ func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CreateGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateGenerationRequest) GetStart() *StartGeneration {
@@ -3787,7 +3953,7 @@ type CreateGenerationResponse struct {
 
 func (x *CreateGenerationResponse) Reset() {
 	*x = CreateGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +3965,7 @@ func (x *CreateGenerationResponse) String() string {
 func (*CreateGenerationResponse) ProtoMessage() {}
 
 func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +3978,7 @@ func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CreateGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateGenerationResponse) GetGenerationId() string {
@@ -3842,7 +4008,7 @@ type FollowGenerationRequest struct {
 
 func (x *FollowGenerationRequest) Reset() {
 	*x = FollowGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +4020,7 @@ func (x *FollowGenerationRequest) String() string {
 func (*FollowGenerationRequest) ProtoMessage() {}
 
 func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,7 +4033,7 @@ func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationRequest.ProtoReflect.Descriptor instead.
 func (*FollowGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FollowGenerationRequest) GetGenerationId() string {
@@ -3895,7 +4061,7 @@ type FollowGenerationResponse struct {
 
 func (x *FollowGenerationResponse) Reset() {
 	*x = FollowGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4073,7 @@ func (x *FollowGenerationResponse) String() string {
 func (*FollowGenerationResponse) ProtoMessage() {}
 
 func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4086,7 @@ func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationResponse.ProtoReflect.Descriptor instead.
 func (*FollowGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FollowGenerationResponse) GetEvent() *GenerateResponse {
@@ -3944,7 +4110,7 @@ type StreamGenerationEventsRequest struct {
 
 func (x *StreamGenerationEventsRequest) Reset() {
 	*x = StreamGenerationEventsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4122,7 @@ func (x *StreamGenerationEventsRequest) String() string {
 func (*StreamGenerationEventsRequest) ProtoMessage() {}
 
 func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4135,7 @@ func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamGenerationEventsRequest) GetGenerationId() string {
@@ -3998,7 +4164,7 @@ type StreamGenerationEventsResponse struct {
 
 func (x *StreamGenerationEventsResponse) Reset() {
 	*x = StreamGenerationEventsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4010,7 +4176,7 @@ func (x *StreamGenerationEventsResponse) String() string {
 func (*StreamGenerationEventsResponse) ProtoMessage() {}
 
 func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4023,7 +4189,7 @@ func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamGenerationEventsResponse) GetChunk() *httpbody.HttpBody {
@@ -4051,7 +4217,7 @@ type DecideRequestsRequest struct {
 
 func (x *DecideRequestsRequest) Reset() {
 	*x = DecideRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4229,7 @@ func (x *DecideRequestsRequest) String() string {
 func (*DecideRequestsRequest) ProtoMessage() {}
 
 func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4242,7 @@ func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DecideRequestsRequest) GetGenerationId() string {
@@ -4121,7 +4287,7 @@ type DecideRequestsResponse struct {
 
 func (x *DecideRequestsResponse) Reset() {
 	*x = DecideRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4133,7 +4299,7 @@ func (x *DecideRequestsResponse) String() string {
 func (*DecideRequestsResponse) ProtoMessage() {}
 
 func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4146,7 +4312,7 @@ func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsResponse.ProtoReflect.Descriptor instead.
 func (*DecideRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DecideRequestsResponse) GetDecisions() []*ApprovalDecided {
@@ -4188,7 +4354,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4366,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4379,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ApprovalDecided) GetRequestId() string {
@@ -4288,7 +4454,7 @@ type ListPendingRequestsRequest struct {
 
 func (x *ListPendingRequestsRequest) Reset() {
 	*x = ListPendingRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4466,7 @@ func (x *ListPendingRequestsRequest) String() string {
 func (*ListPendingRequestsRequest) ProtoMessage() {}
 
 func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4479,7 @@ func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListPendingRequestsRequest) GetKinds() []PendingRequestKind {
@@ -4371,7 +4537,7 @@ type ListPendingRequestsResponse struct {
 
 func (x *ListPendingRequestsResponse) Reset() {
 	*x = ListPendingRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4383,7 +4549,7 @@ func (x *ListPendingRequestsResponse) String() string {
 func (*ListPendingRequestsResponse) ProtoMessage() {}
 
 func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4396,7 +4562,7 @@ func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPendingRequestsResponse) GetRequests() []*PendingRequest {
@@ -4449,7 +4615,7 @@ type PendingRequest struct {
 
 func (x *PendingRequest) Reset() {
 	*x = PendingRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4627,7 @@ func (x *PendingRequest) String() string {
 func (*PendingRequest) ProtoMessage() {}
 
 func (x *PendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4640,7 @@ func (x *PendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingRequest.ProtoReflect.Descriptor instead.
 func (*PendingRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PendingRequest) GetGenerationId() string {
@@ -4615,7 +4781,7 @@ var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x04\n" +
+	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x04\n" +
 	"\x0fGenerateRequest\x122\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationH\x00R\x05start\x125\n" +
 	"\x06resume\x18\x02 \x01(\v2\x1b.agentd.v1.ResumeGenerationH\x00R\x06resume\x12J\n" +
@@ -4628,13 +4794,18 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x04kind\"^\n" +
 	"\x10AttachGeneration\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
-	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\xde\x01\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\x9a\x03\n" +
 	"\x0fStartGeneration\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12@\n" +
 	"\x0eanswer_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\x12\x16\n" +
 	"\x06detach\x18\x04 \x01(\bR\x06detach\x12\x19\n" +
-	"\bend_user\x18\x05 \x01(\tR\aendUser\"\xd1\x03\n" +
+	"\bend_user\x18\x05 \x01(\tR\aendUser\x12\x1b\n" +
+	"\tthread_id\x18\x06 \x01(\tR\bthreadId\x124\n" +
+	"\x16previous_generation_id\x18\a \x01(\tR\x14previousGenerationId\x122\n" +
+	"\tmultitask\x18\b \x01(\x0e2\x14.agentd.v1.MultitaskR\tmultitask\x123\n" +
+	"\n" +
+	"on_failure\x18\t \x01(\x0e2\x14.agentd.v1.OnFailureR\tonFailure\"\xd1\x03\n" +
 	"\x10ResumeGeneration\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12&\n" +
 	"\x05agent\x18\x02 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12J\n" +
@@ -4675,13 +4846,14 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\awarning\x18\x10 \x01(\v2\x12.agentd.v1.WarningH\x00R\awarning\x12G\n" +
 	"\x10approval_decided\x18\x11 \x01(\v2\x1a.agentd.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
-	"\x05event\"\xcd\x01\n" +
+	"\x05event\"\xea\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x124\n" +
 	"\aservers\x18\x02 \x03(\v2\x1a.agentd.v1.ServerPlacementR\aservers\x12)\n" +
 	"\x05tools\x18\x03 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\x12\x18\n" +
 	"\aresumed\x18\x04 \x01(\bR\aresumed\x12\x18\n" +
-	"\aadopted\x18\x05 \x01(\bR\aadopted\"\x8d\x01\n" +
+	"\aadopted\x18\x05 \x01(\bR\aadopted\x12\x1b\n" +
+	"\tthread_id\x18\x06 \x01(\tR\bthreadId\"\x8d\x01\n" +
 	"\x0fServerPlacement\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\tplacement\x18\x02 \x01(\x0e2\x14.agentd.v1.PlacementR\tplacement\x122\n" +
@@ -4768,7 +4940,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\fFunctionCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"\xd3\x02\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\x85\x03\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x125\n" +
@@ -4778,7 +4950,17 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x04turn\x18\x06 \x01(\x05R\x04turn\x12\x1a\n" +
 	"\brepeated\x18\a \x01(\bR\brepeated\x126\n" +
 	"\vstop_reason\x18\b \x01(\x0e2\x15.agentd.v1.StopReasonR\n" +
-	"stopReason\"u\n" +
+	"stopReason\x120\n" +
+	"\acontext\x18\t \x01(\v2\x16.agentd.v1.ContextTrimR\acontext\"\xf7\x01\n" +
+	"\vContextTrim\x12/\n" +
+	"\x13conversation_tokens\x18\x01 \x01(\x03R\x12conversationTokens\x12\x1f\n" +
+	"\vsent_tokens\x18\x02 \x01(\x03R\n" +
+	"sentTokens\x12#\n" +
+	"\rbudget_tokens\x18\x03 \x01(\x03R\fbudgetTokens\x12%\n" +
+	"\x0eresults_elided\x18\x04 \x01(\x05R\rresultsElided\x12)\n" +
+	"\x10messages_dropped\x18\x05 \x01(\x05R\x0fmessagesDropped\x12\x1f\n" +
+	"\vover_budget\x18\x06 \x01(\bR\n" +
+	"overBudget\"u\n" +
 	"\aWarning\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
@@ -4831,7 +5013,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"z\n" +
 	"\x17ListGenerationsResponse\x127\n" +
 	"\vgenerations\x18\x01 \x03(\v2\x15.agentd.v1.GenerationR\vgenerations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb1\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xce\x06\n" +
 	"\n" +
 	"Generation\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x120\n" +
@@ -4854,7 +5036,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"error_code\x18\f \x01(\x05R\terrorCode\x12#\n" +
 	"\rerror_message\x18\r \x01(\tR\ferrorMessage\x12V\n" +
 	"\x16authorization_requests\x18\x0e \x03(\v2\x1f.agentd.v1.AuthorizationRequestR\x15authorizationRequests\x12>\n" +
-	"\x0einput_requests\x18\x0f \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\"K\n" +
+	"\x0einput_requests\x18\x0f \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\x12\x1b\n" +
+	"\tthread_id\x18\x10 \x01(\tR\bthreadId\"K\n" +
 	"\x17CreateGenerationRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationR\x05start\"f\n" +
 	"\x18CreateGenerationResponse\x12#\n" +
@@ -4970,7 +5153,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x1dPENDING_REQUEST_KIND_APPROVAL\x10\x01\x12&\n" +
 	"\"PENDING_REQUEST_KIND_AUTHORIZATION\x10\x02\x12\x1e\n" +
 	"\x1aPENDING_REQUEST_KIND_INPUT\x10\x03\x12&\n" +
-	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xb6\b\n" +
+	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xc7\x0e\n" +
 	"\fAgentService\x12G\n" +
 	"\bGenerate\x12\x1a.agentd.v1.GenerateRequest\x1a\x1b.agentd.v1.GenerateResponse(\x010\x01\x12X\n" +
 	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/preview\x12{\n" +
@@ -4980,7 +5163,15 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x10FollowGeneration\x12\".agentd.v1.FollowGenerationRequest\x1a#.agentd.v1.FollowGenerationResponse0\x01\x12\xa6\x01\n" +
 	"\x16StreamGenerationEvents\x12(.agentd.v1.StreamGenerationEventsRequest\x1a).agentd.v1.StreamGenerationEventsResponse\"5\x82\xd3\xe4\x93\x02/b\x05chunk\x12&/v1/generations/{generation_id}/events0\x01\x12\x88\x01\n" +
 	"\x0eDecideRequests\x12 .agentd.v1.DecideRequestsRequest\x1a!.agentd.v1.DecideRequestsResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/generations/{generation_id}:decide\x12\x82\x01\n" +
-	"\x13ListPendingRequests\x12%.agentd.v1.ListPendingRequestsRequest\x1a&.agentd.v1.ListPendingRequestsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/pending-requestsB\x9b\x01\n" +
+	"\x13ListPendingRequests\x12%.agentd.v1.ListPendingRequestsRequest\x1a&.agentd.v1.ListPendingRequestsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/pending-requests\x12g\n" +
+	"\fCreateThread\x12\x1e.agentd.v1.CreateThreadRequest\x1a\x1f.agentd.v1.CreateThreadResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/threads\x12g\n" +
+	"\tGetThread\x12\x1b.agentd.v1.GetThreadRequest\x1a\x1c.agentd.v1.GetThreadResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/threads/{thread_id}\x12a\n" +
+	"\vListThreads\x12\x1d.agentd.v1.ListThreadsRequest\x1a\x1e.agentd.v1.ListThreadsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/threads\x12\x7f\n" +
+	"\x0fListThreadItems\x12!.agentd.v1.ListThreadItemsRequest\x1a\".agentd.v1.ListThreadItemsResponse\"%\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/threads/{thread_id}/items\x12s\n" +
+	"\fUpdateThread\x12\x1e.agentd.v1.UpdateThreadRequest\x1a\x1f.agentd.v1.UpdateThreadResponse\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*2\x17/v1/threads/{thread_id}\x12p\n" +
+	"\fDeleteThread\x12\x1e.agentd.v1.DeleteThreadRequest\x1a\x1f.agentd.v1.DeleteThreadResponse\"\x1f\x82\xd3\xe4\x93\x02\x19*\x17/v1/threads/{thread_id}\x12r\n" +
+	"\n" +
+	"ForkThread\x12\x1c.agentd.v1.ForkThreadRequest\x1a\x1d.agentd.v1.ForkThreadResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/threads/{thread_id}:forkB\x9b\x01\n" +
 	"\rcom.agentd.v1B\x11AgentServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -4997,7 +5188,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                         // 0: agentd.v1.Placement
 	(Transport)(0),                         // 1: agentd.v1.Transport
@@ -5032,37 +5223,54 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*SamplingMessage)(nil),                // 30: agentd.v1.SamplingMessage
 	(*FunctionCall)(nil),                   // 31: agentd.v1.FunctionCall
 	(*Usage)(nil),                          // 32: agentd.v1.Usage
-	(*Warning)(nil),                        // 33: agentd.v1.Warning
-	(*TurnWithdrawn)(nil),                  // 34: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),               // 35: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),            // 36: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),                 // 37: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),                // 38: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),           // 39: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),          // 40: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),         // 41: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil),        // 42: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),                     // 43: agentd.v1.Generation
-	(*CreateGenerationRequest)(nil),        // 44: agentd.v1.CreateGenerationRequest
-	(*CreateGenerationResponse)(nil),       // 45: agentd.v1.CreateGenerationResponse
-	(*FollowGenerationRequest)(nil),        // 46: agentd.v1.FollowGenerationRequest
-	(*FollowGenerationResponse)(nil),       // 47: agentd.v1.FollowGenerationResponse
-	(*StreamGenerationEventsRequest)(nil),  // 48: agentd.v1.StreamGenerationEventsRequest
-	(*StreamGenerationEventsResponse)(nil), // 49: agentd.v1.StreamGenerationEventsResponse
-	(*DecideRequestsRequest)(nil),          // 50: agentd.v1.DecideRequestsRequest
-	(*DecideRequestsResponse)(nil),         // 51: agentd.v1.DecideRequestsResponse
-	(*ApprovalDecided)(nil),                // 52: agentd.v1.ApprovalDecided
-	(*ListPendingRequestsRequest)(nil),     // 53: agentd.v1.ListPendingRequestsRequest
-	(*ListPendingRequestsResponse)(nil),    // 54: agentd.v1.ListPendingRequestsResponse
-	(*PendingRequest)(nil),                 // 55: agentd.v1.PendingRequest
-	(*Agent)(nil),                          // 56: agentd.v1.Agent
-	(*Message)(nil),                        // 57: agentd.v1.Message
-	(*durationpb.Duration)(nil),            // 58: google.protobuf.Duration
-	(*ProviderToolCall)(nil),               // 59: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),                // 60: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 61: google.protobuf.Timestamp
-	(*FunctionTool)(nil),                   // 62: agentd.v1.FunctionTool
-	(*httpbody.HttpBody)(nil),              // 63: google.api.HttpBody
+	(*ContextTrim)(nil),                    // 33: agentd.v1.ContextTrim
+	(*Warning)(nil),                        // 34: agentd.v1.Warning
+	(*TurnWithdrawn)(nil),                  // 35: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),               // 36: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),            // 37: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),                 // 38: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),                // 39: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),           // 40: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),          // 41: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),         // 42: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil),        // 43: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),                     // 44: agentd.v1.Generation
+	(*CreateGenerationRequest)(nil),        // 45: agentd.v1.CreateGenerationRequest
+	(*CreateGenerationResponse)(nil),       // 46: agentd.v1.CreateGenerationResponse
+	(*FollowGenerationRequest)(nil),        // 47: agentd.v1.FollowGenerationRequest
+	(*FollowGenerationResponse)(nil),       // 48: agentd.v1.FollowGenerationResponse
+	(*StreamGenerationEventsRequest)(nil),  // 49: agentd.v1.StreamGenerationEventsRequest
+	(*StreamGenerationEventsResponse)(nil), // 50: agentd.v1.StreamGenerationEventsResponse
+	(*DecideRequestsRequest)(nil),          // 51: agentd.v1.DecideRequestsRequest
+	(*DecideRequestsResponse)(nil),         // 52: agentd.v1.DecideRequestsResponse
+	(*ApprovalDecided)(nil),                // 53: agentd.v1.ApprovalDecided
+	(*ListPendingRequestsRequest)(nil),     // 54: agentd.v1.ListPendingRequestsRequest
+	(*ListPendingRequestsResponse)(nil),    // 55: agentd.v1.ListPendingRequestsResponse
+	(*PendingRequest)(nil),                 // 56: agentd.v1.PendingRequest
+	(*Agent)(nil),                          // 57: agentd.v1.Agent
+	(*Message)(nil),                        // 58: agentd.v1.Message
+	(*durationpb.Duration)(nil),            // 59: google.protobuf.Duration
+	(Multitask)(0),                         // 60: agentd.v1.Multitask
+	(OnFailure)(0),                         // 61: agentd.v1.OnFailure
+	(*ProviderToolCall)(nil),               // 62: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),                // 63: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 64: google.protobuf.Timestamp
+	(*FunctionTool)(nil),                   // 65: agentd.v1.FunctionTool
+	(*httpbody.HttpBody)(nil),              // 66: google.api.HttpBody
+	(*CreateThreadRequest)(nil),            // 67: agentd.v1.CreateThreadRequest
+	(*GetThreadRequest)(nil),               // 68: agentd.v1.GetThreadRequest
+	(*ListThreadsRequest)(nil),             // 69: agentd.v1.ListThreadsRequest
+	(*ListThreadItemsRequest)(nil),         // 70: agentd.v1.ListThreadItemsRequest
+	(*UpdateThreadRequest)(nil),            // 71: agentd.v1.UpdateThreadRequest
+	(*DeleteThreadRequest)(nil),            // 72: agentd.v1.DeleteThreadRequest
+	(*ForkThreadRequest)(nil),              // 73: agentd.v1.ForkThreadRequest
+	(*CreateThreadResponse)(nil),           // 74: agentd.v1.CreateThreadResponse
+	(*GetThreadResponse)(nil),              // 75: agentd.v1.GetThreadResponse
+	(*ListThreadsResponse)(nil),            // 76: agentd.v1.ListThreadsResponse
+	(*ListThreadItemsResponse)(nil),        // 77: agentd.v1.ListThreadItemsResponse
+	(*UpdateThreadResponse)(nil),           // 78: agentd.v1.UpdateThreadResponse
+	(*DeleteThreadResponse)(nil),           // 79: agentd.v1.DeleteThreadResponse
+	(*ForkThreadResponse)(nil),             // 80: agentd.v1.ForkThreadResponse
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -5073,120 +5281,137 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
 	25,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
 	27,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	56,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	57,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	58,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	56,  // 11: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
-	13,  // 12: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	14,  // 13: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	58,  // 14: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	25,  // 15: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	27,  // 16: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
-	17,  // 17: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
-	20,  // 18: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
-	21,  // 19: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	22,  // 20: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	28,  // 21: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	31,  // 22: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	32,  // 23: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	59,  // 24: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	35,  // 25: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	36,  // 26: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	34,  // 27: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
-	23,  // 28: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
-	24,  // 29: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 30: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
-	33,  // 31: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
-	52,  // 32: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
-	18,  // 33: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	19,  // 34: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,   // 35: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,   // 36: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,   // 37: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,   // 38: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,   // 39: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	58,  // 40: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	3,   // 41: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
-	4,   // 42: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	60,  // 43: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
-	5,   // 44: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	60,  // 45: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	29,  // 46: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
-	30,  // 47: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
-	6,   // 48: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
-	28,  // 49: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	31,  // 50: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	61,  // 51: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	24,  // 52: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 53: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	57,  // 54: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	57,  // 55: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	32,  // 56: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,   // 57: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	56,  // 58: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	57,  // 59: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	62,  // 60: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	18,  // 61: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	57,  // 62: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	60,  // 63: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	43,  // 64: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,   // 65: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	43,  // 66: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,   // 67: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	61,  // 68: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	61,  // 69: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	61,  // 70: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	28,  // 71: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	31,  // 72: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	61,  // 73: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	57,  // 74: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	32,  // 75: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	24,  // 76: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 77: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
-	11,  // 78: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
-	16,  // 79: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
-	63,  // 80: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
-	13,  // 81: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	25,  // 82: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	27,  // 83: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
-	52,  // 84: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
-	43,  // 85: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
-	8,   // 86: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
-	5,   // 87: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
-	61,  // 88: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
-	8,   // 89: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
-	55,  // 90: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
-	8,   // 91: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
-	28,  // 92: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
-	24,  // 93: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 94: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
-	31,  // 95: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
-	7,   // 96: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
-	61,  // 97: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
-	61,  // 98: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,   // 99: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	37,  // 100: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	39,  // 101: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	41,  // 102: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	44,  // 103: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
-	46,  // 104: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
-	48,  // 105: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
-	50,  // 106: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
-	53,  // 107: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
-	16,  // 108: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	38,  // 109: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	40,  // 110: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	42,  // 111: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	45,  // 112: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
-	47,  // 113: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
-	49,  // 114: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
-	51,  // 115: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
-	54,  // 116: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
-	108, // [108:117] is the sub-list for method output_type
-	99,  // [99:108] is the sub-list for method input_type
-	99,  // [99:99] is the sub-list for extension type_name
-	99,  // [99:99] is the sub-list for extension extendee
-	0,   // [0:99] is the sub-list for field type_name
+	57,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	58,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	59,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	60,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
+	61,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
+	57,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	13,  // 14: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	14,  // 15: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
+	59,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	25,  // 17: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	27,  // 18: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
+	17,  // 19: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
+	20,  // 20: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
+	21,  // 21: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	22,  // 22: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
+	28,  // 23: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	31,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	32,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	62,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	36,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	37,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	35,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	23,  // 30: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
+	24,  // 31: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 32: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
+	34,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
+	53,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
+	18,  // 35: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	19,  // 36: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,   // 37: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,   // 38: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,   // 39: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 40: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 41: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	59,  // 42: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	3,   // 43: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
+	4,   // 44: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
+	63,  // 45: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	5,   // 46: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
+	63,  // 47: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	29,  // 48: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
+	30,  // 49: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
+	6,   // 50: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
+	33,  // 51: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
+	28,  // 52: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	31,  // 53: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	64,  // 54: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	24,  // 55: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 56: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	58,  // 57: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	58,  // 58: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	32,  // 59: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,   // 60: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	57,  // 61: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	58,  // 62: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	65,  // 63: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	18,  // 64: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	58,  // 65: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	63,  // 66: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	44,  // 67: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,   // 68: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	44,  // 69: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,   // 70: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	64,  // 71: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 72: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	64,  // 73: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	28,  // 74: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	31,  // 75: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	64,  // 76: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	58,  // 77: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	32,  // 78: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	24,  // 79: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 80: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
+	11,  // 81: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
+	16,  // 82: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
+	66,  // 83: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
+	13,  // 84: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	25,  // 85: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	27,  // 86: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	53,  // 87: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	44,  // 88: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 89: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 90: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	64,  // 91: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 92: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	56,  // 93: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 94: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	28,  // 95: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	24,  // 96: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	26,  // 97: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	31,  // 98: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 99: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	64,  // 100: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	64,  // 101: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 102: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	38,  // 103: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	40,  // 104: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	42,  // 105: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	45,  // 106: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	47,  // 107: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	49,  // 108: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	51,  // 109: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	54,  // 110: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	67,  // 111: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
+	68,  // 112: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	69,  // 113: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	70,  // 114: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
+	71,  // 115: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
+	72,  // 116: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	73,  // 117: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
+	16,  // 118: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	39,  // 119: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	41,  // 120: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	43,  // 121: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	46,  // 122: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	48,  // 123: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	50,  // 124: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	52,  // 125: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	55,  // 126: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	74,  // 127: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
+	75,  // 128: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	76,  // 129: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	77,  // 130: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
+	78,  // 131: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
+	79,  // 132: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	80,  // 133: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
+	118, // [118:134] is the sub-list for method output_type
+	102, // [102:118] is the sub-list for method input_type
+	102, // [102:102] is the sub-list for extension type_name
+	102, // [102:102] is the sub-list for extension extendee
+	0,   // [0:102] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -5196,6 +5421,7 @@ func file_agentd_v1_agent_service_proto_init() {
 	}
 	file_agentd_v1_agent_proto_init()
 	file_agentd_v1_message_proto_init()
+	file_agentd_v1_thread_proto_init()
 	file_agentd_v1_agent_service_proto_msgTypes[0].OneofWrappers = []any{
 		(*GenerateRequest_Start)(nil),
 		(*GenerateRequest_Resume)(nil),
@@ -5224,7 +5450,7 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_Warning)(nil),
 		(*GenerateResponse_ApprovalDecided)(nil),
 	}
-	file_agentd_v1_agent_service_proto_msgTypes[46].OneofWrappers = []any{
+	file_agentd_v1_agent_service_proto_msgTypes[47].OneofWrappers = []any{
 		(*PendingRequest_Approval)(nil),
 		(*PendingRequest_Authorization)(nil),
 		(*PendingRequest_Input)(nil),
@@ -5236,7 +5462,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

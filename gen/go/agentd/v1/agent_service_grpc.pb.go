@@ -28,6 +28,13 @@ const (
 	AgentService_StreamGenerationEvents_FullMethodName = "/agentd.v1.AgentService/StreamGenerationEvents"
 	AgentService_DecideRequests_FullMethodName         = "/agentd.v1.AgentService/DecideRequests"
 	AgentService_ListPendingRequests_FullMethodName    = "/agentd.v1.AgentService/ListPendingRequests"
+	AgentService_CreateThread_FullMethodName           = "/agentd.v1.AgentService/CreateThread"
+	AgentService_GetThread_FullMethodName              = "/agentd.v1.AgentService/GetThread"
+	AgentService_ListThreads_FullMethodName            = "/agentd.v1.AgentService/ListThreads"
+	AgentService_ListThreadItems_FullMethodName        = "/agentd.v1.AgentService/ListThreadItems"
+	AgentService_UpdateThread_FullMethodName           = "/agentd.v1.AgentService/UpdateThread"
+	AgentService_DeleteThread_FullMethodName           = "/agentd.v1.AgentService/DeleteThread"
+	AgentService_ForkThread_FullMethodName             = "/agentd.v1.AgentService/ForkThread"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -115,6 +122,33 @@ type AgentServiceClient interface {
 	// what an approval inbox shows. It needs the role "generate" or
 	// "approve".
 	ListPendingRequests(ctx context.Context, in *ListPendingRequestsRequest, opts ...grpc.CallOption) (*ListPendingRequestsResponse, error)
+	// CreateThread creates a thread of the caller's tenant, empty or with
+	// the messages given: a conversation agentd remembers. RESOURCE_EXHAUSTED
+	// with a QuotaFailure beyond the tenant's max_threads. Threads need the
+	// durable record (FAILED_PRECONDITION without one), like every thread
+	// method.
+	CreateThread(ctx context.Context, in *CreateThreadRequest, opts ...grpc.CallOption) (*CreateThreadResponse, error)
+	// GetThread returns one of the caller's tenant's threads; another
+	// tenant's is NOT_FOUND, like one that never existed.
+	GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error)
+	// ListThreads returns a page of the caller's tenant's threads, most
+	// recently changed first, optionally only those whose metadata has the
+	// given entries.
+	ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error)
+	// ListThreadItems returns a page of a thread's items, oldest or newest
+	// first.
+	ListThreadItems(ctx context.Context, in *ListThreadItemsRequest, opts ...grpc.CallOption) (*ListThreadItemsResponse, error)
+	// UpdateThread changes a thread's metadata or expiry; its items are
+	// never rewritten.
+	UpdateThread(ctx context.Context, in *UpdateThreadRequest, opts ...grpc.CallOption) (*UpdateThreadResponse, error)
+	// DeleteThread deletes a thread for good: its items, and its
+	// generations with their stored conversations, checkpoints, event logs
+	// and requests; a generation of it that is running is cancelled first.
+	// Nothing of it can be read afterwards.
+	DeleteThread(ctx context.Context, in *DeleteThreadRequest, opts ...grpc.CallOption) (*DeleteThreadResponse, error)
+	// ForkThread creates a new thread holding a thread's items up to one of
+	// them; the two go their own ways after.
+	ForkThread(ctx context.Context, in *ForkThreadRequest, opts ...grpc.CallOption) (*ForkThreadResponse, error)
 }
 
 type agentServiceClient struct {
@@ -236,6 +270,76 @@ func (c *agentServiceClient) ListPendingRequests(ctx context.Context, in *ListPe
 	return out, nil
 }
 
+func (c *agentServiceClient) CreateThread(ctx context.Context, in *CreateThreadRequest, opts ...grpc.CallOption) (*CreateThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateThreadResponse)
+	err := c.cc.Invoke(ctx, AgentService_CreateThread_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetThreadResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetThread_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListThreadsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListThreads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListThreadItems(ctx context.Context, in *ListThreadItemsRequest, opts ...grpc.CallOption) (*ListThreadItemsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListThreadItemsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListThreadItems_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) UpdateThread(ctx context.Context, in *UpdateThreadRequest, opts ...grpc.CallOption) (*UpdateThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateThreadResponse)
+	err := c.cc.Invoke(ctx, AgentService_UpdateThread_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) DeleteThread(ctx context.Context, in *DeleteThreadRequest, opts ...grpc.CallOption) (*DeleteThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteThreadResponse)
+	err := c.cc.Invoke(ctx, AgentService_DeleteThread_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ForkThread(ctx context.Context, in *ForkThreadRequest, opts ...grpc.CallOption) (*ForkThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkThreadResponse)
+	err := c.cc.Invoke(ctx, AgentService_ForkThread_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -321,6 +425,33 @@ type AgentServiceServer interface {
 	// what an approval inbox shows. It needs the role "generate" or
 	// "approve".
 	ListPendingRequests(context.Context, *ListPendingRequestsRequest) (*ListPendingRequestsResponse, error)
+	// CreateThread creates a thread of the caller's tenant, empty or with
+	// the messages given: a conversation agentd remembers. RESOURCE_EXHAUSTED
+	// with a QuotaFailure beyond the tenant's max_threads. Threads need the
+	// durable record (FAILED_PRECONDITION without one), like every thread
+	// method.
+	CreateThread(context.Context, *CreateThreadRequest) (*CreateThreadResponse, error)
+	// GetThread returns one of the caller's tenant's threads; another
+	// tenant's is NOT_FOUND, like one that never existed.
+	GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error)
+	// ListThreads returns a page of the caller's tenant's threads, most
+	// recently changed first, optionally only those whose metadata has the
+	// given entries.
+	ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error)
+	// ListThreadItems returns a page of a thread's items, oldest or newest
+	// first.
+	ListThreadItems(context.Context, *ListThreadItemsRequest) (*ListThreadItemsResponse, error)
+	// UpdateThread changes a thread's metadata or expiry; its items are
+	// never rewritten.
+	UpdateThread(context.Context, *UpdateThreadRequest) (*UpdateThreadResponse, error)
+	// DeleteThread deletes a thread for good: its items, and its
+	// generations with their stored conversations, checkpoints, event logs
+	// and requests; a generation of it that is running is cancelled first.
+	// Nothing of it can be read afterwards.
+	DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error)
+	// ForkThread creates a new thread holding a thread's items up to one of
+	// them; the two go their own ways after.
+	ForkThread(context.Context, *ForkThreadRequest) (*ForkThreadResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -357,6 +488,27 @@ func (UnimplementedAgentServiceServer) DecideRequests(context.Context, *DecideRe
 }
 func (UnimplementedAgentServiceServer) ListPendingRequests(context.Context, *ListPendingRequestsRequest) (*ListPendingRequestsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPendingRequests not implemented")
+}
+func (UnimplementedAgentServiceServer) CreateThread(context.Context, *CreateThreadRequest) (*CreateThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateThread not implemented")
+}
+func (UnimplementedAgentServiceServer) GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetThread not implemented")
+}
+func (UnimplementedAgentServiceServer) ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListThreads not implemented")
+}
+func (UnimplementedAgentServiceServer) ListThreadItems(context.Context, *ListThreadItemsRequest) (*ListThreadItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListThreadItems not implemented")
+}
+func (UnimplementedAgentServiceServer) UpdateThread(context.Context, *UpdateThreadRequest) (*UpdateThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateThread not implemented")
+}
+func (UnimplementedAgentServiceServer) DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteThread not implemented")
+}
+func (UnimplementedAgentServiceServer) ForkThread(context.Context, *ForkThreadRequest) (*ForkThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkThread not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -516,6 +668,132 @@ func _AgentService_ListPendingRequests_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_CreateThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).CreateThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_CreateThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).CreateThread(ctx, req.(*CreateThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_GetThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetThread(ctx, req.(*GetThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListThreads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListThreadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListThreads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListThreads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListThreads(ctx, req.(*ListThreadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListThreadItems_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListThreadItemsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListThreadItems(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListThreadItems_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListThreadItems(ctx, req.(*ListThreadItemsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_UpdateThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).UpdateThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_UpdateThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).UpdateThread(ctx, req.(*UpdateThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_DeleteThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DeleteThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DeleteThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DeleteThread(ctx, req.(*DeleteThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ForkThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ForkThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ForkThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ForkThread(ctx, req.(*ForkThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -546,6 +824,34 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPendingRequests",
 			Handler:    _AgentService_ListPendingRequests_Handler,
+		},
+		{
+			MethodName: "CreateThread",
+			Handler:    _AgentService_CreateThread_Handler,
+		},
+		{
+			MethodName: "GetThread",
+			Handler:    _AgentService_GetThread_Handler,
+		},
+		{
+			MethodName: "ListThreads",
+			Handler:    _AgentService_ListThreads_Handler,
+		},
+		{
+			MethodName: "ListThreadItems",
+			Handler:    _AgentService_ListThreadItems_Handler,
+		},
+		{
+			MethodName: "UpdateThread",
+			Handler:    _AgentService_UpdateThread_Handler,
+		},
+		{
+			MethodName: "DeleteThread",
+			Handler:    _AgentService_DeleteThread_Handler,
+		},
+		{
+			MethodName: "ForkThread",
+			Handler:    _AgentService_ForkThread_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -30,7 +30,8 @@ TOOL_NAME_CONFLICT_REFUSE: ToolNameConflict
 TOOL_NAME_CONFLICT_UNSPECIFIED: ToolNameConflict
 
 class Agent(_message.Message):
-    __slots__ = ["elicitation", "instructions", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
+    __slots__ = ["context", "elicitation", "instructions", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +44,7 @@ class Agent(_message.Message):
     REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    context: ContextPolicy
     elicitation: ElicitationPolicy
     instructions: str
     max_tool_turns: int
@@ -55,7 +57,7 @@ class Agent(_message.Message):
     requires_approval: _containers.RepeatedScalarFieldContainer[str]
     tool_name_conflict: ToolNameConflict
     tools: _containers.RepeatedCompositeFieldContainer[FunctionTool]
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ..., elicitation: _Optional[_Union[ElicitationPolicy, str]] = ...) -> None: ...
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ..., elicitation: _Optional[_Union[ElicitationPolicy, str]] = ..., context: _Optional[_Union[ContextPolicy, _Mapping]] = ...) -> None: ...
 
 class ApprovalPolicy(_message.Message):
     __slots__ = ["always", "mode", "never"]
@@ -66,6 +68,18 @@ class ApprovalPolicy(_message.Message):
     mode: ApprovalMode
     never: ToolNames
     def __init__(self, mode: _Optional[_Union[ApprovalMode, str]] = ..., always: _Optional[_Union[ToolNames, _Mapping]] = ..., never: _Optional[_Union[ToolNames, _Mapping]] = ...) -> None: ...
+
+class ContextPolicy(_message.Message):
+    __slots__ = ["keep_first", "keep_tool_results", "max_input_tokens", "reserve_output_tokens"]
+    KEEP_FIRST_FIELD_NUMBER: _ClassVar[int]
+    KEEP_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    keep_first: bool
+    keep_tool_results: bool
+    max_input_tokens: int
+    reserve_output_tokens: int
+    def __init__(self, max_input_tokens: _Optional[int] = ..., reserve_output_tokens: _Optional[int] = ..., keep_first: bool = ..., keep_tool_results: bool = ...) -> None: ...
 
 class FunctionTool(_message.Message):
     __slots__ = ["description", "name", "parameters"]

@@ -1,5 +1,6 @@
 from agentd.v1 import agent_pb2 as _agent_pb2
 from agentd.v1 import message_pb2 as _message_pb2
+from agentd.v1 import thread_pb2 as _thread_pb2
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import httpbody_pb2 as _httpbody_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
@@ -138,6 +139,22 @@ class CancelGeneration(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class ContextTrim(_message.Message):
+    __slots__ = ["budget_tokens", "conversation_tokens", "messages_dropped", "over_budget", "results_elided", "sent_tokens"]
+    BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    OVER_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_ELIDED_FIELD_NUMBER: _ClassVar[int]
+    SENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    budget_tokens: int
+    conversation_tokens: int
+    messages_dropped: int
+    over_budget: bool
+    results_elided: int
+    sent_tokens: int
+    def __init__(self, conversation_tokens: _Optional[int] = ..., sent_tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., results_elided: _Optional[int] = ..., messages_dropped: _Optional[int] = ..., over_budget: bool = ...) -> None: ...
+
 class CreateGenerationRequest(_message.Message):
     __slots__ = ["start"]
     START_FIELD_NUMBER: _ClassVar[int]
@@ -265,7 +282,7 @@ class GenerateResponse(_message.Message):
     def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
-    __slots__ = ["approval_requests", "authorization_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "message", "state", "updated_at", "usage"]
+    __slots__ = ["approval_requests", "authorization_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "message", "state", "thread_id", "updated_at", "usage"]
     APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +296,7 @@ class Generation(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     approval_requests: _containers.RepeatedCompositeFieldContainer[ApprovalRequest]
@@ -294,9 +312,10 @@ class Generation(_message.Message):
     last_sequence: int
     message: _message_pb2.Message
     state: GenerationState
+    thread_id: str
     updated_at: _timestamp_pb2.Timestamp
     usage: Usage
-    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ..., thread_id: _Optional[str] = ...) -> None: ...
 
 class GenerationCompleted(_message.Message):
     __slots__ = ["generation_id", "message", "messages", "stop_reason", "tool_turns", "usage"]
@@ -331,18 +350,20 @@ class GenerationPaused(_message.Message):
     def __init__(self, generation_id: _Optional[str] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ...) -> None: ...
 
 class GenerationStarted(_message.Message):
-    __slots__ = ["adopted", "generation_id", "resumed", "servers", "tools"]
+    __slots__ = ["adopted", "generation_id", "resumed", "servers", "thread_id", "tools"]
     ADOPTED_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     adopted: bool
     generation_id: str
     resumed: bool
     servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
+    thread_id: str
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
-    def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ..., adopted: bool = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ..., adopted: bool = ..., thread_id: _Optional[str] = ...) -> None: ...
 
 class GetGenerationRequest(_message.Message):
     __slots__ = ["generation_id"]
@@ -537,18 +558,26 @@ class ServerPlacement(_message.Message):
     def __init__(self, name: _Optional[str] = ..., placement: _Optional[_Union[Placement, str]] = ..., transport: _Optional[_Union[Transport, str]] = ...) -> None: ...
 
 class StartGeneration(_message.Message):
-    __slots__ = ["agent", "answer_timeout", "detach", "end_user", "messages"]
+    __slots__ = ["agent", "answer_timeout", "detach", "end_user", "messages", "multitask", "on_failure", "previous_generation_id", "thread_id"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     ANSWER_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     DETACH_FIELD_NUMBER: _ClassVar[int]
     END_USER_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MULTITASK_FIELD_NUMBER: _ClassVar[int]
+    ON_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     agent: _agent_pb2.Agent
     answer_timeout: _duration_pb2.Duration
     detach: bool
     end_user: str
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
-    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detach: bool = ..., end_user: _Optional[str] = ...) -> None: ...
+    multitask: _thread_pb2.Multitask
+    on_failure: _thread_pb2.OnFailure
+    previous_generation_id: str
+    thread_id: str
+    def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., answer_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detach: bool = ..., end_user: _Optional[str] = ..., thread_id: _Optional[str] = ..., previous_generation_id: _Optional[str] = ..., multitask: _Optional[_Union[_thread_pb2.Multitask, str]] = ..., on_failure: _Optional[_Union[_thread_pb2.OnFailure, str]] = ...) -> None: ...
 
 class StreamGenerationEventsRequest(_message.Message):
     __slots__ = ["after", "generation_id"]
@@ -641,9 +670,10 @@ class TurnWithdrawn(_message.Message):
     def __init__(self, turn: _Optional[int] = ..., from_sequence: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "input_tokens", "output_tokens", "repeated", "stop_reason", "tool_schema_bytes", "turn"]
+    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "context", "input_tokens", "output_tokens", "repeated", "stop_reason", "tool_schema_bytes", "turn"]
     CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REPEATED_FIELD_NUMBER: _ClassVar[int]
@@ -652,13 +682,14 @@ class Usage(_message.Message):
     TURN_FIELD_NUMBER: _ClassVar[int]
     cache_read_input_tokens: int
     cache_write_input_tokens: int
+    context: ContextTrim
     input_tokens: int
     output_tokens: int
     repeated: bool
     stop_reason: StopReason
     tool_schema_bytes: int
     turn: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ..., repeated: bool = ..., stop_reason: _Optional[_Union[StopReason, str]] = ...) -> None: ...
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ..., repeated: bool = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., context: _Optional[_Union[ContextTrim, _Mapping]] = ...) -> None: ...
 
 class Warning(_message.Message):
     __slots__ = ["code", "message", "server_name", "tool_name"]

@@ -3,6 +3,7 @@
 import grpc
 
 from agentd.v1 import agent_service_pb2 as agentd_dot_v1_dot_agent__service__pb2
+from agentd.v1 import thread_pb2 as agentd_dot_v1_dot_thread__pb2
 
 
 class AgentServiceStub(object):
@@ -59,6 +60,41 @@ class AgentServiceStub(object):
                 '/agentd.v1.AgentService/ListPendingRequests',
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsResponse.FromString,
+                )
+        self.CreateThread = channel.unary_unary(
+                '/agentd.v1.AgentService/CreateThread',
+                request_serializer=agentd_dot_v1_dot_thread__pb2.CreateThreadRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_thread__pb2.CreateThreadResponse.FromString,
+                )
+        self.GetThread = channel.unary_unary(
+                '/agentd.v1.AgentService/GetThread',
+                request_serializer=agentd_dot_v1_dot_thread__pb2.GetThreadRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_thread__pb2.GetThreadResponse.FromString,
+                )
+        self.ListThreads = channel.unary_unary(
+                '/agentd.v1.AgentService/ListThreads',
+                request_serializer=agentd_dot_v1_dot_thread__pb2.ListThreadsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_thread__pb2.ListThreadsResponse.FromString,
+                )
+        self.ListThreadItems = channel.unary_unary(
+                '/agentd.v1.AgentService/ListThreadItems',
+                request_serializer=agentd_dot_v1_dot_thread__pb2.ListThreadItemsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_thread__pb2.ListThreadItemsResponse.FromString,
+                )
+        self.UpdateThread = channel.unary_unary(
+                '/agentd.v1.AgentService/UpdateThread',
+                request_serializer=agentd_dot_v1_dot_thread__pb2.UpdateThreadRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_thread__pb2.UpdateThreadResponse.FromString,
+                )
+        self.DeleteThread = channel.unary_unary(
+                '/agentd.v1.AgentService/DeleteThread',
+                request_serializer=agentd_dot_v1_dot_thread__pb2.DeleteThreadRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_thread__pb2.DeleteThreadResponse.FromString,
+                )
+        self.ForkThread = channel.unary_unary(
+                '/agentd.v1.AgentService/ForkThread',
+                request_serializer=agentd_dot_v1_dot_thread__pb2.ForkThreadRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_thread__pb2.ForkThreadResponse.FromString,
                 )
 
 
@@ -190,6 +226,68 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateThread(self, request, context):
+        """CreateThread creates a thread of the caller's tenant, empty or with
+        the messages given: a conversation agentd remembers. RESOURCE_EXHAUSTED
+        with a QuotaFailure beyond the tenant's max_threads. Threads need the
+        durable record (FAILED_PRECONDITION without one), like every thread
+        method.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetThread(self, request, context):
+        """GetThread returns one of the caller's tenant's threads; another
+        tenant's is NOT_FOUND, like one that never existed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListThreads(self, request, context):
+        """ListThreads returns a page of the caller's tenant's threads, most
+        recently changed first, optionally only those whose metadata has the
+        given entries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListThreadItems(self, request, context):
+        """ListThreadItems returns a page of a thread's items, oldest or newest
+        first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateThread(self, request, context):
+        """UpdateThread changes a thread's metadata or expiry; its items are
+        never rewritten.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteThread(self, request, context):
+        """DeleteThread deletes a thread for good: its items, and its
+        generations with their stored conversations, checkpoints, event logs
+        and requests; a generation of it that is running is cancelled first.
+        Nothing of it can be read afterwards.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkThread(self, request, context):
+        """ForkThread creates a new thread holding a thread's items up to one of
+        them; the two go their own ways after.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -237,6 +335,41 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListPendingRequests,
                     request_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsResponse.SerializeToString,
+            ),
+            'CreateThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateThread,
+                    request_deserializer=agentd_dot_v1_dot_thread__pb2.CreateThreadRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_thread__pb2.CreateThreadResponse.SerializeToString,
+            ),
+            'GetThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetThread,
+                    request_deserializer=agentd_dot_v1_dot_thread__pb2.GetThreadRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_thread__pb2.GetThreadResponse.SerializeToString,
+            ),
+            'ListThreads': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListThreads,
+                    request_deserializer=agentd_dot_v1_dot_thread__pb2.ListThreadsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_thread__pb2.ListThreadsResponse.SerializeToString,
+            ),
+            'ListThreadItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListThreadItems,
+                    request_deserializer=agentd_dot_v1_dot_thread__pb2.ListThreadItemsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_thread__pb2.ListThreadItemsResponse.SerializeToString,
+            ),
+            'UpdateThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateThread,
+                    request_deserializer=agentd_dot_v1_dot_thread__pb2.UpdateThreadRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_thread__pb2.UpdateThreadResponse.SerializeToString,
+            ),
+            'DeleteThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteThread,
+                    request_deserializer=agentd_dot_v1_dot_thread__pb2.DeleteThreadRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_thread__pb2.DeleteThreadResponse.SerializeToString,
+            ),
+            'ForkThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkThread,
+                    request_deserializer=agentd_dot_v1_dot_thread__pb2.ForkThreadRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_thread__pb2.ForkThreadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -399,5 +532,124 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListPendingRequests',
             agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsRequest.SerializeToString,
             agentd_dot_v1_dot_agent__service__pb2.ListPendingRequestsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/CreateThread',
+            agentd_dot_v1_dot_thread__pb2.CreateThreadRequest.SerializeToString,
+            agentd_dot_v1_dot_thread__pb2.CreateThreadResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/GetThread',
+            agentd_dot_v1_dot_thread__pb2.GetThreadRequest.SerializeToString,
+            agentd_dot_v1_dot_thread__pb2.GetThreadResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListThreads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListThreads',
+            agentd_dot_v1_dot_thread__pb2.ListThreadsRequest.SerializeToString,
+            agentd_dot_v1_dot_thread__pb2.ListThreadsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListThreadItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListThreadItems',
+            agentd_dot_v1_dot_thread__pb2.ListThreadItemsRequest.SerializeToString,
+            agentd_dot_v1_dot_thread__pb2.ListThreadItemsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/UpdateThread',
+            agentd_dot_v1_dot_thread__pb2.UpdateThreadRequest.SerializeToString,
+            agentd_dot_v1_dot_thread__pb2.UpdateThreadResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/DeleteThread',
+            agentd_dot_v1_dot_thread__pb2.DeleteThreadRequest.SerializeToString,
+            agentd_dot_v1_dot_thread__pb2.DeleteThreadResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ForkThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ForkThread',
+            agentd_dot_v1_dot_thread__pb2.ForkThreadRequest.SerializeToString,
+            agentd_dot_v1_dot_thread__pb2.ForkThreadResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent.proto.
  */
 export const file_agentd_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLIAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeUIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyLQBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQSJQoIc2FtcGxpbmcYDyABKAsyEy5hZ2VudGQudjEuU2FtcGxpbmcaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQiRQoIU2FtcGxpbmcSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5TYW1wbGluZ01vZGUSEgoKbWF4X3Rva2VucxgCIAEoBSKLAgoLT0F1dGhDbGllbnQSIwoFZ3JhbnQYASABKA4yFC5hZ2VudGQudjEuR3JhbnRUeXBlEhEKCWNsaWVudF9pZBgCIAEoCRIVCg1jbGllbnRfc2VjcmV0GAMgASgJEhMKC3ByaXZhdGVfa2V5GAQgASgJEhYKDnByaXZhdGVfa2V5X2lkGAUgASgJEg4KBnNjb3BlcxgGIAMoCRIiChp0b2tlbl9lbmRwb2ludF9hdXRoX21ldGhvZBgHIAEoCRIUCgxyZWRpcmVjdF91cmwYCCABKAkSNgoRaWRlbnRpdHlfcHJvdmlkZXIYCSABKAsyGy5hZ2VudGQudjEuSWRlbnRpdHlQcm92aWRlciJ2ChBJZGVudGl0eVByb3ZpZGVyEg4KBmlzc3VlchgBIAEoCRIWCg50b2tlbl9lbmRwb2ludBgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSFQoNY2xpZW50X3NlY3JldBgEIAEoCRIQCghpZF90b2tlbhgFIAEoCSKCAQoOQXBwcm92YWxQb2xpY3kSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5BcHByb3ZhbE1vZGUSJAoGYWx3YXlzGAIgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcxIjCgVuZXZlchgDIAEoCzIULmFnZW50ZC52MS5Ub29sTmFtZXMiHwoJVG9vbE5hbWVzEhIKCnRvb2xfbmFtZXMYASADKAkiXgoMRnVuY3Rpb25Ub29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqcAoRRWxpY2l0YXRpb25Qb2xpY3kSIgoeRUxJQ0lUQVRJT05fUE9MSUNZX1VOU1BFQ0lGSUVEEAASGgoWRUxJQ0lUQVRJT05fUE9MSUNZX0FTSxABEhsKF0VMSUNJVEFUSU9OX1BPTElDWV9ERU5ZEAIqdAoLTUNQU3RyYXRlZ3kSHAoYTUNQX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASFQoRTUNQX1NUUkFURUdZX0FVVE8QARIXChNNQ1BfU1RSQVRFR1lfQ0xJRU5UEAISFwoTTUNQX1NUUkFURUdZX1NFUlZFUhADKnQKEFRvb2xOYW1lQ29uZmxpY3QSIgoeVE9PTF9OQU1FX0NPTkZMSUNUX1VOU1BFQ0lGSUVEEAASHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1JFRlVTRRABEh0KGVRPT0xfTkFNRV9DT05GTElDVF9QUkVGSVgQAip1CgxTYW1wbGluZ01vZGUSHQoZU0FNUExJTkdfTU9ERV9VTlNQRUNJRklFRBAAEhYKElNBTVBMSU5HX01PREVfREVOWRABEhUKEVNBTVBMSU5HX01PREVfQVNLEAISFwoTU0FNUExJTkdfTU9ERV9BTExPVxADKpABCglHcmFudFR5cGUSGgoWR1JBTlRfVFlQRV9VTlNQRUNJRklFRBAAEiEKHUdSQU5UX1RZUEVfQVVUSE9SSVpBVElPTl9DT0RFEAESIQodR1JBTlRfVFlQRV9DTElFTlRfQ1JFREVOVElBTFMQAhIhCh1HUkFOVF9UWVBFX0VOVEVSUFJJU0VfTUFOQUdFRBADKmAKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfTU9ERV9ORVZFUhABEhgKFEFQUFJPVkFMX01PREVfQUxXQVlTEAJClAEKDWNvbS5hZ2VudGQudjFCCkFnZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLzAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeRIpCgdjb250ZXh0GA0gASgLMhguYWdlbnRkLnYxLkNvbnRleHRQb2xpY3lCDAoKX21jcF9jYWNoZUIRCg9fbWF4X3Rvb2xfdHVybnMidwoNQ29udGV4dFBvbGljeRIYChBtYXhfaW5wdXRfdG9rZW5zGAEgASgDEh0KFXJlc2VydmVfb3V0cHV0X3Rva2VucxgCIAEoAxISCgprZWVwX2ZpcnN0GAMgASgIEhkKEWtlZXBfdG9vbF9yZXN1bHRzGAQgASgIItAECglNQ1BTZXJ2ZXISDAoEbmFtZRgBIAEoCRINCgN1cmwYAiABKAlIABIRCgdjb21tYW5kGAMgASgJSAASDQoDcmVmGAQgASgJSAASFQoNYXV0aG9yaXphdGlvbhgFIAEoCRIyCgdoZWFkZXJzGAYgAygLMiEuYWdlbnRkLnYxLk1DUFNlcnZlci5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBGFyZ3MYCCADKAkSKgoDZW52GAkgAygLMh0uYWdlbnRkLnYxLk1DUFNlcnZlci5FbnZFbnRyeRIRCgl1bnNldF9lbnYYCiADKAkSLwoMcmVhZF90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWFsbG93ZWRfdG9vbHMYDCADKAkSMwoQcmVxdWlyZV9hcHByb3ZhbBgNIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeRIlCgVvYXV0aBgOIAEoCzIWLmFnZW50ZC52MS5PQXV0aENsaWVudBIlCghzYW1wbGluZxgPIAEoCzITLmFnZW50ZC52MS5TYW1wbGluZxouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCXRyYW5zcG9ydCJFCghTYW1wbGluZxIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLlNhbXBsaW5nTW9kZRISCgptYXhfdG9rZW5zGAIgASgFIosCCgtPQXV0aENsaWVudBIjCgVncmFudBgBIAEoDjIULmFnZW50ZC52MS5HcmFudFR5cGUSEQoJY2xpZW50X2lkGAIgASgJEhUKDWNsaWVudF9zZWNyZXQYAyABKAkSEwoLcHJpdmF0ZV9rZXkYBCABKAkSFgoOcHJpdmF0ZV9rZXlfaWQYBSABKAkSDgoGc2NvcGVzGAYgAygJEiIKGnRva2VuX2VuZHBvaW50X2F1dGhfbWV0aG9kGAcgASgJEhQKDHJlZGlyZWN0X3VybBgIIAEoCRI2ChFpZGVudGl0eV9wcm92aWRlchgJIAEoCzIbLmFnZW50ZC52MS5JZGVudGl0eVByb3ZpZGVyInYKEElkZW50aXR5UHJvdmlkZXISDgoGaXNzdWVyGAEgASgJEhYKDnRva2VuX2VuZHBvaW50GAIgASgJEhEKCWNsaWVudF9pZBgDIAEoCRIVCg1jbGllbnRfc2VjcmV0GAQgASgJEhAKCGlkX3Rva2VuGAUgASgJIoIBCg5BcHByb3ZhbFBvbGljeRIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLkFwcHJvdmFsTW9kZRIkCgZhbHdheXMYAiABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzEiMKBW5ldmVyGAMgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcyIfCglUb29sTmFtZXMSEgoKdG9vbF9uYW1lcxgBIAMoCSJeCgxGdW5jdGlvblRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCpwChFFbGljaXRhdGlvblBvbGljeRIiCh5FTElDSVRBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIaChZFTElDSVRBVElPTl9QT0xJQ1lfQVNLEAESGwoXRUxJQ0lUQVRJT05fUE9MSUNZX0RFTlkQAip0CgtNQ1BTdHJhdGVneRIcChhNQ1BfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIVChFNQ1BfU1RSQVRFR1lfQVVUTxABEhcKE01DUF9TVFJBVEVHWV9DTElFTlQQAhIXChNNQ1BfU1RSQVRFR1lfU0VSVkVSEAMqdAoQVG9vbE5hbWVDb25mbGljdBIiCh5UT09MX05BTUVfQ09ORkxJQ1RfVU5TUEVDSUZJRUQQABIdChlUT09MX05BTUVfQ09ORkxJQ1RfUkVGVVNFEAESHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1BSRUZJWBACKnUKDFNhbXBsaW5nTW9kZRIdChlTQU1QTElOR19NT0RFX1VOU1BFQ0lGSUVEEAASFgoSU0FNUExJTkdfTU9ERV9ERU5ZEAESFQoRU0FNUExJTkdfTU9ERV9BU0sQAhIXChNTQU1QTElOR19NT0RFX0FMTE9XEAMqkAEKCUdyYW50VHlwZRIaChZHUkFOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodR1JBTlRfVFlQRV9BVVRIT1JJWkFUSU9OX0NPREUQARIhCh1HUkFOVF9UWVBFX0NMSUVOVF9DUkVERU5USUFMUxACEiEKHUdSQU5UX1RZUEVfRU5URVJQUklTRV9NQU5BR0VEEAMqYAoMQXBwcm92YWxNb2RlEh0KGUFQUFJPVkFMX01PREVfVU5TUEVDSUZJRUQQABIXChNBUFBST1ZBTF9NT0RFX05FVkVSEAESGAoUQVBQUk9WQUxfTU9ERV9BTFdBWVMQAkKUAQoNY29tLmFnZW50ZC52MUIKQWdlbnRQcm90b1ABWjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Agent declares who answers (provider and model), how (instructions), and
@@ -159,6 +159,14 @@ export type Agent = Message<"agentd.v1.Agent"> & {
    * @generated from field: agentd.v1.ElicitationPolicy elicitation = 12;
    */
   elicitation: ElicitationPolicy;
+
+  /**
+   * How the conversation is fitted to the model's context window when it
+   * outgrows it (a long thread). Absent: the whole conversation is sent.
+   *
+   * @generated from field: agentd.v1.ContextPolicy context = 13;
+   */
+  context?: ContextPolicy | undefined;
 };
 
 /**
@@ -167,6 +175,59 @@ export type Agent = Message<"agentd.v1.Agent"> & {
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 0);
+
+/**
+ * ContextPolicy fits a conversation to a budget of input tokens before
+ * each model turn, leaving the stored conversation as it is. Tokens are
+ * estimated (four bytes of text to a token). First the oldest tool
+ * results' outputs are replaced by a short note, then the oldest turns
+ * are left out whole; a tool call is never separated from its result,
+ * the first message (usually the instructions' context) is kept when
+ * keep_first is set, and the last user message and what follows it are
+ * always sent. The usage event of each turn says what was left out.
+ *
+ * @generated from message agentd.v1.ContextPolicy
+ */
+export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
+  /**
+   * The budget of input tokens for the conversation. 0: the model's
+   * context window where agentd knows it (its table of the providers'
+   * published windows), less reserve_output_tokens; for a model it does
+   * not know: no trimming.
+   *
+   * @generated from field: int64 max_input_tokens = 1;
+   */
+  maxInputTokens: bigint;
+
+  /**
+   * Tokens kept free for the answer when the budget is the model's
+   * window. 0: 4096.
+   *
+   * @generated from field: int64 reserve_output_tokens = 2;
+   */
+  reserveOutputTokens: bigint;
+
+  /**
+   * Keep the conversation's first message whatever its age.
+   *
+   * @generated from field: bool keep_first = 3;
+   */
+  keepFirst: boolean;
+
+  /**
+   * Leave tool results whole (drop only whole turns).
+   *
+   * @generated from field: bool keep_tool_results = 4;
+   */
+  keepToolResults: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.ContextPolicy.
+ * Use `create(ContextPolicySchema)` to create a new message.
+ */
+export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent, 1);
 
 /**
  * MCPServer declares one MCP server. Exactly one of url, command or ref
@@ -330,7 +391,7 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
  * Use `create(MCPServerSchema)` to create a new message.
  */
 export const MCPServerSchema: GenMessage<MCPServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 1);
+  messageDesc(file_agentd_v1_agent, 2);
 
 /**
  * Sampling is one MCP server's sampling policy. A request the
@@ -362,7 +423,7 @@ export type Sampling = Message<"agentd.v1.Sampling"> & {
  * Use `create(SamplingSchema)` to create a new message.
  */
 export const SamplingSchema: GenMessage<Sampling> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 2);
+  messageDesc(file_agentd_v1_agent, 3);
 
 /**
  * OAuthClient says how agentd obtains access tokens for one MCP server.
@@ -463,7 +524,7 @@ export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
  * Use `create(OAuthClientSchema)` to create a new message.
  */
 export const OAuthClientSchema: GenMessage<OAuthClient> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 3);
+  messageDesc(file_agentd_v1_agent, 4);
 
 /**
  * IdentityProvider is the enterprise identity provider of an
@@ -523,7 +584,7 @@ export type IdentityProvider = Message<"agentd.v1.IdentityProvider"> & {
  * Use `create(IdentityProviderSchema)` to create a new message.
  */
 export const IdentityProviderSchema: GenMessage<IdentityProvider> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 4);
+  messageDesc(file_agentd_v1_agent, 5);
 
 /**
  * ApprovalPolicy says which of a server's tool calls wait for approval.
@@ -567,7 +628,7 @@ export type ApprovalPolicy = Message<"agentd.v1.ApprovalPolicy"> & {
  * Use `create(ApprovalPolicySchema)` to create a new message.
  */
 export const ApprovalPolicySchema: GenMessage<ApprovalPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 5);
+  messageDesc(file_agentd_v1_agent, 6);
 
 /**
  * ToolNames is a list of tool names (the shape OpenAI's hosted MCP tool
@@ -589,7 +650,7 @@ export type ToolNames = Message<"agentd.v1.ToolNames"> & {
  * Use `create(ToolNamesSchema)` to create a new message.
  */
 export const ToolNamesSchema: GenMessage<ToolNames> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 6);
+  messageDesc(file_agentd_v1_agent, 7);
 
 /**
  * FunctionTool is a tool the agent declares and the client executes.
@@ -625,7 +686,7 @@ export type FunctionTool = Message<"agentd.v1.FunctionTool"> & {
  * Use `create(FunctionToolSchema)` to create a new message.
  */
 export const FunctionToolSchema: GenMessage<FunctionTool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 7);
+  messageDesc(file_agentd_v1_agent, 8);
 
 /**
  * ElicitationPolicy says whether MCP servers may ask the user for input.
