@@ -435,6 +435,8 @@ const (
 	GenerationState_GENERATION_STATE_COMPLETED GenerationState = 4
 	GenerationState_GENERATION_STATE_FAILED    GenerationState = 5
 	GenerationState_GENERATION_STATE_CANCELLED GenerationState = 6
+	// It waits for its thread (multitask ENQUEUE or INTERRUPT).
+	GenerationState_GENERATION_STATE_QUEUED GenerationState = 7
 )
 
 // Enum value maps for GenerationState.
@@ -447,6 +449,7 @@ var (
 		4: "GENERATION_STATE_COMPLETED",
 		5: "GENERATION_STATE_FAILED",
 		6: "GENERATION_STATE_CANCELLED",
+		7: "GENERATION_STATE_QUEUED",
 	}
 	GenerationState_value = map[string]int32{
 		"GENERATION_STATE_UNSPECIFIED": 0,
@@ -456,6 +459,7 @@ var (
 		"GENERATION_STATE_COMPLETED":   4,
 		"GENERATION_STATE_FAILED":      5,
 		"GENERATION_STATE_CANCELLED":   6,
+		"GENERATION_STATE_QUEUED":      7,
 	}
 )
 
@@ -1258,6 +1262,7 @@ type GenerateResponse struct {
 	//	*GenerateResponse_InputRequest
 	//	*GenerateResponse_Warning
 	//	*GenerateResponse_ApprovalDecided
+	//	*GenerateResponse_Queued
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation: 1 for the first
 	// event, then one more for each event, across the whole generation (a
@@ -1456,6 +1461,15 @@ func (x *GenerateResponse) GetApprovalDecided() *ApprovalDecided {
 	return nil
 }
 
+func (x *GenerateResponse) GetQueued() *GenerationQueued {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_Queued); ok {
+			return x.Queued
+		}
+	}
+	return nil
+}
+
 func (x *GenerateResponse) GetSequence() int64 {
 	if x != nil {
 		return x.Sequence
@@ -1556,6 +1570,15 @@ type GenerateResponse_ApprovalDecided struct {
 	ApprovalDecided *ApprovalDecided `protobuf:"bytes,17,opt,name=approval_decided,json=approvalDecided,proto3,oneof"`
 }
 
+type GenerateResponse_Queued struct {
+	// A start on a thread that another generation holds was queued
+	// (multitask ENQUEUE or INTERRUPT): the first event of its log, and
+	// the last of the stream that started it, which ends OK. It runs
+	// detached once the generations ahead of it end; follow it with
+	// attach or FollowGeneration.
+	Queued *GenerationQueued `protobuf:"bytes,18,opt,name=queued,proto3,oneof"`
+}
+
 func (*GenerateResponse_Started) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TextDelta) isGenerateResponse_Event() {}
@@ -1587,6 +1610,8 @@ func (*GenerateResponse_InputRequest) isGenerateResponse_Event() {}
 func (*GenerateResponse_Warning) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_ApprovalDecided) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_Queued) isGenerateResponse_Event() {}
 
 // GenerationStarted is the first event of every generation.
 type GenerationStarted struct {
@@ -1683,6 +1708,71 @@ func (x *GenerationStarted) GetThreadId() string {
 	return ""
 }
 
+// GenerationQueued says a generation waits for its thread.
+type GenerationQueued struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation queued.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// Its thread.
+	ThreadId string `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The generation that holds the thread now; with INTERRUPT, the one
+	// being interrupted.
+	BehindGenerationId string `protobuf:"bytes,3,opt,name=behind_generation_id,json=behindGenerationId,proto3" json:"behind_generation_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GenerationQueued) Reset() {
+	*x = GenerationQueued{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerationQueued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerationQueued) ProtoMessage() {}
+
+func (x *GenerationQueued) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerationQueued.ProtoReflect.Descriptor instead.
+func (*GenerationQueued) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GenerationQueued) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *GenerationQueued) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *GenerationQueued) GetBehindGenerationId() string {
+	if x != nil {
+		return x.BehindGenerationId
+	}
+	return ""
+}
+
 // ServerPlacement says where one MCP server runs.
 type ServerPlacement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1698,7 +1788,7 @@ type ServerPlacement struct {
 
 func (x *ServerPlacement) Reset() {
 	*x = ServerPlacement{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1800,7 @@ func (x *ServerPlacement) String() string {
 func (*ServerPlacement) ProtoMessage() {}
 
 func (x *ServerPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1813,7 @@ func (x *ServerPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerPlacement.ProtoReflect.Descriptor instead.
 func (*ServerPlacement) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ServerPlacement) GetName() string {
@@ -1765,7 +1855,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1867,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1880,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1832,7 +1922,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1934,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1947,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TextDelta) GetText() string {
@@ -1888,7 +1978,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +1990,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2003,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolCallStarted) GetCallId() string {
@@ -1983,7 +2073,7 @@ type ToolCallFinished struct {
 
 func (x *ToolCallFinished) Reset() {
 	*x = ToolCallFinished{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2085,7 @@ func (x *ToolCallFinished) String() string {
 func (*ToolCallFinished) ProtoMessage() {}
 
 func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2098,7 @@ func (x *ToolCallFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFinished.ProtoReflect.Descriptor instead.
 func (*ToolCallFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolCallFinished) GetCallId() string {
@@ -2090,7 +2180,7 @@ type ToolProgress struct {
 
 func (x *ToolProgress) Reset() {
 	*x = ToolProgress{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2192,7 @@ func (x *ToolProgress) String() string {
 func (*ToolProgress) ProtoMessage() {}
 
 func (x *ToolProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2205,7 @@ func (x *ToolProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProgress.ProtoReflect.Descriptor instead.
 func (*ToolProgress) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolProgress) GetCallId() string {
@@ -2172,7 +2262,7 @@ type AuthorizationRequest struct {
 
 func (x *AuthorizationRequest) Reset() {
 	*x = AuthorizationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2274,7 @@ func (x *AuthorizationRequest) String() string {
 func (*AuthorizationRequest) ProtoMessage() {}
 
 func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2287,7 @@ func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AuthorizationRequest) GetId() string {
@@ -2250,7 +2340,7 @@ type AuthorizationResponse struct {
 
 func (x *AuthorizationResponse) Reset() {
 	*x = AuthorizationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2352,7 @@ func (x *AuthorizationResponse) String() string {
 func (*AuthorizationResponse) ProtoMessage() {}
 
 func (x *AuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2365,7 @@ func (x *AuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AuthorizationResponse) GetRequestId() string {
@@ -2323,7 +2413,7 @@ type InputRequest struct {
 
 func (x *InputRequest) Reset() {
 	*x = InputRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2425,7 @@ func (x *InputRequest) String() string {
 func (*InputRequest) ProtoMessage() {}
 
 func (x *InputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2438,7 @@ func (x *InputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
 func (*InputRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InputRequest) GetId() string {
@@ -2423,7 +2513,7 @@ type InputResponse struct {
 
 func (x *InputResponse) Reset() {
 	*x = InputResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2525,7 @@ func (x *InputResponse) String() string {
 func (*InputResponse) ProtoMessage() {}
 
 func (x *InputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2538,7 @@ func (x *InputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputResponse.ProtoReflect.Descriptor instead.
 func (*InputResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InputResponse) GetRequestId() string {
@@ -2503,7 +2593,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2605,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2618,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApprovalRequest) GetId() string {
@@ -2608,7 +2698,7 @@ type SamplingApproval struct {
 
 func (x *SamplingApproval) Reset() {
 	*x = SamplingApproval{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2710,7 @@ func (x *SamplingApproval) String() string {
 func (*SamplingApproval) ProtoMessage() {}
 
 func (x *SamplingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2723,7 @@ func (x *SamplingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingApproval.ProtoReflect.Descriptor instead.
 func (*SamplingApproval) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SamplingApproval) GetServerName() string {
@@ -2683,7 +2773,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2785,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2798,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SamplingMessage) GetRole() string {
@@ -2742,7 +2832,7 @@ type FunctionCall struct {
 
 func (x *FunctionCall) Reset() {
 	*x = FunctionCall{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2844,7 @@ func (x *FunctionCall) String() string {
 func (*FunctionCall) ProtoMessage() {}
 
 func (x *FunctionCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2857,7 @@ func (x *FunctionCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionCall.ProtoReflect.Descriptor instead.
 func (*FunctionCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FunctionCall) GetCallId() string {
@@ -2823,7 +2913,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +2925,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +2938,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -2936,7 +3026,7 @@ type ContextTrim struct {
 
 func (x *ContextTrim) Reset() {
 	*x = ContextTrim{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3038,7 @@ func (x *ContextTrim) String() string {
 func (*ContextTrim) ProtoMessage() {}
 
 func (x *ContextTrim) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3051,7 @@ func (x *ContextTrim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextTrim.ProtoReflect.Descriptor instead.
 func (*ContextTrim) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ContextTrim) GetConversationTokens() int64 {
@@ -3024,7 +3114,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3126,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3139,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Warning) GetCode() string {
@@ -3098,7 +3188,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3200,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3213,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -3173,7 +3263,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3275,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3288,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -3265,7 +3355,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3367,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3380,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -3348,7 +3438,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3360,7 +3450,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3373,7 +3463,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -3416,7 +3506,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3518,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3531,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -3511,7 +3601,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3523,7 +3613,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3536,7 +3626,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -3556,7 +3646,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3658,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3671,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -3607,7 +3697,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3709,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3722,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -3670,7 +3760,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3682,7 +3772,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3695,7 +3785,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -3752,7 +3842,7 @@ type Generation struct {
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3854,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3867,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -3904,7 +3994,7 @@ type CreateGenerationRequest struct {
 
 func (x *CreateGenerationRequest) Reset() {
 	*x = CreateGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4006,7 @@ func (x *CreateGenerationRequest) String() string {
 func (*CreateGenerationRequest) ProtoMessage() {}
 
 func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4019,7 @@ func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CreateGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateGenerationRequest) GetStart() *StartGeneration {
@@ -3953,7 +4043,7 @@ type CreateGenerationResponse struct {
 
 func (x *CreateGenerationResponse) Reset() {
 	*x = CreateGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4055,7 @@ func (x *CreateGenerationResponse) String() string {
 func (*CreateGenerationResponse) ProtoMessage() {}
 
 func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4068,7 @@ func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CreateGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateGenerationResponse) GetGenerationId() string {
@@ -4008,7 +4098,7 @@ type FollowGenerationRequest struct {
 
 func (x *FollowGenerationRequest) Reset() {
 	*x = FollowGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4110,7 @@ func (x *FollowGenerationRequest) String() string {
 func (*FollowGenerationRequest) ProtoMessage() {}
 
 func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4123,7 @@ func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationRequest.ProtoReflect.Descriptor instead.
 func (*FollowGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FollowGenerationRequest) GetGenerationId() string {
@@ -4061,7 +4151,7 @@ type FollowGenerationResponse struct {
 
 func (x *FollowGenerationResponse) Reset() {
 	*x = FollowGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4163,7 @@ func (x *FollowGenerationResponse) String() string {
 func (*FollowGenerationResponse) ProtoMessage() {}
 
 func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4176,7 @@ func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationResponse.ProtoReflect.Descriptor instead.
 func (*FollowGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FollowGenerationResponse) GetEvent() *GenerateResponse {
@@ -4110,7 +4200,7 @@ type StreamGenerationEventsRequest struct {
 
 func (x *StreamGenerationEventsRequest) Reset() {
 	*x = StreamGenerationEventsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4212,7 @@ func (x *StreamGenerationEventsRequest) String() string {
 func (*StreamGenerationEventsRequest) ProtoMessage() {}
 
 func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4225,7 @@ func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamGenerationEventsRequest) GetGenerationId() string {
@@ -4164,7 +4254,7 @@ type StreamGenerationEventsResponse struct {
 
 func (x *StreamGenerationEventsResponse) Reset() {
 	*x = StreamGenerationEventsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4176,7 +4266,7 @@ func (x *StreamGenerationEventsResponse) String() string {
 func (*StreamGenerationEventsResponse) ProtoMessage() {}
 
 func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4189,7 +4279,7 @@ func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StreamGenerationEventsResponse) GetChunk() *httpbody.HttpBody {
@@ -4217,7 +4307,7 @@ type DecideRequestsRequest struct {
 
 func (x *DecideRequestsRequest) Reset() {
 	*x = DecideRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4229,7 +4319,7 @@ func (x *DecideRequestsRequest) String() string {
 func (*DecideRequestsRequest) ProtoMessage() {}
 
 func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4242,7 +4332,7 @@ func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DecideRequestsRequest) GetGenerationId() string {
@@ -4287,7 +4377,7 @@ type DecideRequestsResponse struct {
 
 func (x *DecideRequestsResponse) Reset() {
 	*x = DecideRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4299,7 +4389,7 @@ func (x *DecideRequestsResponse) String() string {
 func (*DecideRequestsResponse) ProtoMessage() {}
 
 func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4312,7 +4402,7 @@ func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsResponse.ProtoReflect.Descriptor instead.
 func (*DecideRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DecideRequestsResponse) GetDecisions() []*ApprovalDecided {
@@ -4354,7 +4444,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4366,7 +4456,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4379,7 +4469,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ApprovalDecided) GetRequestId() string {
@@ -4454,7 +4544,7 @@ type ListPendingRequestsRequest struct {
 
 func (x *ListPendingRequestsRequest) Reset() {
 	*x = ListPendingRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4466,7 +4556,7 @@ func (x *ListPendingRequestsRequest) String() string {
 func (*ListPendingRequestsRequest) ProtoMessage() {}
 
 func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4479,7 +4569,7 @@ func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPendingRequestsRequest) GetKinds() []PendingRequestKind {
@@ -4537,7 +4627,7 @@ type ListPendingRequestsResponse struct {
 
 func (x *ListPendingRequestsResponse) Reset() {
 	*x = ListPendingRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +4639,7 @@ func (x *ListPendingRequestsResponse) String() string {
 func (*ListPendingRequestsResponse) ProtoMessage() {}
 
 func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +4652,7 @@ func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListPendingRequestsResponse) GetRequests() []*PendingRequest {
@@ -4615,7 +4705,7 @@ type PendingRequest struct {
 
 func (x *PendingRequest) Reset() {
 	*x = PendingRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4627,7 +4717,7 @@ func (x *PendingRequest) String() string {
 func (*PendingRequest) ProtoMessage() {}
 
 func (x *PendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4640,7 +4730,7 @@ func (x *PendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingRequest.ProtoReflect.Descriptor instead.
 func (*PendingRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PendingRequest) GetGenerationId() string {
@@ -4825,7 +4915,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xca\b\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x81\t\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -4844,7 +4934,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x15authorization_request\x18\x0e \x01(\v2\x1f.agentd.v1.AuthorizationRequestH\x00R\x14authorizationRequest\x12>\n" +
 	"\rinput_request\x18\x0f \x01(\v2\x17.agentd.v1.InputRequestH\x00R\finputRequest\x12.\n" +
 	"\awarning\x18\x10 \x01(\v2\x12.agentd.v1.WarningH\x00R\awarning\x12G\n" +
-	"\x10approval_decided\x18\x11 \x01(\v2\x1a.agentd.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12\x1a\n" +
+	"\x10approval_decided\x18\x11 \x01(\v2\x1a.agentd.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x125\n" +
+	"\x06queued\x18\x12 \x01(\v2\x1b.agentd.v1.GenerationQueuedH\x00R\x06queued\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\xea\x01\n" +
 	"\x11GenerationStarted\x12#\n" +
@@ -4853,7 +4944,11 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\x12\x18\n" +
 	"\aresumed\x18\x04 \x01(\bR\aresumed\x12\x18\n" +
 	"\aadopted\x18\x05 \x01(\bR\aadopted\x12\x1b\n" +
-	"\tthread_id\x18\x06 \x01(\tR\bthreadId\"\x8d\x01\n" +
+	"\tthread_id\x18\x06 \x01(\tR\bthreadId\"\x86\x01\n" +
+	"\x10GenerationQueued\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12\x1b\n" +
+	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x120\n" +
+	"\x14behind_generation_id\x18\x03 \x01(\tR\x12behindGenerationId\"\x8d\x01\n" +
 	"\x0fServerPlacement\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\tplacement\x18\x02 \x01(\x0e2\x14.agentd.v1.PlacementR\tplacement\x122\n" +
@@ -5139,7 +5234,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x16STOP_REASON_MAX_TOKENS\x10\x02\x12\x1d\n" +
 	"\x19STOP_REASON_STOP_SEQUENCE\x10\x03\x12\x1e\n" +
 	"\x1aSTOP_REASON_CONTENT_FILTER\x10\x04\x12\x18\n" +
-	"\x14STOP_REASON_TOOL_USE\x10\x05*\xe9\x01\n" +
+	"\x14STOP_REASON_TOOL_USE\x10\x05*\x86\x02\n" +
 	"\x0fGenerationState\x12 \n" +
 	"\x1cGENERATION_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18GENERATION_STATE_RUNNING\x10\x01\x12\x1c\n" +
@@ -5147,7 +5242,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x17GENERATION_STATE_PAUSED\x10\x03\x12\x1e\n" +
 	"\x1aGENERATION_STATE_COMPLETED\x10\x04\x12\x1b\n" +
 	"\x17GENERATION_STATE_FAILED\x10\x05\x12\x1e\n" +
-	"\x1aGENERATION_STATE_CANCELLED\x10\x06*\xcd\x01\n" +
+	"\x1aGENERATION_STATE_CANCELLED\x10\x06\x12\x1b\n" +
+	"\x17GENERATION_STATE_QUEUED\x10\a*\xcd\x01\n" +
 	"\x12PendingRequestKind\x12$\n" +
 	" PENDING_REQUEST_KIND_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dPENDING_REQUEST_KIND_APPROVAL\x10\x01\x12&\n" +
@@ -5188,7 +5284,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                         // 0: agentd.v1.Placement
 	(Transport)(0),                         // 1: agentd.v1.Transport
@@ -5208,69 +5304,70 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*CancelGeneration)(nil),               // 15: agentd.v1.CancelGeneration
 	(*GenerateResponse)(nil),               // 16: agentd.v1.GenerateResponse
 	(*GenerationStarted)(nil),              // 17: agentd.v1.GenerationStarted
-	(*ServerPlacement)(nil),                // 18: agentd.v1.ServerPlacement
-	(*ToolInfo)(nil),                       // 19: agentd.v1.ToolInfo
-	(*TextDelta)(nil),                      // 20: agentd.v1.TextDelta
-	(*ToolCallStarted)(nil),                // 21: agentd.v1.ToolCallStarted
-	(*ToolCallFinished)(nil),               // 22: agentd.v1.ToolCallFinished
-	(*ToolProgress)(nil),                   // 23: agentd.v1.ToolProgress
-	(*AuthorizationRequest)(nil),           // 24: agentd.v1.AuthorizationRequest
-	(*AuthorizationResponse)(nil),          // 25: agentd.v1.AuthorizationResponse
-	(*InputRequest)(nil),                   // 26: agentd.v1.InputRequest
-	(*InputResponse)(nil),                  // 27: agentd.v1.InputResponse
-	(*ApprovalRequest)(nil),                // 28: agentd.v1.ApprovalRequest
-	(*SamplingApproval)(nil),               // 29: agentd.v1.SamplingApproval
-	(*SamplingMessage)(nil),                // 30: agentd.v1.SamplingMessage
-	(*FunctionCall)(nil),                   // 31: agentd.v1.FunctionCall
-	(*Usage)(nil),                          // 32: agentd.v1.Usage
-	(*ContextTrim)(nil),                    // 33: agentd.v1.ContextTrim
-	(*Warning)(nil),                        // 34: agentd.v1.Warning
-	(*TurnWithdrawn)(nil),                  // 35: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),               // 36: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),            // 37: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),                 // 38: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),                // 39: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),           // 40: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),          // 41: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),         // 42: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil),        // 43: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),                     // 44: agentd.v1.Generation
-	(*CreateGenerationRequest)(nil),        // 45: agentd.v1.CreateGenerationRequest
-	(*CreateGenerationResponse)(nil),       // 46: agentd.v1.CreateGenerationResponse
-	(*FollowGenerationRequest)(nil),        // 47: agentd.v1.FollowGenerationRequest
-	(*FollowGenerationResponse)(nil),       // 48: agentd.v1.FollowGenerationResponse
-	(*StreamGenerationEventsRequest)(nil),  // 49: agentd.v1.StreamGenerationEventsRequest
-	(*StreamGenerationEventsResponse)(nil), // 50: agentd.v1.StreamGenerationEventsResponse
-	(*DecideRequestsRequest)(nil),          // 51: agentd.v1.DecideRequestsRequest
-	(*DecideRequestsResponse)(nil),         // 52: agentd.v1.DecideRequestsResponse
-	(*ApprovalDecided)(nil),                // 53: agentd.v1.ApprovalDecided
-	(*ListPendingRequestsRequest)(nil),     // 54: agentd.v1.ListPendingRequestsRequest
-	(*ListPendingRequestsResponse)(nil),    // 55: agentd.v1.ListPendingRequestsResponse
-	(*PendingRequest)(nil),                 // 56: agentd.v1.PendingRequest
-	(*Agent)(nil),                          // 57: agentd.v1.Agent
-	(*Message)(nil),                        // 58: agentd.v1.Message
-	(*durationpb.Duration)(nil),            // 59: google.protobuf.Duration
-	(Multitask)(0),                         // 60: agentd.v1.Multitask
-	(OnFailure)(0),                         // 61: agentd.v1.OnFailure
-	(*ProviderToolCall)(nil),               // 62: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),                // 63: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 64: google.protobuf.Timestamp
-	(*FunctionTool)(nil),                   // 65: agentd.v1.FunctionTool
-	(*httpbody.HttpBody)(nil),              // 66: google.api.HttpBody
-	(*CreateThreadRequest)(nil),            // 67: agentd.v1.CreateThreadRequest
-	(*GetThreadRequest)(nil),               // 68: agentd.v1.GetThreadRequest
-	(*ListThreadsRequest)(nil),             // 69: agentd.v1.ListThreadsRequest
-	(*ListThreadItemsRequest)(nil),         // 70: agentd.v1.ListThreadItemsRequest
-	(*UpdateThreadRequest)(nil),            // 71: agentd.v1.UpdateThreadRequest
-	(*DeleteThreadRequest)(nil),            // 72: agentd.v1.DeleteThreadRequest
-	(*ForkThreadRequest)(nil),              // 73: agentd.v1.ForkThreadRequest
-	(*CreateThreadResponse)(nil),           // 74: agentd.v1.CreateThreadResponse
-	(*GetThreadResponse)(nil),              // 75: agentd.v1.GetThreadResponse
-	(*ListThreadsResponse)(nil),            // 76: agentd.v1.ListThreadsResponse
-	(*ListThreadItemsResponse)(nil),        // 77: agentd.v1.ListThreadItemsResponse
-	(*UpdateThreadResponse)(nil),           // 78: agentd.v1.UpdateThreadResponse
-	(*DeleteThreadResponse)(nil),           // 79: agentd.v1.DeleteThreadResponse
-	(*ForkThreadResponse)(nil),             // 80: agentd.v1.ForkThreadResponse
+	(*GenerationQueued)(nil),               // 18: agentd.v1.GenerationQueued
+	(*ServerPlacement)(nil),                // 19: agentd.v1.ServerPlacement
+	(*ToolInfo)(nil),                       // 20: agentd.v1.ToolInfo
+	(*TextDelta)(nil),                      // 21: agentd.v1.TextDelta
+	(*ToolCallStarted)(nil),                // 22: agentd.v1.ToolCallStarted
+	(*ToolCallFinished)(nil),               // 23: agentd.v1.ToolCallFinished
+	(*ToolProgress)(nil),                   // 24: agentd.v1.ToolProgress
+	(*AuthorizationRequest)(nil),           // 25: agentd.v1.AuthorizationRequest
+	(*AuthorizationResponse)(nil),          // 26: agentd.v1.AuthorizationResponse
+	(*InputRequest)(nil),                   // 27: agentd.v1.InputRequest
+	(*InputResponse)(nil),                  // 28: agentd.v1.InputResponse
+	(*ApprovalRequest)(nil),                // 29: agentd.v1.ApprovalRequest
+	(*SamplingApproval)(nil),               // 30: agentd.v1.SamplingApproval
+	(*SamplingMessage)(nil),                // 31: agentd.v1.SamplingMessage
+	(*FunctionCall)(nil),                   // 32: agentd.v1.FunctionCall
+	(*Usage)(nil),                          // 33: agentd.v1.Usage
+	(*ContextTrim)(nil),                    // 34: agentd.v1.ContextTrim
+	(*Warning)(nil),                        // 35: agentd.v1.Warning
+	(*TurnWithdrawn)(nil),                  // 36: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),               // 37: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),            // 38: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),                 // 39: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),                // 40: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),           // 41: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),          // 42: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),         // 43: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil),        // 44: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),                     // 45: agentd.v1.Generation
+	(*CreateGenerationRequest)(nil),        // 46: agentd.v1.CreateGenerationRequest
+	(*CreateGenerationResponse)(nil),       // 47: agentd.v1.CreateGenerationResponse
+	(*FollowGenerationRequest)(nil),        // 48: agentd.v1.FollowGenerationRequest
+	(*FollowGenerationResponse)(nil),       // 49: agentd.v1.FollowGenerationResponse
+	(*StreamGenerationEventsRequest)(nil),  // 50: agentd.v1.StreamGenerationEventsRequest
+	(*StreamGenerationEventsResponse)(nil), // 51: agentd.v1.StreamGenerationEventsResponse
+	(*DecideRequestsRequest)(nil),          // 52: agentd.v1.DecideRequestsRequest
+	(*DecideRequestsResponse)(nil),         // 53: agentd.v1.DecideRequestsResponse
+	(*ApprovalDecided)(nil),                // 54: agentd.v1.ApprovalDecided
+	(*ListPendingRequestsRequest)(nil),     // 55: agentd.v1.ListPendingRequestsRequest
+	(*ListPendingRequestsResponse)(nil),    // 56: agentd.v1.ListPendingRequestsResponse
+	(*PendingRequest)(nil),                 // 57: agentd.v1.PendingRequest
+	(*Agent)(nil),                          // 58: agentd.v1.Agent
+	(*Message)(nil),                        // 59: agentd.v1.Message
+	(*durationpb.Duration)(nil),            // 60: google.protobuf.Duration
+	(Multitask)(0),                         // 61: agentd.v1.Multitask
+	(OnFailure)(0),                         // 62: agentd.v1.OnFailure
+	(*ProviderToolCall)(nil),               // 63: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),                // 64: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 65: google.protobuf.Timestamp
+	(*FunctionTool)(nil),                   // 66: agentd.v1.FunctionTool
+	(*httpbody.HttpBody)(nil),              // 67: google.api.HttpBody
+	(*CreateThreadRequest)(nil),            // 68: agentd.v1.CreateThreadRequest
+	(*GetThreadRequest)(nil),               // 69: agentd.v1.GetThreadRequest
+	(*ListThreadsRequest)(nil),             // 70: agentd.v1.ListThreadsRequest
+	(*ListThreadItemsRequest)(nil),         // 71: agentd.v1.ListThreadItemsRequest
+	(*UpdateThreadRequest)(nil),            // 72: agentd.v1.UpdateThreadRequest
+	(*DeleteThreadRequest)(nil),            // 73: agentd.v1.DeleteThreadRequest
+	(*ForkThreadRequest)(nil),              // 74: agentd.v1.ForkThreadRequest
+	(*CreateThreadResponse)(nil),           // 75: agentd.v1.CreateThreadResponse
+	(*GetThreadResponse)(nil),              // 76: agentd.v1.GetThreadResponse
+	(*ListThreadsResponse)(nil),            // 77: agentd.v1.ListThreadsResponse
+	(*ListThreadItemsResponse)(nil),        // 78: agentd.v1.ListThreadItemsResponse
+	(*UpdateThreadResponse)(nil),           // 79: agentd.v1.UpdateThreadResponse
+	(*DeleteThreadResponse)(nil),           // 80: agentd.v1.DeleteThreadResponse
+	(*ForkThreadResponse)(nil),             // 81: agentd.v1.ForkThreadResponse
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -5279,139 +5376,140 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	14,  // 3: agentd.v1.GenerateRequest.function_result:type_name -> agentd.v1.FunctionResult
 	15,  // 4: agentd.v1.GenerateRequest.cancel:type_name -> agentd.v1.CancelGeneration
 	10,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
-	25,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
-	27,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	57,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	58,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	59,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	60,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
-	61,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
-	57,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	26,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
+	28,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
+	58,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	59,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	60,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	61,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
+	62,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
+	58,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	13,  // 14: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	14,  // 15: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	59,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	25,  // 17: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	27,  // 18: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
+	60,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	26,  // 17: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	28,  // 18: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
 	17,  // 19: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
-	20,  // 20: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
-	21,  // 21: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	22,  // 22: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
-	28,  // 23: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	31,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	32,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	62,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	36,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	37,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	35,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
-	23,  // 30: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
-	24,  // 31: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 32: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
-	34,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
-	53,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
-	18,  // 35: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	19,  // 36: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,   // 37: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,   // 38: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,   // 39: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,   // 40: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,   // 41: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	59,  // 42: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	3,   // 43: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
-	4,   // 44: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	63,  // 45: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
-	5,   // 46: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	63,  // 47: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	29,  // 48: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
-	30,  // 49: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
-	6,   // 50: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
-	33,  // 51: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
-	28,  // 52: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	31,  // 53: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	64,  // 54: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	24,  // 55: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 56: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	58,  // 57: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	58,  // 58: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	32,  // 59: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,   // 60: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	57,  // 61: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	58,  // 62: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	65,  // 63: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	18,  // 64: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	58,  // 65: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	63,  // 66: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	44,  // 67: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,   // 68: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	44,  // 69: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,   // 70: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	64,  // 71: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 72: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	64,  // 73: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	28,  // 74: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	31,  // 75: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	64,  // 76: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	58,  // 77: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	32,  // 78: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	24,  // 79: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 80: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
-	11,  // 81: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
-	16,  // 82: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
-	66,  // 83: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
-	13,  // 84: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	25,  // 85: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	27,  // 86: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
-	53,  // 87: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
-	44,  // 88: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
-	8,   // 89: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
-	5,   // 90: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
-	64,  // 91: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
-	8,   // 92: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
-	56,  // 93: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
-	8,   // 94: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
-	28,  // 95: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
-	24,  // 96: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
-	26,  // 97: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
-	31,  // 98: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
-	7,   // 99: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
-	64,  // 100: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
-	64,  // 101: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,   // 102: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	38,  // 103: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	40,  // 104: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	42,  // 105: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	45,  // 106: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
-	47,  // 107: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
-	49,  // 108: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
-	51,  // 109: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
-	54,  // 110: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
-	67,  // 111: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
-	68,  // 112: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
-	69,  // 113: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
-	70,  // 114: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
-	71,  // 115: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
-	72,  // 116: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
-	73,  // 117: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
-	16,  // 118: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	39,  // 119: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	41,  // 120: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	43,  // 121: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	46,  // 122: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
-	48,  // 123: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
-	50,  // 124: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
-	52,  // 125: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
-	55,  // 126: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
-	74,  // 127: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
-	75,  // 128: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
-	76,  // 129: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
-	77,  // 130: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
-	78,  // 131: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
-	79,  // 132: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
-	80,  // 133: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
-	118, // [118:134] is the sub-list for method output_type
-	102, // [102:118] is the sub-list for method input_type
-	102, // [102:102] is the sub-list for extension type_name
-	102, // [102:102] is the sub-list for extension extendee
-	0,   // [0:102] is the sub-list for field type_name
+	21,  // 20: agentd.v1.GenerateResponse.text_delta:type_name -> agentd.v1.TextDelta
+	22,  // 21: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	23,  // 22: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
+	29,  // 23: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
+	32,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	33,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	63,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	37,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	38,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	36,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	24,  // 30: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
+	25,  // 31: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 32: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
+	35,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
+	54,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
+	18,  // 35: agentd.v1.GenerateResponse.queued:type_name -> agentd.v1.GenerationQueued
+	19,  // 36: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	20,  // 37: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,   // 38: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,   // 39: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,   // 40: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 41: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 42: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	60,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	3,   // 44: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
+	4,   // 45: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
+	64,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	5,   // 47: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
+	64,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	30,  // 49: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
+	31,  // 50: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
+	6,   // 51: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
+	34,  // 52: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
+	29,  // 53: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	32,  // 54: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	65,  // 55: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	25,  // 56: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 57: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	59,  // 58: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	59,  // 59: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	33,  // 60: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,   // 61: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	58,  // 62: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	59,  // 63: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	66,  // 64: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	19,  // 65: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	59,  // 66: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	64,  // 67: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	45,  // 68: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,   // 69: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	45,  // 70: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,   // 71: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	65,  // 72: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	65,  // 73: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	65,  // 74: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	29,  // 75: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	32,  // 76: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	65,  // 77: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	59,  // 78: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	33,  // 79: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	25,  // 80: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 81: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
+	11,  // 82: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
+	16,  // 83: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
+	67,  // 84: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
+	13,  // 85: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	26,  // 86: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	28,  // 87: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	54,  // 88: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	45,  // 89: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 90: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 91: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	65,  // 92: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 93: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	57,  // 94: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 95: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	29,  // 96: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	25,  // 97: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 98: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	32,  // 99: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 100: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	65,  // 101: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	65,  // 102: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 103: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	39,  // 104: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	41,  // 105: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	43,  // 106: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	46,  // 107: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	48,  // 108: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	50,  // 109: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	52,  // 110: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	55,  // 111: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	68,  // 112: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
+	69,  // 113: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	70,  // 114: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	71,  // 115: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
+	72,  // 116: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
+	73,  // 117: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	74,  // 118: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
+	16,  // 119: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	40,  // 120: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	42,  // 121: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	44,  // 122: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	47,  // 123: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	49,  // 124: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	51,  // 125: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	53,  // 126: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	56,  // 127: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	75,  // 128: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
+	76,  // 129: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	77,  // 130: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	78,  // 131: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
+	79,  // 132: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
+	80,  // 133: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	81,  // 134: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
+	119, // [119:135] is the sub-list for method output_type
+	103, // [103:119] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -5449,8 +5547,9 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_InputRequest)(nil),
 		(*GenerateResponse_Warning)(nil),
 		(*GenerateResponse_ApprovalDecided)(nil),
+		(*GenerateResponse_Queued)(nil),
 	}
-	file_agentd_v1_agent_service_proto_msgTypes[47].OneofWrappers = []any{
+	file_agentd_v1_agent_service_proto_msgTypes[48].OneofWrappers = []any{
 		(*PendingRequest_Approval)(nil),
 		(*PendingRequest_Authorization)(nil),
 		(*PendingRequest_Input)(nil),
@@ -5462,7 +5561,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

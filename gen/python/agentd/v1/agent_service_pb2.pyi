@@ -21,6 +21,7 @@ GENERATION_STATE_CANCELLED: GenerationState
 GENERATION_STATE_COMPLETED: GenerationState
 GENERATION_STATE_FAILED: GenerationState
 GENERATION_STATE_PAUSED: GenerationState
+GENERATION_STATE_QUEUED: GenerationState
 GENERATION_STATE_RUNNING: GenerationState
 GENERATION_STATE_UNSPECIFIED: GenerationState
 GENERATION_STATE_WAITING: GenerationState
@@ -244,7 +245,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ..., authorization_response: _Optional[_Union[AuthorizationResponse, _Mapping]] = ..., input_response: _Optional[_Union[InputResponse, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ["approval_decided", "approval_request", "authorization_request", "completed", "function_call", "input_request", "paused", "provider_tool_call", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage", "warning"]
+    __slots__ = ["approval_decided", "approval_request", "authorization_request", "completed", "function_call", "input_request", "paused", "provider_tool_call", "queued", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage", "warning"]
     APPROVAL_DECIDED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUEST_FIELD_NUMBER: _ClassVar[int]
@@ -253,6 +254,7 @@ class GenerateResponse(_message.Message):
     INPUT_REQUEST_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
@@ -270,6 +272,7 @@ class GenerateResponse(_message.Message):
     input_request: InputRequest
     paused: GenerationPaused
     provider_tool_call: _message_pb2.ProviderToolCall
+    queued: GenerationQueued
     sequence: int
     started: GenerationStarted
     text_delta: TextDelta
@@ -279,7 +282,7 @@ class GenerateResponse(_message.Message):
     turn_withdrawn: TurnWithdrawn
     usage: Usage
     warning: Warning
-    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., queued: _Optional[_Union[GenerationQueued, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ["approval_requests", "authorization_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "message", "state", "thread_id", "updated_at", "usage"]
@@ -348,6 +351,16 @@ class GenerationPaused(_message.Message):
     generation_id: str
     input_requests: _containers.RepeatedCompositeFieldContainer[InputRequest]
     def __init__(self, generation_id: _Optional[str] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ...) -> None: ...
+
+class GenerationQueued(_message.Message):
+    __slots__ = ["behind_generation_id", "generation_id", "thread_id"]
+    BEHIND_GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    behind_generation_id: str
+    generation_id: str
+    thread_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., behind_generation_id: _Optional[str] = ...) -> None: ...
 
 class GenerationStarted(_message.Message):
     __slots__ = ["adopted", "generation_id", "resumed", "servers", "thread_id", "tools"]
