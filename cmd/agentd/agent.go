@@ -71,10 +71,12 @@ func (a *agentFlags) start(prompt string) (*agentdv1.StartGeneration, error) {
 	if prompt == "" {
 		return nil, errors.New("give --prompt (with --provider, --model and any --mcp), or --request FILE")
 	}
-	return &agentdv1.StartGeneration{
-		Agent:    a.fromFlags(),
-		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: prompt}}}}},
-	}, nil
+	return &agentdv1.StartGeneration{Agent: a.fromFlags(), Messages: []*agentdv1.Message{userMessage(prompt)}}, nil
+}
+
+// userMessage is the user's message of text.
+func userMessage(text string) *agentdv1.Message {
+	return &agentdv1.Message{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: text}}}}
 }
 
 // fromFile reads --request, refusing the flags it replaces.

@@ -33,7 +33,7 @@ func attach(ctx context.Context, args []string, getenv func(string) string, stdi
 	c.register(fs)
 	a.register(fs)
 	fs.Int64Var(&after, "after", 0, "print the events after sequence number `N` (0: every event)")
-	id, err := c.parseWithID(fs, args, getenv, stdout)
+	id, err := c.parseWithID(fs, "generation", args, getenv, stdout)
 	if err != nil {
 		return err
 	}

@@ -185,15 +185,16 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 	}
 }
 
-// parseWithID parses the args of a command that takes one generation id,
-// which it returns, and gives the client flags not set their variables.
-func (c *clientFlags) parseWithID(fs *flag.FlagSet, args []string, getenv func(string) string, stdout io.Writer) (string, error) {
+// parseWithID parses the args of a command that takes one id, of a
+// generation or a thread as what says, which it returns, and gives the
+// client flags not set their variables.
+func (c *clientFlags) parseWithID(fs *flag.FlagSet, what string, args []string, getenv func(string) string, stdout io.Writer) (string, error) {
 	positional, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return "", err
 	}
 	if len(positional) != 1 || positional[0] == "" {
-		return "", fmt.Errorf("want one generation id (\"%s -h\" shows how)", fs.Name())
+		return "", fmt.Errorf("want one %s id (\"%s -h\" shows how)", what, fs.Name())
 	}
 	c.fromEnv(fs, getenv)
 	return positional[0], nil

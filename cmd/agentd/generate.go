@@ -70,10 +70,10 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 		switch {
 		case err != nil:
 			return err
-		case ended.paused != nil:
-			p.resumeHint(ended.paused.GetGenerationId(), pendingOf(ended.paused), f.agent.args())
 		case start.GetDetach() && ended.id != "":
 			p.detached(ended.id)
+		default:
+			p.ending(ended, f.agent.args())
 		}
 		return nil
 	})
@@ -101,11 +101,21 @@ func parseGenerateFlags(args []string, getenv func(string) string, stdout io.Wri
 	return &f, nil
 }
 
-// ended is how a Generate stream ended: the generation's id, and its
-// pause when it paused.
+// ended is how a Generate stream ended: the generation's id, its pause
+// when it paused, and its place in its thread's queue when it was queued.
 type ended struct {
 	id     string
 	paused *agentdv1.GenerationPaused
+	queued *agentdv1.GenerationQueued
+}
+
+// saw notes what ev says of how the stream ends: its pause and queued
+// events are its last.
+func (e *ended) saw(ev *agentdv1.GenerateResponse) {
+	if s := ev.GetStarted(); s != nil {
+		e.id = s.GetGenerationId()
+	}
+	e.paused, e.queued = ev.GetPaused(), ev.GetQueued()
 }
 
 // talk opens a Generate stream with first, prints its events and answers
@@ -156,10 +166,7 @@ func converse(ctx context.Context, stream agentdv1.AgentService_GenerateClient, 
 			return e, err
 		}
 		p.show(ev)
-		if s := ev.GetStarted(); s != nil {
-			e.id = s.GetGenerationId()
-		}
-		e.paused = ev.GetPaused()
+		e.saw(ev)
 		if answers == nil {
 			continue
 		}

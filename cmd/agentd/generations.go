@@ -32,7 +32,7 @@ func get(ctx context.Context, args []string, getenv func(string) string, _ io.Re
 	var c clientFlags
 	fs := newFlagSet("agentd get", getUsage)
 	c.register(fs)
-	id, err := c.parseWithID(fs, args, getenv, stdout)
+	id, err := c.parseWithID(fs, "generation", args, getenv, stdout)
 	if err != nil {
 		return err
 	}

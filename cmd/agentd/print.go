@@ -16,12 +16,14 @@ import (
 
 // printer writes events and records for a person (text as it streams,
 // everything else on lines of its own) or, asJSON, as JSON lines; notes,
-// the commands to type next among them, go to notes.
+// the commands to type next among them, go to notes. quiet leaves out, for
+// a person, the events a conversation does without: each generation's
+// start, its turns' usage and its ordinary end.
 type printer struct {
-	w, notes io.Writer
-	asJSON   bool
-	next     typed
-	inText   bool
+	w, notes      io.Writer
+	asJSON, quiet bool
+	next          typed
+	inText        bool
 }
 
 // typed builds the commands a person is told to type next: this program,
@@ -47,11 +49,19 @@ func (t typed) command(sub string, args ...string) string {
 
 // show prints ev for a person or, asJSON, as one line of JSON.
 func (p *printer) show(ev *agentdv1.GenerateResponse) {
-	if p.asJSON {
+	switch {
+	case p.asJSON:
 		p.json(ev)
-		return
+	case p.quiet && routine(ev):
+	default:
+		p.print(ev)
 	}
-	p.print(ev)
+}
+
+// routine reports whether ev is one that quiet leaves out: a start, a
+// turn's usage, or an end at the model's end of turn.
+func routine(ev *agentdv1.GenerateResponse) bool {
+	return ev.GetStarted() != nil || ev.GetUsage() != nil || ev.GetCompleted().GetStopReason() == agentdv1.StopReason_STOP_REASON_END_TURN
 }
 
 func (p *printer) json(m proto.Message) {
@@ -116,11 +126,7 @@ func (p *printer) other(ev *agentdv1.GenerateResponse) {
 		p.line("tool call %s %s%s", t.GetToolName(), t.GetArguments(), onServer(t.GetServerName()))
 	case *agentdv1.GenerateResponse_ToolCallFinished:
 		t := k.ToolCallFinished
-		status := "ok"
-		if t.GetIsError() {
-			status = "error"
-		}
-		p.line("tool done %s (%s, %s): %s", t.GetToolName(), status, t.GetDuration().AsDuration().Round(time.Microsecond), t.GetOutput())
+		p.line("tool done %s (%s, %s): %s", t.GetToolName(), outcome(t.GetIsError()), t.GetDuration().AsDuration().Round(time.Microsecond), t.GetOutput())
 	case *agentdv1.GenerateResponse_ApprovalRequest:
 		p.line("approval requested: %s%s", k.ApprovalRequest.GetToolName(), onServer(k.ApprovalRequest.GetServerName()))
 	case *agentdv1.GenerateResponse_FunctionCall:
@@ -134,7 +140,18 @@ func (p *printer) other(ev *agentdv1.GenerateResponse) {
 		p.line("%s", decided(k.ApprovalDecided))
 	case *agentdv1.GenerateResponse_TurnWithdrawn:
 		p.line("turn %d withdrawn, it is asked again: %s", k.TurnWithdrawn.GetTurn(), k.TurnWithdrawn.GetReason())
+	case *agentdv1.GenerateResponse_Queued:
+		q := k.Queued
+		p.line("queued %s on thread %s behind %s", q.GetGenerationId(), q.GetThreadId(), q.GetBehindGenerationId())
 	}
+}
+
+// outcome is how a tool call ended, in a word.
+func outcome(isError bool) string {
+	if isError {
+		return "error"
+	}
+	return "ok"
 }
 
 // decided says what was decided of a request, by whom and why.
@@ -214,6 +231,18 @@ func (p *printer) paused(pz *agentdv1.GenerationPaused) {
 // detached tells the person how to follow a detached generation.
 func (p *printer) detached(id string) {
 	p.note("detached %s; follow it: %s", id, p.next.command("attach", id))
+}
+
+// ending tells the person what to type after a stream that ended as e
+// says: the command that resumes its pause, with agentArgs, the agent's
+// flags as they declared it, or the one that follows it once queued.
+func (p *printer) ending(e ended, agentArgs []string) {
+	switch {
+	case e.paused != nil:
+		p.resumeHint(e.paused.GetGenerationId(), pendingOf(e.paused), agentArgs)
+	case e.queued != nil:
+		p.note("it runs once the thread is free; follow it: %s", p.next.command("attach", e.queued.GetGenerationId()))
+	}
 }
 
 // resumeHint tells the person the command that resumes a generation

@@ -41,7 +41,7 @@ func resume(ctx context.Context, args []string, getenv func(string) string, stdi
 	c.register(fs)
 	a.register(fs)
 	answers.register(fs, "")
-	id, err := c.parseWithID(fs, args, getenv, stdout)
+	id, err := c.parseWithID(fs, "generation", args, getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -70,9 +70,7 @@ func resumeTalk(ctx context.Context, client agentdv1.AgentServiceClient, r *agen
 	if err != nil {
 		return agentMissing(err, r)
 	}
-	if pz := ended.paused; pz != nil {
-		p.resumeHint(pz.GetGenerationId(), pendingOf(pz), agentArgs)
-	}
+	p.ending(ended, agentArgs)
 	return nil
 }
 
