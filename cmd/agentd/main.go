@@ -8,12 +8,14 @@
 //	agentd get        print one generation
 //	agentd list       list generations, newest first
 //	agentd resume     resume a paused generation with its answers
+//	agentd threads    list, show and delete threads
 //	agentd keys hash  print the SHA-256 of an API key read from stdin (for auth.api_keys)
 //	agentd mcp-demo   the built-in demo MCP server, on stdio
 //	agentd version    print the version, commit and Go release (also --version)
 //
-// The client commands (generate, attach, get, list, resume) reach agentd
-// at AGENTD_ADDR, 127.0.0.1:7070 by default. docs/cli.md describes them.
+// The client commands (generate, attach, get, list, resume, threads)
+// reach agentd at AGENTD_ADDR, 127.0.0.1:7070 by default. docs/cli.md
+// describes them.
 package main
 
 import (
@@ -43,12 +45,13 @@ commands:
   get        print one generation: its state, what it waits for, its result
   list       list generations, newest first
   resume     resume a paused generation with the answers it waits for
+  threads    list, show (with their conversation) and delete threads
   keys hash  print the SHA-256 of an API key read from stdin, for auth.api_keys
   mcp-demo   run the built-in demo MCP server on stdin/stdout
   version    print agentd's version, commit and Go release (also --version)
 
-The client commands (generate, attach, get, list, resume) reach agentd at
-AGENTD_ADDR (default 127.0.0.1:7070), or at --addr.
+The client commands (generate, attach, get, list, resume, threads)
+reach agentd at AGENTD_ADDR (default 127.0.0.1:7070), or at --addr.
 
 example:
   agentd serve &
@@ -91,6 +94,7 @@ var clientCommands = map[string]func(ctx context.Context, args []string, getenv 
 	"get":      get,
 	"list":     list,
 	"resume":   resume,
+	"threads":  threads,
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
