@@ -270,7 +270,7 @@ func TestHelp(t *testing.T) {
 		{"generate", "-h"}, {"attach", "--help"}, {"get", "-h"}, {"list", "-help"}, {"resume", "-h"},
 		{"serve", "-h"}, {"bridge", "-h"}, {"keys", "-h"}, {"mcp-demo", "-h"}, {"version", "-h"},
 		{"help", "generate"}, {"get", "gen_1", "-h"},
-		{"threads", "list", "-h"}, {"threads", "get", "thr_1", "-h"}, {"threads", "delete", "--help"},
+		{"chat", "-h"}, {"help", "chat"}, {"threads", "list", "-h"}, {"threads", "get", "thr_1", "-h"}, {"threads", "delete", "--help"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(t.Context(), args, strings.NewReader(""), &out, &errOut)
@@ -311,6 +311,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"get"}, `want one generation id ("agentd get -h" shows how)`},
 		{[]string{"get", "gen_1", "gen_2"}, `want one generation id`},
 		{[]string{"version", "now"}, `agentd version takes no arguments`},
+		{[]string{"chat", "now"}, `agentd chat takes flags only`},
+		{[]string{"chat", "--history", "-1"}, `--history from 0 to 1000`},
 		{[]string{"threads", "get"}, `want one thread id ("agentd threads get -h" shows how)`},
 		{[]string{"threads", "list", "--page-size", "1001"}, `--page-size from 0 to 1000`},
 	} {
@@ -331,7 +333,7 @@ func TestRefusedConnection(t *testing.T) {
 	nobody := freePort(t)
 	for _, args := range [][]string{
 		{"generate", "--prompt", "hi"}, {"attach", "gen_1"}, {"get", "gen_1"}, {"list"}, {"resume", "gen_1", "--approve", "a"},
-		{"threads", "list"}, {"threads", "get", "thr_1"}, {"threads", "delete", "thr_1"},
+		{"chat"}, {"threads", "list"}, {"threads", "get", "thr_1"}, {"threads", "delete", "thr_1"},
 	} {
 		_, _, err := cli(t, nobody, "", args...)
 		if err == nil || !strings.Contains(err.Error(), "cannot reach agentd at "+nobody+": connection refused") || !strings.Contains(err.Error(), "AGENTD_ADDR") || !strings.Contains(err.Error(), "make run") {

@@ -4,6 +4,7 @@
 //	agentd serve      AgentService with the bridge embedded (default 127.0.0.1:7070)
 //	agentd bridge     BridgeService alone (default 127.0.0.1:7071)
 //	agentd generate   run a generation against a running agentd and print its events
+//	agentd chat       talk with an agent at the terminal, on a thread agentd remembers
 //	agentd attach     follow a generation's events, and answer its pause at the terminal
 //	agentd get        print one generation
 //	agentd list       list generations, newest first
@@ -13,7 +14,7 @@
 //	agentd mcp-demo   the built-in demo MCP server, on stdio
 //	agentd version    print the version, commit and Go release (also --version)
 //
-// The client commands (generate, attach, get, list, resume, threads)
+// The client commands (generate, chat, attach, get, list, resume, threads)
 // reach agentd at AGENTD_ADDR, 127.0.0.1:7070 by default. docs/cli.md
 // describes them.
 package main
@@ -41,6 +42,7 @@ commands:
   serve      serve AgentService, with the bridge embedded unless --bridge-addr is set
   bridge     serve BridgeService alone
   generate   run a generation on a running agentd and print its events
+  chat       talk with an agent at the terminal, on a thread agentd remembers
   attach     follow a generation's events; answer its pause at the terminal
   get        print one generation: its state, what it waits for, its result
   list       list generations, newest first
@@ -50,7 +52,7 @@ commands:
   mcp-demo   run the built-in demo MCP server on stdin/stdout
   version    print agentd's version, commit and Go release (also --version)
 
-The client commands (generate, attach, get, list, resume, threads)
+The client commands (generate, chat, attach, get, list, resume, threads)
 reach agentd at AGENTD_ADDR (default 127.0.0.1:7070), or at --addr.
 
 example:
@@ -90,6 +92,7 @@ func exitCode(err error, stderr io.Writer) int {
 // gives their flags' defaults.
 var clientCommands = map[string]func(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error{
 	"generate": generate,
+	"chat":     chat,
 	"attach":   attach,
 	"get":      get,
 	"list":     list,
