@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentd/agentd/internal/contextfit"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/providers"
 )
@@ -27,11 +28,15 @@ type reply struct {
 func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err error) {
 	g.ran.turns++
 	g.foldSamples() // those of calls a pause cut short, or asked between calls
+	msgs, trim, err := g.fitted(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ctx, chat := g.startChat(ctx, g.plan.agent.GetModel())
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
 	defer func() { chat.end(ctx, streamed, err) }()
-	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool)}
-	if err := chat.stream(ctx, g.plan.provider, g.request(), func(ev providers.Event) error {
+	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool), trim: trim}
+	if err := chat.stream(ctx, g.plan.provider, g.request(msgs), func(ev providers.Event) error {
 		out, err := t.take(ev, chat)
 		if err != nil || out == nil {
 			return err
@@ -46,13 +51,29 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	return g.endModelTurn(ctx, t)
 }
 
-// request is the provider's request for the next model turn: the whole
-// conversation, the tools offered, and the servers the provider runs.
-func (g *generation) request() *providers.Request {
+// fitted is the conversation the next model turn sends: the whole of it,
+// or what the agent's context policy fits to the model's window, with what
+// it left out. Without a policy nothing is estimated.
+func (g *generation) fitted(ctx context.Context) ([]*agentdv1.Message, *agentdv1.ContextTrim, error) {
+	policy := g.plan.agent.GetContext()
+	if policy == nil {
+		return g.messages, nil, nil
+	}
+	fixed := int64(len(g.plan.agent.GetInstructions())) + g.schemaBytes
+	f := contextfit.New(policy, g.plan.agent.GetProvider(), g.plan.agent.GetModel(), fixed)
+	if f == nil {
+		return g.messages, nil, nil
+	}
+	return f.Fit(ctx, g.messages)
+}
+
+// request is the provider's request for the next model turn: the
+// conversation msgs, the tools offered, and the servers the provider runs.
+func (g *generation) request(msgs []*agentdv1.Message) *providers.Request {
 	return &providers.Request{
 		Model:          g.plan.agent.GetModel(),
 		Instructions:   g.plan.agent.GetInstructions(),
-		Messages:       g.messages,
+		Messages:       msgs,
 		Tools:          g.tools,
 		ToolParameters: g.toolParams,
 		MCPServers:     g.plan.providerServers(),
@@ -71,6 +92,7 @@ type turnStream struct {
 	reported bool // the provider gave the turn's usage
 	stop     agentdv1.StopReason
 	paused   bool
+	trim     *agentdv1.ContextTrim // what the turn's request left out of the conversation
 }
 
 // take takes one event of the stream; out is what the client is sent of
@@ -125,6 +147,7 @@ func (g *generation) endModelTurn(ctx context.Context, t *turnStream) (*reply, e
 	usage.Turn = int32(t.turn)
 	usage.Repeated = g.repeatTurn
 	usage.StopReason = t.stop
+	usage.Context = t.trim
 	g.repeatTurn = false
 	addUsage(g.total, usage)
 	g.ran.modelTurn(usage)

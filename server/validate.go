@@ -146,7 +146,8 @@ func validateTools(v *violations, field func(string) string, tools []*agentdv1.F
 }
 
 // planSettings checks the agent's settings (mcp_strategy,
-// tool_name_conflict, requires_approval, max_tool_turns, provider_options)
+// tool_name_conflict, requires_approval, max_tool_turns, context,
+// provider_options)
 // and the request's answer_timeout, and takes the limits they set.
 func (s *Service) planSettings(v *violations, field func(string) string, p *plan, answerTimeout *durationValue) {
 	agent := p.agent
@@ -168,11 +169,23 @@ func (s *Service) planSettings(v *violations, field func(string) string, p *plan
 			p.maxToolTurns = int(n)
 		}
 	}
+	validateContext(v, field, agent.GetContext())
 	s.planAnswerTimeout(v, field, p, answerTimeout)
 	if ov, ok := p.provider.(providers.OptionsValidator); ok {
 		for _, prob := range ov.ValidateOptions(p.options()) {
 			v.add(field("agent.provider_options."+prob.Field), "%s", prob.Description)
 		}
+	}
+}
+
+// validateContext checks the agent's context policy, if it sets one: its
+// numbers of tokens are not negative.
+func validateContext(v *violations, field func(string) string, c *agentdv1.ContextPolicy) {
+	if n := c.GetMaxInputTokens(); n < 0 {
+		v.add(field("agent.context.max_input_tokens"), "must not be negative, got %d", n)
+	}
+	if n := c.GetReserveOutputTokens(); n < 0 {
+		v.add(field("agent.context.reserve_output_tokens"), "must not be negative, got %d", n)
 	}
 }
 
