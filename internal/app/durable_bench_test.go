@@ -312,7 +312,7 @@ func (t *timedGenerations) reset() {
 	t.calls, t.given = nil, 0
 }
 
-func (t *timedGenerations) Create(ctx context.Context, g store.NewGeneration) error {
+func (t *timedGenerations) Create(ctx context.Context, g store.NewGeneration) (store.Created, error) {
 	defer t.note("create", time.Now())
 	t.add(g.Checkpoint, g.Events, g.Items)
 	return t.Generations.Create(ctx, g)

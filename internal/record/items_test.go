@@ -226,7 +226,7 @@ func (c *countingGenerations) written() int64 {
 	return c.n
 }
 
-func (c *countingGenerations) Create(ctx context.Context, g store.NewGeneration) error {
+func (c *countingGenerations) Create(ctx context.Context, g store.NewGeneration) (store.Created, error) {
 	c.add(g.Checkpoint, g.Agent, g.Events, g.Items)
 	return c.Generations.Create(ctx, g)
 }

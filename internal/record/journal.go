@@ -150,7 +150,7 @@ func (j *Journal) create(ctx context.Context, cp *statev1.Checkpoint) error {
 	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	now := time.Now()
-	err := j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
+	_, err := j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
 		Checkpoint: Encode(cp), Agent: j.agentDue, Items: items, Origin: j.o.Origin})
 	j.agentDue = nil
 	return err

@@ -59,7 +59,7 @@ func BenchmarkGenerations(b *testing.B) {
 			b.Cleanup(func() { _ = s.Close() })
 			g := s.Generations()
 			now := time.Now()
-			if err := g.Create(b.Context(), store.NewGeneration{
+			if _, err := g.Create(b.Context(), store.NewGeneration{
 				Tenant: "acme", ID: "g", Owner: "r", Expires: now.Add(24 * time.Hour), Checkpoint: checkpoint, Now: now,
 			}); err != nil {
 				b.Fatal(err)
@@ -87,7 +87,7 @@ func BenchmarkGenerations(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				id := fmt.Sprint("g", next.Add(1))
 				now := time.Now()
-				if err := g.Create(ctx, store.NewGeneration{
+				if _, err := g.Create(ctx, store.NewGeneration{
 					Tenant: "acme", ID: id, Owner: "r", Expires: now.Add(24 * time.Hour), Checkpoint: checkpoint, Now: now,
 				}); err != nil {
 					b.Error(err)
@@ -125,7 +125,7 @@ func BenchmarkGenerations(b *testing.B) {
 			latencies(b, func() error {
 				id := idOf()
 				now := time.Now()
-				if err := g.Create(ctx, store.NewGeneration{
+				if _, err := g.Create(ctx, store.NewGeneration{
 					Tenant: "", ID: id, Owner: "r", Expires: now.Add(time.Minute), Checkpoint: cp, Events: started, Now: now,
 				}); err != nil {
 					return err

@@ -29,6 +29,11 @@ const (
 	// Paused: nobody works on it; a resume acquires it. Adopt passes it
 	// over; ExpirePaused cancels it once its pause has expired.
 	Paused State = "paused"
+	// Queued: it waits behind another generation that holds its thread
+	// (ThreadStart, Enqueue or Interrupt); nobody may acquire or adopt it
+	// until the store makes it Running, under a released lease, as the
+	// one ahead ends.
+	Queued State = "queued"
 	// Completed, Failed, Cancelled: it has ended (Finish).
 	Completed State = "completed"
 	Failed    State = "failed"
@@ -62,7 +67,9 @@ type Generation struct {
 	Tenant string
 	ID     string
 	State  State
-	Lease  Lease
+	// Lease is the zero Lease while the generation is Queued; its epoch
+	// is 0 until a replica first takes it (Adopt, Acquire) once it runs.
+	Lease Lease
 	// Checkpoint is the latest checkpoint, opaque to the store: nil in
 	// List's results, and empty once the generation has finished.
 	Checkpoint []byte
@@ -84,6 +91,14 @@ type Generation struct {
 	UpdatedAt time.Time
 	// FinishedAt is when Finish ended it; zero while it is live.
 	FinishedAt time.Time
+	// Thread is the thread Create put it on ("" for none), and ThreadBase
+	// the number of the thread's items its conversation starts with: the
+	// thread's ItemCount when it became active (0 while Queued).
+	Thread     string
+	ThreadBase int64
+	// Interrupted says a start on its thread interrupted it: its owner
+	// cancels it (Interrupted lists it).
+	Interrupted bool
 }
 
 // Event is one entry of a generation's event log. Its Kind and Data are
@@ -133,7 +148,23 @@ type NewGeneration struct {
 	Items []Item
 	// Origin says who started it, for whom, and on what.
 	Origin Origin
+	// Thread, when not nil, puts it on a thread of the tenant (NotFound if
+	// there is none). If no generation holds the thread, it does now, and
+	// Create returns the thread's ItemCount as the generation's base.
+	// Otherwise Thread.Multitask decides: Reject fails with
+	// FailedPrecondition (reason ThreadBusy, naming the active
+	// generation); Enqueue and Interrupt record it Queued, without a
+	// lease (Owner and Expires are ignored), and Create returns Queued.
+	Thread *ThreadStart
 	Now    time.Time
+}
+
+// Created is what Create returns: the state the generation was recorded
+// in (Running, or Queued behind its thread's active generation), and its
+// thread base when Running on a thread.
+type Created struct {
+	State      State
+	ThreadBase int64
 }
 
 // Checkpoint is what a fenced Checkpoint writes, in one transaction.
@@ -169,12 +200,19 @@ type Outcome struct {
 	Events []Event
 	// Items end the conversation, in the same transaction.
 	Items []Item
-	Now   time.Time
+	// Thread is appended to the generation's thread, in the same
+	// transaction, when the generation holds it (nil appends nothing).
+	// Whether or not it does, a generation that holds its thread gives it
+	// up, and the first one queued becomes active. A retried Finish
+	// appends nothing more.
+	Thread *ThreadAppend
+	Now    time.Time
 }
 
 // ListOptions selects a page of List.
 type ListOptions struct {
-	// States keeps the generations in one of these states (empty: all).
+	// States keeps the generations in one of these states (empty: all),
+	// Queued among them.
 	States []State
 	// PageSize is the most generations a page holds: DefaultPageSize
 	// when 0 or less, at most MaxPageSize.
@@ -213,16 +251,17 @@ const (
 // twice if the first took, unless it reads the log's tail first.
 type Generations interface {
 	// Create records a new running generation under a lease held by
-	// g.Owner (epoch 1), with its first checkpoint, events and items. It fails
-	// with Conflict if the tenant has a generation of that id.
-	Create(ctx context.Context, g NewGeneration) error
+	// g.Owner (epoch 1), with its first checkpoint, events and items, or
+	// a queued one (NewGeneration.Thread). It fails with Conflict if the
+	// tenant has a generation of that id.
+	Create(ctx context.Context, g NewGeneration) (Created, error)
 
 	// Acquire takes the lease of a live generation whose lease is
 	// released or expired by now, for owner until expires, with the next
 	// epoch, and returns the record so acquired. It fails with NotFound
 	// if the tenant has no such generation, and with Conflict if another
-	// holds a lease that has not expired or the generation has finished.
-	// Of concurrent Acquires (and Adopts) of one generation, exactly one
+	// holds a lease that has not expired, the generation has finished,
+	// or it is Queued (reason GENERATION_QUEUED). Of concurrent Acquires (and Adopts) of one generation, exactly one
 	// succeeds.
 	Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (Generation, error)
 
@@ -328,7 +367,8 @@ type Generations interface {
 	// does not race a resume: of it and an Acquire of one generation,
 	// exactly one takes effect (an Acquire after it finds the generation
 	// finished, Conflict; one before it holds a lease, and the generation
-	// is left). Replicas may run it at once; a generation ends once.
+	// is left). Replicas may run it at once; a generation ends once. One
+	// that held its thread gives it up as Finish does, appending nothing.
 	ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error)
 
 	// Sweep removes the generations, of any tenant, that finished at or
@@ -368,24 +408,41 @@ type Generations interface {
 
 // whyNotAcquired says why an Acquire matched no row, from the state that
 // the generation has now (or the error of reading it).
-func whyNotAcquired(id, state string, err, noRows error, classify func(error) error) error {
+func whyNotAcquired(id string, state State, err, noRows error, classify func(error) error) error {
 	switch {
 	case errors.Is(err, noRows):
 		return noGeneration(id)
 	case err != nil:
 		return classify(err)
-	case State(state).Finished():
+	case state.Finished():
 		return generationFinished(id)
+	case state == Queued:
+		return generationQueued(id)
 	}
 	return leaseHeld(id)
 }
+
+// storedState is the State of a generation stored in state, queued or
+// not: a queued generation is stored running, with its place in its
+// thread's queue.
+func storedState(state string, queued bool) State {
+	if queued {
+		return Queued
+	}
+	return State(state)
+}
+
+// queuedLease is the lease expiry a queued generation is stored with:
+// the end of time, which no Adopt reaches.
+var queuedLease = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // generationColumns lists a generation's columns, each after prefix, in
 // the order that the stores scan them; with leave, the checkpoint is that
 // expression (NULL) rather than the column, for List to leave it out.
 func generationColumns(prefix, leave string) string {
 	cols := []string{"tenant", "id", "state", "owner", "epoch", "lease_expires", "version", "checkpoint",
-		"checkpoint_seq", "last_seq", "result", "created_at", "updated_at", "finished_at"}
+		"checkpoint_seq", "last_seq", "result", "created_at", "updated_at", "finished_at",
+		"thread_id", "thread_base", "queue_pos", "interrupted"}
 	for i, c := range cols {
 		if c == "checkpoint" && leave != "" {
 			cols[i] = leave
@@ -413,6 +470,11 @@ func leaseHeld(id string) error {
 func generationFinished(id string) error {
 	return fault.New(fault.Conflict, "the generation %q has finished", id).
 		WithInfo("GENERATION_FINISHED", map[string]string{"generation_id": id})
+}
+
+func generationQueued(id string) error {
+	return fault.New(fault.Conflict, "the generation %q is queued behind the generation that holds its thread", id).
+		WithInfo("GENERATION_QUEUED", map[string]string{"generation_id": id})
 }
 
 func generationExists(id string) error {
@@ -447,11 +509,29 @@ func checkFinished(s State) error {
 
 func checkListStates(states []State) error {
 	for _, s := range states {
-		if err := checkState(s, s.live() || s.Finished(), "a generation's state"); err != nil {
+		if err := checkState(s, s.live() || s.Finished() || s == Queued, "a generation's state"); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stateCondition is List's condition on the states (not empty), each
+// state's value bound by param, which returns its placeholder: Running
+// and Queued are stored alike, told apart by the place in the queue.
+func stateCondition(states []State, param func(v any) string) string {
+	or := make([]string, len(states))
+	for i, s := range states {
+		switch s {
+		case Running:
+			or[i] = "(state = 'running' AND queue_pos IS NULL)"
+		case Queued:
+			or[i] = "queue_pos IS NOT NULL"
+		default:
+			or[i] = "state = " + param(string(s))
+		}
+	}
+	return "(" + strings.Join(or, " OR ") + ")"
 }
 
 // pageSize is o's page size within bounds.
@@ -488,7 +568,7 @@ func parsePageToken(tok string) (pos pagePos, ok bool, err error) {
 	if tok == "" {
 		return pagePos{}, false, nil
 	}
-	invalid := fault.New(fault.Invalid, "store: the page token is not one that List returned")
+	invalid := fault.New(fault.Invalid, "store: the page token is not one that the list returned")
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
 		return pagePos{}, false, invalid
@@ -503,14 +583,17 @@ func parsePageToken(tok string) (pos pagePos, ok bool, err error) {
 
 // nextToken is the token after page, of which the store read one more row
 // than size to know whether another page follows; it trims page to size.
-func nextToken(page []Generation, size int) ([]Generation, string) {
+// pos is a row's place in the order.
+func nextToken[T any](page []T, size int, pos func(T) pagePos) ([]T, string) {
 	if len(page) <= size {
 		return page, ""
 	}
 	page = page[:size]
-	last := page[size-1]
-	return page, pagePos{last.CreatedAt.UnixMilli(), last.ID}.token()
+	return page, pos(page[size-1]).token()
 }
+
+// generationPos is a generation's place in List's order.
+func generationPos(g Generation) pagePos { return pagePos{g.CreatedAt.UnixMilli(), g.ID} }
 
 // eventColumns splits events into the columns the stores insert.
 func eventColumns(events []Event) (kinds []string, data [][]byte) {

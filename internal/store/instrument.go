@@ -75,6 +75,7 @@ func Instrument(s Store, mp metric.MeterProvider) Store {
 	})}
 	in.gens = &instrumentedGenerations{gens: s.Generations(), in: in}
 	in.tokens = &instrumentedTokens{tokens: s.Tokens(), in: in}
+	in.threads = &instrumentedThreads{threads: s.Threads(), in: in}
 	if pc, ok := s.(pausedCounter); ok {
 		gauge, _ := m.Int64ObservableGauge(PausedGenerations, metric.WithUnit("{generation}"),
 			metric.WithDescription("Paused generations stored, by tenant: the whole store's count, the same on every replica that shares it."))
@@ -121,6 +122,7 @@ type instrumented struct {
 	Store
 	gens    *instrumentedGenerations
 	tokens  *instrumentedTokens
+	threads *instrumentedThreads
 	hist    metric.Float64Histogram
 	options *telemetry.MeasurementOptions[operationLabels]
 	reg     metric.Registration // the paused gauge's callback; nil without one
@@ -181,6 +183,8 @@ func (in *instrumented) Generations() Generations { return in.gens }
 
 func (in *instrumented) Tokens() Tokens { return in.tokens }
 
+func (in *instrumented) Threads() Threads { return in.threads }
+
 // Close stops the paused gauge's observations and closes the store.
 func (in *instrumented) Close() error {
 	if in.reg != nil {
@@ -196,7 +200,7 @@ type instrumentedGenerations struct {
 	in   *instrumented
 }
 
-func (g *instrumentedGenerations) Create(ctx context.Context, ng NewGeneration) (err error) {
+func (g *instrumentedGenerations) Create(ctx context.Context, ng NewGeneration) (_ Created, err error) {
 	defer func(began time.Time) { g.in.done(ctx, "create", began, err) }(time.Now())
 	return g.gens.Create(ctx, ng)
 }
@@ -315,4 +319,55 @@ func (t *instrumentedTokens) PutToken(ctx context.Context, tenant, endUser, serv
 func (t *instrumentedTokens) DeleteTokens(ctx context.Context, tenant, endUser, server string) (_ int64, err error) {
 	defer func(began time.Time) { t.in.done(ctx, "delete_tokens", began, err) }(time.Now())
 	return t.tokens.DeleteTokens(ctx, tenant, endUser, server)
+}
+
+// instrumentedThreads is the Threads of an instrumented Store.
+type instrumentedThreads struct {
+	threads Threads
+	in      *instrumented
+}
+
+func (t *instrumentedThreads) CreateThread(ctx context.Context, nt NewThread) (_ Thread, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "create_thread", began, err) }(time.Now())
+	return t.threads.CreateThread(ctx, nt)
+}
+
+func (t *instrumentedThreads) GetThread(ctx context.Context, tenant, id string) (_ Thread, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "get_thread", began, err) }(time.Now())
+	return t.threads.GetThread(ctx, tenant, id)
+}
+
+func (t *instrumentedThreads) ListThreads(ctx context.Context, tenant string, o ThreadListOptions) (_ []Thread, _ string, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "list_threads", began, err) }(time.Now())
+	return t.threads.ListThreads(ctx, tenant, o)
+}
+
+func (t *instrumentedThreads) ThreadItems(ctx context.Context, tenant, id string, r ItemRange) (_ []ThreadItem, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "thread_items", began, err) }(time.Now())
+	return t.threads.ThreadItems(ctx, tenant, id, r)
+}
+
+func (t *instrumentedThreads) UpdateThread(ctx context.Context, tenant, id string, u ThreadUpdate) (_ Thread, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "update_thread", began, err) }(time.Now())
+	return t.threads.UpdateThread(ctx, tenant, id, u)
+}
+
+func (t *instrumentedThreads) DeleteThread(ctx context.Context, tenant, id string) (_, _ int64, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "delete_thread", began, err) }(time.Now())
+	return t.threads.DeleteThread(ctx, tenant, id)
+}
+
+func (t *instrumentedThreads) ForkThread(ctx context.Context, tenant, id, newID string, upTo int64, metadata map[string]string, maxThreads int64, now time.Time) (_ Thread, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "fork_thread", began, err) }(time.Now())
+	return t.threads.ForkThread(ctx, tenant, id, newID, upTo, metadata, maxThreads, now)
+}
+
+func (t *instrumentedThreads) Interrupted(ctx context.Context, limit int) (_ []Interruption, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "interrupted", began, err) }(time.Now())
+	return t.threads.Interrupted(ctx, limit)
+}
+
+func (t *instrumentedThreads) SweepThreads(ctx context.Context, now, idleBefore time.Time) (_ int, err error) {
+	defer func(began time.Time) { t.in.done(ctx, "sweep_threads", began, err) }(time.Now())
+	return t.threads.SweepThreads(ctx, now, idleBefore)
 }

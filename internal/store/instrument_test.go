@@ -97,7 +97,7 @@ func TestInstrument(t *testing.T) {
 			if _, err := s.Get(ctx, "acme", "missing"); err == nil {
 				t.Fatal("Get of a missing generation succeeded")
 			}
-			if err := s.Generations().Create(ctx, store.NewGeneration{Tenant: "acme", ID: "r1", Owner: "replica", Expires: now.Add(time.Minute), Now: now, Checkpoint: []byte("cp")}); err != nil {
+			if _, err := s.Generations().Create(ctx, store.NewGeneration{Tenant: "acme", ID: "r1", Owner: "replica", Expires: now.Add(time.Minute), Now: now, Checkpoint: []byte("cp")}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.Generations().Checkpoint(ctx, "acme", "r1", 1, store.Checkpoint{State: store.Running, Data: []byte("cp2"), Now: now}); err != nil {

@@ -48,7 +48,7 @@ func liveReplicas(b *testing.B, s store.Store) store.Generations {
 		owner := fmt.Sprintf("replica-%d", r)
 		attendUntilEnd(b, g, owner)
 		for i := range 250 {
-			if err := g.Create(b.Context(), store.NewGeneration{Tenant: "acme", ID: fmt.Sprintf("%s-%d", owner, i), Owner: owner,
+			if _, err := g.Create(b.Context(), store.NewGeneration{Tenant: "acme", ID: fmt.Sprintf("%s-%d", owner, i), Owner: owner,
 				Expires: now.Add(24 * time.Hour), Checkpoint: []byte("c"), Now: now}); err != nil {
 				b.Fatal(err)
 			}

@@ -66,7 +66,7 @@ func TestPostgresLivenessTakenAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(time.Hour)
-	if err := g.Create(ctx, NewGeneration{Tenant: "acme", ID: "g", Owner: "x", Expires: later, Now: time.Now()}); err != nil {
+	if _, err := g.Create(ctx, NewGeneration{Tenant: "acme", ID: "g", Owner: "x", Expires: later, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	adopt := func() int {

@@ -36,12 +36,17 @@ func scanPgGeneration(row pgx.Row) (Generation, error) {
 	var g Generation
 	var state string
 	var finished *time.Time
+	var queuePos *int64
 	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &g.Lease.Expires, &g.Version, &g.Checkpoint,
-		&g.CheckpointSeq, &g.LastSeq, &g.Result, &g.CreatedAt, &g.UpdatedAt, &finished)
+		&g.CheckpointSeq, &g.LastSeq, &g.Result, &g.CreatedAt, &g.UpdatedAt, &finished,
+		&g.Thread, &g.ThreadBase, &queuePos, &g.Interrupted)
 	if err != nil {
 		return Generation{}, err
 	}
-	g.State = State(state)
+	g.State = storedState(state, queuePos != nil)
+	if g.State == Queued {
+		g.Lease.Expires = time.Time{}
+	}
 	if finished != nil {
 		g.FinishedAt = *finished
 	}
@@ -84,21 +89,48 @@ func pgAgent(agent string) string {
 	)`
 }
 
-func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
+// Create is one statement for a generation on no thread. One on a thread
+// is a transaction that locks the thread's row first, as every write that
+// changes which generation holds a thread does (Finish, ExpirePaused,
+// DeleteThread), before the row of any generation: a start that
+// interrupts the generation holding the thread then writes that row too.
+func (p pgGenerations) Create(ctx context.Context, g NewGeneration) (Created, error) {
+	if g.Thread == nil {
+		pl := running(g)
+		return pl.created(), pgCreate(ctx, p.pool, g, pl)
+	}
+	var c Created
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		pl, err := pgPlace(ctx, tx, g)
+		if err != nil {
+			return err
+		}
+		c = pl.created()
+		return pgCreate(ctx, tx, g, pl)
+	})
+	if err != nil {
+		return Created{}, classifyFault(err)
+	}
+	return c, nil
+}
+
+// pgCreate records g, placed at pl, on q.
+func pgCreate(ctx context.Context, q pgRower, g NewGeneration, pl placement) error {
 	kinds, data := eventColumns(g.Events)
 	ns, items := itemColumns(g.Items)
 	var n int
-	err := p.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 		WITH g AS (
 			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
-				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model)
-			VALUES ($1, $2, 'running', $3, 1, $4, 1, $5, $6, $6, NULL, $7, $7, NULL, $13, $14, $15, $16)
+				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model,
+				thread_id, thread_base, queue_pos)
+			VALUES ($1, $2, 'running', $3, $17, $4, 1, $5, $6, $6, NULL, $7, $7, NULL, $13, $14, $15, $16, $18, $19, $20)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`, `+pgAgent("$12")+`
 		SELECT count(*) FROM g`,
-		g.Tenant, g.ID, g.Owner, ms(g.Expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orNull(g.Agent),
-		g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model).Scan(&n)
+		g.Tenant, g.ID, pl.owner, ms(pl.expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orNull(g.Agent),
+		g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model, pl.epoch, pl.thread, pl.base, pl.queuePos).Scan(&n)
 	if err != nil {
 		return classify(err)
 	}
@@ -111,14 +143,15 @@ func (p pgGenerations) Create(ctx context.Context, g NewGeneration) error {
 func (p pgGenerations) Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (Generation, error) {
 	g, err := scanPgGeneration(p.pool.QueryRow(ctx, `
 		UPDATE generations SET owner = $3, epoch = epoch + 1, lease_expires = $5
-		WHERE tenant = $1 AND id = $2 AND state IN ('running', 'waiting', 'paused')
+		WHERE tenant = $1 AND id = $2 AND state IN ('running', 'waiting', 'paused') AND queue_pos IS NULL
 			AND (owner = '' OR lease_expires <= $4)
 		RETURNING `+pgGenerationCols,
 		tenant, id, owner, ms(now), ms(expires)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		var state string
-		err := p.pool.QueryRow(ctx, `SELECT state FROM generations WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&state)
-		return Generation{}, whyNotAcquired(id, state, err, pgx.ErrNoRows, func(err error) error { return classify(err) })
+		var queued bool
+		err := p.pool.QueryRow(ctx, `SELECT state, queue_pos IS NOT NULL FROM generations WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&state, &queued)
+		return Generation{}, whyNotAcquired(id, storedState(state, queued), err, pgx.ErrNoRows, func(err error) error { return classify(err) })
 	}
 	if err != nil {
 		return Generation{}, classify(err)
@@ -209,6 +242,12 @@ func pgCheckpoint(ctx context.Context, q pgRower, tenant, id string, epoch int64
 	return last, nil
 }
 
+// Finish is one batch of statements, one round trip and one
+// (implicit) transaction: it locks the generation's thread first, if it
+// has one, then ends the generation, then gives up the thread if the
+// generation held it. Each statement reads a snapshot of its own, taken
+// once the ones before it have their locks: the last sees every start
+// queued on the thread before the lock.
 func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (int64, error) {
 	if err := checkFinished(o.State); err != nil {
 		return 0, err
@@ -216,7 +255,13 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 	kinds, data := eventColumns(o.Events)
 	ns, items := itemColumns(o.Items)
 	var last int64
-	err := p.pool.QueryRow(ctx, `
+	ended := true
+	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT 1 FROM threads WHERE tenant = $1
+			AND id = (SELECT thread_id FROM generations WHERE tenant = $1 AND id = $2 AND thread_id <> '')
+		FOR UPDATE`, tenant, id)
+	b.Queue(`
 		WITH g AS (
 			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
 				last_seq = GREATEST(last_seq, $12) + $6, updated_at = $7, finished_at = $7
@@ -228,8 +273,19 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 			DELETE FROM pending_requests WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
 		)
 		SELECT last_seq FROM g`,
-		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items, skipTo(o.Events)).Scan(&last)
-	if errors.Is(err, pgx.ErrNoRows) {
+		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items, skipTo(o.Events)).
+		QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&last)
+			if errors.Is(err, pgx.ErrNoRows) {
+				ended = false
+				return nil
+			}
+			return err
+		})
+	ids, texts := threadItemColumns(o.Thread)
+	b.Queue(pgReleaseOne, ms(o.Now), ids, texts, int64(len(ids)), tenant, id)
+	err := p.pool.SendBatch(ctx, b).Close()
+	if err == nil && !ended {
 		// A retry of a Finish that committed finds it done.
 		var state string
 		var was int64
@@ -276,12 +332,10 @@ func (p pgGenerations) List(ctx context.Context, tenant string, o ListOptions) (
 	q := `SELECT ` + pgSummaryCols + ` FROM generations WHERE tenant = $1`
 	args := []any{tenant}
 	if len(o.States) > 0 {
-		states := make([]string, len(o.States))
-		for i, s := range o.States {
-			states[i] = string(s)
-		}
-		args = append(args, states)
-		q += fmt.Sprintf(` AND state = ANY($%d)`, len(args))
+		q += ` AND ` + stateCondition(o.States, func(v any) string {
+			args = append(args, v)
+			return fmt.Sprintf("$%d", len(args))
+		})
 	}
 	if after {
 		args = append(args, time.UnixMilli(pos.created), pos.id)
@@ -297,7 +351,7 @@ func (p pgGenerations) List(ctx context.Context, tenant string, o ListOptions) (
 	if err != nil {
 		return nil, "", classify(err)
 	}
-	page, next := nextToken(page, size)
+	page, next := nextToken(page, size, generationPos)
 	return page, next, nil
 }
 
@@ -375,7 +429,7 @@ func (p pgGenerations) Append(ctx context.Context, tenant, id string, epoch int6
 }
 
 func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error) {
-	return pgPage(ctx, p.pool, id, `
+	return pgPage(ctx, p.pool, noGeneration(id), `
 		SELECT e.seq, e.kind, e.data FROM generations g
 		LEFT JOIN LATERAL (
 			SELECT seq, kind, data FROM generation_events
@@ -395,11 +449,11 @@ func (p pgGenerations) Read(ctx context.Context, tenant, id string, after int64,
 		})
 }
 
-// pgPage runs q, a page of a generation's rows in one statement, one
-// snapshot: the rows, and whether the generation exists, as a row of
-// NULLs when it has none in the page, for which scan reports false. A
-// generation that does not exist is NotFound.
-func pgPage[T any](ctx context.Context, pool *pgxpool.Pool, id, q string, args []any, scan func(pgx.Rows) (T, bool, error)) ([]T, error) {
+// pgPage runs q, a page of a generation's (or a thread's) rows in one
+// statement, one snapshot: the rows, and whether the generation exists,
+// as a row of NULLs when it has none in the page, for which scan reports
+// false. One that does not exist is missing.
+func pgPage[T any](ctx context.Context, pool *pgxpool.Pool, missing error, q string, args []any, scan func(pgx.Rows) (T, bool, error)) ([]T, error) {
 	rows, err := pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, classify(err)
@@ -423,7 +477,7 @@ func pgPage[T any](ctx context.Context, pool *pgxpool.Pool, id, q string, args [
 		return nil, classify(err)
 	}
 	if !found {
-		return nil, noGeneration(id)
+		return nil, missing
 	}
 	return out, nil
 }
@@ -445,7 +499,7 @@ func (p pgGenerations) Agent(ctx context.Context, tenant, id string) ([]byte, er
 }
 
 func (p pgGenerations) Items(ctx context.Context, tenant, id string, after int64, limit int) ([]Item, error) {
-	return pgPage(ctx, p.pool, id, `
+	return pgPage(ctx, p.pool, noGeneration(id), `
 		SELECT i.n, i.data FROM generations g
 		LEFT JOIN LATERAL (
 			SELECT n, data FROM generation_items
@@ -472,15 +526,20 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 	// resume's, on its way to Acquire; the store's sweeper removes it
 	// once the claim is a day stale. The agents of the generations it
 	// ends go with their end, as Finish's do, and so do their pending
-	// requests.
+	// requests. As in Finish, one batch locks the threads of those it is
+	// to end first, in one order (expirers running at once wait for one
+	// another rather than deadlock), then ends them, then gives up the
+	// threads they held.
 	var n int
-	err := p.pool.QueryRow(ctx, `
+	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT 1 FROM threads th WHERE (th.tenant, th.id) IN (
+			SELECT tenant, thread_id FROM generations WHERE `+pgExpiredPause+` AND thread_id <> '')
+		ORDER BY th.tenant, th.id FOR UPDATE`, ms(now))
+	b.Queue(`
 		WITH e AS (
-			UPDATE generations SET state = 'cancelled', result = $1, checkpoint = '', updated_at = $2, finished_at = $2
-			WHERE state = 'paused' AND owner = ''
-				AND NOT EXISTS (SELECT 1 FROM paused_generations pg
-					WHERE pg.tenant = generations.tenant AND pg.id = generations.id
-						AND (pg.expires_at > $2 OR pg.claimed_at IS NOT NULL))
+			UPDATE generations SET state = 'cancelled', result = $2, checkpoint = '', updated_at = $1, finished_at = $1
+			WHERE `+pgExpiredPause+`
 			RETURNING tenant, id
 		), a AS (
 			DELETE FROM generation_agents ga USING e WHERE ga.tenant = e.tenant AND ga.generation_id = e.id
@@ -488,12 +547,20 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 			DELETE FROM pending_requests pr USING e WHERE pr.tenant = e.tenant AND pr.generation_id = e.id
 		)
 		SELECT count(*) FROM e`,
-		orEmpty(result), ms(now)).Scan(&n)
-	if err != nil {
+		ms(now), orEmpty(result)).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	b.Queue(pgReleaseEnded, ms(now), []string{}, [][]byte{}, int64(0))
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, classify(err)
 	}
 	return n, nil
 }
+
+// pgExpiredPause is the condition on a generation that ExpirePaused ends
+// it by the time $1.
+const pgExpiredPause = `state = 'paused' AND owner = ''
+	AND NOT EXISTS (SELECT 1 FROM paused_generations pg
+		WHERE pg.tenant = generations.tenant AND pg.id = generations.id
+			AND (pg.expires_at > $1 OR pg.claimed_at IS NOT NULL))`
 
 func (p pgGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
 	// The events and items go with their generation (ON DELETE CASCADE).

@@ -43,7 +43,7 @@ func TestGroupCommit(t *testing.T) {
 	now := time.Now()
 	const n = 5
 	for i := range n + 1 {
-		if err := gens.Create(ctx, NewGeneration{Tenant: "acme", ID: fmt.Sprint("g", i), Owner: "r", Expires: now.Add(time.Hour), Now: now}); err != nil {
+		if _, err := gens.Create(ctx, NewGeneration{Tenant: "acme", ID: fmt.Sprint("g", i), Owner: "r", Expires: now.Add(time.Hour), Now: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +126,8 @@ func TestCommitterClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- gens.Create(ctx, NewGeneration{Tenant: "acme", ID: "g", Owner: "r", Expires: now.Add(time.Hour), Now: now})
+		_, err := gens.Create(ctx, NewGeneration{Tenant: "acme", ID: "g", Owner: "r", Expires: now.Add(time.Hour), Now: now})
+		done <- err
 	}()
 	waitQueued(t, s.commit, 1)
 	closed := make(chan error, 1)
@@ -140,7 +141,7 @@ func TestCommitterClose(t *testing.T) {
 	if err := <-done; err != nil && fault.KindOf(err) != fault.Unavailable {
 		t.Errorf("a write queued at the close: %v; want success or Unavailable", err)
 	}
-	if err := gens.Create(ctx, NewGeneration{Tenant: "acme", ID: "h", Owner: "r", Expires: now.Add(time.Hour), Now: now}); fault.KindOf(err) != fault.Unavailable {
+	if _, err := gens.Create(ctx, NewGeneration{Tenant: "acme", ID: "h", Owner: "r", Expires: now.Add(time.Hour), Now: now}); fault.KindOf(err) != fault.Unavailable {
 		t.Errorf("a write after the close: %v; want Unavailable", err)
 	}
 }

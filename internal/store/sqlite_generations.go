@@ -39,8 +39,9 @@ func (s *SQLite) Generations() Generations {
 const (
 	qCreate = `
 			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
-				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model)
-			VALUES (?, ?, 'running', ?, 1, ?, 1, ?, ?, ?, NULL, ?, ?, NULL, ?, ?, ?, ?)
+				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model,
+				thread_id, thread_base, queue_pos)
+			VALUES (?, ?, 'running', ?, ?, ?, 1, ?, ?, ?, NULL, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (tenant, id) DO NOTHING`
 	qRenew = `
 		UPDATE generations SET lease_expires = ?
@@ -67,7 +68,7 @@ const (
 			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
 				last_seq = max(last_seq, ?) + ?, updated_at = ?, finished_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
-			RETURNING last_seq`
+			RETURNING last_seq, thread_id`
 	qAppend = `
 			UPDATE generations SET last_seq = max(last_seq, ?) + ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
@@ -141,7 +142,7 @@ var (
 )
 
 var hotStatements = slices.Concat([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qPutAgent, qDropAgent, qDropPending,
-	qGet, qExists, qRead, qItems, qAgent}, qInsertEvents[:], qInsertItems[:])
+	qGet, qExists, qRead, qItems, qAgent}, qInsertEvents[:], qInsertItems[:], qThreadItems[:], qInsertThreadItems[:])
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
@@ -173,14 +174,17 @@ func scanSQLiteGeneration(row interface{ Scan(...any) error }) (Generation, erro
 	var g Generation
 	var state string
 	var expires, created, updated int64
-	var finished sql.NullInt64
+	var finished, queuePos sql.NullInt64
 	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &expires, &g.Version, &g.Checkpoint,
-		&g.CheckpointSeq, &g.LastSeq, &g.Result, &created, &updated, &finished)
+		&g.CheckpointSeq, &g.LastSeq, &g.Result, &created, &updated, &finished,
+		&g.Thread, &g.ThreadBase, &queuePos, &g.Interrupted)
 	if err != nil {
 		return Generation{}, err
 	}
-	g.State = State(state)
-	g.Lease.Expires = time.UnixMilli(expires)
+	g.State = storedState(state, queuePos.Valid)
+	if g.State != Queued {
+		g.Lease.Expires = time.UnixMilli(expires)
+	}
 	g.CreatedAt, g.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
 	if finished.Valid {
 		g.FinishedAt = time.UnixMilli(finished.Int64)
@@ -256,13 +260,22 @@ func (s sqliteGenerations) insertItems(ctx context.Context, tx *sql.Tx, tenant, 
 	return nil
 }
 
-func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) (Created, error) {
+	var c Created
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		p := running(g)
+		if g.Thread != nil {
+			var err error
+			if p, err = sqlitePlace(ctx, tx, g); err != nil {
+				return err
+			}
+		}
+		c = p.created()
 		n := int64(len(g.Events))
 		now := g.Now.UnixMilli()
 		res, err := s.in(ctx, tx, qCreate).ExecContext(ctx,
-			g.Tenant, g.ID, g.Owner, g.Expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now,
-			g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model)
+			g.Tenant, g.ID, p.owner, p.epoch, p.expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now,
+			g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model, p.thread, p.base, p.queuePos)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -279,19 +292,21 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) error {
 		}
 		return s.insertEvents(ctx, tx, g.Tenant, g.ID, 1, g.Events)
 	})
+	return c, err
 }
 
 func (s sqliteGenerations) Acquire(ctx context.Context, tenant, id, owner string, now, expires time.Time) (Generation, error) {
 	g, err := scanSQLiteGeneration(s.db.QueryRowContext(ctx, `
 		UPDATE generations SET owner = ?, epoch = epoch + 1, lease_expires = ?
-		WHERE tenant = ? AND id = ? AND state IN ('running', 'waiting', 'paused')
+		WHERE tenant = ? AND id = ? AND state IN ('running', 'waiting', 'paused') AND queue_pos IS NULL
 			AND (owner = '' OR lease_expires <= ?)
 		RETURNING `+sqliteGenerationCols,
 		owner, expires.UnixMilli(), tenant, id, now.UnixMilli()))
 	if errors.Is(err, sql.ErrNoRows) {
 		var state string
-		err := s.db.QueryRowContext(ctx, `SELECT state FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&state)
-		return Generation{}, whyNotAcquired(id, state, err, sql.ErrNoRows, unavailable)
+		var queued bool
+		err := s.db.QueryRowContext(ctx, `SELECT state, queue_pos IS NOT NULL FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&state, &queued)
+		return Generation{}, whyNotAcquired(id, storedState(state, queued), err, sql.ErrNoRows, unavailable)
 	}
 	if err != nil {
 		return Generation{}, unavailable(err)
@@ -372,8 +387,9 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n := int64(len(o.Events))
 		now := o.Now.UnixMilli()
+		var thread string
 		err := s.in(ctx, tx, qFinish).QueryRowContext(ctx,
-			string(o.State), orEmpty(o.Result), now, skipTo(o.Events), n, now, now, tenant, id, epoch).Scan(&last)
+			string(o.State), orEmpty(o.Result), now, skipTo(o.Events), n, now, now, tenant, id, epoch).Scan(&last, &thread)
 		if errors.Is(err, sql.ErrNoRows) {
 			// A retry of a Finish that committed finds it done.
 			var state string
@@ -395,6 +411,9 @@ func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch 
 			return err
 		}
 		if err := s.dropLive(ctx, tx, tenant, id); err != nil {
+			return err
+		}
+		if err := s.releaseThread(ctx, tx, tenant, thread, id, o.Thread, o.Now); err != nil {
 			return err
 		}
 		return s.insertEvents(ctx, tx, tenant, id, last-n+1, o.Events)
@@ -425,10 +444,10 @@ func (s sqliteGenerations) List(ctx context.Context, tenant string, o ListOption
 	q := `SELECT ` + sqliteSummaryCols + ` FROM generations WHERE tenant = ?`
 	args := []any{tenant}
 	if len(o.States) > 0 {
-		q += ` AND state IN (?` + strings.Repeat(", ?", len(o.States)-1) + `)`
-		for _, s := range o.States {
-			args = append(args, string(s))
-		}
+		q += ` AND ` + stateCondition(o.States, func(v any) string {
+			args = append(args, v)
+			return "?"
+		})
 	}
 	if after {
 		q += ` AND (created_at, id) < (?, ?)`
@@ -452,7 +471,7 @@ func (s sqliteGenerations) List(ctx context.Context, tenant string, o ListOption
 	if err := rows.Err(); err != nil {
 		return nil, "", unavailable(err)
 	}
-	page, next := nextToken(page, size)
+	page, next := nextToken(page, size, generationPos)
 	return page, next, nil
 }
 
@@ -597,7 +616,7 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 	// the generations it ends go with their end, as Finish's do, and so
 	// do their pending requests.
 	t := now.UnixMilli()
-	var ended [][2]string
+	var ended [][3]string
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ended = ended[:0]
 		rows, err := tx.QueryContext(ctx, `
@@ -606,16 +625,19 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 				AND NOT EXISTS (SELECT 1 FROM paused_generations p
 					WHERE p.tenant = generations.tenant AND p.id = generations.id
 						AND (p.expires_at > ? OR p.claimed_at IS NOT NULL))
-			RETURNING tenant, id`,
+			RETURNING tenant, id, thread_id`,
 			orEmpty(result), t, t, t)
 		if err != nil {
 			return unavailable(err)
 		}
-		if ended, err = scanKeys(rows); err != nil {
+		if ended, err = scanEnded(rows); err != nil {
 			return unavailable(err)
 		}
 		for _, k := range ended {
 			if err := s.dropLive(ctx, tx, k[0], k[1]); err != nil {
+				return err
+			}
+			if err := s.releaseThread(ctx, tx, k[0], k[2], k[1], nil, now); err != nil {
 				return err
 			}
 		}
@@ -624,13 +646,13 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 	return len(ended), err
 }
 
-// scanKeys reads rows of tenant and id, and closes them.
-func scanKeys(rows *sql.Rows) ([][2]string, error) {
+// scanEnded reads rows of tenant, id and thread, and closes them.
+func scanEnded(rows *sql.Rows) ([][3]string, error) {
 	defer rows.Close()
-	var out [][2]string
+	var out [][3]string
 	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
+		var k [3]string
+		if err := rows.Scan(&k[0], &k[1], &k[2]); err != nil {
 			return nil, err
 		}
 		out = append(out, k)

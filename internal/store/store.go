@@ -3,8 +3,9 @@
 // and every generation from its start, with the lease of the replica that runs
 // it, its checkpoints and its event log, so that another replica can adopt it
 // when that one dies, and the requests it waits for with their decisions, each
-// recorded once whichever replica decides (Generations); and the OAuth tokens agentd holds for MCP
-// servers, per tenant, end user and server, sealed by their caller (Tokens).
+// recorded once whichever replica decides (Generations); the OAuth tokens agentd holds for MCP
+// servers, per tenant, end user and server, sealed by their caller (Tokens); and threads, the
+// conversations that generations append to (Threads).
 //
 // Store is the contract, with two implementations: OpenSQLite, the default, an
 // embedded SQLite database in one file (pure Go, no set-up; replicas on one
@@ -100,6 +101,8 @@ type Store interface {
 	Generations() Generations
 	// Tokens returns the store's OAuth tokens, valid until Close.
 	Tokens() Tokens
+	// Threads returns the store's threads, valid until Close.
+	Threads() Threads
 	// Ping reports whether the store can be used now: nil, or an
 	// Unavailable error. Safe for concurrent use.
 	Ping(ctx context.Context) error

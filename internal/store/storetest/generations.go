@@ -158,7 +158,7 @@ func (l *lifecycle) create(t *testing.T) {
 		Tenant: "acme", ID: "g1", Owner: "replica-1", Expires: at(15 * time.Second),
 		Checkpoint: []byte("c0"), Events: []store.Event{ev("started", "s")}, Now: t0,
 	}
-	check(t, l.g.Create(t.Context(), create))
+	check(t, errOf(l.g.Create(t.Context(), create)))
 	l.want = store.Generation{
 		Tenant: "acme", ID: "g1", State: store.Running,
 		Lease:      store.Lease{Owner: "replica-1", Epoch: 1, Expires: at(15 * time.Second)},
@@ -166,7 +166,7 @@ func (l *lifecycle) create(t *testing.T) {
 		CreatedAt: t0, UpdatedAt: t0,
 	}
 	l.get(t, "after Create")
-	wantKind(t, "Create of an id the tenant has", l.g.Create(t.Context(), create), fault.Conflict)
+	wantKind(t, "Create of an id the tenant has", errOf(l.g.Create(t.Context(), create)), fault.Conflict)
 }
 
 // checkpoint checkpoints it waiting, with two events; a checkpoint to a
@@ -271,10 +271,11 @@ func testGenerationTenants(t *testing.T, db DB) {
 			t.Errorf("an id that exists nowhere: %s; want NotFound", e)
 		}
 	}
-	check(t, g.Create(ctx, store.NewGeneration{
-		Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Second), // expired at once: only the tenant stops Acquire
+	check(t, errOf(g.Create(ctx, store.NewGeneration{
+		Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Second),
 		Checkpoint: []byte("acme's"), Events: []store.Event{ev("started", "acme")}, Now: t0,
-	}))
+	})))
+
 	if diff := cmp.Diff(nowhere, otherTenantErrors(t, g)); diff != "" {
 		t.Errorf("globex's errors for acme's generation differ from those for an id that exists nowhere (-nowhere +acme's):\n%s", diff)
 	}
@@ -324,10 +325,11 @@ func checkOtherTenantWritesNothing(t *testing.T, g store.Generations) {
 // checkSameIDTwoTenants: globex creates the id acme has, and each
 // tenant's generation keeps its own checkpoint and log.
 func checkSameIDTwoTenants(t *testing.T, g store.Generations) {
-	fatalIf(t, "globex's Create of the id acme has", g.Create(t.Context(), store.NewGeneration{
+	fatalIf(t, "globex's Create of the id acme has", errOf(g.Create(t.Context(), store.NewGeneration{
 		Tenant: "globex", ID: "g", Owner: "r", Expires: at(time.Hour),
 		Checkpoint: []byte("globex's"), Events: []store.Event{ev("started", "globex")}, Now: t0,
-	}))
+	})))
+
 	for _, tenant := range []string{"acme", "globex"} {
 		got := must[store.Generation](t, "Get")(g.Get(t.Context(), tenant, "g"))
 		if string(got.Checkpoint) != tenant+"'s" {
@@ -347,9 +349,10 @@ func checkSameIDTwoTenants(t *testing.T, g store.Generations) {
 func testGenerationFencing(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	check(t, g.Create(ctx, store.NewGeneration{
+	check(t, errOf(g.Create(ctx, store.NewGeneration{
 		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second), Checkpoint: []byte("c0"), Now: t0,
-	}))
+	})))
+
 	_, err := g.Acquire(ctx, "acme", "g", "r2", at(15*time.Second-time.Millisecond), at(time.Minute))
 	wantKind(t, "Acquire of a live lease", err, fault.Conflict)
 
@@ -435,7 +438,7 @@ func checkReleasedRunning(t *testing.T, g store.Generations) {
 // reattaching to two of them, say), exactly one gets it.
 func testConcurrentAcquire(t *testing.T, db DB) {
 	a, b := generations(t, db), generations(t, db)
-	check(t, a.Create(t.Context(), store.NewGeneration{Tenant: "acme", ID: "g", Owner: "dead", Expires: t0, Now: t0}))
+	check(t, errOf(a.Create(t.Context(), store.NewGeneration{Tenant: "acme", ID: "g", Owner: "dead", Expires: t0, Now: t0})))
 	won := acquireTogether(t, a, b)
 	if len(won) != 1 {
 		t.Fatalf("%d Acquires won (%v); want 1", len(won), won)
@@ -499,7 +502,7 @@ func seedAdoption(t *testing.T, g store.Generations) map[string]bool {
 	ctx := t.Context()
 	create := func(tenant, id string, expires time.Time) {
 		t.Helper()
-		check(t, g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "dead", Expires: expires, Checkpoint: []byte(id), Now: t0}))
+		check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "dead", Expires: expires, Checkpoint: []byte(id), Now: t0})))
 	}
 	want := map[string]bool{}
 	for i := range 40 {
@@ -610,7 +613,7 @@ func checkAdoptedOnce(t *testing.T, g store.Generations, want map[string]bool, g
 func testEventLog(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Second), Now: t0}))
+	check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Second), Now: t0})))
 	if events, err := g.Read(ctx, "acme", "g", 0, 0); err != nil || len(events) != 0 {
 		t.Errorf("Read of an empty log: %v, %v", events, err)
 	}
@@ -700,7 +703,7 @@ func testConcurrentAppends(t *testing.T, db DB) {
 		handles[i] = generations(t, db)
 	}
 	ctx := t.Context()
-	check(t, handles[0].Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Hour), Now: t0}))
+	check(t, errOf(handles[0].Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r", Expires: at(time.Hour), Now: t0})))
 	written, total := appendBatches(appenders, batches)
 
 	done := make(chan struct{})
@@ -882,10 +885,11 @@ func checkReplays(t *testing.T, g store.Generations, want []store.Event) {
 // first turn, and two deltas of the second.
 func crashMidTurn(t *testing.T, g store.Generations) {
 	ctx := t.Context()
-	check(t, g.Create(ctx, store.NewGeneration{
+	check(t, errOf(g.Create(ctx, store.NewGeneration{
 		Tenant: "acme", ID: "g", Owner: "r1", Expires: at(15 * time.Second),
 		Checkpoint: []byte("turn 0"), Events: []store.Event{ev("started", "")}, Now: t0,
-	}))
+	})))
+
 	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{
 		State: store.Running, Data: []byte("turn 1 done"), Events: []store.Event{ev("delta", "turn 1"), ev("turn_done", "1")}, Now: at(time.Second),
 	})))
@@ -924,7 +928,7 @@ func testListPages(t *testing.T, db DB) {
 	if err != nil || len(first) != 2 || next == "" {
 		t.Fatalf("the first page: %d, %q, %v", len(first), next, err)
 	}
-	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "newer", Owner: "r", Expires: at(time.Hour), Now: at(time.Hour)}))
+	check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "newer", Owner: "r", Expires: at(time.Hour), Now: at(time.Hour)})))
 	ids, _ := listAll(t, g, store.ListOptions{PageSize: 2, PageToken: next})
 	if want := []string{"e", "d", "c", "b", "a"}; !slices.Equal(ids, want) {
 		t.Errorf("the pages after a generation was created: %v; want %v", ids, want)
@@ -963,10 +967,11 @@ func seedListPages(t *testing.T, g store.Generations) {
 			tenants = tenants[:1]
 		}
 		for _, tenant := range tenants {
-			check(t, g.Create(ctx, store.NewGeneration{
+			check(t, errOf(g.Create(ctx, store.NewGeneration{
 				Tenant: tenant, ID: x.id, Owner: "r", Expires: at(time.Hour), Checkpoint: []byte("big checkpoint"),
 				Events: []store.Event{ev("started", "")}, Now: at(x.created),
-			}))
+			})))
+
 		}
 		switch {
 		case x.state.Finished():
@@ -1070,7 +1075,7 @@ func testSweep(t *testing.T, db DB) {
 // negative, finishes it completed then.
 func createFinished(t *testing.T, g store.Generations, tenant, id string, finished time.Duration) {
 	t.Helper()
-	check(t, g.Create(t.Context(), store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: t0, Events: []store.Event{ev("started", id)}, Now: t0}))
+	check(t, errOf(g.Create(t.Context(), store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: t0, Events: []store.Event{ev("started", id)}, Now: t0})))
 	if finished >= 0 {
 		check(t, errOf(g.Finish(t.Context(), tenant, id, 1, store.Outcome{State: store.Completed, Result: []byte("r"), Events: []store.Event{ev("done", id)}, Now: at(finished)})))
 	}
@@ -1109,8 +1114,9 @@ func pause(t *testing.T, s store.Store, tenant, id string, release bool, expires
 	t.Helper()
 	ctx := t.Context()
 	g := s.Generations()
-	check(t, g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(15 * time.Second),
-		Checkpoint: []byte("c0"), Agent: []byte("agent of " + id), Events: []store.Event{ev("started", id)}, Now: t0}))
+	check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(15 * time.Second),
+		Checkpoint: []byte("c0"), Agent: []byte("agent of " + id), Events: []store.Event{ev("started", id)}, Now: t0})))
+
 	if !expires.IsZero() {
 		check(t, s.Save(ctx, tenant, id, []byte("pause of "+id), expires, 0))
 	}
@@ -1177,7 +1183,7 @@ func seedExpirePaused(t *testing.T, s store.Store, now time.Time) map[string]boo
 	paused("globex", "shadowed", true, at(30*time.Minute), true)
 	check(t, s.Save(ctx, "acme", "shadowed", []byte("acme's"), at(2*time.Hour), 0))
 	for _, id := range []string{"running", "waiting", "completed"} {
-		check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: id, Owner: "r", Expires: at(15 * time.Second), Now: t0}))
+		check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: id, Owner: "r", Expires: at(15 * time.Second), Now: t0})))
 		ends["acme/"+id] = false
 	}
 	check(t, errOf(g.Checkpoint(ctx, "acme", "waiting", 1, store.Checkpoint{State: store.Waiting, Now: t0})))
@@ -1326,7 +1332,7 @@ func logText(t *testing.T, g store.Generations, tenant, id string) string {
 func testCheckpointWithLaterEvents(t *testing.T, db DB) {
 	ctx := t.Context()
 	g := generations(t, db)
-	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Events: []store.Event{ev("started", "s")}, Now: t0}))
+	check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Events: []store.Event{ev("started", "s")}, Now: t0})))
 	last := must[int64](t, "Checkpoint")(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{
 		State: store.Running, Data: []byte("calls"), Events: []store.Event{ev("usage", "u")},
 		After: []store.Event{ev("tool_call_started", "a"), ev("tool_call_started", "b")}, Now: at(time.Second),
@@ -1360,8 +1366,9 @@ func checkOnlyLaterEvents(t *testing.T, g store.Generations) {
 func testStateAlone(t *testing.T, db DB) {
 	ctx := t.Context()
 	g := generations(t, db)
-	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Checkpoint: []byte("c1"),
-		Events: []store.Event{ev("started", "s")}, Now: t0}))
+	check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g1", Owner: "r1", Expires: at(time.Minute), Checkpoint: []byte("c1"),
+		Events: []store.Event{ev("started", "s")}, Now: t0})))
+
 	check(t, errOf(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Running, Data: []byte("c2"), Events: []store.Event{ev("usage", "u")}, Now: at(time.Second)})))
 	check(t, errOf(g.Append(ctx, "acme", "g1", 1, []store.Event{ev("approval_request", "a")})))
 	check(t, errOf(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Paused, Events: []store.Event{ev("paused", "p")}, Now: at(2 * time.Second)})))

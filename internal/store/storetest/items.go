@@ -22,8 +22,9 @@ func item(n int64, data string) store.Item { return store.Item{N: n, Data: []byt
 func testItems(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Minute), Now: t0,
-		Agent: []byte("agent"), Items: []store.Item{item(0, "system"), item(1, "user")}}))
+	check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Minute), Now: t0,
+		Agent: []byte("agent"), Items: []store.Item{item(0, "system"), item(1, "user")}})))
+
 	check(t, errOf(g.Checkpoint(ctx, "acme", "g", 1, store.Checkpoint{State: store.Running, Data: []byte("cp"), Now: at(time.Second),
 		Items: []store.Item{item(2, "assistant")}})))
 	wantAgent(t, g, "after a checkpoint that gives none", "agent")
@@ -69,7 +70,7 @@ func wantAgent(t *testing.T, g store.Generations, when, want string) {
 func testSkip(t *testing.T, db DB) {
 	g := generations(t, db)
 	ctx := t.Context()
-	check(t, g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Minute), Now: t0, Events: []store.Event{ev("started", "")}}))
+	check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: "g", Owner: "r1", Expires: at(time.Minute), Now: t0, Events: []store.Event{ev("started", "")}})))
 	skipped := store.Event{Seq: 10, Kind: "withdrawn"}
 	if last := must[int64](t, "Append")(g.Append(ctx, "acme", "g", 1, []store.Event{skipped, ev("delta", "a")})); last != 11 {
 		t.Errorf("Append skipping to 10: last %d; want 11", last)

@@ -109,7 +109,7 @@ func attend(t *testing.T, g store.Generations, owner string) io.Closer {
 func createOwned(t *testing.T, g store.Generations, owner string, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		check(t, g.Create(t.Context(), store.NewGeneration{Tenant: "acme", ID: id, Owner: owner, Expires: at(time.Hour), Checkpoint: []byte(id), Now: t0}))
+		check(t, errOf(g.Create(t.Context(), store.NewGeneration{Tenant: "acme", ID: id, Owner: owner, Expires: at(time.Hour), Checkpoint: []byte(id), Now: t0})))
 	}
 }
 

@@ -27,8 +27,9 @@ func pendingReq(id, kind string, state store.State, server, tool string, asked t
 // started by alice for endUser on script/m.
 func createFor(t *testing.T, g store.Generations, tenant, id, endUser string) {
 	t.Helper()
-	check(t, g.Create(t.Context(), store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(time.Hour),
-		Checkpoint: []byte("c0"), Now: t0, Origin: store.Origin{StartedBy: "alice", EndUser: endUser, Provider: "script", Model: "m"}}))
+	check(t, errOf(g.Create(t.Context(), store.NewGeneration{Tenant: tenant, ID: id, Owner: "r", Expires: at(time.Hour),
+		Checkpoint: []byte("c0"), Now: t0, Origin: store.Origin{StartedBy: "alice", EndUser: endUser, Provider: "script", Model: "m"}})))
+
 }
 
 // setPending replaces the pending requests of tenant's id under epoch 1.
