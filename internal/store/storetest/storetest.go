@@ -11,7 +11,12 @@
 // their pending requests and decisions: replaced under the lease, listed
 // newest first in pages, each request decided once, whoever decides first. For
 // OAuth tokens (Tokens): one per tenant, end user and server, replaced by a
-// put, deleted by tenant and narrowed by end user and server. For replicas'
+// put, deleted by tenant and narrowed by end user and server. For threads
+// (Threads): their records, metadata filters and pages, items in either
+// direction, forks, removal with their generations, tenancy and limits;
+// the starts on a thread, of which exactly one holds it and the others
+// queue in order, and the items its holder's Finish appends exactly once
+// as the next one is promoted. For replicas'
 // liveness (Generations.Attend): the generations of a replica that attended
 // and was SIGKILLed are adopted before their leases lapse, and those of one
 // alive, stopped (SIGSTOP), attending again under the same id, or that never
@@ -90,6 +95,20 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ConcurrentDecide", testConcurrentDecide},
 		{"Tokens", testTokens},
 		{"DeleteTokens", testDeleteTokens},
+		{"ThreadLifecycle", testThreadLifecycle},
+		{"ThreadList", testThreadList},
+		{"ThreadItems", testThreadItems},
+		{"ForkThread", testForkThread},
+		{"DeleteThread", testDeleteThread},
+		{"ThreadTenants", testThreadTenants},
+		{"ThreadLimits", testThreadLimits},
+		{"ThreadStarts", testThreadStarts},
+		{"ThreadFinish", testThreadFinish},
+		{"ThreadInterruptOrder", testThreadInterruptOrder},
+		{"ThreadExpirePaused", testThreadExpirePaused},
+		{"ConcurrentThreadStarts", testConcurrentThreadStarts},
+		{"FinishAmidStarts", testFinishAmidStarts},
+		{"SweepThreads", testSweepThreads},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
