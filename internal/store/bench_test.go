@@ -189,3 +189,34 @@ func latencies(b *testing.B, op func() error) {
 	b.ReportMetric(at(0.50), "p50-µs")
 	b.ReportMetric(at(0.99), "p99-µs")
 }
+
+// Loading a thread at a generation's start, on each store: its 1,000
+// items of 2 KiB each, read in one ThreadItems call (the store's part of
+// the load; unsealing and decoding them are the caller's).
+//
+//	go test -run '^$' -bench ThreadItems ./internal/store/
+//	scripts/postgres.sh run go test -run '^$' -bench ThreadItems ./internal/store/
+func BenchmarkThreadItems(b *testing.B) {
+	items := make([]store.ThreadItem, 1000)
+	for i := range items {
+		items[i] = store.ThreadItem{ID: fmt.Sprintf("itm_%032x", i), Data: bytes.Repeat([]byte{byte(i)}, 2<<10)}
+	}
+	for _, st := range benchStores {
+		b.Run(st.name+"/Read1000", func(b *testing.B) {
+			s := st.open(b)
+			b.Cleanup(func() { _ = s.Close() })
+			th := s.Threads()
+			ctx := b.Context()
+			if _, err := th.CreateThread(ctx, store.NewThread{Tenant: "acme", ID: "thr", Items: items, Now: time.Now()}); err != nil {
+				b.Fatal(err)
+			}
+			latencies(b, func() error {
+				got, err := th.ThreadItems(ctx, "acme", "thr", store.ItemRange{After: -1, Limit: 1000})
+				if err == nil && len(got) != 1000 {
+					err = fmt.Errorf("read %d items; want 1000", len(got))
+				}
+				return err
+			})
+		})
+	}
+}
