@@ -159,7 +159,7 @@ func (p pgThreads) CreateThread(ctx context.Context, t NewThread) (Thread, error
 		if err := pgInsertThread(ctx, tx, t.Tenant, t.ID, t.ExpiresAt, int64(len(t.Items)), t.MaxThreads, t.Now); err != nil {
 			return err
 		}
-		if err := pgPutMetadata(ctx, tx, t.Tenant, t.ID, t.Metadata); err != nil {
+		if err := pgPutMetadata(ctx, tx, t.Tenant, t.ID, t.Metadata); err != nil || len(t.Items) == 0 {
 			return err
 		}
 		ids, data := threadItemColumns(&ThreadAppend{Items: t.Items})
@@ -210,6 +210,9 @@ func pgInsertThread(ctx context.Context, tx pgx.Tx, tenant, id string, expires t
 // pgPutMetadata sets entries of a thread's metadata, and removes those of
 // an empty value.
 func pgPutMetadata(ctx context.Context, tx pgx.Tx, tenant, id string, m map[string]string) error {
+	if len(m) == 0 {
+		return nil
+	}
 	var gone []string
 	for k, v := range m {
 		if v == "" {

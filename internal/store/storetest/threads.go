@@ -621,6 +621,77 @@ func testThreadExpirePaused(t *testing.T, db DB) {
 	}
 }
 
+// testThreadDequeue: a queued generation that Dequeue ends leaves the
+// queue, finished as Finish leaves one, with its events; a retry is no
+// error; one that runs, or that has ended otherwise, is not queued
+// (Conflict), and one of no such generation, or another tenant's, is
+// NotFound.
+func testThreadDequeue(t *testing.T, db DB) {
+	th, g := threadsOf(t, db)
+	ctx := t.Context()
+	createThread(t, th, "acme", "th", "i0")
+	for _, id := range []string{"g1", "e1", "e2"} {
+		check(t, errOf(startOn(t, g, "th", id, store.Enqueue, t0)))
+	}
+	o := store.Outcome{State: store.Cancelled, Result: []byte("cancelled"), Events: []store.Event{ev("cancelled", "")}, Now: at(time.Second),
+		Thread: &store.ThreadAppend{Items: []store.ThreadItem{titem("never", "")}}}
+	if last, err := g.Dequeue(ctx, "acme", "e1", o); err != nil || last != 2 {
+		t.Errorf("Dequeue = %d, %v; want 2", last, err)
+	}
+	if last, err := g.Dequeue(ctx, "acme", "e1", o); err != nil || last != 2 {
+		t.Errorf("Dequeue again = %d, %v; want 2", last, err)
+	}
+	got := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "e1"))
+	if got.State != store.Cancelled || !got.FinishedAt.Equal(at(time.Second)) || string(got.Result) != "cancelled" || len(got.Checkpoint) != 0 {
+		t.Errorf("the dequeued generation: %+v", got)
+	}
+	checkLog(t, "the dequeued generation's log", g, "acme", "e1", seqs(1, ev("started", "e1"), ev("cancelled", "")))
+	wantThread(t, th, "th", 1, "g1", "e2")
+	wantKind(t, "Dequeue of the generation holding the thread", errOf(g.Dequeue(ctx, "acme", "g1", o)), fault.Conflict)
+	wantKind(t, "Dequeue in another state", errOf(g.Dequeue(ctx, "acme", "e1", store.Outcome{State: store.Failed, Now: t0})), fault.Conflict)
+	wantKind(t, "Dequeue of another tenant's", errOf(g.Dequeue(ctx, "globex", "e2", o)), fault.NotFound)
+	wantKind(t, "Dequeue of nothing", errOf(g.Dequeue(ctx, "acme", "nope", o)), fault.NotFound)
+	wantKind(t, "Dequeue as running", errOf(g.Dequeue(ctx, "acme", "e2", store.Outcome{State: store.Running, Now: t0})), fault.Invalid)
+	check(t, errOf(g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: store.Completed, Now: at(2 * time.Second)})))
+	wantThread(t, th, "th", 1, "e2")
+}
+
+// testDequeueAmidFinish: the first generation queued is dequeued as the
+// one holding the thread ends, on two replicas at once: either it is
+// promoted and not dequeued, or it is dequeued and the next one promoted;
+// never is a generation that has ended left holding the thread.
+func testDequeueAmidFinish(t *testing.T, db DB) {
+	th, a := threadsOf(t, db)
+	_, b := threadsOf(t, db)
+	ctx := t.Context()
+	for r := range 6 {
+		thread := fmt.Sprint("th", r)
+		createThread(t, th, "acme", thread)
+		for _, id := range []string{"holder", "first", "second"} {
+			check(t, errOf(startOn(t, a, thread, thread+"-"+id, store.Enqueue, t0)))
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			errorIf(t, "Finish", errOf(a.Finish(ctx, "acme", thread+"-holder", 1, store.Outcome{State: store.Completed, Now: t0})))
+		})
+		var dequeued error
+		wg.Go(func() {
+			dequeued = errOf(b.Dequeue(ctx, "acme", thread+"-first", store.Outcome{State: store.Cancelled, Now: t0}))
+		})
+		wg.Wait()
+		want := []string{thread + "-first", thread + "-second"}
+		if dequeued == nil {
+			want = want[1:]
+		} else {
+			wantKind(t, "a Dequeue that lost to the promotion", dequeued, fault.Conflict)
+		}
+		wantThread(t, th, thread, 0, want[0], want[1:]...)
+		if got := must[store.Generation](t, "Get")(a.Get(ctx, "acme", want[0])); got.State != store.Running {
+			t.Errorf("round %d: the thread is held by %s, %s", r, got.ID, got.State)
+		}
+	}
+}
+
 // testConcurrentThreadStarts: of starts on one thread at once, on
 // several replicas, exactly one holds it: with Enqueue the others are
 // queued behind it, each once; with Reject they are refused.
