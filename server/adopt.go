@@ -45,9 +45,14 @@ func (s *Service) StartAdopter() {
 			case <-s.bg.Done():
 				return
 			case <-t.C:
+			case <-s.adoptNow:
 			}
 		}
 	})
+	if s.threads != nil {
+		s.startInterrupter()
+		s.startThreadSweeper()
+	}
 }
 
 // adoptDue adopts what is due now.
@@ -160,8 +165,17 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	}
 	ctx, cancel := context.WithTimeout(s.bg, store.Timeout)
 	defer cancel()
-	if err := record.Restore(ctx, s.generations, rec, cp); err != nil {
+	prefix, err := s.threadPrefix(ctx, rec)
+	if err != nil {
 		return nil, err
+	}
+	if err := record.Restore(ctx, s.generations, rec, cp, prefix); err != nil {
+		return nil, err
+	}
+	if rec.Thread != "" {
+		// The record's base is the authority: a queued generation was
+		// given its own as it became active.
+		cp.ThreadId, cp.ThreadBase = rec.Thread, rec.ThreadBase
 	}
 	g := s.continued(rec.Tenant, cp)
 	g.detached = cp.GetDetached()
@@ -192,10 +206,23 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	if err != nil {
 		return g, err
 	}
+	if cp.GetQueued() && rec.LastSeq == 0 {
+		// A start that waited for its thread: this is its first run.
+		return g, nil
+	}
 	// The model turn after a turn boundary may have been asked already.
 	g.repeatTurn = cp.GetTurn() == nil
 	g.adopted = &adoption{turn: cp.GetTurn(), Since: since}
 	return g, nil
+}
+
+// threadPrefix reads the thread items that rec's conversation starts
+// with; none when it runs on no thread.
+func (s *Service) threadPrefix(ctx context.Context, rec store.Generation) ([]*agentdv1.Message, error) {
+	if rec.Thread == "" || rec.ThreadBase == 0 || s.threads == nil {
+		return nil, nil
+	}
+	return record.ThreadMessages(ctx, s.threads, s.sealer, rec.Tenant, rec.Thread, rec.ThreadBase)
 }
 
 // continueAdopted goes on where an adopted generation's checkpoint left

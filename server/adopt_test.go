@@ -116,7 +116,7 @@ func replicaWith(t *testing.T, name string, st store.Store, gens store.Generatio
 	// race detector) to renew in time.
 	cfg.LeaseTTL = time.Second
 	cfg.AdoptInterval = 20 * time.Millisecond
-	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Replica: name, Sealer: key, Logger: log})
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: gens, Threads: st.Threads(), Replica: name, Sealer: key, Logger: log})
 	svc.StartAdopter()
 	client := agentdv1.NewAgentServiceClient(dial(t, svc.Register))
 	t.Cleanup(svc.Close) // before the connection closes: cleanups run last first

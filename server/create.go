@@ -28,7 +28,19 @@ func (s *Service) CreateGeneration(ctx context.Context, req *agentdv1.CreateGene
 		return nil, fault.GRPC(err)
 	}
 	g.caller, _ = auth.Caller(ctx)
-	res := &agentdv1.CreateGenerationResponse{GenerationId: g.id}
+	res := &agentdv1.CreateGenerationResponse{GenerationId: g.id, ThreadId: g.threadID()}
+	if g.thread != nil {
+		q, err := s.startOnThread(ctx, g)
+		if err != nil {
+			g.release()
+			return nil, fault.GRPC(err)
+		}
+		if q != nil {
+			g.release()
+			res.Queued = true
+			return res, nil
+		}
+	}
 	err = s.startDetached(ctx, g, func(ev *agentdv1.GenerateResponse) error {
 		if ev.GetStarted() != nil {
 			res.FirstSequence = ev.GetSequence()

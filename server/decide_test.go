@@ -56,6 +56,13 @@ func newDeciding(t *testing.T, bridge server.Bridge, key *sealer.Keyring, ps ...
 // decidingReplica serves an AgentService, as replica name, on st.
 func decidingReplica(t *testing.T, st store.Store, name string, bridge server.Bridge, key *sealer.Keyring, ps ...providers.Provider) *deciding {
 	t.Helper()
+	return servedReplica(t, st, name, bridge, key, nil, ps...)
+}
+
+// servedReplica is decidingReplica with its configuration edited by edit
+// (nil: the default) and, when edit is not nil, its adopter started.
+func servedReplica(t *testing.T, st store.Store, name string, bridge server.Bridge, key *sealer.Keyring, edit func(*config.Generation), ps ...providers.Provider) *deciding {
+	t.Helper()
 	authn, err := auth.New(config.Config{Auth: config.Auth{APIKeys: []config.APIKey{
 		{Name: "alice", SHA256: auth.HashKey(alice), Tenant: "acme", Roles: []string{auth.RoleGenerate}},
 		{Name: "bob", SHA256: auth.HashKey(bob), Tenant: "acme", Roles: []string{auth.RoleApprove}},
@@ -69,8 +76,15 @@ func decidingReplica(t *testing.T, st store.Store, name string, bridge server.Br
 		t.Fatal(err)
 	}
 	log := &logtest.Logs{}
-	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: config.Default().Generation, Checkpoints: st, Generations: st.Generations(),
+	cfg := config.Default().Generation
+	if edit != nil {
+		edit(&cfg)
+	}
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: st.Generations(), Threads: st.Threads(),
 		Replica: name, Sealer: key, Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if edit != nil {
+		svc.StartAdopter()
+	}
 	conn := dial(t, svc.Register, grpc.ChainUnaryInterceptor(authn.UnaryInterceptor()), grpc.ChainStreamInterceptor(authn.StreamInterceptor()))
 	t.Cleanup(svc.Close) // before the connection closes: cleanups run last first
 	return &deciding{client: agentdv1.NewAgentServiceClient(conn), store: st, log: log}

@@ -47,6 +47,16 @@ func (s *Service) Generate(stream generateStream) error {
 		return fault.GRPC(err)
 	}
 	g.caller, _ = auth.Caller(stream.Context())
+	if g.thread != nil && g.resume == nil {
+		q, err := s.startOnThread(stream.Context(), g)
+		if err != nil || q != nil {
+			g.release()
+			if err != nil {
+				return fault.GRPC(err)
+			}
+			return stream.Send(&agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Queued{Queued: q}})
+		}
+	}
 	if first.GetStart().GetDetach() {
 		return s.detach(stream, g)
 	}
@@ -110,13 +120,16 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 func (s *Service) startDetached(ctx context.Context, g *generation, out func(*agentdv1.GenerateResponse) error) error {
 	g.detached = true
 	gctx, gcancel := s.clientless(g)
-	j, err := s.openJournal(gctx, g)
-	if err != nil {
-		gcancel(nil)
-		g.release()
-		return fault.GRPC(err)
+	if g.journal == nil { // a start on a thread has its journal already
+		j, err := s.openJournal(gctx, g)
+		if err != nil {
+			gcancel(nil)
+			g.release()
+			return fault.GRPC(err)
+		}
+		g.journal = j
 	}
-	g.journal = j
+	j := g.journal
 	first := &firstEvents{recorded: make(chan struct{}, 1)}
 	g.first = first
 	if !s.goRun(g, gctx, gcancel) {

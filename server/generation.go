@@ -60,6 +60,7 @@ type generation struct {
 	pending   pendingSet // what it waits for from whoever may answer
 
 	resume *resumption // set when the generation continues a pause
+	thread *threadRun  // the thread it runs on; nil for none
 	// deferred are the authorizations this run left to a resume.
 	deferred deferrals
 	// origin is the span context of the invoke_agent span of the
@@ -131,14 +132,20 @@ func (s *Service) newGeneration(ctx context.Context, start *agentdv1.StartGenera
 		return nil, err
 	}
 	p, err := s.newPlan("start", tenant, start.GetAgent(), start.GetMessages(), timeout)
-	if err != nil {
+	if err := withThreadViolations(err, start); err != nil {
 		return nil, err
 	}
 	release, err := s.limiter.Start(name, tenant.Limits)
 	if err != nil {
 		return nil, err
 	}
+	thread, err := s.startThread(ctx, name, start)
+	if err != nil {
+		release()
+		return nil, err
+	}
 	return &generation{
+		thread:    thread,
 		s:         s,
 		id:        newGenerationID(),
 		tenant:    name,
@@ -169,6 +176,9 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 		origin:    record.Origin(cp),
 		endUser:   cp.GetEndUser(),
 	}
+	if cp.GetThreadId() != "" {
+		g.thread = &threadRun{id: cp.GetThreadId(), base: cp.GetThreadBase(), onFailure: cp.GetOnFailure()}
+	}
 	if g.total == nil {
 		g.total = &agentdv1.Usage{}
 	}
@@ -186,11 +196,15 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 // in the cache as they grow; 80 random bits keep an id unguessable.
 func newGenerationID() string { return generationID(time.Now()) }
 
-func generationID(now time.Time) string {
+func generationID(now time.Time) string { return timeOrderedID("gen_", now) }
+
+// timeOrderedID is prefix and 32 hex digits: now in milliseconds (48
+// bits), then 80 random bits.
+func timeOrderedID(prefix string, now time.Time) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
 	_, _ = rand.Read(b[6:])
-	return "gen_" + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // emit sends ev to the client and, with a durable record, numbers it and

@@ -78,7 +78,7 @@ func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerat
 	for i, st := range req.GetStates() {
 		var ok bool
 		if states[i], ok = storeStates[st]; !ok {
-			v.add(fmt.Sprintf("states[%d]", i), "must be one of RUNNING, WAITING, PAUSED, COMPLETED, FAILED, CANCELLED, got %s", stateName(st))
+			v.add(fmt.Sprintf("states[%d]", i), "must be one of RUNNING, WAITING, PAUSED, COMPLETED, FAILED, CANCELLED, QUEUED, got %s", stateName(st))
 		}
 	}
 	if len(v) > 0 {
@@ -133,6 +133,7 @@ var (
 		store.Completed: agentdv1.GenerationState_GENERATION_STATE_COMPLETED,
 		store.Failed:    agentdv1.GenerationState_GENERATION_STATE_FAILED,
 		store.Cancelled: agentdv1.GenerationState_GENERATION_STATE_CANCELLED,
+		store.Queued:    agentdv1.GenerationState_GENERATION_STATE_QUEUED,
 	}
 	storeStates = func() map[agentdv1.GenerationState]store.State {
 		m := make(map[agentdv1.GenerationState]store.State, len(apiStates))
@@ -162,6 +163,7 @@ func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMe
 		CreatedAt:    timestamppb.New(rec.CreatedAt),
 		UpdatedAt:    timestamppb.New(rec.UpdatedAt),
 		LastSequence: rec.LastSeq,
+		ThreadId:     rec.Thread,
 	}
 	if !rec.FinishedAt.IsZero() {
 		g.FinishedAt = timestamppb.New(rec.FinishedAt)

@@ -15,27 +15,53 @@ import (
 // one, and starts its journal (record.Journal). A store that cannot
 // record it fails it.
 func (s *Service) openJournal(ctx context.Context, g *generation) (*record.Journal, error) {
-	agent, err := record.SealAgent(s.sealer, g.tenant, g.id, g.plan.agent)
-	if err != nil {
+	if g.resume == nil {
+		j, _, err := s.createJournal(ctx, g)
+		return j, err
+	}
+	if err := s.sealAgent(g); err != nil {
 		return nil, err
 	}
-	g.agent = agent
-	if g.resume == nil {
-		return record.Create(ctx, s.journalOptions(g), g.snapshot(nil))
-	}
 	return record.Resume(ctx, s.journalOptions(g), g.snapshot(nil))
+}
+
+// createJournal records a new generation and starts its journal; on a
+// thread, created says whether it holds the thread or was queued (no
+// journal then).
+func (s *Service) createJournal(ctx context.Context, g *generation) (_ *record.Journal, created store.Created, _ error) {
+	if err := s.sealAgent(g); err != nil {
+		return nil, created, err
+	}
+	cp := g.snapshot(nil)
+	if g.thread != nil {
+		// Until it runs, it may wait in the thread's queue: whoever takes
+		// it then starts it without a client.
+		cp.Queued, cp.Detached = true, true
+	}
+	return record.Create(ctx, s.journalOptions(g), cp)
+}
+
+func (s *Service) sealAgent(g *generation) error {
+	agent, err := record.SealAgent(s.sealer, g.tenant, g.id, g.plan.agent)
+	g.agent = agent
+	return err
 }
 
 // journalOptions are the options of g's journal: its lease is this
 // replica's, and losing it stops g.
 func (s *Service) journalOptions(g *generation) record.Options {
-	return record.Options{
+	o := record.Options{
 		Store: s.generations, Tenant: g.tenant, ID: g.id, Owner: s.replica, TTL: s.cfg.LeaseTTL,
 		Stop:   func(err error) { g.link.cancel(err) },
 		Warn:   func(msg string, err error) { s.log.Warn(msg, "generation", g.id, "err", err) },
 		Live:   &s.live,
 		Origin: g.recordOrigin(),
 	}
+	if g.thread != nil {
+		o.Thread = &store.ThreadStart{ID: g.thread.id, Multitask: g.thread.multitask, MaxItems: int64(g.thread.maxItems.N)}
+		o.ThreadAppend = g.threadAppend
+	}
+	return o
 }
 
 // recordOrigin is what g's record keeps of its start.
@@ -64,6 +90,9 @@ func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint 
 		Answered:     g.answered.list(),
 		StepUps:      g.stepUps.list(),
 		EndUser:      g.endUser,
+	}
+	if t := g.thread; t != nil {
+		cp.ThreadId, cp.ThreadBase, cp.OnFailure = t.id, t.base, t.onFailure
 	}
 	// The start's span context, for the later runs' links.
 	record.SetOrigin(cp, g.origin)
@@ -128,6 +157,9 @@ func (g *generation) settleJournal(ctx context.Context, err error) {
 	}
 	state, _ := g.outcome(ctx, err)
 	j.Settle(ctx, state, g.result(g.final, err))
+	if g.thread != nil && state.Finished() {
+		g.s.wakeAdopter() // the next start queued on its thread may run here
+	}
 }
 
 // StartSweeper starts ending, until Close, the paused generations whose

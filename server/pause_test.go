@@ -74,7 +74,7 @@ func newPausable(t *testing.T, bridge server.Bridge, edit func(*config.Generatio
 	if edit != nil {
 		edit(&cfg)
 	}
-	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: st.Generations(), Replica: "replica-a"})
+	svc := server.New(server.Options{Providers: reg, Bridge: bridge, Config: cfg, Checkpoints: st, Generations: st.Generations(), Threads: st.Threads(), Replica: "replica-a"})
 	return &pausable{client: agentdv1.NewAgentServiceClient(dial(t, svc.Register)), store: st}
 }
 

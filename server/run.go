@@ -150,6 +150,7 @@ func (g *generation) begin(ctx context.Context, tools []serverList) error {
 		Tools:        g.infos,
 		Resumed:      g.resume != nil,
 		Adopted:      g.adopted != nil,
+		ThreadId:     g.threadID(),
 	}}}); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"time"
 
 	"context"
 	"log/slog"
@@ -70,6 +71,13 @@ type Options struct {
 	// event log, under a lease that Replica holds; nil keeps no
 	// record (events carry no sequence numbers).
 	Generations store.Generations
+	// Threads keeps the conversations generations run on, in the same
+	// store as Generations; nil keeps none (thread calls are
+	// FAILED_PRECONDITION).
+	Threads store.Threads
+	// ThreadRetention is how long a thread without an expiry of its own
+	// is kept after its last change (threads.retention); 0 for ever.
+	ThreadRetention time.Duration
 	// Replica is this agentd's replica id: the owner of the leases of the
 	// generations it runs. Required with Generations.
 	Replica string
@@ -136,7 +144,13 @@ type Service struct {
 	approvals   *approvalMeters
 	checkpoints store.Checkpoints
 	generations store.Generations
-	replica     string
+	threads     store.Threads
+	// threadRetention is Options.ThreadRetention.
+	threadRetention time.Duration
+	// adoptNow wakes the adopter before its interval: a generation
+	// queued on a thread may have become adoptable.
+	adoptNow chan struct{}
+	replica  string
 	// live holds the journals of the generations this replica runs, for
 	// attached streams to follow in memory; events reads their logs.
 	live    record.Live
@@ -188,25 +202,28 @@ func New(opts Options) *Service {
 	}
 	bg, bgCancel := context.WithCancelCause(context.Background())
 	s := &Service{
-		bg:          bg,
-		bgCancel:    bgCancel,
-		sealer:      opts.Sealer,
-		log:         log,
-		providers:   opts.Providers,
-		bridge:      opts.Bridge,
-		cfg:         opts.Config,
-		rules:       opts.Rules,
-		tracer:      tp.Tracer("github.com/agentd/agentd/server"),
-		meters:      newMeters(opts.MeterProvider),
-		approvals:   newApprovalMeters(opts.MeterProvider),
-		checkpoints: opts.Checkpoints,
-		generations: opts.Generations,
-		replica:     opts.Replica,
-		tenants:     opts.Tenants,
-		limiter:     quota.New(),
-		oauth:       oauthclient.New(opts.OAuth, log),
-		registered:  opts.Registered,
-		toolLists:   newToolLists(),
+		bg:              bg,
+		bgCancel:        bgCancel,
+		sealer:          opts.Sealer,
+		log:             log,
+		providers:       opts.Providers,
+		bridge:          opts.Bridge,
+		cfg:             opts.Config,
+		rules:           opts.Rules,
+		tracer:          tp.Tracer("github.com/agentd/agentd/server"),
+		meters:          newMeters(opts.MeterProvider),
+		approvals:       newApprovalMeters(opts.MeterProvider),
+		checkpoints:     opts.Checkpoints,
+		generations:     opts.Generations,
+		threads:         opts.Threads,
+		threadRetention: opts.ThreadRetention,
+		adoptNow:        make(chan struct{}, 1),
+		replica:         opts.Replica,
+		tenants:         opts.Tenants,
+		limiter:         quota.New(),
+		oauth:           oauthclient.New(opts.OAuth, log),
+		registered:      opts.Registered,
+		toolLists:       newToolLists(),
 	}
 	s.events = &record.Log{Store: s.generations, Live: &s.live, Adopt: s.adoptOne, Stopping: s.stopping.Load}
 	// A request's id is its generation's once, on every replica that runs

@@ -439,7 +439,8 @@ var open = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflec
 // approving are the AgentService's calls that approve admits: deciding
 // what a generation of the caller's tenant waits for, and reading the
 // generations.
-var approving = []string{"DecideRequests", "ListPendingRequests", "GetGeneration", "ListGenerations", "FollowGeneration", "StreamGenerationEvents"}
+var approving = []string{"DecideRequests", "ListPendingRequests", "GetGeneration", "ListGenerations", "FollowGeneration", "StreamGenerationEvents",
+	"GetThread", "ListThreads", "ListThreadItems"}
 
 // role is the role a method needs: the bridge's admin service's reads
 // need observer, its writes admin; agentd's AdminService (which deletes a

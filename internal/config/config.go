@@ -137,6 +137,9 @@ type Config struct {
 	// Generation configures the tool loop.
 	Generation Generation `yaml:"generation"`
 
+	// Threads configures the conversations agentd remembers.
+	Threads Threads `yaml:"threads"`
+
 	// OAuth is how agentd presents itself to the authorization servers of
 	// the MCP servers it is the OAuth client of.
 	OAuth OAuth `yaml:"oauth"`
@@ -280,6 +283,9 @@ func (c *Config) validate(p *problems) {
 	c.Store.validate(p.bad)
 	c.Bridge.validate(p.bad)
 	c.Generation.validate(p.bad)
+	if c.Threads.Retention < 0 {
+		p.bad("threads.retention: must not be negative, got %s", c.Threads.Retention)
+	}
 	c.validateProcess(p.bad)
 	c.validateProviders(p.bad)
 }

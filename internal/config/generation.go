@@ -40,6 +40,14 @@ type Generation struct {
 	Retention time.Duration `yaml:"retention"`
 }
 
+// Threads configures the conversations agentd remembers.
+type Threads struct {
+	// Retention is how long a thread is kept after its last change (an
+	// append, an update) when it has no expires_at of its own; 0 keeps
+	// threads until they are deleted.
+	Retention time.Duration `yaml:"retention"`
+}
+
 // validate checks the tool loop's settings.
 func (g Generation) validate(bad func(string, ...any)) {
 	if g.MaxToolTurns < 1 || g.MaxToolTurns > MaxToolTurnsLimit {

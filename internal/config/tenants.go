@@ -22,6 +22,13 @@ type Limits struct {
 	// holding a minute's worth, refilled continuously. A resume takes no
 	// token.
 	GenerationsPerMinute int `yaml:"generations_per_minute"`
+	// MaxThreads caps the tenant's threads: creating (or forking) one
+	// more is refused.
+	MaxThreads int `yaml:"max_threads"`
+	// MaxThreadItems caps the items of one thread: a start on a thread
+	// that holds this many is refused (the generation that crosses it
+	// still appends all it added), and so is creating one with more.
+	MaxThreadItems int `yaml:"max_thread_items"`
 }
 
 // Tenant is one tenant's configuration. Every field left unset keeps the
@@ -143,7 +150,7 @@ func (l Limits) over(global Limits) Limits {
 }
 
 func (l Limits) validate(setting string, bad func(string, ...any)) {
-	if l.MaxConcurrentGenerations < 0 || l.MaxPausedGenerations < 0 || l.GenerationsPerMinute < 0 {
+	if l.MaxConcurrentGenerations < 0 || l.MaxPausedGenerations < 0 || l.GenerationsPerMinute < 0 || l.MaxThreads < 0 || l.MaxThreadItems < 0 {
 		bad("%s: limits must not be negative", setting)
 	}
 }

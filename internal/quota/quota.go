@@ -48,6 +48,9 @@ type Limits struct {
 	// count them (the store does); Exceeded makes the error of a
 	// generation that would pause beyond it.
 	Paused Limit
+	// Threads caps the tenant's threads, and ThreadItems the items of one
+	// thread; the store counts them.
+	Threads, ThreadItems Limit
 }
 
 // Configured returns the limits of a configured tenant: where own (its
@@ -65,9 +68,11 @@ func Configured(global config.Limits, tenant string, own *config.Limits) Limits 
 		return Limit{}
 	}
 	return Limits{
-		Concurrent: pick(global.MaxConcurrentGenerations, func(l config.Limits) int { return l.MaxConcurrentGenerations }, "max_concurrent_generations"),
-		PerMinute:  pick(global.GenerationsPerMinute, func(l config.Limits) int { return l.GenerationsPerMinute }, "generations_per_minute"),
-		Paused:     pick(global.MaxPausedGenerations, func(l config.Limits) int { return l.MaxPausedGenerations }, "max_paused_generations"),
+		Concurrent:  pick(global.MaxConcurrentGenerations, func(l config.Limits) int { return l.MaxConcurrentGenerations }, "max_concurrent_generations"),
+		PerMinute:   pick(global.GenerationsPerMinute, func(l config.Limits) int { return l.GenerationsPerMinute }, "generations_per_minute"),
+		Paused:      pick(global.MaxPausedGenerations, func(l config.Limits) int { return l.MaxPausedGenerations }, "max_paused_generations"),
+		Threads:     pick(global.MaxThreads, func(l config.Limits) int { return l.MaxThreads }, "max_threads"),
+		ThreadItems: pick(global.MaxThreadItems, func(l config.Limits) int { return l.MaxThreadItems }, "max_thread_items"),
 	}
 }
 

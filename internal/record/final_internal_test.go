@@ -23,7 +23,7 @@ func TestEventsAfterTheFinalAnswerWaitForTheEnd(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	o := Options{Store: st.Generations(), Tenant: "t", ID: "gen_1", Owner: "replica-1", TTL: time.Minute,
 		Stop: func(err error) { t.Errorf("stopped: %v", err) }, Warn: func(msg string, err error) { t.Errorf("%s: %v", msg, err) }}
-	j, err := Create(t.Context(), o, &statev1.Checkpoint{Version: Version, GenerationId: "gen_1"})
+	j, _, err := Create(t.Context(), o, &statev1.Checkpoint{Version: Version, GenerationId: "gen_1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,7 @@ type conversation struct {
 	args    map[string]callArgs     // the tool calls in items, by call id
 	msgs    []*agentdv1.Message     // the conversation as the last checkpoint had it
 	added   int64                   // the first of msgs the generation added
+	base    int64                   // the first of msgs that is the generation's own: those before are its thread's
 }
 
 // textRun is the text of consecutive text_delta events.
@@ -104,7 +105,7 @@ func (c *conversation) noteEvent(seq int64, ev *agentdv1.GenerateResponse, kind 
 func (c *conversation) itemized(done *agentdv1.GenerationCompleted) (from, to int64, ok bool) {
 	msgs := done.GetMessages()
 	from, to = c.added, c.added+int64(len(msgs))
-	if len(msgs) == 0 || to != int64(len(c.msgs)) || to > c.items || done.GetMessage() != msgs[len(msgs)-1] {
+	if len(msgs) == 0 || to != int64(len(c.msgs)) || to-c.base > c.items || from < c.base || done.GetMessage() != msgs[len(msgs)-1] {
 		return 0, 0, false
 	}
 	for i, m := range msgs {
@@ -112,7 +113,7 @@ func (c *conversation) itemized(done *agentdv1.GenerationCompleted) (from, to in
 			return 0, 0, false
 		}
 	}
-	return from, to, true
+	return from - c.base, to - c.base, true
 }
 
 // withoutMessages is a copy of ev, a completed event, without its
@@ -166,13 +167,14 @@ func withoutArguments(ev *agentdv1.GenerateResponse) *agentdv1.GenerateResponse 
 // returned as items.
 func (c *conversation) itemize(cp *statev1.Checkpoint) []store.Item {
 	msgs := cp.GetMessages()
+	own := int64(len(msgs)) - c.base
 	var items []store.Item
-	for n := c.items; n < int64(len(msgs)); n++ {
-		items = append(items, store.Item{N: n, Data: c.item(n, msgs[n])})
+	for n := c.items; n < own; n++ {
+		items = append(items, store.Item{N: n, Data: c.item(n, msgs[c.base+n])})
 	}
-	c.items = max(c.items, int64(len(msgs)))
+	c.items = max(c.items, own)
 	c.msgs, c.added = msgs, int64(len(msgs)-len(cp.GetAdded()))
-	cp.Conversation = &statev1.Conversation{Count: int64(len(msgs)), AddedFrom: c.added}
+	cp.Conversation = &statev1.Conversation{Count: own, AddedFrom: c.added - c.base}
 	cp.Turn = c.turn(cp.GetTurn(), msgs)
 	cp.Messages, cp.Added = nil, nil
 	if cp.Turn == nil {

@@ -103,7 +103,7 @@ func newScripted(t testing.TB, gens store.Generations) *scripted {
 		Stop: func(err error) { t.Errorf("the generation is stopped: %v", err) },
 		Warn: func(msg string, err error) { t.Errorf("%s: %v", msg, err) },
 	}
-	j, err := record.Create(t.Context(), o, s.checkpoint(nil))
+	j, _, err := record.Create(t.Context(), o, s.checkpoint(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func restored(t testing.TB, gens store.Generations) *statev1.Checkpoint {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := record.Restore(t.Context(), gens, rec, cp); err != nil {
+	if err := record.Restore(t.Context(), gens, rec, cp, nil); err != nil {
 		t.Fatal(err)
 	}
 	return cp

@@ -67,6 +67,13 @@ type Options struct {
 	Live *Live
 	// Origin is recorded with a generation the journal creates.
 	Origin store.Origin
+	// Thread puts a generation the journal creates on a thread
+	// (store.NewGeneration.Thread).
+	Thread *store.ThreadStart
+	// ThreadAppend, when not nil, says what the generation's thread keeps
+	// of it as the journal finishes its record in state: the store
+	// appends it with the generation's end, once.
+	ThreadAppend func(state store.State) *store.ThreadAppend
 }
 
 // Journal is a running generation's durable record and event log,
@@ -135,25 +142,43 @@ func newJournal(o Options) *Journal {
 // that the journal is given, here and after, hold the generation's whole
 // conversation; the journal takes them over, and stores each message once
 // (items.go).
-func Create(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, error) {
+//
+// On a thread (Options.Thread), cp holds the generation's own messages,
+// and the store says how it was recorded: running, holding the thread
+// (the journal runs; the caller gives it the thread's first
+// Created.ThreadBase items with SetThreadBase before its next
+// checkpoint), or queued behind the generation that holds it (no journal:
+// the generation runs once the store makes it running, wherever it is
+// adopted).
+func Create(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, store.Created, error) {
 	j := newJournal(o)
-	if err := j.create(ctx, cp); err != nil {
-		return nil, err
+	created, err := j.create(ctx, cp)
+	if err != nil || created.State == store.Queued {
+		return nil, created, err
 	}
 	j.start()
-	return j, nil
+	return j, created, nil
 }
 
-func (j *Journal) create(ctx context.Context, cp *statev1.Checkpoint) error {
+func (j *Journal) create(ctx context.Context, cp *statev1.Checkpoint) (store.Created, error) {
 	items := j.conv.itemize(cp)
 	j.takeAgent(cp)
 	sctx, cancel := store.WriteContext(ctx)
 	defer cancel()
 	now := time.Now()
-	_, err := j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
-		Checkpoint: Encode(cp), Agent: j.agentDue, Items: items, Origin: j.o.Origin})
+	created, err := j.o.Store.Create(sctx, store.NewGeneration{Tenant: j.o.Tenant, ID: j.o.ID, Owner: j.o.Owner, Expires: now.Add(j.o.TTL), Now: now,
+		Checkpoint: Encode(cp), Agent: j.agentDue, Items: items, Origin: j.o.Origin, Thread: j.o.Thread})
 	j.agentDue = nil
-	return err
+	return created, err
+}
+
+// SetThreadBase says that the conversation of the checkpoints to come
+// starts with n items of the generation's thread, which the record does
+// not hold again: its own items follow them.
+func (j *Journal) SetThreadBase(n int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.conv.base = n
 }
 
 // takeAgent moves cp's agent out of it: the record keeps it beside the
@@ -184,7 +209,7 @@ func Resume(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, e
 	cancel()
 	switch {
 	case fault.KindOf(err) == fault.NotFound:
-		if err := j.create(ctx, cp); err != nil {
+		if _, err := j.create(ctx, cp); err != nil {
 			return nil, err
 		}
 	case err != nil:
@@ -214,7 +239,7 @@ func Adopted(o Options, rec store.Generation) *Journal {
 // conversation has items stored.
 func (j *Journal) continueFrom(rec store.Generation, items int64) {
 	j.epoch, j.last, j.confirmed, j.written = rec.Lease.Epoch, rec.LastSeq, rec.LastSeq, rec.State
-	j.conv.items = items
+	j.conv.items, j.conv.base = items, rec.ThreadBase
 }
 
 // storedCheckpoint is rec's checkpoint as stored (empty if it cannot be
@@ -837,8 +862,12 @@ func (j *Journal) finish(r *retrier, state store.State, result []byte) {
 	j.mu.Lock()
 	last, items := j.pending, append(slices.Clip(j.items), j.finalItems...)
 	j.mu.Unlock()
+	var thread *store.ThreadAppend
+	if j.o.ThreadAppend != nil {
+		thread = j.o.ThreadAppend(state)
+	}
 	r.try("recording a generation's end", func(sctx context.Context) error {
-		end, err := j.o.Store.Finish(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Outcome{State: state, Result: result, Events: last, Items: items, Now: time.Now()})
+		end, err := j.o.Store.Finish(sctx, j.o.Tenant, j.o.ID, j.epoch, store.Outcome{State: state, Result: result, Events: last, Items: items, Thread: thread, Now: time.Now()})
 		if err == nil {
 			j.confirm(len(last), end)
 		}

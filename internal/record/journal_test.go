@@ -26,7 +26,7 @@ func newJournal(t *testing.T, gens store.Generations, live *record.Live, id stri
 		Stop: func(err error) { t.Errorf("the generation is stopped: %v", err) },
 		Warn: func(msg string, err error) { t.Errorf("%s: %v", msg, err) },
 	}
-	j, err := record.Create(t.Context(), o, &statev1.Checkpoint{Version: record.Version, GenerationId: id})
+	j, _, err := record.Create(t.Context(), o, &statev1.Checkpoint{Version: record.Version, GenerationId: id})
 	if err != nil {
 		t.Fatal(err)
 	}

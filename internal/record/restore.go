@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -17,8 +18,9 @@ import (
 // its conversation, from the items it covers, and its tool turn's calls
 // and results, filling in from the event log what the items and the turn
 // name there. A checkpoint that holds its conversation itself is left as
-// it is.
-func Restore(ctx context.Context, gens store.Generations, rec store.Generation, cp *statev1.Checkpoint) error {
+// it is. On a thread, prefix is the thread's first rec.ThreadBase
+// messages (ThreadMessages), which the conversation starts with.
+func Restore(ctx context.Context, gens store.Generations, rec store.Generation, cp *statev1.Checkpoint, prefix []*agentdv1.Message) error {
 	if len(cp.GetAgent()) == 0 {
 		// Kept beside the checkpoint.
 		agent, err := gens.Agent(ctx, rec.Tenant, rec.ID)
@@ -37,8 +39,8 @@ func Restore(ctx context.Context, gens store.Generations, rec store.Generation, 
 		return err
 	}
 	from := min(max(conv.GetAddedFrom(), 0), int64(len(msgs)))
-	cp.Messages, cp.Added = msgs, msgs[from:]
-	return logged.turn(cp.GetTurn(), msgs)
+	cp.Messages, cp.Added = append(slices.Clip(prefix), msgs...), msgs[from:]
+	return logged.turn(cp.GetTurn(), cp.Messages)
 }
 
 // itemSource reads a generation's items.

@@ -53,7 +53,7 @@ func BenchmarkAdoptionRebuild(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := record.Restore(b.Context(), gens, rec, cp); err != nil {
+				if err := record.Restore(b.Context(), gens, rec, cp, nil); err != nil {
 					b.Fatal(err)
 				}
 				if len(cp.GetMessages()) != 2*turns+1 {

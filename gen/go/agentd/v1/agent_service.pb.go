@@ -1572,10 +1572,10 @@ type GenerateResponse_ApprovalDecided struct {
 
 type GenerateResponse_Queued struct {
 	// A start on a thread that another generation holds was queued
-	// (multitask ENQUEUE or INTERRUPT): the first event of its log, and
-	// the last of the stream that started it, which ends OK. It runs
-	// detached once the generations ahead of it end; follow it with
-	// attach or FollowGeneration.
+	// (multitask ENQUEUE or INTERRUPT): the only event of the stream
+	// that started it, which then ends OK; it is not logged. The
+	// generation runs detached once those ahead of it end; follow it
+	// with attach or FollowGeneration.
 	Queued *GenerationQueued `protobuf:"bytes,18,opt,name=queued,proto3,oneof"`
 }
 
@@ -4037,6 +4037,12 @@ type CreateGenerationResponse struct {
 	// The sequence number of its first event (started): follow after
 	// first_sequence - 1 to see every event.
 	FirstSequence int64 `protobuf:"varint,2,opt,name=first_sequence,json=firstSequence,proto3" json:"first_sequence,omitempty"`
+	// The start was queued behind the generation that holds its thread
+	// (multitask ENQUEUE or INTERRUPT): first_sequence is 0, and the
+	// generation runs once those ahead of it end.
+	Queued bool `protobuf:"varint,3,opt,name=queued,proto3" json:"queued,omitempty"`
+	// The thread it runs on; empty for none.
+	ThreadId      string `protobuf:"bytes,4,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4083,6 +4089,20 @@ func (x *CreateGenerationResponse) GetFirstSequence() int64 {
 		return x.FirstSequence
 	}
 	return 0
+}
+
+func (x *CreateGenerationResponse) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
+}
+
+func (x *CreateGenerationResponse) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
 }
 
 // FollowGenerationRequest names the generation to follow.
@@ -5134,10 +5154,12 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x0einput_requests\x18\x0f \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\x12\x1b\n" +
 	"\tthread_id\x18\x10 \x01(\tR\bthreadId\"K\n" +
 	"\x17CreateGenerationRequest\x120\n" +
-	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationR\x05start\"f\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationR\x05start\"\x9b\x01\n" +
 	"\x18CreateGenerationResponse\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
-	"\x0efirst_sequence\x18\x02 \x01(\x03R\rfirstSequence\"e\n" +
+	"\x0efirst_sequence\x18\x02 \x01(\x03R\rfirstSequence\x12\x16\n" +
+	"\x06queued\x18\x03 \x01(\bR\x06queued\x12\x1b\n" +
+	"\tthread_id\x18\x04 \x01(\tR\bthreadId\"e\n" +
 	"\x17FollowGenerationRequest\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"M\n" +

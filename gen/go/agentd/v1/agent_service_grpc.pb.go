@@ -131,9 +131,8 @@ type AgentServiceClient interface {
 	// GetThread returns one of the caller's tenant's threads; another
 	// tenant's is NOT_FOUND, like one that never existed.
 	GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error)
-	// ListThreads returns a page of the caller's tenant's threads, most
-	// recently changed first, optionally only those whose metadata has the
-	// given entries.
+	// ListThreads returns a page of the caller's tenant's threads, newest
+	// first, optionally only those whose metadata has the given entries.
 	ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error)
 	// ListThreadItems returns a page of a thread's items, oldest or newest
 	// first.
@@ -434,9 +433,8 @@ type AgentServiceServer interface {
 	// GetThread returns one of the caller's tenant's threads; another
 	// tenant's is NOT_FOUND, like one that never existed.
 	GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error)
-	// ListThreads returns a page of the caller's tenant's threads, most
-	// recently changed first, optionally only those whose metadata has the
-	// given entries.
+	// ListThreads returns a page of the caller's tenant's threads, newest
+	// first, optionally only those whose metadata has the given entries.
 	ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error)
 	// ListThreadItems returns a page of a thread's items, oldest or newest
 	// first.

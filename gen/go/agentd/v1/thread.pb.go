@@ -609,7 +609,7 @@ func (x *ListThreadsRequest) GetPageToken() string {
 // ListThreadsResponse is one page.
 type ListThreadsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Most recently changed first.
+	// Newest first.
 	Threads []*Thread `protobuf:"bytes,1,rep,name=threads,proto3" json:"threads,omitempty"`
 	// The next page's token; empty after the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`

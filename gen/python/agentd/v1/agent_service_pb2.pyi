@@ -163,12 +163,16 @@ class CreateGenerationRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ...) -> None: ...
 
 class CreateGenerationResponse(_message.Message):
-    __slots__ = ["first_sequence", "generation_id"]
+    __slots__ = ["first_sequence", "generation_id", "queued", "thread_id"]
     FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     first_sequence: int
     generation_id: str
-    def __init__(self, generation_id: _Optional[str] = ..., first_sequence: _Optional[int] = ...) -> None: ...
+    queued: bool
+    thread_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., first_sequence: _Optional[int] = ..., queued: bool = ..., thread_id: _Optional[str] = ...) -> None: ...
 
 class DecideRequestsRequest(_message.Message):
     __slots__ = ["approval_decisions", "authorization_responses", "generation_id", "input_responses"]

@@ -246,9 +246,8 @@ class AgentServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def ListThreads(self, request, context):
-        """ListThreads returns a page of the caller's tenant's threads, most
-        recently changed first, optionally only those whose metadata has the
-        given entries.
+        """ListThreads returns a page of the caller's tenant's threads, newest
+        first, optionally only those whose metadata has the given entries.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

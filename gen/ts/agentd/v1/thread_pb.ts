@@ -279,7 +279,7 @@ export const ListThreadsRequestSchema: GenMessage<ListThreadsRequest> = /*@__PUR
  */
 export type ListThreadsResponse = Message<"agentd.v1.ListThreadsResponse"> & {
   /**
-   * Most recently changed first.
+   * Newest first.
    *
    * @generated from field: repeated agentd.v1.Thread threads = 1;
    */

@@ -101,7 +101,24 @@ type Checkpoint struct {
 	// generation added it. Set, messages and added are empty: the
 	// conversation is the record's first conversation.count items. Unset
 	// (a checkpoint written before agentd kept items), messages holds it.
-	Conversation  *Conversation `protobuf:"bytes,23,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	Conversation *Conversation `protobuf:"bytes,23,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// The generation was queued behind another on its thread and has not
+	// run yet: its first run, on the replica that takes it once the
+	// thread is its, is its start and not an adoption.
+	Queued bool `protobuf:"varint,25,opt,name=queued,proto3" json:"queued,omitempty"`
+	// What its thread keeps of it if it fails or is cancelled
+	// (StartGeneration.on_failure). On a thread, the conversation starts
+	// with the thread's first items, as many as the record's thread base,
+	// which the checkpoint does not hold: conversation counts the
+	// generation's own items after them.
+	OnFailure v1.OnFailure `protobuf:"varint,26,opt,name=on_failure,json=onFailure,proto3,enum=agentd.v1.OnFailure" json:"on_failure,omitempty"`
+	// The thread the generation runs on, and how many of its items the
+	// conversation starts with. A paused checkpoint holds those items in
+	// messages; a running one does not (the record's thread base is the
+	// authority there: a queued generation is given its base as it
+	// becomes active).
+	ThreadId      string `protobuf:"bytes,27,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	ThreadBase    int64  `protobuf:"varint,28,opt,name=thread_base,json=threadBase,proto3" json:"thread_base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +319,34 @@ func (x *Checkpoint) GetConversation() *Conversation {
 		return x.Conversation
 	}
 	return nil
+}
+
+func (x *Checkpoint) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
+}
+
+func (x *Checkpoint) GetOnFailure() v1.OnFailure {
+	if x != nil {
+		return x.OnFailure
+	}
+	return v1.OnFailure(0)
+}
+
+func (x *Checkpoint) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetThreadBase() int64 {
+	if x != nil {
+		return x.ThreadBase
+	}
+	return 0
 }
 
 // StepUp is an MCP server's refusal of a token for want of scopes (403
@@ -1158,7 +1203,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\a\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\b\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -1187,7 +1232,13 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\x0forigin_trace_id\x18\x14 \x01(\fR\roriginTraceId\x12$\n" +
 	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\x12\x19\n" +
 	"\bend_user\x18\x16 \x01(\tR\aendUser\x12A\n" +
-	"\fconversation\x18\x17 \x01(\v2\x1d.agentd.state.v1.ConversationR\fconversation\"A\n" +
+	"\fconversation\x18\x17 \x01(\v2\x1d.agentd.state.v1.ConversationR\fconversation\x12\x16\n" +
+	"\x06queued\x18\x19 \x01(\bR\x06queued\x123\n" +
+	"\n" +
+	"on_failure\x18\x1a \x01(\x0e2\x14.agentd.v1.OnFailureR\tonFailure\x12\x1b\n" +
+	"\tthread_id\x18\x1b \x01(\tR\bthreadId\x12\x1f\n" +
+	"\vthread_base\x18\x1c \x01(\x03R\n" +
+	"threadBase\"A\n" +
 	"\x06StepUp\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x12\x16\n" +
@@ -1285,13 +1336,14 @@ var file_agentd_state_v1_checkpoint_proto_goTypes = []any{
 	(*v1.Message)(nil),            // 12: agentd.v1.Message
 	(*v1.Usage)(nil),              // 13: agentd.v1.Usage
 	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*v1.ToolCall)(nil),           // 15: agentd.v1.ToolCall
-	(*v1.ToolResult)(nil),         // 16: agentd.v1.ToolResult
-	(*v1.ApprovalRequest)(nil),    // 17: agentd.v1.ApprovalRequest
-	(*v1.FunctionCall)(nil),       // 18: agentd.v1.FunctionCall
-	(*v1.InputRequest)(nil),       // 19: agentd.v1.InputRequest
-	(*v1.ApprovalDecision)(nil),   // 20: agentd.v1.ApprovalDecision
-	(*v1.FunctionResult)(nil),     // 21: agentd.v1.FunctionResult
+	(v1.OnFailure)(0),             // 15: agentd.v1.OnFailure
+	(*v1.ToolCall)(nil),           // 16: agentd.v1.ToolCall
+	(*v1.ToolResult)(nil),         // 17: agentd.v1.ToolResult
+	(*v1.ApprovalRequest)(nil),    // 18: agentd.v1.ApprovalRequest
+	(*v1.FunctionCall)(nil),       // 19: agentd.v1.FunctionCall
+	(*v1.InputRequest)(nil),       // 20: agentd.v1.InputRequest
+	(*v1.ApprovalDecision)(nil),   // 21: agentd.v1.ApprovalDecision
+	(*v1.FunctionResult)(nil),     // 22: agentd.v1.FunctionResult
 }
 var file_agentd_state_v1_checkpoint_proto_depIdxs = []int32{
 	12, // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
@@ -1303,26 +1355,27 @@ var file_agentd_state_v1_checkpoint_proto_depIdxs = []int32{
 	11, // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
 	1,  // 7: agentd.state.v1.Checkpoint.step_ups:type_name -> agentd.state.v1.StepUp
 	2,  // 8: agentd.state.v1.Checkpoint.conversation:type_name -> agentd.state.v1.Conversation
-	12, // 9: agentd.state.v1.Item.message:type_name -> agentd.v1.Message
-	4,  // 10: agentd.state.v1.Item.logged:type_name -> agentd.state.v1.LoggedPart
-	15, // 11: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
-	8,  // 12: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
-	6,  // 13: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
-	16, // 14: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
-	17, // 15: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
-	18, // 16: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
-	7,  // 17: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
-	9,  // 18: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
-	10, // 19: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
-	19, // 20: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
-	20, // 21: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	21, // 22: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
-	14, // 23: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	15, // 9: agentd.state.v1.Checkpoint.on_failure:type_name -> agentd.v1.OnFailure
+	12, // 10: agentd.state.v1.Item.message:type_name -> agentd.v1.Message
+	4,  // 11: agentd.state.v1.Item.logged:type_name -> agentd.state.v1.LoggedPart
+	16, // 12: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
+	8,  // 13: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
+	6,  // 14: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
+	17, // 15: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
+	18, // 16: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
+	19, // 17: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
+	7,  // 18: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
+	9,  // 19: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
+	10, // 20: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
+	20, // 21: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
+	21, // 22: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	22, // 23: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
+	14, // 24: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agentd_state_v1_checkpoint_proto_init() }

@@ -13,10 +13,11 @@ _sym_db = _symbol_database.Default()
 
 from agentd.v1 import agent_service_pb2 as agentd_dot_v1_dot_agent__service__pb2
 from agentd.v1 import message_pb2 as agentd_dot_v1_dot_message__pb2
+from agentd.v1 import thread_pb2 as agentd_dot_v1_dot_thread__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n agentd/state/v1/checkpoint.proto\x12\x0f\x61gentd.state.v1\x1a\x1d\x61gentd/v1/agent_service.proto\x1a\x17\x61gentd/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x07\n\nCheckpoint\x12\x18\n\x07version\x18\x01 \x01(\rR\x07version\x12#\n\rgeneration_id\x18\x02 \x01(\tR\x0cgenerationId\x12\x1a\n\x08provider\x18\x03 \x01(\tR\x08provider\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12.\n\x08messages\x18\x05 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12(\n\x05\x61\x64\x64\x65\x64\x18\x06 \x03(\x0b\x32\x12.agentd.v1.MessageR\x05\x61\x64\x64\x65\x64\x12&\n\x05usage\x18\x07 \x01(\x0b\x32\x10.agentd.v1.UsageR\x05usage\x12\x1d\n\ntool_turns\x18\x08 \x01(\x05R\ttoolTurns\x12/\n\x04turn\x18\t \x01(\x0b\x32\x1b.agentd.state.v1.PausedTurnR\x04turn\x12\x1a\n\x08\x61nswered\x18\n \x03(\tR\x08\x61nswered\x12\x37\n\tpaused_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08pausedAt\x12\x39\n\nexpires_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\x12,\n\x05\x63laim\x18\r \x01(\x0b\x32\x16.agentd.state.v1.ClaimR\x05\x63laim\x12\x32\n\x08step_ups\x18\x18 \x03(\x0b\x32\x17.agentd.state.v1.StepUpR\x07stepUps\x12\x14\n\x05\x61gent\x18\x0e \x01(\x0cR\x05\x61gent\x12!\n\x0c\x61gent_sealed\x18\x0f \x01(\x08R\x0b\x61gentSealed\x12)\n\x10secrets_withheld\x18\x10 \x01(\x08R\x0fsecretsWithheld\x12\x15\n\x06key_id\x18\x11 \x01(\tR\x05keyId\x12\x1a\n\x08\x64\x65tached\x18\x12 \x01(\x08R\x08\x64\x65tached\x12\x1a\n\x08resuming\x18\x13 \x01(\x08R\x08resuming\x12&\n\x0forigin_trace_id\x18\x14 \x01(\x0cR\roriginTraceId\x12$\n\x0eorigin_span_id\x18\x15 \x01(\x0cR\x0coriginSpanId\x12\x19\n\x08\x65nd_user\x18\x16 \x01(\tR\x07\x65ndUser\x12\x41\n\x0c\x63onversation\x18\x17 \x01(\x0b\x32\x1d.agentd.state.v1.ConversationR\x0c\x63onversation\"A\n\x06StepUp\x12\x1f\n\x0bserver_name\x18\x01 \x01(\tR\nserverName\x12\x16\n\x06scopes\x18\x02 \x03(\tR\x06scopes\"C\n\x0c\x43onversation\x12\x14\n\x05\x63ount\x18\x01 \x01(\x03R\x05\x63ount\x12\x1d\n\nadded_from\x18\x02 \x01(\x03R\taddedFrom\"i\n\x04Item\x12,\n\x07message\x18\x01 \x01(\x0b\x32\x12.agentd.v1.MessageR\x07message\x12\x33\n\x06logged\x18\x02 \x03(\x0b\x32\x1b.agentd.state.v1.LoggedPartR\x06logged\"J\n\nLoggedPart\x12\x12\n\x04part\x18\x01 \x01(\x05R\x04part\x12\x14\n\x05\x66irst\x18\x02 \x01(\x03R\x05\x66irst\x12\x12\n\x04last\x18\x03 \x01(\x03R\x04last\"\x9c\x02\n\nPausedTurn\x12\x12\n\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n\x05\x63\x61lls\x18\x02 \x03(\x0b\x32\x13.agentd.v1.ToolCallR\x05\x63\x61lls\x12\x32\n\x06states\x18\x03 \x03(\x0b\x32\x1a.agentd.state.v1.CallStateR\x06states\x12\x18\n\x07started\x18\x04 \x03(\tR\x07started\x12M\n\x0e\x61uthorizations\x18\x05 \x03(\x0b\x32%.agentd.state.v1.PendingAuthorizationR\x0e\x61uthorizations\x12\x32\n\x15\x63\x61lls_in_conversation\x18\x06 \x01(\x08R\x13\x63\x61llsInConversation\"\x85\x01\n\x14PendingAuthorization\x12\x1d\n\nrequest_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n\x0bserver_name\x18\x02 \x01(\tR\nserverName\x12\x16\n\x06sealed\x18\x03 \x01(\x0cR\x06sealed\x12\x15\n\x06key_id\x18\x04 \x01(\tR\x05keyId\"T\n\x11\x41uthorizationWait\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"\xe6\x02\n\tCallState\x12/\n\x06result\x18\x01 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\x06result\x12\x38\n\x08\x61pproval\x18\x02 \x01(\x0b\x32\x1a.agentd.v1.ApprovalRequestH\x00R\x08\x61pproval\x12>\n\rfunction_call\x18\x03 \x01(\x0b\x32\x17.agentd.v1.FunctionCallH\x00R\x0c\x66unctionCall\x12J\n\rauthorization\x18\x04 \x01(\x0b\x32\".agentd.state.v1.AuthorizationWaitH\x00R\rauthorization\x12\x32\n\x05input\x18\x05 \x01(\x0b\x32\x1a.agentd.state.v1.InputWaitH\x00R\x05input\x12%\n\rlogged_result\x18\x06 \x01(\x03H\x00R\x0cloggedResultB\x07\n\x05state\"\x89\x01\n\tInputWait\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x35\n\x06inputs\x18\x02 \x03(\x0b\x32\x1d.agentd.state.v1.PendingInputR\x06inputs\x12#\n\rrequest_state\x18\x03 \x01(\tR\x0crequestState\"S\n\x0cPendingInput\x12\x31\n\x07request\x18\x01 \x01(\x0b\x32\x17.agentd.v1.InputRequestR\x07request\x12\x10\n\x03key\x18\x02 \x01(\tR\x03key\"\xdf\x02\n\x05\x43laim\x12J\n\x12\x61pproval_decisions\x18\x01 \x03(\x0b\x32\x1b.agentd.v1.ApprovalDecisionR\x11\x61pprovalDecisions\x12\x44\n\x10\x66unction_results\x18\x02 \x03(\x0b\x32\x19.agentd.v1.FunctionResultR\x0f\x66unctionResults\x12\x39\n\nclaimed_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tclaimedAt\x12 \n\x0cmay_have_run\x18\x04 \x03(\tR\nmayHaveRun\x12\x1e\n\nprogressed\x18\x05 \x01(\x08R\nprogressed\x12\x1e\n\nauthorized\x18\x06 \x03(\tR\nauthorized\x12\'\n\x0f\x61nswered_inputs\x18\x07 \x03(\tR\x0e\x61nsweredInputsB\xbd\x01\n\x13\x63om.agentd.state.v1B\x0f\x43heckpointProtoP\x01Z7github.com/agentd/agentd/gen/go/agentd/state/v1;statev1\xa2\x02\x03\x41SX\xaa\x02\x0f\x41gentd.State.V1\xca\x02\x0f\x41gentd\\State\\V1\xe2\x02\x1b\x41gentd\\State\\V1\\GPBMetadata\xea\x02\x11\x41gentd::State::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n agentd/state/v1/checkpoint.proto\x12\x0f\x61gentd.state.v1\x1a\x1d\x61gentd/v1/agent_service.proto\x1a\x17\x61gentd/v1/message.proto\x1a\x16\x61gentd/v1/thread.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x08\n\nCheckpoint\x12\x18\n\x07version\x18\x01 \x01(\rR\x07version\x12#\n\rgeneration_id\x18\x02 \x01(\tR\x0cgenerationId\x12\x1a\n\x08provider\x18\x03 \x01(\tR\x08provider\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12.\n\x08messages\x18\x05 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12(\n\x05\x61\x64\x64\x65\x64\x18\x06 \x03(\x0b\x32\x12.agentd.v1.MessageR\x05\x61\x64\x64\x65\x64\x12&\n\x05usage\x18\x07 \x01(\x0b\x32\x10.agentd.v1.UsageR\x05usage\x12\x1d\n\ntool_turns\x18\x08 \x01(\x05R\ttoolTurns\x12/\n\x04turn\x18\t \x01(\x0b\x32\x1b.agentd.state.v1.PausedTurnR\x04turn\x12\x1a\n\x08\x61nswered\x18\n \x03(\tR\x08\x61nswered\x12\x37\n\tpaused_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08pausedAt\x12\x39\n\nexpires_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\x12,\n\x05\x63laim\x18\r \x01(\x0b\x32\x16.agentd.state.v1.ClaimR\x05\x63laim\x12\x32\n\x08step_ups\x18\x18 \x03(\x0b\x32\x17.agentd.state.v1.StepUpR\x07stepUps\x12\x14\n\x05\x61gent\x18\x0e \x01(\x0cR\x05\x61gent\x12!\n\x0c\x61gent_sealed\x18\x0f \x01(\x08R\x0b\x61gentSealed\x12)\n\x10secrets_withheld\x18\x10 \x01(\x08R\x0fsecretsWithheld\x12\x15\n\x06key_id\x18\x11 \x01(\tR\x05keyId\x12\x1a\n\x08\x64\x65tached\x18\x12 \x01(\x08R\x08\x64\x65tached\x12\x1a\n\x08resuming\x18\x13 \x01(\x08R\x08resuming\x12&\n\x0forigin_trace_id\x18\x14 \x01(\x0cR\roriginTraceId\x12$\n\x0eorigin_span_id\x18\x15 \x01(\x0cR\x0coriginSpanId\x12\x19\n\x08\x65nd_user\x18\x16 \x01(\tR\x07\x65ndUser\x12\x41\n\x0c\x63onversation\x18\x17 \x01(\x0b\x32\x1d.agentd.state.v1.ConversationR\x0c\x63onversation\x12\x16\n\x06queued\x18\x19 \x01(\x08R\x06queued\x12\x33\n\non_failure\x18\x1a \x01(\x0e\x32\x14.agentd.v1.OnFailureR\tonFailure\x12\x1b\n\tthread_id\x18\x1b \x01(\tR\x08threadId\x12\x1f\n\x0bthread_base\x18\x1c \x01(\x03R\nthreadBase\"A\n\x06StepUp\x12\x1f\n\x0bserver_name\x18\x01 \x01(\tR\nserverName\x12\x16\n\x06scopes\x18\x02 \x03(\tR\x06scopes\"C\n\x0c\x43onversation\x12\x14\n\x05\x63ount\x18\x01 \x01(\x03R\x05\x63ount\x12\x1d\n\nadded_from\x18\x02 \x01(\x03R\taddedFrom\"i\n\x04Item\x12,\n\x07message\x18\x01 \x01(\x0b\x32\x12.agentd.v1.MessageR\x07message\x12\x33\n\x06logged\x18\x02 \x03(\x0b\x32\x1b.agentd.state.v1.LoggedPartR\x06logged\"J\n\nLoggedPart\x12\x12\n\x04part\x18\x01 \x01(\x05R\x04part\x12\x14\n\x05\x66irst\x18\x02 \x01(\x03R\x05\x66irst\x12\x12\n\x04last\x18\x03 \x01(\x03R\x04last\"\x9c\x02\n\nPausedTurn\x12\x12\n\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n\x05\x63\x61lls\x18\x02 \x03(\x0b\x32\x13.agentd.v1.ToolCallR\x05\x63\x61lls\x12\x32\n\x06states\x18\x03 \x03(\x0b\x32\x1a.agentd.state.v1.CallStateR\x06states\x12\x18\n\x07started\x18\x04 \x03(\tR\x07started\x12M\n\x0e\x61uthorizations\x18\x05 \x03(\x0b\x32%.agentd.state.v1.PendingAuthorizationR\x0e\x61uthorizations\x12\x32\n\x15\x63\x61lls_in_conversation\x18\x06 \x01(\x08R\x13\x63\x61llsInConversation\"\x85\x01\n\x14PendingAuthorization\x12\x1d\n\nrequest_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n\x0bserver_name\x18\x02 \x01(\tR\nserverName\x12\x16\n\x06sealed\x18\x03 \x01(\x0cR\x06sealed\x12\x15\n\x06key_id\x18\x04 \x01(\tR\x05keyId\"T\n\x11\x41uthorizationWait\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"\xe6\x02\n\tCallState\x12/\n\x06result\x18\x01 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\x06result\x12\x38\n\x08\x61pproval\x18\x02 \x01(\x0b\x32\x1a.agentd.v1.ApprovalRequestH\x00R\x08\x61pproval\x12>\n\rfunction_call\x18\x03 \x01(\x0b\x32\x17.agentd.v1.FunctionCallH\x00R\x0c\x66unctionCall\x12J\n\rauthorization\x18\x04 \x01(\x0b\x32\".agentd.state.v1.AuthorizationWaitH\x00R\rauthorization\x12\x32\n\x05input\x18\x05 \x01(\x0b\x32\x1a.agentd.state.v1.InputWaitH\x00R\x05input\x12%\n\rlogged_result\x18\x06 \x01(\x03H\x00R\x0cloggedResultB\x07\n\x05state\"\x89\x01\n\tInputWait\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x35\n\x06inputs\x18\x02 \x03(\x0b\x32\x1d.agentd.state.v1.PendingInputR\x06inputs\x12#\n\rrequest_state\x18\x03 \x01(\tR\x0crequestState\"S\n\x0cPendingInput\x12\x31\n\x07request\x18\x01 \x01(\x0b\x32\x17.agentd.v1.InputRequestR\x07request\x12\x10\n\x03key\x18\x02 \x01(\tR\x03key\"\xdf\x02\n\x05\x43laim\x12J\n\x12\x61pproval_decisions\x18\x01 \x03(\x0b\x32\x1b.agentd.v1.ApprovalDecisionR\x11\x61pprovalDecisions\x12\x44\n\x10\x66unction_results\x18\x02 \x03(\x0b\x32\x19.agentd.v1.FunctionResultR\x0f\x66unctionResults\x12\x39\n\nclaimed_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tclaimedAt\x12 \n\x0cmay_have_run\x18\x04 \x03(\tR\nmayHaveRun\x12\x1e\n\nprogressed\x18\x05 \x01(\x08R\nprogressed\x12\x1e\n\nauthorized\x18\x06 \x03(\tR\nauthorized\x12\'\n\x0f\x61nswered_inputs\x18\x07 \x03(\tR\x0e\x61nsweredInputsB\xbd\x01\n\x13\x63om.agentd.state.v1B\x0f\x43heckpointProtoP\x01Z7github.com/agentd/agentd/gen/go/agentd/state/v1;statev1\xa2\x02\x03\x41SX\xaa\x02\x0f\x41gentd.State.V1\xca\x02\x0f\x41gentd\\State\\V1\xe2\x02\x1b\x41gentd\\State\\V1\\GPBMetadata\xea\x02\x11\x41gentd::State::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.state.v1.checkpoint_pb2', globals())
@@ -24,28 +25,28 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\023com.agentd.state.v1B\017CheckpointProtoP\001Z7github.com/agentd/agentd/gen/go/agentd/state/v1;statev1\242\002\003ASX\252\002\017Agentd.State.V1\312\002\017Agentd\\State\\V1\342\002\033Agentd\\State\\V1\\GPBMetadata\352\002\021Agentd::State::V1'
-  _CHECKPOINT._serialized_start=143
-  _CHECKPOINT._serialized_end=1071
-  _STEPUP._serialized_start=1073
-  _STEPUP._serialized_end=1138
-  _CONVERSATION._serialized_start=1140
-  _CONVERSATION._serialized_end=1207
-  _ITEM._serialized_start=1209
-  _ITEM._serialized_end=1314
-  _LOGGEDPART._serialized_start=1316
-  _LOGGEDPART._serialized_end=1390
-  _PAUSEDTURN._serialized_start=1393
-  _PAUSEDTURN._serialized_end=1677
-  _PENDINGAUTHORIZATION._serialized_start=1680
-  _PENDINGAUTHORIZATION._serialized_end=1813
-  _AUTHORIZATIONWAIT._serialized_start=1815
-  _AUTHORIZATIONWAIT._serialized_end=1899
-  _CALLSTATE._serialized_start=1902
-  _CALLSTATE._serialized_end=2260
-  _INPUTWAIT._serialized_start=2263
-  _INPUTWAIT._serialized_end=2400
-  _PENDINGINPUT._serialized_start=2402
-  _PENDINGINPUT._serialized_end=2485
-  _CLAIM._serialized_start=2488
-  _CLAIM._serialized_end=2839
+  _CHECKPOINT._serialized_start=167
+  _CHECKPOINT._serialized_end=1234
+  _STEPUP._serialized_start=1236
+  _STEPUP._serialized_end=1301
+  _CONVERSATION._serialized_start=1303
+  _CONVERSATION._serialized_end=1370
+  _ITEM._serialized_start=1372
+  _ITEM._serialized_end=1477
+  _LOGGEDPART._serialized_start=1479
+  _LOGGEDPART._serialized_end=1553
+  _PAUSEDTURN._serialized_start=1556
+  _PAUSEDTURN._serialized_end=1840
+  _PENDINGAUTHORIZATION._serialized_start=1843
+  _PENDINGAUTHORIZATION._serialized_end=1976
+  _AUTHORIZATIONWAIT._serialized_start=1978
+  _AUTHORIZATIONWAIT._serialized_end=2062
+  _CALLSTATE._serialized_start=2065
+  _CALLSTATE._serialized_end=2423
+  _INPUTWAIT._serialized_start=2426
+  _INPUTWAIT._serialized_end=2563
+  _PENDINGINPUT._serialized_start=2565
+  _PENDINGINPUT._serialized_end=2648
+  _CLAIM._serialized_start=2651
+  _CLAIM._serialized_end=3002
 # @@protoc_insertion_point(module_scope)
