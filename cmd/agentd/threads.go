@@ -21,7 +21,7 @@ Shows and deletes the threads agentd keeps for you (for your tenant):
 the conversations it remembers, which agentd chat and a start with a
 thread_id continue.
 
-  agentd threads list        the threads, most recently changed first
+  agentd threads list        the threads, newest first
   agentd threads get ID      one thread; with --items its conversation too
   agentd threads delete ID   delete a thread, its items and its generations
 
@@ -53,7 +53,7 @@ func threads(ctx context.Context, args []string, getenv func(string) string, _ i
 
 const threadsListUsage = `usage: agentd threads list [flags]
 
-Prints a page of your threads, most recently changed first, one a line:
+Prints a page of your threads, newest first, one a line:
 id, when it was created, how many items it holds, the generation that
 holds it now (and how many are queued behind it), its metadata.
 --metadata keeps the threads whose metadata has every entry given. When

@@ -65,6 +65,8 @@ type proofCluster struct {
 type proofReplica struct {
 	*agentdProcess
 	client agentdv1.AgentServiceClient
+	// thread, when set, is the thread its starts run on.
+	thread string
 }
 
 func newProofCluster(t *testing.T, driver, providerURL string) *proofCluster {
@@ -190,9 +192,9 @@ func (r *proofReplica) stream(t *testing.T) agentdv1.AgentService_GenerateClient
 	return stream
 }
 
-func proofStart(agent *agentdv1.Agent, detach bool) *agentdv1.GenerateRequest {
+func proofStart(agent *agentdv1.Agent, detach bool, thread string) *agentdv1.GenerateRequest {
 	return &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: &agentdv1.StartGeneration{
-		Agent: agent, Detach: detach,
+		Agent: agent, Detach: detach, ThreadId: thread,
 		Messages: []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{textPart("go on")}}},
 	}}}
 }
@@ -202,7 +204,7 @@ func proofStart(agent *agentdv1.Agent, detach bool) *agentdv1.GenerateRequest {
 func (r *proofReplica) startDetached(t *testing.T, agent *agentdv1.Agent) string {
 	t.Helper()
 	stream := r.stream(t)
-	if err := stream.Send(proofStart(agent, true)); err != nil {
+	if err := stream.Send(proofStart(agent, true, r.thread)); err != nil {
 		t.Fatal(err)
 	}
 	if err := stream.CloseSend(); err != nil {
@@ -232,7 +234,7 @@ func (r *proofReplica) startDetached(t *testing.T, agent *agentdv1.Agent) string
 func (r *proofReplica) startAttached(t *testing.T, agent *agentdv1.Agent) agentdv1.AgentService_GenerateClient {
 	t.Helper()
 	stream := r.stream(t)
-	if err := stream.Send(proofStart(agent, false)); err != nil {
+	if err := stream.Send(proofStart(agent, false, r.thread)); err != nil {
 		t.Fatal(err)
 	}
 	if err := stream.CloseSend(); err != nil {
@@ -548,6 +550,13 @@ func TestProofReplicaKilledMidTool(t *testing.T) {
 func killMidTool(t *testing.T, driver string, attached bool) {
 	c := newProofCluster(t, driver, "")
 	a, b := c.start(t, c.dsn), c.start(t, c.dsn)
+	// On a thread, which gets the generation's items once, from the
+	// replica that ends it.
+	th, err := a.client.CreateThread(t.Context(), &agentdv1.CreateThreadRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.thread = th.GetThread().GetThreadId()
 	agent := filesScriptAgent(t, callsTurn(toolCall("delete", "path", "fast"), toolCall("gate", "marker", "slow")), outputsTurn)
 	const fast, slow = "call_1_1", "call_1_2"
 
@@ -593,6 +602,14 @@ func killMidTool(t *testing.T, driver string, attached bool) {
 	}
 	if n, m := c.count(t, "fast"), c.count(t, "gate:slow"); n != 1 || m != 1 {
 		t.Errorf("X-G5 the counting server saw the fast call %d times and the slow one %d times; want each once", n, m)
+	}
+	items, err := b.client.ListThreadItems(t.Context(), &agentdv1.ListThreadItemsRequest{ThreadId: a.thread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The request's message, the model's calls, their results, the answer.
+	if got := items.GetItems(); len(got) != 4 || got[0].GetGenerationId() != id || got[3].GetGenerationId() != id {
+		t.Errorf("the thread holds %d items (%v); want the generation's 4, once", len(got), got)
 	}
 
 	logged, adoptedAt := c.adoptedOnce(t, id)
