@@ -439,13 +439,19 @@ go-examples:
 
 # The client examples (scripts/examples.sh: every Go, Python and TypeScript
 # example and agentd generate) against a live agentd that this target starts
-# and stops, found at AGENTD_ADDR.
+# and stops, found at AGENTD_ADDR; then it restarts agentd on the same state
+# directory and runs the chat examples again, which must continue the
+# threads of their first run.
 EXAMPLES_BUILT := build build/ts/examples/ts/demo.js build/web/app.js go-examples
 examples: $(EXAMPLES_BUILT)
-	@state=$$(mktemp -d); AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>/tmp/agentd-examples.log & pid=$$!; \
-	  trap "kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state" EXIT; \
-	  scripts/wait-port.sh $(EXAMPLE_ADDR); \
-	  AGENTD_ADDR=$(EXAMPLE_ADDR) GO_EXAMPLES=$(GO_EXAMPLES) PY=$(PY) scripts/examples.sh
+	@state=$$(mktemp -d); : >/tmp/agentd-examples.log; \
+	  serve() { AGENTD_LISTEN=$(EXAMPLE_ADDR) AGENTD_STATE_DIR=$$state/agentd AGENTD_SHUTDOWN_DRAIN=0 bin/agentd serve 2>>/tmp/agentd-examples.log & pid=$$!; \
+	    scripts/wait-port.sh $(EXAMPLE_ADDR); }; \
+	  trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true; rm -rf $$state' EXIT; \
+	  export AGENTD_ADDR=$(EXAMPLE_ADDR) GO_EXAMPLES=$(GO_EXAMPLES) PY=$(PY) CHAT_DIR=$$state; \
+	  serve; scripts/examples.sh; \
+	  echo "--- agentd restarted"; kill $$pid; wait $$pid || true; serve; \
+	  CHAT_ONLY=1 scripts/examples.sh
 
 # Every client example against an agentd that serves mutual TLS (certificates
 # from scripts/devcerts) and requires an API key (auth.api_keys): with

@@ -11,7 +11,8 @@
 # built (Go), type-checked (TypeScript, with the other examples) and
 # compiled (Python); examples/go/oauth's test runs the Go one against a
 # fake agentd. Last, each language's demo pointed where nothing listens
-# must say so, and how to fix it.
+# must say so, and how to fix it. The chat examples run twice on the same
+# state files (see chats).
 # Needs bin/agentd, the Go examples built into $GO_EXAMPLES (default
 # build/examples: make go-examples) and the TypeScript examples (build/ts);
 # Python runs with $PY (default /usr/bin/python3, with Debian's grpcio).
@@ -21,6 +22,37 @@ export AGENTD_ADDR
 py=${PY:-/usr/bin/python3}
 bin=${GO_EXAMPLES:-build/examples}
 python() { PYTHONPATH=gen/python "$py" "$@"; }
+
+# chat NAME STATE CMD...: CMD, a chat example, with its thread's id kept in
+# the file STATE. A first run (no STATE yet) must create the thread; a later
+# one must continue it, saying so with that id, and list the first run's
+# line among the thread's items.
+chat() {
+  local name=$1 state=$2 out id
+  shift 2
+  if [[ ! -e $state ]]; then
+    echo "--- $name"
+    out=$(echo 'My name is Ada.' | "$@" --state "$state"); echo "$out"
+    [[ -s $state ]] || { echo "$name kept no thread id in $state" >&2; return 1; }
+    return
+  fi
+  id=$(<"$state")
+  echo "--- $name, again"
+  out=$(echo 'What is my name?' | "$@" --state "$state"); echo "$out"
+  grep -q "^continuing $id " <<<"$out" || { echo "$name did not continue $id" >&2; return 1; }
+  grep -q "user: My name is Ada.$" <<<"$out" || { echo "$name's thread lost the first run's line" >&2; return 1; }
+}
+# chats: each language's chat example once, its thread's id kept in
+# $CHAT_DIR. make examples runs them twice on one CHAT_DIR, restarting
+# agentd between (CHAT_ONLY=1 runs only these): the second run continues
+# each thread from agentd's store. Without CHAT_DIR they run twice here,
+# against the same agentd, in a directory of their own.
+chats() {
+  chat "Go chat example" "$CHAT_DIR/go.txt" "$bin/chat" "$@"
+  chat "Python chat example" "$CHAT_DIR/python.txt" python examples/python/chat.py "$@"
+  chat "TypeScript chat example" "$CHAT_DIR/ts.txt" node build/ts/examples/ts/chat.js "$@"
+}
+if [[ -n ${CHAT_ONLY:-} ]]; then chats "$@"; exit; fi
 
 echo "--- Go example"; "$bin/go" "$@"
 # A detached demo's stream ends after started: the demo must attach.
@@ -41,6 +73,12 @@ echo "--- OAuth examples: built, not run"
 test -x "$bin/oauth"
 python -c 'import sys; compile(open(sys.argv[1], encoding="utf-8").read(), sys.argv[1], "exec")' examples/python/oauth.py
 test -f build/ts/examples/ts/oauth.js
+if [[ -n ${CHAT_DIR:-} ]]; then
+  chats "$@"
+else
+  CHAT_DIR=$(mktemp -d); trap 'rm -rf "$CHAT_DIR"' EXIT
+  chats "$@"; chats "$@"
+fi
 
 # not_listening NAME CMD...: CMD, pointed where nothing listens (port 1),
 # fails with the line that says so.

@@ -21,17 +21,21 @@ import grpc
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 
 
-def parse(description, request, argv, switches=None):
-    """The options and positional arguments in argv (request: the default request file).
+def parse(description, request, argv, switches=None, options=None):
+    """The options and positional arguments in argv (request: the default request file; None: no request file).
 
-    switches are an example's own on/off options, {name: help}.
+    switches are an example's own on/off options, {name: help}; options its
+    own options with a value, {name: (default, help)}.
     """
     p = argparse.ArgumentParser(description=description)
     for name, text in (switches or {}).items():
         p.add_argument("--" + name, action="store_true", help=text)
+    for name, (default, text) in (options or {}).items():
+        p.add_argument("--" + name, default=default, help=f"{text} (default {default})")
     p.add_argument("address", nargs="?", default=os.environ.get("AGENTD_ADDR") or DEFAULT_ADDRESS,
                    help=f"agentd's address, host:port (env AGENTD_ADDR, else {DEFAULT_ADDRESS})")
-    p.add_argument("request", nargs="?", default=request)
+    if request is not None:
+        p.add_argument("request", nargs="?", default=request)
     p.add_argument("--token", default=os.environ.get("AGENTD_TOKEN"),
                    help='API key, sent as "authorization: Bearer" (env AGENTD_TOKEN)')
     p.add_argument("--tls-ca", default=os.environ.get("AGENTD_TLS_CA"),

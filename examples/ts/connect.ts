@@ -32,6 +32,8 @@ export interface Connection {
   headers: Record<string, string>;
   /** The example's own on/off options (connect's switches) that the command line set. */
   switches: Set<string>;
+  /** The values of the example's own options with a value (connect's options). */
+  options: Record<string, string>;
 }
 
 // read returns the file's bytes, or undefined without a path; an error
@@ -57,12 +59,13 @@ export function notListening(err: unknown): boolean {
 
 /**
  * The connection that the command line (process.argv) and the environment
- * describe; switches are the example's own on/off options (--name). An
+ * describe; switches are the example's own on/off options (--name),
+ * options its own options with a value, {name: default} (--name value). An
  * example's calls run at its top level, so an error it does not catch ends
  * it here: a refused connection with a line that says what to do, any
  * other as Node would, printed with exit status 1.
  */
-export function connect(defaultRequest: string, switches: string[] = []): Connection {
+export function connect(defaultRequest: string, switches: string[] = [], options: Record<string, string> = {}): Connection {
   const { values: opts, positionals } = parseArgs({
     allowPositionals: true,
     options: {
@@ -71,6 +74,7 @@ export function connect(defaultRequest: string, switches: string[] = []): Connec
       "tls-cert": { type: "string", default: process.env.AGENTD_TLS_CERT },
       "tls-key": { type: "string", default: process.env.AGENTD_TLS_KEY },
       ...Object.fromEntries(switches.map((name) => [name, { type: "boolean" as const }])),
+      ...Object.fromEntries(Object.entries(options).map(([name, value]) => [name, { type: "string" as const, default: value }])),
     },
   });
   const address = positionals[0] || process.env.AGENTD_ADDR || defaultAddress;
@@ -92,6 +96,7 @@ export function connect(defaultRequest: string, switches: string[] = []): Connec
     }),
     headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
     switches: new Set(switches.filter((name) => (opts as Record<string, unknown>)[name] === true)),
+    options: Object.fromEntries(Object.keys(options).map((name) => [name, (opts as Record<string, string>)[name]])),
   };
 }
 

@@ -52,7 +52,7 @@ type Options struct {
 
 // Parse parses the command line (flag.CommandLine) into the options and
 // returns them with the request file: the second positional argument, or
-// request when there is none.
+// request when there is none. An example without a request file passes "".
 func Parse(request string) (Options, string) {
 	var o Options
 	// The environment is read after parsing, not given as the flags'
@@ -70,7 +70,11 @@ func Parse(request string) (Options, string) {
 		flag.StringVar(v.v, v.flag, "", v.usage+" (default: env "+v.env+")")
 	}
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] [address] [request.json]\n", os.Args[0])
+		args := "[address] [request.json]"
+		if request == "" {
+			args = "[address]"
+		}
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] %s\n", os.Args[0], args)
 		fmt.Fprintf(flag.CommandLine.Output(), "address: agentd's, host:port (default: env AGENTD_ADDR, else %s)\n", defaultAddress)
 		flag.PrintDefaults()
 	}
