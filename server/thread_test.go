@@ -420,3 +420,35 @@ func TestThreadItemsAreSealed(t *testing.T) {
 	}
 	wantMessages(t, "the items read", userSays("the launch code is 0000"), d.items(t, alice, th.GetThreadId()))
 }
+
+// A generation on a thread that pauses for an approval holds the thread
+// while paused; decided and resumed, it completes and the thread gets its
+// messages once: the earlier items, then its request, its tool call,
+// the result and its answer. The resumed model turn saw the thread's
+// earlier items too.
+func TestPausedGenerationOnAThread(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	prov := recordingScript()
+	d := servedReplica(t, newStore(t, 0), "replica-a", bridge, nil, nil, prov)
+	th := d.newThread(t, alice, &agentdv1.CreateThreadRequest{Messages: append(userSays("earlier"), assistantSays("noted"))})
+	paused := d.pausedFor(t, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), ThreadId: th.GetThreadId()})
+	got, err := d.client.GetThread(as(t, alice), &agentdv1.GetThreadRequest{ThreadId: th.GetThreadId()})
+	if err != nil || got.GetThread().GetActiveGenerationId() != paused.GetGenerationId() || got.GetThread().GetItemCount() != 2 {
+		t.Fatalf("the thread while paused: %v, %v; want it held by %s, still 2 items", got, err, paused.GetGenerationId())
+	}
+	req := paused.GetApprovalRequests()[0]
+	_, st := d.decide(t, bob, paused.GetGenerationId(), &agentdv1.ApprovalDecision{RequestId: req.GetId(), Approved: true, Digest: req.GetDigest()})
+	wantCode(t, st, codes.OK)
+	d.waitState(t, paused.GetGenerationId(), store.Completed)
+	items := d.items(t, alice, th.GetThreadId())
+	if len(items) != 6 || items[2].GetParts()[0].GetText() != "tidy" || items[3].GetRole() != agentdv1.Role_ROLE_ASSISTANT ||
+		items[4].GetRole() != agentdv1.Role_ROLE_TOOL || items[5].GetParts()[0].GetText() != "done: read ok\ndelete ok" {
+		t.Errorf("the thread after the resume: %v; want the 2 earlier items, then the generation's 4", items)
+	}
+	calls := prov.calls()
+	last := calls[len(calls)-1].Messages
+	if len(last) != 5 || last[0].GetParts()[0].GetText() != "earlier" {
+		t.Errorf("the resumed model turn saw %d messages starting %v; want the thread's 2, then the generation's 3", len(last), last[0])
+	}
+}
