@@ -206,7 +206,7 @@ func (s *Service) adoptedGeneration(rec store.Generation) (*generation, error) {
 	if err != nil {
 		return g, err
 	}
-	if cp.GetQueued() && rec.LastSeq == 0 {
+	if record.FirstRun(rec) {
 		// A start that waited for its thread: this is its first run.
 		return g, nil
 	}

@@ -177,7 +177,8 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 		endUser:   cp.GetEndUser(),
 	}
 	if cp.GetThreadId() != "" {
-		g.thread = &threadRun{id: cp.GetThreadId(), base: cp.GetThreadBase(), onFailure: cp.GetOnFailure()}
+		g.thread = newThreadRun(cp.GetThreadId(), cp.GetOnFailure())
+		g.thread.base = cp.GetThreadBase()
 	}
 	if g.total == nil {
 		g.total = &agentdv1.Usage{}

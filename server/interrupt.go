@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/toolerror"
 )
 
 // interruptEvery is how often a replica asks the store for the
@@ -52,35 +54,93 @@ func (s *Service) interruptDue() {
 			if g := s.decidingHere(in.Tenant, in.ID); g != nil {
 				g.interrupt()
 			}
-		case in.Owner == "" && in.State == store.Paused:
-			s.cancelPaused(ctx, in)
+		case in.State == store.Paused:
+			s.cancelPaused(in) // taken only if nobody holds it (a lapsed lease included)
 		}
 	}
 }
 
-// interrupt cancels g at its next safe point: what it completed stays
-// on its thread.
+// interrupt stops g at its next safe point: before its next model turn,
+// before the tool calls of a model turn that has just ended run, or, in a
+// tool turn that waits for answers, once its running calls end (the calls
+// that wait get a result saying they did not run). What it completed stays
+// on its thread; nothing running is cut short.
 func (g *generation) interrupt() {
 	if g.thread == nil || g.thread.interrupted.Swap(true) {
 		return
 	}
 	g.s.log.Info("generation interrupted by a newer start on its thread", "generation", g.id, "tenant", g.tenant, "thread", g.thread.id)
-	g.link.cancel(errInterrupted)
+	close(g.thread.stop)
+}
+
+// interrupts is closed once g is interrupted; nil (never) without a
+// thread.
+func (g *generation) interrupts() <-chan struct{} {
+	if g.thread == nil {
+		return nil
+	}
+	return g.thread.stop
+}
+
+// safePoint ends g with errInterrupted if it was interrupted.
+func (g *generation) safePoint() error {
+	if g.thread != nil && g.thread.interrupted.Load() {
+		return errInterrupted
+	}
+	return nil
+}
+
+// interruptedOutput is the result of a call that waited for an answer
+// when its generation was interrupted: it did not run.
+var interruptedOutput = toolerror.JSON("not run: a newer message on the conversation's thread interrupted the generation while this call waited for an answer")
+
+// interruptWaits gives each call of r that waits for an answer on the
+// stream (an approval, a function result) interruptedOutput: the turn
+// ends with its running calls' results, and the generation stops at the
+// safe point after it.
+func (r *turnRun) interruptWaits() {
+	r.mu.Lock()
+	var cut []int
+	for i, w := range r.waits {
+		if w.onStream() {
+			delete(r.waits, i)
+			r.settle(w, true)
+			r.g.answered.add(w.id)
+			cut = append(cut, i)
+		}
+	}
+	r.mu.Unlock()
+	for _, i := range cut {
+		c := r.calls[i]
+		r.setResult(i, &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: interruptedOutput, IsError: true})
+	}
+	r.g.checkpoint(r.runningState())
 }
 
 // cancelPaused ends an interrupted paused generation as its resume
 // would, cancelled: its thread keeps what it completed, and the paused
 // checkpoint goes, so that nothing resumes it. A resume that takes it
 // first runs it here or elsewhere, and its owner interrupts it.
-func (s *Service) cancelPaused(ctx context.Context, in store.Interruption) {
+func (s *Service) cancelPaused(in store.Interruption) {
+	// Its writes end what they begin, whatever becomes of the round or
+	// of agentd meanwhile: a lease taken and left would hold the thread.
+	ctx, cancel := store.WriteContext(s.bg)
+	defer cancel()
 	now := time.Now()
 	rec, err := s.generations.Acquire(ctx, in.Tenant, in.ID, s.replica, now, now.Add(s.cfg.LeaseTTL))
 	if err != nil {
 		return // another replica, or a resume, took it
 	}
+	finished := false
+	defer func() {
+		if !finished {
+			if err := s.generations.Release(ctx, in.Tenant, in.ID, rec.Lease.Epoch, time.Now()); err != nil {
+				s.log.Warn("releasing an interrupted paused generation", "generation", in.ID, "tenant", in.Tenant, "err", err)
+			}
+		}
+	}()
 	g, _ := s.adoptedGeneration(rec) // what it completed is kept even if it could not run here
 	if g == nil || rec.State != store.Paused {
-		_ = s.generations.Release(ctx, in.Tenant, in.ID, rec.Lease.Epoch, time.Now())
 		return
 	}
 	if g.thread != nil {
@@ -91,6 +151,7 @@ func (s *Service) cancelPaused(ctx context.Context, in store.Interruption) {
 		s.log.Warn("cancelling an interrupted paused generation", "generation", in.ID, "tenant", in.Tenant, "err", err)
 		return
 	}
+	finished = true
 	if err := s.checkpoints.Delete(ctx, in.Tenant, in.ID, 0); err != nil {
 		s.log.Warn("removing an interrupted paused generation's checkpoint", "generation", in.ID, "tenant", in.Tenant, "err", err)
 	}

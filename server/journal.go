@@ -34,9 +34,9 @@ func (s *Service) createJournal(ctx context.Context, g *generation) (_ *record.J
 	}
 	cp := g.snapshot(nil)
 	if g.thread != nil {
-		// Until it runs, it may wait in the thread's queue: whoever takes
-		// it then starts it without a client.
-		cp.Queued, cp.Detached = true, true
+		// It may wait in the thread's queue: whoever takes it then starts
+		// it without a client.
+		cp.Detached = true
 	}
 	return record.Create(ctx, s.journalOptions(g), cp)
 }

@@ -45,6 +45,9 @@ func (g *generation) run(ctx context.Context) (err error) {
 		return err
 	}
 	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
+		if err := g.safePoint(); err != nil {
+			return err
+		}
 		r, err := g.modelTurn(ctx, turn)
 		if err != nil {
 			return err
@@ -181,6 +184,9 @@ func (g *generation) afterModelTurn(ctx context.Context, r *reply) (done bool, e
 	}
 	if err := g.spendToolTurn(); err != nil {
 		return true, err
+	}
+	if err := g.safePoint(); err != nil {
+		return true, err // its calls do not run: the thread keeps none of them
 	}
 	// The model's turn is done: its calls are checkpointed before any
 	// runs, and each one's result as it comes (finishCall).

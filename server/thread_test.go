@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/quota"
@@ -199,11 +202,12 @@ func TestThreadMultitaskRejectAndEnqueue(t *testing.T) {
 	}
 }
 
-// INTERRUPT, from the other replica, cancels the generation that holds
-// the thread at its next safe point (here, while it waits for an
-// approval): its stream ends CANCELLED, its partial tool turn is
-// withdrawn (the thread keeps only its input), and the new start runs
-// after it.
+// INTERRUPT, from the other replica, stops the generation that holds the
+// thread at its next safe point. Here its tool turn waits for an approval
+// while its other call has run: the waiting call gets a result saying it
+// did not run, the turn ends with both results, and the generation ends
+// CANCELLED before its next model turn. The thread keeps the whole turn,
+// then the new start's messages.
 func TestThreadMultitaskInterrupt(t *testing.T) {
 	t.Parallel()
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
@@ -224,8 +228,59 @@ func TestThreadMultitaskInterrupt(t *testing.T) {
 	if n := deletesOf(bridge, "a.txt"); n != 0 {
 		t.Errorf("delete ran %d times; want never (it was not approved)", n)
 	}
-	wantMessages(t, "the thread", []*agentdv1.Message{userSays("tidy")[0], userSays("stop")[0], assistantSays("stopped it")},
-		a.items(t, alice, th.GetThreadId()))
+	items := a.items(t, alice, th.GetThreadId())
+	if len(items) != 5 {
+		t.Fatalf("the thread holds %d items: %v; want the interrupted generation's 3, then the new one's 2", len(items), items)
+	}
+	results := items[2].GetParts()
+	if items[0].GetParts()[0].GetText() != "tidy" || len(results) != 2 || results[0].GetToolResult().GetOutput() != "read ok" ||
+		!strings.Contains(results[1].GetToolResult().GetOutput(), "not run") || !results[1].GetToolResult().GetIsError() {
+		t.Errorf("the interrupted turn as kept: %v; want read's result and delete's saying it did not run", items[:3])
+	}
+	wantMessages(t, "the new start's items", []*agentdv1.Message{userSays("stop")[0], assistantSays("stopped it")}, items[3:])
+}
+
+// An interrupt cuts nothing short: a call running when it comes ends
+// with its own result, which the thread keeps with its turn; the
+// generation stops before its next model turn.
+func TestThreadInterruptLetsRunningCallsEnd(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	bridge := &fakeBridge{onList: offering(serverTools("files", "slow")), onCall: func(ctx context.Context, _, tool, _ string) (*bridgev1.CallToolResponse, error) {
+		select {
+		case <-gate:
+			return &bridgev1.CallToolResponse{Output: "slow done"}, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}}
+	a, b := threadReplicas(t, bridge)
+	th := a.newThread(t, alice, &agentdv1.CreateThreadRequest{})
+	agent := &agentdv1.Agent{Provider: "script", Mcps: []*agentdv1.MCPServer{refServer("files", "files")}, ProviderOptions: script(t, `{"turns": [
+		{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "never said"}]}`)}
+	first := a.start(t, alice, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go"), ThreadId: th.GetThreadId()})
+	testwait.For(t, "the slow call", func() bool { return bridge.callsTo("slow") == 1 })
+	_, st := b.start(t, alice, &agentdv1.StartGeneration{Agent: textAgent(t, "ok"), Messages: userSays("stop"), ThreadId: th.GetThreadId(),
+		Multitask: agentdv1.Multitask_MULTITASK_INTERRUPT}).rest(t)
+	wantCode(t, st, codes.OK)
+	testwait.For(t, "the interrupt reaching the generation", func() bool { return strings.Contains(a.log.String(), "generation interrupted by a newer start") })
+	close(gate)
+	_, st = first.rest(t)
+	wantCode(t, st, codes.Canceled)
+	items := waitItems(t, a, th.GetThreadId(), 5)
+	if got := items[2].GetParts()[0].GetToolResult().GetOutput(); got != "slow done" {
+		t.Errorf("the running call's result as the thread keeps it: %q; want its own", got)
+	}
+}
+
+// waitItems waits until acme's thread id holds n items, and returns them.
+func waitItems(t *testing.T, d *deciding, id string, n int) []*agentdv1.Message {
+	t.Helper()
+	testwait.For(t, fmt.Sprintf("the thread's %d items", n), func() bool {
+		got, err := d.client.GetThread(as(t, alice), &agentdv1.GetThreadRequest{ThreadId: id})
+		return err == nil && got.GetThread().GetItemCount() == int64(n) && got.GetThread().GetActiveGenerationId() == ""
+	})
+	return d.items(t, alice, id)
 }
 
 // A failed generation leaves its thread as it was; with on_failure

@@ -24,9 +24,16 @@ type threadRun struct {
 	onFailure agentdv1.OnFailure
 	maxItems  quota.Limit
 	base      int64
-	// interrupted is set before a newer start's interrupt cancels the
-	// generation: the thread then keeps what it completed.
+	// interrupted says a newer start on the thread interrupted the
+	// generation: it stops at its next safe point, and the thread keeps
+	// what it completed. stop is closed then, for a turn that waits for
+	// answers to stop waiting.
 	interrupted atomic.Bool
+	stop        chan struct{}
+}
+
+func newThreadRun(id string, onFailure agentdv1.OnFailure) *threadRun {
+	return &threadRun{id: id, onFailure: onFailure, stop: make(chan struct{})}
 }
 
 var multitasks = map[agentdv1.Multitask]store.Multitask{
@@ -101,7 +108,9 @@ func (s *Service) startThread(ctx context.Context, tenant string, start *agentdv
 			return nil, err
 		}
 	}
-	return &threadRun{id: id, multitask: multitasks[start.GetMultitask()], onFailure: start.GetOnFailure(), maxItems: limits.items}, nil
+	t := newThreadRun(id, start.GetOnFailure())
+	t.multitask, t.maxItems = multitasks[start.GetMultitask()], limits.items
+	return t, nil
 }
 
 // threadAfter is the thread that continues tenant's completed generation

@@ -415,6 +415,7 @@ func (r *turnRun) awaitAnswers() (err error) {
 // answer timeout pass.
 func (r *turnRun) takeAnswers() error {
 	mail := r.g.link.mail
+	stop := r.g.interrupts()
 	timer := time.NewTimer(r.g.plan.answerTimeout)
 	defer timer.Stop()
 	for {
@@ -425,6 +426,9 @@ func (r *turnRun) takeAnswers() error {
 		case <-mail.notify:
 		case <-timer.C:
 			return &errPause{why: whyTimedOut(r.g.plan.answerTimeout), expired: true}
+		case <-stop:
+			r.interruptWaits()
+			stop = nil
 		case <-r.ctx.Done():
 			return context.Cause(r.ctx)
 		}

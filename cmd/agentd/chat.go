@@ -217,7 +217,7 @@ func (c *conversation) turn(ctx context.Context, text string) error {
 	c.p.endText()
 	switch holder := threadHolder(err); {
 	case holder != "":
-		c.p.note("not sent: %s holds the thread (%s shows it); --multitask enqueue queues a line behind it, interrupt cuts it short",
+		c.p.note("not sent: %s holds the thread (%s shows it); --multitask enqueue queues a line behind it, interrupt stops it at its next safe point",
 			holder, c.p.next.command("get", holder))
 	case err != nil && e.id != "":
 		s := status.Convert(err)

@@ -227,7 +227,7 @@ func TestChatBusyQueuedFailed(t *testing.T) {
 	_, addr := chatServer(t, &m, make(chan *agentdv1.CreateThreadRequest, 1))
 	out, _ := mustCLI(t, addr, "busy\nqueue\nfail\nhello\n", "chat", "--multitask", "reject", "--on-failure", "keep-input")
 	wantLines(t, "chat", out,
-		"not sent: gen_held holds the thread ("+os.Args[0]+" get gen_held shows it); --multitask enqueue queues a line behind it, interrupt cuts it short\n",
+		"not sent: gen_held holds the thread ("+os.Args[0]+" get gen_held shows it); --multitask enqueue queues a line behind it, interrupt stops it at its next safe point\n",
 		"queued gen_2 on thread thr_1 behind gen_held\nit runs once the thread is free; follow it: "+os.Args[0]+" attach gen_2\n",
 		"gen_3 failed: Internal: the model broke\n",
 		"echo: hello\n",

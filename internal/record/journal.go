@@ -228,11 +228,22 @@ func Resume(ctx context.Context, o Options, cp *statev1.Checkpoint) (*Journal, e
 func Adopted(o Options, rec store.Generation) *Journal {
 	j := newJournal(o)
 	j.continueFrom(rec, storedCheckpoint(rec).GetConversation().GetCount())
+	if FirstRun(rec) {
+		j.start()
+		return j
+	}
 	// The dead replica may have shown its clients text it had not stored
 	// (ShowEarly): no number it may have shown is used again.
 	j.last += ShowWindow
 	j.start()
 	return j
+}
+
+// FirstRun reports whether rec, just acquired, has never run: a
+// generation queued on its thread, taken for the first time, whose log
+// is empty. (One that ran under an earlier lease has a higher epoch.)
+func FirstRun(rec store.Generation) bool {
+	return rec.Lease.Epoch == 1 && rec.LastSeq == 0
 }
 
 // continueFrom takes up rec, acquired under a new lease, whose

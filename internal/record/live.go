@@ -324,9 +324,10 @@ func (l *Log) followHere(ctx context.Context, c *cursor) error {
 
 // adoptOrphan takes over a running generation whose lease lapsed or was
 // released (its replica died or stopped), unless another replica does
-// first, and follows it here. It reports whether it did.
+// first, and follows it here. It reports whether it did. A queued one
+// waits for its thread: nobody may take it.
 func (l *Log) adoptOrphan(ctx context.Context, rec store.Generation, c *cursor) (bool, error) {
-	if rec.State.Finished() || rec.State == store.Paused || (rec.Lease.Owner != "" && !time.Now().After(rec.Lease.Expires)) {
+	if rec.State.Finished() || rec.State == store.Paused || rec.State == store.Queued || (rec.Lease.Owner != "" && !time.Now().After(rec.Lease.Expires)) {
 		return false, nil
 	}
 	if l.Adopt(ctx, c.tenant, c.id) {

@@ -36,10 +36,13 @@ const (
 	// have ended, on whichever replica is free, in the order they were
 	// queued. The queue is in the store: it survives any replica.
 	Multitask_MULTITASK_ENQUEUE Multitask = 2
-	// Cancel the generation that holds the thread at its next safe point
-	// (a model turn's or a tool result's end): its partial turn is
-	// withdrawn, and the thread keeps what it completed (its input and its
-	// whole tool turns). The new start runs next, ahead of any queued ones.
+	// Stop the generation that holds the thread at its next safe point
+	// (before its next model turn or tool calls; in a tool turn waiting
+	// for answers, once its running calls end, the waiting ones getting a
+	// result that says they did not run); it ends CANCELLED, and the
+	// thread keeps what it completed (its input and its whole tool turns).
+	// A paused one is cancelled at once. The new start runs next, ahead of
+	// any queued ones.
 	Multitask_MULTITASK_INTERRUPT Multitask = 3
 )
 

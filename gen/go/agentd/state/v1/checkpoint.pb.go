@@ -102,10 +102,6 @@ type Checkpoint struct {
 	// conversation is the record's first conversation.count items. Unset
 	// (a checkpoint written before agentd kept items), messages holds it.
 	Conversation *Conversation `protobuf:"bytes,23,opt,name=conversation,proto3" json:"conversation,omitempty"`
-	// The generation was queued behind another on its thread and has not
-	// run yet: its first run, on the replica that takes it once the
-	// thread is its, is its start and not an adoption.
-	Queued bool `protobuf:"varint,25,opt,name=queued,proto3" json:"queued,omitempty"`
 	// What its thread keeps of it if it fails or is cancelled
 	// (StartGeneration.on_failure). On a thread, the conversation starts
 	// with the thread's first items, as many as the record's thread base,
@@ -319,13 +315,6 @@ func (x *Checkpoint) GetConversation() *Conversation {
 		return x.Conversation
 	}
 	return nil
-}
-
-func (x *Checkpoint) GetQueued() bool {
-	if x != nil {
-		return x.Queued
-	}
-	return false
 }
 
 func (x *Checkpoint) GetOnFailure() v1.OnFailure {
@@ -1203,7 +1192,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\b\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\b\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -1232,8 +1221,7 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\x0forigin_trace_id\x18\x14 \x01(\fR\roriginTraceId\x12$\n" +
 	"\x0eorigin_span_id\x18\x15 \x01(\fR\foriginSpanId\x12\x19\n" +
 	"\bend_user\x18\x16 \x01(\tR\aendUser\x12A\n" +
-	"\fconversation\x18\x17 \x01(\v2\x1d.agentd.state.v1.ConversationR\fconversation\x12\x16\n" +
-	"\x06queued\x18\x19 \x01(\bR\x06queued\x123\n" +
+	"\fconversation\x18\x17 \x01(\v2\x1d.agentd.state.v1.ConversationR\fconversation\x123\n" +
 	"\n" +
 	"on_failure\x18\x1a \x01(\x0e2\x14.agentd.v1.OnFailureR\tonFailure\x12\x1b\n" +
 	"\tthread_id\x18\x1b \x01(\tR\bthreadId\x12\x1f\n" +

@@ -34,7 +34,7 @@ class CallState(_message.Message):
     def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ..., input: _Optional[_Union[InputWait, _Mapping]] = ..., logged_result: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "on_failure", "origin_span_id", "origin_trace_id", "paused_at", "provider", "queued", "resuming", "secrets_withheld", "step_ups", "thread_base", "thread_id", "tool_turns", "turn", "usage", "version"]
+    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "on_failure", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "step_ups", "thread_base", "thread_id", "tool_turns", "turn", "usage", "version"]
     ADDED_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_SEALED_FIELD_NUMBER: _ClassVar[int]
@@ -53,7 +53,6 @@ class Checkpoint(_message.Message):
     ORIGIN_TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
-    QUEUED_FIELD_NUMBER: _ClassVar[int]
     RESUMING_FIELD_NUMBER: _ClassVar[int]
     SECRETS_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     STEP_UPS_FIELD_NUMBER: _ClassVar[int]
@@ -81,7 +80,6 @@ class Checkpoint(_message.Message):
     origin_trace_id: bytes
     paused_at: _timestamp_pb2.Timestamp
     provider: str
-    queued: bool
     resuming: bool
     secrets_withheld: bool
     step_ups: _containers.RepeatedCompositeFieldContainer[StepUp]
@@ -91,7 +89,7 @@ class Checkpoint(_message.Message):
     turn: PausedTurn
     usage: _agent_service_pb2.Usage
     version: int
-    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., step_ups: _Optional[_Iterable[_Union[StepUp, _Mapping]]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ..., queued: bool = ..., on_failure: _Optional[_Union[_thread_pb2.OnFailure, str]] = ..., thread_id: _Optional[str] = ..., thread_base: _Optional[int] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., step_ups: _Optional[_Iterable[_Union[StepUp, _Mapping]]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ..., on_failure: _Optional[_Union[_thread_pb2.OnFailure, str]] = ..., thread_id: _Optional[str] = ..., thread_base: _Optional[int] = ...) -> None: ...
 
 class Claim(_message.Message):
     __slots__ = ["answered_inputs", "approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
