@@ -196,6 +196,9 @@ func TestThreadMultitaskRejectAndEnqueue(t *testing.T) {
 	_, st = first.rest(t)
 	wantCode(t, st, codes.OK)
 	a.waitState(t, queuedID, store.Completed)
+	if log := a.logged(t, queuedID); len(log) == 0 || log[0].GetSequence() != 1 || log[0].GetStarted() == nil || log[0].GetStarted().GetAdopted() {
+		t.Errorf("the queued generation's log begins %v; want its started event, numbered 1, not an adoption's", log[:min(len(log), 1)])
+	}
 	got := a.items(t, alice, th.GetThreadId())
 	if len(got) != 6 || got[4].GetParts()[0].GetText() != "then this" || got[5].GetParts()[0].GetText() != "later" {
 		t.Errorf("the thread: %v; want the first generation's four items, then the queued one's two", got)
