@@ -5271,7 +5271,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x1dPENDING_REQUEST_KIND_APPROVAL\x10\x01\x12&\n" +
 	"\"PENDING_REQUEST_KIND_AUTHORIZATION\x10\x02\x12\x1e\n" +
 	"\x1aPENDING_REQUEST_KIND_INPUT\x10\x03\x12&\n" +
-	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xc7\x0e\n" +
+	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xe0\x0e\n" +
 	"\fAgentService\x12G\n" +
 	"\bGenerate\x12\x1a.agentd.v1.GenerateRequest\x1a\x1b.agentd.v1.GenerateResponse(\x010\x01\x12X\n" +
 	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/preview\x12{\n" +
@@ -5283,8 +5283,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x0eDecideRequests\x12 .agentd.v1.DecideRequestsRequest\x1a!.agentd.v1.DecideRequestsResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/generations/{generation_id}:decide\x12\x82\x01\n" +
 	"\x13ListPendingRequests\x12%.agentd.v1.ListPendingRequestsRequest\x1a&.agentd.v1.ListPendingRequestsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/pending-requests\x12g\n" +
 	"\fCreateThread\x12\x1e.agentd.v1.CreateThreadRequest\x1a\x1f.agentd.v1.CreateThreadResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/threads\x12g\n" +
-	"\tGetThread\x12\x1b.agentd.v1.GetThreadRequest\x1a\x1c.agentd.v1.GetThreadResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/threads/{thread_id}\x12a\n" +
-	"\vListThreads\x12\x1d.agentd.v1.ListThreadsRequest\x1a\x1e.agentd.v1.ListThreadsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/threads\x12\x7f\n" +
+	"\tGetThread\x12\x1b.agentd.v1.GetThreadRequest\x1a\x1c.agentd.v1.GetThreadResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/threads/{thread_id}\x12z\n" +
+	"\vListThreads\x12\x1d.agentd.v1.ListThreadsRequest\x1a\x1e.agentd.v1.ListThreadsResponse\",\x82\xd3\xe4\x93\x02&Z\x17:\x01*\"\x12/v1/threads:search\x12\v/v1/threads\x12\x7f\n" +
 	"\x0fListThreadItems\x12!.agentd.v1.ListThreadItemsRequest\x1a\".agentd.v1.ListThreadItemsResponse\"%\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/threads/{thread_id}/items\x12s\n" +
 	"\fUpdateThread\x12\x1e.agentd.v1.UpdateThreadRequest\x1a\x1f.agentd.v1.UpdateThreadResponse\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*2\x17/v1/threads/{thread_id}\x12p\n" +
 	"\fDeleteThread\x12\x1e.agentd.v1.DeleteThreadRequest\x1a\x1f.agentd.v1.DeleteThreadResponse\"\x1f\x82\xd3\xe4\x93\x02\x19*\x17/v1/threads/{thread_id}\x12r\n" +

@@ -133,6 +133,8 @@ type AgentServiceClient interface {
 	GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error)
 	// ListThreads returns a page of the caller's tenant's threads, newest
 	// first, optionally only those whose metadata has the given entries.
+	// Over HTTP, GET lists them all (a query cannot hold a map); POST
+	// /v1/threads:search takes the request, metadata included, as its body.
 	ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error)
 	// ListThreadItems returns a page of a thread's items, oldest or newest
 	// first.
@@ -435,6 +437,8 @@ type AgentServiceServer interface {
 	GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error)
 	// ListThreads returns a page of the caller's tenant's threads, newest
 	// first, optionally only those whose metadata has the given entries.
+	// Over HTTP, GET lists them all (a query cannot hold a map); POST
+	// /v1/threads:search takes the request, metadata included, as its body.
 	ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error)
 	// ListThreadItems returns a page of a thread's items, oldest or newest
 	// first.

@@ -248,6 +248,8 @@ class AgentServiceServicer(object):
     def ListThreads(self, request, context):
         """ListThreads returns a page of the caller's tenant's threads, newest
         first, optionally only those whose metadata has the given entries.
+        Over HTTP, GET lists them all (a query cannot hold a map); POST
+        /v1/threads:search takes the request, metadata included, as its body.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
