@@ -22,9 +22,12 @@ var errInterrupted = fault.New(fault.Canceled, "a newer start on the generation'
 // startInterrupter starts cancelling, until Close, the interrupted
 // generations this replica runs, and the interrupted paused ones that
 // nobody runs.
-func (s *Service) startInterrupter() {
+func (s *Service) startInterrupter() { s.every(interruptEvery, s.interruptDue) }
+
+// every runs f every d, on a goroutine of the Service's, until Close.
+func (s *Service) every(d time.Duration, f func()) {
 	s.goBackground(func() {
-		t := time.NewTicker(interruptEvery)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
@@ -32,7 +35,7 @@ func (s *Service) startInterrupter() {
 				return
 			case <-t.C:
 			}
-			s.interruptDue()
+			f()
 		}
 	})
 }
@@ -170,20 +173,7 @@ func (s *Service) wakeAdopter() {
 
 // startThreadSweeper removes the threads that expired, and those unchanged for
 // threads.retention, every sweepThreadsEvery until Close.
-func (s *Service) startThreadSweeper() {
-	s.goBackground(func() {
-		t := time.NewTicker(sweepThreadsEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.bg.Done():
-				return
-			case <-t.C:
-			}
-			s.sweepThreads()
-		}
-	})
-}
+func (s *Service) startThreadSweeper() { s.every(sweepThreadsEvery, s.sweepThreads) }
 
 const sweepThreadsEvery = time.Minute
 

@@ -103,7 +103,9 @@ func newFitting(msgs []*agentdv1.Message) *fitting {
 }
 
 // bound finds the history between the first message, if kept, and the
-// last user message; with no user message, all of it is kept.
+// last user message; with no user message, all of it is kept. A first
+// message that calls tools is kept with the tool messages that answer
+// it: a call is never sent without its result.
 func (f *fitting) bound(keepFirst bool) {
 	for i := len(f.msgs) - 1; i >= 0; i-- {
 		if f.msgs[i].GetRole() == agentdv1.Role_ROLE_USER {
@@ -113,6 +115,9 @@ func (f *fitting) bound(keepFirst bool) {
 	}
 	if keepFirst {
 		f.lo = min(1, f.tail)
+		for f.lo < f.tail && f.msgs[f.lo].GetRole() == agentdv1.Role_ROLE_TOOL {
+			f.lo++
+		}
 	}
 }
 

@@ -323,3 +323,17 @@ func TestNotedFields(t *testing.T) {
 		}
 	}
 }
+
+// A first message kept that calls tools is kept with the tool message
+// that answers it: a call is never sent without its result.
+func TestKeepFirstKeepsItsResults(t *testing.T) {
+	t.Parallel()
+	msgs := []*agentdv1.Message{calls("c0"), results(result("c0", text(400))), answer(40), user(40), answer(40), user(40)}
+	got, _, err := contextfit.Dropper{Budget: 1, KeepFirst: true}.Fit(t.Context(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]*agentdv1.Message{msgs[0], msgs[1], msgs[5]}, got, protocmp.Transform()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+}
