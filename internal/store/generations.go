@@ -356,15 +356,6 @@ type Generations interface {
 	// unknown generation, or another tenant's, is NotFound.
 	Read(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error)
 
-	// Dequeue ends tenant's Queued generation id as Finish ends one,
-	// with o (o.Thread aside: it never held its thread), taking it out
-	// of its thread's queue, all or nothing, under no lease. It fails
-	// with NotFound if the tenant has no such generation, and with
-	// Conflict (reason GENERATION_NOT_QUEUED) if it is not queued: it
-	// runs (its owner cancels it) or it has ended. Dequeuing again with
-	// the same state (a retry) is no error and changes nothing.
-	Dequeue(ctx context.Context, tenant, id string, o Outcome) (last int64, err error)
-
 	// ExpirePaused ends the paused generations, of any tenant, whose pause
 	// ran out unresumed, and returns how many. One ends when its lease is
 	// released (no resume has acquired it) and its paused checkpoint in
@@ -484,32 +475,6 @@ func generationFinished(id string) error {
 func generationQueued(id string) error {
 	return fault.New(fault.Conflict, "the generation %q is queued behind the generation that holds its thread", id).
 		WithInfo("GENERATION_QUEUED", map[string]string{"generation_id": id})
-}
-
-func generationNotQueued(id string) error {
-	return fault.New(fault.Conflict, "the generation %q is not queued: it runs, or it has ended", id).
-		WithInfo("GENERATION_NOT_QUEUED", map[string]string{"generation_id": id})
-}
-
-// An ending is the way a generation ends: by Finish, under its lease, or
-// by Dequeue, queued (its epoch 0).
-type ending int
-
-const (
-	finishing ending = iota
-	dequeuing
-)
-
-// refused is why an end of a generation that exists or not matched no
-// row.
-func (e ending) refused(id string, exists bool) error {
-	switch {
-	case e == finishing:
-		return leaseLost(id)
-	case !exists:
-		return noGeneration(id)
-	}
-	return generationNotQueued(id)
 }
 
 func generationExists(id string) error {

@@ -230,11 +230,6 @@ func (g *instrumentedGenerations) Finish(ctx context.Context, tenant, id string,
 	return g.gens.Finish(ctx, tenant, id, epoch, o)
 }
 
-func (g *instrumentedGenerations) Dequeue(ctx context.Context, tenant, id string, o Outcome) (_ int64, err error) {
-	defer func(began time.Time) { g.in.done(ctx, "dequeue", began, err) }(time.Now())
-	return g.gens.Dequeue(ctx, tenant, id, o)
-}
-
 func (g *instrumentedGenerations) Get(ctx context.Context, tenant, id string) (_ Generation, err error) {
 	defer func(began time.Time) { g.in.done(ctx, "get", began, err) }(time.Now())
 	return g.gens.Get(ctx, tenant, id)

@@ -245,46 +245,13 @@ func pgCheckpoint(ctx context.Context, q pgRower, tenant, id string, epoch int64
 	return last, nil
 }
 
+// Finish is one batch of statements, one round trip and one
+// (implicit) transaction: it locks the generation's thread first, if it
+// has one, then ends the generation, then gives up the thread if the
+// generation held it. Each statement reads a snapshot of its own, taken
+// once the ones before it have their locks: the last sees every start
+// queued on the thread before the lock.
 func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (int64, error) {
-	return p.end(ctx, tenant, id, epoch, o, finishing)
-}
-
-func (p pgGenerations) Dequeue(ctx context.Context, tenant, id string, o Outcome) (int64, error) {
-	o.Thread = nil
-	return p.end(ctx, tenant, id, 0, o, dequeuing)
-}
-
-// pgEnd are the statements of the endings, as sqliteEnd's: Finish's, of a
-// generation under a lease, and Dequeue's, of one queued.
-var pgEnd = [...]string{
-	finishing: pgEnding(`owner = ''`, `owner <> ''`),
-	dequeuing: pgEnding(`queue_pos = NULL`, `queue_pos IS NOT NULL`),
-}
-
-func pgEnding(set, where string) string {
-	return `
-		WITH g AS (
-			UPDATE generations SET state = $4, result = $5, checkpoint = '', ` + set + `, lease_expires = $7,
-				last_seq = GREATEST(last_seq, $12) + $6, updated_at = $7, finished_at = $7
-			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND ` + where + `
-			RETURNING last_seq
-		), ` + pgEvents("$6", "$8", "$9") + `, ` + pgItems("$10", "$11") + `, a AS (
-			DELETE FROM generation_agents WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
-		), p AS (
-			DELETE FROM pending_requests WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
-		)
-		SELECT last_seq FROM g`
-}
-
-// end ends a generation as e does, Finish naming the epoch of its lease,
-// in one batch of statements, one round trip and one (implicit)
-// transaction: it locks the generation's thread first, if it has one,
-// then ends the generation, then gives up the thread if the generation
-// held it. Each statement reads a snapshot of its own, taken once the
-// ones before it have their locks: the last sees every start queued on
-// the thread before the lock, and a generation promoted meanwhile is no
-// longer queued for a Dequeue.
-func (p pgGenerations) end(ctx context.Context, tenant, id string, epoch int64, o Outcome, e ending) (int64, error) {
 	if err := checkFinished(o.State); err != nil {
 		return 0, err
 	}
@@ -297,7 +264,18 @@ func (p pgGenerations) end(ctx context.Context, tenant, id string, epoch int64, 
 		SELECT 1 FROM threads WHERE tenant = $1
 			AND id = (SELECT thread_id FROM generations WHERE tenant = $1 AND id = $2 AND thread_id <> '')
 		FOR UPDATE`, tenant, id)
-	b.Queue(pgEnd[e],
+	b.Queue(`
+		WITH g AS (
+			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
+				last_seq = GREATEST(last_seq, $12) + $6, updated_at = $7, finished_at = $7
+			WHERE tenant = $1 AND id = $2 AND epoch = $3 AND owner <> ''
+			RETURNING last_seq
+		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`, a AS (
+			DELETE FROM generation_agents WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
+		), p AS (
+			DELETE FROM pending_requests WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
+		)
+		SELECT last_seq FROM g`,
 		tenant, id, epoch, string(o.State), orEmpty(o.Result), int64(len(o.Events)), ms(o.Now), kinds, data, ns, items, skipTo(o.Events)).
 		QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&last)
@@ -311,7 +289,7 @@ func (p pgGenerations) end(ctx context.Context, tenant, id string, epoch int64, 
 	b.Queue(pgReleaseOne, ms(o.Now), ids, texts, int64(len(ids)), tenant, id)
 	err := p.pool.SendBatch(ctx, b).Close()
 	if err == nil && !ended {
-		// A retry of an end that committed finds it done.
+		// A retry of a Finish that committed finds it done.
 		var state string
 		var was int64
 		err := p.pool.QueryRow(ctx, `SELECT state, epoch, last_seq FROM generations WHERE tenant = $1 AND id = $2`,
@@ -322,7 +300,7 @@ func (p pgGenerations) end(ctx context.Context, tenant, id string, epoch int64, 
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return 0, classify(err)
 		}
-		return 0, e.refused(id, err == nil)
+		return 0, leaseLost(id)
 	}
 	if err != nil {
 		return 0, classify(err)

@@ -64,28 +64,16 @@ const (
 				checkpoint_seq = CASE WHEN ? IS NULL THEN checkpoint_seq ELSE max(last_seq, ?) + ? END, updated_at = ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> '' AND state = ?
 			RETURNING last_seq`
+	qFinish = `
+			UPDATE generations SET state = ?, result = ?, checkpoint = x'', owner = '', lease_expires = ?,
+				last_seq = max(last_seq, ?) + ?, updated_at = ?, finished_at = ?
+			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
+			RETURNING last_seq, thread_id`
 	qAppend = `
 			UPDATE generations SET last_seq = max(last_seq, ?) + ?
 			WHERE tenant = ? AND id = ? AND epoch = ? AND owner <> ''
 			RETURNING last_seq`
 )
-
-// qEnd are the statements of the endings: Finish's, of a generation under
-// a lease, and Dequeue's, of one queued.
-var qEnd = [...]string{
-	finishing: sqliteEnd(`owner = ''`, `owner <> ''`),
-	dequeuing: sqliteEnd(`queue_pos = NULL`, `queue_pos IS NOT NULL`),
-}
-
-// sqliteEnd is a statement that ends a generation: set is what it sets
-// besides what every end does, where what it requires of the generation.
-func sqliteEnd(set, where string) string {
-	return `
-			UPDATE generations SET state = ?, result = ?, checkpoint = x'', ` + set + `, lease_expires = ?,
-				last_seq = max(last_seq, ?) + ?, updated_at = ?, finished_at = ?
-			WHERE tenant = ? AND id = ? AND epoch = ? AND ` + where + `
-			RETURNING last_seq, thread_id`
-}
 
 // maxEventRows is the most events one INSERT logs: insertEvents writes a
 // write's events in as few statements as that allows, since a statement's
@@ -153,8 +141,8 @@ var (
 	qAgent = `SELECT data FROM generation_agents WHERE tenant = ? AND generation_id = ?`
 )
 
-var hotStatements = slices.Concat([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qAppend, qPutAgent, qDropAgent, qDropPending,
-	qGet, qExists, qRead, qItems, qAgent}, qEnd[:], qInsertEvents[:], qInsertItems[:], qThreadItems[:], qInsertThreadItems[:])
+var hotStatements = slices.Concat([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qPutAgent, qDropAgent, qDropPending,
+	qGet, qExists, qRead, qItems, qAgent}, qInsertEvents[:], qInsertItems[:], qThreadItems[:], qInsertThreadItems[:])
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {
@@ -395,16 +383,6 @@ func (s sqliteGenerations) Checkpoint(ctx context.Context, tenant, id string, ep
 }
 
 func (s sqliteGenerations) Finish(ctx context.Context, tenant, id string, epoch int64, o Outcome) (int64, error) {
-	return s.end(ctx, tenant, id, epoch, o, finishing)
-}
-
-func (s sqliteGenerations) Dequeue(ctx context.Context, tenant, id string, o Outcome) (int64, error) {
-	o.Thread = nil
-	return s.end(ctx, tenant, id, 0, o, dequeuing)
-}
-
-// end ends a generation as e does, Finish naming the epoch of its lease.
-func (s sqliteGenerations) end(ctx context.Context, tenant, id string, epoch int64, o Outcome, e ending) (int64, error) {
 	if err := checkFinished(o.State); err != nil {
 		return 0, err
 	}
@@ -413,10 +391,10 @@ func (s sqliteGenerations) end(ctx context.Context, tenant, id string, epoch int
 		n := int64(len(o.Events))
 		now := o.Now.UnixMilli()
 		var thread string
-		err := s.in(ctx, tx, qEnd[e]).QueryRowContext(ctx,
+		err := s.in(ctx, tx, qFinish).QueryRowContext(ctx,
 			string(o.State), orEmpty(o.Result), now, skipTo(o.Events), n, now, now, tenant, id, epoch).Scan(&last, &thread)
 		if errors.Is(err, sql.ErrNoRows) {
-			// A retry of an end that committed finds it done.
+			// A retry of a Finish that committed finds it done.
 			var state string
 			var was int64
 			err := tx.QueryRowContext(ctx, `SELECT state, epoch, last_seq FROM generations WHERE tenant = ? AND id = ?`,
@@ -427,7 +405,7 @@ func (s sqliteGenerations) end(ctx context.Context, tenant, id string, epoch int
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return unavailable(err)
 			}
-			return e.refused(id, err == nil)
+			return leaseLost(id)
 		}
 		if err != nil {
 			return unavailable(err)

@@ -15,8 +15,8 @@
 // (Threads): their records, metadata filters and pages, items in either
 // direction, forks, removal with their generations, tenancy and limits;
 // the starts on a thread, of which exactly one holds it and the others
-// queue in order (or leave it, Dequeue), and the items its holder's Finish
-// appends exactly once as the next one is promoted. For replicas'
+// queue in order, and the items its holder's Finish appends exactly once
+// as the next one is promoted. For replicas'
 // liveness (Generations.Attend): the generations of a replica that attended
 // and was SIGKILLed are adopted before their leases lapse, and those of one
 // alive, stopped (SIGSTOP), attending again under the same id, or that never
@@ -106,8 +106,6 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ThreadFinish", testThreadFinish},
 		{"ThreadInterruptOrder", testThreadInterruptOrder},
 		{"ThreadExpirePaused", testThreadExpirePaused},
-		{"ThreadDequeue", testThreadDequeue},
-		{"DequeueAmidFinish", testDequeueAmidFinish},
 		{"ConcurrentThreadStarts", testConcurrentThreadStarts},
 		{"FinishAmidStarts", testFinishAmidStarts},
 		{"SweepThreads", testSweepThreads},
