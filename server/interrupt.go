@@ -44,7 +44,7 @@ func (s *Service) every(d time.Duration, f func()) {
 func (s *Service) interruptDue() {
 	ctx, cancel := context.WithTimeout(s.bg, store.Timeout)
 	defer cancel()
-	due, err := s.threads.Interrupted(ctx, adoptBatch)
+	due, err := s.threads.Interrupted(ctx, s.replica, adoptBatch)
 	if err != nil {
 		if s.bg.Err() == nil {
 			s.log.Warn("looking for interrupted generations", "err", err)

@@ -362,9 +362,9 @@ func (t *instrumentedThreads) ForkThread(ctx context.Context, tenant, id, newID 
 	return t.threads.ForkThread(ctx, tenant, id, newID, upTo, metadata, maxThreads, now)
 }
 
-func (t *instrumentedThreads) Interrupted(ctx context.Context, limit int) (_ []Interruption, err error) {
+func (t *instrumentedThreads) Interrupted(ctx context.Context, owner string, limit int) (_ []Interruption, err error) {
 	defer func(began time.Time) { t.in.done(ctx, "interrupted", began, err) }(time.Now())
-	return t.threads.Interrupted(ctx, limit)
+	return t.threads.Interrupted(ctx, owner, limit)
 }
 
 func (t *instrumentedThreads) SweepThreads(ctx context.Context, now, idleBefore time.Time) (_ int, err error) {

@@ -435,13 +435,15 @@ func pgForkLists(ctx context.Context, tx pgx.Tx, tenant, id, newID string, count
 	return err
 }
 
-func (p pgThreads) Interrupted(ctx context.Context, limit int) ([]Interruption, error) {
+func (p pgThreads) Interrupted(ctx context.Context, owner string, limit int) ([]Interruption, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	rows, err := p.pool.Query(ctx, `
 		SELECT tenant, id, state, owner FROM generations
-		WHERE interrupted AND finished_at IS NULL LIMIT $1`, limit)
+		WHERE interrupted AND finished_at IS NULL
+			AND ((owner <> '' AND owner = $1) OR (state = 'paused' AND (owner = '' OR lease_expires <= $2)))
+		ORDER BY lease_expires, tenant, id LIMIT $3`, owner, ms(time.Now()), limit)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -379,13 +379,15 @@ func sqliteForkLists(ctx context.Context, tx *sql.Tx, tenant, id, newID string, 
 	return nil
 }
 
-func (s sqliteThreads) Interrupted(ctx context.Context, limit int) ([]Interruption, error) {
+func (s sqliteThreads) Interrupted(ctx context.Context, owner string, limit int) ([]Interruption, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	rows, err := s.g.db.QueryContext(ctx, `
 		SELECT tenant, id, state, owner FROM generations
-		WHERE interrupted = 1 AND finished_at IS NULL LIMIT ?`, limit)
+		WHERE interrupted = 1 AND finished_at IS NULL
+			AND ((owner <> '' AND owner = ?) OR (state = 'paused' AND (owner = '' OR lease_expires <= ?)))
+		ORDER BY lease_expires, tenant, id LIMIT ?`, owner, time.Now().UnixMilli(), limit)
 	if err != nil {
 		return nil, unavailable(err)
 	}

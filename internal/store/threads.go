@@ -138,7 +138,8 @@ type ThreadAppend struct {
 type Interruption struct {
 	Tenant, ID string
 	State      State
-	// Owner holds its lease; "" when released.
+	// Owner holds its lease, or held it until it lapsed; "" when
+	// released.
 	Owner string
 }
 
@@ -185,10 +186,14 @@ type Threads interface {
 	ForkThread(ctx context.Context, tenant, id, newID string, upTo int64, metadata map[string]string, maxThreads int64, now time.Time) (Thread, error)
 
 	// Interrupted returns up to limit live generations, of any tenant,
-	// that a start on their thread interrupted, in no order, for their
-	// owners (or, when paused, any replica) to cancel. One is listed until
-	// it has finished.
-	Interrupted(ctx context.Context, limit int) ([]Interruption, error)
+	// that a start on their thread interrupted and that owner is to
+	// cancel: those whose lease it holds, and the Paused ones whose lease
+	// is released, or has lapsed by the store's clock, which any replica
+	// may take (Acquire) to cancel. Those that another replica is to
+	// cancel are left out, never filling owner's page; the page is in
+	// the order of their lease's expiry, then tenant and id. One is
+	// listed until it has finished.
+	Interrupted(ctx context.Context, owner string, limit int) ([]Interruption, error)
 
 	// SweepThreads removes, as DeleteThread does, the threads that expired
 	// by now, and, when idleBefore is not zero, those without an expiry

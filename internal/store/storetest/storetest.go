@@ -105,6 +105,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ThreadStarts", testThreadStarts},
 		{"ThreadFinish", testThreadFinish},
 		{"ThreadInterruptOrder", testThreadInterruptOrder},
+		{"InterruptedOwners", testInterruptedOwners},
 		{"ThreadExpirePaused", testThreadExpirePaused},
 		{"ConcurrentThreadStarts", testConcurrentThreadStarts},
 		{"FinishAmidStarts", testFinishAmidStarts},

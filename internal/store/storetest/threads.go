@@ -465,7 +465,7 @@ func testThreadStarts(t *testing.T, db DB) {
 		t.Errorf("the interrupted generation: %+v", got)
 	}
 	want := []store.Interruption{{Tenant: "acme", ID: "g1", State: store.Running, Owner: "r1"}}
-	if got := must[[]store.Interruption](t, "Interrupted")(th.Interrupted(ctx, 10)); !cmp.Equal(got, want) {
+	if got := must[[]store.Interruption](t, "Interrupted")(th.Interrupted(ctx, "r1", 10)); !cmp.Equal(got, want) {
 		t.Errorf("Interrupted: %+v; want %+v", got, want)
 	}
 	check(t, errOf(startOn(t, g, "th", "i2", store.Interrupt, t0)))
@@ -581,7 +581,7 @@ func testThreadInterruptOrder(t *testing.T, db DB) {
 	check(t, errOf(startOn(t, g, "th", "i1", store.Interrupt, t0)))
 	check(t, errOf(startOn(t, g, "th", "i2", store.Interrupt, t0)))
 	check(t, errOf(g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: store.Cancelled, Now: at(time.Second)})))
-	if got := must[[]store.Interruption](t, "Interrupted")(th.Interrupted(ctx, 10)); len(got) != 0 {
+	if got := must[[]store.Interruption](t, "Interrupted")(th.Interrupted(ctx, "r1", 10)); len(got) != 0 {
 		t.Errorf("Interrupted after the generation ended: %+v", got)
 	}
 	var order []string
@@ -598,6 +598,59 @@ func testThreadInterruptOrder(t *testing.T, db DB) {
 		t.Errorf("ran %v; want %v", order, want)
 	}
 	wantThread(t, th, "th", 0, "")
+}
+
+// testInterruptedOwners: Interrupted lists for a replica the interrupted
+// generations whose lease it holds, and the paused ones whose lease is
+// released or has lapsed by the store's clock, whoever held it; not
+// another replica's running or waiting ones, lapsed or not, nor its
+// paused ones under a lease that runs; by lease expiry, then id, up to
+// the limit.
+func testInterruptedOwners(t *testing.T, db DB) {
+	th, g := threadsOf(t, db)
+	ctx := t.Context()
+	later := at(3 * time.Hour)
+	for _, x := range []struct {
+		id, owner string
+		expires   time.Time
+		state     store.State
+		release   bool
+	}{
+		{"mine", "r1", at(time.Hour), store.Running, false},
+		{"mine-waiting", "r1", at(2 * time.Hour), store.Waiting, false},
+		{"released", "r2", later, store.Paused, true},
+		{"lapsed", "r2", ago, store.Paused, false},
+		{"paused-held", "r2", later, store.Paused, false},
+		{"theirs", "r2", later, store.Running, false},
+		{"theirs-lapsed", "r2", ago.Add(time.Second), store.Running, false},
+	} {
+		createThread(t, th, "acme", x.id)
+		check(t, errOf(g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: x.id, Owner: x.owner, Expires: x.expires, Now: t0,
+			Thread: &store.ThreadStart{ID: x.id}})))
+		check(t, errOf(g.Checkpoint(ctx, "acme", x.id, 1, store.Checkpoint{State: x.state, Now: t0})))
+		if x.release {
+			check(t, g.Release(ctx, "acme", x.id, 1, t0))
+		}
+		check(t, errOf(startOn(t, g, x.id, x.id+"-next", store.Interrupt, t0)))
+	}
+	for _, tt := range []struct {
+		owner string
+		limit int
+		want  []string
+	}{
+		{"r1", 10, []string{"lapsed", "released", "mine", "mine-waiting"}},
+		{"r1", 2, []string{"lapsed", "released"}},
+		{"r2", 10, []string{"lapsed", "theirs-lapsed", "released", "paused-held", "theirs"}},
+		{"r3", 10, []string{"lapsed", "released"}},
+	} {
+		var ids []string
+		for _, in := range must[[]store.Interruption](t, "Interrupted")(th.Interrupted(ctx, tt.owner, tt.limit)) {
+			ids = append(ids, in.ID)
+		}
+		if !slices.Equal(ids, tt.want) {
+			t.Errorf("Interrupted(%s, %d) = %v; want %v", tt.owner, tt.limit, ids, tt.want)
+		}
+	}
 }
 
 // testThreadExpirePaused: a paused generation holding a thread that
