@@ -165,6 +165,9 @@ type NewGeneration struct {
 type Created struct {
 	State      State
 	ThreadBase int64
+	// Behind, when Queued, is the generation that held the thread as
+	// Create queued this one, read in the same transaction.
+	Behind string
 }
 
 // Checkpoint is what a fenced Checkpoint writes, in one transaction.

@@ -244,6 +244,8 @@ type placement struct {
 	base    int64
 	// queuePos is its place in the thread's queue; nil when it runs.
 	queuePos *int64
+	// behind is the generation that holds the thread, when it queues.
+	behind string
 	// interrupts is the active generation that it interrupts; "" for
 	// none.
 	interrupts string
@@ -259,7 +261,7 @@ func (p placement) holds() bool { return p.thread != "" && p.queuePos == nil }
 
 func (p placement) created() Created {
 	if p.queuePos != nil {
-		return Created{State: Queued}
+		return Created{State: Queued, Behind: p.behind}
 	}
 	return Created{State: Running, ThreadBase: p.base}
 }
@@ -285,7 +287,7 @@ func place(g NewGeneration, items int64, active string, queueEnds func() (first,
 	if err != nil {
 		return placement{}, err
 	}
-	p := placement{expires: queuedLease, thread: ts.ID}
+	p := placement{expires: queuedLease, thread: ts.ID, behind: active}
 	pos := last + 1
 	if ts.Multitask == Interrupt {
 		pos, p.interrupts = first-1, active

@@ -68,14 +68,19 @@ func startOn(t *testing.T, g store.Generations, thread, id string, m store.Multi
 	})
 }
 
-// wantStart checks that a start was recorded in state want (with base,
-// when running).
-func wantStart(t *testing.T, what string, c store.Created, err error, want store.State, base int64) {
+// wantStart checks what Create returned of a start.
+func wantStart(t *testing.T, what string, c store.Created, err error, want store.Created) {
 	t.Helper()
-	if err != nil || c != (store.Created{State: want, ThreadBase: base}) {
-		t.Errorf("%s: %+v, %v; want %s, base %d", what, c, err, want, base)
+	if err != nil || c != want {
+		t.Errorf("%s: %+v, %v; want %+v", what, c, err, want)
 	}
 }
+
+// holding is what Create returns of a start that holds its thread from
+// base, queuedBehind of one queued behind the generation holding it.
+func holding(base int64) store.Created { return store.Created{State: store.Running, ThreadBase: base} }
+
+func queuedBehind(gen string) store.Created { return store.Created{State: store.Queued, Behind: gen} }
 
 // wantThread checks what GetThread says of acme's thread id: its item
 // count, the generation holding it, and its queue.
@@ -269,7 +274,7 @@ func testForkThread(t *testing.T, db DB) {
 	check(t, errOf(th.CreateThread(ctx, store.NewThread{Tenant: "acme", ID: "src", Metadata: map[string]string{"user": "ann"},
 		Items: []store.ThreadItem{titem("i0", "a"), titem("i1", "b")}, Now: t0})))
 	c, err := startOn(t, g, "src", "s1", store.Reject, t0)
-	wantStart(t, "a start on src", c, err, store.Running, 2)
+	wantStart(t, "a start on src", c, err, holding(2))
 	check(t, errOf(g.Finish(ctx, "acme", "s1", 1, store.Outcome{State: store.Completed, Now: at(time.Second),
 		Thread: &store.ThreadAppend{Items: []store.ThreadItem{titem("i2", "c"), titem("i3", "d")}}})))
 	src := allItems(t, th, "acme", "src")
@@ -289,7 +294,7 @@ func testForkThread(t *testing.T, db DB) {
 	}
 
 	c, err = startOn(t, g, "src", "s2", store.Reject, at(3*time.Second))
-	wantStart(t, "another start on src", c, err, store.Running, 4)
+	wantStart(t, "another start on src", c, err, holding(4))
 	check(t, errOf(g.Finish(ctx, "acme", "s2", 1, store.Outcome{State: store.Completed, Now: at(4 * time.Second),
 		Thread: &store.ThreadAppend{Items: []store.ThreadItem{titem("i4", "e")}}})))
 	wantThread(t, th, "fork", 3, "")
@@ -442,7 +447,7 @@ func testThreadStarts(t *testing.T, db DB) {
 	ctx := t.Context()
 	createThread(t, th, "acme", "th", "i0")
 	c, err := startOn(t, g, "th", "g1", store.Reject, t0)
-	wantStart(t, "a start on a free thread", c, err, store.Running, 1)
+	wantStart(t, "a start on a free thread", c, err, holding(1))
 	got := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1"))
 	if got.Thread != "th" || got.ThreadBase != 1 || got.State != store.Running || got.Lease.Owner != "r1" || got.Interrupted {
 		t.Errorf("the generation holding the thread: %+v", got)
@@ -455,11 +460,11 @@ func testThreadStarts(t *testing.T, db DB) {
 	wantKind(t, "Get of a rejected start", errOf(g.Get(ctx, "acme", "g2")), fault.NotFound)
 	for _, id := range []string{"e1", "e2"} {
 		c, err = startOn(t, g, "th", id, store.Enqueue, t0)
-		wantStart(t, "an enqueued start", c, err, store.Queued, 0)
+		wantStart(t, "an enqueued start", c, err, queuedBehind("g1"))
 	}
 	checkQueued(t, g, "e1")
 	c, err = startOn(t, g, "th", "i1", store.Interrupt, t0)
-	wantStart(t, "an interrupting start", c, err, store.Queued, 0)
+	wantStart(t, "an interrupting start", c, err, queuedBehind("g1"))
 	wantThread(t, th, "th", 1, "g1", "i1", "e1", "e2")
 	if got := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1")); !got.Interrupted || got.State != store.Running {
 		t.Errorf("the interrupted generation: %+v", got)
@@ -566,12 +571,13 @@ func testThreadFinish(t *testing.T, db DB) {
 		Thread: &store.ThreadAppend{Items: []store.ThreadItem{titem("b1", "z")}}})))
 	wantThread(t, th, "th", 4, "")
 	c, err := startOn(t, g, "th", "g3", store.Reject, at(5*time.Second))
-	wantStart(t, "a start once the queue is done", c, err, store.Running, 4)
+	wantStart(t, "a start once the queue is done", c, err, holding(4))
 }
 
 // testThreadInterruptOrder: interrupting starts run before the queued
 // ones, the latest first; the generation interrupted is listed by
-// Interrupted until it ends.
+// Interrupted until it ends; a start queued once another holds the
+// thread is behind that one.
 func testThreadInterruptOrder(t *testing.T, db DB) {
 	th, g := threadsOf(t, db)
 	ctx := t.Context()
@@ -584,8 +590,10 @@ func testThreadInterruptOrder(t *testing.T, db DB) {
 	if got := must[[]store.Interruption](t, "Interrupted")(th.Interrupted(ctx, "r1", 10)); len(got) != 0 {
 		t.Errorf("Interrupted after the generation ended: %+v", got)
 	}
+	c, err := startOn(t, g, "th", "e2", store.Enqueue, at(time.Second))
+	wantStart(t, "a start once the interrupting one holds the thread", c, err, queuedBehind("i2"))
 	var order []string
-	for i := range 3 {
+	for i := range 4 {
 		now := at(time.Duration(2+i) * time.Second)
 		adopted := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "r2", now, at(time.Hour), 10))
 		if len(adopted) != 1 {
@@ -594,7 +602,7 @@ func testThreadInterruptOrder(t *testing.T, db DB) {
 		order = append(order, adopted[0].ID)
 		check(t, errOf(g.Finish(ctx, "acme", adopted[0].ID, 1, store.Outcome{State: store.Completed, Now: now})))
 	}
-	if want := []string{"i2", "i1", "e1"}; !slices.Equal(order, want) {
+	if want := []string{"i2", "i1", "e1", "e2"}; !slices.Equal(order, want) {
 		t.Errorf("ran %v; want %v", order, want)
 	}
 	wantThread(t, th, "th", 0, "")
