@@ -204,7 +204,8 @@ type Outcome struct {
 	// Items end the conversation, in the same transaction.
 	Items []Item
 	// Thread is appended to the generation's thread, in the same
-	// transaction, when the generation holds it (nil appends nothing).
+	// transaction, when the generation holds it (nil appends nothing,
+	// whatever the generation's ThreadStart.KeepInput).
 	// Whether or not it does, a generation that holds its thread gives it
 	// up, and the first one queued becomes active. A retried Finish
 	// appends nothing more.
@@ -371,7 +372,9 @@ type Generations interface {
 	// exactly one takes effect (an Acquire after it finds the generation
 	// finished, Conflict; one before it holds a lease, and the generation
 	// is left). Replicas may run it at once; a generation ends once. One
-	// that held its thread gives it up as Finish does, appending nothing.
+	// that held its thread gives it up as Finish does, appending the
+	// ThreadStart.KeepInput it was created with (nothing without), as its
+	// own items (their Generation its id).
 	ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error)
 
 	// Sweep removes the generations, of any tenant, that finished at or

@@ -109,7 +109,15 @@ func (p pgGenerations) Create(ctx context.Context, g NewGeneration) (Created, er
 			return err
 		}
 		c = pl.created()
-		return pgCreate(ctx, tx, g, pl)
+		if err := pgCreate(ctx, tx, g, pl); err != nil || len(g.Thread.KeepInput) == 0 {
+			return err
+		}
+		ids, data := threadItemColumns(&ThreadAppend{Items: g.Thread.KeepInput})
+		_, err = tx.Exec(ctx, `
+			INSERT INTO thread_inputs (tenant, generation_id, n, item_id, data)
+			SELECT $1, $2, i.o - 1, i.item_id, i.data FROM unnest($3::text[], $4::bytea[]) WITH ORDINALITY AS i(item_id, data, o)`,
+			g.Tenant, g.ID, ids, data)
+		return err
 	})
 	if err != nil {
 		return Created{}, classifyFault(err)
@@ -551,7 +559,7 @@ func (p pgGenerations) ExpirePaused(ctx context.Context, now time.Time, result [
 		)
 		SELECT count(*) FROM e`,
 		ms(now), orEmpty(result)).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
-	b.Queue(pgReleaseEnded, ms(now), []string{}, [][]byte{}, int64(0))
+	b.Queue(pgReleaseEnded, ms(now))
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, classify(err)
 	}

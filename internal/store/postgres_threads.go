@@ -80,42 +80,48 @@ func threadItemColumns(a *ThreadAppend) (ids []string, data [][]byte) {
 }
 
 // pgRelease is the statement that gives up the threads held by the
-// generations that which selects (g, with parameters from $5) once they
-// have finished: it appends items to each, $2 and $3 their ids and data,
-// $4 of them, numbered from the thread's count, appended by the
-// generation at $1; then the first generation queued on each, if any,
-// holds it, running under a lease released at $1, its conversation
-// starting with every item of the thread.
-func pgRelease(which string) string {
+// generations that which selects (g) once they have finished: it appends
+// to each thread t the items that items (a FROM item of rows item_id,
+// data and o, from 1, for t) gives, added of them, numbered from the
+// thread's count, appended by the generation at $1; then the first
+// generation queued on each, if any, holds it, running under a lease
+// released at $1, its conversation starting with every item of the
+// thread.
+func pgRelease(which, added, items string) string {
 	return `
 		WITH t AS (
-			SELECT th.tenant, th.id, th.item_count, th.active FROM threads th
+			SELECT th.tenant, th.id, th.item_count, th.active, ` + added + ` AS added FROM threads th
 			JOIN generations g ON g.tenant = th.tenant AND g.id = th.active AND g.thread_id = th.id
 			WHERE ` + which + ` AND g.finished_at IS NOT NULL
 		), i AS (
 			INSERT INTO thread_items (tenant, thread_id, n, item_id, generation_id, created_at, data)
 			SELECT t.tenant, t.id, t.item_count + i.o - 1, i.item_id, t.active, $1, i.data
-			FROM t, unnest($2::text[], $3::bytea[]) WITH ORDINALITY AS i(item_id, data, o)
+			FROM t, ` + items + `
 		), q AS (
 			SELECT DISTINCT ON (g.tenant, g.thread_id) g.tenant, g.thread_id, g.id
 			FROM generations g JOIN t ON g.tenant = t.tenant AND g.thread_id = t.id
 			WHERE g.thread_id <> '' AND g.queue_pos IS NOT NULL
 			ORDER BY g.tenant, g.thread_id, g.queue_pos
 		), p AS (
-			UPDATE generations g SET queue_pos = NULL, lease_expires = $1, thread_base = t.item_count + $4
+			UPDATE generations g SET queue_pos = NULL, lease_expires = $1, thread_base = t.item_count + t.added
 			FROM q JOIN t ON t.tenant = q.tenant AND t.id = q.thread_id
 			WHERE g.tenant = q.tenant AND g.id = q.id
 		)
-		UPDATE threads th SET item_count = t.item_count + $4, active = coalesce(q.id, ''), updated_at = $1
+		UPDATE threads th SET item_count = t.item_count + t.added, active = coalesce(q.id, ''), updated_at = $1
 		FROM t LEFT JOIN q ON q.tenant = t.tenant AND q.thread_id = t.id
 		WHERE th.tenant = t.tenant AND th.id = t.id`
 }
 
-// The release of Finish, of the generation $6 of the tenant $5, and of
-// ExpirePaused, of those it ended at $1 (it appends nothing).
+// The release of Finish, of the generation $6 of the tenant $5, which
+// appends the items $2 and $3 (their ids and data), $4 of them; and of
+// ExpirePaused, of those it ended at $1, which appends the input each
+// keeps (ThreadStart.KeepInput).
 var (
-	pgReleaseOne   = pgRelease(`g.tenant = $5 AND g.id = $6`)
-	pgReleaseEnded = pgRelease(`g.finished_at = $1 AND g.thread_id <> ''`)
+	pgReleaseOne = pgRelease(`g.tenant = $5 AND g.id = $6`, `$4::bigint`,
+		`unnest($2::text[], $3::bytea[]) WITH ORDINALITY AS i(item_id, data, o)`)
+	pgReleaseEnded = pgRelease(`g.finished_at = $1 AND g.thread_id <> ''`,
+		`(SELECT count(*) FROM thread_inputs ti WHERE ti.tenant = th.tenant AND ti.generation_id = th.active)`,
+		`LATERAL (SELECT ti.item_id, ti.data, ti.n + 1 AS o FROM thread_inputs ti WHERE ti.tenant = t.tenant AND ti.generation_id = t.active) i`)
 )
 
 // pgPlace locks the thread that g starts on, in tx, decides where g goes,

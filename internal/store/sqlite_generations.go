@@ -289,6 +289,11 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) (Created
 		if err := s.insertItems(ctx, tx, g.Tenant, g.ID, g.Items); err != nil {
 			return err
 		}
+		if g.Thread != nil {
+			if err := sqliteInsertInput(ctx, tx, g.Tenant, g.ID, g.Thread.KeepInput); err != nil {
+				return err
+			}
+		}
 		c = p.created()
 		return s.insertEvents(ctx, tx, g.Tenant, g.ID, 1, g.Events)
 	})
@@ -640,7 +645,7 @@ func (s sqliteGenerations) ExpirePaused(ctx context.Context, now time.Time, resu
 			if err := s.dropLive(ctx, tx, k[0], k[1]); err != nil {
 				return err
 			}
-			if err := s.releaseThread(ctx, tx, k[0], k[2], k[1], nil, now); err != nil {
+			if err := s.releaseExpired(ctx, tx, k[0], k[2], k[1], now); err != nil {
 				return err
 			}
 		}

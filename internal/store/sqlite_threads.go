@@ -489,11 +489,50 @@ func sqlitePlace(ctx context.Context, tx *sql.Tx, g NewGeneration) (placement, e
 	return p, nil
 }
 
+// sqliteInsertInput stores the input that the thread keeps of the
+// generation id when its pause runs out (ThreadStart.KeepInput): few
+// messages, one statement each.
+func sqliteInsertInput(ctx context.Context, tx *sql.Tx, tenant, id string, input []ThreadItem) error {
+	for n, it := range input {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO thread_inputs (tenant, generation_id, n, item_id, data) VALUES (?, ?, ?, ?, ?)`,
+			tenant, id, n, it.ID, orEmpty(it.Data)); err != nil {
+			return unavailable(err)
+		}
+	}
+	return nil
+}
+
+// releaseExpired gives up tenant's thread, if gen holds it, as
+// ExpirePaused ends gen at now, appending the input it keeps, as Finish
+// appends its items.
+func (s sqliteGenerations) releaseExpired(ctx context.Context, tx *sql.Tx, tenant, thread, gen string, now time.Time) error {
+	return s.giveUpThread(ctx, tx, tenant, thread, gen, now, func(count int64) (int64, error) {
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO thread_items (tenant, thread_id, n, item_id, generation_id, created_at, data)
+			SELECT tenant, ?, ? + n, item_id, generation_id, ?, data FROM thread_inputs WHERE tenant = ? AND generation_id = ?`,
+			thread, count, now.UnixMilli(), tenant, gen)
+		n, err := affected(res, err)
+		return int64(n), err
+	})
+}
+
 // releaseThread gives up tenant's thread, if gen holds it, as gen ends at
-// now: it appends add's items (nil: none) and the first generation queued,
-// if any, holds the thread, running under a lease released at now, its
-// conversation starting with every item of the thread.
+// now, appending add's items (nil: none).
 func (s sqliteGenerations) releaseThread(ctx context.Context, tx *sql.Tx, tenant, thread, gen string, add *ThreadAppend, now time.Time) error {
+	return s.giveUpThread(ctx, tx, tenant, thread, gen, now, func(count int64) (int64, error) {
+		if add == nil {
+			return 0, nil
+		}
+		return int64(len(add.Items)), s.insertThreadItems(ctx, tx, tenant, thread, count, gen, add.Items, now)
+	})
+}
+
+// giveUpThread gives up tenant's thread, if gen holds it, as gen ends at
+// now: appendFrom appends gen's items, numbered from the thread's count,
+// and returns how many; then the first generation queued, if any, holds
+// the thread, running under a lease released at now, its conversation
+// starting with every item of the thread.
+func (s sqliteGenerations) giveUpThread(ctx context.Context, tx *sql.Tx, tenant, thread, gen string, now time.Time, appendFrom func(count int64) (int64, error)) error {
 	if thread == "" {
 		return nil
 	}
@@ -505,12 +544,11 @@ func (s sqliteGenerations) releaseThread(ctx context.Context, tx *sql.Tx, tenant
 	if err != nil {
 		return unavailable(err)
 	}
-	if add != nil {
-		if err := s.insertThreadItems(ctx, tx, tenant, thread, count, gen, add.Items, now); err != nil {
-			return err
-		}
-		count += int64(len(add.Items))
+	added, err := appendFrom(count)
+	if err != nil {
+		return err
 	}
+	count += added
 	var next string
 	err = tx.QueryRowContext(ctx, `
 		UPDATE generations SET queue_pos = NULL, lease_expires = ?, thread_base = ?

@@ -124,6 +124,14 @@ type ThreadStart struct {
 	// MaxItems, when above 0, refuses the start with Exhausted if the
 	// thread holds that many items already.
 	MaxItems int64
+	// KeepInput is what the thread keeps of the generation when its
+	// pause runs out while it holds the thread (ExpirePaused), as
+	// on_failure KEEP_INPUT keeps its input however it ends: the
+	// request's messages, as thread items the caller sealed, in order
+	// (their N ignored, as ThreadAppend's). Create stores them with the
+	// generation, which keeps them until it is removed; Finish does not
+	// read them (its Outcome.Thread is what it appends). Empty: nothing.
+	KeepInput []ThreadItem
 }
 
 // ThreadAppend is what Finish appends to the thread of the generation it

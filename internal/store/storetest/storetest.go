@@ -16,7 +16,8 @@
 // direction, forks, removal with their generations, tenancy and limits;
 // the starts on a thread, of which exactly one holds it and the others
 // queue in order, and the items its holder's Finish appends exactly once
-// as the next one is promoted. For replicas'
+// as the next one is promoted (or, when its pause runs out, the input it
+// keeps). For replicas'
 // liveness (Generations.Attend): the generations of a replica that attended
 // and was SIGKILLed are adopted before their leases lapse, and those of one
 // alive, stopped (SIGSTOP), attending again under the same id, or that never
@@ -107,6 +108,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ThreadInterruptOrder", testThreadInterruptOrder},
 		{"InterruptedOwners", testInterruptedOwners},
 		{"ThreadExpirePaused", testThreadExpirePaused},
+		{"ThreadKeepInput", testThreadKeepInput},
 		{"ConcurrentThreadStarts", testConcurrentThreadStarts},
 		{"FinishAmidStarts", testFinishAmidStarts},
 		{"SweepThreads", testSweepThreads},

@@ -662,8 +662,8 @@ func testInterruptedOwners(t *testing.T, db DB) {
 }
 
 // testThreadExpirePaused: a paused generation holding a thread that
-// ExpirePaused ends gives the thread up, appending nothing, to the first
-// one queued.
+// ExpirePaused ends gives the thread up, appending nothing (it keeps no
+// input), to the first one queued.
 func testThreadExpirePaused(t *testing.T, db DB) {
 	th, g := threadsOf(t, db)
 	ctx := t.Context()
@@ -679,6 +679,71 @@ func testThreadExpirePaused(t *testing.T, db DB) {
 	if got := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "e1")); got.State != store.Running || got.ThreadBase != 1 ||
 		!got.Lease.Expires.Equal(at(time.Minute)) {
 		t.Errorf("the generation promoted: %+v", got)
+	}
+}
+
+// testThreadKeepInput: a generation started with KeepInput whose pause
+// runs out while it holds its thread leaves that input on the thread,
+// after its items, as its own; so does one queued with it that the
+// store promoted before its pause ran out. Finish appends what its
+// Outcome gives, never the input. The input goes with its generation
+// (Sweep, DeleteThread): the same ids store theirs again.
+func testThreadKeepInput(t *testing.T, db DB) {
+	th, g := threadsOf(t, db)
+	ctx := t.Context()
+	createThread(t, th, "acme", "th", "i0")
+	input := map[string][]store.ThreadItem{
+		"g1": {titem("in1", "one"), titem("in2", "two")},
+		"e1": {titem("q1", "queued")},
+		"e2": {titem("q2", "never")},
+	}
+	start := func(id string, m store.Multitask) (store.Created, error) {
+		return g.Create(ctx, store.NewGeneration{Tenant: "acme", ID: id, Owner: "r1", Expires: at(time.Hour), Now: t0,
+			Thread: &store.ThreadStart{ID: "th", Multitask: m, KeepInput: input[id]}})
+	}
+	c, err := start("g1", store.Reject)
+	wantStart(t, "a start keeping its input", c, err, holding(1))
+	for _, id := range []string{"e1", "e2"} {
+		check(t, errOf(start(id, store.Enqueue)))
+	}
+	expirePause(t, g, "g1", 1, at(time.Minute))
+	wantThread(t, th, "th", 3, "e1", "e2")
+	adopted := must[[]store.Generation](t, "Adopt")(g.Adopt(ctx, "r2", at(2*time.Minute), at(time.Hour), 10))
+	if len(adopted) != 1 || adopted[0].ID != "e1" || adopted[0].ThreadBase != 3 {
+		t.Fatalf("Adopt took %+v; want e1, base 3", adopted)
+	}
+	expirePause(t, g, "e1", 1, at(3*time.Minute))
+	wantThread(t, th, "th", 4, "e2")
+	acquired := must[store.Generation](t, "Acquire")(g.Acquire(ctx, "acme", "e2", "r2", at(4*time.Minute), at(time.Hour)))
+	check(t, errOf(g.Finish(ctx, "acme", "e2", acquired.Lease.Epoch, store.Outcome{State: store.Failed, Now: at(5 * time.Minute)})))
+	wantThread(t, th, "th", 4, "")
+	want := []store.ThreadItem{stored(titem("i0", "i0!"), 0, "", t0),
+		stored(input["g1"][0], 1, "g1", at(time.Minute)), stored(input["g1"][1], 2, "g1", at(time.Minute)),
+		stored(input["e1"][0], 3, "e1", at(3*time.Minute))}
+	if diff := cmp.Diff(want, allItems(t, th, "acme", "th"), equateItems); diff != "" {
+		t.Errorf("the items (-want +got):\n%s", diff)
+	}
+
+	if n := must[int](t, "Sweep")(g.Sweep(ctx, at(time.Hour))); n != 3 {
+		t.Errorf("Sweep removed %d; want 3", n)
+	}
+	check(t, errOf(start("g1", store.Reject)))
+	_, _, err = th.DeleteThread(ctx, "acme", "th")
+	check(t, err)
+	createThread(t, th, "acme", "th")
+	c, err = start("g1", store.Reject)
+	wantStart(t, "a start keeping its input again, once the thread was deleted", c, err, holding(0))
+}
+
+// expirePause pauses acme's generation id, under the lease of epoch,
+// releases it, and has ExpirePaused end it at now.
+func expirePause(t *testing.T, g store.Generations, id string, epoch int64, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	check(t, errOf(g.Checkpoint(ctx, "acme", id, epoch, store.Checkpoint{State: store.Paused, Now: now})))
+	check(t, g.Release(ctx, "acme", id, epoch, now))
+	if n := must[int](t, "ExpirePaused")(g.ExpirePaused(ctx, now, []byte("expired"))); n != 1 {
+		t.Errorf("ExpirePaused ended %d; want %s alone", n, id)
 	}
 }
 

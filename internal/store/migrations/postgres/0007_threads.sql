@@ -63,3 +63,18 @@ ALTER TABLE generations
 CREATE INDEX generations_by_thread ON generations (tenant, thread_id, queue_pos) WHERE thread_id <> '';
 -- Interrupted: the live ones whose owners should cancel them, few.
 CREATE INDEX generations_interrupted ON generations (tenant, id) WHERE interrupted AND finished_at IS NULL;
+
+-- The input of a generation started on a thread with on_failure
+-- KEEP_INPUT (its request's messages, as the thread items the caller
+-- sealed), in order from 0: what ExpirePaused appends to the thread for
+-- it when its pause runs out while it holds the thread (its Finish
+-- appends what its caller gives). Removed with the generation.
+CREATE TABLE thread_inputs (
+	tenant        text   NOT NULL,
+	generation_id text   NOT NULL,
+	n             bigint NOT NULL,
+	item_id       text   NOT NULL,
+	data          bytea  NOT NULL,
+	PRIMARY KEY (tenant, generation_id, n),
+	FOREIGN KEY (tenant, generation_id) REFERENCES generations (tenant, id) ON DELETE CASCADE
+);

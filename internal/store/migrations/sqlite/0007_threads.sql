@@ -66,3 +66,18 @@ ALTER TABLE generations ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX generations_by_thread ON generations (tenant, thread_id, queue_pos) WHERE thread_id <> '';
 -- Interrupted: the live ones whose owners should cancel them, few.
 CREATE INDEX generations_interrupted ON generations (tenant, id) WHERE interrupted = 1 AND finished_at IS NULL;
+
+-- The input of a generation started on a thread with on_failure
+-- KEEP_INPUT (its request's messages, as the thread items the caller
+-- sealed), in order from 0: what ExpirePaused appends to the thread for
+-- it when its pause runs out while it holds the thread (its Finish
+-- appends what its caller gives). Removed with the generation.
+CREATE TABLE thread_inputs (
+	tenant        TEXT    NOT NULL,
+	generation_id TEXT    NOT NULL,
+	n             INTEGER NOT NULL,
+	item_id       TEXT    NOT NULL,
+	data          BLOB    NOT NULL,
+	PRIMARY KEY (tenant, generation_id, n),
+	FOREIGN KEY (tenant, generation_id) REFERENCES generations (tenant, id) ON DELETE CASCADE
+);
