@@ -395,11 +395,17 @@ func pgDeleteThreads(ctx context.Context, tx pgx.Tx, tenants, ids []string) (ite
 	return items, gens, err
 }
 
+// ForkThread locks the thread it forks, shared, until it commits, so
+// that the items it copies, in a statement of its own, are those its
+// count says: a DeleteThread that committed between the two would leave
+// a fork counting items it does not have. Forks of one thread share the
+// lock; a write to the thread (a start, a Finish, a deletion) waits for
+// it, and a sweep passes the thread over.
 func (p pgThreads) ForkThread(ctx context.Context, tenant, id, newID string, upTo int64, metadata map[string]string, maxThreads int64, now time.Time) (Thread, error) {
 	var t Thread
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		var count int64
-		err := tx.QueryRow(ctx, `SELECT item_count FROM threads t WHERE t.tenant = $1 AND t.id = $2 AND `+pgThreadLive(3),
+		err := tx.QueryRow(ctx, `SELECT item_count FROM threads t WHERE t.tenant = $1 AND t.id = $2 AND `+pgThreadLive(3)+` FOR SHARE`,
 			tenant, id, ms(now)).Scan(&count)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return noThread(id)
