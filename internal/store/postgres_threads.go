@@ -473,35 +473,36 @@ func (p pgThreads) Interrupted(ctx context.Context, owner string, limit int) ([]
 }
 
 // SweepThreads locks the threads it removes, passing over those another
-// transaction holds (a start, a Finish: the next sweep sees them again).
+// transaction holds (a start, a Finish, a fork: the next sweep sees them
+// again).
 func (p pgThreads) SweepThreads(ctx context.Context, now, idleBefore time.Time) (int, error) {
 	q := `SELECT tenant, id FROM threads WHERE active = '' AND (expires_at <= $1`
-	args := []any{ms(now)}
+	args := []any{ms(now), SweepBatch}
 	if !idleBefore.IsZero() {
-		q += ` OR (expires_at IS NULL AND updated_at < $2)`
+		q += ` OR (expires_at IS NULL AND updated_at < $3)`
 		args = append(args, ms(idleBefore))
 	}
-	q += `) FOR UPDATE SKIP LOCKED`
-	var swept int
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
+	q += `) LIMIT $2 FOR UPDATE SKIP LOCKED`
+	return sweepBatches(ctx, func() (int, error) {
 		var tenants, ids []string
-		var tenant, id string
-		if _, err := pgx.ForEachRow(rows, []any{&tenant, &id}, func() error {
-			tenants, ids = append(tenants, tenant), append(ids, id)
-			return nil
-		}); err != nil || len(ids) == 0 {
+		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			var tenant, id string
+			if _, err := pgx.ForEachRow(rows, []any{&tenant, &id}, func() error {
+				tenants, ids = append(tenants, tenant), append(ids, id)
+				return nil
+			}); err != nil || len(ids) == 0 {
+				return err
+			}
+			_, _, err = pgDeleteThreads(ctx, tx, tenants, ids)
 			return err
+		})
+		if err != nil {
+			return 0, classifyFault(err)
 		}
-		swept = len(ids)
-		_, _, err = pgDeleteThreads(ctx, tx, tenants, ids)
-		return err
+		return len(ids), nil
 	})
-	if err != nil {
-		return 0, classifyFault(err)
-	}
-	return swept, nil
 }

@@ -415,25 +415,28 @@ func (s sqliteThreads) SweepThreads(ctx context.Context, now, idleBefore time.Ti
 		q += ` UNION ALL SELECT tenant, id FROM threads WHERE expires_at IS NULL AND updated_at < ? AND active = ''`
 		args = append(args, idleBefore.UnixMilli())
 	}
-	var swept int
-	err := s.g.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return unavailable(err)
-		}
-		keys, err := scanPairs(rows)
-		if err != nil {
-			return unavailable(err)
-		}
-		for _, k := range keys {
-			if _, _, err := sqliteDeleteThread(ctx, tx, k[0], k[1]); err != nil {
-				return err
+	q += ` LIMIT ?`
+	args = append(args, SweepBatch)
+	return sweepBatches(ctx, func() (swept int, err error) {
+		err = s.g.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			rows, err := tx.QueryContext(ctx, q, args...)
+			if err != nil {
+				return unavailable(err)
 			}
-		}
-		swept = len(keys)
-		return nil
+			keys, err := scanPairs(rows)
+			if err != nil {
+				return unavailable(err)
+			}
+			for _, k := range keys {
+				if _, _, err := sqliteDeleteThread(ctx, tx, k[0], k[1]); err != nil {
+					return err
+				}
+			}
+			swept = len(keys)
+			return nil
+		})
+		return swept, err
 	})
-	return swept, err
 }
 
 // scanPairs reads rows of two strings, and closes them.

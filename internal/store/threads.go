@@ -206,8 +206,34 @@ type Threads interface {
 	// SweepThreads removes, as DeleteThread does, the threads that expired
 	// by now, and, when idleBefore is not zero, those without an expiry
 	// unchanged since before idleBefore, unless a generation holds them,
-	// and returns how many. Replicas may sweep at once.
+	// and returns how many. It removes them in transactions of at most
+	// SweepBatch threads each, until none is left or ctx ends: a backlog
+	// larger than one sweep can remove is removed over several, each
+	// keeping what the ones before it removed. When ctx ends first it
+	// returns how many it removed with ctx's error. Replicas may sweep at
+	// once.
 	SweepThreads(ctx context.Context, now, idleBefore time.Time) (int, error)
+}
+
+// SweepBatch is the most threads that one of SweepThreads' transactions
+// removes, with their items and generations: few enough that one ends in
+// well under Timeout.
+const SweepBatch = 100
+
+// sweepBatches removes, with sweep, batches of threads until one is not
+// full, or ctx ends, and returns how many it removed.
+func sweepBatches(ctx context.Context, sweep func() (int, error)) (int, error) {
+	total := 0
+	for {
+		n, err := sweep()
+		total += n
+		if err != nil || n < SweepBatch {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, fault.Hide(fault.Unavailable, err, "the state store's sweep of threads ran out of time")
+		}
+	}
 }
 
 // ThreadBusy is the ErrorInfo reason of a start refused because another

@@ -112,6 +112,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"ConcurrentThreadStarts", testConcurrentThreadStarts},
 		{"FinishAmidStarts", testFinishAmidStarts},
 		{"SweepThreads", testSweepThreads},
+		{"SweepThreadBatches", testSweepThreadBatches},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -873,6 +873,26 @@ func testSweepThreads(t *testing.T, db DB) {
 	}
 }
 
+// testSweepThreadBatches: a backlog of more threads than one of
+// SweepThreads' transactions removes is removed by one sweep, batch by
+// batch, but for those that generations hold.
+func testSweepThreadBatches(t *testing.T, db DB) {
+	th, g := threadsOf(t, db)
+	ctx := t.Context()
+	due := 2*store.SweepBatch + 5
+	for i := range due + 2 {
+		check(t, errOf(th.CreateThread(ctx, store.NewThread{Tenant: "acme", ID: fmt.Sprintf("th%03d", i), ExpiresAt: at(time.Hour), Now: t0})))
+	}
+	check(t, errOf(startOn(t, g, "th000", "held", store.Reject, t0)))
+	check(t, errOf(startOn(t, g, fmt.Sprintf("th%03d", due+1), "held-last", store.Reject, t0)))
+	if n := must[int](t, "SweepThreads")(th.SweepThreads(ctx, at(2*time.Hour), time.Time{})); n != due {
+		t.Errorf("SweepThreads removed %d; want %d", n, due)
+	}
+	if got, want := listThreadIDs(t, th), []string{"th000", fmt.Sprintf("th%03d", due+1)}; !slices.Equal(got, want) {
+		t.Errorf("left %v; want %v", got, want)
+	}
+}
+
 // listThreadIDs lists acme's threads' ids, sorted; expiries are in the
 // tests' future, not the store's clock's past.
 func listThreadIDs(t *testing.T, th store.Threads) []string {
