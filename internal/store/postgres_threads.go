@@ -36,9 +36,9 @@ const (
 )
 
 // pgThreadLive is the condition that t has not expired by the time of
-// parameter n.
+// parameter n, or is held (Thread.ExpiresAt).
 func pgThreadLive(n int) string {
-	return fmt.Sprintf(`(t.expires_at IS NULL OR t.expires_at > $%d)`, n)
+	return fmt.Sprintf(`(t.expires_at IS NULL OR t.expires_at > $%d OR t.active <> '')`, n)
 }
 
 func scanPgThread(row pgx.Row) (Thread, error) {

@@ -29,8 +29,8 @@ const (
 	sqliteThreadQueue = `(SELECT json_group_array(g.id ORDER BY g.queue_pos) FROM generations g
 		WHERE g.tenant = t.tenant AND g.thread_id = t.id AND g.thread_id <> '' AND g.queue_pos IS NOT NULL)`
 	// sqliteThreadLive is the condition that t has not expired by the
-	// parameter's time.
-	sqliteThreadLive = `(t.expires_at IS NULL OR t.expires_at > ?)`
+	// parameter's time, or is held (Thread.ExpiresAt).
+	sqliteThreadLive = `(t.expires_at IS NULL OR t.expires_at > ? OR t.active <> '')`
 )
 
 // qThreadItems reads a range of a thread's items, oldest first or newest

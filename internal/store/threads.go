@@ -29,8 +29,13 @@ type Thread struct {
 	// UpdatedAt is the time of the last append, UpdateThread, or change
 	// of the active generation.
 	UpdatedAt time.Time
-	// ExpiresAt is when the thread is swept whatever its retention; zero
-	// for none (SweepThreads' idleBefore applies instead).
+	// ExpiresAt is when the thread expires whatever its retention; zero
+	// for none (SweepThreads' idleBefore applies instead). Expiry takes
+	// effect once the thread is free: while a generation holds it (and
+	// so while any wait in its queue, which only a held thread has), it
+	// is found, read, written and started on as before, for those
+	// generations to load it and end on it; once free, it is NotFound and
+	// swept.
 	ExpiresAt time.Time
 	// ItemCount is how many items it holds: the next item's N.
 	ItemCount int64
@@ -154,9 +159,10 @@ type Interruption struct {
 // Threads stores threads and their items. All methods are safe for
 // concurrent use, by this process and by other replicas sharing the
 // database. Threads are scoped to a tenant: another tenant's thread is
-// NotFound, like one that does not exist, and so is an expired one: by
-// the time the write says (Now), or by the store's clock for the reads
-// and DeleteThread, which take no time.
+// NotFound, like one that does not exist, and so is an expired one that
+// no generation holds (Thread.ExpiresAt): expired by the time the write
+// says (Now), or by the store's clock for the reads and DeleteThread,
+// which take no time.
 type Threads interface {
 	// CreateThread records a new thread with its first items. Conflict if
 	// the tenant has a thread of that id.

@@ -13,7 +13,9 @@
 // OAuth tokens (Tokens): one per tenant, end user and server, replaced by a
 // put, deleted by tenant and narrowed by end user and server. For threads
 // (Threads): their records, metadata filters and pages, items in either
-// direction, forks, removal with their generations, tenancy and limits;
+// direction, forks, removal with their generations (in batches, when
+// swept), an expiry that waits for the thread to be free, tenancy and
+// limits;
 // the starts on a thread, of which exactly one holds it and the others
 // queue in order, and the items its holder's Finish appends exactly once
 // as the next one is promoted (or, when its pause runs out, the input it
@@ -97,6 +99,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"Tokens", testTokens},
 		{"DeleteTokens", testDeleteTokens},
 		{"ThreadLifecycle", testThreadLifecycle},
+		{"ExpiredWhileHeld", testExpiredWhileHeld},
 		{"ThreadList", testThreadList},
 		{"ThreadItems", testThreadItems},
 		{"ForkThread", testForkThread},

@@ -163,6 +163,41 @@ func checkExpiredThread(t *testing.T, th store.Threads, g store.Generations) {
 	}
 }
 
+// testExpiredWhileHeld: a thread that expires while a generation holds
+// it is found, read, updated and started on until it is free: the one
+// queued on it then holds it in turn, and SweepThreads leaves it; once
+// the last ends, it is not found, and swept.
+func testExpiredWhileHeld(t *testing.T, db DB) {
+	th, g := threadsOf(t, db)
+	ctx := t.Context()
+	check(t, errOf(th.CreateThread(ctx, store.NewThread{Tenant: "acme", ID: "th", Items: []store.ThreadItem{titem("i0", "i0!")}, ExpiresAt: at(time.Hour), Now: t0})))
+	check(t, errOf(startOn(t, g, "th", "g1", store.Reject, t0)))
+	check(t, errOf(th.UpdateThread(ctx, "acme", "th", store.ThreadUpdate{ExpiresAt: ago, SetExpiry: true, Now: t0})))
+	check(t, errOf(th.UpdateThread(ctx, "acme", "th", store.ThreadUpdate{Metadata: map[string]string{"k": "v"}, Now: t0})))
+	c, err := startOn(t, g, "th", "e1", store.Enqueue, t0)
+	wantStart(t, "a start queued on the expired thread", c, err, queuedBehind("g1"))
+	wantKind(t, "a start refused by the expired thread", errOf(startOn(t, g, "th", "r", store.Reject, t0)), fault.FailedPrecondition)
+	if n := must[int](t, "SweepThreads")(th.SweepThreads(ctx, at(2*time.Hour), time.Time{})); n != 0 {
+		t.Errorf("SweepThreads removed %d held threads", n)
+	}
+	if got := listThreadIDs(t, th); !slices.Equal(got, []string{"th"}) {
+		t.Errorf("listed %v; want th", got)
+	}
+	check(t, errOf(g.Finish(ctx, "acme", "g1", 1, store.Outcome{State: store.Completed, Now: at(time.Second),
+		Thread: &store.ThreadAppend{Items: []store.ThreadItem{titem("a1", "x")}}})))
+	wantThread(t, th, "th", 2, "e1")
+	if got := allItems(t, th, "acme", "th"); len(got) != 2 || got[1].ID != "a1" {
+		t.Errorf("the items of the expired thread e1 holds: %+v", got)
+	}
+	check(t, errOf(g.Acquire(ctx, "acme", "e1", "r2", at(2*time.Second), at(time.Hour))))
+	check(t, errOf(g.Finish(ctx, "acme", "e1", 1, store.Outcome{State: store.Completed, Now: at(3 * time.Second)})))
+	wantKind(t, "GetThread once free", errOf(th.GetThread(ctx, "acme", "th")), fault.NotFound)
+	wantKind(t, "ThreadItems once free", errOf(th.ThreadItems(ctx, "acme", "th", store.ItemRange{After: -1})), fault.NotFound)
+	if n := must[int](t, "SweepThreads")(th.SweepThreads(ctx, at(2*time.Hour), time.Time{})); n != 1 {
+		t.Errorf("SweepThreads once free: %d; want 1", n)
+	}
+}
+
 // testThreadList: ListThreads pages through a tenant's threads, newest
 // first, each once, keeping those whose metadata has every entry asked
 // for; another tenant's are not listed; a token it did not return is
