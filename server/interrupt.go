@@ -52,12 +52,11 @@ func (s *Service) interruptDue() {
 		return
 	}
 	for _, in := range due {
-		switch {
-		case in.Owner == s.replica:
-			if g := s.decidingHere(in.Tenant, in.ID); g != nil {
-				g.interrupt()
-			}
-		case in.State == store.Paused:
+		if g := s.decidingHere(in.Tenant, in.ID); g != nil && in.Owner == s.replica {
+			g.interrupt()
+			continue
+		}
+		if in.State == store.Paused {
 			s.cancelPaused(in) // taken only if nobody holds it (a lapsed lease included)
 		}
 	}
@@ -188,7 +187,7 @@ func (s *Service) sweepThreads() {
 	n, err := s.threads.SweepThreads(ctx, now, idle)
 	switch {
 	case err != nil && s.bg.Err() == nil:
-		s.log.Warn("sweeping threads", "err", err)
+		s.log.Warn("sweeping threads", "threads", n, "err", err)
 	case n > 0:
 		s.log.Info("threads swept", "threads", n)
 	}

@@ -5,6 +5,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
 	"context"
+	"time"
 
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/record"
@@ -59,6 +60,11 @@ func (s *Service) journalOptions(g *generation) record.Options {
 	}
 	if g.thread != nil {
 		o.Thread = &store.ThreadStart{ID: g.thread.id, Multitask: g.thread.multitask, MaxItems: int64(g.thread.maxItems.N)}
+		if g.thread.onFailure == agentdv1.OnFailure_ON_FAILURE_KEEP_INPUT && g.resume == nil {
+			// Kept by the store for a pause that runs out: no replica
+			// ends that one to say what the thread keeps.
+			o.Thread.KeepInput = record.ThreadItems(s.sealer, g.tenant, g.id, g.messages[g.thread.base:], time.Now())
+		}
 		o.ThreadAppend = g.threadAppend
 	}
 	return o

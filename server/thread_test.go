@@ -510,3 +510,20 @@ func TestPausedGenerationOnAThread(t *testing.T) {
 		t.Errorf("the resumed model turn saw %d messages starting %v; want the thread's 2, then the generation's 3", len(last), last[0])
 	}
 }
+
+// A paused generation on a thread started with on_failure KEEP_INPUT
+// whose pause runs out leaves its input on the thread: the store appends
+// what the start gave it to keep as it ends the generation.
+func TestExpiredPauseKeepsInput(t *testing.T) {
+	t.Parallel()
+	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
+	d := servedReplica(t, newStore(t, 0), "replica-a", bridge, nil, nil, recordingScript())
+	th := d.newThread(t, alice, &agentdv1.CreateThreadRequest{})
+	paused := d.pausedFor(t, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy"), ThreadId: th.GetThreadId(),
+		OnFailure: agentdv1.OnFailure_ON_FAILURE_KEEP_INPUT})
+	if n, err := d.store.Generations().ExpirePaused(t.Context(), time.Now().Add(365*24*time.Hour), nil); err != nil || n != 1 {
+		t.Fatalf("ExpirePaused: %d, %v; want the paused generation", n, err)
+	}
+	d.waitState(t, paused.GetGenerationId(), store.Cancelled)
+	wantMessages(t, "the thread after the pause ran out", userSays("tidy"), waitItems(t, d, th.GetThreadId(), 1))
+}

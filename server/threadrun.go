@@ -189,12 +189,7 @@ func (s *Service) startOnThread(ctx context.Context, g *generation) (*agentdv1.G
 		return nil, threadLimits{items: g.thread.maxItems}.named(err)
 	}
 	if created.State == store.Queued {
-		q := &agentdv1.GenerationQueued{GenerationId: g.id, ThreadId: g.thread.id}
-		rctx, cancel := context.WithTimeout(ctx, store.Timeout)
-		defer cancel()
-		if t, err := s.threads.GetThread(rctx, g.tenant, g.thread.id); err == nil {
-			q.BehindGenerationId = t.Active
-		}
+		q := &agentdv1.GenerationQueued{GenerationId: g.id, ThreadId: g.thread.id, BehindGenerationId: created.Behind}
 		s.log.InfoContext(ctx, "generation queued", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 			"thread", g.thread.id, "behind", q.GetBehindGenerationId())
 		return q, nil
