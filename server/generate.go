@@ -47,15 +47,8 @@ func (s *Service) Generate(stream generateStream) error {
 		return fault.GRPC(err)
 	}
 	g.caller, _ = auth.Caller(stream.Context())
-	if g.thread != nil && g.resume == nil {
-		q, err := s.startOnThread(stream.Context(), g)
-		if err != nil || q != nil {
-			g.release()
-			if err != nil {
-				return fault.GRPC(err)
-			}
-			return stream.Send(&agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Queued{Queued: q}})
-		}
+	if done, err := s.takeThread(stream, g); done {
+		return err
 	}
 	if first.GetStart().GetDetach() {
 		return s.detach(stream, g)
@@ -96,6 +89,24 @@ func (s *Service) Generate(stream generateStream) error {
 		err = context.Cause(ctx)
 	}
 	return fault.GRPC(err)
+}
+
+// takeThread puts a new generation on its thread, if it has one
+// (startOnThread). done says the stream ends here, with err: the start
+// was refused, or queued (its stream's one event says so).
+func (s *Service) takeThread(stream generateStream, g *generation) (done bool, err error) {
+	if g.thread == nil || g.resume != nil {
+		return false, nil
+	}
+	q, err := s.startOnThread(stream.Context(), g)
+	if err == nil && q == nil {
+		return false, nil
+	}
+	g.release()
+	if err != nil {
+		return true, fault.GRPC(err)
+	}
+	return true, stream.Send(&agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Queued{Queued: q}})
 }
 
 // detach runs a new generation without a client (startDetached). Its
