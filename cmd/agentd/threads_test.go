@@ -19,7 +19,7 @@ import (
 )
 
 // fakeThreads is an AgentService whose thread methods are functions (nil:
-// unimplemented) and whose Generate is fakeService's.
+// answered notFaked) and whose Generate is fakeService's.
 type fakeThreads struct {
 	fakeService
 	createThread    func(*agentdv1.CreateThreadRequest) (*agentdv1.CreateThreadResponse, error)
@@ -29,13 +29,13 @@ type fakeThreads struct {
 	deleteThread    func(*agentdv1.DeleteThreadRequest) (*agentdv1.DeleteThreadResponse, error)
 }
 
-// unimplemented is the error of a method a fake leaves nil.
-var unimplemented = status.Error(codes.Unimplemented, "not in this fake")
+// notFaked is the error of a method a fake leaves nil.
+var notFaked = status.Error(codes.Unimplemented, "not in this fake")
 
 func call[Req, Res any](f func(Req) (Res, error), req Req) (Res, error) {
 	if f == nil {
 		var zero Res
-		return zero, unimplemented
+		return zero, notFaked
 	}
 	return f(req)
 }
@@ -174,7 +174,7 @@ func TestThreadsDelete(t *testing.T) {
 	t.Parallel()
 	f := &fakeThreads{deleteThread: func(r *agentdv1.DeleteThreadRequest) (*agentdv1.DeleteThreadResponse, error) {
 		if r.GetThreadId() != "thr_1" {
-			return nil, unimplemented
+			return nil, notFaked
 		}
 		return &agentdv1.DeleteThreadResponse{ItemsDeleted: 12, GenerationsDeleted: 3}, nil
 	}}
