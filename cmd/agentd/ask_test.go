@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -91,14 +93,23 @@ func (w *watched) String() string {
 
 // freePort is a loopback port nothing listens on (as far as the test
 // knows).
+// freePort is a loopback address whose port is free now and below the
+// kernel's ephemeral range (Linux's is 32768-60999): a listener that any
+// test opens on port 0 meanwhile cannot be given it before the CLI binds
+// it.
 func freePort(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		lis.Close()
+		return addr
 	}
-	defer lis.Close()
-	return lis.Addr().(*net.TCPAddr).AddrPort().String()
+	t.Fatal("no free port in 20000-31999")
+	return ""
 }
 
 func authURL(redirect, state string) string {
