@@ -10,8 +10,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/console"
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/httpapi"
+	"github.com/agentd/agentd/internal/netaddr"
 	"github.com/agentd/agentd/internal/sharedport"
 	"github.com/agentd/agentd/internal/tlsconf"
 )
@@ -43,10 +45,15 @@ func (p *port) configure(opts *grpcserver.Options, settings config.TLS, setting 
 	return nil
 }
 
-// serveHTTP makes p's HTTP side for srv, whose services are registered.
-func (p *port) serveHTTP(srv *grpc.Server, cfg config.Config) error {
+// serveHTTP makes p's HTTP side for srv, whose services are registered,
+// with the web console when withConsole.
+func (p *port) serveHTTP(srv *grpc.Server, cfg config.Config, withConsole bool) error {
+	o := httpapi.Options{CORS: cfg.HTTP.CORS}
+	if withConsole {
+		o.Console = console.Handler()
+	}
 	var err error
-	p.web, err = httpapi.New(srv, httpapi.Options{CORS: cfg.HTTP.CORS})
+	p.web, err = httpapi.New(srv, o)
 	return err
 }
 
@@ -64,11 +71,12 @@ func (ep endpoint) serve(ctx context.Context, grace time.Duration, log *slog.Log
 // serveHTTP serves the public services over HTTP beside gRPC: on listen,
 // and on admin.listen when the AdminService is there.
 func (a *Agent) serveHTTP(cfg config.Config) error {
-	if err := a.web.serveHTTP(a.Server, cfg); err != nil {
+	withConsole := cfg.Console.Serve(cfg.Auth.Enabled(), netaddr.LoopbackListen(cfg.Listen))
+	if err := a.web.serveHTTP(a.Server, cfg, withConsole); err != nil {
 		return err
 	}
 	if a.Admin != nil {
-		return a.adminWeb.serveHTTP(a.Admin, cfg)
+		return a.adminWeb.serveHTTP(a.Admin, cfg, false)
 	}
 	return nil
 }

@@ -96,6 +96,9 @@ type Config struct {
 	// Connect, gRPC-Web and HTTP/JSON.
 	HTTP HTTP `yaml:"http"`
 
+	// Console configures the web console served at /console/ on listen.
+	Console Console `yaml:"console"`
+
 	// Auth authenticates agentd's callers. With no method configured,
 	// every caller is served unauthenticated, and agentd listens only on
 	// loopback unless insecure.

@@ -15,6 +15,26 @@ type HTTP struct {
 	CORS CORS `yaml:"cors"`
 }
 
+// Console configures the web console: a page agentd serves at /console/
+// on listen, from files in its binary, for the people around a
+// generation (who approves, who operates, who watches). It calls the same
+// API as any client, with the credential its user signs in with.
+type Console struct {
+	// Enabled serves the console. Unset: served where callers are
+	// authenticated (auth.api_keys, auth.oidc or auth.mtls), and on a
+	// loopback listen address; not otherwise.
+	Enabled *bool `yaml:"enabled" default:"on with authentication, or on loopback"`
+}
+
+// Serve reports whether the console is served on a listener whose
+// callers are authenticated or not, at a loopback address or not.
+func (c Console) Serve(authenticated, loopback bool) bool {
+	if c.Enabled != nil {
+		return *c.Enabled
+	}
+	return authenticated || loopback
+}
+
 // CORS lets scripts that a browser loaded from other origins call
 // agentd. Each origin in allowed_origins is written exactly as a browser
 // sends it in Origin, scheme://host[:port] with no path; "*", alone,

@@ -30,6 +30,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/gen/openapi"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/console"
 )
 
 // MaxBodyBytes bounds the body of a request that is one message (HTTP/JSON
@@ -46,6 +47,8 @@ var public = []string{agentdv1.AgentService_ServiceDesc.ServiceName, agentdv1.Ad
 type Options struct {
 	// CORS says which origins' scripts browsers may let call.
 	CORS config.CORS
+	// Console, when not nil, serves the web console at console.Path.
+	Console http.Handler
 }
 
 // New returns the handler of srv's public services (those of them srv
@@ -77,6 +80,10 @@ func New(srv *grpc.Server, o Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveWithJSONErrors(transcoder, w, r) }))
 	mux.Handle("GET /openapi.json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { serveOpenAPI(w) }))
+	if o.Console != nil {
+		mux.Handle(console.Path, o.Console)
+		mux.Handle(strings.TrimSuffix(console.Path, "/"), o.Console)
+	}
 	if _, ok := registered[agentdv1.AgentService_ServiceDesc.ServiceName]; ok {
 		mux.Handle(eventsRoute, eventStream{srv})
 	}
