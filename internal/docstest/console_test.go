@@ -1,0 +1,212 @@
+package docstest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentd/agentd/internal/testwait"
+)
+
+// The console's callers: alice starts and decides acme's generations;
+// eve is of another tenant.
+const (
+	consoleAlice = "console-alice-key"
+	consoleEve   = "console-eve-key"
+)
+
+// xssText is what the tool call of the console's generation says: markup
+// that must show as text.
+const xssText = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`
+
+// TestConsole drives the web console (served by bin/agentd at /console/,
+// from its embedded files) in headless Chromium. Alice signs in with her
+// API key; a generation of her tenant's, paused on an approval, is in
+// the inbox, its tool call's arguments (which hold markup) shown as text;
+// a new pending request shows within a second (the time is logged); she
+// approves, and the generation completes. Eve, of another tenant, in a
+// browser of her own, sees none of it. Screenshots at 1280x800 and
+// 390x844 go to build/console/.
+func TestConsole(t *testing.T) {
+	chromium := browser(t)
+	base := "http://" + serveConsole(t)
+	shots := filepath.Join(root, "build", "console")
+
+	paused := startPaused(t, base, xssText)
+	alice := newTab(t, chromium)
+	signIn(t, alice, base, consoleAlice)
+	item := fmt.Sprintf(`#inbox [data-testid="request"][data-generation-id=%q]`, paused)
+	must(t, "waiting for the paused generation's request", chromedp.Do(alice, chromedp.WaitVisible(chromedp.CSS(item))))
+
+	args := text(t, alice, item+` [data-testid="arguments"]`)
+	if !strings.Contains(args, `<img src=x onerror=`) || !strings.Contains(args, "<script>") {
+		t.Errorf("the arguments read %q; want the markup as text", args)
+	}
+	pwned, err := chromedp.Run(alice, chromedp.Evaluate[bool](`window.pwned !== undefined || document.querySelector("#inbox img, #inbox script") !== null`))
+	must(t, "looking for injected markup", err)
+	if pwned {
+		t.Error("markup from a tool call's arguments became elements or ran")
+	}
+	screenshot(t, alice, filepath.Join(shots, "inbox-1280x800.png"), 1280, 800)
+	screenshot(t, alice, filepath.Join(shots, "inbox-390x844.png"), 390, 844)
+
+	// A new request reaches the open page within a second.
+	began := time.Now()
+	second := startPaused(t, base, "a second request")
+	must(t, "waiting for the new request", chromedp.Do(alice,
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#inbox [data-testid="request"][data-generation-id=%q]`, second)))))
+	t.Logf("the inbox showed a new pending request %v after it was asked (target: 1 s)", time.Since(began).Round(time.Millisecond))
+
+	must(t, "approving", chromedp.Do(alice,
+		chromedp.SendKeys(chromedp.CSS(item+` [data-testid="reason"]`), "checked in the console"),
+		chromedp.Click(chromedp.CSS(item+` [data-testid="approve"]`))))
+	waitState(t, base, paused, "GENERATION_STATE_COMPLETED")
+
+	eve := newTab(t, chromium)
+	signIn(t, eve, base, consoleEve)
+	must(t, "eve's inbox", chromedp.Do(eve, chromedp.WaitVisible(chromedp.CSS(`#inbox-status`))))
+	waitText(t, eve, "#inbox-status", func(s string) bool { return s != "" && !strings.Contains(s, "Loading") })
+	n, err := chromedp.Run(eve, chromedp.Evaluate[int](`document.querySelectorAll('#inbox [data-testid="request"]').length`))
+	must(t, "counting eve's requests", err)
+	if n != 0 {
+		t.Errorf("eve, of another tenant, sees %d requests; want none", n)
+	}
+	screenshot(t, eve, filepath.Join(shots, "inbox-empty-1280x800.png"), 1280, 800)
+	signInPage := newTab(t, chromium)
+	must(t, "opening the sign-in page", chromedp.Do(signInPage, chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("api-key"))))
+	screenshot(t, signInPage, filepath.Join(shots, "signin-1280x800.png"), 1280, 800)
+}
+
+// serveConsole starts bin/agentd requiring an API key (alice of acme, eve
+// of globex, both with the role generate), and returns its address.
+func serveConsole(t *testing.T) string {
+	t.Helper()
+	tmp := t.TempDir()
+	hash := func(key string) string {
+		sum := sha256.Sum256([]byte(key))
+		return hex.EncodeToString(sum[:])
+	}
+	cfg := fmt.Sprintf(`auth:
+  api_keys:
+    - {name: alice, sha256: %s, tenant: acme, roles: [generate]}
+    - {name: eve, sha256: %s, tenant: globex, roles: [generate]}
+`, hash(consoleAlice), hash(consoleEve))
+	file := filepath.Join(tmp, "agentd.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "top")
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(agentdBinary(t, tmp), filepath.Join(dir, "bin", "agentd")); err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, dir, append(cleanEnv(), "AGENTD_LISTEN=127.0.0.1:0", "AGENTD_STATE_DIR="+filepath.Join(tmp, "state"),
+		"AGENTD_SHUTDOWN_DRAIN=0", "AGENTD_CONFIG="+file))
+}
+
+// startPaused starts, as alice, a detached generation whose tool call
+// (echo, with say as its text) needs an approval: with no client, it
+// pauses for it. It returns the generation's id.
+func startPaused(t *testing.T, base, say string) string {
+	t.Helper()
+	args, _ := json.Marshal(map[string]string{"text": say})
+	start := fmt.Sprintf(`{"agent": {"provider": "script", "mcps": [{"ref": "demo"}], "requiresApproval": ["echo"],
+  "providerOptions": {"script": {"turns": [{"tool_calls": [{"name": "echo", "arguments": %s}]}, {"text": "done: {{tool_outputs}}"}]}}},
+  "messages": [{"role": "ROLE_USER", "parts": [{"text": "echo it"}]}]}`, args)
+	var created struct{ GenerationID string }
+	call(t, base, http.MethodPost, "/v1/generations", start, &created)
+	if created.GenerationID == "" {
+		t.Fatal("CreateGeneration named no generation")
+	}
+	return created.GenerationID
+}
+
+// waitState waits until alice's generation id is in state.
+func waitState(t *testing.T, base, id, state string) {
+	t.Helper()
+	testwait.For(t, "generation "+id+" "+state, func() bool {
+		var got struct{ Generation struct{ State string } }
+		call(t, base, http.MethodGet, "/v1/generations/"+id, "", &got)
+		return got.Generation.State == state
+	})
+}
+
+// call calls agentd's HTTP/JSON route as alice and decodes the answer.
+func call(t *testing.T, base, method, path, body string, out any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+consoleAlice)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %s %s", method, path, res.Status, buf.String())
+	}
+	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
+		t.Fatalf("%s %s: %v in %s", method, path, err, buf.String())
+	}
+}
+
+// newTab starts a Chromium of its own (its own storage: another person's
+// browser) and returns its tab, closed when the test ends.
+func newTab(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// signIn opens the console in tab and signs in with key.
+func signIn(t *testing.T, tab context.Context, base, key string) {
+	t.Helper()
+	must(t, "signing in", chromedp.Do(tab, chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.ID("api-key")),
+		chromedp.SendKeys(chromedp.ID("api-key"), key),
+		chromedp.Click(chromedp.ID("sign-in")),
+		chromedp.WaitVisible(chromedp.ID("inbox-status"))))
+}
+
+// waitText waits until ok accepts the text of sel's first element.
+func waitText(t *testing.T, tab context.Context, sel string, ok func(string) bool) {
+	t.Helper()
+	testwait.For(t, sel+"'s text", func() bool { return ok(text(t, tab, sel)) })
+}
+
+// screenshot writes tab's page, at width by height, to path.
+func screenshot(t *testing.T, tab context.Context, path string, width, height int64) {
+	t.Helper()
+	must(t, "sizing the page", chromedp.Do(tab, chromedp.EmulateViewport(width, height)))
+	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+	must(t, "taking a screenshot", err)
+	writeScreenshot(t, path, png)
+}
