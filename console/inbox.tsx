@@ -1,0 +1,157 @@
+// The inbox page: the tenant's pending requests, newest first, asked of
+// agentd every half second while the page is visible, so that a new one
+// shows within a second; approvals decided from here.
+import { Code } from "@connectrpc/connect";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+
+import { failure, type Agent, type Failure } from "./api.js";
+import { merge, refused, type Entry } from "./pending.js";
+import { RequestItem } from "./request.js";
+
+const pollEvery = 500;
+const pageSize = 100;
+const callTimeoutMs = 10_000;
+// What ListPendingRequests and DecideRequests need, as a refusal is
+// explained.
+const decidingRoles = 'the role "generate" or "approve"';
+
+export function Inbox({ agent }: { agent: Agent }) {
+  const [entries, setEntries] = useState<Entry[]>([]);
+  const [loaded, setLoaded] = useState(false);
+  const [more, setMore] = useState(false);
+  const [error, setError] = useState("");
+  const [readOnly, setReadOnly] = useState(false);
+  const now = useNow(1000);
+
+  usePolling(
+    async (signal) => {
+      try {
+        const res = await agent.listPendingRequests({ pageSize }, { signal, timeoutMs: callTimeoutMs });
+        setEntries((prev) => merge(prev, res.requests, new Date()));
+        setMore(res.nextPageToken !== "");
+        setLoaded(true);
+        setError("");
+        return true;
+      } catch (err) {
+        if (signal.aborted) return false;
+        const f = failure(err);
+        setError(listError(f));
+        return f.code !== Code.Unauthenticated && f.code !== Code.PermissionDenied;
+      }
+    },
+    pollEvery,
+    agent,
+  );
+
+  const decide = useCallback(
+    async (e: Entry, approved: boolean, reason: string) => {
+      const r = e.req.request;
+      if (r.case !== "approval") return;
+      const update = (f: (x: Entry) => Entry) => setEntries((prev) => prev.map((x) => (x.key === e.key ? f(x) : x)));
+      update((x) => ({ ...x, phase: "deciding", error: "" }));
+      const decision = { requestId: r.value.id, approved, digest: r.value.digest, reason };
+      try {
+        await agent.decideRequests(
+          { generationId: e.req.generationId, approvalDecisions: [decision] },
+          { timeoutMs: callTimeoutMs },
+        );
+        update((x) => ({ ...x, phase: "decided", notice: approved ? "You approved it." : "You declined it." }));
+      } catch (err) {
+        const f = failure(err);
+        if (f.code === Code.PermissionDenied) setReadOnly(true);
+        update((x) => refused(x, f));
+      }
+    },
+    [agent],
+  );
+  const dismiss = useCallback((e: Entry) => setEntries((prev) => prev.filter((x) => x.key !== e.key)), []);
+
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => heading.current?.focus(), []);
+
+  return (
+    <main id="main">
+      <h1 ref={heading} tabIndex={-1}>
+        Inbox
+      </h1>
+      <p id="error" class="error" role="alert">
+        {error}
+      </p>
+      {readOnly && (
+        <p id="read-only" class="notice">
+          This key may only read: deciding needs {decidingRoles}.
+        </p>
+      )}
+      <p id="inbox-status" role="status">
+        {loaded ? summary(entries, more) : error ? "" : "Loading the pending requests…"}
+      </p>
+      <ol id="inbox" class="inbox" aria-label="Pending requests">
+        {entries.map((e) => (
+          <RequestItem key={e.key} entry={e} now={now} readOnly={readOnly} onDecide={decide} onDismiss={dismiss} />
+        ))}
+      </ol>
+    </main>
+  );
+}
+
+function listError(f: Failure): string {
+  switch (f.code) {
+    case Code.Unauthenticated:
+      return `agentd refused the key (${f.text}): sign out, and sign in with another.`;
+    case Code.PermissionDenied:
+      return `This key may not see the inbox, which needs ${decidingRoles} (${f.text}).`;
+    default:
+      return `The pending requests could not be read (${f.text}); trying again.`;
+  }
+}
+
+function summary(entries: Entry[], more: boolean): string {
+  const waiting = entries.filter((e) => e.phase === "pending" || e.phase === "deciding").length;
+  const count =
+    waiting === 0 ? "Nothing is pending." : waiting === 1 ? "1 request is pending." : `${waiting} requests are pending.`;
+  return more ? `${count} Only the newest ${pageSize} are shown.` : count;
+}
+
+// usePolling calls poll every `every` ms while the page is visible (a
+// hidden tab asks nothing; showing it asks at once), one call at a time,
+// until poll answers false; the call in flight is aborted when the page
+// hides or the component goes. poll is taken once for each dep, so it may
+// use only dep and state setters.
+function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: number, dep: unknown) {
+  useEffect(() => {
+    let round = 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let ctl: AbortController | undefined;
+    const stop = () => {
+      round++;
+      clearTimeout(timer);
+      ctl?.abort();
+    };
+    const tick = async () => {
+      const mine = ++round;
+      ctl = new AbortController();
+      const again = await poll(ctl.signal);
+      if (again && mine === round) timer = setTimeout(tick, every);
+    };
+    const onVisibility = () => {
+      stop();
+      if (document.visibilityState === "visible") void tick();
+    };
+    document.addEventListener("visibilitychange", onVisibility);
+    onVisibility();
+    return () => {
+      document.removeEventListener("visibilitychange", onVisibility);
+      stop();
+    };
+  }, [dep]);
+}
+
+// useNow is the time, renewed every `every` ms, for the spans shown.
+function useNow(every: number): Date {
+  const [now, setNow] = useState(() => new Date());
+  useEffect(() => {
+    const t = setInterval(() => setNow(new Date()), every);
+    return () => clearInterval(t);
+  }, [every]);
+  return now;
+}
