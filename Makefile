@@ -36,7 +36,7 @@ EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 SMOKE_ADDR   ?= 127.0.0.1:17073
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-threads bench-failover stress fuzz load load-idle load-replicas bench-metrics deps go-mod tools deb npm python-env web generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clients clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-threads bench-failover stress fuzz load load-idle load-replicas bench-metrics deps go-mod tools deb npm python-env web console generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clients clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
@@ -46,6 +46,7 @@ help:
 	@echo "make build             build bin/agentd"
 	@echo "make tools             build every tool the Makefile and docs run (grpcurl, helm, staticcheck, ...) once; minutes the first time"
 	@echo "make web               the browser example, bundled into build/web (docs/clients.md)"
+	@echo "make console           the web console, type-checked and bundled into internal/console/dist (make build does it)"
 	@echo "make python-env        .venv for the Python examples: the pinned grpcio and protobuf (PYTHON=python3.x picks the interpreter)"
 	@echo "make image             the container image (Dockerfile, target agentd) as $(IMAGE):VERSION; needs a Docker engine"
 	@echo "make image-node        the same with Node.js for npx-launched MCP servers, as $(IMAGE)-node:VERSION"
@@ -172,7 +173,7 @@ GIT_VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS     := -X $(VERSION_PKG).Version=$(GIT_VERSION) -X $(VERSION_PKG).Commit=$(GIT_COMMIT)
 
-build:
+build: console
 	go build -ldflags '$(LDFLAGS)' -o bin/agentd ./cmd/agentd
 
 build/ts/examples/ts/demo.js: node_modules/.stamp examples/ts/*.ts $(wildcard gen/ts/agentd/v1/*.ts)
@@ -186,6 +187,21 @@ build/web/app.js: node_modules/.stamp examples/web/*.ts examples/web/index.html 
 	$(TSC) -p examples/web
 	node_modules/.bin/esbuild examples/web/app.ts --bundle --format=esm --target=es2022 --minify --log-level=warning --outfile=$@
 	cp examples/web/index.html build/web/
+
+# The console (console/), which agentd embeds and serves at /console/:
+# type-checked, its TypeScript and the Preact it uses bundled with the
+# pinned esbuild (JSX as console/tsconfig.json says), its CSS minified,
+# into internal/console/dist, where git ignores them. One rule makes the
+# three files, and only when a source changed, so make build stays cheap.
+CONSOLE_DIST  := internal/console/dist
+CONSOLE_FILES := $(addprefix $(CONSOLE_DIST)/,index.html console.js console.css)
+console: $(CONSOLE_FILES)
+$(CONSOLE_FILES) &: node_modules/.stamp console/tsconfig.json \
+  $(wildcard console/*.ts console/*.tsx) console/index.html console/console.css $(wildcard gen/ts/agentd/v1/*.ts gen/ts/google/rpc/*.ts)
+	$(TSC) -p console
+	node_modules/.bin/esbuild console/main.tsx --bundle --format=esm --target=es2022 --minify --log-level=warning --outfile=$(CONSOLE_DIST)/console.js
+	node_modules/.bin/esbuild console/console.css --minify --log-level=warning --outfile=$(CONSOLE_DIST)/console.css
+	cp console/index.html $(CONSOLE_DIST)/
 
 # LISTEN: where make run serves (AGENTD_LISTEN), e.g. make run
 # LISTEN=127.0.0.1:7171; port 0 takes a free one. Unset: the
@@ -472,3 +488,4 @@ smoke: build
 
 clean:
 	rm -rf bin build $(VENV)
+	rm -f $(CONSOLE_FILES)
