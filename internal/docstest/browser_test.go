@@ -97,6 +97,13 @@ http:
   cors:
     allowed_origins: [%q]
 `, hex.EncodeToString(sum[:]), origin)
+	return serveConfigured(t, tmp, cfg)
+}
+
+// serveConfigured starts bin/agentd, on a loopback port of its own, with
+// the configuration cfg and its state in tmp, and returns its address.
+func serveConfigured(t *testing.T, tmp, cfg string) string {
+	t.Helper()
 	file := filepath.Join(tmp, "agentd.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

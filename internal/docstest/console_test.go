@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,19 +101,7 @@ func serveConsole(t *testing.T) string {
     - {name: alice, sha256: %s, tenant: acme, roles: [generate]}
     - {name: eve, sha256: %s, tenant: globex, roles: [generate]}
 `, hash(consoleAlice), hash(consoleEve))
-	file := filepath.Join(tmp, "agentd.yaml")
-	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(tmp, "top")
-	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(agentdBinary(t, tmp), filepath.Join(dir, "bin", "agentd")); err != nil {
-		t.Fatal(err)
-	}
-	return serve(t, dir, append(cleanEnv(), "AGENTD_LISTEN=127.0.0.1:0", "AGENTD_STATE_DIR="+filepath.Join(tmp, "state"),
-		"AGENTD_SHUTDOWN_DRAIN=0", "AGENTD_CONFIG="+file))
+	return serveConfigured(t, tmp, cfg)
 }
 
 // startPaused starts, as alice, a detached generation whose tool call
