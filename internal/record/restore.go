@@ -56,6 +56,12 @@ func (src itemSource) messages(ctx context.Context, from, to int64, turn *statev
 	if err != nil {
 		return nil, nil, err
 	}
+	return src.decoded(ctx, items, turn)
+}
+
+// decoded is the messages of items, with what the log holds of them, and
+// of turn's results, filled in.
+func (src itemSource) decoded(ctx context.Context, items []*statev1.Item, turn *statev1.PausedTurn) ([]*agentdv1.Message, loggedEvents, error) {
 	logged, err := src.logged(ctx, neededSeqs(items, turn))
 	if err != nil {
 		return nil, nil, err

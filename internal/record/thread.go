@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/sealer"
@@ -75,17 +78,23 @@ func ThreadMessages(ctx context.Context, threads store.Threads, k *sealer.Keyrin
 // generation that has finished: what a new thread continuing from it
 // starts with.
 func StoredConversation(ctx context.Context, gens store.Generations, tenant, id string) ([]*agentdv1.Message, error) {
-	var n int64
+	var items []*statev1.Item
 	for {
-		stored, err := gens.Items(ctx, tenant, id, n-1, 0)
+		stored, err := gens.Items(ctx, tenant, id, int64(len(items))-1, 0)
 		if err != nil {
 			return nil, err
 		}
 		if len(stored) == 0 {
 			break
 		}
-		n = stored[len(stored)-1].N + 1
+		for _, s := range stored {
+			it := &statev1.Item{}
+			if s.N != int64(len(items)) || proto.Unmarshal(s.Data, it) != nil {
+				return nil, unreadable()
+			}
+			items = append(items, it)
+		}
 	}
-	msgs, _, err := itemSource{gens, tenant, id}.messages(ctx, 0, n, nil)
+	msgs, _, err := itemSource{gens, tenant, id}.decoded(ctx, items, nil)
 	return msgs, err
 }
