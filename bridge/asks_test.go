@@ -24,7 +24,8 @@ func oauthSpec(name, url, authorization string) *bridgev1.ServerSpec {
 }
 
 // answerRequests answers the server requests of a session's stream with
-// answer, in order, until the stream ends, and records them.
+// answer, in order, until the stream ends, and records them. The test must
+// cancel the stream's context before its cleanups run.
 func answerRequests(t *testing.T, client bridgev1.BridgeServiceClient, id string, stream grpc.ServerStreamingClient[bridgev1.OpenSessionResponse],
 	answer func(*bridgev1.ServerRequest) *bridgev1.AnswerServerRequestRequest) func() []*bridgev1.ServerRequest {
 	var mu sync.Mutex
@@ -51,6 +52,10 @@ func answerRequests(t *testing.T, client bridgev1.BridgeServiceClient, id string
 			}
 		}
 	}()
+	// An answer may still be on its way back when the calls it resolved
+	// have returned; the test's connection closes only after it arrives
+	// (the stream ends when the test cancels its context).
+	t.Cleanup(func() { <-done })
 	return func() []*bridgev1.ServerRequest {
 		mu.Lock()
 		defer mu.Unlock()
