@@ -10,6 +10,8 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -136,19 +138,1049 @@ func (x *RevokeTokensResponse) GetRevoked() int64 {
 	return 0
 }
 
+// ListTenantsRequest asks for the tenants.
+type ListTenantsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsRequest) Reset() {
+	*x = ListTenantsRequest{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsRequest) ProtoMessage() {}
+
+func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
+func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{2}
+}
+
+// ListTenantsResponse lists the configured tenants, by name.
+type ListTenantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenants       []*TenantOverview      `protobuf:"bytes,1,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsResponse) Reset() {
+	*x = ListTenantsResponse{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsResponse) ProtoMessage() {}
+
+func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
+func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListTenantsResponse) GetTenants() []*TenantOverview {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+// TenantOverview is one tenant's limits and usage.
+type TenantOverview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's name ("default" for the settings of tenants not
+	// configured by name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its effective limits (its own where it sets them, the global ones
+	// elsewhere); zero is no limit.
+	Limits *TenantLimits `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	// What it uses now.
+	Usage         *TenantUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantOverview) Reset() {
+	*x = TenantOverview{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantOverview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantOverview) ProtoMessage() {}
+
+func (x *TenantOverview) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantOverview.ProtoReflect.Descriptor instead.
+func (*TenantOverview) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TenantOverview) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TenantOverview) GetLimits() *TenantLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *TenantOverview) GetUsage() *TenantUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// TenantLimits are a tenant's limits, as limits: configures them.
+type TenantLimits struct {
+	state                    protoimpl.MessageState `protogen:"open.v1"`
+	MaxConcurrentGenerations int32                  `protobuf:"varint,1,opt,name=max_concurrent_generations,json=maxConcurrentGenerations,proto3" json:"max_concurrent_generations,omitempty"`
+	MaxPausedGenerations     int32                  `protobuf:"varint,2,opt,name=max_paused_generations,json=maxPausedGenerations,proto3" json:"max_paused_generations,omitempty"`
+	GenerationsPerMinute     int32                  `protobuf:"varint,3,opt,name=generations_per_minute,json=generationsPerMinute,proto3" json:"generations_per_minute,omitempty"`
+	MaxThreads               int32                  `protobuf:"varint,4,opt,name=max_threads,json=maxThreads,proto3" json:"max_threads,omitempty"`
+	MaxThreadItems           int32                  `protobuf:"varint,5,opt,name=max_thread_items,json=maxThreadItems,proto3" json:"max_thread_items,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *TenantLimits) Reset() {
+	*x = TenantLimits{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantLimits) ProtoMessage() {}
+
+func (x *TenantLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantLimits.ProtoReflect.Descriptor instead.
+func (*TenantLimits) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TenantLimits) GetMaxConcurrentGenerations() int32 {
+	if x != nil {
+		return x.MaxConcurrentGenerations
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxPausedGenerations() int32 {
+	if x != nil {
+		return x.MaxPausedGenerations
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetGenerationsPerMinute() int32 {
+	if x != nil {
+		return x.GenerationsPerMinute
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxThreads() int32 {
+	if x != nil {
+		return x.MaxThreads
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxThreadItems() int32 {
+	if x != nil {
+		return x.MaxThreadItems
+	}
+	return 0
+}
+
+// TenantUsage is a tenant's use of its limits, as the store has it.
+type TenantUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Generations running or waiting on a client now (what
+	// max_concurrent_generations counts).
+	RunningGenerations int32 `protobuf:"varint,1,opt,name=running_generations,json=runningGenerations,proto3" json:"running_generations,omitempty"`
+	// Paused generations (what max_paused_generations counts).
+	PausedGenerations int32 `protobuf:"varint,2,opt,name=paused_generations,json=pausedGenerations,proto3" json:"paused_generations,omitempty"`
+	// Generations queued behind their threads.
+	QueuedGenerations int32 `protobuf:"varint,3,opt,name=queued_generations,json=queuedGenerations,proto3" json:"queued_generations,omitempty"`
+	// Generations created in the last minute (beside
+	// generations_per_minute).
+	GenerationsLastMinute int32 `protobuf:"varint,4,opt,name=generations_last_minute,json=generationsLastMinute,proto3" json:"generations_last_minute,omitempty"`
+	// Threads kept (what max_threads counts).
+	Threads int32 `protobuf:"varint,5,opt,name=threads,proto3" json:"threads,omitempty"`
+	// The most items any one of its threads holds (beside
+	// max_thread_items).
+	LargestThreadItems int32 `protobuf:"varint,6,opt,name=largest_thread_items,json=largestThreadItems,proto3" json:"largest_thread_items,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TenantUsage) Reset() {
+	*x = TenantUsage{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantUsage) ProtoMessage() {}
+
+func (x *TenantUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
+func (*TenantUsage) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TenantUsage) GetRunningGenerations() int32 {
+	if x != nil {
+		return x.RunningGenerations
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetPausedGenerations() int32 {
+	if x != nil {
+		return x.PausedGenerations
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetQueuedGenerations() int32 {
+	if x != nil {
+		return x.QueuedGenerations
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetGenerationsLastMinute() int32 {
+	if x != nil {
+		return x.GenerationsLastMinute
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetThreads() int32 {
+	if x != nil {
+		return x.Threads
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetLargestThreadItems() int32 {
+	if x != nil {
+		return x.LargestThreadItems
+	}
+	return 0
+}
+
+// ListMCPServersRequest asks for the MCP servers, pools and cache.
+type ListMCPServersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMCPServersRequest) Reset() {
+	*x = ListMCPServersRequest{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMCPServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMCPServersRequest) ProtoMessage() {}
+
+func (x *ListMCPServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMCPServersRequest.ProtoReflect.Descriptor instead.
+func (*ListMCPServersRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{7}
+}
+
+// ListMCPServersResponse is the MCP side of agentd as its bridge sees it.
+type ListMCPServersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registered servers (bridge.servers), by name.
+	Servers []*RegisteredServer `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	// The stdio process pools.
+	Pools []*ProcessPool `protobuf:"bytes,2,rep,name=pools,proto3" json:"pools,omitempty"`
+	// Bridge sessions open now: one per running generation that has
+	// servers in the bridge.
+	OpenSessions int32 `protobuf:"varint,3,opt,name=open_sessions,json=openSessions,proto3" json:"open_sessions,omitempty"`
+	// The tool-schema cache.
+	Cache         *SchemaCache `protobuf:"bytes,4,opt,name=cache,proto3" json:"cache,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMCPServersResponse) Reset() {
+	*x = ListMCPServersResponse{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMCPServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMCPServersResponse) ProtoMessage() {}
+
+func (x *ListMCPServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMCPServersResponse.ProtoReflect.Descriptor instead.
+func (*ListMCPServersResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListMCPServersResponse) GetServers() []*RegisteredServer {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ListMCPServersResponse) GetPools() []*ProcessPool {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+func (x *ListMCPServersResponse) GetOpenSessions() int32 {
+	if x != nil {
+		return x.OpenSessions
+	}
+	return 0
+}
+
+func (x *ListMCPServersResponse) GetCache() *SchemaCache {
+	if x != nil {
+		return x.Cache
+	}
+	return nil
+}
+
+// RegisteredServer is one server of bridge.servers, without its secrets:
+// neither env values nor headers, and a URL as its origin only.
+type RegisteredServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name, as ref: names it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "stdio" for a command, "http" for a URL.
+	Transport string `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
+	// The command's base name, or the URL's scheme, host and port.
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// Its processes may serve several sessions at once.
+	Shared bool `protobuf:"varint,4,opt,name=shared,proto3" json:"shared,omitempty"`
+	// Its pool is per tenant.
+	PerTenant bool `protobuf:"varint,5,opt,name=per_tenant,json=perTenant,proto3" json:"per_tenant,omitempty"`
+	// The tenants that may use it (tenants.<name>.servers); empty: every
+	// tenant.
+	Tenants       []string `protobuf:"bytes,6,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisteredServer) Reset() {
+	*x = RegisteredServer{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisteredServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisteredServer) ProtoMessage() {}
+
+func (x *RegisteredServer) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisteredServer.ProtoReflect.Descriptor instead.
+func (*RegisteredServer) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RegisteredServer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegisteredServer) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *RegisteredServer) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RegisteredServer) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *RegisteredServer) GetPerTenant() bool {
+	if x != nil {
+		return x.PerTenant
+	}
+	return false
+}
+
+func (x *RegisteredServer) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+// ProcessPool is one stdio process pool.
+type ProcessPool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registered server's name, or "command: <basename>".
+	ServerName string `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// A stable, non-secret identifier of the configuration.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The tenant whose sessions it serves; empty for every tenant.
+	Tenant string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Processes initialized and waiting, serving sessions, and starting.
+	Warm     int32 `protobuf:"varint,4,opt,name=warm,proto3" json:"warm,omitempty"`
+	Busy     int32 `protobuf:"varint,5,opt,name=busy,proto3" json:"busy,omitempty"`
+	Starting int32 `protobuf:"varint,6,opt,name=starting,proto3" json:"starting,omitempty"`
+	// The most processes it may run.
+	MaxProcesses int32 `protobuf:"varint,7,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
+	// Since start: processes spawned, retired, crashed (exited unexpectedly
+	// or missed a deadline), and acquisitions that had to wait.
+	Spawned int64 `protobuf:"varint,8,opt,name=spawned,proto3" json:"spawned,omitempty"`
+	Retired int64 `protobuf:"varint,9,opt,name=retired,proto3" json:"retired,omitempty"`
+	Crashed int64 `protobuf:"varint,10,opt,name=crashed,proto3" json:"crashed,omitempty"`
+	Waits   int64 `protobuf:"varint,11,opt,name=waits,proto3" json:"waits,omitempty"`
+	// Its processes may serve several sessions at once.
+	Shared        bool `protobuf:"varint,12,opt,name=shared,proto3" json:"shared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessPool) Reset() {
+	*x = ProcessPool{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessPool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessPool) ProtoMessage() {}
+
+func (x *ProcessPool) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessPool.ProtoReflect.Descriptor instead.
+func (*ProcessPool) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProcessPool) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *ProcessPool) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ProcessPool) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ProcessPool) GetWarm() int32 {
+	if x != nil {
+		return x.Warm
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetBusy() int32 {
+	if x != nil {
+		return x.Busy
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetStarting() int32 {
+	if x != nil {
+		return x.Starting
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetMaxProcesses() int32 {
+	if x != nil {
+		return x.MaxProcesses
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetSpawned() int64 {
+	if x != nil {
+		return x.Spawned
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetRetired() int64 {
+	if x != nil {
+		return x.Retired
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetCrashed() int64 {
+	if x != nil {
+		return x.Crashed
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetWaits() int64 {
+	if x != nil {
+		return x.Waits
+	}
+	return 0
+}
+
+func (x *ProcessPool) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+// SchemaCache is the tool-schema cache's settings, counters and entries.
+type SchemaCache struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Enabled    bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Ttl        *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	MaxEntries int32                  `protobuf:"varint,3,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"`
+	// Lookups answered from the cache, and those that had to list, since
+	// the last clear.
+	Hits   int64 `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	Misses int64 `protobuf:"varint,5,opt,name=misses,proto3" json:"misses,omitempty"`
+	// The entries, most recently written first.
+	Entries       []*SchemaCacheEntry `protobuf:"bytes,6,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaCache) Reset() {
+	*x = SchemaCache{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaCache) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaCache) ProtoMessage() {}
+
+func (x *SchemaCache) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaCache.ProtoReflect.Descriptor instead.
+func (*SchemaCache) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SchemaCache) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *SchemaCache) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *SchemaCache) GetMaxEntries() int32 {
+	if x != nil {
+		return x.MaxEntries
+	}
+	return 0
+}
+
+func (x *SchemaCache) GetHits() int64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+func (x *SchemaCache) GetMisses() int64 {
+	if x != nil {
+		return x.Misses
+	}
+	return 0
+}
+
+func (x *SchemaCache) GetEntries() []*SchemaCacheEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// SchemaCacheEntry is the tool list the cache holds for one server and
+// tenant.
+type SchemaCacheEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the entry (InvalidateSchemaCacheRequest.key); a hash, no
+	// secret.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The server's name as the session declared it.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	Tenant     string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Counts the entry's writes: a list that changed makes a new revision.
+	Revision int64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The number of tools it holds.
+	Tools         int32                  `protobuf:"varint,5,opt,name=tools,proto3" json:"tools,omitempty"`
+	WrittenAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaCacheEntry) Reset() {
+	*x = SchemaCacheEntry{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaCacheEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaCacheEntry) ProtoMessage() {}
+
+func (x *SchemaCacheEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaCacheEntry.ProtoReflect.Descriptor instead.
+func (*SchemaCacheEntry) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SchemaCacheEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SchemaCacheEntry) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *SchemaCacheEntry) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SchemaCacheEntry) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *SchemaCacheEntry) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *SchemaCacheEntry) GetWrittenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WrittenAt
+	}
+	return nil
+}
+
+func (x *SchemaCacheEntry) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// InvalidateSchemaCacheRequest selects the entries to drop: one key, or
+// every entry of a tenant.
+type InvalidateSchemaCacheRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SchemaCacheEntry.key; empty: every entry of tenant.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// With no key: the tenant whose entries go (empty: the caller's own).
+	// Another tenant's needs the role "admin".
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvalidateSchemaCacheRequest) Reset() {
+	*x = InvalidateSchemaCacheRequest{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvalidateSchemaCacheRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvalidateSchemaCacheRequest) ProtoMessage() {}
+
+func (x *InvalidateSchemaCacheRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvalidateSchemaCacheRequest.ProtoReflect.Descriptor instead.
+func (*InvalidateSchemaCacheRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InvalidateSchemaCacheRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *InvalidateSchemaCacheRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// InvalidateSchemaCacheResponse says how many entries were dropped.
+type InvalidateSchemaCacheResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Removed       int64                  `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvalidateSchemaCacheResponse) Reset() {
+	*x = InvalidateSchemaCacheResponse{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvalidateSchemaCacheResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvalidateSchemaCacheResponse) ProtoMessage() {}
+
+func (x *InvalidateSchemaCacheResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvalidateSchemaCacheResponse.ProtoReflect.Descriptor instead.
+func (*InvalidateSchemaCacheResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InvalidateSchemaCacheResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
 var File_agentd_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\"g\n" +
+	"\x1dagentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
 	"\x13RevokeTokensRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n" +
 	"\bend_user\x18\x02 \x01(\tR\aendUser\x12\x1d\n" +
 	"\n" +
 	"server_url\x18\x03 \x01(\tR\tserverUrl\"0\n" +
 	"\x14RevokeTokensResponse\x12\x18\n" +
-	"\arevoked\x18\x01 \x01(\x03R\arevoked2}\n" +
-	"\fAdminService\x12m\n" +
+	"\arevoked\x18\x01 \x01(\x03R\arevoked\"\x14\n" +
+	"\x12ListTenantsRequest\"J\n" +
+	"\x13ListTenantsResponse\x123\n" +
+	"\atenants\x18\x01 \x03(\v2\x19.agentd.v1.TenantOverviewR\atenants\"\x83\x01\n" +
+	"\x0eTenantOverview\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\x06limits\x18\x02 \x01(\v2\x17.agentd.v1.TenantLimitsR\x06limits\x12,\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.agentd.v1.TenantUsageR\x05usage\"\x83\x02\n" +
+	"\fTenantLimits\x12<\n" +
+	"\x1amax_concurrent_generations\x18\x01 \x01(\x05R\x18maxConcurrentGenerations\x124\n" +
+	"\x16max_paused_generations\x18\x02 \x01(\x05R\x14maxPausedGenerations\x124\n" +
+	"\x16generations_per_minute\x18\x03 \x01(\x05R\x14generationsPerMinute\x12\x1f\n" +
+	"\vmax_threads\x18\x04 \x01(\x05R\n" +
+	"maxThreads\x12(\n" +
+	"\x10max_thread_items\x18\x05 \x01(\x05R\x0emaxThreadItems\"\xa0\x02\n" +
+	"\vTenantUsage\x12/\n" +
+	"\x13running_generations\x18\x01 \x01(\x05R\x12runningGenerations\x12-\n" +
+	"\x12paused_generations\x18\x02 \x01(\x05R\x11pausedGenerations\x12-\n" +
+	"\x12queued_generations\x18\x03 \x01(\x05R\x11queuedGenerations\x126\n" +
+	"\x17generations_last_minute\x18\x04 \x01(\x05R\x15generationsLastMinute\x12\x18\n" +
+	"\athreads\x18\x05 \x01(\x05R\athreads\x120\n" +
+	"\x14largest_thread_items\x18\x06 \x01(\x05R\x12largestThreadItems\"\x17\n" +
+	"\x15ListMCPServersRequest\"\xd0\x01\n" +
+	"\x16ListMCPServersResponse\x125\n" +
+	"\aservers\x18\x01 \x03(\v2\x1b.agentd.v1.RegisteredServerR\aservers\x12,\n" +
+	"\x05pools\x18\x02 \x03(\v2\x16.agentd.v1.ProcessPoolR\x05pools\x12#\n" +
+	"\ropen_sessions\x18\x03 \x01(\x05R\fopenSessions\x12,\n" +
+	"\x05cache\x18\x04 \x01(\v2\x16.agentd.v1.SchemaCacheR\x05cache\"\xad\x01\n" +
+	"\x10RegisteredServer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x16\n" +
+	"\x06shared\x18\x04 \x01(\bR\x06shared\x12\x1d\n" +
+	"\n" +
+	"per_tenant\x18\x05 \x01(\bR\tperTenant\x12\x18\n" +
+	"\atenants\x18\x06 \x03(\tR\atenants\"\xbd\x02\n" +
+	"\vProcessPool\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04warm\x18\x04 \x01(\x05R\x04warm\x12\x12\n" +
+	"\x04busy\x18\x05 \x01(\x05R\x04busy\x12\x1a\n" +
+	"\bstarting\x18\x06 \x01(\x05R\bstarting\x12#\n" +
+	"\rmax_processes\x18\a \x01(\x05R\fmaxProcesses\x12\x18\n" +
+	"\aspawned\x18\b \x01(\x03R\aspawned\x12\x18\n" +
+	"\aretired\x18\t \x01(\x03R\aretired\x12\x18\n" +
+	"\acrashed\x18\n" +
+	" \x01(\x03R\acrashed\x12\x14\n" +
+	"\x05waits\x18\v \x01(\x03R\x05waits\x12\x16\n" +
+	"\x06shared\x18\f \x01(\bR\x06shared\"\xd8\x01\n" +
+	"\vSchemaCache\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1f\n" +
+	"\vmax_entries\x18\x03 \x01(\x05R\n" +
+	"maxEntries\x12\x12\n" +
+	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x16\n" +
+	"\x06misses\x18\x05 \x01(\x03R\x06misses\x125\n" +
+	"\aentries\x18\x06 \x03(\v2\x1b.agentd.v1.SchemaCacheEntryR\aentries\"\x85\x02\n" +
+	"\x10SchemaCacheEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\x12\x14\n" +
+	"\x05tools\x18\x05 \x01(\x05R\x05tools\x129\n" +
+	"\n" +
+	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\x129\n" +
+	"\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"H\n" +
+	"\x1cInvalidateSchemaCacheRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"9\n" +
+	"\x1dInvalidateSchemaCacheResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xe5\x03\n" +
+	"\fAdminService\x12a\n" +
+	"\vListTenants\x12\x1d.agentd.v1.ListTenantsRequest\x1a\x1e.agentd.v1.ListTenantsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/tenants\x12n\n" +
+	"\x0eListMCPServers\x12 .agentd.v1.ListMCPServersRequest\x1a!.agentd.v1.ListMCPServersResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/mcp-servers\x12\x92\x01\n" +
+	"\x15InvalidateSchemaCache\x12'.agentd.v1.InvalidateSchemaCacheRequest\x1a(.agentd.v1.InvalidateSchemaCacheResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/schema-cache:invalidate\x12m\n" +
 	"\fRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revokeB\x9b\x01\n" +
 	"\rcom.agentd.v1B\x11AdminServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
@@ -165,19 +1197,50 @@ func file_agentd_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_admin_service_proto_rawDescData
 }
 
-var file_agentd_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_agentd_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_agentd_v1_admin_service_proto_goTypes = []any{
-	(*RevokeTokensRequest)(nil),  // 0: agentd.v1.RevokeTokensRequest
-	(*RevokeTokensResponse)(nil), // 1: agentd.v1.RevokeTokensResponse
+	(*RevokeTokensRequest)(nil),           // 0: agentd.v1.RevokeTokensRequest
+	(*RevokeTokensResponse)(nil),          // 1: agentd.v1.RevokeTokensResponse
+	(*ListTenantsRequest)(nil),            // 2: agentd.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),           // 3: agentd.v1.ListTenantsResponse
+	(*TenantOverview)(nil),                // 4: agentd.v1.TenantOverview
+	(*TenantLimits)(nil),                  // 5: agentd.v1.TenantLimits
+	(*TenantUsage)(nil),                   // 6: agentd.v1.TenantUsage
+	(*ListMCPServersRequest)(nil),         // 7: agentd.v1.ListMCPServersRequest
+	(*ListMCPServersResponse)(nil),        // 8: agentd.v1.ListMCPServersResponse
+	(*RegisteredServer)(nil),              // 9: agentd.v1.RegisteredServer
+	(*ProcessPool)(nil),                   // 10: agentd.v1.ProcessPool
+	(*SchemaCache)(nil),                   // 11: agentd.v1.SchemaCache
+	(*SchemaCacheEntry)(nil),              // 12: agentd.v1.SchemaCacheEntry
+	(*InvalidateSchemaCacheRequest)(nil),  // 13: agentd.v1.InvalidateSchemaCacheRequest
+	(*InvalidateSchemaCacheResponse)(nil), // 14: agentd.v1.InvalidateSchemaCacheResponse
+	(*durationpb.Duration)(nil),           // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 16: google.protobuf.Timestamp
 }
 var file_agentd_v1_admin_service_proto_depIdxs = []int32{
-	0, // 0: agentd.v1.AdminService.RevokeTokens:input_type -> agentd.v1.RevokeTokensRequest
-	1, // 1: agentd.v1.AdminService.RevokeTokens:output_type -> agentd.v1.RevokeTokensResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	4,  // 0: agentd.v1.ListTenantsResponse.tenants:type_name -> agentd.v1.TenantOverview
+	5,  // 1: agentd.v1.TenantOverview.limits:type_name -> agentd.v1.TenantLimits
+	6,  // 2: agentd.v1.TenantOverview.usage:type_name -> agentd.v1.TenantUsage
+	9,  // 3: agentd.v1.ListMCPServersResponse.servers:type_name -> agentd.v1.RegisteredServer
+	10, // 4: agentd.v1.ListMCPServersResponse.pools:type_name -> agentd.v1.ProcessPool
+	11, // 5: agentd.v1.ListMCPServersResponse.cache:type_name -> agentd.v1.SchemaCache
+	15, // 6: agentd.v1.SchemaCache.ttl:type_name -> google.protobuf.Duration
+	12, // 7: agentd.v1.SchemaCache.entries:type_name -> agentd.v1.SchemaCacheEntry
+	16, // 8: agentd.v1.SchemaCacheEntry.written_at:type_name -> google.protobuf.Timestamp
+	16, // 9: agentd.v1.SchemaCacheEntry.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 10: agentd.v1.AdminService.ListTenants:input_type -> agentd.v1.ListTenantsRequest
+	7,  // 11: agentd.v1.AdminService.ListMCPServers:input_type -> agentd.v1.ListMCPServersRequest
+	13, // 12: agentd.v1.AdminService.InvalidateSchemaCache:input_type -> agentd.v1.InvalidateSchemaCacheRequest
+	0,  // 13: agentd.v1.AdminService.RevokeTokens:input_type -> agentd.v1.RevokeTokensRequest
+	3,  // 14: agentd.v1.AdminService.ListTenants:output_type -> agentd.v1.ListTenantsResponse
+	8,  // 15: agentd.v1.AdminService.ListMCPServers:output_type -> agentd.v1.ListMCPServersResponse
+	14, // 16: agentd.v1.AdminService.InvalidateSchemaCache:output_type -> agentd.v1.InvalidateSchemaCacheResponse
+	1,  // 17: agentd.v1.AdminService.RevokeTokens:output_type -> agentd.v1.RevokeTokensResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_admin_service_proto_init() }
@@ -191,7 +1254,7 @@ func file_agentd_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_admin_service_proto_rawDesc), len(file_agentd_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

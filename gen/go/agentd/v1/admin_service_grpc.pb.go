@@ -19,16 +19,34 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_RevokeTokens_FullMethodName = "/agentd.v1.AdminService/RevokeTokens"
+	AdminService_ListTenants_FullMethodName           = "/agentd.v1.AdminService/ListTenants"
+	AdminService_ListMCPServers_FullMethodName        = "/agentd.v1.AdminService/ListMCPServers"
+	AdminService_InvalidateSchemaCache_FullMethodName = "/agentd.v1.AdminService/InvalidateSchemaCache"
+	AdminService_RevokeTokens_FullMethodName          = "/agentd.v1.AdminService/RevokeTokens"
 )
 
 // AdminServiceClient is the client API for AdminService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// AdminService manages what agentd keeps for tenants. Its methods need the
-// role "admin", or "tenant_admin" for the caller's own tenant.
+// AdminService manages what agentd keeps for tenants. Its reads (List*)
+// need the role "observer", its writes "admin"; "tenant_admin" may call
+// both for the caller's own tenant.
 type AdminServiceClient interface {
+	// ListTenants returns each tenant's limits beside what it uses of them
+	// now, read from the store that every replica shares. A tenant_admin
+	// sees its own tenant only.
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
+	// ListMCPServers returns the registered MCP servers, the stdio process
+	// pools of the bridge (this agentd's embedded one, or the remote one it
+	// calls), and the tool-schema cache's entries. A tenant_admin sees the
+	// servers its tenant may use, and its tenant's pools and entries.
+	// UNAVAILABLE when the bridge cannot be asked.
+	ListMCPServers(ctx context.Context, in *ListMCPServersRequest, opts ...grpc.CallOption) (*ListMCPServersResponse, error)
+	// InvalidateSchemaCache drops entries of the tool-schema cache: one
+	// (by key), or all of a tenant's (a tenant_admin: its own only). The
+	// next session that uses a dropped server lists its tools again.
+	InvalidateSchemaCache(ctx context.Context, in *InvalidateSchemaCacheRequest, opts ...grpc.CallOption) (*InvalidateSchemaCacheResponse, error)
 	// RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers:
 	// a later generation that needs one asks again. It deletes the
 	// stored tokens only; it does not revoke them at the authorization
@@ -42,6 +60,36 @@ type adminServiceClient struct {
 
 func NewAdminServiceClient(cc grpc.ClientConnInterface) AdminServiceClient {
 	return &adminServiceClient{cc}
+}
+
+func (c *adminServiceClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListTenants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListMCPServers(ctx context.Context, in *ListMCPServersRequest, opts ...grpc.CallOption) (*ListMCPServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMCPServersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListMCPServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) InvalidateSchemaCache(ctx context.Context, in *InvalidateSchemaCacheRequest, opts ...grpc.CallOption) (*InvalidateSchemaCacheResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InvalidateSchemaCacheResponse)
+	err := c.cc.Invoke(ctx, AdminService_InvalidateSchemaCache_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *adminServiceClient) RevokeTokens(ctx context.Context, in *RevokeTokensRequest, opts ...grpc.CallOption) (*RevokeTokensResponse, error) {
@@ -58,9 +106,24 @@ func (c *adminServiceClient) RevokeTokens(ctx context.Context, in *RevokeTokensR
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
 //
-// AdminService manages what agentd keeps for tenants. Its methods need the
-// role "admin", or "tenant_admin" for the caller's own tenant.
+// AdminService manages what agentd keeps for tenants. Its reads (List*)
+// need the role "observer", its writes "admin"; "tenant_admin" may call
+// both for the caller's own tenant.
 type AdminServiceServer interface {
+	// ListTenants returns each tenant's limits beside what it uses of them
+	// now, read from the store that every replica shares. A tenant_admin
+	// sees its own tenant only.
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
+	// ListMCPServers returns the registered MCP servers, the stdio process
+	// pools of the bridge (this agentd's embedded one, or the remote one it
+	// calls), and the tool-schema cache's entries. A tenant_admin sees the
+	// servers its tenant may use, and its tenant's pools and entries.
+	// UNAVAILABLE when the bridge cannot be asked.
+	ListMCPServers(context.Context, *ListMCPServersRequest) (*ListMCPServersResponse, error)
+	// InvalidateSchemaCache drops entries of the tool-schema cache: one
+	// (by key), or all of a tenant's (a tenant_admin: its own only). The
+	// next session that uses a dropped server lists its tools again.
+	InvalidateSchemaCache(context.Context, *InvalidateSchemaCacheRequest) (*InvalidateSchemaCacheResponse, error)
 	// RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers:
 	// a later generation that needs one asks again. It deletes the
 	// stored tokens only; it does not revoke them at the authorization
@@ -76,6 +139,15 @@ type AdminServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedAdminServiceServer struct{}
 
+func (UnimplementedAdminServiceServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTenants not implemented")
+}
+func (UnimplementedAdminServiceServer) ListMCPServers(context.Context, *ListMCPServersRequest) (*ListMCPServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMCPServers not implemented")
+}
+func (UnimplementedAdminServiceServer) InvalidateSchemaCache(context.Context, *InvalidateSchemaCacheRequest) (*InvalidateSchemaCacheResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InvalidateSchemaCache not implemented")
+}
 func (UnimplementedAdminServiceServer) RevokeTokens(context.Context, *RevokeTokensRequest) (*RevokeTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeTokens not implemented")
 }
@@ -98,6 +170,60 @@ func RegisterAdminServiceServer(s grpc.ServiceRegistrar, srv AdminServiceServer)
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&AdminService_ServiceDesc, srv)
+}
+
+func _AdminService_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListTenants(ctx, req.(*ListTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListMCPServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMCPServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListMCPServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListMCPServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListMCPServers(ctx, req.(*ListMCPServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_InvalidateSchemaCache_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InvalidateSchemaCacheRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).InvalidateSchemaCache(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_InvalidateSchemaCache_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).InvalidateSchemaCache(ctx, req.(*InvalidateSchemaCacheRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _AdminService_RevokeTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -125,6 +251,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "agentd.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListTenants",
+			Handler:    _AdminService_ListTenants_Handler,
+		},
+		{
+			MethodName: "ListMCPServers",
+			Handler:    _AdminService_ListMCPServers_Handler,
+		},
+		{
+			MethodName: "InvalidateSchemaCache",
+			Handler:    _AdminService_InvalidateSchemaCache_Handler,
+		},
 		{
 			MethodName: "RevokeTokens",
 			Handler:    _AdminService_RevokeTokens_Handler,

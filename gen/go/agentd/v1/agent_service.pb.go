@@ -1631,7 +1631,10 @@ type GenerationStarted struct {
 	Adopted bool `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
 	// The thread the generation runs on (StartGeneration.thread_id, or the
 	// one previous_generation_id led to).
-	ThreadId      string `protobuf:"bytes,6,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	ThreadId string `protobuf:"bytes,6,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The W3C trace id of the call that runs it from here (the start, the
+	// resume, or the adopting replica's work), when tracing is on.
+	TraceId       string `protobuf:"bytes,7,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1704,6 +1707,13 @@ func (x *GenerationStarted) GetAdopted() bool {
 func (x *GenerationStarted) GetThreadId() string {
 	if x != nil {
 		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *GenerationStarted) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
 	}
 	return ""
 }
@@ -3689,8 +3699,21 @@ type ListGenerationsRequest struct {
 	// At most this many (default 50, at most 1000).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// ListGenerationsResponse.next_page_token of the previous page; empty
-	// for the first.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// for the first. A token is bound to the filters it was made with.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Keep only generations of this provider and model (each exact; empty:
+	// any).
+	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	Model    string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	// Keep only generations started for this end user
+	// (StartGeneration.end_user, or the principal that stood for one).
+	EndUser string `protobuf:"bytes,6,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	// Keep only generations created at or after created_after and before
+	// created_before (each optional).
+	CreatedAfter  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_after,json=createdAfter,proto3" json:"created_after,omitempty"`
+	CreatedBefore *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_before,json=createdBefore,proto3" json:"created_before,omitempty"`
+	// Keep only generations on this thread.
+	ThreadId      string `protobuf:"bytes,9,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3742,6 +3765,48 @@ func (x *ListGenerationsRequest) GetPageSize() int32 {
 func (x *ListGenerationsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListGenerationsRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListGenerationsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ListGenerationsRequest) GetEndUser() string {
+	if x != nil {
+		return x.EndUser
+	}
+	return ""
+}
+
+func (x *ListGenerationsRequest) GetCreatedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAfter
+	}
+	return nil
+}
+
+func (x *ListGenerationsRequest) GetCreatedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedBefore
+	}
+	return nil
+}
+
+func (x *ListGenerationsRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
 	}
 	return ""
 }
@@ -3835,7 +3900,18 @@ type Generation struct {
 	AuthorizationRequests []*AuthorizationRequest `protobuf:"bytes,14,rep,name=authorization_requests,json=authorizationRequests,proto3" json:"authorization_requests,omitempty"`
 	InputRequests         []*InputRequest         `protobuf:"bytes,15,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
 	// The thread it runs on; empty for none.
-	ThreadId      string `protobuf:"bytes,16,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	ThreadId string `protobuf:"bytes,16,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// Who started it: the principal's name (never its credential); empty
+	// without authentication.
+	StartedBy string `protobuf:"bytes,17,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// StartGeneration.end_user, or the principal that stood for one.
+	EndUser string `protobuf:"bytes,18,opt,name=end_user,json=endUser,proto3" json:"end_user,omitempty"`
+	// The provider and model of its agent.
+	Provider string `protobuf:"bytes,19,opt,name=provider,proto3" json:"provider,omitempty"`
+	Model    string `protobuf:"bytes,20,opt,name=model,proto3" json:"model,omitempty"`
+	// The W3C trace id (32 hex digits) of the call that started it, when
+	// tracing is on: its spans are found under it in a trace viewer.
+	TraceId       string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3982,6 +4058,247 @@ func (x *Generation) GetThreadId() string {
 	return ""
 }
 
+func (x *Generation) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *Generation) GetEndUser() string {
+	if x != nil {
+		return x.EndUser
+	}
+	return ""
+}
+
+func (x *Generation) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Generation) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Generation) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+// CancelGenerationRequest names the generation to cancel.
+type CancelGenerationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	GenerationId string `protobuf:"bytes,1,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	// Why, for the record: logged and kept as the generation's error
+	// message.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelGenerationRequest) Reset() {
+	*x = CancelGenerationRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelGenerationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelGenerationRequest) ProtoMessage() {}
+
+func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelGenerationRequest.ProtoReflect.Descriptor instead.
+func (*CancelGenerationRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CancelGenerationRequest) GetGenerationId() string {
+	if x != nil {
+		return x.GenerationId
+	}
+	return ""
+}
+
+func (x *CancelGenerationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CancelGenerationResponse is the generation after the cancel: CANCELLED
+// once it has ended, or still RUNNING or WAITING while its replica
+// reaches its next safe point (it ends CANCELLED; follow it to see).
+type CancelGenerationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    *Generation            `protobuf:"bytes,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelGenerationResponse) Reset() {
+	*x = CancelGenerationResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelGenerationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelGenerationResponse) ProtoMessage() {}
+
+func (x *CancelGenerationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelGenerationResponse.ProtoReflect.Descriptor instead.
+func (*CancelGenerationResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CancelGenerationResponse) GetGeneration() *Generation {
+	if x != nil {
+		return x.Generation
+	}
+	return nil
+}
+
+// GetCallerRequest asks who the caller is.
+type GetCallerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCallerRequest) Reset() {
+	*x = GetCallerRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCallerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCallerRequest) ProtoMessage() {}
+
+func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
+func (*GetCallerRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+}
+
+// GetCallerResponse is the caller as agentd authenticated it.
+type GetCallerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal's name: the API key's name, the token's subject, the
+	// client certificate's principal; "anonymous" without authentication.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The tenant its calls act for; empty without authentication.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The roles its credential gives (generate, approve, observer, admin,
+	// tenant_admin), as configured; without authentication, every role.
+	Roles         []string `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCallerResponse) Reset() {
+	*x = GetCallerResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCallerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCallerResponse) ProtoMessage() {}
+
+func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCallerResponse.ProtoReflect.Descriptor instead.
+func (*GetCallerResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetCallerResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetCallerResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetCallerResponse) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
 // CreateGenerationRequest starts a generation detached.
 type CreateGenerationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3994,7 +4311,7 @@ type CreateGenerationRequest struct {
 
 func (x *CreateGenerationRequest) Reset() {
 	*x = CreateGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4006,7 +4323,7 @@ func (x *CreateGenerationRequest) String() string {
 func (*CreateGenerationRequest) ProtoMessage() {}
 
 func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4336,7 @@ func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CreateGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateGenerationRequest) GetStart() *StartGeneration {
@@ -4049,7 +4366,7 @@ type CreateGenerationResponse struct {
 
 func (x *CreateGenerationResponse) Reset() {
 	*x = CreateGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4378,7 @@ func (x *CreateGenerationResponse) String() string {
 func (*CreateGenerationResponse) ProtoMessage() {}
 
 func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4391,7 @@ func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CreateGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateGenerationResponse) GetGenerationId() string {
@@ -4118,7 +4435,7 @@ type FollowGenerationRequest struct {
 
 func (x *FollowGenerationRequest) Reset() {
 	*x = FollowGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4130,7 +4447,7 @@ func (x *FollowGenerationRequest) String() string {
 func (*FollowGenerationRequest) ProtoMessage() {}
 
 func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4143,7 +4460,7 @@ func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationRequest.ProtoReflect.Descriptor instead.
 func (*FollowGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FollowGenerationRequest) GetGenerationId() string {
@@ -4171,7 +4488,7 @@ type FollowGenerationResponse struct {
 
 func (x *FollowGenerationResponse) Reset() {
 	*x = FollowGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4500,7 @@ func (x *FollowGenerationResponse) String() string {
 func (*FollowGenerationResponse) ProtoMessage() {}
 
 func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4513,7 @@ func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationResponse.ProtoReflect.Descriptor instead.
 func (*FollowGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FollowGenerationResponse) GetEvent() *GenerateResponse {
@@ -4220,7 +4537,7 @@ type StreamGenerationEventsRequest struct {
 
 func (x *StreamGenerationEventsRequest) Reset() {
 	*x = StreamGenerationEventsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4232,7 +4549,7 @@ func (x *StreamGenerationEventsRequest) String() string {
 func (*StreamGenerationEventsRequest) ProtoMessage() {}
 
 func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4562,7 @@ func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StreamGenerationEventsRequest) GetGenerationId() string {
@@ -4274,7 +4591,7 @@ type StreamGenerationEventsResponse struct {
 
 func (x *StreamGenerationEventsResponse) Reset() {
 	*x = StreamGenerationEventsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4286,7 +4603,7 @@ func (x *StreamGenerationEventsResponse) String() string {
 func (*StreamGenerationEventsResponse) ProtoMessage() {}
 
 func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4299,7 +4616,7 @@ func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StreamGenerationEventsResponse) GetChunk() *httpbody.HttpBody {
@@ -4327,7 +4644,7 @@ type DecideRequestsRequest struct {
 
 func (x *DecideRequestsRequest) Reset() {
 	*x = DecideRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4339,7 +4656,7 @@ func (x *DecideRequestsRequest) String() string {
 func (*DecideRequestsRequest) ProtoMessage() {}
 
 func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +4669,7 @@ func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DecideRequestsRequest) GetGenerationId() string {
@@ -4397,7 +4714,7 @@ type DecideRequestsResponse struct {
 
 func (x *DecideRequestsResponse) Reset() {
 	*x = DecideRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4726,7 @@ func (x *DecideRequestsResponse) String() string {
 func (*DecideRequestsResponse) ProtoMessage() {}
 
 func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4739,7 @@ func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsResponse.ProtoReflect.Descriptor instead.
 func (*DecideRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DecideRequestsResponse) GetDecisions() []*ApprovalDecided {
@@ -4464,7 +4781,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4476,7 +4793,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4489,7 +4806,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ApprovalDecided) GetRequestId() string {
@@ -4564,7 +4881,7 @@ type ListPendingRequestsRequest struct {
 
 func (x *ListPendingRequestsRequest) Reset() {
 	*x = ListPendingRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4893,7 @@ func (x *ListPendingRequestsRequest) String() string {
 func (*ListPendingRequestsRequest) ProtoMessage() {}
 
 func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +4906,7 @@ func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListPendingRequestsRequest) GetKinds() []PendingRequestKind {
@@ -4647,7 +4964,7 @@ type ListPendingRequestsResponse struct {
 
 func (x *ListPendingRequestsResponse) Reset() {
 	*x = ListPendingRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4659,7 +4976,7 @@ func (x *ListPendingRequestsResponse) String() string {
 func (*ListPendingRequestsResponse) ProtoMessage() {}
 
 func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4672,7 +4989,7 @@ func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListPendingRequestsResponse) GetRequests() []*PendingRequest {
@@ -4725,7 +5042,7 @@ type PendingRequest struct {
 
 func (x *PendingRequest) Reset() {
 	*x = PendingRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4737,7 +5054,7 @@ func (x *PendingRequest) String() string {
 func (*PendingRequest) ProtoMessage() {}
 
 func (x *PendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4750,7 +5067,7 @@ func (x *PendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingRequest.ProtoReflect.Descriptor instead.
 func (*PendingRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PendingRequest) GetGenerationId() string {
@@ -4957,14 +5274,15 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x10approval_decided\x18\x11 \x01(\v2\x1a.agentd.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x125\n" +
 	"\x06queued\x18\x12 \x01(\v2\x1b.agentd.v1.GenerationQueuedH\x00R\x06queued\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
-	"\x05event\"\xea\x01\n" +
+	"\x05event\"\x85\x02\n" +
 	"\x11GenerationStarted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x124\n" +
 	"\aservers\x18\x02 \x03(\v2\x1a.agentd.v1.ServerPlacementR\aservers\x12)\n" +
 	"\x05tools\x18\x03 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\x12\x18\n" +
 	"\aresumed\x18\x04 \x01(\bR\aresumed\x12\x18\n" +
 	"\aadopted\x18\x05 \x01(\bR\aadopted\x12\x1b\n" +
-	"\tthread_id\x18\x06 \x01(\tR\bthreadId\"\x86\x01\n" +
+	"\tthread_id\x18\x06 \x01(\tR\bthreadId\x12\x19\n" +
+	"\btrace_id\x18\a \x01(\tR\atraceId\"\x86\x01\n" +
 	"\x10GenerationQueued\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x120\n" +
@@ -5120,15 +5438,21 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x15GetGenerationResponse\x125\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\v2\x15.agentd.v1.GenerationR\n" +
-	"generation\"\x88\x01\n" +
+	"generation\"\xf6\x02\n" +
 	"\x16ListGenerationsRequest\x122\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x1a.agentd.v1.GenerationStateR\x06states\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"z\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x12\x19\n" +
+	"\bend_user\x18\x06 \x01(\tR\aendUser\x12?\n" +
+	"\rcreated_after\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fcreatedAfter\x12A\n" +
+	"\x0ecreated_before\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x1b\n" +
+	"\tthread_id\x18\t \x01(\tR\bthreadId\"z\n" +
 	"\x17ListGenerationsResponse\x127\n" +
 	"\vgenerations\x18\x01 \x03(\v2\x15.agentd.v1.GenerationR\vgenerations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xce\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd5\a\n" +
 	"\n" +
 	"Generation\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x120\n" +
@@ -5152,7 +5476,25 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\rerror_message\x18\r \x01(\tR\ferrorMessage\x12V\n" +
 	"\x16authorization_requests\x18\x0e \x03(\v2\x1f.agentd.v1.AuthorizationRequestR\x15authorizationRequests\x12>\n" +
 	"\x0einput_requests\x18\x0f \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\x12\x1b\n" +
-	"\tthread_id\x18\x10 \x01(\tR\bthreadId\"K\n" +
+	"\tthread_id\x18\x10 \x01(\tR\bthreadId\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\x11 \x01(\tR\tstartedBy\x12\x19\n" +
+	"\bend_user\x18\x12 \x01(\tR\aendUser\x12\x1a\n" +
+	"\bprovider\x18\x13 \x01(\tR\bprovider\x12\x14\n" +
+	"\x05model\x18\x14 \x01(\tR\x05model\x12\x19\n" +
+	"\btrace_id\x18\x15 \x01(\tR\atraceId\"V\n" +
+	"\x17CancelGenerationRequest\x12#\n" +
+	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
+	"\x18CancelGenerationResponse\x125\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\v2\x15.agentd.v1.GenerationR\n" +
+	"generation\"\x12\n" +
+	"\x10GetCallerRequest\"U\n" +
+	"\x11GetCallerResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05roles\x18\x03 \x03(\tR\x05roles\"K\n" +
 	"\x17CreateGenerationRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.agentd.v1.StartGenerationR\x05start\"\x9b\x01\n" +
 	"\x18CreateGenerationResponse\x12#\n" +
@@ -5271,7 +5613,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x1dPENDING_REQUEST_KIND_APPROVAL\x10\x01\x12&\n" +
 	"\"PENDING_REQUEST_KIND_AUTHORIZATION\x10\x02\x12\x1e\n" +
 	"\x1aPENDING_REQUEST_KIND_INPUT\x10\x03\x12&\n" +
-	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xe0\x0e\n" +
+	"\"PENDING_REQUEST_KIND_FUNCTION_CALL\x10\x042\xcd\x10\n" +
 	"\fAgentService\x12G\n" +
 	"\bGenerate\x12\x1a.agentd.v1.GenerateRequest\x1a\x1b.agentd.v1.GenerateResponse(\x010\x01\x12X\n" +
 	"\aPreview\x12\x19.agentd.v1.PreviewRequest\x1a\x1a.agentd.v1.PreviewResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/preview\x12{\n" +
@@ -5279,7 +5621,10 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x0fListGenerations\x12!.agentd.v1.ListGenerationsRequest\x1a\".agentd.v1.ListGenerationsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/generations\x12{\n" +
 	"\x10CreateGeneration\x12\".agentd.v1.CreateGenerationRequest\x1a#.agentd.v1.CreateGenerationResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x05start\"\x0f/v1/generations\x12]\n" +
 	"\x10FollowGeneration\x12\".agentd.v1.FollowGenerationRequest\x1a#.agentd.v1.FollowGenerationResponse0\x01\x12\xa6\x01\n" +
-	"\x16StreamGenerationEvents\x12(.agentd.v1.StreamGenerationEventsRequest\x1a).agentd.v1.StreamGenerationEventsResponse\"5\x82\xd3\xe4\x93\x02/b\x05chunk\x12&/v1/generations/{generation_id}/events0\x01\x12\x88\x01\n" +
+	"\x16StreamGenerationEvents\x12(.agentd.v1.StreamGenerationEventsRequest\x1a).agentd.v1.StreamGenerationEventsResponse\"5\x82\xd3\xe4\x93\x02/b\x05chunk\x12&/v1/generations/{generation_id}/events0\x01\x12\x8e\x01\n" +
+	"\x10CancelGeneration\x12\".agentd.v1.CancelGenerationRequest\x1a#.agentd.v1.CancelGenerationResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/generations/{generation_id}:cancel\x12Z\n" +
+	"\tGetCaller\x12\x1b.agentd.v1.GetCallerRequest\x1a\x1c.agentd.v1.GetCallerResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/caller\x12\x88\x01\n" +
 	"\x0eDecideRequests\x12 .agentd.v1.DecideRequestsRequest\x1a!.agentd.v1.DecideRequestsResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/v1/generations/{generation_id}:decide\x12\x82\x01\n" +
 	"\x13ListPendingRequests\x12%.agentd.v1.ListPendingRequestsRequest\x1a&.agentd.v1.ListPendingRequestsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/pending-requests\x12g\n" +
 	"\fCreateThread\x12\x1e.agentd.v1.CreateThreadRequest\x1a\x1f.agentd.v1.CreateThreadResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/threads\x12g\n" +
@@ -5306,7 +5651,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                         // 0: agentd.v1.Placement
 	(Transport)(0),                         // 1: agentd.v1.Transport
@@ -5354,42 +5699,46 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*ListGenerationsRequest)(nil),         // 43: agentd.v1.ListGenerationsRequest
 	(*ListGenerationsResponse)(nil),        // 44: agentd.v1.ListGenerationsResponse
 	(*Generation)(nil),                     // 45: agentd.v1.Generation
-	(*CreateGenerationRequest)(nil),        // 46: agentd.v1.CreateGenerationRequest
-	(*CreateGenerationResponse)(nil),       // 47: agentd.v1.CreateGenerationResponse
-	(*FollowGenerationRequest)(nil),        // 48: agentd.v1.FollowGenerationRequest
-	(*FollowGenerationResponse)(nil),       // 49: agentd.v1.FollowGenerationResponse
-	(*StreamGenerationEventsRequest)(nil),  // 50: agentd.v1.StreamGenerationEventsRequest
-	(*StreamGenerationEventsResponse)(nil), // 51: agentd.v1.StreamGenerationEventsResponse
-	(*DecideRequestsRequest)(nil),          // 52: agentd.v1.DecideRequestsRequest
-	(*DecideRequestsResponse)(nil),         // 53: agentd.v1.DecideRequestsResponse
-	(*ApprovalDecided)(nil),                // 54: agentd.v1.ApprovalDecided
-	(*ListPendingRequestsRequest)(nil),     // 55: agentd.v1.ListPendingRequestsRequest
-	(*ListPendingRequestsResponse)(nil),    // 56: agentd.v1.ListPendingRequestsResponse
-	(*PendingRequest)(nil),                 // 57: agentd.v1.PendingRequest
-	(*Agent)(nil),                          // 58: agentd.v1.Agent
-	(*Message)(nil),                        // 59: agentd.v1.Message
-	(*durationpb.Duration)(nil),            // 60: google.protobuf.Duration
-	(Multitask)(0),                         // 61: agentd.v1.Multitask
-	(OnFailure)(0),                         // 62: agentd.v1.OnFailure
-	(*ProviderToolCall)(nil),               // 63: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),                // 64: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 65: google.protobuf.Timestamp
-	(*FunctionTool)(nil),                   // 66: agentd.v1.FunctionTool
-	(*httpbody.HttpBody)(nil),              // 67: google.api.HttpBody
-	(*CreateThreadRequest)(nil),            // 68: agentd.v1.CreateThreadRequest
-	(*GetThreadRequest)(nil),               // 69: agentd.v1.GetThreadRequest
-	(*ListThreadsRequest)(nil),             // 70: agentd.v1.ListThreadsRequest
-	(*ListThreadItemsRequest)(nil),         // 71: agentd.v1.ListThreadItemsRequest
-	(*UpdateThreadRequest)(nil),            // 72: agentd.v1.UpdateThreadRequest
-	(*DeleteThreadRequest)(nil),            // 73: agentd.v1.DeleteThreadRequest
-	(*ForkThreadRequest)(nil),              // 74: agentd.v1.ForkThreadRequest
-	(*CreateThreadResponse)(nil),           // 75: agentd.v1.CreateThreadResponse
-	(*GetThreadResponse)(nil),              // 76: agentd.v1.GetThreadResponse
-	(*ListThreadsResponse)(nil),            // 77: agentd.v1.ListThreadsResponse
-	(*ListThreadItemsResponse)(nil),        // 78: agentd.v1.ListThreadItemsResponse
-	(*UpdateThreadResponse)(nil),           // 79: agentd.v1.UpdateThreadResponse
-	(*DeleteThreadResponse)(nil),           // 80: agentd.v1.DeleteThreadResponse
-	(*ForkThreadResponse)(nil),             // 81: agentd.v1.ForkThreadResponse
+	(*CancelGenerationRequest)(nil),        // 46: agentd.v1.CancelGenerationRequest
+	(*CancelGenerationResponse)(nil),       // 47: agentd.v1.CancelGenerationResponse
+	(*GetCallerRequest)(nil),               // 48: agentd.v1.GetCallerRequest
+	(*GetCallerResponse)(nil),              // 49: agentd.v1.GetCallerResponse
+	(*CreateGenerationRequest)(nil),        // 50: agentd.v1.CreateGenerationRequest
+	(*CreateGenerationResponse)(nil),       // 51: agentd.v1.CreateGenerationResponse
+	(*FollowGenerationRequest)(nil),        // 52: agentd.v1.FollowGenerationRequest
+	(*FollowGenerationResponse)(nil),       // 53: agentd.v1.FollowGenerationResponse
+	(*StreamGenerationEventsRequest)(nil),  // 54: agentd.v1.StreamGenerationEventsRequest
+	(*StreamGenerationEventsResponse)(nil), // 55: agentd.v1.StreamGenerationEventsResponse
+	(*DecideRequestsRequest)(nil),          // 56: agentd.v1.DecideRequestsRequest
+	(*DecideRequestsResponse)(nil),         // 57: agentd.v1.DecideRequestsResponse
+	(*ApprovalDecided)(nil),                // 58: agentd.v1.ApprovalDecided
+	(*ListPendingRequestsRequest)(nil),     // 59: agentd.v1.ListPendingRequestsRequest
+	(*ListPendingRequestsResponse)(nil),    // 60: agentd.v1.ListPendingRequestsResponse
+	(*PendingRequest)(nil),                 // 61: agentd.v1.PendingRequest
+	(*Agent)(nil),                          // 62: agentd.v1.Agent
+	(*Message)(nil),                        // 63: agentd.v1.Message
+	(*durationpb.Duration)(nil),            // 64: google.protobuf.Duration
+	(Multitask)(0),                         // 65: agentd.v1.Multitask
+	(OnFailure)(0),                         // 66: agentd.v1.OnFailure
+	(*ProviderToolCall)(nil),               // 67: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),                // 68: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 69: google.protobuf.Timestamp
+	(*FunctionTool)(nil),                   // 70: agentd.v1.FunctionTool
+	(*httpbody.HttpBody)(nil),              // 71: google.api.HttpBody
+	(*CreateThreadRequest)(nil),            // 72: agentd.v1.CreateThreadRequest
+	(*GetThreadRequest)(nil),               // 73: agentd.v1.GetThreadRequest
+	(*ListThreadsRequest)(nil),             // 74: agentd.v1.ListThreadsRequest
+	(*ListThreadItemsRequest)(nil),         // 75: agentd.v1.ListThreadItemsRequest
+	(*UpdateThreadRequest)(nil),            // 76: agentd.v1.UpdateThreadRequest
+	(*DeleteThreadRequest)(nil),            // 77: agentd.v1.DeleteThreadRequest
+	(*ForkThreadRequest)(nil),              // 78: agentd.v1.ForkThreadRequest
+	(*CreateThreadResponse)(nil),           // 79: agentd.v1.CreateThreadResponse
+	(*GetThreadResponse)(nil),              // 80: agentd.v1.GetThreadResponse
+	(*ListThreadsResponse)(nil),            // 81: agentd.v1.ListThreadsResponse
+	(*ListThreadItemsResponse)(nil),        // 82: agentd.v1.ListThreadItemsResponse
+	(*UpdateThreadResponse)(nil),           // 83: agentd.v1.UpdateThreadResponse
+	(*DeleteThreadResponse)(nil),           // 84: agentd.v1.DeleteThreadResponse
+	(*ForkThreadResponse)(nil),             // 85: agentd.v1.ForkThreadResponse
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -5400,15 +5749,15 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
 	26,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	58,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	59,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	60,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	61,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
-	62,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
-	58,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	62,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	63,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	64,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	65,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
+	66,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
+	62,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	13,  // 14: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	14,  // 15: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	60,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	64,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	26,  // 17: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 18: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
 	17,  // 19: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
@@ -5418,7 +5767,7 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	29,  // 23: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
 	32,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
 	33,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	63,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	67,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
 	37,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
 	38,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
 	36,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
@@ -5426,7 +5775,7 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	25,  // 31: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
 	27,  // 32: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
 	35,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
-	54,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
+	58,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
 	18,  // 35: agentd.v1.GenerateResponse.queued:type_name -> agentd.v1.GenerationQueued
 	19,  // 36: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
 	20,  // 37: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
@@ -5435,103 +5784,110 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	2,   // 40: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
 	2,   // 41: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
 	2,   // 42: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	60,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	64,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
 	3,   // 44: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
 	4,   // 45: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	64,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	68,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
 	5,   // 47: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	64,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	68,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
 	30,  // 49: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
 	31,  // 50: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
 	6,   // 51: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
 	34,  // 52: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
 	29,  // 53: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
 	32,  // 54: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	65,  // 55: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	69,  // 55: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
 	25,  // 56: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
 	27,  // 57: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	59,  // 58: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	59,  // 59: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	63,  // 58: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	63,  // 59: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
 	33,  // 60: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
 	6,   // 61: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	58,  // 62: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	59,  // 63: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	66,  // 64: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	62,  // 62: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	63,  // 63: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	70,  // 64: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
 	19,  // 65: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	59,  // 66: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	64,  // 67: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	63,  // 66: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	68,  // 67: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
 	45,  // 68: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
 	7,   // 69: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	45,  // 70: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,   // 71: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	65,  // 72: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	65,  // 73: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	65,  // 74: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	29,  // 75: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	32,  // 76: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	65,  // 77: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	59,  // 78: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	33,  // 79: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	25,  // 80: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 81: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
-	11,  // 82: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
-	16,  // 83: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
-	67,  // 84: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
-	13,  // 85: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	26,  // 86: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	28,  // 87: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
-	54,  // 88: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
-	45,  // 89: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
-	8,   // 90: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
-	5,   // 91: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
-	65,  // 92: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
-	8,   // 93: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
-	57,  // 94: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
-	8,   // 95: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
-	29,  // 96: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
-	25,  // 97: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 98: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
-	32,  // 99: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
-	7,   // 100: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
-	65,  // 101: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
-	65,  // 102: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,   // 103: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	39,  // 104: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	41,  // 105: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	43,  // 106: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	46,  // 107: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
-	48,  // 108: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
-	50,  // 109: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
-	52,  // 110: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
-	55,  // 111: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
-	68,  // 112: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
-	69,  // 113: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
-	70,  // 114: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
-	71,  // 115: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
-	72,  // 116: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
-	73,  // 117: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
-	74,  // 118: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
-	16,  // 119: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	40,  // 120: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	42,  // 121: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	44,  // 122: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	47,  // 123: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
-	49,  // 124: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
-	51,  // 125: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
-	53,  // 126: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
-	56,  // 127: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
-	75,  // 128: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
-	76,  // 129: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
-	77,  // 130: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
-	78,  // 131: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
-	79,  // 132: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
-	80,  // 133: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
-	81,  // 134: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
-	119, // [119:135] is the sub-list for method output_type
-	103, // [103:119] is the sub-list for method input_type
-	103, // [103:103] is the sub-list for extension type_name
-	103, // [103:103] is the sub-list for extension extendee
-	0,   // [0:103] is the sub-list for field type_name
+	69,  // 70: agentd.v1.ListGenerationsRequest.created_after:type_name -> google.protobuf.Timestamp
+	69,  // 71: agentd.v1.ListGenerationsRequest.created_before:type_name -> google.protobuf.Timestamp
+	45,  // 72: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,   // 73: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	69,  // 74: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	69,  // 75: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	69,  // 76: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	29,  // 77: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	32,  // 78: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	69,  // 79: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	63,  // 80: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	33,  // 81: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	25,  // 82: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 83: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
+	45,  // 84: agentd.v1.CancelGenerationResponse.generation:type_name -> agentd.v1.Generation
+	11,  // 85: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
+	16,  // 86: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
+	71,  // 87: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
+	13,  // 88: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	26,  // 89: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	28,  // 90: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	58,  // 91: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	45,  // 92: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 93: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 94: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	69,  // 95: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 96: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	61,  // 97: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 98: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	29,  // 99: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	25,  // 100: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 101: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	32,  // 102: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 103: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	69,  // 104: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	69,  // 105: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 106: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	39,  // 107: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	41,  // 108: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	43,  // 109: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	50,  // 110: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	52,  // 111: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	54,  // 112: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	46,  // 113: agentd.v1.AgentService.CancelGeneration:input_type -> agentd.v1.CancelGenerationRequest
+	48,  // 114: agentd.v1.AgentService.GetCaller:input_type -> agentd.v1.GetCallerRequest
+	56,  // 115: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	59,  // 116: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	72,  // 117: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
+	73,  // 118: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	74,  // 119: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	75,  // 120: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
+	76,  // 121: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
+	77,  // 122: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	78,  // 123: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
+	16,  // 124: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	40,  // 125: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	42,  // 126: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	44,  // 127: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	51,  // 128: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	53,  // 129: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	55,  // 130: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	47,  // 131: agentd.v1.AgentService.CancelGeneration:output_type -> agentd.v1.CancelGenerationResponse
+	49,  // 132: agentd.v1.AgentService.GetCaller:output_type -> agentd.v1.GetCallerResponse
+	57,  // 133: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	60,  // 134: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	79,  // 135: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
+	80,  // 136: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	81,  // 137: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	82,  // 138: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
+	83,  // 139: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
+	84,  // 140: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	85,  // 141: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
+	124, // [124:142] is the sub-list for method output_type
+	106, // [106:124] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -5571,7 +5927,7 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_ApprovalDecided)(nil),
 		(*GenerateResponse_Queued)(nil),
 	}
-	file_agentd_v1_agent_service_proto_msgTypes[48].OneofWrappers = []any{
+	file_agentd_v1_agent_service_proto_msgTypes[52].OneofWrappers = []any{
 		(*PendingRequest_Approval)(nil),
 		(*PendingRequest_Authorization)(nil),
 		(*PendingRequest_Input)(nil),
@@ -5583,7 +5939,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   49,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,8 @@ const (
 	AgentService_CreateGeneration_FullMethodName       = "/agentd.v1.AgentService/CreateGeneration"
 	AgentService_FollowGeneration_FullMethodName       = "/agentd.v1.AgentService/FollowGeneration"
 	AgentService_StreamGenerationEvents_FullMethodName = "/agentd.v1.AgentService/StreamGenerationEvents"
+	AgentService_CancelGeneration_FullMethodName       = "/agentd.v1.AgentService/CancelGeneration"
+	AgentService_GetCaller_FullMethodName              = "/agentd.v1.AgentService/GetCaller"
 	AgentService_DecideRequests_FullMethodName         = "/agentd.v1.AgentService/DecideRequests"
 	AgentService_ListPendingRequests_FullMethodName    = "/agentd.v1.AgentService/ListPendingRequests"
 	AgentService_CreateThread_FullMethodName           = "/agentd.v1.AgentService/CreateThread"
@@ -104,6 +106,19 @@ type AgentServiceClient interface {
 	// failed or cancelled generation ended with. Over gRPC and Connect each
 	// message is a chunk of that text.
 	StreamGenerationEvents(ctx context.Context, in *StreamGenerationEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamGenerationEventsResponse], error)
+	// CancelGeneration cancels one of the caller's tenant's generations that
+	// has not ended, on whichever replica runs it: a running or waiting one
+	// stops at its next safe point (a model turn or tool call under way is
+	// cut short), a paused or queued one ends at once. It ends CANCELLED, as
+	// a cancel on its Generate stream would end it; its thread keeps nothing
+	// of it but its input with on_failure KEEP_INPUT. FAILED_PRECONDITION
+	// for a generation that has ended. It needs the role "generate".
+	CancelGeneration(ctx context.Context, in *CancelGenerationRequest, opts ...grpc.CallOption) (*CancelGenerationResponse, error)
+	// GetCaller says who the caller is to agentd: the principal its
+	// credential names, its tenant and its roles. Every authenticated
+	// caller may ask, whatever its roles; without authentication it
+	// answers the anonymous caller, who may do everything.
+	GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*GetCallerResponse, error)
 	// DecideRequests answers pending requests of one of the caller's
 	// tenant's generations (approvals, authorizations, inputs), whether it
 	// waits live on another caller's stream or is paused; it needs the
@@ -250,6 +265,26 @@ func (c *agentServiceClient) StreamGenerationEvents(ctx context.Context, in *Str
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_StreamGenerationEventsClient = grpc.ServerStreamingClient[StreamGenerationEventsResponse]
+
+func (c *agentServiceClient) CancelGeneration(ctx context.Context, in *CancelGenerationRequest, opts ...grpc.CallOption) (*CancelGenerationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelGenerationResponse)
+	err := c.cc.Invoke(ctx, AgentService_CancelGeneration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*GetCallerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCallerResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetCaller_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *agentServiceClient) DecideRequests(ctx context.Context, in *DecideRequestsRequest, opts ...grpc.CallOption) (*DecideRequestsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -408,6 +443,19 @@ type AgentServiceServer interface {
 	// failed or cancelled generation ended with. Over gRPC and Connect each
 	// message is a chunk of that text.
 	StreamGenerationEvents(*StreamGenerationEventsRequest, grpc.ServerStreamingServer[StreamGenerationEventsResponse]) error
+	// CancelGeneration cancels one of the caller's tenant's generations that
+	// has not ended, on whichever replica runs it: a running or waiting one
+	// stops at its next safe point (a model turn or tool call under way is
+	// cut short), a paused or queued one ends at once. It ends CANCELLED, as
+	// a cancel on its Generate stream would end it; its thread keeps nothing
+	// of it but its input with on_failure KEEP_INPUT. FAILED_PRECONDITION
+	// for a generation that has ended. It needs the role "generate".
+	CancelGeneration(context.Context, *CancelGenerationRequest) (*CancelGenerationResponse, error)
+	// GetCaller says who the caller is to agentd: the principal its
+	// credential names, its tenant and its roles. Every authenticated
+	// caller may ask, whatever its roles; without authentication it
+	// answers the anonymous caller, who may do everything.
+	GetCaller(context.Context, *GetCallerRequest) (*GetCallerResponse, error)
 	// DecideRequests answers pending requests of one of the caller's
 	// tenant's generations (approvals, authorizations, inputs), whether it
 	// waits live on another caller's stream or is paused; it needs the
@@ -484,6 +532,12 @@ func (UnimplementedAgentServiceServer) FollowGeneration(*FollowGenerationRequest
 }
 func (UnimplementedAgentServiceServer) StreamGenerationEvents(*StreamGenerationEventsRequest, grpc.ServerStreamingServer[StreamGenerationEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamGenerationEvents not implemented")
+}
+func (UnimplementedAgentServiceServer) CancelGeneration(context.Context, *CancelGenerationRequest) (*CancelGenerationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelGeneration not implemented")
+}
+func (UnimplementedAgentServiceServer) GetCaller(context.Context, *GetCallerRequest) (*GetCallerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCaller not implemented")
 }
 func (UnimplementedAgentServiceServer) DecideRequests(context.Context, *DecideRequestsRequest) (*DecideRequestsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DecideRequests not implemented")
@@ -633,6 +687,42 @@ func _AgentService_StreamGenerationEvents_Handler(srv interface{}, stream grpc.S
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_StreamGenerationEventsServer = grpc.ServerStreamingServer[StreamGenerationEventsResponse]
+
+func _AgentService_CancelGeneration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelGenerationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).CancelGeneration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_CancelGeneration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).CancelGeneration(ctx, req.(*CancelGenerationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_GetCaller_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCallerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetCaller(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetCaller_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetCaller(ctx, req.(*GetCallerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _AgentService_DecideRequests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DecideRequestsRequest)
@@ -818,6 +908,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateGeneration",
 			Handler:    _AgentService_CreateGeneration_Handler,
+		},
+		{
+			MethodName: "CancelGeneration",
+			Handler:    _AgentService_CancelGeneration_Handler,
+		},
+		{
+			MethodName: "GetCaller",
+			Handler:    _AgentService_GetCaller_Handler,
 		},
 		{
 			MethodName: "DecideRequests",

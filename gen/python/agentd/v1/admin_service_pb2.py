@@ -12,9 +12,11 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\"g\n\x13RevokeTokensRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n\x08\x65nd_user\x18\x02 \x01(\tR\x07\x65ndUser\x12\x1d\n\nserver_url\x18\x03 \x01(\tR\tserverUrl\"0\n\x14RevokeTokensResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x03R\x07revoked2}\n\x0c\x41\x64minService\x12m\n\x0cRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revokeB\x9b\x01\n\rcom.agentd.v1B\x11\x41\x64minServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n\x13RevokeTokensRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n\x08\x65nd_user\x18\x02 \x01(\tR\x07\x65ndUser\x12\x1d\n\nserver_url\x18\x03 \x01(\tR\tserverUrl\"0\n\x14RevokeTokensResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x03R\x07revoked\"\x14\n\x12ListTenantsRequest\"J\n\x13ListTenantsResponse\x12\x33\n\x07tenants\x18\x01 \x03(\x0b\x32\x19.agentd.v1.TenantOverviewR\x07tenants\"\x83\x01\n\x0eTenantOverview\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12/\n\x06limits\x18\x02 \x01(\x0b\x32\x17.agentd.v1.TenantLimitsR\x06limits\x12,\n\x05usage\x18\x03 \x01(\x0b\x32\x16.agentd.v1.TenantUsageR\x05usage\"\x83\x02\n\x0cTenantLimits\x12<\n\x1amax_concurrent_generations\x18\x01 \x01(\x05R\x18maxConcurrentGenerations\x12\x34\n\x16max_paused_generations\x18\x02 \x01(\x05R\x14maxPausedGenerations\x12\x34\n\x16generations_per_minute\x18\x03 \x01(\x05R\x14generationsPerMinute\x12\x1f\n\x0bmax_threads\x18\x04 \x01(\x05R\nmaxThreads\x12(\n\x10max_thread_items\x18\x05 \x01(\x05R\x0emaxThreadItems\"\xa0\x02\n\x0bTenantUsage\x12/\n\x13running_generations\x18\x01 \x01(\x05R\x12runningGenerations\x12-\n\x12paused_generations\x18\x02 \x01(\x05R\x11pausedGenerations\x12-\n\x12queued_generations\x18\x03 \x01(\x05R\x11queuedGenerations\x12\x36\n\x17generations_last_minute\x18\x04 \x01(\x05R\x15generationsLastMinute\x12\x18\n\x07threads\x18\x05 \x01(\x05R\x07threads\x12\x30\n\x14largest_thread_items\x18\x06 \x01(\x05R\x12largestThreadItems\"\x17\n\x15ListMCPServersRequest\"\xd0\x01\n\x16ListMCPServersResponse\x12\x35\n\x07servers\x18\x01 \x03(\x0b\x32\x1b.agentd.v1.RegisteredServerR\x07servers\x12,\n\x05pools\x18\x02 \x03(\x0b\x32\x16.agentd.v1.ProcessPoolR\x05pools\x12#\n\ropen_sessions\x18\x03 \x01(\x05R\x0copenSessions\x12,\n\x05\x63\x61\x63he\x18\x04 \x01(\x0b\x32\x16.agentd.v1.SchemaCacheR\x05\x63\x61\x63he\"\xad\x01\n\x10RegisteredServer\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n\ttransport\x18\x02 \x01(\tR\ttransport\x12\x16\n\x06target\x18\x03 \x01(\tR\x06target\x12\x16\n\x06shared\x18\x04 \x01(\x08R\x06shared\x12\x1d\n\nper_tenant\x18\x05 \x01(\x08R\tperTenant\x12\x18\n\x07tenants\x18\x06 \x03(\tR\x07tenants\"\xbd\x02\n\x0bProcessPool\x12\x1f\n\x0bserver_name\x18\x01 \x01(\tR\nserverName\x12\x10\n\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x12\n\x04warm\x18\x04 \x01(\x05R\x04warm\x12\x12\n\x04\x62usy\x18\x05 \x01(\x05R\x04\x62usy\x12\x1a\n\x08starting\x18\x06 \x01(\x05R\x08starting\x12#\n\rmax_processes\x18\x07 \x01(\x05R\x0cmaxProcesses\x12\x18\n\x07spawned\x18\x08 \x01(\x03R\x07spawned\x12\x18\n\x07retired\x18\t \x01(\x03R\x07retired\x12\x18\n\x07\x63rashed\x18\n \x01(\x03R\x07\x63rashed\x12\x14\n\x05waits\x18\x0b \x01(\x03R\x05waits\x12\x16\n\x06shared\x18\x0c \x01(\x08R\x06shared\"\xd8\x01\n\x0bSchemaCache\x12\x18\n\x07\x65nabled\x18\x01 \x01(\x08R\x07\x65nabled\x12+\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03ttl\x12\x1f\n\x0bmax_entries\x18\x03 \x01(\x05R\nmaxEntries\x12\x12\n\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x16\n\x06misses\x18\x05 \x01(\x03R\x06misses\x12\x35\n\x07\x65ntries\x18\x06 \x03(\x0b\x32\x1b.agentd.v1.SchemaCacheEntryR\x07\x65ntries\"\x85\x02\n\x10SchemaCacheEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n\x0bserver_name\x18\x02 \x01(\tR\nserverName\x12\x16\n\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1a\n\x08revision\x18\x04 \x01(\x03R\x08revision\x12\x14\n\x05tools\x18\x05 \x01(\x05R\x05tools\x12\x39\n\nwritten_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\twrittenAt\x12\x39\n\nexpires_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\"H\n\x1cInvalidateSchemaCacheRequest\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n\x06tenant\x18\x02 \x01(\tR\x06tenant\"9\n\x1dInvalidateSchemaCacheResponse\x12\x18\n\x07removed\x18\x01 \x01(\x03R\x07removed2\xe5\x03\n\x0c\x41\x64minService\x12\x61\n\x0bListTenants\x12\x1d.agentd.v1.ListTenantsRequest\x1a\x1e.agentd.v1.ListTenantsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\x0b/v1/tenants\x12n\n\x0eListMCPServers\x12 .agentd.v1.ListMCPServersRequest\x1a!.agentd.v1.ListMCPServersResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/mcp-servers\x12\x92\x01\n\x15InvalidateSchemaCache\x12\'.agentd.v1.InvalidateSchemaCacheRequest\x1a(.agentd.v1.InvalidateSchemaCacheResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/schema-cache:invalidate\x12m\n\x0cRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revokeB\x9b\x01\n\rcom.agentd.v1B\x11\x41\x64minServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.admin_service_pb2', globals())
@@ -22,12 +24,44 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\rcom.agentd.v1B\021AdminServiceProtoP\001Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\242\002\003AXX\252\002\tAgentd.V1\312\002\tAgentd\\V1\342\002\025Agentd\\V1\\GPBMetadata\352\002\nAgentd::V1'
+  _ADMINSERVICE.methods_by_name['ListTenants']._options = None
+  _ADMINSERVICE.methods_by_name['ListTenants']._serialized_options = b'\202\323\344\223\002\r\022\013/v1/tenants'
+  _ADMINSERVICE.methods_by_name['ListMCPServers']._options = None
+  _ADMINSERVICE.methods_by_name['ListMCPServers']._serialized_options = b'\202\323\344\223\002\021\022\017/v1/mcp-servers'
+  _ADMINSERVICE.methods_by_name['InvalidateSchemaCache']._options = None
+  _ADMINSERVICE.methods_by_name['InvalidateSchemaCache']._serialized_options = b'\202\323\344\223\002 :\001*\"\033/v1/schema-cache:invalidate'
   _ADMINSERVICE.methods_by_name['RevokeTokens']._options = None
   _ADMINSERVICE.methods_by_name['RevokeTokens']._serialized_options = b'\202\323\344\223\002\026:\001*\"\021/v1/tokens:revoke'
-  _REVOKETOKENSREQUEST._serialized_start=74
-  _REVOKETOKENSREQUEST._serialized_end=177
-  _REVOKETOKENSRESPONSE._serialized_start=179
-  _REVOKETOKENSRESPONSE._serialized_end=227
-  _ADMINSERVICE._serialized_start=229
-  _ADMINSERVICE._serialized_end=354
+  _REVOKETOKENSREQUEST._serialized_start=139
+  _REVOKETOKENSREQUEST._serialized_end=242
+  _REVOKETOKENSRESPONSE._serialized_start=244
+  _REVOKETOKENSRESPONSE._serialized_end=292
+  _LISTTENANTSREQUEST._serialized_start=294
+  _LISTTENANTSREQUEST._serialized_end=314
+  _LISTTENANTSRESPONSE._serialized_start=316
+  _LISTTENANTSRESPONSE._serialized_end=390
+  _TENANTOVERVIEW._serialized_start=393
+  _TENANTOVERVIEW._serialized_end=524
+  _TENANTLIMITS._serialized_start=527
+  _TENANTLIMITS._serialized_end=786
+  _TENANTUSAGE._serialized_start=789
+  _TENANTUSAGE._serialized_end=1077
+  _LISTMCPSERVERSREQUEST._serialized_start=1079
+  _LISTMCPSERVERSREQUEST._serialized_end=1102
+  _LISTMCPSERVERSRESPONSE._serialized_start=1105
+  _LISTMCPSERVERSRESPONSE._serialized_end=1313
+  _REGISTEREDSERVER._serialized_start=1316
+  _REGISTEREDSERVER._serialized_end=1489
+  _PROCESSPOOL._serialized_start=1492
+  _PROCESSPOOL._serialized_end=1809
+  _SCHEMACACHE._serialized_start=1812
+  _SCHEMACACHE._serialized_end=2028
+  _SCHEMACACHEENTRY._serialized_start=2031
+  _SCHEMACACHEENTRY._serialized_end=2292
+  _INVALIDATESCHEMACACHEREQUEST._serialized_start=2294
+  _INVALIDATESCHEMACACHEREQUEST._serialized_end=2366
+  _INVALIDATESCHEMACACHERESPONSE._serialized_start=2368
+  _INVALIDATESCHEMACACHERESPONSE._serialized_end=2425
+  _ADMINSERVICE._serialized_start=2428
+  _ADMINSERVICE._serialized_end=2913
 # @@protoc_insertion_point(module_scope)

@@ -6,8 +6,9 @@ from agentd.v1 import admin_service_pb2 as agentd_dot_v1_dot_admin__service__pb2
 
 
 class AdminServiceStub(object):
-    """AdminService manages what agentd keeps for tenants. Its methods need the
-    role "admin", or "tenant_admin" for the caller's own tenant.
+    """AdminService manages what agentd keeps for tenants. Its reads (List*)
+    need the role "observer", its writes "admin"; "tenant_admin" may call
+    both for the caller's own tenant.
     """
 
     def __init__(self, channel):
@@ -16,6 +17,21 @@ class AdminServiceStub(object):
         Args:
             channel: A grpc.Channel.
         """
+        self.ListTenants = channel.unary_unary(
+                '/agentd.v1.AdminService/ListTenants',
+                request_serializer=agentd_dot_v1_dot_admin__service__pb2.ListTenantsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_admin__service__pb2.ListTenantsResponse.FromString,
+                )
+        self.ListMCPServers = channel.unary_unary(
+                '/agentd.v1.AdminService/ListMCPServers',
+                request_serializer=agentd_dot_v1_dot_admin__service__pb2.ListMCPServersRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_admin__service__pb2.ListMCPServersResponse.FromString,
+                )
+        self.InvalidateSchemaCache = channel.unary_unary(
+                '/agentd.v1.AdminService/InvalidateSchemaCache',
+                request_serializer=agentd_dot_v1_dot_admin__service__pb2.InvalidateSchemaCacheRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_admin__service__pb2.InvalidateSchemaCacheResponse.FromString,
+                )
         self.RevokeTokens = channel.unary_unary(
                 '/agentd.v1.AdminService/RevokeTokens',
                 request_serializer=agentd_dot_v1_dot_admin__service__pb2.RevokeTokensRequest.SerializeToString,
@@ -24,9 +40,39 @@ class AdminServiceStub(object):
 
 
 class AdminServiceServicer(object):
-    """AdminService manages what agentd keeps for tenants. Its methods need the
-    role "admin", or "tenant_admin" for the caller's own tenant.
+    """AdminService manages what agentd keeps for tenants. Its reads (List*)
+    need the role "observer", its writes "admin"; "tenant_admin" may call
+    both for the caller's own tenant.
     """
+
+    def ListTenants(self, request, context):
+        """ListTenants returns each tenant's limits beside what it uses of them
+        now, read from the store that every replica shares. A tenant_admin
+        sees its own tenant only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMCPServers(self, request, context):
+        """ListMCPServers returns the registered MCP servers, the stdio process
+        pools of the bridge (this agentd's embedded one, or the remote one it
+        calls), and the tool-schema cache's entries. A tenant_admin sees the
+        servers its tenant may use, and its tenant's pools and entries.
+        UNAVAILABLE when the bridge cannot be asked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InvalidateSchemaCache(self, request, context):
+        """InvalidateSchemaCache drops entries of the tool-schema cache: one
+        (by key), or all of a tenant's (a tenant_admin: its own only). The
+        next session that uses a dropped server lists its tools again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def RevokeTokens(self, request, context):
         """RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers:
@@ -41,6 +87,21 @@ class AdminServiceServicer(object):
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=agentd_dot_v1_dot_admin__service__pb2.ListTenantsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_admin__service__pb2.ListTenantsResponse.SerializeToString,
+            ),
+            'ListMCPServers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMCPServers,
+                    request_deserializer=agentd_dot_v1_dot_admin__service__pb2.ListMCPServersRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_admin__service__pb2.ListMCPServersResponse.SerializeToString,
+            ),
+            'InvalidateSchemaCache': grpc.unary_unary_rpc_method_handler(
+                    servicer.InvalidateSchemaCache,
+                    request_deserializer=agentd_dot_v1_dot_admin__service__pb2.InvalidateSchemaCacheRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_admin__service__pb2.InvalidateSchemaCacheResponse.SerializeToString,
+            ),
             'RevokeTokens': grpc.unary_unary_rpc_method_handler(
                     servicer.RevokeTokens,
                     request_deserializer=agentd_dot_v1_dot_admin__service__pb2.RevokeTokensRequest.FromString,
@@ -54,9 +115,61 @@ def add_AdminServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AdminService(object):
-    """AdminService manages what agentd keeps for tenants. Its methods need the
-    role "admin", or "tenant_admin" for the caller's own tenant.
+    """AdminService manages what agentd keeps for tenants. Its reads (List*)
+    need the role "observer", its writes "admin"; "tenant_admin" may call
+    both for the caller's own tenant.
     """
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/ListTenants',
+            agentd_dot_v1_dot_admin__service__pb2.ListTenantsRequest.SerializeToString,
+            agentd_dot_v1_dot_admin__service__pb2.ListTenantsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListMCPServers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/ListMCPServers',
+            agentd_dot_v1_dot_admin__service__pb2.ListMCPServersRequest.SerializeToString,
+            agentd_dot_v1_dot_admin__service__pb2.ListMCPServersResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def InvalidateSchemaCache(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/InvalidateSchemaCache',
+            agentd_dot_v1_dot_admin__service__pb2.InvalidateSchemaCacheRequest.SerializeToString,
+            agentd_dot_v1_dot_admin__service__pb2.InvalidateSchemaCacheResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
     @staticmethod
     def RevokeTokens(request,

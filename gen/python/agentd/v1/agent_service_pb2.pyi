@@ -140,6 +140,20 @@ class CancelGeneration(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class CancelGenerationRequest(_message.Message):
+    __slots__ = ["generation_id", "reason"]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    generation_id: str
+    reason: str
+    def __init__(self, generation_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelGenerationResponse(_message.Message):
+    __slots__ = ["generation"]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    generation: Generation
+    def __init__(self, generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
+
 class ContextTrim(_message.Message):
     __slots__ = ["budget_tokens", "conversation_tokens", "messages_dropped", "over_budget", "results_elided", "sent_tokens"]
     BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -289,10 +303,11 @@ class GenerateResponse(_message.Message):
     def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., queued: _Optional[_Union[GenerationQueued, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
-    __slots__ = ["approval_requests", "authorization_requests", "created_at", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "message", "state", "thread_id", "updated_at", "usage"]
+    __slots__ = ["approval_requests", "authorization_requests", "created_at", "end_user", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "message", "model", "provider", "started_by", "state", "thread_id", "trace_id", "updated_at", "usage"]
     APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    END_USER_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
@@ -302,13 +317,18 @@ class Generation(_message.Message):
     INPUT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     approval_requests: _containers.RepeatedCompositeFieldContainer[ApprovalRequest]
     authorization_requests: _containers.RepeatedCompositeFieldContainer[AuthorizationRequest]
     created_at: _timestamp_pb2.Timestamp
+    end_user: str
     error_code: int
     error_message: str
     expires_at: _timestamp_pb2.Timestamp
@@ -318,11 +338,15 @@ class Generation(_message.Message):
     input_requests: _containers.RepeatedCompositeFieldContainer[InputRequest]
     last_sequence: int
     message: _message_pb2.Message
+    model: str
+    provider: str
+    started_by: str
     state: GenerationState
     thread_id: str
+    trace_id: str
     updated_at: _timestamp_pb2.Timestamp
     usage: Usage
-    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ..., thread_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ..., end_user: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class GenerationCompleted(_message.Message):
     __slots__ = ["generation_id", "message", "messages", "stop_reason", "tool_turns", "usage"]
@@ -367,20 +391,36 @@ class GenerationQueued(_message.Message):
     def __init__(self, generation_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., behind_generation_id: _Optional[str] = ...) -> None: ...
 
 class GenerationStarted(_message.Message):
-    __slots__ = ["adopted", "generation_id", "resumed", "servers", "thread_id", "tools"]
+    __slots__ = ["adopted", "generation_id", "resumed", "servers", "thread_id", "tools", "trace_id"]
     ADOPTED_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     adopted: bool
     generation_id: str
     resumed: bool
     servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
     thread_id: str
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
-    def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ..., adopted: bool = ..., thread_id: _Optional[str] = ...) -> None: ...
+    trace_id: str
+    def __init__(self, generation_id: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., resumed: bool = ..., adopted: bool = ..., thread_id: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
+
+class GetCallerRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetCallerResponse(_message.Message):
+    __slots__ = ["name", "roles", "tenant"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    tenant: str
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetGenerationRequest(_message.Message):
     __slots__ = ["generation_id"]
@@ -425,14 +465,26 @@ class InputResponse(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., action: _Optional[_Union[InputAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListGenerationsRequest(_message.Message):
-    __slots__ = ["page_size", "page_token", "states"]
+    __slots__ = ["created_after", "created_before", "end_user", "model", "page_size", "page_token", "provider", "states", "thread_id"]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    END_USER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    end_user: str
+    model: str
     page_size: int
     page_token: str
+    provider: str
     states: _containers.RepeatedScalarFieldContainer[GenerationState]
-    def __init__(self, states: _Optional[_Iterable[_Union[GenerationState, str]]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    thread_id: str
+    def __init__(self, states: _Optional[_Iterable[_Union[GenerationState, str]]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., end_user: _Optional[str] = ..., created_after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., thread_id: _Optional[str] = ...) -> None: ...
 
 class ListGenerationsResponse(_message.Message):
     __slots__ = ["generations", "next_page_token"]

@@ -51,6 +51,16 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsResponse.FromString,
                 )
+        self.CancelGeneration = channel.unary_unary(
+                '/agentd.v1.AgentService/CancelGeneration',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.CancelGenerationRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.CancelGenerationResponse.FromString,
+                )
+        self.GetCaller = channel.unary_unary(
+                '/agentd.v1.AgentService/GetCaller',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.GetCallerRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.GetCallerResponse.FromString,
+                )
         self.DecideRequests = channel.unary_unary(
                 '/agentd.v1.AgentService/DecideRequests',
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.DecideRequestsRequest.SerializeToString,
@@ -198,6 +208,29 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelGeneration(self, request, context):
+        """CancelGeneration cancels one of the caller's tenant's generations that
+        has not ended, on whichever replica runs it: a running or waiting one
+        stops at its next safe point (a model turn or tool call under way is
+        cut short), a paused or queued one ends at once. It ends CANCELLED, as
+        a cancel on its Generate stream would end it; its thread keeps nothing
+        of it but its input with on_failure KEEP_INPUT. FAILED_PRECONDITION
+        for a generation that has ended. It needs the role "generate".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCaller(self, request, context):
+        """GetCaller says who the caller is to agentd: the principal its
+        credential names, its tenant and its roles. Every authenticated
+        caller may ask, whatever its roles; without authentication it
+        answers the anonymous caller, who may do everything.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DecideRequests(self, request, context):
         """DecideRequests answers pending requests of one of the caller's
         tenant's generations (approvals, authorizations, inputs), whether it
@@ -326,6 +359,16 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.StreamGenerationEvents,
                     request_deserializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsResponse.SerializeToString,
+            ),
+            'CancelGeneration': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelGeneration,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.CancelGenerationRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.CancelGenerationResponse.SerializeToString,
+            ),
+            'GetCaller': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCaller,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.GetCallerRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.GetCallerResponse.SerializeToString,
             ),
             'DecideRequests': grpc.unary_unary_rpc_method_handler(
                     servicer.DecideRequests,
@@ -499,6 +542,40 @@ class AgentService(object):
         return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/StreamGenerationEvents',
             agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsRequest.SerializeToString,
             agentd_dot_v1_dot_agent__service__pb2.StreamGenerationEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CancelGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/CancelGeneration',
+            agentd_dot_v1_dot_agent__service__pb2.CancelGenerationRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.CancelGenerationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetCaller(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/GetCaller',
+            agentd_dot_v1_dot_agent__service__pb2.GetCallerRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.GetCallerResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

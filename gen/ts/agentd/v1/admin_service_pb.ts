@@ -5,13 +5,15 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/v1/admin_service.proto.
  */
 export const file_agentd_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIksKE1Jldm9rZVRva2Vuc1JlcXVlc3QSDgoGdGVuYW50GAEgASgJEhAKCGVuZF91c2VyGAIgASgJEhIKCnNlcnZlcl91cmwYAyABKAkiJwoUUmV2b2tlVG9rZW5zUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoAzJ9CgxBZG1pblNlcnZpY2USbQoMUmV2b2tlVG9rZW5zEh4uYWdlbnRkLnYxLlJldm9rZVRva2Vuc1JlcXVlc3QaHy5hZ2VudGQudjEuUmV2b2tlVG9rZW5zUmVzcG9uc2UiHILT5JMCFjoBKiIRL3YxL3Rva2VuczpyZXZva2VCmwEKDWNvbS5hZ2VudGQudjFCEUFkbWluU2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_google_api_annotations]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIksKE1Jldm9rZVRva2Vuc1JlcXVlc3QSDgoGdGVuYW50GAEgASgJEhAKCGVuZF91c2VyGAIgASgJEhIKCnNlcnZlcl91cmwYAyABKAkiJwoUUmV2b2tlVG9rZW5zUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoAyIUChJMaXN0VGVuYW50c1JlcXVlc3QiQQoTTGlzdFRlbmFudHNSZXNwb25zZRIqCgd0ZW5hbnRzGAEgAygLMhkuYWdlbnRkLnYxLlRlbmFudE92ZXJ2aWV3Im4KDlRlbmFudE92ZXJ2aWV3EgwKBG5hbWUYASABKAkSJwoGbGltaXRzGAIgASgLMhcuYWdlbnRkLnYxLlRlbmFudExpbWl0cxIlCgV1c2FnZRgDIAEoCzIWLmFnZW50ZC52MS5UZW5hbnRVc2FnZSKhAQoMVGVuYW50TGltaXRzEiIKGm1heF9jb25jdXJyZW50X2dlbmVyYXRpb25zGAEgASgFEh4KFm1heF9wYXVzZWRfZ2VuZXJhdGlvbnMYAiABKAUSHgoWZ2VuZXJhdGlvbnNfcGVyX21pbnV0ZRgDIAEoBRITCgttYXhfdGhyZWFkcxgEIAEoBRIYChBtYXhfdGhyZWFkX2l0ZW1zGAUgASgFIrIBCgtUZW5hbnRVc2FnZRIbChNydW5uaW5nX2dlbmVyYXRpb25zGAEgASgFEhoKEnBhdXNlZF9nZW5lcmF0aW9ucxgCIAEoBRIaChJxdWV1ZWRfZ2VuZXJhdGlvbnMYAyABKAUSHwoXZ2VuZXJhdGlvbnNfbGFzdF9taW51dGUYBCABKAUSDwoHdGhyZWFkcxgFIAEoBRIcChRsYXJnZXN0X3RocmVhZF9pdGVtcxgGIAEoBSIXChVMaXN0TUNQU2VydmVyc1JlcXVlc3QiqwEKFkxpc3RNQ1BTZXJ2ZXJzUmVzcG9uc2USLAoHc2VydmVycxgBIAMoCzIbLmFnZW50ZC52MS5SZWdpc3RlcmVkU2VydmVyEiUKBXBvb2xzGAIgAygLMhYuYWdlbnRkLnYxLlByb2Nlc3NQb29sEhUKDW9wZW5fc2Vzc2lvbnMYAyABKAUSJQoFY2FjaGUYBCABKAsyFi5hZ2VudGQudjEuU2NoZW1hQ2FjaGUieAoQUmVnaXN0ZXJlZFNlcnZlchIMCgRuYW1lGAEgASgJEhEKCXRyYW5zcG9ydBgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc2hhcmVkGAQgASgIEhIKCnBlcl90ZW5hbnQYBSABKAgSDwoHdGVuYW50cxgGIAMoCSLWAQoLUHJvY2Vzc1Bvb2wSEwoLc2VydmVyX25hbWUYASABKAkSCwoDa2V5GAIgASgJEg4KBnRlbmFudBgDIAEoCRIMCgR3YXJtGAQgASgFEgwKBGJ1c3kYBSABKAUSEAoIc3RhcnRpbmcYBiABKAUSFQoNbWF4X3Byb2Nlc3NlcxgHIAEoBRIPCgdzcGF3bmVkGAggASgDEg8KB3JldGlyZWQYCSABKAMSDwoHY3Jhc2hlZBgKIAEoAxINCgV3YWl0cxgLIAEoAxIOCgZzaGFyZWQYDCABKAgipwEKC1NjaGVtYUNhY2hlEg8KB2VuYWJsZWQYASABKAgSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC21heF9lbnRyaWVzGAMgASgFEgwKBGhpdHMYBCABKAMSDgoGbWlzc2VzGAUgASgDEiwKB2VudHJpZXMYBiADKAsyGy5hZ2VudGQudjEuU2NoZW1hQ2FjaGVFbnRyeSLFAQoQU2NoZW1hQ2FjaGVFbnRyeRILCgNrZXkYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGdGVuYW50GAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg0KBXRvb2xzGAUgASgFEi4KCndyaXR0ZW5fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKHEludmFsaWRhdGVTY2hlbWFDYWNoZVJlcXVlc3QSCwoDa2V5GAEgASgJEg4KBnRlbmFudBgCIAEoCSIwCh1JbnZhbGlkYXRlU2NoZW1hQ2FjaGVSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgDMuUDCgxBZG1pblNlcnZpY2USYQoLTGlzdFRlbmFudHMSHS5hZ2VudGQudjEuTGlzdFRlbmFudHNSZXF1ZXN0Gh4uYWdlbnRkLnYxLkxpc3RUZW5hbnRzUmVzcG9uc2UiE4LT5JMCDRILL3YxL3RlbmFudHMSbgoOTGlzdE1DUFNlcnZlcnMSIC5hZ2VudGQudjEuTGlzdE1DUFNlcnZlcnNSZXF1ZXN0GiEuYWdlbnRkLnYxLkxpc3RNQ1BTZXJ2ZXJzUmVzcG9uc2UiF4LT5JMCERIPL3YxL21jcC1zZXJ2ZXJzEpIBChVJbnZhbGlkYXRlU2NoZW1hQ2FjaGUSJy5hZ2VudGQudjEuSW52YWxpZGF0ZVNjaGVtYUNhY2hlUmVxdWVzdBooLmFnZW50ZC52MS5JbnZhbGlkYXRlU2NoZW1hQ2FjaGVSZXNwb25zZSImgtPkkwIgOgEqIhsvdjEvc2NoZW1hLWNhY2hlOmludmFsaWRhdGUSbQoMUmV2b2tlVG9rZW5zEh4uYWdlbnRkLnYxLlJldm9rZVRva2Vuc1JlcXVlc3QaHy5hZ2VudGQudjEuUmV2b2tlVG9rZW5zUmVzcG9uc2UiHILT5JMCFjoBKiIRL3YxL3Rva2VuczpyZXZva2VCmwEKDWNvbS5hZ2VudGQudjFCEUFkbWluU2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * RevokeTokensRequest selects the tokens to delete: every field given
@@ -74,12 +76,582 @@ export const RevokeTokensResponseSchema: GenMessage<RevokeTokensResponse> = /*@_
   messageDesc(file_agentd_v1_admin_service, 1);
 
 /**
- * AdminService manages what agentd keeps for tenants. Its methods need the
- * role "admin", or "tenant_admin" for the caller's own tenant.
+ * ListTenantsRequest asks for the tenants.
+ *
+ * @generated from message agentd.v1.ListTenantsRequest
+ */
+export type ListTenantsRequest = Message<"agentd.v1.ListTenantsRequest"> & {
+};
+
+/**
+ * Describes the message agentd.v1.ListTenantsRequest.
+ * Use `create(ListTenantsRequestSchema)` to create a new message.
+ */
+export const ListTenantsRequestSchema: GenMessage<ListTenantsRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 2);
+
+/**
+ * ListTenantsResponse lists the configured tenants, by name.
+ *
+ * @generated from message agentd.v1.ListTenantsResponse
+ */
+export type ListTenantsResponse = Message<"agentd.v1.ListTenantsResponse"> & {
+  /**
+   * @generated from field: repeated agentd.v1.TenantOverview tenants = 1;
+   */
+  tenants: TenantOverview[];
+};
+
+/**
+ * Describes the message agentd.v1.ListTenantsResponse.
+ * Use `create(ListTenantsResponseSchema)` to create a new message.
+ */
+export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 3);
+
+/**
+ * TenantOverview is one tenant's limits and usage.
+ *
+ * @generated from message agentd.v1.TenantOverview
+ */
+export type TenantOverview = Message<"agentd.v1.TenantOverview"> & {
+  /**
+   * The tenant's name ("default" for the settings of tenants not
+   * configured by name).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Its effective limits (its own where it sets them, the global ones
+   * elsewhere); zero is no limit.
+   *
+   * @generated from field: agentd.v1.TenantLimits limits = 2;
+   */
+  limits?: TenantLimits | undefined;
+
+  /**
+   * What it uses now.
+   *
+   * @generated from field: agentd.v1.TenantUsage usage = 3;
+   */
+  usage?: TenantUsage | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.TenantOverview.
+ * Use `create(TenantOverviewSchema)` to create a new message.
+ */
+export const TenantOverviewSchema: GenMessage<TenantOverview> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 4);
+
+/**
+ * TenantLimits are a tenant's limits, as limits: configures them.
+ *
+ * @generated from message agentd.v1.TenantLimits
+ */
+export type TenantLimits = Message<"agentd.v1.TenantLimits"> & {
+  /**
+   * @generated from field: int32 max_concurrent_generations = 1;
+   */
+  maxConcurrentGenerations: number;
+
+  /**
+   * @generated from field: int32 max_paused_generations = 2;
+   */
+  maxPausedGenerations: number;
+
+  /**
+   * @generated from field: int32 generations_per_minute = 3;
+   */
+  generationsPerMinute: number;
+
+  /**
+   * @generated from field: int32 max_threads = 4;
+   */
+  maxThreads: number;
+
+  /**
+   * @generated from field: int32 max_thread_items = 5;
+   */
+  maxThreadItems: number;
+};
+
+/**
+ * Describes the message agentd.v1.TenantLimits.
+ * Use `create(TenantLimitsSchema)` to create a new message.
+ */
+export const TenantLimitsSchema: GenMessage<TenantLimits> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 5);
+
+/**
+ * TenantUsage is a tenant's use of its limits, as the store has it.
+ *
+ * @generated from message agentd.v1.TenantUsage
+ */
+export type TenantUsage = Message<"agentd.v1.TenantUsage"> & {
+  /**
+   * Generations running or waiting on a client now (what
+   * max_concurrent_generations counts).
+   *
+   * @generated from field: int32 running_generations = 1;
+   */
+  runningGenerations: number;
+
+  /**
+   * Paused generations (what max_paused_generations counts).
+   *
+   * @generated from field: int32 paused_generations = 2;
+   */
+  pausedGenerations: number;
+
+  /**
+   * Generations queued behind their threads.
+   *
+   * @generated from field: int32 queued_generations = 3;
+   */
+  queuedGenerations: number;
+
+  /**
+   * Generations created in the last minute (beside
+   * generations_per_minute).
+   *
+   * @generated from field: int32 generations_last_minute = 4;
+   */
+  generationsLastMinute: number;
+
+  /**
+   * Threads kept (what max_threads counts).
+   *
+   * @generated from field: int32 threads = 5;
+   */
+  threads: number;
+
+  /**
+   * The most items any one of its threads holds (beside
+   * max_thread_items).
+   *
+   * @generated from field: int32 largest_thread_items = 6;
+   */
+  largestThreadItems: number;
+};
+
+/**
+ * Describes the message agentd.v1.TenantUsage.
+ * Use `create(TenantUsageSchema)` to create a new message.
+ */
+export const TenantUsageSchema: GenMessage<TenantUsage> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 6);
+
+/**
+ * ListMCPServersRequest asks for the MCP servers, pools and cache.
+ *
+ * @generated from message agentd.v1.ListMCPServersRequest
+ */
+export type ListMCPServersRequest = Message<"agentd.v1.ListMCPServersRequest"> & {
+};
+
+/**
+ * Describes the message agentd.v1.ListMCPServersRequest.
+ * Use `create(ListMCPServersRequestSchema)` to create a new message.
+ */
+export const ListMCPServersRequestSchema: GenMessage<ListMCPServersRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 7);
+
+/**
+ * ListMCPServersResponse is the MCP side of agentd as its bridge sees it.
+ *
+ * @generated from message agentd.v1.ListMCPServersResponse
+ */
+export type ListMCPServersResponse = Message<"agentd.v1.ListMCPServersResponse"> & {
+  /**
+   * The registered servers (bridge.servers), by name.
+   *
+   * @generated from field: repeated agentd.v1.RegisteredServer servers = 1;
+   */
+  servers: RegisteredServer[];
+
+  /**
+   * The stdio process pools.
+   *
+   * @generated from field: repeated agentd.v1.ProcessPool pools = 2;
+   */
+  pools: ProcessPool[];
+
+  /**
+   * Bridge sessions open now: one per running generation that has
+   * servers in the bridge.
+   *
+   * @generated from field: int32 open_sessions = 3;
+   */
+  openSessions: number;
+
+  /**
+   * The tool-schema cache.
+   *
+   * @generated from field: agentd.v1.SchemaCache cache = 4;
+   */
+  cache?: SchemaCache | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ListMCPServersResponse.
+ * Use `create(ListMCPServersResponseSchema)` to create a new message.
+ */
+export const ListMCPServersResponseSchema: GenMessage<ListMCPServersResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 8);
+
+/**
+ * RegisteredServer is one server of bridge.servers, without its secrets:
+ * neither env values nor headers, and a URL as its origin only.
+ *
+ * @generated from message agentd.v1.RegisteredServer
+ */
+export type RegisteredServer = Message<"agentd.v1.RegisteredServer"> & {
+  /**
+   * Its name, as ref: names it.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * "stdio" for a command, "http" for a URL.
+   *
+   * @generated from field: string transport = 2;
+   */
+  transport: string;
+
+  /**
+   * The command's base name, or the URL's scheme, host and port.
+   *
+   * @generated from field: string target = 3;
+   */
+  target: string;
+
+  /**
+   * Its processes may serve several sessions at once.
+   *
+   * @generated from field: bool shared = 4;
+   */
+  shared: boolean;
+
+  /**
+   * Its pool is per tenant.
+   *
+   * @generated from field: bool per_tenant = 5;
+   */
+  perTenant: boolean;
+
+  /**
+   * The tenants that may use it (tenants.<name>.servers); empty: every
+   * tenant.
+   *
+   * @generated from field: repeated string tenants = 6;
+   */
+  tenants: string[];
+};
+
+/**
+ * Describes the message agentd.v1.RegisteredServer.
+ * Use `create(RegisteredServerSchema)` to create a new message.
+ */
+export const RegisteredServerSchema: GenMessage<RegisteredServer> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 9);
+
+/**
+ * ProcessPool is one stdio process pool.
+ *
+ * @generated from message agentd.v1.ProcessPool
+ */
+export type ProcessPool = Message<"agentd.v1.ProcessPool"> & {
+  /**
+   * The registered server's name, or "command: <basename>".
+   *
+   * @generated from field: string server_name = 1;
+   */
+  serverName: string;
+
+  /**
+   * A stable, non-secret identifier of the configuration.
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * The tenant whose sessions it serves; empty for every tenant.
+   *
+   * @generated from field: string tenant = 3;
+   */
+  tenant: string;
+
+  /**
+   * Processes initialized and waiting, serving sessions, and starting.
+   *
+   * @generated from field: int32 warm = 4;
+   */
+  warm: number;
+
+  /**
+   * @generated from field: int32 busy = 5;
+   */
+  busy: number;
+
+  /**
+   * @generated from field: int32 starting = 6;
+   */
+  starting: number;
+
+  /**
+   * The most processes it may run.
+   *
+   * @generated from field: int32 max_processes = 7;
+   */
+  maxProcesses: number;
+
+  /**
+   * Since start: processes spawned, retired, crashed (exited unexpectedly
+   * or missed a deadline), and acquisitions that had to wait.
+   *
+   * @generated from field: int64 spawned = 8;
+   */
+  spawned: bigint;
+
+  /**
+   * @generated from field: int64 retired = 9;
+   */
+  retired: bigint;
+
+  /**
+   * @generated from field: int64 crashed = 10;
+   */
+  crashed: bigint;
+
+  /**
+   * @generated from field: int64 waits = 11;
+   */
+  waits: bigint;
+
+  /**
+   * Its processes may serve several sessions at once.
+   *
+   * @generated from field: bool shared = 12;
+   */
+  shared: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.ProcessPool.
+ * Use `create(ProcessPoolSchema)` to create a new message.
+ */
+export const ProcessPoolSchema: GenMessage<ProcessPool> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 10);
+
+/**
+ * SchemaCache is the tool-schema cache's settings, counters and entries.
+ *
+ * @generated from message agentd.v1.SchemaCache
+ */
+export type SchemaCache = Message<"agentd.v1.SchemaCache"> & {
+  /**
+   * @generated from field: bool enabled = 1;
+   */
+  enabled: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Duration ttl = 2;
+   */
+  ttl?: Duration | undefined;
+
+  /**
+   * @generated from field: int32 max_entries = 3;
+   */
+  maxEntries: number;
+
+  /**
+   * Lookups answered from the cache, and those that had to list, since
+   * the last clear.
+   *
+   * @generated from field: int64 hits = 4;
+   */
+  hits: bigint;
+
+  /**
+   * @generated from field: int64 misses = 5;
+   */
+  misses: bigint;
+
+  /**
+   * The entries, most recently written first.
+   *
+   * @generated from field: repeated agentd.v1.SchemaCacheEntry entries = 6;
+   */
+  entries: SchemaCacheEntry[];
+};
+
+/**
+ * Describes the message agentd.v1.SchemaCache.
+ * Use `create(SchemaCacheSchema)` to create a new message.
+ */
+export const SchemaCacheSchema: GenMessage<SchemaCache> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 11);
+
+/**
+ * SchemaCacheEntry is the tool list the cache holds for one server and
+ * tenant.
+ *
+ * @generated from message agentd.v1.SchemaCacheEntry
+ */
+export type SchemaCacheEntry = Message<"agentd.v1.SchemaCacheEntry"> & {
+  /**
+   * Identifies the entry (InvalidateSchemaCacheRequest.key); a hash, no
+   * secret.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * The server's name as the session declared it.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * @generated from field: string tenant = 3;
+   */
+  tenant: string;
+
+  /**
+   * Counts the entry's writes: a list that changed makes a new revision.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
+
+  /**
+   * The number of tools it holds.
+   *
+   * @generated from field: int32 tools = 5;
+   */
+  tools: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp written_at = 6;
+   */
+  writtenAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 7;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.SchemaCacheEntry.
+ * Use `create(SchemaCacheEntrySchema)` to create a new message.
+ */
+export const SchemaCacheEntrySchema: GenMessage<SchemaCacheEntry> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 12);
+
+/**
+ * InvalidateSchemaCacheRequest selects the entries to drop: one key, or
+ * every entry of a tenant.
+ *
+ * @generated from message agentd.v1.InvalidateSchemaCacheRequest
+ */
+export type InvalidateSchemaCacheRequest = Message<"agentd.v1.InvalidateSchemaCacheRequest"> & {
+  /**
+   * SchemaCacheEntry.key; empty: every entry of tenant.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * With no key: the tenant whose entries go (empty: the caller's own).
+   * Another tenant's needs the role "admin".
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message agentd.v1.InvalidateSchemaCacheRequest.
+ * Use `create(InvalidateSchemaCacheRequestSchema)` to create a new message.
+ */
+export const InvalidateSchemaCacheRequestSchema: GenMessage<InvalidateSchemaCacheRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 13);
+
+/**
+ * InvalidateSchemaCacheResponse says how many entries were dropped.
+ *
+ * @generated from message agentd.v1.InvalidateSchemaCacheResponse
+ */
+export type InvalidateSchemaCacheResponse = Message<"agentd.v1.InvalidateSchemaCacheResponse"> & {
+  /**
+   * @generated from field: int64 removed = 1;
+   */
+  removed: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.InvalidateSchemaCacheResponse.
+ * Use `create(InvalidateSchemaCacheResponseSchema)` to create a new message.
+ */
+export const InvalidateSchemaCacheResponseSchema: GenMessage<InvalidateSchemaCacheResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 14);
+
+/**
+ * AdminService manages what agentd keeps for tenants. Its reads (List*)
+ * need the role "observer", its writes "admin"; "tenant_admin" may call
+ * both for the caller's own tenant.
  *
  * @generated from service agentd.v1.AdminService
  */
 export const AdminService: GenService<{
+  /**
+   * ListTenants returns each tenant's limits beside what it uses of them
+   * now, read from the store that every replica shares. A tenant_admin
+   * sees its own tenant only.
+   *
+   * @generated from rpc agentd.v1.AdminService.ListTenants
+   */
+  listTenants: {
+    methodKind: "unary";
+    input: typeof ListTenantsRequestSchema;
+    output: typeof ListTenantsResponseSchema;
+  },
+  /**
+   * ListMCPServers returns the registered MCP servers, the stdio process
+   * pools of the bridge (this agentd's embedded one, or the remote one it
+   * calls), and the tool-schema cache's entries. A tenant_admin sees the
+   * servers its tenant may use, and its tenant's pools and entries.
+   * UNAVAILABLE when the bridge cannot be asked.
+   *
+   * @generated from rpc agentd.v1.AdminService.ListMCPServers
+   */
+  listMCPServers: {
+    methodKind: "unary";
+    input: typeof ListMCPServersRequestSchema;
+    output: typeof ListMCPServersResponseSchema;
+  },
+  /**
+   * InvalidateSchemaCache drops entries of the tool-schema cache: one
+   * (by key), or all of a tenant's (a tenant_admin: its own only). The
+   * next session that uses a dropped server lists its tools again.
+   *
+   * @generated from rpc agentd.v1.AdminService.InvalidateSchemaCache
+   */
+  invalidateSchemaCache: {
+    methodKind: "unary";
+    input: typeof InvalidateSchemaCacheRequestSchema;
+    output: typeof InvalidateSchemaCacheResponseSchema;
+  },
   /**
    * RevokeTokens deletes the OAuth tokens agentd keeps for MCP servers:
    * a later generation that needs one asks again. It deletes the
