@@ -279,6 +279,7 @@ func (c *Config) validate(p *problems) {
 	c.validateListeners(p.bad)
 	c.HTTP.CORS.validate(p.bad)
 	c.Console.validate(p.bad)
+	c.validateConsoleSignIn(p.bad)
 	c.validateDebug(p.bad)
 	c.validateTenants(p.bad)
 	c.validateAuth(p.bad)

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,6 +296,26 @@ func TestLoadRejects(t *testing.T) {
 			name:     "a console trace_url without {trace_id}",
 			file:     "console: {trace_url: \"https://jaeger.example/trace/\"}\n",
 			wantErrs: []string{`console.trace_url: "https://jaeger.example/trace/" is not an http or https URL`},
+		},
+		{
+			name:     "a console client_id without auth.oidc",
+			file:     "console: {client_id: console}\n",
+			wantErrs: []string{"console.client_id: needs an issuer in auth.oidc"},
+		},
+		{
+			name:     "a console client_id among several issuers, none named; scopes without openid",
+			file:     "console: {client_id: console, scopes: [email]}\nauth:\n  oidc:\n    - {issuer: https://a.example, audience: x}\n    - {issuer: https://b.example, audience: x}\n",
+			wantErrs: []string{"console.issuer: auth.oidc has 2 issuers; name the one", "console.scopes: must include openid"},
+		},
+		{
+			name:     "a console issuer that is not in auth.oidc",
+			file:     "console: {client_id: console, issuer: https://c.example}\nauth: {oidc: [{issuer: https://a.example, audience: x}]}\n",
+			wantErrs: []string{"console.issuer: is none of auth.oidc's issuers"},
+		},
+		{
+			name:     "a console issuer without a client_id",
+			file:     "console: {issuer: https://a.example}\nauth: {oidc: [{issuer: https://a.example, audience: x}]}\n",
+			wantErrs: []string{"console.issuer and console.scopes: need console.client_id"},
 		},
 		{
 			name:     "debug.listen beyond loopback, even insecure",
@@ -631,5 +652,34 @@ func TestServerSecrets(t *testing.T) {
 				t.Errorf("Secrets() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The console signs in with the only issuer of auth.oidc, or the one
+// console.issuer names among several, asking for openid unless told
+// otherwise; without a client id, with none.
+func TestConsoleSignInIssuer(t *testing.T) {
+	t.Parallel()
+	a := OIDCIssuer{Issuer: "https://a.example", Audience: "console"}
+	b := OIDCIssuer{Issuer: "https://b.example", Audience: "api"}
+	for _, tc := range []struct {
+		name    string
+		console Console
+		issuers []OIDCIssuer
+		want    string // the issuer; "" for none
+	}{
+		{"the only one", Console{ClientID: "console"}, []OIDCIssuer{a}, a.Issuer},
+		{"the one named", Console{ClientID: "console", Issuer: b.Issuer}, []OIDCIssuer{a, b}, b.Issuer},
+		{"none named among several", Console{ClientID: "console"}, []OIDCIssuer{a, b}, ""},
+		{"no client id", Console{Issuer: a.Issuer}, []OIDCIssuer{a}, ""},
+	} {
+		c := Config{Console: tc.console, Auth: Auth{OIDC: tc.issuers}}
+		got, ok := c.SignInIssuer()
+		if got.Issuer != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: %q %v; want %q", tc.name, got.Issuer, ok, tc.want)
+		}
+	}
+	if got := (Console{}).SignInScopes(); !slices.Equal(got, []string{"openid"}) {
+		t.Errorf("default scopes %v; want [openid]", got)
 	}
 }

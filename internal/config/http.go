@@ -30,6 +30,69 @@ type Console struct {
 	// https://jaeger.example/trace/{trace_id}: a generation's page links
 	// its trace id there. Empty: the id is shown as text.
 	TraceURL string `yaml:"trace_url"`
+	// ClientID is the OAuth client id the console signs in with at an
+	// issuer of auth.oidc (authorization code with PKCE, a public client:
+	// no secret), registered there with the redirect URL
+	// <agentd's address>/console/. The sign-in page then offers "Sign in
+	// with <issuer>" beside the API key. Empty: API keys only.
+	ClientID string `yaml:"client_id"`
+	// Issuer is the auth.oidc issuer the console signs in with, as its
+	// issuer setting spells it; needed only when auth.oidc has several.
+	// The page sends the ID token when that issuer's audience is
+	// client_id, and the access token (which must then be a JWT for that
+	// audience) otherwise.
+	Issuer string `yaml:"issuer" default:"the only issuer of auth.oidc"`
+	// Scopes are the scopes the console asks for; they must include
+	// openid.
+	Scopes []string `yaml:"scopes" default:"[openid]"`
+}
+
+// SignInScopes are the scopes the console asks its issuer for.
+func (c Console) SignInScopes() []string {
+	if len(c.Scopes) == 0 {
+		return []string{"openid"}
+	}
+	return c.Scopes
+}
+
+// SignInIssuer is the auth.oidc issuer the console signs in with, if it
+// signs in with one (console.client_id is set and names one).
+func (c *Config) SignInIssuer() (OIDCIssuer, bool) {
+	if c.Console.ClientID == "" {
+		return OIDCIssuer{}, false
+	}
+	for _, o := range c.Auth.OIDC {
+		if o.Issuer == c.Console.Issuer || c.Console.Issuer == "" && len(c.Auth.OIDC) == 1 {
+			return o, true
+		}
+	}
+	return OIDCIssuer{}, false
+}
+
+// validateConsoleSignIn checks that the console's OIDC sign-in names one
+// issuer of auth.oidc, whose tokens agentd then verifies, and asks for
+// an ID token.
+func (c *Config) validateConsoleSignIn(bad func(string, ...any)) {
+	cs := c.Console
+	if cs.ClientID == "" {
+		if cs.Issuer != "" || len(cs.Scopes) > 0 {
+			bad("console.issuer and console.scopes: need console.client_id, the client the console signs in as")
+		}
+		return
+	}
+	switch _, ok := c.SignInIssuer(); {
+	case len(c.Auth.OIDC) == 0:
+		bad("console.client_id: needs an issuer in auth.oidc, whose tokens agentd verifies")
+	case !ok && cs.Issuer == "":
+		bad("console.issuer: auth.oidc has %d issuers; name the one the console signs in with", len(c.Auth.OIDC))
+	case !ok:
+		// Not quoted, as auth.oidc's issuers are not: an issuer's path
+		// may be something only its users should know.
+		bad("console.issuer: is none of auth.oidc's issuers (write it exactly as its issuer setting does)")
+	}
+	if !slices.Contains(cs.SignInScopes(), "openid") {
+		bad("console.scopes: must include openid (the sign-in checks the ID token's nonce)")
+	}
 }
 
 // validate checks that trace_url is a web address with a place for the

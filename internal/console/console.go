@@ -8,6 +8,7 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"io/fs"
@@ -31,9 +32,17 @@ var assets = map[string]string{
 }
 
 // policy is the page's Content-Security-Policy: its own scripts, styles
-// and API only, no inline script, no frame, no form posting anywhere.
-const policy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// and API only (and the token endpoint of the issuer it signs in with,
+// which the page calls to exchange its code), no inline script, no
+// frame, no form posting anywhere.
+func policy(tokenOrigin string) string {
+	connect := "'self'"
+	if tokenOrigin != "" {
+		connect += " " + tokenOrigin
+	}
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src " + connect + "; " +
+		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
 
 // configName is where the page reads Config.
 const configName = "config.json"
@@ -45,6 +54,9 @@ type Config struct {
 	// TraceURL is console.trace_url: a trace viewer's address with
 	// {trace_id} in it, or empty.
 	TraceURL string `json:"trace_url"`
+	// OIDC is how the page signs in with an OpenID Connect issuer; nil
+	// when it signs in with API keys only.
+	OIDC *SignIn `json:"oidc,omitempty"`
 }
 
 // Handler serves the console under Path, with cfg as its config.json,
@@ -59,17 +71,18 @@ func Handler(cfg Config) http.Handler {
 }
 
 func newHandler(dist fs.FS, cfg Config) handler {
-	config, err := json.Marshal(cfg)
-	if err != nil {
-		panic("console: encoding its configuration: " + err.Error()) // a struct of strings encodes
+	h := handler{dist: dist, cfg: cfg}
+	if cfg.OIDC != nil {
+		h.endpoints = newDiscovery(*cfg.OIDC)
 	}
-	return handler{dist, config}
+	return h
 }
 
 type handler struct {
 	dist fs.FS
-	// config is Config as JSON, made once.
-	config []byte
+	cfg  Config
+	// endpoints finds the sign-in's endpoints; nil without OIDC sign-in.
+	endpoints *discovery
 }
 
 func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -86,14 +99,15 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "index.html"
 	}
-	body, kind, ok := h.file(name)
+	cfg := h.settings(r.Context(), name)
+	body, kind, ok := h.file(name, cfg)
 	if !ok {
 		http.NotFound(w, r)
 		return
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", kind)
-	hd.Set("Content-Security-Policy", policy)
+	hd.Set("Content-Security-Policy", policy(cfg.tokenOrigin()))
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "no-referrer")
@@ -105,14 +119,38 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
+// settings is the page's configuration as it serves name: with the
+// sign-in's endpoints for the page and its configuration, which need
+// them, as discovered; as configured for the other files.
+func (h handler) settings(ctx context.Context, name string) Config {
+	cfg := h.cfg
+	if h.endpoints != nil && (name == "index.html" || name == configName) {
+		signIn := h.endpoints.resolve(ctx)
+		cfg.OIDC = &signIn
+	}
+	return cfg
+}
+
+// tokenOrigin is the origin of the sign-in's token endpoint, or "".
+func (c Config) tokenOrigin() string {
+	if c.OIDC == nil {
+		return ""
+	}
+	return origin(c.OIDC.TokenEndpoint)
+}
+
 // file is the body and type of the console's file name, if it has one.
-func (h handler) file(name string) (body []byte, kind string, ok bool) {
+func (h handler) file(name string, cfg Config) (body []byte, kind string, ok bool) {
 	kind, ok = assets[name]
 	if !ok {
 		return nil, "", false
 	}
 	if name == configName {
-		return h.config, kind, true
+		body, err := json.Marshal(cfg)
+		if err != nil {
+			panic("console: encoding its configuration: " + err.Error()) // strings and a slice of them encode
+		}
+		return body, kind, true
 	}
 	body, err := fs.ReadFile(h.dist, name)
 	if err != nil && name == "index.html" {
