@@ -1,5 +1,6 @@
 // How the console writes values for people: JSON indented, spans of time
-// in the largest units that matter, instants in the reader's time zone.
+// in the largest units that matter, instants in the reader's time zone,
+// and which addresses may be links.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 
 // prettyJSON indents text when it is JSON and gives it back as it came
@@ -92,4 +93,16 @@ const clock = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyl
 
 export function instant(d: Date): string {
   return clock.format(d);
+}
+
+// webURL is text as a link's address when it is an http or https URL,
+// and undefined otherwise: a server's javascript: or data: URL is never a
+// link.
+export function webURL(text: string): URL | undefined {
+  try {
+    const u = new URL(text);
+    return u.protocol === "https:" || u.protocol === "http:" ? u : undefined;
+  } catch {
+    return undefined;
+  }
 }

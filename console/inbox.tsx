@@ -1,11 +1,12 @@
 // The inbox page: the tenant's pending requests, newest first, asked of
 // agentd every half second while the page is visible, so that a new one
-// shows within a second; approvals decided from here.
+// shows within a second; approvals and input requests answered from here.
 import { Code } from "@connectrpc/connect";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 
 import { failure, type Agent, type Failure } from "./api.js";
-import { merge, refused, type Entry } from "./pending.js";
+import { answered, decision, merge, refused, type Answer, type Entry } from "./pending.js";
+import { useNow, usePolling } from "./poll.js";
 import { RequestItem } from "./request.js";
 
 const pollEvery = 500;
@@ -40,22 +41,18 @@ export function Inbox({ agent }: { agent: Agent }) {
       }
     },
     pollEvery,
-    agent,
+    [agent],
   );
 
   const decide = useCallback(
-    async (e: Entry, approved: boolean, reason: string) => {
-      const r = e.req.request;
-      if (r.case !== "approval") return;
+    async (e: Entry, answer: Answer) => {
+      const call = decision(e.req, answer);
+      if (!call) return;
       const update = (f: (x: Entry) => Entry) => setEntries((prev) => prev.map((x) => (x.key === e.key ? f(x) : x)));
       update((x) => ({ ...x, phase: "deciding", error: "" }));
-      const decision = { requestId: r.value.id, approved, digest: r.value.digest, reason };
       try {
-        await agent.decideRequests(
-          { generationId: e.req.generationId, approvalDecisions: [decision] },
-          { timeoutMs: callTimeoutMs },
-        );
-        update((x) => ({ ...x, phase: "decided", notice: approved ? "You approved it." : "You declined it." }));
+        await agent.decideRequests(call, { timeoutMs: callTimeoutMs });
+        update((x) => ({ ...x, phase: "decided", notice: answered(answer) }));
       } catch (err) {
         const f = failure(err);
         if (f.code === Code.PermissionDenied) setReadOnly(true);
@@ -110,48 +107,4 @@ function summary(entries: Entry[], more: boolean): string {
   const count =
     waiting === 0 ? "Nothing is pending." : waiting === 1 ? "1 request is pending." : `${waiting} requests are pending.`;
   return more ? `${count} Only the newest ${pageSize} are shown.` : count;
-}
-
-// usePolling calls poll every `every` ms while the page is visible (a
-// hidden tab asks nothing; showing it asks at once), one call at a time,
-// until poll answers false; the call in flight is aborted when the page
-// hides or the component goes. poll is taken once for each dep, so it may
-// use only dep and state setters.
-function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: number, dep: unknown) {
-  useEffect(() => {
-    let round = 0;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let ctl: AbortController | undefined;
-    const stop = () => {
-      round++;
-      clearTimeout(timer);
-      ctl?.abort();
-    };
-    const tick = async () => {
-      const mine = ++round;
-      ctl = new AbortController();
-      const again = await poll(ctl.signal);
-      if (again && mine === round) timer = setTimeout(tick, every);
-    };
-    const onVisibility = () => {
-      stop();
-      if (document.visibilityState === "visible") void tick();
-    };
-    document.addEventListener("visibilitychange", onVisibility);
-    onVisibility();
-    return () => {
-      document.removeEventListener("visibilitychange", onVisibility);
-      stop();
-    };
-  }, [dep]);
-}
-
-// useNow is the time, renewed every `every` ms, for the spans shown.
-function useNow(every: number): Date {
-  const [now, setNow] = useState(() => new Date());
-  useEffect(() => {
-    const t = setInterval(() => setNow(new Date()), every);
-    return () => clearInterval(t);
-  }, [every]);
-  return now;
 }

@@ -2,9 +2,14 @@
 // stopped listing while someone looked at them, kept with a notice
 // saying why until dismissed, so that a request decided elsewhere does
 // not vanish from under the person about to decide it.
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 
-import type { PendingRequest } from "../gen/ts/agentd/v1/agent_service_pb.js";
+import {
+  InputAction,
+  type DecideRequestsRequestSchema,
+  type PendingRequest,
+} from "../gen/ts/agentd/v1/agent_service_pb.js";
 import type { Failure } from "./api.js";
 import { dateOf, instant } from "./format.js";
 
@@ -36,6 +41,44 @@ export function requestId(req: PendingRequest): string {
     default:
       return r.value.id;
   }
+}
+
+// Answer is what a person decided of a request: an approval's yes or no,
+// or what they did with an input request (its content when they
+// accepted a form).
+export type Answer =
+  | { case: "approval"; approved: boolean; reason: string }
+  | { case: "input"; action: InputAction; content?: JsonObject };
+
+// decision is the DecideRequests call that gives answer to req, or
+// undefined when answer is not of req's kind.
+export function decision(
+  req: PendingRequest,
+  answer: Answer,
+): MessageInitShape<typeof DecideRequestsRequestSchema> | undefined {
+  const r = req.request;
+  const generationId = req.generationId;
+  if (answer.case === "approval" && r.case === "approval") {
+    const { approved, reason } = answer;
+    return { generationId, approvalDecisions: [{ requestId: r.value.id, approved, digest: r.value.digest, reason }] };
+  }
+  if (answer.case === "input" && r.case === "input") {
+    return { generationId, inputResponses: [{ requestId: r.value.id, action: answer.action, content: answer.content }] };
+  }
+  return undefined;
+}
+
+const inputNotices: Record<InputAction, string> = {
+  [InputAction.UNSPECIFIED]: "",
+  [InputAction.ACCEPT]: "You answered it.",
+  [InputAction.DECLINE]: "You declined to answer.",
+  [InputAction.CANCEL]: "You dismissed it without answering.",
+};
+
+// answered is what a decided entry says of this page's answer.
+export function answered(answer: Answer): string {
+  if (answer.case === "input") return inputNotices[answer.action];
+  return answer.approved ? "You approved it." : "You declined it.";
 }
 
 function keyOf(req: PendingRequest): string {

@@ -7,22 +7,21 @@ import { useId, useState } from "preact/hooks";
 import {
   AuthorizationReason,
   GenerationState,
-  InputMode,
   type AuthorizationRequest,
   type FunctionCall,
-  type InputRequest,
   type PendingRequest,
   type SamplingApproval,
 } from "../gen/ts/agentd/v1/agent_service_pb.js";
-import { dateOf, instant, prettyJSON, span } from "./format.js";
-import { requestId, type Entry } from "./pending.js";
+import { dateOf, instant, prettyJSON, span, webURL } from "./format.js";
+import { InputBody } from "./inputform.js";
+import { requestId, type Answer, type Entry } from "./pending.js";
 
 export interface ItemProps {
   entry: Entry;
   now: Date;
   // The key may only read: no decision buttons.
   readOnly: boolean;
-  onDecide(entry: Entry, approved: boolean, reason: string): void;
+  onDecide(entry: Entry, answer: Answer): void;
   onDismiss(entry: Entry): void;
 }
 
@@ -41,7 +40,7 @@ export function RequestItem({ entry, now, readOnly, onDecide, onDismiss }: ItemP
       <article aria-labelledby={title}>
         <h2 id={title}>{heading(req)}</h2>
         <Facts req={req} now={now} />
-        <Body req={req} />
+        <Body entry={entry} readOnly={readOnly} onDecide={onDecide} />
         {decidable(entry, readOnly) && <Decision entry={entry} onDecide={onDecide} />}
         <Outcome entry={entry} onDismiss={onDismiss} />
       </article>
@@ -139,15 +138,23 @@ function stateName(s: GenerationState): string {
   return GenerationState[s]?.toLowerCase() ?? "";
 }
 
-function Body({ req }: { req: PendingRequest }) {
-  const r = req.request;
+function Body({ entry, readOnly, onDecide }: Pick<ItemProps, "entry" | "readOnly" | "onDecide">) {
+  const r = entry.req.request;
   switch (r.case) {
     case "approval":
       return r.value.sampling ? <Sampling s={r.value.sampling} /> : <Arguments text={r.value.arguments} />;
     case "authorization":
       return <Authorization request={r.value} />;
     case "input":
-      return <Input request={r.value} />;
+      return (
+        <InputBody
+          request={r.value}
+          answerable={!readOnly && pending(entry)}
+          busy={entry.phase === "deciding"}
+          error={entry.error}
+          onAnswer={(a) => onDecide(entry, a)}
+        />
+      );
     case "functionCall":
       return <FunctionCallBody call={r.value} />;
     default:
@@ -220,32 +227,6 @@ function Authorization({ request }: { request: AuthorizationRequest }) {
   );
 }
 
-// webURL is text as a link's address when it is an http or https URL,
-// and undefined otherwise: a server's javascript: or data: URL is never a
-// link.
-function webURL(text: string): URL | undefined {
-  try {
-    const u = new URL(text);
-    return u.protocol === "https:" || u.protocol === "http:" ? u : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function Input({ request }: { request: InputRequest }) {
-  return (
-    <section class="input">
-      {request.message && <p class="message">{request.message}</p>}
-      {request.mode === InputMode.URL && (
-        <p>
-          It asks you to visit <code>{request.url}</code>.
-        </p>
-      )}
-      <p data-testid="answer-elsewhere">This console does not answer input requests: answer with the CLI or the API.</p>
-    </section>
-  );
-}
-
 function FunctionCallBody({ call }: { call: FunctionCall }) {
   return (
     <>
@@ -255,9 +236,12 @@ function FunctionCallBody({ call }: { call: FunctionCall }) {
   );
 }
 
+function pending(entry: Entry): boolean {
+  return entry.phase === "pending" || entry.phase === "deciding";
+}
+
 function decidable(entry: Entry, readOnly: boolean): boolean {
-  const { phase, req } = entry;
-  return !readOnly && req.request.case === "approval" && (phase === "pending" || phase === "deciding");
+  return !readOnly && entry.req.request.case === "approval" && pending(entry);
 }
 
 function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDecide"] }) {
@@ -276,7 +260,7 @@ function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDe
         onInput={(e) => setReason(e.currentTarget.value)}
       />
       <div class="buttons">
-        <button type="button" data-testid="approve" disabled={busy} onClick={() => onDecide(entry, true, reason)}>
+        <button type="button" data-testid="approve" disabled={busy} onClick={() => onDecide(entry, { case: "approval", approved: true, reason })}>
           Approve
         </button>
         <button
@@ -284,7 +268,7 @@ function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDe
           class="decline"
           data-testid="decline"
           disabled={busy}
-          onClick={() => onDecide(entry, false, reason)}
+          onClick={() => onDecide(entry, { case: "approval", approved: false, reason })}
         >
           Decline
         </button>

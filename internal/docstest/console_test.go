@@ -87,21 +87,25 @@ func TestConsole(t *testing.T) {
 	screenshot(t, signInPage, filepath.Join(shots, "signin-1280x800.png"), 1280, 800)
 }
 
-// serveConsole starts bin/agentd requiring an API key (alice of acme, eve
-// of globex, both with the role generate), and returns its address.
+// serveConsole starts bin/agentd requiring an API key (consoleAuth), and
+// returns its address.
 func serveConsole(t *testing.T) string {
 	t.Helper()
-	tmp := t.TempDir()
+	return serveConfigured(t, t.TempDir(), consoleAuth())
+}
+
+// consoleAuth is the console tests' auth: alice of acme and eve of
+// globex, both with the role generate, by API key.
+func consoleAuth() string {
 	hash := func(key string) string {
 		sum := sha256.Sum256([]byte(key))
 		return hex.EncodeToString(sum[:])
 	}
-	cfg := fmt.Sprintf(`auth:
+	return fmt.Sprintf(`auth:
   api_keys:
     - {name: alice, sha256: %s, tenant: acme, roles: [generate]}
     - {name: eve, sha256: %s, tenant: globex, roles: [generate]}
 `, hash(consoleAlice), hash(consoleEve))
-	return serveConfigured(t, tmp, cfg)
 }
 
 // startPaused starts, as alice, a detached generation whose tool call
