@@ -12,17 +12,21 @@
 import { render } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 
-import { agentClient, forgetKey, keepKey, storedKey } from "./api.js";
+import { adminClient, agentClient, forgetKey, keepKey, storedKey, type Admin, type Agent } from "./api.js";
 import { Inbox } from "./inbox.js";
+import { MCPServers } from "./mcp.js";
 import { SignIn } from "./signin.js";
+import { Tenants } from "./tenants.js";
 
-type Route = "signin" | "inbox";
+type Route = "signin" | "inbox" | "mcp" | "tenants";
 
-const titles: Record<Route, string> = { signin: "Sign in", inbox: "Inbox" };
+const titles: Record<Route, string> = { signin: "Sign in", inbox: "Inbox", mcp: "MCP servers", tenants: "Tenants" };
 
+// routeOf is the page a fragment names; what follows its "?" is the
+// page's own state.
 function routeOf(hash: string): Route | undefined {
-  const name = hash.replace(/^#\//, "");
-  return name === "signin" || name === "inbox" ? name : undefined;
+  const name = hash.replace(/^#\//, "").split("?")[0];
+  return Object.hasOwn(titles, name) ? (name as Route) : undefined;
 }
 
 function useRoute(): Route | undefined {
@@ -46,6 +50,7 @@ function App() {
   const [key, setKey] = useState(storedKey);
   const route = useRoute();
   const agent = useMemo(() => (key ? agentClient(key) : undefined), [key]);
+  const admin = useMemo(() => (key ? adminClient(key) : undefined), [key]);
   const shown = want(route, key !== "");
 
   useEffect(() => {
@@ -71,11 +76,13 @@ function App() {
           <>
             <nav aria-label="Pages">
               <ul>
-                <li>
-                  <a href="#/inbox" aria-current={route === "inbox" ? "page" : undefined}>
-                    Inbox
-                  </a>
-                </li>
+                {(["inbox", "mcp", "tenants"] as const).map((r) => (
+                  <li key={r}>
+                    <a href={`#/${r}`} aria-current={route === r ? "page" : undefined}>
+                      {titles[r]}
+                    </a>
+                  </li>
+                ))}
               </ul>
             </nav>
             <button id="sign-out" type="button" onClick={signOut}>
@@ -84,9 +91,15 @@ function App() {
           </>
         )}
       </header>
-      {agent ? <Inbox agent={agent} /> : <SignIn onSignedIn={signIn} />}
+      {agent && admin ? <Page route={shown} agent={agent} admin={admin} /> : <SignIn onSignedIn={signIn} />}
     </>
   );
+}
+
+function Page({ route, agent, admin }: { route: Route; agent: Agent; admin: Admin }) {
+  if (route === "mcp") return <MCPServers agent={agent} admin={admin} />;
+  if (route === "tenants") return <Tenants admin={admin} />;
+  return <Inbox agent={agent} />;
 }
 
 render(<App />, document.getElementById("app")!);

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/internal/auth/oidctest"
+	"github.com/agentd/agentd/internal/testwait"
 )
 
 // askSchema is what the asker server's form asks: every kind of field an
@@ -313,4 +314,112 @@ func TestConsoleOIDC(t *testing.T) {
 	must(t, "returning with a state this tab did not make", chromedp.Do(stranger,
 		chromedp.Navigate(base+"/console/?code=stolen&state=forged"), chromedp.WaitVisible(chromedp.ID("oidc-sign-in"))))
 	waitText(t, stranger, "#error", func(s string) bool { return strings.Contains(s, "not to a sign-in this tab started") })
+}
+
+// The admin pages' callers, all of acme: an admin, an observer and a
+// tenant_admin.
+const (
+	consoleOps       = "console-ops-key"
+	consoleWatcher   = "console-watcher-key"
+	consoleAcmeAdmin = "console-acme-admin-key"
+)
+
+// TestConsoleAdminPages needs the AdminService's ListTenants,
+// ListMCPServers and InvalidateSchemaCache, and GetCaller. A paused
+// generation of acme's (its demo server's pool and schema-cache entry,
+// one paused generation) is on the pages: the tenants page shows acme's
+// paused generations beside its limit, and only acme when the URL names
+// it; the MCP servers page lists the demo server, its pool and the cache
+// entry, with Invalidate for an admin and a tenant_admin of acme, none
+// for an observer; an admin's Invalidate drops the entry. Screenshots at
+// 1280x800 and 390x844 go to build/console/.
+func TestConsoleAdminPages(t *testing.T) {
+	chromium := browser(t)
+	hash := func(key string) string {
+		sum := sha256.Sum256([]byte(key))
+		return fmt.Sprintf("%x", sum)
+	}
+	base := "http://" + serveConfigured(t, t.TempDir(), fmt.Sprintf(`auth:
+  api_keys:
+    - {name: alice, sha256: %s, tenant: acme, roles: [generate]}
+    - {name: ops, sha256: %s, tenant: acme, roles: [admin]}
+    - {name: watcher, sha256: %s, tenant: acme, roles: [observer]}
+    - {name: acme-admin, sha256: %s, tenant: acme, roles: [tenant_admin]}
+tenants:
+  acme: {limits: {max_concurrent_generations: 10, max_paused_generations: 5, max_threads: 100}}
+  globex: {}
+`, hash(consoleAlice), hash(consoleOps), hash(consoleWatcher), hash(consoleAcmeAdmin)))
+	shots := filepath.Join(root, "build", "console")
+	startPaused(t, base, "for the admin pages")
+
+	ops := newTab(t, chromium)
+	signIn(t, ops, base, consoleOps)
+	goTo(t, ops, "#/tenants")
+	paused := `[data-testid="tenant"][data-name="acme"] [data-testid="use-paused"] .figure`
+	answered(t, ops, `[data-testid="tenant"]`)
+	must(t, "waiting for acme's card", chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(paused))))
+	if got := text(t, ops, paused); got != "1 / 5 paused" {
+		t.Errorf("acme's paused generations read %q; want 1 / 5 paused", got)
+	}
+	must(t, "waiting for globex's card", chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(`[data-testid="tenant"][data-name="globex"]`))))
+	screenshot(t, ops, filepath.Join(shots, "tenants-1280x800.png"), 1280, 800)
+	screenshot(t, ops, filepath.Join(shots, "tenants-390x844.png"), 390, 844)
+	must(t, "sizing the page back", chromedp.Do(ops, chromedp.EmulateViewport(1280, 800)))
+	goTo(t, ops, "#/tenants?tenant=acme")
+	testwaitCount(t, ops, `[data-testid="tenant"]`, 1)
+
+	entry := `[data-testid="cache-entry"][data-server="demo"]`
+	goTo(t, ops, "#/mcp")
+	answered(t, ops, `[data-testid="server"]`)
+	must(t, "waiting for the MCP servers page", chromedp.Do(ops,
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="server"][data-name="demo"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="pool"][data-server="demo"]`)),
+		chromedp.WaitVisible(chromedp.CSS(entry+` [data-testid="invalidate"]`))))
+	screenshot(t, ops, filepath.Join(shots, "mcp-1280x800.png"), 1280, 800)
+	screenshot(t, ops, filepath.Join(shots, "mcp-390x844.png"), 390, 844)
+	must(t, "sizing the page back", chromedp.Do(ops, chromedp.EmulateViewport(1280, 800)))
+
+	watcher := newTab(t, chromium)
+	signIn(t, watcher, base, consoleWatcher)
+	goTo(t, watcher, "#/mcp")
+	must(t, "the observer's MCP servers page", chromedp.Do(watcher, chromedp.WaitVisible(chromedp.CSS(entry))))
+	testwaitCount(t, watcher, `[data-testid="invalidate"], [data-testid="invalidate-tenant"]`, 0)
+
+	acmeAdmin := newTab(t, chromium)
+	signIn(t, acmeAdmin, base, consoleAcmeAdmin)
+	goTo(t, acmeAdmin, "#/mcp")
+	must(t, "the tenant_admin's MCP servers page", chromedp.Do(acmeAdmin,
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="invalidate-tenant"][data-tenant="acme"]`))))
+
+	must(t, "invalidating the entry", chromedp.Do(ops, chromedp.Click(chromedp.CSS(entry+` [data-testid="invalidate"]`))))
+	waitText(t, ops, "#mcp-status", func(s string) bool { return strings.Contains(s, "1 entry dropped") })
+	testwaitCount(t, ops, entry, 0)
+}
+
+// answered waits until tab's page shows sel or an error, and fails with
+// the error: a method the server does not serve fails the test at once
+// rather than when it times out.
+func answered(t *testing.T, tab context.Context, sel string) {
+	t.Helper()
+	must(t, "waiting for the page's answer", chromedp.Do(tab, chromedp.WaitVisible(chromedp.CSS(sel+`, #error:not(:empty)`))))
+	if e := text(t, tab, "#error"); e != "" {
+		t.Fatalf("the page says %q", e)
+	}
+}
+
+// goTo shows the console's page at hash in tab.
+func goTo(t *testing.T, tab context.Context, hash string) {
+	t.Helper()
+	_, err := chromedp.Run(tab, chromedp.Evaluate[string](fmt.Sprintf(`location.hash = %q`, hash)))
+	must(t, "going to "+hash, err)
+}
+
+// testwaitCount waits until sel selects n elements in tab.
+func testwaitCount(t *testing.T, tab context.Context, sel string, n int) {
+	t.Helper()
+	testwait.For(t, fmt.Sprintf("%d of %s", n, sel), func() bool {
+		got, err := chromedp.Run(tab, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+		must(t, "counting "+sel, err)
+		return got == n
+	})
 }

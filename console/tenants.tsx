@@ -1,0 +1,128 @@
+// The tenants page: each tenant's limits beside what it uses of them now
+// (ListTenants, read from the store every replica shares), as figures
+// ("3 / 10") with a bar beside each, one tenant to a card so that a
+// phone shows them one under another. The tenant shown is in the URL
+// (#/tenants?tenant=acme).
+import { useEffect, useRef, useState } from "preact/hooks";
+
+import type { TenantLimits, TenantOverview, TenantUsage } from "../gen/ts/agentd/v1/admin_service_pb.js";
+import { adminError, failure, type Admin } from "./api.js";
+import { TenantFilter } from "./mcp.js";
+import { usePolling } from "./poll.js";
+import { useHashParam } from "./urlstate.js";
+
+const pollEvery = 5_000;
+const callTimeoutMs = 10_000;
+
+export function Tenants({ admin }: { admin: Admin }) {
+  const [tenants, setTenants] = useState<TenantOverview[]>();
+  const [error, setError] = useState("");
+  const [tenant, setTenant] = useHashParam("tenant");
+
+  usePolling(
+    async (signal) => {
+      try {
+        const res = await admin.listTenants({}, { signal, timeoutMs: callTimeoutMs });
+        setTenants(res.tenants);
+        setError("");
+        return true;
+      } catch (err) {
+        if (signal.aborted) return false;
+        const e = adminError(failure(err), "ListTenants");
+        setError(e.text);
+        return e.again;
+      }
+    },
+    pollEvery,
+    [admin],
+  );
+
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => heading.current?.focus(), []);
+  const shown = (tenants ?? []).filter((t) => tenant === "" || t.name === tenant);
+
+  return (
+    <main id="main" class="admin">
+      <h1 ref={heading} tabIndex={-1}>
+        Tenants
+      </h1>
+      <p id="error" class="error" role="alert">
+        {error}
+      </p>
+      <p id="tenants-status" role="status">
+        {tenants ? (shown.length === 0 ? "No tenant to show." : "") : error ? "" : "Loading…"}
+      </p>
+      {tenants && tenants.length > 1 && (
+        <TenantFilter tenants={tenants.map((t) => t.name)} tenant={tenant} onChoose={setTenant} />
+      )}
+      <ul class="tenants">
+        {shown.map((t) => (
+          <TenantCard key={t.name} tenant={t} />
+        ))}
+      </ul>
+    </main>
+  );
+}
+
+// A use is one of a tenant's limits beside its usage: limit 0 is no
+// limit, undefined a use no setting limits.
+interface Use {
+  id: string;
+  label: string;
+  used: number;
+  limit?: number;
+  unit: string;
+}
+
+function usesOf(l: TenantLimits | undefined, u: TenantUsage | undefined): Use[] {
+  return [
+    { id: "running", label: "Running generations", used: u?.runningGenerations ?? 0, limit: l?.maxConcurrentGenerations ?? 0, unit: "running" },
+    { id: "paused", label: "Paused generations", used: u?.pausedGenerations ?? 0, limit: l?.maxPausedGenerations ?? 0, unit: "paused" },
+    { id: "queued", label: "Queued behind their threads", used: u?.queuedGenerations ?? 0, unit: "queued" },
+    { id: "per-minute", label: "Started in the last minute", used: u?.generationsLastMinute ?? 0, limit: l?.generationsPerMinute ?? 0, unit: "a minute" },
+    { id: "threads", label: "Threads", used: u?.threads ?? 0, limit: l?.maxThreads ?? 0, unit: "threads" },
+    { id: "thread-items", label: "Items in its largest thread", used: u?.largestThreadItems ?? 0, limit: l?.maxThreadItems ?? 0, unit: "items" },
+  ];
+}
+
+function TenantCard({ tenant }: { tenant: TenantOverview }) {
+  const title = `tenant-${tenant.name}`;
+  return (
+    <li class="tenant" data-testid="tenant" data-name={tenant.name}>
+      <article aria-labelledby={title}>
+        <h2 id={title}>{tenant.name}</h2>
+        <dl class="uses">
+          {usesOf(tenant.limits, tenant.usage).map((u) => (
+            <UseRow key={u.id} use={u} />
+          ))}
+        </dl>
+      </article>
+    </li>
+  );
+}
+
+// UseRow is a use as text (what a screen reader says, and what the test
+// reads) and as a bar that only repeats it for the eye.
+function UseRow({ use: u }: { use: Use }) {
+  const limited = u.limit !== undefined && u.limit > 0;
+  const share = limited ? Math.min(1, u.used / u.limit!) : 0;
+  const level = !limited ? "none" : share >= 1 ? "full" : share >= 0.8 ? "high" : "ok";
+  return (
+    <div class="use" data-testid={`use-${u.id}`} data-level={level}>
+      <dt>{u.label}</dt>
+      <dd>
+        <span class="figure">{figure(u)}</span>
+        {limited && (
+          <span class="bar" aria-hidden="true">
+            <span style={{ width: `${Math.round(share * 100)}%` }} />
+          </span>
+        )}
+      </dd>
+    </div>
+  );
+}
+
+function figure(u: Use): string {
+  if (u.limit === undefined) return `${u.used} ${u.unit}`;
+  return u.limit > 0 ? `${u.used} / ${u.limit} ${u.unit}` : `${u.used} ${u.unit} (no limit)`;
+}
