@@ -104,10 +104,13 @@ function IssuerSignIn({ oidc, busy, onError }: { oidc: OIDCSignIn; busy: boolean
   const go = () => begin(oidc).catch((err: unknown) => onError(`Signing in could not start: ${String(err)}.`));
   return (
     <div class="issuer-signin">
+      <p>
+        Sign in at your organisation's identity provider, which sends you back here. The console keeps the token it
+        gives in this tab only, as it keeps an API key.
+      </p>
       <button id="oidc-sign-in" type="button" class="primary" disabled={busy} onClick={go}>
         Sign in with {name}
       </button>
-      <p class="hint">Or with an API key:</p>
     </div>
   );
 }

@@ -79,7 +79,7 @@ function usesOf(l: TenantLimits | undefined, u: TenantUsage | undefined): Use[] 
     { id: "running", label: "Running generations", used: u?.runningGenerations ?? 0, limit: l?.maxConcurrentGenerations ?? 0, unit: "running" },
     { id: "paused", label: "Paused generations", used: u?.pausedGenerations ?? 0, limit: l?.maxPausedGenerations ?? 0, unit: "paused" },
     { id: "queued", label: "Queued behind their threads", used: u?.queuedGenerations ?? 0, unit: "queued" },
-    { id: "per-minute", label: "Started in the last minute", used: u?.generationsLastMinute ?? 0, limit: l?.generationsPerMinute ?? 0, unit: "a minute" },
+    { id: "per-minute", label: "Started in the last minute", used: u?.generationsLastMinute ?? 0, limit: l?.generationsPerMinute ?? 0, unit: "started" },
     { id: "threads", label: "Threads", used: u?.threads ?? 0, limit: l?.maxThreads ?? 0, unit: "threads" },
     { id: "thread-items", label: "Items in its largest thread", used: u?.largestThreadItems ?? 0, limit: l?.maxThreadItems ?? 0, unit: "items" },
   ];
