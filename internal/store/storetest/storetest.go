@@ -87,6 +87,8 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"CheckpointWithLaterEvents", testCheckpointWithLaterEvents},
 		{"StateAlone", testStateAlone},
 		{"ListPages", testListPages},
+		{"ListFilters", testListFilters},
+		{"Cancel", testCancel},
 		{"Sweep", testSweep},
 		{"ExpirePaused", testExpirePaused},
 		{"ConcurrentExpirePaused", testConcurrentExpirePaused},
