@@ -19,6 +19,16 @@ func (d *deciding) cancel(t *testing.T, key, id, reason string) (*agentdv1.Gener
 	return res.GetGeneration(), status.Convert(err)
 }
 
+// waitingOnA serves two replicas, a and b, and starts alice's generation
+// id on a's stream l, which waits for an approval of it.
+func waitingOnA(t *testing.T) (a, b *deciding, l *liveStream, id string) {
+	t.Helper()
+	a, b = threadReplicas(t, &fakeBridge{onList: offering(serverTools("files", "read", "delete"))})
+	l = a.start(t, alice, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
+	l.next(t, "the approval request", isApprovalRequest)
+	return a, b, l, l.id(t)
+}
+
 // mustGetAs is alice's GetGeneration of id, failing the test unless it
 // succeeds.
 func mustGetAs(t *testing.T, d *deciding, id string) *agentdv1.Generation {
@@ -48,10 +58,7 @@ func (d *deciding) wantCancelled(t *testing.T, id, message string) {
 // has ended, is FAILED_PRECONDITION, and so is nothing else.
 func TestCancelGenerationHere(t *testing.T) {
 	t.Parallel()
-	a, _ := threadReplicas(t, &fakeBridge{onList: offering(serverTools("files", "read", "delete"))})
-	l := a.start(t, alice, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
-	l.next(t, "the approval request", isApprovalRequest)
-	id := l.id(t)
+	a, _, l, id := waitingOnA(t)
 
 	if _, st := a.cancel(t, alice, id, "not today"); st.Code() != codes.OK {
 		t.Fatalf("CancelGeneration: %v", st)
@@ -72,10 +79,7 @@ func TestCancelGenerationHere(t *testing.T) {
 // and left running; the approve role may not cancel (generate may).
 func TestCancelGenerationRefusals(t *testing.T) {
 	t.Parallel()
-	a, _ := threadReplicas(t, &fakeBridge{onList: offering(serverTools("files", "read", "delete"))})
-	l := a.start(t, alice, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
-	l.next(t, "the approval request", isApprovalRequest)
-	id := l.id(t)
+	a, _, _, id := waitingOnA(t)
 	for _, tc := range []struct {
 		key, id string
 		want    codes.Code
@@ -98,10 +102,7 @@ func TestCancelGenerationRefusals(t *testing.T) {
 // ending CANCELLED; without a reason, its message names who cancelled.
 func TestCancelGenerationOnAnotherReplica(t *testing.T) {
 	t.Parallel()
-	a, b := threadReplicas(t, &fakeBridge{onList: offering(serverTools("files", "read", "delete"))})
-	l := a.start(t, alice, &agentdv1.StartGeneration{Agent: filesAgent(t), Messages: userSays("tidy")})
-	l.next(t, "the approval request", isApprovalRequest)
-	id := l.id(t)
+	a, b, l, id := waitingOnA(t)
 
 	g, st := b.cancel(t, alice, id, "")
 	wantCode(t, st, codes.OK)

@@ -254,6 +254,14 @@ func pgCheckpoint(ctx context.Context, q pgRower, tenant, id string, epoch int64
 	return last, nil
 }
 
+// pgLockThreadOf locks the thread of the generation $2 of the tenant $1,
+// if it has one: the first statement of every write that may change the
+// thread's queue or which generation holds it.
+const pgLockThreadOf = `
+	SELECT 1 FROM threads WHERE tenant = $1
+		AND id = (SELECT thread_id FROM generations WHERE tenant = $1 AND id = $2 AND thread_id <> '')
+	FOR UPDATE`
+
 // Finish is one batch of statements, one round trip and one
 // (implicit) transaction: it locks the generation's thread first, if it
 // has one, then ends the generation, then gives up the thread if the
@@ -269,10 +277,7 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 	var last int64
 	ended := true
 	b := &pgx.Batch{}
-	b.Queue(`
-		SELECT 1 FROM threads WHERE tenant = $1
-			AND id = (SELECT thread_id FROM generations WHERE tenant = $1 AND id = $2 AND thread_id <> '')
-		FOR UPDATE`, tenant, id)
+	b.Queue(pgLockThreadOf, tenant, id)
 	b.Queue(`
 		WITH g AS (
 			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
@@ -584,10 +589,7 @@ func (p pgGenerations) Cancel(ctx context.Context, tenant, id, reason string, re
 		return err
 	}
 	b := &pgx.Batch{}
-	b.Queue(`
-		SELECT 1 FROM threads WHERE tenant = $1
-			AND id = (SELECT thread_id FROM generations WHERE tenant = $1 AND id = $2 AND thread_id <> '')
-		FOR UPDATE`, tenant, id)
+	b.Queue(pgLockThreadOf, tenant, id)
 	b.Queue(`
 		WITH g AS (
 			UPDATE generations SET state = 'cancelled', result = $3, checkpoint = '', owner = '', lease_expires = $4,

@@ -987,17 +987,27 @@ func seedListPages(t *testing.T, g store.Generations) {
 // without its checkpoint, and a finished one with its result.
 func listAll(t *testing.T, g store.Generations, o store.ListOptions) (ids []string, pages int) {
 	t.Helper()
+	all := listPages(t, g, o)
+	for _, page := range all {
+		ids = append(ids, checkPage(t, o.PageSize, page)...)
+	}
+	return ids, len(all)
+}
+
+// listPages lists acme's generations with o, page after page.
+func listPages(t *testing.T, g store.Generations, o store.ListOptions) [][]store.Generation {
+	t.Helper()
+	var pages [][]store.Generation
 	for {
 		page, next, err := g.List(t.Context(), "acme", o)
 		if err != nil {
 			t.Fatalf("List(%+v): %v", o, err)
 		}
-		pages++
-		ids = append(ids, checkPage(t, o.PageSize, page)...)
+		pages = append(pages, page)
 		if next == "" {
-			return ids, pages
+			return pages
 		}
-		if pages > 20 {
+		if len(pages) > 20 {
 			t.Fatal("List does not end")
 		}
 		o.PageToken = next
@@ -1409,9 +1419,8 @@ func testListFilters(t *testing.T, db DB) {
 		{store.ListOptions{Model: "Claude"}, nil},
 		{store.ListOptions{Provider: "anthropic", Model: "gpt"}, nil},
 	} {
-		page, _ := listAllOf(t, g, tt.o)
 		var ids []string
-		for _, x := range page {
+		for _, x := range slices.Concat(listPages(t, g, tt.o)...) {
 			ids = append(ids, x.ID)
 			if want := filterOrigins[x.ID]; x.Origin != want {
 				t.Errorf("List(%+v) gave %s with %+v; want %+v", tt.o, x.ID, x.Origin, want)
@@ -1452,24 +1461,6 @@ func seedListFilters(t *testing.T, s store.Store) {
 	}
 	check(t, errOf(s.Generations().Create(ctx, store.NewGeneration{Tenant: "globex", ID: "a", Owner: "r", Expires: at(time.Hour),
 		Origin: filterOrigins["a"], Now: t0})))
-}
-
-// listAllOf lists acme's generations with o, page after page, and
-// returns them and how many pages they came in.
-func listAllOf(t *testing.T, g store.Generations, o store.ListOptions) (all []store.Generation, pages int) {
-	t.Helper()
-	for {
-		page, next, err := g.List(t.Context(), "acme", o)
-		if err != nil {
-			t.Fatalf("List(%+v): %v", o, err)
-		}
-		pages++
-		all = append(all, page...)
-		if next == "" || pages > 20 {
-			return all, pages
-		}
-		o.PageToken = next
-	}
 }
 
 // checkBoundTokens: a token continues the list of its filters only
