@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,19 +113,14 @@ func TestListGenerationsFiltersOverHTTP(t *testing.T) {
 	client := transcoded(t, svc)
 	list := func(query string) (int, *agentdv1.ListGenerationsResponse) {
 		t.Helper()
-		res, err := client.Get("http://proxy/v1/generations?" + query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
+		code, body := httpCall(t, client, http.MethodGet, "/v1/generations?"+query, "")
 		out := &agentdv1.ListGenerationsResponse{}
-		if res.StatusCode == http.StatusOK {
-			if err := protojson.Unmarshal(body, out); err != nil {
+		if code == http.StatusOK {
+			if err := protojson.Unmarshal([]byte(body), out); err != nil {
 				t.Fatalf("%s: %v", body, err)
 			}
 		}
-		return res.StatusCode, out
+		return code, out
 	}
 	at := func(m int) string {
 		return url.QueryEscape(day.Add(time.Duration(m) * time.Minute).Format(time.RFC3339))
@@ -163,6 +159,15 @@ func TestListGenerationsFiltersOverHTTP(t *testing.T) {
 	if code, next := list("model=claude&page_size=1&page_token=" + token); code != http.StatusOK || len(next.GetGenerations()) != 1 || next.GetGenerations()[0].GetGenerationId() != "gen_a" {
 		t.Errorf("the next page with the same filters: %d %v; want gen_a", code, next)
 	}
+	// The other routes of this work: the caller, and a cancel (gen_a runs
+	// on a replica that is not there: the answer shows it still running).
+	if code, body := httpCall(t, client, http.MethodGet, "/v1/caller", ""); code != http.StatusOK || !strings.Contains(body, `"name":"anonymous"`) {
+		t.Errorf("GET /v1/caller: %d %s; want the anonymous caller", code, body)
+	}
+	if code, body := httpCall(t, client, http.MethodPost, "/v1/generations/gen_a:cancel", `{"reason": "stop"}`); code != http.StatusOK ||
+		!strings.Contains(body, `"state":"GENERATION_STATE_RUNNING"`) {
+		t.Errorf("POST /v1/generations/gen_a:cancel: %d %s; want it still running, marked", code, body)
+	}
 	for _, query := range []string{
 		"model=gpt&page_size=1&page_token=" + token,
 		"page_token=" + token,
@@ -173,6 +178,26 @@ func TestListGenerationsFiltersOverHTTP(t *testing.T) {
 			t.Errorf("GET /v1/generations?%s: %d; want 400", query, code)
 		}
 	}
+}
+
+// httpCall sends method path with body (JSON; none when empty) through
+// client, and returns the answer's status and body.
+func httpCall(t *testing.T, client *http.Client, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://proxy"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }
 
 // The filters' checks over gRPC: a time range that is empty, or a time
