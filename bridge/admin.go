@@ -57,12 +57,16 @@ func reach(ctx context.Context, global string) (all bool, tenant string) {
 	return false, p.Tenant
 }
 
-func (a *Admin) GetCacheStats(ctx context.Context, _ *bridgev1.GetCacheStatsRequest) (*bridgev1.GetCacheStatsResponse, error) {
+func (a *Admin) GetCacheStats(ctx context.Context, req *bridgev1.GetCacheStatsRequest) (*bridgev1.GetCacheStatsResponse, error) {
 	var st schemacache.Stats
-	if all, tenant := reach(ctx, auth.RoleObserver); all {
-		st = a.s.cache.Stats()
-	} else {
+	all, tenant := reach(ctx, auth.RoleObserver)
+	switch {
+	case !all:
 		st = a.s.cache.TenantStats(tenant)
+	case req.Tenant != nil:
+		st = a.s.cache.TenantStats(req.GetTenant())
+	default:
+		st = a.s.cache.Stats()
 	}
 	return &bridgev1.GetCacheStatsResponse{Size: st.Size, Hits: st.Hits, Misses: st.Misses, Settings: settings(st.Settings)}, nil
 }

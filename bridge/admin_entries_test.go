@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/logtest"
 )
 
-// X-I5: ListCacheEntries describes the entries a caller reaches (a
+// X-I5: GetCacheStats counts the tenant asked for (a tenant_admin its
+// own, whichever it names); ListCacheEntries describes the entries a caller reaches (a
 // tenant_admin its own tenant's, an observer or admin every tenant's),
 // newest first, by key, server name, tenant, revision and tool count;
 // InvalidateCacheEntries drops one by its key, or a
@@ -60,6 +63,21 @@ func TestCacheEntries(t *testing.T) {
 	all := entries(observer)
 	if got := described(all); !slices.Equal(got, []string{"globex/tools", "acme/demo", "acme/tools"}) {
 		t.Errorf("X-I5 an observer's entries = %v; want every tenant's, newest first", got)
+	}
+
+	for _, tc := range []struct {
+		p      *auth.Principal
+		tenant *string
+		want   int64
+	}{
+		{observer, nil, 3},
+		{observer, proto.String("globex"), 1},
+		{acmeOps, proto.String("globex"), 2},
+	} {
+		res, err := admin.GetCacheStats(auth.NewContext(t.Context(), *tc.p), &bridgev1.GetCacheStatsRequest{Tenant: tc.tenant})
+		if err != nil || res.GetSize() != tc.want || res.GetMisses() != tc.want {
+			t.Errorf("X-I5 GetCacheStats(%s, tenant %v) = %v, %v; want %d entries and misses", tc.p.Name, tc.tenant, res, err, tc.want)
+		}
 	}
 
 	invalidate := func(p *auth.Principal, req *bridgev1.InvalidateCacheEntriesRequest) int64 {

@@ -1987,7 +1987,11 @@ func (*Content_Uri) isContent_Source() {}
 
 // GetCacheStatsRequest asks for the schema cache's statistics.
 type GetCacheStatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With it, the size and counters of this tenant's entries alone. A
+	// caller that reaches one tenant only gets its own tenant's whatever
+	// it names.
+	Tenant        *string `protobuf:"bytes,1,opt,name=tenant,proto3,oneof" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2020,6 +2024,13 @@ func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GetCacheStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsRequest) Descriptor() ([]byte, []int) {
 	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetCacheStatsRequest) GetTenant() string {
+	if x != nil && x.Tenant != nil {
+		return *x.Tenant
+	}
+	return ""
 }
 
 // GetCacheStatsResponse reports the schema cache.
@@ -3959,8 +3970,10 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x01(\fH\x00R\x04data\x12\x12\n" +
 	"\x03uri\x18\x04 \x01(\tH\x00R\x03uri\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04nameB\b\n" +
-	"\x06source\"\x16\n" +
-	"\x14GetCacheStatsRequest\"\x94\x01\n" +
+	"\x06source\">\n" +
+	"\x14GetCacheStatsRequest\x12\x1b\n" +
+	"\x06tenant\x18\x01 \x01(\tH\x00R\x06tenant\x88\x01\x01B\t\n" +
+	"\a_tenant\"\x94\x01\n" +
 	"\x15GetCacheStatsResponse\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04hits\x18\x02 \x01(\x03R\x04hits\x12\x16\n" +
@@ -4305,6 +4318,7 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 		(*Content_Data)(nil),
 		(*Content_Uri)(nil),
 	}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[24].OneofWrappers = []any{}
 	file_agentd_bridge_v1_bridge_proto_msgTypes[33].OneofWrappers = []any{}
 	file_agentd_bridge_v1_bridge_proto_msgTypes[43].OneofWrappers = []any{
 		(*ServerRequest_Authorization)(nil),

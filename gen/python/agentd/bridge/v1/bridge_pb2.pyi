@@ -223,8 +223,10 @@ class ElicitationResult(_message.Message):
     def __init__(self, action: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class GetCacheStatsRequest(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["tenant"]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ...) -> None: ...
 
 class GetCacheStatsResponse(_message.Message):
     __slots__ = ["hits", "misses", "settings", "size"]
