@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	"github.com/agentd/agentd/internal/auth"
-	"github.com/agentd/agentd/internal/logtest"
 )
 
 // X-I5: GetCacheStats counts the tenant asked for (a tenant_admin its
@@ -22,14 +20,7 @@ import (
 // audit line.
 func TestCacheEntries(t *testing.T) {
 	t.Parallel()
-	logs := new(logtest.Logs)
-	f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
-	fill := func(tenant string, spec *bridgev1.ServerSpec) {
-		t.Helper()
-		id := openAs(t, f.client, tenant, spec)
-		list(t, f.client, id)
-		closeSession(t, f.client, id)
-	}
+	f, logs, fill := loggedFixture(t)
 	fill("acme", refSpec("tools", "tools"))
 	fill("acme", refSpec("demo", "demo"))
 	fill("globex", refSpec("tools", "tools"))
