@@ -77,3 +77,30 @@ func TestAdminPages(t *testing.T) {
 		t.Errorf("ListMCPServers with the generate role: %v, HTTP %d; want %v, HTTP 403", got.code, got.status, connect.CodePermissionDenied)
 	}
 }
+
+// With a remote bridge, ListMCPServers asks that bridge's admin API over
+// agentd's connection to it: its pool and the cache entry the generation
+// wrote there; UNAVAILABLE (HTTP 503) once the bridge is gone.
+func TestAdminPagesRemoteBridge(t *testing.T) {
+	t.Parallel()
+	addr, stopBridge := serveBridgeAt(t, "127.0.0.1:0")
+	cfg := demoConfig(t, 0)
+	cfg.Bridge.Address = addr
+	cfg.Auth.APIKeys = []config.APIKey{
+		{Name: "acme-app", SHA256: auth.HashKey("sk-acme"), Tenant: "acme", Roles: []string{auth.RoleGenerate}},
+		{Name: "ops", SHA256: auth.HashKey("sk-ops"), Tenant: "acme", Roles: []string{auth.RoleAdmin}},
+	}
+	s := startWeb(t, cfg)
+	generate(t, withCredentials(s.grpc, bearer(t.Context(), "sk-acme")), demoStart(t))
+
+	got := listMCPServers(t, s, protoJSON, "sk-ops", nil, &agentdv1.ListMCPServersRequest{})
+	mcp, _ := got.res.(*agentdv1.ListMCPServersResponse)
+	if entries := mcp.GetCache().GetEntries(); got.code != 0 || len(mcp.GetPools()) != 1 || mcp.GetPools()[0].GetSpawned() == 0 ||
+		len(entries) != 1 || entries[0].GetTenant() != "acme" || entries[0].GetServerName() != "demo" {
+		t.Fatalf("ListMCPServers: %v %q, %v; want the remote bridge's pool and cache entry", got.code, got.msg, mcp)
+	}
+	stopBridge()
+	if got := listMCPServers(t, s, protoJSON, "sk-ops", nil, &agentdv1.ListMCPServersRequest{}); got.code != connect.CodeUnavailable || got.status != http.StatusServiceUnavailable {
+		t.Errorf("ListMCPServers without the bridge: %v %q, HTTP %d; want UNAVAILABLE, HTTP 503", got.code, got.msg, got.status)
+	}
+}
