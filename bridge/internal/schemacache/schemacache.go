@@ -453,7 +453,7 @@ func (c *Cache) lead(ctx context.Context, key Key, server string, fetch func(con
 
 	c.mu.Lock()
 	delete(c.flights, key)
-	c.store(key, f, hint, &entry{server: server}, sum)
+	c.store(key, f, hint, server, sum)
 	c.mu.Unlock()
 	close(f.done)
 	if f.err != nil {
@@ -462,11 +462,11 @@ func (c *Cache) lead(ctx context.Context, key Key, server string, fetch func(con
 	return outcome{tools: clone(f.tools), revision: f.revision}
 }
 
-// store keeps the list that f fetched under key as e, for the shorter of
-// the TTL and the server's hint, unless the fetch failed, the cache was
-// turned off or the entry invalidated meanwhile (f.stale), or the hint is
-// zero; sum is the list's digest. c.mu is held.
-func (c *Cache) store(key Key, f *flight, hint *time.Duration, e *entry, sum [sha256.Size]byte) {
+// store keeps the list that f fetched from server under key, for the
+// shorter of the TTL and the server's hint, unless the fetch failed, the
+// cache was turned off or the entry invalidated meanwhile (f.stale), or
+// the hint is zero; sum is the list's digest. c.mu is held.
+func (c *Cache) store(key Key, f *flight, hint *time.Duration, server string, sum [sha256.Size]byte) {
 	ttl := c.settings.TTL
 	if hint != nil {
 		ttl = min(ttl, *hint)
@@ -477,10 +477,9 @@ func (c *Cache) store(key Key, f *flight, hint *time.Duration, e *entry, sum [sh
 	c.writes++
 	c.revision++
 	f.revision = c.revision
-	e.writtenAt = time.Now()
-	e.tools, e.expires, e.written, e.revision = f.tools, e.writtenAt.Add(ttl), c.writes, c.revision
-	e.changes = c.mark(key, sum)
-	c.entries[key] = e
+	now := time.Now()
+	c.entries[key] = &entry{tools: f.tools, expires: now.Add(ttl), written: c.writes, revision: c.revision,
+		server: server, writtenAt: now, changes: c.mark(key, sum)}
 	c.evict()
 }
 
