@@ -455,6 +455,10 @@ var open = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflec
 var reading = []string{"ListPendingRequests", "GetGeneration", "ListGenerations", "FollowGeneration", "StreamGenerationEvents",
 	"GetThread", "ListThreads", "ListThreadItems"}
 
+// bridgeScoped are the bridge admin API's methods that a tenant_admin may
+// call for its own tenant's schema cache entries.
+var bridgeScoped = []string{"GetCacheStats", "ClearCache", "InvalidateCache", "ListCacheEntries", "InvalidateCacheEntries"}
+
 // role is what a method needs: one of the roles anyOf (none: any
 // authenticated caller may call it), and, when tenantScoped, tenant_admin
 // may call it too, for its own tenant's entries (the service limits it to
@@ -467,8 +471,7 @@ func role(method string) (anyOf []string, tenantScoped bool) {
 	case service == "agentd.v1.AdminService":
 		return adminRole(name), true
 	case strings.HasSuffix(service, ".BridgeAdminService"):
-		scoped := name == "GetCacheStats" || name == "ClearCache" || name == "InvalidateCache"
-		return adminRole(name), scoped
+		return adminRole(name), slices.Contains(bridgeScoped, name)
 	}
 	return []string{RoleGenerate}, false
 }
