@@ -13,37 +13,24 @@ import type {
   SchemaCache,
   SchemaCacheEntry,
 } from "../gen/ts/agentd/v1/admin_service_pb.js";
-import { adminError, failure, type Admin, type Agent } from "./api.js";
+import { failure, type Admin, type Agent } from "./api.js";
 import { mayInvalidate, useCaller } from "./caller.js";
 import { dateOf, instant, span } from "./format.js";
-import { useNow, usePolling } from "./poll.js";
+import { useAdminRead, useNow } from "./poll.js";
 import { useHashParam } from "./urlstate.js";
 
 const pollEvery = 5_000;
 const callTimeoutMs = 10_000;
 
 export function MCPServers({ agent, admin }: { agent: Agent; admin: Admin }) {
-  const [listed, setListed] = useState<ListMCPServersResponse>();
-  const [error, setError] = useState("");
   const [done, setDone] = useState("");
   const [round, setRound] = useState(0);
   const [tenant, setTenant] = useHashParam("tenant");
   const { caller } = useCaller(agent);
   const now = useNow(1000);
-
-  usePolling(
-    async (signal) => {
-      try {
-        setListed(await admin.listMCPServers({}, { signal, timeoutMs: callTimeoutMs }));
-        setError("");
-        return true;
-      } catch (err) {
-        if (signal.aborted) return false;
-        const e = adminError(failure(err), "ListMCPServers");
-        setError(e.text);
-        return e.again;
-      }
-    },
+  const { data: listed, error } = useAdminRead(
+    (signal) => admin.listMCPServers({}, { signal, timeoutMs: callTimeoutMs }),
+    "ListMCPServers",
     pollEvery,
     [admin, round],
   );

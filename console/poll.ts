@@ -2,6 +2,8 @@
 // the page's spans are measured from.
 import { useEffect, useState } from "preact/hooks";
 
+import { adminError, failure } from "./api.js";
+
 // usePolling calls poll every `every` ms while the page is visible (a
 // hidden tab asks nothing; showing it asks at once), one call at a time,
 // until poll answers false; the call in flight is aborted when the page
@@ -44,4 +46,40 @@ export function useNow(every: number): Date {
     return () => clearInterval(t);
   }, [every]);
   return now;
+}
+
+// AdminRead is the last answer of an AdminService read, and what
+// adminError makes of its last failure ("" after an answer).
+export interface AdminRead<T> {
+  data?: T;
+  error: string;
+}
+
+// useAdminRead asks read (the AdminService's method) every `every` ms
+// while the page is visible, as usePolling does, until a failure that
+// asking again cannot mend.
+export function useAdminRead<T>(
+  read: (signal: AbortSignal) => Promise<T>,
+  method: string,
+  every: number,
+  deps: unknown[],
+): AdminRead<T> {
+  const [state, setState] = useState<AdminRead<T>>({ error: "" });
+  usePolling(
+    async (signal) => {
+      try {
+        const data = await read(signal);
+        setState({ data, error: "" });
+        return true;
+      } catch (err) {
+        if (signal.aborted) return false;
+        const e = adminError(failure(err), method);
+        setState((prev) => ({ ...prev, error: e.text }));
+        return e.again;
+      }
+    },
+    every,
+    deps,
+  );
+  return state;
 }

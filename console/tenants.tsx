@@ -3,39 +3,26 @@
 // ("3 / 10") with a bar beside each, one tenant to a card so that a
 // phone shows them one under another. The tenant shown is in the URL
 // (#/tenants?tenant=acme).
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useRef } from "preact/hooks";
 
 import type { TenantLimits, TenantOverview, TenantUsage } from "../gen/ts/agentd/v1/admin_service_pb.js";
-import { adminError, failure, type Admin } from "./api.js";
+import type { Admin } from "./api.js";
 import { TenantFilter } from "./mcp.js";
-import { usePolling } from "./poll.js";
+import { useAdminRead } from "./poll.js";
 import { useHashParam } from "./urlstate.js";
 
 const pollEvery = 5_000;
 const callTimeoutMs = 10_000;
 
 export function Tenants({ admin }: { admin: Admin }) {
-  const [tenants, setTenants] = useState<TenantOverview[]>();
-  const [error, setError] = useState("");
   const [tenant, setTenant] = useHashParam("tenant");
-
-  usePolling(
-    async (signal) => {
-      try {
-        const res = await admin.listTenants({}, { signal, timeoutMs: callTimeoutMs });
-        setTenants(res.tenants);
-        setError("");
-        return true;
-      } catch (err) {
-        if (signal.aborted) return false;
-        const e = adminError(failure(err), "ListTenants");
-        setError(e.text);
-        return e.again;
-      }
-    },
+  const { data, error } = useAdminRead(
+    (signal) => admin.listTenants({}, { signal, timeoutMs: callTimeoutMs }),
+    "ListTenants",
     pollEvery,
     [admin],
   );
+  const tenants = data?.tenants;
 
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => heading.current?.focus(), []);

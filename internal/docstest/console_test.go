@@ -177,14 +177,12 @@ func newTab(t *testing.T, chromium string) context.Context {
 	return ctx
 }
 
-// signIn opens the console in tab and signs in with key.
+// signIn opens the console in tab, signs in with key, and waits for the
+// inbox.
 func signIn(t *testing.T, tab context.Context, base, key string) {
 	t.Helper()
-	must(t, "signing in", chromedp.Do(tab, chromedp.Navigate(base+"/console/"),
-		chromedp.WaitVisible(chromedp.ID("api-key")),
-		chromedp.SendKeys(chromedp.ID("api-key"), key),
-		chromedp.Click(chromedp.ID("sign-in")),
-		chromedp.WaitVisible(chromedp.ID("inbox-status"))))
+	signInWithKey(t, tab, base, key)
+	must(t, "waiting for the inbox", chromedp.Do(tab, chromedp.WaitVisible(chromedp.ID("inbox-status"))))
 }
 
 // waitText waits until ok accepts the text of sel's first element.
