@@ -117,7 +117,7 @@ function summary(entries: Entry[], more: boolean): string {
 // until poll answers false; the call in flight is aborted when the page
 // hides or the component goes. poll is taken once for each dep, so it may
 // use only dep and state setters.
-function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: number, dep: unknown) {
+export function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: number, dep: unknown) {
   useEffect(() => {
     let round = 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -147,7 +147,7 @@ function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: numb
 }
 
 // useNow is the time, renewed every `every` ms, for the spans shown.
-function useNow(every: number): Date {
+export function useNow(every: number): Date {
   const [now, setNow] = useState(() => new Date());
   useEffect(() => {
     const t = setInterval(() => setNow(new Date()), every);
