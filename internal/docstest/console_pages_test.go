@@ -3,17 +3,18 @@ package docstest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"golang.org/x/sync/errgroup"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/record"
@@ -257,24 +258,19 @@ func seedGenerations(t *testing.T, st store.Store, tenant string, n int) {
 	oldest := time.Now().Add(-time.Minute - time.Duration(n)*time.Second)
 	result := record.EncodeResult(&agentdv1.Message{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "done"}}}},
 		&agentdv1.Usage{InputTokens: 12, OutputTokens: 3}, nil)
-	var g errgroup.Group
-	g.SetLimit(8)
-	for i := range n {
-		g.Go(func() error {
-			at := oldest.Add(time.Duration(i) * time.Second)
-			id := fmt.Sprintf("gen_seed%024d", i)
-			gens := st.Generations()
-			_, err := gens.Create(t.Context(), store.NewGeneration{Tenant: tenant, ID: id, Owner: "seed", Expires: at.Add(time.Minute),
-				Checkpoint: []byte("{}"), Agent: []byte("{}"), Now: at,
-				Origin: store.Origin{StartedBy: "seed", EndUser: fmt.Sprintf("user-%d", i%10), Provider: "script", Model: "seeded"}})
-			if err != nil {
-				return err
+	// Eight writers at once: a PostgreSQL server takes them in parallel.
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < n && errs[w] == nil; i += writers {
+				errs[w] = seedOne(t.Context(), st.Generations(), tenant, i, oldest.Add(time.Duration(i)*time.Second), result)
 			}
-			_, err = gens.Finish(t.Context(), tenant, id, 1, store.Outcome{State: store.Completed, Result: result, Now: at.Add(time.Second)})
-			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("storing the generations: %v", err)
 	}
 	t.Logf("stored %d generations in %v", n, time.Since(began).Round(time.Millisecond))
@@ -292,6 +288,20 @@ func onEachStore(t *testing.T, test func(t *testing.T, driver string)) {
 	for _, d := range drivers {
 		t.Run(d, func(t *testing.T) { test(t, d) })
 	}
+}
+
+// seedOne stores generation i of tenant, created at at and completed a
+// second later with result.
+func seedOne(ctx context.Context, gens store.Generations, tenant string, i int, at time.Time, result []byte) error {
+	id := fmt.Sprintf("gen_seed%024d", i)
+	_, err := gens.Create(ctx, store.NewGeneration{Tenant: tenant, ID: id, Owner: "seed", Expires: at.Add(time.Minute),
+		Checkpoint: []byte("{}"), Agent: []byte("{}"), Now: at,
+		Origin: store.Origin{StartedBy: "seed", EndUser: fmt.Sprintf("user-%d", i%10), Provider: "script", Model: "seeded"}})
+	if err != nil {
+		return err
+	}
+	_, err = gens.Finish(ctx, tenant, id, 1, store.Outcome{State: store.Completed, Result: result, Now: at.Add(time.Second)})
+	return err
 }
 
 // consoleStore is the configuration of agentd's store on driver, and a
