@@ -4,7 +4,7 @@
 // those who may cancel it.
 import { Code } from "@connectrpc/connect";
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useState } from "preact/hooks";
 
 import { GenerationState, type Generation } from "../gen/ts/agentd/v1/agent_service_pb.js";
 import { codeName, failure, type Agent } from "./api.js";
@@ -12,6 +12,7 @@ import { useFollow } from "./follow.js";
 import { dateOf, instant, span } from "./format.js";
 import { useNow } from "./inbox.js";
 import type { PageProps } from "./main.js";
+import { Page } from "./page.js";
 import { refused, type Entry } from "./pending.js";
 import { RequestItem } from "./request.js";
 import { href } from "./route.js";
@@ -26,18 +27,17 @@ const callTimeoutMs = 10_000;
 export function GenerationPage({ agent, caller, config, params }: PageProps) {
   const id = params.id;
   const { gen, timeline, error, refresh } = useFollow(agent, id);
-  const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => heading.current?.focus(), []);
   const traceId = gen?.traceId || lastTraceId(timeline.entries);
 
   return (
-    <main id="main">
-      <h1 ref={heading} tabIndex={-1}>
-        Generation <code>{id}</code>
-      </h1>
-      <p id="error" class="error" role="alert">
-        {error}
-      </p>
+    <Page
+      heading={
+        <>
+          Generation <code>{id}</code>
+        </>
+      }
+      error={error}
+    >
       {gen && <Facts gen={gen} traceId={traceId} config={config} />}
       {gen && !finished(gen.state) && mayCancel(caller) && <Cancel agent={agent} id={id} onCancelled={refresh} />}
       {gen && <Waiting agent={agent} gen={gen} readOnly={!mayDecide(caller)} onDecided={refresh} />}
@@ -46,7 +46,7 @@ export function GenerationPage({ agent, caller, config, params }: PageProps) {
         <TimelineView entries={timeline.entries} />
         {gen && <Outcome gen={gen} />}
       </section>
-    </main>
+    </Page>
   );
 }
 

@@ -3,59 +3,49 @@
 // items as the conversation they are (the user's, the assistant's and
 // the tools' messages), every word of it rendered as text.
 import { Code } from "@connectrpc/connect";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 
 import type { Thread, ThreadItem } from "../gen/ts/agentd/v1/thread_pb.js";
 import { failure, type Failure } from "./api.js";
 import { dateOf, instant } from "./format.js";
 import type { PageProps } from "./main.js";
-import { Pager } from "./pager.js";
-import { href } from "./route.js";
 import { MessageView } from "./message.js";
+import { Page, useAnswer } from "./page.js";
+import { Filters, Listing, Table, type Field } from "./list.js";
+import { href } from "./route.js";
 
 const pageSize = 50;
 const itemsPerRead = 100;
 const callTimeoutMs = 10_000;
 
+const fields: Field[] = [
+  { name: "key", label: "Metadata key" },
+  { name: "value", label: "Value" },
+];
+
 export function Threads({ agent, query }: PageProps) {
   const filters = { key: query.get("key") ?? "", value: query.get("value") ?? "" };
   const page = query.get("page") ?? "";
-  const [listed, setListed] = useState<{ threads: Thread[]; next: string } | undefined>();
-  const [error, setError] = useState("");
-  const asked = query.toString();
-
-  useEffect(() => {
-    const ctl = new AbortController();
-    setError("");
-    const metadata = filters.key ? { [filters.key]: filters.value } : {};
-    agent.listThreads({ metadata, pageSize, pageToken: page }, { signal: ctl.signal, timeoutMs: callTimeoutMs }).then(
-      (res) => setListed({ threads: res.threads, next: res.nextPageToken }),
-      (err) => ctl.signal.aborted || setError(readError("threads", failure(err))),
-    );
-    return () => ctl.abort();
-  }, [agent, asked]);
-
-  const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => heading.current?.focus(), []);
-  const n = listed?.threads.length ?? 0;
-  return (
-    <main id="main" class="wide">
-      <h1 ref={heading} tabIndex={-1}>
-        Threads
-      </h1>
-      <MetadataForm filters={filters} />
-      <p id="error" class="error" role="alert">
-        {error}
-      </p>
-      <p id="threads-status" role="status">
-        {listed ? (n === 0 ? (page ? "No more threads." : "No thread matches.") : `${n} ${n === 1 ? "thread" : "threads"} shown, newest first.`) : error ? "" : "Loading the threads…"}
-      </p>
-      {n > 0 && <ThreadTable threads={listed!.threads} />}
-      {listed && (
-        <Pager path="threads" filters={filters} page={page} prev={query.getAll("prev")} next={listed.next} label="Pages of threads" />
-      )}
-    </main>
+  const metadata = filters.key ? { [filters.key]: filters.value } : {};
+  const { answer, failed } = useAnswer(
+    (signal) => agent.listThreads({ metadata, pageSize, pageToken: page }, { signal, timeoutMs: callTimeoutMs }),
+    query.toString(),
   );
+  const error = failed ? readError("threads", failed) : "";
+  const status = answer ? summary(answer.threads.length, page) : error ? "" : "Loading the threads…";
+  return (
+    <Page heading="Threads" wide error={error}>
+      <Filters path="threads" label="Filter the threads by metadata" fields={fields} values={filters} />
+      <Listing path="threads" filters={filters} query={query} status={status} next={answer?.nextPageToken} label="Pages of threads">
+        {answer && answer.threads.length > 0 && <ThreadTable threads={answer.threads} />}
+      </Listing>
+    </Page>
+  );
+}
+
+function summary(n: number, page: string): string {
+  if (n === 0) return page ? "No more threads." : "No thread matches.";
+  return `${n} ${n === 1 ? "thread" : "threads"} shown, newest first.`;
 }
 
 function readError(what: string, f: Failure): string {
@@ -71,64 +61,26 @@ function readError(what: string, f: Failure): string {
   }
 }
 
-function MetadataForm({ filters }: { filters: { key: string; value: string } }) {
-  const [f, setF] = useState(filters);
-  const apply = (e: Event) => {
-    e.preventDefault();
-    location.hash = href("threads", f.key ? f : {});
-  };
-  return (
-    <form class="filters" onSubmit={apply} aria-label="Filter the threads by metadata" data-testid="filters">
-      <label>
-        Metadata key
-        <input name="key" value={f.key} onInput={(e) => setF({ ...f, key: e.currentTarget.value })} />
-      </label>
-      <label>
-        Value
-        <input name="value" value={f.value} onInput={(e) => setF({ ...f, value: e.currentTarget.value })} />
-      </label>
-      <div class="buttons">
-        <button type="submit" data-testid="apply">
-          Apply
-        </button>
-        <a href="#/threads">Clear</a>
-      </div>
-    </form>
-  );
-}
-
 function ThreadTable({ threads }: { threads: Thread[] }) {
   return (
-    <table class="list" data-testid="threads">
-      <caption class="visually-hidden">Threads, newest first</caption>
-      <thead>
-        <tr>
-          <th scope="col">Thread</th>
-          <th scope="col">Items</th>
-          <th scope="col">Metadata</th>
-          <th scope="col">Updated</th>
-          <th scope="col">Running now</th>
-        </tr>
-      </thead>
-      <tbody>
-        {threads.map((t) => {
-          const updated = dateOf(t.updatedAt);
-          return (
-            <tr key={t.threadId} data-testid="thread-row" data-thread-id={t.threadId}>
-              <td data-label="Thread">
-                <a href={href(`threads/${encodeURIComponent(t.threadId)}`)}>
-                  <code>{t.threadId}</code>
-                </a>
-              </td>
-              <td data-label="Items">{String(t.itemCount)}</td>
-              <td data-label="Metadata">{metadataText(t.metadata) || "—"}</td>
-              <td data-label="Updated">{updated ? <time dateTime={updated.toISOString()}>{instant(updated)}</time> : "—"}</td>
-              <td data-label="Running now">{t.activeGenerationId ? <GenerationLink id={t.activeGenerationId} /> : "—"}</td>
-            </tr>
-          );
-        })}
-      </tbody>
-    </table>
+    <Table caption="Threads, newest first" columns={["Thread", "Items", "Metadata", "Updated", "Running now"]} testid="threads">
+      {threads.map((t) => {
+        const updated = dateOf(t.updatedAt);
+        return (
+          <tr key={t.threadId} data-testid="thread-row" data-thread-id={t.threadId}>
+            <td data-label="Thread">
+              <a href={href(`threads/${encodeURIComponent(t.threadId)}`)}>
+                <code>{t.threadId}</code>
+              </a>
+            </td>
+            <td data-label="Items">{String(t.itemCount)}</td>
+            <td data-label="Metadata">{metadataText(t.metadata) || "—"}</td>
+            <td data-label="Updated">{updated ? <time dateTime={updated.toISOString()}>{instant(updated)}</time> : "—"}</td>
+            <td data-label="Running now">{t.activeGenerationId ? <GenerationLink id={t.activeGenerationId} /> : "—"}</td>
+          </tr>
+        );
+      })}
+    </Table>
   );
 }
 
@@ -150,46 +102,24 @@ function GenerationLink({ id }: { id: string }) {
 // time ("Show more" reads the next).
 export function ThreadPage({ agent, params }: PageProps) {
   const id = params.id;
-  const [thread, setThread] = useState<Thread | undefined>();
-  const [items, setItems] = useState<ThreadItem[]>([]);
-  const [next, setNext] = useState<string | undefined>("");
-  const [error, setError] = useState("");
-
-  const read = async (token: string, signal?: AbortSignal) => {
-    try {
-      const res = await agent.listThreadItems({ threadId: id, pageSize: itemsPerRead, pageToken: token }, { signal, timeoutMs: callTimeoutMs });
-      setItems((prev) => (token ? [...prev, ...res.items] : res.items));
-      setNext(res.nextPageToken || undefined);
-    } catch (err) {
-      if (!signal?.aborted) setError(readError("thread's items", failure(err)));
-    }
-  };
-  useEffect(() => {
-    const ctl = new AbortController();
-    agent.getThread({ threadId: id }, { signal: ctl.signal, timeoutMs: callTimeoutMs }).then(
-      (res) => setThread(res.thread),
-      (err) => ctl.signal.aborted || setError(readError("thread", failure(err))),
-    );
-    void read("", ctl.signal);
-    return () => ctl.abort();
-  }, [agent, id]);
-
-  const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => heading.current?.focus(), []);
+  const { answer, failed } = useAnswer((signal) => agent.getThread({ threadId: id }, { signal, timeoutMs: callTimeoutMs }), id);
+  const items = useItems(agent, id);
+  const error = failed ? readError("thread", failed) : items.error;
   return (
-    <main id="main">
-      <h1 ref={heading} tabIndex={-1}>
-        Thread <code>{id}</code>
-      </h1>
-      <p id="error" class="error" role="alert">
-        {error}
-      </p>
-      {thread && <ThreadFacts thread={thread} />}
+    <Page
+      heading={
+        <>
+          Thread <code>{id}</code>
+        </>
+      }
+      error={error}
+    >
+      {answer?.thread && <ThreadFacts thread={answer.thread} />}
       <h2>Conversation</h2>
       <ol class="conversation" data-testid="conversation" aria-label="Conversation">
-        {items.map((it, i) => (
+        {items.items.map((it, i) => (
           <li key={it.itemId} data-testid="item" data-role={roleOf(it)}>
-            {it.generationId && it.generationId !== items[i - 1]?.generationId && (
+            {it.generationId && it.generationId !== items.items[i - 1]?.generationId && (
               <p class="from">
                 From <GenerationLink id={it.generationId} />:
               </p>
@@ -198,13 +128,36 @@ export function ThreadPage({ agent, params }: PageProps) {
           </li>
         ))}
       </ol>
-      {next && (
-        <button type="button" data-testid="more" onClick={() => void read(next)}>
+      {items.more && (
+        <button type="button" data-testid="more" onClick={items.more}>
           Show more
         </button>
       )}
-    </main>
+    </Page>
   );
+}
+
+// useItems reads a thread's items, oldest first, a hundred at a time:
+// more, when there are more, reads the next hundred.
+function useItems(agent: PageProps["agent"], id: string) {
+  const [items, setItems] = useState<ThreadItem[]>([]);
+  const [next, setNext] = useState("");
+  const [error, setError] = useState("");
+  const read = async (token: string, signal?: AbortSignal) => {
+    try {
+      const res = await agent.listThreadItems({ threadId: id, pageSize: itemsPerRead, pageToken: token }, { signal, timeoutMs: callTimeoutMs });
+      setItems((prev) => (token ? [...prev, ...res.items] : res.items));
+      setNext(res.nextPageToken);
+    } catch (err) {
+      if (!signal?.aborted) setError(readError("thread's items", failure(err)));
+    }
+  };
+  useEffect(() => {
+    const ctl = new AbortController();
+    void read("", ctl.signal);
+    return () => ctl.abort();
+  }, [agent, id]);
+  return { items, error, more: next ? () => void read(next) : undefined };
 }
 
 function roleOf(it: ThreadItem): string {

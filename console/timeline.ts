@@ -2,9 +2,9 @@
 // sends it: what a person reads, not what the wire says. The model's text
 // deltas are merged into the turn they belong to, a tool call's start and
 // finish into one entry, a request's decision into the request; a turn
-// withdrawn (its replica died mid-turn) loses what it said. add is pure,
-// so the page keeps the timeline as state and the tests of it need no
-// browser.
+// withdrawn (its replica died mid-turn) loses what it said. add is pure:
+// the page keeps the timeline as state, and a follow that overlaps the
+// one before changes nothing.
 import type {
   ApprovalDecided,
   ApprovalRequest,

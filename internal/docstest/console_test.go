@@ -56,15 +56,7 @@ func consoleInbox(t *testing.T, driver string) {
 	item := fmt.Sprintf(`#inbox [data-testid="request"][data-generation-id=%q]`, paused)
 	must(t, "waiting for the paused generation's request", chromedp.Do(alice, chromedp.WaitVisible(chromedp.CSS(item))))
 
-	args := text(t, alice, item+` [data-testid="arguments"]`)
-	if !strings.Contains(args, `<img src=x onerror=`) || !strings.Contains(args, "<script>") {
-		t.Errorf("the arguments read %q; want the markup as text", args)
-	}
-	pwned, err := chromedp.Run(alice, chromedp.Evaluate[bool](`window.pwned !== undefined || document.querySelector("#inbox img, #inbox script") !== null`))
-	must(t, "looking for injected markup", err)
-	if pwned {
-		t.Error("markup from a tool call's arguments became elements or ran")
-	}
+	markupAsText(t, alice, item+` [data-testid="arguments"]`, "#inbox")
 	audit(t, alice, "inbox")
 
 	// A new request reaches the open page within a second.
@@ -92,6 +84,20 @@ func consoleInbox(t *testing.T, driver string) {
 	signInPage := newTab(t, chromium)
 	must(t, "opening the sign-in page", chromedp.Do(signInPage, chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("api-key"))))
 	audit(t, signInPage, "signin")
+}
+
+// markupAsText checks that sel's text holds xssText's markup as text,
+// and that no markup became an element under scope or ran.
+func markupAsText(t *testing.T, tab context.Context, sel, scope string) {
+	t.Helper()
+	if got := text(t, tab, sel); !strings.Contains(got, `<img src=x onerror=`) || !strings.Contains(got, "<script>") {
+		t.Errorf("%s reads %q; want the markup as text", sel, got)
+	}
+	pwned, err := chromedp.Run(tab, chromedp.Evaluate[bool](fmt.Sprintf(`window.pwned !== undefined || document.querySelector("%[1]s img, %[1]s script") !== null`, scope)))
+	must(t, "looking for injected markup", err)
+	if pwned {
+		t.Errorf("markup in %s became elements or ran", sel)
+	}
 }
 
 // serveConsoleSeeded starts bin/agentd requiring an API key (alice and
