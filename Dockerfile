@@ -5,6 +5,9 @@
 #   agentd-node  the same binary on Node.js, for MCP servers started with
 #                npx (bridge.allowed_commands: [npx]); non-root too
 #
+# Both serve the web console at /console/, built in the console stage and
+# embedded in the binary.
+#
 #   make image        docker build --target agentd (VERSION, COMMIT from git)
 #   make image-node   docker build --target agentd-node
 #
@@ -17,11 +20,23 @@
 # builds a static binary that reports its version, and the rules of
 # dockerfileRules hold.
 
+# The web console agentd embeds (/console/), built by the same script as
+# make console, with the npm packages package-lock.json pins.
+FROM node:24.11.1-bookworm-slim AS console
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+COPY scripts/console.sh scripts/
+COPY console console
+COPY gen/ts gen/ts
+RUN sh scripts/console.sh
+
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+COPY --from=console /src/internal/console/dist internal/console/dist
 ARG VERSION=dev
 ARG COMMIT=unknown
 # make build's LDFLAGS, with the version and commit from the build args.

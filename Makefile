@@ -189,19 +189,16 @@ build/web/app.js: node_modules/.stamp examples/web/*.ts examples/web/index.html 
 	cp examples/web/index.html build/web/
 
 # The console (console/), which agentd embeds and serves at /console/:
-# type-checked, its TypeScript and the Preact it uses bundled with the
-# pinned esbuild (JSX as console/tsconfig.json says), its CSS minified,
-# into internal/console/dist, where git ignores them. One rule makes the
-# three files, and only when a source changed, so make build stays cheap.
+# scripts/console.sh type-checks and bundles it into internal/console/dist,
+# where git ignores it (the image's console stage runs the same script).
+# One rule makes the three files, and only when a source changed, so make
+# build stays cheap.
 CONSOLE_DIST  := internal/console/dist
 CONSOLE_FILES := $(addprefix $(CONSOLE_DIST)/,index.html console.js console.css)
 console: $(CONSOLE_FILES)
-$(CONSOLE_FILES) &: node_modules/.stamp console/tsconfig.json \
+$(CONSOLE_FILES) &: node_modules/.stamp scripts/console.sh console/tsconfig.json \
   $(wildcard console/*.ts console/*.tsx) console/index.html console/console.css $(wildcard gen/ts/agentd/v1/*.ts gen/ts/google/rpc/*.ts)
-	$(TSC) -p console
-	node_modules/.bin/esbuild console/main.tsx --bundle --format=esm --target=es2022 --minify --log-level=warning --outfile=$(CONSOLE_DIST)/console.js
-	node_modules/.bin/esbuild console/console.css --minify --log-level=warning --outfile=$(CONSOLE_DIST)/console.css
-	cp console/index.html $(CONSOLE_DIST)/
+	scripts/console.sh
 
 # LISTEN: where make run serves (AGENTD_LISTEN), e.g. make run
 # LISTEN=127.0.0.1:7171; port 0 takes a free one. Unset: the

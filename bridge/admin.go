@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentd/agentd/bridge/internal/schemacache"
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -24,7 +25,9 @@ import (
 // request names none); another tenant's entries are invisible to it, as
 // if they did not exist (removed is false, nothing is dropped). Without
 // authentication, or with observer (reads) or admin (writes), a call
-// reaches every tenant's entries.
+// reaches every tenant's entries. ListCacheEntries and
+// InvalidateCacheEntries are scoped alike: a tenant_admin lists and drops
+// its own tenant's entries alone.
 type Admin struct {
 	bridgev1.UnimplementedBridgeAdminServiceServer
 	s *Service
@@ -54,12 +57,16 @@ func reach(ctx context.Context, global string) (all bool, tenant string) {
 	return false, p.Tenant
 }
 
-func (a *Admin) GetCacheStats(ctx context.Context, _ *bridgev1.GetCacheStatsRequest) (*bridgev1.GetCacheStatsResponse, error) {
+func (a *Admin) GetCacheStats(ctx context.Context, req *bridgev1.GetCacheStatsRequest) (*bridgev1.GetCacheStatsResponse, error) {
 	var st schemacache.Stats
-	if all, tenant := reach(ctx, auth.RoleObserver); all {
-		st = a.s.cache.Stats()
-	} else {
+	all, tenant := reach(ctx, auth.RoleObserver)
+	switch {
+	case !all:
 		st = a.s.cache.TenantStats(tenant)
+	case req.Tenant != nil:
+		st = a.s.cache.TenantStats(req.GetTenant())
+	default:
+		st = a.s.cache.Stats()
 	}
 	return &bridgev1.GetCacheStatsResponse{Size: st.Size, Hits: st.Hits, Misses: st.Misses, Settings: settings(st.Settings)}, nil
 }
@@ -155,4 +162,39 @@ func (a *Admin) GetPoolStats(context.Context, *bridgev1.GetPoolStatsRequest) (*b
 	open := len(a.s.sessions)
 	a.s.mu.Unlock()
 	return &bridgev1.GetPoolStatsResponse{Pools: a.s.pools.stats(), OpenSessions: int32(open)}, nil
+}
+
+// ListCacheEntries describes the cache's entries that the caller reaches.
+func (a *Admin) ListCacheEntries(ctx context.Context, _ *bridgev1.ListCacheEntriesRequest) (*bridgev1.ListCacheEntriesResponse, error) {
+	all, tenant := reach(ctx, auth.RoleObserver)
+	entries := a.s.cache.Entries(all, tenant)
+	out := make([]*bridgev1.CacheEntry, len(entries))
+	for i, e := range entries {
+		out[i] = &bridgev1.CacheEntry{Key: e.Key, ServerName: e.Server, Tenant: e.Tenant, Revision: e.Revision, Tools: int32(e.Tools),
+			WrittenAt: timestamppb.New(e.Written), ExpiresAt: timestamppb.New(e.Expires)}
+	}
+	return &bridgev1.ListCacheEntriesResponse{Entries: out}, nil
+}
+
+// InvalidateCacheEntries drops the entry of a key, or every entry of a
+// tenant. A caller that reaches one tenant only drops its own tenant's:
+// another tenant's key is not found (removed 0), and its request's tenant
+// is its own whichever it names.
+func (a *Admin) InvalidateCacheEntries(ctx context.Context, req *bridgev1.InvalidateCacheEntriesRequest) (*bridgev1.InvalidateCacheEntriesResponse, error) {
+	all, own := reach(ctx, auth.RoleAdmin)
+	tenant := req.GetTenant()
+	if !all {
+		tenant = own
+	}
+	var n int64
+	if key := req.GetKey(); key != "" {
+		if a.s.cache.InvalidateKey(key, all, own) {
+			n = 1
+		}
+		a.audit(ctx, "InvalidateCacheEntries", "key", key, "removed", n)
+	} else {
+		n = int64(a.s.cache.InvalidateTenant(tenant))
+		a.audit(ctx, "InvalidateCacheEntries", "entry_tenant", tenant, "removed", n)
+	}
+	return &bridgev1.InvalidateCacheEntriesResponse{Removed: n}, nil
 }

@@ -30,14 +30,7 @@ import (
 // an audit line with the principal and its tenant.
 func TestTenantAdmin(t *testing.T) {
 	t.Parallel()
-	logs := new(logtest.Logs)
-	f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
-	fill := func(tenant string, spec *bridgev1.ServerSpec) {
-		t.Helper()
-		id := openAs(t, f.client, tenant, spec)
-		list(t, f.client, id)
-		closeSession(t, f.client, id)
-	}
+	f, logs, fill := loggedFixture(t)
 	fill("acme", refSpec("tools", "tools"))
 	fill("acme", refSpec("tools", "tools")) // a hit
 	fill("acme", refSpec("demo", "demo"))
@@ -163,4 +156,19 @@ func serveAdmin(t *testing.T, f *fixture, authn *auth.Authenticator) bridgev1.Br
 		<-served
 	})
 	return bridgev1.NewBridgeAdminServiceClient(conn)
+}
+
+// loggedFixture is a fixture whose log is the returned Logs, and a fill
+// that lists a server's tools in a session of tenant's, writing its cache
+// entry (or hitting it).
+func loggedFixture(t *testing.T) (*fixture, *logtest.Logs, func(tenant string, spec *bridgev1.ServerSpec)) {
+	t.Helper()
+	logs := new(logtest.Logs)
+	f := newFixtureOptions(t, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	return f, logs, func(tenant string, spec *bridgev1.ServerSpec) {
+		t.Helper()
+		id := openAs(t, f.client, tenant, spec)
+		list(t, f.client, id)
+		closeSession(t, f.client, id)
+	}
 }

@@ -339,7 +339,7 @@ func (srv *mcpServer) cacheUse() *bool {
 // listTools lists the server's tools, from the cache when it can: a hit
 // connects to nothing.
 func (srv *mcpServer) listTools(ctx context.Context) (*bridgev1.ServerTools, error) {
-	tools, hit, revision, err := srv.sess.cache.FetchRevision(ctx, srv.target.key, srv.cacheUse(), srv.fetchTools)
+	tools, hit, revision, err := srv.sess.cache.FetchRevision(ctx, srv.target.key, srv.target.name, srv.cacheUse(), srv.fetchTools)
 	if err != nil {
 		return nil, err
 	}

@@ -167,6 +167,15 @@ func TestDockerfileRules(t *testing.T) {
 			t.Errorf("target %s: no CA certificates", target)
 		}
 	}
+	// The binary embeds the built console, not the page saying how to
+	// build it: the build stage takes the console stage's bundle, which
+	// the same script as make console makes.
+	if c, ok := names["console"]; !ok || !slices.ContainsFunc(c.all("RUN"), func(in instruction) bool { return strings.Contains(in.args, "scripts/console.sh") }) {
+		t.Errorf("no console stage running scripts/console.sh")
+	}
+	if b := names["build"]; !copies(b, "/src/internal/console/dist", "internal/console/dist") {
+		t.Errorf("the build stage does not copy the console stage's internal/console/dist")
+	}
 	if s, ok := names["agentd-node"]; ok && !strings.HasPrefix(s.image, "node:") {
 		t.Errorf("target agentd-node is built on %s, not Node.js", s.image)
 	}

@@ -32,8 +32,15 @@ func serveAdmin(t *testing.T, tokens oauthtokens.Store, authn *auth.Authenticato
 	if authn != nil {
 		opts = append(opts, grpc.ChainUnaryInterceptor(authn.UnaryInterceptor()))
 	}
+	return serveAdminService(t, server.NewAdmin(tokens, slog.New(slog.NewTextHandler(log, nil)), server.AdminOptions{}), opts...)
+}
+
+// serveAdminService serves adm with opts over an in-memory listener
+// until the test ends.
+func serveAdminService(t *testing.T, adm *server.Admin, opts ...grpc.ServerOption) agentdv1.AdminServiceClient {
+	t.Helper()
 	srv := grpc.NewServer(opts...)
-	server.NewAdmin(tokens, slog.New(slog.NewTextHandler(log, nil))).Register(srv)
+	adm.Register(srv)
 	lis := bufconn.Listen(1 << 16)
 	served := make(chan struct{})
 	go func() {
@@ -51,6 +58,18 @@ func serveAdmin(t *testing.T, tokens oauthtokens.Store, authn *auth.Authenticato
 		<-served
 	})
 	return agentdv1.NewAdminServiceClient(conn)
+}
+
+// calledBy makes every call p's, as internal/auth's interceptor would once it
+// admitted the call (nil: no principal, as without authentication): the
+// roles that admit each method are internal/auth's to test.
+func calledBy(p *auth.Principal) grpc.ServerOption {
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if p != nil {
+			ctx = auth.NewContext(ctx, *p)
+		}
+		return handler(ctx, req)
+	})
 }
 
 const (

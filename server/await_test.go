@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -354,5 +355,15 @@ func TestAdoptionLinksToStart(t *testing.T) {
 	}
 	if adopted.SpanContext().TraceID() == start.SpanContext().TraceID() {
 		t.Error("the adoption ran in the start's trace; want a trace of its own, linked")
+	}
+	// Each run's started event names its run's trace.
+	var traces []string
+	for _, ev := range events {
+		if s := ev.GetStarted(); s != nil {
+			traces = append(traces, s.GetTraceId())
+		}
+	}
+	if want := []string{start.SpanContext().TraceID().String(), adopted.SpanContext().TraceID().String()}; !slices.Equal(traces, want) {
+		t.Errorf("the started events' trace ids %v; want the start's, then the adoption's: %v", traces, want)
 	}
 }

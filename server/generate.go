@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -131,6 +132,9 @@ func (s *Service) detach(stream generateStream, g *generation) error {
 func (s *Service) startDetached(ctx context.Context, g *generation, out func(*agentdv1.GenerateResponse) error) error {
 	g.detached = true
 	gctx, gcancel := s.clientless(g)
+	// Its run is in the trace of the call that started it, as an attached
+	// one's is: the trace id its record keeps finds its spans.
+	gctx = trace.ContextWithSpanContext(gctx, trace.SpanContextFromContext(ctx))
 	if g.journal == nil { // a start on a thread has its journal already
 		j, err := s.openJournal(gctx, g)
 		if err != nil {

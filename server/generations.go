@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -58,9 +59,11 @@ func (s *Service) getGeneration(ctx context.Context, req *agentdv1.GetGeneration
 }
 
 // ListGenerations returns a page of the caller's tenant's generations, newest
-// first, optionally only those in the given states. Each is as GetGeneration
+// first, optionally only those in the given states, of a provider, model,
+// end user or thread, created in a time range. Each is as GetGeneration
 // shows it, without the final message; a waiting or paused one with the
-// requests it waits for, as its record lists them.
+// requests it waits for, as its record lists them. A page token is
+// refused with other filters than its list's.
 func (s *Service) ListGenerations(ctx context.Context, req *agentdv1.ListGenerationsRequest) (*agentdv1.ListGenerationsResponse, error) {
 	res, err := s.listGenerations(ctx, req)
 	if err != nil {
@@ -70,19 +73,9 @@ func (s *Service) ListGenerations(ctx context.Context, req *agentdv1.ListGenerat
 }
 
 func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerationsRequest) (*agentdv1.ListGenerationsResponse, error) {
-	var v violations
-	if n := req.GetPageSize(); n < 0 || n > store.MaxPageSize {
-		v.add("page_size", "must be 0 (the default, %d) to %d, got %d", store.DefaultPageSize, store.MaxPageSize, n)
-	}
-	states := make([]store.State, len(req.GetStates()))
-	for i, st := range req.GetStates() {
-		var ok bool
-		if states[i], ok = storeStates[st]; !ok {
-			v.add(fmt.Sprintf("states[%d]", i), "must be one of RUNNING, WAITING, PAUSED, COMPLETED, FAILED, CANCELLED, QUEUED, got %s", stateName(st))
-		}
-	}
-	if len(v) > 0 {
-		return nil, fault.InvalidRequest(v)
+	o, err := listOptions(req)
+	if err != nil {
+		return nil, err
 	}
 	tenant, err := s.recordsOf(ctx)
 	if err != nil {
@@ -90,10 +83,10 @@ func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerat
 	}
 	ctx, cancel := context.WithTimeout(ctx, store.Timeout)
 	defer cancel()
-	page, next, err := s.generations.List(ctx, tenant, store.ListOptions{States: states, PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+	page, next, err := s.generations.List(ctx, tenant, o)
 	if fault.KindOf(err) == fault.Invalid && req.GetPageToken() != "" {
-		// The states were checked above: only the token is left to refuse.
-		return nil, fault.InvalidRequest([]fault.Violation{{Field: "page_token", Description: "is not a next_page_token that ListGenerations returned"}})
+		// The filters were checked above: only the token is left to refuse.
+		return nil, fault.InvalidRequest([]fault.Violation{{Field: "page_token", Description: "is not a next_page_token that ListGenerations returned for these filters"}})
 	}
 	if err != nil {
 		return nil, err
@@ -109,6 +102,46 @@ func (s *Service) listGenerations(ctx context.Context, req *agentdv1.ListGenerat
 		res.Generations = append(res.Generations, g)
 	}
 	return res, nil
+}
+
+// listOptions are the store's options for req, or why req is invalid.
+func listOptions(req *agentdv1.ListGenerationsRequest) (store.ListOptions, error) {
+	var v violations
+	if n := req.GetPageSize(); n < 0 || n > store.MaxPageSize {
+		v.add("page_size", "must be 0 (the default, %d) to %d, got %d", store.DefaultPageSize, store.MaxPageSize, n)
+	}
+	o := store.ListOptions{
+		States: make([]store.State, len(req.GetStates())), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken(),
+		Provider: req.GetProvider(), Model: req.GetModel(), EndUser: req.GetEndUser(), Thread: req.GetThreadId(),
+	}
+	for i, st := range req.GetStates() {
+		var ok bool
+		if o.States[i], ok = storeStates[st]; !ok {
+			v.add(fmt.Sprintf("states[%d]", i), "must be one of RUNNING, WAITING, PAUSED, COMPLETED, FAILED, CANCELLED, QUEUED, got %s", stateName(st))
+		}
+	}
+	o.CreatedAfter = v.time("created_after", req.GetCreatedAfter())
+	o.CreatedBefore = v.time("created_before", req.GetCreatedBefore())
+	if !o.CreatedAfter.IsZero() && !o.CreatedBefore.IsZero() && !o.CreatedBefore.After(o.CreatedAfter) {
+		v.add("created_before", "must be after created_after")
+	}
+	if len(v) > 0 {
+		return store.ListOptions{}, fault.InvalidRequest(v)
+	}
+	return o, nil
+}
+
+// time is ts as a time (the zero time when it is not set), adding a
+// violation at field when it is not a valid timestamp.
+func (v *violations) time(field string, ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	if err := ts.CheckValid(); err != nil {
+		v.add(field, "is not a valid timestamp: %v", err)
+		return time.Time{}
+	}
+	return ts.AsTime()
 }
 
 // recordsOf returns the caller's tenant, whose records it may read, or
@@ -164,6 +197,11 @@ func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMe
 		UpdatedAt:    timestamppb.New(rec.UpdatedAt),
 		LastSequence: rec.LastSeq,
 		ThreadId:     rec.Thread,
+		StartedBy:    rec.Origin.StartedBy,
+		EndUser:      rec.Origin.EndUser,
+		Provider:     rec.Origin.Provider,
+		Model:        rec.Origin.Model,
+		TraceId:      rec.Origin.TraceID,
 	}
 	if !rec.FinishedAt.IsZero() {
 		g.FinishedAt = timestamppb.New(rec.FinishedAt)

@@ -96,6 +96,7 @@ func TestGetCompletedGeneration(t *testing.T) {
 		LastSequence: int64(len(events)),
 		Message:      completed.GetMessage(),
 		Usage:        completed.GetUsage(),
+		Provider:     "script",
 	}
 	times := protocmp.IgnoreFields(&agentdv1.Generation{}, "created_at", "updated_at", "finished_at")
 	if diff := cmp.Diff(want, g, protocmp.Transform(), times); diff != "" {
@@ -209,6 +210,7 @@ func TestGetPausedGeneration(t *testing.T) {
 		ApprovalRequests: paused.GetApprovalRequests(),
 		FunctionCalls:    paused.GetFunctionCalls(),
 		ExpiresAt:        paused.GetExpiresAt(),
+		Provider:         "script",
 	}
 	times := protocmp.IgnoreFields(&agentdv1.Generation{}, "created_at", "updated_at")
 	if diff := cmp.Diff(want, g, protocmp.Transform(), times); diff != "" {

@@ -52,11 +52,13 @@ func (s *Service) interruptDue() {
 		return
 	}
 	for _, in := range due {
-		if g := s.decidingHere(in.Tenant, in.ID); g != nil && in.Owner == s.replica {
+		g := s.decidingHere(in.Tenant, in.ID)
+		switch {
+		case g != nil && in.Owner == s.replica && in.Cancel:
+			g.cancelBy(in.Reason)
+		case g != nil && in.Owner == s.replica:
 			g.interrupt()
-			continue
-		}
-		if in.State == store.Paused {
+		case in.State == store.Paused:
 			s.cancelPaused(in) // taken only if nobody holds it (a lapsed lease included)
 		}
 	}
@@ -119,10 +121,12 @@ func (r *turnRun) interruptWaits() {
 	r.g.checkpoint(r.runningState())
 }
 
-// cancelPaused ends an interrupted paused generation as its resume
-// would, cancelled: its thread keeps what it completed, and the paused
-// checkpoint goes, so that nothing resumes it. A resume that takes it
-// first runs it here or elsewhere, and its owner interrupts it.
+// cancelPaused ends a paused generation, interrupted or asked to cancel
+// (in.Cancel), as its resume would, cancelled: its thread keeps what it
+// completed when interrupted, its input alone with on_failure KEEP_INPUT
+// when cancelled, and the paused checkpoint goes, so that nothing resumes
+// it. A resume that takes it first runs it here or elsewhere, and its
+// owner interrupts or cancels it.
 func (s *Service) cancelPaused(in store.Interruption) {
 	// Its writes end what they begin, whatever becomes of the round or
 	// of agentd meanwhile: a lease taken and left would hold the thread.
@@ -137,7 +141,7 @@ func (s *Service) cancelPaused(in store.Interruption) {
 	defer func() {
 		if !finished {
 			if err := s.generations.Release(ctx, in.Tenant, in.ID, rec.Lease.Epoch, time.Now()); err != nil {
-				s.log.Warn("releasing an interrupted paused generation", "generation", in.ID, "tenant", in.Tenant, "err", err)
+				s.log.Warn("releasing a paused generation being cancelled", "generation", in.ID, "tenant", in.Tenant, "err", err)
 			}
 		}
 	}()
@@ -145,19 +149,22 @@ func (s *Service) cancelPaused(in store.Interruption) {
 	if g == nil || rec.State != store.Paused {
 		return
 	}
-	if g.thread != nil {
+	cause, ended := errInterrupted, "paused generation interrupted by a newer start on its thread"
+	if in.Cancel {
+		cause, ended = errCancelled(in.Reason), "paused generation cancelled"
+	} else if g.thread != nil {
 		g.thread.interrupted.Store(true)
 	}
-	o := store.Outcome{State: store.Cancelled, Result: g.result(nil, errInterrupted), Thread: g.threadAppend(store.Cancelled), Now: time.Now()}
+	o := store.Outcome{State: store.Cancelled, Result: g.result(nil, cause), Thread: g.threadAppend(store.Cancelled), Now: time.Now()}
 	if _, err := s.generations.Finish(ctx, in.Tenant, in.ID, rec.Lease.Epoch, o); err != nil {
-		s.log.Warn("cancelling an interrupted paused generation", "generation", in.ID, "tenant", in.Tenant, "err", err)
+		s.log.Warn("cancelling a paused generation", "generation", in.ID, "tenant", in.Tenant, "err", err)
 		return
 	}
 	finished = true
 	if err := s.checkpoints.Delete(ctx, in.Tenant, in.ID, 0); err != nil {
-		s.log.Warn("removing an interrupted paused generation's checkpoint", "generation", in.ID, "tenant", in.Tenant, "err", err)
+		s.log.Warn("removing a cancelled paused generation's checkpoint", "generation", in.ID, "tenant", in.Tenant, "err", err)
 	}
-	s.log.Info("paused generation interrupted by a newer start on its thread", "generation", in.ID, "tenant", in.Tenant, "thread", rec.Thread)
+	s.log.Info(ended, "generation", in.ID, "tenant", in.Tenant, "thread", rec.Thread)
 	s.wakeAdopter()
 }
 

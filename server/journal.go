@@ -39,7 +39,9 @@ func (s *Service) createJournal(ctx context.Context, g *generation) (_ *record.J
 		// it without a client.
 		cp.Detached = true
 	}
-	return record.Create(ctx, s.journalOptions(g), cp)
+	o := s.journalOptions(g)
+	o.Origin.TraceID = traceID(ctx)
+	return record.Create(ctx, o, cp)
 }
 
 func (s *Service) sealAgent(g *generation) error {

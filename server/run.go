@@ -154,6 +154,7 @@ func (g *generation) begin(ctx context.Context, tools []serverList) error {
 		Resumed:      g.resume != nil,
 		Adopted:      g.adopted != nil,
 		ThreadId:     g.threadID(),
+		TraceId:      traceID(ctx),
 	}}}); err != nil {
 		return err
 	}

@@ -289,3 +289,12 @@ func endAwaitSpan(span trace.Span, approved, denied int, err error) {
 	span.SetAttributes(attrApprovalDecision.String(outcome))
 	span.End()
 }
+
+// traceID is the W3C trace id of the span in ctx, in hex; "" when there
+// is none (tracing is off, or the call was not traced).
+func traceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
+}

@@ -458,11 +458,16 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 // admin.listen when it is set, else beside the AgentService, and the
 // embedded bridge's admin API beside it.
 func (a *Agent) serveAdmin(log *slog.Logger) {
+	// The bridge's admin API over the bridge's own connection: the
+	// embedded bridge serves it on its in-memory listener, a remote one
+	// beside its BridgeService (unless its admin.listen moves it away).
+	cfg := a.config
+	admin := server.NewAdmin(a.tokens, log, server.AdminOptions{Config: &cfg, Usage: a.store, Bridge: bridgev1.NewBridgeAdminServiceClient(a.bridgeConn)})
 	if a.Admin != nil {
-		server.NewAdmin(a.tokens, log).Register(a.Admin)
+		admin.Register(a.Admin)
 		a.AdminHealth.SetServingStatus(agentdv1.AdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	} else {
-		server.NewAdmin(a.tokens, log).Register(a.Server)
+		admin.Register(a.Server)
 	}
 	a.ready = newReadiness(a.Health)
 	if a.embedded != nil && a.Admin == nil {

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,25 +37,38 @@ import (
 )
 
 // Roles a principal may hold. Admin implies observer and tenant_admin;
-// generate implies approve.
+// generate implies approve. Every authenticated caller, whatever its
+// roles, may ask who it is (GetCaller).
 const (
-	RoleGenerate = "generate" // AgentService: every call
+	// RoleGenerate starts, resumes and cancels generations, and makes
+	// every other call of the AgentService.
+	RoleGenerate = "generate"
 	// RoleApprove decides what its tenant's generations wait for and
-	// reads them, without starting any: DecideRequests,
-	// ListPendingRequests, GetGeneration, ListGenerations,
-	// FollowGeneration, StreamGenerationEvents.
-	RoleApprove  = "approve"
-	RoleObserver = "observer" // the admin service's reads
-	RoleAdmin    = "admin"    // the admin service's writes, and its reads
+	// reads them, without starting any: DecideRequests and the reads
+	// that RoleObserver makes.
+	RoleApprove = "approve"
+	// RoleObserver reads, without deciding or starting anything: its
+	// tenant's generations, pending requests and threads
+	// (GetGeneration, ListGenerations, FollowGeneration,
+	// StreamGenerationEvents, ListPendingRequests, GetThread,
+	// ListThreads, ListThreadItems), and the admin services' reads
+	// (across tenants).
+	RoleObserver = "observer"
+	RoleAdmin    = "admin" // the admin services' writes, and their reads
 	// RoleTenantAdmin reads and drops the schema cache's entries of the
-	// principal's own tenant, and revokes its OAuth tokens, and no
-	// others': it admits the calls role marks tenant-scoped, which
-	// bridge/admin.go and server/admin.go limit to that tenant.
+	// principal's own tenant, lists its tenant and MCP servers, and
+	// revokes its OAuth tokens, and no others': it admits the calls role
+	// marks tenant-scoped, which bridge/admin.go and server/admin.go
+	// limit to that tenant.
 	RoleTenantAdmin = "tenant_admin"
 )
 
 // roles are the roles a configuration may give.
 var roles = []string{RoleGenerate, RoleApprove, RoleObserver, RoleAdmin, RoleTenantAdmin}
+
+// EveryRole returns the roles a configuration may give, in the order they
+// are declared: what a caller holds without authentication.
+func EveryRole() []string { return slices.Clone(roles) }
 
 // Principal is an authenticated caller.
 type Principal struct {
@@ -436,35 +450,55 @@ func methodOf(ctx context.Context) string {
 // open lists the services every caller may use unauthenticated.
 var open = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
 
-// approving are the AgentService's calls that approve admits: deciding
-// what a generation of the caller's tenant waits for, and reading the
-// generations.
-var approving = []string{"DecideRequests", "ListPendingRequests", "GetGeneration", "ListGenerations", "FollowGeneration", "StreamGenerationEvents",
+// reading are the AgentService's reads, which observer and approve
+// admit besides generate.
+var reading = []string{"ListPendingRequests", "GetGeneration", "ListGenerations", "FollowGeneration", "StreamGenerationEvents",
 	"GetThread", "ListThreads", "ListThreadItems"}
 
-// role is the role a method needs: the bridge's admin service's reads
-// need observer, its writes admin; agentd's AdminService (which deletes a
-// tenant's OAuth tokens) admin; the AgentService's decisions and reads
-// (approving) approve, which generate holds too; everything else (the
-// rest of the AgentService), generate. tenantScoped: tenant_admin may
-// call it too, for its own tenant's entries (the service limits it to
+// bridgeScoped are the bridge admin API's methods that a tenant_admin may
+// call for its own tenant's schema cache entries.
+var bridgeScoped = []string{"GetCacheStats", "ClearCache", "InvalidateCache", "ListCacheEntries", "InvalidateCacheEntries"}
+
+// role is what a method needs: one of the roles anyOf (none: any
+// authenticated caller may call it), and, when tenantScoped, tenant_admin
+// may call it too, for its own tenant's entries (the service limits it to
 // them).
-func role(method string) (need string, tenantScoped bool) {
+func role(method string) (anyOf []string, tenantScoped bool) {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	if service == "agentd.v1.AdminService" {
-		return RoleAdmin, true
+	switch {
+	case service == "agentd.v1.AgentService":
+		return agentRole(name), false
+	case service == "agentd.v1.AdminService":
+		return adminRole(name), true
+	case strings.HasSuffix(service, ".BridgeAdminService"):
+		return adminRole(name), slices.Contains(bridgeScoped, name)
 	}
-	if service == "agentd.v1.AgentService" && slices.Contains(approving, name) {
-		return RoleApprove, false
+	return []string{RoleGenerate}, false
+}
+
+// agentRole is what the AgentService's method name needs: nothing but
+// authentication to ask who the caller is, approve to decide, approve or
+// observer to read, generate for the rest (starting, resuming and
+// cancelling generations, and threads' writes).
+func agentRole(name string) []string {
+	switch {
+	case name == "GetCaller":
+		return nil
+	case name == "DecideRequests":
+		return []string{RoleApprove}
+	case slices.Contains(reading, name):
+		return []string{RoleApprove, RoleObserver}
 	}
-	if strings.HasSuffix(service, ".BridgeAdminService") {
-		scoped := name == "GetCacheStats" || name == "ClearCache" || name == "InvalidateCache"
-		if strings.HasPrefix(name, "Get") {
-			return RoleObserver, scoped
-		}
-		return RoleAdmin, scoped
+	return []string{RoleGenerate}
+}
+
+// adminRole is what an admin service's method name needs: observer for
+// its reads, admin for its writes.
+func adminRole(name string) []string {
+	if strings.HasPrefix(name, "Get") || strings.HasPrefix(name, "List") {
+		return []string{RoleObserver}
 	}
-	return RoleGenerate, false
+	return []string{RoleAdmin}
 }
 
 // authorize authenticates a call to method and checks its role. Without
@@ -477,17 +511,31 @@ func (a *Authenticator) authorize(ctx context.Context, method string) (context.C
 	if err != nil {
 		return nil, err
 	}
-	if need, scoped := role(method); !p.Has(need) && !(scoped && p.Has(RoleTenantAdmin)) {
-		also := ""
-		if scoped {
-			also = fmt.Sprintf(" (or %q, for its own tenant's entries)", RoleTenantAdmin)
-		}
-		if need == RoleApprove {
-			also = fmt.Sprintf(" (or %q)", RoleGenerate)
-		}
-		return nil, status.Errorf(codes.PermissionDenied, "this call needs the role %q%s, which the caller's credential does not give", need, also)
+	anyOf, scoped := role(method)
+	if len(anyOf) > 0 && !slices.ContainsFunc(anyOf, p.Has) && !(scoped && p.Has(RoleTenantAdmin)) {
+		return nil, denied(anyOf, scoped)
 	}
 	return context.WithValue(ctx, principalKey{}, p), nil
+}
+
+// denied is PermissionDenied for a caller without any of the roles
+// anyOf, naming them, and the roles that hold them.
+func denied(anyOf []string, scoped bool) error {
+	names := make([]string, 0, len(anyOf)+1)
+	for _, r := range anyOf {
+		names = append(names, strconv.Quote(r))
+	}
+	if slices.Contains(anyOf, RoleApprove) {
+		names = append(names, strconv.Quote(RoleGenerate))
+	}
+	also := ""
+	if len(names) > 1 {
+		also = " (or " + strings.Join(names[1:], ", ") + ")"
+	}
+	if scoped {
+		also += fmt.Sprintf(" (or %q, for its own tenant's entries)", RoleTenantAdmin)
+	}
+	return status.Errorf(codes.PermissionDenied, "this call needs the role %s%s, which the caller's credential does not give", names[0], also)
 }
 
 // UnaryInterceptor authenticates and authorizes unary calls.

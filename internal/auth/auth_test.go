@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,34 +119,87 @@ func TestRoles(t *testing.T) {
 		}
 	}
 	type need struct {
-		role         string
+		anyOf        []string
 		tenantScoped bool
 	}
+	gen, reads := []string{RoleGenerate}, []string{RoleApprove, RoleObserver}
 	// X-G4: GetGeneration and ListGenerations read the caller's own
-	// tenant's generations (the service scopes them). They, the
-	// decisions and the follows need approve, which generate holds;
-	// starting or resuming a generation needs generate.
+	// tenant's generations (the service scopes them). They, the follows,
+	// the pending requests and the threads' reads need approve (which
+	// generate holds) or observer; the decisions approve; starting,
+	// resuming or cancelling a generation generate; asking who one is,
+	// any role.
 	for method, want := range map[string]need{
-		"/agentd.v1.AgentService/Generate":                     {RoleGenerate, false},
-		"/agentd.v1.AgentService/CreateGeneration":             {RoleGenerate, false},
-		"/agentd.v1.AgentService/Preview":                      {RoleGenerate, false},
-		"/agentd.v1.AgentService/GetGeneration":                {RoleApprove, false},
-		"/agentd.v1.AgentService/ListGenerations":              {RoleApprove, false},
-		"/agentd.v1.AgentService/DecideRequests":               {RoleApprove, false},
-		"/agentd.v1.AgentService/ListPendingRequests":          {RoleApprove, false},
-		"/agentd.v1.AgentService/FollowGeneration":             {RoleApprove, false},
-		"/agentd.v1.AgentService/StreamGenerationEvents":       {RoleApprove, false},
-		"/agentd.bridge.v1.BridgeAdminService/GetCacheStats":   {RoleObserver, true},
-		"/agentd.bridge.v1.BridgeAdminService/GetPoolStats":    {RoleObserver, false},
-		"/agentd.bridge.v1.BridgeAdminService/ConfigureCache":  {RoleAdmin, false},
-		"/agentd.bridge.v1.BridgeAdminService/ResetCache":      {RoleAdmin, false},
-		"/agentd.bridge.v1.BridgeAdminService/ClearCache":      {RoleAdmin, true},
-		"/agentd.bridge.v1.BridgeAdminService/InvalidateCache": {RoleAdmin, true},
+		"/agentd.v1.AgentService/Generate":                            {gen, false},
+		"/agentd.v1.AgentService/CreateGeneration":                    {gen, false},
+		"/agentd.v1.AgentService/Preview":                             {gen, false},
+		"/agentd.v1.AgentService/CancelGeneration":                    {gen, false},
+		"/agentd.v1.AgentService/CreateThread":                        {gen, false},
+		"/agentd.v1.AgentService/GetCaller":                           {nil, false},
+		"/agentd.v1.AgentService/GetGeneration":                       {reads, false},
+		"/agentd.v1.AgentService/ListGenerations":                     {reads, false},
+		"/agentd.v1.AgentService/DecideRequests":                      {[]string{RoleApprove}, false},
+		"/agentd.v1.AgentService/ListPendingRequests":                 {reads, false},
+		"/agentd.v1.AgentService/FollowGeneration":                    {reads, false},
+		"/agentd.v1.AgentService/StreamGenerationEvents":              {reads, false},
+		"/agentd.v1.AgentService/GetThread":                           {reads, false},
+		"/agentd.v1.AgentService/ListThreads":                         {reads, false},
+		"/agentd.v1.AgentService/ListThreadItems":                     {reads, false},
+		"/agentd.bridge.v1.BridgeAdminService/GetCacheStats":          {[]string{RoleObserver}, true},
+		"/agentd.bridge.v1.BridgeAdminService/GetPoolStats":           {[]string{RoleObserver}, false},
+		"/agentd.bridge.v1.BridgeAdminService/ConfigureCache":         {[]string{RoleAdmin}, false},
+		"/agentd.bridge.v1.BridgeAdminService/ResetCache":             {[]string{RoleAdmin}, false},
+		"/agentd.bridge.v1.BridgeAdminService/ClearCache":             {[]string{RoleAdmin}, true},
+		"/agentd.bridge.v1.BridgeAdminService/InvalidateCache":        {[]string{RoleAdmin}, true},
+		"/agentd.bridge.v1.BridgeAdminService/ListCacheEntries":       {[]string{RoleObserver}, true},
+		"/agentd.bridge.v1.BridgeAdminService/InvalidateCacheEntries": {[]string{RoleAdmin}, true},
 		// X-M3: revoking a tenant's OAuth tokens.
-		"/agentd.v1.AdminService/RevokeTokens": {RoleAdmin, true},
+		"/agentd.v1.AdminService/RevokeTokens":          {[]string{RoleAdmin}, true},
+		"/agentd.v1.AdminService/InvalidateSchemaCache": {[]string{RoleAdmin}, true},
+		"/agentd.v1.AdminService/ListTenants":           {[]string{RoleObserver}, true},
+		"/agentd.v1.AdminService/ListMCPServers":        {[]string{RoleObserver}, true},
 	} {
-		if got, scoped := role(method); got != want.role || scoped != want.tenantScoped {
-			t.Errorf("X-I5 role(%s) = %s, tenant-scoped %v; want %+v", method, got, scoped, want)
+		if got, scoped := role(method); !slices.Equal(got, want.anyOf) || scoped != want.tenantScoped {
+			t.Errorf("X-I5 role(%s) = %v, tenant-scoped %v; want %+v", method, got, scoped, want)
+		}
+	}
+}
+
+// X-I5: each role may make the calls it is given and no other, a refusal
+// naming the roles that would do; GetCaller needs none.
+func TestAuthorize(t *testing.T) {
+	t.Parallel()
+	a, err := New(keys(
+		config.APIKey{Name: "app", SHA256: HashKey("k-generate"), Tenant: "acme", Roles: []string{RoleGenerate}},
+		config.APIKey{Name: "inbox", SHA256: HashKey("k-approve"), Tenant: "acme", Roles: []string{RoleApprove}},
+		config.APIKey{Name: "watch", SHA256: HashKey("k-observer"), Tenant: "acme", Roles: []string{RoleObserver}},
+		config.APIKey{Name: "ops", SHA256: HashKey("k-tenant_admin"), Tenant: "acme", Roles: []string{RoleTenantAdmin}},
+		config.APIKey{Name: "root", SHA256: HashKey("k-admin"), Tenant: "acme", Roles: []string{RoleAdmin}},
+	), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const agent, admin = "/agentd.v1.AgentService/", "/agentd.v1.AdminService/"
+	for method, allowed := range map[string][]string{
+		agent + "GetCaller":             {RoleGenerate, RoleApprove, RoleObserver, RoleTenantAdmin, RoleAdmin},
+		agent + "ListGenerations":       {RoleGenerate, RoleApprove, RoleObserver, RoleAdmin},
+		agent + "ListThreadItems":       {RoleGenerate, RoleApprove, RoleObserver, RoleAdmin},
+		agent + "DecideRequests":        {RoleGenerate, RoleApprove},
+		agent + "CancelGeneration":      {RoleGenerate},
+		admin + "ListTenants":           {RoleObserver, RoleTenantAdmin, RoleAdmin},
+		admin + "ListMCPServers":        {RoleObserver, RoleTenantAdmin, RoleAdmin},
+		admin + "InvalidateSchemaCache": {RoleTenantAdmin, RoleAdmin},
+		admin + "RevokeTokens":          {RoleTenantAdmin, RoleAdmin},
+	} {
+		for _, held := range roles {
+			ctx := metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer k-"+held))
+			_, err := a.authorize(ctx, method)
+			switch want := slices.Contains(allowed, held); {
+			case want && err != nil:
+				t.Errorf("X-I5 %s calling %s: %v; want it allowed", held, method, err)
+			case !want && (status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), strconv.Quote(allowed[0]))):
+				t.Errorf("X-I5 %s calling %s: %v; want PERMISSION_DENIED naming the roles that may", held, method, err)
+			}
 		}
 	}
 }

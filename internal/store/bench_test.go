@@ -220,3 +220,63 @@ func BenchmarkThreadItems(b *testing.B) {
 		})
 	}
 }
+
+// The first page (50, newest first) of a tenant's generations, of 10,000,
+// unfiltered and narrowed by each of List's filters: a model, an end user
+// and a thread that few generations have (the newest of them among the
+// oldest generations), a provider that half have, and a day's range.
+//
+//	go test -run '^$' -bench ListGenerations ./internal/store/
+//	scripts/postgres.sh run go test -run '^$' -bench ListGenerations ./internal/store/
+func BenchmarkListGenerations(b *testing.B) {
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, st := range benchStores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			b.Cleanup(func() { _ = s.Close() })
+			seedGenerations(b, s, day)
+			for _, f := range []struct {
+				name string
+				o    store.ListOptions
+			}{
+				{"all", store.ListOptions{}},
+				{"model", store.ListOptions{Model: "rare"}},
+				{"end_user", store.ListOptions{EndUser: "rare"}},
+				{"thread", store.ListOptions{Thread: "rare"}},
+				{"provider", store.ListOptions{Provider: "p1"}},
+				{"created", store.ListOptions{CreatedAfter: day.Add(-24 * time.Hour), CreatedBefore: day}},
+			} {
+				b.Run(f.name, func(b *testing.B) {
+					for b.Loop() {
+						if _, _, err := s.Generations().List(b.Context(), "acme", f.o); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// seedGenerations creates 10,000 generations of acme, a minute apart
+// until day and on after it, and some of another tenant; the 100 oldest
+// have the model, end user and thread "rare".
+func seedGenerations(b *testing.B, s store.Store, day time.Time) {
+	ctx := b.Context()
+	if _, err := s.Threads().CreateThread(ctx, store.NewThread{Tenant: "acme", ID: "rare", Now: day}); err != nil {
+		b.Fatal(err)
+	}
+	first := day.Add(-5000 * time.Minute)
+	for i := range 10_000 {
+		o := store.Origin{Provider: fmt.Sprint("p", i%2), Model: fmt.Sprint("m", i%8), EndUser: fmt.Sprint("u", i%50)}
+		ng := store.NewGeneration{Tenant: "acme", ID: fmt.Sprintf("gen_%05d", i), Owner: "r", Expires: day, Now: first.Add(time.Duration(i) * time.Minute)}
+		if i < 100 {
+			o.Model, o.EndUser = "rare", "rare"
+			ng.Thread = &store.ThreadStart{ID: "rare", Multitask: store.Enqueue}
+		}
+		ng.Origin = o
+		if _, err := s.Generations().Create(ctx, ng); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

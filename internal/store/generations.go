@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +101,8 @@ type Generation struct {
 	// Interrupted says a start on its thread interrupted it: its owner
 	// cancels it (Interrupted lists it).
 	Interrupted bool
+	// Origin is what Create recorded of its start.
+	Origin Origin
 }
 
 // Event is one entry of a generation's event log. Its Kind and Data are
@@ -213,11 +217,17 @@ type Outcome struct {
 	Now    time.Time
 }
 
-// ListOptions selects a page of List.
+// ListOptions selects a page of List: each filter given narrows it.
 type ListOptions struct {
 	// States keeps the generations in one of these states (empty: all),
 	// Queued among them.
 	States []State
+	// Provider, Model, EndUser and Thread keep the generations whose
+	// Origin (or thread) has exactly that value.
+	Provider, Model, EndUser, Thread string
+	// CreatedAfter and CreatedBefore keep the generations created at or
+	// after the one and before the other (the zero time: no bound).
+	CreatedAfter, CreatedBefore time.Time
 	// PageSize is the most generations a page holds: DefaultPageSize
 	// when 0 or less, at most MaxPageSize.
 	PageSize int
@@ -298,7 +308,9 @@ type Generations interface {
 	// creation, then by id), without their checkpoints, and the token of
 	// the next page ("" after the last). Generations created after the
 	// first page was read may be missing from the pages that follow; none
-	// is returned twice. A token that List did not return is Invalid.
+	// is returned twice. A token that List did not return is Invalid, and
+	// so is one that List returned for other filters (o's fields but its
+	// PageSize and PageToken).
 	List(ctx context.Context, tenant string, o ListOptions) (page []Generation, next string, err error)
 
 	// Adopt takes up to limit running or waiting generations, of any
@@ -377,6 +389,19 @@ type Generations interface {
 	// own items (their Generation its id).
 	ExpirePaused(ctx context.Context, now time.Time, result []byte) (int, error)
 
+	// Cancel asks that tenant's generation id, which has not finished,
+	// end Cancelled for reason, and returns its record as it is after. A
+	// queued one ends at once, as Finish ends one (with result, at now,
+	// its checkpoint, agent and pending requests dropped), leaving its
+	// thread's queue: it never held the thread, which keeps nothing of it.
+	// Any other is marked: Interrupted lists it, with the reason, to the
+	// holder of its lease, or, paused under a released or lapsed lease,
+	// to any replica, which cancels it. A second Cancel keeps the first's
+	// reason. One that has finished is FailedPrecondition (reason
+	// GENERATION_FINISHED); an unknown generation, or another tenant's,
+	// NotFound.
+	Cancel(ctx context.Context, tenant, id, reason string, result []byte, now time.Time) (Generation, error)
+
 	// Sweep removes the generations, of any tenant, that finished at or
 	// before before, with their logs, items and decisions, and returns how many. Replicas may
 	// sweep at once.
@@ -448,7 +473,8 @@ var queuedLease = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 func generationColumns(prefix, leave string) string {
 	cols := []string{"tenant", "id", "state", "owner", "epoch", "lease_expires", "version", "checkpoint",
 		"checkpoint_seq", "last_seq", "result", "created_at", "updated_at", "finished_at",
-		"thread_id", "thread_base", "queue_pos", "interrupted"}
+		"thread_id", "thread_base", "queue_pos", "interrupted",
+		"started_by", "end_user", "provider", "model", "trace_id"}
 	for i, c := range cols {
 		if c == "checkpoint" && leave != "" {
 			cols[i] = leave
@@ -475,6 +501,12 @@ func leaseHeld(id string) error {
 
 func generationFinished(id string) error {
 	return fault.New(fault.Conflict, "the generation %q has finished", id).
+		WithInfo("GENERATION_FINISHED", map[string]string{"generation_id": id})
+}
+
+// generationEnded refuses to cancel a generation that has finished.
+func generationEnded(id string) error {
+	return fault.New(fault.FailedPrecondition, "the generation %q has ended", id).
 		WithInfo("GENERATION_FINISHED", map[string]string{"generation_id": id})
 }
 
@@ -600,6 +632,106 @@ func nextToken[T any](page []T, size int, pos func(T) pagePos) ([]T, string) {
 
 // generationPos is a generation's place in List's order.
 func generationPos(g Generation) pagePos { return pagePos{g.CreatedAt.UnixMilli(), g.ID} }
+
+// A page token of List is bound to the filters it was made with: the
+// position's token, then, when o has filters, a dot and their digest, so
+// that a token used with other filters is refused rather than continuing
+// a list it is no place in.
+
+// filterDigest names o's filters (its states in any order); "" for none.
+func (o ListOptions) filterDigest() string {
+	f := o.filters()
+	if f == noFilters {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(f))
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// filters writes o's filters out, the same for the same filters.
+func (o ListOptions) filters() string {
+	states := make([]string, len(o.States))
+	for i, st := range o.States {
+		states[i] = string(st)
+	}
+	slices.Sort(states)
+	return fmt.Sprintf("%q %q %q %q %q %d %d", states, o.Provider, o.Model, o.EndUser, o.Thread, unixMilli(o.CreatedAfter), unixMilli(o.CreatedBefore))
+}
+
+var noFilters = ListOptions{}.filters()
+
+// unixMilli is t in unix milliseconds; 0 for the zero time.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// parseListToken reads a token of List made with o's filters.
+func parseListToken(o ListOptions) (pos pagePos, ok bool, err error) {
+	if o.PageToken == "" {
+		return pagePos{}, false, nil
+	}
+	tok, digest, _ := strings.Cut(o.PageToken, ".")
+	if digest != o.filterDigest() {
+		return pagePos{}, false, fault.New(fault.Invalid, "store: the page token was made for other filters")
+	}
+	return parsePageToken(tok)
+}
+
+// nextListPage is nextToken for a page of List made with o's filters.
+func nextListPage(page []Generation, size int, o ListOptions) ([]Generation, string) {
+	page, next := nextToken(page, size, generationPos)
+	if d := o.filterDigest(); next != "" && d != "" {
+		next += "." + d
+	}
+	return page, next
+}
+
+// listConditions are List's conditions beyond the tenant, each preceded
+// by AND, for a store to write in its dialect: param binds a value and
+// returns its placeholder, at converts a time (unix milliseconds) to the
+// store's. A page after the first (after) starts after pos.
+func listConditions(o ListOptions, pos pagePos, after bool, param func(v any) string, at func(ms int64) any) string {
+	var conds []string
+	if len(o.States) > 0 {
+		conds = append(conds, stateCondition(o.States, param))
+	}
+	conds = append(conds, originConditions(o, param)...)
+	if !o.CreatedAfter.IsZero() {
+		conds = append(conds, "created_at >= "+param(at(o.CreatedAfter.UnixMilli())))
+	}
+	if !o.CreatedBefore.IsZero() {
+		conds = append(conds, "created_at < "+param(at(o.CreatedBefore.UnixMilli())))
+	}
+	if after {
+		conds = append(conds, "(created_at, id) < ("+param(at(pos.created))+", "+param(pos.id)+")")
+	}
+	var b strings.Builder
+	for _, c := range conds {
+		b.WriteString(" AND " + c)
+	}
+	return b.String()
+}
+
+// originConditions are List's exact matches: each column given a value.
+func originConditions(o ListOptions, param func(v any) string) []string {
+	var conds []string
+	for _, f := range [...]struct{ col, v string }{
+		{"provider", o.Provider}, {"model", o.Model}, {"end_user", o.EndUser}, {"thread_id", o.Thread},
+	} {
+		if f.v != "" {
+			conds = append(conds, f.col+" = "+param(f.v))
+		}
+	}
+	if o.Thread != "" {
+		// Said outright, for SQLite to use the thread's partial index:
+		// it cannot tell that a parameter is never ''.
+		conds = append(conds, "thread_id <> ''")
+	}
+	return conds
+}
 
 // eventColumns splits events into the columns the stores insert.
 func eventColumns(events []Event) (kinds []string, data [][]byte) {

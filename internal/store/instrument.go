@@ -275,6 +275,11 @@ func (g *instrumentedGenerations) ExpirePaused(ctx context.Context, now time.Tim
 	return g.gens.ExpirePaused(ctx, now, result)
 }
 
+func (g *instrumentedGenerations) Cancel(ctx context.Context, tenant, id, reason string, result []byte, now time.Time) (_ Generation, err error) {
+	defer func(began time.Time) { g.in.done(ctx, "cancel", began, err) }(time.Now())
+	return g.gens.Cancel(ctx, tenant, id, reason, result, now)
+}
+
 func (g *instrumentedGenerations) Sweep(ctx context.Context, before time.Time) (_ int, err error) {
 	defer func(began time.Time) { g.in.done(ctx, "sweep", began, err) }(time.Now())
 	return g.gens.Sweep(ctx, before)

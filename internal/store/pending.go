@@ -29,9 +29,12 @@ const (
 
 // Origin is what a generation records of its start: who started it (a
 // principal's name; "" without authentication), for whom (its end user),
-// and on which provider and model.
+// on which provider and model, and the W3C trace id of the call that
+// started it ("" when it was not traced). ListPending's requests carry all
+// but the trace id.
 type Origin struct {
 	StartedBy, EndUser, Provider, Model string
+	TraceID                             string
 }
 
 // PendingRequest is one request a live generation waits for.

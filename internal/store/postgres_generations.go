@@ -39,7 +39,8 @@ func scanPgGeneration(row pgx.Row) (Generation, error) {
 	var queuePos *int64
 	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &g.Lease.Expires, &g.Version, &g.Checkpoint,
 		&g.CheckpointSeq, &g.LastSeq, &g.Result, &g.CreatedAt, &g.UpdatedAt, &finished,
-		&g.Thread, &g.ThreadBase, &queuePos, &g.Interrupted)
+		&g.Thread, &g.ThreadBase, &queuePos, &g.Interrupted,
+		&g.Origin.StartedBy, &g.Origin.EndUser, &g.Origin.Provider, &g.Origin.Model, &g.Origin.TraceID)
 	if err != nil {
 		return Generation{}, err
 	}
@@ -134,14 +135,14 @@ func pgCreate(ctx context.Context, q pgRower, g NewGeneration, pl placement) err
 		WITH g AS (
 			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
 				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model,
-				thread_id, thread_base, queue_pos)
-			VALUES ($1, $2, 'running', $3, $17, $4, 1, $5, $6, $6, NULL, $7, $7, NULL, $13, $14, $15, $16, $18, $19, $20)
+				thread_id, thread_base, queue_pos, trace_id)
+			VALUES ($1, $2, 'running', $3, $17, $4, 1, $5, $6, $6, NULL, $7, $7, NULL, $13, $14, $15, $16, $18, $19, $20, $21)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING last_seq
 		), `+pgEvents("$6", "$8", "$9")+`, `+pgItems("$10", "$11")+`, `+pgAgent("$12")+`
 		SELECT count(*) FROM g`,
 		g.Tenant, g.ID, pl.owner, ms(pl.expires), orEmpty(g.Checkpoint), int64(len(g.Events)), ms(g.Now), kinds, data, ns, items, orNull(g.Agent),
-		g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model, pl.epoch, pl.thread, pl.base, pl.queuePos).Scan(&n)
+		g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model, pl.epoch, pl.thread, pl.base, pl.queuePos, g.Origin.TraceID).Scan(&n)
 	if err != nil {
 		return classify(err)
 	}
@@ -253,6 +254,14 @@ func pgCheckpoint(ctx context.Context, q pgRower, tenant, id string, epoch int64
 	return last, nil
 }
 
+// pgLockThreadOf locks the thread of the generation $2 of the tenant $1,
+// if it has one: the first statement of every write that may change the
+// thread's queue or which generation holds it.
+const pgLockThreadOf = `
+	SELECT 1 FROM threads WHERE tenant = $1
+		AND id = (SELECT thread_id FROM generations WHERE tenant = $1 AND id = $2 AND thread_id <> '')
+	FOR UPDATE`
+
 // Finish is one batch of statements, one round trip and one
 // (implicit) transaction: it locks the generation's thread first, if it
 // has one, then ends the generation, then gives up the thread if the
@@ -268,10 +277,7 @@ func (p pgGenerations) Finish(ctx context.Context, tenant, id string, epoch int6
 	var last int64
 	ended := true
 	b := &pgx.Batch{}
-	b.Queue(`
-		SELECT 1 FROM threads WHERE tenant = $1
-			AND id = (SELECT thread_id FROM generations WHERE tenant = $1 AND id = $2 AND thread_id <> '')
-		FOR UPDATE`, tenant, id)
+	b.Queue(pgLockThreadOf, tenant, id)
 	b.Queue(`
 		WITH g AS (
 			UPDATE generations SET state = $4, result = $5, checkpoint = '', owner = '', lease_expires = $7,
@@ -332,7 +338,7 @@ func (p pgGenerations) List(ctx context.Context, tenant string, o ListOptions) (
 	if err := checkListStates(o.States); err != nil {
 		return nil, "", err
 	}
-	pos, after, err := parsePageToken(o.PageToken)
+	pos, after, err := parseListToken(o)
 	if err != nil {
 		return nil, "", err
 	}
@@ -340,18 +346,11 @@ func (p pgGenerations) List(ctx context.Context, tenant string, o ListOptions) (
 	// The conditions are in the statement only when they apply, so that
 	// each of its (few) forms has a plan of its own that seeks the page's
 	// start in the index rather than filtering the pages before it.
-	q := `SELECT ` + pgSummaryCols + ` FROM generations WHERE tenant = $1`
 	args := []any{tenant}
-	if len(o.States) > 0 {
-		q += ` AND ` + stateCondition(o.States, func(v any) string {
-			args = append(args, v)
-			return fmt.Sprintf("$%d", len(args))
-		})
-	}
-	if after {
-		args = append(args, time.UnixMilli(pos.created), pos.id)
-		q += fmt.Sprintf(` AND (created_at, id) < ($%d, $%d)`, len(args)-1, len(args))
-	}
+	q := `SELECT ` + pgSummaryCols + ` FROM generations WHERE tenant = $1` + listConditions(o, pos, after, func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}, func(ms int64) any { return time.UnixMilli(ms) })
 	args = append(args, size+1)
 	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
 	rows, err := p.pool.Query(ctx, q, args...)
@@ -362,7 +361,7 @@ func (p pgGenerations) List(ctx context.Context, tenant string, o ListOptions) (
 	if err != nil {
 		return nil, "", classify(err)
 	}
-	page, next := nextToken(page, size, generationPos)
+	page, next := nextListPage(page, size, o)
 	return page, next, nil
 }
 
@@ -572,6 +571,52 @@ const pgExpiredPause = `state = 'paused' AND owner = ''
 	AND NOT EXISTS (SELECT 1 FROM paused_generations pg
 		WHERE pg.tenant = generations.tenant AND pg.id = generations.id
 			AND (pg.expires_at > $1 OR pg.claimed_at IS NOT NULL))`
+
+// Cancel is one batch, one (implicit) transaction: it locks the
+// generation's thread first, as every write that changes a thread's queue
+// does, then ends the generation if it is queued, or else marks it. Each
+// statement reads a snapshot of its own, taken after the ones before it:
+// the mark sees the end, and leaves the generation it ended.
+func (p pgGenerations) Cancel(ctx context.Context, tenant, id, reason string, result []byte, now time.Time) (Generation, error) {
+	var g Generation
+	found := false
+	keep := func(row pgx.Row) error {
+		r, err := scanPgGeneration(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		g, found = r, err == nil
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(pgLockThreadOf, tenant, id)
+	b.Queue(`
+		WITH g AS (
+			UPDATE generations SET state = 'cancelled', result = $3, checkpoint = '', owner = '', lease_expires = $4,
+				queue_pos = NULL, updated_at = $4, finished_at = $4
+			WHERE tenant = $1 AND id = $2 AND queue_pos IS NOT NULL
+			RETURNING `+pgSummaryCols+`
+		), a AS (
+			DELETE FROM generation_agents WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
+		), p AS (
+			DELETE FROM pending_requests WHERE tenant = $1 AND generation_id = $2 AND EXISTS (SELECT 1 FROM g)
+		)
+		SELECT * FROM g`, tenant, id, orEmpty(result), ms(now)).QueryRow(keep)
+	b.Queue(`
+		UPDATE generations SET cancel_reason = coalesce(cancel_reason, $3)
+		WHERE tenant = $1 AND id = $2 AND finished_at IS NULL
+		RETURNING `+pgSummaryCols, tenant, id, reason).QueryRow(keep)
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Generation{}, classify(err)
+	}
+	if found {
+		return g, nil
+	}
+	if _, err := p.Get(ctx, tenant, id); err != nil {
+		return Generation{}, err
+	}
+	return Generation{}, generationEnded(id)
+}
 
 func (p pgGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {
 	// The events and items go with their generation (ON DELETE CASCADE).

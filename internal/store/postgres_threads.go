@@ -452,8 +452,8 @@ func (p pgThreads) Interrupted(ctx context.Context, owner string, limit int) ([]
 		return nil, nil
 	}
 	rows, err := p.pool.Query(ctx, `
-		SELECT tenant, id, state, owner FROM generations
-		WHERE interrupted AND finished_at IS NULL
+		SELECT tenant, id, state, owner, cancel_reason IS NOT NULL, coalesce(cancel_reason, '') FROM generations
+		WHERE (interrupted OR cancel_reason IS NOT NULL) AND finished_at IS NULL
 			AND ((owner <> '' AND owner = $1) OR (state = 'paused' AND (owner = '' OR lease_expires <= $2)))
 		ORDER BY lease_expires, tenant, id LIMIT $3`, owner, ms(time.Now()), limit)
 	if err != nil {
@@ -462,7 +462,7 @@ func (p pgThreads) Interrupted(ctx context.Context, owner string, limit int) ([]
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Interruption, error) {
 		var in Interruption
 		var state string
-		err := row.Scan(&in.Tenant, &in.ID, &state, &in.Owner)
+		err := row.Scan(&in.Tenant, &in.ID, &state, &in.Owner, &in.Cancel, &in.Reason)
 		in.State = State(state)
 		return in, err
 	})

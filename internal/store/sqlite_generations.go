@@ -40,8 +40,8 @@ const (
 	qCreate = `
 			INSERT INTO generations (tenant, id, state, owner, epoch, lease_expires, version, checkpoint,
 				checkpoint_seq, last_seq, result, created_at, updated_at, finished_at, started_by, end_user, provider, model,
-				thread_id, thread_base, queue_pos)
-			VALUES (?, ?, 'running', ?, ?, ?, 1, ?, ?, ?, NULL, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)
+				trace_id, thread_id, thread_base, queue_pos)
+			VALUES (?, ?, 'running', ?, ?, ?, 1, ?, ?, ?, NULL, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (tenant, id) DO NOTHING`
 	qRenew = `
 		UPDATE generations SET lease_expires = ?
@@ -177,7 +177,8 @@ func scanSQLiteGeneration(row interface{ Scan(...any) error }) (Generation, erro
 	var finished, queuePos sql.NullInt64
 	err := row.Scan(&g.Tenant, &g.ID, &state, &g.Lease.Owner, &g.Lease.Epoch, &expires, &g.Version, &g.Checkpoint,
 		&g.CheckpointSeq, &g.LastSeq, &g.Result, &created, &updated, &finished,
-		&g.Thread, &g.ThreadBase, &queuePos, &g.Interrupted)
+		&g.Thread, &g.ThreadBase, &queuePos, &g.Interrupted,
+		&g.Origin.StartedBy, &g.Origin.EndUser, &g.Origin.Provider, &g.Origin.Model, &g.Origin.TraceID)
 	if err != nil {
 		return Generation{}, err
 	}
@@ -274,7 +275,7 @@ func (s sqliteGenerations) Create(ctx context.Context, g NewGeneration) (Created
 		now := g.Now.UnixMilli()
 		res, err := s.in(ctx, tx, qCreate).ExecContext(ctx,
 			g.Tenant, g.ID, p.owner, p.epoch, p.expires.UnixMilli(), orEmpty(g.Checkpoint), n, n, now, now,
-			g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model, p.thread, p.base, p.queuePos)
+			g.Origin.StartedBy, g.Origin.EndUser, g.Origin.Provider, g.Origin.Model, g.Origin.TraceID, p.thread, p.base, p.queuePos)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -444,23 +445,16 @@ func (s sqliteGenerations) List(ctx context.Context, tenant string, o ListOption
 	if err := checkListStates(o.States); err != nil {
 		return nil, "", err
 	}
-	pos, after, err := parsePageToken(o.PageToken)
+	pos, after, err := parseListToken(o)
 	if err != nil {
 		return nil, "", err
 	}
 	size := pageSize(o.PageSize)
-	q := `SELECT ` + sqliteSummaryCols + ` FROM generations WHERE tenant = ?`
 	args := []any{tenant}
-	if len(o.States) > 0 {
-		q += ` AND ` + stateCondition(o.States, func(v any) string {
-			args = append(args, v)
-			return "?"
-		})
-	}
-	if after {
-		q += ` AND (created_at, id) < (?, ?)`
-		args = append(args, pos.created, pos.id)
-	}
+	q := `SELECT ` + sqliteSummaryCols + ` FROM generations WHERE tenant = ?` + listConditions(o, pos, after, func(v any) string {
+		args = append(args, v)
+		return "?"
+	}, func(ms int64) any { return ms })
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, size+1)
 	rows, err := s.db.QueryContext(ctx, q, args...)
@@ -479,7 +473,7 @@ func (s sqliteGenerations) List(ctx context.Context, tenant string, o ListOption
 	if err := rows.Err(); err != nil {
 		return nil, "", unavailable(err)
 	}
-	page, next := nextToken(page, size, generationPos)
+	page, next := nextListPage(page, size, o)
 	return page, next, nil
 }
 
@@ -666,6 +660,51 @@ func scanEnded(rows *sql.Rows) ([][3]string, error) {
 		out = append(out, k)
 	}
 	return out, rows.Err()
+}
+
+func (s sqliteGenerations) Cancel(ctx context.Context, tenant, id, reason string, result []byte, now time.Time) (Generation, error) {
+	var g Generation
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		t := now.UnixMilli()
+		var err error
+		g, err = scanSQLiteGeneration(tx.QueryRowContext(ctx, `
+			UPDATE generations SET state = 'cancelled', result = ?, checkpoint = x'', owner = '', lease_expires = ?,
+				queue_pos = NULL, updated_at = ?, finished_at = ?
+			WHERE tenant = ? AND id = ? AND queue_pos IS NOT NULL
+			RETURNING `+sqliteSummaryCols, orEmpty(result), t, t, t, tenant, id))
+		if err == nil {
+			return s.dropLive(ctx, tx, tenant, id)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return unavailable(err)
+		}
+		g, err = scanSQLiteGeneration(tx.QueryRowContext(ctx, `
+			UPDATE generations SET cancel_reason = coalesce(cancel_reason, ?)
+			WHERE tenant = ? AND id = ? AND finished_at IS NULL
+			RETURNING `+sqliteSummaryCols, reason, tenant, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return sqliteNotCancelled(ctx, tx, tenant, id)
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		return nil
+	})
+	return g, err
+}
+
+// sqliteNotCancelled says why Cancel found no live generation id: it has
+// finished, or there is none.
+func sqliteNotCancelled(ctx context.Context, tx *sql.Tx, tenant, id string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM generations WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return noGeneration(id)
+	case err != nil:
+		return unavailable(err)
+	}
+	return generationEnded(id)
 }
 
 func (s sqliteGenerations) Sweep(ctx context.Context, before time.Time) (int, error) {

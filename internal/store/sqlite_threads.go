@@ -384,8 +384,8 @@ func (s sqliteThreads) Interrupted(ctx context.Context, owner string, limit int)
 		return nil, nil
 	}
 	rows, err := s.g.db.QueryContext(ctx, `
-		SELECT tenant, id, state, owner FROM generations
-		WHERE interrupted = 1 AND finished_at IS NULL
+		SELECT tenant, id, state, owner, cancel_reason IS NOT NULL, coalesce(cancel_reason, '') FROM generations
+		WHERE (interrupted = 1 OR cancel_reason IS NOT NULL) AND finished_at IS NULL
 			AND ((owner <> '' AND owner = ?) OR (state = 'paused' AND (owner = '' OR lease_expires <= ?)))
 		ORDER BY lease_expires, tenant, id LIMIT ?`, owner, time.Now().UnixMilli(), limit)
 	if err != nil {
@@ -396,7 +396,7 @@ func (s sqliteThreads) Interrupted(ctx context.Context, owner string, limit int)
 	for rows.Next() {
 		var in Interruption
 		var state string
-		if err := rows.Scan(&in.Tenant, &in.ID, &state, &in.Owner); err != nil {
+		if err := rows.Scan(&in.Tenant, &in.ID, &state, &in.Owner, &in.Cancel, &in.Reason); err != nil {
 			return nil, unavailable(err)
 		}
 		in.State = State(state)

@@ -103,6 +103,7 @@ type Store interface {
 	Tokens() Tokens
 	// Threads returns the store's threads, valid until Close.
 	Threads() Threads
+	Usage
 	// Ping reports whether the store can be used now: nil, or an
 	// Unavailable error. Safe for concurrent use.
 	Ping(ctx context.Context) error

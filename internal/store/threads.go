@@ -154,6 +154,10 @@ type Interruption struct {
 	// Owner holds its lease, or held it until it lapsed; "" when
 	// released.
 	Owner string
+	// Cancel says it was asked to cancel (Generations.Cancel), for
+	// Reason, rather than interrupted by a start on its thread.
+	Cancel bool
+	Reason string
 }
 
 // Threads stores threads and their items. All methods are safe for
@@ -200,10 +204,11 @@ type Threads interface {
 	ForkThread(ctx context.Context, tenant, id, newID string, upTo int64, metadata map[string]string, maxThreads int64, now time.Time) (Thread, error)
 
 	// Interrupted returns up to limit live generations, of any tenant,
-	// that a start on their thread interrupted and that owner is to
-	// cancel: those whose lease it holds, and the Paused ones whose lease
-	// is released, or has lapsed by the store's clock, which any replica
-	// may take (Acquire) to cancel. Those that another replica is to
+	// that a start on their thread interrupted, or that were asked to
+	// cancel (Generations.Cancel), and that owner is to cancel: those
+	// whose lease it holds, and the Paused ones whose lease is released,
+	// or has lapsed by the store's clock, which any replica may take
+	// (Acquire) to cancel. Those that another replica is to
 	// cancel are left out, never filling owner's page; the page is in
 	// the order of their lease's expiry, then tenant and id. One is
 	// listed until it has finished.

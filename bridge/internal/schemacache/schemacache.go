@@ -17,7 +17,9 @@
 //
 // Every entry belongs to the tenant its key was made for: TenantStats and
 // ClearTenant see and drop one tenant's entries only, and count its
-// lookups apart, for an admin whose reach is one tenant.
+// lookups apart, for an admin whose reach is one tenant. Entries describes
+// the entries for an admin (never their tools), and InvalidateTenant drops
+// a tenant's.
 //
 // The cache records its hits, misses, evictions and entries as
 // OpenTelemetry metrics, by tenant, never by key or server.
@@ -153,6 +155,20 @@ type entry struct {
 	expires  time.Time
 	written  uint64 // write order, for eviction
 	revision uint64 // Listed.Revision
+	// server names the server the write fetched from, as its session
+	// declared it; writtenAt is the write's time (Entries).
+	server    string
+	writtenAt time.Time
+	changes   int64 // Entry.Revision
+}
+
+// listMark is the last list stored under a key, by its digest, and the
+// number of different lists stored under it in a row (Entry.Revision):
+// it outlives the entry, so that a list fetched again after an expiry
+// is known as the same.
+type listMark struct {
+	sum     [sha256.Size]byte
+	changes int64
 }
 
 // flight is a fetch in progress that later misses on its key wait for.
@@ -186,6 +202,8 @@ type Cache struct {
 	// versions are the protocol versions the servers negotiated, by
 	// ServerKey.
 	versions map[Key]string
+	// marks are the lists last stored, by key, at most maxVersions.
+	marks map[Key]listMark
 }
 
 // maxVersions bounds the remembered protocol versions; past it an
@@ -263,7 +281,7 @@ func New(s Settings, mp metric.MeterProvider) (*Cache, error) {
 		mp = noop.NewMeterProvider()
 	}
 	c := &Cache{defaults: s, settings: s, entries: make(map[Key]*entry), flights: make(map[Key]*flight), tenants: make(map[string]*lookups), versions: make(map[Key]string),
-		revision: rand.Uint64() >> 1} // room for 2^63 writes before zero comes round
+		marks: make(map[Key]listMark), revision: rand.Uint64() >> 1} // room for 2^63 writes before zero comes round
 	m := mp.Meter("github.com/agentd/agentd/bridge")
 	var errs [5]error
 	c.meters.hits, errs[0] = m.Int64Counter("agentd.schema_cache.hits", metric.WithUnit("{lookup}"),
@@ -316,15 +334,16 @@ func (c *Cache) Fetch(ctx context.Context, key Key, enabled *bool, fetch func(co
 // the configured TTL is a ceiling the server can only lower, and a hint of
 // zero (the protocol's "immediately stale") caches nothing.
 func (c *Cache) FetchTTL(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, err error) {
-	tools, hit, _, err = c.FetchRevision(ctx, key, enabled, fetch)
+	tools, hit, _, err = c.FetchRevision(ctx, key, "", enabled, fetch)
 	return tools, hit, err
 }
 
 // FetchRevision is FetchTTL that also returns the revision of the entry
 // the list is (Listed.Revision): the one it was served from, or the one it was
 // stored as; zero when it was not stored (the cache off for the call, a
-// zero ttlMs, an invalidation while it was fetched).
-func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, revision uint64, err error) {
+// zero ttlMs, an invalidation while it was fetched). server names the
+// server fetched from, as the session declared it, for Entries.
+func (c *Cache) FetchRevision(ctx context.Context, key Key, server string, enabled *bool, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) (tools []*bridgev1.Tool, hit bool, revision uint64, err error) {
 	c.mu.Lock()
 	if !c.enabledFor(enabled) {
 		c.mu.Unlock()
@@ -333,7 +352,7 @@ func (c *Cache) FetchRevision(ctx context.Context, key Key, enabled *bool, fetch
 	}
 	o, ok := c.serve(ctx, key)
 	if !ok {
-		o = c.lead(ctx, key, fetch)
+		o = c.lead(ctx, key, server, fetch)
 	}
 	return o.tools, o.hit, o.revision, o.err
 }
@@ -422,7 +441,7 @@ func (c *Cache) wait(ctx context.Context, f *flight) (outcome, bool) {
 // lead fetches key's list, for this caller and every one that misses on
 // key meanwhile, and stores it (store). c.mu is held on entry and
 // released on return.
-func (c *Cache) lead(ctx context.Context, key Key, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) outcome {
+func (c *Cache) lead(ctx context.Context, key Key, server string, fetch func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) outcome {
 	f := &flight{done: make(chan struct{})}
 	c.flights[key] = f
 	c.mu.Unlock()
@@ -430,10 +449,11 @@ func (c *Cache) lead(ctx context.Context, key Key, fetch func(context.Context) (
 	var hint *time.Duration
 	f.tools, hint, f.err = fetch(ctx)
 	f.tools = clone(f.tools)
+	sum := digest(f.tools)
 
 	c.mu.Lock()
 	delete(c.flights, key)
-	c.store(key, f, hint)
+	c.store(key, f, hint, server, sum)
 	c.mu.Unlock()
 	close(f.done)
 	if f.err != nil {
@@ -442,11 +462,11 @@ func (c *Cache) lead(ctx context.Context, key Key, fetch func(context.Context) (
 	return outcome{tools: clone(f.tools), revision: f.revision}
 }
 
-// store keeps the list that f fetched under key, for the shorter of the
-// TTL and the server's hint, unless the fetch failed, the cache was
-// turned off or the entry invalidated meanwhile (f.stale), or the hint is
-// zero. c.mu is held.
-func (c *Cache) store(key Key, f *flight, hint *time.Duration) {
+// store keeps the list that f fetched from server under key, for the
+// shorter of the TTL and the server's hint, unless the fetch failed, the
+// cache was turned off or the entry invalidated meanwhile (f.stale), or
+// the hint is zero; sum is the list's digest. c.mu is held.
+func (c *Cache) store(key Key, f *flight, hint *time.Duration, server string, sum [sha256.Size]byte) {
 	ttl := c.settings.TTL
 	if hint != nil {
 		ttl = min(ttl, *hint)
@@ -457,8 +477,39 @@ func (c *Cache) store(key Key, f *flight, hint *time.Duration) {
 	c.writes++
 	c.revision++
 	f.revision = c.revision
-	c.entries[key] = &entry{tools: f.tools, expires: time.Now().Add(ttl), written: c.writes, revision: c.revision}
+	now := time.Now()
+	c.entries[key] = &entry{tools: f.tools, expires: now.Add(ttl), written: c.writes, revision: c.revision,
+		server: server, writtenAt: now, changes: c.mark(key, sum)}
 	c.evict()
+}
+
+// mark records sum as the list last stored under key and returns the
+// key's Entry.Revision: one more than before when the list differs from
+// the last. c.mu is held.
+func (c *Cache) mark(key Key, sum [sha256.Size]byte) int64 {
+	m, ok := c.marks[key]
+	if ok && m.sum == sum {
+		return m.changes
+	}
+	if !ok && len(c.marks) >= maxVersions {
+		for k := range c.marks {
+			delete(c.marks, k)
+			break
+		}
+	}
+	c.marks[key] = listMark{sum: sum, changes: m.changes + 1}
+	return m.changes + 1
+}
+
+// digest identifies a list of tools, in order.
+func digest(tools []*bridgev1.Tool) [sha256.Size]byte {
+	h := sha256.New()
+	for _, t := range tools {
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(t)
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // Listed is one key's list as Cached answers it.
@@ -542,6 +593,13 @@ func (c *Cache) evict() {
 func (c *Cache) Invalidate(key Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.invalidateLocked(key)
+}
+
+// invalidateLocked drops key's entry, counting it invalidated, makes a
+// fetch of key under way store nothing, and reports whether there was an
+// entry. c.mu is held.
+func (c *Cache) invalidateLocked(key Key) bool {
 	_, ok := c.entries[key]
 	if ok {
 		delete(c.entries, key)
@@ -551,6 +609,79 @@ func (c *Cache) Invalidate(key Key) bool {
 		f.stale = true
 	}
 	return ok
+}
+
+// Entry describes one entry for an admin: never its tools, nor anything
+// of its key but the digest's printed form.
+type Entry struct {
+	// Key is the entry's key as it prints (Key.String), which
+	// InvalidateKey takes.
+	Key    string
+	Tenant string
+	// Server is the server's name as the session whose fetch wrote the
+	// entry declared it.
+	Server string
+	// Revision counts the different lists stored under the key in a
+	// row: 1 for the first, one more for each write whose list differs
+	// from the one before (an expiry or an invalidation in between
+	// included). Clear, ClearTenant and Reset start it again.
+	Revision int64
+	// Tools is the number of tools the entry holds.
+	Tools            int
+	Written, Expires time.Time
+}
+
+// Entries describes the entries that have not expired, of tenant alone
+// unless all, most recently written first.
+func (c *Cache) Entries(all bool, tenant string) []Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	var out []Entry
+	for k, e := range c.entries {
+		if (all || k.tenant == tenant) && now.Before(e.expires) {
+			out = append(out, Entry{Key: k.String(), Tenant: k.tenant, Server: e.server, Revision: e.changes,
+				Tools: len(e.tools), Written: e.writtenAt, Expires: e.expires})
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return b.Written.Compare(a.Written) })
+	return out
+}
+
+// InvalidateKey drops the entry whose key prints as key (Entry.Key), if
+// it is of tenant or all, and reports whether one was dropped. As
+// Invalidate, it makes a fetch of that key under way store nothing.
+func (c *Cache) InvalidateKey(key string, all bool, tenant string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.entries {
+		if k.String() == key && (all || k.tenant == tenant) {
+			c.invalidateLocked(k)
+			return true
+		}
+	}
+	return false
+}
+
+// InvalidateTenant drops the entries of tenant, as Invalidate drops one,
+// and reports how many. Unlike ClearTenant, it leaves the tenant's
+// counters and remembered protocol versions.
+func (c *Cache) InvalidateTenant(tenant string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k := range c.entries {
+		if k.tenant == tenant {
+			c.invalidateLocked(k)
+			n++
+		}
+	}
+	for k, f := range c.flights {
+		if k.tenant == tenant {
+			f.stale = true
+		}
+	}
+	return n
 }
 
 // clearLocked drops every entry, counting them cleared. c.mu is held.
@@ -587,6 +718,7 @@ func (c *Cache) clearAllLocked() {
 	c.hits, c.misses = 0, 0
 	clear(c.tenants)
 	clear(c.versions)
+	clear(c.marks)
 }
 
 // ClearTenant drops the entries of tenant, and zeroes its counters, and
@@ -614,6 +746,11 @@ func (c *Cache) ClearTenant(tenant string) int {
 	for k := range c.versions {
 		if k.tenant == tenant {
 			delete(c.versions, k)
+		}
+	}
+	for k := range c.marks {
+		if k.tenant == tenant {
+			delete(c.marks, k)
 		}
 	}
 	return n

@@ -579,7 +579,7 @@ func testRevisions(t *testing.T) {
 	}
 	revision := func(k Key, enabled *bool, f func(context.Context) ([]*bridgev1.Tool, *time.Duration, error)) uint64 {
 		t.Helper()
-		_, _, r, err := c.FetchRevision(t.Context(), k, enabled, f)
+		_, _, r, err := c.FetchRevision(t.Context(), k, "", enabled, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,14 +608,14 @@ func testRevisions(t *testing.T) {
 	var leader, waiter uint64
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _, leader, _ = c.FetchRevision(t.Context(), key("e"), nil, func(context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
+		_, _, leader, _ = c.FetchRevision(t.Context(), key("e"), "", nil, func(context.Context) ([]*bridgev1.Tool, *time.Duration, error) {
 			close(started)
 			<-release
 			return tools("e1"), nil, nil
 		})
 	})
 	<-started
-	wg.Go(func() { _, _, waiter, _ = c.FetchRevision(t.Context(), key("e"), nil, fetch("never")) })
+	wg.Go(func() { _, _, waiter, _ = c.FetchRevision(t.Context(), key("e"), "", nil, fetch("never")) })
 	synctest.Wait() // the second caller waits on the first's fetch
 	close(release)
 	wg.Wait()
@@ -648,7 +648,7 @@ func testRevisions(t *testing.T) {
 	}
 
 	other := newCache(t, Settings{Enabled: true, TTL: time.Minute, MaxEntries: 10})
-	if _, _, r, _ := other.FetchRevision(t.Context(), key("a"), nil, fetch("a1")); r == a || r == b {
+	if _, _, r, _ := other.FetchRevision(t.Context(), key("a"), "", nil, fetch("a1")); r == a || r == b {
 		t.Errorf("a second cache's first revision %d is one of the first cache's", r)
 	}
 }

@@ -987,17 +987,27 @@ func seedListPages(t *testing.T, g store.Generations) {
 // without its checkpoint, and a finished one with its result.
 func listAll(t *testing.T, g store.Generations, o store.ListOptions) (ids []string, pages int) {
 	t.Helper()
+	all := listPages(t, g, o)
+	for _, page := range all {
+		ids = append(ids, checkPage(t, o.PageSize, page)...)
+	}
+	return ids, len(all)
+}
+
+// listPages lists acme's generations with o, page after page.
+func listPages(t *testing.T, g store.Generations, o store.ListOptions) [][]store.Generation {
+	t.Helper()
+	var pages [][]store.Generation
 	for {
 		page, next, err := g.List(t.Context(), "acme", o)
 		if err != nil {
 			t.Fatalf("List(%+v): %v", o, err)
 		}
-		pages++
-		ids = append(ids, checkPage(t, o.PageSize, page)...)
+		pages = append(pages, page)
 		if next == "" {
-			return ids, pages
+			return pages
 		}
-		if pages > 20 {
+		if len(pages) > 20 {
 			t.Fatal("List does not end")
 		}
 		o.PageToken = next
@@ -1380,5 +1390,114 @@ func testStateAlone(t *testing.T, db DB) {
 	check(t, errOf(g.Checkpoint(ctx, "acme", "g1", 1, store.Checkpoint{State: store.Paused, Data: []byte{}, Now: at(3 * time.Second)})))
 	if rec := must[store.Generation](t, "Get")(g.Get(ctx, "acme", "g1")); len(rec.Checkpoint) != 0 || rec.CheckpointSeq != 4 {
 		t.Errorf("after an empty checkpoint: %q at %d; want it empty, at 4", rec.Checkpoint, rec.CheckpointSeq)
+	}
+}
+
+// testListFilters: List keeps the generations whose provider, model, end
+// user or thread is the one asked (each exact), created in the half-open
+// range asked, with every filter given at once, in pages, each with its
+// Origin as Create recorded it; another tenant's never. A page token is
+// bound to the filters it was made with: used with others, Invalid.
+func testListFilters(t *testing.T, db DB) {
+	s := open(t, db, 0)
+	g := s.Generations()
+	seedListFilters(t, s)
+	ago := time.Second // the range [1s, 3s)
+	for _, tt := range []struct {
+		o    store.ListOptions
+		want []string
+	}{
+		{store.ListOptions{Provider: "anthropic"}, []string{"d", "c", "a"}},
+		{store.ListOptions{Model: "gpt"}, []string{"e", "b"}},
+		{store.ListOptions{EndUser: "u1"}, []string{"e", "d", "a"}},
+		{store.ListOptions{Thread: "th"}, []string{"c"}},
+		{store.ListOptions{CreatedAfter: at(ago), CreatedBefore: at(3 * ago)}, []string{"c", "b"}},
+		{store.ListOptions{CreatedAfter: at(3 * ago)}, []string{"e", "d"}},
+		{store.ListOptions{CreatedBefore: at(ago)}, []string{"a"}},
+		{store.ListOptions{Provider: "anthropic", EndUser: "u1", PageSize: 1}, []string{"d", "a"}},
+		{store.ListOptions{Model: "claude", States: []store.State{store.Running}, CreatedAfter: at(ago)}, []string{"c"}},
+		{store.ListOptions{Model: "Claude"}, nil},
+		{store.ListOptions{Provider: "anthropic", Model: "gpt"}, nil},
+	} {
+		var ids []string
+		for _, x := range slices.Concat(listPages(t, g, tt.o)...) {
+			ids = append(ids, x.ID)
+			if want := filterOrigins[x.ID]; x.Origin != want {
+				t.Errorf("List(%+v) gave %s with %+v; want %+v", tt.o, x.ID, x.Origin, want)
+			}
+		}
+		if !slices.Equal(ids, tt.want) {
+			t.Errorf("List(%+v): %v; want %v", tt.o, ids, tt.want)
+		}
+	}
+	if x := must[store.Generation](t, "Get")(g.Get(t.Context(), "acme", "e")); x.Origin != filterOrigins["e"] {
+		t.Errorf("Get: origin %+v; want %+v", x.Origin, filterOrigins["e"])
+	}
+	checkBoundTokens(t, g)
+}
+
+// filterOrigins are the origins of seedListFilters' generations.
+var filterOrigins = map[string]store.Origin{
+	"a": {StartedBy: "alice", EndUser: "u1", Provider: "anthropic", Model: "claude"},
+	"b": {StartedBy: "alice", EndUser: "u2", Provider: "openai", Model: "gpt"},
+	"c": {StartedBy: "bob", EndUser: "u2", Provider: "anthropic", Model: "claude"},
+	"d": {EndUser: "u1", Provider: "anthropic", Model: "haiku"},
+	"e": {StartedBy: "bob", EndUser: "u1", Provider: "openai", Model: "gpt", TraceID: "0af7651916cd43dd8448eb211c80319c"},
+}
+
+// seedListFilters creates acme's generations a to e, a second apart, c
+// on the thread th, and globex's a, of the same origin as acme's.
+func seedListFilters(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	createThread(t, s.Threads(), "acme", "th")
+	for i, id := range []string{"a", "b", "c", "d", "e"} {
+		ng := store.NewGeneration{Tenant: "acme", ID: id, Owner: "r", Expires: at(time.Hour), Origin: filterOrigins[id],
+			Events: []store.Event{ev("started", "")}, Now: at(time.Duration(i) * time.Second)}
+		if id == "c" {
+			ng.Thread = &store.ThreadStart{ID: "th"}
+		}
+		check(t, errOf(s.Generations().Create(ctx, ng)))
+	}
+	check(t, errOf(s.Generations().Create(ctx, store.NewGeneration{Tenant: "globex", ID: "a", Owner: "r", Expires: at(time.Hour),
+		Origin: filterOrigins["a"], Now: t0})))
+}
+
+// checkBoundTokens: a token continues the list of its filters only
+// (states in any order, and any page size); with other filters, or none,
+// it is Invalid, and so is an unfiltered list's token with filters.
+func checkBoundTokens(t *testing.T, g store.Generations) {
+	t.Helper()
+	ctx := t.Context()
+	first := func(o store.ListOptions) string {
+		_, next, err := g.List(ctx, "acme", o)
+		if err != nil || next == "" {
+			t.Fatalf("List(%+v): next %q, %v", o, next, err)
+		}
+		return next
+	}
+	gpt := first(store.ListOptions{Model: "gpt", PageSize: 1})
+	states := first(store.ListOptions{States: []store.State{store.Running, store.Completed}, PageSize: 1})
+	plain := first(store.ListOptions{PageSize: 1})
+	for _, o := range []store.ListOptions{
+		{Model: "gpt", PageToken: gpt, PageSize: 5},
+		{States: []store.State{store.Completed, store.Running}, PageToken: states},
+		{PageToken: plain},
+	} {
+		if _, _, err := g.List(ctx, "acme", o); err != nil {
+			t.Errorf("List(%+v): %v", o, err)
+		}
+	}
+	for _, o := range []store.ListOptions{
+		{Model: "claude", PageToken: gpt},
+		{PageToken: gpt},
+		{Model: "gpt", EndUser: "u1", PageToken: gpt},
+		{Model: "gpt", CreatedAfter: t0, PageToken: gpt},
+		{States: []store.State{store.Running}, PageToken: states},
+		{Model: "gpt", PageToken: plain},
+		{CreatedBefore: at(time.Hour), PageToken: plain},
+	} {
+		_, _, err := g.List(ctx, "acme", o)
+		wantKind(t, fmt.Sprintf("List(%+v)", o), err, fault.Invalid)
 	}
 }

@@ -87,6 +87,8 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"CheckpointWithLaterEvents", testCheckpointWithLaterEvents},
 		{"StateAlone", testStateAlone},
 		{"ListPages", testListPages},
+		{"ListFilters", testListFilters},
+		{"Cancel", testCancel},
 		{"Sweep", testSweep},
 		{"ExpirePaused", testExpirePaused},
 		{"ConcurrentExpirePaused", testConcurrentExpirePaused},
@@ -116,6 +118,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"FinishAmidStarts", testFinishAmidStarts},
 		{"SweepThreads", testSweepThreads},
 		{"SweepThreadBatches", testSweepThreadBatches},
+		{"Usage", testUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

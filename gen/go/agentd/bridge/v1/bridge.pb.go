@@ -12,6 +12,7 @@ import (
 	anypb "google.golang.org/protobuf/types/known/anypb"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1986,7 +1987,11 @@ func (*Content_Uri) isContent_Source() {}
 
 // GetCacheStatsRequest asks for the schema cache's statistics.
 type GetCacheStatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With it, the size and counters of this tenant's entries alone. A
+	// caller that reaches one tenant only gets its own tenant's whatever
+	// it names.
+	Tenant        *string `protobuf:"bytes,1,opt,name=tenant,proto3,oneof" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2019,6 +2024,13 @@ func (x *GetCacheStatsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GetCacheStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetCacheStatsRequest) Descriptor() ([]byte, []int) {
 	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetCacheStatsRequest) GetTenant() string {
+	if x != nil && x.Tenant != nil {
+		return *x.Tenant
+	}
+	return ""
 }
 
 // GetCacheStatsResponse reports the schema cache.
@@ -2527,6 +2539,292 @@ func (x *ConfigureCacheResponse) GetSettings() *CacheSettings {
 	return nil
 }
 
+// ListCacheEntriesRequest asks for the schema cache's entries.
+type ListCacheEntriesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCacheEntriesRequest) Reset() {
+	*x = ListCacheEntriesRequest{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCacheEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCacheEntriesRequest) ProtoMessage() {}
+
+func (x *ListCacheEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCacheEntriesRequest.ProtoReflect.Descriptor instead.
+func (*ListCacheEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{35}
+}
+
+// ListCacheEntriesResponse lists the entries that have not expired, most
+// recently written first.
+type ListCacheEntriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*CacheEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCacheEntriesResponse) Reset() {
+	*x = ListCacheEntriesResponse{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCacheEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCacheEntriesResponse) ProtoMessage() {}
+
+func (x *ListCacheEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCacheEntriesResponse.ProtoReflect.Descriptor instead.
+func (*ListCacheEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListCacheEntriesResponse) GetEntries() []*CacheEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// CacheEntry describes one entry of the schema cache.
+type CacheEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the entry (InvalidateCacheEntriesRequest.key): a digest of
+	// the server's declaration, no secret.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The server's name as the session whose listing wrote the entry
+	// declared it.
+	ServerName string `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	Tenant     string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Counts the different tool lists stored under the key in a row: 1 for
+	// the first, one more for each write whose list differs from the one
+	// before. Clearing the cache starts it again.
+	Revision int64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The number of tools it holds.
+	Tools         int32                  `protobuf:"varint,5,opt,name=tools,proto3" json:"tools,omitempty"`
+	WrittenAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheEntry) Reset() {
+	*x = CacheEntry{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheEntry) ProtoMessage() {}
+
+func (x *CacheEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheEntry.ProtoReflect.Descriptor instead.
+func (*CacheEntry) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CacheEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CacheEntry) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *CacheEntry) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *CacheEntry) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *CacheEntry) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *CacheEntry) GetWrittenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WrittenAt
+	}
+	return nil
+}
+
+func (x *CacheEntry) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// InvalidateCacheEntriesRequest selects the entries to drop: the one of
+// key, or with no key every entry of tenant.
+type InvalidateCacheEntriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// CacheEntry.key; empty: every entry of tenant.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The tenant whose entries go when no key is given ("" is the tenant
+	// of callers without authentication).
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvalidateCacheEntriesRequest) Reset() {
+	*x = InvalidateCacheEntriesRequest{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvalidateCacheEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvalidateCacheEntriesRequest) ProtoMessage() {}
+
+func (x *InvalidateCacheEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvalidateCacheEntriesRequest.ProtoReflect.Descriptor instead.
+func (*InvalidateCacheEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *InvalidateCacheEntriesRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *InvalidateCacheEntriesRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// InvalidateCacheEntriesResponse says how many entries were dropped.
+type InvalidateCacheEntriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Removed       int64                  `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvalidateCacheEntriesResponse) Reset() {
+	*x = InvalidateCacheEntriesResponse{}
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvalidateCacheEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvalidateCacheEntriesResponse) ProtoMessage() {}
+
+func (x *InvalidateCacheEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvalidateCacheEntriesResponse.ProtoReflect.Descriptor instead.
+func (*InvalidateCacheEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *InvalidateCacheEntriesResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
 // GetPoolStatsRequest asks for the stdio pools' statistics.
 type GetPoolStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2536,7 +2834,7 @@ type GetPoolStatsRequest struct {
 
 func (x *GetPoolStatsRequest) Reset() {
 	*x = GetPoolStatsRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2846,7 @@ func (x *GetPoolStatsRequest) String() string {
 func (*GetPoolStatsRequest) ProtoMessage() {}
 
 func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[35]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2859,7 @@ func (x *GetPoolStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{35}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
 }
 
 // GetPoolStatsResponse reports every stdio process pool.
@@ -2579,7 +2877,7 @@ type GetPoolStatsResponse struct {
 
 func (x *GetPoolStatsResponse) Reset() {
 	*x = GetPoolStatsResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2889,7 @@ func (x *GetPoolStatsResponse) String() string {
 func (*GetPoolStatsResponse) ProtoMessage() {}
 
 func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[36]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2902,7 @@ func (x *GetPoolStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetPoolStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{36}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetPoolStatsResponse) GetPools() []*PoolStats {
@@ -2658,7 +2956,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2968,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[37]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2981,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{37}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PoolStats) GetServerName() string {
@@ -2798,7 +3096,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3108,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[38]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3121,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{38}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServerRequest) GetId() uint64 {
@@ -2930,7 +3228,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2942,7 +3240,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[39]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2955,7 +3253,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{39}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SamplingRequest) GetMessages() []*SamplingMessage {
@@ -2991,7 +3289,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3301,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[40]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3314,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{40}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SamplingMessage) GetRole() string {
@@ -3049,7 +3347,7 @@ type AuthorizationChallenge struct {
 
 func (x *AuthorizationChallenge) Reset() {
 	*x = AuthorizationChallenge{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3359,7 @@ func (x *AuthorizationChallenge) String() string {
 func (*AuthorizationChallenge) ProtoMessage() {}
 
 func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[41]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3372,7 @@ func (x *AuthorizationChallenge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationChallenge.ProtoReflect.Descriptor instead.
 func (*AuthorizationChallenge) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{41}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AuthorizationChallenge) GetStatus() int32 {
@@ -3116,7 +3414,7 @@ type Elicitation struct {
 
 func (x *Elicitation) Reset() {
 	*x = Elicitation{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3426,7 @@ func (x *Elicitation) String() string {
 func (*Elicitation) ProtoMessage() {}
 
 func (x *Elicitation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[42]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3439,7 @@ func (x *Elicitation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Elicitation.ProtoReflect.Descriptor instead.
 func (*Elicitation) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{42}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Elicitation) GetMode() string {
@@ -3198,7 +3496,7 @@ type AnswerServerRequestRequest struct {
 
 func (x *AnswerServerRequestRequest) Reset() {
 	*x = AnswerServerRequestRequest{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3508,7 @@ func (x *AnswerServerRequestRequest) String() string {
 func (*AnswerServerRequestRequest) ProtoMessage() {}
 
 func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[43]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3521,7 @@ func (x *AnswerServerRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestRequest.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{43}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AnswerServerRequestRequest) GetSessionId() string {
@@ -3342,7 +3640,7 @@ type Deferred struct {
 
 func (x *Deferred) Reset() {
 	*x = Deferred{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3652,7 @@ func (x *Deferred) String() string {
 func (*Deferred) ProtoMessage() {}
 
 func (x *Deferred) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[44]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3665,7 @@ func (x *Deferred) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deferred.ProtoReflect.Descriptor instead.
 func (*Deferred) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{44}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{49}
 }
 
 // SamplingResult is the model's answer to a SamplingRequest.
@@ -3384,7 +3682,7 @@ type SamplingResult struct {
 
 func (x *SamplingResult) Reset() {
 	*x = SamplingResult{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3694,7 @@ func (x *SamplingResult) String() string {
 func (*SamplingResult) ProtoMessage() {}
 
 func (x *SamplingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[45]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3707,7 @@ func (x *SamplingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
 func (*SamplingResult) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{45}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SamplingResult) GetText() string {
@@ -3446,7 +3744,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[46]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3756,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[46]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3769,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{46}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ElicitationResult) GetAction() string {
@@ -3496,7 +3794,7 @@ type AnswerServerRequestResponse struct {
 
 func (x *AnswerServerRequestResponse) Reset() {
 	*x = AnswerServerRequestResponse{}
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[47]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3806,7 @@ func (x *AnswerServerRequestResponse) String() string {
 func (*AnswerServerRequestResponse) ProtoMessage() {}
 
 func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[47]
+	mi := &file_agentd_bridge_v1_bridge_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,14 +3819,14 @@ func (x *AnswerServerRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerServerRequestResponse.ProtoReflect.Descriptor instead.
 func (*AnswerServerRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{47}
+	return file_agentd_bridge_v1_bridge_proto_rawDescGZIP(), []int{52}
 }
 
 var File_agentd_bridge_v1_bridge_proto protoreflect.FileDescriptor
 
 const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/bridge/v1/bridge.proto\x12\x10agentd.bridge.v1\x1a\x19google/protobuf/any.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8f\x02\n" +
+	"\x1dagentd/bridge/v1/bridge.proto\x12\x10agentd.bridge.v1\x1a\x19google/protobuf/any.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x02\n" +
 	"\n" +
 	"ServerSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
@@ -3672,8 +3970,10 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x01(\fH\x00R\x04data\x12\x12\n" +
 	"\x03uri\x18\x04 \x01(\tH\x00R\x03uri\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04nameB\b\n" +
-	"\x06source\"\x16\n" +
-	"\x14GetCacheStatsRequest\"\x94\x01\n" +
+	"\x06source\">\n" +
+	"\x14GetCacheStatsRequest\x12\x1b\n" +
+	"\x06tenant\x18\x01 \x01(\tH\x00R\x06tenant\x88\x01\x01B\t\n" +
+	"\a_tenant\"\x94\x01\n" +
 	"\x15GetCacheStatsResponse\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04hits\x18\x02 \x01(\x03R\x04hits\x12\x16\n" +
@@ -3703,7 +4003,27 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\b_enabledB\x0e\n" +
 	"\f_max_entries\"U\n" +
 	"\x16ConfigureCacheResponse\x12;\n" +
-	"\bsettings\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.CacheSettingsR\bsettings\"\x15\n" +
+	"\bsettings\x18\x01 \x01(\v2\x1f.agentd.bridge.v1.CacheSettingsR\bsettings\"\x19\n" +
+	"\x17ListCacheEntriesRequest\"R\n" +
+	"\x18ListCacheEntriesResponse\x126\n" +
+	"\aentries\x18\x01 \x03(\v2\x1c.agentd.bridge.v1.CacheEntryR\aentries\"\xff\x01\n" +
+	"\n" +
+	"CacheEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\x12\x14\n" +
+	"\x05tools\x18\x05 \x01(\x05R\x05tools\x129\n" +
+	"\n" +
+	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\x129\n" +
+	"\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"I\n" +
+	"\x1dInvalidateCacheEntriesRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\":\n" +
+	"\x1eInvalidateCacheEntriesResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\x15\n" +
 	"\x13GetPoolStatsRequest\"n\n" +
 	"\x14GetPoolStatsResponse\x121\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1b.agentd.bridge.v1.PoolStatsR\x05pools\x12#\n" +
@@ -3786,7 +4106,7 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"\tListTools\x12\".agentd.bridge.v1.ListToolsRequest\x1a#.agentd.bridge.v1.ListToolsResponse\x12Q\n" +
 	"\bCallTool\x12!.agentd.bridge.v1.CallToolRequest\x1a\".agentd.bridge.v1.CallToolResponse\x12X\n" +
 	"\tCallTools\x12\".agentd.bridge.v1.CallToolsRequest\x1a#.agentd.bridge.v1.CallToolsResponse(\x010\x01\x12r\n" +
-	"\x13AnswerServerRequest\x12,.agentd.bridge.v1.AnswerServerRequestRequest\x1a-.agentd.bridge.v1.AnswerServerRequestResponse2\xd4\x04\n" +
+	"\x13AnswerServerRequest\x12,.agentd.bridge.v1.AnswerServerRequestRequest\x1a-.agentd.bridge.v1.AnswerServerRequestResponse2\xbc\x06\n" +
 	"\x12BridgeAdminService\x12`\n" +
 	"\rGetCacheStats\x12&.agentd.bridge.v1.GetCacheStatsRequest\x1a'.agentd.bridge.v1.GetCacheStatsResponse\x12W\n" +
 	"\n" +
@@ -3795,7 +4115,9 @@ const file_agentd_bridge_v1_bridge_proto_rawDesc = "" +
 	"ResetCache\x12#.agentd.bridge.v1.ResetCacheRequest\x1a$.agentd.bridge.v1.ResetCacheResponse\x12f\n" +
 	"\x0fInvalidateCache\x12(.agentd.bridge.v1.InvalidateCacheRequest\x1a).agentd.bridge.v1.InvalidateCacheResponse\x12c\n" +
 	"\x0eConfigureCache\x12'.agentd.bridge.v1.ConfigureCacheRequest\x1a(.agentd.bridge.v1.ConfigureCacheResponse\x12]\n" +
-	"\fGetPoolStats\x12%.agentd.bridge.v1.GetPoolStatsRequest\x1a&.agentd.bridge.v1.GetPoolStatsResponseB\xc0\x01\n" +
+	"\fGetPoolStats\x12%.agentd.bridge.v1.GetPoolStatsRequest\x1a&.agentd.bridge.v1.GetPoolStatsResponse\x12i\n" +
+	"\x10ListCacheEntries\x12).agentd.bridge.v1.ListCacheEntriesRequest\x1a*.agentd.bridge.v1.ListCacheEntriesResponse\x12{\n" +
+	"\x16InvalidateCacheEntries\x12/.agentd.bridge.v1.InvalidateCacheEntriesRequest\x1a0.agentd.bridge.v1.InvalidateCacheEntriesResponseB\xc0\x01\n" +
 	"\x14com.agentd.bridge.v1B\vBridgeProtoP\x01Z9github.com/agentd/agentd/gen/go/agentd/bridge/v1;bridgev1\xa2\x02\x03ABX\xaa\x02\x10Agentd.Bridge.V1\xca\x02\x10Agentd\\Bridge\\V1\xe2\x02\x1cAgentd\\Bridge\\V1\\GPBMetadata\xea\x02\x12Agentd::Bridge::V1b\x06proto3"
 
 var (
@@ -3811,146 +4133,159 @@ func file_agentd_bridge_v1_bridge_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_bridge_v1_bridge_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_agentd_bridge_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_agentd_bridge_v1_bridge_proto_goTypes = []any{
-	(ContentKind)(0),                    // 0: agentd.bridge.v1.ContentKind
-	(*ServerSpec)(nil),                  // 1: agentd.bridge.v1.ServerSpec
-	(*HTTPTarget)(nil),                  // 2: agentd.bridge.v1.HTTPTarget
-	(*StdioTarget)(nil),                 // 3: agentd.bridge.v1.StdioTarget
-	(*OpenSessionRequest)(nil),          // 4: agentd.bridge.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),         // 5: agentd.bridge.v1.OpenSessionResponse
-	(*SessionOpened)(nil),               // 6: agentd.bridge.v1.SessionOpened
-	(*ToolsChanged)(nil),                // 7: agentd.bridge.v1.ToolsChanged
-	(*CloseSessionRequest)(nil),         // 8: agentd.bridge.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),        // 9: agentd.bridge.v1.CloseSessionResponse
-	(*ListToolsRequest)(nil),            // 10: agentd.bridge.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 11: agentd.bridge.v1.ListToolsResponse
-	(*ServerTools)(nil),                 // 12: agentd.bridge.v1.ServerTools
-	(*Tool)(nil),                        // 13: agentd.bridge.v1.Tool
-	(*ToolAnnotations)(nil),             // 14: agentd.bridge.v1.ToolAnnotations
-	(*CallToolRequest)(nil),             // 15: agentd.bridge.v1.CallToolRequest
-	(*CallToolsRequest)(nil),            // 16: agentd.bridge.v1.CallToolsRequest
-	(*CallToolsOpen)(nil),               // 17: agentd.bridge.v1.CallToolsOpen
-	(*StreamedToolCall)(nil),            // 18: agentd.bridge.v1.StreamedToolCall
-	(*CallToolsResponse)(nil),           // 19: agentd.bridge.v1.CallToolsResponse
-	(*ToolProgress)(nil),                // 20: agentd.bridge.v1.ToolProgress
-	(*CallError)(nil),                   // 21: agentd.bridge.v1.CallError
-	(*CallToolResponse)(nil),            // 22: agentd.bridge.v1.CallToolResponse
-	(*InputRequired)(nil),               // 23: agentd.bridge.v1.InputRequired
-	(*Content)(nil),                     // 24: agentd.bridge.v1.Content
-	(*GetCacheStatsRequest)(nil),        // 25: agentd.bridge.v1.GetCacheStatsRequest
-	(*GetCacheStatsResponse)(nil),       // 26: agentd.bridge.v1.GetCacheStatsResponse
-	(*CacheSettings)(nil),               // 27: agentd.bridge.v1.CacheSettings
-	(*ClearCacheRequest)(nil),           // 28: agentd.bridge.v1.ClearCacheRequest
-	(*ClearCacheResponse)(nil),          // 29: agentd.bridge.v1.ClearCacheResponse
-	(*ResetCacheRequest)(nil),           // 30: agentd.bridge.v1.ResetCacheRequest
-	(*ResetCacheResponse)(nil),          // 31: agentd.bridge.v1.ResetCacheResponse
-	(*InvalidateCacheRequest)(nil),      // 32: agentd.bridge.v1.InvalidateCacheRequest
-	(*InvalidateCacheResponse)(nil),     // 33: agentd.bridge.v1.InvalidateCacheResponse
-	(*ConfigureCacheRequest)(nil),       // 34: agentd.bridge.v1.ConfigureCacheRequest
-	(*ConfigureCacheResponse)(nil),      // 35: agentd.bridge.v1.ConfigureCacheResponse
-	(*GetPoolStatsRequest)(nil),         // 36: agentd.bridge.v1.GetPoolStatsRequest
-	(*GetPoolStatsResponse)(nil),        // 37: agentd.bridge.v1.GetPoolStatsResponse
-	(*PoolStats)(nil),                   // 38: agentd.bridge.v1.PoolStats
-	(*ServerRequest)(nil),               // 39: agentd.bridge.v1.ServerRequest
-	(*SamplingRequest)(nil),             // 40: agentd.bridge.v1.SamplingRequest
-	(*SamplingMessage)(nil),             // 41: agentd.bridge.v1.SamplingMessage
-	(*AuthorizationChallenge)(nil),      // 42: agentd.bridge.v1.AuthorizationChallenge
-	(*Elicitation)(nil),                 // 43: agentd.bridge.v1.Elicitation
-	(*AnswerServerRequestRequest)(nil),  // 44: agentd.bridge.v1.AnswerServerRequestRequest
-	(*Deferred)(nil),                    // 45: agentd.bridge.v1.Deferred
-	(*SamplingResult)(nil),              // 46: agentd.bridge.v1.SamplingResult
-	(*ElicitationResult)(nil),           // 47: agentd.bridge.v1.ElicitationResult
-	(*AnswerServerRequestResponse)(nil), // 48: agentd.bridge.v1.AnswerServerRequestResponse
-	nil,                                 // 49: agentd.bridge.v1.HTTPTarget.HeadersEntry
-	nil,                                 // 50: agentd.bridge.v1.StdioTarget.EnvEntry
-	nil,                                 // 51: agentd.bridge.v1.CallToolRequest.InputResponsesEntry
-	nil,                                 // 52: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	nil,                                 // 53: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
-	nil,                                 // 54: agentd.bridge.v1.InputRequired.RequestsEntry
-	(*durationpb.Duration)(nil),         // 55: google.protobuf.Duration
-	(*structpb.Struct)(nil),             // 56: google.protobuf.Struct
-	(*anypb.Any)(nil),                   // 57: google.protobuf.Any
+	(ContentKind)(0),                       // 0: agentd.bridge.v1.ContentKind
+	(*ServerSpec)(nil),                     // 1: agentd.bridge.v1.ServerSpec
+	(*HTTPTarget)(nil),                     // 2: agentd.bridge.v1.HTTPTarget
+	(*StdioTarget)(nil),                    // 3: agentd.bridge.v1.StdioTarget
+	(*OpenSessionRequest)(nil),             // 4: agentd.bridge.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),            // 5: agentd.bridge.v1.OpenSessionResponse
+	(*SessionOpened)(nil),                  // 6: agentd.bridge.v1.SessionOpened
+	(*ToolsChanged)(nil),                   // 7: agentd.bridge.v1.ToolsChanged
+	(*CloseSessionRequest)(nil),            // 8: agentd.bridge.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),           // 9: agentd.bridge.v1.CloseSessionResponse
+	(*ListToolsRequest)(nil),               // 10: agentd.bridge.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 11: agentd.bridge.v1.ListToolsResponse
+	(*ServerTools)(nil),                    // 12: agentd.bridge.v1.ServerTools
+	(*Tool)(nil),                           // 13: agentd.bridge.v1.Tool
+	(*ToolAnnotations)(nil),                // 14: agentd.bridge.v1.ToolAnnotations
+	(*CallToolRequest)(nil),                // 15: agentd.bridge.v1.CallToolRequest
+	(*CallToolsRequest)(nil),               // 16: agentd.bridge.v1.CallToolsRequest
+	(*CallToolsOpen)(nil),                  // 17: agentd.bridge.v1.CallToolsOpen
+	(*StreamedToolCall)(nil),               // 18: agentd.bridge.v1.StreamedToolCall
+	(*CallToolsResponse)(nil),              // 19: agentd.bridge.v1.CallToolsResponse
+	(*ToolProgress)(nil),                   // 20: agentd.bridge.v1.ToolProgress
+	(*CallError)(nil),                      // 21: agentd.bridge.v1.CallError
+	(*CallToolResponse)(nil),               // 22: agentd.bridge.v1.CallToolResponse
+	(*InputRequired)(nil),                  // 23: agentd.bridge.v1.InputRequired
+	(*Content)(nil),                        // 24: agentd.bridge.v1.Content
+	(*GetCacheStatsRequest)(nil),           // 25: agentd.bridge.v1.GetCacheStatsRequest
+	(*GetCacheStatsResponse)(nil),          // 26: agentd.bridge.v1.GetCacheStatsResponse
+	(*CacheSettings)(nil),                  // 27: agentd.bridge.v1.CacheSettings
+	(*ClearCacheRequest)(nil),              // 28: agentd.bridge.v1.ClearCacheRequest
+	(*ClearCacheResponse)(nil),             // 29: agentd.bridge.v1.ClearCacheResponse
+	(*ResetCacheRequest)(nil),              // 30: agentd.bridge.v1.ResetCacheRequest
+	(*ResetCacheResponse)(nil),             // 31: agentd.bridge.v1.ResetCacheResponse
+	(*InvalidateCacheRequest)(nil),         // 32: agentd.bridge.v1.InvalidateCacheRequest
+	(*InvalidateCacheResponse)(nil),        // 33: agentd.bridge.v1.InvalidateCacheResponse
+	(*ConfigureCacheRequest)(nil),          // 34: agentd.bridge.v1.ConfigureCacheRequest
+	(*ConfigureCacheResponse)(nil),         // 35: agentd.bridge.v1.ConfigureCacheResponse
+	(*ListCacheEntriesRequest)(nil),        // 36: agentd.bridge.v1.ListCacheEntriesRequest
+	(*ListCacheEntriesResponse)(nil),       // 37: agentd.bridge.v1.ListCacheEntriesResponse
+	(*CacheEntry)(nil),                     // 38: agentd.bridge.v1.CacheEntry
+	(*InvalidateCacheEntriesRequest)(nil),  // 39: agentd.bridge.v1.InvalidateCacheEntriesRequest
+	(*InvalidateCacheEntriesResponse)(nil), // 40: agentd.bridge.v1.InvalidateCacheEntriesResponse
+	(*GetPoolStatsRequest)(nil),            // 41: agentd.bridge.v1.GetPoolStatsRequest
+	(*GetPoolStatsResponse)(nil),           // 42: agentd.bridge.v1.GetPoolStatsResponse
+	(*PoolStats)(nil),                      // 43: agentd.bridge.v1.PoolStats
+	(*ServerRequest)(nil),                  // 44: agentd.bridge.v1.ServerRequest
+	(*SamplingRequest)(nil),                // 45: agentd.bridge.v1.SamplingRequest
+	(*SamplingMessage)(nil),                // 46: agentd.bridge.v1.SamplingMessage
+	(*AuthorizationChallenge)(nil),         // 47: agentd.bridge.v1.AuthorizationChallenge
+	(*Elicitation)(nil),                    // 48: agentd.bridge.v1.Elicitation
+	(*AnswerServerRequestRequest)(nil),     // 49: agentd.bridge.v1.AnswerServerRequestRequest
+	(*Deferred)(nil),                       // 50: agentd.bridge.v1.Deferred
+	(*SamplingResult)(nil),                 // 51: agentd.bridge.v1.SamplingResult
+	(*ElicitationResult)(nil),              // 52: agentd.bridge.v1.ElicitationResult
+	(*AnswerServerRequestResponse)(nil),    // 53: agentd.bridge.v1.AnswerServerRequestResponse
+	nil,                                    // 54: agentd.bridge.v1.HTTPTarget.HeadersEntry
+	nil,                                    // 55: agentd.bridge.v1.StdioTarget.EnvEntry
+	nil,                                    // 56: agentd.bridge.v1.CallToolRequest.InputResponsesEntry
+	nil,                                    // 57: agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	nil,                                    // 58: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
+	nil,                                    // 59: agentd.bridge.v1.InputRequired.RequestsEntry
+	(*durationpb.Duration)(nil),            // 60: google.protobuf.Duration
+	(*structpb.Struct)(nil),                // 61: google.protobuf.Struct
+	(*anypb.Any)(nil),                      // 62: google.protobuf.Any
+	(*timestamppb.Timestamp)(nil),          // 63: google.protobuf.Timestamp
 }
 var file_agentd_bridge_v1_bridge_proto_depIdxs = []int32{
 	2,  // 0: agentd.bridge.v1.ServerSpec.http:type_name -> agentd.bridge.v1.HTTPTarget
 	3,  // 1: agentd.bridge.v1.ServerSpec.stdio:type_name -> agentd.bridge.v1.StdioTarget
-	55, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
-	49, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
-	55, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
-	50, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
+	60, // 2: agentd.bridge.v1.ServerSpec.read_timeout:type_name -> google.protobuf.Duration
+	54, // 3: agentd.bridge.v1.HTTPTarget.headers:type_name -> agentd.bridge.v1.HTTPTarget.HeadersEntry
+	60, // 4: agentd.bridge.v1.HTTPTarget.max_reconnection_wait:type_name -> google.protobuf.Duration
+	55, // 5: agentd.bridge.v1.StdioTarget.env:type_name -> agentd.bridge.v1.StdioTarget.EnvEntry
 	1,  // 6: agentd.bridge.v1.OpenSessionRequest.servers:type_name -> agentd.bridge.v1.ServerSpec
 	6,  // 7: agentd.bridge.v1.OpenSessionResponse.opened:type_name -> agentd.bridge.v1.SessionOpened
 	7,  // 8: agentd.bridge.v1.OpenSessionResponse.tools_changed:type_name -> agentd.bridge.v1.ToolsChanged
-	39, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
+	44, // 9: agentd.bridge.v1.OpenSessionResponse.request:type_name -> agentd.bridge.v1.ServerRequest
 	11, // 10: agentd.bridge.v1.SessionOpened.tools:type_name -> agentd.bridge.v1.ListToolsResponse
 	12, // 11: agentd.bridge.v1.ListToolsResponse.servers:type_name -> agentd.bridge.v1.ServerTools
 	13, // 12: agentd.bridge.v1.ServerTools.tools:type_name -> agentd.bridge.v1.Tool
-	56, // 13: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	61, // 13: agentd.bridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
 	14, // 14: agentd.bridge.v1.Tool.annotations:type_name -> agentd.bridge.v1.ToolAnnotations
-	51, // 15: agentd.bridge.v1.CallToolRequest.input_responses:type_name -> agentd.bridge.v1.CallToolRequest.InputResponsesEntry
+	56, // 15: agentd.bridge.v1.CallToolRequest.input_responses:type_name -> agentd.bridge.v1.CallToolRequest.InputResponsesEntry
 	17, // 16: agentd.bridge.v1.CallToolsRequest.open:type_name -> agentd.bridge.v1.CallToolsOpen
 	18, // 17: agentd.bridge.v1.CallToolsRequest.call:type_name -> agentd.bridge.v1.StreamedToolCall
-	55, // 18: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
-	52, // 19: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
-	53, // 20: agentd.bridge.v1.StreamedToolCall.input_responses:type_name -> agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
+	60, // 18: agentd.bridge.v1.StreamedToolCall.timeout:type_name -> google.protobuf.Duration
+	57, // 19: agentd.bridge.v1.StreamedToolCall.trace_context:type_name -> agentd.bridge.v1.StreamedToolCall.TraceContextEntry
+	58, // 20: agentd.bridge.v1.StreamedToolCall.input_responses:type_name -> agentd.bridge.v1.StreamedToolCall.InputResponsesEntry
 	22, // 21: agentd.bridge.v1.CallToolsResponse.result:type_name -> agentd.bridge.v1.CallToolResponse
 	21, // 22: agentd.bridge.v1.CallToolsResponse.error:type_name -> agentd.bridge.v1.CallError
 	20, // 23: agentd.bridge.v1.CallToolsResponse.progress:type_name -> agentd.bridge.v1.ToolProgress
-	57, // 24: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
+	62, // 24: agentd.bridge.v1.CallError.details:type_name -> google.protobuf.Any
 	24, // 25: agentd.bridge.v1.CallToolResponse.attachments:type_name -> agentd.bridge.v1.Content
 	23, // 26: agentd.bridge.v1.CallToolResponse.input_required:type_name -> agentd.bridge.v1.InputRequired
-	54, // 27: agentd.bridge.v1.InputRequired.requests:type_name -> agentd.bridge.v1.InputRequired.RequestsEntry
+	59, // 27: agentd.bridge.v1.InputRequired.requests:type_name -> agentd.bridge.v1.InputRequired.RequestsEntry
 	0,  // 28: agentd.bridge.v1.Content.kind:type_name -> agentd.bridge.v1.ContentKind
 	27, // 29: agentd.bridge.v1.GetCacheStatsResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	55, // 30: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
+	60, // 30: agentd.bridge.v1.CacheSettings.ttl:type_name -> google.protobuf.Duration
 	27, // 31: agentd.bridge.v1.ResetCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
 	1,  // 32: agentd.bridge.v1.InvalidateCacheRequest.server:type_name -> agentd.bridge.v1.ServerSpec
-	55, // 33: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
+	60, // 33: agentd.bridge.v1.ConfigureCacheRequest.ttl:type_name -> google.protobuf.Duration
 	27, // 34: agentd.bridge.v1.ConfigureCacheResponse.settings:type_name -> agentd.bridge.v1.CacheSettings
-	38, // 35: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
-	42, // 36: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
-	43, // 37: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
-	40, // 38: agentd.bridge.v1.ServerRequest.sampling:type_name -> agentd.bridge.v1.SamplingRequest
-	41, // 39: agentd.bridge.v1.SamplingRequest.messages:type_name -> agentd.bridge.v1.SamplingMessage
-	56, // 40: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
-	47, // 41: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
-	21, // 42: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
-	45, // 43: agentd.bridge.v1.AnswerServerRequestRequest.deferred:type_name -> agentd.bridge.v1.Deferred
-	46, // 44: agentd.bridge.v1.AnswerServerRequestRequest.sampling:type_name -> agentd.bridge.v1.SamplingResult
-	56, // 45: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	47, // 46: agentd.bridge.v1.CallToolRequest.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
-	47, // 47: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
-	43, // 48: agentd.bridge.v1.InputRequired.RequestsEntry.value:type_name -> agentd.bridge.v1.Elicitation
-	4,  // 49: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
-	8,  // 50: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
-	10, // 51: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
-	15, // 52: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
-	16, // 53: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
-	44, // 54: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
-	25, // 55: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
-	28, // 56: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
-	30, // 57: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
-	32, // 58: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
-	34, // 59: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
-	36, // 60: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
-	5,  // 61: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
-	9,  // 62: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
-	11, // 63: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
-	22, // 64: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
-	19, // 65: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
-	48, // 66: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
-	26, // 67: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
-	29, // 68: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
-	31, // 69: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
-	33, // 70: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
-	35, // 71: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
-	37, // 72: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
-	61, // [61:73] is the sub-list for method output_type
-	49, // [49:61] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	38, // 35: agentd.bridge.v1.ListCacheEntriesResponse.entries:type_name -> agentd.bridge.v1.CacheEntry
+	63, // 36: agentd.bridge.v1.CacheEntry.written_at:type_name -> google.protobuf.Timestamp
+	63, // 37: agentd.bridge.v1.CacheEntry.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 38: agentd.bridge.v1.GetPoolStatsResponse.pools:type_name -> agentd.bridge.v1.PoolStats
+	47, // 39: agentd.bridge.v1.ServerRequest.authorization:type_name -> agentd.bridge.v1.AuthorizationChallenge
+	48, // 40: agentd.bridge.v1.ServerRequest.elicitation:type_name -> agentd.bridge.v1.Elicitation
+	45, // 41: agentd.bridge.v1.ServerRequest.sampling:type_name -> agentd.bridge.v1.SamplingRequest
+	46, // 42: agentd.bridge.v1.SamplingRequest.messages:type_name -> agentd.bridge.v1.SamplingMessage
+	61, // 43: agentd.bridge.v1.Elicitation.requested_schema:type_name -> google.protobuf.Struct
+	52, // 44: agentd.bridge.v1.AnswerServerRequestRequest.elicitation:type_name -> agentd.bridge.v1.ElicitationResult
+	21, // 45: agentd.bridge.v1.AnswerServerRequestRequest.error:type_name -> agentd.bridge.v1.CallError
+	50, // 46: agentd.bridge.v1.AnswerServerRequestRequest.deferred:type_name -> agentd.bridge.v1.Deferred
+	51, // 47: agentd.bridge.v1.AnswerServerRequestRequest.sampling:type_name -> agentd.bridge.v1.SamplingResult
+	61, // 48: agentd.bridge.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	52, // 49: agentd.bridge.v1.CallToolRequest.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	52, // 50: agentd.bridge.v1.StreamedToolCall.InputResponsesEntry.value:type_name -> agentd.bridge.v1.ElicitationResult
+	48, // 51: agentd.bridge.v1.InputRequired.RequestsEntry.value:type_name -> agentd.bridge.v1.Elicitation
+	4,  // 52: agentd.bridge.v1.BridgeService.OpenSession:input_type -> agentd.bridge.v1.OpenSessionRequest
+	8,  // 53: agentd.bridge.v1.BridgeService.CloseSession:input_type -> agentd.bridge.v1.CloseSessionRequest
+	10, // 54: agentd.bridge.v1.BridgeService.ListTools:input_type -> agentd.bridge.v1.ListToolsRequest
+	15, // 55: agentd.bridge.v1.BridgeService.CallTool:input_type -> agentd.bridge.v1.CallToolRequest
+	16, // 56: agentd.bridge.v1.BridgeService.CallTools:input_type -> agentd.bridge.v1.CallToolsRequest
+	49, // 57: agentd.bridge.v1.BridgeService.AnswerServerRequest:input_type -> agentd.bridge.v1.AnswerServerRequestRequest
+	25, // 58: agentd.bridge.v1.BridgeAdminService.GetCacheStats:input_type -> agentd.bridge.v1.GetCacheStatsRequest
+	28, // 59: agentd.bridge.v1.BridgeAdminService.ClearCache:input_type -> agentd.bridge.v1.ClearCacheRequest
+	30, // 60: agentd.bridge.v1.BridgeAdminService.ResetCache:input_type -> agentd.bridge.v1.ResetCacheRequest
+	32, // 61: agentd.bridge.v1.BridgeAdminService.InvalidateCache:input_type -> agentd.bridge.v1.InvalidateCacheRequest
+	34, // 62: agentd.bridge.v1.BridgeAdminService.ConfigureCache:input_type -> agentd.bridge.v1.ConfigureCacheRequest
+	41, // 63: agentd.bridge.v1.BridgeAdminService.GetPoolStats:input_type -> agentd.bridge.v1.GetPoolStatsRequest
+	36, // 64: agentd.bridge.v1.BridgeAdminService.ListCacheEntries:input_type -> agentd.bridge.v1.ListCacheEntriesRequest
+	39, // 65: agentd.bridge.v1.BridgeAdminService.InvalidateCacheEntries:input_type -> agentd.bridge.v1.InvalidateCacheEntriesRequest
+	5,  // 66: agentd.bridge.v1.BridgeService.OpenSession:output_type -> agentd.bridge.v1.OpenSessionResponse
+	9,  // 67: agentd.bridge.v1.BridgeService.CloseSession:output_type -> agentd.bridge.v1.CloseSessionResponse
+	11, // 68: agentd.bridge.v1.BridgeService.ListTools:output_type -> agentd.bridge.v1.ListToolsResponse
+	22, // 69: agentd.bridge.v1.BridgeService.CallTool:output_type -> agentd.bridge.v1.CallToolResponse
+	19, // 70: agentd.bridge.v1.BridgeService.CallTools:output_type -> agentd.bridge.v1.CallToolsResponse
+	53, // 71: agentd.bridge.v1.BridgeService.AnswerServerRequest:output_type -> agentd.bridge.v1.AnswerServerRequestResponse
+	26, // 72: agentd.bridge.v1.BridgeAdminService.GetCacheStats:output_type -> agentd.bridge.v1.GetCacheStatsResponse
+	29, // 73: agentd.bridge.v1.BridgeAdminService.ClearCache:output_type -> agentd.bridge.v1.ClearCacheResponse
+	31, // 74: agentd.bridge.v1.BridgeAdminService.ResetCache:output_type -> agentd.bridge.v1.ResetCacheResponse
+	33, // 75: agentd.bridge.v1.BridgeAdminService.InvalidateCache:output_type -> agentd.bridge.v1.InvalidateCacheResponse
+	35, // 76: agentd.bridge.v1.BridgeAdminService.ConfigureCache:output_type -> agentd.bridge.v1.ConfigureCacheResponse
+	42, // 77: agentd.bridge.v1.BridgeAdminService.GetPoolStats:output_type -> agentd.bridge.v1.GetPoolStatsResponse
+	37, // 78: agentd.bridge.v1.BridgeAdminService.ListCacheEntries:output_type -> agentd.bridge.v1.ListCacheEntriesResponse
+	40, // 79: agentd.bridge.v1.BridgeAdminService.InvalidateCacheEntries:output_type -> agentd.bridge.v1.InvalidateCacheEntriesResponse
+	66, // [66:80] is the sub-list for method output_type
+	52, // [52:66] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_agentd_bridge_v1_bridge_proto_init() }
@@ -3983,13 +4318,14 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 		(*Content_Data)(nil),
 		(*Content_Uri)(nil),
 	}
+	file_agentd_bridge_v1_bridge_proto_msgTypes[24].OneofWrappers = []any{}
 	file_agentd_bridge_v1_bridge_proto_msgTypes[33].OneofWrappers = []any{}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[38].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[43].OneofWrappers = []any{
 		(*ServerRequest_Authorization)(nil),
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Sampling)(nil),
 	}
-	file_agentd_bridge_v1_bridge_proto_msgTypes[43].OneofWrappers = []any{
+	file_agentd_bridge_v1_bridge_proto_msgTypes[48].OneofWrappers = []any{
 		(*AnswerServerRequestRequest_Authorization)(nil),
 		(*AnswerServerRequestRequest_Elicitation)(nil),
 		(*AnswerServerRequestRequest_Error)(nil),
@@ -4002,7 +4338,7 @@ func file_agentd_bridge_v1_bridge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_bridge_v1_bridge_proto_rawDesc), len(file_agentd_bridge_v1_bridge_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   54,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -407,12 +407,14 @@ var BridgeService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	BridgeAdminService_GetCacheStats_FullMethodName   = "/agentd.bridge.v1.BridgeAdminService/GetCacheStats"
-	BridgeAdminService_ClearCache_FullMethodName      = "/agentd.bridge.v1.BridgeAdminService/ClearCache"
-	BridgeAdminService_ResetCache_FullMethodName      = "/agentd.bridge.v1.BridgeAdminService/ResetCache"
-	BridgeAdminService_InvalidateCache_FullMethodName = "/agentd.bridge.v1.BridgeAdminService/InvalidateCache"
-	BridgeAdminService_ConfigureCache_FullMethodName  = "/agentd.bridge.v1.BridgeAdminService/ConfigureCache"
-	BridgeAdminService_GetPoolStats_FullMethodName    = "/agentd.bridge.v1.BridgeAdminService/GetPoolStats"
+	BridgeAdminService_GetCacheStats_FullMethodName          = "/agentd.bridge.v1.BridgeAdminService/GetCacheStats"
+	BridgeAdminService_ClearCache_FullMethodName             = "/agentd.bridge.v1.BridgeAdminService/ClearCache"
+	BridgeAdminService_ResetCache_FullMethodName             = "/agentd.bridge.v1.BridgeAdminService/ResetCache"
+	BridgeAdminService_InvalidateCache_FullMethodName        = "/agentd.bridge.v1.BridgeAdminService/InvalidateCache"
+	BridgeAdminService_ConfigureCache_FullMethodName         = "/agentd.bridge.v1.BridgeAdminService/ConfigureCache"
+	BridgeAdminService_GetPoolStats_FullMethodName           = "/agentd.bridge.v1.BridgeAdminService/GetPoolStats"
+	BridgeAdminService_ListCacheEntries_FullMethodName       = "/agentd.bridge.v1.BridgeAdminService/ListCacheEntries"
+	BridgeAdminService_InvalidateCacheEntries_FullMethodName = "/agentd.bridge.v1.BridgeAdminService/InvalidateCacheEntries"
 )
 
 // BridgeAdminServiceClient is the client API for BridgeAdminService service.
@@ -434,6 +436,12 @@ type BridgeAdminServiceClient interface {
 	ConfigureCache(ctx context.Context, in *ConfigureCacheRequest, opts ...grpc.CallOption) (*ConfigureCacheResponse, error)
 	// GetPoolStats reports every stdio process pool.
 	GetPoolStats(ctx context.Context, in *GetPoolStatsRequest, opts ...grpc.CallOption) (*GetPoolStatsResponse, error)
+	// ListCacheEntries describes the schema cache's entries, without their
+	// tools.
+	ListCacheEntries(ctx context.Context, in *ListCacheEntriesRequest, opts ...grpc.CallOption) (*ListCacheEntriesResponse, error)
+	// InvalidateCacheEntries drops one entry by its key, or every entry of
+	// a tenant.
+	InvalidateCacheEntries(ctx context.Context, in *InvalidateCacheEntriesRequest, opts ...grpc.CallOption) (*InvalidateCacheEntriesResponse, error)
 }
 
 type bridgeAdminServiceClient struct {
@@ -504,6 +512,26 @@ func (c *bridgeAdminServiceClient) GetPoolStats(ctx context.Context, in *GetPool
 	return out, nil
 }
 
+func (c *bridgeAdminServiceClient) ListCacheEntries(ctx context.Context, in *ListCacheEntriesRequest, opts ...grpc.CallOption) (*ListCacheEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCacheEntriesResponse)
+	err := c.cc.Invoke(ctx, BridgeAdminService_ListCacheEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *bridgeAdminServiceClient) InvalidateCacheEntries(ctx context.Context, in *InvalidateCacheEntriesRequest, opts ...grpc.CallOption) (*InvalidateCacheEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InvalidateCacheEntriesResponse)
+	err := c.cc.Invoke(ctx, BridgeAdminService_InvalidateCacheEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BridgeAdminServiceServer is the server API for BridgeAdminService service.
 // All implementations must embed UnimplementedBridgeAdminServiceServer
 // for forward compatibility.
@@ -523,6 +551,12 @@ type BridgeAdminServiceServer interface {
 	ConfigureCache(context.Context, *ConfigureCacheRequest) (*ConfigureCacheResponse, error)
 	// GetPoolStats reports every stdio process pool.
 	GetPoolStats(context.Context, *GetPoolStatsRequest) (*GetPoolStatsResponse, error)
+	// ListCacheEntries describes the schema cache's entries, without their
+	// tools.
+	ListCacheEntries(context.Context, *ListCacheEntriesRequest) (*ListCacheEntriesResponse, error)
+	// InvalidateCacheEntries drops one entry by its key, or every entry of
+	// a tenant.
+	InvalidateCacheEntries(context.Context, *InvalidateCacheEntriesRequest) (*InvalidateCacheEntriesResponse, error)
 	mustEmbedUnimplementedBridgeAdminServiceServer()
 }
 
@@ -550,6 +584,12 @@ func (UnimplementedBridgeAdminServiceServer) ConfigureCache(context.Context, *Co
 }
 func (UnimplementedBridgeAdminServiceServer) GetPoolStats(context.Context, *GetPoolStatsRequest) (*GetPoolStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPoolStats not implemented")
+}
+func (UnimplementedBridgeAdminServiceServer) ListCacheEntries(context.Context, *ListCacheEntriesRequest) (*ListCacheEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCacheEntries not implemented")
+}
+func (UnimplementedBridgeAdminServiceServer) InvalidateCacheEntries(context.Context, *InvalidateCacheEntriesRequest) (*InvalidateCacheEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InvalidateCacheEntries not implemented")
 }
 func (UnimplementedBridgeAdminServiceServer) mustEmbedUnimplementedBridgeAdminServiceServer() {}
 func (UnimplementedBridgeAdminServiceServer) testEmbeddedByValue()                            {}
@@ -680,6 +720,42 @@ func _BridgeAdminService_GetPoolStats_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BridgeAdminService_ListCacheEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCacheEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BridgeAdminServiceServer).ListCacheEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BridgeAdminService_ListCacheEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BridgeAdminServiceServer).ListCacheEntries(ctx, req.(*ListCacheEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BridgeAdminService_InvalidateCacheEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InvalidateCacheEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BridgeAdminServiceServer).InvalidateCacheEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BridgeAdminService_InvalidateCacheEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BridgeAdminServiceServer).InvalidateCacheEntries(ctx, req.(*InvalidateCacheEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BridgeAdminService_ServiceDesc is the grpc.ServiceDesc for BridgeAdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -710,6 +786,14 @@ var BridgeAdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPoolStats",
 			Handler:    _BridgeAdminService_GetPoolStats_Handler,
+		},
+		{
+			MethodName: "ListCacheEntries",
+			Handler:    _BridgeAdminService_ListCacheEntries_Handler,
+		},
+		{
+			MethodName: "InvalidateCacheEntries",
+			Handler:    _BridgeAdminService_InvalidateCacheEntries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

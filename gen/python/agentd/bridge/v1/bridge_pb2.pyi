@@ -1,6 +1,7 @@
 from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -45,6 +46,24 @@ class AuthorizationChallenge(_message.Message):
     status: int
     www_authenticate: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, status: _Optional[int] = ..., www_authenticate: _Optional[_Iterable[str]] = ..., presented: _Optional[str] = ...) -> None: ...
+
+class CacheEntry(_message.Message):
+    __slots__ = ["expires_at", "key", "revision", "server_name", "tenant", "tools", "written_at"]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_AT_FIELD_NUMBER: _ClassVar[int]
+    expires_at: _timestamp_pb2.Timestamp
+    key: str
+    revision: int
+    server_name: str
+    tenant: str
+    tools: int
+    written_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., server_name: _Optional[str] = ..., tenant: _Optional[str] = ..., revision: _Optional[int] = ..., tools: _Optional[int] = ..., written_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CacheSettings(_message.Message):
     __slots__ = ["enabled", "max_entries", "ttl"]
@@ -204,8 +223,10 @@ class ElicitationResult(_message.Message):
     def __init__(self, action: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class GetCacheStatsRequest(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["tenant"]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ...) -> None: ...
 
 class GetCacheStatsResponse(_message.Message):
     __slots__ = ["hits", "misses", "settings", "size"]
@@ -267,6 +288,20 @@ class InputRequired(_message.Message):
     requests: _containers.MessageMap[str, Elicitation]
     def __init__(self, requests: _Optional[_Mapping[str, Elicitation]] = ..., request_state: _Optional[str] = ...) -> None: ...
 
+class InvalidateCacheEntriesRequest(_message.Message):
+    __slots__ = ["key", "tenant"]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    tenant: str
+    def __init__(self, key: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+
+class InvalidateCacheEntriesResponse(_message.Message):
+    __slots__ = ["removed"]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: int
+    def __init__(self, removed: _Optional[int] = ...) -> None: ...
+
 class InvalidateCacheRequest(_message.Message):
     __slots__ = ["server", "tenant"]
     SERVER_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +315,16 @@ class InvalidateCacheResponse(_message.Message):
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     removed: bool
     def __init__(self, removed: bool = ...) -> None: ...
+
+class ListCacheEntriesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListCacheEntriesResponse(_message.Message):
+    __slots__ = ["entries"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[CacheEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[CacheEntry, _Mapping]]] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
     __slots__ = ["server_names", "session_id"]

@@ -340,6 +340,16 @@ class BridgeAdminServiceStub(object):
                 request_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.GetPoolStatsRequest.SerializeToString,
                 response_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.GetPoolStatsResponse.FromString,
                 )
+        self.ListCacheEntries = channel.unary_unary(
+                '/agentd.bridge.v1.BridgeAdminService/ListCacheEntries',
+                request_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.ListCacheEntriesRequest.SerializeToString,
+                response_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.ListCacheEntriesResponse.FromString,
+                )
+        self.InvalidateCacheEntries = channel.unary_unary(
+                '/agentd.bridge.v1.BridgeAdminService/InvalidateCacheEntries',
+                request_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.InvalidateCacheEntriesRequest.SerializeToString,
+                response_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.InvalidateCacheEntriesResponse.FromString,
+                )
 
 
 class BridgeAdminServiceServicer(object):
@@ -389,6 +399,22 @@ class BridgeAdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCacheEntries(self, request, context):
+        """ListCacheEntries describes the schema cache's entries, without their
+        tools.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InvalidateCacheEntries(self, request, context):
+        """InvalidateCacheEntries drops one entry by its key, or every entry of
+        a tenant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BridgeAdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -421,6 +447,16 @@ def add_BridgeAdminServiceServicer_to_server(servicer, server):
                     servicer.GetPoolStats,
                     request_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.GetPoolStatsRequest.FromString,
                     response_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.GetPoolStatsResponse.SerializeToString,
+            ),
+            'ListCacheEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCacheEntries,
+                    request_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.ListCacheEntriesRequest.FromString,
+                    response_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.ListCacheEntriesResponse.SerializeToString,
+            ),
+            'InvalidateCacheEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.InvalidateCacheEntries,
+                    request_deserializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.InvalidateCacheEntriesRequest.FromString,
+                    response_serializer=agentd_dot_bridge_dot_v1_dot_bridge__pb2.InvalidateCacheEntriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -533,5 +569,39 @@ class BridgeAdminService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.bridge.v1.BridgeAdminService/GetPoolStats',
             agentd_dot_bridge_dot_v1_dot_bridge__pb2.GetPoolStatsRequest.SerializeToString,
             agentd_dot_bridge_dot_v1_dot_bridge__pb2.GetPoolStatsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListCacheEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.bridge.v1.BridgeAdminService/ListCacheEntries',
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.ListCacheEntriesRequest.SerializeToString,
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.ListCacheEntriesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def InvalidateCacheEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.bridge.v1.BridgeAdminService/InvalidateCacheEntries',
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.InvalidateCacheEntriesRequest.SerializeToString,
+            agentd_dot_bridge_dot_v1_dot_bridge__pb2.InvalidateCacheEntriesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -4,15 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Any, Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Any, Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/bridge/v1/bridge.proto.
  */
 export const file_agentd_bridge_v1_bridge: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi5QEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBW9hdXRoGAUgASgIGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK8AQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCRIZChFsaXN0X2NhY2hlZF90b29scxgFIAEoCBIXCg9rbm93bl9yZXZpc2lvbnMYBiADKAZCCAoGX2NhY2hlIr4BChNPcGVuU2Vzc2lvblJlc3BvbnNlEjEKBm9wZW5lZBgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuU2Vzc2lvbk9wZW5lZEgAEjcKDXRvb2xzX2NoYW5nZWQYAiABKAsyHi5hZ2VudGQuYnJpZGdlLnYxLlRvb2xzQ2hhbmdlZEgAEjIKB3JlcXVlc3QYAyABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclJlcXVlc3RIAEIHCgVldmVudCJqCg1TZXNzaW9uT3BlbmVkEhIKCnNlc3Npb25faWQYASABKAkSEQoJcmVzdW1hYmxlGAIgASgIEjIKBXRvb2xzGAMgASgLMiMuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXNwb25zZSIjCgxUb29sc0NoYW5nZWQSEwoLc2VydmVyX25hbWUYASABKAkiKQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlIjwKEExpc3RUb29sc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxzZXJ2ZXJfbmFtZXMYAiADKAkiQwoRTGlzdFRvb2xzUmVzcG9uc2USLgoHc2VydmVycxgBIAMoCzIdLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyVG9vbHMigQEKC1NlcnZlclRvb2xzEhMKC3NlcnZlcl9uYW1lGAEgASgJEiUKBXRvb2xzGAIgAygLMhYuYWdlbnRkLmJyaWRnZS52MS5Ub29sEhEKCWNhY2hlX2hpdBgDIAEoCBIQCghyZXZpc2lvbhgEIAEoBhIRCgl1bmNoYW5nZWQYBSABKAgikAEKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjYKC2Fubm90YXRpb25zGAQgASgLMiEuYWdlbnRkLmJyaWRnZS52MS5Ub29sQW5ub3RhdGlvbnMihAEKD1Rvb2xBbm5vdGF0aW9ucxINCgV0aXRsZRgBIAEoCRIWCg5yZWFkX29ubHlfaGludBgCIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAMgASgIEhcKD2lkZW1wb3RlbnRfaGludBgEIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBSABKAgiowIKD0NhbGxUb29sUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkSTgoPaW5wdXRfcmVzcG9uc2VzGAUgAygLMjUuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlcXVlc3QuSW5wdXRSZXNwb25zZXNFbnRyeRIVCg1yZXF1ZXN0X3N0YXRlGAYgASgJGloKE0lucHV0UmVzcG9uc2VzRW50cnkSCwoDa2V5GAEgASgJEjIKBXZhbHVlGAIgASgLMiMuYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvblJlc3VsdDoCOAEikQEKEENhbGxUb29sc1JlcXVlc3QSLwoEb3BlbhgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzT3BlbkgAEjIKBGNhbGwYAiABKAsyIi5hZ2VudGQuYnJpZGdlLnYxLlN0cmVhbWVkVG9vbENhbGxIABIQCgZjYW5jZWwYAyABKARIAEIGCgRraW5kIiMKDUNhbGxUb29sc09wZW4SEgoKc2Vzc2lvbl9pZBgBIAEoCSLLAwoQU3RyZWFtZWRUb29sQ2FsbBIKCgJpZBgBIAEoBBITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEioKB3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SSwoNdHJhY2VfY29udGV4dBgGIAMoCzI0LmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbC5UcmFjZUNvbnRleHRFbnRyeRJPCg9pbnB1dF9yZXNwb25zZXMYByADKAsyNi5hZ2VudGQuYnJpZGdlLnYxLlN0cmVhbWVkVG9vbENhbGwuSW5wdXRSZXNwb25zZXNFbnRyeRIVCg1yZXF1ZXN0X3N0YXRlGAggASgJGjMKEVRyYWNlQ29udGV4dEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaWgoTSW5wdXRSZXNwb25zZXNFbnRyeRILCgNrZXkYASABKAkSMgoFdmFsdWUYAiABKAsyIy5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uUmVzdWx0OgI4ASLCAQoRQ2FsbFRvb2xzUmVzcG9uc2USCgoCaWQYASABKAQSNAoGcmVzdWx0GAIgASgLMiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlc3BvbnNlSAASLAoFZXJyb3IYAyABKAsyGy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxFcnJvckgAEjIKCHByb2dyZXNzGAQgASgLMh4uYWdlbnRkLmJyaWRnZS52MS5Ub29sUHJvZ3Jlc3NIAEIJCgdvdXRjb21lIkAKDFRvb2xQcm9ncmVzcxIQCghwcm9ncmVzcxgBIAEoARINCgV0b3RhbBgCIAEoARIPCgdtZXNzYWdlGAMgASgJIlEKCUNhbGxFcnJvchIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAkSJQoHZGV0YWlscxgDIAMoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkinQEKEENhbGxUb29sUmVzcG9uc2USDgoGb3V0cHV0GAEgASgJEhAKCGlzX2Vycm9yGAIgASgIEi4KC2F0dGFjaG1lbnRzGAMgAygLMhkuYWdlbnRkLmJyaWRnZS52MS5Db250ZW50EjcKDmlucHV0X3JlcXVpcmVkGAQgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5JbnB1dFJlcXVpcmVkIrcBCg1JbnB1dFJlcXVpcmVkEj8KCHJlcXVlc3RzGAEgAygLMi0uYWdlbnRkLmJyaWRnZS52MS5JbnB1dFJlcXVpcmVkLlJlcXVlc3RzRW50cnkSFQoNcmVxdWVzdF9zdGF0ZRgCIAEoCRpOCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRIsCgV2YWx1ZRgCIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuRWxpY2l0YXRpb246AjgBIoABCgdDb250ZW50EisKBGtpbmQYASABKA4yHS5hZ2VudGQuYnJpZGdlLnYxLkNvbnRlbnRLaW5kEhEKCW1pbWVfdHlwZRgCIAEoCRIOCgRkYXRhGAMgASgMSAASDQoDdXJpGAQgASgJSAASDAoEbmFtZRgFIAEoCUIICgZzb3VyY2UiFgoUR2V0Q2FjaGVTdGF0c1JlcXVlc3QidgoVR2V0Q2FjaGVTdGF0c1Jlc3BvbnNlEgwKBHNpemUYASABKAMSDAoEaGl0cxgCIAEoAxIOCgZtaXNzZXMYAyABKAMSMQoIc2V0dGluZ3MYBCABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiXQoNQ2FjaGVTZXR0aW5ncxIPCgdlbmFibGVkGAEgASgIEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgttYXhfZW50cmllcxgDIAEoBSITChFDbGVhckNhY2hlUmVxdWVzdCIUChJDbGVhckNhY2hlUmVzcG9uc2UiEwoRUmVzZXRDYWNoZVJlcXVlc3QiRwoSUmVzZXRDYWNoZVJlc3BvbnNlEjEKCHNldHRpbmdzGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIlYKFkludmFsaWRhdGVDYWNoZVJlcXVlc3QSLAoGc2VydmVyGAEgASgLMhwuYWdlbnRkLmJyaWRnZS52MS5TZXJ2ZXJTcGVjEg4KBnRlbmFudBgCIAEoCSIqChdJbnZhbGlkYXRlQ2FjaGVSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgIIosBChVDb25maWd1cmVDYWNoZVJlcXVlc3QSFAoHZW5hYmxlZBgBIAEoCEgAiAEBEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYCgttYXhfZW50cmllcxgDIAEoBUgBiAEBQgoKCF9lbmFibGVkQg4KDF9tYXhfZW50cmllcyJLChZDb25maWd1cmVDYWNoZVJlc3BvbnNlEjEKCHNldHRpbmdzGAEgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5DYWNoZVNldHRpbmdzIhUKE0dldFBvb2xTdGF0c1JlcXVlc3QiWQoUR2V0UG9vbFN0YXRzUmVzcG9uc2USKgoFcG9vbHMYASADKAsyGy5hZ2VudGQuYnJpZGdlLnYxLlBvb2xTdGF0cxIVCg1vcGVuX3Nlc3Npb25zGAIgASgFItQBCglQb29sU3RhdHMSEwoLc2VydmVyX25hbWUYASABKAkSCwoDa2V5GAIgASgJEgwKBHdhcm0YAyABKAUSDAoEYnVzeRgEIAEoBRIQCghzdGFydGluZxgFIAEoBRIVCg1tYXhfcHJvY2Vzc2VzGAYgASgFEg8KB3NwYXduZWQYByABKAMSDwoHcmV0aXJlZBgIIAEoAxIPCgdjcmFzaGVkGAkgASgDEg0KBXdhaXRzGAogASgDEg4KBnNoYXJlZBgLIAEoCBIOCgZ0ZW5hbnQYDCABKAkijQIKDVNlcnZlclJlcXVlc3QSCgoCaWQYASABKAQSEwoLc2VydmVyX25hbWUYAiABKAkSDwoHY2FsbF9pZBgDIAEoBBJBCg1hdXRob3JpemF0aW9uGAQgASgLMiguYWdlbnRkLmJyaWRnZS52MS5BdXRob3JpemF0aW9uQ2hhbGxlbmdlSAASNAoLZWxpY2l0YXRpb24YBSABKAsyHS5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uSAASNQoIc2FtcGxpbmcYBiABKAsyIS5hZ2VudGQuYnJpZGdlLnYxLlNhbXBsaW5nUmVxdWVzdEgAEhIKCmRlZmVycmFibGUYByABKAhCBgoEa2luZCJxCg9TYW1wbGluZ1JlcXVlc3QSMwoIbWVzc2FnZXMYASADKAsyIS5hZ2VudGQuYnJpZGdlLnYxLlNhbXBsaW5nTWVzc2FnZRIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEhIKCm1heF90b2tlbnMYAyABKAMiLQoPU2FtcGxpbmdNZXNzYWdlEgwKBHJvbGUYASABKAkSDAoEdGV4dBgCIAEoCSJVChZBdXRob3JpemF0aW9uQ2hhbGxlbmdlEg4KBnN0YXR1cxgBIAEoBRIYChB3d3dfYXV0aGVudGljYXRlGAIgAygJEhEKCXByZXNlbnRlZBgDIAEoCSKEAQoLRWxpY2l0YXRpb24SDAoEbW9kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEjEKEHJlcXVlc3RlZF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EgsKA3VybBgEIAEoCRIWCg5lbGljaXRhdGlvbl9pZBgFIAEoCSKvAgoaQW5zd2VyU2VydmVyUmVxdWVzdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIKCgJpZBgCIAEoBBIXCg1hdXRob3JpemF0aW9uGAMgASgJSAASOgoLZWxpY2l0YXRpb24YBCABKAsyIy5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uUmVzdWx0SAASLAoFZXJyb3IYBSABKAsyGy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxFcnJvckgAEi4KCGRlZmVycmVkGAcgASgLMhouYWdlbnRkLmJyaWRnZS52MS5EZWZlcnJlZEgAEjQKCHNhbXBsaW5nGAYgASgLMiAuYWdlbnRkLmJyaWRnZS52MS5TYW1wbGluZ1Jlc3VsdEgAQggKBmFuc3dlciIKCghEZWZlcnJlZCJCCg5TYW1wbGluZ1Jlc3VsdBIMCgR0ZXh0GAEgASgJEg0KBW1vZGVsGAIgASgJEhMKC3N0b3BfcmVhc29uGAMgASgJIk0KEUVsaWNpdGF0aW9uUmVzdWx0Eg4KBmFjdGlvbhgBIAEoCRIoCgdjb250ZW50GAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIdChtBbnN3ZXJTZXJ2ZXJSZXF1ZXN0UmVzcG9uc2UqlgEKC0NvbnRlbnRLaW5kEhwKGENPTlRFTlRfS0lORF9VTlNQRUNJRklFRBAAEhYKEkNPTlRFTlRfS0lORF9JTUFHRRABEhYKEkNPTlRFTlRfS0lORF9BVURJTxACEh4KGkNPTlRFTlRfS0lORF9SRVNPVVJDRV9MSU5LEAMSGQoVQ09OVEVOVF9LSU5EX1JFU09VUkNFEAQywwQKDUJyaWRnZVNlcnZpY2USXAoLT3BlblNlc3Npb24SJC5hZ2VudGQuYnJpZGdlLnYxLk9wZW5TZXNzaW9uUmVxdWVzdBolLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXNwb25zZTABEl0KDENsb3NlU2Vzc2lvbhIlLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USVAoJTGlzdFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXNwb25zZRJRCghDYWxsVG9vbBIhLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXF1ZXN0GiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlc3BvbnNlElgKCUNhbGxUb29scxIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVxdWVzdBojLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVzcG9uc2UoATABEnIKE0Fuc3dlclNlcnZlclJlcXVlc3QSLC5hZ2VudGQuYnJpZGdlLnYxLkFuc3dlclNlcnZlclJlcXVlc3RSZXF1ZXN0Gi0uYWdlbnRkLmJyaWRnZS52MS5BbnN3ZXJTZXJ2ZXJSZXF1ZXN0UmVzcG9uc2Uy1AQKEkJyaWRnZUFkbWluU2VydmljZRJgCg1HZXRDYWNoZVN0YXRzEiYuYWdlbnRkLmJyaWRnZS52MS5HZXRDYWNoZVN0YXRzUmVxdWVzdBonLmFnZW50ZC5icmlkZ2UudjEuR2V0Q2FjaGVTdGF0c1Jlc3BvbnNlElcKCkNsZWFyQ2FjaGUSIy5hZ2VudGQuYnJpZGdlLnYxLkNsZWFyQ2FjaGVSZXF1ZXN0GiQuYWdlbnRkLmJyaWRnZS52MS5DbGVhckNhY2hlUmVzcG9uc2USVwoKUmVzZXRDYWNoZRIjLmFnZW50ZC5icmlkZ2UudjEuUmVzZXRDYWNoZVJlcXVlc3QaJC5hZ2VudGQuYnJpZGdlLnYxLlJlc2V0Q2FjaGVSZXNwb25zZRJmCg9JbnZhbGlkYXRlQ2FjaGUSKC5hZ2VudGQuYnJpZGdlLnYxLkludmFsaWRhdGVDYWNoZVJlcXVlc3QaKS5hZ2VudGQuYnJpZGdlLnYxLkludmFsaWRhdGVDYWNoZVJlc3BvbnNlEmMKDkNvbmZpZ3VyZUNhY2hlEicuYWdlbnRkLmJyaWRnZS52MS5Db25maWd1cmVDYWNoZVJlcXVlc3QaKC5hZ2VudGQuYnJpZGdlLnYxLkNvbmZpZ3VyZUNhY2hlUmVzcG9uc2USXQoMR2V0UG9vbFN0YXRzEiUuYWdlbnRkLmJyaWRnZS52MS5HZXRQb29sU3RhdHNSZXF1ZXN0GiYuYWdlbnRkLmJyaWRnZS52MS5HZXRQb29sU3RhdHNSZXNwb25zZULAAQoUY29tLmFnZW50ZC5icmlkZ2UudjFCC0JyaWRnZVByb3RvUAFaOWdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL2JyaWRnZS92MTticmlkZ2V2MaICA0FCWKoCEEFnZW50ZC5CcmlkZ2UuVjHKAhBBZ2VudGRcQnJpZGdlXFYx4gIcQWdlbnRkXEJyaWRnZVxWMVxHUEJNZXRhZGF0YeoCEkFnZW50ZDo6QnJpZGdlOjpWMWIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("Ch1hZ2VudGQvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxIQYWdlbnRkLmJyaWRnZS52MSLcAQoKU2VydmVyU3BlYxIMCgRuYW1lGAEgASgJEiwKBGh0dHAYAiABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkhUVFBUYXJnZXRIABIuCgVzdGRpbxgDIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuU3RkaW9UYXJnZXRIABINCgNyZWYYBCABKAlIABIvCgxyZWFkX3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWxsb3dlZF90b29scxgGIAMoCUILCgl0cmFuc3BvcnQi5QEKCkhUVFBUYXJnZXQSCwoDdXJsGAEgASgJEhUKDWF1dGhvcml6YXRpb24YAiABKAkSOgoHaGVhZGVycxgDIAMoCzIpLmFnZW50ZC5icmlkZ2UudjEuSFRUUFRhcmdldC5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBW9hdXRoGAUgASgIGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCgtTdGRpb1RhcmdldBIPCgdjb21tYW5kGAEgASgJEgwKBGFyZ3MYAiADKAkSMwoDZW52GAMgAygLMiYuYWdlbnRkLmJyaWRnZS52MS5TdGRpb1RhcmdldC5FbnZFbnRyeRIRCgl1bnNldF9lbnYYBCADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK8AQoST3BlblNlc3Npb25SZXF1ZXN0Ei0KB3NlcnZlcnMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSEgoFY2FjaGUYAiABKAhIAIgBARIOCgZ0ZW5hbnQYAyABKAkSFQoNZ2VuZXJhdGlvbl9pZBgEIAEoCRIZChFsaXN0X2NhY2hlZF90b29scxgFIAEoCBIXCg9rbm93bl9yZXZpc2lvbnMYBiADKAZCCAoGX2NhY2hlIr4BChNPcGVuU2Vzc2lvblJlc3BvbnNlEjEKBm9wZW5lZBgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuU2Vzc2lvbk9wZW5lZEgAEjcKDXRvb2xzX2NoYW5nZWQYAiABKAsyHi5hZ2VudGQuYnJpZGdlLnYxLlRvb2xzQ2hhbmdlZEgAEjIKB3JlcXVlc3QYAyABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclJlcXVlc3RIAEIHCgVldmVudCJqCg1TZXNzaW9uT3BlbmVkEhIKCnNlc3Npb25faWQYASABKAkSEQoJcmVzdW1hYmxlGAIgASgIEjIKBXRvb2xzGAMgASgLMiMuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXNwb25zZSIjCgxUb29sc0NoYW5nZWQSEwoLc2VydmVyX25hbWUYASABKAkiKQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlIjwKEExpc3RUb29sc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxzZXJ2ZXJfbmFtZXMYAiADKAkiQwoRTGlzdFRvb2xzUmVzcG9uc2USLgoHc2VydmVycxgBIAMoCzIdLmFnZW50ZC5icmlkZ2UudjEuU2VydmVyVG9vbHMigQEKC1NlcnZlclRvb2xzEhMKC3NlcnZlcl9uYW1lGAEgASgJEiUKBXRvb2xzGAIgAygLMhYuYWdlbnRkLmJyaWRnZS52MS5Ub29sEhEKCWNhY2hlX2hpdBgDIAEoCBIQCghyZXZpc2lvbhgEIAEoBhIRCgl1bmNoYW5nZWQYBSABKAgikAEKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjYKC2Fubm90YXRpb25zGAQgASgLMiEuYWdlbnRkLmJyaWRnZS52MS5Ub29sQW5ub3RhdGlvbnMihAEKD1Rvb2xBbm5vdGF0aW9ucxINCgV0aXRsZRgBIAEoCRIWCg5yZWFkX29ubHlfaGludBgCIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAMgASgIEhcKD2lkZW1wb3RlbnRfaGludBgEIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBSABKAgiowIKD0NhbGxUb29sUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3NlcnZlcl9uYW1lGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkSTgoPaW5wdXRfcmVzcG9uc2VzGAUgAygLMjUuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlcXVlc3QuSW5wdXRSZXNwb25zZXNFbnRyeRIVCg1yZXF1ZXN0X3N0YXRlGAYgASgJGloKE0lucHV0UmVzcG9uc2VzRW50cnkSCwoDa2V5GAEgASgJEjIKBXZhbHVlGAIgASgLMiMuYWdlbnRkLmJyaWRnZS52MS5FbGljaXRhdGlvblJlc3VsdDoCOAEikQEKEENhbGxUb29sc1JlcXVlc3QSLwoEb3BlbhgBIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzT3BlbkgAEjIKBGNhbGwYAiABKAsyIi5hZ2VudGQuYnJpZGdlLnYxLlN0cmVhbWVkVG9vbENhbGxIABIQCgZjYW5jZWwYAyABKARIAEIGCgRraW5kIiMKDUNhbGxUb29sc09wZW4SEgoKc2Vzc2lvbl9pZBgBIAEoCSLLAwoQU3RyZWFtZWRUb29sQ2FsbBIKCgJpZBgBIAEoBBITCgtzZXJ2ZXJfbmFtZRgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEioKB3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SSwoNdHJhY2VfY29udGV4dBgGIAMoCzI0LmFnZW50ZC5icmlkZ2UudjEuU3RyZWFtZWRUb29sQ2FsbC5UcmFjZUNvbnRleHRFbnRyeRJPCg9pbnB1dF9yZXNwb25zZXMYByADKAsyNi5hZ2VudGQuYnJpZGdlLnYxLlN0cmVhbWVkVG9vbENhbGwuSW5wdXRSZXNwb25zZXNFbnRyeRIVCg1yZXF1ZXN0X3N0YXRlGAggASgJGjMKEVRyYWNlQ29udGV4dEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaWgoTSW5wdXRSZXNwb25zZXNFbnRyeRILCgNrZXkYASABKAkSMgoFdmFsdWUYAiABKAsyIy5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uUmVzdWx0OgI4ASLCAQoRQ2FsbFRvb2xzUmVzcG9uc2USCgoCaWQYASABKAQSNAoGcmVzdWx0GAIgASgLMiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlc3BvbnNlSAASLAoFZXJyb3IYAyABKAsyGy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxFcnJvckgAEjIKCHByb2dyZXNzGAQgASgLMh4uYWdlbnRkLmJyaWRnZS52MS5Ub29sUHJvZ3Jlc3NIAEIJCgdvdXRjb21lIkAKDFRvb2xQcm9ncmVzcxIQCghwcm9ncmVzcxgBIAEoARINCgV0b3RhbBgCIAEoARIPCgdtZXNzYWdlGAMgASgJIlEKCUNhbGxFcnJvchIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAkSJQoHZGV0YWlscxgDIAMoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkinQEKEENhbGxUb29sUmVzcG9uc2USDgoGb3V0cHV0GAEgASgJEhAKCGlzX2Vycm9yGAIgASgIEi4KC2F0dGFjaG1lbnRzGAMgAygLMhkuYWdlbnRkLmJyaWRnZS52MS5Db250ZW50EjcKDmlucHV0X3JlcXVpcmVkGAQgASgLMh8uYWdlbnRkLmJyaWRnZS52MS5JbnB1dFJlcXVpcmVkIrcBCg1JbnB1dFJlcXVpcmVkEj8KCHJlcXVlc3RzGAEgAygLMi0uYWdlbnRkLmJyaWRnZS52MS5JbnB1dFJlcXVpcmVkLlJlcXVlc3RzRW50cnkSFQoNcmVxdWVzdF9zdGF0ZRgCIAEoCRpOCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRIsCgV2YWx1ZRgCIAEoCzIdLmFnZW50ZC5icmlkZ2UudjEuRWxpY2l0YXRpb246AjgBIoABCgdDb250ZW50EisKBGtpbmQYASABKA4yHS5hZ2VudGQuYnJpZGdlLnYxLkNvbnRlbnRLaW5kEhEKCW1pbWVfdHlwZRgCIAEoCRIOCgRkYXRhGAMgASgMSAASDQoDdXJpGAQgASgJSAASDAoEbmFtZRgFIAEoCUIICgZzb3VyY2UiNgoUR2V0Q2FjaGVTdGF0c1JlcXVlc3QSEwoGdGVuYW50GAEgASgJSACIAQFCCQoHX3RlbmFudCJ2ChVHZXRDYWNoZVN0YXRzUmVzcG9uc2USDAoEc2l6ZRgBIAEoAxIMCgRoaXRzGAIgASgDEg4KBm1pc3NlcxgDIAEoAxIxCghzZXR0aW5ncxgEIAEoCzIfLmFnZW50ZC5icmlkZ2UudjEuQ2FjaGVTZXR0aW5ncyJdCg1DYWNoZVNldHRpbmdzEg8KB2VuYWJsZWQYASABKAgSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC21heF9lbnRyaWVzGAMgASgFIhMKEUNsZWFyQ2FjaGVSZXF1ZXN0IhQKEkNsZWFyQ2FjaGVSZXNwb25zZSITChFSZXNldENhY2hlUmVxdWVzdCJHChJSZXNldENhY2hlUmVzcG9uc2USMQoIc2V0dGluZ3MYASABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiVgoWSW52YWxpZGF0ZUNhY2hlUmVxdWVzdBIsCgZzZXJ2ZXIYASABKAsyHC5hZ2VudGQuYnJpZGdlLnYxLlNlcnZlclNwZWMSDgoGdGVuYW50GAIgASgJIioKF0ludmFsaWRhdGVDYWNoZVJlc3BvbnNlEg8KB3JlbW92ZWQYASABKAgiiwEKFUNvbmZpZ3VyZUNhY2hlUmVxdWVzdBIUCgdlbmFibGVkGAEgASgISACIAQESJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKC21heF9lbnRyaWVzGAMgASgFSAGIAQFCCgoIX2VuYWJsZWRCDgoMX21heF9lbnRyaWVzIksKFkNvbmZpZ3VyZUNhY2hlUmVzcG9uc2USMQoIc2V0dGluZ3MYASABKAsyHy5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlU2V0dGluZ3MiGQoXTGlzdENhY2hlRW50cmllc1JlcXVlc3QiSQoYTGlzdENhY2hlRW50cmllc1Jlc3BvbnNlEi0KB2VudHJpZXMYASADKAsyHC5hZ2VudGQuYnJpZGdlLnYxLkNhY2hlRW50cnkivwEKCkNhY2hlRW50cnkSCwoDa2V5GAEgASgJEhMKC3NlcnZlcl9uYW1lGAIgASgJEg4KBnRlbmFudBgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxINCgV0b29scxgFIAEoBRIuCgp3cml0dGVuX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI8Ch1JbnZhbGlkYXRlQ2FjaGVFbnRyaWVzUmVxdWVzdBILCgNrZXkYASABKAkSDgoGdGVuYW50GAIgASgJIjEKHkludmFsaWRhdGVDYWNoZUVudHJpZXNSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgDIhUKE0dldFBvb2xTdGF0c1JlcXVlc3QiWQoUR2V0UG9vbFN0YXRzUmVzcG9uc2USKgoFcG9vbHMYASADKAsyGy5hZ2VudGQuYnJpZGdlLnYxLlBvb2xTdGF0cxIVCg1vcGVuX3Nlc3Npb25zGAIgASgFItQBCglQb29sU3RhdHMSEwoLc2VydmVyX25hbWUYASABKAkSCwoDa2V5GAIgASgJEgwKBHdhcm0YAyABKAUSDAoEYnVzeRgEIAEoBRIQCghzdGFydGluZxgFIAEoBRIVCg1tYXhfcHJvY2Vzc2VzGAYgASgFEg8KB3NwYXduZWQYByABKAMSDwoHcmV0aXJlZBgIIAEoAxIPCgdjcmFzaGVkGAkgASgDEg0KBXdhaXRzGAogASgDEg4KBnNoYXJlZBgLIAEoCBIOCgZ0ZW5hbnQYDCABKAkijQIKDVNlcnZlclJlcXVlc3QSCgoCaWQYASABKAQSEwoLc2VydmVyX25hbWUYAiABKAkSDwoHY2FsbF9pZBgDIAEoBBJBCg1hdXRob3JpemF0aW9uGAQgASgLMiguYWdlbnRkLmJyaWRnZS52MS5BdXRob3JpemF0aW9uQ2hhbGxlbmdlSAASNAoLZWxpY2l0YXRpb24YBSABKAsyHS5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uSAASNQoIc2FtcGxpbmcYBiABKAsyIS5hZ2VudGQuYnJpZGdlLnYxLlNhbXBsaW5nUmVxdWVzdEgAEhIKCmRlZmVycmFibGUYByABKAhCBgoEa2luZCJxCg9TYW1wbGluZ1JlcXVlc3QSMwoIbWVzc2FnZXMYASADKAsyIS5hZ2VudGQuYnJpZGdlLnYxLlNhbXBsaW5nTWVzc2FnZRIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEhIKCm1heF90b2tlbnMYAyABKAMiLQoPU2FtcGxpbmdNZXNzYWdlEgwKBHJvbGUYASABKAkSDAoEdGV4dBgCIAEoCSJVChZBdXRob3JpemF0aW9uQ2hhbGxlbmdlEg4KBnN0YXR1cxgBIAEoBRIYChB3d3dfYXV0aGVudGljYXRlGAIgAygJEhEKCXByZXNlbnRlZBgDIAEoCSKEAQoLRWxpY2l0YXRpb24SDAoEbW9kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEjEKEHJlcXVlc3RlZF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EgsKA3VybBgEIAEoCRIWCg5lbGljaXRhdGlvbl9pZBgFIAEoCSKvAgoaQW5zd2VyU2VydmVyUmVxdWVzdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIKCgJpZBgCIAEoBBIXCg1hdXRob3JpemF0aW9uGAMgASgJSAASOgoLZWxpY2l0YXRpb24YBCABKAsyIy5hZ2VudGQuYnJpZGdlLnYxLkVsaWNpdGF0aW9uUmVzdWx0SAASLAoFZXJyb3IYBSABKAsyGy5hZ2VudGQuYnJpZGdlLnYxLkNhbGxFcnJvckgAEi4KCGRlZmVycmVkGAcgASgLMhouYWdlbnRkLmJyaWRnZS52MS5EZWZlcnJlZEgAEjQKCHNhbXBsaW5nGAYgASgLMiAuYWdlbnRkLmJyaWRnZS52MS5TYW1wbGluZ1Jlc3VsdEgAQggKBmFuc3dlciIKCghEZWZlcnJlZCJCCg5TYW1wbGluZ1Jlc3VsdBIMCgR0ZXh0GAEgASgJEg0KBW1vZGVsGAIgASgJEhMKC3N0b3BfcmVhc29uGAMgASgJIk0KEUVsaWNpdGF0aW9uUmVzdWx0Eg4KBmFjdGlvbhgBIAEoCRIoCgdjb250ZW50GAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIdChtBbnN3ZXJTZXJ2ZXJSZXF1ZXN0UmVzcG9uc2UqlgEKC0NvbnRlbnRLaW5kEhwKGENPTlRFTlRfS0lORF9VTlNQRUNJRklFRBAAEhYKEkNPTlRFTlRfS0lORF9JTUFHRRABEhYKEkNPTlRFTlRfS0lORF9BVURJTxACEh4KGkNPTlRFTlRfS0lORF9SRVNPVVJDRV9MSU5LEAMSGQoVQ09OVEVOVF9LSU5EX1JFU09VUkNFEAQywwQKDUJyaWRnZVNlcnZpY2USXAoLT3BlblNlc3Npb24SJC5hZ2VudGQuYnJpZGdlLnYxLk9wZW5TZXNzaW9uUmVxdWVzdBolLmFnZW50ZC5icmlkZ2UudjEuT3BlblNlc3Npb25SZXNwb25zZTABEl0KDENsb3NlU2Vzc2lvbhIlLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBomLmFnZW50ZC5icmlkZ2UudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USVAoJTGlzdFRvb2xzEiIuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXF1ZXN0GiMuYWdlbnRkLmJyaWRnZS52MS5MaXN0VG9vbHNSZXNwb25zZRJRCghDYWxsVG9vbBIhLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xSZXF1ZXN0GiIuYWdlbnRkLmJyaWRnZS52MS5DYWxsVG9vbFJlc3BvbnNlElgKCUNhbGxUb29scxIiLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVxdWVzdBojLmFnZW50ZC5icmlkZ2UudjEuQ2FsbFRvb2xzUmVzcG9uc2UoATABEnIKE0Fuc3dlclNlcnZlclJlcXVlc3QSLC5hZ2VudGQuYnJpZGdlLnYxLkFuc3dlclNlcnZlclJlcXVlc3RSZXF1ZXN0Gi0uYWdlbnRkLmJyaWRnZS52MS5BbnN3ZXJTZXJ2ZXJSZXF1ZXN0UmVzcG9uc2UyvAYKEkJyaWRnZUFkbWluU2VydmljZRJgCg1HZXRDYWNoZVN0YXRzEiYuYWdlbnRkLmJyaWRnZS52MS5HZXRDYWNoZVN0YXRzUmVxdWVzdBonLmFnZW50ZC5icmlkZ2UudjEuR2V0Q2FjaGVTdGF0c1Jlc3BvbnNlElcKCkNsZWFyQ2FjaGUSIy5hZ2VudGQuYnJpZGdlLnYxLkNsZWFyQ2FjaGVSZXF1ZXN0GiQuYWdlbnRkLmJyaWRnZS52MS5DbGVhckNhY2hlUmVzcG9uc2USVwoKUmVzZXRDYWNoZRIjLmFnZW50ZC5icmlkZ2UudjEuUmVzZXRDYWNoZVJlcXVlc3QaJC5hZ2VudGQuYnJpZGdlLnYxLlJlc2V0Q2FjaGVSZXNwb25zZRJmCg9JbnZhbGlkYXRlQ2FjaGUSKC5hZ2VudGQuYnJpZGdlLnYxLkludmFsaWRhdGVDYWNoZVJlcXVlc3QaKS5hZ2VudGQuYnJpZGdlLnYxLkludmFsaWRhdGVDYWNoZVJlc3BvbnNlEmMKDkNvbmZpZ3VyZUNhY2hlEicuYWdlbnRkLmJyaWRnZS52MS5Db25maWd1cmVDYWNoZVJlcXVlc3QaKC5hZ2VudGQuYnJpZGdlLnYxLkNvbmZpZ3VyZUNhY2hlUmVzcG9uc2USXQoMR2V0UG9vbFN0YXRzEiUuYWdlbnRkLmJyaWRnZS52MS5HZXRQb29sU3RhdHNSZXF1ZXN0GiYuYWdlbnRkLmJyaWRnZS52MS5HZXRQb29sU3RhdHNSZXNwb25zZRJpChBMaXN0Q2FjaGVFbnRyaWVzEikuYWdlbnRkLmJyaWRnZS52MS5MaXN0Q2FjaGVFbnRyaWVzUmVxdWVzdBoqLmFnZW50ZC5icmlkZ2UudjEuTGlzdENhY2hlRW50cmllc1Jlc3BvbnNlEnsKFkludmFsaWRhdGVDYWNoZUVudHJpZXMSLy5hZ2VudGQuYnJpZGdlLnYxLkludmFsaWRhdGVDYWNoZUVudHJpZXNSZXF1ZXN0GjAuYWdlbnRkLmJyaWRnZS52MS5JbnZhbGlkYXRlQ2FjaGVFbnRyaWVzUmVzcG9uc2VCwAEKFGNvbS5hZ2VudGQuYnJpZGdlLnYxQgtCcmlkZ2VQcm90b1ABWjlnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC9icmlkZ2UvdjE7YnJpZGdldjGiAgNBQliqAhBBZ2VudGQuQnJpZGdlLlYxygIQQWdlbnRkXEJyaWRnZVxWMeICHEFnZW50ZFxCcmlkZ2VcVjFcR1BCTWV0YWRhdGHqAhJBZ2VudGQ6OkJyaWRnZTo6VjFiBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ServerSpec is one MCP server of a session, as the bridge needs it.
@@ -1055,6 +1055,14 @@ export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
  * @generated from message agentd.bridge.v1.GetCacheStatsRequest
  */
 export type GetCacheStatsRequest = Message<"agentd.bridge.v1.GetCacheStatsRequest"> & {
+  /**
+   * With it, the size and counters of this tenant's entries alone. A
+   * caller that reaches one tenant only gets its own tenant's whatever
+   * it names.
+   *
+   * @generated from field: optional string tenant = 1;
+   */
+  tenant?: string | undefined;
 };
 
 /**
@@ -1314,6 +1322,151 @@ export const ConfigureCacheResponseSchema: GenMessage<ConfigureCacheResponse> = 
   messageDesc(file_agentd_bridge_v1_bridge, 34);
 
 /**
+ * ListCacheEntriesRequest asks for the schema cache's entries.
+ *
+ * @generated from message agentd.bridge.v1.ListCacheEntriesRequest
+ */
+export type ListCacheEntriesRequest = Message<"agentd.bridge.v1.ListCacheEntriesRequest"> & {
+};
+
+/**
+ * Describes the message agentd.bridge.v1.ListCacheEntriesRequest.
+ * Use `create(ListCacheEntriesRequestSchema)` to create a new message.
+ */
+export const ListCacheEntriesRequestSchema: GenMessage<ListCacheEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 35);
+
+/**
+ * ListCacheEntriesResponse lists the entries that have not expired, most
+ * recently written first.
+ *
+ * @generated from message agentd.bridge.v1.ListCacheEntriesResponse
+ */
+export type ListCacheEntriesResponse = Message<"agentd.bridge.v1.ListCacheEntriesResponse"> & {
+  /**
+   * @generated from field: repeated agentd.bridge.v1.CacheEntry entries = 1;
+   */
+  entries: CacheEntry[];
+};
+
+/**
+ * Describes the message agentd.bridge.v1.ListCacheEntriesResponse.
+ * Use `create(ListCacheEntriesResponseSchema)` to create a new message.
+ */
+export const ListCacheEntriesResponseSchema: GenMessage<ListCacheEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 36);
+
+/**
+ * CacheEntry describes one entry of the schema cache.
+ *
+ * @generated from message agentd.bridge.v1.CacheEntry
+ */
+export type CacheEntry = Message<"agentd.bridge.v1.CacheEntry"> & {
+  /**
+   * Identifies the entry (InvalidateCacheEntriesRequest.key): a digest of
+   * the server's declaration, no secret.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * The server's name as the session whose listing wrote the entry
+   * declared it.
+   *
+   * @generated from field: string server_name = 2;
+   */
+  serverName: string;
+
+  /**
+   * @generated from field: string tenant = 3;
+   */
+  tenant: string;
+
+  /**
+   * Counts the different tool lists stored under the key in a row: 1 for
+   * the first, one more for each write whose list differs from the one
+   * before. Clearing the cache starts it again.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
+
+  /**
+   * The number of tools it holds.
+   *
+   * @generated from field: int32 tools = 5;
+   */
+  tools: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp written_at = 6;
+   */
+  writtenAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 7;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.CacheEntry.
+ * Use `create(CacheEntrySchema)` to create a new message.
+ */
+export const CacheEntrySchema: GenMessage<CacheEntry> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 37);
+
+/**
+ * InvalidateCacheEntriesRequest selects the entries to drop: the one of
+ * key, or with no key every entry of tenant.
+ *
+ * @generated from message agentd.bridge.v1.InvalidateCacheEntriesRequest
+ */
+export type InvalidateCacheEntriesRequest = Message<"agentd.bridge.v1.InvalidateCacheEntriesRequest"> & {
+  /**
+   * CacheEntry.key; empty: every entry of tenant.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * The tenant whose entries go when no key is given ("" is the tenant
+   * of callers without authentication).
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.InvalidateCacheEntriesRequest.
+ * Use `create(InvalidateCacheEntriesRequestSchema)` to create a new message.
+ */
+export const InvalidateCacheEntriesRequestSchema: GenMessage<InvalidateCacheEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 38);
+
+/**
+ * InvalidateCacheEntriesResponse says how many entries were dropped.
+ *
+ * @generated from message agentd.bridge.v1.InvalidateCacheEntriesResponse
+ */
+export type InvalidateCacheEntriesResponse = Message<"agentd.bridge.v1.InvalidateCacheEntriesResponse"> & {
+  /**
+   * @generated from field: int64 removed = 1;
+   */
+  removed: bigint;
+};
+
+/**
+ * Describes the message agentd.bridge.v1.InvalidateCacheEntriesResponse.
+ * Use `create(InvalidateCacheEntriesResponseSchema)` to create a new message.
+ */
+export const InvalidateCacheEntriesResponseSchema: GenMessage<InvalidateCacheEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_bridge_v1_bridge, 39);
+
+/**
  * GetPoolStatsRequest asks for the stdio pools' statistics.
  *
  * @generated from message agentd.bridge.v1.GetPoolStatsRequest
@@ -1326,7 +1479,7 @@ export type GetPoolStatsRequest = Message<"agentd.bridge.v1.GetPoolStatsRequest"
  * Use `create(GetPoolStatsRequestSchema)` to create a new message.
  */
 export const GetPoolStatsRequestSchema: GenMessage<GetPoolStatsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 35);
+  messageDesc(file_agentd_bridge_v1_bridge, 40);
 
 /**
  * GetPoolStatsResponse reports every stdio process pool.
@@ -1356,7 +1509,7 @@ export type GetPoolStatsResponse = Message<"agentd.bridge.v1.GetPoolStatsRespons
  * Use `create(GetPoolStatsResponseSchema)` to create a new message.
  */
 export const GetPoolStatsResponseSchema: GenMessage<GetPoolStatsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 36);
+  messageDesc(file_agentd_bridge_v1_bridge, 41);
 
 /**
  * PoolStats reports one stdio process pool.
@@ -1458,7 +1611,7 @@ export type PoolStats = Message<"agentd.bridge.v1.PoolStats"> & {
  * Use `create(PoolStatsSchema)` to create a new message.
  */
 export const PoolStatsSchema: GenMessage<PoolStats> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 37);
+  messageDesc(file_agentd_bridge_v1_bridge, 42);
 
 /**
  * ServerRequest is something a session's MCP server needs from agentd
@@ -1535,7 +1688,7 @@ export type ServerRequest = Message<"agentd.bridge.v1.ServerRequest"> & {
  * Use `create(ServerRequestSchema)` to create a new message.
  */
 export const ServerRequestSchema: GenMessage<ServerRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 38);
+  messageDesc(file_agentd_bridge_v1_bridge, 43);
 
 /**
  * SamplingRequest is a server's sampling/createMessage request, text
@@ -1570,7 +1723,7 @@ export type SamplingRequest = Message<"agentd.bridge.v1.SamplingRequest"> & {
  * Use `create(SamplingRequestSchema)` to create a new message.
  */
 export const SamplingRequestSchema: GenMessage<SamplingRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 39);
+  messageDesc(file_agentd_bridge_v1_bridge, 44);
 
 /**
  * SamplingMessage is one text message of a sampling request.
@@ -1596,7 +1749,7 @@ export type SamplingMessage = Message<"agentd.bridge.v1.SamplingMessage"> & {
  * Use `create(SamplingMessageSchema)` to create a new message.
  */
 export const SamplingMessageSchema: GenMessage<SamplingMessage> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 40);
+  messageDesc(file_agentd_bridge_v1_bridge, 45);
 
 /**
  * AuthorizationChallenge is an HTTP MCP server's refusal.
@@ -1632,7 +1785,7 @@ export type AuthorizationChallenge = Message<"agentd.bridge.v1.AuthorizationChal
  * Use `create(AuthorizationChallengeSchema)` to create a new message.
  */
 export const AuthorizationChallengeSchema: GenMessage<AuthorizationChallenge> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 41);
+  messageDesc(file_agentd_bridge_v1_bridge, 46);
 
 /**
  * Elicitation is a server's elicitation/create request.
@@ -1679,7 +1832,7 @@ export type Elicitation = Message<"agentd.bridge.v1.Elicitation"> & {
  * Use `create(ElicitationSchema)` to create a new message.
  */
 export const ElicitationSchema: GenMessage<Elicitation> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 42);
+  messageDesc(file_agentd_bridge_v1_bridge, 47);
 
 /**
  * @generated from message agentd.bridge.v1.AnswerServerRequestRequest
@@ -1750,7 +1903,7 @@ export type AnswerServerRequestRequest = Message<"agentd.bridge.v1.AnswerServerR
  * Use `create(AnswerServerRequestRequestSchema)` to create a new message.
  */
 export const AnswerServerRequestRequestSchema: GenMessage<AnswerServerRequestRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 43);
+  messageDesc(file_agentd_bridge_v1_bridge, 48);
 
 /**
  * Deferred defers a server's request.
@@ -1765,7 +1918,7 @@ export type Deferred = Message<"agentd.bridge.v1.Deferred"> & {
  * Use `create(DeferredSchema)` to create a new message.
  */
 export const DeferredSchema: GenMessage<Deferred> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 44);
+  messageDesc(file_agentd_bridge_v1_bridge, 49);
 
 /**
  * SamplingResult is the model's answer to a SamplingRequest.
@@ -1798,7 +1951,7 @@ export type SamplingResult = Message<"agentd.bridge.v1.SamplingResult"> & {
  * Use `create(SamplingResultSchema)` to create a new message.
  */
 export const SamplingResultSchema: GenMessage<SamplingResult> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 45);
+  messageDesc(file_agentd_bridge_v1_bridge, 50);
 
 /**
  * ElicitationResult is the user's answer to an Elicitation.
@@ -1826,7 +1979,7 @@ export type ElicitationResult = Message<"agentd.bridge.v1.ElicitationResult"> & 
  * Use `create(ElicitationResultSchema)` to create a new message.
  */
 export const ElicitationResultSchema: GenMessage<ElicitationResult> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 46);
+  messageDesc(file_agentd_bridge_v1_bridge, 51);
 
 /**
  * @generated from message agentd.bridge.v1.AnswerServerRequestResponse
@@ -1839,7 +1992,7 @@ export type AnswerServerRequestResponse = Message<"agentd.bridge.v1.AnswerServer
  * Use `create(AnswerServerRequestResponseSchema)` to create a new message.
  */
 export const AnswerServerRequestResponseSchema: GenMessage<AnswerServerRequestResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_bridge_v1_bridge, 47);
+  messageDesc(file_agentd_bridge_v1_bridge, 52);
 
 /**
  * ContentKind is the MCP type of a content block.
@@ -2065,6 +2218,28 @@ export const BridgeAdminService: GenService<{
     methodKind: "unary";
     input: typeof GetPoolStatsRequestSchema;
     output: typeof GetPoolStatsResponseSchema;
+  },
+  /**
+   * ListCacheEntries describes the schema cache's entries, without their
+   * tools.
+   *
+   * @generated from rpc agentd.bridge.v1.BridgeAdminService.ListCacheEntries
+   */
+  listCacheEntries: {
+    methodKind: "unary";
+    input: typeof ListCacheEntriesRequestSchema;
+    output: typeof ListCacheEntriesResponseSchema;
+  },
+  /**
+   * InvalidateCacheEntries drops one entry by its key, or every entry of
+   * a tenant.
+   *
+   * @generated from rpc agentd.bridge.v1.BridgeAdminService.InvalidateCacheEntries
+   */
+  invalidateCacheEntries: {
+    methodKind: "unary";
+    input: typeof InvalidateCacheEntriesRequestSchema;
+    output: typeof InvalidateCacheEntriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_bridge_v1_bridge, 1);
