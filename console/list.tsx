@@ -17,7 +17,20 @@ export interface Field {
   options?: string[];
 }
 
-export function Filters(props: { path: string; label: string; fields: Field[]; values: Record<string, string> }) {
+interface FiltersProps {
+  path: string;
+  label: string;
+  fields: Field[];
+  values: Record<string, string>;
+}
+
+// Filters is the form of the filters in the URL: a new URL (back,
+// forward, a link) makes a new form, holding its values.
+export function Filters(props: FiltersProps) {
+  return <FilterForm key={href(props.path, props.values)} {...props} />;
+}
+
+function FilterForm(props: FiltersProps) {
   const [values, setValues] = useState(props.values);
   const apply = (e: Event) => {
     e.preventDefault();

@@ -17,7 +17,7 @@ import { GenerationPage } from "./generation.js";
 import { Generations } from "./generations.js";
 import { Inbox } from "./inbox.js";
 import { match, useLocation } from "./route.js";
-import { useCaller, useConfig, type Caller, type Config } from "./session.js";
+import { mayDecide, useCaller, useConfig, type Caller, type Config } from "./session.js";
 import { SignIn } from "./signin.js";
 import { ThreadPage, Threads } from "./threads.js";
 
@@ -43,7 +43,7 @@ interface Route {
 // The console's pages, one line each; the first is where a signed-in
 // visitor lands.
 const routes: Route[] = [
-  { pattern: "inbox", title: "Inbox", nav: true, page: (p) => <Inbox agent={p.agent} /> },
+  { pattern: "inbox", title: "Inbox", nav: true, page: (p) => <Inbox agent={p.agent} mayDecide={mayDecide(p.caller)} /> },
   { pattern: "generations", title: "Generations", nav: true, page: (p) => <Generations {...p} /> },
   { pattern: "generations/:id", title: "Generation", page: (p) => <GenerationPage {...p} /> },
   { pattern: "threads", title: "Threads", nav: true, page: (p) => <Threads {...p} /> },

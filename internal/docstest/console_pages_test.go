@@ -55,8 +55,7 @@ func consolePages(t *testing.T, driver string) {
 	}
 	audit(t, alice, "generations")
 	paging(t, alice, rows)
-	goTo(t, alice, "#/generations?state=paused", "#generations-status")
-	testwait.For(t, "only the paused generation listed", func() bool { return slices.Equal(visibleRows(t, alice), []string{paused}) })
+	filtering(t, alice, paused)
 
 	// The paused generation's page, then its approval in the inbox of
 	// another tab: the page follows the resumed run to its end.
@@ -119,6 +118,64 @@ func firstPage(t *testing.T, tab context.Context) {
 		storedGenerations, took[0], sorted[len(sorted)/2], len(took))
 }
 
+// filtering filters the list: by state through the URL, by end user and
+// model through the form (which puts them in the URL), and by a creation
+// time range through the URL.
+func filtering(t *testing.T, tab context.Context, paused string) {
+	t.Helper()
+	goTo(t, tab, "#/generations?state=paused", "#generations-status")
+	testwait.For(t, "only the paused generation listed", func() bool { return slices.Equal(visibleRows(t, tab), []string{paused}) })
+
+	goTo(t, tab, "#/generations", `[data-testid="generation-row"]`)
+	do(t, tab, "filtering by end user and model", chromedp.SendKeys(chromedp.CSS(`#main input[name="end_user"]`), "user-3"),
+		chromedp.SendKeys(chromedp.CSS(`#main input[name="model"]`), "seeded"), chromedp.Click(chromedp.CSS(`[data-testid="apply"]`)))
+	testwait.For(t, "user-3's generations", func() bool {
+		users := cells(t, tab, "End user")
+		return len(users) == 50 && !slices.ContainsFunc(users, func(u string) bool { return u != "user-3" })
+	})
+	if hash := evalString(t, tab, "location.hash"); !strings.Contains(hash, "end_user=user-3") {
+		t.Errorf("the filtered page's URL is %q; want the end user in it", hash)
+	}
+
+	// Generations created before an hour ago: the seeded ones, up to a
+	// minute ago, are from the last three hours.
+	bound := evalString(t, tab, `(() => {
+  const d = new Date(Date.now() - 3600e3);
+  d.setMinutes(d.getMinutes() - d.getTimezoneOffset());
+  const local = d.toISOString().slice(0, 16);
+  location.hash = "#/generations?before=" + local;
+  return new Date(local).toISOString();
+})()`)
+	testwait.For(t, "the generations created before "+bound, func() bool {
+		created := cellAttrs(t, tab, "Created", "time", "dateTime")
+		return len(created) == 50 && !slices.ContainsFunc(created, func(c string) bool { return c >= bound })
+	})
+}
+
+// cells lists the text of the list's cells of column.
+func cells(t *testing.T, tab context.Context, column string) []string {
+	t.Helper()
+	got, err := chromedp.Run(tab, chromedp.Evaluate[[]string](fmt.Sprintf(`[...document.querySelectorAll('#main td[data-label=%q]')].map(td => td.textContent)`, column)))
+	must(t, "reading the column "+column, err)
+	return got
+}
+
+// cellAttrs lists, for each cell of column, attribute attr of its
+// element sel.
+func cellAttrs(t *testing.T, tab context.Context, column, sel, attr string) []string {
+	t.Helper()
+	got, err := chromedp.Run(tab, chromedp.Evaluate[[]string](fmt.Sprintf(`[...document.querySelectorAll('#main td[data-label=%q] %s')].map(e => e[%q])`, column, sel, attr)))
+	must(t, "reading the column "+column, err)
+	return got
+}
+
+func evalString(t *testing.T, tab context.Context, expr string) string {
+	t.Helper()
+	s, err := chromedp.Run(tab, chromedp.Evaluate[string](expr))
+	must(t, "evaluating "+expr, err)
+	return s
+}
+
 // paging follows the next page and comes back, the token in the URL.
 func paging(t *testing.T, tab context.Context, firstRows []string) {
 	t.Helper()
@@ -127,9 +184,7 @@ func paging(t *testing.T, tab context.Context, firstRows []string) {
 		rows := visibleRows(t, tab)
 		return len(rows) == 50 && !slices.Contains(firstRows, rows[0])
 	})
-	hash, err := chromedp.Run(tab, chromedp.Evaluate[string](`location.hash`))
-	must(t, "reading the URL", err)
-	if !strings.Contains(hash, "page=") {
+	if hash := evalString(t, tab, "location.hash"); !strings.Contains(hash, "page=") {
 		t.Errorf("the second page's URL is %q; want its page token in it", hash)
 	}
 	do(t, tab, "going back a page", chromedp.Click(chromedp.CSS(`[data-testid="previous"]`)))
@@ -215,6 +270,14 @@ func textOf(t *testing.T, tab context.Context, sel string) string {
 	s, err := chromedp.Run(tab, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel)))
 	must(t, "reading "+sel, err)
 	return s
+}
+
+// countOf counts the elements sel selects.
+func countOf(t *testing.T, tab context.Context, sel string) int {
+	t.Helper()
+	n, err := chromedp.Run(tab, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+	must(t, "counting "+sel, err)
+	return n
 }
 
 // visibleRows lists the generation ids of the rows the list shows.
@@ -326,9 +389,9 @@ func pausedFor(t *testing.T, driver, key string) (tab context.Context, base, pau
 
 // TestConsoleObserver signs olga in, whose key has the role observer
 // only: the header names her, her tenant and role (GetCaller); she sees
-// acme's paused generation in the list and its page (its trace id a link
-// into console.trace_url), but no button to approve, decline or cancel
-// it.
+// acme's paused generation in the list, its page (its trace id a link
+// into console.trace_url) and the inbox, but no button to approve,
+// decline or cancel it.
 func TestConsoleObserver(t *testing.T) { onEachStore(t, consoleObserver) }
 
 func consoleObserver(t *testing.T, driver string) {
@@ -342,9 +405,7 @@ func consoleObserver(t *testing.T, driver string) {
 	}
 	goTo(t, olga, "#/generations/"+paused, `[data-testid="outcome"][data-state="paused"]`)
 	do(t, olga, "waiting for what it waits for", chromedp.WaitVisible(chromedp.CSS(`[data-testid="waiting"] [data-testid="request"]`)))
-	buttons, err := chromedp.Run(olga, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="approve"], [data-testid="decline"], [data-testid="cancel"]').length`))
-	must(t, "looking for buttons", err)
-	if buttons != 0 {
+	if buttons := countOf(t, olga, `[data-testid="approve"], [data-testid="decline"], [data-testid="cancel"]`); buttons != 0 {
 		t.Errorf("an observer's page shows %d approve, decline or cancel buttons; want none", buttons)
 	}
 	trace, err := chromedp.Run(olga, chromedp.Evaluate[string](`document.querySelector('a[data-testid="trace-id"]')?.href ?? ""`))
@@ -353,6 +414,10 @@ func consoleObserver(t *testing.T, driver string) {
 		t.Errorf("the generation's trace link is %q; want console.trace_url with its 32-digit trace id", trace)
 	}
 	audit(t, olga, "generation-observer")
+	goTo(t, olga, "#/inbox", fmt.Sprintf(`#inbox [data-testid="request"][data-generation-id=%q]`, paused))
+	if n := countOf(t, olga, `#inbox [data-testid="approve"], #inbox [data-testid="decline"]`); n != 0 {
+		t.Errorf("an observer's inbox shows %d approve or decline buttons; want none", n)
+	}
 }
 
 // TestConsoleCancel cancels a paused generation from its page: it ends
@@ -373,7 +438,7 @@ func consoleCancel(t *testing.T, driver string) {
 		t.Errorf("after the cancel the page reads %q; want it cancelled, with the code", msg)
 	}
 	waitState(t, base, paused, "GENERATION_STATE_CANCELLED")
-	if n, err := chromedp.Run(alice, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="cancel"]').length`)); err != nil || n != 0 {
-		t.Errorf("a cancelled generation's page shows %d cancel buttons (%v); want none", n, err)
+	if n := countOf(t, alice, `[data-testid="cancel"]`); n != 0 {
+		t.Errorf("a cancelled generation's page shows %d cancel buttons; want none", n)
 	}
 }
