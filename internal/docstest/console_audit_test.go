@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // axeSource is axe-core's script (package.json pins it; npm ci installs
@@ -23,14 +24,16 @@ var axeSource = sync.OnceValues(func() ([]byte, error) {
 
 // audit checks the console page tab shows, and keeps its look: axe-core
 // finds no violation of impact serious or critical (labels, contrast,
-// names of controls, landmarks' structure), the page needs no horizontal
-// scroll at 200% zoom (a 640x400 CSS viewport: 1280x800 at zoom 2), and
-// screenshots at 1280x800 and 390x844 go to build/console/<name>-*.png.
+// names of controls, landmarks' structure), the Tab key reaches every
+// control, the page needs no horizontal scroll at 200% zoom (a 640x400
+// CSS viewport: 1280x800 at zoom 2), and screenshots at 1280x800 and
+// 390x844 go to build/console/<name>-*.png.
 // The tab must let scripts past the page's Content-Security-Policy
 // (newTab does), for axe-core is injected.
 func audit(t *testing.T, tab context.Context, name string) {
 	t.Helper()
 	axe(t, tab, name)
+	keyboard(t, tab, name)
 	zoomed(t, tab, name)
 	shots := filepath.Join(root, "build", "console")
 	screenshot(t, tab, filepath.Join(shots, name+"-390x844.png"), 390, 844)
@@ -72,6 +75,37 @@ func axe(t *testing.T, tab context.Context, name string) {
 			where = append(where, fmt.Sprint(n.Target...))
 		}
 		t.Errorf("%s: axe-core: %s (%s): %s, at %s", name, v.ID, v.Impact, v.Help, strings.Join(where, "; "))
+	}
+}
+
+// keyboard presses Tab from the page's start until every control shown
+// (links, buttons, fields, a details' summary) has had the focus, and
+// fails for those that never had it. A control takes several presses at
+// most (a date's fields), so twice as many as there are controls, and a
+// few, suffice.
+func keyboard(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	const mark = `(() => {
+  const shown = [...document.querySelectorAll("a[href], button, input, select, textarea, summary")]
+    .filter(e => !e.disabled && e.getClientRects().length > 0);
+  shown.forEach(e => e.dataset.auditControl = "");
+  document.addEventListener("focusin", e => { e.target.dataset.auditFocused = ""; });
+  document.activeElement?.blur();
+  window.scrollTo(0, 0);
+  return shown.length;
+})()`
+	n, err := chromedp.Run(tab, chromedp.Evaluate[int](mark))
+	must(t, name+": finding the controls", err)
+	presses := make([]chromedp.Action[chromedp.Void], 2*n+5)
+	for i := range presses {
+		presses[i] = chromedp.KeyEvent(kb.Tab)
+	}
+	must(t, name+": pressing Tab", chromedp.Do(tab, presses...))
+	missed, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll("[data-audit-control]:not([data-audit-focused])")]
+  .map(e => e.tagName.toLowerCase() + " " + (e.textContent || e.name || e.getAttribute("aria-label") || "").trim().slice(0, 40))`))
+	must(t, name+": finding the controls Tab missed", err)
+	if len(missed) > 0 {
+		t.Errorf("%s: Tab never reached %d of %d controls: %v", name, len(missed), n, missed)
 	}
 }
 
