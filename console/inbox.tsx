@@ -15,12 +15,15 @@ const callTimeoutMs = 10_000;
 // explained.
 const decidingRoles = 'the role "generate" or "approve"';
 
-export function Inbox({ agent }: { agent: Agent }) {
+// mayDecide: the caller's roles allow deciding (GetCaller); when they do
+// not, the page shows no decision buttons.
+export function Inbox({ agent, mayDecide = true }: { agent: Agent; mayDecide?: boolean }) {
   const [entries, setEntries] = useState<Entry[]>([]);
   const [loaded, setLoaded] = useState(false);
   const [more, setMore] = useState(false);
   const [error, setError] = useState("");
-  const [readOnly, setReadOnly] = useState(false);
+  const [denied, setReadOnly] = useState(false);
+  const readOnly = denied || !mayDecide;
   const now = useNow(1000);
 
   usePolling(
@@ -117,7 +120,7 @@ function summary(entries: Entry[], more: boolean): string {
 // until poll answers false; the call in flight is aborted when the page
 // hides or the component goes. poll is taken once for each dep, so it may
 // use only dep and state setters.
-function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: number, dep: unknown) {
+export function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: number, dep: unknown) {
   useEffect(() => {
     let round = 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -147,7 +150,7 @@ function usePolling(poll: (signal: AbortSignal) => Promise<boolean>, every: numb
 }
 
 // useNow is the time, renewed every `every` ms, for the spans shown.
-function useNow(every: number): Date {
+export function useNow(every: number): Date {
   const [now, setNow] = useState(() => new Date());
   useEffect(() => {
     const t = setInterval(() => setNow(new Date()), every);

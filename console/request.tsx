@@ -22,11 +22,13 @@ export interface ItemProps {
   now: Date;
   // The key may only read: no decision buttons.
   readOnly: boolean;
+  // Deciding it resumes its paused generation: the buttons say so.
+  resumes?: boolean;
   onDecide(entry: Entry, approved: boolean, reason: string): void;
   onDismiss(entry: Entry): void;
 }
 
-export function RequestItem({ entry, now, readOnly, onDecide, onDismiss }: ItemProps) {
+export function RequestItem({ entry, now, readOnly, resumes, onDecide, onDismiss }: ItemProps) {
   const { req } = entry;
   const title = useId();
   return (
@@ -42,7 +44,7 @@ export function RequestItem({ entry, now, readOnly, onDecide, onDismiss }: ItemP
         <h2 id={title}>{heading(req)}</h2>
         <Facts req={req} now={now} />
         <Body req={req} />
-        {decidable(entry, readOnly) && <Decision entry={entry} onDecide={onDecide} />}
+        {decidable(entry, readOnly) && <Decision entry={entry} resumes={resumes} onDecide={onDecide} />}
         <Outcome entry={entry} onDismiss={onDismiss} />
       </article>
     </li>
@@ -260,7 +262,7 @@ function decidable(entry: Entry, readOnly: boolean): boolean {
   return !readOnly && req.request.case === "approval" && (phase === "pending" || phase === "deciding");
 }
 
-function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDecide"] }) {
+function Decision({ entry, resumes, onDecide }: { entry: Entry; resumes?: boolean; onDecide: ItemProps["onDecide"] }) {
   const [reason, setReason] = useState("");
   const field = useId();
   const busy = entry.phase === "deciding";
@@ -277,7 +279,7 @@ function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDe
       />
       <div class="buttons">
         <button type="button" data-testid="approve" disabled={busy} onClick={() => onDecide(entry, true, reason)}>
-          Approve
+          {resumes ? "Approve and resume" : "Approve"}
         </button>
         <button
           type="button"
@@ -286,7 +288,7 @@ function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDe
           disabled={busy}
           onClick={() => onDecide(entry, false, reason)}
         >
-          Decline
+          {resumes ? "Decline and resume" : "Decline"}
         </button>
       </div>
       {entry.error && (

@@ -50,7 +50,7 @@ func (p *port) configure(opts *grpcserver.Options, settings config.TLS, setting 
 func (p *port) serveHTTP(srv *grpc.Server, cfg config.Config, withConsole bool) error {
 	o := httpapi.Options{CORS: cfg.HTTP.CORS}
 	if withConsole {
-		o.Console = console.Handler()
+		o.Console = console.Handler(console.Config{TraceURL: cfg.Console.TraceURL})
 	}
 	var err error
 	p.web, err = httpapi.New(srv, o)

@@ -278,6 +278,7 @@ func (c *Config) validate(p *problems) {
 	p.enums(reflect.ValueOf(c).Elem(), "")
 	c.validateListeners(p.bad)
 	c.HTTP.CORS.validate(p.bad)
+	c.Console.validate(p.bad)
 	c.validateDebug(p.bad)
 	c.validateTenants(p.bad)
 	c.validateAuth(p.bad)

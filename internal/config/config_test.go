@@ -287,6 +287,16 @@ func TestLoadRejects(t *testing.T) {
 			},
 		},
 		{
+			name:     "a console trace_url that is no web address, or has no place for the trace id",
+			file:     "console: {trace_url: \"javascript:alert({trace_id})\"}\n",
+			wantErrs: []string{`console.trace_url: "javascript:alert({trace_id})" is not an http or https URL with {trace_id} in it`},
+		},
+		{
+			name:     "a console trace_url without {trace_id}",
+			file:     "console: {trace_url: \"https://jaeger.example/trace/\"}\n",
+			wantErrs: []string{`console.trace_url: "https://jaeger.example/trace/" is not an http or https URL`},
+		},
+		{
 			name:     "debug.listen beyond loopback, even insecure",
 			file:     "insecure: true\ndebug: {listen: 0.0.0.0:6060}\n",
 			wantErrs: []string{"debug.listen: must be a loopback address"},

@@ -3,6 +3,7 @@ package config
 import (
 	"net/url"
 	"slices"
+	"strings"
 )
 
 // HTTP configures what listen serves to HTTP clients beside gRPC:
@@ -24,6 +25,24 @@ type Console struct {
 	// authenticated (auth.api_keys, auth.oidc or auth.mtls), and on a
 	// loopback listen address; not otherwise.
 	Enabled *bool `yaml:"enabled" default:"on with authentication, or on loopback"`
+	// TraceURL is a trace viewer's address for one trace, with
+	// {trace_id} where the trace's id goes, such as
+	// https://jaeger.example/trace/{trace_id}: a generation's page links
+	// its trace id there. Empty: the id is shown as text.
+	TraceURL string `yaml:"trace_url"`
+}
+
+// validate checks that trace_url is a web address with a place for the
+// trace id: a link the console shows its user must lead to a page, and
+// never run a script (javascript:).
+func (c Console) validate(bad func(string, ...any)) {
+	if c.TraceURL == "" {
+		return
+	}
+	u, err := url.Parse(strings.ReplaceAll(c.TraceURL, "{trace_id}", "0"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(c.TraceURL, "{trace_id}") {
+		bad("console.trace_url: %q is not an http or https URL with {trace_id} in it, e.g. https://jaeger.example/trace/{trace_id}", c.TraceURL)
+	}
 }
 
 // Serve reports whether the console is served on a listener whose

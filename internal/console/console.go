@@ -9,6 +9,7 @@ package console
 
 import (
 	"embed"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -26,6 +27,7 @@ var assets = map[string]string{
 	"index.html":  "text/html; charset=utf-8",
 	"console.js":  "text/javascript; charset=utf-8",
 	"console.css": "text/css; charset=utf-8",
+	configName:    "application/json",
 }
 
 // policy is the page's Content-Security-Policy: its own scripts, styles
@@ -33,17 +35,42 @@ var assets = map[string]string{
 const policy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// Handler serves the console under Path, and redirects any other path it
-// is given (Path without its slash) to Path.
-func Handler() http.Handler {
+// configName is where the page reads Config.
+const configName = "config.json"
+
+// Config is what the page learns of agentd's configuration, served as
+// Path+"config.json": settings that change what it shows, never a
+// secret (anyone who reaches the page may read it).
+type Config struct {
+	// TraceURL is console.trace_url: a trace viewer's address with
+	// {trace_id} in it, or empty.
+	TraceURL string `json:"trace_url"`
+}
+
+// Handler serves the console under Path, with cfg as its config.json,
+// and redirects any other path it is given (Path without its slash) to
+// Path.
+func Handler(cfg Config) http.Handler {
 	dist, err := fs.Sub(files, "dist")
 	if err != nil {
 		panic("console: the embedded files have no dist directory: " + err.Error()) // go:embed put it there
 	}
-	return handler{dist}
+	return newHandler(dist, cfg)
 }
 
-type handler struct{ dist fs.FS }
+func newHandler(dist fs.FS, cfg Config) handler {
+	config, err := json.Marshal(cfg)
+	if err != nil {
+		panic("console: encoding its configuration: " + err.Error()) // a struct of strings encodes
+	}
+	return handler{dist, config}
+}
+
+type handler struct {
+	dist fs.FS
+	// config is Config as JSON, made once.
+	config []byte
+}
 
 func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -59,16 +86,8 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "index.html"
 	}
-	kind, ok := assets[name]
+	body, kind, ok := h.file(name)
 	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	body, err := fs.ReadFile(h.dist, name)
-	if err != nil && name == "index.html" {
-		body, err = fs.ReadFile(h.dist, "unbuilt.html")
-	}
-	if err != nil {
 		http.NotFound(w, r)
 		return
 	}
@@ -84,4 +103,20 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write(body)
+}
+
+// file is the body and type of the console's file name, if it has one.
+func (h handler) file(name string) (body []byte, kind string, ok bool) {
+	kind, ok = assets[name]
+	if !ok {
+		return nil, "", false
+	}
+	if name == configName {
+		return h.config, kind, true
+	}
+	body, err := fs.ReadFile(h.dist, name)
+	if err != nil && name == "index.html" {
+		body, err = fs.ReadFile(h.dist, "unbuilt.html")
+	}
+	return body, kind, err == nil
 }

@@ -15,19 +15,19 @@ func get(h http.Handler, method, path string) *httptest.ResponseRecorder {
 	return rec
 }
 
-// The console's page, script and style sheet are served with their types
+// The console's page, script, style sheet and configuration are served with their types
 // and a Content-Security-Policy that allows no inline script and no other
 // host; nothing else under /console/ is; /console redirects to
 // /console/; only GET and HEAD read them.
 func TestServesTheConsole(t *testing.T) {
 	t.Parallel()
-	h := handler{fstest.MapFS{
+	h := newHandler(fstest.MapFS{
 		"index.html":   {Data: []byte("<!doctype html><title>agentd</title>")},
 		"console.js":   {Data: []byte("export {}")},
 		"console.css":  {Data: []byte("body{}")},
 		"unbuilt.html": {Data: []byte("not built")},
 		"secret.txt":   {Data: []byte("no")},
-	}}
+	}, Config{TraceURL: "https://jaeger.example/trace/{trace_id}"})
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -37,6 +37,7 @@ func TestServesTheConsole(t *testing.T) {
 		{"GET", "/console/index.html", http.StatusOK, "text/html; charset=utf-8", "<title>agentd</title>"},
 		{"GET", "/console/console.js", http.StatusOK, "text/javascript; charset=utf-8", "export {}"},
 		{"GET", "/console/console.css", http.StatusOK, "text/css; charset=utf-8", "body{}"},
+		{"GET", "/console/config.json", http.StatusOK, "application/json", `{"trace_url":"https://jaeger.example/trace/{trace_id}"}`},
 		{"HEAD", "/console/", http.StatusOK, "text/html; charset=utf-8", ""},
 		{"GET", "/console/secret.txt", http.StatusNotFound, "", ""},
 		{"GET", "/console/unbuilt.html", http.StatusNotFound, "", ""},
@@ -72,11 +73,11 @@ func TestServesTheConsole(t *testing.T) {
 // to build them.
 func TestUnbuilt(t *testing.T) {
 	t.Parallel()
-	rec := get(Handler(), "GET", "/console/")
+	rec := get(Handler(Config{}), "GET", "/console/")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /console/: %d", rec.Code)
 	}
-	unbuilt := get(handler{fstest.MapFS{"unbuilt.html": {Data: []byte("run make build")}}}, "GET", "/console/")
+	unbuilt := get(newHandler(fstest.MapFS{"unbuilt.html": {Data: []byte("run make build")}}, Config{}), "GET", "/console/")
 	if unbuilt.Code != http.StatusOK || !strings.Contains(unbuilt.Body.String(), "make build") {
 		t.Errorf("without index.html: %d %q; want the page saying how to build it", unbuilt.Code, unbuilt.Body)
 	}
