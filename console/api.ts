@@ -73,7 +73,7 @@ export function failure(err: unknown): Failure {
 
 // codeName is a code as gRPC and agentd's documents spell it
 // (PermissionDenied is PERMISSION_DENIED).
-function codeName(code: Code): string {
+export function codeName(code: Code): string {
   return (Code[code] ?? "UNKNOWN").replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
 

@@ -16,12 +16,15 @@ const callTimeoutMs = 10_000;
 // explained.
 const decidingRoles = 'the role "generate" or "approve"';
 
-export function Inbox({ agent }: { agent: Agent }) {
+// mayDecide: the caller's roles allow deciding (GetCaller); when they do
+// not, the page shows no decision buttons.
+export function Inbox({ agent, mayDecide = true }: { agent: Agent; mayDecide?: boolean }) {
   const [entries, setEntries] = useState<Entry[]>([]);
   const [loaded, setLoaded] = useState(false);
   const [more, setMore] = useState(false);
   const [error, setError] = useState("");
-  const [readOnly, setReadOnly] = useState(false);
+  const [denied, setReadOnly] = useState(false);
+  const readOnly = denied || !mayDecide;
   const now = useNow(1000);
 
   usePolling(

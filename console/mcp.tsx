@@ -4,7 +4,7 @@
 // the cache's entries dropped from here, by those whose roles allow it.
 // The tenant shown is in the URL (#/mcp?tenant=acme).
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useState } from "preact/hooks";
 
 import type {
   ListMCPServersResponse,
@@ -13,20 +13,28 @@ import type {
   SchemaCache,
   SchemaCacheEntry,
 } from "../gen/ts/agentd/v1/admin_service_pb.js";
-import { failure, type Admin, type Agent } from "./api.js";
-import { mayInvalidate, useCaller } from "./caller.js";
+import { failure } from "./api.js";
 import { dateOf, instant, span } from "./format.js";
+import type { PageProps } from "./main.js";
+import { Page } from "./page.js";
 import { useAdminRead, useNow } from "./poll.js";
-import { useHashParam } from "./urlstate.js";
+import { href } from "./route.js";
+import type { Caller } from "./session.js";
 
 const pollEvery = 5_000;
 const callTimeoutMs = 10_000;
 
-export function MCPServers({ agent, admin }: { agent: Agent; admin: Admin }) {
+// mayInvalidate: an admin drops any tenant's entries, a tenant_admin its
+// own tenant's. Where agentd did not say who the caller is, the page
+// offers the buttons and lets agentd refuse, as session.ts does.
+function mayInvalidate(c: Caller, tenant: string): boolean {
+  return !c.known || c.roles.includes("admin") || (c.roles.includes("tenant_admin") && c.tenant === tenant);
+}
+
+export function MCPServers({ admin, caller, query }: PageProps) {
   const [done, setDone] = useState("");
   const [round, setRound] = useState(0);
-  const [tenant, setTenant] = useHashParam("tenant");
-  const { caller } = useCaller(agent);
+  const tenant = query.get("tenant") ?? "";
   const now = useNow(1000);
   const { data: listed, error } = useAdminRead(
     (signal) => admin.listMCPServers({}, { signal, timeoutMs: callTimeoutMs }),
@@ -49,24 +57,16 @@ export function MCPServers({ agent, admin }: { agent: Agent; admin: Admin }) {
     [admin],
   );
 
-  const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => heading.current?.focus(), []);
   const shown = (t: string) => tenant === "" || t === tenant || t === "";
 
   return (
-    <main id="main" class="admin">
-      <h1 ref={heading} tabIndex={-1}>
-        MCP servers
-      </h1>
-      <p id="error" class="error" role="alert">
-        {error}
-      </p>
+    <Page heading="MCP servers" error={error}>
       <p id="mcp-status" role="status">
         {done || (listed ? "" : error ? "" : "Loading…")}
       </p>
       {listed && (
         <>
-          <TenantFilter tenants={tenantsOf(listed)} tenant={tenant} onChoose={setTenant} />
+          <TenantFilter tenants={tenantsOf(listed)} tenant={tenant} path="mcp" />
           <Servers servers={listed.servers.filter((s) => tenant === "" || s.tenants.length === 0 || s.tenants.includes(tenant))} />
           <Pools pools={listed.pools.filter((p) => shown(p.tenant))} open={listed.openSessions} />
           <Cache
@@ -79,7 +79,7 @@ export function MCPServers({ agent, admin }: { agent: Agent; admin: Admin }) {
           />
         </>
       )}
-    </main>
+    </Page>
   );
 }
 
@@ -91,12 +91,13 @@ function tenantsOf(l: ListMCPServersResponse): string[] {
   return [...all].sort();
 }
 
-export function TenantFilter({ tenants, tenant, onChoose }: { tenants: string[]; tenant: string; onChoose(t: string): void }) {
+// TenantFilter chooses the tenant the page at path shows, in the URL.
+export function TenantFilter({ tenants, tenant, path }: { tenants: string[]; tenant: string; path: string }) {
   const choices = tenant && !tenants.includes(tenant) ? [tenant, ...tenants] : tenants;
   return (
     <div class="filter">
       <label for="tenant-filter">Tenant</label>
-      <select id="tenant-filter" value={tenant} onChange={(e) => onChoose(e.currentTarget.value)}>
+      <select id="tenant-filter" value={tenant} onChange={(e) => (location.hash = href(path, { tenant: e.currentTarget.value }))}>
         <option value="">Every tenant</option>
         {choices.map((t) => (
           <option key={t} value={t}>

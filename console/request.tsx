@@ -21,11 +21,13 @@ export interface ItemProps {
   now: Date;
   // The key may only read: no decision buttons.
   readOnly: boolean;
+  // Deciding it resumes its paused generation: the buttons say so.
+  resumes?: boolean;
   onDecide(entry: Entry, answer: Answer): void;
   onDismiss(entry: Entry): void;
 }
 
-export function RequestItem({ entry, now, readOnly, onDecide, onDismiss }: ItemProps) {
+export function RequestItem({ entry, now, readOnly, resumes, onDecide, onDismiss }: ItemProps) {
   const { req } = entry;
   const title = useId();
   return (
@@ -41,7 +43,7 @@ export function RequestItem({ entry, now, readOnly, onDecide, onDismiss }: ItemP
         <h2 id={title}>{heading(req)}</h2>
         <Facts req={req} now={now} />
         <Body entry={entry} readOnly={readOnly} onDecide={onDecide} />
-        {decidable(entry, readOnly) && <Decision entry={entry} onDecide={onDecide} />}
+        {decidable(entry, readOnly) && <Decision entry={entry} resumes={resumes} onDecide={onDecide} />}
         <Outcome entry={entry} onDismiss={onDismiss} />
       </article>
     </li>
@@ -244,7 +246,7 @@ function decidable(entry: Entry, readOnly: boolean): boolean {
   return !readOnly && entry.req.request.case === "approval" && pending(entry);
 }
 
-function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDecide"] }) {
+function Decision({ entry, resumes, onDecide }: { entry: Entry; resumes?: boolean; onDecide: ItemProps["onDecide"] }) {
   const [reason, setReason] = useState("");
   const field = useId();
   const busy = entry.phase === "deciding";
@@ -260,8 +262,13 @@ function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDe
         onInput={(e) => setReason(e.currentTarget.value)}
       />
       <div class="buttons">
-        <button type="button" data-testid="approve" disabled={busy} onClick={() => onDecide(entry, { case: "approval", approved: true, reason })}>
-          Approve
+        <button
+          type="button"
+          data-testid="approve"
+          disabled={busy}
+          onClick={() => onDecide(entry, { case: "approval", approved: true, reason })}
+        >
+          {resumes ? "Approve and resume" : "Approve"}
         </button>
         <button
           type="button"
@@ -270,7 +277,7 @@ function Decision({ entry, onDecide }: { entry: Entry; onDecide: ItemProps["onDe
           disabled={busy}
           onClick={() => onDecide(entry, { case: "approval", approved: false, reason })}
         >
-          Decline
+          {resumes ? "Decline and resume" : "Decline"}
         </button>
       </div>
       {entry.error && (

@@ -3,19 +3,17 @@
 // ("3 / 10") with a bar beside each, one tenant to a card so that a
 // phone shows them one under another. The tenant shown is in the URL
 // (#/tenants?tenant=acme).
-import { useEffect, useRef } from "preact/hooks";
-
 import type { TenantLimits, TenantOverview, TenantUsage } from "../gen/ts/agentd/v1/admin_service_pb.js";
-import type { Admin } from "./api.js";
+import type { PageProps } from "./main.js";
 import { TenantFilter } from "./mcp.js";
+import { Page } from "./page.js";
 import { useAdminRead } from "./poll.js";
-import { useHashParam } from "./urlstate.js";
 
 const pollEvery = 5_000;
 const callTimeoutMs = 10_000;
 
-export function Tenants({ admin }: { admin: Admin }) {
-  const [tenant, setTenant] = useHashParam("tenant");
+export function Tenants({ admin, query }: PageProps) {
+  const tenant = query.get("tenant") ?? "";
   const { data, error } = useAdminRead(
     (signal) => admin.listTenants({}, { signal, timeoutMs: callTimeoutMs }),
     "ListTenants",
@@ -24,30 +22,22 @@ export function Tenants({ admin }: { admin: Admin }) {
   );
   const tenants = data?.tenants;
 
-  const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => heading.current?.focus(), []);
   const shown = (tenants ?? []).filter((t) => tenant === "" || t.name === tenant);
 
   return (
-    <main id="main" class="admin">
-      <h1 ref={heading} tabIndex={-1}>
-        Tenants
-      </h1>
-      <p id="error" class="error" role="alert">
-        {error}
-      </p>
+    <Page heading="Tenants" error={error}>
       <p id="tenants-status" role="status">
         {tenants ? (shown.length === 0 ? "No tenant to show." : "") : error ? "" : "Loading…"}
       </p>
       {tenants && tenants.length > 1 && (
-        <TenantFilter tenants={tenants.map((t) => t.name)} tenant={tenant} onChoose={setTenant} />
+        <TenantFilter tenants={tenants.map((t) => t.name)} tenant={tenant} path="tenants" />
       )}
       <ul class="tenants">
         {shown.map((t) => (
           <TenantCard key={t.name} tenant={t} />
         ))}
       </ul>
-    </main>
+    </Page>
   );
 }
 

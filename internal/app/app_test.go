@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -230,7 +231,12 @@ func TestDemoGeneration(t *testing.T) {
 			t.Errorf("event %d has sequence %d; want %d", i, ev.GetSequence(), i+1)
 		}
 	}
-	if diff := cmp.Diff(want, events, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.GenerateResponse{}, "sequence")); diff != "" {
+	// The started event names the trace of the call, which tracing made.
+	if id := events[0].GetStarted().GetTraceId(); !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
+		t.Errorf("started.trace_id = %q, want a W3C trace id", id)
+	}
+	if diff := cmp.Diff(want, events, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.GenerateResponse{}, "sequence"),
+		protocmp.IgnoreFields(&agentdv1.GenerationStarted{}, "trace_id")); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	// The generation's process stops after its stream has ended.
@@ -296,7 +302,7 @@ func TestRepeatedGenerations(t *testing.T) {
 			first = events
 			continue
 		}
-		if diff := cmp.Diff(first, events, protocmp.Transform()); diff != "" {
+		if diff := cmp.Diff(first, events, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.GenerationStarted{}, "trace_id")); diff != "" {
 			t.Errorf("generation %d, against the first (-first +got):\n%s", i+1, diff)
 		}
 	}

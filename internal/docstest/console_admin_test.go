@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -125,8 +126,11 @@ func TestConsoleInputRequest(t *testing.T) {
 	if phase != "pending" || len(srv.answered()) != 0 {
 		t.Errorf("after an invalid form: phase %q, answers %v; want pending and nothing sent", phase, srv.answered())
 	}
-	screenshot(t, tab, filepath.Join(shots, "input-1280x800.png"), 1280, 800)
+	audit(t, tab, "input")
+	// The form, rather than the request's facts above it, in the
+	// screenshots.
 	must(t, "scrolling to the form", chromedp.Do(tab, chromedp.ScrollIntoView(chromedp.CSS(item+` [data-testid="input-form"]`))))
+	screenshot(t, tab, filepath.Join(shots, "input-1280x800.png"), 1280, 800)
 	screenshot(t, tab, filepath.Join(shots, "input-390x844.png"), 390, 844)
 	must(t, "sizing the page back", chromedp.Do(tab, chromedp.EmulateViewport(1280, 800)))
 
@@ -162,11 +166,21 @@ func setField(t *testing.T, tab context.Context, sel, value string) {
 	must(t, "setting "+sel, err)
 }
 
-// serveConsoleWith starts bin/agentd as serveConsole does, with more
-// configuration after its auth.
+// serveConsoleWith starts bin/agentd requiring alice's or eve's API
+// key, with more configuration after its auth.
 func serveConsoleWith(t *testing.T, more string) string {
 	t.Helper()
-	return serveConfigured(t, t.TempDir(), consoleAuth()+more)
+	return serveConfigured(t, t.TempDir(), fmt.Sprintf(`auth:
+  api_keys:
+    - {name: alice, sha256: %s, tenant: acme, roles: [generate]}
+    - {name: eve, sha256: %s, tenant: globex, roles: [generate]}
+`, keyHash(consoleAlice), keyHash(consoleEve))+more)
+}
+
+// keyHash is key's SHA-256, as auth.api_keys holds it.
+func keyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }
 
 // startGeneration starts, as alice, a detached generation of the script
@@ -291,14 +305,13 @@ func TestConsoleOIDC(t *testing.T) {
 	chromium := browser(t)
 	is := newFakeIssuer(t)
 	base := "http://" + serveConsoleWith(t, fmt.Sprintf("  oidc:\n    - {issuer: %q, audience: %s}\nconsole:\n  client_id: %s\n", is.url, consoleClient, consoleClient))
-	shots := filepath.Join(root, "build", "console")
 
 	tab := newTab(t, chromium)
 	must(t, "opening the sign-in page", chromedp.Do(tab, chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("oidc-sign-in"))))
 	if got := text(t, tab, "#oidc-sign-in"); got != "Sign in with "+strings.TrimPrefix(is.url, "http://") {
 		t.Errorf("the button reads %q", got)
 	}
-	screenshot(t, tab, filepath.Join(shots, "signin-oidc-1280x800.png"), 1280, 800)
+	audit(t, tab, "signin-oidc")
 	must(t, "signing in", chromedp.Do(tab, chromedp.Click(chromedp.ID("oidc-sign-in")), chromedp.WaitVisible(chromedp.ID("inbox-status"))))
 	waitText(t, tab, "#inbox-status", func(s string) bool { return s == "Nothing is pending." })
 	if e := text(t, tab, "#error"); e != "" {
@@ -335,10 +348,6 @@ const (
 // 1280x800 and 390x844 go to build/console/.
 func TestConsoleAdminPages(t *testing.T) {
 	chromium := browser(t)
-	hash := func(key string) string {
-		sum := sha256.Sum256([]byte(key))
-		return fmt.Sprintf("%x", sum)
-	}
 	base := "http://" + serveConfigured(t, t.TempDir(), fmt.Sprintf(`auth:
   api_keys:
     - {name: alice, sha256: %s, tenant: acme, roles: [generate]}
@@ -348,13 +357,12 @@ func TestConsoleAdminPages(t *testing.T) {
 tenants:
   acme: {limits: {max_concurrent_generations: 10, max_paused_generations: 5, max_threads: 100}}
   globex: {}
-`, hash(consoleAlice), hash(consoleOps), hash(consoleWatcher), hash(consoleAcmeAdmin)))
-	shots := filepath.Join(root, "build", "console")
+`, keyHash(consoleAlice), keyHash(consoleOps), keyHash(consoleWatcher), keyHash(consoleAcmeAdmin)))
 	startPaused(t, base, "for the admin pages")
 
 	ops := newTab(t, chromium)
-	signInWithKey(t, ops, base, consoleOps)
-	goTo(t, ops, "#/tenants")
+	signIn(t, ops, base, consoleOps)
+	goTo(t, ops, "#/tenants", "h1")
 	paused := `[data-testid="tenant"][data-name="acme"] [data-testid="use-paused"] .figure`
 	answered(t, ops, `[data-testid="tenant"]`)
 	must(t, "waiting for acme's card", chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(paused))))
@@ -362,49 +370,34 @@ tenants:
 		t.Errorf("acme's paused generations read %q; want 1 / 5 paused", got)
 	}
 	must(t, "waiting for globex's card", chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(`[data-testid="tenant"][data-name="globex"]`))))
-	screenshot(t, ops, filepath.Join(shots, "tenants-1280x800.png"), 1280, 800)
-	screenshot(t, ops, filepath.Join(shots, "tenants-390x844.png"), 390, 844)
-	must(t, "sizing the page back", chromedp.Do(ops, chromedp.EmulateViewport(1280, 800)))
-	goTo(t, ops, "#/tenants?tenant=acme")
+	audit(t, ops, "tenants")
+	goTo(t, ops, "#/tenants?tenant=acme", "h1")
 	testwaitCount(t, ops, `[data-testid="tenant"]`, 1)
 
 	entry := `[data-testid="cache-entry"][data-server="demo"]`
-	goTo(t, ops, "#/mcp")
+	goTo(t, ops, "#/mcp", "h1")
 	answered(t, ops, `[data-testid="server"]`)
 	must(t, "waiting for the MCP servers page", chromedp.Do(ops,
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="server"][data-name="demo"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="pool"][data-server="demo"]`)),
 		chromedp.WaitVisible(chromedp.CSS(entry+` [data-testid="invalidate"]`))))
-	screenshot(t, ops, filepath.Join(shots, "mcp-1280x800.png"), 1280, 800)
-	screenshot(t, ops, filepath.Join(shots, "mcp-390x844.png"), 390, 844)
-	must(t, "sizing the page back", chromedp.Do(ops, chromedp.EmulateViewport(1280, 800)))
+	audit(t, ops, "mcp")
 
 	watcher := newTab(t, chromium)
-	signInWithKey(t, watcher, base, consoleWatcher)
-	goTo(t, watcher, "#/mcp")
+	signIn(t, watcher, base, consoleWatcher)
+	goTo(t, watcher, "#/mcp", "h1")
 	must(t, "the observer's MCP servers page", chromedp.Do(watcher, chromedp.WaitVisible(chromedp.CSS(entry))))
 	testwaitCount(t, watcher, `[data-testid="invalidate"], [data-testid="invalidate-tenant"]`, 0)
 
 	acmeAdmin := newTab(t, chromium)
-	signInWithKey(t, acmeAdmin, base, consoleAcmeAdmin)
-	goTo(t, acmeAdmin, "#/mcp")
+	signIn(t, acmeAdmin, base, consoleAcmeAdmin)
+	goTo(t, acmeAdmin, "#/mcp", "h1")
 	must(t, "the tenant_admin's MCP servers page", chromedp.Do(acmeAdmin,
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="invalidate-tenant"][data-tenant="acme"]`))))
 
 	must(t, "invalidating the entry", chromedp.Do(ops, chromedp.Click(chromedp.CSS(entry+` [data-testid="invalidate"]`))))
 	waitText(t, ops, "#mcp-status", func(s string) bool { return strings.Contains(s, "1 entry dropped") })
 	testwaitCount(t, ops, entry, 0)
-}
-
-// signInWithKey opens the console in tab and signs in with key, whose
-// roles may not read the inbox that the console shows first.
-func signInWithKey(t *testing.T, tab context.Context, base, key string) {
-	t.Helper()
-	must(t, "signing in", chromedp.Do(tab, chromedp.Navigate(base+"/console/"),
-		chromedp.WaitVisible(chromedp.ID("api-key")),
-		chromedp.SendKeys(chromedp.ID("api-key"), key),
-		chromedp.Click(chromedp.ID("sign-in")),
-		chromedp.WaitVisible(chromedp.ID("sign-out"))))
 }
 
 // answered waits until tab's page shows sel or an error, and fails with
@@ -416,13 +409,6 @@ func answered(t *testing.T, tab context.Context, sel string) {
 	if e := text(t, tab, "#error"); e != "" {
 		t.Fatalf("the page says %q", e)
 	}
-}
-
-// goTo shows the console's page at hash in tab.
-func goTo(t *testing.T, tab context.Context, hash string) {
-	t.Helper()
-	_, err := chromedp.Run(tab, chromedp.Evaluate[string](fmt.Sprintf(`location.hash = %q`, hash)))
-	must(t, "going to "+hash, err)
 }
 
 // testwaitCount waits until sel selects n elements in tab.

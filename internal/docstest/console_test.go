@@ -15,15 +15,21 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/testwait"
 )
 
 // The console's callers: alice starts and decides acme's generations;
-// eve is of another tenant.
+// olga of acme only watches (the role observer); eve is of another
+// tenant.
 const (
 	consoleAlice = "console-alice-key"
+	consoleOlga  = "console-olga-key"
 	consoleEve   = "console-eve-key"
 )
+
+// consoleTraceURL is the console's trace viewer in the tests.
+const consoleTraceURL = "https://traces.example/trace/{trace_id}"
 
 // xssText is what the tool call of the console's generation says: markup
 // that must show as text.
@@ -36,10 +42,12 @@ const xssText = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</scr
 // a new pending request shows within a second (the time is logged); she
 // approves, and the generation completes. Eve, of another tenant, in a
 // browser of her own, sees none of it. Screenshots at 1280x800 and
-// 390x844 go to build/console/.
-func TestConsole(t *testing.T) {
+// 390x844 go to build/console/. It runs on each store (onEachStore).
+func TestConsole(t *testing.T) { onEachStore(t, consoleInbox) }
+
+func consoleInbox(t *testing.T, driver string) {
 	chromium := browser(t)
-	base := "http://" + serveConsole(t)
+	base := "http://" + serveConsoleSeeded(t, driver, nil)
 	shots := filepath.Join(root, "build", "console")
 
 	paused := startPaused(t, base, xssText)
@@ -48,17 +56,8 @@ func TestConsole(t *testing.T) {
 	item := fmt.Sprintf(`#inbox [data-testid="request"][data-generation-id=%q]`, paused)
 	must(t, "waiting for the paused generation's request", chromedp.Do(alice, chromedp.WaitVisible(chromedp.CSS(item))))
 
-	args := text(t, alice, item+` [data-testid="arguments"]`)
-	if !strings.Contains(args, `<img src=x onerror=`) || !strings.Contains(args, "<script>") {
-		t.Errorf("the arguments read %q; want the markup as text", args)
-	}
-	pwned, err := chromedp.Run(alice, chromedp.Evaluate[bool](`window.pwned !== undefined || document.querySelector("#inbox img, #inbox script") !== null`))
-	must(t, "looking for injected markup", err)
-	if pwned {
-		t.Error("markup from a tool call's arguments became elements or ran")
-	}
-	screenshot(t, alice, filepath.Join(shots, "inbox-1280x800.png"), 1280, 800)
-	screenshot(t, alice, filepath.Join(shots, "inbox-390x844.png"), 390, 844)
+	markupAsText(t, alice, item+` [data-testid="arguments"]`, "#inbox")
+	audit(t, alice, "inbox")
 
 	// A new request reaches the open page within a second.
 	began := time.Now()
@@ -84,28 +83,54 @@ func TestConsole(t *testing.T) {
 	screenshot(t, eve, filepath.Join(shots, "inbox-empty-1280x800.png"), 1280, 800)
 	signInPage := newTab(t, chromium)
 	must(t, "opening the sign-in page", chromedp.Do(signInPage, chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("api-key"))))
-	screenshot(t, signInPage, filepath.Join(shots, "signin-1280x800.png"), 1280, 800)
+	audit(t, signInPage, "signin")
 }
 
-// serveConsole starts bin/agentd requiring an API key (consoleAuth), and
-// returns its address.
-func serveConsole(t *testing.T) string {
+// markupAsText checks that sel's text holds xssText's markup as text,
+// and that no markup became an element under scope or ran.
+func markupAsText(t *testing.T, tab context.Context, sel, scope string) {
 	t.Helper()
-	return serveConfigured(t, t.TempDir(), consoleAuth())
+	if got := text(t, tab, sel); !strings.Contains(got, `<img src=x onerror=`) || !strings.Contains(got, "<script>") {
+		t.Errorf("%s reads %q; want the markup as text", sel, got)
+	}
+	pwned, err := chromedp.Run(tab, chromedp.Evaluate[bool](fmt.Sprintf(`window.pwned !== undefined || document.querySelector("%[1]s img, %[1]s script") !== null`, scope)))
+	must(t, "looking for injected markup", err)
+	if pwned {
+		t.Errorf("markup in %s became elements or ran", sel)
+	}
 }
 
-// consoleAuth is the console tests' auth: alice of acme and eve of
-// globex, both with the role generate, by API key.
-func consoleAuth() string {
+// serveConsoleSeeded starts bin/agentd requiring an API key (alice and
+// olga of acme, alice with the role generate, olga observer; eve of
+// globex, generate), with a trace viewer for the console, its state in
+// driver's store, after seed (when not nil) has written to that store;
+// it returns agentd's address.
+func serveConsoleSeeded(t *testing.T, driver string, seed func(store.Store)) string {
+	t.Helper()
+	tmp := t.TempDir()
 	hash := func(key string) string {
 		sum := sha256.Sum256([]byte(key))
 		return hex.EncodeToString(sum[:])
 	}
-	return fmt.Sprintf(`auth:
+	storeCfg, open := consoleStore(t, driver, filepath.Join(tmp, "state"))
+	if seed != nil {
+		st, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed(st)
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fmt.Sprintf(`auth:
   api_keys:
     - {name: alice, sha256: %s, tenant: acme, roles: [generate]}
+    - {name: olga, sha256: %s, tenant: acme, roles: [observer]}
     - {name: eve, sha256: %s, tenant: globex, roles: [generate]}
-`, hash(consoleAlice), hash(consoleEve))
+console: {trace_url: %q}
+`, hash(consoleAlice), hash(consoleOlga), hash(consoleEve), consoleTraceURL)
+	return serveConfigured(t, tmp, cfg+storeCfg)
 }
 
 // startPaused starts, as alice, a detached generation whose tool call
@@ -162,7 +187,9 @@ func call(t *testing.T, base, method, path, body string, out any) {
 }
 
 // newTab starts a Chromium of its own (its own storage: another person's
-// browser) and returns its tab, closed when the test ends.
+// browser) and returns its tab, closed when the test ends. The tab lets
+// the test's scripts past the page's Content-Security-Policy (audit
+// injects axe-core); the console's own scripts need no such leave.
 func newTab(t *testing.T, chromium string) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
@@ -174,15 +201,18 @@ func newTab(t *testing.T, chromium string) context.Context {
 		cancel()
 		cancelAlloc()
 	})
+	must(t, "starting Chromium", chromedp.Do(ctx, bypassCSP))
 	return ctx
 }
 
-// signIn opens the console in tab, signs in with key, and waits for the
-// inbox.
+// signIn opens the console in tab and signs in with key.
 func signIn(t *testing.T, tab context.Context, base, key string) {
 	t.Helper()
-	signInWithKey(t, tab, base, key)
-	must(t, "waiting for the inbox", chromedp.Do(tab, chromedp.WaitVisible(chromedp.ID("inbox-status"))))
+	must(t, "signing in", chromedp.Do(tab, chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.ID("api-key")),
+		chromedp.SendKeys(chromedp.ID("api-key"), key),
+		chromedp.Click(chromedp.ID("sign-in")),
+		chromedp.WaitVisible(chromedp.ID("sign-out"))))
 }
 
 // waitText waits until ok accepts the text of sel's first element.
