@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -38,14 +38,14 @@ import (
 // client waits.
 func serveHTTP(t *testing.T, h http.Handler) *http.Client {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
+	lis := newPipeListener()
 	srv := &http.Server{Handler: h}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		_ = srv.Serve(lis)
 	}()
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return lis.DialContext(ctx) }}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return lis.dial(ctx) }}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
 		_ = srv.Close()
@@ -53,6 +53,56 @@ func serveHTTP(t *testing.T, h http.Handler) *http.Client {
 	})
 	return &http.Client{Transport: tr}
 }
+
+// pipeListener is an in-memory net.Listener whose connections are
+// net.Pipe's. Not bufconn's: net/http ends a connection's background read
+// by setting a read deadline in the past and then clearing it, and
+// bufconn's deadline timer may fire after the clearing, failing the
+// connection's next read, which cancels the request it carries; net.Pipe
+// waits for a stopped deadline's timer.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+// dial connects to the listener: the server's end goes to Accept.
+func (l *pipeListener) dial(ctx context.Context) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
 
 // transcoded serves svc over HTTP as agentd does (internal/httpapi, over
 // its gRPC server), behind a reverse proxy that speaks HTTP/1.1 to it,
