@@ -2916,7 +2916,10 @@ type Usage struct {
 	StopReason StopReason `protobuf:"varint,8,opt,name=stop_reason,json=stopReason,proto3,enum=agentd.v1.StopReason" json:"stop_reason,omitempty"`
 	// What the agent's context policy left out of this turn's request to
 	// fit the model's window; absent when it sent the whole conversation.
-	Context       *ContextTrim `protobuf:"bytes,9,opt,name=context,proto3" json:"context,omitempty"`
+	Context *ContextTrim `protobuf:"bytes,9,opt,name=context,proto3" json:"context,omitempty"`
+	// What these tokens cost at the price agentd's price table gives the
+	// model; in a total, the sum of the turns'.
+	Cost          *Cost `protobuf:"bytes,10,opt,name=cost,proto3" json:"cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3014,6 +3017,93 @@ func (x *Usage) GetContext() *ContextTrim {
 	return nil
 }
 
+func (x *Usage) GetCost() *Cost {
+	if x != nil {
+		return x.Cost
+	}
+	return nil
+}
+
+// Cost is what tokens cost at the prices of agentd's price table: an
+// amount of one currency, in billionths of its unit so that sums are
+// exact.
+type Cost struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ISO 4217 code of the currency, e.g. "USD"; empty when nothing
+	// was priced.
+	Currency string `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// The amount, in billionths of the currency's unit.
+	Nanos int64 `protobuf:"varint,2,opt,name=nanos,proto3" json:"nanos,omitempty"`
+	// Some tokens had no price: the price table knows no price for the
+	// model, or none for a kind of token it used. The cost is then not
+	// known: nanos counts only what was priced, a lower bound, never a
+	// cost of zero for what was not.
+	Unknown bool `protobuf:"varint,3,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	// The day the prices used were taken (YYYY-MM-DD), as the price table
+	// says; the latest of them in a total.
+	PricedOn      string `protobuf:"bytes,4,opt,name=priced_on,json=pricedOn,proto3" json:"priced_on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cost) Reset() {
+	*x = Cost{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cost) ProtoMessage() {}
+
+func (x *Cost) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cost.ProtoReflect.Descriptor instead.
+func (*Cost) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Cost) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *Cost) GetNanos() int64 {
+	if x != nil {
+		return x.Nanos
+	}
+	return 0
+}
+
+func (x *Cost) GetUnknown() bool {
+	if x != nil {
+		return x.Unknown
+	}
+	return false
+}
+
+func (x *Cost) GetPricedOn() string {
+	if x != nil {
+		return x.PricedOn
+	}
+	return ""
+}
+
 // ContextTrim says what a model turn's request left out of the
 // conversation.
 type ContextTrim struct {
@@ -3036,7 +3126,7 @@ type ContextTrim struct {
 
 func (x *ContextTrim) Reset() {
 	*x = ContextTrim{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3138,7 @@ func (x *ContextTrim) String() string {
 func (*ContextTrim) ProtoMessage() {}
 
 func (x *ContextTrim) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3151,7 @@ func (x *ContextTrim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextTrim.ProtoReflect.Descriptor instead.
 func (*ContextTrim) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ContextTrim) GetConversationTokens() int64 {
@@ -3124,7 +3214,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3226,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,7 +3239,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Warning) GetCode() string {
@@ -3198,7 +3288,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3300,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3313,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -3273,7 +3363,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3375,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3388,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -3365,7 +3455,7 @@ type GenerationCompleted struct {
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3467,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3480,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -3448,7 +3538,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3460,7 +3550,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3473,7 +3563,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -3516,7 +3606,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3618,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3631,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -3611,7 +3701,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3713,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3726,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -3656,7 +3746,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3758,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3771,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -3720,7 +3810,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +3822,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +3835,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -3825,7 +3915,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +3927,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +3940,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -3918,7 +4008,7 @@ type Generation struct {
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4020,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4033,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -4107,7 +4197,7 @@ type CancelGenerationRequest struct {
 
 func (x *CancelGenerationRequest) Reset() {
 	*x = CancelGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4119,7 +4209,7 @@ func (x *CancelGenerationRequest) String() string {
 func (*CancelGenerationRequest) ProtoMessage() {}
 
 func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4132,7 +4222,7 @@ func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CancelGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CancelGenerationRequest) GetGenerationId() string {
@@ -4161,7 +4251,7 @@ type CancelGenerationResponse struct {
 
 func (x *CancelGenerationResponse) Reset() {
 	*x = CancelGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4263,7 @@ func (x *CancelGenerationResponse) String() string {
 func (*CancelGenerationResponse) ProtoMessage() {}
 
 func (x *CancelGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4276,7 @@ func (x *CancelGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CancelGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CancelGenerationResponse) GetGeneration() *Generation {
@@ -4205,7 +4295,7 @@ type GetCallerRequest struct {
 
 func (x *GetCallerRequest) Reset() {
 	*x = GetCallerRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4217,7 +4307,7 @@ func (x *GetCallerRequest) String() string {
 func (*GetCallerRequest) ProtoMessage() {}
 
 func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4230,7 +4320,7 @@ func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
 func (*GetCallerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
 }
 
 // GetCallerResponse is the caller as agentd authenticated it.
@@ -4250,7 +4340,7 @@ type GetCallerResponse struct {
 
 func (x *GetCallerResponse) Reset() {
 	*x = GetCallerResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4352,7 @@ func (x *GetCallerResponse) String() string {
 func (*GetCallerResponse) ProtoMessage() {}
 
 func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4365,7 @@ func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCallerResponse.ProtoReflect.Descriptor instead.
 func (*GetCallerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetCallerResponse) GetName() string {
@@ -4311,7 +4401,7 @@ type CreateGenerationRequest struct {
 
 func (x *CreateGenerationRequest) Reset() {
 	*x = CreateGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4323,7 +4413,7 @@ func (x *CreateGenerationRequest) String() string {
 func (*CreateGenerationRequest) ProtoMessage() {}
 
 func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4336,7 +4426,7 @@ func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CreateGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateGenerationRequest) GetStart() *StartGeneration {
@@ -4366,7 +4456,7 @@ type CreateGenerationResponse struct {
 
 func (x *CreateGenerationResponse) Reset() {
 	*x = CreateGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4468,7 @@ func (x *CreateGenerationResponse) String() string {
 func (*CreateGenerationResponse) ProtoMessage() {}
 
 func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4481,7 @@ func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CreateGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateGenerationResponse) GetGenerationId() string {
@@ -4435,7 +4525,7 @@ type FollowGenerationRequest struct {
 
 func (x *FollowGenerationRequest) Reset() {
 	*x = FollowGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4537,7 @@ func (x *FollowGenerationRequest) String() string {
 func (*FollowGenerationRequest) ProtoMessage() {}
 
 func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4550,7 @@ func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationRequest.ProtoReflect.Descriptor instead.
 func (*FollowGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FollowGenerationRequest) GetGenerationId() string {
@@ -4488,7 +4578,7 @@ type FollowGenerationResponse struct {
 
 func (x *FollowGenerationResponse) Reset() {
 	*x = FollowGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4500,7 +4590,7 @@ func (x *FollowGenerationResponse) String() string {
 func (*FollowGenerationResponse) ProtoMessage() {}
 
 func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4513,7 +4603,7 @@ func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationResponse.ProtoReflect.Descriptor instead.
 func (*FollowGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FollowGenerationResponse) GetEvent() *GenerateResponse {
@@ -4537,7 +4627,7 @@ type StreamGenerationEventsRequest struct {
 
 func (x *StreamGenerationEventsRequest) Reset() {
 	*x = StreamGenerationEventsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +4639,7 @@ func (x *StreamGenerationEventsRequest) String() string {
 func (*StreamGenerationEventsRequest) ProtoMessage() {}
 
 func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +4652,7 @@ func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StreamGenerationEventsRequest) GetGenerationId() string {
@@ -4591,7 +4681,7 @@ type StreamGenerationEventsResponse struct {
 
 func (x *StreamGenerationEventsResponse) Reset() {
 	*x = StreamGenerationEventsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4603,7 +4693,7 @@ func (x *StreamGenerationEventsResponse) String() string {
 func (*StreamGenerationEventsResponse) ProtoMessage() {}
 
 func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4616,7 +4706,7 @@ func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StreamGenerationEventsResponse) GetChunk() *httpbody.HttpBody {
@@ -4644,7 +4734,7 @@ type DecideRequestsRequest struct {
 
 func (x *DecideRequestsRequest) Reset() {
 	*x = DecideRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4656,7 +4746,7 @@ func (x *DecideRequestsRequest) String() string {
 func (*DecideRequestsRequest) ProtoMessage() {}
 
 func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4669,7 +4759,7 @@ func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DecideRequestsRequest) GetGenerationId() string {
@@ -4714,7 +4804,7 @@ type DecideRequestsResponse struct {
 
 func (x *DecideRequestsResponse) Reset() {
 	*x = DecideRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4726,7 +4816,7 @@ func (x *DecideRequestsResponse) String() string {
 func (*DecideRequestsResponse) ProtoMessage() {}
 
 func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4739,7 +4829,7 @@ func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsResponse.ProtoReflect.Descriptor instead.
 func (*DecideRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DecideRequestsResponse) GetDecisions() []*ApprovalDecided {
@@ -4781,7 +4871,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4793,7 +4883,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4806,7 +4896,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{49}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ApprovalDecided) GetRequestId() string {
@@ -4881,7 +4971,7 @@ type ListPendingRequestsRequest struct {
 
 func (x *ListPendingRequestsRequest) Reset() {
 	*x = ListPendingRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4893,7 +4983,7 @@ func (x *ListPendingRequestsRequest) String() string {
 func (*ListPendingRequestsRequest) ProtoMessage() {}
 
 func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4906,7 +4996,7 @@ func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{50}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListPendingRequestsRequest) GetKinds() []PendingRequestKind {
@@ -4964,7 +5054,7 @@ type ListPendingRequestsResponse struct {
 
 func (x *ListPendingRequestsResponse) Reset() {
 	*x = ListPendingRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5066,7 @@ func (x *ListPendingRequestsResponse) String() string {
 func (*ListPendingRequestsResponse) ProtoMessage() {}
 
 func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5079,7 @@ func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{51}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListPendingRequestsResponse) GetRequests() []*PendingRequest {
@@ -5042,7 +5132,7 @@ type PendingRequest struct {
 
 func (x *PendingRequest) Reset() {
 	*x = PendingRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5054,7 +5144,7 @@ func (x *PendingRequest) String() string {
 func (*PendingRequest) ProtoMessage() {}
 
 func (x *PendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5067,7 +5157,7 @@ func (x *PendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingRequest.ProtoReflect.Descriptor instead.
 func (*PendingRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{52}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PendingRequest) GetGenerationId() string {
@@ -5373,7 +5463,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\fFunctionCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"\x85\x03\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\xaa\x03\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x125\n" +
@@ -5384,7 +5474,14 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\brepeated\x18\a \x01(\bR\brepeated\x126\n" +
 	"\vstop_reason\x18\b \x01(\x0e2\x15.agentd.v1.StopReasonR\n" +
 	"stopReason\x120\n" +
-	"\acontext\x18\t \x01(\v2\x16.agentd.v1.ContextTrimR\acontext\"\xf7\x01\n" +
+	"\acontext\x18\t \x01(\v2\x16.agentd.v1.ContextTrimR\acontext\x12#\n" +
+	"\x04cost\x18\n" +
+	" \x01(\v2\x0f.agentd.v1.CostR\x04cost\"o\n" +
+	"\x04Cost\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x14\n" +
+	"\x05nanos\x18\x02 \x01(\x03R\x05nanos\x12\x18\n" +
+	"\aunknown\x18\x03 \x01(\bR\aunknown\x12\x1b\n" +
+	"\tpriced_on\x18\x04 \x01(\tR\bpricedOn\"\xf7\x01\n" +
 	"\vContextTrim\x12/\n" +
 	"\x13conversation_tokens\x18\x01 \x01(\x03R\x12conversationTokens\x12\x1f\n" +
 	"\vsent_tokens\x18\x02 \x01(\x03R\n" +
@@ -5651,7 +5748,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                         // 0: agentd.v1.Placement
 	(Transport)(0),                         // 1: agentd.v1.Transport
@@ -5687,58 +5784,59 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*SamplingMessage)(nil),                // 31: agentd.v1.SamplingMessage
 	(*FunctionCall)(nil),                   // 32: agentd.v1.FunctionCall
 	(*Usage)(nil),                          // 33: agentd.v1.Usage
-	(*ContextTrim)(nil),                    // 34: agentd.v1.ContextTrim
-	(*Warning)(nil),                        // 35: agentd.v1.Warning
-	(*TurnWithdrawn)(nil),                  // 36: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),               // 37: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),            // 38: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),                 // 39: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),                // 40: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),           // 41: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),          // 42: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),         // 43: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil),        // 44: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),                     // 45: agentd.v1.Generation
-	(*CancelGenerationRequest)(nil),        // 46: agentd.v1.CancelGenerationRequest
-	(*CancelGenerationResponse)(nil),       // 47: agentd.v1.CancelGenerationResponse
-	(*GetCallerRequest)(nil),               // 48: agentd.v1.GetCallerRequest
-	(*GetCallerResponse)(nil),              // 49: agentd.v1.GetCallerResponse
-	(*CreateGenerationRequest)(nil),        // 50: agentd.v1.CreateGenerationRequest
-	(*CreateGenerationResponse)(nil),       // 51: agentd.v1.CreateGenerationResponse
-	(*FollowGenerationRequest)(nil),        // 52: agentd.v1.FollowGenerationRequest
-	(*FollowGenerationResponse)(nil),       // 53: agentd.v1.FollowGenerationResponse
-	(*StreamGenerationEventsRequest)(nil),  // 54: agentd.v1.StreamGenerationEventsRequest
-	(*StreamGenerationEventsResponse)(nil), // 55: agentd.v1.StreamGenerationEventsResponse
-	(*DecideRequestsRequest)(nil),          // 56: agentd.v1.DecideRequestsRequest
-	(*DecideRequestsResponse)(nil),         // 57: agentd.v1.DecideRequestsResponse
-	(*ApprovalDecided)(nil),                // 58: agentd.v1.ApprovalDecided
-	(*ListPendingRequestsRequest)(nil),     // 59: agentd.v1.ListPendingRequestsRequest
-	(*ListPendingRequestsResponse)(nil),    // 60: agentd.v1.ListPendingRequestsResponse
-	(*PendingRequest)(nil),                 // 61: agentd.v1.PendingRequest
-	(*Agent)(nil),                          // 62: agentd.v1.Agent
-	(*Message)(nil),                        // 63: agentd.v1.Message
-	(*durationpb.Duration)(nil),            // 64: google.protobuf.Duration
-	(Multitask)(0),                         // 65: agentd.v1.Multitask
-	(OnFailure)(0),                         // 66: agentd.v1.OnFailure
-	(*ProviderToolCall)(nil),               // 67: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),                // 68: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 69: google.protobuf.Timestamp
-	(*FunctionTool)(nil),                   // 70: agentd.v1.FunctionTool
-	(*httpbody.HttpBody)(nil),              // 71: google.api.HttpBody
-	(*CreateThreadRequest)(nil),            // 72: agentd.v1.CreateThreadRequest
-	(*GetThreadRequest)(nil),               // 73: agentd.v1.GetThreadRequest
-	(*ListThreadsRequest)(nil),             // 74: agentd.v1.ListThreadsRequest
-	(*ListThreadItemsRequest)(nil),         // 75: agentd.v1.ListThreadItemsRequest
-	(*UpdateThreadRequest)(nil),            // 76: agentd.v1.UpdateThreadRequest
-	(*DeleteThreadRequest)(nil),            // 77: agentd.v1.DeleteThreadRequest
-	(*ForkThreadRequest)(nil),              // 78: agentd.v1.ForkThreadRequest
-	(*CreateThreadResponse)(nil),           // 79: agentd.v1.CreateThreadResponse
-	(*GetThreadResponse)(nil),              // 80: agentd.v1.GetThreadResponse
-	(*ListThreadsResponse)(nil),            // 81: agentd.v1.ListThreadsResponse
-	(*ListThreadItemsResponse)(nil),        // 82: agentd.v1.ListThreadItemsResponse
-	(*UpdateThreadResponse)(nil),           // 83: agentd.v1.UpdateThreadResponse
-	(*DeleteThreadResponse)(nil),           // 84: agentd.v1.DeleteThreadResponse
-	(*ForkThreadResponse)(nil),             // 85: agentd.v1.ForkThreadResponse
+	(*Cost)(nil),                           // 34: agentd.v1.Cost
+	(*ContextTrim)(nil),                    // 35: agentd.v1.ContextTrim
+	(*Warning)(nil),                        // 36: agentd.v1.Warning
+	(*TurnWithdrawn)(nil),                  // 37: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),               // 38: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),            // 39: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),                 // 40: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),                // 41: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),           // 42: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),          // 43: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),         // 44: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil),        // 45: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),                     // 46: agentd.v1.Generation
+	(*CancelGenerationRequest)(nil),        // 47: agentd.v1.CancelGenerationRequest
+	(*CancelGenerationResponse)(nil),       // 48: agentd.v1.CancelGenerationResponse
+	(*GetCallerRequest)(nil),               // 49: agentd.v1.GetCallerRequest
+	(*GetCallerResponse)(nil),              // 50: agentd.v1.GetCallerResponse
+	(*CreateGenerationRequest)(nil),        // 51: agentd.v1.CreateGenerationRequest
+	(*CreateGenerationResponse)(nil),       // 52: agentd.v1.CreateGenerationResponse
+	(*FollowGenerationRequest)(nil),        // 53: agentd.v1.FollowGenerationRequest
+	(*FollowGenerationResponse)(nil),       // 54: agentd.v1.FollowGenerationResponse
+	(*StreamGenerationEventsRequest)(nil),  // 55: agentd.v1.StreamGenerationEventsRequest
+	(*StreamGenerationEventsResponse)(nil), // 56: agentd.v1.StreamGenerationEventsResponse
+	(*DecideRequestsRequest)(nil),          // 57: agentd.v1.DecideRequestsRequest
+	(*DecideRequestsResponse)(nil),         // 58: agentd.v1.DecideRequestsResponse
+	(*ApprovalDecided)(nil),                // 59: agentd.v1.ApprovalDecided
+	(*ListPendingRequestsRequest)(nil),     // 60: agentd.v1.ListPendingRequestsRequest
+	(*ListPendingRequestsResponse)(nil),    // 61: agentd.v1.ListPendingRequestsResponse
+	(*PendingRequest)(nil),                 // 62: agentd.v1.PendingRequest
+	(*Agent)(nil),                          // 63: agentd.v1.Agent
+	(*Message)(nil),                        // 64: agentd.v1.Message
+	(*durationpb.Duration)(nil),            // 65: google.protobuf.Duration
+	(Multitask)(0),                         // 66: agentd.v1.Multitask
+	(OnFailure)(0),                         // 67: agentd.v1.OnFailure
+	(*ProviderToolCall)(nil),               // 68: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),                // 69: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 70: google.protobuf.Timestamp
+	(*FunctionTool)(nil),                   // 71: agentd.v1.FunctionTool
+	(*httpbody.HttpBody)(nil),              // 72: google.api.HttpBody
+	(*CreateThreadRequest)(nil),            // 73: agentd.v1.CreateThreadRequest
+	(*GetThreadRequest)(nil),               // 74: agentd.v1.GetThreadRequest
+	(*ListThreadsRequest)(nil),             // 75: agentd.v1.ListThreadsRequest
+	(*ListThreadItemsRequest)(nil),         // 76: agentd.v1.ListThreadItemsRequest
+	(*UpdateThreadRequest)(nil),            // 77: agentd.v1.UpdateThreadRequest
+	(*DeleteThreadRequest)(nil),            // 78: agentd.v1.DeleteThreadRequest
+	(*ForkThreadRequest)(nil),              // 79: agentd.v1.ForkThreadRequest
+	(*CreateThreadResponse)(nil),           // 80: agentd.v1.CreateThreadResponse
+	(*GetThreadResponse)(nil),              // 81: agentd.v1.GetThreadResponse
+	(*ListThreadsResponse)(nil),            // 82: agentd.v1.ListThreadsResponse
+	(*ListThreadItemsResponse)(nil),        // 83: agentd.v1.ListThreadItemsResponse
+	(*UpdateThreadResponse)(nil),           // 84: agentd.v1.UpdateThreadResponse
+	(*DeleteThreadResponse)(nil),           // 85: agentd.v1.DeleteThreadResponse
+	(*ForkThreadResponse)(nil),             // 86: agentd.v1.ForkThreadResponse
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -5749,15 +5847,15 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
 	26,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	62,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	63,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	64,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	65,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
-	66,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
-	62,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	63,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	64,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	65,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	66,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
+	67,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
+	63,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	13,  // 14: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	14,  // 15: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	64,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	65,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	26,  // 17: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 18: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
 	17,  // 19: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
@@ -5767,15 +5865,15 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	29,  // 23: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
 	32,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
 	33,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	67,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	37,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	38,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	36,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	68,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	38,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	39,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	37,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
 	24,  // 30: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
 	25,  // 31: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
 	27,  // 32: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
-	35,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
-	58,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
+	36,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
+	59,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
 	18,  // 35: agentd.v1.GenerateResponse.queued:type_name -> agentd.v1.GenerationQueued
 	19,  // 36: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
 	20,  // 37: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
@@ -5784,110 +5882,111 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	2,   // 40: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
 	2,   // 41: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
 	2,   // 42: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	64,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	65,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
 	3,   // 44: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
 	4,   // 45: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	68,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	69,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
 	5,   // 47: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	68,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	69,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
 	30,  // 49: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
 	31,  // 50: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
 	6,   // 51: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
-	34,  // 52: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
-	29,  // 53: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	32,  // 54: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	69,  // 55: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	25,  // 56: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 57: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	63,  // 58: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	63,  // 59: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	33,  // 60: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,   // 61: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	62,  // 62: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	63,  // 63: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	70,  // 64: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	19,  // 65: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	63,  // 66: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	68,  // 67: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	45,  // 68: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,   // 69: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	69,  // 70: agentd.v1.ListGenerationsRequest.created_after:type_name -> google.protobuf.Timestamp
-	69,  // 71: agentd.v1.ListGenerationsRequest.created_before:type_name -> google.protobuf.Timestamp
-	45,  // 72: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,   // 73: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	69,  // 74: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	69,  // 75: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	69,  // 76: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	29,  // 77: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	32,  // 78: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	69,  // 79: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	63,  // 80: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	33,  // 81: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	25,  // 82: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 83: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
-	45,  // 84: agentd.v1.CancelGenerationResponse.generation:type_name -> agentd.v1.Generation
-	11,  // 85: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
-	16,  // 86: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
-	71,  // 87: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
-	13,  // 88: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	26,  // 89: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	28,  // 90: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
-	58,  // 91: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
-	45,  // 92: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
-	8,   // 93: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
-	5,   // 94: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
-	69,  // 95: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
-	8,   // 96: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
-	61,  // 97: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
-	8,   // 98: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
-	29,  // 99: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
-	25,  // 100: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 101: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
-	32,  // 102: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
-	7,   // 103: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
-	69,  // 104: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
-	69,  // 105: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,   // 106: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	39,  // 107: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	41,  // 108: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	43,  // 109: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	50,  // 110: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
-	52,  // 111: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
-	54,  // 112: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
-	46,  // 113: agentd.v1.AgentService.CancelGeneration:input_type -> agentd.v1.CancelGenerationRequest
-	48,  // 114: agentd.v1.AgentService.GetCaller:input_type -> agentd.v1.GetCallerRequest
-	56,  // 115: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
-	59,  // 116: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
-	72,  // 117: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
-	73,  // 118: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
-	74,  // 119: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
-	75,  // 120: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
-	76,  // 121: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
-	77,  // 122: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
-	78,  // 123: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
-	16,  // 124: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	40,  // 125: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	42,  // 126: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	44,  // 127: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	51,  // 128: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
-	53,  // 129: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
-	55,  // 130: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
-	47,  // 131: agentd.v1.AgentService.CancelGeneration:output_type -> agentd.v1.CancelGenerationResponse
-	49,  // 132: agentd.v1.AgentService.GetCaller:output_type -> agentd.v1.GetCallerResponse
-	57,  // 133: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
-	60,  // 134: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
-	79,  // 135: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
-	80,  // 136: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
-	81,  // 137: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
-	82,  // 138: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
-	83,  // 139: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
-	84,  // 140: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
-	85,  // 141: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
-	124, // [124:142] is the sub-list for method output_type
-	106, // [106:124] is the sub-list for method input_type
-	106, // [106:106] is the sub-list for extension type_name
-	106, // [106:106] is the sub-list for extension extendee
-	0,   // [0:106] is the sub-list for field type_name
+	35,  // 52: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
+	34,  // 53: agentd.v1.Usage.cost:type_name -> agentd.v1.Cost
+	29,  // 54: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	32,  // 55: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	70,  // 56: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	25,  // 57: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 58: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	64,  // 59: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	64,  // 60: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	33,  // 61: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,   // 62: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	63,  // 63: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	64,  // 64: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	71,  // 65: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	19,  // 66: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	64,  // 67: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	69,  // 68: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	46,  // 69: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,   // 70: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	70,  // 71: agentd.v1.ListGenerationsRequest.created_after:type_name -> google.protobuf.Timestamp
+	70,  // 72: agentd.v1.ListGenerationsRequest.created_before:type_name -> google.protobuf.Timestamp
+	46,  // 73: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,   // 74: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	70,  // 75: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	70,  // 76: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	70,  // 77: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	29,  // 78: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	32,  // 79: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	70,  // 80: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	64,  // 81: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	33,  // 82: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	25,  // 83: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 84: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
+	46,  // 85: agentd.v1.CancelGenerationResponse.generation:type_name -> agentd.v1.Generation
+	11,  // 86: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
+	16,  // 87: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
+	72,  // 88: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
+	13,  // 89: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	26,  // 90: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	28,  // 91: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	59,  // 92: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	46,  // 93: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 94: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 95: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	70,  // 96: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 97: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	62,  // 98: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 99: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	29,  // 100: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	25,  // 101: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 102: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	32,  // 103: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 104: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	70,  // 105: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	70,  // 106: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 107: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	40,  // 108: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	42,  // 109: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	44,  // 110: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	51,  // 111: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	53,  // 112: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	55,  // 113: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	47,  // 114: agentd.v1.AgentService.CancelGeneration:input_type -> agentd.v1.CancelGenerationRequest
+	49,  // 115: agentd.v1.AgentService.GetCaller:input_type -> agentd.v1.GetCallerRequest
+	57,  // 116: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	60,  // 117: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	73,  // 118: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
+	74,  // 119: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	75,  // 120: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	76,  // 121: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
+	77,  // 122: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
+	78,  // 123: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	79,  // 124: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
+	16,  // 125: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	41,  // 126: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	43,  // 127: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	45,  // 128: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	52,  // 129: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	54,  // 130: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	56,  // 131: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	48,  // 132: agentd.v1.AgentService.CancelGeneration:output_type -> agentd.v1.CancelGenerationResponse
+	50,  // 133: agentd.v1.AgentService.GetCaller:output_type -> agentd.v1.GetCallerResponse
+	58,  // 134: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	61,  // 135: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	80,  // 136: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
+	81,  // 137: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	82,  // 138: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	83,  // 139: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
+	84,  // 140: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
+	85,  // 141: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	86,  // 142: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
+	125, // [125:143] is the sub-list for method output_type
+	107, // [107:125] is the sub-list for method input_type
+	107, // [107:107] is the sub-list for extension type_name
+	107, // [107:107] is the sub-list for extension extendee
+	0,   // [0:107] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -5927,7 +6026,7 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_ApprovalDecided)(nil),
 		(*GenerateResponse_Queued)(nil),
 	}
-	file_agentd_v1_agent_service_proto_msgTypes[52].OneofWrappers = []any{
+	file_agentd_v1_agent_service_proto_msgTypes[53].OneofWrappers = []any{
 		(*PendingRequest_Approval)(nil),
 		(*PendingRequest_Authorization)(nil),
 		(*PendingRequest_Input)(nil),
@@ -5939,7 +6038,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -170,6 +170,18 @@ class ContextTrim(_message.Message):
     sent_tokens: int
     def __init__(self, conversation_tokens: _Optional[int] = ..., sent_tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., results_elided: _Optional[int] = ..., messages_dropped: _Optional[int] = ..., over_budget: bool = ...) -> None: ...
 
+class Cost(_message.Message):
+    __slots__ = ["currency", "nanos", "priced_on", "unknown"]
+    CURRENCY_FIELD_NUMBER: _ClassVar[int]
+    NANOS_FIELD_NUMBER: _ClassVar[int]
+    PRICED_ON_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_FIELD_NUMBER: _ClassVar[int]
+    currency: str
+    nanos: int
+    priced_on: str
+    unknown: bool
+    def __init__(self, currency: _Optional[str] = ..., nanos: _Optional[int] = ..., unknown: bool = ..., priced_on: _Optional[str] = ...) -> None: ...
+
 class CreateGenerationRequest(_message.Message):
     __slots__ = ["start"]
     START_FIELD_NUMBER: _ClassVar[int]
@@ -739,10 +751,11 @@ class TurnWithdrawn(_message.Message):
     def __init__(self, turn: _Optional[int] = ..., from_sequence: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "context", "input_tokens", "output_tokens", "repeated", "stop_reason", "tool_schema_bytes", "turn"]
+    __slots__ = ["cache_read_input_tokens", "cache_write_input_tokens", "context", "cost", "input_tokens", "output_tokens", "repeated", "stop_reason", "tool_schema_bytes", "turn"]
     CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REPEATED_FIELD_NUMBER: _ClassVar[int]
@@ -752,13 +765,14 @@ class Usage(_message.Message):
     cache_read_input_tokens: int
     cache_write_input_tokens: int
     context: ContextTrim
+    cost: Cost
     input_tokens: int
     output_tokens: int
     repeated: bool
     stop_reason: StopReason
     tool_schema_bytes: int
     turn: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ..., repeated: bool = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., context: _Optional[_Union[ContextTrim, _Mapping]] = ...) -> None: ...
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ..., tool_schema_bytes: _Optional[int] = ..., turn: _Optional[int] = ..., repeated: bool = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., context: _Optional[_Union[ContextTrim, _Mapping]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ...) -> None: ...
 
 class Warning(_message.Message):
     __slots__ = ["code", "message", "server_name", "tool_name"]
