@@ -3,7 +3,7 @@
 // rendered as text.
 import type { Duration } from "@bufbuild/protobuf/wkt";
 
-import { StopReason, type ApprovalDecided, type Usage } from "../gen/ts/agentd/v1/agent_service_pb.js";
+import { StopReason, type ApprovalDecided, type Cost, type Usage } from "../gen/ts/agentd/v1/agent_service_pb.js";
 import { dateOf, instant, prettyJSON, span } from "./format.js";
 import { href } from "./route.js";
 import type { Entry, Request } from "./timeline.js";
@@ -160,7 +160,18 @@ function Code({ label, text, testid }: { label: string; text: string; testid: st
 
 function usageText(u: Usage, what = `turn ${u.turn}`): string {
   const cached = u.cacheReadInputTokens > 0n ? `, ${u.cacheReadInputTokens} read from cache` : "";
-  return `Tokens, ${what}: ${u.inputTokens} in${cached}, ${u.outputTokens} out`;
+  return `Tokens, ${what}: ${u.inputTokens} in${cached}, ${u.outputTokens} out${costText(u.cost)}`;
+}
+
+// costText says what the tokens cost, from billionths of the currency's
+// unit, exactly (a bigint never rounds); nothing without a price table.
+function costText(c: Cost | undefined): string {
+  if (!c) return "";
+  if (c.unknown) return "; cost unknown (no price for this model)";
+  const nanos = c.nanos.toString().padStart(10, "0");
+  const whole = nanos.slice(0, -9);
+  const fraction = nanos.slice(-9).replace(/0+$/, "").padEnd(2, "0");
+  return `; cost ${whole}.${fraction} ${c.currency}`;
 }
 
 function stopText(r: StopReason): string {

@@ -110,6 +110,7 @@ func (g *generation) endAttrs(outcome string, err error) (slog.Level, []slog.Att
 		slog.Int64("duration", time.Since(g.ran.began).Milliseconds()),
 		slog.String("outcome", outcome),
 	}
+	attrs = append(attrs, costAttrs(g.ran.spent.GetCost())...)
 	switch outcome {
 	case outcomeCancelled:
 		return slog.LevelInfo, append(attrs, slog.String("code", codeName(codes.Canceled)))

@@ -265,6 +265,7 @@ func addUsage(total, u *agentdv1.Usage) {
 	total.CacheReadInputTokens += u.GetCacheReadInputTokens()
 	total.CacheWriteInputTokens += u.GetCacheWriteInputTokens()
 	total.ToolSchemaBytes += u.GetToolSchemaBytes()
+	addCost(total, u.GetCost())
 }
 
 // result is what the generation's record keeps of its end.
@@ -320,6 +321,8 @@ type runStats struct {
 	began                time.Time
 	input, output, cache int64 // tokens; cache: cache reads
 	turns                int   // model turns asked
+	// spent sums the calls' costs (its Cost), nil without a price table.
+	spent agentdv1.Usage
 	// toolCalls counts the calls that got a result (finishCall): MCP
 	// calls, function results, calls to unknown tools, adopted calls of
 	// unknown outcome; a call declined by approval ran nothing and is not
@@ -332,6 +335,7 @@ func (s *runStats) modelTurn(u *agentdv1.Usage) {
 	s.input += u.GetInputTokens()
 	s.output += u.GetOutputTokens()
 	s.cache += u.GetCacheReadInputTokens()
+	addCost(&s.spent, u.GetCost())
 }
 
 // samplesUsage accumulates what the servers' samples used. Safe for

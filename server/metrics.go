@@ -24,8 +24,9 @@ type meters struct {
 	duration  metric.Float64Histogram // gen_ai.client.operation.duration
 	started   metric.Int64Counter     // agentd.generations.started
 	active    metric.Int64UpDownCounter
-	ended     metric.Int64Counter // agentd.generations.ended
-	toolCalls metric.Int64Counter // agentd.tool.calls
+	ended     metric.Int64Counter   // agentd.generations.ended
+	toolCalls metric.Int64Counter   // agentd.tool.calls
+	cost      metric.Float64Counter // agentd.cost
 
 	// The provider calls' own.
 	firstChunk metric.Float64Histogram // gen_ai.client.operation.time_to_first_chunk
@@ -99,7 +100,9 @@ func newMeters(mp metric.MeterProvider) *meters {
 		metric.WithDescription("Generations this replica stopped running, by outcome."))
 	toolCalls, _ := m.Int64Counter("agentd.tool.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Tool calls answered, by server, tool and outcome."))
-	return &meters{tokens: tokens, duration: duration, firstChunk: firstChunk, cached: cached, retries: retries, started: started, active: active, ended: ended, toolCalls: toolCalls,
+	cost, _ := m.Float64Counter("agentd.cost", metric.WithUnit("{currency}"),
+		metric.WithDescription("What model calls cost at the price table's prices, in the unit of the currency its attribute names; calls of a model without a price are not counted."))
+	return &meters{tokens: tokens, duration: duration, firstChunk: firstChunk, cached: cached, retries: retries, started: started, active: active, ended: ended, toolCalls: toolCalls, cost: cost,
 		turns: telemetry.NewMeasurementOptions(turnSeries.attrs), tools: telemetry.NewMeasurementOptions(toolCallLabels.attrs)}
 }
 

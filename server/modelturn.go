@@ -149,6 +149,7 @@ func (g *generation) endModelTurn(ctx context.Context, t *turnStream) (*reply, e
 	usage.StopReason = t.stop
 	usage.Context = t.trim
 	g.repeatTurn = false
+	g.price(ctx, usage)
 	addUsage(g.total, usage)
 	g.ran.modelTurn(usage)
 	if err := g.emit(ctx, &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: usage}}); err != nil {

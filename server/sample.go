@@ -165,6 +165,7 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 		return nil, err
 	}
 	if usage != nil {
+		g.price(ctx, usage)
 		g.samples.add(usage)
 	}
 	return &bridgev1.SamplingResult{Text: text.String(), Model: cmp.Or(chat.response.Model, model, g.plan.agent.GetProvider()), StopReason: sampleStopReason(stop)}, nil

@@ -78,6 +78,9 @@ type Options struct {
 	// ThreadRetention is how long a thread without an expiry of its own
 	// is kept after its last change (threads.retention); 0 for ever.
 	ThreadRetention time.Duration
+	// Prices prices each model call's tokens (agentd's price table); nil
+	// prices none, and usage carries no cost.
+	Prices Pricer
 	// Replica is this agentd's replica id: the owner of the leases of the
 	// generations it runs. Required with Generations.
 	Replica string
@@ -147,6 +150,7 @@ type Service struct {
 	threads     store.Threads
 	// threadRetention is Options.ThreadRetention.
 	threadRetention time.Duration
+	prices          Pricer
 	// adoptNow wakes the adopter before its interval: a generation
 	// queued on a thread may have become adoptable.
 	adoptNow chan struct{}
@@ -217,6 +221,7 @@ func New(opts Options) *Service {
 		generations:     opts.Generations,
 		threads:         opts.Threads,
 		threadRetention: opts.ThreadRetention,
+		prices:          opts.Prices,
 		adoptNow:        make(chan struct{}, 1),
 		replica:         opts.Replica,
 		tenants:         opts.Tenants,
