@@ -152,6 +152,9 @@ type Config struct {
 	// base URL empty, the provider's own environment variable gives it
 	// (OPENAI_API_KEY, ...); a name no provider has is refused.
 	Providers map[string]Provider `yaml:"providers"`
+
+	// Pricing changes the price table agentd prices model calls with.
+	Pricing Pricing `yaml:"pricing"`
 }
 
 // Default returns the configuration agentd runs with when nothing is set.
@@ -293,6 +296,7 @@ func (c *Config) validate(p *problems) {
 	}
 	c.validateProcess(p.bad)
 	c.validateProviders(p.bad)
+	c.Pricing.validate(p)
 }
 
 // validateProcess checks the settings of the process itself: its

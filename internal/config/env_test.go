@@ -30,7 +30,7 @@ func TestEnvVariables(t *testing.T) {
 		"AGENTD_BRIDGE_ADDRESS":                        "bridge.address", "AGENTD_BRIDGE_LISTEN": "bridge.listen", "AGENTD_ADMIN_LISTEN": "admin.listen",
 		"AGENTD_BRIDGE_TRUSTED_PEERS": "bridge.trusted_peers", "AGENTD_BRIDGE_ALLOW_PRIVATE_NETWORKS": "bridge.allow_private_networks",
 		"AGENTD_BRIDGE_MAX_RESULT_BYTES": "bridge.max_result_bytes", "AGENTD_BRIDGE_ALLOWED_COMMANDS": "bridge.allowed_commands",
-		"AGENTD_BRIDGE_DEMO":        "bridge.demo",
+		"AGENTD_BRIDGE_DEMO": "bridge.demo", "AGENTD_PRICING_FILE": "pricing.file",
 		"AGENTD_BRIDGE_TLS_CA_FILE": "bridge.tls.ca_file", "AGENTD_BRIDGE_TLS_SERVER_NAME": "bridge.tls.server_name",
 	}
 	for prefix, key := range map[string]string{"AGENTD_TLS_": "tls", "AGENTD_BRIDGE_TLS_": "bridge.tls", "AGENTD_ADMIN_TLS_": "admin.tls"} {
