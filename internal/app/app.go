@@ -421,11 +421,16 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	prices, err := o.Config.Pricing.Table()
+	if err != nil {
+		return err
+	}
 	replica := newReplicaID()
 	if a.attendance, err = attend(a.store, replica); err != nil {
 		return err
 	}
 	a.svc = server.New(server.Options{
+		Prices:          prices,
 		Registered:      registered,
 		Sealer:          seal,
 		Tenants:         newTenants(&o.Config, a.providers, a.embedded != nil).lookup,

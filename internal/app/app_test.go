@@ -30,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/grpcserver"
 	"github.com/agentd/agentd/internal/mcpdemo"
 	"github.com/agentd/agentd/internal/mcptest"
+	"github.com/agentd/agentd/internal/pricing"
 	"github.com/agentd/agentd/internal/proctest"
 	"github.com/agentd/agentd/internal/telemetry"
 )
@@ -195,9 +196,16 @@ func TestDemoGeneration(t *testing.T) {
 	mcpTool := func(name string) *agentdv1.ToolInfo {
 		return &agentdv1.ToolInfo{Name: name, Origin: agentdv1.ToolOrigin_TOOL_ORIGIN_MCP, ServerName: "demo", ServerToolName: name}
 	}
+	// The script's tokens cost nothing, a cost the shipped price table
+	// knows.
+	prices, err := pricing.Load("", pricing.Inline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := prices.Cost("script", "", nil)
 	usage := func(turn int32, in, out int64, stop agentdv1.StopReason) *agentdv1.GenerateResponse {
 		return &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_Usage{Usage: &agentdv1.Usage{
-			Turn: turn, InputTokens: in, OutputTokens: out, ToolSchemaBytes: 579, StopReason: stop,
+			Turn: turn, InputTokens: in, OutputTokens: out, ToolSchemaBytes: 579, StopReason: stop, Cost: free,
 		}}}
 	}
 	want := []*agentdv1.GenerateResponse{
@@ -220,7 +228,7 @@ func TestDemoGeneration(t *testing.T) {
 			GenerationId: "gen",
 			Message:      final,
 			Messages:     []*agentdv1.Message{first, result, final},
-			Usage:        &agentdv1.Usage{InputTokens: 48, OutputTokens: 18, ToolSchemaBytes: 2 * 579},
+			Usage:        &agentdv1.Usage{InputTokens: 48, OutputTokens: 18, ToolSchemaBytes: 2 * 579, Cost: free},
 			StopReason:   agentdv1.StopReason_STOP_REASON_END_TURN,
 			ToolTurns:    1,
 		}}},

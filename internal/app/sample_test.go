@@ -133,7 +133,7 @@ func TestSamplingThroughAgentd(t *testing.T) {
 		if diff := cmp.Diff(mcptest.SampleOutput{Role: "assistant", Text: "You said: ping", Model: "script", StopReason: "endTurn"}, sampled(t, out)); diff != "" {
 			t.Errorf("the server got (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(sampledUsage, usage, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.Usage{}, "tool_schema_bytes")); diff != "" {
+		if diff := cmp.Diff(sampledUsage, usage, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.Usage{}, "tool_schema_bytes", "cost")); diff != "" {
 			t.Errorf("usage (-want +got):\n%s", diff)
 		}
 		var sample, tool sdktrace.ReadOnlySpan
@@ -188,7 +188,7 @@ func TestSamplingThroughAgentd(t *testing.T) {
 		if got := sampled(t, out); got.Text != "You said: ping" {
 			t.Errorf("the server got %+v, want the model's answer", got)
 		}
-		if diff := cmp.Diff(sampledUsage, usage, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.Usage{}, "tool_schema_bytes")); diff != "" {
+		if diff := cmp.Diff(sampledUsage, usage, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.Usage{}, "tool_schema_bytes", "cost")); diff != "" {
 			t.Errorf("usage (-want +got):\n%s", diff)
 		}
 	})
@@ -211,7 +211,7 @@ func TestSamplingThroughAgentd(t *testing.T) {
 			if len(approvals) != tt.asked || !strings.Contains(out, tt.want) {
 				t.Errorf("%d approval requests, the server got %s; want %d, and %q", len(approvals), out, tt.asked, tt.want)
 			}
-			if diff := cmp.Diff(unsampledUsage, usage, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.Usage{}, "tool_schema_bytes")); diff != "" {
+			if diff := cmp.Diff(unsampledUsage, usage, protocmp.Transform(), protocmp.IgnoreFields(&agentdv1.Usage{}, "tool_schema_bytes", "cost")); diff != "" {
 				t.Errorf("usage (-want +got):\n%s", diff)
 			}
 		})
