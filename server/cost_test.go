@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,6 +15,8 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/telemetry/metrictest"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/router"
 	"github.com/agentd/agentd/server"
 )
 
@@ -118,5 +122,37 @@ func TestCostOfTurns(t *testing.T) {
 				t.Errorf("agentd.cost (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// pricedAs is a Pricer that notes the provider and model it is asked
+// about.
+type pricedAs struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (p *pricedAs) Cost(provider, model string, _ *agentdv1.Usage) *agentdv1.Cost {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, provider+" "+model)
+	return &agentdv1.Cost{Unknown: true}
+}
+
+// A model called through the router is priced as the provider it hands
+// the model to, under the name that provider knows it by.
+func TestCostThroughTheRouter(t *testing.T) {
+	t.Parallel()
+	s := recordingScript()
+	r := router.New(func(name string) (providers.Provider, bool) { return s, name == s.Name() })
+	prices := &pricedAs{}
+	client := newClientWith(t, server.Options{Bridge: &fakeBridge{}, Prices: prices}, s, r)
+	agent := &agentdv1.Agent{Provider: router.Name, Model: "script/m-1", ProviderOptions: script(t, `{"turns": [{"text": "hi", "usage": {"input_tokens": 1}}]}`)}
+	_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("hi")}, nil)
+	wantCode(t, st, codes.OK)
+	prices.mu.Lock()
+	defer prices.mu.Unlock()
+	if want := []string{"script m-1"}; !slices.Equal(prices.asked, want) {
+		t.Errorf("priced as %q; want %q", prices.asked, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/providers"
 )
 
 // Pricer prices a model call's tokens: agentd's price table
@@ -24,9 +25,27 @@ func (g *generation) price(ctx context.Context, u *agentdv1.Usage) {
 	if g.s.prices == nil || u == nil {
 		return
 	}
-	provider, model := g.plan.agent.GetProvider(), g.plan.agent.GetModel()
+	provider, model := pricedAs(g.plan.provider, g.plan.agent.GetProvider(), g.plan.agent.GetModel())
 	u.Cost = g.s.prices.Cost(provider, model, u)
 	g.s.meters.spent(ctx, g.tenant, provider, model, u.Cost)
+}
+
+// resolver is a provider that hands each model to another provider: the
+// router.
+type resolver interface {
+	Resolve(model string) (providers.Provider, string, error)
+}
+
+// pricedAs is the provider and model whose prices a call of model on p
+// (named name) pays: those of the provider the router hands it to, with
+// the model as that provider knows it.
+func pricedAs(p providers.Provider, name, model string) (string, string) {
+	if r, ok := p.(resolver); ok {
+		if to, m, err := r.Resolve(model); err == nil {
+			return to.Name(), m
+		}
+	}
+	return name, model
 }
 
 // addCost adds c to total's cost: the amounts of one currency summed, the
