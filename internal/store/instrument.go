@@ -179,6 +179,11 @@ func (in *instrumented) Ping(ctx context.Context) (err error) {
 	return in.Store.Ping(ctx)
 }
 
+func (in *instrumented) Usage(ctx context.Context, tenant string, since, now time.Time) (_ TenantUsage, err error) {
+	defer func(began time.Time) { in.done(ctx, "usage", began, err) }(time.Now())
+	return in.Store.Usage(ctx, tenant, since, now)
+}
+
 func (in *instrumented) Generations() Generations { return in.gens }
 
 func (in *instrumented) Tokens() Tokens { return in.tokens }

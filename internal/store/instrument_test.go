@@ -116,6 +116,10 @@ func TestInstrument(t *testing.T) {
 			if _, err := s.Tokens().DeleteTokens(ctx, "acme", "", ""); err != nil {
 				t.Fatal(err)
 			}
+			// What a tenant uses, for the AdminService's ListTenants.
+			if _, err := s.Usage(ctx, "acme", now.Add(-time.Minute), now); err != nil {
+				t.Fatal(err)
+			}
 
 			sys := "db.system.name=" + tt.system
 			want := map[string]float64{
@@ -128,6 +132,7 @@ func TestInstrument(t *testing.T) {
 				"agentd.store.operation.duration{" + sys + ",operation=put_token}#count":                     1,
 				"agentd.store.operation.duration{" + sys + ",error.type=NotFound,operation=get_token}#count": 1,
 				"agentd.store.operation.duration{" + sys + ",operation=delete_tokens}#count":                 1,
+				"agentd.store.operation.duration{" + sys + ",operation=usage}#count":                         1,
 				"agentd.generations.paused{tenant=acme}":                                                     2,
 				"agentd.generations.paused{tenant=}":                                                         1,
 			}
