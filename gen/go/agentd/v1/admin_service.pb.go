@@ -24,6 +24,1014 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// BudgetScope is whose spending a budget counts.
+type BudgetScope int32
+
+const (
+	BudgetScope_BUDGET_SCOPE_UNSPECIFIED BudgetScope = 0
+	// The tenant's, all keys and end users together.
+	BudgetScope_BUDGET_SCOPE_TENANT BudgetScope = 1
+	// An API key's (the principal that called, by name).
+	BudgetScope_BUDGET_SCOPE_API_KEY BudgetScope = 2
+	// An end user's (StartGeneration.end_user, or the principal that stood
+	// for one).
+	BudgetScope_BUDGET_SCOPE_END_USER BudgetScope = 3
+)
+
+// Enum value maps for BudgetScope.
+var (
+	BudgetScope_name = map[int32]string{
+		0: "BUDGET_SCOPE_UNSPECIFIED",
+		1: "BUDGET_SCOPE_TENANT",
+		2: "BUDGET_SCOPE_API_KEY",
+		3: "BUDGET_SCOPE_END_USER",
+	}
+	BudgetScope_value = map[string]int32{
+		"BUDGET_SCOPE_UNSPECIFIED": 0,
+		"BUDGET_SCOPE_TENANT":      1,
+		"BUDGET_SCOPE_API_KEY":     2,
+		"BUDGET_SCOPE_END_USER":    3,
+	}
+)
+
+func (x BudgetScope) Enum() *BudgetScope {
+	p := new(BudgetScope)
+	*p = x
+	return p
+}
+
+func (x BudgetScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BudgetScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_admin_service_proto_enumTypes[0].Descriptor()
+}
+
+func (BudgetScope) Type() protoreflect.EnumType {
+	return &file_agentd_v1_admin_service_proto_enumTypes[0]
+}
+
+func (x BudgetScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BudgetScope.Descriptor instead.
+func (BudgetScope) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
+
+// BudgetPeriod is when a budget's count starts again.
+type BudgetPeriod int32
+
+const (
+	BudgetPeriod_BUDGET_PERIOD_UNSPECIFIED BudgetPeriod = 0
+	// Each calendar day in the budget's time zone.
+	BudgetPeriod_BUDGET_PERIOD_DAY BudgetPeriod = 1
+	// Each calendar month in the budget's time zone.
+	BudgetPeriod_BUDGET_PERIOD_MONTH BudgetPeriod = 2
+	// The last rolling_hours hours, counted by the hour.
+	BudgetPeriod_BUDGET_PERIOD_ROLLING BudgetPeriod = 3
+)
+
+// Enum value maps for BudgetPeriod.
+var (
+	BudgetPeriod_name = map[int32]string{
+		0: "BUDGET_PERIOD_UNSPECIFIED",
+		1: "BUDGET_PERIOD_DAY",
+		2: "BUDGET_PERIOD_MONTH",
+		3: "BUDGET_PERIOD_ROLLING",
+	}
+	BudgetPeriod_value = map[string]int32{
+		"BUDGET_PERIOD_UNSPECIFIED": 0,
+		"BUDGET_PERIOD_DAY":         1,
+		"BUDGET_PERIOD_MONTH":       2,
+		"BUDGET_PERIOD_ROLLING":     3,
+	}
+)
+
+func (x BudgetPeriod) Enum() *BudgetPeriod {
+	p := new(BudgetPeriod)
+	*p = x
+	return p
+}
+
+func (x BudgetPeriod) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BudgetPeriod) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_admin_service_proto_enumTypes[1].Descriptor()
+}
+
+func (BudgetPeriod) Type() protoreflect.EnumType {
+	return &file_agentd_v1_admin_service_proto_enumTypes[1]
+}
+
+func (x BudgetPeriod) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BudgetPeriod.Descriptor instead.
+func (BudgetPeriod) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+// BudgetAction is what a generation does when a budget refuses its next
+// model call.
+type BudgetAction int32
+
+const (
+	// FAIL.
+	BudgetAction_BUDGET_ACTION_UNSPECIFIED BudgetAction = 0
+	// It fails RESOURCE_EXHAUSTED with a QuotaFailure naming the budget and
+	// RetryInfo until the period turns (a rolling window: until its oldest
+	// hour leaves it).
+	BudgetAction_BUDGET_ACTION_FAIL BudgetAction = 1
+	// It pauses with an ApprovalRequest whose limit names the budget; an
+	// approval resumes it, and it goes on once the budget allows.
+	BudgetAction_BUDGET_ACTION_PAUSE BudgetAction = 2
+)
+
+// Enum value maps for BudgetAction.
+var (
+	BudgetAction_name = map[int32]string{
+		0: "BUDGET_ACTION_UNSPECIFIED",
+		1: "BUDGET_ACTION_FAIL",
+		2: "BUDGET_ACTION_PAUSE",
+	}
+	BudgetAction_value = map[string]int32{
+		"BUDGET_ACTION_UNSPECIFIED": 0,
+		"BUDGET_ACTION_FAIL":        1,
+		"BUDGET_ACTION_PAUSE":       2,
+	}
+)
+
+func (x BudgetAction) Enum() *BudgetAction {
+	p := new(BudgetAction)
+	*p = x
+	return p
+}
+
+func (x BudgetAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BudgetAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_admin_service_proto_enumTypes[2].Descriptor()
+}
+
+func (BudgetAction) Type() protoreflect.EnumType {
+	return &file_agentd_v1_admin_service_proto_enumTypes[2]
+}
+
+func (x BudgetAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BudgetAction.Descriptor instead.
+func (BudgetAction) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{2}
+}
+
+// Budget caps what a tenant, an API key or an end user spends on model
+// calls in a period, in tokens, money or both. Before each model call
+// agentd reserves an estimate against every budget that applies (from
+// the request's tokens and its max_tokens) and refuses the call when a
+// budget is already spent; after the call it counts what was used. So
+// replicas spending at once pass a budget by at most one model call.
+type Budget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the budget within its tenant: 1 to 64 of a-z, 0-9, "-"
+	// and "_".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The tenant. In SetBudget: empty for the caller's own; another
+	// tenant's needs the role admin.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Whose spending it counts: the tenant's whole, or each API key's or
+	// each end user's of the tenant.
+	Scope BudgetScope `protobuf:"varint,3,opt,name=scope,proto3,enum=agentd.v1.BudgetScope" json:"scope,omitempty"`
+	// API_KEY or END_USER: the one key (its name) or end user it holds
+	// to; empty holds every key or end user of the tenant to it, each
+	// separately.
+	Subject string `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The period it resets at.
+	Period BudgetPeriod `protobuf:"varint,5,opt,name=period,proto3,enum=agentd.v1.BudgetPeriod" json:"period,omitempty"`
+	// ROLLING: the window, 1..744 hours.
+	RollingHours int32 `protobuf:"varint,6,opt,name=rolling_hours,json=rollingHours,proto3" json:"rolling_hours,omitempty"`
+	// DAY and MONTH: the IANA time zone their days begin in ("UTC" if
+	// empty). A period begins at the whole hour at or before local
+	// midnight.
+	TimeZone string `protobuf:"bytes,7,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// Tokens (input, output, cache reads and writes together); 0: not
+	// limited.
+	MaxTokens int64 `protobuf:"varint,8,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Money, at agentd's price table; absent: not limited. A model call
+	// whose cost is unknown counts its known part.
+	MaxCost *Money `protobuf:"bytes,9,opt,name=max_cost,json=maxCost,proto3" json:"max_cost,omitempty"`
+	// The soft threshold, as a percentage of each limit: crossing it emits
+	// a warning event (BUDGET_WARNING), a log line and
+	// agentd.budget.warnings. 0: 80.
+	WarnPercent int32 `protobuf:"varint,10,opt,name=warn_percent,json=warnPercent,proto3" json:"warn_percent,omitempty"`
+	// What a generation does when the budget refuses its model call.
+	// Unspecified: FAIL.
+	Action BudgetAction `protobuf:"varint,11,opt,name=action,proto3,enum=agentd.v1.BudgetAction" json:"action,omitempty"`
+	// Output only: the budget comes from the configuration (it cannot be
+	// changed or deleted through the API).
+	FromConfig    bool `protobuf:"varint,12,opt,name=from_config,json=fromConfig,proto3" json:"from_config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Budget) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Budget) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Budget) GetScope() BudgetScope {
+	if x != nil {
+		return x.Scope
+	}
+	return BudgetScope_BUDGET_SCOPE_UNSPECIFIED
+}
+
+func (x *Budget) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *Budget) GetPeriod() BudgetPeriod {
+	if x != nil {
+		return x.Period
+	}
+	return BudgetPeriod_BUDGET_PERIOD_UNSPECIFIED
+}
+
+func (x *Budget) GetRollingHours() int32 {
+	if x != nil {
+		return x.RollingHours
+	}
+	return 0
+}
+
+func (x *Budget) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Budget) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxCost() *Money {
+	if x != nil {
+		return x.MaxCost
+	}
+	return nil
+}
+
+func (x *Budget) GetWarnPercent() int32 {
+	if x != nil {
+		return x.WarnPercent
+	}
+	return 0
+}
+
+func (x *Budget) GetAction() BudgetAction {
+	if x != nil {
+		return x.Action
+	}
+	return BudgetAction_BUDGET_ACTION_UNSPECIFIED
+}
+
+func (x *Budget) GetFromConfig() bool {
+	if x != nil {
+		return x.FromConfig
+	}
+	return false
+}
+
+// BudgetSpend is what one subject of a budget spent in the current
+// period.
+type BudgetSpend struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The API key or end user; empty for a tenant's budget.
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The period counted, [start, end).
+	PeriodStart *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	PeriodEnd   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=period_end,json=periodEnd,proto3" json:"period_end,omitempty"`
+	// Tokens and money counted, and reserved by model calls under way.
+	Tokens         int64  `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Cost           *Money `protobuf:"bytes,5,opt,name=cost,proto3" json:"cost,omitempty"`
+	ReservedTokens int64  `protobuf:"varint,6,opt,name=reserved_tokens,json=reservedTokens,proto3" json:"reserved_tokens,omitempty"`
+	ReservedCost   *Money `protobuf:"bytes,7,opt,name=reserved_cost,json=reservedCost,proto3" json:"reserved_cost,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BudgetSpend) Reset() {
+	*x = BudgetSpend{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetSpend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetSpend) ProtoMessage() {}
+
+func (x *BudgetSpend) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetSpend.ProtoReflect.Descriptor instead.
+func (*BudgetSpend) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BudgetSpend) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *BudgetSpend) GetPeriodStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return nil
+}
+
+func (x *BudgetSpend) GetPeriodEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PeriodEnd
+	}
+	return nil
+}
+
+func (x *BudgetSpend) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *BudgetSpend) GetCost() *Money {
+	if x != nil {
+		return x.Cost
+	}
+	return nil
+}
+
+func (x *BudgetSpend) GetReservedTokens() int64 {
+	if x != nil {
+		return x.ReservedTokens
+	}
+	return 0
+}
+
+func (x *BudgetSpend) GetReservedCost() *Money {
+	if x != nil {
+		return x.ReservedCost
+	}
+	return nil
+}
+
+// ListBudgetsRequest names the tenant.
+type ListBudgetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: the caller's own; a tenant_admin may name only its own.
+	Tenant        string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBudgetsRequest) Reset() {
+	*x = ListBudgetsRequest{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBudgetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBudgetsRequest) ProtoMessage() {}
+
+func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
+func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListBudgetsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// ListBudgetsResponse lists a tenant's budgets by name.
+type ListBudgetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Budgets       []*BudgetStatus        `protobuf:"bytes,1,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBudgetsResponse) Reset() {
+	*x = ListBudgetsResponse{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBudgetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBudgetsResponse) ProtoMessage() {}
+
+func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
+func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListBudgetsResponse) GetBudgets() []*BudgetStatus {
+	if x != nil {
+		return x.Budgets
+	}
+	return nil
+}
+
+// BudgetStatus is a budget and its spending now.
+type BudgetStatus struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Budget *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	// One per subject that spent in the current period (at most 100, the
+	// most spent first).
+	Spends        []*BudgetSpend `protobuf:"bytes,2,rep,name=spends,proto3" json:"spends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetStatus) Reset() {
+	*x = BudgetStatus{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetStatus) ProtoMessage() {}
+
+func (x *BudgetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetStatus.ProtoReflect.Descriptor instead.
+func (*BudgetStatus) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BudgetStatus) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *BudgetStatus) GetSpends() []*BudgetSpend {
+	if x != nil {
+		return x.Spends
+	}
+	return nil
+}
+
+// SetBudgetRequest creates or replaces a budget.
+type SetBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetBudgetRequest) Reset() {
+	*x = SetBudgetRequest{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetBudgetRequest) ProtoMessage() {}
+
+func (x *SetBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetBudgetRequest.ProtoReflect.Descriptor instead.
+func (*SetBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetBudgetRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+// SetBudgetResponse is the budget as kept.
+type SetBudgetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetBudgetResponse) Reset() {
+	*x = SetBudgetResponse{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetBudgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetBudgetResponse) ProtoMessage() {}
+
+func (x *SetBudgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetBudgetResponse.ProtoReflect.Descriptor instead.
+func (*SetBudgetResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SetBudgetResponse) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+// DeleteBudgetRequest names the budget.
+type DeleteBudgetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Empty: the caller's own tenant.
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBudgetRequest) Reset() {
+	*x = DeleteBudgetRequest{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBudgetRequest) ProtoMessage() {}
+
+func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteBudgetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteBudgetRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// DeleteBudgetResponse says it is gone.
+type DeleteBudgetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBudgetResponse) Reset() {
+	*x = DeleteBudgetResponse{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBudgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBudgetResponse) ProtoMessage() {}
+
+func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{8}
+}
+
+// GetUsageRequest selects a tenant's model calls in a span of time.
+type GetUsageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: the caller's own.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The span [start, end), each rounded down to the hour. start absent:
+	// 24 hours before end; end absent: now.
+	Start *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	// TENANT (or unspecified): one row; API_KEY or END_USER: a row per key
+	// or end user.
+	GroupBy BudgetScope `protobuf:"varint,4,opt,name=group_by,json=groupBy,proto3,enum=agentd.v1.BudgetScope" json:"group_by,omitempty"`
+	// Only this API key's or end user's calls (with group_by API_KEY or
+	// END_USER).
+	Subject       string `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageRequest) Reset() {
+	*x = GetUsageRequest{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageRequest) ProtoMessage() {}
+
+func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
+func (*GetUsageRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetUsageRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *GetUsageRequest) GetEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *GetUsageRequest) GetGroupBy() BudgetScope {
+	if x != nil {
+		return x.GroupBy
+	}
+	return BudgetScope_BUDGET_SCOPE_UNSPECIFIED
+}
+
+func (x *GetUsageRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+// GetUsageResponse is the usage asked for.
+type GetUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The span counted.
+	Start *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	End   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
+	// The most spent first.
+	Rows          []*UsageRow `protobuf:"bytes,3,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageResponse) Reset() {
+	*x = GetUsageResponse{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageResponse) ProtoMessage() {}
+
+func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
+func (*GetUsageResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetUsageResponse) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetRows() []*UsageRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+// UsageRow is what one subject's model calls used.
+type UsageRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The API key or end user; empty for the tenant's whole.
+	Subject               string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	ModelCalls            int64  `protobuf:"varint,2,opt,name=model_calls,json=modelCalls,proto3" json:"model_calls,omitempty"`
+	InputTokens           int64  `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens          int64  `protobuf:"varint,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	CacheReadInputTokens  int64  `protobuf:"varint,5,opt,name=cache_read_input_tokens,json=cacheReadInputTokens,proto3" json:"cache_read_input_tokens,omitempty"`
+	CacheWriteInputTokens int64  `protobuf:"varint,6,opt,name=cache_write_input_tokens,json=cacheWriteInputTokens,proto3" json:"cache_write_input_tokens,omitempty"`
+	// The cost, one per currency priced.
+	Cost []*Money `protobuf:"bytes,7,rep,name=cost,proto3" json:"cost,omitempty"`
+	// Model calls whose cost was not (wholly) known.
+	UnpricedCalls int64 `protobuf:"varint,8,opt,name=unpriced_calls,json=unpricedCalls,proto3" json:"unpriced_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRow) Reset() {
+	*x = UsageRow{}
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRow) ProtoMessage() {}
+
+func (x *UsageRow) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
+func (*UsageRow) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *UsageRow) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *UsageRow) GetModelCalls() int64 {
+	if x != nil {
+		return x.ModelCalls
+	}
+	return 0
+}
+
+func (x *UsageRow) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCacheReadInputTokens() int64 {
+	if x != nil {
+		return x.CacheReadInputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCacheWriteInputTokens() int64 {
+	if x != nil {
+		return x.CacheWriteInputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCost() []*Money {
+	if x != nil {
+		return x.Cost
+	}
+	return nil
+}
+
+func (x *UsageRow) GetUnpricedCalls() int64 {
+	if x != nil {
+		return x.UnpricedCalls
+	}
+	return 0
+}
+
 // RevokeTokensRequest selects the tokens to delete: every field given
 // narrows the selection.
 type RevokeTokensRequest struct {
@@ -43,7 +1051,7 @@ type RevokeTokensRequest struct {
 
 func (x *RevokeTokensRequest) Reset() {
 	*x = RevokeTokensRequest{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +1063,7 @@ func (x *RevokeTokensRequest) String() string {
 func (*RevokeTokensRequest) ProtoMessage() {}
 
 func (x *RevokeTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +1076,7 @@ func (x *RevokeTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokensRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokensRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RevokeTokensRequest) GetTenant() string {
@@ -103,7 +1111,7 @@ type RevokeTokensResponse struct {
 
 func (x *RevokeTokensResponse) Reset() {
 	*x = RevokeTokensResponse{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +1123,7 @@ func (x *RevokeTokensResponse) String() string {
 func (*RevokeTokensResponse) ProtoMessage() {}
 
 func (x *RevokeTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +1136,7 @@ func (x *RevokeTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokensResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokensResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RevokeTokensResponse) GetRevoked() int64 {
@@ -147,7 +1155,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +1167,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +1180,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 // ListTenantsResponse lists the configured tenants, by name.
@@ -185,7 +1193,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +1205,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +1218,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantOverview {
@@ -237,7 +1245,7 @@ type TenantOverview struct {
 
 func (x *TenantOverview) Reset() {
 	*x = TenantOverview{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +1257,7 @@ func (x *TenantOverview) String() string {
 func (*TenantOverview) ProtoMessage() {}
 
 func (x *TenantOverview) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +1270,7 @@ func (x *TenantOverview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantOverview.ProtoReflect.Descriptor instead.
 func (*TenantOverview) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TenantOverview) GetName() string {
@@ -300,7 +1308,7 @@ type TenantLimits struct {
 
 func (x *TenantLimits) Reset() {
 	*x = TenantLimits{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +1320,7 @@ func (x *TenantLimits) String() string {
 func (*TenantLimits) ProtoMessage() {}
 
 func (x *TenantLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +1333,7 @@ func (x *TenantLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantLimits.ProtoReflect.Descriptor instead.
 func (*TenantLimits) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TenantLimits) GetMaxConcurrentGenerations() int32 {
@@ -387,7 +1395,7 @@ type TenantUsage struct {
 
 func (x *TenantUsage) Reset() {
 	*x = TenantUsage{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +1407,7 @@ func (x *TenantUsage) String() string {
 func (*TenantUsage) ProtoMessage() {}
 
 func (x *TenantUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +1420,7 @@ func (x *TenantUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
 func (*TenantUsage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TenantUsage) GetRunningGenerations() int32 {
@@ -466,7 +1474,7 @@ type ListMCPServersRequest struct {
 
 func (x *ListMCPServersRequest) Reset() {
 	*x = ListMCPServersRequest{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +1486,7 @@ func (x *ListMCPServersRequest) String() string {
 func (*ListMCPServersRequest) ProtoMessage() {}
 
 func (x *ListMCPServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +1499,7 @@ func (x *ListMCPServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMCPServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMCPServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 // ListMCPServersResponse is the MCP side of agentd as its bridge sees it.
@@ -512,7 +1520,7 @@ type ListMCPServersResponse struct {
 
 func (x *ListMCPServersResponse) Reset() {
 	*x = ListMCPServersResponse{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +1532,7 @@ func (x *ListMCPServersResponse) String() string {
 func (*ListMCPServersResponse) ProtoMessage() {}
 
 func (x *ListMCPServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +1545,7 @@ func (x *ListMCPServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMCPServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMCPServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListMCPServersResponse) GetServers() []*RegisteredServer {
@@ -591,7 +1599,7 @@ type RegisteredServer struct {
 
 func (x *RegisteredServer) Reset() {
 	*x = RegisteredServer{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +1611,7 @@ func (x *RegisteredServer) String() string {
 func (*RegisteredServer) ProtoMessage() {}
 
 func (x *RegisteredServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +1624,7 @@ func (x *RegisteredServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredServer.ProtoReflect.Descriptor instead.
 func (*RegisteredServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisteredServer) GetName() string {
@@ -690,7 +1698,7 @@ type ProcessPool struct {
 
 func (x *ProcessPool) Reset() {
 	*x = ProcessPool{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +1710,7 @@ func (x *ProcessPool) String() string {
 func (*ProcessPool) ProtoMessage() {}
 
 func (x *ProcessPool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +1723,7 @@ func (x *ProcessPool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPool.ProtoReflect.Descriptor instead.
 func (*ProcessPool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProcessPool) GetServerName() string {
@@ -820,7 +1828,7 @@ type SchemaCache struct {
 
 func (x *SchemaCache) Reset() {
 	*x = SchemaCache{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1840,7 @@ func (x *SchemaCache) String() string {
 func (*SchemaCache) ProtoMessage() {}
 
 func (x *SchemaCache) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1853,7 @@ func (x *SchemaCache) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaCache.ProtoReflect.Descriptor instead.
 func (*SchemaCache) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SchemaCache) GetEnabled() bool {
@@ -912,7 +1920,7 @@ type SchemaCacheEntry struct {
 
 func (x *SchemaCacheEntry) Reset() {
 	*x = SchemaCacheEntry{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1932,7 @@ func (x *SchemaCacheEntry) String() string {
 func (*SchemaCacheEntry) ProtoMessage() {}
 
 func (x *SchemaCacheEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1945,7 @@ func (x *SchemaCacheEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaCacheEntry.ProtoReflect.Descriptor instead.
 func (*SchemaCacheEntry) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SchemaCacheEntry) GetKey() string {
@@ -1004,7 +2012,7 @@ type InvalidateSchemaCacheRequest struct {
 
 func (x *InvalidateSchemaCacheRequest) Reset() {
 	*x = InvalidateSchemaCacheRequest{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +2024,7 @@ func (x *InvalidateSchemaCacheRequest) String() string {
 func (*InvalidateSchemaCacheRequest) ProtoMessage() {}
 
 func (x *InvalidateSchemaCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +2037,7 @@ func (x *InvalidateSchemaCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateSchemaCacheRequest.ProtoReflect.Descriptor instead.
 func (*InvalidateSchemaCacheRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InvalidateSchemaCacheRequest) GetKey() string {
@@ -1056,7 +2064,7 @@ type InvalidateSchemaCacheResponse struct {
 
 func (x *InvalidateSchemaCacheResponse) Reset() {
 	*x = InvalidateSchemaCacheResponse{}
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +2076,7 @@ func (x *InvalidateSchemaCacheResponse) String() string {
 func (*InvalidateSchemaCacheResponse) ProtoMessage() {}
 
 func (x *InvalidateSchemaCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_admin_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +2089,7 @@ func (x *InvalidateSchemaCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateSchemaCacheResponse.ProtoReflect.Descriptor instead.
 func (*InvalidateSchemaCacheResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InvalidateSchemaCacheResponse) GetRemoved() int64 {
@@ -1095,7 +2103,67 @@ var File_agentd_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
+	"\x1dagentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x15agentd/v1/agent.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb0\x03\n" +
+	"\x06Budget\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12,\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x16.agentd.v1.BudgetScopeR\x05scope\x12\x18\n" +
+	"\asubject\x18\x04 \x01(\tR\asubject\x12/\n" +
+	"\x06period\x18\x05 \x01(\x0e2\x17.agentd.v1.BudgetPeriodR\x06period\x12#\n" +
+	"\rrolling_hours\x18\x06 \x01(\x05R\frollingHours\x12\x1b\n" +
+	"\ttime_zone\x18\a \x01(\tR\btimeZone\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\b \x01(\x03R\tmaxTokens\x12+\n" +
+	"\bmax_cost\x18\t \x01(\v2\x10.agentd.v1.MoneyR\amaxCost\x12!\n" +
+	"\fwarn_percent\x18\n" +
+	" \x01(\x05R\vwarnPercent\x12/\n" +
+	"\x06action\x18\v \x01(\x0e2\x17.agentd.v1.BudgetActionR\x06action\x12\x1f\n" +
+	"\vfrom_config\x18\f \x01(\bR\n" +
+	"fromConfig\"\xbf\x02\n" +
+	"\vBudgetSpend\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12=\n" +
+	"\fperiod_start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vperiodStart\x129\n" +
+	"\n" +
+	"period_end\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tperiodEnd\x12\x16\n" +
+	"\x06tokens\x18\x04 \x01(\x03R\x06tokens\x12$\n" +
+	"\x04cost\x18\x05 \x01(\v2\x10.agentd.v1.MoneyR\x04cost\x12'\n" +
+	"\x0freserved_tokens\x18\x06 \x01(\x03R\x0ereservedTokens\x125\n" +
+	"\rreserved_cost\x18\a \x01(\v2\x10.agentd.v1.MoneyR\freservedCost\",\n" +
+	"\x12ListBudgetsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"H\n" +
+	"\x13ListBudgetsResponse\x121\n" +
+	"\abudgets\x18\x01 \x03(\v2\x17.agentd.v1.BudgetStatusR\abudgets\"i\n" +
+	"\fBudgetStatus\x12)\n" +
+	"\x06budget\x18\x01 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\x12.\n" +
+	"\x06spends\x18\x02 \x03(\v2\x16.agentd.v1.BudgetSpendR\x06spends\"=\n" +
+	"\x10SetBudgetRequest\x12)\n" +
+	"\x06budget\x18\x01 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\">\n" +
+	"\x11SetBudgetResponse\x12)\n" +
+	"\x06budget\x18\x01 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\"A\n" +
+	"\x13DeleteBudgetRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"\x16\n" +
+	"\x14DeleteBudgetResponse\"\xd6\x01\n" +
+	"\x0fGetUsageRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x120\n" +
+	"\x05start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
+	"\x03end\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x03end\x121\n" +
+	"\bgroup_by\x18\x04 \x01(\x0e2\x16.agentd.v1.BudgetScopeR\agroupBy\x12\x18\n" +
+	"\asubject\x18\x05 \x01(\tR\asubject\"\x9b\x01\n" +
+	"\x10GetUsageResponse\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
+	"\x03end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x03end\x12'\n" +
+	"\x04rows\x18\x03 \x03(\v2\x13.agentd.v1.UsageRowR\x04rows\"\xca\x02\n" +
+	"\bUsageRow\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1f\n" +
+	"\vmodel_calls\x18\x02 \x01(\x03R\n" +
+	"modelCalls\x12!\n" +
+	"\finput_tokens\x18\x03 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x04 \x01(\x03R\foutputTokens\x125\n" +
+	"\x17cache_read_input_tokens\x18\x05 \x01(\x03R\x14cacheReadInputTokens\x127\n" +
+	"\x18cache_write_input_tokens\x18\x06 \x01(\x03R\x15cacheWriteInputTokens\x12$\n" +
+	"\x04cost\x18\a \x03(\v2\x10.agentd.v1.MoneyR\x04cost\x12%\n" +
+	"\x0eunpriced_calls\x18\b \x01(\x03R\runpricedCalls\"g\n" +
 	"\x13RevokeTokensRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n" +
 	"\bend_user\x18\x02 \x01(\tR\aendUser\x12\x1d\n" +
@@ -1176,12 +2244,30 @@ const file_agentd_v1_admin_service_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"9\n" +
 	"\x1dInvalidateSchemaCacheResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xe5\x03\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved*y\n" +
+	"\vBudgetScope\x12\x1c\n" +
+	"\x18BUDGET_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13BUDGET_SCOPE_TENANT\x10\x01\x12\x18\n" +
+	"\x14BUDGET_SCOPE_API_KEY\x10\x02\x12\x19\n" +
+	"\x15BUDGET_SCOPE_END_USER\x10\x03*x\n" +
+	"\fBudgetPeriod\x12\x1d\n" +
+	"\x19BUDGET_PERIOD_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11BUDGET_PERIOD_DAY\x10\x01\x12\x17\n" +
+	"\x13BUDGET_PERIOD_MONTH\x10\x02\x12\x19\n" +
+	"\x15BUDGET_PERIOD_ROLLING\x10\x03*^\n" +
+	"\fBudgetAction\x12\x1d\n" +
+	"\x19BUDGET_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12BUDGET_ACTION_FAIL\x10\x01\x12\x17\n" +
+	"\x13BUDGET_ACTION_PAUSE\x10\x022\xf2\x06\n" +
 	"\fAdminService\x12a\n" +
 	"\vListTenants\x12\x1d.agentd.v1.ListTenantsRequest\x1a\x1e.agentd.v1.ListTenantsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/tenants\x12n\n" +
 	"\x0eListMCPServers\x12 .agentd.v1.ListMCPServersRequest\x1a!.agentd.v1.ListMCPServersResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/mcp-servers\x12\x92\x01\n" +
 	"\x15InvalidateSchemaCache\x12'.agentd.v1.InvalidateSchemaCacheRequest\x1a(.agentd.v1.InvalidateSchemaCacheResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/schema-cache:invalidate\x12m\n" +
-	"\fRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revokeB\x9b\x01\n" +
+	"\fRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revoke\x12a\n" +
+	"\vListBudgets\x12\x1d.agentd.v1.ListBudgetsRequest\x1a\x1e.agentd.v1.ListBudgetsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/budgets\x12c\n" +
+	"\tSetBudget\x12\x1b.agentd.v1.SetBudgetRequest\x1a\x1c.agentd.v1.SetBudgetResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x06budget\"\v/v1/budgets\x12k\n" +
+	"\fDeleteBudget\x12\x1e.agentd.v1.DeleteBudgetRequest\x1a\x1f.agentd.v1.DeleteBudgetResponse\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/budgets/{name}\x12V\n" +
+	"\bGetUsage\x12\x1a.agentd.v1.GetUsageRequest\x1a\x1b.agentd.v1.GetUsageResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/usageB\x9b\x01\n" +
 	"\rcom.agentd.v1B\x11AdminServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -1197,50 +2283,95 @@ func file_agentd_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_admin_service_proto_rawDescData
 }
 
-var file_agentd_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agentd_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_agentd_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_agentd_v1_admin_service_proto_goTypes = []any{
-	(*RevokeTokensRequest)(nil),           // 0: agentd.v1.RevokeTokensRequest
-	(*RevokeTokensResponse)(nil),          // 1: agentd.v1.RevokeTokensResponse
-	(*ListTenantsRequest)(nil),            // 2: agentd.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),           // 3: agentd.v1.ListTenantsResponse
-	(*TenantOverview)(nil),                // 4: agentd.v1.TenantOverview
-	(*TenantLimits)(nil),                  // 5: agentd.v1.TenantLimits
-	(*TenantUsage)(nil),                   // 6: agentd.v1.TenantUsage
-	(*ListMCPServersRequest)(nil),         // 7: agentd.v1.ListMCPServersRequest
-	(*ListMCPServersResponse)(nil),        // 8: agentd.v1.ListMCPServersResponse
-	(*RegisteredServer)(nil),              // 9: agentd.v1.RegisteredServer
-	(*ProcessPool)(nil),                   // 10: agentd.v1.ProcessPool
-	(*SchemaCache)(nil),                   // 11: agentd.v1.SchemaCache
-	(*SchemaCacheEntry)(nil),              // 12: agentd.v1.SchemaCacheEntry
-	(*InvalidateSchemaCacheRequest)(nil),  // 13: agentd.v1.InvalidateSchemaCacheRequest
-	(*InvalidateSchemaCacheResponse)(nil), // 14: agentd.v1.InvalidateSchemaCacheResponse
-	(*durationpb.Duration)(nil),           // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),         // 16: google.protobuf.Timestamp
+	(BudgetScope)(0),                      // 0: agentd.v1.BudgetScope
+	(BudgetPeriod)(0),                     // 1: agentd.v1.BudgetPeriod
+	(BudgetAction)(0),                     // 2: agentd.v1.BudgetAction
+	(*Budget)(nil),                        // 3: agentd.v1.Budget
+	(*BudgetSpend)(nil),                   // 4: agentd.v1.BudgetSpend
+	(*ListBudgetsRequest)(nil),            // 5: agentd.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),           // 6: agentd.v1.ListBudgetsResponse
+	(*BudgetStatus)(nil),                  // 7: agentd.v1.BudgetStatus
+	(*SetBudgetRequest)(nil),              // 8: agentd.v1.SetBudgetRequest
+	(*SetBudgetResponse)(nil),             // 9: agentd.v1.SetBudgetResponse
+	(*DeleteBudgetRequest)(nil),           // 10: agentd.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),          // 11: agentd.v1.DeleteBudgetResponse
+	(*GetUsageRequest)(nil),               // 12: agentd.v1.GetUsageRequest
+	(*GetUsageResponse)(nil),              // 13: agentd.v1.GetUsageResponse
+	(*UsageRow)(nil),                      // 14: agentd.v1.UsageRow
+	(*RevokeTokensRequest)(nil),           // 15: agentd.v1.RevokeTokensRequest
+	(*RevokeTokensResponse)(nil),          // 16: agentd.v1.RevokeTokensResponse
+	(*ListTenantsRequest)(nil),            // 17: agentd.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),           // 18: agentd.v1.ListTenantsResponse
+	(*TenantOverview)(nil),                // 19: agentd.v1.TenantOverview
+	(*TenantLimits)(nil),                  // 20: agentd.v1.TenantLimits
+	(*TenantUsage)(nil),                   // 21: agentd.v1.TenantUsage
+	(*ListMCPServersRequest)(nil),         // 22: agentd.v1.ListMCPServersRequest
+	(*ListMCPServersResponse)(nil),        // 23: agentd.v1.ListMCPServersResponse
+	(*RegisteredServer)(nil),              // 24: agentd.v1.RegisteredServer
+	(*ProcessPool)(nil),                   // 25: agentd.v1.ProcessPool
+	(*SchemaCache)(nil),                   // 26: agentd.v1.SchemaCache
+	(*SchemaCacheEntry)(nil),              // 27: agentd.v1.SchemaCacheEntry
+	(*InvalidateSchemaCacheRequest)(nil),  // 28: agentd.v1.InvalidateSchemaCacheRequest
+	(*InvalidateSchemaCacheResponse)(nil), // 29: agentd.v1.InvalidateSchemaCacheResponse
+	(*Money)(nil),                         // 30: agentd.v1.Money
+	(*timestamppb.Timestamp)(nil),         // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 32: google.protobuf.Duration
 }
 var file_agentd_v1_admin_service_proto_depIdxs = []int32{
-	4,  // 0: agentd.v1.ListTenantsResponse.tenants:type_name -> agentd.v1.TenantOverview
-	5,  // 1: agentd.v1.TenantOverview.limits:type_name -> agentd.v1.TenantLimits
-	6,  // 2: agentd.v1.TenantOverview.usage:type_name -> agentd.v1.TenantUsage
-	9,  // 3: agentd.v1.ListMCPServersResponse.servers:type_name -> agentd.v1.RegisteredServer
-	10, // 4: agentd.v1.ListMCPServersResponse.pools:type_name -> agentd.v1.ProcessPool
-	11, // 5: agentd.v1.ListMCPServersResponse.cache:type_name -> agentd.v1.SchemaCache
-	15, // 6: agentd.v1.SchemaCache.ttl:type_name -> google.protobuf.Duration
-	12, // 7: agentd.v1.SchemaCache.entries:type_name -> agentd.v1.SchemaCacheEntry
-	16, // 8: agentd.v1.SchemaCacheEntry.written_at:type_name -> google.protobuf.Timestamp
-	16, // 9: agentd.v1.SchemaCacheEntry.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 10: agentd.v1.AdminService.ListTenants:input_type -> agentd.v1.ListTenantsRequest
-	7,  // 11: agentd.v1.AdminService.ListMCPServers:input_type -> agentd.v1.ListMCPServersRequest
-	13, // 12: agentd.v1.AdminService.InvalidateSchemaCache:input_type -> agentd.v1.InvalidateSchemaCacheRequest
-	0,  // 13: agentd.v1.AdminService.RevokeTokens:input_type -> agentd.v1.RevokeTokensRequest
-	3,  // 14: agentd.v1.AdminService.ListTenants:output_type -> agentd.v1.ListTenantsResponse
-	8,  // 15: agentd.v1.AdminService.ListMCPServers:output_type -> agentd.v1.ListMCPServersResponse
-	14, // 16: agentd.v1.AdminService.InvalidateSchemaCache:output_type -> agentd.v1.InvalidateSchemaCacheResponse
-	1,  // 17: agentd.v1.AdminService.RevokeTokens:output_type -> agentd.v1.RevokeTokensResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 0: agentd.v1.Budget.scope:type_name -> agentd.v1.BudgetScope
+	1,  // 1: agentd.v1.Budget.period:type_name -> agentd.v1.BudgetPeriod
+	30, // 2: agentd.v1.Budget.max_cost:type_name -> agentd.v1.Money
+	2,  // 3: agentd.v1.Budget.action:type_name -> agentd.v1.BudgetAction
+	31, // 4: agentd.v1.BudgetSpend.period_start:type_name -> google.protobuf.Timestamp
+	31, // 5: agentd.v1.BudgetSpend.period_end:type_name -> google.protobuf.Timestamp
+	30, // 6: agentd.v1.BudgetSpend.cost:type_name -> agentd.v1.Money
+	30, // 7: agentd.v1.BudgetSpend.reserved_cost:type_name -> agentd.v1.Money
+	7,  // 8: agentd.v1.ListBudgetsResponse.budgets:type_name -> agentd.v1.BudgetStatus
+	3,  // 9: agentd.v1.BudgetStatus.budget:type_name -> agentd.v1.Budget
+	4,  // 10: agentd.v1.BudgetStatus.spends:type_name -> agentd.v1.BudgetSpend
+	3,  // 11: agentd.v1.SetBudgetRequest.budget:type_name -> agentd.v1.Budget
+	3,  // 12: agentd.v1.SetBudgetResponse.budget:type_name -> agentd.v1.Budget
+	31, // 13: agentd.v1.GetUsageRequest.start:type_name -> google.protobuf.Timestamp
+	31, // 14: agentd.v1.GetUsageRequest.end:type_name -> google.protobuf.Timestamp
+	0,  // 15: agentd.v1.GetUsageRequest.group_by:type_name -> agentd.v1.BudgetScope
+	31, // 16: agentd.v1.GetUsageResponse.start:type_name -> google.protobuf.Timestamp
+	31, // 17: agentd.v1.GetUsageResponse.end:type_name -> google.protobuf.Timestamp
+	14, // 18: agentd.v1.GetUsageResponse.rows:type_name -> agentd.v1.UsageRow
+	30, // 19: agentd.v1.UsageRow.cost:type_name -> agentd.v1.Money
+	19, // 20: agentd.v1.ListTenantsResponse.tenants:type_name -> agentd.v1.TenantOverview
+	20, // 21: agentd.v1.TenantOverview.limits:type_name -> agentd.v1.TenantLimits
+	21, // 22: agentd.v1.TenantOverview.usage:type_name -> agentd.v1.TenantUsage
+	24, // 23: agentd.v1.ListMCPServersResponse.servers:type_name -> agentd.v1.RegisteredServer
+	25, // 24: agentd.v1.ListMCPServersResponse.pools:type_name -> agentd.v1.ProcessPool
+	26, // 25: agentd.v1.ListMCPServersResponse.cache:type_name -> agentd.v1.SchemaCache
+	32, // 26: agentd.v1.SchemaCache.ttl:type_name -> google.protobuf.Duration
+	27, // 27: agentd.v1.SchemaCache.entries:type_name -> agentd.v1.SchemaCacheEntry
+	31, // 28: agentd.v1.SchemaCacheEntry.written_at:type_name -> google.protobuf.Timestamp
+	31, // 29: agentd.v1.SchemaCacheEntry.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 30: agentd.v1.AdminService.ListTenants:input_type -> agentd.v1.ListTenantsRequest
+	22, // 31: agentd.v1.AdminService.ListMCPServers:input_type -> agentd.v1.ListMCPServersRequest
+	28, // 32: agentd.v1.AdminService.InvalidateSchemaCache:input_type -> agentd.v1.InvalidateSchemaCacheRequest
+	15, // 33: agentd.v1.AdminService.RevokeTokens:input_type -> agentd.v1.RevokeTokensRequest
+	5,  // 34: agentd.v1.AdminService.ListBudgets:input_type -> agentd.v1.ListBudgetsRequest
+	8,  // 35: agentd.v1.AdminService.SetBudget:input_type -> agentd.v1.SetBudgetRequest
+	10, // 36: agentd.v1.AdminService.DeleteBudget:input_type -> agentd.v1.DeleteBudgetRequest
+	12, // 37: agentd.v1.AdminService.GetUsage:input_type -> agentd.v1.GetUsageRequest
+	18, // 38: agentd.v1.AdminService.ListTenants:output_type -> agentd.v1.ListTenantsResponse
+	23, // 39: agentd.v1.AdminService.ListMCPServers:output_type -> agentd.v1.ListMCPServersResponse
+	29, // 40: agentd.v1.AdminService.InvalidateSchemaCache:output_type -> agentd.v1.InvalidateSchemaCacheResponse
+	16, // 41: agentd.v1.AdminService.RevokeTokens:output_type -> agentd.v1.RevokeTokensResponse
+	6,  // 42: agentd.v1.AdminService.ListBudgets:output_type -> agentd.v1.ListBudgetsResponse
+	9,  // 43: agentd.v1.AdminService.SetBudget:output_type -> agentd.v1.SetBudgetResponse
+	11, // 44: agentd.v1.AdminService.DeleteBudget:output_type -> agentd.v1.DeleteBudgetResponse
+	13, // 45: agentd.v1.AdminService.GetUsage:output_type -> agentd.v1.GetUsageResponse
+	38, // [38:46] is the sub-list for method output_type
+	30, // [30:38] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_admin_service_proto_init() }
@@ -1248,18 +2379,20 @@ func file_agentd_v1_admin_service_proto_init() {
 	if File_agentd_v1_admin_service_proto != nil {
 		return
 	}
+	file_agentd_v1_agent_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_admin_service_proto_rawDesc), len(file_agentd_v1_admin_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   15,
+			NumEnums:      3,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_agentd_v1_admin_service_proto_goTypes,
 		DependencyIndexes: file_agentd_v1_admin_service_proto_depIdxs,
+		EnumInfos:         file_agentd_v1_admin_service_proto_enumTypes,
 		MessageInfos:      file_agentd_v1_admin_service_proto_msgTypes,
 	}.Build()
 	File_agentd_v1_admin_service_proto = out.File

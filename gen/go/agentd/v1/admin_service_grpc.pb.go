@@ -23,6 +23,10 @@ const (
 	AdminService_ListMCPServers_FullMethodName        = "/agentd.v1.AdminService/ListMCPServers"
 	AdminService_InvalidateSchemaCache_FullMethodName = "/agentd.v1.AdminService/InvalidateSchemaCache"
 	AdminService_RevokeTokens_FullMethodName          = "/agentd.v1.AdminService/RevokeTokens"
+	AdminService_ListBudgets_FullMethodName           = "/agentd.v1.AdminService/ListBudgets"
+	AdminService_SetBudget_FullMethodName             = "/agentd.v1.AdminService/SetBudget"
+	AdminService_DeleteBudget_FullMethodName          = "/agentd.v1.AdminService/DeleteBudget"
+	AdminService_GetUsage_FullMethodName              = "/agentd.v1.AdminService/GetUsage"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -52,6 +56,21 @@ type AdminServiceClient interface {
 	// stored tokens only; it does not revoke them at the authorization
 	// server.
 	RevokeTokens(ctx context.Context, in *RevokeTokensRequest, opts ...grpc.CallOption) (*RevokeTokensResponse, error)
+	// ListBudgets returns a tenant's budgets, those of the configuration
+	// and those set through SetBudget, each with what its subjects spent
+	// in the current period.
+	ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error)
+	// SetBudget creates or replaces a budget by its name. It is kept in the
+	// store and applies on every replica within a second. A budget of the
+	// configuration cannot be replaced: FAILED_PRECONDITION.
+	SetBudget(ctx context.Context, in *SetBudgetRequest, opts ...grpc.CallOption) (*SetBudgetResponse, error)
+	// DeleteBudget deletes a budget set through SetBudget, with what it
+	// counted. NOT_FOUND when there is none by that name.
+	DeleteBudget(ctx context.Context, in *DeleteBudgetRequest, opts ...grpc.CallOption) (*DeleteBudgetResponse, error)
+	// GetUsage returns what a tenant's model calls used in a span of time,
+	// in all or by API key or end user: tokens, calls and cost. It reads
+	// an hourly ledger each replica writes every second.
+	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
 }
 
 type adminServiceClient struct {
@@ -102,6 +121,46 @@ func (c *adminServiceClient) RevokeTokens(ctx context.Context, in *RevokeTokensR
 	return out, nil
 }
 
+func (c *adminServiceClient) ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBudgetsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBudgets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetBudget(ctx context.Context, in *SetBudgetRequest, opts ...grpc.CallOption) (*SetBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetBudgetResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteBudget(ctx context.Context, in *DeleteBudgetRequest, opts ...grpc.CallOption) (*DeleteBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBudgetResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUsageResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -129,6 +188,21 @@ type AdminServiceServer interface {
 	// stored tokens only; it does not revoke them at the authorization
 	// server.
 	RevokeTokens(context.Context, *RevokeTokensRequest) (*RevokeTokensResponse, error)
+	// ListBudgets returns a tenant's budgets, those of the configuration
+	// and those set through SetBudget, each with what its subjects spent
+	// in the current period.
+	ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error)
+	// SetBudget creates or replaces a budget by its name. It is kept in the
+	// store and applies on every replica within a second. A budget of the
+	// configuration cannot be replaced: FAILED_PRECONDITION.
+	SetBudget(context.Context, *SetBudgetRequest) (*SetBudgetResponse, error)
+	// DeleteBudget deletes a budget set through SetBudget, with what it
+	// counted. NOT_FOUND when there is none by that name.
+	DeleteBudget(context.Context, *DeleteBudgetRequest) (*DeleteBudgetResponse, error)
+	// GetUsage returns what a tenant's model calls used in a span of time,
+	// in all or by API key or end user: tokens, calls and cost. It reads
+	// an hourly ledger each replica writes every second.
+	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -150,6 +224,18 @@ func (UnimplementedAdminServiceServer) InvalidateSchemaCache(context.Context, *I
 }
 func (UnimplementedAdminServiceServer) RevokeTokens(context.Context, *RevokeTokensRequest) (*RevokeTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeTokens not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBudgets not implemented")
+}
+func (UnimplementedAdminServiceServer) SetBudget(context.Context, *SetBudgetRequest) (*SetBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetBudget not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteBudget(context.Context, *DeleteBudgetRequest) (*DeleteBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBudget not implemented")
+}
+func (UnimplementedAdminServiceServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -244,6 +330,78 @@ func _AdminService_RevokeTokens_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListBudgets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBudgetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBudgets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBudgets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBudgets(ctx, req.(*ListBudgetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetBudget(ctx, req.(*SetBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteBudget(ctx, req.(*DeleteBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetUsage(ctx, req.(*GetUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -266,6 +424,22 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeTokens",
 			Handler:    _AdminService_RevokeTokens_Handler,
+		},
+		{
+			MethodName: "ListBudgets",
+			Handler:    _AdminService_ListBudgets_Handler,
+		},
+		{
+			MethodName: "SetBudget",
+			Handler:    _AdminService_SetBudget_Handler,
+		},
+		{
+			MethodName: "DeleteBudget",
+			Handler:    _AdminService_DeleteBudget_Handler,
+		},
+		{
+			MethodName: "GetUsage",
+			Handler:    _AdminService_GetUsage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -23,6 +23,69 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OnLimit says what a generation does when it reaches one of its limits
+// (GenerationLimits, or max_tool_turns).
+type OnLimit int32
+
+const (
+	// END.
+	OnLimit_ON_LIMIT_UNSPECIFIED OnLimit = 0
+	// It ends COMPLETED with GenerationCompleted.limit naming the limit.
+	// Calls the model asked for that did not run get a result saying so,
+	// so the conversation (and its thread) stays whole.
+	OnLimit_ON_LIMIT_END OnLimit = 1
+	// It pauses with an ApprovalRequest whose limit field names the limit:
+	// approving it (by anyone who may decide) raises the limit, within the
+	// tenant's ceiling, and the generation goes on; declining it ends the
+	// generation as END does.
+	OnLimit_ON_LIMIT_PAUSE OnLimit = 2
+	// It fails RESOURCE_EXHAUSTED with an ErrorInfo naming the limit.
+	OnLimit_ON_LIMIT_FAIL OnLimit = 3
+)
+
+// Enum value maps for OnLimit.
+var (
+	OnLimit_name = map[int32]string{
+		0: "ON_LIMIT_UNSPECIFIED",
+		1: "ON_LIMIT_END",
+		2: "ON_LIMIT_PAUSE",
+		3: "ON_LIMIT_FAIL",
+	}
+	OnLimit_value = map[string]int32{
+		"ON_LIMIT_UNSPECIFIED": 0,
+		"ON_LIMIT_END":         1,
+		"ON_LIMIT_PAUSE":       2,
+		"ON_LIMIT_FAIL":        3,
+	}
+)
+
+func (x OnLimit) Enum() *OnLimit {
+	p := new(OnLimit)
+	*p = x
+	return p
+}
+
+func (x OnLimit) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OnLimit) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_proto_enumTypes[0].Descriptor()
+}
+
+func (OnLimit) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_proto_enumTypes[0]
+}
+
+func (x OnLimit) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OnLimit.Descriptor instead.
+func (OnLimit) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
 // ElicitationPolicy says whether MCP servers may ask the user for input.
 type ElicitationPolicy int32
 
@@ -60,11 +123,11 @@ func (x ElicitationPolicy) String() string {
 }
 
 func (ElicitationPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[1].Descriptor()
 }
 
 func (ElicitationPolicy) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[0]
+	return &file_agentd_v1_agent_proto_enumTypes[1]
 }
 
 func (x ElicitationPolicy) Number() protoreflect.EnumNumber {
@@ -73,7 +136,7 @@ func (x ElicitationPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ElicitationPolicy.Descriptor instead.
 func (ElicitationPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
 // MCPStrategy says where an agent's MCP servers run.
@@ -119,11 +182,11 @@ func (x MCPStrategy) String() string {
 }
 
 func (MCPStrategy) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[2].Descriptor()
 }
 
 func (MCPStrategy) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[1]
+	return &file_agentd_v1_agent_proto_enumTypes[2]
 }
 
 func (x MCPStrategy) Number() protoreflect.EnumNumber {
@@ -132,7 +195,7 @@ func (x MCPStrategy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MCPStrategy.Descriptor instead.
 func (MCPStrategy) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 // ToolNameConflict says how clashing tool names are handled.
@@ -175,11 +238,11 @@ func (x ToolNameConflict) String() string {
 }
 
 func (ToolNameConflict) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[3].Descriptor()
 }
 
 func (ToolNameConflict) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[2]
+	return &file_agentd_v1_agent_proto_enumTypes[3]
 }
 
 func (x ToolNameConflict) Number() protoreflect.EnumNumber {
@@ -188,7 +251,7 @@ func (x ToolNameConflict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolNameConflict.Descriptor instead.
 func (ToolNameConflict) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 // SamplingMode says whether an MCP server's sampling requests are
@@ -237,11 +300,11 @@ func (x SamplingMode) String() string {
 }
 
 func (SamplingMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[4].Descriptor()
 }
 
 func (SamplingMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[3]
+	return &file_agentd_v1_agent_proto_enumTypes[4]
 }
 
 func (x SamplingMode) Number() protoreflect.EnumNumber {
@@ -250,7 +313,7 @@ func (x SamplingMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SamplingMode.Descriptor instead.
 func (SamplingMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 // GrantType is how agentd obtains an access token.
@@ -304,11 +367,11 @@ func (x GrantType) String() string {
 }
 
 func (GrantType) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[5].Descriptor()
 }
 
 func (GrantType) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[4]
+	return &file_agentd_v1_agent_proto_enumTypes[5]
 }
 
 func (x GrantType) Number() protoreflect.EnumNumber {
@@ -317,7 +380,7 @@ func (x GrantType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GrantType.Descriptor instead.
 func (GrantType) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 // ApprovalMode is the shorthand form of an ApprovalPolicy.
@@ -357,11 +420,11 @@ func (x ApprovalMode) String() string {
 }
 
 func (ApprovalMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_proto_enumTypes[5].Descriptor()
+	return file_agentd_v1_agent_proto_enumTypes[6].Descriptor()
 }
 
 func (ApprovalMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_proto_enumTypes[5]
+	return &file_agentd_v1_agent_proto_enumTypes[6]
 }
 
 func (x ApprovalMode) Number() protoreflect.EnumNumber {
@@ -370,7 +433,7 @@ func (x ApprovalMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalMode.Descriptor instead.
 func (ApprovalMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 // Agent declares who answers (provider and model), how (instructions), and
@@ -458,7 +521,13 @@ type Agent struct {
 	Elicitation ElicitationPolicy `protobuf:"varint,12,opt,name=elicitation,proto3,enum=agentd.v1.ElicitationPolicy" json:"elicitation,omitempty"`
 	// How the conversation is fitted to the model's context window when it
 	// outgrows it (a long thread). Absent: the whole conversation is sent.
-	Context       *ContextPolicy `protobuf:"bytes,13,opt,name=context,proto3" json:"context,omitempty"`
+	Context *ContextPolicy `protobuf:"bytes,13,opt,name=context,proto3" json:"context,omitempty"`
+	// What this generation may spend beside max_tool_turns: tool calls,
+	// tokens, money and time, and what happens when it reaches one. Each
+	// limit left unset takes the tenant's default (generation_limits in
+	// the configuration); each set one must be within the tenant's
+	// ceiling.
+	Limits        *GenerationLimits `protobuf:"bytes,14,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -584,6 +653,163 @@ func (x *Agent) GetContext() *ContextPolicy {
 	return nil
 }
 
+func (x *Agent) GetLimits() *GenerationLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// GenerationLimits bound one generation. agentd checks them before each
+// model call and before each tool turn's calls run, so a generation
+// passes a limit by at most what one model call or one tool turn uses;
+// max_tool_turns and max_tool_calls are never passed.
+type GenerationLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool calls the generation may make, counted across pauses; a
+	// tool turn whose calls would pass it runs none of them. Absent: the
+	// tenant's default (none unless configured). 1..100000.
+	MaxToolCalls *int32 `protobuf:"varint,1,opt,name=max_tool_calls,json=maxToolCalls,proto3,oneof" json:"max_tool_calls,omitempty"`
+	// The tokens its model calls may use (input, output, cache reads and
+	// writes together), counted across pauses. Absent: the tenant's
+	// default (none unless configured).
+	MaxTotalTokens *int64 `protobuf:"varint,2,opt,name=max_total_tokens,json=maxTotalTokens,proto3,oneof" json:"max_total_tokens,omitempty"`
+	// What its model calls may cost at agentd's price table, in the
+	// currency of the model's price. A model without a known price cannot
+	// be held to it: the start is FAILED_PRECONDITION. Absent: the
+	// tenant's default (none unless configured).
+	MaxCost *Money `protobuf:"bytes,3,opt,name=max_cost,json=maxCost,proto3" json:"max_cost,omitempty"`
+	// How long it may run: the time from its start, or each resume or
+	// adoption, to its end or pause, summed. Time paused waiting for a
+	// resume does not count. Absent: the tenant's default (1 hour unless
+	// configured).
+	MaxDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=max_duration,json=maxDuration,proto3" json:"max_duration,omitempty"`
+	// What happens when a limit is reached. Unspecified: END.
+	OnLimit       OnLimit `protobuf:"varint,5,opt,name=on_limit,json=onLimit,proto3,enum=agentd.v1.OnLimit" json:"on_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerationLimits) Reset() {
+	*x = GenerationLimits{}
+	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerationLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerationLimits) ProtoMessage() {}
+
+func (x *GenerationLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerationLimits.ProtoReflect.Descriptor instead.
+func (*GenerationLimits) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GenerationLimits) GetMaxToolCalls() int32 {
+	if x != nil && x.MaxToolCalls != nil {
+		return *x.MaxToolCalls
+	}
+	return 0
+}
+
+func (x *GenerationLimits) GetMaxTotalTokens() int64 {
+	if x != nil && x.MaxTotalTokens != nil {
+		return *x.MaxTotalTokens
+	}
+	return 0
+}
+
+func (x *GenerationLimits) GetMaxCost() *Money {
+	if x != nil {
+		return x.MaxCost
+	}
+	return nil
+}
+
+func (x *GenerationLimits) GetMaxDuration() *durationpb.Duration {
+	if x != nil {
+		return x.MaxDuration
+	}
+	return nil
+}
+
+func (x *GenerationLimits) GetOnLimit() OnLimit {
+	if x != nil {
+		return x.OnLimit
+	}
+	return OnLimit_ON_LIMIT_UNSPECIFIED
+}
+
+// Money is an amount of one currency.
+type Money struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ISO 4217 code of the currency, e.g. "USD".
+	Currency string `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// The amount, in billionths of the currency's unit.
+	Nanos         int64 `protobuf:"varint,2,opt,name=nanos,proto3" json:"nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Money) Reset() {
+	*x = Money{}
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Money) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Money) ProtoMessage() {}
+
+func (x *Money) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Money.ProtoReflect.Descriptor instead.
+func (*Money) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Money) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *Money) GetNanos() int64 {
+	if x != nil {
+		return x.Nanos
+	}
+	return 0
+}
+
 // ContextPolicy fits a conversation to a budget of input tokens before
 // each model turn, leaving the stored conversation as it is. Tokens are
 // estimated (four bytes of text to a token). First the oldest tool
@@ -612,7 +838,7 @@ type ContextPolicy struct {
 
 func (x *ContextPolicy) Reset() {
 	*x = ContextPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +850,7 @@ func (x *ContextPolicy) String() string {
 func (*ContextPolicy) ProtoMessage() {}
 
 func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +863,7 @@ func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
 func (*ContextPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ContextPolicy) GetMaxInputTokens() int64 {
@@ -739,7 +965,7 @@ type MCPServer struct {
 
 func (x *MCPServer) Reset() {
 	*x = MCPServer{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +977,7 @@ func (x *MCPServer) String() string {
 func (*MCPServer) ProtoMessage() {}
 
 func (x *MCPServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +990,7 @@ func (x *MCPServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MCPServer.ProtoReflect.Descriptor instead.
 func (*MCPServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MCPServer) GetName() string {
@@ -932,7 +1158,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1170,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1183,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Sampling) GetMode() SamplingMode {
@@ -1025,7 +1251,7 @@ type OAuthClient struct {
 
 func (x *OAuthClient) Reset() {
 	*x = OAuthClient{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1263,7 @@ func (x *OAuthClient) String() string {
 func (*OAuthClient) ProtoMessage() {}
 
 func (x *OAuthClient) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1276,7 @@ func (x *OAuthClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthClient.ProtoReflect.Descriptor instead.
 func (*OAuthClient) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OAuthClient) GetGrant() GrantType {
@@ -1146,7 +1372,7 @@ type IdentityProvider struct {
 
 func (x *IdentityProvider) Reset() {
 	*x = IdentityProvider{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1384,7 @@ func (x *IdentityProvider) String() string {
 func (*IdentityProvider) ProtoMessage() {}
 
 func (x *IdentityProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1397,7 @@ func (x *IdentityProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentityProvider.ProtoReflect.Descriptor instead.
 func (*IdentityProvider) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IdentityProvider) GetIssuer() string {
@@ -1233,7 +1459,7 @@ type ApprovalPolicy struct {
 
 func (x *ApprovalPolicy) Reset() {
 	*x = ApprovalPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1471,7 @@ func (x *ApprovalPolicy) String() string {
 func (*ApprovalPolicy) ProtoMessage() {}
 
 func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1484,7 @@ func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalPolicy.ProtoReflect.Descriptor instead.
 func (*ApprovalPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApprovalPolicy) GetMode() ApprovalMode {
@@ -1294,7 +1520,7 @@ type ToolNames struct {
 
 func (x *ToolNames) Reset() {
 	*x = ToolNames{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1532,7 @@ func (x *ToolNames) String() string {
 func (*ToolNames) ProtoMessage() {}
 
 func (x *ToolNames) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1545,7 @@ func (x *ToolNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolNames.ProtoReflect.Descriptor instead.
 func (*ToolNames) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolNames) GetToolNames() []string {
@@ -1345,7 +1571,7 @@ type FunctionTool struct {
 
 func (x *FunctionTool) Reset() {
 	*x = FunctionTool{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1583,7 @@ func (x *FunctionTool) String() string {
 func (*FunctionTool) ProtoMessage() {}
 
 func (x *FunctionTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1596,7 @@ func (x *FunctionTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionTool.ProtoReflect.Descriptor instead.
 func (*FunctionTool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FunctionTool) GetName() string {
@@ -1398,7 +1624,7 @@ var File_agentd_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8f\x05\n" +
+	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc4\x05\n" +
 	"\x05Agent\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\"\n" +
@@ -1413,10 +1639,22 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	" \x01(\v2\x17.google.protobuf.StructR\x0fproviderOptions\x12I\n" +
 	"\x12tool_name_conflict\x18\v \x01(\x0e2\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflict\x12>\n" +
 	"\velicitation\x18\f \x01(\x0e2\x1c.agentd.v1.ElicitationPolicyR\velicitation\x122\n" +
-	"\acontext\x18\r \x01(\v2\x18.agentd.v1.ContextPolicyR\acontextB\f\n" +
+	"\acontext\x18\r \x01(\v2\x18.agentd.v1.ContextPolicyR\acontext\x123\n" +
+	"\x06limits\x18\x0e \x01(\v2\x1b.agentd.v1.GenerationLimitsR\x06limitsB\f\n" +
 	"\n" +
 	"_mcp_cacheB\x11\n" +
-	"\x0f_max_tool_turns\"\xb8\x01\n" +
+	"\x0f_max_tool_turns\"\xae\x02\n" +
+	"\x10GenerationLimits\x12)\n" +
+	"\x0emax_tool_calls\x18\x01 \x01(\x05H\x00R\fmaxToolCalls\x88\x01\x01\x12-\n" +
+	"\x10max_total_tokens\x18\x02 \x01(\x03H\x01R\x0emaxTotalTokens\x88\x01\x01\x12+\n" +
+	"\bmax_cost\x18\x03 \x01(\v2\x10.agentd.v1.MoneyR\amaxCost\x12<\n" +
+	"\fmax_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vmaxDuration\x12-\n" +
+	"\bon_limit\x18\x05 \x01(\x0e2\x12.agentd.v1.OnLimitR\aonLimitB\x11\n" +
+	"\x0f_max_tool_callsB\x13\n" +
+	"\x11_max_total_tokens\"9\n" +
+	"\x05Money\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x14\n" +
+	"\x05nanos\x18\x02 \x01(\x03R\x05nanos\"\xb8\x01\n" +
 	"\rContextPolicy\x12(\n" +
 	"\x10max_input_tokens\x18\x01 \x01(\x03R\x0emaxInputTokens\x122\n" +
 	"\x15reserve_output_tokens\x18\x02 \x01(\x03R\x13reserveOutputTokens\x12\x1d\n" +
@@ -1480,7 +1718,12 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x127\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\v2\x17.google.protobuf.StructR\n" +
-	"parameters*p\n" +
+	"parameters*\\\n" +
+	"\aOnLimit\x12\x18\n" +
+	"\x14ON_LIMIT_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fON_LIMIT_END\x10\x01\x12\x12\n" +
+	"\x0eON_LIMIT_PAUSE\x10\x02\x12\x11\n" +
+	"\rON_LIMIT_FAIL\x10\x03*p\n" +
 	"\x11ElicitationPolicy\x12\"\n" +
 	"\x1eELICITATION_POLICY_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ELICITATION_POLICY_ASK\x10\x01\x12\x1b\n" +
@@ -1524,56 +1767,63 @@ func file_agentd_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_proto_rawDescData
 }
 
-var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_agentd_v1_agent_proto_goTypes = []any{
-	(ElicitationPolicy)(0),      // 0: agentd.v1.ElicitationPolicy
-	(MCPStrategy)(0),            // 1: agentd.v1.MCPStrategy
-	(ToolNameConflict)(0),       // 2: agentd.v1.ToolNameConflict
-	(SamplingMode)(0),           // 3: agentd.v1.SamplingMode
-	(GrantType)(0),              // 4: agentd.v1.GrantType
-	(ApprovalMode)(0),           // 5: agentd.v1.ApprovalMode
-	(*Agent)(nil),               // 6: agentd.v1.Agent
-	(*ContextPolicy)(nil),       // 7: agentd.v1.ContextPolicy
-	(*MCPServer)(nil),           // 8: agentd.v1.MCPServer
-	(*Sampling)(nil),            // 9: agentd.v1.Sampling
-	(*OAuthClient)(nil),         // 10: agentd.v1.OAuthClient
-	(*IdentityProvider)(nil),    // 11: agentd.v1.IdentityProvider
-	(*ApprovalPolicy)(nil),      // 12: agentd.v1.ApprovalPolicy
-	(*ToolNames)(nil),           // 13: agentd.v1.ToolNames
-	(*FunctionTool)(nil),        // 14: agentd.v1.FunctionTool
-	nil,                         // 15: agentd.v1.MCPServer.HeadersEntry
-	nil,                         // 16: agentd.v1.MCPServer.EnvEntry
-	(*structpb.Struct)(nil),     // 17: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
+	(OnLimit)(0),                // 0: agentd.v1.OnLimit
+	(ElicitationPolicy)(0),      // 1: agentd.v1.ElicitationPolicy
+	(MCPStrategy)(0),            // 2: agentd.v1.MCPStrategy
+	(ToolNameConflict)(0),       // 3: agentd.v1.ToolNameConflict
+	(SamplingMode)(0),           // 4: agentd.v1.SamplingMode
+	(GrantType)(0),              // 5: agentd.v1.GrantType
+	(ApprovalMode)(0),           // 6: agentd.v1.ApprovalMode
+	(*Agent)(nil),               // 7: agentd.v1.Agent
+	(*GenerationLimits)(nil),    // 8: agentd.v1.GenerationLimits
+	(*Money)(nil),               // 9: agentd.v1.Money
+	(*ContextPolicy)(nil),       // 10: agentd.v1.ContextPolicy
+	(*MCPServer)(nil),           // 11: agentd.v1.MCPServer
+	(*Sampling)(nil),            // 12: agentd.v1.Sampling
+	(*OAuthClient)(nil),         // 13: agentd.v1.OAuthClient
+	(*IdentityProvider)(nil),    // 14: agentd.v1.IdentityProvider
+	(*ApprovalPolicy)(nil),      // 15: agentd.v1.ApprovalPolicy
+	(*ToolNames)(nil),           // 16: agentd.v1.ToolNames
+	(*FunctionTool)(nil),        // 17: agentd.v1.FunctionTool
+	nil,                         // 18: agentd.v1.MCPServer.HeadersEntry
+	nil,                         // 19: agentd.v1.MCPServer.EnvEntry
+	(*structpb.Struct)(nil),     // 20: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 21: google.protobuf.Duration
 }
 var file_agentd_v1_agent_proto_depIdxs = []int32{
-	14, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
-	8,  // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
-	1,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
-	17, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
-	2,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
-	0,  // 5: agentd.v1.Agent.elicitation:type_name -> agentd.v1.ElicitationPolicy
-	7,  // 6: agentd.v1.Agent.context:type_name -> agentd.v1.ContextPolicy
-	15, // 7: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
-	18, // 8: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
-	16, // 9: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
-	18, // 10: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
-	12, // 11: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
-	10, // 12: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
-	9,  // 13: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
-	3,  // 14: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
-	4,  // 15: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
-	11, // 16: agentd.v1.OAuthClient.identity_provider:type_name -> agentd.v1.IdentityProvider
-	5,  // 17: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
-	13, // 18: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
-	13, // 19: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
-	17, // 20: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	17, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
+	11, // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
+	2,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
+	20, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
+	3,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
+	1,  // 5: agentd.v1.Agent.elicitation:type_name -> agentd.v1.ElicitationPolicy
+	10, // 6: agentd.v1.Agent.context:type_name -> agentd.v1.ContextPolicy
+	8,  // 7: agentd.v1.Agent.limits:type_name -> agentd.v1.GenerationLimits
+	9,  // 8: agentd.v1.GenerationLimits.max_cost:type_name -> agentd.v1.Money
+	21, // 9: agentd.v1.GenerationLimits.max_duration:type_name -> google.protobuf.Duration
+	0,  // 10: agentd.v1.GenerationLimits.on_limit:type_name -> agentd.v1.OnLimit
+	18, // 11: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
+	21, // 12: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
+	19, // 13: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
+	21, // 14: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
+	15, // 15: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
+	13, // 16: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
+	12, // 17: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
+	4,  // 18: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
+	5,  // 19: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
+	14, // 20: agentd.v1.OAuthClient.identity_provider:type_name -> agentd.v1.IdentityProvider
+	6,  // 21: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
+	16, // 22: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
+	16, // 23: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
+	20, // 24: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_proto_init() }
@@ -1582,7 +1832,8 @@ func file_agentd_v1_agent_proto_init() {
 		return
 	}
 	file_agentd_v1_agent_proto_msgTypes[0].OneofWrappers = []any{}
-	file_agentd_v1_agent_proto_msgTypes[2].OneofWrappers = []any{
+	file_agentd_v1_agent_proto_msgTypes[1].OneofWrappers = []any{}
+	file_agentd_v1_agent_proto_msgTypes[4].OneofWrappers = []any{
 		(*MCPServer_Url)(nil),
 		(*MCPServer_Command)(nil),
 		(*MCPServer_Ref)(nil),
@@ -1592,8 +1843,8 @@ func file_agentd_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_proto_rawDesc), len(file_agentd_v1_agent_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   11,
+			NumEnums:      7,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1066,7 +1066,11 @@ type ApprovalDecision struct {
 	// Why, for the record (at most 1,000 characters): kept with the
 	// decision, shown in approval_decided and in the audit line; a declined
 	// call's reason reaches the model with the refusal.
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// For an approval of a limit (ApprovalRequest.limit): the limit's new
+	// value, above what was used and within LimitReached.ceiling. 0: the
+	// limit grows by its first value again, capped at the ceiling.
+	RaiseTo       int64 `protobuf:"varint,5,opt,name=raise_to,json=raiseTo,proto3" json:"raise_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1131,13 @@ func (x *ApprovalDecision) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ApprovalDecision) GetRaiseTo() int64 {
+	if x != nil {
+		return x.RaiseTo
+	}
+	return 0
 }
 
 // FunctionResult answers a FunctionCall.
@@ -2596,7 +2607,16 @@ type ApprovalRequest struct {
 	// server_name the server, tool_name and arguments empty, digest empty,
 	// and prompt "Allow <server> to ask the model?". APPROVE lets the
 	// model answer; DENY refuses the server's request.
-	Sampling      *SamplingApproval `protobuf:"bytes,8,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	Sampling *SamplingApproval `protobuf:"bytes,8,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	// Set when the generation reached one of its limits or budgets and
+	// pauses for a person (on_limit PAUSE, or a budget whose action is
+	// PAUSE): tool_call_id, server_name, tool_name, arguments and digest
+	// are empty, and prompt says what was reached. APPROVE goes on (for a
+	// generation limit, raised to ApprovalDecision.raise_to, or by its
+	// first value again, within the tenant's ceiling; for a budget, once
+	// the budget allows, else it pauses again); DENY ends the generation
+	// COMPLETED with GenerationCompleted.limit.
+	Limit         *LimitReached `protobuf:"bytes,9,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2687,6 +2707,99 @@ func (x *ApprovalRequest) GetSampling() *SamplingApproval {
 	return nil
 }
 
+func (x *ApprovalRequest) GetLimit() *LimitReached {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+// LimitReached names a limit a generation reached and the figures.
+type LimitReached struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The limit: "max_tool_turns", "max_tool_calls", "max_total_tokens",
+	// "max_cost", "max_duration", or "budget:<name>" for a budget of the
+	// tenant, its API key or its end user.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The limit's value and what the generation (for a budget: the
+	// budget's subject in its period) had used, in unit.
+	Value int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	Used  int64 `protobuf:"varint,3,opt,name=used,proto3" json:"used,omitempty"`
+	// "tool_turns", "tool_calls", "tokens", "milliseconds", or a
+	// currency's ISO 4217 code, in billionths of its unit.
+	Unit string `protobuf:"bytes,4,opt,name=unit,proto3" json:"unit,omitempty"`
+	// The most an approval may raise it to (the tenant's ceiling); 0 when
+	// it cannot be raised by an approval (a budget) or has no ceiling.
+	Ceiling       int64 `protobuf:"varint,5,opt,name=ceiling,proto3" json:"ceiling,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitReached) Reset() {
+	*x = LimitReached{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitReached) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitReached) ProtoMessage() {}
+
+func (x *LimitReached) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitReached.ProtoReflect.Descriptor instead.
+func (*LimitReached) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LimitReached) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LimitReached) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *LimitReached) GetUsed() int64 {
+	if x != nil {
+		return x.Used
+	}
+	return 0
+}
+
+func (x *LimitReached) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *LimitReached) GetCeiling() int64 {
+	if x != nil {
+		return x.Ceiling
+	}
+	return 0
+}
+
 // SamplingApproval describes an MCP server's sampling request for the
 // person who approves it.
 type SamplingApproval struct {
@@ -2708,7 +2821,7 @@ type SamplingApproval struct {
 
 func (x *SamplingApproval) Reset() {
 	*x = SamplingApproval{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2833,7 @@ func (x *SamplingApproval) String() string {
 func (*SamplingApproval) ProtoMessage() {}
 
 func (x *SamplingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2846,7 @@ func (x *SamplingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingApproval.ProtoReflect.Descriptor instead.
 func (*SamplingApproval) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SamplingApproval) GetServerName() string {
@@ -2783,7 +2896,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2908,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2921,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SamplingMessage) GetRole() string {
@@ -2842,7 +2955,7 @@ type FunctionCall struct {
 
 func (x *FunctionCall) Reset() {
 	*x = FunctionCall{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2967,7 @@ func (x *FunctionCall) String() string {
 func (*FunctionCall) ProtoMessage() {}
 
 func (x *FunctionCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2980,7 @@ func (x *FunctionCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionCall.ProtoReflect.Descriptor instead.
 func (*FunctionCall) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FunctionCall) GetCallId() string {
@@ -2926,7 +3039,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3051,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3064,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -3048,7 +3161,7 @@ type Cost struct {
 
 func (x *Cost) Reset() {
 	*x = Cost{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3173,7 @@ func (x *Cost) String() string {
 func (*Cost) ProtoMessage() {}
 
 func (x *Cost) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3186,7 @@ func (x *Cost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cost.ProtoReflect.Descriptor instead.
 func (*Cost) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Cost) GetCurrency() string {
@@ -3126,7 +3239,7 @@ type ContextTrim struct {
 
 func (x *ContextTrim) Reset() {
 	*x = ContextTrim{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3251,7 @@ func (x *ContextTrim) String() string {
 func (*ContextTrim) ProtoMessage() {}
 
 func (x *ContextTrim) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3264,7 @@ func (x *ContextTrim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextTrim.ProtoReflect.Descriptor instead.
 func (*ContextTrim) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ContextTrim) GetConversationTokens() int64 {
@@ -3200,7 +3313,9 @@ func (x *ContextTrim) GetOverBudget() bool {
 type Warning struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What happened, for programs: TOOL_SCHEMA_INVALID (a tool's input
-	// schema is not a JSON Schema; the tool is not offered to the model).
+	// schema is not a JSON Schema; the tool is not offered to the model);
+	// BUDGET_WARNING (a budget of the tenant, its API key or its end user
+	// passed its soft threshold; message names it and the figures).
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// What happened, for people.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
@@ -3214,7 +3329,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3341,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3354,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Warning) GetCode() string {
@@ -3288,7 +3403,7 @@ type TurnWithdrawn struct {
 
 func (x *TurnWithdrawn) Reset() {
 	*x = TurnWithdrawn{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3415,7 @@ func (x *TurnWithdrawn) String() string {
 func (*TurnWithdrawn) ProtoMessage() {}
 
 func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3428,7 @@ func (x *TurnWithdrawn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnWithdrawn.ProtoReflect.Descriptor instead.
 func (*TurnWithdrawn) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TurnWithdrawn) GetTurn() int32 {
@@ -3363,7 +3478,7 @@ type GenerationPaused struct {
 
 func (x *GenerationPaused) Reset() {
 	*x = GenerationPaused{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3375,7 +3490,7 @@ func (x *GenerationPaused) String() string {
 func (*GenerationPaused) ProtoMessage() {}
 
 func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3388,7 +3503,7 @@ func (x *GenerationPaused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationPaused.ProtoReflect.Descriptor instead.
 func (*GenerationPaused) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GenerationPaused) GetGenerationId() string {
@@ -3448,14 +3563,21 @@ type GenerationCompleted struct {
 	// Why the model stopped.
 	StopReason StopReason `protobuf:"varint,5,opt,name=stop_reason,json=stopReason,proto3,enum=agentd.v1.StopReason" json:"stop_reason,omitempty"`
 	// Tool turns used, counted across pauses.
-	ToolTurns     int32 `protobuf:"varint,6,opt,name=tool_turns,json=toolTurns,proto3" json:"tool_turns,omitempty"`
+	ToolTurns int32 `protobuf:"varint,6,opt,name=tool_turns,json=toolTurns,proto3" json:"tool_turns,omitempty"`
+	// Set when the generation ended because it reached a limit or budget
+	// (on_limit END, or a declined limit approval) rather than because the
+	// model finished: message is then the model's last message, and
+	// stop_reason its stop reason.
+	Limit *LimitReached `protobuf:"bytes,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Tool calls made, counted across pauses.
+	ToolCalls     int32 `protobuf:"varint,8,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerationCompleted) Reset() {
 	*x = GenerationCompleted{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3589,7 @@ func (x *GenerationCompleted) String() string {
 func (*GenerationCompleted) ProtoMessage() {}
 
 func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3602,7 @@ func (x *GenerationCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationCompleted.ProtoReflect.Descriptor instead.
 func (*GenerationCompleted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GenerationCompleted) GetGenerationId() string {
@@ -3525,6 +3647,20 @@ func (x *GenerationCompleted) GetToolTurns() int32 {
 	return 0
 }
 
+func (x *GenerationCompleted) GetLimit() *LimitReached {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *GenerationCompleted) GetToolCalls() int32 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
 // PreviewRequest asks how a request would be resolved.
 type PreviewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3538,7 +3674,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3686,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3699,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -3599,14 +3735,17 @@ type PreviewResponse struct {
 	// Provider options as the provider would receive them.
 	ProviderOptions *structpb.Struct `protobuf:"bytes,7,opt,name=provider_options,json=providerOptions,proto3" json:"provider_options,omitempty"`
 	// The tool-turn budget in effect.
-	MaxToolTurns  int32 `protobuf:"varint,8,opt,name=max_tool_turns,json=maxToolTurns,proto3" json:"max_tool_turns,omitempty"`
+	MaxToolTurns int32 `protobuf:"varint,8,opt,name=max_tool_turns,json=maxToolTurns,proto3" json:"max_tool_turns,omitempty"`
+	// The limits in effect: the agent's, with the tenant's defaults where
+	// it sets none.
+	Limits        *GenerationLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3757,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3770,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -3690,6 +3829,13 @@ func (x *PreviewResponse) GetMaxToolTurns() int32 {
 	return 0
 }
 
+func (x *PreviewResponse) GetLimits() *GenerationLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 // GetGenerationRequest names a generation.
 type GetGenerationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3701,7 +3847,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3859,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +3872,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -3746,7 +3892,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3758,7 +3904,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3771,7 +3917,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -3810,7 +3956,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +3968,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +3981,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -3915,7 +4061,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +4073,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +4086,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -4001,14 +4147,16 @@ type Generation struct {
 	Model    string `protobuf:"bytes,20,opt,name=model,proto3" json:"model,omitempty"`
 	// The W3C trace id (32 hex digits) of the call that started it, when
 	// tracing is on: its spans are found under it in a trace viewer.
-	TraceId       string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// A generation that ended at a limit: which (GenerationCompleted.limit).
+	Limit         *LimitReached `protobuf:"bytes,22,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4168,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4181,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -4183,6 +4331,13 @@ func (x *Generation) GetTraceId() string {
 	return ""
 }
 
+func (x *Generation) GetLimit() *LimitReached {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
 // CancelGenerationRequest names the generation to cancel.
 type CancelGenerationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4197,7 +4352,7 @@ type CancelGenerationRequest struct {
 
 func (x *CancelGenerationRequest) Reset() {
 	*x = CancelGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4209,7 +4364,7 @@ func (x *CancelGenerationRequest) String() string {
 func (*CancelGenerationRequest) ProtoMessage() {}
 
 func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4222,7 +4377,7 @@ func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CancelGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CancelGenerationRequest) GetGenerationId() string {
@@ -4251,7 +4406,7 @@ type CancelGenerationResponse struct {
 
 func (x *CancelGenerationResponse) Reset() {
 	*x = CancelGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4263,7 +4418,7 @@ func (x *CancelGenerationResponse) String() string {
 func (*CancelGenerationResponse) ProtoMessage() {}
 
 func (x *CancelGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4276,7 +4431,7 @@ func (x *CancelGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CancelGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CancelGenerationResponse) GetGeneration() *Generation {
@@ -4295,7 +4450,7 @@ type GetCallerRequest struct {
 
 func (x *GetCallerRequest) Reset() {
 	*x = GetCallerRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4307,7 +4462,7 @@ func (x *GetCallerRequest) String() string {
 func (*GetCallerRequest) ProtoMessage() {}
 
 func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4320,7 +4475,7 @@ func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
 func (*GetCallerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
 }
 
 // GetCallerResponse is the caller as agentd authenticated it.
@@ -4340,7 +4495,7 @@ type GetCallerResponse struct {
 
 func (x *GetCallerResponse) Reset() {
 	*x = GetCallerResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4507,7 @@ func (x *GetCallerResponse) String() string {
 func (*GetCallerResponse) ProtoMessage() {}
 
 func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4520,7 @@ func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCallerResponse.ProtoReflect.Descriptor instead.
 func (*GetCallerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetCallerResponse) GetName() string {
@@ -4401,7 +4556,7 @@ type CreateGenerationRequest struct {
 
 func (x *CreateGenerationRequest) Reset() {
 	*x = CreateGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4413,7 +4568,7 @@ func (x *CreateGenerationRequest) String() string {
 func (*CreateGenerationRequest) ProtoMessage() {}
 
 func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4426,7 +4581,7 @@ func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CreateGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateGenerationRequest) GetStart() *StartGeneration {
@@ -4456,7 +4611,7 @@ type CreateGenerationResponse struct {
 
 func (x *CreateGenerationResponse) Reset() {
 	*x = CreateGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4623,7 @@ func (x *CreateGenerationResponse) String() string {
 func (*CreateGenerationResponse) ProtoMessage() {}
 
 func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4636,7 @@ func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CreateGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateGenerationResponse) GetGenerationId() string {
@@ -4525,7 +4680,7 @@ type FollowGenerationRequest struct {
 
 func (x *FollowGenerationRequest) Reset() {
 	*x = FollowGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4537,7 +4692,7 @@ func (x *FollowGenerationRequest) String() string {
 func (*FollowGenerationRequest) ProtoMessage() {}
 
 func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4550,7 +4705,7 @@ func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationRequest.ProtoReflect.Descriptor instead.
 func (*FollowGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FollowGenerationRequest) GetGenerationId() string {
@@ -4578,7 +4733,7 @@ type FollowGenerationResponse struct {
 
 func (x *FollowGenerationResponse) Reset() {
 	*x = FollowGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4590,7 +4745,7 @@ func (x *FollowGenerationResponse) String() string {
 func (*FollowGenerationResponse) ProtoMessage() {}
 
 func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4603,7 +4758,7 @@ func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationResponse.ProtoReflect.Descriptor instead.
 func (*FollowGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FollowGenerationResponse) GetEvent() *GenerateResponse {
@@ -4627,7 +4782,7 @@ type StreamGenerationEventsRequest struct {
 
 func (x *StreamGenerationEventsRequest) Reset() {
 	*x = StreamGenerationEventsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4639,7 +4794,7 @@ func (x *StreamGenerationEventsRequest) String() string {
 func (*StreamGenerationEventsRequest) ProtoMessage() {}
 
 func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4652,7 +4807,7 @@ func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StreamGenerationEventsRequest) GetGenerationId() string {
@@ -4681,7 +4836,7 @@ type StreamGenerationEventsResponse struct {
 
 func (x *StreamGenerationEventsResponse) Reset() {
 	*x = StreamGenerationEventsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4693,7 +4848,7 @@ func (x *StreamGenerationEventsResponse) String() string {
 func (*StreamGenerationEventsResponse) ProtoMessage() {}
 
 func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4706,7 +4861,7 @@ func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StreamGenerationEventsResponse) GetChunk() *httpbody.HttpBody {
@@ -4734,7 +4889,7 @@ type DecideRequestsRequest struct {
 
 func (x *DecideRequestsRequest) Reset() {
 	*x = DecideRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4746,7 +4901,7 @@ func (x *DecideRequestsRequest) String() string {
 func (*DecideRequestsRequest) ProtoMessage() {}
 
 func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4759,7 +4914,7 @@ func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DecideRequestsRequest) GetGenerationId() string {
@@ -4804,7 +4959,7 @@ type DecideRequestsResponse struct {
 
 func (x *DecideRequestsResponse) Reset() {
 	*x = DecideRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4816,7 +4971,7 @@ func (x *DecideRequestsResponse) String() string {
 func (*DecideRequestsResponse) ProtoMessage() {}
 
 func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4829,7 +4984,7 @@ func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsResponse.ProtoReflect.Descriptor instead.
 func (*DecideRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{49}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DecideRequestsResponse) GetDecisions() []*ApprovalDecided {
@@ -4871,7 +5026,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4883,7 +5038,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4896,7 +5051,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{50}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ApprovalDecided) GetRequestId() string {
@@ -4971,7 +5126,7 @@ type ListPendingRequestsRequest struct {
 
 func (x *ListPendingRequestsRequest) Reset() {
 	*x = ListPendingRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4983,7 +5138,7 @@ func (x *ListPendingRequestsRequest) String() string {
 func (*ListPendingRequestsRequest) ProtoMessage() {}
 
 func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4996,7 +5151,7 @@ func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{51}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListPendingRequestsRequest) GetKinds() []PendingRequestKind {
@@ -5054,7 +5209,7 @@ type ListPendingRequestsResponse struct {
 
 func (x *ListPendingRequestsResponse) Reset() {
 	*x = ListPendingRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5066,7 +5221,7 @@ func (x *ListPendingRequestsResponse) String() string {
 func (*ListPendingRequestsResponse) ProtoMessage() {}
 
 func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5079,7 +5234,7 @@ func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{52}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListPendingRequestsResponse) GetRequests() []*PendingRequest {
@@ -5132,7 +5287,7 @@ type PendingRequest struct {
 
 func (x *PendingRequest) Reset() {
 	*x = PendingRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5144,7 +5299,7 @@ func (x *PendingRequest) String() string {
 func (*PendingRequest) ProtoMessage() {}
 
 func (x *PendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5157,7 +5312,7 @@ func (x *PendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingRequest.ProtoReflect.Descriptor instead.
 func (*PendingRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{53}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PendingRequest) GetGenerationId() string {
@@ -5330,13 +5485,14 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x10function_results\x18\x04 \x03(\v2\x19.agentd.v1.FunctionResultR\x0ffunctionResults\x12@\n" +
 	"\x0eanswer_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ranswerTimeout\x12Y\n" +
 	"\x17authorization_responses\x18\x06 \x03(\v2 .agentd.v1.AuthorizationResponseR\x16authorizationResponses\x12A\n" +
-	"\x0finput_responses\x18\a \x03(\v2\x18.agentd.v1.InputResponseR\x0einputResponses\"}\n" +
+	"\x0finput_responses\x18\a \x03(\v2\x18.agentd.v1.InputResponseR\x0einputResponses\"\x98\x01\n" +
 	"\x10ApprovalDecision\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\\\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x19\n" +
+	"\braise_to\x18\x05 \x01(\x03R\araiseTo\"\\\n" +
 	"\x0eFunctionResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x16\n" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
@@ -5438,7 +5594,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x16.agentd.v1.InputActionR\x06action\x121\n" +
-	"\acontent\x18\x03 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x88\x02\n" +
+	"\acontent\x18\x03 \x01(\v2\x17.google.protobuf.StructR\acontent\"\xb7\x02\n" +
 	"\x0fApprovalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -5449,7 +5605,14 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\targuments\x18\x05 \x01(\tR\targuments\x12\x16\n" +
 	"\x06prompt\x18\x06 \x01(\tR\x06prompt\x12\x16\n" +
 	"\x06digest\x18\a \x01(\tR\x06digest\x127\n" +
-	"\bsampling\x18\b \x01(\v2\x1b.agentd.v1.SamplingApprovalR\bsampling\"\xf0\x01\n" +
+	"\bsampling\x18\b \x01(\v2\x1b.agentd.v1.SamplingApprovalR\bsampling\x12-\n" +
+	"\x05limit\x18\t \x01(\v2\x17.agentd.v1.LimitReachedR\x05limit\"z\n" +
+	"\fLimitReached\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\x12\x12\n" +
+	"\x04used\x18\x03 \x01(\x03R\x04used\x12\x12\n" +
+	"\x04unit\x18\x04 \x01(\tR\x04unit\x12\x18\n" +
+	"\aceiling\x18\x05 \x01(\x03R\aceiling\"\xf0\x01\n" +
 	"\x10SamplingApproval\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x126\n" +
@@ -5508,7 +5671,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12V\n" +
 	"\x16authorization_requests\x18\x05 \x03(\v2\x1f.agentd.v1.AuthorizationRequestR\x15authorizationRequests\x12>\n" +
-	"\x0einput_requests\x18\x06 \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\"\x97\x02\n" +
+	"\x0einput_requests\x18\x06 \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\"\xe5\x02\n" +
 	"\x13GenerationCompleted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12,\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12.\n" +
@@ -5517,10 +5680,13 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\vstop_reason\x18\x05 \x01(\x0e2\x15.agentd.v1.StopReasonR\n" +
 	"stopReason\x12\x1d\n" +
 	"\n" +
-	"tool_turns\x18\x06 \x01(\x05R\ttoolTurns\"h\n" +
+	"tool_turns\x18\x06 \x01(\x05R\ttoolTurns\x12-\n" +
+	"\x05limit\x18\a \x01(\v2\x17.agentd.v1.LimitReachedR\x05limit\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\b \x01(\x05R\ttoolCalls\"h\n" +
 	"\x0ePreviewRequest\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12.\n" +
-	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\"\xf7\x02\n" +
+	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\"\xac\x03\n" +
 	"\x0fPreviewResponse\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\"\n" +
@@ -5529,7 +5695,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x10provider_servers\x18\x05 \x03(\v2\x1a.agentd.v1.ServerPlacementR\x0fproviderServers\x12.\n" +
 	"\bmessages\x18\x06 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12B\n" +
 	"\x10provider_options\x18\a \x01(\v2\x17.google.protobuf.StructR\x0fproviderOptions\x12$\n" +
-	"\x0emax_tool_turns\x18\b \x01(\x05R\fmaxToolTurns\";\n" +
+	"\x0emax_tool_turns\x18\b \x01(\x05R\fmaxToolTurns\x123\n" +
+	"\x06limits\x18\t \x01(\v2\x1b.agentd.v1.GenerationLimitsR\x06limits\";\n" +
 	"\x14GetGenerationRequest\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\"N\n" +
 	"\x15GetGenerationResponse\x125\n" +
@@ -5549,7 +5716,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\tthread_id\x18\t \x01(\tR\bthreadId\"z\n" +
 	"\x17ListGenerationsResponse\x127\n" +
 	"\vgenerations\x18\x01 \x03(\v2\x15.agentd.v1.GenerationR\vgenerations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd5\a\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\b\n" +
 	"\n" +
 	"Generation\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x120\n" +
@@ -5579,7 +5746,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\bend_user\x18\x12 \x01(\tR\aendUser\x12\x1a\n" +
 	"\bprovider\x18\x13 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x14 \x01(\tR\x05model\x12\x19\n" +
-	"\btrace_id\x18\x15 \x01(\tR\atraceId\"V\n" +
+	"\btrace_id\x18\x15 \x01(\tR\atraceId\x12-\n" +
+	"\x05limit\x18\x16 \x01(\v2\x17.agentd.v1.LimitReachedR\x05limit\"V\n" +
 	"\x17CancelGenerationRequest\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
@@ -5748,7 +5916,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                         // 0: agentd.v1.Placement
 	(Transport)(0),                         // 1: agentd.v1.Transport
@@ -5780,63 +5948,65 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*InputRequest)(nil),                   // 27: agentd.v1.InputRequest
 	(*InputResponse)(nil),                  // 28: agentd.v1.InputResponse
 	(*ApprovalRequest)(nil),                // 29: agentd.v1.ApprovalRequest
-	(*SamplingApproval)(nil),               // 30: agentd.v1.SamplingApproval
-	(*SamplingMessage)(nil),                // 31: agentd.v1.SamplingMessage
-	(*FunctionCall)(nil),                   // 32: agentd.v1.FunctionCall
-	(*Usage)(nil),                          // 33: agentd.v1.Usage
-	(*Cost)(nil),                           // 34: agentd.v1.Cost
-	(*ContextTrim)(nil),                    // 35: agentd.v1.ContextTrim
-	(*Warning)(nil),                        // 36: agentd.v1.Warning
-	(*TurnWithdrawn)(nil),                  // 37: agentd.v1.TurnWithdrawn
-	(*GenerationPaused)(nil),               // 38: agentd.v1.GenerationPaused
-	(*GenerationCompleted)(nil),            // 39: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),                 // 40: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),                // 41: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),           // 42: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),          // 43: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),         // 44: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil),        // 45: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),                     // 46: agentd.v1.Generation
-	(*CancelGenerationRequest)(nil),        // 47: agentd.v1.CancelGenerationRequest
-	(*CancelGenerationResponse)(nil),       // 48: agentd.v1.CancelGenerationResponse
-	(*GetCallerRequest)(nil),               // 49: agentd.v1.GetCallerRequest
-	(*GetCallerResponse)(nil),              // 50: agentd.v1.GetCallerResponse
-	(*CreateGenerationRequest)(nil),        // 51: agentd.v1.CreateGenerationRequest
-	(*CreateGenerationResponse)(nil),       // 52: agentd.v1.CreateGenerationResponse
-	(*FollowGenerationRequest)(nil),        // 53: agentd.v1.FollowGenerationRequest
-	(*FollowGenerationResponse)(nil),       // 54: agentd.v1.FollowGenerationResponse
-	(*StreamGenerationEventsRequest)(nil),  // 55: agentd.v1.StreamGenerationEventsRequest
-	(*StreamGenerationEventsResponse)(nil), // 56: agentd.v1.StreamGenerationEventsResponse
-	(*DecideRequestsRequest)(nil),          // 57: agentd.v1.DecideRequestsRequest
-	(*DecideRequestsResponse)(nil),         // 58: agentd.v1.DecideRequestsResponse
-	(*ApprovalDecided)(nil),                // 59: agentd.v1.ApprovalDecided
-	(*ListPendingRequestsRequest)(nil),     // 60: agentd.v1.ListPendingRequestsRequest
-	(*ListPendingRequestsResponse)(nil),    // 61: agentd.v1.ListPendingRequestsResponse
-	(*PendingRequest)(nil),                 // 62: agentd.v1.PendingRequest
-	(*Agent)(nil),                          // 63: agentd.v1.Agent
-	(*Message)(nil),                        // 64: agentd.v1.Message
-	(*durationpb.Duration)(nil),            // 65: google.protobuf.Duration
-	(Multitask)(0),                         // 66: agentd.v1.Multitask
-	(OnFailure)(0),                         // 67: agentd.v1.OnFailure
-	(*ProviderToolCall)(nil),               // 68: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),                // 69: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 70: google.protobuf.Timestamp
-	(*FunctionTool)(nil),                   // 71: agentd.v1.FunctionTool
-	(*httpbody.HttpBody)(nil),              // 72: google.api.HttpBody
-	(*CreateThreadRequest)(nil),            // 73: agentd.v1.CreateThreadRequest
-	(*GetThreadRequest)(nil),               // 74: agentd.v1.GetThreadRequest
-	(*ListThreadsRequest)(nil),             // 75: agentd.v1.ListThreadsRequest
-	(*ListThreadItemsRequest)(nil),         // 76: agentd.v1.ListThreadItemsRequest
-	(*UpdateThreadRequest)(nil),            // 77: agentd.v1.UpdateThreadRequest
-	(*DeleteThreadRequest)(nil),            // 78: agentd.v1.DeleteThreadRequest
-	(*ForkThreadRequest)(nil),              // 79: agentd.v1.ForkThreadRequest
-	(*CreateThreadResponse)(nil),           // 80: agentd.v1.CreateThreadResponse
-	(*GetThreadResponse)(nil),              // 81: agentd.v1.GetThreadResponse
-	(*ListThreadsResponse)(nil),            // 82: agentd.v1.ListThreadsResponse
-	(*ListThreadItemsResponse)(nil),        // 83: agentd.v1.ListThreadItemsResponse
-	(*UpdateThreadResponse)(nil),           // 84: agentd.v1.UpdateThreadResponse
-	(*DeleteThreadResponse)(nil),           // 85: agentd.v1.DeleteThreadResponse
-	(*ForkThreadResponse)(nil),             // 86: agentd.v1.ForkThreadResponse
+	(*LimitReached)(nil),                   // 30: agentd.v1.LimitReached
+	(*SamplingApproval)(nil),               // 31: agentd.v1.SamplingApproval
+	(*SamplingMessage)(nil),                // 32: agentd.v1.SamplingMessage
+	(*FunctionCall)(nil),                   // 33: agentd.v1.FunctionCall
+	(*Usage)(nil),                          // 34: agentd.v1.Usage
+	(*Cost)(nil),                           // 35: agentd.v1.Cost
+	(*ContextTrim)(nil),                    // 36: agentd.v1.ContextTrim
+	(*Warning)(nil),                        // 37: agentd.v1.Warning
+	(*TurnWithdrawn)(nil),                  // 38: agentd.v1.TurnWithdrawn
+	(*GenerationPaused)(nil),               // 39: agentd.v1.GenerationPaused
+	(*GenerationCompleted)(nil),            // 40: agentd.v1.GenerationCompleted
+	(*PreviewRequest)(nil),                 // 41: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),                // 42: agentd.v1.PreviewResponse
+	(*GetGenerationRequest)(nil),           // 43: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),          // 44: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),         // 45: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil),        // 46: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),                     // 47: agentd.v1.Generation
+	(*CancelGenerationRequest)(nil),        // 48: agentd.v1.CancelGenerationRequest
+	(*CancelGenerationResponse)(nil),       // 49: agentd.v1.CancelGenerationResponse
+	(*GetCallerRequest)(nil),               // 50: agentd.v1.GetCallerRequest
+	(*GetCallerResponse)(nil),              // 51: agentd.v1.GetCallerResponse
+	(*CreateGenerationRequest)(nil),        // 52: agentd.v1.CreateGenerationRequest
+	(*CreateGenerationResponse)(nil),       // 53: agentd.v1.CreateGenerationResponse
+	(*FollowGenerationRequest)(nil),        // 54: agentd.v1.FollowGenerationRequest
+	(*FollowGenerationResponse)(nil),       // 55: agentd.v1.FollowGenerationResponse
+	(*StreamGenerationEventsRequest)(nil),  // 56: agentd.v1.StreamGenerationEventsRequest
+	(*StreamGenerationEventsResponse)(nil), // 57: agentd.v1.StreamGenerationEventsResponse
+	(*DecideRequestsRequest)(nil),          // 58: agentd.v1.DecideRequestsRequest
+	(*DecideRequestsResponse)(nil),         // 59: agentd.v1.DecideRequestsResponse
+	(*ApprovalDecided)(nil),                // 60: agentd.v1.ApprovalDecided
+	(*ListPendingRequestsRequest)(nil),     // 61: agentd.v1.ListPendingRequestsRequest
+	(*ListPendingRequestsResponse)(nil),    // 62: agentd.v1.ListPendingRequestsResponse
+	(*PendingRequest)(nil),                 // 63: agentd.v1.PendingRequest
+	(*Agent)(nil),                          // 64: agentd.v1.Agent
+	(*Message)(nil),                        // 65: agentd.v1.Message
+	(*durationpb.Duration)(nil),            // 66: google.protobuf.Duration
+	(Multitask)(0),                         // 67: agentd.v1.Multitask
+	(OnFailure)(0),                         // 68: agentd.v1.OnFailure
+	(*ProviderToolCall)(nil),               // 69: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),                // 70: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 71: google.protobuf.Timestamp
+	(*FunctionTool)(nil),                   // 72: agentd.v1.FunctionTool
+	(*GenerationLimits)(nil),               // 73: agentd.v1.GenerationLimits
+	(*httpbody.HttpBody)(nil),              // 74: google.api.HttpBody
+	(*CreateThreadRequest)(nil),            // 75: agentd.v1.CreateThreadRequest
+	(*GetThreadRequest)(nil),               // 76: agentd.v1.GetThreadRequest
+	(*ListThreadsRequest)(nil),             // 77: agentd.v1.ListThreadsRequest
+	(*ListThreadItemsRequest)(nil),         // 78: agentd.v1.ListThreadItemsRequest
+	(*UpdateThreadRequest)(nil),            // 79: agentd.v1.UpdateThreadRequest
+	(*DeleteThreadRequest)(nil),            // 80: agentd.v1.DeleteThreadRequest
+	(*ForkThreadRequest)(nil),              // 81: agentd.v1.ForkThreadRequest
+	(*CreateThreadResponse)(nil),           // 82: agentd.v1.CreateThreadResponse
+	(*GetThreadResponse)(nil),              // 83: agentd.v1.GetThreadResponse
+	(*ListThreadsResponse)(nil),            // 84: agentd.v1.ListThreadsResponse
+	(*ListThreadItemsResponse)(nil),        // 85: agentd.v1.ListThreadItemsResponse
+	(*UpdateThreadResponse)(nil),           // 86: agentd.v1.UpdateThreadResponse
+	(*DeleteThreadResponse)(nil),           // 87: agentd.v1.DeleteThreadResponse
+	(*ForkThreadResponse)(nil),             // 88: agentd.v1.ForkThreadResponse
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -5847,15 +6017,15 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
 	26,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	63,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	64,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	65,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	66,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
-	67,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
-	63,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	64,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	65,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	66,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	67,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
+	68,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
+	64,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	13,  // 14: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	14,  // 15: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	65,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	66,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	26,  // 17: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 18: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
 	17,  // 19: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
@@ -5863,17 +6033,17 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	22,  // 21: agentd.v1.GenerateResponse.tool_call_started:type_name -> agentd.v1.ToolCallStarted
 	23,  // 22: agentd.v1.GenerateResponse.tool_call_finished:type_name -> agentd.v1.ToolCallFinished
 	29,  // 23: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
-	32,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
-	33,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	68,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
-	38,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
-	39,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
-	37,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
+	33,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
+	34,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
+	69,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	39,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
+	40,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
+	38,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
 	24,  // 30: agentd.v1.GenerateResponse.tool_progress:type_name -> agentd.v1.ToolProgress
 	25,  // 31: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
 	27,  // 32: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
-	36,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
-	59,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
+	37,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
+	60,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
 	18,  // 35: agentd.v1.GenerateResponse.queued:type_name -> agentd.v1.GenerationQueued
 	19,  // 36: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
 	20,  // 37: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
@@ -5882,111 +6052,115 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	2,   // 40: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
 	2,   // 41: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
 	2,   // 42: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	65,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	66,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
 	3,   // 44: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
 	4,   // 45: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	69,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	70,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
 	5,   // 47: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	69,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	30,  // 49: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
-	31,  // 50: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
-	6,   // 51: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
-	35,  // 52: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
-	34,  // 53: agentd.v1.Usage.cost:type_name -> agentd.v1.Cost
-	29,  // 54: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	32,  // 55: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	70,  // 56: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	25,  // 57: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 58: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	64,  // 59: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	64,  // 60: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	33,  // 61: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,   // 62: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	63,  // 63: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	64,  // 64: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	71,  // 65: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	19,  // 66: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	64,  // 67: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	69,  // 68: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	46,  // 69: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,   // 70: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	70,  // 71: agentd.v1.ListGenerationsRequest.created_after:type_name -> google.protobuf.Timestamp
-	70,  // 72: agentd.v1.ListGenerationsRequest.created_before:type_name -> google.protobuf.Timestamp
-	46,  // 73: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,   // 74: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	70,  // 75: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	70,  // 76: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	70,  // 77: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	29,  // 78: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	32,  // 79: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	70,  // 80: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	64,  // 81: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	33,  // 82: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	25,  // 83: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 84: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
-	46,  // 85: agentd.v1.CancelGenerationResponse.generation:type_name -> agentd.v1.Generation
-	11,  // 86: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
-	16,  // 87: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
-	72,  // 88: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
-	13,  // 89: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	26,  // 90: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	28,  // 91: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
-	59,  // 92: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
-	46,  // 93: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
-	8,   // 94: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
-	5,   // 95: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
-	70,  // 96: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
-	8,   // 97: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
-	62,  // 98: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
-	8,   // 99: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
-	29,  // 100: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
-	25,  // 101: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 102: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
-	32,  // 103: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
-	7,   // 104: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
-	70,  // 105: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
-	70,  // 106: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,   // 107: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	40,  // 108: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	42,  // 109: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	44,  // 110: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	51,  // 111: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
-	53,  // 112: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
-	55,  // 113: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
-	47,  // 114: agentd.v1.AgentService.CancelGeneration:input_type -> agentd.v1.CancelGenerationRequest
-	49,  // 115: agentd.v1.AgentService.GetCaller:input_type -> agentd.v1.GetCallerRequest
-	57,  // 116: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
-	60,  // 117: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
-	73,  // 118: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
-	74,  // 119: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
-	75,  // 120: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
-	76,  // 121: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
-	77,  // 122: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
-	78,  // 123: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
-	79,  // 124: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
-	16,  // 125: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	41,  // 126: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	43,  // 127: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	45,  // 128: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	52,  // 129: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
-	54,  // 130: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
-	56,  // 131: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
-	48,  // 132: agentd.v1.AgentService.CancelGeneration:output_type -> agentd.v1.CancelGenerationResponse
-	50,  // 133: agentd.v1.AgentService.GetCaller:output_type -> agentd.v1.GetCallerResponse
-	58,  // 134: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
-	61,  // 135: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
-	80,  // 136: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
-	81,  // 137: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
-	82,  // 138: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
-	83,  // 139: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
-	84,  // 140: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
-	85,  // 141: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
-	86,  // 142: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
-	125, // [125:143] is the sub-list for method output_type
-	107, // [107:125] is the sub-list for method input_type
-	107, // [107:107] is the sub-list for extension type_name
-	107, // [107:107] is the sub-list for extension extendee
-	0,   // [0:107] is the sub-list for field type_name
+	70,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	31,  // 49: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
+	30,  // 50: agentd.v1.ApprovalRequest.limit:type_name -> agentd.v1.LimitReached
+	32,  // 51: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
+	6,   // 52: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
+	36,  // 53: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
+	35,  // 54: agentd.v1.Usage.cost:type_name -> agentd.v1.Cost
+	29,  // 55: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	33,  // 56: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	71,  // 57: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	25,  // 58: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 59: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	65,  // 60: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	65,  // 61: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	34,  // 62: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,   // 63: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	30,  // 64: agentd.v1.GenerationCompleted.limit:type_name -> agentd.v1.LimitReached
+	64,  // 65: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	65,  // 66: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	72,  // 67: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	19,  // 68: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	65,  // 69: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	70,  // 70: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	73,  // 71: agentd.v1.PreviewResponse.limits:type_name -> agentd.v1.GenerationLimits
+	47,  // 72: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,   // 73: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	71,  // 74: agentd.v1.ListGenerationsRequest.created_after:type_name -> google.protobuf.Timestamp
+	71,  // 75: agentd.v1.ListGenerationsRequest.created_before:type_name -> google.protobuf.Timestamp
+	47,  // 76: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,   // 77: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	71,  // 78: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	71,  // 79: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	71,  // 80: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	29,  // 81: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	33,  // 82: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	71,  // 83: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	65,  // 84: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	34,  // 85: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	25,  // 86: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 87: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
+	30,  // 88: agentd.v1.Generation.limit:type_name -> agentd.v1.LimitReached
+	47,  // 89: agentd.v1.CancelGenerationResponse.generation:type_name -> agentd.v1.Generation
+	11,  // 90: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
+	16,  // 91: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
+	74,  // 92: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
+	13,  // 93: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	26,  // 94: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	28,  // 95: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	60,  // 96: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	47,  // 97: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 98: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 99: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	71,  // 100: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 101: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	63,  // 102: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 103: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	29,  // 104: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	25,  // 105: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 106: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	33,  // 107: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 108: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	71,  // 109: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	71,  // 110: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 111: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	41,  // 112: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	43,  // 113: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	45,  // 114: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	52,  // 115: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	54,  // 116: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	56,  // 117: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	48,  // 118: agentd.v1.AgentService.CancelGeneration:input_type -> agentd.v1.CancelGenerationRequest
+	50,  // 119: agentd.v1.AgentService.GetCaller:input_type -> agentd.v1.GetCallerRequest
+	58,  // 120: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	61,  // 121: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	75,  // 122: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
+	76,  // 123: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	77,  // 124: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	78,  // 125: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
+	79,  // 126: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
+	80,  // 127: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	81,  // 128: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
+	16,  // 129: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	42,  // 130: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	44,  // 131: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	46,  // 132: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	53,  // 133: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	55,  // 134: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	57,  // 135: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	49,  // 136: agentd.v1.AgentService.CancelGeneration:output_type -> agentd.v1.CancelGenerationResponse
+	51,  // 137: agentd.v1.AgentService.GetCaller:output_type -> agentd.v1.GetCallerResponse
+	59,  // 138: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	62,  // 139: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	82,  // 140: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
+	83,  // 141: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	84,  // 142: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	85,  // 143: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
+	86,  // 144: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
+	87,  // 145: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	88,  // 146: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
+	129, // [129:147] is the sub-list for method output_type
+	111, // [111:129] is the sub-list for method input_type
+	111, // [111:111] is the sub-list for extension type_name
+	111, // [111:111] is the sub-list for extension extendee
+	0,   // [0:111] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -6026,7 +6200,7 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_ApprovalDecided)(nil),
 		(*GenerateResponse_Queued)(nil),
 	}
-	file_agentd_v1_agent_service_proto_msgTypes[53].OneofWrappers = []any{
+	file_agentd_v1_agent_service_proto_msgTypes[54].OneofWrappers = []any{
 		(*PendingRequest_Approval)(nil),
 		(*PendingRequest_Authorization)(nil),
 		(*PendingRequest_Input)(nil),
@@ -6038,7 +6212,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -11,12 +11,13 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from agentd.v1 import agent_pb2 as agentd_dot_v1_dot_agent__pb2
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n\x13RevokeTokensRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n\x08\x65nd_user\x18\x02 \x01(\tR\x07\x65ndUser\x12\x1d\n\nserver_url\x18\x03 \x01(\tR\tserverUrl\"0\n\x14RevokeTokensResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x03R\x07revoked\"\x14\n\x12ListTenantsRequest\"J\n\x13ListTenantsResponse\x12\x33\n\x07tenants\x18\x01 \x03(\x0b\x32\x19.agentd.v1.TenantOverviewR\x07tenants\"\x83\x01\n\x0eTenantOverview\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12/\n\x06limits\x18\x02 \x01(\x0b\x32\x17.agentd.v1.TenantLimitsR\x06limits\x12,\n\x05usage\x18\x03 \x01(\x0b\x32\x16.agentd.v1.TenantUsageR\x05usage\"\x83\x02\n\x0cTenantLimits\x12<\n\x1amax_concurrent_generations\x18\x01 \x01(\x05R\x18maxConcurrentGenerations\x12\x34\n\x16max_paused_generations\x18\x02 \x01(\x05R\x14maxPausedGenerations\x12\x34\n\x16generations_per_minute\x18\x03 \x01(\x05R\x14generationsPerMinute\x12\x1f\n\x0bmax_threads\x18\x04 \x01(\x05R\nmaxThreads\x12(\n\x10max_thread_items\x18\x05 \x01(\x05R\x0emaxThreadItems\"\xa0\x02\n\x0bTenantUsage\x12/\n\x13running_generations\x18\x01 \x01(\x05R\x12runningGenerations\x12-\n\x12paused_generations\x18\x02 \x01(\x05R\x11pausedGenerations\x12-\n\x12queued_generations\x18\x03 \x01(\x05R\x11queuedGenerations\x12\x36\n\x17generations_last_minute\x18\x04 \x01(\x05R\x15generationsLastMinute\x12\x18\n\x07threads\x18\x05 \x01(\x05R\x07threads\x12\x30\n\x14largest_thread_items\x18\x06 \x01(\x05R\x12largestThreadItems\"\x17\n\x15ListMCPServersRequest\"\xd0\x01\n\x16ListMCPServersResponse\x12\x35\n\x07servers\x18\x01 \x03(\x0b\x32\x1b.agentd.v1.RegisteredServerR\x07servers\x12,\n\x05pools\x18\x02 \x03(\x0b\x32\x16.agentd.v1.ProcessPoolR\x05pools\x12#\n\ropen_sessions\x18\x03 \x01(\x05R\x0copenSessions\x12,\n\x05\x63\x61\x63he\x18\x04 \x01(\x0b\x32\x16.agentd.v1.SchemaCacheR\x05\x63\x61\x63he\"\xad\x01\n\x10RegisteredServer\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n\ttransport\x18\x02 \x01(\tR\ttransport\x12\x16\n\x06target\x18\x03 \x01(\tR\x06target\x12\x16\n\x06shared\x18\x04 \x01(\x08R\x06shared\x12\x1d\n\nper_tenant\x18\x05 \x01(\x08R\tperTenant\x12\x18\n\x07tenants\x18\x06 \x03(\tR\x07tenants\"\xbd\x02\n\x0bProcessPool\x12\x1f\n\x0bserver_name\x18\x01 \x01(\tR\nserverName\x12\x10\n\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x12\n\x04warm\x18\x04 \x01(\x05R\x04warm\x12\x12\n\x04\x62usy\x18\x05 \x01(\x05R\x04\x62usy\x12\x1a\n\x08starting\x18\x06 \x01(\x05R\x08starting\x12#\n\rmax_processes\x18\x07 \x01(\x05R\x0cmaxProcesses\x12\x18\n\x07spawned\x18\x08 \x01(\x03R\x07spawned\x12\x18\n\x07retired\x18\t \x01(\x03R\x07retired\x12\x18\n\x07\x63rashed\x18\n \x01(\x03R\x07\x63rashed\x12\x14\n\x05waits\x18\x0b \x01(\x03R\x05waits\x12\x16\n\x06shared\x18\x0c \x01(\x08R\x06shared\"\xd8\x01\n\x0bSchemaCache\x12\x18\n\x07\x65nabled\x18\x01 \x01(\x08R\x07\x65nabled\x12+\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03ttl\x12\x1f\n\x0bmax_entries\x18\x03 \x01(\x05R\nmaxEntries\x12\x12\n\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x16\n\x06misses\x18\x05 \x01(\x03R\x06misses\x12\x35\n\x07\x65ntries\x18\x06 \x03(\x0b\x32\x1b.agentd.v1.SchemaCacheEntryR\x07\x65ntries\"\x85\x02\n\x10SchemaCacheEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n\x0bserver_name\x18\x02 \x01(\tR\nserverName\x12\x16\n\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1a\n\x08revision\x18\x04 \x01(\x03R\x08revision\x12\x14\n\x05tools\x18\x05 \x01(\x05R\x05tools\x12\x39\n\nwritten_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\twrittenAt\x12\x39\n\nexpires_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\"H\n\x1cInvalidateSchemaCacheRequest\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n\x06tenant\x18\x02 \x01(\tR\x06tenant\"9\n\x1dInvalidateSchemaCacheResponse\x12\x18\n\x07removed\x18\x01 \x01(\x03R\x07removed2\xe5\x03\n\x0c\x41\x64minService\x12\x61\n\x0bListTenants\x12\x1d.agentd.v1.ListTenantsRequest\x1a\x1e.agentd.v1.ListTenantsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\x0b/v1/tenants\x12n\n\x0eListMCPServers\x12 .agentd.v1.ListMCPServersRequest\x1a!.agentd.v1.ListMCPServersResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/mcp-servers\x12\x92\x01\n\x15InvalidateSchemaCache\x12\'.agentd.v1.InvalidateSchemaCacheRequest\x1a(.agentd.v1.InvalidateSchemaCacheResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/schema-cache:invalidate\x12m\n\x0cRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revokeB\x9b\x01\n\rcom.agentd.v1B\x11\x41\x64minServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/admin_service.proto\x12\tagentd.v1\x1a\x15\x61gentd/v1/agent.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb0\x03\n\x06\x42udget\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n\x06tenant\x18\x02 \x01(\tR\x06tenant\x12,\n\x05scope\x18\x03 \x01(\x0e\x32\x16.agentd.v1.BudgetScopeR\x05scope\x12\x18\n\x07subject\x18\x04 \x01(\tR\x07subject\x12/\n\x06period\x18\x05 \x01(\x0e\x32\x17.agentd.v1.BudgetPeriodR\x06period\x12#\n\rrolling_hours\x18\x06 \x01(\x05R\x0crollingHours\x12\x1b\n\ttime_zone\x18\x07 \x01(\tR\x08timeZone\x12\x1d\n\nmax_tokens\x18\x08 \x01(\x03R\tmaxTokens\x12+\n\x08max_cost\x18\t \x01(\x0b\x32\x10.agentd.v1.MoneyR\x07maxCost\x12!\n\x0cwarn_percent\x18\n \x01(\x05R\x0bwarnPercent\x12/\n\x06\x61\x63tion\x18\x0b \x01(\x0e\x32\x17.agentd.v1.BudgetActionR\x06\x61\x63tion\x12\x1f\n\x0b\x66rom_config\x18\x0c \x01(\x08R\nfromConfig\"\xbf\x02\n\x0b\x42udgetSpend\x12\x18\n\x07subject\x18\x01 \x01(\tR\x07subject\x12=\n\x0cperiod_start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bperiodStart\x12\x39\n\nperiod_end\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tperiodEnd\x12\x16\n\x06tokens\x18\x04 \x01(\x03R\x06tokens\x12$\n\x04\x63ost\x18\x05 \x01(\x0b\x32\x10.agentd.v1.MoneyR\x04\x63ost\x12\'\n\x0freserved_tokens\x18\x06 \x01(\x03R\x0ereservedTokens\x12\x35\n\rreserved_cost\x18\x07 \x01(\x0b\x32\x10.agentd.v1.MoneyR\x0creservedCost\",\n\x12ListBudgetsRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\"H\n\x13ListBudgetsResponse\x12\x31\n\x07\x62udgets\x18\x01 \x03(\x0b\x32\x17.agentd.v1.BudgetStatusR\x07\x62udgets\"i\n\x0c\x42udgetStatus\x12)\n\x06\x62udget\x18\x01 \x01(\x0b\x32\x11.agentd.v1.BudgetR\x06\x62udget\x12.\n\x06spends\x18\x02 \x03(\x0b\x32\x16.agentd.v1.BudgetSpendR\x06spends\"=\n\x10SetBudgetRequest\x12)\n\x06\x62udget\x18\x01 \x01(\x0b\x32\x11.agentd.v1.BudgetR\x06\x62udget\">\n\x11SetBudgetResponse\x12)\n\x06\x62udget\x18\x01 \x01(\x0b\x32\x11.agentd.v1.BudgetR\x06\x62udget\"A\n\x13\x44\x65leteBudgetRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n\x06tenant\x18\x02 \x01(\tR\x06tenant\"\x16\n\x14\x44\x65leteBudgetResponse\"\xd6\x01\n\x0fGetUsageRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x30\n\x05start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05start\x12,\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x03\x65nd\x12\x31\n\x08group_by\x18\x04 \x01(\x0e\x32\x16.agentd.v1.BudgetScopeR\x07groupBy\x12\x18\n\x07subject\x18\x05 \x01(\tR\x07subject\"\x9b\x01\n\x10GetUsageResponse\x12\x30\n\x05start\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05start\x12,\n\x03\x65nd\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x03\x65nd\x12\'\n\x04rows\x18\x03 \x03(\x0b\x32\x13.agentd.v1.UsageRowR\x04rows\"\xca\x02\n\x08UsageRow\x12\x18\n\x07subject\x18\x01 \x01(\tR\x07subject\x12\x1f\n\x0bmodel_calls\x18\x02 \x01(\x03R\nmodelCalls\x12!\n\x0cinput_tokens\x18\x03 \x01(\x03R\x0binputTokens\x12#\n\routput_tokens\x18\x04 \x01(\x03R\x0coutputTokens\x12\x35\n\x17\x63\x61\x63he_read_input_tokens\x18\x05 \x01(\x03R\x14\x63\x61\x63heReadInputTokens\x12\x37\n\x18\x63\x61\x63he_write_input_tokens\x18\x06 \x01(\x03R\x15\x63\x61\x63heWriteInputTokens\x12$\n\x04\x63ost\x18\x07 \x03(\x0b\x32\x10.agentd.v1.MoneyR\x04\x63ost\x12%\n\x0eunpriced_calls\x18\x08 \x01(\x03R\runpricedCalls\"g\n\x13RevokeTokensRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x19\n\x08\x65nd_user\x18\x02 \x01(\tR\x07\x65ndUser\x12\x1d\n\nserver_url\x18\x03 \x01(\tR\tserverUrl\"0\n\x14RevokeTokensResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x03R\x07revoked\"\x14\n\x12ListTenantsRequest\"J\n\x13ListTenantsResponse\x12\x33\n\x07tenants\x18\x01 \x03(\x0b\x32\x19.agentd.v1.TenantOverviewR\x07tenants\"\x83\x01\n\x0eTenantOverview\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12/\n\x06limits\x18\x02 \x01(\x0b\x32\x17.agentd.v1.TenantLimitsR\x06limits\x12,\n\x05usage\x18\x03 \x01(\x0b\x32\x16.agentd.v1.TenantUsageR\x05usage\"\x83\x02\n\x0cTenantLimits\x12<\n\x1amax_concurrent_generations\x18\x01 \x01(\x05R\x18maxConcurrentGenerations\x12\x34\n\x16max_paused_generations\x18\x02 \x01(\x05R\x14maxPausedGenerations\x12\x34\n\x16generations_per_minute\x18\x03 \x01(\x05R\x14generationsPerMinute\x12\x1f\n\x0bmax_threads\x18\x04 \x01(\x05R\nmaxThreads\x12(\n\x10max_thread_items\x18\x05 \x01(\x05R\x0emaxThreadItems\"\xa0\x02\n\x0bTenantUsage\x12/\n\x13running_generations\x18\x01 \x01(\x05R\x12runningGenerations\x12-\n\x12paused_generations\x18\x02 \x01(\x05R\x11pausedGenerations\x12-\n\x12queued_generations\x18\x03 \x01(\x05R\x11queuedGenerations\x12\x36\n\x17generations_last_minute\x18\x04 \x01(\x05R\x15generationsLastMinute\x12\x18\n\x07threads\x18\x05 \x01(\x05R\x07threads\x12\x30\n\x14largest_thread_items\x18\x06 \x01(\x05R\x12largestThreadItems\"\x17\n\x15ListMCPServersRequest\"\xd0\x01\n\x16ListMCPServersResponse\x12\x35\n\x07servers\x18\x01 \x03(\x0b\x32\x1b.agentd.v1.RegisteredServerR\x07servers\x12,\n\x05pools\x18\x02 \x03(\x0b\x32\x16.agentd.v1.ProcessPoolR\x05pools\x12#\n\ropen_sessions\x18\x03 \x01(\x05R\x0copenSessions\x12,\n\x05\x63\x61\x63he\x18\x04 \x01(\x0b\x32\x16.agentd.v1.SchemaCacheR\x05\x63\x61\x63he\"\xad\x01\n\x10RegisteredServer\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n\ttransport\x18\x02 \x01(\tR\ttransport\x12\x16\n\x06target\x18\x03 \x01(\tR\x06target\x12\x16\n\x06shared\x18\x04 \x01(\x08R\x06shared\x12\x1d\n\nper_tenant\x18\x05 \x01(\x08R\tperTenant\x12\x18\n\x07tenants\x18\x06 \x03(\tR\x07tenants\"\xbd\x02\n\x0bProcessPool\x12\x1f\n\x0bserver_name\x18\x01 \x01(\tR\nserverName\x12\x10\n\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x12\n\x04warm\x18\x04 \x01(\x05R\x04warm\x12\x12\n\x04\x62usy\x18\x05 \x01(\x05R\x04\x62usy\x12\x1a\n\x08starting\x18\x06 \x01(\x05R\x08starting\x12#\n\rmax_processes\x18\x07 \x01(\x05R\x0cmaxProcesses\x12\x18\n\x07spawned\x18\x08 \x01(\x03R\x07spawned\x12\x18\n\x07retired\x18\t \x01(\x03R\x07retired\x12\x18\n\x07\x63rashed\x18\n \x01(\x03R\x07\x63rashed\x12\x14\n\x05waits\x18\x0b \x01(\x03R\x05waits\x12\x16\n\x06shared\x18\x0c \x01(\x08R\x06shared\"\xd8\x01\n\x0bSchemaCache\x12\x18\n\x07\x65nabled\x18\x01 \x01(\x08R\x07\x65nabled\x12+\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03ttl\x12\x1f\n\x0bmax_entries\x18\x03 \x01(\x05R\nmaxEntries\x12\x12\n\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x16\n\x06misses\x18\x05 \x01(\x03R\x06misses\x12\x35\n\x07\x65ntries\x18\x06 \x03(\x0b\x32\x1b.agentd.v1.SchemaCacheEntryR\x07\x65ntries\"\x85\x02\n\x10SchemaCacheEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n\x0bserver_name\x18\x02 \x01(\tR\nserverName\x12\x16\n\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1a\n\x08revision\x18\x04 \x01(\x03R\x08revision\x12\x14\n\x05tools\x18\x05 \x01(\x05R\x05tools\x12\x39\n\nwritten_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\twrittenAt\x12\x39\n\nexpires_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\"H\n\x1cInvalidateSchemaCacheRequest\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n\x06tenant\x18\x02 \x01(\tR\x06tenant\"9\n\x1dInvalidateSchemaCacheResponse\x12\x18\n\x07removed\x18\x01 \x01(\x03R\x07removed*y\n\x0b\x42udgetScope\x12\x1c\n\x18\x42UDGET_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x42UDGET_SCOPE_TENANT\x10\x01\x12\x18\n\x14\x42UDGET_SCOPE_API_KEY\x10\x02\x12\x19\n\x15\x42UDGET_SCOPE_END_USER\x10\x03*x\n\x0c\x42udgetPeriod\x12\x1d\n\x19\x42UDGET_PERIOD_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42UDGET_PERIOD_DAY\x10\x01\x12\x17\n\x13\x42UDGET_PERIOD_MONTH\x10\x02\x12\x19\n\x15\x42UDGET_PERIOD_ROLLING\x10\x03*^\n\x0c\x42udgetAction\x12\x1d\n\x19\x42UDGET_ACTION_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42UDGET_ACTION_FAIL\x10\x01\x12\x17\n\x13\x42UDGET_ACTION_PAUSE\x10\x02\x32\xf2\x06\n\x0c\x41\x64minService\x12\x61\n\x0bListTenants\x12\x1d.agentd.v1.ListTenantsRequest\x1a\x1e.agentd.v1.ListTenantsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\x0b/v1/tenants\x12n\n\x0eListMCPServers\x12 .agentd.v1.ListMCPServersRequest\x1a!.agentd.v1.ListMCPServersResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/mcp-servers\x12\x92\x01\n\x15InvalidateSchemaCache\x12\'.agentd.v1.InvalidateSchemaCacheRequest\x1a(.agentd.v1.InvalidateSchemaCacheResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/schema-cache:invalidate\x12m\n\x0cRevokeTokens\x12\x1e.agentd.v1.RevokeTokensRequest\x1a\x1f.agentd.v1.RevokeTokensResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/tokens:revoke\x12\x61\n\x0bListBudgets\x12\x1d.agentd.v1.ListBudgetsRequest\x1a\x1e.agentd.v1.ListBudgetsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\x0b/v1/budgets\x12\x63\n\tSetBudget\x12\x1b.agentd.v1.SetBudgetRequest\x1a\x1c.agentd.v1.SetBudgetResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x06\x62udget\"\x0b/v1/budgets\x12k\n\x0c\x44\x65leteBudget\x12\x1e.agentd.v1.DeleteBudgetRequest\x1a\x1f.agentd.v1.DeleteBudgetResponse\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/budgets/{name}\x12V\n\x08GetUsage\x12\x1a.agentd.v1.GetUsageRequest\x1a\x1b.agentd.v1.GetUsageResponse\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/usageB\x9b\x01\n\rcom.agentd.v1B\x11\x41\x64minServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.admin_service_pb2', globals())
@@ -32,36 +33,74 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _ADMINSERVICE.methods_by_name['InvalidateSchemaCache']._serialized_options = b'\202\323\344\223\002 :\001*\"\033/v1/schema-cache:invalidate'
   _ADMINSERVICE.methods_by_name['RevokeTokens']._options = None
   _ADMINSERVICE.methods_by_name['RevokeTokens']._serialized_options = b'\202\323\344\223\002\026:\001*\"\021/v1/tokens:revoke'
-  _REVOKETOKENSREQUEST._serialized_start=139
-  _REVOKETOKENSREQUEST._serialized_end=242
-  _REVOKETOKENSRESPONSE._serialized_start=244
-  _REVOKETOKENSRESPONSE._serialized_end=292
-  _LISTTENANTSREQUEST._serialized_start=294
-  _LISTTENANTSREQUEST._serialized_end=314
-  _LISTTENANTSRESPONSE._serialized_start=316
-  _LISTTENANTSRESPONSE._serialized_end=390
-  _TENANTOVERVIEW._serialized_start=393
-  _TENANTOVERVIEW._serialized_end=524
-  _TENANTLIMITS._serialized_start=527
-  _TENANTLIMITS._serialized_end=786
-  _TENANTUSAGE._serialized_start=789
-  _TENANTUSAGE._serialized_end=1077
-  _LISTMCPSERVERSREQUEST._serialized_start=1079
-  _LISTMCPSERVERSREQUEST._serialized_end=1102
-  _LISTMCPSERVERSRESPONSE._serialized_start=1105
-  _LISTMCPSERVERSRESPONSE._serialized_end=1313
-  _REGISTEREDSERVER._serialized_start=1316
-  _REGISTEREDSERVER._serialized_end=1489
-  _PROCESSPOOL._serialized_start=1492
-  _PROCESSPOOL._serialized_end=1809
-  _SCHEMACACHE._serialized_start=1812
-  _SCHEMACACHE._serialized_end=2028
-  _SCHEMACACHEENTRY._serialized_start=2031
-  _SCHEMACACHEENTRY._serialized_end=2292
-  _INVALIDATESCHEMACACHEREQUEST._serialized_start=2294
-  _INVALIDATESCHEMACACHEREQUEST._serialized_end=2366
-  _INVALIDATESCHEMACACHERESPONSE._serialized_start=2368
-  _INVALIDATESCHEMACACHERESPONSE._serialized_end=2425
-  _ADMINSERVICE._serialized_start=2428
-  _ADMINSERVICE._serialized_end=2913
+  _ADMINSERVICE.methods_by_name['ListBudgets']._options = None
+  _ADMINSERVICE.methods_by_name['ListBudgets']._serialized_options = b'\202\323\344\223\002\r\022\013/v1/budgets'
+  _ADMINSERVICE.methods_by_name['SetBudget']._options = None
+  _ADMINSERVICE.methods_by_name['SetBudget']._serialized_options = b'\202\323\344\223\002\025:\006budget\"\013/v1/budgets'
+  _ADMINSERVICE.methods_by_name['DeleteBudget']._options = None
+  _ADMINSERVICE.methods_by_name['DeleteBudget']._serialized_options = b'\202\323\344\223\002\024*\022/v1/budgets/{name}'
+  _ADMINSERVICE.methods_by_name['GetUsage']._options = None
+  _ADMINSERVICE.methods_by_name['GetUsage']._serialized_options = b'\202\323\344\223\002\013\022\t/v1/usage'
+  _BUDGETSCOPE._serialized_start=4360
+  _BUDGETSCOPE._serialized_end=4481
+  _BUDGETPERIOD._serialized_start=4483
+  _BUDGETPERIOD._serialized_end=4603
+  _BUDGETACTION._serialized_start=4605
+  _BUDGETACTION._serialized_end=4699
+  _BUDGET._serialized_start=163
+  _BUDGET._serialized_end=595
+  _BUDGETSPEND._serialized_start=598
+  _BUDGETSPEND._serialized_end=917
+  _LISTBUDGETSREQUEST._serialized_start=919
+  _LISTBUDGETSREQUEST._serialized_end=963
+  _LISTBUDGETSRESPONSE._serialized_start=965
+  _LISTBUDGETSRESPONSE._serialized_end=1037
+  _BUDGETSTATUS._serialized_start=1039
+  _BUDGETSTATUS._serialized_end=1144
+  _SETBUDGETREQUEST._serialized_start=1146
+  _SETBUDGETREQUEST._serialized_end=1207
+  _SETBUDGETRESPONSE._serialized_start=1209
+  _SETBUDGETRESPONSE._serialized_end=1271
+  _DELETEBUDGETREQUEST._serialized_start=1273
+  _DELETEBUDGETREQUEST._serialized_end=1338
+  _DELETEBUDGETRESPONSE._serialized_start=1340
+  _DELETEBUDGETRESPONSE._serialized_end=1362
+  _GETUSAGEREQUEST._serialized_start=1365
+  _GETUSAGEREQUEST._serialized_end=1579
+  _GETUSAGERESPONSE._serialized_start=1582
+  _GETUSAGERESPONSE._serialized_end=1737
+  _USAGEROW._serialized_start=1740
+  _USAGEROW._serialized_end=2070
+  _REVOKETOKENSREQUEST._serialized_start=2072
+  _REVOKETOKENSREQUEST._serialized_end=2175
+  _REVOKETOKENSRESPONSE._serialized_start=2177
+  _REVOKETOKENSRESPONSE._serialized_end=2225
+  _LISTTENANTSREQUEST._serialized_start=2227
+  _LISTTENANTSREQUEST._serialized_end=2247
+  _LISTTENANTSRESPONSE._serialized_start=2249
+  _LISTTENANTSRESPONSE._serialized_end=2323
+  _TENANTOVERVIEW._serialized_start=2326
+  _TENANTOVERVIEW._serialized_end=2457
+  _TENANTLIMITS._serialized_start=2460
+  _TENANTLIMITS._serialized_end=2719
+  _TENANTUSAGE._serialized_start=2722
+  _TENANTUSAGE._serialized_end=3010
+  _LISTMCPSERVERSREQUEST._serialized_start=3012
+  _LISTMCPSERVERSREQUEST._serialized_end=3035
+  _LISTMCPSERVERSRESPONSE._serialized_start=3038
+  _LISTMCPSERVERSRESPONSE._serialized_end=3246
+  _REGISTEREDSERVER._serialized_start=3249
+  _REGISTEREDSERVER._serialized_end=3422
+  _PROCESSPOOL._serialized_start=3425
+  _PROCESSPOOL._serialized_end=3742
+  _SCHEMACACHE._serialized_start=3745
+  _SCHEMACACHE._serialized_end=3961
+  _SCHEMACACHEENTRY._serialized_start=3964
+  _SCHEMACACHEENTRY._serialized_end=4225
+  _INVALIDATESCHEMACACHEREQUEST._serialized_start=4227
+  _INVALIDATESCHEMACACHEREQUEST._serialized_end=4299
+  _INVALIDATESCHEMACACHERESPONSE._serialized_start=4301
+  _INVALIDATESCHEMACACHERESPONSE._serialized_end=4358
+  _ADMINSERVICE._serialized_start=4702
+  _ADMINSERVICE._serialized_end=5584
 # @@protoc_insertion_point(module_scope)

@@ -37,6 +37,26 @@ class AdminServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_admin__service__pb2.RevokeTokensRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_admin__service__pb2.RevokeTokensResponse.FromString,
                 )
+        self.ListBudgets = channel.unary_unary(
+                '/agentd.v1.AdminService/ListBudgets',
+                request_serializer=agentd_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.FromString,
+                )
+        self.SetBudget = channel.unary_unary(
+                '/agentd.v1.AdminService/SetBudget',
+                request_serializer=agentd_dot_v1_dot_admin__service__pb2.SetBudgetRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_admin__service__pb2.SetBudgetResponse.FromString,
+                )
+        self.DeleteBudget = channel.unary_unary(
+                '/agentd.v1.AdminService/DeleteBudget',
+                request_serializer=agentd_dot_v1_dot_admin__service__pb2.DeleteBudgetRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_admin__service__pb2.DeleteBudgetResponse.FromString,
+                )
+        self.GetUsage = channel.unary_unary(
+                '/agentd.v1.AdminService/GetUsage',
+                request_serializer=agentd_dot_v1_dot_admin__service__pb2.GetUsageRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_admin__service__pb2.GetUsageResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -84,6 +104,41 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListBudgets(self, request, context):
+        """ListBudgets returns a tenant's budgets, those of the configuration
+        and those set through SetBudget, each with what its subjects spent
+        in the current period.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBudget(self, request, context):
+        """SetBudget creates or replaces a budget by its name. It is kept in the
+        store and applies on every replica within a second. A budget of the
+        configuration cannot be replaced: FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteBudget(self, request, context):
+        """DeleteBudget deletes a budget set through SetBudget, with what it
+        counted. NOT_FOUND when there is none by that name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUsage(self, request, context):
+        """GetUsage returns what a tenant's model calls used in a span of time,
+        in all or by API key or end user: tokens, calls and cost. It reads
+        an hourly ledger each replica writes every second.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -106,6 +161,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeTokens,
                     request_deserializer=agentd_dot_v1_dot_admin__service__pb2.RevokeTokensRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_admin__service__pb2.RevokeTokensResponse.SerializeToString,
+            ),
+            'ListBudgets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBudgets,
+                    request_deserializer=agentd_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.SerializeToString,
+            ),
+            'SetBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBudget,
+                    request_deserializer=agentd_dot_v1_dot_admin__service__pb2.SetBudgetRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_admin__service__pb2.SetBudgetResponse.SerializeToString,
+            ),
+            'DeleteBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteBudget,
+                    request_deserializer=agentd_dot_v1_dot_admin__service__pb2.DeleteBudgetRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_admin__service__pb2.DeleteBudgetResponse.SerializeToString,
+            ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=agentd_dot_v1_dot_admin__service__pb2.GetUsageRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_admin__service__pb2.GetUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -185,5 +260,73 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/RevokeTokens',
             agentd_dot_v1_dot_admin__service__pb2.RevokeTokensRequest.SerializeToString,
             agentd_dot_v1_dot_admin__service__pb2.RevokeTokensResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListBudgets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/ListBudgets',
+            agentd_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.SerializeToString,
+            agentd_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/SetBudget',
+            agentd_dot_v1_dot_admin__service__pb2.SetBudgetRequest.SerializeToString,
+            agentd_dot_v1_dot_admin__service__pb2.SetBudgetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/DeleteBudget',
+            agentd_dot_v1_dot_admin__service__pb2.DeleteBudgetRequest.SerializeToString,
+            agentd_dot_v1_dot_admin__service__pb2.DeleteBudgetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AdminService/GetUsage',
+            agentd_dot_v1_dot_admin__service__pb2.GetUsageRequest.SerializeToString,
+            agentd_dot_v1_dot_admin__service__pb2.GetUsageResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

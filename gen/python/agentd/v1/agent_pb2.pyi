@@ -21,6 +21,10 @@ MCP_STRATEGY_AUTO: MCPStrategy
 MCP_STRATEGY_CLIENT: MCPStrategy
 MCP_STRATEGY_SERVER: MCPStrategy
 MCP_STRATEGY_UNSPECIFIED: MCPStrategy
+ON_LIMIT_END: OnLimit
+ON_LIMIT_FAIL: OnLimit
+ON_LIMIT_PAUSE: OnLimit
+ON_LIMIT_UNSPECIFIED: OnLimit
 SAMPLING_MODE_ALLOW: SamplingMode
 SAMPLING_MODE_ASK: SamplingMode
 SAMPLING_MODE_DENY: SamplingMode
@@ -30,10 +34,11 @@ TOOL_NAME_CONFLICT_REFUSE: ToolNameConflict
 TOOL_NAME_CONFLICT_UNSPECIFIED: ToolNameConflict
 
 class Agent(_message.Message):
-    __slots__ = ["context", "elicitation", "instructions", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
+    __slots__ = ["context", "elicitation", "instructions", "limits", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     MCPS_FIELD_NUMBER: _ClassVar[int]
     MCP_CACHE_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +52,7 @@ class Agent(_message.Message):
     context: ContextPolicy
     elicitation: ElicitationPolicy
     instructions: str
+    limits: GenerationLimits
     max_tool_turns: int
     mcp_cache: bool
     mcp_strategy: MCPStrategy
@@ -57,7 +63,7 @@ class Agent(_message.Message):
     requires_approval: _containers.RepeatedScalarFieldContainer[str]
     tool_name_conflict: ToolNameConflict
     tools: _containers.RepeatedCompositeFieldContainer[FunctionTool]
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ..., elicitation: _Optional[_Union[ElicitationPolicy, str]] = ..., context: _Optional[_Union[ContextPolicy, _Mapping]] = ...) -> None: ...
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ..., elicitation: _Optional[_Union[ElicitationPolicy, str]] = ..., context: _Optional[_Union[ContextPolicy, _Mapping]] = ..., limits: _Optional[_Union[GenerationLimits, _Mapping]] = ...) -> None: ...
 
 class ApprovalPolicy(_message.Message):
     __slots__ = ["always", "mode", "never"]
@@ -90,6 +96,20 @@ class FunctionTool(_message.Message):
     name: str
     parameters: _struct_pb2.Struct
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class GenerationLimits(_message.Message):
+    __slots__ = ["max_cost", "max_duration", "max_tool_calls", "max_total_tokens", "on_limit"]
+    MAX_COST_FIELD_NUMBER: _ClassVar[int]
+    MAX_DURATION_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ON_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    max_cost: Money
+    max_duration: _duration_pb2.Duration
+    max_tool_calls: int
+    max_total_tokens: int
+    on_limit: OnLimit
+    def __init__(self, max_tool_calls: _Optional[int] = ..., max_total_tokens: _Optional[int] = ..., max_cost: _Optional[_Union[Money, _Mapping]] = ..., max_duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., on_limit: _Optional[_Union[OnLimit, str]] = ...) -> None: ...
 
 class IdentityProvider(_message.Message):
     __slots__ = ["client_id", "client_secret", "id_token", "issuer", "token_endpoint"]
@@ -153,6 +173,14 @@ class MCPServer(_message.Message):
     url: str
     def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., command: _Optional[str] = ..., ref: _Optional[str] = ..., authorization: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., max_reconnection_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., unset_env: _Optional[_Iterable[str]] = ..., read_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., allowed_tools: _Optional[_Iterable[str]] = ..., require_approval: _Optional[_Union[ApprovalPolicy, _Mapping]] = ..., oauth: _Optional[_Union[OAuthClient, _Mapping]] = ..., sampling: _Optional[_Union[Sampling, _Mapping]] = ...) -> None: ...
 
+class Money(_message.Message):
+    __slots__ = ["currency", "nanos"]
+    CURRENCY_FIELD_NUMBER: _ClassVar[int]
+    NANOS_FIELD_NUMBER: _ClassVar[int]
+    currency: str
+    nanos: int
+    def __init__(self, currency: _Optional[str] = ..., nanos: _Optional[int] = ...) -> None: ...
+
 class OAuthClient(_message.Message):
     __slots__ = ["client_id", "client_secret", "grant", "identity_provider", "private_key", "private_key_id", "redirect_url", "scopes", "token_endpoint_auth_method"]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +216,9 @@ class ToolNames(_message.Message):
     TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
     tool_names: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, tool_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class OnLimit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class ElicitationPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -73,22 +73,25 @@ class ApprovalDecided(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., kind: _Optional[_Union[PendingRequestKind, str]] = ..., approved: bool = ..., action: _Optional[_Union[InputAction, str]] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ApprovalDecision(_message.Message):
-    __slots__ = ["approved", "digest", "reason", "request_id"]
+    __slots__ = ["approved", "digest", "raise_to", "reason", "request_id"]
     APPROVED_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
+    RAISE_TO_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     approved: bool
     digest: str
+    raise_to: int
     reason: str
     request_id: str
-    def __init__(self, request_id: _Optional[str] = ..., approved: bool = ..., digest: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., approved: bool = ..., digest: _Optional[str] = ..., reason: _Optional[str] = ..., raise_to: _Optional[int] = ...) -> None: ...
 
 class ApprovalRequest(_message.Message):
-    __slots__ = ["arguments", "digest", "id", "prompt", "sampling", "server_name", "tool_call_id", "tool_name"]
+    __slots__ = ["arguments", "digest", "id", "limit", "prompt", "sampling", "server_name", "tool_call_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -97,12 +100,13 @@ class ApprovalRequest(_message.Message):
     arguments: str
     digest: str
     id: str
+    limit: LimitReached
     prompt: str
     sampling: SamplingApproval
     server_name: str
     tool_call_id: str
     tool_name: str
-    def __init__(self, id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., prompt: _Optional[str] = ..., digest: _Optional[str] = ..., sampling: _Optional[_Union[SamplingApproval, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., prompt: _Optional[str] = ..., digest: _Optional[str] = ..., sampling: _Optional[_Union[SamplingApproval, _Mapping]] = ..., limit: _Optional[_Union[LimitReached, _Mapping]] = ...) -> None: ...
 
 class AttachGeneration(_message.Message):
     __slots__ = ["after_sequence", "generation_id"]
@@ -315,7 +319,7 @@ class GenerateResponse(_message.Message):
     def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., queued: _Optional[_Union[GenerationQueued, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
-    __slots__ = ["approval_requests", "authorization_requests", "created_at", "end_user", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "message", "model", "provider", "started_by", "state", "thread_id", "trace_id", "updated_at", "usage"]
+    __slots__ = ["approval_requests", "authorization_requests", "created_at", "end_user", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "limit", "message", "model", "provider", "started_by", "state", "thread_id", "trace_id", "updated_at", "usage"]
     APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +332,7 @@ class Generation(_message.Message):
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
@@ -349,6 +354,7 @@ class Generation(_message.Message):
     generation_id: str
     input_requests: _containers.RepeatedCompositeFieldContainer[InputRequest]
     last_sequence: int
+    limit: LimitReached
     message: _message_pb2.Message
     model: str
     provider: str
@@ -358,23 +364,27 @@ class Generation(_message.Message):
     trace_id: str
     updated_at: _timestamp_pb2.Timestamp
     usage: Usage
-    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ..., end_user: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ..., end_user: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., trace_id: _Optional[str] = ..., limit: _Optional[_Union[LimitReached, _Mapping]] = ...) -> None: ...
 
 class GenerationCompleted(_message.Message):
-    __slots__ = ["generation_id", "message", "messages", "stop_reason", "tool_turns", "usage"]
+    __slots__ = ["generation_id", "limit", "message", "messages", "stop_reason", "tool_calls", "tool_turns", "usage"]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     generation_id: str
+    limit: LimitReached
     message: _message_pb2.Message
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     stop_reason: StopReason
+    tool_calls: int
     tool_turns: int
     usage: Usage
-    def __init__(self, generation_id: _Optional[str] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., tool_turns: _Optional[int] = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., tool_turns: _Optional[int] = ..., limit: _Optional[_Union[LimitReached, _Mapping]] = ..., tool_calls: _Optional[int] = ...) -> None: ...
 
 class GenerationPaused(_message.Message):
     __slots__ = ["approval_requests", "authorization_requests", "expires_at", "function_calls", "generation_id", "input_requests"]
@@ -476,6 +486,20 @@ class InputResponse(_message.Message):
     request_id: str
     def __init__(self, request_id: _Optional[str] = ..., action: _Optional[_Union[InputAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
+class LimitReached(_message.Message):
+    __slots__ = ["ceiling", "name", "unit", "used", "value"]
+    CEILING_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ceiling: int
+    name: str
+    unit: str
+    used: int
+    value: int
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[int] = ..., used: _Optional[int] = ..., unit: _Optional[str] = ..., ceiling: _Optional[int] = ...) -> None: ...
+
 class ListGenerationsRequest(_message.Message):
     __slots__ = ["created_after", "created_before", "end_user", "model", "page_size", "page_token", "provider", "states", "thread_id"]
     CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
@@ -569,8 +593,9 @@ class PreviewRequest(_message.Message):
     def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
 
 class PreviewResponse(_message.Message):
-    __slots__ = ["instructions", "max_tool_turns", "messages", "model", "provider", "provider_options", "provider_servers", "tools"]
+    __slots__ = ["instructions", "limits", "max_tool_turns", "messages", "model", "provider", "provider_options", "provider_servers", "tools"]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -579,6 +604,7 @@ class PreviewResponse(_message.Message):
     PROVIDER_SERVERS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     instructions: str
+    limits: _agent_pb2.GenerationLimits
     max_tool_turns: int
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     model: str
@@ -586,7 +612,7 @@ class PreviewResponse(_message.Message):
     provider_options: _struct_pb2.Struct
     provider_servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
     tools: _containers.RepeatedCompositeFieldContainer[_agent_pb2.FunctionTool]
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_agent_pb2.FunctionTool, _Mapping]]] = ..., provider_servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tool_turns: _Optional[int] = ...) -> None: ...
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_agent_pb2.FunctionTool, _Mapping]]] = ..., provider_servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tool_turns: _Optional[int] = ..., limits: _Optional[_Union[_agent_pb2.GenerationLimits, _Mapping]] = ...) -> None: ...
 
 class ResumeGeneration(_message.Message):
     __slots__ = ["agent", "answer_timeout", "approval_decisions", "authorization_responses", "function_results", "generation_id", "input_responses"]

@@ -2,8 +2,10 @@
 // @generated from file agentd/v1/admin_service.proto (package agentd.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Money } from "./agent_pb.js";
+import { file_agentd_v1_agent } from "./agent_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -13,7 +15,468 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/admin_service.proto.
  */
 export const file_agentd_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIksKE1Jldm9rZVRva2Vuc1JlcXVlc3QSDgoGdGVuYW50GAEgASgJEhAKCGVuZF91c2VyGAIgASgJEhIKCnNlcnZlcl91cmwYAyABKAkiJwoUUmV2b2tlVG9rZW5zUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoAyIUChJMaXN0VGVuYW50c1JlcXVlc3QiQQoTTGlzdFRlbmFudHNSZXNwb25zZRIqCgd0ZW5hbnRzGAEgAygLMhkuYWdlbnRkLnYxLlRlbmFudE92ZXJ2aWV3Im4KDlRlbmFudE92ZXJ2aWV3EgwKBG5hbWUYASABKAkSJwoGbGltaXRzGAIgASgLMhcuYWdlbnRkLnYxLlRlbmFudExpbWl0cxIlCgV1c2FnZRgDIAEoCzIWLmFnZW50ZC52MS5UZW5hbnRVc2FnZSKhAQoMVGVuYW50TGltaXRzEiIKGm1heF9jb25jdXJyZW50X2dlbmVyYXRpb25zGAEgASgFEh4KFm1heF9wYXVzZWRfZ2VuZXJhdGlvbnMYAiABKAUSHgoWZ2VuZXJhdGlvbnNfcGVyX21pbnV0ZRgDIAEoBRITCgttYXhfdGhyZWFkcxgEIAEoBRIYChBtYXhfdGhyZWFkX2l0ZW1zGAUgASgFIrIBCgtUZW5hbnRVc2FnZRIbChNydW5uaW5nX2dlbmVyYXRpb25zGAEgASgFEhoKEnBhdXNlZF9nZW5lcmF0aW9ucxgCIAEoBRIaChJxdWV1ZWRfZ2VuZXJhdGlvbnMYAyABKAUSHwoXZ2VuZXJhdGlvbnNfbGFzdF9taW51dGUYBCABKAUSDwoHdGhyZWFkcxgFIAEoBRIcChRsYXJnZXN0X3RocmVhZF9pdGVtcxgGIAEoBSIXChVMaXN0TUNQU2VydmVyc1JlcXVlc3QiqwEKFkxpc3RNQ1BTZXJ2ZXJzUmVzcG9uc2USLAoHc2VydmVycxgBIAMoCzIbLmFnZW50ZC52MS5SZWdpc3RlcmVkU2VydmVyEiUKBXBvb2xzGAIgAygLMhYuYWdlbnRkLnYxLlByb2Nlc3NQb29sEhUKDW9wZW5fc2Vzc2lvbnMYAyABKAUSJQoFY2FjaGUYBCABKAsyFi5hZ2VudGQudjEuU2NoZW1hQ2FjaGUieAoQUmVnaXN0ZXJlZFNlcnZlchIMCgRuYW1lGAEgASgJEhEKCXRyYW5zcG9ydBgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc2hhcmVkGAQgASgIEhIKCnBlcl90ZW5hbnQYBSABKAgSDwoHdGVuYW50cxgGIAMoCSLWAQoLUHJvY2Vzc1Bvb2wSEwoLc2VydmVyX25hbWUYASABKAkSCwoDa2V5GAIgASgJEg4KBnRlbmFudBgDIAEoCRIMCgR3YXJtGAQgASgFEgwKBGJ1c3kYBSABKAUSEAoIc3RhcnRpbmcYBiABKAUSFQoNbWF4X3Byb2Nlc3NlcxgHIAEoBRIPCgdzcGF3bmVkGAggASgDEg8KB3JldGlyZWQYCSABKAMSDwoHY3Jhc2hlZBgKIAEoAxINCgV3YWl0cxgLIAEoAxIOCgZzaGFyZWQYDCABKAgipwEKC1NjaGVtYUNhY2hlEg8KB2VuYWJsZWQYASABKAgSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC21heF9lbnRyaWVzGAMgASgFEgwKBGhpdHMYBCABKAMSDgoGbWlzc2VzGAUgASgDEiwKB2VudHJpZXMYBiADKAsyGy5hZ2VudGQudjEuU2NoZW1hQ2FjaGVFbnRyeSLFAQoQU2NoZW1hQ2FjaGVFbnRyeRILCgNrZXkYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGdGVuYW50GAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg0KBXRvb2xzGAUgASgFEi4KCndyaXR0ZW5fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKHEludmFsaWRhdGVTY2hlbWFDYWNoZVJlcXVlc3QSCwoDa2V5GAEgASgJEg4KBnRlbmFudBgCIAEoCSIwCh1JbnZhbGlkYXRlU2NoZW1hQ2FjaGVSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgDMuUDCgxBZG1pblNlcnZpY2USYQoLTGlzdFRlbmFudHMSHS5hZ2VudGQudjEuTGlzdFRlbmFudHNSZXF1ZXN0Gh4uYWdlbnRkLnYxLkxpc3RUZW5hbnRzUmVzcG9uc2UiE4LT5JMCDRILL3YxL3RlbmFudHMSbgoOTGlzdE1DUFNlcnZlcnMSIC5hZ2VudGQudjEuTGlzdE1DUFNlcnZlcnNSZXF1ZXN0GiEuYWdlbnRkLnYxLkxpc3RNQ1BTZXJ2ZXJzUmVzcG9uc2UiF4LT5JMCERIPL3YxL21jcC1zZXJ2ZXJzEpIBChVJbnZhbGlkYXRlU2NoZW1hQ2FjaGUSJy5hZ2VudGQudjEuSW52YWxpZGF0ZVNjaGVtYUNhY2hlUmVxdWVzdBooLmFnZW50ZC52MS5JbnZhbGlkYXRlU2NoZW1hQ2FjaGVSZXNwb25zZSImgtPkkwIgOgEqIhsvdjEvc2NoZW1hLWNhY2hlOmludmFsaWRhdGUSbQoMUmV2b2tlVG9rZW5zEh4uYWdlbnRkLnYxLlJldm9rZVRva2Vuc1JlcXVlc3QaHy5hZ2VudGQudjEuUmV2b2tlVG9rZW5zUmVzcG9uc2UiHILT5JMCFjoBKiIRL3YxL3Rva2VuczpyZXZva2VCmwEKDWNvbS5hZ2VudGQudjFCEUFkbWluU2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIr0CCgZCdWRnZXQSDAoEbmFtZRgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSJQoFc2NvcGUYAyABKA4yFi5hZ2VudGQudjEuQnVkZ2V0U2NvcGUSDwoHc3ViamVjdBgEIAEoCRInCgZwZXJpb2QYBSABKA4yFy5hZ2VudGQudjEuQnVkZ2V0UGVyaW9kEhUKDXJvbGxpbmdfaG91cnMYBiABKAUSEQoJdGltZV96b25lGAcgASgJEhIKCm1heF90b2tlbnMYCCABKAMSIgoIbWF4X2Nvc3QYCSABKAsyEC5hZ2VudGQudjEuTW9uZXkSFAoMd2Fybl9wZXJjZW50GAogASgFEicKBmFjdGlvbhgLIAEoDjIXLmFnZW50ZC52MS5CdWRnZXRBY3Rpb24SEwoLZnJvbV9jb25maWcYDCABKAgi8gEKC0J1ZGdldFNwZW5kEg8KB3N1YmplY3QYASABKAkSMAoMcGVyaW9kX3N0YXJ0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpwZXJpb2RfZW5kGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZ0b2tlbnMYBCABKAMSHgoEY29zdBgFIAEoCzIQLmFnZW50ZC52MS5Nb25leRIXCg9yZXNlcnZlZF90b2tlbnMYBiABKAMSJwoNcmVzZXJ2ZWRfY29zdBgHIAEoCzIQLmFnZW50ZC52MS5Nb25leSIkChJMaXN0QnVkZ2V0c1JlcXVlc3QSDgoGdGVuYW50GAEgASgJIj8KE0xpc3RCdWRnZXRzUmVzcG9uc2USKAoHYnVkZ2V0cxgBIAMoCzIXLmFnZW50ZC52MS5CdWRnZXRTdGF0dXMiWQoMQnVkZ2V0U3RhdHVzEiEKBmJ1ZGdldBgBIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQSJgoGc3BlbmRzGAIgAygLMhYuYWdlbnRkLnYxLkJ1ZGdldFNwZW5kIjUKEFNldEJ1ZGdldFJlcXVlc3QSIQoGYnVkZ2V0GAEgASgLMhEuYWdlbnRkLnYxLkJ1ZGdldCI2ChFTZXRCdWRnZXRSZXNwb25zZRIhCgZidWRnZXQYASABKAsyES5hZ2VudGQudjEuQnVkZ2V0IjMKE0RlbGV0ZUJ1ZGdldFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkiFgoURGVsZXRlQnVkZ2V0UmVzcG9uc2UisAEKD0dldFVzYWdlUmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkSKQoFc3RhcnQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoIZ3JvdXBfYnkYBCABKA4yFi5hZ2VudGQudjEuQnVkZ2V0U2NvcGUSDwoHc3ViamVjdBgFIAEoCSKJAQoQR2V0VXNhZ2VSZXNwb25zZRIpCgVzdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoDZW5kGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIhCgRyb3dzGAMgAygLMhMuYWdlbnRkLnYxLlVzYWdlUm93ItgBCghVc2FnZVJvdxIPCgdzdWJqZWN0GAEgASgJEhMKC21vZGVsX2NhbGxzGAIgASgDEhQKDGlucHV0X3Rva2VucxgDIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAQgASgDEh8KF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAUgASgDEiAKGGNhY2hlX3dyaXRlX2lucHV0X3Rva2VucxgGIAEoAxIeCgRjb3N0GAcgAygLMhAuYWdlbnRkLnYxLk1vbmV5EhYKDnVucHJpY2VkX2NhbGxzGAggASgDIksKE1Jldm9rZVRva2Vuc1JlcXVlc3QSDgoGdGVuYW50GAEgASgJEhAKCGVuZF91c2VyGAIgASgJEhIKCnNlcnZlcl91cmwYAyABKAkiJwoUUmV2b2tlVG9rZW5zUmVzcG9uc2USDwoHcmV2b2tlZBgBIAEoAyIUChJMaXN0VGVuYW50c1JlcXVlc3QiQQoTTGlzdFRlbmFudHNSZXNwb25zZRIqCgd0ZW5hbnRzGAEgAygLMhkuYWdlbnRkLnYxLlRlbmFudE92ZXJ2aWV3Im4KDlRlbmFudE92ZXJ2aWV3EgwKBG5hbWUYASABKAkSJwoGbGltaXRzGAIgASgLMhcuYWdlbnRkLnYxLlRlbmFudExpbWl0cxIlCgV1c2FnZRgDIAEoCzIWLmFnZW50ZC52MS5UZW5hbnRVc2FnZSKhAQoMVGVuYW50TGltaXRzEiIKGm1heF9jb25jdXJyZW50X2dlbmVyYXRpb25zGAEgASgFEh4KFm1heF9wYXVzZWRfZ2VuZXJhdGlvbnMYAiABKAUSHgoWZ2VuZXJhdGlvbnNfcGVyX21pbnV0ZRgDIAEoBRITCgttYXhfdGhyZWFkcxgEIAEoBRIYChBtYXhfdGhyZWFkX2l0ZW1zGAUgASgFIrIBCgtUZW5hbnRVc2FnZRIbChNydW5uaW5nX2dlbmVyYXRpb25zGAEgASgFEhoKEnBhdXNlZF9nZW5lcmF0aW9ucxgCIAEoBRIaChJxdWV1ZWRfZ2VuZXJhdGlvbnMYAyABKAUSHwoXZ2VuZXJhdGlvbnNfbGFzdF9taW51dGUYBCABKAUSDwoHdGhyZWFkcxgFIAEoBRIcChRsYXJnZXN0X3RocmVhZF9pdGVtcxgGIAEoBSIXChVMaXN0TUNQU2VydmVyc1JlcXVlc3QiqwEKFkxpc3RNQ1BTZXJ2ZXJzUmVzcG9uc2USLAoHc2VydmVycxgBIAMoCzIbLmFnZW50ZC52MS5SZWdpc3RlcmVkU2VydmVyEiUKBXBvb2xzGAIgAygLMhYuYWdlbnRkLnYxLlByb2Nlc3NQb29sEhUKDW9wZW5fc2Vzc2lvbnMYAyABKAUSJQoFY2FjaGUYBCABKAsyFi5hZ2VudGQudjEuU2NoZW1hQ2FjaGUieAoQUmVnaXN0ZXJlZFNlcnZlchIMCgRuYW1lGAEgASgJEhEKCXRyYW5zcG9ydBgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSDgoGc2hhcmVkGAQgASgIEhIKCnBlcl90ZW5hbnQYBSABKAgSDwoHdGVuYW50cxgGIAMoCSLWAQoLUHJvY2Vzc1Bvb2wSEwoLc2VydmVyX25hbWUYASABKAkSCwoDa2V5GAIgASgJEg4KBnRlbmFudBgDIAEoCRIMCgR3YXJtGAQgASgFEgwKBGJ1c3kYBSABKAUSEAoIc3RhcnRpbmcYBiABKAUSFQoNbWF4X3Byb2Nlc3NlcxgHIAEoBRIPCgdzcGF3bmVkGAggASgDEg8KB3JldGlyZWQYCSABKAMSDwoHY3Jhc2hlZBgKIAEoAxINCgV3YWl0cxgLIAEoAxIOCgZzaGFyZWQYDCABKAgipwEKC1NjaGVtYUNhY2hlEg8KB2VuYWJsZWQYASABKAgSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC21heF9lbnRyaWVzGAMgASgFEgwKBGhpdHMYBCABKAMSDgoGbWlzc2VzGAUgASgDEiwKB2VudHJpZXMYBiADKAsyGy5hZ2VudGQudjEuU2NoZW1hQ2FjaGVFbnRyeSLFAQoQU2NoZW1hQ2FjaGVFbnRyeRILCgNrZXkYASABKAkSEwoLc2VydmVyX25hbWUYAiABKAkSDgoGdGVuYW50GAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg0KBXRvb2xzGAUgASgFEi4KCndyaXR0ZW5fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKHEludmFsaWRhdGVTY2hlbWFDYWNoZVJlcXVlc3QSCwoDa2V5GAEgASgJEg4KBnRlbmFudBgCIAEoCSIwCh1JbnZhbGlkYXRlU2NoZW1hQ2FjaGVSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgDKnkKC0J1ZGdldFNjb3BlEhwKGEJVREdFVF9TQ09QRV9VTlNQRUNJRklFRBAAEhcKE0JVREdFVF9TQ09QRV9URU5BTlQQARIYChRCVURHRVRfU0NPUEVfQVBJX0tFWRACEhkKFUJVREdFVF9TQ09QRV9FTkRfVVNFUhADKngKDEJ1ZGdldFBlcmlvZBIdChlCVURHRVRfUEVSSU9EX1VOU1BFQ0lGSUVEEAASFQoRQlVER0VUX1BFUklPRF9EQVkQARIXChNCVURHRVRfUEVSSU9EX01PTlRIEAISGQoVQlVER0VUX1BFUklPRF9ST0xMSU5HEAMqXgoMQnVkZ2V0QWN0aW9uEh0KGUJVREdFVF9BQ1RJT05fVU5TUEVDSUZJRUQQABIWChJCVURHRVRfQUNUSU9OX0ZBSUwQARIXChNCVURHRVRfQUNUSU9OX1BBVVNFEAIy8gYKDEFkbWluU2VydmljZRJhCgtMaXN0VGVuYW50cxIdLmFnZW50ZC52MS5MaXN0VGVuYW50c1JlcXVlc3QaHi5hZ2VudGQudjEuTGlzdFRlbmFudHNSZXNwb25zZSITgtPkkwINEgsvdjEvdGVuYW50cxJuCg5MaXN0TUNQU2VydmVycxIgLmFnZW50ZC52MS5MaXN0TUNQU2VydmVyc1JlcXVlc3QaIS5hZ2VudGQudjEuTGlzdE1DUFNlcnZlcnNSZXNwb25zZSIXgtPkkwIREg8vdjEvbWNwLXNlcnZlcnMSkgEKFUludmFsaWRhdGVTY2hlbWFDYWNoZRInLmFnZW50ZC52MS5JbnZhbGlkYXRlU2NoZW1hQ2FjaGVSZXF1ZXN0GiguYWdlbnRkLnYxLkludmFsaWRhdGVTY2hlbWFDYWNoZVJlc3BvbnNlIiaC0+STAiA6ASoiGy92MS9zY2hlbWEtY2FjaGU6aW52YWxpZGF0ZRJtCgxSZXZva2VUb2tlbnMSHi5hZ2VudGQudjEuUmV2b2tlVG9rZW5zUmVxdWVzdBofLmFnZW50ZC52MS5SZXZva2VUb2tlbnNSZXNwb25zZSIcgtPkkwIWOgEqIhEvdjEvdG9rZW5zOnJldm9rZRJhCgtMaXN0QnVkZ2V0cxIdLmFnZW50ZC52MS5MaXN0QnVkZ2V0c1JlcXVlc3QaHi5hZ2VudGQudjEuTGlzdEJ1ZGdldHNSZXNwb25zZSITgtPkkwINEgsvdjEvYnVkZ2V0cxJjCglTZXRCdWRnZXQSGy5hZ2VudGQudjEuU2V0QnVkZ2V0UmVxdWVzdBocLmFnZW50ZC52MS5TZXRCdWRnZXRSZXNwb25zZSIbgtPkkwIVOgZidWRnZXQiCy92MS9idWRnZXRzEmsKDERlbGV0ZUJ1ZGdldBIeLmFnZW50ZC52MS5EZWxldGVCdWRnZXRSZXF1ZXN0Gh8uYWdlbnRkLnYxLkRlbGV0ZUJ1ZGdldFJlc3BvbnNlIhqC0+STAhQqEi92MS9idWRnZXRzL3tuYW1lfRJWCghHZXRVc2FnZRIaLmFnZW50ZC52MS5HZXRVc2FnZVJlcXVlc3QaGy5hZ2VudGQudjEuR2V0VXNhZ2VSZXNwb25zZSIRgtPkkwILEgkvdjEvdXNhZ2VCmwEKDWNvbS5hZ2VudGQudjFCEUFkbWluU2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_agentd_v1_agent, file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * Budget caps what a tenant, an API key or an end user spends on model
+ * calls in a period, in tokens, money or both. Before each model call
+ * agentd reserves an estimate against every budget that applies (from
+ * the request's tokens and its max_tokens) and refuses the call when a
+ * budget is already spent; after the call it counts what was used. So
+ * replicas spending at once pass a budget by at most one model call.
+ *
+ * @generated from message agentd.v1.Budget
+ */
+export type Budget = Message<"agentd.v1.Budget"> & {
+  /**
+   * Identifies the budget within its tenant: 1 to 64 of a-z, 0-9, "-"
+   * and "_".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The tenant. In SetBudget: empty for the caller's own; another
+   * tenant's needs the role admin.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+
+  /**
+   * Whose spending it counts: the tenant's whole, or each API key's or
+   * each end user's of the tenant.
+   *
+   * @generated from field: agentd.v1.BudgetScope scope = 3;
+   */
+  scope: BudgetScope;
+
+  /**
+   * API_KEY or END_USER: the one key (its name) or end user it holds
+   * to; empty holds every key or end user of the tenant to it, each
+   * separately.
+   *
+   * @generated from field: string subject = 4;
+   */
+  subject: string;
+
+  /**
+   * The period it resets at.
+   *
+   * @generated from field: agentd.v1.BudgetPeriod period = 5;
+   */
+  period: BudgetPeriod;
+
+  /**
+   * ROLLING: the window, 1..744 hours.
+   *
+   * @generated from field: int32 rolling_hours = 6;
+   */
+  rollingHours: number;
+
+  /**
+   * DAY and MONTH: the IANA time zone their days begin in ("UTC" if
+   * empty). A period begins at the whole hour at or before local
+   * midnight.
+   *
+   * @generated from field: string time_zone = 7;
+   */
+  timeZone: string;
+
+  /**
+   * Tokens (input, output, cache reads and writes together); 0: not
+   * limited.
+   *
+   * @generated from field: int64 max_tokens = 8;
+   */
+  maxTokens: bigint;
+
+  /**
+   * Money, at agentd's price table; absent: not limited. A model call
+   * whose cost is unknown counts its known part.
+   *
+   * @generated from field: agentd.v1.Money max_cost = 9;
+   */
+  maxCost?: Money | undefined;
+
+  /**
+   * The soft threshold, as a percentage of each limit: crossing it emits
+   * a warning event (BUDGET_WARNING), a log line and
+   * agentd.budget.warnings. 0: 80.
+   *
+   * @generated from field: int32 warn_percent = 10;
+   */
+  warnPercent: number;
+
+  /**
+   * What a generation does when the budget refuses its model call.
+   * Unspecified: FAIL.
+   *
+   * @generated from field: agentd.v1.BudgetAction action = 11;
+   */
+  action: BudgetAction;
+
+  /**
+   * Output only: the budget comes from the configuration (it cannot be
+   * changed or deleted through the API).
+   *
+   * @generated from field: bool from_config = 12;
+   */
+  fromConfig: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.Budget.
+ * Use `create(BudgetSchema)` to create a new message.
+ */
+export const BudgetSchema: GenMessage<Budget> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 0);
+
+/**
+ * BudgetSpend is what one subject of a budget spent in the current
+ * period.
+ *
+ * @generated from message agentd.v1.BudgetSpend
+ */
+export type BudgetSpend = Message<"agentd.v1.BudgetSpend"> & {
+  /**
+   * The API key or end user; empty for a tenant's budget.
+   *
+   * @generated from field: string subject = 1;
+   */
+  subject: string;
+
+  /**
+   * The period counted, [start, end).
+   *
+   * @generated from field: google.protobuf.Timestamp period_start = 2;
+   */
+  periodStart?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp period_end = 3;
+   */
+  periodEnd?: Timestamp | undefined;
+
+  /**
+   * Tokens and money counted, and reserved by model calls under way.
+   *
+   * @generated from field: int64 tokens = 4;
+   */
+  tokens: bigint;
+
+  /**
+   * @generated from field: agentd.v1.Money cost = 5;
+   */
+  cost?: Money | undefined;
+
+  /**
+   * @generated from field: int64 reserved_tokens = 6;
+   */
+  reservedTokens: bigint;
+
+  /**
+   * @generated from field: agentd.v1.Money reserved_cost = 7;
+   */
+  reservedCost?: Money | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.BudgetSpend.
+ * Use `create(BudgetSpendSchema)` to create a new message.
+ */
+export const BudgetSpendSchema: GenMessage<BudgetSpend> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 1);
+
+/**
+ * ListBudgetsRequest names the tenant.
+ *
+ * @generated from message agentd.v1.ListBudgetsRequest
+ */
+export type ListBudgetsRequest = Message<"agentd.v1.ListBudgetsRequest"> & {
+  /**
+   * Empty: the caller's own; a tenant_admin may name only its own.
+   *
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message agentd.v1.ListBudgetsRequest.
+ * Use `create(ListBudgetsRequestSchema)` to create a new message.
+ */
+export const ListBudgetsRequestSchema: GenMessage<ListBudgetsRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 2);
+
+/**
+ * ListBudgetsResponse lists a tenant's budgets by name.
+ *
+ * @generated from message agentd.v1.ListBudgetsResponse
+ */
+export type ListBudgetsResponse = Message<"agentd.v1.ListBudgetsResponse"> & {
+  /**
+   * @generated from field: repeated agentd.v1.BudgetStatus budgets = 1;
+   */
+  budgets: BudgetStatus[];
+};
+
+/**
+ * Describes the message agentd.v1.ListBudgetsResponse.
+ * Use `create(ListBudgetsResponseSchema)` to create a new message.
+ */
+export const ListBudgetsResponseSchema: GenMessage<ListBudgetsResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 3);
+
+/**
+ * BudgetStatus is a budget and its spending now.
+ *
+ * @generated from message agentd.v1.BudgetStatus
+ */
+export type BudgetStatus = Message<"agentd.v1.BudgetStatus"> & {
+  /**
+   * @generated from field: agentd.v1.Budget budget = 1;
+   */
+  budget?: Budget | undefined;
+
+  /**
+   * One per subject that spent in the current period (at most 100, the
+   * most spent first).
+   *
+   * @generated from field: repeated agentd.v1.BudgetSpend spends = 2;
+   */
+  spends: BudgetSpend[];
+};
+
+/**
+ * Describes the message agentd.v1.BudgetStatus.
+ * Use `create(BudgetStatusSchema)` to create a new message.
+ */
+export const BudgetStatusSchema: GenMessage<BudgetStatus> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 4);
+
+/**
+ * SetBudgetRequest creates or replaces a budget.
+ *
+ * @generated from message agentd.v1.SetBudgetRequest
+ */
+export type SetBudgetRequest = Message<"agentd.v1.SetBudgetRequest"> & {
+  /**
+   * @generated from field: agentd.v1.Budget budget = 1;
+   */
+  budget?: Budget | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.SetBudgetRequest.
+ * Use `create(SetBudgetRequestSchema)` to create a new message.
+ */
+export const SetBudgetRequestSchema: GenMessage<SetBudgetRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 5);
+
+/**
+ * SetBudgetResponse is the budget as kept.
+ *
+ * @generated from message agentd.v1.SetBudgetResponse
+ */
+export type SetBudgetResponse = Message<"agentd.v1.SetBudgetResponse"> & {
+  /**
+   * @generated from field: agentd.v1.Budget budget = 1;
+   */
+  budget?: Budget | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.SetBudgetResponse.
+ * Use `create(SetBudgetResponseSchema)` to create a new message.
+ */
+export const SetBudgetResponseSchema: GenMessage<SetBudgetResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 6);
+
+/**
+ * DeleteBudgetRequest names the budget.
+ *
+ * @generated from message agentd.v1.DeleteBudgetRequest
+ */
+export type DeleteBudgetRequest = Message<"agentd.v1.DeleteBudgetRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Empty: the caller's own tenant.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message agentd.v1.DeleteBudgetRequest.
+ * Use `create(DeleteBudgetRequestSchema)` to create a new message.
+ */
+export const DeleteBudgetRequestSchema: GenMessage<DeleteBudgetRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 7);
+
+/**
+ * DeleteBudgetResponse says it is gone.
+ *
+ * @generated from message agentd.v1.DeleteBudgetResponse
+ */
+export type DeleteBudgetResponse = Message<"agentd.v1.DeleteBudgetResponse"> & {
+};
+
+/**
+ * Describes the message agentd.v1.DeleteBudgetResponse.
+ * Use `create(DeleteBudgetResponseSchema)` to create a new message.
+ */
+export const DeleteBudgetResponseSchema: GenMessage<DeleteBudgetResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 8);
+
+/**
+ * GetUsageRequest selects a tenant's model calls in a span of time.
+ *
+ * @generated from message agentd.v1.GetUsageRequest
+ */
+export type GetUsageRequest = Message<"agentd.v1.GetUsageRequest"> & {
+  /**
+   * Empty: the caller's own.
+   *
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * The span [start, end), each rounded down to the hour. start absent:
+   * 24 hours before end; end absent: now.
+   *
+   * @generated from field: google.protobuf.Timestamp start = 2;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp end = 3;
+   */
+  end?: Timestamp | undefined;
+
+  /**
+   * TENANT (or unspecified): one row; API_KEY or END_USER: a row per key
+   * or end user.
+   *
+   * @generated from field: agentd.v1.BudgetScope group_by = 4;
+   */
+  groupBy: BudgetScope;
+
+  /**
+   * Only this API key's or end user's calls (with group_by API_KEY or
+   * END_USER).
+   *
+   * @generated from field: string subject = 5;
+   */
+  subject: string;
+};
+
+/**
+ * Describes the message agentd.v1.GetUsageRequest.
+ * Use `create(GetUsageRequestSchema)` to create a new message.
+ */
+export const GetUsageRequestSchema: GenMessage<GetUsageRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 9);
+
+/**
+ * GetUsageResponse is the usage asked for.
+ *
+ * @generated from message agentd.v1.GetUsageResponse
+ */
+export type GetUsageResponse = Message<"agentd.v1.GetUsageResponse"> & {
+  /**
+   * The span counted.
+   *
+   * @generated from field: google.protobuf.Timestamp start = 1;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp end = 2;
+   */
+  end?: Timestamp | undefined;
+
+  /**
+   * The most spent first.
+   *
+   * @generated from field: repeated agentd.v1.UsageRow rows = 3;
+   */
+  rows: UsageRow[];
+};
+
+/**
+ * Describes the message agentd.v1.GetUsageResponse.
+ * Use `create(GetUsageResponseSchema)` to create a new message.
+ */
+export const GetUsageResponseSchema: GenMessage<GetUsageResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 10);
+
+/**
+ * UsageRow is what one subject's model calls used.
+ *
+ * @generated from message agentd.v1.UsageRow
+ */
+export type UsageRow = Message<"agentd.v1.UsageRow"> & {
+  /**
+   * The API key or end user; empty for the tenant's whole.
+   *
+   * @generated from field: string subject = 1;
+   */
+  subject: string;
+
+  /**
+   * @generated from field: int64 model_calls = 2;
+   */
+  modelCalls: bigint;
+
+  /**
+   * @generated from field: int64 input_tokens = 3;
+   */
+  inputTokens: bigint;
+
+  /**
+   * @generated from field: int64 output_tokens = 4;
+   */
+  outputTokens: bigint;
+
+  /**
+   * @generated from field: int64 cache_read_input_tokens = 5;
+   */
+  cacheReadInputTokens: bigint;
+
+  /**
+   * @generated from field: int64 cache_write_input_tokens = 6;
+   */
+  cacheWriteInputTokens: bigint;
+
+  /**
+   * The cost, one per currency priced.
+   *
+   * @generated from field: repeated agentd.v1.Money cost = 7;
+   */
+  cost: Money[];
+
+  /**
+   * Model calls whose cost was not (wholly) known.
+   *
+   * @generated from field: int64 unpriced_calls = 8;
+   */
+  unpricedCalls: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.UsageRow.
+ * Use `create(UsageRowSchema)` to create a new message.
+ */
+export const UsageRowSchema: GenMessage<UsageRow> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_admin_service, 11);
 
 /**
  * RevokeTokensRequest selects the tokens to delete: every field given
@@ -52,7 +515,7 @@ export type RevokeTokensRequest = Message<"agentd.v1.RevokeTokensRequest"> & {
  * Use `create(RevokeTokensRequestSchema)` to create a new message.
  */
 export const RevokeTokensRequestSchema: GenMessage<RevokeTokensRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 0);
+  messageDesc(file_agentd_v1_admin_service, 12);
 
 /**
  * RevokeTokensResponse says how many tokens were deleted.
@@ -73,7 +536,7 @@ export type RevokeTokensResponse = Message<"agentd.v1.RevokeTokensResponse"> & {
  * Use `create(RevokeTokensResponseSchema)` to create a new message.
  */
 export const RevokeTokensResponseSchema: GenMessage<RevokeTokensResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 1);
+  messageDesc(file_agentd_v1_admin_service, 13);
 
 /**
  * ListTenantsRequest asks for the tenants.
@@ -88,7 +551,7 @@ export type ListTenantsRequest = Message<"agentd.v1.ListTenantsRequest"> & {
  * Use `create(ListTenantsRequestSchema)` to create a new message.
  */
 export const ListTenantsRequestSchema: GenMessage<ListTenantsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 2);
+  messageDesc(file_agentd_v1_admin_service, 14);
 
 /**
  * ListTenantsResponse lists the configured tenants, by name.
@@ -107,7 +570,7 @@ export type ListTenantsResponse = Message<"agentd.v1.ListTenantsResponse"> & {
  * Use `create(ListTenantsResponseSchema)` to create a new message.
  */
 export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 3);
+  messageDesc(file_agentd_v1_admin_service, 15);
 
 /**
  * TenantOverview is one tenant's limits and usage.
@@ -144,7 +607,7 @@ export type TenantOverview = Message<"agentd.v1.TenantOverview"> & {
  * Use `create(TenantOverviewSchema)` to create a new message.
  */
 export const TenantOverviewSchema: GenMessage<TenantOverview> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 4);
+  messageDesc(file_agentd_v1_admin_service, 16);
 
 /**
  * TenantLimits are a tenant's limits, as limits: configures them.
@@ -183,7 +646,7 @@ export type TenantLimits = Message<"agentd.v1.TenantLimits"> & {
  * Use `create(TenantLimitsSchema)` to create a new message.
  */
 export const TenantLimitsSchema: GenMessage<TenantLimits> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 5);
+  messageDesc(file_agentd_v1_admin_service, 17);
 
 /**
  * TenantUsage is a tenant's use of its limits, as the store has it.
@@ -242,7 +705,7 @@ export type TenantUsage = Message<"agentd.v1.TenantUsage"> & {
  * Use `create(TenantUsageSchema)` to create a new message.
  */
 export const TenantUsageSchema: GenMessage<TenantUsage> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 6);
+  messageDesc(file_agentd_v1_admin_service, 18);
 
 /**
  * ListMCPServersRequest asks for the MCP servers, pools and cache.
@@ -257,7 +720,7 @@ export type ListMCPServersRequest = Message<"agentd.v1.ListMCPServersRequest"> &
  * Use `create(ListMCPServersRequestSchema)` to create a new message.
  */
 export const ListMCPServersRequestSchema: GenMessage<ListMCPServersRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 7);
+  messageDesc(file_agentd_v1_admin_service, 19);
 
 /**
  * ListMCPServersResponse is the MCP side of agentd as its bridge sees it.
@@ -300,7 +763,7 @@ export type ListMCPServersResponse = Message<"agentd.v1.ListMCPServersResponse">
  * Use `create(ListMCPServersResponseSchema)` to create a new message.
  */
 export const ListMCPServersResponseSchema: GenMessage<ListMCPServersResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 8);
+  messageDesc(file_agentd_v1_admin_service, 20);
 
 /**
  * RegisteredServer is one server of bridge.servers, without its secrets:
@@ -358,7 +821,7 @@ export type RegisteredServer = Message<"agentd.v1.RegisteredServer"> & {
  * Use `create(RegisteredServerSchema)` to create a new message.
  */
 export const RegisteredServerSchema: GenMessage<RegisteredServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 9);
+  messageDesc(file_agentd_v1_admin_service, 21);
 
 /**
  * ProcessPool is one stdio process pool.
@@ -447,7 +910,7 @@ export type ProcessPool = Message<"agentd.v1.ProcessPool"> & {
  * Use `create(ProcessPoolSchema)` to create a new message.
  */
 export const ProcessPoolSchema: GenMessage<ProcessPool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 10);
+  messageDesc(file_agentd_v1_admin_service, 22);
 
 /**
  * SchemaCache is the tool-schema cache's settings, counters and entries.
@@ -496,7 +959,7 @@ export type SchemaCache = Message<"agentd.v1.SchemaCache"> & {
  * Use `create(SchemaCacheSchema)` to create a new message.
  */
 export const SchemaCacheSchema: GenMessage<SchemaCache> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 11);
+  messageDesc(file_agentd_v1_admin_service, 23);
 
 /**
  * SchemaCacheEntry is the tool list the cache holds for one server and
@@ -555,7 +1018,7 @@ export type SchemaCacheEntry = Message<"agentd.v1.SchemaCacheEntry"> & {
  * Use `create(SchemaCacheEntrySchema)` to create a new message.
  */
 export const SchemaCacheEntrySchema: GenMessage<SchemaCacheEntry> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 12);
+  messageDesc(file_agentd_v1_admin_service, 24);
 
 /**
  * InvalidateSchemaCacheRequest selects the entries to drop: one key, or
@@ -585,7 +1048,7 @@ export type InvalidateSchemaCacheRequest = Message<"agentd.v1.InvalidateSchemaCa
  * Use `create(InvalidateSchemaCacheRequestSchema)` to create a new message.
  */
 export const InvalidateSchemaCacheRequestSchema: GenMessage<InvalidateSchemaCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 13);
+  messageDesc(file_agentd_v1_admin_service, 25);
 
 /**
  * InvalidateSchemaCacheResponse says how many entries were dropped.
@@ -604,7 +1067,124 @@ export type InvalidateSchemaCacheResponse = Message<"agentd.v1.InvalidateSchemaC
  * Use `create(InvalidateSchemaCacheResponseSchema)` to create a new message.
  */
 export const InvalidateSchemaCacheResponseSchema: GenMessage<InvalidateSchemaCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_admin_service, 14);
+  messageDesc(file_agentd_v1_admin_service, 26);
+
+/**
+ * BudgetScope is whose spending a budget counts.
+ *
+ * @generated from enum agentd.v1.BudgetScope
+ */
+export enum BudgetScope {
+  /**
+   * @generated from enum value: BUDGET_SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The tenant's, all keys and end users together.
+   *
+   * @generated from enum value: BUDGET_SCOPE_TENANT = 1;
+   */
+  TENANT = 1,
+
+  /**
+   * An API key's (the principal that called, by name).
+   *
+   * @generated from enum value: BUDGET_SCOPE_API_KEY = 2;
+   */
+  API_KEY = 2,
+
+  /**
+   * An end user's (StartGeneration.end_user, or the principal that stood
+   * for one).
+   *
+   * @generated from enum value: BUDGET_SCOPE_END_USER = 3;
+   */
+  END_USER = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.BudgetScope.
+ */
+export const BudgetScopeSchema: GenEnum<BudgetScope> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_admin_service, 0);
+
+/**
+ * BudgetPeriod is when a budget's count starts again.
+ *
+ * @generated from enum agentd.v1.BudgetPeriod
+ */
+export enum BudgetPeriod {
+  /**
+   * @generated from enum value: BUDGET_PERIOD_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Each calendar day in the budget's time zone.
+   *
+   * @generated from enum value: BUDGET_PERIOD_DAY = 1;
+   */
+  DAY = 1,
+
+  /**
+   * Each calendar month in the budget's time zone.
+   *
+   * @generated from enum value: BUDGET_PERIOD_MONTH = 2;
+   */
+  MONTH = 2,
+
+  /**
+   * The last rolling_hours hours, counted by the hour.
+   *
+   * @generated from enum value: BUDGET_PERIOD_ROLLING = 3;
+   */
+  ROLLING = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.BudgetPeriod.
+ */
+export const BudgetPeriodSchema: GenEnum<BudgetPeriod> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_admin_service, 1);
+
+/**
+ * BudgetAction is what a generation does when a budget refuses its next
+ * model call.
+ *
+ * @generated from enum agentd.v1.BudgetAction
+ */
+export enum BudgetAction {
+  /**
+   * FAIL.
+   *
+   * @generated from enum value: BUDGET_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * It fails RESOURCE_EXHAUSTED with a QuotaFailure naming the budget and
+   * RetryInfo until the period turns (a rolling window: until its oldest
+   * hour leaves it).
+   *
+   * @generated from enum value: BUDGET_ACTION_FAIL = 1;
+   */
+  FAIL = 1,
+
+  /**
+   * It pauses with an ApprovalRequest whose limit names the budget; an
+   * approval resumes it, and it goes on once the budget allows.
+   *
+   * @generated from enum value: BUDGET_ACTION_PAUSE = 2;
+   */
+  PAUSE = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.BudgetAction.
+ */
+export const BudgetActionSchema: GenEnum<BudgetAction> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_admin_service, 2);
 
 /**
  * AdminService manages what agentd keeps for tenants. Its reads (List*)
@@ -664,6 +1244,53 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RevokeTokensRequestSchema;
     output: typeof RevokeTokensResponseSchema;
+  },
+  /**
+   * ListBudgets returns a tenant's budgets, those of the configuration
+   * and those set through SetBudget, each with what its subjects spent
+   * in the current period.
+   *
+   * @generated from rpc agentd.v1.AdminService.ListBudgets
+   */
+  listBudgets: {
+    methodKind: "unary";
+    input: typeof ListBudgetsRequestSchema;
+    output: typeof ListBudgetsResponseSchema;
+  },
+  /**
+   * SetBudget creates or replaces a budget by its name. It is kept in the
+   * store and applies on every replica within a second. A budget of the
+   * configuration cannot be replaced: FAILED_PRECONDITION.
+   *
+   * @generated from rpc agentd.v1.AdminService.SetBudget
+   */
+  setBudget: {
+    methodKind: "unary";
+    input: typeof SetBudgetRequestSchema;
+    output: typeof SetBudgetResponseSchema;
+  },
+  /**
+   * DeleteBudget deletes a budget set through SetBudget, with what it
+   * counted. NOT_FOUND when there is none by that name.
+   *
+   * @generated from rpc agentd.v1.AdminService.DeleteBudget
+   */
+  deleteBudget: {
+    methodKind: "unary";
+    input: typeof DeleteBudgetRequestSchema;
+    output: typeof DeleteBudgetResponseSchema;
+  },
+  /**
+   * GetUsage returns what a tenant's model calls used in a span of time,
+   * in all or by API key or end user: tokens, calls and cost. It reads
+   * an hourly ledger each replica writes every second.
+   *
+   * @generated from rpc agentd.v1.AdminService.GetUsage
+   */
+  getUsage: {
+    methodKind: "unary";
+    input: typeof GetUsageRequestSchema;
+    output: typeof GetUsageResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_v1_admin_service, 0);

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent.proto.
  */
 export const file_agentd_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLzAwoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeRIpCgdjb250ZXh0GA0gASgLMhguYWdlbnRkLnYxLkNvbnRleHRQb2xpY3lCDAoKX21jcF9jYWNoZUIRCg9fbWF4X3Rvb2xfdHVybnMidwoNQ29udGV4dFBvbGljeRIYChBtYXhfaW5wdXRfdG9rZW5zGAEgASgDEh0KFXJlc2VydmVfb3V0cHV0X3Rva2VucxgCIAEoAxISCgprZWVwX2ZpcnN0GAMgASgIEhkKEWtlZXBfdG9vbF9yZXN1bHRzGAQgASgIItAECglNQ1BTZXJ2ZXISDAoEbmFtZRgBIAEoCRINCgN1cmwYAiABKAlIABIRCgdjb21tYW5kGAMgASgJSAASDQoDcmVmGAQgASgJSAASFQoNYXV0aG9yaXphdGlvbhgFIAEoCRIyCgdoZWFkZXJzGAYgAygLMiEuYWdlbnRkLnYxLk1DUFNlcnZlci5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBGFyZ3MYCCADKAkSKgoDZW52GAkgAygLMh0uYWdlbnRkLnYxLk1DUFNlcnZlci5FbnZFbnRyeRIRCgl1bnNldF9lbnYYCiADKAkSLwoMcmVhZF90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWFsbG93ZWRfdG9vbHMYDCADKAkSMwoQcmVxdWlyZV9hcHByb3ZhbBgNIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeRIlCgVvYXV0aBgOIAEoCzIWLmFnZW50ZC52MS5PQXV0aENsaWVudBIlCghzYW1wbGluZxgPIAEoCzITLmFnZW50ZC52MS5TYW1wbGluZxouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCXRyYW5zcG9ydCJFCghTYW1wbGluZxIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLlNhbXBsaW5nTW9kZRISCgptYXhfdG9rZW5zGAIgASgFIosCCgtPQXV0aENsaWVudBIjCgVncmFudBgBIAEoDjIULmFnZW50ZC52MS5HcmFudFR5cGUSEQoJY2xpZW50X2lkGAIgASgJEhUKDWNsaWVudF9zZWNyZXQYAyABKAkSEwoLcHJpdmF0ZV9rZXkYBCABKAkSFgoOcHJpdmF0ZV9rZXlfaWQYBSABKAkSDgoGc2NvcGVzGAYgAygJEiIKGnRva2VuX2VuZHBvaW50X2F1dGhfbWV0aG9kGAcgASgJEhQKDHJlZGlyZWN0X3VybBgIIAEoCRI2ChFpZGVudGl0eV9wcm92aWRlchgJIAEoCzIbLmFnZW50ZC52MS5JZGVudGl0eVByb3ZpZGVyInYKEElkZW50aXR5UHJvdmlkZXISDgoGaXNzdWVyGAEgASgJEhYKDnRva2VuX2VuZHBvaW50GAIgASgJEhEKCWNsaWVudF9pZBgDIAEoCRIVCg1jbGllbnRfc2VjcmV0GAQgASgJEhAKCGlkX3Rva2VuGAUgASgJIoIBCg5BcHByb3ZhbFBvbGljeRIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLkFwcHJvdmFsTW9kZRIkCgZhbHdheXMYAiABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzEiMKBW5ldmVyGAMgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcyIfCglUb29sTmFtZXMSEgoKdG9vbF9uYW1lcxgBIAMoCSJeCgxGdW5jdGlvblRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCpwChFFbGljaXRhdGlvblBvbGljeRIiCh5FTElDSVRBVElPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIaChZFTElDSVRBVElPTl9QT0xJQ1lfQVNLEAESGwoXRUxJQ0lUQVRJT05fUE9MSUNZX0RFTlkQAip0CgtNQ1BTdHJhdGVneRIcChhNQ1BfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIVChFNQ1BfU1RSQVRFR1lfQVVUTxABEhcKE01DUF9TVFJBVEVHWV9DTElFTlQQAhIXChNNQ1BfU1RSQVRFR1lfU0VSVkVSEAMqdAoQVG9vbE5hbWVDb25mbGljdBIiCh5UT09MX05BTUVfQ09ORkxJQ1RfVU5TUEVDSUZJRUQQABIdChlUT09MX05BTUVfQ09ORkxJQ1RfUkVGVVNFEAESHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1BSRUZJWBACKnUKDFNhbXBsaW5nTW9kZRIdChlTQU1QTElOR19NT0RFX1VOU1BFQ0lGSUVEEAASFgoSU0FNUExJTkdfTU9ERV9ERU5ZEAESFQoRU0FNUExJTkdfTU9ERV9BU0sQAhIXChNTQU1QTElOR19NT0RFX0FMTE9XEAMqkAEKCUdyYW50VHlwZRIaChZHUkFOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodR1JBTlRfVFlQRV9BVVRIT1JJWkFUSU9OX0NPREUQARIhCh1HUkFOVF9UWVBFX0NMSUVOVF9DUkVERU5USUFMUxACEiEKHUdSQU5UX1RZUEVfRU5URVJQUklTRV9NQU5BR0VEEAMqYAoMQXBwcm92YWxNb2RlEh0KGUFQUFJPVkFMX01PREVfVU5TUEVDSUZJRUQQABIXChNBUFBST1ZBTF9NT0RFX05FVkVSEAESGAoUQVBQUk9WQUxfTU9ERV9BTFdBWVMQAkKUAQoNY29tLmFnZW50ZC52MUIKQWdlbnRQcm90b1ABWjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSKgBAoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeRIpCgdjb250ZXh0GA0gASgLMhguYWdlbnRkLnYxLkNvbnRleHRQb2xpY3kSKwoGbGltaXRzGA4gASgLMhsuYWdlbnRkLnYxLkdlbmVyYXRpb25MaW1pdHNCDAoKX21jcF9jYWNoZUIRCg9fbWF4X3Rvb2xfdHVybnMi8QEKEEdlbmVyYXRpb25MaW1pdHMSGwoObWF4X3Rvb2xfY2FsbHMYASABKAVIAIgBARIdChBtYXhfdG90YWxfdG9rZW5zGAIgASgDSAGIAQESIgoIbWF4X2Nvc3QYAyABKAsyEC5hZ2VudGQudjEuTW9uZXkSLwoMbWF4X2R1cmF0aW9uGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiQKCG9uX2xpbWl0GAUgASgOMhIuYWdlbnRkLnYxLk9uTGltaXRCEQoPX21heF90b29sX2NhbGxzQhMKEV9tYXhfdG90YWxfdG9rZW5zIigKBU1vbmV5EhAKCGN1cnJlbmN5GAEgASgJEg0KBW5hbm9zGAIgASgDIncKDUNvbnRleHRQb2xpY3kSGAoQbWF4X2lucHV0X3Rva2VucxgBIAEoAxIdChVyZXNlcnZlX291dHB1dF90b2tlbnMYAiABKAMSEgoKa2VlcF9maXJzdBgDIAEoCBIZChFrZWVwX3Rvb2xfcmVzdWx0cxgEIAEoCCLQBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQSJQoIc2FtcGxpbmcYDyABKAsyEy5hZ2VudGQudjEuU2FtcGxpbmcaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQiRQoIU2FtcGxpbmcSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5TYW1wbGluZ01vZGUSEgoKbWF4X3Rva2VucxgCIAEoBSKLAgoLT0F1dGhDbGllbnQSIwoFZ3JhbnQYASABKA4yFC5hZ2VudGQudjEuR3JhbnRUeXBlEhEKCWNsaWVudF9pZBgCIAEoCRIVCg1jbGllbnRfc2VjcmV0GAMgASgJEhMKC3ByaXZhdGVfa2V5GAQgASgJEhYKDnByaXZhdGVfa2V5X2lkGAUgASgJEg4KBnNjb3BlcxgGIAMoCRIiChp0b2tlbl9lbmRwb2ludF9hdXRoX21ldGhvZBgHIAEoCRIUCgxyZWRpcmVjdF91cmwYCCABKAkSNgoRaWRlbnRpdHlfcHJvdmlkZXIYCSABKAsyGy5hZ2VudGQudjEuSWRlbnRpdHlQcm92aWRlciJ2ChBJZGVudGl0eVByb3ZpZGVyEg4KBmlzc3VlchgBIAEoCRIWCg50b2tlbl9lbmRwb2ludBgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSFQoNY2xpZW50X3NlY3JldBgEIAEoCRIQCghpZF90b2tlbhgFIAEoCSKCAQoOQXBwcm92YWxQb2xpY3kSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5BcHByb3ZhbE1vZGUSJAoGYWx3YXlzGAIgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcxIjCgVuZXZlchgDIAEoCzIULmFnZW50ZC52MS5Ub29sTmFtZXMiHwoJVG9vbE5hbWVzEhIKCnRvb2xfbmFtZXMYASADKAkiXgoMRnVuY3Rpb25Ub29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqXAoHT25MaW1pdBIYChRPTl9MSU1JVF9VTlNQRUNJRklFRBAAEhAKDE9OX0xJTUlUX0VORBABEhIKDk9OX0xJTUlUX1BBVVNFEAISEQoNT05fTElNSVRfRkFJTBADKnAKEUVsaWNpdGF0aW9uUG9saWN5EiIKHkVMSUNJVEFUSU9OX1BPTElDWV9VTlNQRUNJRklFRBAAEhoKFkVMSUNJVEFUSU9OX1BPTElDWV9BU0sQARIbChdFTElDSVRBVElPTl9QT0xJQ1lfREVOWRACKnQKC01DUFN0cmF0ZWd5EhwKGE1DUF9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEhUKEU1DUF9TVFJBVEVHWV9BVVRPEAESFwoTTUNQX1NUUkFURUdZX0NMSUVOVBACEhcKE01DUF9TVFJBVEVHWV9TRVJWRVIQAyp0ChBUb29sTmFtZUNvbmZsaWN0EiIKHlRPT0xfTkFNRV9DT05GTElDVF9VTlNQRUNJRklFRBAAEh0KGVRPT0xfTkFNRV9DT05GTElDVF9SRUZVU0UQARIdChlUT09MX05BTUVfQ09ORkxJQ1RfUFJFRklYEAIqdQoMU2FtcGxpbmdNb2RlEh0KGVNBTVBMSU5HX01PREVfVU5TUEVDSUZJRUQQABIWChJTQU1QTElOR19NT0RFX0RFTlkQARIVChFTQU1QTElOR19NT0RFX0FTSxACEhcKE1NBTVBMSU5HX01PREVfQUxMT1cQAyqQAQoJR3JhbnRUeXBlEhoKFkdSQU5UX1RZUEVfVU5TUEVDSUZJRUQQABIhCh1HUkFOVF9UWVBFX0FVVEhPUklaQVRJT05fQ09ERRABEiEKHUdSQU5UX1RZUEVfQ0xJRU5UX0NSRURFTlRJQUxTEAISIQodR1JBTlRfVFlQRV9FTlRFUlBSSVNFX01BTkFHRUQQAypgCgxBcHByb3ZhbE1vZGUSHQoZQVBQUk9WQUxfTU9ERV9VTlNQRUNJRklFRBAAEhcKE0FQUFJPVkFMX01PREVfTkVWRVIQARIYChRBUFBST1ZBTF9NT0RFX0FMV0FZUxACQpQBCg1jb20uYWdlbnRkLnYxQgpBZ2VudFByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Agent declares who answers (provider and model), how (instructions), and
@@ -167,6 +167,17 @@ export type Agent = Message<"agentd.v1.Agent"> & {
    * @generated from field: agentd.v1.ContextPolicy context = 13;
    */
   context?: ContextPolicy | undefined;
+
+  /**
+   * What this generation may spend beside max_tool_turns: tool calls,
+   * tokens, money and time, and what happens when it reaches one. Each
+   * limit left unset takes the tenant's default (generation_limits in
+   * the configuration); each set one must be within the tenant's
+   * ceiling.
+   *
+   * @generated from field: agentd.v1.GenerationLimits limits = 14;
+   */
+  limits?: GenerationLimits | undefined;
 };
 
 /**
@@ -175,6 +186,96 @@ export type Agent = Message<"agentd.v1.Agent"> & {
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 0);
+
+/**
+ * GenerationLimits bound one generation. agentd checks them before each
+ * model call and before each tool turn's calls run, so a generation
+ * passes a limit by at most what one model call or one tool turn uses;
+ * max_tool_turns and max_tool_calls are never passed.
+ *
+ * @generated from message agentd.v1.GenerationLimits
+ */
+export type GenerationLimits = Message<"agentd.v1.GenerationLimits"> & {
+  /**
+   * The tool calls the generation may make, counted across pauses; a
+   * tool turn whose calls would pass it runs none of them. Absent: the
+   * tenant's default (none unless configured). 1..100000.
+   *
+   * @generated from field: optional int32 max_tool_calls = 1;
+   */
+  maxToolCalls?: number | undefined;
+
+  /**
+   * The tokens its model calls may use (input, output, cache reads and
+   * writes together), counted across pauses. Absent: the tenant's
+   * default (none unless configured).
+   *
+   * @generated from field: optional int64 max_total_tokens = 2;
+   */
+  maxTotalTokens?: bigint | undefined;
+
+  /**
+   * What its model calls may cost at agentd's price table, in the
+   * currency of the model's price. A model without a known price cannot
+   * be held to it: the start is FAILED_PRECONDITION. Absent: the
+   * tenant's default (none unless configured).
+   *
+   * @generated from field: agentd.v1.Money max_cost = 3;
+   */
+  maxCost?: Money | undefined;
+
+  /**
+   * How long it may run: the time from its start, or each resume or
+   * adoption, to its end or pause, summed. Time paused waiting for a
+   * resume does not count. Absent: the tenant's default (1 hour unless
+   * configured).
+   *
+   * @generated from field: google.protobuf.Duration max_duration = 4;
+   */
+  maxDuration?: Duration | undefined;
+
+  /**
+   * What happens when a limit is reached. Unspecified: END.
+   *
+   * @generated from field: agentd.v1.OnLimit on_limit = 5;
+   */
+  onLimit: OnLimit;
+};
+
+/**
+ * Describes the message agentd.v1.GenerationLimits.
+ * Use `create(GenerationLimitsSchema)` to create a new message.
+ */
+export const GenerationLimitsSchema: GenMessage<GenerationLimits> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent, 1);
+
+/**
+ * Money is an amount of one currency.
+ *
+ * @generated from message agentd.v1.Money
+ */
+export type Money = Message<"agentd.v1.Money"> & {
+  /**
+   * The ISO 4217 code of the currency, e.g. "USD".
+   *
+   * @generated from field: string currency = 1;
+   */
+  currency: string;
+
+  /**
+   * The amount, in billionths of the currency's unit.
+   *
+   * @generated from field: int64 nanos = 2;
+   */
+  nanos: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.Money.
+ * Use `create(MoneySchema)` to create a new message.
+ */
+export const MoneySchema: GenMessage<Money> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent, 2);
 
 /**
  * ContextPolicy fits a conversation to a budget of input tokens before
@@ -227,7 +328,7 @@ export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
  * Use `create(ContextPolicySchema)` to create a new message.
  */
 export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 1);
+  messageDesc(file_agentd_v1_agent, 3);
 
 /**
  * MCPServer declares one MCP server. Exactly one of url, command or ref
@@ -391,7 +492,7 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
  * Use `create(MCPServerSchema)` to create a new message.
  */
 export const MCPServerSchema: GenMessage<MCPServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 2);
+  messageDesc(file_agentd_v1_agent, 4);
 
 /**
  * Sampling is one MCP server's sampling policy. A request the
@@ -423,7 +524,7 @@ export type Sampling = Message<"agentd.v1.Sampling"> & {
  * Use `create(SamplingSchema)` to create a new message.
  */
 export const SamplingSchema: GenMessage<Sampling> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 3);
+  messageDesc(file_agentd_v1_agent, 5);
 
 /**
  * OAuthClient says how agentd obtains access tokens for one MCP server.
@@ -524,7 +625,7 @@ export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
  * Use `create(OAuthClientSchema)` to create a new message.
  */
 export const OAuthClientSchema: GenMessage<OAuthClient> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 4);
+  messageDesc(file_agentd_v1_agent, 6);
 
 /**
  * IdentityProvider is the enterprise identity provider of an
@@ -584,7 +685,7 @@ export type IdentityProvider = Message<"agentd.v1.IdentityProvider"> & {
  * Use `create(IdentityProviderSchema)` to create a new message.
  */
 export const IdentityProviderSchema: GenMessage<IdentityProvider> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 5);
+  messageDesc(file_agentd_v1_agent, 7);
 
 /**
  * ApprovalPolicy says which of a server's tool calls wait for approval.
@@ -628,7 +729,7 @@ export type ApprovalPolicy = Message<"agentd.v1.ApprovalPolicy"> & {
  * Use `create(ApprovalPolicySchema)` to create a new message.
  */
 export const ApprovalPolicySchema: GenMessage<ApprovalPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 6);
+  messageDesc(file_agentd_v1_agent, 8);
 
 /**
  * ToolNames is a list of tool names (the shape OpenAI's hosted MCP tool
@@ -650,7 +751,7 @@ export type ToolNames = Message<"agentd.v1.ToolNames"> & {
  * Use `create(ToolNamesSchema)` to create a new message.
  */
 export const ToolNamesSchema: GenMessage<ToolNames> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 7);
+  messageDesc(file_agentd_v1_agent, 9);
 
 /**
  * FunctionTool is a tool the agent declares and the client executes.
@@ -686,7 +787,54 @@ export type FunctionTool = Message<"agentd.v1.FunctionTool"> & {
  * Use `create(FunctionToolSchema)` to create a new message.
  */
 export const FunctionToolSchema: GenMessage<FunctionTool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 8);
+  messageDesc(file_agentd_v1_agent, 10);
+
+/**
+ * OnLimit says what a generation does when it reaches one of its limits
+ * (GenerationLimits, or max_tool_turns).
+ *
+ * @generated from enum agentd.v1.OnLimit
+ */
+export enum OnLimit {
+  /**
+   * END.
+   *
+   * @generated from enum value: ON_LIMIT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * It ends COMPLETED with GenerationCompleted.limit naming the limit.
+   * Calls the model asked for that did not run get a result saying so,
+   * so the conversation (and its thread) stays whole.
+   *
+   * @generated from enum value: ON_LIMIT_END = 1;
+   */
+  END = 1,
+
+  /**
+   * It pauses with an ApprovalRequest whose limit field names the limit:
+   * approving it (by anyone who may decide) raises the limit, within the
+   * tenant's ceiling, and the generation goes on; declining it ends the
+   * generation as END does.
+   *
+   * @generated from enum value: ON_LIMIT_PAUSE = 2;
+   */
+  PAUSE = 2,
+
+  /**
+   * It fails RESOURCE_EXHAUSTED with an ErrorInfo naming the limit.
+   *
+   * @generated from enum value: ON_LIMIT_FAIL = 3;
+   */
+  FAIL = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.OnLimit.
+ */
+export const OnLimitSchema: GenEnum<OnLimit> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent, 0);
 
 /**
  * ElicitationPolicy says whether MCP servers may ask the user for input.
@@ -720,7 +868,7 @@ export enum ElicitationPolicy {
  * Describes the enum agentd.v1.ElicitationPolicy.
  */
 export const ElicitationPolicySchema: GenEnum<ElicitationPolicy> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 0);
+  enumDesc(file_agentd_v1_agent, 1);
 
 /**
  * MCPStrategy says where an agent's MCP servers run.
@@ -763,7 +911,7 @@ export enum MCPStrategy {
  * Describes the enum agentd.v1.MCPStrategy.
  */
 export const MCPStrategySchema: GenEnum<MCPStrategy> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 1);
+  enumDesc(file_agentd_v1_agent, 2);
 
 /**
  * ToolNameConflict says how clashing tool names are handled.
@@ -800,7 +948,7 @@ export enum ToolNameConflict {
  * Describes the enum agentd.v1.ToolNameConflict.
  */
 export const ToolNameConflictSchema: GenEnum<ToolNameConflict> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 2);
+  enumDesc(file_agentd_v1_agent, 3);
 
 /**
  * SamplingMode says whether an MCP server's sampling requests are
@@ -846,7 +994,7 @@ export enum SamplingMode {
  * Describes the enum agentd.v1.SamplingMode.
  */
 export const SamplingModeSchema: GenEnum<SamplingMode> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 3);
+  enumDesc(file_agentd_v1_agent, 4);
 
 /**
  * GrantType is how agentd obtains an access token.
@@ -897,7 +1045,7 @@ export enum GrantType {
  * Describes the enum agentd.v1.GrantType.
  */
 export const GrantTypeSchema: GenEnum<GrantType> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 4);
+  enumDesc(file_agentd_v1_agent, 5);
 
 /**
  * ApprovalMode is the shorthand form of an ApprovalPolicy.
@@ -931,5 +1079,5 @@ export enum ApprovalMode {
  * Describes the enum agentd.v1.ApprovalMode.
  */
 export const ApprovalModeSchema: GenEnum<ApprovalMode> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent, 5);
+  enumDesc(file_agentd_v1_agent, 6);
 
