@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// BudgetDef is a budget set through the admin API, as the store keeps it:
+// its tenant and name, and its specification, which the store keeps as
+// given and does not read (the server's encoding of an agentd.v1.Budget).
+type BudgetDef struct {
+	Tenant, Name string
+	Spec         []byte
+	UpdatedAt    time.Time
+}
+
+// Charge is a model call's spending against one budget's subject: its
+// tenant, the budget's name, and the subject (an API key, an end user;
+// "" for the tenant's whole). Bucket is the counter it adds to: the
+// period's start for a calendar period, the hour for a rolling window.
+// The budget's spending is the sum of its subject's buckets in [From,
+// Bucket] (From == Bucket for a calendar period), with the reservations
+// of calls under way that were made in that span. MaxTokens and MaxNanos
+// are the budget's limits (0: not limited); Tokens and Nanos the amount
+// (an estimate to reserve, or what the call used).
+type Charge struct {
+	Tenant, Budget, Subject string
+	From, Bucket            time.Time
+	MaxTokens, MaxNanos     int64
+	Tokens, Nanos           int64
+}
+
+// Spent is a budget subject's spending in a span: counted, and reserved
+// by calls under way.
+type Spent struct {
+	Tokens, Nanos                 int64
+	ReservedTokens, ReservedNanos int64
+}
+
+// Refused says which charge of a reservation a budget refused, and what
+// its subject had spent (reservations included) when it did.
+type Refused struct {
+	// Charge is the index of the refused charge in the reservation.
+	Charge int
+	Spent  Spent
+}
+
+// SubjectSpend is one subject's spending of a budget in one bucket.
+type SubjectSpend struct {
+	Subject string
+	Spent
+}
+
+// UsageEntry is what the model calls of one tenant's API key and end
+// user used in one hour, priced in one currency ("" when none was
+// priced): a row of the usage ledger, added to what the row holds.
+type UsageEntry struct {
+	Tenant, APIKey, EndUser, Currency string
+	// Hour is the hour's start (UTC, truncated to the hour).
+	Hour                                        time.Time
+	Calls, Input, Output, CacheRead, CacheWrite int64
+	Nanos                                       int64
+	// Unpriced counts calls whose cost was not wholly known.
+	Unpriced int64
+}
+
+// UsageQuery selects the usage ledger's rows of a tenant in [From, To)
+// (whole hours), summed by GroupBy: "" (the tenant's whole), "api_key"
+// or "end_user", keeping only Subject's rows when it is set.
+type UsageQuery struct {
+	Tenant   string
+	From, To time.Time
+	GroupBy  string
+	Subject  string
+}
+
+// UsageTotal is one group's sum: Subject is the key or end user ("" for
+// the whole), one row per currency.
+type UsageTotal struct {
+	Subject, Currency                           string
+	Calls, Input, Output, CacheRead, CacheWrite int64
+	Nanos, Unpriced                             int64
+}
+
+// Budgets keeps what the tenants' budgets count, shared by every replica:
+// the budgets set through the admin API, their subjects' spending per
+// bucket with the reservations of model calls under way, and the hourly
+// usage ledger. Safe for concurrent use.
+type Budgets interface {
+	// PutBudget creates or replaces the budget (Tenant, Name).
+	PutBudget(ctx context.Context, b BudgetDef) error
+	// DeleteBudget deletes the budget with its counters and
+	// reservations; false when there was none.
+	DeleteBudget(ctx context.Context, tenant, name string) (bool, error)
+	// ListBudgets returns every tenant's budgets, by tenant and name.
+	ListBudgets(ctx context.Context) ([]BudgetDef, error)
+
+	// Reserve checks each charge's budget subject, atomically with every
+	// other Reserve and Settle: when its spending and live reservations
+	// (those not expired at now) have reached either of its limits, the
+	// charge is refused and nothing is reserved (the first refused is
+	// returned). Otherwise each charge's amount is reserved under id
+	// until expires. A reservation is at most one call's: so callers that
+	// reserve at once pass a budget by at most one call each.
+	Reserve(ctx context.Context, id string, charges []Charge, now, expires time.Time) (*Refused, error)
+	// Settle ends reservation id (an unknown or expired one is no
+	// error) and adds each charge's amount to its bucket, returning each
+	// subject's spending after it, in the charges' order.
+	Settle(ctx context.Context, id string, charges []Charge, now time.Time) ([]Spent, error)
+	// BudgetSpends returns the subjects' spending of budget (tenant, name)
+	// in [from, bucket] (as a Charge's span), the most tokens first, at
+	// most limit of them.
+	BudgetSpends(ctx context.Context, tenant, name string, from, bucket, now time.Time, limit int) ([]SubjectSpend, error)
+
+	// AddUsage adds entries to the usage ledger.
+	AddUsage(ctx context.Context, entries []UsageEntry) error
+	// SumUsage sums the ledger's rows that q selects.
+	SumUsage(ctx context.Context, q UsageQuery) ([]UsageTotal, error)
+
+	// SweepSpending deletes budget counters and ledger rows of hours
+	// before before, and reservations expired at it, returning how many
+	// rows it deleted.
+	SweepSpending(ctx context.Context, before time.Time) (int64, error)
+}
