@@ -49,6 +49,8 @@ type Tenant struct {
 	Providers map[string]Provider `yaml:"providers" inherit:"providers"`
 	// Limits replaces the global limits, field by field where set.
 	Limits *Limits `yaml:"limits" inherit:"limits"`
+	// Budgets replaces the global budgets (an empty list: none).
+	Budgets []Budget `yaml:"budgets" inherit:"budgets"`
 }
 
 // DefaultTenant names the tenant whose settings a caller gets whose own
@@ -73,13 +75,17 @@ type TenantSettings struct {
 	Providers map[string]Provider
 	// Limits are its limits.
 	Limits Limits
+	// Budgets are its budgets as written, and BudgetsKey where (e.g.
+	// "tenants.acme.budgets", or "budgets" for the global ones).
+	Budgets    []Budget
+	BudgetsKey string
 }
 
 // ForTenant returns the effective settings of tenant name, and false when
 // tenants are configured but neither name nor "default" is among them. The
 // tenant "" (no authentication) always gets the global settings.
 func (c *Config) ForTenant(name string) (TenantSettings, bool) {
-	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits}
+	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits, Budgets: c.Budgets, BudgetsKey: "budgets"}
 	// The tenant "" is every caller of an agentd that authenticates none:
 	// tenants mean nothing to it, and it keeps the global settings.
 	if len(c.Tenants) == 0 || name == "" {
@@ -99,6 +105,9 @@ func (c *Config) ForTenant(name string) (TenantSettings, bool) {
 	ts.Providers = t.providers(c.Providers)
 	if t.Limits != nil {
 		ts.Limits = t.Limits.over(ts.Limits)
+	}
+	if t.Budgets != nil {
+		ts.Budgets, ts.BudgetsKey = t.Budgets, ts.Entry+".budgets"
 	}
 	return ts, true
 }

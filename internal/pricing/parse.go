@@ -2,6 +2,7 @@ package pricing
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -175,21 +176,35 @@ func (p *parser) decimal(n *yaml.Node, key string) int64 {
 // token is beyond any list, and keeps a turn's sum far from overflowing.
 const maxUnits = 1_000_000
 
-// parseDecimal reads a decimal of the unit written exactly ("3", "0.075")
-// as billionths of it.
+// parseDecimal reads a price per million tokens written exactly ("3",
+// "0.075") as billionths of the unit.
 func parseDecimal(s string) (int64, error) {
+	if strings.HasPrefix(s, "-") {
+		return 0, fmt.Errorf("a price is not negative")
+	}
+	nanos, err := ParseAmount(s)
+	if err == nil && nanos > maxUnits*1e9 {
+		err = fmt.Errorf("more than %d of the unit per million tokens", maxUnits)
+	}
+	return nanos, err
+}
+
+// maxAmount bounds an amount so that its billionths fit an int64.
+const maxAmount = math.MaxInt64 / 1_000_000_000
+
+// ParseAmount reads an amount of a currency's unit written exactly ("25",
+// "0.075") as billionths of it.
+func ParseAmount(s string) (int64, error) {
 	whole, frac, dotted := strings.Cut(s, ".")
 	switch {
-	case strings.HasPrefix(s, "-"):
-		return 0, fmt.Errorf("a price is not negative")
 	case !digits(whole) || dotted && !digits(frac):
 		return 0, fmt.Errorf("write a decimal of the currency's unit, e.g. 3 or 0.075")
 	case len(frac) > 9:
 		return 0, fmt.Errorf("finer than a billionth of the unit")
 	}
 	units, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || units > maxUnits {
-		return 0, fmt.Errorf("more than %d of the unit per million tokens", maxUnits)
+	if err != nil || units >= maxAmount {
+		return 0, fmt.Errorf("%d or more of the unit", int64(maxAmount))
 	}
 	billionths, _ := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
 	return units*1e9 + billionths, nil
