@@ -20,7 +20,10 @@
 // object, so that no endpoint that ignores the format serves it. DeepSeek
 // takes no schema, only JSON mode: a turn without tools gets
 // response_format json_object and the schema in its system message; a
-// turn with tools gets the loop's final_answer tool instead.
+// turn with tools gets the loop's final_answer tool instead. A refusal
+// (delta.refusal, which OpenAI streams in place of the answer) reaches
+// the user as text, and the turn stops with CONTENT_FILTER, so the loop
+// never takes it for the answer.
 package openaichat
 
 import (
@@ -402,6 +405,7 @@ type chunkDelta struct {
 	Content          *string         `json:"content"`
 	ReasoningContent *string         `json:"reasoning_content"` // DeepSeek
 	Reasoning        *string         `json:"reasoning"`         // OpenRouter, Ollama's /v1
+	Refusal          *string         `json:"refusal"`
 	ToolCalls        []chunkToolCall `json:"tool_calls"`
 }
 
@@ -468,6 +472,7 @@ type turn struct {
 	byIndex map[int]*pendingCall
 	usage   *agentdv1.Usage
 	stop    agentdv1.StopReason
+	refused bool               // the model refused: the turn stops as filtered
 	info    providers.Response // every chunk repeats the id and model
 }
 
@@ -501,16 +506,30 @@ func (t *turn) chunk(data []byte, yield func(providers.Event, error) bool) bool 
 // fragments and notes its finish reason.
 func (t *turn) choice(ch *chunkChoice, yield func(providers.Event, error) bool) bool {
 	d := &ch.Delta
-	if text := d.reasoning(); text != "" && !yield(&providers.Reasoning{Text: text}, nil) {
-		return false
-	}
-	if d.Content != nil && *d.Content != "" && !yield(&providers.TextDelta{Text: *d.Content}, nil) {
+	if !t.texts(d, yield) {
 		return false
 	}
 	for i := range d.ToolCalls {
 		t.toolCall(&d.ToolCalls[i])
 	}
 	return ch.FinishReason == nil || t.finishReason(*ch.FinishReason, yield)
+}
+
+// texts yields a delta's reasoning, text and refusal. A refusal is what
+// the model says in place of an answer: the user reads it as text, and
+// the turn stops as filtered, so that it is never taken for the answer.
+func (t *turn) texts(d *chunkDelta, yield func(providers.Event, error) bool) bool {
+	if text := d.reasoning(); text != "" && !yield(&providers.Reasoning{Text: text}, nil) {
+		return false
+	}
+	if d.Content != nil && *d.Content != "" && !yield(&providers.TextDelta{Text: *d.Content}, nil) {
+		return false
+	}
+	if d.Refusal == nil || *d.Refusal == "" {
+		return true
+	}
+	t.refused = true
+	return yield(&providers.TextDelta{Text: *d.Refusal}, nil)
 }
 
 // finishReason notes the reason a choice finished; "error" fails the turn.
@@ -576,7 +595,11 @@ func (t *turn) finish(yield func(providers.Event, error) bool) {
 	if t.usage != nil && !yield(&providers.Usage{Usage: t.usage}, nil) {
 		return
 	}
-	yield(&providers.Stop{Reason: t.stop, Response: t.info}, nil)
+	stop := t.stop
+	if t.refused {
+		stop = agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
+	}
+	yield(&providers.Stop{Reason: stop, Response: t.info}, nil)
 }
 
 // stopReasons maps a choice's finish_reason to the turn's stop reason;
