@@ -41,7 +41,9 @@
 // asked for with text.format json_schema, beside the turn's tools; the
 // options' other text settings (verbosity) are kept, their format is
 // replaced: the agent's schema is the one agentd checks the answer
-// against.
+// against. A refusal (response.refusal.delta, streamed in place of the
+// answer) reaches the user as text, and the turn stops with
+// CONTENT_FILTER, so the loop never takes it for the answer.
 //
 // # Errors
 //
