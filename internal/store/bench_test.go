@@ -280,3 +280,46 @@ func seedGenerations(b *testing.B, s store.Store, day time.Time) {
 		}
 	}
 }
+
+// A model call's budget check, on each store: one Reserve and one Settle
+// of two charges (a tenant's monthly budget and its API key's rolling
+// day, 24 hourly buckets), against budgets with spending in every
+// bucket. Each call reserves under an id of its own.
+//
+//	go test -run '^$' -bench BudgetReserveSettle -benchtime 2000x ./internal/store/
+//	scripts/postgres.sh run go test -run '^$' -bench BudgetReserveSettle -benchtime 2000x ./internal/store/
+func BenchmarkBudgetReserveSettle(b *testing.B) {
+	for _, st := range benchStores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			b.Cleanup(func() { _ = s.Close() })
+			bs := s.Budgets()
+			ctx := b.Context()
+			now := time.Now()
+			hour := now.Truncate(time.Hour)
+			month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+			charges := []store.Charge{
+				{Tenant: "acme", Budget: "monthly", From: month, Bucket: month, MaxNanos: 1 << 62, Tokens: 1000, Nanos: 5_000_000},
+				{Tenant: "acme", Budget: "key-daily", Subject: "key_1", From: hour.Add(-23 * time.Hour), Bucket: hour, MaxTokens: 1 << 62, Tokens: 1000},
+			}
+			for i := range 24 { // a day of spending in the rolling window
+				c := charges[1]
+				c.Bucket = hour.Add(-time.Duration(i) * time.Hour)
+				if _, err := bs.Settle(ctx, "seed", []store.Charge{charges[0], c}, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var n int
+			latencies(b, func() error {
+				n++
+				id := fmt.Sprint("call_", n)
+				now := time.Now()
+				if r, err := bs.Reserve(ctx, id, charges, now, now.Add(time.Minute)); err != nil || r != nil {
+					return fmt.Errorf("Reserve: %+v, %v", r, err)
+				}
+				_, err := bs.Settle(ctx, id, charges, now)
+				return err
+			})
+		})
+	}
+}

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/agentd/agentd/internal/fault"
 )
 
 // BudgetDef is a budget set through the admin API, as the store keeps it:
@@ -87,7 +89,8 @@ type UsageTotal struct {
 // bucket with the reservations of model calls under way, and the hourly
 // usage ledger. Safe for concurrent use.
 type Budgets interface {
-	// PutBudget creates or replaces the budget (Tenant, Name).
+	// PutBudget creates or replaces the budget (Tenant, Name), updated
+	// at UpdatedAt (now when zero).
 	PutBudget(ctx context.Context, b BudgetDef) error
 	// DeleteBudget deletes the budget with its counters and
 	// reservations; false when there was none.
@@ -101,24 +104,116 @@ type Budgets interface {
 	// charge is refused and nothing is reserved (the first refused is
 	// returned). Otherwise each charge's amount is reserved under id
 	// until expires. A reservation is at most one call's: so callers that
-	// reserve at once pass a budget by at most one call each.
+	// reserve at once pass a budget by at most one call each. id names
+	// the reservation in the whole store, every tenant's (Settle ends it
+	// by id alone); a Reserve made again under an id (a retry) replaces
+	// what the first reserved, and its check leaves that out.
 	Reserve(ctx context.Context, id string, charges []Charge, now, expires time.Time) (*Refused, error)
 	// Settle ends reservation id (an unknown or expired one is no
 	// error) and adds each charge's amount to its bucket, returning each
 	// subject's spending after it, in the charges' order.
 	Settle(ctx context.Context, id string, charges []Charge, now time.Time) ([]Spent, error)
 	// BudgetSpends returns the subjects' spending of budget (tenant, name)
-	// in [from, bucket] (as a Charge's span), the most tokens first, at
-	// most limit of them.
+	// in [from, bucket] (as a Charge's span), the most tokens (counted
+	// and reserved) first, then by subject, at most limit of them (every
+	// one for 0).
 	BudgetSpends(ctx context.Context, tenant, name string, from, bucket, now time.Time, limit int) ([]SubjectSpend, error)
 
 	// AddUsage adds entries to the usage ledger.
 	AddUsage(ctx context.Context, entries []UsageEntry) error
-	// SumUsage sums the ledger's rows that q selects.
+	// SumUsage sums the ledger's rows that q selects, the most money
+	// first, then by subject and currency. A GroupBy of no column, or a
+	// Subject without one, is Invalid.
 	SumUsage(ctx context.Context, q UsageQuery) ([]UsageTotal, error)
 
 	// SweepSpending deletes budget counters and ledger rows of hours
 	// before before, and reservations expired at it, returning how many
 	// rows it deleted.
 	SweepSpending(ctx context.Context, before time.Time) (int64, error)
+}
+
+// maxRows is the most rows (charges, usage entries) that the statements
+// built once are built for, 1 to maxRows: a statement's round through the
+// driver (SQLite's) or its planning (PostgreSQL's) costs more than a
+// row. More rows take several statements (SQLite) or one built for them
+// (PostgreSQL).
+const maxRows = 8
+
+// rowStatements builds a statement for each count of rows, 1 to maxRows.
+func rowStatements(build func(k int) string) (qs [maxRows]string) {
+	for k := 1; k <= maxRows; k++ {
+		qs[k-1] = build(k)
+	}
+	return qs
+}
+
+// reached reports whether s has reached either of c's limits, so that
+// the charge is refused.
+func (c Charge) reached(s Spent) bool {
+	return c.MaxTokens > 0 && s.Tokens+s.ReservedTokens >= c.MaxTokens ||
+		c.MaxNanos > 0 && s.Nanos+s.ReservedNanos >= c.MaxNanos
+}
+
+// usageGroupColumns are the ledger's columns that SumUsage groups by, by
+// UsageQuery.GroupBy ("": none, the tenant's whole).
+var usageGroupColumns = map[string]string{"": "", "api_key": "api_key", "end_user": "end_user"}
+
+// usageGroup is the column that q groups by ("" for none), or Invalid: a
+// GroupBy of no column, or a Subject without one (whose key or end user
+// would it be?).
+func usageGroup(q UsageQuery) (string, error) {
+	col, ok := usageGroupColumns[q.GroupBy]
+	if !ok {
+		return "", fault.New(fault.Invalid, "store: usage grouped by %q: want \"\", \"api_key\" or \"end_user\"", q.GroupBy)
+	}
+	if col == "" && q.Subject != "" {
+		return "", fault.New(fault.Invalid, "store: usage of a subject needs a GroupBy that says whether it is an API key or an end user")
+	}
+	return col, nil
+}
+
+// sumUsageQuery is SumUsage's statement for the group column col ("" for
+// none), narrowed to one subject or not: param(i) is the dialect's i-th
+// parameter (the tenant, the span's start and end, the subject), and
+// sum(column) its sum as an integer. One row per subject and currency,
+// the most spent first.
+func sumUsageQuery(col string, narrowed bool, param func(int) string, sum func(string) string) string {
+	subject, groups := "''", "currency"
+	if col != "" {
+		subject, groups = col, col+", currency"
+	}
+	q := `SELECT ` + subject + `, currency, ` + sum("calls") + `, ` + sum("input") + `, ` + sum("output") + `, ` +
+		sum("cache_read") + `, ` + sum("cache_write") + `, ` + sum("nanos") + `, ` + sum("unpriced") + `
+		FROM usage_ledger WHERE tenant = ` + param(1) + ` AND hour >= ` + param(2) + ` AND hour < ` + param(3)
+	if narrowed {
+		q += ` AND ` + col + ` = ` + param(4)
+	}
+	return q + ` GROUP BY ` + groups + ` ORDER BY 8 DESC, 1, 2`
+}
+
+// updated is when d was set: its UpdatedAt, or now when it says none.
+func (d BudgetDef) updated() time.Time {
+	if d.UpdatedAt.IsZero() {
+		return time.Now()
+	}
+	return d.UpdatedAt
+}
+
+// hour is e's hour, truncated to its start: entries of one hour add to
+// one row whatever the times their callers took.
+func (e UsageEntry) hour() time.Time { return e.Hour.Truncate(time.Hour) }
+
+// rowScanner is a row of either store's results.
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanSubjectSpend(row rowScanner) (SubjectSpend, error) {
+	var s SubjectSpend
+	err := row.Scan(&s.Subject, &s.Tokens, &s.Nanos, &s.ReservedTokens, &s.ReservedNanos)
+	return s, err
+}
+
+func scanUsageTotal(row rowScanner) (UsageTotal, error) {
+	var u UsageTotal
+	err := row.Scan(&u.Subject, &u.Currency, &u.Calls, &u.Input, &u.Output, &u.CacheRead, &u.CacheWrite, &u.Nanos, &u.Unpriced)
+	return u, err
 }

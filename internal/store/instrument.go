@@ -42,7 +42,7 @@ type pausedCounter interface {
 // Instrument returns s with its operations measured through mp:
 // each call's duration in agentd.store.operation.duration, with
 // operation (the method: create, checkpoint, finish, pause, resume,
-// get_token, …),
+// get_token, reserve, …),
 // db.system.name (sqlite or postgresql) and error.type (the error's
 // fault kind) when it failed; and agentd.generations.paused, observed at
 // each collection by one query of the store: the paused generations
@@ -76,6 +76,7 @@ func Instrument(s Store, mp metric.MeterProvider) Store {
 	in.gens = &instrumentedGenerations{gens: s.Generations(), in: in}
 	in.tokens = &instrumentedTokens{tokens: s.Tokens(), in: in}
 	in.threads = &instrumentedThreads{threads: s.Threads(), in: in}
+	in.budgets = &instrumentedBudgets{budgets: s.Budgets(), in: in}
 	if pc, ok := s.(pausedCounter); ok {
 		gauge, _ := m.Int64ObservableGauge(PausedGenerations, metric.WithUnit("{generation}"),
 			metric.WithDescription("Paused generations stored, by tenant: the whole store's count, the same on every replica that shares it."))
@@ -123,6 +124,7 @@ type instrumented struct {
 	gens    *instrumentedGenerations
 	tokens  *instrumentedTokens
 	threads *instrumentedThreads
+	budgets *instrumentedBudgets
 	hist    metric.Float64Histogram
 	options *telemetry.MeasurementOptions[operationLabels]
 	reg     metric.Registration // the paused gauge's callback; nil without one
@@ -189,6 +191,8 @@ func (in *instrumented) Generations() Generations { return in.gens }
 func (in *instrumented) Tokens() Tokens { return in.tokens }
 
 func (in *instrumented) Threads() Threads { return in.threads }
+
+func (in *instrumented) Budgets() Budgets { return in.budgets }
 
 // Close stops the paused gauge's observations and closes the store.
 func (in *instrumented) Close() error {
@@ -380,4 +384,55 @@ func (t *instrumentedThreads) Interrupted(ctx context.Context, owner string, lim
 func (t *instrumentedThreads) SweepThreads(ctx context.Context, now, idleBefore time.Time) (_ int, err error) {
 	defer func(began time.Time) { t.in.done(ctx, "sweep_threads", began, err) }(time.Now())
 	return t.threads.SweepThreads(ctx, now, idleBefore)
+}
+
+// instrumentedBudgets is the Budgets of an instrumented Store.
+type instrumentedBudgets struct {
+	budgets Budgets
+	in      *instrumented
+}
+
+func (b *instrumentedBudgets) PutBudget(ctx context.Context, d BudgetDef) (err error) {
+	defer func(began time.Time) { b.in.done(ctx, "put_budget", began, err) }(time.Now())
+	return b.budgets.PutBudget(ctx, d)
+}
+
+func (b *instrumentedBudgets) DeleteBudget(ctx context.Context, tenant, name string) (_ bool, err error) {
+	defer func(began time.Time) { b.in.done(ctx, "delete_budget", began, err) }(time.Now())
+	return b.budgets.DeleteBudget(ctx, tenant, name)
+}
+
+func (b *instrumentedBudgets) ListBudgets(ctx context.Context) (_ []BudgetDef, err error) {
+	defer func(began time.Time) { b.in.done(ctx, "list_budgets", began, err) }(time.Now())
+	return b.budgets.ListBudgets(ctx)
+}
+
+func (b *instrumentedBudgets) Reserve(ctx context.Context, id string, charges []Charge, now, expires time.Time) (_ *Refused, err error) {
+	defer func(began time.Time) { b.in.done(ctx, "reserve", began, err) }(time.Now())
+	return b.budgets.Reserve(ctx, id, charges, now, expires)
+}
+
+func (b *instrumentedBudgets) Settle(ctx context.Context, id string, charges []Charge, now time.Time) (_ []Spent, err error) {
+	defer func(began time.Time) { b.in.done(ctx, "settle", began, err) }(time.Now())
+	return b.budgets.Settle(ctx, id, charges, now)
+}
+
+func (b *instrumentedBudgets) BudgetSpends(ctx context.Context, tenant, name string, from, bucket, now time.Time, limit int) (_ []SubjectSpend, err error) {
+	defer func(began time.Time) { b.in.done(ctx, "budget_spends", began, err) }(time.Now())
+	return b.budgets.BudgetSpends(ctx, tenant, name, from, bucket, now, limit)
+}
+
+func (b *instrumentedBudgets) AddUsage(ctx context.Context, entries []UsageEntry) (err error) {
+	defer func(began time.Time) { b.in.done(ctx, "add_usage", began, err) }(time.Now())
+	return b.budgets.AddUsage(ctx, entries)
+}
+
+func (b *instrumentedBudgets) SumUsage(ctx context.Context, q UsageQuery) (_ []UsageTotal, err error) {
+	defer func(began time.Time) { b.in.done(ctx, "sum_usage", began, err) }(time.Now())
+	return b.budgets.SumUsage(ctx, q)
+}
+
+func (b *instrumentedBudgets) SweepSpending(ctx context.Context, before time.Time) (_ int64, err error) {
+	defer func(began time.Time) { b.in.done(ctx, "sweep_spending", began, err) }(time.Now())
+	return b.budgets.SweepSpending(ctx, before)
 }

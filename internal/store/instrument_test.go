@@ -120,6 +120,7 @@ func TestInstrument(t *testing.T) {
 			if _, err := s.Usage(ctx, "acme", now.Add(-time.Minute), now); err != nil {
 				t.Fatal(err)
 			}
+			budgetOperations(t, s.Budgets(), now)
 
 			sys := "db.system.name=" + tt.system
 			want := map[string]float64{
@@ -128,13 +129,23 @@ func TestInstrument(t *testing.T) {
 				"agentd.store.operation.duration{" + sys + ",operation=create}#count":                         1,
 				"agentd.store.operation.duration{" + sys + ",operation=checkpoint}#count":                     1,
 				// A lease lost is a Conflict, whose gRPC code is Aborted.
-				"agentd.store.operation.duration{" + sys + ",error.type=Aborted,operation=finish}#count":     1,
-				"agentd.store.operation.duration{" + sys + ",operation=put_token}#count":                     1,
-				"agentd.store.operation.duration{" + sys + ",error.type=NotFound,operation=get_token}#count": 1,
-				"agentd.store.operation.duration{" + sys + ",operation=delete_tokens}#count":                 1,
-				"agentd.store.operation.duration{" + sys + ",operation=usage}#count":                         1,
-				"agentd.generations.paused{tenant=acme}":                                                     2,
-				"agentd.generations.paused{tenant=}":                                                         1,
+				"agentd.store.operation.duration{" + sys + ",error.type=Aborted,operation=finish}#count":            1,
+				"agentd.store.operation.duration{" + sys + ",operation=put_token}#count":                            1,
+				"agentd.store.operation.duration{" + sys + ",error.type=NotFound,operation=get_token}#count":        1,
+				"agentd.store.operation.duration{" + sys + ",operation=delete_tokens}#count":                        1,
+				"agentd.store.operation.duration{" + sys + ",operation=usage}#count":                                1,
+				"agentd.store.operation.duration{" + sys + ",operation=put_budget}#count":                           1,
+				"agentd.store.operation.duration{" + sys + ",operation=list_budgets}#count":                         1,
+				"agentd.store.operation.duration{" + sys + ",operation=delete_budget}#count":                        1,
+				"agentd.store.operation.duration{" + sys + ",operation=reserve}#count":                              1,
+				"agentd.store.operation.duration{" + sys + ",operation=settle}#count":                               1,
+				"agentd.store.operation.duration{" + sys + ",operation=budget_spends}#count":                        1,
+				"agentd.store.operation.duration{" + sys + ",operation=add_usage}#count":                            1,
+				"agentd.store.operation.duration{" + sys + ",operation=sum_usage}#count":                            1,
+				"agentd.store.operation.duration{" + sys + ",error.type=InvalidArgument,operation=sum_usage}#count": 1,
+				"agentd.store.operation.duration{" + sys + ",operation=sweep_spending}#count":                       1,
+				"agentd.generations.paused{tenant=acme}":                                                            2,
+				"agentd.generations.paused{tenant=}":                                                                1,
 			}
 			if diff := cmp.Diff(want, collectStore(t, reader)); diff != "" {
 				t.Errorf("metrics (-want +got):\n%s", diff)
@@ -169,6 +180,34 @@ func TestInstrument(t *testing.T) {
 		})
 	}
 }
+
+// budgetOperations calls each of b's operations once, and SumUsage once
+// more with a grouping of no column.
+func budgetOperations(t *testing.T, b store.Budgets, now time.Time) {
+	ctx := t.Context()
+	c := []store.Charge{{Tenant: "acme", Budget: "daily", From: now, Bucket: now, MaxTokens: 10, Tokens: 1}}
+	errs := []error{
+		b.PutBudget(ctx, store.BudgetDef{Tenant: "acme", Name: "daily", Spec: []byte("spec")}),
+		errOf(b.ListBudgets(ctx)),
+		errOf(b.DeleteBudget(ctx, "acme", "daily")),
+		errOf(b.Reserve(ctx, "r", c, now, now.Add(time.Minute))),
+		errOf(b.Settle(ctx, "r", c, now)),
+		errOf(b.BudgetSpends(ctx, "acme", "daily", now, now, now, 10)),
+		b.AddUsage(ctx, []store.UsageEntry{{Tenant: "acme", Hour: now, Calls: 1}}),
+		errOf(b.SumUsage(ctx, store.UsageQuery{Tenant: "acme", From: now, To: now.Add(time.Hour)})),
+		errOf(b.SweepSpending(ctx, now.Add(-time.Hour))),
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("budget operation %d: %v", i, err)
+		}
+	}
+	if _, err := b.SumUsage(ctx, store.UsageQuery{Tenant: "acme", GroupBy: "model"}); err == nil {
+		t.Fatal("SumUsage by a column that is none succeeded")
+	}
+}
+
+func errOf[T any](_ T, err error) error { return err }
 
 // collectStore reads reader (metrictest.Collect): the durations by count
 // only.

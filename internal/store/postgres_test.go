@@ -44,7 +44,7 @@ func TestPostgresMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(applied, want) {
+	if want := []int{1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(applied, want) {
 		t.Errorf("schema_migrations lists %v; want %v", applied, want)
 	}
 

@@ -142,7 +142,7 @@ var (
 )
 
 var hotStatements = slices.Concat([]string{qCreate, qRenew, qCheckpoint, qCheckpointSameState, qFinish, qAppend, qPutAgent, qDropAgent, qDropPending,
-	qGet, qExists, qRead, qItems, qAgent}, qInsertEvents[:], qInsertItems[:], qThreadItems[:], qInsertThreadItems[:])
+	qGet, qExists, qRead, qItems, qAgent}, qInsertEvents[:], qInsertItems[:], qThreadItems[:], qInsertThreadItems[:], budgetStatements)
 
 // prepareHot prepares the hot statements on db.
 func prepareHot(db *sql.DB) (map[string]*sql.Stmt, error) {

@@ -4,8 +4,9 @@
 // it, its checkpoints and its event log, so that another replica can adopt it
 // when that one dies, and the requests it waits for with their decisions, each
 // recorded once whichever replica decides (Generations); the OAuth tokens agentd holds for MCP
-// servers, per tenant, end user and server, sealed by their caller (Tokens); and threads, the
-// conversations that generations append to (Threads).
+// servers, per tenant, end user and server, sealed by their caller (Tokens); threads, the
+// conversations that generations append to (Threads); and budgets, with what their subjects
+// have spent and reserved and the hourly usage ledger (Budgets).
 //
 // Store is the contract, with two implementations: OpenSQLite, the default, an
 // embedded SQLite database in one file (pure Go, no set-up; replicas on one
@@ -92,8 +93,9 @@ type Checkpoints interface {
 }
 
 // Store is what agentd opens and owns: the Checkpoints of paused
-// generations, the Generations of durable ones and the OAuth Tokens (on
-// the same database), and a Ping that its health reports.
+// generations, the Generations of durable ones, the OAuth Tokens, the
+// Threads and the Budgets (on the same database), and a Ping that its
+// health reports.
 type Store interface {
 	Checkpoints
 	// Generations returns the store's durable generations, valid until
@@ -103,6 +105,9 @@ type Store interface {
 	Tokens() Tokens
 	// Threads returns the store's threads, valid until Close.
 	Threads() Threads
+	// Budgets returns the store's budgets, their spending and the usage
+	// ledger, valid until Close.
+	Budgets() Budgets
 	Usage
 	// Ping reports whether the store can be used now: nil, or an
 	// Unavailable error. Safe for concurrent use.

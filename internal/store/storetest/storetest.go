@@ -119,6 +119,16 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"SweepThreads", testSweepThreads},
 		{"SweepThreadBatches", testSweepThreadBatches},
 		{"Usage", testUsage},
+		{"BudgetDefs", testBudgetDefs},
+		{"ReserveAtLimit", testReserveAtLimit},
+		{"ReservationExpiry", testReservationExpiry},
+		{"RollingSpans", testRollingSpans},
+		{"SettleSpends", testSettleSpends},
+		{"ManyCharges", testManyCharges},
+		{"BudgetSpends", testBudgetSpends},
+		{"UsageLedger", testUsageLedger},
+		{"SweepSpending", testSweepSpending},
+		{"ConcurrentReserves", testConcurrentReserves},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
