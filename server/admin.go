@@ -43,6 +43,10 @@ type AdminOptions struct {
 	// nil when agentd keeps no records, and ListTenants is then
 	// FAILED_PRECONDITION, as the other reads of records are.
 	Usage store.Usage
+	// Budgets keeps the budgets set through the admin API, their spending
+	// and the usage ledger; nil when agentd keeps no records, and the
+	// budget calls are then FAILED_PRECONDITION.
+	Budgets store.Budgets
 	// Bridge is the admin API of the bridge agentd uses, embedded or
 	// remote; nil when there is none to ask, and the calls that need it
 	// are UNAVAILABLE.

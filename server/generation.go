@@ -84,6 +84,9 @@ type generation struct {
 	// loop adds it to total and ran (foldSamples): samples are answered
 	// while tool calls run, on goroutines of their own.
 	samples samplesUsage
+	// budgetWarned are the budgets (with subject and period) this run
+	// warned of: once each.
+	budgetWarned map[string]bool
 }
 
 // toolOwner says who runs a tool offered to the model.

@@ -27,6 +27,9 @@ type meters struct {
 	ended     metric.Int64Counter   // agentd.generations.ended
 	toolCalls metric.Int64Counter   // agentd.tool.calls
 	cost      metric.Float64Counter // agentd.cost
+	// budgetWarnings counts agentd.budget.warnings, budgetRefusals
+	// agentd.budget.refusals.
+	budgetWarnings, budgetRefusals metric.Int64Counter
 
 	// The provider calls' own.
 	firstChunk metric.Float64Histogram // gen_ai.client.operation.time_to_first_chunk
@@ -102,7 +105,12 @@ func newMeters(mp metric.MeterProvider) *meters {
 		metric.WithDescription("Tool calls answered, by server, tool and outcome."))
 	cost, _ := m.Float64Counter("agentd.cost", metric.WithUnit("{currency}"),
 		metric.WithDescription("What model calls cost at the price table's prices, in the unit of the currency its attribute names; calls of a model without a price are not counted."))
+	warnings, _ := m.Int64Counter("agentd.budget.warnings", metric.WithUnit("{warning}"),
+		metric.WithDescription("Budgets found past their soft threshold, once per generation run, budget and period."))
+	refusals, _ := m.Int64Counter("agentd.budget.refusals", metric.WithUnit("{call}"),
+		metric.WithDescription("Model calls a spent budget refused."))
 	return &meters{tokens: tokens, duration: duration, firstChunk: firstChunk, cached: cached, retries: retries, started: started, active: active, ended: ended, toolCalls: toolCalls, cost: cost,
+		budgetWarnings: warnings, budgetRefusals: refusals,
 		turns: telemetry.NewMeasurementOptions(turnSeries.attrs), tools: telemetry.NewMeasurementOptions(toolCallLabels.attrs)}
 }
 
@@ -325,4 +333,14 @@ func endpointAttrs(address string, port int) []attribute.KeyValue {
 // read from or written to the provider's cache.
 func allInput(u *agentdv1.Usage) int64 {
 	return u.GetInputTokens() + u.GetCacheReadInputTokens() + u.GetCacheWriteInputTokens()
+}
+
+// budgetWarned counts a budget of tenant found past its soft threshold.
+func (m *meters) budgetWarned(ctx context.Context, tenant, name string) {
+	m.budgetWarnings.Add(ctx, 1, metric.WithAttributes(tenantAttr(tenant), attribute.String("budget", name)))
+}
+
+// budgetRefused counts a model call a budget of tenant refused.
+func (m *meters) budgetRefused(ctx context.Context, tenant, name string) {
+	m.budgetRefusals.Add(ctx, 1, metric.WithAttributes(tenantAttr(tenant), attribute.String("budget", name)))
 }

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/internal/contextfit"
@@ -32,9 +33,16 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	if err != nil {
 		return nil, err
 	}
+	hold, err := g.reserveBudgets(ctx, g.estimate(msgs, g.plan.agent.GetInstructions(), maxOutputTokens(g.plan.agent.GetProviderOptions().AsMap())), "turn"+strconv.Itoa(turn))
+	if err != nil {
+		return nil, err
+	}
 	ctx, chat := g.startChat(ctx, g.plan.agent.GetModel())
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
-	defer func() { chat.end(ctx, streamed, err) }()
+	defer func() {
+		chat.end(ctx, streamed, err)
+		g.settleBudgets(ctx, hold, streamed)
+	}()
 	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool), trim: trim}
 	if err := chat.stream(ctx, g.plan.provider, g.request(msgs), func(ev providers.Event) error {
 		out, err := t.take(ev, chat)

@@ -138,8 +138,6 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 		attribute.Int("gen_ai.request.max_tokens", granted),
 		attribute.String("agentd.mcp.server", server),
 		attribute.String("agentd.model_call", "sampling"))
-	var usage *agentdv1.Usage
-	defer func() { chat.end(ctx, usage, err) }()
 	req := &providers.Request{Model: model, Instructions: r.GetSystemPrompt(), Options: g.plan.options(), MaxTokens: granted, Sample: true}
 	for _, m := range r.GetMessages() {
 		role := agentdv1.Role_ROLE_USER
@@ -148,6 +146,16 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 		}
 		req.Messages = append(req.Messages, &agentdv1.Message{Role: role, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: m.GetText()}}}})
 	}
+	hold, err := g.reserveBudgets(ctx, g.estimate(req.Messages, req.Instructions, int64(granted)), "sample")
+	if err != nil {
+		chat.end(ctx, nil, err)
+		return nil, err
+	}
+	var usage *agentdv1.Usage
+	defer func() {
+		chat.end(ctx, usage, err)
+		g.settleBudgets(ctx, hold, usage)
+	}()
 	var text strings.Builder
 	stop := agentdv1.StopReason_STOP_REASON_UNSPECIFIED
 	if err := chat.stream(ctx, g.plan.provider, req, func(ev providers.Event) error {

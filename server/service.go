@@ -1,9 +1,10 @@
 package server
 
 import (
+	"time"
+
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"time"
 
 	"context"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/bridgeclient"
+	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/oauthclient"
@@ -99,6 +101,11 @@ type Options struct {
 	// OAuth makes agentd the OAuth client of url servers declared with
 	// oauth.
 	OAuth oauthclient.Options
+	// Budgets keeps the budgets set through the admin API, what each
+	// budget's subjects spent, and the usage ledger, in the store every
+	// replica shares. Nil: model calls are held to no budget and the
+	// ledger is not written.
+	Budgets store.Budgets
 	// Registered are the url servers registered under bridge.servers, by
 	// name, as the declarations a ref: to one stands for: url, headers,
 	// authorization, read_timeout and oauth, secrets included. agentd
@@ -131,6 +138,10 @@ type Tenant struct {
 	ProvidersSetting string
 	// Limits are its limits.
 	Limits quota.Limits
+	// Budgets are its budgets written in the configuration (budgets, or
+	// tenants.<name>.budgets), beside those set through the admin API
+	// (Options.Budgets).
+	Budgets []*budget.Budget
 }
 
 // Service implements agentd.v1.AgentService.
@@ -151,6 +162,7 @@ type Service struct {
 	// threadRetention is Options.ThreadRetention.
 	threadRetention time.Duration
 	prices          Pricer
+	spending        *spending // nil without Options.Budgets
 	// adoptNow wakes the adopter before its interval: a generation
 	// queued on a thread may have become adoptable.
 	adoptNow chan struct{}
@@ -222,6 +234,7 @@ func New(opts Options) *Service {
 		threads:         opts.Threads,
 		threadRetention: opts.ThreadRetention,
 		prices:          opts.Prices,
+		spending:        newSpendingOf(opts.Budgets),
 		adoptNow:        make(chan struct{}, 1),
 		replica:         opts.Replica,
 		tenants:         opts.Tenants,

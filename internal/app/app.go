@@ -443,6 +443,7 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 		Checkpoints:     a.store,
 		Generations:     gens,
 		Threads:         a.store.Threads(),
+		Budgets:         a.store.Budgets(),
 		ThreadRetention: o.Config.Threads.Retention,
 		Replica:         replica,
 		OAuth: oauthclient.Options{
@@ -455,6 +456,7 @@ func (a *Agent) startService(o Options, log *slog.Logger) error {
 	})
 	a.svc.StartAdopter()
 	a.svc.StartSweeper()
+	a.svc.StartLedger()
 	a.svc.Register(a.Server)
 	return nil
 }
@@ -467,7 +469,7 @@ func (a *Agent) serveAdmin(log *slog.Logger) {
 	// embedded bridge serves it on its in-memory listener, a remote one
 	// beside its BridgeService (unless its admin.listen moves it away).
 	cfg := a.config
-	admin := server.NewAdmin(a.tokens, log, server.AdminOptions{Config: &cfg, Usage: a.store, Bridge: bridgev1.NewBridgeAdminServiceClient(a.bridgeConn)})
+	admin := server.NewAdmin(a.tokens, log, server.AdminOptions{Config: &cfg, Usage: a.store, Budgets: a.store.Budgets(), Bridge: bridgev1.NewBridgeAdminServiceClient(a.bridgeConn)})
 	if a.Admin != nil {
 		admin.Register(a.Admin)
 		a.AdminHealth.SetServingStatus(agentdv1.AdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/quota"
 	"github.com/agentd/agentd/providers/registry"
@@ -24,7 +25,7 @@ type tenants struct {
 // (server.Options.Registered) and the bridge never sees the ref.
 func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tenants {
 	t := &tenants{
-		global: &server.Tenant{Providers: regs.Global(), Limits: quota.Configured(cfg.Limits, "", nil)},
+		global: &server.Tenant{Providers: regs.Global(), Limits: quota.Configured(cfg.Limits, "", nil), Budgets: budgetsOf(cfg, "")},
 		byName: make(map[string]*server.Tenant, len(cfg.Tenants)),
 	}
 	if embedded {
@@ -33,7 +34,7 @@ func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tena
 	}
 	for name, own := range cfg.Tenants {
 		settings, _ := cfg.ForTenant(name)
-		st := &server.Tenant{Providers: regs.For(name), Limits: quota.Configured(cfg.Limits, name, own.Limits)}
+		st := &server.Tenant{Providers: regs.For(name), Limits: quota.Configured(cfg.Limits, name, own.Limits), Budgets: budgetsOf(cfg, name)}
 		if embedded {
 			st.Rules = &settings.Rules
 		}
@@ -57,4 +58,12 @@ func (t *tenants) lookup(name string) (*server.Tenant, bool) {
 	}
 	st, ok := t.byName[config.DefaultTenant]
 	return st, ok
+}
+
+// budgetsOf are the budgets the configuration writes for tenant name
+// (checked when it was loaded).
+func budgetsOf(cfg *config.Config, name string) []*budget.Budget {
+	ts, _ := cfg.ForTenant(name)
+	budgets, _ := config.Budgets(ts.Budgets, name, ts.BudgetsKey)
+	return budgets
 }

@@ -48,7 +48,7 @@ func New(policy *agentdv1.ContextPolicy, provider, model string, fixedBytes int6
 		if !ok {
 			return nil
 		}
-		budget = w.Budget(policy.GetReserveOutputTokens()) - tokens(fixedBytes)
+		budget = w.Budget(policy.GetReserveOutputTokens()) - Tokens(fixedBytes)
 	}
 	return Dropper{Budget: max(budget, 0), KeepFirst: policy.GetKeepFirst(), KeepToolResults: policy.GetKeepToolResults()}
 }

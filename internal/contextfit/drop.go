@@ -34,7 +34,7 @@ type Dropper struct {
 // Fit fits msgs to d's budget; see Fitter. It does no I/O and never
 // fails.
 func (d Dropper) Fit(_ context.Context, msgs []*agentdv1.Message) ([]*agentdv1.Message, *agentdv1.ContextTrim, error) {
-	whole := estimate(msgs)
+	whole := Estimate(msgs)
 	if whole <= d.Budget {
 		return msgs, nil, nil
 	}
@@ -83,12 +83,12 @@ type result struct {
 	elided    bool
 }
 
-// estimate is the tokens of msgs, with nothing allocated: most turns
-// need no more.
-func estimate(msgs []*agentdv1.Message) int64 {
+// Estimate is the tokens msgs send, as the estimate counts them, with
+// nothing allocated: most turns need no more.
+func Estimate(msgs []*agentdv1.Message) int64 {
 	var n int64
 	for _, m := range msgs {
-		n += tokens(messageBytes(m))
+		n += Tokens(messageBytes(m))
 	}
 	return n
 }
@@ -97,7 +97,7 @@ func newFitting(msgs []*agentdv1.Message) *fitting {
 	f := &fitting{msgs: msgs, bytes: make([]int64, len(msgs))}
 	for i, m := range msgs {
 		f.bytes[i] = messageBytes(m)
-		f.total += tokens(f.bytes[i])
+		f.total += Tokens(f.bytes[i])
 	}
 	return f
 }
@@ -172,9 +172,9 @@ func (f *fitting) elide(from int, budget int64) {
 
 // resize changes message i's size by delta bytes.
 func (f *fitting) resize(i int, delta int64) {
-	before := tokens(f.bytes[i])
+	before := Tokens(f.bytes[i])
 	f.bytes[i] += delta
-	f.total += tokens(f.bytes[i]) - before
+	f.total += Tokens(f.bytes[i]) - before
 }
 
 // cut returns where the history kept begins: the first user message
@@ -184,7 +184,7 @@ func (f *fitting) cut(budget int64) int {
 	var dropped int64
 	c := f.lo
 	for c < f.tail {
-		dropped += tokens(f.bytes[c])
+		dropped += Tokens(f.bytes[c])
 		c++
 		if f.msgs[c].GetRole() == agentdv1.Role_ROLE_USER && f.total-dropped <= budget {
 			break

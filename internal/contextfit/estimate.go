@@ -21,8 +21,8 @@ const MediaTokens = 1600
 
 const mediaBytes = MediaTokens * bytesPerToken
 
-// tokens is the estimate of n bytes, rounded up.
-func tokens(n int64) int64 {
+// Tokens is the estimate of n bytes of text, rounded up.
+func Tokens(n int64) int64 {
 	return (n + bytesPerToken - 1) / bytesPerToken
 }
 
