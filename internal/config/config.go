@@ -115,6 +115,11 @@ type Config struct {
 	// its own.
 	Limits Limits `yaml:"limits"`
 
+	// GenerationLimits bound every tenant's generations unless
+	// tenants.<name>.generation_limits sets its own: tool turns, tool
+	// calls, tokens, cost and time (docs/limits.md).
+	GenerationLimits GenerationLimits `yaml:"generation_limits"`
+
 	// Tenants configures tenants by name. With none configured, every
 	// tenant an authenticated caller names is served with the global
 	// settings. With any configured, a caller whose tenant is not among
@@ -168,8 +173,12 @@ func Default() Config {
 		Admin:          Admin{TLS: TLS{MinVersion: "1.2"}},
 		Reflection:     true,
 		Log:            Log{Level: "info", Format: "text"},
-		Store:          Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
-		OAuth:          OAuth{RedirectURL: DefaultOAuthRedirectURL, ClientName: "agentd"},
+		GenerationLimits: GenerationLimits{
+			Defaults: LimitValues{MaxDuration: time.Hour},
+			Ceilings: LimitValues{MaxToolTurns: MaxToolTurnsLimit},
+		},
+		Store: Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
+		OAuth: OAuth{RedirectURL: DefaultOAuthRedirectURL, ClientName: "agentd"},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
 			TLS:            TLS{MinVersion: "1.2"},

@@ -1,7 +1,9 @@
 package pricing
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -145,8 +147,7 @@ func (p *parser) require(n *yaml.Node, key string, seen map[string]bool, names .
 
 // currency reads an ISO 4217 currency code, as written.
 func (p *parser) currency(n *yaml.Node, key string) string {
-	u, err := currency.ParseISO(n.Value)
-	if n.Kind != yaml.ScalarNode || err != nil || u.String() != n.Value {
+	if n.Kind != yaml.ScalarNode || !ValidCurrency(n.Value) {
 		p.bad(n, key, "%q is not an ISO 4217 currency code; write its three capital letters, e.g. USD or EUR", n.Value)
 	}
 	return n.Value
@@ -175,24 +176,47 @@ func (p *parser) decimal(n *yaml.Node, key string) int64 {
 // token is beyond any list, and keeps a turn's sum far from overflowing.
 const maxUnits = 1_000_000
 
-// parseDecimal reads a decimal of the unit written exactly ("3", "0.075")
-// as billionths of it.
+// parseDecimal reads a price per million tokens, a decimal of the unit
+// written exactly ("3", "0.075"), as billionths of it.
 func parseDecimal(s string) (int64, error) {
+	if strings.HasPrefix(s, "-") {
+		return 0, fmt.Errorf("a price is not negative")
+	}
+	nanos, err := ParseAmount(s)
+	if err != nil || nanos > maxUnits*1e9 {
+		return 0, cmp.Or(err, fmt.Errorf("more than %d of the unit per million tokens", maxUnits))
+	}
+	return nanos, nil
+}
+
+// maxAmountUnits bounds an amount's whole units: its billionths fit in
+// an int64.
+const maxAmountUnits = math.MaxInt64 / 1_000_000_000
+
+// ParseAmount reads an amount of a currency written exactly as a decimal
+// of its unit ("2.50", "0.075"), never through a floating-point number,
+// as billionths of the unit.
+func ParseAmount(s string) (int64, error) {
 	whole, frac, dotted := strings.Cut(s, ".")
 	switch {
-	case strings.HasPrefix(s, "-"):
-		return 0, fmt.Errorf("a price is not negative")
 	case !digits(whole) || dotted && !digits(frac):
 		return 0, fmt.Errorf("write a decimal of the currency's unit, e.g. 3 or 0.075")
 	case len(frac) > 9:
 		return 0, fmt.Errorf("finer than a billionth of the unit")
 	}
 	units, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || units > maxUnits {
-		return 0, fmt.Errorf("more than %d of the unit per million tokens", maxUnits)
+	if err != nil || units >= maxAmountUnits {
+		return 0, fmt.Errorf("more than %d of the unit", maxAmountUnits-1)
 	}
 	billionths, _ := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
 	return units*1e9 + billionths, nil
+}
+
+// ValidCurrency reports whether code is an ISO 4217 currency code as
+// written: three capital letters of a known currency.
+func ValidCurrency(code string) bool {
+	u, err := currency.ParseISO(code)
+	return err == nil && u.String() == code
 }
 
 // digits reports whether s is one or more decimal digits.
