@@ -131,6 +131,11 @@ type Tenant struct {
 	ProvidersSetting string
 	// Limits are its limits.
 	Limits quota.Limits
+	// GenerationLimits bound each of its generations: the defaults of
+	// what an agent sets none of, the ceilings of what it sets; where
+	// they set no default of max_tool_turns, Options.Config's is it. Nil:
+	// config.Default()'s.
+	GenerationLimits *config.GenerationLimits
 }
 
 // Service implements agentd.v1.AgentService.

@@ -24,7 +24,7 @@ type tenants struct {
 // (server.Options.Registered) and the bridge never sees the ref.
 func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tenants {
 	t := &tenants{
-		global: &server.Tenant{Providers: regs.Global(), Limits: quota.Configured(cfg.Limits, "", nil)},
+		global: &server.Tenant{Providers: regs.Global(), Limits: quota.Configured(cfg.Limits, "", nil), GenerationLimits: &cfg.GenerationLimits},
 		byName: make(map[string]*server.Tenant, len(cfg.Tenants)),
 	}
 	if embedded {
@@ -33,7 +33,7 @@ func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tena
 	}
 	for name, own := range cfg.Tenants {
 		settings, _ := cfg.ForTenant(name)
-		st := &server.Tenant{Providers: regs.For(name), Limits: quota.Configured(cfg.Limits, name, own.Limits)}
+		st := &server.Tenant{Providers: regs.For(name), Limits: quota.Configured(cfg.Limits, name, own.Limits), GenerationLimits: &settings.GenerationLimits}
 		if embedded {
 			st.Rules = &settings.Rules
 		}
