@@ -220,7 +220,7 @@ func (g *generation) lastReply() *reply {
 func (g *generation) endAtLimit(ctx context.Context, lr *agentdv1.LimitReached, r *reply) error {
 	g.lim.reached = lr
 	if len(r.calls) > 0 {
-		out := toolerror.JSON(fmt.Sprintf("not run: the generation reached its limit %s (%s)", lr.GetName(), figures(lr, 0)))
+		out := toolerror.JSON(fmt.Sprintf("not run: the generation reached its limit %s (%s)", lr.GetName(), figures(lr, len(r.calls))))
 		parts := make([]*agentdv1.Part, len(r.calls))
 		for i, c := range r.calls {
 			parts[i] = &agentdv1.Part{Kind: &agentdv1.Part_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: c.GetId(), Name: c.GetName(), Output: out, IsError: true}}}
