@@ -212,15 +212,20 @@ func (c *Claim) GiveBack(ctx context.Context) error {
 // runs, never half-trusted.
 func consistent(cp *statev1.Checkpoint, id string) bool {
 	t := cp.GetTurn()
-	if cp.GetVersion() != Version || cp.GetGenerationId() != id || t == nil || len(t.GetStates()) != len(t.GetCalls()) {
+	switch {
+	case cp.GetVersion() != Version || cp.GetGenerationId() != id || t == nil || len(t.GetStates()) != len(t.GetCalls()):
 		return false
-	}
-	if len(t.GetCalls()) == 0 && len(t.GetAuthorizations()) == 0 && t.GetLimit() == nil {
+	case t.GetLimit() != nil:
+		return limitConsistent(t)
+	case len(t.GetCalls()) == 0 && len(t.GetAuthorizations()) == 0:
 		return false // a turn with nothing to wait for
 	}
-	if t.GetLimit() != nil {
-		return limitConsistent(t)
-	}
+	return callsConsistent(t)
+}
+
+// callsConsistent reports whether each call of paused turn t has exactly
+// one state that belongs to it, each id once.
+func callsConsistent(t *statev1.PausedTurn) bool {
 	ids := make(map[string]bool, 2*len(t.GetCalls()))
 	unique := func(id string) bool {
 		if id == "" || ids[id] {
