@@ -99,6 +99,31 @@ type Capabilities struct {
 	ToolErrorFlag bool
 	// MediaToolResults: tool results may carry images and other media.
 	MediaToolResults bool
+	// Output reports whether the provider takes an output schema
+	// (Request.Output) in its API's own field for model, on a turn that
+	// offers function tools (withTools) or on one that offers none. Where
+	// it does not, the loop offers the model a final_answer tool whose
+	// parameters are the schema instead. Nil: never. Safe for concurrent
+	// use.
+	Output func(model string, withTools bool) bool
+}
+
+// Output asks a model turn for its answer as JSON that fits a schema
+// (Agent.output). An adapter sends it in its API's own field: a JSON
+// Schema response format, a JSON mode with the schema in the
+// instructions; the loop checks the answer against the schema whatever
+// the API enforced.
+type Output struct {
+	// Name names the schema: 1 to 64 of a-z, A-Z, 0-9, _ and -.
+	Name string
+	// Description says what the answer is, for the model; may be empty.
+	Description string
+	// Schema is the JSON Schema of the answer, encoded: an object schema.
+	Schema json.RawMessage
+	// Strict asks the API to hold the answer to the schema exactly, where
+	// it can (the loop has checked that the schema keeps the API's
+	// restrictions).
+	Strict bool
 }
 
 // Request is one model turn.
@@ -133,6 +158,10 @@ type Request struct {
 	// each adapter sends it in its API's field, in place of any limit the
 	// options set. 0: the options' limit, or the adapter's default.
 	MaxTokens int
+	// Output, when set, asks for the answer as JSON that fits a schema,
+	// in the API's own field. The loop sets it only where
+	// Capabilities.Output says the provider takes it for the turn.
+	Output *Output
 	// Sample: the turn answers an MCP server's sampling request,
 	// not the agent's conversation. Adapters send it like any turn; the
 	// script provider plays its script's sample turn.

@@ -120,6 +120,11 @@ type Config struct {
 	// calls, tokens, cost and time (docs/limits.md).
 	GenerationLimits GenerationLimits `yaml:"generation_limits"`
 
+	// Budgets cap what each tenant (unless tenants.<name>.budgets sets its
+	// own), its API keys or its end users spend on model calls in a
+	// period.
+	Budgets []Budget `yaml:"budgets" default:"none"`
+
 	// Tenants configures tenants by name. With none configured, every
 	// tenant an authenticated caller names is served with the global
 	// settings. With any configured, a caller whose tenant is not among
@@ -294,6 +299,7 @@ func (c *Config) validate(p *problems) {
 	c.validateConsoleSignIn(p.bad)
 	c.validateDebug(p.bad)
 	c.validateTenants(p.bad)
+	c.validateBudgets(p.bad)
 	c.validateAuth(p.bad)
 	c.OAuth.validate(p.bad)
 	c.validateEnterpriseServers(p.bad)

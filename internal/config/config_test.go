@@ -438,8 +438,9 @@ func TestForTenantNamesSettings(t *testing.T) {
 	yes := true
 	cfg := Default()
 	cfg.Bridge.AllowedCommands = []string{"npx"}
+	cfg.Budgets = []Budget{{Name: "global"}}
 	cfg.Tenants = map[string]Tenant{
-		"acme":    {AllowedCommands: []string{"uvx"}, AllowPrivateNetworks: &yes, Servers: []string{"demo"}},
+		"acme":    {AllowedCommands: []string{"uvx"}, AllowPrivateNetworks: &yes, Servers: []string{"demo"}, Budgets: []Budget{{Name: "own"}}},
 		"default": {AllowedEnv: []string{"PATH"}},
 	}
 	tests := []struct {
@@ -449,11 +450,11 @@ func TestForTenantNamesSettings(t *testing.T) {
 		{"acme", TenantSettings{Name: "acme", Entry: "tenants.acme", Servers: []string{"demo"}, Rules: policy.Rules{
 			AllowedCommands: []string{"uvx"}, AllowPrivateNetworks: true,
 			Settings: policy.Settings{AllowedCommands: "tenants.acme.allowed_commands", AllowPrivateNetworks: "tenants.acme.allow_private_networks"},
-		}}},
+		}, Budgets: []Budget{{Name: "own"}}, BudgetsKey: "tenants.acme.budgets"}},
 		{"zed", TenantSettings{Name: "zed", Entry: "tenants.default", Rules: policy.Rules{
 			AllowedCommands: []string{"npx"}, AllowedEnv: []string{"PATH"},
 			Settings: policy.Settings{AllowedEnv: "tenants.default.allowed_env"},
-		}}},
+		}, Budgets: []Budget{{Name: "global"}}, BudgetsKey: "budgets"}},
 	}
 	for _, tc := range tests {
 		got, ok := cfg.ForTenant(tc.tenant)

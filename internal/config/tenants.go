@@ -52,6 +52,8 @@ type Tenant struct {
 	// GenerationLimits replaces the global generation_limits, field by
 	// field where set.
 	GenerationLimits *GenerationLimits `yaml:"generation_limits" inherit:"generation_limits"`
+	// Budgets replaces the global budgets (an empty list: none).
+	Budgets []Budget `yaml:"budgets" inherit:"budgets"`
 }
 
 // DefaultTenant names the tenant whose settings a caller gets whose own
@@ -79,13 +81,18 @@ type TenantSettings struct {
 	// GenerationLimits bound each of its generations; where they set no
 	// default of max_tool_turns, generation.max_tool_turns is it.
 	GenerationLimits GenerationLimits
+	// Budgets are its budgets as written, and BudgetsKey where (e.g.
+	// "tenants.acme.budgets", or "budgets" for the global ones).
+	Budgets    []Budget
+	BudgetsKey string
 }
 
 // ForTenant returns the effective settings of tenant name, and false when
 // tenants are configured but neither name nor "default" is among them. The
 // tenant "" (no authentication) always gets the global settings.
 func (c *Config) ForTenant(name string) (TenantSettings, bool) {
-	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits, GenerationLimits: c.GenerationLimits}
+	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits, GenerationLimits: c.GenerationLimits,
+		Budgets: c.Budgets, BudgetsKey: "budgets"}
 	// The tenant "" is every caller of an agentd that authenticates none:
 	// tenants mean nothing to it, and it keeps the global settings.
 	if len(c.Tenants) == 0 || name == "" {
@@ -108,6 +115,9 @@ func (c *Config) ForTenant(name string) (TenantSettings, bool) {
 	}
 	if t.GenerationLimits != nil {
 		ts.GenerationLimits = t.GenerationLimits.over(ts.GenerationLimits)
+	}
+	if t.Budgets != nil {
+		ts.Budgets, ts.BudgetsKey = t.Budgets, ts.Entry+".budgets"
 	}
 	return ts, true
 }

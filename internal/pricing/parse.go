@@ -1,7 +1,6 @@
 package pricing
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -176,26 +175,24 @@ func (p *parser) decimal(n *yaml.Node, key string) int64 {
 // token is beyond any list, and keeps a turn's sum far from overflowing.
 const maxUnits = 1_000_000
 
-// parseDecimal reads a price per million tokens, a decimal of the unit
-// written exactly ("3", "0.075"), as billionths of it.
+// parseDecimal reads a price per million tokens written exactly ("3",
+// "0.075") as billionths of the unit.
 func parseDecimal(s string) (int64, error) {
 	if strings.HasPrefix(s, "-") {
 		return 0, fmt.Errorf("a price is not negative")
 	}
 	nanos, err := ParseAmount(s)
-	if err != nil || nanos > maxUnits*1e9 {
-		return 0, cmp.Or(err, fmt.Errorf("more than %d of the unit per million tokens", maxUnits))
+	if err == nil && nanos > maxUnits*1e9 {
+		err = fmt.Errorf("more than %d of the unit per million tokens", maxUnits)
 	}
-	return nanos, nil
+	return nanos, err
 }
 
-// maxAmountUnits bounds an amount's whole units: its billionths fit in
-// an int64.
-const maxAmountUnits = math.MaxInt64 / 1_000_000_000
+// maxAmount bounds an amount so that its billionths fit an int64.
+const maxAmount = math.MaxInt64 / 1_000_000_000
 
-// ParseAmount reads an amount of a currency written exactly as a decimal
-// of its unit ("2.50", "0.075"), never through a floating-point number,
-// as billionths of the unit.
+// ParseAmount reads an amount of a currency's unit written exactly ("25",
+// "0.075") as billionths of it.
 func ParseAmount(s string) (int64, error) {
 	whole, frac, dotted := strings.Cut(s, ".")
 	switch {
@@ -205,8 +202,8 @@ func ParseAmount(s string) (int64, error) {
 		return 0, fmt.Errorf("finer than a billionth of the unit")
 	}
 	units, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || units >= maxAmountUnits {
-		return 0, fmt.Errorf("more than %d of the unit", maxAmountUnits-1)
+	if err != nil || units >= maxAmount {
+		return 0, fmt.Errorf("%d or more of the unit", int64(maxAmount))
 	}
 	billionths, _ := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
 	return units*1e9 + billionths, nil

@@ -42,6 +42,15 @@
 // definition, and on the system prompt, in that order of priority, within
 // the API's limit of four breakpoints per request (breakpoints given in
 // the provider options count too).
+//
+// # Structured output
+//
+// On Claude 4.5 and later (Capabilities.Output; the table in output.go),
+// a request's Output goes in output_config.format as {"type":
+// "json_schema", "schema": ...}, merged into any output_config of the
+// provider options, with tools or without: the schema constrains the
+// model's text, not its tool calls. The answer streams as text; a
+// refusal (stop_reason "refusal") stops with CONTENT_FILTER.
 package anthropic
 
 import (
@@ -122,6 +131,7 @@ func (p *provider) Capabilities() providers.Capabilities {
 		ServerProblem:      serverProblem,
 		ToolErrorFlag:      true,
 		MediaToolResults:   true,
+		Output:             takesOutput,
 	}
 }
 

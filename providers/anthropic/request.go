@@ -51,6 +51,7 @@ func requestBody(req *providers.Request) (map[string]any, error) {
 	}
 	httpc.MergeOptions(body, req.Options, "tools", "mcp_servers")
 	setMaxTokens(body, req.MaxTokens)
+	setOutput(body, req.Output)
 	if err := checkServerCount(body, len(servers)); err != nil {
 		return nil, err
 	}

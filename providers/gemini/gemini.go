@@ -11,6 +11,13 @@
 // Gemini 3 validates the thought signatures of the function calls it
 // made: each one arrives as a Reasoning signature just before its call,
 // and goes back on that functionCall part when the turn is replayed.
+//
+// A request's Output goes in generationConfig as responseMimeType
+// "application/json" and responseJsonSchema, replacing any schema the
+// provider options set there: on Gemini 3 and later with function tools
+// or without, on Gemini 2.x only in a request without them
+// (Capabilities.Output). The answer streams as text; a safety stop
+// (finishReason SAFETY and the like) is CONTENT_FILTER.
 package gemini
 
 import (
@@ -112,7 +119,7 @@ func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
 func (p *provider) Name() string { return name }
 
 func (p *provider) Capabilities() providers.Capabilities {
-	return providers.Capabilities{ToolErrorFlag: true}
+	return providers.Capabilities{ToolErrorFlag: true, Output: takesOutput}
 }
 
 // ValidateOptions refuses options that would replace what agentd builds.
@@ -173,6 +180,7 @@ func buildBody(req *providers.Request) map[string]any {
 	if req.MaxTokens > 0 {
 		httpc.SetNested(body, "generationConfig", "maxOutputTokens", req.MaxTokens)
 	}
+	setOutput(body, req.Output)
 	return body
 }
 

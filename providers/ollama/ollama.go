@@ -10,6 +10,11 @@
 // The base URL defaults to http://localhost:11434. Ollama needs no key; an
 // API key, when configured, is sent as "Authorization: Bearer" for the
 // proxies and hosted endpoints that ask for one.
+//
+// A request's Output goes in "format" as the JSON Schema object, in place
+// of any format the provider options set, on a turn without tools
+// (Capabilities.Output), and never to Ollama's cloud models, which take
+// no schema. The answer streams as text.
 package ollama
 
 import (
@@ -36,6 +41,7 @@ const (
 type provider struct {
 	client *httpc.Client
 	key    string // redacted from errors
+	output func(model string, withTools bool) bool
 }
 
 // New returns the "ollama" provider.
@@ -45,7 +51,7 @@ func New(s providers.Settings) providers.Provider {
 	if s.APIKey != "" {
 		h.Set("Authorization", "Bearer "+s.APIKey)
 	}
-	return &provider{client: httpc.New(name, s, defaultBaseURL, h), key: s.APIKey}
+	return &provider{client: httpc.New(name, s, defaultBaseURL, h), key: s.APIKey, output: takesOutput(s.BaseURL)}
 }
 
 // CloseIdleConnections closes the adapter's idle connections.
@@ -53,7 +59,9 @@ func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
 
 func (p *provider) Name() string { return name }
 
-func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }
+func (p *provider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Output: p.output}
+}
 
 // ValidateOptions refuses options that would replace what agentd builds;
 // "stream": false in particular would turn the answer into one JSON
@@ -101,6 +109,11 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 	httpc.MergeOptions(body, req.Options, "tools")
 	if req.MaxTokens > 0 {
 		httpc.SetNested(body, "options", "num_predict", req.MaxTokens)
+	}
+	if req.Output != nil {
+		// In place of any format the options set: one grammar holds the
+		// answer.
+		body["format"] = req.Output.Schema
 	}
 	return body, nil
 }

@@ -456,7 +456,7 @@ func asciiLower(b byte) byte {
 var (
 	chunkFields    = []string{"id", "model", "choices", "usage", "error"}
 	choiceFields   = []string{"index", "delta", "finish_reason"}
-	deltaFields    = []string{"content", "reasoning_content", "reasoning", "tool_calls"}
+	deltaFields    = []string{"content", "reasoning_content", "reasoning", "refusal", "tool_calls"}
 	callFields     = []string{"index", "id", "function"}
 	functionFields = []string{"name", "arguments"}
 	usageFields    = []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "prompt_cache_hit_tokens"}
@@ -508,6 +508,8 @@ func (d *chunkDecoder) delta(delta *chunkDelta) bool {
 			return d.ptrStr(&delta.ReasoningContent)
 		case 2:
 			return d.ptrStr(&delta.Reasoning)
+		case 3:
+			return d.ptrStr(&delta.Refusal)
 		default:
 			return list(d, &delta.ToolCalls, d.toolCall)
 		}

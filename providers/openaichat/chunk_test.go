@@ -74,6 +74,7 @@ func TestDecodeChunk(t *testing.T) {
 		`{"choices":[{"delta":{"content":"a\"b\\c\/d\be\ff\ng\rh\ti\u00e9\u20ac\ud83d\ude00\u0000"}}]}`,
 		`{"choices":[{"delta":{"content":"héllo ✓ 😀"}}]}`,
 		`{"choices":[{"delta":{"content":null,"reasoning":"r","reasoning_content":"rc","tool_calls":null}}]}`,
+		`{"choices":[{"delta":{"content":null,"refusal":"I can't help with that."}},{"delta":{"refusal":null}}]}`,
 		`{"choices":[{"delta":{"tool_calls":[{"index":2,"id":"c","function":null}]}}]}`,
 		`{"choices":[{"delta":{"tool_calls":[{"function":{"name":null,"arguments":"{}"}}]}}]}`,
 		`{"usage":{"prompt_tokens":123456789012345678,"completion_tokens":null,"prompt_tokens_details":null}}`,

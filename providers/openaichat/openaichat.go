@@ -9,6 +9,21 @@
 // agents runs in agentd's bridge; tool results cannot be flagged as
 // failed on this wire, so a failed result reaches the model as its
 // {"error": ...} text.
+//
+// # Structured output
+//
+// An answer asked for as JSON that fits a schema (Request.Output) is
+// asked for with response_format json_schema, beside the turn's tools,
+// in place of any response_format the options set: the agent's schema is
+// the one agentd checks the answer against. OpenRouter's request also
+// sets provider.require_parameters, in a copy of the options' routing
+// object, so that no endpoint that ignores the format serves it. DeepSeek
+// takes no schema, only JSON mode: a turn without tools gets
+// response_format json_object and the schema in its system message; a
+// turn with tools gets the loop's final_answer tool instead. A refusal
+// (delta.refusal, which OpenAI streams in place of the answer) reaches
+// the user as text, and the turn stops with CONTENT_FILTER, so the loop
+// never takes it for the answer.
 package openaichat
 
 import (
@@ -52,6 +67,16 @@ type Dialect struct {
 	// OmitModel leaves "model" out of the body (Azure's deployment URLs
 	// choose the model).
 	OmitModel bool
+	// JSONMode: the API takes no JSON Schema for the answer, only JSON
+	// mode (response_format json_object), which it does not document
+	// beside tools (DeepSeek). The schema goes into the system message; a
+	// turn with tools gets the loop's final_answer tool instead.
+	JSONMode bool
+	// RequireParameters: a request with a response format also asks the
+	// router for endpoints that take every parameter it sends
+	// (OpenRouter's provider.require_parameters): one that did not would
+	// drop the format silently.
+	RequireParameters bool
 }
 
 // provider is one dialect with its settings.
@@ -94,7 +119,13 @@ func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
 
 func (p *provider) Name() string { return p.d.Name }
 
-func (p *provider) Capabilities() providers.Capabilities { return providers.Capabilities{} }
+func (p *provider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Output: p.d.takesOutput}
+}
+
+// takesOutput reports whether a turn's output schema goes in the
+// request: always, but in JSON mode only on a turn without tools.
+func (d Dialect) takesOutput(_ string, withTools bool) bool { return !d.JSONMode || !withTools }
 
 // ValidateOptions refuses options that would replace what the codec
 // builds.
@@ -177,6 +208,9 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 		body["tools"] = httpc.FunctionTools(req)
 	}
 	httpc.MergeOptions(body, req.Options, "tools")
+	if req.Output != nil {
+		p.responseFormat(body, req.Output)
+	}
 	if req.MaxTokens > 0 {
 		// max_tokens is the field's deprecated name, which reasoning
 		// models refuse; the two may not be sent together.
@@ -186,12 +220,38 @@ func (p *provider) body(req *providers.Request) (map[string]any, error) {
 	return body, nil
 }
 
+// responseFormat asks for the answer as JSON that fits o, in place of
+// any response_format the options set.
+func (p *provider) responseFormat(body map[string]any, o *providers.Output) {
+	if p.d.JSONMode {
+		body["response_format"] = map[string]any{"type": "json_object"}
+	} else {
+		body["response_format"] = map[string]any{"type": "json_schema", "json_schema": schemaFormat(o)}
+	}
+	if p.d.RequireParameters {
+		httpc.SetNested(body, "provider", "require_parameters", true)
+	}
+}
+
+// schemaFormat is the json_schema of a response_format.
+func schemaFormat(o *providers.Output) map[string]any {
+	format := map[string]any{"name": o.Name, "schema": o.Schema, "strict": o.Strict}
+	if o.Description != "" {
+		format["description"] = o.Description
+	}
+	return format
+}
+
 // messages renders the conversation: the instructions as a system
 // message, then each of req's messages.
 func (p *provider) messages(req *providers.Request) ([]any, error) {
 	msgs := make([]any, 0, len(req.Messages)+1)
-	if req.Instructions != "" {
-		msgs = append(msgs, &httpc.ChatMessage{Role: "system", Text: req.Instructions})
+	system, err := p.system(req)
+	if err != nil {
+		return nil, err
+	}
+	if system != "" {
+		msgs = append(msgs, &httpc.ChatMessage{Role: "system", Text: system})
 	}
 	for _, m := range req.Messages {
 		var err error
@@ -200,6 +260,34 @@ func (p *provider) messages(req *providers.Request) ([]any, error) {
 		}
 	}
 	return msgs, nil
+}
+
+// system is the system message's text: the instructions, and in JSON
+// mode what the answer must be.
+func (p *provider) system(req *providers.Request) (string, error) {
+	if !p.d.JSONMode || req.Output == nil {
+		return req.Instructions, nil
+	}
+	var schema bytes.Buffer
+	if err := json.Compact(&schema, req.Output.Schema); err != nil {
+		return "", fault.Wrap(fault.Invalid, err, "%s: the output schema %q is not JSON", p.d.Name, req.Output.Name)
+	}
+	output := jsonModeInstructions(req.Output.Description, schema.Bytes())
+	if req.Instructions == "" {
+		return output, nil
+	}
+	return req.Instructions + "\n\n" + output, nil
+}
+
+// jsonModeInstructions tell the model what JSON mode cannot: the schema
+// its answer must fit (the API holds it only to some JSON, and refuses a
+// request whose prompt does not say "json").
+func jsonModeInstructions(description string, schema []byte) string {
+	text := "Answer with one JSON object, and nothing else, that fits the JSON Schema below.\n"
+	if description != "" {
+		text += description + "\n"
+	}
+	return text + string(schema)
 }
 
 // message appends one neutral message to msgs as chat messages: a tool
@@ -317,6 +405,7 @@ type chunkDelta struct {
 	Content          *string         `json:"content"`
 	ReasoningContent *string         `json:"reasoning_content"` // DeepSeek
 	Reasoning        *string         `json:"reasoning"`         // OpenRouter, Ollama's /v1
+	Refusal          *string         `json:"refusal"`
 	ToolCalls        []chunkToolCall `json:"tool_calls"`
 }
 
@@ -383,6 +472,7 @@ type turn struct {
 	byIndex map[int]*pendingCall
 	usage   *agentdv1.Usage
 	stop    agentdv1.StopReason
+	refused bool               // the model refused: the turn stops as filtered
 	info    providers.Response // every chunk repeats the id and model
 }
 
@@ -416,16 +506,30 @@ func (t *turn) chunk(data []byte, yield func(providers.Event, error) bool) bool 
 // fragments and notes its finish reason.
 func (t *turn) choice(ch *chunkChoice, yield func(providers.Event, error) bool) bool {
 	d := &ch.Delta
-	if text := d.reasoning(); text != "" && !yield(&providers.Reasoning{Text: text}, nil) {
-		return false
-	}
-	if d.Content != nil && *d.Content != "" && !yield(&providers.TextDelta{Text: *d.Content}, nil) {
+	if !t.texts(d, yield) {
 		return false
 	}
 	for i := range d.ToolCalls {
 		t.toolCall(&d.ToolCalls[i])
 	}
 	return ch.FinishReason == nil || t.finishReason(*ch.FinishReason, yield)
+}
+
+// texts yields a delta's reasoning, text and refusal. A refusal is what
+// the model says in place of an answer: the user reads it as text, and
+// the turn stops as filtered, so that it is never taken for the answer.
+func (t *turn) texts(d *chunkDelta, yield func(providers.Event, error) bool) bool {
+	if text := d.reasoning(); text != "" && !yield(&providers.Reasoning{Text: text}, nil) {
+		return false
+	}
+	if d.Content != nil && *d.Content != "" && !yield(&providers.TextDelta{Text: *d.Content}, nil) {
+		return false
+	}
+	if d.Refusal == nil || *d.Refusal == "" {
+		return true
+	}
+	t.refused = true
+	return yield(&providers.TextDelta{Text: *d.Refusal}, nil)
 }
 
 // finishReason notes the reason a choice finished; "error" fails the turn.
@@ -491,7 +595,11 @@ func (t *turn) finish(yield func(providers.Event, error) bool) {
 	if t.usage != nil && !yield(&providers.Usage{Usage: t.usage}, nil) {
 		return
 	}
-	yield(&providers.Stop{Reason: t.stop, Response: t.info}, nil)
+	stop := t.stop
+	if t.refused {
+		stop = agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
+	}
+	yield(&providers.Stop{Reason: stop, Response: t.info}, nil)
 }
 
 // stopReasons maps a choice's finish_reason to the turn's stop reason;
@@ -541,11 +649,12 @@ func Azure(s providers.Settings) providers.Provider {
 }
 
 // DeepSeek is DeepSeek's API ("deepseek"). Its thinking mode requires an
-// assistant turn that called tools to carry its reasoning_content back.
+// assistant turn that called tools to carry its reasoning_content back;
+// it has JSON mode, not JSON Schemas.
 func DeepSeek(s providers.Settings) providers.Provider {
 	return New(Dialect{
 		Name: "deepseek", DefaultBaseURL: "https://api.deepseek.com",
-		EchoReasoning: true,
+		EchoReasoning: true, JSONMode: true,
 	}, s)
 }
 
@@ -554,6 +663,7 @@ func DeepSeek(s providers.Settings) providers.Provider {
 func OpenRouter(s providers.Settings) providers.Provider {
 	return New(Dialect{
 		Name: "openrouter", DefaultBaseURL: "https://openrouter.ai/api/v1",
+		RequireParameters: true,
 		Headers: func(h http.Header, s providers.Settings) {
 			if v := s.Options["referer"]; v != "" {
 				h.Set("HTTP-Referer", v)

@@ -63,3 +63,34 @@ func TestStreamFailures(t *testing.T) {
 		})
 	}
 }
+
+// Each dialect says which turns take an output schema in the request:
+// every turn, but DeepSeek's JSON mode only a turn without tools (one with
+// tools gets the loop's final_answer tool).
+func TestOutputCapability(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name               string
+		withTools, without bool
+	}{
+		{"openai", true, true},
+		{"azure", true, true},
+		{"deepseek", false, true},
+		{"openrouter", true, true},
+		{"requesty", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			output := dialects[tc.name](providers.Settings{}).Capabilities().Output
+			if output == nil {
+				t.Fatal("Capabilities().Output is nil")
+			}
+			if got := output("some-model", true); got != tc.withTools {
+				t.Errorf("with tools: %v, want %v", got, tc.withTools)
+			}
+			if got := output("some-model", false); got != tc.without {
+				t.Errorf("without tools: %v, want %v", got, tc.without)
+			}
+		})
+	}
+}

@@ -35,6 +35,16 @@
 // own (a native "type": "mcp" tool passes untouched), other keys are copied
 // when agentd did not set them.
 //
+// # Structured output
+//
+// An answer asked for as JSON that fits a schema (Request.Output) is
+// asked for with text.format json_schema, beside the turn's tools; the
+// options' other text settings (verbosity) are kept, their format is
+// replaced: the agent's schema is the one agentd checks the answer
+// against. A refusal (response.refusal.delta, streamed in place of the
+// answer) reaches the user as text, and the turn stops with
+// CONTENT_FILTER, so the loop never takes it for the answer.
+//
 // # Errors
 //
 // Responses has no error flag for tool results, so a failed result reaches
@@ -84,8 +94,12 @@ func (p *provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
 func (p *provider) Name() string { return name }
 
 func (p *provider) Capabilities() providers.Capabilities {
-	return providers.Capabilities{ServesURLServers: true, ServesConnectors: true, ServerProblem: serverProblem}
+	return providers.Capabilities{ServesURLServers: true, ServesConnectors: true, ServerProblem: serverProblem, Output: takesOutput}
 }
+
+// takesOutput reports that a turn's output schema always goes in the
+// request (text.format), beside any tools.
+func takesOutput(string, bool) bool { return true }
 
 // keptAtOpenAI is why options that would make a turn depend on state kept
 // at OpenAI, and so break resuming elsewhere, are refused.

@@ -180,8 +180,16 @@ func TestCapabilities(t *testing.T) {
 		t.Errorf("name %q", p.Name())
 	}
 	want := providers.Capabilities{ServesURLServers: true, ServesConnectors: true}
-	if diff := cmp.Diff(want, p.Capabilities(), cmpopts.IgnoreFields(providers.Capabilities{}, "ServerProblem")); diff != "" {
+	caps := p.Capabilities()
+	if diff := cmp.Diff(want, caps, cmpopts.IgnoreFields(providers.Capabilities{}, "ServerProblem", "Output")); diff != "" {
 		t.Errorf("capabilities (-want +got):\n%s", diff)
+	}
+	// An output schema goes in text.format on every turn, with tools or
+	// without.
+	for _, withTools := range []bool{false, true} {
+		if caps.Output == nil || !caps.Output("gpt-5-mini", withTools) {
+			t.Errorf("Output(gpt-5-mini, withTools %v) = false, want true", withTools)
+		}
 	}
 }
 

@@ -47,10 +47,25 @@ func buildBody(req *providers.Request) (map[string]any, error) {
 		body["include"] = []any{encryptedReasoning}
 	}
 	httpc.MergeOptions(body, req.Options, "tools", "include")
+	if req.Output != nil {
+		// Beside the options' other text settings (verbosity), in place
+		// of their format.
+		httpc.SetNested(body, "text", "format", textFormat(req.Output))
+	}
 	if req.MaxTokens > 0 {
 		body["max_output_tokens"] = req.MaxTokens
 	}
 	return body, nil
+}
+
+// textFormat is the text.format that asks for the answer as JSON that
+// fits o: the fields of a json_schema sit beside its type.
+func textFormat(o *providers.Output) map[string]any {
+	format := map[string]any{"type": "json_schema", "name": o.Name, "schema": o.Schema, "strict": o.Strict}
+	if o.Description != "" {
+		format["description"] = o.Description
+	}
+	return format
 }
 
 // requestTools renders req's function tools, then its provider-side MCP

@@ -78,7 +78,7 @@ type pendingCall struct {
 func read(ctx context.Context, body io.Reader, yield func(providers.Event, error) bool) {
 	r := sse.NewReader(body)
 	defer r.Close() // its buffer goes back to the pool; no event shares it
-	calls := make(calls)
+	t := turn{calls: make(map[int]*pendingCall)}
 	for {
 		raw, err := r.Next()
 		if err != nil { // io.EOF too: the stream ended before a terminal event
@@ -91,7 +91,7 @@ func read(ctx context.Context, body io.Reader, yield func(providers.Event, error
 			yield(nil, err)
 			return
 		}
-		if !calls.handle(typ, &ev, yield) {
+		if !t.handle(typ, &ev, yield) {
 			return
 		}
 	}
@@ -106,32 +106,33 @@ func decodeEvent(raw sse.Event, ev *streamEvent) (string, error) {
 	return cmp.Or(raw.Name, ev.Type), nil
 }
 
-// calls are the function calls being streamed, by output index.
-type calls map[int]*pendingCall
+// turn is what read gathers of one turn's events.
+type turn struct {
+	calls   map[int]*pendingCall // the function calls being streamed, by output index
+	refused bool                 // the model refused: the turn stops as filtered
+}
 
 // handle applies one event of type typ; false when the turn ends there: a
 // terminal event, a failure, or no more events wanted.
-func (cs calls) handle(typ string, ev *streamEvent, yield func(providers.Event, error) bool) bool {
+func (t *turn) handle(typ string, ev *streamEvent, yield func(providers.Event, error) bool) bool {
 	switch typ {
 	case "response.output_text.delta", "response.refusal.delta":
-		// A refusal is what the model said instead of an answer; the
-		// user sees it like text.
-		return ev.Delta == "" || yield(&providers.TextDelta{Text: ev.Delta}, nil)
+		return t.text(typ == "response.refusal.delta", ev.Delta, yield)
 	case "response.reasoning_summary_text.delta":
 		return ev.Delta == "" || yield(&providers.Reasoning{Text: ev.Delta}, nil)
 	case "response.reasoning_summary_part.added":
 		// Summary parts are paragraphs; keep them apart in the text.
 		return ev.SummaryIndex == 0 || yield(&providers.Reasoning{Text: "\n\n"}, nil)
 	case "response.output_item.added":
-		return cs.added(ev, yield)
+		return t.added(ev, yield)
 	case "response.function_call_arguments.delta":
-		cs.argumentsDelta(ev)
+		t.argumentsDelta(ev)
 	case "response.function_call_arguments.done":
-		cs.argumentsDone(ev)
+		t.argumentsDone(ev)
 	case "response.output_item.done":
-		return cs.done(ev, yield)
+		return t.done(ev, yield)
 	case "response.completed", "response.incomplete":
-		finish(ev.Response, yield)
+		finish(ev.Response, t.refused, yield)
 		return false
 	case "response.failed":
 		yield(nil, failed(ev.Response))
@@ -143,16 +144,25 @@ func (cs calls) handle(typ string, ev *streamEvent, yield func(providers.Event, 
 	return true
 }
 
+// text yields a piece of the answer's text, or of a refusal: what the
+// model says in place of an answer, which the user reads as text, and
+// which stops the turn as filtered, so that it is never taken for the
+// answer.
+func (t *turn) text(refusal bool, delta string, yield func(providers.Event, error) bool) bool {
+	t.refused = t.refused || refusal
+	return delta == "" || yield(&providers.TextDelta{Text: delta}, nil)
+}
+
 // added begins a function call's item; an approval request fails the
 // turn.
-func (cs calls) added(ev *streamEvent, yield func(providers.Event, error) bool) bool {
+func (t *turn) added(ev *streamEvent, yield func(providers.Event, error) bool) bool {
 	if ev.Item == nil {
 		return true
 	}
 	switch ev.Item.Type {
 	case "function_call":
 		// name and call_id are reliable only here.
-		cs[ev.OutputIndex] = &pendingCall{callID: ev.Item.CallID, name: ev.Item.Name}
+		t.calls[ev.OutputIndex] = &pendingCall{callID: ev.Item.CallID, name: ev.Item.Name}
 	case "mcp_approval_request":
 		yield(nil, approvalRequested(ev.Item))
 		return false
@@ -161,26 +171,26 @@ func (cs calls) added(ev *streamEvent, yield func(providers.Event, error) bool) 
 }
 
 // argumentsDelta adds a fragment of a call's arguments.
-func (cs calls) argumentsDelta(ev *streamEvent) {
-	if c := cs[ev.OutputIndex]; c != nil {
+func (t *turn) argumentsDelta(ev *streamEvent) {
+	if c := t.calls[ev.OutputIndex]; c != nil {
 		c.args.WriteString(ev.Delta)
 	}
 }
 
 // argumentsDone takes a call's whole arguments.
-func (cs calls) argumentsDone(ev *streamEvent) {
-	if c := cs[ev.OutputIndex]; c != nil && ev.Arguments != nil {
+func (t *turn) argumentsDone(ev *streamEvent) {
+	if c := t.calls[ev.OutputIndex]; c != nil && ev.Arguments != nil {
 		c.done = ev.Arguments
 	}
 }
 
 // done yields what a finished item is, if anything.
-func (cs calls) done(ev *streamEvent, yield func(providers.Event, error) bool) bool {
+func (t *turn) done(ev *streamEvent, yield func(providers.Event, error) bool) bool {
 	if ev.Item == nil {
 		return true
 	}
-	out, err := itemDone(ev.Item, cs[ev.OutputIndex])
-	delete(cs, ev.OutputIndex)
+	out, err := itemDone(ev.Item, t.calls[ev.OutputIndex])
+	delete(t.calls, ev.OutputIndex)
 	if err != nil {
 		yield(nil, err)
 		return false
@@ -247,8 +257,8 @@ func approvalRequested(it *outputItem) error {
 }
 
 // finish yields the usage and stop reason of a completed or incomplete
-// response.
-func finish(resp *response, yield func(providers.Event, error) bool) {
+// response; a refused one stops as filtered, whatever its status.
+func finish(resp *response, refused bool, yield func(providers.Event, error) bool) {
 	if resp == nil {
 		yield(nil, fault.New(fault.Unavailable, "%s: the response stream's terminal event holds no response", name))
 		return
@@ -256,8 +266,16 @@ func finish(resp *response, yield func(providers.Event, error) bool) {
 	if u := resp.Usage; u != nil && !yield(&providers.Usage{Usage: u.usage()}, nil) {
 		return
 	}
-	// The API gives no finish reason but a status, and why an incomplete
-	// response stopped.
+	stop := resp.stop()
+	if refused {
+		stop.Reason = agentdv1.StopReason_STOP_REASON_CONTENT_FILTER
+	}
+	yield(stop, nil)
+}
+
+// stop is the Stop of a completed or incomplete response. The API gives
+// no finish reason but a status, and why an incomplete response stopped.
+func (resp *response) stop() *providers.Stop {
 	info := providers.Response{ID: resp.ID, Model: resp.Model, FinishReason: resp.Status}
 	stop := agentdv1.StopReason_STOP_REASON_END_TURN
 	if resp.Status == "incomplete" {
@@ -267,7 +285,7 @@ func finish(resp *response, yield func(providers.Event, error) bool) {
 			stop = incompleteReasons[d.Reason]
 		}
 	}
-	yield(&providers.Stop{Reason: stop, Response: info}, nil)
+	return &providers.Stop{Reason: stop, Response: info}
 }
 
 // incompleteReasons maps why a response is incomplete to the stop

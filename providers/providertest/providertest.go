@@ -9,7 +9,8 @@
 //   - call.json: the neutral request to send: {"model", "instructions",
 //     "messages": [agentd.v1.Message as proto JSON], "tools":
 //     [agentd.v1.FunctionTool], "mcp_servers": [agentd.v1.MCPServer],
-//     "options": {...}}.
+//     "options": {...}, "output": {"name", "description", "schema",
+//     "strict"}}.
 //   - request1.http, request2.http, ...: what the adapter must send on each
 //     attempt: "METHOD /path", then the headers that must match exactly
 //     (others are ignored), a blank line, and the JSON body, compared as
@@ -122,11 +123,12 @@ type call struct {
 	Tools        []json.RawMessage `json:"tools"`
 	MCPServers   []json.RawMessage `json:"mcp_servers"`
 	Options      map[string]any    `json:"options"`
+	Output       *providers.Output `json:"output"` // its fields' names, in any case
 }
 
 func (c *call) request(t *testing.T) *providers.Request {
 	t.Helper()
-	req := &providers.Request{Model: c.Model, Instructions: c.Instructions, Options: c.Options}
+	req := &providers.Request{Model: c.Model, Instructions: c.Instructions, Options: c.Options, Output: c.Output}
 	req.Messages = unmarshalAll(t, "message", c.Messages, func() *agentdv1.Message { return &agentdv1.Message{} })
 	req.Tools = unmarshalAll(t, "tool", c.Tools, func() *agentdv1.FunctionTool { return &agentdv1.FunctionTool{} })
 	for _, tool := range req.Tools {

@@ -15,6 +15,8 @@
 // server of a router agent runs in agentd's bridge. Reasoning is labelled
 // with the provider that produced it, so that a conversation can move
 // between models without one provider receiving another's signatures.
+// Whether a model takes an output schema (Capabilities.Output) is the
+// routed provider's answer for it.
 package router
 
 import (
@@ -50,7 +52,21 @@ type router struct{ lookup Lookup }
 
 func (*router) Name() string { return Name }
 
-func (*router) Capabilities() providers.Capabilities { return providers.Capabilities{} }
+func (r *router) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Output: r.output}
+}
+
+// output is Capabilities.Output: that of the provider model routes to,
+// for the model as that provider knows it; false for a model it cannot
+// route.
+func (r *router) output(model string, withTools bool) bool {
+	p, routed, err := r.Resolve(model)
+	if err != nil {
+		return false
+	}
+	takes := p.Capabilities().Output
+	return takes != nil && takes(routed, withTools)
+}
 
 // Resolve returns the provider and model a router model names.
 func (r *router) Resolve(model string) (providers.Provider, string, error) {

@@ -130,3 +130,51 @@ func TestCheckConfigRoutes(t *testing.T) {
 		}
 	}
 }
+
+// schemaTaker takes an output schema for the models and turns it says,
+// recording the model it was asked about.
+type schemaTaker struct {
+	named
+	takes func(model string, withTools bool) bool
+}
+
+func (s schemaTaker) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Output: func(model string, withTools bool) bool {
+		*s.model = model
+		return s.takes(model, withTools)
+	}}
+}
+
+// Whether a router model takes an output schema is the answer of the
+// provider it routes to, asked about the model without its prefix; a
+// provider without the capability, and a model the router cannot route,
+// say no.
+func TestOutputRoutes(t *testing.T) {
+	t.Parallel()
+	var asked, unused string
+	reg, err := providers.NewRegistry(
+		schemaTaker{named{"anthropic", &asked}, func(_ string, withTools bool) bool { return !withTools }},
+		named{"openai", &unused},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	output := router.New(reg.Lookup).Capabilities().Output
+	for _, tc := range []struct {
+		model     string
+		withTools bool
+		want      bool
+		wantAsked string
+	}{
+		{"claude-sonnet-4-5", false, true, "claude-sonnet-4-5"},
+		{"anthropic/claude-opus-4-5", false, true, "claude-opus-4-5"},
+		{"anthropic/claude-opus-4-5", true, false, "claude-opus-4-5"},
+		{"gpt-5", false, false, ""},
+		{"mistral-large", false, false, ""},
+	} {
+		asked = ""
+		if got := output(tc.model, tc.withTools); got != tc.want || asked != tc.wantAsked {
+			t.Errorf("Output(%q, tools %v) = %v, asking about %q; want %v, asking about %q", tc.model, tc.withTools, got, asked, tc.want, tc.wantAsked)
+		}
+	}
+}

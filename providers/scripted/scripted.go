@@ -6,7 +6,12 @@
 //     tests and demos, and lets users test their own agents
 //     deterministically.
 //   - "mock" accepts any request, MCP declarations included, never calls a
-//     tool, and answers "Mock response to: <the last user text>".
+//     tool, and answers "Mock response to: <the last user text>", or, asked
+//     for structured output (Request.Output), the simplest JSON value that
+//     fits the schema (below).
+//
+// Both take an output schema for every model, with tools or without
+// (Capabilities.Output).
 //
 // # Scripts
 //
@@ -28,13 +33,34 @@
 // {"error": {"kind": "unavailable", "message": "..."}} fails the model call
 // with that kind (invalid, unavailable, timeout, exhausted, internal). A
 // turn may set "usage": {"input_tokens": n, "output_tokens": m}; otherwise
-// one token is counted per four bytes of text.
+// one token is counted per four bytes of text. A turn may give its answer
+// as JSON, "structured": {...} (any JSON value) in place of text: it is
+// played as the turn's text, compact, the way a model asked for
+// structured output answers, and the loop checks it against the agent's
+// output schema like any answer.
 //
 // provider_options.script.sample is the turn played for an MCP server's
 // sampling request, whatever the turn; its text may hold
 // {{prompt}}, replaced by the request's last user text. A turn longer
 // than the request's MaxTokens (at four bytes a token) is cut there and
 // stops with MAX_TOKENS, as a model would.
+//
+// # The mock's structured answer
+//
+// Given an output schema, the mock answers with a minimal instance of it,
+// encoded compact with its keys sorted: a schema's "const", else the
+// first of its "enum", else the instance of what its "$ref" points to
+// within the schema, else that of the first schema of its "allOf",
+// "anyOf" or "oneOf", else by its "type" (the first of a list; absent:
+// object when it has "properties", array when it has "items"): an
+// object holds its required properties only, each its own schema's
+// instance; an array holds "minItems" instances of "items" (absent:
+// none); a string is "", a number or integer 0, a boolean false, and
+// anything else null. Other constraints (minLength, minimum, pattern,
+// format, ...) are not met. Where required properties and references
+// lead back to a schema already followed (a cycle), the value is null
+// once 32 schemas deep, each property, item, reference and alternative
+// followed counting one.
 package scripted
 
 import (
@@ -62,20 +88,32 @@ type mockProvider struct{}
 
 func (mockProvider) Name() string { return "mock" }
 func (mockProvider) Capabilities() providers.Capabilities {
-	return providers.Capabilities{ModelOptional: true}
+	return providers.Capabilities{ModelOptional: true, Output: always}
 }
 
 func (mockProvider) Stream(ctx context.Context, req *providers.Request) iter.Seq2[providers.Event, error] {
 	text := "Mock response to: " + lastUserText(req.Messages)
+	if req.Output != nil {
+		var err error
+		if text, err = minimalInstance(req.Output.Schema); err != nil {
+			return fail(err)
+		}
+	}
 	return play(ctx, req, &turn{Text: text})
 }
+
+// always is the in-process providers' Capabilities.Output: they take an
+// output schema for every model and turn, the mock to answer with an
+// instance of it, the script to play its structured turns as a native
+// answer would arrive.
+func always(string, bool) bool { return true }
 
 type scriptProvider struct{}
 
 func (scriptProvider) Name() string { return "script" }
 
 func (scriptProvider) Capabilities() providers.Capabilities {
-	return providers.Capabilities{ModelOptional: true, ToolErrorFlag: true, MediaToolResults: true}
+	return providers.Capabilities{ModelOptional: true, ToolErrorFlag: true, MediaToolResults: true, Output: always}
 }
 
 // script is provider_options.script.
@@ -85,11 +123,13 @@ type script struct {
 }
 
 type turn struct {
-	Text      string       `json:"text,omitempty"`
-	ToolCalls []scriptCall `json:"tool_calls,omitempty"`
-	Error     *scriptError `json:"error,omitempty"`
-	Usage     *scriptUsage `json:"usage,omitempty"`
-	Repeat    int          `json:"repeat,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Structured is an answer as JSON, played as the turn's text.
+	Structured json.RawMessage `json:"structured,omitempty"`
+	ToolCalls  []scriptCall    `json:"tool_calls,omitempty"`
+	Error      *scriptError    `json:"error,omitempty"`
+	Usage      *scriptUsage    `json:"usage,omitempty"`
+	Repeat     int             `json:"repeat,omitempty"`
 }
 
 type scriptCall struct {
@@ -145,24 +185,13 @@ func parseScript(options map[string]any) (*script, []providers.Problem) {
 	return &s, problems
 }
 
-// problems says what is wrong with a turn of the script, at field: an
-// error with text or calls, an unknown error kind, a turn with nothing to
-// play, a negative repeat, a call without a name or with arguments that
-// are not an object.
+// problems says what is wrong with a turn of the script, at field: what
+// contentProblems finds, a negative repeat, a call without a name or with
+// arguments that are not an object.
 func (t *turn) problems(field string) []providers.Problem {
-	var problems []providers.Problem
+	problems := t.contentProblems(field)
 	if t.Repeat < 0 {
 		problems = append(problems, providers.Problem{Field: field + ".repeat", Description: "must be 1 or more"})
-	}
-	switch {
-	case t.Error != nil && (t.Text != "" || len(t.ToolCalls) > 0):
-		problems = append(problems, providers.Problem{Field: field, Description: "an error turn has no text or tool_calls"})
-	case t.Error != nil:
-		if _, ok := errorKinds[t.Error.Kind]; !ok {
-			problems = append(problems, providers.Problem{Field: field + ".error.kind", Description: "must be one of invalid, unavailable, timeout, exhausted, internal"})
-		}
-	case t.Text == "" && len(t.ToolCalls) == 0:
-		problems = append(problems, providers.Problem{Field: field, Description: "needs text, tool_calls or error"})
 	}
 	for j, c := range t.ToolCalls {
 		if c.Name == "" {
@@ -173,6 +202,26 @@ func (t *turn) problems(field string) []providers.Problem {
 		}
 	}
 	return problems
+}
+
+// contentProblems says what is wrong with what a turn plays: an error
+// with anything else, an unknown error kind, both text and structured,
+// or nothing to play.
+func (t *turn) contentProblems(field string) []providers.Problem {
+	answer := t.Text != "" || len(t.Structured) > 0
+	switch {
+	case t.Error != nil && (answer || len(t.ToolCalls) > 0):
+		return []providers.Problem{{Field: field, Description: "an error turn has no text, structured or tool_calls"}}
+	case t.Error != nil:
+		if _, ok := errorKinds[t.Error.Kind]; !ok {
+			return []providers.Problem{{Field: field + ".error.kind", Description: "must be one of invalid, unavailable, timeout, exhausted, internal"}}
+		}
+	case t.Text != "" && len(t.Structured) > 0:
+		return []providers.Problem{{Field: field, Description: "structured is played as the turn's text: give text or structured, not both"}}
+	case !answer && len(t.ToolCalls) == 0:
+		return []providers.Problem{{Field: field, Description: "needs text, structured, tool_calls or error"}}
+	}
+	return nil
 }
 
 func (scriptProvider) ValidateOptions(options map[string]any) []providers.Problem {
@@ -214,6 +263,11 @@ func (s *script) next(req *providers.Request) (*turn, error) {
 			"script provider: the script has %d turns and the conversation asks for turn %d", s.length(), n+1)
 	}
 	t.Text = strings.ReplaceAll(t.Text, "{{tool_outputs}}", latestToolOutputs(req.Messages))
+	if len(t.Structured) > 0 {
+		// Compact already: the script is decoded from the JSON that
+		// encoding the options made.
+		t.Text = string(t.Structured)
+	}
 	for i := range t.ToolCalls {
 		if t.ToolCalls[i].ID == "" {
 			t.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", n+1, i+1)

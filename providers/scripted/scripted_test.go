@@ -1,6 +1,7 @@
 package scripted
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -174,7 +175,9 @@ func TestValidateOptions(t *testing.T) {
 			map[string]any{"error": map[string]any{"kind": "bogus"}},
 			map[string]any{"tool_calls": []any{map[string]any{"arguments": []any{1}}}},
 			map[string]any{"text": "x", "repeat": -1},
-		}}}, want: []string{"script.turns[0]", "script.turns[1]", "script.turns[2].error.kind", "script.turns[3].tool_calls[0].name", "script.turns[3].tool_calls[0].arguments", "script.turns[4].repeat"}},
+			map[string]any{"text": "x", "structured": map[string]any{"a": 1}},
+			map[string]any{"structured": map[string]any{"a": 1}, "error": map[string]any{"kind": "internal"}},
+		}}}, want: []string{"script.turns[0]", "script.turns[1]", "script.turns[2].error.kind", "script.turns[3].tool_calls[0].name", "script.turns[3].tool_calls[0].arguments", "script.turns[4].repeat", "script.turns[5]", "script.turns[6]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +273,145 @@ func TestScriptSampleAndMaxTokens(t *testing.T) {
 			}
 			if text.String() != tt.wantText || stop != tt.wantStop {
 				t.Errorf("got %q, %v; want %q, %v", text.String(), stop, tt.wantText, tt.wantStop)
+			}
+		})
+	}
+}
+
+// textOf joins the text a turn streamed.
+func textOf(events []providers.Event) string {
+	var b strings.Builder
+	for _, ev := range events {
+		if d, ok := ev.(*providers.TextDelta); ok {
+			b.WriteString(d.Text)
+		}
+	}
+	return b.String()
+}
+
+// A structured turn is played as the turn's text, its JSON compact, after
+// a turn that called a tool; it may call tools of its own too.
+func TestScriptStructuredTurn(t *testing.T) {
+	t.Parallel()
+	opts := map[string]any{"script": map[string]any{"turns": []any{
+		map[string]any{"tool_calls": []any{map[string]any{"name": "lookup"}}},
+		map[string]any{"structured": map[string]any{"city": "Paris", "tags": []any{"a b", 2.5, nil}}},
+		map[string]any{"structured": []any{1}, "tool_calls": []any{map[string]any{"name": "lookup"}}},
+	}}}
+	output := &providers.Output{Name: "answer", Schema: json.RawMessage(`{"type":"object"}`)}
+	events, err := collect(t, Script(), &providers.Request{
+		Model:    "m",
+		Messages: []*agentdv1.Message{user("go"), assistant(), toolResults("found")},
+		Options:  opts,
+		Output:   output,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := textOf(events), `{"city":"Paris","tags":["a b",2.5,null]}`; got != want {
+		t.Errorf("text = %q, want %q", got, want)
+	}
+	stop := events[len(events)-1]
+	want := &providers.Stop{Reason: agentdv1.StopReason_STOP_REASON_END_TURN, Response: providers.Response{Model: "m", FinishReason: "end_turn"}}
+	if diff := cmp.Diff(want, stop, protocmp.Transform()); diff != "" {
+		t.Errorf("stop (-want +got):\n%s", diff)
+	}
+
+	third, err := collect(t, Script(), &providers.Request{
+		Messages: []*agentdv1.Message{user("go"), assistant(), toolResults("found"), assistant(), toolResults("again")},
+		Options:  opts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(third); got != "[1]" {
+		t.Errorf("third turn's text = %q, want [1]", got)
+	}
+	if _, ok := third[1].(*providers.ToolCall); !ok {
+		t.Errorf("third turn: %T after the text, want its tool call", third[1])
+	}
+}
+
+func TestInProcessProvidersTakeOutput(t *testing.T) {
+	t.Parallel()
+	for _, p := range []providers.Provider{Mock(), Script()} {
+		output := p.Capabilities().Output
+		for _, withTools := range []bool{false, true} {
+			if output == nil || !output("any-model", withTools) {
+				t.Errorf("%s: Output(tools %v) is not true", p.Name(), withTools)
+			}
+		}
+	}
+}
+
+// Asked for structured output, the mock answers with the schema's
+// minimal instance instead of its usual text.
+func TestMockStructuredAnswer(t *testing.T) {
+	t.Parallel()
+	schema := `{"type":"object","properties":{"summary":{"type":"string"},"score":{"type":"number"},"note":{"type":"string"}},"required":["summary","score"]}`
+	events, err := collect(t, Mock(), &providers.Request{
+		Messages: []*agentdv1.Message{user("Hello there")},
+		Output:   &providers.Output{Name: "review", Schema: json.RawMessage(schema)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := textOf(events), `{"score":0,"summary":""}`; got != want {
+		t.Errorf("text = %q, want %q", got, want)
+	}
+
+	_, err = collect(t, Mock(), &providers.Request{Output: &providers.Output{Schema: json.RawMessage(`{"type":`)}})
+	if fault.KindOf(err) != fault.Invalid {
+		t.Errorf("a schema that is not JSON: %v, want Invalid", err)
+	}
+}
+
+func TestMinimalInstance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"empty object", `{"type":"object"}`, `{}`},
+		{"only required properties", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
+		{"every type", `{"type":"object","properties":{
+			"s":{"type":"string"},"n":{"type":"number"},"i":{"type":"integer"},"b":{"type":"boolean"},
+			"a":{"type":"array","items":{"type":"string"}},"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},
+			"z":{"type":"null"}},
+			"required":["s","n","i","b","a","o","z"]}`,
+			`{"a":[],"b":false,"i":0,"n":0,"o":{"x":false},"s":"","z":null}`},
+		{"enum: its first value", `{"enum":["red","green"]}`, `"red"`},
+		{"const", `{"type":"string","const":"fixed"}`, `"fixed"`},
+		{"const over enum", `{"const":3,"enum":[1,2,3]}`, `3`},
+		{"a list of types: the first", `{"type":["integer","null"]}`, `0`},
+		{"properties imply an object", `{"properties":{"a":{"type":"boolean"}},"required":["a"]}`, `{"a":false}`},
+		{"items imply an array", `{"items":{"type":"string"}}`, `[]`},
+		{"minItems", `{"type":"array","items":{"enum":["x"]},"minItems":2}`, `["x","x"]`},
+		{"anyOf: the first", `{"anyOf":[{"type":"string"},{"type":"null"}]}`, `""`},
+		{"oneOf: the first", `{"oneOf":[{"type":"boolean"},{"type":"string"}]}`, `false`},
+		{"allOf: the first", `{"allOf":[{"$ref":"#/$defs/p"}],"$defs":{"p":{"type":"integer"}}}`, `0`},
+		{"$defs reference", `{"type":"object","properties":{"p":{"$ref":"#/$defs/point"}},"required":["p"],
+			"$defs":{"point":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},"required":["x","y"]}}}`,
+			`{"p":{"x":0,"y":0}}`},
+		{"definitions reference, escaped", `{"$ref":"#/definitions/a~1b","definitions":{"a/b":{"enum":[7]}}}`, `7`},
+		{"a reference to nothing", `{"$ref":"#/$defs/missing"}`, `null`},
+		{"an outside reference", `{"$ref":"https://example.com/s.json"}`, `null`},
+		{"a required cycle ends in null", `{"type":"object","properties":{"next":{"$ref":"#"}},"required":["next"]}`,
+			// Two schemas a level: the property's, and the root it refers to.
+			strings.Repeat(`{"next":`, 16) + `null` + strings.Repeat(`}`, 16)},
+		{"a required property without a schema", `{"type":"object","required":["x"]}`, `{"x":null}`},
+		{"no type", `{}`, `null`},
+		{"a boolean schema", `true`, `null`},
+		{"a reference to itself", `{"$ref":"#"}`, `null`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := minimalInstance(json.RawMessage(tt.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("minimalInstance =\n%s\nwant\n%s", got, tt.want)
 			}
 		})
 	}
