@@ -43,11 +43,12 @@ export function requestId(req: PendingRequest): string {
   }
 }
 
-// Answer is what a person decided of a request: an approval's yes or no,
+// Answer is what a person decided of a request: an approval's yes or no
+// (with, for a limit's, the value to raise it to: 0n by its first value),
 // or what they did with an input request (its content when they
 // accepted a form).
 export type Answer =
-  | { case: "approval"; approved: boolean; reason: string }
+  | { case: "approval"; approved: boolean; reason: string; raiseTo?: bigint }
   | { case: "input"; action: InputAction; content?: JsonObject };
 
 // decision is the DecideRequests call that gives answer to req, or
@@ -59,8 +60,8 @@ export function decision(
   const r = req.request;
   const generationId = req.generationId;
   if (answer.case === "approval" && r.case === "approval") {
-    const { approved, reason } = answer;
-    return { generationId, approvalDecisions: [{ requestId: r.value.id, approved, digest: r.value.digest, reason }] };
+    const { approved, reason, raiseTo } = answer;
+    return { generationId, approvalDecisions: [{ requestId: r.value.id, approved, digest: r.value.digest, reason, raiseTo }] };
   }
   if (answer.case === "input" && r.case === "input") {
     return { generationId, inputResponses: [{ requestId: r.value.id, action: answer.action, content: answer.content }] };

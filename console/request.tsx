@@ -9,6 +9,7 @@ import {
   GenerationState,
   type AuthorizationRequest,
   type FunctionCall,
+  type LimitReached,
   type PendingRequest,
   type SamplingApproval,
 } from "../gen/ts/agentd/v1/agent_service_pb.js";
@@ -54,7 +55,8 @@ function kindName(req: PendingRequest): string {
   const r = req.request;
   switch (r.case) {
     case "approval":
-      return r.value.sampling ? "sampling" : "approval";
+      if (r.value.sampling) return "sampling";
+      return r.value.limit ? "limit" : "approval";
     case "functionCall":
       return "function-call";
     case undefined:
@@ -83,6 +85,7 @@ function heading(req: PendingRequest): string {
 const kindLabels: Record<string, string> = {
   approval: "Tool call approval",
   sampling: "Sampling approval",
+  limit: "Limit approval",
   authorization: "Authorization",
   input: "Input",
   "function-call": "Function call",
@@ -144,7 +147,8 @@ function Body({ entry, readOnly, onDecide }: Pick<ItemProps, "entry" | "readOnly
   const r = entry.req.request;
   switch (r.case) {
     case "approval":
-      return r.value.sampling ? <Sampling s={r.value.sampling} /> : <Arguments text={r.value.arguments} />;
+      if (r.value.sampling) return <Sampling s={r.value.sampling} />;
+      return r.value.limit ? <Limit limit={r.value.limit} /> : <Arguments text={r.value.arguments} />;
     case "authorization":
       return <Authorization request={r.value} />;
     case "input":
@@ -169,6 +173,18 @@ function Arguments({ text }: { text: string }) {
     <section class="arguments">
       <h3>Arguments</h3>
       <pre data-testid="arguments">{prettyJSON(text)}</pre>
+    </section>
+  );
+}
+
+function Limit({ limit }: { limit: LimitReached }) {
+  return (
+    <section class="limit">
+      <p data-testid="limit">
+        {limit.name}: {limit.used.toString()} of {limit.value.toString()} {limit.unit.replaceAll("_", " ")} used;{" "}
+        {limit.ceiling > 0n ? `it may be raised to at most ${limit.ceiling}.` : "the tenant sets no ceiling."}{" "}
+        Approving without a value raises it by its first value again.
+      </p>
     </section>
   );
 }
@@ -248,10 +264,29 @@ function decidable(entry: Entry, readOnly: boolean): boolean {
 
 function Decision({ entry, resumes, onDecide }: { entry: Entry; resumes?: boolean; onDecide: ItemProps["onDecide"] }) {
   const [reason, setReason] = useState("");
+  const [raise, setRaise] = useState("");
   const field = useId();
+  const raiseField = useId();
   const busy = entry.phase === "deciding";
+  const r = entry.req.request;
+  const limit = r.case === "approval" ? r.value.limit : undefined;
+  const raiseTo = /^[0-9]+$/.test(raise) ? BigInt(raise) : 0n;
   return (
     <div class="decision" role="group" aria-label="Decision" aria-busy={busy}>
+      {limit && (
+        <>
+          <label for={raiseField}>Raise to (optional, in {limit.unit.replaceAll("_", " ")})</label>
+          <input
+            id={raiseField}
+            data-testid="raise-to"
+            type="number"
+            min={(limit.used + 1n).toString()}
+            max={limit.ceiling > 0n ? limit.ceiling.toString() : undefined}
+            value={raise}
+            onInput={(e) => setRaise(e.currentTarget.value)}
+          />
+        </>
+      )}
       <label for={field}>Reason (optional)</label>
       <input
         id={field}
@@ -266,7 +301,9 @@ function Decision({ entry, resumes, onDecide }: { entry: Entry; resumes?: boolea
           type="button"
           data-testid="approve"
           disabled={busy}
-          onClick={() => onDecide(entry, { case: "approval", approved: true, reason })}
+          onClick={() =>
+            onDecide(entry, { case: "approval", approved: true, reason, raiseTo: limit ? raiseTo : undefined })
+          }
         >
           {resumes ? "Approve and resume" : "Approve"}
         </button>

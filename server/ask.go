@@ -29,6 +29,11 @@ type question struct {
 	// the event that asks it.
 	request  func() (id string, ev *agentdv1.GenerateResponse)
 	pausable bool
+	// check, when set, refuses an answer of the stream's holder that the
+	// question cannot take, before it is recorded: the error ends the
+	// generation, as an invalid answer on the stream does. A decision
+	// made through DecideRequests was checked there.
+	check func(*decision) error
 }
 
 // noAnswer says why nobody answered a question, in words that follow "the
@@ -65,7 +70,7 @@ func (g *generation) ask(ctx context.Context, q question) (answer *decision, non
 		g.dropPending(id)
 		return nil, nil, err
 	}
-	answer, none, err = g.awaitAnswer(ctx, id)
+	answer, none, err = g.awaitAnswer(ctx, id, q.check)
 	if none == nil || !q.pausable {
 		g.dropPending(id)
 	}
@@ -80,8 +85,9 @@ func (g *generation) ask(ctx context.Context, q question) (answer *decision, non
 	return answer, nil, nil
 }
 
-// awaitAnswer waits for the answer to request id and takes it.
-func (g *generation) awaitAnswer(ctx context.Context, id string) (*decision, *noAnswer, error) {
+// awaitAnswer waits for the answer to request id, checks it with check
+// (when set) and takes it.
+func (g *generation) awaitAnswer(ctx context.Context, id string, check func(*decision) error) (*decision, *noAnswer, error) {
 	answer, err := g.link.mail.await(ctx, id, g.plan.answerTimeout)
 	switch {
 	case errors.Is(err, errUnanswered):
@@ -90,6 +96,11 @@ func (g *generation) awaitAnswer(ctx context.Context, id string) (*decision, *no
 		return nil, &noAnswer{why: whyTimedOut(g.plan.answerTimeout), cause: err}, nil
 	case err != nil:
 		return nil, nil, err
+	}
+	if check != nil && !answer.recorded {
+		if err := check(answer); err != nil {
+			return nil, nil, err
+		}
 	}
 	taken, err := g.takeDecision(ctx, answer)
 	return taken, nil, err

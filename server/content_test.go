@@ -110,11 +110,14 @@ func TestPausedTurnContinues(t *testing.T) {
 		client := newClient(t, &fakeBridge{}, prov)
 		maxTurns := int32(3)
 
-		_, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: prov.name, MaxToolTurns: &maxTurns}, Messages: userSays("find")}, nil)
+		events, st := generate(t, client, &agentdv1.StartGeneration{Agent: &agentdv1.Agent{Provider: prov.name, MaxToolTurns: &maxTurns}, Messages: userSays("find")}, nil)
 
-		wantCode(t, st, codes.ResourceExhausted)
+		wantCode(t, st, codes.OK)
 		if n := len(prov.calls()); n != 4 {
 			t.Errorf("provider called %d times; want 4 (the first turn and 3 continuations)", n)
+		}
+		if l := events[len(events)-1].GetCompleted().GetLimit(); l.GetName() != "max_tool_turns" || l.GetUsed() != 3 {
+			t.Errorf("completed at limit %v; want max_tool_turns, 3 used", l)
 		}
 	})
 }

@@ -212,6 +212,8 @@ func checkDecision(v *violations, d *decision, p *agentdv1.PendingRequest) {
 		v.add(field+".request_id", "%s", fmt.Sprintf("%q is an %s request, not an %s", d.requestID, kindName(p.GetKind()), kindName(d.kind)))
 	case d.approval.GetDigest() != "" && d.approval.GetDigest() != p.GetApproval().GetDigest():
 		v.add(field+".digest", "does not match the approval request")
+	case raiseRefusal(p.GetApproval().GetLimit(), d.approval) != "":
+		v.add(field+".raise_to", "%s", raiseRefusal(p.GetApproval().GetLimit(), d.approval))
 	case d.input != nil:
 		checkInput(v, field, p.GetInput(), d.input)
 	}

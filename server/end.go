@@ -111,6 +111,9 @@ func (g *generation) endAttrs(outcome string, err error) (slog.Level, []slog.Att
 		slog.String("outcome", outcome),
 	}
 	attrs = append(attrs, costAttrs(g.ran.spent.GetCost())...)
+	if lr := g.lim.reached; lr != nil {
+		attrs = append(attrs, slog.String("limit", lr.GetName()))
+	}
 	switch outcome {
 	case outcomeCancelled:
 		return slog.LevelInfo, append(attrs, slog.String("code", codeName(codes.Canceled)))

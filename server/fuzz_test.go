@@ -303,8 +303,8 @@ func checkPlan(t *testing.T, s *Service, start *agentdv1.StartGeneration, p *pla
 	if p.provider == nil || p.provider.Name() != agent.GetProvider() {
 		t.Fatalf("the plan's provider is %v, the request names %q", p.provider, agent.GetProvider())
 	}
-	if p.maxToolTurns < 1 || p.maxToolTurns > config.MaxToolTurnsLimit {
-		t.Fatalf("max tool turns %d, want 1..%d", p.maxToolTurns, config.MaxToolTurnsLimit)
+	if p.limits.values[limitToolTurns] < 1 || p.limits.values[limitToolTurns] > config.MaxToolTurnsLimit {
+		t.Fatalf("max tool turns %d, want 1..%d", p.limits.values[limitToolTurns], config.MaxToolTurnsLimit)
 	}
 	if p.answerTimeout < 0 || p.answerTimeout > s.cfg.MaxAnswerTimeout {
 		t.Fatalf("answer timeout %v, want 0..%v", p.answerTimeout, s.cfg.MaxAnswerTimeout)

@@ -55,9 +55,11 @@ type generation struct {
 	added     []*agentdv1.Message // what this generation added
 	total     *agentdv1.Usage
 	toolTurns int
-	answered  *answerSet // approval and function-call ids already answered; a repeat is ignored
-	stepUps   stepUps    // the step-ups a person was asked for
-	pending   pendingSet // what it waits for from whoever may answer
+	lim       limitRun            // what it counts against its limits
+	lastStop  agentdv1.StopReason // why its last model turn stopped
+	answered  *answerSet          // approval and function-call ids already answered; a repeat is ignored
+	stepUps   stepUps             // the step-ups a person was asked for
+	pending   pendingSet          // what it waits for from whoever may answer
 
 	resume *resumption // set when the generation continues a pause
 	thread *threadRun  // the thread it runs on; nil for none
@@ -186,6 +188,9 @@ func (s *Service) continued(tenant string, cp *statev1.Checkpoint) *generation {
 	if g.total == nil {
 		g.total = &agentdv1.Usage{}
 	}
+	g.restoreLimits(cp)
+	// It did not complete: its last model turn asked for tools.
+	g.lastStop = agentdv1.StopReason_STOP_REASON_TOOL_USE
 	for _, id := range cp.GetAnswered() {
 		g.answered.add(id)
 	}
@@ -271,8 +276,12 @@ func addUsage(total, u *agentdv1.Usage) {
 	addCost(total, u.GetCost())
 }
 
-// result is what the generation's record keeps of its end.
+// result is what the generation's record keeps of its end: with the
+// limit it completed at, if it did.
 func (g *generation) result(final *agentdv1.Message, err error) []byte {
+	if g.lim.reached != nil && err == nil {
+		return record.EncodeLimited(final, g.total, g.lim.reached)
+	}
 	return record.EncodeResult(final, g.total, err)
 }
 

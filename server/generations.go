@@ -224,6 +224,14 @@ func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMe
 			g.Usage = u
 		}
 	}
+	if len(r.Limit) > 0 {
+		l := &agentdv1.LimitReached{}
+		if err := lenient.Unmarshal(r.Limit, l); err != nil {
+			s.log.WarnContext(ctx, "a generation's stored limit cannot be read", "generation", rec.ID, "err", err)
+		} else {
+			g.Limit = l
+		}
+	}
 	if withMessage && rec.State == store.Completed && len(r.Message) > 0 {
 		m := &agentdv1.Message{}
 		if err := lenient.Unmarshal(r.Message, m); err != nil {

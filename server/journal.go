@@ -82,8 +82,9 @@ func (g *generation) recordOrigin() store.Origin {
 }
 
 // conversation is the part of a checkpoint, paused or running, that says
-// where the generation is: its conversation, usage and tool turns, the
-// turn it is in, and the answers it has had.
+// where the generation is: its conversation, usage, tool turns and what
+// else it counts against its limits, the turn it is in, and the answers
+// it has had.
 func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint {
 	cp := &statev1.Checkpoint{
 		Version:      record.Version,
@@ -102,6 +103,7 @@ func (g *generation) conversation(turn *statev1.PausedTurn) *statev1.Checkpoint 
 	if t := g.thread; t != nil {
 		cp.ThreadId, cp.ThreadBase, cp.OnFailure = t.id, t.base, t.onFailure
 	}
+	g.saveLimits(cp)
 	// The start's span context, for the later runs' links.
 	record.SetOrigin(cp, g.origin)
 	return cp

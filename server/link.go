@@ -119,8 +119,9 @@ func (l *link) receive(stream generateStream) {
 		case *agentdv1.GenerateRequest_ApprovalDecision:
 			d := approvalDecision(k.ApprovalDecision, l.holder)
 			switch {
-			case isSamplingRequest(d.requestID):
-				// A server's sampling request waits for it, not the loop.
+			case isKeyedApproval(d.requestID):
+				// A server's sampling request, or a limit, waits for it,
+				// not a tool turn.
 				l.keep(stream.Context(), d)
 			case l.mail.finished(d.requestID):
 				// Taken already: the loop may wait no more to say so.
@@ -434,4 +435,8 @@ func (m *mailbox) await(ctx context.Context, id string, timeout time.Duration) (
 // their decisions go to the request waiting for them, not to the loop.
 const samplingPrefix = "sampling_"
 
-func isSamplingRequest(id string) bool { return strings.HasPrefix(id, samplingPrefix) }
+// isKeyedApproval reports whether approval request id waits by itself
+// for its decision (a sample's or a limit's) rather than in a tool turn.
+func isKeyedApproval(id string) bool {
+	return strings.HasPrefix(id, samplingPrefix) || strings.HasPrefix(id, limitPrefix)
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -99,6 +100,7 @@ func TestToolLoopEvents(t *testing.T) {
 			Usage:      &agentdv1.Usage{InputTokens: 30, OutputTokens: 7},
 			StopReason: agentdv1.StopReason_STOP_REASON_END_TURN,
 			ToolTurns:  1,
+			ToolCalls:  1,
 		}}},
 	}
 	if diff := protoDiff(want, events); diff != "" {
@@ -477,6 +479,7 @@ func TestFunctionTools(t *testing.T) {
 			Usage:      &agentdv1.Usage{InputTokens: 12, OutputTokens: 4},
 			StopReason: agentdv1.StopReason_STOP_REASON_END_TURN,
 			ToolTurns:  1,
+			ToolCalls:  1,
 		}}},
 	}
 	if diff := protoDiff(want, events); diff != "" {
@@ -488,34 +491,67 @@ func TestFunctionTools(t *testing.T) {
 	wantCounts(t, bridge, bridgeCounts{})
 }
 
-// TestMaxToolTurns proves that a runaway loop ends with ResourceExhausted
-// and a clear message once max_tool_turns is used up (R-F3).
+// TestMaxToolTurns proves that max_tool_turns ends a runaway loop: by
+// default the generation completes with the final event naming the
+// limit and the figures, the model's last message its message, and the
+// calls it asked for past the limit answered as not run, without
+// running; with on_limit FAIL it fails RESOURCE_EXHAUSTED with a clear
+// message and an ErrorInfo naming the limit (R-F3).
 func TestMaxToolTurns(t *testing.T) {
 	t.Parallel()
-	bridge := &fakeBridge{onList: offering(serverTools("demo", "echo"))}
-	client := newClient(t, bridge, recordingScript())
-	maxTurns := int32(2)
-	agent := &agentdv1.Agent{
-		Provider:     "script",
-		MaxToolTurns: &maxTurns,
-		Mcps:         []*agentdv1.MCPServer{refServer("", "demo")},
-		ProviderOptions: script(t, `{"turns": [
-			{"tool_calls": [{"name": "echo"}]},
-			{"tool_calls": [{"name": "echo"}]},
-			{"tool_calls": [{"name": "echo"}]},
-			{"text": "done"}
-		]}`),
+	agent := func(onLimit agentdv1.OnLimit) *agentdv1.Agent {
+		maxTurns := int32(2)
+		return &agentdv1.Agent{
+			Provider:     "script",
+			MaxToolTurns: &maxTurns,
+			Limits:       &agentdv1.GenerationLimits{OnLimit: onLimit},
+			Mcps:         []*agentdv1.MCPServer{refServer("", "demo")},
+			ProviderOptions: script(t, `{"turns": [
+				{"tool_calls": [{"name": "echo"}]},
+				{"tool_calls": [{"name": "echo"}]},
+				{"text": "one more", "tool_calls": [{"name": "echo"}]},
+				{"text": "done"}
+			]}`),
+		}
 	}
+	t.Run("R-F3 END", func(t *testing.T) {
+		t.Parallel()
+		bridge := &fakeBridge{onList: offering(serverTools("demo", "echo"))}
+		client := newClient(t, bridge, recordingScript())
 
-	_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, nil)
+		events, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent(agentdv1.OnLimit_ON_LIMIT_UNSPECIFIED), Messages: userSays("go")}, nil)
 
-	wantCode(t, st, codes.ResourceExhausted)
-	wantFacts(t, "status message", st.Message(), "2 tool turns", "max_tool_turns")
-	info := errorInfo(st)
-	if info.GetReason() != "MAX_TOOL_TURNS" || info.GetMetadata()["max_tool_turns"] != "2" {
-		t.Errorf("ErrorInfo = %v; want reason MAX_TOOL_TURNS with max_tool_turns 2", info)
-	}
-	wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Call: 2, Close: 1})
+		wantCode(t, st, codes.OK)
+		done := completion(events)
+		want := &agentdv1.LimitReached{Name: "max_tool_turns", Value: 2, Used: 2, Unit: "tool_turns", Ceiling: 1000}
+		if diff := protoDiff(want, done.GetLimit()); diff != "" {
+			t.Errorf("completed.limit (-want +got):\n%s", diff)
+		}
+		if done.GetToolTurns() != 2 || done.GetToolCalls() != 2 || done.GetStopReason() != agentdv1.StopReason_STOP_REASON_TOOL_USE {
+			t.Errorf("completed with %d tool turns, %d tool calls, %v; want 2, 2, TOOL_USE", done.GetToolTurns(), done.GetToolCalls(), done.GetStopReason())
+		}
+		msgs := done.GetMessages()
+		if done.GetMessage().GetParts()[0].GetText() != "one more" || !proto.Equal(done.GetMessage(), msgs[len(msgs)-2]) {
+			t.Errorf("completed.message = %v; want the model's last message", done.GetMessage())
+		}
+		wantNotRun(t, msgs[len(msgs)-1], "max_tool_turns", "call_3_1")
+		wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Call: 2, Close: 1})
+	})
+	t.Run("R-F3 FAIL", func(t *testing.T) {
+		t.Parallel()
+		bridge := &fakeBridge{onList: offering(serverTools("demo", "echo"))}
+		client := newClient(t, bridge, recordingScript())
+
+		_, st := generate(t, client, &agentdv1.StartGeneration{Agent: agent(agentdv1.OnLimit_ON_LIMIT_FAIL), Messages: userSays("go")}, nil)
+
+		wantCode(t, st, codes.ResourceExhausted)
+		wantFacts(t, "status message", st.Message(), "2 tool turns", "max_tool_turns")
+		info := errorInfo(st)
+		if info.GetReason() != "MAX_TOOL_TURNS" || info.GetMetadata()["max_tool_turns"] != "2" || info.GetMetadata()["used"] != "2" {
+			t.Errorf("ErrorInfo = %v; want reason MAX_TOOL_TURNS with max_tool_turns 2, used 2", info)
+		}
+		wantCounts(t, bridge, bridgeCounts{Open: 1, List: 1, Call: 2, Close: 1})
+	})
 }
 
 // TestSessionClosedOnce proves that every way a generation ends closes its
@@ -530,6 +566,7 @@ func TestSessionClosedOnce(t *testing.T) {
 		bridge   *fakeBridge
 		script   string
 		maxTurns *int32
+		limits   *agentdv1.GenerationLimits
 		wantCode codes.Code
 		want     bridgeCounts
 	}{
@@ -580,6 +617,15 @@ func TestSessionClosedOnce(t *testing.T) {
 			bridge:   &fakeBridge{onList: offering(serverTools("demo", "echo"))},
 			script:   `{"turns": [{"tool_calls": [{"name": "echo"}]}, {"tool_calls": [{"name": "echo"}]}]}`,
 			maxTurns: &maxTurns,
+			wantCode: codes.OK,
+			want:     bridgeCounts{Open: 1, List: 1, Call: 1, Close: 1},
+		},
+		{
+			name:     "R-L4 max_tool_turns reached with on_limit FAIL",
+			bridge:   &fakeBridge{onList: offering(serverTools("demo", "echo"))},
+			script:   `{"turns": [{"tool_calls": [{"name": "echo"}]}, {"tool_calls": [{"name": "echo"}]}]}`,
+			maxTurns: &maxTurns,
+			limits:   &agentdv1.GenerationLimits{OnLimit: agentdv1.OnLimit_ON_LIMIT_FAIL},
 			wantCode: codes.ResourceExhausted,
 			want:     bridgeCounts{Open: 1, List: 1, Call: 1, Close: 1},
 		},
@@ -600,6 +646,7 @@ func TestSessionClosedOnce(t *testing.T) {
 			agent := &agentdv1.Agent{
 				Provider:        "script",
 				MaxToolTurns:    tt.maxTurns,
+				Limits:          tt.limits,
 				Mcps:            []*agentdv1.MCPServer{refServer("", "demo")},
 				ProviderOptions: script(t, tt.script),
 			}

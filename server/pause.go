@@ -112,6 +112,9 @@ func askedOf(t *statev1.PausedTurn) asked {
 	for _, pa := range t.GetAuthorizations() {
 		a.authorizations = append(a.authorizations, pa.GetRequestId())
 	}
+	if l := t.GetLimit(); l != nil {
+		a.approvals = append(a.approvals, l)
+	}
 	for _, st := range t.GetStates() {
 		switch s := st.GetState().(type) {
 		case *statev1.CallState_Approval:

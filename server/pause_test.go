@@ -481,7 +481,8 @@ func TestConcurrentResumes(t *testing.T) {
 	}
 }
 
-// R-A9: the tool-turn budget carries across a pause.
+// R-A9: the tool-turn budget carries across a pause: the resumed
+// generation completes at max_tool_turns, the call past it not run.
 func TestResumeKeepsToolTurnBudget(t *testing.T) {
 	t.Parallel()
 	bridge := &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}
@@ -496,8 +497,15 @@ func TestResumeKeepsToolTurnBudget(t *testing.T) {
 	]}`)
 	events, _ := generate(t, a.client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("tidy")}, nil)
 	id := pausedEvent(t, events).GetGenerationId()
-	_, st := run(t, a.client, resumeRequest(id, agent, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_1", Approved: true}), nil)
-	wantCode(t, st, codes.ResourceExhausted)
+	events, st := run(t, a.client, resumeRequest(id, agent, &agentdv1.ApprovalDecision{RequestId: "approval_call_1_1", Approved: true}), nil)
+	wantCode(t, st, codes.OK)
+	done := events[len(events)-1].GetCompleted()
+	if l := done.GetLimit(); l.GetName() != "max_tool_turns" || l.GetUsed() != 1 || l.GetValue() != 1 || done.GetToolTurns() != 1 {
+		t.Errorf("completed = %v; want it at max_tool_turns, 1 of 1 used", done)
+	}
+	if n := bridge.callsTo("read"); n != 0 {
+		t.Errorf("read ran %d times past the limit", n)
+	}
 }
 
 // X-F1: a function call pauses like an approval, and the resume brings

@@ -27,7 +27,7 @@ type plan struct {
 	agent         *agentdv1.Agent
 	messages      []*agentdv1.Message
 	servers       []*serverPlan // declaration order
-	maxToolTurns  int
+	limits        limitSet
 	answerTimeout time.Duration
 }
 

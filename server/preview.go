@@ -27,6 +27,7 @@ func (s *Service) Preview(ctx context.Context, req *agentdv1.PreviewRequest) (*a
 		ProviderServers: p.placements(agentdv1.Placement_PLACEMENT_PROVIDER),
 		Messages:        req.GetMessages(),
 		ProviderOptions: req.GetAgent().GetProviderOptions(),
-		MaxToolTurns:    int32(p.maxToolTurns),
+		MaxToolTurns:    int32(p.limits.values[limitToolTurns]),
+		Limits:          p.limits.proto(),
 	}, nil
 }

@@ -6,10 +6,12 @@ import (
 	"io"
 	"iter"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	bridgev1 "github.com/agentd/agentd/gen/go/agentd/bridge/v1"
@@ -81,12 +83,14 @@ func TestPreview(t *testing.T) {
 				Messages:        userSays("hi"),
 				ProviderOptions: opts,
 				MaxToolTurns:    25,
+				Limits:          &agentdv1.GenerationLimits{MaxDuration: durationpb.New(time.Hour), OnLimit: agentdv1.OnLimit_ON_LIMIT_END},
 			},
 		},
 		{
 			name:  "R-P1 R-S3 CLIENT leaves no provider-side server; max_tool_turns as set",
 			agent: &agentdv1.Agent{Provider: "urlprov", McpStrategy: agentdv1.MCPStrategy_MCP_STRATEGY_CLIENT, MaxToolTurns: &seven, Mcps: []*agentdv1.MCPServer{urlServer("docs", "https://docs.example.com/mcp")}},
-			want:  &agentdv1.PreviewResponse{Provider: "urlprov", Messages: userSays("hi"), MaxToolTurns: 7},
+			want: &agentdv1.PreviewResponse{Provider: "urlprov", Messages: userSays("hi"), MaxToolTurns: 7,
+				Limits: &agentdv1.GenerationLimits{MaxDuration: durationpb.New(time.Hour), OnLimit: agentdv1.OnLimit_ON_LIMIT_END}},
 		},
 	}
 	for _, tt := range tests {

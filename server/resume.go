@@ -203,17 +203,22 @@ func (s *Service) checkResume(r *agentdv1.ResumeGeneration, agent *agentdv1.Agen
 // (each with an action, an accepted form matching its schema).
 func checkAnswers(v *violations, turn *statev1.PausedTurn, r *agentdv1.ResumeGeneration) {
 	a := askedOf(turn)
-	digests := make(map[string]string, len(a.approvals))
+	approvals := make(map[string]*agentdv1.ApprovalRequest, len(a.approvals))
 	for _, req := range a.approvals {
-		digests[req.GetId()] = req.GetDigest()
+		approvals[req.GetId()] = req
 	}
 	decisions := r.GetApprovalDecisions()
 	matchAnswers(v, answerList{
 		list: "approval_decisions", what: "approval request", idField: "request_id",
 		pending: ids(a.approvals, (*agentdv1.ApprovalRequest).GetId), answers: ids(decisions, (*agentdv1.ApprovalDecision).GetRequestId),
 		check: func(i int, field string, first bool) {
-			if d := decisions[i]; first && d.GetDigest() != "" && d.GetDigest() != digests[d.GetRequestId()] {
+			d, req := decisions[i], approvals[decisions[i].GetRequestId()]
+			switch {
+			case !first:
+			case d.GetDigest() != "" && d.GetDigest() != req.GetDigest():
 				v.add(field+".digest", "does not match the approval request")
+			case raiseRefusal(req.GetLimit(), d) != "":
+				v.add(field+".raise_to", "%s", raiseRefusal(req.GetLimit(), d))
 			}
 		},
 	}, answerList{
@@ -418,7 +423,11 @@ func (g *generation) continueResume(ctx context.Context) (done bool, _ error) {
 	if err := g.announceResumed(ctx); err != nil {
 		return true, err
 	}
-	if len(g.resume.checkpoint.GetTurn().GetCalls()) > 0 {
+	t := g.resume.checkpoint.GetTurn()
+	if t.GetLimit() != nil {
+		return g.resumeAtLimit(ctx, t)
+	}
+	if len(t.GetCalls()) > 0 {
 		r, results, err := g.resumeTurn(ctx)
 		if done, err := g.endTurn(ctx, r, results, err); done {
 			return true, err
@@ -428,13 +437,20 @@ func (g *generation) continueResume(ctx context.Context) (done bool, _ error) {
 		return true, err
 	}
 	g.clearPaused()
-	g.checkpoint(nil)
-	if g.journal != nil {
-		if err := g.journal.Await(ctx); err != nil {
-			return true, err
-		}
+	if err := g.awaitCheckpoint(ctx); err != nil {
+		return true, err
 	}
 	return false, nil
+}
+
+// awaitCheckpoint checkpoints the generation at a turn boundary and
+// waits until its record has it.
+func (g *generation) awaitCheckpoint(ctx context.Context) error {
+	g.checkpoint(nil)
+	if g.journal != nil {
+		return g.journal.Await(ctx)
+	}
+	return nil
 }
 
 // resumeTurn finishes the paused turn with the resume's answers: declined

@@ -7,10 +7,8 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
 	"context"
-	"fmt"
 
 	"github.com/agentd/agentd/internal/bridgeclient"
-	"github.com/agentd/agentd/internal/fault"
 )
 
 // run drives the generation to its end: completed, failed, or paused
@@ -46,6 +44,9 @@ func (g *generation) run(ctx context.Context) (err error) {
 	}
 	for turn := g.toolTurns + 1; ; turn++ { // model turns continue across a pause
 		if err := g.safePoint(); err != nil {
+			return err
+		}
+		if done, err := g.checkLimits(ctx, modelCallLimits, nil); done {
 			return err
 		}
 		r, err := g.modelTurn(ctx, turn)
@@ -171,24 +172,32 @@ func (g *generation) begin(ctx context.Context, tools []serverList) error {
 // turn), or, when the provider paused its own turn, the conversation goes
 // back to it. done says the generation ended, with err.
 func (g *generation) afterModelTurn(ctx context.Context, r *reply) (done bool, err error) {
-	switch {
-	case r.paused && len(r.calls) == 0:
-		// The provider ran tools of its own and paused; sending the
-		// conversation back lets it continue.
-		if err := g.spendToolTurn(); err != nil {
-			return true, err
-		}
-		g.checkpoint(nil)
-		return false, nil
-	case len(r.calls) == 0:
+	g.lastStop = r.stop
+	if len(r.calls) == 0 && !r.paused {
 		return true, g.complete(ctx, r)
 	}
-	if err := g.spendToolTurn(); err != nil {
+	return g.toolTurn(ctx, r)
+}
+
+// toolTurn spends a tool turn on r's calls, once the generation's limits
+// allow them, and runs them; a turn the provider paused, without calls,
+// spends one too and goes back to the provider. done says the
+// generation ended, with err.
+func (g *generation) toolTurn(ctx context.Context, r *reply) (done bool, err error) {
+	if done, err := g.checkLimits(ctx, toolTurnLimits, r); done {
 		return true, err
+	}
+	g.toolTurns++
+	if len(r.calls) == 0 {
+		// The provider ran tools of its own and paused; sending the
+		// conversation back lets it continue.
+		g.checkpoint(nil)
+		return false, nil
 	}
 	if err := g.safePoint(); err != nil {
 		return true, err // its calls do not run: the thread keeps none of them
 	}
+	g.lim.toolCalls += len(r.calls)
 	// The model's turn is done: its calls are checkpointed before any
 	// runs, and each one's result as it comes (finishCall).
 	g.checkpoint(&statev1.PausedTurn{Turn: int32(g.toolTurns), Calls: r.calls, States: noStates(len(r.calls))})
@@ -200,7 +209,8 @@ func (g *generation) afterModelTurn(ctx context.Context, r *reply) (done bool, e
 	return false, nil
 }
 
-// complete ends the generation with the model's final answer, r.
+// complete ends the generation with the model's final answer, r, or its
+// last turn at a limit (lim.reached).
 func (g *generation) complete(ctx context.Context, r *reply) error {
 	g.final = r.message
 	g.finished(ctx)
@@ -215,6 +225,8 @@ func (g *generation) complete(ctx context.Context, r *reply) error {
 		Usage:        g.total,
 		StopReason:   r.stop,
 		ToolTurns:    int32(g.toolTurns),
+		Limit:        g.lim.reached,
+		ToolCalls:    int32(g.lim.toolCalls),
 	}}})
 }
 
@@ -234,15 +246,4 @@ func noStates(n int) []*statev1.CallState {
 		states[i] = &statev1.CallState{}
 	}
 	return states
-}
-
-// spendToolTurn counts a tool turn against max_tool_turns.
-func (g *generation) spendToolTurn() error {
-	if g.toolTurns >= g.plan.maxToolTurns {
-		return fault.New(fault.Exhausted,
-			"the generation used its %d tool turns (max_tool_turns) and the model still asked for tools; raise max_tool_turns if it needs more",
-			g.plan.maxToolTurns).WithInfo("MAX_TOOL_TURNS", map[string]string{"max_tool_turns": fmt.Sprint(g.plan.maxToolTurns)})
-	}
-	g.toolTurns++
-	return nil
 }

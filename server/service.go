@@ -142,6 +142,11 @@ type Tenant struct {
 	// tenants.<name>.budgets), beside those set through the admin API
 	// (Options.Budgets).
 	Budgets []*budget.Budget
+	// GenerationLimits bound each of its generations: the defaults of
+	// what an agent sets none of, the ceilings of what it sets; where
+	// they set no default of max_tool_turns, Options.Config's is it. Nil:
+	// config.Default()'s.
+	GenerationLimits *config.GenerationLimits
 }
 
 // Service implements agentd.v1.AgentService.

@@ -3,10 +3,12 @@ package server
 import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpdecl"
 	"github.com/agentd/agentd/internal/policy"
+	"github.com/agentd/agentd/internal/pricing"
 	"github.com/agentd/agentd/internal/schemacheck"
 	"github.com/agentd/agentd/providers"
 )
@@ -34,7 +37,7 @@ func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, me
 		}
 		return root + "." + f
 	}
-	p := &plan{tenant: tenant, agent: agent, messages: messages, maxToolTurns: s.cfg.MaxToolTurns, answerTimeout: s.cfg.AnswerTimeout}
+	p := &plan{tenant: tenant, agent: agent, messages: messages, answerTimeout: s.cfg.AnswerTimeout}
 	if agent == nil {
 		v.add(field("agent"), "is required")
 		return nil, fault.InvalidRequest(v)
@@ -48,6 +51,7 @@ func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, me
 	}
 	toolNames := validateTools(&v, field, agent.GetTools())
 	s.planSettings(&v, field, p, answerTimeout)
+	s.planLimits(&v, &unset, field, p)
 	s.planServers(&v, &denied, field, p)
 	if p.provider != nil {
 		// Placement problems are reported with the others, for every
@@ -146,9 +150,8 @@ func validateTools(v *violations, field func(string) string, tools []*agentdv1.F
 }
 
 // planSettings checks the agent's settings (mcp_strategy,
-// tool_name_conflict, requires_approval, max_tool_turns, context,
-// provider_options)
-// and the request's answer_timeout, and takes the limits they set.
+// tool_name_conflict, requires_approval, context, provider_options)
+// and the request's answer_timeout, and takes the answer timeout.
 func (s *Service) planSettings(v *violations, field func(string) string, p *plan, answerTimeout *durationValue) {
 	agent := p.agent
 	if _, ok := agentdv1.MCPStrategy_name[int32(agent.GetMcpStrategy())]; !ok {
@@ -160,13 +163,6 @@ func (s *Service) planSettings(v *violations, field func(string) string, p *plan
 	for i, name := range agent.GetRequiresApproval() {
 		if name == "" {
 			v.add(field(fmt.Sprintf("agent.requires_approval[%d]", i)), "must not be empty")
-		}
-	}
-	if agent.MaxToolTurns != nil {
-		if n := agent.GetMaxToolTurns(); n < 1 || n > config.MaxToolTurnsLimit {
-			v.add(field("agent.max_tool_turns"), "must be 1..%d, got %d", config.MaxToolTurnsLimit, n)
-		} else {
-			p.maxToolTurns = int(n)
 		}
 	}
 	validateContext(v, field, agent.GetContext())
@@ -318,4 +314,129 @@ func (sp *serverPlan) planRegisteredURL(p *mcpdecl.Problems, reg *agentdv1.MCPSe
 		resolved.MaxReconnectionWait = decl.GetMaxReconnectionWait()
 	}
 	sp.decl = resolved
+}
+
+// planLimits checks the agent's limits (max_tool_turns, limits), each
+// within its bounds and the tenant's ceiling, and takes them, with the
+// tenant's defaults where it sets none. A limit of money needs the
+// model's price in its currency: what agentd's price table lacks for it
+// goes to unset.
+func (s *Service) planLimits(v, unset *violations, field func(string) string, p *plan) {
+	l := &p.limits
+	gl := config.Default().GenerationLimits
+	if p.tenant.GenerationLimits != nil {
+		gl = *p.tenant.GenerationLimits
+	}
+	l.defaults(gl, s.cfg.MaxToolTurns)
+	agent, req := p.agent, cmp.Or(p.agent.GetLimits(), &agentdv1.GenerationLimits{})
+	if agent.MaxToolTurns != nil {
+		l.take(v, field("agent.max_tool_turns"), limitToolTurns, int64(agent.GetMaxToolTurns()), config.MaxToolTurnsLimit)
+	}
+	if req.MaxToolCalls != nil {
+		l.take(v, field("agent.limits.max_tool_calls"), limitToolCalls, int64(req.GetMaxToolCalls()), config.MaxToolCallsLimit)
+	}
+	if req.MaxTotalTokens != nil {
+		l.take(v, field("agent.limits.max_total_tokens"), limitTokens, req.GetMaxTotalTokens(), 0)
+	}
+	if d := req.GetMaxDuration(); d != nil {
+		if d.CheckValid() != nil || d.AsDuration() < time.Millisecond {
+			v.add(field("agent.limits.max_duration"), "must be a valid duration of at least 1ms")
+		} else {
+			l.take(v, field("agent.limits.max_duration"), limitDuration, d.AsDuration().Milliseconds(), 0)
+		}
+	}
+	if m := req.GetMaxCost(); m != nil {
+		l.takeCost(v, field("agent.limits.max_cost"), m, gl.Ceilings.MaxCost)
+	}
+	if _, ok := agentdv1.OnLimit_name[int32(req.GetOnLimit())]; !ok {
+		v.add(field("agent.limits.on_limit"), "unknown value %d; one of END, PAUSE, FAIL", req.GetOnLimit())
+	}
+	l.onLimit = req.GetOnLimit()
+	s.checkPriced(v, unset, field("agent.limits.max_cost"), p, req.GetMaxCost() != nil)
+}
+
+// defaults sets l to the limits gl gives a generation whose agent sets
+// none, maxToolTurns the default of max_tool_turns where gl has none, and
+// to gl's ceilings: a ceiling without a default is the default too, and
+// max_tool_turns and max_tool_calls have bounds of their own.
+func (l *limitSet) defaults(gl config.GenerationLimits, maxToolTurns int) {
+	d, c := gl.Defaults, gl.Ceilings
+	cost := func(m *config.Money) int64 {
+		if m == nil {
+			return 0
+		}
+		n, _ := m.Nanos()
+		return n
+	}
+	l.ceilings = [limitKinds]int64{int64(c.MaxToolTurns), int64(c.MaxToolCalls), int64(c.MaxTotalTokens), cost(c.MaxCost), c.MaxDuration.Milliseconds()}
+	l.values = [limitKinds]int64{int64(cmp.Or(d.MaxToolTurns, maxToolTurns)), int64(d.MaxToolCalls), int64(d.MaxTotalTokens), cost(d.MaxCost), d.MaxDuration.Milliseconds()}
+	for k := limitToolCalls; k < limitKinds; k++ {
+		l.values[k] = cmp.Or(l.values[k], l.ceilings[k])
+	}
+	if m := cmp.Or(d.MaxCost, c.MaxCost); m != nil {
+		l.currency = m.Currency
+	}
+	l.ceilings[limitToolTurns] = min(cmp.Or(l.ceilings[limitToolTurns], config.MaxToolTurnsLimit), config.MaxToolTurnsLimit)
+	l.ceilings[limitToolCalls] = cmp.Or(l.ceilings[limitToolCalls], config.MaxToolCallsLimit)
+	l.values[limitToolTurns] = min(l.values[limitToolTurns], l.ceilings[limitToolTurns])
+}
+
+// take takes n, the agent's value of limit k at field f, unless it is
+// beyond its bound (hard; 0 for none) or the tenant's ceiling.
+func (l *limitSet) take(v *violations, f string, k limitKind, n, hard int64) {
+	ceiling := l.ceilings[k]
+	switch {
+	case hard > 0 && (n < 1 || n > hard):
+		v.add(f, "must be 1..%d, got %d", hard, n)
+	case n < 1:
+		v.add(f, "must be positive, got %d", n)
+	case ceiling > 0 && n > ceiling:
+		v.add(f, "must be at most this tenant's ceiling, %d %s (generation_limits.ceilings.%s), got %d", ceiling, limitUnits[k], limitNames[k], n)
+	default:
+		l.values[k] = n
+	}
+}
+
+// takeCost takes m, the agent's max_cost at field f, unless it is no
+// amount of a currency or beyond the tenant's ceiling.
+func (l *limitSet) takeCost(v *violations, f string, m *agentdv1.Money, ceiling *config.Money) {
+	switch limit := l.ceilings[limitCost]; {
+	case !pricing.ValidCurrency(m.GetCurrency()):
+		v.add(f+".currency", "%q is not an ISO 4217 currency code; write its three capital letters, e.g. USD or EUR", m.GetCurrency())
+	case m.GetNanos() < 1:
+		v.add(f+".nanos", "must be positive, got %d", m.GetNanos())
+	case ceiling != nil && m.GetCurrency() != ceiling.Currency:
+		v.add(f+".currency", "must be %s, the currency of this tenant's ceiling (generation_limits.ceilings.max_cost)", ceiling.Currency)
+	case limit > 0 && m.GetNanos() > limit:
+		v.add(f+".nanos", "must be at most this tenant's ceiling, %s %s (generation_limits.ceilings.max_cost), got %s", decimal(limit), ceiling.Currency, decimal(m.GetNanos()))
+	default:
+		l.values[limitCost], l.currency = m.GetNanos(), m.GetCurrency()
+	}
+}
+
+// checkPriced checks that agentd can hold the generation to its max_cost,
+// at f: it prices the model, in the limit's currency. A limit the agent
+// sets (own) in another currency is invalid; anything else is what
+// agentd's configuration lacks for it (unset).
+func (s *Service) checkPriced(v, unset *violations, f string, p *plan, own bool) {
+	if p.limits.values[limitCost] == 0 || p.provider == nil {
+		return
+	}
+	from := "agent.limits.max_cost"
+	if !own {
+		from = "the tenant's default max_cost (generation_limits.defaults)"
+	}
+	if s.prices == nil {
+		unset.add(f, "%s needs agentd's price table, and this agentd prices no model calls", from)
+		return
+	}
+	provider, model := pricedAs(p.provider, p.agent.GetProvider(), p.agent.GetModel())
+	switch c := s.prices.Cost(provider, model, &agentdv1.Usage{}); {
+	case c.GetUnknown():
+		unset.add(f, "agentd's price table has no price for %s's model %q, so %s cannot be held; add one under pricing.models", provider, model, from)
+	case c.GetCurrency() != p.limits.currency && own:
+		v.add(f+".currency", "must be %s, the currency of %s's price for %q", c.GetCurrency(), provider, model)
+	case c.GetCurrency() != p.limits.currency:
+		unset.add(f, "%s is in %s, but %s's model %q is priced in %s", from, p.limits.currency, provider, model, c.GetCurrency())
+	}
 }

@@ -231,6 +231,7 @@ func TestDemoGeneration(t *testing.T) {
 			Usage:        &agentdv1.Usage{InputTokens: 48, OutputTokens: 18, ToolSchemaBytes: 2 * 579, Cost: free},
 			StopReason:   agentdv1.StopReason_STOP_REASON_END_TURN,
 			ToolTurns:    1,
+			ToolCalls:    1,
 		}}},
 	}
 	// X-G2: the events are numbered 1, 2, ... in the order sent.

@@ -25,7 +25,7 @@ type tenants struct {
 // (server.Options.Registered) and the bridge never sees the ref.
 func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tenants {
 	t := &tenants{
-		global: &server.Tenant{Providers: regs.Global(), Limits: quota.Configured(cfg.Limits, "", nil), Budgets: budgetsOf(cfg, "")},
+		global: &server.Tenant{Providers: regs.Global(), Limits: quota.Configured(cfg.Limits, "", nil), Budgets: budgetsOf(cfg, ""), GenerationLimits: &cfg.GenerationLimits},
 		byName: make(map[string]*server.Tenant, len(cfg.Tenants)),
 	}
 	if embedded {
@@ -34,7 +34,7 @@ func newTenants(cfg *config.Config, regs *registry.Tenants, embedded bool) *tena
 	}
 	for name, own := range cfg.Tenants {
 		settings, _ := cfg.ForTenant(name)
-		st := &server.Tenant{Providers: regs.For(name), Limits: quota.Configured(cfg.Limits, name, own.Limits), Budgets: budgetsOf(cfg, name)}
+		st := &server.Tenant{Providers: regs.For(name), Limits: quota.Configured(cfg.Limits, name, own.Limits), Budgets: budgetsOf(cfg, name), GenerationLimits: &settings.GenerationLimits}
 		if embedded {
 			st.Rules = &settings.Rules
 		}

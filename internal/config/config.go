@@ -115,6 +115,11 @@ type Config struct {
 	// its own.
 	Limits Limits `yaml:"limits"`
 
+	// GenerationLimits bound every tenant's generations unless
+	// tenants.<name>.generation_limits sets its own: tool turns, tool
+	// calls, tokens, cost and time (docs/limits.md).
+	GenerationLimits GenerationLimits `yaml:"generation_limits"`
+
 	// Budgets cap what each tenant (unless tenants.<name>.budgets sets its
 	// own), its API keys or its end users spend on model calls in a
 	// period.
@@ -173,8 +178,12 @@ func Default() Config {
 		Admin:          Admin{TLS: TLS{MinVersion: "1.2"}},
 		Reflection:     true,
 		Log:            Log{Level: "info", Format: "text"},
-		Store:          Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
-		OAuth:          OAuth{RedirectURL: DefaultOAuthRedirectURL, ClientName: "agentd"},
+		GenerationLimits: GenerationLimits{
+			Defaults: LimitValues{MaxDuration: time.Hour},
+			Ceilings: LimitValues{MaxToolTurns: MaxToolTurnsLimit},
+		},
+		Store: Store{Driver: StoreSQLite, PingInterval: 5 * time.Second},
+		OAuth: OAuth{RedirectURL: DefaultOAuthRedirectURL, ClientName: "agentd"},
 		Bridge: Bridge{
 			Listen:         "127.0.0.1:7071",
 			TLS:            TLS{MinVersion: "1.2"},

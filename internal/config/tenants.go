@@ -49,6 +49,9 @@ type Tenant struct {
 	Providers map[string]Provider `yaml:"providers" inherit:"providers"`
 	// Limits replaces the global limits, field by field where set.
 	Limits *Limits `yaml:"limits" inherit:"limits"`
+	// GenerationLimits replaces the global generation_limits, field by
+	// field where set.
+	GenerationLimits *GenerationLimits `yaml:"generation_limits" inherit:"generation_limits"`
 	// Budgets replaces the global budgets (an empty list: none).
 	Budgets []Budget `yaml:"budgets" inherit:"budgets"`
 }
@@ -75,6 +78,9 @@ type TenantSettings struct {
 	Providers map[string]Provider
 	// Limits are its limits.
 	Limits Limits
+	// GenerationLimits bound each of its generations; where they set no
+	// default of max_tool_turns, generation.max_tool_turns is it.
+	GenerationLimits GenerationLimits
 	// Budgets are its budgets as written, and BudgetsKey where (e.g.
 	// "tenants.acme.budgets", or "budgets" for the global ones).
 	Budgets    []Budget
@@ -85,7 +91,8 @@ type TenantSettings struct {
 // tenants are configured but neither name nor "default" is among them. The
 // tenant "" (no authentication) always gets the global settings.
 func (c *Config) ForTenant(name string) (TenantSettings, bool) {
-	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits, Budgets: c.Budgets, BudgetsKey: "budgets"}
+	ts := TenantSettings{Name: name, Rules: c.Bridge.Rules(), Providers: c.Providers, Limits: c.Limits, GenerationLimits: c.GenerationLimits,
+		Budgets: c.Budgets, BudgetsKey: "budgets"}
 	// The tenant "" is every caller of an agentd that authenticates none:
 	// tenants mean nothing to it, and it keeps the global settings.
 	if len(c.Tenants) == 0 || name == "" {
@@ -105,6 +112,9 @@ func (c *Config) ForTenant(name string) (TenantSettings, bool) {
 	ts.Providers = t.providers(c.Providers)
 	if t.Limits != nil {
 		ts.Limits = t.Limits.over(ts.Limits)
+	}
+	if t.GenerationLimits != nil {
+		ts.GenerationLimits = t.GenerationLimits.over(ts.GenerationLimits)
 	}
 	if t.Budgets != nil {
 		ts.Budgets, ts.BudgetsKey = t.Budgets, ts.Entry+".budgets"
@@ -167,11 +177,17 @@ func (l Limits) validate(setting string, bad func(string, ...any)) {
 // validateTenants checks the limits and tenants.
 func (c *Config) validateTenants(bad func(string, ...any)) {
 	c.Limits.validate("limits", bad)
+	c.GenerationLimits.validate("generation_limits", bad)
+	c.GenerationLimits.checkDefaults("generation_limits", c.Generation.MaxToolTurns, bad)
 	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
 		if name == "" {
 			bad("tenants: empty name")
 		}
 		c.Tenants[name].validate("tenants."+name, c.Bridge.Servers, bad)
+		if own := c.Tenants[name].GenerationLimits; own != nil {
+			own.validate("tenants."+name+".generation_limits", bad)
+			own.over(c.GenerationLimits).checkDefaults("tenants."+name+".generation_limits", c.Generation.MaxToolTurns, bad)
+		}
 	}
 }
 

@@ -71,6 +71,16 @@ func consoleInbox(t *testing.T, driver string) {
 		chromedp.Click(chromedp.CSS(item+` [data-testid="approve"]`))))
 	waitState(t, base, paused, "GENERATION_STATE_COMPLETED")
 
+	// A limit's approval takes the value to raise the limit to.
+	limited := startAtLimit(t, base)
+	item = fmt.Sprintf(`#inbox [data-testid="request"][data-generation-id=%q][data-kind="limit"]`, limited)
+	must(t, "waiting for the limit's approval", chromedp.Do(alice, chromedp.WaitVisible(chromedp.CSS(item+` [data-testid="limit"]`))))
+	audit(t, alice, "inbox-limit")
+	must(t, "raising the limit", chromedp.Do(alice,
+		chromedp.SendKeys(chromedp.CSS(item+` [data-testid="raise-to"]`), "3"),
+		chromedp.Click(chromedp.CSS(item+` [data-testid="approve"]`))))
+	waitState(t, base, limited, "GENERATION_STATE_COMPLETED")
+
 	eve := newTab(t, chromium)
 	signIn(t, eve, base, consoleEve)
 	must(t, "eve's inbox", chromedp.Do(eve, chromedp.WaitVisible(chromedp.CSS(`#inbox-status`))))
@@ -142,6 +152,22 @@ func startPaused(t *testing.T, base, say string) string {
 	start := fmt.Sprintf(`{"agent": {"provider": "script", "mcps": [{"ref": "demo"}], "requiresApproval": ["echo"],
   "providerOptions": {"script": {"turns": [{"tool_calls": [{"name": "echo", "arguments": %s}]}, {"text": "done: {{tool_outputs}}"}]}}},
   "messages": [{"role": "ROLE_USER", "parts": [{"text": "echo it"}]}]}`, args)
+	var created struct{ GenerationID string }
+	call(t, base, http.MethodPost, "/v1/generations", start, &created)
+	if created.GenerationID == "" {
+		t.Fatal("CreateGeneration named no generation")
+	}
+	return created.GenerationID
+}
+
+// startAtLimit starts a generation of alice's, detached, that pauses at
+// its limit of one tool call, its second turn's call waiting, and returns
+// its id.
+func startAtLimit(t *testing.T, base string) string {
+	t.Helper()
+	start := `{"agent": {"provider": "script", "mcps": [{"ref": "demo"}], "limits": {"maxToolCalls": 1, "onLimit": "ON_LIMIT_PAUSE"},
+  "providerOptions": {"script": {"turns": [{"repeat": 3, "tool_calls": [{"name": "echo", "arguments": {"text": "again"}}]}, {"text": "done"}]}}},
+  "messages": [{"role": "ROLE_USER", "parts": [{"text": "echo it"}]}]}`
 	var created struct{ GenerationID string }
 	call(t, base, http.MethodPost, "/v1/generations", start, &created)
 	if created.GenerationID == "" {

@@ -146,8 +146,7 @@ func (p *parser) require(n *yaml.Node, key string, seen map[string]bool, names .
 
 // currency reads an ISO 4217 currency code, as written.
 func (p *parser) currency(n *yaml.Node, key string) string {
-	u, err := currency.ParseISO(n.Value)
-	if n.Kind != yaml.ScalarNode || err != nil || u.String() != n.Value {
+	if n.Kind != yaml.ScalarNode || !ValidCurrency(n.Value) {
 		p.bad(n, key, "%q is not an ISO 4217 currency code; write its three capital letters, e.g. USD or EUR", n.Value)
 	}
 	return n.Value
@@ -208,6 +207,13 @@ func ParseAmount(s string) (int64, error) {
 	}
 	billionths, _ := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
 	return units*1e9 + billionths, nil
+}
+
+// ValidCurrency reports whether code is an ISO 4217 currency code as
+// written: three capital letters of a known currency.
+func ValidCurrency(code string) bool {
+	u, err := currency.ParseISO(code)
+	return err == nil && u.String() == code
 }
 
 // digits reports whether s is one or more decimal digits.

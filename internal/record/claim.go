@@ -212,12 +212,20 @@ func (c *Claim) GiveBack(ctx context.Context) error {
 // runs, never half-trusted.
 func consistent(cp *statev1.Checkpoint, id string) bool {
 	t := cp.GetTurn()
-	if cp.GetVersion() != Version || cp.GetGenerationId() != id || t == nil || len(t.GetStates()) != len(t.GetCalls()) {
+	switch {
+	case cp.GetVersion() != Version || cp.GetGenerationId() != id || t == nil || len(t.GetStates()) != len(t.GetCalls()):
 		return false
-	}
-	if len(t.GetCalls()) == 0 && len(t.GetAuthorizations()) == 0 {
+	case t.GetLimit() != nil:
+		return limitConsistent(t)
+	case len(t.GetCalls()) == 0 && len(t.GetAuthorizations()) == 0:
 		return false // a turn with nothing to wait for
 	}
+	return callsConsistent(t)
+}
+
+// callsConsistent reports whether each call of paused turn t has exactly
+// one state that belongs to it, each id once.
+func callsConsistent(t *statev1.PausedTurn) bool {
 	ids := make(map[string]bool, 2*len(t.GetCalls()))
 	unique := func(id string) bool {
 		if id == "" || ids[id] {
@@ -237,6 +245,24 @@ func consistent(cp *statev1.Checkpoint, id string) bool {
 		if !unique(c.GetId()) || !stateBelongs(t.GetStates()[i], c.GetId(), unique, authorizations) {
 			return false
 		}
+	}
+	return true
+}
+
+// limitConsistent reports whether t, a turn paused at a limit, waits
+// for that limit's approval alone: none of its calls ran or waits for
+// anything.
+func limitConsistent(t *statev1.PausedTurn) bool {
+	l := t.GetLimit()
+	if l.GetId() == "" || l.GetLimit().GetName() == "" || len(t.GetAuthorizations()) > 0 {
+		return false
+	}
+	ids := map[string]bool{l.GetId(): true}
+	for i, c := range t.GetCalls() {
+		if c.GetId() == "" || ids[c.GetId()] || t.GetStates()[i].GetState() != nil {
+			return false
+		}
+		ids[c.GetId()] = true
 	}
 	return true
 }

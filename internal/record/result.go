@@ -22,25 +22,44 @@ type Result struct {
 	Code codes.Code `json:"code,omitempty"`
 	// Message is the final message (protojson), for GetGeneration.
 	Message json.RawMessage `json:"message,omitempty"`
+	// Limit is the limit the generation completed at
+	// (agentd.v1.LimitReached, protojson), for GetGeneration.
+	Limit json.RawMessage `json:"limit,omitempty"`
 }
 
 // EncodeResult is the result of a generation that ended with its final
 // message (nil unless it completed), its usage, and err (nil unless it
 // failed or was cancelled), as its record keeps it.
 func EncodeResult(final *agentdv1.Message, usage *agentdv1.Usage, err error) []byte {
-	r := Result{Text: textOf(final)}
-	if final != nil {
-		r.Message, _ = protojson.Marshal(final)
-	}
-	if u, merr := protojson.Marshal(usage); merr == nil {
-		r.Usage = u
-	}
+	r := ended(final, usage)
 	if err != nil {
 		st := status.Convert(fault.GRPC(err))
 		r.Error, r.Code = st.Message(), st.Code()
 	}
 	b, _ := json.Marshal(r)
 	return b
+}
+
+// EncodeLimited is the result of a generation that completed at limit,
+// with its final message (the model's last) and its usage.
+func EncodeLimited(final *agentdv1.Message, usage *agentdv1.Usage, limit *agentdv1.LimitReached) []byte {
+	r := ended(final, usage)
+	r.Limit, _ = protojson.Marshal(limit)
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// ended is the result of a generation that ended with its final message
+// (nil for none) and its usage.
+func ended(final *agentdv1.Message, usage *agentdv1.Usage) Result {
+	r := Result{Text: textOf(final)}
+	if final != nil {
+		r.Message, _ = protojson.Marshal(final)
+	}
+	if u, err := protojson.Marshal(usage); err == nil {
+		r.Usage = u
+	}
+	return r
 }
 
 func textOf(m *agentdv1.Message) string {

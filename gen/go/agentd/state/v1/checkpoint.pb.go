@@ -10,6 +10,7 @@ import (
 	v1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -113,8 +114,19 @@ type Checkpoint struct {
 	// messages; a running one does not (the record's thread base is the
 	// authority there: a queued generation is given its base as it
 	// becomes active).
-	ThreadId      string `protobuf:"bytes,27,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	ThreadBase    int64  `protobuf:"varint,28,opt,name=thread_base,json=threadBase,proto3" json:"thread_base,omitempty"`
+	ThreadId   string `protobuf:"bytes,27,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	ThreadBase int64  `protobuf:"varint,28,opt,name=thread_base,json=threadBase,proto3" json:"thread_base,omitempty"`
+	// Tool calls made so far, counted across pauses (the calls of every
+	// tool turn that ran), against the agent's max_tool_calls.
+	ToolCalls int32 `protobuf:"varint,29,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// How long the generation has run so far: from its start, or each
+	// resume or adoption, to the checkpoint, summed; time paused does not
+	// count. Against the agent's max_duration.
+	Elapsed *durationpb.Duration `protobuf:"bytes,30,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
+	// The limits that approvals raised, by name ("max_tool_calls"), each
+	// its value now, in its unit (LimitReached.unit): they hold on every
+	// later run in place of the agent's.
+	RaisedLimits  map[string]int64 `protobuf:"bytes,31,rep,name=raised_limits,json=raisedLimits,proto3" json:"raised_limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +348,27 @@ func (x *Checkpoint) GetThreadBase() int64 {
 		return x.ThreadBase
 	}
 	return 0
+}
+
+func (x *Checkpoint) GetToolCalls() int32 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetElapsed() *durationpb.Duration {
+	if x != nil {
+		return x.Elapsed
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetRaisedLimits() map[string]int64 {
+	if x != nil {
+		return x.RaisedLimits
+	}
+	return nil
 }
 
 // StepUp is an MCP server's refusal of a token for want of scopes (403
@@ -596,8 +629,13 @@ type PausedTurn struct {
 	// items: calls is empty, and the turn's calls are the tool calls of the
 	// conversation's last message, in order.
 	CallsInConversation bool `protobuf:"varint,6,opt,name=calls_in_conversation,json=callsInConversation,proto3" json:"calls_in_conversation,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// In a paused checkpoint: the approval of a limit the generation
+	// reached (ApprovalRequest.limit). It waits for it before the turn's
+	// calls run (none of them has), or, without calls, before its next
+	// model call.
+	Limit         *v1.ApprovalRequest `protobuf:"bytes,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PausedTurn) Reset() {
@@ -670,6 +708,13 @@ func (x *PausedTurn) GetCallsInConversation() bool {
 		return x.CallsInConversation
 	}
 	return false
+}
+
+func (x *PausedTurn) GetLimit() *v1.ApprovalRequest {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
 }
 
 // PendingAuthorization is an authorization code grant begun and waiting
@@ -1192,7 +1237,7 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\b\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\t\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -1226,7 +1271,14 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"on_failure\x18\x1a \x01(\x0e2\x14.agentd.v1.OnFailureR\tonFailure\x12\x1b\n" +
 	"\tthread_id\x18\x1b \x01(\tR\bthreadId\x12\x1f\n" +
 	"\vthread_base\x18\x1c \x01(\x03R\n" +
-	"threadBase\"A\n" +
+	"threadBase\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x1d \x01(\x05R\ttoolCalls\x123\n" +
+	"\aelapsed\x18\x1e \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x12R\n" +
+	"\rraised_limits\x18\x1f \x03(\v2-.agentd.state.v1.Checkpoint.RaisedLimitsEntryR\fraisedLimits\x1a?\n" +
+	"\x11RaisedLimitsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"A\n" +
 	"\x06StepUp\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x12\x16\n" +
@@ -1242,7 +1294,7 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"LoggedPart\x12\x12\n" +
 	"\x04part\x18\x01 \x01(\x05R\x04part\x12\x14\n" +
 	"\x05first\x18\x02 \x01(\x03R\x05first\x12\x12\n" +
-	"\x04last\x18\x03 \x01(\x03R\x04last\"\x9c\x02\n" +
+	"\x04last\x18\x03 \x01(\x03R\x04last\"\xce\x02\n" +
 	"\n" +
 	"PausedTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12)\n" +
@@ -1250,7 +1302,8 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\x06states\x18\x03 \x03(\v2\x1a.agentd.state.v1.CallStateR\x06states\x12\x18\n" +
 	"\astarted\x18\x04 \x03(\tR\astarted\x12M\n" +
 	"\x0eauthorizations\x18\x05 \x03(\v2%.agentd.state.v1.PendingAuthorizationR\x0eauthorizations\x122\n" +
-	"\x15calls_in_conversation\x18\x06 \x01(\bR\x13callsInConversation\"\x85\x01\n" +
+	"\x15calls_in_conversation\x18\x06 \x01(\bR\x13callsInConversation\x120\n" +
+	"\x05limit\x18\a \x01(\v2\x1a.agentd.v1.ApprovalRequestR\x05limit\"\x85\x01\n" +
 	"\x14PendingAuthorization\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n" +
@@ -1307,7 +1360,7 @@ func file_agentd_state_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_agentd_state_v1_checkpoint_proto_rawDescData
 }
 
-var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_agentd_state_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_agentd_state_v1_checkpoint_proto_goTypes = []any{
 	(*Checkpoint)(nil),            // 0: agentd.state.v1.Checkpoint
 	(*StepUp)(nil),                // 1: agentd.state.v1.StepUp
@@ -1321,49 +1374,54 @@ var file_agentd_state_v1_checkpoint_proto_goTypes = []any{
 	(*InputWait)(nil),             // 9: agentd.state.v1.InputWait
 	(*PendingInput)(nil),          // 10: agentd.state.v1.PendingInput
 	(*Claim)(nil),                 // 11: agentd.state.v1.Claim
-	(*v1.Message)(nil),            // 12: agentd.v1.Message
-	(*v1.Usage)(nil),              // 13: agentd.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(v1.OnFailure)(0),             // 15: agentd.v1.OnFailure
-	(*v1.ToolCall)(nil),           // 16: agentd.v1.ToolCall
-	(*v1.ToolResult)(nil),         // 17: agentd.v1.ToolResult
-	(*v1.ApprovalRequest)(nil),    // 18: agentd.v1.ApprovalRequest
-	(*v1.FunctionCall)(nil),       // 19: agentd.v1.FunctionCall
-	(*v1.InputRequest)(nil),       // 20: agentd.v1.InputRequest
-	(*v1.ApprovalDecision)(nil),   // 21: agentd.v1.ApprovalDecision
-	(*v1.FunctionResult)(nil),     // 22: agentd.v1.FunctionResult
+	nil,                           // 12: agentd.state.v1.Checkpoint.RaisedLimitsEntry
+	(*v1.Message)(nil),            // 13: agentd.v1.Message
+	(*v1.Usage)(nil),              // 14: agentd.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(v1.OnFailure)(0),             // 16: agentd.v1.OnFailure
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*v1.ToolCall)(nil),           // 18: agentd.v1.ToolCall
+	(*v1.ApprovalRequest)(nil),    // 19: agentd.v1.ApprovalRequest
+	(*v1.ToolResult)(nil),         // 20: agentd.v1.ToolResult
+	(*v1.FunctionCall)(nil),       // 21: agentd.v1.FunctionCall
+	(*v1.InputRequest)(nil),       // 22: agentd.v1.InputRequest
+	(*v1.ApprovalDecision)(nil),   // 23: agentd.v1.ApprovalDecision
+	(*v1.FunctionResult)(nil),     // 24: agentd.v1.FunctionResult
 }
 var file_agentd_state_v1_checkpoint_proto_depIdxs = []int32{
-	12, // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
-	12, // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
-	13, // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
+	13, // 0: agentd.state.v1.Checkpoint.messages:type_name -> agentd.v1.Message
+	13, // 1: agentd.state.v1.Checkpoint.added:type_name -> agentd.v1.Message
+	14, // 2: agentd.state.v1.Checkpoint.usage:type_name -> agentd.v1.Usage
 	5,  // 3: agentd.state.v1.Checkpoint.turn:type_name -> agentd.state.v1.PausedTurn
-	14, // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
-	14, // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 4: agentd.state.v1.Checkpoint.paused_at:type_name -> google.protobuf.Timestamp
+	15, // 5: agentd.state.v1.Checkpoint.expires_at:type_name -> google.protobuf.Timestamp
 	11, // 6: agentd.state.v1.Checkpoint.claim:type_name -> agentd.state.v1.Claim
 	1,  // 7: agentd.state.v1.Checkpoint.step_ups:type_name -> agentd.state.v1.StepUp
 	2,  // 8: agentd.state.v1.Checkpoint.conversation:type_name -> agentd.state.v1.Conversation
-	15, // 9: agentd.state.v1.Checkpoint.on_failure:type_name -> agentd.v1.OnFailure
-	12, // 10: agentd.state.v1.Item.message:type_name -> agentd.v1.Message
-	4,  // 11: agentd.state.v1.Item.logged:type_name -> agentd.state.v1.LoggedPart
-	16, // 12: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
-	8,  // 13: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
-	6,  // 14: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
-	17, // 15: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
-	18, // 16: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
-	19, // 17: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
-	7,  // 18: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
-	9,  // 19: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
-	10, // 20: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
-	20, // 21: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
-	21, // 22: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	22, // 23: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
-	14, // 24: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	16, // 9: agentd.state.v1.Checkpoint.on_failure:type_name -> agentd.v1.OnFailure
+	17, // 10: agentd.state.v1.Checkpoint.elapsed:type_name -> google.protobuf.Duration
+	12, // 11: agentd.state.v1.Checkpoint.raised_limits:type_name -> agentd.state.v1.Checkpoint.RaisedLimitsEntry
+	13, // 12: agentd.state.v1.Item.message:type_name -> agentd.v1.Message
+	4,  // 13: agentd.state.v1.Item.logged:type_name -> agentd.state.v1.LoggedPart
+	18, // 14: agentd.state.v1.PausedTurn.calls:type_name -> agentd.v1.ToolCall
+	8,  // 15: agentd.state.v1.PausedTurn.states:type_name -> agentd.state.v1.CallState
+	6,  // 16: agentd.state.v1.PausedTurn.authorizations:type_name -> agentd.state.v1.PendingAuthorization
+	19, // 17: agentd.state.v1.PausedTurn.limit:type_name -> agentd.v1.ApprovalRequest
+	20, // 18: agentd.state.v1.CallState.result:type_name -> agentd.v1.ToolResult
+	19, // 19: agentd.state.v1.CallState.approval:type_name -> agentd.v1.ApprovalRequest
+	21, // 20: agentd.state.v1.CallState.function_call:type_name -> agentd.v1.FunctionCall
+	7,  // 21: agentd.state.v1.CallState.authorization:type_name -> agentd.state.v1.AuthorizationWait
+	9,  // 22: agentd.state.v1.CallState.input:type_name -> agentd.state.v1.InputWait
+	10, // 23: agentd.state.v1.InputWait.inputs:type_name -> agentd.state.v1.PendingInput
+	22, // 24: agentd.state.v1.PendingInput.request:type_name -> agentd.v1.InputRequest
+	23, // 25: agentd.state.v1.Claim.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	24, // 26: agentd.state.v1.Claim.function_results:type_name -> agentd.v1.FunctionResult
+	15, // 27: agentd.state.v1.Claim.claimed_at:type_name -> google.protobuf.Timestamp
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentd_state_v1_checkpoint_proto_init() }
@@ -1385,7 +1443,7 @@ func file_agentd_state_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_state_v1_checkpoint_proto_rawDesc), len(file_agentd_state_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,6 +1,7 @@
 from agentd.v1 import agent_service_pb2 as _agent_service_pb2
 from agentd.v1 import message_pb2 as _message_pb2
 from agentd.v1 import thread_pb2 as _thread_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -34,7 +35,14 @@ class CallState(_message.Message):
     def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ..., input: _Optional[_Union[InputWait, _Mapping]] = ..., logged_result: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "on_failure", "origin_span_id", "origin_trace_id", "paused_at", "provider", "resuming", "secrets_withheld", "step_ups", "thread_base", "thread_id", "tool_turns", "turn", "usage", "version"]
+    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "elapsed", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "on_failure", "origin_span_id", "origin_trace_id", "paused_at", "provider", "raised_limits", "resuming", "secrets_withheld", "step_ups", "thread_base", "thread_id", "tool_calls", "tool_turns", "turn", "usage", "version"]
+    class RaisedLimitsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     ADDED_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_SEALED_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +50,7 @@ class Checkpoint(_message.Message):
     CLAIM_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_FIELD_NUMBER: _ClassVar[int]
     DETACHED_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_FIELD_NUMBER: _ClassVar[int]
     END_USER_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -53,11 +62,13 @@ class Checkpoint(_message.Message):
     ORIGIN_TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    RAISED_LIMITS_FIELD_NUMBER: _ClassVar[int]
     RESUMING_FIELD_NUMBER: _ClassVar[int]
     SECRETS_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     STEP_UPS_FIELD_NUMBER: _ClassVar[int]
     THREAD_BASE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +80,7 @@ class Checkpoint(_message.Message):
     claim: Claim
     conversation: Conversation
     detached: bool
+    elapsed: _duration_pb2.Duration
     end_user: str
     expires_at: _timestamp_pb2.Timestamp
     generation_id: str
@@ -80,16 +92,18 @@ class Checkpoint(_message.Message):
     origin_trace_id: bytes
     paused_at: _timestamp_pb2.Timestamp
     provider: str
+    raised_limits: _containers.ScalarMap[str, int]
     resuming: bool
     secrets_withheld: bool
     step_ups: _containers.RepeatedCompositeFieldContainer[StepUp]
     thread_base: int
     thread_id: str
+    tool_calls: int
     tool_turns: int
     turn: PausedTurn
     usage: _agent_service_pb2.Usage
     version: int
-    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., step_ups: _Optional[_Iterable[_Union[StepUp, _Mapping]]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ..., on_failure: _Optional[_Union[_thread_pb2.OnFailure, str]] = ..., thread_id: _Optional[str] = ..., thread_base: _Optional[int] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., step_ups: _Optional[_Iterable[_Union[StepUp, _Mapping]]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ..., on_failure: _Optional[_Union[_thread_pb2.OnFailure, str]] = ..., thread_id: _Optional[str] = ..., thread_base: _Optional[int] = ..., tool_calls: _Optional[int] = ..., elapsed: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., raised_limits: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Claim(_message.Message):
     __slots__ = ["answered_inputs", "approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
@@ -146,20 +160,22 @@ class LoggedPart(_message.Message):
     def __init__(self, part: _Optional[int] = ..., first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
 
 class PausedTurn(_message.Message):
-    __slots__ = ["authorizations", "calls", "calls_in_conversation", "started", "states", "turn"]
+    __slots__ = ["authorizations", "calls", "calls_in_conversation", "limit", "started", "states", "turn"]
     AUTHORIZATIONS_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     CALLS_IN_CONVERSATION_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     authorizations: _containers.RepeatedCompositeFieldContainer[PendingAuthorization]
     calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
     calls_in_conversation: bool
+    limit: _agent_service_pb2.ApprovalRequest
     started: _containers.RepeatedScalarFieldContainer[str]
     states: _containers.RepeatedCompositeFieldContainer[CallState]
     turn: int
-    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ..., started: _Optional[_Iterable[str]] = ..., authorizations: _Optional[_Iterable[_Union[PendingAuthorization, _Mapping]]] = ..., calls_in_conversation: bool = ...) -> None: ...
+    def __init__(self, turn: _Optional[int] = ..., calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[CallState, _Mapping]]] = ..., started: _Optional[_Iterable[str]] = ..., authorizations: _Optional[_Iterable[_Union[PendingAuthorization, _Mapping]]] = ..., calls_in_conversation: bool = ..., limit: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ...) -> None: ...
 
 class PendingAuthorization(_message.Message):
     __slots__ = ["key_id", "request_id", "sealed", "server_name"]
