@@ -188,9 +188,10 @@ func (a *Admin) GetUsage(ctx context.Context, req *agentdv1.GetUsageRequest) (*a
 	if req.GetStart() != nil {
 		start = req.GetStart().AsTime()
 	}
-	start, end = start.UTC().Truncate(time.Hour), end.UTC().Truncate(time.Hour)
+	// Whole hours: from the hour start falls in to the end of the hour
+	// end falls in, so that the hour under way is counted.
+	start, end = start.UTC().Truncate(time.Hour), hourAfter(end.UTC())
 	if !end.After(start) {
-		// A span within one hour is that hour.
 		end = start.Add(time.Hour)
 	}
 	totals, err := a.o.Budgets.SumUsage(ctx, store.UsageQuery{Tenant: tenant, From: start, To: end, GroupBy: groupBy(req.GetGroupBy()), Subject: req.GetSubject()})
@@ -198,6 +199,15 @@ func (a *Admin) GetUsage(ctx context.Context, req *agentdv1.GetUsageRequest) (*a
 		return nil, fault.GRPC(err)
 	}
 	return &agentdv1.GetUsageResponse{Start: timestamppb.New(start), End: timestamppb.New(end), Rows: usageRows(totals)}, nil
+}
+
+// hourAfter is the end of the hour t falls in (t itself when it begins
+// one).
+func hourAfter(t time.Time) time.Time {
+	if h := t.Truncate(time.Hour); !h.Equal(t) {
+		return h.Add(time.Hour)
+	}
+	return t
 }
 
 // groupBy is the ledger's column a scope groups by.

@@ -39,7 +39,7 @@ func TestBudgetsThroughTheAdminAPI(t *testing.T) {
 	t.Parallel()
 	st := newStore(t, 0)
 	cfg := &config.Config{Tenants: map[string]config.Tenant{
-		"acme":   {Budgets: []config.Budget{{Name: "daily", Period: "day", MaxTokens: 5000, MaxCost: "2.50 USD"}}},
+		"acme":   {Budgets: []config.Budget{{Name: "daily", Period: "day", MaxTokens: 5000, MaxCost: &config.Money{Currency: "USD", Amount: "2.50"}}}},
 		"globex": {},
 	}}
 	admin := budgetAdmin(t, st, cfg, &auth.Principal{Name: "root", Tenant: "ops", Roles: []string{auth.RoleAdmin}})

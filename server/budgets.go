@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -113,7 +114,7 @@ func (g *generation) reserveBudgets(ctx context.Context, est *agentdv1.Usage, ca
 			g.warnBudget(ctx, b, charges[i], *settled)
 		}
 		if err == nil && refused != nil {
-			err = g.budgetRefused(ctx, b, refused.charge, refused.spent, sp.now())
+			err = g.budgetRefused(ctx, b, refused.charge, refused.spent, sp.now(), call != sampleCall)
 		}
 		if err != nil {
 			g.settleBudgets(ctx, hold, nil) // what the other budgets gave
@@ -125,9 +126,12 @@ func (g *generation) reserveBudgets(ctx context.Context, est *agentdv1.Usage, ca
 }
 
 // wrapUnavailable classifies a store's failure to hold a call to its
-// budgets; a budget's refusal passes as it is.
+// budgets; a budget's refusal, and an error classified already, pass as
+// they are.
 func wrapUnavailable(err error) error {
-	if _, ok := err.(*fault.Error); ok {
+	var f *fault.Error
+	var at *atBudget
+	if errors.As(err, &f) || errors.As(err, &at) {
 		return err
 	}
 	return fault.Wrap(fault.Unavailable, err, "the generation's budgets could not be checked")
@@ -247,13 +251,17 @@ func pastThreshold(b *budget.Budget, s store.Spent) bool {
 }
 
 // budgetRefused is the error of a model call that budget b refused: its
-// subject had spent s of it in the period of charge c. A pausing budget
-// pauses the generation instead.
-func (g *generation) budgetRefused(ctx context.Context, b *budget.Budget, c store.Charge, s store.Spent, now time.Time) error {
+// subject had spent s of it in the period of charge c. A pausing budget's
+// refusal of a pausable call (a model turn, not a server's sample) is an
+// *atBudget, which the loop asks about.
+func (g *generation) budgetRefused(ctx context.Context, b *budget.Budget, c store.Charge, s store.Spent, now time.Time, pausable bool) error {
 	g.s.meters.budgetRefused(ctx, g.tenant, b.Name())
 	reached := budgetReached(b, s)
 	g.s.log.Info("budget refused a model call", "tenant", g.tenant, "budget", b.Name(), "subject", c.Subject,
 		"generation_id", g.id, "used", reached.GetUsed(), "limit", reached.GetValue(), "unit", reached.GetUnit())
+	if b.Pauses() && pausable {
+		return &atBudget{reached: reached, msg: "the budget " + b.Name() + " refused the model call"}
+	}
 	retry := b.SpanAt(now).End.Sub(now)
 	return &fault.Error{
 		Kind: fault.Exhausted,
@@ -328,3 +336,8 @@ func nanosIn(b *budget.Budget, c *agentdv1.Cost) int64 {
 	}
 	return c.GetNanos()
 }
+
+// sampleCall names a server's sample among a generation's model calls:
+// a budget's refusal of one fails the sample, never pauses the
+// generation.
+const sampleCall = "sample"

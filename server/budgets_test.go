@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/budget"
@@ -173,7 +172,7 @@ func TestUsageLedger(t *testing.T) {
 	}
 	svc.Close()
 	adm := serveAdminService(t, server.NewAdmin(nil, slog.New(slog.DiscardHandler), server.AdminOptions{Budgets: st.Budgets()}))
-	got, err := adm.GetUsage(t.Context(), &agentdv1.GetUsageRequest{GroupBy: agentdv1.BudgetScope_BUDGET_SCOPE_END_USER, End: timestamppb.New(time.Now().Add(time.Hour))})
+	got, err := adm.GetUsage(t.Context(), &agentdv1.GetUsageRequest{GroupBy: agentdv1.BudgetScope_BUDGET_SCOPE_END_USER})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,5 +320,96 @@ func TestBudgetAllowanceSparesTheStore(t *testing.T) {
 	}
 	if len(spends) != 1 || spends[0].Tokens != 20*400 || spends[0].ReservedTokens != 0 {
 		t.Errorf("the budget's spending = %+v; want 8000 tokens, nothing reserved", spends)
+	}
+}
+
+// pausingBudget sets, through the admin API, the tenant acme's daily
+// budget of max tokens whose refusal pauses a generation.
+func pausingBudget(t *testing.T, admin agentdv1.AdminServiceClient, max int64) {
+	t.Helper()
+	if _, err := admin.SetBudget(t.Context(), &agentdv1.SetBudgetRequest{Budget: &agentdv1.Budget{Name: "daily", Tenant: "acme",
+		Scope: agentdv1.BudgetScope_BUDGET_SCOPE_TENANT, Period: agentdv1.BudgetPeriod_BUDGET_PERIOD_DAY, MaxTokens: max,
+		Action: agentdv1.BudgetAction_BUDGET_ACTION_PAUSE}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A budget whose action is PAUSE pauses the generation it refuses, with
+// an approval naming the budget: an approval given while the budget
+// still refuses pauses it again; one given once the budget allows (an
+// administrator raised it) goes on, and the generation completes. An
+// approval does not raise a budget: raise_to is refused.
+func TestBudgetPause(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		clients, st := budgeted(t)
+		admin := budgetAdmin(t, st, &config.Config{}, nil)
+		pausingBudget(t, admin, 1000)
+		client := clients("acme")
+		agent := loopingAgent(t)
+		agent.ProviderOptions = script(t, `{"turns": [
+			{"tool_calls": [{"name": "echo", "arguments": {}}], "usage": {"input_tokens": 300, "output_tokens": 100}, "repeat": 3},
+			{"text": "done", "usage": {"input_tokens": 300, "output_tokens": 100}}]}`)
+		events, end := generate(t, client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("go")}, nil)
+		wantCode(t, end, codes.OK)
+		paused := pausedEvent(t, events)
+		id := paused.GetGenerationId()
+		approve := func(raise int64) error {
+			t.Helper()
+			g, err := client.GetGeneration(t.Context(), &agentdv1.GetGenerationRequest{GenerationId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs := g.GetGeneration().GetApprovalRequests()
+			if len(reqs) != 1 || reqs[0].GetLimit().GetName() != "budget:daily" || reqs[0].GetLimit().GetUnit() != "tokens" {
+				t.Fatalf("pending approvals %v; want the budget's", reqs)
+			}
+			_, err = client.DecideRequests(t.Context(), &agentdv1.DecideRequestsRequest{GenerationId: id,
+				ApprovalDecisions: []*agentdv1.ApprovalDecision{{RequestId: reqs[0].GetId(), Approved: true, RaiseTo: raise}}})
+			synctest.Wait()
+			return err
+		}
+		if st := status.Convert(approve(5000)); st.Code() != codes.InvalidArgument {
+			t.Errorf("raising a budget by an approval: %v; want InvalidArgument", st)
+		}
+		if err := approve(0); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, client, id, agentdv1.GenerationState_GENERATION_STATE_PAUSED) // the budget still refuses
+		pausingBudget(t, admin, 100_000)
+		time.Sleep(time.Second) // the replica reads the budgets again
+		if err := approve(0); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, client, id, agentdv1.GenerationState_GENERATION_STATE_COMPLETED)
+	})
+}
+
+// A budget's approval that is declined completes the generation at the
+// budget, its completed event naming it.
+func TestBudgetPauseDeclined(t *testing.T) {
+	t.Parallel()
+	clients, st := budgeted(t)
+	pausingBudget(t, budgetAdmin(t, st, &config.Config{}, nil), 1000)
+	events, _ := generate(t, clients("acme"), &agentdv1.StartGeneration{Agent: loopingAgent(t), Messages: userSays("go")}, nil)
+	paused := pausedEvent(t, events)
+	req := paused.GetApprovalRequests()[0]
+	events, end := run(t, clients("acme"), resumeRequest(paused.GetGenerationId(), loopingAgent(t), &agentdv1.ApprovalDecision{RequestId: req.GetId()}), nil)
+	wantCode(t, end, codes.OK)
+	want := &agentdv1.LimitReached{Name: "budget:daily", Value: 1000, Used: 1200, Unit: "tokens"}
+	if diff := protoDiff(want, completion(events).GetLimit()); diff != "" {
+		t.Errorf("completed.limit (-want +got):\n%s", diff)
+	}
+}
+
+// wantState fails unless generation id is in state want.
+func wantState(t *testing.T, client agentdv1.AgentServiceClient, id string, want agentdv1.GenerationState) {
+	t.Helper()
+	g, err := client.GetGeneration(t.Context(), &agentdv1.GetGenerationRequest{GenerationId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.GetGeneration().GetState(); got != want {
+		t.Errorf("state %v; want %v (%v)", got, want, g.GetGeneration())
 	}
 }

@@ -342,6 +342,8 @@ func raiseRefusal(lr *agentdv1.LimitReached, a *agentdv1.ApprovalDecision) strin
 	switch {
 	case !a.GetApproved() || lr == nil:
 		return ""
+	case isBudget(lr) && to != 0:
+		return fmt.Sprintf("an approval does not raise %s: approve without raise_to to go on once the budget allows, got %d", lr.GetName(), to)
 	case to < 0:
 		return fmt.Sprintf("must not be negative, got %d", to)
 	case to > 0 && to <= lr.GetUsed():
@@ -362,7 +364,7 @@ func raiseRefusal(lr *agentdv1.LimitReached, a *agentdv1.ApprovalDecision) strin
 func (g *generation) resumeAtLimit(ctx context.Context, t *statev1.PausedTurn) (done bool, err error) {
 	req := t.GetLimit()
 	k, ok := limitNamed(req.GetLimit().GetName())
-	if !ok {
+	if !ok && !isBudget(req.GetLimit()) {
 		return true, fault.New(fault.FailedPrecondition, "the generation paused at a limit this agentd does not know, %q", req.GetLimit().GetName())
 	}
 	i := slices.IndexFunc(g.resume.decided, func(d *decision) bool { return d.requestID == req.GetId() })
@@ -374,6 +376,9 @@ func (g *generation) resumeAtLimit(ctx context.Context, t *statev1.PausedTurn) (
 	taken, err := g.takeDecision(ctx, d)
 	if err != nil {
 		return true, err
+	}
+	if !ok {
+		return g.resumeAtBudget(ctx, t, taken)
 	}
 	r := g.lastReply()
 	r.calls = t.GetCalls()

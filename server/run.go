@@ -49,8 +49,8 @@ func (g *generation) run(ctx context.Context) (err error) {
 		if done, err := g.checkLimits(ctx, modelCallLimits, nil); done {
 			return err
 		}
-		r, err := g.modelTurn(ctx, turn)
-		if err != nil {
+		r, done, err := g.budgetedTurn(ctx, turn)
+		if done {
 			return err
 		}
 		if done, err := g.afterModelTurn(ctx, r); done {

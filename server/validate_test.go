@@ -156,7 +156,7 @@ func TestGenerateValidation(t *testing.T) {
 				{"error": {"kind": "oops", "message": "x"}}
 			]}`)},
 			wantFacts: map[string][]string{
-				"start.agent.provider_options.script.turns[0]":            {"text, tool_calls or error"},
+				"start.agent.provider_options.script.turns[0]":            {"text, structured, tool_calls or error"},
 				"start.agent.provider_options.script.turns[1].error.kind": {"unavailable"},
 			},
 		},

@@ -9,7 +9,6 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/budget"
-	"github.com/agentd/agentd/internal/pricing"
 )
 
 // Budget caps what a tenant, each of its API keys or each of its end
@@ -37,9 +36,9 @@ type Budget struct {
 	// MaxTokens caps the tokens (input, output, cache reads and writes
 	// together); 0: not limited.
 	MaxTokens int64 `yaml:"max_tokens"`
-	// MaxCost caps the money at agentd's price table, as an amount and
-	// its ISO 4217 currency: "25 USD", "0.50 EUR"; empty: not limited.
-	MaxCost string `yaml:"max_cost"`
+	// MaxCost caps the money at agentd's price table; absent: not
+	// limited.
+	MaxCost *Money `yaml:"max_cost"`
 	// WarnPercent is the soft threshold, a percentage of each limit,
 	// past which a generation gets a warning event; 0: 80.
 	WarnPercent int `yaml:"warn_percent"`
@@ -49,9 +48,8 @@ type Budget struct {
 	Action string `yaml:"action" enum:",fail,pause" default:"fail"`
 }
 
-// Spec is the budget as the admin API shows it, for tenant; an error
-// when max_cost is not an amount and a currency.
-func (b Budget) Spec(tenant string) (*agentdv1.Budget, error) {
+// Spec is the budget as the admin API shows it, for tenant.
+func (b Budget) Spec(tenant string) *agentdv1.Budget {
 	spec := &agentdv1.Budget{
 		Name: b.Name, Tenant: tenant, Subject: b.Subject, RollingHours: int32(b.RollingHours), TimeZone: b.TimeZone,
 		MaxTokens: b.MaxTokens, WarnPercent: int32(b.WarnPercent), FromConfig: true,
@@ -59,27 +57,11 @@ func (b Budget) Spec(tenant string) (*agentdv1.Budget, error) {
 		Period: agentdv1.BudgetPeriod(agentdv1.BudgetPeriod_value["BUDGET_PERIOD_"+strings.ToUpper(b.Period)]),
 		Action: agentdv1.BudgetAction(agentdv1.BudgetAction_value["BUDGET_ACTION_"+strings.ToUpper(b.Action)]),
 	}
-	if b.MaxCost != "" {
-		m, err := ParseMoney(b.MaxCost)
-		if err != nil {
-			return nil, err
-		}
-		spec.MaxCost = m
+	if m := b.MaxCost; m != nil {
+		nanos, _ := m.Nanos() // checked at load
+		spec.MaxCost = &agentdv1.Money{Currency: m.Currency, Nanos: nanos}
 	}
-	return spec, nil
-}
-
-// ParseMoney reads an amount and its currency, "25 USD" or "0.50 EUR".
-func ParseMoney(s string) (*agentdv1.Money, error) {
-	amount, code, ok := strings.Cut(strings.TrimSpace(s), " ")
-	if !ok {
-		return nil, fmt.Errorf("%q is not an amount and its currency; write e.g. \"25 USD\"", s)
-	}
-	nanos, err := pricing.ParseAmount(amount)
-	if err != nil {
-		return nil, fmt.Errorf("%q: %v", s, err)
-	}
-	return &agentdv1.Money{Currency: strings.TrimSpace(code), Nanos: nanos}, nil
+	return spec
 }
 
 // Budgets parses budgets, the budgets of tenant written at key (e.g.
@@ -90,12 +72,13 @@ func Budgets(budgets []Budget, tenant, key string) ([]*budget.Budget, []string) 
 	seen := make(map[string]bool, len(budgets))
 	for i, b := range budgets {
 		at := fmt.Sprintf("%s[%d]", key, i)
-		spec, err := b.Spec(tenant)
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("%s.max_cost: %v", at, err))
-			continue
+		if m := b.MaxCost; m != nil {
+			if problems := m.problems(at + ".max_cost"); len(problems) > 0 {
+				bad = append(bad, problems...)
+				continue
+			}
 		}
-		parsed, problems := budget.Parse(spec, at)
+		parsed, problems := budget.Parse(b.Spec(tenant), at)
 		for _, v := range problems {
 			bad = append(bad, v.Field+": "+v.Description)
 		}

@@ -11,12 +11,12 @@ import (
 func TestBudgetsProblems(t *testing.T) {
 	t.Parallel()
 	file := `budgets:
-  - {name: daily, scope: tenant, period: day, max_tokens: 1000, max_cost: "2.50 USD"}
+  - {name: daily, scope: tenant, period: day, max_tokens: 1000, max_cost: {currency: USD, amount: "2.50"}}
   - {name: daily, scope: tenant, period: day, time_zone: Atlantis/Deep, max_tokens: 1}
 tenants:
   acme:
     budgets:
-      - {name: keys, scope: api_key, period: rolling, rolling_hours: 0, max_cost: "lots"}
+      - {name: keys, scope: api_key, period: rolling, rolling_hours: 0, max_cost: {currency: usd, amount: lots}}
       - {name: users, scope: end_user, period: month, action: stop, max_tokens: 5}
 `
 	_, got := loadFile(t, file, nil)
@@ -24,23 +24,10 @@ tenants:
 		`agentd.yaml:8: tenants.acme.budgets[1].action: "stop" is not one of fail, pause, or unset`,
 		"agentd.yaml:3: budgets[1].time_zone: must be an IANA time zone, e.g. Europe/Paris or UTC",
 		`agentd.yaml:3: budgets[1].name: "daily" names two budgets`,
-		`agentd.yaml:7: tenants.acme.budgets[0].max_cost: "lots" is not an amount and its currency; write e.g. "25 USD"`,
+		`agentd.yaml:7: tenants.acme.budgets[0].max_cost.currency: "usd" is not an ISO 4217 currency code; write its three capital letters, e.g. USD or EUR`,
+		`agentd.yaml:7: tenants.acme.budgets[0].max_cost.amount: "lots" is not an amount: write a decimal of the currency's unit, e.g. 3 or 0.075`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
-	}
-}
-
-// TestParseMoney: an amount and its currency, exactly.
-func TestParseMoney(t *testing.T) {
-	t.Parallel()
-	m, err := ParseMoney("0.50 EUR")
-	if err != nil || m.GetCurrency() != "EUR" || m.GetNanos() != 500_000_000 {
-		t.Errorf("ParseMoney(0.50 EUR) = %v, %v", m, err)
-	}
-	for _, bad := range []string{"25", "-1 USD", "1.0000000001 USD"} {
-		if _, err := ParseMoney(bad); err == nil {
-			t.Errorf("ParseMoney(%q) took it", bad)
-		}
 	}
 }

@@ -127,16 +127,25 @@ func (v LimitValues) validate(setting string, bad func(string, ...any)) {
 // validate checks an amount of money at setting: a currency, and a
 // positive amount written exactly.
 func (m Money) validate(setting string, bad func(string, ...any)) {
+	for _, p := range m.problems(setting) {
+		bad("%s", p)
+	}
+}
+
+// problems are what is wrong with an amount of money at setting.
+func (m Money) problems(setting string) []string {
+	var out []string
 	if !pricing.ValidCurrency(m.Currency) {
-		bad("%s.currency: %q is not an ISO 4217 currency code; write its three capital letters, e.g. USD or EUR", setting, m.Currency)
+		out = append(out, fmt.Sprintf("%s.currency: %q is not an ISO 4217 currency code; write its three capital letters, e.g. USD or EUR", setting, m.Currency))
 	}
 	n, err := m.Nanos()
 	switch {
 	case err != nil:
-		bad("%s.amount: %q is not an amount: %v", setting, m.Amount, err)
+		out = append(out, fmt.Sprintf("%s.amount: %q is not an amount: %v", setting, m.Amount, err))
 	case n == 0:
-		bad("%s.amount: must be more than 0", setting)
+		out = append(out, fmt.Sprintf("%s.amount: must be more than 0", setting))
 	}
+	return out
 }
 
 // String is m as the reference and messages show it: "2.50 USD".

@@ -786,8 +786,9 @@ type GetUsageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty: the caller's own.
 	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// The span [start, end), each rounded down to the hour. start absent:
-	// 24 hours before end; end absent: now.
+	// The span [start, end) in whole hours: from the hour start falls in
+	// to the end of the hour end falls in. start absent: 24 hours before
+	// end; end absent: now (the hour under way is counted).
 	Start *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
 	End   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
 	// TENANT (or unspecified): one row; API_KEY or END_USER: a row per key

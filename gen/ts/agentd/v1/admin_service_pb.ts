@@ -349,8 +349,9 @@ export type GetUsageRequest = Message<"agentd.v1.GetUsageRequest"> & {
   tenant: string;
 
   /**
-   * The span [start, end), each rounded down to the hour. start absent:
-   * 24 hours before end; end absent: now.
+   * The span [start, end) in whole hours: from the hour start falls in
+   * to the end of the hour end falls in. start absent: 24 hours before
+   * end; end absent: now (the hour under way is counted).
    *
    * @generated from field: google.protobuf.Timestamp start = 2;
    */
