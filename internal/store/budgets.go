@@ -102,12 +102,20 @@ type Budgets interface {
 	// other Reserve and Settle: when its spending and live reservations
 	// (those not expired at now) have reached either of its limits, the
 	// charge is refused and nothing is reserved (the first refused is
-	// returned). Otherwise each charge's amount is reserved under id
-	// until expires. A reservation is at most one call's: so callers that
-	// reserve at once pass a budget by at most one call each. id names
-	// the reservation in the whole store, every tenant's (Settle ends it
-	// by id alone); a Reserve made again under an id (a retry) replaces
-	// what the first reserved, and its check leaves that out.
+	// returned, and the charges are left as they were). Otherwise Reserve
+	// reserves for each charge at most its amount, no more than what is
+	// left of its limits, and writes what it reserved back into the
+	// charge: a dimension (tokens, nanos) without a limit is reserved
+	// whole. The reservation lasts under id until expires. A caller may
+	// so reserve a chunk of a budget at once and spend from it in memory:
+	// callers that reserve at once are never granted together more than
+	// is left, and pass a limit only by what they spend beyond their
+	// grants. Each charge's grant is reckoned alone, from the other
+	// reservations: two charges of one subject in one reservation could
+	// each be granted what is left. id names the reservation in the whole
+	// store, every tenant's (Settle ends it by id alone); a Reserve made
+	// again under an id (a retry) replaces what the first reserved, and
+	// its check leaves that out.
 	Reserve(ctx context.Context, id string, charges []Charge, now, expires time.Time) (*Refused, error)
 	// Settle ends reservation id (an unknown or expired one is no
 	// error) and adds each charge's amount to its bucket, returning each
@@ -152,6 +160,24 @@ func rowStatements(build func(k int) string) (qs [maxRows]string) {
 func (c Charge) reached(s Spent) bool {
 	return c.MaxTokens > 0 && s.Tokens+s.ReservedTokens >= c.MaxTokens ||
 		c.MaxNanos > 0 && s.Nanos+s.ReservedNanos >= c.MaxNanos
+}
+
+// granted is c with the amounts that Reserve grants it once its subject
+// has spent s (its limits not reached): each limited one no more than
+// what is left of its limit.
+func (c Charge) granted(s Spent) Charge {
+	c.Tokens = grant(c.Tokens, c.MaxTokens, s.Tokens+s.ReservedTokens)
+	c.Nanos = grant(c.Nanos, c.MaxNanos, s.Nanos+s.ReservedNanos)
+	return c
+}
+
+// grant is amount, or what is left of limit once used when that is less
+// (a limit of 0 is none).
+func grant(amount, limit, used int64) int64 {
+	if limit > 0 {
+		return min(amount, limit-used)
+	}
+	return amount
 }
 
 // usageGroupColumns are the ledger's columns that SumUsage groups by, by

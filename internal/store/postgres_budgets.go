@@ -114,30 +114,49 @@ func forRows(qs *[maxRows]string, build func(k int) string, k int) string {
 	return build(k)
 }
 
-// pgReserveStatement is Reserve's statement for k charges (from $4): it returns
-// the first charge refused, or reserves them all as reservation $1 until
-// $3; a Reserve made again under its id replaces what the first
-// reserved. Reservations that expired are left to SweepSpending: they
-// count for nothing.
+// pgReserveStatement is Reserve's statement for k charges (from $4): it
+// returns the first charge refused, or reserves as reservation $1 until
+// $3 what each charge is granted (its amount, no more than what is left
+// of its limits) and returns that; a Reserve made again under its id
+// replaces what the first reserved. Reservations that expired are left
+// to SweepSpending: they count for nothing. Each row it returns is a
+// charge's index, whether it was refused, then the subject's spending
+// (a refusal's: counted, then reserved) or the amounts granted (then
+// zeros).
 func pgReserveStatement(k int) string {
 	return `
 		WITH ` + pgChargeRows(k, 4) + `,
 		s AS (
-			SELECT c.n, c.max_tokens, c.max_nanos, k.tokens, k.nanos, r.tokens AS reserved_tokens, r.nanos AS reserved_nanos
+			SELECT c.*, k.tokens AS spent_tokens, k.nanos AS spent_nanos, r.tokens AS reserved_tokens, r.nanos AS reserved_nanos
 			FROM c, LATERAL (` + pgCounted + `) k, LATERAL (` + pgReserved + `) r
 		),
 		refused AS (
-			SELECT n, tokens, nanos, reserved_tokens, reserved_nanos FROM s
-			WHERE (max_tokens > 0 AND tokens + reserved_tokens >= max_tokens) OR (max_nanos > 0 AND nanos + reserved_nanos >= max_nanos)
+			SELECT n, spent_tokens, spent_nanos, reserved_tokens, reserved_nanos FROM s
+			WHERE (max_tokens > 0 AND spent_tokens + reserved_tokens >= max_tokens)
+				OR (max_nanos > 0 AND spent_nanos + reserved_nanos >= max_nanos)
 			ORDER BY n LIMIT 1
 		),
 		reserved AS (
 			INSERT INTO budget_reservations (id, n, tenant, budget, subject, bucket, tokens, nanos, expires_at)
-			SELECT $1, n, tenant, budget, subject, bucket, tokens, nanos, $3 FROM c WHERE NOT EXISTS (SELECT FROM refused)
+			SELECT $1, n, tenant, budget, subject, bucket,
+				` + pgGrant("tokens") + `,
+				` + pgGrant("nanos") + `,
+				$3
+			FROM s WHERE NOT EXISTS (SELECT FROM refused)
 			ON CONFLICT (id, n) DO UPDATE SET tenant = excluded.tenant, budget = excluded.budget, subject = excluded.subject,
 				bucket = excluded.bucket, tokens = excluded.tokens, nanos = excluded.nanos, expires_at = excluded.expires_at
+			RETURNING n, tokens, nanos
 		)
-		SELECT n, tokens, nanos, reserved_tokens, reserved_nanos FROM refused`
+		SELECT n, true, spent_tokens, spent_nanos, reserved_tokens, reserved_nanos FROM refused
+		UNION ALL
+		SELECT n, false, tokens, nanos, 0, 0 FROM reserved`
+}
+
+// pgGrant is what a charge of pgReserveStatement's s is granted of its
+// dimension dim (tokens or nanos): its amount, or what is left of its
+// limit when that is less (as grant).
+func pgGrant(dim string) string {
+	return `CASE WHEN max_` + dim + ` > 0 THEN LEAST(` + dim + `, max_` + dim + ` - spent_` + dim + ` - reserved_` + dim + `) ELSE ` + dim + ` END`
 }
 
 // pgSettleStatement is Settle's statement for k charges (from $3): it ends
@@ -204,30 +223,58 @@ func (p pgBudgets) Reserve(ctx context.Context, id string, charges []Charge, now
 	b.Queue(qPgLockSubjects, subjectLocks(charges))
 	b.Queue(forRows(&qPgReserve, pgReserveStatement, len(charges)), chargeArgs([]any{id, ms(now), ms(expires)}, charges)...)
 	br := p.pool.SendBatch(ctx, b)
-	refused, err := readReserve(br)
+	refused, granted, err := readReserve(br, len(charges))
 	if err := errors.Join(err, br.Close()); err != nil {
 		return nil, classify(err)
+	}
+	for i, g := range granted {
+		charges[i].Tokens, charges[i].Nanos = g.Tokens, g.Nanos
 	}
 	return refused, nil
 }
 
-// readReserve reads what Reserve's batch answered: the locks, then the
-// charge refused if one was.
-func readReserve(br pgx.BatchResults) (*Refused, error) {
+// reserveAnswer is a row of Reserve's statement: a charge's index, and
+// its refusal's spending or, when it was not refused, its grant (Spent's
+// Tokens and Nanos).
+type reserveAnswer struct {
+	n       int
+	refused bool
+	s       Spent
+}
+
+// readReserve reads what Reserve's batch of k charges answered: the
+// locks, then the charge refused if one was, else each charge's grant.
+func readReserve(br pgx.BatchResults, k int) (*Refused, []Charge, error) {
 	if _, err := br.Exec(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var r Refused
-	var n int64
-	err := br.QueryRow().Scan(&n, &r.Spent.Tokens, &r.Spent.Nanos, &r.Spent.ReservedTokens, &r.Spent.ReservedNanos)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	r.Charge = int(n)
-	return &r, nil
+	answers, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (reserveAnswer, error) {
+		var a reserveAnswer
+		err := row.Scan(&a.n, &a.refused, &a.s.Tokens, &a.s.Nanos, &a.s.ReservedTokens, &a.s.ReservedNanos)
+		return a, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	refused, granted := reserveOutcome(answers, k)
+	return refused, granted, nil
+}
+
+// reserveOutcome is the refusal among answers, or the grants of the k
+// charges (their Tokens and Nanos).
+func reserveOutcome(answers []reserveAnswer, k int) (*Refused, []Charge) {
+	granted := make([]Charge, k)
+	for _, a := range answers {
+		if a.refused {
+			return &Refused{Charge: a.n, Spent: a.s}, nil
+		}
+		granted[a.n].Tokens, granted[a.n].Nanos = a.s.Tokens, a.s.Nanos
+	}
+	return nil, granted
 }
 
 // subjectLocks are the advisory lock keys of the charges' subjects, in

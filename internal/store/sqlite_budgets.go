@@ -145,33 +145,44 @@ func (b sqliteBudgets) Reserve(ctx context.Context, id string, charges []Charge,
 		return nil, nil
 	}
 	var refused *Refused
+	var granted []Charge
 	err := b.g.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		refused, err = b.reserve(ctx, tx, id, charges, now, expires)
+		refused, granted, err = b.reserve(ctx, tx, id, charges, now, expires)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	// Written back only once committed: the committer may run reserve
+	// again, which must see the amounts asked.
+	copy(charges, granted)
 	return refused, nil
 }
 
-// reserve checks every charge, then reserves them all, or none when one
-// is refused (a refusal is no error: the transaction wrote nothing).
-func (b sqliteBudgets) reserve(ctx context.Context, tx *sql.Tx, id string, charges []Charge, now, expires time.Time) (*Refused, error) {
+// reserve checks every charge, then reserves what each is granted,
+// returned, or none when one is refused (a refusal is no error: the
+// transaction wrote nothing).
+func (b sqliteBudgets) reserve(ctx context.Context, tx *sql.Tx, id string, charges []Charge, now, expires time.Time) (*Refused, []Charge, error) {
 	spent, err := b.spent(ctx, tx, id, charges, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	granted := make([]Charge, len(charges))
 	for i, c := range charges {
 		if c.reached(spent[i]) {
-			return &Refused{Charge: i, Spent: spent[i]}, nil
+			return &Refused{Charge: i, Spent: spent[i]}, nil, nil
 		}
+		granted[i] = c.granted(spent[i])
 	}
-	return nil, b.execRows(ctx, tx, &qReserve, []any{id, expires.UnixMilli()}, len(charges), func(args []any, i int) []any {
-		c := charges[i]
+	err = b.execRows(ctx, tx, &qReserve, []any{id, expires.UnixMilli()}, len(granted), func(args []any, i int) []any {
+		c := granted[i]
 		return append(args, i, c.Tenant, c.Budget, c.Subject, c.Bucket.UnixMilli(), c.Tokens, c.Nanos)
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, granted, nil
 }
 
 // spent is the spending of each charge's subject in its span at now, but

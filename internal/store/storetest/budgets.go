@@ -135,8 +135,8 @@ func checkDeleteBudget(t *testing.T, b store.Budgets) {
 // spending and live reservations have reached a limit, of tokens or of
 // money, saying which charge and what the subject had spent, and then
 // reserves nothing, not even the charges that passed; below the limit it
-// reserves; another subject, budget or tenant is not counted; a Reserve
-// made again under its id replaces the first.
+// reserves, no more than what is left; another subject, budget or tenant
+// is not counted; a Reserve made again under its id replaces the first.
 func testReserveAtLimit(t *testing.T, db DB) {
 	b := open(t, db, 0).Budgets()
 	for i := range 3 {
@@ -162,7 +162,7 @@ func testReserveAtLimit(t *testing.T, db DB) {
 	}
 	wantRefused(t, "a call below the limit once one settled for less", reserveOf(t, b, "r6", t0, charge("daily", "k1", 0, 0, 300, 100)), nil)
 	wantRefused(t, "a call at the limit again", reserveOf(t, b, "r7", t0, charge("daily", "k1", 0, 0, 300, 100)),
-		&store.Refused{Spent: store.Spent{Tokens: 40, ReservedTokens: 300}})
+		&store.Refused{Spent: store.Spent{Tokens: 40, ReservedTokens: 260}}) // r6 was granted what was left, 60
 	checkMoneyLimit(t, b)
 }
 
@@ -174,7 +174,78 @@ func checkMoneyLimit(t *testing.T, b store.Budgets) {
 	settleOf(t, b, "m1", t0, money)
 	wantRefused(t, "money: the second call, under the limit", reserveOf(t, b, "m2", t0, money), nil)
 	wantRefused(t, "money: the third call, at the limit", reserveOf(t, b, "m3", t0, money),
-		&store.Refused{Spent: store.Spent{Tokens: 10, Nanos: 600_000, ReservedTokens: 10, ReservedNanos: 600_000}})
+		&store.Refused{Spent: store.Spent{Tokens: 10, Nanos: 600_000, ReservedTokens: 10, ReservedNanos: 400_000}})
+}
+
+// testReserveGrants (X-G1): a Reserve grants each charge at most its
+// amount, no more than what is left of each of its limits, reserves
+// that and writes it back into the charge; a dimension without a limit
+// is granted whole; once a grant has taken what was left of a limit, the
+// next Reserve is refused.
+func testReserveGrants(t *testing.T, db DB) {
+	b := open(t, db, 0).Budgets()
+	for _, tt := range []struct {
+		name                    string
+		maxTokens, maxNanos     int64
+		spentTokens, spentNanos int64
+		askTokens, askNanos     int64
+		wantTokens, wantNanos   int64
+		full                    bool // the grant took what was left of a limit
+	}{
+		{"tokens", 300, 0, 250, 0, 100, 7, 50, 7, true},
+		{"nanos", 0, 1000, 5, 600, 10, 600, 10, 400, true},
+		{"both", 1000, 1000, 900, 700, 500, 500, 100, 300, true},
+		{"tokens of both", 1000, 1000, 900, 0, 500, 500, 100, 500, true},
+		{"nanos of both", 1000, 1000, 0, 900, 500, 500, 500, 100, true},
+		{"tokens, nanos unlimited", 100, 0, 80, 5, 50, 1e12, 20, 1e12, true},
+		{"unlimited", 0, 0, 1e6, 1e6, 1e9, 1e9, 1e9, 1e9, false},
+		{"less than is left", 1000, 0, 100, 0, 300, 0, 300, 0, false},
+		{"exactly what is left", 1000, 0, 700, 0, 300, 0, 300, 0, true},
+	} {
+		spent := store.Charge{Tenant: "acme", Budget: tt.name, From: t0, Bucket: t0, Tokens: tt.spentTokens, Nanos: tt.spentNanos}
+		settleOf(t, b, "spent", t0, spent)
+		ask := spent
+		ask.MaxTokens, ask.MaxNanos, ask.Tokens, ask.Nanos = tt.maxTokens, tt.maxNanos, tt.askTokens, tt.askNanos
+		cs := []store.Charge{ask}
+		r, err := b.Reserve(t.Context(), tt.name, cs, t0, t0.Add(time.Minute))
+		want := ask
+		want.Tokens, want.Nanos = tt.wantTokens, tt.wantNanos
+		if diff := cmp.Diff([]store.Charge{want}, cs); err != nil || r != nil || diff != "" {
+			t.Errorf("%s: Reserve = %+v, %v; the charge written back (-want +got):\n%s", tt.name, r, err, diff)
+		}
+		spending := store.Spent{Tokens: tt.spentTokens, Nanos: tt.spentNanos, ReservedTokens: tt.wantTokens, ReservedNanos: tt.wantNanos}
+		got, err := b.BudgetSpends(t.Context(), "acme", tt.name, t0, t0, t0, 0)
+		if diff := cmp.Diff([]store.SubjectSpend{{Spent: spending}}, got, nilOrEmpty); err != nil || diff != "" {
+			t.Errorf("%s: BudgetSpends after the grant: %v (-want +got):\n%s", tt.name, err, diff)
+		}
+		var wantNext *store.Refused
+		if tt.full {
+			wantNext = &store.Refused{Spent: spending}
+		}
+		wantRefused(t, tt.name+": the next Reserve", reserveOf(t, b, tt.name+" next", t0, ask), wantNext)
+	}
+	checkGrantKept(t, b)
+}
+
+// checkGrantKept: a Reserve made again under its id is granted again
+// what its first was (its own reservation left out), and a refused
+// Reserve leaves its charges as asked, those that passed too.
+func checkGrantKept(t *testing.T, b store.Budgets) {
+	settleOf(t, b, "spent", t0, charge("kept", "k1", 0, 0, 0, 250))
+	cs := []store.Charge{charge("kept", "k1", 0, 0, 300, 100)}
+	for _, what := range []string{"the first", "again under its id"} {
+		wantRefused(t, what, reserveOf(t, b, "r1", t0, cs...), nil)
+		if cs[0].Tokens != 50 {
+			t.Errorf("%s: granted %d tokens; want 50", what, cs[0].Tokens)
+		}
+		cs[0].Tokens = 100
+	}
+	cs = []store.Charge{charge("kept", "k2", 0, 0, 300, 100), charge("kept", "k1", 0, 0, 300, 100)}
+	want := slices.Clone(cs)
+	wantRefused(t, "the second charge at its limit", reserveOf(t, b, "r2", t0, cs...), &store.Refused{Charge: 1, Spent: store.Spent{Tokens: 250, ReservedTokens: 50}})
+	if diff := cmp.Diff(want, cs); diff != "" {
+		t.Errorf("a refused Reserve changed its charges (-want +got):\n%s", diff)
+	}
 }
 
 // testReservationExpiry (X-G1): a reservation counts until it expires
@@ -460,6 +531,64 @@ func reserveAndSettle(t *testing.T, b store.Budgets, id string) bool {
 	}
 	if _, err := b.Settle(ctx, id, []store.Charge{c}, now); err != nil {
 		t.Errorf("Settle(%s): %v", id, err)
+	}
+	return true
+}
+
+// testConcurrentGrants (X-G1): replicas' callers that each take a chunk
+// of 300 tokens of a budget of 1,000 at once, spend 100 of it and settle
+// that, on two replicas, are never granted more than is left: the
+// budget's spending and reservations never pass its limit, whatever
+// their interleaving, and its spending ends at the limit, not past it.
+func testConcurrentGrants(t *testing.T, db DB) {
+	replicas := []store.Budgets{open(t, db, 0).Budgets(), open(t, db, 0).Budgets()}
+	const callers, limit = 8, 1000
+	var wg sync.WaitGroup
+	for i := range callers {
+		b := replicas[i%len(replicas)]
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				if !takeChunk(t, b, fmt.Sprintf("c%d-%d", i, j), limit) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, err := replicas[0].BudgetSpends(t.Context(), "acme", "chunks", t0, t0, time.Now(), 0)
+	want := []store.SubjectSpend{{Subject: "k", Spent: store.Spent{Tokens: limit}}}
+	if diff := cmp.Diff(want, got, nilOrEmpty); err != nil || diff != "" {
+		t.Errorf("spending after the calls: %v (-want +got):\n%s", err, diff)
+	}
+}
+
+// takeChunk is a call of testConcurrentGrants: it takes a chunk, checks
+// that the budget's spending and reservations have not passed limit,
+// and settles the 100 tokens it spent of the chunk; false once the
+// budget is spent (refused with nothing else reserved), or on an error.
+func takeChunk(t *testing.T, b store.Budgets, id string, limit int64) bool {
+	ctx := t.Context()
+	c := []store.Charge{{Tenant: "acme", Budget: "chunks", Subject: "k", From: t0, Bucket: t0, MaxTokens: limit, Tokens: 300}}
+	now := time.Now()
+	r, err := b.Reserve(ctx, id, c, now, now.Add(time.Hour))
+	if err != nil {
+		t.Errorf("Reserve(%s): %v", id, err)
+		return false
+	}
+	if r != nil {
+		return r.Spent.Tokens < limit // others' chunks, which they will settle
+	}
+	if c[0].Tokens <= 0 || c[0].Tokens > 300 {
+		t.Errorf("Reserve(%s) granted %d tokens; want 1 to 300", id, c[0].Tokens)
+	}
+	spends, err := b.BudgetSpends(ctx, "acme", "chunks", t0, t0, now, 0)
+	if err != nil || len(spends) != 1 || spends[0].Tokens+spends[0].ReservedTokens > limit {
+		t.Errorf("after Reserve(%s): BudgetSpends = %+v, %v; want the spending and reservations within %d", id, spends, err, limit)
+	}
+	c[0].Tokens = min(100, c[0].Tokens)
+	if _, err := b.Settle(ctx, id, c, now); err != nil {
+		t.Errorf("Settle(%s): %v", id, err)
+		return false
 	}
 	return true
 }

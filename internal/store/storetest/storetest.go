@@ -121,6 +121,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"Usage", testUsage},
 		{"BudgetDefs", testBudgetDefs},
 		{"ReserveAtLimit", testReserveAtLimit},
+		{"ReserveGrants", testReserveGrants},
 		{"ReservationExpiry", testReservationExpiry},
 		{"RollingSpans", testRollingSpans},
 		{"SettleSpends", testSettleSpends},
@@ -129,6 +130,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"UsageLedger", testUsageLedger},
 		{"SweepSpending", testSweepSpending},
 		{"ConcurrentReserves", testConcurrentReserves},
+		{"ConcurrentGrants", testConcurrentGrants},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
