@@ -36,7 +36,7 @@ EXAMPLE_ADDR ?= 127.0.0.1:17070
 BRIDGE_ADDR  ?= 127.0.0.1:17071
 SMOKE_ADDR   ?= 127.0.0.1:17073
 
-.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-threads bench-failover stress fuzz load load-idle load-replicas bench-metrics deps go-mod tools deb npm python-env web console generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clients clean
+.PHONY: help run build image image-node chart test bench bench-e2e bench-store bench-record bench-threads bench-budgets bench-failover stress fuzz load load-idle load-replicas bench-metrics deps go-mod tools deb npm python-env web console generate lint check-behavior check-generated breaking accept-api go-test go-examples examples examples-auth smoke conformance clients clean
 
 help:
 	@echo "make run               build and start agentd (127.0.0.1:7070, embedded bridge; LISTEN=host:port to serve elsewhere)"
@@ -57,6 +57,7 @@ help:
 	@echo "make bench-store       durability's cost (paired ratio), the stores' latencies and an attach's replay, SQLite and a throwaway PostgreSQL"
 	@echo "make bench-record      what one long generation's record writes and costs per turn (10 to 160 tool turns), its adoption's rebuild, the model's words' latency; SQLite and a throwaway PostgreSQL"
 	@echo "make bench-threads     loading a thread of 1,000 items to start a generation, and a tool turn's cost on threads of 10 to 1,000 items; SQLite and a throwaway PostgreSQL"
+	@echo "make bench-budgets     what holding a model call to its budgets costs it, and a store's Reserve and Settle; SQLite and a throwaway PostgreSQL"
 	@echo "make bench-failover    a replica SIGKILLed FAILOVER_KILLS (10) times on each store: the time until another adopts its generation"
 	@echo "make stress            the fault-injection suite at full size, many times over"
 	@echo "make fuzz              every fuzz target for FUZZTIME (30s) each"
@@ -377,6 +378,15 @@ bench-record:
 # turn's record on threads of 10, 100 and 1,000 items.
 bench-threads:
 	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 go test -run '^$$' -bench 'ThreadLoad|TurnOnThread' -count $(or $(THREADS_COUNT),5) ./internal/record/ | tee /tmp/agentd-bench-threads.txt
+
+# Budgets: what holding one model call to two budgets costs it, from a
+# replica's allowance and with the allowance renewed every ten calls or so
+# (server), and a store's Reserve and Settle, the renewal's round trips
+# (internal/store); SQLite and PostgreSQL.
+bench-budgets:
+	scripts/postgres.sh run env AGENTD_REQUIRE_POSTGRES=1 sh -c ' \
+	  go test -run "^$$" -bench BudgetCheck -count $(or $(BUDGETS_COUNT),5) ./server/ && \
+	  go test -run "^$$" -bench BudgetReserveSettle -benchtime 2000x -count $(or $(BUDGETS_COUNT),5) ./internal/store/' | tee /tmp/agentd-bench-budgets.txt
 
 # Failover, cmd/agentd-bench-failover: two bin/agentd replicas with the
 # default lease_ttl and adopt_interval on one store, SQLite then a throwaway

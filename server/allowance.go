@@ -98,7 +98,9 @@ func (s *spending) take(ctx context.Context, c store.Charge, est store.Spent, id
 	want := c
 	want.Tokens, want.Nanos = share(c.MaxTokens, est.Tokens), share(c.MaxNanos, est.Nanos)
 	id := idPrefix + ":" + strconv.FormatInt(now.UnixNano(), 36)
-	refused, err := s.store.Reserve(ctx, id, []store.Charge{want}, now, now.Add(reservationTTL))
+	charges := []store.Charge{want}
+	refused, err := s.store.Reserve(ctx, id, charges, now, now.Add(reservationTTL))
+	want = charges[0] // what the store granted
 	if err != nil || refused != nil {
 		var r *budgetRefusal
 		if refused != nil {

@@ -93,12 +93,12 @@ type budgetHold struct {
 	taken   []taken
 }
 
-// reserveBudgets takes est, what the next model call (named by call) is
-// expected to use, from this replica's allowance of every budget of the
+// reserveBudgets takes what the next model call (named by call) is
+// expected to use (estimate, asked only where a budget applies) from this replica's allowance of every budget of the
 // generation's tenant that applies to it (asking the store for one where
 // it holds none, or too little); nil when no budget applies. A budget
 // already spent refuses the call with its error.
-func (g *generation) reserveBudgets(ctx context.Context, est *agentdv1.Usage, call string) (*budgetHold, error) {
+func (g *generation) reserveBudgets(ctx context.Context, estimate func() *agentdv1.Usage, call string) (*budgetHold, error) {
 	sp := g.s.spending
 	if sp == nil {
 		return nil, nil
@@ -107,6 +107,7 @@ func (g *generation) reserveBudgets(ctx context.Context, est *agentdv1.Usage, ca
 	if len(budgets) == 0 || err != nil {
 		return nil, err
 	}
+	est := estimate()
 	hold := &budgetHold{}
 	for i, b := range budgets {
 		t, settled, refused, err := sp.take(ctx, charges[i], store.Spent{Tokens: totalTokens(est), Nanos: nanosIn(b, est.GetCost())}, g.id+":"+call)

@@ -33,7 +33,9 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	if err != nil {
 		return nil, err
 	}
-	hold, err := g.reserveBudgets(ctx, g.estimate(msgs, g.plan.agent.GetInstructions(), maxOutputTokens(g.plan.agent.GetProviderOptions().AsMap())), "turn"+strconv.Itoa(turn))
+	hold, err := g.reserveBudgets(ctx, func() *agentdv1.Usage {
+		return g.estimate(msgs, g.plan.agent.GetInstructions(), maxOutputTokens(g.plan.agent.GetProviderOptions().AsMap()))
+	}, "turn"+strconv.Itoa(turn))
 	if err != nil {
 		return nil, err
 	}

@@ -146,7 +146,7 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 		}
 		req.Messages = append(req.Messages, &agentdv1.Message{Role: role, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: m.GetText()}}}})
 	}
-	hold, err := g.reserveBudgets(ctx, g.estimate(req.Messages, req.Instructions, int64(granted)), sampleCall)
+	hold, err := g.reserveBudgets(ctx, func() *agentdv1.Usage { return g.estimate(req.Messages, req.Instructions, int64(granted)) }, sampleCall)
 	if err != nil {
 		chat.end(ctx, nil, err)
 		return nil, err
