@@ -505,6 +505,9 @@ type Agent struct {
 	//     token counts (absent: one token per four bytes).
 	//   - "repeat": n plays the turn n times in a row, each a turn of its
 	//     own (absent: once).
+	//   - "structured": a JSON value, in place of "text", is the turn's
+	//     answer as JSON: played as its text, compact, as a model asked for
+	//     the agent's output answers. A turn may not have both.
 	//
 	// The turn played is the number of assistant messages since the last user
 	// message: a script starts again at every new user message and goes on
@@ -527,7 +530,16 @@ type Agent struct {
 	// limit left unset takes the tenant's default (generation_limits in
 	// the configuration); each set one must be within the tenant's
 	// ceiling.
-	Limits        *GenerationLimits `protobuf:"bytes,14,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *GenerationLimits `protobuf:"bytes,14,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The final answer as data: JSON that fits a JSON Schema. The
+	// generation runs its tool loop as without it; its final answer must be
+	// a JSON value that the schema accepts, which agentd checks itself (JSON
+	// Schema 2020-12) whatever the provider enforced, and
+	// GenerationCompleted.structured carries it. Each provider takes the
+	// schema in its own API's field where it can (docs/providers.md);
+	// elsewhere the model is offered a final_answer tool whose parameters
+	// are the schema, and calling it gives the answer.
+	Output        *Output `protobuf:"bytes,15,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +672,106 @@ func (x *Agent) GetLimits() *GenerationLimits {
 	return nil
 }
 
+func (x *Agent) GetOutput() *Output {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+// Output asks for the final answer as JSON that fits a schema.
+type Output struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the schema where a provider names it: 1 to 64 of a-z, A-Z,
+	// 0-9, _ and -. Empty: "answer".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What the answer is, for the model; may be empty.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The JSON Schema (2020-12) of the answer: an object schema (type
+	// object). Required. A schema that does not compile is
+	// INVALID_ARGUMENT, with the path of its problem, before anything
+	// connects.
+	Schema *structpb.Struct `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	// Ask providers that can hold the answer to the schema exactly to do
+	// so (OpenAI's, Azure's and the routers' strict structured outputs).
+	// For those providers the schema must then keep their restrictions:
+	// every object sets additionalProperties false and requires all its
+	// properties; checked at the start.
+	Strict bool `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	// The model turns an answer that the schema refuses gets to repair it,
+	// each with the validation's errors; past them the generation fails
+	// FAILED_PRECONDITION (reason OUTPUT_INVALID) with the errors and the
+	// last answer. Absent: 1. 0..5.
+	RepairTurns   *int32 `protobuf:"varint,5,opt,name=repair_turns,json=repairTurns,proto3,oneof" json:"repair_turns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Output) Reset() {
+	*x = Output{}
+	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Output) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Output) ProtoMessage() {}
+
+func (x *Output) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Output.ProtoReflect.Descriptor instead.
+func (*Output) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Output) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Output) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Output) GetSchema() *structpb.Struct {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *Output) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+func (x *Output) GetRepairTurns() int32 {
+	if x != nil && x.RepairTurns != nil {
+		return *x.RepairTurns
+	}
+	return 0
+}
+
 // GenerationLimits bound one generation. agentd checks them before each
 // model call and before each tool turn's calls run, so a generation
 // passes a limit by at most what one model call or one tool turn uses;
@@ -692,7 +804,7 @@ type GenerationLimits struct {
 
 func (x *GenerationLimits) Reset() {
 	*x = GenerationLimits{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +816,7 @@ func (x *GenerationLimits) String() string {
 func (*GenerationLimits) ProtoMessage() {}
 
 func (x *GenerationLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +829,7 @@ func (x *GenerationLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationLimits.ProtoReflect.Descriptor instead.
 func (*GenerationLimits) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GenerationLimits) GetMaxToolCalls() int32 {
@@ -768,7 +880,7 @@ type Money struct {
 
 func (x *Money) Reset() {
 	*x = Money{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +892,7 @@ func (x *Money) String() string {
 func (*Money) ProtoMessage() {}
 
 func (x *Money) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +905,7 @@ func (x *Money) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Money.ProtoReflect.Descriptor instead.
 func (*Money) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Money) GetCurrency() string {
@@ -838,7 +950,7 @@ type ContextPolicy struct {
 
 func (x *ContextPolicy) Reset() {
 	*x = ContextPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +962,7 @@ func (x *ContextPolicy) String() string {
 func (*ContextPolicy) ProtoMessage() {}
 
 func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +975,7 @@ func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
 func (*ContextPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ContextPolicy) GetMaxInputTokens() int64 {
@@ -965,7 +1077,7 @@ type MCPServer struct {
 
 func (x *MCPServer) Reset() {
 	*x = MCPServer{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1089,7 @@ func (x *MCPServer) String() string {
 func (*MCPServer) ProtoMessage() {}
 
 func (x *MCPServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1102,7 @@ func (x *MCPServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MCPServer.ProtoReflect.Descriptor instead.
 func (*MCPServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MCPServer) GetName() string {
@@ -1158,7 +1270,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1282,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1295,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Sampling) GetMode() SamplingMode {
@@ -1251,7 +1363,7 @@ type OAuthClient struct {
 
 func (x *OAuthClient) Reset() {
 	*x = OAuthClient{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1375,7 @@ func (x *OAuthClient) String() string {
 func (*OAuthClient) ProtoMessage() {}
 
 func (x *OAuthClient) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1388,7 @@ func (x *OAuthClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthClient.ProtoReflect.Descriptor instead.
 func (*OAuthClient) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OAuthClient) GetGrant() GrantType {
@@ -1372,7 +1484,7 @@ type IdentityProvider struct {
 
 func (x *IdentityProvider) Reset() {
 	*x = IdentityProvider{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1496,7 @@ func (x *IdentityProvider) String() string {
 func (*IdentityProvider) ProtoMessage() {}
 
 func (x *IdentityProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1509,7 @@ func (x *IdentityProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentityProvider.ProtoReflect.Descriptor instead.
 func (*IdentityProvider) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IdentityProvider) GetIssuer() string {
@@ -1459,7 +1571,7 @@ type ApprovalPolicy struct {
 
 func (x *ApprovalPolicy) Reset() {
 	*x = ApprovalPolicy{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1583,7 @@ func (x *ApprovalPolicy) String() string {
 func (*ApprovalPolicy) ProtoMessage() {}
 
 func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1596,7 @@ func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalPolicy.ProtoReflect.Descriptor instead.
 func (*ApprovalPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApprovalPolicy) GetMode() ApprovalMode {
@@ -1520,7 +1632,7 @@ type ToolNames struct {
 
 func (x *ToolNames) Reset() {
 	*x = ToolNames{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1644,7 @@ func (x *ToolNames) String() string {
 func (*ToolNames) ProtoMessage() {}
 
 func (x *ToolNames) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1657,7 @@ func (x *ToolNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolNames.ProtoReflect.Descriptor instead.
 func (*ToolNames) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolNames) GetToolNames() []string {
@@ -1571,7 +1683,7 @@ type FunctionTool struct {
 
 func (x *FunctionTool) Reset() {
 	*x = FunctionTool{}
-	mi := &file_agentd_v1_agent_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1695,7 @@ func (x *FunctionTool) String() string {
 func (*FunctionTool) ProtoMessage() {}
 
 func (x *FunctionTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1708,7 @@ func (x *FunctionTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionTool.ProtoReflect.Descriptor instead.
 func (*FunctionTool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FunctionTool) GetName() string {
@@ -1624,7 +1736,7 @@ var File_agentd_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc4\x05\n" +
+	"\x15agentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xef\x05\n" +
 	"\x05Agent\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\"\n" +
@@ -1640,10 +1752,18 @@ const file_agentd_v1_agent_proto_rawDesc = "" +
 	"\x12tool_name_conflict\x18\v \x01(\x0e2\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflict\x12>\n" +
 	"\velicitation\x18\f \x01(\x0e2\x1c.agentd.v1.ElicitationPolicyR\velicitation\x122\n" +
 	"\acontext\x18\r \x01(\v2\x18.agentd.v1.ContextPolicyR\acontext\x123\n" +
-	"\x06limits\x18\x0e \x01(\v2\x1b.agentd.v1.GenerationLimitsR\x06limitsB\f\n" +
+	"\x06limits\x18\x0e \x01(\v2\x1b.agentd.v1.GenerationLimitsR\x06limits\x12)\n" +
+	"\x06output\x18\x0f \x01(\v2\x11.agentd.v1.OutputR\x06outputB\f\n" +
 	"\n" +
 	"_mcp_cacheB\x11\n" +
-	"\x0f_max_tool_turns\"\xae\x02\n" +
+	"\x0f_max_tool_turns\"\xc0\x01\n" +
+	"\x06Output\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12/\n" +
+	"\x06schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06schema\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\x12&\n" +
+	"\frepair_turns\x18\x05 \x01(\x05H\x00R\vrepairTurns\x88\x01\x01B\x0f\n" +
+	"\r_repair_turns\"\xae\x02\n" +
 	"\x10GenerationLimits\x12)\n" +
 	"\x0emax_tool_calls\x18\x01 \x01(\x05H\x00R\fmaxToolCalls\x88\x01\x01\x12-\n" +
 	"\x10max_total_tokens\x18\x02 \x01(\x03H\x01R\x0emaxTotalTokens\x88\x01\x01\x12+\n" +
@@ -1768,7 +1888,7 @@ func file_agentd_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_agentd_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_agentd_v1_agent_proto_goTypes = []any{
 	(OnLimit)(0),                // 0: agentd.v1.OnLimit
 	(ElicitationPolicy)(0),      // 1: agentd.v1.ElicitationPolicy
@@ -1778,52 +1898,55 @@ var file_agentd_v1_agent_proto_goTypes = []any{
 	(GrantType)(0),              // 5: agentd.v1.GrantType
 	(ApprovalMode)(0),           // 6: agentd.v1.ApprovalMode
 	(*Agent)(nil),               // 7: agentd.v1.Agent
-	(*GenerationLimits)(nil),    // 8: agentd.v1.GenerationLimits
-	(*Money)(nil),               // 9: agentd.v1.Money
-	(*ContextPolicy)(nil),       // 10: agentd.v1.ContextPolicy
-	(*MCPServer)(nil),           // 11: agentd.v1.MCPServer
-	(*Sampling)(nil),            // 12: agentd.v1.Sampling
-	(*OAuthClient)(nil),         // 13: agentd.v1.OAuthClient
-	(*IdentityProvider)(nil),    // 14: agentd.v1.IdentityProvider
-	(*ApprovalPolicy)(nil),      // 15: agentd.v1.ApprovalPolicy
-	(*ToolNames)(nil),           // 16: agentd.v1.ToolNames
-	(*FunctionTool)(nil),        // 17: agentd.v1.FunctionTool
-	nil,                         // 18: agentd.v1.MCPServer.HeadersEntry
-	nil,                         // 19: agentd.v1.MCPServer.EnvEntry
-	(*structpb.Struct)(nil),     // 20: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 21: google.protobuf.Duration
+	(*Output)(nil),              // 8: agentd.v1.Output
+	(*GenerationLimits)(nil),    // 9: agentd.v1.GenerationLimits
+	(*Money)(nil),               // 10: agentd.v1.Money
+	(*ContextPolicy)(nil),       // 11: agentd.v1.ContextPolicy
+	(*MCPServer)(nil),           // 12: agentd.v1.MCPServer
+	(*Sampling)(nil),            // 13: agentd.v1.Sampling
+	(*OAuthClient)(nil),         // 14: agentd.v1.OAuthClient
+	(*IdentityProvider)(nil),    // 15: agentd.v1.IdentityProvider
+	(*ApprovalPolicy)(nil),      // 16: agentd.v1.ApprovalPolicy
+	(*ToolNames)(nil),           // 17: agentd.v1.ToolNames
+	(*FunctionTool)(nil),        // 18: agentd.v1.FunctionTool
+	nil,                         // 19: agentd.v1.MCPServer.HeadersEntry
+	nil,                         // 20: agentd.v1.MCPServer.EnvEntry
+	(*structpb.Struct)(nil),     // 21: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 22: google.protobuf.Duration
 }
 var file_agentd_v1_agent_proto_depIdxs = []int32{
-	17, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
-	11, // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
+	18, // 0: agentd.v1.Agent.tools:type_name -> agentd.v1.FunctionTool
+	12, // 1: agentd.v1.Agent.mcps:type_name -> agentd.v1.MCPServer
 	2,  // 2: agentd.v1.Agent.mcp_strategy:type_name -> agentd.v1.MCPStrategy
-	20, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
+	21, // 3: agentd.v1.Agent.provider_options:type_name -> google.protobuf.Struct
 	3,  // 4: agentd.v1.Agent.tool_name_conflict:type_name -> agentd.v1.ToolNameConflict
 	1,  // 5: agentd.v1.Agent.elicitation:type_name -> agentd.v1.ElicitationPolicy
-	10, // 6: agentd.v1.Agent.context:type_name -> agentd.v1.ContextPolicy
-	8,  // 7: agentd.v1.Agent.limits:type_name -> agentd.v1.GenerationLimits
-	9,  // 8: agentd.v1.GenerationLimits.max_cost:type_name -> agentd.v1.Money
-	21, // 9: agentd.v1.GenerationLimits.max_duration:type_name -> google.protobuf.Duration
-	0,  // 10: agentd.v1.GenerationLimits.on_limit:type_name -> agentd.v1.OnLimit
-	18, // 11: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
-	21, // 12: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
-	19, // 13: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
-	21, // 14: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
-	15, // 15: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
-	13, // 16: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
-	12, // 17: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
-	4,  // 18: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
-	5,  // 19: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
-	14, // 20: agentd.v1.OAuthClient.identity_provider:type_name -> agentd.v1.IdentityProvider
-	6,  // 21: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
-	16, // 22: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
-	16, // 23: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
-	20, // 24: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	11, // 6: agentd.v1.Agent.context:type_name -> agentd.v1.ContextPolicy
+	9,  // 7: agentd.v1.Agent.limits:type_name -> agentd.v1.GenerationLimits
+	8,  // 8: agentd.v1.Agent.output:type_name -> agentd.v1.Output
+	21, // 9: agentd.v1.Output.schema:type_name -> google.protobuf.Struct
+	10, // 10: agentd.v1.GenerationLimits.max_cost:type_name -> agentd.v1.Money
+	22, // 11: agentd.v1.GenerationLimits.max_duration:type_name -> google.protobuf.Duration
+	0,  // 12: agentd.v1.GenerationLimits.on_limit:type_name -> agentd.v1.OnLimit
+	19, // 13: agentd.v1.MCPServer.headers:type_name -> agentd.v1.MCPServer.HeadersEntry
+	22, // 14: agentd.v1.MCPServer.max_reconnection_wait:type_name -> google.protobuf.Duration
+	20, // 15: agentd.v1.MCPServer.env:type_name -> agentd.v1.MCPServer.EnvEntry
+	22, // 16: agentd.v1.MCPServer.read_timeout:type_name -> google.protobuf.Duration
+	16, // 17: agentd.v1.MCPServer.require_approval:type_name -> agentd.v1.ApprovalPolicy
+	14, // 18: agentd.v1.MCPServer.oauth:type_name -> agentd.v1.OAuthClient
+	13, // 19: agentd.v1.MCPServer.sampling:type_name -> agentd.v1.Sampling
+	4,  // 20: agentd.v1.Sampling.mode:type_name -> agentd.v1.SamplingMode
+	5,  // 21: agentd.v1.OAuthClient.grant:type_name -> agentd.v1.GrantType
+	15, // 22: agentd.v1.OAuthClient.identity_provider:type_name -> agentd.v1.IdentityProvider
+	6,  // 23: agentd.v1.ApprovalPolicy.mode:type_name -> agentd.v1.ApprovalMode
+	17, // 24: agentd.v1.ApprovalPolicy.always:type_name -> agentd.v1.ToolNames
+	17, // 25: agentd.v1.ApprovalPolicy.never:type_name -> agentd.v1.ToolNames
+	21, // 26: agentd.v1.FunctionTool.parameters:type_name -> google.protobuf.Struct
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_proto_init() }
@@ -1833,7 +1956,8 @@ func file_agentd_v1_agent_proto_init() {
 	}
 	file_agentd_v1_agent_proto_msgTypes[0].OneofWrappers = []any{}
 	file_agentd_v1_agent_proto_msgTypes[1].OneofWrappers = []any{}
-	file_agentd_v1_agent_proto_msgTypes[4].OneofWrappers = []any{
+	file_agentd_v1_agent_proto_msgTypes[2].OneofWrappers = []any{}
+	file_agentd_v1_agent_proto_msgTypes[5].OneofWrappers = []any{
 		(*MCPServer_Url)(nil),
 		(*MCPServer_Command)(nil),
 		(*MCPServer_Ref)(nil),
@@ -1844,7 +1968,7 @@ func file_agentd_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_proto_rawDesc), len(file_agentd_v1_agent_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1274,6 +1274,7 @@ type GenerateResponse struct {
 	//	*GenerateResponse_Warning
 	//	*GenerateResponse_ApprovalDecided
 	//	*GenerateResponse_Queued
+	//	*GenerateResponse_OutputInvalid
 	Event isGenerateResponse_Event `protobuf_oneof:"event"`
 	// The event's sequence number in its generation: 1 for the first
 	// event, then one more for each event, across the whole generation (a
@@ -1481,6 +1482,15 @@ func (x *GenerateResponse) GetQueued() *GenerationQueued {
 	return nil
 }
 
+func (x *GenerateResponse) GetOutputInvalid() *OutputInvalid {
+	if x != nil {
+		if x, ok := x.Event.(*GenerateResponse_OutputInvalid); ok {
+			return x.OutputInvalid
+		}
+	}
+	return nil
+}
+
 func (x *GenerateResponse) GetSequence() int64 {
 	if x != nil {
 		return x.Sequence
@@ -1590,6 +1600,12 @@ type GenerateResponse_Queued struct {
 	Queued *GenerationQueued `protobuf:"bytes,18,opt,name=queued,proto3,oneof"`
 }
 
+type GenerateResponse_OutputInvalid struct {
+	// The model's answer does not fit the agent's output schema: a repair
+	// turn follows when one is left, else the generation fails.
+	OutputInvalid *OutputInvalid `protobuf:"bytes,19,opt,name=output_invalid,json=outputInvalid,proto3,oneof"`
+}
+
 func (*GenerateResponse_Started) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_TextDelta) isGenerateResponse_Event() {}
@@ -1623,6 +1639,8 @@ func (*GenerateResponse_Warning) isGenerateResponse_Event() {}
 func (*GenerateResponse_ApprovalDecided) isGenerateResponse_Event() {}
 
 func (*GenerateResponse_Queued) isGenerateResponse_Event() {}
+
+func (*GenerateResponse_OutputInvalid) isGenerateResponse_Event() {}
 
 // GenerationStarted is the first event of every generation.
 type GenerationStarted struct {
@@ -3570,7 +3588,10 @@ type GenerationCompleted struct {
 	// stop_reason its stop reason.
 	Limit *LimitReached `protobuf:"bytes,7,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Tool calls made, counted across pauses.
-	ToolCalls     int32 `protobuf:"varint,8,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCalls int32 `protobuf:"varint,8,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// With Agent.output: the answer, the JSON value the schema accepted.
+	// Absent when the generation ended at a limit.
+	Structured    *structpb.Value `protobuf:"bytes,9,opt,name=structured,proto3" json:"structured,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3661,6 +3682,80 @@ func (x *GenerationCompleted) GetToolCalls() int32 {
 	return 0
 }
 
+func (x *GenerationCompleted) GetStructured() *structpb.Value {
+	if x != nil {
+		return x.Structured
+	}
+	return nil
+}
+
+// OutputInvalid says a model's answer did not fit the agent's output
+// schema.
+type OutputInvalid struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model turn that answered, from 1.
+	Turn int32 `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	// What the schema refused, for people and for the model: each with the
+	// place in the answer (a JSON pointer) and why.
+	Errors []string `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
+	// A repair turn follows, asking the model to answer again with the
+	// errors; false when none is left and the generation fails.
+	Repair        bool `protobuf:"varint,3,opt,name=repair,proto3" json:"repair,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputInvalid) Reset() {
+	*x = OutputInvalid{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputInvalid) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputInvalid) ProtoMessage() {}
+
+func (x *OutputInvalid) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputInvalid.ProtoReflect.Descriptor instead.
+func (*OutputInvalid) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *OutputInvalid) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *OutputInvalid) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *OutputInvalid) GetRepair() bool {
+	if x != nil {
+		return x.Repair
+	}
+	return false
+}
+
 // PreviewRequest asks how a request would be resolved.
 type PreviewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3674,7 +3769,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3686,7 +3781,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3699,7 +3794,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PreviewRequest) GetAgent() *Agent {
@@ -3738,14 +3833,16 @@ type PreviewResponse struct {
 	MaxToolTurns int32 `protobuf:"varint,8,opt,name=max_tool_turns,json=maxToolTurns,proto3" json:"max_tool_turns,omitempty"`
 	// The limits in effect: the agent's, with the tenant's defaults where
 	// it sets none.
-	Limits        *GenerationLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *GenerationLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	// With Agent.output: how the provider would take the schema.
+	Output        *OutputPreview `protobuf:"bytes,10,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3854,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3867,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PreviewResponse) GetProvider() string {
@@ -3836,6 +3933,79 @@ func (x *PreviewResponse) GetLimits() *GenerationLimits {
 	return nil
 }
 
+func (x *PreviewResponse) GetOutput() *OutputPreview {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+// OutputPreview says how a provider takes an agent's output schema.
+type OutputPreview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider takes the schema in its API's own field on a turn that
+	// offers tools, and on one that offers none (docs/providers.md names
+	// the field); where it does not, the model is offered final_answer.
+	NativeWithTools    bool `protobuf:"varint,1,opt,name=native_with_tools,json=nativeWithTools,proto3" json:"native_with_tools,omitempty"`
+	NativeWithoutTools bool `protobuf:"varint,2,opt,name=native_without_tools,json=nativeWithoutTools,proto3" json:"native_without_tools,omitempty"`
+	// The final_answer tool as the model would be offered it where the
+	// provider does not take the schema itself.
+	FinalAnswer   *FunctionTool `protobuf:"bytes,3,opt,name=final_answer,json=finalAnswer,proto3" json:"final_answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputPreview) Reset() {
+	*x = OutputPreview{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputPreview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputPreview) ProtoMessage() {}
+
+func (x *OutputPreview) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputPreview.ProtoReflect.Descriptor instead.
+func (*OutputPreview) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *OutputPreview) GetNativeWithTools() bool {
+	if x != nil {
+		return x.NativeWithTools
+	}
+	return false
+}
+
+func (x *OutputPreview) GetNativeWithoutTools() bool {
+	if x != nil {
+		return x.NativeWithoutTools
+	}
+	return false
+}
+
+func (x *OutputPreview) GetFinalAnswer() *FunctionTool {
+	if x != nil {
+		return x.FinalAnswer
+	}
+	return nil
+}
+
 // GetGenerationRequest names a generation.
 type GetGenerationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3847,7 +4017,7 @@ type GetGenerationRequest struct {
 
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +4029,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +4042,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetGenerationRequest) GetGenerationId() string {
@@ -3892,7 +4062,7 @@ type GetGenerationResponse struct {
 
 func (x *GetGenerationResponse) Reset() {
 	*x = GetGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3904,7 +4074,7 @@ func (x *GetGenerationResponse) String() string {
 func (*GetGenerationResponse) ProtoMessage() {}
 
 func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3917,7 +4087,7 @@ func (x *GetGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationResponse.ProtoReflect.Descriptor instead.
 func (*GetGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetGenerationResponse) GetGeneration() *Generation {
@@ -3956,7 +4126,7 @@ type ListGenerationsRequest struct {
 
 func (x *ListGenerationsRequest) Reset() {
 	*x = ListGenerationsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3968,7 +4138,7 @@ func (x *ListGenerationsRequest) String() string {
 func (*ListGenerationsRequest) ProtoMessage() {}
 
 func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3981,7 +4151,7 @@ func (x *ListGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListGenerationsRequest) GetStates() []GenerationState {
@@ -4061,7 +4231,7 @@ type ListGenerationsResponse struct {
 
 func (x *ListGenerationsResponse) Reset() {
 	*x = ListGenerationsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4243,7 @@ func (x *ListGenerationsResponse) String() string {
 func (*ListGenerationsResponse) ProtoMessage() {}
 
 func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4256,7 @@ func (x *ListGenerationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenerationsResponse.ProtoReflect.Descriptor instead.
 func (*ListGenerationsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListGenerationsResponse) GetGenerations() []*Generation {
@@ -4149,14 +4319,17 @@ type Generation struct {
 	// tracing is on: its spans are found under it in a trace viewer.
 	TraceId string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// A generation that ended at a limit: which (GenerationCompleted.limit).
-	Limit         *LimitReached `protobuf:"bytes,22,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit *LimitReached `protobuf:"bytes,22,opt,name=limit,proto3" json:"limit,omitempty"`
+	// A completed generation's structured answer (GenerationCompleted.structured;
+	// GetGeneration only).
+	Structured    *structpb.Value `protobuf:"bytes,23,opt,name=structured,proto3" json:"structured,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Generation) Reset() {
 	*x = Generation{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4168,7 +4341,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4181,7 +4354,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -4338,6 +4511,13 @@ func (x *Generation) GetLimit() *LimitReached {
 	return nil
 }
 
+func (x *Generation) GetStructured() *structpb.Value {
+	if x != nil {
+		return x.Structured
+	}
+	return nil
+}
+
 // CancelGenerationRequest names the generation to cancel.
 type CancelGenerationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4352,7 +4532,7 @@ type CancelGenerationRequest struct {
 
 func (x *CancelGenerationRequest) Reset() {
 	*x = CancelGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4544,7 @@ func (x *CancelGenerationRequest) String() string {
 func (*CancelGenerationRequest) ProtoMessage() {}
 
 func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4557,7 @@ func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CancelGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CancelGenerationRequest) GetGenerationId() string {
@@ -4406,7 +4586,7 @@ type CancelGenerationResponse struct {
 
 func (x *CancelGenerationResponse) Reset() {
 	*x = CancelGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4418,7 +4598,7 @@ func (x *CancelGenerationResponse) String() string {
 func (*CancelGenerationResponse) ProtoMessage() {}
 
 func (x *CancelGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4431,7 +4611,7 @@ func (x *CancelGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CancelGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CancelGenerationResponse) GetGeneration() *Generation {
@@ -4450,7 +4630,7 @@ type GetCallerRequest struct {
 
 func (x *GetCallerRequest) Reset() {
 	*x = GetCallerRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4462,7 +4642,7 @@ func (x *GetCallerRequest) String() string {
 func (*GetCallerRequest) ProtoMessage() {}
 
 func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4475,7 +4655,7 @@ func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
 func (*GetCallerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
 }
 
 // GetCallerResponse is the caller as agentd authenticated it.
@@ -4495,7 +4675,7 @@ type GetCallerResponse struct {
 
 func (x *GetCallerResponse) Reset() {
 	*x = GetCallerResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4507,7 +4687,7 @@ func (x *GetCallerResponse) String() string {
 func (*GetCallerResponse) ProtoMessage() {}
 
 func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4520,7 +4700,7 @@ func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCallerResponse.ProtoReflect.Descriptor instead.
 func (*GetCallerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetCallerResponse) GetName() string {
@@ -4556,7 +4736,7 @@ type CreateGenerationRequest struct {
 
 func (x *CreateGenerationRequest) Reset() {
 	*x = CreateGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4568,7 +4748,7 @@ func (x *CreateGenerationRequest) String() string {
 func (*CreateGenerationRequest) ProtoMessage() {}
 
 func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4581,7 +4761,7 @@ func (x *CreateGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CreateGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateGenerationRequest) GetStart() *StartGeneration {
@@ -4611,7 +4791,7 @@ type CreateGenerationResponse struct {
 
 func (x *CreateGenerationResponse) Reset() {
 	*x = CreateGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4623,7 +4803,7 @@ func (x *CreateGenerationResponse) String() string {
 func (*CreateGenerationResponse) ProtoMessage() {}
 
 func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4636,7 +4816,7 @@ func (x *CreateGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGenerationResponse.ProtoReflect.Descriptor instead.
 func (*CreateGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateGenerationResponse) GetGenerationId() string {
@@ -4680,7 +4860,7 @@ type FollowGenerationRequest struct {
 
 func (x *FollowGenerationRequest) Reset() {
 	*x = FollowGenerationRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4872,7 @@ func (x *FollowGenerationRequest) String() string {
 func (*FollowGenerationRequest) ProtoMessage() {}
 
 func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4885,7 @@ func (x *FollowGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationRequest.ProtoReflect.Descriptor instead.
 func (*FollowGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *FollowGenerationRequest) GetGenerationId() string {
@@ -4733,7 +4913,7 @@ type FollowGenerationResponse struct {
 
 func (x *FollowGenerationResponse) Reset() {
 	*x = FollowGenerationResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +4925,7 @@ func (x *FollowGenerationResponse) String() string {
 func (*FollowGenerationResponse) ProtoMessage() {}
 
 func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +4938,7 @@ func (x *FollowGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowGenerationResponse.ProtoReflect.Descriptor instead.
 func (*FollowGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FollowGenerationResponse) GetEvent() *GenerateResponse {
@@ -4782,7 +4962,7 @@ type StreamGenerationEventsRequest struct {
 
 func (x *StreamGenerationEventsRequest) Reset() {
 	*x = StreamGenerationEventsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4794,7 +4974,7 @@ func (x *StreamGenerationEventsRequest) String() string {
 func (*StreamGenerationEventsRequest) ProtoMessage() {}
 
 func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4807,7 +4987,7 @@ func (x *StreamGenerationEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{47}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StreamGenerationEventsRequest) GetGenerationId() string {
@@ -4836,7 +5016,7 @@ type StreamGenerationEventsResponse struct {
 
 func (x *StreamGenerationEventsResponse) Reset() {
 	*x = StreamGenerationEventsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4848,7 +5028,7 @@ func (x *StreamGenerationEventsResponse) String() string {
 func (*StreamGenerationEventsResponse) ProtoMessage() {}
 
 func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4861,7 +5041,7 @@ func (x *StreamGenerationEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerationEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerationEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{48}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StreamGenerationEventsResponse) GetChunk() *httpbody.HttpBody {
@@ -4889,7 +5069,7 @@ type DecideRequestsRequest struct {
 
 func (x *DecideRequestsRequest) Reset() {
 	*x = DecideRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4901,7 +5081,7 @@ func (x *DecideRequestsRequest) String() string {
 func (*DecideRequestsRequest) ProtoMessage() {}
 
 func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4914,7 +5094,7 @@ func (x *DecideRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{49}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DecideRequestsRequest) GetGenerationId() string {
@@ -4959,7 +5139,7 @@ type DecideRequestsResponse struct {
 
 func (x *DecideRequestsResponse) Reset() {
 	*x = DecideRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4971,7 +5151,7 @@ func (x *DecideRequestsResponse) String() string {
 func (*DecideRequestsResponse) ProtoMessage() {}
 
 func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4984,7 +5164,7 @@ func (x *DecideRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequestsResponse.ProtoReflect.Descriptor instead.
 func (*DecideRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{50}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DecideRequestsResponse) GetDecisions() []*ApprovalDecided {
@@ -5026,7 +5206,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5038,7 +5218,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5051,7 +5231,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{51}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ApprovalDecided) GetRequestId() string {
@@ -5126,7 +5306,7 @@ type ListPendingRequestsRequest struct {
 
 func (x *ListPendingRequestsRequest) Reset() {
 	*x = ListPendingRequestsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5138,7 +5318,7 @@ func (x *ListPendingRequestsRequest) String() string {
 func (*ListPendingRequestsRequest) ProtoMessage() {}
 
 func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5151,7 +5331,7 @@ func (x *ListPendingRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{52}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListPendingRequestsRequest) GetKinds() []PendingRequestKind {
@@ -5209,7 +5389,7 @@ type ListPendingRequestsResponse struct {
 
 func (x *ListPendingRequestsResponse) Reset() {
 	*x = ListPendingRequestsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5221,7 +5401,7 @@ func (x *ListPendingRequestsResponse) String() string {
 func (*ListPendingRequestsResponse) ProtoMessage() {}
 
 func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5234,7 +5414,7 @@ func (x *ListPendingRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{53}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListPendingRequestsResponse) GetRequests() []*PendingRequest {
@@ -5287,7 +5467,7 @@ type PendingRequest struct {
 
 func (x *PendingRequest) Reset() {
 	*x = PendingRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[54]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5479,7 @@ func (x *PendingRequest) String() string {
 func (*PendingRequest) ProtoMessage() {}
 
 func (x *PendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[54]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5492,7 @@ func (x *PendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingRequest.ProtoReflect.Descriptor instead.
 func (*PendingRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{54}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PendingRequest) GetGenerationId() string {
@@ -5498,7 +5678,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\"*\n" +
 	"\x10CancelGeneration\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x81\t\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xc4\t\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\astarted\x18\x01 \x01(\v2\x1c.agentd.v1.GenerationStartedH\x00R\astarted\x125\n" +
 	"\n" +
@@ -5518,7 +5698,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\rinput_request\x18\x0f \x01(\v2\x17.agentd.v1.InputRequestH\x00R\finputRequest\x12.\n" +
 	"\awarning\x18\x10 \x01(\v2\x12.agentd.v1.WarningH\x00R\awarning\x12G\n" +
 	"\x10approval_decided\x18\x11 \x01(\v2\x1a.agentd.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x125\n" +
-	"\x06queued\x18\x12 \x01(\v2\x1b.agentd.v1.GenerationQueuedH\x00R\x06queued\x12\x1a\n" +
+	"\x06queued\x18\x12 \x01(\v2\x1b.agentd.v1.GenerationQueuedH\x00R\x06queued\x12A\n" +
+	"\x0eoutput_invalid\x18\x13 \x01(\v2\x18.agentd.v1.OutputInvalidH\x00R\routputInvalid\x12\x1a\n" +
 	"\bsequence\x18\v \x01(\x03R\bsequenceB\a\n" +
 	"\x05event\"\x85\x02\n" +
 	"\x11GenerationStarted\x12#\n" +
@@ -5671,7 +5852,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12V\n" +
 	"\x16authorization_requests\x18\x05 \x03(\v2\x1f.agentd.v1.AuthorizationRequestR\x15authorizationRequests\x12>\n" +
-	"\x0einput_requests\x18\x06 \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\"\xe5\x02\n" +
+	"\x0einput_requests\x18\x06 \x03(\v2\x17.agentd.v1.InputRequestR\rinputRequests\"\x9d\x03\n" +
 	"\x13GenerationCompleted\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12,\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12.\n" +
@@ -5683,10 +5864,17 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"tool_turns\x18\x06 \x01(\x05R\ttoolTurns\x12-\n" +
 	"\x05limit\x18\a \x01(\v2\x17.agentd.v1.LimitReachedR\x05limit\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\b \x01(\x05R\ttoolCalls\"h\n" +
+	"tool_calls\x18\b \x01(\x05R\ttoolCalls\x126\n" +
+	"\n" +
+	"structured\x18\t \x01(\v2\x16.google.protobuf.ValueR\n" +
+	"structured\"S\n" +
+	"\rOutputInvalid\x12\x12\n" +
+	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x16\n" +
+	"\x06errors\x18\x02 \x03(\tR\x06errors\x12\x16\n" +
+	"\x06repair\x18\x03 \x01(\bR\x06repair\"h\n" +
 	"\x0ePreviewRequest\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.agentd.v1.AgentR\x05agent\x12.\n" +
-	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\"\xac\x03\n" +
+	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\"\xde\x03\n" +
 	"\x0fPreviewResponse\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\"\n" +
@@ -5696,7 +5884,13 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\bmessages\x18\x06 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12B\n" +
 	"\x10provider_options\x18\a \x01(\v2\x17.google.protobuf.StructR\x0fproviderOptions\x12$\n" +
 	"\x0emax_tool_turns\x18\b \x01(\x05R\fmaxToolTurns\x123\n" +
-	"\x06limits\x18\t \x01(\v2\x1b.agentd.v1.GenerationLimitsR\x06limits\";\n" +
+	"\x06limits\x18\t \x01(\v2\x1b.agentd.v1.GenerationLimitsR\x06limits\x120\n" +
+	"\x06output\x18\n" +
+	" \x01(\v2\x18.agentd.v1.OutputPreviewR\x06output\"\xa9\x01\n" +
+	"\rOutputPreview\x12*\n" +
+	"\x11native_with_tools\x18\x01 \x01(\bR\x0fnativeWithTools\x120\n" +
+	"\x14native_without_tools\x18\x02 \x01(\bR\x12nativeWithoutTools\x12:\n" +
+	"\ffinal_answer\x18\x03 \x01(\v2\x17.agentd.v1.FunctionToolR\vfinalAnswer\";\n" +
 	"\x14GetGenerationRequest\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\"N\n" +
 	"\x15GetGenerationResponse\x125\n" +
@@ -5716,7 +5910,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\tthread_id\x18\t \x01(\tR\bthreadId\"z\n" +
 	"\x17ListGenerationsResponse\x127\n" +
 	"\vgenerations\x18\x01 \x03(\v2\x15.agentd.v1.GenerationR\vgenerations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\b\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\b\n" +
 	"\n" +
 	"Generation\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x120\n" +
@@ -5747,7 +5941,10 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\bprovider\x18\x13 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x14 \x01(\tR\x05model\x12\x19\n" +
 	"\btrace_id\x18\x15 \x01(\tR\atraceId\x12-\n" +
-	"\x05limit\x18\x16 \x01(\v2\x17.agentd.v1.LimitReachedR\x05limit\"V\n" +
+	"\x05limit\x18\x16 \x01(\v2\x17.agentd.v1.LimitReachedR\x05limit\x126\n" +
+	"\n" +
+	"structured\x18\x17 \x01(\v2\x16.google.protobuf.ValueR\n" +
+	"structured\"V\n" +
 	"\x17CancelGenerationRequest\x12#\n" +
 	"\rgeneration_id\x18\x01 \x01(\tR\fgenerationId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
@@ -5916,7 +6113,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(Placement)(0),                         // 0: agentd.v1.Placement
 	(Transport)(0),                         // 1: agentd.v1.Transport
@@ -5959,54 +6156,57 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*TurnWithdrawn)(nil),                  // 38: agentd.v1.TurnWithdrawn
 	(*GenerationPaused)(nil),               // 39: agentd.v1.GenerationPaused
 	(*GenerationCompleted)(nil),            // 40: agentd.v1.GenerationCompleted
-	(*PreviewRequest)(nil),                 // 41: agentd.v1.PreviewRequest
-	(*PreviewResponse)(nil),                // 42: agentd.v1.PreviewResponse
-	(*GetGenerationRequest)(nil),           // 43: agentd.v1.GetGenerationRequest
-	(*GetGenerationResponse)(nil),          // 44: agentd.v1.GetGenerationResponse
-	(*ListGenerationsRequest)(nil),         // 45: agentd.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil),        // 46: agentd.v1.ListGenerationsResponse
-	(*Generation)(nil),                     // 47: agentd.v1.Generation
-	(*CancelGenerationRequest)(nil),        // 48: agentd.v1.CancelGenerationRequest
-	(*CancelGenerationResponse)(nil),       // 49: agentd.v1.CancelGenerationResponse
-	(*GetCallerRequest)(nil),               // 50: agentd.v1.GetCallerRequest
-	(*GetCallerResponse)(nil),              // 51: agentd.v1.GetCallerResponse
-	(*CreateGenerationRequest)(nil),        // 52: agentd.v1.CreateGenerationRequest
-	(*CreateGenerationResponse)(nil),       // 53: agentd.v1.CreateGenerationResponse
-	(*FollowGenerationRequest)(nil),        // 54: agentd.v1.FollowGenerationRequest
-	(*FollowGenerationResponse)(nil),       // 55: agentd.v1.FollowGenerationResponse
-	(*StreamGenerationEventsRequest)(nil),  // 56: agentd.v1.StreamGenerationEventsRequest
-	(*StreamGenerationEventsResponse)(nil), // 57: agentd.v1.StreamGenerationEventsResponse
-	(*DecideRequestsRequest)(nil),          // 58: agentd.v1.DecideRequestsRequest
-	(*DecideRequestsResponse)(nil),         // 59: agentd.v1.DecideRequestsResponse
-	(*ApprovalDecided)(nil),                // 60: agentd.v1.ApprovalDecided
-	(*ListPendingRequestsRequest)(nil),     // 61: agentd.v1.ListPendingRequestsRequest
-	(*ListPendingRequestsResponse)(nil),    // 62: agentd.v1.ListPendingRequestsResponse
-	(*PendingRequest)(nil),                 // 63: agentd.v1.PendingRequest
-	(*Agent)(nil),                          // 64: agentd.v1.Agent
-	(*Message)(nil),                        // 65: agentd.v1.Message
-	(*durationpb.Duration)(nil),            // 66: google.protobuf.Duration
-	(Multitask)(0),                         // 67: agentd.v1.Multitask
-	(OnFailure)(0),                         // 68: agentd.v1.OnFailure
-	(*ProviderToolCall)(nil),               // 69: agentd.v1.ProviderToolCall
-	(*structpb.Struct)(nil),                // 70: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 71: google.protobuf.Timestamp
-	(*FunctionTool)(nil),                   // 72: agentd.v1.FunctionTool
-	(*GenerationLimits)(nil),               // 73: agentd.v1.GenerationLimits
-	(*httpbody.HttpBody)(nil),              // 74: google.api.HttpBody
-	(*CreateThreadRequest)(nil),            // 75: agentd.v1.CreateThreadRequest
-	(*GetThreadRequest)(nil),               // 76: agentd.v1.GetThreadRequest
-	(*ListThreadsRequest)(nil),             // 77: agentd.v1.ListThreadsRequest
-	(*ListThreadItemsRequest)(nil),         // 78: agentd.v1.ListThreadItemsRequest
-	(*UpdateThreadRequest)(nil),            // 79: agentd.v1.UpdateThreadRequest
-	(*DeleteThreadRequest)(nil),            // 80: agentd.v1.DeleteThreadRequest
-	(*ForkThreadRequest)(nil),              // 81: agentd.v1.ForkThreadRequest
-	(*CreateThreadResponse)(nil),           // 82: agentd.v1.CreateThreadResponse
-	(*GetThreadResponse)(nil),              // 83: agentd.v1.GetThreadResponse
-	(*ListThreadsResponse)(nil),            // 84: agentd.v1.ListThreadsResponse
-	(*ListThreadItemsResponse)(nil),        // 85: agentd.v1.ListThreadItemsResponse
-	(*UpdateThreadResponse)(nil),           // 86: agentd.v1.UpdateThreadResponse
-	(*DeleteThreadResponse)(nil),           // 87: agentd.v1.DeleteThreadResponse
-	(*ForkThreadResponse)(nil),             // 88: agentd.v1.ForkThreadResponse
+	(*OutputInvalid)(nil),                  // 41: agentd.v1.OutputInvalid
+	(*PreviewRequest)(nil),                 // 42: agentd.v1.PreviewRequest
+	(*PreviewResponse)(nil),                // 43: agentd.v1.PreviewResponse
+	(*OutputPreview)(nil),                  // 44: agentd.v1.OutputPreview
+	(*GetGenerationRequest)(nil),           // 45: agentd.v1.GetGenerationRequest
+	(*GetGenerationResponse)(nil),          // 46: agentd.v1.GetGenerationResponse
+	(*ListGenerationsRequest)(nil),         // 47: agentd.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil),        // 48: agentd.v1.ListGenerationsResponse
+	(*Generation)(nil),                     // 49: agentd.v1.Generation
+	(*CancelGenerationRequest)(nil),        // 50: agentd.v1.CancelGenerationRequest
+	(*CancelGenerationResponse)(nil),       // 51: agentd.v1.CancelGenerationResponse
+	(*GetCallerRequest)(nil),               // 52: agentd.v1.GetCallerRequest
+	(*GetCallerResponse)(nil),              // 53: agentd.v1.GetCallerResponse
+	(*CreateGenerationRequest)(nil),        // 54: agentd.v1.CreateGenerationRequest
+	(*CreateGenerationResponse)(nil),       // 55: agentd.v1.CreateGenerationResponse
+	(*FollowGenerationRequest)(nil),        // 56: agentd.v1.FollowGenerationRequest
+	(*FollowGenerationResponse)(nil),       // 57: agentd.v1.FollowGenerationResponse
+	(*StreamGenerationEventsRequest)(nil),  // 58: agentd.v1.StreamGenerationEventsRequest
+	(*StreamGenerationEventsResponse)(nil), // 59: agentd.v1.StreamGenerationEventsResponse
+	(*DecideRequestsRequest)(nil),          // 60: agentd.v1.DecideRequestsRequest
+	(*DecideRequestsResponse)(nil),         // 61: agentd.v1.DecideRequestsResponse
+	(*ApprovalDecided)(nil),                // 62: agentd.v1.ApprovalDecided
+	(*ListPendingRequestsRequest)(nil),     // 63: agentd.v1.ListPendingRequestsRequest
+	(*ListPendingRequestsResponse)(nil),    // 64: agentd.v1.ListPendingRequestsResponse
+	(*PendingRequest)(nil),                 // 65: agentd.v1.PendingRequest
+	(*Agent)(nil),                          // 66: agentd.v1.Agent
+	(*Message)(nil),                        // 67: agentd.v1.Message
+	(*durationpb.Duration)(nil),            // 68: google.protobuf.Duration
+	(Multitask)(0),                         // 69: agentd.v1.Multitask
+	(OnFailure)(0),                         // 70: agentd.v1.OnFailure
+	(*ProviderToolCall)(nil),               // 71: agentd.v1.ProviderToolCall
+	(*structpb.Struct)(nil),                // 72: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 73: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                 // 74: google.protobuf.Value
+	(*FunctionTool)(nil),                   // 75: agentd.v1.FunctionTool
+	(*GenerationLimits)(nil),               // 76: agentd.v1.GenerationLimits
+	(*httpbody.HttpBody)(nil),              // 77: google.api.HttpBody
+	(*CreateThreadRequest)(nil),            // 78: agentd.v1.CreateThreadRequest
+	(*GetThreadRequest)(nil),               // 79: agentd.v1.GetThreadRequest
+	(*ListThreadsRequest)(nil),             // 80: agentd.v1.ListThreadsRequest
+	(*ListThreadItemsRequest)(nil),         // 81: agentd.v1.ListThreadItemsRequest
+	(*UpdateThreadRequest)(nil),            // 82: agentd.v1.UpdateThreadRequest
+	(*DeleteThreadRequest)(nil),            // 83: agentd.v1.DeleteThreadRequest
+	(*ForkThreadRequest)(nil),              // 84: agentd.v1.ForkThreadRequest
+	(*CreateThreadResponse)(nil),           // 85: agentd.v1.CreateThreadResponse
+	(*GetThreadResponse)(nil),              // 86: agentd.v1.GetThreadResponse
+	(*ListThreadsResponse)(nil),            // 87: agentd.v1.ListThreadsResponse
+	(*ListThreadItemsResponse)(nil),        // 88: agentd.v1.ListThreadItemsResponse
+	(*UpdateThreadResponse)(nil),           // 89: agentd.v1.UpdateThreadResponse
+	(*DeleteThreadResponse)(nil),           // 90: agentd.v1.DeleteThreadResponse
+	(*ForkThreadResponse)(nil),             // 91: agentd.v1.ForkThreadResponse
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	11,  // 0: agentd.v1.GenerateRequest.start:type_name -> agentd.v1.StartGeneration
@@ -6017,15 +6217,15 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	10,  // 5: agentd.v1.GenerateRequest.attach:type_name -> agentd.v1.AttachGeneration
 	26,  // 6: agentd.v1.GenerateRequest.authorization_response:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 7: agentd.v1.GenerateRequest.input_response:type_name -> agentd.v1.InputResponse
-	64,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
-	65,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
-	66,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
-	67,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
-	68,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
-	64,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
+	66,  // 8: agentd.v1.StartGeneration.agent:type_name -> agentd.v1.Agent
+	67,  // 9: agentd.v1.StartGeneration.messages:type_name -> agentd.v1.Message
+	68,  // 10: agentd.v1.StartGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	69,  // 11: agentd.v1.StartGeneration.multitask:type_name -> agentd.v1.Multitask
+	70,  // 12: agentd.v1.StartGeneration.on_failure:type_name -> agentd.v1.OnFailure
+	66,  // 13: agentd.v1.ResumeGeneration.agent:type_name -> agentd.v1.Agent
 	13,  // 14: agentd.v1.ResumeGeneration.approval_decisions:type_name -> agentd.v1.ApprovalDecision
 	14,  // 15: agentd.v1.ResumeGeneration.function_results:type_name -> agentd.v1.FunctionResult
-	66,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
+	68,  // 16: agentd.v1.ResumeGeneration.answer_timeout:type_name -> google.protobuf.Duration
 	26,  // 17: agentd.v1.ResumeGeneration.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
 	28,  // 18: agentd.v1.ResumeGeneration.input_responses:type_name -> agentd.v1.InputResponse
 	17,  // 19: agentd.v1.GenerateResponse.started:type_name -> agentd.v1.GenerationStarted
@@ -6035,7 +6235,7 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	29,  // 23: agentd.v1.GenerateResponse.approval_request:type_name -> agentd.v1.ApprovalRequest
 	33,  // 24: agentd.v1.GenerateResponse.function_call:type_name -> agentd.v1.FunctionCall
 	34,  // 25: agentd.v1.GenerateResponse.usage:type_name -> agentd.v1.Usage
-	69,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
+	71,  // 26: agentd.v1.GenerateResponse.provider_tool_call:type_name -> agentd.v1.ProviderToolCall
 	39,  // 27: agentd.v1.GenerateResponse.paused:type_name -> agentd.v1.GenerationPaused
 	40,  // 28: agentd.v1.GenerateResponse.completed:type_name -> agentd.v1.GenerationCompleted
 	38,  // 29: agentd.v1.GenerateResponse.turn_withdrawn:type_name -> agentd.v1.TurnWithdrawn
@@ -6043,124 +6243,129 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	25,  // 31: agentd.v1.GenerateResponse.authorization_request:type_name -> agentd.v1.AuthorizationRequest
 	27,  // 32: agentd.v1.GenerateResponse.input_request:type_name -> agentd.v1.InputRequest
 	37,  // 33: agentd.v1.GenerateResponse.warning:type_name -> agentd.v1.Warning
-	60,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
+	62,  // 34: agentd.v1.GenerateResponse.approval_decided:type_name -> agentd.v1.ApprovalDecided
 	18,  // 35: agentd.v1.GenerateResponse.queued:type_name -> agentd.v1.GenerationQueued
-	19,  // 36: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
-	20,  // 37: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
-	0,   // 38: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
-	1,   // 39: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
-	2,   // 40: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
-	2,   // 41: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
-	2,   // 42: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
-	66,  // 43: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
-	3,   // 44: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
-	4,   // 45: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
-	70,  // 46: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
-	5,   // 47: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
-	70,  // 48: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
-	31,  // 49: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
-	30,  // 50: agentd.v1.ApprovalRequest.limit:type_name -> agentd.v1.LimitReached
-	32,  // 51: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
-	6,   // 52: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
-	36,  // 53: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
-	35,  // 54: agentd.v1.Usage.cost:type_name -> agentd.v1.Cost
-	29,  // 55: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	33,  // 56: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
-	71,  // 57: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
-	25,  // 58: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 59: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
-	65,  // 60: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
-	65,  // 61: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
-	34,  // 62: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
-	6,   // 63: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
-	30,  // 64: agentd.v1.GenerationCompleted.limit:type_name -> agentd.v1.LimitReached
-	64,  // 65: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
-	65,  // 66: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
-	72,  // 67: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
-	19,  // 68: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
-	65,  // 69: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
-	70,  // 70: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
-	73,  // 71: agentd.v1.PreviewResponse.limits:type_name -> agentd.v1.GenerationLimits
-	47,  // 72: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
-	7,   // 73: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
-	71,  // 74: agentd.v1.ListGenerationsRequest.created_after:type_name -> google.protobuf.Timestamp
-	71,  // 75: agentd.v1.ListGenerationsRequest.created_before:type_name -> google.protobuf.Timestamp
-	47,  // 76: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
-	7,   // 77: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
-	71,  // 78: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
-	71,  // 79: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
-	71,  // 80: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
-	29,  // 81: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
-	33,  // 82: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
-	71,  // 83: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	65,  // 84: agentd.v1.Generation.message:type_name -> agentd.v1.Message
-	34,  // 85: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
-	25,  // 86: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 87: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
-	30,  // 88: agentd.v1.Generation.limit:type_name -> agentd.v1.LimitReached
-	47,  // 89: agentd.v1.CancelGenerationResponse.generation:type_name -> agentd.v1.Generation
-	11,  // 90: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
-	16,  // 91: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
-	74,  // 92: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
-	13,  // 93: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
-	26,  // 94: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
-	28,  // 95: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
-	60,  // 96: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
-	47,  // 97: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
-	8,   // 98: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
-	5,   // 99: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
-	71,  // 100: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
-	8,   // 101: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
-	63,  // 102: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
-	8,   // 103: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
-	29,  // 104: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
-	25,  // 105: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
-	27,  // 106: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
-	33,  // 107: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
-	7,   // 108: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
-	71,  // 109: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
-	71,  // 110: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,   // 111: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
-	41,  // 112: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
-	43,  // 113: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
-	45,  // 114: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
-	52,  // 115: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
-	54,  // 116: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
-	56,  // 117: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
-	48,  // 118: agentd.v1.AgentService.CancelGeneration:input_type -> agentd.v1.CancelGenerationRequest
-	50,  // 119: agentd.v1.AgentService.GetCaller:input_type -> agentd.v1.GetCallerRequest
-	58,  // 120: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
-	61,  // 121: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
-	75,  // 122: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
-	76,  // 123: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
-	77,  // 124: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
-	78,  // 125: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
-	79,  // 126: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
-	80,  // 127: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
-	81,  // 128: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
-	16,  // 129: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
-	42,  // 130: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
-	44,  // 131: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
-	46,  // 132: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
-	53,  // 133: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
-	55,  // 134: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
-	57,  // 135: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
-	49,  // 136: agentd.v1.AgentService.CancelGeneration:output_type -> agentd.v1.CancelGenerationResponse
-	51,  // 137: agentd.v1.AgentService.GetCaller:output_type -> agentd.v1.GetCallerResponse
-	59,  // 138: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
-	62,  // 139: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
-	82,  // 140: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
-	83,  // 141: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
-	84,  // 142: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
-	85,  // 143: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
-	86,  // 144: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
-	87,  // 145: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
-	88,  // 146: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
-	129, // [129:147] is the sub-list for method output_type
-	111, // [111:129] is the sub-list for method input_type
-	111, // [111:111] is the sub-list for extension type_name
-	111, // [111:111] is the sub-list for extension extendee
-	0,   // [0:111] is the sub-list for field type_name
+	41,  // 36: agentd.v1.GenerateResponse.output_invalid:type_name -> agentd.v1.OutputInvalid
+	19,  // 37: agentd.v1.GenerationStarted.servers:type_name -> agentd.v1.ServerPlacement
+	20,  // 38: agentd.v1.GenerationStarted.tools:type_name -> agentd.v1.ToolInfo
+	0,   // 39: agentd.v1.ServerPlacement.placement:type_name -> agentd.v1.Placement
+	1,   // 40: agentd.v1.ServerPlacement.transport:type_name -> agentd.v1.Transport
+	2,   // 41: agentd.v1.ToolInfo.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 42: agentd.v1.ToolCallStarted.origin:type_name -> agentd.v1.ToolOrigin
+	2,   // 43: agentd.v1.ToolCallFinished.origin:type_name -> agentd.v1.ToolOrigin
+	68,  // 44: agentd.v1.ToolCallFinished.duration:type_name -> google.protobuf.Duration
+	3,   // 45: agentd.v1.AuthorizationRequest.reason:type_name -> agentd.v1.AuthorizationReason
+	4,   // 46: agentd.v1.InputRequest.mode:type_name -> agentd.v1.InputMode
+	72,  // 47: agentd.v1.InputRequest.requested_schema:type_name -> google.protobuf.Struct
+	5,   // 48: agentd.v1.InputResponse.action:type_name -> agentd.v1.InputAction
+	72,  // 49: agentd.v1.InputResponse.content:type_name -> google.protobuf.Struct
+	31,  // 50: agentd.v1.ApprovalRequest.sampling:type_name -> agentd.v1.SamplingApproval
+	30,  // 51: agentd.v1.ApprovalRequest.limit:type_name -> agentd.v1.LimitReached
+	32,  // 52: agentd.v1.SamplingApproval.messages:type_name -> agentd.v1.SamplingMessage
+	6,   // 53: agentd.v1.Usage.stop_reason:type_name -> agentd.v1.StopReason
+	36,  // 54: agentd.v1.Usage.context:type_name -> agentd.v1.ContextTrim
+	35,  // 55: agentd.v1.Usage.cost:type_name -> agentd.v1.Cost
+	29,  // 56: agentd.v1.GenerationPaused.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	33,  // 57: agentd.v1.GenerationPaused.function_calls:type_name -> agentd.v1.FunctionCall
+	73,  // 58: agentd.v1.GenerationPaused.expires_at:type_name -> google.protobuf.Timestamp
+	25,  // 59: agentd.v1.GenerationPaused.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 60: agentd.v1.GenerationPaused.input_requests:type_name -> agentd.v1.InputRequest
+	67,  // 61: agentd.v1.GenerationCompleted.message:type_name -> agentd.v1.Message
+	67,  // 62: agentd.v1.GenerationCompleted.messages:type_name -> agentd.v1.Message
+	34,  // 63: agentd.v1.GenerationCompleted.usage:type_name -> agentd.v1.Usage
+	6,   // 64: agentd.v1.GenerationCompleted.stop_reason:type_name -> agentd.v1.StopReason
+	30,  // 65: agentd.v1.GenerationCompleted.limit:type_name -> agentd.v1.LimitReached
+	74,  // 66: agentd.v1.GenerationCompleted.structured:type_name -> google.protobuf.Value
+	66,  // 67: agentd.v1.PreviewRequest.agent:type_name -> agentd.v1.Agent
+	67,  // 68: agentd.v1.PreviewRequest.messages:type_name -> agentd.v1.Message
+	75,  // 69: agentd.v1.PreviewResponse.tools:type_name -> agentd.v1.FunctionTool
+	19,  // 70: agentd.v1.PreviewResponse.provider_servers:type_name -> agentd.v1.ServerPlacement
+	67,  // 71: agentd.v1.PreviewResponse.messages:type_name -> agentd.v1.Message
+	72,  // 72: agentd.v1.PreviewResponse.provider_options:type_name -> google.protobuf.Struct
+	76,  // 73: agentd.v1.PreviewResponse.limits:type_name -> agentd.v1.GenerationLimits
+	44,  // 74: agentd.v1.PreviewResponse.output:type_name -> agentd.v1.OutputPreview
+	75,  // 75: agentd.v1.OutputPreview.final_answer:type_name -> agentd.v1.FunctionTool
+	49,  // 76: agentd.v1.GetGenerationResponse.generation:type_name -> agentd.v1.Generation
+	7,   // 77: agentd.v1.ListGenerationsRequest.states:type_name -> agentd.v1.GenerationState
+	73,  // 78: agentd.v1.ListGenerationsRequest.created_after:type_name -> google.protobuf.Timestamp
+	73,  // 79: agentd.v1.ListGenerationsRequest.created_before:type_name -> google.protobuf.Timestamp
+	49,  // 80: agentd.v1.ListGenerationsResponse.generations:type_name -> agentd.v1.Generation
+	7,   // 81: agentd.v1.Generation.state:type_name -> agentd.v1.GenerationState
+	73,  // 82: agentd.v1.Generation.created_at:type_name -> google.protobuf.Timestamp
+	73,  // 83: agentd.v1.Generation.updated_at:type_name -> google.protobuf.Timestamp
+	73,  // 84: agentd.v1.Generation.finished_at:type_name -> google.protobuf.Timestamp
+	29,  // 85: agentd.v1.Generation.approval_requests:type_name -> agentd.v1.ApprovalRequest
+	33,  // 86: agentd.v1.Generation.function_calls:type_name -> agentd.v1.FunctionCall
+	73,  // 87: agentd.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	67,  // 88: agentd.v1.Generation.message:type_name -> agentd.v1.Message
+	34,  // 89: agentd.v1.Generation.usage:type_name -> agentd.v1.Usage
+	25,  // 90: agentd.v1.Generation.authorization_requests:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 91: agentd.v1.Generation.input_requests:type_name -> agentd.v1.InputRequest
+	30,  // 92: agentd.v1.Generation.limit:type_name -> agentd.v1.LimitReached
+	74,  // 93: agentd.v1.Generation.structured:type_name -> google.protobuf.Value
+	49,  // 94: agentd.v1.CancelGenerationResponse.generation:type_name -> agentd.v1.Generation
+	11,  // 95: agentd.v1.CreateGenerationRequest.start:type_name -> agentd.v1.StartGeneration
+	16,  // 96: agentd.v1.FollowGenerationResponse.event:type_name -> agentd.v1.GenerateResponse
+	77,  // 97: agentd.v1.StreamGenerationEventsResponse.chunk:type_name -> google.api.HttpBody
+	13,  // 98: agentd.v1.DecideRequestsRequest.approval_decisions:type_name -> agentd.v1.ApprovalDecision
+	26,  // 99: agentd.v1.DecideRequestsRequest.authorization_responses:type_name -> agentd.v1.AuthorizationResponse
+	28,  // 100: agentd.v1.DecideRequestsRequest.input_responses:type_name -> agentd.v1.InputResponse
+	62,  // 101: agentd.v1.DecideRequestsResponse.decisions:type_name -> agentd.v1.ApprovalDecided
+	49,  // 102: agentd.v1.DecideRequestsResponse.generation:type_name -> agentd.v1.Generation
+	8,   // 103: agentd.v1.ApprovalDecided.kind:type_name -> agentd.v1.PendingRequestKind
+	5,   // 104: agentd.v1.ApprovalDecided.action:type_name -> agentd.v1.InputAction
+	73,  // 105: agentd.v1.ApprovalDecided.decided_at:type_name -> google.protobuf.Timestamp
+	8,   // 106: agentd.v1.ListPendingRequestsRequest.kinds:type_name -> agentd.v1.PendingRequestKind
+	65,  // 107: agentd.v1.ListPendingRequestsResponse.requests:type_name -> agentd.v1.PendingRequest
+	8,   // 108: agentd.v1.PendingRequest.kind:type_name -> agentd.v1.PendingRequestKind
+	29,  // 109: agentd.v1.PendingRequest.approval:type_name -> agentd.v1.ApprovalRequest
+	25,  // 110: agentd.v1.PendingRequest.authorization:type_name -> agentd.v1.AuthorizationRequest
+	27,  // 111: agentd.v1.PendingRequest.input:type_name -> agentd.v1.InputRequest
+	33,  // 112: agentd.v1.PendingRequest.function_call:type_name -> agentd.v1.FunctionCall
+	7,   // 113: agentd.v1.PendingRequest.state:type_name -> agentd.v1.GenerationState
+	73,  // 114: agentd.v1.PendingRequest.requested_at:type_name -> google.protobuf.Timestamp
+	73,  // 115: agentd.v1.PendingRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,   // 116: agentd.v1.AgentService.Generate:input_type -> agentd.v1.GenerateRequest
+	42,  // 117: agentd.v1.AgentService.Preview:input_type -> agentd.v1.PreviewRequest
+	45,  // 118: agentd.v1.AgentService.GetGeneration:input_type -> agentd.v1.GetGenerationRequest
+	47,  // 119: agentd.v1.AgentService.ListGenerations:input_type -> agentd.v1.ListGenerationsRequest
+	54,  // 120: agentd.v1.AgentService.CreateGeneration:input_type -> agentd.v1.CreateGenerationRequest
+	56,  // 121: agentd.v1.AgentService.FollowGeneration:input_type -> agentd.v1.FollowGenerationRequest
+	58,  // 122: agentd.v1.AgentService.StreamGenerationEvents:input_type -> agentd.v1.StreamGenerationEventsRequest
+	50,  // 123: agentd.v1.AgentService.CancelGeneration:input_type -> agentd.v1.CancelGenerationRequest
+	52,  // 124: agentd.v1.AgentService.GetCaller:input_type -> agentd.v1.GetCallerRequest
+	60,  // 125: agentd.v1.AgentService.DecideRequests:input_type -> agentd.v1.DecideRequestsRequest
+	63,  // 126: agentd.v1.AgentService.ListPendingRequests:input_type -> agentd.v1.ListPendingRequestsRequest
+	78,  // 127: agentd.v1.AgentService.CreateThread:input_type -> agentd.v1.CreateThreadRequest
+	79,  // 128: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	80,  // 129: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	81,  // 130: agentd.v1.AgentService.ListThreadItems:input_type -> agentd.v1.ListThreadItemsRequest
+	82,  // 131: agentd.v1.AgentService.UpdateThread:input_type -> agentd.v1.UpdateThreadRequest
+	83,  // 132: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	84,  // 133: agentd.v1.AgentService.ForkThread:input_type -> agentd.v1.ForkThreadRequest
+	16,  // 134: agentd.v1.AgentService.Generate:output_type -> agentd.v1.GenerateResponse
+	43,  // 135: agentd.v1.AgentService.Preview:output_type -> agentd.v1.PreviewResponse
+	46,  // 136: agentd.v1.AgentService.GetGeneration:output_type -> agentd.v1.GetGenerationResponse
+	48,  // 137: agentd.v1.AgentService.ListGenerations:output_type -> agentd.v1.ListGenerationsResponse
+	55,  // 138: agentd.v1.AgentService.CreateGeneration:output_type -> agentd.v1.CreateGenerationResponse
+	57,  // 139: agentd.v1.AgentService.FollowGeneration:output_type -> agentd.v1.FollowGenerationResponse
+	59,  // 140: agentd.v1.AgentService.StreamGenerationEvents:output_type -> agentd.v1.StreamGenerationEventsResponse
+	51,  // 141: agentd.v1.AgentService.CancelGeneration:output_type -> agentd.v1.CancelGenerationResponse
+	53,  // 142: agentd.v1.AgentService.GetCaller:output_type -> agentd.v1.GetCallerResponse
+	61,  // 143: agentd.v1.AgentService.DecideRequests:output_type -> agentd.v1.DecideRequestsResponse
+	64,  // 144: agentd.v1.AgentService.ListPendingRequests:output_type -> agentd.v1.ListPendingRequestsResponse
+	85,  // 145: agentd.v1.AgentService.CreateThread:output_type -> agentd.v1.CreateThreadResponse
+	86,  // 146: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	87,  // 147: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	88,  // 148: agentd.v1.AgentService.ListThreadItems:output_type -> agentd.v1.ListThreadItemsResponse
+	89,  // 149: agentd.v1.AgentService.UpdateThread:output_type -> agentd.v1.UpdateThreadResponse
+	90,  // 150: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	91,  // 151: agentd.v1.AgentService.ForkThread:output_type -> agentd.v1.ForkThreadResponse
+	134, // [134:152] is the sub-list for method output_type
+	116, // [116:134] is the sub-list for method input_type
+	116, // [116:116] is the sub-list for extension type_name
+	116, // [116:116] is the sub-list for extension extendee
+	0,   // [0:116] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -6199,8 +6404,9 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*GenerateResponse_Warning)(nil),
 		(*GenerateResponse_ApprovalDecided)(nil),
 		(*GenerateResponse_Queued)(nil),
+		(*GenerateResponse_OutputInvalid)(nil),
 	}
-	file_agentd_v1_agent_service_proto_msgTypes[54].OneofWrappers = []any{
+	file_agentd_v1_agent_service_proto_msgTypes[56].OneofWrappers = []any{
 		(*PendingRequest_Approval)(nil),
 		(*PendingRequest_Authorization)(nil),
 		(*PendingRequest_Input)(nil),
@@ -6212,7 +6418,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   55,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

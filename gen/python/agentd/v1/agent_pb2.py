@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc4\x05\n\x05\x41gent\x12\x1a\n\x08provider\x18\x01 \x01(\tR\x08provider\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12\"\n\x0cinstructions\x18\x03 \x01(\tR\x0cinstructions\x12-\n\x05tools\x18\x04 \x03(\x0b\x32\x17.agentd.v1.FunctionToolR\x05tools\x12(\n\x04mcps\x18\x05 \x03(\x0b\x32\x14.agentd.v1.MCPServerR\x04mcps\x12\x39\n\x0cmcp_strategy\x18\x06 \x01(\x0e\x32\x16.agentd.v1.MCPStrategyR\x0bmcpStrategy\x12+\n\x11requires_approval\x18\x07 \x03(\tR\x10requiresApproval\x12 \n\tmcp_cache\x18\x08 \x01(\x08H\x00R\x08mcpCache\x88\x01\x01\x12)\n\x0emax_tool_turns\x18\t \x01(\x05H\x01R\x0cmaxToolTurns\x88\x01\x01\x12\x42\n\x10provider_options\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x0fproviderOptions\x12I\n\x12tool_name_conflict\x18\x0b \x01(\x0e\x32\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflict\x12>\n\x0b\x65licitation\x18\x0c \x01(\x0e\x32\x1c.agentd.v1.ElicitationPolicyR\x0b\x65licitation\x12\x32\n\x07\x63ontext\x18\r \x01(\x0b\x32\x18.agentd.v1.ContextPolicyR\x07\x63ontext\x12\x33\n\x06limits\x18\x0e \x01(\x0b\x32\x1b.agentd.v1.GenerationLimitsR\x06limitsB\x0c\n\n_mcp_cacheB\x11\n\x0f_max_tool_turns\"\xae\x02\n\x10GenerationLimits\x12)\n\x0emax_tool_calls\x18\x01 \x01(\x05H\x00R\x0cmaxToolCalls\x88\x01\x01\x12-\n\x10max_total_tokens\x18\x02 \x01(\x03H\x01R\x0emaxTotalTokens\x88\x01\x01\x12+\n\x08max_cost\x18\x03 \x01(\x0b\x32\x10.agentd.v1.MoneyR\x07maxCost\x12<\n\x0cmax_duration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bmaxDuration\x12-\n\x08on_limit\x18\x05 \x01(\x0e\x32\x12.agentd.v1.OnLimitR\x07onLimitB\x11\n\x0f_max_tool_callsB\x13\n\x11_max_total_tokens\"9\n\x05Money\x12\x1a\n\x08\x63urrency\x18\x01 \x01(\tR\x08\x63urrency\x12\x14\n\x05nanos\x18\x02 \x01(\x03R\x05nanos\"\xb8\x01\n\rContextPolicy\x12(\n\x10max_input_tokens\x18\x01 \x01(\x03R\x0emaxInputTokens\x12\x32\n\x15reserve_output_tokens\x18\x02 \x01(\x03R\x13reserveOutputTokens\x12\x1d\n\nkeep_first\x18\x03 \x01(\x08R\tkeepFirst\x12*\n\x11keep_tool_results\x18\x04 \x01(\x08R\x0fkeepToolResults\"\x80\x06\n\tMCPServer\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x1a\n\x07\x63ommand\x18\x03 \x01(\tH\x00R\x07\x63ommand\x12\x12\n\x03ref\x18\x04 \x01(\tH\x00R\x03ref\x12$\n\rauthorization\x18\x05 \x01(\tR\rauthorization\x12;\n\x07headers\x18\x06 \x03(\x0b\x32!.agentd.v1.MCPServer.HeadersEntryR\x07headers\x12M\n\x15max_reconnection_wait\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x13maxReconnectionWait\x12\x12\n\x04\x61rgs\x18\x08 \x03(\tR\x04\x61rgs\x12/\n\x03\x65nv\x18\t \x03(\x0b\x32\x1d.agentd.v1.MCPServer.EnvEntryR\x03\x65nv\x12\x1b\n\tunset_env\x18\n \x03(\tR\x08unsetEnv\x12<\n\x0cread_timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x0breadTimeout\x12#\n\rallowed_tools\x18\x0c \x03(\tR\x0c\x61llowedTools\x12\x44\n\x10require_approval\x18\r \x01(\x0b\x32\x19.agentd.v1.ApprovalPolicyR\x0frequireApproval\x12,\n\x05oauth\x18\x0e \x01(\x0b\x32\x16.agentd.v1.OAuthClientR\x05oauth\x12/\n\x08sampling\x18\x0f \x01(\x0b\x32\x13.agentd.v1.SamplingR\x08sampling\x1a:\n\x0cHeadersEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x0b\n\ttransport\"V\n\x08Sampling\x12+\n\x04mode\x18\x01 \x01(\x0e\x32\x17.agentd.v1.SamplingModeR\x04mode\x12\x1d\n\nmax_tokens\x18\x02 \x01(\x05R\tmaxTokens\"\x84\x03\n\x0bOAuthClient\x12*\n\x05grant\x18\x01 \x01(\x0e\x32\x14.agentd.v1.GrantTypeR\x05grant\x12\x1b\n\tclient_id\x18\x02 \x01(\tR\x08\x63lientId\x12#\n\rclient_secret\x18\x03 \x01(\tR\x0c\x63lientSecret\x12\x1f\n\x0bprivate_key\x18\x04 \x01(\tR\nprivateKey\x12$\n\x0eprivate_key_id\x18\x05 \x01(\tR\x0cprivateKeyId\x12\x16\n\x06scopes\x18\x06 \x03(\tR\x06scopes\x12;\n\x1atoken_endpoint_auth_method\x18\x07 \x01(\tR\x17tokenEndpointAuthMethod\x12!\n\x0credirect_url\x18\x08 \x01(\tR\x0bredirectUrl\x12H\n\x11identity_provider\x18\t \x01(\x0b\x32\x1b.agentd.v1.IdentityProviderR\x10identityProvider\"\xae\x01\n\x10IdentityProvider\x12\x16\n\x06issuer\x18\x01 \x01(\tR\x06issuer\x12%\n\x0etoken_endpoint\x18\x02 \x01(\tR\rtokenEndpoint\x12\x1b\n\tclient_id\x18\x03 \x01(\tR\x08\x63lientId\x12#\n\rclient_secret\x18\x04 \x01(\tR\x0c\x63lientSecret\x12\x19\n\x08id_token\x18\x05 \x01(\tR\x07idToken\"\x97\x01\n\x0e\x41pprovalPolicy\x12+\n\x04mode\x18\x01 \x01(\x0e\x32\x17.agentd.v1.ApprovalModeR\x04mode\x12,\n\x06\x61lways\x18\x02 \x01(\x0b\x32\x14.agentd.v1.ToolNamesR\x06\x61lways\x12*\n\x05never\x18\x03 \x01(\x0b\x32\x14.agentd.v1.ToolNamesR\x05never\"*\n\tToolNames\x12\x1d\n\ntool_names\x18\x01 \x03(\tR\ttoolNames\"}\n\x0c\x46unctionTool\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x37\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters*\\\n\x07OnLimit\x12\x18\n\x14ON_LIMIT_UNSPECIFIED\x10\x00\x12\x10\n\x0cON_LIMIT_END\x10\x01\x12\x12\n\x0eON_LIMIT_PAUSE\x10\x02\x12\x11\n\rON_LIMIT_FAIL\x10\x03*p\n\x11\x45licitationPolicy\x12\"\n\x1e\x45LICITATION_POLICY_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45LICITATION_POLICY_ASK\x10\x01\x12\x1b\n\x17\x45LICITATION_POLICY_DENY\x10\x02*t\n\x0bMCPStrategy\x12\x1c\n\x18MCP_STRATEGY_UNSPECIFIED\x10\x00\x12\x15\n\x11MCP_STRATEGY_AUTO\x10\x01\x12\x17\n\x13MCP_STRATEGY_CLIENT\x10\x02\x12\x17\n\x13MCP_STRATEGY_SERVER\x10\x03*t\n\x10ToolNameConflict\x12\"\n\x1eTOOL_NAME_CONFLICT_UNSPECIFIED\x10\x00\x12\x1d\n\x19TOOL_NAME_CONFLICT_REFUSE\x10\x01\x12\x1d\n\x19TOOL_NAME_CONFLICT_PREFIX\x10\x02*u\n\x0cSamplingMode\x12\x1d\n\x19SAMPLING_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SAMPLING_MODE_DENY\x10\x01\x12\x15\n\x11SAMPLING_MODE_ASK\x10\x02\x12\x17\n\x13SAMPLING_MODE_ALLOW\x10\x03*\x90\x01\n\tGrantType\x12\x1a\n\x16GRANT_TYPE_UNSPECIFIED\x10\x00\x12!\n\x1dGRANT_TYPE_AUTHORIZATION_CODE\x10\x01\x12!\n\x1dGRANT_TYPE_CLIENT_CREDENTIALS\x10\x02\x12!\n\x1dGRANT_TYPE_ENTERPRISE_MANAGED\x10\x03*`\n\x0c\x41pprovalMode\x12\x1d\n\x19\x41PPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41PPROVAL_MODE_NEVER\x10\x01\x12\x18\n\x14\x41PPROVAL_MODE_ALWAYS\x10\x02\x42\x94\x01\n\rcom.agentd.v1B\nAgentProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gentd/v1/agent.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xef\x05\n\x05\x41gent\x12\x1a\n\x08provider\x18\x01 \x01(\tR\x08provider\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12\"\n\x0cinstructions\x18\x03 \x01(\tR\x0cinstructions\x12-\n\x05tools\x18\x04 \x03(\x0b\x32\x17.agentd.v1.FunctionToolR\x05tools\x12(\n\x04mcps\x18\x05 \x03(\x0b\x32\x14.agentd.v1.MCPServerR\x04mcps\x12\x39\n\x0cmcp_strategy\x18\x06 \x01(\x0e\x32\x16.agentd.v1.MCPStrategyR\x0bmcpStrategy\x12+\n\x11requires_approval\x18\x07 \x03(\tR\x10requiresApproval\x12 \n\tmcp_cache\x18\x08 \x01(\x08H\x00R\x08mcpCache\x88\x01\x01\x12)\n\x0emax_tool_turns\x18\t \x01(\x05H\x01R\x0cmaxToolTurns\x88\x01\x01\x12\x42\n\x10provider_options\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x0fproviderOptions\x12I\n\x12tool_name_conflict\x18\x0b \x01(\x0e\x32\x1b.agentd.v1.ToolNameConflictR\x10toolNameConflict\x12>\n\x0b\x65licitation\x18\x0c \x01(\x0e\x32\x1c.agentd.v1.ElicitationPolicyR\x0b\x65licitation\x12\x32\n\x07\x63ontext\x18\r \x01(\x0b\x32\x18.agentd.v1.ContextPolicyR\x07\x63ontext\x12\x33\n\x06limits\x18\x0e \x01(\x0b\x32\x1b.agentd.v1.GenerationLimitsR\x06limits\x12)\n\x06output\x18\x0f \x01(\x0b\x32\x11.agentd.v1.OutputR\x06outputB\x0c\n\n_mcp_cacheB\x11\n\x0f_max_tool_turns\"\xc0\x01\n\x06Output\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12/\n\x06schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06schema\x12\x16\n\x06strict\x18\x04 \x01(\x08R\x06strict\x12&\n\x0crepair_turns\x18\x05 \x01(\x05H\x00R\x0brepairTurns\x88\x01\x01\x42\x0f\n\r_repair_turns\"\xae\x02\n\x10GenerationLimits\x12)\n\x0emax_tool_calls\x18\x01 \x01(\x05H\x00R\x0cmaxToolCalls\x88\x01\x01\x12-\n\x10max_total_tokens\x18\x02 \x01(\x03H\x01R\x0emaxTotalTokens\x88\x01\x01\x12+\n\x08max_cost\x18\x03 \x01(\x0b\x32\x10.agentd.v1.MoneyR\x07maxCost\x12<\n\x0cmax_duration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bmaxDuration\x12-\n\x08on_limit\x18\x05 \x01(\x0e\x32\x12.agentd.v1.OnLimitR\x07onLimitB\x11\n\x0f_max_tool_callsB\x13\n\x11_max_total_tokens\"9\n\x05Money\x12\x1a\n\x08\x63urrency\x18\x01 \x01(\tR\x08\x63urrency\x12\x14\n\x05nanos\x18\x02 \x01(\x03R\x05nanos\"\xb8\x01\n\rContextPolicy\x12(\n\x10max_input_tokens\x18\x01 \x01(\x03R\x0emaxInputTokens\x12\x32\n\x15reserve_output_tokens\x18\x02 \x01(\x03R\x13reserveOutputTokens\x12\x1d\n\nkeep_first\x18\x03 \x01(\x08R\tkeepFirst\x12*\n\x11keep_tool_results\x18\x04 \x01(\x08R\x0fkeepToolResults\"\x80\x06\n\tMCPServer\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x03url\x18\x02 \x01(\tH\x00R\x03url\x12\x1a\n\x07\x63ommand\x18\x03 \x01(\tH\x00R\x07\x63ommand\x12\x12\n\x03ref\x18\x04 \x01(\tH\x00R\x03ref\x12$\n\rauthorization\x18\x05 \x01(\tR\rauthorization\x12;\n\x07headers\x18\x06 \x03(\x0b\x32!.agentd.v1.MCPServer.HeadersEntryR\x07headers\x12M\n\x15max_reconnection_wait\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x13maxReconnectionWait\x12\x12\n\x04\x61rgs\x18\x08 \x03(\tR\x04\x61rgs\x12/\n\x03\x65nv\x18\t \x03(\x0b\x32\x1d.agentd.v1.MCPServer.EnvEntryR\x03\x65nv\x12\x1b\n\tunset_env\x18\n \x03(\tR\x08unsetEnv\x12<\n\x0cread_timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x0breadTimeout\x12#\n\rallowed_tools\x18\x0c \x03(\tR\x0c\x61llowedTools\x12\x44\n\x10require_approval\x18\r \x01(\x0b\x32\x19.agentd.v1.ApprovalPolicyR\x0frequireApproval\x12,\n\x05oauth\x18\x0e \x01(\x0b\x32\x16.agentd.v1.OAuthClientR\x05oauth\x12/\n\x08sampling\x18\x0f \x01(\x0b\x32\x13.agentd.v1.SamplingR\x08sampling\x1a:\n\x0cHeadersEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x0b\n\ttransport\"V\n\x08Sampling\x12+\n\x04mode\x18\x01 \x01(\x0e\x32\x17.agentd.v1.SamplingModeR\x04mode\x12\x1d\n\nmax_tokens\x18\x02 \x01(\x05R\tmaxTokens\"\x84\x03\n\x0bOAuthClient\x12*\n\x05grant\x18\x01 \x01(\x0e\x32\x14.agentd.v1.GrantTypeR\x05grant\x12\x1b\n\tclient_id\x18\x02 \x01(\tR\x08\x63lientId\x12#\n\rclient_secret\x18\x03 \x01(\tR\x0c\x63lientSecret\x12\x1f\n\x0bprivate_key\x18\x04 \x01(\tR\nprivateKey\x12$\n\x0eprivate_key_id\x18\x05 \x01(\tR\x0cprivateKeyId\x12\x16\n\x06scopes\x18\x06 \x03(\tR\x06scopes\x12;\n\x1atoken_endpoint_auth_method\x18\x07 \x01(\tR\x17tokenEndpointAuthMethod\x12!\n\x0credirect_url\x18\x08 \x01(\tR\x0bredirectUrl\x12H\n\x11identity_provider\x18\t \x01(\x0b\x32\x1b.agentd.v1.IdentityProviderR\x10identityProvider\"\xae\x01\n\x10IdentityProvider\x12\x16\n\x06issuer\x18\x01 \x01(\tR\x06issuer\x12%\n\x0etoken_endpoint\x18\x02 \x01(\tR\rtokenEndpoint\x12\x1b\n\tclient_id\x18\x03 \x01(\tR\x08\x63lientId\x12#\n\rclient_secret\x18\x04 \x01(\tR\x0c\x63lientSecret\x12\x19\n\x08id_token\x18\x05 \x01(\tR\x07idToken\"\x97\x01\n\x0e\x41pprovalPolicy\x12+\n\x04mode\x18\x01 \x01(\x0e\x32\x17.agentd.v1.ApprovalModeR\x04mode\x12,\n\x06\x61lways\x18\x02 \x01(\x0b\x32\x14.agentd.v1.ToolNamesR\x06\x61lways\x12*\n\x05never\x18\x03 \x01(\x0b\x32\x14.agentd.v1.ToolNamesR\x05never\"*\n\tToolNames\x12\x1d\n\ntool_names\x18\x01 \x03(\tR\ttoolNames\"}\n\x0c\x46unctionTool\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x37\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters*\\\n\x07OnLimit\x12\x18\n\x14ON_LIMIT_UNSPECIFIED\x10\x00\x12\x10\n\x0cON_LIMIT_END\x10\x01\x12\x12\n\x0eON_LIMIT_PAUSE\x10\x02\x12\x11\n\rON_LIMIT_FAIL\x10\x03*p\n\x11\x45licitationPolicy\x12\"\n\x1e\x45LICITATION_POLICY_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45LICITATION_POLICY_ASK\x10\x01\x12\x1b\n\x17\x45LICITATION_POLICY_DENY\x10\x02*t\n\x0bMCPStrategy\x12\x1c\n\x18MCP_STRATEGY_UNSPECIFIED\x10\x00\x12\x15\n\x11MCP_STRATEGY_AUTO\x10\x01\x12\x17\n\x13MCP_STRATEGY_CLIENT\x10\x02\x12\x17\n\x13MCP_STRATEGY_SERVER\x10\x03*t\n\x10ToolNameConflict\x12\"\n\x1eTOOL_NAME_CONFLICT_UNSPECIFIED\x10\x00\x12\x1d\n\x19TOOL_NAME_CONFLICT_REFUSE\x10\x01\x12\x1d\n\x19TOOL_NAME_CONFLICT_PREFIX\x10\x02*u\n\x0cSamplingMode\x12\x1d\n\x19SAMPLING_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SAMPLING_MODE_DENY\x10\x01\x12\x15\n\x11SAMPLING_MODE_ASK\x10\x02\x12\x17\n\x13SAMPLING_MODE_ALLOW\x10\x03*\x90\x01\n\tGrantType\x12\x1a\n\x16GRANT_TYPE_UNSPECIFIED\x10\x00\x12!\n\x1dGRANT_TYPE_AUTHORIZATION_CODE\x10\x01\x12!\n\x1dGRANT_TYPE_CLIENT_CREDENTIALS\x10\x02\x12!\n\x1dGRANT_TYPE_ENTERPRISE_MANAGED\x10\x03*`\n\x0c\x41pprovalMode\x12\x1d\n\x19\x41PPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41PPROVAL_MODE_NEVER\x10\x01\x12\x18\n\x14\x41PPROVAL_MODE_ALWAYS\x10\x02\x42\x94\x01\n\rcom.agentd.v1B\nAgentProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.agent_pb2', globals())
@@ -27,44 +27,46 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _MCPSERVER_HEADERSENTRY._serialized_options = b'8\001'
   _MCPSERVER_ENVENTRY._options = None
   _MCPSERVER_ENVENTRY._serialized_options = b'8\001'
-  _ONLIMIT._serialized_start=3112
-  _ONLIMIT._serialized_end=3204
-  _ELICITATIONPOLICY._serialized_start=3206
-  _ELICITATIONPOLICY._serialized_end=3318
-  _MCPSTRATEGY._serialized_start=3320
-  _MCPSTRATEGY._serialized_end=3436
-  _TOOLNAMECONFLICT._serialized_start=3438
-  _TOOLNAMECONFLICT._serialized_end=3554
-  _SAMPLINGMODE._serialized_start=3556
-  _SAMPLINGMODE._serialized_end=3673
-  _GRANTTYPE._serialized_start=3676
-  _GRANTTYPE._serialized_end=3820
-  _APPROVALMODE._serialized_start=3822
-  _APPROVALMODE._serialized_end=3918
+  _ONLIMIT._serialized_start=3350
+  _ONLIMIT._serialized_end=3442
+  _ELICITATIONPOLICY._serialized_start=3444
+  _ELICITATIONPOLICY._serialized_end=3556
+  _MCPSTRATEGY._serialized_start=3558
+  _MCPSTRATEGY._serialized_end=3674
+  _TOOLNAMECONFLICT._serialized_start=3676
+  _TOOLNAMECONFLICT._serialized_end=3792
+  _SAMPLINGMODE._serialized_start=3794
+  _SAMPLINGMODE._serialized_end=3911
+  _GRANTTYPE._serialized_start=3914
+  _GRANTTYPE._serialized_end=4058
+  _APPROVALMODE._serialized_start=4060
+  _APPROVALMODE._serialized_end=4156
   _AGENT._serialized_start=99
-  _AGENT._serialized_end=807
-  _GENERATIONLIMITS._serialized_start=810
-  _GENERATIONLIMITS._serialized_end=1112
-  _MONEY._serialized_start=1114
-  _MONEY._serialized_end=1171
-  _CONTEXTPOLICY._serialized_start=1174
-  _CONTEXTPOLICY._serialized_end=1358
-  _MCPSERVER._serialized_start=1361
-  _MCPSERVER._serialized_end=2129
-  _MCPSERVER_HEADERSENTRY._serialized_start=2002
-  _MCPSERVER_HEADERSENTRY._serialized_end=2060
-  _MCPSERVER_ENVENTRY._serialized_start=2062
-  _MCPSERVER_ENVENTRY._serialized_end=2116
-  _SAMPLING._serialized_start=2131
-  _SAMPLING._serialized_end=2217
-  _OAUTHCLIENT._serialized_start=2220
-  _OAUTHCLIENT._serialized_end=2608
-  _IDENTITYPROVIDER._serialized_start=2611
-  _IDENTITYPROVIDER._serialized_end=2785
-  _APPROVALPOLICY._serialized_start=2788
-  _APPROVALPOLICY._serialized_end=2939
-  _TOOLNAMES._serialized_start=2941
-  _TOOLNAMES._serialized_end=2983
-  _FUNCTIONTOOL._serialized_start=2985
-  _FUNCTIONTOOL._serialized_end=3110
+  _AGENT._serialized_end=850
+  _OUTPUT._serialized_start=853
+  _OUTPUT._serialized_end=1045
+  _GENERATIONLIMITS._serialized_start=1048
+  _GENERATIONLIMITS._serialized_end=1350
+  _MONEY._serialized_start=1352
+  _MONEY._serialized_end=1409
+  _CONTEXTPOLICY._serialized_start=1412
+  _CONTEXTPOLICY._serialized_end=1596
+  _MCPSERVER._serialized_start=1599
+  _MCPSERVER._serialized_end=2367
+  _MCPSERVER_HEADERSENTRY._serialized_start=2240
+  _MCPSERVER_HEADERSENTRY._serialized_end=2298
+  _MCPSERVER_ENVENTRY._serialized_start=2300
+  _MCPSERVER_ENVENTRY._serialized_end=2354
+  _SAMPLING._serialized_start=2369
+  _SAMPLING._serialized_end=2455
+  _OAUTHCLIENT._serialized_start=2458
+  _OAUTHCLIENT._serialized_end=2846
+  _IDENTITYPROVIDER._serialized_start=2849
+  _IDENTITYPROVIDER._serialized_end=3023
+  _APPROVALPOLICY._serialized_start=3026
+  _APPROVALPOLICY._serialized_end=3177
+  _TOOLNAMES._serialized_start=3179
+  _TOOLNAMES._serialized_end=3221
+  _FUNCTIONTOOL._serialized_start=3223
+  _FUNCTIONTOOL._serialized_end=3348
 # @@protoc_insertion_point(module_scope)

@@ -34,7 +34,7 @@ TOOL_NAME_CONFLICT_REFUSE: ToolNameConflict
 TOOL_NAME_CONFLICT_UNSPECIFIED: ToolNameConflict
 
 class Agent(_message.Message):
-    __slots__ = ["context", "elicitation", "instructions", "limits", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
+    __slots__ = ["context", "elicitation", "instructions", "limits", "max_tool_turns", "mcp_cache", "mcp_strategy", "mcps", "model", "output", "provider", "provider_options", "requires_approval", "tool_name_conflict", "tools"]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,7 @@ class Agent(_message.Message):
     MCP_CACHE_FIELD_NUMBER: _ClassVar[int]
     MCP_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
@@ -58,12 +59,13 @@ class Agent(_message.Message):
     mcp_strategy: MCPStrategy
     mcps: _containers.RepeatedCompositeFieldContainer[MCPServer]
     model: str
+    output: Output
     provider: str
     provider_options: _struct_pb2.Struct
     requires_approval: _containers.RepeatedScalarFieldContainer[str]
     tool_name_conflict: ToolNameConflict
     tools: _containers.RepeatedCompositeFieldContainer[FunctionTool]
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ..., elicitation: _Optional[_Union[ElicitationPolicy, str]] = ..., context: _Optional[_Union[ContextPolicy, _Mapping]] = ..., limits: _Optional[_Union[GenerationLimits, _Mapping]] = ...) -> None: ...
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[FunctionTool, _Mapping]]] = ..., mcps: _Optional[_Iterable[_Union[MCPServer, _Mapping]]] = ..., mcp_strategy: _Optional[_Union[MCPStrategy, str]] = ..., requires_approval: _Optional[_Iterable[str]] = ..., mcp_cache: bool = ..., max_tool_turns: _Optional[int] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_name_conflict: _Optional[_Union[ToolNameConflict, str]] = ..., elicitation: _Optional[_Union[ElicitationPolicy, str]] = ..., context: _Optional[_Union[ContextPolicy, _Mapping]] = ..., limits: _Optional[_Union[GenerationLimits, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ...) -> None: ...
 
 class ApprovalPolicy(_message.Message):
     __slots__ = ["always", "mode", "never"]
@@ -202,6 +204,20 @@ class OAuthClient(_message.Message):
     scopes: _containers.RepeatedScalarFieldContainer[str]
     token_endpoint_auth_method: str
     def __init__(self, grant: _Optional[_Union[GrantType, str]] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., private_key: _Optional[str] = ..., private_key_id: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., token_endpoint_auth_method: _Optional[str] = ..., redirect_url: _Optional[str] = ..., identity_provider: _Optional[_Union[IdentityProvider, _Mapping]] = ...) -> None: ...
+
+class Output(_message.Message):
+    __slots__ = ["description", "name", "repair_turns", "schema", "strict"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_TURNS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    name: str
+    repair_turns: int
+    schema: _struct_pb2.Struct
+    strict: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., strict: bool = ..., repair_turns: _Optional[int] = ...) -> None: ...
 
 class Sampling(_message.Message):
     __slots__ = ["max_tokens", "mode"]

@@ -279,13 +279,14 @@ class GenerateRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[StartGeneration, _Mapping]] = ..., resume: _Optional[_Union[ResumeGeneration, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., function_result: _Optional[_Union[FunctionResult, _Mapping]] = ..., cancel: _Optional[_Union[CancelGeneration, _Mapping]] = ..., attach: _Optional[_Union[AttachGeneration, _Mapping]] = ..., authorization_response: _Optional[_Union[AuthorizationResponse, _Mapping]] = ..., input_response: _Optional[_Union[InputResponse, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ["approval_decided", "approval_request", "authorization_request", "completed", "function_call", "input_request", "paused", "provider_tool_call", "queued", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage", "warning"]
+    __slots__ = ["approval_decided", "approval_request", "authorization_request", "completed", "function_call", "input_request", "output_invalid", "paused", "provider_tool_call", "queued", "sequence", "started", "text_delta", "tool_call_finished", "tool_call_started", "tool_progress", "turn_withdrawn", "usage", "warning"]
     APPROVAL_DECIDED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUEST_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     INPUT_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_INVALID_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +305,7 @@ class GenerateResponse(_message.Message):
     completed: GenerationCompleted
     function_call: FunctionCall
     input_request: InputRequest
+    output_invalid: OutputInvalid
     paused: GenerationPaused
     provider_tool_call: _message_pb2.ProviderToolCall
     queued: GenerationQueued
@@ -316,10 +318,10 @@ class GenerateResponse(_message.Message):
     turn_withdrawn: TurnWithdrawn
     usage: Usage
     warning: Warning
-    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., queued: _Optional[_Union[GenerationQueued, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, started: _Optional[_Union[GenerationStarted, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_finished: _Optional[_Union[ToolCallFinished, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCall, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., provider_tool_call: _Optional[_Union[_message_pb2.ProviderToolCall, _Mapping]] = ..., paused: _Optional[_Union[GenerationPaused, _Mapping]] = ..., completed: _Optional[_Union[GenerationCompleted, _Mapping]] = ..., turn_withdrawn: _Optional[_Union[TurnWithdrawn, _Mapping]] = ..., tool_progress: _Optional[_Union[ToolProgress, _Mapping]] = ..., authorization_request: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., input_request: _Optional[_Union[InputRequest, _Mapping]] = ..., warning: _Optional[_Union[Warning, _Mapping]] = ..., approval_decided: _Optional[_Union[ApprovalDecided, _Mapping]] = ..., queued: _Optional[_Union[GenerationQueued, _Mapping]] = ..., output_invalid: _Optional[_Union[OutputInvalid, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
-    __slots__ = ["approval_requests", "authorization_requests", "created_at", "end_user", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "limit", "message", "model", "provider", "started_by", "state", "thread_id", "trace_id", "updated_at", "usage"]
+    __slots__ = ["approval_requests", "authorization_requests", "created_at", "end_user", "error_code", "error_message", "expires_at", "finished_at", "function_calls", "generation_id", "input_requests", "last_sequence", "limit", "message", "model", "provider", "started_by", "state", "structured", "thread_id", "trace_id", "updated_at", "usage"]
     APPROVAL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +340,7 @@ class Generation(_message.Message):
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     STARTED_BY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -360,19 +363,21 @@ class Generation(_message.Message):
     provider: str
     started_by: str
     state: GenerationState
+    structured: _struct_pb2.Value
     thread_id: str
     trace_id: str
     updated_at: _timestamp_pb2.Timestamp
     usage: Usage
-    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ..., end_user: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., trace_id: _Optional[str] = ..., limit: _Optional[_Union[LimitReached, _Mapping]] = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., state: _Optional[_Union[GenerationState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_sequence: _Optional[int] = ..., approval_requests: _Optional[_Iterable[_Union[ApprovalRequest, _Mapping]]] = ..., function_calls: _Optional[_Iterable[_Union[FunctionCall, _Mapping]]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., authorization_requests: _Optional[_Iterable[_Union[AuthorizationRequest, _Mapping]]] = ..., input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ..., end_user: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., trace_id: _Optional[str] = ..., limit: _Optional[_Union[LimitReached, _Mapping]] = ..., structured: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class GenerationCompleted(_message.Message):
-    __slots__ = ["generation_id", "limit", "message", "messages", "stop_reason", "tool_calls", "tool_turns", "usage"]
+    __slots__ = ["generation_id", "limit", "message", "messages", "stop_reason", "structured", "tool_calls", "tool_turns", "usage"]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
@@ -381,10 +386,11 @@ class GenerationCompleted(_message.Message):
     message: _message_pb2.Message
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     stop_reason: StopReason
+    structured: _struct_pb2.Value
     tool_calls: int
     tool_turns: int
     usage: Usage
-    def __init__(self, generation_id: _Optional[str] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., tool_turns: _Optional[int] = ..., limit: _Optional[_Union[LimitReached, _Mapping]] = ..., tool_calls: _Optional[int] = ...) -> None: ...
+    def __init__(self, generation_id: _Optional[str] = ..., message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., tool_turns: _Optional[int] = ..., limit: _Optional[_Union[LimitReached, _Mapping]] = ..., tool_calls: _Optional[int] = ..., structured: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class GenerationPaused(_message.Message):
     __slots__ = ["approval_requests", "authorization_requests", "expires_at", "function_calls", "generation_id", "input_requests"]
@@ -554,6 +560,26 @@ class ListPendingRequestsResponse(_message.Message):
     requests: _containers.RepeatedCompositeFieldContainer[PendingRequest]
     def __init__(self, requests: _Optional[_Iterable[_Union[PendingRequest, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class OutputInvalid(_message.Message):
+    __slots__ = ["errors", "repair", "turn"]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    repair: bool
+    turn: int
+    def __init__(self, turn: _Optional[int] = ..., errors: _Optional[_Iterable[str]] = ..., repair: bool = ...) -> None: ...
+
+class OutputPreview(_message.Message):
+    __slots__ = ["final_answer", "native_with_tools", "native_without_tools"]
+    FINAL_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_WITHOUT_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_WITH_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    final_answer: _agent_pb2.FunctionTool
+    native_with_tools: bool
+    native_without_tools: bool
+    def __init__(self, native_with_tools: bool = ..., native_without_tools: bool = ..., final_answer: _Optional[_Union[_agent_pb2.FunctionTool, _Mapping]] = ...) -> None: ...
+
 class PendingRequest(_message.Message):
     __slots__ = ["approval", "authorization", "end_user", "expires_at", "function_call", "generation_id", "input", "kind", "model", "provider", "requested_at", "started_by", "state"]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
@@ -593,12 +619,13 @@ class PreviewRequest(_message.Message):
     def __init__(self, agent: _Optional[_Union[_agent_pb2.Agent, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
 
 class PreviewResponse(_message.Message):
-    __slots__ = ["instructions", "limits", "max_tool_turns", "messages", "model", "provider", "provider_options", "provider_servers", "tools"]
+    __slots__ = ["instructions", "limits", "max_tool_turns", "messages", "model", "output", "provider", "provider_options", "provider_servers", "tools"]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOOL_TURNS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_SERVERS_FIELD_NUMBER: _ClassVar[int]
@@ -608,11 +635,12 @@ class PreviewResponse(_message.Message):
     max_tool_turns: int
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     model: str
+    output: OutputPreview
     provider: str
     provider_options: _struct_pb2.Struct
     provider_servers: _containers.RepeatedCompositeFieldContainer[ServerPlacement]
     tools: _containers.RepeatedCompositeFieldContainer[_agent_pb2.FunctionTool]
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_agent_pb2.FunctionTool, _Mapping]]] = ..., provider_servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tool_turns: _Optional[int] = ..., limits: _Optional[_Union[_agent_pb2.GenerationLimits, _Mapping]] = ...) -> None: ...
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_agent_pb2.FunctionTool, _Mapping]]] = ..., provider_servers: _Optional[_Iterable[_Union[ServerPlacement, _Mapping]]] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tool_turns: _Optional[int] = ..., limits: _Optional[_Union[_agent_pb2.GenerationLimits, _Mapping]] = ..., output: _Optional[_Union[OutputPreview, _Mapping]] = ...) -> None: ...
 
 class ResumeGeneration(_message.Message):
     __slots__ = ["agent", "answer_timeout", "approval_decisions", "authorization_responses", "function_results", "generation_id", "input_responses"]

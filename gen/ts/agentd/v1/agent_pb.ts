@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent.proto.
  */
 export const file_agentd_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSKgBAoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeRIpCgdjb250ZXh0GA0gASgLMhguYWdlbnRkLnYxLkNvbnRleHRQb2xpY3kSKwoGbGltaXRzGA4gASgLMhsuYWdlbnRkLnYxLkdlbmVyYXRpb25MaW1pdHNCDAoKX21jcF9jYWNoZUIRCg9fbWF4X3Rvb2xfdHVybnMi8QEKEEdlbmVyYXRpb25MaW1pdHMSGwoObWF4X3Rvb2xfY2FsbHMYASABKAVIAIgBARIdChBtYXhfdG90YWxfdG9rZW5zGAIgASgDSAGIAQESIgoIbWF4X2Nvc3QYAyABKAsyEC5hZ2VudGQudjEuTW9uZXkSLwoMbWF4X2R1cmF0aW9uGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiQKCG9uX2xpbWl0GAUgASgOMhIuYWdlbnRkLnYxLk9uTGltaXRCEQoPX21heF90b29sX2NhbGxzQhMKEV9tYXhfdG90YWxfdG9rZW5zIigKBU1vbmV5EhAKCGN1cnJlbmN5GAEgASgJEg0KBW5hbm9zGAIgASgDIncKDUNvbnRleHRQb2xpY3kSGAoQbWF4X2lucHV0X3Rva2VucxgBIAEoAxIdChVyZXNlcnZlX291dHB1dF90b2tlbnMYAiABKAMSEgoKa2VlcF9maXJzdBgDIAEoCBIZChFrZWVwX3Rvb2xfcmVzdWx0cxgEIAEoCCLQBAoJTUNQU2VydmVyEgwKBG5hbWUYASABKAkSDQoDdXJsGAIgASgJSAASEQoHY29tbWFuZBgDIAEoCUgAEg0KA3JlZhgEIAEoCUgAEhUKDWF1dGhvcml6YXRpb24YBSABKAkSMgoHaGVhZGVycxgGIAMoCzIhLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuSGVhZGVyc0VudHJ5EjgKFW1heF9yZWNvbm5lY3Rpb25fd2FpdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRhcmdzGAggAygJEioKA2VudhgJIAMoCzIdLmFnZW50ZC52MS5NQ1BTZXJ2ZXIuRW52RW50cnkSEQoJdW5zZXRfZW52GAogAygJEi8KDHJlYWRfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hbGxvd2VkX3Rvb2xzGAwgAygJEjMKEHJlcXVpcmVfYXBwcm92YWwYDSABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3kSJQoFb2F1dGgYDiABKAsyFi5hZ2VudGQudjEuT0F1dGhDbGllbnQSJQoIc2FtcGxpbmcYDyABKAsyEy5hZ2VudGQudjEuU2FtcGxpbmcaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCgl0cmFuc3BvcnQiRQoIU2FtcGxpbmcSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5TYW1wbGluZ01vZGUSEgoKbWF4X3Rva2VucxgCIAEoBSKLAgoLT0F1dGhDbGllbnQSIwoFZ3JhbnQYASABKA4yFC5hZ2VudGQudjEuR3JhbnRUeXBlEhEKCWNsaWVudF9pZBgCIAEoCRIVCg1jbGllbnRfc2VjcmV0GAMgASgJEhMKC3ByaXZhdGVfa2V5GAQgASgJEhYKDnByaXZhdGVfa2V5X2lkGAUgASgJEg4KBnNjb3BlcxgGIAMoCRIiChp0b2tlbl9lbmRwb2ludF9hdXRoX21ldGhvZBgHIAEoCRIUCgxyZWRpcmVjdF91cmwYCCABKAkSNgoRaWRlbnRpdHlfcHJvdmlkZXIYCSABKAsyGy5hZ2VudGQudjEuSWRlbnRpdHlQcm92aWRlciJ2ChBJZGVudGl0eVByb3ZpZGVyEg4KBmlzc3VlchgBIAEoCRIWCg50b2tlbl9lbmRwb2ludBgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSFQoNY2xpZW50X3NlY3JldBgEIAEoCRIQCghpZF90b2tlbhgFIAEoCSKCAQoOQXBwcm92YWxQb2xpY3kSJQoEbW9kZRgBIAEoDjIXLmFnZW50ZC52MS5BcHByb3ZhbE1vZGUSJAoGYWx3YXlzGAIgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcxIjCgVuZXZlchgDIAEoCzIULmFnZW50ZC52MS5Ub29sTmFtZXMiHwoJVG9vbE5hbWVzEhIKCnRvb2xfbmFtZXMYASADKAkiXgoMRnVuY3Rpb25Ub29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqXAoHT25MaW1pdBIYChRPTl9MSU1JVF9VTlNQRUNJRklFRBAAEhAKDE9OX0xJTUlUX0VORBABEhIKDk9OX0xJTUlUX1BBVVNFEAISEQoNT05fTElNSVRfRkFJTBADKnAKEUVsaWNpdGF0aW9uUG9saWN5EiIKHkVMSUNJVEFUSU9OX1BPTElDWV9VTlNQRUNJRklFRBAAEhoKFkVMSUNJVEFUSU9OX1BPTElDWV9BU0sQARIbChdFTElDSVRBVElPTl9QT0xJQ1lfREVOWRACKnQKC01DUFN0cmF0ZWd5EhwKGE1DUF9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEhUKEU1DUF9TVFJBVEVHWV9BVVRPEAESFwoTTUNQX1NUUkFURUdZX0NMSUVOVBACEhcKE01DUF9TVFJBVEVHWV9TRVJWRVIQAyp0ChBUb29sTmFtZUNvbmZsaWN0EiIKHlRPT0xfTkFNRV9DT05GTElDVF9VTlNQRUNJRklFRBAAEh0KGVRPT0xfTkFNRV9DT05GTElDVF9SRUZVU0UQARIdChlUT09MX05BTUVfQ09ORkxJQ1RfUFJFRklYEAIqdQoMU2FtcGxpbmdNb2RlEh0KGVNBTVBMSU5HX01PREVfVU5TUEVDSUZJRUQQABIWChJTQU1QTElOR19NT0RFX0RFTlkQARIVChFTQU1QTElOR19NT0RFX0FTSxACEhcKE1NBTVBMSU5HX01PREVfQUxMT1cQAyqQAQoJR3JhbnRUeXBlEhoKFkdSQU5UX1RZUEVfVU5TUEVDSUZJRUQQABIhCh1HUkFOVF9UWVBFX0FVVEhPUklaQVRJT05fQ09ERRABEiEKHUdSQU5UX1RZUEVfQ0xJRU5UX0NSRURFTlRJQUxTEAISIQodR1JBTlRfVFlQRV9FTlRFUlBSSVNFX01BTkFHRUQQAypgCgxBcHByb3ZhbE1vZGUSHQoZQVBQUk9WQUxfTU9ERV9VTlNQRUNJRklFRBAAEhcKE0FQUFJPVkFMX01PREVfTkVWRVIQARIYChRBUFBST1ZBTF9NT0RFX0FMV0FZUxACQpQBCg1jb20uYWdlbnRkLnYxQgpBZ2VudFByb3RvUAFaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChVhZ2VudGQvdjEvYWdlbnQucHJvdG8SCWFnZW50ZC52MSLDBAoFQWdlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5zdHJ1Y3Rpb25zGAMgASgJEiYKBXRvb2xzGAQgAygLMhcuYWdlbnRkLnYxLkZ1bmN0aW9uVG9vbBIiCgRtY3BzGAUgAygLMhQuYWdlbnRkLnYxLk1DUFNlcnZlchIsCgxtY3Bfc3RyYXRlZ3kYBiABKA4yFi5hZ2VudGQudjEuTUNQU3RyYXRlZ3kSGQoRcmVxdWlyZXNfYXBwcm92YWwYByADKAkSFgoJbWNwX2NhY2hlGAggASgISACIAQESGwoObWF4X3Rvb2xfdHVybnMYCSABKAVIAYgBARIxChBwcm92aWRlcl9vcHRpb25zGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChJ0b29sX25hbWVfY29uZmxpY3QYCyABKA4yGy5hZ2VudGQudjEuVG9vbE5hbWVDb25mbGljdBIxCgtlbGljaXRhdGlvbhgMIAEoDjIcLmFnZW50ZC52MS5FbGljaXRhdGlvblBvbGljeRIpCgdjb250ZXh0GA0gASgLMhguYWdlbnRkLnYxLkNvbnRleHRQb2xpY3kSKwoGbGltaXRzGA4gASgLMhsuYWdlbnRkLnYxLkdlbmVyYXRpb25MaW1pdHMSIQoGb3V0cHV0GA8gASgLMhEuYWdlbnRkLnYxLk91dHB1dEIMCgpfbWNwX2NhY2hlQhEKD19tYXhfdG9vbF90dXJucyKQAQoGT3V0cHV0EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSJwoGc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdHJpY3QYBCABKAgSGQoMcmVwYWlyX3R1cm5zGAUgASgFSACIAQFCDwoNX3JlcGFpcl90dXJucyLxAQoQR2VuZXJhdGlvbkxpbWl0cxIbCg5tYXhfdG9vbF9jYWxscxgBIAEoBUgAiAEBEh0KEG1heF90b3RhbF90b2tlbnMYAiABKANIAYgBARIiCghtYXhfY29zdBgDIAEoCzIQLmFnZW50ZC52MS5Nb25leRIvCgxtYXhfZHVyYXRpb24YBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJAoIb25fbGltaXQYBSABKA4yEi5hZ2VudGQudjEuT25MaW1pdEIRCg9fbWF4X3Rvb2xfY2FsbHNCEwoRX21heF90b3RhbF90b2tlbnMiKAoFTW9uZXkSEAoIY3VycmVuY3kYASABKAkSDQoFbmFub3MYAiABKAMidwoNQ29udGV4dFBvbGljeRIYChBtYXhfaW5wdXRfdG9rZW5zGAEgASgDEh0KFXJlc2VydmVfb3V0cHV0X3Rva2VucxgCIAEoAxISCgprZWVwX2ZpcnN0GAMgASgIEhkKEWtlZXBfdG9vbF9yZXN1bHRzGAQgASgIItAECglNQ1BTZXJ2ZXISDAoEbmFtZRgBIAEoCRINCgN1cmwYAiABKAlIABIRCgdjb21tYW5kGAMgASgJSAASDQoDcmVmGAQgASgJSAASFQoNYXV0aG9yaXphdGlvbhgFIAEoCRIyCgdoZWFkZXJzGAYgAygLMiEuYWdlbnRkLnYxLk1DUFNlcnZlci5IZWFkZXJzRW50cnkSOAoVbWF4X3JlY29ubmVjdGlvbl93YWl0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBGFyZ3MYCCADKAkSKgoDZW52GAkgAygLMh0uYWdlbnRkLnYxLk1DUFNlcnZlci5FbnZFbnRyeRIRCgl1bnNldF9lbnYYCiADKAkSLwoMcmVhZF90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWFsbG93ZWRfdG9vbHMYDCADKAkSMwoQcmVxdWlyZV9hcHByb3ZhbBgNIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeRIlCgVvYXV0aBgOIAEoCzIWLmFnZW50ZC52MS5PQXV0aENsaWVudBIlCghzYW1wbGluZxgPIAEoCzITLmFnZW50ZC52MS5TYW1wbGluZxouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCXRyYW5zcG9ydCJFCghTYW1wbGluZxIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLlNhbXBsaW5nTW9kZRISCgptYXhfdG9rZW5zGAIgASgFIosCCgtPQXV0aENsaWVudBIjCgVncmFudBgBIAEoDjIULmFnZW50ZC52MS5HcmFudFR5cGUSEQoJY2xpZW50X2lkGAIgASgJEhUKDWNsaWVudF9zZWNyZXQYAyABKAkSEwoLcHJpdmF0ZV9rZXkYBCABKAkSFgoOcHJpdmF0ZV9rZXlfaWQYBSABKAkSDgoGc2NvcGVzGAYgAygJEiIKGnRva2VuX2VuZHBvaW50X2F1dGhfbWV0aG9kGAcgASgJEhQKDHJlZGlyZWN0X3VybBgIIAEoCRI2ChFpZGVudGl0eV9wcm92aWRlchgJIAEoCzIbLmFnZW50ZC52MS5JZGVudGl0eVByb3ZpZGVyInYKEElkZW50aXR5UHJvdmlkZXISDgoGaXNzdWVyGAEgASgJEhYKDnRva2VuX2VuZHBvaW50GAIgASgJEhEKCWNsaWVudF9pZBgDIAEoCRIVCg1jbGllbnRfc2VjcmV0GAQgASgJEhAKCGlkX3Rva2VuGAUgASgJIoIBCg5BcHByb3ZhbFBvbGljeRIlCgRtb2RlGAEgASgOMhcuYWdlbnRkLnYxLkFwcHJvdmFsTW9kZRIkCgZhbHdheXMYAiABKAsyFC5hZ2VudGQudjEuVG9vbE5hbWVzEiMKBW5ldmVyGAMgASgLMhQuYWdlbnRkLnYxLlRvb2xOYW1lcyIfCglUb29sTmFtZXMSEgoKdG9vbF9uYW1lcxgBIAMoCSJeCgxGdW5jdGlvblRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCpcCgdPbkxpbWl0EhgKFE9OX0xJTUlUX1VOU1BFQ0lGSUVEEAASEAoMT05fTElNSVRfRU5EEAESEgoOT05fTElNSVRfUEFVU0UQAhIRCg1PTl9MSU1JVF9GQUlMEAMqcAoRRWxpY2l0YXRpb25Qb2xpY3kSIgoeRUxJQ0lUQVRJT05fUE9MSUNZX1VOU1BFQ0lGSUVEEAASGgoWRUxJQ0lUQVRJT05fUE9MSUNZX0FTSxABEhsKF0VMSUNJVEFUSU9OX1BPTElDWV9ERU5ZEAIqdAoLTUNQU3RyYXRlZ3kSHAoYTUNQX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASFQoRTUNQX1NUUkFURUdZX0FVVE8QARIXChNNQ1BfU1RSQVRFR1lfQ0xJRU5UEAISFwoTTUNQX1NUUkFURUdZX1NFUlZFUhADKnQKEFRvb2xOYW1lQ29uZmxpY3QSIgoeVE9PTF9OQU1FX0NPTkZMSUNUX1VOU1BFQ0lGSUVEEAASHQoZVE9PTF9OQU1FX0NPTkZMSUNUX1JFRlVTRRABEh0KGVRPT0xfTkFNRV9DT05GTElDVF9QUkVGSVgQAip1CgxTYW1wbGluZ01vZGUSHQoZU0FNUExJTkdfTU9ERV9VTlNQRUNJRklFRBAAEhYKElNBTVBMSU5HX01PREVfREVOWRABEhUKEVNBTVBMSU5HX01PREVfQVNLEAISFwoTU0FNUExJTkdfTU9ERV9BTExPVxADKpABCglHcmFudFR5cGUSGgoWR1JBTlRfVFlQRV9VTlNQRUNJRklFRBAAEiEKHUdSQU5UX1RZUEVfQVVUSE9SSVpBVElPTl9DT0RFEAESIQodR1JBTlRfVFlQRV9DTElFTlRfQ1JFREVOVElBTFMQAhIhCh1HUkFOVF9UWVBFX0VOVEVSUFJJU0VfTUFOQUdFRBADKmAKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfTU9ERV9ORVZFUhABEhgKFEFQUFJPVkFMX01PREVfQUxXQVlTEAJClAEKDWNvbS5hZ2VudGQudjFCCkFnZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjGiAgNBWFiqAglBZ2VudGQuVjHKAglBZ2VudGRcVjHiAhVBZ2VudGRcVjFcR1BCTWV0YWRhdGHqAgpBZ2VudGQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Agent declares who answers (provider and model), how (instructions), and
@@ -132,6 +132,9 @@ export type Agent = Message<"agentd.v1.Agent"> & {
    *     token counts (absent: one token per four bytes).
    *   - "repeat": n plays the turn n times in a row, each a turn of its
    *     own (absent: once).
+   *   - "structured": a JSON value, in place of "text", is the turn's
+   *     answer as JSON: played as its text, compact, as a model asked for
+   *     the agent's output answers. A turn may not have both.
    *
    * The turn played is the number of assistant messages since the last user
    * message: a script starts again at every new user message and goes on
@@ -178,6 +181,20 @@ export type Agent = Message<"agentd.v1.Agent"> & {
    * @generated from field: agentd.v1.GenerationLimits limits = 14;
    */
   limits?: GenerationLimits | undefined;
+
+  /**
+   * The final answer as data: JSON that fits a JSON Schema. The
+   * generation runs its tool loop as without it; its final answer must be
+   * a JSON value that the schema accepts, which agentd checks itself (JSON
+   * Schema 2020-12) whatever the provider enforced, and
+   * GenerationCompleted.structured carries it. Each provider takes the
+   * schema in its own API's field where it can (docs/providers.md);
+   * elsewhere the model is offered a final_answer tool whose parameters
+   * are the schema, and calling it gives the answer.
+   *
+   * @generated from field: agentd.v1.Output output = 15;
+   */
+  output?: Output | undefined;
 };
 
 /**
@@ -186,6 +203,66 @@ export type Agent = Message<"agentd.v1.Agent"> & {
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent, 0);
+
+/**
+ * Output asks for the final answer as JSON that fits a schema.
+ *
+ * @generated from message agentd.v1.Output
+ */
+export type Output = Message<"agentd.v1.Output"> & {
+  /**
+   * Names the schema where a provider names it: 1 to 64 of a-z, A-Z,
+   * 0-9, _ and -. Empty: "answer".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * What the answer is, for the model; may be empty.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * The JSON Schema (2020-12) of the answer: an object schema (type
+   * object). Required. A schema that does not compile is
+   * INVALID_ARGUMENT, with the path of its problem, before anything
+   * connects.
+   *
+   * @generated from field: google.protobuf.Struct schema = 3;
+   */
+  schema?: JsonObject | undefined;
+
+  /**
+   * Ask providers that can hold the answer to the schema exactly to do
+   * so (OpenAI's, Azure's and the routers' strict structured outputs).
+   * For those providers the schema must then keep their restrictions:
+   * every object sets additionalProperties false and requires all its
+   * properties; checked at the start.
+   *
+   * @generated from field: bool strict = 4;
+   */
+  strict: boolean;
+
+  /**
+   * The model turns an answer that the schema refuses gets to repair it,
+   * each with the validation's errors; past them the generation fails
+   * FAILED_PRECONDITION (reason OUTPUT_INVALID) with the errors and the
+   * last answer. Absent: 1. 0..5.
+   *
+   * @generated from field: optional int32 repair_turns = 5;
+   */
+  repairTurns?: number | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.Output.
+ * Use `create(OutputSchema)` to create a new message.
+ */
+export const OutputSchema: GenMessage<Output> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent, 1);
 
 /**
  * GenerationLimits bound one generation. agentd checks them before each
@@ -247,7 +324,7 @@ export type GenerationLimits = Message<"agentd.v1.GenerationLimits"> & {
  * Use `create(GenerationLimitsSchema)` to create a new message.
  */
 export const GenerationLimitsSchema: GenMessage<GenerationLimits> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 1);
+  messageDesc(file_agentd_v1_agent, 2);
 
 /**
  * Money is an amount of one currency.
@@ -275,7 +352,7 @@ export type Money = Message<"agentd.v1.Money"> & {
  * Use `create(MoneySchema)` to create a new message.
  */
 export const MoneySchema: GenMessage<Money> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 2);
+  messageDesc(file_agentd_v1_agent, 3);
 
 /**
  * ContextPolicy fits a conversation to a budget of input tokens before
@@ -328,7 +405,7 @@ export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
  * Use `create(ContextPolicySchema)` to create a new message.
  */
 export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 3);
+  messageDesc(file_agentd_v1_agent, 4);
 
 /**
  * MCPServer declares one MCP server. Exactly one of url, command or ref
@@ -492,7 +569,7 @@ export type MCPServer = Message<"agentd.v1.MCPServer"> & {
  * Use `create(MCPServerSchema)` to create a new message.
  */
 export const MCPServerSchema: GenMessage<MCPServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 4);
+  messageDesc(file_agentd_v1_agent, 5);
 
 /**
  * Sampling is one MCP server's sampling policy. A request the
@@ -524,7 +601,7 @@ export type Sampling = Message<"agentd.v1.Sampling"> & {
  * Use `create(SamplingSchema)` to create a new message.
  */
 export const SamplingSchema: GenMessage<Sampling> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 5);
+  messageDesc(file_agentd_v1_agent, 6);
 
 /**
  * OAuthClient says how agentd obtains access tokens for one MCP server.
@@ -625,7 +702,7 @@ export type OAuthClient = Message<"agentd.v1.OAuthClient"> & {
  * Use `create(OAuthClientSchema)` to create a new message.
  */
 export const OAuthClientSchema: GenMessage<OAuthClient> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 6);
+  messageDesc(file_agentd_v1_agent, 7);
 
 /**
  * IdentityProvider is the enterprise identity provider of an
@@ -685,7 +762,7 @@ export type IdentityProvider = Message<"agentd.v1.IdentityProvider"> & {
  * Use `create(IdentityProviderSchema)` to create a new message.
  */
 export const IdentityProviderSchema: GenMessage<IdentityProvider> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 7);
+  messageDesc(file_agentd_v1_agent, 8);
 
 /**
  * ApprovalPolicy says which of a server's tool calls wait for approval.
@@ -729,7 +806,7 @@ export type ApprovalPolicy = Message<"agentd.v1.ApprovalPolicy"> & {
  * Use `create(ApprovalPolicySchema)` to create a new message.
  */
 export const ApprovalPolicySchema: GenMessage<ApprovalPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 8);
+  messageDesc(file_agentd_v1_agent, 9);
 
 /**
  * ToolNames is a list of tool names (the shape OpenAI's hosted MCP tool
@@ -751,7 +828,7 @@ export type ToolNames = Message<"agentd.v1.ToolNames"> & {
  * Use `create(ToolNamesSchema)` to create a new message.
  */
 export const ToolNamesSchema: GenMessage<ToolNames> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 9);
+  messageDesc(file_agentd_v1_agent, 10);
 
 /**
  * FunctionTool is a tool the agent declares and the client executes.
@@ -787,7 +864,7 @@ export type FunctionTool = Message<"agentd.v1.FunctionTool"> & {
  * Use `create(FunctionToolSchema)` to create a new message.
  */
 export const FunctionToolSchema: GenMessage<FunctionTool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent, 10);
+  messageDesc(file_agentd_v1_agent, 11);
 
 /**
  * OnLimit says what a generation does when it reaches one of its limits
