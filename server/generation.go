@@ -1,6 +1,8 @@
 package server
 
 import (
+	"google.golang.org/protobuf/types/known/structpb"
+
 	statev1 "github.com/agentd/agentd/gen/go/agentd/state/v1"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 
@@ -86,6 +88,11 @@ type generation struct {
 	// loop adds it to total and ran (foldSamples): samples are answered
 	// while tool calls run, on goroutines of their own.
 	samples samplesUsage
+	// structured is the answer the output schema accepted;
+	// outputRepairs counts the repair turns this run gave answers it
+	// refused.
+	structured    *structpb.Value
+	outputRepairs int
 	// budgetWarned are the budgets (with subject and period) this run
 	// warned of: once each.
 	budgetWarned map[string]bool
@@ -279,8 +286,11 @@ func addUsage(total, u *agentdv1.Usage) {
 // result is what the generation's record keeps of its end: with the
 // limit it completed at, if it did.
 func (g *generation) result(final *agentdv1.Message, err error) []byte {
-	if g.lim.reached != nil && err == nil {
+	switch {
+	case g.lim.reached != nil && err == nil:
 		return record.EncodeLimited(final, g.total, g.lim.reached)
+	case g.structured != nil && err == nil:
+		return record.EncodeStructured(final, g.total, g.structured)
 	}
 	return record.EncodeResult(final, g.total, err)
 }

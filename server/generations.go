@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentd/agentd/internal/fault"
@@ -230,6 +231,12 @@ func (s *Service) generationOf(ctx context.Context, rec store.Generation, withMe
 			s.log.WarnContext(ctx, "a generation's stored limit cannot be read", "generation", rec.ID, "err", err)
 		} else {
 			g.Limit = l
+		}
+	}
+	if withMessage && rec.State == store.Completed && len(r.Structured) > 0 {
+		v := &structpb.Value{}
+		if err := lenient.Unmarshal(r.Structured, v); err == nil {
+			g.Structured = v
 		}
 	}
 	if withMessage && rec.State == store.Completed && len(r.Message) > 0 {

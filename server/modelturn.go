@@ -80,7 +80,7 @@ func (g *generation) fitted(ctx context.Context) ([]*agentdv1.Message, *agentdv1
 // request is the provider's request for the next model turn: the
 // conversation msgs, the tools offered, and the servers the provider runs.
 func (g *generation) request(msgs []*agentdv1.Message) *providers.Request {
-	return &providers.Request{
+	return g.withOutput(&providers.Request{
 		Model:          g.plan.agent.GetModel(),
 		Instructions:   g.plan.agent.GetInstructions(),
 		Messages:       msgs,
@@ -88,7 +88,7 @@ func (g *generation) request(msgs []*agentdv1.Message) *providers.Request {
 		ToolParameters: g.toolParams,
 		MCPServers:     g.plan.providerServers(),
 		Options:        g.plan.options(),
-	}
+	})
 }
 
 // turnStream gathers what one model turn's stream brings: the assistant's

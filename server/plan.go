@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/internal/fault"
 	"github.com/agentd/agentd/internal/mcpdecl"
 	"github.com/agentd/agentd/internal/netaddr"
+	"github.com/agentd/agentd/internal/output"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -29,6 +30,7 @@ type plan struct {
 	servers       []*serverPlan // declaration order
 	limits        limitSet
 	answerTimeout time.Duration
+	output        *output.Spec // the agent's output schema; nil for none
 }
 
 // serverPlan is one declared MCP server, resolved.

@@ -29,5 +29,6 @@ func (s *Service) Preview(ctx context.Context, req *agentdv1.PreviewRequest) (*a
 		ProviderOptions: req.GetAgent().GetProviderOptions(),
 		MaxToolTurns:    int32(p.limits.values[limitToolTurns]),
 		Limits:          p.limits.proto(),
+		Output:          p.outputPreview(),
 	}, nil
 }

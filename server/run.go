@@ -173,6 +173,9 @@ func (g *generation) begin(ctx context.Context, tools []serverList) error {
 // back to it. done says the generation ended, with err.
 func (g *generation) afterModelTurn(ctx context.Context, r *reply) (done bool, err error) {
 	g.lastStop = r.stop
+	if handled, done, err := g.takeOutput(ctx, r); handled {
+		return done, err
+	}
 	if len(r.calls) == 0 && !r.paused {
 		return true, g.complete(ctx, r)
 	}
@@ -227,6 +230,7 @@ func (g *generation) complete(ctx context.Context, r *reply) error {
 		ToolTurns:    int32(g.toolTurns),
 		Limit:        g.lim.reached,
 		ToolCalls:    int32(g.lim.toolCalls),
+		Structured:   g.structured,
 	}}})
 }
 

@@ -43,6 +43,7 @@ func (s *Service) newPlan(root string, tenant *Tenant, agent *agentdv1.Agent, me
 		return nil, fault.InvalidRequest(v)
 	}
 	s.planProvider(&v, &unset, field, p)
+	s.planOutput(&v, field, p)
 	if len(messages) == 0 {
 		v.add(field("messages"), "needs at least one message")
 	}

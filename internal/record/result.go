@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fault"
@@ -25,6 +26,9 @@ type Result struct {
 	// Limit is the limit the generation completed at
 	// (agentd.v1.LimitReached, protojson), for GetGeneration.
 	Limit json.RawMessage `json:"limit,omitempty"`
+	// Structured is the answer the agent's output schema accepted
+	// (google.protobuf.Value, protojson), for GetGeneration.
+	Structured json.RawMessage `json:"structured,omitempty"`
 }
 
 // EncodeResult is the result of a generation that ended with its final
@@ -45,6 +49,15 @@ func EncodeResult(final *agentdv1.Message, usage *agentdv1.Usage, err error) []b
 func EncodeLimited(final *agentdv1.Message, usage *agentdv1.Usage, limit *agentdv1.LimitReached) []byte {
 	r := ended(final, usage)
 	r.Limit, _ = protojson.Marshal(limit)
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// EncodeStructured is the result of a generation that completed with
+// the structured answer v, with its final message and its usage.
+func EncodeStructured(final *agentdv1.Message, usage *agentdv1.Usage, v *structpb.Value) []byte {
+	r := ended(final, usage)
+	r.Structured, _ = protojson.Marshal(v)
 	b, _ := json.Marshal(r)
 	return b
 }

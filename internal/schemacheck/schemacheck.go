@@ -1,9 +1,10 @@
 // Package schemacheck checks that a document is a JSON Schema: valid
 // against its meta-schema (2020-12, or the draft its "$schema" declares),
-// with a maintained library (santhosh-tekuri/jsonschema). It owns only
-// that check and how its problems are named: the path within the schema
-// and what is wrong there. A schema may refer only to itself: nothing
-// outside the document is ever loaded (no file, no URL).
+// with a maintained library (santhosh-tekuri/jsonschema); and, once
+// compiled, that a value fits it. It owns those checks and how their
+// problems are named: the path within the document or the value, and what
+// is wrong there. A schema may refer only to itself: nothing outside the
+// document is ever loaded (no file, no URL).
 package schemacheck
 
 import (
@@ -34,17 +35,46 @@ const maxProblems = 8
 // maps, slices, strings, float64 or json.Number, bools, nil) fails to be
 // a JSON Schema; none when it is one.
 func Check(doc any) []Problem {
+	_, probs := Compile(doc)
+	return probs
+}
+
+// Schema is a compiled JSON Schema: safe for concurrent use.
+type Schema struct{ s *jsonschema.Schema }
+
+// Compile compiles doc (as Check takes it), or returns the ways it fails
+// to be a JSON Schema.
+func Compile(doc any) (*Schema, []Problem) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refuse{})
 	const loc = "urn:agentd:schema"
 	if err := c.AddResource(loc, doc); err != nil {
-		return []Problem{{Description: err.Error()}}
+		return nil, []Problem{{Description: err.Error()}}
 	}
-	_, err := c.Compile(loc)
+	sch, err := c.Compile(loc)
+	if err == nil {
+		return &Schema{s: sch}, nil
+	}
+	return nil, schemaProblems(err)
+}
+
+// Validate returns the ways v (as encoding/json decodes a document)
+// does not fit s, each at its path within v; none when it fits.
+func (s *Schema) Validate(v any) []Problem {
+	err := s.s.Validate(v)
 	if err == nil {
 		return nil
 	}
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		return problems(ve)
+	}
+	return []Problem{{Description: describe(err.Error())}}
+}
+
+// schemaProblems are the problems of a compilation's error.
+func schemaProblems(err error) []Problem {
 	var sve *jsonschema.SchemaValidationError
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
