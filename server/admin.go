@@ -47,6 +47,10 @@ type AdminOptions struct {
 	// and the usage ledger; nil when agentd keeps no records, and the
 	// budget calls are then FAILED_PRECONDITION.
 	Budgets store.Budgets
+	// BudgetsChanged, when set, is told of every budget set or deleted
+	// here, so that this replica applies it at once (the others read the
+	// store again within a second).
+	BudgetsChanged func()
 	// Bridge is the admin API of the bridge agentd uses, embedded or
 	// remote; nil when there is none to ask, and the calls that need it
 	// are UNAVAILABLE.

@@ -133,6 +133,7 @@ func (a *Admin) SetBudget(ctx context.Context, req *agentdv1.SetBudgetRequest) (
 		return nil, fault.GRPC(err)
 	}
 	a.audit(ctx, "SetBudget", "budget_tenant", tenant, "budget", spec.GetName())
+	a.budgetsChanged()
 	return &agentdv1.SetBudgetResponse{Budget: spec}, nil
 }
 
@@ -150,6 +151,7 @@ func (a *Admin) DeleteBudget(ctx context.Context, req *agentdv1.DeleteBudgetRequ
 		return nil, fault.GRPC(fault.New(fault.NotFound, "the tenant has no budget %q", req.GetName()))
 	}
 	a.audit(ctx, "DeleteBudget", "budget_tenant", tenant, "budget", req.GetName())
+	a.budgetsChanged()
 	return &agentdv1.DeleteBudgetResponse{}, nil
 }
 
@@ -244,4 +246,10 @@ func usageRows(totals []store.UsageTotal) []*agentdv1.UsageRow {
 		}
 	}
 	return rows
+}
+
+func (a *Admin) budgetsChanged() {
+	if a.o.BudgetsChanged != nil {
+		a.o.BudgetsChanged()
+	}
 }

@@ -49,10 +49,17 @@ type allowance struct {
 	calls   int
 	closed  bool // no call takes from it any more; given back after its last
 	lastUse time.Time
+	// renewBy is when it stops taking calls, well before its reservation
+	// lapses (reservationTTL): what its calls used is counted by then.
+	renewBy time.Time
 }
 
-// fits reports whether a call expected to use est fits in what is left.
-func (a *allowance) fits(est store.Spent) bool {
+// fits reports whether a call expected to use est fits in what is left,
+// at now.
+func (a *allowance) fits(est store.Spent, now time.Time) bool {
+	if !now.Before(a.renewBy) {
+		return false
+	}
 	left := func(granted, pending, used, want, max int64) bool { return max == 0 || pending+used+want <= granted }
 	return left(a.charge.Tokens, a.pending.Tokens, a.used.Tokens, est.Tokens, a.charge.MaxTokens) &&
 		left(a.charge.Nanos, a.pending.Nanos, a.used.Nanos, est.Nanos, a.charge.MaxNanos)
@@ -69,7 +76,17 @@ type taken struct {
 // the store refused.
 type budgetRefusal struct {
 	charge store.Charge
-	spent  store.Spent
+	spent  spentOf
+}
+
+// spentOf is a subject's spending as the store reported it.
+type spentOf store.Spent
+
+// reaches reports whether s, counted spending alone (not reservations),
+// has reached either of c's limits: the budget is spent, not merely held
+// by allowances.
+func (s spentOf) reaches(c store.Charge) bool {
+	return c.MaxTokens > 0 && s.Tokens >= c.MaxTokens || c.MaxNanos > 0 && s.Nanos >= c.MaxNanos
 }
 
 // take takes est from the allowance of the budget subject c (its key
@@ -81,7 +98,7 @@ func (s *spending) take(ctx context.Context, c store.Charge, est store.Spent, id
 	sl := s.lockedSlot(slotKey{c.Tenant, c.Budget, c.Subject, c.Bucket, c.MaxTokens, c.MaxNanos})
 	defer sl.mu.Unlock()
 	now := s.now()
-	if a := sl.cur; a != nil && a.fits(est) {
+	if a := sl.cur; a != nil && a.fits(est, now) {
 		a.add(est, now)
 		return taken{a, est}, nil, nil, nil
 	}
@@ -97,21 +114,25 @@ func (s *spending) take(ctx context.Context, c store.Charge, est store.Spent, id
 	}
 	want := c
 	want.Tokens, want.Nanos = share(c.MaxTokens, est.Tokens), share(c.MaxNanos, est.Nanos)
-	id := idPrefix + ":" + strconv.FormatInt(now.UnixNano(), 36)
+	// Unique among this replica's reservations whatever the clock says
+	// (a generation's id, then this replica's count).
+	id := idPrefix + ":" + strconv.FormatUint(s.seq.Add(1), 36)
 	charges := []store.Charge{want}
-	refused, err := s.store.Reserve(ctx, id, charges, now, now.Add(reservationTTL))
+	rctx, cancel := store.WriteContext(ctx)
+	defer cancel()
+	refused, err := s.store.Reserve(rctx, id, charges, now, now.Add(reservationTTL))
 	want = charges[0] // what the store granted
 	if err != nil || refused != nil {
 		var r *budgetRefusal
 		if refused != nil {
-			r = &budgetRefusal{charge: c, spent: refused.Spent}
+			r = &budgetRefusal{charge: c, spent: spentOf(refused.Spent)}
 		}
 		return taken{}, settled, r, err
 	}
 	// The store granted at most what is left: the call runs even where
 	// that is less than it may use (the one call a replica may pass the
 	// budget by).
-	a := &allowance{slot: sl, id: id, charge: want}
+	a := &allowance{slot: sl, id: id, charge: want, renewBy: now.Add(reservationTTL / 2)}
 	a.add(est, now)
 	sl.cur = a
 	return taken{a, est}, settled, nil, nil
@@ -186,8 +207,10 @@ func (s *spending) lockedSlot(k slotKey) *slot {
 	}
 }
 
-// giveBack gives back the allowances nobody spent from for allowanceIdle
-// (all of them with all), and forgets the slots left empty.
+// giveBack gives back the allowances nobody spent from for allowanceIdle,
+// or that reached their renewBy (all of them with all); a busy one
+// among those takes no more calls, and its last call to end gives it
+// back. It forgets the slots left empty.
 func (s *spending) giveBack(ctx context.Context, all bool) error {
 	s.mu.Lock()
 	slots := make([]*slot, 0, len(s.slots))
@@ -199,11 +222,17 @@ func (s *spending) giveBack(ctx context.Context, all bool) error {
 	var firstErr error
 	for _, sl := range slots {
 		sl.mu.Lock()
-		if a := sl.cur; a != nil && a.calls == 0 && (all || now.Sub(a.lastUse) >= allowanceIdle) {
+		a := sl.cur
+		switch {
+		case a == nil:
+		case a.calls == 0 && (all || now.Sub(a.lastUse) >= allowanceIdle || !now.Before(a.renewBy)):
 			sl.cur, a.closed = nil, true
 			if _, err := s.settle(ctx, a); err != nil && firstErr == nil {
 				firstErr = err
 			}
+		case all || !now.Before(a.renewBy):
+			// Busy: its last call to end gives it back.
+			sl.cur, a.closed = nil, true
 		}
 		sl.mu.Unlock()
 	}

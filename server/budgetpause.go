@@ -45,6 +45,11 @@ func (g *generation) budgetedTurn(ctx context.Context, turn int) (r *reply, done
 		if goOn, err := g.askBudget(ctx, at.reached); !goOn {
 			return nil, true, err
 		}
+		// The wait for the approval may have taken the generation past
+		// its own limits.
+		if done, err := g.checkLimits(ctx, modelCallLimits, nil); done {
+			return nil, true, err
+		}
 	}
 }
 

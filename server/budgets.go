@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -38,34 +40,54 @@ type spending struct {
 	store store.Budgets
 	now   func() time.Time
 
-	mu       sync.Mutex
+	// cacheMu guards the budgets read from the store: one read at a
+	// time, the others waiting for it.
+	cacheMu  sync.Mutex
 	loadedAt time.Time
 	byTenant map[string][]*budget.Budget // set through the admin API
-	slots    map[slotKey]*slot           // the budget subjects this replica holds allowances of
+
+	mu    sync.Mutex
+	slots map[slotKey]*slot // the budget subjects this replica holds allowances of
+	seq   atomic.Uint64     // numbers the reservations' ids
+	log   *slog.Logger
 
 	ledger ledger
 }
 
 // newSpendingOf is the spending of model calls held to the budgets st
 // keeps; nil without st.
-func newSpendingOf(st store.Budgets) *spending {
+func newSpendingOf(st store.Budgets, log *slog.Logger) *spending {
 	if st == nil {
 		return nil
 	}
-	return &spending{store: st, now: time.Now, slots: make(map[slotKey]*slot), ledger: ledger{rows: make(map[ledgerKey]*store.UsageEntry)}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &spending{store: st, now: time.Now, log: log, slots: make(map[slotKey]*slot), ledger: ledger{rows: make(map[ledgerKey]*store.UsageEntry)}}
 }
 
 // stored returns tenant's budgets set through the admin API, read again
 // from the store once they are budgetsFresh old.
+//
+// A read that fails keeps the budgets read before (logged), so that a
+// store that blinks holds no model call; only a replica that never read
+// them fails its calls.
 func (s *spending) stored(ctx context.Context, tenant string) ([]*budget.Budget, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
 	if now := s.now(); s.byTenant == nil || now.Sub(s.loadedAt) >= budgetsFresh {
-		defs, err := s.store.ListBudgets(ctx)
-		if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.Timeout)
+		defer cancel()
+		defs, err := s.store.ListBudgets(rctx)
+		switch {
+		case err != nil && s.byTenant == nil:
 			return nil, err
+		case err != nil:
+			s.log.Warn("reading the budgets again; the ones read before hold", "err", err)
+			s.loadedAt = now
+		default:
+			s.byTenant, s.loadedAt = parseStored(defs), now
 		}
-		s.byTenant, s.loadedAt = parseStored(defs), now
 	}
 	return s.byTenant[tenant], nil
 }
@@ -110,13 +132,7 @@ func (g *generation) reserveBudgets(ctx context.Context, estimate func() *agentd
 	est := estimate()
 	hold := &budgetHold{}
 	for i, b := range budgets {
-		t, settled, refused, err := sp.take(ctx, charges[i], store.Spent{Tokens: totalTokens(est), Nanos: nanosIn(b, est.GetCost())}, g.id+":"+call)
-		if settled != nil {
-			g.warnBudget(ctx, b, charges[i], *settled)
-		}
-		if err == nil && refused != nil {
-			err = g.budgetRefused(ctx, b, refused.charge, refused.spent, sp.now(), call != sampleCall)
-		}
+		t, err := g.takeBudget(ctx, b, charges[i], store.Spent{Tokens: totalTokens(est), Nanos: nanosIn(b, est.GetCost())}, call)
 		if err != nil {
 			g.settleBudgets(ctx, hold, nil) // what the other budgets gave
 			return nil, wrapUnavailable(err)
@@ -124,6 +140,38 @@ func (g *generation) reserveBudgets(ctx context.Context, estimate func() *agentd
 		hold.budgets, hold.taken = append(hold.budgets, b), append(hold.taken, t)
 	}
 	return hold, nil
+}
+
+// heldTries bounds how many times a call waits for the allowances that
+// hold a budget (reserved, not spent) to come back, allowanceIdle each.
+const heldTries = 5
+
+// takeBudget takes est from the allowance of budget b's subject c for
+// one call (named by call). Where the budget is held by allowances, not
+// spent (calls under way, here or on other replicas, reserved what is
+// left), it waits for them to come back, up to heldTries times; where it
+// is spent, it refuses the call with the budget's error.
+func (g *generation) takeBudget(ctx context.Context, b *budget.Budget, c store.Charge, est store.Spent, call string) (taken, error) {
+	sp := g.s.spending
+	for try := 1; ; try++ {
+		t, settled, refused, err := sp.take(ctx, c, est, g.id+":"+call)
+		if settled != nil {
+			g.warnBudget(ctx, b, c, *settled)
+		}
+		switch {
+		case err != nil:
+			return taken{}, err
+		case refused == nil:
+			return t, nil
+		case refused.spent.reaches(c) || try == heldTries:
+			return taken{}, g.budgetRefused(ctx, b, refused.charge, store.Spent(refused.spent), sp.now(), call != sampleCall)
+		}
+		select {
+		case <-ctx.Done():
+			return taken{}, context.Cause(ctx)
+		case <-time.After(allowanceIdle):
+		}
+	}
 }
 
 // wrapUnavailable classifies a store's failure to hold a call to its
@@ -224,13 +272,9 @@ func (g *generation) settleBudgets(ctx context.Context, hold *budgetHold, u *age
 // budget's subject, having spent s, is past its soft threshold.
 func (g *generation) warnBudget(ctx context.Context, b *budget.Budget, c store.Charge, s store.Spent) {
 	key := c.Budget + "\x00" + c.Subject + "\x00" + c.From.String()
-	if g.budgetWarned[key] || !pastThreshold(b, s) {
+	if !pastThreshold(b, s) || !g.budgetWarned.first(key) {
 		return
 	}
-	if g.budgetWarned == nil {
-		g.budgetWarned = make(map[string]bool)
-	}
-	g.budgetWarned[key] = true
 	msg := fmt.Sprintf("the budget %q%s has used %s of its period; it refuses model calls once it has used all of it",
 		b.Name(), subjectWords(b, c.Subject), usedWords(b, s))
 	g.s.log.Warn("budget past its soft threshold", "tenant", g.tenant, "budget", b.Name(), "subject", c.Subject,
@@ -263,11 +307,15 @@ func (g *generation) budgetRefused(ctx context.Context, b *budget.Budget, c stor
 	if b.Pauses() && pausable {
 		return &atBudget{reached: reached, msg: "the budget " + b.Name() + " refused the model call"}
 	}
-	retry := b.SpanAt(now).End.Sub(now)
+	retry, when := b.SpanAt(now).End.Sub(now), "once the period turns"
+	if !spentOf(s).reaches(c) {
+		// Held, not spent: calls under way reserved what is left.
+		retry, when = allowanceIdle, "once the model calls under way give back what they reserved"
+	}
 	return &fault.Error{
 		Kind: fault.Exhausted,
-		Msg: fmt.Sprintf("the budget %q%s has used %s of its period; the next model call may run once the period turns, in %s",
-			b.Name(), subjectWords(b, c.Subject), usedWords(b, s), retry.Round(time.Second)),
+		Msg: fmt.Sprintf("the budget %q%s has used %s of its period; the next model call may run %s, in %s",
+			b.Name(), subjectWords(b, c.Subject), usedWords(b, s), when, retry.Round(time.Second)),
 		Reason:     "BUDGET_EXHAUSTED",
 		Metadata:   map[string]string{"budget": b.Name(), "used": strconv.FormatInt(reached.GetUsed(), 10), "limit": strconv.FormatInt(reached.GetValue(), 10), "unit": reached.GetUnit()},
 		RetryDelay: retry,
@@ -275,14 +323,15 @@ func (g *generation) budgetRefused(ctx context.Context, b *budget.Budget, c stor
 	}
 }
 
-// budgetReached names the limit of b that s reached: tokens where it
-// limits them and they are spent, else money.
+// budgetReached names the limit of b that s reached (with what calls
+// under way reserved): tokens where it limits them and they are taken,
+// else money. Used is what was counted, reservations aside.
 func budgetReached(b *budget.Budget, s store.Spent) *agentdv1.LimitReached {
 	tokens, nanos, currency := b.Limits()
 	if tokens > 0 && s.Tokens+s.ReservedTokens >= tokens || nanos == 0 {
-		return &agentdv1.LimitReached{Name: "budget:" + b.Name(), Value: tokens, Used: s.Tokens + s.ReservedTokens, Unit: "tokens"}
+		return &agentdv1.LimitReached{Name: "budget:" + b.Name(), Value: tokens, Used: s.Tokens, Unit: "tokens"}
 	}
-	return &agentdv1.LimitReached{Name: "budget:" + b.Name(), Value: nanos, Used: s.Nanos + s.ReservedNanos, Unit: currency}
+	return &agentdv1.LimitReached{Name: "budget:" + b.Name(), Value: nanos, Used: s.Nanos, Unit: currency}
 }
 
 // quotaSubject is whose budget b is, as a QuotaFailure names it.
@@ -311,13 +360,19 @@ func usedWords(b *budget.Budget, s store.Spent) string {
 	tokens, nanos, currency := b.Limits()
 	var out string
 	if tokens > 0 {
-		out = fmt.Sprintf("%d of %d tokens", s.Tokens+s.ReservedTokens, tokens)
+		out = fmt.Sprintf("%d of %d tokens", s.Tokens, tokens)
+		if s.ReservedTokens > 0 {
+			out += fmt.Sprintf(" (%d more reserved by calls under way)", s.ReservedTokens)
+		}
 	}
 	if nanos > 0 {
 		if out != "" {
 			out += " and "
 		}
-		out += fmt.Sprintf("%s of %s %s", amount(s.Nanos+s.ReservedNanos), amount(nanos), currency)
+		out += fmt.Sprintf("%s of %s %s", decimal(s.Nanos), decimal(nanos), currency)
+		if s.ReservedNanos > 0 {
+			out += fmt.Sprintf(" (%s more reserved)", decimal(s.ReservedNanos))
+		}
 	}
 	return out
 }
@@ -342,3 +397,36 @@ func nanosIn(b *budget.Budget, c *agentdv1.Cost) int64 {
 // a budget's refusal of one fails the sample, never pauses the
 // generation.
 const sampleCall = "sample"
+
+// warnedSet holds the budgets (with subject and period) a run warned of.
+// Safe for concurrent use: a server's samples settle on goroutines of
+// their own.
+type warnedSet struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+// first reports whether key is new, and holds it.
+func (w *warnedSet) first(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.keys[key] {
+		return false
+	}
+	if w.keys == nil {
+		w.keys = make(map[string]bool)
+	}
+	w.keys[key] = true
+	return true
+}
+
+// BudgetsChanged makes the Service read the budgets set through the
+// admin API again before its next model call: one set or deleted by this
+// replica's AdminService applies here at once.
+func (s *Service) BudgetsChanged() {
+	if sp := s.spending; sp != nil {
+		sp.cacheMu.Lock()
+		sp.loadedAt = time.Time{}
+		sp.cacheMu.Unlock()
+	}
+}

@@ -30,7 +30,7 @@ func BenchmarkBudgetCheck(b *testing.B) {
 			limit int64
 		}{{"large", 1 << 50}, {"renewing", 100 * 5000}} {
 			b.Run(driver+"/"+size.name, func(b *testing.B) {
-				sp := newSpendingOf(benchBudgetStore(b, driver))
+				sp := newSpendingOf(benchBudgetStore(b, driver), nil)
 				est, used := store.Spent{Tokens: 5000}, store.Spent{Tokens: 4000}
 				now := time.Now()
 				day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)

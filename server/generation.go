@@ -95,7 +95,7 @@ type generation struct {
 	outputRepairs int
 	// budgetWarned are the budgets (with subject and period) this run
 	// warned of: once each.
-	budgetWarned map[string]bool
+	budgetWarned warnedSet
 }
 
 // toolOwner says who runs a tool offered to the model.

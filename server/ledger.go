@@ -13,7 +13,7 @@ import (
 
 // ledgerEvery is how often a replica writes what its model calls used to
 // the usage ledger: a replica that dies loses at most this much of it
-// from the ledger (budgets count each call as it ends, apart).
+// from the ledger (budgets count through their allowances, apart).
 const ledgerEvery = time.Second
 
 // ledgerKey is a row of the usage ledger: whose calls, in which hour,
@@ -99,6 +99,7 @@ func (s *Service) StartLedger() {
 	if s.spending == nil {
 		return
 	}
+	s.ledgerOn.Store(true)
 	s.every(time.Hour, s.sweepSpending)
 	s.goBackground(func() {
 		t := time.NewTicker(ledgerEvery)
@@ -106,9 +107,7 @@ func (s *Service) StartLedger() {
 		for {
 			select {
 			case <-s.bg.Done():
-				s.flushLedger(context.WithoutCancel(s.bg))
-				s.giveBack(context.WithoutCancel(s.bg), true)
-				return
+				return // Close writes what is left, once every generation ended
 			case <-t.C:
 				s.flushLedger(s.bg)
 				s.giveBack(s.bg, false)
@@ -137,5 +136,19 @@ func (s *Service) sweepSpending() {
 func (s *Service) giveBack(ctx context.Context, all bool) {
 	if err := s.spending.giveBack(ctx, all); err != nil && s.bg.Err() == nil {
 		s.log.Warn("giving back budget allowances", "err", err)
+	}
+}
+
+// closeLedger writes what the ledger gathered and gives back every
+// budget allowance, once the generations this Service owned have ended:
+// the last step of Close.
+func (s *Service) closeLedger() {
+	if s.spending == nil || !s.ledgerOn.Load() {
+		return
+	}
+	ctx := context.WithoutCancel(s.bg)
+	s.flushLedger(ctx)
+	if err := s.spending.giveBack(ctx, true); err != nil {
+		s.log.Warn("giving back budget allowances as agentd stops", "err", err)
 	}
 }

@@ -41,12 +41,13 @@ func (g *generation) modelTurn(ctx context.Context, turn int) (_ *reply, err err
 	}
 	ctx, chat := g.startChat(ctx, g.plan.agent.GetModel())
 	var streamed *agentdv1.Usage // the turn's usage, once the provider's stream has ended
+	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool), trim: trim}
 	defer func() {
 		chat.end(ctx, streamed, err)
-		g.settleBudgets(ctx, hold, streamed)
+		g.settleBudgets(ctx, hold, g.spentBy(t, msgs, streamed))
 	}()
-	t := &turnStream{turn: turn, msg: &content{agentProvider: g.plan.agent.GetProvider()}, usage: &agentdv1.Usage{}, seen: make(map[string]bool), trim: trim}
 	if err := chat.stream(ctx, g.plan.provider, g.request(msgs), func(ev providers.Event) error {
+		t.began = true
 		out, err := t.take(ev, chat)
 		if err != nil || out == nil {
 			return err
@@ -100,6 +101,7 @@ type turnStream struct {
 	seen     map[string]bool // the calls' ids
 	usage    *agentdv1.Usage
 	reported bool // the provider gave the turn's usage
+	began    bool // the provider's stream brought an event
 	stop     agentdv1.StopReason
 	paused   bool
 	trim     *agentdv1.ContextTrim // what the turn's request left out of the conversation
@@ -252,4 +254,16 @@ func (c *content) closeReasoning() {
 		}}})
 		c.reasoning = nil
 	}
+}
+
+// spentBy is what model turn t, sending msgs, used, as budgets and the
+// ledger count it: the provider's usage; for a turn whose stream began
+// but ended without one (cut short, failed), the estimate of what was
+// sent and of what came back, priced, since the provider bills those;
+// nothing for a turn that never began.
+func (g *generation) spentBy(t *turnStream, msgs []*agentdv1.Message, streamed *agentdv1.Usage) *agentdv1.Usage {
+	if streamed != nil || !t.began {
+		return streamed
+	}
+	return g.estimate(msgs, g.plan.agent.GetInstructions(), contextfit.Estimate([]*agentdv1.Message{{Parts: t.msg.done()}}))
 }

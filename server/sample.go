@@ -154,6 +154,9 @@ func (g *generation) runSample(ctx context.Context, server string, r *bridgev1.S
 	var usage *agentdv1.Usage
 	defer func() {
 		chat.end(ctx, usage, err)
+		if err != nil && usage != nil {
+			g.price(ctx, usage) // billed all the same
+		}
 		g.settleBudgets(ctx, hold, usage)
 	}()
 	var text strings.Builder

@@ -168,6 +168,7 @@ type Service struct {
 	threadRetention time.Duration
 	prices          Pricer
 	spending        *spending // nil without Options.Budgets
+	ledgerOn        atomic.Bool
 	// adoptNow wakes the adopter before its interval: a generation
 	// queued on a thread may have become adoptable.
 	adoptNow chan struct{}
@@ -239,7 +240,7 @@ func New(opts Options) *Service {
 		threads:         opts.Threads,
 		threadRetention: opts.ThreadRetention,
 		prices:          opts.Prices,
-		spending:        newSpendingOf(opts.Budgets),
+		spending:        newSpendingOf(opts.Budgets, log),
 		adoptNow:        make(chan struct{}, 1),
 		replica:         opts.Replica,
 		tenants:         opts.Tenants,
@@ -329,6 +330,7 @@ func (s *Service) Close() {
 	}
 	s.bgCancel(errStopping)
 	s.bgWG.Wait()
+	s.closeLedger()
 }
 
 // errStopping ends the generations that run without a client when agentd

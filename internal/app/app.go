@@ -469,7 +469,7 @@ func (a *Agent) serveAdmin(log *slog.Logger) {
 	// embedded bridge serves it on its in-memory listener, a remote one
 	// beside its BridgeService (unless its admin.listen moves it away).
 	cfg := a.config
-	admin := server.NewAdmin(a.tokens, log, server.AdminOptions{Config: &cfg, Usage: a.store, Budgets: a.store.Budgets(), Bridge: bridgev1.NewBridgeAdminServiceClient(a.bridgeConn)})
+	admin := server.NewAdmin(a.tokens, log, server.AdminOptions{Config: &cfg, Usage: a.store, Budgets: a.store.Budgets(), BudgetsChanged: a.svc.BudgetsChanged, Bridge: bridgev1.NewBridgeAdminServiceClient(a.bridgeConn)})
 	if a.Admin != nil {
 		admin.Register(a.Admin)
 		a.AdminHealth.SetServingStatus(agentdv1.AdminService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

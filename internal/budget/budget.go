@@ -174,13 +174,24 @@ func (b *Budget) SpanAt(now time.Time) Span {
 		return Span{From: from, Bucket: bucket, End: bucket.Add(time.Hour)}
 	case agentdv1.BudgetPeriod_BUDGET_PERIOD_MONTH:
 		local := now.In(b.loc)
-		start := time.Date(local.Year(), local.Month(), 1, 0, 0, 0, 0, b.loc)
-		return calendar(start, start.AddDate(0, 1, 0))
+		return calendarAt(now, time.Date(local.Year(), local.Month(), 1, 0, 0, 0, 0, b.loc), func(t time.Time) time.Time { return t.AddDate(0, 1, 0) })
 	default:
 		local := now.In(b.loc)
-		start := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, b.loc)
-		return calendar(start, start.AddDate(0, 0, 1))
+		return calendarAt(now, time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, b.loc), func(t time.Time) time.Time { return t.AddDate(0, 0, 1) })
 	}
+}
+
+// calendarAt is the span at now of the calendar period that begins at
+// start (local time) and ends at next(start), or of the one after it
+// where now has passed its end: in a time zone whose offset is not whole
+// hours, the next period begins at the hour before its local midnight,
+// before this one's local end.
+func calendarAt(now, start time.Time, next func(time.Time) time.Time) Span {
+	s := calendar(start, next(start))
+	if !now.Before(s.End) {
+		s = calendar(next(start), next(next(start)))
+	}
+	return s
 }
 
 // calendar is the span of the period [start, end) of local times.

@@ -45,6 +45,8 @@ func TestSpanAt(t *testing.T) {
 			"2026-12-06T23:30:00Z", budget.Span{From: at("2026-12-06T23:00:00Z"), Bucket: at("2026-12-06T23:00:00Z"), End: at("2026-12-07T23:00:00Z")}},
 		{"a day in Kolkata begins at the hour before its midnight", &agentdv1.Budget{Period: agentdv1.BudgetPeriod_BUDGET_PERIOD_DAY, TimeZone: "Asia/Kolkata"},
 			"2026-12-06T12:00:00Z", budget.Span{From: at("2026-12-05T18:00:00Z"), Bucket: at("2026-12-05T18:00:00Z"), End: at("2026-12-06T18:00:00Z")}},
+		{"and the next one begins there, before the local midnight", &agentdv1.Budget{Period: agentdv1.BudgetPeriod_BUDGET_PERIOD_DAY, TimeZone: "Asia/Kolkata"},
+			"2026-12-06T18:15:00Z", budget.Span{From: at("2026-12-06T18:00:00Z"), Bucket: at("2026-12-06T18:00:00Z"), End: at("2026-12-07T18:00:00Z")}},
 		{"the day summer time begins in New York has 23 hours", &agentdv1.Budget{Period: agentdv1.BudgetPeriod_BUDGET_PERIOD_DAY, TimeZone: "America/New_York"},
 			"2026-03-08T12:00:00Z", budget.Span{From: at("2026-03-08T05:00:00Z"), Bucket: at("2026-03-08T05:00:00Z"), End: at("2026-03-09T04:00:00Z")}},
 		{"a month", &agentdv1.Budget{Period: agentdv1.BudgetPeriod_BUDGET_PERIOD_MONTH},
