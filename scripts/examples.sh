@@ -4,9 +4,13 @@
 # (the options they share: --token, --tls-ca, --tls-cert, --tls-key, or
 # their AGENTD_* variables in the environment). The Go, Python and
 # TypeScript examples (the demo, the demo started detached and followed by
-# attaching, the approval, the bad request), then `agentd generate` with
-# the demo and the approval request. Each demo fails unless its generation
-# completed with the demo's answer. The OAuth examples need an
+# attaching, the approval, the bad request, the structured answer), then
+# `agentd generate` with the demo and the approval request, and with the
+# structured request and its schema. Each demo fails unless its generation
+# completed with the demo's answer; each structured example unless it
+# prints the ticket of examples/structured-start.json's script, decoded
+# into its language's type, and agentd generate unless the ticket is
+# alone on its stdout. The OAuth examples need an
 # OAuth-protected MCP server, which these runs have none of: they are only
 # built (Go), type-checked (TypeScript, with the other examples) and
 # compiled (Python); examples/go/oauth's test runs the Go one against a
@@ -67,8 +71,26 @@ echo "--- TypeScript example"; node build/ts/examples/ts/demo.js "$@"
 echo "--- TypeScript example, detached"; attached node build/ts/examples/ts/demo.js --detach "$@"
 echo "--- TypeScript approval example"; node build/ts/examples/ts/approve.js "$@"
 echo "--- TypeScript bad request example"; node build/ts/examples/ts/bad_request.js "$@"
+# structured NAME CMD...: CMD, a structured example, must print the
+# script's ticket as its language's type holds it.
+structured() {
+  local name=$1 out want='ticket: [high] Checkout times out (checkout, timeout)'
+  shift
+  echo "--- $name"
+  out=$("$@") || { echo "$out"; return 1; }
+  echo "$out"
+  grep -qxF "$want" <<<"$out" || { echo "$name did not print: $want" >&2; return 1; }
+}
+structured "Go structured example" "$bin/structured" "$@"
+structured "Python structured example" python examples/python/structured.py "$@"
+structured "TypeScript structured example" node build/ts/examples/ts/structured.js "$@"
 echo "--- agentd generate"; bin/agentd generate "$@" --request examples/demo-start.json
 echo "--- agentd generate, approving"; echo y | bin/agentd generate "$@" --request examples/approval-start.json
+echo "--- agentd generate, structured"
+ticket=$(bin/agentd generate "$@" --request examples/structured-start.json --output-schema examples/ticket.schema.json)
+echo "$ticket"
+python -c 'import json, sys; t = json.load(sys.stdin); sys.exit(t != {"title": "Checkout times out", "priority": "high", "tags": ["checkout", "timeout"]})' <<<"$ticket" ||
+  { echo "agentd generate --output-schema did not print the ticket alone on stdout" >&2; exit 1; }
 echo "--- OAuth examples: built, not run"
 test -x "$bin/oauth"
 python -c 'import sys; compile(open(sys.argv[1], encoding="utf-8").read(), sys.argv[1], "exec")' examples/python/oauth.py

@@ -5,20 +5,25 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 // agentFlags declare the agent: --request's file, or --provider, --model,
-// --instructions and the --mcp servers.
+// --instructions and the --mcp servers; --output-schema, with either,
+// asks for its answer as JSON.
 type agentFlags struct {
 	fs                                     *flag.FlagSet
 	request, provider, model, instructions string
 	mcps                                   mcpFlags
 	approval                               approvalFlag
+	outputSchema                           string
 }
 
 // agentFlagNames are the agent's flags, in the order a command that
@@ -36,6 +41,12 @@ func (a *agentFlags) register(fs *flag.FlagSet) {
 	fs.Var(&a.approval, "require-approval", "whether the tool calls of the --mcp servers wait for your approval: `always|never`")
 }
 
+// registerOutput adds --output-schema, for the commands whose output can
+// be the structured answer alone.
+func (a *agentFlags) registerOutput(fs *flag.FlagSet) {
+	fs.StringVar(&a.outputSchema, "output-schema", "", "a `file` holding a JSON Schema (an object schema, in JSON): the agent's answer must be JSON that fits it, which is printed alone on stdout (the events go to stderr); with --request or the agent's flags")
+}
+
 // given reports whether the command line declared an agent.
 func (a *agentFlags) given() bool {
 	for _, name := range agentFlagNames {
@@ -49,14 +60,16 @@ func (a *agentFlags) given() bool {
 // agent is the agent declared: --request's, the flags', or nil when the
 // command line declares none.
 func (a *agentFlags) agent() (*agentdv1.Agent, error) {
-	if a.request != "" {
+	switch {
+	case a.request != "":
 		start, err := a.fromFile()
 		return start.GetAgent(), err
+	case a.given():
+		return a.withOutput(a.fromFlags())
+	case a.outputSchema != "":
+		return nil, errors.New("--output-schema is part of the agent: give it with --request or the agent's flags")
 	}
-	if !a.given() {
-		return nil, nil
-	}
-	return a.fromFlags(), nil
+	return nil, nil
 }
 
 // start is the generation's start: --request's file, else prompt to the
@@ -71,7 +84,11 @@ func (a *agentFlags) start(prompt string) (*agentdv1.StartGeneration, error) {
 	if prompt == "" {
 		return nil, errors.New("give --prompt (with --provider, --model and any --mcp), or --request FILE")
 	}
-	return &agentdv1.StartGeneration{Agent: a.fromFlags(), Messages: []*agentdv1.Message{userMessage(prompt)}}, nil
+	agent, err := a.withOutput(a.fromFlags())
+	if err != nil {
+		return nil, err
+	}
+	return &agentdv1.StartGeneration{Agent: agent, Messages: []*agentdv1.Message{userMessage(prompt)}}, nil
 }
 
 // userMessage is the user's message of text.
@@ -79,7 +96,8 @@ func userMessage(text string) *agentdv1.Message {
 	return &agentdv1.Message{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: text}}}}
 }
 
-// fromFile reads --request, refusing the flags it replaces.
+// fromFile reads --request, refusing the flags it replaces; an
+// --output-schema replaces the file's agent's output.
 func (a *agentFlags) fromFile() (*agentdv1.StartGeneration, error) {
 	for _, name := range agentFlagNames[1:] {
 		if flagSet(a.fs, name) {
@@ -94,7 +112,39 @@ func (a *agentFlags) fromFile() (*agentdv1.StartGeneration, error) {
 	if err := protojson.Unmarshal(data, start); err != nil {
 		return nil, fmt.Errorf("%s: %w", a.request, err)
 	}
+	if start.GetAgent() != nil {
+		if _, err := a.withOutput(start.GetAgent()); err != nil {
+			return nil, err
+		}
+	}
 	return start, nil
+}
+
+// outputName is what Output.name takes.
+var outputName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// withOutput sets agent's output to --output-schema's, if given, and
+// returns agent. The schema is named after its file, up to the first
+// dot (ticket.schema.json: ticket), where that is a name Output.name
+// takes; "answer" otherwise.
+func (a *agentFlags) withOutput(agent *agentdv1.Agent) (*agentdv1.Agent, error) {
+	if a.outputSchema == "" {
+		return agent, nil
+	}
+	data, err := os.ReadFile(a.outputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("--output-schema: %w", err)
+	}
+	schema := &structpb.Struct{}
+	if err := protojson.Unmarshal(data, schema); err != nil {
+		return nil, fmt.Errorf("--output-schema %s: want a JSON Schema, a JSON object: %w", a.outputSchema, err)
+	}
+	name, _, _ := strings.Cut(filepath.Base(a.outputSchema), ".")
+	if !outputName.MatchString(name) {
+		name = "answer"
+	}
+	agent.Output = &agentdv1.Output{Name: name, Schema: schema}
+	return agent, nil
 }
 
 // fromFlags is the agent of --provider, --model, --instructions and
@@ -122,6 +172,9 @@ func (a *agentFlags) args() []string {
 		default:
 			args = append(args, "--"+name, a.fs.Lookup(name).Value.String())
 		}
+	}
+	if a.outputSchema != "" {
+		args = append(args, "--output-schema", a.outputSchema)
 	}
 	return args
 }

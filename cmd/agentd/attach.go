@@ -32,6 +32,7 @@ func attach(ctx context.Context, args []string, getenv func(string) string, stdi
 	fs := newFlagSet("agentd attach", attachUsage)
 	c.register(fs)
 	a.register(fs)
+	a.registerOutput(fs)
 	fs.Int64Var(&after, "after", 0, "print the events after sequence number `N` (0: every event)")
 	id, err := c.parseWithID(fs, "generation", args, getenv, stdout)
 	if err != nil {
@@ -42,11 +43,15 @@ func attach(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	p := c.printing(stdout, stderr)
+	p.answerAlone(agent, stderr)
 	first := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Attach{Attach: &agentdv1.AttachGeneration{GenerationId: id, AfterSequence: after}}}
 	return c.call(ctx, func(ctx context.Context, client agentdv1.AgentServiceClient) error {
 		ended, err := talk(ctx, client, first, p, nil, stderr)
-		if err != nil || ended.paused == nil {
+		if err != nil {
 			return err
+		}
+		if ended.paused == nil {
+			return p.unanswered(ended)
 		}
 		answers := newLines(stdin, ctx.Done())
 		r, ok := askPending(ctx, ended.paused, answers, stderr)

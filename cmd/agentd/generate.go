@@ -24,7 +24,10 @@ redirect, agentd generate catches it itself); a request for input asks
 for a JSON answer, or Enter once a web page is done. End the input
 (Ctrl-D) instead of answering and the generation pauses: the command
 that resumes it is printed. --detach starts the generation and returns
-at once, printing the command that follows it.
+at once, printing the command that follows it. With --output-schema (or
+a --request whose agent has an output) the answer must be JSON that fits
+the schema: stdout then carries that answer alone, indented, and the
+events go to stderr; an answer the schema refuses prints a warning.
 
 examples:
   agentd generate --provider openai --model gpt-4o-mini \
@@ -32,6 +35,7 @@ examples:
   agentd generate --provider mock --mcp demo --prompt 'Hello'
   agentd generate --request examples/demo-start.json
   agentd generate --detach --request examples/approval-start.json
+  agentd generate --request examples/structured-start.json --output-schema examples/ticket.schema.json
 ` + clientUsage
 
 // generateFlags are agentd generate's flags.
@@ -65,6 +69,7 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 	start.Detach = start.Detach || f.detach
 	first := &agentdv1.GenerateRequest{Kind: &agentdv1.GenerateRequest_Start{Start: start}}
 	p := f.client.printing(stdout, stderr)
+	p.answerAlone(start.GetAgent(), stderr)
 	return f.client.call(ctx, func(ctx context.Context, client agentdv1.AgentServiceClient) error {
 		ended, err := talk(ctx, client, first, p, newLines(stdin, ctx.Done()), stderr)
 		switch {
@@ -75,7 +80,7 @@ func generate(ctx context.Context, args []string, getenv func(string) string, st
 		default:
 			p.ending(ended, f.agent.args())
 		}
-		return nil
+		return p.unanswered(ended)
 	})
 }
 
@@ -86,6 +91,7 @@ func parseGenerateFlags(args []string, getenv func(string) string, stdout io.Wri
 	fs := newFlagSet("agentd generate", generateUsage)
 	f.client.register(fs)
 	f.agent.register(fs)
+	f.agent.registerOutput(fs)
 	fs.StringVar(&f.prompt, "prompt", "", "the user's message")
 	fs.BoolVar(&f.detach, "detach", false, "start the generation and return: it runs without this command, which prints how to follow it")
 	fs.StringVar(&f.resume, "resume", "", "deprecated: agentd resume `ID` does this")
@@ -102,20 +108,22 @@ func parseGenerateFlags(args []string, getenv func(string) string, stdout io.Wri
 }
 
 // ended is how a Generate stream ended: the generation's id, its pause
-// when it paused, and its place in its thread's queue when it was queued.
+// when it paused, its place in its thread's queue when it was queued, and
+// its end when it completed.
 type ended struct {
-	id     string
-	paused *agentdv1.GenerationPaused
-	queued *agentdv1.GenerationQueued
+	id        string
+	paused    *agentdv1.GenerationPaused
+	queued    *agentdv1.GenerationQueued
+	completed *agentdv1.GenerationCompleted
 }
 
-// saw notes what ev says of how the stream ends: its pause and queued
-// events are its last.
+// saw notes what ev says of how the stream ends: its pause, queued and
+// completed events are its last.
 func (e *ended) saw(ev *agentdv1.GenerateResponse) {
 	if s := ev.GetStarted(); s != nil {
 		e.id = s.GetGenerationId()
 	}
-	e.paused, e.queued = ev.GetPaused(), ev.GetQueued()
+	e.paused, e.queued, e.completed = ev.GetPaused(), ev.GetQueued(), ev.GetCompleted()
 }
 
 // talk opens a Generate stream with first, prints its events and answers

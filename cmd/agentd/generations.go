@@ -19,8 +19,9 @@ Prints one generation, live or finished (finished ones are kept for
 agentd's generation.retention, 24 hours by default): its state, when it
 was created, last changed and finished, and how many events it logged.
 A paused one also shows what it waits for, until when, and the command
-that resumes it; a finished one its usage, and its final message or the
-error it ended with. --json prints the Generation message.
+that resumes it; a finished one its usage, and its final message (and
+its structured answer, with an output schema) or the error it ended
+with. --json prints the Generation message.
 
 examples:
   agentd get gen_0193a5b2c4d6e8f0a1b2c3d4e5f60718
@@ -69,6 +70,9 @@ func (p *printer) generation(g *agentdv1.Generation) {
 	}
 	if text := messageText(g.GetMessage()); text != "" {
 		p.line("  message:  %s", text)
+	}
+	if v := g.GetStructured(); v != nil {
+		p.line("  answer:   %s", jsonOf(v))
 	}
 	p.live(g)
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"mvdan.cc/sh/v3/syntax"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -16,14 +19,28 @@ import (
 
 // printer writes events and records for a person (text as it streams,
 // everything else on lines of its own) or, asJSON, as JSON lines; notes,
-// the commands to type next among them, go to notes. quiet leaves out, for
-// a person, the events a conversation does without: each generation's
-// start, its turns' usage and its ordinary end.
+// the commands to type next among them, go to notes, and a completed
+// generation's structured answer, indented JSON, to answer (nil: w).
+// quiet leaves out, for a person, the events a conversation does
+// without: each generation's start, its turns' usage and its ordinary
+// end.
 type printer struct {
-	w, notes      io.Writer
-	asJSON, quiet bool
-	next          typed
-	inText        bool
+	w, notes, answer io.Writer
+	asJSON, quiet    bool
+	next             typed
+	inText           bool
+}
+
+// answerAlone gives stdout, where the printer writes, to the structured
+// answer alone when agent asks for one, and sends the events and notes to
+// stderr instead: a script then reads the answer whole (agentd generate
+// ... | jq .title) while a person still watches the generation. --json
+// keeps its lines on stdout, the answer among them.
+func (p *printer) answerAlone(agent *agentdv1.Agent, stderr io.Writer) {
+	if agent.GetOutput() == nil || p.asJSON {
+		return
+	}
+	p.answer, p.w, p.notes = p.w, stderr, stderr
 }
 
 // typed builds the commands a person is told to type next: this program,
@@ -52,6 +69,9 @@ func (p *printer) show(ev *agentdv1.GenerateResponse) {
 	switch {
 	case p.asJSON:
 		p.json(ev)
+		if o := ev.GetOutputInvalid(); o != nil {
+			p.note("%s", outputInvalid(o))
+		}
 	case p.quiet && routine(ev):
 	default:
 		p.print(ev)
@@ -111,6 +131,7 @@ func (p *printer) print(ev *agentdv1.GenerateResponse) {
 	case *agentdv1.GenerateResponse_Completed:
 		c := k.Completed
 		p.line("completed (%s, %d tool turns)", enumWord(c.GetStopReason().String(), "STOP_REASON_"), c.GetToolTurns())
+		p.structured(c.GetStructured())
 	default:
 		p.other(ev)
 	}
@@ -136,6 +157,8 @@ func (p *printer) other(ev *agentdv1.GenerateResponse) {
 		p.line("provider tool call %s%s: %s", c.GetToolName(), onServer(c.GetServerName()), c.GetOutput())
 	case *agentdv1.GenerateResponse_Warning:
 		p.line("warning: %s", k.Warning.GetMessage())
+	case *agentdv1.GenerateResponse_OutputInvalid:
+		p.line("%s", outputInvalid(k.OutputInvalid))
 	case *agentdv1.GenerateResponse_ApprovalDecided:
 		p.line("%s", decided(k.ApprovalDecided))
 	case *agentdv1.GenerateResponse_TurnWithdrawn:
@@ -144,6 +167,35 @@ func (p *printer) other(ev *agentdv1.GenerateResponse) {
 		q := k.Queued
 		p.line("queued %s on thread %s behind %s", q.GetGenerationId(), q.GetThreadId(), q.GetBehindGenerationId())
 	}
+}
+
+// structured prints a structured answer, if any, as indented JSON.
+func (p *printer) structured(v *structpb.Value) {
+	if v == nil {
+		return
+	}
+	p.endText()
+	var b bytes.Buffer
+	_ = json.Indent(&b, jsonOf(v), "", "  ") // jsonOf's is valid JSON
+	fmt.Fprintln(cmp.Or(p.answer, p.w), b.String())
+}
+
+// jsonOf is v as JSON on one line. encoding/json writes it rather than
+// protojson, whose spacing varies from build to build on purpose: a
+// script may compare what it reads.
+func jsonOf(v *structpb.Value) []byte {
+	b, _ := json.Marshal(v.AsInterface()) // a Value's interface is JSON's
+	return b
+}
+
+// outputInvalid says that an answer did not fit the output schema, why,
+// and what follows.
+func outputInvalid(o *agentdv1.OutputInvalid) string {
+	next := "a repair turn follows"
+	if !o.GetRepair() {
+		next = "no repair turn is left"
+	}
+	return fmt.Sprintf("warning: the answer of turn %d does not fit the output schema (%s): %s", o.GetTurn(), next, strings.Join(o.GetErrors(), "; "))
 }
 
 // outcome is how a tool call ended, in a word.
@@ -243,6 +295,21 @@ func (p *printer) ending(e ended, agentArgs []string) {
 	case e.queued != nil:
 		p.note("it runs once the thread is free; follow it: %s", p.next.command("attach", e.queued.GetGenerationId()))
 	}
+}
+
+// unanswered is the error of a generation that completed without the
+// structured answer that has stdout to itself (it stopped at a limit):
+// a script reading the answer from stdout finds nothing there, so the
+// exit status must say so.
+func (p *printer) unanswered(e ended) error {
+	if p.answer == nil || e.completed == nil || e.completed.GetStructured() != nil {
+		return nil
+	}
+	why := enumWord(e.completed.GetStopReason().String(), "STOP_REASON_")
+	if l := e.completed.GetLimit(); l != nil {
+		why = "at its limit " + l.GetName()
+	}
+	return fmt.Errorf("generation %s completed without a structured answer (%s)", e.completed.GetGenerationId(), why)
 }
 
 // resumeHint tells the person the command that resumes a generation

@@ -40,6 +40,7 @@ func resume(ctx context.Context, args []string, getenv func(string) string, stdi
 	fs := newFlagSet("agentd resume", resumeUsage)
 	c.register(fs)
 	a.register(fs)
+	a.registerOutput(fs)
 	answers.register(fs, "")
 	id, err := c.parseWithID(fs, "generation", args, getenv, stdout)
 	if err != nil {
@@ -57,6 +58,7 @@ func resumeWith(ctx context.Context, c *clientFlags, a *agentFlags, r *agentdv1.
 	}
 	r.Agent = agent
 	p := c.printing(stdout, stderr)
+	p.answerAlone(agent, stderr)
 	return c.call(ctx, func(ctx context.Context, client agentdv1.AgentServiceClient) error {
 		return resumeTalk(ctx, client, r, p, newLines(stdin, ctx.Done()), a.args(), stderr)
 	})
@@ -71,7 +73,7 @@ func resumeTalk(ctx context.Context, client agentdv1.AgentServiceClient, r *agen
 		return agentMissing(err, r)
 	}
 	p.ending(ended, agentArgs)
-	return nil
+	return p.unanswered(ended)
 }
 
 // agentMissing says what to do when agentd needs the agent of a resume
