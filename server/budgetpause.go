@@ -58,22 +58,9 @@ func (g *generation) budgetedTurn(ctx context.Context, turn int) (r *reply, done
 // approved; otherwise the generation ended (declined: completed at the
 // budget) or paused, with err.
 func (g *generation) askBudget(ctx context.Context, lr *agentdv1.LimitReached) (goOn bool, err error) {
-	req := &agentdv1.ApprovalRequest{
-		Id:     fmt.Sprintf("%s%d", limitPrefix, g.s.inputs.Add(1)),
-		Prompt: fmt.Sprintf("The generation reached its %s (%s). Go on once it allows?", lr.GetName(), figures(lr, 0)),
-		Limit:  lr,
-	}
-	answer, none, err := g.ask(ctx, question{pausable: true, check: checkRaiseOn(lr), request: func() (string, *agentdv1.GenerateResponse) {
-		g.s.log.InfoContext(ctx, "budget approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
-			"request", req.GetId(), "limit", lr.GetName(), "value", lr.GetValue(), "used", lr.GetUsed())
-		return req.GetId(), &agentdv1.GenerateResponse{Event: &agentdv1.GenerateResponse_ApprovalRequest{ApprovalRequest: req}}
-	}})
-	switch {
-	case err != nil:
+	answer, err := g.askAtLimit(ctx, lr, fmt.Sprintf("The generation reached its %s (%s). Go on once it allows?", lr.GetName(), figures(lr, 0)), nil)
+	if answer == nil {
 		return false, err
-	case none != nil:
-		turn := &statev1.PausedTurn{Turn: int32(g.toolTurns), Limit: req}
-		return false, g.pause(ctx, turn, &errPause{why: none.why, expired: errors.Is(none.cause, errAnswerTimeout)})
 	}
 	return g.budgetDecided(ctx, lr, answer)
 }

@@ -278,11 +278,20 @@ const limitPrefix = "limit_"
 // approval raised the limit; otherwise the generation ended (declined:
 // at the limit, as END) or paused, with err.
 func (g *generation) askMore(ctx context.Context, k limitKind, lr *agentdv1.LimitReached, r *reply) (raised bool, err error) {
-	req := &agentdv1.ApprovalRequest{
-		Id:     fmt.Sprintf("%s%d", limitPrefix, g.s.inputs.Add(1)),
-		Prompt: fmt.Sprintf("The generation reached %s (%s). Allow more?", lr.GetName(), figures(lr, len(r.calls))),
-		Limit:  lr,
+	answer, err := g.askAtLimit(ctx, lr, fmt.Sprintf("The generation reached %s (%s). Allow more?", lr.GetName(), figures(lr, len(r.calls))), r.calls)
+	if answer == nil {
+		return false, err
 	}
+	return g.applyRaise(ctx, k, answer, r)
+}
+
+// askAtLimit asks whoever may decide about the limit (or budget) reached
+// at lr, with prompt, calls being the model's calls still to run: on
+// the stream, within the answer timeout, else by pausing with them. It
+// returns the decision; nil when there is none (the generation paused,
+// or ended, with err).
+func (g *generation) askAtLimit(ctx context.Context, lr *agentdv1.LimitReached, prompt string, calls []*agentdv1.ToolCall) (*decision, error) {
+	req := &agentdv1.ApprovalRequest{Id: fmt.Sprintf("%s%d", limitPrefix, g.s.inputs.Add(1)), Prompt: prompt, Limit: lr}
 	answer, none, err := g.ask(ctx, question{pausable: true, check: checkRaiseOn(lr), request: func() (string, *agentdv1.GenerateResponse) {
 		g.s.log.InfoContext(ctx, "limit approval requested", "audit", true, "principal", g.caller, "tenant", g.tenant, "generation", g.id,
 			"request", req.GetId(), "limit", lr.GetName(), "value", lr.GetValue(), "used", lr.GetUsed())
@@ -290,12 +299,12 @@ func (g *generation) askMore(ctx context.Context, k limitKind, lr *agentdv1.Limi
 	}})
 	switch {
 	case err != nil:
-		return false, err
+		return nil, err
 	case none != nil:
-		turn := &statev1.PausedTurn{Turn: int32(g.toolTurns), Calls: r.calls, States: noStates(len(r.calls)), Limit: req}
-		return false, g.pause(ctx, turn, &errPause{why: none.why, expired: errors.Is(none.cause, errAnswerTimeout)})
+		turn := &statev1.PausedTurn{Turn: int32(g.toolTurns), Calls: calls, States: noStates(len(calls)), Limit: req}
+		return nil, g.pause(ctx, turn, &errPause{why: none.why, expired: errors.Is(none.cause, errAnswerTimeout)})
 	}
-	return g.applyRaise(ctx, k, answer, r)
+	return answer, nil
 }
 
 // applyRaise applies d, the decision of the approval of limit k reached
