@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -129,15 +130,23 @@ func checkNoChildren(t *testing.T, mark string) {
 	})
 }
 
-// freePort returns a port that was free on 127.0.0.1 a moment ago.
+// freePort returns a port that was free on 127.0.0.1 a moment ago, below
+// the kernel's ephemeral range (Linux's is 32768-60999): a listener that
+// another test opens on port 0 meanwhile cannot be given it before the
+// server binds it (and answer the check that the server listens).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999")
+	return 0
 }
 
 // startHTTPServer starts `node script mode` with PORT set, in its own

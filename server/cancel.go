@@ -70,9 +70,35 @@ func (s *Service) cancelGeneration(ctx context.Context, req *agentdv1.CancelGene
 	case g != nil:
 		g.cancelBy(reason)
 	case rec.State == store.Paused:
-		s.cancelPaused(store.Interruption{Tenant: tenant, ID: id, State: rec.State, Cancel: true, Reason: reason})
+		if !s.cancelPaused(store.Interruption{Tenant: tenant, ID: id, State: rec.State, Cancel: true, Reason: reason}) {
+			s.awaitEnd(ctx, tenant, id)
+		}
 	}
 	return s.getGeneration(ctx, &agentdv1.GetGenerationRequest{GenerationId: id})
+}
+
+// pausedCancelWait bounds how long CancelGeneration waits for another
+// replica that took the paused generation it cancels (its interrupter
+// found the mark first) to end it.
+const pausedCancelWait = 2 * time.Second
+
+// awaitEnd waits, at most pausedCancelWait, until tenant's generation id
+// has ended: another replica is ending it.
+func (s *Service) awaitEnd(ctx context.Context, tenant, id string) {
+	ctx, cancel := context.WithTimeout(ctx, pausedCancelWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if rec, err := s.generations.Get(ctx, tenant, id); err != nil || rec.State.Finished() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // cancelReason is the error message a cancelled generation keeps: the

@@ -127,7 +127,9 @@ func (r *turnRun) interruptWaits() {
 // when cancelled, and the paused checkpoint goes, so that nothing resumes
 // it. A resume that takes it first runs it here or elsewhere, and its
 // owner interrupts or cancels it.
-func (s *Service) cancelPaused(in store.Interruption) {
+// It reports whether it ended it: false when another replica, or a
+// resume, holds it.
+func (s *Service) cancelPaused(in store.Interruption) bool {
 	// Its writes end what they begin, whatever becomes of the round or
 	// of agentd meanwhile: a lease taken and left would hold the thread.
 	ctx, cancel := store.WriteContext(s.bg)
@@ -135,7 +137,7 @@ func (s *Service) cancelPaused(in store.Interruption) {
 	now := time.Now()
 	rec, err := s.generations.Acquire(ctx, in.Tenant, in.ID, s.replica, now, now.Add(s.cfg.LeaseTTL))
 	if err != nil {
-		return // another replica, or a resume, took it
+		return false // another replica, or a resume, took it
 	}
 	finished := false
 	defer func() {
@@ -147,7 +149,7 @@ func (s *Service) cancelPaused(in store.Interruption) {
 	}()
 	g, _ := s.adoptedGeneration(rec) // what it completed is kept even if it could not run here
 	if g == nil || rec.State != store.Paused {
-		return
+		return false
 	}
 	cause, ended := errInterrupted, "paused generation interrupted by a newer start on its thread"
 	if in.Cancel {
@@ -158,7 +160,7 @@ func (s *Service) cancelPaused(in store.Interruption) {
 	o := store.Outcome{State: store.Cancelled, Result: g.result(nil, cause), Thread: g.threadAppend(store.Cancelled), Now: time.Now()}
 	if _, err := s.generations.Finish(ctx, in.Tenant, in.ID, rec.Lease.Epoch, o); err != nil {
 		s.log.Warn("cancelling a paused generation", "generation", in.ID, "tenant", in.Tenant, "err", err)
-		return
+		return false
 	}
 	finished = true
 	if err := s.checkpoints.Delete(ctx, in.Tenant, in.ID, 0); err != nil {
@@ -166,6 +168,7 @@ func (s *Service) cancelPaused(in store.Interruption) {
 	}
 	s.log.Info(ended, "generation", in.ID, "tenant", in.Tenant, "thread", rec.Thread)
 	s.wakeAdopter()
+	return true
 }
 
 // wakeAdopter has the adopter look for generations to adopt now: one

@@ -91,8 +91,6 @@ func (w *watched) String() string {
 	return w.b.String()
 }
 
-// freePort is a loopback port nothing listens on (as far as the test
-// knows).
 // freePort is a loopback address whose port is free now and below the
 // kernel's ephemeral range (Linux's is 32768-60999): a listener that any
 // test opens on port 0 meanwhile cannot be given it before the CLI binds
