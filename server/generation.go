@@ -89,8 +89,8 @@ type generation struct {
 	// while tool calls run, on goroutines of their own.
 	samples samplesUsage
 	// structured is the answer the output schema accepted;
-	// outputRepairs counts the repair turns this run gave answers it
-	// refused.
+	// outputRepairs counts the repair turns it gave answers it refused,
+	// across pauses (the checkpoint keeps it).
 	structured    *structpb.Value
 	outputRepairs int
 	// budgetWarned are the budgets (with subject and period) this run

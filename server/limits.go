@@ -88,10 +88,12 @@ type limitRun struct {
 	reached *agentdv1.LimitReached
 }
 
-// restoreLimits takes up what checkpoint cp counted.
+// restoreLimits takes up what checkpoint cp counted (the output schema's
+// repair turns too).
 func (g *generation) restoreLimits(cp *statev1.Checkpoint) {
 	g.lim.toolCalls = int(cp.GetToolCalls())
 	g.lim.before = cp.GetElapsed().AsDuration()
+	g.outputRepairs = int(cp.GetOutputRepairs())
 	for name, v := range cp.GetRaisedLimits() {
 		if k, ok := limitNamed(name); ok {
 			g.lim.raised[k] = v
@@ -103,6 +105,7 @@ func (g *generation) restoreLimits(cp *statev1.Checkpoint) {
 func (g *generation) saveLimits(cp *statev1.Checkpoint) {
 	cp.ToolCalls = int32(g.lim.toolCalls)
 	cp.Elapsed = durationpb.New(g.elapsed())
+	cp.OutputRepairs = int32(g.outputRepairs)
 	for k, v := range g.lim.raised {
 		if v > 0 {
 			if cp.RaisedLimits == nil {

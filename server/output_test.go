@@ -5,6 +5,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -236,5 +237,51 @@ func TestStructuredOutputChecked(t *testing.T) {
 	}
 	if o := pv.GetOutput(); !o.GetNativeWithTools() || !o.GetNativeWithoutTools() || o.GetFinalAnswer().GetName() != "final_answer" {
 		t.Errorf("preview output %v; want native both ways and the final_answer tool", o)
+	}
+}
+
+// scriptedTurns is a provider that takes the output schema in its own
+// field and plays turns in order: each a tool call or a text answer.
+func scriptedTurns(turns ...providers.Event) *fakeProvider {
+	var mu sync.Mutex
+	var i int
+	return &fakeProvider{name: "plain", caps: providers.Capabilities{ModelOptional: true, Output: func(string, bool) bool { return true }},
+		stream: func(context.Context, *providers.Request) iter.Seq2[providers.Event, error] {
+			mu.Lock()
+			ev := turns[min(i, len(turns)-1)]
+			i++
+			mu.Unlock()
+			stop := agentdv1.StopReason_STOP_REASON_END_TURN
+			if _, ok := ev.(*providers.ToolCall); ok {
+				stop = agentdv1.StopReason_STOP_REASON_TOOL_USE
+			}
+			return func(yield func(providers.Event, error) bool) {
+				_ = yield(ev, nil) && yield(&providers.Stop{Reason: stop}, nil)
+			}
+		}}
+}
+
+// The repair turns an output schema allows are counted across a pause:
+// a generation that used its one repair turn, paused for an approval and
+// resumed, fails at the next refused answer.
+func TestStructuredOutputRepairsAcrossPause(t *testing.T) {
+	t.Parallel()
+	refused := &providers.TextDelta{Text: `{"title": "Jam", "priority": "urgent"}`}
+	prov := scriptedTurns(refused,
+		&providers.ToolCall{Call: &agentdv1.ToolCall{Id: "c1", Name: "delete", Arguments: `{"path": "a.txt"}`}},
+		refused)
+	a := newPausable(t, &fakeBridge{onList: offering(serverTools("files", "read", "delete"))}, nil, prov)
+	agent := &agentdv1.Agent{Provider: "plain", RequiresApproval: []string{"delete"}, Mcps: []*agentdv1.MCPServer{refServer("files", "files")}, Output: ticketOutput(t, nil)}
+	events, end := generate(t, a.client, &agentdv1.StartGeneration{Agent: agent, Messages: userSays("file it")}, nil)
+	wantCode(t, end, codes.OK)
+	paused := pausedEvent(t, events)
+	if inv := invalidEvents(events); len(inv) != 1 || !inv[0].GetRepair() {
+		t.Fatalf("output_invalid before the pause %v; want one, repaired", inv)
+	}
+	events, end = run(t, a.client, resumeRequest(paused.GetGenerationId(), agent,
+		&agentdv1.ApprovalDecision{RequestId: paused.GetApprovalRequests()[0].GetId(), Approved: true}), nil)
+	wantCode(t, end, codes.FailedPrecondition)
+	if inv := invalidEvents(events); len(inv) != 1 || inv[0].GetRepair() {
+		t.Errorf("output_invalid after the resume %v; want one, with no repair left", inv)
 	}
 }

@@ -126,7 +126,10 @@ type Checkpoint struct {
 	// The limits that approvals raised, by name ("max_tool_calls"), each
 	// its value now, in its unit (LimitReached.unit): they hold on every
 	// later run in place of the agent's.
-	RaisedLimits  map[string]int64 `protobuf:"bytes,31,rep,name=raised_limits,json=raisedLimits,proto3" json:"raised_limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	RaisedLimits map[string]int64 `protobuf:"bytes,31,rep,name=raised_limits,json=raisedLimits,proto3" json:"raised_limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The repair turns the agent's output schema gave refused answers so
+	// far, counted across pauses, against output.repair_turns.
+	OutputRepairs int32 `protobuf:"varint,32,opt,name=output_repairs,json=outputRepairs,proto3" json:"output_repairs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +372,13 @@ func (x *Checkpoint) GetRaisedLimits() map[string]int64 {
 		return x.RaisedLimits
 	}
 	return nil
+}
+
+func (x *Checkpoint) GetOutputRepairs() int32 {
+	if x != nil {
+		return x.OutputRepairs
+	}
+	return 0
 }
 
 // StepUp is an MCP server's refusal of a token for want of scopes (403
@@ -1237,7 +1247,8 @@ var File_agentd_state_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\t\n" +
+	" agentd/state/v1/checkpoint.proto\x12\x0fagentd.state.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x17agentd/v1/message.proto\x1a\x16agentd/v1/thread.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\n" +
+	"\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
@@ -1275,7 +1286,8 @@ const file_agentd_state_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
 	"tool_calls\x18\x1d \x01(\x05R\ttoolCalls\x123\n" +
 	"\aelapsed\x18\x1e \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x12R\n" +
-	"\rraised_limits\x18\x1f \x03(\v2-.agentd.state.v1.Checkpoint.RaisedLimitsEntryR\fraisedLimits\x1a?\n" +
+	"\rraised_limits\x18\x1f \x03(\v2-.agentd.state.v1.Checkpoint.RaisedLimitsEntryR\fraisedLimits\x12%\n" +
+	"\x0eoutput_repairs\x18  \x01(\x05R\routputRepairs\x1a?\n" +
 	"\x11RaisedLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"A\n" +

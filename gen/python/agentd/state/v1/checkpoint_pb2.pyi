@@ -35,7 +35,7 @@ class CallState(_message.Message):
     def __init__(self, result: _Optional[_Union[_message_pb2.ToolResult, _Mapping]] = ..., approval: _Optional[_Union[_agent_service_pb2.ApprovalRequest, _Mapping]] = ..., function_call: _Optional[_Union[_agent_service_pb2.FunctionCall, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationWait, _Mapping]] = ..., input: _Optional[_Union[InputWait, _Mapping]] = ..., logged_result: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "elapsed", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "on_failure", "origin_span_id", "origin_trace_id", "paused_at", "provider", "raised_limits", "resuming", "secrets_withheld", "step_ups", "thread_base", "thread_id", "tool_calls", "tool_turns", "turn", "usage", "version"]
+    __slots__ = ["added", "agent", "agent_sealed", "answered", "claim", "conversation", "detached", "elapsed", "end_user", "expires_at", "generation_id", "key_id", "messages", "model", "on_failure", "origin_span_id", "origin_trace_id", "output_repairs", "paused_at", "provider", "raised_limits", "resuming", "secrets_withheld", "step_ups", "thread_base", "thread_id", "tool_calls", "tool_turns", "turn", "usage", "version"]
     class RaisedLimitsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class Checkpoint(_message.Message):
     ON_FAILURE_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_REPAIRS_FIELD_NUMBER: _ClassVar[int]
     PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     RAISED_LIMITS_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +91,7 @@ class Checkpoint(_message.Message):
     on_failure: _thread_pb2.OnFailure
     origin_span_id: bytes
     origin_trace_id: bytes
+    output_repairs: int
     paused_at: _timestamp_pb2.Timestamp
     provider: str
     raised_limits: _containers.ScalarMap[str, int]
@@ -103,7 +105,7 @@ class Checkpoint(_message.Message):
     turn: PausedTurn
     usage: _agent_service_pb2.Usage
     version: int
-    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., step_ups: _Optional[_Iterable[_Union[StepUp, _Mapping]]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ..., on_failure: _Optional[_Union[_thread_pb2.OnFailure, str]] = ..., thread_id: _Optional[str] = ..., thread_base: _Optional[int] = ..., tool_calls: _Optional[int] = ..., elapsed: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., raised_limits: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., generation_id: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_agent_service_pb2.Usage, _Mapping]] = ..., tool_turns: _Optional[int] = ..., turn: _Optional[_Union[PausedTurn, _Mapping]] = ..., answered: _Optional[_Iterable[str]] = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., step_ups: _Optional[_Iterable[_Union[StepUp, _Mapping]]] = ..., agent: _Optional[bytes] = ..., agent_sealed: bool = ..., secrets_withheld: bool = ..., key_id: _Optional[str] = ..., detached: bool = ..., resuming: bool = ..., origin_trace_id: _Optional[bytes] = ..., origin_span_id: _Optional[bytes] = ..., end_user: _Optional[str] = ..., conversation: _Optional[_Union[Conversation, _Mapping]] = ..., on_failure: _Optional[_Union[_thread_pb2.OnFailure, str]] = ..., thread_id: _Optional[str] = ..., thread_base: _Optional[int] = ..., tool_calls: _Optional[int] = ..., elapsed: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., raised_limits: _Optional[_Mapping[str, int]] = ..., output_repairs: _Optional[int] = ...) -> None: ...
 
 class Claim(_message.Message):
     __slots__ = ["answered_inputs", "approval_decisions", "authorized", "claimed_at", "function_results", "may_have_run", "progressed"]
